@@ -1,0 +1,3 @@
+from memprof.cli import main
+
+main()

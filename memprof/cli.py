@@ -1,0 +1,277 @@
+"""The `memprof` command line: parse and validate, run one experiment in a GPU session, render.
+
+Every failure memprof can explain ends as one line on stderr and a documented exit
+code (see `memprof --help`); Ctrl-C frees everything and exits with 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memprof import __version__
+from memprof.errors import ExitCode, InvalidArgument, MemprofError
+from memprof.experiments import EXPERIMENTS
+from memprof.experiments.common import MAX_POWER, MIN_POWER
+from memprof.experiments.info import InfoParams
+from memprof.experiments.pinned import PinnedParams
+from memprof.experiments.zerocopy import SEED_SWEEP_POWERS, ZeroCopyParams
+from memprof.results import Result
+
+app = typer.Typer(
+    name="memprof",
+    help=(
+        "Measure what each kind of CUDA memory really costs on your GPU, with nvprof-style "
+        "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
+        "4 MiB). Times are CUDA events (GPU work) or the host clock (API calls); bandwidth is "
+        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
+        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc, 4 out of memory, "
+        "130 interrupted."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def in_range(low: int, high: int) -> Callable[[int | None], int | None]:
+    """An option callback refusing values outside [low, high], naming the allowed range."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value} is outside the allowed range {low} to {high}")
+        return value
+
+    return check
+
+
+power_range = in_range(MIN_POWER, MAX_POWER)
+
+DeviceOption = Annotated[
+    int,
+    typer.Option(
+        "--device",
+        "-d",
+        callback=in_range(0, 63),
+        help="CUDA device index, as nvidia-smi numbers them.",
+    ),
+]
+RepeatOption = Annotated[
+    int,
+    typer.Option(
+        "--repeat",
+        "-r",
+        callback=in_range(1, 10_000),
+        help="Timed repetitions of each measurement (1 to 10000).",
+    ),
+]
+WarmupOption = Annotated[
+    int,
+    typer.Option(
+        callback=in_range(0, 1000),
+        help="Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000).",
+    ),
+]
+JsonOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json", help="Also save the Result (every sample) as JSON; `memprof report` renders it."
+    ),
+]
+PowerHelp = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
+
+
+def _version(value: bool) -> None:
+    if value:
+        stdout.print(f"memprof {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def info(device: DeviceOption = 0, json: JsonOption = None) -> None:
+    """The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports."""
+    _run("info", InfoParams(), device, json)
+
+
+@app.command()
+def pinned(
+    power: Annotated[
+        int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (22 = 16 MiB).")
+    ] = 22,
+    repeat: RepeatOption = 10,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."""
+    _run("pinned", PinnedParams(power=power, repeat=repeat, warmup=warmup), device, json)
+
+
+@app.command()
+def zerocopy(
+    power: Annotated[
+        int | None,
+        typer.Option(
+            "--power",
+            "-p",
+            callback=power_range,
+            help=f"{PowerHelp}: one size, with its full profile.",
+        ),
+    ] = None,
+    from_power: Annotated[
+        int | None,
+        typer.Option("--from", callback=power_range, help="Sweep: first power of two (N of 2^N)."),
+    ] = None,
+    to_power: Annotated[
+        int | None,
+        typer.Option("--to", callback=power_range, help="Sweep: last power of two (N of 2^N)."),
+    ] = None,
+    step: Annotated[
+        int, typer.Option(callback=in_range(1, MAX_POWER), help="Sweep: step between powers.")
+    ] = 2,
+    repeat: RepeatOption = 10,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies.
+
+    Without a size: the seed's sweep, 2^10 to 2^20 step 2, then 2^22 and 2^24.
+    """
+    with _errors_as_exit_codes():
+        powers = zerocopy_powers(power, from_power, to_power, step)
+    params = ZeroCopyParams(
+        powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
+    )
+    _run("zerocopy", params, device, json)
+
+
+def zerocopy_powers(
+    power: int | None, from_power: int | None, to_power: int | None, step: int
+) -> tuple[int, ...]:
+    """The sizes zerocopy measures: one --power, a --from/--to sweep, or the seed's sweep."""
+    if power is not None:
+        if from_power is not None or to_power is not None:
+            raise InvalidArgument("use either --power or --from/--to, not both")
+        return (power,)
+    if from_power is None and to_power is None:
+        return SEED_SWEEP_POWERS
+    if from_power is None or to_power is None:
+        raise InvalidArgument("a sweep needs both --from and --to")
+    if from_power > to_power:
+        raise InvalidArgument(f"--from {from_power} is larger than --to {to_power}")
+    return tuple(range(from_power, to_power + 1, step))
+
+
+@app.command()
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="Result files written with --json.")],
+) -> None:
+    """Render saved Results again, on any machine (no GPU needed)."""
+    with _errors_as_exit_codes():
+        results = [Result.load(path) for path in paths]
+        for result in results:
+            if result.command not in EXPERIMENTS:
+                raise InvalidArgument(f"this memprof cannot render {result.command!r} results")
+        for index, result in enumerate(results):
+            if index:
+                stdout.print()
+            _render(result)
+
+
+def _run(command: str, params: Any, device: int, json_path: Path | None) -> None:
+    with _errors_as_exit_codes():
+        if json_path is not None and not json_path.parent.is_dir():
+            raise InvalidArgument(
+                f"--json {json_path}: directory {json_path.parent} does not exist"
+            )
+        from memprof.session import GpuSession
+
+        with GpuSession(device) as session, _progress_bar() as progress:
+            result = EXPERIMENTS[command].run(session, params, progress)
+        if json_path is not None:
+            result.save(json_path)
+        _render(result)
+        if json_path is not None:
+            stderr.print(f"saved {json_path}", style="dim", markup=False, highlight=False)
+
+
+def _render(result: Result) -> None:
+    from memprof.errors import VerificationFailed
+    from memprof.render import render_result
+
+    render_result(result, stdout)
+    failed = [check for check in result.checks if not check.passed]
+    if failed:
+        raise VerificationFailed(f"{len(failed)} of {len(result.checks)} results did not verify")
+
+
+@contextmanager
+def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    )
+    task = progress.add_task("starting", total=None)
+
+    def update(description: str, done: int, total: int) -> None:
+        progress.update(task, description=description, completed=done, total=total)
+
+    with progress:
+        yield update
+
+
+@contextmanager
+def _errors_as_exit_codes() -> Iterator[None]:
+    """Turn memprof's and the CUDA driver's errors into one stderr line and an exit code."""
+    try:
+        yield
+    except MemprofError as error:
+        _fail(str(error), error.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted: everything memprof allocated was freed", ExitCode.INTERRUPTED)
+    except Exception as error:
+        cuda = sys.modules.get("pycuda.driver")
+        if cuda is not None and isinstance(error, cuda.Error):
+            _fail(f"CUDA driver error: {str(error).strip()}", ExitCode.CHECK_FAILED)
+        raise
+
+
+def _fail(message: str, code: ExitCode) -> None:
+    stderr.print(
+        f"memprof: error: {message}",
+        style="bold red",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(int(code))
+
+
+def main() -> None:
+    app()

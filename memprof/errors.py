@@ -1,0 +1,51 @@
+"""User-facing errors: one line, a non-zero exit code, never a traceback."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes memprof documents in its README and help."""
+
+    OK = 0
+    CHECK_FAILED = 1  # a GPU result did not match numpy, or an unexpected failure
+    USAGE = 2  # invalid arguments (also Click's own code for usage errors)
+    ENVIRONMENT = 3  # PyCUDA, driver, GPU, nvcc or a capability is missing
+    OUT_OF_MEMORY = 4  # an allocation was refused or failed
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class MemprofError(Exception):
+    """An error memprof explains in one line instead of a traceback."""
+
+    exit_code: ExitCode = ExitCode.CHECK_FAILED
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class EnvironmentProblem(MemprofError):
+    """Something outside memprof is missing: PyCUDA, the driver, a GPU, nvcc, a capability."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class InvalidArgument(MemprofError):
+    """An argument is outside its allowed range; the message names the range."""
+
+    exit_code = ExitCode.USAGE
+
+
+class OutOfMemory(MemprofError):
+    """An allocation that cannot fit: says how much was asked and how much is free."""
+
+    exit_code = ExitCode.OUT_OF_MEMORY
+
+
+class VerificationFailed(MemprofError):
+    """The GPU computed something other than numpy did."""
+
+    exit_code = ExitCode.CHECK_FAILED

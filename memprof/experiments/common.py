@@ -1,0 +1,33 @@
+"""What several experiments share: sizes, input data, and the sumArrays kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+FLOAT32_BYTES = 4
+MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fits an int)
+
+Progress = Callable[[str, int, int], None]  # (description, done, total)
+
+
+def no_progress(description: str, done: int, total: int) -> None:
+    """The default progress callback: experiments never print."""
+
+
+def size_label(power: int) -> str:
+    from memprof.formatting import format_bytes
+
+    return f"2^{power} ({format_bytes(FLOAT32_BYTES << power)})"
+
+
+def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random float32 inputs a, b and numpy's a + b: never zeros, which hide unwritten output."""
+    rng = np.random.default_rng(seed)
+    a = rng.random(elements, dtype=np.float32)
+    b = rng.random(elements, dtype=np.float32)
+    return a, b, a + b
+
+
+POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes

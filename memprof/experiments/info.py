@@ -1,0 +1,77 @@
+"""`memprof info`: the GPU, its theoretical bandwidths, and which memory kinds work on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprof.devicefacts import CAPABILITY_ATTRIBUTES, collect, pcie_bandwidth_gb_per_s
+from memprof.experiments.common import Progress, no_progress
+from memprof.formatting import format_bytes
+from memprof.results import Result
+from memprof.session import GpuSession
+from memprof.summary import Summary, Table
+
+# What each flag decides, in the words a person choosing a memory kind needs.
+CAPABILITY_MEANINGS = {
+    "canMapHostMemory": "mapped (zero-copy) host memory",
+    "unifiedAddressing": "UVA: host pointers usable in kernels as they are",
+    "managedMemory": "managed (unified) memory",
+    "concurrentManagedAccess": "CPU and GPU may touch managed memory at once; prefetch/advise work",
+    "pageableMemoryAccess": "kernels may read plain malloc'd memory",
+    "pageableMemoryAccessUsesHostPageTables": "…through the host's page tables (HMM/ATS)",
+    "hostRegisterSupported": "cuMemHostRegister: pin an existing buffer",
+    "asyncEngineCount": "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
+    "concurrentKernels": "kernels of different streams may run at once",
+}
+
+
+@dataclass(frozen=True)
+class InfoParams:
+    pass
+
+
+def run(session: GpuSession, params: InfoParams, progress: Progress = no_progress) -> Result:
+    return Result(command="info", parameters={}, device=collect(session))
+
+
+def summarize(result: Result) -> Summary:
+    d = result.device
+    major, minor = d.compute_capability
+    device = Table(f"Device {d.index}: {d.name}", ["Property", "Value"])
+    device.add_row("Compute capability", f"{major}.{minor}")
+    device.add_row("Multiprocessors (SMs)", str(d.multiprocessors))
+    device.add_row(
+        "Memory",
+        f"{format_bytes(d.memory_total_bytes)} total, {format_bytes(d.memory_free_bytes)} free",
+    )
+    device.add_row("L2 cache", format_bytes(d.l2_cache_bytes))
+    device.add_row(
+        "Device memory bandwidth (theoretical)",
+        f"{d.theoretical_memory_bandwidth_gb_per_s:,.0f} GB/s = 2 x "
+        f"{d.memory_clock_khz / 1000:.0f} MHz x {d.memory_bus_width_bits}-bit bus / 8",
+    )
+    device.add_row("PCIe link", _link_text(d))
+    device.add_row("PCI bus id", d.pci_bus_id)
+    device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")
+    device.add_row("PyCUDA", f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")
+    device.notes.append("GB/s = 10^9 bytes per second; theoretical figures are upper bounds.")
+
+    flags = Table("Memory capabilities", ["Flag", "Value", "Decides"])
+    for name in CAPABILITY_ATTRIBUTES:
+        flags.add_row(name, str(d.attributes.get(name, 0)), CAPABILITY_MEANINGS[name])
+    return Summary(tables=[device, flags], show_profile=False)
+
+
+def _link_text(d) -> str:
+    if d.pcie_max_generation is None:
+        return f"unknown (no link figures from {d.pcie_source})"
+    bandwidth = pcie_bandwidth_gb_per_s(d.pcie_max_generation, d.pcie_max_width)
+    text = (
+        f"Gen{d.pcie_max_generation} x{d.pcie_max_width}: {bandwidth:.1f} GB/s per direction "
+        "(theoretical)"
+    )
+    if (d.pcie_generation, d.pcie_width) != (d.pcie_max_generation, d.pcie_max_width):
+        text += (
+            f"; running at Gen{d.pcie_generation} x{d.pcie_width} now (links slow down when idle)"
+        )
+    return text + f" [{d.pcie_source}]"

@@ -1,0 +1,209 @@
+"""`memprof zerocopy`: seed 000's experiment, mapped host memory read by a kernel.
+
+Per size, sumArrays runs two ways and both results are verified:
+  device path:    a, b copied to device memory (2 HtoD), kernel, result copied back (DtoH)
+  zero-copy path: the kernel reads a and b from mapped pinned host memory over PCIe
+                  through the device pointer, result copied back (DtoH)
+Host buffers are pinned for both paths, so the comparison is with the best explicit copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from memprof import memory
+from memprof.devicefacts import collect, pcie_bandwidth_gb_per_s
+from memprof.experiments.common import (
+    FLOAT32_BYTES,
+    POISON_BYTE,
+    Progress,
+    input_arrays,
+    no_progress,
+    size_label,
+)
+from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
+from memprof.kernels import load_kernel
+from memprof.results import Result
+from memprof.session import GpuSession
+from memprof.summary import Summary, Table
+from memprof.verify import compare_arrays
+
+SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
+
+
+@dataclass(frozen=True)
+class ZeroCopyParams:
+    powers: tuple[int, ...] = SEED_SWEEP_POWERS
+    repeat: int = 10
+    warmup: int = 2
+    single_size: bool = False  # --power: show the full profile for that one size
+
+
+def run(session: GpuSession, params: ZeroCopyParams, progress: Progress = no_progress) -> Result:
+    facts = collect(session)
+    largest = FLOAT32_BYTES << max(params.powers)
+    memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
+    memory.MEMORY_KINDS["mapped"].check_supported(session)
+    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+    checks = []
+    for done, power in enumerate(params.powers):
+        progress(f"size {size_label(power)}", done, len(params.powers))
+        checks.extend(_measure_size(session, kernel, power, params))
+    progress("done", len(params.powers), len(params.powers))
+    return Result(
+        command="zerocopy",
+        parameters=asdict(params),
+        device=facts,
+        measurements=session.profiler.measurements(),
+        checks=checks,
+    )
+
+
+def _measure_size(session: GpuSession, kernel, power: int, params: ZeroCopyParams) -> list:
+    profiler = session.profiler
+    elements = 1 << power
+    nbytes = elements * FLOAT32_BYTES
+    a_values, b_values, expected = input_arrays(elements)
+    a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
+    out = memory.allocate(session, "pinned", elements)
+    d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+    a.array[:] = a_values
+    b.array[:] = b_values
+
+    def device_path() -> None:
+        memory.memset(session, d_res, POISON_BYTE)
+        with profiler.events("span", "device path", "end_to_end", "device", 3 * nbytes):
+            memory.copy(session, d_a, a)
+            memory.copy(session, d_b, b)
+            kernel.launch(
+                session,
+                elements,
+                d_a.device_pointer,
+                d_b.device_pointer,
+                d_res.device_pointer,
+                elements,
+                kind="device",
+                nbytes=3 * nbytes,
+            )
+            memory.copy(session, out, d_res)
+
+    def zero_copy_path() -> None:
+        memory.memset(session, d_res, POISON_BYTE)
+        with profiler.events("span", "zero-copy path", "end_to_end", "mapped", 3 * nbytes):
+            kernel.launch(
+                session,
+                elements,
+                a.device_pointer,
+                b.device_pointer,
+                d_res.device_pointer,
+                elements,
+                kind="mapped",
+                nbytes=3 * nbytes,
+            )
+            memory.copy(session, out, d_res)
+
+    checks = []
+    for name, path in (("device memory", device_path), ("zero-copy", zero_copy_path)):
+        out.array.fill(np.nan)
+        profiler.repeat(path, params.warmup, params.repeat)
+        checks.append(compare_arrays(f"sumArrays {size_label(power)}, {name}", out.array, expected))
+    for buffer in (a, b, out, d_a, d_b, d_res):
+        buffer.free()
+    return checks
+
+
+def summarize(result: Result) -> Summary:
+    powers = result.parameters["powers"]
+    device = result.device
+    link_gb_s = (
+        pcie_bandwidth_gb_per_s(device.pcie_max_generation, device.pcie_max_width)
+        if device
+        else None
+    )
+    table = Table(
+        "Zero-copy (mapped host memory) against device memory, sumArrays",
+        [
+            "Size (2^n floats)",
+            "Kernel: device",
+            "Kernel: zero-copy",
+            "End to end: device",
+            "End to end: zero-copy",
+            "Zero-copy / device",
+            "Zero-copy read (GB/s)",
+        ],
+        notes=[
+            "Kernel: CUDA events around the launch. End to end: events around the whole path "
+            "(device: 2 HtoD + kernel + DtoH; zero-copy: kernel + DtoH). Medians of "
+            f"{result.parameters['repeat']} runs.",
+            "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
+            "(GB/s = 10^9 bytes/s)"
+            + (
+                f"; the PCIe link's theoretical rate is {link_gb_s:.1f} GB/s per direction."
+                if link_gb_s
+                else "."
+            ),
+        ],
+    )
+    rows = []
+    for power in powers:
+        nbytes = FLOAT32_BYTES << power
+        kernel_device = result.find("kernel", "device", "gpu", 3 * nbytes).stats.median_ms
+        kernel_zero = result.find("kernel", "mapped", "gpu", 3 * nbytes).stats.median_ms
+        e2e_device = result.find("end_to_end", "device", "span", 3 * nbytes).stats.median_ms
+        e2e_zero = result.find("end_to_end", "mapped", "span", 3 * nbytes).stats.median_ms
+        h2d = result.find("h2d", "mapped", "gpu", nbytes).stats.median_ms
+        rows.append((power, nbytes, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d))
+        table.add_row(
+            size_label(power),
+            format_ms(kernel_device),
+            format_ms(kernel_zero),
+            format_ms(e2e_device),
+            format_ms(e2e_zero),
+            format_ratio(e2e_zero / e2e_device),
+            format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
+        )
+    return Summary(
+        tables=[table],
+        conclusions=_conclusions(rows),
+        show_profile=bool(result.parameters.get("single_size")),
+    )
+
+
+def _conclusions(rows: list[tuple]) -> list[str]:
+    wins = [r for r in rows if r[5] < r[4]]
+    losses = [r for r in rows if r[5] >= r[4]]
+    if not wins:
+        headline = "Zero-copy never beat explicit copies end to end at these sizes."
+    elif not losses:
+        headline = "Zero-copy beat explicit copies end to end at every size measured."
+    else:
+        headline = (
+            f"Zero-copy beat explicit copies end to end at {len(wins)} of {len(rows)} sizes "
+            f"({', '.join(f'2^{r[0]}' for r in wins)})."
+        )
+    power, _, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d = rows[-1]
+    lines = [
+        headline + f" At 2^{power} the zero-copy path took {format_ms(e2e_zero)} against "
+        f"{format_ms(e2e_device)}; its kernel ran {kernel_zero / kernel_device:.1f}x longer "
+        "than on device memory, because every read crosses PCIe."
+    ]
+    extra_per_pass = kernel_zero - kernel_device
+    copy_in = 2 * h2d
+    if extra_per_pass <= 0:
+        return lines
+    passes = copy_in / extra_per_pass  # zero-copy wins while passes x extra < copy_in
+    if passes < 1:
+        lines.append(
+            f"At 2^{power}, even data read once is better copied first: copying a and b in "
+            f"costs {format_ms(copy_in)}, one zero-copy pass {format_ms(extra_per_pass)} more "
+            "than a pass over device memory."
+        )
+    else:
+        lines.append(
+            f"At 2^{power}, zero-copy pays for data the GPU reads once: copying a and b in "
+            f"costs {format_ms(copy_in)}, each zero-copy pass {format_ms(extra_per_pass)} more "
+            f"than a pass over device memory, so from {int(passes) + 1} passes on, copy the data."
+        )
+    return lines

@@ -1,0 +1,89 @@
+"""Number formatting shared by every renderer: nvprof's time style, bytes, bandwidth."""
+
+from __future__ import annotations
+
+import math
+
+_TIME_UNITS = (("us", 1e3), ("ms", 1e6), ("s", 1e9))
+
+
+def format_nvprof_time(nanoseconds: float) -> str:
+    """Format a duration the way nvprof prints it: 666ns, 41.022us, 5.7688ms, 127.27ms.
+
+    Under one microsecond: integer nanoseconds. Above: five significant digits
+    (never fewer decimals than zero) with the largest unit that keeps the
+    integer part under 1000.
+    """
+    if not math.isfinite(nanoseconds) or nanoseconds < 0:
+        raise ValueError(f"not a duration: {nanoseconds!r}")
+    if round(nanoseconds) < 1000:
+        return f"{round(nanoseconds)}ns"
+    for unit, scale in _TIME_UNITS:
+        # 999.6ns rounds up into the next unit: print it as 1.0000us, not 0.9996us.
+        value = max(nanoseconds / scale, 1.0)
+        text = _five_significant(value)
+        if float(text) < 1000 or unit == "s":
+            return f"{text}{unit}"
+    raise AssertionError("unreachable")
+
+
+def _five_significant(value: float) -> str:
+    integer_digits = len(str(int(value))) if value >= 1 else 1
+    decimals = max(0, 5 - integer_digits)
+    text = f"{value:.{decimals}f}"
+    # Rounding can add a digit (9.99995 -> 10.0000): keep five significant digits.
+    if len(text.replace(".", "")) > 5 and decimals > 0:
+        text = f"{value:.{decimals - 1}f}"
+    return text
+
+
+def format_ms(milliseconds: float) -> str:
+    """A duration in milliseconds, in nvprof's style."""
+    return format_nvprof_time(milliseconds * 1e6)
+
+
+def format_percent(fraction: float) -> str:
+    """A fraction as nvprof's Time(%) column: two decimals."""
+    return f"{fraction * 100:.2f}%"
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def format_bytes(count: int | float) -> str:
+    """Binary units, as sizes are chosen in powers of two: 16 MiB, 1.5 GiB, 4 KiB."""
+    value = float(count)
+    for unit in _BYTE_UNITS:
+        if abs(value) < 1024 or unit == _BYTE_UNITS[-1]:
+            if unit == "B":
+                return f"{int(value)} B"
+            return f"{value:.4g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def bandwidth_gb_per_s(byte_count: float, milliseconds: float) -> float:
+    """Decimal GB/s (10^9 bytes per second), as NVIDIA quotes link and memory bandwidth."""
+    if milliseconds <= 0:
+        return math.inf
+    return byte_count / (milliseconds * 1e-3) / 1e9
+
+
+def format_gb_per_s(value: float) -> str:
+    """Bandwidth with three significant digits, more for large values: 0.512, 25.3, 3012."""
+    if not math.isfinite(value):
+        return "-"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def format_ratio(value: float) -> str:
+    """A speed-up or slow-down factor: 2.31x, 0.47x."""
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:.2f}x"

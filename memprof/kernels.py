@@ -1,0 +1,149 @@
+"""CUDA kernels: find kernels/*.cu (in a checkout or inside the installed wheel), compile, launch.
+
+Kernels are written `extern "C" __global__` so their names are not mangled; the
+signature parsed from the source gives both the profile name nvprof would print
+(`sumArraysGPU(float*, float*, float*, int)`) and the argument packing for launches.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memprof.errors import EnvironmentProblem, MemprofError
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+# Inside a wheel the sources sit in memprof/kernels/; in a checkout, beside memprof/.
+KERNEL_DIR_CANDIDATES = (_PACKAGE_DIR / "kernels", _PACKAGE_DIR.parent / "kernels")
+
+_KERNEL_DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict"}
+# struct format characters PyCUDA's prepared calls use, by C type
+_PACK_FORMATS = {
+    "int": "i",
+    "unsigned int": "I",
+    "unsigned": "I",
+    "long long": "q",
+    "unsigned long long": "Q",
+    "size_t": "Q",
+    "float": "f",
+    "double": "d",
+}
+
+
+def kernel_directory() -> Path:
+    """Where the .cu sources are, whether memprof runs from a checkout or a wheel."""
+    for candidate in KERNEL_DIR_CANDIDATES:
+        if any(candidate.glob("*.cu")):
+            return candidate
+    searched = ", ".join(str(c) for c in KERNEL_DIR_CANDIDATES)
+    raise EnvironmentProblem(f"memprof's kernel sources were not found (looked in {searched})")
+
+
+def kernel_source(file_name: str) -> str:
+    path = kernel_directory() / file_name
+    if not path.is_file():
+        raise EnvironmentProblem(f"kernel source {file_name} is missing from {path.parent}")
+    return path.read_text()
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    name: str
+    parameter_types: tuple[str, ...]  # "float*", "int", ...
+
+    @property
+    def display(self) -> str:
+        """As nvprof names a kernel: sumArraysGPU(float*, float*, float*, int)."""
+        return f"{self.name}({', '.join(self.parameter_types)})"
+
+    @property
+    def pack_format(self) -> str:
+        """PyCUDA's prepare() format: P for every pointer, then the scalar types."""
+        return "".join("P" if t.endswith("*") else _PACK_FORMATS[t] for t in self.parameter_types)
+
+
+def parse_signatures(source: str) -> dict[str, KernelSignature]:
+    """Every `extern "C" __global__` kernel in a source, by name."""
+    signatures = {}
+    for name, parameters in _KERNEL_DECLARATION.findall(source):
+        types = tuple(_parameter_type(p) for p in parameters.split(",") if p.strip())
+        signatures[name] = KernelSignature(name, types)
+    return signatures
+
+
+def _parameter_type(parameter: str) -> str:
+    spaced = parameter.replace("*", " * ")
+    words = [w for w in spaced.split() if w not in _QUALIFIERS]
+    stars = words.count("*")
+    base_words = [w for w in words if w != "*"]
+    if stars == 0:
+        base_words = base_words[:-1]  # drop the parameter's name
+    elif base_words and len(base_words) > 1:
+        base_words = base_words[:-1]
+    return " ".join(base_words) + "*" * stars
+
+
+@dataclass
+class Kernel:
+    """A compiled, prepared kernel; launches are timed and named as nvprof would."""
+
+    signature: KernelSignature
+    function: Any
+
+    def launch(
+        self,
+        session: Any,
+        elements: int,
+        *arguments: Any,
+        kind: str | None = None,
+        nbytes: int = 0,
+        block_size: int = 256,
+        stream: Any = None,
+    ) -> None:
+        """Launch one thread per element (rounded up to whole blocks) and record it.
+
+        `kind` names the memory the kernel reads; `nbytes` is what it reads plus writes.
+        """
+        grid = ((elements + block_size - 1) // block_size, 1)
+        profiler = session.profiler
+        with (
+            profiler.events("gpu", self.signature.display, "kernel", kind, nbytes, stream),
+            profiler.api("cuLaunchKernel", "launch"),
+        ):
+            self.function.prepared_async_call(grid, (block_size, 1, 1), stream, *arguments)
+
+
+def load_kernel(session: Any, file_name: str, kernel_name: str) -> Kernel:
+    """Compile a kernels/ source once per session and return one of its kernels."""
+    source = kernel_source(file_name)
+    signatures = parse_signatures(source)
+    if kernel_name not in signatures:
+        raise MemprofError(f'{file_name} has no extern "C" __global__ kernel named {kernel_name}')
+    module = session.module(file_name, lambda: _compile(session, source, file_name))
+    function = module.get_function(kernel_name)
+    signature = signatures[kernel_name]
+    function.prepare(signature.pack_format)
+    return Kernel(signature, function)
+
+
+def _compile(session: Any, source: str, file_name: str) -> Any:
+    if shutil.which("nvcc") is None:
+        raise EnvironmentProblem(
+            "nvcc was not found on PATH: memprof compiles its kernels with the CUDA toolkit's "
+            "nvcc (add e.g. /usr/local/cuda/bin to PATH)"
+        )
+    from pycuda.compiler import SourceModule
+
+    try:
+        return SourceModule(
+            source, no_extern_c=True, include_dirs=[str(kernel_directory())], options=["-O3"]
+        )
+    except session.cuda.CompileError as error:
+        first_lines = "; ".join(str(error).strip().splitlines()[:3])
+        raise MemprofError(f"nvcc could not compile {file_name}: {first_lines}") from error
+    except OSError as error:
+        raise EnvironmentProblem(f"running nvcc failed: {error}") from error

@@ -1,0 +1,242 @@
+"""The memory kinds memprof measures, and the copies between them.
+
+Each kind is one class saying how it is allocated, how a kernel addresses it and how
+it is freed; adding a kind (write-combined, registered, managed, portable) is one more
+class and one more entry in MEMORY_KINDS. Every allocation, free, copy and memset is
+timed through the session's profiler and owned by the session, so nothing leaks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from memprof.errors import EnvironmentProblem, OutOfMemory
+from memprof.formatting import format_bytes
+from memprof.results import Group
+from memprof.session import GpuSession
+
+
+@dataclass
+class Buffer:
+    """An allocation of one memory kind: its host view and/or the address kernels use."""
+
+    kind: MemoryKind
+    nbytes: int
+    array: np.ndarray | None  # host view (None for device memory)
+    device_pointer: int | None  # address a kernel or a copy uses on the device side
+    _release: Callable[[], None] = field(repr=False)
+    _session: GpuSession = field(repr=False)
+    _handle: int = field(repr=False)
+
+    @property
+    def on_device(self) -> bool:
+        return self.kind.on_device
+
+    def free(self) -> None:
+        """Release the memory now, timing the call like the allocation."""
+        if self._session is None:
+            return
+        session, self._session = self._session, None
+        session.disown(self._handle)
+        profiler = session.profiler
+        with profiler.host_clock(
+            self.kind.call_group, self.kind.free_call, "free", self.kind.name, self.nbytes
+        ):
+            self.array = None  # the last reference: numpy frees pageable memory here
+            self._release()
+
+
+class MemoryKind(ABC):
+    """How one kind of memory is allocated, addressed and freed."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    on_device: ClassVar[bool] = False
+    alloc_call: ClassVar[str]
+    free_call: ClassVar[str]
+    call_group: ClassVar[Group] = "api"  # driver calls; "host" for plain host work
+    required_attribute: ClassVar[str | None] = None  # device attribute that must be non-zero
+
+    def check_supported(self, session: GpuSession) -> None:
+        if self.required_attribute and not session.attribute(self.required_attribute):
+            raise EnvironmentProblem(
+                f"{self.name} memory needs {self.required_attribute}, which this GPU "
+                f"({session.device.name()}) does not have"
+            )
+
+    @abstractmethod
+    def allocate_raw(
+        self, cuda: Any, count: int, dtype: np.dtype
+    ) -> tuple[np.ndarray | None, int | None, Callable[[], None]]:
+        """Allocate: (host view, device address, release function)."""
+
+
+class Pageable(MemoryKind):
+    name = "pageable"
+    description = (
+        "ordinary host memory (numpy): the driver stages every copy through its own pinned buffer"
+    )
+    alloc_call = "numpy.empty + first touch"
+    free_call = "numpy free"
+    call_group = "host"
+
+    def allocate_raw(self, cuda, count, dtype):
+        array = np.empty(count, dtype)
+        # numpy's empty() only reserves address space: touch every page so the cost
+        # of really getting the memory is counted, as cuMemHostAlloc's is.
+        array.view(np.uint8)[::4096] = 0
+        return array, None, lambda: None
+
+
+class Pinned(MemoryKind):
+    name = "pinned"
+    description = (
+        "page-locked host memory (cuMemHostAlloc): DMA straight from it, costly to allocate"
+    )
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+
+    def allocate_raw(self, cuda, count, dtype):
+        array = cuda.pagelocked_empty(count, dtype)
+        return array, None, array.base.free
+
+
+class Mapped(MemoryKind):
+    name = "mapped"
+    description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+    required_attribute = "CAN_MAP_HOST_MEMORY"
+
+    def allocate_raw(self, cuda, count, dtype):
+        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
+        # Always ask the driver: the device address may differ from the host one.
+        return array, int(array.base.get_device_pointer()), array.base.free
+
+
+class Device(MemoryKind):
+    name = "device"
+    description = (
+        "GPU global memory (cuMemAlloc): the fastest for kernels, reached by explicit copies"
+    )
+    on_device = True
+    alloc_call = "cuMemAlloc"
+    free_call = "cuMemFree"
+
+    def allocate_raw(self, cuda, count, dtype):
+        allocation = cuda.mem_alloc(int(count * np.dtype(dtype).itemsize))
+        return None, int(allocation), allocation.free
+
+
+MEMORY_KINDS: dict[str, MemoryKind] = {
+    kind.name: kind for kind in (Pageable(), Pinned(), Mapped(), Device())
+}
+
+
+def allocate(
+    session: GpuSession, kind_name: str, count: int, dtype: np.dtype | type = np.float32
+) -> Buffer:
+    """Allocate `count` elements of one memory kind, timed, and owned by the session."""
+    kind = MEMORY_KINDS[kind_name]
+    kind.check_supported(session)
+    dtype = np.dtype(dtype)
+    nbytes = count * dtype.itemsize
+    cuda = session.cuda
+    try:
+        with session.profiler.host_clock(
+            kind.call_group, kind.alloc_call, "alloc", kind.name, nbytes
+        ):
+            array, device_pointer, release = kind.allocate_raw(cuda, count, dtype)
+    except (cuda.MemoryError, MemoryError) as error:
+        raise OutOfMemory(_allocation_failure(session, kind, nbytes)) from error
+    handle = session.own(release)
+    return Buffer(kind, nbytes, array, device_pointer, release, session, handle)
+
+
+def _allocation_failure(session: GpuSession, kind: MemoryKind, nbytes: int) -> str:
+    if kind.on_device:
+        free, total = session.memory_info()
+        where = f"{format_bytes(free)} of {format_bytes(total)} device memory free"
+    else:
+        available = host_available_bytes()
+        where = f"{format_bytes(available)} host memory available" if available else "host memory"
+    return (
+        f"{kind.alloc_call} of {format_bytes(nbytes)} ({kind.name}) failed: out of memory ({where})"
+    )
+
+
+def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any = None) -> None:
+    """Copy a whole buffer, as nvprof would name it: HtoD, DtoH or DtoD."""
+    cuda, profiler = session.cuda, session.profiler
+    nbytes = min(destination.nbytes, source.nbytes)
+    if source.on_device and destination.on_device:
+        name, call, operation, kind = "[CUDA memcpy DtoD]", "cuMemcpyDtoD", "d2d", "device"
+        action = lambda: cuda.memcpy_dtod(destination.device_pointer, source.device_pointer, nbytes)  # noqa: E731
+    elif destination.on_device:
+        name, call, operation, kind = "[CUDA memcpy HtoD]", "cuMemcpyHtoD", "h2d", source.kind.name
+        action = lambda: cuda.memcpy_htod(destination.device_pointer, source.array)  # noqa: E731
+    elif source.on_device:
+        name, call, operation, kind = (
+            "[CUDA memcpy DtoH]",
+            "cuMemcpyDtoH",
+            "d2h",
+            destination.kind.name,
+        )
+        action = lambda: cuda.memcpy_dtoh(destination.array, source.device_pointer)  # noqa: E731
+    else:
+        raise ValueError("host-to-host copies are not something memprof measures")
+    with (
+        profiler.events("gpu", name, operation, kind, nbytes, stream),
+        profiler.api(call, operation, kind, nbytes),
+    ):
+        action()
+
+
+def memset(session: GpuSession, buffer: Buffer, byte_value: int) -> None:
+    """Fill device memory with one byte value (memprof poisons outputs before kernels)."""
+    profiler = session.profiler
+    with (
+        profiler.events("gpu", "[CUDA memset]", "memset", buffer.kind.name, buffer.nbytes),
+        profiler.api("cuMemsetD8", "memset", buffer.kind.name, buffer.nbytes),
+    ):
+        session.cuda.memset_d8(buffer.device_pointer, byte_value, buffer.nbytes)
+
+
+HOST_MARGIN_BYTES = 1 << 30  # keep 1 GiB of host memory for the system and Python
+DEVICE_MARGIN_BYTES = 256 << 20  # and 256 MiB of device memory for the context and kernels
+
+
+def host_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """MemAvailable from the kernel: what can be allocated without swapping."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_fits(what: str, needed_bytes: int, free_bytes: int | None, margin_bytes: int) -> None:
+    """Refuse, before allocating anything, a size that cannot fit (with a safety margin)."""
+    if free_bytes is None:
+        return
+    if needed_bytes > free_bytes - margin_bytes:
+        raise OutOfMemory(
+            f"this size needs {format_bytes(needed_bytes)} of {what} but only "
+            f"{format_bytes(free_bytes)} is free (memprof keeps {format_bytes(margin_bytes)} "
+            f"spare): choose a smaller size"
+        )
+
+
+def require_memory(session: GpuSession, device_bytes: int = 0, host_bytes: int = 0) -> None:
+    """Check device and host memory before an experiment allocates anything."""
+    free, _total = session.memory_info()
+    check_fits("device memory", device_bytes, free, DEVICE_MARGIN_BYTES)
+    check_fits("host memory", host_bytes, host_available_bytes(), HOST_MARGIN_BYTES)

@@ -1,0 +1,95 @@
+"""Draws Results in the terminal with rich: nvprof's profile layout, summary tables, checks.
+
+Renderers never touch CUDA: they take a Result (fresh or loaded from JSON).
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from memprof.experiments import EXPERIMENTS
+from memprof.formatting import format_ms, format_percent
+from memprof.profile import profile_rows
+from memprof.results import Result
+from memprof.summary import Summary, Table
+
+PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name")
+
+
+def profile_table(result: Result) -> RichTable:
+    """The profile as nvprof prints it: groups, Time(%), total, calls, avg/min/max, name."""
+    table = RichTable(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    for column in PROFILE_COLUMNS:
+        table.add_column(column, justify="left" if column == "Name" else "right", no_wrap=True)
+    previous_group = None
+    for row in profile_rows(result.measurements):
+        group_label = f"{row.group}:" if row.group != previous_group else ""
+        previous_group = row.group
+        stats = row.stats
+        table.add_row(
+            group_label,
+            format_percent(row.time_fraction),
+            format_ms(stats.total_ms),
+            str(stats.count),
+            format_ms(stats.mean_ms),
+            format_ms(stats.min_ms),
+            format_ms(stats.max_ms),
+            row.name,
+        )
+    return table
+
+
+def summary_table(table: Table) -> RichTable:
+    rich_table = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
+    for index, header in enumerate(table.headers):
+        rich_table.add_column(header, justify="left" if index == 0 else "right")
+    for row in table.rows:
+        rich_table.add_row(*row)
+    return rich_table
+
+
+def render_result(result: Result, console: Console, show_profile: bool | None = None) -> None:
+    """Header, profile (nvprof layout), summary tables, verification and conclusions."""
+    summary: Summary = EXPERIMENTS[result.command].summarize(result)
+    console.print(Text(_headline(result), style="bold"))
+    if show_profile if show_profile is not None else summary.show_profile:
+        console.print(f"=={result.pid}== Profiling result:", highlight=False)
+        console.print(profile_table(result))
+        console.print(
+            Text(
+                "GPU activities: CUDA events around each operation. API calls: host clock "
+                "around each driver call. Warm-up runs are not counted.",
+                style="dim",
+            )
+        )
+    for table in summary.tables:
+        console.print()
+        console.print(summary_table(table))
+        for note in table.notes:
+            console.print(Text(note, style="dim"))
+    if result.checks:
+        console.print()
+        for check in result.checks:
+            style = "green" if check.passed else "bold red"
+            console.print(Text(f"{check.name}: {check.detail}", style=style))
+    for conclusion in summary.conclusions:
+        console.print()
+        console.print(Text(conclusion, style="bold"))
+
+
+def _headline(result: Result) -> str:
+    device = result.device
+    where = f" on {device.name} (device {device.index})" if device else ""
+    parameters = ", ".join(f"{k}={_value(v)}" for k, v in result.parameters.items())
+    run = f"memprof {result.command}{where}"
+    when = f"[{result.host}, {result.created_at}, memprof {result.memprof_version}]"
+    return f"{run}: {parameters} {when}" if parameters else f"{run} {when}"
+
+
+def _value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)

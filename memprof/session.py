@@ -1,0 +1,162 @@
+"""The GPU session: PyCUDA import guard and the one place a CUDA context is made and undone.
+
+Everything a command allocates, compiles or records goes through a GpuSession, which
+frees it and pops the context on success, on any exception and on Ctrl-C, so
+PyCUDA never aborts with "context stack was not empty".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType, TracebackType
+from typing import Any
+
+from memprof.errors import EnvironmentProblem, InvalidArgument
+from memprof.profile import Profiler
+
+INSTALL_HINT = (
+    'PyCUDA is not installed: pip install "memprof[cuda]" '
+    "(it builds against the CUDA toolkit: nvcc on PATH, cuda.h under CUDA_ROOT)"
+)
+
+
+def import_driver() -> ModuleType:
+    """Import pycuda.driver, turning each way that fails into one clear line."""
+    try:
+        import pycuda.driver as cuda
+    except ModuleNotFoundError as error:
+        if error.name and error.name.split(".")[0] in {"pycuda", "pytools"}:
+            raise EnvironmentProblem(INSTALL_HINT) from error
+        raise EnvironmentProblem(f"PyCUDA cannot be imported: {error}") from error
+    except ImportError as error:
+        if "libcuda" in str(error):
+            raise EnvironmentProblem(
+                "the CUDA driver (libcuda.so.1) was not found: memprof needs a machine "
+                "with an NVIDIA GPU and its driver installed"
+            ) from error
+        raise EnvironmentProblem(f"PyCUDA cannot be imported: {error}") from error
+    return cuda
+
+
+class GpuSession:
+    """One CUDA context on one device, and everything owned inside it."""
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+        self.cuda: Any = None
+        self.device: Any = None
+        self.context: Any = None
+        self.profiler: Profiler | None = None
+        self._owned: dict[int, Callable[[], None]] = {}
+        self._next_handle = 0
+        self._modules: dict[str, Any] = {}
+        self.cleanup_failures: list[str] = []
+
+    def __enter__(self) -> GpuSession:
+        self.cuda = cuda = import_driver()
+        try:
+            cuda.init()
+            count = cuda.Device.count()
+        except cuda.Error as error:
+            raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
+        if count == 0:
+            raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
+        if not 0 <= self.device_index < count:
+            raise InvalidArgument(
+                f"--device {self.device_index} does not exist: this machine has {count} "
+                f"CUDA device{'s' if count > 1 else ''} (0 to {count - 1})"
+            )
+        self.device = cuda.Device(self.device_index)
+        try:
+            self.context = self.device.make_context()
+        except cuda.Error as error:
+            raise EnvironmentProblem(
+                f"cannot create a CUDA context on device {self.device_index}: "
+                f"{_driver_message(error)}"
+            ) from error
+        self.profiler = Profiler(cuda)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def own(self, release: Callable[[], None]) -> int:
+        """Register something to release at close; returns a handle for `disown`."""
+        handle = self._next_handle
+        self._next_handle += 1
+        self._owned[handle] = release
+        return handle
+
+    def disown(self, handle: int) -> None:
+        self._owned.pop(handle, None)
+
+    def module(self, key: str, build: Callable[[], Any]) -> Any:
+        """A compiled module, built once per session (PyCUDA caches cubins on disk too)."""
+        if key not in self._modules:
+            self._modules[key] = build()
+        return self._modules[key]
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) device memory in bytes, as the driver reports it now."""
+        free, total = self.cuda.mem_get_info()
+        return int(free), int(total)
+
+    def attribute(self, name: str) -> int:
+        """A device attribute by PyCUDA's name (CAN_MAP_HOST_MEMORY...); 0 if unknown."""
+        attribute = getattr(self.cuda.device_attribute, name, None)
+        return int(self.device.get_attribute(attribute)) if attribute is not None else 0
+
+    def synchronize(self) -> None:
+        self.context.synchronize()
+
+    def close(self) -> None:
+        """Free everything owned, newest first, then pop and destroy the context."""
+        if self.context is None:
+            return
+        with _sigint_deferred():
+            if self.profiler is not None:
+                self.profiler.discard_pending()
+            with contextlib.suppress(Exception):
+                self.context.synchronize()
+            for handle in sorted(self._owned, reverse=True):
+                release = self._owned.pop(handle)
+                try:
+                    release()
+                except Exception as error:  # a dead context fails every call: keep going
+                    self.cleanup_failures.append(str(error))
+            self._modules.clear()
+            gc.collect()
+            context, self.context = self.context, None
+            with contextlib.suppress(Exception):
+                context.pop()
+            with contextlib.suppress(Exception):
+                context.detach()
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold back a second Ctrl-C while freeing, so cleanup itself cannot be cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            raise KeyboardInterrupt
+
+
+def _driver_message(error: BaseException) -> str:
+    return str(error).strip() or type(error).__name__

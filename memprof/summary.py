@@ -1,0 +1,31 @@
+"""The plain shape of what a command shows after its profile: tables and conclusions.
+
+Experiments turn a Result into a Summary with pure functions; render.py draws it,
+and later CSV or other outputs can read the same cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how the figures were measured
+
+    def add_row(self, *cells: str) -> None:
+        if len(cells) != len(self.headers):
+            raise ValueError(
+                f"{len(cells)} cells for {len(self.headers)} columns in {self.title!r}"
+            )
+        self.rows.append(list(cells))
+
+
+@dataclass
+class Summary:
+    tables: list[Table] = field(default_factory=list)
+    conclusions: list[str] = field(default_factory=list)
+    show_profile: bool = True
