@@ -6,6 +6,7 @@ code (see `memprof --help`); Ctrl-C frees everything and exits with 130.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +41,9 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-stdout = Console()
+# Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
+_PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
+stdout = Console(width=_PIPE_WIDTH)
 stderr = Console(stderr=True)
 
 

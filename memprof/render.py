@@ -21,34 +21,52 @@ PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Nam
 
 def profile_table(result: Result) -> RichTable:
     """The profile as nvprof prints it: groups, Time(%), total, calls, avg/min/max, name."""
-    table = RichTable(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    for column in PROFILE_COLUMNS:
-        table.add_column(column, justify="left" if column == "Name" else "right", no_wrap=True)
+    rows = []
     previous_group = None
     for row in profile_rows(result.measurements):
-        group_label = f"{row.group}:" if row.group != previous_group else ""
-        previous_group = row.group
         stats = row.stats
-        table.add_row(
-            group_label,
-            format_percent(row.time_fraction),
-            format_ms(stats.total_ms),
-            str(stats.count),
-            format_ms(stats.mean_ms),
-            format_ms(stats.min_ms),
-            format_ms(stats.max_ms),
-            row.name,
+        rows.append(
+            [
+                f"{row.group}:" if row.group != previous_group else "",
+                format_percent(row.time_fraction),
+                format_ms(stats.total_ms),
+                str(stats.count),
+                format_ms(stats.mean_ms),
+                format_ms(stats.min_ms),
+                format_ms(stats.max_ms),
+                row.name,
+            ]
         )
+        previous_group = row.group
+    table = RichTable(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    _add_columns(table, list(PROFILE_COLUMNS), rows, wrap_last=True)
     return table
 
 
 def summary_table(table: Table) -> RichTable:
     rich_table = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
-    for index, header in enumerate(table.headers):
-        rich_table.add_column(header, justify="left" if index == 0 else "right")
-    for row in table.rows:
-        rich_table.add_row(*row)
+    _add_columns(rich_table, table.headers, table.rows, wrap_last=False)
     return rich_table
+
+
+def _add_columns(
+    table: RichTable, headers: list[str], rows: list[list[str]], wrap_last: bool
+) -> None:
+    """Numbers never wrap or get cut: each column is at least as wide as its widest cell.
+
+    Cells are plain Text, so names like "[CUDA memcpy HtoD]" are never read as markup.
+    """
+    for index, header in enumerate(headers):
+        is_label = index == 0 or (wrap_last and index == len(headers) - 1)
+        widest = max((len(row[index]) for row in rows), default=0)
+        table.add_column(
+            header,
+            justify="left" if is_label else "right",
+            min_width=None if wrap_last and index == len(headers) - 1 else min(widest, 40),
+            overflow="fold",
+        )
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
 
 
 def render_result(result: Result, console: Console, show_profile: bool | None = None) -> None:

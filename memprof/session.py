@@ -111,9 +111,13 @@ class GpuSession:
         return int(free), int(total)
 
     def attribute(self, name: str) -> int:
-        """A device attribute by PyCUDA's name (CAN_MAP_HOST_MEMORY...); 0 if unknown."""
+        """A device attribute by its cuda.h name without prefix (CAN_MAP_HOST_MEMORY...)."""
         attribute = getattr(self.cuda.device_attribute, name, None)
-        return int(self.device.get_attribute(attribute)) if attribute is not None else 0
+        if attribute is not None:
+            return int(self.device.get_attribute(attribute))
+        from memprof import driver  # PyCUDA does not name every attribute: ask libcuda
+
+        return driver.device_attribute(driver.DEVICE_ATTRIBUTE_NUMBERS[name], self.device_index)
 
     def synchronize(self) -> None:
         self.context.synchronize()

@@ -1,0 +1,143 @@
+"""The command line without a GPU: help, validation, error lines and exit codes, report."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof import __version__
+from memprof.cli import app, zerocopy_powers
+from memprof.errors import InvalidArgument
+from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+runner = CliRunner()
+
+
+def invoke(*arguments: str):
+    return runner.invoke(app, list(arguments))
+
+
+def test_version_and_help_need_no_gpu():
+    assert invoke("--version").output.strip() == f"memprof {__version__}"
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("info", "pinned", "zerocopy", "report"):
+        assert command in result.output
+    assert "GB/s = 10^9 bytes/s" in result.output
+
+
+@pytest.mark.parametrize("command", ["pinned", "zerocopy"])
+def test_help_explains_units(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert "2^N float32 elements" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["pinned", "--power", "31"], "31 is outside the allowed range 0 to 30"),
+        (["pinned", "--power", "-1"], "-1 is outside the allowed range 0 to 30"),
+        (["pinned", "--repeat", "0"], "0 is outside the allowed range 1 to 10000"),
+        (["pinned", "--warmup", "-2"], "-2 is outside the allowed range 0 to 1000"),
+        (["zerocopy", "--from", "40", "--to", "41"], "40 is outside the allowed range 0 to 30"),
+        (["zerocopy", "--step", "0"], "0 is outside the allowed range 1 to 30"),
+        (["info", "--device", "-1"], "-1 is outside the allowed range 0 to 63"),
+        (["pinned", "--power", "many"], "integer"),
+    ],
+)
+def test_out_of_range_arguments_name_the_allowed_range(arguments, message):
+    result = invoke(*arguments)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.replace("│", " ").split())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["zerocopy", "--power", "20", "--from", "10"],
+            "use either --power or --from/--to, not both",
+        ),
+        (["zerocopy", "--from", "10"], "a sweep needs both --from and --to"),
+        (["zerocopy", "--from", "12", "--to", "10"], "--from 12 is larger than --to 10"),
+    ],
+)
+def test_inconsistent_sizes_are_one_line_errors(arguments, message):
+    result = invoke(*arguments)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"memprof: error: {message}"
+
+
+def test_sweep_sizes():
+    assert (
+        zerocopy_powers(None, None, None, 2)
+        == SEED_SWEEP_POWERS
+        == (10, 12, 14, 16, 18, 20, 22, 24)
+    )
+    assert zerocopy_powers(16, None, None, 2) == (16,)
+    assert zerocopy_powers(None, 3, 9, 3) == (3, 6, 9)
+    with pytest.raises(InvalidArgument):
+        zerocopy_powers(None, 9, 3, 1)
+
+
+@pytest.mark.skipif("pycuda" in sys.modules, reason="PyCUDA is importable here")
+@pytest.mark.parametrize("command", [["info"], ["pinned", "--power", "10"], ["zerocopy"]])
+def test_gpu_commands_without_pycuda_say_how_to_install_it(command):
+    pytest.importorskip("typer")
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("PyCUDA is installed here")
+    result = invoke(*command)
+    assert result.exit_code == 3
+    assert result.output.strip() == (
+        'memprof: error: PyCUDA is not installed: pip install "memprof[cuda]" '
+        "(it builds against the CUDA toolkit: nvcc on PATH, cuda.h under CUDA_ROOT)"
+    )
+
+
+def test_json_into_a_missing_directory_is_refused_before_running(tmp_path):
+    result = invoke("pinned", "--json", str(tmp_path / "no" / "such" / "dir.json"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_report_renders_recorded_results():
+    paths = [str(p) for p in sorted(FIXTURES.glob("*.json"))]
+    result = invoke("report", *paths)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("memprof ") >= len(paths)
+    assert "Profiling result:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ("{", "is not a memprof result"),
+        ('{"schema_version": 99}', "schema version 99"),
+    ],
+)
+def test_report_of_a_bad_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "result.json"
+    if content is not None:
+        path.write_text(content)
+    result = invoke("report", str(path))
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_report_of_a_failed_verification_exits_1(tmp_path):
+    text = (FIXTURES / "h200_pinned_p20.json").read_text()
+    broken = text.replace('"passed": true', '"passed": false', 1)
+    path = tmp_path / "failed.json"
+    path.write_text(broken)
+    result = invoke("report", str(path))
+    assert result.exit_code == 1
+    assert "memprof: error: 1 of 2 results did not verify" in result.output

@@ -1,0 +1,88 @@
+import math
+
+import pytest
+
+from memprof.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    format_nvprof_time,
+    format_percent,
+    format_ratio,
+)
+
+
+# Every pair below is printed by nvprof in the seed documents (shared/seeds/000, 001).
+@pytest.mark.parametrize(
+    ("nanoseconds", "text"),
+    [
+        (41_022, "41.022us"),
+        (5_768_800, "5.7688ms"),
+        (127_270_000, "127.27ms"),
+        (291_240_000, "291.24ms"),
+        (1_537, "1.5370us"),
+        (3_873, "3.8730us"),
+        (128_580, "128.58us"),
+        (666, "666ns"),
+        (118, "118ns"),
+        (2_368, "2.3680us"),
+        (385_750, "385.75us"),
+    ],
+)
+def test_times_are_formatted_as_nvprof_prints_them(nanoseconds, text):
+    assert format_nvprof_time(nanoseconds) == text
+
+
+@pytest.mark.parametrize(
+    ("nanoseconds", "text"),
+    [
+        (0, "0ns"),
+        (999.4, "999ns"),
+        (999.6, "1.0000us"),  # rounds up into the next unit, never "1000ns"
+        (999_996, "1.0000ms"),  # never "1000.00us"
+        (9_999_950, "10.000ms"),  # five significant digits after rounding up
+        (12_345_678_901, "12.346s"),
+        (1.5e12, "1500.0s"),
+    ],
+)
+def test_unit_boundaries_keep_five_significant_digits(nanoseconds, text):
+    assert format_nvprof_time(nanoseconds) == text
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_impossible_durations_are_refused(bad):
+    with pytest.raises(ValueError, match="not a duration"):
+        format_nvprof_time(bad)
+
+
+def test_milliseconds_and_percentages():
+    assert format_ms(5.7688) == "5.7688ms"
+    assert format_ms(0.000666) == "666ns"
+    assert format_percent(0.6601) == "66.01%"
+    assert format_percent(1) == "100.00%"
+    assert format_percent(0.00004) == "0.00%"
+
+
+def test_bandwidth_is_decimal_gigabytes_per_second():
+    assert bandwidth_gb_per_s(1e9, 1000) == pytest.approx(1.0)
+    assert bandwidth_gb_per_s(16 << 20, 1.0) == pytest.approx(16.777216)
+    assert bandwidth_gb_per_s(1, 0) == math.inf
+
+
+def test_bandwidth_text_and_ratios():
+    assert format_gb_per_s(3012.4) == "3012"
+    assert format_gb_per_s(25.33) == "25.3"
+    assert format_gb_per_s(1.234) == "1.23"
+    assert format_gb_per_s(0.5123) == "0.512"
+    assert format_gb_per_s(math.inf) == "-"
+    assert format_ratio(2.3149) == "2.31x"
+    assert format_ratio(math.nan) == "-"
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(0, "0 B"), (100, "100 B"), (4096, "4 KiB"), (16 << 20, "16 MiB"), (3 << 29, "1.5 GiB")],
+)
+def test_bytes_use_binary_units(count, text):
+    assert format_bytes(count) == text

@@ -1,0 +1,48 @@
+"""Sizes that cannot fit are refused before anything is allocated."""
+
+import pytest
+
+from memprof.errors import ExitCode, OutOfMemory
+from memprof.memory import MEMORY_KINDS, check_fits, host_available_bytes
+
+
+def test_a_size_that_fits_passes():
+    check_fits("device memory", 1 << 30, 8 << 30, 256 << 20)
+
+
+def test_a_size_that_does_not_fit_says_what_was_asked_and_what_is_free():
+    with pytest.raises(OutOfMemory) as raised:
+        check_fits("device memory", 12 << 30, 8 << 30, 256 << 20)
+    assert str(raised.value) == (
+        "this size needs 12 GiB of device memory but only 8 GiB is free "
+        "(memprof keeps 256 MiB spare): choose a smaller size"
+    )
+    assert raised.value.exit_code == ExitCode.OUT_OF_MEMORY
+
+
+def test_the_safety_margin_counts():
+    with pytest.raises(OutOfMemory):
+        check_fits("host memory", (8 << 30) - (100 << 20), 8 << 30, 1 << 30)
+
+
+def test_unknown_free_memory_is_not_a_refusal():
+    check_fits("host memory", 1 << 40, None, 1 << 30)
+
+
+def test_host_available_memory_comes_from_meminfo(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(
+        "MemTotal:       32000000 kB\nMemFree:  100 kB\nMemAvailable:   16000000 kB\n"
+    )
+    assert host_available_bytes(meminfo) == 16_000_000 * 1024
+    assert host_available_bytes(tmp_path / "missing") is None
+    meminfo.write_text("MemTotal: 1 kB\n")
+    assert host_available_bytes(meminfo) is None
+
+
+def test_memory_kinds_are_registered_once_each():
+    assert list(MEMORY_KINDS) == ["pageable", "pinned", "mapped", "device"]
+    assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == ["device"]
+    assert MEMORY_KINDS["mapped"].required_attribute == "CAN_MAP_HOST_MEMORY"
+    for kind in MEMORY_KINDS.values():
+        assert kind.description and kind.alloc_call and kind.free_call

@@ -1,0 +1,139 @@
+"""Rendering Results recorded on the GPU machine (tests/fixtures) on a machine without one."""
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from memprof.experiments import pinned, zerocopy
+from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+from memprof.render import PROFILE_COLUMNS, render_result
+from memprof.results import Result
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def rendered(name: str, width: int = 200, **options) -> str:
+    console = Console(width=width, record=True, force_terminal=False, color_system=None)
+    render_result(Result.load(FIXTURES / name), console, **options)
+    return console.export_text()
+
+
+def test_pinned_profile_is_laid_out_like_nvprof():
+    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    text = rendered("h200_pinned_p20.json")
+    lines = text.splitlines()
+    title = lines.index(f"=={result.pid}== Profiling result:")
+    header = lines[title + 1].split()
+    assert header == list(PROFILE_COLUMNS)
+    first_gpu = lines[title + 2]
+    assert first_gpu.startswith("GPU activities:")
+    api_line = next(line for line in lines if line.startswith("API calls:"))
+    # nvprof's row: Time(%) Time Calls Avg Min Max Name
+    pattern = r"^\s*(GPU activities:|API calls:)?\s+\d+\.\d\d%\s+\S+\s+\d+\s+\S+\s+\S+\s+\S+\s+\S"
+    for line in (first_gpu, api_line):
+        assert re.match(pattern, line), line
+    h2d_pinned = result.find("h2d", "pinned", "gpu").stats
+    row = next(line for line in lines if line.rstrip().endswith("[CUDA memcpy HtoD] (pinned)"))
+    cells = row.split()
+    assert cells[1:7] == [
+        format_ms(h2d_pinned.total_ms),
+        str(h2d_pinned.count),
+        format_ms(h2d_pinned.mean_ms),
+        format_ms(h2d_pinned.min_ms),
+        format_ms(h2d_pinned.max_ms),
+        "[CUDA",
+    ]
+
+
+def test_profile_names_survive_a_narrow_terminal():
+    text = rendered("h200_pinned_p20.json", width=100)
+    assert "…" not in text  # nothing is cut: the name column folds instead
+    assert "sumArraysGPU(" in text
+    assert "GPU activities:" in text
+
+
+def test_pinned_summary_figures_come_from_the_samples():
+    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    text = rendered("h200_pinned_p20.json")
+    nbytes = result.extra["bytes_per_array"]
+    for kind in ("pageable", "pinned"):
+        median = result.find("d2h", kind, "gpu").stats.median_ms
+        expected = (
+            f"{format_ms(median)}  " + f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, median))}"
+        )
+        assert re.search(
+            re.escape(format_ms(median)) + r"\s+" + re.escape(expected.split()[-1]), text
+        )
+    assert text.count("Check result success!") == 2
+    assert "GB/s = 10^9 bytes per second" in text
+
+
+def test_pinned_conclusion_is_drawn_from_measured_numbers():
+    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    [conclusion] = pinned.summarize(result).conclusions
+    speedup = (
+        result.find("h2d", "pageable", "gpu").stats.median_ms
+        / result.find("h2d", "pinned", "gpu").stats.median_ms
+    )
+    assert f"{speedup:.2f}x faster" in conclusion
+    assert "pays off from" in conclusion
+
+
+def test_zerocopy_sweep_has_one_row_per_size_and_no_profile():
+    result = Result.load(FIXTURES / "h200_zerocopy_sweep.json")
+    text = rendered("h200_zerocopy_sweep.json")
+    assert "Profiling result" not in text
+    summary = zerocopy.summarize(result)
+    [table] = summary.tables
+    assert [row[0].split()[0] for row in table.rows] == [
+        f"2^{p}" for p in result.parameters["powers"]
+    ]
+    assert text.count("Check result success!") == 2 * len(result.parameters["powers"])
+    assert "63.0 GB/s per direction" in text  # the recorded PCIe Gen5 x16 link
+
+
+def test_zerocopy_conclusion_counts_the_sizes_where_it_won():
+    result = Result.load(FIXTURES / "h200_zerocopy_sweep.json")
+    wins = []
+    for power in result.parameters["powers"]:
+        nbytes = 3 * (4 << power)
+        device = result.find("end_to_end", "device", "span", nbytes).stats.median_ms
+        zero = result.find("end_to_end", "mapped", "span", nbytes).stats.median_ms
+        if zero < device:
+            wins.append(power)
+    headline = zerocopy.summarize(result).conclusions[0]
+    if 0 < len(wins) < len(result.parameters["powers"]):
+        assert f"at {len(wins)} of {len(result.parameters['powers'])} sizes" in headline
+        assert ", ".join(f"2^{p}" for p in wins) in headline
+
+
+def test_zerocopy_single_size_shows_its_profile():
+    text = rendered("h200_zerocopy_p20.json")
+    assert "Profiling result:" in text
+    assert "sumArraysGPU(float*, float*, float*, int) (mapped)" in text
+    assert "sumArraysGPU(float*, float*, float*, int) (device)" in text
+
+
+def test_info_shows_capabilities_and_theoretical_bandwidths():
+    text = rendered("h200_info.json")
+    for flag in (
+        "canMapHostMemory",
+        "unifiedAddressing",
+        "managedMemory",
+        "concurrentManagedAccess",
+        "pageableMemoryAccess",
+        "asyncEngineCount",
+        "concurrentKernels",
+    ):
+        assert flag in text
+    assert "4,814 GB/s = 2 x 3201 MHz x 6016-bit bus / 8" in text
+    assert "Gen5 x16: 63.0 GB/s per direction" in text
+    assert "[sysfs]" in text  # square brackets are text, never rich markup
+    assert "Profiling result" not in text
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_every_fixture_renders_without_a_gpu(name):
+    assert rendered(name).strip()

@@ -1,0 +1,67 @@
+"""The wheel carries kernels/*.cu and memprof finds them once installed (no checkout around)."""
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    pytest.importorskip(
+        "hatchling", reason="building the wheel needs hatchling (pip install -e '.[test]')"
+    )
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    [built] = out.glob("memprof-*.whl")
+    return built
+
+
+def test_wheel_contains_the_kernel_sources(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    for source in (ROOT / "kernels").glob("*.cu"):
+        assert f"memprof/kernels/{source.name}" in names
+    assert "memprof/cli.py" in names
+
+
+def test_installed_wheel_finds_its_kernels_in_a_fresh_environment(wheel, tmp_path):
+    environment = tmp_path / "venv"
+    venv.create(environment, with_pip=True)
+    python = environment / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    script = (
+        "import memprof.kernels as k; print(k.kernel_directory()); "
+        "source = k.kernel_source('sum_arrays.cu'); "
+        "print(k.parse_signatures(source)['sumArraysGPU'].display)"
+    )
+    completed = subprocess.run(
+        [str(python), "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    directory, signature = completed.stdout.strip().splitlines()
+    assert Path(directory).is_relative_to(environment)
+    assert Path(directory).parts[-2:] == ("memprof", "kernels")
+    assert signature == "sumArraysGPU(float*, float*, float*, int)"
