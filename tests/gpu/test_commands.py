@@ -26,6 +26,7 @@ def memprof(*arguments: str, timeout: float = 120) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=dict(os.environ, COLUMNS="200"),  # wide enough that no name folds
     )
 
 
