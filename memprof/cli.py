@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,9 +21,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memprof import __version__
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import EXPERIMENTS
+from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import MAX_POWER, MIN_POWER
 from memprof.experiments.info import InfoParams
+from memprof.experiments.managed import ADVICE_CHOICES, ManagedParams
 from memprof.experiments.pinned import PinnedParams
+from memprof.experiments.register import RegisterParams
+from memprof.experiments.uva import UvaParams
+from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS, ZeroCopyParams
 from memprof.results import Result
 
@@ -92,6 +98,20 @@ JsonOption = Annotated[
     ),
 ]
 PowerHelp = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
+PowerOption = Annotated[
+    int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (22 = 16 MiB).")
+]
+FromOption = Annotated[
+    int | None,
+    typer.Option("--from", callback=power_range, help="Sweep: first size, N of 2^N floats."),
+]
+ToOption = Annotated[
+    int | None,
+    typer.Option("--to", callback=power_range, help="Sweep: last size, N of 2^N floats."),
+]
+StepOption = Annotated[
+    int, typer.Option(callback=in_range(1, MAX_POWER), help="Sweep: step between powers.")
+]
 
 
 def _version(value: bool) -> None:
@@ -117,9 +137,7 @@ def info(device: DeviceOption = 0, json: JsonOption = None) -> None:
 
 @app.command()
 def pinned(
-    power: Annotated[
-        int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (22 = 16 MiB).")
-    ] = 22,
+    power: PowerOption = 22,
     repeat: RepeatOption = 10,
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
@@ -134,23 +152,12 @@ def zerocopy(
     power: Annotated[
         int | None,
         typer.Option(
-            "--power",
-            "-p",
-            callback=power_range,
-            help=f"{PowerHelp}: one size, with its full profile.",
+            "--power", "-p", callback=power_range, help=f"{PowerHelp}: one size, full profile."
         ),
     ] = None,
-    from_power: Annotated[
-        int | None,
-        typer.Option("--from", callback=power_range, help="Sweep: first power of two (N of 2^N)."),
-    ] = None,
-    to_power: Annotated[
-        int | None,
-        typer.Option("--to", callback=power_range, help="Sweep: last power of two (N of 2^N)."),
-    ] = None,
-    step: Annotated[
-        int, typer.Option(callback=in_range(1, MAX_POWER), help="Sweep: step between powers.")
-    ] = 2,
+    from_power: FromOption = None,
+    to_power: ToOption = None,
+    step: StepOption = 2,
     repeat: RepeatOption = 10,
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
@@ -161,28 +168,116 @@ def zerocopy(
     Without a size: the seed's sweep, 2^10 to 2^20 step 2, then 2^22 and 2^24.
     """
     with _errors_as_exit_codes():
-        powers = zerocopy_powers(power, from_power, to_power, step)
+        if power is not None:
+            if from_power is not None or to_power is not None:
+                raise InvalidArgument("use either --power or --from/--to, not both")
+            powers: tuple[int, ...] = (power,)
+        else:
+            powers = sweep_powers(from_power, to_power, step, SEED_SWEEP_POWERS)
     params = ZeroCopyParams(
         powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
     )
     _run("zerocopy", params, device, json)
 
 
-def zerocopy_powers(
-    power: int | None, from_power: int | None, to_power: int | None, step: int
+def sweep_powers(
+    from_power: int | None, to_power: int | None, step: int, default: tuple[int, ...]
 ) -> tuple[int, ...]:
-    """The sizes zerocopy measures: one --power, a --from/--to sweep, or the seed's sweep."""
-    if power is not None:
-        if from_power is not None or to_power is not None:
-            raise InvalidArgument("use either --power or --from/--to, not both")
-        return (power,)
+    """The sizes of a sweep: --from/--to/--step, or the command's default sweep."""
     if from_power is None and to_power is None:
-        return SEED_SWEEP_POWERS
+        return default
     if from_power is None or to_power is None:
         raise InvalidArgument("a sweep needs both --from and --to")
     if from_power > to_power:
         raise InvalidArgument(f"--from {from_power} is larger than --to {to_power}")
     return tuple(range(from_power, to_power + 1, step))
+
+
+@app.command()
+def uva(
+    power: PowerOption = 22,
+    repeat: RepeatOption = 10,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Unified virtual addressing: the mapped host pointer passed to a kernel as it is."""
+    _run("uva", UvaParams(power=power, repeat=repeat, warmup=warmup), device, json)
+
+
+class Advice(str, Enum):
+    preferred_location = "preferred-location"
+    read_mostly = "read-mostly"
+    accessed_by = "accessed-by"
+
+
+@app.command()
+def managed(
+    power: PowerOption = 22,
+    prefetch: Annotated[
+        bool, typer.Option(help="Also time cuMemPrefetchAsync to the GPU before the kernel.")
+    ] = True,
+    advise: Annotated[
+        Advice | None,
+        typer.Option(help="Time the first launch under this cuMemAdvise hint (default: each)."),
+    ] = None,
+    repeat: RepeatOption = 10,
+    warmup: Annotated[
+        int, typer.Option(callback=in_range(0, 1000), help="Untimed cycles before timing.")
+    ] = 1,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."""
+    advice = (advise.value,) if advise else ADVICE_CHOICES
+    params = ManagedParams(
+        power=power, repeat=repeat, warmup=warmup, prefetch=prefetch, advice=advice
+    )
+    _run("managed", params, device, json)
+
+
+@app.command("writecombined")
+def writecombined(
+    power: PowerOption = 22,
+    repeat: RepeatOption = 10,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."""
+    params = WriteCombinedParams(power=power, repeat=repeat, warmup=warmup)
+    _run("writecombined", params, device, json)
+
+
+app.command("wc", help="Alias of writecombined.")(writecombined)
+
+
+@app.command()
+def register(
+    power: PowerOption = 22,
+    repeat: RepeatOption = 10,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."""
+    _run("register", RegisterParams(power=power, repeat=repeat, warmup=warmup), device, json)
+
+
+@app.command()
+def alloc(
+    from_power: FromOption = None,
+    to_power: ToOption = None,
+    step: StepOption = 2,
+    repeat: RepeatOption = 3,
+    warmup: WarmupOption = 1,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 floats)."""
+    with _errors_as_exit_codes():
+        powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
+    _run("alloc", AllocParams(powers=powers, repeat=repeat, warmup=warmup), device, json)
 
 
 @app.command()

@@ -43,3 +43,97 @@ def device_attribute(attribute_number: int, device_ordinal: int) -> int:
         libcuda().cuDeviceGetAttribute(ctypes.byref(value), attribute_number, device),
     )
     return value.value
+
+
+# Host memory registration (PyCUDA's register_host_memory is broken with numpy 2).
+HOST_REGISTER_PORTABLE = 0x01
+HOST_REGISTER_DEVICEMAP = 0x02
+
+
+def _function(*names: str) -> ctypes._CFuncPtr:
+    """The first of `names` libcuda exports (newer versioned symbols first)."""
+    for name in names:
+        function = getattr(libcuda(), name, None)
+        if function is not None:
+            return function
+    raise DriverCallFailed(f"the CUDA driver exports none of {', '.join(names)}: update the driver")
+
+
+def host_register(address: int, nbytes: int, flags: int) -> None:
+    """Page-lock existing host memory (cuMemHostRegister)."""
+    register = _function("cuMemHostRegister_v2", "cuMemHostRegister")
+    register.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+    check("cuMemHostRegister", register(address, nbytes, flags))
+
+
+def host_unregister(address: int) -> None:
+    unregister = _function("cuMemHostUnregister")
+    unregister.argtypes = [ctypes.c_void_p]
+    check("cuMemHostUnregister", unregister(address))
+
+
+def host_device_pointer(address: int) -> int:
+    """The device address of page-locked, mapped host memory (cuMemHostGetDevicePointer)."""
+    get_pointer = _function("cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer")
+    get_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+    pointer = ctypes.c_uint64()
+    check("cuMemHostGetDevicePointer", get_pointer(ctypes.byref(pointer), address, 0))
+    return pointer.value
+
+
+# Managed memory: PyCUDA wraps neither prefetch nor advise.
+class MemLocation(ctypes.Structure):
+    """CUmemLocation: where memory should live (a device ordinal, or the host)."""
+
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+LOCATION_DEVICE, LOCATION_HOST = 1, 2
+CU_DEVICE_CPU = -1
+# CUmem_advise "set" values; the matching "unset" is one more.
+ADVICE = {"read-mostly": 1, "preferred-location": 3, "accessed-by": 5}
+
+
+def _location(device_ordinal: int | None) -> MemLocation:
+    if device_ordinal is None:
+        return MemLocation(LOCATION_HOST, 0)
+    return MemLocation(LOCATION_DEVICE, device_ordinal)
+
+
+def prefetch(address: int, nbytes: int, device_ordinal: int | None, stream_handle: int = 0) -> None:
+    """Migrate managed memory to a device (or to the host for None) on a stream."""
+    try:
+        function = _function("cuMemPrefetchAsync_v2")
+    except DriverCallFailed:
+        function = _function("cuMemPrefetchAsync")  # before CUDA 12.2: a device ordinal
+        function.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        target = CU_DEVICE_CPU if device_ordinal is None else device_ordinal
+        check("cuMemPrefetchAsync", function(address, nbytes, target, stream_handle))
+        return
+    function.argtypes = [
+        ctypes.c_uint64,
+        ctypes.c_size_t,
+        MemLocation,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+    ]
+    check(
+        "cuMemPrefetchAsync", function(address, nbytes, _location(device_ordinal), 0, stream_handle)
+    )
+
+
+def advise(
+    address: int, nbytes: int, advice: str, device_ordinal: int | None, unset: bool = False
+) -> None:
+    """cuMemAdvise one of ADVICE for a managed range (unset=True undoes it)."""
+    value = ADVICE[advice] + (1 if unset else 0)
+    try:
+        function = _function("cuMemAdvise_v2")
+    except DriverCallFailed:
+        function = _function("cuMemAdvise")
+        function.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+        target = CU_DEVICE_CPU if device_ordinal is None else device_ordinal
+        check("cuMemAdvise", function(address, nbytes, value, target))
+        return
+    function.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, MemLocation]
+    check("cuMemAdvise", function(address, nbytes, value, _location(device_ordinal)))

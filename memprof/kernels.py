@@ -103,6 +103,7 @@ class Kernel:
         nbytes: int = 0,
         block_size: int = 256,
         stream: Any = None,
+        operation: str = "kernel",
     ) -> None:
         """Launch one thread per element (rounded up to whole blocks) and record it.
 
@@ -111,7 +112,7 @@ class Kernel:
         grid = ((elements + block_size - 1) // block_size, 1)
         profiler = session.profiler
         with (
-            profiler.events("gpu", self.signature.display, "kernel", kind, nbytes, stream),
+            profiler.events("gpu", self.signature.display, operation, kind, nbytes, stream),
             profiler.api("cuLaunchKernel", "launch"),
         ):
             self.function.prepared_async_call(grid, (block_size, 1, 1), stream, *arguments)

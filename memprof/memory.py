@@ -48,8 +48,8 @@ class Buffer:
         with profiler.host_clock(
             self.kind.call_group, self.kind.free_call, "free", self.kind.name, self.nbytes
         ):
-            self.array = None  # the last reference: numpy frees pageable memory here
-            self._release()
+            self._release()  # unregister or free the driver's side first
+            self.array = None  # then the last reference: numpy frees host memory here
 
 
 class MemoryKind(ABC):
@@ -134,9 +134,98 @@ class Device(MemoryKind):
         return None, int(allocation), allocation.free
 
 
+class WriteCombined(MemoryKind):
+    name = "writecombined"
+    description = (
+        "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
+        "very slow for the CPU to read"
+    )
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+    required_attribute = "CAN_MAP_HOST_MEMORY"
+
+    def allocate_raw(self, cuda, count, dtype):
+        flags = cuda.host_alloc_flags.WRITECOMBINED | cuda.host_alloc_flags.DEVICEMAP
+        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
+        # Under UVA the device address of write-combined memory may differ: ask.
+        return array, int(array.base.get_device_pointer()), array.base.free
+
+
+class Portable(MemoryKind):
+    name = "portable"
+    description = "pinned memory usable from every CUDA context (PORTABLE)"
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+
+    def allocate_raw(self, cuda, count, dtype):
+        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.PORTABLE)
+        return array, None, array.base.free
+
+
+class Registered(MemoryKind):
+    name = "registered"
+    description = "an existing numpy array page-locked in place (cuMemHostRegister, mapped)"
+    alloc_call = "numpy.empty + first touch + cuMemHostRegister"
+    free_call = "cuMemHostUnregister"
+    call_group = "host"  # the allocation is numpy's plus a driver call
+    required_attribute = "HOST_REGISTER_SUPPORTED"
+
+    def allocate_raw(self, cuda, count, dtype):
+        from memprof import driver
+
+        array = page_aligned_empty(count, dtype)
+        address = array.ctypes.data
+        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
+        try:
+            driver.host_register(address, array.nbytes, flags)
+        except driver.DriverCallFailed as error:
+            if "OUT_OF_MEMORY" in str(error):
+                raise MemoryError(str(error)) from error
+            raise
+        # The closure keeps the array alive until it is unregistered.
+        return (
+            array,
+            driver.host_device_pointer(address),
+            lambda: driver.host_unregister(array.ctypes.data),
+        )
+
+
+class Managed(MemoryKind):
+    name = "managed"
+    description = "unified memory (cuMemAllocManaged): one pointer, pages migrate on demand"
+    alloc_call = "cuMemAllocManaged"
+    free_call = "cuMemFree"
+    required_attribute = "MANAGED_MEMORY"
+
+    def allocate_raw(self, cuda, count, dtype):
+        # PyCUDA's default mem_flags=0 is invalid for cuMemAllocManaged: attach globally.
+        array = cuda.managed_empty(count, dtype, mem_flags=cuda.mem_attach_flags.GLOBAL)
+        return array, int(array.base), array.base.free
+
+
 MEMORY_KINDS: dict[str, MemoryKind] = {
-    kind.name: kind for kind in (Pageable(), Pinned(), Mapped(), Device())
+    kind.name: kind
+    for kind in (
+        Pageable(),
+        Pinned(),
+        Mapped(),
+        Device(),
+        WriteCombined(),
+        Portable(),
+        Registered(),
+        Managed(),
+    )
 }
+
+
+def page_aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
+    """A numpy array starting on a page boundary, every page touched (for registration)."""
+    nbytes = count * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + 4096, np.uint8)
+    offset = -raw.ctypes.data % 4096
+    array = raw[offset : offset + nbytes].view(dtype)
+    array.view(np.uint8)[::4096] = 0
+    return array
 
 
 def allocate(
@@ -157,6 +246,20 @@ def allocate(
         raise OutOfMemory(_allocation_failure(session, kind, nbytes)) from error
     handle = session.own(release)
     return Buffer(kind, nbytes, array, device_pointer, release, session, handle)
+
+
+def adopt(
+    session: GpuSession,
+    kind_name: str,
+    array: np.ndarray,
+    device_pointer: int | None = None,
+    release: Callable[[], None] = lambda: None,
+) -> Buffer:
+    """Wrap memory the caller already has (an array it registered itself) as a Buffer."""
+    handle = session.own(release)
+    return Buffer(
+        MEMORY_KINDS[kind_name], array.nbytes, array, device_pointer, release, session, handle
+    )
 
 
 def _allocation_failure(session: GpuSession, kind: MemoryKind, nbytes: int) -> str:

@@ -23,6 +23,10 @@ SCHEMA_VERSION = 1
 Group = Literal["gpu", "api", "host", "span"]
 
 
+# Operations whose profile rows must stay apart from the plain ones of the same name.
+OPERATION_QUALIFIERS = {"kernel_first": "first launch"}
+
+
 @dataclass
 class Measurement:
     """Every timed sample of one operation on one memory kind at one size."""
@@ -41,7 +45,8 @@ class Measurement:
     @property
     def display_name(self) -> str:
         """The profile name with the memory kind, so pageable and pinned rows stay apart."""
-        return f"{self.name} ({self.kind})" if self.kind else self.name
+        qualifiers = [q for q in (self.kind, OPERATION_QUALIFIERS.get(self.operation)) if q]
+        return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
 
 
 @dataclass

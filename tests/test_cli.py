@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof import __version__
-from memprof.cli import app, zerocopy_powers
+from memprof.cli import app, sweep_powers
 from memprof.errors import InvalidArgument
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
 
@@ -72,27 +72,29 @@ def test_inconsistent_sizes_are_one_line_errors(arguments, message):
 
 
 def test_sweep_sizes():
-    assert (
-        zerocopy_powers(None, None, None, 2)
-        == SEED_SWEEP_POWERS
-        == (10, 12, 14, 16, 18, 20, 22, 24)
-    )
-    assert zerocopy_powers(16, None, None, 2) == (16,)
-    assert zerocopy_powers(None, 3, 9, 3) == (3, 6, 9)
+    assert SEED_SWEEP_POWERS == (10, 12, 14, 16, 18, 20, 22, 24)
+    assert sweep_powers(None, None, 2, SEED_SWEEP_POWERS) == SEED_SWEEP_POWERS
+    assert sweep_powers(3, 9, 3, SEED_SWEEP_POWERS) == (3, 6, 9)
+    assert sweep_powers(5, 5, 1, ()) == (5,)
     with pytest.raises(InvalidArgument):
-        zerocopy_powers(None, 9, 3, 1)
+        sweep_powers(9, 3, 1, ())
 
 
-@pytest.mark.skipif("pycuda" in sys.modules, reason="PyCUDA is importable here")
-@pytest.mark.parametrize("command", [["info"], ["pinned", "--power", "10"], ["zerocopy"]])
-def test_gpu_commands_without_pycuda_say_how_to_install_it(command):
-    pytest.importorskip("typer")
-    try:
-        import pycuda  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("PyCUDA is installed here")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["info"],
+        ["pinned", "--power", "10"],
+        ["zerocopy"],
+        ["uva"],
+        ["managed"],
+        ["wc"],
+        ["register"],
+        ["alloc"],
+    ],
+)
+def test_gpu_commands_without_pycuda_say_how_to_install_it(command, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pycuda", None)  # as if PyCUDA were not installed
     result = invoke(*command)
     assert result.exit_code == 3
     assert result.output.strip() == (

@@ -41,8 +41,19 @@ def test_host_available_memory_comes_from_meminfo(tmp_path):
 
 
 def test_memory_kinds_are_registered_once_each():
-    assert list(MEMORY_KINDS) == ["pageable", "pinned", "mapped", "device"]
+    assert list(MEMORY_KINDS) == [
+        "pageable",
+        "pinned",
+        "mapped",
+        "device",
+        "writecombined",
+        "portable",
+        "registered",
+        "managed",
+    ]
     assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == ["device"]
     assert MEMORY_KINDS["mapped"].required_attribute == "CAN_MAP_HOST_MEMORY"
+    assert MEMORY_KINDS["managed"].required_attribute == "MANAGED_MEMORY"
+    assert MEMORY_KINDS["registered"].required_attribute == "HOST_REGISTER_SUPPORTED"
     for kind in MEMORY_KINDS.values():
         assert kind.description and kind.alloc_call and kind.free_call

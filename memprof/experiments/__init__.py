@@ -8,10 +8,24 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memprof.experiments import info, pinned, zerocopy
+from memprof.experiments import (
+    alloc,
+    info,
+    managed,
+    pinned,
+    register,
+    uva,
+    writecombined,
+    zerocopy,
+)
 
 EXPERIMENTS: dict[str, ModuleType] = {
     "info": info,
     "pinned": pinned,
     "zerocopy": zerocopy,
+    "uva": uva,
+    "managed": managed,
+    "writecombined": writecombined,
+    "register": register,
+    "alloc": alloc,
 }

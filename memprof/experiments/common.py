@@ -31,3 +31,37 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 
 
 POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes
+
+
+def launch_sum(
+    session,
+    kernel,
+    a_pointer: int,
+    b_pointer: int,
+    result,
+    elements: int,
+    kind: str | None,
+) -> None:
+    """Poison the device result, then run sumArrays reading a and b from the given addresses."""
+    from memprof import memory
+
+    memory.memset(session, result, POISON_BYTE)
+    kernel.launch(
+        session,
+        elements,
+        a_pointer,
+        b_pointer,
+        result.device_pointer,
+        elements,
+        kind=kind,
+        nbytes=3 * elements * FLOAT32_BYTES,
+    )
+
+
+def verify_device_result(session, result, expected: np.ndarray, name: str):
+    """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
+    from memprof.verify import compare_arrays
+
+    host = np.full(expected.shape, np.nan, dtype=expected.dtype)
+    session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
+    return compare_arrays(name, host, expected)

@@ -1,0 +1,225 @@
+"""`memprof managed`: seed 000's unified memory, and what its page migration costs.
+
+With managed a, b and res that the host has just written, sumArrays is timed
+  (a) first launch: every page the kernel touches migrates to the GPU on demand,
+  (b) next launch: the pages are resident,
+  (c) the same work with cuMemAlloc and explicit copies,
+  (d) first launch after cuMemPrefetchAsync moved the pages ahead of time,
+  (e) the host's first read of the result afterwards (pages migrate back),
+  (f) the first launch under each cuMemAdvise hint.
+Each cycle starts with the host writing the inputs, which brings the pages back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from memprof import driver, memory
+from memprof.devicefacts import collect
+from memprof.experiments.common import (
+    FLOAT32_BYTES,
+    Progress,
+    input_arrays,
+    launch_sum,
+    no_progress,
+)
+from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.kernels import load_kernel
+from memprof.results import Result
+from memprof.session import GpuSession
+from memprof.summary import Summary, Table
+from memprof.verify import compare_arrays
+
+ADVICE_CHOICES = tuple(driver.ADVICE)  # read-mostly, preferred-location, accessed-by
+
+
+@dataclass(frozen=True)
+class ManagedParams:
+    power: int = 22
+    repeat: int = 10
+    warmup: int = 1
+    prefetch: bool = True
+    advice: tuple[str, ...] = ADVICE_CHOICES
+
+
+def run(session: GpuSession, params: ManagedParams, progress: Progress = no_progress) -> Result:
+    memory.MEMORY_KINDS["managed"].check_supported(session)
+    facts = collect(session)
+    elements = 1 << params.power
+    nbytes = elements * FLOAT32_BYTES
+    # Managed memory may all land on the GPU: never ask for more than is free there.
+    memory.require_memory(session, device_bytes=6 * nbytes, host_bytes=8 * nbytes)
+    concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
+    profiler = session.profiler
+    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+    a_values, b_values, expected = input_arrays(elements)
+    a, b, res = (memory.allocate(session, "managed", elements) for _ in range(3))
+    received = np.zeros(elements, np.float32)
+    checks, skipped = [], []
+    steps = 2 + (1 if params.prefetch else 0) + len(params.advice)
+
+    def cycle(kind: str, before_kernel=None) -> None:
+        """Host writes the inputs, two launches, host reads the result."""
+        session.synchronize()  # always, as required where concurrentManagedAccess is 0
+        with profiler.host_clock("host", "host write a, b, res", "host_write", kind, 3 * nbytes):
+            a.array[:] = a_values
+            b.array[:] = b_values
+            res.array.fill(np.nan)  # poison: the kernel must write every element
+        if before_kernel:
+            before_kernel(kind)
+        pointers = (a.device_pointer, b.device_pointer, res.device_pointer, elements)
+        kernel.launch(
+            session, elements, *pointers, kind=kind, nbytes=3 * nbytes, operation="kernel_first"
+        )
+        kernel.launch(session, elements, *pointers, kind=kind, nbytes=3 * nbytes)
+        session.synchronize()
+        with profiler.host_clock("host", "host read res", "host_read", kind, nbytes):
+            np.copyto(received, res.array)
+
+    def prefetch_to_gpu(kind: str) -> None:
+        with (
+            profiler.events("gpu", "[Unified Memory prefetch HtoD]", "prefetch", kind, 3 * nbytes),
+            profiler.api("cuMemPrefetchAsync", "prefetch", kind),
+        ):
+            for buffer in (a, b, res):
+                driver.prefetch(buffer.device_pointer, nbytes, session.device_index)
+
+    def read_resident_host_memory() -> None:
+        with profiler.host_clock("host", "host read res", "host_read", "pageable", nbytes):
+            np.copyto(received, a_values)
+
+    progress("on-demand migration", 0, steps)
+    profiler.repeat(lambda: cycle("managed"), params.warmup, params.repeat)
+    checks.append(compare_arrays("sumArrays, managed memory", received, expected))
+    profiler.repeat(read_resident_host_memory, params.warmup, params.repeat)
+
+    progress("explicit copies", 1, steps)
+    host_a, host_b, out = (memory.allocate(session, "pinned", elements) for _ in range(3))
+    host_a.array[:], host_b.array[:] = a_values, b_values
+    d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+
+    def explicit_copies() -> None:
+        with profiler.events("span", "2 HtoD + kernel + DtoH", "end_to_end", "device", 3 * nbytes):
+            memory.copy(session, d_a, host_a)
+            memory.copy(session, d_b, host_b)
+            launch_sum(
+                session, kernel, d_a.device_pointer, d_b.device_pointer, d_res, elements, "device"
+            )
+            memory.copy(session, out, d_res)
+
+    profiler.repeat(explicit_copies, params.warmup, params.repeat)
+    checks.append(compare_arrays("sumArrays, device memory", out.array, expected))
+
+    if params.prefetch:
+        progress("prefetch", 2, steps)
+        if concurrent:
+            kind = "managed+prefetch"
+            profiler.repeat(lambda: cycle(kind, prefetch_to_gpu), params.warmup, params.repeat)
+            checks.append(
+                compare_arrays("sumArrays, managed memory prefetched", received, expected)
+            )
+        else:
+            skipped.append("prefetch: needs concurrentManagedAccess, which this GPU lacks")
+
+    for index, advice in enumerate(params.advice):
+        progress(f"advice {advice}", 2 + int(params.prefetch) + index, steps)
+        if not concurrent:
+            skipped.append(f"advice {advice}: needs concurrentManagedAccess, which this GPU lacks")
+            continue
+        kind = f"managed+{advice}"
+        location = None if advice == "read-mostly" else session.device_index
+        for buffer in (a, b, res):
+            with profiler.api("cuMemAdvise", "advise", kind):
+                driver.advise(buffer.device_pointer, nbytes, advice, location)
+        profiler.repeat(lambda kind=kind: cycle(kind), params.warmup, params.repeat)
+        checks.append(compare_arrays(f"sumArrays, managed memory, {advice}", received, expected))
+        session.synchronize()
+        for buffer in (a, b, res):
+            driver.advise(buffer.device_pointer, nbytes, advice, location, unset=True)
+
+    for buffer in (a, b, res, host_a, host_b, out, d_a, d_b, d_res):
+        buffer.free()
+    progress("done", steps, steps)
+    return Result(
+        command="managed",
+        parameters=asdict(params),
+        device=facts,
+        measurements=profiler.measurements(),
+        checks=checks,
+        extra={
+            "bytes_per_array": nbytes,
+            "concurrent_managed_access": concurrent,
+            "skipped": skipped,
+        },
+    )
+
+
+def summarize(result: Result) -> Summary:
+    nbytes = result.extra["bytes_per_array"]
+    table = Table(
+        f"sumArrays over managed a, b, res of {format_bytes(nbytes)} each, written by the host",
+        ["Step", "Median", "Moved", "Effective GB/s"],
+        notes=[
+            "Kernels and prefetch: CUDA events; host reads: host clock (numpy copyto). Medians.",
+            "Effective GB/s (10^9 B/s) = the bytes a step had to bring over, over its time: "
+            "a first launch needs a, b and res on the GPU; a host read needs res on the host.",
+        ]
+        + [f"Skipped {reason}." for reason in result.extra["skipped"]],
+    )
+
+    def median(operation: str, kind: str, group: str) -> float | None:
+        try:
+            return result.find(operation, kind, group).stats.median_ms
+        except KeyError:
+            return None
+
+    def add(step: str, time_ms: float, moved: int | None) -> None:
+        rate = format_gb_per_s(bandwidth_gb_per_s(moved, time_ms)) if moved else "-"
+        table.add_row(step, format_ms(time_ms), format_bytes(moved) if moved else "-", rate)
+
+    variants = [("managed", "(a) on demand")]
+    if median("kernel_first", "managed+prefetch", "gpu") is not None:
+        variants.append(("managed+prefetch", "(d) after cuMemPrefetchAsync"))
+    variants += [
+        (f"managed+{advice}", f"(f) cuMemAdvise {advice}")
+        for advice in result.parameters["advice"]
+        if median("kernel_first", f"managed+{advice}", "gpu") is not None
+    ]
+    first = {}
+    for kind, label in variants:
+        if kind == "managed+prefetch":
+            add(f"{label}: prefetch a, b, res", median("prefetch", kind, "gpu"), 3 * nbytes)
+        first[kind] = median("kernel_first", kind, "gpu")
+        add(
+            f"{label}: first launch",
+            first[kind],
+            None if kind == "managed+prefetch" else 3 * nbytes,
+        )
+        add(f"{label}: next launch", median("kernel", kind, "gpu"), None)
+        add(f"{label}: (e) host reads res", median("host_read", kind, "host"), nbytes)
+    add(
+        "host reads resident host memory (reference)",
+        median("host_read", "pageable", "host"),
+        nbytes,
+    )
+    explicit = median("end_to_end", "device", "span")
+    add("(c) device memory: kernel alone", median("kernel", "device", "gpu"), None)
+    add("(c) device memory: 2 HtoD + kernel + DtoH", explicit, 3 * nbytes)
+
+    on_demand, resident = first["managed"], median("kernel", "managed", "gpu")
+    conclusion = (
+        f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
+        f"resident one ({format_ms(on_demand)} vs {format_ms(resident)}, pages arriving at "
+        f"{format_gb_per_s(bandwidth_gb_per_s(3 * nbytes, on_demand))} GB/s); explicit copies "
+        f"did the whole job, copies included, in {format_ms(explicit)}."
+    )
+    if "managed+prefetch" in first:
+        prefetched = first["managed+prefetch"] + median("prefetch", "managed+prefetch", "gpu")
+        conclusion += f" Prefetch plus launch took {format_ms(prefetched)}: " + (
+            "prefetch managed memory before the kernel that needs it."
+            if prefetched < on_demand
+            else "here prefetching did not beat on-demand migration."
+        )
+    return Summary(tables=[table], conclusions=[conclusion])
