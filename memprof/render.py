@@ -78,8 +78,8 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
         console.print(profile_table(result))
         console.print(
             Text(
-                "GPU activities: CUDA events around each operation. API calls: host clock "
-                "around each driver call. Warm-up runs are not counted.",
+                "Timing: GPU activities with CUDA events around each operation, API calls with "
+                "the host clock around each driver call; warm-up runs are not counted.",
                 style="dim",
             )
         )
