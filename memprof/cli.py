@@ -23,10 +23,12 @@ from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import EXPERIMENTS
 from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import MAX_POWER, MIN_POWER
+from memprof.experiments.device import DeviceParams
 from memprof.experiments.info import InfoParams
 from memprof.experiments.managed import ADVICE_CHOICES, ManagedParams
 from memprof.experiments.pinned import PinnedParams
 from memprof.experiments.register import RegisterParams
+from memprof.experiments.streams import StreamsParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS, ZeroCopyParams
@@ -278,6 +280,68 @@ def alloc(
     with _errors_as_exit_codes():
         powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
     _run("alloc", AllocParams(powers=powers, repeat=repeat, warmup=warmup), device, json)
+
+
+@app.command()
+def streams(
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (26 = 256 MiB)."),
+    ] = 26,
+    stream_count: Annotated[
+        int,
+        typer.Option(
+            "--streams", "-k", callback=in_range(2, 32), help="Chunks and streams (2 to 32)."
+        ),
+    ] = 4,
+    kernel_ms: Annotated[
+        float | None,
+        typer.Option(
+            help="Kernel time over all the data in ms (default: the data's measured HtoD time)."
+        ),
+    ] = None,
+    repeat: RepeatOption = 5,
+    warmup: WarmupOption = 1,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."""
+    with _errors_as_exit_codes():
+        if kernel_ms is not None and not 0 < kernel_ms <= 10_000:
+            raise InvalidArgument(
+                f"--kernel-ms {kernel_ms} is outside the allowed range (0, 10000]"
+            )
+    params = StreamsParams(
+        power=power, streams=stream_count, kernel_ms=kernel_ms, repeat=repeat, warmup=warmup
+    )
+    _run("streams", params, device, json)
+
+
+class Dtype(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
+
+
+@app.command("device")
+def device_bandwidth(
+    power: Annotated[
+        int,
+        typer.Option(
+            "--power",
+            "-p",
+            callback=power_range,
+            help="Size: 2^N elements of --dtype per array, N from 0 to 30 (default 25).",
+        ),
+    ] = 25,
+    dtype: Annotated[Dtype, typer.Option(help="Element type of the arrays.")] = Dtype.float64,
+    repeat: RepeatOption = 20,
+    warmup: WarmupOption = 3,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+) -> None:
+    """Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."""
+    params = DeviceParams(power=power, dtype=dtype.value, repeat=repeat, warmup=warmup)
+    _run("device", params, device, json)
 
 
 @app.command()

@@ -104,12 +104,13 @@ class Kernel:
         block_size: int = 256,
         stream: Any = None,
         operation: str = "kernel",
+        blocks: int | None = None,
     ) -> None:
-        """Launch one thread per element (rounded up to whole blocks) and record it.
+        """Launch one thread per element (or `blocks` blocks, for grid-stride kernels), recorded.
 
         `kind` names the memory the kernel reads; `nbytes` is what it reads plus writes.
         """
-        grid = ((elements + block_size - 1) // block_size, 1)
+        grid = (blocks or (elements + block_size - 1) // block_size, 1)
         profiler = session.profiler
         with (
             profiler.events("gpu", self.signature.display, operation, kind, nbytes, stream),

@@ -75,6 +75,29 @@ class Profiler:
         end.record(stream)
         self._pending.append((self._measurement(group, name, operation, kind, nbytes), start, end))
 
+    def add_sample(
+        self,
+        group: Group,
+        name: str,
+        operation: str,
+        kind: str | None,
+        nbytes: int,
+        milliseconds: float,
+    ) -> None:
+        """Record a time measured elsewhere (events an experiment placed itself)."""
+        if not self._paused:
+            self._measurement(group, name, operation, kind, nbytes).samples_ms.append(milliseconds)
+
+    def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
+        """Milliseconds `action` takes on the GPU, between two events; never recorded."""
+        with self.paused():
+            start, end = self._cuda.Event(), self._cuda.Event()
+            start.record(stream)
+            action()
+            end.record(stream)
+            end.synchronize()
+            return end.time_since(start)
+
     def resolve(self) -> None:
         """Wait for every recorded event and turn event pairs into samples."""
         for measurement, start, end in self._pending:

@@ -88,6 +88,13 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
         console.print(summary_table(table))
         for note in table.notes:
             console.print(Text(note, style="dim"))
+    for chart in summary.charts:
+        console.print()
+        console.print(Text(chart.title, style="italic"))
+        for line in chart.lines:
+            console.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
+        for note in chart.notes:
+            console.print(Text(note, style="dim"))
     if result.checks:
         console.print()
         for check in result.checks:

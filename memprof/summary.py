@@ -25,7 +25,17 @@ class Table:
 
 
 @dataclass
+class Chart:
+    """Preformatted lines drawn in the terminal (a timeline, a bandwidth curve)."""
+
+    title: str
+    lines: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Summary:
     tables: list[Table] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
     show_profile: bool = True
+    charts: list[Chart] = field(default_factory=list)

@@ -10,10 +10,12 @@ from types import ModuleType
 
 from memprof.experiments import (
     alloc,
+    device,
     info,
     managed,
     pinned,
     register,
+    streams,
     uva,
     writecombined,
     zerocopy,
@@ -28,4 +30,6 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "writecombined": writecombined,
     "register": register,
     "alloc": alloc,
+    "streams": streams,
+    "device": device,
 }
