@@ -44,7 +44,9 @@ def profile_table(result: Result) -> RichTable:
 
 
 def summary_table(table: Table) -> RichTable:
-    rich_table = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
+    rich_table = RichTable(
+        title=table.title, title_justify="left", box=box.SIMPLE_HEAD, min_width=len(table.title)
+    )
     _add_columns(rich_table, table.headers, table.rows, wrap_last=False)
     return rich_table
 

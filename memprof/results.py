@@ -90,6 +90,13 @@ class DeviceFacts:
         return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_width_bits / 8 / 1e9
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars (a bool from a comparison, a float64) as the Python values they hold."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} cannot be saved in a result")
+
+
 @dataclass
 class Result:
     """Everything one command measured, enough to render it again on any machine."""
@@ -136,7 +143,7 @@ class Result:
         return matches[0]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
+        return json.dumps(asdict(self), indent=1, default=_plain)
 
     @classmethod
     def from_json(cls, text: str) -> Result:

@@ -163,7 +163,7 @@ def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[C
     checks.append(
         Check(
             "dot sum(a*b)",
-            relative <= limit,
+            bool(relative <= limit),
             elements,
             f"relative error {relative:.2e} (limit {limit:.0e}) against numpy in float64",
         )
@@ -176,7 +176,7 @@ def _close(name: str, actual: np.ndarray, expected: np.ndarray, tolerance: float
     if not np.isfinite(actual).all():
         return Check(name, False, actual.size, "NaN or infinity in the result")
     error = float(np.max(np.abs(actual - expected) / np.abs(expected)))
-    passed = error <= tolerance
+    passed = bool(error <= tolerance)
     return Check(
         name, passed, actual.size, f"largest relative error {error:.1e} (limit {tolerance:.1e})"
     )

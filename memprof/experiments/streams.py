@@ -55,6 +55,30 @@ class StreamsParams:
     warmup: int = 1
 
 
+def mode_labels(streams: int) -> dict[str, str]:
+    """The way each mode issues its work, as shown in tables and profile rows."""
+    return {mode: label.replace("K streams", f"{streams} streams") for mode, label in MODES.items()}
+
+
+def engine_timeline(stamps: list[list]) -> list[list]:
+    """When each operation really ran: [lane, chunk, stage, start, end] in ms.
+
+    An event before an operation records when its stream reached it, not when an engine
+    took it: operations of one kind (copies in, kernels, copies out) wait for each other.
+    So each starts at the later of its stream's event and the end of the operation of the
+    same kind that finished before it.
+    """
+    corrected = []
+    for stage in STAGES:
+        previous_end = 0.0
+        for lane, index, _, ready, end in sorted(
+            (row for row in stamps if row[2] == stage), key=lambda row: row[4]
+        ):
+            corrected.append([lane, index, stage, max(ready, previous_end), end])
+            previous_end = end
+    return sorted(corrected, key=lambda row: (row[0], row[3]))
+
+
 def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
     """(start, count) of each chunk; the last chunk takes the remainder."""
     size = -(-elements // chunks)
@@ -93,6 +117,7 @@ def run(session: GpuSession, params: StreamsParams, progress: Progress = no_prog
     d_in, d_out = (memory.allocate(session, "device", elements) for _ in range(2))
     chunks = chunk_bounds(elements, params.streams)
     streams = [cuda.Stream() for _ in range(params.streams)]
+    labels = mode_labels(params.streams)
 
     progress("calibrating the kernel", 0, 4)
     whole_h2d_ms = statistics.median(
@@ -136,24 +161,27 @@ def run(session: GpuSession, params: StreamsParams, progress: Progress = no_prog
         end = cuda.Event()
         end.record()  # the legacy default stream waits for every other stream
         end.synchronize()
-        timeline = []
-        for lane, index, count, events in stamps:
-            for stage, (first, last) in zip(STAGES, pairwise(events), strict=True):
-                timeline.append(
-                    [lane, index, stage, first.time_since(origin), last.time_since(origin)]
-                )
-                name = STAGES[stage][0] if stage != "kernel" else kernel.signature.display
-                profiler.add_sample(
-                    "gpu", name, stage, MODES[mode], count * FLOAT32_BYTES, last.time_since(first)
-                )
+        timeline = engine_timeline(
+            [
+                [lane, index, stage, first.time_since(origin), last.time_since(origin)]
+                for lane, index, _, events in stamps
+                for stage, (first, last) in zip(STAGES, pairwise(events), strict=True)
+            ]
+        )
+        for _, index, stage, start, finish in timeline:
+            name = kernel.signature.display if stage == "kernel" else STAGES[stage][0]
+            count = chunks[index][1]
+            profiler.add_sample(
+                "gpu", name, stage, labels[mode], count * FLOAT32_BYTES, finish - start
+            )
         total = end.time_since(origin)
-        profiler.add_sample("span", "all chunks", "total", MODES[mode], nbytes, total)
+        profiler.add_sample("span", "all chunks", "total", labels[mode], nbytes, total)
         return total, timeline
 
     checks: list[Check] = []
     timelines = {}
     for step, mode in enumerate(MODES, start=1):
-        progress(MODES[mode], step, 4)
+        progress(labels[mode], step, 4)
         target = host["pageable" if mode == "pageable" else "pinned"][1]
         with profiler.paused():
             for _ in range(params.warmup):
@@ -162,7 +190,7 @@ def run(session: GpuSession, params: StreamsParams, progress: Progress = no_prog
         for _ in range(params.repeat):
             target.array.fill(np.nan)  # poison: every chunk must come back
             runs.append(issue(mode))
-        checks.append(_verify(target.array, values, iterations, MODES[mode]))
+        checks.append(_verify(target.array, values, iterations, labels[mode]))
         runs.sort(key=lambda run: run[0])
         timelines[mode] = runs[len(runs) // 2][1]  # the run of median total time
     for buffer in (*host["pinned"], *host["pageable"], d_in, d_out):
@@ -217,10 +245,11 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
 
 def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
+    labels = mode_labels(result.parameters["streams"])
     times = {}
     for stage in STAGES:
         medians = [
-            result.find(stage, MODES[mode], "gpu", count * FLOAT32_BYTES).stats.median_ms
+            result.find(stage, labels[mode], "gpu", count * FLOAT32_BYTES).stats.median_ms
             for count in sorted(set(result.extra["chunks"]))
             for _ in range(result.extra["chunks"].count(count))
         ]
@@ -256,8 +285,7 @@ def summarize(result: Result) -> Summary:
     attributes = result.device.attributes
     serial_stages = stage_times(result, "serial")
     stages = Table(
-        f"Stages of {format_bytes(nbytes)} in {len(result.extra['chunks'])} chunks, "
-        "one stream (no overlap)",
+        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra['chunks'])} chunks",
         ["Stage", "Total", "Per chunk", "GB/s"],
         notes=[
             f"busyWork runs {result.extra['iterations']} iterations per element, tuned to take "
@@ -274,7 +302,8 @@ def summarize(result: Result) -> Summary:
         rate = format_gb_per_s(bandwidth_gb_per_s(nbytes, total)) if stage != "kernel" else "-"
         stages.add_row(STAGES[stage][0], format_ms(total), format_ms(per_chunk), rate)
 
-    totals = {mode: result.find("total", MODES[mode], "span").stats.median_ms for mode in MODES}
+    labels = mode_labels(streams)
+    totals = {mode: result.find("total", labels[mode], "span").stats.median_ms for mode in MODES}
     ideal = ideal_overlapped_ms(serial_stages)
     modes = Table(
         "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)",

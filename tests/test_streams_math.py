@@ -1,0 +1,68 @@
+"""The pure parts of `memprof streams`: chunks, engine timeline, ideal time, text timeline."""
+
+import pytest
+
+from memprof.experiments.streams import (
+    chunk_bounds,
+    engine_timeline,
+    ideal_overlapped_ms,
+    mode_labels,
+    reference,
+    timeline_lines,
+)
+
+
+def test_chunks_cover_every_element_once():
+    assert chunk_bounds(10, 3) == [(0, 4), (4, 4), (8, 2)]
+    assert chunk_bounds(8, 4) == [(0, 2), (2, 2), (4, 2), (6, 2)]
+    for elements, chunks in ((1, 4), (1000, 7), (1 << 20, 32)):
+        bounds = chunk_bounds(elements, chunks)
+        assert sum(count for _, count in bounds) == elements
+        assert all(start + count <= elements for start, count in bounds)
+
+
+def test_ideal_is_the_longest_stage_plus_one_chunk_of_the_others():
+    times = {"h2d": (4.0, 1.0), "kernel": (8.0, 2.0), "d2h": (4.0, 1.0)}
+    assert ideal_overlapped_ms(times) == 8.0 + 1.0 + 1.0
+
+
+def test_engine_timeline_starts_an_operation_after_the_previous_one_of_its_kind():
+    # Stream 1 reached its copy at 0 ms but the copy engine was busy with stream 0's until 1 ms.
+    stamps = [
+        [0, 0, "h2d", 0.0, 1.0],
+        [1, 1, "h2d", 0.0, 2.0],
+        [0, 0, "kernel", 1.0, 3.0],
+        [1, 1, "kernel", 2.0, 5.0],
+    ]
+    corrected = engine_timeline(stamps)
+    assert [1, 1, "h2d", 1.0, 2.0] in corrected
+    assert [1, 1, "kernel", 3.0, 5.0] in corrected  # waited for stream 0's kernel
+    assert [0, 0, "h2d", 0.0, 1.0] in corrected
+
+
+def test_text_timeline_draws_each_stage_where_it_ran():
+    timeline = [[0, 0, "h2d", 0.0, 1.0], [0, 0, "kernel", 1.0, 2.0], [1, 1, "d2h", 2.0, 4.0]]
+    lines = timeline_lines(timeline, streams=2, width=8)
+    assert lines[0] == "stream 0  |HHKK    |"
+    assert lines[1] == "stream 1  |    DDDD|"
+    assert lines[2].rstrip().endswith("4.0000ms")
+
+
+def test_mode_labels_name_the_stream_count():
+    assert mode_labels(8) == {
+        "serial": "pinned, 1 stream",
+        "overlapped": "pinned, 8 streams",
+        "pageable": "pageable, 8 streams",
+    }
+
+
+def test_reference_is_float32_arithmetic_without_fusion():
+    import numpy as np
+
+    values = np.array([0.0, 1.0, 0.5], dtype=np.float32)
+    once = reference(values, 1)
+    assert once.dtype == np.float32
+    assert once[1] == np.float32(np.float32(1.0) * np.float32(0.999)) + np.float32(0.001)
+    assert reference(values, 0).tolist() == values.tolist()
+    with pytest.raises(TypeError):
+        reference(values, None)
