@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memprof import __version__
-from memprof.errors import ExitCode, InvalidArgument, MemprofError
+from memprof.errors import ExitCode, InvalidArgument, MemprofError, VerificationFailed
 from memprof.experiments import EXPERIMENTS
 from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import MAX_POWER, MIN_POWER
@@ -51,7 +52,6 @@ app = typer.Typer(
 
 # Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
 _PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
-stdout = Console(width=_PIPE_WIDTH)
 stderr = Console(stderr=True)
 
 
@@ -99,6 +99,32 @@ JsonOption = Annotated[
         "--json", help="Also save the Result (every sample) as JSON; `memprof report` renders it."
     ),
 ]
+CsvOption = Annotated[
+    Path | None,
+    typer.Option("--csv", help="Also save every measurement as CSV: one row each, times in ms."),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print nothing but errors (for scripts: use --json/--csv)."),
+]
+NoColorOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-color", help="No colours (off anyway when not a terminal or NO_COLOR is set)."
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a command's Result goes: the terminal, JSON, CSV."""
+
+    json: Path | None = None
+    csv: Path | None = None
+    quiet: bool = False
+    no_color: bool = False
+
+
 PowerHelp = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
 PowerOption = Annotated[
     int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (22 = 16 MiB).")
@@ -118,7 +144,7 @@ StepOption = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        stdout.print(f"memprof {__version__}")
+        typer.echo(f"memprof {__version__}")
         raise typer.Exit()
 
 
@@ -132,9 +158,15 @@ def _main(
 
 
 @app.command()
-def info(device: DeviceOption = 0, json: JsonOption = None) -> None:
+def info(
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
     """The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports."""
-    _run("info", InfoParams(), device, json)
+    _run("info", InfoParams(), device, Output(json, csv, quiet, no_color))
 
 
 @app.command()
@@ -144,9 +176,17 @@ def pinned(
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."""
-    _run("pinned", PinnedParams(power=power, repeat=repeat, warmup=warmup), device, json)
+    _run(
+        "pinned",
+        PinnedParams(power=power, repeat=repeat, warmup=warmup),
+        device,
+        Output(json, csv, quiet, no_color),
+    )
 
 
 @app.command()
@@ -164,6 +204,9 @@ def zerocopy(
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies.
 
@@ -179,7 +222,7 @@ def zerocopy(
     params = ZeroCopyParams(
         powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
     )
-    _run("zerocopy", params, device, json)
+    _run("zerocopy", params, device, Output(json, csv, quiet, no_color))
 
 
 def sweep_powers(
@@ -202,9 +245,17 @@ def uva(
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Unified virtual addressing: the mapped host pointer passed to a kernel as it is."""
-    _run("uva", UvaParams(power=power, repeat=repeat, warmup=warmup), device, json)
+    _run(
+        "uva",
+        UvaParams(power=power, repeat=repeat, warmup=warmup),
+        device,
+        Output(json, csv, quiet, no_color),
+    )
 
 
 class Advice(str, Enum):
@@ -229,13 +280,16 @@ def managed(
     ] = 1,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."""
     advice = (advise.value,) if advise else ADVICE_CHOICES
     params = ManagedParams(
         power=power, repeat=repeat, warmup=warmup, prefetch=prefetch, advice=advice
     )
-    _run("managed", params, device, json)
+    _run("managed", params, device, Output(json, csv, quiet, no_color))
 
 
 @app.command("writecombined")
@@ -245,10 +299,13 @@ def writecombined(
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."""
     params = WriteCombinedParams(power=power, repeat=repeat, warmup=warmup)
-    _run("writecombined", params, device, json)
+    _run("writecombined", params, device, Output(json, csv, quiet, no_color))
 
 
 app.command("wc", help="Alias of writecombined.")(writecombined)
@@ -261,9 +318,17 @@ def register(
     warmup: WarmupOption = 2,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."""
-    _run("register", RegisterParams(power=power, repeat=repeat, warmup=warmup), device, json)
+    _run(
+        "register",
+        RegisterParams(power=power, repeat=repeat, warmup=warmup),
+        device,
+        Output(json, csv, quiet, no_color),
+    )
 
 
 @app.command()
@@ -275,11 +340,19 @@ def alloc(
     warmup: WarmupOption = 1,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 floats)."""
     with _errors_as_exit_codes():
         powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
-    _run("alloc", AllocParams(powers=powers, repeat=repeat, warmup=warmup), device, json)
+    _run(
+        "alloc",
+        AllocParams(powers=powers, repeat=repeat, warmup=warmup),
+        device,
+        Output(json, csv, quiet, no_color),
+    )
 
 
 @app.command()
@@ -304,6 +377,9 @@ def streams(
     warmup: WarmupOption = 1,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."""
     with _errors_as_exit_codes():
@@ -314,7 +390,7 @@ def streams(
     params = StreamsParams(
         power=power, streams=stream_count, kernel_ms=kernel_ms, repeat=repeat, warmup=warmup
     )
-    _run("streams", params, device, json)
+    _run("streams", params, device, Output(json, csv, quiet, no_color))
 
 
 class Dtype(str, Enum):
@@ -338,57 +414,91 @@ def device_bandwidth(
     warmup: WarmupOption = 3,
     device: DeviceOption = 0,
     json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."""
     params = DeviceParams(power=power, dtype=dtype.value, repeat=repeat, warmup=warmup)
-    _run("device", params, device, json)
+    _run("device", params, device, Output(json, csv, quiet, no_color))
 
 
 @app.command()
 def report(
     paths: Annotated[list[Path], typer.Argument(help="Result files written with --json.")],
+    csv: CsvOption = None,
+    no_color: NoColorOption = False,
 ) -> None:
     """Render saved Results again, on any machine (no GPU needed)."""
     with _errors_as_exit_codes():
-        results = [Result.load(path) for path in paths]
-        for result in results:
-            if result.command not in EXPERIMENTS:
-                raise InvalidArgument(f"this memprof cannot render {result.command!r} results")
-        for index, result in enumerate(results):
-            if index:
-                stdout.print()
-            _render(result)
+        results = [_load(path) for path in paths]
+        _emit(results, Output(csv=csv, no_color=no_color))
 
 
-def _run(command: str, params: Any, device: int, json_path: Path | None) -> None:
+@app.command()
+def diff(
+    first: Annotated[Path, typer.Argument(help="Result A (--json of one run).")],
+    second: Annotated[Path, typer.Argument(help="Result B, compared with A.")],
+    no_color: NoColorOption = False,
+) -> None:
+    """Compare two saved runs row by row: ratio of medians, changes beyond run-to-run noise."""
+    from memprof.diff import diff as diff_results
+    from memprof.render import render_summary
+
     with _errors_as_exit_codes():
-        if json_path is not None and not json_path.parent.is_dir():
-            raise InvalidArgument(
-                f"--json {json_path}: directory {json_path.parent} does not exist"
-            )
+        summary = diff_results(_load(first), _load(second))
+        render_summary(summary, _console(Output(no_color=no_color)))
+
+
+def _load(path: Path) -> Result:
+    result = Result.load(path)
+    if result.command not in EXPERIMENTS:
+        raise InvalidArgument(f"{path}: this memprof cannot render {result.command!r} results")
+    return result
+
+
+def _run(command: str, params: Any, device: int, output: Output) -> None:
+    with _errors_as_exit_codes():
+        for option, path in (("--json", output.json), ("--csv", output.csv)):
+            if path is not None and not path.parent.is_dir():
+                raise InvalidArgument(f"{option} {path}: directory {path.parent} does not exist")
         from memprof.session import GpuSession
 
-        with GpuSession(device) as session, _progress_bar() as progress:
+        with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
             result = EXPERIMENTS[command].run(session, params, progress)
-        if json_path is not None:
-            result.save(json_path)
-        _render(result)
-        if json_path is not None:
-            stderr.print(f"saved {json_path}", style="dim", markup=False, highlight=False)
+        _emit([result], output)
 
 
-def _render(result: Result) -> None:
-    from memprof.errors import VerificationFailed
+def _console(output: Output) -> Console:
+    return Console(width=_PIPE_WIDTH, no_color=output.no_color)
+
+
+def _emit(results: list[Result], output: Output) -> None:
+    """Save, render (unless quiet), then fail if any result did not verify."""
+    from memprof.export import write_csv
     from memprof.render import render_result
 
-    render_result(result, stdout)
-    failed = [check for check in result.checks if not check.passed]
+    if output.json is not None:
+        results[0].save(output.json)
+    if output.csv is not None:
+        write_csv(results, output.csv)
+    if not output.quiet:
+        console = _console(output)
+        for index, result in enumerate(results):
+            if index:
+                console.print()
+            render_result(result, console)
+        for path in (output.json, output.csv):
+            if path is not None:
+                stderr.print(f"saved {path}", style="dim", markup=False, highlight=False)
+    checks = [check for result in results for check in result.checks]
+    failed = [check for check in checks if not check.passed]
     if failed:
-        raise VerificationFailed(f"{len(failed)} of {len(result.checks)} results did not verify")
+        raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
 
 
 @contextmanager
-def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
+def _progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
     progress = Progress(
         TextColumn("{task.description}"),
@@ -397,7 +507,7 @@ def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
         TimeElapsedColumn(),
         console=stderr,
         transient=True,
-        disable=not stderr.is_terminal,
+        disable=not (enabled and stderr.is_terminal),
     )
     task = progress.add_task("starting", total=None)
 

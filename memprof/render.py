@@ -13,7 +13,7 @@ from rich.text import Text
 from memprof.experiments import EXPERIMENTS
 from memprof.formatting import format_ms, format_percent
 from memprof.profile import profile_rows
-from memprof.results import Result
+from memprof.results import Check, Result
 from memprof.summary import Summary, Table
 
 PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name")
@@ -85,6 +85,11 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
                 style="dim",
             )
         )
+    render_summary(summary, console, result.checks)
+
+
+def render_summary(summary: Summary, console: Console, checks: list[Check] = ()) -> None:
+    """Tables, charts, verification lines and conclusions."""
     for table in summary.tables:
         console.print()
         console.print(summary_table(table))
@@ -97,9 +102,9 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
             console.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
         for note in chart.notes:
             console.print(Text(note, style="dim"))
-    if result.checks:
+    if checks:
         console.print()
-        for check in result.checks:
+        for check in checks:
             style = "green" if check.passed else "bold red"
             console.print(Text(f"{check.name}: {check.detail}", style=style))
     for conclusion in summary.conclusions:

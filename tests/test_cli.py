@@ -143,3 +143,59 @@ def test_report_of_a_failed_verification_exits_1(tmp_path):
     result = invoke("report", str(path))
     assert result.exit_code == 1
     assert "memprof: error: 1 of 2 results did not verify" in result.output
+
+
+def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
+    import csv
+
+    from memprof.results import Result
+
+    path = tmp_path / "out.csv"
+    fixture = FIXTURES / "h200_pinned_p20.json"
+    result = invoke("report", str(fixture), "--csv", str(path))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(path.open()))
+    recorded = Result.load(fixture)
+    assert len(rows) == len(recorded.measurements)
+    h2d = next(
+        r for r in rows if r["group"] == "gpu" and r["operation"] == "h2d" and r["kind"] == "pinned"
+    )
+    stats = recorded.find("h2d", "pinned", "gpu").stats
+    assert float(h2d["median_ms"]) == pytest.approx(stats.median_ms)
+    assert int(h2d["calls"]) == stats.count
+    assert float(h2d["gb_per_s_at_median"]) == pytest.approx(
+        int(h2d["bytes"]) / stats.median_ms / 1e6, rel=1e-5
+    )
+
+
+def test_no_color_output_has_no_escape_codes():
+    result = runner.invoke(
+        app, ["report", str(FIXTURES / "h200_info.json"), "--no-color"], color=True
+    )
+    assert result.exit_code == 0
+    assert "\x1b[" not in result.output
+
+
+def test_diff_of_a_run_with_itself_changes_nothing():
+    path = str(FIXTURES / "h200_pinned_p20.json")
+    result = invoke("diff", path, path)
+    assert result.exit_code == 0, result.output
+    assert "B was faster in 0, slower in 0" in result.output
+    assert "within noise" in result.output
+
+
+def test_diff_marks_a_change_beyond_noise(tmp_path):
+    import json
+
+    data = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
+    for measurement in data["measurements"]:
+        if measurement["operation"] == "h2d" and measurement["kind"] == "pageable":
+            measurement["samples_ms"] = [
+                s * 2 for s in measurement["samples_ms"]
+            ]  # B twice as slow
+    slower = tmp_path / "slower.json"
+    slower.write_text(json.dumps(data))
+    result = invoke("diff", str(FIXTURES / "h200_pinned_p20.json"), str(slower))
+    assert result.exit_code == 0, result.output
+    assert "slower in 2" in result.output  # the HtoD GPU activity and its API call
+    assert "2.000x" in result.output
