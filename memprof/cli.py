@@ -24,12 +24,14 @@ from memprof.errors import ExitCode, InvalidArgument, MemprofError, Verification
 from memprof.experiments import EXPERIMENTS
 from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import MAX_POWER, MIN_POWER
+from memprof.experiments.compare import CompareParams
 from memprof.experiments.device import DeviceParams
 from memprof.experiments.info import InfoParams
 from memprof.experiments.managed import ADVICE_CHOICES, ManagedParams
 from memprof.experiments.pinned import PinnedParams
 from memprof.experiments.register import RegisterParams
 from memprof.experiments.streams import StreamsParams
+from memprof.experiments.sweep import SWEEP_KINDS, SweepParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS, ZeroCopyParams
@@ -421,6 +423,72 @@ def device_bandwidth(
     """Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."""
     params = DeviceParams(power=power, dtype=dtype.value, repeat=repeat, warmup=warmup)
     _run("device", params, device, Output(json, csv, quiet, no_color))
+
+
+@app.command()
+def compare(
+    power: Annotated[
+        int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (24 = 64 MiB).")
+    ] = 24,
+    repeat: RepeatOption = 5,
+    warmup: WarmupOption = 1,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """Every memory kind side by side, and which to use for what, from the measured figures."""
+    params = CompareParams(power=power, repeat=repeat, warmup=warmup)
+    _run("compare", params, device, Output(json, csv, quiet, no_color))
+
+
+class Direction(str, Enum):
+    h2d = "h2d"
+    d2h = "d2h"
+    both = "both"
+
+
+@app.command()
+def sweep(
+    from_power: FromOption = None,
+    to_power: ToOption = None,
+    step: Annotated[
+        int, typer.Option(callback=in_range(1, MAX_POWER), help="Sweep: step between powers.")
+    ] = 1,
+    kinds: Annotated[
+        str,
+        typer.Option(help=f"Comma-separated kinds to sweep, from: {', '.join(SWEEP_KINDS)}."),
+    ] = ",".join(SWEEP_KINDS),
+    direction: Annotated[Direction, typer.Option(help="Copy direction(s).")] = Direction.both,
+    repeat: RepeatOption = 20,
+    warmup: WarmupOption = 2,
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."""
+    with _errors_as_exit_codes():
+        powers = sweep_powers(from_power, to_power, step, SweepParams.powers)
+        chosen = sweep_kinds(kinds)
+    directions = ("h2d", "d2h") if direction is Direction.both else (direction.value,)
+    params = SweepParams(
+        powers=powers, kinds=chosen, directions=directions, repeat=repeat, warmup=warmup
+    )
+    _run("sweep", params, device, Output(json, csv, quiet, no_color))
+
+
+def sweep_kinds(text: str) -> tuple[str, ...]:
+    """--kinds as a tuple, each name checked, in the order given."""
+    chosen = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in chosen if name not in SWEEP_KINDS]
+    if unknown or not chosen:
+        raise InvalidArgument(
+            f"--kinds {text!r}: choose from {', '.join(SWEEP_KINDS)} (comma-separated)"
+        )
+    return chosen
 
 
 @app.command()

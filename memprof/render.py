@@ -47,12 +47,16 @@ def summary_table(table: Table) -> RichTable:
     rich_table = RichTable(
         title=table.title, title_justify="left", box=box.SIMPLE_HEAD, min_width=len(table.title)
     )
-    _add_columns(rich_table, table.headers, table.rows, wrap_last=False)
+    _add_columns(rich_table, table.headers, table.rows, wrap_last=False, best=table.highlighted)
     return rich_table
 
 
 def _add_columns(
-    table: RichTable, headers: list[str], rows: list[list[str]], wrap_last: bool
+    table: RichTable,
+    headers: list[str],
+    rows: list[list[str]],
+    wrap_last: bool,
+    best: list[tuple[int, int]] = (),
 ) -> None:
     """Numbers never wrap or get cut: each column is at least as wide as its widest cell.
 
@@ -67,8 +71,13 @@ def _add_columns(
             min_width=None if wrap_last and index == len(headers) - 1 else min(widest, 40),
             overflow="fold",
         )
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))
+    for row_index, row in enumerate(rows):
+        table.add_row(
+            *(
+                Text(cell, style="bold green" if (row_index, column) in best else "")
+                for column, cell in enumerate(row)
+            )
+        )
 
 
 def render_result(result: Result, console: Console, show_profile: bool | None = None) -> None:

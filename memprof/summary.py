@@ -15,6 +15,7 @@ class Table:
     headers: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how the figures were measured
+    highlighted: list[tuple[int, int]] = field(default_factory=list)  # (row, column): the best
 
     def add_row(self, *cells: str) -> None:
         if len(cells) != len(self.headers):

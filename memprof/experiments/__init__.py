@@ -10,12 +10,14 @@ from types import ModuleType
 
 from memprof.experiments import (
     alloc,
+    compare,
     device,
     info,
     managed,
     pinned,
     register,
     streams,
+    sweep,
     uva,
     writecombined,
     zerocopy,
@@ -32,4 +34,6 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "alloc": alloc,
     "streams": streams,
     "device": device,
+    "compare": compare,
+    "sweep": sweep,
 }

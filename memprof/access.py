@@ -1,0 +1,100 @@
+"""Kernels that read or write a buffer directly, wherever it lives, and check what they did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memprof import memory
+from memprof.kernels import Kernel, load_kernel
+from memprof.results import Check
+from memprof.session import GpuSession
+
+BLOCK_SIZE = 256
+BLOCKS_PER_SM = 8
+
+
+class DirectAccess:
+    """readSum and fillValue over any address a kernel can use, with their partial sums."""
+
+    def __init__(self, session: GpuSession) -> None:
+        self.session = session
+        self.reader: Kernel = load_kernel(session, "direct_access.cu", "readSum")
+        self.writer: Kernel = load_kernel(session, "direct_access.cu", "fillValue")
+        self.blocks = session.attribute("MULTIPROCESSOR_COUNT") * BLOCKS_PER_SM
+        with session.profiler.paused():
+            self.partial = memory.allocate(session, "device", self.blocks)
+
+    def grid(self, elements: int) -> int:
+        return max(1, min(self.blocks, -(-elements // (4 * BLOCK_SIZE))))
+
+    def read(
+        self, pointer: int, elements: int, kind: str, stream: Any = None, record: bool = True
+    ) -> None:
+        """Launch readSum over `elements` floats at `pointer` (recorded as a kernel read)."""
+        arguments = (pointer, self.partial.device_pointer, elements)
+        if record:
+            self.reader.launch(
+                self.session,
+                elements,
+                *arguments,
+                kind=kind,
+                nbytes=4 * elements,
+                block_size=BLOCK_SIZE,
+                blocks=self.grid(elements),
+                stream=stream,
+                operation="kernel_read",
+            )
+        else:
+            self.reader.function.prepared_async_call(
+                (self.grid(elements), 1), (BLOCK_SIZE, 1, 1), stream, *arguments
+            )
+
+    def write(
+        self,
+        pointer: int,
+        elements: int,
+        value: float,
+        kind: str,
+        stream: Any = None,
+        record: bool = True,
+    ) -> None:
+        arguments = (pointer, np.float32(value), elements)
+        if record:
+            self.writer.launch(
+                self.session,
+                elements,
+                *arguments,
+                kind=kind,
+                nbytes=4 * elements,
+                block_size=BLOCK_SIZE,
+                blocks=self.grid(elements),
+                stream=stream,
+                operation="kernel_write",
+            )
+        else:
+            self.writer.function.prepared_async_call(
+                (self.grid(elements), 1), (BLOCK_SIZE, 1, 1), stream, *arguments
+            )
+
+    def check_sum(self, name: str, values: np.ndarray) -> Check:
+        """Compare the last readSum's partial sums with numpy's sum of what it should have read."""
+        self.session.synchronize()
+        partial = np.empty(self.blocks, np.float32)
+        self.session.cuda.memcpy_dtoh(partial, self.partial.device_pointer)
+        used = self.grid(values.size)
+        gpu = float(partial[:used].astype(np.float64).sum())
+        expected = float(values.astype(np.float64).sum())
+        error = abs(gpu - expected) / max(abs(expected), 1e-30)
+        passed = bool(error <= 1e-4)
+        return Check(
+            name,
+            passed,
+            int(values.size),
+            f"sum {gpu:.6g} vs numpy {expected:.6g} (relative error {error:.1e})",
+        )
+
+    def free(self) -> None:
+        with self.session.profiler.paused():
+            self.partial.free()

@@ -1,0 +1,327 @@
+"""`memprof compare`: every memory kind side by side at one size, and what to use when.
+
+For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH copy
+bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
+the host's write and read throughput (numpy copyto). Managed memory appears three times:
+read by a kernel right after the host wrote it (pages migrate on demand), read again
+(resident), and read after cuMemPrefetchAsync.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from memprof import driver, memory
+from memprof.access import DirectAccess
+from memprof.devicefacts import collect
+from memprof.errors import EnvironmentProblem
+from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
+from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.results import Result
+from memprof.session import GpuSession
+from memprof.summary import Summary, Table
+from memprof.verify import compare_arrays
+
+ROWS = {
+    "pageable": "pageable (numpy)",
+    "pinned": "pinned (cuMemHostAlloc)",
+    "writecombined": "write-combined pinned",
+    "mapped": "mapped, zero-copy",
+    "uva": "UVA: mapped, host pointer",
+    "registered": "registered (cuMemHostRegister)",
+    "managed first touch": "managed, first touch",
+    "managed resident": "managed, resident",
+    "managed prefetched": "managed, prefetched",
+    "device": "device (cuMemAlloc)",
+}
+COLUMNS = {  # operation: (header, larger is better)
+    "alloc": ("Allocate", False),
+    "h2d": ("HtoD GB/s", True),
+    "d2h": ("DtoH GB/s", True),
+    "kernel_read": ("Kernel read GB/s", True),
+    "host_write": ("Host write GB/s", True),
+    "host_read": ("Host read GB/s", True),
+}
+HOST_KINDS = ("pageable", "pinned", "writecombined", "mapped", "registered")
+
+
+@dataclass(frozen=True)
+class CompareParams:
+    power: int = 24  # 2^24 float32 = 64 MiB
+    repeat: int = 5
+    warmup: int = 1
+
+
+def run(session: GpuSession, params: CompareParams, progress: Progress = no_progress) -> Result:
+    facts = collect(session)
+    elements = 1 << params.power
+    nbytes = elements * FLOAT32_BYTES
+    # one host kind at a time, plus the values, a scratch array and the managed buffer
+    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
+    profiler = session.profiler
+    access = DirectAccess(session)
+    values = np.random.default_rng(5).random(elements, dtype=np.float32)
+    scratch = np.zeros(elements, np.float32)
+    d = memory.allocate(session, "device", elements)
+    checks, skipped = [], []
+    steps = len(HOST_KINDS) + 2
+
+    def repeat(action) -> None:
+        profiler.repeat(action, params.warmup, params.repeat)
+
+    def allocation_cost(kind: str) -> memory.Buffer:
+        repeat(lambda: memory.allocate(session, kind, elements).free())
+        return memory.allocate(session, kind, elements)
+
+    for step, kind in enumerate(HOST_KINDS):
+        progress(ROWS[kind], step, steps)
+        try:
+            memory.MEMORY_KINDS[kind].check_supported(session)
+        except EnvironmentProblem as problem:
+            skipped.append(str(problem))
+            continue
+        buffer = allocation_cost(kind)
+        repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_write", k, b.array, values))
+        repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_read", k, scratch, b.array))
+        checks.append(compare_arrays(f"host read back, {ROWS[kind]}", scratch, values))
+        repeat(lambda b=buffer: memory.copy(session, d, b))
+        repeat(lambda b=buffer: memory.copy(session, b, d))
+        checks.append(
+            compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
+        )
+        if buffer.device_pointer is not None:
+            repeat(lambda b=buffer, k=kind: access.read(b.device_pointer, elements, k))
+            checks.append(access.check_sum(f"kernel read, {ROWS[kind]}", values))
+        if kind == "mapped":  # the same memory through the host pointer (UVA)
+            if session.attribute("UNIFIED_ADDRESSING"):
+                repeat(lambda b=buffer: access.read(b.array.ctypes.data, elements, "uva"))
+                checks.append(access.check_sum(f"kernel read, {ROWS['uva']}", values))
+            else:
+                skipped.append("UVA: unifiedAddressing is 0 on this GPU")
+        buffer.free()
+
+    progress("managed", len(HOST_KINDS), steps)
+    try:
+        memory.MEMORY_KINDS["managed"].check_supported(session)
+        checks += _managed(session, access, values, repeat, allocation_cost, skipped)
+    except EnvironmentProblem as problem:
+        skipped.append(str(problem))
+
+    progress("device", len(HOST_KINDS) + 1, steps)
+    d.free()
+    d = allocation_cost("device")
+    session.cuda.memcpy_htod(d.device_pointer, values)
+    repeat(lambda: access.read(d.device_pointer, elements, "device"))
+    checks.append(access.check_sum(f"kernel read, {ROWS['device']}", values))
+    d.free()
+    access.free()
+    progress("done", steps, steps)
+    return Result(
+        command="compare",
+        parameters=asdict(params),
+        device=facts,
+        measurements=profiler.measurements(),
+        checks=checks,
+        extra={"bytes": nbytes, "skipped": skipped},
+    )
+
+
+def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
+    with profiler.host_clock(
+        "host", f"host {operation.split('_')[1]} (numpy copyto)", operation, kind, source.nbytes
+    ):
+        np.copyto(destination, source)
+
+
+def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
+    profiler = session.profiler
+    elements = values.size
+    buffer = allocation_cost("managed")
+    scratch = np.zeros_like(values)
+    concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
+
+    def cycle() -> None:
+        session.synchronize()
+        _timed_copyto(
+            profiler.host_clock, "host_write", "managed first touch", buffer.array, values
+        )
+        access.read(buffer.device_pointer, elements, "managed first touch")
+        access.read(buffer.device_pointer, elements, "managed resident")
+        session.synchronize()
+        _timed_copyto(
+            profiler.host_clock, "host_read", "managed first touch", scratch, buffer.array
+        )
+
+    repeat(cycle)
+    checks = [access.check_sum(f"kernel read, {ROWS['managed resident']}", values)]
+    checks.append(compare_arrays(f"host read back, {ROWS['managed first touch']}", scratch, values))
+    if concurrent:
+
+        def prefetched() -> None:
+            session.synchronize()
+            np.copyto(buffer.array, values)  # pages back on the host
+            with profiler.events(
+                "gpu",
+                "[Unified Memory prefetch HtoD]",
+                "prefetch",
+                "managed prefetched",
+                buffer.nbytes,
+            ):
+                driver.prefetch(buffer.device_pointer, buffer.nbytes, session.device_index)
+            access.read(buffer.device_pointer, elements, "managed prefetched")
+
+        repeat(prefetched)
+        checks.append(access.check_sum(f"kernel read, {ROWS['managed prefetched']}", values))
+    else:
+        skipped.append("managed prefetched: needs concurrentManagedAccess")
+    buffer.free()
+    return checks
+
+
+def _figures(result: Result) -> dict[tuple[str, str], float]:
+    """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
+    nbytes = result.extra["bytes"]
+    figures = {}
+    for m in result.measurements:
+        row = {"managed": "managed first touch"}.get(m.kind, m.kind)
+        if row not in ROWS or m.operation not in COLUMNS or m.group not in ("gpu", "host", "api"):
+            continue
+        if m.operation == "alloc":
+            figures[row, "alloc"] = m.stats.median_ms
+        elif m.group in ("gpu", "host") and m.bytes == nbytes:
+            figures[row, m.operation] = bandwidth_gb_per_s(nbytes, m.stats.median_ms)
+    return figures
+
+
+def summarize(result: Result) -> Summary:
+    nbytes = result.extra["bytes"]
+    figures = _figures(result)
+    table = Table(
+        f"Every memory kind at {format_bytes(nbytes)} ({size_label(result.parameters['power'])})",
+        ["Memory", *(header for header, _ in COLUMNS.values())],
+        notes=[
+            "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "
+            "yet). Copies and kernel reads: CUDA events; host reads and writes: host clock. "
+            f"Medians of {result.parameters['repeat']}; GB/s = 10^9 bytes/s; best of each column "
+            "in bold.",
+            "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
+            "Managed first touch: pages migrate to the GPU during the read; host read after it: "
+            "they migrate back.",
+        ]
+        + [f"Skipped: {reason}." for reason in result.extra["skipped"]],
+    )
+    for row, label in ROWS.items():
+        cells = []
+        for operation in COLUMNS:
+            value = figures.get((row, operation))
+            if value is None:
+                cells.append("-")
+            else:
+                cells.append(format_ms(value) if operation == "alloc" else format_gb_per_s(value))
+        table.add_row(label, *cells)
+    for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
+        present = [
+            (figures[row, operation], index)
+            for index, row in enumerate(ROWS)
+            if (row, operation) in figures
+        ]
+        if present:
+            _, best_row = max(present) if larger_is_better else min(present)
+            table.highlighted.append((best_row, column))
+    return Summary(tables=[table], conclusions=recommendations(figures, nbytes), show_profile=False)
+
+
+def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
+    """One recommendation per use, each choosing the fastest measured way and showing why."""
+
+    def ms(row: str, operation: str) -> float | None:
+        bandwidth = figures.get((row, operation))
+        return nbytes / (bandwidth * 1e9) * 1e3 if bandwidth else None
+
+    def best(options: dict[str, list[float | None]]) -> tuple[str, dict[str, float]]:
+        totals = {
+            name: sum(parts) for name, parts in options.items() if parts and None not in parts
+        }
+        return min(totals, key=totals.get), totals
+
+    def sentence(use: str, options: dict[str, list[float | None]], advice: dict[str, str]) -> str:
+        winner, totals = best(options)
+        others = ", ".join(
+            f"{name} {format_ms(t)}"
+            for name, t in sorted(totals.items(), key=lambda kv: kv[1])
+            if name != winner
+        )
+        size = format_bytes(nbytes)
+        return f"{use}: {advice[winner]} ({format_ms(totals[winner])} for {size}; {others})."
+
+    lines = []
+    once = {
+        "zero-copy read": [ms("mapped", "kernel_read")],
+        "pinned copy then device read": [ms("pinned", "h2d"), ms("device", "kernel_read")],
+        "managed on demand": [ms("managed first touch", "kernel_read")],
+    }
+    lines.append(
+        sentence(
+            "Data the GPU uses once",
+            once,
+            {
+                "zero-copy read": "read it in place from mapped (zero-copy) memory",
+                "pinned copy then device read": "copy it from pinned memory, read device memory",
+                "managed on demand": "managed memory, migrated on demand",
+            },
+        )
+    )
+    many = {
+        "device memory": [ms("pinned", "h2d")] + [ms("device", "kernel_read")] * 10,
+        "zero-copy": [ms("mapped", "kernel_read")] * 10,
+        "managed": [ms("managed first touch", "kernel_read")]
+        + [ms("managed resident", "kernel_read")] * 9,
+    }
+    lines.append(
+        sentence(
+            "Data the GPU reads 10 times",
+            many,
+            {
+                "device memory": "copy it once to device memory",
+                "zero-copy": "keep reading it over PCIe (zero-copy)",
+                "managed": "managed memory (migrates once, then resident)",
+            },
+        )
+    )
+    streamed = {
+        kind: [ms(kind, "host_write"), ms(kind, "h2d")]
+        for kind in ("pageable", "pinned", "writecombined")
+    }
+    streamed["mapped, read in place"] = [ms("mapped", "host_write"), ms("mapped", "kernel_read")]
+    lines.append(
+        sentence(
+            "Data the CPU writes and the GPU consumes",
+            streamed,
+            {
+                "pageable": "write into ordinary numpy memory and copy it",
+                "pinned": "write into pinned memory and copy it",
+                "writecombined": "write into write-combined memory and copy it",
+                "mapped, read in place": "write into mapped memory, let the kernel read it there",
+            },
+        )
+    )
+    results = {
+        kind: [ms(kind, "d2h"), ms(kind, "host_read")]
+        for kind in ("pageable", "pinned", "writecombined")
+    }
+    results["managed"] = [ms("managed first touch", "host_read")]
+    lines.append(
+        sentence(
+            "Results the CPU reads back",
+            results,
+            {
+                "pageable": "copy into ordinary numpy memory",
+                "pinned": "copy into pinned memory",
+                "writecombined": "copy into write-combined memory",
+                "managed": "leave them in managed memory and read them there",
+            },
+        )
+    )
+    return lines

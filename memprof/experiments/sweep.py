@@ -1,0 +1,272 @@
+"""`memprof sweep`: bandwidth against transfer size for each memory kind (bandwidthTest's shmoo).
+
+Copies between device memory and each host kind, and for `zerocopy` a kernel reading
+(host → device) or writing (device → host) mapped memory directly. Except from pageable
+memory, every timed operation is queued behind a GPU-side gate (memprof.gate) and released
+at once, so CUDA events time the operations alone, not Python's launch cost: that is what
+makes small sizes honest. Pageable copies are synchronous and cannot be queued: they are
+timed one by one. Every size is verified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from memprof import memory
+from memprof.access import DirectAccess
+from memprof.devicefacts import collect
+from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
+from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.gate import Gate
+from memprof.results import Check, Result
+from memprof.session import GpuSession
+from memprof.summary import Chart, Summary, Table
+
+SWEEP_KINDS = ("pageable", "pinned", "writecombined", "registered", "zerocopy")
+ALLOCATED_AS = {"zerocopy": "mapped"}
+MARKERS = {"pageable": "p", "pinned": "P", "writecombined": "W", "registered": "R", "zerocopy": "Z"}
+DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+NAMES = {
+    ("copy", "h2d"): "[CUDA memcpy HtoD]",
+    ("copy", "d2h"): "[CUDA memcpy DtoH]",
+    ("zerocopy", "h2d"): "readSum(float*, float*, long long)",
+    ("zerocopy", "d2h"): "fillValue(float*, float, long long)",
+}
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    powers: tuple[int, ...] = tuple(range(8, 27))  # 1 KiB to 256 MiB
+    kinds: tuple[str, ...] = SWEEP_KINDS
+    directions: tuple[str, ...] = ("h2d", "d2h")
+    repeat: int = 20
+    warmup: int = 2
+
+
+def run(session: GpuSession, params: SweepParams, progress: Progress = no_progress) -> Result:
+    facts = collect(session)
+    cuda = session.cuda
+    largest = 1 << max(params.powers)
+    memory.require_memory(
+        session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
+    )
+    for kind in params.kinds:
+        memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].check_supported(session)
+    profiler = session.profiler
+    gate, access = Gate(session), DirectAccess(session)
+    values = np.random.default_rng(3).random(largest, dtype=np.float32)
+    received = np.zeros(largest, np.float32)
+    with profiler.paused():
+        device = memory.allocate(session, "device", largest)
+    cuda.memcpy_htod(device.device_pointer, values)
+    total = len(params.kinds) * len(params.powers)
+    checks = []
+    for kind_index, kind in enumerate(params.kinds):
+        with profiler.paused():
+            host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
+        host.array[:] = values
+        failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
+        for power_index, power in enumerate(params.powers):
+            progress(
+                f"{kind} {size_label(power)}", kind_index * len(params.powers) + power_index, total
+            )
+            n = 1 << power
+            for direction in params.directions:
+                action = _action(cuda, access, kind, direction, host, device, n, power)
+                if direction == "d2h" and kind != "zerocopy":
+                    host.array[:n] = np.nan  # poison: the copies must write every element
+                if kind == "pageable":
+                    for _ in range(params.warmup):
+                        action(None)
+                    samples = [
+                        profiler.time_once(lambda a=action: a(None)) for _ in range(params.repeat)
+                    ]
+                else:
+                    gate.time_each(action, params.warmup)
+                    samples = gate.time_each(action, params.repeat)
+                name = NAMES["zerocopy" if kind == "zerocopy" else "copy", direction]
+                for sample in samples:
+                    profiler.add_sample("gpu", name, direction, kind, n * FLOAT32_BYTES, sample)
+                problem = _verify(
+                    cuda, access, kind, direction, host, device, values, received, n, power
+                )
+                if problem:
+                    failures[direction].append(f"{size_label(power)}: {problem}")
+        for direction, problems in failures.items():
+            detail = (
+                problems[0] if problems else f"Check result success! ({len(params.powers)} sizes)"
+            )
+            checks.append(
+                Check(f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail)
+            )
+        with profiler.paused():
+            host.free()
+    with profiler.paused():
+        device.free()
+    gate.free()
+    access.free()
+    progress("done", total, total)
+    return Result(
+        command="sweep",
+        parameters=asdict(params),
+        device=facts,
+        measurements=profiler.measurements(),
+        checks=checks,
+    )
+
+
+def _fill_value(power: int) -> float:
+    return 1.5 + power  # exact in float32, different for every size
+
+
+def _action(cuda, access, kind, direction, host, device, n: int, power: int):
+    """The operation to time once, on a stream (None: synchronous)."""
+    if kind == "zerocopy":
+        if direction == "h2d":
+            return lambda stream: access.read(host.device_pointer, n, kind, stream, record=False)
+        return lambda stream: access.write(
+            host.device_pointer, n, _fill_value(power), kind, stream, record=False
+        )
+    if kind == "pageable":
+        if direction == "h2d":
+            return lambda stream: cuda.memcpy_htod(device.device_pointer, host.array[:n])
+        return lambda stream: cuda.memcpy_dtoh(host.array[:n], device.device_pointer)
+    if direction == "h2d":
+        return lambda stream: cuda.memcpy_htod_async(device.device_pointer, host.array[:n], stream)
+    return lambda stream: cuda.memcpy_dtoh_async(host.array[:n], device.device_pointer, stream)
+
+
+def _verify(
+    cuda, access, kind, direction, host, device, values, received, n: int, power: int
+) -> str:
+    """'' when the size's operations did what they should, else what went wrong."""
+    if kind == "zerocopy" and direction == "h2d":
+        check = access.check_sum("", values[:n])
+        return "" if check.passed else check.detail
+    if kind == "zerocopy":
+        cuda.Context.synchronize()
+        wrong = np.flatnonzero(host.array[:n] != np.float32(_fill_value(power)))
+        host.array[:n] = values[:n]  # restore for the next read
+        return f"element {wrong[0]} not written" if wrong.size else ""
+    cuda.Context.synchronize()
+    if direction == "h2d":
+        cuda.memcpy_dtoh(received[:n], device.device_pointer)
+        wrong = np.flatnonzero(received[:n] != values[:n])
+    else:
+        wrong = np.flatnonzero(host.array[:n] != values[:n])
+        host.array[:n] = values[:n]
+    return f"element {wrong[0]} differs" if wrong.size else ""
+
+
+def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
+    """(kind, direction) -> [(power, median ms, GB/s)] in size order."""
+    found = {}
+    for kind in result.parameters["kinds"]:
+        for direction in result.parameters["directions"]:
+            points = []
+            for power in result.parameters["powers"]:
+                nbytes = FLOAT32_BYTES << power
+                median = result.find(direction, kind, "gpu", nbytes).stats.median_ms
+                points.append((power, median, bandwidth_gb_per_s(nbytes, median)))
+            found[kind, direction] = points
+    return found
+
+
+def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int = 12) -> list[str]:
+    """A bandwidth-against-size plot in text: one marker letter per kind, linear GB/s axis."""
+    powers = [power for power, _, _ in next(iter(series.values()))]
+    top = max(gbs for points in series.values() for _, _, gbs in points)
+    columns = 3
+    grid = [[" "] * (columns * len(powers)) for _ in range(height)]
+    for kind, points in series.items():
+        for index, (_, _, gbs) in enumerate(points):
+            level = min(height - 1, round(gbs / top * (height - 1)))
+            grid[height - 1 - level][index * columns + 1] = MARKERS[kind]
+    lines = []
+    for row_index, row in enumerate(grid):
+        value = top * (height - 1 - row_index) / (height - 1)
+        label = f"{value:7.1f}" if row_index in (0, height // 2, height - 1) else " " * 7
+        lines.append(f"{label} |{''.join(row)}")
+    lines.append(" " * 8 + "+" + "-" * (columns * len(powers)))
+    axis = "".join(f"{power:<{columns * 2}}" for power in powers[::2])
+    lines.append(" " * 9 + axis + "  (2^n floats)")
+    return lines
+
+
+def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
+    peak = max(gbs for _, _, gbs in points)
+    return next(power for power, _, gbs in points if gbs >= 0.9 * peak)
+
+
+def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
+    """Where one kind stops beating another, between consecutive sizes."""
+    found = []
+    kinds = list(series)
+    for i, first in enumerate(kinds):
+        for second in kinds[i + 1 :]:
+            pairs = zip(series[first], series[second], strict=True)
+            previous = None
+            for (power, _, a), (_, _, b) in pairs:
+                leader = first if a > b else second
+                if previous is not None and leader != previous[1]:
+                    found.append(
+                        f"{leader} overtakes {previous[1]} between 2^{previous[0]} and 2^{power} "
+                        f"({format_bytes(FLOAT32_BYTES << power)}: {leader} "
+                        f"{format_gb_per_s(max(a, b))} vs {format_gb_per_s(min(a, b))} GB/s)"
+                    )
+                previous = (power, leader)
+    return found
+
+
+def summarize(result: Result) -> Summary:
+    found = curves(result)
+    kinds, directions = result.parameters["kinds"], result.parameters["directions"]
+    tables, charts, conclusions = [], [], []
+    for direction in directions:
+        table = Table(
+            f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, "
+            f"median of {result.parameters['repeat']}",
+            ["Size", *kinds],
+        )
+        for index, power in enumerate(result.parameters["powers"]):
+            table.add_row(
+                size_label(power),
+                *(format_gb_per_s(found[kind, direction][index][2]) for kind in kinds),
+            )
+        tables.append(table)
+        series = {kind: found[kind, direction] for kind in kinds}
+        charts.append(
+            Chart(
+                f"GB/s {DIRECTIONS[direction]} against size: "
+                + ", ".join(f"{MARKERS[k]} = {k}" for k in kinds),
+                chart_lines(series),
+            )
+        )
+        conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
+    shape = Table(
+        "Per kind: latency, peak, and where 90% of the peak is reached",
+        ["Kind", "Direction", "Time at smallest", "Peak GB/s", "at", "90% of peak from"],
+        notes=[
+            "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
+            "memory. Timed operations queue behind a GPU-side gate, except pageable copies "
+            "(synchronous), which are timed one by one; CUDA events throughout.",
+        ],
+    )
+    for kind in kinds:
+        for direction in directions:
+            points = found[kind, direction]
+            peak_power, _, peak = max(points, key=lambda point: point[2])
+            shape.add_row(
+                kind,
+                DIRECTIONS[direction],
+                format_ms(points[0][1]),
+                format_gb_per_s(peak),
+                size_label(peak_power),
+                size_label(_ninety_percent_size(points)),
+            )
+    tables.append(shape)
+    if not conclusions:
+        conclusions.append("No crossovers: the order of the kinds was the same at every size.")
+    return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
