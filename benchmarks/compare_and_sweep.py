@@ -63,9 +63,8 @@ def main() -> int:
     subprocess.run(command, check=True)
     wall = time.perf_counter() - start
     compare_met = wall < 15
-    print(
-        f"memprof compare (64 MiB), wall time {wall:.2f} s (target < 15 s): {'met' if compare_met else 'MISSED'}"
-    )
+    verdict = "met" if compare_met else "MISSED"
+    print(f"memprof compare (64 MiB), wall time {wall:.2f} s (target < 15 s): {verdict}")
     return 0 if sweep_met and compare_met else 1
 
 
