@@ -17,7 +17,7 @@ from memprof import driver, memory
 from memprof.access import DirectAccess
 from memprof.devicefacts import collect
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
+from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.results import Result
 from memprof.session import GpuSession
@@ -144,15 +144,11 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
 
     def cycle() -> None:
         session.synchronize()
-        _timed_copyto(
-            profiler.host_clock, "host_write", "managed first touch", buffer.array, values
-        )
+        _timed_copyto(profiler, "host_write", "managed first touch", buffer.array, values)
         access.read(buffer.device_pointer, elements, "managed first touch")
         access.read(buffer.device_pointer, elements, "managed resident")
         session.synchronize()
-        _timed_copyto(
-            profiler.host_clock, "host_read", "managed first touch", scratch, buffer.array
-        )
+        _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
 
     repeat(cycle)
     checks = [access.check_sum(f"kernel read, {ROWS['managed resident']}", values)]
@@ -199,7 +195,8 @@ def summarize(result: Result) -> Summary:
     nbytes = result.extra["bytes"]
     figures = _figures(result)
     table = Table(
-        f"Every memory kind at {format_bytes(nbytes)} ({size_label(result.parameters['power'])})",
+        f"Every memory kind, {format_bytes(nbytes)} per buffer "
+        f"(2^{result.parameters['power']} floats)",
         ["Memory", *(header for header, _ in COLUMNS.values())],
         notes=[
             "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "

@@ -10,6 +10,7 @@ timed one by one. Every size is verified.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -175,19 +176,29 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
 
 
 def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int = 12) -> list[str]:
-    """A bandwidth-against-size plot in text: one marker letter per kind, linear GB/s axis."""
+    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2).
+
+    One marker letter per kind; `*` where several kinds fall on one point.
+    """
     powers = [power for power, _, _ in next(iter(series.values()))]
-    top = max(gbs for points in series.values() for _, _, gbs in points)
+    values = [gbs for points in series.values() for _, _, gbs in points if gbs > 0]
+    low, high = math.log10(min(values)), math.log10(max(values))
+    span = max(high - low, 1e-9)
     columns = 3
     grid = [[" "] * (columns * len(powers)) for _ in range(height)]
     for kind, points in series.items():
         for index, (_, _, gbs) in enumerate(points):
-            level = min(height - 1, round(gbs / top * (height - 1)))
-            grid[height - 1 - level][index * columns + 1] = MARKERS[kind]
+            level = round((math.log10(max(gbs, min(values))) - low) / span * (height - 1))
+            row, column = grid[height - 1 - level], index * columns + 1
+            row[column] = MARKERS[kind] if row[column] == " " else "*"
     lines = []
     for row_index, row in enumerate(grid):
-        value = top * (height - 1 - row_index) / (height - 1)
-        label = f"{value:7.1f}" if row_index in (0, height // 2, height - 1) else " " * 7
+        value = 10 ** (high - span * row_index / (height - 1))
+        label = (
+            f"{format_gb_per_s(value):>7}"
+            if row_index % 4 == 0 or row_index == height - 1
+            else " " * 7
+        )
         lines.append(f"{label} |{''.join(row)}")
     lines.append(" " * 8 + "+" + "-" * (columns * len(powers)))
     axis = "".join(f"{power:<{columns * 2}}" for power in powers[::2])
@@ -200,20 +211,28 @@ def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
     return next(power for power, _, gbs in points if gbs >= 0.9 * peak)
 
 
+CLEAR_LEAD = 0.05  # a kind leads another only when it is at least 5% faster
+
+
 def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
-    """Where one kind stops beating another, between consecutive sizes."""
+    """Where one kind stops clearly beating another (by CLEAR_LEAD) between sizes.
+
+    Sizes where the two are within 5% of each other lead to nothing, so curves that lie
+    on top of each other (pinned, registered, write-combined) produce no false crossings.
+    """
     found = []
     kinds = list(series)
     for i, first in enumerate(kinds):
         for second in kinds[i + 1 :]:
-            pairs = zip(series[first], series[second], strict=True)
-            previous = None
-            for (power, _, a), (_, _, b) in pairs:
-                leader = first if a > b else second
+            previous = None  # (power, leader) of the last size with a clear leader
+            for (power, _, a), (_, _, b) in zip(series[first], series[second], strict=True):
+                if max(a, b) < (1 + CLEAR_LEAD) * min(a, b):
+                    continue
+                leader, other = (first, second) if a > b else (second, first)
                 if previous is not None and leader != previous[1]:
                     found.append(
-                        f"{leader} overtakes {previous[1]} between 2^{previous[0]} and 2^{power} "
-                        f"({format_bytes(FLOAT32_BYTES << power)}: {leader} "
+                        f"{leader} overtakes {other} between 2^{previous[0]} and 2^{power} "
+                        f"(at {format_bytes(FLOAT32_BYTES << power)}: "
                         f"{format_gb_per_s(max(a, b))} vs {format_gb_per_s(min(a, b))} GB/s)"
                     )
                 previous = (power, leader)
@@ -239,8 +258,9 @@ def summarize(result: Result) -> Summary:
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
-                f"GB/s {DIRECTIONS[direction]} against size: "
-                + ", ".join(f"{MARKERS[k]} = {k}" for k in kinds),
+                f"GB/s {DIRECTIONS[direction]} against size (log scales): "
+                + ", ".join(f"{MARKERS[k]} = {k}" for k in kinds)
+                + ", * = several at one point",
                 chart_lines(series),
             )
         )
