@@ -57,3 +57,41 @@ def test_memory_kinds_are_registered_once_each():
     assert MEMORY_KINDS["registered"].required_attribute == "HOST_REGISTER_SUPPORTED"
     for kind in MEMORY_KINDS.values():
         assert kind.description and kind.alloc_call and kind.free_call
+
+
+class SessionWithout:
+    """A stand-in session whose device lacks every optional capability."""
+
+    class device:
+        @staticmethod
+        def name() -> str:
+            return "Test GPU"
+
+    @staticmethod
+    def attribute(name: str) -> int:
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "flag"),
+    [
+        ("mapped", "CAN_MAP_HOST_MEMORY"),
+        ("writecombined", "CAN_MAP_HOST_MEMORY"),
+        ("managed", "MANAGED_MEMORY"),
+        ("registered", "HOST_REGISTER_SUPPORTED"),
+    ],
+)
+def test_a_missing_capability_is_a_clear_environment_error(kind, flag):
+    from memprof.errors import EnvironmentProblem
+
+    with pytest.raises(EnvironmentProblem) as raised:
+        MEMORY_KINDS[kind].check_supported(SessionWithout())
+    assert (
+        str(raised.value) == f"{kind} memory needs {flag}, which this GPU (Test GPU) does not have"
+    )
+    assert raised.value.exit_code == ExitCode.ENVIRONMENT
+
+
+def test_kinds_needing_nothing_are_always_supported():
+    for kind in ("pageable", "pinned", "portable", "device"):
+        MEMORY_KINDS[kind].check_supported(SessionWithout())

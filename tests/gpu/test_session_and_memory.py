@@ -112,3 +112,31 @@ def test_a_failed_allocation_says_how_much_was_asked_and_is_free():
         _, total = session.memory_info()
         with pytest.raises(OutOfMemory, match=r"cuMemAlloc of .* failed: out of memory \(.* free"):
             memory.allocate(session, "device", total)  # float32 elements: 4x the whole GPU
+
+
+def test_an_experiment_failing_midway_leaves_the_process_healthy(monkeypatch):
+    """An error deep inside an experiment (managed, mapped, kernels and a gate alive) frees
+    everything; the next session in the same process works and nothing crashes later."""
+    import gc
+
+    from memprof.experiments import compare, sweep
+
+    calls = []
+
+    def failing_copy(profiler, operation, kind, destination, source):
+        calls.append(kind)
+        if kind.startswith("managed"):
+            raise RuntimeError("injected failure")
+        destination[...] = source
+
+    monkeypatch.setattr(compare, "_timed_copyto", failing_copy)
+    with pytest.raises(RuntimeError, match="injected failure"), GpuSession(0) as session:
+        compare.run(session, compare.CompareParams(power=12, repeat=1, warmup=0))
+    assert current_context() is None
+    gc.collect()
+    with GpuSession(0) as session:
+        result = sweep.run(
+            session, sweep.SweepParams(powers=(10,), kinds=("pinned", "zerocopy"), repeat=3)
+        )
+    assert result.passed
+    gc.collect()
