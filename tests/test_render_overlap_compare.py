@@ -127,3 +127,22 @@ def test_sweep_crossovers_need_a_clear_lead():
 @pytest.mark.parametrize("name", ["streams", "device", "compare", "sweep"])
 def test_recorded_results_verified(name):
     assert load(name).passed
+
+
+def test_recommendations_prefer_the_safer_option_within_noise():
+    figures = compare._figures(load("compare"))
+    nbytes = load("compare").extra["bytes"]
+
+    def results_line(writecombined_read_gbs: float) -> str:
+        changed = dict(figures)
+        changed["writecombined", "host_read"] = writecombined_read_gbs
+        changed["writecombined", "d2h"] = changed["pinned", "d2h"]
+        return compare.recommendations(changed, nbytes)[3]
+
+    pinned_read = figures["pinned", "host_read"]
+    assert results_line(pinned_read * 1.01).startswith(
+        "Results the CPU reads back: copy them into pinned"
+    )
+    assert "writecombined came within 5%" in results_line(pinned_read * 1.01)
+    clearly = results_line(pinned_read * 3)
+    assert clearly.startswith("Results the CPU reads back: copy them into write-combined")

@@ -230,95 +230,118 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=[table], conclusions=recommendations(figures, nbytes), show_profile=False)
 
 
+EQUIVALENT = 0.05  # options within 5% of the fastest are treated as equal
+
+
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
-    """One recommendation per use, each choosing the fastest measured way and showing why."""
+    """One recommendation per use: the fastest measured way, with the times that justify it.
+
+    Options within 5% of the fastest count as equal, and the one listed first (the simpler
+    or safer) is recommended, so run-to-run noise never picks a kind with a known trap.
+    """
 
     def ms(row: str, operation: str) -> float | None:
         bandwidth = figures.get((row, operation))
         return nbytes / (bandwidth * 1e9) * 1e3 if bandwidth else None
 
-    def best(options: dict[str, list[float | None]]) -> tuple[str, dict[str, float]]:
-        totals = {
-            name: sum(parts) for name, parts in options.items() if parts and None not in parts
-        }
-        return min(totals, key=totals.get), totals
-
-    def sentence(use: str, options: dict[str, list[float | None]], advice: dict[str, str]) -> str:
-        winner, totals = best(options)
+    def sentence(use: str, options: dict[str, tuple[str, list[float | None]]]) -> str:
+        totals = {name: sum(parts) for name, (_, parts) in options.items() if None not in parts}
+        fastest = min(totals.values())
+        equal = [
+            name
+            for name in options
+            if name in totals and totals[name] <= fastest * (1 + EQUIVALENT)
+        ]
+        choice = equal[0]  # options are listed in order of preference
         others = ", ".join(
-            f"{name} {format_ms(t)}"
-            for name, t in sorted(totals.items(), key=lambda kv: kv[1])
-            if name != winner
+            f"{name} {format_ms(time)}"
+            for name, time in sorted(totals.items(), key=lambda item: item[1])
+            if name != choice
         )
         size = format_bytes(nbytes)
-        return f"{use}: {advice[winner]} ({format_ms(totals[winner])} for {size}; {others})."
+        text = f"{use}: {options[choice][0]} ({format_ms(totals[choice])} for {size}; {others})"
+        if len(equal) > 1:
+            also = " and ".join(name for name in equal if name != choice)
+            text += f"; {also} came within 5%, as good here"
+        return text + "."
 
-    lines = []
-    once = {
-        "zero-copy read": [ms("mapped", "kernel_read")],
-        "pinned copy then device read": [ms("pinned", "h2d"), ms("device", "kernel_read")],
-        "managed on demand": [ms("managed first touch", "kernel_read")],
-    }
-    lines.append(
+    device_read = ms("device", "kernel_read")
+    return [
         sentence(
             "Data the GPU uses once",
-            once,
             {
-                "zero-copy read": "read it in place from mapped (zero-copy) memory",
-                "pinned copy then device read": "copy it from pinned memory, read device memory",
-                "managed on demand": "managed memory, migrated on demand",
+                "pinned copy": (
+                    "copy it from pinned memory, then read device memory",
+                    [ms("pinned", "h2d"), device_read],
+                ),
+                "zero-copy": (
+                    "read it in place from mapped (zero-copy) memory",
+                    [ms("mapped", "kernel_read")],
+                ),
+                "managed": (
+                    "managed memory, migrated on demand",
+                    [ms("managed first touch", "kernel_read")],
+                ),
             },
-        )
-    )
-    many = {
-        "device memory": [ms("pinned", "h2d")] + [ms("device", "kernel_read")] * 10,
-        "zero-copy": [ms("mapped", "kernel_read")] * 10,
-        "managed": [ms("managed first touch", "kernel_read")]
-        + [ms("managed resident", "kernel_read")] * 9,
-    }
-    lines.append(
+        ),
         sentence(
             "Data the GPU reads 10 times",
-            many,
             {
-                "device memory": "copy it once to device memory",
-                "zero-copy": "keep reading it over PCIe (zero-copy)",
-                "managed": "managed memory (migrates once, then resident)",
+                "device memory": (
+                    "copy it once to device memory",
+                    [ms("pinned", "h2d")] + [device_read] * 10,
+                ),
+                "managed": (
+                    "managed memory (migrates once, then resident)",
+                    [ms("managed first touch", "kernel_read")]
+                    + [ms("managed resident", "kernel_read")] * 9,
+                ),
+                "zero-copy": (
+                    "keep reading it over PCIe (zero-copy)",
+                    [ms("mapped", "kernel_read")] * 10,
+                ),
             },
-        )
-    )
-    streamed = {
-        kind: [ms(kind, "host_write"), ms(kind, "h2d")]
-        for kind in ("pageable", "pinned", "writecombined")
-    }
-    streamed["mapped, read in place"] = [ms("mapped", "host_write"), ms("mapped", "kernel_read")]
-    lines.append(
+        ),
         sentence(
             "Data the CPU writes and the GPU consumes",
-            streamed,
             {
-                "pageable": "write into ordinary numpy memory and copy it",
-                "pinned": "write into pinned memory and copy it",
-                "writecombined": "write into write-combined memory and copy it",
-                "mapped, read in place": "write into mapped memory, let the kernel read it there",
+                "pinned": (
+                    "write into pinned memory and copy it",
+                    [ms("pinned", "host_write"), ms("pinned", "h2d")],
+                ),
+                "writecombined": (
+                    "write into write-combined memory and copy it",
+                    [ms("writecombined", "host_write"), ms("writecombined", "h2d")],
+                ),
+                "mapped": (
+                    "write into mapped memory and let the kernel read it there",
+                    [ms("mapped", "host_write"), ms("mapped", "kernel_read")],
+                ),
+                "pageable": (
+                    "write into numpy memory and copy it",
+                    [ms("pageable", "host_write"), ms("pageable", "h2d")],
+                ),
             },
-        )
-    )
-    results = {
-        kind: [ms(kind, "d2h"), ms(kind, "host_read")]
-        for kind in ("pageable", "pinned", "writecombined")
-    }
-    results["managed"] = [ms("managed first touch", "host_read")]
-    lines.append(
+        ),
         sentence(
             "Results the CPU reads back",
-            results,
             {
-                "pageable": "copy into ordinary numpy memory",
-                "pinned": "copy into pinned memory",
-                "writecombined": "copy into write-combined memory",
-                "managed": "leave them in managed memory and read them there",
+                "pinned": (
+                    "copy them into pinned memory",
+                    [ms("pinned", "d2h"), ms("pinned", "host_read")],
+                ),
+                "pageable": (
+                    "copy them into numpy memory",
+                    [ms("pageable", "d2h"), ms("pageable", "host_read")],
+                ),
+                "managed": (
+                    "leave them in managed memory and read them there",
+                    [ms("managed first touch", "host_read")],
+                ),
+                "writecombined": (
+                    "copy them into write-combined memory",
+                    [ms("writecombined", "d2h"), ms("writecombined", "host_read")],
+                ),
             },
-        )
-    )
-    return lines
+        ),
+    ]
