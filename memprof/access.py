@@ -29,54 +29,30 @@ class DirectAccess:
     def grid(self, elements: int) -> int:
         return max(1, min(self.blocks, -(-elements // (4 * BLOCK_SIZE))))
 
-    def read(
-        self, pointer: int, elements: int, kind: str, stream: Any = None, record: bool = True
-    ) -> None:
-        """Launch readSum over `elements` floats at `pointer` (recorded as a kernel read)."""
+    def read(self, pointer: int, elements: int, kind: str, stream: Any = None) -> None:
+        """readSum over `elements` floats at `pointer`, recorded as a kernel read."""
         arguments = (pointer, self.partial.device_pointer, elements)
-        if record:
-            self.reader.launch(
-                self.session,
-                elements,
-                *arguments,
-                kind=kind,
-                nbytes=4 * elements,
-                block_size=BLOCK_SIZE,
-                blocks=self.grid(elements),
-                stream=stream,
-                operation="kernel_read",
-            )
-        else:
-            self.reader.function.prepared_async_call(
-                (self.grid(elements), 1), (BLOCK_SIZE, 1, 1), stream, *arguments
-            )
+        self._launch(self.reader, arguments, elements, kind, stream, "kernel_read")
 
     def write(
-        self,
-        pointer: int,
-        elements: int,
-        value: float,
-        kind: str,
-        stream: Any = None,
-        record: bool = True,
+        self, pointer: int, elements: int, value: float, kind: str, stream: Any = None
     ) -> None:
+        """fillValue over `elements` floats at `pointer`, recorded as a kernel write."""
         arguments = (pointer, np.float32(value), elements)
-        if record:
-            self.writer.launch(
-                self.session,
-                elements,
-                *arguments,
-                kind=kind,
-                nbytes=4 * elements,
-                block_size=BLOCK_SIZE,
-                blocks=self.grid(elements),
-                stream=stream,
-                operation="kernel_write",
-            )
-        else:
-            self.writer.function.prepared_async_call(
-                (self.grid(elements), 1), (BLOCK_SIZE, 1, 1), stream, *arguments
-            )
+        self._launch(self.writer, arguments, elements, kind, stream, "kernel_write")
+
+    def _launch(self, kernel: Kernel, arguments, elements, kind, stream, operation) -> None:
+        kernel.launch(
+            self.session,
+            elements,
+            *arguments,
+            kind=kind,
+            nbytes=4 * elements,
+            block_size=BLOCK_SIZE,
+            blocks=self.grid(elements),
+            stream=stream,
+            operation=operation,
+        )
 
     def check_sum(self, name: str, values: np.ndarray) -> Check:
         """Compare the last readSum's partial sums with numpy's sum of what it should have read."""

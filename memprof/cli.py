@@ -44,7 +44,8 @@ app = typer.Typer(
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
         "4 MiB). Times are CUDA events (GPU work) or the host clock (API calls); bandwidth is "
         "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
-        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc, 4 out of memory, "
+        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
+        "4 out of memory, "
         "130 interrupted."
     ),
     no_args_is_help=True,

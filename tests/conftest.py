@@ -36,3 +36,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def fixture_path() -> callable:
     return lambda name: FIXTURES / name
+
+
+def load_fixture(name: str):
+    """A Result recorded on the GPU machine, by its name without h200_ and .json."""
+    from memprof.results import Result
+
+    return Result.load(FIXTURES / f"h200_{name}.json")
+
+
+def render_text(result, width: int = 200) -> str:
+    """What `memprof report` prints for a Result, without colours."""
+    from rich.console import Console
+
+    from memprof.render import render_result
+
+    console = Console(width=width, record=True, color_system=None)
+    render_result(result, console)
+    return console.export_text()

@@ -1,26 +1,19 @@
 """uva, managed, writecombined, register and alloc rendered from results recorded on the H200."""
 
-from pathlib import Path
-
 import pytest
-from rich.console import Console
 
 from memprof.experiments import alloc, managed, register, uva, writecombined
 from memprof.formatting import format_ms
-from memprof.render import render_result
 from memprof.results import Result
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.conftest import load_fixture, render_text
 
 
 def load(name: str) -> Result:
-    return Result.load(FIXTURES / f"h200_{name}.json")
+    return load_fixture(name)
 
 
 def rendered(name: str) -> str:
-    console = Console(width=220, record=True, color_system=None)
-    render_result(load(name), console)
-    return console.export_text()
+    return render_text(load(name), width=220)
 
 
 def test_uva_shows_both_addresses_and_all_three_kernels():

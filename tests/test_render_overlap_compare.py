@@ -1,26 +1,19 @@
 """streams, device, compare and sweep rendered from results recorded on the H200."""
 
-from pathlib import Path
-
 import pytest
-from rich.console import Console
 
 from memprof.experiments import compare, device, streams, sweep
 from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s
-from memprof.render import render_result
 from memprof.results import Result
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.conftest import load_fixture, render_text
 
 
 def load(name: str) -> Result:
-    return Result.load(FIXTURES / f"h200_{name}.json")
+    return load_fixture(name)
 
 
 def rendered(name: str) -> str:
-    console = Console(width=200, record=True, color_system=None)
-    render_result(load(name), console)
-    return console.export_text()
+    return render_text(load(name), width=220)
 
 
 def test_streams_ideal_and_achieved_fraction_follow_the_stage_times():

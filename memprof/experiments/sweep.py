@@ -126,10 +126,8 @@ def _action(cuda, access, kind, direction, host, device, n: int, power: int):
     """The operation to time once, on a stream (None: synchronous)."""
     if kind == "zerocopy":
         if direction == "h2d":
-            return lambda stream: access.read(host.device_pointer, n, kind, stream, record=False)
-        return lambda stream: access.write(
-            host.device_pointer, n, _fill_value(power), kind, stream, record=False
-        )
+            return lambda stream: access.read(host.device_pointer, n, kind, stream)
+        return lambda stream: access.write(host.device_pointer, n, _fill_value(power), kind, stream)
     if kind == "pageable":
         if direction == "h2d":
             return lambda stream: cuda.memcpy_htod(device.device_pointer, host.array[:n])
