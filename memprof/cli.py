@@ -535,6 +535,8 @@ def _run(command: str, params: Any, device: int, output: Output) -> None:
 
         with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
             result = EXPERIMENTS[command].run(session, params, progress)
+        for failure in session.cleanup_failures:
+            stderr.print(f"memprof: warning: freeing failed: {failure}", markup=False)
         _emit([result], output)
 
 
