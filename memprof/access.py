@@ -29,17 +29,30 @@ class DirectAccess:
     def grid(self, elements: int) -> int:
         return max(1, min(self.blocks, -(-elements // (4 * BLOCK_SIZE))))
 
-    def read(self, pointer: int, elements: int, kind: str, stream: Any = None) -> None:
+    def read(
+        self,
+        pointer: int,
+        elements: int,
+        kind: str,
+        stream: Any = None,
+        operation: str = "kernel_read",
+    ) -> None:
         """readSum over `elements` floats at `pointer`, recorded as a kernel read."""
         arguments = (pointer, self.partial.device_pointer, elements)
-        self._launch(self.reader, arguments, elements, kind, stream, "kernel_read")
+        self._launch(self.reader, arguments, elements, kind, stream, operation)
 
     def write(
-        self, pointer: int, elements: int, value: float, kind: str, stream: Any = None
+        self,
+        pointer: int,
+        elements: int,
+        value: float,
+        kind: str,
+        stream: Any = None,
+        operation: str = "kernel_write",
     ) -> None:
         """fillValue over `elements` floats at `pointer`, recorded as a kernel write."""
         arguments = (pointer, np.float32(value), elements)
-        self._launch(self.writer, arguments, elements, kind, stream, "kernel_write")
+        self._launch(self.writer, arguments, elements, kind, stream, operation)
 
     def _launch(self, kernel: Kernel, arguments, elements, kind, stream, operation) -> None:
         kernel.launch(

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memprof import __version__
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, VerificationFailed
-from memprof.experiments import EXPERIMENTS
+from memprof.experiments import EXPERIMENTS, run_experiment
 from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import MAX_POWER, MIN_POWER
 from memprof.experiments.compare import CompareParams
@@ -534,7 +534,7 @@ def _run(command: str, params: Any, device: int, output: Output) -> None:
         from memprof.session import GpuSession
 
         with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
-            result = EXPERIMENTS[command].run(session, params, progress)
+            result = run_experiment(command, session, params, progress)
         for failure in session.cleanup_failures:
             stderr.print(f"memprof: warning: freeing failed: {failure}", markup=False)
         _emit([result], output)

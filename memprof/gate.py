@@ -1,60 +1,57 @@
-"""Timing small GPU operations without the host's enqueue cost, as nvbandwidth does.
+"""A GPU-side gate, so CUDA events time GPU work and never Python (as nvbandwidth does).
 
-A one-thread kernel spins on a flag in mapped host memory while every timed operation is
-queued behind it, each followed by an event; then the host releases the flag and the whole
-batch runs back to back, so the events measure the operations alone. The spin gives up
-after GATE_TIMEOUT_NS and says so, so a gate never hangs the GPU.
+A one-thread kernel spins on a generation number in mapped host memory while the timed
+operations and their events are queued behind it; then the host writes the generation and
+everything runs back to back. The spin gives up after GATE_TIMEOUT_NS and says so, so a
+gate never hangs the GPU. Only memprof.profile uses it.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from memprof import memory
 from memprof.errors import MemprofError
 from memprof.kernels import load_kernel
-from memprof.session import GpuSession
 
 GATE_TIMEOUT_NS = 2_000_000_000
 
 
 class Gate:
-    def __init__(self, session: GpuSession) -> None:
-        self.session = session
+    def __init__(self, session: Any) -> None:
+        cuda = session.cuda
         self.kernel = load_kernel(session, "gate.cu", "gateWait")
-        with session.profiler.paused():
-            self.flag = memory.allocate(session, "mapped", 2, np.int32)
-        self.stream = session.cuda.Stream()
+        self.flag = cuda.pagelocked_empty(2, np.int64, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
+        self.flag[:] = 0
+        self._flag_pointer = int(self.flag.base.get_device_pointer())
+        self._handle = session.own(self.flag.base.free)
+        self._session = session
+        self.generation = 0
+        self.closed = False
 
-    def time_each(self, action: Callable[[Any], None], repeat: int) -> list[float]:
-        """Milliseconds of each of `repeat` calls of action(stream), queued behind the gate.
-
-        The profiler is paused meanwhile: the caller records the returned times itself.
-        """
-        cuda = self.session.cuda
-        self.flag.array[:] = 0
+    def close(self, stream: Any) -> None:
+        """Hold back everything queued on `stream` from now until open()."""
+        self.generation += 1
         self.kernel.function.prepared_async_call(
-            (1, 1), (1, 1, 1), self.stream, self.flag.device_pointer, GATE_TIMEOUT_NS
+            (1, 1), (1, 1, 1), stream, self._flag_pointer, self.generation, GATE_TIMEOUT_NS
         )
-        events = [cuda.Event() for _ in range(repeat + 1)]
-        events[0].record(self.stream)
-        with self.session.profiler.paused():  # the gate's events are the only timing here
-            for event in events[1:]:
-                action(self.stream)
-                event.record(self.stream)
-        self.flag.array[0] = 1  # release everything at once
-        events[-1].synchronize()
-        if self.flag.array[1]:
+        self.closed = True
+
+    def open(self) -> None:
+        """Release everything queued behind the gate at once."""
+        self.flag[0] = self.generation
+        self.closed = False
+
+    def check(self) -> None:
+        """After the gated work finished: fail if the gate gave up waiting for the host."""
+        if self.flag[1]:
+            self.flag[1] = 0
             raise MemprofError(
-                "the GPU-side gate timed out before the batch was queued: "
-                "the host was too slow to enqueue; use fewer --repeat"
+                "the GPU-side gate timed out before the timed work was queued: the host was "
+                "too slow to enqueue it (try fewer --repeat)"
             )
-        return [end.time_since(start) for start, end in itertools.pairwise(events)]
 
     def free(self) -> None:
-        with self.session.profiler.paused():
-            self.flag.free()
+        self._session.disown(self._handle)
+        self.flag.base.free()

@@ -112,6 +112,7 @@ class Kernel:
         """
         grid = (blocks or (elements + block_size - 1) // block_size, 1)
         profiler = session.profiler
+        stream = stream if stream is not None else profiler.stream
         with (
             profiler.events("gpu", self.signature.display, operation, kind, nbytes, stream),
             profiler.api("cuLaunchKernel", "launch"),

@@ -61,6 +61,7 @@ class MemoryKind(ABC):
     alloc_call: ClassVar[str]
     free_call: ClassVar[str]
     call_group: ClassVar[Group] = "api"  # driver calls; "host" for plain host work
+    synchronous_copies: ClassVar[bool] = False  # the driver stages copies: they block the host
     required_attribute: ClassVar[str | None] = None  # device attribute that must be non-zero
 
     def check_supported(self, session: GpuSession) -> None:
@@ -85,6 +86,7 @@ class Pageable(MemoryKind):
     alloc_call = "numpy.empty + first touch"
     free_call = "numpy free"
     call_group = "host"
+    synchronous_copies = True
 
     def allocate_raw(self, cuda, count, dtype):
         array = np.empty(count, dtype)
@@ -275,40 +277,45 @@ def _allocation_failure(session: GpuSession, kind: MemoryKind, nbytes: int) -> s
 
 
 def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any = None) -> None:
-    """Copy a whole buffer, as nvprof would name it: HtoD, DtoH or DtoD."""
+    """Copy a whole buffer on `stream` (the profiler's by default), named as nvprof would.
+
+    Copies from or to pageable memory block the host while the driver stages them; the
+    profiler times those as synchronous calls.
+    """
     cuda, profiler = session.cuda, session.profiler
+    stream = stream if stream is not None else profiler.stream
     nbytes = min(destination.nbytes, source.nbytes)
     if source.on_device and destination.on_device:
-        name, call, operation, kind = "[CUDA memcpy DtoD]", "cuMemcpyDtoD", "d2d", "device"
-        action = lambda: cuda.memcpy_dtod(destination.device_pointer, source.device_pointer, nbytes)  # noqa: E731
-    elif destination.on_device:
-        name, call, operation, kind = "[CUDA memcpy HtoD]", "cuMemcpyHtoD", "h2d", source.kind.name
-        action = lambda: cuda.memcpy_htod(destination.device_pointer, source.array)  # noqa: E731
-    elif source.on_device:
-        name, call, operation, kind = (
-            "[CUDA memcpy DtoH]",
-            "cuMemcpyDtoH",
-            "d2h",
-            destination.kind.name,
+        name, call, operation, host = "[CUDA memcpy DtoD]", "cuMemcpyDtoDAsync", "d2d", None
+        action = lambda: cuda.memcpy_dtod_async(  # noqa: E731
+            destination.device_pointer, source.device_pointer, nbytes, stream
         )
-        action = lambda: cuda.memcpy_dtoh(destination.array, source.device_pointer)  # noqa: E731
+    elif destination.on_device:
+        name, call, operation, host = "[CUDA memcpy HtoD]", "cuMemcpyHtoDAsync", "h2d", source
+        action = lambda: cuda.memcpy_htod_async(destination.device_pointer, source.array, stream)  # noqa: E731
+    elif source.on_device:
+        name, call, operation, host = "[CUDA memcpy DtoH]", "cuMemcpyDtoHAsync", "d2h", destination
+        action = lambda: cuda.memcpy_dtoh_async(destination.array, source.device_pointer, stream)  # noqa: E731
     else:
         raise ValueError("host-to-host copies are not something memprof measures")
+    kind = host.kind.name if host is not None else "device"
+    synchronous = host is not None and host.kind.synchronous_copies
     with (
-        profiler.events("gpu", name, operation, kind, nbytes, stream),
+        profiler.events("gpu", name, operation, kind, nbytes, stream, synchronous=synchronous),
         profiler.api(call, operation, kind, nbytes),
     ):
         action()
 
 
-def memset(session: GpuSession, buffer: Buffer, byte_value: int) -> None:
+def memset(session: GpuSession, buffer: Buffer, byte_value: int, stream: Any = None) -> None:
     """Fill device memory with one byte value (memprof poisons outputs before kernels)."""
     profiler = session.profiler
+    stream = stream if stream is not None else profiler.stream
     with (
-        profiler.events("gpu", "[CUDA memset]", "memset", buffer.kind.name, buffer.nbytes),
-        profiler.api("cuMemsetD8", "memset", buffer.kind.name, buffer.nbytes),
+        profiler.events("gpu", "[CUDA memset]", "memset", buffer.kind.name, buffer.nbytes, stream),
+        profiler.api("cuMemsetD8Async", "memset", buffer.kind.name, buffer.nbytes),
     ):
-        session.cuda.memset_d8(buffer.device_pointer, byte_value, buffer.nbytes)
+        session.cuda.memset_d8_async(buffer.device_pointer, byte_value, buffer.nbytes, stream)
 
 
 HOST_MARGIN_BYTES = 1 << 30  # keep 1 GiB of host memory for the system and Python

@@ -1,35 +1,73 @@
-"""Records what memprof does on the GPU, and folds it into nvprof's profile rows.
+"""The one timing core: what memprof times, how, and the nvprof-style profile rows.
 
-GPU work is timed with CUDA events recorded around it (resolved later, so timing
-never adds a synchronisation); driver calls and host work with the host clock.
+An experiment says what it times: `repeat(step, warmup, repeat)` runs the step's warm-ups
+unrecorded, then its timed repetitions, and only those are recorded (so Calls equals
+--repeat). Inside a step, `events()` marks one GPU operation, `host_clock()`/`api()` host
+work or a driver call, and `events("span", ...)` several operations end to end.
+
+How a GPU operation is timed:
+- It is queued behind a GPU-side gate (memprof.gate) with a CUDA event before and after, so
+  the events bracket GPU work, never Python's launch cost. A span gates once, around all of it.
+- With CUPTI (memprof.activity), the operation is tagged with an external correlation id
+  while it is enqueued, and its sample is the GPU's own record of it: the kernel, memcpy or
+  memset duration nvprof printed. The gated events are kept beside it as a check.
+- Synchronous operations (copies from pageable memory) cannot wait behind a gate: their
+  events bracket the call, staging included; CUPTI's record is the DMA alone.
+- `throughput()` times N back-to-back operations between one event pair (behind the gate),
+  as bandwidth tools do; bandwidth columns use it, latency columns the single operation.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.results import Group, Measurement
+from memprof.results import Group, Measurement, TimingInfo
 from memprof.timing import Statistics
 
 _Key = tuple[str, str, str, "str | None", int]
 
+BATCH_TARGET_MS = 1.0  # a throughput batch lasts about this long (event resolution ~0.5 us)
+MAX_BATCH = 128  # operations queued behind one gate: well within a stream's queue
+THROUGHPUT_BATCHES = 3
+
 
 class Profiler:
-    """Collects every sample into Measurements keyed by (group, name, operation, kind, bytes)."""
+    """Records the timed repetitions of an experiment into Measurements."""
 
-    def __init__(self, cuda: Any) -> None:
-        self._cuda = cuda
+    def __init__(
+        self, session: Any, activity: Any = None, fallback_reason: str = "", gate: Any = None
+    ) -> None:
+        self._session = session
+        self._cuda = session.cuda
+        self.stream = self._cuda.Stream()
+        self.activity = activity  # memprof.activity.ActivityLog, or None: events only
+        self.fallback_reason = fallback_reason
+        self._gate: Any = gate  # made on first use: it compiles a kernel
         self._measurements: dict[_Key, Measurement] = {}
-        self._pending: list[tuple[Measurement, Any, Any]] = []
+        self._pending: list[tuple[Measurement, Any, Any, int | None]] = []
+        self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
+        self._tags: list[int] = []  # external ids of every timed operation
+        self._next_tag = 1
+        self._tagging = 0
+        self._recording = 0
         self._paused = 0
+        self._event_overhead_ms: float | None = None
+
+    # -- what is recorded ------------------------------------------------------------------
+
+    @property
+    def recording(self) -> bool:
+        return self._recording > 0 and not self._paused
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Run warm-ups: the work happens, nothing is recorded."""
+        """Work that must not be recorded even inside a timed step (set-up, verification)."""
         self._paused += 1
         try:
             yield
@@ -37,17 +75,42 @@ class Profiler:
             self._paused -= 1
 
     @contextmanager
+    def timed(self) -> Iterator[None]:
+        """Record what happens inside (repeat() uses it for the timed repetitions)."""
+        self._recording += 1
+        try:
+            yield
+        finally:
+            self._recording -= 1
+            if not self._recording:
+                self._release_gate()
+
+    def repeat(self, step: Callable[[], None], warmup: int, repeat: int) -> None:
+        """Run `step` warmup times unrecorded, then `repeat` times recorded."""
+        for _ in range(warmup):
+            step()
+        with self.timed():
+            for _ in range(repeat):
+                step()
+        self.resolve()
+
+    # -- timing one thing --------------------------------------------------------------------
+
+    @contextmanager
     def host_clock(
         self, group: Group, name: str, operation: str, kind: str | None = None, nbytes: int = 0
     ) -> Iterator[None]:
         """Time a driver call ("api") or host work ("host") on the host's monotonic clock."""
-        start_ns = time.perf_counter_ns()
-        yield
-        elapsed_ns = time.perf_counter_ns() - start_ns
-        if not self._paused:
-            self._measurement(group, name, operation, kind, nbytes).samples_ms.append(
-                elapsed_ns / 1e6
-            )
+        if not self.recording:
+            yield
+            return
+        with self._tag() as _:
+            start_ns = time.perf_counter_ns()
+            yield
+            elapsed_ns = time.perf_counter_ns() - start_ns
+        measurement = self._measurement(group, name, operation, kind, nbytes)
+        measurement.samples_ms.append(elapsed_ns / 1e6)
+        measurement.source = "host"
 
     def api(
         self, name: str, operation: str, kind: str | None = None, nbytes: int = 0
@@ -63,17 +126,102 @@ class Profiler:
         kind: str | None = None,
         nbytes: int = 0,
         stream: Any = None,
+        synchronous: bool = False,
     ) -> Iterator[None]:
-        """Time GPU work between two CUDA events on `stream`; resolved by `resolve()`."""
-        if self._paused:
+        """Time GPU work on `stream` between two CUDA events, gated unless synchronous."""
+        if not self.recording:
             yield
             return
-        start = self._cuda.Event()
+        stream = stream if stream is not None else self.stream
+        gate = self.gate()
+        if synchronous and gate.closed:
+            self._release_gate()  # a blocking call behind a closed gate would wait forever
+        gate_here = not synchronous and not gate.closed
+        if gate_here:
+            gate.close(stream)
+        start, end = self._cuda.Event(), self._cuda.Event()
         start.record(stream)
-        yield
-        end = self._cuda.Event()
+        tag = None
+        if group == "gpu":
+            with self._tag() as tag:
+                yield
+        else:
+            yield
         end.record(stream)
-        self._pending.append((self._measurement(group, name, operation, kind, nbytes), start, end))
+        if gate_here:
+            self._release_gate()
+        self._pending.append(
+            (self._measurement(group, name, operation, kind, nbytes), start, end, tag)
+        )
+
+    @contextmanager
+    def _tag(self) -> Iterator[int | None]:
+        """Tag the driver calls made inside with a fresh CUPTI external id (outermost only)."""
+        if self.activity is None or self._tagging:
+            yield None
+            return
+        tag = self._next_tag
+        self._next_tag += 1
+        self._tags.append(tag)
+        self.activity.push(tag)
+        self._tagging += 1
+        try:
+            yield tag
+        finally:
+            self._tagging -= 1
+            self.activity.pop()
+
+    def throughput(
+        self,
+        name: str,
+        operation: str,
+        kind: str | None,
+        nbytes: int,
+        action: Callable[[Any], None],
+        synchronous: bool = False,
+    ) -> None:
+        """Per-operation time of back-to-back batches of `action(stream)`, between one event pair.
+
+        The batch size is chosen so a batch lasts about BATCH_TARGET_MS. Synchronous
+        operations cannot be gated: their batch is timed as the calls return.
+        """
+        if self._paused:
+            return
+        measurement = self._measurement("gpu", name, operation, kind, nbytes)
+        estimate_ms = self._batch_time(action, 1, synchronous)
+        count = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(estimate_ms, 1e-4))))
+        measurement.batch = count
+        for _ in range(THROUGHPUT_BATCHES):
+            measurement.throughput_ms.append(self._batch_time(action, count, synchronous) / count)
+
+    def _batch_time(self, action: Callable[[Any], None], count: int, synchronous: bool) -> float:
+        gate, stream = self.gate(), self.stream
+        if not synchronous:
+            gate.close(stream)
+        start, end = self._cuda.Event(), self._cuda.Event()
+        start.record(stream)
+        for _ in range(count):
+            action(stream)
+        end.record(stream)
+        if not synchronous:
+            self._release_gate()
+        end.synchronize()
+        gate.check()
+        return end.time_since(start)
+
+    def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
+        """Milliseconds `action` takes on the GPU, gated between two events; never recorded."""
+        stream = stream if stream is not None else self.stream
+        gate = self.gate()
+        gate.close(stream)
+        start, end = self._cuda.Event(), self._cuda.Event()
+        start.record(stream)
+        action()
+        end.record(stream)
+        self._release_gate()
+        end.synchronize()
+        gate.check()
+        return end.time_since(start)
 
     def add_sample(
         self,
@@ -86,41 +234,119 @@ class Profiler:
     ) -> None:
         """Record a time measured elsewhere (events an experiment placed itself)."""
         if not self._paused:
-            self._measurement(group, name, operation, kind, nbytes).samples_ms.append(milliseconds)
+            measurement = self._measurement(group, name, operation, kind, nbytes)
+            measurement.samples_ms.append(milliseconds)
+            measurement.source = "events"
 
-    def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
-        """Milliseconds `action` takes on the GPU, between two events; never recorded."""
-        with self.paused():
-            start, end = self._cuda.Event(), self._cuda.Event()
-            start.record(stream)
-            action()
-            end.record(stream)
-            end.synchronize()
-            return end.time_since(start)
+    # -- results -------------------------------------------------------------------------------
+
+    def gate(self) -> Any:
+        if self._gate is None:
+            from memprof.gate import Gate
+
+            self._gate = Gate(self._session)
+        return self._gate
+
+    def _release_gate(self) -> None:
+        if self._gate is not None and self._gate.closed:
+            self._gate.open()
 
     def resolve(self) -> None:
         """Wait for every recorded event and turn event pairs into samples."""
-        for measurement, start, end in self._pending:
+        self._release_gate()
+        for measurement, start, end, tag in self._pending:
             end.synchronize()
-            measurement.samples_ms.append(end.time_since(start))
+            self._timed.append((measurement, end.time_since(start), tag))
         self._pending.clear()
-
-    def repeat(self, step: Callable[[], None], warmup: int, repeat: int) -> None:
-        """Run `step` warmup times unrecorded, then `repeat` times recorded."""
-        with self.paused():
-            for _ in range(warmup):
-                step()
-        for _ in range(repeat):
-            step()
-        self.resolve()
+        if self._gate is not None:
+            self._gate.check()
 
     def measurements(self) -> list[Measurement]:
+        """Every measurement, GPU activities from CUPTI where it recorded them."""
         self.resolve()
-        return [m for m in self._measurements.values() if m.samples_ms]
+        gpu_records: dict[int, list] = {}
+        api_records: dict[int, list] = {}
+        if self.activity is not None:
+            self.activity.flush()
+            gpu_records = self.activity.gpu_records()
+            api_records = self.activity.api_records()
+        by_measurement: dict[int, list[tuple[float, int | None]]] = {}
+        for measurement, events_ms, tag in self._timed:
+            by_measurement.setdefault(id(measurement), []).append((events_ms, tag))
+        for measurement in self._measurements.values():
+            timed = by_measurement.get(id(measurement))
+            if not timed:
+                continue
+            events_samples = [events_ms for events_ms, _ in timed]
+            tags = [tag for _, tag in timed]
+            if tags and all(tag is not None and gpu_records.get(tag) for tag in tags):
+                measurement.samples_ms = [
+                    math.fsum(record.duration_ms for record in gpu_records[tag]) for tag in tags
+                ]
+                measurement.events_ms = events_samples
+                measurement.source = "cupti"
+            else:
+                measurement.samples_ms = events_samples
+                measurement.source = "events"
+        self._timed.clear()
+        api_rows = self._api_measurements(api_records)
+        return [m for m in self._measurements.values() if m.samples_ms] + api_rows
+
+    def _api_measurements(self, api_records: dict[int, list]) -> list[Measurement]:
+        """nvprof's API-calls rows: every driver call made by a timed operation, by name."""
+        rows: dict[str, Measurement] = {}
+        for tag in self._tags:
+            for record in api_records.get(tag, ()):
+                row = rows.setdefault(
+                    record.name,
+                    Measurement("api", record.name, "driver_call", None, 0, source="cupti"),
+                )
+                row.samples_ms.append(record.duration_ms)
+        return sorted(rows.values(), key=lambda m: m.name)
+
+    def timing_info(self) -> TimingInfo:
+        """Where this run's figures came from, for the Result."""
+        unified_memory = None
+        unified_memory_note = None
+        if self.activity is not None:
+            unified_memory_note = self.activity.unified_memory_refusal
+            if unified_memory_note is None:
+                unified_memory = self.activity.unified_memory_totals()
+        else:
+            unified_memory_note = self.fallback_reason or None
+        return TimingInfo(
+            source="cupti" if self.activity is not None else "events",
+            note=self.fallback_reason,
+            event_overhead_ms=self.event_overhead_ms(),
+            unified_memory=unified_memory,
+            unified_memory_note=unified_memory_note,
+        )
+
+    def event_overhead_ms(self) -> float:
+        """Median interval between gated back-to-back events with nothing between them."""
+        if self._event_overhead_ms is None:
+            gate, stream = self.gate(), self.stream
+            gate.close(stream)
+            events = [self._cuda.Event() for _ in range(33)]
+            for event in events:
+                event.record(stream)
+            self._release_gate()
+            events[-1].synchronize()
+            gate.check()
+            intervals = [b.time_since(a) for a, b in itertools.pairwise(events)]
+            self._event_overhead_ms = Statistics.of(intervals).median_ms
+        return self._event_overhead_ms
 
     def discard_pending(self) -> None:
         """Drop unresolved events (after an error) so nothing holds the context."""
+        self._release_gate()
         self._pending.clear()
+
+    def release(self) -> None:
+        """Let go of the stream and the gate before the context is popped."""
+        self._release_gate()
+        self._gate = None
+        self.stream = None
 
     def _measurement(
         self, group: Group, name: str, operation: str, kind: str | None, nbytes: int
@@ -148,14 +374,17 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
     """nvprof's rows: GPU activities then API calls, each sorted by total time, largest first.
 
     Measurements of one name and kind at several sizes fold into one row, as nvprof
-    folds every call of one name.
+    folds every call of one name. Where CUPTI recorded the driver calls, the API rows are
+    CUPTI's (every driver call, PyCUDA's implicit ones too); otherwise memprof's host clock.
     """
+    cupti_api = any(m.group == "api" and m.source == "cupti" for m in measurements)
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
         samples_by_name: dict[str, list[float]] = {}
         for m in measurements:
-            if m.group == group:
-                samples_by_name.setdefault(m.display_name, []).extend(m.samples_ms)
+            if m.group != group or (group == "api" and cupti_api and m.source != "cupti"):
+                continue
+            samples_by_name.setdefault(m.display_name, []).extend(m.samples_ms)
         group_total = sum(sum(s) for s in samples_by_name.values())
         group_rows = [
             ProfileRow(

@@ -36,7 +36,18 @@ class Measurement:
     operation: str  # stable key the summaries look up: "h2d", "d2h", "kernel", "alloc", ...
     kind: str | None  # memory kind ("pageable", "pinned", ...) or None
     bytes: int  # bytes each call moves or allocates (0 where that means nothing)
-    samples_ms: list[float] = field(default_factory=list)
+    samples_ms: list[float] = field(default_factory=list)  # one operation each (latency)
+    # where samples_ms came from: "cupti" (the GPU's record), "events" (gated CUDA events),
+    # "host" (the host clock)
+    source: str = "events"
+    events_ms: list[float] = field(default_factory=list)  # gated events beside CUPTI's figures
+    throughput_ms: list[float] = field(default_factory=list)  # per operation, back to back
+    batch: int = 0  # operations per throughput batch
+
+    @property
+    def throughput_stats(self) -> Statistics | None:
+        """Per-operation time of back-to-back batches (what bandwidth is computed from)."""
+        return Statistics.of(self.throughput_ms) if self.throughput_ms else None
 
     @property
     def stats(self) -> Statistics:
@@ -47,6 +58,17 @@ class Measurement:
         """The profile name with the memory kind, so pageable and pinned rows stay apart."""
         qualifiers = [q for q in (self.kind, OPERATION_QUALIFIERS.get(self.operation)) if q]
         return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
+
+
+@dataclass
+class TimingInfo:
+    """Where a run's figures came from, and what CUPTI added."""
+
+    source: str  # "cupti": GPU activities are CUPTI's records; "events": gated CUDA events
+    note: str  # why events were used, or ""
+    event_overhead_ms: float | None  # median interval of gated empty event pairs
+    unified_memory: dict[str, int] | None  # CUPTI's counters over the whole run
+    unified_memory_note: str | None  # why the counters are missing, if they are
 
 
 @dataclass
@@ -107,6 +129,7 @@ class Result:
     measurements: list[Measurement] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # command-specific plain data
+    timing: TimingInfo | None = None
     schema_version: int = SCHEMA_VERSION
     memprof_version: str = __version__
     pid: int = field(default_factory=os.getpid)
@@ -159,6 +182,9 @@ class Result:
         if device is not None:
             device["compute_capability"] = tuple(device["compute_capability"])
             device = DeviceFacts(**device)
+        timing = data.get("timing")
+        if timing is not None:
+            timing = TimingInfo(**timing)
         return cls(
             command=data["command"],
             parameters=data["parameters"],
@@ -166,6 +192,7 @@ class Result:
             measurements=[Measurement(**m) for m in data["measurements"]],
             checks=[Check(**c) for c in data["checks"]],
             extra=data.get("extra", {}),
+            timing=timing,
             schema_version=data["schema_version"],
             memprof_version=data["memprof_version"],
             pid=data["pid"],

@@ -42,11 +42,22 @@ def import_driver() -> ModuleType:
     return cuda
 
 
-class GpuSession:
-    """One CUDA context on one device, and everything owned inside it."""
+TIMING_MODES = ("auto", "cupti", "events")
 
-    def __init__(self, device_index: int = 0) -> None:
+
+class GpuSession:
+    """One CUDA context on one device, and everything owned inside it.
+
+    timing: "cupti" takes GPU activities from CUPTI's records (an error where CUPTI is
+    missing), "events" from gated CUDA events, "auto" CUPTI where it works, else events.
+    """
+
+    def __init__(self, device_index: int = 0, timing: str = "auto") -> None:
+        if timing not in TIMING_MODES:
+            raise InvalidArgument(f"--timing {timing!r}: choose from {', '.join(TIMING_MODES)}")
         self.device_index = device_index
+        self.timing = timing
+        self.activity: Any = None
         self.cuda: Any = None
         self.device: Any = None
         self.context: Any = None
@@ -71,14 +82,32 @@ class GpuSession:
                 f"CUDA device{'s' if count > 1 else ''} (0 to {count - 1})"
             )
         self.device = cuda.Device(self.device_index)
+        fallback_reason = "--timing events"
+        if self.timing != "events":
+            # CUPTI is switched on after cuInit and before the context, as it needs for
+            # unified-memory counters.
+            from memprof.activity import ActivityLog
+
+            self.activity, why_not = ActivityLog.start(self.device_index)
+            if self.activity is None:
+                if self.timing == "cupti":
+                    raise EnvironmentProblem(
+                        f"--timing cupti: {why_not} (pip install cupti-python, or --timing events)"
+                    )
+                fallback_reason = why_not or ""
         try:
-            self.context = self.device.make_context()
-        except cuda.Error as error:
-            raise EnvironmentProblem(
-                f"cannot create a CUDA context on device {self.device_index}: "
-                f"{_driver_message(error)}"
-            ) from error
-        self.profiler = Profiler(cuda)
+            with _sigint_deferred():  # Ctrl-C waits until the context is ours to pop
+                self.context = self.device.make_context()
+            self.profiler = Profiler(self, self.activity, fallback_reason)
+        except BaseException as error:
+            self.close()  # __exit__ does not run when __enter__ fails
+            self._stop_activity()
+            if isinstance(error, cuda.Error):
+                raise EnvironmentProblem(
+                    f"cannot create a CUDA context on device {self.device_index}: "
+                    f"{_driver_message(error)}"
+                ) from error
+            raise
         return self
 
     def __exit__(
@@ -129,6 +158,7 @@ class GpuSession:
         with _sigint_deferred():
             if self.profiler is not None:
                 self.profiler.discard_pending()
+                self.profiler.release()
             with contextlib.suppress(Exception):
                 self.context.synchronize()
             for handle in sorted(self._owned, reverse=True):
@@ -139,11 +169,18 @@ class GpuSession:
                     self.cleanup_failures.append(str(error))
             self._modules.clear()
             gc.collect()
+            self._stop_activity()
             context, self.context = self.context, None
             with contextlib.suppress(Exception):
                 context.pop()
             with contextlib.suppress(Exception):
                 context.detach()
+
+    def _stop_activity(self) -> None:
+        if self.activity is not None:
+            activity, self.activity = self.activity, None
+            with contextlib.suppress(Exception):
+                activity.stop()
 
 
 @contextlib.contextmanager

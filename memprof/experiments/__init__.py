@@ -7,6 +7,7 @@ saved Result without a GPU.
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from memprof.experiments import (
     alloc,
@@ -37,3 +38,13 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "compare": compare,
     "sweep": sweep,
 }
+
+
+def run_experiment(command: str, session: Any, params: Any, progress: Any = None) -> Any:
+    """Run one command's experiment and record in its Result where the figures came from."""
+    module = EXPERIMENTS[command]
+    result = (
+        module.run(session, params) if progress is None else module.run(session, params, progress)
+    )
+    result.timing = session.profiler.timing_info()
+    return result

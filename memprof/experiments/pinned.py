@@ -88,6 +88,25 @@ def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progr
         res.array.fill(np.nan)
         profiler.repeat(flow, params.warmup, params.repeat)
         checks.append(compare_arrays(f"sumArrays, {kind} host memory", res.array, expected))
+        synchronous = memory.MEMORY_KINDS[kind].synchronous_copies
+        profiler.throughput(
+            "[CUDA memcpy HtoD]",
+            "h2d",
+            kind,
+            nbytes,
+            lambda stream, a=a: session.cuda.memcpy_htod_async(d_a.device_pointer, a.array, stream),
+            synchronous,
+        )
+        profiler.throughput(
+            "[CUDA memcpy DtoH]",
+            "d2h",
+            kind,
+            nbytes,
+            lambda stream, res=res: session.cuda.memcpy_dtoh_async(
+                res.array, d_res.device_pointer, stream
+            ),
+            synchronous,
+        )
         for buffer in (a, b, res):
             buffer.free()
     for buffer in (d_a, d_b, d_res):
@@ -105,26 +124,34 @@ def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progr
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra["bytes_per_array"]
+    source = (
+        "CUPTI's record of each copy (DMA only)"
+        if result.timing is not None and result.timing.source == "cupti"
+        else "gated CUDA events around each copy (pageable: staging included)"
+    )
     transfers = Table(
         f"Transfers of {format_bytes(nbytes)}",
-        ["Memory", "Direction", "Bytes", "Median", "Bandwidth (GB/s)", "vs pageable"],
+        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable"],
         notes=[
-            "Times: CUDA events around each cuMemcpy, median of every timed call.",
-            "GB/s = 10^9 bytes per second.",
+            f"One copy: GPU time of a single copy, median, from {source}.",
+            "Host blocked: host clock around the driver call (pageable copies block until "
+            "the driver has staged them; pinned ones return once queued).",
+            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
+            "event pair.",
         ],
     )
     median = {}
     for kind in HOST_KINDS:
         for direction in DIRECTIONS:
-            median[kind, direction] = result.find(direction, kind, "gpu").stats.median_ms
+            median[kind, direction] = _per_copy_ms(result, direction, kind)
     for kind in HOST_KINDS:
         for direction, label in DIRECTIONS.items():
             time_ms = median[kind, direction]
             transfers.add_row(
                 kind,
                 label,
-                f"{nbytes:,}",
-                format_ms(time_ms),
+                format_ms(result.find(direction, kind, "gpu").stats.median_ms),
+                format_ms(result.find(direction, kind, "api").stats.median_ms),
                 format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms)),
                 format_ratio(median["pageable", direction] / time_ms),
             )
@@ -190,3 +217,10 @@ def _conclusion(
         f"trip{'s' if break_even > 1 else ''} (HtoD + DtoH) of this size: pin buffers you "
         f"reuse, allocate them once."
     )
+
+
+def _per_copy_ms(result: Result, direction: str, kind: str) -> float:
+    """Per-copy time of back-to-back copies (what bandwidth means), else one copy's."""
+    measurement = result.find(direction, kind, "gpu")
+    throughput = measurement.throughput_stats
+    return throughput.median_ms if throughput else measurement.stats.median_ms

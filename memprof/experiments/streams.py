@@ -121,7 +121,11 @@ def run(session: GpuSession, params: StreamsParams, progress: Progress = no_prog
 
     progress("calibrating the kernel", 0, 4)
     whole_h2d_ms = statistics.median(
-        profiler.time_once(lambda: cuda.memcpy_htod(d_in.device_pointer, host["pinned"][0].array))
+        profiler.time_once(
+            lambda: cuda.memcpy_htod_async(
+                d_in.device_pointer, host["pinned"][0].array, profiler.stream
+            )
+        )
         for _ in range(3)
     )
     target_ms = params.kernel_ms if params.kernel_ms is not None else whole_h2d_ms
@@ -217,9 +221,10 @@ def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) ->
     iterations = CALIBRATION_ITERATIONS
     for _ in range(3):
         measured = session.profiler.time_once(
-            lambda iterations=iterations: kernel.function.prepared_call(
+            lambda iterations=iterations: kernel.function.prepared_async_call(
                 (-(-elements // 256), 1),
                 (256, 1, 1),
+                session.profiler.stream,
                 d_in.device_pointer,
                 d_out.device_pointer,
                 elements,

@@ -20,7 +20,6 @@ from memprof.access import DirectAccess
 from memprof.devicefacts import collect
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.gate import Gate
 from memprof.results import Check, Result
 from memprof.session import GpuSession
 from memprof.summary import Chart, Summary, Table
@@ -56,40 +55,48 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
     for kind in params.kinds:
         memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].check_supported(session)
     profiler = session.profiler
-    gate, access = Gate(session), DirectAccess(session)
+    access = DirectAccess(session)
     values = np.random.default_rng(3).random(largest, dtype=np.float32)
     received = np.zeros(largest, np.float32)
-    with profiler.paused():
-        device = memory.allocate(session, "device", largest)
+    device = memory.allocate(session, "device", largest)
     cuda.memcpy_htod(device.device_pointer, values)
     total = len(params.kinds) * len(params.powers)
     checks = []
     for kind_index, kind in enumerate(params.kinds):
-        with profiler.paused():
-            host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
+        host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
         host.array[:] = values
+        synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
         failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
         for power_index, power in enumerate(params.powers):
             progress(
                 f"{kind} {size_label(power)}", kind_index * len(params.powers) + power_index, total
             )
             n = 1 << power
+            nbytes = n * FLOAT32_BYTES
             for direction in params.directions:
                 action = _action(cuda, access, kind, direction, host, device, n, power)
+                name = NAMES["zerocopy" if kind == "zerocopy" else "copy", direction]
                 if direction == "d2h" and kind != "zerocopy":
                     host.array[:n] = np.nan  # poison: the copies must write every element
-                if kind == "pageable":
-                    for _ in range(params.warmup):
-                        action(None)
-                    samples = [
-                        profiler.time_once(lambda a=action: a(None)) for _ in range(params.repeat)
-                    ]
-                else:
-                    gate.time_each(action, params.warmup)
-                    samples = gate.time_each(action, params.repeat)
-                name = NAMES["zerocopy" if kind == "zerocopy" else "copy", direction]
-                for sample in samples:
-                    profiler.add_sample("gpu", name, direction, kind, n * FLOAT32_BYTES, sample)
+
+                def step(
+                    action=action,
+                    name=name,
+                    direction=direction,
+                    kind=kind,
+                    nbytes=nbytes,
+                    synchronous=synchronous,
+                ) -> None:
+                    if kind == "zerocopy":  # the kernel launch records itself
+                        action(profiler.stream)
+                        return
+                    with profiler.events(
+                        "gpu", name, direction, kind, nbytes, synchronous=synchronous
+                    ):
+                        action(profiler.stream)
+
+                profiler.repeat(step, params.warmup, params.repeat)
+                profiler.throughput(name, direction, kind, nbytes, action, synchronous)
                 problem = _verify(
                     cuda, access, kind, direction, host, device, values, received, n, power
                 )
@@ -102,11 +109,8 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
             checks.append(
                 Check(f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail)
             )
-        with profiler.paused():
-            host.free()
-    with profiler.paused():
-        device.free()
-    gate.free()
+        host.free()
+    device.free()
     access.free()
     progress("done", total, total)
     return Result(
@@ -126,12 +130,10 @@ def _action(cuda, access, kind, direction, host, device, n: int, power: int):
     """The operation to time once, on a stream (None: synchronous)."""
     if kind == "zerocopy":
         if direction == "h2d":
-            return lambda stream: access.read(host.device_pointer, n, kind, stream)
-        return lambda stream: access.write(host.device_pointer, n, _fill_value(power), kind, stream)
-    if kind == "pageable":
-        if direction == "h2d":
-            return lambda stream: cuda.memcpy_htod(device.device_pointer, host.array[:n])
-        return lambda stream: cuda.memcpy_dtoh(host.array[:n], device.device_pointer)
+            return lambda stream: access.read(host.device_pointer, n, kind, stream, direction)
+        return lambda stream: access.write(
+            host.device_pointer, n, _fill_value(power), kind, stream, direction
+        )
     if direction == "h2d":
         return lambda stream: cuda.memcpy_htod_async(device.device_pointer, host.array[:n], stream)
     return lambda stream: cuda.memcpy_dtoh_async(host.array[:n], device.device_pointer, stream)
@@ -160,15 +162,22 @@ def _verify(
 
 
 def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    """(kind, direction) -> [(power, median ms, GB/s)] in size order."""
+    """(kind, direction) -> [(power, latency ms, GB/s)] in size order.
+
+    Latency: the median of single operations. GB/s: back-to-back throughput where it was
+    measured (a batch between one event pair), else the single operations.
+    """
     found = {}
     for kind in result.parameters["kinds"]:
         for direction in result.parameters["directions"]:
             points = []
             for power in result.parameters["powers"]:
                 nbytes = FLOAT32_BYTES << power
-                median = result.find(direction, kind, "gpu", nbytes).stats.median_ms
-                points.append((power, median, bandwidth_gb_per_s(nbytes, median)))
+                measurement = result.find(direction, kind, "gpu", nbytes)
+                latency = measurement.stats.median_ms
+                throughput = measurement.throughput_stats
+                per_operation = throughput.median_ms if throughput else latency
+                points.append((power, latency, bandwidth_gb_per_s(nbytes, per_operation)))
             found[kind, direction] = points
     return found
 
@@ -243,8 +252,7 @@ def summarize(result: Result) -> Summary:
     tables, charts, conclusions = [], [], []
     for direction in directions:
         table = Table(
-            f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, "
-            f"median of {result.parameters['repeat']}",
+            f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
             ["Size", *kinds],
         )
         for index, power in enumerate(result.parameters["powers"]):
@@ -265,11 +273,13 @@ def summarize(result: Result) -> Summary:
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
     shape = Table(
         "Per kind: latency, peak, and where 90% of the peak is reached",
-        ["Kind", "Direction", "Time at smallest", "Peak GB/s", "at", "90% of peak from"],
+        ["Kind", "Direction", "Latency at smallest", "Peak GB/s", "at", "90% of peak from"],
         notes=[
             "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
-            "memory. Timed operations queue behind a GPU-side gate, except pageable copies "
-            "(synchronous), which are timed one by one; CUDA events throughout.",
+            "memory. GB/s: throughput of back-to-back operations, batches between one event "
+            "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
+            "they return). Latency: one operation, median of "
+            f"{result.parameters['repeat']}, from {_source(result)}.",
         ],
     )
     for kind in kinds:
@@ -288,3 +298,10 @@ def summarize(result: Result) -> Summary:
     if not conclusions:
         conclusions.append("No crossovers: the order of the kinds was the same at every size.")
     return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
+
+
+def _source(result: Result) -> str:
+    """How single operations were timed, in words."""
+    if result.timing is not None and result.timing.source == "cupti":
+        return "CUPTI's records of them"
+    return "gated CUDA events around each"

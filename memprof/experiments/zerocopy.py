@@ -4,7 +4,9 @@ Per size, sumArrays runs two ways and both results are verified:
   device path:    a, b copied to device memory (2 HtoD), kernel, result copied back (DtoH)
   zero-copy path: the kernel reads a and b from mapped pinned host memory over PCIe
                   through the device pointer, result copied back (DtoH)
-Host buffers are pinned for both paths, so the comparison is with the best explicit copies.
+  device path from pageable memory: the same explicit copies from ordinary numpy arrays,
+                  as seed 000's program copies them
+The pinned device path is the best explicit copies can do; the pageable one what most code does.
 """
 
 from __future__ import annotations
@@ -68,13 +70,16 @@ def _measure_size(session: GpuSession, kernel, power: int, params: ZeroCopyParam
     a_values, b_values, expected = input_arrays(elements)
     a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
     out = memory.allocate(session, "pinned", elements)
+    pageable_a, pageable_b, pageable_out = (
+        memory.allocate(session, "pageable", elements) for _ in range(3)
+    )
     d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
-    a.array[:] = a_values
-    b.array[:] = b_values
+    a.array[:] = pageable_a.array[:] = a_values
+    b.array[:] = pageable_b.array[:] = b_values
 
-    def device_path() -> None:
+    def device_path(a=a, b=b, out=out, label="device") -> None:
         memory.memset(session, d_res, POISON_BYTE)
-        with profiler.events("span", "device path", "end_to_end", "device", 3 * nbytes):
+        with profiler.events("span", f"{label} path", "end_to_end", label, 3 * nbytes):
             memory.copy(session, d_a, a)
             memory.copy(session, d_b, b)
             kernel.launch(
@@ -104,12 +109,21 @@ def _measure_size(session: GpuSession, kernel, power: int, params: ZeroCopyParam
             )
             memory.copy(session, out, d_res)
 
+    def pageable_path() -> None:
+        device_path(pageable_a, pageable_b, pageable_out, "pageable")
+
     checks = []
-    for name, path in (("device memory", device_path), ("zero-copy", zero_copy_path)):
-        out.array.fill(np.nan)
+    for name, path, result in (
+        ("device memory", device_path, out),
+        ("zero-copy", zero_copy_path, out),
+        ("device memory from pageable", pageable_path, pageable_out),
+    ):
+        result.array.fill(np.nan)
         profiler.repeat(path, params.warmup, params.repeat)
-        checks.append(compare_arrays(f"sumArrays {size_label(power)}, {name}", out.array, expected))
-    for buffer in (a, b, out, d_a, d_b, d_res):
+        checks.append(
+            compare_arrays(f"sumArrays {size_label(power)}, {name}", result.array, expected)
+        )
+    for buffer in (a, b, out, pageable_a, pageable_b, pageable_out, d_a, d_b, d_res):
         buffer.free()
     return checks
 
@@ -130,13 +144,15 @@ def summarize(result: Result) -> Summary:
             "Kernel: zero-copy",
             "End to end: device",
             "End to end: zero-copy",
+            "End to end: pageable",
             "Zero-copy / device",
             "Zero-copy read (GB/s)",
         ],
         notes=[
-            "Kernel: CUDA events around the launch. End to end: events around the whole path "
-            "(device: 2 HtoD + kernel + DtoH; zero-copy: kernel + DtoH). Medians of "
-            f"{result.parameters['repeat']} runs.",
+            f"Kernel: {_kernel_source(result)}, median of {result.parameters['repeat']}. "
+            "End to end: gated CUDA events around the whole path (device: 2 HtoD + kernel + "
+            "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
+            "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
             "(GB/s = 10^9 bytes/s)"
             + (
@@ -153,6 +169,7 @@ def summarize(result: Result) -> Summary:
         kernel_zero = result.find("kernel", "mapped", "gpu", 3 * nbytes).stats.median_ms
         e2e_device = result.find("end_to_end", "device", "span", 3 * nbytes).stats.median_ms
         e2e_zero = result.find("end_to_end", "mapped", "span", 3 * nbytes).stats.median_ms
+        e2e_pageable = _median_or_none(result, "end_to_end", "pageable", "span", 3 * nbytes)
         h2d = result.find("h2d", "mapped", "gpu", nbytes).stats.median_ms
         rows.append((power, nbytes, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d))
         table.add_row(
@@ -161,6 +178,7 @@ def summarize(result: Result) -> Summary:
             format_ms(kernel_zero),
             format_ms(e2e_device),
             format_ms(e2e_zero),
+            format_ms(e2e_pageable) if e2e_pageable is not None else "-",
             format_ratio(e2e_zero / e2e_device),
             format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
         )
@@ -208,3 +226,17 @@ def _conclusions(rows: list[tuple]) -> list[str]:
             f"than a pass over device memory, so from {int(passes) + 1} passes on, copy the data."
         )
     return lines
+
+
+def _kernel_source(result: Result) -> str:
+    if result.timing is not None and result.timing.source == "cupti":
+        return "CUPTI's record of each launch"
+    return "gated CUDA events around each launch"
+
+
+def _median_or_none(result: Result, operation, kind, group, nbytes) -> float | None:
+    """Results recorded before the pageable path existed lack it."""
+    try:
+        return result.find(operation, kind, group, nbytes).stats.median_ms
+    except KeyError:
+        return None

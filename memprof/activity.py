@@ -1,0 +1,259 @@
+"""The GPU's own record of what memprof timed: CUPTI activity records, as nvprof printed them.
+
+memprof tags every timed operation with a CUPTI external correlation id while it is
+enqueued; CUPTI then links that id to the driver call (API record) and to what the GPU did
+(kernel, memcpy and memset records, start and end in GPU nanoseconds). Unified-memory
+counters (bytes migrated, page faults) are process-wide and configured before the context.
+
+cupti-python is optional: without it, or where the driver refuses, ActivityLog.start()
+says why and memprof times with gated CUDA events instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# CUPTI's memory kinds (CUpti_ActivityMemoryKind) by number, as nvprof named them.
+MEMORY_KIND_NAMES = {
+    0: "unknown",
+    1: "pageable",
+    2: "pinned",
+    3: "device",
+    4: "array",
+    5: "managed",
+    6: "device static",
+    7: "managed static",
+}
+
+UNIFIED_MEMORY_COUNTERS = (
+    "BYTES_TRANSFER_HTOD",
+    "BYTES_TRANSFER_DTOH",
+    "CPU_PAGE_FAULT_COUNT",
+    "GPU_PAGE_FAULT",
+)
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    """One thing the GPU did: a kernel, a memcpy or a memset, in GPU nanoseconds."""
+
+    category: str  # "kernel", "memcpy", "memset"
+    name: str  # kernel name, or "HTOD"/"DTOH"/... for copies
+    start_ns: int
+    end_ns: int
+    bytes: int = 0
+    src_kind: str = ""
+    dst_kind: str = ""
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+@dataclass(frozen=True)
+class ApiRecord:
+    """One driver call as CUPTI saw it."""
+
+    name: str
+    duration_ms: float
+
+
+@dataclass
+class ActivityLog:
+    """CUPTI activity recording for one process, with memprof's external correlation ids."""
+
+    cupti: Any
+    unified_memory_refusal: str | None = None  # why the counters are missing, if they are
+    _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
+    _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
+    _external: dict[int, int] = field(default_factory=dict)  # correlation id -> external id
+    _unified_memory: Counter = field(default_factory=Counter)
+    _callback_names: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, device_index: int) -> tuple[ActivityLog | None, str | None]:
+        """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not)."""
+        try:
+            from cupti import cupti
+        except ImportError as error:
+            return None, f"cupti-python is not installed ({error.name or error})"
+        except Exception as error:  # a broken libcupti raises at import
+            return None, f"cupti-python cannot be loaded: {error}"
+        log = cls(cupti)
+        kinds = cupti.ActivityKind
+        try:
+            for kind in (
+                kinds.CONCURRENT_KERNEL,
+                kinds.MEMCPY,
+                kinds.MEMSET,
+                kinds.DRIVER,
+                kinds.EXTERNAL_CORRELATION,
+            ):
+                cupti.activity_enable(kind)
+            cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
+        except Exception as error:
+            log._disable_all()
+            return None, f"CUPTI refused activity tracing: {_reason(error)}"
+        log.unified_memory_refusal = log._enable_unified_memory(device_index)
+        return log, None
+
+    def _enable_unified_memory(self, device_index: int) -> str | None:
+        cupti = self.cupti
+        try:
+            counters = [
+                getattr(cupti.ActivityUnifiedMemoryCounterKind, n) for n in UNIFIED_MEMORY_COUNTERS
+            ]
+            config = cupti.ActivityUnifiedMemoryCounterConfig(len(counters))
+            for index, counter in enumerate(counters):
+                config[index].scope = int(
+                    cupti.ActivityUnifiedMemoryCounterScope.PROCESS_SINGLE_DEVICE
+                )
+                config[index].device_id = device_index
+                config[index].enable = 1
+                config[index].kind = counter
+            cupti.activity_configure_unified_memory_counter(config.ptr, len(counters))
+            cupti.activity_enable(cupti.ActivityKind.UNIFIED_MEMORY_COUNTER)
+        except Exception as error:
+            return f"CUPTI refused unified-memory counters: {_reason(error)}"
+        return None
+
+    # -- tagging --------------------------------------------------------------------------
+
+    def push(self, external_id: int) -> None:
+        self.cupti.activity_push_external_correlation_id(
+            self.cupti.ExternalCorrelationKind.CUSTOM0, external_id
+        )
+
+    def pop(self) -> None:
+        self.cupti.activity_pop_external_correlation_id(self.cupti.ExternalCorrelationKind.CUSTOM0)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Deliver every record CUPTI holds (the GPU work must be finished)."""
+        self.cupti.activity_flush_all(1)
+
+    def gpu_records(self) -> dict[int, list[GpuRecord]]:
+        """What the GPU did for each external id."""
+        by_external: dict[int, list[GpuRecord]] = {}
+        for correlation, records in self._gpu.items():
+            external = self._external.get(correlation)
+            if external is not None:
+                by_external.setdefault(external, []).extend(records)
+        return by_external
+
+    def api_records(self) -> dict[int, list[ApiRecord]]:
+        """The driver calls made for each external id."""
+        by_external: dict[int, list[ApiRecord]] = {}
+        for correlation, record in self._api.items():
+            external = self._external.get(correlation)
+            if external is not None:
+                by_external.setdefault(external, []).append(record)
+        return by_external
+
+    def unified_memory_totals(self) -> dict[str, int]:
+        """Counter name -> total (bytes or faults) since recording began."""
+        return {name: int(self._unified_memory.get(name, 0)) for name in UNIFIED_MEMORY_COUNTERS}
+
+    def clear(self) -> None:
+        self._gpu.clear()
+        self._api.clear()
+        self._external.clear()
+        self._unified_memory.clear()
+
+    def stop(self) -> None:
+        """Flush and switch CUPTI off, so nothing calls back into Python after the context."""
+        try:
+            self.flush()
+        finally:
+            self._disable_all()
+
+    # -- CUPTI callbacks ------------------------------------------------------------------
+
+    def _buffer_requested(self) -> tuple[int, int]:
+        return 4 << 20, 0
+
+    def _buffer_completed(self, activities: list) -> None:
+        kinds = self.cupti.ActivityKind
+        for record in activities:
+            kind = record.kind
+            if kind == kinds.EXTERNAL_CORRELATION:
+                self._external[record.correlation_id] = record.external_id
+            elif kind == kinds.DRIVER:
+                self._api[record.correlation_id] = ApiRecord(
+                    self._callback_name(record.cbid), (record.end - record.start) / 1e6
+                )
+            elif kind == kinds.CONCURRENT_KERNEL:
+                self._add(
+                    record.correlation_id,
+                    GpuRecord("kernel", record.name, record.start, record.end),
+                )
+            elif kind == kinds.MEMCPY:
+                self._add(
+                    record.correlation_id,
+                    GpuRecord(
+                        "memcpy",
+                        self.cupti.ActivityMemcpyKind(record.copy_kind).name,
+                        record.start,
+                        record.end,
+                        record.bytes,
+                        MEMORY_KIND_NAMES.get(record.src_kind, "unknown"),
+                        MEMORY_KIND_NAMES.get(record.dst_kind, "unknown"),
+                    ),
+                )
+            elif kind == kinds.MEMSET:
+                self._add(
+                    record.correlation_id,
+                    GpuRecord("memset", "memset", record.start, record.end, record.bytes),
+                )
+            elif kind == kinds.UNIFIED_MEMORY_COUNTER:
+                name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
+                if name in ("GPU_PAGE_FAULT",):
+                    self._unified_memory[name] += 1  # one record per fault group
+                else:
+                    self._unified_memory[name] += record.value
+
+    def _add(self, correlation: int, record: GpuRecord) -> None:
+        self._gpu.setdefault(correlation, []).append(record)
+
+    def _callback_name(self, cbid: int) -> str:
+        if cbid not in self._callback_names:
+            try:
+                name = self.cupti.get_callback_name(self.cupti.CallbackDomain.DRIVER_API, cbid)
+            except Exception:
+                name = f"driver call {cbid}"
+            self._callback_names[cbid] = str(name)
+        return self._callback_names[cbid]
+
+    def _disable_all(self) -> None:
+        kinds = self.cupti.ActivityKind
+        for kind in (
+            kinds.CONCURRENT_KERNEL,
+            kinds.MEMCPY,
+            kinds.MEMSET,
+            kinds.DRIVER,
+            kinds.EXTERNAL_CORRELATION,
+            kinds.UNIFIED_MEMORY_COUNTER,
+        ):
+            with contextlib.suppress(Exception):
+                self.cupti.activity_disable(kind)
+
+
+def _reason(error: BaseException) -> str:
+    """CUPTI's own words for a refusal: 'ERROR_NOT_READY (13)'."""
+    text = str(error).strip()
+    return text or type(error).__name__
+
+
+def cupti_unavailable_reason() -> str | None:
+    """Why CUPTI cannot be used here, without touching the GPU (None: importable)."""
+    try:
+        from cupti import cupti  # noqa: F401
+    except ImportError as error:
+        return f"cupti-python is not installed ({error.name or error})"
+    except Exception as error:
+        return f"cupti-python cannot be loaded: {error}"
+    return None
