@@ -1,210 +1,209 @@
-"""Does memprof measure what an independent program measures? Run on the GPU machine.
+"""Is every time memprof prints the time the GPU took? Run on the GPU machine.
 
-Two comparisons at 256 MiB, pageable and pinned, HtoD and DtoH (GB/s = 10^9 B/s):
+1. CUPTI as the source: every experiment runs in this process with CUPTI on; each
+   GPU-activity row's samples are CUPTI's records of exactly the timed operations, and the
+   gated CUDA events recorded beside them are compared with them (ratio of medians).
+2. Events as the source (--timing events): the same experiments again; each GPU-activity
+   row's median is compared with CUPTI's median for the same row in part 1.
+   Target: within max(5%, 1 us). Every printed conclusion must be the same in both modes.
+3. zerocopy's kernel ratio (zero-copy / device) per size, events run against CUPTI's.
+   Target: within 10%.
+4. Pinned HtoD/DtoH throughput in `sweep` against a native back-to-back reference
+   (benchmarks/native_copies.cu: CUDA runtime API, copies queued behind a spin kernel).
+   Target: within 5% at every size 4 KiB..256 MiB.
+5. Pageable host-blocking time (host clock around the synchronous call) against the native
+   program's std::chrono around cudaMemcpy from malloc'd, touched memory. Target: within 5%.
+6. Wall time of `memprof pinned --power 20` (warm, CUPTI on). Target: 1.0 s or less.
 
-1. Same buffer, same process: memprof's copy timing (memory.copy under its profiler, the
-   path every command uses) alternates call by call with an independent reference that
-   calls libcuda through ctypes with its own events, on the very same host buffer. Drift of
-   the machine and the placement of pages touch both alike. Targets: pinned within 2%,
-   pageable within 5%. The exit status follows this comparison.
-2. Whole programs: `memprof pinned` against a C++ program using the CUDA runtime API, each
-   allocating its own memory, alternating over rounds. Pinned agrees closely; pageable
-   copies depend on where the host pages land, which differs from one process to the next
-   (the round-to-round ratios show how much), so this comparison is printed, not judged.
-
-Then the wall time of `memprof pinned --power 20` with a warm kernel cache (target 1.5 s
-or less).
-
-    python3 benchmarks/fidelity.py [--repeat 20] [--rounds 3]
-Exit status 0 when every target is met, 1 otherwise.
+    python3 benchmarks/fidelity.py
+Prints ratios; exit status 0 when every target is met, 1 otherwise.
 """
 
 from __future__ import annotations
 
-import argparse
-import ctypes
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
-from memprof import memory
+from memprof.experiments import EXPERIMENTS, run_experiment
+from memprof.experiments.device import DeviceParams
+from memprof.experiments.managed import ManagedParams
 from memprof.experiments.pinned import PinnedParams
-from memprof.experiments.pinned import run as run_pinned
-from memprof.formatting import bandwidth_gb_per_s
+from memprof.experiments.streams import StreamsParams
+from memprof.experiments.sweep import SweepParams
+from memprof.experiments.uva import UvaParams
+from memprof.experiments.zerocopy import ZeroCopyParams
 from memprof.session import GpuSession
 
-POWER = 26  # 2^26 float32 = 256 MiB
-NBYTES = 4 << POWER
-TOLERANCE = {"pinned": 0.02, "pageable": 0.05}
-WALL_TARGET_S = 1.5
-KEYS = [(kind, direction) for kind in ("pageable", "pinned") for direction in ("h2d", "d2h")]
+SWEEP_POWERS = tuple(range(10, 27, 2))  # 4 KiB .. 256 MiB
+EXPERIMENT_PARAMS = {
+    "pinned": PinnedParams(power=20),
+    "zerocopy": ZeroCopyParams(powers=(10, 12, 14, 16, 18, 20, 22, 24)),
+    "uva": UvaParams(power=20),
+    "managed": ManagedParams(power=20),
+    "device": DeviceParams(power=22),
+    "sweep": SweepParams(powers=SWEEP_POWERS, kinds=("pinned", "pageable"), repeat=10),
+    "streams": StreamsParams(power=22),
+}
+FAILURES: list[str] = []
 
 
-def reference_medians(repeat: int) -> dict[tuple[str, str], float]:
-    """Median copy times of the C++ runtime-API program (its own allocations)."""
-    source = Path(__file__).with_name("reference_bandwidth.cu")
-    with tempfile.TemporaryDirectory() as build:
-        binary = Path(build) / "reference_bandwidth"
-        subprocess.run(["nvcc", "-O2", "-o", str(binary), str(source)], check=True)
-        output = subprocess.run(
-            [str(binary), str(NBYTES), str(repeat)], check=True, capture_output=True, text=True
-        ).stdout
-    medians = {}
-    for line in output.splitlines():
-        kind, direction, median_ms = line.split()
-        medians[kind, direction] = float(median_ms)
-    return medians
+def run(command: str, timing: str):
+    with GpuSession(0, timing) as session:
+        return run_experiment(command, session, EXPERIMENT_PARAMS[command])
 
 
-def pinned_command_medians(repeat: int) -> dict[tuple[str, str], float]:
-    """Median copy times of `memprof pinned` at 256 MiB."""
-    with GpuSession(0) as session:
-        result = run_pinned(session, PinnedParams(power=POWER, repeat=repeat, warmup=2))
-    if not result.passed:
-        sys.exit("memprof's own verification failed")
-    return {key: result.find(key[1], key[0], "gpu").stats.median_ms for key in KEYS}
+def key(m) -> tuple:
+    return (m.group, m.name, m.operation, m.kind, m.bytes)
 
 
-class CtypesTimer:
-    """The reference path: libcuda through ctypes, its own events, no PyCUDA, no memprof."""
-
-    def __init__(self) -> None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        self.lib = lib
-        lib.cuEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
-        lib.cuEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        lib.cuEventSynchronize.argtypes = [ctypes.c_void_p]
-        lib.cuEventElapsedTime_v2.argtypes = [
-            ctypes.POINTER(ctypes.c_float),
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
-        lib.cuMemcpyHtoD_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t]
-        lib.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
-        self.start, self.stop = ctypes.c_void_p(), ctypes.c_void_p()
-        for event in (self.start, self.stop):
-            self._check(lib.cuEventCreate(ctypes.byref(event), 0))
-
-    def _check(self, code: int) -> None:
-        if code != 0:
-            raise RuntimeError(f"libcuda call failed with CUresult {code}")
-
-    def copy_ms(self, direction: str, host_address: int, device_address: int, nbytes: int) -> float:
-        lib = self.lib
-        self._check(lib.cuEventRecord(self.start, None))
-        if direction == "h2d":
-            self._check(lib.cuMemcpyHtoD_v2(device_address, host_address, nbytes))
-        else:
-            self._check(lib.cuMemcpyDtoH_v2(host_address, device_address, nbytes))
-        self._check(lib.cuEventRecord(self.stop, None))
-        self._check(lib.cuEventSynchronize(self.stop))
-        elapsed = ctypes.c_float()
-        self._check(lib.cuEventElapsedTime_v2(ctypes.byref(elapsed), self.start, self.stop))
-        return elapsed.value
-
-
-def same_buffer_medians(repeat: int) -> tuple[dict, dict]:
-    """memprof's copy timing and the ctypes reference, alternating on the same buffers."""
-    ours, theirs = {}, {}
-    with GpuSession(0) as session:
-        timer = CtypesTimer()
-        device = memory.allocate(session, "device", NBYTES // 4)
-        for kind in ("pageable", "pinned"):
-            host = memory.allocate(session, kind, NBYTES // 4)
-            host.array[:] = 1.0
-            for direction in ("h2d", "d2h"):
-                source, target = (host, device) if direction == "h2d" else (device, host)
-                address = host.array.ctypes.data
-                reference = []
-                for index in range(repeat + 2):  # two warm-ups of each, then alternate
-                    with session.profiler.paused() if index < 2 else nullcontext():
-                        memory.copy(session, target, source)
-                    sample = timer.copy_ms(direction, address, device.device_pointer, NBYTES)
-                    if index >= 2:
-                        reference.append(sample)
-                theirs[kind, direction] = statistics.median(reference)
-            host.free()
-        measurements = session.profiler.measurements()
-    for m in measurements:
-        if m.group == "gpu" and m.operation in ("h2d", "d2h"):
-            ours[m.kind, m.operation] = m.stats.median_ms
-    return ours, theirs
-
-
-def wall_time_s(arguments: list[str], runs: int = 3) -> float:
-    command = [sys.executable, "-m", "memprof", *arguments]
-    subprocess.run(command, check=True, capture_output=True)  # warm PyCUDA's kernel cache
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def print_table(title: str, ours: dict, theirs: dict, judged: bool) -> bool:
-    print(title)
-    header = ("memory", "dir", "memprof", "reference", "ratio", "target")
-    print("  {:9} {:4} {:>9} {:>10} {:>7} {:>8}  verdict".format(*header))
-    all_met = True
-    for kind, direction in KEYS:
-        mine = bandwidth_gb_per_s(NBYTES, ours[kind, direction])
-        reference = bandwidth_gb_per_s(NBYTES, theirs[kind, direction])
-        ratio = mine / reference
-        met = abs(ratio - 1) <= TOLERANCE[kind]
-        all_met &= met
-        verdict = ("met" if met else "MISSED") if judged else "(not judged)"
-        target = "±" + format(TOLERANCE[kind], ".0%")
-        figures = f"{mine:9.2f} {reference:10.2f} {ratio:7.4f} {target:>8}"
-        print(f"  {kind:9} {direction:4} {figures}  {verdict}")
-    return all_met
+def judge(ok: bool, what: str) -> str:
+    if not ok:
+        FAILURES.append(what)
+    return "ok" if ok else "MISSED"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    cupti_results = {c: run(c, "cupti") for c in EXPERIMENT_PARAMS}
+    events_results = {c: run(c, "events") for c in EXPERIMENT_PARAMS}
 
-    ours, theirs = same_buffer_medians(args.repeat)
-    all_met = print_table(
-        f"1. Same buffers, alternating call by call, median of {args.repeat}: memprof's copy "
-        "timing vs libcuda through ctypes",
-        ours,
-        theirs,
-        judged=True,
-    )
+    print("1. CUPTI run: gated events beside CUPTI's records of the same operations")
+    worst = []
+    for command, result in cupti_results.items():
+        for m in result.measurements:
+            if m.group == "gpu" and m.source == "cupti" and m.events_ms:
+                cupti_ms = statistics.median(m.samples_ms)
+                events_ms = statistics.median(m.events_ms)
+                worst.append((events_ms - cupti_ms, command, m.display_name, m.bytes, cupti_ms))
+        sources = {m.source for m in result.measurements if m.group == "gpu"}
+        print(f"   {command}: GPU-activity sources {sorted(sources)}")
+    worst.sort(reverse=True)
+    for diff, command, name, nbytes, cupti_ms in worst[:5]:
+        print(
+            f"   largest gap: {command} {name} {nbytes} B: CUPTI {cupti_ms * 1e3:.2f} us, "
+            f"events +{diff * 1e3:.2f} us"
+        )
+    overhead = cupti_results["pinned"].timing.event_overhead_ms
+    print(f"   empty gated event pair: {overhead * 1e3:.2f} us")
 
-    rounds = [
-        (reference_medians(args.repeat), pinned_command_medians(args.repeat))
-        for _ in range(args.rounds)
-    ]
+    print("\n2. --timing events against CUPTI, every GPU-activity row (max(5%, 1 us))")
+    for command in EXPERIMENT_PARAMS:
+        cupti_rows = {key(m): m for m in cupti_results[command].measurements if m.group == "gpu"}
+        misses, total = [], 0
+        for m in events_results[command].measurements:
+            if m.group != "gpu" or key(m) not in cupti_rows:
+                continue
+            total += 1
+            reference = statistics.median(cupti_rows[key(m)].samples_ms)
+            measured = statistics.median(m.samples_ms)
+            if abs(measured - reference) > max(0.05 * reference, 1e-3):
+                misses.append(
+                    f"{m.display_name} {m.bytes} B: "
+                    f"{measured * 1e3:.2f} vs {reference * 1e3:.2f} us"
+                )
+        verdict = judge(not misses, f"events vs CUPTI: {command}")
+        print(f"   {command}: {total - len(misses)}/{total} rows within  {verdict}")
+        for line in misses[:4]:
+            print(f"      {line}")
+        same = _conclusions(cupti_results[command]) == _conclusions(events_results[command])
+        print(
+            f"   {command}: conclusions identical in both modes: "
+            f"{judge(same, f'conclusions differ: {command}')}"
+        )
+
+    print("\n3. zerocopy kernel ratio (zero-copy / device), events run vs CUPTI (10%)")
+    for power in EXPERIMENT_PARAMS["zerocopy"].powers:
+        nbytes = 3 * (4 << power)
+        ratios = []
+        for result in (events_results["zerocopy"], cupti_results["zerocopy"]):
+            zero = result.find("kernel", "mapped", "gpu", nbytes).stats.median_ms
+            device = result.find("kernel", "device", "gpu", nbytes).stats.median_ms
+            ratios.append(zero / device)
+        close = abs(ratios[0] / ratios[1] - 1) <= 0.10
+        print(
+            f"   2^{power}: events {ratios[0]:.2f}x, CUPTI {ratios[1]:.2f}x  "
+            f"{judge(close, f'zerocopy ratio 2^{power}')}"
+        )
+
+    native = _native_references()
+    print("\n4. sweep pinned throughput vs native back-to-back copies (5%)")
+    sweep = cupti_results["sweep"]
+    for power in SWEEP_POWERS:
+        nbytes = 4 << power
+        for direction in ("h2d", "d2h"):
+            ours = sweep.find(direction, "pinned", "gpu", nbytes).throughput_stats.median_ms
+            theirs = native[nbytes]["pinned", direction]
+            ratio = theirs / ours
+            print(
+                f"   {nbytes >> 10:>7} KiB {direction}: memprof {nbytes / ours / 1e6:7.2f} GB/s, "
+                f"native {nbytes / theirs / 1e6:7.2f} GB/s, ratio {ratio:.3f}  "
+                f"{judge(abs(ratio - 1) <= 0.05, f'sweep throughput {nbytes} {direction}')}"
+            )
+
+    print("\n5. pageable host-blocking time vs native cudaMemcpy from malloc'd memory (5%)")
+    for power in (18, 20, 22, 24):
+        nbytes = 4 << power
+        with GpuSession(0, "cupti") as session:
+            result = run_experiment("pinned", session, PinnedParams(power=power))
+        for direction in ("h2d", "d2h"):
+            ours = result.find(direction, "pageable", "api").stats.median_ms
+            theirs = native[nbytes]["pageable", direction]
+            dma = result.find(direction, "pageable", "gpu").stats.median_ms
+            ratio = ours / theirs
+            print(
+                f"   {nbytes >> 20:>4} MiB {direction}: memprof blocked {ours:.3f} ms "
+                f"(DMA {dma:.3f}), native {theirs:.3f} ms, ratio {ratio:.3f}  "
+                f"{judge(abs(ratio - 1) <= 0.05, f'pageable blocking {nbytes} {direction}')}"
+            )
+
+    print("\n6. wall time of `memprof pinned --power 20` (warm, CUPTI on; target 1.0 s)")
+    walls = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "memprof", "pinned", "--power", "20", "--quiet"], check=True
+        )
+        walls.append(time.perf_counter() - start)
+    wall = min(walls[1:])
     print(
-        f"2. Whole programs, {args.rounds} alternating rounds: "
-        "`memprof pinned` vs CUDA C++ (runtime API)"
-    )
-    for index, (reference, measured) in enumerate(rounds, start=1):
-        ratios = ", ".join(f"{k} {d} {reference[k, d] / measured[k, d]:.3f}" for k, d in KEYS)
-        print(f"  round {index}, memprof/reference bandwidth: {ratios}")
-    print_table(
-        "  medians over the rounds:",
-        {key: statistics.median(m[key] for _, m in rounds) for key in KEYS},
-        {key: statistics.median(r[key] for r, _ in rounds) for key in KEYS},
-        judged=False,
+        f"   {wall:.2f} s (runs: {', '.join(f'{w:.2f}' for w in walls)})  "
+        f"{judge(wall <= 1.0, 'wall time')}"
     )
 
-    wall = wall_time_s(["pinned", "--power", "20"])
-    met = wall <= WALL_TARGET_S
-    all_met &= met
-    print(
-        f"wall time of `memprof pinned --power 20` (warm kernel cache, median of 3): "
-        f"{wall:.2f} s (target <= {WALL_TARGET_S} s) {'met' if met else 'MISSED'}"
-    )
-    return 0 if all_met else 1
+    print(f"\n{len(FAILURES)} target(s) missed" + (": " + "; ".join(FAILURES) if FAILURES else ""))
+    return 1 if FAILURES else 0
+
+
+def _conclusions(result) -> list[str]:
+    """The sentences' verdicts without their figures: which way each conclusion points."""
+    summary = EXPERIMENTS[result.command].summarize(result)
+    return [_verdict(line) for line in summary.conclusions]
+
+
+def _verdict(line: str) -> str:
+    words = ("faster", "slower", "never", "every", "pays", "better", "beat", "overtakes")
+    return " ".join(word for word in line.replace(",", " ").split() if word in words)
+
+
+def _native_references() -> dict[int, dict[tuple[str, str], float]]:
+    source = Path(__file__).with_name("native_copies.cu")
+    found: dict[int, dict[tuple[str, str], float]] = {}
+    with tempfile.TemporaryDirectory() as build:
+        binary = Path(build) / "native_copies"
+        subprocess.run(["nvcc", "-O2", "-o", str(binary), str(source)], check=True)
+        for power in sorted({*SWEEP_POWERS, 18, 20, 22, 24}):
+            nbytes = 4 << power
+            output = subprocess.run(
+                [str(binary), str(nbytes)], check=True, capture_output=True, text=True
+            ).stdout
+            found[nbytes] = {}
+            for line in output.splitlines():
+                kind, direction, _, milliseconds = line.split()
+                found[nbytes][kind, direction] = float(milliseconds)
+    return found
 
 
 if __name__ == "__main__":

@@ -1,0 +1,90 @@
+// Native references for memprof's transfer figures, by a route memprof does not use: the CUDA
+// runtime API from C++ (memprof uses PyCUDA's driver calls).
+//   throughput: N back-to-back cudaMemcpyAsync from pinned memory queued behind a spinning
+//               kernel, between one event pair (as bandwidth tools time them), per copy.
+//   blocking:   std::chrono around a synchronous cudaMemcpy from malloc'd, touched memory:
+//               how long the host thread is blocked, median.
+// Usage: native_copies BYTES  ->  lines "pinned h2d|d2h throughput MS" and "pageable h2d|d2h blocking MS"
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CHECK(call) do { cudaError_t s = (call); if (s != cudaSuccess) { \
+    std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(s)); std::exit(1); } } while (0)
+
+__global__ void spin(volatile int* flag) { while (*flag == 0) {} }
+
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double throughput_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream, int* flag_host, int* flag_device) {
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    cudaEventRecord(start, stream);
+    CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    cudaEventRecord(stop, stream);
+    CHECK(cudaEventSynchronize(stop));
+    float one = 0;
+    cudaEventElapsedTime(&one, start, stop);
+    int count = std::max(1, std::min(128, (int)(1.0 / std::max(one, 1e-4f)) + 1));
+    std::vector<double> samples;
+    for (int batch = 0; batch < 5; ++batch) {
+        *flag_host = 0;
+        spin<<<1, 1, 0, stream>>>(flag_device);
+        cudaEventRecord(start, stream);
+        for (int i = 0; i < count; ++i) CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+        cudaEventRecord(stop, stream);
+        *flag_host = 1;
+        CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        samples.push_back(ms / count);
+    }
+    return median(samples);
+}
+
+static double blocking_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    for (int i = 0; i < 2; ++i) CHECK(cudaMemcpy(dst, src, bytes, kind));
+    std::vector<double> samples;
+    for (int i = 0; i < 11; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        CHECK(cudaMemcpy(dst, src, bytes, kind));
+        auto t1 = std::chrono::steady_clock::now();
+        samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    return median(samples);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) { std::fprintf(stderr, "usage: %s BYTES\n", argv[0]); return 2; }
+    size_t bytes = std::strtoull(argv[1], nullptr, 10);
+    CHECK(cudaSetDevice(0));
+    void *device, *pinned;
+    int *flag_host, *flag_device;
+    CHECK(cudaMalloc(&device, bytes));
+    CHECK(cudaMallocHost(&pinned, bytes));
+    std::memset(pinned, 1, bytes);
+    CHECK(cudaHostAlloc((void**)&flag_host, sizeof(int), cudaHostAllocMapped));
+    CHECK(cudaHostGetDevicePointer((void**)&flag_device, flag_host, 0));
+    cudaStream_t stream;
+    CHECK(cudaStreamCreate(&stream));
+    void* pageable = std::malloc(bytes);
+    std::memset(pageable, 1, bytes);
+    std::printf("pinned h2d throughput %.6f\n", throughput_ms(device, pinned, bytes, cudaMemcpyHostToDevice, stream, flag_host, flag_device));
+    std::printf("pinned d2h throughput %.6f\n", throughput_ms(pinned, device, bytes, cudaMemcpyDeviceToHost, stream, flag_host, flag_device));
+    std::printf("pageable h2d blocking %.6f\n", blocking_ms(device, pageable, bytes, cudaMemcpyHostToDevice));
+    std::printf("pageable d2h blocking %.6f\n", blocking_ms(pageable, device, bytes, cudaMemcpyDeviceToHost));
+    std::free(pageable);
+    return 0;
+}
