@@ -305,6 +305,8 @@ def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any =
         profiler.api(call, operation, kind, nbytes),
     ):
         action()
+    if not profiler.gate_closed:  # callers may use the host buffer next, as after a cuMemcpy
+        stream.synchronize()
 
 
 def memset(session: GpuSession, buffer: Buffer, byte_value: int, stream: Any = None) -> None:

@@ -240,6 +240,11 @@ class Profiler:
 
     # -- results -------------------------------------------------------------------------------
 
+    @property
+    def gate_closed(self) -> bool:
+        """True inside a span whose operations wait behind the gate: nothing may block."""
+        return self._gate is not None and self._gate.closed
+
     def gate(self) -> Any:
         if self._gate is None:
             from memprof.gate import Gate

@@ -67,8 +67,9 @@ def test_every_host_kind_round_trips_through_device_memory(host_kind):
         values, _, _ = input_arrays(elements, seed=7)
         source.array[:] = values
         target.array.fill(np.nan)
-        memory.copy(session, on_device, source)
-        memory.copy(session, target, on_device)
+        with session.profiler.timed():
+            memory.copy(session, on_device, source)
+            memory.copy(session, target, on_device)
         np.testing.assert_array_equal(target.array, values)
         names = {m.display_name for m in session.profiler.measurements()}
         assert f"[CUDA memcpy HtoD] ({host_kind})" in names
