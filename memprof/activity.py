@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,20 @@ class ActivityLog:
     def pop(self) -> None:
         self.cupti.activity_pop_external_correlation_id(self.cupti.ExternalCorrelationKind.CUSTOM0)
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop tracing GPU work meanwhile: CUPTI's per-operation timestamps slow
+        back-to-back small operations by about a microsecond each."""
+        kinds = self.cupti.ActivityKind
+        traced = (kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET, kinds.DRIVER)
+        for kind in traced:
+            self.cupti.activity_disable(kind)
+        try:
+            yield
+        finally:
+            for kind in traced:
+                self.cupti.activity_enable(kind)
+
     # -- reading ----------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -211,8 +226,8 @@ class ActivityLog:
                 )
             elif kind == kinds.UNIFIED_MEMORY_COUNTER:
                 name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
-                if name in ("GPU_PAGE_FAULT",):
-                    self._unified_memory[name] += 1  # one record per fault group
+                if name in ("GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"):
+                    self._unified_memory[name] += 1  # one record per fault (group)
                 else:
                     self._unified_memory[name] += record.value
 

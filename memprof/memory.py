@@ -291,15 +291,21 @@ def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any =
             destination.device_pointer, source.device_pointer, nbytes, stream
         )
     elif destination.on_device:
-        name, call, operation, host = "[CUDA memcpy HtoD]", "cuMemcpyHtoDAsync", "h2d", source
-        action = lambda: cuda.memcpy_htod_async(destination.device_pointer, source.array, stream)  # noqa: E731
+        name, operation, host = "[CUDA memcpy HtoD]", "h2d", source
+        call, action = host_copy(cuda, "h2d", source, destination.device_pointer)
     elif source.on_device:
-        name, call, operation, host = "[CUDA memcpy DtoH]", "cuMemcpyDtoHAsync", "d2h", destination
-        action = lambda: cuda.memcpy_dtoh_async(destination.array, source.device_pointer, stream)  # noqa: E731
+        name, operation, host = "[CUDA memcpy DtoH]", "d2h", destination
+        call, action = host_copy(cuda, "d2h", destination, source.device_pointer)
     else:
         raise ValueError("host-to-host copies are not something memprof measures")
     kind = host.kind.name if host is not None else "device"
     synchronous = host is not None and host.kind.synchronous_copies
+    if not synchronous:
+        asynchronous_action = action
+        action = lambda: asynchronous_action(stream)  # noqa: E731
+    else:
+        synchronous_action = action
+        action = lambda: synchronous_action(None)  # noqa: E731
     with (
         profiler.events("gpu", name, operation, kind, nbytes, stream, synchronous=synchronous),
         profiler.api(call, operation, kind, nbytes),
@@ -307,6 +313,27 @@ def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any =
         action()
     if not profiler.gate_closed:  # callers may use the host buffer next, as after a cuMemcpy
         stream.synchronize()
+
+
+def host_copy(
+    cuda: Any, direction: str, host: Buffer, device_pointer: int, elements: int | None = None
+) -> tuple[str, Callable[[Any], None]]:
+    """(driver call, action(stream)) copying `elements` (all) between host and device memory.
+
+    Pageable memory is copied with the synchronous call programs use (cuMemcpyHtoD): its
+    asynchronous form stages pageable memory more slowly. Every other kind is queued on the
+    stream the action is given.
+    """
+    array = host.array if elements is None else host.array[:elements]
+    if host.kind.synchronous_copies:
+        if direction == "h2d":
+            return "cuMemcpyHtoD", lambda stream: cuda.memcpy_htod(device_pointer, array)
+        return "cuMemcpyDtoH", lambda stream: cuda.memcpy_dtoh(array, device_pointer)
+    if direction == "h2d":
+        return "cuMemcpyHtoDAsync", lambda stream: cuda.memcpy_htod_async(
+            device_pointer, array, stream
+        )
+    return "cuMemcpyDtoHAsync", lambda stream: cuda.memcpy_dtoh_async(array, device_pointer, stream)
 
 
 def memset(session: GpuSession, buffer: Buffer, byte_value: int, stream: Any = None) -> None:

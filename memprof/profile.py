@@ -19,6 +19,7 @@ How a GPU operation is timed:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -83,7 +84,7 @@ class Profiler:
         finally:
             self._recording -= 1
             if not self._recording:
-                self._release_gate()
+                self.release_gate()
 
     def repeat(self, step: Callable[[], None], warmup: int, repeat: int) -> None:
         """Run `step` warmup times unrecorded, then `repeat` times recorded."""
@@ -135,7 +136,7 @@ class Profiler:
         stream = stream if stream is not None else self.stream
         gate = self.gate()
         if synchronous and gate.closed:
-            self._release_gate()  # a blocking call behind a closed gate would wait forever
+            self.release_gate()  # a blocking call behind a closed gate would wait forever
         gate_here = not synchronous and not gate.closed
         if gate_here:
             gate.close(stream)
@@ -149,7 +150,7 @@ class Profiler:
             yield
         end.record(stream)
         if gate_here:
-            self._release_gate()
+            self.release_gate()
         self._pending.append(
             (self._measurement(group, name, operation, kind, nbytes), start, end, tag)
         )
@@ -188,11 +189,13 @@ class Profiler:
         if self._paused:
             return
         measurement = self._measurement("gpu", name, operation, kind, nbytes)
-        estimate_ms = self._batch_time(action, 1, synchronous)
-        count = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(estimate_ms, 1e-4))))
-        measurement.batch = count
-        for _ in range(THROUGHPUT_BATCHES):
-            measurement.throughput_ms.append(self._batch_time(action, count, synchronous) / count)
+        with self.activity.paused() if self.activity is not None else contextlib.nullcontext():
+            estimate_ms = self._batch_time(action, 1, synchronous)
+            count = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(estimate_ms, 1e-4))))
+            measurement.batch = count
+            for _ in range(THROUGHPUT_BATCHES):
+                batch_ms = self._batch_time(action, count, synchronous)
+                measurement.throughput_ms.append(batch_ms / count)
 
     def _batch_time(self, action: Callable[[Any], None], count: int, synchronous: bool) -> float:
         gate, stream = self.gate(), self.stream
@@ -204,7 +207,7 @@ class Profiler:
             action(stream)
         end.record(stream)
         if not synchronous:
-            self._release_gate()
+            self.release_gate()
         end.synchronize()
         gate.check()
         return end.time_since(start)
@@ -218,7 +221,7 @@ class Profiler:
         start.record(stream)
         action()
         end.record(stream)
-        self._release_gate()
+        self.release_gate()
         end.synchronize()
         gate.check()
         return end.time_since(start)
@@ -252,13 +255,13 @@ class Profiler:
             self._gate = Gate(self._session)
         return self._gate
 
-    def _release_gate(self) -> None:
+    def release_gate(self) -> None:
         if self._gate is not None and self._gate.closed:
             self._gate.open()
 
     def resolve(self) -> None:
         """Wait for every recorded event and turn event pairs into samples."""
-        self._release_gate()
+        self.release_gate()
         for measurement, start, end, tag in self._pending:
             end.synchronize()
             self._timed.append((measurement, end.time_since(start), tag))
@@ -291,11 +294,19 @@ class Profiler:
                 measurement.events_ms = events_samples
                 measurement.source = "cupti"
             else:
-                measurement.samples_ms = events_samples
+                measurement.samples_ms = self._corrected(measurement, events_samples)
                 measurement.source = "events"
         self._timed.clear()
         api_rows = self._api_measurements(api_records)
         return [m for m in self._measurements.values() if m.samples_ms] + api_rows
+
+    def _corrected(self, measurement: Measurement, events_samples: list[float]) -> list[float]:
+        """Gated single operations without CUPTI: less the interval an empty gated event
+        pair measures, so a microsecond kernel is not read as three (spans keep theirs)."""
+        if measurement.group != "gpu":
+            return events_samples
+        overhead_ms = self.event_overhead_ms()
+        return [max(sample - overhead_ms, 0.0) for sample in events_samples]
 
     def _api_measurements(self, api_records: dict[int, list]) -> list[Measurement]:
         """nvprof's API-calls rows: every driver call made by a timed operation, by name."""
@@ -335,7 +346,7 @@ class Profiler:
             events = [self._cuda.Event() for _ in range(33)]
             for event in events:
                 event.record(stream)
-            self._release_gate()
+            self.release_gate()
             events[-1].synchronize()
             gate.check()
             intervals = [b.time_since(a) for a, b in itertools.pairwise(events)]
@@ -344,12 +355,12 @@ class Profiler:
 
     def discard_pending(self) -> None:
         """Drop unresolved events (after an error) so nothing holds the context."""
-        self._release_gate()
+        self.release_gate()
         self._pending.clear()
 
     def release(self) -> None:
         """Let go of the stream and the gate before the context is popped."""
-        self._release_gate()
+        self.release_gate()
         self._gate = None
         self.stream = None
 

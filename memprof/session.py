@@ -82,7 +82,7 @@ class GpuSession:
                 f"CUDA device{'s' if count > 1 else ''} (0 to {count - 1})"
             )
         self.device = cuda.Device(self.device_index)
-        fallback_reason = "--timing events"
+        fallback_reason = "--timing events" if self.timing == "events" else ""
         if self.timing != "events":
             # CUPTI is switched on after cuInit and before the context, as it needs for
             # unified-memory counters.
@@ -149,6 +149,9 @@ class GpuSession:
         return driver.device_attribute(driver.DEVICE_ATTRIBUTE_NUMBERS[name], self.device_index)
 
     def synchronize(self) -> None:
+        """Wait for all GPU work (a gate held closed is released first: it would never end)."""
+        if self.profiler is not None:
+            self.profiler.release_gate()
         self.context.synchronize()
 
     def close(self) -> None:

@@ -89,24 +89,10 @@ def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progr
         profiler.repeat(flow, params.warmup, params.repeat)
         checks.append(compare_arrays(f"sumArrays, {kind} host memory", res.array, expected))
         synchronous = memory.MEMORY_KINDS[kind].synchronous_copies
-        profiler.throughput(
-            "[CUDA memcpy HtoD]",
-            "h2d",
-            kind,
-            nbytes,
-            lambda stream, a=a: session.cuda.memcpy_htod_async(d_a.device_pointer, a.array, stream),
-            synchronous,
-        )
-        profiler.throughput(
-            "[CUDA memcpy DtoH]",
-            "d2h",
-            kind,
-            nbytes,
-            lambda stream, res=res: session.cuda.memcpy_dtoh_async(
-                res.array, d_res.device_pointer, stream
-            ),
-            synchronous,
-        )
+        _, h2d = memory.host_copy(session.cuda, "h2d", a, d_a.device_pointer)
+        _, d2h = memory.host_copy(session.cuda, "d2h", res, d_res.device_pointer)
+        profiler.throughput("[CUDA memcpy HtoD]", "h2d", kind, nbytes, h2d, synchronous)
+        profiler.throughput("[CUDA memcpy DtoH]", "d2h", kind, nbytes, d2h, synchronous)
         for buffer in (a, b, res):
             buffer.free()
     for buffer in (d_a, d_b, d_res):

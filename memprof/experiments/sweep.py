@@ -134,9 +134,7 @@ def _action(cuda, access, kind, direction, host, device, n: int, power: int):
         return lambda stream: access.write(
             host.device_pointer, n, _fill_value(power), kind, stream, direction
         )
-    if direction == "h2d":
-        return lambda stream: cuda.memcpy_htod_async(device.device_pointer, host.array[:n], stream)
-    return lambda stream: cuda.memcpy_dtoh_async(host.array[:n], device.device_pointer, stream)
+    return memory.host_copy(cuda, direction, host, device.device_pointer, n)[1]
 
 
 def _verify(

@@ -1,0 +1,53 @@
+"""The timing core on the GPU: CUPTI as the source where present, gated events otherwise."""
+
+import pytest
+
+from memprof.activity import cupti_unavailable_reason
+from memprof.experiments import run_experiment
+from memprof.experiments.managed import ManagedParams
+from memprof.experiments.pinned import PinnedParams
+from memprof.session import GpuSession
+
+pytestmark = pytest.mark.gpu
+needs_cupti = pytest.mark.skipif(
+    cupti_unavailable_reason() is not None, reason=f"needs CUPTI: {cupti_unavailable_reason()}"
+)
+
+
+def run(command, params, timing):
+    with GpuSession(0, timing) as session:
+        return run_experiment(command, session, params)
+
+
+@needs_cupti
+def test_with_cupti_every_gpu_row_is_cuptis_record_of_exactly_the_timed_operations():
+    result = run("pinned", PinnedParams(power=16, repeat=4, warmup=1), "cupti")
+    assert result.timing.source == "cupti" and result.timing.note == ""
+    gpu = [m for m in result.measurements if m.group == "gpu"]
+    assert gpu and all(m.source == "cupti" for m in gpu)
+    for m in gpu:
+        assert len(m.samples_ms) == len(m.events_ms)  # events kept beside, one per operation
+        assert len(m.samples_ms) in (4, 8)  # --repeat, or a and b copied in every repeat
+        # the GPU's own duration is never longer than the gated events around it
+        assert sorted(m.samples_ms)[len(m.samples_ms) // 2] <= sorted(m.events_ms)[-1]
+    api = {m.name for m in result.measurements if m.group == "api" and m.source == "cupti"}
+    assert "cuLaunchKernel" in api and "cuMemHostAlloc" in api
+
+
+def test_events_mode_says_so_and_never_uses_cupti():
+    result = run("pinned", PinnedParams(power=16, repeat=3, warmup=1), "events")
+    assert result.timing.source == "events" and result.timing.note == "--timing events"
+    assert {m.source for m in result.measurements if m.group == "gpu"} == {"events"}
+    assert not [m for m in result.measurements if m.source == "cupti"]
+    assert result.passed
+
+
+@needs_cupti
+def test_managed_memory_reports_migrations_or_cuptis_refusal():
+    result = run("managed", ManagedParams(power=18, repeat=2, warmup=1), "cupti")
+    timing = result.timing
+    if timing.unified_memory_note is None:
+        assert timing.unified_memory["BYTES_TRANSFER_HTOD"] > 0
+        assert timing.unified_memory["GPU_PAGE_FAULT"] > 0
+    else:
+        assert "CUPTI refused unified-memory counters" in timing.unified_memory_note
