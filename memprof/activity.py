@@ -180,11 +180,9 @@ class ActivityLog:
         self._unified_memory.clear()
 
     def stop(self) -> None:
-        """Flush and switch CUPTI off, so nothing calls back into Python after the context."""
-        try:
-            self.flush()
-        finally:
-            self._disable_all()
+        """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
+        seconds on the H200, and the next session (if any) registers its own callbacks."""
+        self.flush()
 
     # -- CUPTI callbacks ------------------------------------------------------------------
 

@@ -287,7 +287,7 @@ def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any =
     nbytes = min(destination.nbytes, source.nbytes)
     if source.on_device and destination.on_device:
         name, call, operation, host = "[CUDA memcpy DtoD]", "cuMemcpyDtoDAsync", "d2d", None
-        action = lambda: cuda.memcpy_dtod_async(  # noqa: E731
+        action = lambda stream: cuda.memcpy_dtod_async(  # noqa: E731
             destination.device_pointer, source.device_pointer, nbytes, stream
         )
     elif destination.on_device:

@@ -1,5 +1,7 @@
 """The nvprof-style profile: grouping, sorting and Time(%), from recorded and made-up inputs."""
 
+from typing import ClassVar
+
 import pytest
 
 from memprof.profile import Profiler, profile_rows
@@ -57,7 +59,7 @@ class FakeEvent:
     """Stands in for pycuda.driver.Event: a clock the test advances."""
 
     clock_ms = 0.0
-    log: list = []
+    log: ClassVar[list] = []
 
     def record(self, stream=None):
         self.at = FakeEvent.clock_ms
@@ -261,9 +263,12 @@ def test_profile_shows_cuptis_api_rows_instead_of_host_clock_ones():
 
 def test_profiler_host_clock_records_nothing_when_the_call_raises():
     profiler = make_profiler()
-    with profiler.timed():
-        with pytest.raises(RuntimeError), profiler.api("cuMemAlloc", "alloc", "device", 8):
-            raise RuntimeError("out of memory")
+    with (
+        profiler.timed(),
+        pytest.raises(RuntimeError),
+        profiler.api("cuMemAlloc", "alloc", "device", 8),
+    ):
+        raise RuntimeError("out of memory")
     assert profiler.measurements() == []
     with profiler.timed(), profiler.api("cuMemAlloc", "alloc", "device", 8):
         pass

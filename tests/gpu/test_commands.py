@@ -75,7 +75,7 @@ def test_cli_pinned_prints_nvprof_profile_and_saves_json(tmp_path):
         "API calls:",
         "[CUDA memcpy HtoD] (pinned)",
         "[CUDA memcpy DtoH] (pageable)",
-        "cuMemHostAlloc (pinned)",
+        "cuMemHostAlloc",
         "sumArraysGPU(float*, float*, float*, int)",
         "Check result success!",
     ):
