@@ -58,6 +58,7 @@ class Profiler:
         self._tagging = 0
         self._recording = 0
         self._paused = 0
+        self._spans = 0
         self._event_overhead_ms: float | None = None
 
     # -- what is recorded ------------------------------------------------------------------
@@ -137,7 +138,8 @@ class Profiler:
         gate = self.gate()
         if synchronous and gate.closed:
             self.release_gate()  # a blocking call behind a closed gate would wait forever
-        gate_here = not synchronous and not gate.closed
+        # A span gates once; inside it nothing re-gates (a blocking call may have opened it).
+        gate_here = not synchronous and not gate.closed and not self._spans
         if gate_here:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
@@ -147,7 +149,11 @@ class Profiler:
             with self._tag() as tag:
                 yield
         else:
-            yield
+            self._spans += 1
+            try:
+                yield
+            finally:
+                self._spans -= 1
         end.record(stream)
         if gate_here:
             self.release_gate()
