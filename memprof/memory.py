@@ -8,6 +8,9 @@ timed through the session's profiler and owned by the session, so nothing leaks.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import mmap
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +97,48 @@ class Pageable(MemoryKind):
         # of really getting the memory is counted, as cuMemHostAlloc's is.
         array.view(np.uint8)[::4096] = 0
         return array, None, lambda: None
+
+
+class MallocPageable(Pageable):
+    """Pageable memory as a C program gets it: libc malloc, every page written."""
+
+    description = "ordinary host memory from libc malloc (no huge-page advice), every page written"
+    alloc_call = "malloc + first touch"
+    free_call = "free"
+
+    def allocate_raw(self, cuda, count, dtype):
+        libc = _libc()
+        nbytes = count * np.dtype(dtype).itemsize
+        address = libc.malloc(max(nbytes, 1))
+        if not address:
+            raise MemoryError(f"malloc of {nbytes} bytes failed")
+        raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address)
+        array = np.frombuffer(raw, np.uint8, count=nbytes).view(dtype)
+        array.view(np.uint8)[::4096] = 0
+        return array, None, lambda: libc.free(address)
+
+
+class HugepagePageable(Pageable):
+    """Pageable memory on transparent huge pages: anonymous mmap with MADV_HUGEPAGE."""
+
+    description = "ordinary host memory mapped with madvise(MADV_HUGEPAGE): 2 MiB pages"
+    alloc_call = "mmap + madvise(HUGEPAGE) + first touch"
+    free_call = "munmap"
+
+    def allocate_raw(self, cuda, count, dtype):
+        nbytes = max(count * np.dtype(dtype).itemsize, 1)
+        mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            mapping.madvise(mmap.MADV_HUGEPAGE)
+        array = np.frombuffer(mapping, np.uint8, count=count * np.dtype(dtype).itemsize).view(dtype)
+        array.view(np.uint8)[::4096] = 0
+        # The mapping goes when the last view of it does (Buffer.free drops the array).
+        return array, None, lambda: None
+
+
+# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
+# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
+PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
 
 
 class Pinned(MemoryKind):
@@ -220,6 +265,19 @@ MEMORY_KINDS: dict[str, MemoryKind] = {
 }
 
 
+PAGEABLE_BUFFERS.update(
+    numpy=MEMORY_KINDS["pageable"], malloc=MallocPageable(), hugepages=HugepagePageable()
+)
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return libc
+
+
 def page_aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
     """A numpy array starting on a page boundary, every page touched (for registration)."""
     nbytes = count * np.dtype(dtype).itemsize
@@ -231,10 +289,17 @@ def page_aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
 
 
 def allocate(
-    session: GpuSession, kind_name: str, count: int, dtype: np.dtype | type = np.float32
+    session: GpuSession,
+    kind_name: str,
+    count: int,
+    dtype: np.dtype | type = np.float32,
+    host_buffer: str = "numpy",
 ) -> Buffer:
-    """Allocate `count` elements of one memory kind, timed, and owned by the session."""
-    kind = MEMORY_KINDS[kind_name]
+    """Allocate `count` elements of one memory kind, timed, and owned by the session.
+
+    host_buffer: where pageable memory comes from (numpy, malloc, hugepages).
+    """
+    kind = PAGEABLE_BUFFERS[host_buffer] if kind_name == "pageable" else MEMORY_KINDS[kind_name]
     kind.check_supported(session)
     dtype = np.dtype(dtype)
     nbytes = count * dtype.itemsize

@@ -43,6 +43,7 @@ class PinnedParams:
     power: int = 22  # 2^22 float32 = 16 MiB, as the memTransfer example
     repeat: int = 10
     warmup: int = 2
+    host_buffer: str = "numpy"  # where pageable memory comes from: numpy, malloc, hugepages
 
 
 def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progress) -> Result:
@@ -59,12 +60,12 @@ def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progr
     for step, kind in enumerate(HOST_KINDS):
         progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
 
-        def allocate_and_free(kind: str = kind) -> None:
-            memory.allocate(session, kind, elements).free()
+        def allocate(kind: str = kind) -> memory.Buffer:
+            return memory.allocate(session, kind, elements, host_buffer=params.host_buffer)
 
-        profiler.repeat(allocate_and_free, params.warmup, params.repeat)
+        profiler.repeat(lambda allocate=allocate: allocate().free(), params.warmup, params.repeat)
 
-        a, b, res = (memory.allocate(session, kind, elements) for _ in range(3))
+        a, b, res = (allocate() for _ in range(3))
         a.array[:] = a_values
         b.array[:] = b_values
         progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
