@@ -12,7 +12,6 @@ says why and memprof times with gated CUDA events instead.
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,7 +70,7 @@ class ActivityLog:
     _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
     _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
     _external: dict[int, int] = field(default_factory=dict)  # correlation id -> external id
-    _unified_memory: Counter = field(default_factory=Counter)
+    _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _callback_names: dict[int, str] = field(default_factory=dict)
 
     @classmethod
@@ -169,9 +168,21 @@ class ActivityLog:
                 by_external.setdefault(external, []).append(record)
         return by_external
 
-    def unified_memory_totals(self) -> dict[str, int]:
-        """Counter name -> total (bytes or faults) since recording began."""
-        return {name: int(self._unified_memory.get(name, 0)) for name in UNIFIED_MEMORY_COUNTERS}
+    def unified_memory_totals(self) -> dict[str, dict[str, float]]:
+        """Counter name -> count, total, min, max value and total time (ms) of its records,
+        since recording began: what nvprof's Unified Memory section printed."""
+        totals = {}
+        for name in UNIFIED_MEMORY_COUNTERS:
+            records = self._unified_memory.get(name, [])
+            values = [value for value, _ in records]
+            totals[name] = {
+                "count": len(records),
+                "total": sum(values),
+                "min": min(values, default=0),
+                "max": max(values, default=0),
+                "time_ms": sum(duration for _, duration in records) / 1e6,
+            }
+        return totals
 
     def clear(self) -> None:
         self._gpu.clear()
@@ -224,10 +235,11 @@ class ActivityLog:
                 )
             elif kind == kinds.UNIFIED_MEMORY_COUNTER:
                 name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
-                if name in ("GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"):
-                    self._unified_memory[name] += 1  # one record per fault (group)
-                else:
-                    self._unified_memory[name] += record.value
+                # bytes for transfers; one record per GPU fault group (value: its faults);
+                # one record per CPU fault (value: not a count, so 1)
+                value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(record.value)
+                duration = max(int(record.end) - int(record.start), 0)
+                self._unified_memory.setdefault(name, []).append((value, duration))
 
     def _add(self, correlation: int, record: GpuRecord) -> None:
         self._gpu.setdefault(correlation, []).append(record)

@@ -67,7 +67,8 @@ class TimingInfo:
     source: str  # "cupti": GPU activities are CUPTI's records; "events": gated CUDA events
     note: str  # why events were used, or ""
     event_overhead_ms: float | None  # median interval of gated empty event pairs
-    unified_memory: dict[str, int] | None  # CUPTI's counters over the whole run
+    # CUPTI's unified-memory counters over the whole run: name -> count, total, min, max, time_ms
+    unified_memory: dict[str, dict[str, float]] | None
     unified_memory_note: str | None  # why the counters are missing, if they are
 
 
