@@ -419,3 +419,44 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
         ]
         rows.extend(sorted(group_rows, key=lambda r: (-r.stats.total_ms, r.name)))
     return rows
+
+
+UNIFIED_MEMORY_HEADERS = (
+    "Count",
+    "Avg Size",
+    "Min Size",
+    "Max Size",
+    "Total Size",
+    "Total Time",
+    "Name",
+)
+_MIGRATIONS = {"BYTES_TRANSFER_HTOD": "Host To Device", "BYTES_TRANSFER_DTOH": "Device To Host"}
+
+
+def unified_memory_rows(counters: dict[str, dict[str, float]]) -> tuple[list[list[str]], str]:
+    """nvprof's `Unified Memory profiling result` rows, and its CPU page-fault line."""
+    from memprof.formatting import format_bytes, format_ms
+
+    rows = []
+    for counter, name in _MIGRATIONS.items():
+        stats = counters.get(counter)
+        if stats and stats["count"]:
+            rows.append(
+                [
+                    str(int(stats["count"])),
+                    format_bytes(int(stats["total"] / stats["count"])),
+                    format_bytes(int(stats["min"])),
+                    format_bytes(int(stats["max"])),
+                    format_bytes(int(stats["total"])),
+                    format_ms(stats["time_ms"]),
+                    name,
+                ]
+            )
+    faults = counters.get("GPU_PAGE_FAULT")
+    if faults and faults["count"]:
+        rows.append(
+            [str(int(faults["count"])), "-", "-", "-", "-", format_ms(faults["time_ms"]),
+             "Gpu page fault groups"]
+        )  # fmt: skip
+    cpu_faults = int(counters.get("CPU_PAGE_FAULT_COUNT", {}).get("count", 0))
+    return rows, f"Total CPU Page faults: {cpu_faults}"

@@ -274,3 +274,21 @@ def test_profiler_host_clock_records_nothing_when_the_call_raises():
         pass
     [measurement] = profiler.measurements()
     assert measurement.group == "api" and len(measurement.samples_ms) == 1
+
+
+def test_unified_memory_rows_read_like_nvprofs_section():
+    from memprof.profile import unified_memory_rows
+
+    counters = {
+        "BYTES_TRANSFER_HTOD": {"count": 4, "total": 4 << 20, "min": 64 << 10, "max": 2 << 20,
+                                "time_ms": 0.5},
+        "BYTES_TRANSFER_DTOH": {"count": 0, "total": 0, "min": 0, "max": 0, "time_ms": 0.0},
+        "GPU_PAGE_FAULT": {"count": 3, "total": 40, "min": 5, "max": 20, "time_ms": 1.25},
+        "CPU_PAGE_FAULT_COUNT": {"count": 7, "total": 7, "min": 1, "max": 1, "time_ms": 0.0},
+    }  # fmt: skip
+    rows, footer = unified_memory_rows(counters)
+    assert rows[0][0] == "4" and rows[0][-1] == "Host To Device"
+    assert rows[0][1:5] == ["1 MiB", "64 KiB", "2 MiB", "4 MiB"]
+    assert [row[-1] for row in rows] == ["Host To Device", "Gpu page fault groups"]
+    assert rows[1][0] == "3"
+    assert footer == "Total CPU Page faults: 7"
