@@ -124,7 +124,7 @@ def test_recorded_results_verified(name):
 
 def test_recommendations_prefer_the_safer_option_within_noise():
     figures = compare._figures(load("compare"))
-    nbytes = load("compare").extra["bytes"]
+    nbytes = load("compare").extra["bytes_per_array"]
 
     def results_line(writecombined_read_gbs: float) -> str:
         changed = dict(figures)

@@ -1,12 +1,19 @@
-"""Result JSON: round trip, schema version, bad files."""
+"""Result JSON: round trip, schema versions, and every bad file refused in one line."""
 
 import json
+import math
+import re
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+from typer.testing import CliRunner
 
-from memprof.errors import InvalidArgument
-from memprof.results import SCHEMA_VERSION, Result
+from memprof.cli import app
+from memprof.errors import ExitCode, InvalidArgument
+from memprof.experiments import EXPERIMENTS
+from memprof.results import SCHEMA_VERSION, MissingMeasurement, Result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(FIXTURES.glob("*.json"))
@@ -20,29 +27,75 @@ def test_fixtures_were_recorded_on_a_gpu():
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
-def test_json_round_trip_is_lossless(path):
+def test_every_fixture_loads_saves_and_loads_again_equal(path, tmp_path):
     result = Result.load(path)
-    again = Result.from_json(result.to_json())
+    saved = tmp_path / "again.json"
+    result.save(saved)
+    again = Result.load(saved)
     assert again == result
-    assert json.loads(again.to_json()) == json.loads(path.read_text())
+    assert again.to_json() == result.to_json()
+    assert json.loads(saved.read_text())["schema_version"] == SCHEMA_VERSION
 
 
-def test_every_sample_and_the_run_context_are_kept():
-    data = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
-    assert data["schema_version"] == SCHEMA_VERSION
-    for key in ("memprof_version", "device", "parameters", "measurements", "checks", "pid"):
-        assert key in data
-    htod = next(m for m in data["measurements"] if m["operation"] == "h2d")
-    assert len(htod["samples_ms"]) == 2 * data["parameters"]["repeat"]
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_loading_keeps_every_recorded_value(path):
+    """Loading converts (lists to tuples, version 1 to 2) but never drops or alters a figure."""
+    recorded = json.loads(path.read_text())
+    loaded = json.loads(Result.load(path).to_json())
+    for m_recorded, m_loaded in zip(recorded["measurements"], loaded["measurements"], strict=True):
+        assert {k: m_loaded[k] for k in m_recorded} == m_recorded
+    assert loaded["parameters"] == recorded["parameters"]
+    assert loaded["device"] == recorded["device"]
+    assert loaded["checks"] == recorded["checks"]
+    for key in ("command", "pid", "host", "created_at", "memprof_version"):
+        assert loaded[key] == recorded[key]
+
+
+@pytest.mark.parametrize("name", ["compare", "streams"])
+def test_version_1_bytes_is_read_as_bytes_per_array(name):
+    recorded = json.loads((FIXTURES / f"h200_{name}.json").read_text())
+    assert recorded["schema_version"] == 1
+    result = Result.load(FIXTURES / f"h200_{name}.json")
+    assert result.extra["bytes_per_array"] == recorded["extra"]["bytes"]
+    assert "bytes" not in result.extra
+
+
+def test_parameters_come_back_as_the_params_types():
+    result = Result.load(FIXTURES / "h200_sweep.json")
+    assert result.parameters["powers"] == tuple(range(8, 27))
+    assert isinstance(result.parameters["kinds"], tuple)
+
+
+def test_every_experiment_declares_its_params_and_extra():
+    for command, module in EXPERIMENTS.items():
+        assert module.PARAMS.__name__.endswith("Params"), command
+        assert isinstance(module.EXTRA_FIELDS, dict), command
+
+
+def test_numpy_scalars_are_saved_as_plain_values(tmp_path):
+    """Experiments compute extra with numpy: a bool from a comparison, an int64 size."""
+    result = Result.load(FIXTURES / "h200_managed.json")
+    result.extra["concurrent_managed_access"] = np.bool_(True)
+    result.extra["bytes_per_array"] = np.int64(16777216)
+    result.measurements[0].samples_ms[0] = np.float64(0.25)
+    path = tmp_path / "numpy.json"
+    result.save(path)
+    again = Result.load(path)
+    assert again.extra["concurrent_managed_access"] is True
+    assert type(again.extra["bytes_per_array"]) is int
+    assert again.extra["bytes_per_array"] == 16777216
+    assert again.measurements[0].samples_ms[0] == 0.25
 
 
 def test_find_is_exact():
     result = Result.load(FIXTURES / "h200_pinned_p20.json")
     assert result.find("h2d", "pinned", "gpu").kind == "pinned"
-    with pytest.raises(KeyError, match="2 measurements"):
+    with pytest.raises(MissingMeasurement, match="2 measurements with operation='h2d'"):
         result.find("h2d", "pinned")  # the GPU activity and the API call
-    with pytest.raises(KeyError, match="0 measurements"):
+    with pytest.raises(KeyError, match="0 measurements with operation='h2d', kind='managed'"):
         result.find("h2d", "managed")
+    with pytest.raises(KeyError, match="bytes=5"):
+        result.find("h2d", "pinned", "gpu", byte_count=5)
 
 
 def test_newer_schema_is_refused_with_the_versions(tmp_path):
@@ -54,21 +107,268 @@ def test_newer_schema_is_refused_with_the_versions(tmp_path):
         Result.load(path)
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ("{not json", "not a memprof result"),
-        ("[1, 2]", "no schema_version"),
-        ('{"schema_version": 1}', "not a memprof result"),
-    ],
-)
-def test_broken_files_are_refused_in_one_line(tmp_path, content, message):
-    path = tmp_path / "broken.json"
-    path.write_text(content)
-    with pytest.raises(InvalidArgument, match=message):
-        Result.load(path)
-
-
 def test_missing_file_says_why(tmp_path):
     with pytest.raises(InvalidArgument, match="No such file"):
         Result.load(tmp_path / "nothing.json")
+
+
+# Bad files: a real recording with one thing broken, and the message that must name it.
+
+Mutation = Callable[[dict], None]
+
+
+def _measurement(data: dict, operation: str, kind: str, group: str) -> dict:
+    return next(
+        m
+        for m in data["measurements"]
+        if (m["operation"], m["kind"], m["group"]) == (operation, kind, group)
+    )
+
+
+def _set_sample(value: object) -> Mutation:
+    def mutate(data: dict) -> None:
+        data["measurements"][3]["samples_ms"][1] = value
+
+    return mutate
+
+
+def _set(path: tuple, value: object) -> Mutation:
+    def mutate(data: dict) -> None:
+        target = data
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return mutate
+
+
+def _remove(path: tuple) -> Mutation:
+    def mutate(data: dict) -> None:
+        target = data
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return mutate
+
+
+def _remove_pageable_h2d(data: dict) -> None:
+    data["measurements"].remove(_measurement(data, "h2d", "pageable", "gpu"))
+
+
+def _duplicate_pinned_d2h(data: dict) -> None:
+    data["measurements"].append(_measurement(data, "d2h", "pinned", "gpu"))
+
+
+BAD_PINNED = {
+    "NaN sample": (
+        _set_sample(math.nan),
+        "measurements[3].samples_ms[1] is NaN: expected a finite",
+    ),
+    "Infinity sample": (_set_sample(math.inf), "measurements[3].samples_ms[1] is Infinity"),
+    "negative sample": (_set_sample(-0.5), "measurements[3].samples_ms[1] is -0.5: expected"),
+    "sample as a string": (_set_sample("0.5"), "measurements[3].samples_ms[1] is the string"),
+    "sample as true": (_set_sample(True), "measurements[3].samples_ms[1] is true"),
+    "empty samples": (
+        _set(("measurements", 3, "samples_ms"), []),
+        "measurements[3].samples_ms is an empty list: expected a list",
+    ),
+    "samples left out": (_remove(("measurements", 3, "samples_ms")), "samples_ms is missing"),
+    "bytes as a string": (
+        _set(("measurements", 2, "bytes"), "4096"),
+        "measurements[2].bytes is the string '4096': expected an integer >= 0",
+    ),
+    "negative bytes": (_set(("measurements", 2, "bytes"), -1), "measurements[2].bytes is -1"),
+    "bytes as a float": (_set(("measurements", 2, "bytes"), 1.5), "measurements[2].bytes is 1.5"),
+    "bytes as true": (_set(("measurements", 2, "bytes"), True), "measurements[2].bytes is true"),
+    "unknown group": (
+        _set(("measurements", 0, "group"), "gpus"),
+        "measurements[0].group is the string 'gpus': expected one of gpu, api, host, span",
+    ),
+    "unknown source": (_set(("measurements", 0, "source"), "nvprof"), "measurements[0].source"),
+    "kind as a number": (_set(("measurements", 0, "kind"), 3), "measurements[0].kind is 3"),
+    "unknown measurement field": (
+        _set(("measurements", 0, "bandwidth"), 1.0),
+        "measurements[0].bandwidth is not a known field",
+    ),
+    "measurement as a number": (_set(("measurements", 1), 7), "measurements[1] is 7"),
+    "power as a string": (
+        _set(("parameters", "power"), "20"),
+        "parameters.power is the string '20': expected an integer",
+    ),
+    "power as a float": (_set(("parameters", "power"), 20.5), "parameters.power is 20.5"),
+    "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
+    "missing parameter": (_remove(("parameters", "repeat")), "parameters.repeat is missing"),
+    "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
+    "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected one of"),
+    "unknown command": (_set(("command",), "pinnned"), "command is the string 'pinnned'"),
+    "command missing": (_remove(("command",)), "command is missing"),
+    "extra bytes as a string": (
+        _set(("extra", "bytes_per_array"), "4 MiB"),
+        "extra.bytes_per_array is the string '4 MiB'",
+    ),
+    "extra field missing": (_remove(("extra", "elements")), "extra.elements is missing"),
+    "extra old name": (_set(("extra", "bytes"), 4), "extra.bytes is not a known field"),
+    "compute capability of 3": (
+        _set(("device", "compute_capability"), [9, 0, 1]),
+        "device.compute_capability has 3 items: expected a list of 2 items",
+    ),
+    "memory as a string": (
+        _set(("device", "memory_total_bytes"), "140 GB"),
+        "device.memory_total_bytes is the string",
+    ),
+    "pcie width as a string": (
+        _set(("device", "pcie_width"), "x16"),
+        "device.pcie_width is the string 'x16': expected an integer >= 0 or null",
+    ),
+    "attribute as a float": (
+        _set(("device", "attributes", "unifiedAddressing"), 0.5),
+        "device.attributes.unifiedAddressing is 0.5",
+    ),
+    "check passed as a string": (
+        _set(("checks", 0, "passed"), "yes"),
+        "checks[0].passed is the string 'yes': expected true or false",
+    ),
+    "check elements negative": (_set(("checks", 0, "elements"), -4), "checks[0].elements is -4"),
+    "timing source unknown": (
+        _set(
+            ("timing",),
+            {
+                "source": "nsight",
+                "note": "",
+                "event_overhead_ms": None,
+                "unified_memory": None,
+                "unified_memory_note": None,
+            },
+        ),
+        "timing.source is the string 'nsight'",
+    ),
+    "pid as a string": (_set(("pid",), "123"), "pid is the string '123'"),
+    "host missing": (_remove(("host",)), "host is missing"),
+    "schema version as a string": (_set(("schema_version",), "1"), "schema_version is the string"),
+    "needed measurement removed": (
+        _remove_pageable_h2d,
+        "the pinned summary needs exactly one measurement with operation='h2d', "
+        "kind='pageable', group='gpu'; the file has 0",
+    ),
+    "needed measurement twice": (
+        _duplicate_pinned_d2h,
+        "operation='d2h', kind='pinned', group='gpu'; the file has 2",
+    ),
+}
+
+
+@pytest.mark.parametrize(("mutate", "message"), BAD_PINNED.values(), ids=BAD_PINNED.keys())
+def test_a_bad_value_is_one_line_naming_the_file_and_the_field(tmp_path, mutate, message):
+    data = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
+    mutate(data)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument) as caught:
+        Result.load(path)
+    text = str(caught.value)
+    assert text.startswith(f"{path}: ") or text.startswith(f"{path} is ")
+    assert message in text
+    assert "\n" not in text
+    assert caught.value.exit_code == ExitCode.USAGE
+
+
+BAD_BYTES = {
+    "binary": (bytes(range(256)) * 4, "not UTF-8 text (byte 0x80 at offset 128)"),
+    "png header": (b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "not UTF-8 text (byte 0x89 at offset 0)"),
+    "latin-1 text": (
+        '{"schema_version": 1, "host": "café"}'.encode("latin-1"),
+        "not UTF-8 text (byte 0xe9 at offset 34)",
+    ),
+    "NUL bytes": (b"\0\0\0\0", "invalid JSON at line 1 column 1"),
+    "truncated": (
+        (FIXTURES / "h200_pinned_p20.json").read_bytes()[:1000],
+        "is not a memprof result: invalid JSON",
+    ),
+    "empty": (b"", "invalid JSON at line 1 column 1"),
+    "a list": (b"[1, 2]", "is not a memprof result: the JSON is a list, not an object"),
+    "a string": (b'"pinned"', "the JSON is the string 'pinned', not an object"),
+    "no schema version": (b'{"command": "pinned"}', "is not a memprof result: no schema_version"),
+    "nested too deeply": (b"[" * 100_000, "JSON nested too deeply"),
+    "only a version": (b'{"schema_version": 2}', "command is missing"),
+}
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_BYTES.values(), ids=BAD_BYTES.keys())
+def test_a_file_that_is_no_result_is_one_line(tmp_path, content, message):
+    path = tmp_path / "run.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidArgument) as caught:
+        Result.load(path)
+    assert str(caught.value).startswith(str(path))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in RECORDED if "info" not in p.name], ids=lambda p: p.name
+)
+def test_every_summary_without_its_measurements_is_one_line(tmp_path, path):
+    data = json.loads(path.read_text())
+    data["measurements"] = []
+    broken = tmp_path / path.name
+    broken.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(str(broken))}: .*summary"):
+        Result.load(broken)
+
+
+def test_a_run_without_its_device_facts_is_one_line(tmp_path):
+    data = json.loads((FIXTURES / "h200_device.json").read_text())
+    data["device"] = None  # the device summary reads the GPU's peak bandwidth
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="cannot build the device summary"):
+        Result.load(path)
+
+
+def test_fields_added_later_may_be_absent_from_older_files():
+    """Version 1 files predate source, events_ms, throughput_ms, batch and timing."""
+    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    assert result.timing is None
+    assert all(m.source == "events" and m.throughput_ms == [] for m in result.measurements)
+
+
+# The same bad files through `memprof report`: exit 2, one line on stderr, nothing on stdout.
+
+REPORT_CASES = {
+    name: BAD_PINNED[name]
+    for name in (
+        "NaN sample",
+        "negative sample",
+        "bytes as a string",
+        "power as a string",
+        "command as a list",
+        "needed measurement removed",
+    )
+}
+
+
+@pytest.mark.parametrize(("mutate", "message"), REPORT_CASES.values(), ids=REPORT_CASES.keys())
+def test_report_of_a_bad_file_prints_one_line_and_nothing_else(tmp_path, mutate, message):
+    data = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
+    mutate(data)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    good = str(FIXTURES / "h200_register.json")
+    result = CliRunner().invoke(app, ["report", good, str(path)])  # the good one first
+    assert result.exit_code == ExitCode.USAGE
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"memprof: error: {path}: ")
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize(("content", "_"), BAD_BYTES.values(), ids=BAD_BYTES.keys())
+def test_diff_of_a_file_that_is_no_result_prints_one_line(tmp_path, content, _):
+    path = tmp_path / "run.json"
+    path.write_bytes(content)
+    result = CliRunner().invoke(app, ["diff", str(FIXTURES / "h200_pinned_p20.json"), str(path)])
+    assert result.exit_code == ExitCode.USAGE
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"memprof: error: {path}")

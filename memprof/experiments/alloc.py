@@ -41,6 +41,14 @@ class AllocParams:
     warmup: int = 1
 
 
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = AllocParams
+EXTRA_FIELDS = {
+    "kinds": list[str],
+    "skipped": list[str],
+}
+
+
 def run(session: GpuSession, params: AllocParams, progress: Progress = no_progress) -> Result:
     facts = collect(session)
     largest = FLOAT32_BYTES << max(params.powers)

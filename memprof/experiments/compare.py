@@ -19,7 +19,7 @@ from memprof.devicefacts import collect
 from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.results import Result
+from memprof.results import ByteCount, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -52,6 +52,14 @@ class CompareParams:
     power: int = 24  # 2^24 float32 = 64 MiB
     repeat: int = 5
     warmup: int = 1
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = CompareParams
+EXTRA_FIELDS = {
+    "bytes_per_array": ByteCount,
+    "skipped": list[str],
+}
 
 
 def run(session: GpuSession, params: CompareParams, progress: Progress = no_progress) -> Result:
@@ -124,7 +132,7 @@ def run(session: GpuSession, params: CompareParams, progress: Progress = no_prog
         device=facts,
         measurements=profiler.measurements(),
         checks=checks,
-        extra={"bytes": nbytes, "skipped": skipped},
+        extra={"bytes_per_array": nbytes, "skipped": skipped},
     )
 
 
@@ -178,7 +186,7 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
 
 def _figures(result: Result) -> dict[tuple[str, str], float]:
     """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
-    nbytes = result.extra["bytes"]
+    nbytes = result.extra["bytes_per_array"]
     figures = {}
     for m in result.measurements:
         row = {"managed": "managed first touch"}.get(m.kind, m.kind)
@@ -192,7 +200,7 @@ def _figures(result: Result) -> dict[tuple[str, str], float]:
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes"]
+    nbytes = result.extra["bytes_per_array"]
     figures = _figures(result)
     table = Table(
         f"Every memory kind, {format_bytes(nbytes)} per buffer "

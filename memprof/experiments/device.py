@@ -18,7 +18,7 @@ from memprof.devicefacts import collect
 from memprof.experiments.common import Progress, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.kernels import load_kernel
-from memprof.results import Check, Measurement, Result
+from memprof.results import ByteCount, Check, Count, Measurement, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -43,6 +43,19 @@ class DeviceParams:
     dtype: str = "float64"
     repeat: int = 20
     warmup: int = 3
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = DeviceParams
+EXTRA_FIELDS = {
+    "bytes_per_array": ByteCount,
+    "launch": {
+        "block_size": Count,
+        "elementwise_blocks": Count,
+        "dot_blocks": Count,
+        "bytes_per_thread_access": Count,
+    },
+}
 
 
 def run(session: GpuSession, params: DeviceParams, progress: Progress = no_progress) -> Result:

@@ -30,6 +30,11 @@ class InfoParams:
     pass
 
 
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = InfoParams
+EXTRA_FIELDS: dict = {}
+
+
 def run(session: GpuSession, params: InfoParams, progress: Progress = no_progress) -> Result:
     return Result(command="info", parameters={}, device=collect(session))
 

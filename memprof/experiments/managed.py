@@ -27,7 +27,7 @@ from memprof.experiments.common import (
 )
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.kernels import load_kernel
-from memprof.results import Result
+from memprof.results import ByteCount, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -42,6 +42,15 @@ class ManagedParams:
     warmup: int = 1
     prefetch: bool = True
     advice: tuple[str, ...] = ADVICE_CHOICES
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = ManagedParams
+EXTRA_FIELDS = {
+    "bytes_per_array": ByteCount,
+    "concurrent_managed_access": bool,
+    "skipped": list[str],
+}
 
 
 def run(session: GpuSession, params: ManagedParams, progress: Progress = no_progress) -> Result:

@@ -29,7 +29,7 @@ from memprof.formatting import (
     format_ratio,
 )
 from memprof.kernels import load_kernel
-from memprof.results import Result
+from memprof.results import ByteCount, Count, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -44,6 +44,14 @@ class PinnedParams:
     repeat: int = 10
     warmup: int = 2
     host_buffer: str = "numpy"  # where pageable memory comes from: numpy, malloc, hugepages
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = PinnedParams
+EXTRA_FIELDS = {
+    "elements": Count,
+    "bytes_per_array": ByteCount,
+}
 
 
 def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progress) -> Result:

@@ -30,7 +30,7 @@ from memprof.formatting import (
 )
 from memprof.kernels import load_kernel
 from memprof.memory import page_aligned_empty
-from memprof.results import Result
+from memprof.results import ByteCount, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -48,6 +48,11 @@ class RegisterParams:
     power: int = 22
     repeat: int = 10
     warmup: int = 2
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = RegisterParams
+EXTRA_FIELDS = {"bytes_per_array": ByteCount}
 
 
 def run(session: GpuSession, params: RegisterParams, progress: Progress = no_progress) -> Result:

@@ -27,7 +27,7 @@ from memprof.devicefacts import collect
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.kernels import load_kernel
-from memprof.results import Check, Result
+from memprof.results import ByteCount, Check, Count, Milliseconds, Result
 from memprof.session import GpuSession
 from memprof.summary import Chart, Summary, Table
 from memprof.verify import compare_arrays
@@ -53,6 +53,20 @@ class StreamsParams:
     kernel_ms: float | None = None  # None: match the measured HtoD time of the whole data
     repeat: int = 5
     warmup: int = 1
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = StreamsParams
+EXTRA_FIELDS = {
+    "bytes_per_array": ByteCount,
+    "chunks": list[Count],  # elements in each chunk
+    "iterations": Count,
+    "kernel_target_ms": Milliseconds,
+    # per mode, the run of median total time: [lane, chunk, stage, start ms, end ms]
+    "timelines": {
+        mode: list[tuple[Count, Count, str, Milliseconds, Milliseconds]] for mode in MODES
+    },
+}
 
 
 def mode_labels(streams: int) -> dict[str, str]:
@@ -207,7 +221,7 @@ def run(session: GpuSession, params: StreamsParams, progress: Progress = no_prog
         measurements=profiler.measurements(),
         checks=checks,
         extra={
-            "bytes": nbytes,
+            "bytes_per_array": nbytes,
             "chunks": [count for _, count in chunks],
             "iterations": iterations,
             "kernel_target_ms": target_ms,
@@ -285,7 +299,7 @@ def timeline_lines(timeline: list[list], streams: int, width: int = 72) -> list[
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes"]
+    nbytes = result.extra["bytes_per_array"]
     streams = result.parameters["streams"]
     attributes = result.device.attributes
     serial_stages = stage_times(result, "serial")

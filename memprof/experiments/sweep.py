@@ -45,6 +45,11 @@ class SweepParams:
     warmup: int = 2
 
 
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = SweepParams
+EXTRA_FIELDS: dict = {}
+
+
 def run(session: GpuSession, params: SweepParams, progress: Progress = no_progress) -> Result:
     facts = collect(session)
     cuda = session.cuda

@@ -30,7 +30,7 @@ from memprof.formatting import (
     format_ratio,
 )
 from memprof.kernels import load_kernel
-from memprof.results import Result
+from memprof.results import ByteCount, Count, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 
@@ -46,6 +46,16 @@ class UvaParams:
     power: int = 22
     repeat: int = 10
     warmup: int = 2
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = UvaParams
+EXTRA_FIELDS = {
+    "bytes_per_array": ByteCount,
+    "pointers": {  # per buffer, the two addresses UVA makes equal
+        buffer: {"host": Count, "device": Count} for buffer in ("a", "b")
+    },
+}
 
 
 def run(session: GpuSession, params: UvaParams, progress: Progress = no_progress) -> Result:

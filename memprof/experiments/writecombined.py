@@ -32,7 +32,7 @@ from memprof.formatting import (
     format_ratio,
 )
 from memprof.kernels import load_kernel
-from memprof.results import Result
+from memprof.results import ByteCount, Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
@@ -46,6 +46,11 @@ class WriteCombinedParams:
     power: int = 22
     repeat: int = 10
     warmup: int = 2
+
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = WriteCombinedParams
+EXTRA_FIELDS = {"bytes_per_array": ByteCount}
 
 
 def run(

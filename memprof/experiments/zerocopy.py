@@ -43,6 +43,11 @@ class ZeroCopyParams:
     single_size: bool = False  # --power: show the full profile for that one size
 
 
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = ZeroCopyParams
+EXTRA_FIELDS: dict = {}
+
+
 def run(session: GpuSession, params: ZeroCopyParams, progress: Progress = no_progress) -> Result:
     facts = collect(session)
     largest = FLOAT32_BYTES << max(params.powers)
