@@ -12,18 +12,35 @@ import math
 from memprof.formatting import format_bytes, format_ms
 from memprof.results import Measurement, Result
 from memprof.summary import Summary, Table
+from memprof.timing import Statistics
 
-MIN_CHANGE = 0.02
+MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
+NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations
 
 
 def _key(m: Measurement) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes)
 
 
-def noise(a: Measurement, b: Measurement) -> float:
+def noise(a: Statistics, b: Statistics) -> float:
     """The relative change the two runs' own spread could explain."""
-    spread = math.hypot(a.stats.relative_spread, b.stats.relative_spread)
-    return max(MIN_CHANGE, 3 * spread)
+    spread = math.hypot(a.relative_spread, b.relative_spread)
+    return max(MIN_CHANGE, NOISE_SIGMAS * spread)
+
+
+def ratio_of_medians(a: Statistics, b: Statistics) -> float:
+    """B's median over A's: 1 when both took no measurable time, infinite when only A did."""
+    if a.median_ms > 0:
+        return b.median_ms / a.median_ms
+    return 1.0 if b.median_ms == 0 else math.inf
+
+
+def _stats(m: Measurement) -> Statistics | None:
+    """The samples' statistics, or None where there are none to trust (NaN, negative, empty)."""
+    try:
+        return m.stats
+    except ValueError:
+        return None
 
 
 def diff(first: Result, second: Result) -> Summary:
@@ -38,33 +55,41 @@ def diff(first: Result, second: Result) -> Summary:
         f"B = {b_name} ({second.created_at})",
         ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"],
         notes=[
-            "Change: B/A beyond 3x the runs' combined relative standard deviation (and 2%); "
-            "'within noise' otherwise. Below 1x B was faster."
+            f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
+            f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
         ],
     )
-    faster = slower = 0
+    faster = slower = unusable = 0
     for key in common:
         a, b = a_by_key[key], b_by_key[key]
-        ratio = b.stats.median_ms / a.stats.median_ms if a.stats.median_ms > 0 else math.inf
-        if abs(ratio - 1) > noise(a, b):
+        a_stats, b_stats = _stats(a), _stats(b)
+        label = (f"{a.display_name} [{a.group}]", format_bytes(a.bytes) if a.bytes else "-")
+        if a_stats is None or b_stats is None:
+            unusable += 1
+            medians = (format_ms(s.median_ms) if s else "-" for s in (a_stats, b_stats))
+            table.add_row(*label, *medians, "-", "no valid samples")
+            continue
+        ratio = ratio_of_medians(a_stats, b_stats)
+        if abs(ratio - 1) > noise(a_stats, b_stats):
             change = "B faster" if ratio < 1 else "B slower"
             faster += ratio < 1
             slower += ratio > 1
         else:
             change = "within noise"
         table.add_row(
-            f"{a.display_name} [{a.group}]",
-            format_bytes(a.bytes) if a.bytes else "-",
-            format_ms(a.stats.median_ms),
-            format_ms(b.stats.median_ms),
-            f"{ratio:.3f}x",
+            *label,
+            format_ms(a_stats.median_ms),
+            format_ms(b_stats.median_ms),
+            f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
             change,
         )
     only_a, only_b = len(a_by_key) - len(common), len(b_by_key) - len(common)
     conclusions = [
         f"{len(common)} measurements in both runs: B was faster in {faster}, slower in {slower}, "
-        f"and within noise in {len(common) - faster - slower}."
+        f"and within noise in {len(common) - faster - slower - unusable}."
     ]
+    if unusable:
+        conclusions.append(f"{unusable} measurements had no valid samples to compare.")
     if first.command != second.command:
         conclusions.append(
             f"The runs are of different commands ({first.command}, {second.command})."

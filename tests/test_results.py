@@ -326,6 +326,15 @@ def test_a_run_without_its_device_facts_is_one_line(tmp_path):
         Result.load(path)
 
 
+def test_a_summary_that_cannot_be_built_is_one_line(tmp_path):
+    data = json.loads((FIXTURES / "h200_device.json").read_text())
+    data["measurements"] = [m for m in data["measurements"] if "triad" not in m["name"]]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="cannot build the device summary from this file"):
+        Result.load(path)
+
+
 def test_fields_added_later_may_be_absent_from_older_files():
     """Version 1 files predate source, events_ms, throughput_ms, batch and timing."""
     result = Result.load(FIXTURES / "h200_pinned_p20.json")

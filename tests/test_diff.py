@@ -1,0 +1,125 @@
+"""`memprof diff` on small runs built here: medians, the noise threshold, matching, odd samples."""
+
+import math
+
+import pytest
+
+from memprof.diff import diff
+from memprof.results import Measurement, Result
+
+KIB, MIB = 1 << 10, 1 << 20
+# Median 1.0, mean 1.075, relative standard deviation 0.206: skewed, as real timings are.
+SKEWED = [0.9, 1.0, 1.0, 1.4]
+
+
+def run(*measurements: Measurement, command: str = "pinned") -> Result:
+    return Result(command=command, parameters={}, device=None, measurements=list(measurements))
+
+
+def h2d(samples_ms: list[float], nbytes: int = MIB) -> Measurement:
+    return Measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", nbytes, list(samples_ms))
+
+
+def rows(first: Result, second: Result) -> list[list[str]]:
+    return diff(first, second).tables[0].rows
+
+
+def only_row(first: Result, second: Result) -> dict[str, str]:
+    (row,) = rows(first, second)
+    headers = diff(first, second).tables[0].headers
+    return dict(zip(headers, row, strict=True))
+
+
+def test_the_ratio_is_of_medians_not_means():
+    # A: median 1.0, mean 1.75. B: median 2.0, mean 2.15. Means would say 1.229x.
+    row = only_row(run(h2d([1.0, 1.0, 1.0, 4.0])), run(h2d([2.0, 2.0, 2.0, 2.6])))
+    assert row["B / A"] == "2.000x"
+    assert row["A median"] == "1.0000ms"
+    assert row["B median"] == "2.0000ms"
+
+
+@pytest.mark.parametrize(
+    ("factor", "change"),
+    [
+        # Both runs spread 0.206 relative: combined (root of the sum of squares) 0.292, three
+        # times that 0.875. Added instead of combined: 1.238; the larger alone: 0.619.
+        (1.5, "within noise"),  # 0.5 above 1: beyond one sigma, within three
+        (1.75, "within noise"),  # beyond two sigmas, and beyond three of either run alone
+        (0.3, "within noise"),
+        (1.89, "B slower"),  # 0.89: beyond three sigmas, within three sigmas plus the 2% floor
+        (2.2, "B slower"),  # within the spreads added
+        (0.1, "B faster"),
+    ],
+)
+def test_a_change_must_exceed_three_combined_sigmas(factor, change):
+    row = only_row(run(h2d(SKEWED)), run(h2d([s * factor for s in SKEWED])))
+    assert row["Change"] == change
+    assert row["B / A"] == f"{factor:.3f}x"
+
+
+@pytest.mark.parametrize(
+    ("b_ms", "change"),
+    [
+        (1.05, "B slower"),  # 5%: above the 2% floor (a 20% floor would call it noise)
+        (0.95, "B faster"),
+        (1.03, "B slower"),
+        (1.01, "within noise"),  # 1%: under the floor even for perfectly quiet runs
+        (0.99, "within noise"),
+    ],
+)
+def test_quiet_runs_change_beyond_a_two_percent_floor(b_ms, change):
+    # One sample each: no spread, so only the floor decides.
+    assert only_row(run(h2d([1.0])), run(h2d([b_ms])))["Change"] == change
+
+
+def test_the_conclusion_counts_each_verdict():
+    first = run(h2d([1.0], KIB), h2d([1.0], MIB), h2d([1.0], 4 * MIB), h2d([1.0], 8 * MIB))
+    second = run(h2d([2.0], KIB), h2d([0.5], MIB), h2d([0.5], 4 * MIB), h2d([1.0], 8 * MIB))
+    assert diff(first, second).conclusions[0] == (
+        "4 measurements in both runs: B was faster in 2, slower in 1, and within noise in 1."
+    )
+
+
+def test_rows_are_matched_by_size_too():
+    first = run(h2d([1.0], KIB), h2d([100.0], MIB))
+    second = run(h2d([1.0], KIB), h2d([300.0], 4 * MIB))
+    (row,) = rows(first, second)
+    assert row[1] == "1 KiB"
+    assert row[4] == "1.000x"
+    assert "Unmatched: 1 only in A, 1 only in B" in diff(first, second).conclusions[-1]
+
+
+def test_every_size_of_one_operation_gets_its_own_row():
+    first = run(h2d([1.0], KIB), h2d([100.0], MIB))
+    second = run(h2d([2.0], KIB), h2d([100.0], MIB))
+    table = rows(first, second)
+    assert [(row[1], row[4]) for row in table] == [("1 KiB", "2.000x"), ("1 MiB", "1.000x")]
+
+
+def test_runs_of_different_commands_are_said_to_be():
+    conclusions = diff(run(h2d([1.0])), run(h2d([1.0]), command="sweep")).conclusions
+    assert "The runs are of different commands (pinned, sweep)." in conclusions
+
+
+@pytest.mark.parametrize(
+    ("a_ms", "b_ms", "ratio", "change"),
+    [
+        (0.0, 0.0, "1.000x", "within noise"),  # neither took measurable time
+        (0.0, 1.0, "-", "B slower"),  # no finite ratio to show
+        (1.0, 0.0, "0.000x", "B faster"),
+    ],
+)
+def test_zero_medians_are_compared_without_dividing_by_zero(a_ms, b_ms, ratio, change):
+    row = only_row(run(h2d([a_ms])), run(h2d([b_ms])))
+    assert (row["B / A"], row["Change"]) == (ratio, change)
+
+
+@pytest.mark.parametrize("bad", [[math.nan], [1.0, math.inf], [-1.0], []])
+def test_samples_that_cannot_be_trusted_give_a_row_not_a_crash(bad):
+    """Loading refuses such files; diff of Results made in memory must still not crash."""
+    first = run(h2d([1.0], KIB), h2d([1.0], MIB))
+    second = run(h2d([1.0], KIB), h2d(bad, MIB))
+    summary = diff(first, second)
+    assert summary.tables[0].rows[1][4:] == ["-", "no valid samples"]
+    assert summary.conclusions[0].endswith("slower in 0, and within noise in 1.")
+    assert "1 measurements had no valid samples to compare." in summary.conclusions
