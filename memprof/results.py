@@ -274,12 +274,10 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
     """An older file in today's shape, so one schema checks them all."""
     if data["schema_version"] == 1:
         extra = data.get("extra")
-        renamed = data.get("command") in ("compare", "streams") and isinstance(extra, dict)
-        if renamed and "bytes" in extra and "bytes_per_array" not in extra:
+        if data.get("command") in ("compare", "streams") and isinstance(extra, dict):
             extra = {("bytes_per_array" if k == "bytes" else k): v for k, v in extra.items()}
-        data = {**data, "extra": extra, "schema_version": SCHEMA_VERSION}
-        if extra is None:
-            del data["extra"]
+            data = {**data, "extra": extra}
+        data = {**data, "schema_version": SCHEMA_VERSION}
     return data
 
 
@@ -294,12 +292,8 @@ def _checked_result(data: dict[str, Any]) -> Result:
     module = EXPERIMENTS[command]
     parameters = check_dataclass(data["parameters"], module.PARAMS, "parameters", strict=True)
     extra = check_record(data.get("extra", {}), module.EXTRA_FIELDS, "extra")
-    result = check_dataclass(
-        {k: v for k, v in data.items() if k not in ("parameters", "extra")}
-        | {"parameters": {}, "extra": {}},
-        Result,
-        "",
-    )
+    rest = {k: v for k, v in data.items() if k not in ("parameters", "extra")}
+    result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above
     result.parameters = asdict(parameters)
     result.extra = extra
     return result

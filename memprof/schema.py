@@ -135,8 +135,11 @@ def check(value: Any, hint: Any, where: str) -> Any:
             try:
                 return check(value, arg, where)
             except SchemaError as error:
-                if len(real) == 1 and error.where != where:
+                if len(real) > 1:
+                    continue
+                if error.where != where:
                     raise  # a problem inside an object or a list: its own place says more
+                raise SchemaError(where, error.found, expected(hint)) from None
         raise _wrong(value, hint, where)
     if origin is Literal:
         if any(value == arg and type(value) is type(arg) for arg in args):
