@@ -290,7 +290,8 @@ def _checked_result(data: dict[str, Any]) -> Result:
             raise SchemaError(key, "is missing")
     command = check(data["command"], Literal[tuple(EXPERIMENTS)], "command")
     module = EXPERIMENTS[command]
-    parameters = check_dataclass(data["parameters"], module.PARAMS, "parameters", strict=True)
+    # A parameter added after the file was written takes its default: what memprof did before.
+    parameters = check_dataclass(data["parameters"], module.PARAMS, "parameters")
     extra = check_record(data.get("extra", {}), module.EXTRA_FIELDS, "extra")
     rest = {k: v for k, v in data.items() if k not in ("parameters", "extra")}
     result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above

@@ -200,27 +200,26 @@ def check_record(
     return checked
 
 
-def check_dataclass(value: Any, cls: type, where: str, strict: bool = False) -> Any:
+def check_dataclass(value: Any, cls: type, where: str) -> Any:
     """An instance of cls from a JSON object, every field checked against its annotation.
 
     A field whose default is a constant or an empty list or dict may be absent: files written
-    before the field existed mean that default (unless strict, as for parameters). Defaults
-    computed from this process (pid, host, time, version) never stand in for a file's own.
+    before the field existed mean that default (so a new field's default must be what memprof
+    did before it). Defaults computed from this process (pid, host, time, version) never stand
+    in for a file's own, and an empty default that is not valid (samples_ms) is never taken.
     """
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = [f for f in dataclasses.fields(cls) if f.init]
     absent_ok = set()
-    if not strict:
-        for f in fields:
-            if f.default is not dataclasses.MISSING:
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            absent_ok.add(f.name)
+        elif f.default_factory in (list, dict):
+            try:
+                check(f.default_factory(), hints[f.name], f.name)
                 absent_ok.add(f.name)
-            elif f.default_factory in (list, dict):
-                # An empty default must itself be valid: samples_ms may not be left out.
-                try:
-                    check(f.default_factory(), hints[f.name], f.name)
-                    absent_ok.add(f.name)
-                except SchemaError:
-                    pass
+            except SchemaError:
+                pass
     checked = check_record(
         value, {f.name: hints[f.name] for f in fields}, where, frozenset(absent_ok)
     )

@@ -44,7 +44,8 @@ def test_loading_keeps_every_recorded_value(path):
     loaded = json.loads(Result.load(path).to_json())
     for m_recorded, m_loaded in zip(recorded["measurements"], loaded["measurements"], strict=True):
         assert {k: m_loaded[k] for k in m_recorded} == m_recorded
-    assert loaded["parameters"] == recorded["parameters"]
+    parameters = loaded["parameters"]  # and any added since, at their defaults
+    assert {k: parameters[k] for k in recorded["parameters"]} == recorded["parameters"]
     assert loaded["device"] == recorded["device"]
     assert loaded["checks"] == recorded["checks"]
     for key in ("command", "pid", "host", "created_at", "memprof_version"):
@@ -64,6 +65,13 @@ def test_parameters_come_back_as_the_params_types():
     result = Result.load(FIXTURES / "h200_sweep.json")
     assert result.parameters["powers"] == tuple(range(8, 27))
     assert isinstance(result.parameters["kinds"], tuple)
+
+
+def test_a_parameter_added_since_the_file_was_written_takes_its_default():
+    recorded = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
+    assert "host_buffer" not in recorded["parameters"]  # recorded before it existed
+    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    assert result.parameters == {**recorded["parameters"], "host_buffer": "numpy"}
 
 
 def test_every_experiment_declares_its_params_and_extra():
@@ -198,7 +206,7 @@ BAD_PINNED = {
     ),
     "power as a float": (_set(("parameters", "power"), 20.5), "parameters.power is 20.5"),
     "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
-    "missing parameter": (_remove(("parameters", "repeat")), "parameters.repeat is missing"),
+    "parameter as null": (_set(("parameters", "repeat"), None), "parameters.repeat is null"),
     "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
     "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected one of"),
     "unknown command": (_set(("command",), "pinnned"), "command is the string 'pinnned'"),

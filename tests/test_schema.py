@@ -65,13 +65,6 @@ def test_a_dataclass_refuses_what_it_does_not_declare(data, message):
     assert str(caught.value).startswith(message)
 
 
-def test_strict_dataclasses_need_every_field():
-    with pytest.raises(SchemaError, match=r"row\.tag is missing"):
-        check_dataclass(
-            {"name": "h", "samples_ms": [1], "size": None, "notes": []}, Row, "row", strict=True
-        )
-
-
 @pytest.mark.parametrize(
     ("value", "hint", "message"),
     [
