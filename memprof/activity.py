@@ -47,6 +47,8 @@ class GpuRecord:
     bytes: int = 0
     src_kind: str = ""
     dst_kind: str = ""
+    asynchronous: bool = True  # made with an ...Async call (CUPTI's MEMCPY_ASYNC flag)
+    correlation_id: int = 0  # links it to the driver or runtime call that issued it
 
     @property
     def duration_ms(self) -> float:
@@ -59,6 +61,7 @@ class ApiRecord:
 
     name: str
     duration_ms: float
+    correlation_id: int = 0
 
 
 @dataclass
@@ -67,31 +70,45 @@ class ActivityLog:
 
     cupti: Any
     unified_memory_refusal: str | None = None  # why the counters are missing, if they are
+    # A whole-program trace (memprof trace) keeps every API record, runtime calls too,
+    # in order; memprof's own experiments only read the records of their external ids.
+    keep_all: bool = False
+    buffer_bytes: int = 4 << 20
+    _all_api: list[ApiRecord] = field(default_factory=list)
     _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
     _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
     _external: dict[int, int] = field(default_factory=dict)  # correlation id -> external id
     _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    _callback_names: dict[int, str] = field(default_factory=dict)
+    _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, device_index: int) -> tuple[ActivityLog | None, str | None]:
-        """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not)."""
+    def start(
+        cls, device_index: int, keep_all: bool = False
+    ) -> tuple[ActivityLog | None, str | None]:
+        """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
+
+        keep_all: trace a whole program: also CUDA runtime calls (PyTorch, CuPy make those),
+        every API record kept, larger buffers so records are read after the program's work.
+        """
         try:
             from cupti import cupti
         except ImportError as error:
             return None, f"cupti-python is not installed ({error.name or error})"
         except Exception as error:  # a broken libcupti raises at import
             return None, f"cupti-python cannot be loaded: {error}"
-        log = cls(cupti)
+        log = cls(cupti, keep_all=keep_all, buffer_bytes=(32 << 20) if keep_all else (4 << 20))
         kinds = cupti.ActivityKind
+        traced = [
+            kinds.CONCURRENT_KERNEL,
+            kinds.MEMCPY,
+            kinds.MEMSET,
+            kinds.DRIVER,
+            kinds.EXTERNAL_CORRELATION,
+        ]
+        if keep_all:
+            traced.append(kinds.RUNTIME)
         try:
-            for kind in (
-                kinds.CONCURRENT_KERNEL,
-                kinds.MEMCPY,
-                kinds.MEMSET,
-                kinds.DRIVER,
-                kinds.EXTERNAL_CORRELATION,
-            ):
+            for kind in traced:
                 cupti.activity_enable(kind)
             cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
@@ -168,6 +185,15 @@ class ActivityLog:
                 by_external.setdefault(external, []).append(record)
         return by_external
 
+    def all_gpu_records(self) -> list[GpuRecord]:
+        """Everything the GPU did while recording, tagged or not, in order of start."""
+        records = [record for group in self._gpu.values() for record in group]
+        return sorted(records, key=lambda record: record.start_ns)
+
+    def all_api_records(self) -> list[ApiRecord]:
+        """Every driver and runtime call recorded (keep_all only), in order of arrival."""
+        return list(self._all_api)
+
     def unified_memory_totals(self) -> dict[str, dict[str, float]]:
         """Counter name -> count, total, min, max value and total time (ms) of its records,
         since recording began: what nvprof's Unified Memory section printed."""
@@ -189,6 +215,7 @@ class ActivityLog:
         self._api.clear()
         self._external.clear()
         self._unified_memory.clear()
+        self._all_api.clear()
 
     def stop(self) -> None:
         """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
@@ -198,7 +225,7 @@ class ActivityLog:
     # -- CUPTI callbacks ------------------------------------------------------------------
 
     def _buffer_requested(self) -> tuple[int, int]:
-        return 4 << 20, 0
+        return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: list) -> None:
         kinds = self.cupti.ActivityKind
@@ -206,14 +233,26 @@ class ActivityLog:
             kind = record.kind
             if kind == kinds.EXTERNAL_CORRELATION:
                 self._external[record.correlation_id] = record.external_id
-            elif kind == kinds.DRIVER:
-                self._api[record.correlation_id] = ApiRecord(
-                    self._callback_name(record.cbid), (record.end - record.start) / 1e6
+            elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
+                domain = "driver" if kind == kinds.DRIVER else "runtime"
+                api = ApiRecord(
+                    self._callback_name(record.cbid, domain),
+                    (record.end - record.start) / 1e6,
+                    record.correlation_id,
                 )
+                self._api[record.correlation_id] = api
+                if self.keep_all:
+                    self._all_api.append(api)
             elif kind == kinds.CONCURRENT_KERNEL:
                 self._add(
                     record.correlation_id,
-                    GpuRecord("kernel", record.name, record.start, record.end),
+                    GpuRecord(
+                        "kernel",
+                        record.name,
+                        record.start,
+                        record.end,
+                        correlation_id=record.correlation_id,
+                    ),
                 )
             elif kind == kinds.MEMCPY:
                 self._add(
@@ -226,12 +265,22 @@ class ActivityLog:
                         record.bytes,
                         MEMORY_KIND_NAMES.get(record.src_kind, "unknown"),
                         MEMORY_KIND_NAMES.get(record.dst_kind, "unknown"),
+                        bool(_flags(record) & MEMCPY_ASYNC_FLAG),
+                        record.correlation_id,
                     ),
                 )
             elif kind == kinds.MEMSET:
                 self._add(
                     record.correlation_id,
-                    GpuRecord("memset", "memset", record.start, record.end, record.bytes),
+                    GpuRecord(
+                        "memset",
+                        "memset",
+                        record.start,
+                        record.end,
+                        record.bytes,
+                        asynchronous=bool(_flags(record) & MEMSET_ASYNC_FLAG),
+                        correlation_id=record.correlation_id,
+                    ),
                 )
             elif kind == kinds.UNIFIED_MEMORY_COUNTER:
                 name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
@@ -244,14 +293,18 @@ class ActivityLog:
     def _add(self, correlation: int, record: GpuRecord) -> None:
         self._gpu.setdefault(correlation, []).append(record)
 
-    def _callback_name(self, cbid: int) -> str:
-        if cbid not in self._callback_names:
+    def _callback_name(self, cbid: int, domain: str = "driver") -> str:
+        key = (domain, cbid)
+        if key not in self._callback_names:
+            domains = self.cupti.CallbackDomain
             try:
-                name = self.cupti.get_callback_name(self.cupti.CallbackDomain.DRIVER_API, cbid)
+                name = self.cupti.get_callback_name(
+                    domains.DRIVER_API if domain == "driver" else domains.RUNTIME_API, cbid
+                )
             except Exception:
-                name = f"driver call {cbid}"
-            self._callback_names[cbid] = str(name)
-        return self._callback_names[cbid]
+                name = f"{domain} call {cbid}"
+            self._callback_names[key] = str(name)
+        return self._callback_names[key]
 
     def _disable_all(self) -> None:
         kinds = self.cupti.ActivityKind
@@ -260,11 +313,22 @@ class ActivityLog:
             kinds.MEMCPY,
             kinds.MEMSET,
             kinds.DRIVER,
+            kinds.RUNTIME,
             kinds.EXTERNAL_CORRELATION,
             kinds.UNIFIED_MEMORY_COUNTER,
         ):
             with contextlib.suppress(Exception):
                 self.cupti.activity_disable(kind)
+
+
+# CUpti_ActivityFlag bits of memcpy and memset records (cupti_activity.h).
+MEMCPY_ASYNC_FLAG = 1 << 0
+MEMSET_ASYNC_FLAG = 1 << 0
+
+
+def _flags(record: Any) -> int:
+    """A record's flags: cupti-python names the field `flags_` (`flags` in older builds)."""
+    return int(getattr(record, "flags_", getattr(record, "flags", 1)))
 
 
 def _reason(error: BaseException) -> str:
