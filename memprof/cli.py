@@ -519,6 +519,44 @@ def diff(
         render_summary(summary, _console(Output(no_color=no_color)))
 
 
+@app.command(
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    no_args_is_help=True,
+)
+def trace(
+    target: Annotated[
+        list[str] | None,
+        typer.Argument(help="SCRIPT.py and its arguments (with -m: the module's arguments)."),
+    ] = None,
+    module: Annotated[
+        str | None, typer.Option("-m", "--module", help="Run a module, as python -m does.")
+    ] = None,
+    bandwidth: Annotated[
+        str,
+        typer.Option(
+            help="This GPU's pinned bandwidth for the advice: cache (measured once, then "
+            "cached per GPU and driver), measure (now), none."
+        ),
+    ] = "cache",
+    device: DeviceOption = 0,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU.
+
+    memprof's options go before SCRIPT; the program's output and exit code pass through.
+    """
+    from memprof import trace as tracing
+
+    with _errors_as_exit_codes():
+        program = tracing.parse_target(target or [], module)
+        options = tracing.TraceOptions(device, bandwidth, json, csv, quiet, no_color)
+        code = tracing.trace(program, options)
+    raise typer.Exit(code)
+
+
 def _load(path: Path) -> Result:
     result = Result.load(path)
     if result.command not in EXPERIMENTS:

@@ -19,6 +19,7 @@ from memprof.experiments import (
     register,
     streams,
     sweep,
+    trace,
     uva,
     writecombined,
     zerocopy,
@@ -37,6 +38,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "device": device,
     "compare": compare,
     "sweep": sweep,
+    "trace": trace,
 }
 
 

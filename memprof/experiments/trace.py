@@ -1,0 +1,243 @@
+"""`memprof trace`: what the user's own program did with memory, and what it would cost otherwise.
+
+The recording is memprof.trace's (CUPTI, whole program); this module only reads the Result:
+nvprof's profile (the measurements), the copies by memory kind, the Unified Memory
+counters, and advice from this GPU's own pinned bandwidth. It runs anywhere, so `report`
+and `diff` show traces saved on the GPU machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from memprof.errors import InvalidArgument
+from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.results import Result
+from memprof.summary import Summary, Table
+from memprof.trace import SMALL_COPY_BYTES, CopyGroup
+
+UNIFIED_MEMORY_ROWS = (
+    ("BYTES_TRANSFER_HTOD", "Host To Device", "bytes"),
+    ("BYTES_TRANSFER_DTOH", "Device To Host", "bytes"),
+    ("GPU_PAGE_FAULT", "GPU Page Fault Groups", "count"),
+    ("CPU_PAGE_FAULT_COUNT", "CPU Page Faults", "count"),
+)
+DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
+SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
+
+
+def copies_of(result: Result) -> list[CopyGroup]:
+    """The copy groups saved in a trace Result, checked field by field."""
+    names = {f.name for f in fields(CopyGroup)}
+    groups = []
+    for entry in result.extra.get("copies", []):
+        if not isinstance(entry, dict) or set(entry) != names:
+            raise InvalidArgument(f"trace result: a copy group is malformed: {entry!r}")
+        groups.append(CopyGroup(**entry))
+    return groups
+
+
+def pinned_gb_per_s(bandwidth: dict[str, Any] | None, direction: str) -> float | None:
+    """This GPU's measured pinned bandwidth for HtoD or DtoH, if it was measured."""
+    key = DIRECTION_KEYS.get(direction)
+    value = (bandwidth or {}).get(f"{key}_gb_per_s") if key else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> list[str]:
+    """For each direction: what the pageable copies of 64 KiB or more took, and what pinned
+    ones would take at this GPU's measured bandwidth (smaller ones are latency-bound)."""
+    lines = []
+    for group in copies:
+        calls = group.calls - group.small_calls  # small ones are latency: small_copy_advice
+        if group.host_kind != "pageable" or calls == 0:
+            continue
+        nbytes, gpu_ms = group.bytes - group.small_bytes, group.gpu_ms - group.small_gpu_ms
+        sizes = f" of {SMALL_LABEL} or more" if group.small_calls else ""
+        what = (
+            f"{calls} pageable {group.direction} copies{sizes} moved {format_bytes(nbytes)} "
+            f"in {format_ms(gpu_ms)} on the GPU"
+        )
+        if group.call_ms > 0 and not group.small_calls:
+            what += f" (their calls held the host {format_ms(group.call_ms)})"
+        pinned = pinned_gb_per_s(bandwidth, group.direction)
+        if pinned is None:
+            how = (bandwidth or {}).get("how", "not measured")
+            lines.append(
+                f"{what}. This GPU's pinned bandwidth is unknown ({how}): pinned memory is "
+                "often 2-3x faster; `memprof pinned` measures it."
+            )
+            continue
+        pinned_ms = nbytes / (pinned * 1e9) * 1e3
+        achieved = bandwidth_gb_per_s(nbytes, gpu_ms) if gpu_ms > 0 else 0.0
+        if pinned_ms < gpu_ms:
+            lines.append(
+                f"{what}; from pinned memory they would take about {format_ms(pinned_ms)} at "
+                f"this GPU's {format_gb_per_s(pinned)} GB/s. Allocate those host buffers pinned "
+                "(cuMemHostAlloc, torch pin_memory=True) once, and reuse them."
+            )
+        else:
+            lines.append(
+                f"{what}, at {format_gb_per_s(achieved)} GB/s: no slower than pinned copies on "
+                f"this GPU ({format_gb_per_s(pinned)} GB/s), so pinning would not speed them up."
+            )
+    return lines
+
+
+def small_copy_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> list[str]:
+    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win."""
+    small = [g for g in copies if g.small_calls]
+    calls = sum(g.small_calls for g in small)
+    if not calls:
+        return []
+    nbytes = sum(g.small_bytes for g in small)
+    gpu_ms = sum(g.small_gpu_ms for g in small)
+    kinds = ", ".join(
+        f"{g.small_calls} {g.direction} {g.source} -> {g.destination}"
+        for g in sorted(small, key=lambda g: -g.small_calls)
+    )
+    line = (
+        f"{calls} copies under {SMALL_LABEL} ({kinds}) moved {format_bytes(nbytes)} in "
+        f"{format_ms(gpu_ms)} on the GPU, {format_ms(gpu_ms / calls)} each"
+    )
+    rates = [r for r in (pinned_gb_per_s(bandwidth, d) for d in DIRECTION_KEYS) if r]
+    if gpu_ms > 0 and rates:
+        line += (
+            f": {format_gb_per_s(bandwidth_gb_per_s(nbytes, gpu_ms))} GB/s against "
+            f"{format_gb_per_s(max(rates))} GB/s for large pinned copies here"
+        )
+    return [
+        f"{line}. Their time is latency, not bandwidth (and each call costs the host more "
+        "than the GPU): gather them into one buffer and one copy, or keep the data on the GPU."
+    ]
+
+
+def blocking_advice(copies: list[CopyGroup]) -> list[str]:
+    """Copies the host waited for: they cannot overlap kernels or other copies."""
+    synchronous = sum(g.blocking_calls for g in copies)
+    staged = sum(g.calls - g.blocking_calls for g in copies if g.host_kind == "pageable")
+    if not synchronous and not staged:
+        return []
+    parts = []
+    if synchronous:
+        parts.append(f"{synchronous} made with synchronous calls (cuMemcpyHtoD, cudaMemcpy)")
+    if staged:
+        parts.append(
+            f"{staged} asynchronous calls from or to pageable memory, which the driver "
+            "stages synchronously"
+        )
+    return [
+        f"{synchronous + staged} copies blocked the host until they finished: "
+        f"{' and '.join(parts)}. A blocked copy overlaps nothing: use the Async calls on a "
+        "stream (non_blocking=True in PyTorch) with pinned host memory."
+    ]
+
+
+def unified_memory_advice(totals: dict[str, int] | None) -> list[str]:
+    """Managed memory that migrated on demand: faults on first touch, page group by page group."""
+    if not totals:
+        return []
+    to_gpu, to_host = totals.get("BYTES_TRANSFER_HTOD", 0), totals.get("BYTES_TRANSFER_DTOH", 0)
+    gpu_faults, cpu_faults = totals.get("GPU_PAGE_FAULT", 0), totals.get("CPU_PAGE_FAULT_COUNT", 0)
+    if not (gpu_faults or cpu_faults or to_gpu or to_host):
+        return []
+    return [
+        f"Managed memory migrated {format_bytes(to_gpu)} to the GPU and {format_bytes(to_host)} "
+        f"back on {gpu_faults} GPU page-fault groups and {cpu_faults} CPU page faults: pages "
+        "moved on first touch, a fault at a time. Prefetch them before the kernel needs them "
+        "(cuMemPrefetchAsync / cudaMemPrefetchAsync), or copy explicitly; `memprof managed` "
+        "shows the difference on this GPU."
+    ]
+
+
+def advice(
+    copies: list[CopyGroup],
+    bandwidth: dict[str, Any] | None,
+    unified_memory: dict[str, int] | None,
+) -> list[str]:
+    """Every piece of advice the trace supports, or a line saying there is none."""
+    lines = (
+        pageable_advice(copies, bandwidth)
+        + small_copy_advice(copies, bandwidth)
+        + blocking_advice(copies)
+        + unified_memory_advice(unified_memory)
+    )
+    return lines or [
+        f"No copy from pageable memory, none under {SMALL_LABEL}, none blocking the host and "
+        "no managed-memory fault: nothing to advise on memory."
+    ]
+
+
+def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> Table:
+    table = Table(
+        "Copies by memory kind",
+        ["Copy", "Calls", "Bytes", "GPU time", "GB/s", "Blocking", f"Under {SMALL_LABEL}"],
+        notes=[
+            "GPU time: CUPTI's record of each copy, summed; GB/s: bytes over that time "
+            "(10^9 bytes/s). Blocking: made with a synchronous call."
+        ],
+    )
+    for g in copies:
+        rate = bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else 0.0
+        table.add_row(
+            f"{g.direction} {g.source} -> {g.destination}",
+            str(g.calls),
+            format_bytes(g.bytes),
+            format_ms(g.gpu_ms),
+            format_gb_per_s(rate),
+            str(g.blocking_calls),
+            str(g.small_calls),
+        )
+    h2d, d2h = pinned_gb_per_s(bandwidth, "HtoD"), pinned_gb_per_s(bandwidth, "DtoH")
+    how = (bandwidth or {}).get("how", "not measured")
+    if h2d and d2h:
+        size = format_bytes(int((bandwidth or {}).get("bytes", 0)))
+        table.notes.append(
+            f"This GPU's pinned bandwidth, for the advice: HtoD {format_gb_per_s(h2d)} GB/s, "
+            f"DtoH {format_gb_per_s(d2h)} GB/s ({size} copies; {how})."
+        )
+    else:
+        table.notes.append(f"This GPU's pinned bandwidth: {how}.")
+    return table
+
+
+def unified_memory_table(totals: dict[str, int] | None) -> Table | None:
+    """nvprof's Unified Memory section, where CUPTI's counters saw any migration or fault."""
+    if not totals or not any(totals.get(key, 0) for key, _, _ in UNIFIED_MEMORY_ROWS):
+        return None
+    table = Table(
+        "Unified Memory profiling result",
+        ["Name", "Total"],
+        notes=["CUPTI's unified-memory counters over the whole program, on the traced device."],
+    )
+    for key, name, unit in UNIFIED_MEMORY_ROWS:
+        value = int(totals.get(key, 0))
+        table.add_row(name, format_bytes(value) if unit == "bytes" else str(value))
+    return table
+
+
+def outcome_line(result: Result) -> str:
+    extra = result.extra
+    program = result.parameters.get("program", "the program")
+    gpu = extra.get("gpu_name") or "the GPU"
+    ended = f"exited with code {extra.get('exit_code', 0)}"
+    if extra.get("error"):
+        ended = f"raised {extra['error']} (exit code {extra.get('exit_code', 1)})"
+    return (
+        f"{program} {ended} after {extra.get('wall_s', 0.0):.3f} s on {gpu} "
+        f"(driver {extra.get('driver_version') or 'unknown'})."
+    )
+
+
+def summarize(result: Result) -> Summary:
+    """The copies by memory kind, the Unified Memory counters, and the advice."""
+    copies = copies_of(result)
+    bandwidth = result.extra.get("pinned_bandwidth")
+    totals = result.timing.unified_memory if result.timing else None
+    tables = [copies_table(copies, bandwidth)] if copies else []
+    unified = unified_memory_table(totals)
+    if unified is not None:
+        tables.append(unified)
+    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals)]
+    return Summary(tables=tables, conclusions=conclusions, show_profile=True)

@@ -1,0 +1,551 @@
+"""`memprof trace`: run the user's own Python program under CUPTI and keep what it did.
+
+The program runs in memprof's own process (runpy, with sys.argv and sys.path[0] set as
+`python SCRIPT` or `python -m MODULE` would), so CUPTI can be switched on after cuInit and
+before the program makes its first context, whatever it uses: PyCUDA, CuPy, PyTorch, Numba.
+Its output, exit code, uncaught exception (printed as Python prints it) and Ctrl-C pass
+through; the profile goes to stderr afterwards, as nvprof's did, so stdout stays the
+program's own.
+
+This module collects (records -> Measurements and copy groups -> Result); what the Result
+means for the user (tables, advice) is memprof.experiments.trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from memprof.activity import ApiRecord, GpuRecord
+from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
+from memprof.results import Measurement, Result, TimingInfo
+
+SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
+BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
+BANDWIDTH_MODES = ("cache", "measure", "none")
+CUPTI_INSTALL_HINT = "pip install cupti-python (NVIDIA's CUPTI for Python, CUDA 12 or newer)"
+
+
+# -- what to run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Program:
+    """The user's program: a script path or a module name, and its own arguments."""
+
+    script: str | None
+    module: str | None
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"-m {self.module}" if self.module else str(self.script)
+
+
+def parse_target(target: list[str], module: str | None) -> Program:
+    """`SCRIPT ARGS...` or `-m MODULE ARGS...` as a Program, refusing neither or both."""
+    if module is not None:
+        return Program(None, module, tuple(target))
+    if not target:
+        raise InvalidArgument("name the program to trace: memprof trace SCRIPT.py [ARGS...]")
+    return Program(target[0], None, tuple(target[1:]))
+
+
+def check_program(program: Program) -> None:
+    """Fail before CUPTI starts if the script or module cannot be found, as Python would."""
+    if program.script is not None:
+        path = Path(program.script)
+        if not path.exists():
+            raise InvalidArgument(f"cannot open {program.script}: no such file")
+        if path.is_dir() and not (path / "__main__.py").exists():
+            raise InvalidArgument(f"cannot run {program.script}: a folder without __main__.py")
+        return
+    try:
+        found = importlib.util.find_spec(program.module)
+    except (ImportError, ValueError) as error:
+        raise InvalidArgument(f"cannot run -m {program.module}: {error}") from error
+    if found is None:
+        raise InvalidArgument(f"cannot run -m {program.module}: no module named {program.module}")
+
+
+@dataclass
+class Outcome:
+    """How the program ended: the exit code `python` would have returned, and why."""
+
+    exit_code: int
+    error: BaseException | None = None  # an uncaught exception (Ctrl-C included)
+    wall_s: float = 0.0
+
+
+def exit_code_of(system_exit: SystemExit) -> int:
+    """SystemExit's code as Python turns it into a process status (a message means 1)."""
+    code = system_exit.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF  # what the shell sees: sys.exit(-1) is 255
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_program(program: Program) -> Outcome:
+    """Run the program as `python` would, in this process; never raises what it raises."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    if program.script is not None:
+        sys.argv = [program.script, *program.arguments]
+        sys.path.insert(0, str(Path(program.script).resolve().parent))
+    else:
+        sys.argv = [program.module, *program.arguments]
+        sys.path.insert(0, os.getcwd())
+    start = time.perf_counter()
+    outcome = Outcome(0)
+    try:
+        if program.script is not None:
+            runpy.run_path(program.script, run_name="__main__")
+        else:
+            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+    except SystemExit as system_exit:
+        outcome = Outcome(exit_code_of(system_exit))
+    except KeyboardInterrupt as interrupt:
+        outcome = Outcome(int(ExitCode.INTERRUPTED), interrupt)
+    except BaseException as error:
+        outcome = Outcome(1, error)
+    finally:
+        outcome.wall_s = time.perf_counter() - start
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+    return outcome
+
+
+_RUNNER_MODULES = {"runpy", __name__}  # runpy's file is "<frozen runpy>" in 3.11+
+
+
+def print_program_traceback(error: BaseException, stream: Any = None) -> None:
+    """The traceback Python would print, starting at the program's own frames."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in _RUNNER_MODULES:
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb, file=stream or sys.stderr)
+
+
+# -- collecting ------------------------------------------------------------------------------
+
+
+@dataclass
+class Recording:
+    """What CUPTI recorded while the program ran, and the GPU it ran on."""
+
+    gpu: list[GpuRecord]
+    api: list[ApiRecord]
+    unified_memory: dict[str, int] | None = None
+    unified_memory_note: str | None = None
+    gpu_name: str = ""
+    driver_version: str = ""
+
+
+class Collector(Protocol):
+    """Starts recording before the program, returns what was recorded after it."""
+
+    def start(self) -> None: ...
+
+    def finish(self) -> Recording: ...
+
+
+class CuptiCollector:
+    """CUPTI activity tracing of this whole process (memprof.activity, every record kept)."""
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+        self.log: Any = None
+
+    def start(self) -> None:
+        from memprof.activity import ActivityLog, cupti_unavailable_reason
+
+        why_not = cupti_unavailable_reason()
+        if why_not is not None:
+            raise EnvironmentProblem(f"{why_not}: {CUPTI_INSTALL_HINT}")
+        count = _cuda_init()
+        if not 0 <= self.device_index < count:
+            raise InvalidArgument(
+                f"--device {self.device_index} does not exist: this machine has {count} "
+                f"CUDA device{'s' if count != 1 else ''}"
+            )
+        self.log, why_not = ActivityLog.start(self.device_index, keep_all=True)
+        if self.log is None:
+            raise EnvironmentProblem(why_not or "CUPTI refused activity tracing")
+
+    def finish(self) -> Recording:
+        """Wait for the program's GPU work, then read every record CUPTI holds."""
+        _synchronize_current_context()
+        self.log.flush()
+        refusal = self.log.unified_memory_refusal
+        name, driver = device_identity(self.device_index)
+        return Recording(
+            gpu=demangled(self.log.all_gpu_records()),
+            api=self.log.all_api_records(),
+            unified_memory=None if refusal else self.log.unified_memory_totals(),
+            unified_memory_note=refusal,
+            gpu_name=name,
+            driver_version=driver,
+        )
+
+
+def _libcuda() -> ctypes.CDLL:
+    from memprof import driver
+
+    try:
+        return driver.libcuda()
+    except OSError as error:
+        raise EnvironmentProblem(
+            "the CUDA driver (libcuda.so.1) was not found: memprof needs a machine with an "
+            "NVIDIA GPU and its driver installed"
+        ) from error
+
+
+def _cuda_init() -> int:
+    """cuInit (CUPTI needs the driver up before it is enabled) and the device count."""
+    from memprof.driver import error_text
+
+    libcuda = _libcuda()
+    code = libcuda.cuInit(0)
+    if code != 0:
+        raise EnvironmentProblem(f"no usable CUDA device: cuInit failed: {error_text(code)}")
+    count = ctypes.c_int()
+    code = libcuda.cuDeviceGetCount(ctypes.byref(count))
+    if code != 0 or count.value == 0:
+        raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
+    return count.value
+
+
+def _synchronize_current_context() -> None:
+    """Let the program's queued GPU work finish, so its records are complete."""
+    with contextlib.suppress(Exception):
+        libcuda = _libcuda()
+        context = ctypes.c_void_p()
+        if libcuda.cuCtxGetCurrent(ctypes.byref(context)) == 0 and context.value:
+            libcuda.cuCtxSynchronize()
+
+
+def device_identity(device_index: int) -> tuple[str, str]:
+    """(GPU name, driver version): the key under which this GPU's bandwidth is cached."""
+    from memprof.devicefacts import _kernel_driver_version
+
+    name = ""
+    with contextlib.suppress(Exception):
+        libcuda = _libcuda()
+        device = ctypes.c_int()
+        buffer = ctypes.create_string_buffer(256)
+        if libcuda.cuDeviceGet(ctypes.byref(device), device_index) == 0:
+            libcuda.cuDeviceGetName(buffer, 256, device)
+            name = buffer.value.decode(errors="replace")
+    driver = _kernel_driver_version() or ""
+    if not driver:
+        with contextlib.suppress(Exception):
+            version = ctypes.c_int()
+            _libcuda().cuDriverGetVersion(ctypes.byref(version))
+            driver = f"CUDA {version.value // 1000}.{version.value % 1000 // 10}"
+    return name, driver
+
+
+def demangled(records: list[GpuRecord]) -> list[GpuRecord]:
+    """Kernel names as nvprof printed them (c++filt where it exists; mangled otherwise)."""
+    mangled = sorted({r.name for r in records if r.category == "kernel" and r.name[:2] == "_Z"})
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return records
+    try:
+        output = subprocess.run(
+            [tool], input="\n".join(mangled), capture_output=True, text=True, timeout=30
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return records
+    if len(output) != len(mangled):
+        return records
+    names = dict(zip(mangled, output, strict=True))
+    return [
+        GpuRecord(**{**asdict(r), "name": names[r.name]}) if r.name in names else r for r in records
+    ]
+
+
+# -- records -> rows -----------------------------------------------------------------------
+
+
+def copy_direction(copy_kind: str) -> str:
+    """CUPTI's copy kind as nvprof wrote it: HTOD -> HtoD, PTOP -> PtoP."""
+    if len(copy_kind) == 4 and copy_kind[1:3] == "TO":
+        return f"{copy_kind[0]}to{copy_kind[3]}"
+    return copy_kind.title()
+
+
+def copy_row_name(record: GpuRecord) -> str:
+    """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
+    return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
+
+
+def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[Measurement]:
+    """nvprof's rows as Measurements: one per name and size (profile_rows folds sizes)."""
+    rows: dict[tuple[str, str, int], Measurement] = {}
+    for record in gpu:
+        if record.category == "memcpy":
+            key = (copy_row_name(record), copy_direction(record.name).lower(), record.bytes)
+        elif record.category == "memset":
+            key = ("[CUDA memset]", "memset", record.bytes)
+        else:
+            key = (record.name, "kernel", 0)
+        if key not in rows:
+            rows[key] = Measurement("gpu", key[0], key[1], None, key[2], source="cupti")
+        rows[key].samples_ms.append(record.duration_ms)
+    calls: dict[str, Measurement] = {}
+    for call in api:
+        if call.name not in calls:
+            calls[call.name] = Measurement("api", call.name, "api_call", None, 0, source="cupti")
+        calls[call.name].samples_ms.append(call.duration_ms)
+    gpu_rows = sorted(rows.values(), key=lambda m: (m.name, m.bytes))
+    return gpu_rows + sorted(calls.values(), key=lambda m: m.name)
+
+
+@dataclass
+class CopyGroup:
+    """Every copy of one direction between two memory kinds: what the advice reads."""
+
+    direction: str  # "HtoD", "DtoH", "DtoD", ...
+    source: str  # memory kind: "pageable", "pinned", "device", "managed", ...
+    destination: str
+    calls: int = 0
+    bytes: int = 0
+    gpu_ms: float = 0.0  # CUPTI's copy durations, summed
+    call_ms: float = 0.0  # the API calls that issued them, entry to exit, summed
+    blocking_calls: int = 0  # made with a synchronous call (cuMemcpyHtoD, cudaMemcpy)
+    small_calls: int = 0  # under SMALL_COPY_BYTES
+    small_bytes: int = 0
+    small_gpu_ms: float = 0.0
+
+    @property
+    def host_kind(self) -> str | None:
+        """The host side's memory kind, for copies between host and device."""
+        if self.direction == "HtoD":
+            return self.source
+        if self.direction == "DtoH":
+            return self.destination
+        return None
+
+
+def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
+    """The copies folded by direction and memory kinds, largest GPU time first."""
+    call_ms = {call.correlation_id: call.duration_ms for call in api if call.correlation_id}
+    groups: dict[tuple[str, str, str], CopyGroup] = {}
+    for record in gpu:
+        if record.category != "memcpy":
+            continue
+        key = (copy_direction(record.name), record.src_kind, record.dst_kind)
+        group = groups.setdefault(key, CopyGroup(*key))
+        group.calls += 1
+        group.bytes += record.bytes
+        group.gpu_ms += record.duration_ms
+        group.call_ms += call_ms.get(record.correlation_id, 0.0)
+        group.blocking_calls += not record.asynchronous
+        if record.bytes < SMALL_COPY_BYTES:
+            group.small_calls += 1
+            group.small_bytes += record.bytes
+            group.small_gpu_ms += record.duration_ms
+    return sorted(groups.values(), key=lambda g: (-g.gpu_ms, g.direction, g.source))
+
+
+def trace_result(
+    program: Program,
+    outcome: Outcome,
+    recording: Recording,
+    device_index: int,
+    bandwidth: dict[str, Any],
+) -> Result:
+    """The trace as a Result: `report` and `diff` render it like any other command's."""
+    error = outcome.error
+    return Result(
+        command="trace",
+        parameters={
+            "program": program.label,
+            "arguments": list(program.arguments),
+            "device": device_index,
+        },
+        device=None,
+        measurements=measurements_from_records(recording.gpu, recording.api),
+        extra={
+            "gpu_name": recording.gpu_name,
+            "driver_version": recording.driver_version,
+            "exit_code": outcome.exit_code,
+            "error": "" if error is None else f"{type(error).__name__}: {error}",
+            "wall_s": outcome.wall_s,
+            "copies": [asdict(g) for g in copy_groups(recording.gpu, recording.api)],
+            "pinned_bandwidth": bandwidth,
+        },
+        timing=TimingInfo(
+            source="cupti",
+            note="CUPTI activity records of the whole program",
+            event_overhead_ms=None,
+            unified_memory=recording.unified_memory,
+            unified_memory_note=recording.unified_memory_note,
+        ),
+    )
+
+
+# -- this GPU's pinned bandwidth -------------------------------------------------------------
+
+
+def cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "memprof" / "pinned_bandwidth.json"
+
+
+def bandwidth_from_sweep(result: Result) -> dict[str, float]:
+    """GB/s of pinned HtoD and DtoH at the sweep's largest size (back-to-back throughput)."""
+    from memprof.formatting import bandwidth_gb_per_s
+
+    figures: dict[str, float] = {}
+    for direction in ("h2d", "d2h"):
+        copies = [
+            m
+            for m in result.measurements
+            if m.operation == direction and m.kind == "pinned" and m.group == "gpu"
+        ]
+        if not copies:
+            raise KeyError(f"no pinned {direction} copies in the sweep")
+        largest = max(copies, key=lambda m: m.bytes)
+        throughput = largest.throughput_stats
+        per_copy_ms = throughput.median_ms if throughput else largest.stats.median_ms
+        figures[f"{direction}_gb_per_s"] = bandwidth_gb_per_s(largest.bytes, per_copy_ms)
+        figures["bytes"] = largest.bytes
+    return figures
+
+
+def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
+    """Run memprof's own sweep of pinned copies at 64 MiB in a fresh process (a few seconds)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "sweep.json"
+        power = str(BANDWIDTH_PROBE_POWER)
+        command = [sys.executable, "-m", "memprof", "sweep", "--from", power, "--to", power]
+        command += ["--kinds", "pinned", "--repeat", "5", "--warmup", "1"]
+        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
+        package_root = str(Path(__file__).resolve().parent.parent)
+        python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+        completed = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": python_path},
+        )
+        if completed.returncode != 0 or not path.exists():
+            lines = (completed.stderr or completed.stdout).strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit code {completed.returncode}")
+        return bandwidth_from_sweep(Result.load(path))
+
+
+def pinned_bandwidth(
+    device_index: int, gpu_name: str, driver_version: str, mode: str, cache: Path | None = None
+) -> dict[str, Any]:
+    """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came from.
+
+    mode "cache": the cached figures, measured now if there are none; "measure": measured
+    now (and cached); "none": not measured (the advice then gives no pinned estimate).
+    """
+    if mode == "none":
+        return {"how": "not measured (--bandwidth none)"}
+    cache = cache or cache_path()
+    key = f"{gpu_name} | driver {driver_version}"
+    entries: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        entries = json.loads(cache.read_text())
+    if mode == "cache" and isinstance(entries.get(key), dict):
+        entry = entries[key]
+        return {**entry, "how": f"cached in {cache}, measured {entry.get('measured_at', '?')}"}
+    try:
+        figures = measure_pinned_bandwidth(device_index)
+    except Exception as error:
+        return {"how": f"not measured: memprof sweep failed ({error})"}
+    entry = {
+        **figures,
+        "gpu_name": gpu_name,
+        "driver_version": driver_version,
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({**entries, key: entry}, indent=1) + "\n")
+    return {**entry, "how": "measured now with memprof sweep (then cached)"}
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+@dataclass
+class TraceOptions:
+    device: int = 0
+    bandwidth: str = "cache"
+    json: Path | None = None
+    csv: Path | None = None
+    quiet: bool = False
+    no_color: bool = False
+
+
+def trace(program: Program, options: TraceOptions, collector: Collector | None = None) -> int:
+    """Trace the program, print its profile and advice, save it; the program's exit code.
+
+    memprof's own failures (no CUPTI, script missing, CUPTI refused) raise MemprofError
+    before the program starts; once it has started, everything it does passes through.
+    """
+    if options.bandwidth not in BANDWIDTH_MODES:
+        raise InvalidArgument(
+            f"--bandwidth {options.bandwidth!r}: choose from {', '.join(BANDWIDTH_MODES)}"
+        )
+    for option, path in (("--json", options.json), ("--csv", options.csv)):
+        if path is not None and not path.parent.is_dir():
+            raise InvalidArgument(f"{option} {path}: directory {path.parent} does not exist")
+    check_program(program)
+    collector = collector if collector is not None else CuptiCollector(options.device)
+    collector.start()
+    outcome = run_program(program)
+    if outcome.error is not None:
+        print_program_traceback(outcome.error)
+    recording = collector.finish()
+    bandwidth = pinned_bandwidth(
+        options.device, recording.gpu_name, recording.driver_version, options.bandwidth
+    )
+    result = trace_result(program, outcome, recording, options.device, bandwidth)
+    emit(result, options)
+    return outcome.exit_code
+
+
+def emit(result: Result, options: TraceOptions) -> None:
+    """Save JSON/CSV, and print the profile and advice on stderr (stdout is the program's)."""
+    from rich.console import Console
+
+    from memprof.export import write_csv
+    from memprof.render import render_result
+
+    if options.json is not None:
+        result.save(options.json)
+    if options.csv is not None:
+        write_csv([result], options.csv)
+    if options.quiet:
+        return
+    wide = sys.stderr.isatty() or "COLUMNS" in os.environ
+    console = Console(stderr=True, width=None if wide else 160, no_color=options.no_color)
+    render_result(result, console)
+    for path in (options.json, options.csv):
+        if path is not None:
+            console.print(f"saved {path}", style="dim", markup=False, highlight=False)

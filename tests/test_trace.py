@@ -1,0 +1,341 @@
+"""memprof trace without a GPU: records -> nvprof rows, copy groups, advice, rendering, cache.
+
+The records are small unit inputs built here (what CUPTI would deliver for a few copies),
+not recordings: they pin down the arithmetic and the names, not any GPU's figures.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memprof.activity import ApiRecord, GpuRecord
+from memprof.experiments import trace as trace_summary
+from memprof.export import csv_rows
+from memprof.formatting import format_ms
+from memprof.profile import profile_rows
+from memprof.results import Result
+from memprof.trace import (
+    CopyGroup,
+    Outcome,
+    Program,
+    Recording,
+    bandwidth_from_sweep,
+    copy_direction,
+    copy_groups,
+    measurements_from_records,
+    pinned_bandwidth,
+    trace_result,
+)
+from tests.conftest import load_fixture, render_text
+
+MiB, KiB = 1 << 20, 1 << 10
+
+
+def copy(
+    direction: str,
+    source: str,
+    destination: str,
+    nbytes: int,
+    duration_us: float,
+    start_us: float = 0.0,
+    asynchronous: bool = True,
+    correlation: int = 0,
+) -> GpuRecord:
+    start_ns = int(start_us * 1000)
+    return GpuRecord(
+        "memcpy",
+        direction,
+        start_ns,
+        start_ns + int(duration_us * 1000),
+        nbytes,
+        source,
+        destination,
+        asynchronous,
+        correlation,
+    )
+
+
+def program_records() -> tuple[list[GpuRecord], list[ApiRecord]]:
+    """3 blocking pageable HtoD of 4 MiB, 2 async pinned HtoD of 4 MiB, 4 pageable DtoH of
+    4 KiB, a memset, two kernel launches: and the driver calls that issued the copies."""
+    gpu = [
+        copy("HTOD", "pageable", "device", 4 * MiB, 250, i * 1000, False, 10 + i) for i in range(3)
+    ]
+    gpu += [
+        copy("HTOD", "pinned", "device", 4 * MiB, 80, 5000 + i * 100, True, 20 + i)
+        for i in range(2)
+    ]
+    gpu += [
+        copy("DTOH", "device", "pageable", 4 * KiB, 5, 6000 + i * 10, False, 30 + i)
+        for i in range(4)
+    ]
+    gpu.append(GpuRecord("memset", "memset", 7_000_000, 7_010_000, 32 * MiB))
+    gpu += [GpuRecord("kernel", "sumArrays", 8_000_000 + i, 8_020_000 + i) for i in range(2)]
+    api = [ApiRecord("cuMemcpyHtoD_v2", 0.3, 10 + i) for i in range(3)]
+    api += [ApiRecord("cuMemcpyHtoDAsync_v2", 0.004, 20 + i) for i in range(2)]
+    api += [ApiRecord("cuMemcpyDtoH_v2", 0.012, 30 + i) for i in range(4)]
+    api.append(ApiRecord("cuCtxCreate_v2", 100.0, 99))
+    return gpu, api
+
+
+def test_copy_directions_are_spelled_as_nvprof_did():
+    assert [copy_direction(k) for k in ("HTOD", "DTOH", "DTOD", "PTOP", "HTOH")] == [
+        "HtoD",
+        "DtoH",
+        "DtoD",
+        "PtoP",
+        "HtoH",
+    ]
+
+
+def test_profile_rows_name_both_memory_kinds_and_count_every_record():
+    gpu, api = program_records()
+    rows = {row.name: row for row in profile_rows(measurements_from_records(gpu, api))}
+    pageable = rows["[CUDA memcpy HtoD] pageable -> device"]
+    assert pageable.group == "GPU activities"
+    assert pageable.stats.count == 3
+    assert pageable.stats.total_ms == pytest.approx(0.75)
+    assert rows["[CUDA memcpy HtoD] pinned -> device"].stats.count == 2
+    assert rows["[CUDA memcpy DtoH] device -> pageable"].stats.count == 4
+    assert rows["[CUDA memset]"].stats.total_ms == pytest.approx(0.01)
+    assert rows["sumArrays"].stats.count == 2
+    assert rows["cuMemcpyHtoD_v2"].group == "API calls"
+    assert rows["cuMemcpyDtoH_v2"].stats.count == 4
+    gpu_total = 0.75 + 0.16 + 0.02 + 0.01 + 0.04
+    assert pageable.time_fraction == pytest.approx(0.75 / gpu_total)
+
+
+def test_copies_of_one_name_stay_apart_by_size_for_diff():
+    gpu = [copy("HTOD", "pinned", "device", size, 10) for size in (4 * KiB, 4 * MiB, 4 * MiB)]
+    measurements = measurements_from_records(gpu, [])
+    assert sorted((m.bytes, len(m.samples_ms)) for m in measurements) == [
+        (4 * KiB, 1),
+        (4 * MiB, 2),
+    ]
+    assert {m.operation for m in measurements} == {"htod"}
+
+
+def test_copy_groups_join_each_copy_with_the_call_that_issued_it():
+    gpu, api = program_records()
+    groups = {(g.direction, g.source, g.destination): g for g in copy_groups(gpu, api)}
+    pageable = groups["HtoD", "pageable", "device"]
+    assert (pageable.calls, pageable.bytes, pageable.blocking_calls) == (3, 12 * MiB, 3)
+    assert pageable.gpu_ms == pytest.approx(0.75)
+    assert pageable.call_ms == pytest.approx(0.9)
+    assert pageable.small_calls == 0
+    pinned = groups["HtoD", "pinned", "device"]
+    assert pinned.blocking_calls == 0
+    small = groups["DtoH", "device", "pageable"]
+    assert (small.small_calls, small.small_bytes) == (4, 16 * KiB)
+    assert small.small_gpu_ms == pytest.approx(0.02)
+    assert small.host_kind == "pageable"
+    assert next(iter(groups)) == ("HtoD", "pageable", "device")  # largest GPU time first
+
+
+def test_a_copy_of_exactly_64_kib_is_not_small():
+    gpu = [copy("HTOD", "pinned", "device", size, 2) for size in (64 * KiB - 1, 64 * KiB)]
+    (group,) = copy_groups(gpu, [])
+    assert (group.calls, group.small_calls, group.small_bytes) == (2, 1, 64 * KiB - 1)
+
+
+BANDWIDTH = {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 40.0, "bytes": 64 * MiB, "how": "test"}
+
+
+def test_pageable_advice_estimates_pinned_time_at_the_measured_bandwidth():
+    group = CopyGroup("HtoD", "pageable", "device", 10, 1_000_000_000, 60.0, 70.0, 10)
+    (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
+    assert line.startswith("10 pageable HtoD copies moved 953.7 MiB in 60.000ms on the GPU")
+    assert "their calls held the host 70.000ms" in line
+    assert f"about {format_ms(20.0)} at this GPU's 50.0 GB/s" in line  # 1e9 B / 50e9 B/s
+    dtoh = CopyGroup("DtoH", "device", "pageable", 1, 1_000_000_000, 60.0)
+    assert (
+        f"about {format_ms(25.0)} at this GPU's 40.0 GB/s"
+        in (trace_summary.pageable_advice([dtoh], BANDWIDTH)[0])
+    )
+
+
+def test_pageable_advice_does_not_promise_what_pinned_memory_cannot_give():
+    fast = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, 19.0)
+    (line,) = trace_summary.pageable_advice([fast], BANDWIDTH)
+    assert "would not speed them up" in line
+    assert "would take" not in line
+    (unknown,) = trace_summary.pageable_advice([fast], {"how": "not measured (--bandwidth none)"})
+    assert "unknown (not measured (--bandwidth none))" in unknown
+    pinned = CopyGroup("HtoD", "pinned", "device", 1, MiB, 1.0)
+    device = CopyGroup("DtoD", "device", "device", 1, MiB, 1.0)
+    assert trace_summary.pageable_advice([pinned, device], BANDWIDTH) == []
+
+
+def test_pageable_advice_leaves_small_copies_to_the_latency_advice():
+    only_small = CopyGroup(
+        "DtoH", "device", "pageable", 4, 16 * KiB, 0.02, 0.05, 4, 4, 16 * KiB, 0.02
+    )
+    assert trace_summary.pageable_advice([only_small], BANDWIDTH) == []
+    mixed = CopyGroup(
+        "HtoD",
+        "pageable",
+        "device",
+        12,
+        1_000_000_000 + 40 * KiB,
+        60.05,
+        80.0,
+        12,
+        10,
+        40 * KiB,
+        0.05,
+    )
+    (line,) = trace_summary.pageable_advice([mixed], BANDWIDTH)
+    assert line.startswith("2 pageable HtoD copies of 64 KiB or more moved 953.7 MiB in 60.000ms")
+    assert f"about {format_ms(20.0)}" in line
+    assert "held the host" not in line  # the call time is not split by size
+
+
+def test_small_copy_advice_counts_only_copies_under_64_kib():
+    gpu, api = program_records()
+    (line,) = trace_summary.small_copy_advice(copy_groups(gpu, api), BANDWIDTH)
+    assert line.startswith("4 copies under 64 KiB (4 DtoH device -> pageable) moved 16 KiB")
+    assert f"in {format_ms(0.02)} on the GPU, {format_ms(0.005)} each" in line
+    assert "against 50.0 GB/s for large pinned copies" in line
+    large = [CopyGroup("HtoD", "pinned", "device", 1, MiB, 1.0)]
+    assert trace_summary.small_copy_advice(large, BANDWIDTH) == []
+
+
+def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
+    groups = [
+        CopyGroup("HtoD", "pageable", "device", calls=5, blocking_calls=2),  # 3 async, staged
+        CopyGroup("DtoD", "device", "device", calls=4, blocking_calls=4),
+        CopyGroup("HtoD", "pinned", "device", calls=7, blocking_calls=0),
+    ]
+    (line,) = trace_summary.blocking_advice(groups)
+    assert line.startswith("9 copies blocked the host")
+    assert "6 made with synchronous calls" in line
+    assert "3 asynchronous calls from or to pageable memory" in line
+    assert trace_summary.blocking_advice(groups[2:]) == []
+
+
+def test_unified_memory_advice_only_when_pages_moved():
+    assert trace_summary.unified_memory_advice(None) == []
+    zeros = dict.fromkeys(
+        ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"), 0
+    )
+    assert trace_summary.unified_memory_advice(zeros) == []
+    moved = {
+        **zeros,
+        "BYTES_TRANSFER_HTOD": 4 * MiB,
+        "GPU_PAGE_FAULT": 12,
+        "CPU_PAGE_FAULT_COUNT": 3,
+    }
+    (line,) = trace_summary.unified_memory_advice(moved)
+    assert "migrated 4 MiB to the GPU and 0 B back on 12 GPU page-fault groups and 3 CPU" in line
+    prefetched = {**zeros, "BYTES_TRANSFER_DTOH": MiB}  # migrated back without a GPU fault
+    assert "and 1 MiB back on 0 GPU" in trace_summary.unified_memory_advice(prefetched)[0]
+
+
+def test_nothing_to_advise_is_said_once():
+    pinned = [CopyGroup("HtoD", "pinned", "device", 1, MiB, 0.02)]
+    (line,) = trace_summary.advice(pinned, BANDWIDTH, None)
+    assert line.startswith("No copy from pageable memory")
+
+
+def recorded_trace(unified_memory: dict | None = None, error: BaseException | None = None):
+    gpu, api = program_records()
+    recording = Recording(gpu, api, unified_memory, None, "NVIDIA H200", "580.159.04")
+    outcome = Outcome(3 if error is None else 1, error, 1.25)
+    program = Program("examples/program.py", None, ("--size", "4"))
+    return trace_result(program, outcome, recording, 0, BANDWIDTH)
+
+
+def test_trace_renders_as_nvprof_with_the_copies_and_advice():
+    text = render_text(recorded_trace())
+    assert "Profiling result:" in text
+    lines = text.splitlines()
+    first_gpu = next(line for line in lines if line.startswith("GPU activities:"))
+    assert first_gpu.endswith("[CUDA memcpy HtoD] pageable -> device")
+    assert any(line.startswith("API calls:") and "cuCtxCreate_v2" in line for line in lines)
+    assert "HtoD pageable -> device" in text  # the copies table
+    assert "examples/program.py exited with code 3 after 1.250 s on NVIDIA H200" in text
+    assert "3 pageable HtoD copies moved 12 MiB" in text
+    assert "Unified Memory" not in text  # no counters: no section
+    zeros = dict.fromkeys(
+        ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"), 0
+    )
+    assert "Unified Memory" not in render_text(recorded_trace(zeros))  # counters all zero
+
+
+def test_unified_memory_section_appears_when_counters_are_non_zero():
+    counters = {
+        "BYTES_TRANSFER_HTOD": 8 * MiB,
+        "BYTES_TRANSFER_DTOH": 0,
+        "GPU_PAGE_FAULT": 7,
+        "CPU_PAGE_FAULT_COUNT": 0,
+    }
+    text = render_text(recorded_trace(counters))
+    assert "Unified Memory profiling result" in text
+    row = next(line for line in text.splitlines() if "GPU Page Fault Groups" in line)
+    assert row.split()[-1] == "7"
+    assert "Managed memory migrated 8 MiB to the GPU" in text
+
+
+def test_a_failed_program_is_named_with_its_exception():
+    text = render_text(recorded_trace(error=ValueError("bad input")))
+    assert "raised ValueError: bad input (exit code 1)" in text
+
+
+def test_trace_results_survive_json_and_csv():
+    result = recorded_trace()
+    loaded = Result.from_json(result.to_json())
+    assert trace_summary.summarize(loaded) == trace_summary.summarize(result)
+    rows = csv_rows(loaded)
+    assert {row["name"] for row in rows} >= {"[CUDA memcpy HtoD] pageable -> device"}
+    assert sum(row["calls"] for row in rows if row["group"] == "gpu") == 12
+
+
+def test_a_malformed_copy_group_is_one_clear_error():
+    result = recorded_trace()
+    result.extra["copies"][0].pop("calls")
+    with pytest.raises(Exception, match="copy group is malformed"):
+        trace_summary.summarize(result)
+
+
+def test_pinned_bandwidth_comes_from_memprof_sweep_at_its_largest_size():
+    figures = bandwidth_from_sweep(load_fixture("sweep"))
+    assert figures["bytes"] == 256 * MiB
+    assert 40 < figures["h2d_gb_per_s"] < 70  # the H200's PCIe Gen5 x16 plateau
+    assert 40 < figures["d2h_gb_per_s"] < 70
+
+
+def test_pinned_bandwidth_is_measured_once_per_gpu_and_driver(tmp_path, monkeypatch):
+    calls = []
+
+    def measure(device_index: int) -> dict:
+        calls.append(device_index)
+        return {"h2d_gb_per_s": 51.0, "d2h_gb_per_s": 52.0, "bytes": 64 * MiB}
+
+    monkeypatch.setattr("memprof.trace.measure_pinned_bandwidth", measure)
+    cache = tmp_path / "memprof" / "pinned_bandwidth.json"
+    first = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", cache)
+    assert first["how"].startswith("measured now")
+    second = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", cache)
+    assert second["h2d_gb_per_s"] == 51.0 and second["how"].startswith("cached in")
+    assert len(calls) == 1
+    pinned_bandwidth(0, "NVIDIA H200", "590.2", "cache", cache)  # another driver
+    pinned_bandwidth(1, "NVIDIA H200", "580.1", "measure", cache)  # asked to measure
+    assert calls == [0, 0, 1]
+    assert len(json.loads(cache.read_text())) == 2
+    assert pinned_bandwidth(0, "NVIDIA H200", "580.1", "none", cache) == {
+        "how": "not measured (--bandwidth none)"
+    }
+
+
+def test_a_failed_bandwidth_measurement_says_why(tmp_path, monkeypatch):
+    def fail(device_index: int) -> dict:
+        raise RuntimeError("memprof: error: PyCUDA is not installed")
+
+    monkeypatch.setattr("memprof.trace.measure_pinned_bandwidth", fail)
+    figures = pinned_bandwidth(0, "GPU", "1", "cache", tmp_path / "cache.json")
+    assert figures == {
+        "how": "not measured: memprof sweep failed (memprof: error: PyCUDA is not installed)"
+    }
+    assert not (tmp_path / "cache.json").exists()

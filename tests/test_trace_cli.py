@@ -1,0 +1,162 @@
+"""`memprof trace` on the command line without a GPU: arguments, errors, and the program's
+exit code, output, exceptions and Ctrl-C passing through (CUPTI replaced by a fake collector)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof import trace as tracing
+from memprof.cli import app
+from memprof.errors import InvalidArgument
+from memprof.results import Result
+from tests.test_trace import program_records
+
+runner = CliRunner()
+
+
+class FakeCollector:
+    """Stands in for CUPTI: records nothing itself, hands back fixed records."""
+
+    started = 0
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+
+    def start(self) -> None:
+        FakeCollector.started += 1
+
+    def finish(self) -> tracing.Recording:
+        gpu, api = program_records()
+        return tracing.Recording(gpu, api, None, "no counters here", "Fake GPU", "1.0")
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    FakeCollector.started = 0
+    monkeypatch.setattr(tracing, "CuptiCollector", FakeCollector)
+    return FakeCollector
+
+
+def script(tmp_path: Path, body: str, name: str = "program.py") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def invoke(*arguments: str):
+    return runner.invoke(app, ["trace", "--bandwidth", "none", *arguments])
+
+
+def test_targets_parse_as_python_takes_them():
+    assert tracing.parse_target(["a.py", "-x", "--json", "y"], None) == tracing.Program(
+        "a.py", None, ("-x", "--json", "y")
+    )
+    assert tracing.parse_target(["1", "2"], "pkg.tool") == tracing.Program(
+        None, "pkg.tool", ("1", "2")
+    )
+    with pytest.raises(InvalidArgument, match="name the program"):
+        tracing.parse_target([], None)
+
+
+def test_a_missing_script_is_one_line_before_cupti_starts(tmp_path, fake_cupti):
+    result = invoke(str(tmp_path / "absent.py"))
+    assert result.exit_code == 2
+    assert (
+        result.output.strip()
+        == f"memprof: error: cannot open {tmp_path / 'absent.py'}: no such file"
+    )
+    assert fake_cupti.started == 0
+
+
+def test_a_missing_module_is_one_line(fake_cupti):
+    result = runner.invoke(app, ["trace", "-m", "no_such_module_here"])
+    assert result.exit_code == 2
+    assert "no module named no_such_module_here" in result.output
+    assert fake_cupti.started == 0
+
+
+def test_exit_code_output_and_arguments_pass_through(tmp_path, fake_cupti):
+    seen = tmp_path / "argv.txt"
+    program = script(
+        tmp_path,
+        "import sys\n"
+        f"open({str(seen)!r}, 'w').write(repr(sys.argv))\n"
+        "print('program output')\n"
+        "raise SystemExit(3)\n",
+    )
+    saved_argv = sys.argv[:]
+    result = invoke(str(program), "--json", "x.json", "-q")
+    assert result.exit_code == 3, result.output
+    assert seen.read_text() == repr([str(program), "--json", "x.json", "-q"])
+    assert result.stdout == "program output\n"  # the profile goes to stderr
+    assert "Profiling result:" in result.stderr
+    assert f"{program} exited with code 3" in " ".join(result.stderr.split())
+    assert not Path("x.json").exists()
+    assert sys.argv == saved_argv
+    assert fake_cupti.started == 1
+
+
+def test_a_program_that_ends_normally_exits_0_and_a_message_exits_1(tmp_path, fake_cupti):
+    assert invoke(str(script(tmp_path, "x = 1\n"))).exit_code == 0
+    result = invoke(str(script(tmp_path, "import sys\nsys.exit('giving up')\n", "msg.py")))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("giving up\n")
+
+
+def test_an_exception_prints_the_programs_traceback_then_the_profile(tmp_path, fake_cupti):
+    program = script(tmp_path, "def load():\n    raise ValueError('bad input')\n\nload()\n")
+    result = invoke(str(program))
+    assert result.exit_code == 1
+    stderr = result.stderr
+    assert stderr.startswith("Traceback (most recent call last):\n")
+    assert f'File "{program}", line 4, in <module>' in stderr
+    assert "ValueError: bad input" in stderr
+    assert "runpy" not in stderr and "memprof" not in stderr.split("ValueError")[0]
+    assert stderr.index("ValueError: bad input") < stderr.index("Profiling result:")
+
+
+def test_ctrl_c_in_the_program_ends_with_130_after_the_profile(tmp_path, fake_cupti):
+    result = invoke(str(script(tmp_path, "raise KeyboardInterrupt\n")))
+    assert result.exit_code == 130
+    assert "KeyboardInterrupt" in result.stderr
+    assert "Profiling result:" in result.stderr
+
+
+def test_a_module_runs_with_the_working_directory_on_its_path(tmp_path, fake_cupti, monkeypatch):
+    script(tmp_path, "HELPER = 'found'\n", "tracehelper.py")
+    script(
+        tmp_path,
+        "import sys\nfrom tracehelper import HELPER\nprint(HELPER, sys.argv[1:])\n",
+        "tracemain.py",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # find_spec looks before the run
+    result = runner.invoke(app, ["trace", "--bandwidth", "none", "-m", "tracemain", "a", "-b"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "found ['a', '-b']\n"
+
+
+def test_a_script_imports_its_neighbours(tmp_path, fake_cupti):
+    script(tmp_path, "VALUE = 42\n", "neighbour_for_trace.py")
+    program = script(tmp_path, "from neighbour_for_trace import VALUE\nprint(VALUE)\n")
+    result = invoke(str(program))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "42\n"
+    assert str(tmp_path) not in sys.path  # put back afterwards
+
+
+def test_json_of_a_trace_renders_again_with_report(tmp_path, fake_cupti):
+    saved = tmp_path / "trace.json"
+    program = script(tmp_path, "pass\n")
+    assert invoke("--json", str(saved), "-q", str(program)).exit_code == 0
+    result = Result.load(saved)
+    assert result.command == "trace"
+    assert result.extra["gpu_name"] == "Fake GPU"
+    report = runner.invoke(app, ["report", str(saved)])
+    assert report.exit_code == 0, report.output
+    assert "[CUDA memcpy HtoD] pageable -> device" in report.output
+    assert runner.invoke(app, ["diff", str(saved), str(saved)]).exit_code == 0
