@@ -82,3 +82,15 @@ def test_trace_passes_the_exit_code_through_on_the_gpu(tmp_path):
     completed, result = trace(tmp_path, "--bandwidth", "none", str(program))
     assert completed.returncode == 5
     assert result.extra["exit_code"] == 5
+
+
+def test_managed_memory_faults_fill_the_unified_memory_section(tmp_path):
+    completed, result = trace(tmp_path, "--bandwidth", "none", "examples/managed_touch.py")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert program_report(completed)["correct"]
+    counters = result.timing.unified_memory
+    assert counters is not None, result.timing.unified_memory_note
+    assert counters["BYTES_TRANSFER_HTOD"] >= 64 << 20
+    assert counters["GPU_PAGE_FAULT"] > 0
+    assert "Unified Memory profiling result" in completed.stderr
+    assert "Managed memory migrated" in completed.stderr
