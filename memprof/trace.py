@@ -82,6 +82,15 @@ def check_program(program: Program) -> None:
         raise InvalidArgument(f"cannot run -m {program.module}: no module named {program.module}")
 
 
+@dataclass(frozen=True)
+class TraceParams:
+    """What was traced, as a Result's parameters: the program, its arguments, the device."""
+
+    program: str = ""
+    arguments: tuple[str, ...] = ()
+    device: int = 0
+
+
 @dataclass
 class Outcome:
     """How the program ended: the exit code `python` would have returned, and why."""
@@ -152,7 +161,7 @@ class Recording:
 
     gpu: list[GpuRecord]
     api: list[ApiRecord]
-    unified_memory: dict[str, int] | None = None
+    unified_memory: dict[str, dict[str, float]] | None = None  # ActivityLog's totals
     unified_memory_note: str | None = None
     gpu_name: str = ""
     driver_version: str = ""
@@ -377,11 +386,7 @@ def trace_result(
     error = outcome.error
     return Result(
         command="trace",
-        parameters={
-            "program": program.label,
-            "arguments": list(program.arguments),
-            "device": device_index,
-        },
+        parameters=asdict(TraceParams(program.label, program.arguments, device_index)),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
         extra={
@@ -390,7 +395,7 @@ def trace_result(
             "exit_code": outcome.exit_code,
             "error": "" if error is None else f"{type(error).__name__}: {error}",
             "wall_s": outcome.wall_s,
-            "copies": [asdict(g) for g in copy_groups(recording.gpu, recording.api)],
+            "copies": copy_groups(recording.gpu, recording.api),
             "pinned_bandwidth": bandwidth,
         },
         timing=TimingInfo(

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from memprof.activity import ApiRecord, GpuRecord
+from memprof.errors import InvalidArgument
 from memprof.experiments import trace as trace_summary
 from memprof.export import csv_rows
 from memprof.formatting import format_ms
@@ -215,21 +216,32 @@ def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
     assert trace_summary.blocking_advice(groups[2:]) == []
 
 
+def counters(**values: tuple[int, int]) -> dict[str, dict[str, float]]:
+    """ActivityLog.unified_memory_totals' shape: counter -> (records, total value)."""
+    names = ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT")
+    shaped = {}
+    for name in names:
+        count, total = values.get(name, (0, 0))
+        largest = total // count if count else 0  # every record the same size
+        shaped[name] = {
+            "count": count,
+            "total": total,
+            "min": largest,
+            "max": largest,
+            "time_ms": 0.1 * count,
+        }
+    return shaped
+
+
 def test_unified_memory_advice_only_when_pages_moved():
     assert trace_summary.unified_memory_advice(None) == []
-    zeros = dict.fromkeys(
-        ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"), 0
+    assert trace_summary.unified_memory_advice(counters()) == []
+    moved = counters(
+        BYTES_TRANSFER_HTOD=(2, 4 * MiB), GPU_PAGE_FAULT=(12, 40), CPU_PAGE_FAULT_COUNT=(3, 3)
     )
-    assert trace_summary.unified_memory_advice(zeros) == []
-    moved = {
-        **zeros,
-        "BYTES_TRANSFER_HTOD": 4 * MiB,
-        "GPU_PAGE_FAULT": 12,
-        "CPU_PAGE_FAULT_COUNT": 3,
-    }
     (line,) = trace_summary.unified_memory_advice(moved)
     assert "migrated 4 MiB to the GPU and 0 B back on 12 GPU page-fault groups and 3 CPU" in line
-    prefetched = {**zeros, "BYTES_TRANSFER_DTOH": MiB}  # migrated back without a GPU fault
+    prefetched = counters(BYTES_TRANSFER_DTOH=(1, MiB))  # migrated back without a GPU fault
     assert "and 1 MiB back on 0 GPU" in trace_summary.unified_memory_advice(prefetched)[0]
 
 
@@ -258,24 +270,19 @@ def test_trace_renders_as_nvprof_with_the_copies_and_advice():
     assert "examples/program.py exited with code 3 after 1.250 s on NVIDIA H200" in text
     assert "3 pageable HtoD copies moved 12 MiB" in text
     assert "Unified Memory" not in text  # no counters: no section
-    zeros = dict.fromkeys(
-        ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT"), 0
-    )
-    assert "Unified Memory" not in render_text(recorded_trace(zeros))  # counters all zero
+    assert "Unified Memory" not in render_text(recorded_trace(counters()))  # all zero
 
 
 def test_unified_memory_section_appears_when_counters_are_non_zero():
-    counters = {
-        "BYTES_TRANSFER_HTOD": 8 * MiB,
-        "BYTES_TRANSFER_DTOH": 0,
-        "GPU_PAGE_FAULT": 7,
-        "CPU_PAGE_FAULT_COUNT": 0,
-    }
-    text = render_text(recorded_trace(counters))
+    moved = counters(BYTES_TRANSFER_HTOD=(4, 8 * MiB), GPU_PAGE_FAULT=(7, 30))
+    text = render_text(recorded_trace(moved))
     assert "Unified Memory profiling result" in text
-    row = next(line for line in text.splitlines() if "GPU Page Fault Groups" in line)
-    assert row.split()[-1] == "7"
+    row = next(line for line in text.splitlines() if "Gpu page fault groups" in line)
+    assert row.split()[0] == "7"
+    assert "Total CPU Page faults: 0" in text
     assert "Managed memory migrated 8 MiB to the GPU" in text
+    only_cpu = render_text(recorded_trace(counters(CPU_PAGE_FAULT_COUNT=(5, 5))))
+    assert "Total CPU Page faults: 5" in only_cpu
 
 
 def test_a_failed_program_is_named_with_its_exception():
@@ -292,11 +299,13 @@ def test_trace_results_survive_json_and_csv():
     assert sum(row["calls"] for row in rows if row["group"] == "gpu") == 12
 
 
-def test_a_malformed_copy_group_is_one_clear_error():
-    result = recorded_trace()
-    result.extra["copies"][0].pop("calls")
-    with pytest.raises(Exception, match="copy group is malformed"):
-        trace_summary.summarize(result)
+def test_a_malformed_copy_group_is_one_clear_error(tmp_path):
+    data = json.loads(recorded_trace().to_json())
+    data["extra"]["copies"][0]["calls"] = "many"
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match=r"extra\.copies\[0\]"):
+        Result.load(path)
 
 
 def test_pinned_bandwidth_comes_from_memprof_sweep_at_its_largest_size():

@@ -8,34 +8,33 @@ and `diff` show traces saved on the GPU machine.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
-from memprof.errors import InvalidArgument
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.results import Result
+from memprof.profile import UNIFIED_MEMORY_HEADERS, unified_memory_rows
+from memprof.results import NonNegative, Result
 from memprof.summary import Summary, Table
-from memprof.trace import SMALL_COPY_BYTES, CopyGroup
+from memprof.trace import SMALL_COPY_BYTES, CopyGroup, TraceParams
 
-UNIFIED_MEMORY_ROWS = (
-    ("BYTES_TRANSFER_HTOD", "Host To Device", "bytes"),
-    ("BYTES_TRANSFER_DTOH", "Device To Host", "bytes"),
-    ("GPU_PAGE_FAULT", "GPU Page Fault Groups", "count"),
-    ("CPU_PAGE_FAULT_COUNT", "CPU Page Faults", "count"),
-)
+PARAMS = TraceParams
+EXTRA_FIELDS = {
+    "gpu_name": str,
+    "driver_version": str,
+    "exit_code": int,
+    "error": str,  # the uncaught exception, "" if none
+    "wall_s": NonNegative,
+    "copies": list[CopyGroup],
+    "pinned_bandwidth": dict[str, str | float],  # GB/s by direction, bytes, and how measured
+}
+UnifiedMemory = dict[str, dict[str, float]]
+
 DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
 
 
 def copies_of(result: Result) -> list[CopyGroup]:
-    """The copy groups saved in a trace Result, checked field by field."""
-    names = {f.name for f in fields(CopyGroup)}
-    groups = []
-    for entry in result.extra.get("copies", []):
-        if not isinstance(entry, dict) or set(entry) != names:
-            raise InvalidArgument(f"trace result: a copy group is malformed: {entry!r}")
-        groups.append(CopyGroup(**entry))
-    return groups
+    """The copy groups of a trace (checked against CopyGroup when a file is loaded)."""
+    return list(result.extra.get("copies", []))
 
 
 def pinned_gb_per_s(bandwidth: dict[str, Any] | None, direction: str) -> float | None:
@@ -134,12 +133,20 @@ def blocking_advice(copies: list[CopyGroup]) -> list[str]:
     ]
 
 
-def unified_memory_advice(totals: dict[str, int] | None) -> list[str]:
+def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
     """Managed memory that migrated on demand: faults on first touch, page group by page group."""
-    if not totals:
+    if not counters:
         return []
-    to_gpu, to_host = totals.get("BYTES_TRANSFER_HTOD", 0), totals.get("BYTES_TRANSFER_DTOH", 0)
-    gpu_faults, cpu_faults = totals.get("GPU_PAGE_FAULT", 0), totals.get("CPU_PAGE_FAULT_COUNT", 0)
+
+    def counter(name: str, key: str) -> int:
+        return int(counters.get(name, {}).get(key, 0))
+
+    to_gpu, to_host = (
+        counter("BYTES_TRANSFER_HTOD", "total"),
+        counter("BYTES_TRANSFER_DTOH", "total"),
+    )
+    gpu_faults = counter("GPU_PAGE_FAULT", "count")  # one record per fault group
+    cpu_faults = counter("CPU_PAGE_FAULT_COUNT", "count")  # one record per fault
     if not (gpu_faults or cpu_faults or to_gpu or to_host):
         return []
     return [
@@ -154,7 +161,7 @@ def unified_memory_advice(totals: dict[str, int] | None) -> list[str]:
 def advice(
     copies: list[CopyGroup],
     bandwidth: dict[str, Any] | None,
-    unified_memory: dict[str, int] | None,
+    unified_memory: UnifiedMemory | None,
 ) -> list[str]:
     """Every piece of advice the trace supports, or a line saying there is none."""
     lines = (
@@ -202,18 +209,23 @@ def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> T
     return table
 
 
-def unified_memory_table(totals: dict[str, int] | None) -> Table | None:
+def unified_memory_table(counters: UnifiedMemory | None) -> Table | None:
     """nvprof's Unified Memory section, where CUPTI's counters saw any migration or fault."""
-    if not totals or not any(totals.get(key, 0) for key, _, _ in UNIFIED_MEMORY_ROWS):
+    if not counters:
+        return None
+    rows, cpu_faults_line = unified_memory_rows(counters)
+    if not rows and cpu_faults_line.endswith(" 0"):
         return None
     table = Table(
         "Unified Memory profiling result",
-        ["Name", "Total"],
-        notes=["CUPTI's unified-memory counters over the whole program, on the traced device."],
+        list(UNIFIED_MEMORY_HEADERS),
+        notes=[
+            cpu_faults_line,
+            "CUPTI's unified-memory counters over the whole program, on the traced device.",
+        ],
     )
-    for key, name, unit in UNIFIED_MEMORY_ROWS:
-        value = int(totals.get(key, 0))
-        table.add_row(name, format_bytes(value) if unit == "bytes" else str(value))
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

@@ -90,7 +90,7 @@ def test_managed_memory_faults_fill_the_unified_memory_section(tmp_path):
     assert program_report(completed)["correct"]
     counters = result.timing.unified_memory
     assert counters is not None, result.timing.unified_memory_note
-    assert counters["BYTES_TRANSFER_HTOD"] >= 64 << 20
-    assert counters["GPU_PAGE_FAULT"] > 0
+    assert counters["BYTES_TRANSFER_HTOD"]["total"] >= 64 << 20
+    assert counters["GPU_PAGE_FAULT"]["count"] > 0
     assert "Unified Memory profiling result" in completed.stderr
     assert "Managed memory migrated" in completed.stderr
