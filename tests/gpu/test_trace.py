@@ -70,8 +70,8 @@ def test_trace_holds_exactly_the_copies_the_program_made(tmp_path, example, libr
     assert "[CUDA memcpy HtoD] pageable -> device" in completed.stderr
     assert result.extra["gpu_name"]
     assert any(m.group == "api" for m in result.measurements)
-    pageable = [c for c in result.extra["copies"] if c["source"] == "pageable"]
-    assert pageable and all(c["calls"] > 0 for c in pageable)
+    pageable = [c for c in result.extra["copies"] if c.source == "pageable"]
+    assert pageable and all(c.calls > 0 for c in pageable)
 
 
 def test_trace_passes_the_exit_code_through_on_the_gpu(tmp_path):
