@@ -1,29 +1,31 @@
 """The `memprof` command line: parse and validate, run one experiment in a GPU session, render.
 
-Every failure memprof can explain ends as one line on stderr and a documented exit
-code (see `memprof --help`); Ctrl-C frees everything and exits with 130.
+Every way a command can end is decided in one place (`MemprofGroup.main`): one line on
+stderr at most and a documented exit code (ExitCode). Option defaults come from the
+experiments' Params dataclasses, so the command line and the experiments cannot drift.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typer.core import TyperGroup
 
 from memprof import __version__
-from memprof.errors import ExitCode, InvalidArgument, MemprofError, VerificationFailed
+from memprof.__main__ import caused_by_ctrl_c
+from memprof.console import prepare_streams, print_error, print_note, silence_closed_stdout
+from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import EXPERIMENTS, run_experiment
 from memprof.experiments.alloc import AllocParams
-from memprof.experiments.common import MAX_POWER, MIN_POWER
+from memprof.experiments.common import FLOAT32_BYTES, MAX_POWER, MIN_POWER
 from memprof.experiments.compare import CompareParams
 from memprof.experiments.device import DeviceParams
 from memprof.experiments.info import InfoParams
@@ -34,28 +36,102 @@ from memprof.experiments.streams import StreamsParams
 from memprof.experiments.sweep import SWEEP_KINDS, SweepParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
-from memprof.experiments.zerocopy import SEED_SWEEP_POWERS, ZeroCopyParams
+from memprof.experiments.zerocopy import ZeroCopyParams
+from memprof.formatting import format_bytes
+from memprof.output import Output, emit, emit_diff
 from memprof.results import Result
+
+try:  # typer 0.2x and later carry their own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # older typer: click itself
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+ClickException = click_exceptions.ClickException
+NoArgsIsHelp = getattr(click_exceptions, "NoArgsIsHelpError", ())
+ExitRequests = (typer.Exit, getattr(click_exceptions, "Exit", typer.Exit))
+Aborts = (typer.Abort, getattr(click_exceptions, "Abort", typer.Abort))
+
+INTERRUPTED = "interrupted: everything memprof allocated was freed"
+MAX_KERNEL_MS = 10_000.0
+
+
+class MemprofGroup(TyperGroup):
+    """Typer's group, ending every command in one place: an exit code and at most one line."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        code = run_command(self, sys.argv[1:] if args is None else list(args), prog_name, extra)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra: dict) -> int:
+    """Run the command line; every outcome becomes an exit code and at most one stderr line."""
+    prepare_streams()
+    try:
+        with group.make_context(prog_name or "memprof", args, **extra) as context:
+            group.invoke(context)
+        return ExitCode.OK
+    except ExitRequests as request:  # --help, --version, and typer.Exit
+        return request.exit_code
+    except NoArgsIsHelp as error:  # `memprof` alone: the help, as asked for
+        typer.echo(error.format_message())
+        return ExitCode.OK
+    except ClickException as error:  # unknown option, missing argument, bad value...
+        command = getattr(error.ctx, "command_path", None) if hasattr(error, "ctx") else None
+        hint = f" (see '{command} --help')" if command else ""
+        print_error(f"{error.format_message()}{hint}")
+        return error.exit_code
+    except MemprofError as error:
+        print_error(str(error))
+        return error.exit_code
+    except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
+        silence_closed_stdout()
+        return ExitCode.OK
+    except (KeyboardInterrupt, *Aborts):
+        print_error(INTERRUPTED)
+        return ExitCode.INTERRUPTED
+    except Exception as error:
+        if caused_by_ctrl_c(error):
+            print_error(INTERRUPTED)
+            return ExitCode.INTERRUPTED
+        cuda = sys.modules.get("pycuda.driver")
+        if cuda is not None and isinstance(error, cuda.Error):
+            print_error(f"CUDA driver error: {str(error).strip()}")
+            return ExitCode.CHECK_FAILED
+        if os.environ.get("MEMPROF_DEBUG"):
+            raise
+        print_error(
+            f"internal error, a bug in memprof: {type(error).__name__}: {error} "
+            "(MEMPROF_DEBUG=1 shows where)"
+        )
+        return ExitCode.INTERNAL
+
 
 app = typer.Typer(
     name="memprof",
+    cls=MemprofGroup,
     help=(
         "Measure what each kind of CUDA memory really costs on your GPU, with nvprof-style "
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
         "4 MiB). Times are CUDA events (GPU work) or the host clock (API calls); bandwidth is "
         "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
         "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, "
-        "130 interrupted."
+        "4 out of memory, 5 the run was shown but --json/--csv could not be saved, "
+        "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,
     add_completion=False,
-    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
 )
-
-# Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
-_PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
-stderr = Console(stderr=True)
 
 
 def in_range(low: int, high: int) -> Callable[[int | None], int | None]:
@@ -70,6 +146,17 @@ def in_range(low: int, high: int) -> Callable[[int | None], int | None]:
 
 
 power_range = in_range(MIN_POWER, MAX_POWER)
+POWER_HELP = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
+
+
+def power_help(default: int) -> str:
+    """--power's help, naming what the default size is in bytes."""
+    return f"{POWER_HELP} ({default} = {format_bytes(FLOAT32_BYTES << default)})."
+
+
+def powers_text(powers: Sequence[int]) -> str:
+    return f"2^{min(powers)} to 2^{max(powers)} floats"
+
 
 DeviceOption = Annotated[
     int,
@@ -116,22 +203,6 @@ NoColorOption = Annotated[
         "--no-color", help="No colours (off anyway when not a terminal or NO_COLOR is set)."
     ),
 ]
-
-
-@dataclass(frozen=True)
-class Output:
-    """Where a command's Result goes: the terminal, JSON, CSV."""
-
-    json: Path | None = None
-    csv: Path | None = None
-    quiet: bool = False
-    no_color: bool = False
-
-
-PowerHelp = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
-PowerOption = Annotated[
-    int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (22 = 16 MiB).")
-]
 FromOption = Annotated[
     int | None,
     typer.Option("--from", callback=power_range, help="Sweep: first size, N of 2^N floats."),
@@ -174,9 +245,12 @@ def info(
 
 @app.command()
 def pinned(
-    power: PowerOption = 22,
-    repeat: RepeatOption = 10,
-    warmup: WarmupOption = 2,
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(PinnedParams.power)),
+    ] = PinnedParams.power,
+    repeat: RepeatOption = PinnedParams.repeat,
+    warmup: WarmupOption = PinnedParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -184,44 +258,39 @@ def pinned(
     no_color: NoColorOption = False,
 ) -> None:
     """Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."""
-    _run(
-        "pinned",
-        PinnedParams(power=power, repeat=repeat, warmup=warmup),
-        device,
-        Output(json, csv, quiet, no_color),
-    )
+    params = PinnedParams(power=power, repeat=repeat, warmup=warmup)
+    _run("pinned", params, device, Output(json, csv, quiet, no_color))
 
 
-@app.command()
+@app.command(
+    help="Mapped (zero-copy) host memory read by a kernel vs device memory after explicit "
+    f"copies.\n\nWithout a size: the seed's sweep, 2^N for N in "
+    f"{', '.join(map(str, ZeroCopyParams.powers))}."
+)
 def zerocopy(
     power: Annotated[
         int | None,
         typer.Option(
-            "--power", "-p", callback=power_range, help=f"{PowerHelp}: one size, full profile."
+            "--power", "-p", callback=power_range, help=f"{POWER_HELP}: one size, full profile."
         ),
     ] = None,
     from_power: FromOption = None,
     to_power: ToOption = None,
     step: StepOption = 2,
-    repeat: RepeatOption = 10,
-    warmup: WarmupOption = 2,
+    repeat: RepeatOption = ZeroCopyParams.repeat,
+    warmup: WarmupOption = ZeroCopyParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
     no_color: NoColorOption = False,
 ) -> None:
-    """Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies.
-
-    Without a size: the seed's sweep, 2^10 to 2^20 step 2, then 2^22 and 2^24.
-    """
-    with _errors_as_exit_codes():
-        if power is not None:
-            if from_power is not None or to_power is not None:
-                raise InvalidArgument("use either --power or --from/--to, not both")
-            powers: tuple[int, ...] = (power,)
-        else:
-            powers = sweep_powers(from_power, to_power, step, SEED_SWEEP_POWERS)
+    if power is not None:
+        if from_power is not None or to_power is not None:
+            raise InvalidArgument("use either --power or --from/--to, not both")
+        powers: tuple[int, ...] = (power,)
+    else:
+        powers = sweep_powers(from_power, to_power, step, ZeroCopyParams.powers)
     params = ZeroCopyParams(
         powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
     )
@@ -243,9 +312,12 @@ def sweep_powers(
 
 @app.command()
 def uva(
-    power: PowerOption = 22,
-    repeat: RepeatOption = 10,
-    warmup: WarmupOption = 2,
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(UvaParams.power)),
+    ] = UvaParams.power,
+    repeat: RepeatOption = UvaParams.repeat,
+    warmup: WarmupOption = UvaParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -253,34 +325,31 @@ def uva(
     no_color: NoColorOption = False,
 ) -> None:
     """Unified virtual addressing: the mapped host pointer passed to a kernel as it is."""
-    _run(
-        "uva",
-        UvaParams(power=power, repeat=repeat, warmup=warmup),
-        device,
-        Output(json, csv, quiet, no_color),
-    )
+    params = UvaParams(power=power, repeat=repeat, warmup=warmup)
+    _run("uva", params, device, Output(json, csv, quiet, no_color))
 
 
-class Advice(str, Enum):
-    preferred_location = "preferred-location"
-    read_mostly = "read-mostly"
-    accessed_by = "accessed-by"
+# The choices of --advise, from the experiment's own list.
+Advice = Enum("Advice", {name.replace("-", "_"): name for name in ADVICE_CHOICES}, type=str)
 
 
 @app.command()
 def managed(
-    power: PowerOption = 22,
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(ManagedParams.power)),
+    ] = ManagedParams.power,
     prefetch: Annotated[
         bool, typer.Option(help="Also time cuMemPrefetchAsync to the GPU before the kernel.")
-    ] = True,
+    ] = ManagedParams.prefetch,
     advise: Annotated[
-        Advice | None,
+        Advice | None,  # type: ignore[valid-type]
         typer.Option(help="Time the first launch under this cuMemAdvise hint (default: each)."),
     ] = None,
-    repeat: RepeatOption = 10,
+    repeat: RepeatOption = ManagedParams.repeat,
     warmup: Annotated[
         int, typer.Option(callback=in_range(0, 1000), help="Untimed cycles before timing.")
-    ] = 1,
+    ] = ManagedParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -288,7 +357,7 @@ def managed(
     no_color: NoColorOption = False,
 ) -> None:
     """Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."""
-    advice = (advise.value,) if advise else ADVICE_CHOICES
+    advice = (advise.value,) if advise else ManagedParams.advice
     params = ManagedParams(
         power=power, repeat=repeat, warmup=warmup, prefetch=prefetch, advice=advice
     )
@@ -297,9 +366,14 @@ def managed(
 
 @app.command("writecombined")
 def writecombined(
-    power: PowerOption = 22,
-    repeat: RepeatOption = 10,
-    warmup: WarmupOption = 2,
+    power: Annotated[
+        int,
+        typer.Option(
+            "--power", "-p", callback=power_range, help=power_help(WriteCombinedParams.power)
+        ),
+    ] = WriteCombinedParams.power,
+    repeat: RepeatOption = WriteCombinedParams.repeat,
+    warmup: WarmupOption = WriteCombinedParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -316,9 +390,12 @@ app.command("wc", help="Alias of writecombined.")(writecombined)
 
 @app.command()
 def register(
-    power: PowerOption = 22,
-    repeat: RepeatOption = 10,
-    warmup: WarmupOption = 2,
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(RegisterParams.power)),
+    ] = RegisterParams.power,
+    repeat: RepeatOption = RegisterParams.repeat,
+    warmup: WarmupOption = RegisterParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -326,58 +403,62 @@ def register(
     no_color: NoColorOption = False,
 ) -> None:
     """Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."""
-    _run(
-        "register",
-        RegisterParams(power=power, repeat=repeat, warmup=warmup),
-        device,
-        Output(json, csv, quiet, no_color),
-    )
+    params = RegisterParams(power=power, repeat=repeat, warmup=warmup)
+    _run("register", params, device, Output(json, csv, quiet, no_color))
 
 
-@app.command()
+@app.command(
+    help="Allocation and free time of every memory kind across sizes "
+    f"(default {powers_text(AllocParams.powers)})."
+)
 def alloc(
     from_power: FromOption = None,
     to_power: ToOption = None,
     step: StepOption = 2,
-    repeat: RepeatOption = 3,
-    warmup: WarmupOption = 1,
+    repeat: RepeatOption = AllocParams.repeat,
+    warmup: WarmupOption = AllocParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
     no_color: NoColorOption = False,
 ) -> None:
-    """Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 floats)."""
-    with _errors_as_exit_codes():
-        powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
-    _run(
-        "alloc",
-        AllocParams(powers=powers, repeat=repeat, warmup=warmup),
-        device,
-        Output(json, csv, quiet, no_color),
-    )
+    powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
+    params = AllocParams(powers=powers, repeat=repeat, warmup=warmup)
+    _run("alloc", params, device, Output(json, csv, quiet, no_color))
+
+
+def kernel_ms_in_range(value: float | None) -> float | None:
+    """--kernel-ms in (0, 10000] ms; NaN and infinity are refused too."""
+    if value is not None and not 0 < value <= MAX_KERNEL_MS:
+        raise typer.BadParameter(
+            f"{value} is outside the allowed range (0, {MAX_KERNEL_MS:g}] milliseconds"
+        )
+    return value
 
 
 @app.command()
 def streams(
     power: Annotated[
         int,
-        typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (26 = 256 MiB)."),
-    ] = 26,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(StreamsParams.power)),
+    ] = StreamsParams.power,
     stream_count: Annotated[
         int,
         typer.Option(
             "--streams", "-k", callback=in_range(2, 32), help="Chunks and streams (2 to 32)."
         ),
-    ] = 4,
+    ] = StreamsParams.streams,
     kernel_ms: Annotated[
         float | None,
         typer.Option(
-            help="Kernel time over all the data in ms (default: the data's measured HtoD time)."
+            callback=kernel_ms_in_range,
+            help="Kernel time over all the data in ms, up to 10000 "
+            "(default: the data's measured HtoD time).",
         ),
-    ] = None,
-    repeat: RepeatOption = 5,
-    warmup: WarmupOption = 1,
+    ] = StreamsParams.kernel_ms,
+    repeat: RepeatOption = StreamsParams.repeat,
+    warmup: WarmupOption = StreamsParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -385,11 +466,6 @@ def streams(
     no_color: NoColorOption = False,
 ) -> None:
     """Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."""
-    with _errors_as_exit_codes():
-        if kernel_ms is not None and not 0 < kernel_ms <= 10_000:
-            raise InvalidArgument(
-                f"--kernel-ms {kernel_ms} is outside the allowed range (0, 10000]"
-            )
     params = StreamsParams(
         power=power, streams=stream_count, kernel_ms=kernel_ms, repeat=repeat, warmup=warmup
     )
@@ -401,6 +477,9 @@ class Dtype(str, Enum):
     float64 = "float64"
 
 
+DEFAULT_DTYPE = Dtype(DeviceParams.dtype)
+
+
 @app.command("device")
 def device_bandwidth(
     power: Annotated[
@@ -409,12 +488,12 @@ def device_bandwidth(
             "--power",
             "-p",
             callback=power_range,
-            help="Size: 2^N elements of --dtype per array, N from 0 to 30 (default 25).",
+            help=f"Size: 2^N elements of --dtype per array, N from {MIN_POWER} to {MAX_POWER}.",
         ),
-    ] = 25,
-    dtype: Annotated[Dtype, typer.Option(help="Element type of the arrays.")] = Dtype.float64,
-    repeat: RepeatOption = 20,
-    warmup: WarmupOption = 3,
+    ] = DeviceParams.power,
+    dtype: Annotated[Dtype, typer.Option(help="Element type of the arrays.")] = DEFAULT_DTYPE,
+    repeat: RepeatOption = DeviceParams.repeat,
+    warmup: WarmupOption = DeviceParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -429,10 +508,11 @@ def device_bandwidth(
 @app.command()
 def compare(
     power: Annotated[
-        int, typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (24 = 64 MiB).")
-    ] = 24,
-    repeat: RepeatOption = 5,
-    warmup: WarmupOption = 1,
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(CompareParams.power)),
+    ] = CompareParams.power,
+    repeat: RepeatOption = CompareParams.repeat,
+    warmup: WarmupOption = CompareParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
@@ -450,7 +530,14 @@ class Direction(str, Enum):
     both = "both"
 
 
-@app.command()
+DIRECTIONS = {Direction.h2d: ("h2d",), Direction.d2h: ("d2h",), Direction.both: ("h2d", "d2h")}
+DEFAULT_DIRECTION = next(d for d, chosen in DIRECTIONS.items() if chosen == SweepParams.directions)
+
+
+@app.command(
+    help="Bandwidth against size per kind "
+    f"(default {powers_text(SweepParams.powers)}): chart, table, crossovers."
+)
 def sweep(
     from_power: FromOption = None,
     to_power: ToOption = None,
@@ -460,23 +547,23 @@ def sweep(
     kinds: Annotated[
         str,
         typer.Option(help=f"Comma-separated kinds to sweep, from: {', '.join(SWEEP_KINDS)}."),
-    ] = ",".join(SWEEP_KINDS),
-    direction: Annotated[Direction, typer.Option(help="Copy direction(s).")] = Direction.both,
-    repeat: RepeatOption = 20,
-    warmup: WarmupOption = 2,
+    ] = ",".join(SweepParams.kinds),
+    direction: Annotated[Direction, typer.Option(help="Copy direction(s).")] = DEFAULT_DIRECTION,
+    repeat: RepeatOption = SweepParams.repeat,
+    warmup: WarmupOption = SweepParams.warmup,
     device: DeviceOption = 0,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
     no_color: NoColorOption = False,
 ) -> None:
-    """Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."""
-    with _errors_as_exit_codes():
-        powers = sweep_powers(from_power, to_power, step, SweepParams.powers)
-        chosen = sweep_kinds(kinds)
-    directions = ("h2d", "d2h") if direction is Direction.both else (direction.value,)
+    powers = sweep_powers(from_power, to_power, step, SweepParams.powers)
     params = SweepParams(
-        powers=powers, kinds=chosen, directions=directions, repeat=repeat, warmup=warmup
+        powers=powers,
+        kinds=sweep_kinds(kinds),
+        directions=DIRECTIONS[direction],
+        repeat=repeat,
+        warmup=warmup,
     )
     _run("sweep", params, device, Output(json, csv, quiet, no_color))
 
@@ -495,28 +582,55 @@ def sweep_kinds(text: str) -> tuple[str, ...]:
 @app.command()
 def report(
     paths: Annotated[list[Path], typer.Argument(help="Result files written with --json.")],
-    csv: CsvOption = None,
+    json: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Save the one input again, validated, in this memprof's format."
+        ),
+    ] = None,
+    csv: Annotated[
+        Path | None,
+        typer.Option("--csv", help="Save every measurement of every input as CSV, one row each."),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print nothing but errors: only check the files."),
+    ] = False,
     no_color: NoColorOption = False,
 ) -> None:
     """Render saved Results again, on any machine (no GPU needed)."""
-    with _errors_as_exit_codes():
-        results = [_load(path) for path in paths]
-        _emit(results, Output(csv=csv, no_color=no_color))
+    if json is not None and len(paths) > 1:
+        raise InvalidArgument(
+            f"--json saves one result, and {len(paths)} files were given: "
+            "report them one at a time (--csv takes several)"
+        )
+    output = Output(json, csv, quiet, no_color)
+    output.check(inputs=paths)
+    emit([_load(path) for path in paths], output)
 
 
 @app.command()
 def diff(
     first: Annotated[Path, typer.Argument(help="Result A (--json of one run).")],
     second: Annotated[Path, typer.Argument(help="Result B, compared with A.")],
+    json: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Also save the comparison as shown (tables of strings, not a Result: "
+            "`report` cannot read it).",
+        ),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     no_color: NoColorOption = False,
 ) -> None:
     """Compare two saved runs row by row: ratio of medians, changes beyond run-to-run noise."""
     from memprof.diff import diff as diff_results
-    from memprof.render import render_summary
 
-    with _errors_as_exit_codes():
-        summary = diff_results(_load(first), _load(second))
-        render_summary(summary, _console(Output(no_color=no_color)))
+    output = Output(json=json, quiet=quiet, no_color=no_color)
+    output.check(inputs=(first, second))
+    summary = diff_results(_load(first), _load(second))
+    emit_diff(summary, first, second, output)
 
 
 @app.command(
@@ -565,58 +679,31 @@ def _load(path: Path) -> Result:
 
 
 def _run(command: str, params: Any, device: int, output: Output) -> None:
-    with _errors_as_exit_codes():
-        for option, path in (("--json", output.json), ("--csv", output.csv)):
-            if path is not None and not path.parent.is_dir():
-                raise InvalidArgument(f"{option} {path}: directory {path.parent} does not exist")
-        from memprof.session import GpuSession
+    """Check the destinations, measure in a GPU session, then show and save."""
+    output.check()
+    from memprof.session import GpuSession
 
-        with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
-            result = run_experiment(command, session, params, progress)
-        for failure in session.cleanup_failures:
-            stderr.print(f"memprof: warning: freeing failed: {failure}", markup=False)
-        _emit([result], output)
-
-
-def _console(output: Output) -> Console:
-    return Console(width=_PIPE_WIDTH, no_color=output.no_color)
-
-
-def _emit(results: list[Result], output: Output) -> None:
-    """Save, render (unless quiet), then fail if any result did not verify."""
-    from memprof.export import write_csv
-    from memprof.render import render_result
-
-    if output.json is not None:
-        results[0].save(output.json)
-    if output.csv is not None:
-        write_csv(results, output.csv)
-    if not output.quiet:
-        console = _console(output)
-        for index, result in enumerate(results):
-            if index:
-                console.print()
-            render_result(result, console)
-        for path in (output.json, output.csv):
-            if path is not None:
-                stderr.print(f"saved {path}", style="dim", markup=False, highlight=False)
-    checks = [check for result in results for check in result.checks]
-    failed = [check for check in checks if not check.passed]
-    if failed:
-        raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
+    with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
+        result = run_experiment(command, session, params, progress)
+    for failure in session.cleanup_failures:
+        print_note(f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow")
+    emit([result], output)
 
 
 @contextmanager
 def _progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
+    from memprof.console import stderr_console
+
+    console = stderr_console()
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=stderr,
+        console=console,
         transient=True,
-        disable=not (enabled and stderr.is_terminal),
+        disable=not (enabled and console.is_terminal),
     )
     task = progress.add_task("starting", total=None)
 
@@ -627,32 +714,6 @@ def _progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], No
         yield update
 
 
-@contextmanager
-def _errors_as_exit_codes() -> Iterator[None]:
-    """Turn memprof's and the CUDA driver's errors into one stderr line and an exit code."""
-    try:
-        yield
-    except MemprofError as error:
-        _fail(str(error), error.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted: everything memprof allocated was freed", ExitCode.INTERRUPTED)
-    except Exception as error:
-        cuda = sys.modules.get("pycuda.driver")
-        if cuda is not None and isinstance(error, cuda.Error):
-            _fail(f"CUDA driver error: {str(error).strip()}", ExitCode.CHECK_FAILED)
-        raise
-
-
-def _fail(message: str, code: ExitCode) -> None:
-    stderr.print(
-        f"memprof: error: {message}",
-        style="bold red",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    raise typer.Exit(int(code))
-
-
 def main() -> None:
+    """Run the command line (the console script is memprof.__main__:main, which calls this)."""
     app()

@@ -13,6 +13,8 @@ class ExitCode(IntEnum):
     USAGE = 2  # invalid arguments (also Click's own code for usage errors)
     ENVIRONMENT = 3  # PyCUDA, driver, GPU, nvcc or a capability is missing
     OUT_OF_MEMORY = 4  # an allocation was refused or failed
+    SAVE_FAILED = 5  # the run was shown, but a --json/--csv file could not be written
+    INTERNAL = 70  # a bug in memprof (sysexits' EX_SOFTWARE): one line, MEMPROF_DEBUG=1 for more
     INTERRUPTED = 130  # Ctrl-C
 
 
@@ -49,3 +51,9 @@ class VerificationFailed(MemprofError):
     """The GPU computed something other than numpy did."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+class SaveFailed(MemprofError):
+    """The run finished and was shown, but writing --json or --csv failed (disk full...)."""
+
+    exit_code = ExitCode.SAVE_FAILED

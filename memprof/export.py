@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
+from memprof.files import write_text_atomic
 from memprof.formatting import bandwidth_gb_per_s
 from memprof.results import Result
 
@@ -56,9 +58,16 @@ def csv_rows(result: Result) -> list[dict[str, object]]:
     return rows
 
 
+def csv_text(results: list[Result]) -> str:
+    """The CSV file's whole text: a header and one row per measurement of every result."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    for result in results:
+        writer.writerows(csv_rows(result))
+    return buffer.getvalue()
+
+
 def write_csv(results: list[Result], path: Path) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for result in results:
-            writer.writerows(csv_rows(result))
+    """Save as CSV atomically: an existing file is replaced whole or left as it was."""
+    write_text_atomic(path, csv_text(results))

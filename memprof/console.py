@@ -1,0 +1,136 @@
+"""The one place memprof's terminal output is set up: width, colour and encoding.
+
+stdout carries results, stderr errors, warnings and progress. Both honour --no-color and
+NO_COLOR, and both survive a terminal or locale that cannot encode UTF-8 (LC_ALL=C without
+UTF-8 mode, PYTHONIOENCODING=ascii): characters the stream cannot encode are written as
+ASCII look-alikes ("->" for an arrow) instead of raising UnicodeEncodeError.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import io
+import os
+import sys
+
+from rich.console import Console
+
+# Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
+PIPE_WIDTH = 160
+
+ERROR_HANDLER = "memprof-ascii"
+ASCII_LOOKALIKES = {
+    "→": "->",
+    "←": "<-",
+    "↔": "<->",
+    "×": "x",
+    "─": "-",
+    "━": "-",
+    "│": "|",
+    "┃": "|",
+    "…": "...",
+    "≈": "~",
+    "≤": "<=",
+    "≥": ">=",
+    "±": "+/-",
+    "µ": "u",
+    "μ": "u",
+    "–": "-",
+    "—": "-",
+    "·": ".",
+    "█": "#",
+    "▏": "|",
+    "░": ".",
+    "▒": ":",
+    "▓": "#",
+    "•": "*",
+    "✓": "ok",
+    "✗": "x",
+}
+
+
+def _ascii_lookalike(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: an ASCII stand-in for each character the stream cannot encode."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(ASCII_LOOKALIKES.get(char, "?") for char in text), error.end
+
+
+codecs.register_error(ERROR_HANDLER, _ascii_lookalike)
+
+
+def _raise_broken_pipe(console: Console) -> None:
+    console.quiet = True  # nothing more to this reader
+    raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
+
+
+def prepare_streams() -> None:
+    """Let stdout and stderr write any character, and make a closed pipe an exception.
+
+    rich exits with status 1 when the reader closes the pipe (Console.on_broken_pipe), which
+    reads as "verification failed". A closed pipe is the reader's choice, so every Console,
+    typer's help included, raises BrokenPipeError instead and the caller decides.
+    """
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if isinstance(stream, io.TextIOWrapper) and not encoding.startswith("utf"):
+            with contextlib.suppress(ValueError, OSError):  # a closed or detached stream
+                stream.reconfigure(errors=ERROR_HANDLER)
+
+
+def color_disabled(no_color_flag: bool = False) -> bool:
+    """--no-color, or NO_COLOR set to anything non-empty (https://no-color.org)."""
+    return no_color_flag or os.environ.get("NO_COLOR", "") != ""
+
+
+def stdout_console(no_color: bool = False) -> Console:
+    """The console results are rendered on: full width when piped, plain text without colour."""
+    prepare_streams()
+    piped = not sys.stdout.isatty() if hasattr(sys.stdout, "isatty") else True
+    width = PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None
+    return _console(stderr=False, width=width, no_color=no_color)
+
+
+def stderr_console(no_color: bool = False) -> Console:
+    """The console for error lines, warnings and the progress bar."""
+    prepare_streams()
+    return _console(stderr=True, width=None, no_color=no_color)
+
+
+def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
+    if color_disabled(no_color):
+        # No colours and no other ANSI styling either: plain text a script can read.
+        return Console(stderr=stderr, width=width, color_system=None, no_color=True)
+    return Console(stderr=stderr, width=width)
+
+
+def print_error(message: str, no_color: bool = False) -> None:
+    """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored."""
+    line = "memprof: error: " + " ".join(part.strip() for part in message.splitlines())
+    with contextlib.suppress(OSError, ValueError):
+        stderr_console(no_color).print(
+            line, style="bold red", markup=False, highlight=False, soft_wrap=True
+        )
+
+
+def print_note(message: str, no_color: bool = False, style: str = "dim") -> None:
+    """A line on stderr that is not an error (a warning, "saved PATH")."""
+    with contextlib.suppress(OSError, ValueError):
+        stderr_console(no_color).print(
+            message, style=style, markup=False, highlight=False, soft_wrap=True
+        )
+
+
+def silence_closed_stdout() -> None:
+    """After the reader closed stdout (`memprof ... | head`), send what is left to /dev/null.
+
+    Python would otherwise report the broken pipe again when it flushes stdout at exit.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -1,0 +1,119 @@
+"""Where a command's results go: the terminal, --json and --csv, in an order that loses nothing.
+
+Destinations are checked before any work (Output.check). Afterwards results are shown
+first, so a run is seen even if saving fails, and saved even if showing fails or the
+reader closed the pipe; a failed save is one line and exit code 5, after the output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from memprof.console import print_error, print_note, silence_closed_stdout, stdout_console
+from memprof.errors import SaveFailed, VerificationFailed
+from memprof.files import check_destination, check_distinct, write_text_atomic
+from memprof.results import Result
+from memprof.summary import Summary
+
+DIFF_FORMAT = "memprof diff"
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a command does with its results besides rendering them."""
+
+    json: Path | None = None
+    csv: Path | None = None
+    quiet: bool = False
+    no_color: bool = False
+
+    def destinations(self) -> dict[str, Path | None]:
+        return {"--json": self.json, "--csv": self.csv}
+
+    def check(self, inputs: Sequence[Path] = ()) -> None:
+        """Before any work: each destination writable, none an input, no two the same file."""
+        for option, path in self.destinations().items():
+            if path is not None:
+                check_destination(path, option)
+        check_distinct(self.destinations(), inputs)
+
+
+def emit(results: list[Result], output: Output) -> None:
+    """Show, save, then fail if a save failed (exit 5) or a result did not verify (exit 1)."""
+    from memprof.export import csv_text
+    from memprof.render import render_result
+
+    def render(console: Console) -> None:
+        for index, result in enumerate(results):
+            if index:
+                console.print()
+            render_result(result, console)
+
+    texts: dict[str, Callable[[], str]] = {
+        "--json": lambda: results[0].to_json() + "\n",
+        "--csv": lambda: csv_text(results),
+    }
+    _show_then_save(render, texts, output)
+    checks = [check for result in results for check in result.checks]
+    failed = [check for check in checks if not check.passed]
+    if failed:
+        raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
+
+
+def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> None:
+    """Show a diff and save it (--json) as the tables shown: strings, not a Result."""
+    from memprof.render import render_summary
+
+    def diff_json() -> str:
+        document = {
+            "format": DIFF_FORMAT,
+            "a": str(first),
+            "b": str(second),
+            "tables": [asdict(table) for table in summary.tables],
+            "conclusions": summary.conclusions,
+        }
+        return json.dumps(document, indent=1) + "\n"
+
+    _show_then_save(lambda console: render_summary(summary, console), {"--json": diff_json}, output)
+
+
+def _show_then_save(
+    render: Callable[[Console], None], texts: dict[str, Callable[[], str]], output: Output
+) -> None:
+    wanted = {option: path for option, path in output.destinations().items() if path is not None}
+    try:
+        if not output.quiet:
+            try:
+                render(stdout_console(output.no_color))
+            except BrokenPipeError:  # `memprof ... | head`: the reader has what it wanted
+                silence_closed_stdout()
+    except BaseException:
+        for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
+            print_error(problem, output.no_color)
+        raise
+    problems = _save(wanted, texts, output)
+    if problems:
+        raise SaveFailed("; ".join(problems))
+
+
+def _save(
+    wanted: dict[str, Path], texts: dict[str, Callable[[], str]], output: Output
+) -> list[str]:
+    """Write every wanted file atomically; the problems, one phrase each, instead of raising."""
+    problems = []
+    for option, path in wanted.items():
+        try:
+            write_text_atomic(path, texts[option]())
+        except OSError as error:
+            problems.append(f"{option} {path}: not saved: {error.strerror or error}")
+        except Exception as error:  # a value that cannot be written: say so, keep the rest
+            problems.append(f"{option} {path}: not saved: {type(error).__name__}: {error}")
+        else:
+            if not output.quiet:
+                print_note(f"saved {path}", output.no_color)
+    return problems
