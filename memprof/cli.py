@@ -86,9 +86,9 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         typer.echo(error.format_message())
         return ExitCode.OK
     except ClickException as error:  # unknown option, missing argument, bad value...
-        command = getattr(error.ctx, "command_path", None) if hasattr(error, "ctx") else None
-        hint = f" (see '{command} --help')" if command else ""
-        print_error(f"{error.format_message()}{hint}")
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else _command_named(group, args)
+        print_error(f"{error.format_message()} (see '{command} --help')")
         return error.exit_code
     except MemprofError as error:
         print_error(str(error))
@@ -114,6 +114,12 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
             "(MEMPROF_DEBUG=1 shows where)"
         )
         return ExitCode.INTERNAL
+
+
+def _command_named(group: TyperGroup, args: list[str]) -> str:
+    """`memprof pinned` when the arguments name a command, else `memprof`."""
+    name = next((arg for arg in args if not arg.startswith("-")), None)
+    return f"memprof {name}" if name in group.commands else "memprof"
 
 
 app = typer.Typer(

@@ -35,9 +35,9 @@ def check_destination(path: Path, option: str) -> None:
         return  # a device or a pipe: written in place
     parent = path.parent
     if not parent.is_dir():
-        problem = "is not a directory" if parent.exists() else "does not exist"
-        raise InvalidArgument(f"{option} {path}: {parent} {problem}")
-    if status is not None and not os.access(path, os.W_OK):
+        raise InvalidArgument(f"{option} {path}: {parent} does not exist")
+    read_only = status is not None and not status.st_mode & 0o222  # even for root
+    if status is not None and (read_only or not os.access(path, os.W_OK)):
         raise InvalidArgument(f"{option} {path}: the file is read-only")
     try:  # the only sure test: create (and remove) the temporary file the save will need
         descriptor, probe = tempfile.mkstemp(dir=parent, prefix=TEMP_PREFIX, suffix=".tmp")

@@ -51,7 +51,9 @@ def test_help_explains_units(command):
 def test_out_of_range_arguments_name_the_allowed_range(arguments, message):
     result = invoke(*arguments)
     assert result.exit_code == 2
-    assert message in " ".join(result.output.replace("│", " ").split())
+    assert result.output.startswith("memprof: error: ")
+    assert message in result.output
+    assert len(result.output.splitlines()) == 1
 
 
 @pytest.mark.parametrize(
@@ -101,12 +103,6 @@ def test_gpu_commands_without_pycuda_say_how_to_install_it(command, monkeypatch)
         'memprof: error: PyCUDA is not installed: pip install "memprof[cuda]" '
         "(it builds against the CUDA toolkit: nvcc on PATH, cuda.h under CUDA_ROOT)"
     )
-
-
-def test_json_into_a_missing_directory_is_refused_before_running(tmp_path):
-    result = invoke("pinned", "--json", str(tmp_path / "no" / "such" / "dir.json"))
-    assert result.exit_code == 2
-    assert "does not exist" in result.output
 
 
 def test_report_renders_recorded_results():
@@ -166,14 +162,6 @@ def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
     assert float(h2d["gb_per_s_at_median"]) == pytest.approx(
         int(h2d["bytes"]) / stats.median_ms / 1e6, rel=1e-5
     )
-
-
-def test_no_color_output_has_no_escape_codes():
-    result = runner.invoke(
-        app, ["report", str(FIXTURES / "h200_info.json"), "--no-color"], color=True
-    )
-    assert result.exit_code == 0
-    assert "\x1b[" not in result.output
 
 
 def test_diff_of_a_run_with_itself_changes_nothing():

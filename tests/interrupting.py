@@ -1,0 +1,67 @@
+"""Send Ctrl-C to a memprof process at a chosen moment and describe how it ended."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Ending:
+    delay_s: float
+    returncode: int
+    stderr: str
+
+    def problems(self) -> list[str]:
+        """What is wrong with this ending: memprof promises exit 130 and one line, or 0."""
+        found = []
+        if self.returncode not in (0, 130):
+            found.append(f"exit {self.returncode}")
+        lines = self.stderr.splitlines()
+        if self.returncode == 130 and (len(lines) != 1 or "interrupted" not in lines[0]):
+            found.append("not one 'interrupted' line")
+        if self.returncode == 0 and lines:
+            found.append("stderr after a finished run")
+        signs = ("Traceback", "Exception ignored", "context stack was not empty", "PyCUDA WARNING")
+        for sign in signs:
+            if sign in self.stderr:
+                found.append(sign)
+        return found
+
+
+def interrupt(arguments: list[str], delay_s: float, timeout_s: float = 120) -> Ending:
+    """Run `python -m memprof ARGS`, press Ctrl-C after delay_s (to the process group, as a
+    terminal does: compilers it started get it too), and wait for the end."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memprof", *arguments],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    time.sleep(delay_s)
+    with contextlib.suppress(ProcessLookupError):  # it may have finished already
+        os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=timeout_s)
+    return Ending(delay_s, process.returncode, stderr.decode(errors="replace"))
+
+
+def interpreter_start_s() -> float:
+    """How long this Python takes to start (site included) before any memprof code runs.
+
+    Ctrl-C in that window is CPython's own to report (it may print a traceback or die by
+    SIGINT); memprof's promise starts when its entry point runs.
+    """
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import runpy"], check=True)
+    return time.perf_counter() - started
+
+
+def run_time_s(arguments: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "memprof", *arguments], check=True, capture_output=True)
+    return time.perf_counter() - started
