@@ -88,7 +88,11 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
     except ClickException as error:  # unknown option, missing argument, bad value...
         context = getattr(error, "ctx", None)
         command = context.command_path if context is not None else _command_named(group, args)
-        print_error(f"{error.format_message()} (see '{command} --help')")
+        try:
+            message = error.format_message()
+        except Exception:  # some typer and click pairings fail to describe their own error
+            message = str(error) or type(error).__name__
+        print_error(f"{message} (see '{command} --help')")
         return error.exit_code
     except MemprofError as error:
         print_error(str(error))
