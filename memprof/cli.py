@@ -674,11 +674,10 @@ def trace(
     """
     from memprof import trace as tracing
 
-    with _errors_as_exit_codes():
-        program = tracing.parse_target(target or [], module)
-        options = tracing.TraceOptions(device, bandwidth, json, csv, quiet, no_color)
-        code = tracing.trace(program, options)
-    raise typer.Exit(code)
+    Output(json, csv, quiet, no_color).check()
+    program = tracing.parse_target(target or [], module)
+    options = tracing.TraceOptions(device, bandwidth, json, csv, quiet, no_color)
+    raise typer.Exit(tracing.trace(program, options))
 
 
 def _load(path: Path) -> Result:
