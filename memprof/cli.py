@@ -213,6 +213,27 @@ NoColorOption = Annotated[
         "--no-color", help="No colours (off anyway when not a terminal or NO_COLOR is set)."
     ),
 ]
+HostBuffer = Enum("HostBuffer", {name: name for name in ("numpy", "malloc", "hugepages")}, type=str)
+
+DEFAULT_HOST_BUFFER = HostBuffer(PinnedParams.host_buffer)
+
+
+class Timing(str, Enum):
+    auto = "auto"
+    cupti = "cupti"
+    events = "events"
+
+
+TimingOption = Annotated[
+    Timing,
+    typer.Option(
+        help=(
+            "Source of GPU-activity times: cupti = the GPU's own record of each operation (as "
+            "nvprof printed; needs cupti-python), events = CUDA events around each operation "
+            "held behind a GPU-side gate, auto = cupti where it works, else events."
+        )
+    ),
+]
 FromOption = Annotated[
     int | None,
     typer.Option("--from", callback=power_range, help="Sweep: first size, N of 2^N floats."),
@@ -261,15 +282,23 @@ def pinned(
     ] = PinnedParams.power,
     repeat: RepeatOption = PinnedParams.repeat,
     warmup: WarmupOption = PinnedParams.warmup,
+    host_buffer: Annotated[
+        HostBuffer,
+        typer.Option(
+            help="Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C "
+            "programs get it) or hugepages (mmap with MADV_HUGEPAGE)."
+        ),
+    ] = DEFAULT_HOST_BUFFER,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
     no_color: NoColorOption = False,
 ) -> None:
     """Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."""
-    params = PinnedParams(power=power, repeat=repeat, warmup=warmup)
-    _run("pinned", params, device, Output(json, csv, quiet, no_color))
+    params = PinnedParams(power=power, repeat=repeat, warmup=warmup, host_buffer=host_buffer.value)
+    _run("pinned", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 @app.command(
@@ -290,6 +319,7 @@ def zerocopy(
     repeat: RepeatOption = ZeroCopyParams.repeat,
     warmup: WarmupOption = ZeroCopyParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -304,7 +334,7 @@ def zerocopy(
     params = ZeroCopyParams(
         powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
     )
-    _run("zerocopy", params, device, Output(json, csv, quiet, no_color))
+    _run("zerocopy", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 def sweep_powers(
@@ -329,6 +359,7 @@ def uva(
     repeat: RepeatOption = UvaParams.repeat,
     warmup: WarmupOption = UvaParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -336,7 +367,7 @@ def uva(
 ) -> None:
     """Unified virtual addressing: the mapped host pointer passed to a kernel as it is."""
     params = UvaParams(power=power, repeat=repeat, warmup=warmup)
-    _run("uva", params, device, Output(json, csv, quiet, no_color))
+    _run("uva", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 # The choices of --advise, from the experiment's own list.
@@ -361,6 +392,7 @@ def managed(
         int, typer.Option(callback=in_range(0, 1000), help="Untimed cycles before timing.")
     ] = ManagedParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -371,7 +403,7 @@ def managed(
     params = ManagedParams(
         power=power, repeat=repeat, warmup=warmup, prefetch=prefetch, advice=advice
     )
-    _run("managed", params, device, Output(json, csv, quiet, no_color))
+    _run("managed", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 @app.command("writecombined")
@@ -385,6 +417,7 @@ def writecombined(
     repeat: RepeatOption = WriteCombinedParams.repeat,
     warmup: WarmupOption = WriteCombinedParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -392,7 +425,7 @@ def writecombined(
 ) -> None:
     """Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."""
     params = WriteCombinedParams(power=power, repeat=repeat, warmup=warmup)
-    _run("writecombined", params, device, Output(json, csv, quiet, no_color))
+    _run("writecombined", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 app.command("wc", help="Alias of writecombined.")(writecombined)
@@ -407,6 +440,7 @@ def register(
     repeat: RepeatOption = RegisterParams.repeat,
     warmup: WarmupOption = RegisterParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -414,7 +448,7 @@ def register(
 ) -> None:
     """Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."""
     params = RegisterParams(power=power, repeat=repeat, warmup=warmup)
-    _run("register", params, device, Output(json, csv, quiet, no_color))
+    _run("register", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 @app.command(
@@ -428,6 +462,7 @@ def alloc(
     repeat: RepeatOption = AllocParams.repeat,
     warmup: WarmupOption = AllocParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -435,7 +470,7 @@ def alloc(
 ) -> None:
     powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
     params = AllocParams(powers=powers, repeat=repeat, warmup=warmup)
-    _run("alloc", params, device, Output(json, csv, quiet, no_color))
+    _run("alloc", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 def kernel_ms_in_range(value: float | None) -> float | None:
@@ -470,6 +505,7 @@ def streams(
     repeat: RepeatOption = StreamsParams.repeat,
     warmup: WarmupOption = StreamsParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -479,7 +515,7 @@ def streams(
     params = StreamsParams(
         power=power, streams=stream_count, kernel_ms=kernel_ms, repeat=repeat, warmup=warmup
     )
-    _run("streams", params, device, Output(json, csv, quiet, no_color))
+    _run("streams", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 class Dtype(str, Enum):
@@ -505,6 +541,7 @@ def device_bandwidth(
     repeat: RepeatOption = DeviceParams.repeat,
     warmup: WarmupOption = DeviceParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -512,7 +549,7 @@ def device_bandwidth(
 ) -> None:
     """Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."""
     params = DeviceParams(power=power, dtype=dtype.value, repeat=repeat, warmup=warmup)
-    _run("device", params, device, Output(json, csv, quiet, no_color))
+    _run("device", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 @app.command()
@@ -524,6 +561,7 @@ def compare(
     repeat: RepeatOption = CompareParams.repeat,
     warmup: WarmupOption = CompareParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -531,7 +569,7 @@ def compare(
 ) -> None:
     """Every memory kind side by side, and which to use for what, from the measured figures."""
     params = CompareParams(power=power, repeat=repeat, warmup=warmup)
-    _run("compare", params, device, Output(json, csv, quiet, no_color))
+    _run("compare", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 class Direction(str, Enum):
@@ -562,6 +600,7 @@ def sweep(
     repeat: RepeatOption = SweepParams.repeat,
     warmup: WarmupOption = SweepParams.warmup,
     device: DeviceOption = 0,
+    timing: TimingOption = Timing.auto,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -575,7 +614,7 @@ def sweep(
         repeat=repeat,
         warmup=warmup,
     )
-    _run("sweep", params, device, Output(json, csv, quiet, no_color))
+    _run("sweep", params, device, Output(json, csv, quiet, no_color), timing)
 
 
 def sweep_kinds(text: str) -> tuple[str, ...]:
@@ -687,12 +726,17 @@ def _load(path: Path) -> Result:
     return result
 
 
-def _run(command: str, params: Any, device: int, output: Output) -> None:
+def _run(
+    command: str, params: Any, device: int, output: Output, timing: Timing = Timing.auto
+) -> None:
     """Check the destinations, measure in a GPU session, then show and save."""
     output.check()
     from memprof.session import GpuSession
 
-    with GpuSession(device) as session, _progress_bar(not output.quiet) as progress:
+    with (
+        GpuSession(device, timing.value) as session,
+        _progress_bar(not output.quiet) as progress,
+    ):
         result = run_experiment(command, session, params, progress)
     for failure in session.cleanup_failures:
         print_note(f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow")

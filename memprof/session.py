@@ -156,9 +156,9 @@ class GpuSession:
 
     def close(self) -> None:
         """Free everything owned, newest first, then pop and destroy the context."""
-        if self.context is None:
-            return
         with _sigint_deferred():
+            if self.context is None:
+                return
             if self.profiler is not None:
                 self.profiler.discard_pending()
                 self.profiler.release()
