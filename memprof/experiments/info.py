@@ -4,25 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.devicefacts import CAPABILITY_ATTRIBUTES, collect, pcie_bandwidth_gb_per_s
+from memprof.devicefacts import capability_meaning, collect, pcie_bandwidth_gb_per_s
 from memprof.experiments.common import Progress, no_progress
 from memprof.formatting import format_bytes
 from memprof.results import Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
-
-# What each flag decides, in the words a person choosing a memory kind needs.
-CAPABILITY_MEANINGS = {
-    "canMapHostMemory": "mapped (zero-copy) host memory",
-    "unifiedAddressing": "UVA: host pointers usable in kernels as they are",
-    "managedMemory": "managed (unified) memory",
-    "concurrentManagedAccess": "CPU and GPU may touch managed memory at once; prefetch/advise work",
-    "pageableMemoryAccess": "kernels may read plain malloc'd memory",
-    "pageableMemoryAccessUsesHostPageTables": "…through the host's page tables (HMM/ATS)",
-    "hostRegisterSupported": "cuMemHostRegister: pin an existing buffer",
-    "asyncEngineCount": "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
-    "concurrentKernels": "kernels of different streams may run at once",
-}
 
 
 @dataclass(frozen=True)
@@ -57,8 +44,8 @@ def summarize(result: Result) -> Summary:
     device.notes.append("GB/s = 10^9 bytes per second; theoretical figures are upper bounds.")
 
     flags = Table("Memory capabilities", ["Flag", "Value", "Decides"])
-    for name in CAPABILITY_ATTRIBUTES:
-        flags.add_row(name, str(d.attributes.get(name, 0)), CAPABILITY_MEANINGS[name])
+    for name, value in d.attributes.items():  # what the result recorded, never a lookup
+        flags.add_row(name, str(value), capability_meaning(name))
     return Summary(tables=[device, flags], show_profile=False)
 
 
