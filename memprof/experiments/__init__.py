@@ -15,6 +15,7 @@ from memprof.experiments import (
     device,
     info,
     managed,
+    peer,
     pinned,
     register,
     streams,
@@ -37,6 +38,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "device": device,
     "compare": compare,
     "sweep": sweep,
+    "peer": peer,
 }
 
 
