@@ -629,6 +629,30 @@ def sweep_kinds(text: str) -> tuple[str, ...]:
 
 
 @app.command()
+def peer(
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (26 = 256 MiB)."),
+    ] = 26,
+    repeat: RepeatOption = 5,
+    warmup: WarmupOption = 1,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."""
+    from memprof.experiments import peer as peer_experiment
+
+    output = Output(json, csv, quiet, no_color)
+    params = peer_experiment.PeerParams(power=power, repeat=repeat, warmup=warmup)
+    with _errors_as_exit_codes():
+        with _progress_bar(not quiet) as progress:
+            result = peer_experiment.measure(params, progress)
+        _emit([result], output)
+
+
+@app.command()
 def report(
     paths: Annotated[list[Path], typer.Argument(help="Result files written with --json.")],
     json: Annotated[

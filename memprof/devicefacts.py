@@ -3,24 +3,76 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memprof.results import DeviceFacts
 
-# The flags that decide which memory kinds work here, by the names CUDA programmers
-# know from cudaDeviceProp, mapped to PyCUDA's device_attribute names.
-CAPABILITY_ATTRIBUTES = {
-    "canMapHostMemory": "CAN_MAP_HOST_MEMORY",
-    "unifiedAddressing": "UNIFIED_ADDRESSING",
-    "managedMemory": "MANAGED_MEMORY",
-    "concurrentManagedAccess": "CONCURRENT_MANAGED_ACCESS",
-    "pageableMemoryAccess": "PAGEABLE_MEMORY_ACCESS",
-    "pageableMemoryAccessUsesHostPageTables": "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
-    "hostRegisterSupported": "HOST_REGISTER_SUPPORTED",
-    "asyncEngineCount": "ASYNC_ENGINE_COUNT",
-    "concurrentKernels": "CONCURRENT_KERNELS",
-}
+
+@dataclass(frozen=True)
+class Capability:
+    """One device flag that decides what memory works: its names and what it decides."""
+
+    name: str  # as CUDA programmers know it from cudaDeviceProp
+    attribute: str  # PyCUDA's device_attribute name (cuda.h's without the prefix)
+    meaning: str  # in the words a person choosing a memory kind needs
+
+
+# The one table of capability flags: info prints it, Results record it, memory kinds name
+# the flag they need by its attribute (a test checks each is here).
+CAPABILITIES = (
+    Capability("canMapHostMemory", "CAN_MAP_HOST_MEMORY", "mapped (zero-copy) host memory"),
+    Capability(
+        "unifiedAddressing",
+        "UNIFIED_ADDRESSING",
+        "UVA: host pointers usable in kernels as they are",
+    ),
+    Capability("managedMemory", "MANAGED_MEMORY", "managed (unified) memory"),
+    Capability(
+        "concurrentManagedAccess",
+        "CONCURRENT_MANAGED_ACCESS",
+        "CPU and GPU may touch managed memory at once; prefetch/advise work",
+    ),
+    Capability(
+        "pageableMemoryAccess",
+        "PAGEABLE_MEMORY_ACCESS",
+        "kernels may read plain malloc'd memory",
+    ),
+    Capability(
+        "pageableMemoryAccessUsesHostPageTables",
+        "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
+        "…through the host's page tables (HMM/ATS)",
+    ),
+    Capability(
+        "hostRegisterSupported",
+        "HOST_REGISTER_SUPPORTED",
+        "cuMemHostRegister: pin an existing buffer",
+    ),
+    Capability(
+        "asyncEngineCount",
+        "ASYNC_ENGINE_COUNT",
+        "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
+    ),
+    Capability(
+        "concurrentKernels", "CONCURRENT_KERNELS", "kernels of different streams may run at once"
+    ),
+)
+CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
+
+
+def capability_name(attribute: str) -> str:
+    """cudaDeviceProp's name of a device attribute (the attribute itself if not in the table)."""
+    for capability in CAPABILITIES:
+        if capability.attribute == attribute:
+            return capability.name
+    return attribute
+
+
+def capability_meaning(name: str) -> str:
+    """What a recorded flag decides ('' for one this memprof does not describe)."""
+    return next((c.meaning for c in CAPABILITIES if c.name == name), "")
+
 
 # PCIe generation by per-lane transfer rate (GT/s), and the share of the raw rate
 # that carries data after line encoding (8b/10b up to Gen2, 128b/130b from Gen3;

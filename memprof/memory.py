@@ -1,9 +1,12 @@
 """The memory kinds memprof measures, and the copies between them.
 
 Each kind is one class saying how it is allocated, how a kernel addresses it and how
-it is freed; adding a kind (write-combined, registered, managed, portable) is one more
-class and one more entry in MEMORY_KINDS. Every allocation, free, copy and memset is
-timed through the session's profiler and owned by the session, so nothing leaks.
+it is freed, and carrying the traits the experiments ask about (its label and chart
+marker, whether its copies block the host, whether a kernel reads and writes it through a
+device pointer, the capability it needs). Experiments iterate MEMORY_KINDS, so adding a
+kind (portable, peer) is one more class and one more entry there, nothing else. Every
+allocation, free, copy and memset is timed through the session's profiler and owned by
+the session, so nothing leaks.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import ctypes
 import ctypes.util
 import mmap
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -60,12 +63,33 @@ class MemoryKind(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    label: ClassVar[str]  # how tables name it: "pinned (cuMemHostAlloc)"
+    marker: ClassVar[str]  # one letter in text charts, unique among kinds
     on_device: ClassVar[bool] = False
     alloc_call: ClassVar[str]
     free_call: ClassVar[str]
     call_group: ClassVar[Group] = "api"  # driver calls; "host" for plain host work
+    host_copies: ClassVar[bool] = False  # host memory that explicit copies move to the GPU
     synchronous_copies: ClassVar[bool] = False  # the driver stages copies: they block the host
+    kernel_access: ClassVar[bool] = False  # a kernel reads and writes it via device_pointer
+    migrates: ClassVar[bool] = False  # pages move between host and GPU on demand (managed)
+    devices_needed: ClassVar[int] = 1  # peer memory needs a second GPU
     required_attribute: ClassVar[str | None] = None  # device attribute that must be non-zero
+
+    def unsupported_reason(self, attributes: Mapping[str, int]) -> str | None:
+        """Why this GPU cannot use the kind, from its recorded capability flags (None: it can).
+
+        `attributes` are DeviceFacts.attributes (CUDA's camelCase names); a flag memprof
+        did not record counts as missing, never as an error.
+        """
+        if not self.required_attribute:
+            return None
+        from memprof.devicefacts import capability_name
+
+        flag = capability_name(self.required_attribute)
+        if attributes.get(flag, 0):
+            return None
+        return f"{self.name} memory needs {flag} ({self.required_attribute}), which is 0 here"
 
     def check_supported(self, session: GpuSession) -> None:
         if self.required_attribute and not session.attribute(self.required_attribute):
@@ -83,6 +107,9 @@ class MemoryKind(ABC):
 
 class Pageable(MemoryKind):
     name = "pageable"
+    label = "pageable (numpy)"
+    marker = "p"
+    host_copies = True
     description = (
         "ordinary host memory (numpy): the driver stages every copy through its own pinned buffer"
     )
@@ -143,6 +170,9 @@ PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
 
 class Pinned(MemoryKind):
     name = "pinned"
+    label = "pinned (cuMemHostAlloc)"
+    marker = "P"
+    host_copies = True
     description = (
         "page-locked host memory (cuMemHostAlloc): DMA straight from it, costly to allocate"
     )
@@ -156,6 +186,10 @@ class Pinned(MemoryKind):
 
 class Mapped(MemoryKind):
     name = "mapped"
+    label = "mapped, zero-copy"
+    marker = "M"
+    host_copies = True
+    kernel_access = True
     description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
     alloc_call = "cuMemHostAlloc"
     free_call = "cuMemFreeHost"
@@ -169,6 +203,9 @@ class Mapped(MemoryKind):
 
 class Device(MemoryKind):
     name = "device"
+    label = "device (cuMemAlloc)"
+    marker = "D"
+    kernel_access = True
     description = (
         "GPU global memory (cuMemAlloc): the fastest for kernels, reached by explicit copies"
     )
@@ -183,6 +220,10 @@ class Device(MemoryKind):
 
 class WriteCombined(MemoryKind):
     name = "writecombined"
+    label = "write-combined pinned"
+    marker = "W"
+    host_copies = True
+    kernel_access = True
     description = (
         "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
         "very slow for the CPU to read"
@@ -200,7 +241,13 @@ class WriteCombined(MemoryKind):
 
 class Portable(MemoryKind):
     name = "portable"
-    description = "pinned memory usable from every CUDA context (PORTABLE)"
+    label = "portable pinned (every context)"
+    marker = "O"
+    host_copies = True
+    description = (
+        "pinned memory that every CUDA context treats as pinned (PORTABLE): one buffer for "
+        "several GPUs"
+    )
     alloc_call = "cuMemHostAlloc"
     free_call = "cuMemFreeHost"
 
@@ -211,6 +258,10 @@ class Portable(MemoryKind):
 
 class Registered(MemoryKind):
     name = "registered"
+    label = "registered (cuMemHostRegister)"
+    marker = "R"
+    host_copies = True
+    kernel_access = True
     description = "an existing numpy array page-locked in place (cuMemHostRegister, mapped)"
     alloc_call = "numpy.empty + first touch + cuMemHostRegister"
     free_call = "cuMemHostUnregister"
@@ -239,6 +290,10 @@ class Registered(MemoryKind):
 
 class Managed(MemoryKind):
     name = "managed"
+    label = "managed (cuMemAllocManaged)"
+    marker = "U"
+    kernel_access = True
+    migrates = True
     description = "unified memory (cuMemAllocManaged): one pointer, pages migrate on demand"
     alloc_call = "cuMemAllocManaged"
     free_call = "cuMemFree"
@@ -250,19 +305,67 @@ class Managed(MemoryKind):
         return array, int(array.base), array.base.free
 
 
+class Peer(Device):
+    """Device memory of another GPU, as the GPU measuring sees it (memprof peer)."""
+
+    name = "peer"
+    description = (
+        "another GPU's global memory (cuMemAlloc in its context), reached over NVLink or PCIe: "
+        "by copies, or by kernels once peer access is enabled"
+    )
+    label = "peer device memory"
+    marker = "X"
+    devices_needed = 2
+
+
+# In the order tables show them: host kinds from plain to special, then the GPU's own.
 MEMORY_KINDS: dict[str, MemoryKind] = {
     kind.name: kind
     for kind in (
         Pageable(),
         Pinned(),
-        Mapped(),
-        Device(),
-        WriteCombined(),
         Portable(),
+        WriteCombined(),
+        Mapped(),
         Registered(),
         Managed(),
+        Device(),
+        Peer(),
     )
 }
+
+
+def kinds_where(
+    predicate: Callable[[MemoryKind], bool], kinds: Iterable[MemoryKind] | None = None
+) -> list[MemoryKind]:
+    """The registered kinds (in table order) for which `predicate` holds."""
+    return [kind for kind in (kinds or MEMORY_KINDS.values()) if predicate(kind)]
+
+
+def supported_kinds(
+    attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
+) -> tuple[list[MemoryKind], list[str]]:
+    """(kinds this GPU supports, one reason for each it does not), from its capability flags."""
+    supported, skipped = [], []
+    for kind in kinds:
+        reason = kind.unsupported_reason(attributes)
+        if reason is None:
+            supported.append(kind)
+        else:
+            skipped.append(reason)
+    return supported, skipped
+
+
+def marker(name: str) -> str:
+    """A kind's chart letter; '?' for a name this memprof does not know (an old result)."""
+    kind = MEMORY_KINDS.get(name)
+    return kind.marker if kind is not None else "?"
+
+
+def label(name: str) -> str:
+    """A kind's table label; the name itself for one this memprof does not know."""
+    kind = MEMORY_KINDS.get(name)
+    return kind.label if kind is not None else name
 
 
 PAGEABLE_BUFFERS.update(

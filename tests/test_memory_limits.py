@@ -44,14 +44,15 @@ def test_memory_kinds_are_registered_once_each():
     assert list(MEMORY_KINDS) == [
         "pageable",
         "pinned",
-        "mapped",
-        "device",
-        "writecombined",
         "portable",
+        "writecombined",
+        "mapped",
         "registered",
         "managed",
+        "device",
+        "peer",
     ]
-    assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == ["device"]
+    assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == ["device", "peer"]
     assert MEMORY_KINDS["mapped"].required_attribute == "CAN_MAP_HOST_MEMORY"
     assert MEMORY_KINDS["managed"].required_attribute == "MANAGED_MEMORY"
     assert MEMORY_KINDS["registered"].required_attribute == "HOST_REGISTER_SUPPORTED"

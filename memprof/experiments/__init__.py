@@ -15,6 +15,7 @@ from memprof.experiments import (
     device,
     info,
     managed,
+    peer,
     pinned,
     register,
     streams,
@@ -39,6 +40,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "compare": compare,
     "sweep": sweep,
     "trace": trace,
+    "peer": peer,
 }
 
 

@@ -1,10 +1,10 @@
 """`memprof alloc`: what allocating and freeing each memory kind costs as sizes grow (seed 000).
 
-Every kind is allocated and freed at every size, timed on the host clock: numpy (with the
-first touch of every page, which is when the OS really provides memory), cuMemAlloc,
-cuMemHostAlloc (default, mapped, write-combined, portable), cuMemAllocManaged, and numpy
-plus cuMemHostRegister. Sizes that would not fit in free device or host memory are refused
-before anything is allocated.
+Every kind in memory.MEMORY_KINDS that this GPU supports is allocated and freed at every
+size, timed on the host clock: numpy (with the first touch of every page, which is when the
+OS really provides memory), cuMemAlloc, cuMemHostAlloc (default, mapped, write-combined,
+portable), cuMemAllocManaged, and numpy plus cuMemHostRegister. Sizes that would not fit
+in free device or host memory are refused before anything is allocated.
 """
 
 from __future__ import annotations
@@ -13,24 +13,18 @@ from dataclasses import asdict, dataclass
 
 from memprof import memory
 from memprof.devicefacts import collect
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
 from memprof.formatting import format_ms
 from memprof.results import Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 
-ALLOC_KINDS = (
-    "pageable",
-    "device",
-    "pinned",
-    "mapped",
-    "writecombined",
-    "portable",
-    "managed",
-    "registered",
-)
-HOST_KINDS = {"pageable", "pinned", "mapped", "writecombined", "portable", "registered"}
+
+def alloc_kinds() -> list[memory.MemoryKind]:
+    """Every kind one GPU allocates by itself, in table order (peer memory needs two)."""
+    return memory.kinds_where(lambda kind: kind.devices_needed == 1)
+
+
 GIB = 1 << 30
 
 
@@ -54,13 +48,8 @@ def run(session: GpuSession, params: AllocParams, progress: Progress = no_progre
     largest = FLOAT32_BYTES << max(params.powers)
     # One buffer at a time is alive; managed memory may migrate to the GPU, so it counts there.
     memory.require_memory(session, device_bytes=largest, host_bytes=largest)
-    kinds, skipped = [], []
-    for kind in ALLOC_KINDS:
-        try:
-            memory.MEMORY_KINDS[kind].check_supported(session)
-            kinds.append(kind)
-        except EnvironmentProblem as problem:
-            skipped.append(str(problem))
+    supported, skipped = memory.supported_kinds(facts.attributes, alloc_kinds())
+    kinds = [kind.name for kind in supported]
     total = len(kinds) * len(params.powers)
     done = 0
     for power in params.powers:

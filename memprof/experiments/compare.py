@@ -16,7 +16,6 @@ import numpy as np
 from memprof import driver, memory
 from memprof.access import DirectAccess
 from memprof.devicefacts import collect
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.results import ByteCount, Result
@@ -24,18 +23,28 @@ from memprof.session import GpuSession
 from memprof.summary import Summary, Table
 from memprof.verify import compare_arrays
 
-ROWS = {
-    "pageable": "pageable (numpy)",
-    "pinned": "pinned (cuMemHostAlloc)",
-    "writecombined": "write-combined pinned",
-    "mapped": "mapped, zero-copy",
-    "uva": "UVA: mapped, host pointer",
-    "registered": "registered (cuMemHostRegister)",
-    "managed first touch": "managed, first touch",
-    "managed resident": "managed, resident",
-    "managed prefetched": "managed, prefetched",
-    "device": "device (cuMemAlloc)",
-}
+SINGLE_GPU_KINDS = memory.kinds_where(lambda kind: kind.devices_needed == 1)
+# Rows that are not memory kinds: ways of using one (a migrating kind shows three moments).
+UVA_ROW = ("uva", "UVA: mapped, host pointer")  # after mapped: its host pointer in a kernel
+MIGRATION_MOMENTS = ("first touch", "resident", "prefetched")
+
+
+def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
+    """Row key -> label for every kind, in memory.MEMORY_KINDS' order."""
+    rows = {}
+    for kind in kinds:
+        if kind.migrates:
+            rows.update(
+                {f"{kind.name} {moment}": f"{kind.name}, {moment}" for moment in MIGRATION_MOMENTS}
+            )
+        else:
+            rows[kind.name] = kind.label
+        if kind.name == "mapped":
+            rows[UVA_ROW[0]] = UVA_ROW[1]
+    return rows
+
+
+ROWS = table_rows(SINGLE_GPU_KINDS)
 COLUMNS = {  # operation: (header, larger is better)
     "alloc": ("Allocate", False),
     "h2d": ("HtoD GB/s", True),
@@ -44,7 +53,6 @@ COLUMNS = {  # operation: (header, larger is better)
     "host_write": ("Host write GB/s", True),
     "host_read": ("Host read GB/s", True),
 }
-HOST_KINDS = ("pageable", "pinned", "writecombined", "mapped", "registered")
 
 
 @dataclass(frozen=True)
@@ -73,8 +81,10 @@ def run(session: GpuSession, params: CompareParams, progress: Progress = no_prog
     values = np.random.default_rng(5).random(elements, dtype=np.float32)
     scratch = np.zeros(elements, np.float32)
     d = memory.allocate(session, "device", elements)
-    checks, skipped = [], []
-    steps = len(HOST_KINDS) + 2
+    checks = []
+    supported, skipped = memory.supported_kinds(facts.attributes, SINGLE_GPU_KINDS)
+    host_kinds = [kind for kind in supported if kind.host_copies]
+    steps = len(host_kinds) + 2
 
     def repeat(action) -> None:
         profiler.repeat(action, params.warmup, params.repeat)
@@ -83,13 +93,9 @@ def run(session: GpuSession, params: CompareParams, progress: Progress = no_prog
         repeat(lambda: memory.allocate(session, kind, elements).free())
         return memory.allocate(session, kind, elements)
 
-    for step, kind in enumerate(HOST_KINDS):
+    for step, kind_class in enumerate(host_kinds):
+        kind = kind_class.name
         progress(ROWS[kind], step, steps)
-        try:
-            memory.MEMORY_KINDS[kind].check_supported(session)
-        except EnvironmentProblem as problem:
-            skipped.append(str(problem))
-            continue
         buffer = allocation_cost(kind)
         repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_write", k, b.array, values))
         repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_read", k, scratch, b.array))
@@ -99,7 +105,7 @@ def run(session: GpuSession, params: CompareParams, progress: Progress = no_prog
         checks.append(
             compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
         )
-        if buffer.device_pointer is not None:
+        if kind_class.kernel_access:
             repeat(lambda b=buffer, k=kind: access.read(b.device_pointer, elements, k))
             checks.append(access.check_sum(f"kernel read, {ROWS[kind]}", values))
         if kind == "mapped":  # the same memory through the host pointer (UVA)
@@ -110,14 +116,11 @@ def run(session: GpuSession, params: CompareParams, progress: Progress = no_prog
                 skipped.append("UVA: unifiedAddressing is 0 on this GPU")
         buffer.free()
 
-    progress("managed", len(HOST_KINDS), steps)
-    try:
-        memory.MEMORY_KINDS["managed"].check_supported(session)
+    progress("managed", len(host_kinds), steps)
+    if any(kind.migrates for kind in supported):
         checks += _managed(session, access, values, repeat, allocation_cost, skipped)
-    except EnvironmentProblem as problem:
-        skipped.append(str(problem))
 
-    progress("device", len(HOST_KINDS) + 1, steps)
+    progress("device", len(host_kinds) + 1, steps)
     d.free()
     d = allocation_cost("device")
     session.cuda.memcpy_htod(d.device_pointer, values)

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.devicefacts import CAPABILITY_ATTRIBUTES, collect, pcie_bandwidth_gb_per_s
+from memprof.affinity import Affinity, gpu_affinity
+from memprof.devicefacts import capability_meaning, collect, pcie_bandwidth_gb_per_s
 from memprof.experiments.common import Progress, no_progress
 from memprof.formatting import format_bytes
 from memprof.results import Result
 from memprof.session import GpuSession
 from memprof.summary import Summary, Table
-
-# What each flag decides, in the words a person choosing a memory kind needs.
-CAPABILITY_MEANINGS = {
-    "canMapHostMemory": "mapped (zero-copy) host memory",
-    "unifiedAddressing": "UVA: host pointers usable in kernels as they are",
-    "managedMemory": "managed (unified) memory",
-    "concurrentManagedAccess": "CPU and GPU may touch managed memory at once; prefetch/advise work",
-    "pageableMemoryAccess": "kernels may read plain malloc'd memory",
-    "pageableMemoryAccessUsesHostPageTables": "…through the host's page tables (HMM/ATS)",
-    "hostRegisterSupported": "cuMemHostRegister: pin an existing buffer",
-    "asyncEngineCount": "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
-    "concurrentKernels": "kernels of different streams may run at once",
-}
 
 
 @dataclass(frozen=True)
@@ -36,7 +24,12 @@ EXTRA_FIELDS: dict = {}
 
 
 def run(session: GpuSession, params: InfoParams, progress: Progress = no_progress) -> Result:
-    return Result(command="info", parameters={}, device=collect(session))
+    facts = collect(session)
+    affinity = gpu_affinity(facts.pci_bus_id)
+    extra = {}
+    if affinity is not None:
+        extra["affinity"] = {"numa_node": affinity.numa_node, "local_cpus": affinity.local_cpus}
+    return Result(command="info", parameters={}, device=facts, extra=extra)
 
 
 def summarize(result: Result) -> Summary:
@@ -57,14 +50,22 @@ def summarize(result: Result) -> Summary:
     )
     device.add_row("PCIe link", _link_text(d))
     device.add_row("PCI bus id", d.pci_bus_id)
+    device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.get("affinity")))
     device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")
     device.add_row("PyCUDA", f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")
     device.notes.append("GB/s = 10^9 bytes per second; theoretical figures are upper bounds.")
 
     flags = Table("Memory capabilities", ["Flag", "Value", "Decides"])
-    for name in CAPABILITY_ATTRIBUTES:
-        flags.add_row(name, str(d.attributes.get(name, 0)), CAPABILITY_MEANINGS[name])
+    for name, value in d.attributes.items():  # what the result recorded, never a lookup
+        flags.add_row(name, str(value), capability_meaning(name))
     return Summary(tables=[device, flags], show_profile=False)
+
+
+def _affinity_text(recorded: dict | None) -> str:
+    if recorded is None:
+        return "not recorded (sysfs did not say)"
+    affinity = Affinity(recorded["numa_node"], tuple(recorded["local_cpus"]))
+    return affinity.describe() + " [sysfs]"
 
 
 def _link_text(d) -> str:

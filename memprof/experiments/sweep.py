@@ -24,9 +24,10 @@ from memprof.results import Check, Result
 from memprof.session import GpuSession
 from memprof.summary import Chart, Summary, Table
 
-SWEEP_KINDS = ("pageable", "pinned", "writecombined", "registered", "zerocopy")
-ALLOCATED_AS = {"zerocopy": "mapped"}
-MARKERS = {"pageable": "p", "pinned": "P", "writecombined": "W", "registered": "R", "zerocopy": "Z"}
+# zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
+ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"
+SWEEP_KINDS = (*(kind.name for kind in memory.kinds_where(lambda k: k.host_copies)), ZEROCOPY)
+ALLOCATED_AS = {ZEROCOPY: "mapped"}
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 NAMES = {
     ("copy", "h2d"): "[CUDA memcpy HtoD]",
@@ -57,17 +58,16 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
     memory.require_memory(
         session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
     )
-    for kind in params.kinds:
-        memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].check_supported(session)
+    kinds, skipped = _supported(params.kinds, facts.attributes)
     profiler = session.profiler
     access = DirectAccess(session)
     values = np.random.default_rng(3).random(largest, dtype=np.float32)
     received = np.zeros(largest, np.float32)
     device = memory.allocate(session, "device", largest)
     cuda.memcpy_htod(device.device_pointer, values)
-    total = len(params.kinds) * len(params.powers)
+    total = len(kinds) * len(params.powers)
     checks = []
-    for kind_index, kind in enumerate(params.kinds):
+    for kind_index, kind in enumerate(kinds):
         host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
         host.array[:] = values
         synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
@@ -80,8 +80,8 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
             nbytes = n * FLOAT32_BYTES
             for direction in params.directions:
                 action = _action(cuda, access, kind, direction, host, device, n, power)
-                name = NAMES["zerocopy" if kind == "zerocopy" else "copy", direction]
-                if direction == "d2h" and kind != "zerocopy":
+                name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
+                if direction == "d2h" and kind != ZEROCOPY:
                     host.array[:n] = np.nan  # poison: the copies must write every element
 
                 def step(
@@ -92,7 +92,7 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
                     nbytes=nbytes,
                     synchronous=synchronous,
                 ) -> None:
-                    if kind == "zerocopy":  # the kernel launch records itself
+                    if kind == ZEROCOPY:  # the kernel launch records itself
                         action(profiler.stream)
                         return
                     with profiler.events(
@@ -124,7 +124,29 @@ def run(session: GpuSession, params: SweepParams, progress: Progress = no_progre
         device=facts,
         measurements=profiler.measurements(),
         checks=checks,
+        extra={"kinds": kinds, "skipped": skipped},
     )
+
+
+def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The chosen kinds this GPU supports, and why each other one is skipped."""
+    kinds, skipped = [], []
+    for name in names:
+        reason = memory.MEMORY_KINDS[ALLOCATED_AS.get(name, name)].unsupported_reason(attributes)
+        if reason is None:
+            kinds.append(name)
+        else:
+            skipped.append(f"{name}: {reason}")
+    return kinds, skipped
+
+
+def measured_kinds(result: Result) -> list[str]:
+    """The kinds a sweep measured (older results recorded only the kinds asked for)."""
+    return result.extra.get("kinds", result.parameters["kinds"])
+
+
+def marker(kind: str) -> str:
+    return ZEROCOPY_MARKER if kind == ZEROCOPY else memory.marker(kind)
 
 
 def _fill_value(power: int) -> float:
@@ -133,7 +155,7 @@ def _fill_value(power: int) -> float:
 
 def _action(cuda, access, kind, direction, host, device, n: int, power: int):
     """The operation to time once, on a stream (None: synchronous)."""
-    if kind == "zerocopy":
+    if kind == ZEROCOPY:
         if direction == "h2d":
             return lambda stream: access.read(host.device_pointer, n, kind, stream, direction)
         return lambda stream: access.write(
@@ -146,10 +168,10 @@ def _verify(
     cuda, access, kind, direction, host, device, values, received, n: int, power: int
 ) -> str:
     """'' when the size's operations did what they should, else what went wrong."""
-    if kind == "zerocopy" and direction == "h2d":
+    if kind == ZEROCOPY and direction == "h2d":
         check = access.check_sum("", values[:n])
         return "" if check.passed else check.detail
-    if kind == "zerocopy":
+    if kind == ZEROCOPY:
         cuda.Context.synchronize()
         wrong = np.flatnonzero(host.array[:n] != np.float32(_fill_value(power)))
         host.array[:n] = values[:n]  # restore for the next read
@@ -171,7 +193,7 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
     measured (a batch between one event pair), else the single operations.
     """
     found = {}
-    for kind in result.parameters["kinds"]:
+    for kind in measured_kinds(result):
         for direction in result.parameters["directions"]:
             points = []
             for power in result.parameters["powers"]:
@@ -200,7 +222,7 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
         for index, (_, _, gbs) in enumerate(points):
             level = round((math.log10(max(gbs, min(values))) - low) / span * (height - 1))
             row, column = grid[height - 1 - level], index * columns + 1
-            row[column] = MARKERS[kind] if row[column] == " " else "*"
+            row[column] = marker(kind) if row[column] == " " else "*"
     lines = []
     for row_index, row in enumerate(grid):
         value = 10 ** (high - span * row_index / (height - 1))
@@ -251,7 +273,7 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 
 def summarize(result: Result) -> Summary:
     found = curves(result)
-    kinds, directions = result.parameters["kinds"], result.parameters["directions"]
+    kinds, directions = measured_kinds(result), result.parameters["directions"]
     tables, charts, conclusions = [], [], []
     for direction in directions:
         table = Table(
@@ -268,7 +290,7 @@ def summarize(result: Result) -> Summary:
         charts.append(
             Chart(
                 f"GB/s {DIRECTIONS[direction]} against size (log scales): "
-                + ", ".join(f"{MARKERS[k]} = {k}" for k in kinds)
+                + ", ".join(f"{marker(k)} = {k}" for k in kinds)
                 + ", * = several at one point",
                 chart_lines(series),
             )
@@ -283,7 +305,8 @@ def summarize(result: Result) -> Summary:
             "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
             "they return). Latency: one operation, median of "
             f"{result.parameters['repeat']}, from {_source(result)}.",
-        ],
+        ]
+        + [f"Skipped: {reason}." for reason in result.extra.get("skipped", [])],
     )
     for kind in kinds:
         for direction in directions:

@@ -1,0 +1,50 @@
+"""NUMA and CPU affinity from sysfs, parsed from files made in tmp_path."""
+
+from __future__ import annotations
+
+from memprof.affinity import Affinity, format_cpulist, gpu_affinity, parse_cpulist
+
+
+def _device(tmp_path, bus_id: str, node: str, cpus: str):
+    directory = tmp_path / bus_id
+    directory.mkdir()
+    (directory / "numa_node").write_text(node + "\n")
+    (directory / "local_cpulist").write_text(cpus + "\n")
+    return directory
+
+
+def test_cpulists_parse_ranges_and_single_cpus():
+    assert parse_cpulist("0-3,8,10-11\n") == (0, 1, 2, 3, 8, 10, 11)
+    assert parse_cpulist("5") == (5,)
+    assert parse_cpulist("") == ()
+
+
+def test_cpulists_format_back_as_sysfs_writes_them():
+    assert format_cpulist((0, 1, 2, 3, 8, 10, 11)) == "0-3,8,10-11"
+    assert format_cpulist((7,)) == "7"
+    assert format_cpulist(()) == ""
+
+
+def test_a_gpu_on_node_1_with_cuda_s_upper_case_bus_id(tmp_path):
+    _device(tmp_path, "0000:9b:00.0", "1", "32-63,96-127")
+    affinity = gpu_affinity("0000:9B:00.0", tmp_path)
+    assert affinity == Affinity(1, tuple(range(32, 64)) + tuple(range(96, 128)))
+    assert affinity.describe() == "NUMA node 1, local CPUs 32-63,96-127"
+
+
+def test_a_machine_without_numa_says_so_and_missing_files_give_none(tmp_path):
+    _device(tmp_path, "0000:1b:00.0", "-1", "0-15")
+    assert gpu_affinity("0000:1B:00.0", tmp_path) == Affinity(None, tuple(range(16)))
+    assert gpu_affinity("0000:2B:00.0", tmp_path) is None
+
+
+def test_info_shows_the_node_and_cpus_it_recorded_and_says_when_it_did_not():
+    from memprof.experiments import info
+    from tests.conftest import load_fixture
+
+    result = load_fixture("info")  # recorded before affinity: nothing to show
+    rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
+    assert rows["NUMA node, local CPUs"] == "not recorded (sysfs did not say)"
+    result.extra["affinity"] = {"numa_node": 0, "local_cpus": [0, 1, 2, 3, 8]}
+    rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
+    assert rows["NUMA node, local CPUs"] == "NUMA node 0, local CPUs 0-3,8 [sysfs]"

@@ -1,0 +1,130 @@
+"""memprof peer without a GPU: pairs, keys, the latency chain, the GB/s matrix, one GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.errors import InvalidArgument
+from memprof.experiments import peer
+from memprof.multigpu import ordered_pairs, parse_device_choice, unordered_pairs
+from memprof.results import Measurement, Result
+
+
+def test_ordered_pairs_are_every_distinct_pair_source_major():
+    assert ordered_pairs([0, 1, 2]) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert ordered_pairs([0]) == []
+    assert unordered_pairs([0, 1, 2]) == [(0, 1), (0, 2), (1, 2)]
+
+
+def test_device_choice_is_an_index_or_all():
+    assert parse_device_choice("all") is None
+    assert parse_device_choice(" ALL ") is None
+    assert parse_device_choice("1") == 1
+    with pytest.raises(InvalidArgument, match="give a device index"):
+        parse_device_choice("both")
+    with pytest.raises(InvalidArgument, match="outside the allowed range 0 to 63"):
+        parse_device_choice("64")
+
+
+def test_operation_keys_round_trip_and_ignore_other_operations():
+    assert peer.operation_key("ce_on", 0, 1) == "ce_on 0->1"
+    assert peer.parse_operation_key("ce_on 0->1") == ("ce_on", 0, 1)
+    assert peer.parse_operation_key("latency 12->3") == ("latency", 12, 3)
+    assert peer.parse_operation_key("h2d") is None
+    assert peer.parse_operation_key("driver_call") is None
+
+
+def test_the_latency_chain_visits_every_hop_once_and_ends_where_predicted():
+    chain, order = peer.pointer_chain(1024, 64)
+    assert order[0] == 0 and sorted(order.tolist()) == list(range(0, 1024, 64))
+    index, visited = 0, []
+    for _ in range(order.size):
+        visited.append(index)
+        index = int(chain[index])
+    assert index == 0 and sorted(visited) == sorted(order.tolist())  # one cycle through all
+    for steps in (1, 5, 16, 37):
+        index = 0
+        for _ in range(steps):
+            index = int(chain[index])
+        assert peer.chain_end(order, steps) == index
+    assert not np.array_equal(order, np.sort(order))  # not a predictable stride
+
+
+def _measurement(operation: str, nbytes: int, per_op_ms: float) -> Measurement:
+    return Measurement(
+        "gpu", peer.COPY_NAME, operation, "peer", nbytes, [per_op_ms], throughput_ms=[per_op_ms]
+    )
+
+
+def _result(measurements: list[Measurement]) -> Result:
+    return Result(
+        command="peer",
+        parameters={"power": 20, "repeat": 1, "warmup": 0, "latency_steps": 1000},
+        device=None,
+        measurements=measurements,
+        extra={
+            "devices": [{"index": 0, "name": "A", "pci_bus_id": "x"}, {"index": 1, "name": "B"}],
+            "peer_access": [[True, True], [True, True]],
+            "bytes": 4 << 20,
+            "latency_steps": 1000,
+            "skipped": [],
+        },
+    )
+
+
+def test_the_matrix_puts_sources_in_rows_and_destinations_in_columns():
+    nbytes = 4 << 20
+    result = _result(
+        [
+            _measurement("ce_on 0->1", nbytes, nbytes / 400e9 * 1e3),  # 400 GB/s
+            _measurement("ce_on 1->0", nbytes, nbytes / 300e9 * 1e3),  # 300 GB/s
+            _measurement("ce_off 0->1", nbytes, nbytes / 20e9 * 1e3),
+            _measurement("ce_off 1->0", nbytes, nbytes / 20e9 * 1e3),
+        ]
+    )
+    summary = peer.summarize(result)
+    titles = [table.title for table in summary.tables]
+    assert titles[0].startswith("Copy engine, peer access off")
+    on = summary.tables[1]
+    assert on.headers == ["from \\ to", "GPU 0", "GPU 1"]
+    assert on.rows == [["GPU 0", "-", "400"], ["GPU 1", "300", "-"]]
+    assert "GPU 0 → GPU 1: 400 GB/s with peer access, 20.0 GB/s without (20.0x)." in (
+        summary.conclusions
+    )
+
+
+def test_both_directions_are_summed_and_latency_is_per_read():
+    nbytes = 4 << 20
+    result = _result(
+        [
+            _measurement("ce_on 0->1", nbytes, nbytes / 400e9 * 1e3),
+            _measurement("ce_on 1->0", nbytes, nbytes / 400e9 * 1e3),
+            _measurement("ce_bidir 0->1", nbytes, nbytes / 380e9 * 1e3),
+            _measurement("ce_bidir 1->0", nbytes, nbytes / 370e9 * 1e3),
+            Measurement("gpu", "chaseChain", "latency 0->1", "peer", 4000, [2.0]),
+            Measurement("gpu", "chaseChain", "latency 1->1", "device", 4000, [0.5]),
+        ]
+    )
+    summary = peer.summarize(result)
+    bidir = next(t for t in summary.tables if t.title.startswith("Copy engine, both"))
+    assert "GPU 0 ↔ GPU 1: 750 GB/s in total." in bidir.notes
+    latency = summary.tables[-1]
+    assert latency.rows == [["GPU 0", "-", "2.00"], ["GPU 1", "-", "0.50"]]
+    assert any("carries both directions in full" in line for line in summary.conclusions)
+    assert any("takes 2.00 µs, 4.0x a read of its own (0.50 µs)" in c for c in summary.conclusions)
+
+
+def test_peer_on_one_gpu_says_so_in_one_line_and_exits_3(monkeypatch):
+    import memprof.multigpu
+
+    monkeypatch.setattr(memprof.multigpu, "device_count", lambda: 1)
+    outcome = CliRunner().invoke(app, ["peer"])
+    assert outcome.exit_code == 3
+    lines = outcome.output.strip().splitlines()
+    assert lines == [
+        "memprof: error: memprof peer needs two GPUs: this machine has one, so there is "
+        "nothing to measure"
+    ]
