@@ -30,6 +30,7 @@ from memprof.experiments.compare import CompareParams
 from memprof.experiments.device import DeviceParams
 from memprof.experiments.info import InfoParams
 from memprof.experiments.managed import ADVICE_CHOICES, ManagedParams
+from memprof.experiments.peer import PeerParams
 from memprof.experiments.pinned import PinnedParams
 from memprof.experiments.register import RegisterParams
 from memprof.experiments.streams import StreamsParams
@@ -632,10 +633,10 @@ def sweep_kinds(text: str) -> tuple[str, ...]:
 def peer(
     power: Annotated[
         int,
-        typer.Option("--power", "-p", callback=power_range, help=f"{PowerHelp} (26 = 256 MiB)."),
-    ] = 26,
-    repeat: RepeatOption = 5,
-    warmup: WarmupOption = 1,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(PeerParams.power)),
+    ] = PeerParams.power,
+    repeat: RepeatOption = PeerParams.repeat,
+    warmup: WarmupOption = PeerParams.warmup,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -645,11 +646,11 @@ def peer(
     from memprof.experiments import peer as peer_experiment
 
     output = Output(json, csv, quiet, no_color)
-    params = peer_experiment.PeerParams(power=power, repeat=repeat, warmup=warmup)
-    with _errors_as_exit_codes():
-        with _progress_bar(not quiet) as progress:
-            result = peer_experiment.measure(params, progress)
-        _emit([result], output)
+    output.check()
+    params = PeerParams(power=power, repeat=repeat, warmup=warmup)
+    with _progress_bar(not quiet) as progress:
+        result = peer_experiment.measure(params, progress)
+    emit([result], output)
 
 
 @app.command()

@@ -131,7 +131,7 @@ def test_kernel_ms_outside_its_range_or_not_a_number_is_refused(runs, value):
 
 
 @pytest.mark.parametrize(
-    "kinds", ["foo", "pinned,foo", "Pinned", "", ",", " , ", "pinned;pageable", "mapped"]
+    "kinds", ["foo", "pinned,foo", "Pinned", "", ",", " , ", "pinned;pageable", "device"]
 )
 def test_sweep_refuses_unknown_or_no_kinds(runs, kinds):
     result = invoke("sweep", "--kinds", kinds)

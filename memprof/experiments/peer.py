@@ -35,7 +35,7 @@ from memprof.multigpu import (
     unordered_pairs,
 )
 from memprof.profile import MAX_BATCH, THROUGHPUT_BATCHES
-from memprof.results import Check, Measurement, Result
+from memprof.results import ByteCount, Check, Count, Measurement, Result
 from memprof.summary import Summary, Table
 
 COPY_NAME = "[CUDA memcpy PtoP]"  # nvprof's name for peer-to-peer copies
@@ -61,6 +61,16 @@ class PeerParams:
     warmup: int = 1
     latency_steps: int = 4096
 
+
+# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
+PARAMS = PeerParams
+EXTRA_FIELDS = {
+    "devices": list[{"index": Count, "name": str, "pci_bus_id": str}],
+    "peer_access": list[list[bool]],  # [source][destination]: can access
+    "bytes_per_array": ByteCount,
+    "latency_steps": Count,
+    "skipped": list[str],
+}
 
 def operation_key(method: str, source: int, destination: int) -> str:
     """The Measurement operation of one method and pair: 'ce_on 0->1' (data flows 0 to 1)."""
@@ -216,7 +226,7 @@ def run(peers: PeerSession, params: PeerParams, progress: Progress = no_progress
                 for i in devices
             ],
             "peer_access": access_matrix,
-            "bytes": nbytes,
+            "bytes_per_array": nbytes,
             "latency_steps": params.latency_steps,
             "skipped": skipped,
         },
@@ -478,7 +488,7 @@ def matrix_table(
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
-    nbytes = result.extra["bytes"]
+    nbytes = result.extra["bytes_per_array"]
     tables = []
     for method, title in METHODS.items():
         cells = figures(result, method)
