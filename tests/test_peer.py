@@ -68,7 +68,7 @@ def _result(measurements: list[Measurement]) -> Result:
         extra={
             "devices": [{"index": 0, "name": "A", "pci_bus_id": "x"}, {"index": 1, "name": "B"}],
             "peer_access": [[True, True], [True, True]],
-            "bytes": 4 << 20,
+            "bytes_per_array": 4 << 20,
             "latency_steps": 1000,
             "skipped": [],
         },

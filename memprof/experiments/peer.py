@@ -64,8 +64,9 @@ class PeerParams:
 
 # What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
 PARAMS = PeerParams
+DEVICE_RECORD = {"index": Count, "name": str, "pci_bus_id": str}
 EXTRA_FIELDS = {
-    "devices": list[{"index": Count, "name": str, "pci_bus_id": str}],
+    "devices": list[DEVICE_RECORD],
     "peer_access": list[list[bool]],  # [source][destination]: can access
     "bytes_per_array": ByteCount,
     "latency_steps": Count,
