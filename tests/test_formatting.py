@@ -44,6 +44,8 @@ def test_times_are_formatted_as_nvprof_prints_them(nanoseconds, text):
         (9_999_950, "10.000ms"),  # five significant digits after rounding up
         (12_345_678_901, "12.346s"),
         (1.5e12, "1500.0s"),
+        (9_999.96e9, "10000s"),  # rounding adds a digit: one decimal fewer, none left
+        (123_456e9, "123456s"),
     ],
 )
 def test_unit_boundaries_keep_five_significant_digits(nanoseconds, text):

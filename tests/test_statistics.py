@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -32,6 +33,18 @@ def test_a_single_sample_has_no_spread():
 
 def test_two_samples_use_the_sample_standard_deviation():
     assert Statistics.of([1.0, 3.0]).stdev_ms == pytest.approx(math.sqrt(2))
+
+
+def test_sub_millisecond_samples_have_a_relative_spread():
+    stats = Statistics.of([0.1, 0.3])
+    assert stats.relative_spread == pytest.approx(math.sqrt(0.02) / 0.2)
+
+
+def test_statistics_are_values_that_cannot_be_changed():
+    stats = Statistics.of([1.0, 2.0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.median_ms = 0.0
+    assert stats == Statistics.of([2.0, 1.0]) and hash(stats) == hash(Statistics.of([1.0, 2.0]))
 
 
 def test_zero_times_have_no_relative_spread():
