@@ -28,7 +28,7 @@ def format_nvprof_time(nanoseconds: float) -> str:
 
 
 def _five_significant(value: float) -> str:
-    integer_digits = len(str(int(value))) if value >= 1 else 1
+    integer_digits = len(str(int(value)))  # 1 for values under 1, as for 1 to 9
     decimals = max(0, 5 - integer_digits)
     text = f"{value:.{decimals}f}"
     # Rounding can add a digit (9.99995 -> 10.0000): keep five significant digits.

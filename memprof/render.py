@@ -1,11 +1,18 @@
 """Draws Results in the terminal with rich: nvprof's profile layout, summary tables, checks.
 
-Renderers never touch CUDA: they take a Result (fresh or loaded from JSON).
+Renderers never touch CUDA: they take a Result (fresh or loaded from JSON). They fit the
+console they are given: its width (a name or a number is never cut or folded; what does not
+fit moves to its own line or to a second table) and its encoding (ASCII where it is not
+UTF-8).
 """
 
 from __future__ import annotations
 
+import codecs
+from collections.abc import Callable
+
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -17,76 +24,292 @@ from memprof.results import Check, Result
 from memprof.summary import Summary, Table
 
 PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name")
+_GAP = "  "  # between profile columns, as nvprof
+_NAME_INDENT = 4  # where a name on a line of its own starts
+_MIN_TABLE_COLUMN = 4  # narrower text columns are not worth a wrapped cell
+
+# The few non-ASCII characters memprof prints, for consoles that cannot show them.
+ASCII_REPLACEMENTS = {
+    "→": "->",
+    "←": "<-",
+    "µ": "u",
+    "×": "x",
+    "≈": "~",
+    "…": "...",
+    "—": "-",
+    "–": "-",
+    "±": "+/-",
+    "≤": "<=",
+    "≥": ">=",
+    "‘": "'",
+    "’": "'",
+    "“": '"',
+    "”": '"',
+    "·": ".",
+    "°": " deg",
+}
+
+# box.SIMPLE_HEAD drawn with "-": rich's own ASCII fallback would draw a full grid.
+ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 
 
-def profile_table(result: Result) -> RichTable:
-    """The profile as nvprof prints it: groups, Time(%), total, calls, avg/min/max, name."""
-    rows = []
-    previous_group = None
-    for row in profile_rows(result.measurements):
-        stats = row.stats
-        rows.append(
-            [
-                f"{row.group}:" if row.group != previous_group else "",
-                format_percent(row.time_fraction),
-                format_ms(stats.total_ms),
-                str(stats.count),
-                format_ms(stats.mean_ms),
-                format_ms(stats.min_ms),
-                format_ms(stats.max_ms),
-                row.name,
-            ]
+def console_text(console: Console) -> Callable[[str], str]:
+    """How text reaches this console: unchanged where its encoding can show it, else ASCII.
+
+    Every string render.py prints goes through it, so LC_ALL=C or PYTHONIOENCODING=ascii
+    never ends in a UnicodeEncodeError.
+    """
+    try:
+        encoding = codecs.lookup(console.encoding).name
+    except LookupError:
+        encoding = "ascii"
+    if encoding.startswith("utf"):
+        return lambda text: text
+
+    def shown(character: str) -> str:
+        try:
+            character.encode(encoding)
+            return character
+        except UnicodeEncodeError:
+            return ASCII_REPLACEMENTS.get(character, "?")
+
+    def safe(text: str) -> str:
+        try:
+            text.encode(encoding)
+            return text
+        except UnicodeEncodeError:
+            return "".join(shown(character) for character in text)
+
+    return safe
+
+
+def _table_box(console: Console) -> box.Box:
+    return box.SIMPLE_HEAD if console_text(console)("─") == "─" else ASCII_SIMPLE_HEAD
+
+
+# -- the profile -------------------------------------------------------------------------------
+
+
+def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) -> list[str]:
+    """The profile as nvprof prints it, in one of three layouts chosen to fit `width`.
+
+    - Everything fits: nvprof's own line per row (Type, Time(%), Time, Calls, Avg, Min,
+      Max, Name).
+    - The names do not fit beside the numbers: each name on its own line under its numbers.
+    - The Type column does not fit either: each group's title on its own line as well.
+    A name is never cut or folded: when a name alone is wider than the console it is printed
+    whole from the first column and the terminal wraps it, as nvprof's long lines did.
+    """
+    rows = profile_rows(result.measurements)
+    groups = [f"{row.group}:" for row in rows]
+    names = [safe(row.name) for row in rows]
+    numbers = [
+        [
+            format_percent(row.time_fraction),
+            format_ms(row.stats.total_ms),
+            str(row.stats.count),
+            format_ms(row.stats.mean_ms),
+            format_ms(row.stats.min_ms),
+            format_ms(row.stats.max_ms),
+        ]
+        for row in rows
+    ]
+    number_headers = list(PROFILE_COLUMNS[1:-1])
+    number_widths = [
+        max([len(header)] + [len(cells[index]) for cells in numbers])
+        for index, header in enumerate(number_headers)
+    ]
+
+    def numbers_text(cells: list[str]) -> str:
+        return _GAP.join(cell.rjust(w) for cell, w in zip(cells, number_widths, strict=True))
+
+    numbers_width = len(numbers_text(number_headers))
+    type_width = max([len(PROFILE_COLUMNS[0])] + [len(group) for group in groups])
+    name_width = max([len(PROFILE_COLUMNS[-1])] + [cell_len(name) for name in names])
+    type_fits = type_width + len(_GAP) + numbers_width <= width
+    one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
+
+    numbers_at = type_width + len(_GAP) if type_fits else len(_GAP)
+
+    def name_line(name: str) -> str:
+        indent = min(_NAME_INDENT, max(0, width - cell_len(name)))
+        return " " * indent + name
+
+    lines = []
+    header = PROFILE_COLUMNS[0].ljust(type_width) + _GAP if type_fits else " " * numbers_at
+    header += numbers_text(number_headers)
+    if one_line:
+        lines.append(header + _GAP + PROFILE_COLUMNS[-1])
+    else:
+        lines += [header, name_line(PROFILE_COLUMNS[-1])]
+    previous = None
+    for group, name, cells in zip(groups, names, numbers, strict=True):
+        label = group if group != previous else ""
+        previous = group
+        if not type_fits and label:
+            lines.append(label)
+        start = label.ljust(type_width) + _GAP if type_fits else " " * numbers_at
+        if one_line:
+            lines.append(start + numbers_text(cells) + _GAP + name)
+        else:
+            lines += [start + numbers_text(cells), name_line(name)]
+    return [line.rstrip() for line in lines]
+
+
+# -- summary tables ----------------------------------------------------------------------------
+
+
+def summary_table(
+    table: Table, width: int, table_box: box.Box = box.SIMPLE_HEAD
+) -> list[RichTable]:
+    """A summary table as rich tables that fit `width`, never folding a number or a word.
+
+    Text cells wrap between words. When even that does not fit, the columns are split over
+    several tables, each repeating the first (label) column.
+    """
+    parts = _column_parts(table, width)
+    return [
+        _rich_table(
+            table.title if index == 0 else f"{table.title} (continued)",
+            table,
+            columns,
+            _fitted_widths(table, columns, width),
+            table_box,
         )
-        previous_group = row.group
-    table = RichTable(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    _add_columns(table, list(PROFILE_COLUMNS), rows, wrap_last=True)
-    return table
+        for index, columns in enumerate(parts)
+    ]
 
 
-def summary_table(table: Table) -> RichTable:
+def _overhead(column_count: int) -> int:
+    """Characters between the cells of a table drawn by _rich_table: two between columns."""
+    return 2 * (column_count - 1)
+
+
+def _natural_width(table: Table, column: int) -> int:
+    return max(cell_len(cell) for cell in _column_cells(table, column))
+
+
+def _body_width(table: Table, column: int) -> int:
+    """The widest cell below the header: what the column needs once its header wraps."""
+    cells = [row[column] for row in table.rows]
+    return max([_minimum_width(table, column), *(cell_len(cell) for cell in cells)])
+
+
+def _minimum_width(table: Table, column: int) -> int:
+    """The longest word of the column: cells wrap between words, never inside one."""
+    words = [word for cell in _column_cells(table, column) for word in cell.split()]
+    longest = max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)])
+    return min(longest, _natural_width(table, column))
+
+
+def _narrowest_width(table: Table, column: int) -> int:
+    """Figures keep their cells on one line; words may wrap."""
+    if _is_numeric_column(table, column):
+        return _body_width(table, column)
+    return _minimum_width(table, column)
+
+
+def _column_cells(table: Table, column: int) -> list[str]:
+    return [table.headers[column]] + [row[column] for row in table.rows]
+
+
+def _column_parts(table: Table, width: int) -> list[list[int]]:
+    """Column indices of each table to draw: all at once if they fit, else label + a share.
+
+    A table is split only when its columns cannot fit even with every text cell wrapped
+    between words; each share then takes as many columns as fit with the cells unwrapped.
+    """
+    count = len(table.headers)
+    narrowest = sum(_narrowest_width(table, column) for column in range(count))
+    if narrowest + _overhead(count) <= width or count <= 2:
+        return [list(range(count))]
+    body = [_body_width(table, column) for column in range(count)]
+    parts: list[list[int]] = []
+    current = [0]
+    for column in range(1, count):
+        candidate = [*current, column]
+        fits = sum(body[c] for c in candidate) + _overhead(len(candidate)) <= width
+        if fits or len(current) == 1:
+            current = candidate
+        else:
+            parts.append(current)
+            current = [0, column]
+    parts.append(current)
+    return parts
+
+
+def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | None:
+    """Column widths within `width`, or None where the table fits as it is.
+
+    Headers wrap first, then the widest text cells, always between words.
+    """
+    widths = [_natural_width(table, column) for column in columns]
+    available = width - _overhead(len(columns))
+    if sum(widths) <= available:
+        return None
+    for floor in (_body_width, _narrowest_width):
+        floors = [floor(table, column) for column in columns]
+        while sum(widths) > available:
+            shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+            if not shrinkable:
+                break
+            widths[max(shrinkable, key=lambda i: widths[i])] -= 1
+    return widths
+
+
+def _is_numeric_column(table: Table, column: int) -> bool:
+    """Figures (1.23ms, 45.6, 2.31x, 2^20 (4 MiB), -) align right; words align left."""
+    cells = [row[column] for row in table.rows if row[column].strip() not in ("", "-")]
+    return bool(cells) and all(cell.lstrip("+-~<>")[:1].isdigit() for cell in cells)
+
+
+def _rich_table(
+    title: str,
+    table: Table,
+    columns: list[int],
+    widths: list[int] | None,
+    table_box: box.Box,
+) -> RichTable:
     rich_table = RichTable(
-        title=table.title, title_justify="left", box=box.SIMPLE_HEAD, min_width=len(table.title)
+        title=title,
+        title_justify="left",
+        box=table_box,
+        min_width=None if widths else len(title),
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
     )
-    _add_columns(rich_table, table.headers, table.rows, wrap_last=False, best=table.highlighted)
+    for position, column in enumerate(columns):
+        rich_table.add_column(
+            table.headers[column],
+            justify="right" if column and _is_numeric_column(table, column) else "left",
+            width=widths[position] if widths else None,
+            min_width=None if widths else _natural_width(table, column),
+            overflow="fold",
+        )
+    best = set(table.highlighted)
+    for row_index, row in enumerate(table.rows):
+        rich_table.add_row(
+            *(
+                Text(row[column], style="bold green" if (row_index, column) in best else "")
+                for column in columns
+            )
+        )
     return rich_table
 
 
-def _add_columns(
-    table: RichTable,
-    headers: list[str],
-    rows: list[list[str]],
-    wrap_last: bool,
-    best: list[tuple[int, int]] = (),
-) -> None:
-    """Numbers never wrap or get cut: each column is at least as wide as its widest cell.
-
-    Cells are plain Text, so names like "[CUDA memcpy HtoD]" are never read as markup.
-    """
-    for index, header in enumerate(headers):
-        is_label = index == 0 or (wrap_last and index == len(headers) - 1)
-        widest = max((len(row[index]) for row in rows), default=0)
-        table.add_column(
-            header,
-            justify="left" if is_label else "right",
-            min_width=None if wrap_last and index == len(headers) - 1 else min(widest, 40),
-            overflow="fold",
-        )
-    for row_index, row in enumerate(rows):
-        table.add_row(
-            *(
-                Text(cell, style="bold green" if (row_index, column) in best else "")
-                for column, cell in enumerate(row)
-            )
-        )
+# -- whole results -----------------------------------------------------------------------------
 
 
 def render_result(result: Result, console: Console, show_profile: bool | None = None) -> None:
     """Header, profile (nvprof layout), summary tables, verification and conclusions."""
+    safe = console_text(console)
     summary: Summary = EXPERIMENTS[result.command].summarize(result)
-    console.print(Text(_headline(result), style="bold"))
+    console.print(Text(safe(_headline(result)), style="bold"))
     if show_profile if show_profile is not None else summary.show_profile:
-        console.print(f"=={result.pid}== Profiling result:", highlight=False)
-        console.print(profile_table(result))
+        console.print(f"=={result.pid}== Profiling result:", highlight=False, markup=False)
+        for index, line in enumerate(profile_lines(result, console.width, safe)):
+            _print_whole(console, line, style="bold" if index == 0 else "")
         console.print(
             Text(
                 "Timing: GPU activities with CUDA events around each operation, API calls with "
@@ -99,26 +322,44 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
 
 def render_summary(summary: Summary, console: Console, checks: list[Check] = ()) -> None:
     """Tables, charts, verification lines and conclusions."""
+    safe = console_text(console)
+    table_box = _table_box(console)
     for table in summary.tables:
         console.print()
-        console.print(summary_table(table))
+        for part in summary_table(_safe_table(table, safe), console.width, table_box):
+            console.print(part)
         for note in table.notes:
-            console.print(Text(note, style="dim"))
+            console.print(Text(safe(note), style="dim"))
     for chart in summary.charts:
         console.print()
-        console.print(Text(chart.title, style="italic"))
+        console.print(Text(safe(chart.title), style="italic"))
         for line in chart.lines:
-            console.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
+            _print_whole(console, safe(line))
         for note in chart.notes:
-            console.print(Text(note, style="dim"))
+            console.print(Text(safe(note), style="dim"))
     if checks:
         console.print()
         for check in checks:
             style = "green" if check.passed else "bold red"
-            console.print(Text(f"{check.name}: {check.detail}", style=style))
+            console.print(Text(safe(f"{check.name}: {check.detail}"), style=style))
     for conclusion in summary.conclusions:
         console.print()
-        console.print(Text(conclusion, style="bold"))
+        console.print(Text(safe(conclusion), style="bold"))
+
+
+def _print_whole(console: Console, line: str, style: str = "") -> None:
+    """A preformatted line, never folded by rich (a longer one wraps in the terminal)."""
+    console.print(Text(line, style=style), no_wrap=True, overflow="ignore", crop=False)
+
+
+def _safe_table(table: Table, safe: Callable[[str], str]) -> Table:
+    return Table(
+        safe(table.title),
+        [safe(header) for header in table.headers],
+        [[safe(cell) for cell in row] for row in table.rows],
+        [safe(note) for note in table.notes],
+        list(table.highlighted),
+    )
 
 
 def _headline(result: Result) -> str:

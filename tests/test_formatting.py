@@ -44,6 +44,8 @@ def test_times_are_formatted_as_nvprof_prints_them(nanoseconds, text):
         (9_999_950, "10.000ms"),  # five significant digits after rounding up
         (12_345_678_901, "12.346s"),
         (1.5e12, "1500.0s"),
+        (9_999.96e9, "10000s"),  # rounding adds a digit: one decimal fewer, none left
+        (123_456e9, "123456s"),
     ],
 )
 def test_unit_boundaries_keep_five_significant_digits(nanoseconds, text):
@@ -86,3 +88,71 @@ def test_bandwidth_text_and_ratios():
 )
 def test_bytes_use_binary_units(count, text):
     assert format_bytes(count) == text
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (1023, "1023 B"),  # both sides of every 1024 boundary
+        (1024, "1 KiB"),
+        (1025, "1.001 KiB"),
+        ((1 << 20) - 1024, "1023 KiB"),
+        (1 << 20, "1 MiB"),
+        ((1 << 30) - (1 << 20), "1023 MiB"),
+        (1 << 30, "1 GiB"),
+        (1 << 40, "1 TiB"),
+        (1 << 50, "1024 TiB"),  # no unit beyond TiB
+        (-1023, "-1023 B"),
+        (-2048, "-2 KiB"),
+        (1536.0, "1.5 KiB"),
+    ],
+)
+def test_bytes_change_unit_at_1024(count, text):
+    assert format_bytes(count) == text
+
+
+@pytest.mark.parametrize(
+    ("gb_per_s", "text"),
+    [
+        (100.0, "100"),  # both sides of each boundary
+        (99.94, "99.9"),
+        (100.4, "100"),
+        (10.0, "10.0"),
+        (9.994, "9.99"),
+        (1.0, "1.00"),
+        (0.9994, "0.999"),
+        (0.0, "0.000"),
+    ],
+)
+def test_bandwidth_digits_change_at_100_10_and_1(gb_per_s, text):
+    assert format_gb_per_s(gb_per_s) == text
+
+
+def test_bandwidth_of_zero_or_negative_time_is_infinite():
+    assert bandwidth_gb_per_s(1e9, -1.0) == math.inf
+    assert bandwidth_gb_per_s(0, 1.0) == 0.0
+    assert bandwidth_gb_per_s(2e9, 500) == pytest.approx(4.0)
+
+
+def test_not_finite_bandwidth_and_ratios_print_a_dash():
+    assert format_gb_per_s(math.nan) == "-"
+    assert format_gb_per_s(-math.inf) == "-"
+    assert format_ratio(math.inf) == "-"
+    assert format_ratio(0.4749) == "0.47x"
+    assert format_ratio(10.0) == "10.00x"
+
+
+@pytest.mark.parametrize(
+    ("nanoseconds", "text"),
+    [
+        (1000, "1.0000us"),
+        (999_949, "999.95us"),
+        (1_000_000, "1.0000ms"),
+        (999_990_000, "999.99ms"),
+        (999_995_000, "1.0000s"),  # rounds up into seconds
+        (100_000, "100.00us"),
+        (99_999, "99.999us"),
+    ],
+)
+def test_time_unit_boundaries(nanoseconds, text):
+    assert format_nvprof_time(nanoseconds) == text

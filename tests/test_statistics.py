@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -5,27 +6,61 @@ import pytest
 from memprof.timing import Statistics
 
 
-def test_statistics_of_samples():
-    stats = Statistics.of([4.0, 1.0, 3.0, 2.0])
+def test_statistics_of_samples_whose_mean_is_not_their_median():
+    stats = Statistics.of([4.0, 1.0, 10.0, 2.0])
     assert stats.count == 4
-    assert stats.total_ms == 10.0
-    assert (stats.min_ms, stats.max_ms) == (1.0, 4.0)
-    assert stats.mean_ms == 2.5
-    assert stats.median_ms == 2.5
-    assert stats.stdev_ms == pytest.approx(math.sqrt(5 / 3))  # sample standard deviation
-    assert stats.relative_spread == pytest.approx(math.sqrt(5 / 3) / 2.5)
+    assert stats.total_ms == 17.0
+    assert (stats.min_ms, stats.max_ms) == (1.0, 10.0)
+    assert stats.mean_ms == 4.25
+    assert stats.median_ms == 3.0  # the mean of the two middle samples, 2 and 4
+    variance = sum((s - 4.25) ** 2 for s in (4.0, 1.0, 10.0, 2.0)) / 3  # n - 1
+    assert stats.stdev_ms == pytest.approx(math.sqrt(variance))
+    assert stats.relative_spread == pytest.approx(math.sqrt(variance) / 4.25)
+
+
+def test_odd_count_median_is_the_middle_sample():
+    stats = Statistics.of([9.0, 1.0, 2.0])
+    assert stats.median_ms == 2.0
+    assert stats.mean_ms == 4.0
 
 
 def test_a_single_sample_has_no_spread():
     stats = Statistics.of([0.25])
-    assert (stats.median_ms, stats.stdev_ms, stats.relative_spread) == (0.25, 0.0, 0.0)
+    assert (stats.count, stats.total_ms) == (1, 0.25)
+    assert (stats.min_ms, stats.median_ms, stats.max_ms) == (0.25, 0.25, 0.25)
+    assert (stats.stdev_ms, stats.relative_spread) == (0.0, 0.0)
 
 
-def test_odd_count_median_is_the_middle_sample():
-    assert Statistics.of([9.0, 1.0, 5.0]).median_ms == 5.0
+def test_two_samples_use_the_sample_standard_deviation():
+    assert Statistics.of([1.0, 3.0]).stdev_ms == pytest.approx(math.sqrt(2))
 
 
-@pytest.mark.parametrize("samples", [[], [1.0, -0.5], [math.nan], [math.inf]])
+def test_sub_millisecond_samples_have_a_relative_spread():
+    stats = Statistics.of([0.1, 0.3])
+    assert stats.relative_spread == pytest.approx(math.sqrt(0.02) / 0.2)
+
+
+def test_statistics_are_values_that_cannot_be_changed():
+    stats = Statistics.of([1.0, 2.0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.median_ms = 0.0
+    assert stats == Statistics.of([2.0, 1.0]) and hash(stats) == hash(Statistics.of([1.0, 2.0]))
+
+
+def test_zero_times_have_no_relative_spread():
+    stats = Statistics.of([0.0, 0.0])
+    assert stats.relative_spread == 0.0
+
+
+def test_total_is_exact_over_many_small_samples():
+    assert Statistics.of([0.1] * 10).total_ms == 1.0  # math.fsum, not a running sum
+
+
+@pytest.mark.parametrize("samples", [[], [1.0, -0.5], [math.nan], [math.inf], [2.0, -math.inf]])
 def test_invalid_samples_are_refused(samples):
     with pytest.raises(ValueError):
         Statistics.of(samples)
+
+
+def test_a_zero_sample_is_valid():
+    assert Statistics.of([0.0, 2.0]).min_ms == 0.0

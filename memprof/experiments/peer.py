@@ -73,6 +73,7 @@ EXTRA_FIELDS = {
     "skipped": list[str],
 }
 
+
 def operation_key(method: str, source: int, destination: int) -> str:
     """The Measurement operation of one method and pair: 'ce_on 0->1' (data flows 0 to 1)."""
     return f"{method} {source}->{destination}"

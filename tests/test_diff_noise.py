@@ -1,0 +1,150 @@
+"""`memprof diff`: rows matched by what they measure, changes marked only beyond noise."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memprof.diff import MIN_CHANGE, diff, noise
+from memprof.results import Measurement, Result
+from tests.conftest import load_fixture
+
+
+def measurement(samples_ms, name="[CUDA memcpy HtoD]", kind="pinned", nbytes=4 << 20):
+    return Measurement(
+        group="gpu", name=name, operation="h2d", kind=kind, bytes=nbytes, samples_ms=samples_ms
+    )
+
+
+def run(*measurements, command="pinned", host="a-host") -> Result:
+    return Result(
+        command=command,
+        parameters={},
+        device=None,
+        measurements=list(measurements),
+        host=host,
+        created_at="2026-01-01T00:00:00+00:00",
+    )
+
+
+def changes(first: Result, second: Result) -> list[str]:
+    [table] = diff(first, second).tables
+    return [row[-1] for row in table.rows]
+
+
+def test_noise_is_three_times_the_combined_relative_spread():
+    a = measurement([0.9, 1.1])  # relative spread sqrt(0.02) / 1
+    b = measurement([1.8, 2.2])  # the same relative spread
+    assert noise(a.stats, b.stats) == pytest.approx(
+        3 * math.hypot(math.sqrt(0.02), math.sqrt(0.02))
+    )
+    assert noise(a.stats, b.stats) == pytest.approx(0.6)
+
+
+def test_noise_never_falls_below_two_percent():
+    steady = measurement([1.0, 1.0, 1.0])
+    assert MIN_CHANGE == 0.02
+    assert noise(steady.stats, steady.stats) == 0.02
+    assert noise(steady.stats, measurement([1.0, 1.001]).stats) == 0.02  # 3 sigma is only 0.2% here
+
+
+@pytest.mark.parametrize(
+    ("b_ms", "change"),
+    [
+        (1.03, "B slower"),
+        (1.01, "within noise"),
+        (0.99, "within noise"),
+        (0.97, "B faster"),
+        (0.5, "B faster"),
+        (2.0, "B slower"),
+    ],
+)
+def test_a_change_is_marked_beyond_two_percent_for_steady_runs(b_ms, change):
+    assert changes(run(measurement([1.0] * 3)), run(measurement([b_ms] * 3))) == [change]
+
+
+def test_a_noisy_run_needs_a_larger_change():
+    noisy_a = measurement([0.9, 1.1])  # 3 sigma combined with a steady B: about 42%
+    assert changes(run(noisy_a), run(measurement([1.3] * 2))) == ["within noise"]
+    assert changes(run(noisy_a), run(measurement([1.5] * 2))) == ["B slower"]
+    assert changes(run(noisy_a), run(measurement([0.5] * 2))) == ["B faster"]
+
+
+def test_rows_show_bytes_both_medians_and_the_ratio():
+    a = measurement([1.0, 2.0, 9.0])  # median 2, mean 4: noisy, so no change is marked
+    b = measurement([4.0, 4.0, 4.0])
+    [table] = diff(run(a), run(b)).tables
+    assert table.rows == [
+        [
+            "[CUDA memcpy HtoD] (pinned) [gpu]",
+            "4 MiB",
+            "2.0000ms",
+            "4.0000ms",
+            "2.000x",
+            "within noise",
+        ]
+    ]
+    no_bytes = measurement([1.0], name="cuLaunchKernel", kind=None, nbytes=0)
+    [table] = diff(run(no_bytes), run(no_bytes)).tables
+    assert table.rows[0][:2] == ["cuLaunchKernel [gpu]", "-"]
+
+
+def test_a_zero_median_in_a_is_an_infinite_ratio_not_a_crash():
+    [table] = diff(run(measurement([0.0])), run(measurement([1.0]))).tables
+    assert table.rows[0][-1] == "B slower"
+
+
+def test_rows_match_only_at_the_same_size_and_kind():
+    a = run(
+        measurement([1.0], nbytes=1 << 20),
+        measurement([4.0], nbytes=4 << 20),
+        measurement([4.0], nbytes=4 << 20, kind="pageable"),
+    )
+    b = run(measurement([2.0], nbytes=4 << 20), measurement([2.0], nbytes=16 << 20))
+    summary = diff(a, b)
+    [table] = summary.tables
+    assert len(table.rows) == 1 and table.rows[0][1] == "4 MiB"
+    assert table.rows[0][-1] == "B faster"
+    assert summary.conclusions[-1] == (
+        "Unmatched: 2 only in A, 1 only in B (other sizes or kinds)."
+    )
+
+
+def test_rows_of_only_one_run_are_counted():
+    a = run(measurement([1.0], nbytes=1 << 20), measurement([1.0], nbytes=4 << 20))
+    b = run(measurement([1.0], nbytes=4 << 20))
+    assert diff(a, b).conclusions[-1].startswith("Unmatched: 1 only in A, 0 only in B")
+    assert diff(b, a).conclusions[-1].startswith("Unmatched: 0 only in A, 1 only in B")
+    assert len(diff(b, b).conclusions) == 1
+
+
+def test_conclusion_counts_faster_slower_and_unchanged():
+    kinds = ["pinned", "pageable", "mapped", "registered"]
+    a = run(*(measurement([1.0] * 3, kind=k) for k in kinds))
+    b = run(
+        *(measurement([t] * 3, kind=k) for t, k in zip([0.5, 0.6, 1.5, 1.0], kinds, strict=True))
+    )
+    summary = diff(a, b)
+    assert summary.conclusions == [
+        "4 measurements in both runs: B was faster in 2, slower in 1, and within noise in 1."
+    ]
+    assert summary.show_profile is False
+
+
+def test_runs_of_different_commands_are_named():
+    conclusions = diff(run(measurement([1.0])), run(measurement([1.0]), command="zerocopy"))
+    assert "different commands (pinned, zerocopy)" in conclusions.conclusions[1]
+    assert len(diff(run(measurement([1.0])), run(measurement([1.0]))).conclusions) == 1
+
+
+def test_title_names_each_run_by_its_gpu_or_else_its_host():
+    recorded = load_fixture("pinned_p20")
+    [table] = diff(recorded, run(measurement([1.0]), host="laptop")).tables
+    assert table.title == (
+        f"memprof pinned: A = NVIDIA H200 ({recorded.created_at}), "
+        "B = laptop (2026-01-01T00:00:00+00:00)"
+    )
+    [table] = diff(run(measurement([1.0]), host="laptop"), recorded).tables
+    assert table.title.startswith("memprof pinned: A = laptop (")
+    assert table.title.endswith(f"B = NVIDIA H200 ({recorded.created_at})")

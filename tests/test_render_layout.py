@@ -1,0 +1,292 @@
+"""The profile and the summary tables fit the console they are given: width and encoding.
+
+Every recorded result is rendered at 60, 80 and 120 columns, at the width of piped output
+(160) and at rich's default (None): a name is never cut or folded, no number column is lost
+or folded, and nothing but a name wider than the console itself is wider than the console.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from memprof.experiments import EXPERIMENTS
+from memprof.formatting import format_ms, format_percent
+from memprof.profile import profile_rows
+from memprof.render import (
+    ASCII_SIMPLE_HEAD,
+    PROFILE_COLUMNS,
+    console_text,
+    profile_lines,
+    render_result,
+    summary_table,
+)
+from memprof.summary import Table
+from tests.conftest import FIXTURES, load_fixture
+
+NAMES = sorted(path.stem.removeprefix("h200_") for path in FIXTURES.glob("h200_*.json"))
+WIDTHS = [60, 80, 120, 160, None]
+
+
+def rendered(name: str, width: int | None) -> tuple[str, int]:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    render_result(load_fixture(name), console)
+    return console.file.getvalue(), console.width
+
+
+def profile_section(text: str, pid: int) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(f"=={pid}== Profiling result:")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("Timing:"))
+    return lines[start + 1 : end]
+
+
+def shows_profile(name: str) -> bool:
+    result = load_fixture(name)
+    return EXPERIMENTS[result.command].summarize(result).show_profile
+
+
+PROFILED = [name for name in NAMES if shows_profile(name)]
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=str)
+@pytest.mark.parametrize("name", PROFILED)
+def test_profile_names_and_numbers_stay_whole(name, width):
+    result = load_fixture(name)
+    text, columns = rendered(name, width)
+    section = profile_section(text, result.pid)
+    stripped = [line.strip() for line in section]
+    tokens_per_line = [line.split() for line in section]
+    for row in profile_rows(result.measurements):
+        # the whole display name on one line (alone, or ending nvprof's one-line row)
+        assert any(line == row.name or line.endswith("  " + row.name) for line in stripped), (
+            row.name
+        )
+        stats = row.stats
+        figures = [
+            format_percent(row.time_fraction),
+            format_ms(stats.total_ms),
+            str(stats.count),
+            format_ms(stats.mean_ms),
+            format_ms(stats.min_ms),
+            format_ms(stats.max_ms),
+        ]
+        assert any(_contains_run(tokens, figures) for tokens in tokens_per_line), figures
+    for line in section:
+        if len(line) > columns:  # only a name wider than the console, printed whole
+            assert line in {row.name for row in profile_rows(result.measurements)}, line
+
+
+def _contains_run(tokens: list[str], run: list[str]) -> bool:
+    return any(tokens[i : i + len(run)] == run for i in range(len(tokens) - len(run) + 1))
+
+
+@pytest.mark.parametrize("name", PROFILED)
+def test_profile_keeps_nvprof_line_per_row_where_it_fits(name):
+    result = load_fixture(name)
+    text, _ = rendered(name, 250)
+    section = profile_section(text, result.pid)
+    assert section[0].split() == list(PROFILE_COLUMNS)
+    rows = profile_rows(result.measurements)
+    assert len(section) == 1 + len(rows)
+    for line, row in zip(section[1:], rows, strict=True):
+        assert line.endswith("  " + row.name)
+    groups = [line.split(":")[0] for line in section[1:] if not line.startswith(" ")]
+    assert groups == list(dict.fromkeys(row.group for row in rows))
+
+
+def test_at_80_columns_names_go_under_their_numbers():
+    result = load_fixture("zerocopy_p20")
+    lines = profile_lines(result, 80)
+    assert lines[0].split() == list(PROFILE_COLUMNS[:-1])
+    assert lines[1] == "    Name"
+    device_kernel = "sumArraysGPU(float*, float*, float*, int) (device)"
+    index = lines.index("    " + device_kernel)
+    row = next(r for r in profile_rows(result.measurements) if r.name == device_kernel)
+    assert lines[index - 1].split()[-6:] == [
+        format_percent(row.time_fraction),
+        format_ms(row.stats.total_ms),
+        str(row.stats.count),
+        format_ms(row.stats.mean_ms),
+        format_ms(row.stats.min_ms),
+        format_ms(row.stats.max_ms),
+    ]
+    assert lines[2].startswith("GPU activities:")
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_at_60_columns_the_group_title_takes_its_own_line():
+    result = load_fixture("pinned_p20")
+    lines = profile_lines(result, 60)
+    assert "GPU activities:" in lines and "API calls:" in lines
+    assert lines[0].split() == list(PROFILE_COLUMNS[1:-1])
+    assert "    [CUDA memcpy HtoD] (pageable)" in lines
+    assert max(len(line) for line in lines) <= 60
+
+
+def test_a_name_wider_than_the_console_starts_at_the_first_column():
+    result = load_fixture("managed")
+    longest = max((row.name for row in profile_rows(result.measurements)), key=len)
+    assert len(longest) > 80
+    assert longest in profile_lines(result, 80)
+    lines = profile_lines(result, len(longest) + 2)
+    assert "  " + longest in lines  # shifted left just enough to fit
+
+
+def test_at_40_columns_no_column_vanishes():
+    result = load_fixture("pinned_p20")
+    text, _ = rendered("pinned_p20", 40)
+    for row in profile_rows(result.measurements):
+        assert row.name in text
+        assert format_ms(row.stats.max_ms) in text
+    assert "Calls" in text and "Max" in text
+
+
+# -- summary tables ----------------------------------------------------------------------------
+
+
+def _tables():
+    for name in NAMES:
+        result = load_fixture(name)
+        for table in EXPERIMENTS[result.command].summarize(result).tables:
+            yield pytest.param(table, id=f"{name}:{table.title[:20]}")
+
+
+def _draw(table: Table, width: int) -> list[str]:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    for part in summary_table(table, width):
+        console.print(part)
+    return console.file.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("table", list(_tables()))
+def test_summary_tables_fit_and_never_fold_a_figure(table, width):
+    lines = _draw(table, width)
+    assert max(len(line.rstrip()) for line in lines) <= width
+    for column, _ in enumerate(table.headers):
+        cells = [row[column] for row in table.rows]
+        figures = all(cell[:1].isdigit() or cell == "-" for cell in cells)
+        for cell in cells:
+            if figures:  # 2.3456ms, 55.3, 2^20 (4 MiB): whole on one line
+                assert any(re.search(rf"(^|\s){re.escape(cell)}(\s|$)", line) for line in lines)
+            else:  # text wraps between words, never inside one
+                for word in cell.split():
+                    assert any(word in line.split() for line in lines), word
+    rows_seen = [line for line in lines if line.startswith(table.rows[0][0].split()[0])]
+    assert rows_seen
+
+
+def test_a_wide_table_is_split_with_its_label_column_repeated():
+    table = Table("Allocate", ["Size"] + [f"kind{i}" for i in range(8)])
+    for power in (16, 20):
+        table.add_row(f"2^{power} (x)", *(f"{power}{i}.123ms" for i in range(8)))
+    parts = summary_table(table, 60)
+    assert len(parts) == 2
+    assert [len(part.columns) for part in parts] == [5, 5]
+    assert [part.columns[0].header for part in parts] == ["Size", "Size"]
+    assert parts[1].title == "Allocate (continued)"
+    lines = _draw(table, 60)
+    assert sum(line.startswith("2^16 (x)") for line in lines) == 2
+    assert len(summary_table(table, 200)) == 1
+
+
+def test_text_columns_wrap_between_words_and_figures_stay_whole():
+    table = Table("Flags", ["Flag", "Value", "Decides", "Peak"])
+    table.add_row(
+        "canMapHostMemory",
+        "1",
+        "mapped (zero-copy) host memory, a long tail",
+        "4,814 GB/s (2 x 3201)",
+    )
+    table.add_row("managedMemory", "0", "managed memory", "63.0 GB/s (Gen5 x16)")
+    [part] = summary_table(table, 60)
+    lines = _draw(table, 60)
+    assert max(len(line.rstrip()) for line in lines) <= 60
+    assert any(line.startswith("canMapHostMemory") and " 1 " in line for line in lines)
+    assert any(line.endswith("4,814 GB/s (2 x 3201)") for line in lines)
+    assert any(line.endswith("63.0 GB/s (Gen5 x16)") for line in lines)
+    for word in table.rows[0][2].split():
+        assert any(word in line.split() for line in lines)
+    justify = [column.justify for column in part.columns]
+    assert justify == ["left", "right", "left", "right"]
+
+
+def test_best_cells_stay_highlighted_in_every_share():
+    table = Table("T", ["Kind"] + [f"column{i}" for i in range(6)])
+    table.add_row("a", *(f"{i}1.2345678" for i in range(6)))
+    table.add_row("b", *(f"{i}2.3456789" for i in range(6)))
+    table.highlighted = [(1, 1), (0, 6)]
+    parts = summary_table(table, 40)
+    assert len(parts) > 1
+    styles = {}
+    for part in parts:
+        headers = [c.header for c in part.columns]
+        for position, column in enumerate(part.columns):
+            for row, cell in enumerate(column.cells):
+                styles[headers[position], row] = str(cell.style)
+    assert styles["column0", 1] == "bold green"
+    assert styles["column5", 0] == "bold green"
+    assert styles["column0", 0] == ""
+
+
+# -- encodings ---------------------------------------------------------------------------------
+
+
+def _ascii_console(width: int) -> tuple[Console, io.BytesIO]:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii")
+    return Console(file=stream, width=width, color_system=None), raw
+
+
+@pytest.mark.parametrize("width", [80, 160])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_result_renders_on_an_ascii_console(name, width):
+    console, raw = _ascii_console(width)
+    render_result(load_fixture(name), console)
+    console.file.flush()
+    text = raw.getvalue().decode("ascii")  # nothing but ASCII was written
+    utf8 = rendered(name, width)[0]
+    # the same words, the few non-ASCII characters replaced (a replacement can move a wrap)
+    expected = utf8.replace("→", "->").replace("…", "...")
+    assert _words(text) == _words(expected)
+
+
+def _words(text: str) -> list[str]:
+    return sorted(word for word in text.split() if set(word) - set("-─"))
+
+
+def test_ascii_console_gets_arrows_and_a_plain_rule():
+    console, raw = _ascii_console(80)
+    render_result(load_fixture("pinned_p20"), console)
+    console.file.flush()
+    text = raw.getvalue().decode("ascii")
+    assert "pinned    host -> device" in text
+    assert re.search(r"^-{20,}$", text, re.MULTILINE)
+
+
+def test_console_text_replaces_only_what_the_encoding_cannot_show():
+    sample = "5 µs → 3× ≈ … ☃"
+    ascii_console = Console(file=io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    latin_console = Console(file=io.TextIOWrapper(io.BytesIO(), encoding="latin-1"))
+    utf8_console = Console(file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert console_text(ascii_console)(sample) == "5 us -> 3x ~ ... ?"
+    assert console_text(latin_console)(sample) == "5 µs -> 3× ~ ... ?"
+    assert console_text(utf8_console)(sample) == sample
+
+
+def test_ascii_box_draws_only_the_header_rule():
+    table = Table("T", ["Kind", "GB/s"])
+    table.add_row("pinned", "55.3")
+    console, raw = _ascii_console(40)
+    for part in summary_table(table, 40, ASCII_SIMPLE_HEAD):
+        console.print(part)
+    console.file.flush()
+    assert raw.getvalue().decode("ascii").splitlines()[1:] == [
+        "Kind    GB/s",
+        "------------",
+        "pinned  55.3",
+    ]

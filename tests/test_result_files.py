@@ -1,0 +1,95 @@
+"""Saving and loading Results: numpy values, verification, lookups, files that are not results."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memprof.errors import InvalidArgument
+from memprof.results import Check, Measurement, Result
+
+
+def built(checks: list[Check] | None = None) -> Result:
+    copy = Measurement(
+        group="gpu",
+        name="[CUDA memcpy HtoD]",
+        operation="h2d",
+        kind="pinned",
+        bytes=int(np.int64(4 << 20)),
+        samples_ms=[np.float64(1.5), np.float64(0.5), 4.0],  # median 1.5, mean 2,
+    )
+    small = Measurement(
+        group="gpu",
+        name="[CUDA memcpy HtoD]",
+        operation="h2d",
+        kind="pinned",
+        bytes=1024,
+        samples_ms=[0.01],
+    )
+    return Result(
+        command="pinned",
+        parameters={"power": 20},
+        device=None,
+        measurements=[copy, small],
+        checks=checks if checks is not None else [Check("sum", np.bool_(True), 8, "ok")],
+        extra={"bytes_per_array": np.int64(4 << 20)},
+    )
+
+
+def test_numpy_values_are_saved_as_plain_json_and_load_back(tmp_path):
+    path = tmp_path / "run.json"
+    built().save(path)
+    text = path.read_text()
+    assert text.endswith("}\n")
+    data = json.loads(text)
+    assert data["measurements"][0]["samples_ms"] == [1.5, 0.5, 4.0]
+    assert data["checks"][0]["passed"] is True
+    assert data["extra"]["bytes_per_array"] == 4 << 20
+
+
+def test_a_value_json_cannot_hold_is_refused_by_name():
+    result = built()
+    result.extra["kinds"] = {"pinned"}
+    with pytest.raises(TypeError, match="set cannot be saved"):
+        result.to_json()
+
+
+def test_a_result_passes_only_when_every_check_passed():
+    assert built([Check("a", True, 1, ""), Check("b", True, 1, "")]).passed
+    assert not built([Check("a", True, 1, ""), Check("b", False, 1, "mismatch")]).passed
+    assert not built([Check("a", False, 1, "mismatch"), Check("b", True, 1, "")]).passed
+    assert built([]).passed
+
+
+def test_find_tells_sizes_apart():
+    result = built()
+    assert result.find("h2d", "pinned", "gpu", 1024).samples_ms == [0.01]
+    with pytest.raises(KeyError, match="2 measurements"):
+        result.find("h2d", "pinned", "gpu")
+    with pytest.raises(KeyError, match=r"0 measurements .* bytes=2048"):
+        result.find("h2d", byte_count=2048)
+
+
+def test_throughput_statistics_exist_only_where_batches_were_timed():
+    plain = built().measurements[0]
+    assert (plain.batch, plain.throughput_stats) == (0, None)
+    batched = Measurement(
+        group="gpu",
+        name="x",
+        operation="h2d",
+        kind="pinned",
+        bytes=1,
+        throughput_ms=[3.0, 1.0, 2.0, 10.0],
+        batch=32,
+    )
+    assert batched.throughput_stats.median_ms == 2.5
+
+
+@pytest.mark.parametrize("text", ['{"command": "pinned"}', "{}", "[]", "3"])
+def test_json_without_a_schema_version_is_not_a_result(text):
+    with pytest.raises(
+        InvalidArgument, match=r"not a memprof result: (no schema_version|the JSON is)"
+    ):
+        Result.from_json(text)
