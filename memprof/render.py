@@ -19,7 +19,7 @@ from rich.text import Text
 
 from memprof.experiments import EXPERIMENTS
 from memprof.formatting import format_ms, format_percent
-from memprof.profile import profile_rows
+from memprof.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 from memprof.results import Check, Result
 from memprof.summary import Summary, Table
 
@@ -310,14 +310,68 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
         console.print(f"=={result.pid}== Profiling result:", highlight=False, markup=False)
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
-        console.print(
-            Text(
-                "Timing: GPU activities with CUDA events around each operation, API calls with "
-                "the host clock around each driver call; warm-up runs are not counted.",
-                style="dim",
+        console.print(Text(safe(timing_note(result)), style="dim"))
+        unified = unified_memory_lines(result)
+        if unified:
+            console.print(
+                f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
             )
-        )
+            for line in unified:
+                _print_whole(console, safe(line))
     render_summary(summary, console, result.checks)
+
+
+def timing_note(result: Result) -> str:
+    """How the profile's figures were measured, from what the Result records."""
+    timing = result.timing
+    only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
+    if timing is None:  # results saved before memprof recorded its timing source
+        return (
+            "Timing: GPU activities with CUDA events around each operation, API calls with the "
+            "host clock around each driver call; warm-up runs are not counted."
+        )
+    if timing.source == "cupti":
+        return (
+            "Timing: GPU activities are CUPTI's records of each operation (the GPU's own "
+            "duration, as nvprof printed); API calls are CUPTI's records of every driver call "
+            f"they made; {only_timed}."
+        )
+    why = f" ({timing.note})" if timing.note else ""
+    overhead = (
+        f" less the {timing.event_overhead_ms * 1e3:.2f} us an empty gated event pair measures"
+        if timing.event_overhead_ms
+        else ""
+    )
+    return (
+        f"Timing: CUDA events{why}: each GPU operation held behind a GPU-side gate, timed "
+        f"between two events{overhead}; copies from pageable memory block the host and include "
+        f"the driver's staging; API calls with the host clock; {only_timed}."
+    )
+
+
+def unified_memory_lines(result: Result) -> list[str]:
+    """nvprof's Unified Memory section, or CUPTI's reason for its absence (managed runs)."""
+    timing = result.timing
+    if timing is None:
+        return []
+    if timing.unified_memory is None:
+        if result.command == "managed" and timing.unified_memory_note:
+            return [timing.unified_memory_note]
+        return []
+    rows, cpu_faults = unified_memory_rows(timing.unified_memory)
+    if not rows and cpu_faults.endswith(": 0"):
+        return []
+    widths = [
+        max([len(header)] + [len(row[i]) for row in rows])
+        for i, header in enumerate(UNIFIED_MEMORY_HEADERS)
+    ]
+
+    def line(cells) -> str:
+        numbers = "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths, strict=False))
+        return f"{numbers}  {cells[-1]}"
+
+    lines = [line(UNIFIED_MEMORY_HEADERS)] + [line(row) for row in rows] + [cpu_faults]
+    return [*lines, "(whole run, warm-ups included: CUPTI's counters are process-wide)"]
 
 
 def render_summary(summary: Summary, console: Console, checks: list[Check] = ()) -> None:
