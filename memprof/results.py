@@ -292,7 +292,8 @@ def _checked_result(data: dict[str, Any]) -> Result:
     module = EXPERIMENTS[command]
     # A parameter added after the file was written takes its default: what memprof did before.
     parameters = check_dataclass(data["parameters"], module.PARAMS, "parameters")
-    extra = check_record(data.get("extra", {}), module.EXTRA_FIELDS, "extra")
+    optional = getattr(module, "OPTIONAL_EXTRA", frozenset())  # added later, or not always known
+    extra = check_record(data.get("extra", {}), module.EXTRA_FIELDS, "extra", optional)
     rest = {k: v for k, v in data.items() if k not in ("parameters", "extra")}
     result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above
     result.parameters = asdict(parameters)

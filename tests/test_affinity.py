@@ -42,7 +42,10 @@ def test_info_shows_the_node_and_cpus_it_recorded_and_says_when_it_did_not():
     from memprof.experiments import info
     from tests.conftest import load_fixture
 
-    result = load_fixture("info")  # recorded before affinity: nothing to show
+    result = load_fixture("info")  # the H200 VM: sysfs names no NUMA node, CPUs 0-15
+    rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
+    assert rows["NUMA node, local CPUs"] == "no NUMA node, local CPUs 0-15 [sysfs]"
+    del result.extra["affinity"]  # as in results saved before memprof recorded it
     rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
     assert rows["NUMA node, local CPUs"] == "not recorded (sysfs did not say)"
     result.extra["affinity"] = {"numa_node": 0, "local_cpus": [0, 1, 2, 3, 8]}

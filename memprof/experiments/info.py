@@ -20,7 +20,8 @@ class InfoParams:
 
 # What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
 PARAMS = InfoParams
-EXTRA_FIELDS: dict = {}
+EXTRA_FIELDS = {"affinity": {"numa_node": int | None, "local_cpus": list[int]}}
+OPTIONAL_EXTRA = frozenset({"affinity"})  # absent where sysfs does not say, and in older files
 
 
 def run(session: GpuSession, params: InfoParams, progress: Progress = no_progress) -> Result:

@@ -48,7 +48,9 @@ class SweepParams:
 
 # What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
 PARAMS = SweepParams
-EXTRA_FIELDS: dict = {}
+# the kinds measured (those of params.kinds this GPU supports) and why others were skipped
+EXTRA_FIELDS = {"kinds": list[str], "skipped": list[str]}
+OPTIONAL_EXTRA = frozenset({"kinds", "skipped"})  # older files measured every kind asked for
 
 
 def run(session: GpuSession, params: SweepParams, progress: Progress = no_progress) -> Result:
