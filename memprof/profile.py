@@ -58,7 +58,6 @@ class Profiler:
         self._tagging = 0
         self._recording = 0
         self._paused = 0
-        self._spans = 0
         self._event_overhead_ms: float | None = None
 
     # -- what is recorded ------------------------------------------------------------------
@@ -138,8 +137,9 @@ class Profiler:
         gate = self.gate()
         if synchronous and gate.closed:
             self.release_gate()  # a blocking call behind a closed gate would wait forever
-        # A span gates once; inside it nothing re-gates (a blocking call may have opened it).
-        gate_here = not synchronous and not gate.closed and not self._spans
+        # A span gates once, around all of it; an operation after a blocking call inside it
+        # (which had to open the gate) is gated on its own, so its events never time Python.
+        gate_here = not synchronous and not gate.closed
         if gate_here:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
@@ -149,11 +149,7 @@ class Profiler:
             with self._tag() as tag:
                 yield
         else:
-            self._spans += 1
-            try:
-                yield
-            finally:
-                self._spans -= 1
+            yield
         end.record(stream)
         if gate_here:
             self.release_gate()

@@ -190,6 +190,24 @@ def test_a_span_gates_once_and_a_blocking_call_inside_releases_it():
     ]
 
 
+def test_an_operation_after_a_blocking_call_in_a_span_is_gated_on_its_own():
+    profiler = make_profiler()
+
+    def step():
+        with profiler.events("span", "flow", "flow", "pageable", 4):
+            with profiler.events("gpu", "c", "h2d", "pageable", 4, synchronous=True):
+                FakeEvent.log.append("sync op")
+            with profiler.events("gpu", "k", "kernel", "device", 4):
+                FakeEvent.log.append("op")
+
+    profiler.repeat(step, warmup=0, repeat=1)
+    assert FakeEvent.log == [
+        "close", "event", "open", "event", "sync op", "event",  # the span's gate opens
+        "close", "event", "op", "event", "open",  # the kernel never times Python
+        "event",
+    ]  # fmt: skip
+
+
 def test_cupti_records_replace_event_samples_and_make_the_api_rows():
     profiler = make_profiler(
         FakeActivity(
