@@ -105,7 +105,7 @@ class Profiler:
         if not self.recording:
             yield
             return
-        with self._tag() as _:
+        with self._tag():
             start_ns = time.perf_counter_ns()
             yield
             elapsed_ns = time.perf_counter_ns() - start_ns
