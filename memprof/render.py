@@ -324,6 +324,9 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
 def timing_note(result: Result) -> str:
     """How the profile's figures were measured, from what the Result records."""
     timing = result.timing
+    own_note = getattr(EXPERIMENTS.get(result.command), "timing_note", None)
+    if timing is not None and own_note is not None:  # a command whose figures are its own
+        return own_note(result)
     only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
     if timing is None:  # results saved before memprof recorded its timing source
         return (

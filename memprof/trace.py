@@ -343,6 +343,16 @@ class CopyGroup:
     small_calls: int = 0  # under SMALL_COPY_BYTES
     small_bytes: int = 0
     small_gpu_ms: float = 0.0
+    # The blocking copies' calls (synchronous, or from or to pageable memory), entry to exit,
+    # summed: how long the host waited, staging included, where gpu_ms is the DMA alone.
+    # 0 in files written before memprof kept it.
+    blocked_ms: float = 0.0
+
+    @property
+    def blocking_copies(self) -> int:
+        """Copies the host waited for: synchronous calls, and every copy from or to pageable
+        memory (the driver stages those before the call returns, Async or not)."""
+        return self.calls if self.host_kind == "pageable" else self.blocking_calls
 
     @property
     def host_kind(self) -> str | None:
@@ -354,9 +364,55 @@ class CopyGroup:
         return None
 
 
+def is_blocking(record: GpuRecord) -> bool:
+    """A copy the host waited for: a synchronous call, or from or to pageable memory (which
+    the driver stages through its own pinned buffer before the call returns)."""
+    return not record.asynchronous or "pageable" in (record.src_kind, record.dst_kind)
+
+
+def call_ms_by_correlation(api: list[ApiRecord]) -> dict[int, float]:
+    """Each correlation id's longest API call: where a runtime call (cudaMemcpy) and the
+    driver call it made share the id, the runtime call encloses it and is what held the host."""
+    calls: dict[int, float] = {}
+    for call in api:
+        if call.correlation_id:
+            calls[call.correlation_id] = max(calls.get(call.correlation_id, 0.0), call.duration_ms)
+    return calls
+
+
+@dataclass
+class BlockedCopies:
+    """Blocking copies of one profile row and size: the GPU's DMA time and the time their
+    calls held the host. A program that times such a copy itself sees the second figure."""
+
+    name: str  # the profile row: "[CUDA memcpy HtoD] pageable -> device"
+    bytes: int
+    calls: int = 0
+    gpu_ms: float = 0.0  # CUPTI's memcpy records, summed (the DMA alone)
+    blocked_ms: float = 0.0  # the API calls with the same correlation ids, summed
+    paired: int = 0  # copies whose call CUPTI recorded (blocked_ms covers only these)
+
+
+def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCopies]:
+    """Every blocking copy paired with its call, by row name and size."""
+    call_ms = call_ms_by_correlation(api)
+    rows: dict[tuple[str, int], BlockedCopies] = {}
+    for record in gpu:
+        if record.category != "memcpy" or not is_blocking(record):
+            continue
+        key = (copy_row_name(record), record.bytes)
+        row = rows.setdefault(key, BlockedCopies(*key))
+        row.calls += 1
+        row.gpu_ms += record.duration_ms
+        if record.correlation_id in call_ms:
+            row.paired += 1
+            row.blocked_ms += call_ms[record.correlation_id]
+    return sorted(rows.values(), key=lambda r: (r.name, r.bytes))
+
+
 def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     """The copies folded by direction and memory kinds, largest GPU time first."""
-    call_ms = {call.correlation_id: call.duration_ms for call in api if call.correlation_id}
+    call_ms = call_ms_by_correlation(api)
     groups: dict[tuple[str, str, str], CopyGroup] = {}
     for record in gpu:
         if record.category != "memcpy":
@@ -368,6 +424,8 @@ def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
         group.gpu_ms += record.duration_ms
         group.call_ms += call_ms.get(record.correlation_id, 0.0)
         group.blocking_calls += not record.asynchronous
+        if is_blocking(record):
+            group.blocked_ms += call_ms.get(record.correlation_id, 0.0)
         if record.bytes < SMALL_COPY_BYTES:
             group.small_calls += 1
             group.small_bytes += record.bytes
@@ -396,6 +454,7 @@ def trace_result(
             "error": "" if error is None else f"{type(error).__name__}: {error}",
             "wall_s": outcome.wall_s,
             "copies": copy_groups(recording.gpu, recording.api),
+            "blocked": blocked_copies(recording.gpu, recording.api),
             "pinned_bandwidth": bandwidth,
         },
         timing=TimingInfo(

@@ -14,7 +14,7 @@ from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
 from memprof.profile import UNIFIED_MEMORY_HEADERS, unified_memory_rows
 from memprof.results import NonNegative, Result
 from memprof.summary import Summary, Table
-from memprof.trace import SMALL_COPY_BYTES, CopyGroup, TraceParams
+from memprof.trace import SMALL_COPY_BYTES, BlockedCopies, CopyGroup, TraceParams
 
 PARAMS = TraceParams
 EXTRA_FIELDS = {
@@ -25,7 +25,9 @@ EXTRA_FIELDS = {
     "wall_s": NonNegative,
     "copies": list[CopyGroup],
     "pinned_bandwidth": dict[str, str | float],  # GB/s by direction, bytes, and how measured
+    "blocked": list[BlockedCopies],  # blocking copies by row and size, with their calls' time
 }
+OPTIONAL_EXTRA = frozenset({"blocked"})  # traces saved before memprof paired copies and calls
 UnifiedMemory = dict[str, dict[str, float]]
 
 DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
@@ -179,10 +181,23 @@ def advice(
 def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> Table:
     table = Table(
         "Copies by memory kind",
-        ["Copy", "Calls", "Bytes", "GPU time", "GB/s", "Blocking", f"Under {SMALL_LABEL}"],
+        [
+            "Copy",
+            "Calls",
+            "Bytes",
+            "GPU time",
+            "GB/s",
+            "Blocking",
+            "Host blocked",
+            f"Under {SMALL_LABEL}",
+        ],
         notes=[
-            "GPU time: CUPTI's record of each copy, summed; GB/s: bytes over that time "
-            "(10^9 bytes/s). Blocking: made with a synchronous call."
+            "GPU time: CUPTI's record of each copy on the GPU (the DMA alone), summed; GB/s: "
+            "bytes over that time (10^9 bytes/s). Blocking: copies the host waited for (a "
+            "synchronous call, or from or to pageable memory, which the driver stages through "
+            "its own pinned buffer). Host blocked: those copies' calls, entry to exit, summed: "
+            "staging included, what the program waited and what it measures around such a "
+            "copy (- where the trace did not record it)."
         ],
     )
     for g in copies:
@@ -193,7 +208,8 @@ def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> T
             format_bytes(g.bytes),
             format_ms(g.gpu_ms),
             format_gb_per_s(rate),
-            str(g.blocking_calls),
+            str(g.blocking_copies),
+            format_ms(g.blocked_ms) if g.blocked_ms > 0 else "-",
             str(g.small_calls),
         )
     h2d, d2h = pinned_gb_per_s(bandwidth, "HtoD"), pinned_gb_per_s(bandwidth, "DtoH")
@@ -239,6 +255,18 @@ def outcome_line(result: Result) -> str:
     return (
         f"{program} {ended} after {extra.get('wall_s', 0.0):.3f} s on {gpu} "
         f"(driver {extra.get('driver_version') or 'unknown'})."
+    )
+
+
+def timing_note(result: Result) -> str:
+    """The profile's footnote: what its figures are, and where a blocking copy's wait is."""
+    return (
+        "Timing: CUPTI's records of the whole program, nothing excluded (start-up calls "
+        "included). GPU activities: each operation's own time on the GPU, as nvprof printed; "
+        "for a copy that is its DMA alone. A blocking copy (a synchronous call, or from or to "
+        "pageable memory) held the host longer, staging included: its call's time is in API "
+        "calls and, per kind of copy, in Host blocked below. API calls: every driver and "
+        "runtime call, entry to exit."
     )
 
 

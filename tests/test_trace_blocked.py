@@ -1,0 +1,147 @@
+"""Blocking copies keep two figures: the GPU's DMA (CUPTI's memcpy record) and the time their
+call held the host (the API record of the same correlation id). Small record lists built
+here, not recordings; trace_check's choice of figure per row is pinned down too."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from memprof.activity import ApiRecord, GpuRecord
+from memprof.experiments import trace as trace_summary
+from memprof.formatting import format_ms
+from memprof.profile import profile_rows
+from memprof.render import timing_note
+from memprof.results import Measurement, Result
+from memprof.trace import (
+    BlockedCopies,
+    Outcome,
+    Program,
+    Recording,
+    blocked_copies,
+    copy_groups,
+    is_blocking,
+    measurements_from_records,
+    trace_result,
+)
+from tests.conftest import load_fixture, render_text
+
+MiB = 1 << 20
+PAGEABLE_HTOD = "[CUDA memcpy HtoD] pageable -> device"
+
+
+def memcpy(source: str, destination: str, nbytes: int, dma_us: float, asynchronous: bool, cid: int):
+    direction = "HTOD" if destination == "device" else "DTOH"
+    return GpuRecord(
+        "memcpy", direction, 0, int(dma_us * 1000), nbytes, source, destination, asynchronous, cid
+    )
+
+
+def records() -> tuple[list[GpuRecord], list[ApiRecord]]:
+    """Synchronous pageable HtoD (driver call only), an Async pageable HtoD made through the
+    runtime (cudaMemcpyAsync and the driver call it made share the id), a synchronous pinned
+    DtoH, an Async pinned HtoD (not blocking), and a pageable copy CUPTI has no call for."""
+    gpu = [
+        memcpy("pageable", "device", 4 * MiB, 300, False, 1),
+        memcpy("pageable", "device", 4 * MiB, 310, True, 2),
+        memcpy("device", "pinned", 4 * MiB, 90, False, 3),
+        memcpy("pinned", "device", 4 * MiB, 80, True, 4),
+        memcpy("pageable", "device", 32 * MiB, 2000, False, 5),
+    ]
+    api = [
+        ApiRecord("cuMemcpyHtoD_v2", 0.45, 1),
+        ApiRecord("cudaMemcpyAsync", 0.50, 2),  # the runtime call encloses ...
+        ApiRecord("cuMemcpyHtoDAsync_v2", 0.40, 2),  # ... the driver call it made
+        ApiRecord("cuMemcpyDtoH_v2", 0.10, 3),
+        ApiRecord("cuMemcpyHtoDAsync_v2", 0.005, 4),
+    ]
+    return gpu, api
+
+
+def test_a_copy_blocks_when_its_call_is_synchronous_or_its_host_memory_pageable():
+    gpu, _ = records()
+    assert [is_blocking(r) for r in gpu] == [True, True, True, False, True]
+
+
+def test_blocking_copies_pair_with_the_longest_call_of_their_correlation_id():
+    rows = {(b.name, b.bytes): b for b in blocked_copies(*records())}
+    four = rows[PAGEABLE_HTOD, 4 * MiB]
+    assert (four.calls, four.paired) == (2, 2)
+    assert four.gpu_ms == pytest.approx(0.61)
+    assert four.blocked_ms == pytest.approx(0.45 + 0.50)  # cudaMemcpyAsync, not its driver call
+    assert rows["[CUDA memcpy DtoH] device -> pinned", 4 * MiB].blocked_ms == pytest.approx(0.1)
+    unpaired = rows[PAGEABLE_HTOD, 32 * MiB]
+    assert (unpaired.calls, unpaired.paired, unpaired.blocked_ms) == (1, 0, 0.0)
+    assert ("[CUDA memcpy HtoD] pinned -> device", 4 * MiB) not in rows  # asynchronous
+
+
+def test_copy_groups_sum_host_blocked_time_of_blocking_copies_only():
+    groups = {(g.direction, g.source): g for g in copy_groups(*records())}
+    pageable = groups["HtoD", "pageable"]
+    assert pageable.blocked_ms == pytest.approx(0.95)
+    assert pageable.blocking_copies == 3  # one Async call from pageable memory among them
+    assert pageable.blocking_calls == 2
+    assert groups["DtoH", "device"].blocked_ms == pytest.approx(0.1)
+    pinned = groups["HtoD", "pinned"]
+    assert (pinned.blocked_ms, pinned.blocking_copies) == (0.0, 0)
+    assert pinned.call_ms == pytest.approx(0.005)
+
+
+def test_nvprof_rows_stay_the_gpus_dma_time():
+    rows = {r.name: r for r in profile_rows(measurements_from_records(*records()))}
+    assert rows[PAGEABLE_HTOD].stats.total_ms == pytest.approx(0.3 + 0.31 + 2.0)
+
+
+def traced() -> Result:
+    gpu, api = records()
+    recording = Recording(gpu, api, None, None, "NVIDIA H200", "580")
+    return trace_result(Program("p.py", None), Outcome(0, None, 1.0), recording, 0, {})
+
+
+def test_the_copies_table_shows_gpu_time_and_host_blocked_side_by_side():
+    table = trace_summary.copies_table(copy_groups(*records()), {})
+    blocked = table.headers.index("Host blocked")
+    rows = {row[0]: row for row in table.rows}
+    pageable = rows["HtoD pageable -> device"]
+    assert pageable[table.headers.index("GPU time")] == format_ms(2.61)
+    assert pageable[blocked] == format_ms(0.95)
+    assert pageable[table.headers.index("Blocking")] == "3"
+    assert rows["HtoD pinned -> device"][blocked] == "-"
+    assert "DMA alone" in table.notes[0] and "Host blocked" in table.notes[0]
+
+
+def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
+    note = timing_note(traced())
+    assert "DMA alone" in note and "Host blocked" in note
+    assert "--repeat" not in note  # a trace repeats nothing
+    assert "--repeat" in timing_note(load_fixture("pinned_p20"))  # other commands unchanged
+
+
+def test_traces_saved_before_the_pairing_still_load_and_render():
+    result = load_fixture("trace_pycuda")
+    assert "blocked" not in result.extra
+    text = render_text(result, width=200)
+    assert "Host blocked" in text
+    assert "DMA alone" in text
+
+
+def load_trace_check():
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_check.py"
+    spec = importlib.util.spec_from_file_location("trace_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trace_check_compares_blocking_rows_with_blocked_time_and_others_with_gpu_time():
+    check = load_trace_check()
+    key = (PAGEABLE_HTOD, 4 * MiB)
+    dma = Measurement("gpu", PAGEABLE_HTOD, "htod", None, 4 * MiB, [0.3, 0.31], source="cupti")
+    paired = {key: BlockedCopies(*key, calls=2, gpu_ms=0.61, blocked_ms=0.95, paired=2)}
+    assert check.trace_figure(key, 2, dma, paired) == (pytest.approx(0.95), "blocked")
+    half = {key: BlockedCopies(*key, calls=2, gpu_ms=0.61, blocked_ms=0.45, paired=1)}
+    assert check.trace_figure(key, 2, dma, half) == (pytest.approx(0.61), "GPU")
+    assert check.trace_figure(key, 2, dma, {}) == (pytest.approx(0.61), "GPU")
+    assert check.trace_figure(key, 2, None, {}) == (0.0, "GPU")
