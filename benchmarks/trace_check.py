@@ -6,12 +6,21 @@ Each runs bare and under `memprof trace --json`; then:
 
 1. Counts and bytes: every (direction, source kind, destination kind, size) the program
    reports has exactly that many copies in the trace, and the trace has no other copies.
-2. Time: the trace's copy time (CUPTI) of copies of 1 MiB or more, summed, against the
-   program's own event timing of the same copies. Target: within 5% (per row and in total).
-3. Overhead, examples/small_copies.py (10,000 copies of 4 KiB): the program's own wall time
-   (first line to last, inside the program) traced against bare, median of ROUNDS
-   alternating runs. Target: under 10%. The whole process (memprof's import, CUPTI start,
-   rendering) is printed beside it, not judged: that fixed cost does not grow with the program.
+2. Time: for copies of 1 MiB or more, the trace's time against the program's own CUDA
+   events around the same copies. Target: within 5% (per row and in total). Which trace
+   figure depends on the copy, and each row says which it used:
+   - blocking copies (synchronous, or from or to pageable memory): "blocked", the time their
+     calls held the host (CUPTI's API record of the same correlation id). The program's
+     events bracket the call, driver's staging included, which CUPTI's memcpy record (the
+     DMA alone) leaves out;
+   - asynchronous copies (pinned memory, queued behind GPU work): "GPU", CUPTI's memcpy record.
+3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): the program's copy
+   loop traced against bare, median of ROUNDS alternating runs. Target: under 10%. That loop
+   is where CUPTI's per-operation cost shows. The program's wall time (its first line to
+   its last) and the whole process are printed beside it, not judged: traced, memprof has
+   called cuInit and started CUPTI before the program's first line, so the program's own
+   driver start-up is already paid and its wall time is shorter than bare; and memprof's
+   own start and report are a fixed cost that does not grow with the program.
 
     python3 benchmarks/trace_check.py [--rounds N]
 Exit status 0 when every target is met, 1 otherwise. Examples whose library is missing
@@ -34,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprof.results import Result  # noqa: E402
+from memprof.results import Measurement, Result  # noqa: E402
 
 EXAMPLES = (  # (script, the library it needs)
     ("examples/pycuda_copies.py", "pycuda"),
@@ -78,31 +87,48 @@ def row_name(copy: dict) -> str:
     return f"[CUDA memcpy {copy['direction']}] {copy['source']} -> {copy['destination']}"
 
 
+def trace_figure(
+    key: tuple[str, int], count: int, m: Measurement | None, blocked: dict
+) -> tuple[float, str]:
+    """The trace's time of one row, and which: "blocked" where every copy of it blocked the
+    host and was paired with its call, "GPU" (CUPTI's memcpy records) otherwise."""
+    row = blocked.get(key)
+    if row is not None and row.calls == count and row.paired == count:
+        return row.blocked_ms, "blocked"
+    return (sum(m.samples_ms) if m else 0.0), "GPU"
+
+
 def check_copies(name: str, report: dict, result: Result) -> None:
     """Counts and bytes exact, and copy time of >= 1 MiB within 5% of the program's events."""
     traced_copies = {
         (m.name, m.bytes): m for m in result.measurements if m.name.startswith("[CUDA memcpy")
     }
+    blocked = {(b.name, b.bytes): b for b in result.extra.get("blocked", [])}
     expected = {(row_name(c), c["bytes"]): c for c in report["copies"]}
     print(f"\n{name}: copies, program's own count and events against the trace")
-    print(f"  {'copy':<44} {'bytes':>10} {'count':>6} {'traced':>6} {'events':>10} {'CUPTI':>10}")
-    event_total = cupti_total = 0.0
+    print(
+        f"  {'copy':<44} {'bytes':>10} {'count':>6} {'traced':>6} {'events':>10} "
+        f"{'GPU (DMA)':>10} {'blocked':>10} {'compared':>9}"
+    )
+    event_total = trace_total = 0.0
     for key, copy in expected.items():
         m = traced_copies.get(key)
         calls = len(m.samples_ms) if m else 0
-        cupti_ms = sum(m.samples_ms) if m else 0.0
+        gpu_ms = sum(m.samples_ms) if m else 0.0
+        blocked_text = f"{blocked[key].blocked_ms:.4f}" if key in blocked else "-"
+        trace_ms, which = trace_figure(key, copy["count"], m, blocked)
         event_ms = copy["event_ms"]
         ratio = ""
         if event_ms is not None and copy["bytes"] >= LARGE_BYTES:
             event_total += event_ms
-            cupti_total += cupti_ms
-            ratio = f"{cupti_ms / event_ms - 1:+.1%}"
-            if abs(cupti_ms / event_ms - 1) > TIME_TOLERANCE:
-                FAILURES.append(f"{name}: {key[0]} {key[1]} B: CUPTI {ratio} against events")
+            trace_total += trace_ms
+            ratio = f"{which} {trace_ms / event_ms - 1:+.1%}"
+            if abs(trace_ms / event_ms - 1) > TIME_TOLERANCE:
+                FAILURES.append(f"{name}: {key[0]} {key[1]} B: {ratio} against events")
         events_text = f"{event_ms:.4f}" if event_ms is not None else "-"
         print(
             f"  {key[0]:<44} {key[1]:>10} {copy['count']:>6} {calls:>6} "
-            f"{events_text:>10} {cupti_ms:>10.4f} {ratio}"
+            f"{events_text:>10} {gpu_ms:>10.4f} {blocked_text:>10} {ratio:>9}"
         )
         if calls != copy["count"]:
             FAILURES.append(f"{name}: {key[0]} {key[1]} B: {calls} traced, {copy['count']} made")
@@ -120,17 +146,18 @@ def check_copies(name: str, report: dict, result: Result) -> None:
         if memsets.get(memset["bytes"], 0) != memset["count"]:
             FAILURES.append(f"{name}: memsets of {memset['bytes']} B: {memsets}")
     if event_total:
-        deviation = cupti_total / event_total - 1
+        deviation = trace_total / event_total - 1
         print(
-            f"  copies of 1 MiB or more: events {event_total:.4f} ms, CUPTI {cupti_total:.4f} ms "
-            f"({deviation:+.2%}; target within {TIME_TOLERANCE:.0%})"
+            f"  copies of 1 MiB or more: events {event_total:.4f} ms, trace {trace_total:.4f} ms "
+            f"(blocked for blocking copies, GPU for asynchronous ones; {deviation:+.2%}; "
+            f"target within {TIME_TOLERANCE:.0%})"
         )
         if abs(deviation) > TIME_TOLERANCE:
             FAILURES.append(f"{name}: total copy time {deviation:+.2%} against events")
 
 
 def check_overhead(rounds: int) -> None:
-    """The 10,000-copy program's own wall time, bare and traced, alternating."""
+    """The 10,000-copy program's copy loop, bare and traced, alternating; walls beside it."""
     program_bare, program_traced, process_bare, process_traced, loop_bare, loop_traced = (
         [] for _ in range(6)
     )
@@ -147,20 +174,27 @@ def check_overhead(rounds: int) -> None:
             loop_traced.append(report["loop_s"])
             process_traced.append(wall_s)
     median = statistics.median
-    overhead = median(program_traced) / median(program_bare) - 1
+    overhead = median(loop_traced) / median(loop_bare) - 1
     print(f"\n{OVERHEAD_EXAMPLE}: wall time, median of {rounds} alternating rounds")
     for label, bare, traced_s in (
+        ("its copy loop (judged)", loop_bare, loop_traced),
         ("program (its first line to its last)", program_bare, program_traced),
-        ("its copy loop alone", loop_bare, loop_traced),
         ("whole process (memprof's start and report too)", process_bare, process_traced),
     ):
         print(
             f"  {label:<48} bare {median(bare):.3f} s, traced {median(traced_s):.3f} s "
             f"({median(traced_s) / median(bare) - 1:+.1%})"
         )
-    print(f"  target: program's wall time under +{OVERHEAD_TARGET:.0%}: {overhead:+.1%}")
+    print(
+        "  (the program's wall is shorter traced: memprof calls cuInit and starts CUPTI before "
+        "the program's first line, so the driver start-up the bare program pays is already done)"
+    )
+    print(
+        f"  target: copy loop under +{OVERHEAD_TARGET:.0%} "
+        f"(CUPTI's cost per operation): {overhead:+.1%}"
+    )
     if overhead >= OVERHEAD_TARGET:
-        FAILURES.append(f"tracing overhead {overhead:+.1%} of the program's wall time")
+        FAILURES.append(f"tracing overhead {overhead:+.1%} of the program's copy loop")
 
 
 def main() -> int:
