@@ -28,7 +28,7 @@ def test_ctrl_c_while_importing_rendering_or_exiting_is_one_line_and_130():
         (e.delay_s, e.returncode, e.problems(), e.stderr[-500:]) for e in endings if e.problems()
     ]
     assert bad == []
-    assert sum(e.returncode == 130 for e in endings) >= 8  # most presses landed mid-run
+    assert sum(e.returncode == 130 for e in endings) >= 4  # presses really landed mid-run
 
 
 def test_the_problems_of_an_ending_are_named():
