@@ -10,6 +10,8 @@ on the GPU's local CPUs also places its host memory there. The facts come from s
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +74,50 @@ def gpu_affinity(pci_bus_id: str, root: Path = PCI_DEVICES) -> Affinity | None:
     return Affinity(node if node >= 0 else None, cpus)
 
 
-def pin_thread(affinity: Affinity | None) -> str:
+CpuSet = set[int]
+
+
+def pin_thread(
+    affinity: Affinity | None,
+    get_cpus: Callable[[int], CpuSet] = os.sched_getaffinity,
+    set_cpus: Callable[[int, CpuSet], None] = os.sched_setaffinity,
+) -> str:
     """Run this process' thread on the GPU's local CPUs; says what was done, for the header."""
     if affinity is None or not affinity.local_cpus:
         return "affinity: not set (sysfs does not say which CPUs are local to this GPU)"
-    usable = set(affinity.local_cpus) & os.sched_getaffinity(0)
+    usable = set(affinity.local_cpus) & get_cpus(0)
     if not usable:
         return "affinity: not set (none of the GPU's local CPUs is available to memprof)"
-    os.sched_setaffinity(0, usable)
-    return f"affinity: host thread on the GPU's {affinity.describe()}"
+    set_cpus(0, usable)
+    node = "no NUMA node" if affinity.numa_node is None else f"NUMA node {affinity.numa_node}"
+    return (
+        f"affinity: host thread on CPUs {format_cpulist(tuple(usable))}, local to the GPU ({node})"
+    )
+
+
+NOT_ASKED = "affinity: off (--no-affinity): the host thread ran wherever the OS put it"
+
+
+@contextmanager
+def near_gpu(
+    pci_bus_id: str,
+    enabled: bool = True,
+    root: Path = PCI_DEVICES,
+    get_cpus: Callable[[int], CpuSet] = os.sched_getaffinity,
+    set_cpus: Callable[[int, CpuSet], None] = os.sched_setaffinity,
+) -> Iterator[str]:
+    """The host thread on the GPU's local CPUs inside (first touch then lands on its node).
+
+    Yields the header's line; the CPUs the thread had before come back afterwards, so the
+    next GPU of `--device all` is placed from the same starting set.
+    """
+    if not enabled:
+        yield NOT_ASKED
+        return
+    before = get_cpus(0)
+    note = pin_thread(gpu_affinity(pci_bus_id, root), get_cpus, set_cpus)
+    try:
+        yield note
+    finally:
+        if get_cpus(0) != before:
+            set_cpus(0, before)

@@ -28,10 +28,12 @@ from memprof.experiments.alloc import AllocParams
 from memprof.experiments.common import FLOAT32_BYTES, MAX_POWER, MIN_POWER
 from memprof.experiments.compare import CompareParams
 from memprof.experiments.device import DeviceParams
+from memprof.experiments.hostlink import HostlinkParams
 from memprof.experiments.info import InfoParams
 from memprof.experiments.managed import ADVICE_CHOICES, ManagedParams
 from memprof.experiments.peer import PeerParams
 from memprof.experiments.pinned import PinnedParams
+from memprof.experiments.portable import PortableParams
 from memprof.experiments.register import RegisterParams
 from memprof.experiments.streams import StreamsParams
 from memprof.experiments.sweep import SWEEP_KINDS, SweepParams
@@ -39,6 +41,7 @@ from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import ZeroCopyParams
 from memprof.formatting import format_bytes
+from memprof.multigpu import ALL_DEVICES
 from memprof.output import Output, emit, emit_diff
 from memprof.results import Result
 
@@ -178,6 +181,29 @@ DeviceOption = Annotated[
         help="CUDA device index, as nvidia-smi numbers them.",
     ),
 ]
+
+
+def device_choice(text: str) -> int | None:
+    """--device: an index (0 to 63) or `all` (None)."""
+    if text.strip().lower() == ALL_DEVICES:
+        return None
+    try:
+        index = int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...) or 'all'") from None
+    return in_range(0, 63)(index)
+
+
+DeviceChoiceOption = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        "-d",
+        callback=device_choice,
+        help="CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, "
+        "then every GPU's pinned copies at the same time.",
+    ),
+]
 RepeatOption = Annotated[
     int,
     typer.Option(
@@ -243,6 +269,14 @@ ToOption = Annotated[
     int | None,
     typer.Option("--to", callback=power_range, help="Sweep: last size, N of 2^N floats."),
 ]
+AffinityOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-affinity",
+        help="Leave the host thread where the OS puts it (default: on the GPU's local CPUs, "
+        "so host memory lands on its NUMA node).",
+    ),
+]
 StepOption = Annotated[
     int, typer.Option(callback=in_range(1, MAX_POWER), help="Sweep: step between powers.")
 ]
@@ -290,8 +324,9 @@ def pinned(
             "programs get it) or hugepages (mmap with MADV_HUGEPAGE)."
         ),
     ] = DEFAULT_HOST_BUFFER,
-    device: DeviceOption = 0,
+    device: DeviceChoiceOption = "0",
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -299,7 +334,7 @@ def pinned(
 ) -> None:
     """Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."""
     params = PinnedParams(power=power, repeat=repeat, warmup=warmup, host_buffer=host_buffer.value)
-    _run("pinned", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("pinned", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 @app.command(
@@ -321,6 +356,7 @@ def zerocopy(
     warmup: WarmupOption = ZeroCopyParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -335,7 +371,7 @@ def zerocopy(
     params = ZeroCopyParams(
         powers=powers, repeat=repeat, warmup=warmup, single_size=power is not None
     )
-    _run("zerocopy", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("zerocopy", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 def sweep_powers(
@@ -361,6 +397,7 @@ def uva(
     warmup: WarmupOption = UvaParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -368,7 +405,7 @@ def uva(
 ) -> None:
     """Unified virtual addressing: the mapped host pointer passed to a kernel as it is."""
     params = UvaParams(power=power, repeat=repeat, warmup=warmup)
-    _run("uva", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("uva", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 # The choices of --advise, from the experiment's own list.
@@ -394,6 +431,7 @@ def managed(
     ] = ManagedParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -404,7 +442,7 @@ def managed(
     params = ManagedParams(
         power=power, repeat=repeat, warmup=warmup, prefetch=prefetch, advice=advice
     )
-    _run("managed", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("managed", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 @app.command("writecombined")
@@ -419,6 +457,7 @@ def writecombined(
     warmup: WarmupOption = WriteCombinedParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -426,7 +465,9 @@ def writecombined(
 ) -> None:
     """Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."""
     params = WriteCombinedParams(power=power, repeat=repeat, warmup=warmup)
-    _run("writecombined", params, device, Output(json, csv, quiet, no_color), timing)
+    _run(
+        "writecombined", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity
+    )
 
 
 app.command("wc", help="Alias of writecombined.")(writecombined)
@@ -442,6 +483,7 @@ def register(
     warmup: WarmupOption = RegisterParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -449,7 +491,7 @@ def register(
 ) -> None:
     """Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."""
     params = RegisterParams(power=power, repeat=repeat, warmup=warmup)
-    _run("register", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("register", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 @app.command(
@@ -464,6 +506,7 @@ def alloc(
     warmup: WarmupOption = AllocParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -471,7 +514,7 @@ def alloc(
 ) -> None:
     powers = sweep_powers(from_power, to_power, step, AllocParams.powers)
     params = AllocParams(powers=powers, repeat=repeat, warmup=warmup)
-    _run("alloc", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("alloc", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 def kernel_ms_in_range(value: float | None) -> float | None:
@@ -507,6 +550,7 @@ def streams(
     warmup: WarmupOption = StreamsParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -516,7 +560,7 @@ def streams(
     params = StreamsParams(
         power=power, streams=stream_count, kernel_ms=kernel_ms, repeat=repeat, warmup=warmup
     )
-    _run("streams", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("streams", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 class Dtype(str, Enum):
@@ -543,6 +587,7 @@ def device_bandwidth(
     warmup: WarmupOption = DeviceParams.warmup,
     device: DeviceOption = 0,
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -550,7 +595,7 @@ def device_bandwidth(
 ) -> None:
     """Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."""
     params = DeviceParams(power=power, dtype=dtype.value, repeat=repeat, warmup=warmup)
-    _run("device", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("device", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 @app.command()
@@ -561,8 +606,9 @@ def compare(
     ] = CompareParams.power,
     repeat: RepeatOption = CompareParams.repeat,
     warmup: WarmupOption = CompareParams.warmup,
-    device: DeviceOption = 0,
+    device: DeviceChoiceOption = "0",
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -570,7 +616,7 @@ def compare(
 ) -> None:
     """Every memory kind side by side, and which to use for what, from the measured figures."""
     params = CompareParams(power=power, repeat=repeat, warmup=warmup)
-    _run("compare", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("compare", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 class Direction(str, Enum):
@@ -600,8 +646,9 @@ def sweep(
     direction: Annotated[Direction, typer.Option(help="Copy direction(s).")] = DEFAULT_DIRECTION,
     repeat: RepeatOption = SweepParams.repeat,
     warmup: WarmupOption = SweepParams.warmup,
-    device: DeviceOption = 0,
+    device: DeviceChoiceOption = "0",
     timing: TimingOption = Timing.auto,
+    no_affinity: AffinityOption = False,
     json: JsonOption = None,
     csv: CsvOption = None,
     quiet: QuietOption = False,
@@ -615,7 +662,7 @@ def sweep(
         repeat=repeat,
         warmup=warmup,
     )
-    _run("sweep", params, device, Output(json, csv, quiet, no_color), timing)
+    _run("sweep", params, device, Output(json, csv, quiet, no_color), timing, not no_affinity)
 
 
 def sweep_kinds(text: str) -> tuple[str, ...]:
@@ -650,6 +697,56 @@ def peer(
     params = PeerParams(power=power, repeat=repeat, warmup=warmup)
     with _progress_bar(not quiet) as progress:
         result = peer_experiment.measure(params, progress)
+    emit([result], output)
+
+
+@app.command()
+def hostlink(
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(HostlinkParams.power)),
+    ] = HostlinkParams.power,
+    repeat: RepeatOption = HostlinkParams.repeat,
+    warmup: WarmupOption = HostlinkParams.warmup,
+    no_affinity: AffinityOption = False,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"""
+    from memprof.experiments import hostlink as hostlink_experiment
+
+    output = Output(json, csv, quiet, no_color)
+    output.check()
+    params = HostlinkParams(power=power, repeat=repeat, warmup=warmup)
+    with _progress_bar(not quiet) as progress:
+        result = hostlink_experiment.measure(params, progress, not no_affinity)
+    emit([result], output)
+
+
+@app.command()
+def portable(
+    power: Annotated[
+        int,
+        typer.Option("--power", "-p", callback=power_range, help=power_help(PortableParams.power)),
+    ] = PortableParams.power,
+    repeat: RepeatOption = PortableParams.repeat,
+    warmup: WarmupOption = PortableParams.warmup,
+    no_affinity: AffinityOption = False,
+    json: JsonOption = None,
+    csv: CsvOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
+) -> None:
+    """One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."""
+    from memprof.experiments import portable as portable_experiment
+
+    output = Output(json, csv, quiet, no_color)
+    output.check()
+    params = PortableParams(power=power, repeat=repeat, warmup=warmup)
+    with _progress_bar(not quiet) as progress:
+        result = portable_experiment.measure(params, progress, not no_affinity)
     emit([result], output)
 
 
@@ -752,20 +849,50 @@ def _load(path: Path) -> Result:
 
 
 def _run(
-    command: str, params: Any, device: int, output: Output, timing: Timing = Timing.auto
+    command: str,
+    params: Any,
+    device: int | None,
+    output: Output,
+    timing: Timing = Timing.auto,
+    affinity: bool = True,
 ) -> None:
-    """Check the destinations, measure in a GPU session, then show and save."""
+    """Check the destinations, measure in a GPU session, then show and save.
+
+    device None (`--device all`): every GPU in turn, then hostlink (memprof.alldevices).
+    """
     output.check()
+    if device is None:
+        _run_every_device(command, params, output, timing, affinity)
+        return
     from memprof.session import GpuSession
 
     with (
         GpuSession(device, timing.value) as session,
         _progress_bar(not output.quiet) as progress,
     ):
-        result = run_experiment(command, session, params, progress)
+        result = run_experiment(command, session, params, progress, affinity)
     for failure in session.cleanup_failures:
         print_note(f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow")
     emit([result], output)
+
+
+def _run_every_device(
+    command: str, params: Any, output: Output, timing: Timing, affinity: bool
+) -> None:
+    from memprof.alldevices import run_on_every_device
+
+    if output.json is not None:
+        raise InvalidArgument(
+            "--json saves one result and --device all makes one per GPU: save each with "
+            "--device N --json, and the simultaneous copies with memprof hostlink --json"
+        )
+    with _progress_bar(not output.quiet) as progress:
+        done = run_on_every_device(command, params, timing.value, affinity, progress)
+    for failure in done.cleanup_failures:
+        print_note(f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow")
+    for note in done.notes:
+        print_note(f"memprof: {note}", output.no_color)
+    emit(done.results, output)
 
 
 @contextmanager

@@ -306,6 +306,8 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
     safe = console_text(console)
     summary: Summary = EXPERIMENTS[result.command].summarize(result)
     console.print(Text(safe(_headline(result)), style="bold"))
+    if result.timing is not None and result.timing.host_affinity:
+        console.print(Text(safe(result.timing.host_affinity), style="dim"))
     if show_profile if show_profile is not None else summary.show_profile:
         console.print(f"=={result.pid}== Profiling result:", highlight=False, markup=False)
         for index, line in enumerate(profile_lines(result, console.width, safe)):

@@ -94,6 +94,8 @@ class TimingInfo:
     # CUPTI's unified-memory counters over the whole run: name -> count, total, min, max, time_ms
     unified_memory: dict[str, dict[str, NonNegative]] | None
     unified_memory_note: str | None  # why the counters are missing, if they are
+    # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
+    host_affinity: str | None = None
 
 
 @dataclass

@@ -51,3 +51,63 @@ def test_info_shows_the_node_and_cpus_it_recorded_and_says_when_it_did_not():
     result.extra["affinity"] = {"numa_node": 0, "local_cpus": [0, 1, 2, 3, 8]}
     rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
     assert rows["NUMA node, local CPUs"] == "NUMA node 0, local CPUs 0-3,8 [sysfs]"
+
+
+class FakeScheduler:
+    """sched_getaffinity/sched_setaffinity of a thread allowed on `allowed`."""
+
+    def __init__(self, allowed: set[int]) -> None:
+        self.cpus = set(allowed)
+        self.calls: list[set[int]] = []
+
+    def get(self, pid: int) -> set[int]:
+        assert pid == 0  # the calling thread
+        return set(self.cpus)
+
+    def set(self, pid: int, cpus: set[int]) -> None:
+        assert pid == 0
+        self.calls.append(set(cpus))
+        self.cpus = set(cpus)
+
+
+def test_the_thread_runs_on_the_gpu_s_local_cpus_inside_and_gets_its_cpus_back(tmp_path):
+    from memprof.affinity import near_gpu
+
+    _device(tmp_path, "0000:9b:00.0", "1", "32-63")
+    scheduler = FakeScheduler(set(range(48)))  # a cgroup allows CPUs 0-47 only
+    with near_gpu("0000:9B:00.0", True, tmp_path, scheduler.get, scheduler.set) as note:
+        assert scheduler.cpus == set(range(32, 48))  # local and allowed
+        assert note == "affinity: host thread on CPUs 32-47, local to the GPU (NUMA node 1)"
+    assert scheduler.cpus == set(range(48))
+
+
+def test_no_affinity_or_no_sysfs_or_no_usable_cpu_leaves_the_thread_alone(tmp_path):
+    from memprof.affinity import NOT_ASKED, near_gpu
+
+    _device(tmp_path, "0000:9b:00.0", "1", "32-63")
+    scheduler = FakeScheduler(set(range(16)))
+    with near_gpu("0000:9B:00.0", False, tmp_path, scheduler.get, scheduler.set) as note:
+        assert note == NOT_ASKED
+    with near_gpu("0000:9B:00.0", True, tmp_path, scheduler.get, scheduler.set) as note:
+        assert "none of the GPU's local CPUs is available" in note
+    with near_gpu("0000:1B:00.0", True, tmp_path, scheduler.get, scheduler.set) as note:
+        assert "sysfs does not say" in note
+    assert scheduler.calls == []
+
+
+def test_the_header_says_where_the_host_thread_ran():
+    from rich.console import Console
+
+    from memprof.render import render_result
+    from tests.conftest import load_fixture
+
+    result = load_fixture("pinned_p20")
+    console = Console(width=200, record=True, color_system=None)
+    render_result(result, console)
+    assert "affinity:" not in console.export_text()  # recorded before memprof placed threads
+    result.timing.host_affinity = "affinity: host thread on CPUs 0-15, local to the GPU"
+    console = Console(width=200, record=True, color_system=None)
+    render_result(result, console)
+    assert console.export_text().splitlines()[1] == result.timing.host_affinity
+    saved = type(result).from_json(result.to_json())
+    assert saved.timing.host_affinity == result.timing.host_affinity

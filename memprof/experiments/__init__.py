@@ -13,10 +13,12 @@ from memprof.experiments import (
     alloc,
     compare,
     device,
+    hostlink,
     info,
     managed,
     peer,
     pinned,
+    portable,
     register,
     streams,
     sweep,
@@ -41,14 +43,28 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "sweep": sweep,
     "trace": trace,
     "peer": peer,
+    "hostlink": hostlink,
+    "portable": portable,
 }
 
 
-def run_experiment(command: str, session: Any, params: Any, progress: Any = None) -> Any:
-    """Run one command's experiment and record in its Result where the figures came from."""
+def run_experiment(
+    command: str, session: Any, params: Any, progress: Any = None, affinity: bool = True
+) -> Any:
+    """Run one command's experiment and record in its Result where the figures came from.
+
+    The host thread runs on the GPU's local CPUs (unless `affinity` is False) before the
+    experiment allocates anything, so host memory lands on the GPU's NUMA node.
+    """
+    from memprof.affinity import near_gpu
+
     module = EXPERIMENTS[command]
-    result = (
-        module.run(session, params) if progress is None else module.run(session, params, progress)
-    )
+    with near_gpu(session.device.pci_bus_id(), affinity) as placed:
+        result = (
+            module.run(session, params)
+            if progress is None
+            else module.run(session, params, progress)
+        )
     result.timing = session.profiler.timing_info()
+    result.timing.host_affinity = placed
     return result

@@ -1,0 +1,266 @@
+"""--device all, hostlink and portable without a GPU: parsing, orchestration, summaries."""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+from typing import ClassVar
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof import alldevices, cli
+from memprof.errors import EnvironmentProblem, ExitCode
+from memprof.experiments import hostlink, portable
+from memprof.experiments.compare import CompareParams
+from memprof.experiments.pinned import PinnedParams
+from memprof.results import Measurement, Result, TimingInfo
+
+runner = CliRunner()
+NBYTES = 256 << 20
+
+
+@pytest.fixture
+def runs(monkeypatch) -> list[tuple]:
+    recorded: list[tuple] = []
+    monkeypatch.setattr(cli, "_run", lambda *arguments: recorded.append(arguments))
+    return recorded
+
+
+@pytest.mark.parametrize("command", ["pinned", "sweep", "compare"])
+def test_device_all_reaches_the_run_as_none_and_an_index_as_itself(runs, command):
+    assert runner.invoke(cli.app, [command, "--device", "all"]).exit_code == 0
+    assert runner.invoke(cli.app, [command, "-d", "1"]).exit_code == 0
+    assert [run[2] for run in runs] == [None, 1]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("64", "64 is outside the allowed range 0 to 63"), ("both", "'both' is not a device index")],
+)
+def test_a_bad_device_choice_is_one_usage_line(runs, value, message):
+    result = runner.invoke(cli.app, ["pinned", "--device", value])
+    assert result.exit_code == ExitCode.USAGE
+    assert message in result.output
+    assert runs == []
+
+
+def test_commands_without_device_all_still_take_an_index_only(runs):
+    assert runner.invoke(cli.app, ["zerocopy", "--device", "all"]).exit_code == ExitCode.USAGE
+    assert runs == []
+
+
+def test_affinity_is_on_unless_no_affinity_is_given(runs):
+    runner.invoke(cli.app, ["pinned"])
+    runner.invoke(cli.app, ["compare", "--no-affinity"])
+    assert [run[5] for run in runs] == [True, False]
+    assert runs[0][1] == PinnedParams() and runs[1][1] == CompareParams()
+
+
+def test_device_all_refuses_json_before_any_gpu_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(alldevices, "run_on_every_device", _never)
+    result = runner.invoke(cli.app, ["pinned", "--device", "all", "--json", str(tmp_path / "a")])
+    assert result.exit_code == ExitCode.USAGE
+    assert "--device all makes one per GPU" in result.output
+
+
+def _never(*arguments, **options):
+    raise AssertionError("no GPU work may start")
+
+
+class FakeSession:
+    opened: ClassVar[list[int]] = []
+
+    def __init__(self, index: int, timing: str) -> None:
+        self.index, self.cleanup_failures = index, []
+
+    def __enter__(self):
+        FakeSession.opened.append(self.index)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass
+
+
+@pytest.fixture
+def every_device(monkeypatch):
+    import memprof.session
+
+    FakeSession.opened = []
+    hostlink_runs: list[list[int]] = []
+    monkeypatch.setattr(memprof.session, "GpuSession", FakeSession)
+    monkeypatch.setattr(
+        alldevices,
+        "run_experiment",
+        lambda command, session, params, progress, affinity: f"{command} on {session.index}",
+    )
+    monkeypatch.setattr(
+        hostlink,
+        "measure",
+        lambda params, progress, affinity, devices: hostlink_runs.append(devices) or "hostlink",
+    )
+    return hostlink_runs
+
+
+def test_every_gpu_runs_in_turn_then_hostlink_on_all_of_them(every_device):
+    done = alldevices.run_on_every_device("pinned", PinnedParams(), count=2)
+    assert FakeSession.opened == [0, 1]
+    assert done.results == ["pinned on 0", "pinned on 1", "hostlink"]
+    assert every_device == [[0, 1]] and done.notes == []
+
+
+def test_one_gpu_runs_device_0_says_so_and_measures_nothing_simultaneous(every_device):
+    done = alldevices.run_on_every_device("sweep", None, count=1)
+    assert done.results == ["sweep on 0"]
+    assert every_device == []
+    assert done.notes == [alldevices.ONE_GPU]
+
+
+def test_run_experiment_places_the_thread_before_the_experiment_and_records_it(monkeypatch):
+    import memprof.affinity
+    from memprof import experiments
+
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def near_gpu(pci_bus_id, enabled):
+        events.append(f"pin {pci_bus_id} {enabled}")
+        yield "affinity: here"
+        events.append("unpin")
+
+    def run(session, params):
+        events.append("run")
+        return Result("fake", {}, None)
+
+    profiler = SimpleNamespace(timing_info=lambda: TimingInfo("events", "", None, None, None))
+    session = SimpleNamespace(
+        device=SimpleNamespace(pci_bus_id=lambda: "0000:1B:00.0"), profiler=profiler
+    )
+    monkeypatch.setattr(memprof.affinity, "near_gpu", near_gpu)
+    monkeypatch.setitem(experiments.EXPERIMENTS, "fake", SimpleNamespace(run=run))
+    result = experiments.run_experiment("fake", session, None, affinity=False)
+    assert events == ["pin 0000:1B:00.0 False", "run", "unpin"]
+    assert result.timing.host_affinity == "affinity: here"
+
+
+# -- hostlink --------------------------------------------------------------------------------
+
+
+def _copy(operation: str, gb_per_s: float) -> Measurement:
+    ms = NBYTES / gb_per_s / 1e6
+    name = hostlink.DIRECTIONS[operation.split()[1]] if " " in operation else "x"
+    return Measurement("gpu", name, operation, "pinned", NBYTES, [ms], throughput_ms=[ms], batch=4)
+
+
+def _devices(count: int) -> list[dict]:
+    return [{"index": i, "name": "H200", "pci_bus_id": f"0000:{i}B:00.0"} for i in range(count)]
+
+
+def hostlink_result(figures: dict[str, float]) -> Result:
+    return Result(
+        command="hostlink",
+        parameters={"power": 26, "repeat": 5, "warmup": 1},
+        device=None,
+        measurements=[_copy(key, value) for key, value in figures.items()],
+        extra={"devices": _devices(2), "bytes_per_copy": NBYTES},
+    )
+
+
+def test_hostlink_keys_round_trip_and_ignore_other_operations():
+    assert hostlink.operation_key("together", "d2h", 1) == "together d2h 1"
+    assert hostlink.parse_operation_key("together d2h 1") == ("together", "d2h", 1)
+    assert hostlink.parse_operation_key("ce_on 0->1") is None
+    assert hostlink.parse_operation_key("alone sideways 0") is None
+    assert hostlink.batch_count(5.0) == 4
+    assert hostlink.batch_count(0.0) == 128  # capped at MAX_BATCH
+    assert hostlink.batch_count(100.0) == 1
+
+
+SHARED = {
+    "alone h2d 0": 55.0,
+    "alone h2d 1": 53.0,
+    "together h2d 0": 30.0,
+    "together h2d 1": 28.0,
+    "alone d2h 0": 55.0,
+    "alone d2h 1": 55.0,
+    "together d2h 0": 54.0,
+    "together d2h 1": 53.0,
+}
+
+
+def test_hostlink_sums_each_mode_and_says_which_direction_is_shared():
+    result = Result.from_json(hostlink_result(SHARED).to_json())  # loads: its fields declared
+    alone, together = hostlink.totals(result, "h2d")
+    assert alone == pytest.approx(108.0) and together == pytest.approx(58.0)
+    summary = hostlink.summarize(result)
+    rows = [row for row in summary.tables[0].rows if row[0] == "total"]
+    assert rows[0][1:] == ["host → device", "108", "58.0", "0.54"]
+    h2d, d2h = summary.conclusions
+    assert "2 GPUs at once moved 58.0 GB/s in total, 54% of the 108 GB/s" in h2d
+    assert "they share something on the way" in h2d
+    assert "nothing on the way is shared" in d2h
+
+
+def test_hostlink_without_every_figure_leaves_the_total_out():
+    figures = {k: v for k, v in SHARED.items() if k != "together d2h 1"}
+    assert hostlink.totals(hostlink_result(figures), "d2h") is None
+    assert len(hostlink.summarize(hostlink_result(figures)).conclusions) == 1
+
+
+# -- portable --------------------------------------------------------------------------------
+
+
+def portable_result(figures: dict[str, float]) -> Result:
+    measurements = []
+    for key, value in figures.items():
+        kind = key.split()[0]
+        m = _copy(key, value)
+        m.kind = kind
+        measurements.append(m)
+    return Result(
+        command="portable",
+        parameters={"power": 26, "repeat": 5, "warmup": 1},
+        device=None,
+        measurements=measurements,
+        extra={
+            "devices": _devices(2),
+            "owner": 0,
+            "bytes_per_copy": NBYTES,
+            "unified_addressing": True,
+        },
+    )
+
+
+def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gpu():
+    figures = {
+        "portable h2d 0": 55.0,
+        "portable h2d 1": 54.0,
+        "pinned h2d 0": 55.0,
+        "pinned h2d 1": 20.0,  # staged: treated as pageable
+        "portable d2h 0": 55.0,
+        "portable d2h 1": 55.0,
+        "pinned d2h 0": 55.0,
+        "pinned d2h 1": 54.0,  # as fast: pinned everywhere under unified addressing
+    }
+    result = Result.from_json(portable_result(figures).to_json())
+    summary = portable.summarize(result)
+    rows = summary.tables[0].rows
+    assert rows[3] == ["Pinned in GPU 0's context only", "GPU 1", "20.0", "54.0"]
+    assert rows[0][1] == "GPU 0 (its owner)"
+    h2d, d2h = summary.conclusions
+    assert h2d.startswith("GPU 1, host → device: memory pinned only in GPU 0's context moved 20.0")
+    assert "37% of the portable buffer's 54.0 GB/s" in h2d and "as pageable" in h2d
+    assert "treats the buffer as pinned too" in d2h
+
+
+@pytest.mark.parametrize("command", ["hostlink", "portable"])
+def test_two_gpu_commands_on_one_gpu_say_so_in_one_line_and_exit_3(monkeypatch, command):
+    import memprof.multigpu
+
+    monkeypatch.setattr(memprof.multigpu, "device_count", lambda: 1)
+    result = runner.invoke(cli.app, [command])
+    assert result.exit_code == ExitCode.ENVIRONMENT
+    assert f"memprof {command} needs two GPUs: this machine has one" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    with pytest.raises(EnvironmentProblem):
+        hostlink.measure(hostlink.HostlinkParams(), devices=[0])
