@@ -136,7 +136,8 @@ app = typer.Typer(
     help=(
         "Measure what each kind of CUDA memory really costs on your GPU, with nvprof-style "
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
-        "4 MiB). Times are CUDA events (GPU work) or the host clock (API calls); bandwidth is "
+        "4 MiB). GPU times are CUPTI's records of each operation (or, with --timing events, "
+        "gated CUDA events); host work is timed with the host clock; bandwidth is "
         "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
         "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
         "4 out of memory, 5 the run was shown but --json/--csv could not be saved, "

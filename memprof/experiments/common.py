@@ -65,3 +65,12 @@ def verify_device_result(session, result, expected: np.ndarray, name: str):
     host = np.full(expected.shape, np.nan, dtype=expected.dtype)
     session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
     return compare_arrays(name, host, expected)
+
+
+def gpu_timing(result) -> str:
+    """How this Result's GPU operations were timed, for table notes."""
+    if result.timing is not None and result.timing.source == "cupti":
+        return "CUPTI's record of each operation"
+    if result.timing is not None:
+        return "gated CUDA events around each operation"
+    return "CUDA events around each operation"  # results saved before memprof recorded it

@@ -16,7 +16,7 @@ import numpy as np
 from memprof import driver, memory
 from memprof.access import DirectAccess
 from memprof.devicefacts import collect
-from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
+from memprof.experiments.common import FLOAT32_BYTES, Progress, gpu_timing, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.results import ByteCount, Result
 from memprof.session import GpuSession
@@ -211,7 +211,9 @@ def summarize(result: Result) -> Summary:
         ["Memory", *(header for header, _ in COLUMNS.values())],
         notes=[
             "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "
-            "yet). Copies and kernel reads: CUDA events; host reads and writes: host clock. "
+            "yet). Copies and kernel reads: "
+            + gpu_timing(result)
+            + "; host reads and writes: host clock. "
             f"Medians of {result.parameters['repeat']}; GB/s = 10^9 bytes/s; best of each column "
             "in bold.",
             "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "

@@ -15,7 +15,7 @@ import numpy as np
 
 from memprof import memory
 from memprof.devicefacts import collect
-from memprof.experiments.common import Progress, no_progress
+from memprof.experiments.common import Progress, gpu_timing, no_progress
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.kernels import load_kernel
 from memprof.results import ByteCount, Check, Count, Measurement, Result
@@ -223,7 +223,7 @@ def summarize(result: Result) -> Summary:
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "
             "its write, a memset its write. Best GB/s = bytes over the minimum time, as STREAM "
-            "reports it (GB/s = 10^9 bytes/s). CUDA events around each call.",
+            "reports it (GB/s = 10^9 bytes/s). Times: " + gpu_timing(result) + ".",
             f"% of peak: of the theoretical {peak:,.0f} GB/s from `memprof info`.",
             f"Kernels: 16-byte loads and stores, {result.extra['launch']['block_size']} threads "
             "per block, verified against numpy on random data before timing.",

@@ -21,6 +21,7 @@ from memprof.devicefacts import collect
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
+    gpu_timing,
     input_arrays,
     launch_sum,
     no_progress,
@@ -171,7 +172,8 @@ def summarize(result: Result) -> Summary:
         f"sumArrays over managed a, b, res of {format_bytes(nbytes)} each, written by the host",
         ["Step", "Median", "Moved", "Effective GB/s"],
         notes=[
-            "Kernels and prefetch: CUDA events; host reads: host clock (numpy copyto). Medians.",
+            "Kernels and prefetch: " + gpu_timing(result) + "; host reads: host clock (numpy "
+            "copyto). Medians.",
             "Effective GB/s (10^9 B/s) = the bytes a step had to bring over, over its time: "
             "a first launch needs a, b and res on the GPU; a host read needs res on the host.",
         ]

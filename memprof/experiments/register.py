@@ -15,6 +15,7 @@ from memprof.devicefacts import collect
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
+    gpu_timing,
     input_arrays,
     launch_sum,
     no_progress,
@@ -165,7 +166,7 @@ def summarize(result: Result) -> Summary:
     transfers = Table(
         "Transfers",
         ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
-        notes=["CUDA events around each copy, medians. GB/s = 10^9 bytes/s."],
+        notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
     )
     h2d = {kind: result.find("h2d", kind, "gpu").stats.median_ms for kind in TRANSFER_KINDS}
     for kind, label in TRANSFER_KINDS.items():

@@ -16,6 +16,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
+    gpu_timing,
     input_arrays,
     launch_sum,
     no_progress,
@@ -138,7 +139,7 @@ def summarize(result: Result) -> Summary:
     kernels = Table(
         f"sumArrays over {format_bytes(nbytes)} per array",
         ["Kernel reads a and b from", "Median", "Min", "Read (GB/s)", "vs device memory"],
-        notes=["CUDA events around each launch; read = the two input arrays' bytes over the time."],
+        notes=[f"{gpu_timing(result)}; read = the two input arrays' bytes over the time."],
     )
     medians = {path: result.find("kernel", path, "gpu").stats.median_ms for path in PATHS}
     for path, label in PATHS.items():

@@ -18,6 +18,7 @@ from memprof.devicefacts import collect
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
+    gpu_timing,
     input_arrays,
     launch_sum,
     no_progress,
@@ -139,7 +140,8 @@ def summarize(result: Result) -> Summary:
             "WC vs cached",
         ],
         notes=[
-            "Copies and kernels: CUDA events; host reads and writes (numpy copyto): host clock. "
+            "Copies and kernels: " + gpu_timing(result) + "; host reads and writes (numpy "
+            "copyto): host clock. "
             "Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
             "WC vs cached: how many times faster write-combined was (below 1x: slower).",
         ],
