@@ -129,14 +129,12 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     type_fits = type_width + len(_GAP) + numbers_width <= width
     one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
 
-    numbers_at = type_width + len(_GAP) if type_fits else len(_GAP)
-
     def name_line(name: str) -> str:
         indent = min(_NAME_INDENT, max(0, width - cell_len(name)))
         return " " * indent + name
 
     lines = []
-    header = PROFILE_COLUMNS[0].ljust(type_width) + _GAP if type_fits else " " * numbers_at
+    header = PROFILE_COLUMNS[0].ljust(type_width) + _GAP if type_fits else _GAP
     header += numbers_text(number_headers)
     if one_line:
         lines.append(header + _GAP + PROFILE_COLUMNS[-1])
@@ -148,7 +146,7 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
         previous = group
         if not type_fits and label:
             lines.append(label)
-        start = label.ljust(type_width) + _GAP if type_fits else " " * numbers_at
+        start = label.ljust(type_width) + _GAP if type_fits else _GAP
         if one_line:
             lines.append(start + numbers_text(cells) + _GAP + name)
         else:
@@ -221,7 +219,7 @@ def _column_parts(table: Table, width: int) -> list[list[int]]:
     """
     count = len(table.headers)
     narrowest = sum(_narrowest_width(table, column) for column in range(count))
-    if narrowest + _overhead(count) <= width or count <= 2:
+    if narrowest + _overhead(count) <= width:
         return [list(range(count))]
     body = [_body_width(table, column) for column in range(count)]
     parts: list[list[int]] = []
@@ -274,7 +272,6 @@ def _rich_table(
         title=title,
         title_justify="left",
         box=table_box,
-        min_width=None if widths else len(title),
         show_edge=False,
         pad_edge=False,
         collapse_padding=True,
@@ -284,7 +281,6 @@ def _rich_table(
             table.headers[column],
             justify="right" if column and _is_numeric_column(table, column) else "left",
             width=widths[position] if widths else None,
-            min_width=None if widths else _natural_width(table, column),
             overflow="fold",
         )
     best = set(table.highlighted)
@@ -309,7 +305,7 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
     if result.timing is not None and result.timing.host_affinity:
         console.print(Text(safe(result.timing.host_affinity), style="dim"))
     if show_profile if show_profile is not None else summary.show_profile:
-        console.print(f"=={result.pid}== Profiling result:", highlight=False, markup=False)
+        console.print(Text(f"=={result.pid}== Profiling result:"))
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
         console.print(Text(safe(timing_note(result)), style="dim"))

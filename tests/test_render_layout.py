@@ -290,3 +290,96 @@ def test_ascii_box_draws_only_the_header_rule():
         "------------",
         "pinned  55.3",
     ]
+
+
+# -- exact boundaries --------------------------------------------------------------------------
+
+
+def test_each_profile_layout_is_used_down_to_the_last_column_it_fits():
+    result = load_fixture("pinned_p20")
+    one_line = max(len(line) for line in profile_lines(result, 500))
+    assert profile_lines(result, one_line)[0].endswith("  Name")
+    below = profile_lines(result, one_line - 1)
+    assert below[1] == "    Name" and below[0].startswith("Type")
+    with_type = len(below[0])  # "Type ... Max": the widest line of this layout
+    assert max(len(line) for line in below) == with_type
+    assert profile_lines(result, with_type)[0].startswith("Type")
+    grouped = profile_lines(result, with_type - 1)
+    assert grouped[0].startswith("  Time(%)") and "GPU activities:" in grouped
+    # nvprof's spacing: two spaces between columns, the numbers right-aligned under headers
+    assert one_line == len("GPU activities:") + 2 + len(grouped[0].strip()) + 2 + len(
+        "sumArraysGPU(float*, float*, float*, int)"
+    )
+
+
+def test_columns_are_packed_into_a_share_up_to_the_exact_width():
+    table = Table("T", ["Kind", "aaaa", "bbbb", "cccc"])
+    table.add_row("k", "1.00", "2.00", "3.00")  # each column 4 wide, 2 between columns
+    assert len(summary_table(table, 4 * 4 + 3 * 2)) == 1
+    for width in (4 * 4 + 3 * 2 - 1, 3 * 4 + 2 * 2):  # the first share is exactly 16 wide
+        assert [[c.header for c in part.columns] for part in summary_table(table, width)] == [
+            ["Kind", "aaaa", "bbbb"],
+            ["Kind", "cccc"],
+        ]
+
+
+def test_a_table_wraps_its_text_rather_than_split_while_that_fits_exactly():
+    table = Table("T", ["Kind", "Note", "GB/s"])
+    table.add_row("k", "aaaa bbbb cccc", "1.00")  # narrowest: 4 + 4 + 4, 2 between columns
+    assert len(summary_table(table, 16)) == 1
+    assert len(summary_table(table, 15)) == 2
+
+
+def test_a_column_too_wide_for_any_share_still_gets_one_with_the_label():
+    table = Table("T", ["Kind", "a", "b"])
+    table.add_row("pinned", "1" * 30, "2" * 30)
+    parts = summary_table(table, 20)
+    assert [[c.header for c in part.columns] for part in parts] == [["Kind", "a"], ["Kind", "b"]]
+
+
+def test_the_widest_text_column_wraps_first():
+    table = Table("T", ["Kind", "Short note", "Long note"])
+    table.add_row("pinned", "two words", "many more words than the other column has")
+    [part] = summary_table(table, 50)
+    widths = [column.width for column in part.columns]
+    assert widths[:2] == [6, 9] and sum(widths) + 4 == 50  # the header "Short note" wraps
+    assert summary_table(table, 200)[0].columns[2].width is None  # fits: rich's own widths
+    exact = 6 + 10 + len(table.rows[0][2]) + 4
+    assert summary_table(table, exact)[0].columns[2].width is None
+    long_note = len(table.rows[0][2])
+    for width, expected in [(exact - 1, [6, 9, long_note]), (exact - 2, [6, 9, long_note - 1])]:
+        assert [column.width for column in summary_table(table, width)[0].columns] == expected
+
+
+# -- what surrounds the tables -----------------------------------------------------------------
+
+
+def test_headline_names_the_gpu_and_parameters_when_there_are_some():
+    result = load_fixture("pinned_p20")
+    text, _ = rendered("pinned_p20", 300)
+    assert text.splitlines()[0] == (
+        "memprof pinned on NVIDIA H200 (device 0): "
+        + ", ".join(f"{k}={v}" for k, v in result.parameters.items())
+        + f" [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
+    )
+    result.device = None
+    result.parameters = {}
+    console = Console(width=300, file=io.StringIO(), color_system=None)
+    render_result(result, console)
+    assert console.file.getvalue().splitlines()[0] == (
+        f"memprof pinned [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
+    )
+
+
+def test_failed_checks_are_red_and_passed_ones_green():
+    result = load_fixture("register")
+    result.checks[1].passed = False
+    result.checks[1].detail = "mismatch at 7"
+    console = Console(width=200, file=io.StringIO(), color_system="standard", force_terminal=True)
+    render_result(result, console)
+    lines = console.file.getvalue().splitlines()
+    failed = next(line for line in lines if "mismatch at 7" in line)
+    passed = next(line for line in lines if result.checks[0].detail in line)
+    assert "\x1b[1;31m" in failed and "\x1b[32m" in passed
+    header = next(line for line in lines if "Time(%)" in line)
+    assert header.startswith("\x1b[1m")

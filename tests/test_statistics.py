@@ -47,6 +47,12 @@ def test_statistics_are_values_that_cannot_be_changed():
     assert stats == Statistics.of([2.0, 1.0]) and hash(stats) == hash(Statistics.of([1.0, 2.0]))
 
 
+def test_relative_spread_is_over_the_mean_even_when_the_median_is_zero():
+    stats = Statistics.of([0.0, 0.0, 3.0])
+    assert (stats.median_ms, stats.mean_ms) == (0.0, 1.0)
+    assert stats.relative_spread == pytest.approx(math.sqrt(3.0))
+
+
 def test_zero_times_have_no_relative_spread():
     stats = Statistics.of([0.0, 0.0])
     assert stats.relative_spread == 0.0

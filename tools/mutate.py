@@ -19,7 +19,8 @@ Mutations (one per mutant): comparison operators (< <=, > >=, == !=, in / not in
 is not), + -, * /, // /, % *, ** *, << >>, and / or, a removed `not` or unary minus,
 integer constants and floats under 100 +1 and -1 (larger floats, scales such as 1e9, x2
 and /2), True / False, a negated bare `if` condition,
-min / max, floor / ceil, median / mean, any / all, abs(x) -> x. Strings are never mutated;
+min / max, floor / ceil, median / mean, any / all, abs(x) -> x, and the statistics read in
+the wrong field (.min_ms / .max_ms, .median_ms / .mean_ms). Strings are never mutated;
 neither is a line ending in `# pragma: no mutate`, nor a `strict=` keyword.
 
 How it stays fast on two cores: the suite runs once under a line tracer to learn which
@@ -87,6 +88,11 @@ NAME_SWAPS = {
     "fmean": "median",
     "any": "all",
     "all": "any",
+    # memprof's statistics, read in the wrong column
+    "min_ms": "max_ms",
+    "max_ms": "min_ms",
+    "median_ms": "mean_ms",
+    "mean_ms": "median_ms",
 }
 
 
