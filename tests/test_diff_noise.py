@@ -96,6 +96,17 @@ def test_a_zero_median_in_a_is_an_infinite_ratio_not_a_crash(a_samples):
     assert table.rows[0][-1] == "B slower"
 
 
+def test_two_zero_medians_are_no_change_whatever_the_means():
+    [table] = diff(run(measurement([0.0])), run(measurement([0.0, 0.0, 3.0]))).tables
+    assert table.rows[0][-2:] == ["1.000x", "within noise"]  # B's mean of 1 does not count
+
+
+def test_a_row_without_valid_samples_still_shows_the_other_runs_median():
+    skewed = measurement([1.0, 2.0, 9.0])  # median 2, mean 4
+    [table] = diff(run(skewed), run(measurement([math.nan]))).tables
+    assert table.rows[0][1:] == ["4 MiB", "2.0000ms", "-", "-", "no valid samples"]
+
+
 def test_rows_match_only_at_the_same_size_and_kind():
     a = run(
         measurement([1.0], nbytes=1 << 20),
