@@ -129,17 +129,13 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     type_fits = type_width + len(_GAP) + numbers_width <= width
     one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
 
-    def name_line(name: str) -> str:
-        indent = min(_NAME_INDENT, max(0, width - cell_len(name)))
-        return " " * indent + name
-
     lines = []
     header = PROFILE_COLUMNS[0].ljust(type_width) + _GAP if type_fits else _GAP
     header += numbers_text(number_headers)
     if one_line:
         lines.append(header + _GAP + PROFILE_COLUMNS[-1])
     else:
-        lines += [header, name_line(PROFILE_COLUMNS[-1])]
+        lines += [header, _name_line(PROFILE_COLUMNS[-1], width)]
     previous = None
     for group, name, cells in zip(groups, names, numbers, strict=True):
         label = group if group != previous else ""
@@ -150,8 +146,14 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
         if one_line:
             lines.append(start + numbers_text(cells) + _GAP + name)
         else:
-            lines += [start + numbers_text(cells), name_line(name)]
+            lines += [start + numbers_text(cells), _name_line(name, width)]
     return [line.rstrip() for line in lines]
+
+
+def _name_line(name: str, width: int) -> str:
+    """A name on a line of its own, indented where it fits, else from the first column."""
+    indent = min(_NAME_INDENT, max(0, width - cell_len(name)))
+    return " " * indent + name
 
 
 # -- summary tables ----------------------------------------------------------------------------
@@ -309,7 +311,7 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
         console.print(Text(safe(timing_note(result)), style="dim"))
-        unified = unified_memory_lines(result)
+        unified = unified_memory_lines(result, console.width)
         if unified:
             console.print(
                 f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
@@ -350,8 +352,11 @@ def timing_note(result: Result) -> str:
     )
 
 
-def unified_memory_lines(result: Result) -> list[str]:
-    """nvprof's Unified Memory section, or CUPTI's reason for its absence (managed runs)."""
+def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
+    """nvprof's Unified Memory section, or CUPTI's reason for its absence (managed runs).
+
+    As in the profile, names go on lines of their own where a row is wider than `width`.
+    """
     timing = result.timing
     if timing is None:
         return []
@@ -367,11 +372,15 @@ def unified_memory_lines(result: Result) -> list[str]:
         for i, header in enumerate(UNIFIED_MEMORY_HEADERS)
     ]
 
-    def line(cells) -> str:
-        numbers = "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths, strict=False))
-        return f"{numbers}  {cells[-1]}"
+    def numbers(cells) -> str:
+        return "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths, strict=False))
 
-    lines = [line(UNIFIED_MEMORY_HEADERS)] + [line(row) for row in rows] + [cpu_faults]
+    table = [list(UNIFIED_MEMORY_HEADERS), *rows]
+    if width is None or all(len(numbers(r)) + 2 + cell_len(r[-1]) <= width for r in table):
+        lines = [f"{numbers(r)}  {r[-1]}" for r in table]
+    else:
+        lines = [line for r in table for line in (numbers(r), _name_line(r[-1], width))]
+    lines.append(cpu_faults)
     return [*lines, "(whole run, warm-ups included: CUPTI's counters are process-wide)"]
 
 

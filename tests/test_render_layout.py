@@ -383,3 +383,23 @@ def test_failed_checks_are_red_and_passed_ones_green():
     assert "\x1b[1;31m" in failed and "\x1b[32m" in passed
     header = next(line for line in lines if "Time(%)" in line)
     assert header.startswith("\x1b[1m")
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 160])
+def test_unified_memory_section_fits_with_every_counter_name_whole(width):
+    from memprof.render import unified_memory_lines
+
+    result = load_fixture("managed")
+    wide = unified_memory_lines(result)
+    lines = unified_memory_lines(result, width)
+    widest = max(len(line) for line in wide[:-2])
+    if width >= widest:
+        assert lines == wide
+        return
+    assert max(len(line) for line in lines[:-2]) <= width
+    assert lines[-2:] == wide[-2:]  # CPU page faults and the note
+    for row in wide[1:-2]:
+        numbers, name = row.rsplit("  ", 1)
+        at = lines.index(numbers)  # every figure of the row on one line
+        assert lines[at + 1] == "    " + name.strip()
+    assert "    Gpu page fault groups" in lines
