@@ -316,8 +316,8 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
             console.print(
                 f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
             )
-            for line in unified:
-                _print_whole(console, safe(line))
+            for line in unified:  # figures fit by layout; the notes wrap
+                console.print(Text(safe(line)))
     render_summary(summary, console, result.checks)
 
 

@@ -403,3 +403,15 @@ def test_unified_memory_section_fits_with_every_counter_name_whole(width):
         at = lines.index(numbers)  # every figure of the row on one line
         assert lines[at + 1] == "    " + name.strip()
     assert "    Gpu page fault groups" in lines
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("name", NAMES)
+def test_only_names_and_preformatted_charts_are_wider_than_the_console(name, width):
+    result = load_fixture(name)
+    text, _ = rendered(name, width)
+    summary = EXPERIMENTS[result.command].summarize(result)
+    allowed = {row.name for row in profile_rows(result.measurements)}
+    allowed |= {line for chart in summary.charts for line in chart.lines}
+    for line in text.splitlines():
+        assert len(line.rstrip()) <= width or line in allowed, line
