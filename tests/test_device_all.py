@@ -245,7 +245,7 @@ def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gp
     result = Result.from_json(portable_result(figures).to_json())
     summary = portable.summarize(result)
     rows = summary.tables[0].rows
-    assert rows[3] == ["Pinned in GPU 0's context only", "GPU 1", "20.0", "54.0"]
+    assert rows[3] == ["Pinned by GPU 0 only", "GPU 1", "20.0", "54.0"]
     assert rows[0][1] == "GPU 0 (its owner)"
     h2d, d2h = summary.conclusions
     assert h2d.startswith("GPU 1, host → device: memory pinned only in GPU 0's context moved 20.0")

@@ -286,6 +286,8 @@ def totals(result: Result, direction: str) -> tuple[float, float] | None:
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     cells = figures(result)
+    if not cells:  # a "-" marks one missing figure; a file with none is not a run
+        raise ValueError("it holds no copy measurements")
     nbytes = result.extra["bytes_per_copy"]
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",

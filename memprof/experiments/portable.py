@@ -203,8 +203,8 @@ def _verify(session, host, device, values, direction: str, index: int, owner: in
 
 def buffer_label(kind: str, owner: int) -> str:
     if kind == "portable":
-        return f"Portable pinned (PORTABLE, allocated in GPU {owner}'s context)"
-    return f"Pinned in GPU {owner}'s context only"
+        return f"Portable, pinned by GPU {owner}"
+    return f"Pinned by GPU {owner} only"
 
 
 def measure(
@@ -241,6 +241,8 @@ def summarize(result: Result) -> Summary:
     devices = [device["index"] for device in result.extra["devices"]]
     owner = result.extra["owner"]
     cells = figures(result)
+    if not cells:  # a "-" marks one missing figure; a file with none is not a run
+        raise ValueError("it holds no copy measurements")
     table = Table(
         f"Pinned host memory of {format_bytes(result.extra['bytes_per_copy'])} used from each "
         "GPU's context, GB/s",
