@@ -348,7 +348,9 @@ def timing_note(result: Result) -> str:
     return (
         f"Timing: CUDA events{why}: each GPU operation held behind a GPU-side gate, timed "
         f"between two events{overhead}; copies from pageable memory block the host and include "
-        f"the driver's staging; API calls with the host clock; {only_timed}."
+        f"the driver's staging; API calls with the host clock; {only_timed}. Operations "
+        "under about 10 us read 1-2 us longer than the GPU's own record (small copies up to "
+        "6 us: events also time the engine's start), so install cupti-python for those."
     )
 
 

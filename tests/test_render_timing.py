@@ -14,6 +14,7 @@ def test_cupti_runs_say_the_gpu_activities_are_cuptis_records():
     text = render_text(result, width=120)
     assert "GPU activities are CUPTI's records" in text
     assert "CUDA events" not in timing_note(result)
+    assert "install cupti-python" not in timing_note(result)
 
 
 def test_events_runs_say_how_events_were_placed_and_corrected():
@@ -23,6 +24,7 @@ def test_events_runs_say_how_events_were_placed_and_corrected():
     assert "--timing events" in note and "GPU-side gate" in note
     overhead_us = f"{result.timing.event_overhead_ms * 1e3:.2f} us"
     assert overhead_us in note  # the correction applied is printed, from this run
+    assert "install cupti-python" in note  # what events cannot resolve is said, not hidden
 
 
 def test_every_timed_operation_has_exactly_repeat_calls():
