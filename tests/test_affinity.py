@@ -102,9 +102,12 @@ def test_the_header_says_where_the_host_thread_ran():
     from tests.conftest import load_fixture
 
     result = load_fixture("pinned_p20")
+    recorded = result.timing.host_affinity  # what the H200 run said
+    assert recorded.startswith("affinity: host thread on CPUs")
+    result.timing.host_affinity = None  # a run with --no-affinity, or saved before placement
     console = Console(width=200, record=True, color_system=None)
     render_result(result, console)
-    assert "affinity:" not in console.export_text()  # recorded before memprof placed threads
+    assert "affinity:" not in console.export_text()
     result.timing.host_affinity = "affinity: host thread on CPUs 0-15, local to the GPU"
     console = Console(width=200, record=True, color_system=None)
     render_result(result, console)

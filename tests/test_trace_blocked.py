@@ -120,11 +120,26 @@ def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
 
 
 def test_traces_saved_before_the_pairing_still_load_and_render():
-    result = load_fixture("trace_pycuda")
+    from memprof.results import Result
+
+    result = Result.load(Path(__file__).parent / "fixtures" / "legacy_trace_pycuda_unpaired.json")
     assert "blocked" not in result.extra
     text = render_text(result, width=200)
     assert "Host blocked" in text
     assert "DMA alone" in text
+
+
+def test_a_recorded_trace_shows_each_blocking_kinds_host_time_beside_its_dma():
+    result = load_fixture("trace_pycuda")
+    table = trace_summary.copies_table(
+        trace_summary.copies_of(result), result.extra["pinned_bandwidth"]
+    )
+    rows = {row[0]: row for row in table.rows}
+    blocked = table.headers.index("Host blocked")
+    gpu = table.headers.index("GPU time")
+    pageable = rows["HtoD pageable -> device"]
+    assert pageable[blocked] != "-" and pageable[blocked] != pageable[gpu]
+    assert rows["HtoD pinned -> device"][blocked] == "-"  # asynchronous: nothing to wait for
 
 
 def load_trace_check():
