@@ -363,7 +363,7 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     if timing is None:
         return []
     if timing.unified_memory is None:
-        if result.command == "managed" and timing.unified_memory_note:
+        if result.command in ("managed", "trace") and timing.unified_memory_note:
             return [timing.unified_memory_note]
         return []
     rows, cpu_faults = unified_memory_rows(timing.unified_memory)
@@ -383,7 +383,8 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     else:
         lines = [line for r in table for line in (numbers(r), _name_line(r[-1], width))]
     lines.append(cpu_faults)
-    return [*lines, "(whole run, warm-ups included: CUPTI's counters are process-wide)"]
+    scope = "the whole program" if result.command == "trace" else "whole run, warm-ups included"
+    return [*lines, f"({scope}: CUPTI's counters are process-wide)"]
 
 
 def render_summary(summary: Summary, console: Console, checks: list[Check] = ()) -> None:

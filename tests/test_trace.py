@@ -281,6 +281,9 @@ def test_unified_memory_section_appears_when_counters_are_non_zero():
     assert row.split()[0] == "7"
     assert "Total CPU Page faults: 0" in text
     assert "Managed memory migrated 8 MiB to the GPU" in text
+    assert text.count("Unified Memory profiling result") == 1  # the profile's, not twice
+    assert "(the whole program: CUPTI's counters are process-wide)" in text
+    assert "warm-ups" not in text  # a trace repeats nothing
     only_cpu = render_text(recorded_trace(counters(CPU_PAGE_FAULT_COUNT=(5, 5))))
     assert "Total CPU Page faults: 5" in only_cpu
 
@@ -348,3 +351,16 @@ def test_a_failed_bandwidth_measurement_says_why(tmp_path, monkeypatch):
         "how": "not measured: memprof sweep failed (memprof: error: PyCUDA is not installed)"
     }
     assert not (tmp_path / "cache.json").exists()
+
+
+def test_a_trace_whose_counters_were_refused_says_why_in_one_line():
+    gpu, api = program_records()
+    reason = "CUPTI refused unified-memory counters: ERROR_NOT_SUPPORTED (4)"
+    recording = Recording(gpu, api, None, reason, "NVIDIA H200", "580.159.04")
+    outcome = Outcome(0, None, 1.0)
+    result = trace_result(Program("p.py", None, ()), outcome, recording, 0, BANDWIDTH)
+    text = render_text(result)
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if "Unified Memory profiling" in line)
+    assert lines[header + 1] == reason and text.count(reason) == 1
+    assert "Avg Size" not in text  # no counters to print

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.profile import UNIFIED_MEMORY_HEADERS, unified_memory_rows
 from memprof.results import NonNegative, Result
 from memprof.summary import Summary, Table
 from memprof.trace import SMALL_COPY_BYTES, BlockedCopies, CopyGroup, TraceParams
@@ -225,26 +224,6 @@ def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> T
     return table
 
 
-def unified_memory_table(counters: UnifiedMemory | None) -> Table | None:
-    """nvprof's Unified Memory section, where CUPTI's counters saw any migration or fault."""
-    if not counters:
-        return None
-    rows, cpu_faults_line = unified_memory_rows(counters)
-    if not rows and cpu_faults_line.endswith(" 0"):
-        return None
-    table = Table(
-        "Unified Memory profiling result",
-        list(UNIFIED_MEMORY_HEADERS),
-        notes=[
-            cpu_faults_line,
-            "CUPTI's unified-memory counters over the whole program, on the traced device.",
-        ],
-    )
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
 def outcome_line(result: Result) -> str:
     extra = result.extra
     program = result.parameters.get("program", "the program")
@@ -275,9 +254,7 @@ def summarize(result: Result) -> Summary:
     copies = copies_of(result)
     bandwidth = result.extra.get("pinned_bandwidth")
     totals = result.timing.unified_memory if result.timing else None
-    tables = [copies_table(copies, bandwidth)] if copies else []
-    unified = unified_memory_table(totals)
-    if unified is not None:
-        tables.append(unified)
+    tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
+    # section is the profile's own, as nvprof printed it (memprof.render)
     conclusions = [outcome_line(result), *advice(copies, bandwidth, totals)]
     return Summary(tables=tables, conclusions=conclusions, show_profile=True)
