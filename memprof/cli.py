@@ -693,12 +693,8 @@ def peer(
     """Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."""
     from memprof.experiments import peer as peer_experiment
 
-    output = Output(json, csv, quiet, no_color)
-    output.check()
     params = PeerParams(power=power, repeat=repeat, warmup=warmup)
-    with _progress_bar(not quiet) as progress:
-        result = peer_experiment.measure(params, progress)
-    emit([result], output)
+    _run_across_gpus(peer_experiment.measure, params, Output(json, csv, quiet, no_color))
 
 
 @app.command()
@@ -718,12 +714,9 @@ def hostlink(
     """Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"""
     from memprof.experiments import hostlink as hostlink_experiment
 
-    output = Output(json, csv, quiet, no_color)
-    output.check()
     params = HostlinkParams(power=power, repeat=repeat, warmup=warmup)
-    with _progress_bar(not quiet) as progress:
-        result = hostlink_experiment.measure(params, progress, not no_affinity)
-    emit([result], output)
+    output = Output(json, csv, quiet, no_color)
+    _run_across_gpus(hostlink_experiment.measure, params, output, not no_affinity)
 
 
 @app.command()
@@ -743,12 +736,9 @@ def portable(
     """One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."""
     from memprof.experiments import portable as portable_experiment
 
-    output = Output(json, csv, quiet, no_color)
-    output.check()
     params = PortableParams(power=power, repeat=repeat, warmup=warmup)
-    with _progress_bar(not quiet) as progress:
-        result = portable_experiment.measure(params, progress, not no_affinity)
-    emit([result], output)
+    output = Output(json, csv, quiet, no_color)
+    _run_across_gpus(portable_experiment.measure, params, output, not no_affinity)
 
 
 @app.command()
@@ -894,6 +884,16 @@ def _run_every_device(
     for note in done.notes:
         print_note(f"memprof: {note}", output.no_color)
     emit(done.results, output)
+
+
+def _run_across_gpus(
+    measure: Callable[..., Result], params: Any, output: Output, *options: Any
+) -> None:
+    """peer, hostlink, portable: they open a context on every GPU themselves (no GpuSession)."""
+    output.check()
+    with _progress_bar(not output.quiet) as progress:
+        result = measure(params, progress, *options)
+    emit([result], output)
 
 
 @contextmanager

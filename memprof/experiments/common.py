@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -74,3 +75,22 @@ def gpu_timing(result) -> str:
     if result.timing is not None:
         return "gated CUDA events around each operation"
     return "CUDA events around each operation"  # results saved before memprof recorded it
+
+
+def gb_per_s_by_key(result: Any, parse_key: Callable[[str], Any]) -> dict[Any, float]:
+    """GB/s of every GPU copy whose operation `parse_key` understands (the key it returns),
+    from the median of its back-to-back batches (one copy's time where there were none).
+
+    A file without one such copy is not a run of that experiment: ValueError.
+    """
+    from memprof.formatting import bandwidth_gb_per_s
+
+    found = {}
+    for m in result.measurements:
+        key = parse_key(m.operation)
+        if key is not None and m.group == "gpu":
+            stats = m.throughput_stats or m.stats
+            found[key] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
+    if not found:
+        raise ValueError("it holds no copy measurements")
+    return found

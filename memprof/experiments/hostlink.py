@@ -21,8 +21,14 @@ from memprof import memory
 from memprof.affinity import near_gpu
 from memprof.devicefacts import collect
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_progress
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
+from memprof.experiments.common import (
+    FLOAT32_BYTES,
+    POISON_BYTE,
+    Progress,
+    gb_per_s_by_key,
+    no_progress,
+)
+from memprof.formatting import format_bytes, format_gb_per_s
 from memprof.multigpu import PeerSession
 from memprof.profile import MAX_BATCH
 from memprof.results import ByteCount, Check, Count, Measurement, Result
@@ -262,13 +268,7 @@ def devices_of(result: Result) -> list[int]:
 
 def figures(result: Result) -> dict[tuple[str, str, int], float]:
     """(mode, direction, device) -> GB/s, median of the batches."""
-    found = {}
-    for m in result.measurements:
-        parsed = parse_operation_key(m.operation)
-        if parsed is not None and m.group == "gpu":
-            stats = m.throughput_stats or m.stats
-            found[parsed] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
-    return found
+    return gb_per_s_by_key(result, parse_operation_key)
 
 
 def totals(result: Result, direction: str) -> tuple[float, float] | None:
@@ -286,8 +286,6 @@ def totals(result: Result, direction: str) -> tuple[float, float] | None:
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     cells = figures(result)
-    if not cells:  # a "-" marks one missing figure; a file with none is not a run
-        raise ValueError("it holds no copy measurements")
     nbytes = result.extra["bytes_per_copy"]
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",

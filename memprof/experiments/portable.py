@@ -20,9 +20,15 @@ from memprof import memory
 from memprof.affinity import near_gpu
 from memprof.devicefacts import collect
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_progress
+from memprof.experiments.common import (
+    FLOAT32_BYTES,
+    POISON_BYTE,
+    Progress,
+    gb_per_s_by_key,
+    no_progress,
+)
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
+from memprof.formatting import format_bytes, format_gb_per_s
 from memprof.multigpu import PeerSession
 from memprof.results import ByteCount, Check, Count, Measurement, Result
 from memprof.summary import Summary, Table
@@ -228,21 +234,13 @@ def measure(
 
 def figures(result: Result) -> dict[tuple[str, str, int], float]:
     """(buffer, direction, device) -> GB/s, median of the batches."""
-    found = {}
-    for m in result.measurements:
-        parsed = parse_operation_key(m.operation)
-        if parsed is not None and m.group == "gpu":
-            stats = m.throughput_stats or m.stats
-            found[parsed] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
-    return found
+    return gb_per_s_by_key(result, parse_operation_key)
 
 
 def summarize(result: Result) -> Summary:
     devices = [device["index"] for device in result.extra["devices"]]
     owner = result.extra["owner"]
     cells = figures(result)
-    if not cells:  # a "-" marks one missing figure; a file with none is not a run
-        raise ValueError("it holds no copy measurements")
     table = Table(
         f"Pinned host memory of {format_bytes(result.extra['bytes_per_copy'])} used from each "
         "GPU's context, GB/s",
