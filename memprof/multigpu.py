@@ -20,9 +20,18 @@ from typing import Any
 
 from memprof import driver
 from memprof.errors import EnvironmentProblem, InvalidArgument
+from memprof.results import Count
 from memprof.session import GpuSession, _sigint_deferred, import_driver
 
 ALL_DEVICES = "all"
+
+
+DEVICE_RECORD = {"index": Count, "name": str, "pci_bus_id": str}  # extra["devices"] items
+
+
+def device_records(facts: dict[int, Any], devices: list[int]) -> list[dict[str, Any]]:
+    """extra["devices"] of a multi-GPU Result: each GPU's index, name and PCI bus id."""
+    return [{"index": i, "name": facts[i].name, "pci_bus_id": facts[i].pci_bus_id} for i in devices]
 
 
 def parse_device_choice(text: str) -> int | None:

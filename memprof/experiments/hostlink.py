@@ -29,9 +29,9 @@ from memprof.experiments.common import (
     no_progress,
 )
 from memprof.formatting import format_bytes, format_gb_per_s
-from memprof.multigpu import PeerSession
+from memprof.multigpu import DEVICE_RECORD, PeerSession, device_records
 from memprof.profile import MAX_BATCH
-from memprof.results import ByteCount, Check, Count, Measurement, Result
+from memprof.results import ByteCount, Check, Measurement, Result
 from memprof.summary import Summary, Table
 
 MODES = {"alone": "Alone", "together": "All at once"}
@@ -48,7 +48,6 @@ class HostlinkParams:
     warmup: int = 1
 
 
-DEVICE_RECORD = {"index": Count, "name": str, "pci_bus_id": str}
 PARAMS = HostlinkParams
 EXTRA_FIELDS = {
     "devices": list[DEVICE_RECORD],
@@ -61,14 +60,15 @@ def operation_key(mode: str, direction: str, index: int) -> str:
     return f"{mode} {direction} {index}"
 
 
-def parse_operation_key(key: str) -> tuple[str, str, int] | None:
-    """(mode, direction, device) of a hostlink measurement, None for anything else."""
+def parse_operation_key(key: str, firsts: Any = MODES) -> tuple[str, str, int] | None:
+    """(mode, direction, device) of a hostlink measurement, None for anything else.
+
+    portable's keys have the same shape with its buffers in place of the modes (`firsts`).
+    """
     parts = key.split(" ")
-    if len(parts) != 3 or parts[0] not in MODES or parts[1] not in DIRECTIONS:
+    if len(parts) != 3 or parts[0] not in firsts or parts[1] not in DIRECTIONS:
         return None
-    if not parts[2].isdigit():
-        return None
-    return parts[0], parts[1], int(parts[2])
+    return (parts[0], parts[1], int(parts[2])) if parts[2].isdigit() else None
 
 
 def batch_count(one_copy_ms: float, target_ms: float = BATCH_TARGET_MS) -> int:
@@ -195,10 +195,7 @@ def run(
         measurements=measurements,
         checks=checks,
         extra={
-            "devices": [
-                {"index": i, "name": facts[i].name, "pci_bus_id": facts[i].pci_bus_id}
-                for i in devices
-            ],
+            "devices": device_records(facts, devices),
             "bytes_per_copy": nbytes,
         },
         timing=timing,

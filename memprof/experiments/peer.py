@@ -29,7 +29,9 @@ from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_
 from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
 from memprof.kernels import load_kernel
 from memprof.multigpu import (
+    DEVICE_RECORD,
     PeerSession,
+    device_records,
     memcpy_peer_async,
     ordered_pairs,
     unordered_pairs,
@@ -64,7 +66,6 @@ class PeerParams:
 
 # What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
 PARAMS = PeerParams
-DEVICE_RECORD = {"index": Count, "name": str, "pci_bus_id": str}
 EXTRA_FIELDS = {
     "devices": list[DEVICE_RECORD],
     "peer_access": list[list[bool]],  # [source][destination]: can access
@@ -223,10 +224,7 @@ def run(peers: PeerSession, params: PeerParams, progress: Progress = no_progress
         measurements=measurements + bidirectional,
         checks=checks,
         extra={
-            "devices": [
-                {"index": i, "name": facts[i].name, "pci_bus_id": facts[i].pci_bus_id}
-                for i in devices
-            ],
+            "devices": device_records(facts, devices),
             "peer_access": access_matrix,
             "bytes_per_array": nbytes,
             "latency_steps": params.latency_steps,

@@ -20,6 +20,7 @@ from memprof import memory
 from memprof.affinity import near_gpu
 from memprof.devicefacts import collect
 from memprof.errors import EnvironmentProblem
+from memprof.experiments import hostlink
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     POISON_BYTE,
@@ -29,7 +30,7 @@ from memprof.experiments.common import (
 )
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
 from memprof.formatting import format_bytes, format_gb_per_s
-from memprof.multigpu import PeerSession
+from memprof.multigpu import DEVICE_RECORD, PeerSession, device_records
 from memprof.results import ByteCount, Check, Count, Measurement, Result
 from memprof.summary import Summary, Table
 
@@ -45,7 +46,6 @@ class PortableParams:
     warmup: int = 1
 
 
-DEVICE_RECORD = {"index": Count, "name": str, "pci_bus_id": str}
 PARAMS = PortableParams
 EXTRA_FIELDS = {
     "devices": list[DEVICE_RECORD],
@@ -61,10 +61,8 @@ def operation_key(buffer: str, direction: str, index: int) -> str:
 
 
 def parse_operation_key(key: str) -> tuple[str, str, int] | None:
-    parts = key.split(" ")
-    if len(parts) != 3 or parts[0] not in BUFFERS or parts[1] not in DIRECTIONS:
-        return None
-    return (parts[0], parts[1], int(parts[2])) if parts[2].isdigit() else None
+    """(buffer, direction, device) of a portable measurement, None for anything else."""
+    return hostlink.parse_operation_key(key, BUFFERS)
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -138,10 +136,7 @@ def run(
         measurements=measurements,
         checks=checks,
         extra={
-            "devices": [
-                {"index": i, "name": facts[i].name, "pci_bus_id": facts[i].pci_bus_id}
-                for i in devices
-            ],
+            "devices": device_records(facts, devices),
             "owner": owner,
             "bytes_per_copy": nbytes,
             "unified_addressing": bool(unified),
