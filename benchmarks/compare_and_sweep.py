@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from memprof.core.session import GpuSession
 from memprof.experiments.sweep import SweepParams
 from memprof.experiments.sweep import run as run_sweep
-from memprof.formatting import bandwidth_gb_per_s
-from memprof.session import GpuSession
+from memprof.model.formatting import bandwidth_gb_per_s
 
 POWER = 14  # 2^14 float32 = 64 KiB
 NBYTES = 4 << POWER

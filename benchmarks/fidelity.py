@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from memprof.core.session import GpuSession
 from memprof.experiments import EXPERIMENTS, run_experiment
 from memprof.experiments.device import DeviceParams
 from memprof.experiments.managed import ManagedParams
@@ -36,7 +37,6 @@ from memprof.experiments.streams import StreamsParams
 from memprof.experiments.sweep import SweepParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.zerocopy import ZeroCopyParams
-from memprof.session import GpuSession
 
 SWEEP_POWERS = tuple(range(10, 27, 2))  # 4 KiB .. 256 MiB
 EXPERIMENT_PARAMS = {

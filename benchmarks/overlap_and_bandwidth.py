@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
+from memprof.core.session import GpuSession
 from memprof.experiments import device, streams
-from memprof.formatting import bandwidth_gb_per_s
-from memprof.session import GpuSession
+from memprof.model.formatting import bandwidth_gb_per_s
 
 
 def main() -> int:

@@ -16,10 +16,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from memprof.core.memory import PAGEABLE_BUFFERS
+from memprof.core.session import GpuSession
 from memprof.experiments import run_experiment
 from memprof.experiments.pinned import PinnedParams
-from memprof.memory import PAGEABLE_BUFFERS
-from memprof.session import GpuSession
 
 POWERS = (18, 22, 24, 26)  # 1, 16, 64, 256 MiB
 

@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprof.results import Measurement, Result  # noqa: E402
+from memprof.model.results import Measurement, Result  # noqa: E402
 
 EXAMPLES = (  # (script, the library it needs)
     ("examples/pycuda_copies.py", "pycuda"),

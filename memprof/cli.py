@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 
 from memprof import __version__
 from memprof.__main__ import caused_by_ctrl_c
-from memprof.console import prepare_streams, print_error, print_note, silence_closed_stdout
+from memprof.core.multigpu import ALL_DEVICES
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import EXPERIMENTS, run_experiment
 from memprof.experiments.alloc import AllocParams
@@ -40,10 +40,10 @@ from memprof.experiments.sweep import SWEEP_KINDS, SweepParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import ZeroCopyParams
-from memprof.formatting import format_bytes
-from memprof.multigpu import ALL_DEVICES
-from memprof.output import Output, emit, emit_diff
-from memprof.results import Result
+from memprof.model.formatting import format_bytes
+from memprof.model.results import Result
+from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
+from memprof.output.emit import Output, emit, emit_diff
 
 try:  # typer 0.2x and later carry their own copy of click
     from typer._click import exceptions as click_exceptions
@@ -787,7 +787,7 @@ def diff(
     no_color: NoColorOption = False,
 ) -> None:
     """Compare two saved runs row by row: ratio of medians, changes beyond run-to-run noise."""
-    from memprof.diff import diff as diff_results
+    from memprof.output.diff import diff as diff_results
 
     output = Output(json=json, quiet=quiet, no_color=no_color)
     output.check(inputs=(first, second))
@@ -824,7 +824,7 @@ def trace(
 
     memprof's options go before SCRIPT; the program's output and exit code pass through.
     """
-    from memprof import trace as tracing
+    from memprof.trace import collect as tracing
 
     Output(json, csv, quiet, no_color).check()
     program = tracing.parse_target(target or [], module)
@@ -855,7 +855,7 @@ def _run(
     if device is None:
         _run_every_device(command, params, output, timing, affinity)
         return
-    from memprof.session import GpuSession
+    from memprof.core.session import GpuSession
 
     with (
         GpuSession(device, timing.value) as session,
@@ -870,7 +870,7 @@ def _run(
 def _run_every_device(
     command: str, params: Any, output: Output, timing: Timing, affinity: bool
 ) -> None:
-    from memprof.alldevices import run_on_every_device
+    from memprof.experiments.alldevices import run_on_every_device
 
     if output.json is not None:
         raise InvalidArgument(
@@ -899,7 +899,7 @@ def _run_across_gpus(
 @contextmanager
 def _progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
-    from memprof.console import stderr_console
+    from memprof.output.console import stderr_console
 
     console = stderr_console()
     progress = Progress(

@@ -40,7 +40,7 @@ def fixture_path() -> callable:
 
 def load_fixture(name: str):
     """A Result recorded on the GPU machine, by its name without h200_ and .json."""
-    from memprof.results import Result
+    from memprof.model.results import Result
 
     return Result.load(FIXTURES / f"h200_{name}.json")
 
@@ -49,7 +49,7 @@ def render_text(result, width: int = 200) -> str:
     """What `memprof report` prints for a Result, without colours."""
     from rich.console import Console
 
-    from memprof.render import render_result
+    from memprof.output.render import render_result
 
     console = Console(width=width, record=True, color_system=None)
     render_result(result, console)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memprof.affinity import Affinity, format_cpulist, gpu_affinity, parse_cpulist
+from memprof.core.affinity import Affinity, format_cpulist, gpu_affinity, parse_cpulist
 
 
 def _device(tmp_path, bus_id: str, node: str, cpus: str):
@@ -71,7 +71,7 @@ class FakeScheduler:
 
 
 def test_the_thread_runs_on_the_gpu_s_local_cpus_inside_and_gets_its_cpus_back(tmp_path):
-    from memprof.affinity import near_gpu
+    from memprof.core.affinity import near_gpu
 
     _device(tmp_path, "0000:9b:00.0", "1", "32-63")
     scheduler = FakeScheduler(set(range(48)))  # a cgroup allows CPUs 0-47 only
@@ -82,7 +82,7 @@ def test_the_thread_runs_on_the_gpu_s_local_cpus_inside_and_gets_its_cpus_back(t
 
 
 def test_no_affinity_or_no_sysfs_or_no_usable_cpu_leaves_the_thread_alone(tmp_path):
-    from memprof.affinity import NOT_ASKED, near_gpu
+    from memprof.core.affinity import NOT_ASKED, near_gpu
 
     _device(tmp_path, "0000:9b:00.0", "1", "32-63")
     scheduler = FakeScheduler(set(range(16)))
@@ -98,7 +98,7 @@ def test_no_affinity_or_no_sysfs_or_no_usable_cpu_leaves_the_thread_alone(tmp_pa
 def test_the_header_says_where_the_host_thread_ran():
     from rich.console import Console
 
-    from memprof.render import render_result
+    from memprof.output.render import render_result
     from tests.conftest import load_fixture
 
     result = load_fixture("pinned_p20")

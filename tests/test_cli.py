@@ -144,7 +144,7 @@ def test_report_of_a_failed_verification_exits_1(tmp_path):
 def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
     import csv
 
-    from memprof.results import Result
+    from memprof.model.results import Result
 
     path = tmp_path / "out.csv"
     fixture = FIXTURES / "h200_pinned_p20.json"

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.console import ASCII_LOOKALIKES
+from memprof.output.console import ASCII_LOOKALIKES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = [str(path) for path in sorted(FIXTURES.glob("*.json"))]

@@ -9,12 +9,12 @@ from typing import ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from memprof import alldevices, cli
+from memprof import cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import hostlink, portable
+from memprof.experiments import alldevices, hostlink, portable
 from memprof.experiments.compare import CompareParams
 from memprof.experiments.pinned import PinnedParams
-from memprof.results import Measurement, Result, TimingInfo
+from memprof.model.results import Measurement, Result, TimingInfo
 
 runner = CliRunner()
 NBYTES = 256 << 20
@@ -84,11 +84,11 @@ class FakeSession:
 
 @pytest.fixture
 def every_device(monkeypatch):
-    import memprof.session
+    import memprof.core.session
 
     FakeSession.opened = []
     hostlink_runs: list[list[int]] = []
-    monkeypatch.setattr(memprof.session, "GpuSession", FakeSession)
+    monkeypatch.setattr(memprof.core.session, "GpuSession", FakeSession)
     monkeypatch.setattr(
         alldevices,
         "run_experiment",
@@ -117,7 +117,7 @@ def test_one_gpu_runs_device_0_says_so_and_measures_nothing_simultaneous(every_d
 
 
 def test_run_experiment_places_the_thread_before_the_experiment_and_records_it(monkeypatch):
-    import memprof.affinity
+    import memprof.core.affinity
     from memprof import experiments
 
     events: list[str] = []
@@ -136,7 +136,7 @@ def test_run_experiment_places_the_thread_before_the_experiment_and_records_it(m
     session = SimpleNamespace(
         device=SimpleNamespace(pci_bus_id=lambda: "0000:1B:00.0"), profiler=profiler
     )
-    monkeypatch.setattr(memprof.affinity, "near_gpu", near_gpu)
+    monkeypatch.setattr(memprof.core.affinity, "near_gpu", near_gpu)
     monkeypatch.setitem(experiments.EXPERIMENTS, "fake", SimpleNamespace(run=run))
     result = experiments.run_experiment("fake", session, None, affinity=False)
     assert events == ["pin 0000:1B:00.0 False", "run", "unpin"]
@@ -255,9 +255,9 @@ def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gp
 
 @pytest.mark.parametrize("command", ["hostlink", "portable"])
 def test_two_gpu_commands_on_one_gpu_say_so_in_one_line_and_exit_3(monkeypatch, command):
-    import memprof.multigpu
+    import memprof.core.multigpu
 
-    monkeypatch.setattr(memprof.multigpu, "device_count", lambda: 1)
+    monkeypatch.setattr(memprof.core.multigpu, "device_count", lambda: 1)
     result = runner.invoke(cli.app, [command])
     assert result.exit_code == ExitCode.ENVIRONMENT
     assert f"memprof {command} needs two GPUs: this machine has one" in result.output

@@ -5,13 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from memprof.devicefacts import (
-    _kernel_driver_version,
-    _sysfs_link,
-    parse_link_speed,
-    pcie_bandwidth_gb_per_s,
-)
-from memprof.results import Result
+from memprof.core.devicefacts import _kernel_driver_version, _sysfs_link
+from memprof.model.device import parse_link_speed, pcie_bandwidth_gb_per_s
+from memprof.model.results import Result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

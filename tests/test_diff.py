@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from memprof.diff import diff
-from memprof.results import Measurement, Result
+from memprof.model.results import Measurement, Result
+from memprof.output.diff import diff
 
 KIB, MIB = 1 << 10, 1 << 20
 # Median 1.0, mean 1.075, relative standard deviation 0.206: skewed, as real timings are.

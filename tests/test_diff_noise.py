@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from memprof.diff import MIN_CHANGE, diff, noise
-from memprof.results import Measurement, Result
+from memprof.model.results import Measurement, Result
+from memprof.output.diff import MIN_CHANGE, diff, noise
 from tests.conftest import load_fixture
 
 

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from memprof.export import CSV_COLUMNS, csv_rows, write_csv
-from memprof.results import Measurement, Result
+from memprof.model.results import Measurement, Result
+from memprof.output.export import CSV_COLUMNS, csv_rows, write_csv
 from tests.conftest import load_fixture
 
 

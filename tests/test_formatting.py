@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from memprof.formatting import (
+from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,

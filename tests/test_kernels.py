@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memprof.kernels import KernelSignature, kernel_directory, kernel_source, parse_signatures
+from memprof.core.kernels import KernelSignature, kernel_directory, kernel_source, parse_signatures
 
 KERNEL_FILES = sorted(kernel_directory().glob("*.cu"))
 

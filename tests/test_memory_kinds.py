@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from memprof import memory
-from memprof.devicefacts import CAPABILITIES, CAPABILITY_ATTRIBUTES, capability_name
+from memprof.core import memory
+from memprof.core.memory import MEMORY_KINDS, supported_kinds
 from memprof.experiments import alloc, compare, info, sweep
-from memprof.memory import MEMORY_KINDS, supported_kinds
+from memprof.model.device import CAPABILITIES, CAPABILITY_ATTRIBUTES, capability_name
 from tests.conftest import load_fixture
 
 EVERYTHING = {capability.name: 1 for capability in CAPABILITIES}

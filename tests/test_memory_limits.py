@@ -2,8 +2,8 @@
 
 import pytest
 
+from memprof.core.memory import MEMORY_KINDS, check_fits, host_available_bytes
 from memprof.errors import ExitCode, OutOfMemory
-from memprof.memory import MEMORY_KINDS, check_fits, host_available_bytes
 
 
 def test_a_size_that_fits_passes():

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof import cli, files
+from memprof import cli
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.results import Result
+from memprof.model.results import Result
+from memprof.output import files
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PINNED = FIXTURES / "h200_pinned_p20.json"
@@ -174,12 +175,12 @@ def test_a_failed_save_still_shows_the_run_and_exits_5(tmp_path):
 
 
 def test_a_failed_render_still_saves(tmp_path, monkeypatch):
-    import memprof.render
+    import memprof.output.render
 
     def broken(result, console):
         raise ValueError("cannot draw this")
 
-    monkeypatch.setattr(memprof.render, "render_result", broken)
+    monkeypatch.setattr(memprof.output.render, "render_result", broken)
     target = tmp_path / "run.csv"
     result = invoke("report", PINNED, "--csv", target)
     assert result.exit_code == ExitCode.INTERNAL

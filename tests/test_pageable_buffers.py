@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from memprof import memory
+from memprof.core import memory
 
 
 @pytest.mark.parametrize("name", ["numpy", "malloc", "hugepages"])

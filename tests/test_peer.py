@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
+from memprof.core.multigpu import ordered_pairs, parse_device_choice, unordered_pairs
 from memprof.errors import InvalidArgument
 from memprof.experiments import peer
-from memprof.multigpu import ordered_pairs, parse_device_choice, unordered_pairs
-from memprof.results import Measurement, Result
+from memprof.model.results import Measurement, Result
 
 
 def test_ordered_pairs_are_every_distinct_pair_source_major():
@@ -118,9 +118,9 @@ def test_both_directions_are_summed_and_latency_is_per_read():
 
 
 def test_peer_on_one_gpu_says_so_in_one_line_and_exits_3(monkeypatch):
-    import memprof.multigpu
+    import memprof.core.multigpu
 
-    monkeypatch.setattr(memprof.multigpu, "device_count", lambda: 1)
+    monkeypatch.setattr(memprof.core.multigpu, "device_count", lambda: 1)
     outcome = CliRunner().invoke(app, ["peer"])
     assert outcome.exit_code == 3
     lines = outcome.output.strip().splitlines()

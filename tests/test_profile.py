@@ -4,8 +4,9 @@ from typing import ClassVar
 
 import pytest
 
-from memprof.profile import Profiler, profile_rows
-from memprof.results import Measurement, Result
+from memprof.core.measure import Profiler
+from memprof.model.results import Measurement, Result
+from memprof.output.profile import profile_rows
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 
@@ -115,14 +116,14 @@ class FakeActivity:
         pass
 
     def gpu_records(self):
-        from memprof.activity import GpuRecord
+        from memprof.core.activity import GpuRecord
 
         return {
             tag: [GpuRecord("memcpy", "HTOD", 0, int(ms * 1e6))] for tag, ms in self.gpu_ms.items()
         }
 
     def api_records(self):
-        from memprof.activity import ApiRecord
+        from memprof.core.activity import ApiRecord
 
         return {tag: [ApiRecord(n, ms) for n, ms in calls] for tag, calls in self.api.items()}
 
@@ -295,7 +296,7 @@ def test_profiler_host_clock_records_nothing_when_the_call_raises():
 
 
 def test_unified_memory_rows_read_like_nvprofs_section():
-    from memprof.profile import unified_memory_rows
+    from memprof.output.profile import unified_memory_rows
 
     counters = {
         "BYTES_TRANSFER_HTOD": {"count": 4, "total": 4 << 20, "min": 64 << 10, "max": 2 << 20,

@@ -7,9 +7,9 @@ from pathlib import Path
 from rich.console import Console
 
 from memprof.experiments import pinned, zerocopy
-from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
-from memprof.render import PROFILE_COLUMNS, render_result
-from memprof.results import Result
+from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+from memprof.model.results import Result
+from memprof.output.render import PROFILE_COLUMNS, render_result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

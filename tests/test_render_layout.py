@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from memprof.experiments import EXPERIMENTS
-from memprof.formatting import format_ms, format_percent
-from memprof.profile import profile_rows
-from memprof.render import (
+from memprof.model.formatting import format_ms, format_percent
+from memprof.model.summary import Table
+from memprof.output.profile import profile_rows
+from memprof.output.render import (
     ASCII_SIMPLE_HEAD,
     PROFILE_COLUMNS,
     console_text,
@@ -24,7 +25,6 @@ from memprof.render import (
     render_result,
     summary_table,
 )
-from memprof.summary import Table
 from tests.conftest import FIXTURES, load_fixture
 
 NAMES = sorted(path.stem.removeprefix("h200_") for path in FIXTURES.glob("h200_*.json"))
@@ -387,7 +387,7 @@ def test_failed_checks_are_red_and_passed_ones_green():
 
 @pytest.mark.parametrize("width", [60, 80, 120, 160])
 def test_unified_memory_section_fits_with_every_counter_name_whole(width):
-    from memprof.render import unified_memory_lines
+    from memprof.output.render import unified_memory_lines
 
     result = load_fixture("managed")
     wide = unified_memory_lines(result)

@@ -1,8 +1,8 @@
 """uva, managed, writecombined, register and alloc rendered from results recorded on the H200."""
 
 from memprof.experiments import alloc, managed, register, uva, writecombined
-from memprof.formatting import format_ms
-from memprof.results import Result
+from memprof.model.formatting import format_ms
+from memprof.model.results import Result
 from tests.conftest import load_fixture, render_text
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import hostlink, portable
-from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
-from memprof.results import Result
+from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+from memprof.model.results import Result
 from tests.conftest import render_text
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,8 +1,8 @@
 """streams, device, compare and sweep rendered from results recorded on the H200."""
 
 from memprof.experiments import compare, device, streams, sweep
-from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s
-from memprof.results import Result
+from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s
+from memprof.model.results import Result
 from tests.conftest import load_fixture, render_text
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import peer
-from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s
-from memprof.results import Result
+from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s
+from memprof.model.results import Result
 from tests.conftest import render_text
 
 

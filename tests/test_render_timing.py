@@ -3,8 +3,8 @@ and with --timing events, and nvprof's Unified Memory section from a managed run
 
 import dataclasses
 
-from memprof.profile import profile_rows
-from memprof.render import timing_note, unified_memory_lines
+from memprof.output.profile import profile_rows
+from memprof.output.render import timing_note, unified_memory_lines
 from tests.conftest import load_fixture, render_text
 
 

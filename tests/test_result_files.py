@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memprof.errors import InvalidArgument
-from memprof.results import Check, Measurement, Result
+from memprof.model.results import Check, Measurement, Result
 
 
 def built(checks: list[Check] | None = None) -> Result:

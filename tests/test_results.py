@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
 from memprof.experiments import EXPERIMENTS
-from memprof.results import SCHEMA_VERSION, MissingMeasurement, Result
+from memprof.model.results import SCHEMA_VERSION, MissingMeasurement, Result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(FIXTURES.glob("*.json"))

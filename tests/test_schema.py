@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 
 import pytest
 
-from memprof.schema import NON_EMPTY, AtLeast, SchemaError, check, check_dataclass
+from memprof.model.schema import NON_EMPTY, AtLeast, SchemaError, check, check_dataclass
 
 Positive = Annotated[float, AtLeast(0)]
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
+from memprof.core.session import INSTALL_HINT, GpuSession, import_driver
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
-from memprof.session import INSTALL_HINT, GpuSession, import_driver
 
 
 @pytest.fixture

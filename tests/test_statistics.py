@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from memprof.timing import Statistics
+from memprof.model.statistics import Statistics
 
 
 def test_statistics_of_samples_whose_mean_is_not_their_median():

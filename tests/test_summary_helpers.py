@@ -11,7 +11,7 @@ import re
 import pytest
 
 from memprof.experiments import compare, pinned, streams, sweep
-from memprof.formatting import format_ms
+from memprof.model.formatting import format_ms
 from tests.conftest import load_fixture
 
 # -- sweep: where 90% of the peak is reached ---------------------------------------------------

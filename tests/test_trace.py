@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from memprof.activity import ApiRecord, GpuRecord
+from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import InvalidArgument
 from memprof.experiments import trace as trace_summary
-from memprof.export import csv_rows
-from memprof.formatting import format_ms
-from memprof.profile import profile_rows
-from memprof.results import Result
-from memprof.trace import (
+from memprof.model.formatting import format_ms
+from memprof.model.results import Result
+from memprof.output.export import csv_rows
+from memprof.output.profile import profile_rows
+from memprof.trace.collect import (
     CopyGroup,
     Outcome,
     Program,
@@ -325,7 +325,7 @@ def test_pinned_bandwidth_is_measured_once_per_gpu_and_driver(tmp_path, monkeypa
         calls.append(device_index)
         return {"h2d_gb_per_s": 51.0, "d2h_gb_per_s": 52.0, "bytes": 64 * MiB}
 
-    monkeypatch.setattr("memprof.trace.measure_pinned_bandwidth", measure)
+    monkeypatch.setattr("memprof.trace.collect.measure_pinned_bandwidth", measure)
     cache = tmp_path / "memprof" / "pinned_bandwidth.json"
     first = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", cache)
     assert first["how"].startswith("measured now")
@@ -345,7 +345,7 @@ def test_a_failed_bandwidth_measurement_says_why(tmp_path, monkeypatch):
     def fail(device_index: int) -> dict:
         raise RuntimeError("memprof: error: PyCUDA is not installed")
 
-    monkeypatch.setattr("memprof.trace.measure_pinned_bandwidth", fail)
+    monkeypatch.setattr("memprof.trace.collect.measure_pinned_bandwidth", fail)
     figures = pinned_bandwidth(0, "GPU", "1", "cache", tmp_path / "cache.json")
     assert figures == {
         "how": "not measured: memprof sweep failed (memprof: error: PyCUDA is not installed)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from types import SimpleNamespace
 
-from memprof.activity import ActivityLog
+from memprof.core.activity import ActivityLog
 
 
 class Kind(enum.IntEnum):

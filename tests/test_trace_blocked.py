@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memprof.activity import ApiRecord, GpuRecord
+from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.experiments import trace as trace_summary
-from memprof.formatting import format_ms
-from memprof.profile import profile_rows
-from memprof.render import timing_note
-from memprof.results import Measurement, Result
-from memprof.trace import (
+from memprof.model.formatting import format_ms
+from memprof.model.results import Measurement, Result
+from memprof.output.profile import profile_rows
+from memprof.output.render import timing_note
+from memprof.trace.collect import (
     BlockedCopies,
     Outcome,
     Program,
@@ -120,7 +120,7 @@ def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
 
 
 def test_traces_saved_before_the_pairing_still_load_and_render():
-    from memprof.results import Result
+    from memprof.model.results import Result
 
     result = Result.load(Path(__file__).parent / "fixtures" / "legacy_trace_pycuda_unpaired.json")
     assert "blocked" not in result.extra

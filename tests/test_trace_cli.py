@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof import trace as tracing
 from memprof.cli import app
 from memprof.errors import InvalidArgument
-from memprof.results import Result
+from memprof.model.results import Result
+from memprof.trace import collect as tracing
 from tests.test_trace import program_records
 
 runner = CliRunner()

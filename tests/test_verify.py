@@ -1,6 +1,6 @@
 import numpy as np
 
-from memprof.verify import SUCCESS, compare_arrays
+from memprof.core.verify import SUCCESS, compare_arrays
 
 
 def test_equal_arrays_pass_with_the_seed_message():

@@ -54,7 +54,7 @@ def test_installed_wheel_finds_its_kernels_in_a_fresh_environment(wheel, tmp_pat
         capture_output=True,
     )
     script = (
-        "import memprof.kernels as k; print(k.kernel_directory()); "
+        "import memprof.core.kernels as k; print(k.kernel_directory()); "
         "source = k.kernel_source('sum_arrays.cu'); "
         "print(k.parse_signatures(source)['sumArraysGPU'].display)"
     )

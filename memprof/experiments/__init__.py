@@ -56,7 +56,7 @@ def run_experiment(
     The host thread runs on the GPU's local CPUs (unless `affinity` is False) before the
     experiment allocates anything, so host memory lands on the GPU's NUMA node.
     """
-    from memprof.affinity import near_gpu
+    from memprof.core.affinity import near_gpu
 
     module = EXPERIMENTS[command]
     with near_gpu(session.device.pci_bus_id(), affinity) as placed:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.session import GpuSession
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
-from memprof.formatting import format_ms
-from memprof.results import Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
+from memprof.model.formatting import format_ms
+from memprof.model.results import Result
+from memprof.model.summary import Summary, Table
 
 
 def alloc_kinds() -> list[memory.MemoryKind]:

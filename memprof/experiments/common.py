@@ -18,7 +18,7 @@ def no_progress(description: str, done: int, total: int) -> None:
 
 
 def size_label(power: int) -> str:
-    from memprof.formatting import format_bytes
+    from memprof.model.formatting import format_bytes
 
     return f"2^{power} ({format_bytes(FLOAT32_BYTES << power)})"
 
@@ -44,7 +44,7 @@ def launch_sum(
     kind: str | None,
 ) -> None:
     """Poison the device result, then run sumArrays reading a and b from the given addresses."""
-    from memprof import memory
+    from memprof.core import memory
 
     memory.memset(session, result, POISON_BYTE)
     kernel.launch(
@@ -61,7 +61,7 @@ def launch_sum(
 
 def verify_device_result(session, result, expected: np.ndarray, name: str):
     """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
-    from memprof.verify import compare_arrays
+    from memprof.core.verify import compare_arrays
 
     host = np.full(expected.shape, np.nan, dtype=expected.dtype)
     session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
@@ -83,7 +83,7 @@ def gb_per_s_by_key(result: Any, parse_key: Callable[[str], Any]) -> dict[Any, f
 
     A file without one such copy is not a run of that experiment: ValueError.
     """
-    from memprof.formatting import bandwidth_gb_per_s
+    from memprof.model.formatting import bandwidth_gb_per_s
 
     found = {}
     for m in result.measurements:

@@ -13,15 +13,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import driver, memory
-from memprof.access import DirectAccess
-from memprof.devicefacts import collect
+from memprof.core import driver, memory
+from memprof.core.access import DirectAccess
+from memprof.core.devicefacts import collect
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import FLOAT32_BYTES, Progress, gpu_timing, no_progress
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.results import ByteCount, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import ByteCount, Result
+from memprof.model.summary import Summary, Table
 
 SINGLE_GPU_KINDS = memory.kinds_where(lambda kind: kind.devices_needed == 1)
 # Rows that are not memory kinds: ways of using one (a migrating kind shows three moments).

@@ -13,15 +13,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import Progress, gpu_timing, no_progress
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Check, Count, Measurement, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import ByteCount, Check, Count, Measurement, Result
+from memprof.model.summary import Summary, Table
 
 SCALAR = 0.4  # BabelStream's scalar: keeps repeated runs from growing or vanishing
 DTYPES = {"float32": "f32", "float64": "f64"}

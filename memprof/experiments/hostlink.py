@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from memprof import memory
-from memprof.affinity import near_gpu
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.affinity import near_gpu
+from memprof.core.devicefacts import collect
+from memprof.core.measure import MAX_BATCH
+from memprof.core.multigpu import DEVICE_RECORD, PeerSession, device_records
 from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import (
     FLOAT32_BYTES,
@@ -28,11 +30,9 @@ from memprof.experiments.common import (
     gb_per_s_by_key,
     no_progress,
 )
-from memprof.formatting import format_bytes, format_gb_per_s
-from memprof.multigpu import DEVICE_RECORD, PeerSession, device_records
-from memprof.profile import MAX_BATCH
-from memprof.results import ByteCount, Check, Measurement, Result
-from memprof.summary import Summary, Table
+from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.results import ByteCount, Check, Measurement, Result
+from memprof.model.summary import Summary, Table
 
 MODES = {"alone": "Alone", "together": "All at once"}
 DIRECTIONS = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
@@ -244,7 +244,7 @@ def measure(
     devices: list[int] | None = None,
 ) -> Result:
     """Open a context on every GPU and run the experiment (one GPU: exit 3, one line)."""
-    from memprof.multigpu import device_count
+    from memprof.core.multigpu import device_count
 
     devices = devices if devices is not None else list(range(device_count()))
     if len(devices) < 2:

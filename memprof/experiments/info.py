@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.affinity import Affinity, gpu_affinity
-from memprof.devicefacts import capability_meaning, collect, pcie_bandwidth_gb_per_s
+from memprof.core.affinity import Affinity, gpu_affinity
+from memprof.core.devicefacts import collect
+from memprof.core.session import GpuSession
 from memprof.experiments.common import Progress, no_progress
-from memprof.formatting import format_bytes
-from memprof.results import Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
+from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
+from memprof.model.formatting import format_bytes
+from memprof.model.results import Result
+from memprof.model.summary import Summary, Table
 
 
 @dataclass(frozen=True)

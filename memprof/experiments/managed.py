@@ -16,8 +16,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import driver, memory
-from memprof.devicefacts import collect
+from memprof.core import driver, memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
@@ -26,12 +29,9 @@ from memprof.experiments.common import (
     launch_sum,
     no_progress,
 )
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import ByteCount, Result
+from memprof.model.summary import Summary, Table
 
 ADVICE_CHOICES = tuple(driver.ADVICE)  # read-mostly, preferred-location, accessed-by
 

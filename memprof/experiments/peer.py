@@ -21,14 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from memprof import memory
-from memprof.access import DirectAccess
-from memprof.devicefacts import collect
-from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_progress
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
-from memprof.kernels import load_kernel
-from memprof.multigpu import (
+from memprof.core import memory
+from memprof.core.access import DirectAccess
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.measure import MAX_BATCH, THROUGHPUT_BATCHES
+from memprof.core.multigpu import (
     DEVICE_RECORD,
     PeerSession,
     device_records,
@@ -36,9 +34,11 @@ from memprof.multigpu import (
     ordered_pairs,
     unordered_pairs,
 )
-from memprof.profile import MAX_BATCH, THROUGHPUT_BATCHES
-from memprof.results import ByteCount, Check, Count, Measurement, Result
-from memprof.summary import Summary, Table
+from memprof.errors import EnvironmentProblem
+from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_progress
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
+from memprof.model.results import ByteCount, Check, Count, Measurement, Result
+from memprof.model.summary import Summary, Table
 
 COPY_NAME = "[CUDA memcpy PtoP]"  # nvprof's name for peer-to-peer copies
 PEER = "peer"
@@ -559,7 +559,7 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
 
 def measure(params: PeerParams, progress: Progress = no_progress) -> Result:
     """Open a context on every GPU and run the experiment (one GPU: exit 3, one line)."""
-    from memprof.multigpu import device_count
+    from memprof.core.multigpu import device_count
 
     count = device_count()
     if count < 2:

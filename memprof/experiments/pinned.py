@@ -12,8 +12,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     POISON_BYTE,
@@ -21,18 +24,15 @@ from memprof.experiments.common import (
     input_arrays,
     no_progress,
 )
-from memprof.formatting import (
+from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
 )
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Count, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.results import ByteCount, Count, Result
+from memprof.model.summary import Summary, Table
 
 HOST_KINDS = ("pageable", "pinned")
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from memprof import memory
-from memprof.affinity import near_gpu
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.affinity import near_gpu
+from memprof.core.devicefacts import collect
+from memprof.core.multigpu import DEVICE_RECORD, PeerSession, device_records
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import hostlink
 from memprof.experiments.common import (
@@ -29,10 +30,9 @@ from memprof.experiments.common import (
     no_progress,
 )
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
-from memprof.formatting import format_bytes, format_gb_per_s
-from memprof.multigpu import DEVICE_RECORD, PeerSession, device_records
-from memprof.results import ByteCount, Check, Count, Measurement, Result
-from memprof.summary import Summary, Table
+from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.results import ByteCount, Check, Count, Measurement, Result
+from memprof.model.summary import Summary, Table
 
 BUFFERS = ("portable", "pinned")  # memory kinds: PORTABLE, and pinned in the owner's context
 BATCH = 4  # copies per batch (256 MiB each: about 20 ms on PCIe Gen5)
@@ -212,7 +212,7 @@ def measure(
     params: PortableParams, progress: Progress = no_progress, affinity: bool = True
 ) -> Result:
     """Open a context on every GPU and run the experiment (one GPU: exit 3, one line)."""
-    from memprof.multigpu import device_count
+    from memprof.core.multigpu import device_count
 
     count = device_count()
     if count < 2:

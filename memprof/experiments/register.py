@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from memprof import driver, memory
-from memprof.devicefacts import collect
+from memprof.core import driver, memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.memory import page_aligned_empty
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
@@ -22,19 +26,15 @@ from memprof.experiments.common import (
     size_label,
     verify_device_result,
 )
-from memprof.formatting import (
+from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
 )
-from memprof.kernels import load_kernel
-from memprof.memory import page_aligned_empty
-from memprof.results import ByteCount, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.results import ByteCount, Result
+from memprof.model.summary import Summary, Table
 
 REGISTER_FLAGS = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
 TRANSFER_KINDS = {

@@ -22,15 +22,15 @@ from itertools import pairwise
 
 import numpy as np
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Check, Count, Milliseconds, Result
-from memprof.session import GpuSession
-from memprof.summary import Chart, Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import ByteCount, Check, Count, Milliseconds, Result
+from memprof.model.summary import Chart, Summary, Table
 
 STAGES = {
     "h2d": ("[CUDA memcpy HtoD]", "H"),

@@ -15,14 +15,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import memory
-from memprof.access import DirectAccess
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.access import DirectAccess
+from memprof.core.devicefacts import collect
+from memprof.core.session import GpuSession
 from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.results import Check, Result
-from memprof.session import GpuSession
-from memprof.summary import Chart, Summary, Table
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import Check, Result
+from memprof.model.summary import Chart, Summary, Table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
 ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"

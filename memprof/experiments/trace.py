@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from memprof.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.results import NonNegative, Result
-from memprof.summary import Summary, Table
-from memprof.trace import SMALL_COPY_BYTES, BlockedCopies, CopyGroup, TraceParams
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import NonNegative, Result
+from memprof.model.summary import Summary, Table
+from memprof.trace.collect import SMALL_COPY_BYTES, BlockedCopies, CopyGroup, TraceParams
 
 PARAMS = TraceParams
 EXTRA_FIELDS = {

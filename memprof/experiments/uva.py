@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem
 from memprof.experiments.common import (
     FLOAT32_BYTES,
@@ -23,17 +25,15 @@ from memprof.experiments.common import (
     size_label,
     verify_device_result,
 )
-from memprof.formatting import (
+from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
 )
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Count, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
+from memprof.model.results import ByteCount, Count, Result
+from memprof.model.summary import Summary, Table
 
 PATHS = {
     "uva": "mapped memory, host pointer (UVA)",

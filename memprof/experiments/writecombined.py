@@ -13,8 +13,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import memory
-from memprof.devicefacts import collect
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     Progress,
@@ -25,18 +28,15 @@ from memprof.experiments.common import (
     size_label,
     verify_device_result,
 )
-from memprof.formatting import (
+from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
 )
-from memprof.kernels import load_kernel
-from memprof.results import ByteCount, Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.results import ByteCount, Result
+from memprof.model.summary import Summary, Table
 
 # cached pinned memory, mapped so the same buffers serve the kernel; and write-combined
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}

@@ -15,8 +15,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from memprof import memory
-from memprof.devicefacts import collect, pcie_bandwidth_gb_per_s
+from memprof.core import memory
+from memprof.core.devicefacts import collect
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
+from memprof.core.verify import compare_arrays
 from memprof.experiments.common import (
     FLOAT32_BYTES,
     POISON_BYTE,
@@ -25,12 +28,10 @@ from memprof.experiments.common import (
     no_progress,
     size_label,
 )
-from memprof.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
-from memprof.kernels import load_kernel
-from memprof.results import Result
-from memprof.session import GpuSession
-from memprof.summary import Summary, Table
-from memprof.verify import compare_arrays
+from memprof.model.device import pcie_bandwidth_gb_per_s
+from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
+from memprof.model.results import Result
+from memprof.model.summary import Summary, Table
 
 SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
+from memprof.core.session import GpuSession
 from memprof.experiments import info, pinned, zerocopy
 from memprof.experiments.pinned import PinnedParams
 from memprof.experiments.zerocopy import ZeroCopyParams
-from memprof.results import Result
-from memprof.session import GpuSession
+from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
 

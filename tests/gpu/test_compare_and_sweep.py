@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from memprof.core.session import GpuSession
 from memprof.experiments import compare, sweep
-from memprof.results import Result
-from memprof.session import GpuSession
+from memprof.model.results import Result
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu

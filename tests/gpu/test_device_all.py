@@ -6,9 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
+from memprof.core.multigpu import PeerSession, device_count
 from memprof.experiments import hostlink, portable
-from memprof.multigpu import PeerSession, device_count
-from memprof.results import Result
+from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memprof.core.session import GpuSession
 from memprof.experiments import device, streams
-from memprof.results import Result
-from memprof.session import GpuSession
+from memprof.model.results import Result
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu

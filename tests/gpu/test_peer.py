@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from memprof.core.multigpu import PeerSession, device_count, ordered_pairs
 from memprof.experiments import peer
-from memprof.multigpu import PeerSession, device_count, ordered_pairs
-from memprof.results import Result
+from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
 

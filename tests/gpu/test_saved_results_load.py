@@ -6,9 +6,9 @@ accept what run() really writes on a GPU, with either timing source.
 
 import pytest
 
+from memprof.core.session import GpuSession
 from memprof.experiments import EXPERIMENTS, run_experiment
-from memprof.results import Result
-from memprof.session import GpuSession
+from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memprof import memory
+from memprof.core import memory
+from memprof.core.kernels import load_kernel
+from memprof.core.session import GpuSession
 from memprof.errors import InvalidArgument, OutOfMemory
 from memprof.experiments.common import POISON_BYTE, input_arrays
-from memprof.kernels import load_kernel
-from memprof.session import GpuSession
 
 pytestmark = pytest.mark.gpu
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from memprof.activity import cupti_unavailable_reason
+from memprof.core.activity import cupti_unavailable_reason
+from memprof.core.session import GpuSession
 from memprof.experiments import run_experiment
 from memprof.experiments.managed import ManagedParams
 from memprof.experiments.pinned import PinnedParams
-from memprof.session import GpuSession
 
 pytestmark = pytest.mark.gpu
 needs_cupti = pytest.mark.skipif(

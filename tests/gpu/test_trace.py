@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memprof.results import Result
+from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

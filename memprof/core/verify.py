@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memprof.results import Check
+from memprof.model.results import Check
 
 SUCCESS = "Check result success!"
 

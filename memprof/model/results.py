@@ -13,20 +13,24 @@ import platform
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from memprof import __version__
 from memprof.errors import InvalidArgument
-from memprof.schema import (
-    NON_EMPTY,
-    AtLeast,
+from memprof.model.device import DeviceFacts
+from memprof.model.schema import (
+    ByteCount,
+    Count,
+    Milliseconds,
+    NonNegative,
+    Samples,
     SchemaError,
     check,
     check_dataclass,
     check_record,
     describe,
 )
-from memprof.timing import Statistics
+from memprof.model.statistics import Statistics
 
 # 2: `extra` is declared per experiment; compare's and streams' "bytes" is "bytes_per_array".
 SCHEMA_VERSION = 2
@@ -40,13 +44,6 @@ Group = Literal["gpu", "api", "host", "span"]
 # where samples_ms came from: "cupti" (the GPU's record), "events" (gated CUDA events),
 # "host" (the host clock)
 Source = Literal["cupti", "events", "host"]
-
-# Types with the rules a loaded file must keep (checked by memprof.schema).
-Count = Annotated[int, AtLeast(0)]  # elements, bytes, calls: never negative
-ByteCount = Count
-NonNegative = Annotated[float, AtLeast(0)]  # finite, never negative
-Milliseconds = NonNegative
-Samples = Annotated[list[Milliseconds], NON_EMPTY]  # a measurement has at least one sample
 
 
 # Operations whose profile rows must stay apart from the plain ones of the same name.
@@ -106,39 +103,6 @@ class Check:
     passed: bool
     elements: Count
     detail: str  # "Check result success!" or the first mismatch
-
-
-@dataclass
-class DeviceFacts:
-    """What `memprof info` prints and every Result records about the GPU it ran on."""
-
-    index: Count
-    name: str
-    pci_bus_id: str
-    compute_capability: tuple[int, int]
-    multiprocessors: Count
-    memory_total_bytes: Count
-    memory_free_bytes: Count
-    memory_clock_khz: Count
-    memory_bus_width_bits: Count
-    l2_cache_bytes: Count
-    pcie_generation: Count | None
-    pcie_width: Count | None
-    pcie_max_generation: Count | None
-    pcie_max_width: Count | None
-    pcie_source: Literal[
-        "sysfs", "nvml", "unavailable"
-    ]  # where the link figures came from: "sysfs", "nvml" or "unavailable"
-    driver_version: str
-    cuda_driver_api_version: str
-    cuda_build_version: str
-    pycuda_version: str
-    attributes: dict[str, int]  # the capability flags, by CUDA's attribute name
-
-    @property
-    def theoretical_memory_bandwidth_gb_per_s(self) -> float:
-        """Double data rate: 2 transfers per memory clock, bus width in bytes."""
-        return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_width_bits / 8 / 1e9
 
 
 def _plain(value: Any) -> Any:

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from memprof import memory
-from memprof.kernels import Kernel, load_kernel
-from memprof.results import Check
-from memprof.session import GpuSession
+from memprof.core import memory
+from memprof.core.kernels import Kernel, load_kernel
+from memprof.core.session import GpuSession
+from memprof.model.results import Check
 
 BLOCK_SIZE = 256
 BLOCKS_PER_SM = 8

@@ -6,9 +6,9 @@ import csv
 import io
 from pathlib import Path
 
-from memprof.files import write_text_atomic
-from memprof.formatting import bandwidth_gb_per_s
-from memprof.results import Result
+from memprof.model.formatting import bandwidth_gb_per_s
+from memprof.model.results import Result
+from memprof.output.files import write_text_atomic
 
 CSV_COLUMNS = (
     "command",

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from memprof.core.kernels import load_kernel
 from memprof.errors import MemprofError
-from memprof.kernels import load_kernel
 
 GATE_TIMEOUT_NS = 2_000_000_000
 

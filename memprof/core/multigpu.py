@@ -18,10 +18,10 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from memprof import driver
+from memprof.core import driver
+from memprof.core.session import GpuSession, _sigint_deferred, import_driver
 from memprof.errors import EnvironmentProblem, InvalidArgument
-from memprof.results import Count
-from memprof.session import GpuSession, _sigint_deferred, import_driver
+from memprof.model.results import Count
 
 ALL_DEVICES = "all"
 

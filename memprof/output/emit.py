@@ -14,11 +14,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memprof.console import print_error, print_note, silence_closed_stdout, stdout_console
 from memprof.errors import SaveFailed, VerificationFailed
-from memprof.files import check_destination, check_distinct, write_text_atomic
-from memprof.results import Result
-from memprof.summary import Summary
+from memprof.model.results import Result
+from memprof.model.summary import Summary
+from memprof.output.console import print_error, print_note, silence_closed_stdout, stdout_console
+from memprof.output.files import check_destination, check_distinct, write_text_atomic
 
 DIFF_FORMAT = "memprof diff"
 
@@ -45,8 +45,8 @@ class Output:
 
 def emit(results: list[Result], output: Output) -> None:
     """Show, save, then fail if a save failed (exit 5) or a result did not verify (exit 1)."""
-    from memprof.export import csv_text
-    from memprof.render import render_result
+    from memprof.output.export import csv_text
+    from memprof.output.render import render_result
 
     def render(console: Console) -> None:
         for index, result in enumerate(results):
@@ -67,7 +67,7 @@ def emit(results: list[Result], output: Output) -> None:
 
 def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> None:
     """Show a diff and save it (--json) as the tables shown: strings, not a Result."""
-    from memprof.render import render_summary
+    from memprof.output.render import render_summary
 
     def diff_json() -> str:
         document = {

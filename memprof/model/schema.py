@@ -228,3 +228,11 @@ def check_dataclass(value: Any, cls: type, where: str) -> Any:
 
 def _wrong(value: Any, hint: Any, where: str) -> SchemaError:
     return SchemaError(where, f"is {describe(value)}", expected(hint))
+
+
+# Types with the rules a loaded file must keep (checked by check below).
+Count = Annotated[int, AtLeast(0)]  # elements, bytes, calls: never negative
+ByteCount = Count
+NonNegative = Annotated[float, AtLeast(0)]  # finite, never negative
+Milliseconds = NonNegative
+Samples = Annotated[list[Milliseconds], NON_EMPTY]  # a measurement has at least one sample

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from types import ModuleType, TracebackType
 from typing import Any
 
+from memprof.core.measure import Profiler
 from memprof.errors import EnvironmentProblem, InvalidArgument
-from memprof.profile import Profiler
 
 INSTALL_HINT = (
     'PyCUDA is not installed: pip install "memprof[cuda]" '
@@ -86,7 +86,7 @@ class GpuSession:
         if self.timing != "events":
             # CUPTI is switched on after cuInit and before the context, as it needs for
             # unified-memory counters.
-            from memprof.activity import ActivityLog
+            from memprof.core.activity import ActivityLog
 
             self.activity, why_not = ActivityLog.start(self.device_index)
             if self.activity is None:
@@ -144,7 +144,7 @@ class GpuSession:
         attribute = getattr(self.cuda.device_attribute, name, None)
         if attribute is not None:
             return int(self.device.get_attribute(attribute))
-        from memprof import driver  # PyCUDA does not name every attribute: ask libcuda
+        from memprof.core import driver  # PyCUDA does not name every attribute: ask libcuda
 
         return driver.device_attribute(driver.DEVICE_ATTRIBUTE_NUMBERS[name], self.device_index)
 

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem, OutOfMemory
-from memprof.formatting import format_bytes
-from memprof.results import Group
-from memprof.session import GpuSession
+from memprof.model.formatting import format_bytes
+from memprof.model.results import Group
 
 
 @dataclass
@@ -84,7 +84,7 @@ class MemoryKind(ABC):
         """
         if not self.required_attribute:
             return None
-        from memprof.devicefacts import capability_name
+        from memprof.model.device import capability_name
 
         flag = capability_name(self.required_attribute)
         if attributes.get(flag, 0):
@@ -269,7 +269,7 @@ class Registered(MemoryKind):
     required_attribute = "HOST_REGISTER_SUPPORTED"
 
     def allocate_raw(self, cuda, count, dtype):
-        from memprof import driver
+        from memprof.core import driver
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data

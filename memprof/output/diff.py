@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from memprof.formatting import format_bytes, format_ms
-from memprof.results import Measurement, Result
-from memprof.summary import Summary, Table
-from memprof.timing import Statistics
+from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.results import Measurement, Result
+from memprof.model.statistics import Statistics
+from memprof.model.summary import Summary, Table
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
 NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations

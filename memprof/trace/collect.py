@@ -30,9 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from memprof.activity import ApiRecord, GpuRecord
+from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
-from memprof.results import Measurement, Result, TimingInfo
+from memprof.model.results import Measurement, Result, TimingInfo
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
 BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
@@ -183,7 +183,7 @@ class CuptiCollector:
         self.log: Any = None
 
     def start(self) -> None:
-        from memprof.activity import ActivityLog, cupti_unavailable_reason
+        from memprof.core.activity import ActivityLog, cupti_unavailable_reason
 
         why_not = cupti_unavailable_reason()
         if why_not is not None:
@@ -215,7 +215,7 @@ class CuptiCollector:
 
 
 def _libcuda() -> ctypes.CDLL:
-    from memprof import driver
+    from memprof.core import driver
 
     try:
         return driver.libcuda()
@@ -228,7 +228,7 @@ def _libcuda() -> ctypes.CDLL:
 
 def _cuda_init() -> int:
     """cuInit (CUPTI needs the driver up before it is enabled) and the device count."""
-    from memprof.driver import error_text
+    from memprof.core.driver import error_text
 
     libcuda = _libcuda()
     code = libcuda.cuInit(0)
@@ -252,7 +252,7 @@ def _synchronize_current_context() -> None:
 
 def device_identity(device_index: int) -> tuple[str, str]:
     """(GPU name, driver version): the key under which this GPU's bandwidth is cached."""
-    from memprof.devicefacts import _kernel_driver_version
+    from memprof.core.devicefacts import _kernel_driver_version
 
     name = ""
     with contextlib.suppress(Exception):
@@ -477,7 +477,7 @@ def cache_path() -> Path:
 
 def bandwidth_from_sweep(result: Result) -> dict[str, float]:
     """GB/s of pinned HtoD and DtoH at the sweep's largest size (back-to-back throughput)."""
-    from memprof.formatting import bandwidth_gb_per_s
+    from memprof.model.formatting import bandwidth_gb_per_s
 
     figures: dict[str, float] = {}
     for direction in ("h2d", "d2h"):
@@ -598,8 +598,8 @@ def emit(result: Result, options: TraceOptions) -> None:
     """Save JSON/CSV, and print the profile and advice on stderr (stdout is the program's)."""
     from rich.console import Console
 
-    from memprof.export import write_csv
-    from memprof.render import render_result
+    from memprof.output.export import write_csv
+    from memprof.output.render import render_result
 
     if options.json is not None:
         result.save(options.json)

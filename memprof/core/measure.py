@@ -25,11 +25,10 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-from memprof.results import Group, Measurement, TimingInfo
-from memprof.timing import Statistics
+from memprof.model.results import Group, Measurement, TimingInfo
+from memprof.model.statistics import Statistics
 
 _Key = tuple[str, str, str, "str | None", int]
 
@@ -252,7 +251,7 @@ class Profiler:
 
     def gate(self) -> Any:
         if self._gate is None:
-            from memprof.gate import Gate
+            from memprof.core.gate import Gate
 
             self._gate = Gate(self._session)
         return self._gate
@@ -373,86 +372,3 @@ class Profiler:
         if key not in self._measurements:
             self._measurements[key] = Measurement(group, name, operation, kind, nbytes)
         return self._measurements[key]
-
-
-@dataclass(frozen=True)
-class ProfileRow:
-    """One line of nvprof's table: a name with its calls and their times."""
-
-    group: str  # "GPU activities" or "API calls"
-    name: str
-    stats: Statistics
-    time_fraction: float  # of the group's total time
-
-
-PROFILE_GROUPS: dict[str, str] = {"gpu": "GPU activities", "api": "API calls"}
-
-
-def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
-    """nvprof's rows: GPU activities then API calls, each sorted by total time, largest first.
-
-    Measurements of one name and kind at several sizes fold into one row, as nvprof
-    folds every call of one name. Where CUPTI recorded the driver calls, the API rows are
-    CUPTI's (every driver call, PyCUDA's implicit ones too); otherwise memprof's host clock.
-    """
-    cupti_api = any(m.group == "api" and m.source == "cupti" for m in measurements)
-    rows: list[ProfileRow] = []
-    for group, title in PROFILE_GROUPS.items():
-        samples_by_name: dict[str, list[float]] = {}
-        for m in measurements:
-            if m.group != group or (group == "api" and cupti_api and m.source != "cupti"):
-                continue
-            samples_by_name.setdefault(m.display_name, []).extend(m.samples_ms)
-        group_total = sum(sum(s) for s in samples_by_name.values())
-        group_rows = [
-            ProfileRow(
-                title,
-                name,
-                Statistics.of(samples),
-                sum(samples) / group_total if group_total > 0 else 0.0,
-            )
-            for name, samples in samples_by_name.items()
-        ]
-        rows.extend(sorted(group_rows, key=lambda r: (-r.stats.total_ms, r.name)))
-    return rows
-
-
-UNIFIED_MEMORY_HEADERS = (
-    "Count",
-    "Avg Size",
-    "Min Size",
-    "Max Size",
-    "Total Size",
-    "Total Time",
-    "Name",
-)
-_MIGRATIONS = {"BYTES_TRANSFER_HTOD": "Host To Device", "BYTES_TRANSFER_DTOH": "Device To Host"}
-
-
-def unified_memory_rows(counters: dict[str, dict[str, float]]) -> tuple[list[list[str]], str]:
-    """nvprof's `Unified Memory profiling result` rows, and its CPU page-fault line."""
-    from memprof.formatting import format_bytes, format_ms
-
-    rows = []
-    for counter, name in _MIGRATIONS.items():
-        stats = counters.get(counter)
-        if stats and stats["count"]:
-            rows.append(
-                [
-                    str(int(stats["count"])),
-                    format_bytes(int(stats["total"] / stats["count"])),
-                    format_bytes(int(stats["min"])),
-                    format_bytes(int(stats["max"])),
-                    format_bytes(int(stats["total"])),
-                    format_ms(stats["time_ms"]),
-                    name,
-                ]
-            )
-    faults = counters.get("GPU_PAGE_FAULT")
-    if faults and faults["count"]:
-        rows.append(
-            [str(int(faults["count"])), "-", "-", "-", "-", format_ms(faults["time_ms"]),
-             "Gpu page fault groups"]
-        )  # fmt: skip
-    cpu_faults = int(counters.get("CPU_PAGE_FAULT_COUNT", {}).get("count", 0))
-    return rows, f"Total CPU Page faults: {cpu_faults}"

@@ -18,10 +18,10 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from memprof.experiments import EXPERIMENTS
-from memprof.formatting import format_ms, format_percent
-from memprof.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
-from memprof.results import Check, Result
-from memprof.summary import Summary, Table
+from memprof.model.formatting import format_ms, format_percent
+from memprof.model.results import Check, Result
+from memprof.model.summary import Summary, Table
+from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 
 PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name")
 _GAP = "  "  # between profile columns, as nvprof

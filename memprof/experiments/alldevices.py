@@ -13,7 +13,7 @@ from typing import Any
 
 from memprof.experiments import run_experiment
 from memprof.experiments.common import Progress, no_progress
-from memprof.results import Result
+from memprof.model.results import Result
 
 ONE_GPU = "--device all: this machine has one GPU, so memprof ran on device 0 only"
 
@@ -36,9 +36,9 @@ def run_on_every_device(
     count: int | None = None,
 ) -> EveryDevice:
     """Run `command` on every GPU (count: how many; asked of the driver when None)."""
+    from memprof.core.multigpu import device_count
+    from memprof.core.session import GpuSession
     from memprof.experiments import hostlink
-    from memprof.multigpu import device_count
-    from memprof.session import GpuSession
 
     count = device_count() if count is None else count
     done = EveryDevice()

@@ -15,7 +15,7 @@ from typing import Any
 
 from memprof.errors import EnvironmentProblem, MemprofError
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # memprof/
 # Inside a wheel the sources sit in memprof/kernels/; in a checkout, beside memprof/.
 KERNEL_DIR_CANDIDATES = (_PACKAGE_DIR / "kernels", _PACKAGE_DIR.parent / "kernels")
 
