@@ -10,6 +10,8 @@ Ctrl-C there is CPython's to report; memprof's handling starts with main().
 
 import sys
 
+from memprof.interrupts import caused_by_ctrl_c
+
 INTERRUPTED_EXIT_CODE = 130  # memprof.errors.ExitCode.INTERRUPTED, not imported: it is not light
 
 
@@ -35,18 +37,6 @@ def main() -> None:
         # exit by SIGINT instead of with our code; any string exec clears that flag.
         exec("")
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def caused_by_ctrl_c(error: BaseException | None) -> bool:
-    """A KeyboardInterrupt, or an error Python made of one (Python 3.11 turns one raised in
-    __set_name__ while a class is built into a RuntimeError)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def _handle_ctrl_c() -> None:

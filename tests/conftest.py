@@ -40,17 +40,18 @@ def fixture_path() -> callable:
 
 def load_fixture(name: str):
     """A Result recorded on the GPU machine, by its name without h200_ and .json."""
-    from memprof.model.results import Result
+    from memprof.experiments import load
 
-    return Result.load(FIXTURES / f"h200_{name}.json")
+    return load(FIXTURES / f"h200_{name}.json")
 
 
 def render_text(result, width: int = 200) -> str:
     """What `memprof report` prints for a Result, without colours."""
     from rich.console import Console
 
+    from memprof.experiments import summarize
     from memprof.output.render import render_result
 
     console = Console(width=width, record=True, color_system=None)
-    render_result(result, console)
+    render_result(result, summarize(result), console)
     return console.export_text()

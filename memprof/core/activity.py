@@ -80,6 +80,7 @@ class ActivityLog:
     _external: dict[int, int] = field(default_factory=dict)  # correlation id -> external id
     _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    _last_tag: int = 0
 
     @classmethod
     def start(
@@ -138,6 +139,11 @@ class ActivityLog:
         return None
 
     # -- tagging --------------------------------------------------------------------------
+
+    def new_tag(self) -> int:
+        """A fresh external id, unique in the process (every GPU's profiler shares this log)."""
+        self._last_tag += 1
+        return self._last_tag
 
     def push(self, external_id: int) -> None:
         self.cupti.activity_push_external_correlation_id(

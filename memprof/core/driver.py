@@ -137,3 +137,62 @@ def advise(
         return
     function.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, MemLocation]
     check("cuMemAdvise", function(address, nbytes, value, _location(device_ordinal)))
+
+
+# -- several GPUs: peer access and copies (PyCUDA's memcpy_peer crashes with default arguments)
+
+
+def _device(ordinal: int) -> int:
+    device = ctypes.c_int()
+    check("cuDeviceGet", libcuda().cuDeviceGet(ctypes.byref(device), ordinal))
+    return device.value
+
+
+def can_access_peer(accessor: int, owner: int) -> bool:
+    """cuDeviceCanAccessPeer: can `accessor` map `owner`'s memory (NVLink or PCIe P2P)?"""
+    result = ctypes.c_int()
+    check(
+        "cuDeviceCanAccessPeer",
+        libcuda().cuDeviceCanAccessPeer(ctypes.byref(result), _device(accessor), _device(owner)),
+    )
+    return bool(result.value)
+
+
+def enable_peer_access(peer_context_handle: int) -> None:
+    """cuCtxEnablePeerAccess from the current context to the peer's (already on: fine)."""
+    function = libcuda().cuCtxEnablePeerAccess
+    function.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    code = function(ctypes.c_void_p(peer_context_handle), 0)
+    if code != 0 and error_text(code) != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED":
+        check("cuCtxEnablePeerAccess", code)
+
+
+def memcpy_peer_async(
+    destination: int,
+    destination_context: int,
+    source: int,
+    source_context: int,
+    nbytes: int,
+    stream_handle: int,
+) -> None:
+    """cuMemcpyPeerAsync: direct over the link with peer access on, staged by the driver off."""
+    function = libcuda().cuMemcpyPeerAsync
+    function.argtypes = [
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+    ]
+    check(
+        "cuMemcpyPeerAsync",
+        function(
+            destination,
+            ctypes.c_void_p(destination_context),
+            source,
+            ctypes.c_void_p(source_context),
+            nbytes,
+            ctypes.c_void_p(stream_handle),
+        ),
+    )

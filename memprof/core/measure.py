@@ -15,6 +15,13 @@ How a GPU operation is timed:
   events bracket the call, staging included; CUPTI's record is the DMA alone.
 - `throughput()` times N back-to-back operations between one event pair (behind the gate),
   as bandwidth tools do; bandwidth columns use it, latency columns the single operation.
+- `concurrent()` is the same for several lanes at once (each lane: a GPU's profiler and an
+  operation): every lane's batch waits behind its own gate, the gates open back to back, and
+  each lane's events time its own batch. One copy, both directions of a link, or every GPU's
+  copies at once are the same call (as nvbandwidth's doMemcpyCore).
+
+An experiment declares the (group, operation) pairs it records (memprof.experiments.base);
+recording anything else is a bug in memprof and raises, so a Result holds what it declares.
 """
 
 from __future__ import annotations
@@ -25,25 +32,58 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from memprof.errors import ExitCode, MemprofError
 from memprof.model.results import Group, Measurement, TimingInfo
 from memprof.model.statistics import Statistics
 
-_Key = tuple[str, str, str, "str | None", int]
+_Key = tuple[str, str, str, "str | None", int, tuple[int, ...]]
 
 BATCH_TARGET_MS = 1.0  # a throughput batch lasts about this long (event resolution ~0.5 us)
 MAX_BATCH = 128  # operations queued behind one gate: well within a stream's queue
 THROUGHPUT_BATCHES = 3
 
 
+def batch_size(one_operation_ms: float, target_ms: float = BATCH_TARGET_MS) -> int:
+    """Operations per batch so a batch lasts about target_ms: at least 1, at most MAX_BATCH."""
+    return max(1, min(MAX_BATCH, math.ceil(target_ms / max(one_operation_ms, 1e-4))))
+
+
+class UndeclaredMeasurement(MemprofError):
+    """An experiment recorded a (group, operation) it does not declare: a bug in memprof."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One stream of back-to-back work in a concurrent batch: whose profiler queues it, what
+    one operation is (action(stream)), and the measurement its per-operation time goes to."""
+
+    profiler: Profiler
+    action: Callable[[Any], None]
+    name: str
+    operation: str
+    kind: str | None
+    nbytes: int
+    gpus: tuple[int, ...] = ()  # the GPUs it runs between, as Measurement.gpus
+
+
 class Profiler:
     """Records the timed repetitions of an experiment into Measurements."""
 
     def __init__(
-        self, session: Any, activity: Any = None, fallback_reason: str = "", gate: Any = None
+        self,
+        session: Any,
+        activity: Any = None,
+        fallback_reason: str = "",
+        gate: Any = None,
+        declared: frozenset[tuple[str, str]] | None = None,
     ) -> None:
         self._session = session
+        self.declared = declared  # (group, operation) pairs it may record; None: any
         self._cuda = session.cuda
         self.stream = self._cuda.Stream()
         self.activity = activity  # memprof.activity.ActivityLog, or None: events only
@@ -53,11 +93,11 @@ class Profiler:
         self._pending: list[tuple[Measurement, Any, Any, int | None]] = []
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
-        self._next_tag = 1
         self._tagging = 0
         self._recording = 0
         self._paused = 0
         self._event_overhead_ms: float | None = None
+        self._gpus: tuple[int, ...] = ()  # what on_gpus() labels measurements with
 
     # -- what is recorded ------------------------------------------------------------------
 
@@ -73,6 +113,15 @@ class Profiler:
             yield
         finally:
             self._paused -= 1
+
+    @contextmanager
+    def on_gpus(self, *indices: int) -> Iterator[None]:
+        """Label what is recorded inside with the GPUs it runs between (several GPUs)."""
+        outer, self._gpus = self._gpus, tuple(indices)
+        try:
+            yield
+        finally:
+            self._gpus = outer
 
     @contextmanager
     def timed(self) -> Iterator[None]:
@@ -162,8 +211,7 @@ class Profiler:
         if self.activity is None or self._tagging:
             yield None
             return
-        tag = self._next_tag
-        self._next_tag += 1
+        tag = self.activity.new_tag()
         self._tags.append(tag)
         self.activity.push(tag)
         self._tagging += 1
@@ -187,31 +235,12 @@ class Profiler:
         The batch size is chosen so a batch lasts about BATCH_TARGET_MS. Synchronous
         operations cannot be gated: their batch is timed as the calls return.
         """
-        if self._paused:
-            return
-        measurement = self._measurement("gpu", name, operation, kind, nbytes)
-        with self.activity.paused() if self.activity is not None else contextlib.nullcontext():
-            estimate_ms = self._batch_time(action, 1, synchronous)
-            count = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(estimate_ms, 1e-4))))
-            measurement.batch = count
-            for _ in range(THROUGHPUT_BATCHES):
-                batch_ms = self._batch_time(action, count, synchronous)
-                measurement.throughput_ms.append(batch_ms / count)
+        if not self._paused:
+            concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
 
-    def _batch_time(self, action: Callable[[Any], None], count: int, synchronous: bool) -> float:
-        gate, stream = self.gate(), self.stream
-        if not synchronous:
-            gate.close(stream)
-        start, end = self._cuda.Event(), self._cuda.Event()
-        start.record(stream)
-        for _ in range(count):
-            action(stream)
-        end.record(stream)
-        if not synchronous:
-            self.release_gate()
-        end.synchronize()
-        gate.check()
-        return end.time_since(start)
+    def active(self) -> AbstractContextManager[Any]:
+        """This profiler's GPU context current for the work inside (several GPUs at once)."""
+        return self._session.active()
 
     def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
         """Milliseconds `action` takes on the GPU, gated between two events; never recorded."""
@@ -366,9 +395,90 @@ class Profiler:
         self.stream = None
 
     def _measurement(
-        self, group: Group, name: str, operation: str, kind: str | None, nbytes: int
+        self,
+        group: Group,
+        name: str,
+        operation: str,
+        kind: str | None,
+        nbytes: int,
+        gpus: tuple[int, ...] | None = None,
     ) -> Measurement:
-        key = (group, name, operation, kind, nbytes)
+        gpus = self._gpus if gpus is None else gpus
+        key = (group, name, operation, kind, nbytes, gpus)
         if key not in self._measurements:
-            self._measurements[key] = Measurement(group, name, operation, kind, nbytes)
+            if self.declared is not None and (group, operation) not in self.declared:
+                raise UndeclaredMeasurement(
+                    f"recorded {group} {operation!r} ({name}), which the experiment does not "
+                    "declare: a bug in memprof"
+                )
+            self._measurements[key] = Measurement(group, name, operation, kind, nbytes, gpus=gpus)
         return self._measurements[key]
+
+
+def concurrent(
+    lanes: list[Lane],
+    synchronous: bool = False,
+    target_ms: float = BATCH_TARGET_MS,
+    batches: int = THROUGHPUT_BATCHES,
+    warmup: int = 0,
+) -> None:
+    """Back-to-back batches on every lane at the same time; each lane's time per operation is
+    recorded as its measurement's throughput (and as its samples where it has no others).
+
+    The batch size is chosen from one operation on every lane at once, so a batch lasts
+    about target_ms; longer batches make the skew of opening the gates one after the other
+    negligible. Synchronous operations cannot be gated: one lane, timed as the calls return.
+    """
+    if synchronous and len(lanes) > 1:
+        raise ValueError("synchronous operations block the host: they cannot run concurrently")
+    measurements = [
+        lane.profiler._measurement(
+            "gpu", lane.name, lane.operation, lane.kind, lane.nbytes, lane.gpus or None
+        )
+        for lane in lanes
+    ]
+    activities = {id(lane.profiler.activity): lane.profiler.activity for lane in lanes}
+    with contextlib.ExitStack() as stack:
+        for activity in activities.values():  # CUPTI's timestamps would slow small operations
+            if activity is not None:
+                stack.enter_context(activity.paused())
+        count = batch_size(max(_batch_times(lanes, 1, synchronous)), target_ms)
+        for _ in range(warmup):
+            _batch_times(lanes, count, synchronous)
+        for _ in range(batches):
+            for measurement, batch_ms in zip(
+                measurements, _batch_times(lanes, count, synchronous), strict=True
+            ):
+                measurement.throughput_ms.append(batch_ms / count)
+    for measurement in measurements:
+        measurement.batch = count
+        if not measurement.samples_ms:  # no single operations: its batches stand for it
+            measurement.samples_ms = list(measurement.throughput_ms)
+            measurement.source = "events"
+
+
+def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float]:
+    """Milliseconds of `count` operations on each lane, queued behind each lane's gate and
+    released back to back (synchronous: timed as the calls return)."""
+    queued = []
+    for lane in lanes:
+        profiler = lane.profiler
+        with profiler.active():
+            gate, stream = profiler.gate(), profiler.stream
+            if not synchronous:
+                gate.close(stream)
+            start, end = profiler._cuda.Event(), profiler._cuda.Event()
+            start.record(stream)
+            for _ in range(count):
+                lane.action(stream)
+            end.record(stream)
+        queued.append((profiler, start, end))
+    for profiler, _, _ in queued:  # the gates open one right after the other
+        profiler.release_gate()
+    times = []
+    for profiler, start, end in queued:
+        with profiler.active():
+            end.synchronize()
+            profiler.gate().check()
+            times.append(end.time_since(start))
+    return times

@@ -18,14 +18,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem, OutOfMemory
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Group
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -119,6 +120,8 @@ class Pageable(MemoryKind):
     synchronous_copies = True
 
     def allocate_raw(self, cuda, count, dtype):
+        import numpy as np
+
         array = np.empty(count, dtype)
         # numpy's empty() only reserves address space: touch every page so the cost
         # of really getting the memory is counted, as cuMemHostAlloc's is.
@@ -134,8 +137,10 @@ class MallocPageable(Pageable):
     free_call = "free"
 
     def allocate_raw(self, cuda, count, dtype):
+        import numpy as np
+
         libc = _libc()
-        nbytes = count * np.dtype(dtype).itemsize
+        nbytes = count * dtype.itemsize
         address = libc.malloc(max(nbytes, 1))
         if not address:
             raise MemoryError(f"malloc of {nbytes} bytes failed")
@@ -153,11 +158,13 @@ class HugepagePageable(Pageable):
     free_call = "munmap"
 
     def allocate_raw(self, cuda, count, dtype):
-        nbytes = max(count * np.dtype(dtype).itemsize, 1)
+        import numpy as np
+
+        nbytes = max(count * dtype.itemsize, 1)
         mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             mapping.madvise(mmap.MADV_HUGEPAGE)
-        array = np.frombuffer(mapping, np.uint8, count=count * np.dtype(dtype).itemsize).view(dtype)
+        array = np.frombuffer(mapping, np.uint8, count=count * dtype.itemsize).view(dtype)
         array.view(np.uint8)[::4096] = 0
         # The mapping goes when the last view of it does (Buffer.free drops the array).
         return array, None, lambda: None
@@ -214,7 +221,7 @@ class Device(MemoryKind):
     free_call = "cuMemFree"
 
     def allocate_raw(self, cuda, count, dtype):
-        allocation = cuda.mem_alloc(int(count * np.dtype(dtype).itemsize))
+        allocation = cuda.mem_alloc(int(count * dtype.itemsize))
         return None, int(allocation), allocation.free
 
 
@@ -381,8 +388,10 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-def page_aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
+def page_aligned_empty(count: int, dtype: np.dtype | str) -> np.ndarray:
     """A numpy array starting on a page boundary, every page touched (for registration)."""
+    import numpy as np
+
     nbytes = count * np.dtype(dtype).itemsize
     raw = np.empty(nbytes + 4096, np.uint8)
     offset = -raw.ctypes.data % 4096
@@ -395,7 +404,7 @@ def allocate(
     session: GpuSession,
     kind_name: str,
     count: int,
-    dtype: np.dtype | type = np.float32,
+    dtype: np.dtype | type | str = "float32",
     host_buffer: str = "numpy",
 ) -> Buffer:
     """Allocate `count` elements of one memory kind, timed, and owned by the session.
@@ -404,6 +413,8 @@ def allocate(
     """
     kind = PAGEABLE_BUFFERS[host_buffer] if kind_name == "pageable" else MEMORY_KINDS[kind_name]
     kind.check_supported(session)
+    import numpy as np
+
     dtype = np.dtype(dtype)
     nbytes = count * dtype.itemsize
     cuda = session.cuda

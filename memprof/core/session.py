@@ -50,13 +50,24 @@ class GpuSession:
 
     timing: "cupti" takes GPU activities from CUPTI's records (an error where CUPTI is
     missing), "events" from gated CUDA events, "auto" CUPTI where it works, else events.
+    declared: the (group, operation) pairs the experiment records (memprof.core.measure).
+    activity: CUPTI's log, where several sessions share one (memprof.core.session.Devices).
     """
 
-    def __init__(self, device_index: int = 0, timing: str = "auto") -> None:
+    def __init__(
+        self,
+        device_index: int = 0,
+        timing: str = "auto",
+        declared: frozenset[tuple[str, str]] | None = None,
+        activity: tuple[Any, str] | None = None,
+    ) -> None:
         if timing not in TIMING_MODES:
             raise InvalidArgument(f"--timing {timing!r}: choose from {', '.join(TIMING_MODES)}")
         self.device_index = device_index
         self.timing = timing
+        self.declared = declared
+        self._shared_activity = activity  # (log or None, why not), started by Devices
+        self.detached = False  # Devices keeps contexts off the stack between uses
         self.activity: Any = None
         self.cuda: Any = None
         self.device: Any = None
@@ -82,23 +93,16 @@ class GpuSession:
                 f"CUDA device{'s' if count > 1 else ''} (0 to {count - 1})"
             )
         self.device = cuda.Device(self.device_index)
-        fallback_reason = "--timing events" if self.timing == "events" else ""
-        if self.timing != "events":
-            # CUPTI is switched on after cuInit and before the context, as it needs for
-            # unified-memory counters.
-            from memprof.core.activity import ActivityLog
-
-            self.activity, why_not = ActivityLog.start(self.device_index)
-            if self.activity is None:
-                if self.timing == "cupti":
-                    raise EnvironmentProblem(
-                        f"--timing cupti: {why_not} (pip install cupti-python, or --timing events)"
-                    )
-                fallback_reason = why_not or ""
+        if self._shared_activity is not None:
+            self.activity, fallback_reason = self._shared_activity
+            self._owns_activity = False
+        else:
+            self.activity, fallback_reason = start_activity(self.timing, self.device_index)
+            self._owns_activity = True
         try:
             with _sigint_deferred():  # Ctrl-C waits until the context is ours to pop
                 self.context = self.device.make_context()
-            self.profiler = Profiler(self, self.activity, fallback_reason)
+            self.profiler = Profiler(self, self.activity, fallback_reason, declared=self.declared)
         except BaseException as error:
             self.close()  # __exit__ does not run when __enter__ fails
             self._stop_activity()
@@ -179,11 +183,131 @@ class GpuSession:
             with contextlib.suppress(Exception):
                 context.detach()
 
+    @contextlib.contextmanager
+    def active(self) -> Iterator[GpuSession]:
+        """This session's context current for the work inside: already so for a session of
+        its own; pushed and popped for one of several (Devices keeps them off the stack)."""
+        if not self.detached:
+            yield self
+            return
+        with _sigint_deferred():
+            self.context.push()
+        try:
+            yield self
+        finally:
+            with _sigint_deferred():
+                self.cuda.Context.pop()
+
     def _stop_activity(self) -> None:
-        if self.activity is not None:
+        if self.activity is not None and getattr(self, "_owns_activity", True):
             activity, self.activity = self.activity, None
             with contextlib.suppress(Exception):
                 activity.stop()
+
+
+def device_count() -> int:
+    """How many GPUs the driver sees (an EnvironmentProblem where it sees none or fails)."""
+    cuda = import_driver()
+    try:
+        cuda.init()
+        count = cuda.Device.count()
+    except cuda.Error as error:
+        raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
+    if count == 0:
+        raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
+    return count
+
+
+class Devices:
+    """Several GPUs in one process: a GpuSession per device, none current between uses.
+
+    A driver call acts on whichever context is current, and peer copies need two alive at
+    once, so each session's context is pushed around the work done there
+    (`session(i).active()`). CUPTI is started once, before the first context, and every
+    session records into the same log. Closing pushes each context again before its session
+    frees what it owns and pops it, so every context stack ends empty, on Ctrl-C too.
+    """
+
+    def __init__(
+        self,
+        indices: list[int],
+        timing: str = "auto",
+        declared: frozenset[tuple[str, str]] | None = None,
+    ) -> None:
+        if timing not in TIMING_MODES:
+            raise InvalidArgument(f"--timing {timing!r}: choose from {', '.join(TIMING_MODES)}")
+        self.indices = list(indices)
+        self.timing = timing
+        self.declared = declared
+        self.sessions: dict[int, GpuSession] = {}
+        self.peer_enabled: set[tuple[int, int]] = set()  # (accessor, owner)
+        self.cleanup_failures: list[str] = []
+        self._activity: Any = None
+
+    def __enter__(self) -> Devices:
+        try:
+            device_count()  # cuInit, and one clear line where there is no GPU
+            activity = start_activity(self.timing, self.indices[0])
+            self._activity = activity[0]
+            for index in self.indices:
+                session = GpuSession(index, self.timing, self.declared, activity)
+                session.__enter__()  # its context is now current: put it aside
+                session.detached = True
+                self.sessions[index] = session
+                with _sigint_deferred():
+                    session.cuda.Context.pop()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def session(self, index: int) -> GpuSession:
+        return self.sessions[index]
+
+    def enable_peer_access(self, accessor: int, owner: int) -> None:
+        """Let `accessor`'s context read and write `owner`'s memory directly (once)."""
+        from memprof.core import driver
+
+        if (accessor, owner) in self.peer_enabled:
+            return
+        with self.sessions[accessor].active():
+            driver.enable_peer_access(self.sessions[owner].context.handle)
+        self.peer_enabled.add((accessor, owner))
+
+    def close(self) -> None:
+        """Close every session, newest first, each with its own context current."""
+        with _sigint_deferred():
+            for index in reversed(list(self.sessions)):
+                session = self.sessions.pop(index)
+                if session.context is None:
+                    continue
+                with contextlib.suppress(Exception):
+                    session.context.push()
+                session.detached = False
+                session.close()  # frees what it owns, then pops and detaches its context
+                self.cleanup_failures += session.cleanup_failures
+            if self._activity is not None:
+                activity, self._activity = self._activity, None
+                with contextlib.suppress(Exception):
+                    activity.stop()
+
+
+def start_activity(timing: str, device_index: int) -> tuple[Any, str]:
+    """CUPTI's log for this process, or None and why (call after cuInit, before any context:
+    CUPTI needs that for unified-memory counters). "cupti" refuses to go on without it."""
+    if timing == "events":
+        return None, "--timing events"
+    from memprof.core.activity import ActivityLog
+
+    activity, why_not = ActivityLog.start(device_index)
+    if activity is None and timing == "cupti":
+        raise EnvironmentProblem(
+            f"--timing cupti: {why_not} (pip install cupti-python, or --timing events)"
+        )
+    return activity, why_not or ""
 
 
 @contextlib.contextmanager

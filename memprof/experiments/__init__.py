@@ -1,70 +1,97 @@
-"""One module per command; each has run(session, params, progress) -> Result and summarize(Result).
+"""The registry: every command's Experiment, in the order `memprof --help` lists them.
 
-The registry maps a Result's command to its module, so `memprof report` can render any
-saved Result without a GPU.
+A new command is one module with one Experiment class, and one line here. The command line,
+the Python API, `report` and `diff` all find experiments here and nowhere else.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any
+from pathlib import Path
 
-from memprof.experiments import (
-    alloc,
-    compare,
-    device,
-    hostlink,
-    info,
-    managed,
-    peer,
-    pinned,
-    portable,
-    register,
-    streams,
-    sweep,
-    trace,
-    uva,
-    writecombined,
-    zerocopy,
+from memprof.errors import InvalidArgument
+from memprof.experiments.alloc import Alloc
+from memprof.experiments.base import Experiment
+from memprof.experiments.compare import Compare
+from memprof.experiments.device import DeviceBandwidth
+from memprof.experiments.hostlink import Hostlink
+from memprof.experiments.info import Info
+from memprof.experiments.managed import Managed
+from memprof.experiments.peer import Peer
+from memprof.experiments.pinned import Pinned
+from memprof.experiments.portable import Portable
+from memprof.experiments.register import Register
+from memprof.experiments.streams import Streams
+from memprof.experiments.sweep import Sweep
+from memprof.experiments.trace import Trace
+from memprof.experiments.uva import Uva
+from memprof.experiments.writecombined import WriteCombined
+from memprof.experiments.zerocopy import ZeroCopy
+from memprof.model.results import MissingMeasurement, Result, ResultShape
+from memprof.model.summary import Summary
+
+REGISTRY: tuple[type[Experiment], ...] = (
+    Info,
+    Pinned,
+    ZeroCopy,
+    Uva,
+    Managed,
+    WriteCombined,
+    Register,
+    Alloc,
+    Streams,
+    DeviceBandwidth,
+    Compare,
+    Sweep,
+    Peer,
+    Hostlink,
+    Portable,
+    Trace,
 )
-
-EXPERIMENTS: dict[str, ModuleType] = {
-    "info": info,
-    "pinned": pinned,
-    "zerocopy": zerocopy,
-    "uva": uva,
-    "managed": managed,
-    "writecombined": writecombined,
-    "register": register,
-    "alloc": alloc,
-    "streams": streams,
-    "device": device,
-    "compare": compare,
-    "sweep": sweep,
-    "trace": trace,
-    "peer": peer,
-    "hostlink": hostlink,
-    "portable": portable,
+_BY_NAME = {
+    name: experiment for experiment in REGISTRY for name in (experiment.name, *experiment.aliases)
 }
 
 
-def run_experiment(
-    command: str, session: Any, params: Any, progress: Any = None, affinity: bool = True
-) -> Any:
-    """Run one command's experiment and record in its Result where the figures came from.
+def experiment_named(name: str) -> Experiment:
+    """The experiment of a command (or an alias): InvalidArgument naming the choices if none."""
+    if name not in _BY_NAME:
+        names = ", ".join(experiment.name for experiment in REGISTRY)
+        raise InvalidArgument(f"no command named {name!r}: choose from {names}")
+    return _BY_NAME[name]()
 
-    The host thread runs on the GPU's local CPUs (unless `affinity` is False) before the
-    experiment allocates anything, so host memory lands on the GPU's NUMA node.
-    """
-    from memprof.core.affinity import near_gpu
 
-    module = EXPERIMENTS[command]
-    with near_gpu(session.device.pci_bus_id(), affinity) as placed:
-        result = (
-            module.run(session, params)
-            if progress is None
-            else module.run(session, params, progress)
-        )
-    result.timing = session.profiler.timing_info()
-    result.timing.host_affinity = placed
+def shape_of(command: str) -> ResultShape | None:
+    """What a saved Result of `command` must hold, from its experiment's declarations."""
+    experiment = _BY_NAME.get(command)
+    if experiment is None or experiment.name != command:
+        return None
+    return ResultShape(
+        params=experiment.Params,
+        extra=experiment.Extra,
+        allowed=experiment.declared_keys(),
+        required=frozenset(m.key for m in experiment.declared() if m.required),
+    )
+
+
+def summarize(result: Result) -> Summary:
+    """The tables and conclusions of a Result, by its command's experiment."""
+    return experiment_named(result.command).summarize(result)
+
+
+def load(path: Path) -> Result:
+    """A saved Result, every value checked, its summary built once: a file that does not
+    hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""
+    result = Result.load(path, shape_of)
+    try:
+        summarize(result)
+    except MissingMeasurement as error:
+        raise InvalidArgument(
+            f"{path}: the {result.command} summary needs exactly one measurement with "
+            f"{error.wanted}; the file has {error.count}"
+        ) from None
+    except (LookupError, StopIteration, ValueError, ArithmeticError, TypeError) as error:
+        raise InvalidArgument(
+            f"{path}: cannot build the {result.command} summary from this file "
+            f"({type(error).__name__}: {error})"
+        ) from None
     return result

@@ -9,71 +9,94 @@ in free device or host memory are refused before anything is allocated.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.session import GpuSession
-from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
+from memprof.experiments.base import (
+    FLOAT32_BYTES,
+    Experiment,
+    Measure,
+    Powers,
+    Repeat,
+    RunContext,
+    Warmup,
+    powers_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import size_label
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
-
-
-def alloc_kinds() -> list[memory.MemoryKind]:
-    """Every kind one GPU allocates by itself, in table order (peer memory needs two)."""
-    return memory.kinds_where(lambda kind: kind.devices_needed == 1)
-
 
 GIB = 1 << 30
 
 
 @dataclass(frozen=True)
 class AllocParams:
-    powers: tuple[int, ...] = (16, 18, 20, 22, 24, 26, 28)
-    repeat: int = 3
-    warmup: int = 1
+    powers: Powers = powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
+    repeat: Repeat = repeat_param(3)
+    warmup: Warmup = warmup_param(1)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = AllocParams
-EXTRA_FIELDS = {
-    "kinds": list[str],
-    "skipped": list[str],
-}
+@dataclass(frozen=True)
+class AllocExtra:
+    kinds: list[str]  # the kinds this GPU supports, in table order
+    skipped: list[str]  # why each other kind was left out
 
 
-def run(session: GpuSession, params: AllocParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    largest = FLOAT32_BYTES << max(params.powers)
-    # One buffer at a time is alive; managed memory may migrate to the GPU, so it counts there.
-    memory.require_memory(session, device_bytes=largest, host_bytes=largest)
-    supported, skipped = memory.supported_kinds(facts.attributes, alloc_kinds())
-    kinds = [kind.name for kind in supported]
-    total = len(kinds) * len(params.powers)
-    done = 0
-    for power in params.powers:
-        for kind in kinds:
-            progress(f"{kind} {size_label(power)}", done, total)
-            session.profiler.repeat(
-                lambda kind=kind, power=power: memory.allocate(session, kind, 1 << power).free(),
-                params.warmup,
-                params.repeat,
-            )
-            done += 1
-    progress("done", total, total)
-    return Result(
-        command="alloc",
-        parameters=asdict(params),
-        device=facts,
-        measurements=session.profiler.measurements(),
-        extra={"kinds": kinds, "skipped": skipped},
+class Alloc(Experiment):
+    name = "alloc"
+    help = (
+        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 floats)."
     )
+    Params = AllocParams
+    Extra = AllocExtra
+    measures = (
+        Measure(
+            "api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock"
+        ),
+        Measure("api", "free", "its free", "host clock"),
+        Measure(
+            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
+        ),
+        Measure("host", "free", "its free (and unregistration)", "host clock"),
+    )
+
+    def run(self, ctx: RunContext) -> AllocExtra:
+        from memprof.core import memory
+
+        session, params = ctx.session, ctx.params
+        largest = FLOAT32_BYTES << max(params.powers)
+        # One buffer at a time is alive; managed memory may migrate to the GPU, so it counts there.
+        memory.require_memory(session, device_bytes=largest, host_bytes=largest)
+        supported, skipped = memory.supported_kinds(
+            ctx.facts[session.device_index].attributes,
+            memory.kinds_where(lambda kind: kind.devices_needed == 1),  # peer memory needs two
+        )
+        kinds = [kind.name for kind in supported]
+        total = len(kinds) * len(params.powers)
+        done = 0
+        for power in params.powers:
+            for kind in kinds:
+                ctx.progress(f"{kind} {size_label(power)}", done, total)
+                session.profiler.repeat(
+                    lambda kind=kind, power=power: memory.allocate(
+                        session, kind, 1 << power
+                    ).free(),
+                    params.warmup,
+                    params.repeat,
+                )
+                done += 1
+        ctx.progress("done", total, total)
+        return AllocExtra(kinds, skipped)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def summarize(result: Result) -> Summary:
-    powers = result.parameters["powers"]
-    kinds = result.extra["kinds"]
+    powers = result.parameters.powers
+    kinds = result.extra.kinds
     largest = FLOAT32_BYTES << max(powers)
     tables = []
     for operation, title in (("alloc", "Allocate"), ("free", "Free")):
@@ -82,7 +105,7 @@ def summarize(result: Result) -> Summary:
             return result.find(operation, kind, byte_count=nbytes).stats.median_ms
 
         table = Table(
-            f"{title} time, median of {result.parameters['repeat']}",
+            f"{title} time, median of {result.parameters.repeat}",
             ["Size", *list(kinds)],
             notes=[
                 "Calls: "
@@ -105,7 +128,7 @@ def summarize(result: Result) -> Summary:
         "Host clock around each call. Pageable and registered include writing every page "
         "(numpy.empty only reserves address space; the first touch is when memory is provided). "
         "cuMemAllocManaged provides no pages yet: they appear, and cost, on first touch.",
-    ] + [f"Skipped: {reason}." for reason in result.extra["skipped"]]
+    ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
 
     def cost(kind: str) -> float:
         return result.find("alloc", kind, byte_count=largest).stats.median_ms

@@ -1,20 +1,18 @@
-"""What several experiments share: sizes, input data, and the sumArrays kernel."""
+"""What several experiments share: sizes, input data, and the sumArrays kernel.
+
+Light at import, as every experiment module is: numpy is imported by the functions that
+run on the GPU side.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from memprof.experiments.base import FLOAT32_BYTES
 
-FLOAT32_BYTES = 4
-MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fits an int)
-
-Progress = Callable[[str, int, int], None]  # (description, done, total)
-
-
-def no_progress(description: str, done: int, total: int) -> None:
-    """The default progress callback: experiments never print."""
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def size_label(power: int) -> str:
@@ -25,6 +23,8 @@ def size_label(power: int) -> str:
 
 def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random float32 inputs a, b and numpy's a + b: never zeros, which hide unwritten output."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     a = rng.random(elements, dtype=np.float32)
     b = rng.random(elements, dtype=np.float32)
@@ -61,6 +61,8 @@ def launch_sum(
 
 def verify_device_result(session, result, expected: np.ndarray, name: str):
     """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
+    import numpy as np
+
     from memprof.core.verify import compare_arrays
 
     host = np.full(expected.shape, np.nan, dtype=expected.dtype)
@@ -77,8 +79,8 @@ def gpu_timing(result) -> str:
     return "CUDA events around each operation"  # results saved before memprof recorded it
 
 
-def gb_per_s_by_key(result: Any, parse_key: Callable[[str], Any]) -> dict[Any, float]:
-    """GB/s of every GPU copy whose operation `parse_key` understands (the key it returns),
+def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, float]:
+    """GB/s of every GPU copy that `key_of(measurement)` gives a key (None: not one of them),
     from the median of its back-to-back batches (one copy's time where there were none).
 
     A file without one such copy is not a run of that experiment: ValueError.
@@ -87,8 +89,8 @@ def gb_per_s_by_key(result: Any, parse_key: Callable[[str], Any]) -> dict[Any, f
 
     found = {}
     for m in result.measurements:
-        key = parse_key(m.operation)
-        if key is not None and m.group == "gpu":
+        key = key_of(m) if m.group == "gpu" else None
+        if key is not None:
             stats = m.throughput_stats or m.stats
             found[key] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
     if not found:

@@ -9,18 +9,27 @@ read by a kernel right after the host wrote it (pages migrate on demand), read a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-import numpy as np
-
-from memprof.core import driver, memory
-from memprof.core.access import DirectAccess
-from memprof.core.devicefacts import collect
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import FLOAT32_BYTES, Progress, gpu_timing, no_progress
+from memprof.core import memory
+from memprof.experiments.base import (
+    COPY_CALLS,
+    FLOAT32_BYTES,
+    LAUNCH_CALL,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.results import ByteCount, Result
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 SINGLE_GPU_KINDS = memory.kinds_where(lambda kind: kind.devices_needed == 1)
@@ -57,89 +66,118 @@ COLUMNS = {  # operation: (header, larger is better)
 
 @dataclass(frozen=True)
 class CompareParams:
-    power: int = 24  # 2^24 float32 = 64 MiB
-    repeat: int = 5
-    warmup: int = 1
+    power: Power = power_param(24)  # 2^24 float32 = 64 MiB
+    repeat: Repeat = repeat_param(5)
+    warmup: Warmup = warmup_param(1)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = CompareParams
-EXTRA_FIELDS = {
-    "bytes_per_array": ByteCount,
-    "skipped": list[str],
-}
+@dataclass(frozen=True)
+class CompareExtra:
+    bytes_per_array: ByteCount
+    skipped: list[str]
 
 
-def run(session: GpuSession, params: CompareParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    # one host kind at a time, plus the values, a scratch array and the managed buffer
-    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
-    profiler = session.profiler
-    access = DirectAccess(session)
-    values = np.random.default_rng(5).random(elements, dtype=np.float32)
-    scratch = np.zeros(elements, np.float32)
-    d = memory.allocate(session, "device", elements)
-    checks = []
-    supported, skipped = memory.supported_kinds(facts.attributes, SINGLE_GPU_KINDS)
-    host_kinds = [kind for kind in supported if kind.host_copies]
-    steps = len(host_kinds) + 2
-
-    def repeat(action) -> None:
-        profiler.repeat(action, params.warmup, params.repeat)
-
-    def allocation_cost(kind: str) -> memory.Buffer:
-        repeat(lambda: memory.allocate(session, kind, elements).free())
-        return memory.allocate(session, kind, elements)
-
-    for step, kind_class in enumerate(host_kinds):
-        kind = kind_class.name
-        progress(ROWS[kind], step, steps)
-        buffer = allocation_cost(kind)
-        repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_write", k, b.array, values))
-        repeat(lambda b=buffer, k=kind: _timed_copyto(profiler, "host_read", k, scratch, b.array))
-        checks.append(compare_arrays(f"host read back, {ROWS[kind]}", scratch, values))
-        repeat(lambda b=buffer: memory.copy(session, d, b))
-        repeat(lambda b=buffer: memory.copy(session, b, d))
-        checks.append(
-            compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
-        )
-        if kind_class.kernel_access:
-            repeat(lambda b=buffer, k=kind: access.read(b.device_pointer, elements, k))
-            checks.append(access.check_sum(f"kernel read, {ROWS[kind]}", values))
-        if kind == "mapped":  # the same memory through the host pointer (UVA)
-            if session.attribute("UNIFIED_ADDRESSING"):
-                repeat(lambda b=buffer: access.read(b.array.ctypes.data, elements, "uva"))
-                checks.append(access.check_sum(f"kernel read, {ROWS['uva']}", values))
-            else:
-                skipped.append("UVA: unifiedAddressing is 0 on this GPU")
-        buffer.free()
-
-    progress("managed", len(host_kinds), steps)
-    if any(kind.migrates for kind in supported):
-        checks += _managed(session, access, values, repeat, allocation_cost, skipped)
-
-    progress("device", len(host_kinds) + 1, steps)
-    d.free()
-    d = allocation_cost("device")
-    session.cuda.memcpy_htod(d.device_pointer, values)
-    repeat(lambda: access.read(d.device_pointer, elements, "device"))
-    checks.append(access.check_sum(f"kernel read, {ROWS['device']}", values))
-    d.free()
-    access.free()
-    progress("done", steps, steps)
-    return Result(
-        command="compare",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={"bytes_per_array": nbytes, "skipped": skipped},
+class Compare(Experiment):
+    name = "compare"
+    help = "Every memory kind side by side, and which to use for what, from the measured figures."
+    Params = CompareParams
+    Extra = CompareExtra
+    gpus = "one_or_every"
+    measures = (
+        Measure("api", "alloc", "a driver allocation of each kind", "host clock"),
+        Measure("api", "free", "its free", "host clock"),
+        Measure(
+            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
+        ),
+        Measure("host", "free", "its free (and unregistration)", "host clock"),
+        Measure("host", "host_write", "numpy copyto into the buffer", "host clock"),
+        Measure("host", "host_read", "numpy copyto out of the buffer", "host clock"),
+        Measure("gpu", "h2d", "one copy host → device", "one operation"),
+        Measure("gpu", "d2h", "one copy device → host", "one operation"),
+        Measure("gpu", "kernel_read", "readSum over the buffer", "one operation"),
+        Measure(
+            "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False
+        ),
+        LAUNCH_CALL,
+        *COPY_CALLS,
     )
+
+    def run(self, ctx: RunContext) -> CompareExtra:
+        import numpy as np
+
+        from memprof.core.access import DirectAccess
+        from memprof.core.verify import compare_arrays
+
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        facts = ctx.facts[session.device_index]
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        # one host kind at a time, plus the values, a scratch array and the managed buffer
+        memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
+        access = DirectAccess(session)
+        values = np.random.default_rng(5).random(elements, dtype=np.float32)
+        scratch = np.zeros(elements, np.float32)
+        d = memory.allocate(session, "device", elements)
+        supported, skipped = memory.supported_kinds(facts.attributes, SINGLE_GPU_KINDS)
+        host_kinds = [kind for kind in supported if kind.host_copies]
+        steps = len(host_kinds) + 2
+
+        def repeat(action) -> None:
+            profiler.repeat(action, params.warmup, params.repeat)
+
+        def allocation_cost(kind: str) -> memory.Buffer:
+            repeat(lambda: memory.allocate(session, kind, elements).free())
+            return memory.allocate(session, kind, elements)
+
+        for step, kind_class in enumerate(host_kinds):
+            kind = kind_class.name
+            ctx.progress(ROWS[kind], step, steps)
+            buffer = allocation_cost(kind)
+            repeat(
+                lambda b=buffer, k=kind: _timed_copyto(profiler, "host_write", k, b.array, values)
+            )
+            repeat(
+                lambda b=buffer, k=kind: _timed_copyto(profiler, "host_read", k, scratch, b.array)
+            )
+            ctx.check(compare_arrays(f"host read back, {ROWS[kind]}", scratch, values))
+            repeat(lambda b=buffer: memory.copy(session, d, b))
+            repeat(lambda b=buffer: memory.copy(session, b, d))
+            ctx.check(
+                compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
+            )
+            if kind_class.kernel_access:
+                repeat(lambda b=buffer, k=kind: access.read(b.device_pointer, elements, k))
+                ctx.check(access.check_sum(f"kernel read, {ROWS[kind]}", values))
+            if kind == "mapped":  # the same memory through the host pointer (UVA)
+                if session.attribute("UNIFIED_ADDRESSING"):
+                    repeat(lambda b=buffer: access.read(b.array.ctypes.data, elements, "uva"))
+                    ctx.check(access.check_sum(f"kernel read, {ROWS['uva']}", values))
+                else:
+                    skipped.append("UVA: unifiedAddressing is 0 on this GPU")
+            buffer.free()
+
+        ctx.progress("managed", len(host_kinds), steps)
+        if any(kind.migrates for kind in supported):
+            ctx.checks += _managed(session, access, values, repeat, allocation_cost, skipped)
+
+        ctx.progress("device", len(host_kinds) + 1, steps)
+        d.free()
+        d = allocation_cost("device")
+        session.cuda.memcpy_htod(d.device_pointer, values)
+        repeat(lambda: access.read(d.device_pointer, elements, "device"))
+        ctx.check(access.check_sum(f"kernel read, {ROWS['device']}", values))
+        d.free()
+        access.free()
+        ctx.progress("done", steps, steps)
+        return CompareExtra(bytes_per_array=nbytes, skipped=skipped)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
+    import numpy as np
+
     with profiler.host_clock(
         "host", f"host {operation.split('_')[1]} (numpy copyto)", operation, kind, source.nbytes
     ):
@@ -147,6 +185,11 @@ def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> N
 
 
 def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
+    import numpy as np
+
+    from memprof.core import driver
+    from memprof.core.verify import compare_arrays
+
     profiler = session.profiler
     elements = values.size
     buffer = allocation_cost("managed")
@@ -189,7 +232,7 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
 
 def _figures(result: Result) -> dict[tuple[str, str], float]:
     """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     figures = {}
     for m in result.measurements:
         row = {"managed": "managed first touch"}.get(m.kind, m.kind)
@@ -203,24 +246,24 @@ def _figures(result: Result) -> dict[tuple[str, str], float]:
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     figures = _figures(result)
     table = Table(
         f"Every memory kind, {format_bytes(nbytes)} per buffer "
-        f"(2^{result.parameters['power']} floats)",
+        f"(2^{result.parameters.power} floats)",
         ["Memory", *(header for header, _ in COLUMNS.values())],
         notes=[
             "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "
             "yet). Copies and kernel reads: "
             + gpu_timing(result)
             + "; host reads and writes: host clock. "
-            f"Medians of {result.parameters['repeat']}; GB/s = 10^9 bytes/s; best of each column "
+            f"Medians of {result.parameters.repeat}; GB/s = 10^9 bytes/s; best of each column "
             "in bold.",
             "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
             "Managed first touch: pages migrate to the GPU during the read; host read after it: "
             "they migrate back.",
         ]
-        + [f"Skipped: {reason}." for reason in result.extra["skipped"]],
+        + [f"Skipped: {reason}." for reason in result.extra.skipped],
     )
     for row, label in ROWS.items():
         cells = []

@@ -9,18 +9,27 @@ numpy, then timed; the best time gives the bandwidth, as STREAM reports it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Literal
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import Progress, gpu_timing, no_progress
+from memprof.experiments.base import (
+    MAX_POWER,
+    MIN_POWER,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.results import ByteCount, Check, Count, Measurement, Result
+from memprof.model.params import param
+from memprof.model.results import Check, Measurement, Result
+from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 SCALAR = 0.4  # BabelStream's scalar: keeps repeated runs from growing or vanishing
@@ -39,105 +48,130 @@ DOT_BLOCKS_PER_SM = 8
 
 @dataclass(frozen=True)
 class DeviceParams:
-    power: int = 25
-    dtype: str = "float64"
-    repeat: int = 20
-    warmup: int = 3
-
-
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = DeviceParams
-EXTRA_FIELDS = {
-    "bytes_per_array": ByteCount,
-    "launch": {
-        "block_size": Count,
-        "elementwise_blocks": Count,
-        "dot_blocks": Count,
-        "bytes_per_thread_access": Count,
-    },
-}
-
-
-def run(session: GpuSession, params: DeviceParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    dtype = np.dtype(params.dtype)
-    elements = 1 << params.power
-    nbytes = elements * dtype.itemsize
-    dot_blocks = facts.multiprocessors * DOT_BLOCKS_PER_SM
-    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
-    profiler = session.profiler
-    suffix = DTYPES[params.dtype]
-    kernels = {
-        name: load_kernel(session, "stream.cu", f"stream_{name}_{suffix}")
-        for name in STREAM_KERNELS
-    }
-    a, b, c = (memory.allocate(session, "device", elements, dtype) for _ in range(3))
-    partial = memory.allocate(session, "device", dot_blocks, dtype)
-    scalar = dtype.type(SCALAR)
-    pack_width = 16 // dtype.itemsize
-    elementwise_blocks = max(1, -(-elements // pack_width) // BLOCK_SIZE)
-
-    def launch(name: str) -> None:
-        arguments = {
-            "copy": (a.device_pointer, c.device_pointer),
-            "mul": (b.device_pointer, c.device_pointer, scalar),
-            "add": (a.device_pointer, b.device_pointer, c.device_pointer),
-            "triad": (a.device_pointer, b.device_pointer, c.device_pointer, scalar),
-            "dot": (a.device_pointer, b.device_pointer, partial.device_pointer),
-        }[name]
-        kernels[name].launch(
-            session,
-            elements,
-            *arguments,
-            elements,
-            kind="device",
-            nbytes=STREAM_KERNELS[name][1] * nbytes,
-            block_size=BLOCK_SIZE,
-            blocks=dot_blocks if name == "dot" else elementwise_blocks,
-        )
-
-    progress("verifying the kernels", 0, 3)
-    checks = _verify(session, launch, (a, b, c), partial, elements, dtype, scalar)
-
-    progress("cuMemcpyDtoD and cuMemset", 1, 3)
-    profiler.repeat(lambda: memory.copy(session, c, a), params.warmup, params.repeat)
-    profiler.repeat(lambda: memory.memset(session, c, 0), params.warmup, params.repeat)
-
-    progress("STREAM kernels", 2, 3)
-
-    def stream_round() -> None:
-        for name in STREAM_KERNELS:
-            launch(name)
-
-    profiler.repeat(stream_round, params.warmup, params.repeat)
-    host = np.empty(elements, dtype)
-    session.cuda.memcpy_dtoh(host, a.device_pointer)
-    finite = bool(np.isfinite(host).all())
-    detail = "all finite" if finite else "NaN or infinity in a"
-    checks.append(Check("a after the timed runs", finite, elements, detail))
-    for buffer in (a, b, c, partial):
-        buffer.free()
-    progress("done", 3, 3)
-    return Result(
-        command="device",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={
-            "bytes_per_array": nbytes,
-            "launch": {
-                "block_size": BLOCK_SIZE,
-                "elementwise_blocks": elementwise_blocks,
-                "dot_blocks": dot_blocks,
-                "bytes_per_thread_access": 16,
-            },
-        },
+    power: Power = param(
+        25,
+        f"Size: 2^N elements of --dtype per array, N from {MIN_POWER} to {MAX_POWER}.",
+        flags=("--power", "-p"),
     )
+    dtype: Literal["float32", "float64"] = param("float64", "Element type of the arrays.")
+    repeat: Repeat = repeat_param(20)
+    warmup: Warmup = warmup_param(3)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the STREAM kernels were launched."""
+
+    block_size: Count
+    elementwise_blocks: Count
+    dot_blocks: Count
+    bytes_per_thread_access: Count
+
+
+@dataclass(frozen=True)
+class DeviceExtra:
+    bytes_per_array: ByteCount
+    launch: Launch
+
+
+D2D = Measure("gpu", "d2d", "cuMemcpyDtoD of one array", "one operation")
+MEMSET = Measure("gpu", "memset", "cuMemset of one array", "one operation")
+KERNEL = Measure("gpu", "kernel", "each STREAM kernel", "one operation")
+
+
+class DeviceBandwidth(Experiment):
+    name = "device"
+    help = "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."
+    Params = DeviceParams
+    Extra = DeviceExtra
+    measures = (
+        D2D,
+        MEMSET,
+        KERNEL,
+        Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False),
+        Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False),
+        Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False),
+    )
+
+    def run(self, ctx: RunContext) -> DeviceExtra:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        facts = ctx.facts[session.device_index]
+        dtype = np.dtype(params.dtype)
+        elements = 1 << params.power
+        nbytes = elements * dtype.itemsize
+        dot_blocks = facts.multiprocessors * DOT_BLOCKS_PER_SM
+        memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
+        suffix = DTYPES[params.dtype]
+        kernels = {
+            name: load_kernel(session, "stream.cu", f"stream_{name}_{suffix}")
+            for name in STREAM_KERNELS
+        }
+        a, b, c = (memory.allocate(session, "device", elements, dtype) for _ in range(3))
+        partial = memory.allocate(session, "device", dot_blocks, dtype)
+        scalar = dtype.type(SCALAR)
+        pack_width = 16 // dtype.itemsize
+        elementwise_blocks = max(1, -(-elements // pack_width) // BLOCK_SIZE)
+
+        def launch(name: str) -> None:
+            arguments = {
+                "copy": (a.device_pointer, c.device_pointer),
+                "mul": (b.device_pointer, c.device_pointer, scalar),
+                "add": (a.device_pointer, b.device_pointer, c.device_pointer),
+                "triad": (a.device_pointer, b.device_pointer, c.device_pointer, scalar),
+                "dot": (a.device_pointer, b.device_pointer, partial.device_pointer),
+            }[name]
+            kernels[name].launch(
+                session,
+                elements,
+                *arguments,
+                elements,
+                kind="device",
+                nbytes=STREAM_KERNELS[name][1] * nbytes,
+                block_size=BLOCK_SIZE,
+                blocks=dot_blocks if name == "dot" else elementwise_blocks,
+            )
+
+        ctx.progress("verifying the kernels", 0, 3)
+        for check in _verify(session, launch, (a, b, c), partial, elements, dtype, scalar):
+            ctx.check(check)
+
+        ctx.progress("cuMemcpyDtoD and cuMemset", 1, 3)
+        profiler.repeat(lambda: memory.copy(session, c, a), params.warmup, params.repeat)
+        profiler.repeat(lambda: memory.memset(session, c, 0), params.warmup, params.repeat)
+
+        ctx.progress("STREAM kernels", 2, 3)
+
+        def stream_round() -> None:
+            for name in STREAM_KERNELS:
+                launch(name)
+
+        profiler.repeat(stream_round, params.warmup, params.repeat)
+        host = np.empty(elements, dtype)
+        session.cuda.memcpy_dtoh(host, a.device_pointer)
+        finite = bool(np.isfinite(host).all())
+        detail = "all finite" if finite else "NaN or infinity in a"
+        ctx.check(Check("a after the timed runs", finite, elements, detail))
+        for buffer in (a, b, c, partial):
+            buffer.free()
+        ctx.progress("done", 3, 3)
+        launch_record = Launch(BLOCK_SIZE, elementwise_blocks, dot_blocks, 16)
+        return DeviceExtra(bytes_per_array=nbytes, launch=launch_record)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[Check]:
     """One BabelStream round on random data, every result checked against numpy."""
+    import numpy as np
+
+    from memprof.core.verify import compare_arrays
+
     cuda = session.cuda
     rng = np.random.default_rng(7)
     host = {name: rng.random(elements).astype(dtype) + dtype.type(0.5) for name in "abc"}
@@ -185,7 +219,9 @@ def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[C
     return checks
 
 
-def _close(name: str, actual: np.ndarray, expected: np.ndarray, tolerance: float) -> Check:
+def _close(name: str, actual, expected, tolerance: float) -> Check:
+    import numpy as np
+
     if not np.isfinite(actual).all():
         return Check(name, False, actual.size, "NaN or infinity in the result")
     error = float(np.max(np.abs(actual - expected) / np.abs(expected)))
@@ -197,8 +233,8 @@ def _close(name: str, actual: np.ndarray, expected: np.ndarray, tolerance: float
 
 def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
     """(label, how bytes count, bytes per call, measurement) for every timed operation."""
-    d2d = result.find("d2d", "device", "gpu")
-    memset = result.find("memset", "device", "gpu")
+    d2d = find(result, D2D, "device")
+    memset = find(result, MEMSET, "device")
     rows = [
         ("cuMemcpyDtoD", "read + write", 2 * d2d.bytes, d2d),
         ("cuMemset", "write", memset.bytes, memset),
@@ -214,18 +250,18 @@ def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     peak = result.device.theoretical_memory_bandwidth_gb_per_s
     table = Table(
-        f"Device memory, {format_bytes(nbytes)} per array ({result.parameters['dtype']}), "
-        f"{result.parameters['repeat']} timed runs",
+        f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
+        f"{result.parameters.repeat} timed runs",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "
             "its write, a memset its write. Best GB/s = bytes over the minimum time, as STREAM "
             "reports it (GB/s = 10^9 bytes/s). Times: " + gpu_timing(result) + ".",
             f"% of peak: of the theoretical {peak:,.0f} GB/s from `memprof info`.",
-            f"Kernels: 16-byte loads and stores, {result.extra['launch']['block_size']} threads "
+            f"Kernels: 16-byte loads and stores, {result.extra.launch.block_size} threads "
             "per block, verified against numpy on random data before timing.",
         ],
     )

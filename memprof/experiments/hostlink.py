@@ -1,271 +1,205 @@
 """`memprof hostlink`: every GPU's pinned HtoD and DtoH alone, then all GPUs at the same time.
 
-One context per GPU (memprof.multigpu.PeerSession), each with its own pinned host buffer
-(allocated with the host thread on that GPU's local CPUs, unless --no-affinity) and device
-buffer. A batch of back-to-back copies is queued on each GPU behind its own GPU-side gate,
-the gates are opened back to back, and each GPU's events time its own batch. Alone: one GPU
-at a time, the same way. If the GPUs together move less than the sum of what each moves
-alone, they share something on the way: the host's PCIe root, its memory, or a switch.
-`--device all` on pinned, sweep and compare ends with this. Every copy is verified.
+One context per GPU, each with its own pinned host buffer (allocated with the host thread on
+that GPU's local CPUs, unless --no-affinity) and device buffer. Alone: each GPU's batches of
+back-to-back copies in turn. At once: every GPU's batch queued behind its own GPU-side gate,
+the gates opened back to back (the measuring core's concurrent batches). If the GPUs together
+move less than the sum of what each moves alone, they share something on the way: the host's
+PCIe root, its memory, or a switch. `--device all` on pinned, sweep and compare ends with
+this. Every copy is verified.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.affinity import near_gpu
-from memprof.core.devicefacts import collect
-from memprof.core.measure import MAX_BATCH
-from memprof.core.multigpu import DEVICE_RECORD, PeerSession, device_records
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import (
+from memprof.experiments.base import (
     FLOAT32_BYTES,
-    POISON_BYTE,
-    Progress,
-    gb_per_s_by_key,
-    no_progress,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    power_param,
+    repeat_param,
+    warmup_param,
 )
+from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
+from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
-from memprof.model.results import ByteCount, Check, Measurement, Result
+from memprof.model.results import Check, Measurement, Result
+from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 MODES = {"alone": "Alone", "together": "All at once"}
 DIRECTIONS = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 DIRECTION_LABELS = {"h2d": "host → device", "d2h": "device → host"}
-BATCH_TARGET_MS = 20.0  # a batch lasts about this long: the skew of opening gates stays small
+BATCH_TARGET_MS = 20.0  # long batches: opening the gates one after the other costs nothing
 SHARED_BELOW = 0.9  # together under 90% of the sum alone: something on the way is shared
 
 
 @dataclass(frozen=True)
 class HostlinkParams:
-    power: int = 26  # 2^26 float32 = 256 MiB per copy
-    repeat: int = 5  # timed batches per mode and direction
-    warmup: int = 1
+    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
+    repeat: Repeat = repeat_param(5)  # timed copies and batches per GPU, mode and direction
+    warmup: Warmup = warmup_param(1)
 
 
-PARAMS = HostlinkParams
-EXTRA_FIELDS = {
-    "devices": list[DEVICE_RECORD],
-    "bytes_per_copy": ByteCount,
+@dataclass(frozen=True)
+class HostlinkExtra:
+    devices: list[DeviceRecord]
+    bytes_per_copy: ByteCount
+
+
+ALONE = {
+    direction: Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
+    for direction, label in DIRECTION_LABELS.items()
+}
+TOGETHER = {
+    direction: Measure(
+        "gpu", f"{direction}_at_once", f"each GPU's copies {label}, all at once", "back to back"
+    )
+    for direction, label in DIRECTION_LABELS.items()
 }
 
 
-def operation_key(mode: str, direction: str, index: int) -> str:
-    """The Measurement operation: 'together h2d 1' is GPU 1's HtoD while every GPU copies."""
-    return f"{mode} {direction} {index}"
+class Hostlink(Experiment):
+    name = "hostlink"
+    help = "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"
+    Params = HostlinkParams
+    Extra = HostlinkExtra
+    gpus = "every"
+    measures = (*ALONE.values(), *TOGETHER.values())
 
+    def run(self, ctx: RunContext) -> HostlinkExtra:
+        import numpy as np
 
-def parse_operation_key(key: str, firsts: Any = MODES) -> tuple[str, str, int] | None:
-    """(mode, direction, device) of a hostlink measurement, None for anything else.
+        from memprof.core import memory
+        from memprof.core.measure import Lane, concurrent
 
-    portable's keys have the same shape with its buffers in place of the modes (`firsts`).
-    """
-    parts = key.split(" ")
-    if len(parts) != 3 or parts[0] not in firsts or parts[1] not in DIRECTIONS:
-        return None
-    return (parts[0], parts[1], int(parts[2])) if parts[2].isdigit() else None
+        indices = ctx.devices.indices
+        if len(indices) < 2:
+            raise EnvironmentProblem(
+                "memprof hostlink needs two GPUs: this machine has one, so no two GPUs can copy "
+                "at the same time"
+            )
+        params = ctx.params
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        gpus, placed = {}, []
+        for index in indices:
+            with ctx.devices.session(index).active() as session:
+                memory.require_memory(
+                    session, device_bytes=nbytes, host_bytes=(len(indices) + 1) * nbytes
+                )
+                with ctx.near_gpu(index) as note:
+                    placed.append(f"GPU {index}: {note.removeprefix('affinity: ')}")
+                    values = np.random.default_rng(300 + index).random(elements, dtype=np.float32)
+                    host = memory.allocate(session, "pinned", elements)
+                    host.array[:] = values
+                device = memory.allocate(session, "device", elements)
+                gpus[index] = _Gpu(session, values, host, device)
+        ctx.placement = "affinity: " + "; ".join(placed)
 
+        step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
+        for direction, name in DIRECTIONS.items():
+            for index in indices:
+                step(f"alone: {direction} on GPU {index}")
+                gpu = gpus[index]
+                with gpu.session.active():
+                    gpu.prepare(direction)
+                    action, profiler = gpu.action(direction), gpu.session.profiler
+                    lane = Lane(profiler, action, name, direction, "pinned", nbytes, (index,))
+                    concurrent([lane], False, BATCH_TARGET_MS, params.repeat, params.warmup)
+                    ctx.check(gpu.verify(index, "alone", direction))
+            step(f"all at once: {direction} on GPUs {indices}")
+            lanes = []
+            for index, gpu in gpus.items():
+                with gpu.session.active():
+                    gpu.prepare(direction)
+                operation = TOGETHER[direction].operation
+                action, profiler = gpu.action(direction), gpu.session.profiler
+                lanes.append(Lane(profiler, action, name, operation, "pinned", nbytes, (index,)))
+            concurrent(lanes, False, BATCH_TARGET_MS, params.repeat, params.warmup)
+            for index, gpu in gpus.items():
+                with gpu.session.active():
+                    ctx.check(gpu.verify(index, "together", direction))
+        for gpu in gpus.values():
+            with gpu.session.active():
+                gpu.host.free()
+                gpu.device.free()
+        devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
+        return HostlinkExtra(devices=devices, bytes_per_copy=nbytes)
 
-def batch_count(one_copy_ms: float, target_ms: float = BATCH_TARGET_MS) -> int:
-    """Copies per batch so a batch lasts about target_ms (at least 1, at most MAX_BATCH)."""
-    return max(1, min(MAX_BATCH, math.ceil(target_ms / max(one_copy_ms, 1e-4))))
-
-
-# -- running ---------------------------------------------------------------------------------
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 @dataclass
 class _Gpu:
-    session: Any
-    values: np.ndarray
-    host: memory.Buffer
-    device: memory.Buffer
+    """One GPU's side of the experiment: its session, its values and its two buffers."""
+
+    session: object
+    values: object  # numpy array
+    host: object  # memory.Buffer, pinned
+    device: object  # memory.Buffer
 
     def action(self, direction: str):
-        _, action = memory.host_copy(
-            self.session.cuda, direction, self.host, self.device.device_pointer
-        )
-        return action
+        from memprof.core import memory
 
+        cuda = self.session.cuda
+        return memory.host_copy(cuda, direction, self.host, self.device.device_pointer)[1]
 
-def gated_batches(peers: PeerSession, actions: dict[int, Any], count: int) -> dict[int, float]:
-    """`count` copies queued on each GPU behind its own gate, gates opened back to back.
+    def prepare(self, direction: str) -> None:
+        """Poison where the copies land, so a copy that did not happen never verifies."""
+        import numpy as np
 
-    Returns each GPU's milliseconds per copy, from its own event pair.
-    """
-    events = {}
-    for index, action in actions.items():
-        with peers.active(index) as session:
-            profiler = session.profiler
-            profiler.gate().close(profiler.stream)
-            start, end = session.cuda.Event(), session.cuda.Event()
-            start.record(profiler.stream)
-            for _ in range(count):
-                action(profiler.stream)
-            end.record(profiler.stream)
-            events[index] = (start, end)
-    for index in actions:  # opened back to back: the batches overlap
-        peers.session(index).profiler.release_gate()
-    per_copy = {}
-    for index, (start, end) in events.items():
-        with peers.active(index) as session:
-            end.synchronize()
-            session.profiler.gate().check()
-            per_copy[index] = end.time_since(start) / count
-    return per_copy
-
-
-def run(
-    peers: PeerSession,
-    params: HostlinkParams,
-    progress: Progress = no_progress,
-    affinity: bool = True,
-) -> Result:
-    devices = peers.devices
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    gpus: dict[int, _Gpu] = {}
-    facts = {}
-    placed = []
-    for index in devices:
-        with peers.active(index) as session:
-            facts[index] = collect(session)
-            memory.require_memory(
-                session, device_bytes=nbytes, host_bytes=(len(devices) + 1) * nbytes
-            )
-            with near_gpu(facts[index].pci_bus_id, affinity) as note:
-                placed.append(f"GPU {index}: {note.removeprefix('affinity: ')}")
-                values = np.random.default_rng(300 + index).random(elements, dtype=np.float32)
-                host = memory.allocate(session, "pinned", elements)
-                host.array[:] = values
-            gpus[index] = _Gpu(session, values, host, memory.allocate(session, "device", elements))
-    with peers.active(devices[0]) as session:
-        one_ms = session.profiler.time_once(
-            lambda: gpus[devices[0]].action("h2d")(session.profiler.stream)
-        )
-    count = batch_count(one_ms)
-    measurements: list[Measurement] = []
-    checks: list[Check] = []
-    groups = [("alone", [index]) for index in devices] + [("together", devices)]
-    steps, done = len(groups) * len(DIRECTIONS), 0
-    for mode, members in groups:
-        for direction, name in DIRECTIONS.items():
-            progress(f"{MODES[mode].lower()}: {direction} on GPU {members}", done, steps)
-            done += 1
-            _prepare(peers, gpus, members, direction)
-            actions = {index: gpus[index].action(direction) for index in members}
-            for _ in range(params.warmup):
-                gated_batches(peers, actions, count)
-            samples: dict[int, list[float]] = {index: [] for index in members}
-            for _ in range(params.repeat):
-                for index, ms in gated_batches(peers, actions, count).items():
-                    samples[index].append(ms)
-            for index in members:
-                measurements.append(
-                    Measurement(
-                        "gpu",
-                        name,
-                        operation_key(mode, direction, index),
-                        "pinned",
-                        nbytes,
-                        samples_ms=samples[index],
-                        throughput_ms=list(samples[index]),
-                        batch=count,
-                    )
-                )
-                checks.append(_verify(peers, gpus[index], index, mode, direction))
-    progress("done", steps, steps)
-    timing = None
-    for index in devices:
-        with peers.active(index) as session:
-            gpus[index].host.free()
-            gpus[index].device.free()
-            if timing is None:
-                timing = session.profiler.timing_info()
-    timing.host_affinity = "affinity: " + "; ".join(placed)
-    return Result(
-        command="hostlink",
-        parameters=asdict(params),
-        device=facts[devices[0]],
-        measurements=measurements,
-        checks=checks,
-        extra={
-            "devices": device_records(facts, devices),
-            "bytes_per_copy": nbytes,
-        },
-        timing=timing,
-    )
-
-
-def _prepare(peers: PeerSession, gpus: dict[int, _Gpu], members: list[int], direction: str):
-    """Poison where the copies land, so a copy that did not happen never verifies."""
-    for index in members:
-        gpu = gpus[index]
-        with peers.active(index) as session:
-            if direction == "h2d":
-                gpu.host.array[:] = gpu.values
-                session.cuda.memset_d8(gpu.device.device_pointer, POISON_BYTE, gpu.device.nbytes)
-            else:
-                session.cuda.memcpy_htod(gpu.device.device_pointer, gpu.values)
-                gpu.host.array.fill(np.nan)
-
-
-def _verify(peers: PeerSession, gpu: _Gpu, index: int, mode: str, direction: str) -> Check:
-    with peers.active(index) as session:
-        session.synchronize()
+        cuda = self.session.cuda
         if direction == "h2d":
-            received = np.empty_like(gpu.values)
-            session.cuda.memcpy_dtoh(received, gpu.device.device_pointer)
+            self.host.array[:] = self.values
+            cuda.memset_d8(self.device.device_pointer, POISON_BYTE, self.device.nbytes)
         else:
-            received = gpu.host.array
-    wrong = np.flatnonzero(received != gpu.values)
-    detail = (
-        "Check result success!"
-        if not wrong.size
-        else f"element {wrong[0]} is {received[wrong[0]]!r} ({wrong.size} wrong)"
-    )
-    return Check(
-        f"Pinned {DIRECTION_LABELS[direction]}, GPU {index} {MODES[mode].lower()}",
-        not wrong.size,
-        int(received.size),
-        detail,
-    )
+            cuda.memcpy_htod(self.device.device_pointer, self.values)
+            self.host.array.fill(np.nan)
 
+    def verify(self, index: int, mode: str, direction: str) -> Check:
+        import numpy as np
 
-def measure(
-    params: HostlinkParams,
-    progress: Progress = no_progress,
-    affinity: bool = True,
-    devices: list[int] | None = None,
-) -> Result:
-    """Open a context on every GPU and run the experiment (one GPU: exit 3, one line)."""
-    from memprof.core.multigpu import device_count
+        from memprof.core.verify import compare_arrays
 
-    devices = devices if devices is not None else list(range(device_count()))
-    if len(devices) < 2:
-        raise EnvironmentProblem(
-            "memprof hostlink needs two GPUs: this machine has one, so no two GPUs can copy "
-            "at the same time"
-        )
-    with PeerSession(devices) as peers:
-        return run(peers, params, progress, affinity)
+        self.session.synchronize()
+        if direction == "h2d":
+            received = np.empty_like(self.values)
+            self.session.cuda.memcpy_dtoh(received, self.device.device_pointer)
+        else:
+            received = self.host.array
+        name = f"Pinned {DIRECTION_LABELS[direction]}, GPU {index} {MODES[mode].lower()}"
+        return compare_arrays(name, received, self.values)
 
 
 # -- summarizing -----------------------------------------------------------------------------
 
 
 def devices_of(result: Result) -> list[int]:
-    return [device["index"] for device in result.extra["devices"]]
+    return [device.index for device in result.extra.devices]
+
+
+def figure_key(measurement: Measurement) -> tuple[str, str, int] | None:
+    """(mode, direction, GPU) of a hostlink copy."""
+    if len(measurement.gpus) != 1:
+        return None
+    direction, _, at_once = measurement.operation.partition("_")
+    if direction not in DIRECTIONS or at_once not in ("", "at_once"):
+        return None
+    return ("together" if at_once else "alone", direction, measurement.gpus[0])
 
 
 def figures(result: Result) -> dict[tuple[str, str, int], float]:
     """(mode, direction, device) -> GB/s, median of the batches."""
-    return gb_per_s_by_key(result, parse_operation_key)
+    return gb_per_s_by_key(result, figure_key)
 
 
 def totals(result: Result, direction: str) -> tuple[float, float] | None:
@@ -283,7 +217,7 @@ def totals(result: Result, direction: str) -> tuple[float, float] | None:
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     cells = figures(result)
-    nbytes = result.extra["bytes_per_copy"]
+    nbytes = result.extra.bytes_per_copy
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",
         ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone"],
@@ -315,7 +249,7 @@ def summarize(result: Result) -> Summary:
         f"GB/s = 10^9 bytes/s: batches of {batch} back-to-back copies from pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
         "gates opened back to back; median of "
-        f"{result.parameters['repeat']} batches.",
+        f"{result.parameters.repeat} batches.",
         "Total alone: the sum of each GPU's figure measured on its own.",
     ]
     return Summary(tables=[table], conclusions=_conclusions(result), show_profile=False)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.core.affinity import Affinity, gpu_affinity
-from memprof.core.devicefacts import collect
-from memprof.core.session import GpuSession
-from memprof.experiments.common import Progress, no_progress
+from memprof.experiments.base import Experiment, RunContext
 from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Result
+from memprof.model.schema import Count
 from memprof.model.summary import Summary, Table
 
 
@@ -19,19 +17,37 @@ class InfoParams:
     pass
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = InfoParams
-EXTRA_FIELDS = {"affinity": {"numa_node": int | None, "local_cpus": list[int]}}
-OPTIONAL_EXTRA = frozenset({"affinity"})  # absent where sysfs does not say, and in older files
+@dataclass(frozen=True)
+class AffinityRecord:
+    """The GPU's NUMA node (None: not NUMA) and its local CPUs, as sysfs says."""
+
+    numa_node: int | None
+    local_cpus: list[Count]
 
 
-def run(session: GpuSession, params: InfoParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    affinity = gpu_affinity(facts.pci_bus_id)
-    extra = {}
-    if affinity is not None:
-        extra["affinity"] = {"numa_node": affinity.numa_node, "local_cpus": affinity.local_cpus}
-    return Result(command="info", parameters={}, device=facts, extra=extra)
+@dataclass(frozen=True)
+class InfoExtra:
+    affinity: AffinityRecord | None = None  # None: sysfs did not say (and older files)
+
+
+class Info(Experiment):
+    name = "info"
+    help = "The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports."
+    Params = InfoParams
+    Extra = InfoExtra
+    timing_option = False
+    affinity_option = False
+
+    def run(self, ctx: RunContext) -> InfoExtra:
+        from memprof.core.affinity import gpu_affinity
+
+        affinity = gpu_affinity(ctx.facts[ctx.session.device_index].pci_bus_id)
+        if affinity is None:
+            return InfoExtra()
+        return InfoExtra(AffinityRecord(affinity.numa_node, list(affinity.local_cpus)))
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def summarize(result: Result) -> Summary:
@@ -52,7 +68,7 @@ def summarize(result: Result) -> Summary:
     )
     device.add_row("PCIe link", _link_text(d))
     device.add_row("PCI bus id", d.pci_bus_id)
-    device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.get("affinity")))
+    device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.affinity))
     device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")
     device.add_row("PyCUDA", f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")
     device.notes.append("GB/s = 10^9 bytes per second; theoretical figures are upper bounds.")
@@ -63,11 +79,12 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=[device, flags], show_profile=False)
 
 
-def _affinity_text(recorded: dict | None) -> str:
+def _affinity_text(recorded: AffinityRecord | None) -> str:
     if recorded is None:
         return "not recorded (sysfs did not say)"
-    affinity = Affinity(recorded["numa_node"], tuple(recorded["local_cpus"]))
-    return affinity.describe() + " [sysfs]"
+    from memprof.core.affinity import Affinity
+
+    return Affinity(recorded.numa_node, tuple(recorded.local_cpus)).describe() + " [sysfs]"
 
 
 def _link_text(d) -> str:

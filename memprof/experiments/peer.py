@@ -15,29 +15,30 @@ copy, read and write is verified; destinations are poisoned before each method.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-from typing import Any
+import itertools
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.access import DirectAccess
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.measure import MAX_BATCH, THROUGHPUT_BATCHES
-from memprof.core.multigpu import (
-    DEVICE_RECORD,
-    PeerSession,
-    device_records,
-    memcpy_peer_async,
-    ordered_pairs,
-    unordered_pairs,
-)
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import FLOAT32_BYTES, POISON_BYTE, Progress, no_progress
+from memprof.experiments.base import (
+    FLOAT32_BYTES,
+    LAUNCH_CALL,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import POISON_BYTE
+from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
-from memprof.model.results import ByteCount, Check, Count, Measurement, Result
+from memprof.model.params import Range, param
+from memprof.model.results import Check, Result
+from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 COPY_NAME = "[CUDA memcpy PtoP]"  # nvprof's name for peer-to-peer copies
@@ -58,43 +59,156 @@ FILL_VALUE = 2.5
 
 @dataclass(frozen=True)
 class PeerParams:
-    power: int = 26  # 2^26 float32 = 256 MiB per copy
-    repeat: int = 5
-    warmup: int = 1
-    latency_steps: int = 4096
+    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
+    repeat: Repeat = repeat_param(5)
+    warmup: Warmup = warmup_param(1)
+    latency_steps: Annotated[int, Range(1, 1 << 20)] = param(
+        4096, "Dependent loads in the latency chain (1 to 1048576)."
+    )
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = PeerParams
-EXTRA_FIELDS = {
-    "devices": list[DEVICE_RECORD],
-    "peer_access": list[list[bool]],  # [source][destination]: can access
-    "bytes_per_array": ByteCount,
-    "latency_steps": Count,
-    "skipped": list[str],
-}
+@dataclass(frozen=True)
+class PeerExtra:
+    devices: list[DeviceRecord]
+    peer_access: list[list[bool]]  # [source][destination]: can access
+    bytes_per_array: ByteCount
+    latency_steps: Count
+    skipped: list[str]
 
 
-def operation_key(method: str, source: int, destination: int) -> str:
-    """The Measurement operation of one method and pair: 'ce_on 0->1' (data flows 0 to 1)."""
-    return f"{method} {source}->{destination}"
+class Peer(Experiment):
+    name = "peer"
+    help = (
+        "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."
+    )
+    Params = PeerParams
+    Extra = PeerExtra
+    gpus = "every"
+    measures = (
+        *(
+            Measure(
+                "gpu",
+                method,
+                f"{title}: one operation, then back to back",
+                "back to back",
+                required=method == "ce_off",
+            )
+            for method, title in METHODS.items()
+        ),
+        Measure("gpu", LATENCY, "a chain of dependent 4-byte reads, one thread", "one operation"),
+        LAUNCH_CALL,
+    )
+
+    def run(self, ctx: RunContext) -> PeerExtra:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.access import DirectAccess
+        from memprof.core.driver import can_access_peer
+        from memprof.core.kernels import load_kernel
+
+        devices, params = ctx.devices, ctx.params
+        indices = devices.indices
+        if len(indices) < 2:
+            raise EnvironmentProblem(
+                "memprof peer needs two GPUs: this machine has one, so there is nothing to measure"
+            )
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)
+        state: dict[int, _Device] = {}
+        for index in indices:
+            with devices.session(index).active() as session:
+                memory.require_memory(session, device_bytes=2 * nbytes + CHAIN_BYTES)
+                values = np.random.default_rng(100 + index).random(elements, dtype=np.float32)
+                source = memory.allocate(session, "device", elements)
+                destination = memory.allocate(session, "device", elements)
+                chain_buffer = memory.allocate(session, "device", chain.size, np.uint32)
+                last = memory.allocate(session, "device", 1, np.uint32)
+                session.cuda.memcpy_htod(source.device_pointer, values)
+                session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
+                state[index] = _Device(
+                    session,
+                    values,
+                    source,
+                    destination,
+                    DirectAccess(session),
+                    load_kernel(session, "peer.cu", "chaseChain"),
+                    chain_buffer,
+                    last,
+                )
+        pairs = ordered_pairs(indices)
+        access = [[a == b or can_access_peer(a, b) for b in indices] for a in indices]
+        can = {(a, b): access[indices.index(a)][indices.index(b)] for a, b in pairs}
+        skipped: list[str] = []
+        step = ctx.steps(len(pairs) * 5 + len(indices) + len(unordered_pairs(indices)))
+
+        # Peer access off first: once enabled, a context cannot be measured without it.
+        for a, b in pairs:
+            step(f"{a} → {b}: copy, peer access off")
+            ctx.check(_copy(state, params, "ce_off", a, b, nbytes, synchronous=True))
+        for a, b in pairs:
+            if can[a, b]:
+                devices.enable_peer_access(a, b)
+            else:
+                skipped.append(
+                    f"GPU {a} cannot access GPU {b}'s memory (cuDeviceCanAccessPeer = 0)"
+                )
+        for a, b in pairs:
+            step(f"{a} → {b}: copy, peer access on")
+            if can[a, b] and can[b, a]:  # a copy over the link needs both mapped
+                ctx.check(_copy(state, params, "ce_on", a, b, nbytes, synchronous=False))
+            step(f"{a} → {b}: kernel read")
+            if can[b, a]:
+                ctx.check(_kernel_read(state, params, a, b, elements))
+            step(f"{a} → {b}: kernel write")
+            if can[a, b]:
+                ctx.check(_kernel_write(state, params, a, b, elements))
+            step(f"{a} → {b}: latency")
+            if can[b, a]:
+                ctx.check(_latency(state, params, a, b, order))
+        for index in indices:
+            step(f"{index}: local latency")
+            ctx.check(_latency(state, params, index, index, order))
+        for a, b in unordered_pairs(indices):
+            step(f"{a} ↔ {b}: both directions")
+            if can[a, b] and can[b, a]:
+                ctx.checks += _bidirectional(state, a, b, nbytes)
+        for device in state.values():
+            with device.session.active():
+                for buffer in (device.source, device.destination, device.chain, device.last):
+                    buffer.free()
+                device.access.free()
+        return PeerExtra(
+            devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
+            peer_access=access,
+            bytes_per_array=nbytes,
+            latency_steps=params.latency_steps,
+            skipped=skipped,
+        )
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
-def parse_operation_key(key: str) -> tuple[str, int, int] | None:
-    """(method, source, destination) of a peer measurement, None for anything else."""
-    method, _, pair = key.partition(" ")
-    source, arrow, destination = pair.partition("->")
-    if not arrow or not source.isdigit() or not destination.isdigit():
-        return None
-    return method, int(source), int(destination)
+def ordered_pairs(devices: list[int]) -> list[tuple[int, int]]:
+    """Every (source, destination) pair of distinct devices, source-major as matrices read."""
+    return [(a, b) for a, b in itertools.product(devices, devices) if a != b]
 
 
-def pointer_chain(elements: int, stride: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
+def unordered_pairs(devices: list[int]) -> list[tuple[int, int]]:
+    """Each pair once (for measurements in both directions at once)."""
+    return list(itertools.combinations(devices, 2))
+
+
+def pointer_chain(elements: int, stride: int, seed: int = 11) -> tuple[Any, Any]:
     """(next, order): next[i] is the index read after i; order is the cycle from index 0.
 
     The hops visit every stride-th element once in a random order, so each load depends
     on the previous one and the hardware cannot guess the next address.
     """
+    import numpy as np
+
     positions = np.arange(0, elements, stride, dtype=np.uint32)
     rest = np.random.default_rng(seed).permutation(positions[1:])
     order = np.concatenate([positions[:1], rest])
@@ -103,7 +217,7 @@ def pointer_chain(elements: int, stride: int, seed: int = 11) -> tuple[np.ndarra
     return chain, order
 
 
-def chain_end(order: np.ndarray, steps: int) -> int:
+def chain_end(order: Any, steps: int) -> int:
     """The index a chase of `steps` loads from index 0 ends on."""
     return int(order[steps % order.size])
 
@@ -114,151 +228,41 @@ def chain_end(order: np.ndarray, steps: int) -> int:
 @dataclass
 class _Device:
     session: Any
-    values: np.ndarray
-    source: memory.Buffer
-    destination: memory.Buffer
-    access: DirectAccess
+    values: Any
+    source: Any
+    destination: Any
+    access: Any
     chase: Any
-    chain: memory.Buffer
-    last: memory.Buffer
+    chain: Any
+    last: Any
+
+    def poison(self) -> None:
+        with self.session.active():
+            target = self.destination
+            self.session.cuda.memset_d8(target.device_pointer, POISON_BYTE, target.nbytes)
+
+    def received(self) -> Any:
+        import numpy as np
+
+        with self.session.active():
+            self.session.synchronize()
+            host = np.empty(self.values.size, np.float32)
+            self.session.cuda.memcpy_dtoh(host, self.destination.device_pointer)
+        return host
 
 
-def run(peers: PeerSession, params: PeerParams, progress: Progress = no_progress) -> Result:
-    devices = peers.devices
-    if len(devices) < 2:
-        raise EnvironmentProblem(
-            f"memprof peer needs two GPUs: this machine has {len(devices)}, so there is no "
-            "peer to copy to"
-        )
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    chain_elements = CHAIN_BYTES // 4
-    chain, order = pointer_chain(chain_elements, CHAIN_STRIDE_ELEMENTS)
-    state: dict[int, _Device] = {}
-    facts = {}
-    for index in devices:
-        with peers.active(index) as session:
-            memory.require_memory(session, device_bytes=2 * nbytes + CHAIN_BYTES)
-            facts[index] = collect(session)
-            values = np.random.default_rng(100 + index).random(elements, dtype=np.float32)
-            with session.profiler.paused():
-                source = memory.allocate(session, "device", elements)
-                destination = memory.allocate(session, "device", elements)
-                chain_buffer = memory.allocate(session, "device", chain_elements, np.uint32)
-                last = memory.allocate(session, "device", 1, np.uint32)
-            session.cuda.memcpy_htod(source.device_pointer, values)
-            session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
-            state[index] = _Device(
-                session,
-                values,
-                source,
-                destination,
-                DirectAccess(session),
-                load_kernel(session, "peer.cu", "chaseChain"),
-                chain_buffer,
-                last,
-            )
-    pairs = ordered_pairs(devices)
-    access_matrix = [[a == b or peers.can_access_peer(a, b) for b in devices] for a in devices]
-    can = {(a, b): access_matrix[devices.index(a)][devices.index(b)] for a, b in pairs}
-    checks: list[Check] = []
-    skipped: list[str] = []
-    bidirectional: list[Measurement] = []
-    steps = len(pairs) * 5 + len(devices) + len(unordered_pairs(devices))
-    done = 0
+def _check(name: str, received: Any, expected: Any) -> Check:
+    """Every element as expected (an array, or one value written everywhere)."""
+    import numpy as np
 
-    def advance(text: str) -> None:
-        nonlocal done
-        progress(text, done, steps)
-        done += 1
+    from memprof.core.verify import compare_arrays
 
-    # Peer access off first: once enabled, a context cannot be measured without it.
-    for a, b in pairs:
-        advance(f"{a} → {b}: copy, peer access off")
-        checks.append(_copy(peers, state, params, "ce_off", a, b, nbytes, synchronous=True))
-    for a, b in pairs:
-        if can[a, b]:
-            peers.enable_peer_access(a, b)
-        else:
-            skipped.append(f"GPU {a} cannot access GPU {b}'s memory (cuDeviceCanAccessPeer = 0)")
-    for a, b in pairs:
-        advance(f"{a} → {b}: copy, peer access on")
-        direct = can[a, b] and can[b, a]  # a copy over the link needs both mapped
-        if direct:
-            checks.append(_copy(peers, state, params, "ce_on", a, b, nbytes, synchronous=False))
-        advance(f"{a} → {b}: kernel read")
-        if can[b, a]:
-            checks.append(_kernel_read(state, params, a, b, elements))
-        advance(f"{a} → {b}: kernel write")
-        if can[a, b]:
-            checks.append(_kernel_write(peers, state, params, a, b, elements))
-        advance(f"{a} → {b}: latency")
-        if can[b, a]:
-            checks.append(_latency(state, params, a, b, order))
-    for index in devices:
-        advance(f"{index}: local latency")
-        checks.append(_latency(state, params, index, index, order))
-    for a, b in unordered_pairs(devices):
-        advance(f"{a} ↔ {b}: both directions")
-        if can[a, b] and can[b, a]:
-            found, verified = _bidirectional(peers, state, a, b, nbytes)
-            bidirectional += found
-            checks += verified
-    progress("done", steps, steps)
-
-    measurements: list[Measurement] = []
-    timing = None
-    for index in devices:
-        with peers.active(index) as session:
-            device = state[index]
-            for buffer in (device.source, device.destination, device.chain, device.last):
-                buffer.free()
-            device.access.free()
-            measurements += session.profiler.measurements()
-            if timing is None:
-                timing = session.profiler.timing_info()
-    return Result(
-        command="peer",
-        parameters=asdict(params),
-        device=facts[devices[0]],
-        measurements=measurements + bidirectional,
-        checks=checks,
-        extra={
-            "devices": device_records(facts, devices),
-            "peer_access": access_matrix,
-            "bytes_per_array": nbytes,
-            "latency_steps": params.latency_steps,
-            "skipped": skipped,
-        },
-        timing=timing,
-    )
-
-
-def _poison(state: dict[int, _Device], peers: PeerSession, index: int) -> None:
-    with peers.active(index) as session:
-        target = state[index].destination
-        session.cuda.memset_d8(target.device_pointer, POISON_BYTE, target.nbytes)
-
-
-def _received(peers: PeerSession, state: dict[int, _Device], index: int) -> np.ndarray:
-    with peers.active(index) as session:
-        session.synchronize()
-        host = np.empty(state[index].values.size, np.float32)
-        session.cuda.memcpy_dtoh(host, state[index].destination.device_pointer)
-    return host
-
-
-def _check(name: str, received: np.ndarray, expected: np.ndarray | float) -> Check:
-    wrong = np.flatnonzero(received != expected)
-    detail = (
-        "Check result success!"
-        if not wrong.size
-        else f"element {wrong[0]} is {received[wrong[0]]!r} ({wrong.size} wrong)"
-    )
-    return Check(name, not wrong.size, int(received.size), detail)
+    return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
 def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
+    from memprof.core.driver import memcpy_peer_async
+
     source, destination = state[a], state[b]
     arguments = (
         destination.destination.device_pointer,
@@ -270,84 +274,79 @@ def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
     return lambda stream: memcpy_peer_async(*arguments, stream.handle)
 
 
-def _copy(peers, state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool):
+def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
     """cuMemcpyPeerAsync a → b on the source GPU's stream: single copies, then batches."""
-    _poison(state, peers, b)
-    key = operation_key(method, a, b)
+    state[b].poison()
     action = _copy_action(state, a, b, nbytes)
-    with peers.active(a) as session:
+    with state[a].session.active() as session:
         profiler = session.profiler
 
         def step() -> None:
-            with profiler.events("gpu", COPY_NAME, key, PEER, nbytes, synchronous=synchronous):
+            with profiler.events("gpu", COPY_NAME, method, PEER, nbytes, synchronous=synchronous):
                 action(profiler.stream)
 
-        profiler.repeat(step, params.warmup, params.repeat)
-        profiler.throughput(COPY_NAME, key, PEER, nbytes, action, synchronous)
+        with profiler.on_gpus(a, b):
+            profiler.repeat(step, params.warmup, params.repeat)
+            profiler.throughput(COPY_NAME, method, PEER, nbytes, action, synchronous)
         session.synchronize()
-    return _check(
-        f"{METHODS[method]}: GPU {a} → GPU {b}", _received(peers, state, b), state[a].values
-    )
+    return _check(f"{METHODS[method]}: GPU {a} → GPU {b}", state[b].received(), state[a].values)
 
 
 def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
-    key = operation_key("kernel_read", a, b)
     reader = state[b]
     pointer = state[a].source.device_pointer
-    profiler = reader.session.profiler
-    with _current(reader.session):
-        profiler.repeat(
-            lambda: reader.access.read(pointer, elements, PEER, operation=key),
-            params.warmup,
-            params.repeat,
-        )
-        profiler.throughput(
-            reader.access.reader.signature.display,
-            key,
-            PEER,
-            4 * elements,
-            lambda stream: reader.access.read(pointer, elements, PEER, stream, key),
-        )
+    with reader.session.active() as session:
+        profiler = session.profiler
+        with profiler.on_gpus(a, b):
+            profiler.repeat(
+                lambda: reader.access.read(pointer, elements, PEER, operation="kernel_read"),
+                params.warmup,
+                params.repeat,
+            )
+            profiler.throughput(
+                reader.access.reader.signature.display,
+                "kernel_read",
+                PEER,
+                4 * elements,
+                lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
+            )
         return reader.access.check_sum(
             f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", state[a].values
         )
 
 
-def _kernel_write(peers, state, params, a: int, b: int, elements: int) -> Check:
+def _kernel_write(state, params, a: int, b: int, elements: int) -> Check:
     """GPU a's fillValue over GPU b's destination buffer, every element checked."""
-    _poison(state, peers, b)
-    key = operation_key("kernel_write", a, b)
+    state[b].poison()
     writer = state[a]
     pointer = state[b].destination.device_pointer
-    with peers.active(a) as session:
+
+    def write(stream: Any = None) -> None:
+        writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, "kernel_write")
+
+    with writer.session.active() as session:
         profiler = session.profiler
-        profiler.repeat(
-            lambda: writer.access.write(pointer, elements, FILL_VALUE, PEER, operation=key),
-            params.warmup,
-            params.repeat,
-        )
-        profiler.throughput(
-            writer.access.writer.signature.display,
-            key,
-            PEER,
-            4 * elements,
-            lambda stream: writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, key),
-        )
+        with profiler.on_gpus(a, b):
+            profiler.repeat(write, params.warmup, params.repeat)
+            profiler.throughput(
+                writer.access.writer.signature.display, "kernel_write", PEER, 4 * elements, write
+            )
         session.synchronize()
-    received = _received(peers, state, b)
-    return _check(f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}", received, FILL_VALUE)
+    name = f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}"
+    return _check(name, state[b].received(), FILL_VALUE)
 
 
-def _latency(state, params, a: int, b: int, order: np.ndarray) -> Check:
+def _latency(state, params, a: int, b: int, order: Any) -> Check:
     """GPU b chasing the chain in GPU a's memory (a == b: its own memory, the baseline)."""
-    key = operation_key(LATENCY, a, b)
+    import numpy as np
+
     reader = state[b]
     kind = PEER if a != b else "device"
-    session = reader.session
-    with _current(session):
-        session.profiler.repeat(
-            lambda: reader.chase.launch(
+    with reader.session.active() as session:
+
+        def chase() -> None:
+            reader.chase.launch(
                 session,
                 1,
                 state[a].chain.device_pointer,
@@ -357,11 +356,11 @@ def _latency(state, params, a: int, b: int, order: np.ndarray) -> Check:
                 nbytes=4 * params.latency_steps,
                 block_size=1,
                 blocks=1,
-                operation=key,
-            ),
-            params.warmup,
-            params.repeat,
-        )
+                operation=LATENCY,
+            )
+
+        with session.profiler.on_gpus(a, b):
+            session.profiler.repeat(chase, params.warmup, params.repeat)
         session.synchronize()
         last = np.zeros(1, np.uint32)
         session.cuda.memcpy_dtoh(last, reader.last.device_pointer)
@@ -375,100 +374,60 @@ def _latency(state, params, a: int, b: int, order: np.ndarray) -> Check:
     )
 
 
-def _bidirectional(peers, state, a: int, b: int, nbytes: int):
+def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
     """a → b and b → a together, each on its source's stream behind its own gate."""
-    _poison(state, peers, a)
-    _poison(state, peers, b)
+    from memprof.core.measure import Lane, concurrent
+
     directions = ((a, b), (b, a))
-    actions = {pair: _copy_action(state, *pair, nbytes) for pair in directions}
-    with peers.active(a) as session:
-        one_ms = session.profiler.time_once(lambda: actions[a, b](session.profiler.stream))
-    count = max(1, min(MAX_BATCH, math.ceil(BIDIR_TARGET_MS / max(one_ms, 1e-4))))
-    per_copy: dict[tuple[int, int], list[float]] = {pair: [] for pair in directions}
-    for _ in range(THROUGHPUT_BATCHES):
-        events = {}
-        for source, destination in directions:
-            with peers.active(source) as session:
-                profiler = session.profiler
-                profiler.gate().close(profiler.stream)
-                start, end = session.cuda.Event(), session.cuda.Event()
-                start.record(profiler.stream)
-                for _ in range(count):
-                    actions[source, destination](profiler.stream)
-                end.record(profiler.stream)
-                events[source, destination] = (start, end)
-        for source, _ in directions:  # open both gates back to back: the copies overlap
-            state[source].session.profiler.release_gate()
-        for pair in directions:
-            with peers.active(pair[0]) as session:
-                start, end = events[pair]
-                end.synchronize()
-                session.profiler.gate().check()
-                per_copy[pair].append(end.time_since(start) / count)
-    measurements = [
-        Measurement(
-            "gpu",
+    for _, destination in directions:
+        state[destination].poison()
+    lanes = [
+        Lane(
+            state[source].session.profiler,
+            _copy_action(state, source, destination, nbytes),
             COPY_NAME,
-            operation_key("ce_bidir", *pair),
+            "ce_bidir",
             PEER,
             nbytes,
-            samples_ms=list(per_copy[pair]),
-            throughput_ms=list(per_copy[pair]),
-            batch=count,
+            (source, destination),
         )
-        for pair in directions
+        for source, destination in directions
     ]
-    checks = [
+    concurrent(lanes, target_ms=BIDIR_TARGET_MS)
+    return [
         _check(
             f"{METHODS['ce_bidir']}: GPU {source} → GPU {destination}",
-            _received(peers, state, destination),
+            state[destination].received(),
             state[source].values,
         )
         for source, destination in directions
     ]
-    return measurements, checks
-
-
-class _current:
-    """The session's context current for the work inside (state holds sessions, not indexes)."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-
-    def __enter__(self) -> None:
-        self.session.context.push()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.session.cuda.Context.pop()
 
 
 # -- summarizing -----------------------------------------------------------------------------
 
 
 def devices_of(result: Result) -> list[int]:
-    return [device["index"] for device in result.extra["devices"]]
+    return [device.index for device in result.extra.devices]
 
 
 def figures(result: Result, method: str) -> dict[tuple[int, int], float]:
     """(source, destination) -> GB/s of back-to-back operations, for one method."""
     found = {}
     for m in result.measurements:
-        parsed = parse_operation_key(m.operation)
-        if parsed is None or parsed[0] != method or m.group != "gpu":
-            continue
-        stats = m.throughput_stats or m.stats
-        found[parsed[1], parsed[2]] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
+        if m.operation == method and m.group == "gpu" and len(m.gpus) == 2:
+            stats = m.throughput_stats or m.stats
+            found[m.gpus[0], m.gpus[1]] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
     return found
 
 
 def latencies_us(result: Result) -> dict[tuple[int, int], float]:
     """(memory's GPU, reading GPU) -> microseconds per dependent read, median."""
-    steps = result.extra["latency_steps"]
+    steps = result.extra.latency_steps
     found = {}
     for m in result.measurements:
-        parsed = parse_operation_key(m.operation)
-        if parsed is not None and parsed[0] == LATENCY and m.group == "gpu":
-            found[parsed[1], parsed[2]] = m.stats.median_ms * 1e3 / steps
+        if m.operation == LATENCY and m.group == "gpu" and len(m.gpus) == 2:
+            found[m.gpus[0], m.gpus[1]] = m.stats.median_ms * 1e3 / steps
     return found
 
 
@@ -488,7 +447,7 @@ def matrix_table(
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     tables = []
     for method, title in METHODS.items():
         cells = figures(result, method)
@@ -515,17 +474,18 @@ def summarize(result: Result) -> Summary:
             )
         )
         tables[-1].notes.append(
-            f"A single thread follows a chain of {result.extra['latency_steps']} dependent "
+            f"A single thread follows a chain of {result.extra.latency_steps} dependent "
             "uncached loads, 256 bytes apart in 1 MiB; kernel time / loads, median of "
-            f"{result.parameters['repeat']}."
+            f"{result.parameters.repeat}."
         )
-    link = "yes" if all(all(row) for row in result.extra["peer_access"]) else "not for every pair"
+    access = result.extra.peer_access
+    link = "yes" if access and all(all(row) for row in access) else "not for every pair"
     tables[0].notes += [
         f"{format_bytes(nbytes)} per copy; GB/s = 10^9 bytes/s from back-to-back batches between "
         "one event pair (peer access on: behind a GPU-side gate; off: timed as the calls "
         "return, since the driver may block while it stages).",
         f"Peer access possible between every pair (cuDeviceCanAccessPeer): {link}.",
-    ] + [f"Skipped: {reason}." for reason in result.extra["skipped"]]
+    ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
@@ -555,16 +515,3 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
                 f"{latency[a, b] / latency[b, b]:.1f}x a read of its own ({latency[b, b]:.2f} µs)."
             )
     return lines
-
-
-def measure(params: PeerParams, progress: Progress = no_progress) -> Result:
-    """Open a context on every GPU and run the experiment (one GPU: exit 3, one line)."""
-    from memprof.core.multigpu import device_count
-
-    count = device_count()
-    if count < 2:
-        raise EnvironmentProblem(
-            "memprof peer needs two GPUs: this machine has one, so there is nothing to measure"
-        )
-    with PeerSession(list(range(count))) as peers:
-        return run(peers, params, progress)

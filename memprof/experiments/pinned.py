@@ -8,21 +8,21 @@ sumArrays, copy the result back, verify it against numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Literal
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import (
+from memprof.experiments.base import (
     FLOAT32_BYTES,
-    POISON_BYTE,
-    Progress,
-    input_arrays,
-    no_progress,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    power_param,
+    repeat_param,
+    warmup_param,
 )
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
@@ -31,7 +31,9 @@ from memprof.model.formatting import (
     format_ms,
     format_ratio,
 )
-from memprof.model.results import ByteCount, Count, Result
+from memprof.model.params import param
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 HOST_KINDS = ("pageable", "pinned")
@@ -40,85 +42,128 @@ DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 @dataclass(frozen=True)
 class PinnedParams:
-    power: int = 22  # 2^22 float32 = 16 MiB, as the memTransfer example
-    repeat: int = 10
-    warmup: int = 2
-    host_buffer: str = "numpy"  # where pageable memory comes from: numpy, malloc, hugepages
-
-
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = PinnedParams
-EXTRA_FIELDS = {
-    "elements": Count,
-    "bytes_per_array": ByteCount,
-}
-
-
-def run(session: GpuSession, params: PinnedParams, progress: Progress = no_progress) -> Result:
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    facts = collect(session)
-    # device: a, b, res; host: a, b, res of one kind at a time plus numpy's inputs
-    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
-    profiler = session.profiler
-    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-    a_values, b_values, expected = input_arrays(elements)
-    d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
-    checks = []
-    for step, kind in enumerate(HOST_KINDS):
-        progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
-
-        def allocate(kind: str = kind) -> memory.Buffer:
-            return memory.allocate(session, kind, elements, host_buffer=params.host_buffer)
-
-        profiler.repeat(lambda allocate=allocate: allocate().free(), params.warmup, params.repeat)
-
-        a, b, res = (allocate() for _ in range(3))
-        a.array[:] = a_values
-        b.array[:] = b_values
-        progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
-
-        def flow(kind: str = kind, a=a, b=b, res=res) -> None:
-            memory.memset(session, d_res, POISON_BYTE)
-            with profiler.events("span", "2 HtoD + sumArrays + DtoH", "flow", kind, 3 * nbytes):
-                memory.copy(session, d_a, a)
-                memory.copy(session, d_b, b)
-                kernel.launch(
-                    session,
-                    elements,
-                    d_a.device_pointer,
-                    d_b.device_pointer,
-                    d_res.device_pointer,
-                    elements,
-                    nbytes=3 * nbytes,
-                )
-                memory.copy(session, res, d_res)
-
-        res.array.fill(np.nan)
-        profiler.repeat(flow, params.warmup, params.repeat)
-        checks.append(compare_arrays(f"sumArrays, {kind} host memory", res.array, expected))
-        synchronous = memory.MEMORY_KINDS[kind].synchronous_copies
-        _, h2d = memory.host_copy(session.cuda, "h2d", a, d_a.device_pointer)
-        _, d2h = memory.host_copy(session.cuda, "d2h", res, d_res.device_pointer)
-        profiler.throughput("[CUDA memcpy HtoD]", "h2d", kind, nbytes, h2d, synchronous)
-        profiler.throughput("[CUDA memcpy DtoH]", "d2h", kind, nbytes, d2h, synchronous)
-        for buffer in (a, b, res):
-            buffer.free()
-    for buffer in (d_a, d_b, d_res):
-        buffer.free()
-    progress("done", 2 * len(HOST_KINDS), 2 * len(HOST_KINDS))
-    return Result(
-        command="pinned",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={"elements": elements, "bytes_per_array": nbytes},
+    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the memTransfer example
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+    host_buffer: Literal["numpy", "malloc", "hugepages"] = param(
+        "numpy",
+        "Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C programs "
+        "get it) or hugepages (mmap with MADV_HUGEPAGE).",
     )
 
 
+@dataclass(frozen=True)
+class PinnedExtra:
+    elements: Count
+    bytes_per_array: ByteCount
+
+
+COPY = {
+    "h2d": Measure(
+        "gpu", "h2d", "one copy host → device, and back-to-back copies", "one operation"
+    ),
+    "d2h": Measure(
+        "gpu", "d2h", "one copy device → host, and back-to-back copies", "one operation"
+    ),
+}
+BLOCKED = {
+    "h2d": Measure("api", "h2d", "the host blocked in the HtoD call", "host clock"),
+    "d2h": Measure("api", "d2h", "the host blocked in the DtoH call", "host clock"),
+}
+ALLOC_HOST = Measure("host", "alloc", "numpy.empty and a write to every page", "host clock")
+FREE_HOST = Measure("host", "free", "freeing numpy's array", "host clock")
+ALLOC = Measure("api", "alloc", "cuMemHostAlloc", "host clock")
+FREE = Measure("api", "free", "cuMemFreeHost", "host clock")
+FLOW = Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end")
+
+
+class Pinned(Experiment):
+    """Pageable against pinned host memory (seeds 000, 001, 003).
+
+    For each host kind: the cost of allocating and freeing a buffer (host clock), then the
+    seeds' whole flow: copy a and b to the device, run sumArrays, copy the result back,
+    verify it against numpy; then back-to-back copies for the bandwidth.
+    """
+
+    name = "pinned"
+    help = "Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."
+    Params = PinnedParams
+    Extra = PinnedExtra
+    gpus = "one_or_every"
+    measures = (
+        *COPY.values(),
+        *BLOCKED.values(),
+        ALLOC_HOST,
+        FREE_HOST,
+        ALLOC,
+        FREE,
+        FLOW,
+        Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
+        Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
+        Measure("api", "memset", "cuMemsetD8Async", "host clock"),
+        Measure("api", "launch", "cuLaunchKernel", "host clock"),
+    )
+
+    def run(self, ctx: RunContext) -> PinnedExtra:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+        from memprof.core.verify import compare_arrays
+        from memprof.experiments.common import POISON_BYTE, input_arrays
+
+        params, session, profiler = ctx.params, ctx.session, ctx.measure
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        # device: a, b, res; host: a, b, res of one kind at a time plus numpy's inputs
+        memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        a_values, b_values, expected = input_arrays(elements)
+        d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+        for step, kind in enumerate(HOST_KINDS):
+            ctx.progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
+
+            def allocate(kind: str = kind) -> memory.Buffer:
+                return memory.allocate(session, kind, elements, host_buffer=params.host_buffer)
+
+            profiler.repeat(
+                lambda allocate=allocate: allocate().free(), params.warmup, params.repeat
+            )
+            a, b, res = (allocate() for _ in range(3))
+            a.array[:] = a_values
+            b.array[:] = b_values
+            ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
+
+            def flow(kind: str = kind, a=a, b=b, res=res) -> None:
+                memory.memset(session, d_res, POISON_BYTE)
+                with profiler.events("span", FLOW.what, FLOW.operation, kind, 3 * nbytes):
+                    memory.copy(session, d_a, a)
+                    memory.copy(session, d_b, b)
+                    pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
+                    kernel.launch(session, elements, *pointers, elements, nbytes=3 * nbytes)
+                    memory.copy(session, res, d_res)
+
+            res.array.fill(np.nan)
+            profiler.repeat(flow, params.warmup, params.repeat)
+            ctx.check(compare_arrays(f"sumArrays, {kind} host memory", res.array, expected))
+            synchronous = memory.MEMORY_KINDS[kind].synchronous_copies
+            _, h2d = memory.host_copy(session.cuda, "h2d", a, d_a.device_pointer)
+            _, d2h = memory.host_copy(session.cuda, "d2h", res, d_res.device_pointer)
+            profiler.throughput("[CUDA memcpy HtoD]", "h2d", kind, nbytes, h2d, synchronous)
+            profiler.throughput("[CUDA memcpy DtoH]", "d2h", kind, nbytes, d2h, synchronous)
+            for buffer in (a, b, res):
+                buffer.free()
+        for buffer in (d_a, d_b, d_res):
+            buffer.free()
+        ctx.progress("done", 2 * len(HOST_KINDS), 2 * len(HOST_KINDS))
+        return PinnedExtra(elements=elements, bytes_per_array=nbytes)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
+
+
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     source = (
         "CUPTI's record of each copy (DMA only)"
         if result.timing is not None and result.timing.source == "cupti"
@@ -145,8 +190,8 @@ def summarize(result: Result) -> Summary:
             transfers.add_row(
                 kind,
                 label,
-                format_ms(result.find(direction, kind, "gpu").stats.median_ms),
-                format_ms(result.find(direction, kind, "api").stats.median_ms),
+                format_ms(find(result, COPY[direction], kind).stats.median_ms),
+                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
                 format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms)),
                 format_ratio(median["pageable", direction] / time_ms),
             )
@@ -163,9 +208,9 @@ def summarize(result: Result) -> Summary:
     )
     round_trip = {}
     for kind in HOST_KINDS:
-        allocation = result.find("alloc", kind).stats
+        allocation = result.find("alloc", kind).stats  # host (pageable) or api (pinned)
         release = result.find("free", kind).stats
-        flow = result.find("flow", kind, "span").stats
+        flow = find(result, FLOW, kind).stats
         check = next((c for c in result.checks if kind in c.name), None)
         round_trip[kind] = allocation.median_ms + release.median_ms
         costs.add_row(
@@ -216,6 +261,6 @@ def _conclusion(
 
 def _per_copy_ms(result: Result, direction: str, kind: str) -> float:
     """Per-copy time of back-to-back copies (what bandwidth means), else one copy's."""
-    measurement = result.find(direction, kind, "gpu")
+    measurement = find(result, COPY[direction], kind)
     throughput = measurement.throughput_stats
     return throughput.median_ms if throughput else measurement.stats.median_ms

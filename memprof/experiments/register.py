@@ -8,21 +8,29 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from memprof.core import driver, memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.memory import page_aligned_empty
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import (
+from memprof.experiments.base import (
+    COPY_CALLS,
     FLOAT32_BYTES,
-    Progress,
+    LAUNCH_CALL,
+    MEMSET_CALL,
+    POISON,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import (
     gpu_timing,
     input_arrays,
     launch_sum,
-    no_progress,
     size_label,
     verify_device_result,
 )
@@ -33,10 +41,10 @@ from memprof.model.formatting import (
     format_ms,
     format_ratio,
 )
-from memprof.model.results import ByteCount, Result
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
-REGISTER_FLAGS = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
 TRANSFER_KINDS = {
     "pageable": "the numpy array, pageable",
     "registered": "the same array, registered",
@@ -46,109 +54,125 @@ TRANSFER_KINDS = {
 
 @dataclass(frozen=True)
 class RegisterParams:
-    power: int = 22
-    repeat: int = 10
-    warmup: int = 2
+    power: Power = power_param(22)
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = RegisterParams
-EXTRA_FIELDS = {"bytes_per_array": ByteCount}
+@dataclass(frozen=True)
+class RegisterExtra:
+    bytes_per_array: ByteCount
 
 
-def run(session: GpuSession, params: RegisterParams, progress: Progress = no_progress) -> Result:
-    memory.MEMORY_KINDS["registered"].check_supported(session)
-    facts = collect(session)
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=8 * nbytes)
-    profiler = session.profiler
-    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-    a_values, b_values, expected = input_arrays(elements)
-    a_array, b_array = (
-        page_aligned_empty(elements, "float32"),
-        page_aligned_empty(elements, "float32"),
-    )
-    a_array[:], b_array[:] = a_values, b_values
-    address = a_array.ctypes.data
+REGISTER = Measure("api", "register", "cuMemHostRegister of the array", "host clock")
+UNREGISTER = Measure("api", "unregister", "cuMemHostUnregister", "host clock")
+H2D = Measure("gpu", "h2d", "one copy host → device", "one operation")
+D2H = Measure("gpu", "d2h", "one copy device → host", "one operation")
+KERNEL = Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
 
-    progress("registration cost", 0, 3)
 
-    def register_and_unregister() -> None:
-        with profiler.api("cuMemHostRegister", "register", "registered", nbytes):
-            driver.host_register(address, nbytes, REGISTER_FLAGS)
-        with profiler.api("cuMemHostUnregister", "unregister", "registered", nbytes):
-            driver.host_unregister(address)
+class Register(Experiment):
+    name = "register"
+    help = "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."
+    Params = RegisterParams
+    Extra = RegisterExtra
+    measures = (
+        REGISTER, UNREGISTER, H2D, D2H, KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS
+    )  # fmt: skip
 
-    profiler.repeat(register_and_unregister, params.warmup, params.repeat)
+    def run(self, ctx: RunContext) -> RegisterExtra:
+        from memprof.core import driver, memory
+        from memprof.core.kernels import load_kernel
+        from memprof.core.memory import page_aligned_empty
+        from memprof.core.verify import compare_arrays
 
-    progress("transfers", 1, 3)
-    d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
-    pinned = memory.allocate(session, "pinned", elements)
-    pinned.array[:] = a_values
-    checks = []
-
-    def measure_transfers(kind: str, buffer: memory.Buffer) -> None:
-        profiler.repeat(lambda: memory.copy(session, d_a, buffer), params.warmup, params.repeat)
-        profiler.repeat(lambda: memory.copy(session, buffer, d_a), params.warmup, params.repeat)
-        checks.append(
-            compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, a_values)
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
+        memory.MEMORY_KINDS["registered"].check_supported(session)
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=8 * nbytes)
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        a_values, b_values, expected = input_arrays(elements)
+        a_array, b_array = (
+            page_aligned_empty(elements, "float32"),
+            page_aligned_empty(elements, "float32"),
         )
+        a_array[:], b_array[:] = a_values, b_values
+        address = a_array.ctypes.data
 
-    # The same array, first as it is, then registered; then cuMemHostAlloc memory.
-    measure_transfers("pageable", memory.adopt(session, "pageable", a_array))
-    registered = []
-    for array in (a_array, b_array):
-        driver.host_register(array.ctypes.data, nbytes, REGISTER_FLAGS)
-        registered.append(
-            memory.adopt(
+        ctx.progress("registration cost", 0, 3)
+
+        def register_and_unregister() -> None:
+            with profiler.api("cuMemHostRegister", "register", "registered", nbytes):
+                driver.host_register(address, nbytes, flags)
+            with profiler.api("cuMemHostUnregister", "unregister", "registered", nbytes):
+                driver.host_unregister(address)
+
+        profiler.repeat(register_and_unregister, params.warmup, params.repeat)
+
+        ctx.progress("transfers", 1, 3)
+        d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
+        pinned = memory.allocate(session, "pinned", elements)
+        pinned.array[:] = a_values
+
+        def measure_transfers(kind: str, buffer: memory.Buffer) -> None:
+            profiler.repeat(lambda: memory.copy(session, d_a, buffer), params.warmup, params.repeat)
+            profiler.repeat(lambda: memory.copy(session, buffer, d_a), params.warmup, params.repeat)
+            ctx.check(
+                compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, a_values)
+            )
+
+        # The same array, first as it is, then registered; then cuMemHostAlloc memory.
+        measure_transfers("pageable", memory.adopt(session, "pageable", a_array))
+        registered = []
+        for array in (a_array, b_array):
+            driver.host_register(array.ctypes.data, nbytes, flags)
+            registered.append(
+                memory.adopt(
+                    session,
+                    "registered",
+                    array,
+                    driver.host_device_pointer(array.ctypes.data),
+                    lambda array=array: driver.host_unregister(array.ctypes.data),
+                )
+            )
+        measure_transfers("registered", registered[0])
+        measure_transfers("pinned", pinned)
+
+        ctx.progress("kernel through the mapped registration", 2, 3)
+        a_reg, b_reg = registered
+        profiler.repeat(
+            lambda: launch_sum(
                 session,
+                kernel,
+                a_reg.device_pointer,
+                b_reg.device_pointer,
+                d_res,
+                elements,
                 "registered",
-                array,
-                driver.host_device_pointer(array.ctypes.data),
-                lambda array=array: driver.host_unregister(array.ctypes.data),
+            ),
+            params.warmup,
+            params.repeat,
+        )
+        ctx.check(
+            verify_device_result(
+                session, d_res, expected, f"sumArrays {size_label(params.power)}, registered"
             )
         )
-    measure_transfers("registered", registered[0])
-    measure_transfers("pinned", pinned)
+        for buffer in (a_reg, b_reg, pinned, d_a, d_res):
+            buffer.free()
+        ctx.progress("done", 3, 3)
+        return RegisterExtra(bytes_per_array=nbytes)
 
-    progress("kernel through the mapped registration", 2, 3)
-    a_reg, b_reg = registered
-    profiler.repeat(
-        lambda: launch_sum(
-            session,
-            kernel,
-            a_reg.device_pointer,
-            b_reg.device_pointer,
-            d_res,
-            elements,
-            "registered",
-        ),
-        params.warmup,
-        params.repeat,
-    )
-    checks.append(
-        verify_device_result(
-            session, d_res, expected, f"sumArrays {size_label(params.power)}, registered"
-        )
-    )
-    for buffer in (a_reg, b_reg, pinned, d_a, d_res):
-        buffer.free()
-    progress("done", 3, 3)
-    return Result(
-        command="register",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={"bytes_per_array": nbytes},
-    )
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
-    register = result.find("register", "registered", "api").stats
-    unregister = result.find("unregister", "registered", "api").stats
+    nbytes = result.extra.bytes_per_array
+    register = find(result, REGISTER, "registered").stats
+    unregister = find(result, UNREGISTER, "registered").stats
     costs = Table(
         f"Pinning an existing array of {format_bytes(nbytes)} in place",
         ["Call", "Median", "Min", "Max", "Calls"],
@@ -168,9 +192,9 @@ def summarize(result: Result) -> Summary:
         ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
         notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
     )
-    h2d = {kind: result.find("h2d", kind, "gpu").stats.median_ms for kind in TRANSFER_KINDS}
+    h2d = {kind: find(result, H2D, kind).stats.median_ms for kind in TRANSFER_KINDS}
     for kind, label in TRANSFER_KINDS.items():
-        d2h = result.find("d2h", kind, "gpu").stats.median_ms
+        d2h = find(result, D2H, kind).stats.median_ms
         transfers.add_row(
             label,
             format_ms(h2d[kind]),
@@ -179,7 +203,7 @@ def summarize(result: Result) -> Summary:
             format_gb_per_s(bandwidth_gb_per_s(nbytes, d2h)),
             format_ratio(h2d["pageable"] / h2d[kind]),
         )
-    kernel = result.find("kernel", "registered", "gpu").stats.median_ms
+    kernel = find(result, KERNEL, "registered").stats.median_ms
     transfers.notes.append(
         f"A kernel reading two registered arrays through DEVICEMAP took {format_ms(kernel)} "
         f"({format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel))} GB/s over PCIe)."

@@ -17,20 +17,31 @@ pipeline's start and end.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress
+from memprof.experiments.base import (
+    FLOAT32_BYTES,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.results import ByteCount, Check, Count, Milliseconds, Result
+from memprof.model.params import Range, param
+from memprof.model.results import Check, Result
+from memprof.model.schema import ByteCount, Count, Milliseconds
 from memprof.model.summary import Chart, Summary, Table
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STAGES = {
     "h2d": ("[CUDA memcpy HtoD]", "H"),
@@ -44,29 +55,50 @@ MODES = {
 }
 CALIBRATION_ITERATIONS = 64
 SAMPLE_ELEMENTS = 4096  # elements checked against numpy's float32 arithmetic
+MAX_KERNEL_MS = 10_000.0
 
 
 @dataclass(frozen=True)
 class StreamsParams:
-    power: int = 26
-    streams: int = 4
-    kernel_ms: float | None = None  # None: match the measured HtoD time of the whole data
-    repeat: int = 5
-    warmup: int = 1
+    power: Power = power_param(26)
+    streams: Annotated[int, Range(2, 32)] = param(
+        4, "Chunks and streams (2 to 32).", flags=("--streams", "-k")
+    )
+    kernel_ms: (
+        Annotated[float, Range(0, MAX_KERNEL_MS, low_open=True, unit="milliseconds")] | None
+    ) = param(
+        None,
+        "Kernel time over all the data in ms, up to 10000 "
+        "(default: the data's measured HtoD time).",
+    )
+    repeat: Repeat = repeat_param(5)
+    warmup: Warmup = warmup_param(1)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = StreamsParams
-EXTRA_FIELDS = {
-    "bytes_per_array": ByteCount,
-    "chunks": list[Count],  # elements in each chunk
-    "iterations": Count,
-    "kernel_target_ms": Milliseconds,
-    # per mode, the run of median total time: [lane, chunk, stage, start ms, end ms]
-    "timelines": {
-        mode: list[tuple[Count, Count, str, Milliseconds, Milliseconds]] for mode in MODES
-    },
-}
+Timeline = list[
+    tuple[Count, Count, str, Milliseconds, Milliseconds]
+]  # lane, chunk, stage, start, end
+
+
+@dataclass(frozen=True)
+class Timelines:
+    """Per mode, the run of median total time."""
+
+    serial: Timeline
+    overlapped: Timeline
+    pageable: Timeline
+
+
+@dataclass(frozen=True)
+class StreamsExtra:
+    bytes_per_array: ByteCount
+    chunks: list[Count]  # elements in each chunk
+    iterations: Count
+    kernel_target_ms: Milliseconds
+    timelines: Timelines
+
+
+TOTAL = Measure("span", "total", "all chunks of one mode, end to end", "end to end")
 
 
 def mode_labels(streams: int) -> dict[str, str]:
@@ -101,133 +133,152 @@ def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
 
 def reference(values: np.ndarray, iterations: int) -> np.ndarray:
     """What busyWork computes, in numpy float32 (no fused multiply-add on either side)."""
+    import numpy as np
+
     x = values.copy()
     for _ in range(iterations):
         x = x * np.float32(0.999) + np.float32(0.001)
     return x
 
 
-def run(session: GpuSession, params: StreamsParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    cuda = session.cuda
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=6 * nbytes)
-    profiler = session.profiler
-    kernel = load_kernel(session, "busy_work.cu", "busyWork")
-    values = np.random.default_rng(11).random(elements, dtype=np.float32)
-    host = {
-        "pinned": (
-            memory.allocate(session, "pinned", elements),
-            memory.allocate(session, "pinned", elements),
+class Streams(Experiment):
+    name = "streams"
+    help = "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."
+    Params = StreamsParams
+    Extra = StreamsExtra
+    measures = (
+        Measure("gpu", "h2d", "each chunk's copy in", "one operation"),
+        Measure("gpu", "kernel", "each chunk's busyWork", "one operation"),
+        Measure("gpu", "d2h", "each chunk's copy out", "one operation"),
+        TOTAL,
+        # memprof 0.1 before schema 2 also recorded the buffers' allocations
+        *(
+            Measure(group, operation, "allocating the buffers (older files)", "host clock", False)
+            for group in ("api", "host")
+            for operation in ("alloc", "free")
         ),
-        "pageable": (
-            memory.allocate(session, "pageable", elements),
-            memory.allocate(session, "pageable", elements),
-        ),
-    }
-    for source, _ in host.values():
-        source.array[:] = values
-    d_in, d_out = (memory.allocate(session, "device", elements) for _ in range(2))
-    chunks = chunk_bounds(elements, params.streams)
-    streams = [cuda.Stream() for _ in range(params.streams)]
-    labels = mode_labels(params.streams)
-
-    progress("calibrating the kernel", 0, 4)
-    whole_h2d_ms = statistics.median(
-        profiler.time_once(
-            lambda: cuda.memcpy_htod_async(
-                d_in.device_pointer, host["pinned"][0].array, profiler.stream
-            )
-        )
-        for _ in range(3)
     )
-    target_ms = params.kernel_ms if params.kernel_ms is not None else whole_h2d_ms
-    iterations = _calibrate(session, kernel, d_in, d_out, elements, target_ms)
 
-    def issue(mode: str) -> tuple[float, list[list]]:
-        """Queue every chunk, wait, return the total and the timeline (ms from the start)."""
-        source, target = host["pageable" if mode == "pageable" else "pinned"]
-        lanes = streams[:1] if mode == "serial" else streams
-        origin = cuda.Event()
-        origin.record()
-        stamps = []
-        for index, (start, count) in enumerate(chunks):
-            stream = lanes[index % len(lanes)]
-            offset = start * FLOAT32_BYTES
-            events = [cuda.Event() for _ in range(4)]
-            events[0].record(stream)
-            cuda.memcpy_htod_async(
-                d_in.device_pointer + offset, source.array[start : start + count], stream
+    def run(self, ctx: RunContext) -> StreamsExtra:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        cuda = session.cuda
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=6 * nbytes)
+        kernel = load_kernel(session, "busy_work.cu", "busyWork")
+        values = np.random.default_rng(11).random(elements, dtype=np.float32)
+        host = {
+            "pinned": (
+                memory.allocate(session, "pinned", elements),
+                memory.allocate(session, "pinned", elements),
+            ),
+            "pageable": (
+                memory.allocate(session, "pageable", elements),
+                memory.allocate(session, "pageable", elements),
+            ),
+        }
+        for source, _ in host.values():
+            source.array[:] = values
+        d_in, d_out = (memory.allocate(session, "device", elements) for _ in range(2))
+        chunks = chunk_bounds(elements, params.streams)
+        streams = [cuda.Stream() for _ in range(params.streams)]
+        labels = mode_labels(params.streams)
+
+        ctx.progress("calibrating the kernel", 0, 4)
+        whole_h2d_ms = statistics.median(
+            profiler.time_once(
+                lambda: cuda.memcpy_htod_async(
+                    d_in.device_pointer, host["pinned"][0].array, profiler.stream
+                )
             )
-            events[1].record(stream)
-            kernel.function.prepared_async_call(
-                (-(-count // 256), 1),
-                (256, 1, 1),
-                stream,
-                d_in.device_pointer + offset,
-                d_out.device_pointer + offset,
-                count,
-                iterations,
-            )
-            events[2].record(stream)
-            cuda.memcpy_dtoh_async(
-                target.array[start : start + count], d_out.device_pointer + offset, stream
-            )
-            events[3].record(stream)
-            stamps.append((lanes.index(stream), index, count, events))
-        end = cuda.Event()
-        end.record()  # the legacy default stream waits for every other stream
-        end.synchronize()
-        timeline = engine_timeline(
-            [
-                [lane, index, stage, first.time_since(origin), last.time_since(origin)]
-                for lane, index, _, events in stamps
-                for stage, (first, last) in zip(STAGES, pairwise(events), strict=True)
-            ]
+            for _ in range(3)
         )
-        for _, index, stage, start, finish in timeline:
-            name = kernel.signature.display if stage == "kernel" else STAGES[stage][0]
-            count = chunks[index][1]
-            profiler.add_sample(
-                "gpu", name, stage, labels[mode], count * FLOAT32_BYTES, finish - start
-            )
-        total = end.time_since(origin)
-        profiler.add_sample("span", "all chunks", "total", labels[mode], nbytes, total)
-        return total, timeline
+        target_ms = params.kernel_ms if params.kernel_ms is not None else whole_h2d_ms
+        iterations = _calibrate(session, kernel, d_in, d_out, elements, target_ms)
 
-    checks: list[Check] = []
-    timelines = {}
-    for step, mode in enumerate(MODES, start=1):
-        progress(labels[mode], step, 4)
-        target = host["pageable" if mode == "pageable" else "pinned"][1]
-        with profiler.paused():
-            for _ in range(params.warmup):
-                issue(mode)
-        runs = []
-        for _ in range(params.repeat):
-            target.array.fill(np.nan)  # poison: every chunk must come back
-            runs.append(issue(mode))
-        checks.append(_verify(target.array, values, iterations, labels[mode]))
-        runs.sort(key=lambda run: run[0])
-        timelines[mode] = runs[len(runs) // 2][1]  # the run of median total time
-    for buffer in (*host["pinned"], *host["pageable"], d_in, d_out):
-        buffer.free()
-    progress("done", 4, 4)
-    return Result(
-        command="streams",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={
-            "bytes_per_array": nbytes,
-            "chunks": [count for _, count in chunks],
-            "iterations": iterations,
-            "kernel_target_ms": target_ms,
-            "timelines": timelines,
-        },
-    )
+        def issue(mode: str) -> tuple[float, list[list]]:
+            """Queue every chunk, wait, return the total and the timeline (ms from the start)."""
+            source, target = host["pageable" if mode == "pageable" else "pinned"]
+            lanes = streams[:1] if mode == "serial" else streams
+            origin = cuda.Event()
+            origin.record()
+            stamps = []
+            for index, (start, count) in enumerate(chunks):
+                stream = lanes[index % len(lanes)]
+                offset = start * FLOAT32_BYTES
+                events = [cuda.Event() for _ in range(4)]
+                events[0].record(stream)
+                cuda.memcpy_htod_async(
+                    d_in.device_pointer + offset, source.array[start : start + count], stream
+                )
+                events[1].record(stream)
+                kernel.function.prepared_async_call(
+                    (-(-count // 256), 1),
+                    (256, 1, 1),
+                    stream,
+                    d_in.device_pointer + offset,
+                    d_out.device_pointer + offset,
+                    count,
+                    iterations,
+                )
+                events[2].record(stream)
+                cuda.memcpy_dtoh_async(
+                    target.array[start : start + count], d_out.device_pointer + offset, stream
+                )
+                events[3].record(stream)
+                stamps.append((lanes.index(stream), index, count, events))
+            end = cuda.Event()
+            end.record()  # the legacy default stream waits for every other stream
+            end.synchronize()
+            timeline = engine_timeline(
+                [
+                    [lane, index, stage, first.time_since(origin), last.time_since(origin)]
+                    for lane, index, _, events in stamps
+                    for stage, (first, last) in zip(STAGES, pairwise(events), strict=True)
+                ]
+            )
+            for _, index, stage, start, finish in timeline:
+                name = kernel.signature.display if stage == "kernel" else STAGES[stage][0]
+                count = chunks[index][1]
+                profiler.add_sample(
+                    "gpu", name, stage, labels[mode], count * FLOAT32_BYTES, finish - start
+                )
+            total = end.time_since(origin)
+            profiler.add_sample("span", "all chunks", "total", labels[mode], nbytes, total)
+            return total, timeline
+
+        timelines = {}
+        for step, mode in enumerate(MODES, start=1):
+            ctx.progress(labels[mode], step, 4)
+            target = host["pageable" if mode == "pageable" else "pinned"][1]
+            with profiler.paused():
+                for _ in range(params.warmup):
+                    issue(mode)
+            runs = []
+            for _ in range(params.repeat):
+                target.array.fill(np.nan)  # poison: every chunk must come back
+                runs.append(issue(mode))
+            ctx.check(_verify(target.array, values, iterations, labels[mode]))
+            runs.sort(key=lambda run: run[0])
+            timelines[mode] = runs[len(runs) // 2][1]  # the run of median total time
+        for buffer in (*host["pinned"], *host["pageable"], d_in, d_out):
+            buffer.free()
+        ctx.progress("done", 4, 4)
+        return StreamsExtra(
+            bytes_per_array=nbytes,
+            chunks=[count for _, count in chunks],
+            iterations=iterations,
+            kernel_target_ms=target_ms,
+            timelines=Timelines(**timelines),
+        )
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) -> int:
@@ -251,6 +302,10 @@ def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) ->
 
 def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str) -> Check:
     """Every element written (no NaN poison left), and a sample exact against numpy."""
+    import numpy as np
+
+    from memprof.core.verify import compare_arrays
+
     if np.isnan(received).any():
         missing = int(np.flatnonzero(np.isnan(received))[0])
         return Check(name, False, received.size, f"element {missing} was never copied back")
@@ -264,13 +319,13 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
 
 def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
-    labels = mode_labels(result.parameters["streams"])
+    labels = mode_labels(result.parameters.streams)
     times = {}
     for stage in STAGES:
         medians = [
             result.find(stage, labels[mode], "gpu", count * FLOAT32_BYTES).stats.median_ms
-            for count in sorted(set(result.extra["chunks"]))
-            for _ in range(result.extra["chunks"].count(count))
+            for count in sorted(set(result.extra.chunks))
+            for _ in range(result.extra.chunks.count(count))
         ]
         times[stage] = (sum(medians), sum(medians) / len(medians))
     return times
@@ -299,19 +354,19 @@ def timeline_lines(timeline: list[list], streams: int, width: int = 72) -> list[
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
-    streams = result.parameters["streams"]
+    nbytes = result.extra.bytes_per_array
+    streams = result.parameters.streams
     attributes = result.device.attributes
     serial_stages = stage_times(result, "serial")
     stages = Table(
-        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra['chunks'])} chunks",
+        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra.chunks)} chunks",
         ["Stage", "Total", "Per chunk", "GB/s"],
         notes=[
-            f"busyWork runs {result.extra['iterations']} iterations per element, tuned to take "
-            f"about {format_ms(result.extra['kernel_target_ms'])} over all the data "
+            f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
+            f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
             + (
                 "(the measured HtoD time of the whole data)."
-                if result.parameters["kernel_ms"] is None
+                if result.parameters.kernel_ms is None
                 else "(--kernel-ms)."
             ),
             "CUDA events around each chunk's copy and kernel; medians per chunk, summed.",
@@ -322,7 +377,7 @@ def summarize(result: Result) -> Summary:
         stages.add_row(STAGES[stage][0], format_ms(total), format_ms(per_chunk), rate)
 
     labels = mode_labels(streams)
-    totals = {mode: result.find("total", labels[mode], "span").stats.median_ms for mode in MODES}
+    totals = {mode: find(result, TOTAL, labels[mode]).stats.median_ms for mode in MODES}
     ideal = ideal_overlapped_ms(serial_stages)
     modes = Table(
         "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)",
@@ -349,7 +404,9 @@ def summarize(result: Result) -> Summary:
     charts = [
         Chart(
             f"Timeline, {labels[mode]} (the run of median time)",
-            timeline_lines(result.extra["timelines"][mode], 1 if mode == "serial" else streams),
+            timeline_lines(
+                getattr(result.extra.timelines, mode), 1 if mode == "serial" else streams
+            ),
         )
         for mode in ("serial", "overlapped", "pageable")
     ]

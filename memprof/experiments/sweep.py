@@ -11,22 +11,34 @@ timed one by one. Every size is verified.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Literal
 
 from memprof.core import memory
-from memprof.core.access import DirectAccess
-from memprof.core.devicefacts import collect
-from memprof.core.session import GpuSession
-from memprof.experiments.common import FLOAT32_BYTES, Progress, no_progress, size_label
+from memprof.experiments.base import (
+    FLOAT32_BYTES,
+    LAUNCH_CALL,
+    Experiment,
+    Measure,
+    Powers,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    powers_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import size_label
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.params import CommaList, NamedSets, param
 from memprof.model.results import Check, Result
 from memprof.model.summary import Chart, Summary, Table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
 ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"
 SWEEP_KINDS = (*(kind.name for kind in memory.kinds_where(lambda k: k.host_copies)), ZEROCOPY)
+SweepKind = Literal[SWEEP_KINDS]  # type: ignore[valid-type]
 ALLOCATED_AS = {ZEROCOPY: "mapped"}
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 NAMES = {
@@ -39,95 +51,123 @@ NAMES = {
 
 @dataclass(frozen=True)
 class SweepParams:
-    powers: tuple[int, ...] = tuple(range(8, 27))  # 1 KiB to 256 MiB
-    kinds: tuple[str, ...] = SWEEP_KINDS
-    directions: tuple[str, ...] = ("h2d", "d2h")
-    repeat: int = 20
-    warmup: int = 2
-
-
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = SweepParams
-# the kinds measured (those of params.kinds this GPU supports) and why others were skipped
-EXTRA_FIELDS = {"kinds": list[str], "skipped": list[str]}
-OPTIONAL_EXTRA = frozenset({"kinds", "skipped"})  # older files measured every kind asked for
-
-
-def run(session: GpuSession, params: SweepParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    cuda = session.cuda
-    largest = 1 << max(params.powers)
-    memory.require_memory(
-        session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
+    powers: Powers = powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
+    kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
+    directions: tuple[Literal["h2d", "d2h"], ...] = param(
+        ("h2d", "d2h"),
+        "Copy direction(s).",
+        flags=("--direction",),
+        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
     )
-    kinds, skipped = _supported(params.kinds, facts.attributes)
-    profiler = session.profiler
-    access = DirectAccess(session)
-    values = np.random.default_rng(3).random(largest, dtype=np.float32)
-    received = np.zeros(largest, np.float32)
-    device = memory.allocate(session, "device", largest)
-    cuda.memcpy_htod(device.device_pointer, values)
-    total = len(kinds) * len(params.powers)
-    checks = []
-    for kind_index, kind in enumerate(kinds):
-        host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
-        host.array[:] = values
-        synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
-        failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
-        for power_index, power in enumerate(params.powers):
-            progress(
-                f"{kind} {size_label(power)}", kind_index * len(params.powers) + power_index, total
-            )
-            n = 1 << power
-            nbytes = n * FLOAT32_BYTES
-            for direction in params.directions:
-                action = _action(cuda, access, kind, direction, host, device, n, power)
-                name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
-                if direction == "d2h" and kind != ZEROCOPY:
-                    host.array[:n] = np.nan  # poison: the copies must write every element
+    repeat: Repeat = repeat_param(20)
+    warmup: Warmup = warmup_param(2)
 
-                def step(
-                    action=action,
-                    name=name,
-                    direction=direction,
-                    kind=kind,
-                    nbytes=nbytes,
-                    synchronous=synchronous,
-                ) -> None:
-                    if kind == ZEROCOPY:  # the kernel launch records itself
-                        action(profiler.stream)
-                        return
-                    with profiler.events(
-                        "gpu", name, direction, kind, nbytes, synchronous=synchronous
-                    ):
-                        action(profiler.stream)
 
-                profiler.repeat(step, params.warmup, params.repeat)
-                profiler.throughput(name, direction, kind, nbytes, action, synchronous)
-                problem = _verify(
-                    cuda, access, kind, direction, host, device, values, received, n, power
+@dataclass(frozen=True)
+class SweepExtra:
+    # the kinds measured (those of params.kinds this GPU supports) and why others were skipped;
+    # None in older files, which measured every kind asked for
+    kinds: list[str] | None = None
+    skipped: list[str] | None = None
+
+
+H2D = Measure(
+    "gpu", "h2d", "a copy or a zero-copy read host → device, at every size", "one operation"
+)
+D2H = Measure(
+    "gpu", "d2h", "a copy or a zero-copy write device → host, at every size", "one operation"
+)
+COPIES = {"h2d": H2D, "d2h": D2H}
+
+
+class Sweep(Experiment):
+    name = "sweep"
+    help = "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."
+    Params = SweepParams
+    Extra = SweepExtra
+    gpus = "one_or_every"
+    measures = (H2D, D2H, LAUNCH_CALL)
+
+    def run(self, ctx: RunContext) -> SweepExtra:
+        import numpy as np
+
+        from memprof.core.access import DirectAccess
+
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        facts = ctx.facts[session.device_index]
+        cuda = session.cuda
+        largest = 1 << max(params.powers)
+        memory.require_memory(
+            session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
+        )
+        kinds, skipped = _supported(params.kinds, facts.attributes)
+        access = DirectAccess(session)
+        values = np.random.default_rng(3).random(largest, dtype=np.float32)
+        received = np.zeros(largest, np.float32)
+        device = memory.allocate(session, "device", largest)
+        cuda.memcpy_htod(device.device_pointer, values)
+        total = len(kinds) * len(params.powers)
+        for kind_index, kind in enumerate(kinds):
+            host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
+            host.array[:] = values
+            synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
+            failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
+            for power_index, power in enumerate(params.powers):
+                ctx.progress(
+                    f"{kind} {size_label(power)}",
+                    kind_index * len(params.powers) + power_index,
+                    total,
                 )
-                if problem:
-                    failures[direction].append(f"{size_label(power)}: {problem}")
-        for direction, problems in failures.items():
-            detail = (
-                problems[0] if problems else f"Check result success! ({len(params.powers)} sizes)"
-            )
-            checks.append(
-                Check(f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail)
-            )
-        host.free()
-    device.free()
-    access.free()
-    progress("done", total, total)
-    return Result(
-        command="sweep",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={"kinds": kinds, "skipped": skipped},
-    )
+                n = 1 << power
+                nbytes = n * FLOAT32_BYTES
+                for direction in params.directions:
+                    action = _action(cuda, access, kind, direction, host, device, n, power)
+                    name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
+                    if direction == "d2h" and kind != ZEROCOPY:
+                        host.array[:n] = np.nan  # poison: the copies must write every element
+
+                    def step(
+                        action=action,
+                        name=name,
+                        direction=direction,
+                        kind=kind,
+                        nbytes=nbytes,
+                        synchronous=synchronous,
+                    ) -> None:
+                        if kind == ZEROCOPY:  # the kernel launch records itself
+                            action(profiler.stream)
+                            return
+                        with profiler.events(
+                            "gpu", name, direction, kind, nbytes, synchronous=synchronous
+                        ):
+                            action(profiler.stream)
+
+                    profiler.repeat(step, params.warmup, params.repeat)
+                    profiler.throughput(name, direction, kind, nbytes, action, synchronous)
+                    problem = _verify(
+                        cuda, access, kind, direction, host, device, values, received, n, power
+                    )
+                    if problem:
+                        failures[direction].append(f"{size_label(power)}: {problem}")
+            for direction, problems in failures.items():
+                detail = (
+                    problems[0]
+                    if problems
+                    else f"Check result success! ({len(params.powers)} sizes)"
+                )
+                ctx.check(
+                    Check(
+                        f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail
+                    )
+                )
+            host.free()
+        device.free()
+        access.free()
+        ctx.progress("done", total, total)
+        return SweepExtra(kinds=kinds, skipped=skipped)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list[str], list[str]]:
@@ -144,7 +184,7 @@ def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list
 
 def measured_kinds(result: Result) -> list[str]:
     """The kinds a sweep measured (older results recorded only the kinds asked for)."""
-    return result.extra.get("kinds", result.parameters["kinds"])
+    return result.extra.kinds if result.extra.kinds is not None else result.parameters.kinds
 
 
 def marker(kind: str) -> str:
@@ -170,6 +210,8 @@ def _verify(
     cuda, access, kind, direction, host, device, values, received, n: int, power: int
 ) -> str:
     """'' when the size's operations did what they should, else what went wrong."""
+    import numpy as np
+
     if kind == ZEROCOPY and direction == "h2d":
         check = access.check_sum("", values[:n])
         return "" if check.passed else check.detail
@@ -196,11 +238,11 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
     """
     found = {}
     for kind in measured_kinds(result):
-        for direction in result.parameters["directions"]:
+        for direction in result.parameters.directions:
             points = []
-            for power in result.parameters["powers"]:
+            for power in result.parameters.powers:
                 nbytes = FLOAT32_BYTES << power
-                measurement = result.find(direction, kind, "gpu", nbytes)
+                measurement = find(result, COPIES[direction], kind, nbytes)
                 latency = measurement.stats.median_ms
                 throughput = measurement.throughput_stats
                 per_operation = throughput.median_ms if throughput else latency
@@ -275,14 +317,14 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 
 def summarize(result: Result) -> Summary:
     found = curves(result)
-    kinds, directions = measured_kinds(result), result.parameters["directions"]
+    kinds, directions = measured_kinds(result), result.parameters.directions
     tables, charts, conclusions = [], [], []
     for direction in directions:
         table = Table(
             f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
             ["Size", *kinds],
         )
-        for index, power in enumerate(result.parameters["powers"]):
+        for index, power in enumerate(result.parameters.powers):
             table.add_row(
                 size_label(power),
                 *(format_gb_per_s(found[kind, direction][index][2]) for kind in kinds),
@@ -306,9 +348,9 @@ def summarize(result: Result) -> Summary:
             "memory. GB/s: throughput of back-to-back operations, batches between one event "
             "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
             "they return). Latency: one operation, median of "
-            f"{result.parameters['repeat']}, from {_source(result)}.",
+            f"{result.parameters.repeat}, from {_source(result)}.",
         ]
-        + [f"Skipped: {reason}." for reason in result.extra.get("skipped", [])],
+        + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
     )
     for kind in kinds:
         for direction in directions:

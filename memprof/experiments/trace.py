@@ -10,32 +10,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from memprof.experiments.base import Experiment, Measure
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.results import NonNegative, Result
+from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
-from memprof.trace.collect import SMALL_COPY_BYTES, BlockedCopies, CopyGroup, TraceParams
+from memprof.trace.collect import SMALL_COPY_BYTES, CopyGroup, TraceExtra, TraceParams
 
-PARAMS = TraceParams
-EXTRA_FIELDS = {
-    "gpu_name": str,
-    "driver_version": str,
-    "exit_code": int,
-    "error": str,  # the uncaught exception, "" if none
-    "wall_s": NonNegative,
-    "copies": list[CopyGroup],
-    "pinned_bandwidth": dict[str, str | float],  # GB/s by direction, bytes, and how measured
-    "blocked": list[BlockedCopies],  # blocking copies by row and size, with their calls' time
-}
-OPTIONAL_EXTRA = frozenset({"blocked"})  # traces saved before memprof paired copies and calls
 UnifiedMemory = dict[str, dict[str, float]]
 
 DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
+# CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them: a trace's operations
+COPY_KINDS = (
+    "HtoD",
+    "DtoH",
+    "HtoA",
+    "AtoH",
+    "AtoA",
+    "AtoD",
+    "DtoA",
+    "DtoD",
+    "HtoH",
+    "PtoP",
+    "Unknown",
+)
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
 
 
 def copies_of(result: Result) -> list[CopyGroup]:
     """The copy groups of a trace (checked against CopyGroup when a file is loaded)."""
-    return list(result.extra.get("copies", []))
+    return list(result.extra.copies)
 
 
 def pinned_gb_per_s(bandwidth: dict[str, Any] | None, direction: str) -> float | None:
@@ -226,14 +229,13 @@ def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> T
 
 def outcome_line(result: Result) -> str:
     extra = result.extra
-    program = result.parameters.get("program", "the program")
-    gpu = extra.get("gpu_name") or "the GPU"
-    ended = f"exited with code {extra.get('exit_code', 0)}"
-    if extra.get("error"):
-        ended = f"raised {extra['error']} (exit code {extra.get('exit_code', 1)})"
+    program = result.parameters.program or "the program"
+    ended = f"exited with code {extra.exit_code}"
+    if extra.error:
+        ended = f"raised {extra.error} (exit code {extra.exit_code})"
     return (
-        f"{program} {ended} after {extra.get('wall_s', 0.0):.3f} s on {gpu} "
-        f"(driver {extra.get('driver_version') or 'unknown'})."
+        f"{program} {ended} after {extra.wall_s:.3f} s on {extra.gpu_name or 'the GPU'} "
+        f"(driver {extra.driver_version or 'unknown'})."
     )
 
 
@@ -252,9 +254,42 @@ def timing_note(result: Result) -> str:
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, and the advice."""
     copies = copies_of(result)
-    bandwidth = result.extra.get("pinned_bandwidth")
+    bandwidth = result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
     # section is the profile's own, as nvprof printed it (memprof.render)
     conclusions = [outcome_line(result), *advice(copies, bandwidth, totals)]
-    return Summary(tables=tables, conclusions=conclusions, show_profile=True)
+    return Summary(
+        tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
+    )
+
+
+class Trace(Experiment):
+    """Your own program under CUPTI (memprof.trace records it); this reads the Result."""
+
+    name = "trace"
+    help = "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU."
+    Params = TraceParams
+    Extra = TraceExtra
+    gpus = "one"
+    timing_option = False  # always CUPTI: the program's own calls cannot be gated
+    affinity_option = False
+    measures = (
+        Measure(
+            "gpu",
+            "htod",
+            "each copy host → device, by memory kinds and size",
+            "one operation",
+            False,
+        ),
+        Measure("gpu", "dtoh", "each copy device → host", "one operation", False),
+        Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
+        Measure("gpu", "htoh", "each copy within the host", "one operation", False),
+        Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
+        Measure("gpu", "memset", "each memset", "one operation", False),
+        Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
+        Measure("api", "api_call", "every driver and runtime call", "driver call", False),
+    )
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)

@@ -8,20 +8,29 @@ device memory after explicit copies.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.common import (
+from memprof.experiments.base import (
     FLOAT32_BYTES,
-    Progress,
+    LAUNCH_CALL,
+    MEMSET_CALL,
+    POISON,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import (
     gpu_timing,
     input_arrays,
     launch_sum,
-    no_progress,
     size_label,
     verify_device_result,
 )
@@ -32,7 +41,8 @@ from memprof.model.formatting import (
     format_ms,
     format_ratio,
 )
-from memprof.model.results import ByteCount, Count, Result
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 PATHS = {
@@ -44,80 +54,95 @@ PATHS = {
 
 @dataclass(frozen=True)
 class UvaParams:
-    power: int = 22
-    repeat: int = 10
-    warmup: int = 2
+    power: Power = power_param(22)
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = UvaParams
-EXTRA_FIELDS = {
-    "bytes_per_array": ByteCount,
-    "pointers": {  # per buffer, the two addresses UVA makes equal
-        buffer: {"host": Count, "device": Count} for buffer in ("a", "b")
-    },
-}
+@dataclass(frozen=True)
+class Addresses:
+    """One buffer's two addresses, which UVA makes equal."""
+
+    host: Count
+    device: Count
 
 
-def run(session: GpuSession, params: UvaParams, progress: Progress = no_progress) -> Result:
-    if not session.attribute("UNIFIED_ADDRESSING"):
-        raise EnvironmentProblem(
-            "this GPU and driver have no unified virtual addressing (unifiedAddressing = 0): "
-            "a host pointer means nothing to a kernel here; `memprof zerocopy` asks the driver "
-            "for the device pointer instead"
-        )
-    facts = collect(session)
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=5 * nbytes)
-    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-    a_values, b_values, expected = input_arrays(elements)
-    a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
-    a.array[:], b.array[:] = a_values, b_values
-    d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
-    memory.copy(session, d_a, a)
-    memory.copy(session, d_b, b)
-    pointers = {
-        "uva": (a.array.ctypes.data, b.array.ctypes.data),
-        "mapped": (a.device_pointer, b.device_pointer),
-        "device": (d_a.device_pointer, d_b.device_pointer),
-    }
-    checks = []
-    for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
-        progress(PATHS[path], done, len(pointers))
-        session.profiler.repeat(
-            lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: launch_sum(
-                session, kernel, a_pointer, b_pointer, d_res, elements, path
-            ),
-            params.warmup,
-            params.repeat,
-        )
-        checks.append(
-            verify_device_result(
-                session, d_res, expected, f"sumArrays {size_label(params.power)}, {PATHS[path]}"
+@dataclass(frozen=True)
+class Pointers:
+    a: Addresses
+    b: Addresses
+
+
+@dataclass(frozen=True)
+class UvaExtra:
+    bytes_per_array: ByteCount
+    pointers: Pointers
+
+
+KERNEL = Measure("gpu", "kernel", "sumArrays reading a and b through each path", "one operation")
+
+
+class Uva(Experiment):
+    name = "uva"
+    help = "Unified virtual addressing: the mapped host pointer passed to a kernel as it is."
+    Params = UvaParams
+    Extra = UvaExtra
+    measures = (KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL)
+
+    def run(self, ctx: RunContext) -> UvaExtra:
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+
+        session, params = ctx.session, ctx.params
+        if not session.attribute("UNIFIED_ADDRESSING"):
+            raise EnvironmentProblem(
+                "this GPU and driver have no unified virtual addressing (unifiedAddressing = 0): "
+                "a host pointer means nothing to a kernel here; `memprof zerocopy` asks the "
+                "driver for the device pointer instead"
             )
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=5 * nbytes)
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        a_values, b_values, expected = input_arrays(elements)
+        a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
+        a.array[:], b.array[:] = a_values, b_values
+        d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+        memory.copy(session, d_a, a)
+        memory.copy(session, d_b, b)
+        pointers = {
+            "uva": (a.array.ctypes.data, b.array.ctypes.data),
+            "mapped": (a.device_pointer, b.device_pointer),
+            "device": (d_a.device_pointer, d_b.device_pointer),
+        }
+        for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
+            ctx.progress(PATHS[path], done, len(pointers))
+            ctx.measure.repeat(
+                lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: launch_sum(
+                    session, kernel, a_pointer, b_pointer, d_res, elements, path
+                ),
+                params.warmup,
+                params.repeat,
+            )
+            name = f"sumArrays {size_label(params.power)}, {PATHS[path]}"
+            ctx.check(verify_device_result(session, d_res, expected, name))
+        for buffer in (a, b, d_a, d_b, d_res):
+            buffer.free()
+        ctx.progress("done", len(pointers), len(pointers))
+        return UvaExtra(
+            bytes_per_array=nbytes,
+            pointers=Pointers(
+                a=Addresses(host=pointers["uva"][0], device=pointers["mapped"][0]),
+                b=Addresses(host=pointers["uva"][1], device=pointers["mapped"][1]),
+            ),
         )
-    for buffer in (a, b, d_a, d_b, d_res):
-        buffer.free()
-    progress("done", len(pointers), len(pointers))
-    return Result(
-        command="uva",
-        parameters=asdict(params),
-        device=facts,
-        measurements=session.profiler.measurements(),
-        checks=checks,
-        extra={
-            "bytes_per_array": nbytes,
-            "pointers": {
-                "a": {"host": pointers["uva"][0], "device": pointers["mapped"][0]},
-                "b": {"host": pointers["uva"][1], "device": pointers["mapped"][1]},
-            },
-        },
-    )
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     pointers = Table(
         "Addresses of the mapped buffers",
         [
@@ -129,11 +154,11 @@ def summarize(result: Result) -> Summary:
         notes=["Equal addresses are what UVA promises: the host pointer works in kernels as is."],
     )
     all_equal = True
-    for name, addresses in result.extra["pointers"].items():
-        equal = addresses["host"] == addresses["device"]
+    for name, addresses in (("a", result.extra.pointers.a), ("b", result.extra.pointers.b)):
+        equal = addresses.host == addresses.device
         all_equal &= equal
         pointers.add_row(
-            name, f"0x{addresses['host']:x}", f"0x{addresses['device']:x}", "yes" if equal else "no"
+            name, f"0x{addresses.host:x}", f"0x{addresses.device:x}", "yes" if equal else "no"
         )
 
     kernels = Table(
@@ -141,9 +166,9 @@ def summarize(result: Result) -> Summary:
         ["Kernel reads a and b from", "Median", "Min", "Read (GB/s)", "vs device memory"],
         notes=[f"{gpu_timing(result)}; read = the two input arrays' bytes over the time."],
     )
-    medians = {path: result.find("kernel", path, "gpu").stats.median_ms for path in PATHS}
+    medians = {path: find(result, KERNEL, path).stats.median_ms for path in PATHS}
     for path, label in PATHS.items():
-        stats = result.find("kernel", path, "gpu").stats
+        stats = find(result, KERNEL, path).stats
         kernels.add_row(
             label,
             format_ms(stats.median_ms),

@@ -9,22 +9,29 @@ through their mapped device pointers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import (
+from memprof.experiments.base import (
+    COPY_CALLS,
     FLOAT32_BYTES,
-    Progress,
+    LAUNCH_CALL,
+    MEMSET_CALL,
+    POISON,
+    Experiment,
+    Measure,
+    Power,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    power_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import (
     gpu_timing,
     input_arrays,
     launch_sum,
-    no_progress,
     size_label,
     verify_device_result,
 )
@@ -35,7 +42,8 @@ from memprof.model.formatting import (
     format_ms,
     format_ratio,
 )
-from memprof.model.results import ByteCount, Result
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 # cached pinned memory, mapped so the same buffers serve the kernel; and write-combined
@@ -44,78 +52,98 @@ KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
 
 @dataclass(frozen=True)
 class WriteCombinedParams:
-    power: int = 22
-    repeat: int = 10
-    warmup: int = 2
+    power: Power = power_param(22)
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = WriteCombinedParams
-EXTRA_FIELDS = {"bytes_per_array": ByteCount}
+@dataclass(frozen=True)
+class WriteCombinedExtra:
+    bytes_per_array: ByteCount
 
 
-def run(
-    session: GpuSession, params: WriteCombinedParams, progress: Progress = no_progress
-) -> Result:
-    for kind in KINDS:
-        memory.MEMORY_KINDS[kind].check_supported(session)
-    facts = collect(session)
-    elements = 1 << params.power
-    nbytes = elements * FLOAT32_BYTES
-    memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
-    profiler = session.profiler
-    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-    a_values, b_values, expected = input_arrays(elements)
-    received = np.zeros(elements, np.float32)
-    d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
-    checks = []
-    for done, kind in enumerate(KINDS):
-        progress(KINDS[kind], done, len(KINDS))
-        a, b = (memory.allocate(session, kind, elements) for _ in range(2))
+HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
+HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
 
-        def host_write(kind: str = kind, a=a, b=b) -> None:
-            with profiler.host_clock("host", "host write", "host_write", kind, nbytes):
-                np.copyto(a.array, a_values)
-            b.array[:] = b_values
 
-        def host_read(kind: str = kind, a=a) -> None:
-            with profiler.host_clock("host", "host read", "host_read", kind, nbytes):
-                np.copyto(received, a.array)
-
-        profiler.repeat(host_write, params.warmup, params.repeat)
-        profiler.repeat(host_read, params.warmup, params.repeat)
-        checks.append(compare_arrays(f"host read back, {KINDS[kind]}", received, a_values))
-        profiler.repeat(lambda a=a: memory.copy(session, d_a, a), params.warmup, params.repeat)
-        profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
-        a.array[:] = a_values  # the DtoH copies overwrote it
-        profiler.repeat(
-            lambda kind=kind, a=a, b=b: launch_sum(
-                session, kernel, a.device_pointer, b.device_pointer, d_res, elements, kind
-            ),
-            params.warmup,
-            params.repeat,
-        )
-        checks.append(
-            verify_device_result(
-                session,
-                d_res,
-                expected,
-                f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped",
-            )
-        )
-        a.free()
-        b.free()
-    for buffer in (d_a, d_res):
-        buffer.free()
-    progress("done", len(KINDS), len(KINDS))
-    return Result(
-        command="writecombined",
-        parameters=asdict(params),
-        device=facts,
-        measurements=profiler.measurements(),
-        checks=checks,
-        extra={"bytes_per_array": nbytes},
+class WriteCombined(Experiment):
+    name = "writecombined"
+    aliases = ("wc",)
+    help = "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."
+    Params = WriteCombinedParams
+    Extra = WriteCombinedExtra
+    measures = (
+        Measure("gpu", "h2d", "one copy host → device", "one operation"),
+        Measure("gpu", "d2h", "one copy device → host", "one operation"),
+        HOST_WRITE,
+        HOST_READ,
+        Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
+        POISON,
+        LAUNCH_CALL,
+        MEMSET_CALL,
+        *COPY_CALLS,
     )
+
+    def run(self, ctx: RunContext) -> WriteCombinedExtra:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+        from memprof.core.verify import compare_arrays
+
+        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        for kind in KINDS:
+            memory.MEMORY_KINDS[kind].check_supported(session)
+        elements = 1 << params.power
+        nbytes = elements * FLOAT32_BYTES
+        memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        a_values, b_values, expected = input_arrays(elements)
+        received = np.zeros(elements, np.float32)
+        d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
+        for done, kind in enumerate(KINDS):
+            ctx.progress(KINDS[kind], done, len(KINDS))
+            a, b = (memory.allocate(session, kind, elements) for _ in range(2))
+
+            def host_write(kind: str = kind, a=a, b=b) -> None:
+                with profiler.host_clock("host", "host write", "host_write", kind, nbytes):
+                    np.copyto(a.array, a_values)
+                b.array[:] = b_values
+
+            def host_read(kind: str = kind, a=a) -> None:
+                with profiler.host_clock("host", "host read", "host_read", kind, nbytes):
+                    np.copyto(received, a.array)
+
+            profiler.repeat(host_write, params.warmup, params.repeat)
+            profiler.repeat(host_read, params.warmup, params.repeat)
+            ctx.check(compare_arrays(f"host read back, {KINDS[kind]}", received, a_values))
+            profiler.repeat(lambda a=a: memory.copy(session, d_a, a), params.warmup, params.repeat)
+            profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
+            a.array[:] = a_values  # the DtoH copies overwrote it
+            profiler.repeat(
+                lambda kind=kind, a=a, b=b: launch_sum(
+                    session, kernel, a.device_pointer, b.device_pointer, d_res, elements, kind
+                ),
+                params.warmup,
+                params.repeat,
+            )
+            ctx.check(
+                verify_device_result(
+                    session,
+                    d_res,
+                    expected,
+                    f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped",
+                )
+            )
+            a.free()
+            b.free()
+        for buffer in (d_a, d_res):
+            buffer.free()
+        ctx.progress("done", len(KINDS), len(KINDS))
+        return WriteCombinedExtra(bytes_per_array=nbytes)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
 ROWS = (
@@ -128,7 +156,7 @@ ROWS = (
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra["bytes_per_array"]
+    nbytes = result.extra.bytes_per_array
     table = Table(
         f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer",
         [
@@ -172,7 +200,7 @@ def summarize(result: Result) -> Summary:
             "fills and never reads back."
         )
     else:
-        read = result.find("host_read", "writecombined", "host").stats.median_ms
+        read = find(result, HOST_READ, "writecombined").stats.median_ms
         conclusion = (
             "The documented trap did not appear on this machine: the host read write-combined "
             f"memory at {format_gb_per_s(bandwidth_gb_per_s(nbytes, read))} GB/s, "

@@ -11,25 +11,30 @@ The pinned device path is the best explicit copies can do; the pageable one what
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-import numpy as np
-
-from memprof.core import memory
-from memprof.core.devicefacts import collect
-from memprof.core.kernels import load_kernel
-from memprof.core.session import GpuSession
-from memprof.core.verify import compare_arrays
-from memprof.experiments.common import (
+from memprof.experiments.base import (
+    COPY_CALLS,
     FLOAT32_BYTES,
-    POISON_BYTE,
-    Progress,
-    input_arrays,
-    no_progress,
-    size_label,
+    LAUNCH_CALL,
+    MEMSET_CALL,
+    POISON,
+    Experiment,
+    Measure,
+    NoExtra,
+    Powers,
+    Repeat,
+    RunContext,
+    Warmup,
+    find,
+    powers_param,
+    repeat_param,
+    warmup_param,
 )
+from memprof.experiments.common import POISON_BYTE, input_arrays, size_label
 from memprof.model.device import pcie_bandwidth_gb_per_s
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
+from memprof.model.params import param
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
 
@@ -38,38 +43,57 @@ SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 
 @dataclass(frozen=True)
 class ZeroCopyParams:
-    powers: tuple[int, ...] = SEED_SWEEP_POWERS
-    repeat: int = 10
-    warmup: int = 2
-    single_size: bool = False  # --power: show the full profile for that one size
+    powers: Powers = powers_param(SEED_SWEEP_POWERS, step=2, single="single_size")
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+    # --power: one size, with the full profile
+    single_size: bool = param(False, "One size, shown in full.", hidden_from_cli=True)
 
 
-# What a saved Result holds: `parameters` (every field) and `extra`, checked at load.
-PARAMS = ZeroCopyParams
-EXTRA_FIELDS: dict = {}
+KERNEL = Measure("gpu", "kernel", "sumArrays reading device or mapped memory", "one operation")
+END_TO_END = Measure(
+    "span", "end_to_end", "each path from its copies in to its copy out", "end to end"
+)
+H2D = Measure("gpu", "h2d", "a copy host → device (device paths)", "one operation")
+D2H = Measure("gpu", "d2h", "the result's copy device → host", "one operation")
 
 
-def run(session: GpuSession, params: ZeroCopyParams, progress: Progress = no_progress) -> Result:
-    facts = collect(session)
-    largest = FLOAT32_BYTES << max(params.powers)
-    memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
-    memory.MEMORY_KINDS["mapped"].check_supported(session)
-    kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-    checks = []
-    for done, power in enumerate(params.powers):
-        progress(f"size {size_label(power)}", done, len(params.powers))
-        checks.extend(_measure_size(session, kernel, power, params))
-    progress("done", len(params.powers), len(params.powers))
-    return Result(
-        command="zerocopy",
-        parameters=asdict(params),
-        device=facts,
-        measurements=session.profiler.measurements(),
-        checks=checks,
+class ZeroCopy(Experiment):
+    name = "zerocopy"
+    help = "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies."
+    description = (
+        f"Without a size: the seed's sweep, 2^N for N in {', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
+    Params = ZeroCopyParams
+    Extra = NoExtra
+    measures = (KERNEL, END_TO_END, H2D, D2H, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)
+
+    def run(self, ctx: RunContext) -> NoExtra:
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+
+        session, powers = ctx.session, ctx.params.powers
+        largest = FLOAT32_BYTES << max(powers)
+        memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
+        memory.MEMORY_KINDS["mapped"].check_supported(session)
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        for done, power in enumerate(powers):
+            ctx.progress(f"size {size_label(power)}", done, len(powers))
+            for check in _measure_size(session, kernel, power, ctx.params):
+                ctx.check(check)
+        ctx.progress("done", len(powers), len(powers))
+        return NoExtra()
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
 
 
-def _measure_size(session: GpuSession, kernel, power: int, params: ZeroCopyParams) -> list:
+def _measure_size(session, kernel, power: int, params: ZeroCopyParams) -> list:
+    import numpy as np
+
+    from memprof.core import memory
+    from memprof.core.verify import compare_arrays
+
     profiler = session.profiler
     elements = 1 << power
     nbytes = elements * FLOAT32_BYTES
@@ -135,7 +159,7 @@ def _measure_size(session: GpuSession, kernel, power: int, params: ZeroCopyParam
 
 
 def summarize(result: Result) -> Summary:
-    powers = result.parameters["powers"]
+    powers = result.parameters.powers
     device = result.device
     link_gb_s = (
         pcie_bandwidth_gb_per_s(device.pcie_max_generation, device.pcie_max_width)
@@ -155,7 +179,7 @@ def summarize(result: Result) -> Summary:
             "Zero-copy read (GB/s)",
         ],
         notes=[
-            f"Kernel: {_kernel_source(result)}, median of {result.parameters['repeat']}. "
+            f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}. "
             "End to end: gated CUDA events around the whole path (device: 2 HtoD + kernel + "
             "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
@@ -172,12 +196,12 @@ def summarize(result: Result) -> Summary:
     against_pageable = []  # (power, zero-copy end to end / pageable end to end)
     for power in powers:
         nbytes = FLOAT32_BYTES << power
-        kernel_device = result.find("kernel", "device", "gpu", 3 * nbytes).stats.median_ms
-        kernel_zero = result.find("kernel", "mapped", "gpu", 3 * nbytes).stats.median_ms
-        e2e_device = result.find("end_to_end", "device", "span", 3 * nbytes).stats.median_ms
-        e2e_zero = result.find("end_to_end", "mapped", "span", 3 * nbytes).stats.median_ms
-        e2e_pageable = _median_or_none(result, "end_to_end", "pageable", "span", 3 * nbytes)
-        h2d = result.find("h2d", "mapped", "gpu", nbytes).stats.median_ms
+        kernel_device = find(result, KERNEL, "device", 3 * nbytes).stats.median_ms
+        kernel_zero = find(result, KERNEL, "mapped", 3 * nbytes).stats.median_ms
+        e2e_device = find(result, END_TO_END, "device", 3 * nbytes).stats.median_ms
+        e2e_zero = find(result, END_TO_END, "mapped", 3 * nbytes).stats.median_ms
+        e2e_pageable = _median_or_none(result, "pageable", 3 * nbytes)
+        h2d = find(result, H2D, "mapped", nbytes).stats.median_ms
         rows.append((power, nbytes, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d))
         if e2e_pageable is not None:
             against_pageable.append((power, e2e_zero / e2e_pageable))
@@ -194,7 +218,7 @@ def summarize(result: Result) -> Summary:
     return Summary(
         tables=[table],
         conclusions=_conclusions(rows) + _pageable_conclusion(against_pageable),
-        show_profile=bool(result.parameters.get("single_size")),
+        show_profile=result.parameters.single_size,
     )
 
 
@@ -255,10 +279,10 @@ def _kernel_source(result: Result) -> str:
     return "gated CUDA events around each launch"
 
 
-def _median_or_none(result: Result, operation, kind, group, nbytes) -> float | None:
+def _median_or_none(result: Result, kind: str, nbytes: int) -> float | None:
     """Results recorded before the pageable path existed lack it."""
     try:
-        return result.find(operation, kind, group, nbytes).stats.median_ms
+        return find(result, END_TO_END, kind, nbytes).stats.median_ms
     except KeyError:
         return None
 

@@ -132,3 +132,16 @@ class DeviceFacts:
     def theoretical_memory_bandwidth_gb_per_s(self) -> float:
         """Double data rate: 2 transfers per memory clock, bus width in bytes."""
         return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_width_bits / 8 / 1e9
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """One GPU of a run on several (peer, hostlink, portable): its index, name and bus id."""
+
+    index: Count
+    name: str
+    pci_bus_id: str
+
+    @classmethod
+    def of(cls, facts: DeviceFacts) -> DeviceRecord:
+        return cls(facts.index, facts.name, facts.pci_bus_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,14 +28,14 @@ from memprof.model.schema import (
     SchemaError,
     check,
     check_dataclass,
-    check_record,
     describe,
 )
 from memprof.model.statistics import Statistics
 
 # 2: `extra` is declared per experiment; compare's and streams' "bytes" is "bytes_per_array".
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)  # older versions are upgraded when loaded (_upgrade)
+# 3: a measurement names its GPUs (`gpus`) instead of writing them into its operation.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)  # older versions are upgraded when loaded (_upgrade)
 
 # gpu: timed on the GPU with CUDA events (nvprof's "GPU activities")
 # api: a driver call timed on the host clock (nvprof's "API calls")
@@ -64,6 +65,9 @@ class Measurement:
     events_ms: list[Milliseconds] = field(default_factory=list)  # gated events beside CUPTI's
     throughput_ms: list[Milliseconds] = field(default_factory=list)  # per operation, back to back
     batch: Count = 0  # operations per throughput batch
+    # The GPUs it ran between, in the order the operation names them: (1,) for GPU 1's copy
+    # from the host, (0, 1) for data moving from GPU 0 to GPU 1; () on a run of one GPU.
+    gpus: tuple[Count, ...] = ()
 
     @property
     def throughput_stats(self) -> Statistics | None:
@@ -77,7 +81,8 @@ class Measurement:
     @property
     def display_name(self) -> str:
         """The profile name with the memory kind, so pageable and pinned rows stay apart."""
-        qualifiers = [q for q in (self.kind, OPERATION_QUALIFIERS.get(self.operation)) if q]
+        route = " → ".join(f"GPU {index}" for index in self.gpus)
+        qualifiers = [q for q in (self.kind, OPERATION_QUALIFIERS.get(self.operation), route) if q]
         return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
 
 
@@ -126,16 +131,31 @@ class MissingMeasurement(KeyError):
         )
 
 
+@dataclass(frozen=True)
+class ResultShape:
+    """What one command's saved Result must hold (its experiment declares it): the types of
+    its parameters and extra, the (group, operation) pairs it may record, and those every
+    run records."""
+
+    params: type
+    extra: type
+    allowed: frozenset[tuple[str, str]]
+    required: frozenset[tuple[str, str]]
+
+
+ShapeOf = Callable[[str], "ResultShape | None"]  # a command's shape; None: not a known command
+
+
 @dataclass
 class Result:
     """Everything one command measured, enough to render it again on any machine."""
 
     command: str
-    parameters: dict[str, Any]
+    parameters: Any  # the experiment's Params (a frozen dataclass)
     device: DeviceFacts | None
     measurements: list[Measurement] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # command-specific plain data
+    extra: Any = None  # the experiment's Extra (a dataclass): what its summary needs besides
     timing: TimingInfo | None = None
     schema_version: Count = SCHEMA_VERSION
     # Made for this process (never taken for a file that lacks them: see schema.check_dataclass).
@@ -177,21 +197,17 @@ class Result:
         return json.dumps(asdict(self), indent=1, default=_plain)
 
     @classmethod
-    def from_json(cls, text: str, name: str = "result") -> Result:
-        """A Result from JSON text, every value checked: InvalidArgument naming `name` if not."""
+    def from_json(cls, text: str, shape_of: ShapeOf, name: str = "result") -> Result:
+        """A Result from JSON text, every value checked against the command's shape:
+        InvalidArgument naming `name` and the field if not."""
         try:
-            result = _checked_result(_parse(text))
+            return _checked_result(_parse(text), shape_of)
         except SchemaError as error:
             # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
             raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
-        _check_summary(result, name)
-        return result
-
-    def save(self, path: Path) -> None:
-        path.write_text(self.to_json() + "\n")
 
     @classmethod
-    def load(cls, path: Path) -> Result:
+    def load(cls, path: Path, shape_of: ShapeOf) -> Result:
         """A Result file, checked as from_json does; any problem is one line naming the file."""
         try:
             raw = path.read_bytes()
@@ -205,7 +221,7 @@ class Result:
                 f"{path} is not a memprof result: not UTF-8 text "
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
-        return cls.from_json(text, str(path))
+        return cls.from_json(text, shape_of, str(path))
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -243,50 +259,63 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
         if data.get("command") in ("compare", "streams") and isinstance(extra, dict):
             extra = {("bytes_per_array" if k == "bytes" else k): v for k, v in extra.items()}
             data = {**data, "extra": extra}
-        data = {**data, "schema_version": SCHEMA_VERSION}
-    return data
+    if data["schema_version"] in (1, 2) and isinstance(data.get("measurements"), list):
+        data = {**data, "measurements": [_gpus_apart(m) for m in data["measurements"]]}
+    return {**data, "schema_version": SCHEMA_VERSION}
 
 
-def _checked_result(data: dict[str, Any]) -> Result:
+# Version 2 wrote the GPUs into the operation: "ce_on 0->1" (peer), "together h2d 1"
+# (hostlink), "portable d2h 0" (portable).
+_OPERATION_OF_MODE = {"alone": "{direction}", "together": "{direction}_at_once"}
+
+
+def _gpus_apart(measurement: Any) -> Any:
+    """A version-2 multi-GPU measurement with its GPUs in `gpus`; anything else as it was."""
+    if not isinstance(measurement, dict) or not isinstance(measurement.get("operation"), str):
+        return measurement
+    words = measurement["operation"].split(" ")
+    if len(words) == 2 and "->" in words[1]:  # peer: "ce_on 0->1"
+        source, _, destination = words[1].partition("->")
+        if source.isdigit() and destination.isdigit():
+            return {**measurement, "operation": words[0], "gpus": [int(source), int(destination)]}
+    if len(words) == 3 and words[1] in ("h2d", "d2h") and words[2].isdigit():
+        mode = _OPERATION_OF_MODE.get(words[0], "{direction}")  # portable: the buffer's kind
+        operation = mode.format(direction=words[1])
+        return {**measurement, "operation": operation, "gpus": [int(words[2])]}
+    return measurement
+
+
+def _checked_result(data: dict[str, Any], shape_of: ShapeOf) -> Result:
     """Result from a parsed file: the command first, since parameters and extra depend on it."""
-    from memprof.experiments import EXPERIMENTS
-
     for key in ("command", "parameters"):
         if key not in data:
             raise SchemaError(key, "is missing")
-    command = check(data["command"], Literal[tuple(EXPERIMENTS)], "command")
-    module = EXPERIMENTS[command]
+    command = check(data["command"], str, "command")
+    shape = shape_of(command)
+    if shape is None:
+        raise SchemaError("command", f"is {describe(command)}, which this memprof cannot render")
     # A parameter added after the file was written takes its default: what memprof did before.
-    parameters = check_dataclass(data["parameters"], module.PARAMS, "parameters")
-    optional = getattr(module, "OPTIONAL_EXTRA", frozenset())  # added later, or not always known
-    extra = check_record(data.get("extra", {}), module.EXTRA_FIELDS, "extra", optional)
+    parameters = check_dataclass(data["parameters"], shape.params, "parameters")
+    extra = check_dataclass(data.get("extra", {}), shape.extra, "extra")
     rest = {k: v for k, v in data.items() if k not in ("parameters", "extra")}
     result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above
-    result.parameters = asdict(parameters)
-    result.extra = extra
+    result.parameters, result.extra = parameters, extra
+    _check_declared(result, shape)
     return result
 
 
-def _check_summary(result: Result, name: str) -> None:
-    """Build the command's summary once, so a file lacking what it needs fails here, in one line."""
-    from memprof.experiments import EXPERIMENTS
-
-    try:
-        EXPERIMENTS[result.command].summarize(result)
-    except MissingMeasurement as error:
-        raise InvalidArgument(
-            f"{name}: the {result.command} summary needs exactly one measurement with "
-            f"{error.wanted}; the file has {error.count}"
-        ) from None
-    except (
-        LookupError,  # a key or index the summary expected
-        StopIteration,  # next() over rows that are not there
-        ValueError,
-        ArithmeticError,  # a zero median divided by
-        TypeError,
-        AttributeError,  # device null where the summary reads the GPU's facts
-    ) as error:
-        raise InvalidArgument(
-            f"{name}: cannot build the {result.command} summary from this file "
-            f"({type(error).__name__}: {error})"
-        ) from None
+def _check_declared(result: Result, shape: ResultShape) -> None:
+    """Every measurement one the command records, and every one it always records present."""
+    found = set()
+    for index, m in enumerate(result.measurements):
+        if (m.group, m.operation) not in shape.allowed:
+            raise SchemaError(
+                f"measurements[{index}]",
+                f"is {m.group} {m.operation!r}, which {result.command} does not record",
+            )
+        found.add((m.group, m.operation))
+    for group, operation in sorted(shape.required - found):
+        raise SchemaError(
+            "measurements",
+            f"has no {group} {operation!r}, which every {result.command} run records",
+        )

@@ -40,3 +40,4 @@ class Summary:
     conclusions: list[str] = field(default_factory=list)
     show_profile: bool = True
     charts: list[Chart] = field(default_factory=list)
+    timing_note: str | None = None  # the profile's footnote, where the command's is its own

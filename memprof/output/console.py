@@ -14,6 +14,7 @@ import errno
 import io
 import os
 import sys
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
@@ -134,3 +135,27 @@ def silence_closed_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = stderr_console()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not (enabled and console.is_terminal),
+    )
+    task = progress.add_task("starting", total=None)
+
+    def update(description: str, done: int, total: int) -> None:
+        progress.update(task, description=description, completed=done, total=total)
+
+    with progress:
+        yield update

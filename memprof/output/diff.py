@@ -19,7 +19,7 @@ NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard de
 
 
 def _key(m: Measurement) -> tuple:
-    return (m.group, m.name, m.operation, m.kind, m.bytes)
+    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
 def noise(a: Statistics, b: Statistics) -> float:

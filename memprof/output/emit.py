@@ -43,8 +43,11 @@ class Output:
         check_distinct(self.destinations(), inputs)
 
 
-def emit(results: list[Result], output: Output) -> None:
-    """Show, save, then fail if a save failed (exit 5) or a result did not verify (exit 1)."""
+def emit(results: list[Result], summarize: Callable[[Result], Summary], output: Output) -> None:
+    """Show, save, then fail if a save failed (exit 5) or a result did not verify (exit 1).
+
+    summarize: each Result's tables and conclusions (its experiment's).
+    """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result
 
@@ -52,7 +55,7 @@ def emit(results: list[Result], output: Output) -> None:
         for index, result in enumerate(results):
             if index:
                 console.print()
-            render_result(result, console)
+            render_result(result, summarize(result), console)
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",

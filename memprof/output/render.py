@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable
+from dataclasses import asdict
 
 from rich import box
 from rich.cells import cell_len
@@ -17,7 +18,6 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from memprof.experiments import EXPERIMENTS
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Check, Result
 from memprof.model.summary import Summary, Table
@@ -299,10 +299,14 @@ def _rich_table(
 # -- whole results -----------------------------------------------------------------------------
 
 
-def render_result(result: Result, console: Console, show_profile: bool | None = None) -> None:
-    """Header, profile (nvprof layout), summary tables, verification and conclusions."""
+def render_result(
+    result: Result, summary: Summary, console: Console, show_profile: bool | None = None
+) -> None:
+    """Header, profile (nvprof layout), summary tables, verification and conclusions.
+
+    summary: the Result's tables and conclusions, from its experiment's summarize().
+    """
     safe = console_text(console)
-    summary: Summary = EXPERIMENTS[result.command].summarize(result)
     console.print(Text(safe(_headline(result)), style="bold"))
     if result.timing is not None and result.timing.host_affinity:
         console.print(Text(safe(result.timing.host_affinity), style="dim"))
@@ -310,7 +314,8 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
         console.print(Text(f"=={result.pid}== Profiling result:"))
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
-        console.print(Text(safe(timing_note(result)), style="dim"))
+        note = summary.timing_note or timing_note(result)
+        console.print(Text(safe(note), style="dim"))
         unified = unified_memory_lines(result, console.width)
         if unified:
             console.print(
@@ -324,9 +329,6 @@ def render_result(result: Result, console: Console, show_profile: bool | None = 
 def timing_note(result: Result) -> str:
     """How the profile's figures were measured, from what the Result records."""
     timing = result.timing
-    own_note = getattr(EXPERIMENTS.get(result.command), "timing_note", None)
-    if timing is not None and own_note is not None:  # a command whose figures are its own
-        return own_note(result)
     only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
     if timing is None:  # results saved before memprof recorded its timing source
         return (
@@ -432,7 +434,7 @@ def _safe_table(table: Table, safe: Callable[[str], str]) -> Table:
 def _headline(result: Result) -> str:
     device = result.device
     where = f" on {device.name} (device {device.index})" if device else ""
-    parameters = ", ".join(f"{k}={_value(v)}" for k, v in result.parameters.items())
+    parameters = ", ".join(f"{k}={_value(v)}" for k, v in asdict(result.parameters).items())
     run = f"memprof {result.command}{where}"
     when = f"[{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     return f"{run}: {parameters} {when}" if parameters else f"{run} {when}"

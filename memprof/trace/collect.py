@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.results import Measurement, Result, TimingInfo
+from memprof.model.schema import NonNegative
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
 BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
@@ -433,6 +435,23 @@ def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     return sorted(groups.values(), key=lambda g: (-g.gpu_ms, g.direction, g.source))
 
 
+@dataclass
+class TraceExtra:
+    """What a trace keeps beside its measurements: the GPU, how the program ended, its copies
+    by memory kind, and this GPU's pinned bandwidth for the advice."""
+
+    gpu_name: str
+    driver_version: str
+    exit_code: int
+    error: str  # the uncaught exception, "" if none
+    wall_s: NonNegative
+    copies: list[CopyGroup]
+    pinned_bandwidth: dict[str, str | float]  # GB/s by direction, bytes, and how measured
+    # blocking copies by row and size, with their calls' time (None: traced before memprof
+    # paired copies and calls)
+    blocked: list[BlockedCopies] | None = None
+
+
 def trace_result(
     program: Program,
     outcome: Outcome,
@@ -444,19 +463,19 @@ def trace_result(
     error = outcome.error
     return Result(
         command="trace",
-        parameters=asdict(TraceParams(program.label, program.arguments, device_index)),
+        parameters=TraceParams(program.label, program.arguments, device_index),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
-        extra={
-            "gpu_name": recording.gpu_name,
-            "driver_version": recording.driver_version,
-            "exit_code": outcome.exit_code,
-            "error": "" if error is None else f"{type(error).__name__}: {error}",
-            "wall_s": outcome.wall_s,
-            "copies": copy_groups(recording.gpu, recording.api),
-            "blocked": blocked_copies(recording.gpu, recording.api),
-            "pinned_bandwidth": bandwidth,
-        },
+        extra=TraceExtra(
+            gpu_name=recording.gpu_name,
+            driver_version=recording.driver_version,
+            exit_code=outcome.exit_code,
+            error="" if error is None else f"{type(error).__name__}: {error}",
+            wall_s=outcome.wall_s,
+            copies=copy_groups(recording.gpu, recording.api),
+            blocked=blocked_copies(recording.gpu, recording.api),
+            pinned_bandwidth=bandwidth,
+        ),
         timing=TimingInfo(
             source="cupti",
             note="CUPTI activity records of the whole program",
@@ -475,15 +494,17 @@ def cache_path() -> Path:
     return Path(root) / "memprof" / "pinned_bandwidth.json"
 
 
-def bandwidth_from_sweep(result: Result) -> dict[str, float]:
-    """GB/s of pinned HtoD and DtoH at the sweep's largest size (back-to-back throughput)."""
+def bandwidth_from_sweep(text: str) -> dict[str, float]:
+    """GB/s of pinned HtoD and DtoH at the largest size of a saved sweep (back to back)."""
     from memprof.model.formatting import bandwidth_gb_per_s
+    from memprof.model.schema import check
 
+    measurements = check(json.loads(text).get("measurements"), list[Measurement], "measurements")
     figures: dict[str, float] = {}
     for direction in ("h2d", "d2h"):
         copies = [
             m
-            for m in result.measurements
+            for m in measurements
             if m.operation == direction and m.kind == "pinned" and m.group == "gpu"
         ]
         if not copies:
@@ -516,7 +537,7 @@ def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
         if completed.returncode != 0 or not path.exists():
             lines = (completed.stderr or completed.stdout).strip().splitlines()
             raise RuntimeError(lines[-1] if lines else f"exit code {completed.returncode}")
-        return bandwidth_from_sweep(Result.load(path))
+        return bandwidth_from_sweep(path.read_text())
 
 
 def pinned_bandwidth(
@@ -566,7 +587,12 @@ class TraceOptions:
     no_color: bool = False
 
 
-def trace(program: Program, options: TraceOptions, collector: Collector | None = None) -> int:
+def trace(
+    program: Program,
+    options: TraceOptions,
+    summarize: Callable[[Result], Any],
+    collector: Collector | None = None,
+) -> int:
     """Trace the program, print its profile and advice, save it; the program's exit code.
 
     memprof's own failures (no CUPTI, script missing, CUPTI refused) raise MemprofError
@@ -590,26 +616,27 @@ def trace(program: Program, options: TraceOptions, collector: Collector | None =
         options.device, recording.gpu_name, recording.driver_version, options.bandwidth
     )
     result = trace_result(program, outcome, recording, options.device, bandwidth)
-    emit(result, options)
+    emit(result, summarize(result), options)
     return outcome.exit_code
 
 
-def emit(result: Result, options: TraceOptions) -> None:
+def emit(result: Result, summary: Any, options: TraceOptions) -> None:
     """Save JSON/CSV, and print the profile and advice on stderr (stdout is the program's)."""
     from rich.console import Console
 
     from memprof.output.export import write_csv
+    from memprof.output.files import write_text_atomic
     from memprof.output.render import render_result
 
     if options.json is not None:
-        result.save(options.json)
+        write_text_atomic(options.json, result.to_json() + "\n")
     if options.csv is not None:
         write_csv([result], options.csv)
     if options.quiet:
         return
     wide = sys.stderr.isatty() or "COLUMNS" in os.environ
     console = Console(stderr=True, width=None if wide else 160, no_color=options.no_color)
-    render_result(result, console)
+    render_result(result, summary, console)
     for path in (options.json, options.csv):
         if path is not None:
             console.print(f"saved {path}", style="dim", markup=False, highlight=False)

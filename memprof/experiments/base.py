@@ -1,0 +1,262 @@
+"""The contract every command keeps, and the one way any of them runs.
+
+An Experiment declares:
+- its name, aliases and one-line help;
+- Params: a frozen dataclass whose fields carry their default, allowed values and help
+  (memprof.model.params). The command line, `memprof.run()` and a loaded file use it alike;
+- Extra: a dataclass of the plain data its summary needs beside the measurements;
+- measures: every (group, operation) it records, what it is and how it is timed. The
+  measuring core refuses anything else, and a loaded file must hold every required one;
+- which GPUs it uses (one, one or every in turn, or every GPU at once) and which shared
+  options it takes;
+- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and
+  summarize(result) -> Summary, which needs no GPU.
+
+Experiment modules import nothing heavier than memprof.model at their top: numpy, PyCUDA and
+CUPTI are imported inside run(), so `memprof --help` and `memprof report` start fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+
+from memprof.model.device import DeviceFacts
+from memprof.model.formatting import format_bytes
+from memprof.model.params import Each, Range, Sizes, param
+from memprof.model.results import Check, Group, Measurement, Result
+from memprof.model.summary import Summary
+
+if TYPE_CHECKING:
+    from memprof.core.measure import Profiler
+    from memprof.core.session import Devices, GpuSession
+
+FLOAT32_BYTES = 4
+MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fits an int)
+
+# The Params fields most experiments share, with the rules every command applies.
+Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Repeat = Annotated[int, Range(1, 10_000)]
+Warmup = Annotated[int, Range(0, 1000)]
+
+POWER_HELP = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
+
+
+def power_param(default: int, help: str = POWER_HELP) -> Any:
+    """--power/-p, its help naming what the default is in bytes."""
+    size = format_bytes(FLOAT32_BYTES << default)
+    return param(default, f"{help} ({default} = {size}).", flags=("--power", "-p"))
+
+
+def powers_param(default: tuple[int, ...], step: int, single: str | None = None) -> Any:
+    """A sweep of sizes: --from/--to/--step (and --power for one size where `single`)."""
+    return param(default, "Sizes: N of 2^N floats.", form=Sizes(step, single))
+
+
+def repeat_param(default: int) -> Any:
+    return param(
+        default, "Timed repetitions of each measurement (1 to 10000).", flags=("--repeat", "-r")
+    )
+
+
+def warmup_param(default: int, help: str = "") -> Any:
+    return param(
+        default,
+        help
+        or "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000).",
+    )
+
+
+@dataclass(frozen=True)
+class NoExtra:
+    """For experiments whose measurements say everything."""
+
+
+# -- what an experiment records ---------------------------------------------------------------
+
+Basis = Literal["one operation", "back to back", "host clock", "end to end", "driver call"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One kind of figure an experiment records: a (group, operation) and what it means."""
+
+    group: Group
+    operation: str
+    what: str
+    basis: Basis
+    required: bool = True  # False: only some runs record it (an option, a GPU capability)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.operation)
+
+
+# CUPTI's records of every driver call the timed operations made (nvprof's API rows).
+DRIVER_CALLS = Measure(
+    "api", "driver_call", "every driver call a timed operation made", "driver call", False
+)
+# What the core records beside what an experiment times (memprof.core.memory, .kernels): the
+# host clock around each driver call, and the poison written before a kernel's output.
+LAUNCH_CALL = Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False)
+MEMSET_CALL = Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False)
+POISON = Measure("gpu", "memset", "an output poisoned before each run", "one operation", False)
+COPY_CALLS = (
+    Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
+    Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
+)
+
+
+def find(
+    result: Result, measure: Measure, kind: str | None = None, byte_count: int | None = None
+) -> Measurement:
+    """The one measurement of a declared measure (and kind, size) in a Result."""
+    return result.find(measure.operation, kind, measure.group, byte_count)
+
+
+def find_all(result: Result, measure: Measure) -> list[Measurement]:
+    """Every measurement of a declared measure, in the order recorded."""
+    return [m for m in result.measurements if (m.group, m.operation) == measure.key]
+
+
+# -- the experiment ---------------------------------------------------------------------------
+
+Gpus = Literal["one", "one_or_every", "every"]
+Progress = Callable[[str, int, int], None]  # (description, done, total)
+
+
+def no_progress(description: str, done: int, total: int) -> None:
+    """The default progress callback: experiments never print."""
+
+
+class Experiment:
+    """One command: what it takes, what it records, how it measures and how it reads back."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]  # one line: the command list's entry
+    description: ClassVar[str] = ""  # more for `memprof CMD --help`
+    aliases: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type]
+    Extra: ClassVar[type] = NoExtra
+    measures: ClassVar[tuple[Measure, ...]] = ()
+    gpus: ClassVar[Gpus] = "one"
+    timing_option: ClassVar[bool] = True  # takes --timing
+    affinity_option: ClassVar[bool] = True  # takes --no-affinity
+
+    def run(self, ctx: RunContext) -> Any:
+        """Measure on the GPU through ctx; return the Extra."""
+        raise NotImplementedError
+
+    def summarize(self, result: Result) -> Summary:
+        """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
+        raise NotImplementedError
+
+    @classmethod
+    def declared(cls) -> tuple[Measure, ...]:
+        """Everything a run may record: its own measures and the driver calls behind them."""
+        return (*cls.measures, DRIVER_CALLS)
+
+    @classmethod
+    def declared_keys(cls) -> frozenset[tuple[str, str]]:
+        return frozenset(measure.key for measure in cls.declared())
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is made, besides its Params: where, timed how, the host thread placed how."""
+
+    device: int | None = 0  # None: every GPU (experiments of gpus "one_or_every" or "every")
+    timing: str = "auto"  # auto, cupti, events
+    affinity: bool = True  # the host thread on the GPU's local CPUs
+
+
+@dataclass
+class RunContext:
+    """What run() measures with: the Params, the GPU (or GPUs), the measuring core, and the
+    checks against numpy it collects."""
+
+    params: Any
+    progress: Progress = no_progress
+    session: GpuSession | None = None  # experiments on one GPU
+    devices: Devices | None = None  # experiments on every GPU at once
+    facts: dict[int, DeviceFacts] = field(default_factory=dict)  # each GPU's, by index
+    affinity: bool = True  # place the host thread on a GPU's local CPUs (near_gpu)
+    checks: list[Check] = field(default_factory=list)
+    placement: str | None = None  # where the host thread ran, the header's affinity line
+
+    @property
+    def measure(self) -> Profiler:
+        """The measuring core of the GPU this experiment runs on."""
+        assert self.session is not None, "an experiment on several GPUs measures per device"
+        return self.session.profiler
+
+    def check(self, check: Check) -> Check:
+        """Keep a verification in the Result (a failed one makes the command exit 1)."""
+        self.checks.append(check)
+        return check
+
+    @contextmanager
+    def near_gpu(self, index: int) -> Iterator[str]:
+        """The host thread on GPU `index`'s local CPUs inside, so host memory allocated
+        there lands on its NUMA node (unless --no-affinity); yields the line saying so."""
+        from memprof.core.affinity import near_gpu
+
+        with near_gpu(self.facts[index].pci_bus_id, self.affinity) as placed:
+            yield placed
+
+
+def run(
+    experiment: Experiment,
+    params: Any,
+    options: RunOptions = RunOptions(),
+    progress: Progress = no_progress,
+) -> tuple[Result, list[str]]:
+    """Run one experiment and make its Result; also what failed to be freed, for a warning.
+
+    One GPU: a GpuSession on options.device, the host thread near it. Every GPU at once: a
+    session per GPU (memprof.core.session.Devices); the experiment places its own threads.
+    """
+    from memprof.core.devicefacts import collect
+    from memprof.core.session import Devices, GpuSession, device_count
+
+    declared = experiment.declared_keys()
+    if experiment.gpus == "every":
+        indices = list(range(device_count()))
+        gpus: Any = Devices(indices, options.timing, declared)
+    else:
+        assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
+        indices = [options.device]
+        gpus = GpuSession(options.device, options.timing, declared)
+    with gpus:
+        sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
+        ctx = RunContext(params, progress, affinity=options.affinity)
+        for index, session in zip(indices, sessions, strict=True):
+            with session.active():
+                ctx.facts[index] = collect(session)
+        if experiment.gpus == "every":
+            ctx.devices = gpus
+            extra = experiment.run(ctx)
+        else:
+            ctx.session = gpus
+            with ctx.near_gpu(options.device) as ctx.placement:
+                extra = experiment.run(ctx)
+        measurements: list[Measurement] = []
+        for session in sessions:
+            with session.active():
+                measurements += session.profiler.measurements()
+        with sessions[0].active():
+            timing = sessions[0].profiler.timing_info()
+    timing.host_affinity = ctx.placement
+    result = Result(
+        command=experiment.name,
+        parameters=params,
+        device=ctx.facts[indices[0]],
+        measurements=measurements,
+        checks=ctx.checks,
+        extra=extra,
+        timing=timing,
+    )
+    return result, gpus.cleanup_failures

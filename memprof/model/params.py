@@ -1,0 +1,301 @@
+"""What an experiment's Params field declares: its default, the values it allows, and its help.
+
+Each experiment has one frozen Params dataclass. A field is written
+
+    power: Power = param(22, "Size: 2^N float32 elements per array", flags=("--power", "-p"))
+
+and that one line is what the command line offers (memprof.cli builds the option from it),
+what `memprof.run()` and the command line refuse (a value outside the rule), and what a saved
+file must hold (memprof.model.schema checks `Annotated` rules such as Range when it loads one).
+
+Fields are plain values: ints, floats, strings, bools, or tuples of them. A few fields take a
+different shape on the command line, declared with `form=`: a tuple of sizes is `--from/--to/
+--step` (Sizes), a tuple of names a comma-separated list (CommaList), a tuple chosen by name
+one of several named sets (NamedSets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from memprof.errors import InvalidArgument
+from memprof.model.schema import SchemaError, check, describe
+
+
+@dataclass(frozen=True)
+class Range:
+    """A number from `low` to `high` (`low` itself excluded when low_open); NaN never."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    unit: str = ""  # named in the message after the range: "milliseconds"
+
+    def allows(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    @property
+    def phrase(self) -> str:
+        if self.low_open:
+            text = f"({self.low:g}, {self.high:g}]"
+        else:
+            text = f"{self.low:g} to {self.high:g}"
+        return f"{text} {self.unit}".rstrip()
+
+    def refusal(self, value: Any) -> str:
+        """The one message every refusal of this range uses (command line, API, loader)."""
+        shown = value if not isinstance(value, float) else f"{value:g}"
+        return f"{shown} is outside the allowed range {self.phrase}"
+
+    def check(self, value: float, where: str) -> None:
+        """The schema's rule interface: a loaded value outside the range is refused."""
+        if not self.allows(value):
+            raise SchemaError(where, f"is {describe(value)}")
+
+
+@dataclass(frozen=True)
+class Each:
+    """A rule for every item of a tuple (a Range for each size of a sweep), and at least one."""
+
+    rule: Any
+
+    def check(self, value: tuple, where: str) -> None:
+        if not value:
+            raise SchemaError(where, "is an empty list")
+        for index, item in enumerate(value):
+            self.rule.check(item, f"{where}[{index}]")
+
+    @property
+    def phrase(self) -> str:
+        return f"with at least one item, each {self.rule.phrase}"
+
+
+# -- how a field looks on the command line ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A tuple of powers as --from A --to B --step S; `single` names a bool field that
+    --power N sets (one size, shown in full) where the experiment offers it."""
+
+    step: int = 1
+    single: str | None = None
+
+    @staticmethod
+    def value(first: int | None, last: int | None, step: int, default: tuple[int, ...]) -> tuple:
+        """The sizes --from/--to/--step give, or the default sweep where neither is given."""
+        if first is None and last is None:
+            return default
+        if first is None or last is None:
+            raise InvalidArgument("a sweep needs both --from and --to")
+        if first > last:
+            raise InvalidArgument(f"--from {first} is larger than --to {last}")
+        return tuple(range(first, last + 1, step))
+
+
+@dataclass(frozen=True)
+class CommaList:
+    """A tuple of names given as one comma-separated option, in the order given, each once."""
+
+    @staticmethod
+    def value(text: str, flag: str, choices: tuple) -> tuple[str, ...]:
+        chosen = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+        if not chosen or any(name not in choices for name in chosen):
+            raise InvalidArgument(
+                f"{flag} {text!r}: choose from {', '.join(choices)} (comma-separated)"
+            )
+        return chosen
+
+
+@dataclass(frozen=True)
+class NamedSets:
+    """A tuple chosen by name: --direction both gives ("h2d", "d2h")."""
+
+    sets: Mapping[str, tuple]
+
+    def name_of(self, value: tuple) -> str:
+        return next(name for name, values in self.sets.items() if values == value)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A Params field's command-line face: its help, its flags, and its form."""
+
+    help: str
+    flags: tuple[str, ...] = ()  # "--power", "-p"; empty: --field-name
+    form: Sizes | CommaList | NamedSets | None = None
+    hidden_from_cli: bool = False  # set by another option (Sizes.single), never given itself
+
+
+def param(
+    default: Any,
+    help: str,
+    *,
+    flags: tuple[str, ...] = (),
+    form: Sizes | CommaList | NamedSets | None = None,
+    hidden_from_cli: bool = False,
+) -> Any:
+    """A Params field: its default, and how the command line offers it."""
+    return dataclasses.field(
+        default=default,
+        metadata={"option": Option(help, flags, form, hidden_from_cli)},
+    )
+
+
+def option_of(field: dataclasses.Field) -> Option:
+    """The Option a Params field declares (a plain field: its name as the help)."""
+    return field.metadata.get("option") or Option(field.name.replace("_", " "))
+
+
+def hints(params_type: type) -> dict[str, Any]:
+    """The annotations of a Params class, rules included."""
+    return typing.get_type_hints(params_type, include_extras=True)
+
+
+def rules_of(hint: Any) -> list[Any]:
+    """The Annotated rules (Range, Each) of a field's type."""
+    if get_origin(hint) is Annotated:
+        return [rule for rule in get_args(hint)[1:] if hasattr(rule, "check")]
+    return []
+
+
+def base_type(hint: Any) -> Any:
+    """A field's type without its rules: int, float | None, Literal[...], tuple[str, ...]."""
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def choices_of(hint: Any) -> tuple | None:
+    """The allowed values of a Literal field, or of each item of a tuple of Literals."""
+    hint = base_type(hint)
+    if get_origin(hint) is Literal:
+        return get_args(hint)
+    if get_origin(hint) is tuple:
+        item = get_args(hint)[0]
+        if get_origin(item) is Literal:
+            return get_args(item)
+    return None
+
+
+def validated(params: Any) -> Any:
+    """`params` if every field keeps its type and rules, else InvalidArgument naming the field."""
+    for field in dataclasses.fields(params):
+        if not field.init:
+            continue
+        value = getattr(params, field.name)
+        hint = hints(type(params))[field.name]
+        try:
+            check(list(value) if isinstance(value, tuple) else value, hint, field.name)
+        except SchemaError as error:
+            raise InvalidArgument(_refusal(field.name, hint, value, error)) from None
+    return params
+
+
+def _refusal(name: str, hint: Any, value: Any, error: SchemaError) -> str:
+    """A Range's own words where the value broke one, else the schema's."""
+    values = value if isinstance(value, tuple) else (value,)
+    for rule in rules_of(hint):
+        limit = rule.rule if isinstance(rule, Each) else rule
+        if isinstance(limit, Range):
+            numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            bad = [v for v in numbers if not limit.allows(v)]
+            if bad:
+                return f"{name}: {limit.refusal(bad[0])}"
+    return str(error)
+
+
+def make(params_type: type, **values: Any) -> Any:
+    """Params from keyword values (unknown names refused), every value checked."""
+    names = {f.name for f in dataclasses.fields(params_type) if f.init}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
+        )
+    converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return validated(params_type(**converted))
+
+
+# -- the command line's view of a Params class ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """One command-line option, whatever parses it (memprof.cli renders it with typer)."""
+
+    name: str  # the Python name its value arrives under
+    kind: Any  # int, float | None, str, bool...
+    default: Any
+    flags: tuple[str, ...]
+    help: str
+    rule: Range | None = None  # values outside it are refused in the rule's words
+    choices: tuple[str, ...] = ()  # a fixed set of names
+
+
+def cli_options(params_type: type) -> list[CliOption]:
+    """The options a Params class offers: one per field, a sweep of sizes as several."""
+    options = []
+    for field in dataclasses.fields(params_type):
+        face, hint = option_of(field), hints(params_type)[field.name]
+        flags = face.flags or (f"--{field.name.replace('_', '-')}",)
+        rule = next((r.rule if isinstance(r, Each) else r for r in rules_of(hint)), None)
+        form, choices = face.form, choices_of(hint) or ()
+        if face.hidden_from_cli:
+            continue
+        if isinstance(form, Sizes):
+            if form.single:
+                help = f"{face.help.split(':')[0]}: 2^N floats, one size shown in full."
+                options.append(CliOption("power", int | None, None, ("--power", "-p"), help, rule))
+            for name, which in (("from", "first"), ("to", "last")):
+                help = f"Sweep: {which} size, N of 2^N floats."
+                options.append(
+                    CliOption(f"{name}_power", int | None, None, (f"--{name}",), help, rule)
+                )
+            step = Range(1, rule.high if rule else 64)
+            options.append(CliOption("step", int, form.step, ("--step",), "Sweep: step.", step))
+        elif isinstance(form, CommaList):
+            help = f"{face.help} Comma-separated, from: {', '.join(choices)}."
+            options.append(CliOption(field.name, str, ",".join(field.default), flags, help))
+        elif isinstance(form, NamedSets):
+            default = form.name_of(field.default)
+            options.append(
+                CliOption(field.name, str, default, flags, face.help, None, tuple(form.sets))
+            )
+        else:
+            kind = base_type(hint) if not choices else str
+            options.append(
+                CliOption(field.name, kind, field.default, flags, face.help, rule, choices)
+            )
+    return options
+
+
+def from_cli(params_type: type, values: dict[str, Any]) -> Any:
+    """Params from the values of cli_options(params_type), every value checked."""
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(params_type):
+        face = option_of(field)
+        form, flag = face.form, (face.flags or (f"--{field.name.replace('_', '-')}",))[0]
+        if face.hidden_from_cli:
+            continue
+        if isinstance(form, Sizes):
+            power, sizes = values.get("power"), (values["from_power"], values["to_power"])
+            fields[field.name] = form.value(*sizes, values["step"], field.default)
+            if power is not None:
+                if sizes != (None, None):
+                    raise InvalidArgument("use either --power or --from/--to, not both")
+                fields[field.name], fields[form.single] = (power,), True
+        elif isinstance(form, CommaList):
+            choices = choices_of(hints(params_type)[field.name]) or ()
+            fields[field.name] = form.value(values[field.name], flag, choices)
+        elif isinstance(form, NamedSets):
+            fields[field.name] = form.sets[values[field.name]]
+        else:
+            fields[field.name] = values[field.name]
+    return make(params_type, **fields)

@@ -1,0 +1,38 @@
+"""What the user sees must not move: every recorded fixture renders exactly as it did.
+
+tests/golden/ holds `memprof report FIXTURE` at 80 and 120 columns, captured before the
+contract redesign. A difference here is either a bug or an intended change, which is then
+said in the commit that re-records the golden file (tools/golden.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from tests.conftest import FIXTURES
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(GOLDEN.glob("*.txt"))
+
+
+def report(fixture: Path, width: int) -> str:
+    """What `COLUMNS=width memprof report FIXTURE | cat` prints."""
+    ran = CliRunner().invoke(app, ["report", str(fixture)], env={"COLUMNS": str(width)})
+    assert ran.exit_code == 0, ran.output
+    return ran.stdout
+
+
+@pytest.mark.parametrize("golden", CASES, ids=lambda path: path.stem)
+def test_every_fixture_renders_as_recorded(golden):
+    name, width = golden.stem.rsplit(".", 1)
+    assert report(FIXTURES / f"{name}.json", int(width)) == golden.read_text()
+
+
+def test_every_fixture_has_its_golden_renderings():
+    for fixture in FIXTURES.glob("*.json"):
+        for width in (80, 120):
+            assert (GOLDEN / f"{fixture.stem}.{width}.txt").exists(), fixture.name
