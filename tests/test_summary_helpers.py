@@ -45,7 +45,7 @@ def test_sweep_table_shows_where_each_curve_reaches_ninety_percent():
 def _streams_with_pageable_at(factor: float):
     """The recorded streams run, its pageable pipeline set to `factor` x the overlapped one."""
     result = load_fixture("streams")
-    labels = streams.mode_labels(result.parameters["streams"])
+    labels = streams.mode_labels(result.parameters.streams)
     overlapped = result.find("total", labels["overlapped"], "span").stats.median_ms
     result.find("total", labels["pageable"], "span").samples_ms = [overlapped * factor] * 3
     return result

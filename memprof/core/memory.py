@@ -349,6 +349,11 @@ def kinds_where(
     return [kind for kind in (kinds or MEMORY_KINDS.values()) if predicate(kind)]
 
 
+def single_gpu_kinds() -> list[MemoryKind]:
+    """Every kind one GPU allocates by itself, in table order (peer memory needs two)."""
+    return kinds_where(lambda kind: kind.devices_needed == 1)
+
+
 def supported_kinds(
     attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
 ) -> tuple[list[MemoryKind], list[str]]:

@@ -81,7 +81,16 @@ def summarize(result: Result) -> Summary:
 def load(path: Path) -> Result:
     """A saved Result, every value checked, its summary built once: a file that does not
     hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""
-    result = Result.load(path, shape_of)
+    return _summarizable(Result.load(path, shape_of), str(path))
+
+
+def parse(text: str, name: str = "result") -> Result:
+    """A Result from JSON text, checked as load() checks a file."""
+    return _summarizable(Result.from_json(text, shape_of, name), name)
+
+
+def _summarizable(result: Result, path: str) -> Result:
+    """The Result, once its summary has been built from it without error."""
     try:
         summarize(result)
     except MissingMeasurement as error:
@@ -89,7 +98,14 @@ def load(path: Path) -> Result:
             f"{path}: the {result.command} summary needs exactly one measurement with "
             f"{error.wanted}; the file has {error.count}"
         ) from None
-    except (LookupError, StopIteration, ValueError, ArithmeticError, TypeError) as error:
+    except (
+        LookupError,  # a key or index the summary expected
+        StopIteration,  # next() over rows that are not there
+        ValueError,
+        ArithmeticError,  # a zero median divided by
+        TypeError,
+        AttributeError,  # device null where the summary reads the GPU's facts
+    ) as error:
         raise InvalidArgument(
             f"{path}: cannot build the {result.command} summary from this file "
             f"({type(error).__name__}: {error})"

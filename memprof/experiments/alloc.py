@@ -71,7 +71,7 @@ class Alloc(Experiment):
         memory.require_memory(session, device_bytes=largest, host_bytes=largest)
         supported, skipped = memory.supported_kinds(
             ctx.facts[session.device_index].attributes,
-            memory.kinds_where(lambda kind: kind.devices_needed == 1),  # peer memory needs two
+            memory.single_gpu_kinds(),
         )
         kinds = [kind.name for kind in supported]
         total = len(kinds) * len(params.powers)

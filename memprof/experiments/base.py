@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
+from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, Range, Sizes, param
@@ -53,7 +54,8 @@ def power_param(default: int, help: str = POWER_HELP) -> Any:
 
 def powers_param(default: tuple[int, ...], step: int, single: str | None = None) -> Any:
     """A sweep of sizes: --from/--to/--step (and --power for one size where `single`)."""
-    return param(default, "Sizes: N of 2^N floats.", form=Sizes(step, single))
+    form = Sizes(step, single, f"{POWER_HELP}: one size, full profile.")
+    return param(default, "Sizes: N of 2^N floats.", form=form)
 
 
 def repeat_param(default: int) -> Any:
@@ -143,6 +145,8 @@ class Experiment:
     Extra: ClassVar[type] = NoExtra
     measures: ClassVar[tuple[Measure, ...]] = ()
     gpus: ClassVar[Gpus] = "one"
+    # gpus "every": what a machine with one GPU lacks for this experiment, said in one line
+    needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
 
@@ -225,6 +229,11 @@ def run(
     declared = experiment.declared_keys()
     if experiment.gpus == "every":
         indices = list(range(device_count()))
+        if len(indices) < 2 and experiment.needs_two_gpus:
+            raise EnvironmentProblem(
+                f"memprof {experiment.name} needs two GPUs: this machine has one, "
+                f"{experiment.needs_two_gpus}"
+            )
         gpus: Any = Devices(indices, options.timing, declared)
     else:
         assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"

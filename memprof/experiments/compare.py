@@ -32,7 +32,7 @@ from memprof.model.results import Result
 from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
-SINGLE_GPU_KINDS = memory.kinds_where(lambda kind: kind.devices_needed == 1)
+SINGLE_GPU_KINDS = memory.single_gpu_kinds()
 # Rows that are not memory kinds: ways of using one (a migrating kind shows three moments).
 UVA_ROW = ("uva", "UVA: mapped, host pointer")  # after mapped: its host pointer in a kernel
 MIGRATION_MOMENTS = ("first touch", "resident", "prefetched")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -72,6 +71,7 @@ class Hostlink(Experiment):
     Params = HostlinkParams
     Extra = HostlinkExtra
     gpus = "every"
+    needs_two_gpus = "so no two GPUs can copy at the same time"
     measures = (*ALONE.values(), *TOGETHER.values())
 
     def run(self, ctx: RunContext) -> HostlinkExtra:
@@ -81,11 +81,6 @@ class Hostlink(Experiment):
         from memprof.core.measure import Lane, concurrent
 
         indices = ctx.devices.indices
-        if len(indices) < 2:
-            raise EnvironmentProblem(
-                "memprof hostlink needs two GPUs: this machine has one, so no two GPUs can copy "
-                "at the same time"
-            )
         params = ctx.params
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES

@@ -19,7 +19,6 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
@@ -84,6 +83,7 @@ class Peer(Experiment):
     Params = PeerParams
     Extra = PeerExtra
     gpus = "every"
+    needs_two_gpus = "so there is nothing to measure"
     measures = (
         *(
             Measure(
@@ -109,10 +109,6 @@ class Peer(Experiment):
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
-        if len(indices) < 2:
-            raise EnvironmentProblem(
-                "memprof peer needs two GPUs: this machine has one, so there is nothing to measure"
-            )
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -66,6 +65,7 @@ class Portable(Experiment):
     Params = PortableParams
     Extra = PortableExtra
     gpus = "every"
+    needs_two_gpus = "so no second context can use the memory"
     measures = (*COPIES.values(),)
 
     def run(self, ctx: RunContext) -> PortableExtra:
@@ -74,11 +74,6 @@ class Portable(Experiment):
         from memprof.core import memory
 
         indices, params = ctx.devices.indices, ctx.params
-        if len(indices) < 2:
-            raise EnvironmentProblem(
-                "memprof portable needs two GPUs: this machine has one, so no second context "
-                "can use the memory"
-            )
         owner = indices[0]
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES

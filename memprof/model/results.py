@@ -196,6 +196,9 @@ class Result:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, default=_plain)
 
+    def save(self, path: Path) -> None:
+        path.write_text(self.to_json() + "\n")
+
     @classmethod
     def from_json(cls, text: str, shape_of: ShapeOf, name: str = "result") -> Result:
         """A Result from JSON text, every value checked against the command's shape:
