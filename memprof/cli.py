@@ -226,10 +226,10 @@ def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     options = []
     for face in declared.cli_options(experiment.Params):
         kind, default, check = face.kind, face.default, within(face.rule) if face.rule else None
-        if face.choices:
+        if face.choices:  # measure() takes each member's value
             members = {name.replace("-", "_"): name for name in face.choices}
             kind = Enum(face.name, members, type=str)
-            default, check = kind(default), lambda choice: choice.value
+            default, check = kind(default), None
         options.append(
             option(face.name, kind, default, *face.flags, callback=check, help=face.help)
         )
@@ -251,8 +251,9 @@ def add_experiment(experiment: type[Experiment]) -> None:
     """The experiment as a command (and its aliases), its options from its Params."""
 
     def measure(**values: Any) -> None:
+        values = {name: getattr(value, "value", value) for name, value in values.items()}
         output = Output(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
-        device, timing = values.pop("device", None), values.pop("timing", Timing.auto).value
+        device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         output.check()
         params = declared.from_cli(experiment.Params, values)

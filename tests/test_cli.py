@@ -47,7 +47,7 @@ def test_help_explains_units(command):
         (["zerocopy", "--from", "40", "--to", "41"], "40 is outside the allowed range 0 to 30"),
         (["zerocopy", "--step", "0"], "0 is outside the allowed range 1 to 30"),
         (["info", "--device", "-1"], "-1 is outside the allowed range 0 to 63"),
-        (["pinned", "--power", "many"], "integer"),
+        (["pinned", "--power", "many"], "Invalid value for '--power'"),
     ],
 )
 def test_out_of_range_arguments_name_the_allowed_range(arguments, message):
