@@ -12,10 +12,13 @@ flush. The tests compare what the core reports with what this GPU really did.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from memprof.core import gate as gate_module
 from memprof.core.activity import ApiRecord, GpuRecord
@@ -29,7 +32,11 @@ from memprof.core.measure import (
     on_one_clock,
     records_timeline,
 )
-from memprof.errors import MemprofError
+from memprof.errors import InvalidArgument, MemprofError
+from memprof.experiments import load, summarize
+from memprof.experiments import streams as streams_module
+from memprof.output.render import render_result
+from tests.conftest import FIXTURES
 
 HOST_CALL_MS = 0.05  # what one driver call costs Python
 GATE_TIMEOUT_MS = gate_module.GATE_TIMEOUT_NS / 1e6
@@ -498,3 +505,119 @@ def test_several_runs_reuse_the_lanes_streams(gpu):
     profiler.on_streams(pipeline(gpu, 2, 2))
     profiler.on_streams(pipeline(gpu, 4, 4))
     assert len(gpu.streams) == made
+
+
+# -- the streams experiment's pipeline ---------------------------------------------------------
+
+
+def test_streams_queues_each_chunk_on_its_lane_in_program_order():
+    import numpy as np
+
+    calls = []
+    cuda = SimpleNamespace(
+        memcpy_htod_async=lambda dst, src, stream: calls.append(("h2d", dst, src.size, stream)),
+        memcpy_dtoh_async=lambda dst, src, stream: calls.append(("d2h", src, dst.size, stream)),
+    )
+
+    def launch(grid, block, stream, device_in, device_out, count, iterations):
+        calls.append(("kernel", device_in, count, stream))
+        assert (device_out - device_in, iterations, grid) == (0x1000, 9, (-(-count // 256), 1))
+
+    kernel = SimpleNamespace(
+        function=SimpleNamespace(prepared_async_call=launch),
+        signature=SimpleNamespace(display="busyWork(float*, float*, int, int)"),
+    )
+    device = (SimpleNamespace(device_pointer=0x1000), SimpleNamespace(device_pointer=0x2000))
+    arrays = (np.zeros(10, np.float32), np.zeros(10, np.float32))
+    chunks = streams_module.chunk_bounds(10, 3)
+    ops = streams_module._pipeline(cuda, kernel, arrays, device, chunks, 9, 2, "pinned, 2 streams")
+    assert [(op.lane, op.chunk, op.operation) for op in ops] == [
+        (lane, chunk, stage)
+        for chunk, lane in ((0, 0), (1, 1), (2, 0))
+        for stage in ("h2d", "kernel", "d2h")
+    ]
+    assert [op.nbytes for op in ops[::3]] == [16, 16, 8]
+    assert {op.kind for op in ops} == {"pinned, 2 streams"}
+    assert [op.name for op in ops[:3]] == [
+        "[CUDA memcpy HtoD]", "busyWork(float*, float*, int, int)", "[CUDA memcpy DtoH]",
+    ]  # fmt: skip
+    for op in ops:
+        op.action(f"stream {op.lane}")
+    assert calls[6:9] == [  # chunk 2: elements 8 and 9, 32 bytes in
+        ("h2d", 0x1000 + 32, 2, "stream 0"),
+        ("kernel", 0x1000 + 32, 2, "stream 0"),
+        ("d2h", 0x2000 + 32, 2, "stream 0"),
+    ]
+
+
+# -- what the user sees --------------------------------------------------------------------------
+
+
+def rendered(result, width: int) -> list[str]:
+    console = Console(width=width, record=True, color_system=None)
+    render_result(result, summarize(result), console)
+    return console.export_text().splitlines()
+
+
+def timeline_rows(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("stream ")]
+
+
+def with_source(source: str, timing_source: str | None = "cupti"):
+    """The recorded fixture as if its timelines had come from `source` (notes only)."""
+    result = load(FIXTURES / "h200_streams.json")
+    timing = result.timing and dataclasses.replace(result.timing, source=timing_source)
+    extra = dataclasses.replace(result.extra, timeline_source=source)
+    return dataclasses.replace(result, extra=extra, timing=timing)
+
+
+def test_the_notes_say_where_the_rows_and_timelines_came_from():
+    summary = summarize(load(FIXTURES / "h200_streams.json"))  # recorded before: ungated
+    assert "not held behind a gate" in summary.timing_note
+    assert "legacy default stream" in summary.tables[1].notes[1]
+    assert summary.charts[-1].notes == [
+        "H = copy in (HtoD), K = kernel, D = copy out (DtoH), from CUDA events."
+    ]
+    cupti = summarize(with_source("cupti"))
+    assert cupti.timing_note is None  # the run-wide note (CUPTI's records) is then true
+    assert cupti.tables[0].notes[1].startswith("CUPTI's record of each chunk's copy and kernel")
+    assert "legacy default stream" not in cupti.tables[1].notes[1]
+    assert "pageable run cannot wait behind the gate" in cupti.tables[1].notes[1]
+    assert "where CUPTI's records place them" in cupti.charts[-1].notes[0]
+    events = summarize(with_source("gated events", "events"))
+    assert events.timing_note is None  # the run-wide note (gated events) is then true
+    assert "held behind one gate" in events.tables[0].notes[1]
+    assert "one engine per kind assumed" in events.charts[-1].notes[0]
+    rendered_footnote = " ".join(rendered(with_source("ungated events", "events"), 200))
+    assert "not held behind a gate" in rendered_footnote
+
+
+def test_older_files_mean_ungated_events_and_the_source_round_trips(tmp_path):
+    data = json.loads((FIXTURES / "h200_streams.json").read_text())
+    assert "timeline_source" not in data["extra"]
+    assert load(FIXTURES / "h200_streams.json").extra.timeline_source == "ungated events"
+    data["extra"]["timeline_source"] = "cupti"
+    path = tmp_path / "cupti.json"
+    path.write_text(json.dumps(data))
+    assert load(path).extra.timeline_source == "cupti"
+    data["extra"]["timeline_source"] = "guessed"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="timeline_source"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ([4, 0, "h2d", 0.0, 1.0], "impossible row: lane 4 of 4"),
+        ([0, 0, "memset", 0.0, 1.0], "stage 'memset'"),
+        ([0, 0, "h2d", 2.0, 1.0], "2.0 to 1.0 ms"),
+    ],
+)
+def test_a_timeline_that_cannot_be_drawn_is_refused_in_one_line(tmp_path, row, message):
+    data = json.loads((FIXTURES / "h200_streams.json").read_text())
+    data["extra"]["timelines"]["overlapped"][0] = row
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match=message):
+        load(path)

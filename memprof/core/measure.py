@@ -310,21 +310,6 @@ class Profiler:
         gate.check()
         return end.time_since(start)
 
-    def add_sample(
-        self,
-        group: Group,
-        name: str,
-        operation: str,
-        kind: str | None,
-        nbytes: int,
-        milliseconds: float,
-    ) -> None:
-        """Record a time measured elsewhere (events an experiment placed itself)."""
-        if not self._paused:
-            measurement = self._measurement(group, name, operation, kind, nbytes)
-            measurement.samples_ms.append(milliseconds)
-            measurement.source = "events"
-
     # -- work on several streams at once --------------------------------------------------------
 
     def on_streams(
