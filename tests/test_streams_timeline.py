@@ -563,6 +563,36 @@ def timeline_rows(lines: list[str]) -> list[str]:
     return [line for line in lines if line.startswith("stream ")]
 
 
+@pytest.mark.parametrize("fixture", ["h200_streams", "legacy_v1_streams"])
+@pytest.mark.parametrize(("width", "columns"), [(60, 48), (80, 68), (120, 72), (200, 72)])
+def test_timelines_fit_the_console(fixture, width, columns):
+    lines = rendered(load(FIXTURES / f"{fixture}.json"), width)
+    rows = timeline_rows(lines)
+    assert len(rows) == 1 + 4 + 4  # serial, then 4 streams twice
+    assert {len(row) for row in rows} == {len("stream 0  |") + columns + len("|")}
+    axes = [line for line in lines if line.lstrip().startswith("0 ") and line.endswith("ms")]
+    assert len(axes) == 3 and all(len(axis) <= width for axis in axes)
+
+
+def test_a_narrow_timeline_still_shows_the_overlap():
+    result = load(FIXTURES / "h200_streams.json")
+    rows = timeline_rows(rendered(result, 60))[1:5]  # the overlapped run
+    first_copy = [row.index("H") for row in rows]
+    assert first_copy == sorted(first_copy) and first_copy[0] < first_copy[-1]
+    kernel_of_0 = range(rows[0].index("K"), rows[0].rindex("K") + 1)
+    assert rows[1].index("H") in kernel_of_0 or rows[1].rindex("H") in kernel_of_0
+
+
+def test_text_timeline_is_the_width_it_is_given():
+    timeline = [[0, 0, "h2d", 0.0, 1.0], [0, 0, "kernel", 1.0, 2.0], [1, 1, "d2h", 2.0, 4.0]]
+    assert streams_module.fitted_timeline_lines(timeline, 2, 20)[0] == (
+        "stream 0  |" + "H" * 6 + "K" * 6 + " " * 12 + "|"  # never narrower than 24 columns
+    )
+    lines = streams_module.fitted_timeline_lines(timeline, 2, 52)
+    assert lines[1] == "stream 1  |" + " " * 20 + "D" * 20 + "|"
+    assert lines[2] == " " * 10 + "0" + "4.0000ms".rjust(41)
+
+
 def with_source(source: str, timing_source: str | None = "cupti"):
     """The recorded fixture as if its timelines had come from `source` (notes only)."""
     result = load(FIXTURES / "h200_streams.json")

@@ -354,6 +354,10 @@ def ideal_overlapped_ms(times: dict[str, tuple[float, float]]) -> float:
     )
 
 
+TIMELINE_COLUMNS = 72  # the widest a timeline is drawn (the 120-column layout)
+MIN_TIMELINE_COLUMNS = 24  # narrower says nothing: the chart is then wider than the console
+TIMELINE_FRAME = len("stream 0  |") + len("|")  # what each row adds to its columns
+
 # How each source places the stages, as the notes say it.
 STAGE_TIMES = {
     "cupti": "CUPTI's record of each chunk's copy and kernel (the GPU's own times)",
@@ -375,7 +379,7 @@ TIMELINE_PLACES = {
 }
 
 
-def timeline_lines(timeline: list, streams: int, width: int = 72) -> list[str]:
+def timeline_lines(timeline: list, streams: int, width: int = TIMELINE_COLUMNS) -> list[str]:
     """One text row per stream, `width` columns of time: H = HtoD, K = kernel, D = DtoH."""
     end = max(row[4] for row in timeline)
     rows = [[" "] * width for _ in range(streams)]
@@ -387,6 +391,12 @@ def timeline_lines(timeline: list, streams: int, width: int = 72) -> list[str]:
     return [f"stream {lane:<2} |{''.join(row)}|" for lane, row in enumerate(rows)] + [
         f"{'':9} 0{format_ms(end):>{width + 1}}"
     ]
+
+
+def fitted_timeline_lines(timeline: list, streams: int, console_width: int) -> list[str]:
+    """The timeline as wide as the console allows, at most TIMELINE_COLUMNS of time."""
+    columns = max(MIN_TIMELINE_COLUMNS, min(TIMELINE_COLUMNS, console_width - TIMELINE_FRAME))
+    return timeline_lines(timeline, streams, columns)
 
 
 def checked_timeline(timeline: list, streams: int, mode: str) -> list:
@@ -494,7 +504,7 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
 
 
 def timeline_charts(result: Result) -> list[Chart]:
-    """A timeline per mode."""
+    """A timeline per mode, each drawn as wide as the console it is printed on."""
     labels = mode_labels(result.parameters.streams)
     charts = []
     for mode in MODES:
@@ -503,7 +513,7 @@ def timeline_charts(result: Result) -> list[Chart]:
         charts.append(
             Chart(
                 f"Timeline, {labels[mode]} (the run of median time)",
-                timeline_lines(timeline, lanes),
+                draw=partial(fitted_timeline_lines, timeline, lanes),
             )
         )
     charts[-1].notes.append(TIMELINE_PLACES[result.extra.timeline_source])
