@@ -6,6 +6,7 @@ and later CSV or other outputs can read the same cells.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -27,11 +28,17 @@ class Table:
 
 @dataclass
 class Chart:
-    """Preformatted lines drawn in the terminal (a timeline, a bandwidth curve)."""
+    """Lines drawn in the terminal (a timeline, a bandwidth curve): preformatted `lines`, or
+    `draw(width)`, which draws them for the console's width so the chart fits any console."""
 
     title: str
-    lines: list[str]
+    lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    draw: Callable[[int], list[str]] | None = None
+
+    def lines_for(self, width: int) -> list[str]:
+        """The lines to print on a console `width` columns wide."""
+        return self.draw(width) if self.draw is not None else self.lines
 
 
 @dataclass

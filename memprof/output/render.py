@@ -402,7 +402,7 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
     for chart in summary.charts:
         console.print()
         console.print(Text(safe(chart.title), style="italic"))
-        for line in chart.lines:
+        for line in chart.lines_for(console.width):
             _print_whole(console, safe(line))
         for note in chart.notes:
             console.print(Text(safe(note), style="dim"))
