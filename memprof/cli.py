@@ -166,7 +166,7 @@ def device_choice(text: str) -> int | None:
 
 
 DEVICE_RANGE = declared.Range(0, 63)
-DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them"
+DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them."
 Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, type=str)
 
 
@@ -181,14 +181,19 @@ def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-def output_options(saves: str = "the Result (every sample)", quiet: str = "") -> list:
+RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` renders it."
+RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
+RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
+NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
+
+
+def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
     """--json, --csv, --quiet and --no-color, as every command takes them."""
-    quiet = quiet or "Print nothing but errors (for scripts: use --json/--csv)."
     return [
-        option("json", Path | None, None, help=f"Also save {saves} as JSON."),
-        option("csv", Path | None, None, help="Also save every measurement as CSV, one row each."),
+        option("json", Path | None, None, help=json),
+        option("csv", Path | None, None, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
-        option("no_color", bool, False, help="No colours (also when piped or NO_COLOR is set)."),
+        option("no_color", bool, False, help=NO_COLOR_HELP),
     ]
 
 
@@ -196,7 +201,10 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     """--device, --timing and --no-affinity, as the experiment's kind takes them."""
     options = []
     if experiment.gpus == "one_or_every":
-        help = f"{DEVICE_HELP}, or 'all': every GPU in turn, then all their copies at once."
+        help = (
+            "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
+            "every GPU's pinned copies at the same time."
+        )
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )
@@ -300,7 +308,11 @@ def _run(
 
 REPORT_OPTIONS = [
     argument("paths", list[Path], ..., "Result files written with --json."),
-    *output_options("the one input again, validated", "Print nothing but errors: check the files."),
+    *output_options(
+        "Save the one input again, validated, in this memprof's format.",
+        "Save every measurement of every input as CSV, one row each.",
+        "Print nothing but errors: only check the files.",
+    ),
 ]
 
 
@@ -321,7 +333,11 @@ DIFF_OPTIONS = [
     argument("second", Path, ..., "Result B, compared with A."),
     *(
         o
-        for o in output_options("the comparison as shown (strings, not a Result)")
+        for o in output_options(
+            "Also save the comparison as shown (tables of strings, not a Result: `report` "
+            "cannot read it).",
+            quiet="Print nothing but errors.",
+        )
         if o.name != "csv"
     ),
 ]
