@@ -123,6 +123,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: no boxes, no colours, and rich's help machinery (markdown) is not loaded.
+    rich_markup_mode=None,
 )
 
 

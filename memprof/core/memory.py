@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem, OutOfMemory
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Group
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memprof.core.session import GpuSession
 
 
 @dataclass
