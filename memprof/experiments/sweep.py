@@ -251,8 +251,15 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
     return found
 
 
-def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int = 12) -> list[str]:
-    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2).
+AXIS_NOTE = "(2^n floats)"
+LABEL_WIDTH = 9  # "   55.5 |": the GB/s label and the axis line
+
+
+def chart_lines(
+    series: dict[str, list[tuple[int, float, float]]], width: int = 120, height: int = 12
+) -> list[str]:
+    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2),
+    no wider than `width` (sizes squeezed to 3, 2 or 1 columns each, as the console allows).
 
     One marker letter per kind; `*` where several kinds fall on one point.
     """
@@ -260,12 +267,12 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
     values = [gbs for points in series.values() for _, _, gbs in points if gbs > 0]
     low, high = math.log10(min(values)), math.log10(max(values))
     span = max(high - low, 1e-9)
-    columns = 3
+    columns = max(1, min(3, (width - LABEL_WIDTH) // len(powers)))
     grid = [[" "] * (columns * len(powers)) for _ in range(height)]
     for kind, points in series.items():
         for index, (_, _, gbs) in enumerate(points):
             level = round((math.log10(max(gbs, min(values))) - low) / span * (height - 1))
-            row, column = grid[height - 1 - level], index * columns + 1
+            row, column = grid[height - 1 - level], index * columns + columns // 2
             row[column] = marker(kind) if row[column] == " " else "*"
     lines = []
     for row_index, row in enumerate(grid):
@@ -275,11 +282,14 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
             if row_index % 4 == 0 or row_index == height - 1
             else " " * 7
         )
-        lines.append(f"{label} |{''.join(row)}")
+        lines.append(f"{label} |{''.join(row)}".rstrip())
     lines.append(" " * 8 + "+" + "-" * (columns * len(powers)))
-    axis = "".join(f"{power:<{columns * 2}}" for power in powers[::2])
-    lines.append(" " * 9 + axis + "  (2^n floats)")
-    return lines
+    every = max(2, math.ceil(3 / columns))  # a size label every `every` sizes, room for "26 "
+    axis = "".join(f"{power:<{columns * every}}" for power in powers[::every]).rstrip()
+    labels = " " * (LABEL_WIDTH + columns // 2) + axis
+    if len(labels) + 2 + len(AXIS_NOTE) <= width:
+        return [*lines, f"{labels}  {AXIS_NOTE}"]
+    return [*lines, labels, " " * LABEL_WIDTH + AXIS_NOTE]
 
 
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
@@ -337,6 +347,7 @@ def summarize(result: Result) -> Summary:
                 + ", ".join(f"{marker(k)} = {k}" for k in kinds)
                 + ", * = several at one point",
                 chart_lines(series),
+                draw=lambda width, series=series: chart_lines(series, width),
             )
         )
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
