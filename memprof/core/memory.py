@@ -281,9 +281,8 @@ class Registered(MemoryKind):
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data
-        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
         try:
-            driver.host_register(address, array.nbytes, flags)
+            driver.host_register(address, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
         except driver.DriverCallFailed as error:
             if "OUT_OF_MEMORY" in str(error):
                 raise MemoryError(str(error)) from error

@@ -81,92 +81,87 @@ class Register(Experiment):
     )  # fmt: skip
 
     def run(self, ctx: RunContext) -> RegisterExtra:
-        from memprof.core import driver, memory
+        from memprof.core import memory
         from memprof.core.kernels import load_kernel
         from memprof.core.memory import page_aligned_empty
-        from memprof.core.verify import compare_arrays
 
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
-        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
+        session, params = ctx.session, ctx.params
         memory.MEMORY_KINDS["registered"].check_supported(session)
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=8 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
         a_values, b_values, expected = input_arrays(elements)
-        a_array, b_array = (
-            page_aligned_empty(elements, "float32"),
-            page_aligned_empty(elements, "float32"),
-        )
+        a_array, b_array = (page_aligned_empty(elements, "float32") for _ in range(2))
         a_array[:], b_array[:] = a_values, b_values
-        address = a_array.ctypes.data
+        step = ctx.steps(3)
 
-        ctx.progress("registration cost", 0, 3)
-
-        def register_and_unregister() -> None:
-            with profiler.api("cuMemHostRegister", "register", "registered", nbytes):
-                driver.host_register(address, nbytes, flags)
-            with profiler.api("cuMemHostUnregister", "unregister", "registered", nbytes):
-                driver.host_unregister(address)
-
-        profiler.repeat(register_and_unregister, params.warmup, params.repeat)
-
-        ctx.progress("transfers", 1, 3)
+        step("registration cost")
+        ctx.measure.repeat(
+            lambda: _register_and_unregister(ctx, a_array), params.warmup, params.repeat
+        )
+        step("transfers")
         d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
         pinned = memory.allocate(session, "pinned", elements)
         pinned.array[:] = a_values
-
-        def measure_transfers(kind: str, buffer: memory.Buffer) -> None:
-            profiler.repeat(lambda: memory.copy(session, d_a, buffer), params.warmup, params.repeat)
-            profiler.repeat(lambda: memory.copy(session, buffer, d_a), params.warmup, params.repeat)
-            ctx.check(
-                compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, a_values)
-            )
-
         # The same array, first as it is, then registered; then cuMemHostAlloc memory.
-        measure_transfers("pageable", memory.adopt(session, "pageable", a_array))
-        registered = []
-        for array in (a_array, b_array):
-            driver.host_register(array.ctypes.data, nbytes, flags)
-            registered.append(
-                memory.adopt(
-                    session,
-                    "registered",
-                    array,
-                    driver.host_device_pointer(array.ctypes.data),
-                    lambda array=array: driver.host_unregister(array.ctypes.data),
-                )
-            )
-        measure_transfers("registered", registered[0])
-        measure_transfers("pinned", pinned)
+        _transfers(ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values)
+        a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
+        _transfers(ctx, "registered", a_reg, d_a, a_values)
+        _transfers(ctx, "pinned", pinned, d_a, a_values)
 
-        ctx.progress("kernel through the mapped registration", 2, 3)
-        a_reg, b_reg = registered
-        profiler.repeat(
-            lambda: launch_sum(
-                session,
-                kernel,
-                a_reg.device_pointer,
-                b_reg.device_pointer,
-                d_res,
-                elements,
-                "registered",
-            ),
-            params.warmup,
-            params.repeat,
-        )
-        ctx.check(
-            verify_device_result(
-                session, d_res, expected, f"sumArrays {size_label(params.power)}, registered"
-            )
-        )
+        step("kernel through the mapped registration")
+        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        pointers = (a_reg.device_pointer, b_reg.device_pointer)
+
+        def kernel_run() -> None:
+            launch_sum(session, kernel, *pointers, d_res, elements, "registered")
+
+        ctx.measure.repeat(kernel_run, params.warmup, params.repeat)
+        name = f"sumArrays {size_label(params.power)}, registered"
+        ctx.check(verify_device_result(session, d_res, expected, name))
         for buffer in (a_reg, b_reg, pinned, d_a, d_res):
             buffer.free()
-        ctx.progress("done", 3, 3)
+        step("done")
         return RegisterExtra(bytes_per_array=nbytes)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+
+def _register_and_unregister(ctx: RunContext, array) -> None:
+    """cuMemHostRegister and cuMemHostUnregister of the whole array, each timed."""
+    from memprof.core import driver
+
+    address, nbytes, profiler = array.ctypes.data, array.nbytes, ctx.measure
+    with profiler.api("cuMemHostRegister", "register", "registered", nbytes):
+        driver.host_register(address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+    with profiler.api("cuMemHostUnregister", "unregister", "registered", nbytes):
+        driver.host_unregister(address)
+
+
+def _registered(session, array):
+    """The array page-locked in place and mapped, as a Buffer the session unregisters."""
+    from memprof.core import driver, memory
+
+    driver.host_register(array.ctypes.data, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+    device_pointer = driver.host_device_pointer(array.ctypes.data)
+    release = lambda: driver.host_unregister(array.ctypes.data)  # noqa: E731
+    return memory.adopt(session, "registered", array, device_pointer, release)
+
+
+def _transfers(ctx: RunContext, kind: str, buffer, device_buffer, values) -> None:
+    """HtoD then DtoH copies of the whole buffer, what came back checked."""
+    from memprof.core import memory
+    from memprof.core.verify import compare_arrays
+
+    session, params = ctx.session, ctx.params
+    ctx.measure.repeat(
+        lambda: memory.copy(session, device_buffer, buffer), params.warmup, params.repeat
+    )
+    ctx.measure.repeat(
+        lambda: memory.copy(session, buffer, device_buffer), params.warmup, params.repeat
+    )
+    ctx.check(compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, values))
 
 
 def summarize(result: Result) -> Summary:
