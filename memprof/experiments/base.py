@@ -108,6 +108,11 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
 )
+# The ceiling of pageable copies (memprof.model.ceilings): one host thread copying between
+# two pageable buffers of the copies' size, in the same run (absent from older files).
+HOST_MEMCPY = Measure(
+    "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
+)
 
 
 def find(
@@ -145,6 +150,9 @@ class Experiment:
     gpus: ClassVar[Gpus] = "one"
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
+    # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
+    # Params (every GPU's copies at once; `check` checks each pair of GPUs)
+    every_gpu_then: ClassVar[str] = "hostlink"
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -220,7 +228,8 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
-    from memprof.core.session import Devices, GpuSession, device_count
+    from memprof.core.nvml import Watch
+    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
 
     declared = experiment.declared_keys()
     if experiment.gpus == "every":
@@ -230,7 +239,8 @@ def run(
         assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
         indices = [options.device]
         gpus = GpuSession(options.device, options.timing, declared)
-    with gpus:
+    # NVML's first look, before any context of ours exists (memprof.core.nvml)
+    with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
@@ -249,6 +259,7 @@ def run(
                 measurements += session.profiler.measurements()
         with sessions[0].active():
             timing = sessions[0].profiler.timing_info()
+        gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
         command=experiment.name,
@@ -258,5 +269,6 @@ def run(
         checks=ctx.checks,
         extra=extra,
         timing=timing,
+        gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures
