@@ -77,6 +77,7 @@ def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> No
             "format": DIFF_FORMAT,
             "a": str(first),
             "b": str(second),
+            "not_comparable": summary.header,
             "tables": [asdict(table) for table in summary.tables],
             "conclusions": summary.conclusions,
         }

@@ -398,6 +398,8 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
     """Tables, charts, verification lines and conclusions."""
     safe = console_text(console)
     table_box = _table_box(console)
+    for line in summary.header:
+        console.print(Text(safe(line), style="yellow"))
     for table in summary.tables:
         console.print()
         for part in summary_table(_safe_table(table, safe), console.width, table_box):
