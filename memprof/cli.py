@@ -196,7 +196,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     """--device, --timing and --no-affinity, as the experiment's kind takes them."""
     options = []
     if experiment.gpus == "one_or_every":
-        help = f"{DEVICE_HELP}, or 'all': every GPU in turn, then all their copies at once."
+        help = f"{DEVICE_HELP}, or 'all': every GPU in turn, then {experiment.every_gpu_words}."
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )

@@ -153,6 +153,7 @@ class Experiment:
     # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
+    every_gpu_words: ClassVar[str] = "all their copies at once"  # --device all's help says it
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -200,6 +201,18 @@ class RunContext:
         """The measuring core of the GPU this experiment runs on."""
         assert self.session is not None, "an experiment on several GPUs measures per device"
         return self.session.profiler
+
+    def steps(self, total: int) -> Callable[[str], None]:
+        """Progress in `total` steps: each call of the returned step(description) starts
+        the next one (peer, hostlink, portable and check count theirs so)."""
+        done = 0
+
+        def step(description: str) -> None:
+            nonlocal done
+            self.progress(description, min(done, total), total)
+            done += 1
+
+        return step
 
     def check(self, check: Check) -> Check:
         """Keep a verification in the Result (a failed one makes the command exit 1)."""
