@@ -202,3 +202,12 @@ def test_a_gpu_nvml_does_not_know_is_unknown_alone():
     (known, unknown) = watch(FakeGpu(), buses={0: BUS, 1: "0000:00:09.0"})
     assert known.unavailable is None
     assert unknown.unavailable == "NVML does not know bus id 0000:00:09.0"
+
+
+def test_an_answer_in_a_shape_no_binding_gives_is_that_gpus_unknown_not_a_traceback():
+    # a process entry without a pid where the last sample is read
+    (state,) = watch(FakeGpu(compute=[[], [(None, 1)]]))
+    assert state.unavailable.startswith("NVML answered unexpectedly (TypeError")
+    # ... and where the first is
+    (state,) = watch(FakeGpu(compute=[[(None, 1)], []]))
+    assert state.unavailable.startswith("NVML answered unexpectedly (TypeError")

@@ -137,6 +137,7 @@ class Watch:
         self._nvml: Nvml | None = None
         self._handles: dict[int, Any] = {}
         self._first: dict[int, _Sample] = {}
+        self._broken: dict[int, str] = {}  # GPUs whose first sample failed, and why
         self.unavailable = ""
 
     def __enter__(self) -> Watch:
@@ -165,13 +166,23 @@ class Watch:
         self._nvml = nvml = Nvml(module)
         for index, bus_id in self.bus_ids.items():
             handle = nvml.call("nvmlDeviceGetHandleByPciBusId", bus_id)
-            if handle is not None:
-                self._handles[index] = handle
+            if handle is None:
+                continue
+            try:
                 self._first[index] = self._sample(handle)
+            except Exception as error:  # a binding answering in a shape it never should
+                self._broken[index] = _unexpected(error)
+                continue
+            self._handles[index] = handle
 
     def finish(self) -> list[GpuState]:
         """The last samples and what does not change, as one state per GPU; closes NVML."""
-        states = [self._state(index, bus_id) for index, bus_id in self.bus_ids.items()]
+        states = []
+        for index, bus_id in self.bus_ids.items():
+            try:
+                states.append(self._state(index, bus_id))
+            except Exception as error:  # as in start(): that GPU's state is unknown
+                states.append(GpuState(index, bus_id, unavailable=_unexpected(error)))
         self.close()
         return states
 
@@ -223,7 +234,9 @@ class Watch:
         state = GpuState(index=index, pci_bus_id=bus_id)
         handle = self._handles.get(index)
         if self._nvml is None or handle is None:
-            state.unavailable = self.unavailable or f"NVML does not know bus id {bus_id}"
+            state.unavailable = (
+                self.unavailable or self._broken.get(index) or f"NVML does not know bus id {bus_id}"
+            )
             return state
         nvml = self._nvml
         first, last = self._first[index], self._sample(handle)
@@ -299,6 +312,10 @@ class Watch:
             normalize_bus_id(remote_bus) if remote_bus else None,
             NVLINK_REMOTE_KINDS.get(kind, "unknown") if kind is not None else None,
         )
+
+
+def _unexpected(error: Exception) -> str:
+    return f"NVML answered unexpectedly ({type(error).__name__}: {error})"
 
 
 def _enabled(value: Any) -> bool | None:
