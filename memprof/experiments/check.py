@@ -100,89 +100,109 @@ class CheckGpu(Experiment):
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
     def run(self, ctx: RunContext) -> CheckExtra:
-        import numpy as np
-
         from memprof.core import memory
-        from memprof.core.measure import Lane, concurrent
-        from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE
 
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
-        cuda = session.cuda
-        elements, device_elements = 1 << params.power, 1 << params.device_power
+        elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
         nbytes, device_bytes = elements * FLOAT32_BYTES, device_elements * FLOAT32_BYTES
         memory.require_memory(
-            session, device_bytes=2 * nbytes + 2 * device_bytes, host_bytes=3 * nbytes
+            ctx.session, device_bytes=2 * nbytes + 2 * device_bytes, host_bytes=3 * nbytes
         )
-        values = np.random.default_rng(16).random(elements, dtype=np.float32)
-        host_in, host_out = (memory.allocate(session, "pinned", elements) for _ in range(2))
-        device_in, device_out = (memory.allocate(session, "device", elements) for _ in range(2))
-        host_in.array[:] = values
-        cuda.memcpy_htod(device_out.device_pointer, values)  # what the DtoH copies bring back
-        h2d = memory.host_copy(cuda, "h2d", host_in, device_in.device_pointer)[1]
-        d2h = memory.host_copy(cuda, "d2h", host_out, device_out.device_pointer)[1]
-        second = cuda.Stream()  # DtoH beside HtoD: each direction on its own stream
-
-        def lane(action, operation: str, kind: str, size: int, stream: Any = None) -> Lane:
-            name = NAMES[operation.removesuffix("_at_once")]
-            return Lane(profiler, action, name, operation, kind, size, stream=stream)
-
-        def batches(*lanes: Lane) -> None:
-            concurrent(list(lanes), False, BATCH_TARGET_MS, params.repeat, warmup=1)
-
-        def received_on_device() -> Any:
-            session.synchronize()
-            received = np.empty_like(values)
-            cuda.memcpy_dtoh(received, device_in.device_pointer)
-            return received
-
-        def poison() -> None:
-            cuda.memset_d8(device_in.device_pointer, POISON_BYTE, nbytes)
-            host_out.array.fill(np.nan)
-
         step = ctx.steps(4)
-        label = f"pinned, {format_bytes(nbytes)}"
-        step("pinned host → device")
-        poison()
-        batches(lane(h2d, "h2d", "pinned", nbytes))
-        ctx.check(compare_arrays(f"host → device, {label}", received_on_device(), values))
-        step("pinned device → host")
-        batches(lane(d2h, "d2h", "pinned", nbytes))
-        session.synchronize()
-        ctx.check(compare_arrays(f"device → host, {label}", host_out.array, values))
-        step("both directions at once")
-        poison()
-        batches(
-            lane(h2d, "h2d_at_once", "pinned", nbytes),
-            lane(d2h, "d2h_at_once", "pinned", nbytes, second),
-        )
-        ctx.check(
-            compare_arrays(f"both at once, host → device, {label}", received_on_device(), values)
-        )
-        ctx.check(compare_arrays(f"both at once, device → host, {label}", host_out.array, values))
-        for buffer in (host_in, host_out, device_in, device_out):
-            buffer.free()
-
+        _host_copies(ctx, elements, step)
         step("device to device")
-        source, target = (memory.allocate(session, "device", device_elements) for _ in range(2))
-        cuda.memset_d32(
-            source.device_pointer, int(np.float32(1.5).view(np.uint32)), device_elements
-        )
-        cuda.memset_d8(target.device_pointer, POISON_BYTE, device_bytes)
-
-        def d2d(stream: Any) -> None:
-            cuda.memcpy_dtod_async(
-                target.device_pointer, source.device_pointer, device_bytes, stream
-            )
-
-        batches(lane(d2d, "d2d", "device", device_bytes))
-        ctx.check(_check_ends(session, target, device_elements))
-        for buffer in (source, target):
-            buffer.free()
+        _device_copy(ctx, device_elements)
         return CheckExtra(bytes_per_copy=nbytes, device_copy_bytes=device_bytes)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+
+def _batches(ctx: RunContext, *lanes: Any) -> None:
+    """Back-to-back batches of every lane at once (memprof.core.measure.concurrent)."""
+    from memprof.core.measure import concurrent
+
+    concurrent(list(lanes), False, BATCH_TARGET_MS, ctx.params.repeat, warmup=1)
+
+
+def _lane(ctx: RunContext, action, operation: str, kind: str, size: int, stream: Any = None):
+    from memprof.core.measure import Lane
+
+    name = NAMES[operation.removesuffix("_at_once")]
+    return Lane(ctx.measure, action, name, operation, kind, size, stream=stream)
+
+
+def _host_copies(ctx: RunContext, elements: int, step: Any) -> None:
+    """Pinned HtoD alone, DtoH alone, then both at once on two streams; each verified."""
+    import numpy as np
+
+    from memprof.core import memory
+    from memprof.core.verify import compare_arrays
+    from memprof.experiments.common import POISON_BYTE
+
+    session, cuda = ctx.session, ctx.session.cuda
+    nbytes = elements * FLOAT32_BYTES
+    values = np.random.default_rng(16).random(elements, dtype=np.float32)
+    host_in, host_out = (memory.allocate(session, "pinned", elements) for _ in range(2))
+    device_in, device_out = (memory.allocate(session, "device", elements) for _ in range(2))
+    host_in.array[:] = values
+    cuda.memcpy_htod(device_out.device_pointer, values)  # what the DtoH copies bring back
+    h2d = memory.host_copy(cuda, "h2d", host_in, device_in.device_pointer)[1]
+    d2h = memory.host_copy(cuda, "d2h", host_out, device_out.device_pointer)[1]
+    second = cuda.Stream()  # DtoH beside HtoD: each direction on its own stream
+
+    def verify(directions: tuple[str, ...], prefix: str = "") -> None:
+        session.synchronize()
+        label = f"pinned, {format_bytes(nbytes)}"
+        if "h2d" in directions:
+            received = np.empty_like(values)
+            cuda.memcpy_dtoh(received, device_in.device_pointer)
+            ctx.check(compare_arrays(f"{prefix}host → device, {label}", received, values))
+        if "d2h" in directions:
+            ctx.check(compare_arrays(f"{prefix}device → host, {label}", host_out.array, values))
+
+    def poison() -> None:
+        cuda.memset_d8(device_in.device_pointer, POISON_BYTE, nbytes)
+        host_out.array.fill(np.nan)
+
+    step("pinned host → device")
+    poison()
+    _batches(ctx, _lane(ctx, h2d, "h2d", "pinned", nbytes))
+    verify(("h2d",))
+    step("pinned device → host")
+    _batches(ctx, _lane(ctx, d2h, "d2h", "pinned", nbytes))
+    verify(("d2h",))
+    step("both directions at once")
+    poison()
+    _batches(
+        ctx,
+        _lane(ctx, h2d, "h2d_at_once", "pinned", nbytes),
+        _lane(ctx, d2h, "d2h_at_once", "pinned", nbytes, second),
+    )
+    verify(("h2d", "d2h"), "both at once, ")
+    for buffer in (host_in, host_out, device_in, device_out):
+        buffer.free()
+
+
+def _device_copy(ctx: RunContext, elements: int) -> None:
+    """Back-to-back cuMemcpyDtoD of `elements` floats, verified at both ends."""
+    import numpy as np
+
+    from memprof.core import memory
+    from memprof.experiments.common import POISON_BYTE
+
+    session, cuda = ctx.session, ctx.session.cuda
+    nbytes = elements * FLOAT32_BYTES
+    source, target = (memory.allocate(session, "device", elements) for _ in range(2))
+    cuda.memset_d32(source.device_pointer, int(np.float32(1.5).view(np.uint32)), elements)
+    cuda.memset_d8(target.device_pointer, POISON_BYTE, nbytes)
+
+    def d2d(stream: Any) -> None:
+        cuda.memcpy_dtod_async(target.device_pointer, source.device_pointer, nbytes, stream)
+
+    _batches(ctx, _lane(ctx, d2d, "d2d", "device", nbytes))
+    ctx.check(_check_ends(session, target, elements))
+    for buffer in (source, target):
+        buffer.free()
 
 
 END_ELEMENTS = 1 << 20  # a device copy is verified at its first and last 4 MiB
@@ -489,13 +509,7 @@ class CheckPairs(Experiment):
     measures = (PEER, PEER_AT_ONCE)
 
     def run(self, ctx: RunContext) -> CheckPairsExtra:
-        import numpy as np
-
-        from memprof.core import memory
-        from memprof.core.driver import can_access_peer, memcpy_peer_async
-        from memprof.core.measure import Lane, concurrent
-        from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE
+        from memprof.core.driver import can_access_peer
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
@@ -503,86 +517,98 @@ class CheckPairs(Experiment):
             raise EnvironmentProblem(
                 "memprof check-pairs needs two GPUs: this machine has one, so there is no pair"
             )
-        elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
-        buffers, values = {}, {}
-        for index in indices:
-            with devices.session(index).active() as session:
-                memory.require_memory(session, device_bytes=2 * nbytes)
-                values[index] = np.random.default_rng(160 + index).random(elements, np.float32)
-                source = memory.allocate(session, "device", elements)
-                target = memory.allocate(session, "device", elements)
-                session.cuda.memcpy_htod(source.device_pointer, values[index])
-                buffers[index] = (session, source, target)
+        buffers = _PeerBuffers(ctx, 1 << params.power)
         access = [[a == b or can_access_peer(a, b) for b in indices] for a in indices]
-        both = [
-            (a, b)
-            for a, b in itertools.combinations(indices, 2)
-            if access[indices.index(a)][indices.index(b)]
-            and access[indices.index(b)][indices.index(a)]
-        ]
+        can = {(a, b): access[indices.index(a)][indices.index(b)] for a in indices for b in indices}
+        both = [(a, b) for a, b in itertools.combinations(indices, 2) if can[a, b] and can[b, a]]
         for a, b in both:
             devices.enable_peer_access(a, b)
             devices.enable_peer_access(b, a)
-
-        def copy_lane(a: int, b: int, operation: str) -> Lane:
-            session, source, _ = buffers[a]
-            peer_session, _, target = buffers[b]
-            arguments = (
-                target.device_pointer,
-                peer_session.context.handle,
-                source.device_pointer,
-                session.context.handle,
-                nbytes,
-            )
-            action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
-            return Lane(session.profiler, action, NAMES["peer"], operation, "peer", nbytes, (a, b))
-
-        def poison(*targets: int) -> None:
-            for index in targets:
-                session, _, target = buffers[index]
-                with session.active():
-                    session.cuda.memset_d8(target.device_pointer, POISON_BYTE, nbytes)
-
-        def verify(a: int, b: int, how: str) -> Check:
-            session, _, target = buffers[b]
-            with session.active():
-                session.synchronize()
-                received = np.empty(elements, np.float32)
-                session.cuda.memcpy_dtoh(received, target.device_pointer)
-            return compare_arrays(f"GPU {a} → GPU {b}, {how}", received, values[a])
-
         step = ctx.steps(3 * len(both))
         for a, b in both:
             for source, destination in ((a, b), (b, a)):
                 step(f"GPU {source} → GPU {destination}")
-                poison(destination)
-                concurrent(
-                    [copy_lane(source, destination, "peer")],
-                    False,
-                    BATCH_TARGET_MS,
-                    params.repeat,
-                    1,
-                )
-                ctx.check(verify(source, destination, "one direction"))
+                buffers.poison(destination)
+                _batches(ctx, buffers.lane(source, destination, "peer"))
+                ctx.check(buffers.verify(source, destination, "one direction"))
             step(f"GPU {a} ↔ GPU {b}")
-            poison(a, b)
-            lanes = [copy_lane(a, b, "peer_at_once"), copy_lane(b, a, "peer_at_once")]
-            concurrent(lanes, False, BATCH_TARGET_MS, params.repeat, 1)
-            ctx.check(verify(a, b, "both at once"))
-            ctx.check(verify(b, a, "both at once"))
-        for session, source, target in buffers.values():
-            with session.active():
-                source.free()
-                target.free()
+            buffers.poison(a, b)
+            _batches(ctx, buffers.lane(a, b, "peer_at_once"), buffers.lane(b, a, "peer_at_once"))
+            ctx.check(buffers.verify(a, b, "both at once"))
+            ctx.check(buffers.verify(b, a, "both at once"))
+        buffers.free()
         return CheckPairsExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
-            bytes_per_copy=nbytes,
+            bytes_per_copy=buffers.nbytes,
         )
 
     def summarize(self, result: Result) -> Summary:
         return summarize_pairs(result)
+
+
+class _PeerBuffers:
+    """Each GPU's source (random values) and target buffers, and copies between them."""
+
+    def __init__(self, ctx: RunContext, elements: int) -> None:
+        import numpy as np
+
+        from memprof.core import memory
+
+        self.elements, self.nbytes = elements, elements * FLOAT32_BYTES
+        self.held: dict[int, tuple[Any, Any, Any]] = {}  # GPU -> (session, source, target)
+        self.values: dict[int, Any] = {}
+        for index in ctx.devices.indices:
+            with ctx.devices.session(index).active() as session:
+                memory.require_memory(session, device_bytes=2 * self.nbytes)
+                values = np.random.default_rng(160 + index).random(elements, np.float32)
+                source = memory.allocate(session, "device", elements)
+                target = memory.allocate(session, "device", elements)
+                session.cuda.memcpy_htod(source.device_pointer, values)
+                self.held[index], self.values[index] = (session, source, target), values
+
+    def lane(self, a: int, b: int, operation: str) -> Any:
+        """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
+        from memprof.core.driver import memcpy_peer_async
+        from memprof.core.measure import Lane
+
+        session, source, _ = self.held[a]
+        peer_session, _, target = self.held[b]
+        arguments = (
+            target.device_pointer,
+            peer_session.context.handle,
+            source.device_pointer,
+            session.context.handle,
+            self.nbytes,
+        )
+        action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
+        return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
+
+    def poison(self, *targets: int) -> None:
+        from memprof.experiments.common import POISON_BYTE
+
+        for index in targets:
+            session, _, target = self.held[index]
+            with session.active():
+                session.cuda.memset_d8(target.device_pointer, POISON_BYTE, self.nbytes)
+
+    def verify(self, a: int, b: int, how: str) -> Check:
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        session, _, target = self.held[b]
+        with session.active():
+            session.synchronize()
+            received = np.empty(self.elements, np.float32)
+            session.cuda.memcpy_dtoh(received, target.device_pointer)
+        return compare_arrays(f"GPU {a} → GPU {b}, {how}", received, self.values[a])
+
+    def free(self) -> None:
+        for session, source, target in self.held.values():
+            with session.active():
+                source.free()
+                target.free()
 
 
 def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], float]:

@@ -170,59 +170,12 @@ class Pinned(Experiment):
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    source = (
-        "CUPTI's record of each copy (DMA only)"
-        if result.timing is not None and result.timing.source == "cupti"
-        else "gated CUDA events around each copy (pageable: staging included)"
-    )
-    link = pcie_ceiling(result)
-    ceilings = {"pinned": link, "pageable": pageable_ceiling(result, nbytes)}
-    memcpy_recorded = host_memcpy_gb_per_s(result, nbytes) is not None
-    transfers = Table(
-        f"Transfers of {format_bytes(nbytes)}",
-        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
-        notes=[
-            f"One copy: GPU time of a single copy, median, from {source}.",
-            "Host blocked: host clock around the driver call (pageable copies block until "
-            "the driver has staged them; pinned ones return once queued).",
-            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
-            "event pair.",
-            *_ceiling_notes(link, memcpy_recorded),
-        ],
-    )
-    median = {}
-    for kind in HOST_KINDS:
-        for direction in DIRECTIONS:
-            median[kind, direction] = _per_copy_ms(result, direction, kind)
-    remarks = []
-    for kind in HOST_KINDS:
-        for direction, label in DIRECTIONS.items():
-            time_ms = median[kind, direction]
-            gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
-            transfers.add_row(
-                kind,
-                label,
-                format_ms(find(result, COPY[direction], kind).stats.median_ms),
-                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
-                format_gb_per_s(gb_per_s),
-                format_ratio(median["pageable", direction] / time_ms),
-                cell(ceilings[kind], gb_per_s),
-            )
-            if kind == "pinned" or memcpy_recorded:  # pageable without memcpy: half a ceiling
-                remarks.append(
-                    far_below_line(f"{kind.capitalize()} {label}", gb_per_s, ceilings[kind])
-                )
-    memcpy = _host_memcpy(result, nbytes)
-    if memcpy is not None:
-        transfers.add_row(
-            "memcpy",
-            "host → host",
-            format_ms(memcpy.stats.median_ms),
-            "-",
-            format_gb_per_s(host_memcpy_gb_per_s(result, nbytes) or 0.0),
-            "-",
-            "-",
-        )
+    median = {
+        (kind, direction): _per_copy_ms(result, direction, kind)
+        for kind in HOST_KINDS
+        for direction in DIRECTIONS
+    }
+    transfers, remarks = _transfers(result, median)
 
     costs = Table(
         f"Allocation of {format_bytes(nbytes)}",
@@ -252,6 +205,56 @@ def summarize(result: Result) -> Summary:
     conclusions = [_conclusion(median, round_trip, nbytes)]
     conclusions += [remark for remark in remarks if remark]
     return Summary(tables=[transfers, costs], conclusions=conclusions)
+
+
+def _transfers(
+    result: Result, median: dict[tuple[str, str], float]
+) -> tuple[Table, list[str | None]]:
+    """The copies' table, each against its ceiling, and a remark for any far below it."""
+    nbytes = result.extra.bytes_per_array
+    source = (
+        "CUPTI's record of each copy (DMA only)"
+        if result.timing is not None and result.timing.source == "cupti"
+        else "gated CUDA events around each copy (pageable: staging included)"
+    )
+    link = pcie_ceiling(result)
+    ceilings = {"pinned": link, "pageable": pageable_ceiling(result, nbytes)}
+    memcpy = _host_memcpy(result, nbytes)
+    transfers = Table(
+        f"Transfers of {format_bytes(nbytes)}",
+        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
+        notes=[
+            f"One copy: GPU time of a single copy, median, from {source}.",
+            "Host blocked: host clock around the driver call (pageable copies block until "
+            "the driver has staged them; pinned ones return once queued).",
+            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
+            "event pair.",
+            *_ceiling_notes(link, memcpy is not None),
+        ],
+    )
+    remarks = []
+    for kind in HOST_KINDS:
+        for direction, label in DIRECTIONS.items():
+            time_ms = median[kind, direction]
+            gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
+            transfers.add_row(
+                kind,
+                label,
+                format_ms(find(result, COPY[direction], kind).stats.median_ms),
+                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
+                format_gb_per_s(gb_per_s),
+                format_ratio(median["pageable", direction] / time_ms),
+                cell(ceilings[kind], gb_per_s),
+            )
+            if kind == "pinned" or memcpy is not None:  # pageable without it: half a ceiling
+                remarks.append(
+                    far_below_line(f"{kind.capitalize()} {label}", gb_per_s, ceilings[kind])
+                )
+    if memcpy is not None:
+        rate = format_gb_per_s(host_memcpy_gb_per_s(result, nbytes) or 0.0)
+        stats = memcpy.stats
+        transfers.add_row("memcpy", "host → host", format_ms(stats.median_ms), "-", rate, "-", "-")
+    return transfers, remarks
 
 
 def _ceiling_notes(link, memcpy_recorded: bool) -> list[str]:

@@ -220,19 +220,7 @@ def summarize(result: Result) -> Summary:
         f"({format_gb_per_s(kernel_gb_per_s)} GB/s over PCIe"
         + (f", {link.fraction(kernel_gb_per_s):.0%} of the link)." if link is not None else ").")
     )
-    against = Table(
-        "Transfers against their ceiling",
-        ["Memory", "HtoD", "DtoH"],
-        notes=_ceiling_notes(link, host_memcpy_gb_per_s(result, nbytes)),
-    )
-    pageable = pageable_ceiling(result, nbytes)
-    for kind, label in TRANSFER_KINDS.items():
-        ceiling = pageable if kind == "pageable" else link
-        rates = [
-            bandwidth_gb_per_s(nbytes, find(result, copy, kind).stats.median_ms)
-            for copy in (H2D, D2H)
-        ]
-        against.add_row(label, *(cell(ceiling, rate) for rate in rates))
+    against = _against_ceilings(result)
     saved = h2d["pageable"] - h2d["registered"]
     cost = register.median_ms + unregister.median_ms
     if saved > 0:
@@ -248,6 +236,26 @@ def summarize(result: Result) -> Summary:
         f"{pays}. Register buffers you did not allocate yourself and transfer repeatedly."
     )
     return Summary(tables=[costs, transfers, against], conclusions=[conclusion])
+
+
+def _against_ceilings(result: Result) -> Table:
+    """Each kind's copies as a share of what bounds them (memprof.model.ceilings)."""
+    nbytes = result.extra.bytes_per_array
+    link = pcie_ceiling(result)
+    against = Table(
+        "Transfers against their ceiling",
+        ["Memory", "HtoD", "DtoH"],
+        notes=_ceiling_notes(link, host_memcpy_gb_per_s(result, nbytes)),
+    )
+    pageable = pageable_ceiling(result, nbytes)
+    for kind, label in TRANSFER_KINDS.items():
+        ceiling = pageable if kind == "pageable" else link
+        rates = [
+            bandwidth_gb_per_s(nbytes, find(result, copy, kind).stats.median_ms)
+            for copy in (H2D, D2H)
+        ]
+        against.add_row(label, *(cell(ceiling, rate) for rate in rates))
+    return against
 
 
 def _ceiling_notes(link, memcpy_gb_per_s: float | None) -> list[str]:

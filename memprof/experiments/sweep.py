@@ -328,32 +328,11 @@ def summarize(result: Result) -> Summary:
     found = curves(result)
     kinds, directions = measured_kinds(result), result.parameters.directions
     powers = result.parameters.powers
-    link = pcie_ceiling(result)
     tables, charts, conclusions = [], [], []
     memcpy = {power: host_memcpy_gb_per_s(result, FLOAT32_BYTES << power) for power in powers}
     with_memcpy = "pageable" in kinds and all(rate is not None for rate in memcpy.values())
     for direction in directions:
-        table = Table(
-            f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
-            ["Size", *(column for kind in kinds for column in _columns(kind, with_memcpy))],
-        )
-        for index, power in enumerate(powers):
-            table.add_row(
-                size_label(power),
-                *(
-                    format_gb_per_s(
-                        found[kind, direction][index][2] if column == kind else memcpy[power] or 0.0
-                    )
-                    for kind in kinds
-                    for column in _columns(kind, with_memcpy)
-                ),
-            )
-        if with_memcpy:
-            table.notes.append(
-                "memcpy: one host thread copying between two pageable buffers of that size, "
-                "this run: the ceiling of pageable copies, which the driver stages so."
-            )
-        tables.append(table)
+        tables.append(_bandwidth_table(result, found, direction, memcpy if with_memcpy else None))
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
@@ -376,13 +355,7 @@ def summarize(result: Result) -> Summary:
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
     )
-    against = Table(
-        "Each kind's peak against its ceiling",
-        ["Kind", *(DIRECTIONS[direction] for direction in directions)],
-        notes=_ceiling_notes(link, with_memcpy, "pageable" in kinds),
-    )
     for kind in kinds:
-        reached = []
         for direction in directions:
             points = found[kind, direction]
             peak_power, _, peak = max(points, key=lambda point: point[2])
@@ -394,14 +367,60 @@ def summarize(result: Result) -> Summary:
                 size_label(peak_power),
                 size_label(_ninety_percent_size(points)),
             )
+    tables += [shape, _against_ceilings(result, found, with_memcpy)]
+    if not conclusions:
+        conclusions.append("No crossovers: the order of the kinds was the same at every size.")
+    return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
+
+
+def _bandwidth_table(
+    result: Result, found: dict, direction: str, memcpy: dict[int, float | None] | None
+) -> Table:
+    """GB/s of every kind at every size, the memcpy ceiling beside pageable where recorded."""
+    kinds = measured_kinds(result)
+    columns = [(kind, column) for kind in kinds for column in _columns(kind, memcpy is not None)]
+    table = Table(
+        f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
+        ["Size", *(column for _, column in columns)],
+    )
+    for index, power in enumerate(result.parameters.powers):
+        table.add_row(
+            size_label(power),
+            *(
+                format_gb_per_s(
+                    found[kind, direction][index][2]
+                    if column == kind
+                    else (memcpy or {}).get(power) or 0.0
+                )
+                for kind, column in columns
+            ),
+        )
+    if memcpy is not None:
+        table.notes.append(
+            "memcpy: one host thread copying between two pageable buffers of that size, "
+            "this run: the ceiling of pageable copies, which the driver stages so."
+        )
+    return table
+
+
+def _against_ceilings(result: Result, found: dict, with_memcpy: bool) -> Table:
+    """Each kind's peak as a share of its ceiling (pageable: at the peak's own size)."""
+    kinds, directions = measured_kinds(result), result.parameters.directions
+    link = pcie_ceiling(result)
+    against = Table(
+        "Each kind's peak against its ceiling",
+        ["Kind", *(DIRECTIONS[direction] for direction in directions)],
+        notes=_ceiling_notes(link, with_memcpy, "pageable" in kinds),
+    )
+    for kind in kinds:
+        reached = []
+        for direction in directions:
+            peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
             peak_bytes = FLOAT32_BYTES << peak_power
             ceiling = pageable_ceiling(result, peak_bytes) if kind == "pageable" else link
             reached.append(cell(ceiling, peak))
         against.add_row(kind, *reached)
-    tables += [shape, against]
-    if not conclusions:
-        conclusions.append("No crossovers: the order of the kinds was the same at every size.")
-    return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
+    return against
 
 
 def _columns(kind: str, with_memcpy: bool) -> list[str]:

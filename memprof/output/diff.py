@@ -20,6 +20,12 @@ MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the run
 NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations
 
 
+CHANGE_NOTE = (
+    f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
+    f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
+)
+
+
 def _key(m: Measurement) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
@@ -56,10 +62,7 @@ def diff(first: Result, second: Result) -> Summary:
         f"memprof {first.command}: A = {a_name} ({first.created_at}), "
         f"B = {b_name} ({second.created_at})",
         ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"],
-        notes=[
-            f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
-            f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
-        ],
+        notes=[CHANGE_NOTE],
     )
     faster = slower = unusable = 0
     for key in common:
