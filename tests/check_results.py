@@ -1,8 +1,9 @@
 """Results of `memprof check` and `memprof check-pairs` for CPU tests.
 
-Where the lead has recorded them on the GPU (tests/fixtures/h200_check.json,
-h200x2_check_pairs.json) those are used. Until then each is assembled from measurements
-recorded on the H200 by other commands, every figure a real one, as check records it:
+Each is assembled from measurements recorded on the H200 by other commands, every figure a
+real one, as check records it (the check fixtures recorded on the GPU, h200_check.json and
+h200x2_check_pairs.json, are rendered by tests/test_golden.py and test_check.py; these stay
+fixed so the tests' figures do):
 - pinned HtoD and DtoH alone: hostlink's GPU 0 alone (256 MiB, back-to-back batches);
 - both directions at once: hostlink's GPU 0 'all at once' (there, both GPUs copying the same
   direction at once: the nearest recorded figure of copies sharing the host's path);
@@ -28,9 +29,6 @@ def _as(measurement: Measurement, operation: str, gpus: tuple[int, ...] = ()) ->
 
 
 def check_result() -> Result:
-    recorded = FIXTURES / "h200_check.json"
-    if recorded.exists():
-        return load(recorded)
     hostlink = load(FIXTURES / "h200x2_hostlink.json")
     device = load(FIXTURES / "h200_device.json")
 
@@ -57,9 +55,6 @@ def check_result() -> Result:
 
 
 def pairs_result() -> Result:
-    recorded = FIXTURES / "h200x2_check_pairs.json"
-    if recorded.exists():
-        return load(recorded)
     peer = load(FIXTURES / "h200x2_peer.json")
     measurements = [
         _as(m, {"ce_on": "peer", "ce_bidir": "peer_at_once"}[m.operation], m.gpus)

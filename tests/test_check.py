@@ -13,12 +13,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.experiments import check, summarize
+from memprof.experiments import check, load, summarize
 from memprof.experiments.check import judge, lines, pair_lines, reference_for
 from memprof.model.gpustate import NvLink, OtherProcess
 from memprof.model.results import Result
 from memprof.output.render import render_result
 from tests.check_results import check_result, pairs_result, slower
+from tests.conftest import FIXTURES
 from tests.test_gpu_state import healthy
 
 WHATS = [
@@ -303,3 +304,17 @@ def test_a_run_counts_its_steps_for_the_progress_bar():
     for what in ("link", "copies", "device"):
         step(what)
     assert seen == [("link", 0), ("copies", 1), ("device", 2)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(FIXTURES.glob("*check*.json")),
+    ids=lambda path: path.stem,
+)
+def test_every_recorded_check_is_judged_line_by_line(path):
+    """The checks recorded on the GPU: every line judged, the verdicts and exit code agree."""
+    result = load(path)
+    judged = lines(result, None) if result.command == "check" else pair_lines(result)
+    assert judged and all(line.verdict in ("PASS", "WARN", "FAIL") for line in judged)
+    summary = summarize(result)
+    assert len(summary.failed) == sum(line.verdict == "FAIL" for line in judged)
