@@ -205,7 +205,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     if experiment.gpus == "one_or_every":
         help = (
             "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
-            "every GPU's pinned copies at the same time."
+            f"{experiment.every_gpu_words}."
         )
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)

@@ -65,7 +65,7 @@ def test_managed_conclusion_follows_the_numbers():
 def test_writecombined_table_compares_both_kinds_per_operation():
     result = load("writecombined")
     summary = writecombined.summarize(result)
-    [table] = summary.tables
+    table = summary.tables[0]
     assert [row[0] for row in table.rows] == [label for _, _, label in writecombined.ROWS]
     read_ratio = (
         result.find("host_read", "writecombined", "host").stats.median_ms

@@ -73,6 +73,12 @@ class Lane:
     kind: str | None
     nbytes: int
     gpus: tuple[int, ...] = ()  # the GPUs it runs between, as Measurement.gpus
+    stream: Any = None  # where it queues: the profiler's stream unless given (a second
+    # stream of one GPU: both directions of its link at once)
+
+    @property
+    def queue(self) -> Any:
+        return self.stream if self.stream is not None else self.profiler.stream
 
 
 @dataclass(frozen=True)
@@ -291,6 +297,35 @@ class Profiler:
         """
         if not self._paused:
             concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
+
+    def host_throughput(
+        self,
+        name: str,
+        operation: str,
+        kind: str | None,
+        nbytes: int,
+        action: Callable[[], None],
+        target_ms: float = BATCH_TARGET_MS,
+        batches: int = THROUGHPUT_BATCHES,
+    ) -> None:
+        """throughput() for host work (the memcpy that bounds pageable copies): per-operation
+        time of back-to-back batches of `action()` on the host's monotonic clock."""
+        if self._paused:
+            return
+        measurement = self._measurement("host", name, operation, kind, nbytes)
+        action()  # first touch and caches, untimed
+        start_ns = time.perf_counter_ns()
+        action()
+        count = batch_size((time.perf_counter_ns() - start_ns) / 1e6, target_ms)
+        for _ in range(batches):
+            start_ns = time.perf_counter_ns()
+            for _ in range(count):
+                action()
+            measurement.throughput_ms.append((time.perf_counter_ns() - start_ns) / 1e6 / count)
+        measurement.batch = count
+        if not measurement.samples_ms:
+            measurement.samples_ms = list(measurement.throughput_ms)
+        measurement.source = "host"
 
     def active(self) -> AbstractContextManager[Any]:
         """This profiler's GPU context current for the work inside (several GPUs at once)."""
@@ -599,11 +634,11 @@ def concurrent(
 def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float]:
     """Milliseconds of `count` operations on each lane, queued behind each lane's gate and
     released back to back (synchronous: timed as the calls return)."""
-    queued = []
+    queued = []  # a profiler's gate holds all its lanes' streams (generations only grow)
     for lane in lanes:
         profiler = lane.profiler
         with profiler.active():
-            gate, stream = profiler.gate(), profiler.stream
+            gate, stream = profiler.gate(), lane.queue
             if not synchronous:
                 gate.close(stream)
             start, end = profiler._cuda.Event(), profiler._cuda.Event()

@@ -218,6 +218,17 @@ def device_count() -> int:
     return count
 
 
+def pci_bus_ids(indices: list[int]) -> dict[int, str]:
+    """Each GPU's PCI bus id, read without making a context (so NVML can be asked about it
+    before memprof's own context shows up there); {} where the driver cannot say."""
+    try:
+        cuda = import_driver()
+        cuda.init()
+        return {index: cuda.Device(index).pci_bus_id() for index in indices}
+    except Exception:  # no driver, no such GPU: the session says so in its own words
+        return {}
+
+
 class Devices:
     """Several GPUs in one process: a GpuSession per device, none current between uses.
 

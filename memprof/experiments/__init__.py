@@ -11,6 +11,7 @@ from pathlib import Path
 from memprof.errors import InvalidArgument
 from memprof.experiments.alloc import Alloc
 from memprof.experiments.base import Experiment
+from memprof.experiments.check import CheckGpu, CheckPairs
 from memprof.experiments.compare import Compare
 from memprof.experiments.device import DeviceBandwidth
 from memprof.experiments.hostlink import Hostlink
@@ -31,6 +32,7 @@ from memprof.model.summary import Summary
 
 REGISTRY: tuple[type[Experiment], ...] = (
     Info,
+    CheckGpu,
     Pinned,
     ZeroCopy,
     Uva,
@@ -45,6 +47,7 @@ REGISTRY: tuple[type[Experiment], ...] = (
     Peer,
     Hostlink,
     Portable,
+    CheckPairs,
     Trace,
 )
 _BY_NAME = {

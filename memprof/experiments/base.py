@@ -110,6 +110,11 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
 )
+# The ceiling of pageable copies (memprof.model.ceilings): one host thread copying between
+# two pageable buffers of the copies' size, in the same run (absent from older files).
+HOST_MEMCPY = Measure(
+    "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
+)
 
 
 def find(
@@ -149,6 +154,10 @@ class Experiment:
     needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
+    # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
+    # Params (every GPU's copies at once; `check` checks each pair of GPUs)
+    every_gpu_then: ClassVar[str] = "hostlink"
+    every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -197,6 +206,18 @@ class RunContext:
         assert self.session is not None, "an experiment on several GPUs measures per device"
         return self.session.profiler
 
+    def steps(self, total: int) -> Callable[[str], None]:
+        """Progress in `total` steps: each call of the returned step(description) starts
+        the next one (peer, hostlink, portable and check count theirs so)."""
+        done = 0
+
+        def step(description: str) -> None:
+            nonlocal done
+            self.progress(description, min(done, total), total)
+            done += 1
+
+        return step
+
     def check(self, check: Check) -> Check:
         """Keep a verification in the Result (a failed one makes the command exit 1)."""
         self.checks.append(check)
@@ -224,7 +245,8 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
-    from memprof.core.session import Devices, GpuSession, device_count
+    from memprof.core.nvml import Watch
+    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
 
     declared = experiment.declared_keys()
     if experiment.gpus == "every":
@@ -239,7 +261,8 @@ def run(
         assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
         indices = [options.device]
         gpus = GpuSession(options.device, options.timing, declared)
-    with gpus:
+    # NVML's first look, before any context of ours exists (memprof.core.nvml)
+    with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
@@ -258,6 +281,7 @@ def run(
                 measurements += session.profiler.measurements()
         with sessions[0].active():
             timing = sessions[0].profiler.timing_info()
+        gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
         command=experiment.name,
@@ -267,5 +291,6 @@ def run(
         checks=ctx.checks,
         extra=extra,
         timing=timing,
+        gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES
+from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,3 +96,46 @@ def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, floa
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+HOST_MEMCPY_NAME = "host memcpy (pageable → pageable)"
+HOST_MEMCPY_TARGET_MS = 10.0  # a batch of host copies lasts about this long
+
+
+def measure_host_memcpy(profiler: Any, destination: np.ndarray, source: np.ndarray) -> None:
+    """The pageable copies' ceiling, in the same run and at the same size: one host thread
+    copying `source` into `destination` (both pageable), back to back on the host clock.
+    The driver stages a pageable copy through its pinned buffer with such a memcpy."""
+    import ctypes
+
+    nbytes = source.nbytes
+    if destination.nbytes < nbytes:
+        raise ValueError("the memcpy destination is smaller than its source")
+    to, origin = destination.ctypes.data, source.ctypes.data
+    profiler.host_throughput(
+        HOST_MEMCPY_NAME,
+        HOST_MEMCPY.operation,
+        "pageable",
+        nbytes,
+        lambda: ctypes.memmove(to, origin, nbytes),
+        target_ms=HOST_MEMCPY_TARGET_MS,
+        batches=5,
+    )
+
+
+def host_memcpy_gb_per_s(result: Any, nbytes: int) -> float | None:
+    """The host memcpy rate measured in this run at this size (None: not recorded)."""
+    from memprof.model.formatting import bandwidth_gb_per_s
+
+    for m in result.measurements:
+        if (m.group, m.operation) == HOST_MEMCPY.key and m.bytes == nbytes:
+            stats = m.throughput_stats or m.stats
+            return bandwidth_gb_per_s(nbytes, stats.median_ms)
+    return None
+
+
+def pageable_ceiling(result: Any, nbytes: int, index: int | None = None) -> Any:
+    """The ceiling of pageable copies of `nbytes` (memprof.model.ceilings.host_ceiling)."""
+    from memprof.model.ceilings import host_ceiling, pcie_ceiling
+
+    return host_ceiling(host_memcpy_gb_per_s(result, nbytes), pcie_ceiling(result, index))

@@ -16,6 +16,7 @@ from memprof.core import memory
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
+    HOST_MEMCPY,
     LAUNCH_CALL,
     Experiment,
     Measure,
@@ -27,7 +28,13 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
-from memprof.experiments.common import gpu_timing
+from memprof.experiments.common import (
+    gpu_timing,
+    host_memcpy_gb_per_s,
+    measure_host_memcpy,
+    pageable_ceiling,
+)
+from memprof.model.ceilings import Ceiling, cell, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount
@@ -101,6 +108,7 @@ class Compare(Experiment):
         ),
         LAUNCH_CALL,
         *COPY_CALLS,
+        HOST_MEMCPY,
     )
 
     def run(self, ctx: RunContext) -> CompareExtra:
@@ -160,6 +168,8 @@ class _EveryKind:
         self.repeat(lambda: _timed_copyto(profiler, "host_write", kind, buffer.array, values))
         self.repeat(lambda: _timed_copyto(profiler, "host_read", kind, self.scratch, buffer.array))
         ctx.check(compare_arrays(f"host read back, {ROWS[kind]}", self.scratch, values))
+        if kind == "pageable":  # the pageable copies' ceiling, at their size
+            measure_host_memcpy(profiler, self.scratch, buffer.array)
         self.repeat(lambda: memory.copy(session, d, buffer))
         self.repeat(lambda: memory.copy(session, buffer, d))
         ctx.check(
@@ -300,7 +310,53 @@ def summarize(result: Result) -> Summary:
         if present:
             _, best_row = max(present) if larger_is_better else min(present)
             table.highlighted.append((best_row, column))
-    return Summary(tables=[table], conclusions=recommendations(figures, nbytes), show_profile=False)
+    tables = [table, _against_ceilings(result, figures)]
+    return Summary(tables=tables, conclusions=recommendations(figures, nbytes), show_profile=False)
+
+
+# Where a kernel's reads come from: across the link, or from the GPU's own memory.
+READS_DEVICE_MEMORY = ("device", "managed resident", "managed prefetched")
+
+
+def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> Table:
+    """Each copy and kernel read as a share of what bounds it (memprof.model.ceilings)."""
+    nbytes = result.extra.bytes_per_array
+    link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
+    pageable = pageable_ceiling(result, nbytes)
+    memcpy = host_memcpy_gb_per_s(result, nbytes)
+    table = Table(
+        "Against each figure's ceiling",
+        ["Memory", "HtoD", "DtoH", "Kernel read"],
+        notes=[
+            "Copies, and kernels reading host memory, against the link: "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + ".",
+            "Kernels reading device memory (device, managed once resident) against HBM: "
+            + (hbm.detail if hbm is not None else "unknown")
+            + ".",
+            "Pageable copies against the lower of the link and one host thread's memcpy "
+            + (
+                f"between two pageable buffers of this size, this run: {memcpy:.1f} GB/s."
+                if memcpy is not None
+                else "(not recorded in this file: the link only)."
+            ),
+        ],
+    )
+
+    def ceiling_of(row: str, operation: str) -> Ceiling | None:
+        if operation == "kernel_read":
+            return hbm if row in READS_DEVICE_MEMORY else link
+        return pageable if row == "pageable" else link
+
+    for row, label in ROWS.items():
+        cells = [
+            cell(ceiling_of(row, operation), figures[row, operation])
+            if (row, operation) in figures
+            else "-"
+            for operation in ("h2d", "d2h", "kernel_read")
+        ]
+        table.add_row(label, *cells)
+    return table
 
 
 EQUIVALENT = 0.05  # options within 5% of the fastest are treated as equal

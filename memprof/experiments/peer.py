@@ -33,6 +33,7 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE
+from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
@@ -450,6 +451,8 @@ def summarize(result: Result) -> Summary:
         if not cells:
             continue
         table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s)
+        if method == "ce_on":
+            table.notes += _ceiling_notes(result, cells)
         if method == "ce_bidir":
             for a, b in unordered_pairs(devices):
                 if (a, b) in cells and (b, a) in cells:
@@ -485,6 +488,19 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
+def _ceiling_notes(result: Result, cells: dict[tuple[int, int], float]) -> list[str]:
+    """Each pair's link, and the share of it the copies reached (memprof.model.ceilings)."""
+    notes = []
+    for (a, b), gb_per_s in cells.items():
+        ceiling = peer_ceiling(result, a, b)
+        if ceiling is not None:
+            share = f"{ceiling.fraction(gb_per_s):.0%}"
+            notes.append(f"GPU {a} → GPU {b}: {share} of its ceiling, {ceiling.detail}.")
+    if not notes:
+        notes.append("The links' ceilings were not recorded in this file (no GPU state from NVML).")
+    return notes
+
+
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
     on, off = figures(result, "ce_on"), figures(result, "ce_off")
     bidir = figures(result, "ce_bidir")
@@ -492,8 +508,14 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
     lines = []
     for a, b in ordered_pairs(devices):
         if (a, b) in on and (a, b) in off:
+            ceiling = peer_ceiling(result, a, b)
+            share = (
+                f" ({ceiling.fraction(on[a, b]):.0%} of its {ceiling.limiter} ceiling)"
+                if ceiling is not None
+                else ""
+            )
             lines.append(
-                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access, "
+                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access{share}, "
                 f"{format_gb_per_s(off[a, b])} GB/s without ({on[a, b] / off[a, b]:.1f}x)."
             )
     for a, b in unordered_pairs(devices):

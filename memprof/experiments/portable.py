@@ -27,6 +27,7 @@ from memprof.experiments.base import (
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
+from memprof.model.ceilings import pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Check, Measurement, Result
@@ -188,8 +189,9 @@ def summarize(result: Result) -> Summary:
     table = Table(
         f"Pinned host memory of {format_bytes(result.extra.bytes_per_copy)} used from each "
         "GPU's context, GB/s",
-        ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS)],
+        ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS), "Of ceiling"],
     )
+    links = {index: pcie_ceiling(result, index) for index in devices}
     for kind in BUFFERS:
         for index in devices:
             where = f"GPU {index}" + (" (its owner)" if index == owner else "")
@@ -197,7 +199,13 @@ def summarize(result: Result) -> Summary:
                 format_gb_per_s(cells[kind, d, index]) if (kind, d, index) in cells else "-"
                 for d in DIRECTIONS
             ]
-            table.add_row(buffer_label(kind, owner), where, *row)
+            reached = [
+                f"{links[index].fraction(cells[kind, d, index]):.0%}"
+                for d in DIRECTIONS
+                if links[index] is not None and (kind, d, index) in cells
+            ]
+            shown = f"{', '.join(reached)} PCIe" if reached else "-"
+            table.add_row(buffer_label(kind, owner), where, *row, shown)
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {_batch(result)} between one event pair, median "
@@ -205,6 +213,12 @@ def summarize(result: Result) -> Summary:
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
+        *(
+            f"Of ceiling (both directions): GPU {index}'s copies against its link, "
+            + (link.detail if link else "not recorded in this file (no GPU state from NVML)")
+            + "."
+            for index, link in links.items()
+        ),
     ]
     return Summary(
         tables=[table], conclusions=_conclusions(result, devices, owner, cells), show_profile=False

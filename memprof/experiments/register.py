@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
+    HOST_MEMCPY,
     LAUNCH_CALL,
     MEMSET_CALL,
     POISON,
@@ -29,11 +30,15 @@ from memprof.experiments.base import (
 )
 from memprof.experiments.common import (
     gpu_timing,
+    host_memcpy_gb_per_s,
     input_arrays,
     launch_sum,
+    measure_host_memcpy,
+    pageable_ceiling,
     size_label,
     verify_device_result,
 )
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -77,7 +82,8 @@ class Register(Experiment):
     Params = RegisterParams
     Extra = RegisterExtra
     measures = (
-        REGISTER, UNREGISTER, H2D, D2H, KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS
+        REGISTER, UNREGISTER, H2D, D2H, KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS,
+        HOST_MEMCPY,
     )  # fmt: skip
 
     def run(self, ctx: RunContext) -> RegisterExtra:
@@ -89,7 +95,7 @@ class Register(Experiment):
         memory.MEMORY_KINDS["registered"].check_supported(session)
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
-        memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=8 * nbytes)
+        memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=9 * nbytes)
         a_values, b_values, expected = input_arrays(elements)
         a_array, b_array = (page_aligned_empty(elements, "float32") for _ in range(2))
         a_array[:], b_array[:] = a_values, b_values
@@ -105,6 +111,9 @@ class Register(Experiment):
         pinned.array[:] = a_values
         # The same array, first as it is, then registered; then cuMemHostAlloc memory.
         _transfers(ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values)
+        scratch = page_aligned_empty(elements, "float32")  # the pageable copies' ceiling
+        measure_host_memcpy(ctx.measure, scratch, a_array)
+        del scratch
         a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
         _transfers(ctx, "registered", a_reg, d_a, a_values)
         _transfers(ctx, "pinned", pinned, d_a, a_values)
@@ -199,10 +208,14 @@ def summarize(result: Result) -> Summary:
             format_ratio(h2d["pageable"] / h2d[kind]),
         )
     kernel = find(result, KERNEL, "registered").stats.median_ms
+    kernel_gb_per_s = bandwidth_gb_per_s(2 * nbytes, kernel)
+    link = pcie_ceiling(result)
     transfers.notes.append(
         f"A kernel reading two registered arrays through DEVICEMAP took {format_ms(kernel)} "
-        f"({format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel))} GB/s over PCIe)."
+        f"({format_gb_per_s(kernel_gb_per_s)} GB/s over PCIe"
+        + (f", {link.fraction(kernel_gb_per_s):.0%} of the link)." if link is not None else ").")
     )
+    against = _against_ceilings(result)
     saved = h2d["pageable"] - h2d["registered"]
     cost = register.median_ms + unregister.median_ms
     if saved > 0:
@@ -217,4 +230,45 @@ def summarize(result: Result) -> Summary:
         f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d['pinned']))} for cuMemHostAlloc memory: "
         f"{pays}. Register buffers you did not allocate yourself and transfer repeatedly."
     )
-    return Summary(tables=[costs, transfers], conclusions=[conclusion])
+    return Summary(tables=[costs, transfers, against], conclusions=[conclusion])
+
+
+def _against_ceilings(result: Result) -> Table:
+    """Each kind's copies as a share of what bounds them (memprof.model.ceilings)."""
+    nbytes = result.extra.bytes_per_array
+    link = pcie_ceiling(result)
+    against = Table(
+        "Transfers against their ceiling",
+        ["Memory", "HtoD", "DtoH"],
+        notes=_ceiling_notes(link, host_memcpy_gb_per_s(result, nbytes)),
+    )
+    pageable = pageable_ceiling(result, nbytes)
+    for kind, label in TRANSFER_KINDS.items():
+        ceiling = pageable if kind == "pageable" else link
+        rates = [
+            bandwidth_gb_per_s(nbytes, find(result, copy, kind).stats.median_ms)
+            for copy in (H2D, D2H)
+        ]
+        against.add_row(label, *(cell(ceiling, rate) for rate in rates))
+    return against
+
+
+def _ceiling_notes(link, memcpy_gb_per_s: float | None) -> list[str]:
+    notes = [
+        "Registered and cuMemHostAlloc memory against the link: "
+        + (link.detail if link is not None else "unknown (no link figures recorded)")
+        + "."
+    ]
+    if memcpy_gb_per_s is None:
+        notes.append(
+            "The pageable array against the link only: the host memcpy ceiling was not "
+            "recorded (a file from an older memprof)."
+        )
+    else:
+        notes.append(
+            "The pageable array against the lower of the link and one host thread's memcpy "
+            f"between two pageable buffers of its size, this run: "
+            f"{format_gb_per_s(memcpy_gb_per_s)} GB/s (the driver stages pageable copies "
+            "with such a memcpy)."
+        )
+    return notes

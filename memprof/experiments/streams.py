@@ -38,6 +38,7 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -483,9 +484,10 @@ def summarize(result: Result) -> Summary:
 def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) -> Table:
     """The stage times on one stream, and how the kernel was tuned and the stages timed."""
     nbytes = result.extra.bytes_per_array
+    link = pcie_ceiling(result)
     stages = Table(
         f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra.chunks)} chunks",
-        ["Stage", "Total", "Per chunk", "GB/s"],
+        ["Stage", "Total", "Per chunk", "GB/s", "Of ceiling"],
         notes=[
             f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
             f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
@@ -495,11 +497,21 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
                 else "(--kernel-ms)."
             ),
             f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
+            "Of ceiling: the copies (pinned) against the link, "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + ".",
         ],
     )
     for stage, (total, per_chunk) in serial_stages.items():
-        rate = format_gb_per_s(bandwidth_gb_per_s(nbytes, total)) if stage != "kernel" else "-"
-        stages.add_row(STAGES[stage][0], format_ms(total), format_ms(per_chunk), rate)
+        gb_per_s = bandwidth_gb_per_s(nbytes, total)
+        copy = stage != "kernel"
+        stages.add_row(
+            STAGES[stage][0],
+            format_ms(total),
+            format_ms(per_chunk),
+            format_gb_per_s(gb_per_s) if copy else "-",
+            cell(link, gb_per_s) if copy else "-",
+        )
     return stages
 
 

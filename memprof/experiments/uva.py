@@ -34,6 +34,7 @@ from memprof.experiments.common import (
     size_label,
     verify_device_result,
 )
+from memprof.model.ceilings import cell, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -161,10 +162,25 @@ def summarize(result: Result) -> Summary:
             name, f"0x{addresses.host:x}", f"0x{addresses.device:x}", "yes" if equal else "no"
         )
 
+    link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     kernels = Table(
         f"sumArrays over {format_bytes(nbytes)} per array",
-        ["Kernel reads a and b from", "Median", "Min", "Read (GB/s)", "vs device memory"],
-        notes=[f"{gpu_timing(result)}; read = the two input arrays' bytes over the time."],
+        [
+            "Kernel reads a and b from",
+            "Median",
+            "Min",
+            "Read (GB/s)",
+            "vs device memory",
+            "Of ceiling",
+        ],
+        notes=[
+            f"{gpu_timing(result)}; read = the two input arrays' bytes over the time.",
+            "Of ceiling: mapped memory against the link, "
+            + (link.detail if link is not None else "not recorded in this file")
+            + "; device memory against "
+            + (hbm.detail if hbm is not None else "HBM")
+            + ".",
+        ],
     )
     medians = {path: find(result, KERNEL, path).stats.median_ms for path in PATHS}
     for path, label in PATHS.items():
@@ -175,6 +191,10 @@ def summarize(result: Result) -> Summary:
             format_ms(stats.min_ms),
             format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, stats.median_ms)),
             format_ratio(stats.median_ms / medians["device"]),
+            cell(
+                hbm if path == "device" else link,
+                bandwidth_gb_per_s(2 * nbytes, stats.median_ms),
+            ),
         )
     same = abs(medians["uva"] / medians["mapped"] - 1)
     conclusion = (

@@ -35,6 +35,7 @@ from memprof.experiments.common import (
     size_label,
     verify_device_result,
 )
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -188,6 +189,25 @@ def summarize(result: Result) -> Summary:
             format_gb_per_s(bandwidth_gb_per_s(moved, combined)),
             format_ratio(cached / combined),
         )
+    link = pcie_ceiling(result)
+    against = Table(
+        "Over the link, against its ceiling",
+        ["Operation", "Cached", "Write-combined"],
+        notes=[
+            "Copies and kernel reads cross the link: "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + "."
+        ],
+    )
+    for operation, group, label in ROWS:
+        if group != "gpu":
+            continue  # host reads and writes stay on the host
+        moved = 2 * nbytes if operation == "kernel" else nbytes
+        rates = [
+            bandwidth_gb_per_s(moved, result.find(operation, kind, group).stats.median_ms)
+            for kind in KINDS
+        ]
+        against.add_row(label, *(cell(link, rate) for rate in rates))
     read_slowdown = 1 / speedups["host_read"]
     transfers = (
         f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
@@ -208,4 +228,4 @@ def summarize(result: Result) -> Summary:
             "(virtual machines among them) map it as ordinary cached memory; where it is really "
             "write-combined, CPU reads of it are many times slower: never read it back."
         )
-    return Summary(tables=[table], conclusions=[conclusion])
+    return Summary(tables=[table, against], conclusions=[conclusion])
