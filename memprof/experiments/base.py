@@ -73,6 +73,24 @@ def warmup_param(default: int, help: str = "") -> Any:
 
 
 @dataclass(frozen=True)
+class OneSize:
+    """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
+
+    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the seeds' memTransfer example
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+
+
+@dataclass(frozen=True)
+class LargeCopies(OneSize):
+    """The Params of the experiments across GPUs: 256 MiB copies, 5 timed, 1 warm-up."""
+
+    power: Power = power_param(26)
+    repeat: Repeat = repeat_param(5)  # timed operations and batches per figure
+    warmup: Warmup = warmup_param(1)
+
+
+@dataclass(frozen=True)
 class NoExtra:
     """For experiments whose measurements say everything."""
 

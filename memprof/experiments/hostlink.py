@@ -17,14 +17,9 @@ from dataclasses import dataclass
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.model.ceilings import Ceiling, pcie_ceiling
@@ -43,10 +38,8 @@ SHARED_BELOW = 0.9  # together under 90% of the sum alone: something on the way 
 
 
 @dataclass(frozen=True)
-class HostlinkParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)  # timed copies and batches per GPU, mode and direction
-    warmup: Warmup = warmup_param(1)
+class HostlinkParams(LargeCopies):
+    """hostlink's: 256 MiB copies, each GPU alone and all at once."""
 
 
 @dataclass(frozen=True)

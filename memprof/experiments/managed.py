@@ -25,12 +25,9 @@ from memprof.experiments.base import (
     POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
     Warmup,
-    power_param,
-    repeat_param,
     warmup_param,
 )
 from memprof.experiments.common import gpu_timing, input_arrays, launch_sum
@@ -45,9 +42,7 @@ ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
 
 
 @dataclass(frozen=True)
-class ManagedParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
+class ManagedParams(OneSize):
     warmup: Warmup = warmup_param(1, "Untimed cycles before timing (0 to 1000).")
     prefetch: bool = param(True, "Also time cuMemPrefetchAsync to the GPU before the kernel.")
     advice: tuple[Advice, ...] = param(

@@ -23,14 +23,9 @@ from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE
 from memprof.model.ceilings import peer_ceiling
@@ -58,10 +53,7 @@ FILL_VALUE = 2.5
 
 
 @dataclass(frozen=True)
-class PeerParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)
-    warmup: Warmup = warmup_param(1)
+class PeerParams(LargeCopies):
     latency_steps: Annotated[int, Range(1, 1 << 20)] = param(
         4096, "Dependent loads in the latency chain (1 to 1048576)."
     )

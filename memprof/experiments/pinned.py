@@ -16,14 +16,9 @@ from memprof.experiments.base import (
     HOST_MEMCPY,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import host_memcpy_gb_per_s, pageable_ceiling
 from memprof.model.ceilings import cell, far_below_line, pcie_ceiling
@@ -44,10 +39,7 @@ DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
 @dataclass(frozen=True)
-class PinnedParams:
-    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the memTransfer example
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class PinnedParams(OneSize):
     host_buffer: Literal["numpy", "malloc", "hugepages"] = param(
         "numpy",
         "Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C programs "

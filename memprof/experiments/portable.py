@@ -16,14 +16,9 @@ from dataclasses import dataclass
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
@@ -40,10 +35,8 @@ SAME_SPEED = 0.9  # a foreign context reaching 90% of portable treats the memory
 
 
 @dataclass(frozen=True)
-class PortableParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)  # timed copies and batches per buffer, GPU and direction
-    warmup: Warmup = warmup_param(1)
+class PortableParams(LargeCopies):
+    """portable's: 256 MiB copies from every GPU's context."""
 
 
 @dataclass(frozen=True)

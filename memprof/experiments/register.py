@@ -19,14 +19,9 @@ from memprof.experiments.base import (
     POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import (
     gpu_timing,
@@ -58,10 +53,8 @@ TRANSFER_KINDS = {
 
 
 @dataclass(frozen=True)
-class RegisterParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class RegisterParams(OneSize):
+    """register's: one size of arrays."""
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,9 @@ from memprof.experiments.base import (
     POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import (
     gpu_timing,
@@ -54,10 +49,8 @@ PATHS = {
 
 
 @dataclass(frozen=True)
-class UvaParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class UvaParams(OneSize):
+    """uva's: one size of arrays."""
 
 
 @dataclass(frozen=True)
