@@ -128,6 +128,8 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
 )
+CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
+# that launch kernels on poisoned outputs and copy
 # The ceiling of pageable copies (memprof.model.ceilings): one host thread copying between
 # two pageable buffers of the copies' size, in the same run (absent from older files).
 HOST_MEMCPY = Measure(

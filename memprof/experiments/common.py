@@ -34,40 +34,41 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes
 
 
-def launch_sum(
-    session,
-    kernel,
-    a_pointer: int,
-    b_pointer: int,
-    result,
-    elements: int,
-    kind: str | None,
-) -> None:
-    """Poison the device result, then run sumArrays reading a and b from the given addresses."""
-    from memprof.core import memory
+class SumArrays:
+    """The seeds' kernel, res = a + b over float32, with random inputs and numpy's answer."""
 
-    memory.memset(session, result, POISON_BYTE)
-    kernel.launch(
-        session,
-        elements,
-        a_pointer,
-        b_pointer,
-        result.device_pointer,
-        elements,
-        kind=kind,
-        nbytes=3 * elements * FLOAT32_BYTES,
-    )
+    def __init__(self, session: Any, elements: int) -> None:
+        from memprof.core.kernels import load_kernel
 
+        self.session, self.elements = session, elements
+        self.kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        self.a, self.b, self.expected = input_arrays(elements)
 
-def verify_device_result(session, result, expected: np.ndarray, name: str):
-    """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
-    import numpy as np
+    def launch(self, a_pointer: int, b_pointer: int, result: Any, kind: str | None) -> None:
+        """Poison the device result, then run sumArrays reading a and b at these addresses."""
+        from memprof.core import memory
 
-    from memprof.core.verify import compare_arrays
+        memory.memset(self.session, result, POISON_BYTE)
+        self.kernel.launch(
+            self.session,
+            self.elements,
+            a_pointer,
+            b_pointer,
+            result.device_pointer,
+            self.elements,
+            kind=kind,
+            nbytes=3 * self.elements * FLOAT32_BYTES,
+        )
 
-    host = np.full(expected.shape, np.nan, dtype=expected.dtype)
-    session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
-    return compare_arrays(name, host, expected)
+    def verify(self, result: Any, name: str) -> Any:
+        """Copy a device result back (never recorded: no measurement's part) and check it."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        host = np.full(self.expected.shape, np.nan, dtype=self.expected.dtype)
+        self.session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call
+        return compare_arrays(name, host, self.expected)
 
 
 def gpu_timing(result) -> str:

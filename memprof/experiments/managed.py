@@ -30,7 +30,7 @@ from memprof.experiments.base import (
     Warmup,
     warmup_param,
 )
-from memprof.experiments.common import gpu_timing, input_arrays, launch_sum
+from memprof.experiments.common import SumArrays, gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
@@ -137,12 +137,12 @@ class _ManagedFlow:
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
 
         self.session, self.elements = session, elements
         self.nbytes = elements * FLOAT32_BYTES
-        self.kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        self.a_values, self.b_values, self.expected = input_arrays(elements)
+        self.sums = SumArrays(session, elements)
+        self.kernel = self.sums.kernel
+        self.a_values, self.b_values, self.expected = self.sums.a, self.sums.b, self.sums.expected
         self.a, self.b, self.res = (memory.allocate(session, "managed", elements) for _ in range(3))
         self.received = np.zeros(elements, np.float32)
         self.copies: list = []
@@ -221,7 +221,7 @@ class _ManagedFlow:
                 memory.copy(session, d_a, host_a)
                 memory.copy(session, d_b, host_b)
                 pointers = (d_a.device_pointer, d_b.device_pointer)
-                launch_sum(session, self.kernel, *pointers, d_res, elements, "device")
+                self.sums.launch(*pointers, d_res, "device")
                 memory.copy(session, out, d_res)
 
         profiler.repeat(flow, params.warmup, params.repeat)

@@ -11,12 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.experiments.base import (
-    COPY_CALLS,
+    CORE_RECORDS,
     FLOAT32_BYTES,
     HOST_MEMCPY,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
     Experiment,
     Measure,
     OneSize,
@@ -24,14 +21,12 @@ from memprof.experiments.base import (
     find,
 )
 from memprof.experiments.common import (
+    SumArrays,
     gpu_timing,
     host_memcpy_gb_per_s,
-    input_arrays,
-    launch_sum,
     measure_host_memcpy,
     pageable_ceiling,
     size_label,
-    verify_device_result,
 )
 from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
@@ -75,13 +70,11 @@ class Register(Experiment):
     Params = RegisterParams
     Extra = RegisterExtra
     measures = (
-        REGISTER, UNREGISTER, H2D, D2H, KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS,
-        HOST_MEMCPY,
+        REGISTER, UNREGISTER, H2D, D2H, KERNEL, HOST_MEMCPY, *CORE_RECORDS,
     )  # fmt: skip
 
     def run(self, ctx: RunContext) -> RegisterExtra:
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
         from memprof.core.memory import page_aligned_empty
 
         session, params = ctx.session, ctx.params
@@ -89,9 +82,10 @@ class Register(Experiment):
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=9 * nbytes)
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
+        a_values = sums.a
         a_array, b_array = (page_aligned_empty(elements, "float32") for _ in range(2))
-        a_array[:], b_array[:] = a_values, b_values
+        a_array[:], b_array[:] = sums.a, sums.b
         step = ctx.steps(3)
 
         step("registration cost")
@@ -112,15 +106,11 @@ class Register(Experiment):
         _transfers(ctx, "pinned", pinned, d_a, a_values)
 
         step("kernel through the mapped registration")
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
         pointers = (a_reg.device_pointer, b_reg.device_pointer)
-
-        def kernel_run() -> None:
-            launch_sum(session, kernel, *pointers, d_res, elements, "registered")
-
-        ctx.measure.repeat(kernel_run, params.warmup, params.repeat)
-        name = f"sumArrays {size_label(params.power)}, registered"
-        ctx.check(verify_device_result(session, d_res, expected, name))
+        ctx.measure.repeat(
+            lambda: sums.launch(*pointers, d_res, "registered"), params.warmup, params.repeat
+        )
+        ctx.check(sums.verify(d_res, f"sumArrays {size_label(params.power)}, registered"))
         for buffer in (a_reg, b_reg, pinned, d_a, d_res):
             buffer.free()
         step("done")

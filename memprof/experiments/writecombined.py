@@ -23,13 +23,7 @@ from memprof.experiments.base import (
     RunContext,
     find,
 )
-from memprof.experiments.common import (
-    gpu_timing,
-    input_arrays,
-    launch_sum,
-    size_label,
-    verify_device_result,
-)
+from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
@@ -82,7 +76,6 @@ class WriteCombined(Experiment):
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
         from memprof.core.verify import compare_arrays
 
         session, params, profiler = ctx.session, ctx.params, ctx.measure
@@ -91,8 +84,8 @@ class WriteCombined(Experiment):
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
+        a_values, b_values = sums.a, sums.b
         received = np.zeros(elements, np.float32)
         d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
         for done, kind in enumerate(KINDS):
@@ -115,20 +108,14 @@ class WriteCombined(Experiment):
             profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
             a.array[:] = a_values  # the DtoH copies overwrote it
             profiler.repeat(
-                lambda kind=kind, a=a, b=b: launch_sum(
-                    session, kernel, a.device_pointer, b.device_pointer, d_res, elements, kind
+                lambda kind=kind, a=a, b=b: sums.launch(
+                    a.device_pointer, b.device_pointer, d_res, kind
                 ),
                 params.warmup,
                 params.repeat,
             )
-            ctx.check(
-                verify_device_result(
-                    session,
-                    d_res,
-                    expected,
-                    f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped",
-                )
-            )
+            name = f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped"
+            ctx.check(sums.verify(d_res, name))
             a.free()
             b.free()
         for buffer in (d_a, d_res):
