@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from memprof.model.gpustate import GpuState, NvLink, OtherProcess, normalize_bus_id, reasons_in
@@ -144,12 +143,7 @@ class Watch:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def start(self) -> None:

@@ -12,7 +12,7 @@ import gc
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from memprof.core.measure import Profiler
@@ -80,13 +80,7 @@ class GpuSession:
 
     def __enter__(self) -> GpuSession:
         self.cuda = cuda = import_driver()
-        try:
-            cuda.init()
-            count = cuda.Device.count()
-        except cuda.Error as error:
-            raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
-        if count == 0:
-            raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
+        count = device_count()
         if not 0 <= self.device_index < count:
             raise InvalidArgument(
                 f"--device {self.device_index} does not exist: this machine has {count} "
@@ -114,12 +108,7 @@ class GpuSession:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def own(self, release: Callable[[], None]) -> int:
