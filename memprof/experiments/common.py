@@ -60,6 +60,28 @@ class SumArrays:
             nbytes=3 * self.elements * FLOAT32_BYTES,
         )
 
+    def flow(self, sources: tuple, out: Any, devices: tuple, span: tuple, kernel_kind: Any) -> None:
+        """The seeds' whole flow, timed end to end as `span` (name, operation, kind): a and b
+        copied in from `sources`, sumArrays, the result copied out to `out`."""
+        from memprof.core import memory
+
+        session, nbytes = self.session, self.elements * FLOAT32_BYTES
+        (a, b), (d_a, d_b, d_res) = sources, devices
+        memory.memset(session, d_res, POISON_BYTE)
+        with session.profiler.events("span", *span, 3 * nbytes):
+            memory.copy(session, d_a, a)
+            memory.copy(session, d_b, b)
+            pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
+            self.kernel.launch(
+                session,
+                self.elements,
+                *pointers,
+                self.elements,
+                kind=kernel_kind,
+                nbytes=3 * nbytes,
+            )
+            memory.copy(session, out, d_res)
+
     def verify(self, result: Any, name: str) -> Any:
         """Copy a device result back (never recorded: no measurement's part) and check it."""
         import numpy as np

@@ -216,13 +216,8 @@ class _ManagedFlow:
         self.copies = [host_a, host_b, out, d_a, d_b, d_res]
 
         def flow() -> None:
-            name = "2 HtoD + kernel + DtoH"
-            with profiler.events("span", name, "end_to_end", "device", 3 * self.nbytes):
-                memory.copy(session, d_a, host_a)
-                memory.copy(session, d_b, host_b)
-                pointers = (d_a.device_pointer, d_b.device_pointer)
-                self.sums.launch(*pointers, d_res, "device")
-                memory.copy(session, out, d_res)
+            span = ("2 HtoD + kernel + DtoH", "end_to_end", "device")
+            self.sums.flow((host_a, host_b), out, (d_a, d_b, d_res), span, "device")
 
         profiler.repeat(flow, params.warmup, params.repeat)
         return compare_arrays("sumArrays, device memory", out.array, self.expected)

@@ -93,39 +93,14 @@ class Peer(Experiment):
     )
 
     def run(self, ctx: RunContext) -> PeerExtra:
-        import numpy as np
-
-        from memprof.core import memory
-        from memprof.core.access import DirectAccess
         from memprof.core.driver import can_access_peer
-        from memprof.core.kernels import load_kernel
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)
-        state: dict[int, _Device] = {}
-        for index in indices:
-            with devices.session(index).active() as session:
-                memory.require_memory(session, device_bytes=2 * nbytes + CHAIN_BYTES)
-                values = np.random.default_rng(100 + index).random(elements, dtype=np.float32)
-                source = memory.allocate(session, "device", elements)
-                destination = memory.allocate(session, "device", elements)
-                chain_buffer = memory.allocate(session, "device", chain.size, np.uint32)
-                last = memory.allocate(session, "device", 1, np.uint32)
-                session.cuda.memcpy_htod(source.device_pointer, values)
-                session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
-                state[index] = _Device(
-                    session,
-                    values,
-                    source,
-                    destination,
-                    DirectAccess(session),
-                    load_kernel(session, "peer.cu", "chaseChain"),
-                    chain_buffer,
-                    last,
-                )
+        state = {i: _Device.open(devices.session(i), elements, chain) for i in indices}
         pairs = ordered_pairs(indices)
         access = [[a == b or can_access_peer(a, b) for b in indices] for a in indices]
         can = {(a, b): access[indices.index(a)][indices.index(b)] for a, b in pairs}
@@ -164,10 +139,7 @@ class Peer(Experiment):
             if can[a, b] and can[b, a]:
                 ctx.checks += _bidirectional(state, a, b, nbytes)
         for device in state.values():
-            with device.session.active():
-                for buffer in (device.source, device.destination, device.chain, device.last):
-                    buffer.free()
-                device.access.free()
+            device.free()
         return PeerExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
@@ -224,6 +196,33 @@ class _Device:
     chase: Any
     chain: Any
     last: Any
+
+    @classmethod
+    def open(cls, session: Any, elements: int, chain: Any) -> _Device:
+        """One GPU's buffers (filled source, destination, latency chain) and kernels."""
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.access import DirectAccess
+        from memprof.core.kernels import load_kernel
+
+        with session.active():
+            memory.require_memory(session, device_bytes=8 * elements + CHAIN_BYTES)
+            rng = np.random.default_rng(100 + session.device_index)
+            values = rng.random(elements, dtype=np.float32)
+            source, destination = (memory.allocate(session, "device", elements) for _ in range(2))
+            chain_buffer = memory.allocate(session, "device", chain.size, np.uint32)
+            last = memory.allocate(session, "device", 1, np.uint32)
+            session.cuda.memcpy_htod(source.device_pointer, values)
+            session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
+            access, chase = DirectAccess(session), load_kernel(session, "peer.cu", "chaseChain")
+        return cls(session, values, source, destination, access, chase, chain_buffer, last)
+
+    def free(self) -> None:
+        with self.session.active():
+            for buffer in (self.source, self.destination, self.chain, self.last):
+                buffer.free()
+            self.access.free()
 
     def poison(self) -> None:
         with self.session.active():

@@ -104,17 +104,16 @@ class Pinned(Experiment):
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
         from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE, input_arrays, measure_host_memcpy
+        from memprof.experiments.common import SumArrays, measure_host_memcpy
 
         params, session, profiler = ctx.params, ctx.session, ctx.measure
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         # device: a, b, res; host: a, b, res of one kind at a time plus numpy's inputs
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
+        a_values, b_values, expected = sums.a, sums.b, sums.expected
         d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
         for step, kind in enumerate(HOST_KINDS):
             ctx.progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
@@ -133,13 +132,8 @@ class Pinned(Experiment):
             ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
-                memory.memset(session, d_res, POISON_BYTE)
-                with profiler.events("span", FLOW.what, FLOW.operation, kind, 3 * nbytes):
-                    memory.copy(session, d_a, a)
-                    memory.copy(session, d_b, b)
-                    pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
-                    kernel.launch(session, elements, *pointers, elements, nbytes=3 * nbytes)
-                    memory.copy(session, res, d_res)
+                span = (FLOW.what, FLOW.operation, kind)
+                sums.flow((a, b), res, (d_a, d_b, d_res), span, kernel_kind=None)
 
             res.array.fill(np.nan)
             profiler.repeat(flow, params.warmup, params.repeat)
