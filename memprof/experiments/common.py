@@ -96,3 +96,18 @@ def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, floa
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+def stops_at(holds: dict[int, bool]) -> int | None:
+    """The smallest size from which something no longer holds at any larger size (a pool
+    helping, a way of copying losing), or None where it still holds at the largest size.
+
+    holds: size -> whether it held there. A size where it held again above an earlier
+    miss moves the answer up to after that size: the answer is where it stops for good.
+    """
+    stop = None
+    for size in sorted(holds, reverse=True):
+        if holds[size]:
+            break
+        stop = size
+    return stop

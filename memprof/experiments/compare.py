@@ -4,7 +4,9 @@ For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH
 bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
 the host's write and read throughput (numpy copyto). Managed memory appears three times:
 read by a kernel right after the host wrote it (pages migrate on demand), read again
-(resident), and read after cuMemPrefetchAsync.
+(resident), and read after cuMemPrefetchAsync. Device memory appears once per allocator:
+cuMemAlloc, the stream-ordered pools and virtual memory management (where the GPU and
+cuda-bindings have them).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
 
 
 ROWS = table_rows(SINGLE_GPU_KINDS)
+# Kinds allocated through cuda-bindings have a row where a run measured them: results saved
+# before memprof knew them (and runs without cuda-bindings) never list them.
+MEASURED_ONLY = frozenset(kind.name for kind in SINGLE_GPU_KINDS if kind.via_bindings)
 COLUMNS = {  # operation: (header, larger is better)
     "alloc": ("Allocate", False),
     "h2d": ("HtoD GB/s", True),
@@ -105,6 +110,7 @@ class Compare(Experiment):
     def run(self, ctx: RunContext) -> CompareExtra:
         import numpy as np
 
+        from memprof.core import bindings
         from memprof.core.access import DirectAccess
         from memprof.core.verify import compare_arrays
 
@@ -118,9 +124,12 @@ class Compare(Experiment):
         values = np.random.default_rng(5).random(elements, dtype=np.float32)
         scratch = np.zeros(elements, np.float32)
         d = memory.allocate(session, "device", elements)
-        supported, skipped = memory.supported_kinds(facts.attributes, SINGLE_GPU_KINDS)
+        supported, skipped = memory.supported_kinds(
+            facts.attributes, SINGLE_GPU_KINDS, bindings.missing_reason()
+        )
         host_kinds = [kind for kind in supported if kind.host_copies]
-        steps = len(host_kinds) + 2
+        device_kinds = [kind.name for kind in supported if kind.on_device]
+        steps = len(host_kinds) + 1 + len(device_kinds)
 
         def repeat(action) -> None:
             profiler.repeat(action, params.warmup, params.repeat)
@@ -160,13 +169,14 @@ class Compare(Experiment):
         if any(kind.migrates for kind in supported):
             ctx.checks += _managed(session, access, values, repeat, allocation_cost, skipped)
 
-        ctx.progress("device", len(host_kinds) + 1, steps)
         d.free()
-        d = allocation_cost("device")
-        session.cuda.memcpy_htod(d.device_pointer, values)
-        repeat(lambda: access.read(d.device_pointer, elements, "device"))
-        ctx.check(access.check_sum(f"kernel read, {ROWS['device']}", values))
-        d.free()
+        for step, kind in enumerate(device_kinds, start=len(host_kinds) + 1):
+            ctx.progress(ROWS[kind], step, steps)
+            d = allocation_cost(kind)  # device memory, or a pool's, or mapped by hand
+            session.cuda.memcpy_htod(d.device_pointer, values)
+            repeat(lambda d=d, kind=kind: access.read(d.device_pointer, elements, kind))
+            ctx.check(access.check_sum(f"kernel read, {ROWS[kind]}", values))
+            d.free()
         access.free()
         ctx.progress("done", steps, steps)
         return CompareExtra(bytes_per_array=nbytes, skipped=skipped)
@@ -265,7 +275,12 @@ def summarize(result: Result) -> Summary:
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped],
     )
-    for row, label in ROWS.items():
+    rows = {
+        row: label
+        for row, label in ROWS.items()
+        if row not in MEASURED_ONLY or any((row, operation) in figures for operation in COLUMNS)
+    }
+    for row, label in rows.items():
         cells = []
         for operation in COLUMNS:
             value = figures.get((row, operation))
@@ -277,7 +292,7 @@ def summarize(result: Result) -> Summary:
     for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
         present = [
             (figures[row, operation], index)
-            for index, row in enumerate(ROWS)
+            for index, row in enumerate(rows)
             if (row, operation) in figures
         ]
         if present:
