@@ -8,13 +8,20 @@ and `diff` show traces saved on the GPU machine.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from memprof.experiments.base import Experiment, Measure
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
-from memprof.trace.collect import SMALL_COPY_BYTES, CopyGroup, TraceExtra, TraceParams
+from memprof.trace.collect import (
+    SMALL_COPY_BYTES,
+    CopyGroup,
+    SmallCopyFigures,
+    TraceExtra,
+    TraceParams,
+)
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -88,8 +95,14 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
     return lines
 
 
-def small_copy_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> list[str]:
-    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win."""
+def small_copy_advice(
+    copies: list[CopyGroup],
+    bandwidth: dict[str, Any] | None,
+    measured: SmallCopyFigures | None = None,
+) -> list[str]:
+    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win;
+    with this GPU's measured small-copy costs, by how much (None: a trace saved before
+    memprof measured them)."""
     small = [g for g in copies if g.small_calls]
     calls = sum(g.small_calls for g in small)
     if not calls:
@@ -110,10 +123,33 @@ def small_copy_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None)
             f": {format_gb_per_s(bandwidth_gb_per_s(nbytes, gpu_ms))} GB/s against "
             f"{format_gb_per_s(max(rates))} GB/s for large pinned copies here"
         )
-    return [
-        f"{line}. Their time is latency, not bandwidth (and each call costs the host more "
-        "than the GPU): gather them into one buffer and one copy, or keep the data on the GPU."
-    ]
+    line += (
+        ". Their time is latency, not bandwidth (and each call costs the host more than the "
+        "GPU): gather them into one buffer and one copy, or keep the data on the GPU."
+    )
+    if measured is not None:
+        pageable = sum(g.small_calls for g in small if g.host_kind == "pageable")
+        line += " " + measured_gain(measured, nbytes / calls, pageable * 2 >= calls)
+    return [line]
+
+
+def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageable: bool) -> str:
+    """What gathering saved per copy on this GPU at the measured size nearest the program's
+    average small copy, or the command that measures it."""
+    if not measured.costs:
+        return f"`memprof smallcopies` measures what gathering gains on this GPU ({measured.how})."
+    nearest = min(measured.costs, key=lambda c: abs(math.log2(c.bytes / max(average_bytes, 1))))
+    one_each = nearest.pageable_ms if from_pageable else nearest.pinned_ms
+    memory = "pageable" if from_pageable else "pinned"
+    what = (
+        f"{measured.copies} {memory} copies of {format_bytes(nearest.bytes)} gathered into one "
+        f"pinned buffer and copied once cost {format_ms(nearest.gathered_ms)} per copy against "
+        f"{format_ms(one_each)} one call each"
+    )
+    source = f"`memprof smallcopies`, {measured.how}"
+    if nearest.gathered_ms < one_each:
+        return f"On this GPU {what}, {one_each / nearest.gathered_ms:.1f}x faster ({source})."
+    return f"On this GPU gathering did not pay: {what} ({source})."
 
 
 def blocking_advice(copies: list[CopyGroup]) -> list[str]:
@@ -166,11 +202,12 @@ def advice(
     copies: list[CopyGroup],
     bandwidth: dict[str, Any] | None,
     unified_memory: UnifiedMemory | None,
+    small_copies: SmallCopyFigures | None = None,
 ) -> list[str]:
     """Every piece of advice the trace supports, or a line saying there is none."""
     lines = (
         pageable_advice(copies, bandwidth)
-        + small_copy_advice(copies, bandwidth)
+        + small_copy_advice(copies, bandwidth, small_copies)
         + blocking_advice(copies)
         + unified_memory_advice(unified_memory)
     )
@@ -258,7 +295,8 @@ def summarize(result: Result) -> Summary:
     totals = result.timing.unified_memory if result.timing else None
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
     # section is the profile's own, as nvprof printed it (memprof.render)
-    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals)]
+    small = result.extra.small_copies
+    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals, small)]
     return Summary(
         tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
     )
