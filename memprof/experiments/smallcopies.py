@@ -506,9 +506,10 @@ def _direction_tables(result: Result, direction: str) -> list[Table]:
     count, ways = result.parameters.copies, result.extra.ways
     words = DIRECTIONS[direction]
     headers = ["Size", *ways]
-    total = Table(f"{count} copies {words}: all {count}", headers)
+    total = Table(f"{count} copies {words}: total", headers)
     per_copy = Table(f"{count} copies {words}: per copy", headers)
-    wall = Table(f"{count} copies {words}: wall clock per copy (memprof's Python calls)", headers)
+    wall = Table(f"{count} copies {words}: wall clock per copy", headers)
+    wall.notes = ["memprof's own calls from Python, first call to stream synchronized."]
     for nbytes in sizes(result):
         costs = [cost_ms(result, way, direction, nbytes) for way in ways]
         walls = [wall_ms(result, way, direction, nbytes) for way in ways]
@@ -539,9 +540,8 @@ def _notes(result: Result) -> list[str]:
         "Times: GPU work queued behind a GPU-side gate between two CUDA events (CUPTI paused), "
         "back to back; pageable: the blocking calls themselves ("
         + _calls_source(result)
-        + "); gathered: numpy's host clock added. Wall clock: memprof's own run of each way "
-        "from its first call until the stream is synchronized, Python's calls included. "
-        f"Medians of {result.parameters.repeat}; best of each row in bold.",
+        + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
+        f"{result.parameters.repeat}; best of each row in bold.",
         *(f"Skipped: {reason}." for reason in result.extra.skipped),
     ]
 
