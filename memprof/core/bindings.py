@@ -104,9 +104,13 @@ def call(name: str, *arguments: Any) -> Any:
 
 
 def bindings_version() -> str:
-    import cuda.bindings
+    """cuda-bindings and its version, as pip knows it."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return f"cuda-bindings {getattr(cuda.bindings, '__version__', '(unknown version)')}"
+    try:
+        return f"cuda-bindings {version('cuda-bindings')}"
+    except PackageNotFoundError:
+        return "cuda-bindings (version unknown)"
 
 
 def driver_version() -> int:
@@ -264,7 +268,7 @@ def batch_copy_missing_reason() -> str | None:
     why_not = missing_reason()
     if why_not:
         return why_not
-    if not hasattr(driver(), "cuMemcpyBatchAsync"):
+    if getattr(driver(), "cuMemcpyBatchAsync", None) is None:
         return (
             f"cuMemcpyBatchAsync is missing from {bindings_version()} (it came with 12.8): "
             "pip install -U cuda-bindings"
