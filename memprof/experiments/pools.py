@@ -245,6 +245,7 @@ class Allocators:
             mapped = size
             bindings.set_access(address, size, ordinal)
             self.session.cuda.memset_d8(address, FILL_BYTE, size)
+            self.session.synchronize()  # the GPU idle: growing is the host's calls alone
             with profiler.api(
                 "cuMemCreate + cuMemMap + cuMemSetAccess", "grow_in_place", "vmm", nbytes
             ):
@@ -254,6 +255,7 @@ class Allocators:
                 bindings.set_access(address + size, size, ordinal)
             return self._check_grown(address, size, verify)
         finally:
+            self.session.synchronize()  # nothing may touch the range while it is unmapped
             _take_apart_all(address, 2 * size, handles, mapped)
 
     def grow_by_copy(self, nbytes: int, verify: bool) -> str | None:
@@ -263,6 +265,7 @@ class Allocators:
         buffers = [cuda.mem_alloc(nbytes)]  # what is allocated now, freed on the way out
         try:
             cuda.memset_d8(int(buffers[0]), FILL_BYTE, nbytes)
+            self.session.synchronize()  # the copy below waits for nothing else
             with profiler.api(
                 "cuMemAlloc + cuMemcpyDtoDAsync + cuMemFree", "grow_by_copy", "device", nbytes
             ):
