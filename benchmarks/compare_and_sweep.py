@@ -16,9 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memprof.core.session import GpuSession
-from memprof.experiments.sweep import SweepParams
-from memprof.experiments.sweep import run as run_sweep
+import memprof
 from memprof.model.formatting import bandwidth_gb_per_s
 
 POWER = 14  # 2^14 float32 = 64 KiB
@@ -38,9 +36,9 @@ def reference_ms() -> float:
 
 
 def memprof_ms() -> float:
-    params = SweepParams(powers=(POWER,), kinds=("pinned",), directions=("h2d",), repeat=REPEAT)
-    with GpuSession(0) as session:
-        result = run_sweep(session, params)
+    result = memprof.run(
+        "sweep", powers=(POWER,), kinds=("pinned",), directions=("h2d",), repeat=REPEAT
+    )
     if not result.passed:
         sys.exit("memprof's own verification failed")
     return result.find("h2d", "pinned", "gpu", NBYTES).stats.median_ms

@@ -28,36 +28,28 @@ import tempfile
 import time
 from pathlib import Path
 
-from memprof.core.session import GpuSession
-from memprof.experiments import EXPERIMENTS, run_experiment
-from memprof.experiments.device import DeviceParams
-from memprof.experiments.managed import ManagedParams
-from memprof.experiments.pinned import PinnedParams
-from memprof.experiments.streams import StreamsParams
-from memprof.experiments.sweep import SweepParams
-from memprof.experiments.uva import UvaParams
-from memprof.experiments.zerocopy import ZeroCopyParams
+import memprof
+from memprof.experiments import summarize
 
 SWEEP_POWERS = tuple(range(10, 27, 2))  # 4 KiB .. 256 MiB
 EXPERIMENT_PARAMS = {
-    "pinned": PinnedParams(power=20),
-    "zerocopy": ZeroCopyParams(powers=(10, 12, 14, 16, 18, 20, 22, 24)),
-    "uva": UvaParams(power=20),
-    "managed": ManagedParams(power=20),
-    "device": DeviceParams(power=22),
-    "sweep": SweepParams(powers=SWEEP_POWERS, kinds=("pinned", "pageable"), repeat=10),
-    "streams": StreamsParams(power=22),
+    "pinned": {"power": 20},
+    "zerocopy": {"powers": (10, 12, 14, 16, 18, 20, 22, 24)},
+    "uva": {"power": 20},
+    "managed": {"power": 20},
+    "device": {"power": 22},
+    "sweep": {"powers": SWEEP_POWERS, "kinds": ("pinned", "pageable"), "repeat": 10},
+    "streams": {"power": 22},
 }
 FAILURES: list[str] = []
 
 
 def run(command: str, timing: str):
-    with GpuSession(0, timing) as session:
-        return run_experiment(command, session, EXPERIMENT_PARAMS[command])
+    return memprof.run(command, timing=timing, **EXPERIMENT_PARAMS[command])
 
 
 def key(m) -> tuple:
-    return (m.group, m.name, m.operation, m.kind, m.bytes)
+    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
 def judge(ok: bool, what: str) -> str:
@@ -115,7 +107,7 @@ def main() -> int:
         )
 
     print("\n3. zerocopy kernel ratio (zero-copy / device), events run vs CUPTI (10%)")
-    for power in EXPERIMENT_PARAMS["zerocopy"].powers:
+    for power in EXPERIMENT_PARAMS["zerocopy"]["powers"]:
         nbytes = 3 * (4 << power)
         ratios = []
         for result in (events_results["zerocopy"], cupti_results["zerocopy"]):
@@ -146,8 +138,7 @@ def main() -> int:
     print("\n5. pageable host-blocking time vs native cudaMemcpy from malloc'd memory (5%)")
     for power in (18, 20, 22, 24):
         nbytes = 4 << power
-        with GpuSession(0, "cupti") as session:
-            result = run_experiment("pinned", session, PinnedParams(power=power))
+        result = memprof.run("pinned", timing="cupti", power=power)
         for direction in ("h2d", "d2h"):
             ours = result.find(direction, "pageable", "api").stats.median_ms
             theirs = native[nbytes]["pageable", direction]
@@ -179,7 +170,7 @@ def main() -> int:
 
 def _conclusions(result) -> list[str]:
     """The sentences' verdicts without their figures: which way each conclusion points."""
-    summary = EXPERIMENTS[result.command].summarize(result)
+    summary = summarize(result)
     return [_verdict(line) for line in summary.conclusions]
 
 

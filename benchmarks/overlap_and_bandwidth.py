@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import sys
 
-from memprof.core.session import GpuSession
+import memprof
 from memprof.experiments import device, streams
 from memprof.model.formatting import bandwidth_gb_per_s
 
 
 def main() -> int:
     met_all = True
-    with GpuSession(0) as session:
-        result = device.run(session, device.DeviceParams(power=25, dtype="float64", repeat=30))
+    result = memprof.run("device", power=25, dtype="float64", repeat=30)
     peak = result.device.theoretical_memory_bandwidth_gb_per_s
     best = {}
     for label, _, moved, measurement in device._operations(result):
@@ -39,8 +38,7 @@ def main() -> int:
         met_all = False
 
     for count in (4, 8):
-        with GpuSession(0) as session:
-            result = streams.run(session, streams.StreamsParams(power=26, streams=count, repeat=7))
+        result = memprof.run("streams", power=26, streams=count, repeat=7)
         times = streams.stage_times(result, "serial")
         ideal = streams.ideal_overlapped_ms(times)
         labels = streams.mode_labels(count)

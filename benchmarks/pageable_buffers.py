@@ -16,10 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import memprof
 from memprof.core.memory import PAGEABLE_BUFFERS
-from memprof.core.session import GpuSession
-from memprof.experiments import run_experiment
-from memprof.experiments.pinned import PinnedParams
 
 POWERS = (18, 22, 24, 26)  # 1, 16, 64, 256 MiB
 
@@ -38,9 +36,14 @@ def main() -> None:
             for power in POWERS:
                 nbytes = 4 << power
                 for buffer in PAGEABLE_BUFFERS:
-                    params = PinnedParams(power=power, repeat=5, warmup=1, host_buffer=buffer)
-                    with GpuSession(0, "cupti") as session:
-                        result = run_experiment("pinned", session, params)
+                    result = memprof.run(
+                        "pinned",
+                        timing="cupti",
+                        power=power,
+                        repeat=5,
+                        warmup=1,
+                        host_buffer=buffer,
+                    )
                     for direction in ("h2d", "d2h"):
                         key = (power, buffer, direction)
                         api = result.find(direction, "pageable", "api").stats.median_ms

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import memprof
 from memprof.experiments import peer
 
 
@@ -33,7 +34,7 @@ def main() -> None:
         subprocess.run(["nvcc", "-O2", "-o", str(binary), str(source)], check=True)
         for _ in range(arguments.rounds):
             start = time.perf_counter()
-            result = peer.measure(peer.PeerParams(power=arguments.power))
+            result = memprof.run("peer", power=arguments.power)
             seconds.append(time.perf_counter() - start)
             assert result.passed, [c.detail for c in result.checks if not c.passed]
             for method in ("ce_on", "ce_bidir"):

@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memprof.experiments import load as load_result  # noqa: E402
 from memprof.model.results import Measurement, Result  # noqa: E402
 
 EXAMPLES = (  # (script, the library it needs)
@@ -103,7 +104,7 @@ def check_copies(name: str, report: dict, result: Result) -> None:
     traced_copies = {
         (m.name, m.bytes): m for m in result.measurements if m.name.startswith("[CUDA memcpy")
     }
-    blocked = {(b.name, b.bytes): b for b in result.extra.get("blocked", [])}
+    blocked = {(b.name, b.bytes): b for b in result.extra.blocked or []}
     expected = {(row_name(c), c["bytes"]): c for c in report["copies"]}
     print(f"\n{name}: copies, program's own count and events against the trace")
     print(
@@ -209,7 +210,7 @@ def main() -> int:
             path = Path(folder) / "trace.json"
             _, bare_wall_s, _ = run([sys.executable, script])
             report, traced_wall_s, completed = run(traced(script, path))
-            result = Result.load(path)
+            result = load_result(path)
         print(f"\n{script}: bare {bare_wall_s:.2f} s, traced {traced_wall_s:.2f} s (process)")
         print(completed.stderr)  # the trace itself, as the user sees it
         check_copies(script, report, result)

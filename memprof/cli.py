@@ -123,6 +123,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: no boxes, no colours, and rich's help machinery (markdown) is not loaded.
+    rich_markup_mode=None,
 )
 
 
@@ -166,7 +168,7 @@ def device_choice(text: str) -> int | None:
 
 
 DEVICE_RANGE = declared.Range(0, 63)
-DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them"
+DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them."
 Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, type=str)
 
 
@@ -181,14 +183,19 @@ def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-def output_options(saves: str = "the Result (every sample)", quiet: str = "") -> list:
+RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` renders it."
+RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
+RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
+NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
+
+
+def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
     """--json, --csv, --quiet and --no-color, as every command takes them."""
-    quiet = quiet or "Print nothing but errors (for scripts: use --json/--csv)."
     return [
-        option("json", Path | None, None, help=f"Also save {saves} as JSON."),
-        option("csv", Path | None, None, help="Also save every measurement as CSV, one row each."),
+        option("json", Path | None, None, help=json),
+        option("csv", Path | None, None, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
-        option("no_color", bool, False, help="No colours (also when piped or NO_COLOR is set)."),
+        option("no_color", bool, False, help=NO_COLOR_HELP),
     ]
 
 
@@ -196,7 +203,10 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     """--device, --timing and --no-affinity, as the experiment's kind takes them."""
     options = []
     if experiment.gpus == "one_or_every":
-        help = f"{DEVICE_HELP}, or 'all': every GPU in turn, then all their copies at once."
+        help = (
+            "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
+            f"{experiment.every_gpu_words}."
+        )
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )
@@ -226,10 +236,10 @@ def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     options = []
     for face in declared.cli_options(experiment.Params):
         kind, default, check = face.kind, face.default, within(face.rule) if face.rule else None
-        if face.choices:
+        if face.choices:  # measure() takes each member's value
             members = {name.replace("-", "_"): name for name in face.choices}
             kind = Enum(face.name, members, type=str)
-            default, check = kind(default), lambda choice: choice.value
+            default, check = kind(default), None
         options.append(
             option(face.name, kind, default, *face.flags, callback=check, help=face.help)
         )
@@ -251,8 +261,9 @@ def add_experiment(experiment: type[Experiment]) -> None:
     """The experiment as a command (and its aliases), its options from its Params."""
 
     def measure(**values: Any) -> None:
+        values = {name: getattr(value, "value", value) for name, value in values.items()}
         output = Output(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
-        device, timing = values.pop("device", None), values.pop("timing", Timing.auto).value
+        device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         output.check()
         params = declared.from_cli(experiment.Params, values)
@@ -299,7 +310,11 @@ def _run(
 
 REPORT_OPTIONS = [
     argument("paths", list[Path], ..., "Result files written with --json."),
-    *output_options("the one input again, validated", "Print nothing but errors: check the files."),
+    *output_options(
+        "Save the one input again, validated, in this memprof's format.",
+        "Save every measurement of every input as CSV, one row each.",
+        "Print nothing but errors: only check the files.",
+    ),
 ]
 
 
@@ -320,7 +335,11 @@ DIFF_OPTIONS = [
     argument("second", Path, ..., "Result B, compared with A."),
     *(
         o
-        for o in output_options("the comparison as shown (strings, not a Result)")
+        for o in output_options(
+            "Also save the comparison as shown (tables of strings, not a Result: `report` "
+            "cannot read it).",
+            quiet="Print nothing but errors.",
+        )
         if o.name != "csv"
     ),
 ]

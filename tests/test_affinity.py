@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from memprof.core.affinity import Affinity, format_cpulist, gpu_affinity, parse_cpulist
+from memprof.experiments import parse as parse_result
+from memprof.experiments import summarize
 
 
 def _device(tmp_path, bus_id: str, node: str, cpus: str):
@@ -45,10 +47,10 @@ def test_info_shows_the_node_and_cpus_it_recorded_and_says_when_it_did_not():
     result = load_fixture("info")  # the H200 VM: sysfs names no NUMA node, CPUs 0-15
     rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
     assert rows["NUMA node, local CPUs"] == "no NUMA node, local CPUs 0-15 [sysfs]"
-    del result.extra["affinity"]  # as in results saved before memprof recorded it
+    result.extra = info.InfoExtra()  # as in results saved before memprof recorded it
     rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
     assert rows["NUMA node, local CPUs"] == "not recorded (sysfs did not say)"
-    result.extra["affinity"] = {"numa_node": 0, "local_cpus": [0, 1, 2, 3, 8]}
+    result.extra = info.InfoExtra(info.AffinityRecord(numa_node=0, local_cpus=[0, 1, 2, 3, 8]))
     rows = {row[0]: row[1] for row in info.summarize(result).tables[0].rows}
     assert rows["NUMA node, local CPUs"] == "NUMA node 0, local CPUs 0-3,8 [sysfs]"
 
@@ -106,11 +108,11 @@ def test_the_header_says_where_the_host_thread_ran():
     assert recorded.startswith("affinity: host thread on CPUs")
     result.timing.host_affinity = None  # a run with --no-affinity, or saved before placement
     console = Console(width=200, record=True, color_system=None)
-    render_result(result, console)
+    render_result(result, summarize(result), console)
     assert "affinity:" not in console.export_text()
     result.timing.host_affinity = "affinity: host thread on CPUs 0-15, local to the GPU"
     console = Console(width=200, record=True, color_system=None)
-    render_result(result, console)
+    render_result(result, summarize(result), console)
     assert console.export_text().splitlines()[1] == result.timing.host_affinity
-    saved = type(result).from_json(result.to_json())
+    saved = parse_result(result.to_json())
     assert saved.timing.host_affinity == result.timing.host_affinity

@@ -410,7 +410,7 @@ def test_compare_shows_an_allocators_row_where_a_run_measured_it():
         Measurement("api", "cuMemAllocAsync", "alloc", "pool", nbytes, [0.002], "host"),
         Measurement("gpu", "readSum", "kernel_read", "pool", nbytes, [0.02], "cupti"),
     ]
-    [table] = compare.summarize(result).tables
+    table = compare.summarize(result).tables[0]
     labels = [row[0] for row in table.rows]
     assert memory.label("pool") in labels and memory.label("pool_kept") not in labels
     row = table.rows[labels.index(memory.label("pool"))]

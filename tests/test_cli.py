@@ -7,9 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof import __version__
-from memprof.cli import app, sweep_powers
+from memprof.cli import app
 from memprof.errors import InvalidArgument
+from memprof.experiments import load as load_result
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
+from memprof.model.params import Sizes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -45,7 +47,7 @@ def test_help_explains_units(command):
         (["zerocopy", "--from", "40", "--to", "41"], "40 is outside the allowed range 0 to 30"),
         (["zerocopy", "--step", "0"], "0 is outside the allowed range 1 to 30"),
         (["info", "--device", "-1"], "-1 is outside the allowed range 0 to 63"),
-        (["pinned", "--power", "many"], "integer"),
+        (["pinned", "--power", "many"], "Invalid value for '--power'"),
     ],
 )
 def test_out_of_range_arguments_name_the_allowed_range(arguments, message):
@@ -75,11 +77,11 @@ def test_inconsistent_sizes_are_one_line_errors(arguments, message):
 
 def test_sweep_sizes():
     assert SEED_SWEEP_POWERS == (10, 12, 14, 16, 18, 20, 22, 24)
-    assert sweep_powers(None, None, 2, SEED_SWEEP_POWERS) == SEED_SWEEP_POWERS
-    assert sweep_powers(3, 9, 3, SEED_SWEEP_POWERS) == (3, 6, 9)
-    assert sweep_powers(5, 5, 1, ()) == (5,)
+    assert Sizes.value(None, None, 2, SEED_SWEEP_POWERS) == SEED_SWEEP_POWERS
+    assert Sizes.value(3, 9, 3, SEED_SWEEP_POWERS) == (3, 6, 9)
+    assert Sizes.value(5, 5, 1, ()) == (5,)
     with pytest.raises(InvalidArgument):
-        sweep_powers(9, 3, 1, ())
+        Sizes.value(9, 3, 1, ())
 
 
 @pytest.mark.parametrize(
@@ -144,14 +146,12 @@ def test_report_of_a_failed_verification_exits_1(tmp_path):
 def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
     import csv
 
-    from memprof.model.results import Result
-
     path = tmp_path / "out.csv"
     fixture = FIXTURES / "h200_pinned_p20.json"
     result = invoke("report", str(fixture), "--csv", str(path))
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(path.open()))
-    recorded = Result.load(fixture)
+    recorded = load_result(fixture)
     assert len(rows) == len(recorded.measurements)
     h2d = next(
         r for r in rows if r["group"] == "gpu" and r["operation"] == "h2d" and r["kind"] == "pinned"

@@ -154,8 +154,16 @@ def test_sweep_direction(runs, direction, directions):
     assert params_of(runs, "sweep", "--direction", direction).directions == directions
 
 
-def test_managed_advice_one_or_each(runs):
+def test_managed_advice_one_several_or_each(runs):
     assert params_of(runs, "managed", "--advise", "read-mostly").advice == ("read-mostly",)
+    several = params_of(runs, "managed", "--advise", "accessed-by,read-mostly").advice
+    assert several == ("accessed-by", "read-mostly")
+    result = invoke("managed", "--advise", "often")
+    assert result.exit_code == ExitCode.USAGE
+    assert result.output == (
+        "memprof: error: --advise 'often': choose from read-mostly, preferred-location, "
+        "accessed-by (comma-separated)\n"
+    )
     assert params_of(runs, "managed", "--no-prefetch").prefetch is False
 
 
@@ -171,7 +179,6 @@ def test_managed_advice_one_or_each(runs):
         (["streams", "--kernel-ms", "fast"], "Invalid value for '--kernel-ms'"),
         (["device", "--dtype", "int8"], "Invalid value for '--dtype'"),
         (["sweep", "--direction", "up"], "Invalid value for '--direction'"),
-        (["managed", "--advise", "often"], "Invalid value for '--advise'"),
         (["pinned", "extra"], "Got unexpected extra argument"),
     ],
 )

@@ -1,15 +1,16 @@
-"""The CLI's own checks of what the user typed, called directly."""
+"""The rules a Params field declares, as the CLI applies them, called directly."""
 
 import pytest
 import typer
 
-from memprof.cli import in_range, sweep_kinds
+from memprof.cli import within
 from memprof.errors import InvalidArgument
 from memprof.experiments.sweep import SWEEP_KINDS
+from memprof.model.params import CommaList, Range
 
 
-def test_in_range_accepts_both_ends_and_refuses_beyond():
-    check = in_range(2, 5)
+def test_a_range_accepts_both_ends_and_refuses_beyond():
+    check = within(Range(2, 5))
     assert [check(value) for value in (2, 3, 5)] == [2, 3, 5]
     assert check(None) is None
     for value in (1, 6, -2):
@@ -19,13 +20,29 @@ def test_in_range_accepts_both_ends_and_refuses_beyond():
             check(value)
 
 
-def test_sweep_kinds_keeps_the_order_given_without_repeats():
-    assert sweep_kinds("pinned, pageable,pinned") == ("pinned", "pageable")
-    assert sweep_kinds(",".join(SWEEP_KINDS)) == SWEEP_KINDS
-    assert sweep_kinds(" zerocopy ,") == ("zerocopy",)
+def test_an_open_range_refuses_its_low_end_and_nan():
+    rule = Range(0, 10, low_open=True, unit="milliseconds")
+    assert [rule.allows(v) for v in (0, 1e-9, 10, 10.0001, float("nan"))] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert rule.refusal(0) == "0 is outside the allowed range (0, 10] milliseconds"
+
+
+def kinds(text: str) -> tuple[str, ...]:
+    return CommaList.value(text, "--kinds", SWEEP_KINDS)
+
+
+def test_a_comma_list_keeps_the_order_given_without_repeats():
+    assert kinds("pinned, pageable,pinned") == ("pinned", "pageable")
+    assert kinds(",".join(SWEEP_KINDS)) == SWEEP_KINDS
+    assert kinds(" zerocopy ,") == ("zerocopy",)
 
 
 @pytest.mark.parametrize("text", ["pinned,managed", "Pinned", "", " , ", "device"])
-def test_sweep_kinds_refuses_unknown_or_no_kinds(text):
+def test_a_comma_list_refuses_unknown_or_no_names(text):
     with pytest.raises(InvalidArgument, match="choose from pageable, pinned"):
-        sweep_kinds(text)
+        kinds(text)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import contextlib
 from types import SimpleNamespace
-from typing import ClassVar
 
 import pytest
 from typer.testing import CliRunner
 
-from memprof import cli
+from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import alldevices, hostlink, portable
+from memprof.experiments import hostlink, portable
+from memprof.experiments import parse as parse_result
+from memprof.experiments.base import Experiment, NoExtra, RunOptions
+from memprof.experiments.base import run as run_experiment
 from memprof.experiments.compare import CompareParams
 from memprof.experiments.pinned import PinnedParams
+from memprof.model.device import DeviceRecord
 from memprof.model.results import Measurement, Result, TimingInfo
 
 runner = CliRunner()
@@ -58,7 +61,7 @@ def test_affinity_is_on_unless_no_affinity_is_given(runs):
 
 
 def test_device_all_refuses_json_before_any_gpu_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(alldevices, "run_on_every_device", _never)
+    monkeypatch.setattr(api, "run_each_gpu", _never)
     result = runner.invoke(cli.app, ["pinned", "--device", "all", "--json", str(tmp_path / "a")])
     assert result.exit_code == ExitCode.USAGE
     assert "--device all makes one per GPU" in result.output
@@ -68,57 +71,56 @@ def _never(*arguments, **options):
     raise AssertionError("no GPU work may start")
 
 
-class FakeSession:
-    opened: ClassVar[list[int]] = []
+@pytest.fixture
+def every_device(monkeypatch) -> list[tuple]:
+    """Each experiment run_each_gpu starts: (command, device index or None for all at once)."""
+    started: list[tuple] = []
 
-    def __init__(self, index: int, timing: str) -> None:
-        self.index, self.cleanup_failures = index, []
+    def run(experiment, params, options, progress):
+        started.append((experiment.name, options.device))
+        return f"{experiment.name} on {options.device}", []
+
+    monkeypatch.setattr(api, "run_experiment", run)
+    return started
+
+
+def test_every_gpu_runs_in_turn_then_hostlink_on_all_of_them(every_device):
+    done = api.run_each_gpu("pinned", PinnedParams(), count=2)
+    assert every_device == [("pinned", 0), ("pinned", 1), ("hostlink", None)]
+    assert done.results == ["pinned on 0", "pinned on 1", "hostlink on None"]
+    assert done.notes == []
+
+
+def test_one_gpu_runs_device_0_says_so_and_measures_nothing_simultaneous(every_device):
+    done = api.run_each_gpu("sweep", None, count=1)
+    assert every_device == [("sweep", 0)]
+    assert done.results == ["sweep on 0"]
+    assert done.notes == [api.ONE_GPU]
+
+
+class FakeSession:
+    """A GpuSession that opens nothing: the run machinery's view of one GPU."""
+
+    def __init__(self, index: int, timing: str, declared) -> None:
+        self.device_index, self.declared, self.cleanup_failures = index, declared, []
+        self.profiler = SimpleNamespace(
+            measurements=list, timing_info=lambda: TimingInfo("events", "", None, None, None)
+        )
 
     def __enter__(self):
-        FakeSession.opened.append(self.index)
         return self
 
     def __exit__(self, *exc_info) -> None:
         pass
 
-
-@pytest.fixture
-def every_device(monkeypatch):
-    import memprof.core.session
-
-    FakeSession.opened = []
-    hostlink_runs: list[list[int]] = []
-    monkeypatch.setattr(memprof.core.session, "GpuSession", FakeSession)
-    monkeypatch.setattr(
-        alldevices,
-        "run_experiment",
-        lambda command, session, params, progress, affinity: f"{command} on {session.index}",
-    )
-    monkeypatch.setattr(
-        hostlink,
-        "measure",
-        lambda params, progress, affinity, devices: hostlink_runs.append(devices) or "hostlink",
-    )
-    return hostlink_runs
+    def active(self):
+        return contextlib.nullcontext(self)
 
 
-def test_every_gpu_runs_in_turn_then_hostlink_on_all_of_them(every_device):
-    done = alldevices.run_on_every_device("pinned", PinnedParams(), count=2)
-    assert FakeSession.opened == [0, 1]
-    assert done.results == ["pinned on 0", "pinned on 1", "hostlink"]
-    assert every_device == [[0, 1]] and done.notes == []
-
-
-def test_one_gpu_runs_device_0_says_so_and_measures_nothing_simultaneous(every_device):
-    done = alldevices.run_on_every_device("sweep", None, count=1)
-    assert done.results == ["sweep on 0"]
-    assert every_device == []
-    assert done.notes == [alldevices.ONE_GPU]
-
-
-def test_run_experiment_places_the_thread_before_the_experiment_and_records_it(monkeypatch):
+def test_a_run_places_the_thread_before_the_experiment_and_records_it(monkeypatch):
     import memprof.core.affinity
-    from memprof import experiments
+    import memprof.core.devicefacts
+    import memprof.core.session
 
     events: list[str] = []
 
@@ -128,52 +130,62 @@ def test_run_experiment_places_the_thread_before_the_experiment_and_records_it(m
         yield "affinity: here"
         events.append("unpin")
 
-    def run(session, params):
-        events.append("run")
-        return Result("fake", {}, None)
+    class Fake(Experiment):
+        name = "fake"
+        Params = PinnedParams
+        measures = ()
 
-    profiler = SimpleNamespace(timing_info=lambda: TimingInfo("events", "", None, None, None))
-    session = SimpleNamespace(
-        device=SimpleNamespace(pci_bus_id=lambda: "0000:1B:00.0"), profiler=profiler
-    )
+        def run(self, ctx):
+            events.append(f"run on {ctx.session.device_index}")
+            return NoExtra()
+
+    facts = SimpleNamespace(pci_bus_id="0000:1B:00.0")
+    monkeypatch.setattr(memprof.core.session, "GpuSession", FakeSession)
+    monkeypatch.setattr(memprof.core.devicefacts, "collect", lambda session: facts)
     monkeypatch.setattr(memprof.core.affinity, "near_gpu", near_gpu)
-    monkeypatch.setitem(experiments.EXPERIMENTS, "fake", SimpleNamespace(run=run))
-    result = experiments.run_experiment("fake", session, None, affinity=False)
-    assert events == ["pin 0000:1B:00.0 False", "run", "unpin"]
+    result, failures = run_experiment(Fake(), PinnedParams(), RunOptions(3, "events", False))
+    assert events == ["pin 0000:1B:00.0 False", "run on 3", "unpin"]
     assert result.timing.host_affinity == "affinity: here"
+    assert (result.command, result.device, failures) == ("fake", facts, [])
 
 
 # -- hostlink --------------------------------------------------------------------------------
 
 
-def _copy(operation: str, gb_per_s: float) -> Measurement:
+def _copy(key: str, gb_per_s: float) -> Measurement:
+    """A copy measurement from a figure key: "alone h2d 0", "together d2h 1", "pinned h2d 1"."""
+    first, direction, gpu = key.split()
+    operation = f"{direction}_at_once" if first == "together" else direction
+    kind = first if first in portable.BUFFERS else "pinned"
     ms = NBYTES / gb_per_s / 1e6
-    name = hostlink.DIRECTIONS[operation.split()[1]] if " " in operation else "x"
-    return Measurement("gpu", name, operation, "pinned", NBYTES, [ms], throughput_ms=[ms], batch=4)
+    name = hostlink.DIRECTIONS[direction]
+    return Measurement(
+        "gpu", name, operation, kind, NBYTES, [ms], throughput_ms=[ms], batch=4, gpus=(int(gpu),)
+    )
 
 
-def _devices(count: int) -> list[dict]:
-    return [{"index": i, "name": "H200", "pci_bus_id": f"0000:{i}B:00.0"} for i in range(count)]
+def _devices(count: int) -> list[DeviceRecord]:
+    return [DeviceRecord(i, "H200", f"0000:{i}B:00.0") for i in range(count)]
 
 
 def hostlink_result(figures: dict[str, float]) -> Result:
     return Result(
         command="hostlink",
-        parameters={"power": 26, "repeat": 5, "warmup": 1},
+        parameters=hostlink.HostlinkParams(),
         device=None,
         measurements=[_copy(key, value) for key, value in figures.items()],
-        extra={"devices": _devices(2), "bytes_per_copy": NBYTES},
+        extra=hostlink.HostlinkExtra(devices=_devices(2), bytes_per_copy=NBYTES),
     )
 
 
-def test_hostlink_keys_round_trip_and_ignore_other_operations():
-    assert hostlink.operation_key("together", "d2h", 1) == "together d2h 1"
-    assert hostlink.parse_operation_key("together d2h 1") == ("together", "d2h", 1)
-    assert hostlink.parse_operation_key("ce_on 0->1") is None
-    assert hostlink.parse_operation_key("alone sideways 0") is None
-    assert hostlink.batch_count(5.0) == 4
-    assert hostlink.batch_count(0.0) == 128  # capped at MAX_BATCH
-    assert hostlink.batch_count(100.0) == 1
+def test_hostlink_figures_are_keyed_by_mode_direction_and_gpu():
+    together = _copy("together d2h 1", 50.0)
+    assert hostlink.figure_key(together) == ("together", "d2h", 1)
+    assert hostlink.figure_key(_copy("alone h2d 0", 50.0)) == ("alone", "h2d", 0)
+    peer_copy = Measurement("gpu", "x", "ce_on", "peer", NBYTES, [1.0], gpus=(0, 1))
+    assert hostlink.figure_key(peer_copy) is None
+    sideways = Measurement("gpu", "x", "sideways", "pinned", NBYTES, [1.0], gpus=(0,))
+    assert hostlink.figure_key(sideways) is None
 
 
 SHARED = {
@@ -189,12 +201,12 @@ SHARED = {
 
 
 def test_hostlink_sums_each_mode_and_says_which_direction_is_shared():
-    result = Result.from_json(hostlink_result(SHARED).to_json())  # loads: its fields declared
+    result = parse_result(hostlink_result(SHARED).to_json())  # loads: its fields declared
     alone, together = hostlink.totals(result, "h2d")
     assert alone == pytest.approx(108.0) and together == pytest.approx(58.0)
     summary = hostlink.summarize(result)
     rows = [row for row in summary.tables[0].rows if row[0] == "total"]
-    assert rows[0][1:] == ["host → device", "108", "58.0", "0.54"]
+    assert rows[0][1:5] == ["host → device", "108", "58.0", "0.54"]
     h2d, d2h = summary.conclusions
     assert "2 GPUs at once moved 58.0 GB/s in total, 54% of the 108 GB/s" in h2d
     assert "they share something on the way" in h2d
@@ -211,23 +223,14 @@ def test_hostlink_without_every_figure_leaves_the_total_out():
 
 
 def portable_result(figures: dict[str, float]) -> Result:
-    measurements = []
-    for key, value in figures.items():
-        kind = key.split()[0]
-        m = _copy(key, value)
-        m.kind = kind
-        measurements.append(m)
     return Result(
         command="portable",
-        parameters={"power": 26, "repeat": 5, "warmup": 1},
+        parameters=portable.PortableParams(),
         device=None,
-        measurements=measurements,
-        extra={
-            "devices": _devices(2),
-            "owner": 0,
-            "bytes_per_copy": NBYTES,
-            "unified_addressing": True,
-        },
+        measurements=[_copy(key, value) for key, value in figures.items()],
+        extra=portable.PortableExtra(
+            _devices(2), owner=0, bytes_per_copy=NBYTES, unified_addressing=True
+        ),
     )
 
 
@@ -242,10 +245,10 @@ def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gp
         "pinned d2h 0": 55.0,
         "pinned d2h 1": 54.0,  # as fast: pinned everywhere under unified addressing
     }
-    result = Result.from_json(portable_result(figures).to_json())
+    result = parse_result(portable_result(figures).to_json())
     summary = portable.summarize(result)
     rows = summary.tables[0].rows
-    assert rows[3] == ["Pinned by GPU 0 only", "GPU 1", "20.0", "54.0"]
+    assert rows[3][:4] == ["Pinned by GPU 0 only", "GPU 1", "20.0", "54.0"]
     assert rows[0][1] == "GPU 0 (its owner)"
     h2d, d2h = summary.conclusions
     assert h2d.startswith("GPU 1, host → device: memory pinned only in GPU 0's context moved 20.0")
@@ -255,12 +258,12 @@ def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gp
 
 @pytest.mark.parametrize("command", ["hostlink", "portable"])
 def test_two_gpu_commands_on_one_gpu_say_so_in_one_line_and_exit_3(monkeypatch, command):
-    import memprof.core.multigpu
+    import memprof.core.session
 
-    monkeypatch.setattr(memprof.core.multigpu, "device_count", lambda: 1)
+    monkeypatch.setattr(memprof.core.session, "device_count", lambda: 1)
     result = runner.invoke(cli.app, [command])
     assert result.exit_code == ExitCode.ENVIRONMENT
     assert f"memprof {command} needs two GPUs: this machine has one" in result.output
     assert len(result.output.strip().splitlines()) == 1
-    with pytest.raises(EnvironmentProblem):
-        hostlink.measure(hostlink.HostlinkParams(), devices=[0])
+    with pytest.raises(EnvironmentProblem, match="needs two GPUs"):  # the Python API too
+        api.run(command)

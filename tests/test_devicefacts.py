@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from memprof.core.devicefacts import _kernel_driver_version, _sysfs_link
+from memprof.experiments import load as load_result
 from memprof.model.device import parse_link_speed, pcie_bandwidth_gb_per_s
-from memprof.model.results import Result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -64,7 +64,7 @@ def test_driver_version_from_proc(tmp_path):
 
 
 def test_theoretical_memory_bandwidth_of_the_recorded_h200():
-    device = Result.load(FIXTURES / "h200_info.json").device
+    device = load_result(FIXTURES / "h200_info.json").device
     # 3201 MHz x 6016-bit HBM3e, double data rate: the datasheet's 4.8 TB/s
     assert device.theoretical_memory_bandwidth_gb_per_s == pytest.approx(4814.5, rel=1e-3)
     assert json.loads((FIXTURES / "h200_info.json").read_text())["device"]["pcie_source"] == "sysfs"

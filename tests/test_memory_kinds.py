@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memprof.core import memory
 from memprof.core.memory import MEMORY_KINDS, supported_kinds
-from memprof.experiments import alloc, compare, info, sweep
+from memprof.experiments import compare, info, sweep
 from memprof.model.device import CAPABILITIES, CAPABILITY_ATTRIBUTES, capability_name
 from tests.conftest import load_fixture
 
@@ -60,7 +60,7 @@ def test_a_flag_the_result_never_recorded_skips_the_kind_instead_of_raising():
 
 
 def test_alloc_compare_and_sweep_take_their_kinds_from_the_registry():
-    assert [k.name for k in alloc.alloc_kinds()] == [
+    assert [k.name for k in memory.single_gpu_kinds()] == [
         name for name, kind in MEMORY_KINDS.items() if kind.devices_needed == 1
     ]
     assert "portable" in compare.ROWS and compare.ROWS["portable"] == memory.label("portable")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from memprof import cli
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.model.results import Result
+from memprof.experiments import load as load_result
 from memprof.output import files
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -130,7 +130,7 @@ def test_report_json_saves_the_one_input_again_validated(tmp_path):
     result = invoke("report", PINNED, "--json", target, "--quiet")
     assert result.exit_code == 0, result.output
     assert result.output == ""  # quiet: not even "saved"
-    assert Result.load(target) == Result.load(PINNED)
+    assert load_result(target) == load_result(PINNED)
 
 
 def test_report_json_of_several_inputs_is_refused(tmp_path):
@@ -158,7 +158,7 @@ def test_diff_json_saves_the_comparison_as_shown(tmp_path):
     assert (saved["a"], saved["b"]) == (str(PINNED), str(PINNED))
     table = saved["tables"][0]
     assert table["headers"] == ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"]
-    assert len(table["rows"]) == len(Result.load(PINNED).measurements)
+    assert len(table["rows"]) == len(load_result(PINNED).measurements)
     assert {row[4] for row in table["rows"]} == {"1.000x"}
     assert saved["conclusions"][0] in " ".join(result.output.split())
 
@@ -171,13 +171,13 @@ def test_a_failed_save_still_shows_the_run_and_exits_5(tmp_path):
     assert result.output.index("Profiling result:") < result.output.index("memprof: error:")
     line = one_error_line(result)
     assert line == "memprof: error: --csv /dev/full: not saved: No space left on device"
-    assert Result.load(kept) == Result.load(PINNED)  # the other file was saved
+    assert load_result(kept) == load_result(PINNED)  # the other file was saved
 
 
 def test_a_failed_render_still_saves(tmp_path, monkeypatch):
     import memprof.output.render
 
-    def broken(result, console):
+    def broken(result, summary, console):
         raise ValueError("cannot draw this")
 
     monkeypatch.setattr(memprof.output.render, "render_result", broken)
@@ -186,7 +186,7 @@ def test_a_failed_render_still_saves(tmp_path, monkeypatch):
     assert result.exit_code == ExitCode.INTERNAL
     assert "ValueError: cannot draw this" in one_error_line(result)
     rows = list(csv.DictReader(target.open()))
-    assert len(rows) == len(Result.load(PINNED).measurements)
+    assert len(rows) == len(load_result(PINNED).measurements)
 
 
 def test_a_crash_while_writing_leaves_the_old_file_whole(tmp_path, monkeypatch):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import typer
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.core.multigpu import ordered_pairs, parse_device_choice, unordered_pairs
-from memprof.errors import InvalidArgument
+from memprof.cli import app, device_choice
 from memprof.experiments import peer
+from memprof.experiments.peer import ordered_pairs, unordered_pairs
+from memprof.model.device import DeviceRecord
 from memprof.model.results import Measurement, Result
 
 
@@ -20,21 +21,22 @@ def test_ordered_pairs_are_every_distinct_pair_source_major():
 
 
 def test_device_choice_is_an_index_or_all():
-    assert parse_device_choice("all") is None
-    assert parse_device_choice(" ALL ") is None
-    assert parse_device_choice("1") == 1
-    with pytest.raises(InvalidArgument, match="give a device index"):
-        parse_device_choice("both")
-    with pytest.raises(InvalidArgument, match="outside the allowed range 0 to 63"):
-        parse_device_choice("64")
+    assert device_choice("all") is None
+    assert device_choice(" ALL ") is None
+    assert device_choice("1") == 1
+    with pytest.raises(typer.BadParameter, match="is not a device index"):
+        device_choice("both")
+    with pytest.raises(typer.BadParameter, match="outside the allowed range 0 to 63"):
+        device_choice("64")
 
 
-def test_operation_keys_round_trip_and_ignore_other_operations():
-    assert peer.operation_key("ce_on", 0, 1) == "ce_on 0->1"
-    assert peer.parse_operation_key("ce_on 0->1") == ("ce_on", 0, 1)
-    assert peer.parse_operation_key("latency 12->3") == ("latency", 12, 3)
-    assert peer.parse_operation_key("h2d") is None
-    assert peer.parse_operation_key("driver_call") is None
+def test_a_version_2_peer_key_loads_as_its_method_and_gpus():
+    from memprof.model.results import _gpus_apart
+
+    upgraded = _gpus_apart({"operation": "latency 12->3", "kind": "peer"})
+    assert (upgraded["operation"], upgraded["gpus"]) == ("latency", [12, 3])
+    assert _gpus_apart({"operation": "h2d"}) == {"operation": "h2d"}
+    assert _gpus_apart({"operation": "driver_call"}) == {"operation": "driver_call"}
 
 
 def test_the_latency_chain_visits_every_hop_once_and_ends_where_predicted():
@@ -53,25 +55,35 @@ def test_the_latency_chain_visits_every_hop_once_and_ends_where_predicted():
     assert not np.array_equal(order, np.sort(order))  # not a predictable stride
 
 
-def _measurement(operation: str, nbytes: int, per_op_ms: float) -> Measurement:
+def _measurement(key: str, nbytes: int, per_op_ms: float, kind: str = "peer") -> Measurement:
+    """A peer measurement from its key: "ce_on 0->1" is ce_on from GPU 0 to GPU 1."""
+    operation, _, pair = key.partition(" ")
+    gpus = tuple(int(index) for index in pair.split("->"))
     return Measurement(
-        "gpu", peer.COPY_NAME, operation, "peer", nbytes, [per_op_ms], throughput_ms=[per_op_ms]
+        "gpu",
+        peer.COPY_NAME,
+        operation,
+        kind,
+        nbytes,
+        [per_op_ms],
+        throughput_ms=[per_op_ms],
+        gpus=gpus,
     )
 
 
 def _result(measurements: list[Measurement]) -> Result:
     return Result(
         command="peer",
-        parameters={"power": 20, "repeat": 1, "warmup": 0, "latency_steps": 1000},
+        parameters=peer.PeerParams(power=20, repeat=1, warmup=0, latency_steps=1000),
         device=None,
         measurements=measurements,
-        extra={
-            "devices": [{"index": 0, "name": "A", "pci_bus_id": "x"}, {"index": 1, "name": "B"}],
-            "peer_access": [[True, True], [True, True]],
-            "bytes_per_array": 4 << 20,
-            "latency_steps": 1000,
-            "skipped": [],
-        },
+        extra=peer.PeerExtra(
+            devices=[DeviceRecord(0, "A", "x"), DeviceRecord(1, "B", "y")],
+            peer_access=[[True, True], [True, True]],
+            bytes_per_array=4 << 20,
+            latency_steps=1000,
+            skipped=[],
+        ),
     )
 
 
@@ -104,8 +116,8 @@ def test_both_directions_are_summed_and_latency_is_per_read():
             _measurement("ce_on 1->0", nbytes, nbytes / 400e9 * 1e3),
             _measurement("ce_bidir 0->1", nbytes, nbytes / 380e9 * 1e3),
             _measurement("ce_bidir 1->0", nbytes, nbytes / 370e9 * 1e3),
-            Measurement("gpu", "chaseChain", "latency 0->1", "peer", 4000, [2.0]),
-            Measurement("gpu", "chaseChain", "latency 1->1", "device", 4000, [0.5]),
+            _measurement("latency 0->1", 4000, 2.0),
+            _measurement("latency 1->1", 4000, 0.5, kind="device"),
         ]
     )
     summary = peer.summarize(result)
@@ -118,9 +130,9 @@ def test_both_directions_are_summed_and_latency_is_per_read():
 
 
 def test_peer_on_one_gpu_says_so_in_one_line_and_exits_3(monkeypatch):
-    import memprof.core.multigpu
+    import memprof.core.session
 
-    monkeypatch.setattr(memprof.core.multigpu, "device_count", lambda: 1)
+    monkeypatch.setattr(memprof.core.session, "device_count", lambda: 1)
     outcome = CliRunner().invoke(app, ["peer"])
     assert outcome.exit_code == 3
     lines = outcome.output.strip().splitlines()

@@ -1,11 +1,13 @@
 """The nvprof-style profile: grouping, sorting and Time(%), from recorded and made-up inputs."""
 
+import contextlib
 from typing import ClassVar
 
 import pytest
 
 from memprof.core.measure import Profiler
-from memprof.model.results import Measurement, Result
+from memprof.experiments import load as load_result
+from memprof.model.results import Measurement
 from memprof.output.profile import profile_rows
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
@@ -43,7 +45,7 @@ def test_one_name_at_several_sizes_folds_into_one_row():
 
 
 def test_pinned_fixture_profile_keeps_memory_kinds_apart():
-    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
     rows = profile_rows(result.measurements)
     names = [r.name for r in rows]
     assert "[CUDA memcpy HtoD] (pageable)" in names and "[CUDA memcpy HtoD] (pinned)" in names
@@ -53,7 +55,7 @@ def test_pinned_fixture_profile_keeps_memory_kinds_apart():
         totals = [r.stats.total_ms for r in group_rows]
         assert totals == sorted(totals, reverse=True)
     htod_pinned = next(r for r in rows if r.name == "[CUDA memcpy HtoD] (pinned)")
-    assert htod_pinned.stats.count == 2 * result.parameters["repeat"]  # a and b, every run
+    assert htod_pinned.stats.count == 2 * result.parameters.repeat  # a and b, every run
 
 
 class FakeEvent:
@@ -84,6 +86,9 @@ class FakeDriver:
 class FakeSession:
     cuda = FakeDriver
 
+    def active(self):
+        return contextlib.nullcontext(self)
+
 
 class FakeGate:
     closed = False
@@ -105,6 +110,14 @@ class FakeActivity:
 
     def __init__(self, gpu_ms: dict[int, float], api: dict[int, list[tuple[str, float]]]):
         self.gpu_ms, self.api, self.pushed = gpu_ms, api, []
+        self.last_tag = 0
+
+    def new_tag(self):
+        self.last_tag += 1
+        return self.last_tag
+
+    def paused(self):
+        return contextlib.nullcontext()
 
     def push(self, tag):
         self.pushed.append(tag)

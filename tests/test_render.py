@@ -6,9 +6,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memprof.experiments import pinned, zerocopy
+from memprof.experiments import load as load_result
+from memprof.experiments import pinned, summarize, zerocopy
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
-from memprof.model.results import Result
 from memprof.output.render import PROFILE_COLUMNS, render_result
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -16,12 +16,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def rendered(name: str, width: int = 200, **options) -> str:
     console = Console(width=width, record=True, force_terminal=False, color_system=None)
-    render_result(Result.load(FIXTURES / name), console, **options)
+    result = load_result(FIXTURES / name)
+    render_result(result, summarize(result), console, **options)
     return console.export_text()
 
 
 def test_pinned_profile_is_laid_out_like_nvprof():
-    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
     text = rendered("h200_pinned_p20.json")
     lines = text.splitlines()
     title = lines.index(f"=={result.pid}== Profiling result:")
@@ -48,8 +49,8 @@ def test_pinned_profile_is_laid_out_like_nvprof():
 
 
 def test_pinned_transfer_table_comes_from_the_samples():
-    result = Result.load(FIXTURES / "h200_pinned_p20.json")
-    nbytes = result.extra["bytes_per_array"]
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
+    nbytes = result.extra.bytes_per_array
     transfers = pinned.summarize(result).tables[0]
     assert len(transfers.rows) == 4
     for kind, direction, label in [
@@ -63,7 +64,7 @@ def test_pinned_transfer_table_comes_from_the_samples():
         per_copy = (gpu.throughput_stats or gpu.stats).median_ms
         pageable = result.find(direction, "pageable", "gpu")
         pageable_per_copy = (pageable.throughput_stats or pageable.stats).median_ms
-        assert row[2:] == [
+        assert row[2:6] == [
             format_ms(statistics.median(gpu.samples_ms)),
             format_ms(statistics.median(result.find(direction, kind, "api").samples_ms)),
             format_gb_per_s(bandwidth_gb_per_s(nbytes, per_copy)),
@@ -75,7 +76,7 @@ def test_pinned_transfer_table_comes_from_the_samples():
 
 
 def test_pinned_conclusion_is_drawn_from_measured_numbers():
-    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
     [conclusion] = pinned.summarize(result).conclusions
     # bandwidth is throughput: the per-copy time of back-to-back copies
     speedup = (
@@ -87,31 +88,29 @@ def test_pinned_conclusion_is_drawn_from_measured_numbers():
 
 
 def test_zerocopy_sweep_has_one_row_per_size_and_no_profile():
-    result = Result.load(FIXTURES / "h200_zerocopy_sweep.json")
+    result = load_result(FIXTURES / "h200_zerocopy_sweep.json")
     text = rendered("h200_zerocopy_sweep.json")
     assert "Profiling result" not in text
     summary = zerocopy.summarize(result)
     [table] = summary.tables
-    assert [row[0].split()[0] for row in table.rows] == [
-        f"2^{p}" for p in result.parameters["powers"]
-    ]
+    assert [row[0].split()[0] for row in table.rows] == [f"2^{p}" for p in result.parameters.powers]
     # device memory, zero-copy and pageable paths, at every size
-    assert text.count("Check result success!") == 3 * len(result.parameters["powers"])
+    assert text.count("Check result success!") == 3 * len(result.parameters.powers)
     assert "63.0 GB/s per direction" in text  # the recorded PCIe Gen5 x16 link
 
 
 def test_zerocopy_conclusion_counts_the_sizes_where_it_won():
-    result = Result.load(FIXTURES / "h200_zerocopy_sweep.json")
+    result = load_result(FIXTURES / "h200_zerocopy_sweep.json")
     wins = []
-    for power in result.parameters["powers"]:
+    for power in result.parameters.powers:
         nbytes = 3 * (4 << power)
         device = result.find("end_to_end", "device", "span", nbytes).stats.median_ms
         zero = result.find("end_to_end", "mapped", "span", nbytes).stats.median_ms
         if zero < device:
             wins.append(power)
     headline = zerocopy.summarize(result).conclusions[0]
-    if 0 < len(wins) < len(result.parameters["powers"]):
-        assert f"at {len(wins)} of {len(result.parameters['powers'])} sizes" in headline
+    if 0 < len(wins) < len(result.parameters.powers):
+        assert f"at {len(wins)} of {len(result.parameters.powers)} sizes" in headline
         assert ", ".join(f"2^{p}" for p in wins) in headline
 
 

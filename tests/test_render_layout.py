@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import asdict
 
 import pytest
 from rich.console import Console
 
-from memprof.experiments import EXPERIMENTS
+from memprof.experiments import summarize
+from memprof.experiments.info import InfoParams
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.summary import Table
 from memprof.output.profile import profile_rows
@@ -33,7 +35,8 @@ WIDTHS = [60, 80, 120, 160, None]
 
 def rendered(name: str, width: int | None) -> tuple[str, int]:
     console = Console(width=width, file=io.StringIO(), color_system=None)
-    render_result(load_fixture(name), console)
+    result = load_fixture(name)
+    render_result(result, summarize(result), console)
     return console.file.getvalue(), console.width
 
 
@@ -46,7 +49,7 @@ def profile_section(text: str, pid: int) -> list[str]:
 
 def shows_profile(name: str) -> bool:
     result = load_fixture(name)
-    return EXPERIMENTS[result.command].summarize(result).show_profile
+    return summarize(result).show_profile
 
 
 PROFILED = [name for name in NAMES if shows_profile(name)]
@@ -151,7 +154,7 @@ def test_at_40_columns_no_column_vanishes():
 def _tables():
     for name in NAMES:
         result = load_fixture(name)
-        for table in EXPERIMENTS[result.command].summarize(result).tables:
+        for table in summarize(result).tables:
             yield pytest.param(table, id=f"{name}:{table.title[:20]}")
 
 
@@ -246,7 +249,8 @@ def _ascii_console(width: int) -> tuple[Console, io.BytesIO]:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_result_renders_on_an_ascii_console(name, width):
     console, raw = _ascii_console(width)
-    render_result(load_fixture(name), console)
+    result = load_fixture(name)
+    render_result(result, summarize(result), console)
     console.file.flush()
     text = raw.getvalue().decode("ascii")  # nothing but ASCII was written
     utf8 = rendered(name, width)[0]
@@ -261,7 +265,8 @@ def _words(text: str) -> list[str]:
 
 def test_ascii_console_gets_arrows_and_a_plain_rule():
     console, raw = _ascii_console(80)
-    render_result(load_fixture("pinned_p20"), console)
+    result = load_fixture("pinned_p20")
+    render_result(result, summarize(result), console)
     console.file.flush()
     text = raw.getvalue().decode("ascii")
     assert "pinned    host -> device" in text
@@ -359,13 +364,13 @@ def test_headline_names_the_gpu_and_parameters_when_there_are_some():
     text, _ = rendered("pinned_p20", 300)
     assert text.splitlines()[0] == (
         "memprof pinned on NVIDIA H200 (device 0): "
-        + ", ".join(f"{k}={v}" for k, v in result.parameters.items())
+        + ", ".join(f"{k}={v}" for k, v in asdict(result.parameters).items())
         + f" [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     )
     result.device = None
-    result.parameters = {}
+    result.parameters = InfoParams()  # a command without parameters
     console = Console(width=300, file=io.StringIO(), color_system=None)
-    render_result(result, console)
+    render_result(result, summarize(result), console)
     assert console.file.getvalue().splitlines()[0] == (
         f"memprof pinned [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     )
@@ -376,7 +381,7 @@ def test_failed_checks_are_red_and_passed_ones_green():
     result.checks[1].passed = False
     result.checks[1].detail = "mismatch at 7"
     console = Console(width=200, file=io.StringIO(), color_system="standard", force_terminal=True)
-    render_result(result, console)
+    render_result(result, summarize(result), console)
     lines = console.file.getvalue().splitlines()
     failed = next(line for line in lines if "mismatch at 7" in line)
     passed = next(line for line in lines if result.checks[0].detail in line)
@@ -410,7 +415,7 @@ def test_unified_memory_section_fits_with_every_counter_name_whole(width):
 def test_only_names_and_preformatted_charts_are_wider_than_the_console(name, width):
     result = load_fixture(name)
     text, _ = rendered(name, width)
-    summary = EXPERIMENTS[result.command].summarize(result)
+    summary = summarize(result)
     allowed = {row.name for row in profile_rows(result.measurements)}
     allowed |= {line for chart in summary.charts for line in chart.lines}
     for line in text.splitlines():

@@ -17,8 +17,8 @@ def rendered(name: str) -> str:
 def test_uva_shows_both_addresses_and_all_three_kernels():
     result = load("uva")
     text = rendered("uva")
-    for addresses in result.extra["pointers"].values():
-        assert f"0x{addresses['host']:x}" in text
+    for addresses in (result.extra.pointers.a, result.extra.pointers.b):
+        assert f"0x{addresses.host:x}" in text
     assert "yes" in text
     for label in uva.PATHS.values():
         assert label in text
@@ -65,7 +65,7 @@ def test_managed_conclusion_follows_the_numbers():
 def test_writecombined_table_compares_both_kinds_per_operation():
     result = load("writecombined")
     summary = writecombined.summarize(result)
-    [table] = summary.tables
+    table = summary.tables[0]
     assert [row[0] for row in table.rows] == [label for _, _, label in writecombined.ROWS]
     read_ratio = (
         result.find("host_read", "writecombined", "host").stats.median_ms
@@ -92,12 +92,12 @@ def test_alloc_has_a_row_per_size_and_a_column_per_kind():
     result = load("alloc")
     allocate, free = alloc.summarize(result).tables
     for table in (allocate, free):
-        assert table.headers == ["Size", *result.extra["kinds"]]
-        assert len(table.rows) == len(result.parameters["powers"]) + 1
-    largest = 4 << max(result.parameters["powers"])
+        assert table.headers == ["Size", *result.extra.kinds]
+        assert len(table.rows) == len(result.parameters.powers) + 1
+    largest = 4 << max(result.parameters.powers)
     pinned = result.find("alloc", "pinned", byte_count=largest).stats.median_ms
     assert (
-        allocate.rows[-1][1 + result.extra["kinds"].index("pinned")]
+        allocate.rows[-1][1 + result.extra.kinds.index("pinned")]
         == f"{pinned * 2**30 / largest:,.2f}"
     )
     text = rendered("alloc")

@@ -20,7 +20,7 @@ def test_streams_ideal_and_achieved_fraction_follow_the_stage_times():
     ideal = streams.ideal_overlapped_ms(times)
     longest = max(total for total, _ in times.values())
     assert ideal > longest
-    labels = streams.mode_labels(result.parameters["streams"])
+    labels = streams.mode_labels(result.parameters.streams)
     overlapped = result.find("total", labels["overlapped"], "span").stats.median_ms
     assert (
         f"{ideal / overlapped:.0%} of the ideal overlap" in streams.summarize(result).conclusions[0]
@@ -30,7 +30,7 @@ def test_streams_ideal_and_achieved_fraction_follow_the_stage_times():
 def test_streams_draws_one_timeline_row_per_stream():
     result = load("streams")
     text = rendered("streams")
-    count = result.parameters["streams"]
+    count = result.parameters.streams
     for lane in range(count):
         assert f"stream {lane:<2} |" in text
     assert "H = copy in (HtoD), K = kernel, D = copy out (DtoH)" in text
@@ -60,7 +60,7 @@ def test_device_bandwidth_rows_and_peak_fraction():
 
 def test_compare_rows_and_the_cheapest_allocation():
     result = load("compare")
-    [table] = compare.summarize(result).tables
+    table = compare.summarize(result).tables[0]
     # kinds allocated through cuda-bindings have rows only where measured: not in this file
     shown = [label for row, label in compare.ROWS.items() if row not in compare.MEASURED_ONLY]
     assert [row[0] for row in table.rows] == shown
@@ -85,7 +85,7 @@ def test_sweep_curves_peaks_and_chart():
     result = load("sweep")
     found = sweep.curves(result)
     pinned = found["pinned", "h2d"]
-    assert [power for power, _, _ in pinned] == list(result.parameters["powers"])
+    assert [power for power, _, _ in pinned] == list(result.parameters.powers)
     text = rendered("sweep")
     assert "(log scales)" in text
     assert text.count("(2^n floats)") == 2
@@ -104,7 +104,7 @@ def test_sweep_crossovers_need_a_clear_lead():
 
 def test_recommendations_prefer_the_safer_option_within_noise():
     figures = compare._figures(load("compare"))
-    nbytes = load("compare").extra["bytes_per_array"]
+    nbytes = load("compare").extra.bytes_per_array
 
     def results_line(writecombined_read_gbs: float) -> str:
         changed = dict(figures)

@@ -30,7 +30,7 @@ def test_events_runs_say_how_events_were_placed_and_corrected():
 def test_every_timed_operation_has_exactly_repeat_calls():
     for name in ("pinned_p20", "pinned_p20_events"):
         result = load_fixture(name)
-        repeat = result.parameters["repeat"]
+        repeat = result.parameters.repeat
         for row in profile_rows(result.measurements):
             if row.group == "GPU activities":
                 # one call per timed repetition (a and b are both copied in each)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from memprof.errors import InvalidArgument
+from memprof.experiments import parse as parse_result
+from memprof.experiments.pinned import PinnedExtra, PinnedParams
 from memprof.model.results import Check, Measurement, Result
 
 
@@ -30,11 +32,11 @@ def built(checks: list[Check] | None = None) -> Result:
     )
     return Result(
         command="pinned",
-        parameters={"power": 20},
+        parameters=PinnedParams(power=20),
         device=None,
         measurements=[copy, small],
         checks=checks if checks is not None else [Check("sum", np.bool_(True), 8, "ok")],
-        extra={"bytes_per_array": np.int64(4 << 20)},
+        extra=PinnedExtra(elements=1 << 20, bytes_per_array=np.int64(4 << 20)),
     )
 
 
@@ -51,7 +53,7 @@ def test_numpy_values_are_saved_as_plain_json_and_load_back(tmp_path):
 
 def test_a_value_json_cannot_hold_is_refused_by_name():
     result = built()
-    result.extra["kinds"] = {"pinned"}
+    result.extra = {"kinds": {"pinned"}}
     with pytest.raises(TypeError, match="set cannot be saved"):
         result.to_json()
 
@@ -92,4 +94,4 @@ def test_json_without_a_schema_version_is_not_a_result(text):
     with pytest.raises(
         InvalidArgument, match=r"not a memprof result: (no schema_version|the JSON is)"
     ):
-        Result.from_json(text)
+        parse_result(text)

@@ -4,6 +4,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.experiments import EXPERIMENTS
-from memprof.model.results import SCHEMA_VERSION, MissingMeasurement, Result
+from memprof.experiments import REGISTRY
+from memprof.experiments import load as load_result
+from memprof.model.results import SCHEMA_VERSION, MissingMeasurement
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(FIXTURES.glob("*.json"))
@@ -22,7 +24,7 @@ RECORDED = sorted(FIXTURES.glob("*.json"))
 def test_fixtures_were_recorded_on_a_gpu():
     assert len(RECORDED) >= 4
     for path in RECORDED:
-        result = Result.load(path)
+        result = load_result(path)
         if result.command == "trace":  # the traced program owns its GPU: nothing to collect
             assert result.measurements and result.timing.source == "cupti"
             continue
@@ -31,10 +33,10 @@ def test_fixtures_were_recorded_on_a_gpu():
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
 def test_every_fixture_loads_saves_and_loads_again_equal(path, tmp_path):
-    result = Result.load(path)
+    result = load_result(path)
     saved = tmp_path / "again.json"
     result.save(saved)
-    again = Result.load(saved)
+    again = load_result(saved)
     assert again == result
     assert again.to_json() == result.to_json()
     assert json.loads(saved.read_text())["schema_version"] == SCHEMA_VERSION
@@ -44,8 +46,11 @@ def test_every_fixture_loads_saves_and_loads_again_equal(path, tmp_path):
 def test_loading_keeps_every_recorded_value(path):
     """Loading converts (lists to tuples, version 1 to 2) but never drops or alters a figure."""
     recorded = json.loads(path.read_text())
-    loaded = json.loads(Result.load(path).to_json())
+    loaded = json.loads(load_result(path).to_json())
     for m_recorded, m_loaded in zip(recorded["measurements"], loaded["measurements"], strict=True):
+        if recorded["schema_version"] < 3 and m_loaded["gpus"]:  # the GPUs were in the key
+            assert version_2_operation(m_loaded, recorded["command"]) == m_recorded["operation"]
+            m_loaded = {**m_loaded, "operation": m_recorded["operation"]}
         assert {k: m_loaded[k] for k in m_recorded} == m_recorded
     parameters = loaded["parameters"]  # and any added since, at their defaults
     assert {k: parameters[k] for k in recorded["parameters"]} == recorded["parameters"]
@@ -55,51 +60,62 @@ def test_loading_keeps_every_recorded_value(path):
         assert loaded[key] == recorded[key]
 
 
+def version_2_operation(measurement: dict, command: str) -> str:
+    """How schema 2 wrote a multi-GPU measurement's operation, its GPUs inside."""
+    operation, gpus = measurement["operation"], measurement["gpus"]
+    if command == "peer":
+        return f"{operation} {gpus[0]}->{gpus[1]}"
+    direction, _, at_once = operation.partition("_")
+    first = measurement["kind"] if command == "portable" else ("together" if at_once else "alone")
+    return f"{first} {direction} {gpus[0]}"
+
+
 @pytest.mark.parametrize("name", ["compare", "streams"])
 def test_version_1_bytes_is_read_as_bytes_per_array(name):
     recorded = json.loads((FIXTURES / f"legacy_v1_{name}.json").read_text())
     assert recorded["schema_version"] == 1
-    result = Result.load(FIXTURES / f"legacy_v1_{name}.json")
-    assert result.extra["bytes_per_array"] == recorded["extra"]["bytes"]
-    assert "bytes" not in result.extra
+    result = load_result(FIXTURES / f"legacy_v1_{name}.json")
+    assert result.extra.bytes_per_array == recorded["extra"]["bytes"]
+    assert not hasattr(result.extra, "bytes")
 
 
 def test_parameters_come_back_as_the_params_types():
-    result = Result.load(FIXTURES / "h200_sweep.json")
-    assert result.parameters["powers"] == tuple(range(8, 27))
-    assert isinstance(result.parameters["kinds"], tuple)
+    result = load_result(FIXTURES / "h200_sweep.json")
+    assert result.parameters.powers == tuple(range(8, 27))
+    assert isinstance(result.parameters.kinds, tuple)
 
 
 def test_a_parameter_added_since_the_file_was_written_takes_its_default():
     recorded = json.loads((FIXTURES / "legacy_v1_pinned_p20.json").read_text())
     assert "host_buffer" not in recorded["parameters"]  # recorded before it existed
-    result = Result.load(FIXTURES / "legacy_v1_pinned_p20.json")
-    assert result.parameters == {**recorded["parameters"], "host_buffer": "numpy"}
+    result = load_result(FIXTURES / "legacy_v1_pinned_p20.json")
+    assert asdict(result.parameters) == {**recorded["parameters"], "host_buffer": "numpy"}
 
 
 def test_every_experiment_declares_its_params_and_extra():
-    for command, module in EXPERIMENTS.items():
-        assert module.PARAMS.__name__.endswith("Params"), command
-        assert isinstance(module.EXTRA_FIELDS, dict), command
+    for experiment in REGISTRY:
+        assert is_dataclass(experiment.Params), experiment.name
+        assert is_dataclass(experiment.Extra), experiment.name
 
 
 def test_numpy_scalars_are_saved_as_plain_values(tmp_path):
     """Experiments compute extra with numpy: a bool from a comparison, an int64 size."""
-    result = Result.load(FIXTURES / "h200_managed.json")
-    result.extra["concurrent_managed_access"] = np.bool_(True)
-    result.extra["bytes_per_array"] = np.int64(16777216)
+    result = load_result(FIXTURES / "h200_managed.json")
+    result.extra = replace(
+        result.extra, concurrent_managed_access=np.bool_(True), bytes_per_array=np.int64(16777216)
+    )
     result.measurements[0].samples_ms[0] = np.float64(0.25)
     path = tmp_path / "numpy.json"
     result.save(path)
-    again = Result.load(path)
-    assert again.extra["concurrent_managed_access"] is True
-    assert type(again.extra["bytes_per_array"]) is int
-    assert again.extra["bytes_per_array"] == 16777216
+    again = load_result(path)
+    assert again.extra.concurrent_managed_access is True
+    assert type(again.extra.bytes_per_array) is int
+    assert again.extra.bytes_per_array == 16777216
     assert again.measurements[0].samples_ms[0] == 0.25
 
 
 def test_find_is_exact():
-    result = Result.load(FIXTURES / "h200_pinned_p20.json")
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
     assert result.find("h2d", "pinned", "gpu").kind == "pinned"
     with pytest.raises(MissingMeasurement, match="2 measurements with operation='h2d'"):
         result.find("h2d", "pinned")  # the GPU activity and the API call
@@ -115,12 +131,12 @@ def test_newer_schema_is_refused_with_the_versions(tmp_path):
     path = tmp_path / "future.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match=f"schema version {SCHEMA_VERSION + 1}"):
-        Result.load(path)
+        load_result(path)
 
 
 def test_missing_file_says_why(tmp_path):
     with pytest.raises(InvalidArgument, match="No such file"):
-        Result.load(tmp_path / "nothing.json")
+        load_result(tmp_path / "nothing.json")
 
 
 # Bad files: a real recording with one thing broken, and the message that must name it.
@@ -211,7 +227,7 @@ BAD_PINNED = {
     "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
     "parameter as null": (_set(("parameters", "repeat"), None), "parameters.repeat is null"),
     "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
-    "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected one of"),
+    "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected a string"),
     "unknown command": (_set(("command",), "pinnned"), "command is the string 'pinnned'"),
     "command missing": (_remove(("command",)), "command is missing"),
     "extra bytes as a string": (
@@ -276,7 +292,7 @@ def test_a_bad_value_is_one_line_naming_the_file_and_the_field(tmp_path, mutate,
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument) as caught:
-        Result.load(path)
+        load_result(path)
     text = str(caught.value)
     assert text.startswith(f"{path}: ") or text.startswith(f"{path} is ")
     assert message in text
@@ -310,7 +326,7 @@ def test_a_file_that_is_no_result_is_one_line(tmp_path, content, message):
     path = tmp_path / "run.json"
     path.write_bytes(content)
     with pytest.raises(InvalidArgument) as caught:
-        Result.load(path)
+        load_result(path)
     assert str(caught.value).startswith(str(path))
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
@@ -327,8 +343,12 @@ def test_every_summary_without_its_measurements_is_one_line(tmp_path, path):
     data["measurements"] = []
     broken = tmp_path / path.name
     broken.write_text(json.dumps(data))
-    with pytest.raises(InvalidArgument, match=f"^{re.escape(str(broken))}: .*summary"):
-        Result.load(broken)
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(str(broken))}: ") as caught:
+        load_result(broken)
+    declared = re.search(
+        r"measurements has no \w+ '\w+', which every \w+ run records", str(caught.value)
+    )
+    assert declared or "summary" in str(caught.value)
 
 
 def test_a_run_without_its_device_facts_is_one_line(tmp_path):
@@ -337,7 +357,7 @@ def test_a_run_without_its_device_facts_is_one_line(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match="cannot build the device summary"):
-        Result.load(path)
+        load_result(path)
 
 
 def test_a_summary_that_cannot_be_built_is_one_line(tmp_path):
@@ -346,12 +366,12 @@ def test_a_summary_that_cannot_be_built_is_one_line(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match="cannot build the device summary from this file"):
-        Result.load(path)
+        load_result(path)
 
 
 def test_fields_added_later_may_be_absent_from_older_files():
     """Version 1 files predate source, events_ms, throughput_ms, batch and timing."""
-    result = Result.load(FIXTURES / "legacy_v1_pinned_p20.json")
+    result = load_result(FIXTURES / "legacy_v1_pinned_p20.json")
     assert result.timing is None
     assert all(m.source == "events" and m.throughput_ms == [] for m in result.measurements)
 

@@ -12,9 +12,10 @@ import pytest
 
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import InvalidArgument
+from memprof.experiments import load as load_result
+from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as trace_summary
 from memprof.model.formatting import format_ms
-from memprof.model.results import Result
 from memprof.output.export import csv_rows
 from memprof.output.profile import profile_rows
 from memprof.trace.collect import (
@@ -29,7 +30,7 @@ from memprof.trace.collect import (
     pinned_bandwidth,
     trace_result,
 )
-from tests.conftest import load_fixture, render_text
+from tests.conftest import FIXTURES, render_text
 
 MiB, KiB = 1 << 20, 1 << 10
 
@@ -295,7 +296,7 @@ def test_a_failed_program_is_named_with_its_exception():
 
 def test_trace_results_survive_json_and_csv():
     result = recorded_trace()
-    loaded = Result.from_json(result.to_json())
+    loaded = parse_result(result.to_json())
     assert trace_summary.summarize(loaded) == trace_summary.summarize(result)
     rows = csv_rows(loaded)
     assert {row["name"] for row in rows} >= {"[CUDA memcpy HtoD] pageable -> device"}
@@ -308,11 +309,11 @@ def test_a_malformed_copy_group_is_one_clear_error(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match=r"extra\.copies\[0\]"):
-        Result.load(path)
+        load_result(path)
 
 
 def test_pinned_bandwidth_comes_from_memprof_sweep_at_its_largest_size():
-    figures = bandwidth_from_sweep(load_fixture("sweep"))
+    figures = bandwidth_from_sweep((FIXTURES / "h200_sweep.json").read_text())
     assert figures["bytes"] == 256 * MiB
     assert 40 < figures["h2d_gb_per_s"] < 70  # the H200's PCIe Gen5 x16 plateau
     assert 40 < figures["d2h_gb_per_s"] < 70

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from memprof.core.activity import ApiRecord, GpuRecord
+from memprof.experiments import load as load_result
+from memprof.experiments import summarize
 from memprof.experiments import trace as trace_summary
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
@@ -113,17 +115,18 @@ def test_the_copies_table_shows_gpu_time_and_host_blocked_side_by_side():
 
 
 def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
-    note = timing_note(traced())
+    note = summarize(traced()).timing_note
     assert "DMA alone" in note and "Host blocked" in note
     assert "--repeat" not in note  # a trace repeats nothing
-    assert "--repeat" in timing_note(load_fixture("pinned_p20"))  # other commands unchanged
+    pinned = load_fixture("pinned_p20")
+    assert summarize(pinned).timing_note is None  # other commands: the run's own
+    assert "--repeat" in timing_note(pinned)
 
 
 def test_traces_saved_before_the_pairing_still_load_and_render():
-    from memprof.model.results import Result
 
-    result = Result.load(Path(__file__).parent / "fixtures" / "legacy_trace_pycuda_unpaired.json")
-    assert "blocked" not in result.extra
+    result = load_result(Path(__file__).parent / "fixtures" / "legacy_trace_pycuda_unpaired.json")
+    assert result.extra.blocked is None
     text = render_text(result, width=200)
     assert "Host blocked" in text
     assert "DMA alone" in text
@@ -132,7 +135,7 @@ def test_traces_saved_before_the_pairing_still_load_and_render():
 def test_a_recorded_trace_shows_each_blocking_kinds_host_time_beside_its_dma():
     result = load_fixture("trace_pycuda")
     table = trace_summary.copies_table(
-        trace_summary.copies_of(result), result.extra["pinned_bandwidth"]
+        trace_summary.copies_of(result), result.extra.pinned_bandwidth
     )
     rows = {row[0]: row for row in table.rows}
     blocked = table.headers.index("Host blocked")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import InvalidArgument
-from memprof.model.results import Result
+from memprof.experiments import load as load_result
 from memprof.trace import collect as tracing
 from tests.test_trace import program_records
 
@@ -153,9 +153,9 @@ def test_json_of_a_trace_renders_again_with_report(tmp_path, fake_cupti):
     saved = tmp_path / "trace.json"
     program = script(tmp_path, "pass\n")
     assert invoke("--json", str(saved), "-q", str(program)).exit_code == 0
-    result = Result.load(saved)
+    result = load_result(saved)
     assert result.command == "trace"
-    assert result.extra["gpu_name"] == "Fake GPU"
+    assert result.extra.gpu_name == "Fake GPU"
     report = runner.invoke(app, ["report", str(saved)])
     assert report.exit_code == 0, report.output
     assert "[CUDA memcpy HtoD] pageable -> device" in report.output

@@ -1,63 +1,51 @@
-"""Write the golden renderings tests/test_golden.py compares: `memprof report FIXTURE` at 80 and
-120 columns, for fixtures recorded on the GPU machine.
+"""Re-record golden renderings: `memprof report FIXTURE` at 80 and 120 columns.
 
-    python tools/golden.py                    # every fixture that has no golden files yet
-    python tools/golden.py h200_smallcopies   # these fixtures (by name), overwriting
-    python tools/golden.py --all              # every fixture, overwriting
+    python tools/golden.py                  # every fixture in tests/fixtures
+    python tools/golden.py h200_streams     # only these (fixture names without .json)
 
-A golden file that changes is either a bug or an intended change: say which in the commit
-that records it. Run from the repository root.
+It renders with the memprof of this checkout (not an installed one), as the tests do.
+
+tests/test_golden.py compares each rendering with tests/golden/NAME.WIDTH.txt. Re-record only
+for an intended change, and say in the commit what moved and why; then read `git diff
+tests/golden` line by line before committing.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from memprof.cli import app
-
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES, GOLDEN = ROOT / "tests" / "fixtures", ROOT / "tests" / "golden"
+FIXTURES = ROOT / "tests" / "fixtures"
+GOLDEN = ROOT / "tests" / "golden"
 WIDTHS = (80, 120)
 
 
 def report(fixture: Path, width: int) -> str:
     """What `COLUMNS=width memprof report FIXTURE | cat` prints (as tests/test_golden.py)."""
+    from typer.testing import CliRunner
+
+    from memprof.cli import app
+
     ran = CliRunner().invoke(app, ["report", str(fixture)], env={"COLUMNS": str(width)})
     if ran.exit_code != 0:
-        sys.exit(f"memprof report {fixture.name} failed (exit {ran.exit_code}): {ran.output}")
+        raise SystemExit(f"memprof report {fixture.name} failed ({ran.exit_code}): {ran.output}")
     return ran.stdout
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description="Render fixtures into tests/golden/.")
-    parser.add_argument("names", nargs="*", help="fixture names without .json (overwritten)")
-    parser.add_argument("--all", action="store_true", help="every fixture, overwritten")
-    arguments = parser.parse_args()
-    fixtures = sorted(FIXTURES.glob("*.json"))
-    if arguments.names:
-        known = {fixture.stem: fixture for fixture in fixtures}
-        missing = [name for name in arguments.names if name not in known]
-        if missing:
-            sys.exit(f"no fixture named {', '.join(missing)} in {FIXTURES}")
-        chosen = [known[name] for name in arguments.names]
-    elif arguments.all:
-        chosen = fixtures
-    else:
-        chosen = [f for f in fixtures if not all(golden(f, w).exists() for w in WIDTHS)]
-    for fixture in chosen:
+def main(names: list[str]) -> None:
+    fixtures = [FIXTURES / f"{name}.json" for name in names] or sorted(FIXTURES.glob("*.json"))
+    for fixture in fixtures:
+        if not fixture.is_file():
+            raise SystemExit(f"no fixture {fixture}")
         for width in WIDTHS:
-            golden(fixture, width).write_text(report(fixture, width))
-            print(f"wrote {golden(fixture, width).relative_to(ROOT)}")
-    return 0
-
-
-def golden(fixture: Path, width: int) -> Path:
-    return GOLDEN / f"{fixture.stem}.{width}.txt"
+            golden = GOLDEN / f"{fixture.stem}.{width}.txt"
+            text = report(fixture, width)
+            changed = not golden.exists() or golden.read_text() != text
+            golden.write_text(text)
+            print(f"{'re-recorded' if changed else 'unchanged  '} {golden.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT))  # this checkout's memprof, whatever is installed
+    main(sys.argv[1:])

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem, OutOfMemory
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Group
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memprof.core.session import GpuSession
 
 
 @dataclass
@@ -183,37 +184,42 @@ class HugepagePageable(Pageable):
 PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
 
 
-class Pinned(MemoryKind):
+class HostAlloc(MemoryKind):
+    """Page-locked host memory from cuMemHostAlloc: the kinds differ by their flags."""
+
+    host_copies = True
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+    flags: ClassVar[tuple[str, ...]] = ()  # PyCUDA's host_alloc_flags by name
+
+    def allocate_raw(self, cuda, count, dtype):
+        flags = 0
+        for name in self.flags:
+            flags |= getattr(cuda.host_alloc_flags, name)
+        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
+        # A mapped buffer's device address may differ from its host one (write-combined memory
+        # under UVA): always ask the driver.
+        mapped = "DEVICEMAP" in self.flags
+        return array, int(array.base.get_device_pointer()) if mapped else None, array.base.free
+
+
+class Pinned(HostAlloc):
     name = "pinned"
     label = "pinned (cuMemHostAlloc)"
     marker = "P"
-    host_copies = True
     description = (
         "page-locked host memory (cuMemHostAlloc): DMA straight from it, costly to allocate"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype)
-        return array, None, array.base.free
 
 
-class Mapped(MemoryKind):
+class Mapped(HostAlloc):
     name = "mapped"
     label = "mapped, zero-copy"
     marker = "M"
-    host_copies = True
     kernel_access = True
     description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
     required_attribute = "CAN_MAP_HOST_MEMORY"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
-        # Always ask the driver: the device address may differ from the host one.
-        return array, int(array.base.get_device_pointer()), array.base.free
+    flags = ("DEVICEMAP",)
 
 
 class Device(MemoryKind):
@@ -233,42 +239,28 @@ class Device(MemoryKind):
         return None, int(allocation), allocation.free
 
 
-class WriteCombined(MemoryKind):
+class WriteCombined(HostAlloc):
     name = "writecombined"
     label = "write-combined pinned"
     marker = "W"
-    host_copies = True
     kernel_access = True
     description = (
         "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
         "very slow for the CPU to read"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
     required_attribute = "CAN_MAP_HOST_MEMORY"
-
-    def allocate_raw(self, cuda, count, dtype):
-        flags = cuda.host_alloc_flags.WRITECOMBINED | cuda.host_alloc_flags.DEVICEMAP
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
-        # Under UVA the device address of write-combined memory may differ: ask.
-        return array, int(array.base.get_device_pointer()), array.base.free
+    flags = ("WRITECOMBINED", "DEVICEMAP")
 
 
-class Portable(MemoryKind):
+class Portable(HostAlloc):
     name = "portable"
     label = "portable pinned (every context)"
     marker = "O"
-    host_copies = True
     description = (
         "pinned memory that every CUDA context treats as pinned (PORTABLE): one buffer for "
         "several GPUs"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.PORTABLE)
-        return array, None, array.base.free
+    flags = ("PORTABLE",)
 
 
 class Registered(MemoryKind):
@@ -288,9 +280,8 @@ class Registered(MemoryKind):
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data
-        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
         try:
-            driver.host_register(address, array.nbytes, flags)
+            driver.host_register(address, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
         except driver.DriverCallFailed as error:
             if "OUT_OF_MEMORY" in str(error):
                 raise MemoryError(str(error)) from error
@@ -473,6 +464,11 @@ def kinds_where(
 ) -> list[MemoryKind]:
     """The registered kinds (in table order) for which `predicate` holds."""
     return [kind for kind in (kinds or MEMORY_KINDS.values()) if predicate(kind)]
+
+
+def single_gpu_kinds() -> list[MemoryKind]:
+    """Every kind one GPU allocates by itself, in table order (peer memory needs two)."""
+    return kinds_where(lambda kind: kind.devices_needed == 1)
 
 
 def supported_kinds(

@@ -11,6 +11,7 @@ from pathlib import Path
 from memprof.errors import InvalidArgument
 from memprof.experiments.alloc import Alloc
 from memprof.experiments.base import Experiment
+from memprof.experiments.check import CheckGpu, CheckPairs
 from memprof.experiments.compare import Compare
 from memprof.experiments.device import DeviceBandwidth
 from memprof.experiments.hostlink import Hostlink
@@ -32,6 +33,7 @@ from memprof.model.summary import Summary
 
 REGISTRY: tuple[type[Experiment], ...] = (
     Info,
+    CheckGpu,
     Pinned,
     ZeroCopy,
     Uva,
@@ -47,6 +49,7 @@ REGISTRY: tuple[type[Experiment], ...] = (
     Peer,
     Hostlink,
     Portable,
+    CheckPairs,
     Trace,
 )
 _BY_NAME = {
@@ -83,7 +86,16 @@ def summarize(result: Result) -> Summary:
 def load(path: Path) -> Result:
     """A saved Result, every value checked, its summary built once: a file that does not
     hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""
-    result = Result.load(path, shape_of)
+    return _summarizable(Result.load(path, shape_of), str(path))
+
+
+def parse(text: str, name: str = "result") -> Result:
+    """A Result from JSON text, checked as load() checks a file."""
+    return _summarizable(Result.from_json(text, shape_of, name), name)
+
+
+def _summarizable(result: Result, path: str) -> Result:
+    """The Result, once its summary has been built from it without error."""
     try:
         summarize(result)
     except MissingMeasurement as error:
@@ -91,7 +103,14 @@ def load(path: Path) -> Result:
             f"{path}: the {result.command} summary needs exactly one measurement with "
             f"{error.wanted}; the file has {error.count}"
         ) from None
-    except (LookupError, StopIteration, ValueError, ArithmeticError, TypeError) as error:
+    except (
+        LookupError,  # a key or index the summary expected
+        StopIteration,  # next() over rows that are not there
+        ValueError,
+        ArithmeticError,  # a zero median divided by
+        TypeError,
+        AttributeError,  # device null where the summary reads the GPU's facts
+    ) as error:
         raise InvalidArgument(
             f"{path}: cannot build the {result.command} summary from this file "
             f"({type(error).__name__}: {error})"

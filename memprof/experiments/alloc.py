@@ -85,7 +85,7 @@ class Alloc(Experiment):
         memory.require_memory(session, device_bytes=3 * largest, host_bytes=2 * largest)
         supported, skipped = memory.supported_kinds(
             ctx.facts[session.device_index].attributes,
-            memory.kinds_where(lambda kind: kind.devices_needed == 1),  # peer memory needs two
+            memory.single_gpu_kinds(),
             bindings.missing_reason(),
         )
         kinds = [kind.name for kind in supported]

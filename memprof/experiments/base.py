@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
+from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, Range, Sizes, param
@@ -53,7 +54,8 @@ def power_param(default: int, help: str = POWER_HELP) -> Any:
 
 def powers_param(default: tuple[int, ...], step: int, single: str | None = None) -> Any:
     """A sweep of sizes: --from/--to/--step (and --power for one size where `single`)."""
-    return param(default, "Sizes: N of 2^N floats.", form=Sizes(step, single))
+    form = Sizes(step, single, f"{POWER_HELP}: one size, full profile.")
+    return param(default, "Sizes: N of 2^N floats.", form=form)
 
 
 def repeat_param(default: int) -> Any:
@@ -68,6 +70,24 @@ def warmup_param(default: int, help: str = "") -> Any:
         help
         or "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000).",
     )
+
+
+@dataclass(frozen=True)
+class OneSize:
+    """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
+
+    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the seeds' memTransfer example
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+
+
+@dataclass(frozen=True)
+class LargeCopies(OneSize):
+    """The Params of the experiments across GPUs: 256 MiB copies, 5 timed, 1 warm-up."""
+
+    power: Power = power_param(26)
+    repeat: Repeat = repeat_param(5)  # timed operations and batches per figure
+    warmup: Warmup = warmup_param(1)
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,13 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
 )
+CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
+# that launch kernels on poisoned outputs and copy
+# The ceiling of pageable copies (memprof.model.ceilings): one host thread copying between
+# two pageable buffers of the copies' size, in the same run (absent from older files).
+HOST_MEMCPY = Measure(
+    "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
+)
 
 
 def find(
@@ -143,8 +170,14 @@ class Experiment:
     Extra: ClassVar[type] = NoExtra
     measures: ClassVar[tuple[Measure, ...]] = ()
     gpus: ClassVar[Gpus] = "one"
+    # gpus "every": what a machine with one GPU lacks for this experiment, said in one line
+    needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
+    # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
+    # Params (every GPU's copies at once; `check` checks each pair of GPUs)
+    every_gpu_then: ClassVar[str] = "hostlink"
+    every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -193,6 +226,18 @@ class RunContext:
         assert self.session is not None, "an experiment on several GPUs measures per device"
         return self.session.profiler
 
+    def steps(self, total: int) -> Callable[[str], None]:
+        """Progress in `total` steps: each call of the returned step(description) starts
+        the next one (peer, hostlink, portable and check count theirs so)."""
+        done = 0
+
+        def step(description: str) -> None:
+            nonlocal done
+            self.progress(description, min(done, total), total)
+            done += 1
+
+        return step
+
     def check(self, check: Check) -> Check:
         """Keep a verification in the Result (a failed one makes the command exit 1)."""
         self.checks.append(check)
@@ -220,17 +265,24 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
-    from memprof.core.session import Devices, GpuSession, device_count
+    from memprof.core.nvml import Watch
+    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
 
     declared = experiment.declared_keys()
     if experiment.gpus == "every":
         indices = list(range(device_count()))
+        if len(indices) < 2 and experiment.needs_two_gpus:
+            raise EnvironmentProblem(
+                f"memprof {experiment.name} needs two GPUs: this machine has one, "
+                f"{experiment.needs_two_gpus}"
+            )
         gpus: Any = Devices(indices, options.timing, declared)
     else:
         assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
         indices = [options.device]
         gpus = GpuSession(options.device, options.timing, declared)
-    with gpus:
+    # NVML's first look, before any context of ours exists (memprof.core.nvml)
+    with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
@@ -249,6 +301,7 @@ def run(
                 measurements += session.profiler.measurements()
         with sessions[0].active():
             timing = sessions[0].profiler.timing_info()
+        gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
         command=experiment.name,
@@ -258,5 +311,6 @@ def run(
         checks=ctx.checks,
         extra=extra,
         timing=timing,
+        gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES
+from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,40 +34,41 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes
 
 
-def launch_sum(
-    session,
-    kernel,
-    a_pointer: int,
-    b_pointer: int,
-    result,
-    elements: int,
-    kind: str | None,
-) -> None:
-    """Poison the device result, then run sumArrays reading a and b from the given addresses."""
-    from memprof.core import memory
+class SumArrays:
+    """The seeds' kernel, res = a + b over float32, with random inputs and numpy's answer."""
 
-    memory.memset(session, result, POISON_BYTE)
-    kernel.launch(
-        session,
-        elements,
-        a_pointer,
-        b_pointer,
-        result.device_pointer,
-        elements,
-        kind=kind,
-        nbytes=3 * elements * FLOAT32_BYTES,
-    )
+    def __init__(self, session: Any, elements: int) -> None:
+        from memprof.core.kernels import load_kernel
 
+        self.session, self.elements = session, elements
+        self.kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        self.a, self.b, self.expected = input_arrays(elements)
 
-def verify_device_result(session, result, expected: np.ndarray, name: str):
-    """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
-    import numpy as np
+    def launch(self, a_pointer: int, b_pointer: int, result: Any, kind: str | None) -> None:
+        """Poison the device result, then run sumArrays reading a and b at these addresses."""
+        from memprof.core import memory
 
-    from memprof.core.verify import compare_arrays
+        memory.memset(self.session, result, POISON_BYTE)
+        self.kernel.launch(
+            self.session,
+            self.elements,
+            a_pointer,
+            b_pointer,
+            result.device_pointer,
+            self.elements,
+            kind=kind,
+            nbytes=3 * self.elements * FLOAT32_BYTES,
+        )
 
-    host = np.full(expected.shape, np.nan, dtype=expected.dtype)
-    session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
-    return compare_arrays(name, host, expected)
+    def verify(self, result: Any, name: str) -> Any:
+        """Copy a device result back (never recorded: no measurement's part) and check it."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        host = np.full(self.expected.shape, np.nan, dtype=self.expected.dtype)
+        self.session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call
+        return compare_arrays(name, host, self.expected)
 
 
 def gpu_timing(result) -> str:
@@ -96,6 +97,49 @@ def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, floa
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+HOST_MEMCPY_NAME = "host memcpy (pageable → pageable)"
+HOST_MEMCPY_TARGET_MS = 10.0  # a batch of host copies lasts about this long
+
+
+def measure_host_memcpy(profiler: Any, destination: np.ndarray, source: np.ndarray) -> None:
+    """The pageable copies' ceiling, in the same run and at the same size: one host thread
+    copying `source` into `destination` (both pageable), back to back on the host clock.
+    The driver stages a pageable copy through its pinned buffer with such a memcpy."""
+    import ctypes
+
+    nbytes = source.nbytes
+    if destination.nbytes < nbytes:
+        raise ValueError("the memcpy destination is smaller than its source")
+    to, origin = destination.ctypes.data, source.ctypes.data
+    profiler.host_throughput(
+        HOST_MEMCPY_NAME,
+        HOST_MEMCPY.operation,
+        "pageable",
+        nbytes,
+        lambda: ctypes.memmove(to, origin, nbytes),
+        target_ms=HOST_MEMCPY_TARGET_MS,
+        batches=5,
+    )
+
+
+def host_memcpy_gb_per_s(result: Any, nbytes: int) -> float | None:
+    """The host memcpy rate measured in this run at this size (None: not recorded)."""
+    from memprof.model.formatting import bandwidth_gb_per_s
+
+    for m in result.measurements:
+        if (m.group, m.operation) == HOST_MEMCPY.key and m.bytes == nbytes:
+            stats = m.throughput_stats or m.stats
+            return bandwidth_gb_per_s(nbytes, stats.median_ms)
+    return None
+
+
+def pageable_ceiling(result: Any, nbytes: int, index: int | None = None) -> Any:
+    """The ceiling of pageable copies of `nbytes` (memprof.model.ceilings.host_ceiling)."""
+    from memprof.model.ceilings import host_ceiling, pcie_ceiling
+
+    return host_ceiling(host_memcpy_gb_per_s(result, nbytes), pcie_ceiling(result, index))
 
 
 def stops_at(holds: dict[int, bool]) -> int | None:

@@ -26,6 +26,7 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import gpu_timing
+from memprof.model.ceilings import hbm_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
@@ -251,7 +252,7 @@ def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    peak = result.device.theoretical_memory_bandwidth_gb_per_s
+    peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
         f"{result.parameters.repeat} timed runs",

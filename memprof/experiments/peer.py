@@ -19,21 +19,16 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.errors import EnvironmentProblem
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE
+from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
@@ -58,10 +53,7 @@ FILL_VALUE = 2.5
 
 
 @dataclass(frozen=True)
-class PeerParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)
-    warmup: Warmup = warmup_param(1)
+class PeerParams(LargeCopies):
     latency_steps: Annotated[int, Range(1, 1 << 20)] = param(
         4096, "Dependent loads in the latency chain (1 to 1048576)."
     )
@@ -84,6 +76,7 @@ class Peer(Experiment):
     Params = PeerParams
     Extra = PeerExtra
     gpus = "every"
+    needs_two_gpus = "so there is nothing to measure"
     measures = (
         *(
             Measure(
@@ -109,10 +102,6 @@ class Peer(Experiment):
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
-        if len(indices) < 2:
-            raise EnvironmentProblem(
-                "memprof peer needs two GPUs: this machine has one, so there is nothing to measure"
-            )
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)
@@ -454,6 +443,8 @@ def summarize(result: Result) -> Summary:
         if not cells:
             continue
         table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s)
+        if method == "ce_on":
+            table.notes += _ceiling_notes(result, cells)
         if method == "ce_bidir":
             for a, b in unordered_pairs(devices):
                 if (a, b) in cells and (b, a) in cells:
@@ -489,6 +480,19 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
+def _ceiling_notes(result: Result, cells: dict[tuple[int, int], float]) -> list[str]:
+    """Each pair's link, and the share of it the copies reached (memprof.model.ceilings)."""
+    notes = []
+    for (a, b), gb_per_s in cells.items():
+        ceiling = peer_ceiling(result, a, b)
+        if ceiling is not None:
+            share = f"{ceiling.fraction(gb_per_s):.0%}"
+            notes.append(f"GPU {a} → GPU {b}: {share} of its ceiling, {ceiling.detail}.")
+    if not notes:
+        notes.append("The links' ceilings were not recorded in this file (no GPU state from NVML).")
+    return notes
+
+
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
     on, off = figures(result, "ce_on"), figures(result, "ce_off")
     bidir = figures(result, "ce_bidir")
@@ -496,8 +500,14 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
     lines = []
     for a, b in ordered_pairs(devices):
         if (a, b) in on and (a, b) in off:
+            ceiling = peer_ceiling(result, a, b)
+            share = (
+                f" ({ceiling.fraction(on[a, b]):.0%} of its {ceiling.limiter} ceiling)"
+                if ceiling is not None
+                else ""
+            )
             lines.append(
-                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access, "
+                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access{share}, "
                 f"{format_gb_per_s(off[a, b])} GB/s without ({on[a, b] / off[a, b]:.1f}x)."
             )
     for a, b in unordered_pairs(devices):

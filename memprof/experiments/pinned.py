@@ -13,17 +13,15 @@ from typing import Literal
 
 from memprof.experiments.base import (
     FLOAT32_BYTES,
+    HOST_MEMCPY,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
+from memprof.experiments.common import host_memcpy_gb_per_s, pageable_ceiling
+from memprof.model.ceilings import cell, far_below_line, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -41,10 +39,7 @@ DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
 @dataclass(frozen=True)
-class PinnedParams:
-    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the memTransfer example
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class PinnedParams(OneSize):
     host_buffer: Literal["numpy", "malloc", "hugepages"] = param(
         "numpy",
         "Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C programs "
@@ -98,6 +93,7 @@ class Pinned(Experiment):
         ALLOC,
         FREE,
         FLOW,
+        HOST_MEMCPY,
         Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
         Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
         Measure("api", "memset", "cuMemsetD8Async", "host clock"),
@@ -110,7 +106,7 @@ class Pinned(Experiment):
         from memprof.core import memory
         from memprof.core.kernels import load_kernel
         from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE, input_arrays
+        from memprof.experiments.common import POISON_BYTE, input_arrays, measure_host_memcpy
 
         params, session, profiler = ctx.params, ctx.session, ctx.measure
         elements = 1 << params.power
@@ -132,6 +128,8 @@ class Pinned(Experiment):
             a, b, res = (allocate() for _ in range(3))
             a.array[:] = a_values
             b.array[:] = b_values
+            if kind == "pageable":  # the pageable copies' ceiling, at their size
+                measure_host_memcpy(profiler, res.array, a.array)
             ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
@@ -164,37 +162,12 @@ class Pinned(Experiment):
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    source = (
-        "CUPTI's record of each copy (DMA only)"
-        if result.timing is not None and result.timing.source == "cupti"
-        else "gated CUDA events around each copy (pageable: staging included)"
-    )
-    transfers = Table(
-        f"Transfers of {format_bytes(nbytes)}",
-        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable"],
-        notes=[
-            f"One copy: GPU time of a single copy, median, from {source}.",
-            "Host blocked: host clock around the driver call (pageable copies block until "
-            "the driver has staged them; pinned ones return once queued).",
-            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
-            "event pair.",
-        ],
-    )
-    median = {}
-    for kind in HOST_KINDS:
-        for direction in DIRECTIONS:
-            median[kind, direction] = _per_copy_ms(result, direction, kind)
-    for kind in HOST_KINDS:
-        for direction, label in DIRECTIONS.items():
-            time_ms = median[kind, direction]
-            transfers.add_row(
-                kind,
-                label,
-                format_ms(find(result, COPY[direction], kind).stats.median_ms),
-                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
-                format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms)),
-                format_ratio(median["pageable", direction] / time_ms),
-            )
+    median = {
+        (kind, direction): _per_copy_ms(result, direction, kind)
+        for kind in HOST_KINDS
+        for direction in DIRECTIONS
+    }
+    transfers, remarks = _transfers(result, median)
 
     costs = Table(
         f"Allocation of {format_bytes(nbytes)}",
@@ -221,7 +194,86 @@ def summarize(result: Result) -> Summary:
             format_ms(flow.median_ms),
             "verified" if check and check.passed else "FAILED",
         )
-    return Summary(tables=[transfers, costs], conclusions=[_conclusion(median, round_trip, nbytes)])
+    conclusions = [_conclusion(median, round_trip, nbytes)]
+    conclusions += [remark for remark in remarks if remark]
+    return Summary(tables=[transfers, costs], conclusions=conclusions)
+
+
+def _transfers(
+    result: Result, median: dict[tuple[str, str], float]
+) -> tuple[Table, list[str | None]]:
+    """The copies' table, each against its ceiling, and a remark for any far below it."""
+    nbytes = result.extra.bytes_per_array
+    source = (
+        "CUPTI's record of each copy (DMA only)"
+        if result.timing is not None and result.timing.source == "cupti"
+        else "gated CUDA events around each copy (pageable: staging included)"
+    )
+    link = pcie_ceiling(result)
+    ceilings = {"pinned": link, "pageable": pageable_ceiling(result, nbytes)}
+    memcpy = _host_memcpy(result, nbytes)
+    transfers = Table(
+        f"Transfers of {format_bytes(nbytes)}",
+        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
+        notes=[
+            f"One copy: GPU time of a single copy, median, from {source}.",
+            "Host blocked: host clock around the driver call (pageable copies block until "
+            "the driver has staged them; pinned ones return once queued).",
+            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
+            "event pair.",
+            *_ceiling_notes(link, memcpy is not None),
+        ],
+    )
+    remarks = []
+    for kind in HOST_KINDS:
+        for direction, label in DIRECTIONS.items():
+            time_ms = median[kind, direction]
+            gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
+            transfers.add_row(
+                kind,
+                label,
+                format_ms(find(result, COPY[direction], kind).stats.median_ms),
+                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
+                format_gb_per_s(gb_per_s),
+                format_ratio(median["pageable", direction] / time_ms),
+                cell(ceilings[kind], gb_per_s),
+            )
+            if kind == "pinned" or memcpy is not None:  # pageable without it: half a ceiling
+                remarks.append(
+                    far_below_line(f"{kind.capitalize()} {label}", gb_per_s, ceilings[kind])
+                )
+    if memcpy is not None:
+        rate = format_gb_per_s(host_memcpy_gb_per_s(result, nbytes) or 0.0)
+        stats = memcpy.stats
+        transfers.add_row("memcpy", "host → host", format_ms(stats.median_ms), "-", rate, "-", "-")
+    return transfers, remarks
+
+
+def _ceiling_notes(link, memcpy_recorded: bool) -> list[str]:
+    """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md)."""
+    notes = [
+        "Of ceiling: pinned copies against the link: "
+        + (link.detail if link is not None else "unknown (no link figures recorded)")
+        + "."
+    ]
+    if memcpy_recorded:
+        notes.append(
+            "Pageable copies against the lower of the link and the memcpy row: the driver "
+            "stages them through its pinned buffer with one thread's memcpy (memcpy: one "
+            "thread, back-to-back copies between two pageable buffers of this size, host "
+            "clock, this run)."
+        )
+    else:
+        notes.append(
+            "Pageable copies against the link only: the host memcpy ceiling was not "
+            "recorded (a file from an older memprof)."
+        )
+    return notes
+
+
+def _host_memcpy(result: Result, nbytes: int):
+    found = [m for m in result.measurements if (m.group, m.operation) == HOST_MEMCPY.key]
+    return next((m for m in found if m.bytes == nbytes), None)
 
 
 def _conclusion(

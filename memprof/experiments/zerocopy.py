@@ -32,7 +32,7 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE, input_arrays, size_label
-from memprof.model.device import pcie_bandwidth_gb_per_s
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Result
@@ -160,12 +160,7 @@ def _measure_size(session, kernel, power: int, params: ZeroCopyParams) -> list:
 
 def summarize(result: Result) -> Summary:
     powers = result.parameters.powers
-    device = result.device
-    link_gb_s = (
-        pcie_bandwidth_gb_per_s(device.pcie_max_generation, device.pcie_max_width)
-        if device
-        else None
-    )
+    link = pcie_ceiling(result)
     table = Table(
         "Zero-copy (mapped host memory) against device memory, sumArrays",
         [
@@ -177,6 +172,7 @@ def summarize(result: Result) -> Summary:
             "End to end: pageable",
             "Zero-copy / device",
             "Zero-copy read (GB/s)",
+            "Of ceiling",
         ],
         notes=[
             f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}. "
@@ -184,12 +180,8 @@ def summarize(result: Result) -> Summary:
             "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
-            "(GB/s = 10^9 bytes/s)"
-            + (
-                f"; the PCIe link's theoretical rate is {link_gb_s:.1f} GB/s per direction."
-                if link_gb_s
-                else "."
-            ),
+            "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
+            "ceiling is " + (link.detail if link is not None else "the link, unknown here") + ".",
         ],
     )
     rows = []
@@ -214,6 +206,7 @@ def summarize(result: Result) -> Summary:
             format_ms(e2e_pageable) if e2e_pageable is not None else "-",
             format_ratio(e2e_zero / e2e_device),
             format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
+            cell(link, bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
         )
     return Summary(
         tables=[table],

@@ -17,11 +17,14 @@ one of several named sets (NamedSets).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from memprof.errors import InvalidArgument
 from memprof.model.schema import SchemaError, check, describe
@@ -88,6 +91,7 @@ class Sizes:
 
     step: int = 1
     single: str | None = None
+    single_help: str = "One size: 2^N floats, shown in full."
 
     @staticmethod
     def value(first: int | None, last: int | None, step: int, default: tuple[int, ...]) -> tuple:
@@ -161,7 +165,9 @@ def hints(params_type: type) -> dict[str, Any]:
 
 
 def rules_of(hint: Any) -> list[Any]:
-    """The Annotated rules (Range, Each) of a field's type."""
+    """The Annotated rules (Range, Each) of a field's type (of X in `X | None` too)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return [rule for arg in get_args(hint) for rule in rules_of(arg)]
     if get_origin(hint) is Annotated:
         return [rule for rule in get_args(hint)[1:] if hasattr(rule, "check")]
     return []
@@ -169,6 +175,8 @@ def rules_of(hint: Any) -> list[Any]:
 
 def base_type(hint: Any) -> Any:
     """A field's type without its rules: int, float | None, Literal[...], tuple[str, ...]."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return functools.reduce(operator.or_, (base_type(arg) for arg in get_args(hint)))
     return get_args(hint)[0] if get_origin(hint) is Annotated else hint
 
 
@@ -251,7 +259,7 @@ def cli_options(params_type: type) -> list[CliOption]:
             continue
         if isinstance(form, Sizes):
             if form.single:
-                help = f"{face.help.split(':')[0]}: 2^N floats, one size shown in full."
+                help = form.single_help
                 options.append(CliOption("power", int | None, None, ("--power", "-p"), help, rule))
             for name, which in (("from", "first"), ("to", "last")):
                 help = f"Sweep: {which} size, N of 2^N floats."
@@ -270,6 +278,9 @@ def cli_options(params_type: type) -> list[CliOption]:
             )
         else:
             kind = base_type(hint) if not choices else str
+            if kind is bool and not face.flags:  # --prefetch / --no-prefetch
+                name = field.name.replace("_", "-")
+                flags = (f"--{name}/--no-{name}",)
             options.append(
                 CliOption(field.name, kind, field.default, flags, face.help, rule, choices)
             )
@@ -286,10 +297,10 @@ def from_cli(params_type: type, values: dict[str, Any]) -> Any:
             continue
         if isinstance(form, Sizes):
             power, sizes = values.get("power"), (values["from_power"], values["to_power"])
+            if power is not None and sizes != (None, None):
+                raise InvalidArgument("use either --power or --from/--to, not both")
             fields[field.name] = form.value(*sizes, values["step"], field.default)
             if power is not None:
-                if sizes != (None, None):
-                    raise InvalidArgument("use either --power or --from/--to, not both")
                 fields[field.name], fields[form.single] = (power,), True
         elif isinstance(form, CommaList):
             choices = choices_of(hints(params_type)[field.name]) or ()

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from memprof import __version__
 from memprof.errors import InvalidArgument
 from memprof.model.device import DeviceFacts
+from memprof.model.gpustate import GpuState
 from memprof.model.schema import (
     ByteCount,
     Count,
@@ -157,6 +158,8 @@ class Result:
     checks: list[Check] = field(default_factory=list)
     extra: Any = None  # the experiment's Extra (a dataclass): what its summary needs besides
     timing: TimingInfo | None = None
+    # each GPU the run used, as NVML saw it (memprof.core.nvml); None: files from before it
+    gpu_states: list[GpuState] | None = None
     schema_version: Count = SCHEMA_VERSION
     # Made for this process (never taken for a file that lacks them: see schema.check_dataclass).
     memprof_version: str = field(default_factory=lambda: __version__)
@@ -169,6 +172,12 @@ class Result:
     @property
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
+
+    def gpu_state(self, index: int | None = None) -> GpuState | None:
+        """The recorded state of GPU `index` (the run's own GPU where None), if any."""
+        if index is None and self.device is not None:
+            index = self.device.index
+        return next((s for s in self.gpu_states or [] if s.index == index), None)
 
     def find(
         self,
@@ -195,6 +204,9 @@ class Result:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, default=_plain)
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.to_json() + "\n")
 
     @classmethod
     def from_json(cls, text: str, shape_of: ShapeOf, name: str = "result") -> Result:

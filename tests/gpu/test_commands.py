@@ -11,11 +11,9 @@ import time
 
 import pytest
 
-from memprof.core.session import GpuSession
+from memprof import api
 from memprof.experiments import info, pinned, zerocopy
-from memprof.experiments.pinned import PinnedParams
-from memprof.experiments.zerocopy import ZeroCopyParams
-from memprof.model.results import Result
+from memprof.experiments import parse as parse_result
 
 pytestmark = pytest.mark.gpu
 
@@ -31,8 +29,7 @@ def memprof(*arguments: str, timeout: float = 120) -> subprocess.CompletedProces
 
 
 def test_info_reads_sane_device_facts():
-    with GpuSession(0) as session:
-        result = info.run(session, info.InfoParams())
+    result = api.run("info")
     device = result.device
     assert device.compute_capability >= (3, 0)
     assert device.multiprocessors > 0
@@ -43,8 +40,7 @@ def test_info_reads_sane_device_facts():
 
 
 def test_pinned_verifies_and_measures_every_operation():
-    with GpuSession(0) as session:
-        result = pinned.run(session, PinnedParams(power=13, repeat=3, warmup=1))
+    result = api.run("pinned", power=13, repeat=3, warmup=1)
     assert result.passed, [c.detail for c in result.checks]
     assert len(result.checks) == 2
     for kind in ("pageable", "pinned"):
@@ -52,14 +48,13 @@ def test_pinned_verifies_and_measures_every_operation():
         assert len(result.find("d2h", kind, "gpu").samples_ms) == 3
         assert len(result.find("alloc", kind).samples_ms) == 3  # timed cycles only, no set-up
     assert result.find("kernel", None, "gpu").samples_ms
-    round_tripped = Result.from_json(result.to_json())
+    round_tripped = parse_result(result.to_json())
     assert pinned.summarize(round_tripped) == pinned.summarize(result)
 
 
 @pytest.mark.parametrize("powers", [(0, 5, 10, 13), (17,)])
 def test_zerocopy_verifies_any_size(powers):
-    with GpuSession(0) as session:
-        result = zerocopy.run(session, ZeroCopyParams(powers=powers, repeat=2, warmup=1))
+    result = api.run("zerocopy", powers=powers, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks]
     assert len(result.checks) == 3 * len(powers)  # device, zero-copy and pageable paths
     zerocopy.summarize(result)

@@ -6,19 +6,18 @@ import json
 
 import pytest
 
-from memprof.core.session import GpuSession
+from memprof import api
 from memprof.experiments import compare, sweep
-from memprof.model.results import Result
+from memprof.experiments import parse as parse_result
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu
 
 
 def test_compare_fills_every_row_and_verifies():
-    with GpuSession(0) as session:
-        result = compare.run(session, compare.CompareParams(power=18, repeat=2, warmup=1))
+    result = api.run("compare", power=18, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
-    summary = compare.summarize(Result.from_json(result.to_json()))
+    summary = compare.summarize(parse_result(result.to_json()))
     [table] = summary.tables
     assert len(table.rows) == len(compare.ROWS)
     for row in table.rows:
@@ -28,9 +27,7 @@ def test_compare_fills_every_row_and_verifies():
 
 
 def test_sweep_every_kind_both_directions_small_sizes():
-    params = sweep.SweepParams(powers=(0, 3, 8, 13), repeat=5, warmup=1)
-    with GpuSession(0) as session:
-        result = sweep.run(session, params)
+    result = api.run("sweep", powers=(0, 3, 8, 13), repeat=5, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
     assert len(result.checks) == len(sweep.SWEEP_KINDS) * 2
     found = sweep.curves(result)

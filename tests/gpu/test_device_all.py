@@ -5,42 +5,46 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from memprof import api
 from memprof.cli import app
-from memprof.core.multigpu import PeerSession, device_count
 from memprof.experiments import hostlink, portable
-from memprof.model.results import Result
+from memprof.experiments import parse as parse_result
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
 def two_gpus() -> list[int]:
+    from memprof.core.session import device_count
+
     count = device_count()
     if count < 2:
         pytest.skip(f"needs two GPUs: this machine has {count}")
     return list(range(count))
 
 
-def test_hostlink_measures_every_gpu_alone_and_together_and_verifies(two_gpus):
-    params = hostlink.HostlinkParams(power=24, repeat=2, warmup=1)
-    with PeerSession(two_gpus) as peers:
-        result = hostlink.run(peers, params)
+@pytest.mark.parametrize("timing", ["cupti", "events"])
+def test_hostlink_measures_every_gpu_alone_and_together_and_verifies(two_gpus, timing):
+    result = api.run("hostlink", timing=timing, power=24, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
-    result = Result.from_json(result.to_json())
+    assert result.timing.source == timing
+    result = parse_result(result.to_json())
     cells = hostlink.figures(result)
     assert len(cells) == 2 * 2 * len(two_gpus) and all(gbs > 1 for gbs in cells.values())
     assert result.timing.host_affinity.startswith("affinity: GPU 0: ")
     assert len(hostlink.summarize(result).conclusions) == 2
 
 
-def test_portable_memory_is_used_from_every_gpu_and_verified(two_gpus):
-    params = portable.PortableParams(power=24, repeat=2, warmup=1)
-    with PeerSession(two_gpus) as peers:
-        result = portable.run(peers, params)
+@pytest.mark.parametrize("timing", ["cupti", "events"])
+def test_portable_memory_is_used_from_every_gpu_and_verified(two_gpus, timing):
+    result = api.run("portable", timing=timing, power=24, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
-    result = Result.from_json(result.to_json())
+    result = parse_result(result.to_json())
     assert len(portable.figures(result)) == 2 * 2 * len(two_gpus)
-    assert result.extra["owner"] == 0
+    assert result.extra.owner == 0
+    one_copy = [m for m in result.measurements if m.group == "gpu"]
+    assert all(m.source == timing for m in one_copy)  # single copies: CUPTI's record or events
+    assert all(m.stats.count == 2 and m.throughput_ms for m in one_copy)
 
 
 def test_device_all_renders_every_gpu_then_the_simultaneous_copies(two_gpus, tmp_path):

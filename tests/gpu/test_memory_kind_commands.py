@@ -4,33 +4,35 @@ from __future__ import annotations
 
 import pytest
 
-from memprof.core.session import GpuSession
-from memprof.experiments import alloc, managed, register, uva, writecombined
+from memprof import api
+from memprof.core import memory
+from memprof.experiments import experiment_named, uva, writecombined
+from memprof.experiments import parse as parse_result
 from memprof.model.results import Result
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu
 
 
-def run(module, params) -> Result:
-    with GpuSession(0) as session:
-        result = module.run(session, params)
+def run(command: str, **params) -> Result:
+    result = api.run(command, **params)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
-    again = Result.from_json(result.to_json())
-    assert module.summarize(again) == module.summarize(result)
+    again = parse_result(result.to_json())
+    experiment = experiment_named(command)
+    assert experiment.summarize(again) == experiment.summarize(result)
     return result
 
 
 def test_uva_host_pointer_equals_device_pointer_and_verifies():
-    result = run(uva, uva.UvaParams(power=13, repeat=3, warmup=1))
-    for addresses in result.extra["pointers"].values():
-        assert addresses["host"] == addresses["device"]  # Hopper: UVA, cuMemHostAlloc DEVICEMAP
+    result = run("uva", power=13, repeat=3, warmup=1)
+    for addresses in (result.extra.pointers.a, result.extra.pointers.b):
+        assert addresses.host == addresses.device  # Hopper: UVA, cuMemHostAlloc DEVICEMAP
     for path in uva.PATHS:
         assert len(result.find("kernel", path, "gpu").samples_ms) == 3
 
 
 def test_managed_measures_every_step_and_verifies():
-    result = run(managed, managed.ManagedParams(power=16, repeat=2, warmup=1))
+    result = run("managed", power=16, repeat=2, warmup=1)
     assert len(result.checks) == 2 + 1 + 3  # on demand, copies, prefetch, three advices
     for kind in ("managed", "managed+prefetch", "managed+read-mostly", "managed+accessed-by"):
         assert result.find("kernel_first", kind, "gpu").samples_ms
@@ -40,10 +42,7 @@ def test_managed_measures_every_step_and_verifies():
 
 def test_managed_with_one_advice_and_no_prefetch():
     result = run(
-        managed,
-        managed.ManagedParams(
-            power=10, repeat=2, warmup=0, prefetch=False, advice=("preferred-location",)
-        ),
+        "managed", power=10, repeat=2, warmup=0, prefetch=False, advice=("preferred-location",)
     )
     assert len(result.checks) == 3
     with pytest.raises(KeyError):
@@ -51,7 +50,7 @@ def test_managed_with_one_advice_and_no_prefetch():
 
 
 def test_writecombined_reads_back_and_kernel_verifies():
-    result = run(writecombined, writecombined.WriteCombinedParams(power=14, repeat=3, warmup=1))
+    result = run("writecombined", power=14, repeat=3, warmup=1)
     assert len(result.checks) == 4
     for kind in writecombined.KINDS:
         for operation, group, _ in writecombined.ROWS:
@@ -59,16 +58,16 @@ def test_writecombined_reads_back_and_kernel_verifies():
 
 
 def test_register_pins_in_place_and_kernel_reads_through_devicemap():
-    result = run(register, register.RegisterParams(power=15, repeat=3, warmup=1))
+    result = run("register", power=15, repeat=3, warmup=1)
     assert len(result.find("register", "registered", "api").samples_ms) == 3
     assert len(result.find("unregister", "registered", "api").samples_ms) == 3
     assert len(result.checks) == 4
 
 
 def test_alloc_times_every_kind_at_every_size():
-    result = run(alloc, alloc.AllocParams(powers=(10, 13), repeat=2, warmup=0))
-    assert result.extra["kinds"] == [kind.name for kind in alloc.alloc_kinds()]  # H200: all
-    for kind in result.extra["kinds"]:
+    result = run("alloc", powers=(10, 13), repeat=2, warmup=0)
+    assert result.extra.kinds == [kind.name for kind in memory.single_gpu_kinds()]  # H200: all
+    for kind in result.extra.kinds:
         for power in (10, 13):
             assert len(result.find("alloc", kind, byte_count=4 << power).samples_ms) == 2
             assert len(result.find("free", kind, byte_count=4 << power).samples_ms) == 2

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memprof.core.session import GpuSession
+from memprof import api
 from memprof.experiments import device, streams
-from memprof.model.results import Result
+from memprof.experiments import parse as parse_result
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu
@@ -14,38 +14,30 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize(("dtype", "power"), [("float32", 20), ("float64", 19), ("float64", 7)])
 def test_device_kernels_verify_against_numpy(dtype, power):
-    with GpuSession(0) as session:
-        result = device.run(
-            session, device.DeviceParams(power=power, dtype=dtype, repeat=3, warmup=1)
-        )
+    result = api.run("device", power=power, dtype=dtype, repeat=3, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
     assert [c.name.split()[0] for c in result.checks] == ["copy", "mul", "add", "triad", "dot", "a"]
-    summary = device.summarize(Result.from_json(result.to_json()))
+    summary = device.summarize(parse_result(result.to_json()))
     assert len(summary.tables[0].rows) == 7
 
 
 def test_streams_overlap_verifies_every_mode_and_stamps_every_chunk():
-    with GpuSession(0) as session:
-        result = streams.run(
-            session, streams.StreamsParams(power=20, streams=3, repeat=2, warmup=1)
-        )
+    result = api.run("streams", power=20, streams=3, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
     assert len(result.checks) == 3
-    for mode, timeline in result.extra["timelines"].items():
+    for mode in streams.MODES:
+        timeline = getattr(result.extra.timelines, mode)
         assert len(timeline) == 3 * 3  # 3 chunks x 3 stages
         lanes = {row[0] for row in timeline}
         assert lanes == ({0} if mode == "serial" else {0, 1, 2})
         for _, _, _, start, end in timeline:
             assert 0 <= start <= end
-    summary = streams.summarize(Result.from_json(result.to_json()))
+    summary = streams.summarize(parse_result(result.to_json()))
     assert len(summary.charts) == 3
 
 
 def test_streams_honours_kernel_ms():
-    with GpuSession(0) as session:
-        result = streams.run(
-            session, streams.StreamsParams(power=20, streams=2, kernel_ms=2.0, repeat=2, warmup=0)
-        )
+    result = api.run("streams", power=20, streams=2, kernel_ms=2.0, repeat=2, warmup=0)
     assert result.passed
     kernel_total = streams.stage_times(result, "serial")["kernel"][0]
     assert 1.0 < kernel_total < 4.0  # calibrated to about 2 ms over all chunks

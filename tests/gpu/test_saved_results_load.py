@@ -1,14 +1,14 @@
 """Every command's fresh Result, saved and loaded with the checks `memprof report` applies.
 
-The declarations in each experiment (PARAMS, EXTRA_FIELDS) and the types in results.py must
-accept what run() really writes on a GPU, with either timing source.
+The declarations in each experiment (Params, Extra, measures) and the types in results.py
+must accept what run() really writes on a GPU, with either timing source.
 """
 
 import pytest
 
-from memprof.core.session import GpuSession
-from memprof.experiments import EXPERIMENTS, run_experiment
-from memprof.model.results import Result
+from memprof import api
+from memprof.experiments import experiment_named
+from memprof.experiments import load as load_result
 
 pytestmark = pytest.mark.gpu
 
@@ -31,11 +31,10 @@ SMALL = {
 @pytest.mark.parametrize("timing", ["auto", "events"])  # auto: CUPTI where present
 @pytest.mark.parametrize("command", sorted(SMALL))  # peer and trace have tests of their own
 def test_a_fresh_result_loads_back_equal(tmp_path, command, timing):
-    module = EXPERIMENTS[command]
-    with GpuSession(0, timing) as session:
-        result = run_experiment(command, session, module.PARAMS(**SMALL[command]))
+    result = api.run(command, timing=timing, **SMALL[command])
     path = tmp_path / f"{command}.json"
     result.save(path)
-    loaded = Result.load(path)  # InvalidArgument names the field a declaration gets wrong
+    loaded = load_result(path)  # InvalidArgument names the field a declaration gets wrong
     assert loaded.to_json() == result.to_json()
-    assert module.summarize(loaded) == module.summarize(result)
+    experiment = experiment_named(command)
+    assert experiment.summarize(loaded) == experiment.summarize(result)

@@ -120,7 +120,8 @@ def test_an_experiment_failing_midway_leaves_the_process_healthy(monkeypatch):
     everything; the next session in the same process works and nothing crashes later."""
     import gc
 
-    from memprof.experiments import compare, sweep
+    from memprof import api
+    from memprof.experiments import compare
 
     calls = []
 
@@ -131,13 +132,10 @@ def test_an_experiment_failing_midway_leaves_the_process_healthy(monkeypatch):
         destination[...] = source
 
     monkeypatch.setattr(compare, "_timed_copyto", failing_copy)
-    with pytest.raises(RuntimeError, match="injected failure"), GpuSession(0) as session:
-        compare.run(session, compare.CompareParams(power=12, repeat=1, warmup=0))
+    with pytest.raises(RuntimeError, match="injected failure"):
+        api.run("compare", power=12, repeat=1, warmup=0)
     assert current_context() is None
     gc.collect()
-    with GpuSession(0) as session:
-        result = sweep.run(
-            session, sweep.SweepParams(powers=(10,), kinds=("pinned", "zerocopy"), repeat=3)
-        )
+    result = api.run("sweep", powers=(10,), kinds=("pinned", "zerocopy"), repeat=3)
     assert result.passed
     gc.collect()

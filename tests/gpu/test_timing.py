@@ -2,11 +2,8 @@
 
 import pytest
 
+from memprof import api
 from memprof.core.activity import cupti_unavailable_reason
-from memprof.core.session import GpuSession
-from memprof.experiments import run_experiment
-from memprof.experiments.managed import ManagedParams
-from memprof.experiments.pinned import PinnedParams
 
 pytestmark = pytest.mark.gpu
 needs_cupti = pytest.mark.skipif(
@@ -14,14 +11,13 @@ needs_cupti = pytest.mark.skipif(
 )
 
 
-def run(command, params, timing):
-    with GpuSession(0, timing) as session:
-        return run_experiment(command, session, params)
+def run(command, timing, **params):
+    return api.run(command, timing=timing, **params)
 
 
 @needs_cupti
 def test_with_cupti_every_gpu_row_is_cuptis_record_of_exactly_the_timed_operations():
-    result = run("pinned", PinnedParams(power=16, repeat=4, warmup=1), "cupti")
+    result = run("pinned", "cupti", power=16, repeat=4, warmup=1)
     assert result.timing.source == "cupti" and result.timing.note == ""
     gpu = [m for m in result.measurements if m.group == "gpu"]
     assert gpu and all(m.source == "cupti" for m in gpu)
@@ -35,7 +31,7 @@ def test_with_cupti_every_gpu_row_is_cuptis_record_of_exactly_the_timed_operatio
 
 
 def test_events_mode_says_so_and_never_uses_cupti():
-    result = run("pinned", PinnedParams(power=16, repeat=3, warmup=1), "events")
+    result = run("pinned", "events", power=16, repeat=3, warmup=1)
     assert result.timing.source == "events" and result.timing.note == "--timing events"
     assert {m.source for m in result.measurements if m.group == "gpu"} == {"events"}
     assert not [m for m in result.measurements if m.source == "cupti"]
@@ -44,7 +40,7 @@ def test_events_mode_says_so_and_never_uses_cupti():
 
 @needs_cupti
 def test_managed_memory_reports_migrations_or_cuptis_refusal():
-    result = run("managed", ManagedParams(power=18, repeat=2, warmup=1), "cupti")
+    result = run("managed", "cupti", power=18, repeat=2, warmup=1)
     timing = result.timing
     if timing.unified_memory_note is None:
         migrated = timing.unified_memory["BYTES_TRANSFER_HTOD"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from memprof.experiments import load as load_result
 from memprof.model.results import Result
 
 pytestmark = pytest.mark.gpu
@@ -32,7 +33,7 @@ def trace(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProcess,
         cwd=ROOT,
         env=dict(os.environ, COLUMNS="200"),
     )
-    return completed, Result.load(saved)
+    return completed, load_result(saved)
 
 
 def program_report(completed: subprocess.CompletedProcess) -> dict:
@@ -68,9 +69,9 @@ def test_trace_holds_exactly_the_copies_the_program_made(tmp_path, example, libr
     assert traced == made
     assert "Profiling result:" in completed.stderr
     assert "[CUDA memcpy HtoD] pageable -> device" in completed.stderr
-    assert result.extra["gpu_name"]
+    assert result.extra.gpu_name
     assert any(m.group == "api" for m in result.measurements)
-    pageable = [c for c in result.extra["copies"] if c.source == "pageable"]
+    pageable = [c for c in result.extra.copies if c.source == "pageable"]
     assert pageable and all(c.calls > 0 for c in pageable)
 
 
@@ -81,7 +82,7 @@ def test_trace_passes_the_exit_code_through_on_the_gpu(tmp_path):
     )
     completed, result = trace(tmp_path, "--bandwidth", "none", str(program))
     assert completed.returncode == 5
-    assert result.extra["exit_code"] == 5
+    assert result.extra.exit_code == 5
 
 
 def test_managed_memory_faults_fill_the_unified_memory_section(tmp_path):
