@@ -64,7 +64,7 @@ FEW = SmallCopiesParams(powers=(4, 10), copies=5, repeat=2, warmup=1)  # 64 B an
 def test_the_defaults_answer_the_training_loop_case():
     params = SmallCopiesParams()
     sizes = [4 << power for power in params.powers]
-    assert sizes[0] == 4 * KiB and 64 * KiB in sizes and max(sizes) == 1024 * KiB
+    assert sizes == [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB]
     assert params.copies == 128 and params.directions == ("h2d", "d2h")
 
 
