@@ -139,6 +139,11 @@ def test_a_run_saved_and_loaded_renders_every_allocator_table(fake_gpu, tmp_path
     for width in (60, 80, 120):
         text = render_text(loaded, width)
         assert "pool keeping freed memory" in text and "16 MiB" in text
+        names = {row.name for row in profile_rows(loaded.measurements)}  # printed whole
+        wide = [
+            line for line in text.splitlines() if len(line) > width and line.strip() not in names
+        ]
+        assert not wide, wide
 
 
 def test_a_copy_that_loses_half_the_data_fails_the_growth_check(fake_gpu, monkeypatch):

@@ -25,6 +25,7 @@ from memprof.experiments.base import RunContext
 from memprof.experiments.smallcopies import SmallCopies, SmallCopiesExtra, SmallCopiesParams
 from memprof.model import params as declared
 from memprof.model.results import Measurement, Result
+from memprof.output.profile import profile_rows
 from memprof.trace import collect
 from memprof.trace.collect import CopyGroup, SmallCopyCost, SmallCopyFigures
 from tests.conftest import render_text
@@ -173,6 +174,11 @@ def test_a_run_saved_and_loaded_renders_at_every_width(fake_gpu, tmp_path):
         text = render_text(loaded, width)
         assert "5 copies host → device: per copy" in text
         assert "5 copies device → host: wall clock per copy" in text
+        names = {row.name for row in profile_rows(loaded.measurements)}  # printed whole
+        wide = [
+            line for line in text.splitlines() if len(line) > width and line.strip() not in names
+        ]
+        assert not wide, wide
 
 
 # -- the summary, on SYNTHETIC costs -----------------------------------------------------------
