@@ -260,6 +260,18 @@ def address_free(address: int, nbytes: int) -> None:
     call("cuMemAddressFree", pointer(address), nbytes)
 
 
+def take_apart(address: int, reserved_bytes: int, handles: list[Any], mapped_bytes: int) -> None:
+    """Undo virtual memory built by hand, as far as it got: unmap the first mapped_bytes of
+    the range (whole mappings), release each physical allocation, free the range."""
+    try:
+        if mapped_bytes:
+            unmap(address, mapped_bytes)
+        for handle in handles:
+            release(handle)
+    finally:
+        address_free(address, reserved_bytes)
+
+
 # -- batched copies ---------------------------------------------------------------------------
 
 

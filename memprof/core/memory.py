@@ -416,27 +416,15 @@ class Virtual(MemoryKind):
         except BaseException:
             bindings.address_free(address, nbytes)
             raise
-        mapped = False
+        mapped = 0
         try:
             bindings.map_memory(address, nbytes, handle)
-            mapped = True
+            mapped = nbytes
             bindings.set_access(address, nbytes, ordinal)
         except BaseException:
-            _undo_mapping(address, nbytes, handle, mapped)
+            bindings.take_apart(address, nbytes, [handle], mapped)
             raise
-        return None, address, lambda: _undo_mapping(address, nbytes, handle)
-
-
-def _undo_mapping(address: int, nbytes: int, handle: Any, mapped: bool = True) -> None:
-    """Unmap (where mapped), release the physical memory and free the address range."""
-    from memprof.core import bindings
-
-    try:
-        if mapped:
-            bindings.unmap(address, nbytes)
-        bindings.release(handle)
-    finally:
-        bindings.address_free(address, nbytes)
+        return None, address, lambda: bindings.take_apart(address, nbytes, [handle], nbytes)
 
 
 # In the order tables show them: host kinds from plain to special, then the GPU's own.

@@ -120,40 +120,59 @@ class Alloc(Experiment):
 
 
 def summarize(result: Result) -> Summary:
-    powers = result.parameters.powers
-    kinds = result.extra.kinds
-    largest = FLOAT32_BYTES << max(powers)
-    tables = []
-    for operation, title in (("alloc", "Allocate"), ("free", "Free")):
-
-        def median_ms(kind: str, nbytes: int, operation: str = operation) -> float:
-            return result.find(operation, kind, byte_count=nbytes).stats.median_ms
-
-        table = Table(
-            f"{title} time, median of {result.parameters.repeat}",
-            ["Size", *list(kinds)],
-            notes=[
-                "Calls: "
-                + "; ".join(
-                    f"{kind} = {result.find(operation, kind, byte_count=largest).name}"
-                    for kind in kinds
-                )
-                + "."
-            ],
-        )
-        for power in powers:
-            nbytes = FLOAT32_BYTES << power
-            table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
-        table.add_row(
-            "ms per GiB, largest",
-            *(f"{median_ms(k, largest) * GIB / largest:,.2f}" for k in kinds),
-        )
-        tables.append(table)
+    tables = [_kinds_table(result, "alloc", "Allocate"), _kinds_table(result, "free", "Free")]
     tables[0].notes += [
         "Host clock around each call. Pageable and registered include writing every page "
         "(numpy.empty only reserves address space; the first touch is when memory is provided). "
         "cuMemAllocManaged provides no pages yet: they appear, and cost, on first touch.",
     ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
+    conclusions = [_cheapest_and_dearest(result)]
+    record = result.extra.allocators
+    if record is not None:
+        tables[0].notes.append(
+            "Stream-ordered kinds (pool, pool_kept) free with cuMemFreeAsync and nothing "
+            "synchronizes between repetitions: each allocation reuses the last one's memory. "
+            "The tables below take them apart."
+        )
+        more_tables, more_conclusions = summary_parts(result, record)
+        tables += more_tables
+        conclusions += more_conclusions
+    return Summary(tables=tables, conclusions=conclusions, show_profile=True)
+
+
+def _kinds_table(result: Result, operation: str, title: str) -> Table:
+    """Every kind's allocation (or free) at every size, and per GiB at the largest."""
+    powers, kinds = result.parameters.powers, result.extra.kinds
+    largest = FLOAT32_BYTES << max(powers)
+
+    def median_ms(kind: str, nbytes: int) -> float:
+        return result.find(operation, kind, byte_count=nbytes).stats.median_ms
+
+    table = Table(
+        f"{title} time, median of {result.parameters.repeat}",
+        ["Size", *list(kinds)],
+        notes=[
+            "Calls: "
+            + "; ".join(
+                f"{kind} = {result.find(operation, kind, byte_count=largest).name}"
+                for kind in kinds
+            )
+            + "."
+        ],
+    )
+    for power in powers:
+        nbytes = FLOAT32_BYTES << power
+        table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
+    table.add_row(
+        "ms per GiB, largest",
+        *(f"{median_ms(k, largest) * GIB / largest:,.2f}" for k in kinds),
+    )
+    return table
+
+
+def _cheapest_and_dearest(result: Result) -> str:
+    powers, kinds = result.parameters.powers, result.extra.kinds
+    largest = FLOAT32_BYTES << max(powers)
 
     def cost(kind: str) -> float:
         return result.find("alloc", kind, byte_count=largest).stats.median_ms
@@ -170,16 +189,4 @@ def summarize(result: Result) -> Summary:
             f"{cost('pinned') / cost('pageable'):.1f}x numpy's {format_ms(cost('pageable'))} with "
             "every page touched"
         )
-    conclusion += ". Allocate pinned and device memory once, outside loops, and reuse it."
-    conclusions = [conclusion]
-    record = result.extra.allocators
-    if record is not None:
-        tables[0].notes.append(
-            "Stream-ordered kinds (pool, pool_kept) free with cuMemFreeAsync and nothing "
-            "synchronizes between repetitions: each allocation reuses the last one's memory. "
-            "The tables below take them apart."
-        )
-        more_tables, more_conclusions = summary_parts(result, record)
-        tables += more_tables
-        conclusions += more_conclusions
-    return Summary(tables=tables, conclusions=conclusions, show_profile=True)
+    return conclusion + ". Allocate pinned and device memory once, outside loops, and reuse it."

@@ -218,8 +218,9 @@ class Allocators:
             with profiler.driver_call("cuMemAddressFree", "address_free", "vmm", nbytes):
                 bindings.address_free(address, size)
         except BaseException:
+            handles = [handle] if handle is not None else []
             with profiler.paused():
-                _take_apart(address, size, handle, mapped)
+                bindings.take_apart(address, size, handles, size if mapped else 0)
             raise
 
     def vmm_bytes(self, nbytes: int) -> int:
@@ -256,7 +257,7 @@ class Allocators:
             return self._check_grown(address, size, verify)
         finally:
             self.session.synchronize()  # nothing may touch the range while it is unmapped
-            _take_apart_all(address, 2 * size, handles, mapped)
+            bindings.take_apart(address, 2 * size, handles, mapped)
 
     def grow_by_copy(self, nbytes: int, verify: bool) -> str | None:
         """Grow a cuMemAlloc buffer to twice its size the classic way: allocate the larger
@@ -429,32 +430,6 @@ def _loop_at(allocators: Allocators, record: AllocatorsRecord, nbytes: int) -> N
         finally:
             if reserved is not None:
                 address_free(reserved, size)
-
-
-def _take_apart(address: int, size: int, handle: Any, mapped: bool) -> None:
-    """Undo what a VMM cycle had done when it failed."""
-    from memprof.core import bindings
-
-    try:
-        if mapped:
-            bindings.unmap(address, size)
-        if handle is not None:
-            bindings.release(handle)
-    finally:
-        bindings.address_free(address, size)
-
-
-def _take_apart_all(address: int, size: int, handles: list[Any], mapped: int) -> None:
-    """Unmap what is mapped of a range, release its memory, free the range."""
-    from memprof.core import bindings
-
-    try:
-        if mapped:
-            bindings.unmap(address, mapped)
-        for handle in handles:
-            bindings.release(handle)
-    finally:
-        bindings.address_free(address, size)
 
 
 # -- the summary ------------------------------------------------------------------------------
