@@ -275,7 +275,9 @@ MEASURED = SmallCopyFigures(
     copies=128,
     costs=[  # SYNTHETIC per-copy costs
         SmallCopyCost(4 * KiB, pinned_ms=0.003, pageable_ms=0.010, gathered_ms=0.001),
-        SmallCopyCost(32 * KiB, pinned_ms=0.004, pageable_ms=0.020, gathered_ms=0.005),
+        SmallCopyCost(
+            32 * KiB, pinned_ms=0.004, pageable_ms=0.020, gathered_ms=0.005, batched_ms=0.006
+        ),
     ],
 )
 
@@ -283,12 +285,16 @@ MEASURED = SmallCopyFigures(
 def test_the_advice_cites_the_gain_measured_at_the_nearest_size():
     (line,) = trace_summary.small_copy_advice(small_copies_group(), None, MEASURED)
     assert line.endswith(
-        "On this GPU 128 pageable copies of 32 KiB gathered into one pinned buffer and copied "
-        "once cost 5.0000us per copy against 20.000us one call each, 4.0x faster (`memprof "
-        "smallcopies`, cached in ~/.cache/memprof/small_copies.json, measured 2026-01-01)."
+        "On this GPU 128 copies of 32 KiB from pageable memory cost 20.000us per copy one call "
+        "each and 5.0000us gathered into one pinned buffer and copied once: 4.0x faster "
+        "(`memprof smallcopies`, cached in ~/.cache/memprof/small_copies.json, measured "
+        "2026-01-01)."
     )
     (pinned,) = trace_summary.small_copy_advice(small_copies_group("pinned"), None, MEASURED)
-    assert "On this GPU gathering did not pay: 128 pinned copies of 32 KiB" in pinned
+    assert (  # from pinned memory: against the batched call, which did not pay here
+        "On this GPU batching did not pay: 128 copies of 32 KiB from pinned memory cost "
+        "4.0000us per copy one call each and 6.0000us in one cuMemcpyBatchAsync" in pinned
+    )
 
 
 def test_the_advice_names_the_command_when_nothing_was_measured_and_old_traces_keep_theirs():
@@ -344,4 +350,5 @@ def test_the_cached_costs_come_from_a_smallcopies_result():
         "pinned_ms": pytest.approx(0.003),
         "pageable_ms": pytest.approx(0.012),
         "gathered_ms": pytest.approx(0.002),
+        "batched_ms": pytest.approx(0.001),
     }

@@ -443,6 +443,7 @@ class SmallCopyCost:
     pinned_ms: NonNegative  # one call per copy from pinned memory
     pageable_ms: NonNegative  # one call per copy from pageable memory
     gathered_ms: NonNegative  # gathered into one pinned buffer, one copy
+    batched_ms: NonNegative | None = None  # one cuMemcpyBatchAsync (None: not measured)
 
 
 @dataclass
@@ -642,6 +643,7 @@ def small_copy_costs(result: Result) -> dict[str, Any]:
                     "pinned_ms": by_way["pinned"],
                     "pageable_ms": by_way["pageable"],
                     "gathered_ms": by_way["gathered"],
+                    "batched_ms": by_way.get("batched"),
                 }
             )
     if not costs:

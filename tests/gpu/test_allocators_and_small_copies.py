@@ -102,7 +102,7 @@ def test_the_trace_advice_cites_this_gpus_measured_gain_and_caches_it(tmp_path):
         figures = result.extra.small_copies
         assert figures is not None and figures.costs, figures
         advice = " ".join(summarize(result).conclusions)
-        assert "128 pageable copies of 16 KiB gathered into one pinned buffer" in advice
+        assert "128 copies of 16 KiB from pageable memory cost" in advice
     assert figures.how.startswith("cached in")  # the second trace measured nothing
     cached = json.loads((tmp_path / "cache" / "memprof" / "small_copies.json").read_text())
     assert len(cached) == 1
