@@ -361,7 +361,7 @@ TRACE_OPTIONS = [
         "bandwidth",
         str,
         "cache",
-        help="This GPU's pinned bandwidth for the advice: cache "
+        help="This GPU's pinned bandwidth and small-copy costs for the advice: cache "
         "(measured once, then cached per GPU and driver), measure (now), none.",
     ),
     option("device", int, 0, "-d", "--device", callback=within(DEVICE_RANGE), help=DEVICE_HELP),

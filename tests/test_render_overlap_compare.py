@@ -61,7 +61,9 @@ def test_device_bandwidth_rows_and_peak_fraction():
 def test_compare_rows_and_the_cheapest_allocation():
     result = load("compare")
     table = compare.summarize(result).tables[0]
-    assert [row[0] for row in table.rows] == list(compare.ROWS.values())
+    # kinds allocated through cuda-bindings have rows only where measured: not in this file
+    shown = [label for row, label in compare.ROWS.items() if row not in compare.MEASURED_ONLY]
+    assert [row[0] for row in table.rows] == shown
     allocate_best = table.rows[next(r for r, c in table.highlighted if c == 1)][0]
     assert allocate_best == "managed, first touch"  # cuMemAllocManaged provides no pages yet
 

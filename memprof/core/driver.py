@@ -10,7 +10,11 @@ import ctypes
 import functools
 
 # CUdevice_attribute numbers from cuda.h for attributes PyCUDA 2026.1 does not name.
-DEVICE_ATTRIBUTE_NUMBERS = {"HOST_REGISTER_SUPPORTED": 99}
+DEVICE_ATTRIBUTE_NUMBERS = {
+    "HOST_REGISTER_SUPPORTED": 99,
+    "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 102,
+    "MEMORY_POOLS_SUPPORTED": 115,
+}
 
 
 class DriverCallFailed(RuntimeError):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -154,6 +155,8 @@ class Profiler:
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
         self._tagging = 0
+        self._active_tag: int | None = None  # the outermost tag being recorded
+        self._calls: list[tuple[Measurement, float, int | None]] = []  # driver_call(): host, tag
         self._recording = 0
         self._paused = 0
         self._event_overhead_ms: float | None = None
@@ -227,6 +230,34 @@ class Profiler:
         return self.host_clock("api", name, operation, kind, nbytes)
 
     @contextmanager
+    def driver_call(
+        self, name: str, operation: str, kind: str | None = None, nbytes: int = 0
+    ) -> Iterator[None]:
+        """Time one driver call named `name` (cuMemAllocAsync) made inside: CUPTI's record of
+        it where CUPTI runs (the call itself inside the driver, without Python's cost of
+        making it, about a microsecond), else the host clock around it."""
+        if not self.recording:
+            yield
+            return
+        measurement = self._measurement("api", name, operation, kind, nbytes)
+        with self._tag():
+            tag = self._active_tag
+            start_ns = time.perf_counter_ns()
+            yield
+            elapsed_ns = time.perf_counter_ns() - start_ns
+        self._calls.append((measurement, elapsed_ns / 1e6, tag))
+
+    @contextmanager
+    def untraced(self) -> Iterator[None]:
+        """CUPTI paused inside: its timestamps add about a microsecond to every small
+        operation, which back-to-back work timed as a whole with gated events must not pay."""
+        if self.activity is None:
+            yield
+            return
+        with self.activity.paused():
+            yield
+
+    @contextmanager
     def events(
         self,
         group: Group,
@@ -275,10 +306,12 @@ class Profiler:
         self._tags.append(tag)
         self.activity.push(tag)
         self._tagging += 1
+        self._active_tag = tag
         try:
             yield tag
         finally:
             self._tagging -= 1
+            self._active_tag = None
             self.activity.pop()
 
     def throughput(
@@ -500,8 +533,31 @@ class Profiler:
                 measurement.samples_ms = self._corrected(measurement, events_samples)
                 measurement.source = "events"
         self._timed.clear()
+        self._resolve_calls(api_records)
         api_rows = self._api_measurements(api_records)
         return [m for m in self._measurements.values() if m.samples_ms] + api_rows
+
+    def _resolve_calls(self, api_records: dict[int, list]) -> None:
+        """driver_call() samples: CUPTI's record of each call where every one has its record,
+        else the host clock around each."""
+        by_measurement: dict[int, list[tuple[float, list]]] = {}
+        for measurement, host_ms, tag in self._calls:
+            name = measurement.name
+            records = [r for r in api_records.get(tag, ()) if same_call(r.name, name)]
+            by_measurement.setdefault(id(measurement), []).append((host_ms, records))
+        for measurement in self._measurements.values():
+            calls = by_measurement.get(id(measurement))
+            if not calls:
+                continue
+            if all(records for _, records in calls):
+                measurement.samples_ms = [
+                    math.fsum(r.duration_ms for r in records) for _, records in calls
+                ]
+                measurement.source = "cupti"
+            else:
+                measurement.samples_ms = [host_ms for host_ms, _ in calls]
+                measurement.source = "host"
+        self._calls.clear()
 
     def _corrected(self, measurement: Measurement, events_samples: list[float]) -> list[float]:
         """Gated single operations without CUPTI: less the interval an empty gated event
@@ -587,6 +643,12 @@ class Profiler:
                 )
             self._measurements[key] = Measurement(group, name, operation, kind, nbytes, gpus=gpus)
         return self._measurements[key]
+
+
+def same_call(recorded: str, name: str) -> bool:
+    """Is CUPTI's name of a driver call (cuMemAlloc_v2, cuMemcpyBatchAsync_v2,
+    cuMemAllocAsync_ptsz) the call memprof made (cuMemAlloc)?"""
+    return re.fullmatch(re.escape(name) + r"(_v\d+)?(_ptsz|_ptds)?", recorded) is not None
 
 
 def concurrent(

@@ -123,6 +123,11 @@ class GpuSession:
 
     def module(self, key: str, build: Callable[[], Any]) -> Any:
         """A compiled module, built once per session (PyCUDA caches cubins on disk too)."""
+        return self.once(key, build)
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:
+        """Something made once per session (a compiled module, a memory pool, a device
+        figure); what must be released registers itself with own()."""
         if key not in self._modules:
             self._modules[key] = build()
         return self._modules[key]

@@ -21,6 +21,7 @@ from memprof.experiments.peer import Peer
 from memprof.experiments.pinned import Pinned
 from memprof.experiments.portable import Portable
 from memprof.experiments.register import Register
+from memprof.experiments.smallcopies import SmallCopies
 from memprof.experiments.streams import Streams
 from memprof.experiments.sweep import Sweep
 from memprof.experiments.trace import Trace
@@ -44,6 +45,7 @@ REGISTRY: tuple[type[Experiment], ...] = (
     DeviceBandwidth,
     Compare,
     Sweep,
+    SmallCopies,
     Peer,
     Hostlink,
     Portable,

@@ -162,3 +162,18 @@ def pageable_ceiling(result: Any, nbytes: int, index: int | None = None) -> Any:
     from memprof.model.ceilings import host_ceiling, pcie_ceiling
 
     return host_ceiling(host_memcpy_gb_per_s(result, nbytes), pcie_ceiling(result, index))
+
+
+def stops_at(holds: dict[int, bool]) -> int | None:
+    """The smallest size from which something no longer holds at any larger size (a pool
+    helping, a way of copying losing), or None where it still holds at the largest size.
+
+    holds: size -> whether it held there. A size where it held again above an earlier
+    miss moves the answer up to after that size: the answer is where it stops for good.
+    """
+    stop = None
+    for size in sorted(holds, reverse=True):
+        if holds[size]:
+            break
+        stop = size
+    return stop

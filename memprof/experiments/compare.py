@@ -4,7 +4,9 @@ For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH
 bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
 the host's write and read throughput (numpy copyto). Managed memory appears three times:
 read by a kernel right after the host wrote it (pages migrate on demand), read again
-(resident), and read after cuMemPrefetchAsync.
+(resident), and read after cuMemPrefetchAsync. Device memory appears once per allocator:
+cuMemAlloc, the stream-ordered pools and virtual memory management (where the GPU and
+cuda-bindings have them).
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
 
 
 ROWS = table_rows(SINGLE_GPU_KINDS)
+# Kinds allocated through cuda-bindings have a row where a run measured them: results saved
+# before memprof knew them (and runs without cuda-bindings) never list them.
+MEASURED_ONLY = frozenset(kind.name for kind in SINGLE_GPU_KINDS if kind.via_bindings)
 COLUMNS = {  # operation: (header, larger is better)
     "alloc": ("Allocate", False),
     "h2d": ("HtoD GB/s", True),
@@ -116,10 +121,15 @@ class Compare(Experiment):
         nbytes = FLOAT32_BYTES << params.power
         # one host kind at a time, plus the values, a scratch array and the managed buffer
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
+        from memprof.core import bindings
+
         attributes = ctx.facts[session.device_index].attributes
-        supported, skipped = memory.supported_kinds(attributes, SINGLE_GPU_KINDS)
+        supported, skipped = memory.supported_kinds(
+            attributes, SINGLE_GPU_KINDS, bindings.missing_reason()
+        )
         host_kinds = [kind for kind in supported if kind.host_copies]
-        step = ctx.steps(len(host_kinds) + 2)
+        device_kinds = [kind.name for kind in supported if kind.on_device]
+        step = ctx.steps(len(host_kinds) + 1 + len(device_kinds))
         every = _EveryKind(ctx, 1 << params.power)
         for kind in host_kinds:
             step(ROWS[kind.name])
@@ -127,8 +137,11 @@ class Compare(Experiment):
         step("managed")
         if any(kind.migrates for kind in supported):
             every.managed(skipped)
-        step("device")
-        every.device()
+        every.device_buffer.free()  # the host kinds' copies are done
+        for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
+            step(ROWS[kind])
+            every.device(kind)
+        every.access.free()
         step("done")
         return CompareExtra(bytes_per_array=nbytes, skipped=skipped)
 
@@ -191,15 +204,14 @@ class _EveryKind:
             self.session, self.access, self.values, self.repeat, self.allocation_cost, skipped
         )
 
-    def device(self) -> None:
-        """Device memory's own allocation and kernel read, then everything freed."""
-        self.device_buffer.free()
-        d = self.allocation_cost("device")
+    def device(self, kind: str) -> None:
+        """Device memory's allocation (cuMemAlloc, a pool's, or mapped by hand) and a kernel
+        reading it."""
+        d = self.allocation_cost(kind)
         self.session.cuda.memcpy_htod(d.device_pointer, self.values)
-        self.repeat(lambda: self.access.read(d.device_pointer, self.elements, "device"))
-        self.ctx.check(self.access.check_sum(f"kernel read, {ROWS['device']}", self.values))
+        self.repeat(lambda: self.access.read(d.device_pointer, self.elements, kind))
+        self.ctx.check(self.access.check_sum(f"kernel read, {ROWS[kind]}", self.values))
         d.free()
-        self.access.free()
 
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
@@ -272,9 +284,19 @@ def _figures(result: Result) -> dict[tuple[str, str], float]:
     return figures
 
 
+def shown_rows(figures: dict[tuple[str, str], float]) -> dict[str, str]:
+    """The rows a Result shows: every kind's, but an allocator's only where it was measured."""
+    return {
+        row: label
+        for row, label in ROWS.items()
+        if row not in MEASURED_ONLY or any((row, operation) in figures for operation in COLUMNS)
+    }
+
+
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
     figures = _figures(result)
+    rows = shown_rows(figures)
     table = Table(
         f"Every memory kind, {format_bytes(nbytes)} per buffer "
         f"(2^{result.parameters.power} floats)",
@@ -292,7 +314,7 @@ def summarize(result: Result) -> Summary:
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped],
     )
-    for row, label in ROWS.items():
+    for row, label in rows.items():
         cells = []
         for operation in COLUMNS:
             value = figures.get((row, operation))
@@ -304,7 +326,7 @@ def summarize(result: Result) -> Summary:
     for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
         present = [
             (figures[row, operation], index)
-            for index, row in enumerate(ROWS)
+            for index, row in enumerate(rows)
             if (row, operation) in figures
         ]
         if present:
@@ -315,7 +337,11 @@ def summarize(result: Result) -> Summary:
 
 
 # Where a kernel's reads come from: across the link, or from the GPU's own memory.
-READS_DEVICE_MEMORY = ("device", "managed resident", "managed prefetched")
+READS_DEVICE_MEMORY = (
+    *(kind.name for kind in SINGLE_GPU_KINDS if kind.on_device),  # cuMemAlloc, pools, VMM
+    "managed resident",
+    "managed prefetched",
+)
 
 
 def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> Table:
@@ -348,7 +374,7 @@ def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> 
             return hbm if row in READS_DEVICE_MEMORY else link
         return pageable if row == "pageable" else link
 
-    for row, label in ROWS.items():
+    for row, label in shown_rows(figures).items():
         cells = [
             cell(ceiling_of(row, operation), figures[row, operation])
             if (row, operation) in figures
