@@ -503,6 +503,18 @@ def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int
     return stops_at(losing)
 
 
+def _require_every_way(result: Result) -> None:
+    """A run measures every way it lists at every size, both ways it was asked: a file that
+    lacks one is not such a run (LookupError, which the loader names)."""
+    for direction in result.parameters.directions:
+        for nbytes in sizes(result):
+            for way in result.extra.ways:
+                if cost_ms(result, way, direction, nbytes) is None:
+                    raise LookupError(
+                        f"no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}"
+                    )
+
+
 def _direction_tables(result: Result, direction: str) -> list[Table]:
     count, ways = result.parameters.copies, result.extra.ways
     words = DIRECTIONS[direction]
@@ -615,6 +627,7 @@ def _crossover(costs: dict[int, dict[str, float]], words: str) -> str:
 
 
 def summarize(result: Result) -> Summary:
+    _require_every_way(result)
     tables, conclusions = [], []
     for direction in result.parameters.directions:
         found = _direction_tables(result, direction)
