@@ -19,10 +19,13 @@ listing (python -X importtime) there, to see where the time goes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,16 +47,24 @@ cupti.activity_flush_all(1)
 """
 
 
+# Bytecode goes to a cache of this run's own, so that every command starts as an installed
+# one does (pip writes .pyc files), also where the sources are read-only or a kit installed
+# them with --no-compile: otherwise each process compiles every module again.
+BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-startup-pycache-")
+atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
+ENVIRONMENT = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "PYTHONPYCACHEPREFIX": BYTECODE_CACHE,
+    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+}
+
+
 def wall_s(command: list[str], runs: int) -> list[float]:
     """Wall time of `runs` fresh processes (after one untimed run that warms the caches)."""
-    environment = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
     times = []
     for index in range(runs + 1):
         start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, env=environment)
+        subprocess.run(command, check=True, capture_output=True, env=ENVIRONMENT)
         if index:
             times.append(time.perf_counter() - start)
     return times
@@ -89,14 +100,19 @@ def profile(directory: Path) -> None:
     memprof = [sys.executable, "-m", "memprof", "pinned", "--power", "20", "--quiet"]
     profile_file = directory / "pinned.prof"
     subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(profile_file), *memprof[1:]], check=True
+        [sys.executable, "-m", "cProfile", "-o", str(profile_file), *memprof[1:]],
+        check=True,
+        env=ENVIRONMENT,
     )
     import pstats
 
     with (directory / "pinned_profile.txt").open("w") as out:
         pstats.Stats(str(profile_file), stream=out).sort_stats("cumulative").print_stats(60)
     importtime = subprocess.run(
-        [sys.executable, "-X", "importtime", *memprof[1:]], capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *memprof[1:]],
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT,
     ).stderr
     (directory / "pinned_importtime.txt").write_text(importtime)
 
