@@ -30,7 +30,7 @@ def _as(measurement: Measurement, operation: str, gpus: tuple[int, ...] = ()) ->
 
 def check_result() -> Result:
     hostlink = load(FIXTURES / "h200x2_hostlink.json")
-    device = load(FIXTURES / "h200_device.json")
+    device = load(FIXTURES / "legacy_v2_device.json")
 
     def on_gpu0(operation: str) -> Measurement:
         return next(m for m in hostlink.measurements if m.operation == operation and m.gpus == (0,))

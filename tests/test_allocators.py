@@ -25,7 +25,7 @@ from memprof.experiments.base import RunContext
 from memprof.experiments.common import stops_at
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
-from tests.conftest import load_fixture, render_text
+from tests.conftest import load_legacy, render_text
 from tests.fakegpu import CUresult, FakeBindings, FakeSession
 
 EVERYTHING = {
@@ -409,7 +409,7 @@ def test_the_loop_says_when_a_pool_helped_everywhere_or_nowhere():
 
 
 def test_compare_shows_an_allocators_row_where_a_run_measured_it():
-    result = load_fixture("compare")
+    result = load_legacy("compare")  # recorded before the allocators
     nbytes = result.extra.bytes_per_array
     result.measurements += [  # SYNTHETIC: a pool's allocation and kernel read
         Measurement("api", "cuMemAllocAsync", "alloc", "pool", nbytes, [0.002], "host"),
@@ -426,5 +426,5 @@ def test_every_allocator_measure_is_declared_optional_and_loads_back():
     shape = shape_of("alloc")
     for measure in pools.MEASURES:
         assert measure.key in shape.allowed and measure.key not in shape.required
-    fixture = json.loads(load_fixture("alloc").to_json())
+    fixture = json.loads(load_legacy("alloc").to_json())
     assert fixture["extra"]["allocators"] is None  # recorded before the allocators existed

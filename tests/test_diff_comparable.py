@@ -17,7 +17,7 @@ from memprof.output.diff import diff, differences
 from tests.conftest import FIXTURES
 from tests.test_gpu_state import healthy
 
-PINNED = FIXTURES / "h200_pinned_p20.json"
+PINNED = FIXTURES / "legacy_v2_pinned_p20.json"  # recorded before NVML
 
 
 def edited(tmp_path: Path, name: str, edit) -> Path:

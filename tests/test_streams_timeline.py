@@ -595,14 +595,14 @@ def test_text_timeline_is_the_width_it_is_given():
 
 def with_source(source: str, timing_source: str | None = "cupti"):
     """The recorded fixture as if its timelines had come from `source` (notes only)."""
-    result = load(FIXTURES / "h200_streams.json")
+    result = load(FIXTURES / "legacy_v2_streams.json")
     timing = result.timing and dataclasses.replace(result.timing, source=timing_source)
     extra = dataclasses.replace(result.extra, timeline_source=source)
     return dataclasses.replace(result, extra=extra, timing=timing)
 
 
 def test_the_notes_say_where_the_rows_and_timelines_came_from():
-    summary = summarize(load(FIXTURES / "h200_streams.json"))  # recorded before: ungated
+    summary = summarize(load(FIXTURES / "legacy_v2_streams.json"))  # recorded before: ungated
     assert "not held behind a gate" in summary.timing_note
     assert "legacy default stream" in summary.tables[1].notes[1]
     assert summary.charts[-1].notes == [
@@ -623,9 +623,9 @@ def test_the_notes_say_where_the_rows_and_timelines_came_from():
 
 
 def test_older_files_mean_ungated_events_and_the_source_round_trips(tmp_path):
-    data = json.loads((FIXTURES / "h200_streams.json").read_text())
+    data = json.loads((FIXTURES / "legacy_v2_streams.json").read_text())
     assert "timeline_source" not in data["extra"]
-    assert load(FIXTURES / "h200_streams.json").extra.timeline_source == "ungated events"
+    assert load(FIXTURES / "legacy_v2_streams.json").extra.timeline_source == "ungated events"
     data["extra"]["timeline_source"] = "cupti"
     path = tmp_path / "cupti.json"
     path.write_text(json.dumps(data))

@@ -7,9 +7,10 @@ run on the GPU side.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY
+from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY, HOST_STAGING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,47 +122,88 @@ def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, floa
     return found
 
 
-HOST_MEMCPY_NAME = "host memcpy (pageable → pageable)"
-HOST_MEMCPY_TARGET_MS = 10.0  # a batch of host copies lasts about this long
+STAGING_CHUNK_BYTES = 256 << 10  # stays in a CPU core's cache, as the driver's buffer does
+HOST_STAGING_NAMES = {
+    "h2d": "staging memcpy (pageable → 256 KiB buffer)",
+    "d2h": "staging memcpy (256 KiB buffer → pageable)",
+}
+HOST_SIDE_TARGET_MS = 10.0  # a batch of host copies lasts about this long
 
 
-def measure_host_memcpy(profiler: Any, destination: np.ndarray, source: np.ndarray) -> None:
-    """The pageable copies' ceiling, in the same run and at the same size: one host thread
-    copying `source` into `destination` (both pageable), back to back on the host clock.
-    The driver stages a pageable copy through its pinned buffer with such a memcpy."""
+def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
+    """The host side of pageable copies of `scratch.nbytes`, in the same run, per direction.
+
+    The driver copies a pageable buffer chunk by chunk, with one host thread, through a small
+    pinned buffer that stays in the CPU's cache, and DMAs each chunk from (or into) it. This
+    does that thread's work without the DMA: `scratch` (pageable; overwritten) into a 256 KiB
+    buffer chunk by chunk (HtoD), and back out (DtoH), back to back on the host clock. A CPU
+    copies from or into a buffer in its cache at one speed, pinned or not, so the buffer is a
+    plain one. One memcpy between two pageable buffers of the size, memprof's ceiling before,
+    was beaten by the copies it bounded (benchmarks/pageable_staging.py, docs/ceilings.md).
+    """
     import ctypes
 
-    nbytes = source.nbytes
-    if destination.nbytes < nbytes:
-        raise ValueError("the memcpy destination is smaller than its source")
-    to, origin = destination.ctypes.data, source.ctypes.data
-    profiler.host_throughput(
-        HOST_MEMCPY_NAME,
-        HOST_MEMCPY.operation,
-        "pageable",
-        nbytes,
-        lambda: ctypes.memmove(to, origin, nbytes),
-        target_ms=HOST_MEMCPY_TARGET_MS,
-        batches=5,
-    )
+    import numpy as np
+
+    nbytes = scratch.nbytes
+    chunk = min(STAGING_CHUNK_BYTES, nbytes)
+    buffer = np.ones(chunk, np.uint8)
+    steps = [(offset, min(chunk, nbytes - offset)) for offset in range(0, nbytes, chunk)]
+    pageable, staging = scratch.ctypes.data, buffer.ctypes.data
+
+    def into_staging() -> None:
+        for offset, length in steps:
+            ctypes.memmove(staging, pageable + offset, length)
+
+    def out_of_staging() -> None:
+        for offset, length in steps:
+            ctypes.memmove(pageable + offset, staging, length)
+
+    for direction, action in (("h2d", into_staging), ("d2h", out_of_staging)):
+        profiler.host_throughput(
+            HOST_STAGING_NAMES[direction],
+            HOST_STAGING[direction].operation,
+            "pageable",
+            nbytes,
+            action,
+            target_ms=HOST_SIDE_TARGET_MS,
+            batches=5,
+        )
 
 
-def host_memcpy_gb_per_s(result: Any, nbytes: int) -> float | None:
-    """The host memcpy rate measured in this run at this size (None: not recorded)."""
+@dataclass(frozen=True)
+class HostSide:
+    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
+    direction, or (files from before it) one memcpy between two pageable buffers."""
+
+    measurement: Any
+    gb_per_s: float
+    staged: bool  # False: the older whole-buffer memcpy
+
+
+def host_side(result: Any, nbytes: int, direction: str) -> HostSide | None:
+    """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
     from memprof.model.formatting import bandwidth_gb_per_s
 
+    keys = {HOST_STAGING[direction].key: True, HOST_MEMCPY.key: False}
     for m in result.measurements:
-        if (m.group, m.operation) == HOST_MEMCPY.key and m.bytes == nbytes:
+        staged = keys.get((m.group, m.operation))
+        if staged is not None and m.bytes == nbytes:
             stats = m.throughput_stats or m.stats
-            return bandwidth_gb_per_s(nbytes, stats.median_ms)
+            return HostSide(m, bandwidth_gb_per_s(nbytes, stats.median_ms), staged)
     return None
 
 
-def pageable_ceiling(result: Any, nbytes: int, index: int | None = None) -> Any:
-    """The ceiling of pageable copies of `nbytes` (memprof.model.ceilings.host_ceiling)."""
+def pageable_ceiling(result: Any, nbytes: int, direction: str, index: int | None = None) -> Any:
+    """The ceiling of pageable copies of `nbytes` in `direction`
+    (memprof.model.ceilings.host_ceiling)."""
     from memprof.model.ceilings import host_ceiling, pcie_ceiling
 
-    return host_ceiling(host_memcpy_gb_per_s(result, nbytes), pcie_ceiling(result, index))
+    side = host_side(result, nbytes, direction)
+    link = pcie_ceiling(result, index)
+    if side is None:
+        return link
+    return host_ceiling(side.gb_per_s, link, staged=side.staged)
 
 
 def stops_at(holds: dict[int, bool]) -> int | None:

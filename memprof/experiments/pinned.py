@@ -13,15 +13,15 @@ from typing import Literal
 
 from memprof.experiments.base import (
     FLOAT32_BYTES,
-    HOST_MEMCPY,
+    HOST_SIDE,
     Experiment,
     Measure,
     OneSize,
     RunContext,
     find,
 )
-from memprof.experiments.common import host_memcpy_gb_per_s, pageable_ceiling
-from memprof.model.ceilings import cell, far_below_line, pcie_ceiling
+from memprof.experiments.common import host_side, pageable_ceiling
+from memprof.model.ceilings import ceiling_remark, cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -93,7 +93,7 @@ class Pinned(Experiment):
         ALLOC,
         FREE,
         FLOW,
-        HOST_MEMCPY,
+        *HOST_SIDE,
         Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
         Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
         Measure("api", "memset", "cuMemsetD8Async", "host clock"),
@@ -105,7 +105,7 @@ class Pinned(Experiment):
 
         from memprof.core import memory
         from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import SumArrays, measure_host_memcpy
+        from memprof.experiments.common import SumArrays, measure_host_staging
 
         params, session, profiler = ctx.params, ctx.session, ctx.measure
         elements = 1 << params.power
@@ -127,8 +127,8 @@ class Pinned(Experiment):
             a, b, res = (allocate() for _ in range(3))
             a.array[:] = a_values
             b.array[:] = b_values
-            if kind == "pageable":  # the pageable copies' ceiling, at their size
-                measure_host_memcpy(profiler, res.array, a.array)
+            if kind == "pageable":  # the pageable copies' host side, at their size
+                measure_host_staging(profiler, res.array)
             ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
@@ -204,8 +204,8 @@ def _transfers(
         else "gated CUDA events around each copy (pageable: staging included)"
     )
     link = pcie_ceiling(result)
-    ceilings = {"pinned": link, "pageable": pageable_ceiling(result, nbytes)}
-    memcpy = _host_memcpy(result, nbytes)
+    sides = {direction: host_side(result, nbytes, direction) for direction in DIRECTIONS}
+    recorded = [side for side in sides.values() if side is not None]
     transfers = Table(
         f"Transfers of {format_bytes(nbytes)}",
         ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
@@ -215,7 +215,7 @@ def _transfers(
             "the driver has staged them; pinned ones return once queued).",
             "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
             "event pair.",
-            *_ceiling_notes(link, memcpy is not None),
+            *_ceiling_notes(link, recorded[0].staged if recorded else None),
         ],
     )
     remarks = []
@@ -223,6 +223,7 @@ def _transfers(
         for direction, label in DIRECTIONS.items():
             time_ms = median[kind, direction]
             gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
+            ceiling = link if kind == "pinned" else pageable_ceiling(result, nbytes, direction)
             transfers.add_row(
                 kind,
                 label,
@@ -230,44 +231,53 @@ def _transfers(
                 format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
                 format_gb_per_s(gb_per_s),
                 format_ratio(median["pageable", direction] / time_ms),
-                cell(ceilings[kind], gb_per_s),
+                cell(ceiling, gb_per_s),
             )
-            if kind == "pinned" or memcpy is not None:  # pageable without it: half a ceiling
-                remarks.append(
-                    far_below_line(f"{kind.capitalize()} {label}", gb_per_s, ceilings[kind])
-                )
-    if memcpy is not None:
-        rate = format_gb_per_s(host_memcpy_gb_per_s(result, nbytes) or 0.0)
-        stats = memcpy.stats
-        transfers.add_row("memcpy", "host → host", format_ms(stats.median_ms), "-", rate, "-", "-")
+            if kind == "pinned" or recorded:  # pageable without its host side: half a ceiling
+                remarks.append(ceiling_remark(f"{kind.capitalize()} {label}", gb_per_s, ceiling))
+    if recorded and not recorded[0].staged:  # an older file's one memcpy, host to host
+        older = recorded[0]
+        rate = format_gb_per_s(older.gb_per_s)
+        ms = format_ms(older.measurement.stats.median_ms)
+        transfers.add_row("memcpy", "host → host", ms, "-", rate, "-", "-")
+    else:
+        for direction, side in sides.items():
+            if side is not None:
+                ms = format_ms(side.measurement.stats.median_ms)
+                rate = format_gb_per_s(side.gb_per_s)
+                transfers.add_row("staging", DIRECTIONS[direction], ms, "-", rate, "-", "-")
     return transfers, remarks
 
 
-def _ceiling_notes(link, memcpy_recorded: bool) -> list[str]:
-    """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md)."""
+def _ceiling_notes(link, staged: bool | None) -> list[str]:
+    """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md); staged: how
+    the file recorded the host side of pageable copies (None: not at all)."""
     notes = [
         "Of ceiling: pinned copies against the link: "
         + (link.detail if link is not None else "unknown (no link figures recorded)")
         + "."
     ]
-    if memcpy_recorded:
+    if staged:
         notes.append(
-            "Pageable copies against the lower of the link and the memcpy row: the driver "
-            "stages them through its pinned buffer with one thread's memcpy (memcpy: one "
+            "Pageable copies against the lower of the link and the staging row of their "
+            "direction: the driver stages them chunk by chunk through a small pinned buffer "
+            "with one host thread (staging: that thread's work without the DMA, the pageable "
+            "buffer copied into or out of a 256 KiB buffer, back to back, host clock, this "
+            "run)."
+        )
+    elif staged is False:
+        notes.append(
+            "Pageable copies against the lower of the link and the memcpy row (memcpy: one "
             "thread, back-to-back copies between two pageable buffers of this size, host "
-            "clock, this run)."
+            "clock, this run; a file from an older memprof, whose pageable copies can beat "
+            "it: docs/ceilings.md)."
         )
     else:
         notes.append(
-            "Pageable copies against the link only: the host memcpy ceiling was not "
-            "recorded (a file from an older memprof)."
+            "Pageable copies against the link only: the host side of pageable copies was "
+            "not recorded (a file from an older memprof)."
         )
     return notes
-
-
-def _host_memcpy(result: Result, nbytes: int):
-    found = [m for m in result.measurements if (m.group, m.operation) == HOST_MEMCPY.key]
-    return next((m for m in found if m.bytes == nbytes), None)
 
 
 def _conclusion(

@@ -17,7 +17,7 @@ from typing import Literal
 from memprof.core import memory
 from memprof.experiments.base import (
     FLOAT32_BYTES,
-    HOST_MEMCPY,
+    HOST_SIDE,
     LAUNCH_CALL,
     Experiment,
     Measure,
@@ -31,8 +31,9 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import (
-    host_memcpy_gb_per_s,
-    measure_host_memcpy,
+    HostSide,
+    host_side,
+    measure_host_staging,
     pageable_ceiling,
     size_label,
 )
@@ -93,7 +94,7 @@ class Sweep(Experiment):
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"
-    measures = (H2D, D2H, LAUNCH_CALL, HOST_MEMCPY)
+    measures = (H2D, D2H, LAUNCH_CALL, *HOST_SIDE)
 
     def run(self, ctx: RunContext) -> SweepExtra:
         import numpy as np
@@ -127,8 +128,8 @@ class Sweep(Experiment):
                 )
                 n = 1 << power
                 nbytes = n * FLOAT32_BYTES
-                if kind == "pageable":  # the pageable copies' ceiling at this size
-                    measure_host_memcpy(profiler, received[:n], host.array[:n])
+                if kind == "pageable":  # the pageable copies' host side at this size
+                    measure_host_staging(profiler, received[:n])
                 for direction in params.directions:
                     action = _action(cuda, access, kind, direction, host, device, n, power)
                     name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
@@ -337,12 +338,10 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 def summarize(result: Result) -> Summary:
     found = curves(result)
     kinds, directions = measured_kinds(result), result.parameters.directions
-    powers = result.parameters.powers
     tables, charts, conclusions = [], [], []
-    memcpy = {power: host_memcpy_gb_per_s(result, FLOAT32_BYTES << power) for power in powers}
-    with_memcpy = "pageable" in kinds and all(rate is not None for rate in memcpy.values())
+    sides = _host_sides(result, kinds)
     for direction in directions:
-        tables.append(_bandwidth_table(result, found, direction, memcpy if with_memcpy else None))
+        tables.append(_bandwidth_table(result, found, direction, sides and sides[direction]))
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
@@ -378,18 +377,35 @@ def summarize(result: Result) -> Summary:
                 size_label(peak_power),
                 size_label(_ninety_percent_size(points)),
             )
-    tables += [shape, _against_ceilings(result, found, with_memcpy)]
+    tables += [shape, _against_ceilings(result, found, sides is not None)]
     if not conclusions:
         conclusions.append("No crossovers: the order of the kinds was the same at every size.")
     return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
 
 
-def _bandwidth_table(
-    result: Result, found: dict, direction: str, memcpy: dict[int, float | None] | None
-) -> Table:
-    """GB/s of every kind at every size, the memcpy ceiling beside pageable where recorded."""
+def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSide]] | None:
+    """Pageable's host side per direction and size, to show beside it; None where pageable
+    was not swept or a size lacks it (or a file mixes the older memcpy with staging)."""
+    if "pageable" not in kinds:
+        return None
+    sides: dict[str, dict[int, HostSide]] = {}
+    for direction in result.parameters.directions:
+        for power in result.parameters.powers:
+            side = host_side(result, FLOAT32_BYTES << power, direction)
+            if side is None:
+                return None
+            sides.setdefault(direction, {})[power] = side
+    kinds_of_side = {side.staged for by_power in sides.values() for side in by_power.values()}
+    return sides if len(kinds_of_side) == 1 else None
+
+
+def _bandwidth_table(result: Result, found: dict, direction: str, sides: dict | None) -> Table:
+    """GB/s of every kind at every size, pageable's host side beside it where recorded
+    (sides: size's power -> HostSide)."""
     kinds = measured_kinds(result)
-    columns = [(kind, column) for kind in kinds for column in _columns(kind, memcpy is not None)]
+    staged = sides is not None and next(iter(sides.values())).staged
+    host_column = "staging" if staged else "memcpy"
+    columns = [(kind, column) for kind in kinds for column in _columns(kind, sides, host_column)]
     table = Table(
         f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
         ["Size", *(column for _, column in columns)],
@@ -399,47 +415,55 @@ def _bandwidth_table(
             size_label(power),
             *(
                 format_gb_per_s(
-                    found[kind, direction][index][2]
-                    if column == kind
-                    else (memcpy or {}).get(power) or 0.0
+                    found[kind, direction][index][2] if column == kind else sides[power].gb_per_s
                 )
                 for kind, column in columns
             ),
         )
-    if memcpy is not None:
+    if staged:
+        table.notes.append(
+            "staging: one host thread copying the pageable buffer "
+            + ("into" if direction == "h2d" else "out of")
+            + " a 256 KiB buffer chunk by chunk, this run: the host side of pageable copies, "
+            "which the driver stages so."
+        )
+    elif sides is not None:
         table.notes.append(
             "memcpy: one host thread copying between two pageable buffers of that size, "
-            "this run: the ceiling of pageable copies, which the driver stages so."
+            "this run (a file from an older memprof: pageable copies can beat it, "
+            "docs/ceilings.md)."
         )
     return table
 
 
-def _against_ceilings(result: Result, found: dict, with_memcpy: bool) -> Table:
+def _against_ceilings(result: Result, found: dict, with_host_side: bool) -> Table:
     """Each kind's peak as a share of its ceiling (pageable: at the peak's own size)."""
     kinds, directions = measured_kinds(result), result.parameters.directions
     link = pcie_ceiling(result)
     against = Table(
         "Each kind's peak against its ceiling",
         ["Kind", *(DIRECTIONS[direction] for direction in directions)],
-        notes=_ceiling_notes(link, with_memcpy, "pageable" in kinds),
+        notes=_ceiling_notes(link, with_host_side, "pageable" in kinds),
     )
     for kind in kinds:
         reached = []
         for direction in directions:
             peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
             peak_bytes = FLOAT32_BYTES << peak_power
-            ceiling = pageable_ceiling(result, peak_bytes) if kind == "pageable" else link
+            ceiling = (
+                pageable_ceiling(result, peak_bytes, direction) if kind == "pageable" else link
+            )
             reached.append(cell(ceiling, peak))
         against.add_row(kind, *reached)
     return against
 
 
-def _columns(kind: str, with_memcpy: bool) -> list[str]:
-    """A kind's columns in the bandwidth tables: pageable has its memcpy ceiling beside it."""
-    return [kind, "memcpy"] if kind == "pageable" and with_memcpy else [kind]
+def _columns(kind: str, sides: dict | None, host_column: str) -> list[str]:
+    """A kind's columns in the bandwidth tables: pageable has its host side beside it."""
+    return [kind, host_column] if kind == "pageable" and sides is not None else [kind]
 
 
-def _ceiling_notes(link, with_memcpy: bool, pageable: bool) -> list[str]:
+def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
     """What each peak is compared with (memprof.model.ceilings; docs/ceilings.md)."""
     notes = [
         "Each kind's peak GB/s as a share of the link, "
@@ -448,10 +472,11 @@ def _ceiling_notes(link, with_memcpy: bool, pageable: bool) -> list[str]:
     ]
     if pageable:
         notes.append(
-            "pageable: of the lower of the link and the memcpy column at the peak's size."
-            if with_memcpy
-            else "pageable: of the link only (the host memcpy ceiling was not recorded in "
-            "this file)."
+            "pageable: of the lower of the link and its host side (the column beside it) at "
+            "the peak's size; above 100%, that model does not hold there."
+            if with_host_side
+            else "pageable: of the link only (the host side of pageable copies was not "
+            "recorded in this file)."
         )
     return notes
 

@@ -6,9 +6,9 @@ was reached. The one place the ceiling arithmetic lives (docs/ceilings.md explai
 - Device memory: HBM's theoretical rate (2 transfers per memory clock x bus width / 8).
 - Peer copies: the NVLinks from one GPU that reach the other (directly or through a switch),
   each at NVML's per-direction rate; PCIe where there is no NVLink.
-- Pageable copies: the driver stages them through its own pinned buffer with one host thread,
-  so a single-thread host memcpy of the same size, measured in the same run, bounds them (as
-  does the link: the lower of the two is the ceiling).
+- Pageable copies: the driver stages them chunk by chunk through its own small pinned buffer
+  with one host thread, so that thread's staging memcpy of the same size, measured in the same
+  run per direction, bounds them (as does the link: the lower of the two is the ceiling).
 
 Pure functions of a Result's recorded facts: no GPU, tested on the CPU.
 """
@@ -29,6 +29,7 @@ from memprof.model.gpustate import GpuState, normalize_bus_id
 from memprof.model.results import Result
 
 FAR_BELOW = 0.5  # a figure under half its ceiling is named: something else limits it
+ABOVE = 1.05  # a figure over its ceiling beyond noise is named: the model does not hold
 ENCODING_WORDS = {1: "8b/10b", 2: "8b/10b", 3: "128b/130b", 4: "128b/130b", 5: "128b/130b"}
 
 
@@ -37,7 +38,7 @@ class Ceiling:
     """What bounds a throughput figure: its rate, the limiter's short name and how it is made."""
 
     gb_per_s: float
-    limiter: str  # one word the tables show: "PCIe", "HBM", "NVLink", "memcpy"
+    limiter: str  # one word the tables show: "PCIe", "HBM", "NVLink", "staging"
     detail: str  # for notes: where the rate comes from
 
     def fraction(self, figure_gb_per_s: float) -> float:
@@ -189,29 +190,50 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
 # -- pageable copies -------------------------------------------------------------------------
 
 
-def host_ceiling(memcpy_gb_per_s: float | None, link: Ceiling | None) -> Ceiling | None:
-    """Pageable copies: the driver copies through its pinned staging buffer with one host
-    thread, so the single-thread memcpy rate bounds them, as the link does: the lower one."""
-    if memcpy_gb_per_s is None or not math.isfinite(memcpy_gb_per_s) or memcpy_gb_per_s <= 0:
+def host_ceiling(
+    host_gb_per_s: float | None, link: Ceiling | None, staged: bool = True
+) -> Ceiling | None:
+    """Pageable copies: the driver stages them chunk by chunk through its small pinned buffer
+    with one host thread, so that thread's staging memcpy bounds them, as the link does: the
+    lower one. staged=False: a file from before the staging model, whose host figure is one
+    memcpy between two pageable buffers of the copies' size."""
+    if host_gb_per_s is None or not math.isfinite(host_gb_per_s) or host_gb_per_s <= 0:
         return link
-    memcpy = Ceiling(
-        memcpy_gb_per_s,
-        "memcpy",
-        f"host memcpy, one thread, pageable to pageable, same size, this run: "
-        f"{format_gb_per_s(memcpy_gb_per_s)} GB/s",
+    rate = format_gb_per_s(host_gb_per_s)
+    host = (
+        Ceiling(
+            host_gb_per_s,
+            "staging",
+            f"one host thread staging the copy through a 256 KiB buffer, this run: {rate} GB/s",
+        )
+        if staged
+        else Ceiling(
+            host_gb_per_s,
+            "memcpy",
+            f"host memcpy, one thread, pageable to pageable, same size, this run: {rate} GB/s",
+        )
     )
-    if link is not None and link.gb_per_s < memcpy.gb_per_s:
+    if link is not None and link.gb_per_s < host.gb_per_s:
         return link
-    return memcpy
+    return host
 
 
-def far_below_line(what: str, figure_gb_per_s: float, ceiling: Ceiling | None) -> str | None:
-    """A sentence naming a figure far below its ceiling (under FAR_BELOW), else None."""
-    if ceiling is None or not ceiling.far_below(figure_gb_per_s):
+def ceiling_remark(what: str, figure_gb_per_s: float, ceiling: Ceiling | None) -> str | None:
+    """A sentence naming a figure far below its ceiling (under FAR_BELOW) or above it (over
+    ABOVE: the ceiling's model does not hold there), else None."""
+    if ceiling is None:
         return None
-    return (
-        f"{what} reached {format_gb_per_s(figure_gb_per_s)} GB/s, only "
-        f"{ceiling.fraction(figure_gb_per_s):.0%} of its {ceiling.limiter} ceiling of "
-        f"{format_gb_per_s(ceiling.gb_per_s)} GB/s: something other than the "
-        f"{ceiling.limiter} held it back."
-    )
+    figure, limit = format_gb_per_s(figure_gb_per_s), format_gb_per_s(ceiling.gb_per_s)
+    share = ceiling.fraction(figure_gb_per_s)
+    if ceiling.far_below(figure_gb_per_s):
+        return (
+            f"{what} reached {figure} GB/s, only {share:.0%} of its {ceiling.limiter} ceiling "
+            f"of {limit} GB/s: something other than the {ceiling.limiter} held it back."
+        )
+    if share > ABOVE:
+        return (
+            f"{what} reached {figure} GB/s, {share:.0%} of its {ceiling.limiter} ceiling of "
+            f"{limit} GB/s: above it, so the ceiling's model does not hold here "
+            "(docs/ceilings.md)."
+        )
+    return None

@@ -11,7 +11,7 @@ import pytest
 import memprof
 from memprof.experiments import summarize
 from memprof.experiments.check import lines, pair_lines
-from memprof.experiments.common import host_memcpy_gb_per_s
+from memprof.experiments.common import host_side
 from memprof.model.ceilings import pcie_ceiling, peer_ceiling
 
 pytestmark = pytest.mark.gpu
@@ -56,19 +56,23 @@ def test_every_run_records_its_gpus_state_from_nvml():
     assert rows["PCIe link during the run"].endswith("[NVML]")
 
 
-def test_pinned_records_its_host_memcpy_ceiling_at_its_size():
+def test_pinned_records_the_host_side_of_its_pageable_copies_at_their_size():
     result = memprof.run("pinned", power=20, repeat=3, warmup=1)
-    memcpy = host_memcpy_gb_per_s(result, 4 << 20)
-    print(f"host memcpy at 4 MiB: {memcpy:.1f} GB/s; link: {pcie_ceiling(result).detail}")
-    assert memcpy is not None and memcpy > 0.5
+    sides = {d: host_side(result, 4 << 20, d) for d in ("h2d", "d2h")}
+    for direction, side in sides.items():
+        print(f"staging {direction} at 4 MiB: {side.gb_per_s:.1f} GB/s")
+        assert side.staged and side.gb_per_s > 0.5
     transfers = summarize(result).tables[0]
-    assert transfers.rows[-1][:2] == ["memcpy", "host → host"]
-    assert [row[-1].split()[-1] for row in transfers.rows[:4]] in (
-        ["memcpy", "memcpy", "PCIe", "PCIe"],
-        ["PCIe", "PCIe", "PCIe", "PCIe"],  # a host whose memcpy outruns the link
-        ["memcpy", "PCIe", "PCIe", "PCIe"],
-        ["PCIe", "memcpy", "PCIe", "PCIe"],
-    )
+    assert [row[:2] for row in transfers.rows[-2:]] == [
+        ["staging", "host → device"],
+        ["staging", "device → host"],
+    ]
+    for row, direction in zip(transfers.rows[:2], ("h2d", "d2h"), strict=True):
+        expected = (
+            "PCIe" if sides[direction].gb_per_s > pcie_ceiling(result).gb_per_s else "staging"
+        )
+        assert row[-1].endswith(expected)  # the lower of the two, per direction
+    assert [row[-1].split()[-1] for row in transfers.rows[2:4]] == ["PCIe", "PCIe"]
 
 
 def test_check_runs_every_line_and_verifies_every_copy():
