@@ -122,7 +122,8 @@ class GpuSession:
         self._owned.pop(handle, None)
 
     def module(self, key: str, build: Callable[[], Any]) -> Any:
-        """A compiled module, built once per session (PyCUDA caches cubins on disk too)."""
+        """A compiled module, built once per session (memprof.core.kernels caches cubins on
+        disk too)."""
         return self.once(key, build)
 
     def once(self, key: str, build: Callable[[], Any]) -> Any:

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from memprof.cache import cache_directory, store
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.results import Measurement, Result, TimingInfo
@@ -515,8 +516,7 @@ def trace_result(
 
 
 def cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "memprof" / "pinned_bandwidth.json"
+    return cache_directory() / "pinned_bandwidth.json"
 
 
 def bandwidth_from_sweep(text: str) -> dict[str, float]:
@@ -617,9 +617,7 @@ def cached_figures(
         "driver_version": driver_version,
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    with contextlib.suppress(OSError):
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({**entries, key: entry}, indent=1) + "\n")
+    store(cache, (json.dumps({**entries, key: entry}, indent=1) + "\n").encode())
     return {**entry, "how": f"measured now with {command} (then cached)"}
 
 
