@@ -285,17 +285,19 @@ for _experiment in REGISTRY:
 def _run(
     command: str, params: Any, device: int | None, output: Output, timing: str, affinity: bool
 ) -> None:
-    """Measure (each GPU in turn where device is None), then show and save."""
+    """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
+    (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
     from memprof import api
     from memprof.output.console import progress_bar
 
-    if device is None and output.json is not None:
+    every_gpu_in_turn = device is None and experiment_named(command).gpus != "every"
+    if every_gpu_in_turn and output.json is not None:
         raise InvalidArgument(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
     with progress_bar(not output.quiet) as progress:
-        if device is None:
+        if every_gpu_in_turn:
             done = api.run_each_gpu(command, params, timing, affinity, progress)
         else:
             options = api.RunOptions(device, timing, affinity)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import hostlink, portable
+from memprof.experiments import REGISTRY, hostlink, portable
 from memprof.experiments import parse as parse_result
 from memprof.experiments.base import Experiment, NoExtra, RunOptions
 from memprof.experiments.base import run as run_experiment
@@ -82,6 +82,22 @@ def every_device(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(api, "run_experiment", run)
     return started
+
+
+EVERY_GPU_AT_ONCE = [e.name for e in REGISTRY if e.gpus == "every"]
+
+
+@pytest.mark.parametrize("command", EVERY_GPU_AT_ONCE)
+def test_an_experiment_over_every_gpu_at_once_runs_once_and_saves(
+    command, every_device, monkeypatch, tmp_path
+):
+    emitted = []
+    monkeypatch.setattr(cli, "emit", lambda results, summarize, output: emitted.append(results))
+    saved = tmp_path / "run.json"
+    result = runner.invoke(cli.app, [command, "--json", str(saved), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert every_device == [(command, None)]  # one run of every GPU, not each in turn
+    assert emitted == [[f"{command} on None"]]
 
 
 def test_every_gpu_runs_in_turn_then_hostlink_on_all_of_them(every_device):
