@@ -29,7 +29,7 @@ def _as(measurement: Measurement, operation: str, gpus: tuple[int, ...] = ()) ->
 
 
 def check_result() -> Result:
-    hostlink = load(FIXTURES / "h200x2_hostlink.json")
+    hostlink = load(FIXTURES / "legacy_v2_h200x2_hostlink.json")
     device = load(FIXTURES / "legacy_v2_device.json")
 
     def on_gpu0(operation: str) -> Measurement:
@@ -55,7 +55,7 @@ def check_result() -> Result:
 
 
 def pairs_result() -> Result:
-    peer = load(FIXTURES / "h200x2_peer.json")
+    peer = load(FIXTURES / "legacy_v2_h200x2_peer.json")
     measurements = [
         _as(m, {"ce_on": "peer", "ce_bidir": "peer_at_once"}[m.operation], m.gpus)
         for m in peer.measurements

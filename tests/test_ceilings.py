@@ -335,7 +335,7 @@ def test_sweep_missing_the_host_side_at_one_size_shows_no_column():
 
 
 def test_peer_copies_against_nvlink_from_the_recorded_state():
-    result = load(FIXTURES / "h200x2_peer.json")
+    result = load(FIXTURES / "legacy_v2_h200x2_peer.json")
     result.gpu_states = [
         healthy(0, nvlinks=switch_links(18)),
         healthy(1, pci_bus_id="0000:00:07.0", nvlinks=switch_links(18)),
@@ -349,7 +349,7 @@ def test_peer_copies_against_nvlink_from_the_recorded_state():
 
 
 def test_hostlink_shows_each_gpu_against_its_own_link():
-    result = load(FIXTURES / "h200x2_hostlink.json")
+    result = load(FIXTURES / "legacy_v2_h200x2_hostlink.json")
     result.gpu_states = [healthy(0), healthy(1, pci_bus_id="0000:00:07.0", pcie_generation=4)]
     table = summarize(result).tables[0]
     assert column(table, "Of ceiling") == ["88% PCIe", "176% PCIe", "", "88% PCIe", "176% PCIe", ""]

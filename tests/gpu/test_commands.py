@@ -125,7 +125,8 @@ def test_ctrl_c_frees_everything_and_exits_130():
 
 
 def test_missing_nvcc_is_one_line(tmp_path):
-    environment = dict(os.environ, PATH=str(tmp_path))
+    # no nvcc on PATH, and an empty kernel cache: memprof must compile, and cannot
+    environment = dict(os.environ, PATH=str(tmp_path), XDG_CACHE_HOME=str(tmp_path))
     completed = subprocess.run(
         [sys.executable, "-m", "memprof", "pinned", "--power", "10"],
         capture_output=True,
