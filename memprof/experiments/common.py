@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY, HOST_STAGING
+from memprof.experiments import base
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def size_label(power: int) -> str:
     from memprof.model.formatting import format_bytes
 
-    return f"2^{power} ({format_bytes(FLOAT32_BYTES << power)})"
+    return f"2^{power} ({format_bytes(base.FLOAT32_BYTES << power)})"
 
 
 def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -58,7 +58,7 @@ class SumArrays:
             result.device_pointer,
             self.elements,
             kind=kind,
-            nbytes=3 * self.elements * FLOAT32_BYTES,
+            nbytes=3 * self.elements * base.FLOAT32_BYTES,
         )
 
     def flow(self, sources: tuple, out: Any, devices: tuple, span: tuple, kernel_kind: Any) -> None:
@@ -66,7 +66,7 @@ class SumArrays:
         copied in from `sources`, sumArrays, the result copied out to `out`."""
         from memprof.core import memory
 
-        session, nbytes = self.session, self.elements * FLOAT32_BYTES
+        session, nbytes = self.session, self.elements * base.FLOAT32_BYTES
         (a, b), (d_a, d_b, d_res) = sources, devices
         memory.memset(session, d_res, POISON_BYTE)
         with session.profiler.events("span", *span, 3 * nbytes):
@@ -162,7 +162,7 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
     for direction, action in (("h2d", into_staging), ("d2h", out_of_staging)):
         profiler.host_throughput(
             HOST_STAGING_NAMES[direction],
-            HOST_STAGING[direction].operation,
+            base.HOST_STAGING[direction].operation,
             "pageable",
             nbytes,
             action,
@@ -185,7 +185,7 @@ def host_side(result: Any, nbytes: int, direction: str) -> HostSide | None:
     """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
     from memprof.model.formatting import bandwidth_gb_per_s
 
-    keys = {HOST_STAGING[direction].key: True, HOST_MEMCPY.key: False}
+    keys = {base.HOST_STAGING[direction].key: True, base.HOST_MEMCPY.key: False}
     for m in result.measurements:
         staged = keys.get((m.group, m.operation))
         if staged is not None and m.bytes == nbytes:

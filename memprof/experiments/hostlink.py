@@ -14,13 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    LargeCopies,
-    Measure,
-    RunContext,
-)
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.model.ceilings import Ceiling, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
@@ -38,7 +32,7 @@ SHARED_BELOW = 0.9  # together under 90% of the sum alone: something on the way 
 
 
 @dataclass(frozen=True)
-class HostlinkParams(LargeCopies):
+class HostlinkParams(base.LargeCopies):
     """hostlink's: 256 MiB copies, each GPU alone and all at once."""
 
 
@@ -49,18 +43,18 @@ class HostlinkExtra:
 
 
 ALONE = {
-    direction: Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
+    direction: base.Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
     for direction, label in DIRECTION_LABELS.items()
 }
 TOGETHER = {
-    direction: Measure(
+    direction: base.Measure(
         "gpu", f"{direction}_at_once", f"each GPU's copies {label}, all at once", "back to back"
     )
     for direction, label in DIRECTION_LABELS.items()
 }
 
 
-class Hostlink(Experiment):
+class Hostlink(base.Experiment):
     name = "hostlink"
     help = "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"
     Params = HostlinkParams
@@ -69,7 +63,7 @@ class Hostlink(Experiment):
     needs_two_gpus = "so no two GPUs can copy at the same time"
     measures = (*ALONE.values(), *TOGETHER.values())
 
-    def run(self, ctx: RunContext) -> HostlinkExtra:
+    def run(self, ctx: base.RunContext) -> HostlinkExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -78,7 +72,7 @@ class Hostlink(Experiment):
         indices = ctx.devices.indices
         params = ctx.params
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         gpus, placed = {}, []
         for index in indices:
             with ctx.devices.session(index).active() as session:

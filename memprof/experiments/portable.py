@@ -13,13 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    LargeCopies,
-    Measure,
-    RunContext,
-)
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
 from memprof.model.ceilings import pcie_ceiling
@@ -35,7 +29,7 @@ SAME_SPEED = 0.9  # a foreign context reaching 90% of portable treats the memory
 
 
 @dataclass(frozen=True)
-class PortableParams(LargeCopies):
+class PortableParams(base.LargeCopies):
     """portable's: 256 MiB copies from every GPU's context."""
 
 
@@ -48,12 +42,14 @@ class PortableExtra:
 
 
 COPIES = {
-    direction: Measure("gpu", direction, f"a copy {label} from one GPU's context", "one operation")
+    direction: base.Measure(
+        "gpu", direction, f"a copy {label} from one GPU's context", "one operation"
+    )
     for direction, label in DIRECTION_LABELS.items()
 }
 
 
-class Portable(Experiment):
+class Portable(base.Experiment):
     name = "portable"
     help = "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."
     Params = PortableParams
@@ -62,7 +58,7 @@ class Portable(Experiment):
     needs_two_gpus = "so no second context can use the memory"
     measures = (*COPIES.values(),)
 
-    def run(self, ctx: RunContext) -> PortableExtra:
+    def run(self, ctx: base.RunContext) -> PortableExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -70,7 +66,7 @@ class Portable(Experiment):
         indices, params = ctx.devices.indices, ctx.params
         owner = indices[0]
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         values = np.random.default_rng(404).random(elements, dtype=np.float32)
         targets = {}
         for index in indices:

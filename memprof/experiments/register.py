@@ -10,16 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    CORE_RECORDS,
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import (
     SumArrays,
     gpu_timing,
@@ -48,7 +39,7 @@ TRANSFER_KINDS = {
 
 
 @dataclass(frozen=True)
-class RegisterParams(OneSize):
+class RegisterParams(base.OneSize):
     """register's: one size of arrays."""
 
 
@@ -57,30 +48,30 @@ class RegisterExtra:
     bytes_per_array: ByteCount
 
 
-REGISTER = Measure("api", "register", "cuMemHostRegister of the array", "host clock")
-UNREGISTER = Measure("api", "unregister", "cuMemHostUnregister", "host clock")
-H2D = Measure("gpu", "h2d", "one copy host → device", "one operation")
-D2H = Measure("gpu", "d2h", "one copy device → host", "one operation")
-KERNEL = Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
+REGISTER = base.Measure("api", "register", "cuMemHostRegister of the array", "host clock")
+UNREGISTER = base.Measure("api", "unregister", "cuMemHostUnregister", "host clock")
+H2D = base.Measure("gpu", "h2d", "one copy host → device", "one operation")
+D2H = base.Measure("gpu", "d2h", "one copy device → host", "one operation")
+KERNEL = base.Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
 
 
-class Register(Experiment):
+class Register(base.Experiment):
     name = "register"
     help = "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."
     Params = RegisterParams
     Extra = RegisterExtra
     measures = (
-        REGISTER, UNREGISTER, H2D, D2H, KERNEL, *HOST_SIDE, *CORE_RECORDS,
+        REGISTER, UNREGISTER, H2D, D2H, KERNEL, *base.HOST_SIDE, *base.CORE_RECORDS,
     )  # fmt: skip
 
-    def run(self, ctx: RunContext) -> RegisterExtra:
+    def run(self, ctx: base.RunContext) -> RegisterExtra:
         from memprof.core import memory
         from memprof.core.memory import page_aligned_empty
 
         session, params = ctx.session, ctx.params
         memory.MEMORY_KINDS["registered"].check_supported(session)
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=9 * nbytes)
         sums = SumArrays(session, elements)
         a_values = sums.a
@@ -120,7 +111,7 @@ class Register(Experiment):
         return summarize(result)
 
 
-def _register_and_unregister(ctx: RunContext, array) -> None:
+def _register_and_unregister(ctx: base.RunContext, array) -> None:
     """cuMemHostRegister and cuMemHostUnregister of the whole array, each timed."""
     from memprof.core import driver
 
@@ -141,7 +132,7 @@ def _registered(session, array):
     return memory.adopt(session, "registered", array, device_pointer, release)
 
 
-def _transfers(ctx: RunContext, kind: str, buffer, device_buffer, values) -> None:
+def _transfers(ctx: base.RunContext, kind: str, buffer, device_buffer, values) -> None:
     """HtoD then DtoH copies of the whole buffer, what came back checked."""
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
@@ -158,8 +149,8 @@ def _transfers(ctx: RunContext, kind: str, buffer, device_buffer, values) -> Non
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    register = find(result, REGISTER, "registered").stats
-    unregister = find(result, UNREGISTER, "registered").stats
+    register = base.find(result, REGISTER, "registered").stats
+    unregister = base.find(result, UNREGISTER, "registered").stats
     costs = Table(
         f"Pinning an existing array of {format_bytes(nbytes)} in place",
         ["Call", "Median", "Min", "Max", "Calls"],
@@ -179,9 +170,9 @@ def summarize(result: Result) -> Summary:
         ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
         notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
     )
-    h2d = {kind: find(result, H2D, kind).stats.median_ms for kind in TRANSFER_KINDS}
+    h2d = {kind: base.find(result, H2D, kind).stats.median_ms for kind in TRANSFER_KINDS}
     for kind, label in TRANSFER_KINDS.items():
-        d2h = find(result, D2H, kind).stats.median_ms
+        d2h = base.find(result, D2H, kind).stats.median_ms
         transfers.add_row(
             label,
             format_ms(h2d[kind]),
@@ -190,7 +181,7 @@ def summarize(result: Result) -> Summary:
             format_gb_per_s(bandwidth_gb_per_s(nbytes, d2h)),
             format_ratio(h2d["pageable"] / h2d[kind]),
         )
-    kernel = find(result, KERNEL, "registered").stats.median_ms
+    kernel = base.find(result, KERNEL, "registered").stats.median_ms
     kernel_gb_per_s = bandwidth_gb_per_s(2 * nbytes, kernel)
     link = pcie_ceiling(result)
     transfers.notes.append(
@@ -228,7 +219,7 @@ def _against_ceilings(result: Result) -> Table:
     for kind, label in TRANSFER_KINDS.items():
         cells = []
         for direction, copy in (("h2d", H2D), ("d2h", D2H)):
-            rate = bandwidth_gb_per_s(nbytes, find(result, copy, kind).stats.median_ms)
+            rate = bandwidth_gb_per_s(nbytes, base.find(result, copy, kind).stats.median_ms)
             pageable = kind == "pageable"
             cells.append(
                 cell(pageable_ceiling(result, nbytes, direction) if pageable else link, rate)

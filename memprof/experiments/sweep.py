@@ -15,21 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memprof.core import memory
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    LAUNCH_CALL,
-    Experiment,
-    Measure,
-    Powers,
-    Repeat,
-    RunContext,
-    Warmup,
-    find,
-    powers_param,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import (
     HostSide,
     host_side,
@@ -59,7 +45,7 @@ NAMES = {
 
 @dataclass(frozen=True)
 class SweepParams:
-    powers: Powers = powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
+    powers: base.Powers = base.powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
     kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
     directions: tuple[Literal["h2d", "d2h"], ...] = param(
         ("h2d", "d2h"),
@@ -67,8 +53,8 @@ class SweepParams:
         flags=("--direction",),
         form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
     )
-    repeat: Repeat = repeat_param(20)
-    warmup: Warmup = warmup_param(2)
+    repeat: base.Repeat = base.repeat_param(20)
+    warmup: base.Warmup = base.warmup_param(2)
 
 
 @dataclass(frozen=True)
@@ -79,24 +65,24 @@ class SweepExtra:
     skipped: list[str] | None = None
 
 
-H2D = Measure(
+H2D = base.Measure(
     "gpu", "h2d", "a copy or a zero-copy read host → device, at every size", "one operation"
 )
-D2H = Measure(
+D2H = base.Measure(
     "gpu", "d2h", "a copy or a zero-copy write device → host, at every size", "one operation"
 )
 COPIES = {"h2d": H2D, "d2h": D2H}
 
 
-class Sweep(Experiment):
+class Sweep(base.Experiment):
     name = "sweep"
     help = "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"
-    measures = (H2D, D2H, LAUNCH_CALL, *HOST_SIDE)
+    measures = (H2D, D2H, base.LAUNCH_CALL, *base.HOST_SIDE)
 
-    def run(self, ctx: RunContext) -> SweepExtra:
+    def run(self, ctx: base.RunContext) -> SweepExtra:
         import numpy as np
 
         from memprof.core.access import DirectAccess
@@ -106,7 +92,9 @@ class Sweep(Experiment):
         cuda = session.cuda
         largest = 1 << max(params.powers)
         memory.require_memory(
-            session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
+            session,
+            device_bytes=base.FLOAT32_BYTES * largest,
+            host_bytes=4 * base.FLOAT32_BYTES * largest,
         )
         kinds, skipped = _supported(params.kinds, facts.attributes)
         access = DirectAccess(session)
@@ -127,7 +115,7 @@ class Sweep(Experiment):
                     total,
                 )
                 n = 1 << power
-                nbytes = n * FLOAT32_BYTES
+                nbytes = n * base.FLOAT32_BYTES
                 if kind == "pageable":  # the pageable copies' host side at this size
                     measure_host_staging(profiler, received[:n])
                 for direction in params.directions:
@@ -251,8 +239,8 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
         for direction in result.parameters.directions:
             points = []
             for power in result.parameters.powers:
-                nbytes = FLOAT32_BYTES << power
-                measurement = find(result, COPIES[direction], kind, nbytes)
+                nbytes = base.FLOAT32_BYTES << power
+                measurement = base.find(result, COPIES[direction], kind, nbytes)
                 latency = measurement.stats.median_ms
                 throughput = measurement.throughput_stats
                 per_operation = throughput.median_ms if throughput else latency
@@ -328,7 +316,7 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
                 if previous is not None and leader != previous[1]:
                     found.append(
                         f"{leader} overtakes {other} between 2^{previous[0]} and 2^{power} "
-                        f"(at {format_bytes(FLOAT32_BYTES << power)}: "
+                        f"(at {format_bytes(base.FLOAT32_BYTES << power)}: "
                         f"{format_gb_per_s(max(a, b))} vs {format_gb_per_s(min(a, b))} GB/s)"
                     )
                 previous = (power, leader)
@@ -391,7 +379,7 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
     sides: dict[str, dict[int, HostSide]] = {}
     for direction in result.parameters.directions:
         for power in result.parameters.powers:
-            side = host_side(result, FLOAT32_BYTES << power, direction)
+            side = host_side(result, base.FLOAT32_BYTES << power, direction)
             if side is None:
                 return None
             sides.setdefault(direction, {})[power] = side
@@ -449,7 +437,7 @@ def _against_ceilings(result: Result, found: dict, with_host_side: bool) -> Tabl
         reached = []
         for direction in directions:
             peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
-            peak_bytes = FLOAT32_BYTES << peak_power
+            peak_bytes = base.FLOAT32_BYTES << peak_power
             ceiling = (
                 pageable_ceiling(result, peak_bytes, direction) if kind == "pageable" else link
             )

@@ -11,15 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.base import (
-    CORE_RECORDS,
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import (
@@ -41,7 +33,7 @@ PATHS = {
 
 
 @dataclass(frozen=True)
-class UvaParams(OneSize):
+class UvaParams(base.OneSize):
     """uva's: one size of arrays."""
 
 
@@ -65,17 +57,19 @@ class UvaExtra:
     pointers: Pointers
 
 
-KERNEL = Measure("gpu", "kernel", "sumArrays reading a and b through each path", "one operation")
+KERNEL = base.Measure(
+    "gpu", "kernel", "sumArrays reading a and b through each path", "one operation"
+)
 
 
-class Uva(Experiment):
+class Uva(base.Experiment):
     name = "uva"
     help = "Unified virtual addressing: the mapped host pointer passed to a kernel as it is."
     Params = UvaParams
     Extra = UvaExtra
-    measures = (KERNEL, *CORE_RECORDS)
+    measures = (KERNEL, *base.CORE_RECORDS)
 
-    def run(self, ctx: RunContext) -> UvaExtra:
+    def run(self, ctx: base.RunContext) -> UvaExtra:
         from memprof.core import memory
 
         session, params = ctx.session, ctx.params
@@ -86,7 +80,7 @@ class Uva(Experiment):
                 "driver for the device pointer instead"
             )
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=5 * nbytes)
         sums = SumArrays(session, elements)
         a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
@@ -164,9 +158,9 @@ def summarize(result: Result) -> Summary:
             + ".",
         ],
     )
-    medians = {path: find(result, KERNEL, path).stats.median_ms for path in PATHS}
+    medians = {path: base.find(result, KERNEL, path).stats.median_ms for path in PATHS}
     for path, label in PATHS.items():
-        stats = find(result, KERNEL, path).stats
+        stats = base.find(result, KERNEL, path).stats
         kernels.add_row(
             label,
             format_ms(stats.median_ms),

@@ -11,18 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    COPY_CALLS,
-    FLOAT32_BYTES,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
@@ -41,7 +30,7 @@ KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
 
 
 @dataclass(frozen=True)
-class WriteCombinedParams(OneSize):
+class WriteCombinedParams(base.OneSize):
     """writecombined's: one size of arrays."""
 
 
@@ -50,29 +39,29 @@ class WriteCombinedExtra:
     bytes_per_array: ByteCount
 
 
-HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
-HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
+HOST_WRITE = base.Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
+HOST_READ = base.Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
 
 
-class WriteCombined(Experiment):
+class WriteCombined(base.Experiment):
     name = "writecombined"
     aliases = ("wc",)
     help = "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."
     Params = WriteCombinedParams
     Extra = WriteCombinedExtra
     measures = (
-        Measure("gpu", "h2d", "one copy host → device", "one operation"),
-        Measure("gpu", "d2h", "one copy device → host", "one operation"),
+        base.Measure("gpu", "h2d", "one copy host → device", "one operation"),
+        base.Measure("gpu", "d2h", "one copy device → host", "one operation"),
         HOST_WRITE,
         HOST_READ,
-        Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
-        POISON,
-        LAUNCH_CALL,
-        MEMSET_CALL,
-        *COPY_CALLS,
+        base.Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
+        base.POISON,
+        base.LAUNCH_CALL,
+        base.MEMSET_CALL,
+        *base.COPY_CALLS,
     )
 
-    def run(self, ctx: RunContext) -> WriteCombinedExtra:
+    def run(self, ctx: base.RunContext) -> WriteCombinedExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -82,7 +71,7 @@ class WriteCombined(Experiment):
         for kind in KINDS:
             memory.MEMORY_KINDS[kind].check_supported(session)
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
         sums = SumArrays(session, elements)
         a_values, b_values = sums.a, sums.b
@@ -200,7 +189,7 @@ def summarize(result: Result) -> Summary:
             "fills and never reads back."
         )
     else:
-        read = find(result, HOST_READ, "writecombined").stats.median_ms
+        read = base.find(result, HOST_READ, "writecombined").stats.median_ms
         conclusion = (
             "The documented trap did not appear on this machine: the host read write-combined "
             f"memory at {format_gb_per_s(bandwidth_gb_per_s(nbytes, read))} GB/s, "
