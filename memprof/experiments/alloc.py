@@ -51,14 +51,7 @@ class Alloc(base.Experiment):
     Params = AllocParams
     Extra = AllocExtra
     measures = (
-        base.Measure(
-            "api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock"
-        ),
-        base.Measure("api", "free", "its free", "host clock"),
-        base.Measure(
-            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
-        ),
-        base.Measure("host", "free", "its free (and unregistration)", "host clock"),
+        *base.ALLOCATIONS,
         *ALLOCATOR_MEASURES,
     )
 

@@ -103,6 +103,13 @@ def gpu_timing(result) -> str:
     return "CUDA events around each operation"  # results saved before memprof recorded it
 
 
+def time_and_rate(nbytes: int, time_ms: float) -> tuple[str, str]:
+    """A time's two table cells: the time, and the GB/s it means for `nbytes`."""
+    from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+
+    return format_ms(time_ms), format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms))
+
+
 def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, float]:
     """GB/s of every GPU copy that `key_of(measurement)` gives a key (None: not one of them),
     from the median of its back-to-back batches (one copy's time where there were none).

@@ -22,7 +22,7 @@ from memprof.experiments.common import (
     measure_host_staging,
     pageable_ceiling,
 )
-from memprof.model.ceilings import Ceiling, cell, hbm_ceiling, pcie_ceiling
+from memprof.model.ceilings import Ceiling, cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount
@@ -83,16 +83,10 @@ class Compare(base.Experiment):
     Extra = CompareExtra
     gpus = "one_or_every"
     measures = (
-        base.Measure("api", "alloc", "a driver allocation of each kind", "host clock"),
-        base.Measure("api", "free", "its free", "host clock"),
-        base.Measure(
-            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
-        ),
-        base.Measure("host", "free", "its free (and unregistration)", "host clock"),
-        base.Measure("host", "host_write", "numpy copyto into the buffer", "host clock"),
-        base.Measure("host", "host_read", "numpy copyto out of the buffer", "host clock"),
-        base.Measure("gpu", "h2d", "one copy host → device", "one operation"),
-        base.Measure("gpu", "d2h", "one copy device → host", "one operation"),
+        *base.ALLOCATIONS,
+        base.HOST_WRITE,
+        base.HOST_READ,
+        *base.ONE_COPY.values(),
         base.Measure("gpu", "kernel_read", "readSum over the buffer", "one operation"),
         base.Measure(
             "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False
@@ -339,12 +333,9 @@ def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> 
         "Against each figure's ceiling",
         ["Memory", "HtoD", "DtoH", "Kernel read"],
         notes=[
-            "Copies, and kernels reading host memory, against the link: "
-            + (link.detail if link is not None else "unknown (no link figures recorded)")
-            + ".",
+            f"Copies, and kernels reading host memory, against the link: {detail_of(link)}.",
             "Kernels reading device memory (device, managed once resident) against HBM: "
-            + (hbm.detail if hbm is not None else "unknown")
-            + ".",
+            f"{detail_of(hbm, 'unknown')}.",
             _pageable_note(result, nbytes),
         ],
     )

@@ -78,8 +78,8 @@ class DeviceBandwidth(base.Experiment):
         MEMSET,
         KERNEL,
         base.Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False),
-        base.Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False),
-        base.Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False),
+        base.MEMSET_CALL,
+        base.LAUNCH_CALL,
     )
 
     def run(self, ctx: base.RunContext) -> DeviceExtra:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
-from memprof.model.ceilings import Ceiling, pcie_ceiling
+from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
@@ -246,13 +246,7 @@ def summarize(result: Result) -> Summary:
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
     """Each GPU's own link, what its copies alone are compared with."""
     return [
-        f"Of ceiling: GPU {index} alone against its link, "
-        + (
-            link.detail
-            if link is not None
-            else "not recorded in this file (no GPU state from NVML)"
-        )
-        + "."
+        f"Of ceiling: GPU {index} alone against its link, {detail_of(link, NO_GPU_STATE)}."
         for index, link in links.items()
     ]
 

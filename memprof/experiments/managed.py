@@ -66,10 +66,7 @@ class Managed(base.Experiment):
         base.Measure("gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False),
         base.Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False),
         base.Measure("api", "advise", "cuMemAdvise calls", "host clock", False),
-        base.POISON,
-        base.LAUNCH_CALL,
-        base.MEMSET_CALL,
-        *base.COPY_CALLS,
+        *base.CORE_RECORDS,
     )
 
     def run(self, ctx: base.RunContext) -> ManagedExtra:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from memprof.experiments import base
 from memprof.experiments.common import host_side, pageable_ceiling
-from memprof.model.ceilings import ceiling_remark, cell, pcie_ceiling
+from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -27,7 +27,7 @@ from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 HOST_KINDS = ("pageable", "pinned")
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 
 
 @dataclass(frozen=True)
@@ -244,11 +244,7 @@ def _transfers(
 def _ceiling_notes(link, staged: bool | None) -> list[str]:
     """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md); staged: how
     the file recorded the host side of pageable copies (None: not at all)."""
-    notes = [
-        "Of ceiling: pinned copies against the link: "
-        + (link.detail if link is not None else "unknown (no link figures recorded)")
-        + "."
-    ]
+    notes = [f"Of ceiling: pinned copies against the link: {detail_of(link)}."]
     if staged:
         notes.append(
             "Pageable copies against the lower of the link and the staging row of their "

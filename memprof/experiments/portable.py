@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
-from memprof.model.ceilings import pcie_ceiling
+from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Check, Measurement, Result
@@ -204,8 +204,7 @@ def summarize(result: Result) -> Summary:
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
         *(
             f"Of ceiling (both directions): GPU {index}'s copies against its link, "
-            + (link.detail if link else "not recorded in this file (no GPU state from NVML)")
-            + "."
+            f"{detail_of(link, NO_GPU_STATE)}."
             for index, link in links.items()
         ),
     ]

@@ -27,12 +27,12 @@ runs it (Python's calls included), from its first call until the stream is synch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from memprof.experiments import base
-from memprof.experiments.common import stops_at
+from memprof.experiments.common import POISON_BYTE, stops_at
 from memprof.model.formatting import format_bytes, format_ms
-from memprof.model.params import Each, NamedSets, Range, param
+from memprof.model.params import Each, Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -45,10 +45,9 @@ WAY_NAMES = {
     "kernel": "one kernel through zero-copy memory",
 }
 BATCHED_WAYS = ("batched", "gathered", "kernel")  # what one call per copy is measured against
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 EQUIVALENT = 0.05  # within 5% of the best way counts as not losing
 PIECE_GAP = 256  # bytes between pieces in a pinned or mapped arena: they lie apart
-POISON_BYTE = 0xFF
 BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
 MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
@@ -66,12 +65,7 @@ class SmallCopiesParams:
         128,
         f"Copies moved at once, N (1 to {MAX_COPIES}): a training step's many small tensors.",
     )
-    directions: tuple[Literal["h2d", "d2h"], ...] = param(
-        ("h2d", "d2h"),
-        "Copy direction(s).",
-        flags=("--direction",),
-        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
-    )
+    directions: base.Directions = base.directions_param()
     repeat: base.Repeat = base.repeat_param(10)
     warmup: base.Warmup = base.warmup_param(2)
 

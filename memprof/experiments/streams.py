@@ -26,7 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memprof.experiments import base
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -487,9 +487,7 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
                 else "(--kernel-ms)."
             ),
             f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
-            "Of ceiling: the copies (pinned) against the link, "
-            + (link.detail if link is not None else "unknown (no link figures recorded)")
-            + ".",
+            f"Of ceiling: the copies (pinned) against the link, {detail_of(link)}.",
         ],
     )
     for stage, (total, per_chunk) in serial_stages.items():

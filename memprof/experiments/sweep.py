@@ -23,9 +23,9 @@ from memprof.experiments.common import (
     pageable_ceiling,
     size_label,
 )
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.params import CommaList, NamedSets, param
+from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.summary import Chart, Summary, Table
 
@@ -34,7 +34,7 @@ ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"
 SWEEP_KINDS = (*(kind.name for kind in memory.kinds_where(lambda k: k.host_copies)), ZEROCOPY)
 SweepKind = Literal[SWEEP_KINDS]  # type: ignore[valid-type]
 ALLOCATED_AS = {ZEROCOPY: "mapped"}
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 NAMES = {
     ("copy", "h2d"): "[CUDA memcpy HtoD]",
     ("copy", "d2h"): "[CUDA memcpy DtoH]",
@@ -47,12 +47,7 @@ NAMES = {
 class SweepParams:
     powers: base.Powers = base.powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
     kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
-    directions: tuple[Literal["h2d", "d2h"], ...] = param(
-        ("h2d", "d2h"),
-        "Copy direction(s).",
-        flags=("--direction",),
-        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
-    )
+    directions: base.Directions = base.directions_param()
     repeat: base.Repeat = base.repeat_param(20)
     warmup: base.Warmup = base.warmup_param(2)
 
@@ -87,9 +82,8 @@ class Sweep(base.Experiment):
 
         from memprof.core.access import DirectAccess
 
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        session, params = ctx.session, ctx.params
         facts = ctx.facts[session.device_index]
-        cuda = session.cuda
         largest = 1 << max(params.powers)
         memory.require_memory(
             session,
@@ -101,12 +95,11 @@ class Sweep(base.Experiment):
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
         received = np.zeros(largest, np.float32)
         device = memory.allocate(session, "device", largest)
-        cuda.memcpy_htod(device.device_pointer, values)
+        session.cuda.memcpy_htod(device.device_pointer, values)
         total = len(kinds) * len(params.powers)
         for kind_index, kind in enumerate(kinds):
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
             host.array[:] = values
-            synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
             failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
             for power_index, power in enumerate(params.powers):
                 ctx.progress(
@@ -114,50 +107,11 @@ class Sweep(base.Experiment):
                     kind_index * len(params.powers) + power_index,
                     total,
                 )
-                n = 1 << power
-                nbytes = n * base.FLOAT32_BYTES
-                if kind == "pageable":  # the pageable copies' host side at this size
-                    measure_host_staging(profiler, received[:n])
-                for direction in params.directions:
-                    action = _action(cuda, access, kind, direction, host, device, n, power)
-                    name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
-                    if direction == "d2h" and kind != ZEROCOPY:
-                        host.array[:n] = np.nan  # poison: the copies must write every element
-
-                    def step(
-                        action=action,
-                        name=name,
-                        direction=direction,
-                        kind=kind,
-                        nbytes=nbytes,
-                        synchronous=synchronous,
-                    ) -> None:
-                        if kind == ZEROCOPY:  # the kernel launch records itself
-                            action(profiler.stream)
-                            return
-                        with profiler.events(
-                            "gpu", name, direction, kind, nbytes, synchronous=synchronous
-                        ):
-                            action(profiler.stream)
-
-                    profiler.repeat(step, params.warmup, params.repeat)
-                    profiler.throughput(name, direction, kind, nbytes, action, synchronous)
-                    problem = _verify(
-                        cuda, access, kind, direction, host, device, values, received, n, power
-                    )
+                found = _measure_size(ctx, access, kind, host, device, values, received, power)
+                for direction, problem in found.items():
                     if problem:
                         failures[direction].append(f"{size_label(power)}: {problem}")
-            for direction, problems in failures.items():
-                detail = (
-                    problems[0]
-                    if problems
-                    else f"Check result success! ({len(params.powers)} sizes)"
-                )
-                ctx.check(
-                    Check(
-                        f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail
-                    )
-                )
+            _check_kind(ctx, kind, failures)
             host.free()
         device.free()
         access.free()
@@ -166,6 +120,56 @@ class Sweep(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+
+def _measure_size(
+    ctx: base.RunContext, access, kind: str, host, device, values, received, power: int
+) -> dict[str, str]:
+    """One kind at one size, each direction timed one operation at a time, then back to
+    back, then verified: direction -> '' or what went wrong."""
+    import numpy as np
+
+    cuda, profiler, params = ctx.session.cuda, ctx.measure, ctx.params
+    synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
+    n = 1 << power
+    nbytes = n * base.FLOAT32_BYTES
+    if kind == "pageable":  # the pageable copies' host side at this size
+        measure_host_staging(profiler, received[:n])
+    problems = {}
+    for direction in params.directions:
+        action = _action(cuda, access, kind, direction, host, device, n, power)
+        name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
+        if direction == "d2h" and kind != ZEROCOPY:
+            host.array[:n] = np.nan  # poison: the copies must write every element
+
+        def step(
+            action=action,
+            name=name,
+            direction=direction,
+            kind=kind,
+            nbytes=nbytes,
+            synchronous=synchronous,
+        ) -> None:
+            if kind == ZEROCOPY:  # the kernel launch records itself
+                action(profiler.stream)
+                return
+            with profiler.events("gpu", name, direction, kind, nbytes, synchronous=synchronous):
+                action(profiler.stream)
+
+        profiler.repeat(step, params.warmup, params.repeat)
+        profiler.throughput(name, direction, kind, nbytes, action, synchronous)
+        problems[direction] = _verify(
+            cuda, access, kind, direction, host, device, values, received, n, power
+        )
+    return problems
+
+
+def _check_kind(ctx: base.RunContext, kind: str, failures: dict[str, list[str]]) -> None:
+    """A check per direction of one kind: its first failure, or the success of every size."""
+    sizes = len(ctx.params.powers)
+    for direction, problems in failures.items():
+        detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
+        ctx.check(Check(f"{kind} {DIRECTIONS[direction]}", not problems, sizes, detail))
 
 
 def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list[str], list[str]]:
@@ -453,11 +457,7 @@ def _columns(kind: str, sides: dict | None, host_column: str) -> list[str]:
 
 def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
     """What each peak is compared with (memprof.model.ceilings; docs/ceilings.md)."""
-    notes = [
-        "Each kind's peak GB/s as a share of the link, "
-        + (link.detail if link is not None else "unknown (no link figures recorded)")
-        + "."
-    ]
+    notes = [f"Each kind's peak GB/s as a share of the link, {detail_of(link)}."]
     if pageable:
         notes.append(
             "pageable: of the lower of the link and its host side (the column beside it) at "

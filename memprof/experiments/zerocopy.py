@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Result
@@ -56,10 +56,7 @@ class ZeroCopy(base.Experiment):
         END_TO_END,
         H2D,
         D2H,
-        base.POISON,
-        base.LAUNCH_CALL,
-        base.MEMSET_CALL,
-        *base.COPY_CALLS,
+        *base.CORE_RECORDS,
     )
 
     def run(self, ctx: base.RunContext) -> base.NoExtra:
@@ -156,7 +153,7 @@ def summarize(result: Result) -> Summary:
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
             "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
-            "ceiling is " + (link.detail if link is not None else "the link, unknown here") + ".",
+            f"ceiling is {detail_of(link, 'the link, unknown here')}.",
         ],
     )
     rows = []
