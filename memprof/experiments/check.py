@@ -28,7 +28,7 @@ from memprof.experiments import base
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
-from memprof.model.gpustate import link_words, reason_words
+from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import ByteCount
@@ -295,12 +295,17 @@ def link_line(result: Result, index: int | None = None) -> Line:
     return Line("PASS", what, measured, f"{link_words(link.most)}, its maximum")
 
 
+def _unknown(state: GpuState | None, what: str) -> Line:
+    """WARN: NVML gave no state for the GPU, or not the part a line needs."""
+    why = state.unavailable if state and state.unavailable else "not recorded"
+    return Line("WARN", what, f"unknown ({why})", "none")
+
+
 def clocks_line(result: Result, index: int | None = None) -> Line:
     what = "No clock held down during the run"
     state = result.gpu_state(index)
     if state is None or state.unavailable or state.clock_reasons is None:
-        why = state.unavailable if state and state.unavailable else "not recorded"
-        return Line("WARN", what, f"unknown ({why})", "none")
+        return _unknown(state, what)
     limiting, severe = state.limiting_reasons or [], state.severe_reasons or []
     if not limiting:
         return Line("PASS", what, "none", "none")
@@ -312,8 +317,7 @@ def processes_line(result: Result, index: int | None = None) -> Line:
     what = "No other process on the GPU"
     state = result.gpu_state(index)
     if state is None or state.unavailable or state.other_processes is None:
-        why = state.unavailable if state and state.unavailable else "not recorded"
-        return Line("WARN", what, f"unknown ({why})", "none")
+        return _unknown(state, what)
     if not state.other_processes:
         return Line("PASS", what, "none", "none")
     pids = ", ".join(f"pid {p.pid} ({p.kind})" for p in state.other_processes)

@@ -94,6 +94,50 @@ class SumArrays:
         return compare_arrays(name, host, self.expected)
 
 
+@dataclass
+class CheckedCopies:
+    """One GPU's host buffer and device buffer, between which copies move `values`: the
+    destination poisoned before, what arrived compared with `values` after (hostlink and
+    portable, which copy whole buffers both ways from every GPU)."""
+
+    session: Any
+    host: Any  # memory.Buffer
+    device: Any  # memory.Buffer
+    values: Any  # numpy array: what the copies must move
+
+    def prepare(self, direction: str) -> None:
+        """The values in the source; poison where the copies land, so a copy that did not
+        happen never verifies."""
+        import numpy as np
+
+        cuda = self.session.cuda
+        if direction == "h2d":
+            self.host.array[:] = self.values
+            cuda.memset_d8(self.device.device_pointer, POISON_BYTE, self.device.nbytes)
+        else:
+            cuda.memcpy_htod(self.device.device_pointer, self.values)
+            self.host.array.fill(np.nan)
+
+    def verify(self, direction: str, name: str) -> Any:
+        """Once the copies are done: what arrived against the values."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        self.session.synchronize()
+        if direction == "h2d":
+            received = np.empty_like(self.values)
+            self.session.cuda.memcpy_dtoh(received, self.device.device_pointer)
+        else:
+            received = self.host.array
+        return compare_arrays(name, received, self.values)
+
+
+def largest_batch(result: Any) -> int:
+    """Copies per batch of back-to-back copies (the core chose it from one copy's time)."""
+    return max((m.batch for m in result.measurements), default=0)
+
+
 def gpu_timing(result) -> str:
     """How this Result's GPU operations were timed, for table notes."""
     if result.timing is not None and result.timing.source == "cupti":
