@@ -27,7 +27,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, NamedSets, Range, Sizes, param
-from memprof.model.results import Check, Group, Measurement, Result
+from memprof.model.results import Check, Group, Measurement, Result, TimingInfo
 from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary
 
@@ -325,21 +325,9 @@ def run(
     """
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
-    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
+    from memprof.core.session import pci_bus_ids
 
-    declared = experiment.declared_keys()
-    if experiment.gpus == "every":
-        indices = list(range(device_count()))
-        if len(indices) < 2 and experiment.needs_two_gpus:
-            raise EnvironmentProblem(
-                f"memprof {experiment.name} needs two GPUs: this machine has one, "
-                f"{experiment.needs_two_gpus}"
-            )
-        gpus: Any = Devices(indices, options.timing, declared)
-    else:
-        assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
-        indices = [options.device]
-        gpus = GpuSession(options.device, options.timing, declared)
+    indices, gpus = _sessions_for(experiment, options)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
@@ -354,12 +342,7 @@ def run(
             ctx.session = gpus
             with ctx.near_gpu(options.device) as ctx.placement:
                 extra = experiment.run(ctx)
-        measurements: list[Measurement] = []
-        for session in sessions:
-            with session.active():
-                measurements += session.profiler.measurements()
-        with sessions[0].active():
-            timing = sessions[0].profiler.timing_info()
+        measurements, timing = _recorded(sessions)
         gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
@@ -373,3 +356,32 @@ def run(
         gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures
+
+
+def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int], Any]:
+    """The GPUs a run uses and their sessions, not yet opened: a Devices over every GPU for
+    experiments of gpus "every", else a GpuSession on options.device."""
+    from memprof.core.session import Devices, GpuSession, device_count
+
+    declared = experiment.declared_keys()
+    if experiment.gpus == "every":
+        indices = list(range(device_count()))
+        if len(indices) < 2 and experiment.needs_two_gpus:
+            raise EnvironmentProblem(
+                f"memprof {experiment.name} needs two GPUs: this machine has one, "
+                f"{experiment.needs_two_gpus}"
+            )
+        return indices, Devices(indices, options.timing, declared)
+    assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
+    return [options.device], GpuSession(options.device, options.timing, declared)
+
+
+def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo]:
+    """Every session's measurements, and how the first session's were timed."""
+    measurements: list[Measurement] = []
+    for session in sessions:
+        with session.active():
+            measurements += session.profiler.measurements()
+    with sessions[0].active():
+        timing = sessions[0].profiler.timing_info()
+    return measurements, timing
