@@ -66,12 +66,7 @@ D2H = base.Measure("gpu", "d2h", "pinned copies device → host, back to back", 
 H2D_AT_ONCE = base.Measure("gpu", "h2d_at_once", "host → device, both at once", "back to back")
 D2H_AT_ONCE = base.Measure("gpu", "d2h_at_once", "device → host, both at once", "back to back")
 D2D = base.Measure("gpu", "d2d", "device-to-device copies, back to back", "back to back")
-NAMES = {
-    "h2d": "[CUDA memcpy HtoD]",
-    "d2h": "[CUDA memcpy DtoH]",
-    "d2d": "[CUDA memcpy DtoD]",
-    "peer": "[CUDA memcpy PtoP]",
-}
+NAMES = {**base.COPY_NAMES, "d2d": "[CUDA memcpy DtoD]", "peer": "[CUDA memcpy PtoP]"}
 
 
 class CheckGpu(base.Experiment):

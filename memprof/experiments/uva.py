@@ -30,8 +30,6 @@ PATHS = {
     "mapped": "mapped memory, device pointer (zero-copy)",
     "device": "device memory after explicit copies",
 }
-
-
 UvaParams = base.OneSize  # uva's: one size of arrays
 
 
