@@ -183,20 +183,19 @@ class ActivityLog:
 
     def gpu_records(self) -> dict[int, list[GpuRecord]]:
         """What the GPU did for each external id."""
-        by_external: dict[int, list[GpuRecord]] = {}
-        for correlation, records in self._gpu.items():
-            external = self._external.get(correlation)
-            if external is not None:
-                by_external.setdefault(external, []).extend(records)
-        return by_external
+        return self._by_external(self._gpu)
 
     def api_records(self) -> dict[int, list[ApiRecord]]:
         """The driver calls made for each external id."""
-        by_external: dict[int, list[ApiRecord]] = {}
-        for correlation, record in self._api.items():
+        return self._by_external({call: [api] for call, api in self._api.items()})
+
+    def _by_external(self, by_correlation: dict[int, list]) -> dict[int, list]:
+        """Records kept by correlation id, gathered under the external id of their call."""
+        by_external: dict[int, list] = {}
+        for correlation, records in by_correlation.items():
             external = self._external.get(correlation)
             if external is not None:
-                by_external.setdefault(external, []).append(record)
+                by_external.setdefault(external, []).extend(records)
         return by_external
 
     def all_gpu_records(self) -> list[GpuRecord]:
@@ -248,61 +247,69 @@ class ActivityLog:
             if kind == kinds.EXTERNAL_CORRELATION:
                 self._external[record.correlation_id] = record.external_id
             elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
-                domain = "driver" if kind == kinds.DRIVER else "runtime"
-                api = ApiRecord(
-                    self._callback_name(record.cbid, domain),
-                    (record.end - record.start) / 1e6,
-                    record.correlation_id,
-                )
-                self._api[record.correlation_id] = api
-                if self.keep_all:
-                    self._all_api.append(api)
-            elif kind == kinds.CONCURRENT_KERNEL:
-                self._add(
-                    record.correlation_id,
-                    GpuRecord(
-                        "kernel",
-                        record.name,
-                        record.start,
-                        record.end,
-                        correlation_id=record.correlation_id,
-                    ),
-                )
-            elif kind == kinds.MEMCPY or kind == kinds.MEMCPY2:  # MEMCPY2: between GPUs
-                self._add(
-                    record.correlation_id,
-                    GpuRecord(
-                        "memcpy",
-                        self.cupti.ActivityMemcpyKind(record.copy_kind).name,
-                        record.start,
-                        record.end,
-                        record.bytes,
-                        MEMORY_KIND_NAMES.get(record.src_kind, "unknown"),
-                        MEMORY_KIND_NAMES.get(record.dst_kind, "unknown"),
-                        bool(_flags(record) & MEMCPY_ASYNC_FLAG),
-                        record.correlation_id,
-                    ),
-                )
-            elif kind == kinds.MEMSET:
-                self._add(
-                    record.correlation_id,
-                    GpuRecord(
-                        "memset",
-                        "memset",
-                        record.start,
-                        record.end,
-                        record.bytes,
-                        asynchronous=bool(_flags(record) & MEMSET_ASYNC_FLAG),
-                        correlation_id=record.correlation_id,
-                    ),
-                )
+                self._add_api(record, "driver" if kind == kinds.DRIVER else "runtime")
             elif kind == kinds.UNIFIED_MEMORY_COUNTER:
-                name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
-                # bytes for transfers; one record per GPU fault group (value: its faults);
-                # one record per CPU fault (value: not a count, so 1)
-                value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(record.value)
-                duration = max(int(record.end) - int(record.start), 0)
-                self._unified_memory.setdefault(name, []).append((value, duration))
+                self._add_counter(record)
+            else:
+                gpu = self._gpu_record(record)
+                if gpu is not None:
+                    self._add(record.correlation_id, gpu)
+
+    def _add_api(self, record: Any, domain: str) -> None:
+        """A driver or runtime call: its name and duration, by correlation id."""
+        api = ApiRecord(
+            self._callback_name(record.cbid, domain),
+            (record.end - record.start) / 1e6,
+            record.correlation_id,
+        )
+        self._api[record.correlation_id] = api
+        if self.keep_all:
+            self._all_api.append(api)
+
+    def _gpu_record(self, record: Any) -> GpuRecord | None:
+        """A kernel, copy or memset as memprof keeps it (None: a kind memprof ignores)."""
+        kinds = self.cupti.ActivityKind
+        kind = record.kind
+        if kind == kinds.CONCURRENT_KERNEL:
+            return GpuRecord(
+                "kernel",
+                record.name,
+                record.start,
+                record.end,
+                correlation_id=record.correlation_id,
+            )
+        if kind == kinds.MEMCPY or kind == kinds.MEMCPY2:  # MEMCPY2: between GPUs
+            return GpuRecord(
+                "memcpy",
+                self.cupti.ActivityMemcpyKind(record.copy_kind).name,
+                record.start,
+                record.end,
+                record.bytes,
+                MEMORY_KIND_NAMES.get(record.src_kind, "unknown"),
+                MEMORY_KIND_NAMES.get(record.dst_kind, "unknown"),
+                bool(_flags(record) & MEMCPY_ASYNC_FLAG),
+                record.correlation_id,
+            )
+        if kind == kinds.MEMSET:
+            return GpuRecord(
+                "memset",
+                "memset",
+                record.start,
+                record.end,
+                record.bytes,
+                asynchronous=bool(_flags(record) & MEMSET_ASYNC_FLAG),
+                correlation_id=record.correlation_id,
+            )
+        return None
+
+    def _add_counter(self, record: Any) -> None:
+        """A unified memory counter record: its value and duration, by counter."""
+        name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
+        # bytes for transfers; one record per GPU fault group (value: its faults);
+        # one record per CPU fault (value: not a count, so 1)
+        value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(record.value)
+        duration = max(int(record.end) - int(record.start), 0)
+        self._unified_memory.setdefault(name, []).append((value, duration))
 
     def _add(self, correlation: int, record: GpuRecord) -> None:
         self._gpu.setdefault(correlation, []).append(record)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from memprof.core.session import GpuSession
 
+PAGE_BYTES = 4096  # the host's page: memory the OS provides one page at a time
+
 
 @dataclass
 class Buffer:
@@ -131,11 +133,9 @@ class Pageable(MemoryKind):
     def allocate_raw(self, cuda, count, dtype):
         import numpy as np
 
-        array = np.empty(count, dtype)
-        # numpy's empty() only reserves address space: touch every page so the cost
-        # of really getting the memory is counted, as cuMemHostAlloc's is.
-        array.view(np.uint8)[::4096] = 0
-        return array, None, lambda: None
+        # numpy's empty() only reserves address space: touching every page counts the cost
+        # of really getting the memory, as cuMemHostAlloc's is.
+        return _touched(np.empty(count, dtype)), None, lambda: None
 
 
 class MallocPageable(Pageable):
@@ -155,8 +155,7 @@ class MallocPageable(Pageable):
             raise MemoryError(f"malloc of {nbytes} bytes failed")
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address)
         array = np.frombuffer(raw, np.uint8, count=nbytes).view(dtype)
-        array.view(np.uint8)[::4096] = 0
-        return array, None, lambda: libc.free(address)
+        return _touched(array), None, lambda: libc.free(address)
 
 
 class HugepagePageable(Pageable):
@@ -174,9 +173,8 @@ class HugepagePageable(Pageable):
         if hasattr(mmap, "MADV_HUGEPAGE"):
             mapping.madvise(mmap.MADV_HUGEPAGE)
         array = np.frombuffer(mapping, np.uint8, count=count * dtype.itemsize).view(dtype)
-        array.view(np.uint8)[::4096] = 0
         # The mapping goes when the last view of it does (Buffer.free drops the array).
-        return array, None, lambda: None
+        return _touched(array), None, lambda: None
 
 
 # Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
@@ -508,10 +506,17 @@ def page_aligned_empty(count: int, dtype: np.dtype | str) -> np.ndarray:
     import numpy as np
 
     nbytes = count * np.dtype(dtype).itemsize
-    raw = np.empty(nbytes + 4096, np.uint8)
-    offset = -raw.ctypes.data % 4096
-    array = raw[offset : offset + nbytes].view(dtype)
-    array.view(np.uint8)[::4096] = 0
+    raw = np.empty(nbytes + PAGE_BYTES, np.uint8)
+    offset = -raw.ctypes.data % PAGE_BYTES
+    return _touched(raw[offset : offset + nbytes].view(dtype))
+
+
+def _touched(array: np.ndarray) -> np.ndarray:
+    """The array with a byte written in every page: the OS provides host memory at its first
+    touch, so the allocation's cost is counted where it is made."""
+    import numpy as np
+
+    array.view(np.uint8)[::PAGE_BYTES] = 0
     return array
 
 

@@ -16,18 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    Powers,
-    Repeat,
-    RunContext,
-    Warmup,
-    powers_param,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import size_label
 from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
 from memprof.experiments.pools import AllocatorsRecord, summary_parts
@@ -40,9 +29,9 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class AllocParams:
-    powers: Powers = powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
-    repeat: Repeat = repeat_param(3)
-    warmup: Warmup = warmup_param(1)
+    powers: base.Powers = base.powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
+    repeat: base.Repeat = base.repeat_param(3)
+    warmup: base.Warmup = base.warmup_param(1)
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ class AllocExtra:
     allocators: AllocatorsRecord | None = None
 
 
-class Alloc(Experiment):
+class Alloc(base.Experiment):
     name = "alloc"
     help = (
         "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
@@ -62,23 +51,16 @@ class Alloc(Experiment):
     Params = AllocParams
     Extra = AllocExtra
     measures = (
-        Measure(
-            "api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock"
-        ),
-        Measure("api", "free", "its free", "host clock"),
-        Measure(
-            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
-        ),
-        Measure("host", "free", "its free (and unregistration)", "host clock"),
+        *base.ALLOCATIONS,
         *ALLOCATOR_MEASURES,
     )
 
-    def run(self, ctx: RunContext) -> AllocExtra:
+    def run(self, ctx: base.RunContext) -> AllocExtra:
         from memprof.core import bindings, memory
         from memprof.experiments import pools
 
         session, params = ctx.session, ctx.params
-        largest = FLOAT32_BYTES << max(params.powers)
+        largest = base.FLOAT32_BYTES << max(params.powers)
         # One buffer at a time is alive, except growing by copy (the old one and one of twice
         # its size) and its check (twice the size on the host); managed memory may migrate to
         # the GPU, so it counts there.
@@ -143,7 +125,7 @@ def summarize(result: Result) -> Summary:
 def _kinds_table(result: Result, operation: str, title: str) -> Table:
     """Every kind's allocation (or free) at every size, and per GiB at the largest."""
     powers, kinds = result.parameters.powers, result.extra.kinds
-    largest = FLOAT32_BYTES << max(powers)
+    largest = base.FLOAT32_BYTES << max(powers)
 
     def median_ms(kind: str, nbytes: int) -> float:
         return result.find(operation, kind, byte_count=nbytes).stats.median_ms
@@ -161,7 +143,7 @@ def _kinds_table(result: Result, operation: str, title: str) -> Table:
         ],
     )
     for power in powers:
-        nbytes = FLOAT32_BYTES << power
+        nbytes = base.FLOAT32_BYTES << power
         table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
     table.add_row(
         "ms per GiB, largest",
@@ -172,7 +154,7 @@ def _kinds_table(result: Result, operation: str, title: str) -> Table:
 
 def _cheapest_and_dearest(result: Result) -> str:
     powers, kinds = result.parameters.powers, result.extra.kinds
-    largest = FLOAT32_BYTES << max(powers)
+    largest = base.FLOAT32_BYTES << max(powers)
 
     def cost(kind: str) -> float:
         return result.find("alloc", kind, byte_count=largest).stats.median_ms

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
-from memprof.model.params import Each, Range, Sizes, param
-from memprof.model.results import Check, Group, Measurement, Result
+from memprof.model.params import Each, NamedSets, Range, Sizes, param
+from memprof.model.results import Check, Group, Measurement, Result, TimingInfo
+from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary
 
 if TYPE_CHECKING:
@@ -72,6 +73,19 @@ def warmup_param(default: int, help: str = "") -> Any:
     )
 
 
+Directions = tuple[Literal["h2d", "d2h"], ...]
+
+
+def directions_param() -> Any:
+    """--direction: h2d, d2h or both (the default)."""
+    return param(
+        ("h2d", "d2h"),
+        "Copy direction(s).",
+        flags=("--direction",),
+        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
+    )
+
+
 @dataclass(frozen=True)
 class OneSize:
     """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
@@ -95,9 +109,19 @@ class NoExtra:
     """For experiments whose measurements say everything."""
 
 
+@dataclass(frozen=True)
+class ArrayBytes:
+    """For experiments on arrays of one size whose summary needs only their bytes."""
+
+    bytes_per_array: ByteCount
+
+
 # -- what an experiment records ---------------------------------------------------------------
 
 Basis = Literal["one operation", "back to back", "host clock", "end to end", "driver call"]
+# The two directions of host copies: in words, and as nvprof names the copies.
+DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 
 
 @dataclass(frozen=True)
@@ -155,6 +179,21 @@ HOST_MEMCPY = Measure(
     "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
 )
 HOST_SIDE = (*HOST_STAGING.values(), HOST_MEMCPY)  # what an experiment declares
+
+
+# What several experiments time the same way.
+ONE_COPY = {  # a copy of a whole buffer, alone, per direction
+    direction: Measure("gpu", direction, f"one copy {words}", "one operation")
+    for direction, words in DIRECTIONS.items()
+}
+HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
+HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
+ALLOCATIONS = (  # allocating and freeing a buffer of each kind
+    Measure("api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock"),
+    Measure("api", "free", "its free", "host clock"),
+    Measure("host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"),
+    Measure("host", "free", "its free (and unregistration)", "host clock"),
+)
 
 
 def find(
@@ -286,21 +325,9 @@ def run(
     """
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
-    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
+    from memprof.core.session import pci_bus_ids
 
-    declared = experiment.declared_keys()
-    if experiment.gpus == "every":
-        indices = list(range(device_count()))
-        if len(indices) < 2 and experiment.needs_two_gpus:
-            raise EnvironmentProblem(
-                f"memprof {experiment.name} needs two GPUs: this machine has one, "
-                f"{experiment.needs_two_gpus}"
-            )
-        gpus: Any = Devices(indices, options.timing, declared)
-    else:
-        assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
-        indices = [options.device]
-        gpus = GpuSession(options.device, options.timing, declared)
+    indices, gpus = _sessions_for(experiment, options)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
@@ -315,12 +342,7 @@ def run(
             ctx.session = gpus
             with ctx.near_gpu(options.device) as ctx.placement:
                 extra = experiment.run(ctx)
-        measurements: list[Measurement] = []
-        for session in sessions:
-            with session.active():
-                measurements += session.profiler.measurements()
-        with sessions[0].active():
-            timing = sessions[0].profiler.timing_info()
+        measurements, timing = _recorded(sessions)
         gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
@@ -334,3 +356,32 @@ def run(
         gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures
+
+
+def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int], Any]:
+    """The GPUs a run uses and their sessions, not yet opened: a Devices over every GPU for
+    experiments of gpus "every", else a GpuSession on options.device."""
+    from memprof.core.session import Devices, GpuSession, device_count
+
+    declared = experiment.declared_keys()
+    if experiment.gpus == "every":
+        indices = list(range(device_count()))
+        if len(indices) < 2 and experiment.needs_two_gpus:
+            raise EnvironmentProblem(
+                f"memprof {experiment.name} needs two GPUs: this machine has one, "
+                f"{experiment.needs_two_gpus}"
+            )
+        return indices, Devices(indices, options.timing, declared)
+    assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
+    return [options.device], GpuSession(options.device, options.timing, declared)
+
+
+def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo]:
+    """Every session's measurements, and how the first session's were timed."""
+    measurements: list[Measurement] = []
+    for session in sessions:
+        with session.active():
+            measurements += session.profiler.measurements()
+    with sessions[0].active():
+        timing = sessions[0].profiler.timing_info()
+    return measurements, timing

@@ -24,18 +24,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    Power,
-    RunContext,
-    power_param,
-)
+from memprof.experiments import base
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
-from memprof.model.gpustate import link_words, reason_words
+from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import ByteCount
@@ -53,7 +46,7 @@ Repeat = Annotated[int, Range(1, 100)]
 
 @dataclass(frozen=True)
 class CheckParams:
-    power: Power = power_param(24, "Size of each host copy: 2^N float32, N from 0 to 30")
+    power: base.Power = base.power_param(24, "Size of each host copy: 2^N float32, N from 0 to 30")
     device_power: Annotated[int, Range(10, 30)] = param(
         28, "Size of the device-to-device copy: 2^N float32, N from 10 to 30 (28 = 1 GiB)."
     )
@@ -68,20 +61,15 @@ class CheckExtra:
     device_copy_bytes: ByteCount
 
 
-H2D = Measure("gpu", "h2d", "pinned copies host → device, back to back", "back to back")
-D2H = Measure("gpu", "d2h", "pinned copies device → host, back to back", "back to back")
-H2D_AT_ONCE = Measure("gpu", "h2d_at_once", "host → device, both at once", "back to back")
-D2H_AT_ONCE = Measure("gpu", "d2h_at_once", "device → host, both at once", "back to back")
-D2D = Measure("gpu", "d2d", "device-to-device copies, back to back", "back to back")
-NAMES = {
-    "h2d": "[CUDA memcpy HtoD]",
-    "d2h": "[CUDA memcpy DtoH]",
-    "d2d": "[CUDA memcpy DtoD]",
-    "peer": "[CUDA memcpy PtoP]",
-}
+H2D = base.Measure("gpu", "h2d", "pinned copies host → device, back to back", "back to back")
+D2H = base.Measure("gpu", "d2h", "pinned copies device → host, back to back", "back to back")
+H2D_AT_ONCE = base.Measure("gpu", "h2d_at_once", "host → device, both at once", "back to back")
+D2H_AT_ONCE = base.Measure("gpu", "d2h_at_once", "device → host, both at once", "back to back")
+D2D = base.Measure("gpu", "d2d", "device-to-device copies, back to back", "back to back")
+NAMES = {**base.COPY_NAMES, "d2d": "[CUDA memcpy DtoD]", "peer": "[CUDA memcpy PtoP]"}
 
 
-class CheckGpu(Experiment):
+class CheckGpu(base.Experiment):
     name = "check"
     help = "Health check of this GPU's memory paths: PASS/WARN/FAIL per line, exit 1 on FAIL."
     description = (
@@ -99,11 +87,11 @@ class CheckGpu(Experiment):
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
-    def run(self, ctx: RunContext) -> CheckExtra:
+    def run(self, ctx: base.RunContext) -> CheckExtra:
         from memprof.core import memory
 
         elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
-        nbytes, device_bytes = elements * FLOAT32_BYTES, device_elements * FLOAT32_BYTES
+        nbytes, device_bytes = elements * base.FLOAT32_BYTES, device_elements * base.FLOAT32_BYTES
         memory.require_memory(
             ctx.session, device_bytes=2 * nbytes + 2 * device_bytes, host_bytes=3 * nbytes
         )
@@ -117,21 +105,21 @@ class CheckGpu(Experiment):
         return summarize(result)
 
 
-def _batches(ctx: RunContext, *lanes: Any) -> None:
+def _batches(ctx: base.RunContext, *lanes: Any) -> None:
     """Back-to-back batches of every lane at once (memprof.core.measure.concurrent)."""
     from memprof.core.measure import concurrent
 
     concurrent(list(lanes), False, BATCH_TARGET_MS, ctx.params.repeat, warmup=1)
 
 
-def _lane(ctx: RunContext, action, operation: str, kind: str, size: int, stream: Any = None):
+def _lane(ctx: base.RunContext, action, operation: str, kind: str, size: int, stream: Any = None):
     from memprof.core.measure import Lane
 
     name = NAMES[operation.removesuffix("_at_once")]
     return Lane(ctx.measure, action, name, operation, kind, size, stream=stream)
 
 
-def _host_copies(ctx: RunContext, elements: int, step: Any) -> None:
+def _host_copies(ctx: base.RunContext, elements: int, step: Any) -> None:
     """Pinned HtoD alone, DtoH alone, then both at once on two streams; each verified."""
     import numpy as np
 
@@ -140,7 +128,7 @@ def _host_copies(ctx: RunContext, elements: int, step: Any) -> None:
     from memprof.experiments.common import POISON_BYTE
 
     session, cuda = ctx.session, ctx.session.cuda
-    nbytes = elements * FLOAT32_BYTES
+    nbytes = elements * base.FLOAT32_BYTES
     values = np.random.default_rng(16).random(elements, dtype=np.float32)
     host_in, host_out = (memory.allocate(session, "pinned", elements) for _ in range(2))
     device_in, device_out = (memory.allocate(session, "device", elements) for _ in range(2))
@@ -183,7 +171,7 @@ def _host_copies(ctx: RunContext, elements: int, step: Any) -> None:
         buffer.free()
 
 
-def _device_copy(ctx: RunContext, elements: int) -> None:
+def _device_copy(ctx: base.RunContext, elements: int) -> None:
     """Back-to-back cuMemcpyDtoD of `elements` floats, verified at both ends."""
     import numpy as np
 
@@ -191,7 +179,7 @@ def _device_copy(ctx: RunContext, elements: int) -> None:
     from memprof.experiments.common import POISON_BYTE
 
     session, cuda = ctx.session, ctx.session.cuda
-    nbytes = elements * FLOAT32_BYTES
+    nbytes = elements * base.FLOAT32_BYTES
     source, target = (memory.allocate(session, "device", elements) for _ in range(2))
     cuda.memset_d32(source.device_pointer, int(np.float32(1.5).view(np.uint32)), elements)
     cuda.memset_d8(target.device_pointer, POISON_BYTE, nbytes)
@@ -302,12 +290,17 @@ def link_line(result: Result, index: int | None = None) -> Line:
     return Line("PASS", what, measured, f"{link_words(link.most)}, its maximum")
 
 
+def _unknown(state: GpuState | None, what: str) -> Line:
+    """WARN: NVML gave no state for the GPU, or not the part a line needs."""
+    why = state.unavailable if state and state.unavailable else "not recorded"
+    return Line("WARN", what, f"unknown ({why})", "none")
+
+
 def clocks_line(result: Result, index: int | None = None) -> Line:
     what = "No clock held down during the run"
     state = result.gpu_state(index)
     if state is None or state.unavailable or state.clock_reasons is None:
-        why = state.unavailable if state and state.unavailable else "not recorded"
-        return Line("WARN", what, f"unknown ({why})", "none")
+        return _unknown(state, what)
     limiting, severe = state.limiting_reasons or [], state.severe_reasons or []
     if not limiting:
         return Line("PASS", what, "none", "none")
@@ -319,8 +312,7 @@ def processes_line(result: Result, index: int | None = None) -> Line:
     what = "No other process on the GPU"
     state = result.gpu_state(index)
     if state is None or state.unavailable or state.other_processes is None:
-        why = state.unavailable if state and state.unavailable else "not recorded"
-        return Line("WARN", what, f"unknown ({why})", "none")
+        return _unknown(state, what)
     if not state.other_processes:
         return Line("PASS", what, "none", "none")
     pids = ", ".join(f"pid {p.pid} ({p.kind})" for p in state.other_processes)
@@ -475,7 +467,7 @@ def summarize(result: Result) -> Summary:
 
 @dataclass(frozen=True)
 class CheckPairsParams:
-    power: Power = power_param(26, "Size of each peer copy: 2^N float32, N from 0 to 30")
+    power: base.Power = base.power_param(26, "Size of each peer copy: 2^N float32, N from 0 to 30")
     repeat: Repeat = param(
         5, "Batches of back-to-back copies per figure (1 to 100).", flags=("--repeat", "-r")
     )
@@ -488,13 +480,13 @@ class CheckPairsExtra:
     bytes_per_copy: ByteCount
 
 
-PEER = Measure("gpu", "peer", "peer copies over the link, one direction", "back to back")
-PEER_AT_ONCE = Measure(
+PEER = base.Measure("gpu", "peer", "peer copies over the link, one direction", "back to back")
+PEER_AT_ONCE = base.Measure(
     "gpu", "peer_at_once", "peer copies, both directions at once", "back to back"
 )
 
 
-class CheckPairs(Experiment):
+class CheckPairs(base.Experiment):
     name = "check-pairs"
     help = "Health check of every pair of GPUs: peer copies against their NVLink or PCIe link."
     description = (
@@ -508,7 +500,7 @@ class CheckPairs(Experiment):
     timing_option = False  # every figure is a batch between gated events
     measures = (PEER, PEER_AT_ONCE)
 
-    def run(self, ctx: RunContext) -> CheckPairsExtra:
+    def run(self, ctx: base.RunContext) -> CheckPairsExtra:
         from memprof.core.driver import can_access_peer
 
         devices, params = ctx.devices, ctx.params
@@ -550,12 +542,12 @@ class CheckPairs(Experiment):
 class _PeerBuffers:
     """Each GPU's source (random values) and target buffers, and copies between them."""
 
-    def __init__(self, ctx: RunContext, elements: int) -> None:
+    def __init__(self, ctx: base.RunContext, elements: int) -> None:
         import numpy as np
 
         from memprof.core import memory
 
-        self.elements, self.nbytes = elements, elements * FLOAT32_BYTES
+        self.elements, self.nbytes = elements, elements * base.FLOAT32_BYTES
         self.held: dict[int, tuple[Any, Any, Any]] = {}  # GPU -> (session, source, target)
         self.values: dict[int, Any] = {}
         for index in ctx.devices.indices:

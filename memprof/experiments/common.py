@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY, HOST_STAGING
+from memprof.experiments import base
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def size_label(power: int) -> str:
     from memprof.model.formatting import format_bytes
 
-    return f"2^{power} ({format_bytes(FLOAT32_BYTES << power)})"
+    return f"2^{power} ({format_bytes(base.FLOAT32_BYTES << power)})"
 
 
 def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -58,7 +58,7 @@ class SumArrays:
             result.device_pointer,
             self.elements,
             kind=kind,
-            nbytes=3 * self.elements * FLOAT32_BYTES,
+            nbytes=3 * self.elements * base.FLOAT32_BYTES,
         )
 
     def flow(self, sources: tuple, out: Any, devices: tuple, span: tuple, kernel_kind: Any) -> None:
@@ -66,7 +66,7 @@ class SumArrays:
         copied in from `sources`, sumArrays, the result copied out to `out`."""
         from memprof.core import memory
 
-        session, nbytes = self.session, self.elements * FLOAT32_BYTES
+        session, nbytes = self.session, self.elements * base.FLOAT32_BYTES
         (a, b), (d_a, d_b, d_res) = sources, devices
         memory.memset(session, d_res, POISON_BYTE)
         with session.profiler.events("span", *span, 3 * nbytes):
@@ -94,6 +94,50 @@ class SumArrays:
         return compare_arrays(name, host, self.expected)
 
 
+@dataclass
+class CheckedCopies:
+    """One GPU's host buffer and device buffer, between which copies move `values`: the
+    destination poisoned before, what arrived compared with `values` after (hostlink and
+    portable, which copy whole buffers both ways from every GPU)."""
+
+    session: Any
+    host: Any  # memory.Buffer
+    device: Any  # memory.Buffer
+    values: Any  # numpy array: what the copies must move
+
+    def prepare(self, direction: str) -> None:
+        """The values in the source; poison where the copies land, so a copy that did not
+        happen never verifies."""
+        import numpy as np
+
+        cuda = self.session.cuda
+        if direction == "h2d":
+            self.host.array[:] = self.values
+            cuda.memset_d8(self.device.device_pointer, POISON_BYTE, self.device.nbytes)
+        else:
+            cuda.memcpy_htod(self.device.device_pointer, self.values)
+            self.host.array.fill(np.nan)
+
+    def verify(self, direction: str, name: str) -> Any:
+        """Once the copies are done: what arrived against the values."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        self.session.synchronize()
+        if direction == "h2d":
+            received = np.empty_like(self.values)
+            self.session.cuda.memcpy_dtoh(received, self.device.device_pointer)
+        else:
+            received = self.host.array
+        return compare_arrays(name, received, self.values)
+
+
+def largest_batch(result: Any) -> int:
+    """Copies per batch of back-to-back copies (the core chose it from one copy's time)."""
+    return max((m.batch for m in result.measurements), default=0)
+
+
 def gpu_timing(result) -> str:
     """How this Result's GPU operations were timed, for table notes."""
     if result.timing is not None and result.timing.source == "cupti":
@@ -101,6 +145,13 @@ def gpu_timing(result) -> str:
     if result.timing is not None:
         return "gated CUDA events around each operation"
     return "CUDA events around each operation"  # results saved before memprof recorded it
+
+
+def time_and_rate(nbytes: int, time_ms: float) -> tuple[str, str]:
+    """A time's two table cells: the time, and the GB/s it means for `nbytes`."""
+    from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+
+    return format_ms(time_ms), format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms))
 
 
 def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, float]:
@@ -162,7 +213,7 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
     for direction, action in (("h2d", into_staging), ("d2h", out_of_staging)):
         profiler.host_throughput(
             HOST_STAGING_NAMES[direction],
-            HOST_STAGING[direction].operation,
+            base.HOST_STAGING[direction].operation,
             "pageable",
             nbytes,
             action,
@@ -185,7 +236,7 @@ def host_side(result: Any, nbytes: int, direction: str) -> HostSide | None:
     """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
     from memprof.model.formatting import bandwidth_gb_per_s
 
-    keys = {HOST_STAGING[direction].key: True, HOST_MEMCPY.key: False}
+    keys = {base.HOST_STAGING[direction].key: True, base.HOST_MEMCPY.key: False}
     for m in result.measurements:
         staged = keys.get((m.group, m.operation))
         if staged is not None and m.bytes == nbytes:

@@ -15,28 +15,14 @@ import math
 from dataclasses import dataclass
 
 from memprof.core import memory
-from memprof.experiments.base import (
-    COPY_CALLS,
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    LAUNCH_CALL,
-    Experiment,
-    Measure,
-    Power,
-    Repeat,
-    RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import (
     gpu_timing,
     host_side,
     measure_host_staging,
     pageable_ceiling,
 )
-from memprof.model.ceilings import Ceiling, cell, hbm_ceiling, pcie_ceiling
+from memprof.model.ceilings import Ceiling, cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount
@@ -79,9 +65,9 @@ COLUMNS = {  # operation: (header, larger is better)
 
 @dataclass(frozen=True)
 class CompareParams:
-    power: Power = power_param(24)  # 2^24 float32 = 64 MiB
-    repeat: Repeat = repeat_param(5)
-    warmup: Warmup = warmup_param(1)
+    power: base.Power = base.power_param(24)  # 2^24 float32 = 64 MiB
+    repeat: base.Repeat = base.repeat_param(5)
+    warmup: base.Warmup = base.warmup_param(1)
 
 
 @dataclass(frozen=True)
@@ -90,35 +76,29 @@ class CompareExtra:
     skipped: list[str]
 
 
-class Compare(Experiment):
+class Compare(base.Experiment):
     name = "compare"
     help = "Every memory kind side by side, and which to use for what, from the measured figures."
     Params = CompareParams
     Extra = CompareExtra
     gpus = "one_or_every"
     measures = (
-        Measure("api", "alloc", "a driver allocation of each kind", "host clock"),
-        Measure("api", "free", "its free", "host clock"),
-        Measure(
-            "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
-        ),
-        Measure("host", "free", "its free (and unregistration)", "host clock"),
-        Measure("host", "host_write", "numpy copyto into the buffer", "host clock"),
-        Measure("host", "host_read", "numpy copyto out of the buffer", "host clock"),
-        Measure("gpu", "h2d", "one copy host → device", "one operation"),
-        Measure("gpu", "d2h", "one copy device → host", "one operation"),
-        Measure("gpu", "kernel_read", "readSum over the buffer", "one operation"),
-        Measure(
+        *base.ALLOCATIONS,
+        base.HOST_WRITE,
+        base.HOST_READ,
+        *base.ONE_COPY.values(),
+        base.Measure("gpu", "kernel_read", "readSum over the buffer", "one operation"),
+        base.Measure(
             "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False
         ),
-        LAUNCH_CALL,
-        *COPY_CALLS,
-        *HOST_SIDE,
+        base.LAUNCH_CALL,
+        *base.COPY_CALLS,
+        *base.HOST_SIDE,
     )
 
-    def run(self, ctx: RunContext) -> CompareExtra:
+    def run(self, ctx: base.RunContext) -> CompareExtra:
         session, params = ctx.session, ctx.params
-        nbytes = FLOAT32_BYTES << params.power
+        nbytes = base.FLOAT32_BYTES << params.power
         # one host kind at a time, plus the values, a scratch array and the managed buffer
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
         from memprof.core import bindings
@@ -152,7 +132,7 @@ class Compare(Experiment):
 class _EveryKind:
     """compare's measurements of one kind after another, sharing the values and buffers."""
 
-    def __init__(self, ctx: RunContext, elements: int) -> None:
+    def __init__(self, ctx: base.RunContext, elements: int) -> None:
         import numpy as np
 
         from memprof.core.access import DirectAccess
@@ -353,12 +333,9 @@ def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> 
         "Against each figure's ceiling",
         ["Memory", "HtoD", "DtoH", "Kernel read"],
         notes=[
-            "Copies, and kernels reading host memory, against the link: "
-            + (link.detail if link is not None else "unknown (no link figures recorded)")
-            + ".",
+            f"Copies, and kernels reading host memory, against the link: {detail_of(link)}.",
             "Kernels reading device memory (device, managed once resident) against HBM: "
-            + (hbm.detail if hbm is not None else "unknown")
-            + ".",
+            f"{detail_of(hbm, 'unknown')}.",
             _pageable_note(result, nbytes),
         ],
     )

@@ -12,19 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memprof.experiments.base import (
-    MAX_POWER,
-    MIN_POWER,
-    Experiment,
-    Measure,
-    Power,
-    Repeat,
-    RunContext,
-    Warmup,
-    find,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
@@ -49,14 +37,14 @@ DOT_BLOCKS_PER_SM = 8
 
 @dataclass(frozen=True)
 class DeviceParams:
-    power: Power = param(
+    power: base.Power = param(
         25,
-        f"Size: 2^N elements of --dtype per array, N from {MIN_POWER} to {MAX_POWER}.",
+        f"Size: 2^N elements of --dtype per array, N from {base.MIN_POWER} to {base.MAX_POWER}.",
         flags=("--power", "-p"),
     )
     dtype: Literal["float32", "float64"] = param("float64", "Element type of the arrays.")
-    repeat: Repeat = repeat_param(20)
-    warmup: Warmup = warmup_param(3)
+    repeat: base.Repeat = base.repeat_param(20)
+    warmup: base.Warmup = base.warmup_param(3)
 
 
 @dataclass(frozen=True)
@@ -75,12 +63,12 @@ class DeviceExtra:
     launch: Launch
 
 
-D2D = Measure("gpu", "d2d", "cuMemcpyDtoD of one array", "one operation")
-MEMSET = Measure("gpu", "memset", "cuMemset of one array", "one operation")
-KERNEL = Measure("gpu", "kernel", "each STREAM kernel", "one operation")
+D2D = base.Measure("gpu", "d2d", "cuMemcpyDtoD of one array", "one operation")
+MEMSET = base.Measure("gpu", "memset", "cuMemset of one array", "one operation")
+KERNEL = base.Measure("gpu", "kernel", "each STREAM kernel", "one operation")
 
 
-class DeviceBandwidth(Experiment):
+class DeviceBandwidth(base.Experiment):
     name = "device"
     help = "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."
     Params = DeviceParams
@@ -89,12 +77,12 @@ class DeviceBandwidth(Experiment):
         D2D,
         MEMSET,
         KERNEL,
-        Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False),
-        Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False),
-        Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False),
+        base.Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False),
+        base.MEMSET_CALL,
+        base.LAUNCH_CALL,
     )
 
-    def run(self, ctx: RunContext) -> DeviceExtra:
+    def run(self, ctx: base.RunContext) -> DeviceExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -263,8 +251,8 @@ def _close(name: str, actual, expected, tolerance: float) -> Check:
 
 def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
     """(label, how bytes count, bytes per call, measurement) for every timed operation."""
-    d2d = find(result, D2D, "device")
-    memset = find(result, MEMSET, "device")
+    d2d = base.find(result, D2D, "device")
+    memset = base.find(result, MEMSET, "device")
     rows = [
         ("cuMemcpyDtoD", "read + write", 2 * d2d.bytes, d2d),
         ("cuMemset", "write", memset.bytes, memset),

@@ -14,32 +14,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    LargeCopies,
-    Measure,
-    RunContext,
-)
-from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
-from memprof.model.ceilings import Ceiling, pcie_ceiling
+from memprof.experiments import base
+from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
+from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
-from memprof.model.results import Check, Measurement, Result
+from memprof.model.results import Measurement, Result
 from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 MODES = {"alone": "Alone", "together": "All at once"}
-DIRECTIONS = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
-DIRECTION_LABELS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.COPY_NAMES  # direction -> the copies' name
+DIRECTION_LABELS = base.DIRECTIONS  # direction -> words
 BATCH_TARGET_MS = 20.0  # long batches: opening the gates one after the other costs nothing
 SHARED_BELOW = 0.9  # together under 90% of the sum alone: something on the way is shared
 
 
-@dataclass(frozen=True)
-class HostlinkParams(LargeCopies):
-    """hostlink's: 256 MiB copies, each GPU alone and all at once."""
+HostlinkParams = base.LargeCopies  # hostlink's: 256 MiB copies, each GPU alone and all at once
 
 
 @dataclass(frozen=True)
@@ -49,18 +41,18 @@ class HostlinkExtra:
 
 
 ALONE = {
-    direction: Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
+    direction: base.Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
     for direction, label in DIRECTION_LABELS.items()
 }
 TOGETHER = {
-    direction: Measure(
+    direction: base.Measure(
         "gpu", f"{direction}_at_once", f"each GPU's copies {label}, all at once", "back to back"
     )
     for direction, label in DIRECTION_LABELS.items()
 }
 
 
-class Hostlink(Experiment):
+class Hostlink(base.Experiment):
     name = "hostlink"
     help = "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"
     Params = HostlinkParams
@@ -69,7 +61,7 @@ class Hostlink(Experiment):
     needs_two_gpus = "so no two GPUs can copy at the same time"
     measures = (*ALONE.values(), *TOGETHER.values())
 
-    def run(self, ctx: RunContext) -> HostlinkExtra:
+    def run(self, ctx: base.RunContext) -> HostlinkExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -78,7 +70,7 @@ class Hostlink(Experiment):
         indices = ctx.devices.indices
         params = ctx.params
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         gpus, placed = {}, []
         for index in indices:
             with ctx.devices.session(index).active() as session:
@@ -91,7 +83,7 @@ class Hostlink(Experiment):
                     host = memory.allocate(session, "pinned", elements)
                     host.array[:] = values
                 device = memory.allocate(session, "device", elements)
-                gpus[index] = _Gpu(session, values, host, device)
+                gpus[index] = _Gpu(session, host, device, values)
         ctx.placement = "affinity: " + "; ".join(placed)
 
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
@@ -104,7 +96,7 @@ class Hostlink(Experiment):
                     action, profiler = gpu.action(direction), gpu.session.profiler
                     lane = Lane(profiler, action, name, direction, "pinned", nbytes, (index,))
                     concurrent([lane], False, BATCH_TARGET_MS, params.repeat, params.warmup)
-                    ctx.check(gpu.verify(index, "alone", direction))
+                    ctx.check(gpu.verify(direction, _check_name(index, "alone", direction)))
             step(f"all at once: {direction} on GPUs {indices}")
             lanes = []
             for index, gpu in gpus.items():
@@ -116,7 +108,7 @@ class Hostlink(Experiment):
             concurrent(lanes, False, BATCH_TARGET_MS, params.repeat, params.warmup)
             for index, gpu in gpus.items():
                 with gpu.session.active():
-                    ctx.check(gpu.verify(index, "together", direction))
+                    ctx.check(gpu.verify(direction, _check_name(index, "together", direction)))
         for gpu in gpus.values():
             with gpu.session.active():
                 gpu.host.free()
@@ -128,14 +120,9 @@ class Hostlink(Experiment):
         return summarize(result)
 
 
-@dataclass
-class _Gpu:
-    """One GPU's side of the experiment: its session, its values and its two buffers."""
-
-    session: object
-    values: object  # numpy array
-    host: object  # memory.Buffer, pinned
-    device: object  # memory.Buffer
+class _Gpu(CheckedCopies):
+    """One GPU's side of the experiment: its session, its pinned and device buffers, the
+    values its copies move."""
 
     def action(self, direction: str):
         from memprof.core import memory
@@ -143,31 +130,9 @@ class _Gpu:
         cuda = self.session.cuda
         return memory.host_copy(cuda, direction, self.host, self.device.device_pointer)[1]
 
-    def prepare(self, direction: str) -> None:
-        """Poison where the copies land, so a copy that did not happen never verifies."""
-        import numpy as np
 
-        cuda = self.session.cuda
-        if direction == "h2d":
-            self.host.array[:] = self.values
-            cuda.memset_d8(self.device.device_pointer, POISON_BYTE, self.device.nbytes)
-        else:
-            cuda.memcpy_htod(self.device.device_pointer, self.values)
-            self.host.array.fill(np.nan)
-
-    def verify(self, index: int, mode: str, direction: str) -> Check:
-        import numpy as np
-
-        from memprof.core.verify import compare_arrays
-
-        self.session.synchronize()
-        if direction == "h2d":
-            received = np.empty_like(self.values)
-            self.session.cuda.memcpy_dtoh(received, self.device.device_pointer)
-        else:
-            received = self.host.array
-        name = f"Pinned {DIRECTION_LABELS[direction]}, GPU {index} {MODES[mode].lower()}"
-        return compare_arrays(name, received, self.values)
+def _check_name(index: int, mode: str, direction: str) -> str:
+    return f"Pinned {DIRECTION_LABELS[direction]}, GPU {index} {MODES[mode].lower()}"
 
 
 # -- summarizing -----------------------------------------------------------------------------
@@ -237,9 +202,9 @@ def summarize(result: Result) -> Summary:
                 f"{summed[1] / summed[0]:.2f}",
                 "",
             )
-    batch = max((m.batch for m in result.measurements), default=0)
     table.notes += [
-        f"GB/s = 10^9 bytes/s: batches of {batch} back-to-back copies from pinned memory, "
+        f"GB/s = 10^9 bytes/s: batches of {largest_batch(result)} back-to-back copies from "
+        "pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
         "gates opened back to back; median of "
         f"{result.parameters.repeat} batches.",
@@ -252,13 +217,7 @@ def summarize(result: Result) -> Summary:
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
     """Each GPU's own link, what its copies alone are compared with."""
     return [
-        f"Of ceiling: GPU {index} alone against its link, "
-        + (
-            link.detail
-            if link is not None
-            else "not recorded in this file (no GPU state from NVML)"
-        )
-        + "."
+        f"Of ceiling: GPU {index} alone against its link, {detail_of(link, NO_GPU_STATE)}."
         for index, link in links.items()
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import Experiment, RunContext
+from memprof.experiments import base
 from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
 from memprof.model.gpustate import state_rows
@@ -31,7 +31,7 @@ class InfoExtra:
     affinity: AffinityRecord | None = None  # None: sysfs did not say (and older files)
 
 
-class Info(Experiment):
+class Info(base.Experiment):
     name = "info"
     help = "The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports."
     Params = InfoParams
@@ -39,7 +39,7 @@ class Info(Experiment):
     timing_option = False
     affinity_option = False
 
-    def run(self, ctx: RunContext) -> InfoExtra:
+    def run(self, ctx: base.RunContext) -> InfoExtra:
         from memprof.core.affinity import gpu_affinity
 
         affinity = gpu_affinity(ctx.facts[ctx.session.device_index].pci_bus_id)

@@ -17,19 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from memprof.experiments.base import (
-    COPY_CALLS,
-    FLOAT32_BYTES,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    Warmup,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
@@ -42,8 +30,8 @@ ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
 
 
 @dataclass(frozen=True)
-class ManagedParams(OneSize):
-    warmup: Warmup = warmup_param(1, "Untimed cycles before timing (0 to 1000).")
+class ManagedParams(base.OneSize):
+    warmup: base.Warmup = base.warmup_param(1, "Untimed cycles before timing (0 to 1000).")
     prefetch: bool = param(True, "Also time cuMemPrefetchAsync to the GPU before the kernel.")
     advice: tuple[Advice, ...] = param(
         ADVICE_CHOICES,
@@ -60,35 +48,34 @@ class ManagedExtra:
     skipped: list[str]
 
 
-class Managed(Experiment):
+class Managed(base.Experiment):
     name = "managed"
     help = "Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."
     Params = ManagedParams
     Extra = ManagedExtra
     measures = (
-        Measure("host", "host_write", "the host writing a, b, res", "host clock"),
-        Measure("host", "host_read", "the host reading res", "host clock"),
-        Measure("gpu", "kernel_first", "the first launch after the host wrote", "one operation"),
-        Measure("gpu", "kernel", "the next launch (pages resident)", "one operation"),
-        Measure("gpu", "h2d", "explicit copies: host → device", "one operation"),
-        Measure("gpu", "d2h", "explicit copies: device → host", "one operation"),
-        Measure("span", "end_to_end", "explicit copies: 2 HtoD + kernel + DtoH", "end to end"),
-        Measure("gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False),
-        Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False),
-        Measure("api", "advise", "cuMemAdvise calls", "host clock", False),
-        POISON,
-        LAUNCH_CALL,
-        MEMSET_CALL,
-        *COPY_CALLS,
+        base.Measure("host", "host_write", "the host writing a, b, res", "host clock"),
+        base.Measure("host", "host_read", "the host reading res", "host clock"),
+        base.Measure(
+            "gpu", "kernel_first", "the first launch after the host wrote", "one operation"
+        ),
+        base.Measure("gpu", "kernel", "the next launch (pages resident)", "one operation"),
+        base.Measure("gpu", "h2d", "explicit copies: host → device", "one operation"),
+        base.Measure("gpu", "d2h", "explicit copies: device → host", "one operation"),
+        base.Measure("span", "end_to_end", "explicit copies: 2 HtoD + kernel + DtoH", "end to end"),
+        base.Measure("gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False),
+        base.Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False),
+        base.Measure("api", "advise", "cuMemAdvise calls", "host clock", False),
+        *base.CORE_RECORDS,
     )
 
-    def run(self, ctx: RunContext) -> ManagedExtra:
+    def run(self, ctx: base.RunContext) -> ManagedExtra:
         from memprof.core import memory
         from memprof.core.verify import compare_arrays
 
         session, params = ctx.session, ctx.params
         memory.MEMORY_KINDS["managed"].check_supported(session)
-        nbytes = FLOAT32_BYTES << params.power
+        nbytes = base.FLOAT32_BYTES << params.power
         # Managed memory may all land on the GPU: never ask for more than is free there.
         memory.require_memory(session, device_bytes=6 * nbytes, host_bytes=8 * nbytes)
         concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
@@ -139,7 +126,7 @@ class _ManagedFlow:
         from memprof.core import memory
 
         self.session, self.elements = session, elements
-        self.nbytes = elements * FLOAT32_BYTES
+        self.nbytes = elements * base.FLOAT32_BYTES
         self.sums = SumArrays(session, elements)
         self.kernel = self.sums.kernel
         self.a_values, self.b_values, self.expected = self.sums.a, self.sums.b, self.sums.expected

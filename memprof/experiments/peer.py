@@ -19,14 +19,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    LAUNCH_CALL,
-    Experiment,
-    LargeCopies,
-    Measure,
-    RunContext,
-)
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE
 from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
@@ -53,7 +46,7 @@ FILL_VALUE = 2.5
 
 
 @dataclass(frozen=True)
-class PeerParams(LargeCopies):
+class PeerParams(base.LargeCopies):
     latency_steps: Annotated[int, Range(1, 1 << 20)] = param(
         4096, "Dependent loads in the latency chain (1 to 1048576)."
     )
@@ -68,7 +61,7 @@ class PeerExtra:
     skipped: list[str]
 
 
-class Peer(Experiment):
+class Peer(base.Experiment):
     name = "peer"
     help = (
         "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."
@@ -79,7 +72,7 @@ class Peer(Experiment):
     needs_two_gpus = "so there is nothing to measure"
     measures = (
         *(
-            Measure(
+            base.Measure(
                 "gpu",
                 method,
                 f"{title}: one operation, then back to back",
@@ -88,17 +81,19 @@ class Peer(Experiment):
             )
             for method, title in METHODS.items()
         ),
-        Measure("gpu", LATENCY, "a chain of dependent 4-byte reads, one thread", "one operation"),
-        LAUNCH_CALL,
+        base.Measure(
+            "gpu", LATENCY, "a chain of dependent 4-byte reads, one thread", "one operation"
+        ),
+        base.LAUNCH_CALL,
     )
 
-    def run(self, ctx: RunContext) -> PeerExtra:
+    def run(self, ctx: base.RunContext) -> PeerExtra:
         from memprof.core.driver import can_access_peer
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)
         state = {i: _Device.open(devices.session(i), elements, chain) for i in indices}
         pairs = ordered_pairs(indices)

@@ -11,17 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import host_side, pageable_ceiling
-from memprof.model.ceilings import ceiling_remark, cell, pcie_ceiling
+from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -35,11 +27,11 @@ from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 HOST_KINDS = ("pageable", "pinned")
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 
 
 @dataclass(frozen=True)
-class PinnedParams(OneSize):
+class PinnedParams(base.OneSize):
     host_buffer: Literal["numpy", "malloc", "hugepages"] = param(
         "numpy",
         "Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C programs "
@@ -54,25 +46,25 @@ class PinnedExtra:
 
 
 COPY = {
-    "h2d": Measure(
+    "h2d": base.Measure(
         "gpu", "h2d", "one copy host → device, and back-to-back copies", "one operation"
     ),
-    "d2h": Measure(
+    "d2h": base.Measure(
         "gpu", "d2h", "one copy device → host, and back-to-back copies", "one operation"
     ),
 }
 BLOCKED = {
-    "h2d": Measure("api", "h2d", "the host blocked in the HtoD call", "host clock"),
-    "d2h": Measure("api", "d2h", "the host blocked in the DtoH call", "host clock"),
+    "h2d": base.Measure("api", "h2d", "the host blocked in the HtoD call", "host clock"),
+    "d2h": base.Measure("api", "d2h", "the host blocked in the DtoH call", "host clock"),
 }
-ALLOC_HOST = Measure("host", "alloc", "numpy.empty and a write to every page", "host clock")
-FREE_HOST = Measure("host", "free", "freeing numpy's array", "host clock")
-ALLOC = Measure("api", "alloc", "cuMemHostAlloc", "host clock")
-FREE = Measure("api", "free", "cuMemFreeHost", "host clock")
-FLOW = Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end")
+ALLOC_HOST = base.Measure("host", "alloc", "numpy.empty and a write to every page", "host clock")
+FREE_HOST = base.Measure("host", "free", "freeing numpy's array", "host clock")
+ALLOC = base.Measure("api", "alloc", "cuMemHostAlloc", "host clock")
+FREE = base.Measure("api", "free", "cuMemFreeHost", "host clock")
+FLOW = base.Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end")
 
 
-class Pinned(Experiment):
+class Pinned(base.Experiment):
     """Pageable against pinned host memory (seeds 000, 001, 003).
 
     For each host kind: the cost of allocating and freeing a buffer (host clock), then the
@@ -93,14 +85,14 @@ class Pinned(Experiment):
         ALLOC,
         FREE,
         FLOW,
-        *HOST_SIDE,
-        Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
-        Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
-        Measure("api", "memset", "cuMemsetD8Async", "host clock"),
-        Measure("api", "launch", "cuLaunchKernel", "host clock"),
+        *base.HOST_SIDE,
+        base.Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
+        base.Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
+        base.Measure("api", "memset", "cuMemsetD8Async", "host clock"),
+        base.Measure("api", "launch", "cuLaunchKernel", "host clock"),
     )
 
-    def run(self, ctx: RunContext) -> PinnedExtra:
+    def run(self, ctx: base.RunContext) -> PinnedExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -109,7 +101,7 @@ class Pinned(Experiment):
 
         params, session, profiler = ctx.params, ctx.session, ctx.measure
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         # device: a, b, res; host: a, b, res of one kind at a time plus numpy's inputs
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
         sums = SumArrays(session, elements)
@@ -177,7 +169,7 @@ def summarize(result: Result) -> Summary:
     for kind in HOST_KINDS:
         allocation = result.find("alloc", kind).stats  # host (pageable) or api (pinned)
         release = result.find("free", kind).stats
-        flow = find(result, FLOW, kind).stats
+        flow = base.find(result, FLOW, kind).stats
         check = next((c for c in result.checks if kind in c.name), None)
         round_trip[kind] = allocation.median_ms + release.median_ms
         costs.add_row(
@@ -227,8 +219,8 @@ def _transfers(
             transfers.add_row(
                 kind,
                 label,
-                format_ms(find(result, COPY[direction], kind).stats.median_ms),
-                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
+                format_ms(base.find(result, COPY[direction], kind).stats.median_ms),
+                format_ms(base.find(result, BLOCKED[direction], kind).stats.median_ms),
                 format_gb_per_s(gb_per_s),
                 format_ratio(median["pageable", direction] / time_ms),
                 cell(ceiling, gb_per_s),
@@ -252,11 +244,7 @@ def _transfers(
 def _ceiling_notes(link, staged: bool | None) -> list[str]:
     """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md); staged: how
     the file recorded the host side of pageable copies (None: not at all)."""
-    notes = [
-        "Of ceiling: pinned copies against the link: "
-        + (link.detail if link is not None else "unknown (no link figures recorded)")
-        + "."
-    ]
+    notes = [f"Of ceiling: pinned copies against the link: {detail_of(link)}."]
     if staged:
         notes.append(
             "Pageable copies against the lower of the link and the staging row of their "
@@ -317,6 +305,6 @@ def _conclusion(
 
 def _per_copy_ms(result: Result, direction: str, kind: str) -> float:
     """Per-copy time of back-to-back copies (what bandwidth means), else one copy's."""
-    measurement = find(result, COPY[direction], kind)
+    measurement = base.find(result, COPY[direction], kind)
     throughput = measurement.throughput_stats
     return throughput.median_ms if throughput else measurement.stats.median_ms

@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.experiments.base import Measure
+from memprof.experiments import base
 from memprof.experiments.common import stops_at
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Check, MissingMeasurement, Result
@@ -42,7 +42,7 @@ GROWN_BYTE = 0xC3  # what the added half of a grown buffer holds
 
 _CALL, _GPU, _HOST = "driver call", "one operation", "host clock"
 MEASURES = tuple(
-    Measure(group, operation, what, basis, required=False)
+    base.Measure(group, operation, what, basis, required=False)
     for group, operation, what, basis in (
         ("api", "alloc_new", "an allocation from an empty pool (or cuMemAlloc)", _CALL),
         ("api", "alloc_reused", "an allocation right after cuMemFreeAsync", _CALL),

@@ -13,19 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    LargeCopies,
-    Measure,
-    RunContext,
-)
-from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
-from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
-from memprof.model.ceilings import pcie_ceiling
+from memprof.experiments import base
+from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
+from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_of
+from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
-from memprof.model.results import Check, Measurement, Result
+from memprof.model.results import Measurement, Result
 from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
@@ -34,9 +28,7 @@ BATCH_TARGET_MS = 20.0  # about 4 copies of 256 MiB on PCIe Gen5
 SAME_SPEED = 0.9  # a foreign context reaching 90% of portable treats the memory as pinned
 
 
-@dataclass(frozen=True)
-class PortableParams(LargeCopies):
-    """portable's: 256 MiB copies from every GPU's context."""
+PortableParams = base.LargeCopies  # portable's: 256 MiB copies from every GPU's context
 
 
 @dataclass(frozen=True)
@@ -48,12 +40,14 @@ class PortableExtra:
 
 
 COPIES = {
-    direction: Measure("gpu", direction, f"a copy {label} from one GPU's context", "one operation")
+    direction: base.Measure(
+        "gpu", direction, f"a copy {label} from one GPU's context", "one operation"
+    )
     for direction, label in DIRECTION_LABELS.items()
 }
 
 
-class Portable(Experiment):
+class Portable(base.Experiment):
     name = "portable"
     help = "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."
     Params = PortableParams
@@ -62,7 +56,7 @@ class Portable(Experiment):
     needs_two_gpus = "so no second context can use the memory"
     measures = (*COPIES.values(),)
 
-    def run(self, ctx: RunContext) -> PortableExtra:
+    def run(self, ctx: base.RunContext) -> PortableExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -70,7 +64,7 @@ class Portable(Experiment):
         indices, params = ctx.devices.indices, ctx.params
         owner = indices[0]
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         values = np.random.default_rng(404).random(elements, dtype=np.float32)
         targets = {}
         for index in indices:
@@ -90,7 +84,7 @@ class Portable(Experiment):
                         copy = _Copy(session, hosts[kind], targets[index], values, direction)
                         copy.measure(kind, index, nbytes, params)
                         label = f"{buffer_label(kind, owner)} {DIRECTION_LABELS[direction]}"
-                        ctx.check(copy.verify(f"{label}, from GPU {index}"))
+                        ctx.check(copy.verify(direction, f"{label}, from GPU {index}"))
         with owner_session.active():
             for buffer in hosts.values():
                 buffer.free()
@@ -105,29 +99,20 @@ class Portable(Experiment):
 
 
 @dataclass
-class _Copy:
+class _Copy(CheckedCopies):
     """One GPU's synchronous copies between a host buffer and its own device buffer."""
 
-    session: object
-    host: object  # memory.Buffer
-    device: object  # memory.Buffer
-    values: object  # numpy array: what the copies must move
     direction: str
 
     def measure(self, kind: str, index: int, nbytes: int, params: PortableParams) -> None:
         """Single copies (CUPTI's record, or events around the call), then batches."""
-        import numpy as np
-
         from memprof.core.measure import Lane, concurrent
 
         cuda, profiler = self.session.cuda, self.session.profiler
+        self.prepare(self.direction)
         if self.direction == "h2d":
-            self.host.array[:] = self.values
-            cuda.memset_d8(self.device.device_pointer, POISON_BYTE, self.device.nbytes)
             call = lambda stream: cuda.memcpy_htod(self.device.device_pointer, self.host.array)  # noqa: E731
         else:
-            cuda.memcpy_htod(self.device.device_pointer, self.values)
-            self.host.array.fill(np.nan)
             call = lambda stream: cuda.memcpy_dtoh(self.host.array, self.device.device_pointer)  # noqa: E731
         name = DIRECTIONS[self.direction]
 
@@ -139,19 +124,6 @@ class _Copy:
             profiler.repeat(one_copy, params.warmup, params.repeat)
         lane = Lane(profiler, call, name, self.direction, kind, nbytes, (index,))
         concurrent([lane], True, BATCH_TARGET_MS, params.repeat, params.warmup)
-
-    def verify(self, name: str) -> Check:
-        import numpy as np
-
-        from memprof.core.verify import compare_arrays
-
-        self.session.synchronize()
-        if self.direction == "h2d":
-            received = np.empty_like(self.values)
-            self.session.cuda.memcpy_dtoh(received, self.device.device_pointer)
-        else:
-            received = self.host.array
-        return compare_arrays(name, received, self.values)
 
 
 def buffer_label(kind: str, owner: int) -> str:
@@ -176,7 +148,7 @@ def figures(result: Result) -> dict[tuple[str, str, int], float]:
 
 
 def summarize(result: Result) -> Summary:
-    devices = [device.index for device in result.extra.devices]
+    devices = devices_of(result)
     owner = result.extra.owner
     cells = figures(result)
     table = Table(
@@ -201,15 +173,14 @@ def summarize(result: Result) -> Summary:
             table.add_row(buffer_label(kind, owner), where, *row, shown)
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
-        f"cuMemcpyHtoD/DtoH in batches of {_batch(result)} between one event pair, median "
+        f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "
         f"of {result.parameters.repeat} batches; GB/s = 10^9 bytes/s.",
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
         *(
             f"Of ceiling (both directions): GPU {index}'s copies against its link, "
-            + (link.detail if link else "not recorded in this file (no GPU state from NVML)")
-            + "."
+            f"{detail_of(link, NO_GPU_STATE)}."
             for index, link in links.items()
         ),
     ]
@@ -241,8 +212,3 @@ def _conclusions(result, devices, owner, cells) -> list[str]:
                 f"{format_gb_per_s(portable)} GB/s: {verdict}"
             )
     return lines
-
-
-def _batch(result: Result) -> int:
-    """Copies per batch (the core chose it from one copy's time)."""
-    return max((m.batch for m in result.measurements), default=0)

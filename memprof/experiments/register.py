@@ -8,18 +8,7 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from memprof.experiments.base import (
-    CORE_RECORDS,
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import (
     SumArrays,
     gpu_timing,
@@ -27,8 +16,9 @@ from memprof.experiments.common import (
     measure_host_staging,
     pageable_ceiling,
     size_label,
+    time_and_rate,
 )
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -37,7 +27,6 @@ from memprof.model.formatting import (
     format_ratio,
 )
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 TRANSFER_KINDS = {
@@ -45,42 +34,30 @@ TRANSFER_KINDS = {
     "registered": "the same array, registered",
     "pinned": "cuMemHostAlloc memory",
 }
+RegisterParams = base.OneSize  # register's: one size of arrays
+
+REGISTER = base.Measure("api", "register", "cuMemHostRegister of the array", "host clock")
+UNREGISTER = base.Measure("api", "unregister", "cuMemHostUnregister", "host clock")
+KERNEL = base.Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
 
 
-@dataclass(frozen=True)
-class RegisterParams(OneSize):
-    """register's: one size of arrays."""
-
-
-@dataclass(frozen=True)
-class RegisterExtra:
-    bytes_per_array: ByteCount
-
-
-REGISTER = Measure("api", "register", "cuMemHostRegister of the array", "host clock")
-UNREGISTER = Measure("api", "unregister", "cuMemHostUnregister", "host clock")
-H2D = Measure("gpu", "h2d", "one copy host → device", "one operation")
-D2H = Measure("gpu", "d2h", "one copy device → host", "one operation")
-KERNEL = Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
-
-
-class Register(Experiment):
+class Register(base.Experiment):
     name = "register"
     help = "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."
     Params = RegisterParams
-    Extra = RegisterExtra
+    Extra = base.ArrayBytes
     measures = (
-        REGISTER, UNREGISTER, H2D, D2H, KERNEL, *HOST_SIDE, *CORE_RECORDS,
+        REGISTER, UNREGISTER, *base.ONE_COPY.values(), KERNEL, *base.HOST_SIDE, *base.CORE_RECORDS,
     )  # fmt: skip
 
-    def run(self, ctx: RunContext) -> RegisterExtra:
+    def run(self, ctx: base.RunContext) -> base.ArrayBytes:
         from memprof.core import memory
         from memprof.core.memory import page_aligned_empty
 
         session, params = ctx.session, ctx.params
         memory.MEMORY_KINDS["registered"].check_supported(session)
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=9 * nbytes)
         sums = SumArrays(session, elements)
         a_values = sums.a
@@ -114,13 +91,13 @@ class Register(Experiment):
         for buffer in (a_reg, b_reg, pinned, d_a, d_res):
             buffer.free()
         step("done")
-        return RegisterExtra(bytes_per_array=nbytes)
+        return base.ArrayBytes(bytes_per_array=nbytes)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
 
-def _register_and_unregister(ctx: RunContext, array) -> None:
+def _register_and_unregister(ctx: base.RunContext, array) -> None:
     """cuMemHostRegister and cuMemHostUnregister of the whole array, each timed."""
     from memprof.core import driver
 
@@ -141,7 +118,7 @@ def _registered(session, array):
     return memory.adopt(session, "registered", array, device_pointer, release)
 
 
-def _transfers(ctx: RunContext, kind: str, buffer, device_buffer, values) -> None:
+def _transfers(ctx: base.RunContext, kind: str, buffer, device_buffer, values) -> None:
     """HtoD then DtoH copies of the whole buffer, what came back checked."""
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
@@ -158,47 +135,12 @@ def _transfers(ctx: RunContext, kind: str, buffer, device_buffer, values) -> Non
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    register = find(result, REGISTER, "registered").stats
-    unregister = find(result, UNREGISTER, "registered").stats
-    costs = Table(
-        f"Pinning an existing array of {format_bytes(nbytes)} in place",
-        ["Call", "Median", "Min", "Max", "Calls"],
-        notes=["Host clock around each driver call (flags DEVICEMAP | PORTABLE)."],
-    )
-    for name, stats in (("cuMemHostRegister", register), ("cuMemHostUnregister", unregister)):
-        costs.add_row(
-            name,
-            format_ms(stats.median_ms),
-            format_ms(stats.min_ms),
-            format_ms(stats.max_ms),
-            str(stats.count),
-        )
-
-    transfers = Table(
-        "Transfers",
-        ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
-        notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
-    )
-    h2d = {kind: find(result, H2D, kind).stats.median_ms for kind in TRANSFER_KINDS}
-    for kind, label in TRANSFER_KINDS.items():
-        d2h = find(result, D2H, kind).stats.median_ms
-        transfers.add_row(
-            label,
-            format_ms(h2d[kind]),
-            format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d[kind])),
-            format_ms(d2h),
-            format_gb_per_s(bandwidth_gb_per_s(nbytes, d2h)),
-            format_ratio(h2d["pageable"] / h2d[kind]),
-        )
-    kernel = find(result, KERNEL, "registered").stats.median_ms
-    kernel_gb_per_s = bandwidth_gb_per_s(2 * nbytes, kernel)
-    link = pcie_ceiling(result)
-    transfers.notes.append(
-        f"A kernel reading two registered arrays through DEVICEMAP took {format_ms(kernel)} "
-        f"({format_gb_per_s(kernel_gb_per_s)} GB/s over PCIe"
-        + (f", {link.fraction(kernel_gb_per_s):.0%} of the link)." if link is not None else ").")
-    )
-    against = _against_ceilings(result)
+    register = base.find(result, REGISTER, "registered").stats
+    unregister = base.find(result, UNREGISTER, "registered").stats
+    h2d = {
+        kind: base.find(result, base.ONE_COPY["h2d"], kind).stats.median_ms
+        for kind in TRANSFER_KINDS
+    }
     saved = h2d["pageable"] - h2d["registered"]
     cost = register.median_ms + unregister.median_ms
     if saved > 0:
@@ -213,7 +155,57 @@ def summarize(result: Result) -> Summary:
         f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d['pinned']))} for cuMemHostAlloc memory: "
         f"{pays}. Register buffers you did not allocate yourself and transfer repeatedly."
     )
-    return Summary(tables=[costs, transfers, against], conclusions=[conclusion])
+    tables = [
+        _costs(nbytes, register, unregister),
+        _transfers(result, h2d),
+        _against_ceilings(result),
+    ]
+    return Summary(tables=tables, conclusions=[conclusion])
+
+
+def _costs(nbytes: int, register, unregister) -> Table:
+    """What registering and unregistering the array cost (their host-clock statistics)."""
+    costs = Table(
+        f"Pinning an existing array of {format_bytes(nbytes)} in place",
+        ["Call", "Median", "Min", "Max", "Calls"],
+        notes=["Host clock around each driver call (flags DEVICEMAP | PORTABLE)."],
+    )
+    for name, stats in (("cuMemHostRegister", register), ("cuMemHostUnregister", unregister)):
+        costs.add_row(
+            name,
+            format_ms(stats.median_ms),
+            format_ms(stats.min_ms),
+            format_ms(stats.max_ms),
+            str(stats.count),
+        )
+    return costs
+
+
+def _transfers(result: Result, h2d: dict[str, float]) -> Table:
+    """Each kind's copies both ways, and the kernel reading the registered arrays in a note."""
+    nbytes = result.extra.bytes_per_array
+    transfers = Table(
+        "Transfers",
+        ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
+        notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
+    )
+    for kind, label in TRANSFER_KINDS.items():
+        d2h = base.find(result, base.ONE_COPY["d2h"], kind).stats.median_ms
+        transfers.add_row(
+            label,
+            *time_and_rate(nbytes, h2d[kind]),
+            *time_and_rate(nbytes, d2h),
+            format_ratio(h2d["pageable"] / h2d[kind]),
+        )
+    kernel = base.find(result, KERNEL, "registered").stats.median_ms
+    kernel_gb_per_s = bandwidth_gb_per_s(2 * nbytes, kernel)
+    link = pcie_ceiling(result)
+    transfers.notes.append(
+        f"A kernel reading two registered arrays through DEVICEMAP took {format_ms(kernel)} "
+        f"({format_gb_per_s(kernel_gb_per_s)} GB/s over PCIe"
+        + (f", {link.fraction(kernel_gb_per_s):.0%} of the link)." if link is not None else ").")
+    )
+    return transfers
 
 
 def _against_ceilings(result: Result) -> Table:
@@ -223,12 +215,12 @@ def _against_ceilings(result: Result) -> Table:
     against = Table(
         "Transfers against their ceiling",
         ["Memory", "HtoD", "DtoH"],
-        notes=_ceiling_notes(link, [host_side(result, nbytes, d) for d in ("h2d", "d2h")]),
+        notes=_ceiling_notes(link, [host_side(result, nbytes, d) for d in base.DIRECTIONS]),
     )
     for kind, label in TRANSFER_KINDS.items():
         cells = []
-        for direction, copy in (("h2d", H2D), ("d2h", D2H)):
-            rate = bandwidth_gb_per_s(nbytes, find(result, copy, kind).stats.median_ms)
+        for direction, copy in base.ONE_COPY.items():
+            rate = bandwidth_gb_per_s(nbytes, base.find(result, copy, kind).stats.median_ms)
             pageable = kind == "pageable"
             cells.append(
                 cell(pageable_ceiling(result, nbytes, direction) if pageable else link, rate)
@@ -239,11 +231,7 @@ def _against_ceilings(result: Result) -> Table:
 
 def _ceiling_notes(link, sides: list) -> list[str]:
     """What each row is set against; sides: the host side of pageable copies per direction."""
-    notes = [
-        "Registered and cuMemHostAlloc memory against the link: "
-        + (link.detail if link is not None else "unknown (no link figures recorded)")
-        + "."
-    ]
+    notes = [f"Registered and cuMemHostAlloc memory against the link: {detail_of(link)}."]
     h2d, d2h = sides
     if h2d is None or d2h is None:
         notes.append(

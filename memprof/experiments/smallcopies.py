@@ -27,22 +27,12 @@ runs it (Python's calls included), from its first call until the stream is synch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    Repeat,
-    RunContext,
-    Warmup,
-    powers_param,
-    repeat_param,
-    warmup_param,
-)
-from memprof.experiments.common import stops_at
+from memprof.experiments import base
+from memprof.experiments.common import POISON_BYTE, stops_at
 from memprof.model.formatting import format_bytes, format_ms
-from memprof.model.params import Each, NamedSets, Range, param
+from memprof.model.params import Each, Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -55,10 +45,9 @@ WAY_NAMES = {
     "kernel": "one kernel through zero-copy memory",
 }
 BATCHED_WAYS = ("batched", "gathered", "kernel")  # what one call per copy is measured against
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 EQUIVALENT = 0.05  # within 5% of the best way counts as not losing
 PIECE_GAP = 256  # bytes between pieces in a pinned or mapped arena: they lie apart
-POISON_BYTE = 0xFF
 BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
 MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
@@ -71,19 +60,14 @@ Copies = Annotated[int, Range(1, MAX_COPIES)]
 class SmallCopiesParams:
     # 4 KiB to 64 KiB, a training step's small tensors, and 256 KiB beyond them (--to 18 and
     # more where one call per copy still loses there)
-    powers: Powers = powers_param((10, 12, 14, 16), step=1)
+    powers: Powers = base.powers_param((10, 12, 14, 16), step=1)
     copies: Copies = param(
         128,
         f"Copies moved at once, N (1 to {MAX_COPIES}): a training step's many small tensors.",
     )
-    directions: tuple[Literal["h2d", "d2h"], ...] = param(
-        ("h2d", "d2h"),
-        "Copy direction(s).",
-        flags=("--direction",),
-        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
-    )
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+    directions: base.Directions = base.directions_param()
+    repeat: base.Repeat = base.repeat_param(10)
+    warmup: base.Warmup = base.warmup_param(2)
 
 
 @dataclass(frozen=True)
@@ -92,22 +76,28 @@ class SmallCopiesExtra:
     skipped: list[str]  # why each other way was left out
 
 
-def _measures() -> tuple[Measure, ...]:
+def _measures() -> tuple[base.Measure, ...]:
     found = []
     for direction, words in DIRECTIONS.items():
         found += [
-            Measure("span", direction, f"N copies {words}, one way, back to back", "back to back"),
-            Measure("api", f"{direction}_calls", f"N pageable copies {words}", "driver call"),
-            Measure("host", f"{direction}_wall", "a way from first call to done", "host clock"),
+            base.Measure(
+                "span", direction, f"N copies {words}, one way, back to back", "back to back"
+            ),
+            base.Measure("api", f"{direction}_calls", f"N pageable copies {words}", "driver call"),
+            base.Measure(
+                "host", f"{direction}_wall", "a way from first call to done", "host clock"
+            ),
         ]
     found += [
-        Measure("host", "gather", "numpy gathering N pieces into pinned memory", "host clock"),
-        Measure("host", "scatter", "numpy scattering N pieces from pinned memory", "host clock"),
+        base.Measure("host", "gather", "numpy gathering N pieces into pinned memory", "host clock"),
+        base.Measure(
+            "host", "scatter", "numpy scattering N pieces from pinned memory", "host clock"
+        ),
     ]
-    return tuple(Measure(m.group, m.operation, m.what, m.basis, False) for m in found)
+    return tuple(base.Measure(m.group, m.operation, m.what, m.basis, False) for m in found)
 
 
-class SmallCopies(Experiment):
+class SmallCopies(base.Experiment):
     name = "smallcopies"
     help = (
         "N small copies host <-> device done five ways (one call each from pinned or pageable, "
@@ -123,7 +113,7 @@ class SmallCopies(Experiment):
     Extra = SmallCopiesExtra
     measures = _measures()
 
-    def run(self, ctx: RunContext) -> SmallCopiesExtra:
+    def run(self, ctx: base.RunContext) -> SmallCopiesExtra:
         return measure(ctx)
 
     def summarize(self, result: Result) -> Summary:
@@ -151,12 +141,12 @@ def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
     return ways, skipped
 
 
-def measure(ctx: RunContext) -> SmallCopiesExtra:
+def measure(ctx: base.RunContext) -> SmallCopiesExtra:
     """Every way at every size in every direction, each verified."""
     from memprof.core import memory
 
     session, params = ctx.session, ctx.params
-    largest = FLOAT32_BYTES << max(params.powers)
+    largest = base.FLOAT32_BYTES << max(params.powers)
     count = params.copies
     # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
     # and a read-back; device: the pieces side by side and their pointer table
@@ -172,7 +162,7 @@ def measure(ctx: RunContext) -> SmallCopiesExtra:
     }
     done = 0
     for power in params.powers:
-        nbytes = FLOAT32_BYTES << power
+        nbytes = base.FLOAT32_BYTES << power
         with Pieces(session, count, nbytes, seed=power) as pieces:
             for direction in params.directions:
                 pieces.sources(direction)
@@ -477,7 +467,7 @@ def wall_ms(result: Result, way: str, direction: str, nbytes: int) -> float | No
 
 
 def sizes(result: Result) -> list[int]:
-    return [FLOAT32_BYTES << power for power in result.parameters.powers]
+    return [base.FLOAT32_BYTES << power for power in result.parameters.powers]
 
 
 def per_copy_costs(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:

@@ -25,20 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    Power,
-    Repeat,
-    RunContext,
-    Warmup,
-    find,
-    power_param,
-    repeat_param,
-    warmup_param,
-)
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.experiments import base
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -67,7 +55,7 @@ MAX_KERNEL_MS = 10_000.0
 
 @dataclass(frozen=True)
 class StreamsParams:
-    power: Power = power_param(26)
+    power: base.Power = base.power_param(26)
     streams: Annotated[int, Range(2, 32)] = param(
         4, "Chunks and streams (2 to 32).", flags=("--streams", "-k")
     )
@@ -78,8 +66,8 @@ class StreamsParams:
         "Kernel time over all the data in ms, up to 10000 "
         "(default: the data's measured HtoD time).",
     )
-    repeat: Repeat = repeat_param(5)
-    warmup: Warmup = warmup_param(1)
+    repeat: base.Repeat = base.repeat_param(5)
+    warmup: base.Warmup = base.warmup_param(1)
 
 
 Timeline = list[
@@ -112,7 +100,7 @@ class StreamsExtra:
     timeline_source: TimelineSource = "ungated events"
 
 
-TOTAL = Measure("span", "total", "all chunks of one mode, end to end", "end to end")
+TOTAL = base.Measure("span", "total", "all chunks of one mode, end to end", "end to end")
 
 
 def mode_labels(streams: int) -> dict[str, str]:
@@ -136,25 +124,27 @@ def reference(values: np.ndarray, iterations: int) -> np.ndarray:
     return x
 
 
-class Streams(Experiment):
+class Streams(base.Experiment):
     name = "streams"
     help = "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."
     Params = StreamsParams
     Extra = StreamsExtra
     measures = (
-        Measure("gpu", "h2d", "each chunk's copy in", "one operation"),
-        Measure("gpu", "kernel", "each chunk's busyWork", "one operation"),
-        Measure("gpu", "d2h", "each chunk's copy out", "one operation"),
+        base.Measure("gpu", "h2d", "each chunk's copy in", "one operation"),
+        base.Measure("gpu", "kernel", "each chunk's busyWork", "one operation"),
+        base.Measure("gpu", "d2h", "each chunk's copy out", "one operation"),
         TOTAL,
         # memprof 0.1 before schema 2 also recorded the buffers' allocations
         *(
-            Measure(group, operation, "allocating the buffers (older files)", "host clock", False)
+            base.Measure(
+                group, operation, "allocating the buffers (older files)", "host clock", False
+            )
             for group in ("api", "host")
             for operation in ("alloc", "free")
         ),
     )
 
-    def run(self, ctx: RunContext) -> StreamsExtra:
+    def run(self, ctx: base.RunContext) -> StreamsExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -164,7 +154,7 @@ class Streams(Experiment):
         session, params, profiler = ctx.session, ctx.params, ctx.measure
         cuda = session.cuda
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=6 * nbytes)
         kernel = load_kernel(session, "busy_work.cu", "busyWork")
         values = np.random.default_rng(11).random(elements, dtype=np.float32)
@@ -272,7 +262,7 @@ def _pipeline(
     (source, target), (d_in, d_out) = host_arrays, device
     operations = []
     for index, (start, count) in enumerate(chunks):
-        offset, chunk_bytes = start * FLOAT32_BYTES, count * FLOAT32_BYTES
+        offset, chunk_bytes = start * base.FLOAT32_BYTES, count * base.FLOAT32_BYTES
         device_in, device_out = d_in.device_pointer + offset, d_out.device_pointer + offset
         actions = {
             "h2d": partial(cuda.memcpy_htod_async, device_in, source[start : start + count]),
@@ -339,7 +329,7 @@ def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     times = {}
     for stage in STAGES:
         medians = [
-            result.find(stage, labels[mode], "gpu", count * FLOAT32_BYTES).stats.median_ms
+            result.find(stage, labels[mode], "gpu", count * base.FLOAT32_BYTES).stats.median_ms
             for count in sorted(set(result.extra.chunks))
             for _ in range(result.extra.chunks.count(count))
         ]
@@ -433,7 +423,7 @@ def summarize(result: Result) -> Summary:
     attributes = result.device.attributes
     serial_stages = stage_times(result, "serial")
     labels = mode_labels(streams)
-    totals = {mode: find(result, TOTAL, labels[mode]).stats.median_ms for mode in MODES}
+    totals = {mode: base.find(result, TOTAL, labels[mode]).stats.median_ms for mode in MODES}
     ideal = ideal_overlapped_ms(serial_stages)
     bracket = (
         "Events on the legacy default stream bracket each run."
@@ -497,9 +487,7 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
                 else "(--kernel-ms)."
             ),
             f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
-            "Of ceiling: the copies (pinned) against the link, "
-            + (link.detail if link is not None else "unknown (no link figures recorded)")
-            + ".",
+            f"Of ceiling: the copies (pinned) against the link, {detail_of(link)}.",
         ],
     )
     for stage, (total, per_chunk) in serial_stages.items():

@@ -15,21 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memprof.core import memory
-from memprof.experiments.base import (
-    FLOAT32_BYTES,
-    HOST_SIDE,
-    LAUNCH_CALL,
-    Experiment,
-    Measure,
-    Powers,
-    Repeat,
-    RunContext,
-    Warmup,
-    find,
-    powers_param,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import (
     HostSide,
     host_side,
@@ -37,9 +23,9 @@ from memprof.experiments.common import (
     pageable_ceiling,
     size_label,
 )
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
-from memprof.model.params import CommaList, NamedSets, param
+from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.summary import Chart, Summary, Table
 
@@ -48,7 +34,7 @@ ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"
 SWEEP_KINDS = (*(kind.name for kind in memory.kinds_where(lambda k: k.host_copies)), ZEROCOPY)
 SweepKind = Literal[SWEEP_KINDS]  # type: ignore[valid-type]
 ALLOCATED_AS = {ZEROCOPY: "mapped"}
-DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+DIRECTIONS = base.DIRECTIONS
 NAMES = {
     ("copy", "h2d"): "[CUDA memcpy HtoD]",
     ("copy", "d2h"): "[CUDA memcpy DtoH]",
@@ -59,16 +45,11 @@ NAMES = {
 
 @dataclass(frozen=True)
 class SweepParams:
-    powers: Powers = powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
+    powers: base.Powers = base.powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
     kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
-    directions: tuple[Literal["h2d", "d2h"], ...] = param(
-        ("h2d", "d2h"),
-        "Copy direction(s).",
-        flags=("--direction",),
-        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
-    )
-    repeat: Repeat = repeat_param(20)
-    warmup: Warmup = warmup_param(2)
+    directions: base.Directions = base.directions_param()
+    repeat: base.Repeat = base.repeat_param(20)
+    warmup: base.Warmup = base.warmup_param(2)
 
 
 @dataclass(frozen=True)
@@ -79,46 +60,46 @@ class SweepExtra:
     skipped: list[str] | None = None
 
 
-H2D = Measure(
+H2D = base.Measure(
     "gpu", "h2d", "a copy or a zero-copy read host → device, at every size", "one operation"
 )
-D2H = Measure(
+D2H = base.Measure(
     "gpu", "d2h", "a copy or a zero-copy write device → host, at every size", "one operation"
 )
 COPIES = {"h2d": H2D, "d2h": D2H}
 
 
-class Sweep(Experiment):
+class Sweep(base.Experiment):
     name = "sweep"
     help = "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"
-    measures = (H2D, D2H, LAUNCH_CALL, *HOST_SIDE)
+    measures = (H2D, D2H, base.LAUNCH_CALL, *base.HOST_SIDE)
 
-    def run(self, ctx: RunContext) -> SweepExtra:
+    def run(self, ctx: base.RunContext) -> SweepExtra:
         import numpy as np
 
         from memprof.core.access import DirectAccess
 
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        session, params = ctx.session, ctx.params
         facts = ctx.facts[session.device_index]
-        cuda = session.cuda
         largest = 1 << max(params.powers)
         memory.require_memory(
-            session, device_bytes=FLOAT32_BYTES * largest, host_bytes=4 * FLOAT32_BYTES * largest
+            session,
+            device_bytes=base.FLOAT32_BYTES * largest,
+            host_bytes=4 * base.FLOAT32_BYTES * largest,
         )
         kinds, skipped = _supported(params.kinds, facts.attributes)
         access = DirectAccess(session)
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
         received = np.zeros(largest, np.float32)
         device = memory.allocate(session, "device", largest)
-        cuda.memcpy_htod(device.device_pointer, values)
+        session.cuda.memcpy_htod(device.device_pointer, values)
         total = len(kinds) * len(params.powers)
         for kind_index, kind in enumerate(kinds):
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
             host.array[:] = values
-            synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
             failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
             for power_index, power in enumerate(params.powers):
                 ctx.progress(
@@ -126,50 +107,11 @@ class Sweep(Experiment):
                     kind_index * len(params.powers) + power_index,
                     total,
                 )
-                n = 1 << power
-                nbytes = n * FLOAT32_BYTES
-                if kind == "pageable":  # the pageable copies' host side at this size
-                    measure_host_staging(profiler, received[:n])
-                for direction in params.directions:
-                    action = _action(cuda, access, kind, direction, host, device, n, power)
-                    name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
-                    if direction == "d2h" and kind != ZEROCOPY:
-                        host.array[:n] = np.nan  # poison: the copies must write every element
-
-                    def step(
-                        action=action,
-                        name=name,
-                        direction=direction,
-                        kind=kind,
-                        nbytes=nbytes,
-                        synchronous=synchronous,
-                    ) -> None:
-                        if kind == ZEROCOPY:  # the kernel launch records itself
-                            action(profiler.stream)
-                            return
-                        with profiler.events(
-                            "gpu", name, direction, kind, nbytes, synchronous=synchronous
-                        ):
-                            action(profiler.stream)
-
-                    profiler.repeat(step, params.warmup, params.repeat)
-                    profiler.throughput(name, direction, kind, nbytes, action, synchronous)
-                    problem = _verify(
-                        cuda, access, kind, direction, host, device, values, received, n, power
-                    )
+                found = _measure_size(ctx, access, kind, host, device, values, received, power)
+                for direction, problem in found.items():
                     if problem:
                         failures[direction].append(f"{size_label(power)}: {problem}")
-            for direction, problems in failures.items():
-                detail = (
-                    problems[0]
-                    if problems
-                    else f"Check result success! ({len(params.powers)} sizes)"
-                )
-                ctx.check(
-                    Check(
-                        f"{kind} {DIRECTIONS[direction]}", not problems, len(params.powers), detail
-                    )
-                )
+            _check_kind(ctx, kind, failures)
             host.free()
         device.free()
         access.free()
@@ -178,6 +120,56 @@ class Sweep(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+
+def _measure_size(
+    ctx: base.RunContext, access, kind: str, host, device, values, received, power: int
+) -> dict[str, str]:
+    """One kind at one size, each direction timed one operation at a time, then back to
+    back, then verified: direction -> '' or what went wrong."""
+    import numpy as np
+
+    cuda, profiler, params = ctx.session.cuda, ctx.measure, ctx.params
+    synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
+    n = 1 << power
+    nbytes = n * base.FLOAT32_BYTES
+    if kind == "pageable":  # the pageable copies' host side at this size
+        measure_host_staging(profiler, received[:n])
+    problems = {}
+    for direction in params.directions:
+        action = _action(cuda, access, kind, direction, host, device, n, power)
+        name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
+        if direction == "d2h" and kind != ZEROCOPY:
+            host.array[:n] = np.nan  # poison: the copies must write every element
+
+        def step(
+            action=action,
+            name=name,
+            direction=direction,
+            kind=kind,
+            nbytes=nbytes,
+            synchronous=synchronous,
+        ) -> None:
+            if kind == ZEROCOPY:  # the kernel launch records itself
+                action(profiler.stream)
+                return
+            with profiler.events("gpu", name, direction, kind, nbytes, synchronous=synchronous):
+                action(profiler.stream)
+
+        profiler.repeat(step, params.warmup, params.repeat)
+        profiler.throughput(name, direction, kind, nbytes, action, synchronous)
+        problems[direction] = _verify(
+            cuda, access, kind, direction, host, device, values, received, n, power
+        )
+    return problems
+
+
+def _check_kind(ctx: base.RunContext, kind: str, failures: dict[str, list[str]]) -> None:
+    """A check per direction of one kind: its first failure, or the success of every size."""
+    sizes = len(ctx.params.powers)
+    for direction, problems in failures.items():
+        detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
+        ctx.check(Check(f"{kind} {DIRECTIONS[direction]}", not problems, sizes, detail))
 
 
 def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list[str], list[str]]:
@@ -251,8 +243,8 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
         for direction in result.parameters.directions:
             points = []
             for power in result.parameters.powers:
-                nbytes = FLOAT32_BYTES << power
-                measurement = find(result, COPIES[direction], kind, nbytes)
+                nbytes = base.FLOAT32_BYTES << power
+                measurement = base.find(result, COPIES[direction], kind, nbytes)
                 latency = measurement.stats.median_ms
                 throughput = measurement.throughput_stats
                 per_operation = throughput.median_ms if throughput else latency
@@ -328,7 +320,7 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
                 if previous is not None and leader != previous[1]:
                     found.append(
                         f"{leader} overtakes {other} between 2^{previous[0]} and 2^{power} "
-                        f"(at {format_bytes(FLOAT32_BYTES << power)}: "
+                        f"(at {format_bytes(base.FLOAT32_BYTES << power)}: "
                         f"{format_gb_per_s(max(a, b))} vs {format_gb_per_s(min(a, b))} GB/s)"
                     )
                 previous = (power, leader)
@@ -391,7 +383,7 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
     sides: dict[str, dict[int, HostSide]] = {}
     for direction in result.parameters.directions:
         for power in result.parameters.powers:
-            side = host_side(result, FLOAT32_BYTES << power, direction)
+            side = host_side(result, base.FLOAT32_BYTES << power, direction)
             if side is None:
                 return None
             sides.setdefault(direction, {})[power] = side
@@ -449,7 +441,7 @@ def _against_ceilings(result: Result, found: dict, with_host_side: bool) -> Tabl
         reached = []
         for direction in directions:
             peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
-            peak_bytes = FLOAT32_BYTES << peak_power
+            peak_bytes = base.FLOAT32_BYTES << peak_power
             ceiling = (
                 pageable_ceiling(result, peak_bytes, direction) if kind == "pageable" else link
             )
@@ -465,11 +457,7 @@ def _columns(kind: str, sides: dict | None, host_column: str) -> list[str]:
 
 def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
     """What each peak is compared with (memprof.model.ceilings; docs/ceilings.md)."""
-    notes = [
-        "Each kind's peak GB/s as a share of the link, "
-        + (link.detail if link is not None else "unknown (no link figures recorded)")
-        + "."
-    ]
+    notes = [f"Each kind's peak GB/s as a share of the link, {detail_of(link)}."]
     if pageable:
         notes.append(
             "pageable: of the lower of the link and its host side (the column beside it) at "

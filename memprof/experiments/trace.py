@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from memprof.experiments.base import Experiment, Measure
+from memprof.experiments import base
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
@@ -310,7 +310,7 @@ def summarize(result: Result) -> Summary:
     )
 
 
-class Trace(Experiment):
+class Trace(base.Experiment):
     """Your own program under CUPTI (memprof.trace records it); this reads the Result."""
 
     name = "trace"
@@ -321,20 +321,20 @@ class Trace(Experiment):
     timing_option = False  # always CUPTI: the program's own calls cannot be gated
     affinity_option = False
     measures = (
-        Measure(
+        base.Measure(
             "gpu",
             "htod",
             "each copy host → device, by memory kinds and size",
             "one operation",
             False,
         ),
-        Measure("gpu", "dtoh", "each copy device → host", "one operation", False),
-        Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
-        Measure("gpu", "htoh", "each copy within the host", "one operation", False),
-        Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
-        Measure("gpu", "memset", "each memset", "one operation", False),
-        Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
-        Measure("api", "api_call", "every driver and runtime call", "driver call", False),
+        base.Measure("gpu", "dtoh", "each copy device → host", "one operation", False),
+        base.Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
+        base.Measure("gpu", "htoh", "each copy within the host", "one operation", False),
+        base.Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
+        base.Measure("gpu", "memset", "each memset", "one operation", False),
+        base.Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
+        base.Measure("api", "api_call", "every driver and runtime call", "driver call", False),
     )
 
     def summarize(self, result: Result) -> Summary:

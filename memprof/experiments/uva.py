@@ -11,17 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments.base import (
-    CORE_RECORDS,
-    FLOAT32_BYTES,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
-from memprof.model.ceilings import cell, hbm_ceiling, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -38,11 +30,7 @@ PATHS = {
     "mapped": "mapped memory, device pointer (zero-copy)",
     "device": "device memory after explicit copies",
 }
-
-
-@dataclass(frozen=True)
-class UvaParams(OneSize):
-    """uva's: one size of arrays."""
+UvaParams = base.OneSize  # uva's: one size of arrays
 
 
 @dataclass(frozen=True)
@@ -65,17 +53,19 @@ class UvaExtra:
     pointers: Pointers
 
 
-KERNEL = Measure("gpu", "kernel", "sumArrays reading a and b through each path", "one operation")
+KERNEL = base.Measure(
+    "gpu", "kernel", "sumArrays reading a and b through each path", "one operation"
+)
 
 
-class Uva(Experiment):
+class Uva(base.Experiment):
     name = "uva"
     help = "Unified virtual addressing: the mapped host pointer passed to a kernel as it is."
     Params = UvaParams
     Extra = UvaExtra
-    measures = (KERNEL, *CORE_RECORDS)
+    measures = (KERNEL, *base.CORE_RECORDS)
 
-    def run(self, ctx: RunContext) -> UvaExtra:
+    def run(self, ctx: base.RunContext) -> UvaExtra:
         from memprof.core import memory
 
         session, params = ctx.session, ctx.params
@@ -86,7 +76,7 @@ class Uva(Experiment):
                 "driver for the device pointer instead"
             )
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=5 * nbytes)
         sums = SumArrays(session, elements)
         a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
@@ -125,7 +115,25 @@ class Uva(Experiment):
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
+    medians = {path: base.find(result, KERNEL, path).stats.median_ms for path in PATHS}
+    pointers, all_equal = _addresses(result)
+    same = abs(medians["uva"] / medians["mapped"] - 1)
+    conclusion = (
+        (
+            "The driver reported the host addresses as the device addresses (UVA), so "
+            if all_equal
+            else "The device addresses differ from the host ones, yet under UVA "
+        )
+        + f"passing the host pointer ran the kernel in {format_ms(medians['uva'])} against "
+        f"{format_ms(medians['mapped'])} with the device pointer ({same:.0%} apart): the same "
+        f"zero-copy reads over PCIe, {medians['uva'] / medians['device']:.1f}x the time of device "
+        "memory. UVA removes the pointer bookkeeping, not the bus."
+    )
+    return Summary(tables=[pointers, _kernels(result, medians)], conclusions=[conclusion])
+
+
+def _addresses(result: Result) -> tuple[Table, bool]:
+    """Each mapped buffer's host and device pointers, and whether every pair is equal."""
     pointers = Table(
         "Addresses of the mapped buffers",
         [
@@ -143,7 +151,13 @@ def summarize(result: Result) -> Summary:
         pointers.add_row(
             name, f"0x{addresses.host:x}", f"0x{addresses.device:x}", "yes" if equal else "no"
         )
+    return pointers, all_equal
 
+
+def _kernels(result: Result, medians: dict[str, float]) -> Table:
+    """sumArrays through each path: its times, the GB/s it read, against device memory and
+    against what bounds it (the link for mapped memory, HBM for device memory)."""
+    nbytes = result.extra.bytes_per_array
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     kernels = Table(
         f"sumArrays over {format_bytes(nbytes)} per array",
@@ -157,37 +171,20 @@ def summarize(result: Result) -> Summary:
         ],
         notes=[
             f"{gpu_timing(result)}; read = the two input arrays' bytes over the time.",
-            "Of ceiling: mapped memory against the link, "
-            + (link.detail if link is not None else "not recorded in this file")
-            + "; device memory against "
-            + (hbm.detail if hbm is not None else "HBM")
-            + ".",
+            f"Of ceiling: mapped memory against the link, "
+            f"{detail_of(link, 'not recorded in this file')}; device memory against "
+            f"{detail_of(hbm, 'HBM')}.",
         ],
     )
-    medians = {path: find(result, KERNEL, path).stats.median_ms for path in PATHS}
     for path, label in PATHS.items():
-        stats = find(result, KERNEL, path).stats
+        stats = base.find(result, KERNEL, path).stats
+        read_gb_per_s = bandwidth_gb_per_s(2 * nbytes, stats.median_ms)
         kernels.add_row(
             label,
             format_ms(stats.median_ms),
             format_ms(stats.min_ms),
-            format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, stats.median_ms)),
+            format_gb_per_s(read_gb_per_s),
             format_ratio(stats.median_ms / medians["device"]),
-            cell(
-                hbm if path == "device" else link,
-                bandwidth_gb_per_s(2 * nbytes, stats.median_ms),
-            ),
+            cell(hbm if path == "device" else link, read_gb_per_s),
         )
-    same = abs(medians["uva"] / medians["mapped"] - 1)
-    conclusion = (
-        (
-            "The driver reported the host addresses as the device addresses (UVA), so "
-            if all_equal
-            else "The device addresses differ from the host ones, yet under UVA "
-        )
-        + f"passing the host pointer ran the kernel in {format_ms(medians['uva'])} against "
-        f"{format_ms(medians['mapped'])} with the device pointer ({same:.0%} apart): the same "
-        f"zero-copy reads over PCIe, {medians['uva'] / medians['device']:.1f}x the time of device "
-        "memory. UVA removes the pointer bookkeeping, not the bus."
-    )
-    return Summary(tables=[pointers, kernels], conclusions=[conclusion])
+    return kernels

@@ -9,70 +9,33 @@ through their mapped device pointers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from memprof.experiments.base import (
-    COPY_CALLS,
-    FLOAT32_BYTES,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
-    Experiment,
-    Measure,
-    OneSize,
-    RunContext,
-    find,
-)
-from memprof.experiments.common import SumArrays, gpu_timing, size_label
-from memprof.model.ceilings import cell, pcie_ceiling
-from memprof.model.formatting import (
-    bandwidth_gb_per_s,
-    format_bytes,
-    format_gb_per_s,
-    format_ms,
-    format_ratio,
-)
+from memprof.experiments import base
+from memprof.experiments.common import SumArrays, gpu_timing, size_label, time_and_rate
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ratio
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 # cached pinned memory, mapped so the same buffers serve the kernel; and write-combined
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
+WriteCombinedParams = base.OneSize  # writecombined's: one size of arrays
 
 
-@dataclass(frozen=True)
-class WriteCombinedParams(OneSize):
-    """writecombined's: one size of arrays."""
-
-
-@dataclass(frozen=True)
-class WriteCombinedExtra:
-    bytes_per_array: ByteCount
-
-
-HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
-HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
-
-
-class WriteCombined(Experiment):
+class WriteCombined(base.Experiment):
     name = "writecombined"
     aliases = ("wc",)
     help = "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."
     Params = WriteCombinedParams
-    Extra = WriteCombinedExtra
+    Extra = base.ArrayBytes
     measures = (
-        Measure("gpu", "h2d", "one copy host → device", "one operation"),
-        Measure("gpu", "d2h", "one copy device → host", "one operation"),
-        HOST_WRITE,
-        HOST_READ,
-        Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
-        POISON,
-        LAUNCH_CALL,
-        MEMSET_CALL,
-        *COPY_CALLS,
+        *base.ONE_COPY.values(),
+        base.HOST_WRITE,
+        base.HOST_READ,
+        base.Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
+        *base.CORE_RECORDS,
     )
 
-    def run(self, ctx: RunContext) -> WriteCombinedExtra:
+    def run(self, ctx: base.RunContext) -> base.ArrayBytes:
         import numpy as np
 
         from memprof.core import memory
@@ -82,7 +45,7 @@ class WriteCombined(Experiment):
         for kind in KINDS:
             memory.MEMORY_KINDS[kind].check_supported(session)
         elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = elements * base.FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
         sums = SumArrays(session, elements)
         a_values, b_values = sums.a, sums.b
@@ -121,7 +84,7 @@ class WriteCombined(Experiment):
         for buffer in (d_a, d_res):
             buffer.free()
         ctx.progress("done", len(KINDS), len(KINDS))
-        return WriteCombinedExtra(bytes_per_array=nbytes)
+        return base.ArrayBytes(bytes_per_array=nbytes)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
@@ -137,6 +100,48 @@ ROWS = (
 
 
 def summarize(result: Result) -> Summary:
+    speedups = {
+        operation: _median(result, operation, group, "mapped")
+        / _median(result, operation, group, "writecombined")
+        for operation, group, _ in ROWS
+    }
+    read_slowdown = 1 / speedups["host_read"]
+    transfers = (
+        f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
+        f"{speedups['host_write']:.2f}x the cached speed"
+    )
+    if read_slowdown >= 1.5:
+        conclusion = (
+            f"The host read write-combined memory {read_slowdown:.1f}x slower than cached pinned "
+            f"memory, while {transfers}: use write-combined memory only for buffers the CPU "
+            "fills and never reads back."
+        )
+    else:
+        read = base.find(result, base.HOST_READ, "writecombined").stats.median_ms
+        nbytes = result.extra.bytes_per_array
+        conclusion = (
+            "The documented trap did not appear on this machine: the host read write-combined "
+            f"memory at {format_gb_per_s(bandwidth_gb_per_s(nbytes, read))} GB/s, "
+            f"{read_slowdown:.2f}x the time of cached memory, and {transfers}. Some platforms "
+            "(virtual machines among them) map it as ordinary cached memory; where it is really "
+            "write-combined, CPU reads of it are many times slower: never read it back."
+        )
+    return Summary(
+        tables=[_side_by_side(result), _against_ceiling(result)], conclusions=[conclusion]
+    )
+
+
+def _median(result: Result, operation: str, group: str, kind: str) -> float:
+    return result.find(operation, kind, group).stats.median_ms
+
+
+def _moved(operation: str, nbytes: int) -> int:
+    """The bytes a row's operation moves: the kernel reads two arrays."""
+    return 2 * nbytes if operation == "kernel" else nbytes
+
+
+def _side_by_side(result: Result) -> Table:
+    """Every operation on cached and on write-combined memory: times, GB/s and the speed-up."""
     nbytes = result.extra.bytes_per_array
     table = Table(
         f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer",
@@ -155,57 +160,33 @@ def summarize(result: Result) -> Summary:
             "WC vs cached: how many times faster write-combined was (below 1x: slower).",
         ],
     )
-    speedups = {}
     for operation, group, label in ROWS:
-        moved = 2 * nbytes if operation == "kernel" else nbytes
-        cached = result.find(operation, "mapped", group).stats.median_ms
-        combined = result.find(operation, "writecombined", group).stats.median_ms
-        speedups[operation] = cached / combined
+        moved = _moved(operation, nbytes)
+        cached = _median(result, operation, group, "mapped")
+        combined = _median(result, operation, group, "writecombined")
         table.add_row(
             label,
-            format_ms(cached),
-            format_gb_per_s(bandwidth_gb_per_s(moved, cached)),
-            format_ms(combined),
-            format_gb_per_s(bandwidth_gb_per_s(moved, combined)),
+            *time_and_rate(moved, cached),
+            *time_and_rate(moved, combined),
             format_ratio(cached / combined),
         )
+    return table
+
+
+def _against_ceiling(result: Result) -> Table:
+    """What crosses the link (copies and kernel reads) as a share of it, per kind."""
     link = pcie_ceiling(result)
     against = Table(
         "Over the link, against its ceiling",
         ["Operation", "Cached", "Write-combined"],
-        notes=[
-            "Copies and kernel reads cross the link: "
-            + (link.detail if link is not None else "unknown (no link figures recorded)")
-            + "."
-        ],
+        notes=[f"Copies and kernel reads cross the link: {detail_of(link)}."],
     )
     for operation, group, label in ROWS:
         if group != "gpu":
             continue  # host reads and writes stay on the host
-        moved = 2 * nbytes if operation == "kernel" else nbytes
+        moved = _moved(operation, result.extra.bytes_per_array)
         rates = [
-            bandwidth_gb_per_s(moved, result.find(operation, kind, group).stats.median_ms)
-            for kind in KINDS
+            bandwidth_gb_per_s(moved, _median(result, operation, group, kind)) for kind in KINDS
         ]
         against.add_row(label, *(cell(link, rate) for rate in rates))
-    read_slowdown = 1 / speedups["host_read"]
-    transfers = (
-        f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
-        f"{speedups['host_write']:.2f}x the cached speed"
-    )
-    if read_slowdown >= 1.5:
-        conclusion = (
-            f"The host read write-combined memory {read_slowdown:.1f}x slower than cached pinned "
-            f"memory, while {transfers}: use write-combined memory only for buffers the CPU "
-            "fills and never reads back."
-        )
-    else:
-        read = find(result, HOST_READ, "writecombined").stats.median_ms
-        conclusion = (
-            "The documented trap did not appear on this machine: the host read write-combined "
-            f"memory at {format_gb_per_s(bandwidth_gb_per_s(nbytes, read))} GB/s, "
-            f"{read_slowdown:.2f}x the time of cached memory, and {transfers}. Some platforms "
-            "(virtual machines among them) map it as ordinary cached memory; where it is really "
-            "write-combined, CPU reads of it are many times slower: never read it back."
-        )
-    return Summary(tables=[table, against], conclusions=[conclusion])
+    return against

@@ -13,26 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments.base import (
-    COPY_CALLS,
-    FLOAT32_BYTES,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
-    Experiment,
-    Measure,
-    NoExtra,
-    Powers,
-    Repeat,
-    RunContext,
-    Warmup,
-    find,
-    powers_param,
-    repeat_param,
-    warmup_param,
-)
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
-from memprof.model.ceilings import cell, pcie_ceiling
+from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Result
@@ -43,38 +26,44 @@ SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 
 @dataclass(frozen=True)
 class ZeroCopyParams:
-    powers: Powers = powers_param(SEED_SWEEP_POWERS, step=2, single="single_size")
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+    powers: base.Powers = base.powers_param(SEED_SWEEP_POWERS, step=2, single="single_size")
+    repeat: base.Repeat = base.repeat_param(10)
+    warmup: base.Warmup = base.warmup_param(2)
     # --power: one size, with the full profile
     single_size: bool = param(False, "One size, shown in full.", hidden_from_cli=True)
 
 
 DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind) of the span
 PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
-KERNEL = Measure("gpu", "kernel", "sumArrays reading device or mapped memory", "one operation")
-END_TO_END = Measure(
+KERNEL = base.Measure("gpu", "kernel", "sumArrays reading device or mapped memory", "one operation")
+END_TO_END = base.Measure(
     "span", "end_to_end", "each path from its copies in to its copy out", "end to end"
 )
-H2D = Measure("gpu", "h2d", "a copy host → device (device paths)", "one operation")
-D2H = Measure("gpu", "d2h", "the result's copy device → host", "one operation")
+H2D = base.Measure("gpu", "h2d", "a copy host → device (device paths)", "one operation")
+D2H = base.Measure("gpu", "d2h", "the result's copy device → host", "one operation")
 
 
-class ZeroCopy(Experiment):
+class ZeroCopy(base.Experiment):
     name = "zerocopy"
     help = "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies."
     description = (
         f"Without a size: the seed's sweep, 2^N for N in {', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
     Params = ZeroCopyParams
-    Extra = NoExtra
-    measures = (KERNEL, END_TO_END, H2D, D2H, POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)
+    Extra = base.NoExtra
+    measures = (
+        KERNEL,
+        END_TO_END,
+        H2D,
+        D2H,
+        *base.CORE_RECORDS,
+    )
 
-    def run(self, ctx: RunContext) -> NoExtra:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         from memprof.core import memory
 
         session, powers = ctx.session, ctx.params.powers
-        largest = FLOAT32_BYTES << max(powers)
+        largest = base.FLOAT32_BYTES << max(powers)
         memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
         memory.MEMORY_KINDS["mapped"].check_supported(session)
         for done, power in enumerate(powers):
@@ -82,7 +71,7 @@ class ZeroCopy(Experiment):
             for check in _measure_size(session, power, ctx.params):
                 ctx.check(check)
         ctx.progress("done", len(powers), len(powers))
-        return NoExtra()
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
@@ -96,7 +85,7 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
 
-    elements, nbytes = 1 << power, FLOAT32_BYTES << power
+    elements, nbytes = 1 << power, base.FLOAT32_BYTES << power
     sums = SumArrays(session, elements)
     a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
     out = memory.allocate(session, "pinned", elements)
@@ -164,19 +153,19 @@ def summarize(result: Result) -> Summary:
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
             "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
-            "ceiling is " + (link.detail if link is not None else "the link, unknown here") + ".",
+            f"ceiling is {detail_of(link, 'the link, unknown here')}.",
         ],
     )
     rows = []
     against_pageable = []  # (power, zero-copy end to end / pageable end to end)
     for power in powers:
-        nbytes = FLOAT32_BYTES << power
-        kernel_device = find(result, KERNEL, "device", 3 * nbytes).stats.median_ms
-        kernel_zero = find(result, KERNEL, "mapped", 3 * nbytes).stats.median_ms
-        e2e_device = find(result, END_TO_END, "device", 3 * nbytes).stats.median_ms
-        e2e_zero = find(result, END_TO_END, "mapped", 3 * nbytes).stats.median_ms
+        nbytes = base.FLOAT32_BYTES << power
+        kernel_device = base.find(result, KERNEL, "device", 3 * nbytes).stats.median_ms
+        kernel_zero = base.find(result, KERNEL, "mapped", 3 * nbytes).stats.median_ms
+        e2e_device = base.find(result, END_TO_END, "device", 3 * nbytes).stats.median_ms
+        e2e_zero = base.find(result, END_TO_END, "mapped", 3 * nbytes).stats.median_ms
         e2e_pageable = _median_or_none(result, "pageable", 3 * nbytes)
-        h2d = find(result, H2D, "mapped", nbytes).stats.median_ms
+        h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
         rows.append((power, nbytes, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d))
         if e2e_pageable is not None:
             against_pageable.append((power, e2e_zero / e2e_pageable))
@@ -258,7 +247,7 @@ def _kernel_source(result: Result) -> str:
 def _median_or_none(result: Result, kind: str, nbytes: int) -> float | None:
     """Results recorded before the pageable path existed lack it."""
     try:
-        return find(result, END_TO_END, kind, nbytes).stats.median_ms
+        return base.find(result, END_TO_END, kind, nbytes).stats.median_ms
     except KeyError:
         return None
 

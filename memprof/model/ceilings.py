@@ -58,6 +58,15 @@ def cell(ceiling: Ceiling | None, figure_gb_per_s: float) -> str:
     return ceiling.cell(figure_gb_per_s) if ceiling is not None else "-"
 
 
+UNKNOWN_LINK = "unknown (no link figures recorded)"
+NO_GPU_STATE = "not recorded in this file (no GPU state from NVML)"  # a GPU but the run's own
+
+
+def detail_of(ceiling: Ceiling | None, unknown: str = UNKNOWN_LINK) -> str:
+    """A note's words for a ceiling: its detail, or `unknown` where the file lacks its figures."""
+    return ceiling.detail if ceiling is not None else unknown
+
+
 # -- PCIe ----------------------------------------------------------------------------------------
 
 
