@@ -70,6 +70,7 @@ def shape_of(command: str) -> ResultShape | None:
         extra=experiment.Extra,
         allowed=experiment.declared_keys(),
         required=frozenset(m.key for m in experiment.declared() if m.required),
+        check=experiment().check_result,
     )
 
 

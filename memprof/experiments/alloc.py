@@ -10,7 +10,9 @@ in free device or host memory are refused before anything is allocated.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -26,6 +28,7 @@ from memprof.experiments.base import (
 from memprof.experiments.common import size_label
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
+from memprof.model.schema import DISTINCT, NON_EMPTY
 from memprof.model.summary import Summary, Table
 
 GIB = 1 << 30
@@ -40,7 +43,7 @@ class AllocParams:
 
 @dataclass(frozen=True)
 class AllocExtra:
-    kinds: list[str]  # the kinds this GPU supports, in table order
+    kinds: Annotated[list[str], NON_EMPTY, DISTINCT]  # the kinds this GPU supports, in order
     skipped: list[str]  # why each other kind was left out
 
 
@@ -92,6 +95,12 @@ class Alloc(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        sizes = [FLOAT32_BYTES << power for power in result.parameters.powers]
+        moves = {(group, op): 1 for group in ("api", "host") for op in ("alloc", "free")}
+        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
+        consistency.kinds_among(result, dict.fromkeys(moves, result.extra.kinds))
 
 
 def summarize(result: Result) -> Summary:

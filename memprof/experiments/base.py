@@ -28,6 +28,7 @@ from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, Range, Sizes, param
 from memprof.model.results import Check, Group, Measurement, Result
+from memprof.model.schema import DISTINCT, SchemaError
 from memprof.model.summary import Summary
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), DISTINCT]
 Repeat = Annotated[int, Range(1, 10_000)]
 Warmup = Annotated[int, Range(0, 1000)]
 
@@ -149,6 +150,7 @@ class Experiment:
     needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
+    records_device: ClassVar[bool] = True  # a Result holds its GPU's facts (trace's does not)
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -157,6 +159,26 @@ class Experiment:
     def summarize(self, result: Result) -> Summary:
         """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
         raise NotImplementedError
+
+    def check_consistency(self, result: Result) -> None:
+        """What this experiment's Params, Extra and measurements must say together: a
+        SchemaError naming the field that contradicts another (memprof.experiments.
+        consistency has the helpers). Every value alone was checked against its type
+        before; summarize() may rely on both."""
+
+    def check_result(self, result: Result) -> None:
+        """Every agreement a loaded Result of this experiment keeps: the ones all
+        experiments share, then its own (the registry's load runs this)."""
+        if self.records_device and result.device is None:
+            raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
+        if self.gpus != "every":
+            for index, m in enumerate(result.measurements):
+                if m.gpus:
+                    raise SchemaError(
+                        f"measurements[{index}].gpus",
+                        f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
+                    )
+        self.check_consistency(result)
 
     @classmethod
     def declared(cls) -> tuple[Measure, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core import memory
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
@@ -173,6 +174,26 @@ class Compare(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        for kind in ("pinned", "pageable"):  # every GPU has them: the recommendations' basis
+            for group, operation in (*COPIES, ("host", "host_write"), ("host", "host_read")):
+                consistency.present(result, group, operation, kind, "every compare run records")
+        consistency.present(result, "gpu", "kernel_read", "device", "every compare run records")
+
+
+COPIES = (("gpu", "h2d"), ("gpu", "d2h"))
+ARRAYS_MOVED = {  # every operation moves one buffer; a launch or a driver call nothing
+    **{key: 1 for key in (*COPIES, ("api", "h2d"), ("api", "d2h"))},
+    **{(group, operation): 1 for group in ("api", "host") for operation in ("alloc", "free")},
+    **{("host", operation): 1 for operation in ("host_write", "host_read")},
+    ("gpu", "kernel_read"): 1,
+    ("gpu", "prefetch"): 1,
+    ("api", "launch"): 0,
+    ("api", "driver_call"): 0,
+}
 
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -131,6 +132,15 @@ class Hostlink(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        devices = consistency.run_devices(result)
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        operations = (*ALONE, *(measure.operation for measure in TOGETHER.values()))
+        consistency.measured_bytes(result, {("gpu", op): 1 for op in operations}, [nbytes])
+        consistency.kinds_among(result, {("gpu", op): ("pinned",) for op in operations})
+        consistency.measured_on(result, devices, dict.fromkeys(operations, 1))
+        consistency.once_each(result, lambda m: (m.operation, m.gpus), "copy")
 
 
 @dataclass

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from memprof.experiments.base import Experiment, RunContext
 from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Result
-from memprof.model.schema import Count
+from memprof.model.schema import DISTINCT, Count
 from memprof.model.summary import Summary, Table
 
 
@@ -21,8 +22,8 @@ class InfoParams:
 class AffinityRecord:
     """The GPU's NUMA node (None: not NUMA) and its local CPUs, as sysfs says."""
 
-    numa_node: int | None
-    local_cpus: list[Count]
+    numa_node: Count | None
+    local_cpus: Annotated[list[Count], DISTINCT]
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ Each cycle starts with the host writing the inputs, which brings the pages back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
@@ -35,7 +36,7 @@ from memprof.experiments.common import gpu_timing, input_arrays, launch_sum
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount
+from memprof.model.schema import DISTINCT, ByteCount
 from memprof.model.summary import Summary, Table
 
 Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.driver.ADVICE
@@ -48,7 +49,7 @@ class ManagedParams:
     repeat: Repeat = repeat_param(10)
     warmup: Warmup = warmup_param(1, "Untimed cycles before timing (0 to 1000).")
     prefetch: bool = param(True, "Also time cuMemPrefetchAsync to the GPU before the kernel.")
-    advice: tuple[Advice, ...] = param(
+    advice: Annotated[tuple[Advice, ...], DISTINCT] = param(
         ADVICE_CHOICES,
         "Time the first launch under these cuMemAdvise hints (default: each).",
         flags=("--advise",),
@@ -206,6 +207,44 @@ class Managed(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        variants = {"managed+prefetch": params.prefetch}
+        variants |= {f"managed+{advice}": True for advice in params.advice}
+        for index, m in enumerate(result.measurements):
+            asked = variants.get(m.kind) if m.kind else None
+            if m.kind in variants and not (asked and extra.concurrent_managed_access):
+                why = (
+                    "extra.concurrent_managed_access is false"
+                    if asked
+                    else "parameters did not ask for it"
+                )
+                consistency.refuse(f"measurements[{index}].kind", f"is {m.kind!r}, but {why}")
+        timed = {m.kind for m in result.measurements if m.operation == "kernel_first"}
+        needed = [("gpu", "kernel_first", "managed"), ("host", "host_read", "pageable")]
+        needed += [("span", "end_to_end", "device"), ("gpu", "kernel", "device")]
+        for kind in sorted(timed & {"managed", *variants}):
+            needed += [("gpu", "kernel", kind), ("host", "host_read", kind)]
+            if kind == "managed+prefetch":
+                needed.append(("gpu", "prefetch", kind))
+        for group, operation, kind in needed:
+            consistency.present(result, group, operation, kind, "the managed summary shows")
+
+
+# What each operation moves, in arrays of bytes_per_array: a step over a, b and res moves 3.
+ARRAYS_MOVED = {
+    **consistency.SUM_ARRAYS_MOVES,
+    ("host", "host_write"): 3,
+    ("host", "host_read"): 1,
+    ("gpu", "kernel_first"): 3,
+    ("span", "end_to_end"): 3,
+    ("gpu", "prefetch"): 3,
+    ("api", "prefetch"): 0,
+    ("api", "advise"): 0,
+}
 
 
 def summarize(result: Result) -> Summary:

@@ -19,6 +19,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
@@ -185,6 +186,77 @@ class Peer(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        extra = result.extra
+        devices = consistency.run_devices(result)
+        nbytes = consistency.array_bytes(result)
+        consistency.equal(
+            "extra.latency_steps",
+            extra.latency_steps,
+            result.parameters.latency_steps,
+            "parameters.latency_steps asked for",
+        )
+        if len(extra.peer_access) != len(devices) or any(
+            len(row) != len(devices) for row in extra.peer_access
+        ):
+            consistency.refuse(
+                "extra.peer_access",
+                f"is not {len(devices)} x {len(devices)}: one row and column per GPU",
+            )
+        access = {
+            (a, b): extra.peer_access[i][j]
+            for i, a in enumerate(devices)
+            for j, b in enumerate(devices)
+        }
+        for a in devices:
+            if not access[a, a]:
+                consistency.refuse(
+                    "extra.peer_access", f"says GPU {a} cannot access its own memory"
+                )
+        moves = {**{("gpu", method): 1 for method in METHODS}, ("api", "launch"): 0}
+        consistency.measured_bytes(result, moves, [nbytes])
+        consistency.measured_on(result, devices, dict.fromkeys([*METHODS, LATENCY], 2))
+        consistency.once_each(
+            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
+        )
+        for index, m in enumerate(result.measurements):
+            if m.group != "gpu":
+                continue
+            a, b = m.gpus
+            _check_peer_figure(m, index, a, b, access, extra.latency_steps)
+
+
+def _check_peer_figure(m, index: int, a: int, b: int, access: dict, steps: int) -> None:
+    """A figure between GPUs a and b: of the right kind, between two GPUs where a method
+    needs two, and only where peer access allowed it to run."""
+    where = f"measurements[{index}]"
+    if m.operation == LATENCY:
+        consistency.equal(
+            f"{where}.bytes", m.bytes, 4 * steps, "4-byte loads of latency_steps make"
+        )
+        kind = "device" if a == b else PEER
+    else:
+        if a == b:
+            consistency.refuse(
+                f"{where}.gpus", f"is GPU {a} to itself: {m.operation} is between two"
+            )
+        kind = PEER
+    consistency.equal(f"{where}.kind", m.kind, kind, f"a {m.operation} between these GPUs is")
+    needed = {  # (memory's GPU, accessing GPU) pairs the method maps
+        "ce_on": [(a, b), (b, a)],
+        "ce_bidir": [(a, b), (b, a)],
+        "kernel_read": [(b, a)],
+        "kernel_write": [(a, b)],
+        LATENCY: [(b, a)] if a != b else [],
+    }.get(m.operation, [])
+    for reader, memory in needed:
+        if not access[reader, memory]:
+            consistency.refuse(
+                f"{where}.gpus",
+                f"is GPU {a} → GPU {b} by {m.operation}, but extra.peer_access says GPU "
+                f"{reader} cannot access GPU {memory}",
+            )
 
 
 def ordered_pairs(devices: list[int]) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -160,6 +161,30 @@ class Pinned(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.equal(
+            "extra.elements",
+            result.extra.elements * FLOAT32_BYTES,
+            nbytes,
+            "its float32 must fill extra.bytes_per_array",
+        )
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.kinds_among(result, {key: HOST_KINDS for key in (*COPY, *BLOCKED)})
+
+
+# What each operation moves, in arrays of bytes_per_array (a flow: a, b in and res out).
+ARRAYS_MOVED = {
+    **{(m.group, m.operation): 1 for m in (*COPY.values(), *BLOCKED.values())},
+    **{(m.group, m.operation): 1 for m in (ALLOC_HOST, FREE_HOST, ALLOC, FREE)},
+    ("gpu", "memset"): 1,
+    ("api", "memset"): 1,
+    ("gpu", "kernel"): 3,
+    ("span", "flow"): 3,
+    ("api", "launch"): 0,
+    ("api", "driver_call"): 0,
+}
 
 
 def summarize(result: Result) -> Summary:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -108,6 +109,15 @@ class Portable(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        devices = consistency.run_devices(result)
+        consistency.equal("extra.owner", result.extra.owner, devices[0], "the first GPU is")
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        consistency.measured_bytes(result, {("gpu", op): 1 for op in DIRECTIONS}, [nbytes])
+        consistency.kinds_among(result, {("gpu", op): BUFFERS for op in DIRECTIONS})
+        consistency.measured_on(result, devices, dict.fromkeys(DIRECTIONS, 1))
+        consistency.once_each(result, lambda m: (m.kind, m.operation, m.gpus), "copy")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
@@ -167,6 +168,11 @@ class Register(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        moves = {**consistency.SUM_ARRAYS_MOVES, ("api", "register"): 1, ("api", "unregister"): 1}
+        consistency.measured_bytes(result, moves, [nbytes])
 
 
 def summarize(result: Result) -> Summary:

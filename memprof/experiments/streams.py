@@ -19,8 +19,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
@@ -75,9 +76,9 @@ class StreamsParams:
     warmup: Warmup = warmup_param(1)
 
 
-Timeline = list[
-    tuple[Count, Count, str, Milliseconds, Milliseconds]
-]  # lane, chunk, stage, start, end
+Stage = Literal["h2d", "kernel", "d2h"]  # STAGES' keys
+Lane = Annotated[int, Range(0, 31)]  # a stream: at most 32
+Timeline = list[tuple[Lane, Count, Stage, Milliseconds, Milliseconds]]  # ..., start, end
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,59 @@ class Streams(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        nbytes = consistency.array_bytes(result)
+        chunks = [count for _, count in chunk_bounds(1 << params.power, params.streams)]
+        consistency.equal(
+            "extra.chunks", extra.chunks, chunks, "2^power elements cut for parameters.streams are"
+        )
+        if extra.iterations < 1:
+            consistency.refuse("extra.iterations", "is 0: busyWork runs its loop at least once")
+        if params.kernel_ms is not None:
+            consistency.equal(
+                "extra.kernel_target_ms",
+                extra.kernel_target_ms,
+                params.kernel_ms,
+                "parameters.kernel_ms asked for",
+            )
+        chunk_bytes = sorted({FLOAT32_BYTES * count for count in chunks})
+        moves = {("gpu", stage): 1 for stage in STAGES}
+        consistency.measured_bytes(result, moves, chunk_bytes, "one chunk of extra.chunks")
+        totals = {("span", "total"): 1, **{(g, o): 1 for g in ("api", "host") for o in ALLOCATION}}
+        consistency.measured_bytes(result, totals, [nbytes])
+        labels = list(mode_labels(params.streams).values())
+        consistency.kinds_among(result, {key: labels for key in (*moves, ("span", "total"))})
+        for mode in MODES:
+            lanes = 1 if mode == "serial" else params.streams
+            check_timeline(getattr(extra.timelines, mode), lanes, len(chunks), mode)
+
+
+ALLOCATION = ("alloc", "free")  # older files' buffer allocations: one array each
+
+
+def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
+    """Each chunk's three stages once, on one of the mode's streams, none ending before it
+    starts: what timeline_lines draws."""
+    where = f"extra.timelines.{mode}"
+    seen = set()
+    for index, (lane, chunk, stage, start, end) in enumerate(timeline):
+        if end < start:
+            consistency.refuse(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
+        if lane >= lanes:
+            consistency.refuse(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
+        if chunk >= chunks:
+            consistency.refuse(
+                f"{where}[{index}][1]", f"is chunk {chunk}, but extra.chunks has {chunks}"
+            )
+        if (chunk, stage) in seen:
+            consistency.refuse(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
+        seen.add((chunk, stage))
+    if len(seen) != 3 * chunks:
+        consistency.refuse(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
+    if not max(row[4] for row in timeline) > 0:
+        consistency.refuse(where, "ends at 0 ms: a timeline takes time")
 
 
 def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from memprof.core import memory
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
@@ -33,6 +34,7 @@ from memprof.experiments.common import size_label
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, NamedSets, param
 from memprof.model.results import Check, Result
+from memprof.model.schema import DISTINCT, NON_EMPTY
 from memprof.model.summary import Chart, Summary, Table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
@@ -52,8 +54,10 @@ NAMES = {
 @dataclass(frozen=True)
 class SweepParams:
     powers: Powers = powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
-    kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
-    directions: tuple[Literal["h2d", "d2h"], ...] = param(
+    kinds: Annotated[tuple[SweepKind, ...], NON_EMPTY, DISTINCT] = param(
+        SWEEP_KINDS, "Kinds to sweep.", form=CommaList()
+    )
+    directions: Annotated[tuple[Literal["h2d", "d2h"], ...], NON_EMPTY, DISTINCT] = param(
         ("h2d", "d2h"),
         "Copy direction(s).",
         flags=("--direction",),
@@ -67,7 +71,7 @@ class SweepParams:
 class SweepExtra:
     # the kinds measured (those of params.kinds this GPU supports) and why others were skipped;
     # None in older files, which measured every kind asked for
-    kinds: list[str] | None = None
+    kinds: Annotated[list[SweepKind], DISTINCT] | None = None
     skipped: list[str] | None = None
 
 
@@ -168,6 +172,25 @@ class Sweep(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params = result.parameters
+        for index, kind in enumerate(result.extra.kinds or ()):
+            if kind not in params.kinds:
+                consistency.refuse(
+                    f"extra.kinds[{index}]", f"is {kind!r}, which parameters.kinds did not ask for"
+                )
+        sizes = [FLOAT32_BYTES << power for power in params.powers]
+        moves = {**{("gpu", direction): 1 for direction in COPIES}, ("api", "launch"): 0}
+        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
+        measured = measured_kinds(result)
+        for index, m in enumerate(result.measurements):
+            if m.group == "gpu" and m.operation not in params.directions:
+                consistency.refuse(
+                    f"measurements[{index}].operation",
+                    f"is {m.operation!r}, which parameters.directions did not ask for",
+                )
+        consistency.kinds_among(result, {("gpu", direction): measured for direction in COPIES})
 
 
 def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list[str], list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.errors import EnvironmentProblem
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
@@ -139,6 +140,10 @@ class Uva(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, consistency.SUM_ARRAYS_MOVES, [nbytes])
 
 
 def summarize(result: Result) -> Summary:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
@@ -144,6 +145,15 @@ class WriteCombined(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        moves = {
+            **consistency.SUM_ARRAYS_MOVES,
+            ("host", "host_write"): 1,
+            ("host", "host_read"): 1,
+        }
+        consistency.measured_bytes(result, moves, [nbytes])
 
 
 ROWS = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
@@ -86,6 +87,19 @@ class ZeroCopy(Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        powers = result.parameters.powers
+        if result.parameters.single_size and len(powers) != 1:
+            consistency.refuse(
+                "parameters.powers", f"has {len(powers)} sizes, but single_size says one"
+            )
+        sizes = [FLOAT32_BYTES << power for power in powers]
+        consistency.measured_bytes(result, ARRAYS_MOVED, sizes, "2^powers")
+
+
+# A path moves a, b in and res out: 3 arrays, as the kernel reads and writes them.
+ARRAYS_MOVED = {**consistency.SUM_ARRAYS_MOVES, ("span", "end_to_end"): 3}
 
 
 def _measure_size(session, kernel, power: int, params: ZeroCopyParams) -> list:

@@ -2,10 +2,15 @@
 
 A Result file is read by `memprof report` and `memprof diff` on any machine, so every value is
 checked before anything is drawn from it. The types are the annotations themselves (int, float,
-str, bool, None, Literal, list, tuple, dict, a dataclass, `X | None`, a dict of field types for a
-record such as an experiment's `extra`), plus rules attached with `Annotated` (AtLeast, NON_EMPTY).
-So a new field is checked as soon as it is declared. The first problem found is raised as a
-SchemaError that says where it is: `measurements[3].samples_ms[0] is NaN: expected ...`.
+str, bool, None, Literal, list, tuple, dict, a dataclass, a TypedDict, `X | None`, a dict of
+field types for a record), plus rules attached with `Annotated` (Range, AtLeast, NON_EMPTY,
+DISTINCT). So a new field is checked as soon as it is declared. A dataclass may also say what
+its fields must agree on with a `check_consistency()` method (free memory no more than total),
+run once its fields are checked. The first problem found is raised as a SchemaError that says
+where it is: `measurements[3].samples_ms[0] is NaN: expected ...`.
+
+Each type is turned once into a checking function (cached), so a file of 100,000 measurements
+costs one pass over its values, not one reading of the annotations per value.
 """
 
 from __future__ import annotations
@@ -14,11 +19,17 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-# A record: field name -> type, every field required (an experiment's `extra`).
+# A record: field name -> type, every field required.
 Record = dict[str, Any]
+Checker = Callable[[Any, str], Any]  # (value, where) -> the value as declared, or SchemaError
+
+MAX_COUNT = 2**53  # bytes, elements, calls: beyond what any run makes, and exact in a float
+MAX_MS = 7 * 24 * 3600 * 1000.0  # a week: nothing memprof times lasts longer
+MAX_GPU_INDEX = 63  # as `--device` allows
 
 
 class SchemaError(ValueError):
@@ -27,7 +38,58 @@ class SchemaError(ValueError):
     def __init__(self, where: str, found: str, wanted: str | None = None) -> None:
         message = f"{where} {found}" if where else found
         super().__init__(f"{message}: expected {wanted}" if wanted else message)
-        self.where, self.found = where, found
+        self.where, self.found, self.wanted = where, found, wanted
+
+    def within(self, where: str) -> SchemaError:
+        """The same problem, placed inside `where` (a problem of a whole object: at it)."""
+        if not where:
+            return self
+        inner = f"{where}.{self.where}" if self.where else where
+        return SchemaError(inner, self.found, self.wanted)
+
+
+def _number(value: float) -> str:
+    """A bound as a person reads it: 10000, 2^53, 604800000; never 1.04858e+06."""
+    if float(value).is_integer() and abs(value) < 1e16:
+        whole = int(value)
+        if whole >= 1 << 20 and whole & (whole - 1) == 0:
+            return f"2^{whole.bit_length() - 1}"
+        return str(whole)
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A number from `low` to `high` (`low` itself excluded when low_open); NaN never."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    unit: str = ""  # named in the message after the range: "milliseconds"
+
+    def allows(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    @property
+    def phrase(self) -> str:
+        if self.low_open:
+            text = f"({_number(self.low)}, {_number(self.high)}]"
+        else:
+            text = f"{_number(self.low)} to {_number(self.high)}"
+        return f"{text} {self.unit}".rstrip()
+
+    def refusal(self, value: Any) -> str:
+        """The one message every refusal of this range uses (command line, API, loader)."""
+        shown = value if not isinstance(value, float) else f"{value:g}"
+        return f"{shown} is outside the allowed range {self.phrase}"
+
+    def check(self, value: float, where: str) -> None:
+        """The schema's rule interface: a loaded value outside the range is refused."""
+        if not self.allows(value):
+            raise SchemaError(where, f"is {describe(value)}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +120,24 @@ class NonEmpty:
         return "with at least one item"
 
 
+@dataclass(frozen=True)
+class Distinct:
+    """A rule for Annotated lists: no item twice (the sizes of a sweep)."""
+
+    def check(self, value: list | tuple, where: str) -> None:
+        seen = set()
+        for index, item in enumerate(value):
+            if item in seen:
+                raise SchemaError(f"{where}[{index}]", f"is {describe(item)} again")
+            seen.add(item)
+
+    @property
+    def phrase(self) -> str:
+        return "each item once"
+
+
 NON_EMPTY = NonEmpty()
+DISTINCT = Distinct()
 
 
 def describe(value: Any) -> str:
@@ -69,6 +148,9 @@ def describe(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int) and value.bit_length() > 64:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
@@ -91,7 +173,7 @@ def expected(hint: Any) -> str:
         return " or ".join(expected(arg) for arg in args)
     if origin is Literal:
         return "one of " + ", ".join(str(arg) for arg in args)
-    if isinstance(hint, dict) or dataclasses.is_dataclass(hint):
+    if isinstance(hint, dict) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint):
         return "an object"
     if origin in (list, tuple) or hint in (list, tuple):
         if origin is tuple and args and args[-1] is not Ellipsis:
@@ -107,97 +189,17 @@ def expected(hint: Any) -> str:
     return words.get(hint, "an object")
 
 
-# What JSON value each plain type accepts (an int where a float is declared: JSON writes 2.0 as 2).
-_SCALARS = {type(None): type(None), bool: bool, int: int, float: int | float, str: str}
-
-
 def check(value: Any, hint: Any, where: str) -> Any:
     """value as its type declares it (tuples from lists, dataclasses from objects), or raise."""
-    origin, args = get_origin(hint), get_args(hint)
-    if hint is Any:
-        return value
-    if origin is Annotated:
-        base, *rules = args
-        try:
-            value = check(value, base, where)
-            for rule in rules:
-                rule.check(value, where)
-        except SchemaError as error:
-            if error.where != where:
-                raise  # a problem inside the value (a list's item) says where it is itself
-            raise SchemaError(where, error.found, expected(hint)) from None
-        return value
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        real = [arg for arg in args if arg is not type(None)]
-        for arg in real:
-            try:
-                return check(value, arg, where)
-            except SchemaError as error:
-                if len(real) > 1:
-                    continue
-                if error.where != where:
-                    raise  # a problem inside an object or a list: its own place says more
-                raise SchemaError(where, error.found, expected(hint)) from None
-        raise _wrong(value, hint, where)
-    if origin is Literal:
-        if any(value == arg and type(value) is type(arg) for arg in args):
-            return value
-        raise _wrong(value, hint, where)
-    if isinstance(hint, dict):
-        return check_record(value, hint, where)
-    if dataclasses.is_dataclass(hint):
-        return check_dataclass(value, hint, where)
-    if origin is list or hint is list:
-        if not isinstance(value, list):
-            raise _wrong(value, hint, where)
-        item = args[0] if args else Any
-        return [check(v, item, f"{where}[{index}]") for index, v in enumerate(value)]
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise _wrong(value, hint, where)
-        if args[-1] is Ellipsis:
-            return tuple(check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            found = f"has {len(value)} item{'' if len(value) == 1 else 's'}"
-            raise SchemaError(where, found, expected(hint))
-        items = enumerate(zip(value, args, strict=True))
-        return tuple(check(v, arg, f"{where}[{i}]") for i, (v, arg) in items)
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise _wrong(value, hint, where)
-        item = args[1] if args else Any
-        return {key: check(v, item, f"{where}.{key}") for key, v in value.items()}
-    if hint in _SCALARS:
-        if (
-            not isinstance(value, _SCALARS[hint])
-            or (isinstance(value, bool) and hint is not bool)  # JSON true is not the number 1
-            or (hint is float and not math.isfinite(value))
-        ):
-            raise _wrong(value, hint, where)
-        return value
-    raise TypeError(f"schema.check has no rule for {hint!r} (at {where})")
+    return checker(hint)(value, where)
 
 
 def check_record(
     value: Any, hints: Record, where: str, may_be_absent: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """An object with exactly these fields (those in may_be_absent may be left out), checked."""
-    if not isinstance(value, dict):
-        raise _wrong(value, dict, where)
-    prefix = f"{where}." if where else ""
-    for key in value:
-        if key not in hints:
-            known = ", ".join(hints) or "no fields"
-            raise SchemaError(f"{prefix}{key}", "is not a known field", f"only {known}")
-    checked = {}
-    for name, hint in hints.items():
-        if name in value:
-            checked[name] = check(value[name], hint, f"{prefix}{name}")
-        elif name not in may_be_absent:
-            raise SchemaError(f"{prefix}{name}", "is missing")
-    return checked
+    fields = [(name, checker(hint)) for name, hint in hints.items()]
+    return _record(fields, may_be_absent)(value, where)
 
 
 def check_dataclass(value: Any, cls: type, where: str) -> Any:
@@ -208,6 +210,210 @@ def check_dataclass(value: Any, cls: type, where: str) -> Any:
     did before it). Defaults computed from this process (pid, host, time, version) never stand
     in for a file's own, and an empty default that is not valid (samples_ms) is never taken.
     """
+    return checker(cls)(value, where)
+
+
+# -- turning a type into its checking function -----------------------------------------------
+
+_CHECKERS: dict[Any, Checker] = {}
+
+
+def checker(hint: Any) -> Checker:
+    """The function that checks values of this type (made once per type)."""
+    try:
+        return _CHECKERS[hint]
+    except KeyError:
+        made = _CHECKERS[hint] = _compile(hint)
+        return made
+    except TypeError:  # an unhashable type: a record written as a dict of field types
+        return _compile(hint)
+
+
+def _compile(hint: Any) -> Checker:
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return lambda value, where: value
+    if origin is Annotated:
+        return _annotated(hint, checker(args[0]), args[1:])
+    if origin in (Union, types.UnionType):
+        return _union(hint, args)
+    if origin is Literal:
+        return _literal(hint, args)
+    if isinstance(hint, dict):
+        return _record([(name, checker(h)) for name, h in hint.items()], frozenset())
+    if dataclasses.is_dataclass(hint):
+        return _dataclass(hint)
+    if typing.is_typeddict(hint):
+        return _typeddict(hint)
+    if origin is list or hint is list:
+        return _sequence(hint, list, checker(args[0]) if args else checker(Any), list)
+    if origin is tuple:
+        if args[-1] is Ellipsis:
+            return _sequence(hint, list | tuple, checker(args[0]), tuple)
+        return _fixed_tuple(hint, [checker(arg) for arg in args])
+    if origin is dict or hint is dict:
+        return _mapping(hint, checker(args[1]) if args else checker(Any))
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    raise TypeError(f"schema.check has no rule for {hint!r}")
+
+
+def _wrong(value: Any, hint: Any, where: str) -> SchemaError:
+    return SchemaError(where, f"is {describe(value)}", expected(hint))
+
+
+def _scalar(hint: Any, accepts: Callable[[Any], bool]) -> Checker:
+    def check_scalar(value: Any, where: str) -> Any:
+        if not accepts(value):
+            raise _wrong(value, hint, where)
+        return value
+
+    return check_scalar
+
+
+def _is_number(value: Any) -> bool:
+    """A finite JSON number (JSON writes 2.0 as 2; true is not the number 1)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1e308
+
+
+_SCALARS: dict[Any, Checker] = {
+    type(None): _scalar(type(None), lambda value: value is None),
+    bool: _scalar(bool, lambda value: isinstance(value, bool)),
+    int: _scalar(int, lambda value: isinstance(value, int) and not isinstance(value, bool)),
+    float: _scalar(float, _is_number),
+    str: _scalar(str, lambda value: isinstance(value, str)),
+}
+
+
+def _annotated(hint: Any, check_base: Checker, rules: tuple) -> Checker:
+    wanted = expected(hint)
+
+    def check_annotated(value: Any, where: str) -> Any:
+        try:
+            value = check_base(value, where)
+            for rule in rules:
+                rule.check(value, where)
+        except SchemaError as error:
+            if error.where != where:
+                raise  # a problem inside the value (a list's item) says where it is itself
+            raise SchemaError(where, error.found, wanted) from None
+        return value
+
+    return check_annotated
+
+
+def _union(hint: Any, args: tuple) -> Checker:
+    none_allowed = type(None) in args
+    real = [checker(arg) for arg in args if arg is not type(None)]
+    wanted = expected(hint)
+
+    def check_union(value: Any, where: str) -> Any:
+        if value is None and none_allowed:
+            return None
+        if len(real) == 1:
+            try:
+                return real[0](value, where)
+            except SchemaError as error:
+                if error.where != where:
+                    raise  # a problem inside an object or a list: its own place says more
+                raise SchemaError(where, error.found, wanted) from None
+        for check_one in real:
+            try:
+                return check_one(value, where)
+            except SchemaError:
+                continue
+        raise _wrong(value, hint, where)
+
+    return check_union
+
+
+def _literal(hint: Any, args: tuple) -> Checker:
+    def check_literal(value: Any, where: str) -> Any:
+        if any(value == arg and type(value) is type(arg) for arg in args):
+            return value
+        raise _wrong(value, hint, where)
+
+    return check_literal
+
+
+def _sequence(hint: Any, accepted: Any, check_item: Checker, made: type) -> Checker:
+    def check_sequence(value: Any, where: str) -> Any:
+        if not isinstance(value, accepted):
+            raise _wrong(value, hint, where)
+        try:  # the places of items are only spelled out when one is wrong
+            return made([check_item(item, where) for item in value])
+        except SchemaError:
+            return made([check_item(v, f"{where}[{i}]") for i, v in enumerate(value)])
+
+    return check_sequence
+
+
+def _fixed_tuple(hint: Any, checks: list[Checker]) -> Checker:
+    def check_tuple(value: Any, where: str) -> tuple:
+        if not isinstance(value, list | tuple):
+            raise _wrong(value, hint, where)
+        if len(value) != len(checks):
+            found = f"has {len(value)} item{'' if len(value) == 1 else 's'}"
+            raise SchemaError(where, found, expected(hint))
+        items = enumerate(zip(value, checks, strict=True))
+        return tuple(check_one(v, f"{where}[{i}]") for i, (v, check_one) in items)
+
+    return check_tuple
+
+
+def _mapping(hint: Any, check_item: Checker) -> Checker:
+    def check_mapping(value: Any, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise _wrong(value, hint, where)
+        return {key: check_item(v, f"{where}.{key}") for key, v in value.items()}
+
+    return check_mapping
+
+
+def _record(fields: list[tuple[str, Checker]], may_be_absent: frozenset[str]) -> Checker:
+    """An object with exactly these fields, each checked: a dict."""
+    known = {name for name, _ in fields}
+    known_text = ", ".join(name for name, _ in fields) or "no fields"
+
+    def check_fields(value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _wrong(value, dict, where)
+        prefix = f"{where}." if where else ""
+        for key in value:
+            if key not in known:
+                raise SchemaError(f"{prefix}{key}", "is not a known field", f"only {known_text}")
+        checked = {}
+        for name, check_field in fields:
+            if name in value:
+                checked[name] = check_field(value[name], prefix + name)
+            elif name not in may_be_absent:
+                raise SchemaError(prefix + name, "is missing")
+        return checked
+
+    return check_fields
+
+
+def _typeddict(cls: Any) -> Checker:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = [(name, checker(hint)) for name, hint in hints.items()]
+    return _record(fields, frozenset(cls.__optional_keys__))
+
+
+def _dataclass(cls: type) -> Checker:
+    """Made on first use, so a dataclass may name types defined after it."""
+    made: list[Checker] = []
+
+    def check_instance(value: Any, where: str) -> Any:
+        if not made:
+            made.append(_dataclass_now(cls))
+        return made[0](value, where)
+
+    return check_instance
+
+
+def _dataclass_now(cls: type) -> Checker:
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = [f for f in dataclasses.fields(cls) if f.init]
     absent_ok = set()
@@ -220,19 +426,26 @@ def check_dataclass(value: Any, cls: type, where: str) -> Any:
                 absent_ok.add(f.name)
             except SchemaError:
                 pass
-    checked = check_record(
-        value, {f.name: hints[f.name] for f in fields}, where, frozenset(absent_ok)
-    )
-    return cls(**checked)
+    check_fields = _record([(f.name, checker(hints[f.name])) for f in fields], frozenset(absent_ok))
+    consistent = getattr(cls, "check_consistency", None)
+
+    def check_instance(value: Any, where: str) -> Any:
+        instance = cls(**check_fields(value, where))
+        if consistent is not None:
+            try:
+                instance.check_consistency()
+            except SchemaError as error:
+                raise error.within(where) from None
+        return instance
+
+    return check_instance
 
 
-def _wrong(value: Any, hint: Any, where: str) -> SchemaError:
-    return SchemaError(where, f"is {describe(value)}", expected(hint))
-
-
-# Types with the rules a loaded file must keep (checked by check below).
-Count = Annotated[int, AtLeast(0)]  # elements, bytes, calls: never negative
+# Types with the rules a loaded file must keep.
+Count = Annotated[int, Range(0, MAX_COUNT)]  # elements, bytes, calls: never negative
 ByteCount = Count
-NonNegative = Annotated[float, AtLeast(0)]  # finite, never negative
-Milliseconds = NonNegative
+GpuIndex = Annotated[int, Range(0, MAX_GPU_INDEX)]
+NonNegative = Annotated[float, Range(0, 1e15)]  # finite, never negative, never absurd
+Milliseconds = Annotated[float, Range(0, MAX_MS, unit="ms")]
+Seconds = Annotated[float, Range(0, MAX_MS / 1000, unit="s")]
 Samples = Annotated[list[Milliseconds], NON_EMPTY]  # a measurement has at least one sample
