@@ -310,7 +310,8 @@ class Trace(Experiment):
 
     def check_consistency(self, result: Result) -> None:
         copies = copies_of(result)
-        by_name = copy_rows(result)
+        rows = copy_rows(result)
+        by_name = dict(rows)
         seen = set()
         for index, group in enumerate(copies):
             name = row_name(group)
@@ -321,7 +322,7 @@ class Trace(Experiment):
         for name in by_name:
             consistency.refuse("extra.copies", f"has no group for the measured {name!r}")
         if result.extra.blocked is not None:
-            check_blocked(result.extra.blocked, copies, copy_rows(result))
+            check_blocked(result.extra.blocked, copies, rows)
 
 
 def row_name(group: CopyGroup) -> str:
@@ -375,29 +376,31 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
 def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
     """Blocking copies by row and size: copies that were measured, as many as each group
     blocked on, their calls' time the group's."""
+    measured = {(m.name, m.bytes): len(m.samples_ms) for name in rows for m in rows[name]}
+    calls: dict[str, int] = {}
+    waited: dict[str, list[float]] = {}
     for index, row in enumerate(blocked):
         where = f"extra.blocked[{index}]"
-        measured = [m for m in rows.get(row.name, []) if m.bytes == row.bytes]
-        count = sum(len(m.samples_ms) for m in measured)
+        count = measured.get((row.name, row.bytes), 0)
         if row.calls > count:
             consistency.refuse(
                 f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
             )
         if row.paired > row.calls:
             consistency.refuse(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
+        calls[row.name] = calls.get(row.name, 0) + row.calls
+        waited.setdefault(row.name, []).append(row.blocked_ms)
     for index, group in enumerate(copies):
         name = row_name(group)
-        mine = [row for row in blocked if row.name == name]
-        calls = sum(row.calls for row in mine)
-        if calls != group.blocking_copies:
+        if calls.get(name, 0) != group.blocking_copies:
             consistency.refuse(
                 f"extra.copies[{index}]",
                 f"blocked the host on {group.blocking_copies} copies, but extra.blocked "
-                f"has {calls}",
+                f"has {calls.get(name, 0)}",
             )
-        waited = math.fsum(row.blocked_ms for row in mine)
-        if not _close(waited, group.blocked_ms):
+        total = math.fsum(waited.get(name, []))
+        if not _close(total, group.blocked_ms):
             consistency.refuse(
                 f"extra.copies[{index}].blocked_ms",
-                f"is {group.blocked_ms}, but extra.blocked's calls took {waited}",
+                f"is {group.blocked_ms}, but extra.blocked's calls took {total}",
             )

@@ -239,7 +239,7 @@ class Result:
         (a KeyError) if there is none or more than one."""
         matches = [
             m
-            for m in self.measurements
+            for m in self._by_operation().get(operation, ())
             if m.operation == operation
             and (kind is None or m.kind == kind)
             and (group is None or m.group == group)
@@ -250,6 +250,18 @@ class Result:
             described = ", ".join(f"{k}={v!r}" for k, v in wanted.items() if v is not None)
             raise MissingMeasurement(self.command, described, len(matches))
         return matches[0]
+
+    def _by_operation(self) -> dict[str, list[Measurement]]:
+        """The measurements by operation, made once per list: a summary looks up a row per
+        size and kind, and a large file must not cost a pass over everything per row."""
+        key = (id(self.measurements), len(self.measurements))
+        cached = self.__dict__.get("_index")
+        if cached is None or cached[0] != key:
+            index: dict[str, list[Measurement]] = {}
+            for m in self.measurements:
+                index.setdefault(m.operation, []).append(m)
+            cached = self.__dict__["_index"] = (key, index)
+        return cached[1]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, default=_plain)

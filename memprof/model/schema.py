@@ -91,6 +91,8 @@ class Range:
         if not self.allows(value):
             raise SchemaError(where, f"is {describe(value)}")
 
+    accepts = allows
+
 
 @dataclass(frozen=True)
 class AtLeast:
@@ -99,8 +101,11 @@ class AtLeast:
     minimum: float
 
     def check(self, value: float, where: str) -> None:
-        if value < self.minimum:
+        if not self.accepts(value):
             raise SchemaError(where, f"is {describe(value)}")
+
+    def accepts(self, value: float) -> bool:
+        return value >= self.minimum
 
     @property
     def phrase(self) -> str:
@@ -114,6 +119,9 @@ class NonEmpty:
     def check(self, value: list, where: str) -> None:
         if not value:
             raise SchemaError(where, "is an empty list")
+
+    def accepts(self, value: list) -> bool:
+        return bool(value)
 
     @property
     def phrase(self) -> str:
@@ -130,6 +138,9 @@ class Distinct:
             if item in seen:
                 raise SchemaError(f"{where}[{index}]", f"is {describe(item)} again")
             seen.add(item)
+
+    def accepts(self, value: list | tuple) -> bool:
+        return len(set(value)) == len(value)
 
     @property
     def phrase(self) -> str:
@@ -234,7 +245,7 @@ def _compile(hint: Any) -> Checker:
     if hint is Any:
         return lambda value, where: value
     if origin is Annotated:
-        return _annotated(hint, checker(args[0]), args[1:])
+        return _annotated(hint, args[0], args[1:])
     if origin in (Union, types.UnionType):
         return _union(hint, args)
     if origin is Literal:
@@ -262,18 +273,87 @@ def _wrong(value: Any, hint: Any, where: str) -> SchemaError:
     return SchemaError(where, f"is {describe(value)}", expected(hint))
 
 
-def _scalar(hint: Any, accepts: Callable[[Any], bool]) -> Checker:
+# A checker may carry `accepts`: a quick test that a value is valid and comes back as it
+# is. Lists of numbers, strings and names are then checked without a place for each item,
+# which a refusal alone spells out.
+Accepts = Callable[[Any], bool]
+
+
+def _accepting(check: Checker, accepts: Accepts | None) -> Checker:
+    check.accepts = accepts  # type: ignore[attr-defined]
+    return check
+
+
+def _accepts_of(check: Checker) -> Accepts | None:
+    return getattr(check, "accepts", None)
+
+
+def _all_of(tests: list[Accepts]) -> Accepts:
+    first, *rest = tests
+    if len(rest) == 1:
+        second = rest[0]
+        return lambda value: first(value) and second(value)
+    return lambda value: first(value) and all(test(value) for test in rest)
+
+
+def _number_in(limits: Range, integer: bool) -> Accepts:
+    """An int (or a float too) within the range, in one test: the most common value."""
+    low, high = limits.low, limits.high
+    kinds = (int,) if integer else (int, float)
+    if limits.low_open:
+        return lambda value: type(value) in kinds and low < value <= high
+    return lambda value: type(value) in kinds and low <= value <= high
+
+
+def _any_of(tests: list[Accepts], none_allowed: bool) -> Accepts:
+    return lambda value: (value is None and none_allowed) or any(test(value) for test in tests)
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _each(item: Accepts) -> Accepts:
+    return lambda values: all(map(item, values))
+
+
+def _list_of(items: Accepts) -> Accepts:
+    return lambda value: type(value) is list and items(value)
+
+
+def _numbers_in(limits: Range, integer: bool) -> Accepts:
+    """Many numbers within the range at once, in C loops: a measurement's samples."""
+    low, high = limits.low, limits.high
+    kinds = {int} if integer else {int, float}
+
+    def accepts(values: list | tuple) -> bool:
+        if not values:
+            return True
+        if not set(map(type, values)) <= kinds:
+            return False
+        try:
+            if not integer and not all(map(math.isfinite, values)):
+                return False
+        except OverflowError:  # an integer beyond any float
+            return False
+        least = min(values)
+        return (low < least if limits.low_open else low <= least) and max(values) <= high
+
+    return accepts
+
+
+def _scalar(hint: Any, accepts: Accepts) -> Checker:
     def check_scalar(value: Any, where: str) -> Any:
         if not accepts(value):
             raise _wrong(value, hint, where)
         return value
 
-    return check_scalar
+    return _accepting(check_scalar, accepts)
 
 
 def _is_number(value: Any) -> bool:
     """A finite JSON number (JSON writes 2.0 as 2; true is not the number 1)."""
-    if isinstance(value, float):
+    if type(value) is float:
         return math.isfinite(value)
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1e308
 
@@ -287,10 +367,18 @@ _SCALARS: dict[Any, Checker] = {
 }
 
 
-def _annotated(hint: Any, check_base: Checker, rules: tuple) -> Checker:
+def _annotated(hint: Any, base: Any, rules: tuple) -> Checker:
     wanted = expected(hint)
+    check_base = checker(base)
+    tests = [_accepts_of(check_base), *(getattr(rule, "accepts", None) for rule in rules)]
+    accepts = _all_of(tests) if all(tests) else None
+    numbers = base in (int, float) and len(rules) == 1 and isinstance(rules[0], Range)
+    if numbers:
+        accepts = _number_in(rules[0], base is int)
 
     def check_annotated(value: Any, where: str) -> Any:
+        if accepts is not None and accepts(value):
+            return value
         try:
             value = check_base(value, where)
             for rule in rules:
@@ -301,6 +389,9 @@ def _annotated(hint: Any, check_base: Checker, rules: tuple) -> Checker:
             raise SchemaError(where, error.found, wanted) from None
         return value
 
+    _accepting(check_annotated, accepts)
+    if numbers:
+        check_annotated.accepts_all = _numbers_in(rules[0], base is int)  # type: ignore[attr-defined]
     return check_annotated
 
 
@@ -308,6 +399,8 @@ def _union(hint: Any, args: tuple) -> Checker:
     none_allowed = type(None) in args
     real = [checker(arg) for arg in args if arg is not type(None)]
     wanted = expected(hint)
+    tests = [_accepts_of(check_one) for check_one in real]
+    accepts = _any_of(tests, none_allowed) if all(tests) else None
 
     def check_union(value: Any, where: str) -> Any:
         if value is None and none_allowed:
@@ -326,28 +419,45 @@ def _union(hint: Any, args: tuple) -> Checker:
                 continue
         raise _wrong(value, hint, where)
 
-    return check_union
+    return _accepting(check_union, accepts)
 
 
 def _literal(hint: Any, args: tuple) -> Checker:
+    allowed = {(type(arg), arg) for arg in args}
+    kinds = {type(arg) for arg in args}
+
+    def accepts(value: Any) -> bool:
+        return type(value) in kinds and (type(value), value) in allowed
+
     def check_literal(value: Any, where: str) -> Any:
-        if any(value == arg and type(value) is type(arg) for arg in args):
+        if accepts(value):
             return value
         raise _wrong(value, hint, where)
 
-    return check_literal
+    return _accepting(check_literal, accepts)
 
 
 def _sequence(hint: Any, accepted: Any, check_item: Checker, made: type) -> Checker:
+    item_accepts = _accepts_of(check_item)
+    items_accept = getattr(check_item, "accepts_all", None)
+    if items_accept is None and item_accepts is not None:
+        items_accept = _each(item_accepts)
+
     def check_sequence(value: Any, where: str) -> Any:
         if not isinstance(value, accepted):
             raise _wrong(value, hint, where)
-        try:  # the places of items are only spelled out when one is wrong
-            return made([check_item(item, where) for item in value])
-        except SchemaError:
-            return made([check_item(v, f"{where}[{i}]") for i, v in enumerate(value)])
+        if items_accept is not None:
+            if items_accept(value):
+                return value if type(value) is made else made(value)
+        else:
+            try:  # the places of items are only spelled out when one is wrong
+                return made([check_item(item, where) for item in value])
+            except SchemaError:
+                pass
+        return made([check_item(v, f"{where}[{i}]") for i, v in enumerate(value)])
 
-    return check_sequence
+    accepts = _list_of(items_accept) if items_accept is not None and made is list else None
+    return _accepting(check_sequence, accepts)
 
 
 def _fixed_tuple(hint: Any, checks: list[Checker]) -> Checker:
@@ -376,21 +486,30 @@ def _record(fields: list[tuple[str, Checker]], may_be_absent: frozenset[str]) ->
     """An object with exactly these fields, each checked: a dict."""
     known = {name for name, _ in fields}
     known_text = ", ".join(name for name, _ in fields) or "no fields"
+    required = known - may_be_absent
+    quick = [(name, _accepts_of(check) or _never, check) for name, check in fields]
 
     def check_fields(value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _wrong(value, dict, where)
         prefix = f"{where}." if where else ""
-        for key in value:
-            if key not in known:
-                raise SchemaError(f"{prefix}{key}", "is not a known field", f"only {known_text}")
-        checked = {}
-        for name, check_field in fields:
-            if name in value:
-                checked[name] = check_field(value[name], prefix + name)
-            elif name not in may_be_absent:
-                raise SchemaError(prefix + name, "is missing")
-        return checked
+        if not value.keys() <= known:
+            key = next(key for key in value if key not in known)
+            raise SchemaError(f"{prefix}{key}", "is not a known field", f"only {known_text}")
+        if not required <= value.keys():
+            name = next(name for name, _ in fields if name in required and name not in value)
+            raise SchemaError(prefix + name, "is missing")
+        try:  # the places of fields are only spelled out when one is wrong
+            checked = {}
+            for name, accepts, check in quick:
+                if name in value:
+                    item = value[name]
+                    checked[name] = item if accepts(item) else check(item, where)
+            return checked
+        except SchemaError:
+            return {
+                name: check(value[name], prefix + name) for name, check in fields if name in value
+            }
 
     return check_fields
 
