@@ -25,7 +25,7 @@ from memprof import __version__
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
-from memprof.interrupts import caused_by_ctrl_c
+from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.model import params as declared
 from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
 from memprof.output.emit import Output, emit, emit_diff
@@ -82,8 +82,9 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         print_error(f"{message} (see '{command} --help')")
         return error.exit_code
     except MemprofError as error:
-        print_error(str(error))
-        return error.exit_code
+        interrupted = pressed()  # a Ctrl-C that came back as another error
+        print_error(INTERRUPTED if interrupted else str(error))
+        return ExitCode.INTERRUPTED if interrupted else error.exit_code
     except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
         silence_closed_stdout()
         return ExitCode.OK
