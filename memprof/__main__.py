@@ -27,6 +27,7 @@ if __name__ == "__main__" or sys.argv[0].rpartition("/")[2] == "memprof":  # not
 from memprof.interrupts import caused_by_ctrl_c, forget_presses, note_press, pressed  # noqa: E402
 
 INTERRUPTED_EXIT_CODE = 130  # memprof.errors.ExitCode.INTERRUPTED, not imported: it is not light
+SAVE_FAILED_EXIT_CODE = 5  # ExitCode.SAVE_FAILED: output that could not be written
 
 
 def main() -> None:
@@ -46,7 +47,9 @@ def main() -> None:
     if code is None or (pressed() and code != INTERRUPTED_EXIT_CODE):  # or a press lost
         _say("memprof: error: interrupted\n")
         code = INTERRUPTED_EXIT_CODE
-    _flush_stdout()
+    if not _flush_stdout() and code == 0:
+        _say("memprof: error: stdout: not written: what was left could not be flushed\n")
+        code = SAVE_FAILED_EXIT_CODE
     if code == INTERRUPTED_EXIT_CODE:
         # Under `python -m`, a KeyboardInterrupt that ended inside a string exec/eval (as
         # dataclasses and namedtuple build their methods) leaves a flag that makes CPython
@@ -99,11 +102,15 @@ def _say(line: str) -> None:
         pass
 
 
-def _flush_stdout() -> None:
-    """Flush now, so a reader that closed the pipe costs no 'Exception ignored' at exit."""
+def _flush_stdout() -> bool:
+    """Flush now, so a reader that closed the pipe costs no 'Exception ignored' at exit:
+    False where what was left could not be written (a full disk; a closed pipe is fine)."""
+    if sys.stdout is None:  # closed before memprof started (`>&-`): nothing was written
+        return True
     try:
         sys.stdout.flush()
-    except (OSError, ValueError):
+        return True
+    except (OSError, ValueError) as error:
         try:
             import os
 
@@ -111,6 +118,7 @@ def _flush_stdout() -> None:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
+        return isinstance(error, BrokenPipeError)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from memprof.experiments.base import Experiment
 from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.model import params as declared
 from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
-from memprof.output.emit import Output, emit, emit_diff
+from memprof.output.emit import Output, emit, emit_diff, stdout_failed
 
 try:  # typer 0.2x and later carry their own copy of click
     from typer._click import exceptions as click_exceptions
@@ -95,6 +95,10 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         if caused_by_ctrl_c(error):
             print_error(INTERRUPTED)
             return ExitCode.INTERRUPTED
+        lost = stdout_failed(error)  # `> /dev/full`: output lost, as an unsaved file is
+        if lost:
+            print_error(lost)
+            return ExitCode.SAVE_FAILED
         cuda = sys.modules.get("pycuda.driver")
         if cuda is not None and isinstance(error, cuda.Error):
             print_error(f"CUDA driver error: {str(error).strip()}")
@@ -118,7 +122,7 @@ app = typer.Typer(
         "gated CUDA events); host work is timed with the host clock; bandwidth is "
         "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
         "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, 5 the run was shown but --json/--csv could not be saved, "
+        "4 out of memory, 5 output not written (--json/--csv, or stdout), "
         "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,

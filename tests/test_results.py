@@ -312,7 +312,7 @@ BAD_BYTES = {
         (FIXTURES / "h200_pinned_p20.json").read_bytes()[:1000],
         "is not a memprof result: invalid JSON",
     ),
-    "empty": (b"", "invalid JSON at line 1 column 1"),
+    "empty": (b"", "is not a memprof result: it is empty"),
     "a list": (b"[1, 2]", "is not a memprof result: the JSON is a list, not an object"),
     "a string": (b'"pinned"', "the JSON is the string 'pinned', not an object"),
     "no schema version": (b'{"command": "pinned"}', "is not a memprof result: no schema_version"),

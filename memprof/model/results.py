@@ -311,20 +311,26 @@ def _read_result_bytes(path: Path) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
-    with open(descriptor, "rb", closefd=True) as file:
+    try:
         mode = os.fstat(descriptor).st_mode
         for is_kind, what in _NOT_FILES.items():
             if is_kind(mode):
                 raise InvalidArgument(f"cannot read {path}: it is {what}, not a result file")
-        try:
-            os.set_blocking(descriptor, True)
+        if stat.S_ISDIR(mode):
+            raise InvalidArgument(f"cannot read {path}: Is a directory")
+        os.set_blocking(descriptor, True)
+        with open(descriptor, "rb", closefd=False) as file:
             raw = file.read(MAX_RESULT_BYTES + 1)
-        except OSError as error:
-            raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+    except OSError as error:
+        raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+    finally:
+        os.close(descriptor)
     if len(raw) > MAX_RESULT_BYTES:
         raise InvalidArgument(
             f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
         )
+    if not raw:
+        raise InvalidArgument(f"{path} is not a memprof result: it is empty")
     return raw
 
 
