@@ -171,7 +171,8 @@ class Pinned(Experiment):
             "its float32 must fill extra.bytes_per_array",
         )
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
-        consistency.kinds_among(result, {key: HOST_KINDS for key in (*COPY, *BLOCKED)})
+        copies = (*COPY.values(), *BLOCKED.values())
+        consistency.kinds_among(result, {(m.group, m.operation): HOST_KINDS for m in copies})
 
 
 # What each operation moves, in arrays of bytes_per_array (a flow: a, b in and res out).

@@ -89,6 +89,13 @@ class Measurement:
                 f"has {len(self.events_ms)} samples, one per operation, but samples_ms has "
                 f"{len(self.samples_ms)}",
             )
+        if self.bytes and self.group in ("gpu", "span"):  # moving data takes time
+            for field in ("samples_ms", "throughput_ms"):
+                times = getattr(self, field)
+                if times and times.count(0) > len(times) // 2:
+                    raise SchemaError(
+                        field, f"has a median of 0 ms, but moving {self.bytes} bytes takes time"
+                    )
         if len(self.gpus) > 2:
             raise SchemaError("gpus", f"names {len(self.gpus)} GPUs: an operation runs on 1 or 2")
 

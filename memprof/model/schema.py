@@ -16,7 +16,9 @@ costs one pass over its values, not one reading of the annotations per value.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -306,6 +308,9 @@ def _number_in(limits: Range, integer: bool) -> Accepts:
 
 
 def _any_of(tests: list[Accepts], none_allowed: bool) -> Accepts:
+    if len(tests) == 1:
+        test = tests[0]
+        return lambda value: (value is None and none_allowed) or test(value)
     return lambda value: (value is None and none_allowed) or any(test(value) for test in tests)
 
 
@@ -365,6 +370,7 @@ _SCALARS: dict[Any, Checker] = {
     float: _scalar(float, _is_number),
     str: _scalar(str, lambda value: isinstance(value, str)),
 }
+_SCALARS[str].accepts_all = lambda values: set(map(type, values)) <= {str}  # type: ignore[attr-defined]
 
 
 def _annotated(hint: Any, base: Any, rules: tuple) -> Checker:
@@ -434,6 +440,11 @@ def _literal(hint: Any, args: tuple) -> Checker:
             return value
         raise _wrong(value, hint, where)
 
+    if kinds == {str}:  # names: a column of them at once
+        names = set(args)
+        check_literal.accepts_all = lambda values: (  # type: ignore[attr-defined]
+            set(map(type, values)) <= kinds and set(values) <= names
+        )
     return _accepting(check_literal, accepts)
 
 
@@ -443,9 +454,15 @@ def _sequence(hint: Any, accepted: Any, check_item: Checker, made: type) -> Chec
     if items_accept is None and item_accepts is not None:
         items_accept = _each(item_accepts)
 
+    many = getattr(check_item, "many", None)
+
     def check_sequence(value: Any, where: str) -> Any:
         if not isinstance(value, accepted):
             raise _wrong(value, hint, where)
+        if many is not None:
+            records = many(value)
+            if records is not None:
+                return made(records)
         if items_accept is not None:
             if items_accept(value):
                 return value if type(value) is made else made(value)
@@ -524,11 +541,15 @@ def _dataclass(cls: type) -> Checker:
     """Made on first use, so a dataclass may name types defined after it."""
     made: list[Checker] = []
 
-    def check_instance(value: Any, where: str) -> Any:
+    def now() -> Checker:
         if not made:
             made.append(_dataclass_now(cls))
-        return made[0](value, where)
+        return made[0]
 
+    def check_instance(value: Any, where: str) -> Any:
+        return now()(value, where)
+
+    check_instance.many = lambda values: now().many(values)  # type: ignore[attr-defined]
     return check_instance
 
 
@@ -557,7 +578,60 @@ def _dataclass_now(cls: type) -> Checker:
                 raise error.within(where) from None
         return instance
 
+    check_instance.many = _records_at_once(cls, fields, hints)  # type: ignore[attr-defined]
     return check_instance
+
+
+def _records_at_once(
+    cls: type, fields: list[dataclasses.Field], hints: dict[str, Any]
+) -> Callable[[list], list | None]:
+    """Instances of a list of records, checked field by field across all of them in C loops
+    (100,000 measurements); None where any needs a closer look (a field absent, a value to
+    refuse): then each record is checked alone, which says where."""
+    names = [f.name for f in fields]
+    checks = [checker(hints[name]) for name in names]
+    tests = [_column_test(check) for check in checks]
+    known = frozenset(names)
+    consistent = getattr(cls, "check_consistency", None)
+
+    def many(values: list) -> list | None:
+        if not values:
+            return []
+        if set(map(type, values)) != {dict} or set(map(len, values)) != {len(names)}:
+            return None
+        if not all(map(known.issuperset, values)):
+            return None
+        columns = []
+        for name, check, test in zip(names, checks, tests, strict=True):
+            column = list(map(operator.itemgetter(name), values))
+            if test is not None:
+                if not test(column):
+                    return None
+            else:
+                try:
+                    column = [check(item, name) for item in column]
+                except SchemaError:
+                    return None
+            columns.append(column)
+        instances = list(itertools.starmap(cls, zip(*columns, strict=True)))
+        if consistent is not None:
+            try:
+                for instance in instances:
+                    instance.check_consistency()
+            except SchemaError:
+                return None
+        return instances
+
+    return many
+
+
+def _column_test(check: Checker) -> Accepts | None:
+    """A test of many values at once that they pass `check` unchanged, if it has one."""
+    every = getattr(check, "accepts_all", None)
+    if every is not None:
+        return every
+    one = _accepts_of(check)
+    return _each(one) if one is not None else None
 
 
 # Types with the rules a loaded file must keep.
