@@ -67,7 +67,8 @@ def run_each_gpu(
     count: int | None = None,
 ) -> EveryDevice:
     """`--device all`: `command` on every GPU in turn (count: how many; the driver's when None),
-    then, with two or more, every GPU's pinned copies at once (memprof hostlink)."""
+    then, with two or more, what the experiment runs over every GPU at once (its
+    `every_gpu_then`: every GPU's pinned copies at once, memprof hostlink, for most)."""
     from memprof.core.session import device_count
 
     count = device_count() if count is None else count
@@ -80,9 +81,9 @@ def run_each_gpu(
     if count < 2:
         done.notes.append(ONE_GPU)
     else:
-        hostlink = experiment_named("hostlink")
+        after = experiment_named(experiment_named(command).every_gpu_then)
         options = RunOptions(None, timing, affinity)
-        result, failures = run_experiment(hostlink, hostlink.Params(), options, progress)
+        result, failures = run_experiment(after, after.Params(), options, progress)
         done.results.append(result)
         done.cleanup_failures += failures
     return done

@@ -128,6 +128,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: no boxes, no colours, and rich's help machinery (markdown) is not loaded.
+    rich_markup_mode=None,
 )
 
 
@@ -171,7 +173,7 @@ def device_choice(text: str) -> int | None:
 
 
 DEVICE_RANGE = declared.Range(0, 63)
-DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them"
+DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them."
 Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, type=str)
 
 
@@ -186,14 +188,19 @@ def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-def output_options(saves: str = "the Result (every sample)", quiet: str = "") -> list:
+RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` renders it."
+RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
+RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
+NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
+
+
+def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
     """--json, --csv, --quiet and --no-color, as every command takes them."""
-    quiet = quiet or "Print nothing but errors (for scripts: use --json/--csv)."
     return [
-        option("json", Path | None, None, help=f"Also save {saves} as JSON."),
-        option("csv", Path | None, None, help="Also save every measurement as CSV, one row each."),
+        option("json", Path | None, None, help=json),
+        option("csv", Path | None, None, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
-        option("no_color", bool, False, help="No colours (also when piped or NO_COLOR is set)."),
+        option("no_color", bool, False, help=NO_COLOR_HELP),
     ]
 
 
@@ -201,7 +208,10 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     """--device, --timing and --no-affinity, as the experiment's kind takes them."""
     options = []
     if experiment.gpus == "one_or_every":
-        help = f"{DEVICE_HELP}, or 'all': every GPU in turn, then all their copies at once."
+        help = (
+            "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
+            f"{experiment.every_gpu_words}."
+        )
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )
@@ -280,17 +290,19 @@ for _experiment in REGISTRY:
 def _run(
     command: str, params: Any, device: int | None, output: Output, timing: str, affinity: bool
 ) -> None:
-    """Measure (each GPU in turn where device is None), then show and save."""
+    """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
+    (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
     from memprof import api
     from memprof.output.console import progress_bar
 
-    if device is None and output.json is not None:
+    every_gpu_in_turn = device is None and experiment_named(command).gpus != "every"
+    if every_gpu_in_turn and output.json is not None:
         raise InvalidArgument(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
     with progress_bar(not output.quiet) as progress:
-        if device is None:
+        if every_gpu_in_turn:
             done = api.run_each_gpu(command, params, timing, affinity, progress)
         else:
             options = api.RunOptions(device, timing, affinity)
@@ -305,7 +317,11 @@ def _run(
 
 REPORT_OPTIONS = [
     argument("paths", list[Path], ..., "Result files written with --json."),
-    *output_options("the one input again, validated", "Print nothing but errors: check the files."),
+    *output_options(
+        "Save the one input again, validated, in this memprof's format.",
+        "Save every measurement of every input as CSV, one row each.",
+        "Print nothing but errors: only check the files.",
+    ),
 ]
 
 
@@ -326,7 +342,11 @@ DIFF_OPTIONS = [
     argument("second", Path, ..., "Result B, compared with A."),
     *(
         o
-        for o in output_options("the comparison as shown (strings, not a Result)")
+        for o in output_options(
+            "Also save the comparison as shown (tables of strings, not a Result: `report` "
+            "cannot read it).",
+            quiet="Print nothing but errors.",
+        )
         if o.name != "csv"
     ),
 ]
@@ -348,7 +368,7 @@ TRACE_OPTIONS = [
         "bandwidth",
         str,
         "cache",
-        help="This GPU's pinned bandwidth for the advice: cache "
+        help="This GPU's pinned bandwidth and small-copy costs for the advice: cache "
         "(measured once, then cached per GPU and driver), measure (now), none.",
     ),
     option("device", int, 0, "-d", "--device", callback=within(DEVICE_RANGE), help=DEVICE_HELP),

@@ -45,6 +45,14 @@ def load_fixture(name: str):
     return load(FIXTURES / f"h200_{name}.json")
 
 
+def load_legacy(name: str):
+    """A Result an older memprof recorded on the H200 (schema 2: before NVML's GPU state, the
+    host side of pageable copies and the allocators), by its name without legacy_v2_."""
+    from memprof.experiments import load
+
+    return load(FIXTURES / f"legacy_v2_{name}.json")
+
+
 def render_text(result, width: int = 200) -> str:
     """What `memprof report` prints for a Result, without colours."""
     from rich.console import Console

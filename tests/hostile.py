@@ -141,25 +141,27 @@ OWN = ("parameters", "extra", "measurements")  # places whose meaning is the com
 
 
 def field_cases(fixture: Path, rotation: int, seen: dict[tuple, int]) -> Iterator[Hostile]:
-    """One hostile file per place in the fixture, with the next mutator that applies to it;
-    a place every fixture shares (device.name) or one of a command already covered by other
-    fixtures is left out once `seen` has it twice."""
+    """One hostile file per place in the fixture, with one of the mutators that apply to it
+    (in turn: the next place, or the next fixture, gets the next one);
+    a place every fixture shares (device.name) is left out once `seen` has it, one of a
+    command's own (parameters, extra, measurements) once `seen` has it twice."""
     document = json.loads(fixture.read_text())
     names = list(MUTATORS)
     for index, where in enumerate(paths(document)):
-        key = (document.get("command"), *where) if where[:1] and where[0] in OWN else where
+        own = bool(where[:1]) and where[0] in OWN
+        key = (document.get("command"), *where) if own else where
         seen[key] = seen.get(key, 0) + 1
-        if seen[key] > 2:
+        if seen[key] > (2 if own else 1):
             continue
         original = _get(document, where)
-        for step in range(len(names)):
-            name = names[(rotation + index + step) % len(names)]
-            changed = MUTATORS[name](original)
-            if changed is not SKIP:
-                place = ".".join(map(str, where)) or "(the whole file)"
-                text = _text(_replaced(document, where, changed))
-                yield Hostile(f"{fixture.name}: {place}: {name}", text)
-                break
+        applicable = [
+            (name, changed) for name in names if (changed := MUTATORS[name](original)) is not SKIP
+        ]
+        name, changed = applicable[(rotation + index) % len(applicable)]
+        place = ".".join(map(str, where)) or "(the whole file)"
+        yield Hostile(
+            f"{fixture.name}: {place}: {name}", _text(_replaced(document, where, changed))
+        )
 
 
 WHOLE_FILES = {

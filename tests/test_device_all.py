@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import hostlink, portable
+from memprof.experiments import REGISTRY, hostlink, portable
 from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments.base import Experiment, NoExtra, RunOptions
@@ -84,6 +84,22 @@ def every_device(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(api, "run_experiment", run)
     return started
+
+
+EVERY_GPU_AT_ONCE = [e.name for e in REGISTRY if e.gpus == "every"]
+
+
+@pytest.mark.parametrize("command", EVERY_GPU_AT_ONCE)
+def test_an_experiment_over_every_gpu_at_once_runs_once_and_saves(
+    command, every_device, monkeypatch, tmp_path
+):
+    emitted = []
+    monkeypatch.setattr(cli, "emit", lambda results, summarize, output: emitted.append(results))
+    saved = tmp_path / "run.json"
+    result = runner.invoke(cli.app, [command, "--json", str(saved), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert every_device == [(command, None)]  # one run of every GPU, not each in turn
+    assert emitted == [[f"{command} on None"]]
 
 
 def test_every_gpu_runs_in_turn_then_hostlink_on_all_of_them(every_device):
@@ -213,7 +229,7 @@ def test_hostlink_sums_each_mode_and_says_which_direction_is_shared():
     assert alone == pytest.approx(108.0) and together == pytest.approx(58.0)
     summary = hostlink.summarize(result)
     rows = [row for row in summary.tables[0].rows if row[0] == "total"]
-    assert rows[0][1:] == ["host → device", "108", "58.0", "0.54"]
+    assert rows[0][1:5] == ["host → device", "108", "58.0", "0.54"]
     h2d, d2h = summary.conclusions
     assert "2 GPUs at once moved 58.0 GB/s in total, 54% of the 108 GB/s" in h2d
     assert "they share something on the way" in h2d
@@ -255,7 +271,7 @@ def test_portable_compares_foreign_pinned_memory_with_portable_from_the_other_gp
     result = parse_result(portable_result(figures).to_json())
     summary = portable.summarize(result)
     rows = summary.tables[0].rows
-    assert rows[3] == ["Pinned by GPU 0 only", "GPU 1", "20.0", "54.0"]
+    assert rows[3][:4] == ["Pinned by GPU 0 only", "GPU 1", "20.0", "54.0"]
     assert rows[0][1] == "GPU 0 (its owner)"
     h2d, d2h = summary.conclusions
     assert h2d.startswith("GPU 1, host → device: memory pinned only in GPU 0's context moved 20.0")

@@ -72,12 +72,23 @@ def test_bandwidth_is_decimal_gigabytes_per_second():
     assert bandwidth_gb_per_s(1, 0) == math.inf
 
 
-def test_bandwidth_text_and_ratios():
+def test_bandwidth_text():
     assert format_gb_per_s(3012.4) == "3012"
     assert format_gb_per_s(25.33) == "25.3"
     assert format_gb_per_s(1.234) == "1.23"
     assert format_gb_per_s(0.5123) == "0.512"
     assert format_gb_per_s(math.inf) == "-"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(9.996, "10.0"), (9.9999999, "10.0"), (99.96, "100"), (0.99996, "1.00"), (9.994, "9.99")],
+)
+def test_bandwidth_rounding_into_the_next_decade_keeps_three_digits(value, text):
+    assert format_gb_per_s(value) == text
+
+
+def test_ratio_text():
     assert format_ratio(2.3149) == "2.31x"
     assert format_ratio(math.nan) == "-"
 

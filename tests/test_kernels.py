@@ -79,3 +79,94 @@ def test_every_kernel_compiles_to_ptx(source, tmp_path):
     text = ptx.read_text()
     for name in parse_signatures(source.read_text()):
         assert f".entry {name}(" in text  # extern "C": the name is not mangled
+
+
+# -- the cubin cache, with a fake driver (no GPU) ----------------------------------------------
+
+
+class FakeDriverError(Exception):
+    pass
+
+
+class FakeDriver:
+    """What _compile uses of pycuda.driver: a device's architecture, the driver's version and
+    loading a cubin (refused unless it is one the fake nvcc made)."""
+
+    Error = FakeDriverError
+    CompileError = FakeDriverError
+
+    def __init__(self, capability=(9, 0), version=13000):
+        self.capability, self.version, self.loaded = capability, version, []
+        self.Context = type("Context", (), {"get_device": staticmethod(lambda: self)})
+
+    def compute_capability(self):
+        return self.capability
+
+    def get_driver_version(self):
+        return self.version
+
+    def module_from_buffer(self, cubin):
+        if not cubin.startswith(b"CUBIN"):
+            raise FakeDriverError("CUDA_ERROR_INVALID_IMAGE")
+        self.loaded.append(cubin)
+        return cubin
+
+
+@pytest.fixture
+def fake_nvcc(monkeypatch, tmp_path):
+    """memprof's cache under tmp_path; nvcc replaced by a counter that 'compiles'."""
+    from memprof.core import kernels
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = []
+
+    def nvcc(session, source, file_name, arch):
+        runs.append((file_name, arch))
+        return b"CUBIN " + arch.encode() + b" " + str(len(runs)).encode()
+
+    monkeypatch.setattr(kernels, "_nvcc", nvcc)
+    return runs
+
+
+def compiled(driver, file_name="sum_arrays.cu"):
+    from types import SimpleNamespace
+
+    from memprof.core.kernels import _compile
+
+    return _compile(SimpleNamespace(cuda=driver), kernel_source(file_name), file_name)
+
+
+def test_a_kernel_is_compiled_once_then_loaded_from_the_cache(fake_nvcc, tmp_path):
+    driver = FakeDriver()
+    first = compiled(driver)
+    assert compiled(driver) == first == b"CUBIN sm_90 1"
+    assert fake_nvcc == [("sum_arrays.cu", "sm_90")]
+    [cached] = (tmp_path / "memprof" / "kernels").iterdir()
+    assert cached.name.startswith("sum_arrays-sm_90-") and cached.read_bytes() == first
+
+
+def test_another_architecture_driver_or_source_compiles_again(fake_nvcc):
+    compiled(FakeDriver())
+    compiled(FakeDriver(capability=(8, 0)))
+    compiled(FakeDriver(version=12080))
+    compiled(FakeDriver(), "stream.cu")
+    assert fake_nvcc == [
+        ("sum_arrays.cu", "sm_90"),
+        ("sum_arrays.cu", "sm_80"),
+        ("sum_arrays.cu", "sm_90"),
+        ("stream.cu", "sm_90"),
+    ]
+
+
+def test_a_damaged_cubin_is_compiled_again_and_replaced(fake_nvcc, tmp_path):
+    compiled(FakeDriver())
+    [cached] = (tmp_path / "memprof" / "kernels").iterdir()
+    cached.write_bytes(b"half a file")
+    assert compiled(FakeDriver()) == b"CUBIN sm_90 2"
+    assert cached.read_bytes() == b"CUBIN sm_90 2"
+
+
+def test_a_cache_that_cannot_be_written_still_compiles(fake_nvcc, tmp_path):
+    (tmp_path / "memprof").write_text("a file where the folder would be")
+    assert compiled(FakeDriver()) == b"CUBIN sm_90 1"
+    assert compiled(FakeDriver()) == b"CUBIN sm_90 2"  # nothing cached: nvcc each time

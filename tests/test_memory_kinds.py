@@ -25,6 +25,9 @@ def test_every_kind_carries_its_traits_and_a_unique_marker():
         "registered",
         "managed",
         "device",
+        "pool",
+        "pool_kept",
+        "vmm",
         "peer",
     ]
     assert [k.name for k in MEMORY_KINDS.values() if k.devices_needed > 1] == ["peer"]

@@ -50,9 +50,18 @@ def test_memory_kinds_are_registered_once_each():
         "registered",
         "managed",
         "device",
+        "pool",
+        "pool_kept",
+        "vmm",
         "peer",
     ]
-    assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == ["device", "peer"]
+    assert [k.name for k in MEMORY_KINDS.values() if k.on_device] == [
+        "device",
+        "pool",
+        "pool_kept",
+        "vmm",
+        "peer",
+    ]
     assert MEMORY_KINDS["mapped"].required_attribute == "CAN_MAP_HOST_MEMORY"
     assert MEMORY_KINDS["managed"].required_attribute == "MANAGED_MEMORY"
     assert MEMORY_KINDS["registered"].required_attribute == "HOST_REGISTER_SUPPORTED"

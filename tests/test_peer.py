@@ -39,6 +39,22 @@ def test_a_version_2_peer_key_loads_as_its_method_and_gpus():
     assert _gpus_apart({"operation": "driver_call"}) == {"operation": "driver_call"}
 
 
+def test_a_version_2_peer_file_reads_as_the_same_run_in_version_3_keys():
+    from pathlib import Path
+
+    from memprof.experiments import load
+
+    fixtures = Path(__file__).parent / "fixtures"
+    older = load(fixtures / "legacy_v2_h200x2_peer.json")
+    newer = load(fixtures / "h200x2_peer.json")
+
+    def keys(result):
+        return {(m.operation, m.gpus) for m in result.measurements if m.group == "gpu"}
+
+    assert keys(older) == keys(newer)  # same methods and pairs, each with its two GPUs
+    assert all(len(gpus) == 2 for _, gpus in keys(older))
+
+
 def test_the_latency_chain_visits_every_hop_once_and_ends_where_predicted():
     chain, order = peer.pointer_chain(1024, 64)
     assert order[0] == 0 and sorted(order.tolist()) == list(range(0, 1024, 64))

@@ -52,7 +52,7 @@ def test_pinned_transfer_table_comes_from_the_samples():
     result = load_result(FIXTURES / "h200_pinned_p20.json")
     nbytes = result.extra.bytes_per_array
     transfers = pinned.summarize(result).tables[0]
-    assert len(transfers.rows) == 4
+    assert len(transfers.rows) == 6  # pageable, pinned, then the staging rows
     for kind, direction, label in [
         ("pageable", "h2d", "host → device"),
         ("pageable", "d2h", "device → host"),
@@ -64,11 +64,21 @@ def test_pinned_transfer_table_comes_from_the_samples():
         per_copy = (gpu.throughput_stats or gpu.stats).median_ms
         pageable = result.find(direction, "pageable", "gpu")
         pageable_per_copy = (pageable.throughput_stats or pageable.stats).median_ms
-        assert row[2:] == [
+        assert row[2:6] == [
             format_ms(statistics.median(gpu.samples_ms)),
             format_ms(statistics.median(result.find(direction, kind, "api").samples_ms)),
             format_gb_per_s(bandwidth_gb_per_s(nbytes, per_copy)),
             f"{pageable_per_copy / per_copy:.2f}x",
+        ]
+    for direction, label in (("h2d", "host → device"), ("d2h", "device → host")):
+        staging = result.find(f"staging_{direction}", "pageable", "host")
+        row = next(r for r in transfers.rows if r[:2] == ["staging", label])
+        assert row[2:] == [
+            format_ms(statistics.median(staging.samples_ms)),
+            "-",
+            format_gb_per_s(bandwidth_gb_per_s(nbytes, staging.throughput_stats.median_ms)),
+            "-",
+            "-",
         ]
     text = rendered("h200_pinned_p20.json")
     assert text.count("Check result success!") == 2

@@ -1,5 +1,7 @@
 """uva, managed, writecombined, register and alloc rendered from results recorded on the H200."""
 
+import re
+
 from memprof.experiments import alloc, managed, register, uva, writecombined
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
@@ -65,7 +67,7 @@ def test_managed_conclusion_follows_the_numbers():
 def test_writecombined_table_compares_both_kinds_per_operation():
     result = load("writecombined")
     summary = writecombined.summarize(result)
-    [table] = summary.tables
+    table = summary.tables[0]
     assert [row[0] for row in table.rows] == [label for _, _, label in writecombined.ROWS]
     read_ratio = (
         result.find("host_read", "writecombined", "host").stats.median_ms
@@ -90,7 +92,15 @@ def test_register_reports_registration_cost_and_three_transfer_kinds():
 
 def test_alloc_has_a_row_per_size_and_a_column_per_kind():
     result = load("alloc")
-    allocate, free = alloc.summarize(result).tables
+    allocate, free, *allocators = alloc.summarize(result).tables
+    assert [table.title.split(",")[0] for table in allocators] == [
+        "Stream-ordered allocation",
+        "Stream-ordered free",
+        "Virtual memory management",
+        "Growing a buffer to twice its size",
+        "First use",
+        "Allocate",
+    ]  # the cuda-bindings allocators, measured on this run
     for table in (allocate, free):
         assert table.headers == ["Size", *result.extra.kinds]
         assert len(table.rows) == len(result.parameters.powers) + 1
@@ -101,6 +111,8 @@ def test_alloc_has_a_row_per_size_and_a_column_per_kind():
         == f"{pinned * 2**30 / largest:,.2f}"
     )
     text = rendered("alloc")
-    starts = [line.split(":")[0] for line in text.splitlines() if ":" in line]
-    assert "API calls" in starts and "GPU activities" not in starts  # no GPU work to show
+    gpu_work = text[text.index("GPU activities:") : text.index("API calls:")]
+    # the only GPU work: the device allocators' first use (a memset) and the pools' stream side
+    kinds = set(re.findall(r"\((\w+)\)\n", gpu_work))
+    assert kinds == {"device", "pool", "pool_kept", "vmm"}
     assert "cuMemHostAlloc" in text and "writecombined" in text  # CUPTI names calls alone

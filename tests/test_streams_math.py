@@ -1,10 +1,10 @@
-"""The pure parts of `memprof streams`: chunks, engine timeline, ideal time, text timeline."""
+"""The pure parts of `memprof streams`: chunks, ideal time, text timeline (the engine timeline
+is the measuring core's: tests/test_streams_timeline.py)."""
 
 import pytest
 
 from memprof.experiments.streams import (
     chunk_bounds,
-    engine_timeline,
     ideal_overlapped_ms,
     mode_labels,
     reference,
@@ -24,20 +24,6 @@ def test_chunks_cover_every_element_once():
 def test_ideal_is_the_longest_stage_plus_one_chunk_of_the_others():
     times = {"h2d": (4.0, 1.0), "kernel": (8.0, 2.0), "d2h": (4.0, 1.0)}
     assert ideal_overlapped_ms(times) == 8.0 + 1.0 + 1.0
-
-
-def test_engine_timeline_starts_an_operation_after_the_previous_one_of_its_kind():
-    # Stream 1 reached its copy at 0 ms but the copy engine was busy with stream 0's until 1 ms.
-    stamps = [
-        [0, 0, "h2d", 0.0, 1.0],
-        [1, 1, "h2d", 0.0, 2.0],
-        [0, 0, "kernel", 1.0, 3.0],
-        [1, 1, "kernel", 2.0, 5.0],
-    ]
-    corrected = engine_timeline(stamps)
-    assert [1, 1, "h2d", 1.0, 2.0] in corrected
-    assert [1, 1, "kernel", 3.0, 5.0] in corrected  # waited for stream 0's kernel
-    assert [0, 0, "h2d", 0.0, 1.0] in corrected
 
 
 def test_text_timeline_draws_each_stage_where_it_ran():

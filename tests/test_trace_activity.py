@@ -19,11 +19,13 @@ class Kind(enum.IntEnum):
     RUNTIME = 5
     EXTERNAL_CORRELATION = 6
     UNIFIED_MEMORY_COUNTER = 7
+    MEMCPY2 = 8
 
 
 class MemcpyKind(enum.IntEnum):
     HTOD = 1
     DTOH = 2
+    PTOP = 10
 
 
 class Domain(enum.IntEnum):
@@ -94,3 +96,23 @@ def test_memprofs_own_log_keeps_only_its_tagged_lookups():
     log._buffer_completed(RECORDS)
     assert log.all_api_records() == []
     assert log._buffer_requested() == (4 << 20, 0)
+
+
+def test_a_copy_between_gpus_is_recorded_from_its_own_kind_of_record():
+    log = ActivityLog(FAKE_CUPTI)
+    peer = SimpleNamespace(
+        kind=Kind.MEMCPY2,
+        correlation_id=4,
+        copy_kind=MemcpyKind.PTOP,
+        start=100,
+        end=2100,
+        bytes=1 << 20,
+        src_kind=3,
+        dst_kind=3,
+        flags_=1,
+    )
+    external = SimpleNamespace(kind=Kind.EXTERNAL_CORRELATION, correlation_id=4, external_id=9)
+    log._buffer_completed([external, peer])
+    [record] = log.gpu_records()[9]
+    assert (record.name, record.bytes, record.duration_ms) == ("PTOP", 1 << 20, 0.002)
+    assert (record.src_kind, record.dst_kind, record.asynchronous) == ("device", "device", True)

@@ -81,6 +81,7 @@ class ActivityLog:
     _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
     _last_tag: int = 0
+    peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
 
     @classmethod
     def start(
@@ -115,6 +116,11 @@ class ActivityLog:
         except Exception as error:
             log._disable_all()
             return None, f"CUPTI refused activity tracing: {_reason(error)}"
+        # Copies between two GPUs come as records of their own kind (without it, peer
+        # copies have no record and are timed by events); a CUPTI without it still traces.
+        with contextlib.suppress(Exception):
+            cupti.activity_enable(kinds.MEMCPY2)
+            log.peer_copies_traced = True
         log.unified_memory_refusal = log._enable_unified_memory(device_index)
         return log, None
 
@@ -158,7 +164,9 @@ class ActivityLog:
         """Stop tracing GPU work meanwhile: CUPTI's per-operation timestamps slow
         back-to-back small operations by about a microsecond each."""
         kinds = self.cupti.ActivityKind
-        traced = (kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET, kinds.DRIVER)
+        traced = [kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET, kinds.DRIVER]
+        if self.peer_copies_traced:
+            traced.append(kinds.MEMCPY2)
         for kind in traced:
             self.cupti.activity_disable(kind)
         try:
@@ -260,7 +268,7 @@ class ActivityLog:
                         correlation_id=record.correlation_id,
                     ),
                 )
-            elif kind == kinds.MEMCPY:
+            elif kind == kinds.MEMCPY or kind == kinds.MEMCPY2:  # MEMCPY2: between GPUs
                 self._add(
                     record.correlation_id,
                     GpuRecord(
@@ -317,6 +325,7 @@ class ActivityLog:
         for kind in (
             kinds.CONCURRENT_KERNEL,
             kinds.MEMCPY,
+            kinds.MEMCPY2,
             kinds.MEMSET,
             kinds.DRIVER,
             kinds.RUNTIME,

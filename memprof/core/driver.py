@@ -10,7 +10,11 @@ import ctypes
 import functools
 
 # CUdevice_attribute numbers from cuda.h for attributes PyCUDA 2026.1 does not name.
-DEVICE_ATTRIBUTE_NUMBERS = {"HOST_REGISTER_SUPPORTED": 99}
+DEVICE_ATTRIBUTE_NUMBERS = {
+    "HOST_REGISTER_SUPPORTED": 99,
+    "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 102,
+    "MEMORY_POOLS_SUPPORTED": 115,
+}
 
 
 class DriverCallFailed(RuntimeError):
@@ -48,6 +52,8 @@ def device_attribute(attribute_number: int, device_ordinal: int) -> int:
 # Host memory registration (PyCUDA's register_host_memory is broken with numpy 2).
 HOST_REGISTER_PORTABLE = 0x01
 HOST_REGISTER_DEVICEMAP = 0x02
+# What memprof registers with: usable by every context, and mapped for kernels.
+HOST_REGISTER_MAPPED_PORTABLE = HOST_REGISTER_DEVICEMAP | HOST_REGISTER_PORTABLE
 
 
 def _function(*names: str) -> ctypes._CFuncPtr:

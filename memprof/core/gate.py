@@ -3,7 +3,7 @@
 A one-thread kernel spins on a generation number in mapped host memory while the timed
 operations and their events are queued behind it; then the host writes the generation and
 everything runs back to back. The spin gives up after GATE_TIMEOUT_NS and says so, so a
-gate never hangs the GPU. Only memprof.profile uses it.
+gate never hangs the GPU. Only memprof.core.measure uses it.
 """
 
 from __future__ import annotations
@@ -30,16 +30,18 @@ class Gate:
         self.generation = 0
         self.closed = False
 
-    def close(self, stream: Any) -> None:
-        """Hold back everything queued on `stream` from now until open()."""
+    def close(self, *streams: Any) -> None:
+        """Hold back everything queued on each of `streams` from now until open(): one gate
+        kernel per stream, all waiting for the same generation, so one write releases them."""
         self.generation += 1
-        self.kernel.function.prepared_async_call(
-            (1, 1), (1, 1, 1), stream, self._flag_pointer, self.generation, GATE_TIMEOUT_NS
-        )
+        for stream in streams:
+            self.kernel.function.prepared_async_call(
+                (1, 1), (1, 1, 1), stream, self._flag_pointer, self.generation, GATE_TIMEOUT_NS
+            )
         self.closed = True
 
     def open(self) -> None:
-        """Release everything queued behind the gate at once."""
+        """Release everything queued behind the gate at once, on every stream it holds."""
         self.flag[0] = self.generation
         self.closed = False
 

@@ -7,6 +7,8 @@ signature parsed from the source gives both the profile name nvprof would print
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
 import shutil
 from dataclasses import dataclass
@@ -133,17 +135,49 @@ def load_kernel(session: Any, file_name: str, kernel_name: str) -> Kernel:
     return Kernel(signature, function)
 
 
+NVCC_OPTIONS = ("-O3",)
+
+
 def _compile(session: Any, source: str, file_name: str) -> Any:
+    """The module of a kernels/ source: its cubin from memprof's cache where this source (and
+    every file beside it), these options, this GPU's architecture and this driver made one
+    before; else compiled by nvcc and cached. The cache spares each run nvcc's version check
+    and PyCUDA's compiler (about 0.1 s of start-up)."""
+    from memprof.cache import cache_directory, store
+
+    cuda = session.cuda
+    major, minor = cuda.Context.get_device().compute_capability()
+    arch = f"sm_{major}{minor}"
+    # every file a source could #include from kernels/, itself among them
+    sources = sorted(p for p in kernel_directory().iterdir() if p.suffix in (".cu", ".cuh", ".h"))
+    parts = [source, *(p.read_text() for p in sources), arch, *NVCC_OPTIONS]
+    parts.append(str(cuda.get_driver_version()))
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    path = cache_directory() / "kernels" / f"{Path(file_name).stem}-{arch}-{key}.cubin"
+    with contextlib.suppress(OSError):
+        cubin = path.read_bytes()
+        with contextlib.suppress(cuda.Error):  # damaged: compiled again below
+            return cuda.module_from_buffer(cubin)
+    cubin = _nvcc(session, source, file_name, arch)
+    store(path, cubin)
+    return cuda.module_from_buffer(cubin)
+
+
+def _nvcc(session: Any, source: str, file_name: str, arch: str) -> bytes:
     if shutil.which("nvcc") is None:
         raise EnvironmentProblem(
             "nvcc was not found on PATH: memprof compiles its kernels with the CUDA toolkit's "
             "nvcc (add e.g. /usr/local/cuda/bin to PATH)"
         )
-    from pycuda.compiler import SourceModule
+    from pycuda.compiler import compile as compile_cubin
 
     try:
-        return SourceModule(
-            source, no_extern_c=True, include_dirs=[str(kernel_directory())], options=["-O3"]
+        return compile_cubin(
+            source,
+            options=list(NVCC_OPTIONS),
+            no_extern_c=True,
+            arch=arch,
+            include_dirs=[str(kernel_directory())],
         )
     except session.cuda.CompileError as error:
         first_lines = "; ".join(str(error).strip().splitlines()[:3])

@@ -19,6 +19,10 @@ How a GPU operation is timed:
   operation): every lane's batch waits behind its own gate, the gates open back to back, and
   each lane's events time its own batch. One copy, both directions of a link, or every GPU's
   copies at once are the same call (as nvbandwidth's doMemcpyCore).
+- `on_streams()` queues work on several streams of one GPU at once (a pipeline of copies and
+  kernels), every stream behind one gate, and places each operation on one clock: CUPTI's
+  records of it (the engines' own start and end), or without CUPTI its events, each start
+  moved to when its engine was free (engine_timeline).
 
 An experiment declares the (group, operation) pairs it records (memprof.experiments.base);
 recording anything else is a bug in memprof and raises, so a Result holds what it declares.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.errors import ExitCode, MemprofError
-from memprof.model.results import Group, Measurement, TimingInfo
+from memprof.model.results import Group, Measurement, Source, TimingInfo
 from memprof.model.statistics import Statistics
 
 _Key = tuple[str, str, str, "str | None", int, tuple[int, ...]]
@@ -69,6 +74,61 @@ class Lane:
     kind: str | None
     nbytes: int
     gpus: tuple[int, ...] = ()  # the GPUs it runs between, as Measurement.gpus
+    stream: Any = None  # where it queues: the profiler's stream unless given (a second
+    # stream of one GPU: both directions of its link at once)
+
+    @property
+    def queue(self) -> Any:
+        return self.stream if self.stream is not None else self.profiler.stream
+
+
+@dataclass(frozen=True)
+class StreamOperation:
+    """One GPU operation of work spread over several streams of one GPU (Profiler.on_streams):
+    the stream (lane) it is queued on, the piece of the work it belongs to (chunk), the
+    measurement its duration goes to, and action(stream), which queues it."""
+
+    lane: int
+    chunk: int
+    operation: str  # the stage ("h2d", "kernel", "d2h"): its Measurement's operation
+    name: str  # the profile row's name
+    kind: str | None
+    nbytes: int
+    action: Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Span:
+    """The measurement (group "span") a run's end-to-end time goes to."""
+
+    name: str
+    operation: str
+    kind: str | None
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Placed:
+    """When one operation of a run on several streams ran, in milliseconds on one clock."""
+
+    lane: int
+    chunk: int
+    operation: str
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class StreamsRun:
+    """A run on several streams: every operation placed on one clock, from the earliest start."""
+
+    timeline: list[Placed]  # by lane, then start; the earliest start is 0
+    total_ms: float  # the earliest start to the latest end
+    source: Source  # "cupti": the GPU's records; "events": CUDA events, engine-corrected
+
+
+class MissingRecords(MemprofError):
+    """CUPTI recorded nothing for an operation of a run that must be placed on its clock."""
 
 
 class Profiler:
@@ -86,6 +146,7 @@ class Profiler:
         self.declared = declared  # (group, operation) pairs it may record; None: any
         self._cuda = session.cuda
         self.stream = self._cuda.Stream()
+        self._more_streams: list[Any] = []  # on_streams' lanes beyond the first, made once
         self.activity = activity  # memprof.activity.ActivityLog, or None: events only
         self.fallback_reason = fallback_reason
         self._gate: Any = gate  # made on first use: it compiles a kernel
@@ -94,6 +155,8 @@ class Profiler:
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
         self._tagging = 0
+        self._active_tag: int | None = None  # the outermost tag being recorded
+        self._calls: list[tuple[Measurement, float, int | None]] = []  # driver_call(): host, tag
         self._recording = 0
         self._paused = 0
         self._event_overhead_ms: float | None = None
@@ -167,6 +230,34 @@ class Profiler:
         return self.host_clock("api", name, operation, kind, nbytes)
 
     @contextmanager
+    def driver_call(
+        self, name: str, operation: str, kind: str | None = None, nbytes: int = 0
+    ) -> Iterator[None]:
+        """Time one driver call named `name` (cuMemAllocAsync) made inside: CUPTI's record of
+        it where CUPTI runs (the call itself inside the driver, without Python's cost of
+        making it, about a microsecond), else the host clock around it."""
+        if not self.recording:
+            yield
+            return
+        measurement = self._measurement("api", name, operation, kind, nbytes)
+        with self._tag():
+            tag = self._active_tag
+            start_ns = time.perf_counter_ns()
+            yield
+            elapsed_ns = time.perf_counter_ns() - start_ns
+        self._calls.append((measurement, elapsed_ns / 1e6, tag))
+
+    @contextmanager
+    def untraced(self) -> Iterator[None]:
+        """CUPTI paused inside: its timestamps add about a microsecond to every small
+        operation, which back-to-back work timed as a whole with gated events must not pay."""
+        if self.activity is None:
+            yield
+            return
+        with self.activity.paused():
+            yield
+
+    @contextmanager
     def events(
         self,
         group: Group,
@@ -215,10 +306,12 @@ class Profiler:
         self._tags.append(tag)
         self.activity.push(tag)
         self._tagging += 1
+        self._active_tag = tag
         try:
             yield tag
         finally:
             self._tagging -= 1
+            self._active_tag = None
             self.activity.pop()
 
     def throughput(
@@ -238,6 +331,35 @@ class Profiler:
         if not self._paused:
             concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
 
+    def host_throughput(
+        self,
+        name: str,
+        operation: str,
+        kind: str | None,
+        nbytes: int,
+        action: Callable[[], None],
+        target_ms: float = BATCH_TARGET_MS,
+        batches: int = THROUGHPUT_BATCHES,
+    ) -> None:
+        """throughput() for host work (the memcpy that bounds pageable copies): per-operation
+        time of back-to-back batches of `action()` on the host's monotonic clock."""
+        if self._paused:
+            return
+        measurement = self._measurement("host", name, operation, kind, nbytes)
+        action()  # first touch and caches, untimed
+        start_ns = time.perf_counter_ns()
+        action()
+        count = batch_size((time.perf_counter_ns() - start_ns) / 1e6, target_ms)
+        for _ in range(batches):
+            start_ns = time.perf_counter_ns()
+            for _ in range(count):
+                action()
+            measurement.throughput_ms.append((time.perf_counter_ns() - start_ns) / 1e6 / count)
+        measurement.batch = count
+        if not measurement.samples_ms:
+            measurement.samples_ms = list(measurement.throughput_ms)
+        measurement.source = "host"
+
     def active(self) -> AbstractContextManager[Any]:
         """This profiler's GPU context current for the work inside (several GPUs at once)."""
         return self._session.active()
@@ -256,20 +378,104 @@ class Profiler:
         gate.check()
         return end.time_since(start)
 
-    def add_sample(
+    # -- work on several streams at once --------------------------------------------------------
+
+    def on_streams(
         self,
-        group: Group,
-        name: str,
-        operation: str,
-        kind: str | None,
-        nbytes: int,
-        milliseconds: float,
-    ) -> None:
-        """Record a time measured elsewhere (events an experiment placed itself)."""
-        if not self._paused:
-            measurement = self._measurement(group, name, operation, kind, nbytes)
-            measurement.samples_ms.append(milliseconds)
-            measurement.source = "events"
+        operations: list[StreamOperation],
+        synchronous: bool = False,
+        span: Span | None = None,
+    ) -> StreamsRun:
+        """Queue every operation on its lane's stream, wait, and place each on one clock.
+
+        Every stream waits behind one gate until all is queued (as throughput() does), so
+        no stream starts while Python is still queueing the others. Each operation is tagged
+        for CUPTI and bracketed by its stream's events. With CUPTI, an operation's start and
+        end are its GPU records' (the engines' own times, nothing to correct); without, its
+        events', moved to when its engine was free (engine_timeline). Unless paused, each
+        duration is a sample of its measurement and the run's total one of `span`.
+        Synchronous operations (copies from pageable memory) block the host and cannot wait
+        behind a gate: they are queued ungated, so their run is timed as the calls return.
+        """
+        recording = not self._paused
+        tagged = recording and self.activity is not None
+        streams = self._lane_streams(1 + max(operation.lane for operation in operations))
+        stamped = self._queue_on_streams(operations, streams, synchronous, tagged)
+        events_rows = engine_timeline(
+            [
+                Placed(op.lane, op.chunk, op.operation, start_ms, end_ms)
+                for op, start_ms, end_ms, _ in stamped
+            ]
+        )
+        events_ms = [row.end_ms - row.start_ms for row in events_rows]
+        if tagged:
+            self.activity.flush()
+            rows, durations = records_timeline(
+                [(op, tag) for op, _, _, tag in stamped], self.activity.gpu_records()
+            )
+            source: Source = "cupti"
+        else:
+            overhead_ms = self.event_overhead_ms() if recording else 0.0
+            rows, durations = events_rows, [max(ms - overhead_ms, 0.0) for ms in events_ms]
+            source = "events"
+        timeline, total_ms = on_one_clock(rows)
+        if recording:
+            for (op, *_), sample_ms, beside_ms in zip(stamped, durations, events_ms, strict=True):
+                measurement = self._measurement("gpu", op.name, op.operation, op.kind, op.nbytes)
+                measurement.samples_ms.append(sample_ms)
+                measurement.source = source
+                if source == "cupti":
+                    measurement.events_ms.append(beside_ms)
+            if span is not None:
+                measurement = self._measurement(
+                    "span", span.name, span.operation, span.kind, span.nbytes
+                )
+                measurement.samples_ms.append(total_ms)
+                measurement.source = source
+        return StreamsRun(timeline, total_ms, source)
+
+    def _lane_streams(self, count: int) -> list[Any]:
+        """This profiler's stream and count - 1 more, made once and reused (PyCUDA cannot
+        destroy a stream)."""
+        while len(self._more_streams) < count - 1:
+            self._more_streams.append(self._cuda.Stream())
+        return [self.stream, *self._more_streams[: count - 1]]
+
+    def _queue_on_streams(
+        self, operations: list[StreamOperation], streams: list[Any], synchronous: bool, tagged: bool
+    ) -> list[tuple[StreamOperation, float, float, int | None]]:
+        """Queue the operations, each between two events of its stream (one event ends an
+        operation and starts the next), behind one gate unless synchronous; wait for all.
+        Returns (operation, start, end in ms from the first event, CUPTI tag) for each."""
+        gate = self.gate()
+        if synchronous:
+            self.release_gate()  # a blocking call behind a closed gate would wait forever
+        else:
+            gate.close(*streams)
+        boundary: dict[int, Any] = {}  # lane -> its last event
+        queued = []
+        try:
+            for operation in operations:
+                stream = streams[operation.lane]
+                if operation.lane not in boundary:
+                    boundary[operation.lane] = self._cuda.Event()
+                    boundary[operation.lane].record(stream)
+                start = boundary[operation.lane]
+                with self._tag() if tagged else contextlib.nullcontext() as tag:
+                    operation.action(stream)
+                boundary[operation.lane] = end = self._cuda.Event()
+                end.record(stream)
+                queued.append((operation, start, end, tag))
+        finally:
+            self.release_gate()
+        for last in boundary.values():
+            last.synchronize()
+        gate.check()
+        first = queued[0][1]
+        return [
+            (operation, start.time_since(first), end.time_since(first), tag)
+            for operation, start, end, tag in queued
+        ]
 
     # -- results -------------------------------------------------------------------------------
 
@@ -327,8 +533,31 @@ class Profiler:
                 measurement.samples_ms = self._corrected(measurement, events_samples)
                 measurement.source = "events"
         self._timed.clear()
+        self._resolve_calls(api_records)
         api_rows = self._api_measurements(api_records)
         return [m for m in self._measurements.values() if m.samples_ms] + api_rows
+
+    def _resolve_calls(self, api_records: dict[int, list]) -> None:
+        """driver_call() samples: CUPTI's record of each call where every one has its record,
+        else the host clock around each."""
+        by_measurement: dict[int, list[tuple[float, list]]] = {}
+        for measurement, host_ms, tag in self._calls:
+            name = measurement.name
+            records = [r for r in api_records.get(tag, ()) if same_call(r.name, name)]
+            by_measurement.setdefault(id(measurement), []).append((host_ms, records))
+        for measurement in self._measurements.values():
+            calls = by_measurement.get(id(measurement))
+            if not calls:
+                continue
+            if all(records for _, records in calls):
+                measurement.samples_ms = [
+                    math.fsum(r.duration_ms for r in records) for _, records in calls
+                ]
+                measurement.source = "cupti"
+            else:
+                measurement.samples_ms = [host_ms for host_ms, _ in calls]
+                measurement.source = "host"
+        self._calls.clear()
 
     def _corrected(self, measurement: Measurement, events_samples: list[float]) -> list[float]:
         """Gated single operations without CUPTI: less the interval an empty gated event
@@ -393,6 +622,7 @@ class Profiler:
         self.release_gate()
         self._gate = None
         self.stream = None
+        self._more_streams = []
 
     def _measurement(
         self,
@@ -413,6 +643,12 @@ class Profiler:
                 )
             self._measurements[key] = Measurement(group, name, operation, kind, nbytes, gpus=gpus)
         return self._measurements[key]
+
+
+def same_call(recorded: str, name: str) -> bool:
+    """Is CUPTI's name of a driver call (cuMemAlloc_v2, cuMemcpyBatchAsync_v2,
+    cuMemAllocAsync_ptsz) the call memprof made (cuMemAlloc)?"""
+    return re.fullmatch(re.escape(name) + r"(_v\d+)?(_ptsz|_ptds)?", recorded) is not None
 
 
 def concurrent(
@@ -460,11 +696,11 @@ def concurrent(
 def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float]:
     """Milliseconds of `count` operations on each lane, queued behind each lane's gate and
     released back to back (synchronous: timed as the calls return)."""
-    queued = []
+    queued = []  # a profiler's gate holds all its lanes' streams (generations only grow)
     for lane in lanes:
         profiler = lane.profiler
         with profiler.active():
-            gate, stream = profiler.gate(), profiler.stream
+            gate, stream = profiler.gate(), lane.queue
             if not synchronous:
                 gate.close(stream)
             start, end = profiler._cuda.Event(), profiler._cuda.Event()
@@ -482,3 +718,64 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
             profiler.gate().check()
             times.append(end.time_since(start))
     return times
+
+
+# -- placing operations on one clock (pure: tested without a GPU) --------------------------------
+
+
+def engine_timeline(rows: list[Placed]) -> list[Placed]:
+    """Events' times moved to when an engine took each operation, in the order given.
+
+    An event before an operation records when its stream reached it, not when an engine
+    took it: operations of one kind (copies in, kernels, copies out) wait for each other. So
+    each starts at the later of its stream's event and the end of the operation of the same
+    kind that finished before it (one engine per kind; CUPTI's records need no such guess).
+    """
+    corrected: dict[int, Placed] = {}
+    for operation in {row.operation for row in rows}:
+        previous_end = -math.inf
+        same_kind = [(i, row) for i, row in enumerate(rows) if row.operation == operation]
+        for index, row in sorted(same_kind, key=lambda pair: pair[1].end_ms):
+            start_ms = max(row.start_ms, previous_end)
+            corrected[index] = Placed(row.lane, row.chunk, row.operation, start_ms, row.end_ms)
+            previous_end = row.end_ms
+    return [corrected[index] for index in range(len(rows))]
+
+
+def records_timeline(
+    tagged: list[tuple[StreamOperation, int | None]], records: dict[int, list]
+) -> tuple[list[Placed], list[float]]:
+    """Each operation where CUPTI's records place it (the first record's start to the last
+    one's end, in ms from the earliest start of all) and its duration (the records' own, as
+    Profiler.measurements sums them), in the order given. Every operation needs a record:
+    a timeline on one clock cannot fill a gap with another clock's time."""
+    missing = [op for op, tag in tagged if tag is None or not records.get(tag)]
+    if missing:
+        raise MissingRecords(
+            f"CUPTI recorded nothing for {len(missing)} of the {len(tagged)} operations "
+            "queued on several streams (its buffers may have overflowed), so they cannot be "
+            "placed on its clock: run again, or use --timing events"
+        )
+    spans = [
+        (min(r.start_ns for r in records[tag]), max(r.end_ns for r in records[tag]))
+        for _, tag in tagged
+    ]
+    origin_ns = min(start_ns for start_ns, _ in spans)  # ns stay integers: no rounding
+    rows = [
+        Placed(op.lane, op.chunk, op.operation, (start - origin_ns) / 1e6, (end - origin_ns) / 1e6)
+        for (op, _), (start, end) in zip(tagged, spans, strict=True)
+    ]
+    durations = [math.fsum(r.duration_ms for r in records[tag]) for _, tag in tagged]
+    return rows, durations
+
+
+def on_one_clock(rows: list[Placed]) -> tuple[list[Placed], float]:
+    """The rows in ms from the earliest start, by lane then start, and the total: the
+    earliest start to the latest end."""
+    origin_ms = min(row.start_ms for row in rows)
+    shifted = [
+        Placed(r.lane, r.chunk, r.operation, r.start_ms - origin_ms, r.end_ms - origin_ms)
+        for r in rows
+    ]
+    shifted.sort(key=lambda row: (row.lane, row.start_ms, row.end_ms))
+    return shifted, max(row.end_ms for row in shifted)

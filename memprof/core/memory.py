@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from memprof.core.session import GpuSession
 from memprof.errors import EnvironmentProblem, OutOfMemory
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Group
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memprof.core.session import GpuSession
 
 
 @dataclass
@@ -76,6 +77,8 @@ class MemoryKind(ABC):
     migrates: ClassVar[bool] = False  # pages move between host and GPU on demand (managed)
     devices_needed: ClassVar[int] = 1  # peer memory needs a second GPU
     required_attribute: ClassVar[str | None] = None  # device attribute that must be non-zero
+    stream_ordered: ClassVar[bool] = False  # allocated and freed in stream order (a pool)
+    via_bindings: ClassVar[bool] = False  # allocated through cuda-bindings (PyCUDA lacks it)
 
     def unsupported_reason(self, attributes: Mapping[str, int]) -> str | None:
         """Why this GPU cannot use the kind, from its recorded capability flags (None: it can).
@@ -104,6 +107,12 @@ class MemoryKind(ABC):
         self, cuda: Any, count: int, dtype: np.dtype
     ) -> tuple[np.ndarray | None, int | None, Callable[[], None]]:
         """Allocate: (host view, device address, release function)."""
+
+    def allocate_in(
+        self, session: GpuSession, count: int, dtype: np.dtype
+    ) -> tuple[np.ndarray | None, int | None, Callable[[], None]]:
+        """Allocate in a session: most kinds need only the driver; pools need its stream."""
+        return self.allocate_raw(session.cuda, count, dtype)
 
 
 class Pageable(MemoryKind):
@@ -175,37 +184,42 @@ class HugepagePageable(Pageable):
 PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
 
 
-class Pinned(MemoryKind):
+class HostAlloc(MemoryKind):
+    """Page-locked host memory from cuMemHostAlloc: the kinds differ by their flags."""
+
+    host_copies = True
+    alloc_call = "cuMemHostAlloc"
+    free_call = "cuMemFreeHost"
+    flags: ClassVar[tuple[str, ...]] = ()  # PyCUDA's host_alloc_flags by name
+
+    def allocate_raw(self, cuda, count, dtype):
+        flags = 0
+        for name in self.flags:
+            flags |= getattr(cuda.host_alloc_flags, name)
+        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
+        # A mapped buffer's device address may differ from its host one (write-combined memory
+        # under UVA): always ask the driver.
+        mapped = "DEVICEMAP" in self.flags
+        return array, int(array.base.get_device_pointer()) if mapped else None, array.base.free
+
+
+class Pinned(HostAlloc):
     name = "pinned"
     label = "pinned (cuMemHostAlloc)"
     marker = "P"
-    host_copies = True
     description = (
         "page-locked host memory (cuMemHostAlloc): DMA straight from it, costly to allocate"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype)
-        return array, None, array.base.free
 
 
-class Mapped(MemoryKind):
+class Mapped(HostAlloc):
     name = "mapped"
     label = "mapped, zero-copy"
     marker = "M"
-    host_copies = True
     kernel_access = True
     description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
     required_attribute = "CAN_MAP_HOST_MEMORY"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
-        # Always ask the driver: the device address may differ from the host one.
-        return array, int(array.base.get_device_pointer()), array.base.free
+    flags = ("DEVICEMAP",)
 
 
 class Device(MemoryKind):
@@ -225,42 +239,28 @@ class Device(MemoryKind):
         return None, int(allocation), allocation.free
 
 
-class WriteCombined(MemoryKind):
+class WriteCombined(HostAlloc):
     name = "writecombined"
     label = "write-combined pinned"
     marker = "W"
-    host_copies = True
     kernel_access = True
     description = (
         "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
         "very slow for the CPU to read"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
     required_attribute = "CAN_MAP_HOST_MEMORY"
-
-    def allocate_raw(self, cuda, count, dtype):
-        flags = cuda.host_alloc_flags.WRITECOMBINED | cuda.host_alloc_flags.DEVICEMAP
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
-        # Under UVA the device address of write-combined memory may differ: ask.
-        return array, int(array.base.get_device_pointer()), array.base.free
+    flags = ("WRITECOMBINED", "DEVICEMAP")
 
 
-class Portable(MemoryKind):
+class Portable(HostAlloc):
     name = "portable"
     label = "portable pinned (every context)"
     marker = "O"
-    host_copies = True
     description = (
         "pinned memory that every CUDA context treats as pinned (PORTABLE): one buffer for "
         "several GPUs"
     )
-    alloc_call = "cuMemHostAlloc"
-    free_call = "cuMemFreeHost"
-
-    def allocate_raw(self, cuda, count, dtype):
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=cuda.host_alloc_flags.PORTABLE)
-        return array, None, array.base.free
+    flags = ("PORTABLE",)
 
 
 class Registered(MemoryKind):
@@ -280,9 +280,8 @@ class Registered(MemoryKind):
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data
-        flags = driver.HOST_REGISTER_DEVICEMAP | driver.HOST_REGISTER_PORTABLE
         try:
-            driver.host_register(address, array.nbytes, flags)
+            driver.host_register(address, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
         except driver.DriverCallFailed as error:
             if "OUT_OF_MEMORY" in str(error):
                 raise MemoryError(str(error)) from error
@@ -325,6 +324,109 @@ class Peer(Device):
     devices_needed = 2
 
 
+class StreamOrdered(MemoryKind):
+    """Device memory from the device's default pool, in stream order (cuMemAllocAsync)."""
+
+    name = "pool"
+    label = "stream-ordered (cuMemAllocAsync)"
+    marker = "S"
+    on_device = True
+    kernel_access = True
+    stream_ordered = True
+    via_bindings = True
+    description = (
+        "device memory from the device's default pool, allocated and freed in stream order "
+        "(cuMemAllocAsync/cuMemFreeAsync), as PyTorch, RMM and CuPy can: freed memory is "
+        "reused at once, and given back at the next synchronization (release threshold 0)"
+    )
+    alloc_call = "cuMemAllocAsync"
+    free_call = "cuMemFreeAsync"
+    required_attribute = "MEMORY_POOLS_SUPPORTED"
+
+    def allocate_raw(self, cuda, count, dtype):
+        raise TypeError("stream-ordered memory needs the session's stream: use allocate_in")
+
+    def pool(self, session: GpuSession) -> Any:
+        """The pool it allocates from (None: the device's current one, cuMemAllocAsync)."""
+        return None
+
+    def allocate_in(self, session, count, dtype):
+        from memprof.core import bindings
+
+        stream = session.profiler.stream  # kept by the release, which may outlive the profiler
+        cu_stream = bindings.stream(stream)
+        address = bindings.alloc_async(int(count * dtype.itemsize), cu_stream, self.pool(session))
+        return None, address, lambda: bindings.free_async(address, bindings.stream(stream))
+
+
+class KeptPool(StreamOrdered):
+    """A pool of its own that keeps freed memory across synchronizations."""
+
+    name = "pool_kept"
+    label = "pool keeping memory (threshold)"
+    marker = "K"
+    description = (
+        "device memory from a pool of memprof's own (cuMemPoolCreate) whose release threshold "
+        "keeps freed memory across synchronizations, as PyTorch's caching allocator does: "
+        "cuMemPoolTrimTo gives it back"
+    )
+    alloc_call = "cuMemAllocFromPoolAsync"
+
+    def pool(self, session: GpuSession) -> Any:
+        from memprof.core import bindings
+
+        def build() -> Any:
+            pool = bindings.create_pool(session.device_index, bindings.KEEP_EVERYTHING)
+            session.own(lambda: bindings.destroy_pool(pool))
+            return pool
+
+        return session.once("kept memory pool", build)
+
+
+class Virtual(MemoryKind):
+    """Virtual memory management: an address range, physical memory, mapped, accessible."""
+
+    name = "vmm"
+    label = "virtual memory (cuMemMap)"
+    marker = "V"
+    on_device = True
+    kernel_access = True
+    via_bindings = True
+    description = (
+        "device memory built by hand with virtual memory management: an address range "
+        "(cuMemAddressReserve), physical memory (cuMemCreate) mapped into it (cuMemMap) and "
+        "made accessible (cuMemSetAccess); sizes round up to the allocation granularity"
+    )
+    alloc_call = "cuMemAddressReserve + cuMemCreate + cuMemMap + cuMemSetAccess"
+    free_call = "cuMemUnmap + cuMemRelease + cuMemAddressFree"
+    required_attribute = "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"
+
+    def allocate_raw(self, cuda, count, dtype):
+        raise TypeError("virtual memory needs the session's device: use allocate_in")
+
+    def allocate_in(self, session, count, dtype):
+        from memprof.core import bindings
+
+        ordinal = session.device_index
+        unit = session.once("allocation granularity", lambda: bindings.granularity(ordinal))
+        nbytes = bindings.rounded(int(count * dtype.itemsize), unit)
+        address = bindings.reserve(nbytes)
+        try:
+            handle = bindings.create(nbytes, ordinal)
+        except BaseException:
+            bindings.address_free(address, nbytes)
+            raise
+        mapped = 0
+        try:
+            bindings.map_memory(address, nbytes, handle)
+            mapped = nbytes
+            bindings.set_access(address, nbytes, ordinal)
+        except BaseException:
+            bindings.take_apart(address, nbytes, [handle], mapped)
+            raise
+        return None, address, lambda: bindings.take_apart(address, nbytes, [handle], nbytes)
+
+
 # In the order tables show them: host kinds from plain to special, then the GPU's own.
 MEMORY_KINDS: dict[str, MemoryKind] = {
     kind.name: kind
@@ -337,6 +439,9 @@ MEMORY_KINDS: dict[str, MemoryKind] = {
         Registered(),
         Managed(),
         Device(),
+        StreamOrdered(),
+        KeptPool(),
+        Virtual(),
         Peer(),
     )
 }
@@ -355,12 +460,17 @@ def single_gpu_kinds() -> list[MemoryKind]:
 
 
 def supported_kinds(
-    attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
+    attributes: Mapping[str, int],
+    kinds: Iterable[MemoryKind],
+    bindings_missing: str | None = None,
 ) -> tuple[list[MemoryKind], list[str]]:
-    """(kinds this GPU supports, one reason for each it does not), from its capability flags."""
+    """(kinds this GPU supports, one reason for each it does not), from its capability flags;
+    where cuda-bindings is missing (`bindings_missing` says why), the kinds that need it too."""
     supported, skipped = [], []
     for kind in kinds:
         reason = kind.unsupported_reason(attributes)
+        if reason is None and kind.via_bindings and bindings_missing:
+            reason = f"{kind.name} memory: {bindings_missing}"
         if reason is None:
             supported.append(kind)
         else:
@@ -427,8 +537,8 @@ def allocate(
         with session.profiler.host_clock(
             kind.call_group, kind.alloc_call, "alloc", kind.name, nbytes
         ):
-            array, device_pointer, release = kind.allocate_raw(cuda, count, dtype)
-    except (cuda.MemoryError, MemoryError) as error:
+            array, device_pointer, release = kind.allocate_in(session, count, dtype)
+    except (cuda.MemoryError, MemoryError, OutOfMemory) as error:
         raise OutOfMemory(_allocation_failure(session, kind, nbytes)) from error
     handle = session.own(release)
     return Buffer(kind, nbytes, array, device_pointer, release, session, handle)

@@ -12,7 +12,7 @@ import gc
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from memprof.core.measure import Profiler
@@ -80,13 +80,7 @@ class GpuSession:
 
     def __enter__(self) -> GpuSession:
         self.cuda = cuda = import_driver()
-        try:
-            cuda.init()
-            count = cuda.Device.count()
-        except cuda.Error as error:
-            raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
-        if count == 0:
-            raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
+        count = device_count()
         if not 0 <= self.device_index < count:
             raise InvalidArgument(
                 f"--device {self.device_index} does not exist: this machine has {count} "
@@ -114,12 +108,7 @@ class GpuSession:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def own(self, release: Callable[[], None]) -> int:
@@ -133,7 +122,13 @@ class GpuSession:
         self._owned.pop(handle, None)
 
     def module(self, key: str, build: Callable[[], Any]) -> Any:
-        """A compiled module, built once per session (PyCUDA caches cubins on disk too)."""
+        """A compiled module, built once per session (memprof.core.kernels caches cubins on
+        disk too)."""
+        return self.once(key, build)
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:
+        """Something made once per session (a compiled module, a memory pool, a device
+        figure); what must be released registers itself with own()."""
         if key not in self._modules:
             self._modules[key] = build()
         return self._modules[key]
@@ -216,6 +211,17 @@ def device_count() -> int:
     if count == 0:
         raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
     return count
+
+
+def pci_bus_ids(indices: list[int]) -> dict[int, str]:
+    """Each GPU's PCI bus id, read without making a context (so NVML can be asked about it
+    before memprof's own context shows up there); {} where the driver cannot say."""
+    try:
+        cuda = import_driver()
+        cuda.init()
+        return {index: cuda.Device(index).pci_bus_id() for index in indices}
+    except Exception:  # no driver, no such GPU: the session says so in its own words
+        return {}
 
 
 class Devices:

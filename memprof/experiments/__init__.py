@@ -12,6 +12,7 @@ from pathlib import Path
 from memprof.errors import InvalidArgument
 from memprof.experiments.alloc import Alloc
 from memprof.experiments.base import Experiment
+from memprof.experiments.check import CheckGpu, CheckPairs
 from memprof.experiments.compare import Compare
 from memprof.experiments.device import DeviceBandwidth
 from memprof.experiments.hostlink import Hostlink
@@ -21,6 +22,7 @@ from memprof.experiments.peer import Peer
 from memprof.experiments.pinned import Pinned
 from memprof.experiments.portable import Portable
 from memprof.experiments.register import Register
+from memprof.experiments.smallcopies import SmallCopies
 from memprof.experiments.streams import Streams
 from memprof.experiments.sweep import Sweep
 from memprof.experiments.trace import Trace
@@ -32,6 +34,7 @@ from memprof.model.summary import Summary
 
 REGISTRY: tuple[type[Experiment], ...] = (
     Info,
+    CheckGpu,
     Pinned,
     ZeroCopy,
     Uva,
@@ -43,9 +46,11 @@ REGISTRY: tuple[type[Experiment], ...] = (
     DeviceBandwidth,
     Compare,
     Sweep,
+    SmallCopies,
     Peer,
     Hostlink,
     Portable,
+    CheckPairs,
     Trace,
 )
 _BY_NAME = {

@@ -3,8 +3,13 @@
 Every kind in memory.MEMORY_KINDS that this GPU supports is allocated and freed at every
 size, timed on the host clock: numpy (with the first touch of every page, which is when the
 OS really provides memory), cuMemAlloc, cuMemHostAlloc (default, mapped, write-combined,
-portable), cuMemAllocManaged, and numpy plus cuMemHostRegister. Sizes that would not fit
-in free device or host memory are refused before anything is allocated.
+portable), cuMemAllocManaged, numpy plus cuMemHostRegister, and the allocators programs use
+today (through NVIDIA's cuda-bindings): stream-ordered pools and virtual memory management.
+Those get their own tables (memprof.experiments.pools): a pool's first allocation, its reuse,
+its release at a synchronization and trimming; each step of virtual memory management and
+growing a buffer in place; the first use of new memory; and a loop that allocates, uses and
+frees one size again and again, as a training step does. Sizes that would not fit in free
+device or host memory are refused before anything is allocated.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import size_label
+from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
+from memprof.experiments.pools import AllocatorsRecord, summary_parts
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, NON_EMPTY
@@ -45,12 +52,15 @@ class AllocParams:
 class AllocExtra:
     kinds: Annotated[list[str], NON_EMPTY, DISTINCT]  # the kinds this GPU supports, in order
     skipped: list[str]  # why each other kind was left out
+    # pools, virtual memory and the loop (None: none measured, and files from before them)
+    allocators: AllocatorsRecord | None = None
 
 
 class Alloc(Experiment):
     name = "alloc"
     help = (
-        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 floats)."
+        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
+        "floats), stream-ordered pools and virtual memory included."
     )
     Params = AllocParams
     Extra = AllocExtra
@@ -63,21 +73,27 @@ class Alloc(Experiment):
             "host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"
         ),
         Measure("host", "free", "its free (and unregistration)", "host clock"),
+        *ALLOCATOR_MEASURES,
     )
 
     def run(self, ctx: RunContext) -> AllocExtra:
-        from memprof.core import memory
+        from memprof.core import bindings, memory
+        from memprof.experiments import pools
 
         session, params = ctx.session, ctx.params
         largest = FLOAT32_BYTES << max(params.powers)
-        # One buffer at a time is alive; managed memory may migrate to the GPU, so it counts there.
-        memory.require_memory(session, device_bytes=largest, host_bytes=largest)
+        # One buffer at a time is alive, except growing by copy (the old one and one of twice
+        # its size) and its check (twice the size on the host); managed memory may migrate to
+        # the GPU, so it counts there.
+        memory.require_memory(session, device_bytes=3 * largest, host_bytes=2 * largest)
         supported, skipped = memory.supported_kinds(
             ctx.facts[session.device_index].attributes,
             memory.single_gpu_kinds(),
+            bindings.missing_reason(),
         )
         kinds = [kind.name for kind in supported]
-        total = len(kinds) * len(params.powers)
+        modern = [kind.name for kind in supported if kind.via_bindings]
+        total = len(kinds) * len(params.powers) + (2 * len(params.powers) if modern else 0)
         done = 0
         for power in params.powers:
             for kind in kinds:
@@ -90,8 +106,17 @@ class Alloc(Experiment):
                     params.repeat,
                 )
                 done += 1
+        record = None
+        if modern:
+
+            def progress(description: str) -> None:
+                nonlocal done
+                ctx.progress(description, done, total)
+                done += 1
+
+            record = pools.measure(ctx, modern, progress)
         ctx.progress("done", total, total)
-        return AllocExtra(kinds, skipped)
+        return AllocExtra(kinds, skipped, record)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
@@ -104,40 +129,59 @@ class Alloc(Experiment):
 
 
 def summarize(result: Result) -> Summary:
-    powers = result.parameters.powers
-    kinds = result.extra.kinds
-    largest = FLOAT32_BYTES << max(powers)
-    tables = []
-    for operation, title in (("alloc", "Allocate"), ("free", "Free")):
-
-        def median_ms(kind: str, nbytes: int, operation: str = operation) -> float:
-            return result.find(operation, kind, byte_count=nbytes).stats.median_ms
-
-        table = Table(
-            f"{title} time, median of {result.parameters.repeat}",
-            ["Size", *list(kinds)],
-            notes=[
-                "Calls: "
-                + "; ".join(
-                    f"{kind} = {result.find(operation, kind, byte_count=largest).name}"
-                    for kind in kinds
-                )
-                + "."
-            ],
-        )
-        for power in powers:
-            nbytes = FLOAT32_BYTES << power
-            table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
-        table.add_row(
-            "ms per GiB, largest",
-            *(f"{median_ms(k, largest) * GIB / largest:,.2f}" for k in kinds),
-        )
-        tables.append(table)
+    tables = [_kinds_table(result, "alloc", "Allocate"), _kinds_table(result, "free", "Free")]
     tables[0].notes += [
         "Host clock around each call. Pageable and registered include writing every page "
         "(numpy.empty only reserves address space; the first touch is when memory is provided). "
         "cuMemAllocManaged provides no pages yet: they appear, and cost, on first touch.",
     ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
+    conclusions = [_cheapest_and_dearest(result)]
+    record = result.extra.allocators
+    if record is not None:
+        tables[0].notes.append(
+            "Stream-ordered kinds (pool, pool_kept) free with cuMemFreeAsync and nothing "
+            "synchronizes between repetitions: each allocation reuses the last one's memory. "
+            "The tables below take them apart."
+        )
+        more_tables, more_conclusions = summary_parts(result, record)
+        tables += more_tables
+        conclusions += more_conclusions
+    return Summary(tables=tables, conclusions=conclusions, show_profile=True)
+
+
+def _kinds_table(result: Result, operation: str, title: str) -> Table:
+    """Every kind's allocation (or free) at every size, and per GiB at the largest."""
+    powers, kinds = result.parameters.powers, result.extra.kinds
+    largest = FLOAT32_BYTES << max(powers)
+
+    def median_ms(kind: str, nbytes: int) -> float:
+        return result.find(operation, kind, byte_count=nbytes).stats.median_ms
+
+    table = Table(
+        f"{title} time, median of {result.parameters.repeat}",
+        ["Size", *list(kinds)],
+        notes=[
+            "Calls: "
+            + "; ".join(
+                f"{kind} = {result.find(operation, kind, byte_count=largest).name}"
+                for kind in kinds
+            )
+            + "."
+        ],
+    )
+    for power in powers:
+        nbytes = FLOAT32_BYTES << power
+        table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
+    table.add_row(
+        "ms per GiB, largest",
+        *(f"{median_ms(k, largest) * GIB / largest:,.2f}" for k in kinds),
+    )
+    return table
+
+
+def _cheapest_and_dearest(result: Result) -> str:
+    powers, kinds = result.parameters.powers, result.extra.kinds
+    largest = FLOAT32_BYTES << max(powers)
 
     def cost(kind: str) -> float:
         return result.find("alloc", kind, byte_count=largest).stats.median_ms
@@ -154,5 +198,4 @@ def summarize(result: Result) -> Summary:
             f"{cost('pinned') / cost('pageable'):.1f}x numpy's {format_ms(cost('pageable'))} with "
             "every page touched"
         )
-    conclusion += ". Allocate pinned and device memory once, outside loops, and reuse it."
-    return Summary(tables=tables, conclusions=[conclusion], show_profile=True)
+    return conclusion + ". Allocate pinned and device memory once, outside loops, and reuse it."

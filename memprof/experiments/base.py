@@ -74,6 +74,24 @@ def warmup_param(default: int, help: str = "") -> Any:
 
 
 @dataclass(frozen=True)
+class OneSize:
+    """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
+
+    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the seeds' memTransfer example
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+
+
+@dataclass(frozen=True)
+class LargeCopies(OneSize):
+    """The Params of the experiments across GPUs: 256 MiB copies, 5 timed, 1 warm-up."""
+
+    power: Power = power_param(26)
+    repeat: Repeat = repeat_param(5)  # timed operations and batches per figure
+    warmup: Warmup = warmup_param(1)
+
+
+@dataclass(frozen=True)
 class NoExtra:
     """For experiments whose measurements say everything."""
 
@@ -111,6 +129,33 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
 )
+CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
+# that launch kernels on poisoned outputs and copy
+# The host side of pageable copies (memprof.model.ceilings): one host thread copying the
+# copies' pageable buffer through a small buffer, chunk by chunk, as the driver stages them,
+# per direction, in the same run (absent from older files).
+HOST_STAGING = {
+    "h2d": Measure(
+        "host",
+        "staging_h2d",
+        "one host thread copying pageable memory into a small buffer, chunk by chunk",
+        "back to back",
+        False,
+    ),
+    "d2h": Measure(
+        "host",
+        "staging_d2h",
+        "one host thread copying a small buffer into pageable memory, chunk by chunk",
+        "back to back",
+        False,
+    ),
+}
+# Files of memprof before the staging model hold one memcpy between two pageable buffers of
+# the copies' size instead (a ceiling the copies beat: docs/ceilings.md).
+HOST_MEMCPY = Measure(
+    "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
+)
+HOST_SIDE = (*HOST_STAGING.values(), HOST_MEMCPY)  # what an experiment declares
 
 
 def find(
@@ -151,6 +196,10 @@ class Experiment:
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
     records_device: ClassVar[bool] = True  # a Result holds its GPU's facts (trace's does not)
+    # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
+    # Params (every GPU's copies at once; `check` checks each pair of GPUs)
+    every_gpu_then: ClassVar[str] = "hostlink"
+    every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
@@ -219,6 +268,18 @@ class RunContext:
         assert self.session is not None, "an experiment on several GPUs measures per device"
         return self.session.profiler
 
+    def steps(self, total: int) -> Callable[[str], None]:
+        """Progress in `total` steps: each call of the returned step(description) starts
+        the next one (peer, hostlink, portable and check count theirs so)."""
+        done = 0
+
+        def step(description: str) -> None:
+            nonlocal done
+            self.progress(description, min(done, total), total)
+            done += 1
+
+        return step
+
     def check(self, check: Check) -> Check:
         """Keep a verification in the Result (a failed one makes the command exit 1)."""
         self.checks.append(check)
@@ -246,7 +307,8 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
-    from memprof.core.session import Devices, GpuSession, device_count
+    from memprof.core.nvml import Watch
+    from memprof.core.session import Devices, GpuSession, device_count, pci_bus_ids
 
     declared = experiment.declared_keys()
     if experiment.gpus == "every":
@@ -261,7 +323,8 @@ def run(
         assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
         indices = [options.device]
         gpus = GpuSession(options.device, options.timing, declared)
-    with gpus:
+    # NVML's first look, before any context of ours exists (memprof.core.nvml)
+    with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
@@ -280,6 +343,7 @@ def run(
                 measurements += session.profiler.measurements()
         with sessions[0].active():
             timing = sessions[0].profiler.timing_info()
+        gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
     result = Result(
         command=experiment.name,
@@ -289,5 +353,6 @@ def run(
         checks=ctx.checks,
         extra=extra,
         timing=timing,
+        gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures

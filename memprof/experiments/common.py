@@ -7,9 +7,10 @@ run on the GPU side.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memprof.experiments.base import FLOAT32_BYTES
+from memprof.experiments.base import FLOAT32_BYTES, HOST_MEMCPY, HOST_STAGING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,40 +35,63 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes
 
 
-def launch_sum(
-    session,
-    kernel,
-    a_pointer: int,
-    b_pointer: int,
-    result,
-    elements: int,
-    kind: str | None,
-) -> None:
-    """Poison the device result, then run sumArrays reading a and b from the given addresses."""
-    from memprof.core import memory
+class SumArrays:
+    """The seeds' kernel, res = a + b over float32, with random inputs and numpy's answer."""
 
-    memory.memset(session, result, POISON_BYTE)
-    kernel.launch(
-        session,
-        elements,
-        a_pointer,
-        b_pointer,
-        result.device_pointer,
-        elements,
-        kind=kind,
-        nbytes=3 * elements * FLOAT32_BYTES,
-    )
+    def __init__(self, session: Any, elements: int) -> None:
+        from memprof.core.kernels import load_kernel
 
+        self.session, self.elements = session, elements
+        self.kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
+        self.a, self.b, self.expected = input_arrays(elements)
 
-def verify_device_result(session, result, expected: np.ndarray, name: str):
-    """Copy a device result back (not recorded: it is not part of any measurement) and check it."""
-    import numpy as np
+    def launch(self, a_pointer: int, b_pointer: int, result: Any, kind: str | None) -> None:
+        """Poison the device result, then run sumArrays reading a and b at these addresses."""
+        from memprof.core import memory
 
-    from memprof.core.verify import compare_arrays
+        memory.memset(self.session, result, POISON_BYTE)
+        self.kernel.launch(
+            self.session,
+            self.elements,
+            a_pointer,
+            b_pointer,
+            result.device_pointer,
+            self.elements,
+            kind=kind,
+            nbytes=3 * self.elements * FLOAT32_BYTES,
+        )
 
-    host = np.full(expected.shape, np.nan, dtype=expected.dtype)
-    session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call: never profiled
-    return compare_arrays(name, host, expected)
+    def flow(self, sources: tuple, out: Any, devices: tuple, span: tuple, kernel_kind: Any) -> None:
+        """The seeds' whole flow, timed end to end as `span` (name, operation, kind): a and b
+        copied in from `sources`, sumArrays, the result copied out to `out`."""
+        from memprof.core import memory
+
+        session, nbytes = self.session, self.elements * FLOAT32_BYTES
+        (a, b), (d_a, d_b, d_res) = sources, devices
+        memory.memset(session, d_res, POISON_BYTE)
+        with session.profiler.events("span", *span, 3 * nbytes):
+            memory.copy(session, d_a, a)
+            memory.copy(session, d_b, b)
+            pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
+            self.kernel.launch(
+                session,
+                self.elements,
+                *pointers,
+                self.elements,
+                kind=kernel_kind,
+                nbytes=3 * nbytes,
+            )
+            memory.copy(session, out, d_res)
+
+    def verify(self, result: Any, name: str) -> Any:
+        """Copy a device result back (never recorded: no measurement's part) and check it."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        host = np.full(self.expected.shape, np.nan, dtype=self.expected.dtype)
+        self.session.cuda.memcpy_dtoh(host, result.device_pointer)  # a direct call
+        return compare_arrays(name, host, self.expected)
 
 
 def gpu_timing(result) -> str:
@@ -96,3 +120,102 @@ def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, floa
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+STAGING_CHUNK_BYTES = 256 << 10  # stays in a CPU core's cache, as the driver's buffer does
+HOST_STAGING_NAMES = {
+    "h2d": "staging memcpy (pageable → 256 KiB buffer)",
+    "d2h": "staging memcpy (256 KiB buffer → pageable)",
+}
+HOST_SIDE_TARGET_MS = 10.0  # a batch of host copies lasts about this long
+
+
+def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
+    """The host side of pageable copies of `scratch.nbytes`, in the same run, per direction.
+
+    The driver copies a pageable buffer chunk by chunk, with one host thread, through a small
+    pinned buffer that stays in the CPU's cache, and DMAs each chunk from (or into) it. This
+    does that thread's work without the DMA: `scratch` (pageable; overwritten) into a 256 KiB
+    buffer chunk by chunk (HtoD), and back out (DtoH), back to back on the host clock. A CPU
+    copies from or into a buffer in its cache at one speed, pinned or not, so the buffer is a
+    plain one. One memcpy between two pageable buffers of the size, memprof's ceiling before,
+    was beaten by the copies it bounded (benchmarks/pageable_staging.py, docs/ceilings.md).
+    """
+    import ctypes
+
+    import numpy as np
+
+    nbytes = scratch.nbytes
+    chunk = min(STAGING_CHUNK_BYTES, nbytes)
+    buffer = np.ones(chunk, np.uint8)
+    steps = [(offset, min(chunk, nbytes - offset)) for offset in range(0, nbytes, chunk)]
+    pageable, staging = scratch.ctypes.data, buffer.ctypes.data
+
+    def into_staging() -> None:
+        for offset, length in steps:
+            ctypes.memmove(staging, pageable + offset, length)
+
+    def out_of_staging() -> None:
+        for offset, length in steps:
+            ctypes.memmove(pageable + offset, staging, length)
+
+    for direction, action in (("h2d", into_staging), ("d2h", out_of_staging)):
+        profiler.host_throughput(
+            HOST_STAGING_NAMES[direction],
+            HOST_STAGING[direction].operation,
+            "pageable",
+            nbytes,
+            action,
+            target_ms=HOST_SIDE_TARGET_MS,
+            batches=5,
+        )
+
+
+@dataclass(frozen=True)
+class HostSide:
+    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
+    direction, or (files from before it) one memcpy between two pageable buffers."""
+
+    measurement: Any
+    gb_per_s: float
+    staged: bool  # False: the older whole-buffer memcpy
+
+
+def host_side(result: Any, nbytes: int, direction: str) -> HostSide | None:
+    """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
+    from memprof.model.formatting import bandwidth_gb_per_s
+
+    keys = {HOST_STAGING[direction].key: True, HOST_MEMCPY.key: False}
+    for m in result.measurements:
+        staged = keys.get((m.group, m.operation))
+        if staged is not None and m.bytes == nbytes:
+            stats = m.throughput_stats or m.stats
+            return HostSide(m, bandwidth_gb_per_s(nbytes, stats.median_ms), staged)
+    return None
+
+
+def pageable_ceiling(result: Any, nbytes: int, direction: str, index: int | None = None) -> Any:
+    """The ceiling of pageable copies of `nbytes` in `direction`
+    (memprof.model.ceilings.host_ceiling)."""
+    from memprof.model.ceilings import host_ceiling, pcie_ceiling
+
+    side = host_side(result, nbytes, direction)
+    link = pcie_ceiling(result, index)
+    if side is None:
+        return link
+    return host_ceiling(side.gb_per_s, link, staged=side.staged)
+
+
+def stops_at(holds: dict[int, bool]) -> int | None:
+    """The smallest size from which something no longer holds at any larger size (a pool
+    helping, a way of copying losing), or None where it still holds at the largest size.
+
+    holds: size -> whether it held there. A size where it held again above an earlier
+    miss moves the answer up to after that size: the answer is where it stops for good.
+    """
+    stop = None
+    for size in sorted(holds, reverse=True):
+        if holds[size]:
+            break
+        stop = size
+    return stop

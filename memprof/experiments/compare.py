@@ -4,11 +4,14 @@ For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH
 bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
 the host's write and read throughput (numpy copyto). Managed memory appears three times:
 read by a kernel right after the host wrote it (pages migrate on demand), read again
-(resident), and read after cuMemPrefetchAsync.
+(resident), and read after cuMemPrefetchAsync. Device memory appears once per allocator:
+cuMemAlloc, the stream-ordered pools and virtual memory management (where the GPU and
+cuda-bindings have them).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from memprof.core import memory
@@ -16,6 +19,7 @@ from memprof.experiments import consistency
 from memprof.experiments.base import (
     COPY_CALLS,
     FLOAT32_BYTES,
+    HOST_SIDE,
     LAUNCH_CALL,
     Experiment,
     Measure,
@@ -27,7 +31,13 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
-from memprof.experiments.common import gpu_timing
+from memprof.experiments.common import (
+    gpu_timing,
+    host_side,
+    measure_host_staging,
+    pageable_ceiling,
+)
+from memprof.model.ceilings import Ceiling, cell, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount
@@ -55,6 +65,9 @@ def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
 
 
 ROWS = table_rows(SINGLE_GPU_KINDS)
+# Kinds allocated through cuda-bindings have a row where a run measured them: results saved
+# before memprof knew them (and runs without cuda-bindings) never list them.
+MEASURED_ONLY = frozenset(kind.name for kind in SINGLE_GPU_KINDS if kind.via_bindings)
 COLUMNS = {  # operation: (header, larger is better)
     "alloc": ("Allocate", False),
     "h2d": ("HtoD GB/s", True),
@@ -101,75 +114,36 @@ class Compare(Experiment):
         ),
         LAUNCH_CALL,
         *COPY_CALLS,
+        *HOST_SIDE,
     )
 
     def run(self, ctx: RunContext) -> CompareExtra:
-        import numpy as np
-
-        from memprof.core.access import DirectAccess
-        from memprof.core.verify import compare_arrays
-
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
-        facts = ctx.facts[session.device_index]
-        elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        session, params = ctx.session, ctx.params
+        nbytes = FLOAT32_BYTES << params.power
         # one host kind at a time, plus the values, a scratch array and the managed buffer
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
-        access = DirectAccess(session)
-        values = np.random.default_rng(5).random(elements, dtype=np.float32)
-        scratch = np.zeros(elements, np.float32)
-        d = memory.allocate(session, "device", elements)
-        supported, skipped = memory.supported_kinds(facts.attributes, SINGLE_GPU_KINDS)
+        from memprof.core import bindings
+
+        attributes = ctx.facts[session.device_index].attributes
+        supported, skipped = memory.supported_kinds(
+            attributes, SINGLE_GPU_KINDS, bindings.missing_reason()
+        )
         host_kinds = [kind for kind in supported if kind.host_copies]
-        steps = len(host_kinds) + 2
-
-        def repeat(action) -> None:
-            profiler.repeat(action, params.warmup, params.repeat)
-
-        def allocation_cost(kind: str) -> memory.Buffer:
-            repeat(lambda: memory.allocate(session, kind, elements).free())
-            return memory.allocate(session, kind, elements)
-
-        for step, kind_class in enumerate(host_kinds):
-            kind = kind_class.name
-            ctx.progress(ROWS[kind], step, steps)
-            buffer = allocation_cost(kind)
-            repeat(
-                lambda b=buffer, k=kind: _timed_copyto(profiler, "host_write", k, b.array, values)
-            )
-            repeat(
-                lambda b=buffer, k=kind: _timed_copyto(profiler, "host_read", k, scratch, b.array)
-            )
-            ctx.check(compare_arrays(f"host read back, {ROWS[kind]}", scratch, values))
-            repeat(lambda b=buffer: memory.copy(session, d, b))
-            repeat(lambda b=buffer: memory.copy(session, b, d))
-            ctx.check(
-                compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
-            )
-            if kind_class.kernel_access:
-                repeat(lambda b=buffer, k=kind: access.read(b.device_pointer, elements, k))
-                ctx.check(access.check_sum(f"kernel read, {ROWS[kind]}", values))
-            if kind == "mapped":  # the same memory through the host pointer (UVA)
-                if session.attribute("UNIFIED_ADDRESSING"):
-                    repeat(lambda b=buffer: access.read(b.array.ctypes.data, elements, "uva"))
-                    ctx.check(access.check_sum(f"kernel read, {ROWS['uva']}", values))
-                else:
-                    skipped.append("UVA: unifiedAddressing is 0 on this GPU")
-            buffer.free()
-
-        ctx.progress("managed", len(host_kinds), steps)
+        device_kinds = [kind.name for kind in supported if kind.on_device]
+        step = ctx.steps(len(host_kinds) + 1 + len(device_kinds))
+        every = _EveryKind(ctx, 1 << params.power)
+        for kind in host_kinds:
+            step(ROWS[kind.name])
+            every.host_kind(kind, skipped)
+        step("managed")
         if any(kind.migrates for kind in supported):
-            ctx.checks += _managed(session, access, values, repeat, allocation_cost, skipped)
-
-        ctx.progress("device", len(host_kinds) + 1, steps)
-        d.free()
-        d = allocation_cost("device")
-        session.cuda.memcpy_htod(d.device_pointer, values)
-        repeat(lambda: access.read(d.device_pointer, elements, "device"))
-        ctx.check(access.check_sum(f"kernel read, {ROWS['device']}", values))
-        d.free()
-        access.free()
-        ctx.progress("done", steps, steps)
+            every.managed(skipped)
+        every.device_buffer.free()  # the host kinds' copies are done
+        for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
+            step(ROWS[kind])
+            every.device(kind)
+        every.access.free()
+        step("done")
         return CompareExtra(bytes_per_array=nbytes, skipped=skipped)
 
     def summarize(self, result: Result) -> Summary:
@@ -178,6 +152,9 @@ class Compare(Experiment):
     def check_consistency(self, result: Result) -> None:
         nbytes = consistency.array_bytes(result)
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(
+            result, [(g, o) for g, o in ARRAYS_MOVED if g != "api" and o not in ("alloc", "free")]
+        )
         for kind in ("pinned", "pageable"):  # every GPU has them: the recommendations' basis
             for group, operation in (*COPIES, ("host", "host_write"), ("host", "host_read")):
                 consistency.present(result, group, operation, kind, "every compare run records")
@@ -194,6 +171,71 @@ ARRAYS_MOVED = {  # every operation moves one buffer; a launch or a driver call 
     ("api", "launch"): 0,
     ("api", "driver_call"): 0,
 }
+
+
+class _EveryKind:
+    """compare's measurements of one kind after another, sharing the values and buffers."""
+
+    def __init__(self, ctx: RunContext, elements: int) -> None:
+        import numpy as np
+
+        from memprof.core.access import DirectAccess
+
+        self.ctx, self.session, self.elements = ctx, ctx.session, elements
+        self.access = DirectAccess(self.session)
+        self.values = np.random.default_rng(5).random(elements, dtype=np.float32)
+        self.scratch = np.zeros(elements, np.float32)
+        self.device_buffer = memory.allocate(self.session, "device", elements)
+
+    def repeat(self, action) -> None:
+        self.ctx.measure.repeat(action, self.ctx.params.warmup, self.ctx.params.repeat)
+
+    def allocation_cost(self, kind: str) -> memory.Buffer:
+        """Time allocating and freeing the kind, then allocate one to measure with."""
+        self.repeat(lambda: memory.allocate(self.session, kind, self.elements).free())
+        return memory.allocate(self.session, kind, self.elements)
+
+    def host_kind(self, kind_class: memory.MemoryKind, skipped: list[str]) -> None:
+        """Allocation, host writes and reads, copies both ways, and a kernel reading it."""
+        from memprof.core.verify import compare_arrays
+
+        ctx, session, profiler, values = self.ctx, self.session, self.ctx.measure, self.values
+        kind, d, access = kind_class.name, self.device_buffer, self.access
+        buffer = self.allocation_cost(kind)
+        self.repeat(lambda: _timed_copyto(profiler, "host_write", kind, buffer.array, values))
+        self.repeat(lambda: _timed_copyto(profiler, "host_read", kind, self.scratch, buffer.array))
+        ctx.check(compare_arrays(f"host read back, {ROWS[kind]}", self.scratch, values))
+        if kind == "pageable":  # the pageable copies' host side, at their size
+            measure_host_staging(profiler, self.scratch)
+        self.repeat(lambda: memory.copy(session, d, buffer))
+        self.repeat(lambda: memory.copy(session, buffer, d))
+        ctx.check(
+            compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)
+        )
+        if kind_class.kernel_access:
+            self.repeat(lambda: access.read(buffer.device_pointer, self.elements, kind))
+            ctx.check(access.check_sum(f"kernel read, {ROWS[kind]}", values))
+        if kind == "mapped":  # the same memory through the host pointer (UVA)
+            if session.attribute("UNIFIED_ADDRESSING"):
+                self.repeat(lambda: access.read(buffer.array.ctypes.data, self.elements, "uva"))
+                ctx.check(access.check_sum(f"kernel read, {ROWS['uva']}", values))
+            else:
+                skipped.append("UVA: unifiedAddressing is 0 on this GPU")
+        buffer.free()
+
+    def managed(self, skipped: list[str]) -> None:
+        self.ctx.checks += _managed(
+            self.session, self.access, self.values, self.repeat, self.allocation_cost, skipped
+        )
+
+    def device(self, kind: str) -> None:
+        """Device memory's allocation (cuMemAlloc, a pool's, or mapped by hand) and a kernel
+        reading it."""
+        d = self.allocation_cost(kind)
+        self.session.cuda.memcpy_htod(d.device_pointer, self.values)
+        self.repeat(lambda: self.access.read(d.device_pointer, self.elements, kind))
+        self.ctx.check(self.access.check_sum(f"kernel read, {ROWS[kind]}", self.values))
+        d.free()
 
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
@@ -266,9 +308,19 @@ def _figures(result: Result) -> dict[tuple[str, str], float]:
     return figures
 
 
+def shown_rows(figures: dict[tuple[str, str], float]) -> dict[str, str]:
+    """The rows a Result shows: every kind's, but an allocator's only where it was measured."""
+    return {
+        row: label
+        for row, label in ROWS.items()
+        if row not in MEASURED_ONLY or any((row, operation) in figures for operation in COLUMNS)
+    }
+
+
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
     figures = _figures(result)
+    rows = shown_rows(figures)
     table = Table(
         f"Every memory kind, {format_bytes(nbytes)} per buffer "
         f"(2^{result.parameters.power} floats)",
@@ -286,7 +338,7 @@ def summarize(result: Result) -> Summary:
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped],
     )
-    for row, label in ROWS.items():
+    for row, label in rows.items():
         cells = []
         for operation in COLUMNS:
             value = figures.get((row, operation))
@@ -298,16 +350,121 @@ def summarize(result: Result) -> Summary:
     for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
         present = [
             (figures[row, operation], index)
-            for index, row in enumerate(ROWS)
+            for index, row in enumerate(rows)
             if (row, operation) in figures
         ]
         if present:
             _, best_row = max(present) if larger_is_better else min(present)
             table.highlighted.append((best_row, column))
-    return Summary(tables=[table], conclusions=recommendations(figures, nbytes), show_profile=False)
+    tables = [table, _against_ceilings(result, figures)]
+    return Summary(tables=tables, conclusions=recommendations(figures, nbytes), show_profile=False)
+
+
+# Where a kernel's reads come from: across the link, or from the GPU's own memory.
+READS_DEVICE_MEMORY = (
+    *(kind.name for kind in SINGLE_GPU_KINDS if kind.on_device),  # cuMemAlloc, pools, VMM
+    "managed resident",
+    "managed prefetched",
+)
+
+
+def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> Table:
+    """Each copy and kernel read as a share of what bounds it (memprof.model.ceilings)."""
+    nbytes = result.extra.bytes_per_array
+    link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
+    pageable = {d: pageable_ceiling(result, nbytes, d) for d in ("h2d", "d2h")}
+    table = Table(
+        "Against each figure's ceiling",
+        ["Memory", "HtoD", "DtoH", "Kernel read"],
+        notes=[
+            "Copies, and kernels reading host memory, against the link: "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + ".",
+            "Kernels reading device memory (device, managed once resident) against HBM: "
+            + (hbm.detail if hbm is not None else "unknown")
+            + ".",
+            _pageable_note(result, nbytes),
+        ],
+    )
+
+    def ceiling_of(row: str, operation: str) -> Ceiling | None:
+        if operation == "kernel_read":
+            return hbm if row in READS_DEVICE_MEMORY else link
+        return pageable[operation] if row == "pageable" else link
+
+    for row, label in shown_rows(figures).items():
+        cells = [
+            cell(ceiling_of(row, operation), figures[row, operation])
+            if (row, operation) in figures
+            else "-"
+            for operation in ("h2d", "d2h", "kernel_read")
+        ]
+        table.add_row(label, *cells)
+    return table
+
+
+def _pageable_note(result: Result, nbytes: int) -> str:
+    """What pageable copies are set against, as this file recorded it."""
+    sides = [host_side(result, nbytes, direction) for direction in ("h2d", "d2h")]
+    if None in sides:
+        return "Pageable copies against the link only (their host side is not in this file)."
+    h2d, d2h = sides
+    if not h2d.staged:
+        return (
+            "Pageable copies against the lower of the link and one host thread's memcpy "
+            f"between two pageable buffers of this size, this run: {h2d.gb_per_s:.1f} GB/s "
+            "(a file from an older memprof: pageable copies can beat it, docs/ceilings.md)."
+        )
+    return (
+        "Pageable copies against the lower of the link and their host side: one host thread "
+        "staging the buffer through a 256 KiB buffer, chunk by chunk, this run: "
+        f"{h2d.gb_per_s:.1f} GB/s in, {d2h.gb_per_s:.1f} GB/s out."
+    )
 
 
 EQUIVALENT = 0.05  # options within 5% of the fastest are treated as equal
+
+
+# Every use, the ways of serving it in order of preference (the simpler or safer first), and
+# what each way costs: (row, operation, times) terms, the figures the table measured.
+Term = tuple[str, str, int]
+USES: tuple[tuple[str, tuple[tuple[str, str, tuple[Term, ...]], ...]], ...] = (
+    ("Data the GPU uses once", (
+        ("pinned copy", "copy it from pinned memory, then read device memory",
+         (("pinned", "h2d", 1), ("device", "kernel_read", 1))),
+        ("zero-copy", "read it in place from mapped (zero-copy) memory",
+         (("mapped", "kernel_read", 1),)),
+        ("managed", "managed memory, migrated on demand",
+         (("managed first touch", "kernel_read", 1),)),
+    )),
+    ("Data the GPU reads 10 times", (
+        ("device memory", "copy it once to device memory",
+         (("pinned", "h2d", 1), ("device", "kernel_read", 10))),
+        ("managed", "managed memory (migrates once, then resident)",
+         (("managed first touch", "kernel_read", 1), ("managed resident", "kernel_read", 9))),
+        ("zero-copy", "keep reading it over PCIe (zero-copy)", (("mapped", "kernel_read", 10),)),
+    )),
+    ("Data the CPU writes and the GPU consumes", (
+        ("pinned", "write into pinned memory and copy it",
+         (("pinned", "host_write", 1), ("pinned", "h2d", 1))),
+        ("writecombined", "write into write-combined memory and copy it",
+         (("writecombined", "host_write", 1), ("writecombined", "h2d", 1))),
+        ("mapped", "write into mapped memory and let the kernel read it there",
+         (("mapped", "host_write", 1), ("mapped", "kernel_read", 1))),
+        ("pageable", "write into numpy memory and copy it",
+         (("pageable", "host_write", 1), ("pageable", "h2d", 1))),
+    )),
+    ("Results the CPU reads back", (
+        ("pinned", "copy them into pinned memory",
+         (("pinned", "d2h", 1), ("pinned", "host_read", 1))),
+        ("pageable", "copy them into numpy memory",
+         (("pageable", "d2h", 1), ("pageable", "host_read", 1))),
+        ("managed", "leave them in managed memory and read them there",
+         (("managed first touch", "host_read", 1),)),
+        ("writecombined", "copy them into write-combined memory",
+         (("writecombined", "d2h", 1), ("writecombined", "host_read", 1))),
+    )),
+)  # fmt: skip
 
 
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
@@ -316,109 +473,33 @@ def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[
     Options within 5% of the fastest count as equal, and the one listed first (the simpler
     or safer) is recommended, so run-to-run noise never picks a kind with a known trap.
     """
+    return [sentence(use, ways, figures, nbytes) for use, ways in USES]
 
-    def ms(row: str, operation: str) -> float | None:
-        bandwidth = figures.get((row, operation))
-        return nbytes / (bandwidth * 1e9) * 1e3 if bandwidth else None
 
-    def sentence(use: str, options: dict[str, tuple[str, list[float | None]]]) -> str:
-        totals = {name: sum(parts) for name, (_, parts) in options.items() if None not in parts}
-        fastest = min(totals.values())
-        equal = [
-            name
-            for name in options
-            if name in totals and totals[name] <= fastest * (1 + EQUIVALENT)
-        ]
-        choice = equal[0]  # options are listed in order of preference
-        others = ", ".join(
-            f"{name} {format_ms(time)}"
-            for name, time in sorted(totals.items(), key=lambda item: item[1])
-            if name != choice
-        )
-        size = format_bytes(nbytes)
-        text = f"{use}: {options[choice][0]} ({format_ms(totals[choice])} for {size}; {others})"
-        if len(equal) > 1:
-            also = " and ".join(name for name in equal if name != choice)
-            text += f"; {also} came within 5%, as good here"
-        return text + "."
-
-    device_read = ms("device", "kernel_read")
-    return [
-        sentence(
-            "Data the GPU uses once",
-            {
-                "pinned copy": (
-                    "copy it from pinned memory, then read device memory",
-                    [ms("pinned", "h2d"), device_read],
-                ),
-                "zero-copy": (
-                    "read it in place from mapped (zero-copy) memory",
-                    [ms("mapped", "kernel_read")],
-                ),
-                "managed": (
-                    "managed memory, migrated on demand",
-                    [ms("managed first touch", "kernel_read")],
-                ),
-            },
-        ),
-        sentence(
-            "Data the GPU reads 10 times",
-            {
-                "device memory": (
-                    "copy it once to device memory",
-                    [ms("pinned", "h2d")] + [device_read] * 10,
-                ),
-                "managed": (
-                    "managed memory (migrates once, then resident)",
-                    [ms("managed first touch", "kernel_read")]
-                    + [ms("managed resident", "kernel_read")] * 9,
-                ),
-                "zero-copy": (
-                    "keep reading it over PCIe (zero-copy)",
-                    [ms("mapped", "kernel_read")] * 10,
-                ),
-            },
-        ),
-        sentence(
-            "Data the CPU writes and the GPU consumes",
-            {
-                "pinned": (
-                    "write into pinned memory and copy it",
-                    [ms("pinned", "host_write"), ms("pinned", "h2d")],
-                ),
-                "writecombined": (
-                    "write into write-combined memory and copy it",
-                    [ms("writecombined", "host_write"), ms("writecombined", "h2d")],
-                ),
-                "mapped": (
-                    "write into mapped memory and let the kernel read it there",
-                    [ms("mapped", "host_write"), ms("mapped", "kernel_read")],
-                ),
-                "pageable": (
-                    "write into numpy memory and copy it",
-                    [ms("pageable", "host_write"), ms("pageable", "h2d")],
-                ),
-            },
-        ),
-        sentence(
-            "Results the CPU reads back",
-            {
-                "pinned": (
-                    "copy them into pinned memory",
-                    [ms("pinned", "d2h"), ms("pinned", "host_read")],
-                ),
-                "pageable": (
-                    "copy them into numpy memory",
-                    [ms("pageable", "d2h"), ms("pageable", "host_read")],
-                ),
-                "managed": (
-                    "leave them in managed memory and read them there",
-                    [ms("managed first touch", "host_read")],
-                ),
-                "writecombined": (
-                    "copy them into write-combined memory",
-                    [ms("writecombined", "d2h"), ms("writecombined", "host_read")],
-                ),
-            },
-        ),
+def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int) -> str:
+    """The recommendation for one use, from the ways whose every figure was measured."""
+    totals = {}
+    for name, _, terms in ways:
+        rates = [figures.get((row, operation)) for row, operation, _ in terms]
+        if all(rates):
+            totals[name] = sum(
+                times * nbytes / (rate * 1e9) * 1e3
+                for (_, _, times), rate in zip(terms, rates, strict=True)
+            )
+    fastest = min(totals.values())
+    equal = [
+        name for name, _, _ in ways if totals.get(name, math.inf) <= fastest * (1 + EQUIVALENT)
     ]
+    choice = equal[0]  # ways are listed in order of preference
+    phrase = next(phrase for name, phrase, _ in ways if name == choice)
+    others = ", ".join(
+        f"{name} {format_ms(time)}"
+        for name, time in sorted(totals.items(), key=lambda item: item[1])
+        if name != choice
+    )
+    size = format_bytes(nbytes)
+    text = f"{use}: {phrase} ({format_ms(totals[choice])} for {size}; {others})"
+    if len(equal) > 1:
+        also = " and ".join(name for name in equal if name != choice)
+        text += f"; {also} came within 5%, as good here"
+    return text + "."

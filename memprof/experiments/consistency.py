@@ -130,6 +130,36 @@ def measured_on(result: Result, devices: list[int], counts: Mapping[str, int]) -
                 )
 
 
+def access_matrix(result: Result, devices: list[int]) -> dict[tuple[int, int], bool]:
+    """extra.peer_access as (GPU, GPU whose memory) -> can access: one row and column per
+    GPU, each GPU reaching its own memory."""
+    rows = result.extra.peer_access
+    if len(rows) != len(devices) or any(len(row) != len(devices) for row in rows):
+        refuse(
+            "extra.peer_access",
+            f"is not {len(devices)} x {len(devices)}: one row and column per GPU",
+        )
+    access = {(a, b): rows[i][j] for i, a in enumerate(devices) for j, b in enumerate(devices)}
+    for a in devices:
+        if not access[a, a]:
+            refuse("extra.peer_access", f"says GPU {a} cannot access its own memory")
+    return access
+
+
+def takes_time(result: Result, operations: Collection[tuple[str, str]]) -> None:
+    """Each listed (group, operation) that moved bytes took time per operation: a summary
+    divides by it (its back-to-back batches' median, else its one operations')."""
+    for index, m in enumerate(result.measurements):
+        if m.bytes and (m.group, m.operation) in operations:
+            times = m.throughput_ms or m.samples_ms
+            if times.count(0) > len(times) // 2:  # the median is 0
+                field = "throughput_ms" if m.throughput_ms else "samples_ms"
+                refuse(
+                    f"measurements[{index}].{field}",
+                    f"has a median of 0 ms, but moving {m.bytes} bytes takes time",
+                )
+
+
 def present(result: Result, group: str, operation: str, kind: str | None, needed_for: str) -> None:
     """A measurement the summary reads: refused as missing if the file lacks it."""
     for m in result.measurements:

@@ -10,7 +10,7 @@ numpy, then timed; the best time gives the bandwidth, as STREAM reports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from memprof.experiments import consistency
 from memprof.experiments.base import (
@@ -27,6 +27,7 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import gpu_timing
+from memprof.model.ceilings import hbm_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
@@ -98,70 +99,28 @@ class DeviceBandwidth(Experiment):
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
 
         session, params, profiler = ctx.session, ctx.params, ctx.measure
-        facts = ctx.facts[session.device_index]
-        dtype = np.dtype(params.dtype)
-        elements = 1 << params.power
-        nbytes = elements * dtype.itemsize
-        dot_blocks = facts.multiprocessors * DOT_BLOCKS_PER_SM
+        nbytes = np.dtype(params.dtype).itemsize << params.power
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
-        suffix = DTYPES[params.dtype]
-        kernels = {
-            name: load_kernel(session, "stream.cu", f"stream_{name}_{suffix}")
-            for name in STREAM_KERNELS
-        }
-        a, b, c = (memory.allocate(session, "device", elements, dtype) for _ in range(3))
-        partial = memory.allocate(session, "device", dot_blocks, dtype)
-        scalar = dtype.type(SCALAR)
-        pack_width = 16 // dtype.itemsize
-        elementwise_blocks = max(1, -(-elements // pack_width) // BLOCK_SIZE)
+        multiprocessors = ctx.facts[session.device_index].multiprocessors
+        stream = _Stream(session, params, multiprocessors * DOT_BLOCKS_PER_SM)
+        step = ctx.steps(3)
 
-        def launch(name: str) -> None:
-            arguments = {
-                "copy": (a.device_pointer, c.device_pointer),
-                "mul": (b.device_pointer, c.device_pointer, scalar),
-                "add": (a.device_pointer, b.device_pointer, c.device_pointer),
-                "triad": (a.device_pointer, b.device_pointer, c.device_pointer, scalar),
-                "dot": (a.device_pointer, b.device_pointer, partial.device_pointer),
-            }[name]
-            kernels[name].launch(
-                session,
-                elements,
-                *arguments,
-                elements,
-                kind="device",
-                nbytes=STREAM_KERNELS[name][1] * nbytes,
-                block_size=BLOCK_SIZE,
-                blocks=dot_blocks if name == "dot" else elementwise_blocks,
-            )
-
-        ctx.progress("verifying the kernels", 0, 3)
-        for check in _verify(session, launch, (a, b, c), partial, elements, dtype, scalar):
+        step("verifying the kernels")
+        for check in _verify(session, stream.launch, *stream.arrays):
             ctx.check(check)
-
-        ctx.progress("cuMemcpyDtoD and cuMemset", 1, 3)
+        step("cuMemcpyDtoD and cuMemset")
+        a, c = stream.a, stream.c
         profiler.repeat(lambda: memory.copy(session, c, a), params.warmup, params.repeat)
         profiler.repeat(lambda: memory.memset(session, c, 0), params.warmup, params.repeat)
-
-        ctx.progress("STREAM kernels", 2, 3)
-
-        def stream_round() -> None:
-            for name in STREAM_KERNELS:
-                launch(name)
-
-        profiler.repeat(stream_round, params.warmup, params.repeat)
-        host = np.empty(elements, dtype)
-        session.cuda.memcpy_dtoh(host, a.device_pointer)
-        finite = bool(np.isfinite(host).all())
-        detail = "all finite" if finite else "NaN or infinity in a"
-        ctx.check(Check("a after the timed runs", finite, elements, detail))
-        for buffer in (a, b, c, partial):
-            buffer.free()
-        ctx.progress("done", 3, 3)
-        launch_record = Launch(BLOCK_SIZE, elementwise_blocks, dot_blocks, 16)
-        return DeviceExtra(bytes_per_array=nbytes, launch=launch_record)
+        step("STREAM kernels")
+        profiler.repeat(stream.round, params.warmup, params.repeat)
+        ctx.check(stream.finite())
+        stream.free()
+        step("done")
+        launch = Launch(BLOCK_SIZE, stream.elementwise_blocks, stream.dot_blocks, 16)
+        return DeviceExtra(bytes_per_array=nbytes, launch=launch)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
@@ -190,6 +149,7 @@ class DeviceBandwidth(Experiment):
                     f"device.{field}", "is 0: the summary compares with the theoretical bandwidth"
                 )
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(result, [("gpu", "d2d"), ("gpu", "memset"), ("gpu", "kernel")])
         for name, (_, arrays) in STREAM_KERNELS.items():
             found = [
                 (index, m)
@@ -220,6 +180,77 @@ ARRAYS_MOVED = {
     ("api", "launch"): 0,
     ("api", "driver_call"): 0,
 }
+
+
+class _Stream:
+    """BabelStream's arrays a, b, c (and dot's partial sums) and its five kernels."""
+
+    def __init__(self, session: Any, params: DeviceParams, dot_blocks: int) -> None:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.kernels import load_kernel
+
+        self.session, self.dtype = session, np.dtype(params.dtype)
+        self.elements, self.dot_blocks = 1 << params.power, dot_blocks
+        self.nbytes = self.elements * self.dtype.itemsize
+        suffix = DTYPES[params.dtype]
+        self.kernels = {
+            name: load_kernel(session, "stream.cu", f"stream_{name}_{suffix}")
+            for name in STREAM_KERNELS
+        }
+        self.a, self.b, self.c = (
+            memory.allocate(session, "device", self.elements, self.dtype) for _ in range(3)
+        )
+        self.partial = memory.allocate(session, "device", dot_blocks, self.dtype)
+        self.scalar = self.dtype.type(SCALAR)
+        pack_width = 16 // self.dtype.itemsize
+        self.elementwise_blocks = max(1, -(-self.elements // pack_width) // BLOCK_SIZE)
+
+    @property
+    def arrays(self) -> tuple:
+        """What _verify needs: the arrays, the partial sums, their size, type and scalar."""
+        arrays = (self.a, self.b, self.c)
+        return arrays, self.partial, self.elements, self.dtype, self.scalar
+
+    def launch(self, name: str) -> None:
+        a, b, c = (buffer.device_pointer for buffer in (self.a, self.b, self.c))
+        arguments = {
+            "copy": (a, c),
+            "mul": (b, c, self.scalar),
+            "add": (a, b, c),
+            "triad": (a, b, c, self.scalar),
+            "dot": (a, b, self.partial.device_pointer),
+        }[name]
+        self.kernels[name].launch(
+            self.session,
+            self.elements,
+            *arguments,
+            self.elements,
+            kind="device",
+            nbytes=STREAM_KERNELS[name][1] * self.nbytes,
+            block_size=BLOCK_SIZE,
+            blocks=self.dot_blocks if name == "dot" else self.elementwise_blocks,
+        )
+
+    def round(self) -> None:
+        """Every STREAM kernel once, in BabelStream's order."""
+        for name in STREAM_KERNELS:
+            self.launch(name)
+
+    def finite(self) -> Check:
+        """After the timed runs, a still holds finite numbers (the scalar keeps it bounded)."""
+        import numpy as np
+
+        host = np.empty(self.elements, self.dtype)
+        self.session.cuda.memcpy_dtoh(host, self.a.device_pointer)
+        finite = bool(np.isfinite(host).all())
+        detail = "all finite" if finite else "NaN or infinity in a"
+        return Check("a after the timed runs", finite, self.elements, detail)
+
+    def free(self) -> None:
+        for buffer in (self.a, self.b, self.c, self.partial):
+            buffer.free()
 
 
 def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[Check]:
@@ -307,7 +338,7 @@ def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    peak = result.device.theoretical_memory_bandwidth_gb_per_s
+    peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
         f"{result.parameters.repeat} timed runs",

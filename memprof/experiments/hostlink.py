@@ -18,16 +18,13 @@ from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
+from memprof.model.ceilings import Ceiling, pcie_ceiling
+from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Check, Measurement, Result
@@ -42,10 +39,8 @@ SHARED_BELOW = 0.9  # together under 90% of the sum alone: something on the way 
 
 
 @dataclass(frozen=True)
-class HostlinkParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)  # timed copies and batches per GPU, mode and direction
-    warmup: Warmup = warmup_param(1)
+class HostlinkParams(LargeCopies):
+    """hostlink's: 256 MiB copies, each GPU alone and all at once."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +133,12 @@ class Hostlink(Experiment):
         nbytes = consistency.array_bytes(result, "bytes_per_copy")
         operations = (*ALONE, *(measure.operation for measure in TOGETHER.values()))
         consistency.measured_bytes(result, {("gpu", op): 1 for op in operations}, [nbytes])
+        consistency.takes_time(result, [("gpu", op) for op in operations])
         consistency.kinds_among(result, {("gpu", op): ("pinned",) for op in operations})
         consistency.measured_on(result, devices, dict.fromkeys(operations, 1))
-        consistency.once_each(result, lambda m: (m.operation, m.gpus), "copy")
+        consistency.once_each(
+            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "copy"
+        )
 
 
 @dataclass
@@ -225,8 +223,9 @@ def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_copy
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",
-        ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone"],
+        ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone", "Of ceiling"],
     )
+    links = {index: pcie_ceiling(result, index) for index in devices}
 
     def cell(key) -> str:
         return format_gb_per_s(cells[key]) if key in cells else "-"
@@ -239,7 +238,8 @@ def summarize(result: Result) -> Summary:
                 if alone in cells and together in cells
                 else "-"
             )
-            table.add_row(f"GPU {index}", label, cell(alone), cell(together), ratio)
+            reached = ceiling_cell(links[index], cells[alone]) if alone in cells else "-"
+            table.add_row(f"GPU {index}", label, cell(alone), cell(together), ratio, reached)
         summed = totals(result, direction)
         if summed is not None:
             table.add_row(
@@ -248,6 +248,7 @@ def summarize(result: Result) -> Summary:
                 format_gb_per_s(summed[0]),
                 format_gb_per_s(summed[1]),
                 f"{summed[1] / summed[0]:.2f}",
+                "",
             )
     batch = max((m.batch for m in result.measurements), default=0)
     table.notes += [
@@ -256,8 +257,23 @@ def summarize(result: Result) -> Summary:
         "gates opened back to back; median of "
         f"{result.parameters.repeat} batches.",
         "Total alone: the sum of each GPU's figure measured on its own.",
+        *_ceiling_notes(links),
     ]
     return Summary(tables=[table], conclusions=_conclusions(result), show_profile=False)
+
+
+def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
+    """Each GPU's own link, what its copies alone are compared with."""
+    return [
+        f"Of ceiling: GPU {index} alone against its link, "
+        + (
+            link.detail
+            if link is not None
+            else "not recorded in this file (no GPU state from NVML)"
+        )
+        + "."
+        for index, link in links.items()
+    ]
 
 
 def _conclusions(result: Result) -> list[str]:

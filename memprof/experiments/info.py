@@ -8,6 +8,7 @@ from typing import Annotated
 from memprof.experiments.base import Experiment, RunContext
 from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
+from memprof.model.gpustate import state_rows
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, Count
 from memprof.model.summary import Summary, Table
@@ -68,6 +69,8 @@ def summarize(result: Result) -> Summary:
         f"{d.memory_clock_khz / 1000:.0f} MHz x {d.memory_bus_width_bits}-bit bus / 8",
     )
     device.add_row("PCIe link", _link_text(d))
+    for label, text in state_rows(result.gpu_state()):
+        device.add_row(label, text)
     device.add_row("PCI bus id", d.pci_bus_id)
     device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.affinity))
     device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")

@@ -12,6 +12,8 @@ Each cycle starts with the host writing the inputs, which brings the pages back.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
@@ -24,18 +26,15 @@ from memprof.experiments.base import (
     POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
     Warmup,
-    power_param,
-    repeat_param,
     warmup_param,
 )
-from memprof.experiments.common import gpu_timing, input_arrays, launch_sum
+from memprof.experiments.common import SumArrays, gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
-from memprof.model.results import Result
+from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, ByteCount
 from memprof.model.summary import Summary, Table
 
@@ -44,9 +43,7 @@ ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
 
 
 @dataclass(frozen=True)
-class ManagedParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
+class ManagedParams(OneSize):
     warmup: Warmup = warmup_param(1, "Untimed cycles before timing (0 to 1000).")
     prefetch: bool = param(True, "Also time cuMemPrefetchAsync to the GPU before the kernel.")
     advice: Annotated[tuple[Advice, ...], DISTINCT] = param(
@@ -87,122 +84,47 @@ class Managed(Experiment):
     )
 
     def run(self, ctx: RunContext) -> ManagedExtra:
-        import numpy as np
-
-        from memprof.core import driver, memory
-        from memprof.core.kernels import load_kernel
+        from memprof.core import memory
         from memprof.core.verify import compare_arrays
 
-        session, params, profiler = ctx.session, ctx.params, ctx.measure
+        session, params = ctx.session, ctx.params
         memory.MEMORY_KINDS["managed"].check_supported(session)
-        elements = 1 << params.power
-        nbytes = elements * FLOAT32_BYTES
+        nbytes = FLOAT32_BYTES << params.power
         # Managed memory may all land on the GPU: never ask for more than is free there.
         memory.require_memory(session, device_bytes=6 * nbytes, host_bytes=8 * nbytes)
         concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
-        a, b, res = (memory.allocate(session, "managed", elements) for _ in range(3))
-        received = np.zeros(elements, np.float32)
+        flow = _ManagedFlow(session, 1 << params.power)
         skipped: list[str] = []
-        steps = 2 + (1 if params.prefetch else 0) + len(params.advice)
+        step = ctx.steps(2 + int(params.prefetch) + len(params.advice))
 
-        def cycle(kind: str, before_kernel=None) -> None:
-            """Host writes the inputs, two launches, host reads the result."""
-            session.synchronize()  # always, as required where concurrentManagedAccess is 0
-            with profiler.host_clock(
-                "host", "host write a, b, res", "host_write", kind, 3 * nbytes
-            ):
-                a.array[:] = a_values
-                b.array[:] = b_values
-                res.array.fill(np.nan)  # poison: the kernel must write every element
-            if before_kernel:
-                before_kernel(kind)
-            pointers = (a.device_pointer, b.device_pointer, res.device_pointer, elements)
-            kernel.launch(
-                session, elements, *pointers, kind=kind, nbytes=3 * nbytes, operation="kernel_first"
+        def measure(kind: str, check: str, before_kernel=None) -> None:
+            ctx.measure.repeat(
+                lambda: flow.cycle(kind, before_kernel), params.warmup, params.repeat
             )
-            kernel.launch(session, elements, *pointers, kind=kind, nbytes=3 * nbytes)
-            session.synchronize()
-            with profiler.host_clock("host", "host read res", "host_read", kind, nbytes):
-                np.copyto(received, res.array)
+            ctx.check(compare_arrays(check, flow.received, flow.expected))
 
-        def prefetch_to_gpu(kind: str) -> None:
-            with (
-                profiler.events(
-                    "gpu", "[Unified Memory prefetch HtoD]", "prefetch", kind, 3 * nbytes
-                ),
-                profiler.api("cuMemPrefetchAsync", "prefetch", kind),
-            ):
-                for buffer in (a, b, res):
-                    driver.prefetch(buffer.device_pointer, nbytes, session.device_index)
-
-        def read_resident_host_memory() -> None:
-            with profiler.host_clock("host", "host read res", "host_read", "pageable", nbytes):
-                np.copyto(received, a_values)
-
-        ctx.progress("on-demand migration", 0, steps)
-        profiler.repeat(lambda: cycle("managed"), params.warmup, params.repeat)
-        ctx.check(compare_arrays("sumArrays, managed memory", received, expected))
-        profiler.repeat(read_resident_host_memory, params.warmup, params.repeat)
-
-        ctx.progress("explicit copies", 1, steps)
-        host_a, host_b, out = (memory.allocate(session, "pinned", elements) for _ in range(3))
-        host_a.array[:], host_b.array[:] = a_values, b_values
-        d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
-
-        def explicit_copies() -> None:
-            with profiler.events(
-                "span", "2 HtoD + kernel + DtoH", "end_to_end", "device", 3 * nbytes
-            ):
-                memory.copy(session, d_a, host_a)
-                memory.copy(session, d_b, host_b)
-                launch_sum(
-                    session,
-                    kernel,
-                    d_a.device_pointer,
-                    d_b.device_pointer,
-                    d_res,
-                    elements,
-                    "device",
-                )
-                memory.copy(session, out, d_res)
-
-        profiler.repeat(explicit_copies, params.warmup, params.repeat)
-        ctx.check(compare_arrays("sumArrays, device memory", out.array, expected))
-
+        step("on-demand migration")
+        measure("managed", "sumArrays, managed memory")
+        ctx.measure.repeat(flow.read_resident_host_memory, params.warmup, params.repeat)
+        step("explicit copies")
+        ctx.check(flow.explicit_copies(params))
         if params.prefetch:
-            ctx.progress("prefetch", 2, steps)
+            step("prefetch")
             if concurrent:
-                kind = "managed+prefetch"
-                profiler.repeat(lambda: cycle(kind, prefetch_to_gpu), params.warmup, params.repeat)
-                ctx.check(
-                    compare_arrays("sumArrays, managed memory prefetched", received, expected)
-                )
+                measure("managed+prefetch", "sumArrays, managed memory prefetched", flow.prefetch)
             else:
                 skipped.append("prefetch: needs concurrentManagedAccess, which this GPU lacks")
-
-        for index, advice in enumerate(params.advice):
-            ctx.progress(f"advice {advice}", 2 + int(params.prefetch) + index, steps)
+        for advice in params.advice:
+            step(f"advice {advice}")
             if not concurrent:
                 skipped.append(
                     f"advice {advice}: needs concurrentManagedAccess, which this GPU lacks"
                 )
                 continue
-            kind = f"managed+{advice}"
-            location = None if advice == "read-mostly" else session.device_index
-            for buffer in (a, b, res):
-                with profiler.api("cuMemAdvise", "advise", kind):
-                    driver.advise(buffer.device_pointer, nbytes, advice, location)
-            profiler.repeat(lambda kind=kind: cycle(kind), params.warmup, params.repeat)
-            ctx.check(compare_arrays(f"sumArrays, managed memory, {advice}", received, expected))
-            session.synchronize()
-            for buffer in (a, b, res):
-                driver.advise(buffer.device_pointer, nbytes, advice, location, unset=True)
-
-        for buffer in (a, b, res, host_a, host_b, out, d_a, d_b, d_res):
-            buffer.free()
-        ctx.progress("done", steps, steps)
+            with flow.advised(advice):
+                measure(f"managed+{advice}", f"sumArrays, managed memory, {advice}")
+        flow.free()
+        step("done")
         return ManagedExtra(nbytes, concurrent, skipped)
 
     def summarize(self, result: Result) -> Summary:
@@ -212,6 +134,7 @@ class Managed(Experiment):
         params, extra = result.parameters, result.extra
         nbytes = consistency.array_bytes(result)
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
         variants = {"managed+prefetch": params.prefetch}
         variants |= {f"managed+{advice}": True for advice in params.advice}
         for index, m in enumerate(result.measurements):
@@ -245,6 +168,103 @@ ARRAYS_MOVED = {
     ("api", "prefetch"): 0,
     ("api", "advise"): 0,
 }
+
+
+class _ManagedFlow:
+    """The seed's sumArrays over managed a, b and res, and the same with explicit copies."""
+
+    def __init__(self, session, elements: int) -> None:
+        import numpy as np
+
+        from memprof.core import memory
+
+        self.session, self.elements = session, elements
+        self.nbytes = elements * FLOAT32_BYTES
+        self.sums = SumArrays(session, elements)
+        self.kernel = self.sums.kernel
+        self.a_values, self.b_values, self.expected = self.sums.a, self.sums.b, self.sums.expected
+        self.a, self.b, self.res = (memory.allocate(session, "managed", elements) for _ in range(3))
+        self.received = np.zeros(elements, np.float32)
+        self.copies: list = []
+
+    def cycle(self, kind: str, before_kernel=None) -> None:
+        """Host writes the inputs, two launches, host reads the result."""
+        import numpy as np
+
+        session, profiler, nbytes = self.session, self.session.profiler, self.nbytes
+        session.synchronize()  # always, as required where concurrentManagedAccess is 0
+        with profiler.host_clock("host", "host write a, b, res", "host_write", kind, 3 * nbytes):
+            self.a.array[:] = self.a_values
+            self.b.array[:] = self.b_values
+            self.res.array.fill(np.nan)  # poison: the kernel must write every element
+        if before_kernel:
+            before_kernel(kind)
+        pointers = (self.a.device_pointer, self.b.device_pointer, self.res.device_pointer)
+        launch = (session, self.elements, *pointers, self.elements)
+        self.kernel.launch(*launch, kind=kind, nbytes=3 * nbytes, operation="kernel_first")
+        self.kernel.launch(*launch, kind=kind, nbytes=3 * nbytes)
+        session.synchronize()
+        with profiler.host_clock("host", "host read res", "host_read", kind, nbytes):
+            np.copyto(self.received, self.res.array)
+
+    def prefetch(self, kind: str) -> None:
+        """cuMemPrefetchAsync of a, b and res to the GPU, before the kernel needs them."""
+        from memprof.core import driver
+
+        profiler = self.session.profiler
+        name = "[Unified Memory prefetch HtoD]"
+        with (
+            profiler.events("gpu", name, "prefetch", kind, 3 * self.nbytes),
+            profiler.api("cuMemPrefetchAsync", "prefetch", kind),
+        ):
+            for buffer in (self.a, self.b, self.res):
+                driver.prefetch(buffer.device_pointer, self.nbytes, self.session.device_index)
+
+    @contextlib.contextmanager
+    def advised(self, advice: str) -> Iterator[None]:
+        """a, b and res under one cuMemAdvise hint inside, the hint undone afterwards."""
+        from memprof.core import driver
+
+        session = self.session
+        location = None if advice == "read-mostly" else session.device_index
+        for buffer in (self.a, self.b, self.res):
+            with session.profiler.api("cuMemAdvise", "advise", f"managed+{advice}"):
+                driver.advise(buffer.device_pointer, self.nbytes, advice, location)
+        yield
+        session.synchronize()
+        for buffer in (self.a, self.b, self.res):
+            driver.advise(buffer.device_pointer, self.nbytes, advice, location, unset=True)
+
+    def read_resident_host_memory(self) -> None:
+        """The reference for a host read: numpy memory that never left the host."""
+        import numpy as np
+
+        with self.session.profiler.host_clock(
+            "host", "host read res", "host_read", "pageable", self.nbytes
+        ):
+            np.copyto(self.received, self.a_values)
+
+    def explicit_copies(self, params: ManagedParams) -> Check:
+        """2 HtoD + kernel + DtoH with pinned and device memory: what migration competes with."""
+        from memprof.core import memory
+        from memprof.core.verify import compare_arrays
+
+        session, profiler, elements = self.session, self.session.profiler, self.elements
+        host_a, host_b, out = (memory.allocate(session, "pinned", elements) for _ in range(3))
+        host_a.array[:], host_b.array[:] = self.a_values, self.b_values
+        d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+        self.copies = [host_a, host_b, out, d_a, d_b, d_res]
+
+        def flow() -> None:
+            span = ("2 HtoD + kernel + DtoH", "end_to_end", "device")
+            self.sums.flow((host_a, host_b), out, (d_a, d_b, d_res), span, "device")
+
+        profiler.repeat(flow, params.warmup, params.repeat)
+        return compare_arrays("sumArrays, device memory", out.array, self.expected)
+
+    def free(self) -> None:
+        for buffer in (self.a, self.b, self.res, *self.copies):
+            buffer.free()
 
 
 def summarize(result: Result) -> Summary:
@@ -300,18 +320,28 @@ def summarize(result: Result) -> Summary:
     add("(c) device memory: kernel alone", median("kernel", "device", "gpu"), None)
     add("(c) device memory: 2 HtoD + kernel + DtoH", explicit, 3 * nbytes)
 
-    on_demand, resident = first["managed"], median("kernel", "managed", "gpu")
+    resident = median("kernel", "managed", "gpu")
+    prefetch = median("prefetch", "managed+prefetch", "gpu")
+    conclusion = _conclusion(first, resident, explicit, prefetch, 3 * nbytes)
+    return Summary(tables=[table], conclusions=[conclusion])
+
+
+def _conclusion(
+    first: dict[str, float], resident: float, explicit: float, prefetch: float | None, moved: int
+) -> str:
+    """On-demand migration against resident pages, explicit copies and a prefetch."""
+    on_demand = first["managed"]
     conclusion = (
         f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
         f"resident one ({format_ms(on_demand)} vs {format_ms(resident)}, pages arriving at "
-        f"{format_gb_per_s(bandwidth_gb_per_s(3 * nbytes, on_demand))} GB/s); explicit copies "
+        f"{format_gb_per_s(bandwidth_gb_per_s(moved, on_demand))} GB/s); explicit copies "
         f"did the whole job, copies included, in {format_ms(explicit)}."
     )
-    if "managed+prefetch" in first:
-        prefetched = first["managed+prefetch"] + median("prefetch", "managed+prefetch", "gpu")
+    if "managed+prefetch" in first and prefetch is not None:
+        prefetched = first["managed+prefetch"] + prefetch
         conclusion += f" Prefetch plus launch took {format_ms(prefetched)}: " + (
             "prefetch managed memory before the kernel that needs it."
             if prefetched < on_demand
             else "here prefetching did not beat on-demand migration."
         )
-    return Summary(tables=[table], conclusions=[conclusion])
+    return conclusion

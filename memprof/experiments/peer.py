@@ -24,16 +24,12 @@ from memprof.experiments.base import (
     FLOAT32_BYTES,
     LAUNCH_CALL,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE
+from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
@@ -58,10 +54,7 @@ FILL_VALUE = 2.5
 
 
 @dataclass(frozen=True)
-class PeerParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)
-    warmup: Warmup = warmup_param(1)
+class PeerParams(LargeCopies):
     latency_steps: Annotated[int, Range(1, 1 << 20)] = param(
         4096, "Dependent loads in the latency chain (1 to 1048576)."
     )
@@ -101,39 +94,14 @@ class Peer(Experiment):
     )
 
     def run(self, ctx: RunContext) -> PeerExtra:
-        import numpy as np
-
-        from memprof.core import memory
-        from memprof.core.access import DirectAccess
         from memprof.core.driver import can_access_peer
-        from memprof.core.kernels import load_kernel
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         chain, order = pointer_chain(CHAIN_BYTES // 4, CHAIN_STRIDE_ELEMENTS)
-        state: dict[int, _Device] = {}
-        for index in indices:
-            with devices.session(index).active() as session:
-                memory.require_memory(session, device_bytes=2 * nbytes + CHAIN_BYTES)
-                values = np.random.default_rng(100 + index).random(elements, dtype=np.float32)
-                source = memory.allocate(session, "device", elements)
-                destination = memory.allocate(session, "device", elements)
-                chain_buffer = memory.allocate(session, "device", chain.size, np.uint32)
-                last = memory.allocate(session, "device", 1, np.uint32)
-                session.cuda.memcpy_htod(source.device_pointer, values)
-                session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
-                state[index] = _Device(
-                    session,
-                    values,
-                    source,
-                    destination,
-                    DirectAccess(session),
-                    load_kernel(session, "peer.cu", "chaseChain"),
-                    chain_buffer,
-                    last,
-                )
+        state = {i: _Device.open(devices.session(i), elements, chain) for i in indices}
         pairs = ordered_pairs(indices)
         access = [[a == b or can_access_peer(a, b) for b in indices] for a in indices]
         can = {(a, b): access[indices.index(a)][indices.index(b)] for a, b in pairs}
@@ -172,10 +140,7 @@ class Peer(Experiment):
             if can[a, b] and can[b, a]:
                 ctx.checks += _bidirectional(state, a, b, nbytes)
         for device in state.values():
-            with device.session.active():
-                for buffer in (device.source, device.destination, device.chain, device.last):
-                    buffer.free()
-                device.access.free()
+            device.free()
         return PeerExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
@@ -197,25 +162,10 @@ class Peer(Experiment):
             result.parameters.latency_steps,
             "parameters.latency_steps asked for",
         )
-        if len(extra.peer_access) != len(devices) or any(
-            len(row) != len(devices) for row in extra.peer_access
-        ):
-            consistency.refuse(
-                "extra.peer_access",
-                f"is not {len(devices)} x {len(devices)}: one row and column per GPU",
-            )
-        access = {
-            (a, b): extra.peer_access[i][j]
-            for i, a in enumerate(devices)
-            for j, b in enumerate(devices)
-        }
-        for a in devices:
-            if not access[a, a]:
-                consistency.refuse(
-                    "extra.peer_access", f"says GPU {a} cannot access its own memory"
-                )
+        access = consistency.access_matrix(result, devices)
         moves = {**{("gpu", method): 1 for method in METHODS}, ("api", "launch"): 0}
         consistency.measured_bytes(result, moves, [nbytes])
+        consistency.takes_time(result, [("gpu", method) for method in (*METHODS, LATENCY)])
         consistency.measured_on(result, devices, dict.fromkeys([*METHODS, LATENCY], 2))
         consistency.once_each(
             result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
@@ -303,6 +253,33 @@ class _Device:
     chase: Any
     chain: Any
     last: Any
+
+    @classmethod
+    def open(cls, session: Any, elements: int, chain: Any) -> _Device:
+        """One GPU's buffers (filled source, destination, latency chain) and kernels."""
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.access import DirectAccess
+        from memprof.core.kernels import load_kernel
+
+        with session.active():
+            memory.require_memory(session, device_bytes=8 * elements + CHAIN_BYTES)
+            rng = np.random.default_rng(100 + session.device_index)
+            values = rng.random(elements, dtype=np.float32)
+            source, destination = (memory.allocate(session, "device", elements) for _ in range(2))
+            chain_buffer = memory.allocate(session, "device", chain.size, np.uint32)
+            last = memory.allocate(session, "device", 1, np.uint32)
+            session.cuda.memcpy_htod(source.device_pointer, values)
+            session.cuda.memcpy_htod(chain_buffer.device_pointer, chain)
+            access, chase = DirectAccess(session), load_kernel(session, "peer.cu", "chaseChain")
+        return cls(session, values, source, destination, access, chase, chain_buffer, last)
+
+    def free(self) -> None:
+        with self.session.active():
+            for buffer in (self.source, self.destination, self.chain, self.last):
+                buffer.free()
+            self.access.free()
 
     def poison(self) -> None:
         with self.session.active():
@@ -522,6 +499,8 @@ def summarize(result: Result) -> Summary:
         if not cells:
             continue
         table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s)
+        if method == "ce_on":
+            table.notes += _ceiling_notes(result, cells)
         if method == "ce_bidir":
             for a, b in unordered_pairs(devices):
                 if (a, b) in cells and (b, a) in cells:
@@ -557,6 +536,19 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
+def _ceiling_notes(result: Result, cells: dict[tuple[int, int], float]) -> list[str]:
+    """Each pair's link, and the share of it the copies reached (memprof.model.ceilings)."""
+    notes = []
+    for (a, b), gb_per_s in cells.items():
+        ceiling = peer_ceiling(result, a, b)
+        if ceiling is not None:
+            share = f"{ceiling.fraction(gb_per_s):.0%}"
+            notes.append(f"GPU {a} → GPU {b}: {share} of its ceiling, {ceiling.detail}.")
+    if not notes:
+        notes.append("The links' ceilings were not recorded in this file (no GPU state from NVML).")
+    return notes
+
+
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
     on, off = figures(result, "ce_on"), figures(result, "ce_off")
     bidir = figures(result, "ce_bidir")
@@ -564,8 +556,14 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
     lines = []
     for a, b in ordered_pairs(devices):
         if (a, b) in on and (a, b) in off:
+            ceiling = peer_ceiling(result, a, b)
+            share = (
+                f" ({ceiling.fraction(on[a, b]):.0%} of its {ceiling.limiter} ceiling)"
+                if ceiling is not None
+                else ""
+            )
             lines.append(
-                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access, "
+                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access{share}, "
                 f"{format_gb_per_s(off[a, b])} GB/s without ({on[a, b] / off[a, b]:.1f}x)."
             )
     for a, b in unordered_pairs(devices):

@@ -14,17 +14,15 @@ from typing import Literal
 from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
+    HOST_SIDE,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
+from memprof.experiments.common import host_side, pageable_ceiling
+from memprof.model.ceilings import ceiling_remark, cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -42,10 +40,7 @@ DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
 @dataclass(frozen=True)
-class PinnedParams:
-    power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the memTransfer example
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class PinnedParams(OneSize):
     host_buffer: Literal["numpy", "malloc", "hugepages"] = param(
         "numpy",
         "Where pageable memory comes from: numpy (numpy.empty), malloc (libc, as C programs "
@@ -99,6 +94,7 @@ class Pinned(Experiment):
         ALLOC,
         FREE,
         FLOW,
+        *HOST_SIDE,
         Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
         Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
         Measure("api", "memset", "cuMemsetD8Async", "host clock"),
@@ -109,17 +105,16 @@ class Pinned(Experiment):
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
         from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE, input_arrays
+        from memprof.experiments.common import SumArrays, measure_host_staging
 
         params, session, profiler = ctx.params, ctx.session, ctx.measure
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         # device: a, b, res; host: a, b, res of one kind at a time plus numpy's inputs
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=7 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
+        a_values, b_values, expected = sums.a, sums.b, sums.expected
         d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
         for step, kind in enumerate(HOST_KINDS):
             ctx.progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
@@ -133,16 +128,13 @@ class Pinned(Experiment):
             a, b, res = (allocate() for _ in range(3))
             a.array[:] = a_values
             b.array[:] = b_values
+            if kind == "pageable":  # the pageable copies' host side, at their size
+                measure_host_staging(profiler, res.array)
             ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
-                memory.memset(session, d_res, POISON_BYTE)
-                with profiler.events("span", FLOW.what, FLOW.operation, kind, 3 * nbytes):
-                    memory.copy(session, d_a, a)
-                    memory.copy(session, d_b, b)
-                    pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
-                    kernel.launch(session, elements, *pointers, elements, nbytes=3 * nbytes)
-                    memory.copy(session, res, d_res)
+                span = (FLOW.what, FLOW.operation, kind)
+                sums.flow((a, b), res, (d_a, d_b, d_res), span, kernel_kind=None)
 
             res.array.fill(np.nan)
             profiler.repeat(flow, params.warmup, params.repeat)
@@ -171,6 +163,9 @@ class Pinned(Experiment):
             "its float32 must fill extra.bytes_per_array",
         )
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(
+            result, [("gpu", "h2d"), ("gpu", "d2h"), ("gpu", "kernel"), ("span", "flow")]
+        )
         copies = (*COPY.values(), *BLOCKED.values())
         consistency.kinds_among(result, {(m.group, m.operation): HOST_KINDS for m in copies})
 
@@ -190,37 +185,12 @@ ARRAYS_MOVED = {
 
 def summarize(result: Result) -> Summary:
     nbytes = result.extra.bytes_per_array
-    source = (
-        "CUPTI's record of each copy (DMA only)"
-        if result.timing is not None and result.timing.source == "cupti"
-        else "gated CUDA events around each copy (pageable: staging included)"
-    )
-    transfers = Table(
-        f"Transfers of {format_bytes(nbytes)}",
-        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable"],
-        notes=[
-            f"One copy: GPU time of a single copy, median, from {source}.",
-            "Host blocked: host clock around the driver call (pageable copies block until "
-            "the driver has staged them; pinned ones return once queued).",
-            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
-            "event pair.",
-        ],
-    )
-    median = {}
-    for kind in HOST_KINDS:
-        for direction in DIRECTIONS:
-            median[kind, direction] = _per_copy_ms(result, direction, kind)
-    for kind in HOST_KINDS:
-        for direction, label in DIRECTIONS.items():
-            time_ms = median[kind, direction]
-            transfers.add_row(
-                kind,
-                label,
-                format_ms(find(result, COPY[direction], kind).stats.median_ms),
-                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
-                format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms)),
-                format_ratio(median["pageable", direction] / time_ms),
-            )
+    median = {
+        (kind, direction): _per_copy_ms(result, direction, kind)
+        for kind in HOST_KINDS
+        for direction in DIRECTIONS
+    }
+    transfers, remarks = _transfers(result, median)
 
     costs = Table(
         f"Allocation of {format_bytes(nbytes)}",
@@ -247,7 +217,96 @@ def summarize(result: Result) -> Summary:
             format_ms(flow.median_ms),
             "verified" if check and check.passed else "FAILED",
         )
-    return Summary(tables=[transfers, costs], conclusions=[_conclusion(median, round_trip, nbytes)])
+    conclusions = [_conclusion(median, round_trip, nbytes)]
+    conclusions += [remark for remark in remarks if remark]
+    return Summary(tables=[transfers, costs], conclusions=conclusions)
+
+
+def _transfers(
+    result: Result, median: dict[tuple[str, str], float]
+) -> tuple[Table, list[str | None]]:
+    """The copies' table, each against its ceiling, and a remark for any far below it."""
+    nbytes = result.extra.bytes_per_array
+    source = (
+        "CUPTI's record of each copy (DMA only)"
+        if result.timing is not None and result.timing.source == "cupti"
+        else "gated CUDA events around each copy (pageable: staging included)"
+    )
+    link = pcie_ceiling(result)
+    sides = {direction: host_side(result, nbytes, direction) for direction in DIRECTIONS}
+    recorded = [side for side in sides.values() if side is not None]
+    transfers = Table(
+        f"Transfers of {format_bytes(nbytes)}",
+        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
+        notes=[
+            f"One copy: GPU time of a single copy, median, from {source}.",
+            "Host blocked: host clock around the driver call (pageable copies block until "
+            "the driver has staged them; pinned ones return once queued).",
+            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
+            "event pair.",
+            *_ceiling_notes(link, recorded[0].staged if recorded else None),
+        ],
+    )
+    remarks = []
+    for kind in HOST_KINDS:
+        for direction, label in DIRECTIONS.items():
+            time_ms = median[kind, direction]
+            gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
+            ceiling = link if kind == "pinned" else pageable_ceiling(result, nbytes, direction)
+            transfers.add_row(
+                kind,
+                label,
+                format_ms(find(result, COPY[direction], kind).stats.median_ms),
+                format_ms(find(result, BLOCKED[direction], kind).stats.median_ms),
+                format_gb_per_s(gb_per_s),
+                format_ratio(median["pageable", direction] / time_ms),
+                cell(ceiling, gb_per_s),
+            )
+            if kind == "pinned" or recorded:  # pageable without its host side: half a ceiling
+                remarks.append(ceiling_remark(f"{kind.capitalize()} {label}", gb_per_s, ceiling))
+    if recorded and not recorded[0].staged:  # an older file's one memcpy, host to host
+        older = recorded[0]
+        rate = format_gb_per_s(older.gb_per_s)
+        ms = format_ms(older.measurement.stats.median_ms)
+        transfers.add_row("memcpy", "host → host", ms, "-", rate, "-", "-")
+    else:
+        for direction, side in sides.items():
+            if side is not None:
+                ms = format_ms(side.measurement.stats.median_ms)
+                rate = format_gb_per_s(side.gb_per_s)
+                transfers.add_row("staging", DIRECTIONS[direction], ms, "-", rate, "-", "-")
+    return transfers, remarks
+
+
+def _ceiling_notes(link, staged: bool | None) -> list[str]:
+    """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md); staged: how
+    the file recorded the host side of pageable copies (None: not at all)."""
+    notes = [
+        "Of ceiling: pinned copies against the link: "
+        + (link.detail if link is not None else "unknown (no link figures recorded)")
+        + "."
+    ]
+    if staged:
+        notes.append(
+            "Pageable copies against the lower of the link and the staging row of their "
+            "direction: the driver stages them chunk by chunk through a small pinned buffer "
+            "with one host thread (staging: that thread's work without the DMA, the pageable "
+            "buffer copied into or out of a 256 KiB buffer, back to back, host clock, this "
+            "run)."
+        )
+    elif staged is False:
+        notes.append(
+            "Pageable copies against the lower of the link and the memcpy row (memcpy: one "
+            "thread, back-to-back copies between two pageable buffers of this size, host "
+            "clock, this run; a file from an older memprof, whose pageable copies can beat "
+            "it: docs/ceilings.md)."
+        )
+    else:
+        notes.append(
+            "Pageable copies against the link only: the host side of pageable copies was "
+            "not recorded (a file from an older memprof)."
+        )
+    return notes
 
 
 def _conclusion(

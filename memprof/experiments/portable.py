@@ -17,17 +17,13 @@ from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
     Experiment,
+    LargeCopies,
     Measure,
-    Power,
-    Repeat,
     RunContext,
-    Warmup,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS
+from memprof.model.ceilings import pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Check, Measurement, Result
@@ -40,10 +36,8 @@ SAME_SPEED = 0.9  # a foreign context reaching 90% of portable treats the memory
 
 
 @dataclass(frozen=True)
-class PortableParams:
-    power: Power = power_param(26)  # 2^26 float32 = 256 MiB per copy
-    repeat: Repeat = repeat_param(5)  # timed copies and batches per buffer, GPU and direction
-    warmup: Warmup = warmup_param(1)
+class PortableParams(LargeCopies):
+    """portable's: 256 MiB copies from every GPU's context."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +109,12 @@ class Portable(Experiment):
         consistency.equal("extra.owner", result.extra.owner, devices[0], "the first GPU is")
         nbytes = consistency.array_bytes(result, "bytes_per_copy")
         consistency.measured_bytes(result, {("gpu", op): 1 for op in DIRECTIONS}, [nbytes])
+        consistency.takes_time(result, [("gpu", op) for op in DIRECTIONS])
         consistency.kinds_among(result, {("gpu", op): BUFFERS for op in DIRECTIONS})
         consistency.measured_on(result, devices, dict.fromkeys(DIRECTIONS, 1))
-        consistency.once_each(result, lambda m: (m.kind, m.operation, m.gpus), "copy")
+        consistency.once_each(
+            result, lambda m: (m.kind, m.operation, m.gpus) if m.group == "gpu" else None, "copy"
+        )
 
 
 @dataclass
@@ -198,8 +195,9 @@ def summarize(result: Result) -> Summary:
     table = Table(
         f"Pinned host memory of {format_bytes(result.extra.bytes_per_copy)} used from each "
         "GPU's context, GB/s",
-        ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS)],
+        ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS), "Of ceiling"],
     )
+    links = {index: pcie_ceiling(result, index) for index in devices}
     for kind in BUFFERS:
         for index in devices:
             where = f"GPU {index}" + (" (its owner)" if index == owner else "")
@@ -207,7 +205,13 @@ def summarize(result: Result) -> Summary:
                 format_gb_per_s(cells[kind, d, index]) if (kind, d, index) in cells else "-"
                 for d in DIRECTIONS
             ]
-            table.add_row(buffer_label(kind, owner), where, *row)
+            reached = [
+                f"{links[index].fraction(cells[kind, d, index]):.0%}"
+                for d in DIRECTIONS
+                if links[index] is not None and (kind, d, index) in cells
+            ]
+            shown = f"{', '.join(reached)} PCIe" if reached else "-"
+            table.add_row(buffer_label(kind, owner), where, *row, shown)
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {_batch(result)} between one event pair, median "
@@ -215,6 +219,12 @@ def summarize(result: Result) -> Summary:
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
+        *(
+            f"Of ceiling (both directions): GPU {index}'s copies against its link, "
+            + (link.detail if link else "not recorded in this file (no GPU state from NVML)")
+            + "."
+            for index, link in links.items()
+        ),
     ]
     return Summary(
         tables=[table], conclusions=_conclusions(result, devices, owner, cells), show_profile=False

@@ -7,7 +7,11 @@ time is tuned to match a copy, and copied out (DtoH). Three ways:
               next chunk copies in and the previous one copies out, on separate engines;
   pageable:   the overlapped issue order from pageable memory, where the driver makes
               every copy synchronous and the overlap is lost.
-Every copy and kernel is stamped with CUDA events, giving a timeline per stream.
+The measuring core queues every chunk at once (memprof.core.measure, Profiler.on_streams)
+and places each copy and kernel on one clock, giving a timeline per stream: CUPTI's records
+of them (the engines' own times), or without CUPTI gated CUDA events, each operation moved to
+when its engine was free. Copies from pageable memory block the host, so that run cannot
+wait behind the gate: it is queued, and timed, as the calls return.
 
 Ideal overlapped time, from the serial run's stage times: the longest stage's total
 (all chunks) plus one chunk of each of the two other stages, which cannot overlap at the
@@ -18,8 +22,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from itertools import pairwise
-from typing import TYPE_CHECKING, Annotated, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memprof.experiments import consistency
 from memprof.experiments.base import (
@@ -35,6 +39,7 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -43,6 +48,8 @@ from memprof.model.summary import Chart, Summary, Table
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memprof.core.measure import Profiler, Span, StreamOperation, StreamsRun
 
 STAGES = {
     "h2d": ("[CUDA memcpy HtoD]", "H"),
@@ -90,6 +97,12 @@ class Timelines:
     pageable: Timeline
 
 
+# Where the stage times and timelines came from: CUPTI's records; CUDA events held behind
+# one gate (the pageable run cannot be); or, in files saved before streams timed through the
+# measuring core, ungated events on each stream with the legacy default stream's around a run.
+TimelineSource = Literal["cupti", "gated events", "ungated events"]
+
+
 @dataclass(frozen=True)
 class StreamsExtra:
     bytes_per_array: ByteCount
@@ -97,6 +110,7 @@ class StreamsExtra:
     iterations: Count
     kernel_target_ms: Milliseconds
     timelines: Timelines
+    timeline_source: TimelineSource = "ungated events"
 
 
 TOTAL = Measure("span", "total", "all chunks of one mode, end to end", "end to end")
@@ -105,25 +119,6 @@ TOTAL = Measure("span", "total", "all chunks of one mode, end to end", "end to e
 def mode_labels(streams: int) -> dict[str, str]:
     """The way each mode issues its work, as shown in tables and profile rows."""
     return {mode: label.replace("K streams", f"{streams} streams") for mode, label in MODES.items()}
-
-
-def engine_timeline(stamps: list[list]) -> list[list]:
-    """When each operation really ran: [lane, chunk, stage, start, end] in ms.
-
-    An event before an operation records when its stream reached it, not when an engine
-    took it: operations of one kind (copies in, kernels, copies out) wait for each other.
-    So each starts at the later of its stream's event and the end of the operation of the
-    same kind that finished before it.
-    """
-    corrected = []
-    for stage in STAGES:
-        previous_end = 0.0
-        for lane, index, _, ready, end in sorted(
-            (row for row in stamps if row[2] == stage), key=lambda row: row[4]
-        ):
-            corrected.append([lane, index, stage, max(ready, previous_end), end])
-            previous_end = end
-    return sorted(corrected, key=lambda row: (row[0], row[3]))
 
 
 def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
@@ -165,6 +160,7 @@ class Streams(Experiment):
 
         from memprof.core import memory
         from memprof.core.kernels import load_kernel
+        from memprof.core.measure import Span
 
         session, params, profiler = ctx.session, ctx.params, ctx.measure
         cuda = session.cuda
@@ -173,101 +169,40 @@ class Streams(Experiment):
         memory.require_memory(session, device_bytes=2 * nbytes, host_bytes=6 * nbytes)
         kernel = load_kernel(session, "busy_work.cu", "busyWork")
         values = np.random.default_rng(11).random(elements, dtype=np.float32)
-        host = {
-            "pinned": (
-                memory.allocate(session, "pinned", elements),
-                memory.allocate(session, "pinned", elements),
-            ),
-            "pageable": (
-                memory.allocate(session, "pageable", elements),
-                memory.allocate(session, "pageable", elements),
-            ),
-        }
-        for source, _ in host.values():
-            source.array[:] = values
-        d_in, d_out = (memory.allocate(session, "device", elements) for _ in range(2))
+        host, device = _buffers(session, values)
         chunks = chunk_bounds(elements, params.streams)
-        streams = [cuda.Stream() for _ in range(params.streams)]
         labels = mode_labels(params.streams)
 
         ctx.progress("calibrating the kernel", 0, 4)
-        whole_h2d_ms = statistics.median(
-            profiler.time_once(
-                lambda: cuda.memcpy_htod_async(
-                    d_in.device_pointer, host["pinned"][0].array, profiler.stream
-                )
+        target_ms = params.kernel_ms
+        if target_ms is None:  # the measured HtoD time of the whole data
+            whole_h2d = partial(
+                cuda.memcpy_htod_async, device[0].device_pointer, host["pinned"][0].array
             )
-            for _ in range(3)
-        )
-        target_ms = params.kernel_ms if params.kernel_ms is not None else whole_h2d_ms
-        iterations = _calibrate(session, kernel, d_in, d_out, elements, target_ms)
-
-        def issue(mode: str) -> tuple[float, list[list]]:
-            """Queue every chunk, wait, return the total and the timeline (ms from the start)."""
-            source, target = host["pageable" if mode == "pageable" else "pinned"]
-            lanes = streams[:1] if mode == "serial" else streams
-            origin = cuda.Event()
-            origin.record()
-            stamps = []
-            for index, (start, count) in enumerate(chunks):
-                stream = lanes[index % len(lanes)]
-                offset = start * FLOAT32_BYTES
-                events = [cuda.Event() for _ in range(4)]
-                events[0].record(stream)
-                cuda.memcpy_htod_async(
-                    d_in.device_pointer + offset, source.array[start : start + count], stream
-                )
-                events[1].record(stream)
-                kernel.function.prepared_async_call(
-                    (-(-count // 256), 1),
-                    (256, 1, 1),
-                    stream,
-                    d_in.device_pointer + offset,
-                    d_out.device_pointer + offset,
-                    count,
-                    iterations,
-                )
-                events[2].record(stream)
-                cuda.memcpy_dtoh_async(
-                    target.array[start : start + count], d_out.device_pointer + offset, stream
-                )
-                events[3].record(stream)
-                stamps.append((lanes.index(stream), index, count, events))
-            end = cuda.Event()
-            end.record()  # the legacy default stream waits for every other stream
-            end.synchronize()
-            timeline = engine_timeline(
-                [
-                    [lane, index, stage, first.time_since(origin), last.time_since(origin)]
-                    for lane, index, _, events in stamps
-                    for stage, (first, last) in zip(STAGES, pairwise(events), strict=True)
-                ]
+            target_ms = statistics.median(
+                profiler.time_once(partial(whole_h2d, profiler.stream)) for _ in range(3)
             )
-            for _, index, stage, start, finish in timeline:
-                name = kernel.signature.display if stage == "kernel" else STAGES[stage][0]
-                count = chunks[index][1]
-                profiler.add_sample(
-                    "gpu", name, stage, labels[mode], count * FLOAT32_BYTES, finish - start
-                )
-            total = end.time_since(origin)
-            profiler.add_sample("span", "all chunks", "total", labels[mode], nbytes, total)
-            return total, timeline
+        iterations = _calibrate(session, kernel, *device, elements, target_ms)
 
         timelines = {}
         for step, mode in enumerate(MODES, start=1):
             ctx.progress(labels[mode], step, 4)
-            target = host["pageable" if mode == "pageable" else "pinned"][1]
-            with profiler.paused():
-                for _ in range(params.warmup):
-                    issue(mode)
-            runs = []
-            for _ in range(params.repeat):
-                target.array.fill(np.nan)  # poison: every chunk must come back
-                runs.append(issue(mode))
+            source, target = host["pageable" if mode == "pageable" else "pinned"]
+            lanes = 1 if mode == "serial" else params.streams
+            arrays = (source.array, target.array)
+            operations = _pipeline(
+                cuda, kernel, arrays, device, chunks, iterations, lanes, labels[mode]
+            )
+            span = Span("all chunks", "total", labels[mode], nbytes)
+            median = _median_run(
+                profiler, operations, span, mode == "pageable", params, target.array
+            )
             ctx.check(_verify(target.array, values, iterations, labels[mode]))
-            runs.sort(key=lambda run: run[0])
-            timelines[mode] = runs[len(runs) // 2][1]  # the run of median total time
-        for buffer in (*host["pinned"], *host["pageable"], d_in, d_out):
+            timelines[mode] = [
+                (row.lane, row.chunk, row.operation, row.start_ms, row.end_ms)
+                for row in median.timeline
+            ]
+        for buffer in (*host["pinned"], *host["pageable"], *device):
             buffer.free()
         ctx.progress("done", 4, 4)
         return StreamsExtra(
@@ -276,6 +211,7 @@ class Streams(Experiment):
             iterations=iterations,
             kernel_target_ms=target_ms,
             timelines=Timelines(**timelines),
+            timeline_source="cupti" if median.source == "cupti" else "gated events",
         )
 
     def summarize(self, result: Result) -> Summary:
@@ -302,6 +238,7 @@ class Streams(Experiment):
         consistency.measured_bytes(result, moves, chunk_bytes, "one chunk of extra.chunks")
         totals = {("span", "total"): 1, **{(g, o): 1 for g in ("api", "host") for o in ALLOCATION}}
         consistency.measured_bytes(result, totals, [nbytes])
+        consistency.takes_time(result, [*moves, ("span", "total")])
         labels = list(mode_labels(params.streams).values())
         consistency.kinds_among(result, {key: labels for key in (*moves, ("span", "total"))})
         for mode in MODES:
@@ -335,19 +272,99 @@ def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
         consistency.refuse(where, "ends at 0 ms: a timeline takes time")
 
 
+def _buffers(session: Any, values: np.ndarray) -> tuple[dict[str, tuple], tuple]:
+    """A source (holding `values`) and a target in pinned and in pageable memory, by kind;
+    and the two device arrays the kernel reads and writes."""
+    from memprof.core import memory
+
+    host = {
+        kind: tuple(memory.allocate(session, kind, values.size) for _ in range(2))
+        for kind in ("pinned", "pageable")
+    }
+    for source, _ in host.values():
+        source.array[:] = values
+    return host, tuple(memory.allocate(session, "device", values.size) for _ in range(2))
+
+
+def _median_run(
+    profiler: Profiler,
+    operations: list[StreamOperation],
+    span: Span,
+    pageable: bool,
+    params: StreamsParams,
+    target: np.ndarray,
+) -> StreamsRun:
+    """Warm-ups unrecorded, then the recorded runs, the target poisoned before each so every
+    chunk must come back; the run of median total time. Copies from pageable memory block
+    the host, so a pageable run cannot wait behind the gate (synchronous)."""
+    import numpy as np
+
+    with profiler.paused():
+        for _ in range(params.warmup):
+            profiler.on_streams(operations, pageable, span)
+    runs = []
+    for _ in range(params.repeat):
+        target.fill(np.nan)
+        runs.append(profiler.on_streams(operations, pageable, span))
+    runs.sort(key=lambda run: run.total_ms)
+    return runs[len(runs) // 2]
+
+
+def _pipeline(
+    cuda: Any,
+    kernel: Any,
+    host_arrays: tuple[np.ndarray, np.ndarray],
+    device: tuple[Any, Any],
+    chunks: list[tuple[int, int]],
+    iterations: int,
+    lanes: int,
+    kind: str,
+) -> list[StreamOperation]:
+    """Every chunk's copy in, busyWork and copy out, chunk i on stream i mod lanes, in the
+    order a program would issue them (chunk by chunk)."""
+    from memprof.core.measure import StreamOperation
+
+    (source, target), (d_in, d_out) = host_arrays, device
+    operations = []
+    for index, (start, count) in enumerate(chunks):
+        offset, chunk_bytes = start * FLOAT32_BYTES, count * FLOAT32_BYTES
+        device_in, device_out = d_in.device_pointer + offset, d_out.device_pointer + offset
+        actions = {
+            "h2d": partial(cuda.memcpy_htod_async, device_in, source[start : start + count]),
+            "kernel": partial(_busy_work, kernel, device_in, device_out, count, iterations),
+            "d2h": partial(cuda.memcpy_dtoh_async, target[start : start + count], device_out),
+        }
+        for stage, action in actions.items():
+            name = kernel.signature.display if stage == "kernel" else STAGES[stage][0]
+            operations.append(
+                StreamOperation(index % lanes, index, stage, name, kind, chunk_bytes, action)
+            )
+    return operations
+
+
+def _busy_work(
+    kernel: Any, device_in: int, device_out: int, count: int, iterations: int, stream: Any
+) -> None:
+    """Queue busyWork over `count` elements on `stream`."""
+    kernel.function.prepared_async_call(
+        (-(-count // 256), 1), (256, 1, 1), stream, device_in, device_out, count, iterations
+    )
+
+
 def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) -> int:
     """Iterations of busyWork's loop that make one pass over the data take about target_ms."""
     iterations = CALIBRATION_ITERATIONS
+    profiler = session.profiler
     for _ in range(3):
-        measured = session.profiler.time_once(
-            lambda iterations=iterations: kernel.function.prepared_async_call(
-                (-(-elements // 256), 1),
-                (256, 1, 1),
-                session.profiler.stream,
+        measured = profiler.time_once(
+            partial(
+                _busy_work,
+                kernel,
                 d_in.device_pointer,
                 d_out.device_pointer,
                 elements,
                 iterations,
+                profiler.stream,
             )
         )
         iterations = max(1, round(iterations * target_ms / measured))
@@ -393,8 +410,33 @@ def ideal_overlapped_ms(times: dict[str, tuple[float, float]]) -> float:
     )
 
 
-def timeline_lines(timeline: list[list], streams: int, width: int = 72) -> list[str]:
-    """One text row per stream: H = HtoD, K = kernel, D = DtoH, placed by their event times."""
+TIMELINE_COLUMNS = 72  # the widest a timeline is drawn (the 120-column layout)
+MIN_TIMELINE_COLUMNS = 24  # narrower says nothing: the chart is then wider than the console
+TIMELINE_FRAME = len("stream 0  |") + len("|")  # what each row adds to its columns
+
+# How each source places the stages, as the notes say it.
+STAGE_TIMES = {
+    "cupti": "CUPTI's record of each chunk's copy and kernel (the GPU's own times)",
+    "gated events": (
+        "CUDA events around each chunk's copy and kernel, every stream held behind one gate "
+        "until all was queued, each operation starting when its engine was free"
+    ),
+    "ungated events": "CUDA events around each chunk's copy and kernel",
+}
+TIMELINE_LEGEND = "H = copy in (HtoD), K = kernel, D = copy out (DtoH)"
+TIMELINE_PLACES = {
+    "cupti": f"{TIMELINE_LEGEND}, where CUPTI's records place them (the engines' own times).",
+    "gated events": (
+        f"{TIMELINE_LEGEND}, from CUDA events: each starts at the later of its stream's event "
+        "and the end of the previous operation of its kind (one engine per kind assumed; "
+        "--timing cupti shows the engines' own times)."
+    ),
+    "ungated events": f"{TIMELINE_LEGEND}, from CUDA events.",
+}
+
+
+def timeline_lines(timeline: list, streams: int, width: int = TIMELINE_COLUMNS) -> list[str]:
+    """One text row per stream, `width` columns of time: H = HtoD, K = kernel, D = DtoH."""
     end = max(row[4] for row in timeline)
     rows = [[" "] * width for _ in range(streams)]
     for lane, _, stage, start, finish in timeline:
@@ -407,32 +449,40 @@ def timeline_lines(timeline: list[list], streams: int, width: int = 72) -> list[
     ]
 
 
+def fitted_timeline_lines(timeline: list, streams: int, console_width: int) -> list[str]:
+    """The timeline as wide as the console allows, at most TIMELINE_COLUMNS of time."""
+    columns = max(MIN_TIMELINE_COLUMNS, min(TIMELINE_COLUMNS, console_width - TIMELINE_FRAME))
+    return timeline_lines(timeline, streams, columns)
+
+
+def profile_note(result: Result) -> str | None:
+    """The profile's footnote where the run-wide one would not tell the truth: files saved
+    before streams timed through the measuring core hold ungated events, whatever the
+    run's source (its other commands' figures were CUPTI's or gated events)."""
+    if result.extra.timeline_source != "ungated events" or result.timing is None:
+        return None  # the run-wide note is true (a file without a timing source says events)
+    return (
+        "Timing: GPU activities are CUDA events around each chunk's copy and kernel on its "
+        "stream, not held behind a gate, each starting when its engine was free (memprof "
+        "streams timed so when this file was saved); only the timed repetitions are counted "
+        "(Calls = --repeat per operation)."
+    )
+
+
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
     streams = result.parameters.streams
     attributes = result.device.attributes
     serial_stages = stage_times(result, "serial")
-    stages = Table(
-        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra.chunks)} chunks",
-        ["Stage", "Total", "Per chunk", "GB/s"],
-        notes=[
-            f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
-            f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
-            + (
-                "(the measured HtoD time of the whole data)."
-                if result.parameters.kernel_ms is None
-                else "(--kernel-ms)."
-            ),
-            "CUDA events around each chunk's copy and kernel; medians per chunk, summed.",
-        ],
-    )
-    for stage, (total, per_chunk) in serial_stages.items():
-        rate = format_gb_per_s(bandwidth_gb_per_s(nbytes, total)) if stage != "kernel" else "-"
-        stages.add_row(STAGES[stage][0], format_ms(total), format_ms(per_chunk), rate)
-
     labels = mode_labels(streams)
     totals = {mode: find(result, TOTAL, labels[mode]).stats.median_ms for mode in MODES}
     ideal = ideal_overlapped_ms(serial_stages)
+    bracket = (
+        "Events on the legacy default stream bracket each run."
+        if result.extra.timeline_source == "ungated events"
+        else "Each run lasts from its first operation's start to its last one's end; copies "
+        "from pageable memory block the host, so the pageable run cannot wait behind the "
+        "gate: it is queued as the calls return."
+    )
     modes = Table(
         "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)",
         ["Issue", "Median time", "vs serial", "Ideal / measured"],
@@ -440,13 +490,9 @@ def summarize(result: Result) -> Summary:
             f"Ideal overlapped time {format_ms(ideal)}: the longest stage's total plus one chunk "
             "of each other stage, from the one-stream stage times above.",
             f"This GPU: asyncEngineCount = {attributes.get('asyncEngineCount')} (copy engines), "
-            f"concurrentKernels = {attributes.get('concurrentKernels')}. Events on the legacy "
-            "default stream bracket each run.",
+            f"concurrentKernels = {attributes.get('concurrentKernels')}. {bracket}",
         ],
     )
-    labels = {
-        mode: label.replace("K streams", f"{streams} streams") for mode, label in MODES.items()
-    }
     for mode in MODES:
         modes.add_row(
             labels[mode],
@@ -455,18 +501,6 @@ def summarize(result: Result) -> Summary:
             f"{ideal / totals[mode]:.0%}",
         )
     modes.add_row("ideal overlap", format_ms(ideal), f"{totals['serial'] / ideal:.2f}x", "100%")
-    charts = [
-        Chart(
-            f"Timeline, {labels[mode]} (the run of median time)",
-            timeline_lines(
-                getattr(result.extra.timelines, mode), 1 if mode == "serial" else streams
-            ),
-        )
-        for mode in ("serial", "overlapped", "pageable")
-    ]
-    charts[-1].notes.append(
-        "H = copy in (HtoD), K = kernel, D = copy out (DtoH), from CUDA events."
-    )
     achieved = ideal / totals["overlapped"]
     conclusion = (
         f"{streams} streams ran the pipeline in {format_ms(totals['overlapped'])} against "
@@ -480,4 +514,60 @@ def summarize(result: Result) -> Summary:
             else "here pageable memory kept most of the overlap."
         )
     )
-    return Summary(tables=[stages, modes], conclusions=[conclusion], charts=charts)
+    return Summary(
+        tables=[stages_table(result, serial_stages), modes],
+        conclusions=[conclusion],
+        charts=timeline_charts(result),
+        timing_note=profile_note(result),
+    )
+
+
+def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) -> Table:
+    """The stage times on one stream, and how the kernel was tuned and the stages timed."""
+    nbytes = result.extra.bytes_per_array
+    link = pcie_ceiling(result)
+    stages = Table(
+        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra.chunks)} chunks",
+        ["Stage", "Total", "Per chunk", "GB/s", "Of ceiling"],
+        notes=[
+            f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
+            f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
+            + (
+                "(the measured HtoD time of the whole data)."
+                if result.parameters.kernel_ms is None
+                else "(--kernel-ms)."
+            ),
+            f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
+            "Of ceiling: the copies (pinned) against the link, "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + ".",
+        ],
+    )
+    for stage, (total, per_chunk) in serial_stages.items():
+        gb_per_s = bandwidth_gb_per_s(nbytes, total)
+        copy = stage != "kernel"
+        stages.add_row(
+            STAGES[stage][0],
+            format_ms(total),
+            format_ms(per_chunk),
+            format_gb_per_s(gb_per_s) if copy else "-",
+            cell(link, gb_per_s) if copy else "-",
+        )
+    return stages
+
+
+def timeline_charts(result: Result) -> list[Chart]:
+    """A timeline per mode, each drawn as wide as the console it is printed on."""
+    labels = mode_labels(result.parameters.streams)
+    charts = []
+    for mode in MODES:
+        lanes = 1 if mode == "serial" else result.parameters.streams
+        timeline = getattr(result.extra.timelines, mode)  # check_timeline: it can be drawn
+        charts.append(
+            Chart(
+                f"Timeline, {labels[mode]} (the run of median time)",
+                draw=partial(fitted_timeline_lines, timeline, lanes),
+            )
+        )
+    charts[-1].notes.append(TIMELINE_PLACES[result.extra.timeline_source])
+    return charts

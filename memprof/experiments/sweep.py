@@ -18,6 +18,7 @@ from memprof.core import memory
 from memprof.experiments import consistency
 from memprof.experiments.base import (
     FLOAT32_BYTES,
+    HOST_SIDE,
     LAUNCH_CALL,
     Experiment,
     Measure,
@@ -30,7 +31,14 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
-from memprof.experiments.common import size_label
+from memprof.experiments.common import (
+    HostSide,
+    host_side,
+    measure_host_staging,
+    pageable_ceiling,
+    size_label,
+)
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, NamedSets, param
 from memprof.model.results import Check, Result
@@ -90,7 +98,7 @@ class Sweep(Experiment):
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"
-    measures = (H2D, D2H, LAUNCH_CALL)
+    measures = (H2D, D2H, LAUNCH_CALL, *HOST_SIDE)
 
     def run(self, ctx: RunContext) -> SweepExtra:
         import numpy as np
@@ -124,6 +132,8 @@ class Sweep(Experiment):
                 )
                 n = 1 << power
                 nbytes = n * FLOAT32_BYTES
+                if kind == "pageable":  # the pageable copies' host side at this size
+                    measure_host_staging(profiler, received[:n])
                 for direction in params.directions:
                     action = _action(cuda, access, kind, direction, host, device, n, power)
                     name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
@@ -183,6 +193,7 @@ class Sweep(Experiment):
         sizes = [FLOAT32_BYTES << power for power in params.powers]
         moves = {**{("gpu", direction): 1 for direction in COPIES}, ("api", "launch"): 0}
         consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
+        consistency.takes_time(result, [("gpu", direction) for direction in COPIES])
         measured = measured_kinds(result)
         for index, m in enumerate(result.measurements):
             if m.group == "gpu" and m.operation not in params.directions:
@@ -274,8 +285,15 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
     return found
 
 
-def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int = 12) -> list[str]:
-    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2).
+AXIS_NOTE = "(2^n floats)"
+LABEL_WIDTH = 9  # "   55.5 |": the GB/s label and the axis line
+
+
+def chart_lines(
+    series: dict[str, list[tuple[int, float, float]]], width: int = 120, height: int = 12
+) -> list[str]:
+    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2),
+    no wider than `width` (sizes squeezed to 3, 2 or 1 columns each, as the console allows).
 
     One marker letter per kind; `*` where several kinds fall on one point.
     """
@@ -283,12 +301,12 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
     values = [gbs for points in series.values() for _, _, gbs in points if gbs > 0]
     low, high = math.log10(min(values)), math.log10(max(values))
     span = max(high - low, 1e-9)
-    columns = 3
+    columns = max(1, min(3, (width - LABEL_WIDTH) // len(powers)))
     grid = [[" "] * (columns * len(powers)) for _ in range(height)]
     for kind, points in series.items():
         for index, (_, _, gbs) in enumerate(points):
             level = round((math.log10(max(gbs, min(values))) - low) / span * (height - 1))
-            row, column = grid[height - 1 - level], index * columns + 1
+            row, column = grid[height - 1 - level], index * columns + columns // 2
             row[column] = marker(kind) if row[column] == " " else "*"
     lines = []
     for row_index, row in enumerate(grid):
@@ -298,11 +316,14 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
             if row_index % 4 == 0 or row_index == height - 1
             else " " * 7
         )
-        lines.append(f"{label} |{''.join(row)}")
+        lines.append(f"{label} |{''.join(row)}".rstrip())
     lines.append(" " * 8 + "+" + "-" * (columns * len(powers)))
-    axis = "".join(f"{power:<{columns * 2}}" for power in powers[::2])
-    lines.append(" " * 9 + axis + "  (2^n floats)")
-    return lines
+    every = max(2, math.ceil(3 / columns))  # a size label every `every` sizes, room for "26 "
+    axis = "".join(f"{power:<{columns * every}}" for power in powers[::every]).rstrip()
+    labels = " " * (LABEL_WIDTH + columns // 2) + axis
+    if len(labels) + 2 + len(AXIS_NOTE) <= width:
+        return [*lines, f"{labels}  {AXIS_NOTE}"]
+    return [*lines, labels, " " * LABEL_WIDTH + AXIS_NOTE]
 
 
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
@@ -342,17 +363,9 @@ def summarize(result: Result) -> Summary:
     found = curves(result)
     kinds, directions = measured_kinds(result), result.parameters.directions
     tables, charts, conclusions = [], [], []
+    sides = _host_sides(result, kinds)
     for direction in directions:
-        table = Table(
-            f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
-            ["Size", *kinds],
-        )
-        for index, power in enumerate(result.parameters.powers):
-            table.add_row(
-                size_label(power),
-                *(format_gb_per_s(found[kind, direction][index][2]) for kind in kinds),
-            )
-        tables.append(table)
+        tables.append(_bandwidth_table(result, found, direction, sides and sides[direction]))
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
@@ -360,6 +373,7 @@ def summarize(result: Result) -> Summary:
                 + ", ".join(f"{marker(k)} = {k}" for k in kinds)
                 + ", * = several at one point",
                 chart_lines(series),
+                draw=lambda width, series=series: chart_lines(series, width),
             )
         )
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
@@ -387,10 +401,108 @@ def summarize(result: Result) -> Summary:
                 size_label(peak_power),
                 size_label(_ninety_percent_size(points)),
             )
-    tables.append(shape)
+    tables += [shape, _against_ceilings(result, found, sides is not None)]
     if not conclusions:
         conclusions.append("No crossovers: the order of the kinds was the same at every size.")
     return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
+
+
+def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSide]] | None:
+    """Pageable's host side per direction and size, to show beside it; None where pageable
+    was not swept or a size lacks it (or a file mixes the older memcpy with staging)."""
+    if "pageable" not in kinds:
+        return None
+    sides: dict[str, dict[int, HostSide]] = {}
+    for direction in result.parameters.directions:
+        for power in result.parameters.powers:
+            side = host_side(result, FLOAT32_BYTES << power, direction)
+            if side is None:
+                return None
+            sides.setdefault(direction, {})[power] = side
+    kinds_of_side = {side.staged for by_power in sides.values() for side in by_power.values()}
+    return sides if len(kinds_of_side) == 1 else None
+
+
+def _bandwidth_table(result: Result, found: dict, direction: str, sides: dict | None) -> Table:
+    """GB/s of every kind at every size, pageable's host side beside it where recorded
+    (sides: size's power -> HostSide)."""
+    kinds = measured_kinds(result)
+    staged = sides is not None and next(iter(sides.values())).staged
+    host_column = "staging" if staged else "memcpy"
+    columns = [(kind, column) for kind in kinds for column in _columns(kind, sides, host_column)]
+    table = Table(
+        f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
+        ["Size", *(column for _, column in columns)],
+    )
+    for index, power in enumerate(result.parameters.powers):
+        table.add_row(
+            size_label(power),
+            *(
+                format_gb_per_s(
+                    found[kind, direction][index][2] if column == kind else sides[power].gb_per_s
+                )
+                for kind, column in columns
+            ),
+        )
+    if staged:
+        table.notes.append(
+            "staging: one host thread copying the pageable buffer "
+            + ("into" if direction == "h2d" else "out of")
+            + " a 256 KiB buffer chunk by chunk, this run: the host side of pageable copies, "
+            "which the driver stages so."
+        )
+    elif sides is not None:
+        table.notes.append(
+            "memcpy: one host thread copying between two pageable buffers of that size, "
+            "this run (a file from an older memprof: pageable copies can beat it, "
+            "docs/ceilings.md)."
+        )
+    return table
+
+
+def _against_ceilings(result: Result, found: dict, with_host_side: bool) -> Table:
+    """Each kind's peak as a share of its ceiling (pageable: at the peak's own size)."""
+    kinds, directions = measured_kinds(result), result.parameters.directions
+    link = pcie_ceiling(result)
+    against = Table(
+        "Each kind's peak against its ceiling",
+        ["Kind", *(DIRECTIONS[direction] for direction in directions)],
+        notes=_ceiling_notes(link, with_host_side, "pageable" in kinds),
+    )
+    for kind in kinds:
+        reached = []
+        for direction in directions:
+            peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
+            peak_bytes = FLOAT32_BYTES << peak_power
+            ceiling = (
+                pageable_ceiling(result, peak_bytes, direction) if kind == "pageable" else link
+            )
+            reached.append(cell(ceiling, peak))
+        against.add_row(kind, *reached)
+    return against
+
+
+def _columns(kind: str, sides: dict | None, host_column: str) -> list[str]:
+    """A kind's columns in the bandwidth tables: pageable has its host side beside it."""
+    return [kind, host_column] if kind == "pageable" and sides is not None else [kind]
+
+
+def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
+    """What each peak is compared with (memprof.model.ceilings; docs/ceilings.md)."""
+    notes = [
+        "Each kind's peak GB/s as a share of the link, "
+        + (link.detail if link is not None else "unknown (no link figures recorded)")
+        + "."
+    ]
+    if pageable:
+        notes.append(
+            "pageable: of the lower of the link and its host side (the column beside it) at "
+            "the peak's size; above 100%, that model does not hold there."
+            if with_host_side
+            else "pageable: of the link only (the host side of pageable copies was not "
+            "recorded in this file)."
+        )
+    return notes
 
 
 def _source(result: Result) -> str:

@@ -20,6 +20,7 @@ from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
     CopyGroup,
+    SmallCopyFigures,
     TraceExtra,
     TraceParams,
 )
@@ -96,8 +97,14 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
     return lines
 
 
-def small_copy_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> list[str]:
-    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win."""
+def small_copy_advice(
+    copies: list[CopyGroup],
+    bandwidth: dict[str, Any] | None,
+    measured: SmallCopyFigures | None = None,
+) -> list[str]:
+    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win;
+    with this GPU's measured small-copy costs, by how much (None: a trace saved before
+    memprof measured them)."""
     small = [g for g in copies if g.small_calls]
     calls = sum(g.small_calls for g in small)
     if not calls:
@@ -118,10 +125,41 @@ def small_copy_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None)
             f": {format_gb_per_s(bandwidth_gb_per_s(nbytes, gpu_ms))} GB/s against "
             f"{format_gb_per_s(max(rates))} GB/s for large pinned copies here"
         )
-    return [
-        f"{line}. Their time is latency, not bandwidth (and each call costs the host more "
-        "than the GPU): gather them into one buffer and one copy, or keep the data on the GPU."
-    ]
+    line += (
+        ". Their time is latency, not bandwidth (and each call costs the host more than the "
+        "GPU): gather them into one buffer and one copy, or keep the data on the GPU."
+    )
+    if measured is not None:
+        pageable = sum(g.small_calls for g in small if g.host_kind == "pageable")
+        line += " " + measured_gain(measured, nbytes / calls, pageable * 2 >= calls)
+    return [line]
+
+
+def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageable: bool) -> str:
+    """What batching saved per copy on this GPU at the measured size nearest the program's
+    average small copy, or the command that measures it. Copies from pageable memory are set
+    against gathering them into one pinned buffer and one copy (numpy's time included); from
+    pinned memory, against one cuMemcpyBatchAsync where it was measured."""
+    if not measured.costs:
+        return f"`memprof smallcopies` measures what gathering gains on this GPU ({measured.how})."
+    nearest = min(measured.costs, key=lambda c: abs(math.log2(c.bytes / max(average_bytes, 1))))
+    gathered = "gathered into one pinned buffer and copied once"
+    if from_pageable:
+        one_each, batched, way = nearest.pageable_ms, nearest.gathered_ms, gathered
+    elif nearest.batched_ms is None:
+        one_each, batched = nearest.pinned_ms, nearest.gathered_ms
+        way = "gathered from pageable memory into one pinned buffer and copied once"
+    else:
+        one_each, batched, way = nearest.pinned_ms, nearest.batched_ms, "in one cuMemcpyBatchAsync"
+    memory = "pageable" if from_pageable else "pinned"
+    what = (
+        f"{measured.copies} copies of {format_bytes(nearest.bytes)} from {memory} memory cost "
+        f"{format_ms(one_each)} per copy one call each and {format_ms(batched)} {way}"
+    )
+    source = f"`memprof smallcopies`, {measured.how}"
+    if batched < one_each:
+        return f"On this GPU {what}: {one_each / batched:.1f}x faster ({source})."
+    return f"On this GPU batching did not pay: {what} ({source})."
 
 
 def blocking_advice(copies: list[CopyGroup]) -> list[str]:
@@ -174,11 +212,12 @@ def advice(
     copies: list[CopyGroup],
     bandwidth: dict[str, Any] | None,
     unified_memory: UnifiedMemory | None,
+    small_copies: SmallCopyFigures | None = None,
 ) -> list[str]:
     """Every piece of advice the trace supports, or a line saying there is none."""
     lines = (
         pageable_advice(copies, bandwidth)
-        + small_copy_advice(copies, bandwidth)
+        + small_copy_advice(copies, bandwidth, small_copies)
         + blocking_advice(copies)
         + unified_memory_advice(unified_memory)
     )
@@ -266,7 +305,8 @@ def summarize(result: Result) -> Summary:
     totals = result.timing.unified_memory if result.timing else None
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
     # section is the profile's own, as nvprof printed it (memprof.render)
-    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals)]
+    small = result.extra.small_copies
+    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals, small)]
     return Summary(
         tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
     )

@@ -13,28 +13,16 @@ from dataclasses import dataclass
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import consistency
 from memprof.experiments.base import (
+    CORE_RECORDS,
     FLOAT32_BYTES,
-    LAUNCH_CALL,
-    MEMSET_CALL,
-    POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
-from memprof.experiments.common import (
-    gpu_timing,
-    input_arrays,
-    launch_sum,
-    size_label,
-    verify_device_result,
-)
+from memprof.experiments.common import SumArrays, gpu_timing, size_label
+from memprof.model.ceilings import cell, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -54,10 +42,8 @@ PATHS = {
 
 
 @dataclass(frozen=True)
-class UvaParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class UvaParams(OneSize):
+    """uva's: one size of arrays."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +74,10 @@ class Uva(Experiment):
     help = "Unified virtual addressing: the mapped host pointer passed to a kernel as it is."
     Params = UvaParams
     Extra = UvaExtra
-    measures = (KERNEL, POISON, LAUNCH_CALL, MEMSET_CALL)
+    measures = (KERNEL, *CORE_RECORDS)
 
     def run(self, ctx: RunContext) -> UvaExtra:
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
 
         session, params = ctx.session, ctx.params
         if not session.attribute("UNIFIED_ADDRESSING"):
@@ -104,10 +89,9 @@ class Uva(Experiment):
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=5 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
         a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
-        a.array[:], b.array[:] = a_values, b_values
+        a.array[:], b.array[:] = sums.a, sums.b
         d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
         memory.copy(session, d_a, a)
         memory.copy(session, d_b, b)
@@ -119,14 +103,13 @@ class Uva(Experiment):
         for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
             ctx.progress(PATHS[path], done, len(pointers))
             ctx.measure.repeat(
-                lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: launch_sum(
-                    session, kernel, a_pointer, b_pointer, d_res, elements, path
+                lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: sums.launch(
+                    a_pointer, b_pointer, d_res, path
                 ),
                 params.warmup,
                 params.repeat,
             )
-            name = f"sumArrays {size_label(params.power)}, {PATHS[path]}"
-            ctx.check(verify_device_result(session, d_res, expected, name))
+            ctx.check(sums.verify(d_res, f"sumArrays {size_label(params.power)}, {PATHS[path]}"))
         for buffer in (a, b, d_a, d_b, d_res):
             buffer.free()
         ctx.progress("done", len(pointers), len(pointers))
@@ -144,6 +127,7 @@ class Uva(Experiment):
     def check_consistency(self, result: Result) -> None:
         nbytes = consistency.array_bytes(result)
         consistency.measured_bytes(result, consistency.SUM_ARRAYS_MOVES, [nbytes])
+        consistency.takes_time(result, [("gpu", "kernel")])
 
 
 def summarize(result: Result) -> Summary:
@@ -166,10 +150,25 @@ def summarize(result: Result) -> Summary:
             name, f"0x{addresses.host:x}", f"0x{addresses.device:x}", "yes" if equal else "no"
         )
 
+    link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     kernels = Table(
         f"sumArrays over {format_bytes(nbytes)} per array",
-        ["Kernel reads a and b from", "Median", "Min", "Read (GB/s)", "vs device memory"],
-        notes=[f"{gpu_timing(result)}; read = the two input arrays' bytes over the time."],
+        [
+            "Kernel reads a and b from",
+            "Median",
+            "Min",
+            "Read (GB/s)",
+            "vs device memory",
+            "Of ceiling",
+        ],
+        notes=[
+            f"{gpu_timing(result)}; read = the two input arrays' bytes over the time.",
+            "Of ceiling: mapped memory against the link, "
+            + (link.detail if link is not None else "not recorded in this file")
+            + "; device memory against "
+            + (hbm.detail if hbm is not None else "HBM")
+            + ".",
+        ],
     )
     medians = {path: find(result, KERNEL, path).stats.median_ms for path in PATHS}
     for path, label in PATHS.items():
@@ -180,6 +179,10 @@ def summarize(result: Result) -> Summary:
             format_ms(stats.min_ms),
             format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, stats.median_ms)),
             format_ratio(stats.median_ms / medians["device"]),
+            cell(
+                hbm if path == "device" else link,
+                bandwidth_gb_per_s(2 * nbytes, stats.median_ms),
+            ),
         )
     same = abs(medians["uva"] / medians["mapped"] - 1)
     conclusion = (

@@ -20,22 +20,12 @@ from memprof.experiments.base import (
     POISON,
     Experiment,
     Measure,
-    Power,
-    Repeat,
+    OneSize,
     RunContext,
-    Warmup,
     find,
-    power_param,
-    repeat_param,
-    warmup_param,
 )
-from memprof.experiments.common import (
-    gpu_timing,
-    input_arrays,
-    launch_sum,
-    size_label,
-    verify_device_result,
-)
+from memprof.experiments.common import SumArrays, gpu_timing, size_label
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -52,10 +42,8 @@ KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
 
 
 @dataclass(frozen=True)
-class WriteCombinedParams:
-    power: Power = power_param(22)
-    repeat: Repeat = repeat_param(10)
-    warmup: Warmup = warmup_param(2)
+class WriteCombinedParams(OneSize):
+    """writecombined's: one size of arrays."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +77,6 @@ class WriteCombined(Experiment):
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
         from memprof.core.verify import compare_arrays
 
         session, params, profiler = ctx.session, ctx.params, ctx.measure
@@ -98,8 +85,8 @@ class WriteCombined(Experiment):
         elements = 1 << params.power
         nbytes = elements * FLOAT32_BYTES
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=8 * nbytes)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
-        a_values, b_values, expected = input_arrays(elements)
+        sums = SumArrays(session, elements)
+        a_values, b_values = sums.a, sums.b
         received = np.zeros(elements, np.float32)
         d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
         for done, kind in enumerate(KINDS):
@@ -122,20 +109,14 @@ class WriteCombined(Experiment):
             profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
             a.array[:] = a_values  # the DtoH copies overwrote it
             profiler.repeat(
-                lambda kind=kind, a=a, b=b: launch_sum(
-                    session, kernel, a.device_pointer, b.device_pointer, d_res, elements, kind
+                lambda kind=kind, a=a, b=b: sums.launch(
+                    a.device_pointer, b.device_pointer, d_res, kind
                 ),
                 params.warmup,
                 params.repeat,
             )
-            ctx.check(
-                verify_device_result(
-                    session,
-                    d_res,
-                    expected,
-                    f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped",
-                )
-            )
+            name = f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped"
+            ctx.check(sums.verify(d_res, name))
             a.free()
             b.free()
         for buffer in (d_a, d_res):
@@ -154,6 +135,7 @@ class WriteCombined(Experiment):
             ("host", "host_read"): 1,
         }
         consistency.measured_bytes(result, moves, [nbytes])
+        consistency.takes_time(result, [key for key, arrays in moves.items() if arrays])
 
 
 ROWS = (
@@ -198,6 +180,25 @@ def summarize(result: Result) -> Summary:
             format_gb_per_s(bandwidth_gb_per_s(moved, combined)),
             format_ratio(cached / combined),
         )
+    link = pcie_ceiling(result)
+    against = Table(
+        "Over the link, against its ceiling",
+        ["Operation", "Cached", "Write-combined"],
+        notes=[
+            "Copies and kernel reads cross the link: "
+            + (link.detail if link is not None else "unknown (no link figures recorded)")
+            + "."
+        ],
+    )
+    for operation, group, label in ROWS:
+        if group != "gpu":
+            continue  # host reads and writes stay on the host
+        moved = 2 * nbytes if operation == "kernel" else nbytes
+        rates = [
+            bandwidth_gb_per_s(moved, result.find(operation, kind, group).stats.median_ms)
+            for kind in KINDS
+        ]
+        against.add_row(label, *(cell(link, rate) for rate in rates))
     read_slowdown = 1 / speedups["host_read"]
     transfers = (
         f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
@@ -218,4 +219,4 @@ def summarize(result: Result) -> Summary:
             "(virtual machines among them) map it as ordinary cached memory; where it is really "
             "write-combined, CPU reads of it are many times slower: never read it back."
         )
-    return Summary(tables=[table], conclusions=[conclusion])
+    return Summary(tables=[table, against], conclusions=[conclusion])

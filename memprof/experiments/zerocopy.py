@@ -32,8 +32,8 @@ from memprof.experiments.base import (
     repeat_param,
     warmup_param,
 )
-from memprof.experiments.common import POISON_BYTE, input_arrays, size_label
-from memprof.model.device import pcie_bandwidth_gb_per_s
+from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
+from memprof.model.ceilings import cell, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Result
@@ -51,6 +51,8 @@ class ZeroCopyParams:
     single_size: bool = param(False, "One size, shown in full.", hidden_from_cli=True)
 
 
+DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind) of the span
+PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
 KERNEL = Measure("gpu", "kernel", "sumArrays reading device or mapped memory", "one operation")
 END_TO_END = Measure(
     "span", "end_to_end", "each path from its copies in to its copy out", "end to end"
@@ -71,16 +73,14 @@ class ZeroCopy(Experiment):
 
     def run(self, ctx: RunContext) -> NoExtra:
         from memprof.core import memory
-        from memprof.core.kernels import load_kernel
 
         session, powers = ctx.session, ctx.params.powers
         largest = FLOAT32_BYTES << max(powers)
         memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
         memory.MEMORY_KINDS["mapped"].check_supported(session)
-        kernel = load_kernel(session, "sum_arrays.cu", "sumArraysGPU")
         for done, power in enumerate(powers):
             ctx.progress(f"size {size_label(power)}", done, len(powers))
-            for check in _measure_size(session, kernel, power, ctx.params):
+            for check in _measure_size(session, power, ctx.params):
                 ctx.check(check)
         ctx.progress("done", len(powers), len(powers))
         return NoExtra()
@@ -96,52 +96,35 @@ class ZeroCopy(Experiment):
             )
         sizes = [FLOAT32_BYTES << power for power in powers]
         consistency.measured_bytes(result, ARRAYS_MOVED, sizes, "2^powers")
+        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
 
 
 # A path moves a, b in and res out: 3 arrays, as the kernel reads and writes them.
 ARRAYS_MOVED = {**consistency.SUM_ARRAYS_MOVES, ("span", "end_to_end"): 3}
 
 
-def _measure_size(session, kernel, power: int, params: ZeroCopyParams) -> list:
+def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
+    """The three paths at one size, each verified: device memory after copies from pinned
+    memory, zero-copy, and device memory after copies from pageable memory."""
     import numpy as np
 
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
 
-    profiler = session.profiler
-    elements = 1 << power
-    nbytes = elements * FLOAT32_BYTES
-    a_values, b_values, expected = input_arrays(elements)
+    elements, nbytes = 1 << power, FLOAT32_BYTES << power
+    sums = SumArrays(session, elements)
     a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
     out = memory.allocate(session, "pinned", elements)
-    pageable_a, pageable_b, pageable_out = (
-        memory.allocate(session, "pageable", elements) for _ in range(3)
-    )
-    d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
-    a.array[:] = pageable_a.array[:] = a_values
-    b.array[:] = pageable_b.array[:] = b_values
-
-    def device_path(a=a, b=b, out=out, label="device") -> None:
-        memory.memset(session, d_res, POISON_BYTE)
-        with profiler.events("span", f"{label} path", "end_to_end", label, 3 * nbytes):
-            memory.copy(session, d_a, a)
-            memory.copy(session, d_b, b)
-            kernel.launch(
-                session,
-                elements,
-                d_a.device_pointer,
-                d_b.device_pointer,
-                d_res.device_pointer,
-                elements,
-                kind="device",
-                nbytes=3 * nbytes,
-            )
-            memory.copy(session, out, d_res)
+    pageable = tuple(memory.allocate(session, "pageable", elements) for _ in range(3))
+    devices = tuple(memory.allocate(session, "device", elements) for _ in range(3))
+    a.array[:] = pageable[0].array[:] = sums.a
+    b.array[:] = pageable[1].array[:] = sums.b
 
     def zero_copy_path() -> None:
+        d_res = devices[2]
         memory.memset(session, d_res, POISON_BYTE)
-        with profiler.events("span", "zero-copy path", "end_to_end", "mapped", 3 * nbytes):
-            kernel.launch(
+        with session.profiler.events("span", "zero-copy path", "end_to_end", "mapped", 3 * nbytes):
+            sums.kernel.launch(
                 session,
                 elements,
                 a.device_pointer,
@@ -153,33 +136,29 @@ def _measure_size(session, kernel, power: int, params: ZeroCopyParams) -> list:
             )
             memory.copy(session, out, d_res)
 
-    def pageable_path() -> None:
-        device_path(pageable_a, pageable_b, pageable_out, "pageable")
-
+    paths = (
+        ("device memory", out, lambda: sums.flow((a, b), out, devices, DEVICE_PATH, "device")),
+        ("zero-copy", out, zero_copy_path),
+        (
+            "device memory from pageable",
+            pageable[2],
+            lambda: sums.flow(pageable[:2], pageable[2], devices, PAGEABLE_PATH, "device"),
+        ),
+    )
     checks = []
-    for name, path, result in (
-        ("device memory", device_path, out),
-        ("zero-copy", zero_copy_path, out),
-        ("device memory from pageable", pageable_path, pageable_out),
-    ):
+    for name, result, path in paths:
         result.array.fill(np.nan)
-        profiler.repeat(path, params.warmup, params.repeat)
-        checks.append(
-            compare_arrays(f"sumArrays {size_label(power)}, {name}", result.array, expected)
-        )
-    for buffer in (a, b, out, pageable_a, pageable_b, pageable_out, d_a, d_b, d_res):
+        session.profiler.repeat(path, params.warmup, params.repeat)
+        label = f"sumArrays {size_label(power)}, {name}"
+        checks.append(compare_arrays(label, result.array, sums.expected))
+    for buffer in (a, b, out, *pageable, *devices):
         buffer.free()
     return checks
 
 
 def summarize(result: Result) -> Summary:
     powers = result.parameters.powers
-    device = result.device
-    link_gb_s = (
-        pcie_bandwidth_gb_per_s(device.pcie_max_generation, device.pcie_max_width)
-        if device
-        else None
-    )
+    link = pcie_ceiling(result)
     table = Table(
         "Zero-copy (mapped host memory) against device memory, sumArrays",
         [
@@ -191,6 +170,7 @@ def summarize(result: Result) -> Summary:
             "End to end: pageable",
             "Zero-copy / device",
             "Zero-copy read (GB/s)",
+            "Of ceiling",
         ],
         notes=[
             f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}. "
@@ -198,12 +178,8 @@ def summarize(result: Result) -> Summary:
             "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
-            "(GB/s = 10^9 bytes/s)"
-            + (
-                f"; the PCIe link's theoretical rate is {link_gb_s:.1f} GB/s per direction."
-                if link_gb_s
-                else "."
-            ),
+            "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
+            "ceiling is " + (link.detail if link is not None else "the link, unknown here") + ".",
         ],
     )
     rows = []
@@ -228,6 +204,7 @@ def summarize(result: Result) -> Summary:
             format_ms(e2e_pageable) if e2e_pageable is not None else "-",
             format_ratio(e2e_zero / e2e_device),
             format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
+            cell(link, bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
         )
     return Summary(
         tables=[table],

@@ -62,6 +62,16 @@ CAPABILITIES = (
     Capability(
         "concurrentKernels", "CONCURRENT_KERNELS", "kernels of different streams may run at once"
     ),
+    Capability(
+        "memoryPoolsSupported",
+        "MEMORY_POOLS_SUPPORTED",
+        "stream-ordered pools: cuMemAllocAsync, cuMemPool*",
+    ),
+    Capability(
+        "virtualMemoryManagementSupported",
+        "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+        "virtual memory management: cuMemCreate, cuMemMap",
+    ),
 )
 CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
 

@@ -73,11 +73,12 @@ def format_gb_per_s(value: float) -> str:
     """Bandwidth with three significant digits, more for large values: 0.512, 25.3, 3012."""
     if not math.isfinite(value):
         return "-"
-    if value >= 100:
+    shown = float(f"{value:.3g}")  # 9.996 shows as 10.0, not 10.00: the decade it rounds into
+    if shown >= 100:
         return f"{value:.0f}"
-    if value >= 10:
+    if shown >= 10:
         return f"{value:.1f}"
-    if value >= 1:
+    if shown >= 1:
         return f"{value:.2f}"
     return f"{value:.3f}"
 

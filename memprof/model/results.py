@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 from memprof import __version__
 from memprof.errors import InvalidArgument
 from memprof.model.device import DeviceFacts
+from memprof.model.gpustate import GpuState
 from memprof.model.schema import (
     ByteCount,
     Count,
@@ -89,13 +90,6 @@ class Measurement:
                 f"has {len(self.events_ms)} samples, one per operation, but samples_ms has "
                 f"{len(self.samples_ms)}",
             )
-        if self.bytes and self.group in ("gpu", "span"):  # moving data takes time
-            for field in ("samples_ms", "throughput_ms"):
-                times = getattr(self, field)
-                if times and times.count(0) > len(times) // 2:
-                    raise SchemaError(
-                        field, f"has a median of 0 ms, but moving {self.bytes} bytes takes time"
-                    )
         if len(self.gpus) > 2:
             raise SchemaError("gpus", f"names {len(self.gpus)} GPUs: an operation runs on 1 or 2")
 
@@ -222,6 +216,8 @@ class Result:
     checks: list[Check] = field(default_factory=list)
     extra: Any = None  # the experiment's Extra (a dataclass): what its summary needs besides
     timing: TimingInfo | None = None
+    # each GPU the run used, as NVML saw it (memprof.core.nvml); None: files from before it
+    gpu_states: list[GpuState] | None = None
     schema_version: Count = SCHEMA_VERSION
     # Made for this process (never taken for a file that lacks them: see schema.check_dataclass).
     memprof_version: str = field(default_factory=lambda: __version__)
@@ -234,6 +230,12 @@ class Result:
     @property
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
+
+    def gpu_state(self, index: int | None = None) -> GpuState | None:
+        """The recorded state of GPU `index` (the run's own GPU where None), if any."""
+        if index is None and self.device is not None:
+            index = self.device.index
+        return next((s for s in self.gpu_states or [] if s.index == index), None)
 
     def find(
         self,

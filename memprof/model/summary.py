@@ -6,6 +6,7 @@ and later CSV or other outputs can read the same cells.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -27,11 +28,17 @@ class Table:
 
 @dataclass
 class Chart:
-    """Preformatted lines drawn in the terminal (a timeline, a bandwidth curve)."""
+    """Lines drawn in the terminal (a timeline, a bandwidth curve): preformatted `lines`, or
+    `draw(width)`, which draws them for the console's width so the chart fits any console."""
 
     title: str
-    lines: list[str]
+    lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    draw: Callable[[int], list[str]] | None = None
+
+    def lines_for(self, width: int) -> list[str]:
+        """The lines to print on a console `width` columns wide."""
+        return self.draw(width) if self.draw is not None else self.lines
 
 
 @dataclass
@@ -41,3 +48,6 @@ class Summary:
     show_profile: bool = True
     charts: list[Chart] = field(default_factory=list)
     timing_note: str | None = None  # the profile's footnote, where the command's is its own
+    header: list[str] = field(default_factory=list)  # warnings before the tables (diff's)
+    # what the summary judged failed (memprof check's FAIL lines): the command exits 1
+    failed: list[str] = field(default_factory=list)

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import math
 
+from memprof.model.ceilings import link_of
 from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics
 from memprof.model.summary import Summary, Table
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
 NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations
+
+
+CHANGE_NOTE = (
+    f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
+    f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
+)
 
 
 def _key(m: Measurement) -> tuple:
@@ -54,10 +62,7 @@ def diff(first: Result, second: Result) -> Summary:
         f"memprof {first.command}: A = {a_name} ({first.created_at}), "
         f"B = {b_name} ({second.created_at})",
         ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"],
-        notes=[
-            f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
-            f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
-        ],
+        notes=[CHANGE_NOTE],
     )
     faster = slower = unusable = 0
     for key in common:
@@ -98,4 +103,96 @@ def diff(first: Result, second: Result) -> Summary:
         conclusions.append(
             f"Unmatched: {only_a} only in A, {only_b} only in B (other sizes or kinds)."
         )
-    return Summary(tables=[table], conclusions=conclusions, show_profile=False)
+    return Summary(
+        tables=[table],
+        conclusions=conclusions,
+        show_profile=False,
+        header=[f"Not comparable: {line}" for line in differences(first, second)],
+    )
+
+
+# -- are the runs comparable? ----------------------------------------------------------------
+
+
+def differences(first: Result, second: Result) -> list[str]:
+    """What differs between the machines or the ways the two runs were made, one line each:
+    GPU model, driver, clocks, link, host affinity, timing source, host buffer."""
+    lines = []
+
+    def differ(what: str, a: object, b: object) -> None:
+        if a != b:
+            lines.append(f"{what}: A {_shown(a)}, B {_shown(b)}.")
+
+    a_facts, b_facts = first.device, second.device
+    if a_facts is not None and b_facts is not None:
+        differ("GPU model", a_facts.name, b_facts.name)
+        differ(
+            "driver",
+            f"{a_facts.driver_version} (CUDA {a_facts.cuda_driver_api_version})",
+            f"{b_facts.driver_version} (CUDA {b_facts.cuda_driver_api_version})",
+        )
+    lines += _clocks(first, second)
+    a_link, b_link = link_of(first), link_of(second)
+    if a_link is not None and b_link is not None:
+        differ("PCIe link", link_words(a_link.now), link_words(b_link.now))
+    a_timing, b_timing = first.timing, second.timing
+    differ("host affinity", _placement(a_timing), _placement(b_timing))
+    differ("timing source", _source(first), _source(second))
+    differ("host buffer", _parameter(first, "host_buffer"), _parameter(second, "host_buffer"))
+    lines += _others(first, second)
+    return lines
+
+
+def _clocks(first: Result, second: Result) -> list[str]:
+    """Clocks: their maxima, the memory clock during the run, and clocks held down."""
+    a, b = first.gpu_state(), second.gpu_state()
+    if (a is None) != (b is None):
+        which = "A" if a is None else "B"
+        return [f"clocks and link during the run: not recorded in {which} (an older memprof)."]
+    if a is None or b is None or a.unavailable or b.unavailable:
+        return []
+    shown = {run: _clock_words(state) for run, state in (("A", a), ("B", b))}
+    return [] if shown["A"] == shown["B"] else [f"clocks: A {shown['A']}, B {shown['B']}."]
+
+
+def _clock_words(state: GpuState) -> str:
+    words = (
+        f"SM max {state.sm_clock_max_mhz} MHz, memory {state.memory_clock_mhz} of "
+        f"{state.memory_clock_max_mhz} MHz"
+    )
+    held = state.limiting_reasons
+    if held:
+        words += f", held down ({', '.join(reason_words(name) for name in held)})"
+    return words
+
+
+def _others(first: Result, second: Result) -> list[str]:
+    lines = []
+    for run, result in (("A", first), ("B", second)):
+        state = result.gpu_state()
+        if state is not None and state.other_processes:
+            pids = ", ".join(str(process.pid) for process in state.other_processes)
+            lines.append(f"{run} shared its GPU with another process (pid {pids}).")
+    return lines
+
+
+def _placement(timing: object) -> str | None:
+    placed = getattr(timing, "host_affinity", None)
+    return placed.removeprefix("affinity: ") if placed else None
+
+
+def _source(result: Result) -> str | None:
+    if result.timing is None:
+        return None
+    return "CUPTI's records" if result.timing.source == "cupti" else "gated CUDA events"
+
+
+def _parameter(result: Result, name: str) -> object:
+    parameters = result.parameters
+    if isinstance(parameters, dict):
+        return parameters.get(name)
+    return getattr(parameters, name, None)
+
+
+def _shown(value: object) -> str:
+    return "not recorded" if value is None else str(value)

@@ -47,18 +47,21 @@ class Output:
 
 
 def emit(results: list[Result], summarize: Callable[[Result], Summary], output: Output) -> None:
-    """Show, save, then fail if a save failed (exit 5) or a result did not verify (exit 1).
+    """Show, save, then fail if a save failed (exit 5), a result did not verify or its
+    summary judged something failed (memprof check's FAIL lines): exit 1.
 
     summarize: each Result's tables and conclusions (its experiment's).
     """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result
 
+    summaries = [summarize(result) for result in results]
+
     def render(console: Console) -> None:
-        for index, result in enumerate(results):
+        for index, (result, summary) in enumerate(zip(results, summaries, strict=True)):
             if index:
                 console.print()
-            render_result(result, summarize(result), console)
+            render_result(result, summary, console)
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
@@ -69,6 +72,10 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
     failed = [check for check in checks if not check.passed]
     if failed:
         raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
+    judged = [line for summary in summaries for line in summary.failed]  # memprof check
+    if judged:
+        more = f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""
+        raise VerificationFailed(f"check failed: {judged[0]}{more}")
 
 
 def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> None:
@@ -80,6 +87,7 @@ def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> No
             "format": DIFF_FORMAT,
             "a": str(first),
             "b": str(second),
+            "not_comparable": summary.header,
             "tables": [asdict(table) for table in summary.tables],
             "conclusions": summary.conclusions,
         }

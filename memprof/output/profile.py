@@ -20,6 +20,8 @@ class ProfileRow:
 
 
 PROFILE_GROUPS: dict[str, str] = {"gpu": "GPU activities", "api": "API calls"}
+# CUPTI's records of every driver call, by name: a run's (memprof.core.measure) and a trace's.
+DRIVER_CALL_ROWS = ("driver_call", "api_call")
 
 
 def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
@@ -27,14 +29,16 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
 
     Measurements of one name and kind at several sizes fold into one row, as nvprof
     folds every call of one name. Where CUPTI recorded the driver calls, the API rows are
-    CUPTI's (every driver call, PyCUDA's implicit ones too); otherwise memprof's host clock.
+    CUPTI's (every driver call, PyCUDA's implicit ones too; the figures memprof took of single
+    calls are in its tables); otherwise memprof's host clock.
     """
-    cupti_api = any(m.group == "api" and m.source == "cupti" for m in measurements)
+    cupti_api = any(m.group == "api" and m.operation in DRIVER_CALL_ROWS for m in measurements)
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
         samples_by_name: dict[str, list[float]] = {}
         for m in measurements:
-            if m.group != group or (group == "api" and cupti_api and m.source != "cupti"):
+            timed_call = group == "api" and m.operation not in DRIVER_CALL_ROWS
+            if m.group != group or (cupti_api and timed_call):
                 continue
             samples_by_name.setdefault(m.display_name, []).extend(m.samples_ms)
         group_total = sum(sum(s) for s in samples_by_name.values())

@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from memprof.model.formatting import format_ms, format_percent
+from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.summary import Summary, Table
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
@@ -310,6 +311,10 @@ def render_result(
     console.print(Text(safe(_headline(result)), style="bold"))
     if result.timing is not None and result.timing.host_affinity:
         console.print(Text(safe(result.timing.host_affinity), style="dim"))
+    for line, warnings in describe_all(result.gpu_states):
+        console.print(Text(safe(line), style="dim"))
+        for warning in warnings:
+            console.print(Text(safe(f"warning: {warning}"), style="yellow"))
     if show_profile if show_profile is not None else summary.show_profile:
         console.print(Text(f"=={result.pid}== Profiling result:"))
         for index, line in enumerate(profile_lines(result, console.width, safe)):
@@ -393,6 +398,8 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
     """Tables, charts, verification lines and conclusions."""
     safe = console_text(console)
     table_box = _table_box(console)
+    for line in summary.header:
+        console.print(Text(safe(line), style="yellow"))
     for table in summary.tables:
         console.print()
         for part in summary_table(_safe_table(table, safe), console.width, table_box):
@@ -402,7 +409,7 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
     for chart in summary.charts:
         console.print()
         console.print(Text(safe(chart.title), style="italic"))
-        for line in chart.lines:
+        for line in chart.lines_for(console.width):
             _print_whole(console, safe(line))
         for note in chart.notes:
             console.print(Text(safe(note), style="dim"))

@@ -26,15 +26,24 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypedDict
 
+from memprof.cache import cache_directory, store
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.results import Measurement, Result, TimingInfo
-from memprof.model.schema import ByteCount, Count, GpuIndex, Milliseconds, Range, Seconds
+from memprof.model.schema import (
+    ByteCount,
+    Count,
+    GpuIndex,
+    Milliseconds,
+    NonNegative,
+    Range,
+    Seconds,
+)
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
 BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
@@ -459,6 +468,26 @@ class PinnedBandwidth(TypedDict, total=False):
 
 
 @dataclass
+class SmallCopyCost:
+    """What one copy of `bytes` host to device cost on this GPU, per way (memprof smallcopies)."""
+
+    bytes: ByteCount
+    pinned_ms: NonNegative  # one call per copy from pinned memory
+    pageable_ms: NonNegative  # one call per copy from pageable memory
+    gathered_ms: NonNegative  # gathered into one pinned buffer, one copy
+    batched_ms: NonNegative | None = None  # one cuMemcpyBatchAsync (None: not measured)
+
+
+@dataclass
+class SmallCopyFigures:
+    """This GPU's measured cost of small copies, for the advice, and where it came from."""
+
+    how: str  # measured now, cached (where, when), or why not measured
+    copies: Count = 0  # copies moved at once in the measurement
+    costs: list[SmallCopyCost] = field(default_factory=list)  # by size; empty: not measured
+
+
+@dataclass
 class TraceExtra:
     """What a trace keeps beside its measurements: the GPU, how the program ended, its copies
     by memory kind, and this GPU's pinned bandwidth for the advice."""
@@ -473,6 +502,9 @@ class TraceExtra:
     # blocking copies by row and size, with their calls' time (None: traced before memprof
     # paired copies and calls)
     blocked: list[BlockedCopies] | None = None
+    # this GPU's measured small-copy costs (None: no small copies, or traced before memprof
+    # measured them)
+    small_copies: SmallCopyFigures | None = None
 
 
 def trace_result(
@@ -481,6 +513,7 @@ def trace_result(
     recording: Recording,
     device_index: int,
     bandwidth: dict[str, Any],
+    small_copies: SmallCopyFigures | None = None,
 ) -> Result:
     """The trace as a Result: `report` and `diff` render it like any other command's."""
     error = outcome.error
@@ -498,6 +531,7 @@ def trace_result(
             copies=copy_groups(recording.gpu, recording.api),
             blocked=blocked_copies(recording.gpu, recording.api),
             pinned_bandwidth=bandwidth,
+            small_copies=small_copies,
         ),
         timing=TimingInfo(
             source="cupti",
@@ -513,8 +547,7 @@ def trace_result(
 
 
 def cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "memprof" / "pinned_bandwidth.json"
+    return cache_directory() / "pinned_bandwidth.json"
 
 
 def bandwidth_from_sweep(text: str) -> dict[str, float]:
@@ -548,19 +581,24 @@ def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
         command = [sys.executable, "-m", "memprof", "sweep", "--from", power, "--to", power]
         command += ["--kinds", "pinned", "--repeat", "5", "--warmup", "1"]
         command += ["--device", str(device_index), "--json", str(path), "--quiet"]
-        package_root = str(Path(__file__).resolve().parent.parent)
-        python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-        completed = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "PYTHONPATH": python_path},
-        )
-        if completed.returncode != 0 or not path.exists():
-            lines = (completed.stderr or completed.stdout).strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit code {completed.returncode}")
+        _run_memprof(command, path)
         return bandwidth_from_sweep(path.read_text())
+
+
+def _run_memprof(command: list[str], path: Path) -> None:
+    """Run a memprof command in a fresh process that writes `path`; its last line if not."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    completed = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": python_path},
+    )
+    if completed.returncode != 0 or not path.exists():
+        lines = (completed.stderr or completed.stdout).strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit code {completed.returncode}")
 
 
 def pinned_bandwidth(
@@ -571,30 +609,108 @@ def pinned_bandwidth(
     mode "cache": the cached figures, measured now if there are none; "measure": measured
     now (and cached); "none": not measured (the advice then gives no pinned estimate).
     """
+    return cached_figures(
+        cache or cache_path(),
+        (gpu_name, driver_version),
+        mode,
+        lambda: measure_pinned_bandwidth(device_index),
+        "memprof sweep",
+    )
+
+
+def cached_figures(
+    cache: Path,
+    identity: tuple[str, str],
+    mode: str,
+    measure: Callable[[], dict[str, Any]],
+    command: str,
+) -> dict[str, Any]:
+    """Figures of this GPU (name, driver) from `cache`, or measured by `command` and cached;
+    "how" says which (mode as pinned_bandwidth's)."""
     if mode == "none":
         return {"how": "not measured (--bandwidth none)"}
-    cache = cache or cache_path()
+    gpu_name, driver_version = identity
     key = f"{gpu_name} | driver {driver_version}"
     entries: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        entries = json.loads(cache.read_text())
+        read = json.loads(cache.read_text())
+        entries = read if isinstance(read, dict) else {}
     if mode == "cache" and isinstance(entries.get(key), dict):
         entry = entries[key]
         return {**entry, "how": f"cached in {cache}, measured {entry.get('measured_at', '?')}"}
     try:
-        figures = measure_pinned_bandwidth(device_index)
+        figures = measure()
     except Exception as error:
-        return {"how": f"not measured: memprof sweep failed ({error})"}
+        return {"how": f"not measured: {command} failed ({error})"}
     entry = {
         **figures,
         "gpu_name": gpu_name,
         "driver_version": driver_version,
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    with contextlib.suppress(OSError):
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({**entries, key: entry}, indent=1) + "\n")
-    return {**entry, "how": "measured now with memprof sweep (then cached)"}
+    store(cache, (json.dumps({**entries, key: entry}, indent=1) + "\n").encode())
+    return {**entry, "how": f"measured now with {command} (then cached)"}
+
+
+# -- this GPU's small copies -----------------------------------------------------------------
+
+
+def small_copies_cache_path() -> Path:
+    return cache_path().with_name("small_copies.json")
+
+
+def small_copy_costs(result: Result) -> dict[str, Any]:
+    """The per-copy costs host to device of a `memprof smallcopies` Result, as cached."""
+    from memprof.experiments.smallcopies import per_copy_costs
+
+    costs = []
+    for nbytes, by_way in sorted(per_copy_costs(result, "h2d").items()):
+        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
+            costs.append(
+                {
+                    "bytes": nbytes,
+                    "pinned_ms": by_way["pinned"],
+                    "pageable_ms": by_way["pageable"],
+                    "gathered_ms": by_way["gathered"],
+                    "batched_ms": by_way.get("batched"),
+                }
+            )
+    if not costs:
+        raise KeyError("no size with pinned, pageable and gathered copies in the result")
+    return {"copies": result.parameters.copies, "costs": costs}
+
+
+def measure_small_copies(device_index: int) -> dict[str, Any]:
+    """Run `memprof smallcopies` host to device in a fresh process (a few seconds)."""
+    from memprof.experiments import load
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "smallcopies.json"
+        command = [sys.executable, "-m", "memprof", "smallcopies", "--direction", "h2d"]
+        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
+        _run_memprof(command, path)
+        return small_copy_costs(load(path))
+
+
+def small_copy_figures(
+    device_index: int, gpu_name: str, driver_version: str, mode: str, cache: Path | None = None
+) -> SmallCopyFigures:
+    """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is."""
+    from memprof.model.schema import SchemaError, check_dataclass
+
+    cache = cache or small_copies_cache_path()
+    entry = cached_figures(
+        cache,
+        (gpu_name, driver_version),
+        mode,
+        lambda: measure_small_copies(device_index),
+        "memprof smallcopies",
+    )
+    fields = {k: entry[k] for k in ("how", "copies", "costs") if k in entry}
+    try:
+        return check_dataclass(fields, SmallCopyFigures, "small copies")
+    except SchemaError as error:  # a damaged cache file: say so, and how to measure again
+        return SmallCopyFigures(how=f"not usable: {cache} holds {error} (--bandwidth measure)")
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -635,10 +751,12 @@ def trace(
     if outcome.error is not None:
         print_program_traceback(outcome.error)
     recording = collector.finish()
-    bandwidth = pinned_bandwidth(
-        options.device, recording.gpu_name, recording.driver_version, options.bandwidth
-    )
-    result = trace_result(program, outcome, recording, options.device, bandwidth)
+    this_gpu = (options.device, recording.gpu_name, recording.driver_version, options.bandwidth)
+    bandwidth = pinned_bandwidth(*this_gpu)
+    small = None  # measured only for a program that made small copies: the advice needs it
+    if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
+        small = small_copy_figures(*this_gpu)
+    result = trace_result(program, outcome, recording, options.device, bandwidth, small)
     emit(result, summarize(result), options)
     return outcome.exit_code
 

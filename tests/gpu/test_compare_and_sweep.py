@@ -18,7 +18,7 @@ def test_compare_fills_every_row_and_verifies():
     result = api.run("compare", power=18, repeat=2, warmup=1)
     assert result.passed, [c.detail for c in result.checks if not c.passed]
     summary = compare.summarize(parse_result(result.to_json()))
-    [table] = summary.tables
+    table = summary.tables[0]
     assert len(table.rows) == len(compare.ROWS)
     for row in table.rows:
         assert any(cell != "-" for cell in row[1:]), row

@@ -35,7 +35,8 @@ def test_peer_measures_every_pair_and_method_and_verifies(two_gpus, timing):
     assert all((d, d) in latency for d in two_gpus)
     assert len(peer.summarize(result).tables) == 6
     single = [m for m in result.measurements if m.operation in ("ce_on", "latency")]
-    assert single and all(m.source == timing for m in single)  # CUPTI reaches every context
+    other = [(m.operation, m.gpus, m.source) for m in single if m.source != timing]
+    assert single and not other, other  # CUPTI reaches every context
 
 
 def test_peer_at_its_default_size_verifies(two_gpus):

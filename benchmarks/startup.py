@@ -1,0 +1,146 @@
+"""How long memprof takes to start, against the floor each command cannot go below.
+
+Two ratios, each measured side by side in this one run (median of --runs warm runs, every
+process started fresh):
+
+1. `memprof --help`, `memprof pinned --help` and `memprof report FIXTURE` against
+   `python -c "import typer, rich.console"`: the libraries a command line needs at all.
+   Target (issue 15): --help within 2x. Runs anywhere (no GPU needed).
+2. `memprof pinned --power 20 --quiet` (CUPTI on) against a bare program that does what any
+   CUDA measurement must: import PyCUDA, cuInit, enable CUPTI activity tracing, make a context
+   and pop it. Target (issue 15): at most 1.3x. Needs the GPU machine (skipped without one).
+
+    python3 benchmarks/startup.py [--runs 7] [--profile DIR]
+
+--profile DIR also writes a cProfile of one `memprof pinned --power 20` run and an import-time
+listing (python -X importtime) there, to see where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "h200_pinned_p20.json"
+FLOOR_CLI = "import typer, rich.console"
+FLOOR_GPU = """
+import pycuda.driver as cuda
+cuda.init()
+from cupti import cupti
+kinds = cupti.ActivityKind
+for kind in (kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET, kinds.DRIVER,
+             kinds.EXTERNAL_CORRELATION):
+    cupti.activity_enable(kind)
+cupti.activity_register_callbacks(lambda: (4 << 20, 0), lambda records: None)
+context = cuda.Device(0).make_context()
+context.pop()
+cupti.activity_flush_all(1)
+"""
+
+
+# Bytecode goes to a cache of this run's own, so that every command starts as an installed
+# one does (pip writes .pyc files), also where the sources are read-only or a kit installed
+# them with --no-compile: otherwise each process compiles every module again.
+BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-startup-pycache-")
+atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
+ENVIRONMENT = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "PYTHONPYCACHEPREFIX": BYTECODE_CACHE,
+    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+}
+
+
+def wall_s(command: list[str], runs: int) -> list[float]:
+    """Wall time of `runs` fresh processes (after one untimed run that warms the caches)."""
+    times = []
+    for index in range(runs + 1):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True, env=ENVIRONMENT)
+        if index:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def compare(name: str, ours: list[str], floor: list[str], target: float, runs: int) -> bool:
+    """Ours and the floor alternately timed; prints medians and the ratio; True if met."""
+    ours_s, floor_s = [], []
+    for _ in range(runs):  # interleaved, so a busy moment costs both alike
+        ours_s += wall_s(ours, 1)
+        floor_s += wall_s(floor, 1)
+    ratio = statistics.median(ours_s) / statistics.median(floor_s)
+    met = ratio <= target
+    print(
+        f"{name}: {statistics.median(ours_s):.3f} s against {statistics.median(floor_s):.3f} s "
+        f"(median of {runs}): {ratio:.2f}x, target {target:.1f}x: {'met' if met else 'MISSED'}"
+    )
+    return met
+
+
+def gpu_present() -> bool:
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        return cuda.Device.count() > 0
+    except Exception:
+        return False
+
+
+def profile(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    memprof = [sys.executable, "-m", "memprof", "pinned", "--power", "20", "--quiet"]
+    profile_file = directory / "pinned.prof"
+    subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(profile_file), *memprof[1:]],
+        check=True,
+        env=ENVIRONMENT,
+    )
+    import pstats
+
+    with (directory / "pinned_profile.txt").open("w") as out:
+        pstats.Stats(str(profile_file), stream=out).sort_stats("cumulative").print_stats(60)
+    importtime = subprocess.run(
+        [sys.executable, "-X", "importtime", *memprof[1:]],
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT,
+    ).stderr
+    (directory / "pinned_importtime.txt").write_text(importtime)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--profile", type=Path)
+    arguments = parser.parse_args()
+    python = [sys.executable]
+    memprof = [sys.executable, "-m", "memprof"]
+    floor = [*python, "-c", FLOOR_CLI]
+    met = compare("memprof --help", [*memprof, "--help"], floor, 2.0, arguments.runs)
+    met &= compare(
+        "memprof pinned --help", [*memprof, "pinned", "--help"], floor, 2.0, arguments.runs
+    )
+    met &= compare("memprof report", [*memprof, "report", str(FIXTURE)], floor, 2.5, arguments.runs)
+    if gpu_present():
+        pinned = [*memprof, "pinned", "--power", "20", "--quiet"]
+        met &= compare(
+            "memprof pinned --power 20", pinned, [*python, "-c", FLOOR_GPU], 1.3, arguments.runs
+        )
+        if arguments.profile:
+            profile(arguments.profile)
+    else:
+        print("memprof pinned --power 20: skipped (no GPU here)")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""NVIDIA's cuda-bindings for the driver calls PyCUDA lacks: stream-ordered pools, virtual
+memory management and batched copies.
+
+They act on the current context, which is PyCUDA's (the GpuSession makes it current), and
+on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call returns a tuple
+(CUresult, values...): `call` checks the CUresult and turns a failure into one line naming
+the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
+cuda-bindings is imported on first use, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
+
+INSTALL_HINT = (
+    'cuda-bindings is not installed: pip install "memprof[cuda]" (NVIDIA\'s cuda-bindings, '
+    "for stream-ordered pools, virtual memory management and batched copies)"
+)
+BATCH_COPY_DRIVER = 12080  # cuMemcpyBatchAsync came with CUDA 12.8
+KEEP_EVERYTHING = (1 << 64) - 1  # a release threshold no pool ever reaches
+
+
+@functools.cache
+def _import() -> tuple[ModuleType | None, str | None]:
+    try:
+        from cuda.bindings import driver
+    except ImportError as error:
+        if getattr(error, "name", None) and error.name.split(".")[0] == "cuda":
+            return None, 'cuda-bindings is not installed (pip install "memprof[cuda]")'
+        return None, f"cuda-bindings cannot be imported: {error}"
+    return driver, None
+
+
+def missing_reason() -> str | None:
+    """Why cuda-bindings cannot be used here (None: it can)."""
+    return _import()[1]
+
+
+def driver() -> ModuleType:
+    """cuda.bindings.driver, or one clear line saying how to install it."""
+    module, why_not = _import()
+    if module is None:
+        raise EnvironmentProblem(INSTALL_HINT if "not installed" in (why_not or "") else why_not)
+    return module
+
+
+def error_name(status: Any) -> str:
+    """CUDA's name of a CUresult (CUDA_ERROR_OUT_OF_MEMORY), whatever form it came in."""
+    name = getattr(status, "name", None)
+    if isinstance(name, str):
+        return name
+    try:
+        return driver().CUresult(int(status)).name
+    except (ValueError, TypeError):
+        return f"CUresult {status}"
+
+
+def failure(call_name: str, status: Any) -> MemprofError:
+    """The one-line error for a call that returned `status`."""
+    name = error_name(status)
+    if name == "CUDA_ERROR_OUT_OF_MEMORY":
+        return OutOfMemory(f"{call_name} failed: out of memory ({name})")
+    if name == "CUDA_ERROR_NOT_SUPPORTED":
+        return EnvironmentProblem(
+            f"{call_name} failed: this GPU or driver does not support it ({name})"
+        )
+    return MemprofError(f"{call_name} failed: {name}")
+
+
+def unpack(call_name: str, returned: Any) -> Any:
+    """The values a cuda-bindings call returned after its CUresult: None, one value, or a
+    tuple; the CUresult checked (a failure raises the call's one-line error)."""
+    if not isinstance(returned, tuple):
+        returned = (returned,)
+    status, values = returned[0], returned[1:]
+    if int(status) != 0:
+        raise failure(call_name, status)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def call(name: str, *arguments: Any) -> Any:
+    """cuda.bindings.driver.<name>(*arguments), its CUresult checked (see unpack)."""
+    function = getattr(driver(), name, None)
+    if function is None:
+        raise EnvironmentProblem(
+            f"{name} is missing from this cuda-bindings ({bindings_version()}): "
+            "pip install -U cuda-bindings"
+        )
+    try:
+        returned = function(*arguments)
+    except RuntimeError as error:  # cuda-bindings: the driver does not export the function
+        raise EnvironmentProblem(
+            f"{name} is not in this CUDA driver (it supports CUDA "
+            f"{version_text(driver_version())}): {error}"
+        ) from error
+    return unpack(name, returned)
+
+
+def bindings_version() -> str:
+    """cuda-bindings and its version, as pip knows it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"cuda-bindings {version('cuda-bindings')}"
+    except PackageNotFoundError:
+        return "cuda-bindings (version unknown)"
+
+
+def driver_version() -> int:
+    """The CUDA version the driver supports, as CUDA encodes it (13000 for 13.0)."""
+    return int(call("cuDriverGetVersion"))
+
+
+def version_text(encoded: int) -> str:
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def stream(pycuda_stream: Any) -> Any:
+    """A PyCUDA stream as a CUstream (its handle is an int)."""
+    return driver().CUstream(int(pycuda_stream.handle))
+
+
+def pointer(address: int) -> Any:
+    return driver().CUdeviceptr(int(address))
+
+
+# -- stream-ordered pools -------------------------------------------------------------------
+
+
+def default_pool(ordinal: int) -> Any:
+    """The device's default memory pool (what cuMemAllocAsync allocates from)."""
+    return call("cuDeviceGetDefaultMemPool", call("cuDeviceGet", ordinal))
+
+
+def create_pool(ordinal: int, release_threshold_bytes: int) -> Any:
+    """A pool of device memory on `ordinal` that keeps up to `release_threshold_bytes` of
+    freed memory across synchronizations (cuMemPoolCreate + CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)."""
+    cu = driver()
+    properties = cu.CUmemPoolProps()
+    properties.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    properties.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    properties.location.id = ordinal
+    pool = call("cuMemPoolCreate", properties)
+    try:
+        set_release_threshold(pool, release_threshold_bytes)
+    except MemprofError:
+        call("cuMemPoolDestroy", pool)
+        raise
+    return pool
+
+
+def set_release_threshold(pool: Any, nbytes: int) -> None:
+    cu = driver()
+    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    call("cuMemPoolSetAttribute", pool, attribute, cu.cuuint64_t(nbytes))
+
+
+def release_threshold(pool: Any) -> int:
+    cu = driver()
+    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    return int(call("cuMemPoolGetAttribute", pool, attribute))
+
+
+def reserved_bytes(pool: Any) -> int:
+    """Device memory the pool holds now, in use or kept (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)."""
+    cu = driver()
+    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+    return int(call("cuMemPoolGetAttribute", pool, attribute))
+
+
+def trim(pool: Any, keep_bytes: int = 0) -> None:
+    """Give the pool's unused memory back to the driver, down to keep_bytes."""
+    call("cuMemPoolTrimTo", pool, keep_bytes)
+
+
+def destroy_pool(pool: Any) -> None:
+    call("cuMemPoolDestroy", pool)
+
+
+def alloc_async(nbytes: int, cu_stream: Any, pool: Any = None) -> int:
+    """cuMemAllocAsync (the device's current pool) or cuMemAllocFromPoolAsync (`pool`)."""
+    if pool is None:
+        return int(call("cuMemAllocAsync", nbytes, cu_stream))
+    return int(call("cuMemAllocFromPoolAsync", nbytes, pool, cu_stream))
+
+
+def free_async(address: int, cu_stream: Any) -> None:
+    call("cuMemFreeAsync", pointer(address), cu_stream)
+
+
+# -- virtual memory management --------------------------------------------------------------
+
+
+@functools.cache
+def _allocation_properties(ordinal: int) -> Any:
+    cu = driver()
+    properties = cu.CUmemAllocationProp()
+    properties.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    properties.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    properties.location.id = ordinal
+    return properties
+
+
+@functools.cache
+def _access(ordinal: int) -> list[Any]:
+    cu = driver()
+    access = cu.CUmemAccessDesc()
+    access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    access.location.id = ordinal
+    access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    return [access]
+
+
+def granularity(ordinal: int) -> int:
+    """The size every physical allocation and mapping is a multiple of (2 MiB on Hopper)."""
+    option = driver().CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    return int(call("cuMemGetAllocationGranularity", _allocation_properties(ordinal), option))
+
+
+def rounded(nbytes: int, unit: int) -> int:
+    """nbytes rounded up to a multiple of unit (at least one unit)."""
+    return max(unit, -(-nbytes // unit) * unit)
+
+
+def reserve(nbytes: int) -> int:
+    """Reserve a range of virtual addresses (no memory behind it yet)."""
+    return int(call("cuMemAddressReserve", nbytes, 0, 0, 0))
+
+
+def create(nbytes: int, ordinal: int) -> Any:
+    """Physical device memory, not mapped anywhere yet: its handle."""
+    return call("cuMemCreate", nbytes, _allocation_properties(ordinal), 0)
+
+
+def map_memory(address: int, nbytes: int, handle: Any, offset: int = 0) -> None:
+    call("cuMemMap", pointer(address), nbytes, offset, handle, 0)
+
+
+def set_access(address: int, nbytes: int, ordinal: int) -> None:
+    """Let the device read and write a mapped range (mappings start with no access)."""
+    call("cuMemSetAccess", pointer(address), nbytes, _access(ordinal), 1)
+
+
+def unmap(address: int, nbytes: int) -> None:
+    call("cuMemUnmap", pointer(address), nbytes)
+
+
+def release(handle: Any) -> None:
+    call("cuMemRelease", handle)
+
+
+def address_free(address: int, nbytes: int) -> None:
+    call("cuMemAddressFree", pointer(address), nbytes)
+
+
+def take_apart(address: int, reserved_bytes: int, handles: list[Any], mapped_bytes: int) -> None:
+    """Undo virtual memory built by hand, as far as it got: unmap the first mapped_bytes of
+    the range (whole mappings), release each physical allocation, free the range."""
+    try:
+        if mapped_bytes:
+            unmap(address, mapped_bytes)
+        for handle in handles:
+            release(handle)
+    finally:
+        address_free(address, reserved_bytes)
+
+
+# -- batched copies ---------------------------------------------------------------------------
+
+
+def batch_copy_missing_reason() -> str | None:
+    """Why this driver and cuda-bindings cannot do cuMemcpyBatchAsync (None: they can)."""
+    why_not = missing_reason()
+    if why_not:
+        return why_not
+    if getattr(driver(), "cuMemcpyBatchAsync", None) is None:
+        return (
+            f"cuMemcpyBatchAsync is missing from {bindings_version()} (it came with 12.8): "
+            "pip install -U cuda-bindings"
+        )
+    version = driver_version()
+    if version < BATCH_COPY_DRIVER:
+        return (
+            f"cuMemcpyBatchAsync needs a driver for CUDA 12.8 or newer; this one supports "
+            f"CUDA {version_text(version)}"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class BatchCopy:
+    """One cuMemcpyBatchAsync of many pieces, its argument lists built once so a timed call
+    converts nothing but what the binding itself must."""
+
+    destinations: list[Any]
+    sources: list[Any]
+    sizes: list[int]
+    attributes: list[Any]
+
+    @classmethod
+    def of(cls, destinations: list[int], sources: list[int], sizes: list[int]) -> BatchCopy:
+        """Copies source[i] -> destination[i] of sizes[i] bytes; the sources are read in
+        stream order (pinned or device memory that earlier work in the stream may write)."""
+        cu = driver()
+        attribute = cu.CUmemcpyAttributes()
+        attribute.srcAccessOrder = cu.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+        return cls(
+            [pointer(d) for d in destinations],
+            [pointer(s) for s in sources],
+            list(sizes),
+            [attribute],
+        )
+
+    def enqueue(self, cu_stream: Any) -> None:
+        """Queue every copy on the stream with one driver call."""
+        count = len(self.sizes)
+        call(
+            "cuMemcpyBatchAsync",
+            self.destinations,
+            self.sources,
+            self.sizes,
+            count,
+            self.attributes,
+            [0],
+            1,
+            cu_stream,
+        )

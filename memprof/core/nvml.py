@@ -1,0 +1,366 @@
+"""GPU state from NVML, through NVIDIA's own binding (nvidia-ml-py: `import pynvml`).
+
+A Watch takes its first samples when a run starts, before memprof makes any CUDA context,
+and its last when the run's work is done (memprof's contexts still open). From them it makes
+one GpuState per GPU (memprof.model.gpustate), which every Result records.
+
+- Throttling during the run: NVML's current clock-event reasons are read at both samples
+  and OR-ed. Where the driver keeps its cumulative clock-event counters (time spent in each
+  reason since it loaded: NVML_FI_DEV_CLOCKS_EVENT_REASON_*), a counter that grew between
+  the samples adds its reason too, so an event in the middle of the run is seen even when
+  neither sample caught it. Without the counters such an event is missed; the state's
+  `clock_reasons_basis` says which way they were seen.
+- Other processes: the compute and graphics processes NVML lists at both samples, memprof's
+  own pid left out. The first sample is taken before memprof's context exists, so nothing
+  in it is memprof. Where memprof does not find itself in the last sample, NVML's process ids
+  are not this process's (a container's own pid namespace): only the first sample counts,
+  and the state says so.
+- The PCIe link: the fastest generation and widest width seen in the samples (a link may
+  slow down while it idles; the last sample follows the run's own transfers).
+
+Every NVML failure (nvidia-ml-py not installed, no driver, NVML_ERROR_NOT_SUPPORTED, a call
+an older binding or driver lacks) leaves its field unknown (None), never raises: the state
+is a record of what could be seen. pynvml is imported when a Watch starts, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from memprof.model.gpustate import GpuState, NvLink, OtherProcess, normalize_bus_id, reasons_in
+
+NOT_INSTALLED = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+
+# NVML's constants, by value: an older binding may lack the names (nvml.h keeps the values).
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+FIELD_NVLINK_LINK_COUNT = 91
+FIELD_NVLINK_SPEED_COMMON = 90  # MBps shared by the active links (older drivers)
+FIELD_NVLINK_GET_SPEED = 164  # MBps of one link (scopeId = the link)
+# Cumulative time spent in a clock-event reason, by NVML field id (nanoseconds).
+EVENT_COUNTERS = {
+    74: "sw_power_cap",
+    269: "sw_thermal_slowdown",
+    270: "hw_thermal_slowdown",
+    271: "hw_power_brake_slowdown",
+}
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+NVLINK_REMOTE_KINDS = {0: "gpu", 1: "npu", 2: "switch"}
+MAX_NVLINKS = 18  # where neither the driver's link count nor the binding's maximum is known
+_NOT_SUPPORTED = object()
+
+
+def import_nvml() -> tuple[Any, str]:
+    """The pynvml module, or None and why not."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, NOT_INSTALLED
+    except Exception as error:  # a broken install: say so, measure on
+        return None, f"nvidia-ml-py cannot be imported ({type(error).__name__}: {error})"
+    return pynvml, ""
+
+
+class Nvml:
+    """Calls into the binding, each failure turned into None (unknown)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def call(self, name: str, *args: Any, not_supported: Any = None) -> Any:
+        """`module.name(*args)`; `not_supported` where NVML says NOT_SUPPORTED, None on any
+        other failure (the binding lacks the call, the driver lacks the symbol...)."""
+        function = getattr(self.module, name, None)
+        if function is None:
+            return None
+        try:
+            return function(*args)
+        except Exception as error:  # NVMLError and whatever a binding raises: unknown
+            if getattr(error, "value", None) == NVML_ERROR_NOT_SUPPORTED:
+                return not_supported
+            return None
+
+    def first(self, names: tuple[str, ...], *args: Any) -> Any:
+        """The first of these calls that answers (the newer name first)."""
+        for name in names:
+            value = self.call(name, *args)
+            if value is not None:
+                return value
+        return None
+
+    def fields(self, handle: Any, wanted: list[tuple[int, int]]) -> list[float | None]:
+        """NVML field values, (field id, scope id) each; None for every one not answered."""
+        if not wanted:
+            return []
+        values = self.call("nvmlDeviceGetFieldValues", handle, wanted)
+        if values is None:
+            return [None] * len(wanted)
+        try:
+            return [_field_number(value) for value in values][: len(wanted)]
+        except Exception:
+            return [None] * len(wanted)
+
+    def link_count(self, handle: Any) -> int | None:
+        count = self.fields(handle, [(FIELD_NVLINK_LINK_COUNT, 0)])[0]
+        return int(count) if count is not None else None
+
+
+def _field_number(value: Any) -> float | None:
+    """One nvmlFieldValue_t's number, by its value type; None where NVML refused it."""
+    if value.nvmlReturn != 0:
+        return None
+    member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")[value.valueType]
+    return getattr(value.value, member)
+
+
+@dataclass
+class _Sample:
+    """What changes during a run, read at its start and at its end."""
+
+    reasons: int | None
+    counters: dict[str, float]
+    processes: list[OtherProcess] | None  # everything NVML lists, memprof included
+    link: tuple[int, int] | None
+
+
+class Watch:
+    """NVML's view of the GPUs of one run: `with Watch(bus_ids) as watch:` samples before
+    the run's contexts exist; `watch.finish()`, after the work, returns each GPU's state."""
+
+    def __init__(self, bus_ids: dict[int, str], module: Any = None, own_pid: int | None = None):
+        self.bus_ids = dict(bus_ids)
+        self._module = module
+        self._own_pid = os.getpid() if own_pid is None else own_pid
+        self._nvml: Nvml | None = None
+        self._handles: dict[int, Any] = {}
+        self._first: dict[int, _Sample] = {}
+        self._broken: dict[int, str] = {}  # GPUs whose first sample failed, and why
+        self.unavailable = ""
+
+    def __enter__(self) -> Watch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Open NVML and take the first samples."""
+        module, why = (self._module, "") if self._module is not None else import_nvml()
+        if module is None:
+            self.unavailable = why
+            return
+        try:
+            module.nvmlInit()
+        except Exception as error:
+            self.unavailable = f"NVML: {str(error).strip() or type(error).__name__}"
+            return
+        self._nvml = nvml = Nvml(module)
+        for index, bus_id in self.bus_ids.items():
+            handle = nvml.call("nvmlDeviceGetHandleByPciBusId", bus_id)
+            if handle is None:
+                continue
+            try:
+                self._first[index] = self._sample(handle)
+            except Exception as error:  # a binding answering in a shape it never should
+                self._broken[index] = _unexpected(error)
+                continue
+            self._handles[index] = handle
+
+    def finish(self) -> list[GpuState]:
+        """The last samples and what does not change, as one state per GPU; closes NVML."""
+        states = []
+        for index, bus_id in self.bus_ids.items():
+            try:
+                states.append(self._state(index, bus_id))
+            except Exception as error:  # as in start(): that GPU's state is unknown
+                states.append(GpuState(index, bus_id, unavailable=_unexpected(error)))
+        self.close()
+        return states
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            nvml, self._nvml = self._nvml, None
+            nvml.call("nvmlShutdown")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _sample(self, handle: Any) -> _Sample:
+        nvml = self._nvml
+        assert nvml is not None
+        reasons = nvml.first(
+            ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+            handle,
+        )
+        counted = nvml.fields(handle, [(field_id, 0) for field_id in EVENT_COUNTERS])
+        counters = {
+            name: value
+            for name, value in zip(EVENT_COUNTERS.values(), counted, strict=True)
+            if value is not None
+        }
+        generation = nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle)
+        width = nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle)
+        link = (int(generation), int(width)) if generation and width else None
+        return _Sample(reasons, counters, self._processes(handle), link)
+
+    def _processes(self, handle: Any) -> list[OtherProcess] | None:
+        nvml = self._nvml
+        assert nvml is not None
+        found: dict[int, OtherProcess] = {}
+        for kind in ("compute", "graphics"):
+            call = f"nvmlDeviceGet{kind.capitalize()}RunningProcesses"
+            # a GPU without graphics says NOT_SUPPORTED: no graphics process there
+            listed = nvml.call(call, handle, not_supported=[] if kind == "graphics" else None)
+            if listed is None:
+                if kind == "compute":
+                    return None  # without the compute list nothing can be said
+                continue
+            for entry in listed:
+                pid = int(getattr(entry, "pid", -1))
+                memory = getattr(entry, "usedGpuMemory", None)
+                if pid >= 0 and pid not in found:
+                    found[pid] = OtherProcess(pid, kind, int(memory) if memory else None)
+        return list(found.values())
+
+    def _state(self, index: int, bus_id: str) -> GpuState:
+        state = GpuState(index=index, pci_bus_id=bus_id)
+        handle = self._handles.get(index)
+        if self._nvml is None or handle is None:
+            state.unavailable = (
+                self.unavailable or self._broken.get(index) or f"NVML does not know bus id {bus_id}"
+            )
+            return state
+        nvml = self._nvml
+        first, last = self._first[index], self._sample(handle)
+        state.sm_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_SM)
+        state.sm_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_SM)
+        state.memory_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_MEM)
+        state.memory_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM)
+        state.clock_reasons, state.clock_reasons_basis = seen_reasons(first, last)
+        links = [link for link in (first.link, last.link) if link is not None]
+        if links:
+            state.pcie_generation = max(link[0] for link in links)
+            state.pcie_width = max(link[1] for link in links)
+        state.pcie_max_generation = nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        state.pcie_max_width = nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        state.pcie_gpu_max_generation = nvml.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)
+        state.nvlinks = self._nvlinks(handle)
+        state.ecc_enabled = _enabled(nvml.call("nvmlDeviceGetEccMode", handle, not_supported=[0]))
+        state.persistence_mode = _enabled(nvml.call("nvmlDeviceGetPersistenceMode", handle))
+        state.mig_enabled = _enabled(nvml.call("nvmlDeviceGetMigMode", handle, not_supported=[0]))
+        state.other_processes, state.processes_note = others(
+            first.processes, last.processes, self._own_pid
+        )
+        return state
+
+    def _nvlinks(self, handle: Any) -> list[NvLink] | None:
+        """Every NVLink: state, then version, rate and the far end of the active ones."""
+        nvml = self._nvml
+        assert nvml is not None
+        count = nvml.link_count(handle)
+        if count == 0:
+            return []
+        most = count if count is not None else getattr(nvml.module, "NVML_NVLINK_MAX_LINKS", 0)
+        links = []
+        for link in range(most or MAX_NVLINKS):
+            active = nvml.call(
+                "nvmlDeviceGetNvLinkState", handle, link, not_supported=_NOT_SUPPORTED
+            )
+            if active is _NOT_SUPPORTED and link == 0 and count is None:
+                return []  # no NVLink on this GPU
+            if active is _NOT_SUPPORTED or active is None:
+                if count is None:
+                    break  # past the last link
+                links.append(NvLink(link, None, None, None, None, None))
+                continue
+            links.append(NvLink(link, bool(active), None, None, None, None))
+        if not links:
+            return None
+        active = [link.link for link in links if link.active]
+        speeds = nvml.fields(handle, [(FIELD_NVLINK_GET_SPEED, link) for link in active])
+        if active and all(speed is None for speed in speeds):
+            common = nvml.fields(handle, [(FIELD_NVLINK_SPEED_COMMON, 0)])[0]
+            speeds = [common] * len(active)
+        speed_of = dict(zip(active, speeds, strict=True))
+        return [
+            self._nvlink(handle, link, speed_of.get(link.link)) if link.active else link
+            for link in links
+        ]
+
+    def _nvlink(self, handle: Any, link: NvLink, speed: float | None) -> NvLink:
+        nvml = self._nvml
+        assert nvml is not None
+        version = nvml.call("nvmlDeviceGetNvLinkVersion", handle, link.link)
+        remote = nvml.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link.link)
+        remote_bus = getattr(remote, "busId", None) if remote is not None else None
+        if isinstance(remote_bus, bytes):
+            remote_bus = remote_bus.decode(errors="replace")
+        kind = nvml.call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link.link)
+        return NvLink(
+            link.link,
+            True,
+            NVLINK_VERSIONS.get(version) if version is not None else None,
+            int(speed) if speed else None,
+            normalize_bus_id(remote_bus) if remote_bus else None,
+            NVLINK_REMOTE_KINDS.get(kind, "unknown") if kind is not None else None,
+        )
+
+
+def _unexpected(error: Exception) -> str:
+    return f"NVML answered unexpectedly ({type(error).__name__}: {error})"
+
+
+def _enabled(value: Any) -> bool | None:
+    """NVML's enable state (or [current, pending]) as a bool; None unknown."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+        if value is None:
+            return None
+    return bool(value)
+
+
+def seen_reasons(first: _Sample, last: _Sample) -> tuple[list[str] | None, str]:
+    """The clock-event reasons seen during the run, and how they were seen."""
+    if first.reasons is None and last.reasons is None:
+        return None, ""
+    mask = (first.reasons or 0) | (last.reasons or 0)
+    seen = reasons_in(mask)
+    grew = [
+        name
+        for name, value in last.counters.items()
+        if name in first.counters and value > first.counters[name]
+    ]
+    for name in grew:
+        if name not in seen:
+            seen.append(name)
+    basis = "sampled when the run started and when it ended"
+    if set(first.counters) & set(last.counters):
+        basis += ", and NVML's cumulative clock-event counters compared between them"
+    return seen, basis
+
+
+def others(
+    first: list[OtherProcess] | None, last: list[OtherProcess] | None, own_pid: int
+) -> tuple[list[OtherProcess] | None, str]:
+    """Processes other than memprof on the GPU during the run, and what could not be seen."""
+    before = [p for p in first or [] if p.pid != own_pid]
+    if last is None:
+        if first is None:
+            return None, ""
+        return before, "listed when the run started only"
+    if not any(p.pid == own_pid for p in last):
+        if first is None:
+            return None, "NVML's process ids are not this process's"
+        return before, (
+            "NVML's process ids are not this process's (a container?): processes that "
+            "started during the run are not counted"
+        )
+    merged = {p.pid: p for p in before}
+    for process in last:
+        if process.pid != own_pid:
+            merged.setdefault(process.pid, process)
+    return list(merged.values()), ""

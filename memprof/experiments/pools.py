@@ -1,0 +1,745 @@
+"""What `memprof alloc` measures of the allocators programs use today: stream-ordered pools,
+virtual memory management, and the loop a training step runs.
+
+- Pools: the device's default pool (cuMemAllocAsync; release threshold 0, so it gives freed
+  memory back at the next synchronization) and a pool of memprof's own that keeps it
+  (cuMemAllocFromPoolAsync, threshold: everything). For each: an allocation from an empty
+  pool, one right after cuMemFreeAsync (reused in stream order), one after the free and a
+  synchronization, the free, that synchronization, and trimming the pool that kept memory.
+- Virtual memory management: reserving addresses, creating physical memory, mapping it and
+  granting access; unmapping, releasing and freeing the range; and growing a buffer to twice
+  its size in place against cuMemAlloc of the larger size, a copy and cuMemFree.
+- First use: a memset of the new memory, against cuMemAlloc's memory used first and again.
+- The loop: allocate, memset, free, synchronize, one size again and again, with cuMemAlloc,
+  each pool and a VMM remap: time per iteration, and from which size a pool stops helping.
+
+How each figure is timed: a driver call by CUPTI's record of it where CUPTI runs (the call in
+the driver, without Python's cost of making it), else the host clock; what a stream-ordered
+call costs the stream itself by gated CUDA events around it; a memset by CUPTI's record (or
+gated events); growing and the loop by the host clock around everything they do.
+The GPU side (Allocators) imports its GPU modules inside its methods; the tables and
+conclusions below read a Result anywhere.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from memprof.experiments.base import Measure
+from memprof.experiments.common import stops_at
+from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.schema import DISTINCT, ByteCount, Count
+from memprof.model.summary import Table
+
+LOOP_ITERATIONS = 50  # iterations of the loop at each size: the first is the cold one
+POOL_KINDS = ("pool", "pool_kept")
+LOOP_KINDS = ("device", "pool", "pool_kept", "vmm")  # the loop's allocators, in table order
+PoolKind = Literal["pool", "pool_kept"]  # POOL_KINDS: what a saved record may name
+LoopKind = Literal["device", "pool", "pool_kept", "vmm"]  # LOOP_KINDS
+FILL_BYTE = 0x5A  # what a memset writes into new memory, checked where memprof verifies it
+GROWN_BYTE = 0xC3  # what the added half of a grown buffer holds
+
+_CALL, _GPU, _HOST = "driver call", "one operation", "host clock"
+MEASURES = tuple(
+    Measure(group, operation, what, basis, required=False)
+    for group, operation, what, basis in (
+        ("api", "alloc_new", "an allocation from an empty pool (or cuMemAlloc)", _CALL),
+        ("api", "alloc_reused", "an allocation right after cuMemFreeAsync", _CALL),
+        ("api", "alloc_after_sync", "an allocation after a free and a sync", _CALL),
+        ("api", "free_call", "cuMemFreeAsync (cuMemFree for cuMemAlloc)", _CALL),
+        ("api", "sync_after_free", "the sync after a free: memory given back", _CALL),
+        ("api", "trim", "cuMemPoolTrimTo of a pool keeping freed memory", _CALL),
+        ("gpu", "stream_alloc", "the stream's side of a stream-ordered allocation", _GPU),
+        ("gpu", "stream_free", "the stream's side of cuMemFreeAsync", _GPU),
+        ("gpu", "first_use", "a memset of new memory", _GPU),
+        ("gpu", "use_again", "a memset of cuMemAlloc's memory used before", _GPU),
+        ("api", "reserve", "cuMemAddressReserve", _CALL),
+        ("api", "create", "cuMemCreate", _CALL),
+        ("api", "map", "cuMemMap", _CALL),
+        ("api", "set_access", "cuMemSetAccess", _CALL),
+        ("api", "unmap", "cuMemUnmap", _CALL),
+        ("api", "release_memory", "cuMemRelease", _CALL),
+        ("api", "address_free", "cuMemAddressFree", _CALL),
+        ("api", "grow_in_place", "create, map, grant access to the added half", _HOST),
+        ("api", "grow_by_copy", "cuMemAlloc of twice the size, copy, cuMemFree", _HOST),
+        ("host", "loop", "one iteration: allocate, memset, free, sync", _HOST),
+    )
+)
+
+LOOP_NAMES = {
+    "device": "cuMemAlloc, memset, cuMemFree, sync",
+    "pool": "cuMemAllocAsync, memset, cuMemFreeAsync, sync",
+    "pool_kept": "cuMemAllocFromPoolAsync, memset, cuMemFreeAsync, sync",
+    "vmm": "cuMemCreate, cuMemMap, cuMemSetAccess, memset, sync, cuMemUnmap, cuMemRelease",
+}
+
+
+@dataclass(frozen=True)
+class AllocatorsRecord:
+    """What alloc's summary needs of the modern allocators beside their measurements."""
+
+    pools: Annotated[list[PoolKind], DISTINCT]  # the pool kinds measured
+    vmm: bool  # virtual memory management measured
+    granularity_bytes: ByteCount | None  # what VMM sizes round up to (None: not measured)
+    default_pool_threshold_bytes: Count | None  # the default pool's release threshold
+    loop_kinds: Annotated[list[LoopKind], DISTINCT]  # the loop's allocators, in table order
+    loop_iterations: Count  # iterations of the loop at each size
+
+
+# -- the GPU side ----------------------------------------------------------------------------
+
+
+class Allocators:
+    """The modern allocators on one session: its pools, its stream, its granularity."""
+
+    def __init__(self, session: Any, kinds: list[str]) -> None:
+        from memprof.core import bindings, memory
+
+        self.session, self.kinds = session, kinds
+        self.profiler = session.profiler
+        self.stream = self.profiler.stream
+        self.cu_stream = bindings.stream(self.stream)
+        self.ordinal = session.device_index
+        self.pools = [k for k in POOL_KINDS if k in kinds]
+        self.kind = {name: memory.MEMORY_KINDS[name] for name in kinds}
+        self.default_pool = bindings.default_pool(self.ordinal) if "pool" in kinds else None
+        self.granularity = bindings.granularity(self.ordinal) if "vmm" in kinds else None
+
+    def record(self) -> AllocatorsRecord:
+        from memprof.core import bindings
+
+        threshold = None
+        if self.default_pool is not None:
+            threshold = bindings.release_threshold(self.default_pool)
+        return AllocatorsRecord(
+            pools=list(self.pools),
+            vmm="vmm" in self.kinds,
+            granularity_bytes=self.granularity,
+            default_pool_threshold_bytes=threshold,
+            loop_kinds=[k for k in LOOP_KINDS if k == "device" or k in self.kinds],
+            loop_iterations=LOOP_ITERATIONS,
+        )
+
+    def pool_of(self, kind: str) -> Any:
+        """The pool a kind allocates from (its own, or the device's default)."""
+        return self.kind[kind].pool(self.session) or self.default_pool
+
+    def empty_pools(self) -> None:
+        """Every pool back to holding nothing, so the next allocation is a pool's first."""
+        from memprof.core import bindings
+
+        with self.profiler.paused():
+            self.stream.synchronize()
+            for kind in self.pools:
+                bindings.trim(self.pool_of(kind), 0)
+
+    def memset(self, address: int, nbytes: int, operation: str, kind: str) -> None:
+        """A memset of the whole buffer on the profiler's stream, timed as a GPU operation."""
+        cuda = self.session.cuda
+        with self.profiler.events("gpu", "[CUDA memset]", operation, kind, nbytes):
+            cuda.memset_d8_async(address, FILL_BYTE, nbytes, self.stream)
+
+    # -- one repetition of each measurement ------------------------------------------------
+
+    def device_cycle(self, nbytes: int) -> None:
+        """cuMemAlloc and cuMemFree timed as the pools' calls are, and its memory's first and
+        second use."""
+        cuda, profiler = self.session.cuda, self.profiler
+        with profiler.driver_call("cuMemAlloc", "alloc_new", "device", nbytes):
+            allocation = cuda.mem_alloc(nbytes)
+        try:
+            self.memset(int(allocation), nbytes, "first_use", "device")
+            self.memset(int(allocation), nbytes, "use_again", "device")
+            self.stream.synchronize()
+        finally:
+            with profiler.driver_call("cuMemFree", "free_call", "device", nbytes):
+                allocation.free()
+
+    def pool_cycle(self, kind: str, nbytes: int) -> None:
+        """A pool's allocation when empty, reused, after a synchronization; its free, the
+        synchronization that gives memory back, what the stream itself spends on an
+        allocation and a free, and trimming (a pool that keeps memory). No call is timed
+        while the stream is held behind the gate: each meets the stream as a program's would."""
+        from memprof.core import bindings
+
+        profiler, stream, cu_stream = self.profiler, self.stream, self.cu_stream
+        call, free_call = self.kind[kind].alloc_call, self.kind[kind].free_call
+        source = self.kind[kind].pool(self.session)  # None: cuMemAllocAsync's default pool
+        self.empty_pools()
+        with profiler.driver_call(call, "alloc_new", kind, nbytes):
+            address = bindings.alloc_async(nbytes, cu_stream, source)
+        self.memset(address, nbytes, "first_use", kind)
+        with profiler.driver_call(free_call, "free_call", kind, nbytes):
+            bindings.free_async(address, cu_stream)
+        with profiler.driver_call(call, "alloc_reused", kind, nbytes):
+            address = bindings.alloc_async(nbytes, cu_stream, source)
+        stream.synchronize()  # the memset is done: the synchronization below waits for nothing
+        bindings.free_async(address, cu_stream)
+        with profiler.driver_call("cuStreamSynchronize", "sync_after_free", kind, nbytes):
+            stream.synchronize()
+        with profiler.driver_call(call, "alloc_after_sync", kind, nbytes):
+            address = bindings.alloc_async(nbytes, cu_stream, source)
+        bindings.free_async(address, cu_stream)
+        stream.synchronize()
+        with profiler.events("gpu", f"{call} (stream side)", "stream_alloc", kind, nbytes):
+            address = bindings.alloc_async(nbytes, cu_stream, source)
+        with profiler.events("gpu", f"{free_call} (stream side)", "stream_free", kind, nbytes):
+            bindings.free_async(address, cu_stream)
+        stream.synchronize()
+        if source is not None:  # it kept the memory: give it back
+            with profiler.driver_call("cuMemPoolTrimTo", "trim", kind, nbytes):
+                bindings.trim(source, 0)
+
+    def vmm_cycle(self, nbytes: int) -> None:
+        """Each step of building a buffer by hand, its first use, and taking it apart."""
+        from memprof.core import bindings
+
+        profiler, size = self.profiler, self.vmm_bytes(nbytes)
+        with profiler.driver_call("cuMemAddressReserve", "reserve", "vmm", nbytes):
+            address = bindings.reserve(size)
+        handle, mapped = None, False
+        try:
+            with profiler.driver_call("cuMemCreate", "create", "vmm", nbytes):
+                handle = bindings.create(size, self.ordinal)
+            with profiler.driver_call("cuMemMap", "map", "vmm", nbytes):
+                bindings.map_memory(address, size, handle)
+            mapped = True
+            with profiler.driver_call("cuMemSetAccess", "set_access", "vmm", nbytes):
+                bindings.set_access(address, size, self.ordinal)
+            self.memset(address, nbytes, "first_use", "vmm")  # what was asked for is used
+            self.stream.synchronize()
+            with profiler.driver_call("cuMemUnmap", "unmap", "vmm", nbytes):
+                bindings.unmap(address, size)
+            mapped = False
+            with profiler.driver_call("cuMemRelease", "release_memory", "vmm", nbytes):
+                bindings.release(handle)
+            handle = None
+            with profiler.driver_call("cuMemAddressFree", "address_free", "vmm", nbytes):
+                bindings.address_free(address, size)
+        except BaseException:
+            handles = [handle] if handle is not None else []
+            with profiler.paused():
+                bindings.take_apart(address, size, handles, size if mapped else 0)
+            raise
+
+    def vmm_bytes(self, nbytes: int) -> int:
+        from memprof.core import bindings
+
+        return bindings.rounded(nbytes, self.granularity)
+
+    # -- growing a buffer ------------------------------------------------------------------------
+
+    def grow_in_place(self, nbytes: int, verify: bool) -> str | None:
+        """Grow a mapped buffer to twice its size where it is: map more memory after it.
+        With verify: what went wrong with the data (None: nothing)."""
+        from memprof.core import bindings
+
+        profiler, size, ordinal = self.profiler, self.vmm_bytes(nbytes), self.ordinal
+        with profiler.paused():
+            address = bindings.reserve(2 * size)  # room to grow, as a growing allocator keeps
+        handles: list[Any] = []
+        mapped = 0
+        try:
+            handles.append(bindings.create(size, ordinal))
+            bindings.map_memory(address, size, handles[0])
+            mapped = size
+            bindings.set_access(address, size, ordinal)
+            self.session.cuda.memset_d8(address, FILL_BYTE, size)
+            self.session.synchronize()  # the GPU idle: growing is the host's calls alone
+            with profiler.api(
+                "cuMemCreate + cuMemMap + cuMemSetAccess", "grow_in_place", "vmm", nbytes
+            ):
+                handles.append(bindings.create(size, ordinal))
+                bindings.map_memory(address + size, size, handles[1])
+                mapped = 2 * size
+                bindings.set_access(address + size, size, ordinal)
+            return self._check_grown(address, size, verify)
+        finally:
+            self.session.synchronize()  # nothing may touch the range while it is unmapped
+            bindings.take_apart(address, 2 * size, handles, mapped)
+
+    def grow_by_copy(self, nbytes: int, verify: bool) -> str | None:
+        """Grow a cuMemAlloc buffer to twice its size the classic way: allocate the larger
+        size, copy, free the old one; the copy waited for, since the data must be there."""
+        cuda, profiler = self.session.cuda, self.profiler
+        buffers = [cuda.mem_alloc(nbytes)]  # what is allocated now, freed on the way out
+        try:
+            cuda.memset_d8(int(buffers[0]), FILL_BYTE, nbytes)
+            self.session.synchronize()  # the copy below waits for nothing else
+            with profiler.api(
+                "cuMemAlloc + cuMemcpyDtoDAsync + cuMemFree", "grow_by_copy", "device", nbytes
+            ):
+                buffers.append(cuda.mem_alloc(2 * nbytes))
+                cuda.memcpy_dtod_async(buffers[1], buffers[0], nbytes, self.stream)
+                buffers.pop(0).free()
+                self.stream.synchronize()
+            return self._check_grown(int(buffers[0]), nbytes, verify)
+        finally:
+            for buffer in buffers:
+                buffer.free()
+
+    def _check_grown(self, address: int, nbytes: int, verify: bool) -> str | None:
+        """Write the added half, then read both halves back (with verify)."""
+        if not verify:
+            return None
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        cuda = self.session.cuda
+        cuda.memset_d8(address + nbytes, GROWN_BYTE, nbytes)
+        host = np.empty(2 * nbytes, np.uint8)
+        cuda.memcpy_dtoh(host, address)
+        for half, value in ((host[:nbytes], FILL_BYTE), (host[nbytes:], GROWN_BYTE)):
+            check = compare_arrays("grown", half, np.broadcast_to(np.uint8(value), half.shape))
+            if not check.passed:
+                return check.detail
+        return None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def loop_step(self, kind: str, nbytes: int, reserved: int | None) -> Any:
+        """One iteration of the loop with one allocator, timed as a whole on the host clock:
+        what a training step that allocates, uses, frees and synchronizes pays each time."""
+        from memprof.core import bindings
+
+        cuda, stream, cu_stream = self.session.cuda, self.stream, self.cu_stream
+        name, ordinal = LOOP_NAMES[kind], self.ordinal
+
+        def device() -> None:
+            allocation = cuda.mem_alloc(nbytes)
+            cuda.memset_d8_async(int(allocation), FILL_BYTE, nbytes, stream)
+            allocation.free()
+            stream.synchronize()
+
+        def pool() -> None:
+            address = bindings.alloc_async(nbytes, cu_stream, self.kind[kind].pool(self.session))
+            cuda.memset_d8_async(address, FILL_BYTE, nbytes, stream)
+            bindings.free_async(address, cu_stream)
+            stream.synchronize()
+
+        def remap() -> None:
+            size = self.vmm_bytes(nbytes)
+            handle = bindings.create(size, ordinal)
+            bindings.map_memory(reserved, size, handle)
+            bindings.set_access(reserved, size, ordinal)
+            cuda.memset_d8_async(reserved, FILL_BYTE, size, stream)
+            stream.synchronize()
+            bindings.unmap(reserved, size)
+            bindings.release(handle)
+
+        action = {"device": device, "vmm": remap}.get(kind, pool)
+
+        def step() -> None:
+            with self.profiler.host_clock("host", name, "loop", kind, nbytes):
+                action()
+
+        return step
+
+    def verify(self, kind: str, nbytes: int) -> Any:
+        """A Check that memory of this kind holds what a memset wrote into all of it."""
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.verify import compare_arrays
+
+        with self.profiler.paused():
+            buffer = memory.allocate(self.session, kind, nbytes, np.uint8)
+            try:
+                self.session.cuda.memset_d8_async(
+                    buffer.device_pointer, FILL_BYTE, nbytes, self.stream
+                )
+                self.stream.synchronize()
+                host = np.empty(nbytes, np.uint8)
+                self.session.cuda.memcpy_dtoh(host, buffer.device_pointer)
+            finally:
+                buffer.free()
+        expected = np.broadcast_to(np.uint8(FILL_BYTE), host.shape)
+        return compare_arrays(f"memset of {self.kind[kind].label}", host, expected)
+
+
+def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
+    """Every measurement of the modern allocators at every size of ctx.params.powers, and
+    their checks. kinds: those this GPU and cuda-bindings support, among pool, pool_kept and
+    vmm. progress(description) is called before each part."""
+    params = ctx.params
+    allocators = Allocators(ctx.session, kinds)
+    record = allocators.record()
+    grown: dict[str, list[str]] = {"vmm": [], "device": []}
+    for power in params.powers:
+        nbytes = 4 << power
+        progress(f"pools and virtual memory, {format_bytes(nbytes)}")
+        _calls_and_growth(allocators, record, nbytes, params, grown)
+        progress(f"allocate-use-free loop, {format_bytes(nbytes)}")
+        _loop_at(allocators, record, nbytes)
+    allocators.empty_pools()
+    for kind in kinds:
+        ctx.check(allocators.verify(kind, 4 << max(params.powers)))
+    sizes = len(params.powers)
+    for kind, label in (("device", "cuMemAlloc, copy, cuMemFree"), ("vmm", "in place (VMM)")):
+        if kind == "device" or record.vmm:
+            problems = grown[kind]
+            detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
+            ctx.check(Check(f"grown to twice the size, {label}", not problems, sizes, detail))
+    return record
+
+
+def _calls_and_growth(
+    allocators: Allocators,
+    record: AllocatorsRecord,
+    nbytes: int,
+    params: Any,
+    grown: dict[str, list[str]],
+) -> None:
+    """One size's driver calls, first uses and growth, each repeated as params say; what went
+    wrong with a grown buffer's data goes into `grown`."""
+    profiler = allocators.profiler
+
+    def repeat(step: Any) -> None:
+        profiler.repeat(step, params.warmup, params.repeat)
+
+    repeat(lambda: allocators.device_cycle(nbytes))
+    for kind in allocators.pools:
+        repeat(lambda kind=kind: allocators.pool_cycle(kind, nbytes))
+    growing = [("device", allocators.grow_by_copy)]
+    if record.vmm:
+        repeat(lambda: allocators.vmm_cycle(nbytes))
+        growing.append(("vmm", allocators.grow_in_place))
+    for kind, grow in growing:
+        repeat(lambda grow=grow: grow(nbytes, False))
+        with profiler.paused():
+            problem = grow(nbytes, True)
+        if problem:
+            grown[kind].append(f"{format_bytes(nbytes)}: {problem}")
+
+
+def _loop_at(allocators: Allocators, record: AllocatorsRecord, nbytes: int) -> None:
+    """The loop at one size with every allocator, each starting with empty pools."""
+    from memprof.core.bindings import address_free, reserve
+
+    profiler = allocators.profiler
+    for kind in record.loop_kinds:
+        allocators.empty_pools()
+        size = allocators.vmm_bytes(nbytes) if kind == "vmm" else 0
+        reserved = reserve(size) if kind == "vmm" else None
+        try:
+            with profiler.untraced():  # CUPTI's timestamps would slow every call
+                step = allocators.loop_step(kind, nbytes, reserved)
+                profiler.repeat(step, 0, record.loop_iterations)
+        finally:
+            if reserved is not None:
+                address_free(reserved, size)
+
+
+# -- the summary ------------------------------------------------------------------------------
+
+EQUIVALENT = 0.05  # a pool within 5% of cuMemAlloc does not help
+SHORT = {"device": "cuMemAlloc", "pool": "pool", "pool_kept": "kept", "vmm": "VMM"}
+LOOP_LABELS = {
+    "device": "cuMemAlloc",
+    "pool": "default pool",
+    "pool_kept": "kept pool",
+    "vmm": "VMM remap",
+}
+POOL_NAMES = {
+    "pool": "default pool (cuMemAllocAsync)",
+    "pool_kept": "pool keeping freed memory (cuMemAllocFromPoolAsync)",
+}
+
+
+def _median(result: Result, group: str, operation: str, kind: str, nbytes: int) -> float | None:
+    try:
+        return result.find(operation, kind, group, nbytes).stats.median_ms  # type: ignore[arg-type]
+    except MissingMeasurement:
+        return None
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else format_ms(value)
+
+
+def _sizes(result: Result) -> list[int]:
+    return [4 << power for power in result.parameters.powers]
+
+
+def _label(nbytes: int) -> str:
+    return format_bytes(nbytes)
+
+
+def _call_source(result: Result, operations: tuple[str, ...]) -> str:
+    """How this run timed its single driver calls: CUPTI's records or the host clock."""
+    sources = {
+        m.source for m in result.measurements if m.group == "api" and m.operation in operations
+    }
+    if sources == {"cupti"}:
+        return "CUPTI's record of each call (in the driver, entry to exit)"
+    if sources == {"host"}:
+        return "the host clock around each call (no CUPTI: Python's cost of a call included)"
+    return "CUPTI's record of each call where it had one, else the host clock"
+
+
+def _table(result: Result, title: str, columns: list[tuple[str, str, str, str]]) -> Table:
+    """One row per size; each column (header, group, operation, kind) a median."""
+    table = Table(title, ["Size", *(header for header, *_ in columns)])
+    for nbytes in _sizes(result):
+        cells = [_cell(_median(result, g, op, kind, nbytes)) for _, g, op, kind in columns]
+        table.add_row(_label(nbytes), *cells)
+    return table
+
+
+def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
+    """Allocation and free from each pool, against cuMemAlloc and cuMemFree."""
+    repeat = result.parameters.repeat
+    allocation = [("cuMemAlloc", "api", "alloc_new", "device")]
+    free = [("cuMemFree", "api", "free_call", "device")]
+    for kind in record.pools:
+        name = SHORT[kind]
+        allocation += [
+            (f"{name} new", "api", "alloc_new", kind),
+            (f"{name} reused", "api", "alloc_reused", kind),
+            (f"{name} after sync", "api", "alloc_after_sync", kind),
+        ]
+        free += [
+            (f"{name} free", "api", "free_call", kind),
+            (f"{name} sync", "api", "sync_after_free", kind),
+        ]
+        if kind == "pool_kept":
+            free.append((f"{name} trim", "api", "trim", kind))
+    calls = _call_source(result, ("alloc_new", "alloc_reused", "free_call", "trim"))
+    first = _table(result, f"Stream-ordered allocation, median of {repeat}", allocation)
+    threshold = record.default_pool_threshold_bytes
+    first.notes = [
+        f"Driver calls: {calls}.",
+        "pool: the device's default pool (cuMemAllocAsync), release threshold "
+        + (f"{format_bytes(threshold)}" if threshold is not None else "unknown")
+        + ": it gives freed memory back at the next synchronization. kept: a pool of "
+        "memprof's own (cuMemAllocFromPoolAsync) whose threshold keeps all freed memory.",
+        "new: from an empty pool; reused: right after cuMemFreeAsync of the same size in the "
+        "same stream; after sync: after that free and a stream synchronization.",
+        _stream_side_note(result, record),
+    ]
+    second = _table(result, f"Stream-ordered free, median of {repeat}", free)
+    second.notes = [
+        "free: cuMemFreeAsync (cuMemFree for cuMemAlloc); sync: the cuStreamSynchronize right "
+        "after it, where a pool gives memory above its threshold back (no GPU work waits "
+        "there); trim: cuMemPoolTrimTo(0) of the pool that kept the memory."
+    ]
+    return [first, second]
+
+
+def _stream_side_note(result: Result, record: AllocatorsRecord) -> str:
+    """What the stream itself pays for a stream-ordered call, at the largest size."""
+    largest = max(_sizes(result))
+    parts = []
+    for kind in record.pools:
+        alloc = _median(result, "gpu", "stream_alloc", kind, largest)
+        free = _median(result, "gpu", "stream_free", kind, largest)
+        if alloc is not None and free is not None:
+            parts.append(f"{SHORT[kind]} {format_ms(alloc)} and {format_ms(free)}")
+    figures = "; ".join(parts) or "not measured"
+    return (
+        "The calls only queue work: what the stream itself spent on an allocation and a free "
+        f"(gated CUDA events around each, less an empty pair's interval) at {_label(largest)}: "
+        f"{figures}."
+    )
+
+
+def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
+    """Each step of virtual memory management, and growing a buffer in place or by copy."""
+    repeat = result.parameters.repeat
+    steps = [
+        ("Reserve", "reserve"),
+        ("Create", "create"),
+        ("Map", "map"),
+        ("Access", "set_access"),
+        ("Unmap", "unmap"),
+        ("Release", "release_memory"),
+        ("Free range", "address_free"),
+    ]
+    granularity = record.granularity_bytes or 0
+    table = _table(
+        result,
+        f"Virtual memory management, median of {repeat}",
+        [(header, "api", operation, "vmm") for header, operation in steps],
+    )
+    table.notes = [
+        f"Driver calls: {_call_source(result, tuple(op for _, op in steps))}.",
+        "Reserve: cuMemAddressReserve; Create: cuMemCreate (physical memory); Map: cuMemMap; "
+        "Access: cuMemSetAccess (read-write for this GPU); Unmap: cuMemUnmap; Release: "
+        "cuMemRelease; Free range: cuMemAddressFree. Sizes round up to the allocation "
+        f"granularity, {format_bytes(granularity)} here.",
+    ]
+    growth = Table(
+        f"Growing a buffer to twice its size, median of {repeat}",
+        ["Size", "In place (VMM)", "New + copy + free", "In place is"],
+        notes=[
+            "Host clock around each. In place: cuMemCreate, cuMemMap and cuMemSetAccess of the "
+            "added half, after the buffer (its addresses reserved at twice the size, as a "
+            "growing allocator reserves them). New + copy + free: cuMemAlloc of twice the size, "
+            "cuMemcpyDtoDAsync of the data, cuMemFree of the old buffer, the copy waited for."
+        ],
+    )
+    for nbytes in _sizes(result):
+        in_place = _median(result, "api", "grow_in_place", "vmm", nbytes)
+        by_copy = _median(result, "api", "grow_by_copy", "device", nbytes)
+        ratio = f"{by_copy / in_place:.1f}x faster" if in_place and by_copy else "-"
+        growth.add_row(_label(nbytes), _cell(in_place), _cell(by_copy), ratio)
+    return [table, growth]
+
+
+def first_use_table(result: Result, record: AllocatorsRecord) -> Table:
+    columns = [
+        ("cuMemAlloc", "gpu", "first_use", "device"),
+        ("cuMemAlloc again", "gpu", "use_again", "device"),
+    ]
+    columns += [(SHORT[kind], "gpu", "first_use", kind) for kind in record.pools]
+    if record.vmm:
+        columns.append(("VMM", "gpu", "first_use", "vmm"))
+    table = _table(result, f"First use, median of {result.parameters.repeat}", columns)
+    table.notes = [
+        "A memset of the whole new buffer (the size asked for), its GPU time: CUPTI's record "
+        "of it, or gated CUDA events. cuMemAlloc again: a second memset of the same memory."
+    ]
+    return table
+
+
+def loop_table(result: Result, record: AllocatorsRecord) -> Table:
+    iterations = record.loop_iterations
+    table = Table(
+        f"Allocate, use, free, sync, {iterations} times: per iteration",
+        ["Size", *(LOOP_LABELS[kind] for kind in record.loop_kinds)],
+        notes=[
+            "Host clock around each whole iteration (Python's calls included), median of "
+            f"iterations 2 to {iterations}: the first one finds the pools empty. An iteration: "
+            "allocate one buffer, memset it, free it, synchronize the stream, as a training "
+            "step does. VMM remap: the address range kept; cuMemCreate, cuMemMap, "
+            "cuMemSetAccess, memset, synchronize, cuMemUnmap, cuMemRelease."
+        ],
+    )
+    for nbytes in _sizes(result):
+        cells = [_cell(steady_ms(_loop(result, kind, nbytes))) for kind in record.loop_kinds]
+        table.add_row(_label(nbytes), *cells)
+    return table
+
+
+def _loop(result: Result, kind: str, nbytes: int) -> list[float]:
+    try:
+        return list(result.find("loop", kind, "host", nbytes).samples_ms)
+    except MissingMeasurement:
+        return []
+
+
+def steady_ms(samples: list[float]) -> float | None:
+    """An iteration once the first (cold) one is behind: the median of the others."""
+    if not samples:
+        return None
+    return statistics.median(samples[1:]) if len(samples) > 1 else samples[0]
+
+
+def pays_from(pool_ms: list[float], device_ms: list[float]) -> int | None:
+    """The first iteration after which the pool's total time is below cuMemAlloc's (1-based),
+    or None if it never was within the iterations run."""
+    pool_total = device_total = 0.0
+    for iteration, (pool, device) in enumerate(zip(pool_ms, device_ms, strict=False), start=1):
+        pool_total += pool
+        device_total += device
+        if pool_total < device_total:
+            return iteration
+    return None
+
+
+def loop_verdict(result: Result, record: AllocatorsRecord, kind: str) -> str | None:
+    """Where a pool stops beating cuMemAlloc/cuMemFree in the loop, in one sentence."""
+    steady = {}
+    for nbytes in _sizes(result):
+        pool, device = _loop(result, kind, nbytes), _loop(result, "device", nbytes)
+        if pool and device:
+            steady[nbytes] = (steady_ms(pool), steady_ms(device), pays_from(pool, device))
+    if not steady:
+        return None
+    helped = {n: pool < device * (1 - EQUIVALENT) for n, (pool, device, _) in steady.items()}
+    stop = stops_at(helped)
+    opening = f"In the loop the {POOL_NAMES[kind]}"
+
+    def figures(nbytes: int) -> str:
+        pool, device, _ = steady[nbytes]
+        return f"{format_ms(pool)} against {format_ms(device)} per iteration at {_label(nbytes)}"
+
+    def ending(nbytes: int) -> str:
+        first = steady[nbytes][2]
+        return f"; its total fell below cuMemAlloc's from iteration {first}." if first else "."
+
+    if stop is None:
+        largest = max(steady)
+        where = "at every size" if all(helped.values()) else "at the largest, not every, size"
+        return f"{opening} beat cuMemAlloc/cuMemFree {where} ({figures(largest)})" + ending(largest)
+    below = [n for n in steady if n < stop and helped[n]]
+    if not below:
+        return (
+            f"{opening} never beat cuMemAlloc/cuMemFree by more than {EQUIVALENT:.0%} "
+            f"({figures(min(steady))}; {figures(max(steady))})."
+        )
+    last = max(below)
+    return (
+        f"{opening} helped up to {_label(last)} ({figures(last)}) and stopped helping at "
+        f"{_label(stop)} ({figures(stop)})" + ending(last)
+    )
+
+
+def summary_parts(result: Result, record: AllocatorsRecord) -> tuple[list[Table], list[str]]:
+    """The tables and conclusions `alloc` adds for the modern allocators."""
+    tables: list[Table] = []
+    if record.pools:
+        tables += pool_tables(result, record)
+    if record.vmm:
+        tables += vmm_tables(result, record)
+    tables += [first_use_table(result, record), loop_table(result, record)]
+    conclusions = [
+        line
+        for line in (
+            _pool_conclusion(result, record),
+            _growth_conclusion(result, record),
+            *(loop_verdict(result, record, kind) for kind in record.pools),
+        )
+        if line
+    ]
+    return tables, conclusions
+
+
+def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
+    largest = max(_sizes(result))
+    device = _median(result, "api", "alloc_new", "device", largest)
+    parts = []
+    for kind in record.pools:
+        reused = _median(result, "api", "alloc_reused", kind, largest)
+        after = _median(result, "api", "alloc_after_sync", kind, largest)
+        if reused is not None and after is not None:
+            parts.append(
+                f"from the {POOL_NAMES[kind]} {format_ms(reused)} reused right after "
+                f"cuMemFreeAsync and {format_ms(after)} after a synchronization"
+            )
+    if device is None or not parts:
+        return None
+    return (
+        f"At {_label(largest)} cuMemAlloc took {format_ms(device)}; a stream-ordered allocation "
+        + "; ".join(parts)
+        + ". A pool only saves the allocation while it still holds the memory."
+    )
+
+
+def _growth_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
+    if not record.vmm:
+        return None
+    largest = max(_sizes(result))
+    in_place = _median(result, "api", "grow_in_place", "vmm", largest)
+    by_copy = _median(result, "api", "grow_by_copy", "device", largest)
+    if not in_place or not by_copy:
+        return None
+    return (
+        f"Growing a {_label(largest)} buffer to twice its size took {format_ms(in_place)} in "
+        f"place with virtual memory management against {format_ms(by_copy)} for cuMemAlloc, "
+        f"a copy and cuMemFree ({by_copy / in_place:.1f}x)."
+    )

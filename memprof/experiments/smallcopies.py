@@ -1,0 +1,666 @@
+"""`memprof smallcopies`: N copies of S bytes between host and device, done five ways.
+
+A training loop moves many small tensors: a ResNet-18 step traced by memprof made 104
+pageable copies under 64 KiB. Each copy's time is mostly fixed cost, so how they are made
+decides what they cost. For every size, in each direction:
+
+1. pinned: one driver call per copy (cuMemcpyHtoDAsync) from pinned memory;
+2. pageable: one call per copy from pageable numpy arrays (cuMemcpyHtoD: the driver stages
+   each through its own pinned buffer, and the host waits);
+3. batched: one cuMemcpyBatchAsync of all N from pinned memory (CUDA 12.8 and newer);
+4. gathered: numpy gathers the pageable pieces into one pinned staging buffer, then one
+   copy (device to host: one copy, then numpy scatters the pieces);
+5. kernel: one kernel reads the N pieces from mapped host memory (zero-copy) and writes
+   them to device memory (device to host: writes them into mapped host memory).
+
+The pieces lie apart in host memory (each its own numpy array, or 256 bytes apart in a pinned
+or mapped arena) and side by side in device memory. Every way's data is verified.
+
+How each is timed: the copies, the batch, the kernel and the staging copy are queued behind
+a GPU-side gate between two CUDA events, CUPTI paused, and released at once: their GPU time
+back to back. Pageable copies block the host: CUPTI's records of the calls (the driver's
+staging included), else the host clock around them. numpy's gathering and scattering: host
+clock. A way's cost is the sum of its parts; besides, the wall clock of each way as memprof
+runs it (Python's calls included), from its first call until the stream is synchronized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from memprof.experiments import consistency
+from memprof.experiments.base import (
+    FLOAT32_BYTES,
+    Experiment,
+    Measure,
+    Repeat,
+    RunContext,
+    Warmup,
+    powers_param,
+    repeat_param,
+    warmup_param,
+)
+from memprof.experiments.common import stops_at
+from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.params import Each, NamedSets, Range, param
+from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.summary import Summary, Table
+
+WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
+WAY_NAMES = {
+    "pinned": "one call per copy from pinned memory",
+    "pageable": "one call per copy from pageable memory",
+    "batched": "one cuMemcpyBatchAsync",
+    "gathered": "gathered into one pinned buffer, one copy",
+    "kernel": "one kernel through zero-copy memory",
+}
+BATCHED_WAYS = ("batched", "gathered", "kernel")  # what one call per copy is measured against
+DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+EQUIVALENT = 0.05  # within 5% of the best way counts as not losing
+PIECE_GAP = 256  # bytes between pieces in a pinned or mapped arena: they lie apart
+POISON_BYTE = 0xFF
+BLOCK_SIZE = 256
+MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
+MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
+
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Copies = Annotated[int, Range(1, MAX_COPIES)]
+
+
+@dataclass(frozen=True)
+class SmallCopiesParams:
+    # 4 KiB to 64 KiB, a training step's small tensors, and 256 KiB beyond them (--to 18 and
+    # more where one call per copy still loses there)
+    powers: Powers = powers_param((10, 12, 14, 16), step=1)
+    copies: Copies = param(
+        128,
+        f"Copies moved at once, N (1 to {MAX_COPIES}): a training step's many small tensors.",
+    )
+    directions: tuple[Literal["h2d", "d2h"], ...] = param(
+        ("h2d", "d2h"),
+        "Copy direction(s).",
+        flags=("--direction",),
+        form=NamedSets({"h2d": ("h2d",), "d2h": ("d2h",), "both": ("h2d", "d2h")}),
+    )
+    repeat: Repeat = repeat_param(10)
+    warmup: Warmup = warmup_param(2)
+
+
+@dataclass(frozen=True)
+class SmallCopiesExtra:
+    ways: list[str]  # the ways measured, in table order
+    skipped: list[str]  # why each other way was left out
+
+
+def _measures() -> tuple[Measure, ...]:
+    found = []
+    for direction, words in DIRECTIONS.items():
+        found += [
+            Measure("span", direction, f"N copies {words}, one way, back to back", "back to back"),
+            Measure("api", f"{direction}_calls", f"N pageable copies {words}", "driver call"),
+            Measure("host", f"{direction}_wall", "a way from first call to done", "host clock"),
+        ]
+    found += [
+        Measure("host", "gather", "numpy gathering N pieces into pinned memory", "host clock"),
+        Measure("host", "scatter", "numpy scattering N pieces from pinned memory", "host clock"),
+    ]
+    return tuple(Measure(m.group, m.operation, m.what, m.basis, False) for m in found)
+
+
+class SmallCopies(Experiment):
+    name = "smallcopies"
+    help = (
+        "N small copies host <-> device done five ways (one call each from pinned or pageable, "
+        "batched, gathered, a zero-copy kernel): cost per copy, and where batching stops paying."
+    )
+    description = (
+        "Sizes are 2^N float32 per copy (--from/--to, default 4 KiB to 256 KiB); --copies is "
+        "how many are moved at once. Times: GPU time back to back (gated CUDA events), the "
+        "host's part (numpy, blocking calls) on top; the wall clock of memprof's own Python "
+        "calls beside."
+    )
+    Params = SmallCopiesParams
+    Extra = SmallCopiesExtra
+    measures = _measures()
+
+    def run(self, ctx: RunContext) -> SmallCopiesExtra:
+        return measure(ctx)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        for index, way in enumerate(extra.ways):
+            if way not in WAYS or way in extra.ways[:index]:
+                consistency.refuse(
+                    f"extra.ways[{index}]", f"is {way!r}: ways are {', '.join(WAYS)}, each once"
+                )
+        sizes = [FLOAT32_BYTES << power for power in params.powers]
+        moved = [
+            key
+            for direction in DIRECTIONS
+            for key in (("span", direction), ("api", f"{direction}_calls"))
+        ]
+        consistency.measured_bytes(
+            result,
+            dict.fromkeys([*moved, ("host", "gather"), ("host", "scatter")], 1),
+            sizes,
+            "2^powers",
+        )
+        consistency.takes_time(result, moved)
+        consistency.kinds_among(result, dict.fromkeys(moved, extra.ways))
+        _require_every_way(result)
+
+
+# -- the GPU side ----------------------------------------------------------------------------
+
+
+def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
+    """(the ways this GPU, driver and cuda-bindings can do, why each other one cannot)."""
+    from memprof.core import bindings, memory
+
+    ways, skipped = [], []
+    for way in WAYS:
+        reason = None
+        if way == "batched":
+            reason = bindings.batch_copy_missing_reason()
+        elif way == "kernel":
+            reason = memory.MEMORY_KINDS["mapped"].unsupported_reason(attributes)
+        if reason is None:
+            ways.append(way)
+        else:
+            skipped.append(f"{way} ({WAY_NAMES[way]}): {reason}")
+    return ways, skipped
+
+
+def measure(ctx: RunContext) -> SmallCopiesExtra:
+    """Every way at every size in every direction, each verified."""
+    from memprof.core import memory
+
+    session, params = ctx.session, ctx.params
+    largest = FLOAT32_BYTES << max(params.powers)
+    count = params.copies
+    # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
+    # and a read-back; device: the pieces side by side and their pointer table
+    memory.require_memory(
+        session,
+        device_bytes=count * largest + 8 * count,
+        host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
+    )
+    ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
+    steps = len(params.powers) * len(params.directions) * len(ways)
+    problems: dict[tuple[str, str], list[str]] = {
+        (direction, way): [] for direction in params.directions for way in ways
+    }
+    done = 0
+    for power in params.powers:
+        nbytes = FLOAT32_BYTES << power
+        with Pieces(session, count, nbytes, seed=power) as pieces:
+            for direction in params.directions:
+                pieces.sources(direction)
+                for way in ways:
+                    ctx.progress(
+                        f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}", done, steps
+                    )
+                    problem = pieces.measure(way, direction, params.warmup, params.repeat)
+                    if problem:
+                        problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
+                    done += 1
+    sizes = len(params.powers)
+    for (direction, way), found in problems.items():
+        detail = found[0] if found else f"Check result success! ({sizes} sizes)"
+        name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
+        ctx.check(Check(name, not found, sizes * count, detail))
+    ctx.progress("done", steps, steps)
+    return SmallCopiesExtra(ways=ways, skipped=skipped)
+
+
+class Pieces:
+    """N pieces of one size in every place the five ways read or write them, and the ways."""
+
+    def __init__(self, session: Any, count: int, nbytes: int, seed: int) -> None:
+        import numpy as np
+
+        self.session, self.count, self.nbytes = session, count, nbytes
+        self.profiler = session.profiler
+        self.data = np.random.default_rng(seed).integers(0, 256, (count, nbytes), np.uint8)
+        self.stride = -(-nbytes // PIECE_GAP) * PIECE_GAP + PIECE_GAP
+        self._buffers: list[Any] = []
+
+    def __enter__(self) -> Pieces:
+        import numpy as np
+
+        session, count, nbytes, stride = self.session, self.count, self.nbytes, self.stride
+        with self.profiler.paused():  # set-up, not a measurement
+            pinned, mapped, staging, device, table = (
+                self._allocate(kind, size, dtype)
+                for kind, size, dtype in (
+                    ("pinned", count * stride, np.uint8),
+                    ("mapped", count * stride, np.uint8),
+                    ("pinned", count * nbytes, np.uint8),
+                    ("device", count * nbytes, np.uint8),
+                    ("device", count, np.uint64),
+                )
+            )
+        self.pinned = [pinned.array[i * stride : i * stride + nbytes] for i in range(count)]
+        self.mapped = [mapped.array[i * stride : i * stride + nbytes] for i in range(count)]
+        self.mapped_pointers = np.array(
+            [mapped.device_pointer + i * stride for i in range(count)], np.uint64
+        )
+        self.pageable = [np.empty(nbytes, np.uint8) for _ in range(count)]  # apart, as tensors
+        self.staging = staging.array
+        self.device = device.device_pointer
+        self.table = table.device_pointer
+        session.cuda.memcpy_htod(self.table, self.mapped_pointers)
+        return self
+
+    def _allocate(self, kind: str, count: int, dtype: Any) -> Any:
+        from memprof.core import memory
+
+        buffer = memory.allocate(self.session, kind, count, dtype)
+        self._buffers.append(buffer)
+        return buffer
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.session.synchronize()
+        with self.profiler.paused():
+            for buffer in reversed(self._buffers):
+                buffer.free()
+        self._buffers.clear()
+
+    # -- the five ways ----------------------------------------------------------------------
+
+    def plan(self, way: str, direction: str) -> Plan:
+        """What one way does in one direction."""
+        cuda, count, nbytes = self.session.cuda, self.count, self.nbytes
+        device = [self.device + i * nbytes for i in range(count)]
+        h2d = direction == "h2d"
+        if way == "pinned":
+            return Plan(queue=_one_call_each(cuda, h2d, device, self.pinned, asynchronous=True))
+        if way == "pageable":
+            blocking = _one_call_each(cuda, h2d, device, self.pageable, asynchronous=False)
+            return Plan(blocking=blocking, call="cuMemcpyHtoD" if h2d else "cuMemcpyDtoH")
+        if way == "batched":
+            return Plan(queue=self._batched(h2d, device))
+        if way == "gathered":
+            return self._gathered(h2d)
+        return Plan(queue=self._kernel(h2d))
+
+    def _batched(self, h2d: bool, device: list[int]) -> Any:
+        from memprof.core import bindings
+
+        host = [piece.ctypes.data for piece in self.pinned]
+        sizes = [self.nbytes] * self.count
+        batch = (
+            bindings.BatchCopy.of(device, host, sizes)
+            if h2d
+            else bindings.BatchCopy.of(host, device, sizes)
+        )
+        cu_stream = bindings.stream(self.profiler.stream)
+        return lambda stream: batch.enqueue(cu_stream)
+
+    def _gathered(self, h2d: bool) -> Plan:
+        cuda, nbytes, staging = self.session.cuda, self.nbytes, self.staging
+        views = [staging[i * nbytes : (i + 1) * nbytes] for i in range(self.count)]
+
+        def gather() -> None:
+            for view, piece in zip(views, self.pageable, strict=True):
+                view[:] = piece
+
+        def scatter() -> None:
+            for view, piece in zip(views, self.pageable, strict=True):
+                piece[:] = view
+
+        if h2d:
+            return Plan(
+                queue=lambda stream: cuda.memcpy_htod_async(self.device, staging, stream),
+                before=gather,
+            )
+        return Plan(
+            queue=lambda stream: cuda.memcpy_dtoh_async(staging, self.device, stream),
+            after=scatter,
+        )
+
+    def _kernel(self, h2d: bool) -> Any:
+        import numpy as np
+
+        from memprof.core.kernels import load_kernel
+
+        name = "gatherPieces" if h2d else "scatterPieces"
+        function = load_kernel(self.session, "small_copies.cu", name).function
+        words = self.count * self.nbytes // 16
+        limit = 8 * self.session.attribute("MULTIPROCESSOR_COUNT")
+        grid = (max(1, min(limit, -(-words // BLOCK_SIZE))), 1)
+        pointers = (self.table, self.device) if h2d else (self.device, self.table)
+        size, count = np.int64(self.nbytes), np.int32(self.count)
+        return lambda stream: function.prepared_async_call(
+            grid, (BLOCK_SIZE, 1, 1), stream, *pointers, size, count
+        )
+
+    # -- timing and checking -----------------------------------------------------------------
+
+    def measure(self, way: str, direction: str, warmup: int, repeat: int) -> str | None:
+        """Time one way (its GPU time and host work, then its wall clock), each verified;
+        what went wrong with the data (None: nothing). The sources hold the data already
+        (sources(direction)); the destination is poisoned first."""
+        plan = self.plan(way, direction)
+        self._poison(way, direction)
+        for timing in (self._timed, self._wall):  # the same calls, gated or not
+            self.profiler.repeat(lambda timing=timing: timing(plan, way, direction), warmup, repeat)
+        return self._verify(way, direction)
+
+    def _timed(self, plan: Plan, way: str, direction: str) -> None:
+        profiler, stream, nbytes = self.profiler, self.profiler.stream, self.nbytes
+        if plan.before is not None:
+            with profiler.host_clock("host", "numpy gather", "gather", way, nbytes):
+                plan.before()
+        if plan.blocking is not None:
+            with profiler.driver_call(plan.call, f"{direction}_calls", way, nbytes):
+                plan.blocking()
+        if plan.queue is not None:
+            name = f"{self.count} x {WAY_NAMES[way]}"
+            with profiler.untraced(), profiler.events("span", name, direction, way, nbytes):
+                plan.queue(stream)
+        if plan.after is not None:
+            stream.synchronize()
+            with profiler.host_clock("host", "numpy scatter", "scatter", way, nbytes):
+                plan.after()
+
+    def _wall(self, plan: Plan, way: str, direction: str) -> None:
+        profiler, stream = self.profiler, self.profiler.stream
+        name = f"{self.count} x {WAY_NAMES[way]}, wall clock"
+        with (
+            profiler.untraced(),
+            profiler.host_clock("host", name, f"{direction}_wall", way, self.nbytes),
+        ):
+            for part in (plan.before, plan.blocking):
+                if part is not None:
+                    part()
+            if plan.queue is not None:
+                plan.queue(stream)
+            stream.synchronize()
+            if plan.after is not None:
+                plan.after()
+
+    def sources(self, direction: str) -> None:
+        """The data where the copies start: every host piece, or device memory."""
+        self.session.synchronize()
+        if direction == "h2d":
+            for pieces in (self.pinned, self.mapped, self.pageable):
+                for piece, values in zip(pieces, self.data, strict=True):
+                    piece[:] = values
+        else:
+            self.session.cuda.memcpy_htod(self.device, self.data)
+
+    def _destinations(self, way: str) -> list[Any]:
+        """Where a way leaves the pieces on the host (device to host)."""
+        if way in ("pinned", "batched"):
+            return self.pinned
+        if way == "kernel":
+            return self.mapped
+        return self.pageable
+
+    def _poison(self, way: str, direction: str) -> None:
+        """Overwrite where the copies land, so a piece never written fails the check."""
+        cuda, stream = self.session.cuda, self.profiler.stream
+        self.session.synchronize()
+        if direction == "h2d":
+            cuda.memset_d8_async(self.device, POISON_BYTE, self.count * self.nbytes, stream)
+            stream.synchronize()
+        else:
+            for piece in self._destinations(way):
+                piece.fill(POISON_BYTE)
+
+    def _verify(self, way: str, direction: str) -> str | None:
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        self.session.synchronize()
+        if direction == "h2d":
+            received = np.empty(self.count * self.nbytes, np.uint8)
+            self.session.cuda.memcpy_dtoh(received, self.device)
+        else:
+            received = np.concatenate(self._destinations(way))
+        check = compare_arrays(way, received, self.data.reshape(-1))
+        return None if check.passed else check.detail
+
+
+@dataclass
+class Plan:
+    """One way in one direction: GPU work queued on a stream (gated when timed), blocking
+    driver calls, and host work before or after."""
+
+    queue: Any = None  # (stream) -> None
+    blocking: Any = None  # () -> None: synchronous calls
+    call: str = ""  # the blocking calls' driver function, as CUPTI names it
+    before: Any = None  # () -> None: numpy gathering
+    after: Any = None  # () -> None: numpy scattering, once the GPU work is done
+
+
+def _one_call_each(
+    cuda: Any, h2d: bool, device: list[int], host: list[Any], asynchronous: bool
+) -> Any:
+    """One driver call per piece: asynchronous on the stream given, or blocking."""
+    pairs = list(zip(device, host, strict=True))
+    if asynchronous and h2d:
+
+        def copies(stream: Any) -> None:
+            for address, piece in pairs:
+                cuda.memcpy_htod_async(address, piece, stream)
+
+    elif asynchronous:
+
+        def copies(stream: Any) -> None:
+            for address, piece in pairs:
+                cuda.memcpy_dtoh_async(piece, address, stream)
+
+    elif h2d:
+
+        def copies() -> None:
+            for address, piece in pairs:
+                cuda.memcpy_htod(address, piece)
+
+    else:
+
+        def copies() -> None:
+            for address, piece in pairs:
+                cuda.memcpy_dtoh(piece, address)
+
+    return copies
+
+
+# -- the summary ----------------------------------------------------------------------------
+
+
+def _median(result: Result, group: str, operation: str, way: str, nbytes: int) -> float | None:
+    try:
+        return result.find(operation, way, group, nbytes).stats.median_ms  # type: ignore[arg-type]
+    except MissingMeasurement:
+        return None
+
+
+def cost_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:
+    """What moving all N pieces one way cost: its GPU time back to back, plus the host work
+    it needs (numpy gathering or scattering); pageable: the blocking calls themselves."""
+    if way == "pageable":
+        parts = [("api", f"{direction}_calls")]
+    elif way == "gathered":
+        host = "gather" if direction == "h2d" else "scatter"
+        parts = [("host", host), ("span", direction)]
+    else:
+        parts = [("span", direction)]
+    values = [_median(result, group, operation, way, nbytes) for group, operation in parts]
+    return None if any(value is None for value in values) else sum(values)  # type: ignore[arg-type]
+
+
+def wall_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:
+    return _median(result, "host", f"{direction}_wall", way, nbytes)
+
+
+def sizes(result: Result) -> list[int]:
+    return [FLOAT32_BYTES << power for power in result.parameters.powers]
+
+
+def per_copy_costs(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
+    """size -> way -> cost per copy (ms), for every way measured at that size."""
+    count = result.parameters.copies
+    found: dict[int, dict[str, float]] = {}
+    for nbytes in sizes(result):
+        for way in result.extra.ways:
+            cost = cost_ms(result, way, direction, nbytes)
+            if cost is not None:
+                found.setdefault(nbytes, {})[way] = cost / count
+    return found
+
+
+def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int | None:
+    """The smallest size from which `way` is within 5% of the best batched way at every
+    larger size (None: it still lost at the largest)."""
+    losing = {}
+    for nbytes, by_way in costs.items():
+        others = [by_way[w] for w in BATCHED_WAYS if w in by_way]
+        if way in by_way and others:
+            losing[nbytes] = by_way[way] > min(others) * (1 + EQUIVALENT)
+    return stops_at(losing)
+
+
+def _require_every_way(result: Result) -> None:
+    """A run measures every way it lists at every size, both ways it was asked: a file that
+    lacks one is not such a run (it rendered as empty tables)."""
+    for direction in result.parameters.directions:
+        for nbytes in sizes(result):
+            for way in result.extra.ways:
+                if cost_ms(result, way, direction, nbytes) is None:
+                    consistency.refuse(
+                        "measurements",
+                        f"has no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}, "
+                        "which extra.ways and parameters say this run made",
+                    )
+
+
+def _direction_tables(result: Result, direction: str) -> list[Table]:
+    count, ways = result.parameters.copies, result.extra.ways
+    words = DIRECTIONS[direction]
+    headers = ["Size", *ways]
+    total = Table(f"{count} copies {words}: total", headers)
+    per_copy = Table(f"{count} copies {words}: per copy", headers)
+    wall = Table(f"{count} copies {words}: wall clock per copy", headers)
+    wall.notes = ["memprof's own calls from Python, first call to stream synchronized."]
+    for nbytes in sizes(result):
+        costs = [cost_ms(result, way, direction, nbytes) for way in ways]
+        walls = [wall_ms(result, way, direction, nbytes) for way in ways]
+        label = format_bytes(nbytes)
+        total.add_row(label, *(_cell(c) for c in costs))
+        per_copy.add_row(label, *(_cell(c, count) for c in costs))
+        wall.add_row(label, *(_cell(w, count) for w in walls))
+        for table, values in ((total, costs), (per_copy, costs), (wall, walls)):
+            present = [
+                (value, column) for column, value in enumerate(values, 1) if value is not None
+            ]
+            if present:
+                table.highlighted.append((len(table.rows) - 1, min(present)[1]))
+    return [total, per_copy, wall]
+
+
+def _cell(value: float | None, count: int = 1) -> str:
+    return "-" if value is None else format_ms(value / count)
+
+
+def _notes(result: Result) -> list[str]:
+    return [
+        "pinned / pageable: one driver call per copy (cuMemcpyHtoDAsync from pinned memory; "
+        "cuMemcpyHtoD from numpy arrays, which the driver stages). batched: one "
+        "cuMemcpyBatchAsync of all from pinned memory. gathered: numpy gathers the pageable "
+        "pieces into one pinned buffer, then one copy (device → host: one copy, then numpy "
+        "scatters). kernel: one kernel moving every piece through mapped (zero-copy) memory.",
+        "Times: GPU work queued behind a GPU-side gate between two CUDA events (CUPTI paused), "
+        "back to back; pageable: the blocking calls themselves ("
+        + _calls_source(result)
+        + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
+        f"{result.parameters.repeat}; best of each row in bold.",
+        *(f"Skipped: {reason}." for reason in result.extra.skipped),
+    ]
+
+
+def _calls_source(result: Result) -> str:
+    sources = {m.source for m in result.measurements if m.operation.endswith("_calls")}
+    if sources == {"cupti"}:
+        return "CUPTI's records of them, staging included"
+    return "the host clock around them, staging included"
+
+
+def _verdicts(result: Result, direction: str) -> list[str]:
+    """The fastest way at the training-loop sizes, and where one call per copy stops losing."""
+    costs = per_copy_costs(result, direction)
+    count, words = result.parameters.copies, DIRECTIONS[direction]
+    lines = []
+    small = [n for n in costs if n <= 64 << 10] or [min(costs)]
+    for nbytes in sorted({min(small), max(small)}):
+        by_way = costs[nbytes]
+        best = min(by_way, key=by_way.get)
+        against = [
+            f"{format_ms(by_way[way])} one call per copy from {way} memory "
+            f"({by_way[way] / by_way[best]:.1f}x)"
+            for way in ("pinned", "pageable")
+            if way in by_way and way != best
+        ]
+        line = (
+            f"{words.capitalize()}, {count} copies of {format_bytes(nbytes)}: the fastest was "
+            f"{WAY_NAMES[best]}, {format_ms(by_way[best])} per copy"
+        )
+        lines.append(line + (f", against {' and '.join(against)}." if against else "."))
+    lines.append(_crossover(costs, words))
+    return lines
+
+
+def _crossover(costs: dict[int, dict[str, float]], words: str) -> str:
+    def best_batched(nbytes: int) -> tuple[str, float]:
+        found = {w: costs[nbytes][w] for w in BATCHED_WAYS if w in costs[nbytes]}
+        way = min(found, key=found.get)
+        return way, found[way]
+
+    compared = [
+        n for n in costs if "pinned" in costs[n] and any(w in costs[n] for w in BATCHED_WAYS)
+    ]
+    if not compared:
+        return (
+            f"{words.capitalize()}: no batched way was measured to compare one call per copy with."
+        )
+    stop = stops_losing({n: costs[n] for n in compared})
+    largest, smallest = max(compared), min(compared)
+    if stop is None:
+        way, cost = best_batched(largest)
+        return (
+            f"{words.capitalize()}: one call per copy from pinned memory lost at every size up "
+            f"to {format_bytes(largest)} ({format_ms(costs[largest]['pinned'])} per copy "
+            f"against {format_ms(cost)} {WAY_NAMES[way]}): batch copies of any size measured."
+        )
+    way, cost = best_batched(stop)
+    if stop == smallest:
+        return (
+            f"{words.capitalize()}: one call per copy from pinned memory never lost by more than "
+            f"{EQUIVALENT:.0%} to a batched way ({format_bytes(stop)}: "
+            f"{format_ms(costs[stop]['pinned'])} per copy against {format_ms(cost)})."
+        )
+    return (
+        f"{words.capitalize()}: one call per copy from pinned memory stops losing at "
+        f"{format_bytes(stop)} ({format_ms(costs[stop]['pinned'])} per copy against "
+        f"{format_ms(cost)} {WAY_NAMES[way]}): batch copies smaller than that."
+    )
+
+
+def summarize(result: Result) -> Summary:
+    tables, conclusions = [], []
+    for direction in result.parameters.directions:
+        found = _direction_tables(result, direction)
+        tables += found
+        if per_copy_costs(result, direction):
+            conclusions += _verdicts(result, direction)
+    if tables:
+        tables[0].notes = _notes(result)
+    if not conclusions:
+        conclusions.append("No way was measured: nothing to compare.")
+    return Summary(tables=tables, conclusions=conclusions, show_profile=False)

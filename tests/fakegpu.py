@@ -1,0 +1,461 @@
+"""A stand-in GPU for CPU tests of memprof's GPU-side procedures (not of any figure).
+
+"Device memory" is real host memory, so every copy, memset and kernel really moves bytes and
+memprof's own verification checks real data. The driver calls keep the rules the real driver
+keeps where memprof could break them: freeing twice or freeing what was never allocated,
+mapping outside a reservation or over a mapping, granting access to an unmapped range,
+unmapping part of a mapping, freeing a reservation with memory still mapped. Whatever is
+still allocated when the test ends is a leak (FakeGpu.leaks). Times are made up and never
+asserted: tests of this kind check what was done, never how long it took.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import itertools
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from memprof.core.measure import Profiler
+
+GRANULARITY = 2 << 20
+
+
+class FakeDriverError(Exception):
+    pass
+
+
+class FakeGpu:
+    """What is allocated, reserved, mapped and created, and the rules for each."""
+
+    def __init__(self) -> None:
+        self.device: dict[int, np.ndarray] = {}  # cuMemAlloc and pool allocations
+        self.pool_allocations: dict[int, Any] = {}  # address -> pool
+        self.host: dict[int, np.ndarray] = {}  # pinned and mapped host memory
+        self.reserved: dict[int, np.ndarray] = {}  # address -> the range's bytes
+        self.handles: dict[int, int] = {}  # handle -> size
+        self.mappings: dict[int, tuple[int, int]] = {}  # address -> (size, handle)
+        self.accessible: set[int] = set()  # mapped addresses with access granted
+        self.pools: list[Any] = []
+        self.calls: list[str] = []
+        self._handles = itertools.count(1)
+
+    def leaks(self) -> dict[str, int]:
+        found = {
+            "device memory": len(self.device),
+            "host memory": len(self.host),
+            "reservations": len(self.reserved),
+            "physical memory": len(self.handles),
+            "mappings": len(self.mappings),
+            "pools": sum(1 for pool in self.pools if not pool.default and not pool.destroyed),
+        }
+        return {what: count for what, count in found.items() if count}
+
+    def allocate_device(self, nbytes: int) -> int:
+        data = np.zeros(max(nbytes, 1), np.uint8)
+        self.device[data.ctypes.data] = data
+        return data.ctypes.data
+
+    def free_device(self, address: int) -> None:
+        if address not in self.device:
+            raise FakeDriverError(f"free of {address:#x}, which is not allocated")
+        del self.device[address]
+
+    def mapped_range(self, address: int, nbytes: int) -> bool:
+        """Is every byte of [address, address + nbytes) in a mapping?"""
+        covered = 0
+        for start, (size, _) in sorted(self.mappings.items()):
+            if start <= address + covered < start + size:
+                covered = start + size - address
+        return covered >= nbytes
+
+
+# -- pycuda.driver's part ---------------------------------------------------------------------
+
+
+class FakeAllocation:
+    def __init__(self, gpu: FakeGpu, nbytes: int) -> None:
+        self.gpu, self.address, self.freed = gpu, gpu.allocate_device(nbytes), False
+
+    def __int__(self) -> int:
+        return self.address
+
+    __index__ = __int__
+
+    def free(self) -> None:
+        if self.freed:
+            raise FakeDriverError("cuMemFree of an allocation already freed")
+        self.freed = True
+        self.gpu.free_device(self.address)
+
+
+class HostAllocation:
+    """pagelocked_empty's base: .free() and .get_device_pointer()."""
+
+    def __init__(self, gpu: FakeGpu, count: int, dtype: Any) -> None:
+        self.gpu, self.data = gpu, np.zeros(count, dtype)
+        self.__array_interface__ = self.data.__array_interface__
+        gpu.host[self.data.ctypes.data] = self.data
+
+    def free(self) -> None:
+        if self.data.ctypes.data not in self.gpu.host:
+            raise FakeDriverError("cuMemFreeHost of memory already freed")
+        del self.gpu.host[self.data.ctypes.data]
+
+    def get_device_pointer(self) -> int:
+        return self.data.ctypes.data
+
+
+class FakeStream:
+    handles = itertools.count(0x1000)
+
+    def __init__(self, flags: int = 0) -> None:
+        self.handle = next(self.handles)
+
+    def synchronize(self) -> None:
+        pass
+
+
+class FakeEvent:
+    clock = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.time = 0
+
+    def record(self, stream: Any = None) -> FakeEvent:
+        self.time = next(self.clock)
+        return self
+
+    def synchronize(self) -> None:
+        pass
+
+    def time_since(self, start: FakeEvent) -> float:
+        return (self.time - start.time) * 1e-3  # made up: never asserted
+
+
+def _address(pointer: Any) -> int:
+    return int(pointer)
+
+
+class FakeCuda:
+    """The parts of pycuda.driver memprof uses."""
+
+    Error = FakeDriverError
+    MemoryError = type("MemoryError", (FakeDriverError,), {})
+    host_alloc_flags = SimpleNamespace(PORTABLE=1, DEVICEMAP=2, WRITECOMBINED=4)
+    Stream, Event = FakeStream, FakeEvent
+
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu = gpu
+
+    def mem_alloc(self, nbytes: int) -> FakeAllocation:
+        if not isinstance(nbytes, int):
+            raise TypeError("mem_alloc takes a Python int")
+        return FakeAllocation(self.gpu, nbytes)
+
+    def pagelocked_empty(self, count: int, dtype: Any, mem_flags: int = 0) -> np.ndarray:
+        return np.asarray(HostAllocation(self.gpu, count, dtype))
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return 64 << 30, 80 << 30
+
+    def memset_d8(self, address: Any, value: int, nbytes: int) -> None:
+        ctypes.memset(_address(address), value, nbytes)
+
+    def memset_d8_async(self, address: Any, value: int, nbytes: int, stream: Any = None) -> None:
+        self.memset_d8(address, value, nbytes)
+
+    def memcpy_htod(self, destination: Any, source: np.ndarray) -> None:
+        ctypes.memmove(_address(destination), source.ctypes.data, source.nbytes)
+
+    def memcpy_dtoh(self, destination: np.ndarray, source: Any) -> None:
+        ctypes.memmove(destination.ctypes.data, _address(source), destination.nbytes)
+
+    def memcpy_htod_async(self, destination: Any, source: np.ndarray, stream: Any = None) -> None:
+        self.memcpy_htod(destination, source)
+
+    def memcpy_dtoh_async(self, destination: np.ndarray, source: Any, stream: Any = None) -> None:
+        self.memcpy_dtoh(destination, source)
+
+    def memcpy_dtod_async(self, destination: Any, source: Any, nbytes: int, stream: Any) -> None:
+        ctypes.memmove(_address(destination), _address(source), nbytes)
+
+
+class FakeFunction:
+    """small_copies.cu's kernels, as the .cu source says they behave."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def prepare(self, pack_format: str) -> None:
+        self.pack_format = pack_format
+
+    def prepared_async_call(self, grid: Any, block: Any, stream: Any, *arguments: Any) -> None:
+        if self.name == "gatherPieces":
+            table, out, size, count = arguments
+            pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
+            for index, pointer in enumerate(pointers):
+                ctypes.memmove(out + index * int(size), int(pointer), int(size))
+        elif self.name == "scatterPieces":
+            source, table, size, count = arguments
+            pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
+            for index, pointer in enumerate(pointers):
+                ctypes.memmove(int(pointer), source + index * int(size), int(size))
+        else:
+            raise FakeDriverError(f"no fake for kernel {self.name}")
+
+
+class FakeModule:
+    def get_function(self, name: str) -> FakeFunction:
+        return FakeFunction(name)
+
+
+class FakeGate:
+    closed = False
+
+    def close(self, stream: Any) -> None:
+        self.closed = True
+
+    def open(self) -> None:
+        self.closed = False
+
+    def check(self) -> None:
+        pass
+
+
+class FakeSession:
+    """A GpuSession on the fake GPU: owns what is allocated and releases it at close()."""
+
+    def __init__(
+        self,
+        attributes: dict[str, int],
+        declared: frozenset[tuple[str, str]] | None = None,
+        gpu: FakeGpu | None = None,
+    ) -> None:
+        self.gpu = gpu or FakeGpu()
+        self.cuda = FakeCuda(self.gpu)
+        self.device_index = 0
+        self.device = SimpleNamespace(name=lambda: "fake GPU")
+        self.attributes = attributes
+        self._owned: dict[int, Any] = {}
+        self._once: dict[str, Any] = {}
+        self._handles = itertools.count()
+        self.profiler = Profiler(self, declared=declared)
+        self.profiler._gate = FakeGate()
+
+    def own(self, release: Any) -> int:
+        handle = next(self._handles)
+        self._owned[handle] = release
+        return handle
+
+    def disown(self, handle: int) -> None:
+        self._owned.pop(handle, None)
+
+    def once(self, key: str, build: Any) -> Any:
+        if key not in self._once:
+            self._once[key] = build()
+        return self._once[key]
+
+    def module(self, key: str, build: Any) -> Any:
+        return FakeModule()
+
+    def memory_info(self) -> tuple[int, int]:
+        return self.cuda.mem_get_info()
+
+    def attribute(self, name: str) -> int:
+        return {"MULTIPROCESSOR_COUNT": 132}.get(name, 1)
+
+    def synchronize(self) -> None:
+        self.profiler.release_gate()
+
+    def close(self) -> None:
+        for handle in sorted(self._owned, reverse=True):
+            self._owned.pop(handle)()
+        self._once.clear()
+
+
+# -- cuda.bindings.driver's part --------------------------------------------------------------
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+OK = CUresult.CUDA_SUCCESS
+INVALID = CUresult.CUDA_ERROR_INVALID_VALUE
+
+
+class Handle(int):
+    """CUstream, CUdeviceptr, CUdevice, CUmemGenericAllocationHandle: an int underneath."""
+
+
+class FakePool:
+    def __init__(self, default: bool) -> None:
+        self.default, self.threshold, self.destroyed = default, 0, False
+
+
+def _struct(**fields: Any) -> Any:
+    return lambda: SimpleNamespace(location=SimpleNamespace(), **fields)
+
+
+class FakeBindings:
+    """cuda.bindings.driver: every call returns (CUresult, values...), as the real one does."""
+
+    CUresult = CUresult
+    CUstream = CUdeviceptr = Handle
+    CUmemPoolProps = CUmemAllocationProp = CUmemAccessDesc = staticmethod(_struct())
+    CUmemcpyAttributes = staticmethod(_struct(srcAccessOrder=0))
+    cuuint64_t = int
+    CUmemAllocationType = SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED=1)
+    CUmemLocationType = SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE=1)
+    CUmemPool_attribute = SimpleNamespace(
+        CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=4, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT=5
+    )
+    CUmemAccess_flags = SimpleNamespace(CU_MEM_ACCESS_FLAGS_PROT_READWRITE=3)
+    CUmemAllocationGranularity_flags = SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM=0)
+    CUmemcpySrcAccessOrder = SimpleNamespace(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM=1)
+
+    def __init__(self, gpu: FakeGpu, driver_version: int = 13000, batch: bool = True) -> None:
+        self.gpu, self.version = gpu, driver_version
+        self.default_pool = FakePool(default=True)
+        gpu.pools.append(self.default_pool)
+        if not batch:
+            self.cuMemcpyBatchAsync = None  # as a cuda-bindings older than 12.8
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if name.startswith("cu") and callable(value):
+            object.__getattribute__(self, "gpu").calls.append(name)
+        return value
+
+    def cuDriverGetVersion(self):
+        return OK, self.version
+
+    def cuDeviceGet(self, ordinal):
+        return OK, Handle(ordinal)
+
+    def cuDeviceGetDefaultMemPool(self, device):
+        return OK, self.default_pool
+
+    def cuMemPoolCreate(self, properties):
+        pool = FakePool(default=False)
+        self.gpu.pools.append(pool)
+        return OK, pool
+
+    def cuMemPoolSetAttribute(self, pool, attribute, value):
+        pool.threshold = int(value)
+        return (OK,)
+
+    def cuMemPoolGetAttribute(self, pool, attribute):
+        return OK, pool.threshold
+
+    def cuMemPoolTrimTo(self, pool, keep):
+        return (OK,)
+
+    def cuMemPoolDestroy(self, pool):
+        if pool.destroyed or pool.default:
+            return (INVALID,)
+        pool.destroyed = True
+        return (OK,)
+
+    def cuMemAllocAsync(self, nbytes, stream):
+        return self.cuMemAllocFromPoolAsync(nbytes, self.default_pool, stream)
+
+    def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
+        if not isinstance(stream, Handle) or pool.destroyed:
+            return INVALID, None
+        address = self.gpu.allocate_device(nbytes)
+        self.gpu.pool_allocations[address] = pool
+        return OK, Handle(address)
+
+    def cuMemFreeAsync(self, pointer, stream):
+        address = int(pointer)
+        if address not in self.gpu.pool_allocations or not isinstance(stream, Handle):
+            return (INVALID,)
+        del self.gpu.pool_allocations[address]
+        self.gpu.free_device(address)
+        return (OK,)
+
+    def cuMemGetAllocationGranularity(self, properties, option):
+        return OK, GRANULARITY
+
+    def cuMemAddressReserve(self, nbytes, alignment, hint, flags):
+        if nbytes % GRANULARITY:
+            return INVALID, None
+        data = np.zeros(nbytes + GRANULARITY, np.uint8)
+        address = -(-data.ctypes.data // GRANULARITY) * GRANULARITY  # aligned, as the driver's
+        self.gpu.reserved[address] = data
+        self.gpu.reserved_sizes = getattr(self.gpu, "reserved_sizes", {})
+        self.gpu.reserved_sizes[address] = nbytes
+        return OK, Handle(address)
+
+    def cuMemCreate(self, nbytes, properties, flags):
+        if nbytes % GRANULARITY:
+            return INVALID, None
+        handle = next(self.gpu._handles)
+        self.gpu.handles[handle] = nbytes
+        return OK, Handle(handle)
+
+    def cuMemMap(self, pointer, nbytes, offset, handle, flags):
+        address = int(pointer)
+        inside = any(
+            start <= address and address + nbytes <= start + self.gpu.reserved_sizes[start]
+            for start in self.gpu.reserved
+        )
+        overlaps = any(
+            start < address + nbytes and address < start + size
+            for start, (size, _) in self.gpu.mappings.items()
+        )
+        if not inside or overlaps or int(handle) not in self.gpu.handles or nbytes % GRANULARITY:
+            return (INVALID,)
+        if offset + nbytes > self.gpu.handles[int(handle)]:
+            return (INVALID,)
+        self.gpu.mappings[address] = (nbytes, int(handle))
+        return (OK,)
+
+    def cuMemSetAccess(self, pointer, nbytes, descriptions, count):
+        if count != len(descriptions) or not self.gpu.mapped_range(int(pointer), nbytes):
+            return (INVALID,)
+        self.gpu.accessible.add(int(pointer))
+        return (OK,)
+
+    def cuMemUnmap(self, pointer, nbytes):
+        address, end = int(pointer), int(pointer) + nbytes
+        inside = [s for s, (size, _) in self.gpu.mappings.items() if address <= s < end]
+        whole = sum(self.gpu.mappings[s][0] for s in inside) == nbytes
+        if not inside or not whole or min(inside) != address:
+            return (INVALID,)  # only whole mappings, and all of the range
+        for start in inside:
+            del self.gpu.mappings[start]
+        return (OK,)
+
+    def cuMemRelease(self, handle):
+        if int(handle) not in self.gpu.handles:
+            return (INVALID,)
+        del self.gpu.handles[int(handle)]
+        return (OK,)
+
+    def cuMemAddressFree(self, pointer, nbytes):
+        address = int(pointer)
+        if self.gpu.reserved_sizes.get(address) != nbytes:
+            return (INVALID,)
+        size = self.gpu.reserved_sizes[address]
+        if any(address <= s < address + size for s in self.gpu.mappings):
+            return (INVALID,)  # memory still mapped there
+        del self.gpu.reserved[address], self.gpu.reserved_sizes[address]
+        return (OK,)
+
+    def cuMemcpyBatchAsync(self, dsts, srcs, sizes, count, attrs, indices, number, stream):
+        if not (len(dsts) == len(srcs) == len(sizes) == count) or indices[0] != 0:
+            return (INVALID,)
+        if len(attrs) != number or not isinstance(stream, Handle):
+            return (INVALID,)
+        for destination, source, size in zip(dsts, srcs, sizes, strict=True):
+            ctypes.memmove(int(destination), int(source), size)
+        return (OK,)

@@ -1,0 +1,121 @@
+"""`memprof diff` says when two runs are not comparable: one line per difference, above the
+table. Recorded fixtures, edited here in tmp_path as a second machine or run would record them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.experiments import load
+from memprof.model.gpustate import OtherProcess
+from memprof.output.diff import diff, differences
+from tests.conftest import FIXTURES
+from tests.test_gpu_state import healthy
+
+PINNED = FIXTURES / "legacy_v2_pinned_p20.json"  # recorded before NVML
+
+
+def edited(tmp_path: Path, name: str, edit) -> Path:
+    """The pinned fixture with `edit(data)` applied to its JSON, saved as tmp_path/name."""
+    data = json.loads(PINNED.read_text())
+    edit(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def with_state(**changes):
+    def edit(data):
+        data["gpu_states"] = [dataclasses.asdict(healthy(**changes))]
+
+    return edit
+
+
+def test_a_run_against_itself_is_comparable():
+    result = load(PINNED)
+    assert differences(result, load(PINNED)) == []
+    assert diff(result, load(PINNED)).header == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (
+            lambda data: data["device"].update(name="NVIDIA H100 80GB HBM3"),
+            "GPU model: A NVIDIA H200, B NVIDIA H100 80GB HBM3.",
+        ),
+        (
+            lambda data: data["device"].update(driver_version="570.86.15"),
+            "driver: A 580.159.04 (CUDA 13.0), B 570.86.15 (CUDA 13.0).",
+        ),
+        (
+            lambda data: data["device"].update(pcie_generation=4),
+            "PCIe link: A Gen5 x16, B Gen4 x16.",
+        ),
+        (
+            lambda data: data["timing"].update(host_affinity="affinity: left where the OS put it"),
+            "host affinity: A host thread on CPUs 0-15, local to the GPU (no NUMA node), "
+            "B left where the OS put it.",
+        ),
+        (
+            lambda data: data["timing"].update(source="events"),
+            "timing source: A CUPTI's records, B gated CUDA events.",
+        ),
+        (
+            lambda data: data["parameters"].update(host_buffer="hugepages"),
+            "host buffer: A numpy, B hugepages.",
+        ),
+    ],
+)
+def test_each_difference_is_one_line(tmp_path, edit, line):
+    b = load(edited(tmp_path, "b.json", edit))
+    assert differences(load(PINNED), b) == [line]
+
+
+def test_clocks_held_down_in_one_run_are_a_difference(tmp_path):
+    a = load(edited(tmp_path, "a.json", with_state()))
+    b = load(edited(tmp_path, "b.json", with_state(clock_reasons=["sw_power_cap"])))
+    assert differences(a, b) == [
+        "clocks: A SM max 1980 MHz, memory 3201 of 3201 MHz, B SM max 1980 MHz, memory 3201 "
+        "of 3201 MHz, held down (software power cap)."
+    ]
+    idle = load(edited(tmp_path, "idle.json", with_state(clock_reasons=["gpu_idle"])))
+    assert differences(a, idle) == []  # idle holds nothing down
+
+
+def test_the_link_during_the_run_comes_from_nvml_where_recorded(tmp_path):
+    a = load(edited(tmp_path, "a.json", with_state()))
+    b = load(edited(tmp_path, "b.json", with_state(pcie_width=8)))
+    assert differences(a, b) == ["PCIe link: A Gen5 x16, B Gen5 x8."]
+
+
+def test_a_state_recorded_in_one_run_only_is_said_once(tmp_path):
+    b = load(edited(tmp_path, "b.json", with_state()))
+    assert differences(load(PINNED), b) == [
+        "clocks and link during the run: not recorded in A (an older memprof)."
+    ]
+
+
+def test_another_process_on_either_gpu_is_said(tmp_path):
+    busy = with_state(other_processes=[OtherProcess(4242, "compute", None)])
+    a = load(edited(tmp_path, "a.json", with_state()))
+    b = load(edited(tmp_path, "b.json", busy))
+    assert differences(a, b) == ["B shared its GPU with another process (pid 4242)."]
+
+
+def test_diff_prints_the_lines_above_the_table_and_saves_them(tmp_path):
+    b = edited(tmp_path, "b.json", lambda data: data["device"].update(name="NVIDIA H100"))
+    saved = tmp_path / "diff.json"
+    ran = CliRunner().invoke(
+        app, ["diff", str(PINNED), str(b), "--json", str(saved)], env={"COLUMNS": "80"}
+    )
+    assert ran.exit_code == 0, ran.output
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "Not comparable: GPU model: A NVIDIA H200, B NVIDIA H100."
+    assert lines[2].startswith("memprof pinned: A = NVIDIA H200")
+    assert json.loads(saved.read_text())["not_comparable"] == [lines[0]]

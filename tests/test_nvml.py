@@ -1,0 +1,213 @@
+"""memprof.core.nvml against a stand-in pynvml: every field read, every failure an unknown."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from memprof.core import nvml
+from memprof.core.nvml import Watch
+from tests.fake_nvml import (
+    NOT_SUPPORTED,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    FakeGpu,
+    FakePynvml,
+    NVMLError,
+    without,
+)
+
+BUS = "0000:00:06.0"  # as CUDA writes it; the fake GPU says 00000000:00:06.0
+OWN_PID = 4000
+
+
+def watch(*gpus: FakeGpu, module=None, buses=None) -> list:
+    module = module or FakePynvml(*gpus)
+    with Watch(buses or {0: BUS}, module, own_pid=OWN_PID) as seen:
+        return seen.finish()
+
+
+def test_a_healthy_gpu_is_read_field_by_field():
+    links = [(1, 6, 26562, "00000000:ff:00.0", 2)] * 18
+    (state,) = watch(FakeGpu(nvlinks=links, link_count_field=18))
+    assert state.unavailable is None
+    assert (state.sm_clock_mhz, state.sm_clock_max_mhz) == (1980, 1980)
+    assert (state.memory_clock_mhz, state.memory_clock_max_mhz) == (3201, 3201)
+    assert state.clock_reasons == []
+    assert (state.pcie_generation, state.pcie_width) == (5, 16)
+    assert (state.pcie_max_generation, state.pcie_max_width, state.pcie_gpu_max_generation) == (
+        5,
+        16,
+        5,
+    )
+    assert (state.ecc_enabled, state.persistence_mode, state.mig_enabled) == (True, True, False)
+    assert state.other_processes == []
+    assert len(state.nvlinks) == 18
+    first = state.nvlinks[0]
+    assert (first.active, first.version, first.speed_mb_per_s) == (True, "4.0", 26562)
+    assert (first.remote_pci_bus_id, first.remote_kind) == ("0000:ff:00.0", "switch")
+
+
+def test_nvml_is_shut_down_once_per_init_also_when_the_run_fails():
+    module = FakePynvml(FakeGpu())
+    with pytest.raises(RuntimeError), Watch({0: BUS}, module, own_pid=OWN_PID):
+        assert module.initialized == 1
+        raise RuntimeError("the experiment failed")
+    assert module.initialized == 0
+    watch(module=module)
+    assert module.initialized == 0
+
+
+def test_a_reason_seen_at_either_sample_is_kept():
+    # software power cap only when the run started, hardware slowdown only when it ended
+    (state,) = watch(FakeGpu(reasons=[0x4, 0x8 | 0x1]))
+    assert state.clock_reasons == ["gpu_idle", "sw_power_cap", "hw_slowdown"]
+    assert state.limiting_reasons == ["sw_power_cap", "hw_slowdown"]
+    assert state.severe_reasons == ["hw_slowdown"]
+
+
+def test_a_counter_that_grew_between_the_samples_reveals_an_event_neither_saw():
+    counters = [{74: 5, 269: 0, 270: 100, 271: 0}, {74: 5, 269: 0, 270: 900, 271: 0}]
+    (state,) = watch(FakeGpu(reasons=[0, 0], counters=counters))
+    assert state.clock_reasons == ["hw_thermal_slowdown"]
+    assert "counters" in state.clock_reasons_basis
+
+
+def test_without_counters_the_basis_says_only_samples():
+    (state,) = watch(FakeGpu(reasons=[0, 0], counters=[{}, {}]))
+    assert state.clock_reasons == []
+    assert "counters" not in state.clock_reasons_basis
+
+
+class OlderBinding(FakePynvml):
+    """nvidia-ml-py before the clock-event names: throttle reasons only."""
+
+    nvmlDeviceGetCurrentClocksThrottleReasons = FakePynvml.nvmlDeviceGetCurrentClocksEventReasons
+
+
+def test_an_older_binding_without_event_reasons_uses_throttle_reasons():
+    module = without(
+        OlderBinding(FakeGpu(reasons=[0x20, 0])),
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+    )
+    (state,) = watch(module=module)
+    assert state.clock_reasons == ["sw_thermal_slowdown"]
+    assert state.pcie_gpu_max_generation is None  # the call is missing: unknown
+    assert state.pcie_max_generation == 5
+
+
+def test_memprof_itself_is_never_another_process():
+    gpu = FakeGpu(compute=[[(77, 1 << 30)], [(77, 1 << 30), (OWN_PID, 500 << 20), (88, None)]])
+    (state,) = watch(gpu)
+    assert [(p.pid, p.kind, p.memory_bytes) for p in state.other_processes] == [
+        (77, "compute", 1 << 30),
+        (88, "compute", None),
+    ]
+    assert state.processes_note == ""
+
+
+def test_a_graphics_process_counts_and_one_pid_in_both_lists_counts_once():
+    gpu = FakeGpu(compute=[[], [(OWN_PID, 1), (99, 2)]], graphics=[[], [(99, 2), (55, None)]])
+    (state,) = watch(gpu)
+    assert [(p.pid, p.kind) for p in state.other_processes] == [(99, "compute"), (55, "graphics")]
+
+
+def test_in_another_pid_namespace_only_the_first_sample_counts():
+    # memprof is not in the last list under its own pid: every pid there may be memprof
+    gpu = FakeGpu(compute=[[(77, None)], [(77, None), (123456, 1)]])
+    (state,) = watch(gpu)
+    assert [p.pid for p in state.other_processes] == [77]
+    assert "not this process's" in state.processes_note
+
+
+def test_the_fastest_link_of_the_samples_is_kept():
+    # idle at the start (Gen1), full speed after the run's copies
+    (state,) = watch(FakeGpu(link=[(1, 16), (5, 16)]))
+    assert state.link == (5, 16)
+    assert state.link_below_max is False
+    # at full speed when the run started, idled down by the time it ended
+    (state,) = watch(FakeGpu(link=[(5, 16), (3, 16)]))
+    assert state.link == (5, 16)
+    (state,) = watch(FakeGpu(link=[(4, 8), (4, 8)]))
+    assert state.link == (4, 8)
+    assert state.link_below_max is True
+
+
+def test_not_supported_means_off_for_ecc_and_mig_and_none_for_nvlink():
+    gpu = FakeGpu(ecc=NOT_SUPPORTED, mig=NOT_SUPPORTED, persistence=NOT_SUPPORTED, nvlinks=None)
+    (state,) = watch(gpu)
+    assert (state.ecc_enabled, state.mig_enabled) == (False, False)
+    assert state.persistence_mode is None  # NOT_SUPPORTED there says nothing about the mode
+    assert state.nvlinks == []
+
+
+def test_every_failure_is_an_unknown_never_a_traceback():
+    broken = NVMLError(999)
+    gpu = FakeGpu(
+        reasons=[broken, broken],
+        counters=[broken, broken],
+        compute=[broken, broken],
+        link=[broken, broken],
+        link_max=RuntimeError("a binding's own bug"),
+        gpu_max_generation=broken,
+        clocks={1: broken, 2: broken},
+        max_clocks={1: broken, 2: broken},
+        ecc=broken,
+        persistence=broken,
+        mig=broken,
+    )
+    (state,) = watch(gpu)
+    assert state.unavailable is None
+    for name in (
+        "sm_clock_mhz",
+        "memory_clock_max_mhz",
+        "clock_reasons",
+        "pcie_generation",
+        "pcie_max_generation",
+        "pcie_gpu_max_generation",
+        "ecc_enabled",
+        "persistence_mode",
+        "mig_enabled",
+        "other_processes",
+    ):
+        assert getattr(state, name) is None, name
+    assert state.nvlinks == []  # the fake says NOT_SUPPORTED: no NVLink
+
+
+def test_nvlink_state_is_read_until_the_last_link_without_a_count():
+    links = [(1, 6, 26562, "00000000:00:07.0", 0), (0, 6, 26562, "00000000:00:07.0", 0)]
+    (state,) = watch(FakeGpu(nvlinks=links, link_count_field=None))
+    assert [link.active for link in state.nvlinks] == [True, False]
+    assert state.nvlinks[0].remote_kind == "gpu"
+    assert state.nvlinks[1].speed_mb_per_s is None  # an inactive link's rate is not asked
+
+
+def test_nvml_not_installed_leaves_the_whole_state_unknown(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    with Watch({0: BUS, 1: "0000:00:07.0"}, own_pid=OWN_PID) as seen:
+        states = seen.finish()
+    assert [state.index for state in states] == [0, 1]
+    assert all(state.unavailable == nvml.NOT_INSTALLED for state in states)
+    assert all(state.clock_reasons is None for state in states)
+
+
+def test_nvml_that_cannot_start_says_why():
+    module = FakePynvml(init_error=NVMLError(NVML_ERROR_LIBRARY_NOT_FOUND))
+    (state,) = watch(module=module)
+    assert state.unavailable == "NVML: NVML Shared Library Not Found"
+
+
+def test_a_gpu_nvml_does_not_know_is_unknown_alone():
+    (known, unknown) = watch(FakeGpu(), buses={0: BUS, 1: "0000:00:09.0"})
+    assert known.unavailable is None
+    assert unknown.unavailable == "NVML does not know bus id 0000:00:09.0"
+
+
+def test_an_answer_in_a_shape_no_binding_gives_is_that_gpus_unknown_not_a_traceback():
+    # a process entry without a pid where the last sample is read
+    (state,) = watch(FakeGpu(compute=[[], [(None, 1)]]))
+    assert state.unavailable.startswith("NVML answered unexpectedly (TypeError")
+    # ... and where the first is
+    (state,) = watch(FakeGpu(compute=[[(None, 1)], []]))
+    assert state.unavailable.startswith("NVML answered unexpectedly (TypeError")
