@@ -206,7 +206,7 @@ CASES = {
     "sweep sizes twice": (
         "h200_sweep",
         setting("parameters", "powers", value=[8, 8]),
-        "parameters.powers[1] is 8 again",
+        "parameters.powers[1] is 8, after 8",
     ),
     "zerocopy one size": (
         "h200_zerocopy_sweep",
@@ -313,6 +313,76 @@ CASES = {
         "h200_info",
         setting("extra", "affinity", "local_cpus", value=[0, 0]),
         "extra.affinity.local_cpus[1] is 0 again",
+    ),
+    "sweep sizes out of order": (
+        "h200_sweep",
+        lambda d: d["parameters"].update(powers=d["parameters"]["powers"][::-1]),
+        "parameters.powers[1] is 25, after 26",
+    ),
+    "a measurement twice": (
+        "h200_pinned_p20",
+        lambda d: d["measurements"].append(d["measurements"][3]),
+        "is measurements[3] again",
+    ),
+    "a capability flag of 2": (
+        "h200_info",
+        setting("device", "attributes", "canMapHostMemory", value=2),
+        "device.attributes.canMapHostMemory is 2: a capability flag is 0 or 1",
+    ),
+    "a counter record of nothing": (
+        "h200_managed",
+        setting("timing", "unified_memory", "BYTES_TRANSFER_HTOD", "min", value=0),
+        "BYTES_TRANSFER_HTOD.min is 0, but each of its",
+    ),
+    "managed advice not asked for": (
+        "h200_managed",
+        setting("parameters", "advice", value=["accessed-by"]),
+        "but parameters did not ask for it",
+    ),
+    "uva null pointer": (
+        "h200_uva",
+        setting("extra", "pointers", "a", "host", value=0),
+        "extra.pointers.a.host is 0: expected an integer 1 to 2^53",
+    ),
+    "portable addressing": (
+        "h200x2_portable",
+        each(
+            setting("extra", "unified_addressing", value=True),
+            setting("device", "attributes", "unifiedAddressing", value=0),
+        ),
+        "extra.unified_addressing is true, but device.attributes says GPU 0 has no unified",
+    ),
+    "trace bandwidth of 0": (
+        "h200_trace_pycuda",
+        setting("extra", "pinned_bandwidth", "h2d_gb_per_s", value=0),
+        "extra.pinned_bandwidth.h2d_gb_per_s is 0: expected a finite number (0, 1000000]",
+    ),
+    "GPU state link above its maximum": (
+        "h200_pinned_p20",
+        setting("gpu_states", 0, "pcie_width", value=32),
+        "gpu_states[0].pcie_width is 32, more than pcie_max_width (16)",
+    ),
+    "check sizes": (
+        "h200_check",
+        setting("extra", "device_copy_bytes", value=4096),
+        "extra.device_copy_bytes is 4096, but parameters.device_power",
+    ),
+    "check-pairs one-way access": (
+        "h200x2_check_pairs",
+        setting("extra", "peer_access", value=[[True, True], [False, True]]),
+        "but peer copies need two GPUs that reach each other",
+    ),
+    "smallcopies way missing": (
+        "h200_smallcopies",
+        lambda d: d["measurements"].remove(
+            measurement(d, group="span", operation="h2d", kind="batched")
+        ),
+        "has no batched copies host → device of",
+    ),
+    "smallcopies way twice": (
+        "h200_smallcopies",
+        lambda d: d["extra"]["ways"].append("pinned"),
+        "extra.ways[5] is 'pinned': ways are pinned, pageable, batched, gathered, kernel",
     ),
 }
 

@@ -28,7 +28,7 @@ from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, Range, Sizes, param
 from memprof.model.results import Check, Group, Measurement, Result
-from memprof.model.schema import DISTINCT, SchemaError
+from memprof.model.schema import INCREASING, SchemaError
 from memprof.model.summary import Summary
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), DISTINCT]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
 Repeat = Annotated[int, Range(1, 10_000)]
 Warmup = Annotated[int, Range(0, 1000)]
 
@@ -221,12 +221,22 @@ class Experiment:
         if self.records_device and result.device is None:
             raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
         if self.gpus != "every":
+            seen: dict[tuple, int] = {}
             for index, m in enumerate(result.measurements):
                 if m.gpus:
                     raise SchemaError(
                         f"measurements[{index}].gpus",
                         f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
                     )
+                # one GPU's profiler keeps one measurement per name, operation, kind and size
+                key = (m.group, m.name, m.operation, m.kind, m.bytes)
+                if key in seen:
+                    raise SchemaError(
+                        f"measurements[{index}]",
+                        f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
+                        f"{m.kind}, {m.bytes} bytes)",
+                    )
+                seen[key] = index
         self.check_consistency(result)
 
     @classmethod

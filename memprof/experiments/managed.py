@@ -135,17 +135,19 @@ class Managed(Experiment):
         nbytes = consistency.array_bytes(result)
         consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
         consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
-        variants = {"managed+prefetch": params.prefetch}
-        variants |= {f"managed+{advice}": True for advice in params.advice}
+        variants = {f"managed+{advice}" for advice in params.advice}
+        variants |= {"managed+prefetch"} if params.prefetch else set()
         for index, m in enumerate(result.measurements):
-            asked = variants.get(m.kind) if m.kind else None
-            if m.kind in variants and not (asked and extra.concurrent_managed_access):
-                why = (
-                    "extra.concurrent_managed_access is false"
-                    if asked
-                    else "parameters did not ask for it"
+            kind = m.kind or ""
+            if kind.startswith("managed+") and kind not in variants:
+                consistency.refuse(
+                    f"measurements[{index}].kind", f"is {kind!r}, but parameters did not ask for it"
                 )
-                consistency.refuse(f"measurements[{index}].kind", f"is {m.kind!r}, but {why}")
+            if kind in variants and not extra.concurrent_managed_access:
+                consistency.refuse(
+                    f"measurements[{index}].kind",
+                    f"is {kind!r}, but extra.concurrent_managed_access is false",
+                )
         timed = {m.kind for m in result.measurements if m.operation == "kernel_first"}
         needed = [("gpu", "kernel_first", "managed"), ("host", "host_read", "pageable")]
         needed += [("span", "end_to_end", "device"), ("gpu", "kernel", "device")]

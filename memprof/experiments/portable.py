@@ -107,6 +107,13 @@ class Portable(Experiment):
     def check_consistency(self, result: Result) -> None:
         devices = consistency.run_devices(result)
         consistency.equal("extra.owner", result.extra.owner, devices[0], "the first GPU is")
+        if result.extra.unified_addressing and not result.device.attributes.get(
+            "unifiedAddressing", 1
+        ):
+            consistency.refuse(
+                "extra.unified_addressing",
+                "is true, but device.attributes says GPU 0 has no unified addressing",
+            )
         nbytes = consistency.array_bytes(result, "bytes_per_copy")
         consistency.measured_bytes(result, {("gpu", op): 1 for op in DIRECTIONS}, [nbytes])
         consistency.takes_time(result, [("gpu", op) for op in DIRECTIONS])

@@ -45,6 +45,7 @@ from memprof.experiments.common import stops_at
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import Each, NamedSets, Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.schema import INCREASING
 from memprof.model.summary import Summary, Table
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
@@ -64,7 +65,7 @@ BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
 MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
 
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
 Copies = Annotated[int, Range(1, MAX_COPIES)]
 
 

@@ -9,6 +9,7 @@ device memory after explicit copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import consistency
@@ -31,7 +32,7 @@ from memprof.model.formatting import (
     format_ratio,
 )
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import MAX_COUNT, ByteCount, Range
 from memprof.model.summary import Summary, Table
 
 PATHS = {
@@ -46,12 +47,15 @@ class UvaParams(OneSize):
     """uva's: one size of arrays."""
 
 
+Address = Annotated[int, Range(1, MAX_COUNT)]  # an allocated buffer's: never null
+
+
 @dataclass(frozen=True)
 class Addresses:
     """One buffer's two addresses, which UVA makes equal."""
 
-    host: Count
-    device: Count
+    host: Address
+    device: Address
 
 
 @dataclass(frozen=True)

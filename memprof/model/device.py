@@ -74,6 +74,7 @@ CAPABILITIES = (
     ),
 )
 CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
+COUNTED_ATTRIBUTES = {"asyncEngineCount"}  # the flags that count something; the rest are 0 or 1
 
 
 def capability_name(attribute: str) -> str:
@@ -155,6 +156,9 @@ class DeviceFacts:
             "pcie_max_generation": self.pcie_max_generation,
             "pcie_max_width": self.pcie_max_width,
         }
+        for name, value in self.attributes.items():
+            if name not in COUNTED_ATTRIBUTES and value not in (0, 1):
+                raise SchemaError(f"attributes.{name}", f"is {value}: a capability flag is 0 or 1")
         known = [name for name, value in link.items() if value is not None]
         if self.pcie_source == "unavailable" and known:
             raise SchemaError(known[0], "is given, but pcie_source says the link was unavailable")

@@ -147,6 +147,8 @@ def _check_counter(counter: UnifiedMemoryCounter, where: str) -> None:
             if counter[key]:
                 raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
         return
+    if smallest < 1:  # a record migrates bytes, or counts a fault: never nothing
+        raise SchemaError(f"{where}.min", f"is {smallest}, but each of its {count} records is one")
     if smallest > largest:
         raise SchemaError(f"{where}.min", f"is {smallest}, more than max ({largest})")
     if not count * smallest <= total <= count * largest:

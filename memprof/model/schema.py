@@ -149,8 +149,27 @@ class Distinct:
         return "each item once"
 
 
+@dataclass(frozen=True)
+class Increasing:
+    """A rule for Annotated lists: each item larger than the one before (a sweep's sizes)."""
+
+    def check(self, value: list | tuple, where: str) -> None:
+        for index in range(1, len(value)):
+            if value[index] <= value[index - 1]:
+                found = f"is {describe(value[index])}, after {describe(value[index - 1])}"
+                raise SchemaError(f"{where}[{index}]", found)
+
+    def accepts(self, value: list | tuple) -> bool:
+        return all(a < b for a, b in itertools.pairwise(value))
+
+    @property
+    def phrase(self) -> str:
+        return "in increasing order"
+
+
 NON_EMPTY = NonEmpty()
 DISTINCT = Distinct()
+INCREASING = Increasing()
 
 
 def describe(value: Any) -> str:

@@ -451,7 +451,7 @@ def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     return sorted(groups.values(), key=lambda g: (-g.gpu_ms, g.direction, g.source))
 
 
-GbPerS = Annotated[float, Range(0, 1e6)]
+GbPerS = Annotated[float, Range(0, 1e6, low_open=True)]  # measured: never 0
 
 
 class PinnedBandwidth(TypedDict, total=False):
