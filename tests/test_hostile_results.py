@@ -360,3 +360,23 @@ def test_a_closed_stdout_is_exit_5_in_one_line_with_the_files_saved(tmp_path):
         "memprof: error: stdout: not shown: it is closed",
     ]
     assert saved.exists()
+
+
+# -- the registry's last resort: never hides a bug ----------------------------------------------
+
+
+def test_a_summary_that_fails_on_a_checked_file_says_where_and_that_it_is_memprofs(monkeypatch):
+    from memprof.experiments import pinned
+
+    def broken(result):
+        return result.extra.bytes_per_array / 0  # a bug planted in the summary
+
+    monkeypatch.setattr(pinned, "summarize", broken)
+    path = FIXTURES / "h200_pinned_p20.json"
+    code, stdout, stderr = report(path)
+    assert (code, stdout) == (2, "")
+    assert "which no check refused (ZeroDivisionError: division by zero, in" in stderr
+    assert "in pinned.py:" in stderr and stderr.endswith("please report it\n")
+    monkeypatch.setenv("MEMPROF_DEBUG", "1")  # a developer sees the traceback instead
+    result = runner.invoke(app, ["report", str(path)])
+    assert isinstance(result.exception, ZeroDivisionError)
