@@ -13,13 +13,11 @@ See docs/python-api.md. Importing memprof is light: numpy, PyCUDA and CUPTI are 
 a run needs them.
 """
 
-from typing import Any
-
 __version__ = "0.1.0"
 __all__ = ["__version__", "load", "render", "run"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # nothing imported here: `python -m memprof` starts fast
     if name in ("run", "load", "render"):
         from memprof import api
 

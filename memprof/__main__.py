@@ -1,18 +1,33 @@
 """The `memprof` entry point (console script and `python -m memprof`).
 
-Deliberately tiny, with nothing heavy imported at the top: Ctrl-C while numpy, rich and
-typer are still importing is one line and exit 130, like Ctrl-C at any later moment.
-Once the command has ended, a late Ctrl-C is ignored: there is nothing left to stop.
-
-The first few tens of milliseconds belong to the interpreter (start-up, site, runpy), and
-Ctrl-C there is CPython's to report; memprof's handling starts with main().
+Ctrl-C is memprof's from this module's first instruction: until main() runs, nothing is
+allocated, and a press ends the process at once with one line and exit 130; from main() on,
+a press raises KeyboardInterrupt (and is noted, memprof.interrupts), so the command frees
+what it holds and ends with one line and exit 130, even when the press landed inside numpy's
+import and came back as an ImportError. Once the command has ended, a late Ctrl-C is
+ignored: there is nothing left to stop. Before this module runs (interpreter start-up,
+site, runpy, memprof/__init__.py, which imports nothing), Ctrl-C is CPython's to report.
 """
 
+import _signal  # first: the C module, which imports nothing and cannot be interrupted
 import sys
 
-from memprof.interrupts import caused_by_ctrl_c
+
+def _stop_at_once(signum: int, frame: object) -> None:
+    """Ctrl-C before main(): nothing to free yet, so the line and exit 130, now."""
+    import os  # loaded at interpreter start-up: no import happens here
+
+    os.write(2, b"memprof: error: interrupted\n")
+    os._exit(130)
+
+
+if __name__ == "__main__" or sys.argv[0].rpartition("/")[2] == "memprof":  # not on import
+    _signal.signal(_signal.SIGINT, _stop_at_once)
+
+from memprof.interrupts import caused_by_ctrl_c, forget_presses, note_press, pressed  # noqa: E402
 
 INTERRUPTED_EXIT_CODE = 130  # memprof.errors.ExitCode.INTERRUPTED, not imported: it is not light
+SAVE_FAILED_EXIT_CODE = 5  # ExitCode.SAVE_FAILED: output that could not be written
 
 
 def main() -> None:
@@ -28,9 +43,13 @@ def main() -> None:
     except BaseException as error:
         if not caused_by_ctrl_c(error):
             raise
+        code = None
+    if code is None or (pressed() and code != INTERRUPTED_EXIT_CODE):  # or a press lost
         _say("memprof: error: interrupted\n")
         code = INTERRUPTED_EXIT_CODE
-    _flush_stdout()
+    if not _flush_stdout() and code == 0:
+        _say("memprof: error: stdout: not written: what was left could not be flushed\n")
+        code = SAVE_FAILED_EXIT_CODE
     if code == INTERRUPTED_EXIT_CODE:
         # Under `python -m`, a KeyboardInterrupt that ended inside a string exec/eval (as
         # dataclasses and namedtuple build their methods) leaves a flag that makes CPython
@@ -49,6 +68,7 @@ def _handle_ctrl_c() -> None:
     import signal
 
     def on_ctrl_c(signum: int, frame: object) -> None:
+        note_press()
         code = getattr(frame, "f_code", None)
         name = getattr(code, "co_name", "")
         in_import_callback = name == "cb" and "importlib" in getattr(code, "co_filename", "")
@@ -62,6 +82,7 @@ def _handle_ctrl_c() -> None:
         if callable(current):
             current(signal.SIGINT, frame)
 
+    forget_presses()
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGINT, on_ctrl_c)
 
@@ -81,11 +102,15 @@ def _say(line: str) -> None:
         pass
 
 
-def _flush_stdout() -> None:
-    """Flush now, so a reader that closed the pipe costs no 'Exception ignored' at exit."""
+def _flush_stdout() -> bool:
+    """Flush now, so a reader that closed the pipe costs no 'Exception ignored' at exit:
+    False where what was left could not be written (a full disk; a closed pipe is fine)."""
+    if sys.stdout is None:  # closed before memprof started (`>&-`): nothing was written
+        return True
     try:
         sys.stdout.flush()
-    except (OSError, ValueError):
+        return True
+    except (OSError, ValueError) as error:
         try:
             import os
 
@@ -93,6 +118,7 @@ def _flush_stdout() -> None:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
+        return isinstance(error, BrokenPipeError)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from memprof import __version__
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
-from memprof.interrupts import caused_by_ctrl_c
+from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.model import params as declared
 from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
-from memprof.output.emit import Output, emit, emit_diff
+from memprof.output.emit import Output, emit, emit_diff, stdout_failed
 
 try:  # typer 0.2x and later carry their own copy of click
     from typer._click import exceptions as click_exceptions
@@ -82,8 +82,9 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         print_error(f"{message} (see '{command} --help')")
         return error.exit_code
     except MemprofError as error:
-        print_error(str(error))
-        return error.exit_code
+        interrupted = pressed()  # a Ctrl-C that came back as another error
+        print_error(INTERRUPTED if interrupted else str(error))
+        return ExitCode.INTERRUPTED if interrupted else error.exit_code
     except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
         silence_closed_stdout()
         return ExitCode.OK
@@ -94,6 +95,10 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         if caused_by_ctrl_c(error):
             print_error(INTERRUPTED)
             return ExitCode.INTERRUPTED
+        lost = stdout_failed(error)  # `> /dev/full`: output lost, as an unsaved file is
+        if lost:
+            print_error(lost)
+            return ExitCode.SAVE_FAILED
         cuda = sys.modules.get("pycuda.driver")
         if cuda is not None and isinstance(error, cuda.Error):
             print_error(f"CUDA driver error: {str(error).strip()}")
@@ -117,7 +122,7 @@ app = typer.Typer(
         "gated CUDA events); host work is timed with the host clock; bandwidth is "
         "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
         "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, 5 the run was shown but --json/--csv could not be saved, "
+        "4 out of memory, 5 output not written (--json/--csv, or stdout), "
         "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,

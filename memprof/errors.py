@@ -13,7 +13,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # invalid arguments (also Click's own code for usage errors)
     ENVIRONMENT = 3  # PyCUDA, driver, GPU, nvcc or a capability is missing
     OUT_OF_MEMORY = 4  # an allocation was refused or failed
-    SAVE_FAILED = 5  # the run was shown, but a --json/--csv file could not be written
+    SAVE_FAILED = 5  # the run finished, but its output (--json/--csv, stdout) was not written
     INTERNAL = 70  # a bug in memprof (sysexits' EX_SOFTWARE): one line, MEMPROF_DEBUG=1 for more
     INTERRUPTED = 130  # Ctrl-C
 
@@ -54,6 +54,6 @@ class VerificationFailed(MemprofError):
 
 
 class SaveFailed(MemprofError):
-    """The run finished and was shown, but writing --json or --csv failed (disk full...)."""
+    """The run finished, but writing --json, --csv or stdout failed (disk full...)."""
 
     exit_code = ExitCode.SAVE_FAILED

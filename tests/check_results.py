@@ -84,5 +84,6 @@ def slower(result: Result, operation: str, to_gb_per_s: float) -> Result:
             moved = 2 * m.bytes if operation == "d2d" else m.bytes
             per_copy_ms = moved / (to_gb_per_s * 1e9) * 1e3
             m.throughput_ms = [per_copy_ms] * max(1, len(m.throughput_ms))
-            m.samples_ms = list(m.throughput_ms)
+            m.samples_ms, m.events_ms = list(m.throughput_ms), []  # the copies as one batch
+            m.batch = max(1, m.batch)
     return result

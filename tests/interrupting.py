@@ -9,11 +9,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
 class Ending:
-    delay_s: float
+    delay_s: float | str  # when Ctrl-C was pressed: seconds after the start, or a point
     returncode: int
     stderr: str
 
@@ -48,6 +49,46 @@ def interrupt(arguments: list[str], delay_s: float, timeout_s: float = 120) -> E
         os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=timeout_s)
     return Ending(delay_s, process.returncode, stderr.decode(errors="replace"))
+
+
+AT = str(Path(__file__).with_name("interrupt_at.py"))
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def interrupt_at(arguments: list[str], point: str, numpy_first: bool = False) -> Ending:
+    """Run memprof with Ctrl-C pressed at a point of its own code (tests/interrupt_at.py):
+    `line:N` or `import:MODULE`; the same point every time, whatever the machine's speed."""
+    completed = subprocess.run(
+        [sys.executable, AT, point, "numpy" if numpy_first else "-", *arguments],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
+    return Ending(point, completed.returncode, completed.stderr.decode(errors="replace"))
+
+
+def points_of(arguments: list[str], numpy_first: bool = False) -> tuple[int, list[str]]:
+    """(lines of Python a run executes once memprof's handler is installed, the modules it
+    imports from then on; with numpy_first, those of numpy's import alone)."""
+    listed = subprocess.run(
+        [sys.executable, AT, "count-lines", "numpy" if numpy_first else "-", *arguments],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=True,
+    )
+    lines = int(listed.stderr.split("lines ")[-1])
+    imports = subprocess.run(
+        [sys.executable, AT, "list-imports", "numpy" if numpy_first else "-", *arguments],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=True,
+    ).stderr.splitlines()
+    if numpy_first:
+        imports = imports[imports.index("numpy") : imports.index("(numpy imported)")]
+    return lines, imports
 
 
 def interpreter_start_s() -> float:

@@ -25,7 +25,7 @@ from memprof.experiments.base import RunContext
 from memprof.experiments.common import stops_at
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
-from tests.conftest import load_legacy, render_text
+from tests.conftest import load_fixture, load_legacy, render_text
 from tests.fakegpu import CUresult, FakeBindings, FakeSession
 
 EVERYTHING = {
@@ -64,7 +64,8 @@ def run_on(session, experiment, params, attributes=EVERYTHING) -> Result:
         measurements = session.profiler.measurements()
     finally:
         session.close()
-    return Result(experiment.name, params, None, measurements, ctx.checks, extra)
+    gpu = load_fixture("alloc").device  # every run records its GPU's facts
+    return Result(experiment.name, params, gpu, measurements, ctx.checks, extra)
 
 
 def recorded(result: Result) -> dict[tuple[str, str], set[tuple[str, int]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,12 +12,13 @@ from typer.testing import CliRunner
 from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
 from memprof.experiments import REGISTRY, hostlink, portable
+from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments.base import Experiment, NoExtra, RunOptions
 from memprof.experiments.base import run as run_experiment
 from memprof.experiments.compare import CompareParams
 from memprof.experiments.pinned import PinnedParams
-from memprof.model.device import DeviceRecord
+from memprof.model.device import DeviceFacts, DeviceRecord
 from memprof.model.results import Measurement, Result, TimingInfo
 
 runner = CliRunner()
@@ -184,11 +186,16 @@ def _devices(count: int) -> list[DeviceRecord]:
     return [DeviceRecord(i, "H200", f"0000:{i}B:00.0") for i in range(count)]
 
 
+def _first_gpu() -> DeviceFacts:
+    """Every run records its (first) GPU's facts: GPU 0's, as recorded by hostlink."""
+    return load_result(Path(__file__).parent / "fixtures" / "h200x2_hostlink.json").device
+
+
 def hostlink_result(figures: dict[str, float]) -> Result:
     return Result(
         command="hostlink",
         parameters=hostlink.HostlinkParams(),
-        device=None,
+        device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
         extra=hostlink.HostlinkExtra(devices=_devices(2), bytes_per_copy=NBYTES),
     )
@@ -242,7 +249,7 @@ def portable_result(figures: dict[str, float]) -> Result:
     return Result(
         command="portable",
         parameters=portable.PortableParams(),
-        device=None,
+        device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
         extra=portable.PortableExtra(
             _devices(2), owner=0, bytes_per_copy=NBYTES, unified_addressing=True

@@ -1,4 +1,6 @@
-"""Ctrl-C at any moment of a command, from the first import on: exit 130 and one line.
+"""Ctrl-C at any moment of a command, from the entry point's first instruction: exit 130
+and one line. Presses land at chosen points of memprof's own run (a line, an import:
+tests/interrupt_at.py), so every run of these tests tries the same moments.
 
 The GPU version, across context creation, measuring and freeing, is gpu/test_interrupt.py.
 """
@@ -6,29 +8,120 @@ The GPU version, across context creation, measuring and freeing, is gpu/test_int
 from __future__ import annotations
 
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.interrupting import Ending, interpreter_start_s, interrupt, run_time_s
+import memprof.cli
+from memprof.interrupts import forget_presses, note_press
+from tests.interrupting import Ending, interrupt_at, points_of
 
-FIXTURE = str(Path(__file__).parent / "fixtures" / "h200_sweep.json")
+runner = CliRunner()
+
+FIXTURE = str(Path(__file__).parent / "fixtures" / "h200_pinned_p20.json")
 
 
-def delays(start_s: float, end_s: float, count: int) -> list[float]:
-    return [start_s + (end_s - start_s) * i / (count - 1) for i in range(count)]
+def every(items: list, count: int) -> list:
+    """`count` items spread evenly over the list, its first and last included."""
+    if len(items) <= count:
+        return list(items)
+    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def test_ctrl_c_while_importing_rendering_or_exiting_is_one_line_and_130():
+def endings(command: list[str], points: list[str], numpy_first: bool = False) -> list[Ending]:
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda p: interrupt_at(command, p, numpy_first), points))
+
+
+def problems(found: list[Ending]) -> list[tuple]:
+    return [(e.delay_s, e.returncode, e.problems(), e.stderr[-500:]) for e in found if e.problems()]
+
+
+def test_ctrl_c_at_lines_spread_over_a_whole_report_is_one_line_and_130():
+    """Importing typer and rich, loading, rendering, exiting: 24 points of memprof's own
+    run, the same ones on every machine (a line count, not a delay)."""
     command = ["report", FIXTURE]
-    whole_s = run_time_s(command)
-    start_s = 2 * interpreter_start_s()
-    endings = [interrupt(command, delay) for delay in delays(start_s, whole_s + 0.05, 16)]
-    bad = [
-        (e.delay_s, e.returncode, e.problems(), e.stderr[-500:]) for e in endings if e.problems()
-    ]
-    assert bad == []
-    assert sum(e.returncode == 130 for e in endings) >= 4  # presses really landed mid-run
+    lines, _ = points_of(command)
+    found = endings(command, [f"line:{n}" for n in every(list(range(1, lines + 1)), 16)])
+    assert problems(found) == []
+    assert sum(e.returncode == 130 for e in found) >= 14  # all but the exit's last lines
+
+
+def test_ctrl_c_before_main_runs_is_one_line_and_130():
+    """memprof.interrupts is the entry point's first import, before main() has a handler."""
+    ending = interrupt_at(["report", FIXTURE], "import:memprof.interrupts")
+    assert (ending.returncode, ending.stderr) == (130, "memprof: error: interrupted\n")
+
+
+def test_ctrl_c_at_each_import_inside_numpy_is_one_line_and_130():
+    """Every module numpy imports, as a GPU command imports it: among them datetime, which
+    numpy's C code loads as a capsule and whose KeyboardInterrupt comes back as an
+    ImportError that does not name it."""
+    command = ["report", FIXTURE]
+    _, imports = points_of(command, numpy_first=True)
+    assert "datetime" in imports and len(imports) > 20
+    chosen = dict.fromkeys([*every(imports, 40), "datetime"])
+    found = endings(command, [f"import:{name}" for name in chosen], numpy_first=True)
+    assert problems(found) == []
+    assert all(e.returncode == 130 for e in found)
+
+
+def test_a_press_that_came_back_as_another_error_is_still_one_line_and_130(monkeypatch, capsys):
+    import memprof.__main__ as entry
+    import memprof.cli
+
+    def command(standalone_mode: bool) -> int:
+        note_press()  # what the handler does before raising KeyboardInterrupt...
+        raise ImportError('PyCapsule_Import could not import module "datetime"')  # ...lost
+
+    monkeypatch.setattr(memprof.cli, "app", command)
+    code, lines = _main_of(entry)
+    assert (code, lines) == (130, ["memprof: error: interrupted"])
+
+
+def test_a_press_lost_by_a_command_that_then_finished_is_still_130(monkeypatch):
+    import memprof.__main__ as entry
+    import memprof.cli
+
+    def command(standalone_mode: bool) -> int:
+        note_press()  # dropped: "Exception ignored in __del__", and the command ran on
+        return 0
+
+    monkeypatch.setattr(memprof.cli, "app", command)
+    assert _main_of(entry) == (130, ["memprof: error: interrupted"])
+
+
+def test_an_error_of_a_command_nobody_interrupted_is_its_own():
+    forget_presses()
+    result = runner.invoke(memprof.cli.app, ["report", "missing.json"])
+    assert result.exit_code == 2 and "interrupted" not in result.stderr
+    note_press()
+    try:
+        result = runner.invoke(memprof.cli.app, ["report", "missing.json"])
+    finally:
+        forget_presses()
+    assert result.exit_code == 130 and result.stderr.count("\n") == 1
+    assert "interrupted" in result.stderr
+
+
+def _main_of(entry) -> tuple[int, list[str]]:
+    """main()'s exit code and stderr lines, its handlers put back afterwards."""
+    import io
+    import sys
+
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGALRM)
+    stderr, sys.stderr = sys.stderr, io.StringIO()
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        return exit_.value.code, sys.stderr.getvalue().splitlines()
+    finally:
+        sys.stderr = stderr
+        forget_presses()
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGALRM, previous[1])
 
 
 def test_the_problems_of_an_ending_are_named():
@@ -77,6 +170,7 @@ def test_ctrl_c_inside_an_import_callback_is_delivered_again_not_lost():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         on_alarm(signal.SIGALRM, None)  # ignored once the command has ended
     finally:
+        forget_presses()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGALRM, previous[1])

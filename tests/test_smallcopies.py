@@ -28,7 +28,7 @@ from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
 from memprof.trace import collect
 from memprof.trace.collect import CopyGroup, SmallCopyCost, SmallCopyFigures
-from tests.conftest import render_text
+from tests.conftest import load_fixture, render_text
 from tests.fakegpu import FakeBindings, FakeFunction, FakeSession
 
 MAPPING = {"canMapHostMemory": 1, "unifiedAddressing": 1}
@@ -53,7 +53,8 @@ def run_on(session, params: SmallCopiesParams, attributes=MAPPING) -> Result:
         measurements = session.profiler.measurements()
     finally:
         session.close()
-    return Result("smallcopies", params, None, measurements, ctx.checks, extra)
+    gpu = load_fixture("smallcopies").device  # every run records its GPU's facts
+    return Result("smallcopies", params, gpu, measurements, ctx.checks, extra)
 
 
 FEW = SmallCopiesParams(powers=(4, 10), copies=5, repeat=2, warmup=1)  # 64 B and 4 KiB

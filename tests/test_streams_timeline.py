@@ -639,9 +639,9 @@ def test_older_files_mean_ungated_events_and_the_source_round_trips(tmp_path):
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ([4, 0, "h2d", 0.0, 1.0], "impossible row: lane 4 of 4"),
-        ([0, 0, "memset", 0.0, 1.0], "stage 'memset'"),
-        ([0, 0, "h2d", 2.0, 1.0], "2.0 to 1.0 ms"),
+        ([4, 0, "h2d", 0.0, 1.0], r"overlapped\[0\]\[0\] is stream 4, but overlapped uses 4"),
+        ([0, 0, "memset", 0.0, 1.0], r"overlapped\[0\]\[2\] is the string 'memset'"),
+        ([0, 0, "h2d", 2.0, 1.0], r"overlapped\[0\] ends at 1.0 ms, before it starts \(2.0\)"),
     ],
 )
 def test_a_timeline_that_cannot_be_drawn_is_refused_in_one_line(tmp_path, row, message):

@@ -6,6 +6,7 @@ the Python API, `report` and `diff` all find experiments here and nowhere else.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memprof.errors import InvalidArgument
@@ -75,6 +76,7 @@ def shape_of(command: str) -> ResultShape | None:
         extra=experiment.Extra,
         allowed=experiment.declared_keys(),
         required=frozenset(m.key for m in experiment.declared() if m.required),
+        check=experiment().check_result,
     )
 
 
@@ -95,7 +97,14 @@ def parse(text: str, name: str = "result") -> Result:
 
 
 def _summarizable(result: Result, path: str) -> Result:
-    """The Result, once its summary has been built from it without error."""
+    """The Result, once its summary has been built from it without error.
+
+    Every value was checked against its type and its experiment's check_consistency before
+    this: a summary that still fails met a file no check foresaw. That is refused (exit 2),
+    as the file's fault, in a line that says where the summary failed, and MEMPROF_DEBUG=1
+    raises it instead, so it is found and a check added (tests/test_hostile_results.py fails
+    on any file that gets this far).
+    """
     try:
         summarize(result)
     except MissingMeasurement as error:
@@ -104,15 +113,30 @@ def _summarizable(result: Result, path: str) -> Result:
             f"{error.wanted}; the file has {error.count}"
         ) from None
     except (
-        LookupError,  # a key or index the summary expected
-        StopIteration,  # next() over rows that are not there
+        LookupError,
+        StopIteration,
         ValueError,
-        ArithmeticError,  # a zero median divided by
+        ArithmeticError,
         TypeError,
-        AttributeError,  # device null where the summary reads the GPU's facts
+        AttributeError,
     ) as error:
+        if os.environ.get("MEMPROF_DEBUG"):
+            raise
         raise InvalidArgument(
-            f"{path}: cannot build the {result.command} summary from this file "
-            f"({type(error).__name__}: {error})"
+            f"{path}: the {result.command} summary cannot be built from this file, which no "
+            f"check refused ({type(error).__name__}: {error}, {_where(error)}): please report "
+            "it"
         ) from None
     return result
+
+
+def _where(error: BaseException) -> str:
+    """The last line of memprof that the error passed through: `pinned.py:212`."""
+    place = "memprof"
+    trace = error.__traceback__
+    while trace is not None:
+        filename = trace.tb_frame.f_code.co_filename
+        if f"{os.sep}memprof{os.sep}" in filename:
+            place = f"{Path(filename).name}:{trace.tb_lineno}"
+        trace = trace.tb_next
+    return f"in {place}"

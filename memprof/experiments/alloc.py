@@ -15,13 +15,15 @@ device or host memory are refused before anything is allocated.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import size_label
 from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
 from memprof.experiments.pools import AllocatorsRecord, summary_parts
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
+from memprof.model.schema import DISTINCT, NON_EMPTY
 from memprof.model.summary import Summary, Table
 
 GIB = 1 << 30
@@ -36,7 +38,7 @@ class AllocParams:
 
 @dataclass(frozen=True)
 class AllocExtra:
-    kinds: list[str]  # the kinds this GPU supports, in table order
+    kinds: Annotated[list[str], NON_EMPTY, DISTINCT]  # the kinds this GPU supports, in order
     skipped: list[str]  # why each other kind was left out
     # pools, virtual memory and the loop (None: none measured, and files from before them)
     allocators: AllocatorsRecord | None = None
@@ -99,6 +101,12 @@ class Alloc(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        sizes = [base.FLOAT32_BYTES << power for power in result.parameters.powers]
+        moves = {(group, op): 1 for group in ("api", "host") for op in ("alloc", "free")}
+        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
+        consistency.kinds_among(result, dict.fromkeys(moves, result.extra.kinds))
 
 
 def summarize(result: Result) -> Summary:

@@ -28,7 +28,7 @@ from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import Each, NamedSets, Range, Sizes, param
 from memprof.model.results import Check, Group, Measurement, Result, TimingInfo
-from memprof.model.schema import ByteCount
+from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, ByteCount, SchemaError
 from memprof.model.summary import Summary
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
 Repeat = Annotated[int, Range(1, 10_000)]
 Warmup = Annotated[int, Range(0, 1000)]
 
@@ -73,7 +73,7 @@ def warmup_param(default: int, help: str = "") -> Any:
     )
 
 
-Directions = tuple[Literal["h2d", "d2h"], ...]
+Directions = Annotated[tuple[Literal["h2d", "d2h"], ...], NON_EMPTY, DISTINCT]
 
 
 def directions_param() -> Any:
@@ -233,6 +233,7 @@ class Experiment:
     needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
+    records_device: ClassVar[bool] = True  # a Result holds its GPU's facts (trace's does not)
     # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
@@ -245,6 +246,36 @@ class Experiment:
     def summarize(self, result: Result) -> Summary:
         """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
         raise NotImplementedError
+
+    def check_consistency(self, result: Result) -> None:
+        """What this experiment's Params, Extra and measurements must say together: a
+        SchemaError naming the field that contradicts another (memprof.experiments.
+        consistency has the helpers). Every value alone was checked against its type
+        before; summarize() may rely on both."""
+
+    def check_result(self, result: Result) -> None:
+        """Every agreement a loaded Result of this experiment keeps: the ones all
+        experiments share, then its own (the registry's load runs this)."""
+        if self.records_device and result.device is None:
+            raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
+        if self.gpus != "every":
+            seen: dict[tuple, int] = {}
+            for index, m in enumerate(result.measurements):
+                if m.gpus:
+                    raise SchemaError(
+                        f"measurements[{index}].gpus",
+                        f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
+                    )
+                # one GPU's profiler keeps one measurement per name, operation, kind and size
+                key = (m.group, m.name, m.operation, m.kind, m.bytes)
+                if key in seen:
+                    raise SchemaError(
+                        f"measurements[{index}]",
+                        f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
+                        f"{m.kind}, {m.bytes} bytes)",
+                    )
+                seen[key] = index
+        self.check_consistency(result)
 
     @classmethod
     def declared(cls) -> tuple[Measure, ...]:

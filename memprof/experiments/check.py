@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
@@ -103,6 +103,25 @@ class CheckGpu(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        device_bytes = base.FLOAT32_BYTES << result.parameters.device_power
+        consistency.equal(
+            "extra.device_copy_bytes",
+            result.extra.device_copy_bytes,
+            device_bytes,
+            f"parameters.device_power {result.parameters.device_power} makes",
+        )
+        host = [("gpu", m.operation) for m in (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE)]
+        consistency.measured_bytes(result, dict.fromkeys(host, 1), [nbytes], "extra.bytes_per_copy")
+        consistency.measured_bytes(
+            result, {("gpu", "d2d"): 1}, [device_bytes], "extra.device_copy_bytes"
+        )
+        consistency.takes_time(result, [*host, ("gpu", "d2d")])
+        consistency.kinds_among(
+            result, {**dict.fromkeys(host, ("pinned",)), ("gpu", "d2d"): ("device",)}
+        )
 
 
 def _batches(ctx: base.RunContext, *lanes: Any) -> None:
@@ -537,6 +556,27 @@ class CheckPairs(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize_pairs(result)
+
+    def check_consistency(self, result: Result) -> None:
+        devices = consistency.run_devices(result)
+        access = consistency.access_matrix(result, devices)
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        copies = [("gpu", PEER.operation), ("gpu", PEER_AT_ONCE.operation)]
+        consistency.measured_bytes(
+            result, dict.fromkeys(copies, 1), [nbytes], "extra.bytes_per_copy"
+        )
+        consistency.takes_time(result, copies)
+        consistency.measured_on(result, devices, {operation: 2 for _, operation in copies})
+        consistency.once_each(
+            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
+        )
+        for index, m in enumerate(result.measurements):
+            a, b = m.gpus if m.group == "gpu" else (None, None)
+            if a is not None and (a == b or not (access[a, b] and access[b, a])):
+                consistency.refuse(
+                    f"measurements[{index}].gpus",
+                    f"is GPU {a} → GPU {b}, but peer copies need two GPUs that reach each other",
+                )
 
 
 class _PeerBuffers:

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from memprof.core import memory
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import (
     gpu_timing,
     host_side,
@@ -127,6 +127,29 @@ class Compare(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(
+            result, [(g, o) for g, o in ARRAYS_MOVED if g != "api" and o not in ("alloc", "free")]
+        )
+        for kind in ("pinned", "pageable"):  # every GPU has them: the recommendations' basis
+            for group, operation in (*COPIES, ("host", "host_write"), ("host", "host_read")):
+                consistency.present(result, group, operation, kind, "every compare run records")
+        consistency.present(result, "gpu", "kernel_read", "device", "every compare run records")
+
+
+COPIES = (("gpu", "h2d"), ("gpu", "d2h"))
+ARRAYS_MOVED = {  # every operation moves one buffer; a launch or a driver call nothing
+    **{key: 1 for key in (*COPIES, ("api", "h2d"), ("api", "d2h"))},
+    **{(group, operation): 1 for group in ("api", "host") for operation in ("alloc", "free")},
+    **{("host", operation): 1 for operation in ("host_write", "host_read")},
+    ("gpu", "kernel_read"): 1,
+    ("gpu", "prefetch"): 1,
+    ("api", "launch"): 0,
+    ("api", "driver_call"): 0,
+}
 
 
 class _EveryKind:

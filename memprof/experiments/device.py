@@ -10,15 +10,15 @@ numpy, then timed; the best time gives the bandwidth, as STREAM reports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import MAX_COUNT, ByteCount, Range
 from memprof.model.summary import Summary, Table
 
 SCALAR = 0.4  # BabelStream's scalar: keeps repeated runs from growing or vanishing
@@ -51,10 +51,10 @@ class DeviceParams:
 class Launch:
     """How the STREAM kernels were launched."""
 
-    block_size: Count
-    elementwise_blocks: Count
-    dot_blocks: Count
-    bytes_per_thread_access: Count
+    block_size: Annotated[int, Range(1, 1024)]  # threads per block: CUDA allows 1 to 1024
+    elementwise_blocks: Annotated[int, Range(1, MAX_COUNT)]
+    dot_blocks: Annotated[int, Range(1, MAX_COUNT)]
+    bytes_per_thread_access: Annotated[int, Range(1, 128)]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,62 @@ class DeviceBandwidth(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, launch, facts = result.parameters, result.extra.launch, result.device
+        element_bytes = 4 if params.dtype == "float32" else 8
+        nbytes = consistency.array_bytes(result, element_bytes=element_bytes)
+        pack = max(1, launch.bytes_per_thread_access // element_bytes)
+        blocks = max(1, -(-(1 << params.power) // pack) // launch.block_size)
+        consistency.equal(
+            "extra.launch.elementwise_blocks",
+            launch.elementwise_blocks,
+            blocks,
+            "2^power elements in accesses of bytes_per_thread_access by block_size threads make",
+        )
+        consistency.equal(
+            "extra.launch.dot_blocks",
+            launch.dot_blocks,
+            facts.multiprocessors * DOT_BLOCKS_PER_SM,
+            f"{DOT_BLOCKS_PER_SM} blocks per multiprocessor of device.multiprocessors make",
+        )
+        for field in ("memory_clock_khz", "memory_bus_width_bits"):
+            if not getattr(facts, field):
+                consistency.refuse(
+                    f"device.{field}", "is 0: the summary compares with the theoretical bandwidth"
+                )
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(result, [("gpu", "d2d"), ("gpu", "memset"), ("gpu", "kernel")])
+        for name, (_, arrays) in STREAM_KERNELS.items():
+            found = [
+                (index, m)
+                for index, m in enumerate(result.measurements)
+                if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
+            ]
+            if len(found) != 1:
+                consistency.refuse(
+                    "measurements",
+                    f"has {len(found)} gpu kernels named stream_{name}_*: every device run "
+                    "records each STREAM kernel once",
+                )
+            index, kernel = found[0]
+            consistency.equal(
+                f"measurements[{index}].bytes",
+                kernel.bytes,
+                arrays * nbytes,
+                f"{name} reads and writes {arrays} arrays of extra.bytes_per_array",
+            )
+
+
+# A copy counts its read and its write (the summary doubles it); kernels: by their name.
+ARRAYS_MOVED = {
+    ("gpu", "d2d"): 1,
+    ("api", "d2d"): 1,
+    ("gpu", "memset"): 1,
+    ("api", "memset"): 1,
+    ("api", "launch"): 0,
+    ("api", "driver_call"): 0,
+}
 
 
 class _Stream:

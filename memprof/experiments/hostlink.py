@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
 from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
@@ -118,6 +118,18 @@ class Hostlink(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        devices = consistency.run_devices(result)
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        operations = (*ALONE, *(measure.operation for measure in TOGETHER.values()))
+        consistency.measured_bytes(result, {("gpu", op): 1 for op in operations}, [nbytes])
+        consistency.takes_time(result, [("gpu", op) for op in operations])
+        consistency.kinds_among(result, {("gpu", op): ("pinned",) for op in operations})
+        consistency.measured_on(result, devices, dict.fromkeys(operations, 1))
+        consistency.once_each(
+            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "copy"
+        )
 
 
 class _Gpu(CheckedCopies):

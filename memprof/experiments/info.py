@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from memprof.experiments import base
 from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
 from memprof.model.gpustate import state_rows
 from memprof.model.results import Result
-from memprof.model.schema import Count
+from memprof.model.schema import DISTINCT, Count
 from memprof.model.summary import Summary, Table
 
 
@@ -22,8 +23,8 @@ class InfoParams:
 class AffinityRecord:
     """The GPU's NUMA node (None: not NUMA) and its local CPUs, as sysfs says."""
 
-    numa_node: int | None
-    local_cpus: list[Count]
+    numa_node: Count | None
+    local_cpus: Annotated[list[Count], DISTINCT]
 
 
 @dataclass(frozen=True)

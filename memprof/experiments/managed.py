@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import SumArrays, gpu_timing
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import ByteCount
+from memprof.model.schema import DISTINCT, ByteCount
 from memprof.model.summary import Summary, Table
 
 Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.driver.ADVICE
@@ -33,7 +33,7 @@ ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
 class ManagedParams(base.OneSize):
     warmup: base.Warmup = base.warmup_param(1, "Untimed cycles before timing (0 to 1000).")
     prefetch: bool = param(True, "Also time cuMemPrefetchAsync to the GPU before the kernel.")
-    advice: tuple[Advice, ...] = param(
+    advice: Annotated[tuple[Advice, ...], DISTINCT] = param(
         ADVICE_CHOICES,
         "Time the first launch under these cuMemAdvise hints (default: each).",
         flags=("--advise",),
@@ -115,6 +115,47 @@ class Managed(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
+        variants = {f"managed+{advice}" for advice in params.advice}
+        variants |= {"managed+prefetch"} if params.prefetch else set()
+        for index, m in enumerate(result.measurements):
+            kind = m.kind or ""
+            if kind.startswith("managed+") and kind not in variants:
+                consistency.refuse(
+                    f"measurements[{index}].kind", f"is {kind!r}, but parameters did not ask for it"
+                )
+            if kind in variants and not extra.concurrent_managed_access:
+                consistency.refuse(
+                    f"measurements[{index}].kind",
+                    f"is {kind!r}, but extra.concurrent_managed_access is false",
+                )
+        timed = {m.kind for m in result.measurements if m.operation == "kernel_first"}
+        needed = [("gpu", "kernel_first", "managed"), ("host", "host_read", "pageable")]
+        needed += [("span", "end_to_end", "device"), ("gpu", "kernel", "device")]
+        for kind in sorted(timed & {"managed", *variants}):
+            needed += [("gpu", "kernel", kind), ("host", "host_read", kind)]
+            if kind == "managed+prefetch":
+                needed.append(("gpu", "prefetch", kind))
+        for group, operation, kind in needed:
+            consistency.present(result, group, operation, kind, "the managed summary shows")
+
+
+# What each operation moves, in arrays of bytes_per_array: a step over a, b and res moves 3.
+ARRAYS_MOVED = {
+    **consistency.SUM_ARRAYS_MOVES,
+    ("host", "host_write"): 3,
+    ("host", "host_read"): 1,
+    ("gpu", "kernel_first"): 3,
+    ("span", "end_to_end"): 3,
+    ("gpu", "prefetch"): 3,
+    ("api", "prefetch"): 0,
+    ("api", "advise"): 0,
+}
 
 
 class _ManagedFlow:

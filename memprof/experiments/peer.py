@@ -19,7 +19,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import POISON_BYTE
 from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
@@ -145,6 +145,62 @@ class Peer(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        extra = result.extra
+        devices = consistency.run_devices(result)
+        nbytes = consistency.array_bytes(result)
+        consistency.equal(
+            "extra.latency_steps",
+            extra.latency_steps,
+            result.parameters.latency_steps,
+            "parameters.latency_steps asked for",
+        )
+        access = consistency.access_matrix(result, devices)
+        moves = {**{("gpu", method): 1 for method in METHODS}, ("api", "launch"): 0}
+        consistency.measured_bytes(result, moves, [nbytes])
+        consistency.takes_time(result, [("gpu", method) for method in (*METHODS, LATENCY)])
+        consistency.measured_on(result, devices, dict.fromkeys([*METHODS, LATENCY], 2))
+        consistency.once_each(
+            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
+        )
+        for index, m in enumerate(result.measurements):
+            if m.group != "gpu":
+                continue
+            a, b = m.gpus
+            _check_peer_figure(m, index, a, b, access, extra.latency_steps)
+
+
+def _check_peer_figure(m, index: int, a: int, b: int, access: dict, steps: int) -> None:
+    """A figure between GPUs a and b: of the right kind, between two GPUs where a method
+    needs two, and only where peer access allowed it to run."""
+    where = f"measurements[{index}]"
+    if m.operation == LATENCY:
+        consistency.equal(
+            f"{where}.bytes", m.bytes, 4 * steps, "4-byte loads of latency_steps make"
+        )
+        kind = "device" if a == b else PEER
+    else:
+        if a == b:
+            consistency.refuse(
+                f"{where}.gpus", f"is GPU {a} to itself: {m.operation} is between two"
+            )
+        kind = PEER
+    consistency.equal(f"{where}.kind", m.kind, kind, f"a {m.operation} between these GPUs is")
+    needed = {  # (memory's GPU, accessing GPU) pairs the method maps
+        "ce_on": [(a, b), (b, a)],
+        "ce_bidir": [(a, b), (b, a)],
+        "kernel_read": [(b, a)],
+        "kernel_write": [(a, b)],
+        LATENCY: [(b, a)] if a != b else [],
+    }.get(m.operation, [])
+    for reader, memory in needed:
+        if not access[reader, memory]:
+            consistency.refuse(
+                f"{where}.gpus",
+                f"is GPU {a} → GPU {b} by {m.operation}, but extra.peer_access says GPU "
+                f"{reader} cannot access GPU {memory}",
+            )
 
 
 def ordered_pairs(devices: list[int]) -> list[tuple[int, int]]:

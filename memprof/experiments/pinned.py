@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import host_side, pageable_ceiling
 from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
 from memprof.model.formatting import (
@@ -144,6 +144,34 @@ class Pinned(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.equal(
+            "extra.elements",
+            result.extra.elements * base.FLOAT32_BYTES,
+            nbytes,
+            "its float32 must fill extra.bytes_per_array",
+        )
+        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
+        consistency.takes_time(
+            result, [("gpu", "h2d"), ("gpu", "d2h"), ("gpu", "kernel"), ("span", "flow")]
+        )
+        copies = (*COPY.values(), *BLOCKED.values())
+        consistency.kinds_among(result, {(m.group, m.operation): HOST_KINDS for m in copies})
+
+
+# What each operation moves, in arrays of bytes_per_array (a flow: a, b in and res out).
+ARRAYS_MOVED = {
+    **{(m.group, m.operation): 1 for m in (*COPY.values(), *BLOCKED.values())},
+    **{(m.group, m.operation): 1 for m in (ALLOC_HOST, FREE_HOST, ALLOC, FREE)},
+    ("gpu", "memset"): 1,
+    ("api", "memset"): 1,
+    ("gpu", "kernel"): 3,
+    ("span", "flow"): 3,
+    ("api", "launch"): 0,
+    ("api", "driver_call"): 0,
+}
 
 
 def summarize(result: Result) -> Summary:

@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from memprof.experiments import base
 from memprof.experiments.common import stops_at
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Check, MissingMeasurement, Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import DISTINCT, ByteCount, Count
 from memprof.model.summary import Table
 
 LOOP_ITERATIONS = 50  # iterations of the loop at each size: the first is the cold one
 POOL_KINDS = ("pool", "pool_kept")
 LOOP_KINDS = ("device", "pool", "pool_kept", "vmm")  # the loop's allocators, in table order
+PoolKind = Literal["pool", "pool_kept"]  # POOL_KINDS: what a saved record may name
+LoopKind = Literal["device", "pool", "pool_kept", "vmm"]  # LOOP_KINDS
 FILL_BYTE = 0x5A  # what a memset writes into new memory, checked where memprof verifies it
 GROWN_BYTE = 0xC3  # what the added half of a grown buffer holds
 
@@ -79,11 +81,11 @@ LOOP_NAMES = {
 class AllocatorsRecord:
     """What alloc's summary needs of the modern allocators beside their measurements."""
 
-    pools: list[str]  # the pool kinds measured (pool, pool_kept)
+    pools: Annotated[list[PoolKind], DISTINCT]  # the pool kinds measured
     vmm: bool  # virtual memory management measured
     granularity_bytes: ByteCount | None  # what VMM sizes round up to (None: not measured)
     default_pool_threshold_bytes: Count | None  # the default pool's release threshold
-    loop_kinds: list[str]  # the loop's allocators, in table order
+    loop_kinds: Annotated[list[LoopKind], DISTINCT]  # the loop's allocators, in table order
     loop_iterations: Count  # iterations of the loop at each size
 
 

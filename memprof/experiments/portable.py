@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_of
 from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
@@ -96,6 +96,25 @@ class Portable(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        devices = consistency.run_devices(result)
+        consistency.equal("extra.owner", result.extra.owner, devices[0], "the first GPU is")
+        if result.extra.unified_addressing and not result.device.attributes.get(
+            "unifiedAddressing", 1
+        ):
+            consistency.refuse(
+                "extra.unified_addressing",
+                "is true, but device.attributes says GPU 0 has no unified addressing",
+            )
+        nbytes = consistency.array_bytes(result, "bytes_per_copy")
+        consistency.measured_bytes(result, {("gpu", op): 1 for op in DIRECTIONS}, [nbytes])
+        consistency.takes_time(result, [("gpu", op) for op in DIRECTIONS])
+        consistency.kinds_among(result, {("gpu", op): BUFFERS for op in DIRECTIONS})
+        consistency.measured_on(result, devices, dict.fromkeys(DIRECTIONS, 1))
+        consistency.once_each(
+            result, lambda m: (m.kind, m.operation, m.gpus) if m.group == "gpu" else None, "copy"
+        )
 
 
 @dataclass

@@ -8,7 +8,7 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import (
     SumArrays,
     gpu_timing,
@@ -95,6 +95,12 @@ class Register(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        moves = {**consistency.SUM_ARRAYS_MOVES, ("api", "register"): 1, ("api", "unregister"): 1}
+        consistency.measured_bytes(result, moves, [nbytes])
+        consistency.takes_time(result, [("gpu", "h2d"), ("gpu", "d2h"), ("gpu", "kernel")])
 
 
 def _register_and_unregister(ctx: base.RunContext, array) -> None:

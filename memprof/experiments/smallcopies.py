@@ -29,11 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import POISON_BYTE, stops_at
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import Each, Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.schema import INCREASING
 from memprof.model.summary import Summary, Table
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
@@ -52,7 +53,7 @@ BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
 MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
 
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER))]
+Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
 Copies = Annotated[int, Range(1, MAX_COPIES)]
 
 
@@ -118,6 +119,29 @@ class SmallCopies(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        for index, way in enumerate(extra.ways):
+            if way not in WAYS or way in extra.ways[:index]:
+                consistency.refuse(
+                    f"extra.ways[{index}]", f"is {way!r}: ways are {', '.join(WAYS)}, each once"
+                )
+        sizes = [base.FLOAT32_BYTES << power for power in params.powers]
+        moved = [
+            key
+            for direction in DIRECTIONS
+            for key in (("span", direction), ("api", f"{direction}_calls"))
+        ]
+        consistency.measured_bytes(
+            result,
+            dict.fromkeys([*moved, ("host", "gather"), ("host", "scatter")], 1),
+            sizes,
+            "2^powers",
+        )
+        consistency.takes_time(result, moved)
+        consistency.kinds_among(result, dict.fromkeys(moved, extra.ways))
+        _require_every_way(result)
 
 
 # -- the GPU side ----------------------------------------------------------------------------
@@ -495,13 +519,15 @@ def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int
 
 def _require_every_way(result: Result) -> None:
     """A run measures every way it lists at every size, both ways it was asked: a file that
-    lacks one is not such a run (LookupError, which the loader names)."""
+    lacks one is not such a run (it rendered as empty tables)."""
     for direction in result.parameters.directions:
         for nbytes in sizes(result):
             for way in result.extra.ways:
                 if cost_ms(result, way, direction, nbytes) is None:
-                    raise LookupError(
-                        f"no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}"
+                    consistency.refuse(
+                        "measurements",
+                        f"has no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}, "
+                        "which extra.ways and parameters say this run made",
                     )
 
 
@@ -617,7 +643,6 @@ def _crossover(costs: dict[int, dict[str, float]], words: str) -> str:
 
 
 def summarize(result: Result) -> Summary:
-    _require_every_way(result)
     tables, conclusions = [], []
     for direction in result.parameters.directions:
         found = _direction_tables(result, direction)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
@@ -70,9 +70,9 @@ class StreamsParams:
     warmup: base.Warmup = base.warmup_param(1)
 
 
-Timeline = list[
-    tuple[Count, Count, str, Milliseconds, Milliseconds]
-]  # lane, chunk, stage, start, end
+Stage = Literal["h2d", "kernel", "d2h"]  # STAGES' keys
+Lane = Annotated[int, Range(0, 31)]  # a stream: at most 32
+Timeline = list[tuple[Lane, Count, Stage, Milliseconds, Milliseconds]]  # ..., start, end
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,60 @@ class Streams(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params, extra = result.parameters, result.extra
+        nbytes = consistency.array_bytes(result)
+        chunks = [count for _, count in chunk_bounds(1 << params.power, params.streams)]
+        consistency.equal(
+            "extra.chunks", extra.chunks, chunks, "2^power elements cut for parameters.streams are"
+        )
+        if extra.iterations < 1:
+            consistency.refuse("extra.iterations", "is 0: busyWork runs its loop at least once")
+        if params.kernel_ms is not None:
+            consistency.equal(
+                "extra.kernel_target_ms",
+                extra.kernel_target_ms,
+                params.kernel_ms,
+                "parameters.kernel_ms asked for",
+            )
+        chunk_bytes = sorted({base.FLOAT32_BYTES * count for count in chunks})
+        moves = {("gpu", stage): 1 for stage in STAGES}
+        consistency.measured_bytes(result, moves, chunk_bytes, "one chunk of extra.chunks")
+        totals = {("span", "total"): 1, **{(g, o): 1 for g in ("api", "host") for o in ALLOCATION}}
+        consistency.measured_bytes(result, totals, [nbytes])
+        consistency.takes_time(result, [*moves, ("span", "total")])
+        labels = list(mode_labels(params.streams).values())
+        consistency.kinds_among(result, {key: labels for key in (*moves, ("span", "total"))})
+        for mode in MODES:
+            lanes = 1 if mode == "serial" else params.streams
+            check_timeline(getattr(extra.timelines, mode), lanes, len(chunks), mode)
+
+
+ALLOCATION = ("alloc", "free")  # older files' buffer allocations: one array each
+
+
+def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
+    """Each chunk's three stages once, on one of the mode's streams, none ending before it
+    starts: what timeline_lines draws."""
+    where = f"extra.timelines.{mode}"
+    seen = set()
+    for index, (lane, chunk, stage, start, end) in enumerate(timeline):
+        if end < start:
+            consistency.refuse(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
+        if lane >= lanes:
+            consistency.refuse(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
+        if chunk >= chunks:
+            consistency.refuse(
+                f"{where}[{index}][1]", f"is chunk {chunk}, but extra.chunks has {chunks}"
+            )
+        if (chunk, stage) in seen:
+            consistency.refuse(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
+        seen.add((chunk, stage))
+    if len(seen) != 3 * chunks:
+        consistency.refuse(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
+    if not max(row[4] for row in timeline) > 0:
+        consistency.refuse(where, "ends at 0 ms: a timeline takes time")
 
 
 def _buffers(session: Any, values: np.ndarray) -> tuple[dict[str, tuple], tuple]:
@@ -390,20 +444,6 @@ def fitted_timeline_lines(timeline: list, streams: int, console_width: int) -> l
     return timeline_lines(timeline, streams, columns)
 
 
-def checked_timeline(timeline: list, streams: int, mode: str) -> list:
-    """A saved timeline that can be drawn: stages known, lanes within the streams, every
-    operation ending after it starts, some time in all (a file is untrusted input)."""
-    for lane, _, stage, start, end in timeline:
-        if stage not in STAGES or lane >= streams or start > end:
-            raise ValueError(
-                f"the {mode} timeline has an impossible row: lane {lane} of {streams}, "
-                f"stage {stage!r}, {start} to {end} ms"
-            )
-    if not timeline or max(row[4] for row in timeline) <= 0:
-        raise ValueError(f"the {mode} timeline holds no time")
-    return timeline
-
-
 def profile_note(result: Result) -> str | None:
     """The profile's footnote where the run-wide one would not tell the truth: files saved
     before streams timed through the measuring core hold ungated events, whatever the
@@ -509,7 +549,7 @@ def timeline_charts(result: Result) -> list[Chart]:
     charts = []
     for mode in MODES:
         lanes = 1 if mode == "serial" else result.parameters.streams
-        timeline = checked_timeline(getattr(result.extra.timelines, mode), lanes, mode)
+        timeline = getattr(result.extra.timelines, mode)  # check_timeline: it can be drawn
         charts.append(
             Chart(
                 f"Timeline, {labels[mode]} (the run of median time)",

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from memprof.core import memory
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import (
     HostSide,
     host_side,
@@ -27,6 +27,7 @@ from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
+from memprof.model.schema import DISTINCT, NON_EMPTY
 from memprof.model.summary import Chart, Summary, Table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
@@ -46,7 +47,9 @@ NAMES = {
 @dataclass(frozen=True)
 class SweepParams:
     powers: base.Powers = base.powers_param(tuple(range(8, 27)), step=1)  # 1 KiB to 256 MiB
-    kinds: tuple[SweepKind, ...] = param(SWEEP_KINDS, "Kinds to sweep.", form=CommaList())
+    kinds: Annotated[tuple[SweepKind, ...], NON_EMPTY, DISTINCT] = param(
+        SWEEP_KINDS, "Kinds to sweep.", form=CommaList()
+    )
     directions: base.Directions = base.directions_param()
     repeat: base.Repeat = base.repeat_param(20)
     warmup: base.Warmup = base.warmup_param(2)
@@ -56,7 +59,7 @@ class SweepParams:
 class SweepExtra:
     # the kinds measured (those of params.kinds this GPU supports) and why others were skipped;
     # None in older files, which measured every kind asked for
-    kinds: list[str] | None = None
+    kinds: Annotated[list[SweepKind], DISTINCT] | None = None
     skipped: list[str] | None = None
 
 
@@ -120,6 +123,26 @@ class Sweep(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        params = result.parameters
+        for index, kind in enumerate(result.extra.kinds or ()):
+            if kind not in params.kinds:
+                consistency.refuse(
+                    f"extra.kinds[{index}]", f"is {kind!r}, which parameters.kinds did not ask for"
+                )
+        sizes = [base.FLOAT32_BYTES << power for power in params.powers]
+        moves = {**{("gpu", direction): 1 for direction in COPIES}, ("api", "launch"): 0}
+        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
+        consistency.takes_time(result, [("gpu", direction) for direction in COPIES])
+        measured = measured_kinds(result)
+        for index, m in enumerate(result.measurements):
+            if m.group == "gpu" and m.operation not in params.directions:
+                consistency.refuse(
+                    f"measurements[{index}].operation",
+                    f"is {m.operation!r}, which parameters.directions did not ask for",
+                )
+        consistency.kinds_among(result, {("gpu", direction): measured for direction in COPIES})
 
 
 def _measure_size(

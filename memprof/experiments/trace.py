@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
+    BlockedCopies,
     CopyGroup,
     SmallCopyFigures,
     TraceExtra,
@@ -320,6 +321,7 @@ class Trace(base.Experiment):
     gpus = "one"
     timing_option = False  # always CUPTI: the program's own calls cannot be gated
     affinity_option = False
+    records_device = False  # the program chose its GPU: gpu_name and driver_version say which
     measures = (
         base.Measure(
             "gpu",
@@ -332,6 +334,13 @@ class Trace(base.Experiment):
         base.Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
         base.Measure("gpu", "htoh", "each copy within the host", "one operation", False),
         base.Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
+        *(
+            base.Measure(
+                "gpu", kind.lower(), f"each {kind} copy (CUDA arrays)", "one operation", False
+            )
+            for kind in COPY_KINDS
+            if kind not in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+        ),
         base.Measure("gpu", "memset", "each memset", "one operation", False),
         base.Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
         base.Measure("api", "api_call", "every driver and runtime call", "driver call", False),
@@ -339,3 +348,100 @@ class Trace(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        copies = copies_of(result)
+        rows = copy_rows(result)
+        by_name = dict(rows)
+        seen = set()
+        for index, group in enumerate(copies):
+            name = row_name(group)
+            if name in seen:
+                consistency.refuse(f"extra.copies[{index}]", f"is {name!r} again")
+            seen.add(name)
+            check_copy_group(group, by_name.pop(name, []), f"extra.copies[{index}]")
+        for name in by_name:
+            consistency.refuse("extra.copies", f"has no group for the measured {name!r}")
+        if result.extra.blocked is not None:
+            check_blocked(result.extra.blocked, copies, rows)
+
+
+def row_name(group: CopyGroup) -> str:
+    """The profile row of a copy group's copies (memprof.trace.collect.copy_row_name)."""
+    return f"[CUDA memcpy {group.direction}] {group.source} -> {group.destination}"
+
+
+def copy_rows(result: Result) -> dict[str, list]:
+    """The copy measurements by profile row: one per size."""
+    rows: dict[str, list] = {}
+    for m in result.measurements:
+        if m.group == "gpu" and m.name.startswith("[CUDA memcpy "):
+            rows.setdefault(m.name, []).append(m)
+    return rows
+
+
+def _close(a: float, b: float) -> bool:
+    """Sums of the same times in another order."""
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+
+
+def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
+    """A group's totals are its copies': calls, bytes and GPU time, the small ones apart."""
+    small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
+    totals = {
+        "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
+        "bytes": (group.bytes, sum(m.bytes * len(m.samples_ms) for m in rows)),
+        "small_calls": (group.small_calls, sum(len(m.samples_ms) for m in small)),
+        "small_bytes": (group.small_bytes, sum(m.bytes * len(m.samples_ms) for m in small)),
+    }
+    for field, (found, measured) in totals.items():
+        if found != measured:
+            consistency.refuse(f"{where}.{field}", f"is {found}, but its copies make {measured}")
+    for field, found, measured in (
+        ("gpu_ms", group.gpu_ms, math.fsum(s for m in rows for s in m.samples_ms)),
+        ("small_gpu_ms", group.small_gpu_ms, math.fsum(s for m in small for s in m.samples_ms)),
+    ):
+        if not _close(found, measured):
+            consistency.refuse(f"{where}.{field}", f"is {found}, but its copies took {measured}")
+    if group.blocking_calls > group.calls:
+        consistency.refuse(
+            f"{where}.blocking_calls", f"is {group.blocking_calls}, more than calls ({group.calls})"
+        )
+    if group.blocked_ms > group.call_ms and not _close(group.blocked_ms, group.call_ms):
+        consistency.refuse(
+            f"{where}.blocked_ms",
+            f"is {group.blocked_ms}, more than all its calls took (call_ms {group.call_ms})",
+        )
+
+
+def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
+    """Blocking copies by row and size: copies that were measured, as many as each group
+    blocked on, their calls' time the group's."""
+    measured = {(m.name, m.bytes): len(m.samples_ms) for name in rows for m in rows[name]}
+    calls: dict[str, int] = {}
+    waited: dict[str, list[float]] = {}
+    for index, row in enumerate(blocked):
+        where = f"extra.blocked[{index}]"
+        count = measured.get((row.name, row.bytes), 0)
+        if row.calls > count:
+            consistency.refuse(
+                f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
+            )
+        if row.paired > row.calls:
+            consistency.refuse(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
+        calls[row.name] = calls.get(row.name, 0) + row.calls
+        waited.setdefault(row.name, []).append(row.blocked_ms)
+    for index, group in enumerate(copies):
+        name = row_name(group)
+        if calls.get(name, 0) != group.blocking_copies:
+            consistency.refuse(
+                f"extra.copies[{index}]",
+                f"blocked the host on {group.blocking_copies} copies, but extra.blocked "
+                f"has {calls.get(name, 0)}",
+            )
+        total = math.fsum(waited.get(name, []))
+        if not _close(total, group.blocked_ms):
+            consistency.refuse(
+                f"extra.copies[{index}].blocked_ms",
+                f"is {group.blocked_ms}, but extra.blocked's calls took {total}",
+            )

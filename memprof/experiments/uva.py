@@ -9,9 +9,10 @@ device memory after explicit copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.formatting import (
@@ -22,7 +23,7 @@ from memprof.model.formatting import (
     format_ratio,
 )
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import MAX_COUNT, ByteCount, Range
 from memprof.model.summary import Summary, Table
 
 PATHS = {
@@ -33,12 +34,15 @@ PATHS = {
 UvaParams = base.OneSize  # uva's: one size of arrays
 
 
+Address = Annotated[int, Range(1, MAX_COUNT)]  # an allocated buffer's: never null
+
+
 @dataclass(frozen=True)
 class Addresses:
     """One buffer's two addresses, which UVA makes equal."""
 
-    host: Count
-    device: Count
+    host: Address
+    device: Address
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,11 @@ class Uva(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        consistency.measured_bytes(result, consistency.SUM_ARRAYS_MOVES, [nbytes])
+        consistency.takes_time(result, [("gpu", "kernel")])
 
 
 def summarize(result: Result) -> Summary:

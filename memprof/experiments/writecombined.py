@@ -9,7 +9,7 @@ through their mapped device pointers.
 
 from __future__ import annotations
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import SumArrays, gpu_timing, size_label, time_and_rate
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ratio
@@ -88,6 +88,16 @@ class WriteCombined(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        nbytes = consistency.array_bytes(result)
+        moves = {
+            **consistency.SUM_ARRAYS_MOVES,
+            ("host", "host_write"): 1,
+            ("host", "host_read"): 1,
+        }
+        consistency.measured_bytes(result, moves, [nbytes])
+        consistency.takes_time(result, [key for key, arrays in moves.items() if arrays])
 
 
 ROWS = (

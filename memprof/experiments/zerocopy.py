@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments import base
+from memprof.experiments import base, consistency
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
@@ -75,6 +75,20 @@ class ZeroCopy(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        powers = result.parameters.powers
+        if result.parameters.single_size and len(powers) != 1:
+            consistency.refuse(
+                "parameters.powers", f"has {len(powers)} sizes, but single_size says one"
+            )
+        sizes = [base.FLOAT32_BYTES << power for power in powers]
+        consistency.measured_bytes(result, ARRAYS_MOVED, sizes, "2^powers")
+        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
+
+
+# A path moves a, b in and res out: 3 arrays, as the kernel reads and writes them.
+ARRAYS_MOVED = {**consistency.SUM_ARRAYS_MOVES, ("span", "end_to_end"): 3}
 
 
 def _measure_size(session, power: int, params: ZeroCopyParams) -> list:

@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from memprof.model.schema import AtLeast
+from memprof.model.schema import MAX_COUNT, Count, GpuIndex, Range, SchemaError
 
-Count = Annotated[int, AtLeast(0)]
+AtLeastOne = Annotated[int, Range(1, MAX_COUNT)]
+PcieGeneration = Annotated[int, Range(0, 16)]  # 0: what a tool may say where it cannot tell
+PcieWidth = Annotated[int, Range(0, 64)]  # lanes
+ComputeCapability = tuple[Annotated[int, Range(1, 99)], Annotated[int, Range(0, 99)]]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ CAPABILITIES = (
     ),
 )
 CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
+COUNTED_ATTRIBUTES = {"asyncEngineCount"}  # the flags that count something; the rest are 0 or 1
 
 
 def capability_name(attribute: str) -> str:
@@ -115,20 +119,20 @@ def parse_link_speed(text: str) -> int | None:
 class DeviceFacts:
     """What `memprof info` prints and every Result records about the GPU it ran on."""
 
-    index: Count
+    index: GpuIndex
     name: str
     pci_bus_id: str
-    compute_capability: tuple[int, int]
-    multiprocessors: Count
-    memory_total_bytes: Count
+    compute_capability: ComputeCapability
+    multiprocessors: AtLeastOne
+    memory_total_bytes: AtLeastOne
     memory_free_bytes: Count
     memory_clock_khz: Count
     memory_bus_width_bits: Count
     l2_cache_bytes: Count
-    pcie_generation: Count | None
-    pcie_width: Count | None
-    pcie_max_generation: Count | None
-    pcie_max_width: Count | None
+    pcie_generation: PcieGeneration | None
+    pcie_width: PcieWidth | None
+    pcie_max_generation: PcieGeneration | None
+    pcie_max_width: PcieWidth | None
     pcie_source: Literal[
         "sysfs", "nvml", "unavailable"
     ]  # where the link figures came from: "sysfs", "nvml" or "unavailable"
@@ -136,7 +140,34 @@ class DeviceFacts:
     cuda_driver_api_version: str
     cuda_build_version: str
     pycuda_version: str
-    attributes: dict[str, int]  # the capability flags, by CUDA's attribute name
+    attributes: dict[str, Count]  # the capability flags, by CUDA's attribute name
+
+    def check_consistency(self) -> None:
+        """What the driver's figures always agree on (schema.check_dataclass runs it)."""
+        if self.memory_free_bytes > self.memory_total_bytes:
+            raise SchemaError(
+                "memory_free_bytes",
+                f"is {self.memory_free_bytes}, more than memory_total_bytes "
+                f"({self.memory_total_bytes})",
+            )
+        link = {
+            "pcie_generation": self.pcie_generation,
+            "pcie_width": self.pcie_width,
+            "pcie_max_generation": self.pcie_max_generation,
+            "pcie_max_width": self.pcie_max_width,
+        }
+        for name, value in self.attributes.items():
+            if name not in COUNTED_ATTRIBUTES and value not in (0, 1):
+                raise SchemaError(f"attributes.{name}", f"is {value}: a capability flag is 0 or 1")
+        known = [name for name, value in link.items() if value is not None]
+        if self.pcie_source == "unavailable" and known:
+            raise SchemaError(known[0], "is given, but pcie_source says the link was unavailable")
+        for now, most in (
+            ("pcie_generation", "pcie_max_generation"),
+            ("pcie_width", "pcie_max_width"),
+        ):
+            if link[now] is not None and link[most] is not None and link[now] > link[most]:
+                raise SchemaError(now, f"is {link[now]}, more than {most} ({link[most]})")
 
     @property
     def theoretical_memory_bandwidth_gb_per_s(self) -> float:
@@ -148,7 +179,7 @@ class DeviceFacts:
 class DeviceRecord:
     """One GPU of a run on several (peer, hostlink, portable): its index, name and bus id."""
 
-    index: Count
+    index: GpuIndex
     name: str
     pci_bus_id: str
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from memprof.model.device import pcie_bandwidth_gb_per_s
+from memprof.model.device import PcieGeneration, PcieWidth, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
-from memprof.model.schema import AtLeast
+from memprof.model.schema import Count, GpuIndex, Range, SchemaError
 
-Count = Annotated[int, AtLeast(0)]
+Megahertz = Annotated[int, Range(0, 100_000)]  # a clock: far above any GPU's
 
 
 @dataclass(frozen=True)
@@ -93,26 +93,37 @@ class GpuState:
     memprof.core.nvml for how events in between are seen.
     """
 
-    index: Count
+    index: GpuIndex
     pci_bus_id: str
     unavailable: str | None = None  # why NVML could not be read at all; None: it was
-    sm_clock_mhz: Count | None = None  # when the run ended
-    sm_clock_max_mhz: Count | None = None
-    memory_clock_mhz: Count | None = None
-    memory_clock_max_mhz: Count | None = None
+    sm_clock_mhz: Megahertz | None = None  # when the run ended
+    sm_clock_max_mhz: Megahertz | None = None
+    memory_clock_mhz: Megahertz | None = None
+    memory_clock_max_mhz: Megahertz | None = None
     clock_reasons: list[str] | None = None  # every reason seen during the run (CLOCK_REASONS)
     clock_reasons_basis: str = ""  # how they were seen
-    pcie_generation: Count | None = None  # the fastest the link ran at in the samples
-    pcie_width: Count | None = None
-    pcie_max_generation: Count | None = None  # the most this GPU and its slot allow
-    pcie_max_width: Count | None = None
-    pcie_gpu_max_generation: Count | None = None  # the most the GPU itself allows
+    pcie_generation: PcieGeneration | None = None  # the fastest the link ran at in the samples
+    pcie_width: PcieWidth | None = None
+    pcie_max_generation: PcieGeneration | None = None  # the most this GPU and its slot allow
+    pcie_max_width: PcieWidth | None = None
+    pcie_gpu_max_generation: PcieGeneration | None = None  # the most the GPU itself allows
     nvlinks: list[NvLink] | None = None  # [] where the GPU has none
     ecc_enabled: bool | None = None
     persistence_mode: bool | None = None
     mig_enabled: bool | None = None
     other_processes: list[OtherProcess] | None = None
     processes_note: str = ""  # what the process list could not see
+
+    def check_consistency(self) -> None:
+        """A link never runs above what the GPU and its slot allow (schema runs it)."""
+        for lower, higher in (
+            ("pcie_generation", "pcie_max_generation"),
+            ("pcie_width", "pcie_max_width"),
+            ("pcie_max_generation", "pcie_gpu_max_generation"),
+        ):
+            low, high = getattr(self, lower), getattr(self, higher)
+            if low is not None and high is not None and low > high:
+                raise SchemaError(lower, f"is {low}, more than {higher} ({high})")
 
     @property
     def limiting_reasons(self) -> list[str] | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import operator
 import types
 import typing
@@ -27,41 +26,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from memprof.errors import InvalidArgument
-from memprof.model.schema import SchemaError, check, describe
-
-
-@dataclass(frozen=True)
-class Range:
-    """A number from `low` to `high` (`low` itself excluded when low_open); NaN never."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    unit: str = ""  # named in the message after the range: "milliseconds"
-
-    def allows(self, value: float) -> bool:
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        above = value > self.low if self.low_open else value >= self.low
-        return above and value <= self.high
-
-    @property
-    def phrase(self) -> str:
-        if self.low_open:
-            text = f"({self.low:g}, {self.high:g}]"
-        else:
-            text = f"{self.low:g} to {self.high:g}"
-        return f"{text} {self.unit}".rstrip()
-
-    def refusal(self, value: Any) -> str:
-        """The one message every refusal of this range uses (command line, API, loader)."""
-        shown = value if not isinstance(value, float) else f"{value:g}"
-        return f"{shown} is outside the allowed range {self.phrase}"
-
-    def check(self, value: float, where: str) -> None:
-        """The schema's rule interface: a loaded value outside the range is refused."""
-        if not self.allows(value):
-            raise SchemaError(where, f"is {describe(value)}")
+from memprof.model.schema import Range, SchemaError, check
 
 
 @dataclass(frozen=True)

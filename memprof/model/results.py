@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import stat
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from memprof import __version__
 from memprof.errors import InvalidArgument
@@ -23,8 +25,8 @@ from memprof.model.gpustate import GpuState
 from memprof.model.schema import (
     ByteCount,
     Count,
+    GpuIndex,
     Milliseconds,
-    NonNegative,
     Samples,
     SchemaError,
     check,
@@ -37,6 +39,8 @@ from memprof.model.statistics import Statistics
 # 3: a measurement names its GPUs (`gpus`) instead of writing them into its operation.
 SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)  # older versions are upgraded when loaded (_upgrade)
+# A result of 100,000 measurements is about 20 MB: anything this large is not one.
+MAX_RESULT_BYTES = 256 << 20
 
 # gpu: timed on the GPU with CUDA events (nvprof's "GPU activities")
 # api: a driver call timed on the host clock (nvprof's "API calls")
@@ -68,7 +72,26 @@ class Measurement:
     batch: Count = 0  # operations per throughput batch
     # The GPUs it ran between, in the order the operation names them: (1,) for GPU 1's copy
     # from the host, (0, 1) for data moving from GPU 0 to GPU 1; () on a run of one GPU.
-    gpus: tuple[Count, ...] = ()
+    gpus: tuple[GpuIndex, ...] = ()
+
+    def check_consistency(self) -> None:
+        """What the measuring core always makes true (schema.check_dataclass runs it)."""
+        if bool(self.batch) != bool(self.throughput_ms):
+            found = "is 0" if not self.batch else f"is {self.batch}"
+            what = "back-to-back batches" if self.throughput_ms else "no back-to-back batch"
+            raise SchemaError("batch", f"{found}, but throughput_ms holds {what}")
+        if self.events_ms and self.source != "cupti":
+            raise SchemaError(
+                "events_ms", f"holds events beside CUPTI's records, but source is {self.source!r}"
+            )
+        if self.events_ms and len(self.events_ms) != len(self.samples_ms):
+            raise SchemaError(
+                "events_ms",
+                f"has {len(self.events_ms)} samples, one per operation, but samples_ms has "
+                f"{len(self.samples_ms)}",
+            )
+        if len(self.gpus) > 2:
+            raise SchemaError("gpus", f"names {len(self.gpus)} GPUs: an operation runs on 1 or 2")
 
     @property
     def throughput_stats(self) -> Statistics | None:
@@ -87,6 +110,17 @@ class Measurement:
         return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
 
 
+class UnifiedMemoryCounter(TypedDict):
+    """One of CUPTI's unified-memory counters over a run: its records' count, the total,
+    smallest and largest value (bytes migrated, faults per group) and their time."""
+
+    count: Count
+    total: Count
+    min: Count
+    max: Count
+    time_ms: Milliseconds
+
+
 @dataclass
 class TimingInfo:
     """Where a run's figures came from, and what CUPTI added."""
@@ -94,11 +128,35 @@ class TimingInfo:
     source: Literal["cupti", "events"]  # GPU activities: CUPTI's records or gated CUDA events
     note: str  # why events were used, or ""
     event_overhead_ms: Milliseconds | None  # median interval of gated empty event pairs
-    # CUPTI's unified-memory counters over the whole run: name -> count, total, min, max, time_ms
-    unified_memory: dict[str, dict[str, NonNegative]] | None
+    # CUPTI's unified-memory counters over the whole run, by name
+    unified_memory: dict[str, UnifiedMemoryCounter] | None
     unified_memory_note: str | None  # why the counters are missing, if they are
     # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
     host_affinity: str | None = None
+
+    def check_consistency(self) -> None:
+        """A counter's count, total, smallest and largest value agree (schema runs it)."""
+        for name, counter in (self.unified_memory or {}).items():
+            _check_counter(counter, f"unified_memory.{name}")
+
+
+def _check_counter(counter: UnifiedMemoryCounter, where: str) -> None:
+    count, total, smallest, largest = (counter[k] for k in ("count", "total", "min", "max"))
+    if count == 0:
+        for key in ("total", "min", "max", "time_ms"):
+            if counter[key]:
+                raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
+        return
+    if smallest < 1:  # a record migrates bytes, or counts a fault: never nothing
+        raise SchemaError(f"{where}.min", f"is {smallest}, but each of its {count} records is one")
+    if smallest > largest:
+        raise SchemaError(f"{where}.min", f"is {smallest}, more than max ({largest})")
+    if not count * smallest <= total <= count * largest:
+        raise SchemaError(
+            f"{where}.total",
+            f"is {total}, but {count} records of {smallest} to {largest} make "
+            f"{count * smallest} to {count * largest}",
+        )
 
 
 @dataclass
@@ -142,6 +200,8 @@ class ResultShape:
     extra: type
     allowed: frozenset[tuple[str, str]]
     required: frozenset[tuple[str, str]]
+    # what its values must say together: SchemaError naming the field that contradicts
+    check: Callable[[Result], None] = lambda result: None
 
 
 ShapeOf = Callable[[str], "ResultShape | None"]  # a command's shape; None: not a known command
@@ -190,7 +250,7 @@ class Result:
         (a KeyError) if there is none or more than one."""
         matches = [
             m
-            for m in self.measurements
+            for m in self._by_operation().get(operation, ())
             if m.operation == operation
             and (kind is None or m.kind == kind)
             and (group is None or m.group == group)
@@ -201,6 +261,18 @@ class Result:
             described = ", ".join(f"{k}={v!r}" for k, v in wanted.items() if v is not None)
             raise MissingMeasurement(self.command, described, len(matches))
         return matches[0]
+
+    def _by_operation(self) -> dict[str, list[Measurement]]:
+        """The measurements by operation, made once per list: a summary looks up a row per
+        size and kind, and a large file must not cost a pass over everything per row."""
+        key = (id(self.measurements), len(self.measurements))
+        cached = self.__dict__.get("_index")
+        if cached is None or cached[0] != key:
+            index: dict[str, list[Measurement]] = {}
+            for m in self.measurements:
+                index.setdefault(m.operation, []).append(m)
+            cached = self.__dict__["_index"] = (key, index)
+        return cached[1]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, default=_plain)
@@ -221,10 +293,7 @@ class Result:
     @classmethod
     def load(cls, path: Path, shape_of: ShapeOf) -> Result:
         """A Result file, checked as from_json does; any problem is one line naming the file."""
-        try:
-            raw = path.read_bytes()
-        except OSError as error:
-            raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+        raw = _read_result_bytes(path)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -234,6 +303,46 @@ class Result:
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
         return cls.from_json(text, shape_of, str(path))
+
+
+# What a path that is not a file is, for the refusal: a pipe (`<(...)`, /dev/stdin piped) is
+# read like a file, at most MAX_RESULT_BYTES of it.
+_NOT_FILES = {
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def _read_result_bytes(path: Path) -> bytes:
+    """The bytes of a result file or pipe: InvalidArgument for a device (/dev/zero, a
+    terminal) or anything larger than a result can be, before reading it whole."""
+    try:
+        # O_NONBLOCK: opening a FIFO nobody writes to does not wait for a writer
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+    try:
+        mode = os.fstat(descriptor).st_mode
+        for is_kind, what in _NOT_FILES.items():
+            if is_kind(mode):
+                raise InvalidArgument(f"cannot read {path}: it is {what}, not a result file")
+        if stat.S_ISDIR(mode):
+            raise InvalidArgument(f"cannot read {path}: Is a directory")
+        os.set_blocking(descriptor, True)
+        with open(descriptor, "rb", closefd=False) as file:
+            raw = file.read(MAX_RESULT_BYTES + 1)
+    except OSError as error:
+        raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+    finally:
+        os.close(descriptor)
+    if len(raw) > MAX_RESULT_BYTES:
+        raise InvalidArgument(
+            f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
+        )
+    if not raw:
+        raise InvalidArgument(f"{path} is not a memprof result: it is empty")
+    return raw
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -248,6 +357,11 @@ def _parse(text: str) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise SchemaError("", "is not a memprof result: JSON nested too deeply") from None
+    except ValueError:  # an integer longer than Python converts (4300 digits by default)
+        digits = sys.get_int_max_str_digits()
+        raise SchemaError(
+            "", f"is not a memprof result: it holds a number of more than {digits} digits"
+        ) from None
     if not isinstance(data, dict):
         raise SchemaError(
             "", f"is not a memprof result: the JSON is {describe(data)}, not an object"
@@ -313,6 +427,7 @@ def _checked_result(data: dict[str, Any], shape_of: ShapeOf) -> Result:
     result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above
     result.parameters, result.extra = parameters, extra
     _check_declared(result, shape)
+    shape.check(result)
     return result
 
 

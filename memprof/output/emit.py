@@ -2,12 +2,15 @@
 
 Destinations are checked before any work (Output.check). Afterwards results are shown
 first, so a run is seen even if saving fails, and saved even if showing fails or the
-reader closed the pipe; a failed save is one line and exit code 5, after the output.
+reader closed the pipe; a failed save is one line and exit code 5, after the output, and so
+is output that could not be shown (stdout closed, or on a full disk), the files saved.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,19 +100,51 @@ def _show_then_save(
     render: Callable[[Console], None], texts: dict[str, Callable[[], str]], output: Output
 ) -> None:
     wanted = {option: path for option, path in output.destinations().items() if path is not None}
+    problems = []
     try:
         if not output.quiet:
-            try:
-                render(stdout_console(output.no_color))
-            except BrokenPipeError:  # `memprof ... | head`: the reader has what it wanted
-                silence_closed_stdout()
+            problems += _show(render, output.no_color)
     except BaseException:
         for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
             print_error(problem, output.no_color)
         raise
-    problems = _save(wanted, texts, output)
+    problems += _save(wanted, texts, output)
     if problems:
         raise SaveFailed("; ".join(problems))
+
+
+# Write errors only a full or failing disk gives: outside _save, only stdout meets them.
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def stdout_failed(error: BaseException) -> str | None:
+    """The one line of exit code 5 where an error came from writing stdout (`memprof --help
+    > /dev/full`); None for any other error."""
+    if not isinstance(error, OSError) or isinstance(error, BrokenPipeError):
+        return None
+    if error.errno not in DISK_ERRORS:
+        try:
+            sys.stdout.flush()  # what could not be written would still be waiting
+            return None
+        except (OSError, AttributeError, ValueError):
+            pass
+    silence_closed_stdout()  # nothing more can be written there, at exit neither
+    return f"stdout: not written: {error.strerror or error}"
+
+
+def _show(render: Callable[[Console], None], no_color: bool) -> list[str]:
+    """Render on stdout; what kept it from being shown, one phrase, instead of raising."""
+    if sys.stdout is None:  # `memprof report run.json >&-`
+        return ["stdout: not shown: it is closed"]
+    try:
+        render(stdout_console(no_color))
+        sys.stdout.flush()  # a full disk (`> /dev/full`) says so here, not at exit
+    except BrokenPipeError:  # `memprof ... | head`: the reader has what it wanted
+        silence_closed_stdout()
+    except OSError as error:
+        silence_closed_stdout()  # nothing more can be written there, at exit neither
+        return [f"stdout: not shown: {error.strerror or error}"]
+    return []
 
 
 def _save(

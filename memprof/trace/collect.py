@@ -29,13 +29,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol, TypedDict
 
 from memprof.cache import cache_directory, store
-from memprof.core.activity import ApiRecord, GpuRecord
+from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.results import Measurement, Result, TimingInfo
-from memprof.model.schema import ByteCount, Count, NonNegative
+from memprof.model.schema import (
+    ByteCount,
+    Count,
+    GpuIndex,
+    Milliseconds,
+    NonNegative,
+    Range,
+    Seconds,
+)
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
 BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
@@ -91,7 +99,7 @@ class TraceParams:
 
     program: str = ""
     arguments: tuple[str, ...] = ()
-    device: int = 0
+    device: GpuIndex = 0
 
 
 @dataclass
@@ -331,25 +339,32 @@ def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> lis
     return gpu_rows + sorted(calls.values(), key=lambda m: m.name)
 
 
+# CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them (copy_direction)
+CopyDirection = Literal[
+    "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP", "Unknown"
+]
+MemoryKindName = Literal[tuple(MEMORY_KIND_NAMES.values())]  # type: ignore[valid-type]
+
+
 @dataclass
 class CopyGroup:
     """Every copy of one direction between two memory kinds: what the advice reads."""
 
-    direction: str  # "HtoD", "DtoH", "DtoD", ...
-    source: str  # memory kind: "pageable", "pinned", "device", "managed", ...
-    destination: str
-    calls: int = 0
-    bytes: int = 0
-    gpu_ms: float = 0.0  # CUPTI's copy durations, summed
-    call_ms: float = 0.0  # the API calls that issued them, entry to exit, summed
-    blocking_calls: int = 0  # made with a synchronous call (cuMemcpyHtoD, cudaMemcpy)
-    small_calls: int = 0  # under SMALL_COPY_BYTES
-    small_bytes: int = 0
-    small_gpu_ms: float = 0.0
+    direction: CopyDirection
+    source: MemoryKindName  # memory kind: "pageable", "pinned", "device", "managed", ...
+    destination: MemoryKindName
+    calls: Count = 0
+    bytes: ByteCount = 0
+    gpu_ms: Milliseconds = 0.0  # CUPTI's copy durations, summed
+    call_ms: Milliseconds = 0.0  # the API calls that issued them, entry to exit, summed
+    blocking_calls: Count = 0  # made with a synchronous call (cuMemcpyHtoD, cudaMemcpy)
+    small_calls: Count = 0  # under SMALL_COPY_BYTES
+    small_bytes: ByteCount = 0
+    small_gpu_ms: Milliseconds = 0.0
     # The blocking copies' calls (synchronous, or from or to pageable memory), entry to exit,
     # summed: how long the host waited, staging included, where gpu_ms is the DMA alone.
     # 0 in files written before memprof kept it.
-    blocked_ms: float = 0.0
+    blocked_ms: Milliseconds = 0.0
 
     @property
     def blocking_copies(self) -> int:
@@ -389,11 +404,11 @@ class BlockedCopies:
     calls held the host. A program that times such a copy itself sees the second figure."""
 
     name: str  # the profile row: "[CUDA memcpy HtoD] pageable -> device"
-    bytes: int
-    calls: int = 0
-    gpu_ms: float = 0.0  # CUPTI's memcpy records, summed (the DMA alone)
-    blocked_ms: float = 0.0  # the API calls with the same correlation ids, summed
-    paired: int = 0  # copies whose call CUPTI recorded (blocked_ms covers only these)
+    bytes: ByteCount
+    calls: Count = 0
+    gpu_ms: Milliseconds = 0.0  # CUPTI's memcpy records, summed (the DMA alone)
+    blocked_ms: Milliseconds = 0.0  # the API calls with the same correlation ids, summed
+    paired: Count = 0  # copies whose call CUPTI recorded (blocked_ms covers only these)
 
 
 def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCopies]:
@@ -436,6 +451,22 @@ def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     return sorted(groups.values(), key=lambda g: (-g.gpu_ms, g.direction, g.source))
 
 
+GbPerS = Annotated[float, Range(0, 1e6, low_open=True)]  # measured: never 0
+
+
+class PinnedBandwidth(TypedDict, total=False):
+    """This GPU's pinned bandwidth as a trace recorded it (pinned_bandwidth): the figures,
+    the GPU and driver they belong to, and how they were had ("how" alone where none)."""
+
+    h2d_gb_per_s: GbPerS
+    d2h_gb_per_s: GbPerS
+    bytes: ByteCount
+    gpu_name: str
+    driver_version: str
+    measured_at: str
+    how: str
+
+
 @dataclass
 class SmallCopyCost:
     """What one copy of `bytes` host to device cost on this GPU, per way (memprof smallcopies)."""
@@ -463,11 +494,11 @@ class TraceExtra:
 
     gpu_name: str
     driver_version: str
-    exit_code: int
+    exit_code: Annotated[int, Range(0, 255)]  # as the shell sees it
     error: str  # the uncaught exception, "" if none
-    wall_s: NonNegative
+    wall_s: Seconds
     copies: list[CopyGroup]
-    pinned_bandwidth: dict[str, str | float]  # GB/s by direction, bytes, and how measured
+    pinned_bandwidth: PinnedBandwidth  # GB/s by direction, bytes, and how measured
     # blocking copies by row and size, with their calls' time (None: traced before memprof
     # paired copies and calls)
     blocked: list[BlockedCopies] | None = None

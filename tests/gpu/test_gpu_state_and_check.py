@@ -9,7 +9,7 @@ import os
 import pytest
 
 import memprof
-from memprof.experiments import summarize
+from memprof.experiments import parse, summarize
 from memprof.experiments.check import lines, pair_lines
 from memprof.experiments.common import host_side
 from memprof.model.ceilings import pcie_ceiling, peer_ceiling
@@ -101,3 +101,4 @@ def test_check_pairs_judges_every_pair_against_its_link():
     ceiling = peer_ceiling(result, 0, 1)
     print(ceiling)
     assert ceiling is not None, "NVML gave no link between GPU 0 and GPU 1"
+    parse(result.to_json(), "check-pairs.json")  # the loader's checks accept a real run

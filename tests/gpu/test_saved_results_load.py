@@ -25,6 +25,8 @@ SMALL = {
     "device": {"power": 16, "repeat": 2, "warmup": 1},
     "compare": {"power": 13, "repeat": 2, "warmup": 1},
     "sweep": {"powers": (0, 10), "repeat": 2, "warmup": 1},
+    "check": {"power": 13, "device_power": 12, "repeat": 2},
+    "smallcopies": {"powers": (2, 10), "copies": 8, "repeat": 2, "warmup": 1},
 }
 
 

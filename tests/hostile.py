@@ -1,0 +1,206 @@
+"""Hostile result files, made systematically from the recorded fixtures.
+
+Every field of every fixture (lists: their first element) is replaced in turn by a value an
+attacker or a careless edit would write: of the wrong type, out of range, contradicting the
+rest of the file (doubled, halved, reversed, a field removed or added), huge, or holding
+terminal control bytes and rich markup. Each field gets the next mutator that applies to its
+value, the rotation starting one step later in each fixture, so a field shared by many
+fixtures (measurements[0].bytes) meets many kinds of value. Whole-file cases (not JSON, not
+UTF-8, nested too deep, an integer of 5,000 digits) come beside them.
+
+tests/test_hostile_results.py runs them all through `memprof report`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SKIP = object()  # a mutator that does not apply to this value
+HUGE_INTEGER = "__five_thousand_digits__"  # json.dumps cannot write one: put in afterwards
+CONTROL = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\x08\x00"
+MARKUP = "[bold red]boom[/][link=https://example.com]click[/link]"
+
+
+@dataclass(frozen=True)
+class Hostile:
+    name: str  # fixture, field and mutator: what a failure names
+    text: str  # the file's content
+
+    def write(self, folder: Path) -> Path:
+        path = folder / "hostile.json"
+        path.write_text(self.text, encoding="utf-8", errors="surrogatepass")
+        return path
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _numbers(change: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: change(value) if _number(value) else SKIP
+
+
+def _strings(change: Callable[[str], Any]) -> Callable[[Any], Any]:
+    return lambda value: change(value) if isinstance(value, str) else SKIP
+
+
+def _lists(change: Callable[[list], Any]) -> Callable[[Any], Any]:
+    return lambda value: change(value) if isinstance(value, list) and value else SKIP
+
+
+def _objects(change: Callable[[dict], Any]) -> Callable[[Any], Any]:
+    return lambda value: change(value) if isinstance(value, dict) else SKIP
+
+
+def _other_type(value: Any) -> Any:
+    """A value of another JSON type than the field's."""
+    if isinstance(value, str):
+        return 12
+    if isinstance(value, dict | list):
+        return "x"
+    return "12"
+
+
+MUTATORS: dict[str, Callable[[Any], Any]] = {
+    # of the wrong type
+    "another type": _other_type,
+    "null": lambda value: None if value is not None else "null",
+    "true": lambda value: True if not isinstance(value, bool) else SKIP,
+    "a list": lambda value: [value] if not isinstance(value, list) else SKIP,
+    "an object": lambda value: {"value": value} if not isinstance(value, dict) else SKIP,
+    "a fraction": _numbers(lambda value: value + 0.5 if isinstance(value, int) else SKIP),
+    # out of range
+    "negative": _numbers(lambda value: -value - 1),
+    "zero": _numbers(lambda value: 0 if value else 1),
+    "1e308": _numbers(lambda value: 1e308),
+    "-1e308": _numbers(lambda value: -1e308),
+    "NaN": _numbers(lambda value: float("nan")),
+    "Infinity": _numbers(lambda value: float("inf")),
+    "2^70": _numbers(lambda value: 2**70),
+    "5000 digits": _numbers(lambda value: HUGE_INTEGER),
+    "tiny": _numbers(lambda value: 1e-300),
+    # contradicting the rest of the file
+    "doubled": _numbers(lambda value: value * 2 if value else SKIP),
+    "halved": _numbers(lambda value: value // 2 if isinstance(value, int) else value / 2),
+    "plus one": _numbers(lambda value: value + 1),
+    "flipped": lambda value: (not value) if isinstance(value, bool) else SKIP,
+    "first item removed": _lists(lambda value: value[1:]),
+    "first item twice": _lists(lambda value: [value[0], *value]),
+    "reversed": _lists(lambda value: value[::-1] if value != value[::-1] else SKIP),
+    "emptied": lambda value: type(value)() if isinstance(value, list | dict | str) else SKIP,
+    "a field removed": _objects(lambda value: dict(list(value.items())[1:]) if value else SKIP),
+    "a field added": _objects(lambda value: {**value, "unknown_field": 1}),
+    # huge
+    "a long string": _strings(lambda value: value + "A" * 20_000),
+    "a thousand items": _lists(lambda value: value * (1000 // len(value) + 1)),
+    # terminal control bytes and rich markup
+    "control bytes": _strings(lambda value: value + CONTROL),
+    "markup": _strings(lambda value: MARKUP + value),
+    "a lone surrogate": _strings(lambda value: value + "\ud800"),
+    "another command": _strings(lambda value: "pinned" if value != "pinned" else "trace"),
+}
+
+
+def paths(value: Any, where: tuple = ()) -> Iterator[tuple]:
+    """Every place in a JSON value: each object's fields, each list's first item."""
+    yield where
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, (*where, key))
+    elif isinstance(value, list) and value:
+        yield from paths(value[0], (*where, 0))
+
+
+def _get(document: Any, where: tuple) -> Any:
+    for step in where:
+        document = document[step]
+    return document
+
+
+def _replaced(document: Any, where: tuple, value: Any) -> Any:
+    """A copy of the document with the value at `where` replaced (or removed: SKIP)."""
+    if not where:
+        return value
+    copy = json.loads(json.dumps(document))
+    parent = _get(copy, where[:-1])
+    parent[where[-1]] = value
+    return copy
+
+
+def _text(document: Any) -> str:
+    text = json.dumps(document, indent=1, allow_nan=True, ensure_ascii=False)
+    return text.replace(json.dumps(HUGE_INTEGER), "9" * 5000)
+
+
+OWN = ("parameters", "extra", "measurements")  # places whose meaning is the command's
+
+
+def field_cases(fixture: Path, rotation: int, seen: dict[tuple, int]) -> Iterator[Hostile]:
+    """One hostile file per place in the fixture, with one of the mutators that apply to it
+    (in turn: the next place, or the next fixture, gets the next one);
+    a place every fixture shares (device.name) is left out once `seen` has it, one of a
+    command's own (parameters, extra, measurements) once `seen` has it twice."""
+    document = json.loads(fixture.read_text())
+    names = list(MUTATORS)
+    for index, where in enumerate(paths(document)):
+        own = bool(where[:1]) and where[0] in OWN
+        key = (document.get("command"), *where) if own else where
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > (2 if own else 1):
+            continue
+        original = _get(document, where)
+        applicable = [
+            (name, changed) for name in names if (changed := MUTATORS[name](original)) is not SKIP
+        ]
+        name, changed = applicable[(rotation + index) % len(applicable)]
+        place = ".".join(map(str, where)) or "(the whole file)"
+        yield Hostile(
+            f"{fixture.name}: {place}: {name}", _text(_replaced(document, where, changed))
+        )
+
+
+WHOLE_FILES = {
+    "empty": "",
+    "whitespace": " \n\t",
+    "not JSON": "memprof pinned --power 20",
+    "a JSON list": "[1, 2, 3]",
+    "a JSON string": '"pinned"',
+    "null": "null",
+    "nested too deep": "[" * 100_000 + "]" * 100_000,
+    "an integer of 5000 digits": "9" * 5000,
+    "schema_version 99": '{"schema_version": 99, "command": "pinned", "parameters": {}}',
+    "schema_version as text": '{"schema_version": "2", "command": "pinned", "parameters": {}}',
+    "no command": '{"schema_version": 3, "parameters": {}}',
+    "an unknown command": '{"schema_version": 3, "command": "rm -rf", "parameters": {}}',
+    "a command with control bytes": json.dumps(
+        {"schema_version": 3, "command": CONTROL, "parameters": {}}
+    ),
+}
+
+
+def whole_file_cases() -> Iterator[Hostile]:
+    for name, text in WHOLE_FILES.items():
+        yield Hostile(f"whole file: {name}", text)
+    pinned = (FIXTURES / "h200_pinned_p20.json").read_text()
+    yield Hostile("whole file: truncated", pinned[: len(pinned) // 2])
+    yield Hostile("whole file: a byte-order mark", "\ufeff" + pinned)
+    yield Hostile("whole file: twice", pinned + pinned)
+    yield Hostile(
+        "whole file: duplicate keys", pinned.replace('"command"', '"command": 1, "command"', 1)
+    )
+
+
+def fixtures() -> list[Path]:
+    return sorted(FIXTURES.glob("*.json"))
+
+
+def all_cases() -> Iterator[Hostile]:
+    seen: dict[tuple, int] = {}
+    for rotation, fixture in enumerate(fixtures()):
+        yield from field_cases(fixture, rotation, seen)
+    yield from whole_file_cases()
