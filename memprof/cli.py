@@ -27,7 +27,13 @@ from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
 from memprof.interrupts import caused_by_ctrl_c
 from memprof.model import params as declared
-from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
+from memprof.output.console import (
+    disable_help_colors,
+    prepare_streams,
+    print_error,
+    print_note,
+    silence_closed_stdout,
+)
 from memprof.output.emit import Output, emit, emit_diff
 
 try:  # typer 0.2x and later carry their own copy of click
@@ -58,6 +64,7 @@ class MemprofGroup(TyperGroup):
 def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra: dict) -> int:
     """Run the command line; every outcome becomes an exit code and at most one stderr line."""
     prepare_streams()
+    disable_help_colors(args)
     try:
         with group.make_context(prog_name or "memprof", args, **extra) as context:
             group.invoke(context)

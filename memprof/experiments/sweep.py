@@ -260,7 +260,8 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
     values = [gbs for points in series.values() for _, _, gbs in points if gbs > 0]
     low, high = math.log10(min(values)), math.log10(max(values))
     span = max(high - low, 1e-9)
-    columns = 3
+    # three columns per size where the chart then fits 80 columns, else two (--from 0 --to 30)
+    columns = 3 if CHART_LEFT + 3 * len(powers) <= CHART_WIDTH else 2
     grid = [[" "] * (columns * len(powers)) for _ in range(height)]
     for kind, points in series.items():
         for index, (_, _, gbs) in enumerate(points):
@@ -277,9 +278,17 @@ def chart_lines(series: dict[str, list[tuple[int, float, float]]], height: int =
         )
         lines.append(f"{label} |{''.join(row)}")
     lines.append(" " * 8 + "+" + "-" * (columns * len(powers)))
-    axis = "".join(f"{power:<{columns * 2}}" for power in powers[::2])
-    lines.append(" " * 9 + axis + "  (2^n floats)")
+    axis = (" " * CHART_LEFT + "".join(f"{p:<{columns * 2}}" for p in powers[::2])).rstrip()
+    if len(axis) + len(AXIS_UNIT) <= CHART_WIDTH:
+        lines.append(axis + AXIS_UNIT)
+    else:
+        lines += [axis, " " * CHART_LEFT + AXIS_UNIT.strip()]
     return lines
+
+
+CHART_WIDTH = 80  # the narrowest console the chart is drawn for
+CHART_LEFT = 9  # the value labels and the axis before the first size
+AXIS_UNIT = "  (2^n floats)"
 
 
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
+from memprof.output.literal import literal
+
 # Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
 PIPE_WIDTH = 160
 
@@ -74,13 +76,39 @@ def prepare_streams() -> None:
     rich exits with status 1 when the reader closes the pipe (Console.on_broken_pipe), which
     reads as "verification failed". A closed pipe is the reader's choice, so every Console,
     typer's help included, raises BrokenPipeError instead and the caller decides.
+    A COLUMNS that is not a width (0, negative, not a number) is treated as unset.
     """
     Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    forget_unusable_width()
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
         if isinstance(stream, io.TextIOWrapper) and not encoding.startswith("utf"):
             with contextlib.suppress(ValueError, OSError):  # a closed or detached stream
                 stream.reconfigure(errors=ERROR_HANDLER)
+
+
+def forget_unusable_width() -> None:
+    """Drop COLUMNS and LINES unless they are positive numbers: rich takes COLUMNS=0 as a
+    width of 0 and prints nothing (typer's help and the error line included), and ignores
+    a negative or garbled one only to fall back to 80 columns where a pipe gets 160.
+    Dropping them here, once, is what every Console (typer's too) then sees."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isdigit() and int(value) > 0):
+            del os.environ[name]
+
+
+def disable_help_colors(args: list[str]) -> None:
+    """--no-color or NO_COLOR: typer's --help without any ANSI styling either.
+
+    --help is handled before --no-color is parsed, by typer's own console, which only
+    drops colours for NO_COLOR (bold and dim stay): its colour system is switched off here.
+    """
+    options = args[: args.index("--")] if "--" in args else args
+    if color_disabled("--no-color" in options):
+        from typer import rich_utils
+
+        rich_utils.COLOR_SYSTEM = None
 
 
 def color_disabled(no_color_flag: bool = False) -> bool:
@@ -111,7 +139,7 @@ def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
 
 def print_error(message: str, no_color: bool = False) -> None:
     """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored."""
-    line = "memprof: error: " + " ".join(part.strip() for part in message.splitlines())
+    line = "memprof: error: " + literal(" ".join(part.strip() for part in message.splitlines()))
     with contextlib.suppress(OSError, ValueError):
         stderr_console(no_color).print(
             line, style="bold red", markup=False, highlight=False, soft_wrap=True
@@ -122,7 +150,7 @@ def print_note(message: str, no_color: bool = False, style: str = "dim") -> None
     """A line on stderr that is not an error (a warning, "saved PATH")."""
     with contextlib.suppress(OSError, ValueError):
         stderr_console(no_color).print(
-            message, style=style, markup=False, highlight=False, soft_wrap=True
+            literal(message), style=style, markup=False, highlight=False, soft_wrap=True
         )
 
 

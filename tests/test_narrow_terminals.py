@@ -1,0 +1,149 @@
+"""Narrow and odd terminals: a figure is never split, titles wrap at the console's width, a
+COLUMNS that is no width is ignored, and --no-color holds for --help on a terminal too."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.experiments import load, summarize
+from memprof.experiments.sweep import chart_lines
+from memprof.model.formatting import format_ms, format_percent
+from memprof.output.profile import profile_rows
+from tests.conftest import FIXTURES
+
+ROOT = Path(__file__).parent.parent
+FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
+SIZE_LABEL = re.compile(r"2\^\d+ \(\d+ [KMG]?i?B\)")
+
+
+def report(path: Path, columns: str | None, *options: str) -> tuple[int, str, str]:
+    ran = CliRunner().invoke(app, ["report", *options, str(path)], env={"COLUMNS": columns})
+    return ran.exit_code, ran.stdout, ran.stderr
+
+
+def as_a_terminal_shows(text: str, width: int) -> list[str]:
+    """The lines a terminal of `width` columns shows: longer lines wrap at its edge."""
+    shown = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        while cell_len(line) > width:
+            shown.append(line[:width])
+            line = line[width:]
+        shown.append(line)
+    return shown
+
+
+def figures(path: Path) -> set[str]:
+    """Every figure the report shows: figure cells of the tables (and size labels), and the
+    profile's times and percentages where it is shown."""
+    result = load(path)
+    summary = summarize(result)
+    found = set()
+    for table in summary.tables:
+        for column in range(len(table.headers)):
+            cells = [row[column] for row in table.rows if row[column].strip() not in ("", "-")]
+            if cells and all(cell[:1].isdigit() for cell in cells):
+                found |= set(cells)
+            found |= {cell for cell in cells if SIZE_LABEL.fullmatch(cell)}
+    for row in profile_rows(result.measurements) if summary.show_profile else []:
+        found |= {format_percent(row.time_fraction), format_ms(row.stats.total_ms)}
+        found |= {format_ms(row.stats.mean_ms), format_ms(row.stats.max_ms)}
+    return found
+
+
+@pytest.mark.parametrize("width", [20, 24, 28, 33, 40])
+@pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda path: path.stem)
+def test_no_figure_is_split_on_a_narrow_terminal(path, width):
+    code, text, _ = report(path, str(width))
+    assert code == 0
+    lines = as_a_terminal_shows(text, width)
+    split = [figure for figure in figures(path) if not any(figure in line for line in lines)]
+    assert not split, split[:5]
+
+
+@pytest.mark.parametrize("width", [1, 5, 12, 19])
+def test_even_absurd_widths_render(width):
+    code, text, _ = report(FIXTURES / "h200_compare.json", str(width))
+    assert code == 0 and text.strip()
+
+
+@pytest.mark.parametrize("columns", ["0", "-5", "abc", "", " 80", "1e3"])
+def test_a_columns_that_is_no_width_is_treated_as_unset(columns):
+    path = FIXTURES / "h200_pinned_p20.json"
+    assert report(path, columns) == report(path, None)  # piped: memprof's own 160 columns
+    code, text, errors = report(Path("missing.json"), columns)
+    assert code == 2 and errors.startswith("memprof: error: ") and text == ""
+    help = CliRunner().invoke(app, ["pinned", "--help"], env={"COLUMNS": columns})
+    assert help.exit_code == 0 and "--power" in help.stdout
+
+
+def test_a_columns_that_is_a_width_is_kept():
+    path = FIXTURES / "h200_pinned_p20.json"
+    assert report(path, "90") != report(path, None)
+    assert max(len(line.rstrip()) for line in report(path, "90")[1].splitlines()[:3]) <= 90
+
+
+def test_titles_wrap_at_the_consoles_width_not_the_tables():
+    _, text, _ = report(FIXTURES / "h200x2_peer.json", "80")
+    lines = text.splitlines()
+    for title in [
+        "Copy engine, peer access off (the driver stages through host memory), GB/s",
+        "Kernel on the source GPU writing the destination GPU's memory (fillValue), GB/s",
+    ]:
+        assert title in lines
+    _, text, _ = report(FIXTURES / "h200x2_peer.json", "40")
+    assert "Copy engine, peer access off (the driver" in text.splitlines()
+
+
+def test_sweep_charts_fit_80_columns_however_many_sizes():
+    for count in (1, 19, 23, 24, 31):
+        series = {"pinned": [(power, 1.0, 1.0 + power) for power in range(count)]}
+        lines = chart_lines(series)
+        assert max(len(line) for line in lines) <= 80, count
+        assert "(2^n floats)" in lines[-1]
+
+
+def _on_a_terminal(args: list[str], environment: dict[str, str]) -> bytes:
+    """What memprof writes when stdout and stderr are a terminal (a pseudo-terminal)."""
+    master, slave = os.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env.update({"TERM": "xterm-256color", "COLUMNS": "100", **environment})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memprof", *args], stdout=slave, stderr=slave, env=env, cwd=ROOT
+    )
+    os.close(slave)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    assert process.wait(timeout=60) == 0, output[-500:]
+    return output
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_help_on_a_terminal_has_no_styling_with_no_color_or_NO_COLOR():
+    assert b"\x1b[" in _on_a_terminal(["pinned", "--help"], {})  # styled by default
+    for args, environment in [
+        (["pinned", "--no-color", "--help"], {}),
+        (["pinned", "--help", "--no-color"], {}),
+        (["pinned", "--help"], {"NO_COLOR": "1"}),
+        (["--help"], {"NO_COLOR": "1"}),
+    ]:
+        output = _on_a_terminal(args, environment)
+        assert b"--power" in output or b"pinned" in output
+        assert b"\x1b" not in output, (args, environment)

@@ -1,0 +1,65 @@
+"""Record tests/golden again: `memprof report FIXTURE` of every fixture at 80 and 120 columns.
+
+Usage (from the repository root, in the virtual environment README.md installs):
+
+    python tools/golden.py            # rewrite tests/golden/*.txt, list what changed
+    python tools/golden.py --check    # change nothing; exit 1 if a rendering differs
+
+tests/test_golden.py compares every rendering with these files, so a change to what the user
+sees fails the suite until it is recorded here on purpose, and said in the commit that does.
+The renderings are made exactly as that test makes them (the CLI in this process, COLUMNS
+set, output not a terminal), so the two never disagree about a byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+GOLDEN = ROOT / "tests" / "golden"
+WIDTHS = (80, 120)
+
+
+def rendering(fixture: Path, width: int) -> str:
+    """What `COLUMNS=width memprof report FIXTURE | cat` prints."""
+    from typer.testing import CliRunner
+
+    from memprof.cli import app
+
+    ran = CliRunner().invoke(app, ["report", str(fixture)], env={"COLUMNS": str(width)})
+    if ran.exit_code != 0:
+        raise SystemExit(f"golden: error: {fixture.name} at {width}: exit {ran.exit_code}")
+    return ran.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Record tests/golden from tests/fixtures.")
+    parser.add_argument("--check", action="store_true", help="only say what would change")
+    options = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    changed = []
+    for fixture in sorted(FIXTURES.glob("*.json")):
+        for width in WIDTHS:
+            path = GOLDEN / f"{fixture.stem}.{width}.txt"
+            text = rendering(fixture, width)
+            if not path.exists() or path.read_text() != text:
+                changed.append(path.name)
+                if not options.check:
+                    path.write_text(text)
+    stale = sorted(
+        path.name
+        for path in GOLDEN.glob("*.txt")
+        if not (FIXTURES / f"{path.name.rsplit('.', 2)[0]}.json").exists()
+    )
+    verb = "differ" if options.check else "rewritten"
+    print(f"{len(changed)} {verb}" + "".join(f"\n  {name}" for name in changed))
+    if stale:
+        print("without a fixture (remove by hand):" + "".join(f"\n  {name}" for name in stale))
+    return 1 if options.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
