@@ -26,7 +26,13 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import gpu_timing
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    plural,
+)
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import ByteCount, Count
@@ -254,7 +260,7 @@ def summarize(result: Result) -> Summary:
     peak = result.device.theoretical_memory_bandwidth_gb_per_s
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
-        f"{result.parameters.repeat} timed runs",
+        f"{plural(result.parameters.repeat, 'timed run')}",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "

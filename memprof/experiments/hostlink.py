@@ -28,7 +28,7 @@ from memprof.experiments.base import (
 )
 from memprof.experiments.common import POISON_BYTE, gb_per_s_by_key
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s, plural
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
@@ -244,7 +244,7 @@ def summarize(result: Result) -> Summary:
         f"GB/s = 10^9 bytes/s: batches of {batch} back-to-back copies from pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
         "gates opened back to back; median of "
-        f"{result.parameters.repeat} batches.",
+        f"{plural(result.parameters.repeat, 'batch', 'batches')}.",
         "Total alone: the sum of each GPU's figure measured on its own.",
     ]
     return Summary(tables=[table], conclusions=_conclusions(result), show_profile=False)

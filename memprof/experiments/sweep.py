@@ -30,7 +30,13 @@ from memprof.experiments.base import (
     warmup_param,
 )
 from memprof.experiments.common import size_label
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    plural,
+)
 from memprof.model.params import CommaList, NamedSets, param
 from memprof.model.results import Check, Result
 from memprof.model.summary import Chart, Summary, Table
@@ -153,7 +159,7 @@ class Sweep(Experiment):
                 detail = (
                     problems[0]
                     if problems
-                    else f"Check result success! ({len(params.powers)} sizes)"
+                    else f"Check result success! ({plural(len(params.powers), 'size')})"
                 )
                 ctx.check(
                     Check(

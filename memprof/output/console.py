@@ -116,12 +116,14 @@ def color_disabled(no_color_flag: bool = False) -> bool:
     return no_color_flag or os.environ.get("NO_COLOR", "") != ""
 
 
-def stdout_console(no_color: bool = False) -> Console:
-    """The console results are rendered on: full width when piped, plain text without colour."""
+def results_console(no_color: bool = False, stderr: bool = False) -> Console:
+    """The console results are rendered on: stdout (stderr for `trace`, whose stdout is the
+    program's), full width when piped, plain text without colour."""
     prepare_streams()
-    piped = not sys.stdout.isatty() if hasattr(sys.stdout, "isatty") else True
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() if hasattr(stream, "isatty") else True
     width = PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None
-    return _console(stderr=False, width=width, no_color=no_color)
+    return _console(stderr=stderr, width=width, no_color=no_color)
 
 
 def stderr_console(no_color: bool = False) -> Console:
@@ -154,14 +156,15 @@ def print_note(message: str, no_color: bool = False, style: str = "dim") -> None
         )
 
 
-def silence_closed_stdout() -> None:
-    """After the reader closed stdout (`memprof ... | head`), send what is left to /dev/null.
+def silence_closed_stdout(stderr: bool = False) -> None:
+    """After the reader closed stdout (`memprof ... | head`), or stderr where results went
+    there, send what is left to /dev/null.
 
     Python would otherwise report the broken pipe again when it flushes stdout at exit.
     """
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
         os.close(devnull)
 
 

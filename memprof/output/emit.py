@@ -15,10 +15,11 @@ from pathlib import Path
 from rich.console import Console
 
 from memprof.errors import SaveFailed, VerificationFailed
+from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
-from memprof.output.console import print_error, print_note, silence_closed_stdout, stdout_console
-from memprof.output.files import check_destination, check_distinct, write_text_atomic
+from memprof.output.console import print_error, print_note, results_console, silence_closed_stdout
+from memprof.output.files import check_destination, check_distinct, destination, write_text_atomic
 
 DIFF_FORMAT = "memprof diff"
 
@@ -31,6 +32,14 @@ class Output:
     csv: Path | None = None
     quiet: bool = False
     no_color: bool = False
+    on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
+
+    @classmethod
+    def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
+        """From the command line's words: a name ending in "/" is refused, not made a file."""
+        names = {"--json": json, "--csv": csv}
+        paths = [None if text is None else destination(text, o) for o, text in names.items()]
+        return cls(*paths, quiet, no_color)
 
     def destinations(self) -> dict[str, Path | None]:
         return {"--json": self.json, "--csv": self.csv}
@@ -65,7 +74,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
     checks = [check for result in results for check in result.checks]
     failed = [check for check in checks if not check.passed]
     if failed:
-        raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
+        raise VerificationFailed(f"{len(failed)} of {plural(len(checks), 'result')} did not verify")
 
 
 def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> None:
@@ -92,9 +101,9 @@ def _show_then_save(
     try:
         if not output.quiet:
             try:
-                render(stdout_console(output.no_color))
+                render(results_console(output.no_color, output.on_stderr))
             except BrokenPipeError:  # `memprof ... | head`: the reader has what it wanted
-                silence_closed_stdout()
+                silence_closed_stdout(output.on_stderr)
     except BaseException:
         for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
             print_error(problem, output.no_color)
