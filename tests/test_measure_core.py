@@ -255,3 +255,84 @@ def test_discard_pending_drops_unresolved_events():
     assert profiler._pending
     profiler.discard_pending()
     assert profiler._pending == [] and not profiler.gate_closed
+
+
+# -- the gate -----------------------------------------------------------------------------------
+
+
+class PinnedFlag:
+    """pycuda's pagelocked_empty(..., DEVICEMAP): a numpy array whose base knows its device
+    pointer."""
+
+    def __init__(self, count: int) -> None:
+        import numpy as np
+
+        self.array = np.zeros(count, dtype=np.int64)
+        self.freed = False
+
+    def get_device_pointer(self) -> int:
+        return 0xD000
+
+    def free(self) -> None:
+        self.freed = True
+
+
+def fake_gate(monkeypatch):
+    import numpy as np
+
+    from memprof.core import gate as gate_module
+
+    calls = []
+    kernel = type("Kernel", (), {})()
+    kernel.function = type("Function", (), {"prepared_async_call": lambda *a: calls.append(a)})()
+    monkeypatch.setattr(gate_module, "load_kernel", lambda session, file, name: kernel)
+
+    class Flag(np.ndarray):
+        pass
+
+    def pagelocked_empty(count, dtype, mem_flags):
+        holder = PinnedFlag(count)
+        view = holder.array.view(Flag)
+        view.base_holder = holder
+        return view
+
+    cuda = type("Cuda", (), {})()
+    cuda.pagelocked_empty = pagelocked_empty
+    cuda.host_alloc_flags = type("Flags", (), {"DEVICEMAP": 2})
+    owned = []
+    session = type("Session", (), {})()
+    session.cuda = cuda
+    session.own = lambda free: owned.append(free) or len(owned)
+    session.disown = lambda handle: owned.append(("disowned", handle))
+    monkeypatch.setattr(Flag, "base", property(lambda self: self.base_holder), raising=False)
+    return gate_module.Gate(session), calls, owned
+
+
+def test_the_gate_spins_on_a_new_generation_each_time_it_closes(monkeypatch):
+    from memprof.core.gate import GATE_TIMEOUT_NS
+
+    gate, calls, owned = fake_gate(monkeypatch)
+    assert (gate.generation, gate.closed, list(gate.flag)) == (0, False, [0, 0])
+    gate.close("stream")
+    gate.close("stream")
+    assert [call[1:] for call in calls] == [
+        ((1, 1), (1, 1, 1), "stream", 0xD000, 1, GATE_TIMEOUT_NS),
+        ((1, 1), (1, 1, 1), "stream", 0xD000, 2, GATE_TIMEOUT_NS),
+    ]
+    assert gate.closed and gate.flag[0] == 0  # nothing released yet
+    gate.open()
+    assert not gate.closed and gate.flag[0] == 2  # everything queued up to now runs
+    gate.check()  # the kernel did not give up
+    gate.free()
+    assert owned[-1] == ("disowned", 1) and gate.flag.base.freed
+
+
+def test_a_gate_that_timed_out_says_so_once(monkeypatch):
+    from memprof.errors import MemprofError
+
+    gate, _, _ = fake_gate(monkeypatch)
+    gate.flag[1] = 1  # the spinning kernel's "gave up" mark
+    with pytest.raises(MemprofError, match="gate timed out"):
+        gate.check()
+    assert gate.flag[1] == 0
+    gate.check()
