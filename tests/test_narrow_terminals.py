@@ -147,3 +147,49 @@ def test_help_on_a_terminal_has_no_styling_with_no_color_or_NO_COLOR():
         output = _on_a_terminal(args, environment)
         assert b"--power" in output or b"pinned" in output
         assert b"\x1b" not in output, (args, environment)
+
+
+def test_prose_wraps_exactly_as_rich_wraps_it_when_every_word_fits():
+    """memprof wraps prose itself only to keep over-long words whole: elsewhere it must
+    break lines exactly where rich would (the golden files were recorded with rich's)."""
+    import random
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from memprof.output.render import _wrapped
+
+    words = ["a", "GPU", "copies", "3.9680us", "(4 MiB),", "host → device", "µs", "x" * 11]
+    generator = random.Random(18)
+    console = Console(width=200)
+    for _ in range(300):
+        text = " ".join(generator.choice(words) for _ in range(generator.randint(1, 30)))
+        text = generator.choice(["", "  "]) + text + generator.choice(["", " "])
+        width = generator.randint(12, 60)
+        ours = [line.plain for line in _wrapped(Text(text), width)]
+        theirs = [line.plain for line in Text(text).wrap(console, width)]
+        assert ours == theirs, (text, width)
+
+
+def test_a_word_wider_than_the_line_stays_whole_or_breaks_after_its_commas():
+    from rich.text import Text
+
+    from memprof.output.render import _wrapped
+
+    lines = [line.plain for line in _wrapped(Text("at 2026-11-22T01:42:09+00:00, here"), 12)]
+    assert lines == ["at ", "2026-11-22T01:42:09+00:00,", "here"]
+    lines = [line.plain for line in _wrapped(Text("powers=8,9,10,11,12,13 done"), 10)]
+    assert lines == ["powers=8,", "9,10,11,", "12,13 done"]
+    assert [line.plain for line in _wrapped(Text("x"), 1, indent=4)] == ["    x"]
+
+
+def test_figures_split_between_columns_only_where_they_must():
+    from memprof.output.render import Figures
+
+    figures = Figures([["Time(%)", "Time", "Calls"], ["48.30%", "4.2887ms", "20"]])
+    assert figures.widths == [7, 8, 5]
+    assert figures.width() == 7 + 2 + 8 + 2 + 5
+    assert figures.lines(["48.30%", "4.2887ms", "20"], 24) == [" 48.30%  4.2887ms     20"]
+    assert figures.chunks(23) == [[0, 1], [2]]
+    assert figures.lines(["48.30%", "4.2887ms", "20"], 23) == [" 48.30%  4.2887ms", "   20"]
+    assert figures.chunks(3) == [[0], [1], [2]]  # one figure a line, never cut

@@ -510,7 +510,7 @@ def _print_prose(console: Console, text: str, style: str = "") -> None:
 
 
 _WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich's wrapping sees it
-_AFTER_COMMA = re.compile(r"[^,]*,|[^,]+")
+_AFTER_COMMA = re.compile(r"[^,]*,\s*|[^,]+")
 
 
 def _wrapped(text: Text, width: int, indent: int = 0) -> list[Text]:
