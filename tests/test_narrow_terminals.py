@@ -193,3 +193,42 @@ def test_figures_split_between_columns_only_where_they_must():
     assert figures.chunks(23) == [[0, 1], [2]]
     assert figures.lines(["48.30%", "4.2887ms", "20"], 23) == [" 48.30%  4.2887ms", "   20"]
     assert figures.chunks(3) == [[0], [1], [2]]  # one figure a line, never cut
+
+
+def test_the_results_console_is_160_wide_when_piped_else_the_terminals(monkeypatch):
+    from memprof.output import console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert console.results_console().width == console.PIPE_WIDTH == 160  # stdout: a pipe here
+    assert console.results_console(stderr=True).width == 160
+    assert console.results_console(stderr=True).file is sys.stderr
+    monkeypatch.setenv("COLUMNS", "97")
+    assert console.results_console().width == 97
+    monkeypatch.setenv("COLUMNS", "0")
+    console.prepare_streams()
+    assert "COLUMNS" not in os.environ and console.results_console().width == 160
+    monkeypatch.setenv("LINES", "-3")
+    console.forget_unusable_width()
+    assert "LINES" not in os.environ
+    monkeypatch.setenv("LINES", "40")
+    console.forget_unusable_width()
+    assert os.environ["LINES"] == "40"
+
+
+def test_help_colours_go_only_for_no_color_before_the_programs_arguments(monkeypatch):
+    from typer import rich_utils
+
+    from memprof.output import console
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(rich_utils, "COLOR_SYSTEM", "auto")
+    console.disable_help_colors(["pinned", "--help"])
+    assert rich_utils.COLOR_SYSTEM == "auto"
+    console.disable_help_colors(["trace", "--", "prog.py", "--no-color"])  # the program's
+    assert rich_utils.COLOR_SYSTEM == "auto"
+    console.disable_help_colors(["pinned", "--no-color", "--help"])
+    assert rich_utils.COLOR_SYSTEM is None
+    monkeypatch.setattr(rich_utils, "COLOR_SYSTEM", "auto")
+    monkeypatch.setenv("NO_COLOR", "1")
+    console.disable_help_colors(["--help"])
+    assert rich_utils.COLOR_SYSTEM is None
