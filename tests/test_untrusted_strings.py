@@ -148,7 +148,7 @@ ENVIRONMENTS = [
 ]
 
 
-@pytest.mark.parametrize("width", [40, 120])
+@pytest.mark.parametrize("width", [40, 200])
 @pytest.mark.parametrize(("options", "environment", "colour"), ENVIRONMENTS)
 @pytest.mark.parametrize("name", NAMES)
 def test_report_prints_every_hostile_string_literally(
