@@ -40,10 +40,10 @@ def load(path: str | Path) -> Result:
 
 def render(result: Result, console: Any = None) -> None:
     """Print a Result as its command does: the profile, tables, checks and conclusions."""
-    from memprof.output.console import stdout_console
+    from memprof.output.console import results_console
     from memprof.output.render import render_result
 
-    render_result(result, summarize(result), console or stdout_console())
+    render_result(result, summarize(result), console or results_console())
 
 
 ONE_GPU = "--device all: this machine has one GPU, so memprof ran on device 0 only"

@@ -1,8 +1,8 @@
 """The `memprof` command line, made from the experiment registry.
 
 Each experiment becomes one command: its options are its Params fields (memprof.model.params
-says how each is offered and checked) plus the shared options it takes, defined once below.
-`report`, `diff` and `trace` read files or run a program and are written out here.
+says how each is offered and checked; `trace` declares its own) plus the shared options it
+takes, defined once below. `report` and `diff` read files and are written out here.
 
 Every way a command can end is decided in one place (`run_command`): one line on stderr at
 most and a documented exit code (ExitCode).
@@ -27,7 +27,7 @@ from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
 from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.model import params as declared
-from memprof.output.console import prepare_streams, print_error, print_note, silence_closed_stdout
+from memprof.output import console as terminal
 from memprof.output.emit import Output, emit, emit_diff, stdout_failed
 
 try:  # typer 0.2x and later carry their own copy of click
@@ -57,7 +57,8 @@ class MemprofGroup(TyperGroup):
 
 def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra: dict) -> int:
     """Run the command line; every outcome becomes an exit code and at most one stderr line."""
-    prepare_streams()
+    terminal.prepare_streams()
+    terminal.disable_help_colors(args)
     try:
         with group.make_context(prog_name or "memprof", args, **extra) as context:
             group.invoke(context)
@@ -79,33 +80,33 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
             message = error.format_message()
         except Exception:  # some typer and click pairings fail to describe their own error
             message = str(error) or type(error).__name__
-        print_error(f"{message} (see '{command} --help')")
+        terminal.print_error(f"{message} (see '{command} --help')")
         return error.exit_code
     except MemprofError as error:
         interrupted = pressed()  # a Ctrl-C that came back as another error
-        print_error(INTERRUPTED if interrupted else str(error))
+        terminal.print_error(INTERRUPTED if interrupted else str(error))
         return ExitCode.INTERRUPTED if interrupted else error.exit_code
     except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
-        silence_closed_stdout()
+        terminal.silence_closed_stdout()
         return ExitCode.OK
     except (KeyboardInterrupt, *Aborts):
-        print_error(INTERRUPTED)
+        terminal.print_error(INTERRUPTED)
         return ExitCode.INTERRUPTED
     except Exception as error:
         if caused_by_ctrl_c(error):
-            print_error(INTERRUPTED)
+            terminal.print_error(INTERRUPTED)
             return ExitCode.INTERRUPTED
         lost = stdout_failed(error)  # `> /dev/full`: output lost, as an unsaved file is
         if lost:
-            print_error(lost)
+            terminal.print_error(lost)
             return ExitCode.SAVE_FAILED
         cuda = sys.modules.get("pycuda.driver")
         if cuda is not None and isinstance(error, cuda.Error):
-            print_error(f"CUDA driver error: {str(error).strip()}")
+            terminal.print_error(f"CUDA driver error: {str(error).strip()}")
             return ExitCode.CHECK_FAILED
         if os.environ.get("MEMPROF_DEBUG"):
             raise
-        print_error(
+        terminal.print_error(
             f"internal error, a bug in memprof: {type(error).__name__}: {error} "
             "(MEMPROF_DEBUG=1 shows where)"
         )
@@ -197,11 +198,15 @@ NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set).
 def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
     """--json, --csv, --quiet and --no-color, as every command takes them."""
     return [
-        option("json", Path | None, None, help=json),
-        option("csv", Path | None, None, help=csv),
+        option("json", str | None, None, metavar=PATH, help=json),
+        option("csv", str | None, None, metavar=PATH, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
         option("no_color", bool, False, help=NO_COLOR_HELP),
     ]
+
+
+PATH = "<path>"  # a str, not a Path: Path("newdir/") would drop the slash (Output.named)
+CSV_HELP = "every measurement as CSV, one row each"
 
 
 def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
@@ -237,9 +242,12 @@ AFFINITY_HELP = (
 
 
 def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
-    """The experiment's Params fields as options (memprof.model.params says how)."""
+    """The experiment's own options (its Params fields: memprof.model.params says how)."""
     options = []
-    for face in declared.cli_options(experiment.Params):
+    for face in experiment.options():
+        if face.argument:
+            options.append(argument(face.name, face.kind, face.default, face.help))
+            continue
         kind, default, check = face.kind, face.default, within(face.rule) if face.rule else None
         if face.choices:  # measure() takes each member's value
             members = {name.replace("-", "_"): name for name in face.choices}
@@ -267,24 +275,27 @@ def add_experiment(experiment: type[Experiment]) -> None:
 
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
-        output = Output(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
+        output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
+        if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
+            from memprof.trace.collect import trace_command
+
+            raise typer.Exit(trace_command(device=device, output=output, **values))
         output.check()
         params = declared.from_cli(experiment.Params, values)
         _run(experiment.name, params, device, output, timing, affinity)
 
     help = experiment.help + (f"\n\n{experiment.description}" if experiment.description else "")
     parameters = params_options(experiment) + gpu_options(experiment) + output_options()
+    settings = {"context_settings": experiment.context_settings}
     for name in (experiment.name, *experiment.aliases):
-        command(
-            name, parameters, help if name == experiment.name else f"Alias of {experiment.name}."
-        )(measure)
+        alias = f"Alias of {experiment.name}."
+        command(name, parameters, help if name == experiment.name else alias, **settings)(measure)
 
 
 for _experiment in REGISTRY:
-    if _experiment.name != "trace":  # it runs your program: its own command below
-        add_experiment(_experiment)
+    add_experiment(_experiment)
 
 
 def _run(
@@ -309,9 +320,11 @@ def _run(
             run = api.run_experiment(experiment_named(command), params, options, progress)
             done = api.EveryDevice([run[0]], run[1])
     for failure in done.cleanup_failures:
-        print_note(f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow")
+        terminal.print_note(
+            f"memprof: warning: freeing failed: {failure}", output.no_color, "yellow"
+        )
     for note in done.notes:
-        print_note(f"memprof: {note}", output.no_color)
+        terminal.print_note(f"memprof: {note}", output.no_color)
     emit(done.results, summarize, output)
 
 
@@ -326,13 +339,13 @@ REPORT_OPTIONS = [
 
 
 @command("report", REPORT_OPTIONS, "Render saved Results again, on any machine (no GPU needed).")
-def report(paths: list[Path], json: Path | None, csv: Path | None, quiet: bool, no_color: bool):
+def report(paths: list[Path], json: str | None, csv: str | None, quiet: bool, no_color: bool):
     if json is not None and len(paths) > 1:
         raise InvalidArgument(
             f"--json saves one result, and {len(paths)} files were given: "
             "report them one at a time (--csv takes several)"
         )
-    output = Output(json, csv, quiet, no_color)
+    output = Output.named(json, csv, quiet, no_color)
     output.check(inputs=paths)
     emit([load(path) for path in paths], summarize, output)
 
@@ -340,7 +353,7 @@ def report(paths: list[Path], json: Path | None, csv: Path | None, quiet: bool, 
 DIFF_OPTIONS = [
     argument("first", Path, ..., "Result A (--json of one run)."),
     argument("second", Path, ..., "Result B, compared with A."),
-    *(
+    *[
         o
         for o in output_options(
             "Also save the comparison as shown (tables of strings, not a Result: `report` "
@@ -348,44 +361,14 @@ DIFF_OPTIONS = [
             quiet="Print nothing but errors.",
         )
         if o.name != "csv"
-    ),
+    ],
 ]
 
 
 @command("diff", DIFF_OPTIONS, "Compare two saved runs row by row, beyond run-to-run noise.")
-def diff(first: Path, second: Path, json: Path | None, quiet: bool, no_color: bool) -> None:
+def diff(first: Path, second: Path, json: str | None, quiet: bool, no_color: bool) -> None:
     from memprof.output.diff import diff as diff_results
 
-    output = Output(json=json, quiet=quiet, no_color=no_color)
+    output = Output.named(json, None, quiet, no_color)
     output.check(inputs=(first, second))
     emit_diff(diff_results(load(first), load(second)), first, second, output)
-
-
-TRACE_OPTIONS = [
-    argument("target", list[str] | None, None, "SCRIPT.py and its arguments (or the module's)."),
-    option("module", str | None, None, "-m", "--module", help="Run a module, as python -m does."),
-    option(
-        "bandwidth",
-        str,
-        "cache",
-        help="This GPU's pinned bandwidth and small-copy costs for the advice: cache "
-        "(measured once, then cached per GPU and driver), measure (now), none.",
-    ),
-    option("device", int, 0, "-d", "--device", callback=within(DEVICE_RANGE), help=DEVICE_HELP),
-    *output_options(),
-]
-TRACE_HELP = (
-    "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU.\n\n"
-    "memprof's options go before SCRIPT; the program's output and exit code pass through."
-)
-ARGUMENTS_ARE_THE_PROGRAMS = {"allow_interspersed_args": False, "ignore_unknown_options": True}
-
-
-@command("trace", TRACE_OPTIONS, TRACE_HELP, context_settings=ARGUMENTS_ARE_THE_PROGRAMS)
-def trace(target, module, bandwidth, device, json, csv, quiet, no_color) -> None:
-    from memprof.trace import collect as tracing
-
-    Output(json, csv, quiet, no_color).check()
-    program = tracing.parse_target(target or [], module)
-    options = tracing.TraceOptions(device, bandwidth, json, csv, quiet, no_color)
-    raise typer.Exit(tracing.trace(program, options, summarize))

@@ -122,4 +122,4 @@ def test_samples_that_cannot_be_trusted_give_a_row_not_a_crash(bad):
     summary = diff(first, second)
     assert summary.tables[0].rows[1][4:] == ["-", "no valid samples"]
     assert summary.conclusions[0].endswith("slower in 0, and within noise in 1.")
-    assert "1 measurements had no valid samples to compare." in summary.conclusions
+    assert "1 measurement had no valid samples to compare." in summary.conclusions

@@ -23,6 +23,7 @@ from memprof.output.render import (
     ASCII_SIMPLE_HEAD,
     PROFILE_COLUMNS,
     console_text,
+    draw_table,
     profile_lines,
     render_result,
     summary_table,
@@ -160,8 +161,7 @@ def _tables():
 
 def _draw(table: Table, width: int) -> list[str]:
     console = Console(width=width, file=io.StringIO(), color_system=None)
-    for part in summary_table(table, width):
-        console.print(part)
+    draw_table(console, Table(table.title, table.headers, table.rows, [], table.highlighted))
     return console.file.getvalue().splitlines()
 
 
@@ -174,7 +174,7 @@ def test_summary_tables_fit_and_never_fold_a_figure(table, width):
         cells = [row[column] for row in table.rows]
         figures = all(cell[:1].isdigit() or cell == "-" for cell in cells)
         for cell in cells:
-            if figures:  # 2.3456ms, 55.3, 2^20 (4 MiB): whole on one line
+            if figures or re.fullmatch(r"2\^\d+ \(\d+ [KMG]?i?B\)", cell):  # whole on one line
                 assert any(re.search(rf"(^|\s){re.escape(cell)}(\s|$)", line) for line in lines)
             else:  # text wraps between words, never inside one
                 for word in cell.split():
@@ -189,8 +189,8 @@ def test_a_wide_table_is_split_with_its_label_column_repeated():
         table.add_row(f"2^{power} (x)", *(f"{power}{i}.123ms" for i in range(8)))
     parts = summary_table(table, 60)
     assert len(parts) == 2
-    assert [len(part.columns) for part in parts] == [5, 5]
-    assert [part.columns[0].header for part in parts] == ["Size", "Size"]
+    assert [len(part.table.columns) for part in parts] == [5, 5]
+    assert [str(part.table.columns[0].header) for part in parts] == ["Size", "Size"]
     assert parts[1].title == "Allocate (continued)"
     lines = _draw(table, 60)
     assert sum(line.startswith("2^16 (x)") for line in lines) == 2
@@ -214,7 +214,7 @@ def test_text_columns_wrap_between_words_and_figures_stay_whole():
     assert any(line.endswith("63.0 GB/s (Gen5 x16)") for line in lines)
     for word in table.rows[0][2].split():
         assert any(word in line.split() for line in lines)
-    justify = [column.justify for column in part.columns]
+    justify = [column.justify for column in part.table.columns]
     assert justify == ["left", "right", "left", "right"]
 
 
@@ -227,8 +227,8 @@ def test_best_cells_stay_highlighted_in_every_share():
     assert len(parts) > 1
     styles = {}
     for part in parts:
-        headers = [c.header for c in part.columns]
-        for position, column in enumerate(part.columns):
+        headers = [str(c.header) for c in part.table.columns]
+        for position, column in enumerate(part.table.columns):
             for row, cell in enumerate(column.cells):
                 styles[headers[position], row] = str(cell.style)
     assert styles["column0", 1] == "bold green"
@@ -287,8 +287,7 @@ def test_ascii_box_draws_only_the_header_rule():
     table = Table("T", ["Kind", "GB/s"])
     table.add_row("pinned", "55.3")
     console, raw = _ascii_console(40)
-    for part in summary_table(table, 40, ASCII_SIMPLE_HEAD):
-        console.print(part)
+    draw_table(console, table, ASCII_SIMPLE_HEAD)
     console.file.flush()
     assert raw.getvalue().decode("ascii").splitlines()[1:] == [
         "Kind    GB/s",
@@ -322,7 +321,8 @@ def test_columns_are_packed_into_a_share_up_to_the_exact_width():
     table.add_row("k", "1.00", "2.00", "3.00")  # each column 4 wide, 2 between columns
     assert len(summary_table(table, 4 * 4 + 3 * 2)) == 1
     for width in (4 * 4 + 3 * 2 - 1, 3 * 4 + 2 * 2):  # the first share is exactly 16 wide
-        assert [[c.header for c in part.columns] for part in summary_table(table, width)] == [
+        parts = summary_table(table, width)
+        assert [[str(c.header) for c in part.table.columns] for part in parts] == [
             ["Kind", "aaaa", "bbbb"],
             ["Kind", "cccc"],
         ]
@@ -335,25 +335,34 @@ def test_a_table_wraps_its_text_rather_than_split_while_that_fits_exactly():
     assert len(summary_table(table, 15)) == 2
 
 
-def test_a_column_too_wide_for_any_share_still_gets_one_with_the_label():
+def test_a_column_too_wide_to_sit_beside_the_label_goes_under_it():
     table = Table("T", ["Kind", "a", "b"])
-    table.add_row("pinned", "1" * 30, "2" * 30)
+    table.add_row("pinned", "1" * 14, "2" * 14)
+    table.highlighted = [(0, 2)]
     parts = summary_table(table, 20)
-    assert [[c.header for c in part.columns] for part in parts] == [["Kind", "a"], ["Kind", "b"]]
+    assert [part.table for part in parts] == [None, None]
+    assert [[line.plain for line in part.lines] for part in parts] == [
+        ["Kind", "    a", "─" * 18, "pinned", "    " + "1" * 14],
+        ["Kind", "    b", "─" * 18, "pinned", "    " + "2" * 14],
+    ]
+    assert [str(span.style) for span in parts[1].lines[-1].spans] == ["bold green"]
+    assert [part.title for part in parts] == ["T", "T (continued)"]
+    fits = Table("T", ["Kind", "a"], [["pinned", "1" * 12]])
+    assert summary_table(fits, 20)[0].table is not None  # 6 + 2 + 12: side by side
 
 
 def test_the_widest_text_column_wraps_first():
     table = Table("T", ["Kind", "Short note", "Long note"])
     table.add_row("pinned", "two words", "many more words than the other column has")
     [part] = summary_table(table, 50)
-    widths = [column.width for column in part.columns]
+    widths = [column.width for column in part.table.columns]
     assert widths[:2] == [6, 9] and sum(widths) + 4 == 50  # the header "Short note" wraps
-    assert summary_table(table, 200)[0].columns[2].width is None  # fits: rich's own widths
+    assert summary_table(table, 200)[0].table.columns[2].width is None  # fits: rich's own widths
     exact = 6 + 10 + len(table.rows[0][2]) + 4
-    assert summary_table(table, exact)[0].columns[2].width is None
+    assert summary_table(table, exact)[0].table.columns[2].width is None
     long_note = len(table.rows[0][2])
     for width, expected in [(exact - 1, [6, 9, long_note]), (exact - 2, [6, 9, long_note - 1])]:
-        assert [column.width for column in summary_table(table, width)[0].columns] == expected
+        assert [column.width for column in summary_table(table, width)[0].table.columns] == expected
 
 
 # -- what surrounds the tables -----------------------------------------------------------------

@@ -31,3 +31,19 @@ def test_unwritten_poisoned_elements_never_pass():
 
 def test_shape_mismatch_fails():
     assert not compare_arrays("sum", np.ones(3), np.ones(4)).passed
+
+
+def test_the_mismatch_names_the_host_value_then_the_gpu_value_as_numbers():
+    expected = np.arange(10, dtype=np.float32) / 4
+    actual = expected.copy()
+    actual[5] = 7.5
+    detail = compare_arrays("sum", actual, expected).detail
+    assert detail.endswith("first at index 5: host 1.25, gpu 7.5")  # not np.float32(1.25)
+    actual[5] = np.nan  # a poisoned element the kernel never wrote
+    assert compare_arrays("sum", actual, expected).detail.endswith("host 1.25, gpu nan")
+
+
+def test_a_shape_mismatch_says_both_shapes_in_order():
+    check = compare_arrays("sum", np.ones(3), np.ones(4))
+    assert check.detail == "shape (3,) != (4,)" and check.elements == 4
+    assert not check.passed

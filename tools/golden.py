@@ -1,17 +1,19 @@
-"""Re-record golden renderings: `memprof report FIXTURE` at 80 and 120 columns.
+"""Record tests/golden again: `memprof report FIXTURE` of every fixture at 80 and 120 columns.
 
-    python tools/golden.py                  # every fixture in tests/fixtures
-    python tools/golden.py h200_streams     # only these (fixture names without .json)
+Usage (from the repository root, in the virtual environment README.md installs):
 
-It renders with the memprof of this checkout (not an installed one), as the tests do.
+    python tools/golden.py            # rewrite tests/golden/*.txt, list what changed
+    python tools/golden.py --check    # change nothing; exit 1 if a rendering differs
 
-tests/test_golden.py compares each rendering with tests/golden/NAME.WIDTH.txt. Re-record only
-for an intended change, and say in the commit what moved and why; then read `git diff
-tests/golden` line by line before committing.
+tests/test_golden.py compares every rendering with these files, so a change to what the user
+sees fails the suite until it is recorded here on purpose, and said in the commit that does.
+The renderings are made exactly as that test makes them (the CLI in this process, COLUMNS
+set, output not a terminal), so the two never disagree about a byte.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,31 +23,43 @@ GOLDEN = ROOT / "tests" / "golden"
 WIDTHS = (80, 120)
 
 
-def report(fixture: Path, width: int) -> str:
-    """What `COLUMNS=width memprof report FIXTURE | cat` prints (as tests/test_golden.py)."""
+def rendering(fixture: Path, width: int) -> str:
+    """What `COLUMNS=width memprof report FIXTURE | cat` prints."""
     from typer.testing import CliRunner
 
     from memprof.cli import app
 
     ran = CliRunner().invoke(app, ["report", str(fixture)], env={"COLUMNS": str(width)})
     if ran.exit_code != 0:
-        raise SystemExit(f"memprof report {fixture.name} failed ({ran.exit_code}): {ran.output}")
+        raise SystemExit(f"golden: error: {fixture.name} at {width}: exit {ran.exit_code}")
     return ran.stdout
 
 
-def main(names: list[str]) -> None:
-    fixtures = [FIXTURES / f"{name}.json" for name in names] or sorted(FIXTURES.glob("*.json"))
-    for fixture in fixtures:
-        if not fixture.is_file():
-            raise SystemExit(f"no fixture {fixture}")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Record tests/golden from tests/fixtures.")
+    parser.add_argument("--check", action="store_true", help="only say what would change")
+    options = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    changed = []
+    for fixture in sorted(FIXTURES.glob("*.json")):
         for width in WIDTHS:
-            golden = GOLDEN / f"{fixture.stem}.{width}.txt"
-            text = report(fixture, width)
-            changed = not golden.exists() or golden.read_text() != text
-            golden.write_text(text)
-            print(f"{'re-recorded' if changed else 'unchanged  '} {golden.relative_to(ROOT)}")
+            path = GOLDEN / f"{fixture.stem}.{width}.txt"
+            text = rendering(fixture, width)
+            if not path.exists() or path.read_text() != text:
+                changed.append(path.name)
+                if not options.check:
+                    path.write_text(text)
+    stale = sorted(
+        path.name
+        for path in GOLDEN.glob("*.txt")
+        if not (FIXTURES / f"{path.name.rsplit('.', 2)[0]}.json").exists()
+    )
+    verb = "differ" if options.check else "rewritten"
+    print(f"{len(changed)} {verb}" + "".join(f"\n  {name}" for name in changed))
+    if stale:
+        print("without a fixture (remove by hand):" + "".join(f"\n  {name}" for name in stale))
+    return 1 if options.check and changed else 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # this checkout's memprof, whatever is installed
-    main(sys.argv[1:])
+    sys.exit(main())

@@ -25,5 +25,5 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray) -> Check
         False,
         int(expected.size),
         f"Arrays do not match! {mismatches.size} of {expected.size} elements differ; "
-        f"first at index {first}: host {expected[first]!r}, gpu {actual[first]!r}",
+        f"first at index {first}: host {expected[first]}, gpu {actual[first]}",
     )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
-from memprof.model.params import Each, NamedSets, Range, Sizes, param
+from memprof.model.params import CliOption, Each, NamedSets, Range, Sizes, cli_options, param
 from memprof.model.results import Check, Group, Measurement, Result, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, ByteCount, SchemaError
 from memprof.model.summary import Summary
@@ -238,6 +238,14 @@ class Experiment:
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
     every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
+    # `memprof trace`: the command runs the user's program, with options of its own (options())
+    runs_a_program: ClassVar[bool] = False
+    context_settings: ClassVar[dict[str, Any]] = {}  # how the command line is parsed
+
+    @classmethod
+    def options(cls) -> list[CliOption]:
+        """The command's own options: its Params fields (memprof.model.params says how)."""
+        return cli_options(cls.Params)
 
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""

@@ -15,7 +15,13 @@ from typing import Annotated, Any, Literal
 from memprof.experiments import base, consistency
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    plural,
+)
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import MAX_COUNT, ByteCount, Range
@@ -328,7 +334,7 @@ def summarize(result: Result) -> Summary:
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
-        f"{result.parameters.repeat} timed runs",
+        f"{plural(result.parameters.repeat, 'timed run')}",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "

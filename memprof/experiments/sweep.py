@@ -24,7 +24,13 @@ from memprof.experiments.common import (
     size_label,
 )
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    plural,
+)
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, NON_EMPTY
@@ -191,7 +197,7 @@ def _check_kind(ctx: base.RunContext, kind: str, failures: dict[str, list[str]])
     """A check per direction of one kind: its first failure, or the success of every size."""
     sizes = len(ctx.params.powers)
     for direction, problems in failures.items():
-        detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
+        detail = problems[0] if problems else f"Check result success! ({plural(sizes, 'size')})"
         ctx.check(Check(f"{kind} {DIRECTIONS[direction]}", not problems, sizes, detail))
 
 
@@ -315,6 +321,11 @@ def chart_lines(
     if len(labels) + 2 + len(AXIS_NOTE) <= width:
         return [*lines, f"{labels}  {AXIS_NOTE}"]
     return [*lines, labels, " " * LABEL_WIDTH + AXIS_NOTE]
+
+
+CHART_WIDTH = 80  # the narrowest console the chart is drawn for
+CHART_LEFT = 9  # the value labels and the axis before the first size
+AXIS_UNIT = "  (2^n floats)"
 
 
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:

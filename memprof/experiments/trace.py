@@ -9,10 +9,17 @@ and `diff` show traces saved on the GPU machine.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from memprof.experiments import base, consistency
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import (
+    bandwidth_gb_per_s,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    plural,
+)
+from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
 from memprof.trace.collect import (
@@ -67,7 +74,8 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
         nbytes, gpu_ms = group.bytes - group.small_bytes, group.gpu_ms - group.small_gpu_ms
         sizes = f" of {SMALL_LABEL} or more" if group.small_calls else ""
         what = (
-            f"{calls} pageable {group.direction} copies{sizes} moved {format_bytes(nbytes)} "
+            f"{calls} pageable {group.direction} {'copy' if calls == 1 else 'copies'}{sizes} "
+            f"moved {format_bytes(nbytes)} "
             f"in {format_ms(gpu_ms)} on the GPU"
         )
         if group.call_ms > 0 and not group.small_calls:
@@ -115,8 +123,9 @@ def small_copy_advice(
         for g in sorted(small, key=lambda g: -g.small_calls)
     )
     line = (
-        f"{calls} copies under {SMALL_LABEL} ({kinds}) moved {format_bytes(nbytes)} in "
-        f"{format_ms(gpu_ms)} on the GPU, {format_ms(gpu_ms / calls)} each"
+        f"{plural(calls, 'copy', 'copies')} under {SMALL_LABEL} ({kinds}) moved "
+        f"{format_bytes(nbytes)} in {format_ms(gpu_ms)} on the GPU, "
+        f"{format_ms(gpu_ms / calls)} each"
     )
     rates = [r for r in (pinned_gb_per_s(bandwidth, d) for d in DIRECTION_KEYS) if r]
     if gpu_ms > 0 and rates:
@@ -169,21 +178,25 @@ def blocking_advice(copies: list[CopyGroup]) -> list[str]:
         return []
     parts = []
     if synchronous:
-        parts.append(f"{synchronous} made with synchronous calls (cuMemcpyHtoD, cudaMemcpy)")
+        calls = "a synchronous call" if synchronous == 1 else "synchronous calls"
+        parts.append(f"{synchronous} made with {calls} (cuMemcpyHtoD, cudaMemcpy)")
     if staged:
         parts.append(
-            f"{staged} asynchronous calls from or to pageable memory, which the driver "
+            f"{plural(staged, 'asynchronous call')} from or to pageable memory, which the driver "
             "stages synchronously"
         )
     return [
-        f"{synchronous + staged} copies blocked the host until they finished: "
+        f"{plural(synchronous + staged, 'copy', 'copies')} blocked the host until "
+        f"{'it' if synchronous + staged == 1 else 'they'} finished: "
         f"{' and '.join(parts)}. A blocked copy overlaps nothing: use the Async calls on a "
         "stream (non_blocking=True in PyTorch) with pinned host memory."
     ]
 
 
 def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
-    """Managed memory that migrated on demand: faults on first touch, page group by page group."""
+    """What managed memory did, from CUPTI's counters: pages migrated on demand (bytes moved,
+    a fault at a time), or pages only populated where first touched (faults, nothing moved:
+    a first touch on the GPU maps new pages there without migrating them)."""
     if not counters:
         return []
 
@@ -198,12 +211,29 @@ def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
     cpu_faults = counter("CPU_PAGE_FAULT_COUNT", "count")  # one record per fault
     if not (gpu_faults or cpu_faults or to_gpu or to_host):
         return []
+    faults = (
+        f"{plural(gpu_faults, 'GPU page-fault group')} and {plural(cpu_faults, 'CPU page fault')}"
+    )
+    prefetch = "(cuMemPrefetchAsync / cudaMemPrefetchAsync)"
+    if not (to_gpu or to_host):
+        return [
+            f"Managed memory migrated nothing (0 B either way): its {faults} were first "
+            "touches, which populate pages where they are touched instead of migrating them. "
+            "Each still stalls the kernel (or the host) while the driver maps the pages: "
+            f"prefetch the memory to where it is first used {prefetch}, which populates it "
+            "there without faults, or use device memory for data the GPU creates."
+        ]
+    first_touch = (
+        " The GPU's fault groups moved nothing to it: they were first touches, which "
+        "populate pages on the GPU without migrating them."
+        if gpu_faults and not to_gpu
+        else ""
+    )
     return [
         f"Managed memory migrated {format_bytes(to_gpu)} to the GPU and {format_bytes(to_host)} "
-        f"back on {gpu_faults} GPU page-fault groups and {cpu_faults} CPU page faults: pages "
-        "moved on first touch, a fault at a time. Prefetch them before the kernel needs them "
-        "(cuMemPrefetchAsync / cudaMemPrefetchAsync), or copy explicitly; `memprof managed` "
-        "shows the difference on this GPU."
+        f"back on {faults}: pages moved on demand, when the side without them touched them, "
+        f"a fault at a time.{first_touch} Prefetch them before they are needed {prefetch}, "
+        "or copy explicitly; `memprof managed` shows the difference on this GPU."
     ]
 
 
@@ -316,7 +346,16 @@ class Trace(base.Experiment):
 
     name = "trace"
     help = "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU."
-    Params = TraceParams
+    description = (
+        "memprof's options go before SCRIPT; the program's output and exit code pass through."
+    )
+    Params = TraceParams  # what a trace records; its command line is options() below
+    runs_a_program = True
+    # everything after SCRIPT is the program's, --help and --json included
+    context_settings: ClassVar[dict[str, Any]] = {
+        "allow_interspersed_args": False,
+        "ignore_unknown_options": True,
+    }
     Extra = TraceExtra
     gpus = "one"
     timing_option = False  # always CUPTI: the program's own calls cannot be gated
@@ -348,6 +387,19 @@ class Trace(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    @classmethod
+    def options(cls) -> list[CliOption]:
+        program = "SCRIPT.py and its arguments (or the module's)."
+        bandwidth = (
+            "This GPU's pinned bandwidth and small-copy costs for the advice: cache (measured "
+            "once, then cached per GPU and driver), measure (now), none."
+        )
+        return [
+            CliOption("target", list[str] | None, None, (), program, argument=True),
+            CliOption("module", str | None, None, ("-m", "--module"), PYTHON_M),
+            CliOption("bandwidth", str, "cache", ("--bandwidth",), bandwidth),
+        ]
 
     def check_consistency(self, result: Result) -> None:
         copies = copies_of(result)
@@ -445,3 +497,6 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
                 f"extra.copies[{index}].blocked_ms",
                 f"is {group.blocked_ms}, but extra.blocked's calls took {total}",
             )
+
+
+PYTHON_M = "Run a module, as python -m does."

@@ -88,3 +88,8 @@ def format_ratio(value: float) -> str:
     if not math.isfinite(value):
         return "-"
     return f"{value:.2f}x"
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """`count` with its noun agreeing: "1 copy", "2 copies", "0 GPU page-fault groups"."""
+    return f"{count} {singular if count == 1 else plural_form or singular + 's'}"

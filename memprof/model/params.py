@@ -210,6 +210,7 @@ class CliOption:
     help: str
     rule: Range | None = None  # values outside it are refused in the rule's words
     choices: tuple[str, ...] = ()  # a fixed set of names
+    argument: bool = False  # positional (trace's SCRIPT and its arguments), not an option
 
 
 def cli_options(params_type: type) -> list[CliOption]:

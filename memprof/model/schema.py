@@ -209,7 +209,7 @@ def expected(hint: Any) -> str:
         return "an object"
     if origin in (list, tuple) or hint in (list, tuple):
         if origin is tuple and args and args[-1] is not Ellipsis:
-            return f"a list of {len(args)} items"
+            return f"a list of {len(args)} item{'s' if len(args) != 1 else ''}"
         return "a list"
     words = {
         type(None): "null",

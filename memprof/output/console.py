@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
+from memprof.output.literal import literal
+
 # Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
 PIPE_WIDTH = 160
 
@@ -74,8 +76,10 @@ def prepare_streams() -> None:
     rich exits with status 1 when the reader closes the pipe (Console.on_broken_pipe), which
     reads as "verification failed". A closed pipe is the reader's choice, so every Console,
     typer's help included, raises BrokenPipeError instead and the caller decides.
+    A COLUMNS that is not a width (0, negative, not a number) is treated as unset.
     """
     Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    forget_unusable_width()
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
         if isinstance(stream, io.TextIOWrapper) and not encoding.startswith("utf"):
@@ -83,17 +87,43 @@ def prepare_streams() -> None:
                 stream.reconfigure(errors=ERROR_HANDLER)
 
 
+def forget_unusable_width() -> None:
+    """Drop COLUMNS and LINES unless they are positive numbers: rich takes COLUMNS=0 as a
+    width of 0 and prints nothing (typer's help and the error line included), and ignores
+    a negative or garbled one only to fall back to 80 columns where a pipe gets 160.
+    Dropping them here, once, is what every Console (typer's too) then sees."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isdigit() and int(value) > 0):
+            del os.environ[name]
+
+
+def disable_help_colors(args: list[str]) -> None:
+    """--no-color or NO_COLOR: typer's --help without any ANSI styling either.
+
+    --help is handled before --no-color is parsed, by typer's own console, which only
+    drops colours for NO_COLOR (bold and dim stay): its colour system is switched off here.
+    """
+    options = args[: args.index("--")] if "--" in args else args
+    if color_disabled("--no-color" in options):
+        from typer import rich_utils
+
+        rich_utils.COLOR_SYSTEM = None
+
+
 def color_disabled(no_color_flag: bool = False) -> bool:
     """--no-color, or NO_COLOR set to anything non-empty (https://no-color.org)."""
     return no_color_flag or os.environ.get("NO_COLOR", "") != ""
 
 
-def stdout_console(no_color: bool = False) -> Console:
-    """The console results are rendered on: full width when piped, plain text without colour."""
+def results_console(no_color: bool = False, stderr: bool = False) -> Console:
+    """The console results are rendered on: stdout (stderr for `trace`, whose stdout is the
+    program's), full width when piped, plain text without colour."""
     prepare_streams()
-    piped = not sys.stdout.isatty() if hasattr(sys.stdout, "isatty") else True
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() if hasattr(stream, "isatty") else True
     width = PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None
-    return _console(stderr=False, width=width, no_color=no_color)
+    return _console(stderr=stderr, width=width, no_color=no_color)
 
 
 def stderr_console(no_color: bool = False) -> Console:
@@ -111,7 +141,7 @@ def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
 
 def print_error(message: str, no_color: bool = False) -> None:
     """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored."""
-    line = "memprof: error: " + " ".join(part.strip() for part in message.splitlines())
+    line = "memprof: error: " + literal(" ".join(part.strip() for part in message.splitlines()))
     with contextlib.suppress(OSError, ValueError):
         stderr_console(no_color).print(
             line, style="bold red", markup=False, highlight=False, soft_wrap=True
@@ -122,18 +152,19 @@ def print_note(message: str, no_color: bool = False, style: str = "dim") -> None
     """A line on stderr that is not an error (a warning, "saved PATH")."""
     with contextlib.suppress(OSError, ValueError):
         stderr_console(no_color).print(
-            message, style=style, markup=False, highlight=False, soft_wrap=True
+            literal(message), style=style, markup=False, highlight=False, soft_wrap=True
         )
 
 
-def silence_closed_stdout() -> None:
-    """After the reader closed stdout (`memprof ... | head`), send what is left to /dev/null.
+def silence_closed_stdout(stderr: bool = False) -> None:
+    """After the reader closed stdout (`memprof ... | head`), or stderr where results went
+    there, send what is left to /dev/null.
 
     Python would otherwise report the broken pipe again when it flushes stdout at exit.
     """
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
         os.close(devnull)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from memprof.model.ceilings import link_of
-from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.formatting import format_bytes, format_ms, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics
@@ -90,11 +90,11 @@ def diff(first: Result, second: Result) -> Summary:
         )
     only_a, only_b = len(a_by_key) - len(common), len(b_by_key) - len(common)
     conclusions = [
-        f"{len(common)} measurements in both runs: B was faster in {faster}, slower in {slower}, "
-        f"and within noise in {len(common) - faster - slower - unusable}."
+        f"{plural(len(common), 'measurement')} in both runs: B was faster in {faster}, slower in "
+        f"{slower}, and within noise in {len(common) - faster - slower - unusable}."
     ]
     if unusable:
-        conclusions.append(f"{unusable} measurements had no valid samples to compare.")
+        conclusions.append(f"{plural(unusable, 'measurement')} had no valid samples to compare.")
     if first.command != second.command:
         conclusions.append(
             f"The runs are of different commands ({first.command}, {second.command})."

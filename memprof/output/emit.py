@@ -18,10 +18,11 @@ from pathlib import Path
 from rich.console import Console
 
 from memprof.errors import SaveFailed, VerificationFailed
+from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
-from memprof.output.console import print_error, print_note, silence_closed_stdout, stdout_console
-from memprof.output.files import check_destination, check_distinct, write_text_atomic
+from memprof.output.console import print_error, print_note, results_console, silence_closed_stdout
+from memprof.output.files import check_destination, check_distinct, destination, write_text_atomic
 
 DIFF_FORMAT = "memprof diff"
 
@@ -34,6 +35,14 @@ class Output:
     csv: Path | None = None
     quiet: bool = False
     no_color: bool = False
+    on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
+
+    @classmethod
+    def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
+        """From the command line's words: a name ending in "/" is refused, not made a file."""
+        names = {"--json": json, "--csv": csv}
+        paths = [None if text is None else destination(text, o) for o, text in names.items()]
+        return cls(*paths, quiet, no_color)
 
     def destinations(self) -> dict[str, Path | None]:
         return {"--json": self.json, "--csv": self.csv}
@@ -71,7 +80,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
     checks = [check for result in results for check in result.checks]
     failed = [check for check in checks if not check.passed]
     if failed:
-        raise VerificationFailed(f"{len(failed)} of {len(checks)} results did not verify")
+        raise VerificationFailed(f"{len(failed)} of {plural(len(checks), 'result')} did not verify")
     judged = [line for summary in summaries for line in summary.failed]  # memprof check
     if judged:
         more = f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""
@@ -103,7 +112,7 @@ def _show_then_save(
     problems = []
     try:
         if not output.quiet:
-            problems += _show(render, output.no_color)
+            problems += _show(render, output.no_color, output.on_stderr)
     except BaseException:
         for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
             print_error(problem, output.no_color)
@@ -132,18 +141,20 @@ def stdout_failed(error: BaseException) -> str | None:
     return f"stdout: not written: {error.strerror or error}"
 
 
-def _show(render: Callable[[Console], None], no_color: bool) -> list[str]:
-    """Render on stdout; what kept it from being shown, one phrase, instead of raising."""
-    if sys.stdout is None:  # `memprof report run.json >&-`
-        return ["stdout: not shown: it is closed"]
+def _show(render: Callable[[Console], None], no_color: bool, on_stderr: bool) -> list[str]:
+    """Render the results (on stdout, or stderr for `trace`); what kept them from being
+    shown, one phrase, instead of raising."""
+    name, stream = ("stderr", sys.stderr) if on_stderr else ("stdout", sys.stdout)
+    if stream is None:  # `memprof report run.json >&-`
+        return [f"{name}: not shown: it is closed"]
     try:
-        render(stdout_console(no_color))
-        sys.stdout.flush()  # a full disk (`> /dev/full`) says so here, not at exit
+        render(results_console(no_color, on_stderr))
+        stream.flush()  # a full disk (`> /dev/full`) says so here, not at exit
     except BrokenPipeError:  # `memprof ... | head`: the reader has what it wanted
-        silence_closed_stdout()
+        silence_closed_stdout(on_stderr)
     except OSError as error:
-        silence_closed_stdout()  # nothing more can be written there, at exit neither
-        return [f"stdout: not shown: {error.strerror or error}"]
+        silence_closed_stdout(on_stderr)  # nothing more can be written there, at exit neither
+        return [f"{name}: not shown: {error.strerror or error}"]
     return []
 
 

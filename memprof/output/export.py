@@ -1,4 +1,10 @@
-"""Results as CSV, for spreadsheets and scripts: one row per measurement, statistics derived."""
+"""Results as CSV, for spreadsheets and scripts: one row per measurement, statistics derived.
+
+Text cells are written as the terminal shows them (memprof.output.literal): a CSV is a text
+file people `cat` and `head`, so a control character in a hostile result's name is written
+as its escape (\\x1b) rather than obeyed by the terminal; memprof itself never puts one in
+a name, so nothing real is lost, and --json keeps every string exactly (JSON escapes them).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from pathlib import Path
 from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
+from memprof.output.literal import literal
 
 CSV_COLUMNS = (
     "command",
@@ -36,12 +43,12 @@ def csv_rows(result: Result) -> list[dict[str, object]]:
         stats = m.stats
         rows.append(
             {
-                "command": result.command,
-                "device": result.device.name if result.device else "",
-                "group": m.group,
-                "name": m.name,
-                "operation": m.operation,
-                "kind": m.kind or "",
+                "command": literal(result.command),
+                "device": literal(result.device.name) if result.device else "",
+                "group": literal(m.group),
+                "name": literal(m.name),
+                "operation": literal(m.operation),
+                "kind": literal(m.kind or ""),
                 "bytes": m.bytes,
                 "calls": stats.count,
                 "total_ms": stats.total_ms,

@@ -1,10 +1,19 @@
 """Output files that never cost a run: checked before any GPU work, written atomically.
 
 A destination is refused up front (one line, exit 2) when it cannot be written: a
-directory, a missing or read-only directory, a name too long, a read-only file, or an
-input of the same command. Regular files are written to a temporary file in the same
-directory and renamed over the target, so a crash or a full disk mid-write leaves the
-previous file whole. Devices and pipes (/dev/stdout, a FIFO) are written in place.
+directory (a name ending in "/" included), a missing or read-only directory, a name too
+long, a read-only file, or an input of the same command. What is written is the file a
+destination names: a symbolic link is followed (to its target, through any chain of links)
+and stays a link. Regular files are written to a temporary file in the target's own
+directory and renamed over the target, keeping its permissions, so a crash or a full disk
+mid-write leaves the previous file whole, as editors save. Devices and pipes (/dev/stdout,
+a FIFO) are written in place.
+
+A file with several hard links is written in place instead: a rename would give the name
+a new file and leave the other links holding the old one (a silent fork of the data).
+In place, every link sees the new content. It is still safe: the whole text is first
+written and synced to a temporary file beside it (so a full disk fails there, before the
+target is touched), and if writing the target fails anyway its previous content is put back.
 """
 
 from __future__ import annotations
@@ -21,19 +30,34 @@ from memprof.errors import InvalidArgument
 TEMP_PREFIX = ".memprof-"
 
 
+def destination(text: str, option: str) -> Path:
+    """The Path an option names; a name ending in "/" (a directory) or an empty one refused.
+
+    Path() would drop the slash: `--json newdir/` would then create a file named newdir.
+    """
+    if not text:
+        raise InvalidArgument(f"{option}: the file name is empty")
+    if text.endswith(("/", os.sep)):
+        raise InvalidArgument(
+            f"{option} {text}: names a directory (it ends in /), give a file name"
+        )
+    return Path(text)
+
+
 def check_destination(path: Path, option: str) -> None:
     """Raise InvalidArgument unless `path` can be written now; creates nothing that stays."""
     try:
         status = _stat_or_none(path)
-    except OSError as error:  # a name too long, a file used as a directory, no permission
+    except OSError as error:  # a name too long, a file used as a directory, a link loop
         raise InvalidArgument(f"{option} {path}: {_reason(error)}") from error
+    target = resolved(path)
     if status is not None and stat.S_ISDIR(status.st_mode):
         raise InvalidArgument(f"{option} {path}: is a directory, give a file name")
     if status is not None and not stat.S_ISREG(status.st_mode):
         if not os.access(path, os.W_OK):
             raise InvalidArgument(f"{option} {path}: not writable")
         return  # a device or a pipe: written in place
-    parent = path.parent
+    parent = target.parent
     if not parent.is_dir():
         raise InvalidArgument(f"{option} {path}: {parent} does not exist")
     read_only = status is not None and not status.st_mode & 0o222  # even for root
@@ -66,25 +90,68 @@ def check_distinct(destinations: dict[str, Path | None], inputs: Iterable[Path] 
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` (UTF-8) to `path`: all of it or, on any failure, nothing changed."""
-    status = _stat_or_none(path)
+    """Write `text` (UTF-8) to the file `path` names: all of it or, on any failure, nothing
+    changed. A link is followed; a hard-linked file is written in place (module docstring)."""
+    target = resolved(path)
+    status = _stat_or_none(target)
     if status is not None and not stat.S_ISREG(status.st_mode):
-        with path.open("w", encoding="utf-8", newline="") as handle:
+        with target.open("w", encoding="utf-8", newline="") as handle:
             handle.write(text)
         return
+    data = text.encode("utf-8")
     mode = stat.S_IMODE(status.st_mode) if status is not None else _default_mode()
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".tmp")
+    temporary = _written_beside(target, data, mode)
+    if status is not None and status.st_nlink > 1:
+        os.unlink(temporary)  # it proved the space is there; the links keep their file
+        _write_in_place(target, data)
+        return
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def resolved(path: Path) -> Path:
+    """The file a name stands for: a symbolic link's target (through any chain of links),
+    or the name itself. A link to nowhere resolves to where its target would be."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def _written_beside(target: Path, data: bytes, mode: int) -> str:
+    """A temporary file in the target's directory holding `data`, synced, with `mode`."""
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return temporary
+
+
+def _write_in_place(target: Path, data: bytes) -> None:
+    """Overwrite a file's content through its own inode; its old content back on failure."""
+    with target.open("r+b") as handle:
+        previous = handle.read()
+        try:
+            handle.seek(0)
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                handle.seek(0)
+                handle.write(previous)
+                handle.truncate()
+                handle.flush()
+            raise
 
 
 def describe_os_error(error: OSError) -> str:

@@ -1,16 +1,19 @@
 """Draws Results in the terminal with rich: nvprof's profile layout, summary tables, checks.
 
 Renderers never touch CUDA: they take a Result (fresh or loaded from JSON). They fit the
-console they are given: its width (a name or a number is never cut or folded; what does not
-fit moves to its own line or to a second table) and its encoding (ASCII where it is not
-UTF-8).
+console they are given: its width (a name, a word or a number is never cut or folded; what
+does not fit moves to its own line or to a second table, and what is wider than the whole
+console is printed whole for the terminal to wrap) and its encoding (ASCII where it is not
+UTF-8). A Result may come from anyone: every string reaches rich as a Text (never parsed for
+markup) and through console_text (control characters shown as escapes: memprof.output.literal).
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
-from dataclasses import asdict
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 
 from rich import box
 from rich.cells import cell_len
@@ -22,6 +25,7 @@ from memprof.model.formatting import format_ms, format_percent
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.summary import Summary, Table
+from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 
 PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name")
@@ -55,17 +59,18 @@ ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", 
 
 
 def console_text(console: Console) -> Callable[[str], str]:
-    """How text reaches this console: unchanged where its encoding can show it, else ASCII.
+    """How text reaches this console: literally (control characters as visible escapes),
+    unchanged where its encoding can show it, else with ASCII look-alikes.
 
-    Every string render.py prints goes through it, so LC_ALL=C or PYTHONIOENCODING=ascii
-    never ends in a UnicodeEncodeError.
+    Every string render.py prints goes through it, so a hostile name never drives the
+    terminal, and LC_ALL=C or PYTHONIOENCODING=ascii never ends in a UnicodeEncodeError.
     """
     try:
         encoding = codecs.lookup(console.encoding).name
     except LookupError:
         encoding = "ascii"
     if encoding.startswith("utf"):
-        return lambda text: text
+        return literal
 
     def shown(character: str) -> str:
         try:
@@ -75,6 +80,7 @@ def console_text(console: Console) -> Callable[[str], str]:
             return ASCII_REPLACEMENTS.get(character, "?")
 
     def safe(text: str) -> str:
+        text = literal(text)
         try:
             text.encode(encoding)
             return text
@@ -92,14 +98,17 @@ def _table_box(console: Console) -> box.Box:
 
 
 def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) -> list[str]:
-    """The profile as nvprof prints it, in one of three layouts chosen to fit `width`.
+    """The profile as nvprof prints it, in one of four layouts chosen to fit `width`.
 
     - Everything fits: nvprof's own line per row (Type, Time(%), Time, Calls, Avg, Min,
       Max, Name).
     - The names do not fit beside the numbers: each name on its own line under its numbers.
     - The Type column does not fit either: each group's title on its own line as well.
+    - The numbers do not fit on one line either (30 columns): they go over several lines,
+      split between columns, each line under its own headers.
     A name is never cut or folded: when a name alone is wider than the console it is printed
-    whole from the first column and the terminal wraps it, as nvprof's long lines did.
+    whole from the first column and the terminal wraps it, as nvprof's long lines did. A
+    figure is never split.
     """
     rows = profile_rows(result.measurements)
     groups = [f"{row.group}:" for row in rows]
@@ -116,39 +125,64 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
         for row in rows
     ]
     number_headers = list(PROFILE_COLUMNS[1:-1])
-    number_widths = [
-        max([len(header)] + [len(cells[index]) for cells in numbers])
-        for index, header in enumerate(number_headers)
-    ]
-
-    def numbers_text(cells: list[str]) -> str:
-        return _GAP.join(cell.rjust(w) for cell, w in zip(cells, number_widths, strict=True))
-
-    numbers_width = len(numbers_text(number_headers))
+    figures = Figures([number_headers, *numbers])
+    numbers_width = figures.width()
     type_width = max([len(PROFILE_COLUMNS[0])] + [len(group) for group in groups])
     name_width = max([len(PROFILE_COLUMNS[-1])] + [cell_len(name) for name in names])
     type_fits = type_width + len(_GAP) + numbers_width <= width
     one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
 
     lines = []
-    header = PROFILE_COLUMNS[0].ljust(type_width) + _GAP if type_fits else _GAP
-    header += numbers_text(number_headers)
-    if one_line:
-        lines.append(header + _GAP + PROFILE_COLUMNS[-1])
+    if type_fits:
+        header = [PROFILE_COLUMNS[0].ljust(type_width) + _GAP + figures.line(number_headers)]
     else:
-        lines += [header, _name_line(PROFILE_COLUMNS[-1], width)]
+        header = [_GAP + line for line in figures.lines(number_headers, width - len(_GAP))]
+    if one_line:
+        lines.append(header[0] + _GAP + PROFILE_COLUMNS[-1])
+    else:
+        lines += [*header, _name_line(PROFILE_COLUMNS[-1], width)]
     previous = None
     for group, name, cells in zip(groups, names, numbers, strict=True):
         label = group if group != previous else ""
         previous = group
         if not type_fits and label:
             lines.append(label)
-        start = label.ljust(type_width) + _GAP if type_fits else _GAP
         if one_line:
-            lines.append(start + numbers_text(cells) + _GAP + name)
+            lines.append(label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name)
+        elif type_fits:
+            lines += [label.ljust(type_width) + _GAP + figures.line(cells), _name_line(name, width)]
         else:
-            lines += [start + numbers_text(cells), _name_line(name, width)]
+            lines += [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
+            lines.append(_name_line(name, width))
     return [line.rstrip() for line in lines]
+
+
+class Figures:
+    """Columns of figures, each right-aligned to its widest cell, two spaces apart; where a
+    row is wider than the room it goes over several lines, split between figures."""
+
+    def __init__(self, rows: list[list[str]]) -> None:
+        self.widths = [max(cell_len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def line(self, cells: list[str], columns: list[int] | None = None) -> str:
+        columns = list(range(len(self.widths))) if columns is None else columns
+        return _GAP.join(" " * (self.widths[i] - cell_len(cells[i])) + cells[i] for i in columns)
+
+    def width(self, columns: list[int] | None = None) -> int:
+        columns = list(range(len(self.widths))) if columns is None else columns
+        return sum(self.widths[i] for i in columns) + len(_GAP) * (len(columns) - 1)
+
+    def lines(self, cells: list[str], room: int) -> list[str]:
+        return [self.line(cells, columns) for columns in self.chunks(room)]
+
+    def chunks(self, room: int) -> list[list[int]]:
+        """The columns of each line: as many as fit in `room`, at least one."""
+        chunks: list[list[int]] = [[]]
+        for column in range(len(self.widths)):
+            if chunks[-1] and self.width([*chunks[-1], column]) > room:
+                chunks.append([])
+            chunks[-1].append(column)
+        return chunks
 
 
 def _name_line(name: str, width: int) -> str:
@@ -160,25 +194,52 @@ def _name_line(name: str, width: int) -> str:
 # -- summary tables ----------------------------------------------------------------------------
 
 
+@dataclass
+class TablePart:
+    """A share of a summary table's columns: its title, and a rich table or, on a console too
+    narrow for the label beside even one figure, lines with each label above its figure."""
+
+    title: str
+    table: RichTable | None = None
+    lines: list[Text] = field(default_factory=list)
+
+
 def summary_table(
     table: Table, width: int, table_box: box.Box = box.SIMPLE_HEAD
-) -> list[RichTable]:
+) -> list[TablePart]:
     """A summary table as rich tables that fit `width`, never folding a number or a word.
 
     Text cells wrap between words. When even that does not fit, the columns are split over
-    several tables, each repeating the first (label) column.
+    several tables, each repeating the first (label) column. Where a label and one column
+    cannot sit side by side (a console of 30 columns), each label goes above its figure.
     """
-    parts = _column_parts(table, width)
-    return [
-        _rich_table(
-            table.title if index == 0 else f"{table.title} (continued)",
-            table,
-            columns,
-            _fitted_widths(table, columns, width),
-            table_box,
-        )
-        for index, columns in enumerate(parts)
-    ]
+    parts = []
+    for columns in _column_parts(table, width):
+        widths = _fitted_widths(table, columns, width)
+        if widths is not None and sum(widths) + _overhead(len(columns)) > width:
+            rule = table_box.head_row_horizontal
+            parts += [TablePart("", lines=_stacked(table, c, width, rule)) for c in columns[1:]]
+        else:
+            parts.append(TablePart("", _rich_table(table, columns, widths, table_box)))
+    for index, part in enumerate(parts):
+        part.title = table.title if index == 0 else f"{table.title} (continued)"
+    return parts
+
+
+def _stacked(table: Table, column: int, width: int, rule: str) -> list[Text]:
+    """One column of a table with each row's label on a line of its own, its figure below."""
+    figure_width = max(cell_len(row[column]) for row in table.rows)
+    lines = [*_wrapped(Text(table.headers[0], "bold"), width)]
+    lines += _wrapped(Text(table.headers[column], "bold"), width - _NAME_INDENT, _NAME_INDENT)
+    body = []
+    best = set(table.highlighted)
+    for index, row in enumerate(table.rows):
+        body += _wrapped(Text(row[0]), width)
+        figure = Text(" " * (_NAME_INDENT + figure_width - cell_len(row[column])))
+        figure.append(row[column], "bold green" if (index, column) in best else "")
+        body.append(figure)
+    widest = max(cell_len(line.plain.rstrip()) for line in [*lines, *body])
+    return [*lines, Text(rule * min(widest, width)), *body]
 
 
 def _overhead(column_count: int) -> int:
@@ -197,8 +258,12 @@ def _body_width(table: Table, column: int) -> int:
 
 
 def _minimum_width(table: Table, column: int) -> int:
-    """The longest word of the column: cells wrap between words, never inside one."""
-    words = [word for cell in _column_cells(table, column) for word in cell.split()]
+    """The longest word of the column: cells wrap between words, never inside one, and a
+    figure with its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
+    cells = _column_cells(table, column)
+    words = [
+        word for cell in cells for word in ([cell] if _FIGURE.fullmatch(cell) else cell.split())
+    ]
     longest = max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)])
     return min(longest, _natural_width(table, column))
 
@@ -261,19 +326,23 @@ def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | 
 def _is_numeric_column(table: Table, column: int) -> bool:
     """Figures (1.23ms, 45.6, 2.31x, 2^20 (4 MiB), -) align right; words align left."""
     cells = [row[column] for row in table.rows if row[column].strip() not in ("", "-")]
-    return bool(cells) and all(cell.lstrip("+-~<>")[:1].isdigit() for cell in cells)
+    return bool(cells) and all(_is_figure(cell) for cell in cells)
+
+
+def _is_figure(cell: str) -> bool:
+    return cell.lstrip("+-~<>")[:1].isdigit()
+
+
+# A number, its unit and what it is in brackets: "3.9680us", "4 MiB", "2^20 (4 MiB)"
+_FIGURE = re.compile(r"[+\-~<>]?\d\S*( \S+)?( \([^()]*\))?")
 
 
 def _rich_table(
-    title: str,
-    table: Table,
-    columns: list[int],
-    widths: list[int] | None,
-    table_box: box.Box,
+    table: Table, columns: list[int], widths: list[int] | None, table_box: box.Box
 ) -> RichTable:
+    """The columns as a rich table, without its title: titles wrap at the console's width
+    (draw_table), not at the table's, where a long title would fold into a narrow column."""
     rich_table = RichTable(
-        title=title,
-        title_justify="left",
         box=table_box,
         show_edge=False,
         pad_edge=False,
@@ -281,7 +350,7 @@ def _rich_table(
     )
     for position, column in enumerate(columns):
         rich_table.add_column(
-            table.headers[column],
+            Text(table.headers[column]),
             justify="right" if column and _is_numeric_column(table, column) else "left",
             width=widths[position] if widths else None,
             overflow="fold",
@@ -308,26 +377,26 @@ def render_result(
     summary: the Result's tables and conclusions, from its experiment's summarize().
     """
     safe = console_text(console)
-    console.print(Text(safe(_headline(result)), style="bold"))
+    _print_prose(console, safe(_headline(result)), "bold")
     if result.timing is not None and result.timing.host_affinity:
-        console.print(Text(safe(result.timing.host_affinity), style="dim"))
+        _print_prose(console, safe(result.timing.host_affinity), "dim")
     for line, warnings in describe_all(result.gpu_states):
-        console.print(Text(safe(line), style="dim"))
+        _print_prose(console, safe(line), "dim")
         for warning in warnings:
-            console.print(Text(safe(f"warning: {warning}"), style="yellow"))
+            _print_prose(console, safe(f"warning: {warning}"), "yellow")
     if show_profile if show_profile is not None else summary.show_profile:
         console.print(Text(f"=={result.pid}== Profiling result:"))
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
         note = summary.timing_note or timing_note(result)
-        console.print(Text(safe(note), style="dim"))
+        _print_prose(console, safe(note), "dim")
         unified = unified_memory_lines(result, console.width)
         if unified:
             console.print(
                 f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
             )
             for line in unified:  # figures fit by layout; the notes wrap
-                console.print(Text(safe(line)))
+                _print_prose(console, safe(line))
     render_summary(summary, console, result.checks)
 
 
@@ -376,19 +445,21 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     rows, cpu_faults = unified_memory_rows(timing.unified_memory)
     if not rows and cpu_faults.endswith(": 0"):
         return []
-    widths = [
-        max([len(header)] + [len(row[i]) for row in rows])
-        for i, header in enumerate(UNIFIED_MEMORY_HEADERS)
-    ]
-
-    def numbers(cells) -> str:
-        return "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths, strict=False))
-
     table = [list(UNIFIED_MEMORY_HEADERS), *rows]
-    if width is None or all(len(numbers(r)) + 2 + cell_len(r[-1]) <= width for r in table):
-        lines = [f"{numbers(r)}  {r[-1]}" for r in table]
-    else:
-        lines = [line for r in table for line in (numbers(r), _name_line(r[-1], width))]
+    figures = Figures([row[:-1] for row in table])
+    if width is None or all(figures.width() + 2 + cell_len(r[-1]) <= width for r in table):
+        lines = [f"{figures.line(r)}  {r[-1]}" for r in table]
+    else:  # the name under its figures, and those over several lines where they must be
+        room = width if figures.width() <= width else width - len(_GAP)
+        indent = "" if figures.width() <= width else _GAP
+        lines = [
+            line
+            for r in table
+            for line in (
+                *(indent + text for text in figures.lines(r, room)),
+                _name_line(r[-1], width),
+            )
+        ]
     lines.append(cpu_faults)
     scope = "the whole program" if result.command == "trace" else "whole run, warm-ups included"
     return [*lines, f"({scope}: CUPTI's counters are process-wide)"]
@@ -402,30 +473,78 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
         console.print(Text(safe(line), style="yellow"))
     for table in summary.tables:
         console.print()
-        for part in summary_table(_safe_table(table, safe), console.width, table_box):
-            console.print(part)
-        for note in table.notes:
-            console.print(Text(safe(note), style="dim"))
+        draw_table(console, _safe_table(table, safe), table_box)
     for chart in summary.charts:
         console.print()
-        console.print(Text(safe(chart.title), style="italic"))
+        _print_prose(console, safe(chart.title), "italic")
         for line in chart.lines_for(console.width):
             _print_whole(console, safe(line))
         for note in chart.notes:
-            console.print(Text(safe(note), style="dim"))
+            _print_prose(console, safe(note), "dim")
     if checks:
         console.print()
         for check in checks:
             style = "green" if check.passed else "bold red"
-            console.print(Text(safe(f"{check.name}: {check.detail}"), style=style))
+            _print_prose(console, safe(f"{check.name}: {check.detail}"), style)
     for conclusion in summary.conclusions:
         console.print()
-        console.print(Text(safe(conclusion), style="bold"))
+        _print_prose(console, safe(conclusion), "bold")
 
 
-def _print_whole(console: Console, line: str, style: str = "") -> None:
+def draw_table(console: Console, table: Table, table_box: box.Box = box.SIMPLE_HEAD) -> None:
+    """A summary table (its strings already made safe) and its notes, fitted to the console."""
+    for part in summary_table(table, console.width, table_box):
+        _print_prose(console, part.title, "italic")
+        if part.table is not None:
+            console.print(part.table)
+        for line in part.lines:
+            _print_whole(console, line)
+    for note in table.notes:
+        _print_prose(console, note, "dim")
+
+
+def _print_whole(console: Console, line: str | Text, style: str = "") -> None:
     """A preformatted line, never folded by rich (a longer one wraps in the terminal)."""
-    console.print(Text(line, style=style), no_wrap=True, overflow="ignore", crop=False)
+    text = line if isinstance(line, Text) else Text(line, style=style)
+    console.print(text, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _print_prose(console: Console, text: str, style: str = "") -> None:
+    """A paragraph wrapped between words at the console's width (as rich wraps it), except
+    that a word wider than the console (a timestamp at 24 columns) stays whole on its line."""
+    for line in _wrapped(Text(text, style), console.width):
+        _print_whole(console, line)
+
+
+_WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich's wrapping sees it
+_AFTER_COMMA = re.compile(r"[^,]*,\s*|[^,]+")
+
+
+def _wrapped(text: Text, width: int, indent: int = 0) -> list[Text]:
+    """`text` in lines of at most `width` cells, broken between words as rich breaks them,
+    each line indented by `indent` spaces. A word wider than a line is never folded: it is
+    broken after its commas if it has any (powers=8,9,10,...), else kept whole on its line."""
+    breaks, used = [], 0
+    for start, piece in _pieces(text.plain, width):
+        if used and used + cell_len(piece.rstrip()) > width:
+            breaks.append(start)
+            used = 0
+        used += cell_len(piece)
+    lines = list(text.divide(breaks))
+    for line in lines:
+        line.rstrip_end(width)
+    return [Text(" " * indent) + line if indent else line for line in lines]
+
+
+def _pieces(plain: str, width: int) -> Iterator[tuple[int, str]]:
+    """Where a line may break: each word (with its spaces), and after each comma of a word
+    too wide for a line."""
+    for word in _WORD.finditer(plain):
+        if cell_len(word.group().strip()) <= width or "," not in word.group():
+            yield word.start(), word.group()
+            continue
+        for piece in _AFTER_COMMA.finditer(word.group()):
+            yield word.start() + piece.start(), piece.group()
 
 
 def _safe_table(table: Table, safe: Callable[[str], str]) -> Table:

@@ -25,11 +25,11 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
 from memprof.cache import cache_directory, store
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
@@ -44,6 +44,9 @@ from memprof.model.schema import (
     Range,
     Seconds,
 )
+
+if TYPE_CHECKING:
+    from memprof.output.emit import Output
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
 BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
@@ -77,7 +80,12 @@ def parse_target(target: list[str], module: str | None) -> Program:
 
 
 def check_program(program: Program) -> None:
-    """Fail before CUPTI starts if the script or module cannot be found, as Python would."""
+    """Fail before CUPTI starts if the script or module cannot be found, as Python would.
+
+    Nothing of the program runs here: a module is looked for by its top-level name (finding
+    `pkg.tool` would import `pkg`, running its __init__ twice, and an exception there is the
+    program's own, shown as Python shows it once the program runs).
+    """
     if program.script is not None:
         path = Path(program.script)
         if not path.exists():
@@ -85,12 +93,31 @@ def check_program(program: Program) -> None:
         if path.is_dir() and not (path / "__main__.py").exists():
             raise InvalidArgument(f"cannot run {program.script}: a folder without __main__.py")
         return
-    try:
-        found = importlib.util.find_spec(program.module)
-    except (ImportError, ValueError) as error:
-        raise InvalidArgument(f"cannot run -m {program.module}: {error}") from error
+    top = program.module.partition(".")[0]
+    with as_python_runs(program):  # the working directory first on sys.path, as for -m
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError) as error:
+            raise InvalidArgument(f"cannot run -m {program.module}: {error}") from error
     if found is None:
-        raise InvalidArgument(f"cannot run -m {program.module}: no module named {program.module}")
+        raise InvalidArgument(f"cannot run -m {program.module}: no module named {top}")
+
+
+@contextlib.contextmanager
+def as_python_runs(program: Program) -> Iterator[None]:
+    """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them
+    (the script's folder, or the working directory), put back afterwards."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    if program.script is not None:
+        sys.argv = [program.script, *program.arguments]
+        sys.path.insert(0, str(Path(program.script).resolve().parent))
+    else:
+        sys.argv = [program.module, *program.arguments]
+        sys.path.insert(0, os.getcwd())
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
 
 
 @dataclass(frozen=True)
@@ -124,20 +151,14 @@ def exit_code_of(system_exit: SystemExit) -> int:
 
 def run_program(program: Program) -> Outcome:
     """Run the program as `python` would, in this process; never raises what it raises."""
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    if program.script is not None:
-        sys.argv = [program.script, *program.arguments]
-        sys.path.insert(0, str(Path(program.script).resolve().parent))
-    else:
-        sys.argv = [program.module, *program.arguments]
-        sys.path.insert(0, os.getcwd())
     start = time.perf_counter()
     outcome = Outcome(0)
     try:
-        if program.script is not None:
-            runpy.run_path(program.script, run_name="__main__")
-        else:
-            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+        with as_python_runs(program):
+            if program.script is not None:
+                runpy.run_path(program.script, run_name="__main__")
+            else:
+                runpy.run_module(program.module, run_name="__main__", alter_sys=True)
     except SystemExit as system_exit:
         outcome = Outcome(exit_code_of(system_exit))
     except KeyboardInterrupt as interrupt:
@@ -146,7 +167,6 @@ def run_program(program: Program) -> Outcome:
         outcome = Outcome(1, error)
     finally:
         outcome.wall_s = time.perf_counter() - start
-        sys.argv, sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     return outcome
@@ -720,10 +740,18 @@ def small_copy_figures(
 class TraceOptions:
     device: int = 0
     bandwidth: str = "cache"
-    json: Path | None = None
-    csv: Path | None = None
-    quiet: bool = False
-    no_color: bool = False
+    output: Output | None = None  # where results go besides stderr; None: nowhere
+
+
+def trace_command(
+    target: list[str] | None, module: str | None, bandwidth: str, device: int, output: Output
+) -> int:
+    """`memprof trace [OPTIONS] SCRIPT [ARGS]...` (memprof.experiments.trace declares the
+    options): the program's exit code."""
+    from memprof.experiments import summarize
+
+    program = parse_target(target or [], module)
+    return trace(program, TraceOptions(device, bandwidth, output), summarize)
 
 
 def trace(
@@ -736,14 +764,17 @@ def trace(
 
     memprof's own failures (no CUPTI, script missing, CUPTI refused) raise MemprofError
     before the program starts; once it has started, everything it does passes through.
+    The profile is shown (on stderr: stdout is the program's) and saved as every command
+    shows and saves (memprof.output.emit): a failed save is one line and exit 5.
     """
+    from memprof.output.emit import Output, emit
+
     if options.bandwidth not in BANDWIDTH_MODES:
         raise InvalidArgument(
             f"--bandwidth {options.bandwidth!r}: choose from {', '.join(BANDWIDTH_MODES)}"
         )
-    for option, path in (("--json", options.json), ("--csv", options.csv)):
-        if path is not None and not path.parent.is_dir():
-            raise InvalidArgument(f"{option} {path}: directory {path.parent} does not exist")
+    output = replace(options.output or Output(), on_stderr=True)
+    output.check()
     check_program(program)
     collector = collector if collector is not None else CuptiCollector(options.device)
     collector.start()
@@ -757,27 +788,5 @@ def trace(
     if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
         small = small_copy_figures(*this_gpu)
     result = trace_result(program, outcome, recording, options.device, bandwidth, small)
-    emit(result, summarize(result), options)
+    emit([result], summarize, output)
     return outcome.exit_code
-
-
-def emit(result: Result, summary: Any, options: TraceOptions) -> None:
-    """Save JSON/CSV, and print the profile and advice on stderr (stdout is the program's)."""
-    from rich.console import Console
-
-    from memprof.output.export import write_csv
-    from memprof.output.files import write_text_atomic
-    from memprof.output.render import render_result
-
-    if options.json is not None:
-        write_text_atomic(options.json, result.to_json() + "\n")
-    if options.csv is not None:
-        write_csv([result], options.csv)
-    if options.quiet:
-        return
-    wide = sys.stderr.isatty() or "COLUMNS" in os.environ
-    console = Console(stderr=True, width=None if wide else 160, no_color=options.no_color)
-    render_result(result, summary, console)
-    for path in (options.json, options.csv):
-        if path is not None:
-            console.print(f"saved {path}", style="dim", markup=False, highlight=False)

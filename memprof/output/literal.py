@@ -1,0 +1,43 @@
+"""Strings from a Result, shown literally: the one place untrusted text is made safe to print.
+
+A saved result is untrusted input (people mail `--json` files around), and every string in it
+reaches the terminal: measurement names, the host, the GPU's name, a check's detail, a traced
+program's arguments. A control character there would be obeyed by the terminal (ESC starts
+an escape sequence that clears the screen or sets the window title, BEL rings, CR overwrites
+the line, U+009B is a one-character CSI, U+202E reverses the text that follows). literal()
+writes each such character as the escape Python would (\\x1b, \\x07, \\u202e), so the name
+is shown exactly as it is spelt and the terminal obeys nothing in it. Rich markup
+(`[bold red]`, `[link=...]`) is not this function's concern: memprof's renderers hand rich
+only Text objects, which rich never parses for markup.
+
+Used by the renderer (every string it prints), by the error and note lines on stderr, and by
+the CSV export (a text file people `cat`; --json files escape these characters already).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Unicode categories written as escapes: controls (C0, DEL, C1), format characters (bidi
+# overrides, zero-width), lone surrogates (no encoding can write them), unassigned code
+# points, and the line and paragraph separators. Spaces (Zs) and private-use characters
+# (Co) print as themselves.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
+
+
+def literal(text: str) -> str:
+    """`text` with every character a terminal would obey, or not show, as a visible escape."""
+    if text.isprintable():  # the usual case, at C speed: nothing to escape
+        return text
+    return "".join(_escape(character) for character in text)
+
+
+def _escape(character: str) -> str:
+    if unicodedata.category(character) not in HIDDEN_CATEGORIES:
+        return character  # a space other than " " (isprintable() says False for those)
+    code = ord(character)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"

@@ -1,0 +1,816 @@
+"""Every figure of every summary, recomputed here from the recorded samples.
+
+A golden file says the rendering did not move; this says it is right. Each experiment's
+table cells, ratios ("A vs B", "at once / alone"), bytes counted, GB/s and direction
+labels, and the numbers quoted in its conclusions, are derived again from the raw
+measurements of the recorded fixtures with plain arithmetic written out here, independently
+of the summary's own code: a ratio inverted, the wrong bytes counted, a row's direction
+swapped or the wrong statistic read fails here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from memprof.experiments import summarize
+from memprof.model.formatting import (
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    format_ratio,
+)
+from memprof.model.results import Measurement, Result
+from memprof.model.summary import Table
+from tests.conftest import load_fixture
+
+FLOAT32 = 4
+TO_DEVICE, TO_HOST = "host → device", "device → host"
+
+
+# -- plain arithmetic -----------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def gb_per_s(nbytes: float, milliseconds: float) -> float:
+    return nbytes / (milliseconds / 1000) / 1e9
+
+
+def per_operation_ms(m: Measurement) -> float:
+    """Back-to-back throughput where it was measured, else one operation."""
+    return median(m.throughput_ms) if m.throughput_ms else median(m.samples_ms)
+
+
+def the(result: Result, group: str, operation: str, kind=None, nbytes=None, gpus=None):
+    """The one measurement that matches, found without Result.find."""
+    found = [
+        m
+        for m in result.measurements
+        if (m.group, m.operation) == (group, operation)
+        and (kind is None or m.kind == kind)
+        and (nbytes is None or m.bytes == nbytes)
+        and (gpus is None or m.gpus == gpus)
+    ]
+    assert len(found) == 1, (group, operation, kind, nbytes, gpus, len(found))
+    return found[0]
+
+
+def row(table: Table, *first_cells: str) -> list[str]:
+    """The one row whose first cells are these."""
+    found = [r for r in table.rows if r[: len(first_cells)] == list(first_cells)]
+    assert len(found) == 1, (table.title, first_cells, [r[:2] for r in table.rows])
+    return found[0]
+
+
+def column(table: Table, header: str) -> int:
+    return table.headers.index(header)
+
+
+def said(summary, text: str) -> bool:
+    return any(text in line for line in summary.conclusions)
+
+
+# -- pinned ---------------------------------------------------------------------------------
+
+PINNED = ["pinned_p20", "pinned_p20_events", "x2_pinned_p20_device1"]
+
+
+def _load(name: str) -> Result:
+    if name.startswith("x2_") or name.startswith("legacy_"):
+        from memprof.experiments import load
+        from tests.conftest import FIXTURES
+
+        prefix = "h200" if name.startswith("x2_") else ""
+        return load(FIXTURES / f"{prefix}{name}.json")
+    return load_fixture(name)
+
+
+@pytest.mark.parametrize("name", [*PINNED, "legacy_v1_pinned_p20"])
+def test_pinned_transfers_and_allocations(name):
+    result = _load(name)
+    summary = summarize(result)
+    transfers, costs = summary.tables
+    nbytes = result.extra.bytes_per_array
+    assert transfers.title == f"Transfers of {format_bytes(nbytes)}"
+    per_copy = {}
+    for operation, label in (("h2d", TO_DEVICE), ("d2h", TO_HOST)):
+        for kind in ("pageable", "pinned"):
+            copy = the(result, "gpu", operation, kind)
+            per_copy[kind, operation] = per_operation_ms(copy)
+            cells = row(transfers, kind, label)
+            assert cells[2] == format_ms(median(copy.samples_ms))
+            assert cells[3] == format_ms(median(the(result, "api", operation, kind).samples_ms))
+            assert cells[4] == format_gb_per_s(gb_per_s(nbytes, per_copy[kind, operation]))
+        for kind in ("pageable", "pinned"):
+            speedup = per_copy["pageable", operation] / per_copy[kind, operation]
+            assert row(transfers, kind, label)[5] == format_ratio(speedup)
+    round_trip = {}
+    for kind, group in (("pageable", "host"), ("pinned", "api")):
+        allocate, free = the(result, group, "alloc", kind), the(result, group, "free", kind)
+        round_trip[kind] = median(allocate.samples_ms) + median(free.samples_ms)
+        cells = row(costs, kind)
+        assert cells[1:5] == [
+            format_ms(median(allocate.samples_ms)),
+            format_ms(median(free.samples_ms)),
+            str(len(allocate.samples_ms)),
+            format_ms(median(the(result, "span", "flow", kind).samples_ms)),
+        ]
+        assert cells[5] == "verified"
+    h2d = per_copy["pageable", "h2d"] / per_copy["pinned", "h2d"]
+    d2h = per_copy["pageable", "d2h"] / per_copy["pinned", "d2h"]
+    pinned_gbs = format_gb_per_s(gb_per_s(nbytes, per_copy["pinned", "h2d"]))
+    pageable_gbs = format_gb_per_s(gb_per_s(nbytes, per_copy["pageable", "h2d"]))
+    [conclusion] = summary.conclusions
+    assert conclusion.startswith(
+        f"Pinned memory copied {format_bytes(nbytes)} host → device {h2d:.2f}x "
+        f"{'faster' if h2d >= 1 else 'slower'} than pageable ({pinned_gbs} vs {pageable_gbs} "
+        f"GB/s) and device → host {d2h:.2f}x {'faster' if d2h >= 1 else 'slower'}. "
+    )
+    extra = round_trip["pinned"] - round_trip["pageable"]
+    saved = sum(per_copy["pageable", d] - per_copy["pinned", d] for d in ("h2d", "d2h"))
+    if extra > 0 and saved > 0:
+        trips = math.ceil(extra / saved)
+        assert f"so pinning pays off from {trips} round trip{'s' if trips > 1 else ''}" in (
+            conclusion
+        )
+        assert f"cost {format_ms(round_trip['pinned'])} against " in conclusion
+        assert format_ms(round_trip["pageable"]) in conclusion
+
+
+def test_pinned_break_even_and_its_cases():
+    from memprof.experiments.pinned import _conclusion
+
+    median_ms = {
+        ("pageable", "h2d"): 2.0,
+        ("pinned", "h2d"): 1.0,
+        ("pageable", "d2h"): 3.0,
+        ("pinned", "d2h"): 1.5,
+    }
+    line = _conclusion(median_ms, {"pinned": 10.0, "pageable": 1.0}, 1 << 20)
+    assert "host → device 2.00x faster than pageable (1.05 vs 0.524 GB/s)" in line
+    assert "device → host 2.00x faster" in line
+    assert "pays off from 4 round trips" in line  # (10 - 1) / (1 + 1.5) = 3.6
+    exact = _conclusion(median_ms, {"pinned": 3.5, "pageable": 1.0}, 1 << 20)
+    assert "pays off from 1 round trip (HtoD" in exact  # 2.5 / 2.5: exactly one
+    cheap = _conclusion(median_ms, {"pinned": 1.0, "pageable": 1.0}, 1 << 20)
+    assert cheap.endswith("pin every buffer you transfer.")
+    slower = dict(median_ms)
+    slower["pinned", "h2d"] = slower["pinned", "d2h"] = 4.0
+    line = _conclusion(slower, {"pinned": 10.0, "pageable": 1.0}, 1 << 20)
+    assert "host → device 0.50x slower" in line and "device → host 0.75x slower" in line
+    assert line.endswith("it is not worth its allocation cost.")
+
+
+# -- zero-copy and UVA ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["zerocopy_p20", "zerocopy_sweep"])
+def test_zerocopy_rows_read_only_the_two_inputs(name):
+    result = load_fixture(name)
+    summary = summarize(result)
+    [table] = summary.tables
+    rows = []
+    for power in result.parameters.powers:
+        nbytes = FLOAT32 << power
+        kernel = {
+            k: median(the(result, "gpu", "kernel", k, 3 * nbytes).samples_ms)
+            for k in ("device", "mapped")
+        }
+        path = {
+            k: median(the(result, "span", "end_to_end", k, 3 * nbytes).samples_ms)
+            for k in ("device", "mapped", "pageable")
+        }
+        cells = row(table, f"2^{power} ({format_bytes(nbytes)})")
+        assert cells[1:] == [
+            format_ms(kernel["device"]),
+            format_ms(kernel["mapped"]),
+            format_ms(path["device"]),
+            format_ms(path["mapped"]),
+            format_ms(path["pageable"]),
+            format_ratio(path["mapped"] / path["device"]),
+            format_gb_per_s(gb_per_s(2 * nbytes, kernel["mapped"])),  # a and b, not res
+        ]
+        rows.append((power, nbytes, kernel, path))
+    power, nbytes, kernel, path = rows[-1]
+    ratio = kernel["mapped"] / kernel["device"]
+    assert said(
+        summary,
+        f"At 2^{power} the zero-copy path took {format_ms(path['mapped'])} against "
+        f"{format_ms(path['device'])}; its kernel took {ratio:.1f}x as long as on device memory",
+    )
+    ratios = [r[2]["mapped"] / r[2]["device"] for r in rows]
+    assert said(summary, f"{min(ratios):.1f}x to {max(ratios):.1f}x as long")
+    wins = [r[0] for r in rows if r[3]["mapped"] < r[3]["device"]]
+    if wins and len(wins) < len(rows):
+        assert said(summary, f"end to end at {len(wins)} of {len(rows)} sizes")
+    copy_in = 2 * median(the(result, "gpu", "h2d", "mapped", nbytes).samples_ms)
+    extra = kernel["mapped"] - kernel["device"]
+    assert said(summary, f"copying a and b in costs {format_ms(copy_in)}")
+    if copy_in / extra >= 1:
+        assert said(summary, f"so from {int(copy_in / extra) + 1} passes on, copy the data")
+    against = [r[3]["mapped"] / r[3]["pageable"] for r in rows]
+    assert said(summary, f"taking {min(against):.2f}x to {max(against):.2f}x the time")
+
+
+def test_zerocopy_conclusions_turn_on_which_path_won():
+    from memprof.experiments.zerocopy import _conclusions, _pageable_conclusion
+
+    # (power, bytes, kernel device, kernel zero, e2e device, e2e zero, one h2d)
+    rows = [(10, 4096, 1.0, 2.0, 5.0, 3.0, 1.0), (12, 16384, 1.0, 3.0, 5.0, 6.0, 2.0)]
+    headline, per_kernel, passes = _conclusions(rows)
+    assert headline.startswith("Zero-copy beat explicit copies end to end at 1 of 2 sizes (2^10).")
+    assert "its kernel took 3.0x as long as on device memory, because every read crosses PCIe." in (
+        headline
+    )
+    assert per_kernel.startswith(
+        "Per kernel, reading zero-copy memory was slower than device memory at every size, "
+        "2.0x to 3.0x as long (2^10: 2.0x)"
+    )
+    assert passes == (
+        "At 2^12, zero-copy pays for data the GPU reads once: copying a and b in costs 4.0000ms, "
+        "each zero-copy pass 2.0000ms more than a pass over device memory, so from 3 passes on, "
+        "copy the data."
+    )
+    never = _conclusions([(10, 4096, 1.0, 1.2, 2.0, 3.0, 0.01)])
+    assert never[0].startswith("Zero-copy never beat explicit copies")
+    assert never[0].endswith("as long as on device memory.")  # 1.2x: not the PCIe remark
+    assert never[2].startswith("At 2^10, even data read once is better copied first")
+    always = _conclusions([(10, 4096, 2.0, 1.0, 3.0, 2.0, 1.0)])
+    assert always[0].startswith("Zero-copy beat explicit copies end to end at every size")
+    assert len(always) == 2  # a faster zero-copy kernel: no pass arithmetic
+    assert always[1].startswith("Per kernel, zero-copy took 0.5x to 0.5x as long")
+    assert _pageable_conclusion([(10, 0.5), (12, 1.5)]) == [
+        "Against copies from pageable memory (what seed 000's program does), zero-copy was "
+        "faster end to end at 1 of 2 sizes, taking 0.50x to 1.50x the time."
+    ]
+    assert "at every size" in _pageable_conclusion([(10, 0.5), (12, 0.9)])[0]
+    assert _pageable_conclusion([(10, 1.5)]) == [
+        "Against copies from pageable memory, zero-copy never won end to end."
+    ]
+    assert _pageable_conclusion([]) == []
+
+
+def test_uva_kernels_and_addresses():
+    result = load_fixture("uva")
+    summary = summarize(result)
+    pointers, kernels = summary.tables
+    nbytes = result.extra.bytes_per_array
+    from memprof.experiments.uva import PATHS
+
+    medians = {path: median(the(result, "gpu", "kernel", path).samples_ms) for path in PATHS}
+    for path, label in PATHS.items():
+        samples = the(result, "gpu", "kernel", path).samples_ms
+        assert row(kernels, label)[1:] == [
+            format_ms(medians[path]),
+            format_ms(min(samples)),
+            format_gb_per_s(gb_per_s(2 * nbytes, medians[path])),  # a and b, not res
+            format_ratio(medians[path] / medians["device"]),
+        ]
+    apart = abs(medians["uva"] / medians["mapped"] - 1)
+    assert said(summary, f"({apart:.0%} apart)")
+    assert said(summary, f"{medians['uva'] / medians['device']:.1f}x the time of device memory")
+    for name, addresses in (("a", result.extra.pointers.a), ("b", result.extra.pointers.b)):
+        equal = "yes" if addresses.host == addresses.device else "no"
+        assert row(pointers, name) == [
+            name,
+            f"0x{addresses.host:x}",
+            f"0x{addresses.device:x}",
+            equal,
+        ]
+
+
+# -- write-combined, registered, managed -------------------------------------------------------
+
+
+def test_writecombined_rows_and_which_way_the_ratio_goes():
+    from memprof.experiments.writecombined import ROWS
+
+    result = load_fixture("writecombined")
+    summary = summarize(result)
+    [table] = summary.tables
+    nbytes = result.extra.bytes_per_array
+    speedup = {}
+    for operation, group, label in ROWS:
+        moved = 2 * nbytes if operation == "kernel" else nbytes
+        cached = median(the(result, group, operation, "mapped").samples_ms)
+        combined = median(the(result, group, operation, "writecombined").samples_ms)
+        speedup[operation] = cached / combined  # above 1: write-combined was faster
+        assert row(table, label)[1:] == [
+            format_ms(cached),
+            format_gb_per_s(gb_per_s(moved, cached)),
+            format_ms(combined),
+            format_gb_per_s(gb_per_s(moved, combined)),
+            format_ratio(cached / combined),
+        ]
+    assert {operation for operation, _, _ in ROWS} >= {"h2d", "host_write", "host_read", "kernel"}
+    assert said(summary, f"copies to the device ran at {speedup['h2d']:.2f}x")
+    assert said(summary, f"host writes at {speedup['host_write']:.2f}x the cached speed")
+    slowdown = 1 / speedup["host_read"]
+    assert said(summary, f"{slowdown:.2f}x the time of cached memory") or said(
+        summary, f"{slowdown:.1f}x slower than cached"
+    )
+
+
+def test_register_costs_transfers_and_pay_back():
+    result = load_fixture("register")
+    summary = summarize(result)
+    costs, transfers = summary.tables
+    nbytes = result.extra.bytes_per_array
+    for label, operation in (
+        ("cuMemHostRegister", "register"),
+        ("cuMemHostUnregister", "unregister"),
+    ):
+        samples = the(result, "api", operation, "registered").samples_ms
+        assert row(costs, label)[1:] == [
+            format_ms(median(samples)),
+            format_ms(min(samples)),
+            format_ms(max(samples)),
+            str(len(samples)),
+        ]
+    h2d = {
+        k: median(the(result, "gpu", "h2d", k).samples_ms)
+        for k in ("pageable", "registered", "pinned")
+    }
+    for kind, label in (
+        ("pageable", "the numpy array, pageable"),
+        ("registered", "the same array, registered"),
+        ("pinned", "cuMemHostAlloc memory"),
+    ):
+        d2h = median(the(result, "gpu", "d2h", kind).samples_ms)
+        assert row(transfers, label)[1:] == [
+            format_ms(h2d[kind]),
+            format_gb_per_s(gb_per_s(nbytes, h2d[kind])),
+            format_ms(d2h),
+            format_gb_per_s(gb_per_s(nbytes, d2h)),
+            format_ratio(h2d["pageable"] / h2d[kind]),
+        ]
+    kernel = median(the(result, "gpu", "kernel", "registered").samples_ms)
+    assert any(
+        f"took {format_ms(kernel)} ({format_gb_per_s(gb_per_s(2 * nbytes, kernel))} GB/s" in note
+        for note in transfers.notes
+    )
+    cost = sum(
+        median(the(result, "api", op, "registered").samples_ms) for op in ("register", "unregister")
+    )
+    saved = h2d["pageable"] - h2d["registered"]
+    assert said(summary, f"after {cost / saved:.1f} host → device copies")
+    assert said(
+        summary,
+        f"{format_gb_per_s(gb_per_s(nbytes, h2d['registered']))} GB/s, against "
+        f"{format_gb_per_s(gb_per_s(nbytes, h2d['pageable']))} pageable and "
+        f"{format_gb_per_s(gb_per_s(nbytes, h2d['pinned']))} for cuMemHostAlloc",
+    )
+
+
+def test_managed_steps_count_what_each_had_to_move():
+    result = load_fixture("managed")
+    summary = summarize(result)
+    [table] = summary.tables
+    nbytes = result.extra.bytes_per_array
+
+    def cells(label: str, group: str, operation: str, kind: str, moved: int | None):
+        time = median(the(result, group, operation, kind).samples_ms)
+        rate = format_gb_per_s(gb_per_s(moved, time)) if moved else "-"
+        assert row(table, label)[1:] == [
+            format_ms(time),
+            format_bytes(moved) if moved else "-",
+            rate,
+        ]
+        return time
+
+    on_demand = cells("(a) on demand: first launch", "gpu", "kernel_first", "managed", 3 * nbytes)
+    resident = cells("(a) on demand: next launch", "gpu", "kernel", "managed", None)
+    cells("(a) on demand: (e) host reads res", "host", "host_read", "managed", nbytes)
+    prefetch = cells(
+        "(d) after cuMemPrefetchAsync: prefetch a, b, res",
+        "gpu",
+        "prefetch",
+        "managed+prefetch",
+        3 * nbytes,
+    )
+    after = cells(
+        "(d) after cuMemPrefetchAsync: first launch",
+        "gpu",
+        "kernel_first",
+        "managed+prefetch",
+        None,
+    )
+    cells("host reads resident host memory (reference)", "host", "host_read", "pageable", nbytes)
+    cells("(c) device memory: kernel alone", "gpu", "kernel", "device", None)
+    explicit = cells(
+        "(c) device memory: 2 HtoD + kernel + DtoH", "span", "end_to_end", "device", 3 * nbytes
+    )
+    for advice in result.parameters.advice:
+        cells(
+            f"(f) cuMemAdvise {advice}: first launch",
+            "gpu",
+            "kernel_first",
+            f"managed+{advice}",
+            3 * nbytes,
+        )
+    [conclusion] = summary.conclusions
+    assert conclusion.startswith(
+        f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
+        f"resident one ({format_ms(on_demand)} vs {format_ms(resident)}, pages arriving at "
+        f"{format_gb_per_s(gb_per_s(3 * nbytes, on_demand))} GB/s); explicit copies did the "
+        f"whole job, copies included, in {format_ms(explicit)}."
+    )
+    assert f"Prefetch plus launch took {format_ms(prefetch + after)}: " in conclusion
+    assert ("prefetch managed memory before" in conclusion) == (prefetch + after < on_demand)
+
+
+# -- device memory, allocation ------------------------------------------------------------------
+
+
+def test_device_bandwidth_counts_every_array_once_and_uses_the_best_time():
+    result = load_fixture("device")
+    summary = summarize(result)
+    [table] = summary.tables
+    peak = result.device.theoretical_memory_bandwidth_gb_per_s
+    d2d, memset = the(result, "gpu", "d2d", "device"), the(result, "gpu", "memset", "device")
+    assert d2d.bytes == memset.bytes == result.extra.bytes_per_array
+    counted = {"cuMemcpyDtoD": 2 * d2d.bytes, "cuMemset": memset.bytes}
+    arrays = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2}
+    for name, count in arrays.items():
+        kernel = next(m for m in result.measurements if m.name.startswith(f"stream_{name}_"))
+        assert kernel.bytes == count * result.extra.bytes_per_array
+        counted[name] = kernel.bytes
+    best = {}
+    for cells in table.rows:
+        name = cells[0].split()[0]
+        m = {"cuMemcpyDtoD": d2d, "cuMemset": memset}.get(name) or next(
+            m for m in result.measurements if m.name.startswith(f"stream_{name}_")
+        )
+        best[name] = gb_per_s(counted[name], min(m.samples_ms))
+        assert cells[2:] == [
+            format_bytes(counted[name]),
+            format_ms(min(m.samples_ms)),
+            format_ms(statistics.fmean(m.samples_ms)),
+            format_ms(max(m.samples_ms)),
+            format_gb_per_s(best[name]),
+            f"{best[name] / peak:.1%}",
+        ]
+    assert [cells[1] for cells in table.rows][:2] == ["read + write", "write"]
+    assert said(summary, f"Triad reached {best['triad']:,.0f} GB/s, {best['triad'] / peak:.1%}")
+    assert said(summary, f"copy {best['copy']:,.0f} GB/s ({best['copy'] / best['triad']:.1%} of")
+    assert said(summary, f"cuMemcpyDtoD {best['cuMemcpyDtoD']:,.0f} GB/s")
+
+
+def test_alloc_cells_per_gib_and_the_cheapest():
+    result = load_fixture("alloc")
+    summary = summarize(result)
+    kinds = result.extra.kinds
+    powers = result.parameters.powers
+    largest = FLOAT32 << max(powers)
+
+    def median_of(operation: str, kind: str, nbytes: int) -> float:
+        found = [
+            m
+            for m in result.measurements
+            if m.operation == operation and m.kind == kind and m.bytes == nbytes
+        ]
+        assert len(found) == 1
+        return median(found[0].samples_ms)
+
+    for table, operation in zip(summary.tables, ("alloc", "free"), strict=True):
+        assert table.headers == ["Size", *kinds]
+        for power in powers:
+            nbytes = FLOAT32 << power
+            assert row(table, f"2^{power} ({format_bytes(nbytes)})")[1:] == [
+                format_ms(median_of(operation, kind, nbytes)) for kind in kinds
+            ]
+        per_gib = [f"{median_of(operation, k, largest) * (1 << 30) / largest:,.2f}" for k in kinds]
+        assert row(table, "ms per GiB, largest")[1:] == per_gib
+    cost = {kind: median_of("alloc", kind, largest) for kind in kinds}
+    cheapest, dearest = min(kinds, key=cost.get), max(kinds, key=cost.get)
+    assert said(summary, f"the cheapest allocation was {cheapest} ({format_ms(cost[cheapest])})")
+    assert said(summary, f"the dearest {dearest} ({format_ms(cost[dearest])})")
+    ratio = cost["pinned"] / cost["pageable"]
+    assert said(summary, f"took {format_ms(cost['pinned'])}, {ratio:.1f}x numpy's")
+
+
+# -- several GPUs ---------------------------------------------------------------------------------
+
+
+def test_hostlink_alone_at_once_and_their_ratio():
+    result = _load("x2_hostlink")
+    summary = summarize(result)
+    [table] = summary.tables
+    nbytes = result.extra.bytes_per_copy
+    devices = [d.index for d in result.extra.devices]
+    for operation, label in (("h2d", TO_DEVICE), ("d2h", TO_HOST)):
+        alone, together = {}, {}
+        for gpu in devices:
+            alone[gpu] = gb_per_s(
+                nbytes, per_operation_ms(the(result, "gpu", operation, "pinned", gpus=(gpu,)))
+            )
+            together[gpu] = gb_per_s(
+                nbytes,
+                per_operation_ms(the(result, "gpu", f"{operation}_at_once", "pinned", gpus=(gpu,))),
+            )
+            assert row(table, f"GPU {gpu}", label)[2:] == [
+                format_gb_per_s(alone[gpu]),
+                format_gb_per_s(together[gpu]),
+                f"{together[gpu] / alone[gpu]:.2f}",  # at once over alone: below 1 when shared
+            ]
+        total_alone, total_together = sum(alone.values()), sum(together.values())
+        assert row(table, "total", label)[2:] == [
+            format_gb_per_s(total_alone),
+            format_gb_per_s(total_together),
+            f"{total_together / total_alone:.2f}",
+        ]
+        assert said(
+            summary,
+            f"{label.capitalize()}: {len(devices)} GPUs at once moved "
+            f"{format_gb_per_s(total_together)} GB/s in total, "
+            f"{total_together / total_alone:.0%} of the {format_gb_per_s(total_alone)} GB/s",
+        )
+    assert table.headers[2:] == ["Alone, GB/s", "All at once, GB/s", "At once / alone"]
+
+
+def test_hostlink_verdict_turns_at_ninety_percent():
+    from memprof.experiments import hostlink
+
+    result = _load("x2_hostlink")
+    lines = hostlink._conclusions(result)
+    assert all("nothing on the way is shared" in line for line in lines)  # 0.98, 0.99
+    half = [
+        Measurement(
+            m.group,
+            m.name,
+            m.operation,
+            m.kind,
+            m.bytes,
+            m.samples_ms,
+            m.source,
+            m.events_ms,
+            [t * 2 for t in m.throughput_ms] if "at_once" in m.operation else m.throughput_ms,
+            m.batch,
+            m.gpus,
+        )
+        for m in result.measurements
+    ]
+    result.measurements = half
+    lines = hostlink._conclusions(result)
+    assert all("they share something on the way" in line for line in lines)
+    assert all("49% of the" in line or "50% of the" in line for line in lines)
+
+
+def test_portable_cells_and_the_foreign_contexts_share():
+    from memprof.experiments.portable import buffer_label
+
+    result = _load("x2_portable")
+    summary = summarize(result)
+    [table] = summary.tables
+    owner = result.extra.owner
+    nbytes = result.extra.bytes_per_copy
+    figures = {}
+    for kind in ("portable", "pinned"):
+        for device in result.extra.devices:
+            gpu = device.index
+            where = f"GPU {gpu}" + (" (its owner)" if gpu == owner else "")
+            cells = row(table, buffer_label(kind, owner), where)
+            for position, operation in ((2, "h2d"), (3, "d2h")):
+                m = the(result, "gpu", operation, kind, gpus=(gpu,))
+                figures[kind, operation, gpu] = gb_per_s(nbytes, per_operation_ms(m))
+                assert cells[position] == format_gb_per_s(figures[kind, operation, gpu])
+    assert table.headers[2:] == [TO_DEVICE, TO_HOST]
+    for device in result.extra.devices:
+        gpu = device.index
+        if gpu == owner:
+            continue
+        for operation, label in (("h2d", TO_DEVICE), ("d2h", TO_HOST)):
+            share = figures["pinned", operation, gpu] / figures["portable", operation, gpu]
+            assert said(
+                summary,
+                f"GPU {gpu}, {label}: memory pinned only in GPU {owner}'s context moved "
+                f"{format_gb_per_s(figures['pinned', operation, gpu])} GB/s, {share:.0%} of the "
+                f"portable buffer's {format_gb_per_s(figures['portable', operation, gpu])} GB/s",
+            )
+
+
+def test_peer_matrices_read_from_rows_to_columns():
+    from memprof.experiments.peer import METHODS
+
+    result = _load("x2_peer")
+    summary = summarize(result)
+    devices = [d.index for d in result.extra.devices]
+    tables = {t.title: t for t in summary.tables}
+    cells = {}
+    for method, title in METHODS.items():
+        table = tables[f"{title}, GB/s"]
+        assert table.headers == ["from \\ to", *(f"GPU {d}" for d in devices)]
+        for source in devices:
+            for position, destination in enumerate(devices, start=1):
+                found = [
+                    m
+                    for m in result.measurements
+                    if m.operation == method and m.gpus == (source, destination)
+                ]
+                if not found:
+                    assert row(table, f"GPU {source}")[position] == "-"
+                    continue
+                [m] = found
+                cells[method, source, destination] = gb_per_s(m.bytes, per_operation_ms(m))
+                value = format_gb_per_s(cells[method, source, destination])
+                assert row(table, f"GPU {source}")[position] == value
+    a, b = devices[0], devices[1]
+    assert cells["ce_off", a, b] != cells["ce_off", b, a]  # the fixture tells the two apart
+    on, off = cells["ce_on", a, b], cells["ce_off", a, b]
+    assert said(
+        summary,
+        f"GPU {a} → GPU {b}: {format_gb_per_s(on)} GB/s with peer access, "
+        f"{format_gb_per_s(off)} GB/s without ({on / off:.1f}x).",
+    )
+    total = cells["ce_bidir", a, b] + cells["ce_bidir", b, a]
+    one_way = max(cells["ce_on", a, b], cells["ce_on", b, a])
+    assert said(
+        summary,
+        f"at once: {format_gb_per_s(total)} GB/s in total, {total / one_way:.2f}x one direction",
+    )
+    assert f"GPU {a} ↔ GPU {b}: {format_gb_per_s(total)} GB/s in total." in (
+        tables[f"{METHODS['ce_bidir']}, GB/s"].notes
+    )
+    latency_table = next(t for t in summary.tables if t.title.startswith("Latency"))
+    steps = result.extra.latency_steps
+    latency = {}
+    for m in result.measurements:
+        if m.operation == "latency":
+            holder, reader = m.gpus
+            latency[holder, reader] = median(m.samples_ms) * 1000 / steps
+            position = devices.index(reader) + 1
+            assert row(latency_table, f"GPU {holder}")[position] == f"{latency[holder, reader]:.2f}"
+    assert said(
+        summary,
+        f"One read of GPU {a}'s memory from GPU {b} takes {latency[a, b]:.2f} µs, "
+        f"{latency[a, b] / latency[b, b]:.1f}x a read of its own "
+        f"({latency[b, b]:.2f} µs).",
+    )
+
+
+# -- sweep and compare ----------------------------------------------------------------------
+
+
+def test_sweep_tables_and_each_kinds_shape():
+    result = load_fixture("sweep")
+    summary = summarize(result)
+    directions = {"h2d": TO_DEVICE, "d2h": TO_HOST}
+    kinds = summary.tables[0].headers[1:]
+    points = {}
+    for kind in kinds:
+        for operation in result.parameters.directions:
+            points[kind, operation] = []
+            for power in result.parameters.powers:
+                nbytes = FLOAT32 << power
+                m = the(result, "gpu", operation, kind, nbytes)
+                rate = gb_per_s(nbytes, per_operation_ms(m))
+                points[kind, operation].append((power, median(m.samples_ms), rate))
+    for table, operation in zip(summary.tables, result.parameters.directions, strict=False):
+        assert directions[operation] in table.title
+        for index, power in enumerate(result.parameters.powers):
+            cells = row(table, f"2^{power} ({format_bytes(FLOAT32 << power)})")
+            assert cells[1:] == [format_gb_per_s(points[k, operation][index][2]) for k in kinds]
+    shape = summary.tables[-1]
+    for kind in kinds:
+        for operation in result.parameters.directions:
+            curve = points[kind, operation]
+            peak = max(curve, key=lambda point: point[2])
+            ninety = next(p for p, _, rate in curve if rate >= 0.9 * peak[2])
+            assert row(shape, kind, directions[operation])[2:] == [
+                format_ms(curve[0][1]),
+                format_gb_per_s(peak[2]),
+                f"2^{peak[0]} ({format_bytes(FLOAT32 << peak[0])})",
+                f"2^{ninety} ({format_bytes(FLOAT32 << ninety)})",
+            ]
+
+
+def test_sweep_crossovers_name_the_leader_and_its_lead():
+    from memprof.experiments.sweep import crossovers
+
+    series = {
+        "pageable": [(10, 0, 1.0), (12, 0, 5.0), (14, 0, 10.0)],
+        "pinned": [(10, 0, 2.0), (12, 0, 5.1), (14, 0, 8.0)],
+    }
+    assert crossovers(series) == [
+        "pageable overtakes pinned between 2^10 and 2^14 (at 64 KiB: 10.0 vs 8.00 GB/s)"
+    ]  # 2^12 is within 5%: no leader there
+    assert crossovers({"a": series["pinned"], "b": series["pinned"]}) == []
+
+
+def test_compare_cells_best_marks_and_recommendations():
+    from memprof.experiments.compare import COLUMNS, ROWS
+
+    result = load_fixture("compare")
+    summary = summarize(result)
+    [table] = summary.tables
+    nbytes = result.extra.bytes_per_array
+    figures = {}
+    for m in result.measurements:
+        row_name = "managed first touch" if m.kind == "managed" else m.kind
+        if row_name not in ROWS or m.operation not in COLUMNS:
+            continue
+        if m.operation == "alloc":
+            figures[row_name, "alloc"] = median(m.samples_ms)
+        elif m.group in ("gpu", "host") and m.bytes == nbytes:
+            figures[row_name, m.operation] = gb_per_s(nbytes, median(m.samples_ms))
+    for index, (row_name, label) in enumerate(ROWS.items()):
+        cells = table.rows[index]
+        assert cells[0] == label
+        for position, operation in enumerate(COLUMNS, start=1):
+            value = figures.get((row_name, operation))
+            expected = (
+                "-"
+                if value is None
+                else (format_ms(value) if operation == "alloc" else format_gb_per_s(value))
+            )
+            assert cells[position] == expected, (label, operation)
+    for position, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
+        present = {r: figures[r, operation] for r in ROWS if (r, operation) in figures}
+        best = (max if larger_is_better else min)(present, key=present.get)
+        assert (list(ROWS).index(best), position) in table.highlighted, operation
+    assert len(table.highlighted) == len(COLUMNS)
+
+    def ms(row_name: str, operation: str) -> float:
+        return nbytes / (figures[row_name, operation] * 1e9) * 1e3
+
+    once = ms("pinned", "h2d") + ms("device", "kernel_read")
+    assert said(summary, f"copy it from pinned memory, then read device memory ({format_ms(once)}")
+    assert said(summary, f"zero-copy {format_ms(ms('mapped', 'kernel_read'))}") or said(
+        summary, f"(zero-copy) memory ({format_ms(ms('mapped', 'kernel_read'))}"
+    )
+
+
+def test_compare_prefers_the_first_listed_option_within_five_percent():
+    from memprof.experiments.compare import recommendations
+
+    nbytes = 1 << 30
+
+    def figures(**gb_per_s_of):
+        return {tuple(key.split("__")): value for key, value in gb_per_s_of.items()}
+
+    base = {
+        "pinned__h2d": 50.0,
+        "device__kernel_read": 4000.0,
+        "mapped__kernel_read": 50.0,
+        "managed first touch__kernel_read": 10.0,
+        "managed resident__kernel_read": 4000.0,
+        "pinned__host_write": 10.0,
+        "writecombined__host_write": 10.0,
+        "writecombined__h2d": 50.0,
+        "mapped__host_write": 10.0,
+        "pageable__host_write": 10.0,
+        "pageable__h2d": 20.0,
+        "pinned__d2h": 50.0,
+        "pinned__host_read": 10.0,
+        "pageable__d2h": 20.0,
+        "pageable__host_read": 10.0,
+        "managed first touch__host_read": 5.0,
+        "writecombined__d2h": 50.0,
+        "writecombined__host_read": 1.0,
+    }
+    base["mapped__kernel_read"] = 100.0  # zero-copy clearly fastest for data used once
+    base["mapped__host_write"] = 5.0
+    lines = recommendations(figures(**base), nbytes)
+    once = lines[0]
+    assert once.startswith(
+        "Data the GPU uses once: read it in place from mapped (zero-copy) memory (10.737ms for "
+        "1 GiB; pinned copy 21.743ms, managed 107.37ms)."
+    )
+    ten = lines[1]
+    assert ten.startswith("Data the GPU reads 10 times: copy it once to device memory")
+    writes = lines[2]  # pinned and write-combined tie: the first listed is recommended
+    assert writes.startswith("Data the CPU writes and the GPU consumes: write into pinned memory")
+    assert writes.endswith("; writecombined came within 5%, as good here.")
+    slower = dict(base, writecombined__h2d=30.0)
+    assert "came within 5%" not in recommendations(figures(**slower), nbytes)[2]
+    reads = lines[3]
+    assert reads.startswith("Results the CPU reads back: copy them into pinned memory")
+
+
+# -- trace ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["trace_pycuda", "trace_torch", "trace_managed"])
+def test_trace_copies_table_counts_each_groups_bytes_over_its_gpu_time(name):
+    result = load_fixture(name)
+    summary = summarize(result)
+    if not result.extra.copies:
+        return
+    table = summary.tables[0]
+    for group in result.extra.copies:
+        cells = row(table, f"{group.direction} {group.source} -> {group.destination}")
+        rate = gb_per_s(group.bytes, group.gpu_ms) if group.gpu_ms > 0 else 0.0
+        assert cells[1:] == [
+            str(group.calls),
+            format_bytes(group.bytes),
+            format_ms(group.gpu_ms),
+            format_gb_per_s(rate),
+            str(group.calls if group.host_kind == "pageable" else group.blocking_calls),
+            format_ms(group.blocked_ms) if group.blocked_ms > 0 else "-",
+            str(group.small_calls),
+        ]
