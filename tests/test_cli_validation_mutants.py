@@ -3,7 +3,7 @@
 import pytest
 import typer
 
-from memprof.cli import within
+from memprof.cli_options import within
 from memprof.errors import InvalidArgument
 from memprof.experiments.sweep import SWEEP_KINDS
 from memprof.model.params import CommaList, Range

@@ -7,7 +7,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from memprof.cli import app, device_choice
+from memprof.cli import app
+from memprof.cli_options import device_choice
 from memprof.experiments import peer
 from memprof.experiments.peer import ordered_pairs, unordered_pairs
 from memprof.model.device import DeviceRecord

@@ -128,11 +128,11 @@ def test_trace_options_and_help_are_unchanged():
         "Usage: memprof trace [OPTIONS] [target]...",
         "memprof's options go before SCRIPT; the program's output and exit code pass through.",
         "SCRIPT.py and its arguments (or the module's).",
-        "--module -m",
+        "-m, --module",
         "Run a module, as python -m does.",
-        "This GPU's pinned bandwidth for the advice: cache (measured once, then cached per "
-        "GPU and driver), measure (now), none. [default: cache]",
-        "--device -d",
+        "This GPU's pinned bandwidth and small-copy costs for the advice: cache (measured "
+        "once, then cached per GPU and driver), measure (now), none. [default: cache]",
+        "-d, --device",
         "--json",
         "--no-color",
     ]:

@@ -2,12 +2,13 @@
 
 Usage (from the repository root, in the virtual environment README.md installs):
 
-    python tools/mutate.py memprof/formatting.py memprof/timing.py memprof/diff.py \\
-        memprof/export.py memprof/results.py \\
-        memprof/cli.py:in_range,sweep_powers,sweep_kinds
+    python tools/mutate.py memprof/model/formatting.py memprof/model/statistics.py \\
+        memprof/output/diff.py memprof/output/export.py memprof/model/params.py \\
+        memprof/cli_options.py:within,device_choice
 
-    python tools/mutate.py memprof/formatting.py --jobs 2 --show-killed
-    python tools/mutate.py memprof/results.py --pytest-args="--deselect tests/test_x.py::test_y"
+    python tools/mutate.py memprof/model/formatting.py --jobs 2 --show-killed
+    python tools/mutate.py memprof/model/results.py \\
+        --pytest-args="--deselect tests/test_x.py::test_y"
 
 Each argument is a module path, optionally followed by ':' and the functions (or classes)
 to mutate in it, comma-separated; without them the whole module is mutated. The script
@@ -440,8 +441,11 @@ def run_mutants(
 
 
 def _progress(done: int, total: int) -> None:
+    """On a terminal, a counter kept up to date; in a log, a line every 25 mutants."""
     if sys.stderr.isatty():
         print(f"\rmutants run: {done}/{total}", end="", file=sys.stderr, flush=True)
+    elif done % 25 == 0 or done == total:
+        print(f"mutants run: {done}/{total}", file=sys.stderr, flush=True)
 
 
 def _fork_mutant(mutant: Mutant, tree: ast.Module, tests: list[str], pytest_args) -> int:

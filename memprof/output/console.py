@@ -98,19 +98,6 @@ def forget_unusable_width() -> None:
             del os.environ[name]
 
 
-def disable_help_colors(args: list[str]) -> None:
-    """--no-color or NO_COLOR: typer's --help without any ANSI styling either.
-
-    --help is handled before --no-color is parsed, by typer's own console, which only
-    drops colours for NO_COLOR (bold and dim stay): its colour system is switched off here.
-    """
-    options = args[: args.index("--")] if "--" in args else args
-    if color_disabled("--no-color" in options):
-        from typer import rich_utils
-
-        rich_utils.COLOR_SYSTEM = None
-
-
 def color_disabled(no_color_flag: bool = False) -> bool:
     """--no-color, or NO_COLOR set to anything non-empty (https://no-color.org)."""
     return no_color_flag or os.environ.get("NO_COLOR", "") != ""

@@ -235,7 +235,9 @@ def _stacked(table: Table, column: int, width: int, rule: str) -> list[Text]:
     best = set(table.highlighted)
     for index, row in enumerate(table.rows):
         body += _wrapped(Text(row[0]), width)
-        figure = Text(" " * (_NAME_INDENT + figure_width - cell_len(row[column])))
+        # right-aligned under the others, but never pushed past the edge where it fits
+        pad = _NAME_INDENT + figure_width - cell_len(row[column])
+        figure = Text(" " * min(pad, max(0, width - cell_len(row[column]))))
         figure.append(row[column], "bold green" if (index, column) in best else "")
         body.append(figure)
     widest = max(cell_len(line.plain.rstrip()) for line in [*lines, *body])
