@@ -75,6 +75,59 @@ def said(summary, text: str) -> bool:
     return any(text in line for line in summary.conclusions)
 
 
+def titled(summary, title: str) -> Table:
+    """The one table of the summary with this title."""
+    found = [t for t in summary.tables if t.title == title]
+    assert len(found) == 1, (title, [t.title for t in summary.tables])
+    return found[0]
+
+
+# -- ceilings, from the recorded facts ------------------------------------------------------
+
+PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
+
+
+def pcie_link(result: Result, index: int | None = None) -> float:
+    """GB/s per direction of the PCIe link as negotiated (NVML's sample during the run, else
+    the device facts): GT/s x lanes x line encoding (8b/10b up to Gen2, 128b/130b after) / 8."""
+    if index is None:
+        index = result.device.index
+    state = next((s for s in result.gpu_states or [] if s.index == index), None)
+    if state is not None and state.link is not None:
+        generation, width = state.link
+    else:
+        assert result.device.index == index
+        generation, width = result.device.pcie_generation, result.device.pcie_width
+    encoding = 8 / 10 if generation <= 2 else 128 / 130
+    return PCIE_GT_PER_S[generation] * width * encoding / 8
+
+
+def hbm_peak(result: Result) -> float:
+    """GB/s of device memory in theory: 2 transfers per memory clock x bus width / 8."""
+    facts = result.device
+    return 2 * facts.memory_clock_khz * 1e3 * facts.memory_bus_width_bits / 8 / 1e9
+
+
+def share(figure: float, ceiling: float, limiter: str) -> str:
+    """An "Of ceiling" cell: the share of the ceiling reached, and what the ceiling is."""
+    return f"{figure / ceiling:.0%} {limiter}"
+
+
+def staging(result: Result, direction: str, nbytes: int) -> Measurement:
+    """The host thread's staging memcpy of pageable copies of `nbytes` in `direction`."""
+    return the(result, "host", f"staging_{direction}", "pageable", nbytes)
+
+
+def pageable_share(result: Result, figure: float, direction: str, nbytes: int) -> str:
+    """Pageable copies against the lower of the link and their host side (the staging
+    memcpy of the same size and direction), where the file recorded it."""
+    link = pcie_link(result)
+    if not any(m.operation == f"staging_{direction}" for m in result.measurements):
+        return share(figure, link, "PCIe")
+    host = gb_per_s(nbytes, per_operation_ms(staging(result, direction, nbytes)))
+    return share(figure, link, "PCIe") if link < host else share(figure, host, "staging")
+
+
 # -- pinned ---------------------------------------------------------------------------------
 
 PINNED = ["pinned_p20", "pinned_p20_events", "x2_pinned_p20_device1"]
@@ -97,18 +150,42 @@ def test_pinned_transfers_and_allocations(name):
     transfers, costs = summary.tables
     nbytes = result.extra.bytes_per_array
     assert transfers.title == f"Transfers of {format_bytes(nbytes)}"
+    assert transfers.headers[2:] == [
+        "One copy",
+        "Host blocked",
+        "GB/s",
+        "vs pageable",
+        "Of ceiling",
+    ]
+    staged = any(m.operation.startswith("staging_") for m in result.measurements)
     per_copy = {}
     for operation, label in (("h2d", TO_DEVICE), ("d2h", TO_HOST)):
         for kind in ("pageable", "pinned"):
             copy = the(result, "gpu", operation, kind)
             per_copy[kind, operation] = per_operation_ms(copy)
+            rate = gb_per_s(nbytes, per_copy[kind, operation])
             cells = row(transfers, kind, label)
             assert cells[2] == format_ms(median(copy.samples_ms))
             assert cells[3] == format_ms(median(the(result, "api", operation, kind).samples_ms))
-            assert cells[4] == format_gb_per_s(gb_per_s(nbytes, per_copy[kind, operation]))
+            assert cells[4] == format_gb_per_s(rate)
+            assert cells[6] == (  # pinned against the link; pageable also its staging thread
+                share(rate, pcie_link(result), "PCIe")
+                if kind == "pinned"
+                else pageable_share(result, rate, operation, nbytes)
+            )
         for kind in ("pageable", "pinned"):
             speedup = per_copy["pageable", operation] / per_copy[kind, operation]
             assert row(transfers, kind, label)[5] == format_ratio(speedup)
+        if staged:  # the host side of pageable copies, timed on the host: no GPU figures
+            host = staging(result, operation, nbytes)
+            assert row(transfers, "staging", label)[2:] == [
+                format_ms(median(host.samples_ms)),
+                "-",
+                format_gb_per_s(gb_per_s(nbytes, per_operation_ms(host))),
+                "-",
+                "-",
+            ]
+    assert len(transfers.rows) == 4 + 2 * staged
     round_trip = {}
     for kind, group in (("pageable", "host"), ("pinned", "api")):
         allocate, free = the(result, group, "alloc", kind), the(result, group, "free", kind)
@@ -185,6 +262,7 @@ def test_zerocopy_rows_read_only_the_two_inputs(name):
             k: median(the(result, "span", "end_to_end", k, 3 * nbytes).samples_ms)
             for k in ("device", "mapped", "pageable")
         }
+        read = gb_per_s(2 * nbytes, kernel["mapped"])  # a and b, not res
         cells = row(table, f"2^{power} ({format_bytes(nbytes)})")
         assert cells[1:] == [
             format_ms(kernel["device"]),
@@ -193,7 +271,8 @@ def test_zerocopy_rows_read_only_the_two_inputs(name):
             format_ms(path["mapped"]),
             format_ms(path["pageable"]),
             format_ratio(path["mapped"] / path["device"]),
-            format_gb_per_s(gb_per_s(2 * nbytes, kernel["mapped"])),  # a and b, not res
+            format_gb_per_s(read),
+            share(read, pcie_link(result), "PCIe"),  # every read crosses the link
         ]
         rows.append((power, nbytes, kernel, path))
     power, nbytes, kernel, path = rows[-1]
@@ -262,14 +341,20 @@ def test_uva_kernels_and_addresses():
     nbytes = result.extra.bytes_per_array
     from memprof.experiments.uva import PATHS
 
+    assert kernels.headers[-1] == "Of ceiling"
     medians = {path: median(the(result, "gpu", "kernel", path).samples_ms) for path in PATHS}
     for path, label in PATHS.items():
         samples = the(result, "gpu", "kernel", path).samples_ms
+        read = gb_per_s(2 * nbytes, medians[path])  # a and b, not res
         assert row(kernels, label)[1:] == [
             format_ms(medians[path]),
             format_ms(min(samples)),
-            format_gb_per_s(gb_per_s(2 * nbytes, medians[path])),  # a and b, not res
+            format_gb_per_s(read),
             format_ratio(medians[path] / medians["device"]),
+            # device memory against HBM; mapped memory, either pointer, against the link
+            share(read, hbm_peak(result), "HBM")
+            if path == "device"
+            else share(read, pcie_link(result), "PCIe"),
         ]
     apart = abs(medians["uva"] / medians["mapped"] - 1)
     assert said(summary, f"({apart:.0%} apart)")
@@ -292,8 +377,13 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
 
     result = load_fixture("writecombined")
     summary = summarize(result)
-    [table] = summary.tables
     nbytes = result.extra.bytes_per_array
+    table = titled(
+        summary, f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer"
+    )
+    against = titled(summary, "Over the link, against its ceiling")
+    assert against.headers == ["Operation", "Cached", "Write-combined"]
+    link = pcie_link(result)
     speedup = {}
     for operation, group, label in ROWS:
         moved = 2 * nbytes if operation == "kernel" else nbytes
@@ -307,6 +397,12 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
             format_gb_per_s(gb_per_s(moved, combined)),
             format_ratio(cached / combined),
         ]
+        if group == "gpu":  # copies and kernel reads cross the link; host access does not
+            assert row(against, label)[1:] == [
+                share(gb_per_s(moved, cached), link, "PCIe"),
+                share(gb_per_s(moved, combined), link, "PCIe"),
+            ]
+    assert [r[0] for r in against.rows] == [label for _, group, label in ROWS if group == "gpu"]
     assert {operation for operation, _, _ in ROWS} >= {"h2d", "host_write", "host_read", "kernel"}
     assert said(summary, f"copies to the device ran at {speedup['h2d']:.2f}x")
     assert said(summary, f"host writes at {speedup['host_write']:.2f}x the cached speed")
@@ -319,8 +415,12 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
 def test_register_costs_transfers_and_pay_back():
     result = load_fixture("register")
     summary = summarize(result)
-    costs, transfers = summary.tables
     nbytes = result.extra.bytes_per_array
+    costs = titled(summary, f"Pinning an existing array of {format_bytes(nbytes)} in place")
+    transfers = titled(summary, "Transfers")
+    against = titled(summary, "Transfers against their ceiling")
+    assert against.headers == ["Memory", "HtoD", "DtoH"]
+    link = pcie_link(result)
     for label, operation in (
         ("cuMemHostRegister", "register"),
         ("cuMemHostUnregister", "unregister"),
@@ -349,9 +449,18 @@ def test_register_costs_transfers_and_pay_back():
             format_gb_per_s(gb_per_s(nbytes, d2h)),
             format_ratio(h2d["pageable"] / h2d[kind]),
         ]
+        rates = {"h2d": gb_per_s(nbytes, h2d[kind]), "d2h": gb_per_s(nbytes, d2h)}
+        assert row(against, label)[1:] == [
+            pageable_share(result, rates[d], d, nbytes)
+            if kind == "pageable"
+            else share(rates[d], link, "PCIe")
+            for d in ("h2d", "d2h")
+        ]
     kernel = median(the(result, "gpu", "kernel", "registered").samples_ms)
+    kernel_rate = gb_per_s(2 * nbytes, kernel)
     assert any(
-        f"took {format_ms(kernel)} ({format_gb_per_s(gb_per_s(2 * nbytes, kernel))} GB/s" in note
+        f"took {format_ms(kernel)} ({format_gb_per_s(kernel_rate)} GB/s over PCIe, "
+        f"{kernel_rate / link:.0%} of the link)." in note
         for note in transfers.notes
     )
     cost = sum(
@@ -477,7 +586,9 @@ def test_alloc_cells_per_gib_and_the_cheapest():
         assert len(found) == 1
         return median(found[0].samples_ms)
 
-    for table, operation in zip(summary.tables, ("alloc", "free"), strict=True):
+    repeat = result.parameters.repeat
+    for title, operation in (("Allocate", "alloc"), ("Free", "free")):
+        table = titled(summary, f"{title} time, median of {repeat}")
         assert table.headers == ["Size", *kinds]
         for power in powers:
             nbytes = FLOAT32 << power
@@ -517,12 +628,14 @@ def test_hostlink_alone_at_once_and_their_ratio():
                 format_gb_per_s(alone[gpu]),
                 format_gb_per_s(together[gpu]),
                 f"{together[gpu] / alone[gpu]:.2f}",  # at once over alone: below 1 when shared
+                share(alone[gpu], pcie_link(result, gpu), "PCIe"),  # alone, against its link
             ]
         total_alone, total_together = sum(alone.values()), sum(together.values())
         assert row(table, "total", label)[2:] == [
             format_gb_per_s(total_alone),
             format_gb_per_s(total_together),
             f"{total_together / total_alone:.2f}",
+            "",  # a sum over several links has no one ceiling
         ]
         assert said(
             summary,
@@ -530,7 +643,12 @@ def test_hostlink_alone_at_once_and_their_ratio():
             f"{format_gb_per_s(total_together)} GB/s in total, "
             f"{total_together / total_alone:.0%} of the {format_gb_per_s(total_alone)} GB/s",
         )
-    assert table.headers[2:] == ["Alone, GB/s", "All at once, GB/s", "At once / alone"]
+    assert table.headers[2:] == [
+        "Alone, GB/s",
+        "All at once, GB/s",
+        "At once / alone",
+        "Of ceiling",
+    ]
 
 
 def test_hostlink_verdict_turns_at_ninety_percent():
@@ -579,7 +697,13 @@ def test_portable_cells_and_the_foreign_contexts_share():
                 m = the(result, "gpu", operation, kind, gpus=(gpu,))
                 figures[kind, operation, gpu] = gb_per_s(nbytes, per_operation_ms(m))
                 assert cells[position] == format_gb_per_s(figures[kind, operation, gpu])
-    assert table.headers[2:] == [TO_DEVICE, TO_HOST]
+            link = pcie_link(result, gpu)  # both directions against the using GPU's link
+            assert cells[4] == (
+                f"{figures[kind, 'h2d', gpu] / link:.0%}, "
+                f"{figures[kind, 'd2h', gpu] / link:.0%} PCIe"
+            )
+            assert len(cells) == 5
+    assert table.headers[2:] == [TO_DEVICE, TO_HOST, "Of ceiling"]
     for device in result.extra.devices:
         gpu = device.index
         if gpu == owner:
@@ -592,6 +716,24 @@ def test_portable_cells_and_the_foreign_contexts_share():
                 f"{format_gb_per_s(figures['pinned', operation, gpu])} GB/s, {share:.0%} of the "
                 f"portable buffer's {format_gb_per_s(figures['portable', operation, gpu])} GB/s",
             )
+
+
+def nvlink_reaching(result: Result, source: int, destination: int) -> float:
+    """GB/s per direction of the active NVLinks from `source` that reach `destination`
+    (directly, or through an NVSwitch, which reaches every GPU), at NVML's rates."""
+    states = {s.index: s for s in result.gpu_states}
+    target = states[destination].pci_bus_id.lower().split(":")[-2:]  # bus, device.function
+    reaching = [
+        link
+        for link in states[source].nvlinks
+        if link.active
+        and (
+            link.remote_kind == "switch"
+            or (link.remote_pci_bus_id or "").lower().split(":")[-2:] == target
+        )
+    ]
+    assert reaching, (source, destination)
+    return sum(link.speed_mb_per_s for link in reaching) / 1000
 
 
 def test_peer_matrices_read_from_rows_to_columns():
@@ -621,12 +763,21 @@ def test_peer_matrices_read_from_rows_to_columns():
                 assert row(table, f"GPU {source}")[position] == value
     a, b = devices[0], devices[1]
     assert cells["ce_off", a, b] != cells["ce_off", b, a]  # the fixture tells the two apart
-    on, off = cells["ce_on", a, b], cells["ce_off", a, b]
-    assert said(
-        summary,
-        f"GPU {a} → GPU {b}: {format_gb_per_s(on)} GB/s with peer access, "
-        f"{format_gb_per_s(off)} GB/s without ({on / off:.1f}x).",
-    )
+    on_table = tables[f"{METHODS['ce_on']}, GB/s"]
+    for source, destination in ((a, b), (b, a)):
+        ceiling = nvlink_reaching(result, source, destination)
+        on, off = cells["ce_on", source, destination], cells["ce_off", source, destination]
+        assert said(
+            summary,
+            f"GPU {source} → GPU {destination}: {format_gb_per_s(on)} GB/s with peer access "
+            f"({on / ceiling:.0%} of its NVLink ceiling), {format_gb_per_s(off)} GB/s without "
+            f"({on / off:.1f}x).",
+        )
+        assert any(
+            note.startswith(f"GPU {source} → GPU {destination}: {on / ceiling:.0%} of its ceiling")
+            and f"= {format_gb_per_s(ceiling)} GB/s per direction" in note
+            for note in on_table.notes
+        )
     total = cells["ce_bidir", a, b] + cells["ce_bidir", b, a]
     one_way = max(cells["ce_on", a, b], cells["ce_on", b, a])
     assert said(
@@ -660,23 +811,43 @@ def test_sweep_tables_and_each_kinds_shape():
     result = load_fixture("sweep")
     summary = summarize(result)
     directions = {"h2d": TO_DEVICE, "d2h": TO_HOST}
-    kinds = summary.tables[0].headers[1:]
-    points = {}
-    for kind in kinds:
-        for operation in result.parameters.directions:
-            points[kind, operation] = []
-            for power in result.parameters.powers:
-                nbytes = FLOAT32 << power
+    kinds = result.extra.kinds
+    assert "pageable" in kinds
+    points, host_side = {}, {}
+    for operation in result.parameters.directions:
+        for power in result.parameters.powers:
+            nbytes = FLOAT32 << power
+            for kind in kinds:
                 m = the(result, "gpu", operation, kind, nbytes)
                 rate = gb_per_s(nbytes, per_operation_ms(m))
-                points[kind, operation].append((power, median(m.samples_ms), rate))
-    for table, operation in zip(summary.tables, result.parameters.directions, strict=False):
-        assert directions[operation] in table.title
+                points.setdefault((kind, operation), []).append((power, median(m.samples_ms), rate))
+            # the host thread's staging memcpy: timed on the host, a "host" measurement
+            host = staging(result, operation, nbytes)
+            host_side[operation, power] = gb_per_s(nbytes, per_operation_ms(host))
+    # pageable's host side stands beside it, in a column of its own
+    columns = [c for kind in kinds for c in ([kind, "staging"] if kind == "pageable" else [kind])]
+    for operation in result.parameters.directions:
+        table = titled(
+            summary,
+            f"Bandwidth {directions[operation]}, GB/s = 10^9 bytes/s, back-to-back throughput",
+        )
+        assert table.headers == ["Size", *columns]
         for index, power in enumerate(result.parameters.powers):
             cells = row(table, f"2^{power} ({format_bytes(FLOAT32 << power)})")
-            assert cells[1:] == [format_gb_per_s(points[k, operation][index][2]) for k in kinds]
-    shape = summary.tables[-1]
+            assert cells[1:] == [
+                format_gb_per_s(
+                    host_side[operation, power]
+                    if column == "staging"
+                    else points[column, operation][index][2]
+                )
+                for column in columns
+            ]
+        assert len(table.rows) == len(result.parameters.powers)
+    shape = titled(summary, "Per kind: latency, peak, and where 90% of the peak is reached")
+    against = titled(summary, "Each kind's peak against its ceiling")
+    assert against.headers == ["Kind", *(directions[d] for d in result.parameters.directions)]
     for kind in kinds:
+        reached = []
         for operation in result.parameters.directions:
             curve = points[kind, operation]
             peak = max(curve, key=lambda point: point[2])
@@ -687,6 +858,15 @@ def test_sweep_tables_and_each_kinds_shape():
                 f"2^{peak[0]} ({format_bytes(FLOAT32 << peak[0])})",
                 f"2^{ninety} ({format_bytes(FLOAT32 << ninety)})",
             ]
+            # pageable: against the lower of the link and its staging at the peak's size
+            reached.append(
+                pageable_share(result, peak[2], operation, FLOAT32 << peak[0])
+                if kind == "pageable"
+                else share(peak[2], pcie_link(result), "PCIe")
+            )
+        assert row(against, kind)[1:] == reached
+    assert len(shape.rows) == len(kinds) * len(result.parameters.directions)
+    assert len(against.rows) == len(kinds)
 
 
 def test_sweep_crossovers_name_the_leader_and_its_lead():
@@ -707,8 +887,11 @@ def test_compare_cells_best_marks_and_recommendations():
 
     result = load_fixture("compare")
     summary = summarize(result)
-    [table] = summary.tables
     nbytes = result.extra.bytes_per_array
+    power = result.parameters.power
+    table = titled(
+        summary, f"Every memory kind, {format_bytes(nbytes)} per buffer (2^{power} floats)"
+    )
     figures = {}
     for m in result.measurements:
         row_name = "managed first touch" if m.kind == "managed" else m.kind
@@ -734,6 +917,29 @@ def test_compare_cells_best_marks_and_recommendations():
         best = (max if larger_is_better else min)(present, key=present.get)
         assert (list(ROWS).index(best), position) in table.highlighted, operation
     assert len(table.highlighted) == len(COLUMNS)
+    assert len(table.rows) == len(ROWS)  # the fixture measured every kind
+
+    # copies and kernels reading host memory against the link; kernels reading the GPU's own
+    # memory against HBM; pageable copies against the lower of the link and their staging
+    against = titled(summary, "Against each figure's ceiling")
+    assert against.headers == ["Memory", "HtoD", "DtoH", "Kernel read"]
+    on_device = {"device", "pool", "pool_kept", "vmm", "managed resident", "managed prefetched"}
+    link, hbm = pcie_link(result), hbm_peak(result)
+    for index, (row_name, label) in enumerate(ROWS.items()):
+        expected = [label]
+        for operation in ("h2d", "d2h", "kernel_read"):
+            value = figures.get((row_name, operation))
+            if value is None:
+                expected.append("-")
+            elif operation == "kernel_read":
+                on_hbm = row_name in on_device
+                expected.append(share(value, hbm if on_hbm else link, "HBM" if on_hbm else "PCIe"))
+            elif row_name == "pageable":
+                expected.append(pageable_share(result, value, operation, nbytes))
+            else:
+                expected.append(share(value, link, "PCIe"))
+        assert against.rows[index] == expected
+    assert len(against.rows) == len(ROWS)
 
     def ms(row_name: str, operation: str) -> float:
         return nbytes / (figures[row_name, operation] * 1e9) * 1e3
