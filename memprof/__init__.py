@@ -13,7 +13,8 @@ See docs/python-api.md. Importing memprof is light: numpy, PyCUDA and CUPTI are 
 a run needs them.
 """
 
-__version__ = "0.1.0"
+from memprof.version import __version__
+
 __all__ = ["__version__", "load", "render", "run"]
 
 

@@ -21,7 +21,6 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from memprof import __version__
 from memprof.cli_options import argument, gpu_options, output_options, params_options
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import REGISTRY, experiment_named, load, summarize
@@ -30,6 +29,7 @@ from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.model import params as declared
 from memprof.output import console as terminal
 from memprof.output.emit import Output, emit, emit_diff, stdout_failed
+from memprof.version import __version__
 
 try:  # typer 0.2x and later carry their own copy of click
     from typer._click import exceptions as click_exceptions
@@ -168,9 +168,7 @@ def add_experiment(experiment: type[Experiment]) -> None:
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
-            from memprof.trace.collect import trace_command
-
-            raise typer.Exit(trace_command(device=device, output=output, **values))
+            raise typer.Exit(experiment().run_program(device=device, output=output, **values))
         output.check()
         params = declared.from_cli(experiment.Params, values)
         _run(experiment.name, params, device, output, timing, affinity)

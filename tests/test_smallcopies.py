@@ -309,34 +309,32 @@ def test_the_advice_names_the_command_when_nothing_was_measured_and_old_traces_k
     assert old.endswith("or keep the data on the GPU.")  # as traces saved before said
 
 
-def test_small_copy_costs_are_measured_once_per_gpu_and_driver(tmp_path, monkeypatch):
+def test_small_copy_costs_are_measured_once_per_gpu_and_driver(tmp_path):
     calls = []
 
     def measure(device_index: int) -> dict:
         calls.append(device_index)
         return {"copies": 128, "costs": [MEASURED.costs[0].__dict__]}
 
-    monkeypatch.setattr(collect, "measure_small_copies", measure)
     cache = tmp_path / "memprof" / "small_copies.json"
-    first = collect.small_copy_figures(0, "NVIDIA H200", "580.1", "cache", cache)
+    first = collect.small_copy_figures(0, "NVIDIA H200", "580.1", "cache", measure, cache)
     assert first.how.startswith("measured now with memprof smallcopies")
-    second = collect.small_copy_figures(0, "NVIDIA H200", "580.1", "cache", cache)
+    second = collect.small_copy_figures(0, "NVIDIA H200", "580.1", "cache", measure, cache)
     assert second.costs == first.costs == [MEASURED.costs[0]] and calls == [0]
     assert second.how.startswith(f"cached in {cache}")
-    assert collect.small_copy_figures(0, "x", "1", "none", cache).costs == []
+    assert collect.small_copy_figures(0, "x", "1", "none", measure, cache).costs == []
 
 
-def test_a_damaged_cache_or_a_failed_measurement_says_why(tmp_path, monkeypatch):
+def test_a_damaged_cache_or_a_failed_measurement_says_why(tmp_path):
     cache = tmp_path / "small_copies.json"
     cache.write_text(json.dumps({"GPU | driver 1": {"copies": 1, "costs": [{"bytes": "many"}]}}))
-    damaged = collect.small_copy_figures(0, "GPU", "1", "cache", cache)
+    damaged = collect.small_copy_figures(0, "GPU", "1", "cache", lambda index: {}, cache)
     assert damaged.costs == [] and damaged.how.startswith(f"not usable: {cache} holds")
 
     def fail(device_index: int) -> dict:
         raise RuntimeError("memprof: error: PyCUDA is not installed")
 
-    monkeypatch.setattr(collect, "measure_small_copies", fail)
-    failed = collect.small_copy_figures(0, "GPU", "2", "cache", cache)
+    failed = collect.small_copy_figures(0, "GPU", "2", "cache", fail, cache)
     assert failed.how == (
         "not measured: memprof smallcopies failed (memprof: error: PyCUDA is not installed)"
     )
@@ -344,7 +342,7 @@ def test_a_damaged_cache_or_a_failed_measurement_says_why(tmp_path, monkeypatch)
 
 def test_the_cached_costs_come_from_a_smallcopies_result():
     result = synthetic_result({4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(4.0, 2.0)}, copies=10)
-    figures = collect.small_copy_costs(result)
+    figures = trace_summary.small_copy_costs(result)
     assert figures["copies"] == 10
     assert figures["costs"][0] == {
         "bytes": 4 * KiB,

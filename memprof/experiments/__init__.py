@@ -71,13 +71,7 @@ def shape_of(command: str) -> ResultShape | None:
     experiment = _BY_NAME.get(command)
     if experiment is None or experiment.name != command:
         return None
-    return ResultShape(
-        params=experiment.Params,
-        extra=experiment.Extra,
-        allowed=experiment.declared_keys(),
-        required=frozenset(m.key for m in experiment.declared() if m.required),
-        check=experiment().check_result,
-    )
+    return experiment.result_shape()
 
 
 def summarize(result: Result) -> Summary:

@@ -27,7 +27,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes
 from memprof.model.params import CliOption, Each, NamedSets, Range, Sizes, cli_options, param
-from memprof.model.results import Check, Group, Measurement, Result, TimingInfo
+from memprof.model.results import Check, Group, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, ByteCount, SchemaError
 from memprof.model.summary import Summary
 
@@ -255,6 +255,11 @@ class Experiment:
         """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
         raise NotImplementedError
 
+    def run_program(self, **options: Any) -> int:
+        """An experiment that runs the user's program (runs_a_program) instead of measuring:
+        the whole command, given its options; the program's exit code."""
+        raise NotImplementedError
+
     def check_consistency(self, result: Result) -> None:
         """What this experiment's Params, Extra and measurements must say together: a
         SchemaError naming the field that contradicts another (memprof.experiments.
@@ -293,6 +298,17 @@ class Experiment:
     @classmethod
     def declared_keys(cls) -> frozenset[tuple[str, str]]:
         return frozenset(measure.key for measure in cls.declared())
+
+    @classmethod
+    def result_shape(cls) -> ResultShape:
+        """What a saved Result of this command must hold, from the declarations above."""
+        return ResultShape(
+            params=cls.Params,
+            extra=cls.Extra,
+            allowed=cls.declared_keys(),
+            required=frozenset(m.key for m in cls.declared() if m.required),
+            check=cls().check_result,
+        )
 
 
 @dataclass(frozen=True)

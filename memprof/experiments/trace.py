@@ -9,9 +9,13 @@ and `diff` show traces saved on the GPU machine.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memprof.experiments import base, consistency
+from memprof.experiments.smallcopies import SmallCopies, per_copy_costs
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -28,7 +32,11 @@ from memprof.trace.collect import (
     CopyGroup,
     SmallCopyFigures,
     TraceExtra,
+    TraceOptions,
     TraceParams,
+    parse_target,
+    run_memprof,
+    trace,
 )
 
 UnifiedMemory = dict[str, dict[str, float]]
@@ -49,6 +57,9 @@ COPY_KINDS = (
     "Unknown",
 )
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
+
+if TYPE_CHECKING:
+    from memprof.output.emit import Output
 
 
 def copies_of(result: Result) -> list[CopyGroup]:
@@ -388,6 +399,20 @@ class Trace(base.Experiment):
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def run_program(
+        self,
+        target: list[str] | None,
+        module: str | None,
+        bandwidth: str,
+        device: int,
+        output: Output,
+    ) -> int:
+        """The command: trace the program (memprof.trace.collect records it), then show and
+        save its Result as every command does; the program's own exit code."""
+        program = parse_target(target or [], module)
+        options = TraceOptions(device, bandwidth, output, measure_small_copies)
+        return trace(program, options, self.summarize)
+
     @classmethod
     def options(cls) -> list[CliOption]:
         program = "SCRIPT.py and its arguments (or the module's)."
@@ -500,3 +525,37 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
 
 
 PYTHON_M = "Run a module, as python -m does."
+
+
+# -- this GPU's small copies, for the advice -------------------------------------------------
+
+
+def small_copy_costs(result: Result) -> dict[str, Any]:
+    """The per-copy costs host to device of a `memprof smallcopies` Result, as cached."""
+    costs = []
+    for nbytes, by_way in sorted(per_copy_costs(result, "h2d").items()):
+        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
+            costs.append(
+                {
+                    "bytes": nbytes,
+                    "pinned_ms": by_way["pinned"],
+                    "pageable_ms": by_way["pageable"],
+                    "gathered_ms": by_way["gathered"],
+                    "batched_ms": by_way.get("batched"),
+                }
+            )
+    if not costs:
+        raise KeyError("no size with pinned, pageable and gathered copies in the result")
+    return {"copies": result.parameters.copies, "costs": costs}
+
+
+def measure_small_copies(device_index: int) -> dict[str, Any]:
+    """Run `memprof smallcopies` host to device in a fresh process (a few seconds)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "smallcopies.json"
+        command = [sys.executable, "-m", "memprof", "smallcopies", "--direction", "h2d"]
+        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
+        run_memprof(command, path)
+        shape = SmallCopies.result_shape()
+        result = Result.load(path, lambda name: shape if name == SmallCopies.name else None)
+        return small_copy_costs(result)

@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from memprof import __version__
 from memprof.errors import InvalidArgument
 from memprof.model.device import DeviceFacts
 from memprof.model.gpustate import GpuState
@@ -34,6 +33,7 @@ from memprof.model.schema import (
     describe,
 )
 from memprof.model.statistics import Statistics
+from memprof.version import __version__
 
 # 2: `extra` is declared per experiment; compare's and streams' "bytes" is "bytes_per_array".
 # 3: a measurement names its GPUs (`gpus`) instead of writing them into its operation.

@@ -601,11 +601,11 @@ def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
         command = [sys.executable, "-m", "memprof", "sweep", "--from", power, "--to", power]
         command += ["--kinds", "pinned", "--repeat", "5", "--warmup", "1"]
         command += ["--device", str(device_index), "--json", str(path), "--quiet"]
-        _run_memprof(command, path)
+        run_memprof(command, path)
         return bandwidth_from_sweep(path.read_text())
 
 
-def _run_memprof(command: list[str], path: Path) -> None:
+def run_memprof(command: list[str], path: Path) -> None:
     """Run a memprof command in a fresh process that writes `path`; its last line if not."""
     package_root = str(Path(__file__).resolve().parent.parent)
     python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
@@ -679,43 +679,16 @@ def small_copies_cache_path() -> Path:
     return cache_path().with_name("small_copies.json")
 
 
-def small_copy_costs(result: Result) -> dict[str, Any]:
-    """The per-copy costs host to device of a `memprof smallcopies` Result, as cached."""
-    from memprof.experiments.smallcopies import per_copy_costs
-
-    costs = []
-    for nbytes, by_way in sorted(per_copy_costs(result, "h2d").items()):
-        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
-            costs.append(
-                {
-                    "bytes": nbytes,
-                    "pinned_ms": by_way["pinned"],
-                    "pageable_ms": by_way["pageable"],
-                    "gathered_ms": by_way["gathered"],
-                    "batched_ms": by_way.get("batched"),
-                }
-            )
-    if not costs:
-        raise KeyError("no size with pinned, pageable and gathered copies in the result")
-    return {"copies": result.parameters.copies, "costs": costs}
-
-
-def measure_small_copies(device_index: int) -> dict[str, Any]:
-    """Run `memprof smallcopies` host to device in a fresh process (a few seconds)."""
-    from memprof.experiments import load
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "smallcopies.json"
-        command = [sys.executable, "-m", "memprof", "smallcopies", "--direction", "h2d"]
-        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
-        _run_memprof(command, path)
-        return small_copy_costs(load(path))
-
-
 def small_copy_figures(
-    device_index: int, gpu_name: str, driver_version: str, mode: str, cache: Path | None = None
+    device_index: int,
+    gpu_name: str,
+    driver_version: str,
+    mode: str,
+    measure: Callable[[int], dict[str, Any]],
+    cache: Path | None = None,
 ) -> SmallCopyFigures:
-    """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is."""
+    """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is;
+    `measure(device_index)` runs `memprof smallcopies` where they must be measured."""
     from memprof.model.schema import SchemaError, check_dataclass
 
     cache = cache or small_copies_cache_path()
@@ -723,7 +696,7 @@ def small_copy_figures(
         cache,
         (gpu_name, driver_version),
         mode,
-        lambda: measure_small_copies(device_index),
+        lambda: measure(device_index),
         "memprof smallcopies",
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs") if k in entry}
@@ -741,17 +714,9 @@ class TraceOptions:
     device: int = 0
     bandwidth: str = "cache"
     output: Output | None = None  # where results go besides stderr; None: nowhere
-
-
-def trace_command(
-    target: list[str] | None, module: str | None, bandwidth: str, device: int, output: Output
-) -> int:
-    """`memprof trace [OPTIONS] SCRIPT [ARGS]...` (memprof.experiments.trace declares the
-    options): the program's exit code."""
-    from memprof.experiments import summarize
-
-    program = parse_target(target or [], module)
-    return trace(program, TraceOptions(device, bandwidth, output), summarize)
+    # this GPU's small-copy costs for the advice (memprof.experiments.trace runs
+    # `memprof smallcopies`); None: the advice goes without them
+    measure_small_copies: Callable[[int], dict[str, Any]] | None = None
 
 
 def trace(
@@ -785,8 +750,9 @@ def trace(
     this_gpu = (options.device, recording.gpu_name, recording.driver_version, options.bandwidth)
     bandwidth = pinned_bandwidth(*this_gpu)
     small = None  # measured only for a program that made small copies: the advice needs it
-    if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
-        small = small_copy_figures(*this_gpu)
+    measure = options.measure_small_copies
+    if measure and any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
+        small = small_copy_figures(*this_gpu, measure)
     result = trace_result(program, outcome, recording, options.device, bandwidth, small)
     emit([result], summarize, output)
     return outcome.exit_code

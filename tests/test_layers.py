@@ -1,0 +1,105 @@
+"""The package's layers, read from its imports (those inside functions too): data flows one
+way (arguments -> experiment -> Result -> renderer), so no module imports from a layer above
+its own, and no modules import each other in a loop."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memprof"
+
+# lowest first; a module may import its own layer and those below
+LAYERS = [
+    ("memprof.errors", "memprof.interrupts", "memprof.cache", "memprof.version"),
+    ("memprof.model",),
+    ("memprof.core", "memprof.output"),
+    ("memprof.trace",),
+    ("memprof.experiments",),
+    ("memprof.api", "memprof.cli_options"),
+    ("memprof.cli", "memprof.__main__", "memprof"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def layer_of(module: str) -> int:
+    """The layer of the longest prefix that names one."""
+    best = (-1, -1)
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                best = max(best, (len(prefix), rank))
+    assert best[1] >= 0, f"{module} is in no layer: add it to LAYERS"
+    return best[1]
+
+
+def imports_of(module: str) -> set[str]:
+    """The memprof modules `module` imports, anywhere in its code."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:  # `from memprof.experiments import base`: a module
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in MODULES else node.module)
+    return {name for name in found if name in MODULES and name != module}
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    upward = [
+        f"{module} -> {imported}"
+        for module, imported_modules in GRAPH.items()
+        for imported in imported_modules
+        if layer_of(imported) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    """Package faces (an __init__ importing its own submodules) are not loops: Python runs
+    the face first. Any other cycle is."""
+
+    def is_face_of(package: str, module: str) -> bool:
+        return MODULES[package].name == "__init__.py" and module.startswith(package + ".")
+
+    loops = []
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for imported in sorted(GRAPH[module]):
+            if is_face_of(imported, module):
+                continue
+            if state.get(imported) == "open":
+                loops.append(" -> ".join([*path[path.index(imported) :], imported]))
+            elif imported not in state:
+                visit(imported, [*path, imported])
+        state[module] = "done"
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module, [module])
+    assert loops == []
+
+
+def test_the_reader_finds_imports_inside_functions_and_of_submodules():
+    assert "memprof.experiments.trace" in GRAPH["memprof.experiments"]
+    assert "memprof.api" in GRAPH["memprof"]  # imported inside __getattr__
+    assert "memprof.experiments.base" in GRAPH["memprof.experiments.pinned"]
