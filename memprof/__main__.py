@@ -61,18 +61,28 @@ def main() -> None:
 def _handle_ctrl_c() -> None:
     """Ctrl-C raises KeyboardInterrupt, as by default, except where Python would drop it.
 
-    Raised inside importlib's weakref callback or a __del__, the exception is printed as
-    "Exception ignored" and lost, and the command runs on. There Ctrl-C is delivered again
-    5 ms later (SIGALRM), to whatever handles SIGINT then.
+    Raised inside importlib's weakref callback or a __del__ (or anything they call), the
+    exception is printed as "Exception ignored" and lost, and the command runs on. There
+    Ctrl-C is delivered again 5 ms later (SIGALRM), to whatever handles SIGINT then.
     """
     import signal
 
+    def dropped_there(frame: object) -> bool:
+        """Whether an exception raised in `frame` would end in a __del__ or importlib's
+        weakref callback, anywhere up the stack (a function they call passes it up)."""
+        while frame is not None:
+            code = getattr(frame, "f_code", None)
+            name = getattr(code, "co_name", "")
+            if name == "__del__" or (
+                name == "cb" and "importlib" in getattr(code, "co_filename", "")
+            ):
+                return True
+            frame = getattr(frame, "f_back", None)
+        return False
+
     def on_ctrl_c(signum: int, frame: object) -> None:
         note_press()
-        code = getattr(frame, "f_code", None)
-        name = getattr(code, "co_name", "")
-        in_import_callback = name == "cb" and "importlib" in getattr(code, "co_filename", "")
-        if name == "__del__" or in_import_callback:
+        if dropped_there(frame):
             signal.setitimer(signal.ITIMER_REAL, 0.005)
             return
         raise KeyboardInterrupt
