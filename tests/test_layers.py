@@ -103,3 +103,24 @@ def test_the_reader_finds_imports_inside_functions_and_of_submodules():
     assert "memprof.experiments.trace" in GRAPH["memprof.experiments"]
     assert "memprof.api" in GRAPH["memprof"]  # imported inside __getattr__
     assert "memprof.experiments.base" in GRAPH["memprof.experiments.pinned"]
+
+
+def test_no_module_defines_a_function_or_class_twice():
+    """A second definition silently replaces the first (register's run once called its
+    summary's table builder, with five arguments for two): every name is defined once."""
+    twice = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        scopes = [tree, *(node for node in tree.body if isinstance(node, ast.ClassDef))]
+        for scope in scopes:
+            names = [
+                node.name
+                for node in scope.body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and not any(  # @overload and @x.setter define one name on purpose
+                    isinstance(d, ast.Attribute) or getattr(d, "id", "") == "overload"
+                    for d in node.decorator_list
+                )
+            ]
+            twice += [f"{module}: {name}" for name in set(names) if names.count(name) > 1]
+    assert twice == []

@@ -67,9 +67,12 @@ def test_compare_rows_and_the_cheapest_allocation():
     shown = [label for row, label in compare.ROWS.items() if row not in compare.MEASURED_ONLY]
     assert [row[0] for row in older.rows] == shown
     allocate_best = table.rows[next(r for r, c in table.highlighted if c == 1)][0]
-    # a pool that keeps its memory hands back what it freed: cheaper still than
-    # cuMemAllocManaged, which provides no pages yet
-    assert allocate_best == "pool keeping memory (threshold)"
+    allocations = {
+        row: v for (row, operation), v in compare._figures(result).items() if operation == "alloc"
+    }
+    assert allocate_best == compare.ROWS[min(allocations, key=allocations.__getitem__)]
+    # the pools hand back what was freed: cheaper than cuMemAllocManaged, which has no pages yet
+    assert allocations["pool_kept"] < allocations["managed first touch"]
     older_best = older.rows[next(r for r, c in older.highlighted if c == 1)][0]
     assert older_best == "managed, first touch"
 
@@ -116,6 +119,9 @@ def test_recommendations_prefer_the_safer_option_within_noise():
         changed = dict(figures)
         changed["writecombined", "host_read"] = writecombined_read_gbs
         changed["writecombined", "d2h"] = changed["pinned", "d2h"]
+        # numpy memory slower than both, whatever this recording measured for it
+        changed["pageable", "d2h"] = changed["pinned", "d2h"] / 2
+        changed["pageable", "host_read"] = changed["pinned", "host_read"] / 2
         return compare.recommendations(changed, nbytes)[3]
 
     pinned_read = figures["pinned", "host_read"]

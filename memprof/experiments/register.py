@@ -74,13 +74,15 @@ class Register(base.Experiment):
         pinned = memory.allocate(session, "pinned", elements)
         pinned.array[:] = a_values
         # The same array, first as it is, then registered; then cuMemHostAlloc memory.
-        _transfers(ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values)
+        _copies_both_ways(
+            ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values
+        )
         scratch = page_aligned_empty(elements, "float32")  # the pageable copies' host side
         measure_host_staging(ctx.measure, scratch)
         del scratch
         a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
-        _transfers(ctx, "registered", a_reg, d_a, a_values)
-        _transfers(ctx, "pinned", pinned, d_a, a_values)
+        _copies_both_ways(ctx, "registered", a_reg, d_a, a_values)
+        _copies_both_ways(ctx, "pinned", pinned, d_a, a_values)
 
         step("kernel through the mapped registration")
         pointers = (a_reg.device_pointer, b_reg.device_pointer)
@@ -124,7 +126,7 @@ def _registered(session, array):
     return memory.adopt(session, "registered", array, device_pointer, release)
 
 
-def _transfers(ctx: base.RunContext, kind: str, buffer, device_buffer, values) -> None:
+def _copies_both_ways(ctx: base.RunContext, kind: str, buffer, device_buffer, values) -> None:
     """HtoD then DtoH copies of the whole buffer, what came back checked."""
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
