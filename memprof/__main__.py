@@ -63,7 +63,9 @@ def _handle_ctrl_c() -> None:
 
     Raised inside importlib's weakref callback or a __del__ (or anything they call), the
     exception is printed as "Exception ignored" and lost, and the command runs on. There
-    Ctrl-C is delivered again 5 ms later (SIGALRM), to whatever handles SIGINT then.
+    Ctrl-C is delivered again 5 ms later (SIGALRM), to whatever handles SIGINT then; and
+    where Python drops it all the same (any other weakref callback, a finalizer), its
+    unraisable-exception hook delivers it again instead of printing it.
     """
     import signal
 
@@ -92,7 +94,15 @@ def _handle_ctrl_c() -> None:
         if callable(current):
             current(signal.SIGINT, frame)
 
+    def on_unraisable(unraisable: object) -> None:
+        if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0.005)
+            return
+        print_unraisable(unraisable)
+
+    print_unraisable = sys.unraisablehook
     forget_presses()
+    sys.unraisablehook = on_unraisable
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGINT, on_ctrl_c)
 

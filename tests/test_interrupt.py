@@ -8,6 +8,8 @@ The GPU version, across context creation, measuring and freeing, is gpu/test_int
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -198,3 +200,40 @@ def test_the_entry_point_runs_the_command_under_that_handler(monkeypatch):
     assert exit_.value.code == 0
     assert seen == ["on_ctrl_c"]
     assert after == signal.SIG_IGN  # the command has ended: a late Ctrl-C stops nothing
+
+
+DROPPED_BY_PYTHON = """
+import os, signal, time, weakref
+from memprof import __main__ as entry
+
+entry._handle_ctrl_c()
+
+
+class Thing:
+    pass
+
+
+def remove(reference):  # a weakref callback, as WeakValueDictionary's, where Python drops errors
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+thing = Thing()
+reference = weakref.ref(thing, remove)
+try:
+    del thing
+    time.sleep(2)
+    print("ran on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_ctrl_c_that_python_would_drop_in_a_weakref_callback_is_delivered_again():
+    ran = subprocess.run(
+        [sys.executable, "-c", DROPPED_BY_PYTHON],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert (ran.stdout, ran.stderr) == ("interrupted\n", "")
