@@ -1,7 +1,8 @@
 // Native reference for memprof alloc's stream-ordered pools and virtual memory management, by
 // a route memprof does not use: the CUDA driver API from C++, timed with std::chrono around
 // each call (memprof: cuda-bindings from Python, timed by CUPTI's record of each call). The
-// same calls in the same order and state as memprof.experiments.pools:
+// same calls in the same order and state as memprof.experiments.pools (each cycle repeated
+// on its own, as memprof's _calls_and_growth repeats it):
 //   pool cycle (the default pool, then a pool with release threshold UINT64_MAX):
 //     synchronize, trim to 0 (an empty pool); allocate [new]; memset; cuMemFreeAsync [free];
 //     allocate [reused]; synchronize; free; cuStreamSynchronize [sync]; allocate [after sync];
@@ -126,13 +127,18 @@ int main(int argc, char** argv) {
     CHECK(cuMemPoolCreate(&kept, &props));
     cuuint64_t everything = UINT64_MAX;
     CHECK(cuMemPoolSetAttribute(kept, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &everything));
-    for (int round = 0; round < repeats + 2; ++round) {  // two warm-ups, as memprof's
-        recording = round >= 2;
-        device_cycle(bytes, stream);
-        pool_cycle("pool", default_pool, false, bytes, stream, default_pool, kept);
-        pool_cycle("pool_kept", kept, true, bytes, stream, default_pool, kept);
-        vmm_cycle(bytes, ordinal, stream);
-    }
+    // Each cycle repeated on its own, two warm-ups first, in memprof's order: every cuMemAlloc
+    // cycle, then every default-pool cycle, then the kept pool's, then VMM's.
+    auto repeated = [&](auto cycle) {
+        for (int round = 0; round < repeats + 2; ++round) {
+            recording = round >= 2;
+            cycle();
+        }
+    };
+    repeated([&] { device_cycle(bytes, stream); });
+    repeated([&] { pool_cycle("pool", default_pool, false, bytes, stream, default_pool, kept); });
+    repeated([&] { pool_cycle("pool_kept", kept, true, bytes, stream, default_pool, kept); });
+    repeated([&] { vmm_cycle(bytes, ordinal, stream); });
     for (auto& [name, values] : samples) std::printf("%s %zu %.6f\n", name.c_str(), bytes, median(values));
     CHECK(cuMemPoolDestroy(kept));
     CHECK(cuStreamDestroy(stream));
