@@ -19,16 +19,13 @@ from memprof.model.schema import SchemaError
 
 # What a sumArrays experiment's operations move, in arrays of its size: a copy or a memset
 # one, the kernel three (reads a and b, writes res), a launch or a driver call nothing.
+MEMSET_MOVES = {("gpu", "memset"): 1, ("api", "memset"): 1}
+NOTHING_MOVED = {("api", "launch"): 0, ("api", "driver_call"): 0}
 SUM_ARRAYS_MOVES = {
-    ("gpu", "h2d"): 1,
-    ("gpu", "d2h"): 1,
-    ("api", "h2d"): 1,
-    ("api", "d2h"): 1,
-    ("gpu", "memset"): 1,
-    ("api", "memset"): 1,
+    **{(group, way): 1 for group in ("gpu", "api") for way in ("h2d", "d2h")},
+    **MEMSET_MOVES,
     ("gpu", "kernel"): 3,
-    ("api", "launch"): 0,
-    ("api", "driver_call"): 0,
+    **NOTHING_MOVED,
 }
 
 

@@ -168,10 +168,8 @@ class DeviceBandwidth(base.Experiment):
 ARRAYS_MOVED = {
     ("gpu", "d2d"): 1,
     ("api", "d2d"): 1,
-    ("gpu", "memset"): 1,
-    ("api", "memset"): 1,
-    ("api", "launch"): 0,
-    ("api", "driver_call"): 0,
+    **consistency.MEMSET_MOVES,
+    **consistency.NOTHING_MOVED,
 }
 
 

@@ -163,14 +163,10 @@ class Pinned(base.Experiment):
 
 # What each operation moves, in arrays of bytes_per_array (a flow: a, b in and res out).
 ARRAYS_MOVED = {
+    **consistency.SUM_ARRAYS_MOVES,
     **{(m.group, m.operation): 1 for m in (*COPY.values(), *BLOCKED.values())},
     **{(m.group, m.operation): 1 for m in (ALLOC_HOST, FREE_HOST, ALLOC, FREE)},
-    ("gpu", "memset"): 1,
-    ("api", "memset"): 1,
-    ("gpu", "kernel"): 3,
     ("span", "flow"): 3,
-    ("api", "launch"): 0,
-    ("api", "driver_call"): 0,
 }
 
 
