@@ -123,3 +123,30 @@ def test_samples_that_cannot_be_trusted_give_a_row_not_a_crash(bad):
     assert summary.tables[0].rows[1][4:] == ["-", "no valid samples"]
     assert summary.conclusions[0].endswith("slower in 0, and within noise in 1.")
     assert "1 measurement had no valid samples to compare." in summary.conclusions
+
+
+def test_measurements_of_different_gpus_are_rows_of_their_own():
+    """A two-GPU run holds the same operation once per GPU or pair: none may hide another."""
+    from memprof.experiments import load
+    from tests.conftest import FIXTURES
+
+    peer = load(FIXTURES / "h200x2_peer.json")
+    summary = diff(peer, peer)
+    assert len(summary.tables[0].rows) == len(peer.measurements)
+    names = {row[0] for row in summary.tables[0].rows}
+    assert any("GPU 0 → GPU 1" in name for name in names)
+    assert any("GPU 1 → GPU 0" in name for name in names)
+    assert summary.conclusions[0].startswith(f"{len(peer.measurements)} measurements in both")
+
+
+def test_each_gpus_measurement_is_compared_with_the_same_gpus_whatever_the_order():
+    import dataclasses
+
+    from memprof.experiments import load
+    from tests.conftest import FIXTURES
+
+    peer = load(FIXTURES / "h200x2_peer.json")
+    reordered = dataclasses.replace(peer, measurements=peer.measurements[::-1])
+    gpu_rows = [row for row in diff(peer, reordered).tables[0].rows if row[0].endswith("[gpu]")]
+    assert len(gpu_rows) == sum(m.group == "gpu" for m in peer.measurements)
+    assert {row[4] for row in gpu_rows} == {"1.000x"}

@@ -30,6 +30,19 @@ def _key(m: Measurement) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
+def _by_key(result: Result) -> dict[tuple, Measurement]:
+    """Each measurement by its key and its place among those of the same key: a run over
+    several GPUs keeps each GPU's driver calls apart under one key, and the n-th of A is
+    compared with the n-th of B, never hidden by it."""
+    seen: dict[tuple, int] = {}
+    by_key = {}
+    for m in result.measurements:
+        key = _key(m)
+        seen[key] = seen.get(key, -1) + 1
+        by_key[(*key, seen[key])] = m
+    return by_key
+
+
 def noise(a: Statistics, b: Statistics) -> float:
     """The relative change the two runs' own spread could explain."""
     spread = math.hypot(a.relative_spread, b.relative_spread)
@@ -53,8 +66,7 @@ def _stats(m: Measurement) -> Statistics | None:
 
 def diff(first: Result, second: Result) -> Summary:
     """A table of every measurement in both runs, with the ratio and whether it changed."""
-    a_by_key = {_key(m): m for m in first.measurements}
-    b_by_key = {_key(m): m for m in second.measurements}
+    a_by_key, b_by_key = _by_key(first), _by_key(second)
     common = [key for key in a_by_key if key in b_by_key]
     a_name = first.device.name if first.device else first.host
     b_name = second.device.name if second.device else second.host
