@@ -201,6 +201,16 @@ def test_older_builds_name_the_flags_field_flags(cupti):
     ]
 
 
+def test_a_record_without_flags_is_taken_as_asynchronous(cupti):
+    """A build naming neither field: no copy is called blocking on a guess."""
+    log = started(cupti)
+    log._buffer_completed([
+        SimpleNamespace(kind=ActivityKind.MEMSET, correlation_id=1, start=10, end=30, bytes=8),
+    ])  # fmt: skip
+    (record,) = log.all_gpu_records()
+    assert record.asynchronous is True
+
+
 def test_kernel_and_memset_records(cupti):
     log = started(cupti)
     kernel = cupti.kernel("_Z3sumPfS_", 2_500)

@@ -184,6 +184,9 @@ def test_a_figure_above_its_ceiling_is_named_and_one_within_noise_is_not():
     )
     assert ceiling_remark("x", 5.1, staging) is None
     assert ceiling_remark("x", 99.0, None) is None
+    # the edges themselves: exactly half is not far below, exactly 105% is not above
+    assert ceiling_remark("x", 5.0, staging) is None and not staging.far_below(5.0)
+    assert ceiling_remark("x", 10.5, staging) is None
 
 
 def test_a_cell_names_the_share_and_the_limiter():

@@ -413,3 +413,24 @@ def test_every_experiment_with_values_that_can_disagree_states_its_agreements():
 def test_every_recorded_fixture_keeps_every_agreement():
     for path in sorted(FIXTURES.glob("*.json")):
         parse(path.read_text(), path.name)  # raises if a rule refused a real run
+
+
+@pytest.mark.parametrize(
+    ("samples", "refused"),
+    [([0.0, 1.0, 2.0], False), ([0.0, 0.0, 1.0], True), ([0.0, 0.0, 1.0, 2.0], False),
+     ([0.0, 0.0, 0.0, 1.0], True), ([0.0], True), ([1.0], False)],
+)  # fmt: skip
+def test_a_copy_is_refused_exactly_where_its_median_is_zero(samples, refused):
+    from types import SimpleNamespace
+
+    from memprof.experiments import consistency
+    from memprof.model.results import Measurement
+    from memprof.model.schema import SchemaError
+
+    copy = Measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 4096, samples)
+    run = SimpleNamespace(measurements=[copy])
+    if refused:
+        with pytest.raises(SchemaError, match="has a median of 0 ms"):
+            consistency.takes_time(run, [("gpu", "h2d")])
+    else:
+        consistency.takes_time(run, [("gpu", "h2d")])

@@ -212,6 +212,16 @@ def test_an_atomic_write_replaces_the_whole_file_and_keeps_its_mode(tmp_path):
     assert target.stat().st_mode & 0o777 == 0o640
 
 
+def test_a_file_of_one_name_is_replaced_whole_so_a_reader_keeps_the_old_one(tmp_path):
+    target = tmp_path / "run.json"
+    target.write_text("old\n")
+    with target.open() as reader:
+        inode = target.stat().st_ino
+        files.write_text_atomic(target, "new\n")
+        assert reader.read() == "old\n"  # the old file, whole, for whoever holds it
+    assert target.read_text() == "new\n" and target.stat().st_ino != inode
+
+
 def test_a_new_file_gets_the_usual_permissions(tmp_path):
     old_umask = os.umask(0o022)
     try:

@@ -146,6 +146,24 @@ def test_both_directions_are_summed_and_latency_is_per_read():
     assert any("takes 2.00 µs, 4.0x a read of its own (0.50 µs)" in c for c in summary.conclusions)
 
 
+@pytest.mark.parametrize(
+    ("bidir_gb_per_s", "words"),
+    [(30e9, "60.0 GB/s in total, 1.50x one direction: the link is shared."),
+     (37e9, "74.0 GB/s in total, 1.85x one direction: the link carries both directions in full.")],
+)  # fmt: skip
+def test_both_at_once_is_set_against_the_faster_direction_alone(bidir_gb_per_s, words):
+    nbytes = 4 << 20
+    result = _result(
+        [
+            _measurement("ce_on 0->1", nbytes, nbytes / 40e9 * 1e3),
+            _measurement("ce_on 1->0", nbytes, nbytes / 20e9 * 1e3),
+            _measurement("ce_bidir 0->1", nbytes, nbytes / bidir_gb_per_s * 1e3),
+            _measurement("ce_bidir 1->0", nbytes, nbytes / bidir_gb_per_s * 1e3),
+        ]
+    )
+    assert f"GPU 0 ↔ GPU 1 at once: {words}" in peer.summarize(result).conclusions
+
+
 def test_peer_on_one_gpu_says_so_in_one_line_and_exits_3(monkeypatch):
     import memprof.core.session
 

@@ -100,6 +100,21 @@ def test_pinning_that_costs_nothing_or_saves_nothing_says_so():
     assert "0.50x slower than pageable" in slower
 
 
+def test_each_direction_says_faster_or_slower_by_its_own_ratio():
+    medians = {
+        ("pageable", "h2d"): 2.0,
+        ("pinned", "h2d"): 1.0,
+        ("pageable", "d2h"): 1.0,
+        ("pinned", "d2h"): 2.0,
+    }
+    costs = {"pageable": 1.0, "pinned": 5.0}
+    text = pinned._conclusion(medians, costs, 1 << 20)
+    assert "host → device 2.00x faster" in text and "device → host 0.50x slower" in text
+    swapped = {(kind, {"h2d": "d2h", "d2h": "h2d"}[way]): v for (kind, way), v in medians.items()}
+    text = pinned._conclusion(swapped, costs, 1 << 20)
+    assert "host → device 0.50x slower" in text and "device → host 2.00x faster" in text
+
+
 def test_pinned_conclusion_of_the_recorded_run_uses_per_copy_times():
     result = load_fixture("pinned_p20")
     [conclusion] = pinned.summarize(result).conclusions
