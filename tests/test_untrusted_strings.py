@@ -34,13 +34,21 @@ HOSTILE = (
     f"{ESC}]0;owned{BEL}"  # set the window title
     f"{ESC}]8;;http://evil.example{ESC}\\link{ESC}]8;;{ESC}\\"  # an OSC 8 hyperlink
     "[bold red]red[/][link=http://evil.example]click[/link]"  # rich markup
+    ":smile::warning:"  # rich's emoji codes
     "\r\t\x00\x08\x7f"  # carriage return, tab, NUL, backspace, DEL
     "\x9b31m\x85"  # C1: a one-character CSI, NEL
     "\u202eevil\u2066\u200b\u2028"  # bidi override and isolate, zero width, line separator
     "\ud800"  # a lone surrogate: no encoding can write it
 )
 # What the hostile text must look like once printed: control characters as escapes.
-SHOWN = ["\\x1b[2J", "\\x07", "[bold red]red[/]", "[link=http://evil.example]", "\\u202e"]
+SHOWN = [
+    "\\x1b[2J",
+    "\\x07",
+    "[bold red]red[/]",
+    "[link=http://evil.example]",
+    ":smile::warning:",
+    "\\u202e",
+]
 # memprof's own styling, the only escape sequences allowed when colour is on.
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 FORBIDDEN = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
@@ -99,6 +107,8 @@ def _accepted(document: dict, path: Path) -> bool:
 def hostile_file(name: str, folder: Path) -> tuple[Path, tuple]:
     """The fixture with every string the loader accepts made hostile; and those places."""
     original = json.loads((FIXTURES / f"{name}.json").read_text())
+    if original.get("command") == "trace":  # a program that raised exits 1: error may be set
+        original["extra"]["exit_code"] = 1
     path = folder / f"{name}.hostile.json"
     document, taken = copy.deepcopy(original), []
     for place in sorted(_string_places(original), key=str):
@@ -237,3 +247,13 @@ def test_literal_escapes_exactly_what_a_terminal_would_obey():
         "\\x9b\\x7f\\u202e\\u2028\\ud800\\U000e0001"
     )
     assert literal("no\u00a0break\u3000space") == "no\u00a0break\u3000space"  # spaces stay
+
+
+def test_error_lines_and_notes_keep_emoji_codes_as_written(tmp_path):
+    missing = tmp_path / ":smile: [bold]x[/].json"
+    ran = CliRunner().invoke(app, ["report", str(missing)], env={"NO_COLOR": None})
+    assert ran.exit_code == 2 and ":smile: [bold]x[/].json" in ran.stderr, ran.stderr
+    saved = tmp_path / ":rocket:.json"
+    fixture = str(FIXTURES / "h200_info.json")
+    ran = CliRunner().invoke(app, ["report", fixture, "--json", str(saved)], env={"COLUMNS": "80"})
+    assert ran.exit_code == 0 and f"saved {saved}" in " ".join(ran.stderr.split()), ran.stderr

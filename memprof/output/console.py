@@ -120,10 +120,11 @@ def stderr_console(no_color: bool = False) -> Console:
 
 
 def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
+    # emoji=False: ":smile:" in a file's string (or a file name) stays those seven characters
     if color_disabled(no_color):
         # No colours and no other ANSI styling either: plain text a script can read.
-        return Console(stderr=stderr, width=width, color_system=None, no_color=True)
-    return Console(stderr=stderr, width=width)
+        return Console(stderr=stderr, width=width, color_system=None, no_color=True, emoji=False)
+    return Console(stderr=stderr, width=width, emoji=False)
 
 
 def print_error(message: str, no_color: bool = False) -> None:
