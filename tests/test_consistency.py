@@ -390,6 +390,48 @@ CASES = {
         lambda d: d["extra"]["ways"].append("pinned"),
         "extra.ways[5] is 'pinned': ways are pinned, pageable, batched, gathered, kernel",
     ),
+    "trace error with exit 0": (
+        "h200_trace_pycuda",
+        setting("extra", "error", value="ZeroDivisionError: division by zero"),
+        "extra.exit_code is 0, but the program raised 'ZeroDivisionError: division by zero'",
+    ),
+    "trace copy named for the other direction": (
+        "h200_trace_pycuda",
+        lambda d: measurement(d, group="gpu", operation="htod").update(operation="dtoh"),
+        "operation is 'dtoh', but it is '[CUDA memcpy HtoD]",
+    ),
+    "trace host to device from GPU memory": (
+        "h200_trace_pycuda",
+        lambda d: next(c for c in d["extra"]["copies"] if c["direction"] == "HtoD").update(
+            source="device"
+        ),
+        "source is 'device' in a HtoD copy",
+    ),
+    "alloc loop iterations": (
+        "h200_alloc",
+        setting("extra", "allocators", "loop_iterations", value=7),
+        "iterations, but extra.allocators.loop_iterations is 7",
+    ),
+    "a GPU's state twice": (
+        "h200_pinned_p20",
+        lambda d: d["gpu_states"].append(dict(d["gpu_states"][0])),
+        "gpu_states[1].index is GPU 0 again (0)",
+    ),
+    "the state of a GPU the run did not use": (
+        "h200_pinned_p20",
+        lambda d: d["gpu_states"][0].update(index=5),
+        "gpu_states[0].index is 5, but the run was on GPU 0",
+    ),
+    "the state of the run's GPU on another bus": (
+        "h200_pinned_p20",
+        lambda d: d["gpu_states"][0].update(pci_bus_id="0000:aa:00.0"),
+        "gpu_states[0].pci_bus_id is '0000:aa:00.0', but device.pci_bus_id is '0000:00:06.0'",
+    ),
+    "CUPTI rows in a run timed with events": (
+        "h200_pinned_p20",
+        setting("timing", "source", value="events"),
+        "source is 'cupti', but timing.source says this run timed with events",
+    ),
 }
 
 

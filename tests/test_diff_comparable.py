@@ -20,6 +20,14 @@ from tests.test_gpu_state import healthy
 PINNED = FIXTURES / "legacy_v2_pinned_p20.json"  # recorded before NVML
 
 
+def timed_with_events(data: dict) -> None:
+    """The same run as --timing events records it: no CUPTI rows, no events beside them."""
+    for record in [data["timing"], *data["measurements"]]:
+        if record.get("source") == "cupti":
+            record.update(source="events")
+            record.pop("events_ms", None)
+
+
 def edited(tmp_path: Path, name: str, edit) -> Path:
     """The pinned fixture with `edit(data)` applied to its JSON, saved as tmp_path/name."""
     data = json.loads(PINNED.read_text())
@@ -63,7 +71,7 @@ def test_a_run_against_itself_is_comparable():
             "B left where the OS put it.",
         ),
         (
-            lambda data: data["timing"].update(source="events"),
+            timed_with_events,
             "timing source: A CUPTI's records, B gated CUDA events.",
         ),
         (

@@ -107,6 +107,15 @@ class Alloc(base.Experiment):
         moves = {(group, op): 1 for group in ("api", "host") for op in ("alloc", "free")}
         consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
         consistency.kinds_among(result, dict.fromkeys(moves, result.extra.kinds))
+        record = result.extra.allocators
+        for index, m in enumerate(result.measurements):
+            looped = record is not None and (m.group, m.operation) == ("host", "loop")
+            if looped and len(m.samples_ms) != record.loop_iterations:
+                consistency.refuse(
+                    f"measurements[{index}].samples_ms",
+                    f"holds {len(m.samples_ms)} iterations, but "
+                    f"extra.allocators.loop_iterations is {record.loop_iterations}",
+                )
 
 
 def summarize(result: Result) -> Summary:

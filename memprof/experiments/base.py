@@ -289,6 +289,14 @@ class Experiment:
                     )
                 seen[key] = index
         self.check_consistency(result)
+        check_gpu_states(result, one_gpu=self.gpus != "every")
+        if result.timing is not None and result.timing.source == "events":
+            for index, m in enumerate(result.measurements):
+                if m.source == "cupti":
+                    raise SchemaError(
+                        f"measurements[{index}].source",
+                        "is 'cupti', but timing.source says this run timed with events",
+                    )
 
     @classmethod
     def declared(cls) -> tuple[Measure, ...]:
@@ -309,6 +317,29 @@ class Experiment:
             required=frozenset(m.key for m in cls.declared() if m.required),
             check=cls().check_result,
         )
+
+
+def check_gpu_states(result: Result, one_gpu: bool) -> None:
+    """One state per GPU, each of a GPU of the run: the run's own on one GPU, with the bus id
+    the run recorded for it."""
+    seen: dict[int, int] = {}
+    device = result.device
+    for index, state in enumerate(result.gpu_states or []):
+        where = f"gpu_states[{index}]"
+        if state.index in seen:
+            raise SchemaError(f"{where}.index", f"is GPU {state.index} again ({seen[state.index]})")
+        seen[state.index] = index
+        if device is None:
+            continue
+        if one_gpu and state.index != device.index:
+            raise SchemaError(
+                f"{where}.index", f"is {state.index}, but the run was on GPU {device.index}"
+            )
+        if state.index == device.index and state.pci_bus_id != device.pci_bus_id:
+            raise SchemaError(
+                f"{where}.pci_bus_id",
+                f"is {state.pci_bus_id!r}, but device.pci_bus_id is {device.pci_bus_id!r}",
+            )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ and `diff` show traces saved on the GPU machine.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -427,6 +428,16 @@ class Trace(base.Experiment):
         ]
 
     def check_consistency(self, result: Result) -> None:
+        if result.extra.error and result.extra.exit_code == 0:
+            consistency.refuse(
+                "extra.exit_code", f"is 0, but the program raised {result.extra.error!r}"
+            )
+        for index, m in enumerate(result.measurements):
+            named = COPY_NAME.match(m.name) if m.group == "gpu" else None
+            if named and named[1].lower() != m.operation:
+                consistency.refuse(
+                    f"measurements[{index}].operation", f"is {m.operation!r}, but it is {m.name!r}"
+                )
         copies = copies_of(result)
         rows = copy_rows(result)
         by_name = dict(rows)
@@ -462,8 +473,24 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
 
 
+COPY_NAME = re.compile(r"\[CUDA memcpy (\w+)\]")
+# which end of a copy is on the host and which on the GPU, by CUPTI's memory kinds
+HOST_ONLY, GPU_ONLY = {"pageable", "pinned"}, {"device", "device static", "array"}
+
+
 def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
-    """A group's totals are its copies': calls, bytes and GPU time, the small ones apart."""
+    """A group's totals are its copies': calls, bytes and GPU time, the small ones apart;
+    a host → device copy reads no GPU memory and writes no host memory (and back)."""
+    ends = {"HtoD": (GPU_ONLY, HOST_ONLY), "DtoH": (HOST_ONLY, GPU_ONLY)}
+    if group.direction in ends:
+        for field, kind, impossible in zip(
+            ("source", "destination"),
+            (group.source, group.destination),
+            ends[group.direction],
+            strict=True,
+        ):
+            if kind in impossible:
+                consistency.refuse(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
     small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
     totals = {
         "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
