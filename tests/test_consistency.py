@@ -427,6 +427,16 @@ CASES = {
         lambda d: d["gpu_states"][0].update(pci_bus_id="0000:aa:00.0"),
         "gpu_states[0].pci_bus_id is '0000:aa:00.0', but device.pci_bus_id is '0000:00:06.0'",
     ),
+    "a two-GPU run's first GPU with other facts": (
+        "h200x2_hostlink",
+        lambda d: d["extra"]["devices"][0].update(name="Tesla K80"),
+        "extra.devices[0].name is 'Tesla K80', but device.name is 'NVIDIA H200'",
+    ),
+    "a two-GPU run's state of a GPU it did not use": (
+        "h200x2_hostlink",
+        lambda d: d["gpu_states"][1].update(index=5),
+        "gpu_states[1].index is GPU 5, not one of the run's",
+    ),
     "CUPTI rows in a run timed with events": (
         "h200_pinned_p20",
         setting("timing", "source", value="events"),

@@ -183,7 +183,10 @@ def _copy(key: str, gb_per_s: float) -> Measurement:
 
 
 def _devices(count: int) -> list[DeviceRecord]:
-    return [DeviceRecord(i, "H200", f"0000:{i}B:00.0") for i in range(count)]
+    """GPU 0 as _first_gpu() records it, then others."""
+    return [DeviceRecord.of(_first_gpu())] + [
+        DeviceRecord(i, "NVIDIA H200", f"0000:{i}B:00.0") for i in range(1, count)
+    ]
 
 
 def _first_gpu() -> DeviceFacts:

@@ -103,6 +103,12 @@ def _accepted(document: dict, path: Path) -> bool:
     return True
 
 
+LINKED = [
+    (("device", "name"), ("extra", "devices", "*", "name")),
+    (("device", "pci_bus_id"), ("extra", "devices", "*", "pci_bus_id")),
+]
+
+
 @cache
 def hostile_file(name: str, folder: Path) -> tuple[Path, tuple]:
     """The fixture with every string the loader accepts made hostile; and those places."""
@@ -111,7 +117,16 @@ def hostile_file(name: str, folder: Path) -> tuple[Path, tuple]:
         original["extra"]["exit_code"] = 1
     path = folder / f"{name}.hostile.json"
     document, taken = copy.deepcopy(original), []
-    for place in sorted(_string_places(original), key=str):
+    for linked in LINKED:  # copies of one fact: poisoned together, or the file contradicts itself
+        candidate = document
+        for place in linked:
+            candidate = _poisoned(candidate, place)
+        if all(place in _string_places(original) for place in linked) and _accepted(
+            candidate, path
+        ):
+            document = candidate
+            taken += linked
+    for place in sorted(_string_places(original) - set(taken), key=str):
         candidate = _poisoned(document, place)
         if _accepted(candidate, path):
             document = candidate

@@ -104,6 +104,17 @@ def run_devices(result: Result) -> list[int]:
         if index in devices[:position]:
             refuse(f"extra.devices[{position}].index", f"is GPU {index} again")
     equal("device.index", result.device.index, devices[0], "extra.devices begins with GPU")
+    first = result.extra.devices[0]
+    for field in ("name", "pci_bus_id"):  # the same GPU's facts, copied from device
+        if getattr(first, field) != getattr(result.device, field):
+            refuse(
+                f"extra.devices[0].{field}",
+                f"is {getattr(first, field)!r}, but device.{field} is "
+                f"{getattr(result.device, field)!r}",
+            )
+    for position, state in enumerate(result.gpu_states or []):
+        if state.index not in devices:
+            refuse(f"gpu_states[{position}].index", f"is GPU {state.index}, not one of the run's")
     return devices
 
 
