@@ -13,18 +13,9 @@ from memprof.experiments import parse, summarize
 from memprof.experiments.check import lines, pair_lines
 from memprof.experiments.common import host_side
 from memprof.model.ceilings import pcie_ceiling, peer_ceiling
+from tests.test_check import WHATS as CHECK_LINES
 
 pytestmark = pytest.mark.gpu
-
-CHECK_LINES = [
-    "PCIe link trained to its capability",
-    "Pinned host → device",
-    "Pinned device → host",
-    "Both directions at once",
-    "Device copy (read + write)",
-    "No clock held down during the run",
-    "No other process on the GPU",
-]
 
 
 def gpu_count() -> int:
