@@ -14,16 +14,17 @@ import typer
 
 from memprof.experiments.base import Experiment
 from memprof.model import params as declared
+from memprof.model import schema
 
 ALL_DEVICES = "all"
 
 
-def within(rule: declared.Range) -> Callable[[Any], Any]:
-    """An option callback refusing values outside the rule, in the rule's own words."""
+def within(rule: Any) -> Callable[[Any], Any]:
+    """An option callback refusing values outside the rule (a Range), in its own words."""
 
     def check(value: Any) -> Any:
-        if value is not None and not rule.allows(value):
-            raise typer.BadParameter(rule.refusal(value))
+        if value is not None and not schema.allows(rule, value):
+            raise typer.BadParameter(schema.refusal(rule, value))
         return value
 
     return check

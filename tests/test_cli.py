@@ -12,6 +12,7 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
 from memprof.model.params import Sizes
+from tests.conftest import failing_check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -135,7 +136,7 @@ def test_report_of_a_bad_file_is_one_line(tmp_path, content, message):
 
 def test_report_of_a_failed_verification_exits_1(tmp_path):
     text = (FIXTURES / "h200_pinned_p20.json").read_text()
-    broken = text.replace('"passed": true', '"passed": false', 1)
+    broken = failing_check(text)
     path = tmp_path / "failed.json"
     path.write_text(broken)
     result = invoke("report", str(path))

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.output.console import ASCII_LOOKALIKES
+from tests.conftest import failing_check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = [str(path) for path in sorted(FIXTURES.glob("*.json"))]
@@ -96,7 +97,7 @@ def test_a_reader_that_stops_early_is_not_a_failure(arguments):
 def test_a_closed_pipe_does_not_hide_a_failed_verification(tmp_path):
     broken = tmp_path / "failed.json"
     text = (FIXTURES / "h200_pinned_p20.json").read_text()
-    broken.write_text(text.replace('"passed": true', '"passed": false', 1))
+    broken.write_text(failing_check(text))
     process = subprocess.Popen(
         [sys.executable, "-m", "memprof", "report", str(broken), "--csv", str(tmp_path / "r.csv")],
         stdout=subprocess.PIPE,
