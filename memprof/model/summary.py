@@ -56,3 +56,5 @@ class Summary:
     header: list[str] = field(default_factory=list)  # warnings before the tables (diff's)
     # what the summary judged failed (memprof check's FAIL lines): the command exits 1
     failed: list[str] = field(default_factory=list)
+    # every measurement's figures (memprof.model.figures), what the CSV and frames hold
+    figures: list[Any] = field(default_factory=list)
