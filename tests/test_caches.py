@@ -57,12 +57,16 @@ def fresh_warnings(monkeypatch):
     monkeypatch.setattr(cache, "_warned", set())
 
 
+class Blocked(BaseException):
+    """Raised where a read blocked: no `except OSError` (or Exception) can swallow it."""
+
+
 @contextlib.contextmanager
 def no_hang(seconds: int = 5):
     """Fail instead of hanging where a read would block for ever."""
 
     def stop(signum, frame):
-        raise TimeoutError("blocked")
+        raise Blocked(f"blocked for {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.alarm(seconds)
@@ -183,9 +187,7 @@ def kernel_cache(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("replace", ["fifo", "dev_zero", "directory", "truncated", "empty"])
-def test_a_kernel_cache_that_is_not_a_whole_cubin_is_compiled_again(
-    kernel_cache, capsys, replace
-):
+def test_a_kernel_cache_that_is_not_a_whole_cubin_is_compiled_again(kernel_cache, capsys, replace):
     path, runs = kernel_cache
     data = path.read_bytes()
     path.unlink()
@@ -320,9 +322,7 @@ def test_a_saved_trace_with_a_0_byte_small_copy_renders(tmp_path):
     assert "0 B" in line or "0 bytes" in line
 
 
-def test_a_trace_with_bad_caches_keeps_its_programs_exit_code_and_saves(
-    tmp_path, monkeypatch
-):
+def test_a_trace_with_bad_caches_keeps_its_programs_exit_code_and_saves(tmp_path, monkeypatch):
     """The issue's case: damaged caches end nothing after the program ran; the Result
     trace saves loads again."""
     folder = tmp_path / "memprof"
