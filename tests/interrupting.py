@@ -55,11 +55,15 @@ AT = str(Path(__file__).with_name("interrupt_at.py"))
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def interrupt_at(arguments: list[str], point: str, numpy_first: bool = False) -> Ending:
+def interrupt_at(
+    arguments: list[str], point: str, numpy_first: bool = False, script: Path | None = None
+) -> Ending:
     """Run memprof with Ctrl-C pressed at a point of its own code (tests/interrupt_at.py):
-    `line:N` or `import:MODULE`; the same point every time, whatever the machine's speed."""
+    `line:N`, `import:MODULE` or `import-any:MODULE`; the same point every time, whatever the
+    machine's speed. `script`: run that file as the `memprof` command, not `python -m`."""
+    chosen = ["--script", str(script)] if script else []
     completed = subprocess.run(
-        [sys.executable, AT, point, "numpy" if numpy_first else "-", *arguments],
+        [sys.executable, AT, point, "numpy" if numpy_first else "-", *chosen, *arguments],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": ROOT},
