@@ -35,11 +35,14 @@ class Ending:
         return found
 
 
-def interrupt(arguments: list[str], delay_s: float, timeout_s: float = 120) -> Ending:
-    """Run `python -m memprof ARGS`, press Ctrl-C after delay_s (to the process group, as a
-    terminal does: compilers it started get it too), and wait for the end."""
+def interrupt(
+    arguments: list[str], delay_s: float, timeout_s: float = 120, program: str | None = None
+) -> Ending:
+    """Run `python -m memprof ARGS` (or `program ARGS`: the installed `memprof` command),
+    press Ctrl-C after delay_s (to the process group, as a terminal does: compilers it
+    started get it too), and wait for the end."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "memprof", *arguments],
+        [*([program] if program else [sys.executable, "-m", "memprof"]), *arguments],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
