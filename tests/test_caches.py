@@ -350,3 +350,22 @@ def test_a_trace_with_bad_caches_keeps_its_programs_exit_code_and_saves(tmp_path
     assert result.extra.pinned_bandwidth["h2d_gb_per_s"] == 50.0
     assert result.extra.small_copies.copies == 128
     assert SimpleNamespace(**result.extra.pinned_bandwidth).how.startswith("measured now")
+
+
+def test_pycudas_own_compiler_cache_is_never_read(monkeypatch):
+    """memprof caches cubins itself (checked); PyCUDA's cache would be read unchecked and
+    needs a home, so nvcc is asked with PyCUDA's cache off."""
+    import sys
+    from types import ModuleType
+
+    from memprof.core import kernels
+
+    asked = {}
+    compiler = ModuleType("pycuda.compiler")
+    compiler.compile = lambda source, **settings: asked.update(settings) or b"CUBIN"
+    monkeypatch.setitem(sys.modules, "pycuda", ModuleType("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
+    monkeypatch.setattr(kernels.shutil, "which", lambda name: "/usr/bin/nvcc")
+    session = SimpleNamespace(cuda=FakeDriver())
+    assert kernels._nvcc(session, "source", "sum_arrays.cu", "sm_90") == b"CUBIN"
+    assert asked["cache_dir"] is False

@@ -207,6 +207,9 @@ def _nvcc(session: Any, source: str, file_name: str, arch: str) -> bytes:
             no_extern_c=True,
             arch=arch,
             include_dirs=[str(kernel_directory())],
+            # memprof's own cache (_compile) is the one read: PyCUDA's would read its files
+            # unchecked (a FIFO there hangs) and needs a home (none: `--user N` containers)
+            cache_dir=False,
         )
     except session.cuda.CompileError as error:
         first_lines = "; ".join(str(error).strip().splitlines()[:3])
