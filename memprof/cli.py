@@ -218,8 +218,8 @@ def _run(
 REPORT_OPTIONS = [
     argument("paths", list[Path], ..., "Result files written with --json."),
     *output_options(
-        "Save the one input again, validated, in this memprof's format.",
-        "Save every measurement of every input as CSV, one row each.",
+        "Save the one input again, validated, in this memprof's format (- is stdout).",
+        "Save every measurement of every input as CSV, one row each (- is stdout).",
         "Print nothing but errors: only check the files.",
     ),
 ]

@@ -56,8 +56,11 @@ def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` renders it."
-RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
+RUN_JSON = (
+    "Also save the Result (every sample) as JSON; `memprof report` renders it. "
+    "- is stdout (the tables then go to stderr)."
+)
+RUN_CSV = "Also save every measurement as CSV: one row each, times in ms. - is stdout."
 RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
 NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
 

@@ -247,5 +247,5 @@ def test_devices_and_pipes_are_written_in_place(tmp_path):
 
 def test_check_distinct_names_the_clash():
     with pytest.raises(InvalidArgument, match=r"--json a.json would overwrite the input a.json"):
-        files.check_distinct({"--json": Path("a.json")}, [Path("a.json")])
-    files.check_distinct({"--json": Path("a.json"), "--csv": None}, [Path("b.json")])
+        files.check_distinct({"--json": files.Destination("a.json")}, [Path("a.json")])
+    files.check_distinct({"--json": files.Destination("a.json"), "--csv": None}, [Path("b.json")])

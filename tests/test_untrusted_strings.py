@@ -268,7 +268,7 @@ def test_error_lines_show_a_hostile_value_or_file_name_literally(tmp_path):
 
 def test_literal_escapes_exactly_what_a_terminal_would_obey():
     assert literal("cuMemcpyHtoD_v2 → 4 MiB, µs ×2  ") == "cuMemcpyHtoD_v2 → 4 MiB, µs ×2  "
-    assert literal("a\x1b[2Jb\x07\n\t") == "a\\x1b[2Jb\\x07\\x0a\\x09"
+    assert literal("a\x1b[2Jb\x07\n\t\r") == "a\\x1b[2Jb\\x07\\n\\t\\r"
     assert literal("\x9b\x7f\u202e\u2028\ud800\U000e0001") == (
         "\\x9b\\x7f\\u202e\\u2028\\ud800\\U000e0001"
     )

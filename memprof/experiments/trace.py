@@ -163,7 +163,9 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
     pinned memory, against one cuMemcpyBatchAsync where it was measured."""
     if not measured.costs:
         return f"`memprof smallcopies` measures what gathering gains on this GPU ({measured.how})."
-    nearest = min(measured.costs, key=lambda c: abs(math.log2(c.bytes / max(average_bytes, 1))))
+    nearest = min(
+        measured.costs, key=lambda c: abs(math.log2(max(c.bytes, 1) / max(average_bytes, 1)))
+    )
     gathered = "gathered into one pinned buffer and copied once"
     if from_pageable:
         one_each, batched, way = nearest.pageable_ms, nearest.gathered_ms, gathered
@@ -178,7 +180,7 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
         f"{format_ms(one_each)} per copy one call each and {format_ms(batched)} {way}"
     )
     source = f"`memprof smallcopies`, {measured.how}"
-    if batched < one_each:
+    if 0 < batched < one_each:
         return f"On this GPU {what}: {one_each / batched:.1f}x faster ({source})."
     return f"On this GPU batching did not pay: {what} ({source})."
 

@@ -182,8 +182,19 @@ def make(params_type: type, **values: Any) -> Any:
         raise InvalidArgument(
             f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
         )
-    converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    converted = {k: plain(v) for k, v in values.items()}
     return validated(params_type(**converted))
+
+
+def plain(value: Any) -> Any:
+    """numpy's scalars as the Python values they hold (numpy.int64(20) -> 20, numpy.bool_ ->
+    bool, numpy.float64 -> float, which an int field still refuses), and a list or array as
+    a tuple of them; anything else as it is."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        value = value.tolist()  # a scalar's Python value, an array's nested lists
+    if isinstance(value, list | tuple):
+        return tuple(plain(item) for item in value)
+    return value
 
 
 # -- the command line's view of a Params class ------------------------------------------------
