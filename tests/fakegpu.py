@@ -11,6 +11,7 @@ asserted: tests of this kind check what was done, never how long it took.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import itertools
@@ -168,6 +169,10 @@ class FakeCuda:
     def memset_d8_async(self, address: Any, value: int, nbytes: int, stream: Any = None) -> None:
         self.memset_d8(address, value, nbytes)
 
+    def memset_d32(self, address: Any, value: int, count: int) -> None:
+        words = (ctypes.c_uint32 * count).from_address(_address(address))
+        np.ctypeslib.as_array(words)[:] = value
+
     def memcpy_htod(self, destination: Any, source: np.ndarray) -> None:
         ctypes.memmove(_address(destination), source.ctypes.data, source.nbytes)
 
@@ -270,6 +275,10 @@ class FakeSession:
 
     def synchronize(self) -> None:
         self.profiler.release_gate()
+
+    def active(self) -> Any:
+        """The session's context current inside (one fake GPU: always)."""
+        return contextlib.nullcontext(self)
 
     def close(self) -> None:
         for handle in sorted(self._owned, reverse=True):

@@ -25,6 +25,7 @@ PIPE_WIDTH = 160
 
 ERROR_HANDLER = "memprof-ascii"
 ASCII_LOOKALIKES = {
+    "\u00a0": " ",  # a no-break space (help keeps "[default: 8]" on one line)
     "→": "->",
     "←": "<-",
     "↔": "<->",
