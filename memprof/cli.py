@@ -11,6 +11,7 @@ most and a documented exit code (ExitCode).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -173,6 +174,7 @@ def add_experiment(experiment: type[Experiment]) -> None:
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
         output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
+        output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
@@ -252,6 +254,7 @@ def report(
     csv: str | None,
     quiet: bool,
     no_color: bool,
+    verbose: bool,
     junit: str | None,
 ):
     if json is not None and len(paths) > 1:
@@ -259,7 +262,7 @@ def report(
             f"--json saves one result, and {len(paths)} files were given: "
             "report them one at a time (--csv takes several)"
         )
-    output = Output.named(json, csv, quiet, no_color)
+    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
     output.check(inputs=paths)
     junit_path = gates.junit_destination(junit, output, paths)
     results = [load(path) for path in paths]
@@ -278,7 +281,7 @@ DIFF_OPTIONS = [
             "cannot read it).",
             quiet="Print nothing but errors (and the figures a gate failed).",
         )
-        if o.name != "csv"
+        if o.name not in ("csv", "verbose")  # a diff has no verifications to list
     ],
 ]
 

@@ -83,15 +83,20 @@ RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` render
 RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
 RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
 NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
+VERBOSE_HELP = (
+    "Every verification against numpy on its own line (by default one line says that all "
+    "matched; a result that did not is always shown in full)."
+)
 
 
 def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
-    """--json, --csv, --quiet and --no-color, as every command takes them."""
+    """--json, --csv, --quiet, --no-color and --verbose, as every command takes them."""
     return [
         option("json", str | None, None, metavar=PATH, help=json),
         option("csv", str | None, None, metavar=PATH, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
         option("no_color", bool, False, help=NO_COLOR_HELP),
+        option("verbose", bool, False, "--verbose", "-v", help=VERBOSE_HELP),
     ]
 
 
