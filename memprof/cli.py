@@ -219,7 +219,8 @@ def _run(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
-    with progress_bar(not output.quiet) as progress:
+    where = "every GPU" if device is None else f"GPU {device}"
+    with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
         if every_gpu_in_turn:
             done = api.run_each_gpu(command, params, timing, affinity, progress)
         else:

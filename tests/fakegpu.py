@@ -141,6 +141,11 @@ def _address(pointer: Any) -> int:
     return int(pointer)
 
 
+def _floats(address: int, count: int) -> np.ndarray:
+    """`count` float32 at `address`, in place."""
+    return np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+
+
 class FakeCuda:
     """The parts of pycuda.driver memprof uses."""
 
@@ -190,7 +195,7 @@ class FakeCuda:
 
 
 class FakeFunction:
-    """small_copies.cu's kernels, as the .cu source says they behave."""
+    """small_copies.cu's and sum_arrays.cu's kernels, as the .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -209,6 +214,10 @@ class FakeFunction:
             pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
             for index, pointer in enumerate(pointers):
                 ctypes.memmove(int(pointer), source + index * int(size), int(size))
+        elif self.name == "sumArraysGPU":
+            a, b, out, count = (int(argument) for argument in arguments)
+            floats = [_floats(address, count) for address in (a, b, out)]
+            np.add(floats[0], floats[1], out=floats[2])
         else:
             raise FakeDriverError(f"no fake for kernel {self.name}")
 

@@ -946,16 +946,19 @@ class CheckPairs(base.Experiment):
         step = ctx.steps(3 * len(both))
         for a, b in both:
             for source, destination in ((a, b), (b, a)):
-                step(f"GPU {source} → GPU {destination}")
+                step(
+                    f"GPU {source} → GPU {destination}, {format_bytes(buffers.nbytes)}: peer copies"
+                )
                 buffers.poison(destination)
                 _batches(ctx, buffers.lane(source, destination, "peer"))
                 ctx.check(buffers.verify(source, destination, "one direction"))
-            step(f"GPU {a} ↔ GPU {b}")
+            step(f"GPU {a} ↔ GPU {b}, {format_bytes(buffers.nbytes)}: both directions at once")
             buffers.poison(a, b)
             _batches(ctx, buffers.lane(a, b, "peer_at_once"), buffers.lane(b, a, "peer_at_once"))
             ctx.check(buffers.verify(a, b, "both at once"))
             ctx.check(buffers.verify(b, a, "both at once"))
         buffers.free()
+        step("done")
         return CheckPairsExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
