@@ -127,9 +127,10 @@ app = typer.Typer(
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
         "4 MiB). GPU times are CUPTI's records of each operation (or, with --timing events, "
         "gated CUDA events); host work is timed with the host clock; bandwidth is "
-        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
-        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, 5 output not written (--json/--csv, or stdout), "
+        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification, a check "
+        "line FAILed, a figure regressed (diff --fail-above) or CUDA failed, 2 invalid "
+        "arguments or runs diff cannot compare, 3 no PyCUDA/driver/GPU/nvcc or a capability "
+        "missing, 4 out of memory, 5 output not written (--json/--csv, or stdout), "
         "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,
