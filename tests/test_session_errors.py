@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from memprof.core.session import GpuSession, import_driver, install_hint
-from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
+from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, install_command
 
 
 @pytest.fixture
@@ -51,7 +51,8 @@ def test_missing_pycuda_says_how_to_install_it(monkeypatch):
     with pytest.raises(EnvironmentProblem) as raised:
         import_driver()
     assert str(raised.value) == install_hint()
-    assert "memprof[cuda]" not in install_hint()  # on PyPI, memprof is another project
+    assert install_command() in install_hint()
+    assert 'pip install "memprof[cuda]"' not in install_hint()  # on PyPI: another project
     assert raised.value.exit_code == ExitCode.ENVIRONMENT
 
 
