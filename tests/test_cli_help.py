@@ -44,8 +44,10 @@ def parses(line: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["", *NAMES])
-def test_every_help_ends_with_examples_that_parse(name):
-    text = help_of(*([name] if name else []))
+def test_every_help_ends_with_examples_that_parse_dash_h_is_help_and_defaults_read_whole(name):
+    words = [name] if name else []
+    text = help_of(*words, width=60)
+    assert help_of(*words, flag="-h", width=60) == text
     head, _, tail = text.rpartition("Examples:\n\n")
     assert head, f"memprof {name} --help has no examples"
     examples = [line.strip() for line in tail.splitlines() if line.strip()]
@@ -54,26 +56,15 @@ def test_every_help_ends_with_examples_that_parse(name):
     for line in examples:
         assert not name or shlex.split(line)[1] in aliases, line
         parses(line)
+    for line in text.splitlines():  # a default never broken inside, at 60 columns too
+        if "[default:" in line:
+            assert re.search(r"\[default:\u00a0[^\]]+\]", line), line
+    assert "[default: (" not in text
 
 
 def test_every_command_has_its_own_examples():
     generic = [name for name in NAMES if name not in cli_options.EXAMPLES and name != "wc"]
     assert generic == []
-
-
-@pytest.mark.parametrize("name", ["", *NAMES])
-def test_dash_h_is_help(name):
-    words = [name] if name else []
-    assert help_of(*words, flag="-h") == help_of(*words)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_defaults_are_shown_whole(name):
-    text = help_of(name, width=60)
-    for line in text.splitlines():
-        if "[default:" in line:
-            assert re.search(r"\[default:\u00a0[^\]]+\]", line), line
-    assert "[default: (" not in text
 
 
 def sweep_default(experiment) -> tuple[int, ...]:
