@@ -11,6 +11,7 @@ most and a documented exit code (ExitCode).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -21,7 +22,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from memprof.cli_options import argument, gpu_options, output_options, params_options
+from memprof import cli_gates as gates
+from memprof.cli_options import argument, epilog, gpu_options, output_options, params_options
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
@@ -48,7 +50,12 @@ class MemprofGroup(TyperGroup):
     """Typer's group, ending every command in one place: an exit code and at most one line."""
 
     def main(self, args=None, prog_name=None, standalone_mode=True, **extra):  # type: ignore[override]
-        extra.pop("complete_var", None), extra.pop("windows_expand_args", None)
+        complete_var = extra.pop("complete_var", None)
+        extra.pop("windows_expand_args", None)
+        # A shell asking for completions (the script --install-completion installs sets this
+        # variable): answered and exited here, as click's own main() does.
+        if os.environ.get(complete_var or "_MEMPROF_COMPLETE"):
+            self._main_shell_completion(extra, prog_name or "memprof", complete_var)
         code = run_command(self, sys.argv[1:] if args is None else list(args), prog_name, extra)
         if standalone_mode:
             sys.exit(code)
@@ -120,13 +127,16 @@ app = typer.Typer(
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
         "4 MiB). GPU times are CUPTI's records of each operation (or, with --timing events, "
         "gated CUDA events); host work is timed with the host clock; bandwidth is "
-        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
-        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, 5 output not written (--json/--csv, or stdout), "
+        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification, a check "
+        "line FAILed, a figure regressed (diff --fail-above) or CUDA failed, 2 invalid "
+        "arguments or runs diff cannot compare, 3 no PyCUDA/driver/GPU/nvcc or a capability "
+        "missing, 4 out of memory, 5 output not written (--json/--csv, or stdout), "
         "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish...)
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=epilog(""),
     pretty_exceptions_enable=False,
     # Plain help: no boxes, no colours, and rich's help machinery (markdown) is not loaded.
     rich_markup_mode=None,
@@ -153,7 +163,7 @@ def command(name: str, parameters: list[inspect.Parameter], help: str, **setting
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
         body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        app.command(name, help=help, **settings)(body)
+        app.command(name, help=help, epilog=epilog(name), **settings)(body)
         return body
 
     return register
@@ -165,16 +175,21 @@ def add_experiment(experiment: type[Experiment]) -> None:
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
         output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
+        output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
-        output.check()
+        inputs = [Path(values["reference"])] if values.get("reference") else []  # check's
+        output.check(inputs=inputs)
+        junit = gates.junit_destination(values.pop("junit", None), output, inputs)
         params = declared.from_cli(experiment.Params, values)
-        _run(experiment.name, params, device, output, timing, affinity)
+        _run(experiment.name, params, device, output, timing, affinity, junit)
 
     help = experiment.help + (f"\n\n{experiment.description}" if experiment.description else "")
     parameters = params_options(experiment) + gpu_options(experiment) + output_options()
+    if experiment.name in gates.JUNIT_COMMANDS:
+        parameters.append(gates.junit_option())
     settings = {"context_settings": experiment.context_settings}
     for name in (experiment.name, *experiment.aliases):
         alias = f"Alias of {experiment.name}."
@@ -186,7 +201,13 @@ for _experiment in REGISTRY:
 
 
 def _run(
-    command: str, params: Any, device: int | None, output: Output, timing: str, affinity: bool
+    command: str,
+    params: Any,
+    device: int | None,
+    output: Output,
+    timing: str,
+    affinity: bool,
+    junit: Path | None = None,
 ) -> None:
     """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
     (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
@@ -199,7 +220,8 @@ def _run(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
-    with progress_bar(not output.quiet) as progress:
+    where = "every GPU" if device is None else f"GPU {device}"
+    with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
         if every_gpu_in_turn:
             done = api.run_each_gpu(command, params, timing, affinity, progress)
         else:
@@ -212,7 +234,8 @@ def _run(
         )
     for note in done.notes:
         terminal.print_note(f"memprof: {note}", output.no_color)
-    emit(done.results, summarize, output)
+    with gates.junit_after(junit, lambda: gates.results_junit(done.results), output):
+        emit(done.results, summarize, output)
 
 
 REPORT_OPTIONS = [
@@ -222,40 +245,76 @@ REPORT_OPTIONS = [
         "Save every measurement of every input as CSV, one row each (- is stdout).",
         "Print nothing but errors: only check the files.",
     ),
+    gates.junit_option(),
 ]
 
 
 @command("report", REPORT_OPTIONS, "Render saved Results again, on any machine (no GPU needed).")
-def report(paths: list[Path], json: str | None, csv: str | None, quiet: bool, no_color: bool):
+def report(
+    paths: list[Path],
+    json: str | None,
+    csv: str | None,
+    quiet: bool,
+    no_color: bool,
+    verbose: bool,
+    junit: str | None,
+):
     if json is not None and len(paths) > 1:
         raise InvalidArgument(
             f"--json saves one result, and {len(paths)} files were given: "
             "report them one at a time (--csv takes several)"
         )
-    output = Output.named(json, csv, quiet, no_color)
+    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
     output.check(inputs=paths)
-    emit([load(path) for path in paths], summarize, output)
+    junit_path = gates.junit_destination(junit, output, paths)
+    results = [load(path) for path in paths]
+    with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
+        emit(results, summarize, output)
 
 
 DIFF_OPTIONS = [
     argument("first", Path, ..., "Result A (--json of one run)."),
     argument("second", Path, ..., "Result B, compared with A."),
+    *gates.gate_options(),
     *[
         o
         for o in output_options(
             "Also save the comparison as shown (tables of strings, not a Result: `report` "
             "cannot read it).",
-            quiet="Print nothing but errors.",
+            quiet="Print nothing but errors (and the figures a gate failed).",
         )
-        if o.name != "csv"
+        if o.name not in ("csv", "verbose")  # a diff has no verifications to list
     ],
 ]
 
 
-@command("diff", DIFF_OPTIONS, "Compare two saved runs row by row, beyond run-to-run noise.")
-def diff(first: Path, second: Path, json: str | None, quiet: bool, no_color: bool) -> None:
+@command(
+    "diff",
+    DIFF_OPTIONS,
+    "Compare two saved runs row by row, beyond run-to-run noise; --fail-above makes it a gate.",
+)
+def diff(
+    first: Path,
+    second: Path,
+    fail_above: float | None,
+    allow_not_comparable: bool,
+    junit: str | None,
+    json: str | None,
+    quiet: bool,
+    no_color: bool,
+) -> None:
+    from memprof.output.diff import compared
     from memprof.output.diff import diff as diff_results
 
     output = Output.named(json, None, quiet, no_color)
     output.check(inputs=(first, second))
-    emit_diff(diff_results(load(first), load(second)), first, second, output)
+    junit_path = gates.junit_destination(junit, output, [first, second])
+    a, b = load(first), load(second)
+    gates.refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
+    share = None if fail_above is None else fail_above / 100
+    figures = compared(a, b)
+    with gates.junit_after(
+        junit_path, lambda: gates.diff_junit(figures, share, first, second), output
+    ):
+        emit_diff(diff_results(a, b, share), first, second, output)
+        gates.gate(figures, share, output)

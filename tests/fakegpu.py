@@ -11,6 +11,7 @@ asserted: tests of this kind check what was done, never how long it took.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import itertools
@@ -140,6 +141,11 @@ def _address(pointer: Any) -> int:
     return int(pointer)
 
 
+def _floats(address: int, count: int) -> np.ndarray:
+    """`count` float32 at `address`, in place."""
+    return np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+
+
 class FakeCuda:
     """The parts of pycuda.driver memprof uses."""
 
@@ -168,6 +174,10 @@ class FakeCuda:
     def memset_d8_async(self, address: Any, value: int, nbytes: int, stream: Any = None) -> None:
         self.memset_d8(address, value, nbytes)
 
+    def memset_d32(self, address: Any, value: int, count: int) -> None:
+        words = (ctypes.c_uint32 * count).from_address(_address(address))
+        np.ctypeslib.as_array(words)[:] = value
+
     def memcpy_htod(self, destination: Any, source: np.ndarray) -> None:
         ctypes.memmove(_address(destination), source.ctypes.data, source.nbytes)
 
@@ -185,7 +195,7 @@ class FakeCuda:
 
 
 class FakeFunction:
-    """small_copies.cu's kernels, as the .cu source says they behave."""
+    """small_copies.cu's and sum_arrays.cu's kernels, as the .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -204,6 +214,10 @@ class FakeFunction:
             pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
             for index, pointer in enumerate(pointers):
                 ctypes.memmove(int(pointer), source + index * int(size), int(size))
+        elif self.name == "sumArraysGPU":
+            a, b, out, count = (int(argument) for argument in arguments)
+            floats = [_floats(address, count) for address in (a, b, out)]
+            np.add(floats[0], floats[1], out=floats[2])
         else:
             raise FakeDriverError(f"no fake for kernel {self.name}")
 
@@ -270,6 +284,10 @@ class FakeSession:
 
     def synchronize(self) -> None:
         self.profiler.release_gate()
+
+    def active(self) -> Any:
+        """The session's context current inside (one fake GPU: always)."""
+        return contextlib.nullcontext(self)
 
     def close(self) -> None:
         for handle in sorted(self._owned, reverse=True):

@@ -18,7 +18,7 @@ import pytest
 from memprof.core import bindings, memory
 from memprof.core.activity import ApiRecord
 from memprof.core.measure import same_call
-from memprof.errors import EnvironmentProblem, ExitCode, MemprofError, OutOfMemory
+from memprof.errors import EnvironmentProblem, ExitCode, MemprofError, OutOfMemory, install_command
 from memprof.experiments import compare, experiment_named, pools, shape_of, summarize
 from memprof.experiments.alloc import Alloc, AllocExtra, AllocParams
 from memprof.experiments.base import RunContext
@@ -192,7 +192,7 @@ def test_virtual_memory_without_pools_still_gets_its_tables(fake_gpu):
 
 
 def test_without_cuda_bindings_the_new_kinds_are_skipped_saying_how_to_install(monkeypatch):
-    why = 'cuda-bindings is not installed (pip install "memprof[cuda]")'
+    why = f"cuda-bindings is not installed ({install_command(bindings.BINDINGS)})"
     monkeypatch.setattr(bindings, "_import", lambda: (None, why))
     kinds = memory.kinds_where(lambda kind: kind.devices_needed == 1)
     supported, skipped = memory.supported_kinds(EVERYTHING, kinds, bindings.missing_reason())
@@ -201,7 +201,7 @@ def test_without_cuda_bindings_the_new_kinds_are_skipped_saying_how_to_install(m
     with pytest.raises(EnvironmentProblem) as raised:
         bindings.driver()
     assert raised.value.exit_code == ExitCode.ENVIRONMENT
-    assert str(raised.value) == bindings.INSTALL_HINT
+    assert str(raised.value) == bindings.install_hint()
 
 
 def test_a_failed_driver_call_is_one_line_naming_the_call_and_the_error(fake_gpu):

@@ -15,12 +15,19 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
+from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory, install_command
 
-INSTALL_HINT = (
-    'cuda-bindings is not installed: pip install "memprof[cuda]" (NVIDIA\'s cuda-bindings, '
-    "for stream-ordered pools, virtual memory management and batched copies)"
-)
+BINDINGS = '"cuda-bindings>=12.8"'
+
+
+def install_hint() -> str:
+    """The line a command that needs cuda-bindings ends with where it is missing."""
+    return (
+        f"cuda-bindings is not installed: {install_command(BINDINGS)} (NVIDIA's cuda-bindings, "
+        "for stream-ordered pools, virtual memory management and batched copies)"
+    )
+
+
 BATCH_COPY_DRIVER = 12080  # cuMemcpyBatchAsync came with CUDA 12.8
 KEEP_EVERYTHING = (1 << 64) - 1  # a release threshold no pool ever reaches
 
@@ -31,7 +38,7 @@ def _import() -> tuple[ModuleType | None, str | None]:
         from cuda.bindings import driver
     except ImportError as error:
         if getattr(error, "name", None) and error.name.split(".")[0] == "cuda":
-            return None, 'cuda-bindings is not installed (pip install "memprof[cuda]")'
+            return None, f"cuda-bindings is not installed ({install_command(BINDINGS)})"
         return None, f"cuda-bindings cannot be imported: {error}"
     return driver, None
 
@@ -45,7 +52,7 @@ def driver() -> ModuleType:
     """cuda.bindings.driver, or one clear line saying how to install it."""
     module, why_not = _import()
     if module is None:
-        raise EnvironmentProblem(INSTALL_HINT if "not installed" in (why_not or "") else why_not)
+        raise EnvironmentProblem(install_hint() if "not installed" in (why_not or "") else why_not)
     return module
 
 

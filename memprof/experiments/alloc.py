@@ -78,7 +78,7 @@ class Alloc(base.Experiment):
         done = 0
         for power in params.powers:
             for kind in kinds:
-                ctx.progress(f"{kind} {size_label(power)}", done, total)
+                ctx.progress(f"{kind} memory, {size_label(power)}: allocate and free", done, total)
                 session.profiler.repeat(
                     lambda kind=kind, power=power: memory.allocate(
                         session, kind, 1 << power
