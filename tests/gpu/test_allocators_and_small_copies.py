@@ -59,6 +59,7 @@ def test_smallcopies_does_all_five_ways_both_directions_and_verifies():
     assert len(result.checks) == 2 * len(WAYS)
     assert result.find("h2d", "batched", "span", 4 << 10).samples_ms
     assert result.find("d2h_calls", "pageable", "api", 4 << 12).source == "cupti"
+    assert result.extra.arguments_prebuilt  # the batch through ctypes, its arrays built once
 
 
 def test_the_command_line_saves_and_reports_a_smallcopies_run(tmp_path):
@@ -73,7 +74,7 @@ def test_the_command_line_saves_and_reports_a_smallcopies_run(tmp_path):
         text=True,
         env={**os.environ, "COLUMNS": "80"},
     )
-    assert "16 copies host → device: per copy" in report.stdout
+    assert "16 copies host → device: GPU time per copy" in report.stdout
 
 
 PROGRAM = textwrap.dedent(
