@@ -14,12 +14,13 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.core import bindings, driver
-from memprof.errors import InvalidArgument
+from memprof.errors import InvalidArgument, MemprofError
 from memprof.experiments import shape_of, summarize
 from memprof.experiments import smallcopies as small
 from memprof.experiments import trace as trace_summary
@@ -158,6 +159,37 @@ def test_batched_copies_are_skipped_in_one_line_where_the_driver_lacks_them(fake
     assert old_bindings.extra.skipped[0].startswith(
         "batched (one cuMemcpyBatchAsync): cuMemcpyBatchAsync is missing from cuda-bindings"
     )
+
+
+def test_a_cuda_12_8_driver_takes_the_batch_with_its_fail_index(fake_gpu):
+    session = fake_gpu(fail_index=True)  # exports cuMemcpyBatchAsync with failIdx, no _v2
+    result = run_on(session, FEW)
+    assert "batched" in result.extra.ways and result.passed
+    assert "cuMemcpyBatchAsync" in session.gpu.calls
+
+
+def test_a_driver_without_the_batch_symbol_skips_batched_in_one_line(fake_gpu, monkeypatch):
+    session = fake_gpu()
+    monkeypatch.setattr(driver, "libcuda", lambda: SimpleNamespace())  # exports neither form
+    result = run_on(session, FEW)
+    assert result.extra.skipped == [
+        "batched (one cuMemcpyBatchAsync): the CUDA driver exports no cuMemcpyBatchAsync (it "
+        "came with CUDA 12.8): update the driver"
+    ]
+
+
+def test_a_batch_the_driver_refuses_is_one_line_naming_the_call(fake_gpu):
+    session = fake_gpu()
+    data = np.arange(64, dtype=np.uint8)
+    target = np.zeros(64, np.uint8)
+    batch = bindings.BatchCopy.of([target.ctypes.data], [data.ctypes.data], [64])
+    with pytest.raises(
+        MemprofError, match=r"^cuMemcpyBatchAsync failed: CUDA_ERROR_INVALID_VALUE$"
+    ):
+        batch.enqueue(0)  # the legacy NULL stream, which the batch call refuses
+    batch.enqueue(0x1000)
+    assert (target == data).all()  # every argument array read as the driver reads it
+    session.close()
 
 
 def test_the_kernel_is_skipped_where_the_gpu_cannot_map_host_memory(fake_gpu):
