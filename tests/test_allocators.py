@@ -132,6 +132,28 @@ def test_alloc_measures_every_allocator_at_every_size_and_frees_all_it_allocated
     assert record.loop_kinds == ["device", "pool", "pool_kept", "vmm"]
 
 
+def test_every_phase_of_alloc_shows_progress_up_to_its_total(fake_gpu):
+    seen = []
+    params = AllocParams(powers=(18, 19), repeat=1, warmup=0)
+    ctx = RunContext(
+        params,
+        progress=lambda description, done, total: seen.append((description, done, total)),
+        session=fake_gpu(),
+        facts={0: SimpleNamespace(attributes=EVERYTHING)},
+    )
+    try:
+        Alloc().run(ctx)
+    finally:
+        ctx.session.close()
+    total = seen[0][2]
+    assert all(step_total == total for _, _, step_total in seen)
+    assert [done for _, done, _ in seen] == list(range(total + 1))  # one step each, in order
+    descriptions = [description for description, _, _ in seen]
+    assert descriptions[-1] == "done"
+    assert "allocate-use-free loop, 2 MiB" in descriptions
+    assert descriptions[-2] == "checking what a memset wrote, vmm 2 MiB"
+
+
 def test_a_run_saved_and_loaded_renders_every_allocator_table(fake_gpu, tmp_path):
     result = run_on(fake_gpu(), Alloc(), AllocParams(powers=(19, 22), repeat=2, warmup=1))
     path = tmp_path / "alloc.json"

@@ -128,6 +128,25 @@ def test_every_way_moves_every_piece_both_ways_and_frees_what_it_allocated(fake_
     assert "cuMemcpyBatchAsync" in session.gpu.calls
 
 
+def test_every_way_shows_progress_up_to_the_total(fake_gpu):
+    seen = []
+    ctx = RunContext(
+        FEW,
+        progress=lambda description, done, total: seen.append((description, done, total)),
+        session=fake_gpu(),
+        facts={0: SimpleNamespace(attributes=MAPPING)},
+    )
+    try:
+        SmallCopies().run(ctx)
+    finally:
+        ctx.session.close()
+    total = len(FEW.powers) * len(FEW.directions) * len(small.WAYS)
+    assert [(done, step_total) for _, done, step_total in seen] == [
+        (done, total) for done in range(total + 1)
+    ]
+    assert seen[0][0] == "pinned host → device, 64 B" and seen[-1][0] == "done"
+
+
 def test_a_kernel_that_drops_a_piece_fails_its_check(fake_gpu, monkeypatch):
     real_call = FakeFunction.prepared_async_call
 
