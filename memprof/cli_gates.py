@@ -87,9 +87,7 @@ def gate_options() -> list[inspect.Parameter]:
     ]
 
 
-def junit_destination(
-    text: str | None, output: Output, inputs: list[Path]
-) -> Destination | None:
+def junit_destination(text: str | None, output: Output, inputs: list[Path]) -> Destination | None:
     """--junit's file (or stream), checked before any work as --json and --csv are."""
     if text is None:
         return None

@@ -355,6 +355,9 @@ class FakeBindings:
     def cuDriverGetVersion(self):
         return OK, self.version
 
+    def cuCtxGetDevice(self):
+        return OK, Handle(0)
+
     def cuDeviceGet(self, ordinal):
         return OK, Handle(ordinal)
 
@@ -477,3 +480,43 @@ class FakeBindings:
         for destination, source, size in zip(dsts, srcs, sizes, strict=True):
             ctypes.memmove(int(destination), int(source), size)
         return (OK,)
+
+
+# -- libcuda through ctypes: the one call memprof makes around cuda-bindings -------------------
+
+SOURCE_ORDER_STREAM = 1  # CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, the first int of CUmemcpyAttributes
+
+
+class FakeLibcuda:
+    """ctypes.CDLL("libcuda.so.1") for cuMemcpyBatchAsync: a real C function pointer (a ctypes
+    callback) that reads the argument arrays memprof built, as the driver reads them, and
+    copies real bytes. CUDA 13 exports cuMemcpyBatchAsync_v2; a 12.8 driver only the
+    unversioned form, which takes failIdx before the stream (fail_index=True)."""
+
+    def __init__(self, gpu: FakeGpu, fail_index: bool = False) -> None:
+        self.gpu = gpu
+        pointer, size = ctypes.c_void_p, ctypes.c_size_t
+        fail = [pointer] if fail_index else []
+        prototype = ctypes.CFUNCTYPE(
+            ctypes.c_int, pointer, pointer, pointer, size, pointer, pointer, size, *fail, pointer
+        )
+        self._callback = prototype(self._batch)  # kept alive: the driver's code, here
+        function = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(self._callback, pointer).value)
+        name = "cuMemcpyBatchAsync" if fail_index else "cuMemcpyBatchAsync_v2"
+        setattr(self, name, function)
+
+    def _batch(self, dsts, srcs, sizes, count, attrs, indices, number, *rest) -> int:
+        *fail, stream = rest
+        self.gpu.calls.append("cuMemcpyBatchAsync")
+        first_index = ctypes.c_size_t.from_address(indices).value
+        order = ctypes.c_int.from_address(attrs).value
+        if number != 1 or first_index != 0 or order != SOURCE_ORDER_STREAM or not stream:
+            return int(INVALID)
+        if fail and not fail[0]:
+            return int(INVALID)
+        targets = (ctypes.c_uint64 * count).from_address(dsts)
+        origins = (ctypes.c_uint64 * count).from_address(srcs)
+        lengths = (ctypes.c_size_t * count).from_address(sizes)
+        for destination, source, length in zip(targets, origins, lengths, strict=True):
+            ctypes.memmove(destination, source, length)
+        return int(OK)

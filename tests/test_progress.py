@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memprof.core import bindings
+from memprof.core import bindings, driver
 from memprof.experiments import experiment_named
 from memprof.experiments.base import RunContext
 from memprof.output import console as terminal
-from tests.fakegpu import FakeBindings, FakeSession
+from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
 
 ATTRIBUTES = {
     "canMapHostMemory": 1,
@@ -39,6 +39,8 @@ def steps_of(name: str, monkeypatch) -> list[tuple[str, int, int]]:
     session = FakeSession(ATTRIBUTES, type(experiment).declared_keys())
     fake = FakeBindings(session.gpu)
     monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
+    library = FakeLibcuda(session.gpu)  # cuMemcpyBatchAsync, through ctypes
+    monkeypatch.setattr(driver, "libcuda", lambda: library)
     bindings._allocation_properties.cache_clear()
     bindings._access.cache_clear()
     fields = {f.name for f in dataclasses.fields(experiment.Params)}
