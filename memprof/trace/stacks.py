@@ -86,6 +86,7 @@ LIBRARY_PACKAGES = (
     "cupyx",
     "cupy_backends",
     "numba",
+    "numba_cuda",  # NVIDIA's numba-cuda, behind numba.cuda
     "pycuda",
     "cuda",  # NVIDIA's cuda-python (cuda.bindings, cuda.core)
     "numpy",
