@@ -446,9 +446,15 @@ def test_calls_without_a_stack_and_records_without_a_call_are_kept_as_no_line():
 
 def test_memprofs_own_calls_are_left_out():
     api = [ApiRecord("cuCtxSynchronize", 5.0, 99), ApiRecord("cuCtxSynchronize", 1.0, 98)]
-    api.append(ApiRecord("cuMemcpyHtoD_v2", 1.0, 97))  # a copy of memprof's own
-    lines = source_lines([copy(97, MiB, 10)], api, {98: site(70)}, own=frozenset({99, 97}))
+    lines = source_lines([], api, {98: site(70)}, own=frozenset({99}))
     assert [(s.activity, s.line, s.calls) for s in lines] == [("wait", 70, 1)]
+    # a copy memprof made (a program running memprof's experiments) is still a copy
+    api.append(ApiRecord("cuMemcpyHtoD_v2", 1.0, 97))
+    lines = source_lines([copy(97, MiB, 10)], api, {98: site(70)}, own=frozenset({99, 97}))
+    assert {(s.activity, s.origin, s.calls) for s in lines} == {
+        ("wait", "program", 1),
+        ("HtoD pageable -> device", "none", 1),
+    }
 
 
 def test_a_batch_of_two_kinds_counts_once_in_each_and_its_host_time_once():
@@ -469,3 +475,27 @@ def test_a_line_keeps_its_ten_commonest_callers():
     assert len(line.chains) == 10
     assert line.chains[0].calls == 2 and line.chains[0].frames[0].line == 111
     assert sum(chain.calls for chain in line.chains) == 11  # one caller's call is not shown
+
+
+def test_callback_ids_this_driver_refuses_are_skipped_alone(tmp_path, monkeypatch):
+    cupti = FakeCupti()
+    enable = cupti.enable_callback
+
+    def refuse_some(enable_flag, subscriber, domain, cbid):
+        if cbid == CBID["cuMemcpyHtoD_v2"]:
+            raise RuntimeError("CUPTI_ERROR_INVALID_PARAMETER")
+        enable(enable_flag, subscriber, domain, cbid)
+
+    monkeypatch.setattr(cupti, "enable_callback", refuse_some)
+    recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
+    assert recorder.start(cupti) is None
+    assert (1, CBID["cuMemcpyDtoH_v2"]) in cupti.callbacks_on
+
+    def refuse_all(*arguments):
+        raise RuntimeError("CUPTI_ERROR_INVALID_PARAMETER")
+
+    cupti = FakeCupti()
+    monkeypatch.setattr(cupti, "enable_callback", refuse_all)
+    recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
+    assert recorder.start(cupti) == "CUPTI refused its callbacks (CUPTI_ERROR_INVALID_PARAMETER)"
+    assert cupti.subscriber is None  # given back

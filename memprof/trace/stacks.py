@@ -253,10 +253,18 @@ class StackRecorder:
             for domain, _ in tables:
                 cupti.enable_domain(1, self._subscriber, domain)
             return
+        enabled, refusal = 0, None
         for domain, table in tables:
             for member in table:
-                if call_kind(member.name) is not None:
+                if call_kind(member.name) is None:
+                    continue
+                try:  # an id this driver lacks is refused alone
                     cupti.enable_callback(1, self._subscriber, domain, int(member))
+                    enabled += 1
+                except Exception as error:
+                    refusal = error
+        if not enabled and refusal is not None:
+            raise refusal
 
     def stop(self) -> None:
         """No more callbacks (before memprof's own driver calls after the program)."""

@@ -79,9 +79,10 @@ def source_lines(
     gpu: list[GpuRecord], api: list[ApiRecord], stacks: Stacks, own: frozenset[int] = frozenset()
 ) -> list[SourceLine]:
     """Every copy, memset and CALL_KINDS call, folded by activity and by the line that made
-    it; calls in `own` (memprof's, after the program) left out, calls without a stack under
-    origin "none". A call whose work spans activities (a batch of copies of two kinds)
-    counts once in each; its host time goes to the first."""
+    it; calls without a stack under origin "none". Calls in `own` (memprof's: its last
+    synchronize) are left out, unless they made GPU work, which every copy and memset
+    measured must be found in (then under "none"). A call whose work spans activities (a
+    batch of copies of two kinds) counts once in each; its host time goes to the first."""
     calls = outermost_calls(api)
     work: dict[int, list[GpuRecord]] = {}
     unlinked: list[GpuRecord] = []  # no correlation id: no call to join with
@@ -99,9 +100,7 @@ def source_lines(
         callers = tuple((f.file, f.line, f.function) for f in frames[1:])
         lines.setdefault((activity, origin, *site), _Line()).add(records, call, callers)
 
-    for correlation, records in work.items():
-        if correlation in own:
-            continue
+    for correlation, records in work.items():  # memprof's own too: every copy is somewhere
         call = calls.get(correlation)
         by_activity: dict[str, list[GpuRecord]] = {}
         for record in records:
