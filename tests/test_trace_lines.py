@@ -416,3 +416,10 @@ def test_a_callers_chain_is_kept_in_the_saved_result():
     result = traced([100.0])
     (saved,) = result.extra.lines
     assert saved.chains == [CallChain(1, [Frame("train.py", 80, "main")])]
+
+
+def test_a_saved_file_name_reaches_the_terminal_literally():
+    text = render_text(traced([100.0, 200.0], file="evil\x1b[31m.py"))
+    assert "\x1b" not in text
+    assert "evil\\x1b[31m.py:42" in text  # the Where table and the advice alike
+    assert text.count("evil\\x1b[31m.py:42") >= 2
