@@ -99,3 +99,27 @@ def failing_check(text: str) -> str:
     document = json.loads(text)
     document["checks"][0].update(passed=False, detail="Arrays do not match! 1 of 8 elements")
     return json.dumps(document, indent=1)
+
+
+def as_printed(cell: str, header: str) -> str:
+    """A summary table's cell as nvprof prints times ("16.720us"): a column written in one
+    unit ("Median (ms)": 0.016720) read back, its mark ("*") kept; any other cell as it is."""
+    import re
+    from decimal import Decimal
+
+    from memprof.model.formatting import TIME_UNITS_NS, format_nvprof_time
+
+    unit = re.search(r" \((ns|us|ms|s)\)$", header)
+    number = re.fullmatch(r"(\d+(?:\.\d+)?)(\W?)", cell)
+    if unit is None or number is None:
+        return cell
+    nanoseconds = Decimal(number[1]) * TIME_UNITS_NS[unit[1]]
+    return format_nvprof_time(float(nanoseconds)) + number[2]
+
+
+def printed_rows(table) -> list[list[str]]:
+    """Every row of a summary table, each time as nvprof prints it (as_printed)."""
+    return [
+        [as_printed(cell, header) for cell, header in zip(row, table.headers, strict=True)]
+        for row in table.rows
+    ]

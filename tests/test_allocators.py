@@ -35,7 +35,7 @@ from memprof.experiments.common import stops_at
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
-from tests.conftest import load_fixture, load_legacy, render_text
+from tests.conftest import load_fixture, load_legacy, printed_rows, render_text
 from tests.fakegpu import CUresult, FakeBindings, FakeSession
 
 EVERYTHING = {
@@ -162,7 +162,10 @@ def test_a_run_saved_and_loaded_renders_every_allocator_table(fake_gpu, tmp_path
     loaded = Result.load(path, shape_of)
     assert loaded.extra == result.extra
     titles = [table.title for table in summarize(loaded).tables]
-    assert titles[2:] == [
+    assert titles[:6] == [
+        f"{what} time, {group}" for what in ("Allocate", "Free") for group, _ in alloc.KIND_GROUPS
+    ]
+    assert titles[6:] == [
         "Stream-ordered allocation, median of 2",
         "Stream-ordered free, median of 2",
         "Virtual memory management, median of 2",
@@ -209,7 +212,9 @@ def test_a_gpu_without_pools_or_virtual_memory_skips_each_in_one_line(fake_gpu):
         "vmm memory needs virtualMemoryManagementSupported "
         "(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), which is 0 here",
     ]
-    assert len(summarize(result).tables) == 2  # allocate and free, as before pools existed
+    titles = [table.title for table in summarize(result).tables]
+    assert all(title.startswith(("Allocate time", "Free time")) for title in titles)
+    assert "device memory" in titles[-1]  # cuMemAlloc alone: no pool or VMM tables
 
 
 def test_virtual_memory_without_pools_still_gets_its_tables(fake_gpu):
@@ -480,7 +485,7 @@ def with_floor(result: Result, floor_ms: float, source: str = "cupti") -> Result
 def table(result: Result, title: str) -> tuple[list[str], dict[str, list[str]]]:
     """(notes, size -> cells) of the table whose title starts with `title`."""
     found = next(t for t in summarize(result).tables if t.title.startswith(title))
-    return found.notes, {row[0]: row[1:] for row in found.rows}
+    return found.notes, {row[0]: row[1:] for row in printed_rows(found)}
 
 
 def test_a_call_whose_figure_the_floor_is_over_a_tenth_of_is_marked():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
 from memprof.model.results import Measurement, Result
 from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
 from tests.conftest import FIXTURES, load_fixture
@@ -114,6 +114,8 @@ def printed_forms(row: dict) -> set[str]:
     forms = {str(row["calls"]), f"{row['each_ms'] * 1e3:.2f}"}  # and per read in µs
     for column in ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms"):
         forms.add(format_ms(row[column]))
+        # a column of mixed units is written in one (memprof.model.summary)
+        forms |= {in_unit(format_ms(row[column]), unit) for unit in ("ns", "us", "ms", "s")}
     for column in ("bytes", "moved_bytes"):
         if row[column] != "":
             forms.add(format_bytes(row[column]))

@@ -36,3 +36,11 @@ def test_every_fixture_has_its_golden_renderings():
     for fixture in FIXTURES.glob("*.json"):
         for width in (80, 120):
             assert (GOLDEN / f"{fixture.stem}.{width}.txt").exists(), fixture.name
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN.glob("*.80.txt")), ids=lambda path: path.stem)
+def test_at_80_columns_no_line_is_wider_and_no_table_is_split(golden):
+    """Issue 23: every fixture reads in an 80-column terminal as it is, whole tables."""
+    text = golden.read_text(encoding="utf-8")
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "(continued)" not in text

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from memprof.experiments import load as load_result
 from memprof.experiments import pinned, summarize, zerocopy
-from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
 from memprof.output.render import PROFILE_COLUMNS, render_result
 from tests.conftest import array_bytes
 
@@ -103,8 +103,9 @@ def test_zerocopy_sweep_has_one_row_per_size_and_no_profile():
     text = rendered("h200_zerocopy_sweep.json")
     assert "Profiling result" not in text
     summary = zerocopy.summarize(result)
-    [table] = summary.tables
-    assert [row[0].split()[0] for row in table.rows] == [f"2^{p}" for p in result.parameters.powers]
+    kernels, paths = summary.tables
+    sizes = [format_bytes(4 << p) for p in result.parameters.powers]
+    assert [row[0] for row in kernels.rows] == [row[0] for row in paths.rows] == sizes
     # device memory, zero-copy and pageable paths, at every size
     checks = 3 * len(result.parameters.powers)
     assert f"Verified against numpy: all {checks} results match" in text

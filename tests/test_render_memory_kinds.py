@@ -2,10 +2,10 @@
 
 import re
 
-from memprof.experiments import alloc, managed, register, uva, writecombined
+from memprof.experiments import alloc, managed, register, summarize, uva, writecombined
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
-from tests.conftest import load_fixture, render_text
+from tests.conftest import load_fixture, printed_rows, render_text
 
 
 def load(name: str) -> Result:
@@ -90,9 +90,15 @@ def test_register_reports_registration_cost_and_three_transfer_kinds():
     assert "Verified against numpy: all 4 results match" in text
 
 
+UNIT = re.compile(r" \((ns|us|ms|s)\)$")
+
+
 def test_alloc_has_a_row_per_size_and_a_column_per_kind():
     result = load("alloc")
-    allocate, free, *allocators = alloc.summarize(result).tables
+    tables = summarize(result).tables  # as shown: times of a column in one unit
+    groups = alloc.kind_groups(result.extra.kinds)
+    allocates, frees = tables[: len(groups)], tables[len(groups) : 2 * len(groups)]
+    allocators = tables[2 * len(groups) :]
     assert [table.title.split(",")[0] for table in allocators] == [
         "Stream-ordered allocation",
         "Stream-ordered free",
@@ -101,15 +107,15 @@ def test_alloc_has_a_row_per_size_and_a_column_per_kind():
         "First use",
         "Allocate",
     ]  # the cuda-bindings allocators, measured on this run
-    for table in (allocate, free):
-        assert table.headers == ["Size", *result.extra.kinds]
-        assert len(table.rows) == len(result.parameters.powers) + 1
+    for tables_of_one in (allocates, frees):  # every kind once, in the run's order
+        kinds = [UNIT.sub("", h) for t in tables_of_one for h in t.headers[1:]]
+        assert sorted(kinds) == sorted(result.extra.kinds)
+        assert all(len(t.rows) == len(result.parameters.powers) + 1 for t in tables_of_one)
     largest = 4 << max(result.parameters.powers)
     pinned = result.find("alloc", "pinned", byte_count=largest).stats.median_ms
-    assert (
-        allocate.rows[-1][1 + result.extra.kinds.index("pinned")]
-        == f"{pinned * 2**30 / largest:,.2f}"
-    )
+    [host] = [t for t in allocates if "pinned (ms)" in t.headers]
+    per_gib = printed_rows(host)[-1][host.headers.index("pinned (ms)")]
+    assert per_gib == format_ms(pinned * 2**30 / largest)
     text = rendered("alloc")
     gpu_work = text[text.index("GPU activities:") : text.index("API calls:")]
     # the only GPU work: the device allocators' first use (a memset) and the pools' stream side

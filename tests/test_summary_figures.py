@@ -11,15 +11,19 @@ swapped or the wrong statistic read fails here.
 from __future__ import annotations
 
 import math
+import re
 import statistics
+from decimal import Decimal
 
 import pytest
 
 from memprof.experiments import summarize
 from memprof.model.formatting import (
+    TIME_UNITS_NS,
     format_bytes,
     format_gb_per_s,
     format_ms,
+    format_nvprof_time,
     format_ratio,
 )
 from memprof.model.results import Measurement, Result
@@ -61,14 +65,26 @@ def the(result: Result, group: str, operation: str, kind=None, nbytes=None, gpus
 
 
 def row(table: Table, *first_cells: str) -> list[str]:
-    """The one row whose first cells are these."""
+    """The one row whose first cells are these, every time as nvprof prints it: a column
+    written in one unit ("Median (ms)": 0.016720) is read back in nvprof's ("16.720us")."""
     found = [r for r in table.rows if r[: len(first_cells)] == list(first_cells)]
     assert len(found) == 1, (table.title, first_cells, [r[:2] for r in table.rows])
-    return found[0]
+    return [nvprof_time(cell, header) for cell, header in zip(found[0], table.headers, strict=True)]
+
+
+UNIT_HEADER = re.compile(r" \((ns|us|ms|s)\)$")
+
+
+def nvprof_time(cell: str, header: str) -> str:
+    unit = UNIT_HEADER.search(header)
+    if unit is None or cell == "-":
+        return cell
+    nanoseconds = Decimal(cell) * TIME_UNITS_NS[unit[1]]
+    return format_nvprof_time(float(nanoseconds))
 
 
 def column(table: Table, header: str) -> int:
-    return table.headers.index(header)
+    return next(i for i, h in enumerate(table.headers) if UNIT_HEADER.sub("", h) == header)
 
 
 def said(summary, text: str) -> bool:
@@ -251,7 +267,7 @@ def test_pinned_break_even_and_its_cases():
 def test_zerocopy_rows_read_only_the_two_inputs(name):
     result = load_fixture(name)
     summary = summarize(result)
-    [table] = summary.tables
+    kernels, paths = summary.tables
     rows = []
     for power in result.parameters.powers:
         nbytes = FLOAT32 << power
@@ -264,16 +280,17 @@ def test_zerocopy_rows_read_only_the_two_inputs(name):
             for k in ("device", "mapped", "pageable")
         }
         read = gb_per_s(2 * nbytes, kernel["mapped"])  # a and b, not res
-        cells = row(table, f"2^{power} ({format_bytes(nbytes)})")
-        assert cells[1:] == [
+        assert row(kernels, format_bytes(nbytes))[1:] == [
             format_ms(kernel["device"]),
             format_ms(kernel["mapped"]),
+            format_gb_per_s(read),
+            share(read, pcie_link(result), "PCIe"),  # every read crosses the link
+        ]
+        assert row(paths, format_bytes(nbytes))[1:] == [
             format_ms(path["device"]),
             format_ms(path["mapped"]),
             format_ms(path["pageable"]),
             format_ratio(path["mapped"] / path["device"]),
-            format_gb_per_s(read),
-            share(read, pcie_link(result), "PCIe"),  # every read crosses the link
         ]
         rows.append((power, nbytes, kernel, path))
     power, nbytes, kernel, path = rows[-1]
@@ -572,6 +589,9 @@ def test_device_bandwidth_counts_every_array_once_and_uses_the_best_time():
     assert said(summary, f"cuMemcpyDtoD {best['cuMemcpyDtoD']:,.0f} GB/s")
 
 
+GIB = 1 << 30
+
+
 def test_alloc_cells_per_gib_and_the_cheapest():
     result = load_fixture("alloc")
     summary = summarize(result)
@@ -588,17 +608,19 @@ def test_alloc_cells_per_gib_and_the_cheapest():
         assert len(found) == 1
         return median(found[0].samples_ms)
 
-    repeat = result.parameters.repeat
     for title, operation in (("Allocate", "alloc"), ("Free", "free")):
-        table = titled(summary, f"{title} time, median of {repeat}")
-        assert table.headers == ["Size", *kinds]
-        for power in powers:
-            nbytes = FLOAT32 << power
-            assert row(table, f"2^{power} ({format_bytes(nbytes)})")[1:] == [
-                format_ms(median_of(operation, kind, nbytes)) for kind in kinds
-            ]
-        per_gib = [f"{median_of(operation, k, largest) * (1 << 30) / largest:,.2f}" for k in kinds]
-        assert row(table, "ms per GiB, largest")[1:] == per_gib
+        tables = [t for t in summary.tables if t.title.startswith(f"{title} time, ")]
+        shown = [UNIT_HEADER.sub("", header) for t in tables for header in t.headers[1:]]
+        assert sorted(shown) == sorted(kinds)  # every kind once, in a table of its group
+        for table in tables:
+            group = [UNIT_HEADER.sub("", header) for header in table.headers[1:]]
+            for power in powers:
+                nbytes = FLOAT32 << power
+                assert row(table, format_bytes(nbytes))[1:] == [
+                    format_ms(median_of(operation, kind, nbytes)) for kind in group
+                ]
+            per_gib = [format_ms(median_of(operation, k, largest) * GIB / largest) for k in group]
+            assert row(table, "per GiB, largest")[1:] == per_gib
     cost = {kind: median_of("alloc", kind, largest) for kind in kinds}
     cheapest, dearest = min(kinds, key=cost.get), max(kinds, key=cost.get)
     assert said(summary, f"the cheapest allocation was {cheapest} ({format_ms(cost[cheapest])})")
@@ -827,25 +849,32 @@ def test_sweep_tables_and_each_kinds_shape():
             # the host thread's staging memcpy: timed on the host, a "host" measurement
             host = staging(result, operation, nbytes)
             host_side[operation, power] = gb_per_s(nbytes, per_operation_ms(host))
-    # pageable's host side stands beside it, in a column of its own
-    columns = [c for kind in kinds for c in ([kind, "staging"] if kind == "pageable" else [kind])]
+    # pageable's host side stands beside it, in a column of its own; pinned memory allocated
+    # other ways has a table of its own, beside pinned
+    variants = [kind for kind in kinds if kind in ("portable", "writecombined", "mapped",
+                                                   "registered")]  # fmt: skip
+    main = [kind for kind in kinds if kind not in variants]
+    tables = {
+        "Bandwidth {}, GB/s = 10^9 bytes/s, back-to-back throughput": [
+            c for kind in main for c in ([kind, "staging"] if kind == "pageable" else [kind])
+        ],
+        "Pinned memory allocated other ways, {}, GB/s": ["pinned", *variants],
+    }
     for operation in result.parameters.directions:
-        table = titled(
-            summary,
-            f"Bandwidth {directions[operation]}, GB/s = 10^9 bytes/s, back-to-back throughput",
-        )
-        assert table.headers == ["Size", *columns]
-        for index, power in enumerate(result.parameters.powers):
-            cells = row(table, f"2^{power} ({format_bytes(FLOAT32 << power)})")
-            assert cells[1:] == [
-                format_gb_per_s(
-                    host_side[operation, power]
-                    if column == "staging"
-                    else points[column, operation][index][2]
-                )
-                for column in columns
-            ]
-        assert len(table.rows) == len(result.parameters.powers)
+        for title, columns in tables.items():
+            table = titled(summary, title.format(directions[operation]))
+            assert table.headers == ["Size", *columns]
+            for index, power in enumerate(result.parameters.powers):
+                cells = row(table, format_bytes(FLOAT32 << power))
+                assert cells[1:] == [
+                    format_gb_per_s(
+                        host_side[operation, power]
+                        if column == "staging"
+                        else points[column, operation][index][2]
+                    )
+                    for column in columns
+                ]
+            assert len(table.rows) == len(result.parameters.powers)
     shape = titled(summary, "Per kind: latency, peak, and where 90% of the peak is reached")
     against = titled(summary, "Each kind's peak against its ceiling")
     assert against.headers == ["Kind", *(directions[d] for d in result.parameters.directions)]
@@ -905,7 +934,7 @@ def test_compare_cells_best_marks_and_recommendations():
         elif m.group in ("gpu", "host") and m.bytes == nbytes:
             figures[row_name, m.operation] = gb_per_s(nbytes, median(m.samples_ms))
     for index, (row_name, label) in enumerate(ROWS.items()):
-        cells = table.rows[index]
+        cells = [nvprof_time(c, h) for c, h in zip(table.rows[index], table.headers, strict=True)]
         assert cells[0] == label
         for position, operation in enumerate(COLUMNS, start=1):
             value = figures.get((row_name, operation))

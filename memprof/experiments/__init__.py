@@ -78,9 +78,11 @@ def summarize(result: Result) -> Summary:
     """The tables and conclusions of a Result, by its command's experiment, and every
     measurement's figures as its declarations read them."""
     from memprof.model.figures import figures
+    from memprof.model.summary import one_time_unit_per_column
 
     experiment = experiment_named(result.command)
     summary = experiment.summarize(result)
+    summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
     summary.figures = figures(result, experiment.declared())
     return summary
 

@@ -182,20 +182,43 @@ def once_note(result: Result) -> str | None:
     )
 
 
+# The kinds side by side in tables of their own, grouped by what they are, so each fits a
+# terminal of 80 columns (a kind of no group, a later one, goes in a last table).
+KIND_GROUPS = (
+    ("numpy memory, pinned in place or migrating", ("pageable", "registered", "managed")),
+    ("pinned host memory (cuMemHostAlloc)", ("pinned", "portable", "writecombined", "mapped")),
+    ("device memory", ("device", "pool", "pool_kept", "vmm")),
+)
+
+
+def kind_groups(kinds: list[str]) -> list[tuple[str, list[str]]]:
+    """The run's kinds by KIND_GROUPS, in the run's order, empty groups left out."""
+    grouped = [(title, [k for k in kinds if k in members]) for title, members in KIND_GROUPS]
+    others = [k for k in kinds if not any(k in members for _, members in KIND_GROUPS)]
+    return [(title, found) for title, found in [*grouped, ("other memory", others)] if found]
+
+
 def summarize(result: Result) -> Summary:
-    tables = [_kinds_table(result, "alloc", "Allocate"), _kinds_table(result, "free", "Free")]
-    tables[0].notes += [
-        "Host clock around each call. Pageable and registered include writing every page "
-        "(numpy.empty only reserves address space; the first touch is when memory is provided). "
-        "cuMemAllocManaged provides no pages yet: they appear, and cost, on first touch.",
+    tables = []
+    for operation, title in (("alloc", "Allocate"), ("free", "Free")):
+        for group, kinds in kind_groups(result.extra.kinds):
+            tables.append(_kinds_table(result, operation, f"{title} time, {group}", kinds))
+    tables[-1].notes += [
+        "Medians of each call on the host clock. Pageable and registered include writing "
+        "every page (numpy.empty only reserves address space; the first touch is when memory "
+        "is provided). cuMemAllocManaged provides no pages yet: they appear, and cost, on "
+        "first touch.",
+        "Calls: "
+        + "; ".join(f"{kind} = {_call_names(result, kind)}" for kind in result.extra.kinds)
+        + ".",
     ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
     once = once_note(result)
     if once:
-        tables[0].notes.append(once)
+        tables[-1].notes.append(once)
     conclusions = [_cheapest_and_dearest(result)]
     record = result.extra.allocators
     if record is not None:
-        tables[0].notes.append(
+        tables[-1].notes.append(
             "Stream-ordered kinds (pool, pool_kept) free with cuMemFreeAsync and nothing "
             "synchronizes between repetitions: each allocation reuses the last one's memory. "
             "The tables below take them apart."
@@ -206,32 +229,31 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=conclusions, show_profile=True)
 
 
-def _kinds_table(result: Result, operation: str, title: str) -> Table:
-    """Every kind's allocation (or free) at every size, and per GiB at the largest."""
-    powers, kinds = result.parameters.powers, result.extra.kinds
+def _call_names(result: Result, kind: str) -> str:
+    """What allocating and freeing a kind calls: 'cuMemHostAlloc / cuMemFreeHost'."""
+    largest = base.FLOAT32_BYTES << max(result.parameters.powers)
+    return " / ".join(
+        result.find(operation, kind, byte_count=largest).name for operation in ("alloc", "free")
+    )
+
+
+def _kinds_table(result: Result, operation: str, title: str, kinds: list[str]) -> Table:
+    """Some kinds' allocation (or free) at every size, and per GiB at the largest."""
+    powers = result.parameters.powers
     largest = base.FLOAT32_BYTES << max(powers)
 
-    def median_ms(kind: str, nbytes: int) -> float:
-        return result.find(operation, kind, byte_count=nbytes).stats.median_ms
+    def found(kind: str, nbytes: int):
+        return result.find(operation, kind, byte_count=nbytes)
 
-    table = Table(
-        f"{title} time, median of {result.parameters.repeat}",
-        ["Size", *list(kinds)],
-        notes=[
-            "Calls: "
-            + "; ".join(
-                f"{kind} = {result.find(operation, kind, byte_count=largest).name}"
-                for kind in kinds
-            )
-            + "."
-        ],
-    )
+    table = Table(title, ["Size", *kinds])
     for power in powers:
         nbytes = base.FLOAT32_BYTES << power
-        table.add_row(size_label(power), *(format_ms(median_ms(k, nbytes)) for k in kinds))
+        row = [found(kind, nbytes) for kind in kinds]
+        cells = (format_ms(m.stats.median_ms) for m in row)
+        table.add_row(format_bytes(nbytes), *cells, source=tuple(row))
     table.add_row(
-        "ms per GiB, largest",
-        *(f"{median_ms(k, largest) * GIB / largest:,.2f}" for k in kinds),
+        "per GiB, largest",
+        *(format_ms(found(kind, largest).stats.median_ms * GIB / largest) for kind in kinds),
     )
     return table
 

@@ -363,7 +363,7 @@ def summarize(result: Result) -> Summary:
     tables, charts, conclusions = [], [], []
     sides = _host_sides(result, kinds)
     for direction in directions:
-        tables.append(_bandwidth_table(result, figures, direction, sides and sides[direction]))
+        tables += _bandwidth_tables(result, figures, direction, sides and sides[direction])
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
@@ -426,23 +426,50 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
     return sides if len(kinds_of_side) == 1 else None
 
 
-def _bandwidth_table(
+# The kinds whose curves differ, then pinned memory allocated other ways beside pinned: two
+# tables that each fit a terminal of 80 columns where one of every kind would not.
+PINNED_VARIANTS = ("portable", "writecombined", "mapped", "registered")
+
+
+def _bandwidth_tables(
     result: Result, figures: dict[tuple[str, str], list[Figure]], direction: str, sides
-) -> Table:
-    """GB/s of every kind at every size, pageable's host side beside it where recorded
-    (sides: size's power -> HostSide)."""
+) -> list[Table]:
+    """The bandwidth tables of one direction: the kinds that differ, then pinned memory's
+    variants beside pinned (where both were swept)."""
     kinds = measured_kinds(result)
+    variants = [kind for kind in kinds if kind in PINNED_VARIANTS]
+    main = [kind for kind in kinds if kind not in PINNED_VARIANTS]
+    title = f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput"
+    if not variants or not main:
+        return [_bandwidth_table(result, figures, direction, sides, kinds, title)]
+    pinned = ["pinned"] if "pinned" in main else []
+    return [
+        _bandwidth_table(result, figures, direction, sides, main, title),
+        _bandwidth_table(
+            result, figures, direction, None, pinned + variants,
+            f"Pinned memory allocated other ways, {DIRECTIONS[direction]}, GB/s",
+        ),
+    ]  # fmt: skip
+
+
+def _bandwidth_table(
+    result: Result,
+    figures: dict[tuple[str, str], list[Figure]],
+    direction: str,
+    sides,
+    kinds: list[str],
+    title: str,
+) -> Table:
+    """GB/s of these kinds at every size, pageable's host side beside it where recorded
+    (sides: size's power -> HostSide)."""
     staged = sides is not None and next(iter(sides.values())).staged
     host_column = "staging" if staged else "memcpy"
     columns = [(kind, column) for kind in kinds for column in _columns(kind, sides, host_column)]
-    table = Table(
-        f"Bandwidth {DIRECTIONS[direction]}, GB/s = 10^9 bytes/s, back-to-back throughput",
-        ["Size", *(column for _, column in columns)],
-    )
+    table = Table(title, ["Size", *(column for _, column in columns)])
     for index, power in enumerate(result.parameters.powers):
         shown = [figures[kind, direction][index] for kind in kinds]
         table.add_row(
-            size_label(power),
+            format_bytes(base.FLOAT32_BYTES << power),
             *(
                 format_gb_per_s(
                     figures[kind, direction][index].gb_per_s

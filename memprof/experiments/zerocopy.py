@@ -17,7 +17,7 @@ from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
 from memprof.model.figures import figure
-from memprof.model.formatting import format_gb_per_s, format_ms, format_ratio
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
@@ -158,27 +158,23 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
 def summarize(result: Result) -> Summary:
     powers = result.parameters.powers
     link = pcie_ceiling(result)
-    table = Table(
-        "Zero-copy (mapped host memory) against device memory, sumArrays",
-        [
-            "Size (2^n floats)",
-            "Kernel: device",
-            "Kernel: zero-copy",
-            "End to end: device",
-            "End to end: zero-copy",
-            "End to end: pageable",
-            "Zero-copy / device",
-            "Zero-copy read (GB/s)",
-            "Of ceiling",
-        ],
+    kernels = Table(
+        "sumArrays on device memory against zero-copy reads of mapped host memory",
+        ["Size", "Kernel: device", "Kernel: zero-copy", "Zero-copy read GB/s", "Of ceiling"],
         notes=[
-            f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}. "
-            "End to end: gated CUDA events around the whole path (device: 2 HtoD + kernel + "
-            "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
-            "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",
+            f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
             "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
             f"ceiling is {detail_of(link, 'the link, unknown here')}.",
+        ],
+    )
+    paths = Table(
+        "End to end: each path from its copies in to its copy out",
+        ["Size", "Device", "Zero-copy", "Pageable", "Zero-copy / device"],
+        notes=[
+            "Gated CUDA events around the whole path (device: 2 HtoD + kernel + DtoH from "
+            "pinned memory; pageable: the same copies from numpy arrays; zero-copy: kernel + "
+            "DtoH), medians. Zero-copy / device: against the pinned device path.",
         ],
     )
     rows = []
@@ -199,20 +195,28 @@ def summarize(result: Result) -> Summary:
         rows.append((power, nbytes, kernel_device, zero.median_ms, e2e_device, e2e_zero, h2d))
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
-        table.add_row(
-            size_label(power),
+        kernels.add_row(
+            format_bytes(nbytes),
             format_ms(kernel_device),
             format_ms(zero.median_ms),
+            format_gb_per_s(zero.gb_per_s),
+            cell(zero.ceiling, zero.gb_per_s),
+            source=(found["kernel", "device"], found["kernel", "mapped"]),
+        )
+        paths.add_row(
+            format_bytes(nbytes),
             format_ms(e2e_device),
             format_ms(e2e_zero),
             format_ms(pageable.stats.median_ms) if pageable is not None else "-",
             format_ratio(e2e_zero / e2e_device),
-            format_gb_per_s(zero.gb_per_s),
-            cell(zero.ceiling, zero.gb_per_s),
-            source=(*found.values(), *([pageable] if pageable is not None else [])),
+            source=(
+                found["end_to_end", "device"],
+                found["end_to_end", "mapped"],
+                *([pageable] if pageable is not None else []),
+            ),
         )
     return Summary(
-        tables=[table],
+        tables=[kernels, paths],
         conclusions=_conclusions(rows) + _pageable_conclusion(against_pageable),
         show_profile=result.parameters.single_size,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 _TIME_UNITS = (("us", 1e3), ("ms", 1e6), ("s", 1e9))
 
@@ -40,6 +41,23 @@ def _five_significant(value: float) -> str:
 def format_ms(milliseconds: float) -> str:
     """A duration in milliseconds, in nvprof's style."""
     return format_nvprof_time(milliseconds * 1e6)
+
+
+TIME_UNITS_NS = {"ns": 1, "us": 1000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def nvprof_unit(nanoseconds: float) -> str:
+    """The unit nvprof would print a duration in: ns, us, ms or s."""
+    return format_nvprof_time(nanoseconds).lstrip("0123456789.")
+
+
+def in_unit(time_text: str, unit: str) -> str:
+    """A time as nvprof printed it ("658ns", "16.720us") written as a number of `unit`,
+    the same digits, the point moved: "0.658" (us), "0.016720" (ms)."""
+    digits = time_text.rstrip("nsmu")
+    shift = round(math.log10(TIME_UNITS_NS[time_text[len(digits) :]] / TIME_UNITS_NS[unit]))
+    scaled = Decimal(digits).scaleb(shift)
+    return f"{scaled:f}"
 
 
 def format_percent(fraction: float) -> str:

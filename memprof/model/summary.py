@@ -6,9 +6,13 @@ and later CSV or other outputs can read the same cells.
 
 from __future__ import annotations
 
+import re
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from memprof.model.formatting import TIME_UNITS_NS, in_unit, nvprof_unit
 
 
 @dataclass
@@ -58,3 +62,33 @@ class Summary:
     failed: list[str] = field(default_factory=list)
     # every measurement's figures (memprof.model.figures), what the CSV and frames hold
     figures: list[Any] = field(default_factory=list)
+
+
+# a time as nvprof prints it, and a mark after it (pools' "*": near the timing floor)
+_TIME = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)([*†]?)$")
+
+
+def one_time_unit_per_column(table: Table) -> Table:
+    """The table with its columns of times written one unit each, named in the header
+    ("Median (ms)"), each time with the digits it was printed with, where any of them mixes
+    units (16.720us above 9.5137ms): a column is read down, and a unit that changes
+    mid-column misleads; its neighbours follow, so the table reads one way."""
+    columns = {}
+    for column in range(1, len(table.headers)):
+        cells = [row[column] for row in table.rows if row[column] != "-"]
+        times = [_TIME.match(cell) for cell in cells]
+        if cells and all(times):
+            columns[column] = [float(found[1]) * TIME_UNITS_NS[found[2]] for found in times]
+            columns[column, "mixed"] = len({found[2] for found in times}) > 1
+    if not any(columns.get((column, "mixed")) for column in range(len(table.headers))):
+        return table
+    for column in range(1, len(table.headers)):
+        if column not in columns:
+            continue
+        unit = nvprof_unit(statistics.median(columns[column]))
+        for row in table.rows:
+            found = _TIME.match(row[column])
+            if found:
+                row[column] = in_unit(found[1] + found[2], unit) + found[3]
+        table.headers[column] = f"{table.headers[column]} ({unit})"
+    return table

@@ -140,7 +140,7 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     if one_line:
         lines.append(header[0] + _GAP + PROFILE_COLUMNS[-1])
     else:
-        lines += [*header, _name_line(PROFILE_COLUMNS[-1], width)]
+        lines += [*header, *_name_line(PROFILE_COLUMNS[-1], width)]
     previous = None
     for group, name, cells in zip(groups, names, numbers, strict=True):
         label = group if group != previous else ""
@@ -150,10 +150,10 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
         if one_line:
             lines.append(label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name)
         elif type_fits:
-            lines += [label.ljust(type_width) + _GAP + figures.line(cells), _name_line(name, width)]
+            lines += [label.ljust(type_width) + _GAP + figures.line(cells), *_name_line(name, width)]
         else:
             lines += [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
-            lines.append(_name_line(name, width))
+            lines += _name_line(name, width)
     return [line.rstrip() for line in lines]
 
 
@@ -185,10 +185,17 @@ class Figures:
         return chunks
 
 
-def _name_line(name: str, width: int) -> str:
-    """A name on a line of its own, indented where it fits, else from the first column."""
+def _name_line(name: str, width: int) -> list[str]:
+    """A name on a line of its own, indented where it fits, else from the first column, and
+    wrapped between words where even that is wider than the console."""
     indent = min(_NAME_INDENT, max(0, width - cell_len(name)))
-    return " " * indent + name
+    if cell_len(name) <= width:
+        return [" " * indent + name]
+    import textwrap
+
+    return textwrap.wrap(
+        name, max(width, 20), subsequent_indent=" " * _NAME_INDENT, break_on_hyphens=False
+    )
 
 
 # -- summary tables ----------------------------------------------------------------------------
@@ -464,7 +471,7 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
             for r in table
             for line in (
                 *(indent + text for text in figures.lines(r, room)),
-                _name_line(r[-1], width),
+                *_name_line(r[-1], width),
             )
         ]
     lines.append(cpu_faults)
