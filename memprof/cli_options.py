@@ -8,12 +8,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from memprof.experiments.base import Experiment
 from memprof.model import params as declared
+
+if TYPE_CHECKING:
+    from memprof.experiments.base import Experiment
 
 ALL_DEVICES = "all"
 

@@ -46,10 +46,6 @@ class AllocExtra:
 
 class Alloc(base.Experiment):
     name = "alloc"
-    help = (
-        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
-        "floats), stream-ordered pools and virtual memory included."
-    )
     Params = AllocParams
     Extra = AllocExtra
     measures = (

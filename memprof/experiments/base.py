@@ -1,7 +1,7 @@
 """The contract every command keeps, and the one way any of them runs.
 
 An Experiment declares:
-- its name, aliases and one-line help;
+- its name (its one-line help and aliases are in the registry, memprof.experiments);
 - Params: a frozen dataclass whose fields carry their default, allowed values and help
   (memprof.model.params). The command line, `memprof.run()` and a loaded file use it alike;
 - Extra: a dataclass of the plain data its summary needs beside the measurements;
@@ -221,10 +221,8 @@ def no_progress(description: str, done: int, total: int) -> None:
 class Experiment:
     """One command: what it takes, what it records, how it measures and how it reads back."""
 
-    name: ClassVar[str]
-    help: ClassVar[str]  # one line: the command list's entry
+    name: ClassVar[str]  # its one-line help and aliases are its registry line's
     description: ClassVar[str] = ""  # more for `memprof CMD --help`
-    aliases: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type]
     Extra: ClassVar[type] = NoExtra
     measures: ClassVar[tuple[Measure, ...]] = ()
@@ -398,6 +396,9 @@ class RunContext:
             yield placed
 
 
+GATED_ONLY = "{} times every figure between gated CUDA events: CUPTI is not started"
+
+
 def run(
     experiment: Experiment,
     params: Any,
@@ -413,6 +414,8 @@ def run(
     from memprof.core.nvml import Watch
     from memprof.core.session import pci_bus_ids
 
+    if not experiment.timing_option:  # it times with gated events only: CUPTI not started
+        options = RunOptions(options.device, "events", options.affinity)
     indices, gpus = _sessions_for(experiment, options)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
@@ -431,6 +434,8 @@ def run(
         measurements, timing = _recorded(sessions)
         gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
+    if not experiment.timing_option:
+        timing.note = timing.unified_memory_note = GATED_ONLY.format(experiment.name)
     result = Result(
         command=experiment.name,
         parameters=params,

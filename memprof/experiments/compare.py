@@ -78,7 +78,6 @@ class CompareExtra:
 
 class Compare(base.Experiment):
     name = "compare"
-    help = "Every memory kind side by side, and which to use for what, from the measured figures."
     Params = CompareParams
     Extra = CompareExtra
     gpus = "one_or_every"

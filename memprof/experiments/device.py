@@ -76,7 +76,6 @@ KERNEL = base.Measure("gpu", "kernel", "each STREAM kernel", "one operation")
 
 class DeviceBandwidth(base.Experiment):
     name = "device"
-    help = "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."
     Params = DeviceParams
     Extra = DeviceExtra
     measures = (

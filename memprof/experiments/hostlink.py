@@ -54,7 +54,6 @@ TOGETHER = {
 
 class Hostlink(base.Experiment):
     name = "hostlink"
-    help = "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"
     Params = HostlinkParams
     Extra = HostlinkExtra
     gpus = "every"

@@ -50,7 +50,6 @@ class ManagedExtra:
 
 class Managed(base.Experiment):
     name = "managed"
-    help = "Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."
     Params = ManagedParams
     Extra = ManagedExtra
     measures = (

@@ -63,9 +63,6 @@ class PeerExtra:
 
 class Peer(base.Experiment):
     name = "peer"
-    help = (
-        "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."
-    )
     Params = PeerParams
     Extra = PeerExtra
     gpus = "every"

@@ -73,7 +73,6 @@ class Pinned(base.Experiment):
     """
 
     name = "pinned"
-    help = "Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."
     Params = PinnedParams
     Extra = PinnedExtra
     gpus = "one_or_every"

@@ -49,7 +49,6 @@ COPIES = {
 
 class Portable(base.Experiment):
     name = "portable"
-    help = "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."
     Params = PortableParams
     Extra = PortableExtra
     gpus = "every"

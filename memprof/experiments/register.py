@@ -43,7 +43,6 @@ KERNEL = base.Measure("gpu", "kernel", "sumArrays reading the registered arrays"
 
 class Register(base.Experiment):
     name = "register"
-    help = "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."
     Params = RegisterParams
     Extra = base.ArrayBytes
     measures = (

@@ -100,10 +100,6 @@ def _measures() -> tuple[base.Measure, ...]:
 
 class SmallCopies(base.Experiment):
     name = "smallcopies"
-    help = (
-        "N small copies host <-> device done five ways (one call each from pinned or pageable, "
-        "batched, gathered, a zero-copy kernel): cost per copy, and where batching stops paying."
-    )
     description = (
         "Sizes are 2^N float32 per copy (--from/--to, default 4 KiB to 256 KiB); --copies is "
         "how many are moved at once. Times: GPU time back to back (gated CUDA events), the "

@@ -126,7 +126,6 @@ def reference(values: np.ndarray, iterations: int) -> np.ndarray:
 
 class Streams(base.Experiment):
     name = "streams"
-    help = "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."
     Params = StreamsParams
     Extra = StreamsExtra
     measures = (

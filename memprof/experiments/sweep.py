@@ -80,7 +80,6 @@ COPIES = {"h2d": H2D, "d2h": D2H}
 
 class Sweep(base.Experiment):
     name = "sweep"
-    help = "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"

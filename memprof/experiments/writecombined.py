@@ -23,8 +23,6 @@ WriteCombinedParams = base.OneSize  # writecombined's: one size of arrays
 
 class WriteCombined(base.Experiment):
     name = "writecombined"
-    aliases = ("wc",)
-    help = "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."
     Params = WriteCombinedParams
     Extra = base.ArrayBytes
     measures = (

@@ -45,7 +45,6 @@ D2H = base.Measure("gpu", "d2h", "the result's copy device → host", "one opera
 
 class ZeroCopy(base.Experiment):
     name = "zerocopy"
-    help = "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies."
     description = (
         f"Without a size: the seed's sweep, 2^N for N in {', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
