@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
 from memprof.experiments import experiment_named, summarize
 from memprof.experiments import load as load_result
 from memprof.experiments.base import Progress, RunOptions, no_progress
@@ -22,14 +23,17 @@ def run(
     timing: str = "auto",
     affinity: bool = True,
     progress: Progress = no_progress,
+    max_noise: float = DEFAULT_MAX_NOISE_PCT,
     **params: Any,
 ) -> Result:
     """Measure one command's experiment on GPU `device` and return its Result (printing
     nothing). Keyword parameters are the command's options (power=20, repeat=5...), checked
-    as the command line checks them; a failed verification is in result.checks."""
+    as the command line checks them; a failed verification is in result.checks. Without
+    repeat=N, each measurement repeats until its median's noise is below max_noise percent."""
     experiment = experiment_named(command)
     chosen = params_model.make(experiment.Params, **params)
-    result, _ = run_experiment(experiment, chosen, RunOptions(device, timing, affinity), progress)
+    options = RunOptions(device, timing, affinity, max_noise)
+    result, _ = run_experiment(experiment, chosen, options, progress)
     return result
 
 
@@ -65,6 +69,7 @@ def run_each_gpu(
     affinity: bool = True,
     progress: Progress = no_progress,
     count: int | None = None,
+    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT,
 ) -> EveryDevice:
     """`--device all`: `command` on every GPU in turn (count: how many; the driver's when None),
     then, with two or more, what the experiment runs over every GPU at once (its
@@ -74,7 +79,7 @@ def run_each_gpu(
     count = device_count() if count is None else count
     done = EveryDevice()
     for index in range(count):
-        options = RunOptions(index, timing, affinity)
+        options = RunOptions(index, timing, affinity, max_noise_pct)
         result, failures = run_experiment(experiment_named(command), chosen, options, progress)
         done.results.append(result)
         done.cleanup_failures += failures
@@ -82,7 +87,7 @@ def run_each_gpu(
         done.notes.append(ONE_GPU)
     else:
         after = experiment_named(experiment_named(command).every_gpu_then)
-        options = RunOptions(None, timing, affinity)
+        options = RunOptions(None, timing, affinity, max_noise_pct)
         result, failures = run_experiment(after, after.Params(), options, progress)
         done.results.append(result)
         done.cleanup_failures += failures

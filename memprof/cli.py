@@ -163,11 +163,12 @@ def experiment_command(name: str) -> Any:
         output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
+        max_noise = values.pop("max_noise", None)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
         output.check()
         params = declared.from_cli(experiment.Params, values)
-        _run(experiment.name, params, device, output, timing, affinity)
+        _run(experiment.name, params, device, output, timing, affinity, max_noise)
 
     help = HELP[name]
     if experiment.description and name == experiment.name:
@@ -188,7 +189,13 @@ for _line in COMMANDS:
 
 
 def _run(
-    command: str, params: Any, device: int | None, output: Any, timing: str, affinity: bool
+    command: str,
+    params: Any,
+    device: int | None,
+    output: Any,
+    timing: str,
+    affinity: bool,
+    max_noise: float | None = None,
 ) -> None:
     """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
     (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
@@ -203,11 +210,12 @@ def _run(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
+    noise = {} if max_noise is None else {"max_noise_pct": max_noise}
     with progress_bar(not output.quiet) as progress:
         if every_gpu_in_turn:
-            done = api.run_each_gpu(command, params, timing, affinity, progress)
+            done = api.run_each_gpu(command, params, timing, affinity, progress, **noise)
         else:
-            options = api.RunOptions(device, timing, affinity)
+            options = api.RunOptions(device, timing, affinity, **noise)
             run = api.run_experiment(experiment_named(command), params, options, progress)
             done = api.EveryDevice([run[0]], run[1])
     for failure in done.cleanup_failures:

@@ -78,6 +78,9 @@ def expected_options(experiment) -> set[str]:
         names.add("timing")
     if experiment.affinity_option:
         names.add("no_affinity")
+    fields = dataclasses.fields(experiment.Params)
+    if any(field.name == "repeat" and field.default is None for field in fields):
+        names.add("max_noise")  # repeats until the noise target unless --repeat N
     return names | OUTPUT_OPTIONS
 
 

@@ -225,7 +225,7 @@ BAD_PINNED = {
     ),
     "power as a float": (_set(("parameters", "power"), 20.5), "parameters.power is 20.5"),
     "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
-    "parameter as null": (_set(("parameters", "repeat"), None), "parameters.repeat is null"),
+    "parameter as null": (_set(("parameters", "warmup"), None), "parameters.warmup is null"),
     "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
     "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected a string"),
     "unknown command": (_set(("command",), "pinnned"), "command is the string 'pinnned'"),

@@ -32,7 +32,7 @@ GIB = 1 << 30
 @dataclass(frozen=True)
 class AllocParams:
     powers: base.Powers = base.powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
-    repeat: base.Repeat = base.repeat_param(3)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(1)
 
 
@@ -144,7 +144,7 @@ def _kinds_table(result: Result, operation: str, title: str) -> Table:
         return result.find(operation, kind, byte_count=nbytes).stats.median_ms
 
     table = Table(
-        f"{title} time, median of {result.parameters.repeat}",
+        f"{title} time, median of {base.repetitions(result)}",
         ["Size", *list(kinds)],
         notes=[
             "Calls: "

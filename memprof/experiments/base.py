@@ -12,23 +12,27 @@ An Experiment declares:
 - run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and
   summarize(result) -> Summary, which needs no GPU.
 
-Experiment modules import nothing heavier than memprof.model at their top: numpy, PyCUDA and
-CUPTI are imported inside run(), so `memprof --help` and `memprof report` start fast.
+Experiment modules import nothing heavier than memprof.model (and the measuring core's
+constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `memprof
+--help` and `memprof report` start fast.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
+from memprof.core.measure import DEFAULT_MAX_NOISE_PCT, MIN_COUNT, TIME_CAP_S
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
-from memprof.model.formatting import format_bytes
+from memprof.model.formatting import format_bytes, plural
 from memprof.model.params import CliOption, Each, NamedSets, Range, Sizes, cli_options, param
 from memprof.model.results import Check, Group, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, ByteCount, SchemaError
+from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary
 
 if TYPE_CHECKING:
@@ -41,7 +45,8 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
 Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
-Repeat = Annotated[int, Range(1, 10_000)]
+# None: until the noise target (memprof.core.measure.Repetitions); in older files always a count
+Repeat = Annotated[int, Range(1, 10_000)] | None
 Warmup = Annotated[int, Range(0, 1000)]
 
 POWER_HELP = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
@@ -59,10 +64,14 @@ def powers_param(default: tuple[int, ...], step: int, single: str | None = None)
     return param(default, "Sizes: N of 2^N floats.", form=form)
 
 
-def repeat_param(default: int) -> Any:
-    return param(
-        default, "Timed repetitions of each measurement (1 to 10000).", flags=("--repeat", "-r")
+def repeat_param() -> Any:
+    """--repeat N: exactly N timed repetitions; without it, until the noise target."""
+    help = (
+        "Timed repetitions of each measurement: exactly N (1 to 10000). Without it, each "
+        "repeats until the noise of its median is below --max-noise (at least "
+        f"{MIN_COUNT} times, at most {TIME_CAP_S:g} s each)."
     )
+    return param(None, help, flags=("--repeat", "-r"))
 
 
 def warmup_param(default: int, help: str = "") -> Any:
@@ -91,7 +100,7 @@ class OneSize:
     """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
 
     power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the seeds' memTransfer example
-    repeat: Repeat = repeat_param(10)
+    repeat: Repeat = repeat_param()
     warmup: Warmup = warmup_param(2)
 
 
@@ -100,7 +109,7 @@ class LargeCopies(OneSize):
     """The Params of the experiments across GPUs: 256 MiB copies, 5 timed, 1 warm-up."""
 
     power: Power = power_param(26)
-    repeat: Repeat = repeat_param(5)  # timed operations and batches per figure
+    repeat: Repeat = repeat_param()  # timed operations and batches per figure
     warmup: Warmup = warmup_param(1)
 
 
@@ -194,6 +203,25 @@ ALLOCATIONS = (  # allocating and freeing a buffer of each kind
     Measure("host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"),
     Measure("host", "free", "its free (and unregistration)", "host clock"),
 )
+
+
+# What the core records beside the figures: they do not say what a figure is the median of.
+SIDE_RECORDS = frozenset(m.key for m in (DRIVER_CALLS, LAUNCH_CALL, MEMSET_CALL, POISON))
+
+
+def repetitions(result: Result, unit: str = "", units: str = "", batches: bool = False) -> str:
+    """What each figure is the median of, for a footnote: --repeat N's count ("10", or with a
+    unit "5 batches"); where the measurements repeated until the noise target, the counts
+    they reached and the highest noise among them, from the saved samples ("5 to 40 batches,
+    noise at most 0.8%"). batches: the figures are back-to-back batches (throughput)."""
+    repeat = getattr(result.parameters, "repeat", None)
+    units = units or (f"{unit}s" if unit else "")
+    if repeat is not None:
+        return plural(repeat, unit, units) if unit else str(repeat)
+    figures = [m for m in result.measurements if (m.group, m.operation) not in SIDE_RECORDS]
+    if batches:
+        return repetitions_words([m.throughput_ms for m in figures if m.throughput_ms], units)
+    return repetitions_words([m.samples_ms for m in figures], units)
 
 
 def find(
@@ -347,6 +375,7 @@ class RunOptions:
     device: int | None = 0  # None: every GPU (experiments of gpus "one_or_every" or "every")
     timing: str = "auto"  # auto, cupti, events
     affinity: bool = True  # the host thread on the GPU's local CPUs
+    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT  # --max-noise, where --repeat is not given
 
 
 @dataclass
@@ -411,15 +440,20 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
+    from memprof.core.measure import Repetitions
     from memprof.core.nvml import Watch
     from memprof.core.session import pci_bus_ids
 
     if not experiment.timing_option:  # it times with gated events only: CUPTI not started
-        options = RunOptions(options.device, "events", options.affinity)
+        options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
+    # --repeat N: exactly N; None: until the noise target (nothing repeats without the field)
+    repetitions = Repetitions(getattr(params, "repeat", 1), options.max_noise_pct)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
+        for session in sessions:
+            session.profiler.repetitions = repetitions
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
             with session.active():

@@ -66,7 +66,7 @@ COLUMNS = {  # operation: (header, larger is better)
 @dataclass(frozen=True)
 class CompareParams:
     power: base.Power = base.power_param(24)  # 2^24 float32 = 64 MiB
-    repeat: base.Repeat = base.repeat_param(5)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(1)
 
 
@@ -308,7 +308,7 @@ def summarize(result: Result) -> Summary:
             "yet). Copies and kernel reads: "
             + gpu_timing(result)
             + "; host reads and writes: host clock. "
-            f"Medians of {result.parameters.repeat}; GB/s = 10^9 bytes/s; best of each column "
+            f"Medians of {base.repetitions(result)}; GB/s = 10^9 bytes/s; best of each column "
             "in bold.",
             "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
             "Managed first touch: pages migrate to the GPU during the read; host read after it: "

@@ -20,7 +20,6 @@ from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
-    plural,
 )
 from memprof.model.params import param
 from memprof.model.results import Check, Measurement, Result
@@ -49,7 +48,7 @@ class DeviceParams:
         flags=("--power", "-p"),
     )
     dtype: Literal["float32", "float64"] = param("float64", "Element type of the arrays.")
-    repeat: base.Repeat = base.repeat_param(20)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(3)
 
 
@@ -331,7 +330,7 @@ def summarize(result: Result) -> Summary:
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
-        f"{plural(result.parameters.repeat, 'timed run')}",
+        f"{base.repetitions(result, 'timed run')}",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "

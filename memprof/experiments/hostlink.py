@@ -19,7 +19,7 @@ from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_b
 from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import format_bytes, format_gb_per_s, plural
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
@@ -218,7 +218,7 @@ def summarize(result: Result) -> Summary:
         "pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
         "gates opened back to back; median of "
-        f"{plural(result.parameters.repeat, 'batch', 'batches')}.",
+        f"{base.repetitions(result, 'batch', 'batches', batches=True)}.",
         "Total alone: the sum of each GPU's figure measured on its own.",
         *_ceiling_notes(links),
     ]

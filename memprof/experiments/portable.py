@@ -18,7 +18,7 @@ from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_b
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_of
 from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import format_bytes, format_gb_per_s, plural
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
@@ -192,7 +192,7 @@ def summarize(result: Result) -> Summary:
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "
-        f"of {plural(result.parameters.repeat, 'batch', 'batches')}; GB/s = 10^9 bytes/s.",
+        f"of {base.repetitions(result, 'batch', 'batches', batches=True)}; GB/s = 10^9 bytes/s.",
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",

@@ -67,7 +67,7 @@ class SmallCopiesParams:
         f"Copies moved at once, N (1 to {MAX_COPIES}): a training step's many small tensors.",
     )
     directions: base.Directions = base.directions_param()
-    repeat: base.Repeat = base.repeat_param(10)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(2)
 
 
@@ -566,7 +566,7 @@ def _notes(result: Result) -> list[str]:
         "back to back; pageable: the blocking calls themselves ("
         + _calls_source(result)
         + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
-        f"{result.parameters.repeat}; best of each row in bold.",
+        f"{base.repetitions(result)}; best of each row in bold.",
         *(f"Skipped: {reason}." for reason in result.extra.skipped),
     ]
 

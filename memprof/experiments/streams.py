@@ -66,7 +66,7 @@ class StreamsParams:
         "Kernel time over all the data in ms, up to 10000 "
         "(default: the data's measured HtoD time).",
     )
-    repeat: base.Repeat = base.repeat_param(5)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(1)
 
 
@@ -290,8 +290,9 @@ def _median_run(
     with profiler.paused():
         for _ in range(params.warmup):
             profiler.on_streams(operations, pageable, span)
-    runs = []
-    for _ in range(params.repeat):
+    runs: list[StreamsRun] = []
+    loop = profiler.repetitions.given(params.repeat).loop()  # until its total is settled
+    while loop.more(lambda: [[run.total_ms for run in runs]]):
         target.fill(np.nan)
         runs.append(profiler.on_streams(operations, pageable, span))
     runs.sort(key=lambda run: run.total_ms)

@@ -57,7 +57,7 @@ class SweepParams:
         SWEEP_KINDS, "Kinds to sweep.", form=CommaList()
     )
     directions: base.Directions = base.directions_param()
-    repeat: base.Repeat = base.repeat_param(20)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(2)
 
 
@@ -386,7 +386,7 @@ def summarize(result: Result) -> Summary:
             "memory. GB/s: throughput of back-to-back operations, batches between one event "
             "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
             "they return). Latency: one operation, median of "
-            f"{result.parameters.repeat}, from {_source(result)}.",
+            f"{base.repetitions(result)}, from {_source(result)}.",
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
     )

@@ -27,7 +27,7 @@ SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 @dataclass(frozen=True)
 class ZeroCopyParams:
     powers: base.Powers = base.powers_param(SEED_SWEEP_POWERS, step=2, single="single_size")
-    repeat: base.Repeat = base.repeat_param(10)
+    repeat: base.Repeat = base.repeat_param()
     warmup: base.Warmup = base.warmup_param(2)
     # --power: one size, with the full profile
     single_size: bool = param(False, "One size, shown in full.", hidden_from_cli=True)
@@ -160,7 +160,7 @@ def summarize(result: Result) -> Summary:
             "Of ceiling",
         ],
         notes=[
-            f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}. "
+            f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}. "
             "End to end: gated CUDA events around the whole path (device: 2 HtoD + kernel + "
             "DtoH from pinned memory; pageable: the same copies from numpy arrays; zero-copy: "
             "kernel + DtoH). Zero-copy / device: end to end, pinned device path.",

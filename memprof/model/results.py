@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from memprof.errors import InvalidArgument
 from memprof.model.device import DeviceFacts
@@ -26,8 +26,10 @@ from memprof.model.schema import (
     Count,
     GpuIndex,
     Milliseconds,
+    Range,
     Samples,
     SchemaError,
+    Seconds,
     check,
     check_dataclass,
     describe,
@@ -121,6 +123,9 @@ class UnifiedMemoryCounter(TypedDict):
     time_ms: Milliseconds
 
 
+Percent = Annotated[float, Range(0, 100, low_open=True, unit="%")]
+
+
 @dataclass
 class TimingInfo:
     """Where a run's figures came from, and what CUPTI added."""
@@ -133,6 +138,11 @@ class TimingInfo:
     unified_memory_note: str | None  # why the counters are missing, if they are
     # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
     host_affinity: str | None = None
+    # Repetitions until the noise target (memprof.core.measure.Repetitions): each measurement
+    # repeated until its median's noise was at most max_noise_pct percent, or time_cap_s was
+    # spent on it. None: exactly --repeat N times (and in files of older memprof).
+    max_noise_pct: Percent | None = None
+    time_cap_s: Seconds | None = None
 
     def check_consistency(self) -> None:
         """A counter's count, total, smallest and largest value agree (schema runs it)."""

@@ -2,18 +2,21 @@
 
 Measurements are matched by what they are (group, name, operation, memory kind, bytes).
 A change is marked only beyond run-to-run noise: the ratio of medians must differ from 1
-by more than three times the two runs' combined relative spread, and by at least 2%.
+by more than three times the two medians' combined noise (memprof.model.statistics.
+median_noise, what each run repeated until: a robust standard error, from the saved
+samples), and by at least 2%.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from memprof.model.ceilings import link_of
 from memprof.model.formatting import format_bytes, format_ms, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
-from memprof.model.statistics import Statistics
+from memprof.model.statistics import Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
@@ -21,8 +24,8 @@ NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard de
 
 
 CHANGE_NOTE = (
-    f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
-    f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
+    f"Change: B/A beyond {NOISE_SIGMAS}x the two medians' combined noise (and {MIN_CHANGE:.0%}); "
+    "'within noise' otherwise. Below 1x B was faster."
 )
 
 
@@ -43,10 +46,10 @@ def _by_key(result: Result) -> dict[tuple, Measurement]:
     return by_key
 
 
-def noise(a: Statistics, b: Statistics) -> float:
-    """The relative change the two runs' own spread could explain."""
-    spread = math.hypot(a.relative_spread, b.relative_spread)
-    return max(MIN_CHANGE, NOISE_SIGMAS * spread)
+def noise(a_samples_ms: Sequence[float], b_samples_ms: Sequence[float]) -> float:
+    """The relative change the two medians' own noise could explain (never below MIN_CHANGE)."""
+    combined = math.hypot(median_noise(a_samples_ms), median_noise(b_samples_ms))
+    return max(MIN_CHANGE, NOISE_SIGMAS * combined)
 
 
 def ratio_of_medians(a: Statistics, b: Statistics) -> float:
@@ -87,7 +90,7 @@ def diff(first: Result, second: Result) -> Summary:
             table.add_row(*label, *medians, "-", "no valid samples")
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
-        if abs(ratio - 1) > noise(a_stats, b_stats):
+        if abs(ratio - 1) > noise(a.samples_ms, b.samples_ms):
             change = "B faster" if ratio < 1 else "B slower"
             faster += ratio < 1
             slower += ratio > 1
@@ -100,6 +103,12 @@ def diff(first: Result, second: Result) -> Summary:
             f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
             change,
         )
+    if common:
+        a_words, b_words = (
+            repetitions_words([by_key[key].samples_ms for key in common])
+            for by_key in (a_by_key, b_by_key)
+        )
+        table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
     only_a, only_b = len(a_by_key) - len(common), len(b_by_key) - len(common)
     conclusions = [
         f"{plural(len(common), 'measurement')} in both runs: B was faster in {faster}, slower in "

@@ -24,6 +24,7 @@ from rich.text import Text
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
+from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary, Table
 from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
@@ -406,6 +407,13 @@ def timing_note(result: Result) -> str:
     """How the profile's figures were measured, from what the Result records."""
     timing = result.timing
     only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
+    if timing is not None and timing.max_noise_pct is not None:
+        figures = [m.samples_ms for m in result.measurements if m.operation != "driver_call"]
+        only_timed = (
+            "only the timed repetitions are counted: each operation until its median's noise "
+            f"was below {timing.max_noise_pct:g}% or {timing.time_cap_s:g} s was spent "
+            f"(median of {repetitions_words(figures)})"
+        )
     if timing is None:  # results saved before memprof recorded its timing source
         return (
             "Timing: GPU activities with CUDA events around each operation, API calls with the "
@@ -562,7 +570,10 @@ def _safe_table(table: Table, safe: Callable[[str], str]) -> Table:
 def _headline(result: Result) -> str:
     device = result.device
     where = f" on {device.name} (device {device.index})" if device else ""
-    parameters = ", ".join(f"{k}={_value(v)}" for k, v in asdict(result.parameters).items())
+    parameters = ", ".join(
+        f"{k}={_value(v) if (k, v) != ('repeat', None) else 'until the noise target'}"
+        for k, v in asdict(result.parameters).items()
+    )
     run = f"memprof {result.command}{where}"
     when = f"[{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     return f"{run}: {parameters} {when}" if parameters else f"{run} {when}"
