@@ -4,6 +4,7 @@ MIN_COUNT times, no longer than the time cap; single operations and batches alik
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import pytest
@@ -89,6 +90,31 @@ def test_the_noise_target_is_met_at_its_value_and_missed_just_above_it():
     assert len(samples(made)) > MIN_COUNT
 
 
+def test_no_measurement_repeats_more_than_its_experiment_did_before_the_noise_target():
+    made = profiler(Repetitions(max_noise_pct=1.0, most=7))
+    made.repeat(copies(made, NOISY * 10), warmup=0)
+    assert len(samples(made)) == 7
+    made = profiler(Repetitions(max_noise_pct=1.0, most=3))  # alloc's: 3, fewer than MIN_COUNT
+    made.repeat(copies(made, NOISY * 10), warmup=0)
+    assert len(samples(made)) == 3
+    made = profiler(Repetitions(max_noise_pct=1.0, most=7))
+    concurrent([lane(made, [0.5, 0.5, 0.7, 0.5, 0.3])])  # batches: as many, at least 3
+    assert len(throughput(made)) == 7
+
+
+def test_each_experiment_repeats_at_most_what_its_repeat_field_says():
+    from memprof.experiments import base, experiment_class
+    from memprof.experiments.check import CheckParams
+    from memprof.experiments.info import Info
+
+    sweep = experiment_class("sweep").Params()
+    assert base.repetitions_of(sweep, 0.5) == Repetitions(None, 0.5, most=20)
+    pinned = experiment_class("pinned").Params(repeat=4)
+    assert base.repetitions_of(pinned, 0.5).exactly == 4
+    assert base.repetitions_of(CheckParams(), 1.0).exactly == 5  # check's own count
+    assert base.repetitions_of(Info.Params(), 1.0).exactly == 1  # it repeats nothing
+
+
 def test_the_time_cap_ends_a_measurement_that_never_settles():
     made = profiler(Repetitions(max_noise_pct=1.0, cap_s=0.0))  # each step outlasts the cap
     made.repeat(copies(made, NOISY * 10), warmup=0)
@@ -133,14 +159,13 @@ def test_driver_calls_timed_beside_a_figure_do_not_hold_the_loop_up(monkeypatch)
     made.repeat(step, warmup=0)
     launch = next(m for m in made.measurements() if m.group == "api")
     assert len(launch.samples_ms) == MIN_COUNT and median_noise(launch.samples_ms) > 0.2
-    alone = profiler(Repetitions(max_noise_pct=1.0, cap_s=3600.0))
-    monkeypatch.setattr(measure, "MAX_COUNT", 12)  # a noisy call alone is its own figure
+    alone = profiler(Repetitions(max_noise_pct=1.0, cap_s=3600.0, most=12))  # never settles
 
     def call() -> None:
         with alone.api("cuMemAlloc", "alloc"):
             pass
 
-    alone.repeat(call, warmup=0)
+    alone.repeat(call, warmup=0)  # a noisy call alone is its own figure: it holds the loop up
     assert len(next(iter(alone._measurements.values())).samples_ms) == 12
 
 
@@ -188,9 +213,9 @@ def test_host_batches_stop_the_same_way(monkeypatch):
 
 def test_the_run_records_its_target_and_cap_only_when_it_repeats_until_the_noise_target():
     info = profiler(Repetitions(max_noise_pct=0.5, cap_s=0.2)).timing_info()
-    assert (info.max_noise_pct, info.time_cap_s) == (0.5, 0.2)
+    assert (info.max_noise_pct, info.time_cap_s, info.max_count) == (0.5, 0.2, 10_000)
     info = profiler(Repetitions(exactly=10)).timing_info()
-    assert (info.max_noise_pct, info.time_cap_s) == (None, None)
+    assert (info.max_noise_pct, info.time_cap_s, info.max_count) == (None, None, None)
 
 
 def test_a_footnote_says_how_many_samples_and_how_noisy():
@@ -209,7 +234,7 @@ def test_a_run_until_the_noise_target_says_so_in_its_headline_and_footnotes():
     result = load_fixture("zerocopy_p20")  # saved with --repeat 10: "median of 10"
     assert "repeat=10" in render_text(result) and "median of 10. " in render_text(result)
     result.parameters = dataclasses.replace(result.parameters, repeat=None)
-    result.timing.max_noise_pct, result.timing.time_cap_s = 0.5, 0.2
+    result.timing.max_noise_pct, result.timing.time_cap_s, result.timing.max_count = 0.5, 0.2, 10
     kernels = [m for m in result.measurements if m.operation == "kernel"]
     kernels[0].samples_ms = kernels[0].samples_ms[:6]  # one figure settled sooner
     text = " ".join(render_text(result, width=400).split())
@@ -219,9 +244,64 @@ def test_a_run_until_the_noise_target_says_so_in_its_headline_and_footnotes():
     )
     assert words.startswith("6 to ")  # the profile's every row, driver calls left out
     assert (
-        "each operation until its median's noise was below 0.5% or 0.2 s was spent "
+        "each operation until its median's noise was below 0.5%, 10 times, or for 0.2 s "
         f"(median of {words})"
     ) in text
     figures = base.repetitions(result)  # the figures, without the core's side records
     assert figures.startswith("6 to 20, noise at most ")  # a and b copied in: 2 per run
     assert f"median of {figures}. " in text  # the kernel table's own footnote
+
+
+# -- what is not measured twice ---------------------------------------------------------------
+
+
+def counted(milliseconds: float, log: list[str]):
+    """A copy of `milliseconds`, counted in `log` each time it runs."""
+
+    def action(stream) -> None:
+        FakeEvent.clock_ms += milliseconds
+        log.append("copy")
+
+    return action
+
+
+@pytest.mark.parametrize(("one_ms", "span"), [(2.0, False), (0.5, False), (2.0, True)])
+def test_a_throughput_whose_batch_is_one_operation_takes_the_single_operations_timed_before(
+    one_ms, span
+):
+    made, ran = profiler(Repetitions(exactly=5)), []
+    copy = counted(one_ms, ran)
+
+    def step() -> None:
+        with contextlib.ExitStack() as around:
+            if span:  # inside a span a copy is not alone: its events are not a batch
+                around.enter_context(made.events("span", "flow", "flow", "pinned", 64))
+            with made.events("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 64):
+                copy(made.stream)
+
+    made.repeat(step, warmup=0)
+    made.throughput("[CUDA memcpy HtoD]", "h2d", "pinned", 64, copy)
+    if one_ms >= measure.BATCH_TARGET_MS and not span:
+        assert len(ran) == 5  # nothing run again
+        assert throughput(made) == [2.0] * 5
+        assert made._measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 64).batch == 1
+    else:
+        assert len(ran) > 5 and len(throughput(made)) == THROUGHPUT_BATCHES
+
+
+def test_the_batch_that_sized_batches_of_one_operation_is_the_first_of_them():
+    for one_ms, warmup, runs in ((2.0, 0, 3), (2.0, 1, 5), (0.5, 0, 1 + 3 * 2)):
+        made, ran = profiler(Repetitions(exactly=10)), []
+        concurrent([Lane(made, counted(one_ms, ran), "c", "h2d", None, 8)], warmup=warmup)
+        assert len(ran) == runs, (one_ms, warmup)
+        assert len(made._measurement("gpu", "c", "h2d", None, 8).throughput_ms) == 3
+
+
+def test_a_host_batch_of_one_operation_starts_with_the_one_that_sized_it(monkeypatch):
+    made, calls = profiler(Repetitions(exactly=10)), []
+    host_ns = itertools.count(step=2_000_000)  # every look at the clock 2 ms later
+    monkeypatch.setattr(measure.time, "perf_counter_ns", lambda: next(host_ns))
+    made.host_throughput("memcpy", "memcpy", None, 64, lambda: calls.append(1))
+    [memcpy] = made._measurements.values()
+    assert memcpy.batch == 1 and memcpy.throughput_ms == [2.0] * 3
+    assert len(calls) == 1 + 3  # untimed first touch, then the three batches, sizing included

@@ -40,9 +40,11 @@ recording anything else is a bug in memprof and raises, so a Result holds what i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import re
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -73,17 +75,21 @@ MAX_COUNT = 10_000  # as --repeat allows
 class Repetitions:
     """How many times a measurement repeats: exactly `exactly` (--repeat N), or, where it is
     None, until the relative noise of its median is at most max_noise_pct percent, or until
-    cap_s seconds are spent on it, whichever comes first, and at least `minimum` times (FEWEST
-    where those take longer than the cap: an allocation of 1 GiB)."""
+    cap_s seconds are spent on it, or `most` repetitions, whichever comes first, and at least
+    `minimum` times (FEWEST where those take longer than the cap: an allocation of 1 GiB).
+
+    `most` is the count each experiment repeated before the noise target (its Params' repeat
+    field says it): stopping at the noise target only ever saves time."""
 
     exactly: int | None = None
     max_noise_pct: float = DEFAULT_MAX_NOISE_PCT
     cap_s: float = TIME_CAP_S
     minimum: int = MIN_COUNT
+    most: int = MAX_COUNT
 
     def given(self, repeat: int | None) -> Repetitions:
         """This policy, or exactly `repeat` times where a count is given."""
-        return self if repeat is None else Repetitions(repeat, self.max_noise_pct, self.cap_s)
+        return self if repeat is None else dataclasses.replace(self, exactly=repeat)
 
     def batches(self, batches: int | None) -> Repetitions:
         """The policy of back-to-back batches: `batches` exactly where given; with --repeat N,
@@ -93,7 +99,8 @@ class Repetitions:
             return Repetitions(batches)
         if self.exactly is not None:
             return Repetitions(THROUGHPUT_BATCHES)
-        return Repetitions(None, self.max_noise_pct, self.cap_s, THROUGHPUT_BATCHES)
+        most = max(THROUGHPUT_BATCHES, self.most)
+        return dataclasses.replace(self, minimum=THROUGHPUT_BATCHES, most=most)
 
     def loop(self) -> RepetitionLoop:
         return RepetitionLoop(self)
@@ -123,9 +130,11 @@ class RepetitionLoop:
         policy, count = self.policy, self.count
         if policy.exactly is not None:
             return count < policy.exactly
+        if count >= policy.most:
+            return False
         if count < min(FEWEST, policy.minimum):
             return True
-        if count >= MAX_COUNT or time.perf_counter() - self._started >= policy.cap_s:
+        if time.perf_counter() - self._started >= policy.cap_s:
             return False
         if count < policy.minimum:
             return True
@@ -235,7 +244,13 @@ class Profiler:
         self.fallback_reason = fallback_reason
         self._gate: Any = gate  # made on first use: it compiles a kernel
         self._measurements: dict[_Key, Measurement] = {}
-        self._pending: list[tuple[Measurement, Any, Any, int | None]] = []
+        # events queued, not yet resolved: measurement, start, end, CUPTI tag, and whether
+        # it was a GPU operation timed alone (no span around it)
+        self._pending: list[tuple[Measurement, Any, Any, int | None, bool]] = []
+        self._open_events = 0  # events() contexts open now (a span's operations: 1 and more)
+        # the gated events of GPU operations timed alone, by id(measurement): what throughput()
+        # takes for its batches where a batch would be one operation
+        self._singles: dict[int, list[float]] = {}
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
         self._tagging = 0
@@ -396,18 +411,21 @@ class Profiler:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
         start.record(stream)
-        tag = None
-        if group == "gpu":
-            with self._tag() as tag:
+        tag, alone = None, group == "gpu" and not self._open_events
+        self._open_events += 1
+        try:
+            if group == "gpu":
+                with self._tag() as tag:
+                    yield
+            else:
                 yield
-        else:
-            yield
+        finally:
+            self._open_events -= 1
         end.record(stream)
         if gate_here:
             self.release_gate()
-        self._pending.append(
-            (self._measurement(group, name, operation, kind, nbytes), start, end, tag)
-        )
+        measurement = self._measurement(group, name, operation, kind, nbytes)
+        self._pending.append((measurement, start, end, tag, alone))
 
     @contextmanager
     def _tag(self) -> Iterator[int | None]:
@@ -441,9 +459,21 @@ class Profiler:
         The batch size is chosen so a batch lasts about BATCH_TARGET_MS; the batches repeat
         as Repetitions.batches says. Synchronous operations cannot be gated: their batch is
         timed as the calls return.
+
+        Where one operation lasts a batch or more, a batch is that operation alone between a
+        gated event pair (or, synchronous, timed as the call returns): what each single
+        operation of this measurement timed just before was (events(), no span around it).
+        Those are its batches then, and nothing is run again.
         """
-        if not self._paused:
-            concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
+        if self._paused:
+            return
+        measurement = self._measurement("gpu", name, operation, kind, nbytes)
+        singles = self._singles.get(id(measurement), [])
+        if len(singles) >= THROUGHPUT_BATCHES and statistics.median(singles) >= BATCH_TARGET_MS:
+            measurement.throughput_ms += singles
+            measurement.batch = 1
+            return
+        concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
 
     def host_throughput(
         self,
@@ -464,8 +494,12 @@ class Profiler:
         action()  # first touch and caches, untimed
         start_ns = time.perf_counter_ns()
         action()
-        count = batch_size((time.perf_counter_ns() - start_ns) / 1e6, target_ms)
+        one_ms = (time.perf_counter_ns() - start_ns) / 1e6
+        count = batch_size(one_ms, target_ms)
         loop, per_operation = self.repetitions.batches(batches).loop(), []
+        if count == 1:  # the operation that sized the batches was one: the first batch
+            per_operation.append(one_ms)
+            loop.count = 1
         while loop.more(lambda: [per_operation]):
             start_ns = time.perf_counter_ns()
             for _ in range(count):
@@ -615,10 +649,13 @@ class Profiler:
     def resolve(self) -> None:
         """Wait for every recorded event and turn event pairs into samples."""
         self.release_gate()
-        for measurement, start, end, tag in self._pending:
+        for measurement, start, end, tag, alone in self._pending:
             end.synchronize()
-            self._timed.append((measurement, end.time_since(start), tag))
-            self._seen(measurement, self._timed[-1][1])
+            events_ms = end.time_since(start)
+            self._timed.append((measurement, events_ms, tag))
+            self._seen(measurement, events_ms)
+            if alone:
+                self._singles.setdefault(id(measurement), []).append(events_ms)
         self._pending.clear()
         if self._gate is not None:
             self._gate.check()
@@ -716,6 +753,7 @@ class Profiler:
             unified_memory_note=unified_memory_note,
             max_noise_pct=self.repetitions.max_noise_pct if adaptive else None,
             time_cap_s=self.repetitions.cap_s if adaptive else None,
+            max_count=self.repetitions.most if adaptive else None,
         )
 
     def event_overhead_ms(self) -> float:
@@ -801,11 +839,17 @@ def concurrent(
         for activity in activities.values():  # CUPTI's timestamps would slow small operations
             if activity is not None:
                 stack.enter_context(activity.paused())
-        count = batch_size(max(_batch_times(lanes, 1, synchronous)), target_ms)
+        sizing = _batch_times(lanes, 1, synchronous)
+        count = batch_size(max(sizing), target_ms)
         for _ in range(warmup):
             _batch_times(lanes, count, synchronous)
         loop = lanes[0].profiler.repetitions.batches(batches).loop()
         series: list[list[float]] = [[] for _ in lanes]  # this call's batches, lane by lane
+        if count == 1 and not warmup:  # the batch that sized them was one: the first
+            for measurement, samples, batch_ms in zip(measurements, series, sizing, strict=True):
+                measurement.throughput_ms.append(batch_ms)
+                samples.append(batch_ms)
+            loop.count = 1
         while loop.more(lambda: series):
             batch_times = _batch_times(lanes, count, synchronous)
             for measurement, samples, batch_ms in zip(

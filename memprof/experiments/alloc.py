@@ -32,7 +32,7 @@ GIB = 1 << 30
 @dataclass(frozen=True)
 class AllocParams:
     powers: base.Powers = base.powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(3)
     warmup: base.Warmup = base.warmup_param(1)
 
 

@@ -25,7 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from memprof.core.measure import DEFAULT_MAX_NOISE_PCT, MIN_COUNT, TIME_CAP_S
+from memprof.core.measure import (
+    DEFAULT_MAX_NOISE_PCT,
+    MAX_COUNT,
+    MIN_COUNT,
+    TIME_CAP_S,
+    Repetitions,
+)
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.formatting import format_bytes, plural
@@ -64,14 +70,28 @@ def powers_param(default: tuple[int, ...], step: int, single: str | None = None)
     return param(default, "Sizes: N of 2^N floats.", form=form)
 
 
-def repeat_param() -> Any:
-    """--repeat N: exactly N timed repetitions; without it, until the noise target."""
+def repeat_param(most: int) -> Any:
+    """--repeat N: exactly N timed repetitions; without it, until the noise target, at most
+    `most` times (what the experiment repeated before the noise target: its field's
+    metadata, which run() reads)."""
     help = (
         "Timed repetitions of each measurement: exactly N (1 to 10000). Without it, each "
-        "repeats until the noise of its median is below --max-noise (at least "
-        f"{MIN_COUNT} times, at most {TIME_CAP_S:g} s each)."
+        "repeats until the noise of its median is below --max-noise: at least "
+        f"{min(MIN_COUNT, most)}, at most {most} times, or for {TIME_CAP_S:g} s."
     )
-    return param(None, help, flags=("--repeat", "-r"))
+    field = param(None, help, flags=("--repeat", "-r"))
+    return dataclasses.field(default=None, metadata={**field.metadata, "most": most})
+
+
+def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
+    """How the run repeats each measurement: exactly its Params' repeat where it is a count;
+    until the noise target where it is None (at most its field's `most`); once where the
+    experiment has no repeat field (it repeats nothing)."""
+    field = next((f for f in dataclasses.fields(params) if f.name == "repeat"), None)
+    if field is None:
+        return Repetitions(1)
+    most = field.metadata.get("most", MAX_COUNT)
+    return Repetitions(params.repeat, max_noise_pct, most=most)
 
 
 def warmup_param(default: int, help: str = "") -> Any:
@@ -100,7 +120,7 @@ class OneSize:
     """--power, --repeat and --warmup: the Params of an experiment on arrays of one size."""
 
     power: Power = power_param(22)  # 2^22 float32 = 16 MiB, as the seeds' memTransfer example
-    repeat: Repeat = repeat_param()
+    repeat: Repeat = repeat_param(10)
     warmup: Warmup = warmup_param(2)
 
 
@@ -109,7 +129,7 @@ class LargeCopies(OneSize):
     """The Params of the experiments across GPUs: 256 MiB copies, 5 timed, 1 warm-up."""
 
     power: Power = power_param(26)
-    repeat: Repeat = repeat_param()  # timed operations and batches per figure
+    repeat: Repeat = repeat_param(5)  # timed operations and batches per figure
     warmup: Warmup = warmup_param(1)
 
 
@@ -440,15 +460,13 @@ def run(
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
     from memprof.core.devicefacts import collect
-    from memprof.core.measure import Repetitions
     from memprof.core.nvml import Watch
     from memprof.core.session import pci_bus_ids
 
     if not experiment.timing_option:  # it times with gated events only: CUPTI not started
         options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
-    # --repeat N: exactly N; None: until the noise target (nothing repeats without the field)
-    repetitions = Repetitions(getattr(params, "repeat", 1), options.max_noise_pct)
+    repetitions = repetitions_of(params, options.max_noise_pct)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]

@@ -66,7 +66,7 @@ COLUMNS = {  # operation: (header, larger is better)
 @dataclass(frozen=True)
 class CompareParams:
     power: base.Power = base.power_param(24)  # 2^24 float32 = 64 MiB
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(5)
     warmup: base.Warmup = base.warmup_param(1)
 
 

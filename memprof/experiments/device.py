@@ -48,7 +48,7 @@ class DeviceParams:
         flags=("--power", "-p"),
     )
     dtype: Literal["float32", "float64"] = param("float64", "Element type of the arrays.")
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(20)
     warmup: base.Warmup = base.warmup_param(3)
 
 

@@ -67,7 +67,7 @@ class SmallCopiesParams:
         f"Copies moved at once, N (1 to {MAX_COPIES}): a training step's many small tensors.",
     )
     directions: base.Directions = base.directions_param()
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(10)
     warmup: base.Warmup = base.warmup_param(2)
 
 
@@ -327,14 +327,15 @@ class Pieces:
 
     # -- timing and checking -----------------------------------------------------------------
 
-    def measure(self, way: str, direction: str, warmup: int, repeat: int) -> str | None:
+    def measure(self, way: str, direction: str, warmup: int, repeat: int | None) -> str | None:
         """Time one way (its GPU time and host work, then its wall clock), each verified;
         what went wrong with the data (None: nothing). The sources hold the data already
-        (sources(direction)); the destination is poisoned first."""
+        (sources(direction)); the destination is poisoned first. The wall clock times the
+        same calls the timed repetitions just made: they are warm, so it has no warm-ups."""
         plan = self.plan(way, direction)
         self._poison(way, direction)
-        for timing in (self._timed, self._wall):  # the same calls, gated or not
-            self.profiler.repeat(lambda timing=timing: timing(plan, way, direction), warmup, repeat)
+        for timing, warm in ((self._timed, warmup), (self._wall, 0)):  # gated, then not
+            self.profiler.repeat(lambda timing=timing: timing(plan, way, direction), warm, repeat)
         return self._verify(way, direction)
 
     def _timed(self, plan: Plan, way: str, direction: str) -> None:

@@ -66,7 +66,7 @@ class StreamsParams:
         "Kernel time over all the data in ms, up to 10000 "
         "(default: the data's measured HtoD time).",
     )
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(5)
     warmup: base.Warmup = base.warmup_param(1)
 
 

@@ -57,7 +57,7 @@ class SweepParams:
         SWEEP_KINDS, "Kinds to sweep.", form=CommaList()
     )
     directions: base.Directions = base.directions_param()
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(20)
     warmup: base.Warmup = base.warmup_param(2)
 
 

@@ -27,7 +27,7 @@ SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 @dataclass(frozen=True)
 class ZeroCopyParams:
     powers: base.Powers = base.powers_param(SEED_SWEEP_POWERS, step=2, single="single_size")
-    repeat: base.Repeat = base.repeat_param()
+    repeat: base.Repeat = base.repeat_param(10)
     warmup: base.Warmup = base.warmup_param(2)
     # --power: one size, with the full profile
     single_size: bool = param(False, "One size, shown in full.", hidden_from_cli=True)

@@ -140,9 +140,11 @@ class TimingInfo:
     host_affinity: str | None = None
     # Repetitions until the noise target (memprof.core.measure.Repetitions): each measurement
     # repeated until its median's noise was at most max_noise_pct percent, or time_cap_s was
-    # spent on it. None: exactly --repeat N times (and in files of older memprof).
+    # spent on it, or max_count repetitions were done. None: exactly --repeat N times (and in
+    # files of older memprof).
     max_noise_pct: Percent | None = None
     time_cap_s: Seconds | None = None
+    max_count: Count | None = None
 
     def check_consistency(self) -> None:
         """A counter's count, total, smallest and largest value agree (schema runs it)."""

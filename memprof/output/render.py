@@ -409,9 +409,10 @@ def timing_note(result: Result) -> str:
     only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
     if timing is not None and timing.max_noise_pct is not None:
         figures = [m.samples_ms for m in result.measurements if m.operation != "driver_call"]
+        most = f"{timing.max_count} times, " if timing.max_count is not None else ""
         only_timed = (
             "only the timed repetitions are counted: each operation until its median's noise "
-            f"was below {timing.max_noise_pct:g}% or {timing.time_cap_s:g} s was spent "
+            f"was below {timing.max_noise_pct:g}%, {most}or for {timing.time_cap_s:g} s "
             f"(median of {repetitions_words(figures)})"
         )
     if timing is None:  # results saved before memprof recorded its timing source
