@@ -4,11 +4,12 @@ on the H200 and the H100).
 
 Each command runs once with a large fixed --repeat; every measurement's samples, in the order
 they were taken, are then replayed through the stopping rule memprof uses (RepetitionLoop: at
-least MIN_COUNT, the noise checked as the count grows, no time cap), for each target. Printed
-per kind of measurement (group and operation; batches apart): the samples each target needed
-(median and largest over the measurements of that kind, "-" where the samples never got there),
-the share of measurements that never got there, and the GPU or host time the samples beyond
-the needed count took, that is, what stopping there saves.
+least MIN_COUNT, the noise checked as the count grows, no time cap, no cap on the count), for
+each target. Printed per kind of measurement (command, group and operation; batches apart):
+the samples each target needed (median and largest over the measurements of that kind),
+how many never got there within --repeat, and the time saved against the command's count
+before the noise target (its repeat field's `most`, the cap memprof applies): the measured
+GPU or host time of the samples between the needed count and that count.
 
     python3 benchmarks/noise.py [--repeat 200] [--commands pinned,compare,...]
     python3 benchmarks/noise.py --saved run1.json run2.json   # replay saved runs (no GPU)
@@ -57,44 +58,52 @@ def needed(samples: list[float], target_pct: float, minimum: int) -> int | None:
     return loop.count
 
 
-def series_of(result) -> list[tuple[str, list[float], list[float], int]]:
-    """(kind, the samples the loop saw, the samples saved, least count) of each figure."""
+def series_of(result) -> list[tuple[str, list[float], list[float], int, int]]:
+    """(kind, the samples the loop saw, the samples saved, least count, count before the
+    noise target) of each figure."""
+    from memprof.experiments import experiment_class
+    from memprof.experiments.base import repetitions_of
+
+    most = repetitions_of(experiment_class(result.command).Params(), 1.0).most
     found = []
     for m in result.measurements:
         if m.operation in SIDE:
             continue
         seen = m.events_ms or m.samples_ms
+        single = (f"{m.group} {m.operation}", seen, m.samples_ms, MIN_COUNT, most)
         if m.throughput_ms and m.samples_ms != m.throughput_ms:
-            found.append((f"{m.group} {m.operation}", seen, m.samples_ms, MIN_COUNT))
+            found.append(single)
         if m.throughput_ms:
             batches = m.throughput_ms
-            found.append((f"{m.group} {m.operation} batches", batches, batches, THROUGHPUT_BATCHES))
+            most_batches = max(THROUGHPUT_BATCHES, most)
+            kind = f"{m.group} {m.operation} batches"
+            found.append((kind, batches, batches, THROUGHPUT_BATCHES, most_batches))
         else:
-            found.append((f"{m.group} {m.operation}", seen, m.samples_ms, MIN_COUNT))
+            found.append(single)
     return found
 
 
 def report(results: list) -> None:
-    rows: dict[str, list[tuple[list[float], list[float], int]]] = defaultdict(list)
+    rows: dict[str, list[tuple[list[float], list[float], int, int]]] = defaultdict(list)
     for result in results:
-        for kind, seen, saved, minimum in series_of(result):
-            rows[f"{result.command}: {kind}"].append((seen, saved, minimum))
-    header = f"{'measurement kind':<40} {'n':>4} {'of':>4}"
+        for kind, seen, saved, minimum, most in series_of(result):
+            rows[f"{result.command}: {kind}"].append((seen, saved, minimum, most))
+    header = f"{'measurement kind':<36} {'n':>4} {'of':>4} {'was':>4}"
     for target in TARGETS_PCT:
         header += f" | {target:g}%: {'median':>6} {'max':>5} {'never':>5} {'saved':>9}"
     print(header)
     totals = dict.fromkeys(TARGETS_PCT, 0.0)
     for kind in sorted(rows):
         series = rows[kind]
-        taken = statistics.median(len(seen) for seen, _, _ in series)
-        line = f"{kind[:40]:<40} {len(series):>4} {taken:>4g}"
+        taken = statistics.median(len(seen) for seen, *_ in series)
+        line = f"{kind[:36]:<36} {len(series):>4} {taken:>4g} {series[0][3]:>4}"
         for target in TARGETS_PCT:
-            counts = [needed(seen, target, minimum) for seen, _, minimum in series]
+            counts = [needed(seen, target, minimum) for seen, _, minimum, _ in series]
             settled = [count for count in counts if count is not None]
             never = len(counts) - len(settled)
             saved_ms = sum(
-                math.fsum(saved[count:])
-                for (_, saved, _), count in zip(series, counts, strict=True)
+                math.fsum(saved[count:most])
+                for (_, saved, _, most), count in zip(series, counts, strict=True)
                 if count is not None
             )
             totals[target] += saved_ms
@@ -105,8 +114,8 @@ def report(results: list) -> None:
     print(
         "saved in all: "
         + ", ".join(f"{target:g}%: {totals[target]:.1f} ms" for target in TARGETS_PCT)
-        + " (the measured time of the samples beyond each needed count; the host's own time "
-        "around them, launches and Python, comes on top)"
+        + " (measured time of the samples between each needed count and the count before the "
+        "noise target, 'was'; the host's own time around each repetition comes on top)"
     )
 
 
