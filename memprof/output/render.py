@@ -488,8 +488,7 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
     for chart in summary.charts:
         console.print()
         _print_prose(console, safe(chart.title), "italic")
-        for line in chart.lines_for(console.width):
-            _print_whole(console, safe(line))
+        _print_whole(console, *(safe(line) for line in chart.lines_for(console.width)))
         for note in chart.notes:
             _print_prose(console, safe(note), "dim")
     if checks:
@@ -508,23 +507,24 @@ def draw_table(console: Console, table: Table, table_box: box.Box = box.SIMPLE_H
         _print_prose(console, part.title, "italic")
         if part.table is not None:
             console.print(part.table)
-        for line in part.lines:
-            _print_whole(console, line)
+        _print_whole(console, *part.lines)
     for note in table.notes:
         _print_prose(console, note, "dim")
 
 
-def _print_whole(console: Console, line: str | Text, style: str = "") -> None:
-    """A preformatted line, never folded by rich (a longer one wraps in the terminal)."""
-    text = line if isinstance(line, Text) else Text(line, style=style)
-    console.print(text, no_wrap=True, overflow="ignore", crop=False)
+def _print_whole(console: Console, *lines: str | Text, style: str = "") -> None:
+    """Preformatted lines, never folded by rich (a longer one wraps in the terminal); all
+    in one print, as each costs rich the same whatever it holds."""
+    if not lines:
+        return
+    texts = [line if isinstance(line, Text) else Text(line, style=style) for line in lines]
+    console.print(Text("\n").join(texts), no_wrap=True, overflow="ignore", crop=False)
 
 
 def _print_prose(console: Console, text: str, style: str = "") -> None:
     """A paragraph wrapped between words at the console's width (as rich wraps it), except
     that a word wider than the console (a timestamp at 24 columns) stays whole on its line."""
-    for line in _wrapped(Text(text, style), console.width):
-        _print_whole(console, line)
+    _print_whole(console, *_wrapped(Text(text, style), console.width))
 
 
 _WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich's wrapping sees it
