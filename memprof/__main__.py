@@ -5,8 +5,13 @@ allocated, and a press ends the process at once with one line and exit 130; from
 a press raises KeyboardInterrupt (and is noted, memprof.interrupts), so the command frees
 what it holds and ends with one line and exit 130, even when the press landed inside numpy's
 import and came back as an ImportError. Once the command has ended, a late Ctrl-C is
-ignored: there is nothing left to stop. Before this module runs (interpreter start-up,
-site, runpy, memprof/__init__.py, which imports nothing), Ctrl-C is CPython's to report.
+ignored: there is nothing left to stop.
+
+The installed `memprof` command is scripts/memprof, not an installer-written script (which
+imports re and this package before any memprof code): its first instruction takes Ctrl-C
+the same way, so a press while memprof is still importing is one line and 130. Before that
+(the interpreter's own start-up and site, a few milliseconds; under `python -m`, runpy and
+memprof/__init__.py too), Ctrl-C is CPython's to report.
 """
 
 import _signal  # first: the C module, which imports nothing and cannot be interrupted

@@ -1,20 +1,116 @@
 """Where memprof keeps what it can make again: compiled kernels, this GPU's reference figures.
 
 $XDG_CACHE_HOME/memprof (~/.cache/memprof by default). Everything here may be deleted at any
-time; a file that cannot be read is made again.
+time. A cache is input like any file: it is read only where it is a regular file (opened
+without blocking, so a FIFO in its place never hangs a run and a link to /dev/zero is not
+read), no larger than its cap, and its values are checked by whoever reads them. A cache
+that fails any of that is ignored with one warning line and made again; it never ends a run.
+Without a home (HOME unset for a user with no passwd entry, as containers run `--user N`)
+there is no cache, said once. A relative XDG_CACHE_HOME is ignored, as the XDG rules say.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
+import stat
 import tempfile
 from pathlib import Path
+from typing import Any
+
+JSON_CACHE_BYTES = 1 << 20  # a figures cache holds a few GPUs' entries: a few KiB
+WARNING = "memprof: warning: "
+_warned: set[str] = set()
 
 
-def cache_directory() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "memprof"
+def cache_directory() -> Path | None:
+    """memprof's cache folder, or None where there is none (no home: warned once)."""
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(root):  # "relative paths are invalid and should be ignored" (XDG)
+        return Path(root) / "memprof"
+    home = _home()
+    if home is None:
+        warn_once(
+            "no home",
+            "no cache: HOME is not set and this user has no home directory, so kernels are "
+            "compiled and figures measured on every run (set HOME or XDG_CACHE_HOME)",
+        )
+        return None
+    return home / ".cache" / "memprof"
+
+
+def _home() -> Path | None:
+    try:
+        home = os.path.expanduser("~")  # HOME, else the passwd entry
+    except (KeyError, OSError, RuntimeError):
+        return None
+    return Path(home) if os.path.isabs(home) else None  # "~" itself: neither was there
+
+
+def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
+    """A cache file's bytes, or None: absent (silently), or unusable (one warning)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
+        return None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            warn_once(str(path), f"ignored the cache {path}: it is not a regular file")
+            return None
+        data = b""
+        if status.st_size <= limit_bytes:
+            data = _read_at_most(descriptor, limit_bytes + 1)
+        if status.st_size > limit_bytes or len(data) > limit_bytes:
+            warn_once(str(path), f"ignored the cache {path}: larger than {limit_bytes} bytes")
+            return None
+        return data
+    except OSError as error:
+        warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _read_at_most(descriptor: int, count: int) -> bytes:
+    chunks, left = [], count
+    while left > 0:
+        chunk = os.read(descriptor, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_json(path: Path, limit_bytes: int = JSON_CACHE_BYTES) -> Any:
+    """A JSON cache's value, or None (absent, or unusable: one warning). NaN, Infinity and a
+    number too large for a float (1e400) are refused; so is nesting too deep to read."""
+    data = read_bytes(path, limit_bytes)
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_refuse, parse_float=_finite)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        reason = "nested too deep" if isinstance(error, RecursionError) else f"not JSON: {error}"
+        warn_once(str(path), f"ignored the cache {path}: {reason}")
+        return None
+
+
+def _refuse(constant: str) -> float:
+    raise ValueError(f"{constant} is not a number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
 
 
 def store(path: Path, data: bytes) -> None:
@@ -31,3 +127,13 @@ def store(path: Path, data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+
+
+def warn_once(key: str, message: str) -> None:
+    """One line on stderr, once per process for each `key` (a cache file): the run goes on."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    from memprof.output.console import print_note
+
+    print_note(WARNING + message, style="yellow")

@@ -233,8 +233,8 @@ def report_options() -> list[inspect.Parameter]:
     return [
         argument("paths", list[Path], ..., "Result files written with --json."),
         *output_options(
-            "Save the one input again, validated, in this memprof's format.",
-            "Save every measurement of every input as CSV, one row each.",
+            "Save the one input again, validated, in this memprof's format (- is stdout).",
+            "Save every measurement of every input as CSV, one row each (- is stdout).",
             "Print nothing but errors: only check the files.",
         ),
     ]

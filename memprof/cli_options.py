@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from memprof.model import params as declared
+from memprof.model import schema
 
 if TYPE_CHECKING:
     from memprof.experiments.base import Experiment
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
 ALL_DEVICES = "all"
 
 
-def within(rule: declared.Range) -> Callable[[Any], Any]:
-    """An option callback refusing values outside the rule, in the rule's own words."""
+def within(rule: Any) -> Callable[[Any], Any]:
+    """An option callback refusing values outside the rule (a Range), in its own words."""
 
     def check(value: Any) -> Any:
-        if value is not None and not rule.allows(value):
-            raise typer.BadParameter(rule.refusal(value))
+        if value is not None and not schema.allows(rule, value):
+            raise typer.BadParameter(schema.refusal(rule, value))
         return value
 
     return check
@@ -58,8 +59,11 @@ def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-RUN_JSON = "Also save the Result (every sample) as JSON; `memprof report` renders it."
-RUN_CSV = "Also save every measurement as CSV: one row each, times in ms."
+RUN_JSON = (
+    "Also save the Result (every sample) as JSON; `memprof report` renders it. "
+    "- is stdout (the tables then go to stderr)."
+)
+RUN_CSV = "Also save every measurement as CSV: one row each, times in ms. - is stdout."
 RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
 NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
 
@@ -97,7 +101,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
         from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
         from memprof.model.results import Percent
 
-        check = within(declared.rules_of(Percent)[0])
+        check = within(declared.range_of(Percent))
         options.append(
             option("max_noise", float, DEFAULT_MAX_NOISE_PCT, callback=check, help=MAX_NOISE_HELP)
         )

@@ -14,10 +14,10 @@ Tests then edit them (slower, throttled, a degraded link, another process).
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from memprof.experiments import load
-from memprof.experiments.check import CheckExtra, CheckPairsExtra, CheckPairsParams, CheckParams
+from memprof.experiments.check import CheckPairsExtra, CheckPairsParams, CheckParams
 from memprof.model.results import Measurement, Result
 from tests.conftest import FIXTURES
 
@@ -25,7 +25,7 @@ MIB = 1 << 20
 
 
 def _as(measurement: Measurement, operation: str, gpus: tuple[int, ...] = ()) -> Measurement:
-    return dataclasses.replace(measurement, operation=operation, gpus=gpus)
+    return msgspec.structs.replace(measurement, operation=operation, gpus=gpus)
 
 
 def check_result() -> Result:
@@ -47,7 +47,6 @@ def check_result() -> Result:
             _as(on_gpu0("d2h_at_once"), "d2h_at_once"),
             d2d,
         ],
-        extra=CheckExtra(bytes_per_copy=256 * MIB, device_copy_bytes=d2d.bytes),
         timing=device.timing,  # one GPU's run: its host thread's placement
         created_at=device.created_at,
         host=device.host,
@@ -69,7 +68,6 @@ def pairs_result() -> Result:
         extra=CheckPairsExtra(
             devices=peer.extra.devices,
             peer_access=peer.extra.peer_access,
-            bytes_per_copy=peer.extra.bytes_per_array,
         ),
         timing=peer.timing,
         created_at=peer.created_at,
@@ -83,7 +81,7 @@ def slower(result: Result, operation: str, to_gb_per_s: float) -> Result:
         if m.operation == operation:
             moved = 2 * m.bytes if operation == "d2d" else m.bytes
             per_copy_ms = moved / (to_gb_per_s * 1e9) * 1e3
-            m.throughput_ms = [per_copy_ms] * max(1, len(m.throughput_ms))
+            m.throughput_ms = [per_copy_ms] * (len(m.throughput_ms) or result.parameters.repeat)
             m.samples_ms, m.events_ms = list(m.throughput_ms), []  # the copies as one batch
             m.batch = max(1, m.batch)
     return result

@@ -63,3 +63,39 @@ def render_text(result, width: int = 200) -> str:
     console = Console(width=width, record=True, color_system=None)
     render_result(result, summarize(result), console)
     return console.export_text()
+
+
+def replace(obj, **changes):
+    """A copy of a Result's part (a msgspec Struct) or of Params/Extra (dataclasses) with
+    some fields changed."""
+    import dataclasses
+
+    import msgspec
+
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.structs.replace(obj, **changes)
+    return dataclasses.replace(obj, **changes)
+
+
+def plain(obj):
+    """A Result's part, Params or Extra as plain JSON data (what a file holds)."""
+    import msgspec
+
+    return msgspec.to_builtins(obj)
+
+
+def array_bytes(result) -> int:
+    """The bytes of one array of a run on arrays of one size: 2^power elements (float64 where
+    its Params say so, float32 otherwise), computed here apart from memprof's own code."""
+    element = 8 if getattr(result.parameters, "dtype", "float32") == "float64" else 4
+    return element << result.parameters.power
+
+
+def failing_check(text: str) -> str:
+    """A result file's JSON with its first check failed, as a GPU result that did not match
+    numpy is saved (passed false, and the mismatch its detail)."""
+    import json
+
+    document = json.loads(text)
+    document["checks"][0].update(passed=False, detail="Arrays do not match! 1 of 8 elements")
+    return json.dumps(document, indent=1)

@@ -1,14 +1,17 @@
 """Run memprof's entry point and press Ctrl-C at a chosen point: deterministic interruptions.
 
-    python tests/interrupt_at.py POINT NUMPY_FIRST ARGS...
+    python tests/interrupt_at.py POINT NUMPY_FIRST [--script PATH] ARGS...
 
 POINT is `line:N` (the Nth line of Python run once memprof's handler is installed, loops
-included), `import:NAME` (as module NAME begins to import), `list-imports` (press nothing:
+included), `import:NAME` (as module NAME begins to import), `import-any:NAME` (the same,
+whoever handles Ctrl-C then: memprof or not yet), `list-imports` (press nothing:
 print the modules imported after memprof's handler is installed) or `count-lines` (press
 nothing: print how many lines ran). NUMPY_FIRST `numpy` makes the command import numpy as it
 starts (as every GPU command does inside run()), so a press can land inside numpy's import
-on a machine without a GPU. The press is a real SIGINT to this process, delivered by Python
-at the next instruction, as a terminal's Ctrl-C is. tests/interrupting.py runs this.
+on a machine without a GPU. `--script PATH` runs that file as the `memprof` command runs it
+(scripts/memprof, or an installer's script) instead of `python -m memprof`. The press is a
+real SIGINT to this process, delivered by Python at the next instruction, as a terminal's
+Ctrl-C is. tests/interrupting.py runs this.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ def press() -> None:
 class Imports(importlib.abc.MetaPathFinder):
     """Sees every import begin; imports numpy before memprof.cli where asked."""
 
-    def __init__(self, target: str | None, numpy_first: bool, listing: bool) -> None:
+    def __init__(self, target: str | None, numpy_first: bool, listing: bool, anyway: bool) -> None:
         self.target, self.numpy_first, self.listing = target, numpy_first, listing
+        self.anyway = anyway  # press even before memprof has a handler
 
     def find_spec(self, name: str, path: object, target: object = None) -> None:
         if self.listing and handler_installed():
             print(name, file=sys.stderr)
-        if name == self.target and handler_installed():
+        if name == self.target and (self.anyway or handler_installed()):
             self.target = None
             press()
         if name == "memprof.cli" and self.numpy_first:
@@ -69,20 +73,25 @@ def line_counter(stop_at: int | None):
 
 def main() -> None:
     point, numpy_first, *arguments = sys.argv[1:]
+    script = None
+    if arguments[:1] == ["--script"]:
+        script, arguments = arguments[1], arguments[2:]
     kind, _, value = point.partition(":")
-    sys.meta_path.insert(
-        0,
-        Imports(
-            value if kind == "import" else None, numpy_first == "numpy", kind == "list-imports"
-        ),
+    pressing = value if kind in ("import", "import-any") else None
+    imports = Imports(
+        pressing, numpy_first == "numpy", kind == "list-imports", kind == "import-any"
     )
+    sys.meta_path.insert(0, imports)
     count = None
     if kind in ("line", "count-lines"):
         tracer, count = line_counter(int(value) if kind == "line" else None)
         sys.settrace(tracer)
-    sys.argv = ["memprof", *arguments]
+    sys.argv = [script or "memprof", *arguments]
     try:
-        runpy.run_module("memprof", run_name="__main__", alter_sys=True)
+        if script:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_module("memprof", run_name="__main__", alter_sys=True)
     finally:
         if kind == "count-lines":
             sys.settrace(None)

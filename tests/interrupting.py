@@ -35,11 +35,14 @@ class Ending:
         return found
 
 
-def interrupt(arguments: list[str], delay_s: float, timeout_s: float = 120) -> Ending:
-    """Run `python -m memprof ARGS`, press Ctrl-C after delay_s (to the process group, as a
-    terminal does: compilers it started get it too), and wait for the end."""
+def interrupt(
+    arguments: list[str], delay_s: float, timeout_s: float = 120, program: str | None = None
+) -> Ending:
+    """Run `python -m memprof ARGS` (or `program ARGS`: the installed `memprof` command),
+    press Ctrl-C after delay_s (to the process group, as a terminal does: compilers it
+    started get it too), and wait for the end."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "memprof", *arguments],
+        [*([program] if program else [sys.executable, "-m", "memprof"]), *arguments],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -55,11 +58,15 @@ AT = str(Path(__file__).with_name("interrupt_at.py"))
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def interrupt_at(arguments: list[str], point: str, numpy_first: bool = False) -> Ending:
+def interrupt_at(
+    arguments: list[str], point: str, numpy_first: bool = False, script: Path | None = None
+) -> Ending:
     """Run memprof with Ctrl-C pressed at a point of its own code (tests/interrupt_at.py):
-    `line:N` or `import:MODULE`; the same point every time, whatever the machine's speed."""
+    `line:N`, `import:MODULE` or `import-any:MODULE`; the same point every time, whatever the
+    machine's speed. `script`: run that file as the `memprof` command, not `python -m`."""
+    chosen = ["--script", str(script)] if script else []
     completed = subprocess.run(
-        [sys.executable, AT, point, "numpy" if numpy_first else "-", *arguments],
+        [sys.executable, AT, point, "numpy" if numpy_first else "-", *chosen, *arguments],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": ROOT},

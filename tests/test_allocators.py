@@ -19,7 +19,7 @@ from memprof.core import bindings, memory
 from memprof.core.activity import ApiRecord
 from memprof.core.measure import same_call
 from memprof.errors import EnvironmentProblem, ExitCode, MemprofError, OutOfMemory
-from memprof.experiments import compare, pools, shape_of, summarize
+from memprof.experiments import compare, experiment_named, pools, shape_of, summarize
 from memprof.experiments.alloc import Alloc, AllocExtra, AllocParams
 from memprof.experiments.base import RunContext
 from memprof.experiments.common import stops_at
@@ -411,7 +411,7 @@ def test_the_loop_says_when_a_pool_helped_everywhere_or_nowhere():
 
 def test_compare_shows_an_allocators_row_where_a_run_measured_it():
     result = load_legacy("compare")  # recorded before the allocators
-    nbytes = result.extra.bytes_per_array
+    nbytes = 4 << result.parameters.power
     result.measurements += [  # SYNTHETIC: a pool's allocation and kernel read
         Measurement("api", "cuMemAllocAsync", "alloc", "pool", nbytes, [0.002], "host"),
         Measurement("gpu", "readSum", "kernel_read", "pool", nbytes, [0.02], "cupti"),
@@ -424,8 +424,8 @@ def test_compare_shows_an_allocators_row_where_a_run_measured_it():
 
 
 def test_every_allocator_measure_is_declared_optional_and_loads_back():
-    shape = shape_of("alloc")
+    declared = experiment_named("alloc").declared()
     for measure in pools.MEASURES:
-        assert measure.key in shape.allowed and measure.key not in shape.required
+        assert measure in declared and not measure.required
     fixture = json.loads(load_legacy("alloc").to_json())
     assert fixture["extra"]["allocators"] is None  # recorded before the allocators existed

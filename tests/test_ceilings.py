@@ -4,7 +4,6 @@ show it. Recorded fixtures, edited in the test where a run would record more tha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -26,7 +25,7 @@ from memprof.model.ceilings import (
 from memprof.model.device import pcie_bandwidth_gb_per_s
 from memprof.model.gpustate import GpuState, NvLink
 from memprof.model.results import Measurement, Result
-from tests.conftest import FIXTURES, load_legacy
+from tests.conftest import FIXTURES, load_legacy, replace
 from tests.test_gpu_state import healthy
 
 NVLINK4_MBPS = 26562  # what NVML reports per NVLink 4 link
@@ -102,7 +101,7 @@ def test_nvmls_link_during_the_run_wins_over_the_facts_read_at_its_start():
 
 def test_a_gpu_with_no_recorded_link_has_no_ceiling():
     result = load_legacy("pinned_p20")
-    result.device = dataclasses.replace(result.device, pcie_generation=None, pcie_width=None)
+    result.device = replace(result.device, pcie_generation=None, pcie_width=None)
     assert pcie_ceiling(result) is None
     assert cell(None, 50.0) == "-"
     # a state without link figures does not hide the facts

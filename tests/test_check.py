@@ -4,7 +4,6 @@ edited here to be slow, throttled, on a degraded link or beside another process.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from memprof.model.gpustate import NvLink, OtherProcess
 from memprof.model.results import Result
 from memprof.output.render import render_result
 from tests.check_results import check_result, pairs_result, slower
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, replace
 from tests.test_gpu_state import healthy
 
 WHATS = [
@@ -195,9 +194,9 @@ def test_without_a_reference_the_check_says_so(no_shipped_references):
 def test_a_reference_of_the_same_gpu_model_adds_its_figures(no_shipped_references):
     known_good = slower(watched(check_result()), "d2d", 4600.0)
     save(known_good, no_shipped_references / "h200.json")
-    other = dataclasses.replace(
+    other = replace(
         check_result(),
-        device=dataclasses.replace(check_result().device, name="NVIDIA H100 80GB HBM3"),
+        device=replace(check_result().device, name="NVIDIA H100 80GB HBM3"),
     )
     save(other, no_shipped_references / "h100.json")
     result = slower(watched(check_result()), "d2d", 4000.0)  # 83% of HBM: above the floor
@@ -212,7 +211,11 @@ def test_a_reference_of_the_same_gpu_model_adds_its_figures(no_shipped_reference
 
 def test_a_reference_at_another_size_is_not_compared(no_shipped_references):
     known_good = slower(watched(check_result()), "d2d", 4600.0)
-    known_good.extra = dataclasses.replace(known_good.extra, device_copy_bytes=1 << 30)
+    known_good.parameters = replace(known_good.parameters, device_power=28)
+    for m in known_good.measurements:  # the same copies' rate at 1 GiB
+        if m.operation == "d2d":
+            m.bytes = 1 << 30
+            m.throughput_ms = m.samples_ms = [t * 4 for t in m.throughput_ms]
     save(known_good, no_shipped_references / "h200.json")
     result = slower(watched(check_result()), "d2d", 4000.0)
     found = {line.what: line for line in lines(result, reference_for(result)[0])}
@@ -280,7 +283,7 @@ def test_a_slow_pair_fails_and_an_unknown_link_warns():
 
 def test_gpus_without_peer_access_warn():
     result = paired(pairs_result())
-    result.extra = dataclasses.replace(result.extra, peer_access=[[True, False], [False, True]])
+    result.extra = replace(result.extra, peer_access=[[True, False], [False, True]])
     assert pair_verdicts(result) == {
         "GPU 0 ↔ GPU 1 peer access": ("WARN", "no (cuDeviceCanAccessPeer)")
     }

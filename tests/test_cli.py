@@ -12,6 +12,7 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
 from memprof.model.params import Sizes
+from tests.conftest import failing_check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -135,7 +136,7 @@ def test_report_of_a_bad_file_is_one_line(tmp_path, content, message):
 
 def test_report_of_a_failed_verification_exits_1(tmp_path):
     text = (FIXTURES / "h200_pinned_p20.json").read_text()
-    broken = text.replace('"passed": true', '"passed": false', 1)
+    broken = failing_check(text)
     path = tmp_path / "failed.json"
     path.write_text(broken)
     result = invoke("report", str(path))
@@ -159,8 +160,9 @@ def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
     stats = recorded.find("h2d", "pinned", "gpu").stats
     assert float(h2d["median_ms"]) == pytest.approx(stats.median_ms)
     assert int(h2d["calls"]) == stats.count
-    assert float(h2d["gb_per_s_at_median"]) == pytest.approx(
-        int(h2d["bytes"]) / stats.median_ms / 1e6, rel=1e-5
+    batches = recorded.find("h2d", "pinned", "gpu").throughput_stats  # what GB/s means
+    assert float(h2d["gb_per_s"]) == pytest.approx(
+        int(h2d["bytes"]) / batches.median_ms / 1e6, rel=1e-9
     )
 
 

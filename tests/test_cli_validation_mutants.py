@@ -7,6 +7,7 @@ from memprof.cli_options import within
 from memprof.errors import InvalidArgument
 from memprof.experiments.sweep import SWEEP_KINDS
 from memprof.model.params import CommaList, Range
+from memprof.model.schema import allows, refusal
 
 
 def test_a_range_accepts_both_ends_and_refuses_beyond():
@@ -22,14 +23,14 @@ def test_a_range_accepts_both_ends_and_refuses_beyond():
 
 def test_an_open_range_refuses_its_low_end_and_nan():
     rule = Range(0, 10, low_open=True, unit="milliseconds")
-    assert [rule.allows(v) for v in (0, 1e-9, 10, 10.0001, float("nan"))] == [
+    assert [allows(rule, v) for v in (0, 1e-9, 10, 10.0001, float("nan"))] == [
         False,
         True,
         True,
         False,
         False,
     ]
-    assert rule.refusal(0) == "0 is outside the allowed range (0, 10] milliseconds"
+    assert refusal(rule, 0) == "0 is outside the allowed range (0, 10] milliseconds"
 
 
 def kinds(text: str) -> tuple[str, ...]:

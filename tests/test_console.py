@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.output.console import ASCII_LOOKALIKES
+from tests.conftest import failing_check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = [str(path) for path in sorted(FIXTURES.glob("*.json"))]
@@ -96,7 +97,7 @@ def test_a_reader_that_stops_early_is_not_a_failure(arguments):
 def test_a_closed_pipe_does_not_hide_a_failed_verification(tmp_path):
     broken = tmp_path / "failed.json"
     text = (FIXTURES / "h200_pinned_p20.json").read_text()
-    broken.write_text(text.replace('"passed": true', '"passed": false', 1))
+    broken.write_text(failing_check(text))
     process = subprocess.Popen(
         [sys.executable, "-m", "memprof", "report", str(broken), "--csv", str(tmp_path / "r.csv")],
         stdout=subprocess.PIPE,
@@ -108,3 +109,11 @@ def test_a_closed_pipe_does_not_hide_a_failed_verification(tmp_path):
     assert process.wait(timeout=60) == 1
     assert stderr.endswith("memprof: error: 1 of 2 results did not verify\n")
     assert (tmp_path / "r.csv").stat().st_size > 0  # and the run was still saved
+
+
+def test_an_error_line_shows_a_file_names_line_break_as_it_is_spelt(tmp_path):
+    missing = tmp_path / "two\nlines.json"
+    ran = CliRunner().invoke(app, ["report", str(missing)])
+    assert ran.exit_code == 2
+    assert ran.stderr.count("\n") == 1 and "two\\nlines.json" in ran.stderr, ran.stderr
+    assert "two lines.json" not in ran.stderr

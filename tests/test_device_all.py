@@ -179,7 +179,15 @@ def _copy(key: str, gb_per_s: float) -> Measurement:
     ms = NBYTES / gb_per_s / 1e6
     name = hostlink.DIRECTIONS[direction]
     return Measurement(
-        "gpu", name, operation, kind, NBYTES, [ms], throughput_ms=[ms], batch=4, gpus=(int(gpu),)
+        "gpu",
+        name,
+        operation,
+        kind,
+        NBYTES,
+        [ms] * 5,
+        throughput_ms=[ms] * 5,
+        batch=4,
+        gpus=(int(gpu),),  # five: the default --repeat of runs over several GPUs
     )
 
 
@@ -201,7 +209,7 @@ def hostlink_result(figures: dict[str, float]) -> Result:
         parameters=hostlink.HostlinkParams(),
         device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
-        extra=hostlink.HostlinkExtra(devices=_devices(2), bytes_per_copy=NBYTES),
+        extra=hostlink.HostlinkExtra(devices=_devices(2)),
     )
 
 
@@ -255,9 +263,7 @@ def portable_result(figures: dict[str, float]) -> Result:
         parameters=portable.PortableParams(),
         device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
-        extra=portable.PortableExtra(
-            _devices(2), owner=0, bytes_per_copy=NBYTES, unified_addressing=True
-        ),
+        extra=portable.PortableExtra(_devices(2), unified_addressing=True),
     )
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from memprof.model.results import Measurement, Result
 from memprof.output.diff import diff
+from tests.conftest import replace
 
 KIB, MIB = 1 << 10, 1 << 20
 # Median 1.0, mean 1.075, relative standard deviation 0.206: skewed, as real timings are. The
@@ -141,13 +142,12 @@ def test_measurements_of_different_gpus_are_rows_of_their_own():
 
 
 def test_each_gpus_measurement_is_compared_with_the_same_gpus_whatever_the_order():
-    import dataclasses
 
     from memprof.experiments import load
     from tests.conftest import FIXTURES
 
     peer = load(FIXTURES / "h200x2_peer.json")
-    reordered = dataclasses.replace(peer, measurements=peer.measurements[::-1])
+    reordered = replace(peer, measurements=peer.measurements[::-1])
     gpu_rows = [row for row in diff(peer, reordered).tables[0].rows if row[0].endswith("[gpu]")]
     assert len(gpu_rows) == sum(m.group == "gpu" for m in peer.measurements)
     assert {row[4] for row in gpu_rows} == {"1.000x"}

@@ -3,7 +3,6 @@ table. Recorded fixtures, edited here in tmp_path as a second machine or run wou
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from memprof.cli import app
 from memprof.experiments import load
 from memprof.model.gpustate import OtherProcess
 from memprof.output.diff import diff, differences
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, plain
 from tests.test_gpu_state import healthy
 
 PINNED = FIXTURES / "legacy_v2_pinned_p20.json"  # recorded before NVML
@@ -39,9 +38,20 @@ def edited(tmp_path: Path, name: str, edit) -> Path:
 
 def with_state(**changes):
     def edit(data):
-        data["gpu_states"] = [dataclasses.asdict(healthy(**changes))]
+        data["gpu_states"] = [plain(healthy(**changes))]
+        if "pcie_width" in changes:  # its copies as fast as such a link allows
+            on_a_slower_link(data)
 
     return edit
+
+
+def on_a_slower_link(data: dict) -> None:
+    """The copies a quarter as fast, as a narrower or older link carries them (faster than
+    their link, a file is refused)."""
+    for m in data["measurements"]:
+        if m["group"] == "gpu" and m["operation"] in ("h2d", "d2h"):
+            for field in ("samples_ms", "throughput_ms", "events_ms"):
+                m[field] = [4 * t for t in m.get(field, [])]
 
 
 def test_a_run_against_itself_is_comparable():
@@ -62,7 +72,7 @@ def test_a_run_against_itself_is_comparable():
             "driver: A 580.159.04 (CUDA 13.0), B 570.86.15 (CUDA 13.0).",
         ),
         (
-            lambda data: data["device"].update(pcie_generation=4),
+            lambda data: on_a_slower_link(data) or data["device"].update(pcie_generation=4),
             "PCIe link: A Gen5 x16, B Gen4 x16.",
         ),
         (

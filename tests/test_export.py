@@ -1,71 +1,178 @@
-"""CSV export: one row per measurement, every statistic derived from the samples."""
+"""CSV export: one row per measurement, every figure the tables show for it.
+
+The CSV is not computed apart from the tables: both read memprof.model.figures. The test at
+the end holds them together over every recorded fixture: each figure printed in a table row
+is found, at the printed precision, in the CSV row of a measurement that row shows.
+"""
+
+from __future__ import annotations
 
 import csv
+import io
 import math
+import re
+from pathlib import Path
 
 import pytest
 
+from memprof.experiments import load, summarize
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Measurement, Result
-from memprof.output.export import CSV_COLUMNS, csv_rows, write_csv
-from tests.conftest import load_fixture
+from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
+from tests.conftest import FIXTURES, load_fixture
+
+FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 
 
-def built_result() -> Result:
-    copy = Measurement(
-        group="gpu",
-        name="[CUDA memcpy HtoD]",
-        operation="h2d",
-        kind="pinned",
-        bytes=4_000_000,
-        samples_ms=[4.0, 1.0, 10.0, 2.0],  # mean 4.25, median 3
-    )
-    launch = Measurement(
-        group="api",
-        name="cuLaunchKernel",
-        operation="launch",
-        kind=None,
-        bytes=0,
-        samples_ms=[0.5],
-    )
-    return Result(command="pinned", parameters={}, device=None, measurements=[copy, launch])
+def rows_of(result: Result) -> list[dict]:
+    return csv_rows(result, summarize(result).figures)
 
 
-def test_csv_row_holds_every_statistic_in_its_own_column():
-    first, second = csv_rows(built_result())
-    assert first == {
-        "command": "pinned",
-        "device": "",
-        "group": "gpu",
-        "name": "[CUDA memcpy HtoD]",
-        "operation": "h2d",
-        "kind": "pinned",
-        "bytes": 4_000_000,
-        "calls": 4,
-        "total_ms": 17.0,
-        "min_ms": 1.0,
-        "median_ms": 3.0,
-        "mean_ms": 4.25,
-        "max_ms": 10.0,
-        "stdev_ms": pytest.approx(math.sqrt(((0.25**2) + 3.25**2 + 5.75**2 + 2.25**2) / 3)),
-        "gb_per_s_at_median": round(4_000_000 / 3e-3 / 1e9, 6),
-    }
-    assert (second["kind"], second["bytes"], second["gb_per_s_at_median"]) == ("", 0, "")
-    assert second["calls"] == 1
-
-
-def test_csv_rows_name_the_device():
+def test_a_row_holds_every_statistic_and_figure_in_its_own_column():
     result = load_fixture("pinned_p20")
-    rows = csv_rows(result)
-    assert len(rows) == len(result.measurements)
-    assert {row["device"] for row in rows} == {"NVIDIA H200"}
+    copy = next(
+        m for m in result.measurements if (m.group, m.operation, m.kind) == ("gpu", "h2d", "pinned")
+    )
+    row = rows_of(result)[result.measurements.index(copy)]
+    batches = sorted(copy.throughput_ms)
+    per_copy = batches[len(batches) // 2]  # three batches: the middle one
+    samples = sorted(copy.samples_ms)
+    middle = len(samples) // 2
+    assert row["median_ms"] == pytest.approx((samples[middle - 1] + samples[middle]) / 2)
+    assert (row["min_ms"], row["max_ms"], row["calls"]) == (samples[0], samples[-1], 20)
+    assert row["per_operation_ms"] == per_copy
+    assert row["gb_per_s"] == pytest.approx((4 << 20) / per_copy / 1e6)
+    assert row["gb_per_s_from"] == "back-to-back median"
+    link = 32 * 16 * 128 / 130 / 8  # Gen5 x16, GB/s per direction
+    assert row["ceiling_gb_per_s"] == pytest.approx(link)
+    assert row["ceiling_share"] == pytest.approx(row["gb_per_s"] / link)
+    assert row["limiter"] == "PCIe"
+    assert (row["gpu_index"], row["gpu_pci_bus_id"], row["gpu_name"]) == (
+        0,
+        result.device.pci_bus_id,
+        "NVIDIA H200",
+    )
+    assert (row["created_at"], row["host"], row["pid"]) == (
+        result.created_at,
+        result.host,
+        result.pid,
+    )
 
 
-def test_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):
+def test_a_row_of_what_moves_nothing_has_no_rate():
+    result = load_fixture("pinned_p20")
+    launch = next(m for m in result.measurements if m.operation == "launch")
+    row = rows_of(result)[result.measurements.index(launch)]
+    assert (row["bytes"], row["gb_per_s"], row["ceiling_share"], row["limiter"]) == (0, "", "", "")
+
+
+def test_peer_rows_name_their_source_and_destination_gpu_and_bus():
+    result = load(FIXTURES / "h200x2_peer.json")
+    rows = rows_of(result)
+    on = [row for row in rows if row["operation"] == "ce_on"]
+    assert {(row["source_gpu"], row["destination_gpu"]) for row in on} == {(0, 1), (1, 0)}
+    buses = {record.index: record.pci_bus_id for record in result.extra.devices}
+    assert {row["gpu_pci_bus_id"] for row in on} == set(buses.values())
+    for row in on:
+        assert row["gpu_pci_bus_id"] == buses[row["source_gpu"]]
+        assert row["limiter"] == "NVLink"
+
+
+def test_the_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):
+    results = [load_fixture("pinned_p20"), load_fixture("uva")]
     path = tmp_path / "out.csv"
-    write_csv([built_result(), built_result()], path)
+    write_csv(results, [summarize(result).figures for result in results], path)
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == list(CSV_COLUMNS)
-    assert len(rows) == 4
-    assert [row["name"] for row in rows[:2]] == ["[CUDA memcpy HtoD]", "cuLaunchKernel"]
-    assert (rows[0]["min_ms"], rows[0]["max_ms"], rows[0]["median_ms"]) == ("1.0", "10.0", "3.0")
+    assert len(rows) == sum(len(result.measurements) for result in results)
+    assert {row["command"] for row in rows} == {"pinned", "uva"}
+
+
+def test_a_measurement_without_figures_is_no_row():
+    """Rows come from figures: a measurement the summary did not read is still written."""
+    result = load_fixture("uva")
+    extra = Measurement("api", "cuLaunchKernel", "launch", None, 0, [0.5], "host")
+    result.measurements.append(extra)
+    assert len(rows_of(result)) == len(result.measurements)
+
+
+# -- every figure a table prints is in the CSV row of a measurement it shows -------------------
+
+# Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
+# sum or a difference over several (totals, per-GiB), a count or a label.
+DERIVED_HEADERS = re.compile(
+    r"vs |/ |x\b|ratio|Total|total|per GiB|Latency at smallest|Peak|90%|at$|Bytes counted"
+)
+TIME = re.compile(r"^\d+(\.\d+)?(ns|us|ms|s)$")
+NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?$")
+SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
+
+
+def printed_forms(row: dict) -> set[str]:
+    """Each figure of a CSV row as a table may print it."""
+    forms = {str(row["calls"]), f"{row['each_ms'] * 1e3:.2f}"}  # and per read in µs
+    for column in ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms"):
+        forms.add(format_ms(row[column]))
+    for column in ("bytes", "moved_bytes"):
+        if row[column] != "":
+            forms.add(format_bytes(row[column]))
+    if row["gb_per_s"] != "":
+        forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
+    if row["ceiling_share"] != "":
+        share = row["ceiling_share"]
+        forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
+    return forms
+
+
+def figure_cells(table) -> list[tuple[int, int, str]]:
+    """(row, column, cell) of every cell that prints one measurement's figure."""
+    found = []
+    for r, cells in enumerate(table.rows):
+        for c, cell in enumerate(cells):
+            if c == 0 or DERIVED_HEADERS.search(table.headers[c]):
+                continue
+            parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
+            for part in parts:
+                if TIME.match(part) or NUMBER.match(part) or SHARE.match(part):
+                    found.append((r, c, part))
+    return found
+
+
+CHECKED: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
+def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
+    result = load(path)
+    summary = summarize(result)
+    rows = {id(f.measurement): row for f, row in zip(summary.figures, rows_of(result), strict=True)}
+    checked = 0
+    for table in summary.tables:
+        if not any(table.sources):
+            continue  # a table of words (check's verdicts) or of the run's facts
+        for r, c, cell in figure_cells(table):
+            sources = table.sources[r]
+            if not sources:
+                continue
+            forms = set().union(*(printed_forms(rows[id(m)]) for m in sources))
+            assert cell in forms, (table.title, table.headers[c], table.rows[r][0], cell)
+            checked += 1
+    CHECKED[path.stem] = checked
+
+
+def test_the_csv_equals_the_tables_over_many_figures():
+    """Not vacuous: the test above read thousands of figures across the fixtures."""
+    for path in FIXTURE_PATHS:
+        if path.stem not in CHECKED:
+            test_every_printed_figure_is_in_the_csv_row_it_came_from(path)
+    assert sum(CHECKED.values()) > 1000
+    assert sum(1 for count in CHECKED.values() if count) >= 30
+
+
+def test_the_csv_reads_back_as_numbers():
+    result = load_fixture("sweep")
+    text = csv_text([result], [summarize(result).figures])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    gb = [float(row["gb_per_s"]) for row in rows if row["gb_per_s"]]
+    assert gb and all(math.isfinite(value) and value > 0 for value in gb)

@@ -7,7 +7,6 @@ another process would record them): the fixtures themselves predate the GPU stat
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -18,7 +17,7 @@ from memprof.experiments import load, shape_of, summarize
 from memprof.model.gpustate import GpuState, NvLink, OtherProcess, state_warnings
 from memprof.model.results import Result
 from memprof.output.render import render_result
-from tests.conftest import FIXTURES, load_fixture, load_legacy
+from tests.conftest import FIXTURES, load_fixture, load_legacy, plain, replace
 
 
 def healthy(index: int = 0, **changes) -> GpuState:
@@ -43,7 +42,7 @@ def healthy(index: int = 0, **changes) -> GpuState:
         mig_enabled=False,
         other_processes=[],
     )
-    return dataclasses.replace(state, **changes)
+    return replace(state, **changes)
 
 
 def rendered(result: Result, width: int = 80) -> str:
@@ -91,7 +90,7 @@ def test_every_fixture_with_gpu_states_loads_them():
 )
 def test_a_bad_gpu_state_is_refused_naming_the_field(tmp_path, field, value, where):
     data = json.loads(load_fixture("pinned_p20").to_json())
-    data["gpu_states"] = [dataclasses.asdict(healthy())]
+    data["gpu_states"] = [plain(healthy())]
     data["gpu_states"][0][field] = value
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(data))

@@ -7,6 +7,7 @@ The GPU version, across context creation, measuring and freeing, is gpu/test_int
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -68,6 +69,53 @@ def test_ctrl_c_at_each_import_inside_numpy_is_one_line_and_130():
     found = endings(command, [f"import:{name}" for name in chosen], numpy_first=True)
     assert problems(found) == []
     assert all(e.returncode == 130 for e in found)
+
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "memprof"
+# What pip writes for a [project.scripts] entry (distlib's template): re before memprof.
+INSTALLER_SCRIPT = """import re
+import sys
+from memprof.__main__ import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("first_import", ["memprof", "memprof.__main__", "memprof.interrupts"])
+def test_the_memprof_command_takes_ctrl_c_before_it_imports_anything(first_import):
+    """The installed `memprof` is scripts/memprof: a press as the package itself begins to
+    import (before any memprof module has run) is one line and 130, not a traceback."""
+    ending = interrupt_at(["report", FIXTURE], f"import-any:{first_import}", script=SCRIPT)
+    assert (ending.returncode, ending.stderr) == (130, "memprof: error: interrupted\n")
+
+
+def test_an_installers_script_would_let_such_a_press_print_a_traceback(tmp_path):
+    """Why memprof ships its own script: the one an installer writes imports re and the
+    package before memprof's handler, and the same press ends in a traceback."""
+    script = tmp_path / "memprof"
+    script.write_text(INSTALLER_SCRIPT)
+    ending = interrupt_at(["report", FIXTURE], "import-any:memprof", script=script)
+    assert "Traceback" in ending.stderr and "KeyboardInterrupt" in ending.stderr
+
+
+def test_the_wheel_installs_that_script_as_the_command():
+    import ast
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((SCRIPT.parent.parent / "pyproject.toml").read_text())
+    assert "scripts" not in project["project"]  # no installer-written `memprof`
+    shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-scripts"]
+    assert shared == {"scripts/memprof": "memprof"}
+    assert os.access(SCRIPT, os.X_OK)
+    body = ast.parse(SCRIPT.read_text()).body
+    statements = [ast.unparse(node).splitlines()[0] for node in body[1:]]  # after the docstring
+    assert statements[0] == "import _signal"  # the first statement
+    installed = statements.index("_signal.signal(_signal.SIGINT, _stop_at_once)")
+    imports = [
+        i for i, node in enumerate(body[1:]) if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert imports[0] == 0 and imports[1] > installed  # nothing else imported before it
 
 
 def test_a_press_that_came_back_as_another_error_is_still_one_line_and_130(monkeypatch, capsys):

@@ -11,9 +11,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memprof"
 
 # lowest first; a module may import its own layer and those below
 LAYERS = [
-    ("memprof.errors", "memprof.interrupts", "memprof.cache", "memprof.version"),
+    ("memprof.errors", "memprof.interrupts", "memprof.version"),
     ("memprof.model",),
-    ("memprof.core", "memprof.output"),
+    ("memprof.core", "memprof.output", "memprof.cache"),  # cache warns through output
     ("memprof.trace",),
     ("memprof.experiments",),
     ("memprof.api", "memprof.cli_options", "memprof.cli_commands"),

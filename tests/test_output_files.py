@@ -16,6 +16,7 @@ from memprof import cli
 from memprof.errors import ExitCode, InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.output import files
+from tests.conftest import failing_check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PINNED = FIXTURES / "h200_pinned_p20.json"
@@ -143,7 +144,7 @@ def test_report_json_of_several_inputs_is_refused(tmp_path):
 def test_report_quiet_prints_nothing_but_still_checks(tmp_path):
     assert invoke("report", PINNED, "-q").output == ""
     broken = tmp_path / "failed.json"
-    broken.write_text(PINNED.read_text().replace('"passed": true', '"passed": false', 1))
+    broken.write_text(failing_check(PINNED.read_text()))
     result = invoke("report", broken, "--quiet")
     assert result.exit_code == ExitCode.CHECK_FAILED
     assert result.output == "memprof: error: 1 of 2 results did not verify\n"
@@ -246,5 +247,5 @@ def test_devices_and_pipes_are_written_in_place(tmp_path):
 
 def test_check_distinct_names_the_clash():
     with pytest.raises(InvalidArgument, match=r"--json a.json would overwrite the input a.json"):
-        files.check_distinct({"--json": Path("a.json")}, [Path("a.json")])
-    files.check_distinct({"--json": Path("a.json"), "--csv": None}, [Path("b.json")])
+        files.check_distinct({"--json": files.Destination("a.json")}, [Path("a.json")])
+    files.check_distinct({"--json": files.Destination("a.json"), "--csv": None}, [Path("b.json")])

@@ -165,7 +165,8 @@ def test_a_name_ending_in_a_slash_is_refused_before_any_gpu_work(tmp_path, monke
 
 
 def test_destination_keeps_ordinary_names():
-    assert files.destination("runs/a.json", "--json") == Path("runs/a.json")
+    assert files.destination("runs/a.json", "--json") == files.Destination("runs/a.json")
+    assert files.destination("runs/a.json", "--json").path == Path("runs/a.json")
     with pytest.raises(InvalidArgument, match="ends in /"):
         files.destination("runs/", "--csv")
     with pytest.raises(InvalidArgument, match="empty"):

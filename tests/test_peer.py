@@ -32,7 +32,7 @@ def test_device_choice_is_an_index_or_all():
 
 
 def test_a_version_2_peer_key_loads_as_its_method_and_gpus():
-    from memprof.model.results import _gpus_apart
+    from memprof.model.upgrade import _gpus_apart
 
     upgraded = _gpus_apart({"operation": "latency 12->3", "kind": "peer"})
     assert (upgraded["operation"], upgraded["gpus"]) == ("latency", [12, 3])
@@ -97,8 +97,6 @@ def _result(measurements: list[Measurement]) -> Result:
         extra=peer.PeerExtra(
             devices=[DeviceRecord(0, "A", "x"), DeviceRecord(1, "B", "y")],
             peer_access=[[True, True], [True, True]],
-            bytes_per_array=4 << 20,
-            latency_steps=1000,
             skipped=[],
         ),
     )

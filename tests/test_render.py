@@ -10,6 +10,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import pinned, summarize, zerocopy
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
 from memprof.output.render import PROFILE_COLUMNS, render_result
+from tests.conftest import array_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -50,7 +51,7 @@ def test_pinned_profile_is_laid_out_like_nvprof():
 
 def test_pinned_transfer_table_comes_from_the_samples():
     result = load_result(FIXTURES / "h200_pinned_p20.json")
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     transfers = pinned.summarize(result).tables[0]
     assert len(transfers.rows) == 6  # pageable, pinned, then the staging rows
     for kind, direction, label in [

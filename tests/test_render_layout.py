@@ -376,10 +376,11 @@ def test_headline_names_the_gpu_and_parameters_when_there_are_some():
         + ", ".join(f"{k}={v}" for k, v in asdict(result.parameters).items())
         + f" [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     )
+    summary = summarize(result)
     result.device = None
     result.parameters = InfoParams()  # a command without parameters
     console = Console(width=300, file=io.StringIO(), color_system=None)
-    render_result(result, summarize(result), console)
+    render_result(result, summary, console)
     assert console.file.getvalue().splitlines()[0] == (
         f"memprof pinned [{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     )

@@ -68,7 +68,7 @@ def test_writecombined_table_compares_both_kinds_per_operation():
     result = load("writecombined")
     summary = writecombined.summarize(result)
     table = summary.tables[0]
-    assert [row[0] for row in table.rows] == [label for _, _, label in writecombined.ROWS]
+    assert [row[0] for row in table.rows] == [label for _, label in writecombined.ROWS]
     read_ratio = (
         result.find("host_read", "writecombined", "host").stats.median_ms
         / result.find("host_read", "mapped", "host").stats.median_ms

@@ -10,7 +10,7 @@ from memprof.experiments import hostlink, portable
 from memprof.experiments import load as load_result
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
 from memprof.model.results import Result
-from tests.conftest import render_text
+from tests.conftest import array_bytes, render_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -84,7 +84,7 @@ def test_pinned_on_device_1_names_it_and_separates_one_copy_from_throughput():
     result = recorded("pinned_p20_device1")
     text = render_text(result, width=80)
     assert "(device 1)" in text.splitlines()[0]
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     copy = result.find("h2d", "pinned", "gpu")
     one_copy = format_ms(copy.stats.median_ms)
     throughput = format_gb_per_s(bandwidth_gb_per_s(nbytes, copy.throughput_stats.median_ms))

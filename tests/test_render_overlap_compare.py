@@ -3,7 +3,7 @@
 from memprof.experiments import compare, device, streams, sweep
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s
 from memprof.model.results import Result
-from tests.conftest import load_fixture, load_legacy, render_text
+from tests.conftest import array_bytes, load_fixture, load_legacy, render_text
 
 
 def load(name: str) -> Result:
@@ -113,7 +113,7 @@ def test_sweep_crossovers_need_a_clear_lead():
 
 def test_recommendations_prefer_the_safer_option_within_noise():
     figures = compare._figures(load("compare"))
-    nbytes = load("compare").extra.bytes_per_array
+    nbytes = array_bytes(load("compare"))
 
     def results_line(writecombined_read_gbs: float) -> str:
         changed = dict(figures)

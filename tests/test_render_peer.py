@@ -8,7 +8,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import peer
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s
 from memprof.model.results import Result
-from tests.conftest import render_text
+from tests.conftest import array_bytes, render_text
 
 
 def recorded() -> Result:
@@ -17,7 +17,7 @@ def recorded() -> Result:
 
 def test_the_copy_engine_matrix_is_throughput_of_each_ordered_pair():
     result = recorded()
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     figures = peer.figures(result, "ce_on")
     for (source, destination), gb_per_s in figures.items():
         [measurement] = [
@@ -34,7 +34,7 @@ def test_the_copy_engine_matrix_is_throughput_of_each_ordered_pair():
 def test_peer_renders_whole_at_every_width(width):
     result = recorded()
     text = render_text(result, width=width)
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     one_way = peer.figures(result, "ce_on")[0, 1]
     assert format_gb_per_s(one_way) in text
     assert text.count("Check result success!") >= 6
@@ -46,7 +46,7 @@ def test_latency_is_kernel_time_over_the_chain_of_loads():
     result = recorded()
     latencies = peer.latencies_us(result)
     assert latencies[1, 0] > latencies[0, 0]  # the peer's memory is further away
-    steps = result.extra.latency_steps
+    steps = result.parameters.latency_steps
     [measurement] = [
         m for m in result.measurements if m.operation == "latency" and m.gpus == (0, 1)
     ]

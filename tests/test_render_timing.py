@@ -1,11 +1,9 @@
 """What the profile says about its own figures, from Results recorded on the H200 with CUPTI
 and with --timing events, and nvprof's Unified Memory section from a managed run."""
 
-import dataclasses
-
 from memprof.output.profile import profile_rows
 from memprof.output.render import timing_note, unified_memory_lines
-from tests.conftest import load_fixture, render_text
+from tests.conftest import load_fixture, render_text, replace
 
 
 def test_cupti_runs_say_the_gpu_activities_are_cuptis_records():
@@ -53,9 +51,7 @@ def test_managed_runs_print_nvprofs_unified_memory_section():
 def test_a_refused_counter_is_one_line_with_cuptis_reason():
     result = load_fixture("managed")
     reason = "CUPTI refused unified-memory counters: ERROR_NOT_READY (13)"
-    result.timing = dataclasses.replace(
-        result.timing, unified_memory=None, unified_memory_note=reason
-    )
+    result.timing = replace(result.timing, unified_memory=None, unified_memory_note=reason)
     assert unified_memory_lines(result) == [reason]
 
 

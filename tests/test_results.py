@@ -71,12 +71,20 @@ def version_2_operation(measurement: dict, command: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["compare", "streams"])
-def test_version_1_bytes_is_read_as_bytes_per_array(name):
+def test_version_1_bytes_is_checked_against_the_power_and_dropped(name, tmp_path):
+    """Version 1 wrote an array's bytes into extra (as `bytes`); today they follow from
+    parameters.power: a file whose bytes agree loads without them, one that contradicts
+    its power is refused naming the field."""
     recorded = json.loads((FIXTURES / f"legacy_v1_{name}.json").read_text())
     assert recorded["schema_version"] == 1
     result = load_result(FIXTURES / f"legacy_v1_{name}.json")
-    assert result.extra.bytes_per_array == recorded["extra"]["bytes"]
-    assert not hasattr(result.extra, "bytes")
+    assert recorded["extra"]["bytes"] == 4 << result.parameters.power
+    assert not hasattr(result.extra, "bytes") and not hasattr(result.extra, "bytes_per_array")
+    recorded["extra"]["bytes"] *= 2
+    path = tmp_path / "contradicting.json"
+    path.write_text(json.dumps(recorded))
+    with pytest.raises(InvalidArgument, match=r"extra.bytes_per_array is .*, but the parameters"):
+        load_result(path)
 
 
 def test_parameters_come_back_as_the_params_types():
@@ -99,18 +107,18 @@ def test_every_experiment_declares_its_params_and_extra():
 
 
 def test_numpy_scalars_are_saved_as_plain_values(tmp_path):
-    """Experiments compute extra with numpy: a bool from a comparison, an int64 size."""
+    """Experiments compute with numpy: a bool from a comparison, an int64 size."""
     result = load_result(FIXTURES / "h200_managed.json")
-    result.extra = replace(
-        result.extra, concurrent_managed_access=np.bool_(True), bytes_per_array=np.int64(16777216)
-    )
+    result.extra = replace(result.extra, skipped=[np.str_("prefetch: not here")])
+    result.checks[0].passed = np.bool_(True)
+    result.checks[0].elements = np.int64(result.checks[0].elements)
     result.measurements[0].samples_ms[0] = np.float64(0.25)
     path = tmp_path / "numpy.json"
     result.save(path)
     again = load_result(path)
-    assert again.extra.concurrent_managed_access is True
-    assert type(again.extra.bytes_per_array) is int
-    assert again.extra.bytes_per_array == 16777216
+    assert again.checks[0].passed is True
+    assert type(again.checks[0].elements) is int
+    assert again.extra.skipped == ["prefetch: not here"]
     assert again.measurements[0].samples_ms[0] == 0.25
 
 
@@ -190,7 +198,7 @@ def _duplicate_pinned_d2h(data: dict) -> None:
 BAD_PINNED = {
     "NaN sample": (
         _set_sample(math.nan),
-        "measurements[3].samples_ms[1] is NaN: expected a finite",
+        "measurements[3].samples_ms[1] is NaN: expected a number 0 to",
     ),
     "Infinity sample": (_set_sample(math.inf), "measurements[3].samples_ms[1] is Infinity"),
     "negative sample": (_set_sample(-0.5), "measurements[3].samples_ms[1] is -0.5: expected"),
@@ -227,18 +235,24 @@ BAD_PINNED = {
     "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
     "parameter as null": (_set(("parameters", "warmup"), None), "parameters.warmup is null"),
     "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
-    "command as a list": (_set(("command",), ["pinned"]), "command is a list: expected a string"),
+    "command as a list": (
+        _set(("command",), ["pinned"]),
+        "command is a list of 1 item: expected a string",
+    ),
     "unknown command": (_set(("command",), "pinnned"), "command is the string 'pinnned'"),
     "command missing": (_remove(("command",)), "command is missing"),
     "extra bytes as a string": (
         _set(("extra", "bytes_per_array"), "4 MiB"),
         "extra.bytes_per_array is the string '4 MiB'",
     ),
-    "extra field missing": (_remove(("extra", "elements")), "extra.elements is missing"),
+    "extra field contradicting": (
+        _set(("extra", "elements"), 1 << 19),
+        "extra.elements is 524288, but the parameters and measurements make 1048576",
+    ),
     "extra old name": (_set(("extra", "bytes"), 4), "extra.bytes is not a known field"),
     "compute capability of 3": (
         _set(("device", "compute_capability"), [9, 0, 1]),
-        "device.compute_capability has 3 items: expected a list of 2 items",
+        "device.compute_capability is a list of 3 items: expected a list of 2 items",
     ),
     "memory as a string": (
         _set(("device", "memory_total_bytes"), "140 GB"),
@@ -313,7 +327,7 @@ BAD_BYTES = {
         "is not a memprof result: invalid JSON",
     ),
     "empty": (b"", "is not a memprof result: it is empty"),
-    "a list": (b"[1, 2]", "is not a memprof result: the JSON is a list, not an object"),
+    "a list": (b"[1, 2]", "is not a memprof result: the JSON is a list of 2 items, not an object"),
     "a string": (b'"pinned"', "the JSON is the string 'pinned', not an object"),
     "no schema version": (b'{"command": "pinned"}', "is not a memprof result: no schema_version"),
     "nested too deeply": (b"[" * 100_000, "JSON nested too deeply"),

@@ -330,7 +330,9 @@ def test_a_damaged_cache_or_a_failed_measurement_says_why(tmp_path):
     cache = tmp_path / "small_copies.json"
     cache.write_text(json.dumps({"GPU | driver 1": {"copies": 1, "costs": [{"bytes": "many"}]}}))
     damaged = collect.small_copy_figures(0, "GPU", "1", "cache", lambda index: {}, cache)
-    assert damaged.costs == [] and damaged.how.startswith(f"not usable: {cache} holds")
+    # the damaged entry is not used but measured again (tests/test_caches.py), here to nothing
+    assert damaged.costs == []
+    assert damaged.how.startswith("not usable: memprof smallcopies measured figures")
 
     def fail(device_index: int) -> dict:
         raise RuntimeError("memprof: error: PyCUDA is not installed")

@@ -12,7 +12,6 @@ flush. The tests compare what the core reports with what this GPU really did.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -36,7 +35,7 @@ from memprof.errors import InvalidArgument, MemprofError
 from memprof.experiments import load, summarize
 from memprof.experiments import streams as streams_module
 from memprof.output.render import render_result
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, replace
 
 HOST_CALL_MS = 0.05  # what one driver call costs Python
 GATE_TIMEOUT_MS = gate_module.GATE_TIMEOUT_NS / 1e6
@@ -597,9 +596,9 @@ def test_text_timeline_is_the_width_it_is_given():
 def with_source(source: str, timing_source: str | None = "cupti"):
     """The recorded fixture as if its timelines had come from `source` (notes only)."""
     result = load(FIXTURES / "legacy_v2_streams.json")
-    timing = result.timing and dataclasses.replace(result.timing, source=timing_source)
-    extra = dataclasses.replace(result.extra, timeline_source=source)
-    return dataclasses.replace(result, extra=extra, timing=timing)
+    timing = result.timing and replace(result.timing, source=timing_source)
+    extra = replace(result.extra, timeline_source=source)
+    return replace(result, extra=extra, timing=timing)
 
 
 def test_the_notes_say_where_the_rows_and_timelines_came_from():

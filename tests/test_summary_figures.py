@@ -24,7 +24,7 @@ from memprof.model.formatting import (
 )
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Table
-from tests.conftest import load_fixture
+from tests.conftest import array_bytes, load_fixture
 
 FLOAT32 = 4
 TO_DEVICE, TO_HOST = "host → device", "device → host"
@@ -148,7 +148,7 @@ def test_pinned_transfers_and_allocations(name):
     result = _load(name)
     summary = summarize(result)
     transfers, costs = summary.tables
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     assert transfers.title == f"Transfers of {format_bytes(nbytes)}"
     assert transfers.headers[2:] == [
         "One copy",
@@ -228,17 +228,18 @@ def test_pinned_break_even_and_its_cases():
         ("pageable", "d2h"): 3.0,
         ("pinned", "d2h"): 1.5,
     }
-    line = _conclusion(median_ms, {"pinned": 10.0, "pageable": 1.0}, 1 << 20)
+    h2d = {"pinned": 1.05, "pageable": 0.524}  # 1 MiB in 1 ms and 2 ms
+    line = _conclusion(median_ms, {"pinned": 10.0, "pageable": 1.0}, 1 << 20, h2d)
     assert "host → device 2.00x faster than pageable (1.05 vs 0.524 GB/s)" in line
     assert "device → host 2.00x faster" in line
     assert "pays off from 4 round trips" in line  # (10 - 1) / (1 + 1.5) = 3.6
-    exact = _conclusion(median_ms, {"pinned": 3.5, "pageable": 1.0}, 1 << 20)
+    exact = _conclusion(median_ms, {"pinned": 3.5, "pageable": 1.0}, 1 << 20, h2d)
     assert "pays off from 1 round trip (HtoD" in exact  # 2.5 / 2.5: exactly one
-    cheap = _conclusion(median_ms, {"pinned": 1.0, "pageable": 1.0}, 1 << 20)
+    cheap = _conclusion(median_ms, {"pinned": 1.0, "pageable": 1.0}, 1 << 20, h2d)
     assert cheap.endswith("pin every buffer you transfer.")
     slower = dict(median_ms)
     slower["pinned", "h2d"] = slower["pinned", "d2h"] = 4.0
-    line = _conclusion(slower, {"pinned": 10.0, "pageable": 1.0}, 1 << 20)
+    line = _conclusion(slower, {"pinned": 10.0, "pageable": 1.0}, 1 << 20, h2d)
     assert "host → device 0.50x slower" in line and "device → host 0.75x slower" in line
     assert line.endswith("it is not worth its allocation cost.")
 
@@ -338,7 +339,7 @@ def test_uva_kernels_and_addresses():
     result = load_fixture("uva")
     summary = summarize(result)
     pointers, kernels = summary.tables
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     from memprof.experiments.uva import PATHS
 
     assert kernels.headers[-1] == "Of ceiling"
@@ -377,7 +378,7 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
 
     result = load_fixture("writecombined")
     summary = summarize(result)
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     table = titled(
         summary, f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer"
     )
@@ -385,7 +386,8 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
     assert against.headers == ["Operation", "Cached", "Write-combined"]
     link = pcie_link(result)
     speedup = {}
-    for operation, group, label in ROWS:
+    for measure, label in ROWS:
+        operation, group = measure.operation, measure.group
         moved = 2 * nbytes if operation == "kernel" else nbytes
         cached = median(the(result, group, operation, "mapped").samples_ms)
         combined = median(the(result, group, operation, "writecombined").samples_ms)
@@ -402,8 +404,8 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
                 share(gb_per_s(moved, cached), link, "PCIe"),
                 share(gb_per_s(moved, combined), link, "PCIe"),
             ]
-    assert [r[0] for r in against.rows] == [label for _, group, label in ROWS if group == "gpu"]
-    assert {operation for operation, _, _ in ROWS} >= {"h2d", "host_write", "host_read", "kernel"}
+    assert [r[0] for r in against.rows] == [label for m, label in ROWS if m.group == "gpu"]
+    assert {m.operation for m, _ in ROWS} >= {"h2d", "host_write", "host_read", "kernel"}
     assert said(summary, f"copies to the device ran at {speedup['h2d']:.2f}x")
     assert said(summary, f"host writes at {speedup['host_write']:.2f}x the cached speed")
     slowdown = 1 / speedup["host_read"]
@@ -415,7 +417,7 @@ def test_writecombined_rows_and_which_way_the_ratio_goes():
 def test_register_costs_transfers_and_pay_back():
     result = load_fixture("register")
     summary = summarize(result)
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     costs = titled(summary, f"Pinning an existing array of {format_bytes(nbytes)} in place")
     transfers = titled(summary, "Transfers")
     against = titled(summary, "Transfers against their ceiling")
@@ -480,7 +482,7 @@ def test_managed_steps_count_what_each_had_to_move():
     result = load_fixture("managed")
     summary = summarize(result)
     [table] = summary.tables
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
 
     def cells(label: str, group: str, operation: str, kind: str, moved: int | None):
         time = median(the(result, group, operation, kind).samples_ms)
@@ -492,31 +494,31 @@ def test_managed_steps_count_what_each_had_to_move():
         ]
         return time
 
-    on_demand = cells("(a) on demand: first launch", "gpu", "kernel_first", "managed", 3 * nbytes)
-    resident = cells("(a) on demand: next launch", "gpu", "kernel", "managed", None)
-    cells("(a) on demand: (e) host reads res", "host", "host_read", "managed", nbytes)
+    on_demand = cells("on demand: first launch", "gpu", "kernel_first", "managed", 3 * nbytes)
+    resident = cells("on demand: next launch", "gpu", "kernel", "managed", None)
+    cells("on demand: host reads res", "host", "host_read", "managed", nbytes)
     prefetch = cells(
-        "(d) after cuMemPrefetchAsync: prefetch a, b, res",
+        "after cuMemPrefetchAsync: prefetch a, b, res",
         "gpu",
         "prefetch",
         "managed+prefetch",
         3 * nbytes,
     )
     after = cells(
-        "(d) after cuMemPrefetchAsync: first launch",
+        "after cuMemPrefetchAsync: first launch",
         "gpu",
         "kernel_first",
         "managed+prefetch",
         None,
     )
     cells("host reads resident host memory (reference)", "host", "host_read", "pageable", nbytes)
-    cells("(c) device memory: kernel alone", "gpu", "kernel", "device", None)
+    cells("device memory: kernel alone", "gpu", "kernel", "device", None)
     explicit = cells(
-        "(c) device memory: 2 HtoD + kernel + DtoH", "span", "end_to_end", "device", 3 * nbytes
+        "device memory: 2 HtoD + kernel + DtoH", "span", "end_to_end", "device", 3 * nbytes
     )
     for advice in result.parameters.advice:
         cells(
-            f"(f) cuMemAdvise {advice}: first launch",
+            f"cuMemAdvise {advice}: first launch",
             "gpu",
             "kernel_first",
             f"managed+{advice}",
@@ -542,12 +544,12 @@ def test_device_bandwidth_counts_every_array_once_and_uses_the_best_time():
     [table] = summary.tables
     peak = result.device.theoretical_memory_bandwidth_gb_per_s
     d2d, memset = the(result, "gpu", "d2d", "device"), the(result, "gpu", "memset", "device")
-    assert d2d.bytes == memset.bytes == result.extra.bytes_per_array
+    assert d2d.bytes == memset.bytes == array_bytes(result)
     counted = {"cuMemcpyDtoD": 2 * d2d.bytes, "cuMemset": memset.bytes}
     arrays = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2}
     for name, count in arrays.items():
         kernel = next(m for m in result.measurements if m.name.startswith(f"stream_{name}_"))
-        assert kernel.bytes == count * result.extra.bytes_per_array
+        assert kernel.bytes == count * array_bytes(result)
         counted[name] = kernel.bytes
     best = {}
     for cells in table.rows:
@@ -612,7 +614,7 @@ def test_hostlink_alone_at_once_and_their_ratio():
     result = _load("x2_hostlink")
     summary = summarize(result)
     [table] = summary.tables
-    nbytes = result.extra.bytes_per_copy
+    nbytes = array_bytes(result)
     devices = [d.index for d in result.extra.devices]
     for operation, label in (("h2d", TO_DEVICE), ("d2h", TO_HOST)):
         alone, together = {}, {}
@@ -685,8 +687,8 @@ def test_portable_cells_and_the_foreign_contexts_share():
     result = _load("x2_portable")
     summary = summarize(result)
     [table] = summary.tables
-    owner = result.extra.owner
-    nbytes = result.extra.bytes_per_copy
+    owner = result.extra.devices[0].index
+    nbytes = array_bytes(result)
     figures = {}
     for kind in ("portable", "pinned"):
         for device in result.extra.devices:
@@ -788,7 +790,7 @@ def test_peer_matrices_read_from_rows_to_columns():
         tables[f"{METHODS['ce_bidir']}, GB/s"].notes
     )
     latency_table = next(t for t in summary.tables if t.title.startswith("Latency"))
-    steps = result.extra.latency_steps
+    steps = result.parameters.latency_steps
     latency = {}
     for m in result.measurements:
         if m.operation == "latency":
@@ -811,7 +813,8 @@ def test_sweep_tables_and_each_kinds_shape():
     result = load_fixture("sweep")
     summary = summarize(result)
     directions = {"h2d": TO_DEVICE, "d2h": TO_HOST}
-    kinds = result.extra.kinds
+    measured = {m.kind for m in result.measurements if m.group == "gpu"}
+    kinds = [kind for kind in result.parameters.kinds if kind in measured]
     assert "pageable" in kinds
     points, host_side = {}, {}
     for operation in result.parameters.directions:
@@ -887,7 +890,7 @@ def test_compare_cells_best_marks_and_recommendations():
 
     result = load_fixture("compare")
     summary = summarize(result)
-    nbytes = result.extra.bytes_per_array
+    nbytes = array_bytes(result)
     power = result.parameters.power
     table = titled(
         summary, f"Every memory kind, {format_bytes(nbytes)} per buffer (2^{power} floats)"

@@ -14,6 +14,7 @@ from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
+from memprof.experiments import summarize
 from memprof.experiments import trace as trace_summary
 from memprof.model.formatting import format_ms
 from memprof.output.export import csv_rows
@@ -298,7 +299,7 @@ def test_trace_results_survive_json_and_csv():
     result = recorded_trace()
     loaded = parse_result(result.to_json())
     assert trace_summary.summarize(loaded) == trace_summary.summarize(result)
-    rows = csv_rows(loaded)
+    rows = csv_rows(loaded, summarize(loaded).figures)
     assert {row["name"] for row in rows} >= {"[CUDA memcpy HtoD] pageable -> device"}
     assert sum(row["calls"] for row in rows if row["group"] == "gpu") == 12
 

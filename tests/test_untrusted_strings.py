@@ -38,8 +38,8 @@ HOSTILE = (
     "\r\t\x00\x08\x7f"  # carriage return, tab, NUL, backspace, DEL
     "\x9b31m\x85"  # C1: a one-character CSI, NEL
     "\u202eevil\u2066\u200b\u2028"  # bidi override and isolate, zero width, line separator
-    "\ud800"  # a lone surrogate: no encoding can write it
 )
+LONE_SURROGATE = "\ud800"  # no character at all: the loader refuses it (a test below)
 # What the hostile text must look like once printed: control characters as escapes.
 SHOWN = [
     "\\x1b[2J",
@@ -147,6 +147,17 @@ def assert_harmless(text: str, colour: bool = False) -> None:
     assert bad is None, repr(shown[max(0, bad.start() - 40) : bad.start() + 40])
     if not colour:
         assert SGR.search(text) is None
+
+
+def test_a_lone_surrogate_is_refused_where_it_is(tmp_path):
+    """JSON may escape half of a UTF-16 pair alone; that is no character, and no encoding can
+    write it: the file is refused with the place, never decoded into a string."""
+    document = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())
+    document["host"] += LONE_SURROGATE
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(MemprofError, match=r"line 1 column \d+ \(a lone UTF-16 surrogate"):
+        load(path)
 
 
 def test_the_hostile_files_reach_every_kind_of_string(folder):
@@ -257,7 +268,7 @@ def test_error_lines_show_a_hostile_value_or_file_name_literally(tmp_path):
 
 def test_literal_escapes_exactly_what_a_terminal_would_obey():
     assert literal("cuMemcpyHtoD_v2 → 4 MiB, µs ×2  ") == "cuMemcpyHtoD_v2 → 4 MiB, µs ×2  "
-    assert literal("a\x1b[2Jb\x07\n\t") == "a\\x1b[2Jb\\x07\\x0a\\x09"
+    assert literal("a\x1b[2Jb\x07\n\t\r") == "a\\x1b[2Jb\\x07\\n\\t\\r"
     assert literal("\x9b\x7f\u202e\u2028\ud800\U000e0001") == (
         "\\x9b\\x7f\\u202e\\u2028\\ud800\\U000e0001"
     )

@@ -1,5 +1,6 @@
 """The wheel carries kernels/*.cu and memprof finds them once installed (no checkout around)."""
 
+import os
 import subprocess
 import sys
 import venv
@@ -44,6 +45,17 @@ def test_wheel_contains_the_kernel_sources(wheel):
     assert "memprof/cli.py" in names
 
 
+def test_wheel_installs_memprofs_own_command_script(wheel):
+    """The `memprof` command is scripts/memprof (Ctrl-C from its first instruction), made
+    executable, and no installer-written console script beside it."""
+    archive = zipfile.ZipFile(wheel)
+    [script] = [info for info in archive.infolist() if info.filename.endswith("/scripts/memprof")]
+    assert script.external_attr >> 16 & 0o111  # executable once installed
+    assert archive.read(script).startswith(b"#!python\n")  # the installer writes its python
+    entry_points = [name for name in archive.namelist() if name.endswith("entry_points.txt")]
+    assert all(b"console_scripts" not in archive.read(name) for name in entry_points)
+
+
 def test_installed_wheel_finds_its_kernels_in_a_fresh_environment(wheel, tmp_path):
     environment = tmp_path / "venv"
     venv.create(environment, with_pip=True)
@@ -58,8 +70,14 @@ def test_installed_wheel_finds_its_kernels_in_a_fresh_environment(wheel, tmp_pat
         "source = k.kernel_source('sum_arrays.cu'); "
         "print(k.parse_signatures(source)['sumArraysGPU'].display)"
     )
-    completed = subprocess.run(
-        [str(python), "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path
+    alone = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    completed = subprocess.run(  # the installed memprof, not a checkout on PYTHONPATH
+        [str(python), "-c", script],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=alone,
     )
     directory, signature = completed.stdout.strip().splitlines()
     assert Path(directory).is_relative_to(environment)

@@ -138,12 +138,18 @@ def load_kernel(session: Any, file_name: str, kernel_name: str) -> Kernel:
 NVCC_OPTIONS = ("-O3",)
 
 
+CUBIN_CACHE_BYTES = 64 << 20  # memprof's cubins are tens of KiB
+CUBIN_HEADER = b"memprof cubin sha256 "  # then the cubin's digest in hex, a newline, the cubin
+
+
 def _compile(session: Any, source: str, file_name: str) -> Any:
     """The module of a kernels/ source: its cubin from memprof's cache where this source (and
     every file beside it), these options, this GPU's architecture and this driver made one
     before; else compiled by nvcc and cached. The cache spares each run nvcc's version check
-    and PyCUDA's compiler (about 0.1 s of start-up)."""
-    from memprof.cache import cache_directory, store
+    and PyCUDA's compiler (about 0.1 s of start-up). A cached cubin is used only whole: its
+    digest is checked before the driver, which reads an image without knowing its length,
+    sees it; a damaged one is one warning, then compiled again."""
+    from memprof.cache import cache_directory, read_bytes, store, warn_once
 
     cuda = session.cuda
     major, minor = cuda.Context.get_device().compute_capability()
@@ -151,16 +157,39 @@ def _compile(session: Any, source: str, file_name: str) -> Any:
     # every file a source could #include from kernels/, itself among them
     sources = sorted(p for p in kernel_directory().iterdir() if p.suffix in (".cu", ".cuh", ".h"))
     parts = [source, *(p.read_text() for p in sources), arch, *NVCC_OPTIONS]
-    parts.append(str(cuda.get_driver_version()))
+    parts += [str(cuda.get_driver_version()), CUBIN_HEADER.decode()]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-    path = cache_directory() / "kernels" / f"{Path(file_name).stem}-{arch}-{key}.cubin"
-    with contextlib.suppress(OSError):
-        cubin = path.read_bytes()
-        with contextlib.suppress(cuda.Error):  # damaged: compiled again below
-            return cuda.module_from_buffer(cubin)
+    folder = cache_directory()
+    path = (
+        None
+        if folder is None
+        else folder / "kernels" / f"{Path(file_name).stem}-{arch}-{key}.cubin"
+    )
+    cached = None if path is None else read_bytes(path, CUBIN_CACHE_BYTES)
+    if cached is not None:
+        cubin = unframed(cached)
+        if cubin is not None:
+            with contextlib.suppress(cuda.Error):
+                return cuda.module_from_buffer(cubin)
+        warn_once(str(path), f"ignored the cache {path}: a damaged cubin (compiled again)")
     cubin = _nvcc(session, source, file_name, arch)
-    store(path, cubin)
+    if path is not None:
+        store(path, framed(cubin))
     return cuda.module_from_buffer(cubin)
+
+
+def framed(cubin: bytes) -> bytes:
+    """A cubin as the cache keeps it: behind a header holding its digest."""
+    return CUBIN_HEADER + hashlib.sha256(cubin).hexdigest().encode() + b"\n" + cubin
+
+
+def unframed(data: bytes) -> bytes | None:
+    """The cubin a cache file holds, or None where it is not whole (its digest differs)."""
+    head, newline, cubin = data.partition(b"\n")
+    if not newline or not head.startswith(CUBIN_HEADER) or not cubin:
+        return None
+    digest = head[len(CUBIN_HEADER) :]
+    return cubin if digest == hashlib.sha256(cubin).hexdigest().encode() else None
 
 
 def _nvcc(session: Any, source: str, file_name: str, arch: str) -> bytes:
@@ -178,6 +207,9 @@ def _nvcc(session: Any, source: str, file_name: str, arch: str) -> bytes:
             no_extern_c=True,
             arch=arch,
             include_dirs=[str(kernel_directory())],
+            # memprof's own cache (_compile) is the one read: PyCUDA's would read its files
+            # unchecked (a FIFO there hangs) and needs a home (none: `--user N` containers)
+            cache_dir=False,
         )
     except session.cuda.CompileError as error:
         first_lines = "; ".join(str(error).strip().splitlines()[:3])

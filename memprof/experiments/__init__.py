@@ -172,8 +172,14 @@ def shape_of(command: str) -> ResultShape | None:
 
 
 def summarize(result: Result) -> Summary:
-    """The tables and conclusions of a Result, by its command's experiment."""
-    return experiment_named(result.command).summarize(result)
+    """The tables and conclusions of a Result, by its command's experiment, and every
+    measurement's figures as its declarations read them."""
+    from memprof.model.figures import figures
+
+    experiment = experiment_named(result.command)
+    summary = experiment.summarize(result)
+    summary.figures = figures(result, experiment.declared())
+    return summary
 
 
 def load(path: Path) -> Result:

@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import size_label
 from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
 from memprof.experiments.pools import AllocatorsRecord, summary_parts
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
-from memprof.model.schema import DISTINCT, NON_EMPTY
+from memprof.model.schema import DISTINCT, NON_EMPTY, SchemaError
 from memprof.model.summary import Summary, Table
 
 GIB = 1 << 30
@@ -99,19 +99,26 @@ class Alloc(base.Experiment):
         return summarize(result)
 
     def check_consistency(self, result: Result) -> None:
-        sizes = [base.FLOAT32_BYTES << power for power in result.parameters.powers]
-        moves = {(group, op): 1 for group in ("api", "host") for op in ("alloc", "free")}
-        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
-        consistency.kinds_among(result, dict.fromkeys(moves, result.extra.kinds))
         record = result.extra.allocators
+        kinds = result.extra.kinds
         for index, m in enumerate(result.measurements):
+            allocation = (m.group, m.operation) in ALLOCATION_KEYS
+            if allocation and m.kind not in kinds:
+                raise SchemaError(
+                    f"measurements[{index}].kind",
+                    f"is {m.kind!r}, but an allocation of this run is one of "
+                    + ", ".join(repr(kind) for kind in kinds),
+                )
             looped = record is not None and (m.group, m.operation) == ("host", "loop")
             if looped and len(m.samples_ms) != record.loop_iterations:
-                consistency.refuse(
+                raise SchemaError(
                     f"measurements[{index}].samples_ms",
                     f"holds {len(m.samples_ms)} iterations, but "
                     f"extra.allocators.loop_iterations is {record.loop_iterations}",
                 )
+
+
+ALLOCATION_KEYS = frozenset(measure.key for measure in base.ALLOCATIONS)
 
 
 def summarize(result: Result) -> Summary:

@@ -34,12 +34,16 @@ from memprof.core.measure import (
 )
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
+from memprof.model.figures import check_bounds
 from memprof.model.formatting import format_bytes, plural
-from memprof.model.params import CliOption, Each, NamedSets, Range, Sizes, cli_options, param
-from memprof.model.results import Check, Group, Measurement, Result, ResultShape, TimingInfo
-from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, ByteCount, SchemaError
+from memprof.model.measures import Basis, Measure, check_declared
+from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
+from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
+from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary
+
+__all__ = ["Basis", "Measure"]  # declared here for every experiment
 
 if TYPE_CHECKING:
     from memprof.core.measure import Profiler
@@ -50,7 +54,7 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
+Powers = Annotated[tuple[Power, ...], NON_EMPTY, INCREASING]
 # None: until the noise target (memprof.core.measure.Repetitions); in older files always a count
 Repeat = Annotated[int, Range(1, 10_000)] | None
 Warmup = Annotated[int, Range(0, 1000)]
@@ -138,91 +142,94 @@ class NoExtra:
     """For experiments whose measurements say everything."""
 
 
-@dataclass(frozen=True)
-class ArrayBytes:
-    """For experiments on arrays of one size whose summary needs only their bytes."""
-
-    bytes_per_array: ByteCount
-
-
 # -- what an experiment records ---------------------------------------------------------------
 
-Basis = Literal["one operation", "back to back", "host clock", "end to end", "driver call"]
 # The two directions of host copies: in words, and as nvprof names the copies.
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 
 
-@dataclass(frozen=True)
-class Measure:
-    """One kind of figure an experiment records: a (group, operation) and what it means."""
-
-    group: Group
-    operation: str
-    what: str
-    basis: Basis
-    required: bool = True  # False: only some runs record it (an option, a GPU capability)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.group, self.operation)
-
-
 # CUPTI's records of every driver call the timed operations made (nvprof's API rows).
 DRIVER_CALLS = Measure(
-    "api", "driver_call", "every driver call a timed operation made", "driver call", False
+    "api", "driver_call", "every driver call a timed operation made", "driver call", False, 0
 )
 # What the core records beside what an experiment times (memprof.core.memory, .kernels): the
 # host clock around each driver call, and the poison written before a kernel's output.
-LAUNCH_CALL = Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False)
-MEMSET_CALL = Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False)
-POISON = Measure("gpu", "memset", "an output poisoned before each run", "one operation", False)
+LAUNCH_CALL = Measure("api", "launch", "cuLaunchKernel, host clock", "host clock", False, 0)
+MEMSET_CALL = Measure("api", "memset", "cuMemsetD8Async, host clock", "host clock", False, 1)
+POISON = Measure(
+    "gpu", "memset", "an output poisoned before each run", "one operation", False, 1, bound="hbm"
+)
 COPY_CALLS = (
-    Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False),
-    Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False),
+    Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False, 1),
+    Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False, 1),
 )
 CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
 # that launch kernels on poisoned outputs and copy
 # The host side of pageable copies (memprof.model.ceilings): one host thread copying the
 # copies' pageable buffer through a small buffer, chunk by chunk, as the driver stages them,
-# per direction, in the same run (absent from older files).
+# per direction, in the same run (absent from older files): 5 batches, whatever --repeat.
 HOST_STAGING = {
-    "h2d": Measure(
+    direction: Measure(
         "host",
-        "staging_h2d",
-        "one host thread copying pageable memory into a small buffer, chunk by chunk",
+        f"staging_{direction}",
+        f"one host thread copying {words}, chunk by chunk",
         "back to back",
         False,
-    ),
-    "d2h": Measure(
-        "host",
-        "staging_d2h",
-        "one host thread copying a small buffer into pageable memory, chunk by chunk",
-        "back to back",
-        False,
-    ),
+        1,
+        kinds=("pageable",),
+        shows="throughput",
+        per_repeat=False,
+    )
+    for direction, words in (
+        ("h2d", "pageable memory into a small buffer"),
+        ("d2h", "a small buffer into pageable memory"),
+    )
 }
 # Files of memprof before the staging model hold one memcpy between two pageable buffers of
 # the copies' size instead (a ceiling the copies beat: docs/ceilings.md).
 HOST_MEMCPY = Measure(
-    "host", "memcpy", "host memcpy, pageable to pageable, one thread", "back to back", False
+    "host",
+    "memcpy",
+    "host memcpy, pageable to pageable, one thread",
+    "back to back",
+    False,
+    1,
+    shows="throughput",
+    per_repeat=False,
 )
 HOST_SIDE = (*HOST_STAGING.values(), HOST_MEMCPY)  # what an experiment declares
 
 
 # What several experiments time the same way.
 ONE_COPY = {  # a copy of a whole buffer, alone, per direction
-    direction: Measure("gpu", direction, f"one copy {words}", "one operation")
+    direction: Measure(
+        "gpu", direction, f"one copy {words}", "one operation", arrays=1, bound="link"
+    )
     for direction, words in DIRECTIONS.items()
 }
-HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock")
-HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock")
+HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock", arrays=1)
+HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock", arrays=1)
 ALLOCATIONS = (  # allocating and freeing a buffer of each kind
-    Measure("api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock"),
-    Measure("api", "free", "its free", "host clock"),
-    Measure("host", "alloc", "numpy.empty and every page written (+ registration)", "host clock"),
-    Measure("host", "free", "its free (and unregistration)", "host clock"),
+    Measure(
+        "api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock", True, 1
+    ),
+    Measure("api", "free", "its free", "host clock", True, 1),
+    Measure(
+        "host",
+        "alloc",
+        "numpy.empty and every page written (+ registration)",
+        "host clock",
+        True,
+        1,
+    ),
+    Measure("host", "free", "its free (and unregistration)", "host clock", True, 1),
 )
+
+
+def array_bytes(params: Any, element_bytes: int = FLOAT32_BYTES) -> int:
+    """The bytes of one array of a run on arrays of one size (Params.power)."""
+    return element_bytes << params.power
 
 
 # What the core records beside the figures: they do not say what a figure is the median of.
@@ -307,33 +314,57 @@ class Experiment:
         raise NotImplementedError
 
     def check_consistency(self, result: Result) -> None:
-        """What this experiment's Params, Extra and measurements must say together: a
-        SchemaError naming the field that contradicts another (memprof.experiments.
-        consistency has the helpers). Every value alone was checked against its type
-        before; summarize() may rely on both."""
+        """What this experiment's Params, Extra and measurements must say together beyond
+        what its declarations say (check_result holds every file to those): a SchemaError
+        naming the field that contradicts another. summarize() may rely on both."""
+
+    def element_bytes(self, params: Any) -> int:
+        """The bytes of one element of its arrays (float32 unless its Params say)."""
+        return FLOAT32_BYTES
+
+    def sizes(self, params: Any, measure: Measure) -> list[int]:
+        """The bytes of one array at each size a run makes, for a measure sized by the
+        Params field it names (power: one size, or each size where the Params sweep them)."""
+        powers = getattr(params, measure.size, None)
+        if powers is None and measure.size == "power":
+            powers = params.powers
+        powers = powers if isinstance(powers, tuple) else (powers,)
+        return [self.element_bytes(params) << power for power in powers]
+
+    def derived(self, result: Result) -> dict[str, Any]:
+        """What an older file's extra held that the parameters and measurements now
+        determine, as today's memprof derives it (memprof.model.upgrade checks it)."""
+        return {}
 
     def check_result(self, result: Result) -> None:
-        """Every agreement a loaded Result of this experiment keeps: the ones all
-        experiments share, then its own (the registry's load runs this)."""
+        """Every agreement a loaded Result of this experiment keeps: what its declarations
+        say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
         if self.records_device and result.device is None:
             raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
-        if self.gpus != "every":
-            seen: dict[tuple, int] = {}
-            for index, m in enumerate(result.measurements):
-                if m.gpus:
-                    raise SchemaError(
-                        f"measurements[{index}].gpus",
-                        f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
-                    )
-                # one GPU's profiler keeps one measurement per name, operation, kind and size
-                key = (m.group, m.name, m.operation, m.kind, m.bytes)
-                if key in seen:
-                    raise SchemaError(
-                        f"measurements[{index}]",
-                        f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
-                        f"{m.kind}, {m.bytes} bytes)",
-                    )
-                seen[key] = index
+        seen: dict[tuple, int] = {}
+        for index, m in enumerate(result.measurements):
+            if m.gpus and self.gpus != "every":
+                raise SchemaError(
+                    f"measurements[{index}].gpus",
+                    f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
+                )
+            if self.gpus == "every" and m.group != "gpu":
+                continue  # each GPU's profiler records its own driver calls alike
+            # a profiler keeps one measurement per name, operation, kind, size and GPUs
+            key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
+            if key in seen:
+                raise SchemaError(
+                    f"measurements[{index}]",
+                    f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
+                    f"{m.kind}, {m.bytes} bytes)",
+                )
+            seen[key] = index
+        declared = self.declared()
+        params = result.parameters
+        check_declared(
+            result, declared, lambda m: self.sizes(params, m), several_gpus=self.gpus == "every"
+        )
+        check_bounds(result, declared)
         self.check_consistency(result)
         check_gpu_states(result, one_gpu=self.gpus != "every")
         if result.timing is not None and result.timing.source == "events":
@@ -356,13 +387,65 @@ class Experiment:
     @classmethod
     def result_shape(cls) -> ResultShape:
         """What a saved Result of this command must hold, from the declarations above."""
-        return ResultShape(
-            params=cls.Params,
-            extra=cls.Extra,
-            allowed=cls.declared_keys(),
-            required=frozenset(m.key for m in cls.declared() if m.required),
-            check=cls().check_result,
+        experiment = cls()
+        return ResultShape(cls.Params, cls.Extra, experiment.check_result, experiment.derived)
+
+
+def run_devices(result: Result) -> list[int]:
+    """The GPUs of a run on every GPU at once (its extra.devices): at least two, each once,
+    the first the one whose facts the Result records."""
+    devices = [device.index for device in result.extra.devices]
+    if len(devices) < 2:
+        raise SchemaError(
+            "extra.devices",
+            f"names {len(devices)} GPU{'' if len(devices) == 1 else 's'}, but a "
+            f"{result.command} run uses at least two",
         )
+    for position, index in enumerate(devices):
+        if index in devices[:position]:
+            raise SchemaError(f"extra.devices[{position}].index", f"is GPU {index} again")
+    if result.device.index != devices[0]:
+        raise SchemaError(
+            "device.index",
+            f"is {result.device.index}, but extra.devices begins with GPU ({devices[0]})",
+        )
+    first = result.extra.devices[0]
+    for name in ("name", "pci_bus_id"):  # the same GPU's facts, copied from device
+        if getattr(first, name) != getattr(result.device, name):
+            raise SchemaError(
+                f"extra.devices[0].{name}",
+                f"is {getattr(first, name)!r}, but device.{name} is "
+                f"{getattr(result.device, name)!r}",
+            )
+    for position, state in enumerate(result.gpu_states or []):
+        if state.index not in devices:
+            raise SchemaError(
+                f"gpu_states[{position}].index", f"is GPU {state.index}, not one of the run's"
+            )
+    for index, m in enumerate(result.measurements):
+        for gpu in m.gpus:
+            if gpu not in devices:
+                raise SchemaError(
+                    f"measurements[{index}].gpus",
+                    f"names GPU {gpu}, which extra.devices does not list",
+                )
+    return devices
+
+
+def access_matrix(result: Result, devices: list[int]) -> dict[tuple[int, int], bool]:
+    """extra.peer_access as (GPU, GPU whose memory) -> can access: one row and column per
+    GPU, each GPU reaching its own memory."""
+    rows = result.extra.peer_access
+    if len(rows) != len(devices) or any(len(row) != len(devices) for row in rows):
+        raise SchemaError(
+            "extra.peer_access",
+            f"is not {len(devices)} x {len(devices)}: one row and column per GPU",
+        )
+    access = {(a, b): rows[i][j] for i, a in enumerate(devices) for j, b in enumerate(devices)}
+    for a in devices:
+        if not access[a, a]:
+            raise SchemaError("extra.peer_access", f"says GPU {a} cannot access its own memory")
+    return access
 
 
 def check_gpu_states(result: Result, one_gpu: bool) -> None:

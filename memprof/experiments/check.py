@@ -24,14 +24,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base, consistency
+from memprof.experiments import base
+from memprof.model import figures
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.gpustate import GpuState, link_words, reason_words
+from memprof.model.measures import ABOVE_BOUND
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import ByteCount
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 Verdict = Literal["PASS", "WARN", "FAIL"]
@@ -55,17 +57,22 @@ class CheckParams:
     )
 
 
-@dataclass(frozen=True)
-class CheckExtra:
-    bytes_per_copy: ByteCount
-    device_copy_bytes: ByteCount
+def _copies(operation: str, what: str, **declared: Any) -> base.Measure:
+    """Copies of one array, back to back, their GB/s against what bounds them."""
+    return base.Measure(
+        "gpu", operation, what, "back to back", arrays=1, shows="throughput", **declared
+    )
 
 
-H2D = base.Measure("gpu", "h2d", "pinned copies host → device, back to back", "back to back")
-D2H = base.Measure("gpu", "d2h", "pinned copies device → host, back to back", "back to back")
-H2D_AT_ONCE = base.Measure("gpu", "h2d_at_once", "host → device, both at once", "back to back")
-D2H_AT_ONCE = base.Measure("gpu", "d2h_at_once", "device → host, both at once", "back to back")
-D2D = base.Measure("gpu", "d2d", "device-to-device copies, back to back", "back to back")
+# Pinned copies against the link; a device copy (read + write) against HBM, sized apart.
+H2D = _copies("h2d", "pinned copies host → device", kinds=("pinned",), bound="link")
+D2H = _copies("d2h", "pinned copies device → host", kinds=("pinned",), bound="link")
+H2D_AT_ONCE = _copies("h2d_at_once", "host → device, both at once", kinds=("pinned",))
+D2H_AT_ONCE = _copies("d2h_at_once", "device → host, both at once", kinds=("pinned",))
+D2D = _copies(
+    "d2d", "device-to-device copies", kinds=("device",), size="device_power", traffic=2,
+    bound="hbm",
+)  # fmt: skip
 NAMES = {**base.COPY_NAMES, "d2d": "[CUDA memcpy DtoD]", "peer": "[CUDA memcpy PtoP]"}
 
 
@@ -79,14 +86,13 @@ class CheckGpu(base.Experiment):
         "all: every GPU in turn, then every pair of GPUs against its link. See docs/check.md."
     )
     Params = CheckParams
-    Extra = CheckExtra
     gpus = "one_or_every"
     every_gpu_then = "check-pairs"
     every_gpu_words = "every pair of GPUs against its link (memprof check-pairs)"
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
-    def run(self, ctx: base.RunContext) -> CheckExtra:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         from memprof.core import memory
 
         elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
@@ -98,29 +104,17 @@ class CheckGpu(base.Experiment):
         _host_copies(ctx, elements, step)
         step("device to device")
         _device_copy(ctx, device_elements)
-        return CheckExtra(bytes_per_copy=nbytes, device_copy_bytes=device_bytes)
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result, "bytes_per_copy")
-        device_bytes = base.FLOAT32_BYTES << result.parameters.device_power
-        consistency.equal(
-            "extra.device_copy_bytes",
-            result.extra.device_copy_bytes,
-            device_bytes,
-            f"parameters.device_power {result.parameters.device_power} makes",
-        )
-        host = [("gpu", m.operation) for m in (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE)]
-        consistency.measured_bytes(result, dict.fromkeys(host, 1), [nbytes], "extra.bytes_per_copy")
-        consistency.measured_bytes(
-            result, {("gpu", "d2d"): 1}, [device_bytes], "extra.device_copy_bytes"
-        )
-        consistency.takes_time(result, [*host, ("gpu", "d2d")])
-        consistency.kinds_among(
-            result, {**dict.fromkeys(host, ("pinned",)), ("gpu", "d2d"): ("device",)}
-        )
+    def derived(self, result: Result) -> dict:
+        params = result.parameters
+        return {
+            "bytes_per_copy": base.array_bytes(params),
+            "device_copy_bytes": base.FLOAT32_BYTES << params.device_power,
+        }
 
 
 def _batches(ctx: base.RunContext, *lanes: Any) -> None:
@@ -259,11 +253,10 @@ def judge(measured: float, floor: float, reference: float | None = None) -> Verd
 
 def figure(result: Result, operation: str) -> float | None:
     """GB/s of a check's copies (median of its batches; a device copy counts read and write)."""
+    declared = {measure.operation: measure for measure in CheckGpu.measures}
     for m in result.measurements:
         if m.group == "gpu" and m.operation == operation and not m.gpus:
-            stats = m.throughput_stats or m.stats
-            moved = 2 * m.bytes if operation == "d2d" else m.bytes
-            return bandwidth_gb_per_s(moved, stats.median_ms)
+            return figures.figure(result, m, declared[operation]).gb_per_s
     return None
 
 
@@ -290,6 +283,8 @@ def _throughput_line(
     if reference is not None:
         expected += f"; reference {format_gb_per_s(reference)}"
     shown = f"{_rate(measured)} ({ceiling.fraction(measured):.0%})"
+    if ceiling.fraction(measured) > ABOVE_BOUND:  # faster than what bounds it: not a figure
+        return Line("FAIL", what, shown, expected + ", never above the ceiling")
     return Line(judge(measured, least, reference), what, shown, expected)
 
 
@@ -343,10 +338,8 @@ def lines(result: Result, reference: Result | None) -> list[Line]:
     def known_good(operation: str) -> float | None:
         if reference is None:
             return None
-        if operation == "d2d":
-            same_size = reference.extra.device_copy_bytes == result.extra.device_copy_bytes
-        else:
-            same_size = reference.extra.bytes_per_copy == result.extra.bytes_per_copy
+        size = "device_power" if operation == "d2d" else "power"
+        same_size = getattr(reference.parameters, size) == getattr(result.parameters, size)
         return figure(reference, operation) if same_size else None
 
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
@@ -461,8 +454,9 @@ def summarize(result: Result) -> Summary:
     device = result.device
     where = f"GPU {device.index} ({device.name})" if device else "the GPU"
     notes = [
-        f"Copies of {format_bytes(result.extra.bytes_per_copy)} from pinned memory and of "
-        f"{format_bytes(result.extra.device_copy_bytes)} in device memory, back to back, "
+        f"Copies of {format_bytes(base.array_bytes(result.parameters))} from pinned memory and "
+        f"of {format_bytes(base.FLOAT32_BYTES << result.parameters.device_power)} in device "
+        "memory, back to back, "
         f"batches of about {BATCH_TARGET_MS:g} ms between one event pair behind a GPU-side "
         f"gate, median of {result.parameters.repeat}; GB/s = 10^9 bytes/s; (n%) = share of "
         "the ceiling (docs/ceilings.md).",
@@ -495,12 +489,13 @@ class CheckPairsParams:
 class CheckPairsExtra:
     devices: list[DeviceRecord]
     peer_access: list[list[bool]]  # [source][destination]
-    bytes_per_copy: ByteCount
 
 
-PEER = base.Measure("gpu", "peer", "peer copies over the link, one direction", "back to back")
-PEER_AT_ONCE = base.Measure(
-    "gpu", "peer_at_once", "peer copies, both directions at once", "back to back"
+PEER = _copies(
+    "peer", "peer copies over the link, one direction", kinds=("peer",), gpus=2, bound="nvlink"
+)
+PEER_AT_ONCE = _copies(
+    "peer_at_once", "peer copies, both directions at once", kinds=("peer",), gpus=2
 )
 
 
@@ -549,29 +544,21 @@ class CheckPairs(base.Experiment):
         return CheckPairsExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
-            bytes_per_copy=buffers.nbytes,
         )
 
     def summarize(self, result: Result) -> Summary:
         return summarize_pairs(result)
 
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_copy": base.array_bytes(result.parameters)}
+
     def check_consistency(self, result: Result) -> None:
-        devices = consistency.run_devices(result)
-        access = consistency.access_matrix(result, devices)
-        nbytes = consistency.array_bytes(result, "bytes_per_copy")
-        copies = [("gpu", PEER.operation), ("gpu", PEER_AT_ONCE.operation)]
-        consistency.measured_bytes(
-            result, dict.fromkeys(copies, 1), [nbytes], "extra.bytes_per_copy"
-        )
-        consistency.takes_time(result, copies)
-        consistency.measured_on(result, devices, {operation: 2 for _, operation in copies})
-        consistency.once_each(
-            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
-        )
+        devices = base.run_devices(result)
+        access = base.access_matrix(result, devices)
         for index, m in enumerate(result.measurements):
             a, b = m.gpus if m.group == "gpu" else (None, None)
             if a is not None and (a == b or not (access[a, b] and access[b, a])):
-                consistency.refuse(
+                raise SchemaError(
                     f"measurements[{index}].gpus",
                     f"is GPU {a} → GPU {b}, but peer copies need two GPUs that reach each other",
                 )
@@ -642,12 +629,12 @@ class _PeerBuffers:
 
 
 def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], float]:
-    found = {}
-    for m in result.measurements:
-        if m.group == "gpu" and m.operation == operation and len(m.gpus) == 2:
-            stats = m.throughput_stats or m.stats
-            found[m.gpus] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
-    return found
+    measure = PEER if operation == PEER.operation else PEER_AT_ONCE
+    return {
+        m.gpus: figures.figure(result, m, measure).gb_per_s
+        for m in result.measurements
+        if m.group == "gpu" and m.operation == operation and len(m.gpus) == 2
+    }
 
 
 def pair_lines(result: Result) -> list[Line]:
@@ -698,9 +685,10 @@ def pair_lines(result: Result) -> list[Line]:
 def summarize_pairs(result: Result) -> Summary:
     found = pair_lines(result)
     notes = [
-        f"Copies of {format_bytes(result.extra.bytes_per_copy)} with cuMemcpyPeerAsync, peer "
-        f"access on, back to back, median of {result.parameters.repeat} batches; (n%) = share "
-        "of the link's ceiling: the NVLinks from one GPU that reach the other (NVML's raw "
+        f"Copies of {format_bytes(base.array_bytes(result.parameters))} with "
+        "cuMemcpyPeerAsync, peer access on, back to back, median of "
+        f"{result.parameters.repeat} batches; (n%) = share of the link's ceiling: the "
+        "NVLinks from one GPU that reach the other (NVML's raw "
         "rate per direction), or the slower PCIe link where NVML says there is no NVLink.",
         f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
     ]

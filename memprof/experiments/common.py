@@ -6,7 +6,7 @@ run on the GPU side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -147,27 +147,22 @@ def gpu_timing(result) -> str:
     return "CUDA events around each operation"  # results saved before memprof recorded it
 
 
-def time_and_rate(nbytes: int, time_ms: float) -> tuple[str, str]:
-    """A time's two table cells: the time, and the GB/s it means for `nbytes`."""
-    from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms
+def figures_by_key(
+    result: Any, declared: Iterable[base.Measure], key_of: Callable[[Any], Any]
+) -> dict[Any, Any]:
+    """The figures (memprof.model.figures) of every GPU operation that `key_of(measurement)`
+    gives a key (None: not one of them).
 
-    return format_ms(time_ms), format_gb_per_s(bandwidth_gb_per_s(nbytes, time_ms))
-
-
-def gb_per_s_by_key(result: Any, key_of: Callable[[Any], Any]) -> dict[Any, float]:
-    """GB/s of every GPU copy that `key_of(measurement)` gives a key (None: not one of them),
-    from the median of its back-to-back batches (one copy's time where there were none).
-
-    A file without one such copy is not a run of that experiment: ValueError.
+    A file without one such operation is not a run of that experiment: ValueError.
     """
-    from memprof.model.formatting import bandwidth_gb_per_s
+    from memprof.model.figures import figure_finder
 
+    figure_of = figure_finder(result, declared)
     found = {}
     for m in result.measurements:
         key = key_of(m) if m.group == "gpu" else None
         if key is not None:
-            stats = m.throughput_stats or m.stats
-            found[key] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
+            found[key] = figure_of(m)
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
@@ -220,41 +215,6 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
             target_ms=HOST_SIDE_TARGET_MS,
             batches=5,
         )
-
-
-@dataclass(frozen=True)
-class HostSide:
-    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
-    direction, or (files from before it) one memcpy between two pageable buffers."""
-
-    measurement: Any
-    gb_per_s: float
-    staged: bool  # False: the older whole-buffer memcpy
-
-
-def host_side(result: Any, nbytes: int, direction: str) -> HostSide | None:
-    """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
-    from memprof.model.formatting import bandwidth_gb_per_s
-
-    keys = {base.HOST_STAGING[direction].key: True, base.HOST_MEMCPY.key: False}
-    for m in result.measurements:
-        staged = keys.get((m.group, m.operation))
-        if staged is not None and m.bytes == nbytes:
-            stats = m.throughput_stats or m.stats
-            return HostSide(m, bandwidth_gb_per_s(nbytes, stats.median_ms), staged)
-    return None
-
-
-def pageable_ceiling(result: Any, nbytes: int, direction: str, index: int | None = None) -> Any:
-    """The ceiling of pageable copies of `nbytes` in `direction`
-    (memprof.model.ceilings.host_ceiling)."""
-    from memprof.model.ceilings import host_ceiling, pcie_ceiling
-
-    side = host_side(result, nbytes, direction)
-    link = pcie_ceiling(result, index)
-    if side is None:
-        return link
-    return host_ceiling(side.gb_per_s, link, staged=side.staged)
 
 
 def stops_at(holds: dict[int, bool]) -> int | None:

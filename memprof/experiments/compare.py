@@ -15,17 +15,13 @@ import math
 from dataclasses import dataclass
 
 from memprof.core import memory
-from memprof.experiments import base, consistency
-from memprof.experiments.common import (
-    gpu_timing,
-    host_side,
-    measure_host_staging,
-    pageable_ceiling,
-)
-from memprof.model.ceilings import Ceiling, cell, detail_of, hbm_ceiling, pcie_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.experiments import base
+from memprof.experiments.common import gpu_timing, measure_host_staging
+from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
+from memprof.model.figures import Figure, figure_finder, host_side
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 SINGLE_GPU_KINDS = memory.single_gpu_kinds()
@@ -72,8 +68,27 @@ class CompareParams:
 
 @dataclass(frozen=True)
 class CompareExtra:
-    bytes_per_array: ByteCount
     skipped: list[str]
+
+
+# Where a kernel's reads come from: across the link, or from the GPU's own memory.
+READS_DEVICE_MEMORY = (
+    *(kind.name for kind in SINGLE_GPU_KINDS if kind.on_device),  # cuMemAlloc, pools, VMM
+    "managed resident",
+    "managed prefetched",
+)
+KERNEL_READ = base.Measure(
+    "gpu",
+    "kernel_read",
+    "readSum over the buffer",
+    "one operation",
+    arrays=1,
+    shows="latency",
+    bound={
+        kind: "hbm" if kind in READS_DEVICE_MEMORY else "link"
+        for kind in (*ROWS, "managed", "managed first touch")
+    },
+)
 
 
 class Compare(base.Experiment):
@@ -86,9 +101,9 @@ class Compare(base.Experiment):
         base.HOST_WRITE,
         base.HOST_READ,
         *base.ONE_COPY.values(),
-        base.Measure("gpu", "kernel_read", "readSum over the buffer", "one operation"),
+        KERNEL_READ,
         base.Measure(
-            "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False
+            "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False, 1
         ),
         base.LAUNCH_CALL,
         *base.COPY_CALLS,
@@ -122,33 +137,31 @@ class Compare(base.Experiment):
             every.device(kind)
         every.access.free()
         step("done")
-        return CompareExtra(bytes_per_array=nbytes, skipped=skipped)
+        return CompareExtra(skipped=skipped)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_array": base.array_bytes(result.parameters)}
+
     def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result)
-        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
-        consistency.takes_time(
-            result, [(g, o) for g, o in ARRAYS_MOVED if g != "api" and o not in ("alloc", "free")]
-        )
-        for kind in ("pinned", "pageable"):  # every GPU has them: the recommendations' basis
-            for group, operation in (*COPIES, ("host", "host_write"), ("host", "host_read")):
-                consistency.present(result, group, operation, kind, "every compare run records")
-        consistency.present(result, "gpu", "kernel_read", "device", "every compare run records")
+        needed = [  # every GPU has them: the recommendations' basis
+            (group, operation, kind)
+            for kind in ("pinned", "pageable")
+            for group, operation in COPIES_AND_HOST
+        ] + [("gpu", "kernel_read", "device")]
+        present = {(m.group, m.operation, m.kind) for m in result.measurements}
+        for group, operation, kind in needed:
+            if (group, operation, kind) not in present:
+                raise SchemaError(
+                    "measurements",
+                    f"has no {group} {operation!r} of kind {kind!r}, which every compare run "
+                    "records",
+                )
 
 
-COPIES = (("gpu", "h2d"), ("gpu", "d2h"))
-ARRAYS_MOVED = {  # every operation moves one buffer; a launch or a driver call nothing
-    **{key: 1 for key in (*COPIES, ("api", "h2d"), ("api", "d2h"))},
-    **{(group, operation): 1 for group in ("api", "host") for operation in ("alloc", "free")},
-    **{("host", operation): 1 for operation in ("host_write", "host_read")},
-    ("gpu", "kernel_read"): 1,
-    ("gpu", "prefetch"): 1,
-    ("api", "launch"): 0,
-    ("api", "driver_call"): 0,
-}
+COPIES_AND_HOST = (("gpu", "h2d"), ("gpu", "d2h"), ("host", "host_write"), ("host", "host_read"))
 
 
 class _EveryKind:
@@ -271,22 +284,31 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
     return checks
 
 
-def _figures(result: Result) -> dict[tuple[str, str], float]:
-    """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
-    nbytes = result.extra.bytes_per_array
-    figures = {}
+def _cell_figures(result: Result) -> dict[tuple[str, str], Figure]:
+    """(row, operation) -> the figures of every cell the table shows."""
+    nbytes = base.array_bytes(result.parameters)
+    figure_of = figure_finder(result, Compare.measures)
+    found = {}
     for m in result.measurements:
         row = {"managed": "managed first touch"}.get(m.kind, m.kind)
         if row not in ROWS or m.operation not in COLUMNS or m.group not in ("gpu", "host", "api"):
             continue
-        if m.operation == "alloc":
-            figures[row, "alloc"] = m.stats.median_ms
-        elif m.group in ("gpu", "host") and m.bytes == nbytes:
-            figures[row, m.operation] = bandwidth_gb_per_s(nbytes, m.stats.median_ms)
-    return figures
+        if m.operation == "alloc" or (m.group in ("gpu", "host") and m.bytes == nbytes):
+            found[row, m.operation] = figure_of(m)
+    return found
 
 
-def shown_rows(figures: dict[tuple[str, str], float]) -> dict[str, str]:
+def _values(found: dict[tuple[str, str], Figure]) -> dict[tuple[str, str], float]:
+    """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
+    return {key: one.median_ms if key[1] == "alloc" else one.gb_per_s for key, one in found.items()}
+
+
+def _figures(result: Result) -> dict[tuple[str, str], float]:
+    """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
+    return _values(_cell_figures(result))
+
+
+def shown_rows(figures: dict[tuple[str, str], object]) -> dict[str, str]:
     """The rows a Result shows: every kind's, but an allocator's only where it was measured."""
     return {
         row: label
@@ -296,8 +318,9 @@ def shown_rows(figures: dict[tuple[str, str], float]) -> dict[str, str]:
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
-    figures = _figures(result)
+    nbytes = base.array_bytes(result.parameters)
+    found = _cell_figures(result)
+    figures = _values(found)
     rows = shown_rows(figures)
     table = Table(
         f"Every memory kind, {format_bytes(nbytes)} per buffer "
@@ -324,7 +347,8 @@ def summarize(result: Result) -> Summary:
                 cells.append("-")
             else:
                 cells.append(format_ms(value) if operation == "alloc" else format_gb_per_s(value))
-        table.add_row(label, *cells)
+        sources = tuple(found[row, op].measurement for op in COLUMNS if (row, op) in found)
+        table.add_row(label, *cells, source=sources)
     for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
         present = [
             (figures[row, operation], index)
@@ -334,47 +358,29 @@ def summarize(result: Result) -> Summary:
         if present:
             _, best_row = max(present) if larger_is_better else min(present)
             table.highlighted.append((best_row, column))
-    tables = [table, _against_ceilings(result, figures)]
+    tables = [table, _against_ceilings(result, found)]
     return Summary(tables=tables, conclusions=recommendations(figures, nbytes), show_profile=False)
 
 
-# Where a kernel's reads come from: across the link, or from the GPU's own memory.
-READS_DEVICE_MEMORY = (
-    *(kind.name for kind in SINGLE_GPU_KINDS if kind.on_device),  # cuMemAlloc, pools, VMM
-    "managed resident",
-    "managed prefetched",
-)
-
-
-def _against_ceilings(result: Result, figures: dict[tuple[str, str], float]) -> Table:
+def _against_ceilings(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
     """Each copy and kernel read as a share of what bounds it (memprof.model.ceilings)."""
-    nbytes = result.extra.bytes_per_array
-    link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
-    pageable = {d: pageable_ceiling(result, nbytes, d) for d in ("h2d", "d2h")}
+    nbytes = base.array_bytes(result.parameters)
     table = Table(
         "Against each figure's ceiling",
         ["Memory", "HtoD", "DtoH", "Kernel read"],
         notes=[
-            f"Copies, and kernels reading host memory, against the link: {detail_of(link)}.",
+            "Copies, and kernels reading host memory, against the link: "
+            f"{detail_of(pcie_ceiling(result))}.",
             "Kernels reading device memory (device, managed once resident) against HBM: "
-            f"{detail_of(hbm, 'unknown')}.",
+            f"{detail_of(hbm_ceiling(result.device), 'unknown')}.",
             _pageable_note(result, nbytes),
         ],
     )
-
-    def ceiling_of(row: str, operation: str) -> Ceiling | None:
-        if operation == "kernel_read":
-            return hbm if row in READS_DEVICE_MEMORY else link
-        return pageable[operation] if row == "pageable" else link
-
-    for row, label in shown_rows(figures).items():
-        cells = [
-            cell(ceiling_of(row, operation), figures[row, operation])
-            if (row, operation) in figures
-            else "-"
-            for operation in ("h2d", "d2h", "kernel_read")
-        ]
-        table.add_row(label, *cells)
+    for row, label in shown_rows(found).items():
+        shown = [found.get((row, operation)) for operation in ("h2d", "d2h", "kernel_read")]
+        cells = ["-" if one is None else cell(one.ceiling, one.gb_per_s) for one in shown]
+        sources = tuple(one.measurement for one in shown if one is not None)
+        table.add_row(label, *cells, source=sources)
     return table
 
 

@@ -10,20 +10,20 @@ numpy, then timed; the best time gives the bandwidth, as STREAM reports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
+from memprof.model.figures import Figure, figure_finder
 from memprof.model.formatting import (
-    bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
 )
 from memprof.model.params import param
-from memprof.model.results import Check, Measurement, Result
-from memprof.model.schema import MAX_COUNT, ByteCount, Range
+from memprof.model.results import Check, Result
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 SCALAR = 0.4  # BabelStream's scalar: keeps repeated runs from growing or vanishing
@@ -52,41 +52,54 @@ class DeviceParams:
     warmup: base.Warmup = base.warmup_param(3)
 
 
-@dataclass(frozen=True)
-class Launch:
-    """How the STREAM kernels were launched."""
-
-    block_size: Annotated[int, Range(1, 1024)]  # threads per block: CUDA allows 1 to 1024
-    elementwise_blocks: Annotated[int, Range(1, MAX_COUNT)]
-    dot_blocks: Annotated[int, Range(1, MAX_COUNT)]
-    bytes_per_thread_access: Annotated[int, Range(1, 128)]
+BYTES_PER_THREAD_ACCESS = 16  # the kernels' loads and stores
 
 
-@dataclass(frozen=True)
-class DeviceExtra:
-    bytes_per_array: ByteCount
-    launch: Launch
-
-
-D2D = base.Measure("gpu", "d2d", "cuMemcpyDtoD of one array", "one operation")
-MEMSET = base.Measure("gpu", "memset", "cuMemset of one array", "one operation")
-KERNEL = base.Measure("gpu", "kernel", "each STREAM kernel", "one operation")
+# Each figure is the best time's, as STREAM reports it, against HBM; a copy counts its read
+# and its write, a memset its write, a kernel every array it reads or writes.
+D2D = base.Measure(
+    "gpu",
+    "d2d",
+    "cuMemcpyDtoD of one array",
+    "one operation",
+    arrays=1,
+    traffic=2,
+    kinds=("device",),
+    shows="latency",
+    bound="hbm",
+    at="best",
+)
+MEMSET = base.Measure(
+    "gpu",
+    "memset",
+    "cuMemset of one array",
+    "one operation",
+    arrays=1,
+    kinds=("device",),
+    shows="latency",
+    bound="hbm",
+    at="best",
+)
+KERNEL = base.Measure(
+    "gpu", "kernel", "each STREAM kernel", "one operation",
+    arrays=tuple(sorted({arrays for _, arrays in STREAM_KERNELS.values()})), kinds=("device",),
+    shows="latency", bound="hbm", at="best",
+)  # fmt: skip
 
 
 class DeviceBandwidth(base.Experiment):
     name = "device"
     Params = DeviceParams
-    Extra = DeviceExtra
     measures = (
         D2D,
         MEMSET,
         KERNEL,
-        base.Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False),
+        base.Measure("api", "d2d", "cuMemcpyDtoDAsync, host clock", "host clock", False, 1),
         base.MEMSET_CALL,
         base.LAUNCH_CALL,
     )
 
-    def run(self, ctx: base.RunContext) -> DeviceExtra:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -110,37 +123,33 @@ class DeviceBandwidth(base.Experiment):
         ctx.check(stream.finite())
         stream.free()
         step("done")
-        launch = Launch(BLOCK_SIZE, stream.elementwise_blocks, stream.dot_blocks, 16)
-        return DeviceExtra(bytes_per_array=nbytes, launch=launch)
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def element_bytes(self, params: DeviceParams) -> int:
+        return 4 if params.dtype == "float32" else 8
+
+    def derived(self, result: Result) -> dict:
+        params = result.parameters
+        launch = result.device and {  # (a file without device facts is refused)
+            "block_size": BLOCK_SIZE,
+            "elementwise_blocks": elementwise_blocks(params),
+            "dot_blocks": result.device.multiprocessors * DOT_BLOCKS_PER_SM,
+            "bytes_per_thread_access": BYTES_PER_THREAD_ACCESS,
+        }
+        return {"bytes_per_array": base.array_bytes(params, self.element_bytes(params)),
+                "launch": launch}  # fmt: skip
+
     def check_consistency(self, result: Result) -> None:
-        params, launch, facts = result.parameters, result.extra.launch, result.device
-        element_bytes = 4 if params.dtype == "float32" else 8
-        nbytes = consistency.array_bytes(result, element_bytes=element_bytes)
-        pack = max(1, launch.bytes_per_thread_access // element_bytes)
-        blocks = max(1, -(-(1 << params.power) // pack) // launch.block_size)
-        consistency.equal(
-            "extra.launch.elementwise_blocks",
-            launch.elementwise_blocks,
-            blocks,
-            "2^power elements in accesses of bytes_per_thread_access by block_size threads make",
-        )
-        consistency.equal(
-            "extra.launch.dot_blocks",
-            launch.dot_blocks,
-            facts.multiprocessors * DOT_BLOCKS_PER_SM,
-            f"{DOT_BLOCKS_PER_SM} blocks per multiprocessor of device.multiprocessors make",
-        )
+        params, facts = result.parameters, result.device
+        nbytes = base.array_bytes(params, self.element_bytes(params))
         for field in ("memory_clock_khz", "memory_bus_width_bits"):
             if not getattr(facts, field):
-                consistency.refuse(
+                raise SchemaError(
                     f"device.{field}", "is 0: the summary compares with the theoretical bandwidth"
                 )
-        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
-        consistency.takes_time(result, [("gpu", "d2d"), ("gpu", "memset"), ("gpu", "kernel")])
         for name, (_, arrays) in STREAM_KERNELS.items():
             found = [
                 (index, m)
@@ -148,27 +157,25 @@ class DeviceBandwidth(base.Experiment):
                 if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
             ]
             if len(found) != 1:
-                consistency.refuse(
+                raise SchemaError(
                     "measurements",
                     f"has {len(found)} gpu kernels named stream_{name}_*: every device run "
                     "records each STREAM kernel once",
                 )
             index, kernel = found[0]
-            consistency.equal(
-                f"measurements[{index}].bytes",
-                kernel.bytes,
-                arrays * nbytes,
-                f"{name} reads and writes {arrays} arrays of extra.bytes_per_array",
-            )
+            if kernel.bytes != arrays * nbytes:
+                raise SchemaError(
+                    f"measurements[{index}].bytes",
+                    f"is {kernel.bytes}, but {name} reads and writes {arrays} arrays of "
+                    f"parameters.power ({arrays * nbytes})",
+                )
 
 
-# A copy counts its read and its write (the summary doubles it); kernels: by their name.
-ARRAYS_MOVED = {
-    ("gpu", "d2d"): 1,
-    ("api", "d2d"): 1,
-    **consistency.MEMSET_MOVES,
-    **consistency.NOTHING_MOVED,
-}
+def elementwise_blocks(params: DeviceParams) -> int:
+    """Blocks of the element-wise kernels: each thread loads BYTES_PER_THREAD_ACCESS at once."""
+    element = 4 if params.dtype == "float32" else 8
+    pack_width = max(1, BYTES_PER_THREAD_ACCESS // element)
+    return max(1, -(-(1 << params.power) // pack_width) // BLOCK_SIZE)
 
 
 class _Stream:
@@ -193,8 +200,7 @@ class _Stream:
         )
         self.partial = memory.allocate(session, "device", dot_blocks, self.dtype)
         self.scalar = self.dtype.type(SCALAR)
-        pack_width = 16 // self.dtype.itemsize
-        self.elementwise_blocks = max(1, -(-self.elements // pack_width) // BLOCK_SIZE)
+        self.elementwise_blocks = elementwise_blocks(params)
 
     @property
     def arrays(self) -> tuple:
@@ -307,13 +313,12 @@ def _close(name: str, actual, expected, tolerance: float) -> Check:
     )
 
 
-def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
-    """(label, how bytes count, bytes per call, measurement) for every timed operation."""
-    d2d = base.find(result, D2D, "device")
-    memset = base.find(result, MEMSET, "device")
+def _operations(result: Result) -> list[tuple[str, str, Figure]]:
+    """(label, how bytes count, figures) for every timed operation."""
+    figure_of = figure_finder(result, DeviceBandwidth.measures)
     rows = [
-        ("cuMemcpyDtoD", "read + write", 2 * d2d.bytes, d2d),
-        ("cuMemset", "write", memset.bytes, memset),
+        ("cuMemcpyDtoD", "read + write", figure_of(base.find(result, D2D, "device"))),
+        ("cuMemset", "write", figure_of(base.find(result, MEMSET, "device"))),
     ]
     for name, (formula, arrays) in STREAM_KERNELS.items():
         kernel = next(
@@ -321,15 +326,16 @@ def _operations(result: Result) -> list[tuple[str, str, int, Measurement]]:
             for m in result.measurements
             if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
         )
-        rows.append((f"{name}  {formula}", f"{arrays} arrays", kernel.bytes, kernel))
+        rows.append((f"{name}  {formula}", f"{arrays} arrays", figure_of(kernel)))
     return rows
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
+    params = result.parameters
+    nbytes = base.array_bytes(params, DeviceBandwidth().element_bytes(params))
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
-        f"Device memory, {format_bytes(nbytes)} per array ({result.parameters.dtype}), "
+        f"Device memory, {format_bytes(nbytes)} per array ({params.dtype}), "
         f"{base.repetitions(result, 'timed run')}",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
@@ -337,28 +343,30 @@ def summarize(result: Result) -> Summary:
             "its write, a memset its write. Best GB/s = bytes over the minimum time, as STREAM "
             "reports it (GB/s = 10^9 bytes/s). Times: " + gpu_timing(result) + ".",
             f"% of peak: of the theoretical {peak:,.0f} GB/s from `memprof info`.",
-            f"Kernels: 16-byte loads and stores, {result.extra.launch.block_size} threads "
+            f"Kernels: {BYTES_PER_THREAD_ACCESS}-byte loads and stores, {BLOCK_SIZE} threads "
             "per block, verified against numpy on random data before timing.",
         ],
     )
     best = {}
-    for label, counting, moved, measurement in _operations(result):
-        stats = measurement.stats
-        best[label.split()[0]] = bandwidth_gb_per_s(moved, stats.min_ms)
+    for label, counting, one in _operations(result):
+        stats = one.stats
+        best[label.split()[0]] = one
         table.add_row(
             label,
             counting,
-            format_bytes(moved),
+            format_bytes(one.moved_bytes),
             format_ms(stats.min_ms),
             format_ms(stats.mean_ms),
             format_ms(stats.max_ms),
-            format_gb_per_s(best[label.split()[0]]),
-            f"{best[label.split()[0]] / peak:.1%}",
+            format_gb_per_s(one.gb_per_s),
+            f"{one.share:.1%}",
+            source=one.measurement,
         )
+    triad, copy, d2d = (best[name].gb_per_s for name in ("triad", "copy", "cuMemcpyDtoD"))
     conclusion = (
-        f"Triad reached {best['triad']:,.0f} GB/s, {best['triad'] / peak:.1%} of the theoretical "
-        f"{peak:,.0f} GB/s; copy {best['copy']:,.0f} GB/s ({best['copy'] / best['triad']:.1%} of "
-        f"triad) and cuMemcpyDtoD {best['cuMemcpyDtoD']:,.0f} GB/s. That is the ceiling for any "
+        f"Triad reached {triad:,.0f} GB/s, {best['triad'].share:.1%} of the theoretical "
+        f"{peak:,.0f} GB/s; copy {copy:,.0f} GB/s ({copy / triad:.1%} of "
+        f"triad) and cuMemcpyDtoD {d2d:,.0f} GB/s. That is the ceiling for any "
         "memory-bound kernel on this GPU: measure yours against it, not against the datasheet."
     )
     return Summary(tables=[table], conclusions=[conclusion])

@@ -14,14 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memprof.experiments import base, consistency
-from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
+from memprof.experiments import base
+from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
 from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
+from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
-from memprof.model.schema import ByteCount
 from memprof.model.summary import Summary, Table
 
 MODES = {"alone": "Alone", "together": "All at once"}
@@ -37,19 +37,22 @@ HostlinkParams = base.LargeCopies  # hostlink's: 256 MiB copies, each GPU alone 
 @dataclass(frozen=True)
 class HostlinkExtra:
     devices: list[DeviceRecord]
-    bytes_per_copy: ByteCount
 
 
-ALONE = {
-    direction: base.Measure("gpu", direction, f"one GPU's pinned copies {label}", "back to back")
-    for direction, label in DIRECTION_LABELS.items()
-}
-TOGETHER = {
-    direction: base.Measure(
-        "gpu", f"{direction}_at_once", f"each GPU's copies {label}, all at once", "back to back"
-    )
-    for direction, label in DIRECTION_LABELS.items()
-}
+def _copies(operation: str, words: str) -> dict[str, base.Measure]:
+    """Each direction's pinned copies, back to back, of GPU `gpus[0]`, against its link."""
+    return {
+        direction: base.Measure(
+            "gpu", operation.format(direction=direction), words.format(label=label),
+            "back to back", arrays=1, kinds=("pinned",), gpus=1, shows="throughput",
+            bound="link",
+        )
+        for direction, label in DIRECTION_LABELS.items()
+    }  # fmt: skip
+
+
+ALONE = _copies("{direction}", "one GPU's pinned copies {label}")
+TOGETHER = _copies("{direction}_at_once", "each GPU's copies {label}, all at once")
 
 
 class Hostlink(base.Experiment):
@@ -113,22 +116,16 @@ class Hostlink(base.Experiment):
                 gpu.host.free()
                 gpu.device.free()
         devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
-        return HostlinkExtra(devices=devices, bytes_per_copy=nbytes)
+        return HostlinkExtra(devices=devices)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_copy": base.array_bytes(result.parameters)}
+
     def check_consistency(self, result: Result) -> None:
-        devices = consistency.run_devices(result)
-        nbytes = consistency.array_bytes(result, "bytes_per_copy")
-        operations = (*ALONE, *(measure.operation for measure in TOGETHER.values()))
-        consistency.measured_bytes(result, {("gpu", op): 1 for op in operations}, [nbytes])
-        consistency.takes_time(result, [("gpu", op) for op in operations])
-        consistency.kinds_among(result, {("gpu", op): ("pinned",) for op in operations})
-        consistency.measured_on(result, devices, dict.fromkeys(operations, 1))
-        consistency.once_each(
-            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "copy"
-        )
+        base.run_devices(result)
 
 
 class _Gpu(CheckedCopies):
@@ -163,9 +160,14 @@ def figure_key(measurement: Measurement) -> tuple[str, str, int] | None:
     return ("together" if at_once else "alone", direction, measurement.gpus[0])
 
 
+def copy_figures(result: Result) -> dict[tuple[str, str, int], Figure]:
+    """(mode, direction, device) -> the figures of its copies."""
+    return figures_by_key(result, Hostlink.measures, figure_key)
+
+
 def figures(result: Result) -> dict[tuple[str, str, int], float]:
     """(mode, direction, device) -> GB/s, median of the batches."""
-    return gb_per_s_by_key(result, figure_key)
+    return {key: one.gb_per_s for key, one in copy_figures(result).items()}
 
 
 def totals(result: Result, direction: str) -> tuple[float, float] | None:
@@ -182,8 +184,9 @@ def totals(result: Result, direction: str) -> tuple[float, float] | None:
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
-    cells = figures(result)
-    nbytes = result.extra.bytes_per_copy
+    found = copy_figures(result)
+    cells = {key: one.gb_per_s for key, one in found.items()}
+    nbytes = base.array_bytes(result.parameters)
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",
         ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone", "Of ceiling"],
@@ -201,8 +204,11 @@ def summarize(result: Result) -> Summary:
                 if alone in cells and together in cells
                 else "-"
             )
-            reached = ceiling_cell(links[index], cells[alone]) if alone in cells else "-"
-            table.add_row(f"GPU {index}", label, cell(alone), cell(together), ratio, reached)
+            reached = ceiling_cell(found[alone].ceiling, cells[alone]) if alone in cells else "-"
+            measured = tuple(found[key].measurement for key in (alone, together) if key in found)
+            table.add_row(
+                f"GPU {index}", label, cell(alone), cell(together), ratio, reached, source=measured
+            )
         summed = totals(result, direction)
         if summed is not None:
             table.add_row(

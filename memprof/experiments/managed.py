@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.figures import Figure, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import DISTINCT, ByteCount
+from memprof.model.schema import DISTINCT, SchemaError
 from memprof.model.summary import Summary, Table
 
 Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.driver.ADVICE
@@ -43,9 +44,30 @@ class ManagedParams(base.OneSize):
 
 @dataclass(frozen=True)
 class ManagedExtra:
-    bytes_per_array: ByteCount
-    concurrent_managed_access: bool
     skipped: list[str]
+
+
+# What each step brings over: a first launch needs a, b and res on the GPU (a prefetch already
+# brought them), the next finds them there; a host read needs res on the host.
+HOST_READ = base.Measure("host", "host_read", "the host reading res", "host clock", arrays=1)
+KERNEL_FIRST = base.Measure(
+    "gpu",
+    "kernel_first",
+    "the first launch after the host wrote",
+    "one operation",
+    arrays=3,
+    traffic={"managed+prefetch": 0},
+    shows="latency",
+)
+KERNEL = base.Measure(
+    "gpu", "kernel", "the next launch (pages resident)", "one operation", arrays=3, traffic=0
+)
+PREFETCH = base.Measure(
+    "gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False, 3
+)
+END_TO_END = base.Measure(
+    "span", "end_to_end", "explicit copies: 2 HtoD + kernel + DtoH", "end to end", arrays=3
+)
 
 
 class Managed(base.Experiment):
@@ -53,20 +75,21 @@ class Managed(base.Experiment):
     Params = ManagedParams
     Extra = ManagedExtra
     measures = (
-        base.Measure("host", "host_write", "the host writing a, b, res", "host clock"),
-        base.Measure("host", "host_read", "the host reading res", "host clock"),
-        base.Measure(
-            "gpu", "kernel_first", "the first launch after the host wrote", "one operation"
+        base.Measure("host", "host_write", "the host writing a, b, res", "host clock", arrays=3),
+        HOST_READ,
+        KERNEL_FIRST,
+        KERNEL,
+        *(
+            base.Measure("gpu", way, f"explicit copies: {words}", "one operation", arrays=1,
+                         bound="link")
+            for way, words in base.DIRECTIONS.items()
         ),
-        base.Measure("gpu", "kernel", "the next launch (pages resident)", "one operation"),
-        base.Measure("gpu", "h2d", "explicit copies: host → device", "one operation"),
-        base.Measure("gpu", "d2h", "explicit copies: device → host", "one operation"),
-        base.Measure("span", "end_to_end", "explicit copies: 2 HtoD + kernel + DtoH", "end to end"),
-        base.Measure("gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False),
-        base.Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False),
-        base.Measure("api", "advise", "cuMemAdvise calls", "host clock", False),
+        END_TO_END,
+        PREFETCH,
+        base.Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False, 0),
+        base.Measure("api", "advise", "cuMemAdvise calls", "host clock", False, 0),
         *base.CORE_RECORDS,
-    )
+    )  # fmt: skip
 
     def run(self, ctx: base.RunContext) -> ManagedExtra:
         from memprof.core import memory
@@ -110,28 +133,33 @@ class Managed(base.Experiment):
                 measure(f"managed+{advice}", f"sumArrays, managed memory, {advice}")
         flow.free()
         step("done")
-        return ManagedExtra(nbytes, concurrent, skipped)
+        return ManagedExtra(skipped)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        derived = {"bytes_per_array": base.array_bytes(result.parameters)}
+        concurrent = result.device.attributes.get(CONCURRENT) if result.device else None
+        if concurrent is not None:
+            derived["concurrent_managed_access"] = bool(concurrent)
+        return derived
+
     def check_consistency(self, result: Result) -> None:
-        params, extra = result.parameters, result.extra
-        nbytes = consistency.array_bytes(result)
-        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
-        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
+        params = result.parameters
+        concurrent = result.device.attributes.get(CONCURRENT, 1)
         variants = {f"managed+{advice}" for advice in params.advice}
         variants |= {"managed+prefetch"} if params.prefetch else set()
         for index, m in enumerate(result.measurements):
             kind = m.kind or ""
             if kind.startswith("managed+") and kind not in variants:
-                consistency.refuse(
+                raise SchemaError(
                     f"measurements[{index}].kind", f"is {kind!r}, but parameters did not ask for it"
                 )
-            if kind in variants and not extra.concurrent_managed_access:
-                consistency.refuse(
+            if kind in variants and not concurrent:
+                raise SchemaError(
                     f"measurements[{index}].kind",
-                    f"is {kind!r}, but extra.concurrent_managed_access is false",
+                    f"is {kind!r}, but device.attributes.{CONCURRENT} is 0",
                 )
         timed = {m.kind for m in result.measurements if m.operation == "kernel_first"}
         needed = [("gpu", "kernel_first", "managed"), ("host", "host_read", "pageable")]
@@ -141,20 +169,18 @@ class Managed(base.Experiment):
             if kind == "managed+prefetch":
                 needed.append(("gpu", "prefetch", kind))
         for group, operation, kind in needed:
-            consistency.present(result, group, operation, kind, "the managed summary shows")
+            if not any(
+                (m.group, m.operation, m.kind) == (group, operation, kind)
+                for m in result.measurements
+            ):
+                raise SchemaError(
+                    "measurements",
+                    f"has no {group} {operation!r} of kind {kind!r}, which the managed summary "
+                    "shows",
+                )
 
 
-# What each operation moves, in arrays of bytes_per_array: a step over a, b and res moves 3.
-ARRAYS_MOVED = {
-    **consistency.SUM_ARRAYS_MOVES,
-    ("host", "host_write"): 3,
-    ("host", "host_read"): 1,
-    ("gpu", "kernel_first"): 3,
-    ("span", "end_to_end"): 3,
-    ("gpu", "prefetch"): 3,
-    ("api", "prefetch"): 0,
-    ("api", "advise"): 0,
-}
+CONCURRENT = "concurrentManagedAccess"  # the capability prefetch and advice need
 
 
 class _ManagedFlow:
@@ -255,7 +281,7 @@ class _ManagedFlow:
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     table = Table(
         f"sumArrays over managed a, b, res of {format_bytes(nbytes)} each, written by the host",
         ["Step", "Median", "Moved", "Effective GB/s"],
@@ -267,68 +293,69 @@ def summarize(result: Result) -> Summary:
         ]
         + [f"Skipped {reason}." for reason in result.extra.skipped],
     )
+    declared = {measure.key: measure for measure in Managed.measures}
 
-    def median(operation: str, kind: str, group: str) -> float | None:
+    def find(group: str, operation: str, kind: str) -> Figure | None:
         try:
-            return result.find(operation, kind, group).stats.median_ms
+            found = result.find(operation, kind, group)
         except KeyError:
             return None
+        return figure(result, found, declared[group, operation])
 
-    def add(step: str, time_ms: float, moved: int | None) -> None:
-        rate = format_gb_per_s(bandwidth_gb_per_s(moved, time_ms)) if moved else "-"
-        table.add_row(step, format_ms(time_ms), format_bytes(moved) if moved else "-", rate)
+    def add(step: str, step_figure: Figure) -> None:
+        moved = step_figure.moved_bytes
+        table.add_row(
+            step,
+            format_ms(step_figure.median_ms),
+            format_bytes(moved) if moved else "-",
+            format_gb_per_s(step_figure.gb_per_s) if moved else "-",
+            source=step_figure.measurement,
+        )
 
-    variants = [("managed", "(a) on demand")]
-    if median("kernel_first", "managed+prefetch", "gpu") is not None:
-        variants.append(("managed+prefetch", "(d) after cuMemPrefetchAsync"))
+    variants = [("managed", "on demand")]
+    if find("gpu", "kernel_first", "managed+prefetch") is not None:
+        variants.append(("managed+prefetch", "after cuMemPrefetchAsync"))
     variants += [
-        (f"managed+{advice}", f"(f) cuMemAdvise {advice}")
+        (f"managed+{advice}", f"cuMemAdvise {advice}")
         for advice in result.parameters.advice
-        if median("kernel_first", f"managed+{advice}", "gpu") is not None
+        if find("gpu", "kernel_first", f"managed+{advice}") is not None
     ]
     first = {}
     for kind, label in variants:
         if kind == "managed+prefetch":
-            add(f"{label}: prefetch a, b, res", median("prefetch", kind, "gpu"), 3 * nbytes)
-        first[kind] = median("kernel_first", kind, "gpu")
-        add(
-            f"{label}: first launch",
-            first[kind],
-            None if kind == "managed+prefetch" else 3 * nbytes,
-        )
-        add(f"{label}: next launch", median("kernel", kind, "gpu"), None)
-        add(f"{label}: (e) host reads res", median("host_read", kind, "host"), nbytes)
-    add(
-        "host reads resident host memory (reference)",
-        median("host_read", "pageable", "host"),
-        nbytes,
-    )
-    explicit = median("end_to_end", "device", "span")
-    add("(c) device memory: kernel alone", median("kernel", "device", "gpu"), None)
-    add("(c) device memory: 2 HtoD + kernel + DtoH", explicit, 3 * nbytes)
+            add(f"{label}: prefetch a, b, res", find("gpu", "prefetch", kind))
+        first[kind] = find("gpu", "kernel_first", kind)
+        add(f"{label}: first launch", first[kind])
+        add(f"{label}: next launch", find("gpu", "kernel", kind))
+        add(f"{label}: host reads res", find("host", "host_read", kind))
+    add("host reads resident host memory (reference)", find("host", "host_read", "pageable"))
+    explicit = find("span", "end_to_end", "device")
+    add("device memory: kernel alone", find("gpu", "kernel", "device"))
+    add("device memory: 2 HtoD + kernel + DtoH", explicit)
 
-    resident = median("kernel", "managed", "gpu")
-    prefetch = median("prefetch", "managed+prefetch", "gpu")
-    conclusion = _conclusion(first, resident, explicit, prefetch, 3 * nbytes)
+    resident = find("gpu", "kernel", "managed")
+    prefetch = find("gpu", "prefetch", "managed+prefetch")
+    conclusion = _conclusion(first, resident, explicit, prefetch)
     return Summary(tables=[table], conclusions=[conclusion])
 
 
 def _conclusion(
-    first: dict[str, float], resident: float, explicit: float, prefetch: float | None, moved: int
+    first: dict[str, Figure], resident: Figure, explicit: Figure, prefetch: Figure | None
 ) -> str:
     """On-demand migration against resident pages, explicit copies and a prefetch."""
     on_demand = first["managed"]
     conclusion = (
-        f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
-        f"resident one ({format_ms(on_demand)} vs {format_ms(resident)}, pages arriving at "
-        f"{format_gb_per_s(bandwidth_gb_per_s(moved, on_demand))} GB/s); explicit copies "
-        f"did the whole job, copies included, in {format_ms(explicit)}."
+        f"On-demand migration made the first launch "
+        f"{on_demand.median_ms / resident.median_ms:.0f}x slower than a resident one "
+        f"({format_ms(on_demand.median_ms)} vs {format_ms(resident.median_ms)}, pages arriving "
+        f"at {format_gb_per_s(on_demand.gb_per_s)} GB/s); explicit copies did the whole job, "
+        f"copies included, in {format_ms(explicit.median_ms)}."
     )
     if "managed+prefetch" in first and prefetch is not None:
-        prefetched = first["managed+prefetch"] + prefetch
+        prefetched = first["managed+prefetch"].median_ms + prefetch.median_ms
         conclusion += f" Prefetch plus launch took {format_ms(prefetched)}: " + (
             "prefetch managed memory before the kernel that needs it."
-            if prefetched < on_demand
+            if prefetched < on_demand.median_ms
             else "here prefetching did not beat on-demand migration."
         )
     return conclusion

@@ -19,14 +19,14 @@ import itertools
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE
-from memprof.model.ceilings import peer_ceiling
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s
+from memprof.model.figures import Figure, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 COPY_NAME = "[CUDA memcpy PtoP]"  # nvprof's name for peer-to-peer copies
@@ -56,9 +56,39 @@ class PeerParams(base.LargeCopies):
 class PeerExtra:
     devices: list[DeviceRecord]
     peer_access: list[list[bool]]  # [source][destination]: can access
-    bytes_per_array: ByteCount
-    latency_steps: Count
     skipped: list[str]
+
+
+# Each method's GB/s from back-to-back batches, against the links between the two GPUs
+# (peer access off, the driver stages through host memory: no bound declared).
+METHOD_MEASURES = {
+    method: base.Measure(
+        "gpu",
+        method,
+        f"{title}: one operation, then back to back",
+        "back to back",
+        required=method == "ce_off",
+        arrays=1,
+        kinds=(PEER,),
+        gpus=2,
+        shows="throughput",
+        bound=None if method == "ce_off" else "nvlink",
+        per_repeat=method != "ce_bidir",  # its samples are its batches
+    )
+    for method, title in METHODS.items()
+}
+
+
+LATENCY_CHAIN = base.Measure(
+    "gpu",
+    LATENCY,
+    "a chain of dependent 4-byte reads, one thread",
+    "one operation",
+    kinds=(PEER, "device"),
+    gpus=2,
+    shows="latency",
+    per_sample="latency_steps",
+)
 
 
 class Peer(base.Experiment):
@@ -68,19 +98,8 @@ class Peer(base.Experiment):
     gpus = "every"
     needs_two_gpus = "so there is nothing to measure"
     measures = (
-        *(
-            base.Measure(
-                "gpu",
-                method,
-                f"{title}: one operation, then back to back",
-                "back to back",
-                required=method == "ce_off",
-            )
-            for method, title in METHODS.items()
-        ),
-        base.Measure(
-            "gpu", LATENCY, "a chain of dependent 4-byte reads, one thread", "one operation"
-        ),
+        *METHOD_MEASURES.values(),
+        LATENCY_CHAIN,
         base.LAUNCH_CALL,
     )
 
@@ -135,37 +154,24 @@ class Peer(base.Experiment):
         return PeerExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,
-            bytes_per_array=nbytes,
-            latency_steps=params.latency_steps,
             skipped=skipped,
         )
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        params = result.parameters
+        return {"bytes_per_array": base.array_bytes(params), "latency_steps": params.latency_steps}
+
     def check_consistency(self, result: Result) -> None:
-        extra = result.extra
-        devices = consistency.run_devices(result)
-        nbytes = consistency.array_bytes(result)
-        consistency.equal(
-            "extra.latency_steps",
-            extra.latency_steps,
-            result.parameters.latency_steps,
-            "parameters.latency_steps asked for",
-        )
-        access = consistency.access_matrix(result, devices)
-        moves = {**{("gpu", method): 1 for method in METHODS}, ("api", "launch"): 0}
-        consistency.measured_bytes(result, moves, [nbytes])
-        consistency.takes_time(result, [("gpu", method) for method in (*METHODS, LATENCY)])
-        consistency.measured_on(result, devices, dict.fromkeys([*METHODS, LATENCY], 2))
-        consistency.once_each(
-            result, lambda m: (m.operation, m.gpus) if m.group == "gpu" else None, "figure"
-        )
+        devices = base.run_devices(result)
+        access = base.access_matrix(result, devices)
         for index, m in enumerate(result.measurements):
             if m.group != "gpu":
                 continue
             a, b = m.gpus
-            _check_peer_figure(m, index, a, b, access, extra.latency_steps)
+            _check_peer_figure(m, index, a, b, access, result.parameters.latency_steps)
 
 
 def _check_peer_figure(m, index: int, a: int, b: int, access: dict, steps: int) -> None:
@@ -173,17 +179,22 @@ def _check_peer_figure(m, index: int, a: int, b: int, access: dict, steps: int) 
     needs two, and only where peer access allowed it to run."""
     where = f"measurements[{index}]"
     if m.operation == LATENCY:
-        consistency.equal(
-            f"{where}.bytes", m.bytes, 4 * steps, "4-byte loads of latency_steps make"
-        )
+        if m.bytes != 4 * steps:
+            raise SchemaError(
+                f"{where}.bytes",
+                f"is {m.bytes}, but 4-byte loads of parameters.latency_steps make {4 * steps}",
+            )
         kind = "device" if a == b else PEER
     else:
         if a == b:
-            consistency.refuse(
+            raise SchemaError(
                 f"{where}.gpus", f"is GPU {a} to itself: {m.operation} is between two"
             )
         kind = PEER
-    consistency.equal(f"{where}.kind", m.kind, kind, f"a {m.operation} between these GPUs is")
+    if m.kind != kind:
+        raise SchemaError(
+            f"{where}.kind", f"is {m.kind!r}, but a {m.operation} between these GPUs is {kind!r}"
+        )
     needed = {  # (memory's GPU, accessing GPU) pairs the method maps
         "ce_on": [(a, b), (b, a)],
         "ce_bidir": [(a, b), (b, a)],
@@ -193,7 +204,7 @@ def _check_peer_figure(m, index: int, a: int, b: int, access: dict, steps: int) 
     }.get(m.operation, [])
     for reader, memory in needed:
         if not access[reader, memory]:
-            consistency.refuse(
+            raise SchemaError(
                 f"{where}.gpus",
                 f"is GPU {a} → GPU {b} by {m.operation}, but extra.peer_access says GPU "
                 f"{reader} cannot access GPU {memory}",
@@ -447,28 +458,42 @@ def devices_of(result: Result) -> list[int]:
     return [device.index for device in result.extra.devices]
 
 
+def method_figures(result: Result, method: str) -> dict[tuple[int, int], Figure]:
+    """(source, destination) -> the figures of one method's operations between them."""
+    return {
+        (m.gpus[0], m.gpus[1]): figure(result, m, METHOD_MEASURES[method])
+        for m in result.measurements
+        if m.operation == method and m.group == "gpu" and len(m.gpus) == 2
+    }
+
+
 def figures(result: Result, method: str) -> dict[tuple[int, int], float]:
     """(source, destination) -> GB/s of back-to-back operations, for one method."""
-    found = {}
-    for m in result.measurements:
-        if m.operation == method and m.group == "gpu" and len(m.gpus) == 2:
-            stats = m.throughput_stats or m.stats
-            found[m.gpus[0], m.gpus[1]] = bandwidth_gb_per_s(m.bytes, stats.median_ms)
-    return found
+    return {pair: one.gb_per_s for pair, one in method_figures(result, method).items()}
+
+
+def latency_figures(result: Result) -> dict[tuple[int, int], Figure]:
+    """(memory's GPU, reading GPU) -> the figures of its chain of dependent reads."""
+    return {
+        (m.gpus[0], m.gpus[1]): figure(result, m, LATENCY_CHAIN)
+        for m in result.measurements
+        if m.operation == LATENCY and m.group == "gpu" and len(m.gpus) == 2
+    }
 
 
 def latencies_us(result: Result) -> dict[tuple[int, int], float]:
     """(memory's GPU, reading GPU) -> microseconds per dependent read, median."""
-    steps = result.extra.latency_steps
-    found = {}
-    for m in result.measurements:
-        if m.operation == LATENCY and m.group == "gpu" and len(m.gpus) == 2:
-            found[m.gpus[0], m.gpus[1]] = m.stats.median_ms * 1e3 / steps
-    return found
+    return {
+        pair: one.each_ms(result.parameters) * 1e3 for pair, one in latency_figures(result).items()
+    }
 
 
 def matrix_table(
-    title: str, devices: list[int], cells: dict[tuple[int, int], float], unit_format
+    title: str,
+    devices: list[int],
+    cells: dict[tuple[int, int], float],
+    unit_format,
+    sources: dict[tuple[int, int], object] | None = None,
 ) -> Table:
     """A GPU x GPU table: rows are sources, columns destinations; '-' where nothing ran."""
     table = Table(title, ["from \\ to", *(f"GPU {d}" for d in devices)])
@@ -477,21 +502,24 @@ def matrix_table(
             unit_format(cells[source, destination]) if (source, destination) in cells else "-"
             for destination in devices
         ]
-        table.add_row(f"GPU {source}", *row)
+        measured = [sources[source, d] for d in devices if sources and (source, d) in sources]
+        table.add_row(f"GPU {source}", *row, source=tuple(measured))
     return table
 
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     tables = []
     for method, title in METHODS.items():
-        cells = figures(result, method)
-        if not cells:
+        found = method_figures(result, method)
+        if not found:
             continue
-        table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s)
+        cells = {pair: one.gb_per_s for pair, one in found.items()}
+        measured = {pair: one.measurement for pair, one in found.items()}
+        table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s, measured)
         if method == "ce_on":
-            table.notes += _ceiling_notes(result, cells)
+            table.notes += _ceiling_notes(found)
         if method == "ce_bidir":
             for a, b in unordered_pairs(devices):
                 if (a, b) in cells and (b, a) in cells:
@@ -509,10 +537,11 @@ def summarize(result: Result) -> Summary:
                 devices,
                 latency,
                 lambda us: f"{us:.2f}",
+                {pair: one.measurement for pair, one in latency_figures(result).items()},
             )
         )
         tables[-1].notes.append(
-            f"A single thread follows a chain of {result.extra.latency_steps} dependent "
+            f"A single thread follows a chain of {result.parameters.latency_steps} dependent "
             "uncached loads, 256 bytes apart in 1 MiB; kernel time / loads, median of "
             f"{base.repetitions(result)}."
         )
@@ -527,29 +556,30 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
-def _ceiling_notes(result: Result, cells: dict[tuple[int, int], float]) -> list[str]:
+def _ceiling_notes(found: dict[tuple[int, int], Figure]) -> list[str]:
     """Each pair's link, and the share of it the copies reached (memprof.model.ceilings)."""
     notes = []
-    for (a, b), gb_per_s in cells.items():
-        ceiling = peer_ceiling(result, a, b)
-        if ceiling is not None:
-            share = f"{ceiling.fraction(gb_per_s):.0%}"
-            notes.append(f"GPU {a} → GPU {b}: {share} of its ceiling, {ceiling.detail}.")
+    for (a, b), one in found.items():
+        if one.ceiling is not None:
+            notes.append(
+                f"GPU {a} → GPU {b}: {one.share:.0%} of its ceiling, {one.ceiling.detail}."
+            )
     if not notes:
         notes.append("The links' ceilings were not recorded in this file (no GPU state from NVML).")
     return notes
 
 
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
-    on, off = figures(result, "ce_on"), figures(result, "ce_off")
-    bidir = figures(result, "ce_bidir")
+    on_figures = method_figures(result, "ce_on")
+    on = {pair: one.gb_per_s for pair, one in on_figures.items()}
+    off, bidir = figures(result, "ce_off"), figures(result, "ce_bidir")
     latency = latencies_us(result)
     lines = []
     for a, b in ordered_pairs(devices):
         if (a, b) in on and (a, b) in off:
-            ceiling = peer_ceiling(result, a, b)
+            ceiling = on_figures[a, b].ceiling
             share = (
-                f" ({ceiling.fraction(on[a, b]):.0%} of its {ceiling.limiter} ceiling)"
+                f" ({on_figures[a, b].share:.0%} of its {ceiling.limiter} ceiling)"
                 if ceiling is not None
                 else ""
             )

@@ -11,11 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.experiments import base, consistency
-from memprof.experiments.common import host_side, pageable_ceiling
+from memprof.experiments import base
 from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
+from memprof.model.figures import Figure, figure, host_side
 from memprof.model.formatting import (
-    bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
@@ -23,7 +22,6 @@ from memprof.model.formatting import (
 )
 from memprof.model.params import param
 from memprof.model.results import Result
-from memprof.model.schema import ByteCount, Count
 from memprof.model.summary import Summary, Table
 
 HOST_KINDS = ("pageable", "pinned")
@@ -39,29 +37,38 @@ class PinnedParams(base.OneSize):
     )
 
 
-@dataclass(frozen=True)
-class PinnedExtra:
-    elements: Count
-    bytes_per_array: ByteCount
-
-
 COPY = {
-    "h2d": base.Measure(
-        "gpu", "h2d", "one copy host → device, and back-to-back copies", "one operation"
-    ),
-    "d2h": base.Measure(
-        "gpu", "d2h", "one copy device → host, and back-to-back copies", "one operation"
-    ),
+    direction: base.Measure(
+        "gpu",
+        direction,
+        f"one copy {words}, and back-to-back copies",
+        "one operation",
+        arrays=1,
+        kinds=HOST_KINDS,
+        shows="throughput",
+        bound="link",
+    )
+    for direction, words in DIRECTIONS.items()
 }
 BLOCKED = {
-    "h2d": base.Measure("api", "h2d", "the host blocked in the HtoD call", "host clock"),
-    "d2h": base.Measure("api", "d2h", "the host blocked in the DtoH call", "host clock"),
+    direction: base.Measure(
+        "api",
+        direction,
+        f"the host blocked in the {name} call",
+        "host clock",
+        True,
+        1,
+        kinds=HOST_KINDS,
+    )
+    for direction, name in (("h2d", "HtoD"), ("d2h", "DtoH"))
 }
-ALLOC_HOST = base.Measure("host", "alloc", "numpy.empty and a write to every page", "host clock")
-FREE_HOST = base.Measure("host", "free", "freeing numpy's array", "host clock")
-ALLOC = base.Measure("api", "alloc", "cuMemHostAlloc", "host clock")
-FREE = base.Measure("api", "free", "cuMemFreeHost", "host clock")
-FLOW = base.Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end")
+ALLOC_HOST = base.Measure(
+    "host", "alloc", "numpy.empty and a write to every page", "host clock", arrays=1
+)
+FREE_HOST = base.Measure("host", "free", "freeing numpy's array", "host clock", arrays=1)
+ALLOC = base.Measure("api", "alloc", "cuMemHostAlloc", "host clock", arrays=1)
+FREE = base.Measure("api", "free", "cuMemFreeHost", "host clock", arrays=1)
+FLOW = base.Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end", arrays=3)
 
 
 class Pinned(base.Experiment):
@@ -74,7 +81,6 @@ class Pinned(base.Experiment):
 
     name = "pinned"
     Params = PinnedParams
-    Extra = PinnedExtra
     gpus = "one_or_every"
     measures = (
         *COPY.values(),
@@ -85,13 +91,13 @@ class Pinned(base.Experiment):
         FREE,
         FLOW,
         *base.HOST_SIDE,
-        base.Measure("gpu", "memset", "poisoning the result before each flow", "one operation"),
-        base.Measure("gpu", "kernel", "sumArraysGPU", "one operation"),
-        base.Measure("api", "memset", "cuMemsetD8Async", "host clock"),
-        base.Measure("api", "launch", "cuLaunchKernel", "host clock"),
+        base.POISON,
+        base.Measure("gpu", "kernel", "sumArraysGPU", "one operation", arrays=3),
+        base.MEMSET_CALL,
+        base.LAUNCH_CALL,
     )
 
-    def run(self, ctx: base.RunContext) -> PinnedExtra:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -139,44 +145,24 @@ class Pinned(base.Experiment):
         for buffer in (d_a, d_b, d_res):
             buffer.free()
         ctx.progress("done", 2 * len(HOST_KINDS), 2 * len(HOST_KINDS))
-        return PinnedExtra(elements=elements, bytes_per_array=nbytes)
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result)
-        consistency.equal(
-            "extra.elements",
-            result.extra.elements * base.FLOAT32_BYTES,
-            nbytes,
-            "its float32 must fill extra.bytes_per_array",
-        )
-        consistency.measured_bytes(result, ARRAYS_MOVED, [nbytes])
-        consistency.takes_time(
-            result, [("gpu", "h2d"), ("gpu", "d2h"), ("gpu", "kernel"), ("span", "flow")]
-        )
-        copies = (*COPY.values(), *BLOCKED.values())
-        consistency.kinds_among(result, {(m.group, m.operation): HOST_KINDS for m in copies})
-
-
-# What each operation moves, in arrays of bytes_per_array (a flow: a, b in and res out).
-ARRAYS_MOVED = {
-    **consistency.SUM_ARRAYS_MOVES,
-    **{(m.group, m.operation): 1 for m in (*COPY.values(), *BLOCKED.values())},
-    **{(m.group, m.operation): 1 for m in (ALLOC_HOST, FREE_HOST, ALLOC, FREE)},
-    ("span", "flow"): 3,
-}
+    def derived(self, result: Result) -> dict:
+        nbytes = base.array_bytes(result.parameters)
+        return {"elements": nbytes // base.FLOAT32_BYTES, "bytes_per_array": nbytes}
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
-    median = {
-        (kind, direction): _per_copy_ms(result, direction, kind)
+    nbytes = base.array_bytes(result.parameters)
+    copies = {
+        (kind, direction): figure(result, base.find(result, measure, kind), measure)
         for kind in HOST_KINDS
-        for direction in DIRECTIONS
+        for direction, measure in COPY.items()
     }
-    transfers, remarks = _transfers(result, median)
+    transfers, remarks = _transfers(result, copies)
 
     costs = Table(
         f"Allocation of {format_bytes(nbytes)}",
@@ -190,29 +176,30 @@ def summarize(result: Result) -> Summary:
     )
     round_trip = {}
     for kind in HOST_KINDS:
-        allocation = result.find("alloc", kind).stats  # host (pageable) or api (pinned)
-        release = result.find("free", kind).stats
-        flow = base.find(result, FLOW, kind).stats
+        allocation = result.find("alloc", kind)  # host (pageable) or api (pinned)
+        release = result.find("free", kind)
+        flow = base.find(result, FLOW, kind)
         check = next((c for c in result.checks if kind in c.name), None)
-        round_trip[kind] = allocation.median_ms + release.median_ms
+        round_trip[kind] = allocation.stats.median_ms + release.stats.median_ms
         costs.add_row(
             kind,
-            format_ms(allocation.median_ms),
-            format_ms(release.median_ms),
-            str(allocation.count),
-            format_ms(flow.median_ms),
-            "verified" if check and check.passed else "FAILED",
+            format_ms(allocation.stats.median_ms),
+            format_ms(release.stats.median_ms),
+            str(allocation.stats.count),
+            format_ms(flow.stats.median_ms),
+            "no check recorded" if check is None else "verified" if check.passed else "FAILED",
+            source=(allocation, release, flow),
         )
-    conclusions = [_conclusion(median, round_trip, nbytes)]
+    per_copy_ms = {key: copy.per_operation_ms for key, copy in copies.items()}
+    h2d = {kind: copies[kind, "h2d"].gb_per_s for kind in HOST_KINDS}
+    conclusions = [_conclusion(per_copy_ms, round_trip, nbytes, h2d)]
     conclusions += [remark for remark in remarks if remark]
     return Summary(tables=[transfers, costs], conclusions=conclusions)
 
 
-def _transfers(
-    result: Result, median: dict[tuple[str, str], float]
-) -> tuple[Table, list[str | None]]:
+def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[Table, list]:
     """The copies' table, each against its ceiling, and a remark for any far below it."""
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     source = (
         "CUPTI's record of each copy (DMA only)"
         if result.timing is not None and result.timing.source == "cupti"
@@ -236,31 +223,36 @@ def _transfers(
     remarks = []
     for kind in HOST_KINDS:
         for direction, label in DIRECTIONS.items():
-            time_ms = median[kind, direction]
-            gb_per_s = bandwidth_gb_per_s(nbytes, time_ms)
-            ceiling = link if kind == "pinned" else pageable_ceiling(result, nbytes, direction)
+            copy = copies[kind, direction]
+            blocked = base.find(result, BLOCKED[direction], kind)
+            pageable = copies["pageable", direction].per_operation_ms
             transfers.add_row(
                 kind,
                 label,
-                format_ms(base.find(result, COPY[direction], kind).stats.median_ms),
-                format_ms(base.find(result, BLOCKED[direction], kind).stats.median_ms),
-                format_gb_per_s(gb_per_s),
-                format_ratio(median["pageable", direction] / time_ms),
-                cell(ceiling, gb_per_s),
+                format_ms(copy.median_ms),
+                format_ms(blocked.stats.median_ms),
+                format_gb_per_s(copy.gb_per_s),
+                format_ratio(pageable / copy.per_operation_ms),
+                cell(copy.ceiling, copy.gb_per_s),
+                source=(copy.measurement, blocked),
             )
             if kind == "pinned" or recorded:  # pageable without its host side: half a ceiling
-                remarks.append(ceiling_remark(f"{kind.capitalize()} {label}", gb_per_s, ceiling))
+                what = f"{kind.capitalize()} {label}"
+                remarks.append(ceiling_remark(what, copy.gb_per_s, copy.ceiling))
     if recorded and not recorded[0].staged:  # an older file's one memcpy, host to host
         older = recorded[0]
         rate = format_gb_per_s(older.gb_per_s)
         ms = format_ms(older.measurement.stats.median_ms)
-        transfers.add_row("memcpy", "host → host", ms, "-", rate, "-", "-")
+        transfers.add_row(
+            "memcpy", "host → host", ms, "-", rate, "-", "-", source=older.measurement
+        )
     else:
         for direction, side in sides.items():
             if side is not None:
                 ms = format_ms(side.measurement.stats.median_ms)
                 rate = format_gb_per_s(side.gb_per_s)
-                transfers.add_row("staging", DIRECTIONS[direction], ms, "-", rate, "-", "-")
+                row = ("staging", DIRECTIONS[direction], ms, "-", rate, "-", "-")
+                transfers.add_row(*row, source=side.measurement)
     return transfers, remarks
 
 
@@ -292,12 +284,15 @@ def _ceiling_notes(link, staged: bool | None) -> list[str]:
 
 
 def _conclusion(
-    median: dict[tuple[str, str], float], alloc_and_free: dict[str, float], nbytes: int
+    median: dict[tuple[str, str], float],
+    alloc_and_free: dict[str, float],
+    nbytes: int,
+    h2d_gb_per_s: dict[str, float],
 ) -> str:
+    """Pinned against pageable, from the copies' per-copy times and their HtoD GB/s."""
     h2d_speedup = median["pageable", "h2d"] / median["pinned", "h2d"]
     d2h_speedup = median["pageable", "d2h"] / median["pinned", "d2h"]
-    pinned_gbs = bandwidth_gb_per_s(nbytes, median["pinned", "h2d"])
-    pageable_gbs = bandwidth_gb_per_s(nbytes, median["pageable", "h2d"])
+    pinned_gbs, pageable_gbs = h2d_gb_per_s["pinned"], h2d_gb_per_s["pageable"]
     text = (
         f"Pinned memory copied {format_bytes(nbytes)} host → device {h2d_speedup:.2f}x "
         f"{'faster' if h2d_speedup >= 1 else 'slower'} than pageable "
@@ -324,10 +319,3 @@ def _conclusion(
         f"trip{'s' if break_even > 1 else ''} (HtoD + DtoH) of this size: pin buffers you "
         f"reuse, allocate them once."
     )
-
-
-def _per_copy_ms(result: Result, direction: str, kind: str) -> float:
-    """Per-copy time of back-to-back copies (what bandwidth means), else one copy's."""
-    measurement = base.find(result, COPY[direction], kind)
-    throughput = measurement.throughput_stats
-    return throughput.median_ms if throughput else measurement.stats.median_ms

@@ -44,7 +44,8 @@ GROWN_BYTE = 0xC3  # what the added half of a grown buffer holds
 
 _CALL, _GPU, _HOST = "driver call", "one operation", "host clock"
 MEASURES = tuple(
-    base.Measure(group, operation, what, basis, required=False)
+    # the loop's samples are its iterations (LOOP_ITERATIONS), whatever --repeat
+    base.Measure(group, operation, what, basis, required=False, per_repeat=operation != "loop")
     for group, operation, what, basis in (
         ("api", "alloc_new", "an allocation from an empty pool (or cuMemAlloc)", _CALL),
         ("api", "alloc_reused", "an allocation right after cuMemFreeAsync", _CALL),

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments import base, consistency
-from memprof.experiments.common import CheckedCopies, gb_per_s_by_key, largest_batch
+from memprof.experiments import base
+from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
 from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_of
 from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
+from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
-from memprof.model.schema import ByteCount, Count
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 BUFFERS = ("portable", "pinned")  # memory kinds: PORTABLE, and pinned in the owner's context
@@ -33,18 +34,17 @@ PortableParams = base.LargeCopies  # portable's: 256 MiB copies from every GPU's
 
 @dataclass(frozen=True)
 class PortableExtra:
-    devices: list[DeviceRecord]
-    owner: Count  # the GPU whose context allocated both buffers
-    bytes_per_copy: ByteCount
+    devices: list[DeviceRecord]  # the first is the owner, whose context allocated both buffers
     unified_addressing: bool  # every GPU reports UNIFIED_ADDRESSING
 
 
 COPIES = {
     direction: base.Measure(
-        "gpu", direction, f"a copy {label} from one GPU's context", "one operation"
+        "gpu", direction, f"a copy {label} from one GPU's context", "one operation", arrays=1,
+        kinds=BUFFERS, gpus=1, shows="throughput", bound="link",
     )
     for direction, label in DIRECTION_LABELS.items()
-}
+}  # fmt: skip
 
 
 class Portable(base.Experiment):
@@ -91,29 +91,26 @@ class Portable(base.Experiment):
             with ctx.devices.session(index).active():
                 targets[index].free()
         devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
-        return PortableExtra(devices, owner, nbytes, bool(unified))
+        return PortableExtra(devices, bool(unified))
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        return {
+            "owner": result.device and result.device.index,  # the first GPU (run_devices)
+            "bytes_per_copy": base.array_bytes(result.parameters),
+        }
+
     def check_consistency(self, result: Result) -> None:
-        devices = consistency.run_devices(result)
-        consistency.equal("extra.owner", result.extra.owner, devices[0], "the first GPU is")
+        base.run_devices(result)
         if result.extra.unified_addressing and not result.device.attributes.get(
             "unifiedAddressing", 1
         ):
-            consistency.refuse(
+            raise SchemaError(
                 "extra.unified_addressing",
                 "is true, but device.attributes says GPU 0 has no unified addressing",
             )
-        nbytes = consistency.array_bytes(result, "bytes_per_copy")
-        consistency.measured_bytes(result, {("gpu", op): 1 for op in DIRECTIONS}, [nbytes])
-        consistency.takes_time(result, [("gpu", op) for op in DIRECTIONS])
-        consistency.kinds_among(result, {("gpu", op): BUFFERS for op in DIRECTIONS})
-        consistency.measured_on(result, devices, dict.fromkeys(DIRECTIONS, 1))
-        consistency.once_each(
-            result, lambda m: (m.kind, m.operation, m.gpus) if m.group == "gpu" else None, "copy"
-        )
 
 
 @dataclass
@@ -160,18 +157,24 @@ def figure_key(measurement: Measurement) -> tuple[str, str, int] | None:
     return (measurement.kind, measurement.operation, measurement.gpus[0])
 
 
+def copy_figures(result: Result) -> dict[tuple[str, str, int], Figure]:
+    """(buffer, direction, device) -> the figures of its copies."""
+    return figures_by_key(result, Portable.measures, figure_key)
+
+
 def figures(result: Result) -> dict[tuple[str, str, int], float]:
     """(buffer, direction, device) -> GB/s, median of the batches."""
-    return gb_per_s_by_key(result, figure_key)
+    return {key: one.gb_per_s for key, one in copy_figures(result).items()}
 
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
-    owner = result.extra.owner
-    cells = figures(result)
+    owner = devices[0]
+    found = copy_figures(result)
+    cells = {key: one.gb_per_s for key, one in found.items()}
+    nbytes = base.array_bytes(result.parameters)
     table = Table(
-        f"Pinned host memory of {format_bytes(result.extra.bytes_per_copy)} used from each "
-        "GPU's context, GB/s",
+        f"Pinned host memory of {format_bytes(nbytes)} used from each GPU's context, GB/s",
         ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS), "Of ceiling"],
     )
     links = {index: pcie_ceiling(result, index) for index in devices}
@@ -182,13 +185,11 @@ def summarize(result: Result) -> Summary:
                 format_gb_per_s(cells[kind, d, index]) if (kind, d, index) in cells else "-"
                 for d in DIRECTIONS
             ]
-            reached = [
-                f"{links[index].fraction(cells[kind, d, index]):.0%}"
-                for d in DIRECTIONS
-                if links[index] is not None and (kind, d, index) in cells
-            ]
+            copies = [found[kind, d, index] for d in DIRECTIONS if (kind, d, index) in found]
+            reached = [f"{copy.share:.0%}" for copy in copies if copy.share is not None]
             shown = f"{', '.join(reached)} PCIe" if reached else "-"
-            table.add_row(buffer_label(kind, owner), where, *row, shown)
+            sources = tuple(copy.measurement for copy in copies)
+            table.add_row(buffer_label(kind, owner), where, *row, shown, source=sources)
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "

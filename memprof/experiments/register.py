@@ -8,19 +8,11 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
-from memprof.experiments import base, consistency
-from memprof.experiments.common import (
-    SumArrays,
-    gpu_timing,
-    host_side,
-    measure_host_staging,
-    pageable_ceiling,
-    size_label,
-    time_and_rate,
-)
+from memprof.experiments import base
+from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.figures import figure, host_side
 from memprof.model.formatting import (
-    bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
@@ -36,20 +28,52 @@ TRANSFER_KINDS = {
 }
 RegisterParams = base.OneSize  # register's: one size of arrays
 
-REGISTER = base.Measure("api", "register", "cuMemHostRegister of the array", "host clock")
-UNREGISTER = base.Measure("api", "unregister", "cuMemHostUnregister", "host clock")
-KERNEL = base.Measure("gpu", "kernel", "sumArrays reading the registered arrays", "one operation")
+REGISTER = base.Measure(
+    "api",
+    "register",
+    "cuMemHostRegister of the array",
+    "host clock",
+    arrays=1,
+    kinds=("registered",),
+)
+UNREGISTER = base.Measure(
+    "api", "unregister", "cuMemHostUnregister", "host clock", arrays=1, kinds=("registered",)
+)
+# sumArrays reads a and b over the link (2 of the 3 arrays its bytes count)
+KERNEL = base.Measure(
+    "gpu",
+    "kernel",
+    "sumArrays reading the registered arrays",
+    "one operation",
+    arrays=3,
+    traffic=2 / 3,
+    kinds=("registered",),
+    shows="latency",
+    bound="link",
+)
+COPIES = {
+    direction: base.Measure(
+        "gpu",
+        direction,
+        f"one copy {words}",
+        "one operation",
+        arrays=1,
+        kinds=tuple(TRANSFER_KINDS),
+        shows="latency",
+        bound="link",
+    )
+    for direction, words in base.DIRECTIONS.items()
+}
 
 
 class Register(base.Experiment):
     name = "register"
     Params = RegisterParams
-    Extra = base.ArrayBytes
     measures = (
-        REGISTER, UNREGISTER, *base.ONE_COPY.values(), KERNEL, *base.HOST_SIDE, *base.CORE_RECORDS,
+        REGISTER, UNREGISTER, *COPIES.values(), KERNEL, *base.HOST_SIDE, *base.CORE_RECORDS,
     )  # fmt: skip
 
-    def run(self, ctx: base.RunContext) -> base.ArrayBytes:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         from memprof.core import memory
         from memprof.core.memory import page_aligned_empty
 
@@ -92,16 +116,13 @@ class Register(base.Experiment):
         for buffer in (a_reg, b_reg, pinned, d_a, d_res):
             buffer.free()
         step("done")
-        return base.ArrayBytes(bytes_per_array=nbytes)
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result)
-        moves = {**consistency.SUM_ARRAYS_MOVES, ("api", "register"): 1, ("api", "unregister"): 1}
-        consistency.measured_bytes(result, moves, [nbytes])
-        consistency.takes_time(result, [("gpu", "h2d"), ("gpu", "d2h"), ("gpu", "kernel")])
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_array": base.array_bytes(result.parameters)}
 
 
 def _register_and_unregister(ctx: base.RunContext, array) -> None:
@@ -141,31 +162,33 @@ def _copies_both_ways(ctx: base.RunContext, kind: str, buffer, device_buffer, va
 
 
 def summarize(result: Result) -> Summary:
-    nbytes = result.extra.bytes_per_array
-    register = base.find(result, REGISTER, "registered").stats
-    unregister = base.find(result, UNREGISTER, "registered").stats
-    h2d = {
-        kind: base.find(result, base.ONE_COPY["h2d"], kind).stats.median_ms
+    nbytes = base.array_bytes(result.parameters)
+    register = base.find(result, REGISTER, "registered")
+    unregister = base.find(result, UNREGISTER, "registered")
+    copies = {
+        (kind, direction): figure(result, base.find(result, measure, kind), measure)
         for kind in TRANSFER_KINDS
+        for direction, measure in COPIES.items()
     }
-    saved = h2d["pageable"] - h2d["registered"]
-    cost = register.median_ms + unregister.median_ms
+    h2d = {kind: copies[kind, "h2d"] for kind in TRANSFER_KINDS}
+    saved = h2d["pageable"].median_ms - h2d["registered"].median_ms
+    cost = register.stats.median_ms + unregister.stats.median_ms
     if saved > 0:
         pays = f"registration pays for itself after {cost / saved:.1f} host → device copies"
     else:
         pays = "registration did not speed up copies here"
     conclusion = (
-        f"Registering the array cost {format_ms(register.median_ms)} (and "
-        f"{format_ms(unregister.median_ms)} to undo); it then copied at "
-        f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d['registered']))} GB/s, against "
-        f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d['pageable']))} pageable and "
-        f"{format_gb_per_s(bandwidth_gb_per_s(nbytes, h2d['pinned']))} for cuMemHostAlloc memory: "
+        f"Registering the array cost {format_ms(register.stats.median_ms)} (and "
+        f"{format_ms(unregister.stats.median_ms)} to undo); it then copied at "
+        f"{format_gb_per_s(h2d['registered'].gb_per_s)} GB/s, against "
+        f"{format_gb_per_s(h2d['pageable'].gb_per_s)} pageable and "
+        f"{format_gb_per_s(h2d['pinned'].gb_per_s)} for cuMemHostAlloc memory: "
         f"{pays}. Register buffers you did not allocate yourself and transfer repeatedly."
     )
     tables = [
         _costs(nbytes, register, unregister),
-        _transfers(result, h2d),
-        _against_ceilings(result),
+        _transfers(result, copies),
+        _against_ceilings(result, copies),
     ]
     return Summary(tables=tables, conclusions=[conclusion])
 
@@ -177,62 +200,60 @@ def _costs(nbytes: int, register, unregister) -> Table:
         ["Call", "Median", "Min", "Max", "Calls"],
         notes=["Host clock around each driver call (flags DEVICEMAP | PORTABLE)."],
     )
-    for name, stats in (("cuMemHostRegister", register), ("cuMemHostUnregister", unregister)):
+    for name, call in (("cuMemHostRegister", register), ("cuMemHostUnregister", unregister)):
+        stats = call.stats
         costs.add_row(
             name,
             format_ms(stats.median_ms),
             format_ms(stats.min_ms),
             format_ms(stats.max_ms),
             str(stats.count),
+            source=call,
         )
     return costs
 
 
-def _transfers(result: Result, h2d: dict[str, float]) -> Table:
+def _transfers(result: Result, copies: dict) -> Table:
     """Each kind's copies both ways, and the kernel reading the registered arrays in a note."""
-    nbytes = result.extra.bytes_per_array
     transfers = Table(
         "Transfers",
         ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
         notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
     )
     for kind, label in TRANSFER_KINDS.items():
-        d2h = base.find(result, base.ONE_COPY["d2h"], kind).stats.median_ms
+        h2d, d2h = copies[kind, "h2d"], copies[kind, "d2h"]
         transfers.add_row(
             label,
-            *time_and_rate(nbytes, h2d[kind]),
-            *time_and_rate(nbytes, d2h),
-            format_ratio(h2d["pageable"] / h2d[kind]),
+            format_ms(h2d.median_ms),
+            format_gb_per_s(h2d.gb_per_s),
+            format_ms(d2h.median_ms),
+            format_gb_per_s(d2h.gb_per_s),
+            format_ratio(copies["pageable", "h2d"].median_ms / h2d.median_ms),
+            source=(h2d.measurement, d2h.measurement),
         )
-    kernel = base.find(result, KERNEL, "registered").stats.median_ms
-    kernel_gb_per_s = bandwidth_gb_per_s(2 * nbytes, kernel)
-    link = pcie_ceiling(result)
+    kernel = figure(result, base.find(result, KERNEL, "registered"), KERNEL)
     transfers.notes.append(
-        f"A kernel reading two registered arrays through DEVICEMAP took {format_ms(kernel)} "
-        f"({format_gb_per_s(kernel_gb_per_s)} GB/s over PCIe"
-        + (f", {link.fraction(kernel_gb_per_s):.0%} of the link)." if link is not None else ").")
+        f"A kernel reading two registered arrays through DEVICEMAP took "
+        f"{format_ms(kernel.median_ms)} ({format_gb_per_s(kernel.gb_per_s)} GB/s over PCIe"
+        + (f", {kernel.share:.0%} of the link)." if kernel.share is not None else ").")
     )
     return transfers
 
 
-def _against_ceilings(result: Result) -> Table:
+def _against_ceilings(result: Result, copies: dict) -> Table:
     """Each kind's copies as a share of what bounds them (memprof.model.ceilings)."""
-    nbytes = result.extra.bytes_per_array
-    link = pcie_ceiling(result)
+    nbytes = base.array_bytes(result.parameters)
     against = Table(
         "Transfers against their ceiling",
         ["Memory", "HtoD", "DtoH"],
-        notes=_ceiling_notes(link, [host_side(result, nbytes, d) for d in base.DIRECTIONS]),
+        notes=_ceiling_notes(
+            pcie_ceiling(result), [host_side(result, nbytes, d) for d in base.DIRECTIONS]
+        ),
     )
     for kind, label in TRANSFER_KINDS.items():
-        cells = []
-        for direction, copy in base.ONE_COPY.items():
-            rate = bandwidth_gb_per_s(nbytes, base.find(result, copy, kind).stats.median_ms)
-            pageable = kind == "pageable"
-            cells.append(
-                cell(pageable_ceiling(result, nbytes, direction) if pageable else link, rate)
-            )
-        against.add_row(label, *cells)
+        row = [copies[kind, direction] for direction in base.DIRECTIONS]
+        cells = [cell(copy.ceiling, copy.gb_per_s) for copy in row]
+        against.add_row(label, *cells, source=tuple(copy.measurement for copy in row))
     return against
 
 

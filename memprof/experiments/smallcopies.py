@@ -29,12 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, stops_at
 from memprof.model.formatting import format_bytes, format_ms
-from memprof.model.params import Each, Range, param
+from memprof.model.params import Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
-from memprof.model.schema import INCREASING
+from memprof.model.schema import INCREASING, NON_EMPTY, SchemaError
 from memprof.model.summary import Summary, Table
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
@@ -53,7 +53,7 @@ BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
 MAX_COPIES = 256  # copies queued behind one gate: well within a stream's queue
 
-Powers = Annotated[tuple[int, ...], Each(Range(MIN_POWER, MAX_POWER)), INCREASING]
+Powers = Annotated[tuple[Annotated[int, Range(MIN_POWER, MAX_POWER)], ...], NON_EMPTY, INCREASING]
 Copies = Annotated[int, Range(1, MAX_COPIES)]
 
 
@@ -78,24 +78,46 @@ class SmallCopiesExtra:
 
 
 def _measures() -> tuple[base.Measure, ...]:
+    """Each sample times N copies (parameters.copies) of one copy's bytes, at every size."""
     found = []
     for direction, words in DIRECTIONS.items():
         found += [
             base.Measure(
-                "span", direction, f"N copies {words}, one way, back to back", "back to back"
+                "span",
+                direction,
+                f"N copies {words}, one way, back to back",
+                "back to back",
+                False,
+                1,
+                per_sample="copies",
             ),
-            base.Measure("api", f"{direction}_calls", f"N pageable copies {words}", "driver call"),
             base.Measure(
-                "host", f"{direction}_wall", "a way from first call to done", "host clock"
+                "api",
+                f"{direction}_calls",
+                f"N pageable copies {words}",
+                "driver call",
+                False,
+                1,
+                per_sample="copies",
+            ),
+            base.Measure(
+                "host", f"{direction}_wall", "a way from first call to done", "host clock", False
             ),
         ]
     found += [
-        base.Measure("host", "gather", "numpy gathering N pieces into pinned memory", "host clock"),
         base.Measure(
-            "host", "scatter", "numpy scattering N pieces from pinned memory", "host clock"
+            "host", "gather", "numpy gathering N pieces into pinned memory", "host clock", False, 1
+        ),
+        base.Measure(
+            "host",
+            "scatter",
+            "numpy scattering N pieces from pinned memory",
+            "host clock",
+            False,
+            1,
         ),
     ]
-    return tuple(base.Measure(m.group, m.operation, m.what, m.basis, False) for m in found)
+    return tuple(found)  # fmt: skip
 
 
 class SmallCopies(base.Experiment):
@@ -117,26 +139,22 @@ class SmallCopies(base.Experiment):
         return summarize(result)
 
     def check_consistency(self, result: Result) -> None:
-        params, extra = result.parameters, result.extra
+        extra = result.extra
         for index, way in enumerate(extra.ways):
             if way not in WAYS or way in extra.ways[:index]:
-                consistency.refuse(
+                raise SchemaError(
                     f"extra.ways[{index}]", f"is {way!r}: ways are {', '.join(WAYS)}, each once"
                 )
-        sizes = [base.FLOAT32_BYTES << power for power in params.powers]
-        moved = [
-            key
-            for direction in DIRECTIONS
-            for key in (("span", direction), ("api", f"{direction}_calls"))
-        ]
-        consistency.measured_bytes(
-            result,
-            dict.fromkeys([*moved, ("host", "gather"), ("host", "scatter")], 1),
-            sizes,
-            "2^powers",
-        )
-        consistency.takes_time(result, moved)
-        consistency.kinds_among(result, dict.fromkeys(moved, extra.ways))
+        moved = {(g, d) for d in DIRECTIONS for g in ("span",)} | {
+            ("api", f"{d}_calls") for d in DIRECTIONS
+        }
+        for index, m in enumerate(result.measurements):
+            if (m.group, m.operation) in moved and m.kind not in extra.ways:
+                raise SchemaError(
+                    f"measurements[{index}].kind",
+                    f"is {m.kind!r}, but a {m.group} {m.operation!r} of this run is one of "
+                    + ", ".join(repr(way) for way in extra.ways),
+                )
         _require_every_way(result)
 
 
@@ -521,7 +539,7 @@ def _require_every_way(result: Result) -> None:
         for nbytes in sizes(result):
             for way in result.extra.ways:
                 if cost_ms(result, way, direction, nbytes) is None:
-                    consistency.refuse(
+                    raise SchemaError(
                         "measurements",
                         f"has no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}, "
                         "which extra.ways and parameters say this run made",

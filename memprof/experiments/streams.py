@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ms
+from memprof.model.figures import Figure, combined_gb_per_s, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import ByteCount, Count, Milliseconds
+from memprof.model.schema import MAX_COUNT, Count, Milliseconds, SchemaError
 from memprof.model.summary import Chart, Summary, Table
 
 if TYPE_CHECKING:
@@ -92,15 +93,13 @@ TimelineSource = Literal["cupti", "gated events", "ungated events"]
 
 @dataclass(frozen=True)
 class StreamsExtra:
-    bytes_per_array: ByteCount
-    chunks: list[Count]  # elements in each chunk
-    iterations: Count
+    iterations: Annotated[int, Range(1, MAX_COUNT)]  # busyWork runs its loop at least once
     kernel_target_ms: Milliseconds
     timelines: Timelines
     timeline_source: TimelineSource = "ungated events"
 
 
-TOTAL = base.Measure("span", "total", "all chunks of one mode, end to end", "end to end")
+TOTAL = base.Measure("span", "total", "all chunks of one mode, end to end", "end to end", arrays=1)
 
 
 def mode_labels(streams: int) -> dict[str, str]:
@@ -124,19 +123,40 @@ def reference(values: np.ndarray, iterations: int) -> np.ndarray:
     return x
 
 
+# Each chunk's stages, of one chunk's bytes, in the mode it ran in (kinds: the mode's label);
+# the kernel moves nothing over the link.
+STAGE_MEASURES = {
+    "h2d": base.Measure(
+        "gpu", "h2d", "each chunk's copy in", "one operation", arrays=1, size="chunks",
+        bound="link",
+    ),
+    "kernel": base.Measure(
+        "gpu", "kernel", "each chunk's busyWork", "one operation", arrays=1, size="chunks",
+        traffic=0,
+    ),
+    "d2h": base.Measure(
+        "gpu", "d2h", "each chunk's copy out", "one operation", arrays=1, size="chunks",
+        bound="link",
+    ),
+}  # fmt: skip
+
+
+def chunk_elements(params: Any) -> list[int]:
+    """Elements in each chunk: 2^power cut for parameters.streams."""
+    return [count for _, count in chunk_bounds(1 << params.power, params.streams)]
+
+
 class Streams(base.Experiment):
     name = "streams"
     Params = StreamsParams
     Extra = StreamsExtra
     measures = (
-        base.Measure("gpu", "h2d", "each chunk's copy in", "one operation"),
-        base.Measure("gpu", "kernel", "each chunk's busyWork", "one operation"),
-        base.Measure("gpu", "d2h", "each chunk's copy out", "one operation"),
+        *STAGE_MEASURES.values(),
         TOTAL,
         # memprof 0.1 before schema 2 also recorded the buffers' allocations
         *(
             base.Measure(
-                group, operation, "allocating the buffers (older files)", "host clock", False
+                group, operation, "allocating the buffers (older files)", "host clock", False, 1
             )
             for group in ("api", "host")
             for operation in ("alloc", "free")
@@ -194,8 +214,6 @@ class Streams(base.Experiment):
             buffer.free()
         ctx.progress("done", 4, 4)
         return StreamsExtra(
-            bytes_per_array=nbytes,
-            chunks=[count for _, count in chunks],
             iterations=iterations,
             kernel_target_ms=target_ms,
             timelines=Timelines(**timelines),
@@ -205,36 +223,40 @@ class Streams(base.Experiment):
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def sizes(self, params: StreamsParams, measure: base.Measure) -> list[int]:
+        if measure.size == "chunks":
+            return sorted({base.FLOAT32_BYTES * count for count in chunk_elements(params)})
+        return super().sizes(params, measure)
+
+    def derived(self, result: Result) -> dict:
+        params = result.parameters
+        return {"bytes_per_array": base.array_bytes(params), "chunks": chunk_elements(params)}
+
     def check_consistency(self, result: Result) -> None:
         params, extra = result.parameters, result.extra
-        nbytes = consistency.array_bytes(result)
-        chunks = [count for _, count in chunk_bounds(1 << params.power, params.streams)]
-        consistency.equal(
-            "extra.chunks", extra.chunks, chunks, "2^power elements cut for parameters.streams are"
-        )
-        if extra.iterations < 1:
-            consistency.refuse("extra.iterations", "is 0: busyWork runs its loop at least once")
-        if params.kernel_ms is not None:
-            consistency.equal(
-                "extra.kernel_target_ms",
-                extra.kernel_target_ms,
-                params.kernel_ms,
-                "parameters.kernel_ms asked for",
-            )
-        chunk_bytes = sorted({base.FLOAT32_BYTES * count for count in chunks})
-        moves = {("gpu", stage): 1 for stage in STAGES}
-        consistency.measured_bytes(result, moves, chunk_bytes, "one chunk of extra.chunks")
-        totals = {("span", "total"): 1, **{(g, o): 1 for g in ("api", "host") for o in ALLOCATION}}
-        consistency.measured_bytes(result, totals, [nbytes])
-        consistency.takes_time(result, [*moves, ("span", "total")])
         labels = list(mode_labels(params.streams).values())
-        consistency.kinds_among(result, {key: labels for key in (*moves, ("span", "total"))})
+        for index, m in enumerate(result.measurements):
+            if m.group in ("gpu", "span") and m.kind not in labels:
+                raise SchemaError(
+                    f"measurements[{index}].kind",
+                    f"is {m.kind!r}, but a streams run's are {', '.join(map(repr, labels))}",
+                )
+        if params.kernel_ms is not None and extra.kernel_target_ms != params.kernel_ms:
+            raise SchemaError(
+                "extra.kernel_target_ms",
+                f"is {extra.kernel_target_ms!r}, but parameters.kernel_ms asked for "
+                f"{params.kernel_ms!r}",
+            )
         for mode in MODES:
             lanes = 1 if mode == "serial" else params.streams
-            check_timeline(getattr(extra.timelines, mode), lanes, len(chunks), mode)
+            check_timeline(getattr(extra.timelines, mode), lanes, len(chunk_elements(params)), mode)
 
 
 ALLOCATION = ("alloc", "free")  # older files' buffer allocations: one array each
+
+
+def _refuse(where: str, found: str) -> None:
+    raise SchemaError(where, found)
 
 
 def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
@@ -244,20 +266,20 @@ def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
     seen = set()
     for index, (lane, chunk, stage, start, end) in enumerate(timeline):
         if end < start:
-            consistency.refuse(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
+            _refuse(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
         if lane >= lanes:
-            consistency.refuse(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
+            _refuse(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
         if chunk >= chunks:
-            consistency.refuse(
-                f"{where}[{index}][1]", f"is chunk {chunk}, but extra.chunks has {chunks}"
+            _refuse(
+                f"{where}[{index}][1]", f"is chunk {chunk}, but parameters.streams cuts {chunks}"
             )
         if (chunk, stage) in seen:
-            consistency.refuse(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
+            _refuse(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
         seen.add((chunk, stage))
     if len(seen) != 3 * chunks:
-        consistency.refuse(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
+        _refuse(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
     if not max(row[4] for row in timeline) > 0:
-        consistency.refuse(where, "ends at 0 ms: a timeline takes time")
+        _refuse(where, "ends at 0 ms: a timeline takes time")
 
 
 def _buffers(session: Any, values: np.ndarray) -> tuple[dict[str, tuple], tuple]:
@@ -377,16 +399,25 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
     return check
 
 
+def stage_figures(result: Result, mode: str) -> dict[str, list[Figure]]:
+    """Per stage: each chunk's figures, in the mode's run (chunks of one size share one)."""
+    label = mode_labels(result.parameters.streams)[mode]
+    chunks = chunk_elements(result.parameters)
+    return {
+        stage: [
+            figure(result, result.find(stage, label, "gpu", count * base.FLOAT32_BYTES), measure)
+            for count in sorted(set(chunks))
+            for _ in range(chunks.count(count))
+        ]
+        for stage, measure in STAGE_MEASURES.items()
+    }
+
+
 def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
-    labels = mode_labels(result.parameters.streams)
     times = {}
-    for stage in STAGES:
-        medians = [
-            result.find(stage, labels[mode], "gpu", count * base.FLOAT32_BYTES).stats.median_ms
-            for count in sorted(set(result.extra.chunks))
-            for _ in range(result.extra.chunks.count(count))
-        ]
+    for stage, parts in stage_figures(result, mode).items():
+        medians = [part.median_ms for part in parts]
         times[stage] = (sum(medians), sum(medians) / len(medians))
     return times
 
@@ -513,10 +544,12 @@ def summarize(result: Result) -> Summary:
 
 def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) -> Table:
     """The stage times on one stream, and how the kernel was tuned and the stages timed."""
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     link = pcie_ceiling(result)
+    chunks = chunk_elements(result.parameters)
+    parts = stage_figures(result, "serial")
     stages = Table(
-        f"Stages on one stream: {format_bytes(nbytes)} in {len(result.extra.chunks)} chunks",
+        f"Stages on one stream: {format_bytes(nbytes)} in {len(chunks)} chunks",
         ["Stage", "Total", "Per chunk", "GB/s", "Of ceiling"],
         notes=[
             f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
@@ -531,14 +564,14 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
         ],
     )
     for stage, (total, per_chunk) in serial_stages.items():
-        gb_per_s = bandwidth_gb_per_s(nbytes, total)
-        copy = stage != "kernel"
+        gb_per_s = combined_gb_per_s(parts[stage])
         stages.add_row(
             STAGES[stage][0],
             format_ms(total),
             format_ms(per_chunk),
-            format_gb_per_s(gb_per_s) if copy else "-",
-            cell(link, gb_per_s) if copy else "-",
+            format_gb_per_s(gb_per_s) if gb_per_s is not None else "-",
+            cell(parts[stage][0].ceiling, gb_per_s) if gb_per_s is not None else "-",
+            source=tuple({id(p.measurement): p.measurement for p in parts[stage]}.values()),
         )
     return stages
 

@@ -15,17 +15,11 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from memprof.core import memory
-from memprof.experiments import base, consistency
-from memprof.experiments.common import (
-    HostSide,
-    host_side,
-    measure_host_staging,
-    pageable_ceiling,
-    size_label,
-)
+from memprof.experiments import base
+from memprof.experiments.common import measure_host_staging, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.figures import Figure, HostSide, figure, host_side
 from memprof.model.formatting import (
-    bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
@@ -33,7 +27,7 @@ from memprof.model.formatting import (
 )
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import DISTINCT, NON_EMPTY
+from memprof.model.schema import DISTINCT, NON_EMPTY, SchemaError
 from memprof.model.summary import Chart, Summary, Table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
@@ -63,18 +57,20 @@ class SweepParams:
 
 @dataclass(frozen=True)
 class SweepExtra:
-    # the kinds measured (those of params.kinds this GPU supports) and why others were skipped;
-    # None in older files, which measured every kind asked for
-    kinds: Annotated[list[SweepKind], DISTINCT] | None = None
+    # why the kinds asked for but not measured were skipped (None: older files)
     skipped: list[str] | None = None
 
 
-H2D = base.Measure(
-    "gpu", "h2d", "a copy or a zero-copy read host → device, at every size", "one operation"
-)
-D2H = base.Measure(
-    "gpu", "d2h", "a copy or a zero-copy write device → host, at every size", "one operation"
-)
+# A copy, or a zero-copy kernel reading or writing the whole buffer over the link.
+H2D, D2H = (
+    base.Measure(
+        "gpu", direction, f"a copy or a zero-copy {way} {words}, at every size", "one operation",
+        arrays=1, kinds="kinds", shows="throughput", bound="link",
+    )
+    for direction, words, way in (
+        ("h2d", "host → device", "read"), ("d2h", "device → host", "write")
+    )
+)  # fmt: skip
 COPIES = {"h2d": H2D, "d2h": D2H}
 
 
@@ -124,30 +120,21 @@ class Sweep(base.Experiment):
         device.free()
         access.free()
         ctx.progress("done", total, total)
-        return SweepExtra(kinds=kinds, skipped=skipped)
+        return SweepExtra(skipped=skipped)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
+    def derived(self, result: Result) -> dict:
+        return {"kinds": measured_kinds(result)}
+
     def check_consistency(self, result: Result) -> None:
-        params = result.parameters
-        for index, kind in enumerate(result.extra.kinds or ()):
-            if kind not in params.kinds:
-                consistency.refuse(
-                    f"extra.kinds[{index}]", f"is {kind!r}, which parameters.kinds did not ask for"
-                )
-        sizes = [base.FLOAT32_BYTES << power for power in params.powers]
-        moves = {**{("gpu", direction): 1 for direction in COPIES}, ("api", "launch"): 0}
-        consistency.measured_bytes(result, {**moves, ("api", "driver_call"): 0}, sizes, "2^powers")
-        consistency.takes_time(result, [("gpu", direction) for direction in COPIES])
-        measured = measured_kinds(result)
         for index, m in enumerate(result.measurements):
-            if m.group == "gpu" and m.operation not in params.directions:
-                consistency.refuse(
+            if m.group == "gpu" and m.operation not in result.parameters.directions:
+                raise SchemaError(
                     f"measurements[{index}].operation",
                     f"is {m.operation!r}, which parameters.directions did not ask for",
                 )
-        consistency.kinds_among(result, {("gpu", direction): measured for direction in COPIES})
 
 
 def _measure_size(
@@ -213,8 +200,9 @@ def _supported(names: tuple[str, ...], attributes: dict[str, int]) -> tuple[list
 
 
 def measured_kinds(result: Result) -> list[str]:
-    """The kinds a sweep measured (older results recorded only the kinds asked for)."""
-    return result.extra.kinds if result.extra.kinds is not None else result.parameters.kinds
+    """The kinds a sweep measured: those asked for that its copies are of, in order."""
+    measured = {m.kind for m in result.measurements if m.group == "gpu"}
+    return [kind for kind in result.parameters.kinds if kind in measured]
 
 
 def marker(kind: str) -> str:
@@ -260,25 +248,32 @@ def _verify(
     return f"element {wrong[0]} differs" if wrong.size else ""
 
 
+def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
+    """(kind, direction) -> each size's figures, in size order."""
+    return {
+        (kind, direction): [
+            figure(result, base.find(result, measure, kind, base.FLOAT32_BYTES << power), measure)
+            for power in result.parameters.powers
+        ]
+        for kind in measured_kinds(result)
+        for direction, measure in COPIES.items()
+        if direction in result.parameters.directions
+    }
+
+
 def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
     """(kind, direction) -> [(power, latency ms, GB/s)] in size order.
 
     Latency: the median of single operations. GB/s: back-to-back throughput where it was
     measured (a batch between one event pair), else the single operations.
     """
-    found = {}
-    for kind in measured_kinds(result):
-        for direction in result.parameters.directions:
-            points = []
-            for power in result.parameters.powers:
-                nbytes = base.FLOAT32_BYTES << power
-                measurement = base.find(result, COPIES[direction], kind, nbytes)
-                latency = measurement.stats.median_ms
-                throughput = measurement.throughput_stats
-                per_operation = throughput.median_ms if throughput else latency
-                points.append((power, latency, bandwidth_gb_per_s(nbytes, per_operation)))
-            found[kind, direction] = points
-    return found
+    powers = result.parameters.powers
+    return {
+        key: [
+            (power, one.median_ms, one.gb_per_s) for power, one in zip(powers, points, strict=True)
+        ]
+        for key, points in curve_figures(result).items()
+    }
 
 
 AXIS_NOTE = "(2^n floats)"
@@ -361,12 +356,13 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 
 
 def summarize(result: Result) -> Summary:
+    figures = curve_figures(result)
     found = curves(result)
     kinds, directions = measured_kinds(result), result.parameters.directions
     tables, charts, conclusions = [], [], []
     sides = _host_sides(result, kinds)
     for direction in directions:
-        tables.append(_bandwidth_table(result, found, direction, sides and sides[direction]))
+        tables.append(_bandwidth_table(result, figures, direction, sides and sides[direction]))
         series = {kind: found[kind, direction] for kind in kinds}
         charts.append(
             Chart(
@@ -393,7 +389,8 @@ def summarize(result: Result) -> Summary:
     for kind in kinds:
         for direction in directions:
             points = found[kind, direction]
-            peak_power, _, peak = max(points, key=lambda point: point[2])
+            peak_index = max(range(len(points)), key=lambda index: points[index][2])
+            peak_power, _, peak = points[peak_index]
             shape.add_row(
                 kind,
                 DIRECTIONS[direction],
@@ -401,8 +398,12 @@ def summarize(result: Result) -> Summary:
                 format_gb_per_s(peak),
                 size_label(peak_power),
                 size_label(_ninety_percent_size(points)),
+                source=(
+                    figures[kind, direction][0].measurement,
+                    figures[kind, direction][peak_index].measurement,
+                ),
             )
-    tables += [shape, _against_ceilings(result, found, sides is not None)]
+    tables += [shape, _against_ceilings(result, figures, sides is not None)]
     if not conclusions:
         conclusions.append("No crossovers: the order of the kinds was the same at every size.")
     return Summary(tables=tables, conclusions=conclusions, charts=charts, show_profile=False)
@@ -424,7 +425,9 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
     return sides if len(kinds_of_side) == 1 else None
 
 
-def _bandwidth_table(result: Result, found: dict, direction: str, sides: dict | None) -> Table:
+def _bandwidth_table(
+    result: Result, figures: dict[tuple[str, str], list[Figure]], direction: str, sides
+) -> Table:
     """GB/s of every kind at every size, pageable's host side beside it where recorded
     (sides: size's power -> HostSide)."""
     kinds = measured_kinds(result)
@@ -436,13 +439,20 @@ def _bandwidth_table(result: Result, found: dict, direction: str, sides: dict | 
         ["Size", *(column for _, column in columns)],
     )
     for index, power in enumerate(result.parameters.powers):
+        shown = [figures[kind, direction][index] for kind in kinds]
         table.add_row(
             size_label(power),
             *(
                 format_gb_per_s(
-                    found[kind, direction][index][2] if column == kind else sides[power].gb_per_s
+                    figures[kind, direction][index].gb_per_s
+                    if column == kind
+                    else sides[power].gb_per_s
                 )
                 for kind, column in columns
+            ),
+            source=(
+                *(one.measurement for one in shown),
+                *([sides[power].measurement] if sides is not None else []),
             ),
         )
     if staged:
@@ -461,25 +471,23 @@ def _bandwidth_table(result: Result, found: dict, direction: str, sides: dict | 
     return table
 
 
-def _against_ceilings(result: Result, found: dict, with_host_side: bool) -> Table:
+def _against_ceilings(
+    result: Result, figures: dict[tuple[str, str], list[Figure]], with_host_side: bool
+) -> Table:
     """Each kind's peak as a share of its ceiling (pageable: at the peak's own size)."""
     kinds, directions = measured_kinds(result), result.parameters.directions
-    link = pcie_ceiling(result)
     against = Table(
         "Each kind's peak against its ceiling",
         ["Kind", *(DIRECTIONS[direction] for direction in directions)],
-        notes=_ceiling_notes(link, with_host_side, "pageable" in kinds),
+        notes=_ceiling_notes(pcie_ceiling(result), with_host_side, "pageable" in kinds),
     )
     for kind in kinds:
-        reached = []
-        for direction in directions:
-            peak_power, _, peak = max(found[kind, direction], key=lambda point: point[2])
-            peak_bytes = base.FLOAT32_BYTES << peak_power
-            ceiling = (
-                pageable_ceiling(result, peak_bytes, direction) if kind == "pageable" else link
-            )
-            reached.append(cell(ceiling, peak))
-        against.add_row(kind, *reached)
+        peaks = [max(figures[kind, d], key=lambda one: one.gb_per_s) for d in directions]
+        against.add_row(
+            kind,
+            *(cell(peak.ceiling, peak.gb_per_s) for peak in peaks),
+            source=tuple(peak.measurement for peak in peaks),
+        )
     return against
 
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.smallcopies import SmallCopies, per_copy_costs
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
@@ -26,6 +26,7 @@ from memprof.model.formatting import (
 )
 from memprof.model.params import CliOption
 from memprof.model.results import Result
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
@@ -162,7 +163,9 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
     pinned memory, against one cuMemcpyBatchAsync where it was measured."""
     if not measured.costs:
         return f"`memprof smallcopies` measures what gathering gains on this GPU ({measured.how})."
-    nearest = min(measured.costs, key=lambda c: abs(math.log2(c.bytes / max(average_bytes, 1))))
+    nearest = min(
+        measured.costs, key=lambda c: abs(math.log2(max(c.bytes, 1) / max(average_bytes, 1)))
+    )
     gathered = "gathered into one pinned buffer and copied once"
     if from_pageable:
         one_each, batched, way = nearest.pageable_ms, nearest.gathered_ms, gathered
@@ -177,7 +180,7 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
         f"{format_ms(one_each)} per copy one call each and {format_ms(batched)} {way}"
     )
     source = f"`memprof smallcopies`, {measured.how}"
-    if batched < one_each:
+    if 0 < batched < one_each:
         return f"On this GPU {what}: {one_each / batched:.1f}x faster ({source})."
     return f"On this GPU batching did not pay: {what} ({source})."
 
@@ -428,13 +431,13 @@ class Trace(base.Experiment):
 
     def check_consistency(self, result: Result) -> None:
         if result.extra.error and result.extra.exit_code == 0:
-            consistency.refuse(
+            raise SchemaError(
                 "extra.exit_code", f"is 0, but the program raised {result.extra.error!r}"
             )
         for index, m in enumerate(result.measurements):
             named = COPY_NAME.match(m.name) if m.group == "gpu" else None
             if named and named[1].lower() != m.operation:
-                consistency.refuse(
+                raise SchemaError(
                     f"measurements[{index}].operation", f"is {m.operation!r}, but it is {m.name!r}"
                 )
         copies = copies_of(result)
@@ -444,11 +447,11 @@ class Trace(base.Experiment):
         for index, group in enumerate(copies):
             name = row_name(group)
             if name in seen:
-                consistency.refuse(f"extra.copies[{index}]", f"is {name!r} again")
+                raise SchemaError(f"extra.copies[{index}]", f"is {name!r} again")
             seen.add(name)
             check_copy_group(group, by_name.pop(name, []), f"extra.copies[{index}]")
         for name in by_name:
-            consistency.refuse("extra.copies", f"has no group for the measured {name!r}")
+            raise SchemaError("extra.copies", f"has no group for the measured {name!r}")
         if result.extra.blocked is not None:
             check_blocked(result.extra.blocked, copies, rows)
 
@@ -489,7 +492,7 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
             strict=True,
         ):
             if kind in impossible:
-                consistency.refuse(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
+                raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
     small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
     totals = {
         "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
@@ -499,19 +502,19 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
     }
     for field, (found, measured) in totals.items():
         if found != measured:
-            consistency.refuse(f"{where}.{field}", f"is {found}, but its copies make {measured}")
+            raise SchemaError(f"{where}.{field}", f"is {found}, but its copies make {measured}")
     for field, found, measured in (
         ("gpu_ms", group.gpu_ms, math.fsum(s for m in rows for s in m.samples_ms)),
         ("small_gpu_ms", group.small_gpu_ms, math.fsum(s for m in small for s in m.samples_ms)),
     ):
         if not _close(found, measured):
-            consistency.refuse(f"{where}.{field}", f"is {found}, but its copies took {measured}")
+            raise SchemaError(f"{where}.{field}", f"is {found}, but its copies took {measured}")
     if group.blocking_calls > group.calls:
-        consistency.refuse(
+        raise SchemaError(
             f"{where}.blocking_calls", f"is {group.blocking_calls}, more than calls ({group.calls})"
         )
     if group.blocked_ms > group.call_ms and not _close(group.blocked_ms, group.call_ms):
-        consistency.refuse(
+        raise SchemaError(
             f"{where}.blocked_ms",
             f"is {group.blocked_ms}, more than all its calls took (call_ms {group.call_ms})",
         )
@@ -527,24 +530,24 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
         where = f"extra.blocked[{index}]"
         count = measured.get((row.name, row.bytes), 0)
         if row.calls > count:
-            consistency.refuse(
+            raise SchemaError(
                 f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
             )
         if row.paired > row.calls:
-            consistency.refuse(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
+            raise SchemaError(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
         calls[row.name] = calls.get(row.name, 0) + row.calls
         waited.setdefault(row.name, []).append(row.blocked_ms)
     for index, group in enumerate(copies):
         name = row_name(group)
         if calls.get(name, 0) != group.blocking_copies:
-            consistency.refuse(
+            raise SchemaError(
                 f"extra.copies[{index}]",
                 f"blocked the host on {group.blocking_copies} copies, but extra.blocked "
                 f"has {calls.get(name, 0)}",
             )
         total = math.fsum(waited.get(name, []))
         if not _close(total, group.blocked_ms):
-            consistency.refuse(
+            raise SchemaError(
                 f"extra.copies[{index}].blocked_ms",
                 f"is {group.blocked_ms}, but extra.blocked's calls took {total}",
             )

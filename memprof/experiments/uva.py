@@ -12,18 +12,18 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
+from memprof.model.figures import Figure, figure
 from memprof.model.formatting import (
-    bandwidth_gb_per_s,
     format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
 )
 from memprof.model.results import Result
-from memprof.model.schema import MAX_COUNT, ByteCount, Range
+from memprof.model.schema import MAX_COUNT, Range
 from memprof.model.summary import Summary, Table
 
 PATHS = {
@@ -53,12 +53,21 @@ class Pointers:
 
 @dataclass(frozen=True)
 class UvaExtra:
-    bytes_per_array: ByteCount
     pointers: Pointers
 
 
+# Its GB/s counts the two arrays it reads (2 of the 3 its bytes count): over the link from
+# mapped memory, from HBM after copies.
 KERNEL = base.Measure(
-    "gpu", "kernel", "sumArrays reading a and b through each path", "one operation"
+    "gpu",
+    "kernel",
+    "sumArrays reading a and b through each path",
+    "one operation",
+    arrays=3,
+    traffic=2 / 3,
+    kinds=tuple(PATHS),
+    shows="latency",
+    bound={"uva": "link", "mapped": "link", "device": "hbm"},
 )
 
 
@@ -106,7 +115,6 @@ class Uva(base.Experiment):
             buffer.free()
         ctx.progress("done", len(pointers), len(pointers))
         return UvaExtra(
-            bytes_per_array=nbytes,
             pointers=Pointers(
                 a=Addresses(host=pointers["uva"][0], device=pointers["mapped"][0]),
                 b=Addresses(host=pointers["uva"][1], device=pointers["mapped"][1]),
@@ -116,14 +124,13 @@ class Uva(base.Experiment):
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result)
-        consistency.measured_bytes(result, consistency.SUM_ARRAYS_MOVES, [nbytes])
-        consistency.takes_time(result, [("gpu", "kernel")])
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_array": base.array_bytes(result.parameters)}
 
 
 def summarize(result: Result) -> Summary:
-    medians = {path: base.find(result, KERNEL, path).stats.median_ms for path in PATHS}
+    kernels = {path: figure(result, base.find(result, KERNEL, path), KERNEL) for path in PATHS}
+    medians = {path: kernel.median_ms for path, kernel in kernels.items()}
     pointers, all_equal = _addresses(result)
     same = abs(medians["uva"] / medians["mapped"] - 1)
     conclusion = (
@@ -137,7 +144,7 @@ def summarize(result: Result) -> Summary:
         f"zero-copy reads over PCIe, {medians['uva'] / medians['device']:.1f}x the time of device "
         "memory. UVA removes the pointer bookkeeping, not the bus."
     )
-    return Summary(tables=[pointers, _kernels(result, medians)], conclusions=[conclusion])
+    return Summary(tables=[pointers, _kernels(result, kernels)], conclusions=[conclusion])
 
 
 def _addresses(result: Result) -> tuple[Table, bool]:
@@ -162,10 +169,10 @@ def _addresses(result: Result) -> tuple[Table, bool]:
     return pointers, all_equal
 
 
-def _kernels(result: Result, medians: dict[str, float]) -> Table:
+def _kernels(result: Result, found: dict[str, Figure]) -> Table:
     """sumArrays through each path: its times, the GB/s it read, against device memory and
     against what bounds it (the link for mapped memory, HBM for device memory)."""
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     kernels = Table(
         f"sumArrays over {format_bytes(nbytes)} per array",
@@ -185,14 +192,14 @@ def _kernels(result: Result, medians: dict[str, float]) -> Table:
         ],
     )
     for path, label in PATHS.items():
-        stats = base.find(result, KERNEL, path).stats
-        read_gb_per_s = bandwidth_gb_per_s(2 * nbytes, stats.median_ms)
+        kernel = found[path]
         kernels.add_row(
             label,
-            format_ms(stats.median_ms),
-            format_ms(stats.min_ms),
-            format_gb_per_s(read_gb_per_s),
-            format_ratio(stats.median_ms / medians["device"]),
-            cell(hbm if path == "device" else link, read_gb_per_s),
+            format_ms(kernel.median_ms),
+            format_ms(kernel.stats.min_ms),
+            format_gb_per_s(kernel.gb_per_s),
+            format_ratio(kernel.median_ms / found["device"].median_ms),
+            cell(kernel.ceiling, kernel.gb_per_s),
+            source=kernel.measurement,
         )
     return kernels

@@ -9,10 +9,11 @@ through their mapped device pointers.
 
 from __future__ import annotations
 
-from memprof.experiments import base, consistency
-from memprof.experiments.common import SumArrays, gpu_timing, size_label, time_and_rate
+from memprof.experiments import base
+from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_bytes, format_gb_per_s, format_ratio
+from memprof.model.figures import Figure, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
 
@@ -20,20 +21,40 @@ from memprof.model.summary import Summary, Table
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
 WriteCombinedParams = base.OneSize  # writecombined's: one size of arrays
 
+# (measure, row label): every operation timed on each kind
+ROWS = (
+    (
+        base.Measure(
+            "gpu", "h2d", "one copy host → device", "one operation", arrays=1, kinds=tuple(KINDS),
+            shows="latency", bound="link",
+        ),
+        "copy host → device",
+    ),
+    (
+        base.Measure(
+            "gpu", "d2h", "one copy device → host", "one operation", arrays=1, kinds=tuple(KINDS),
+            shows="latency", bound="link",
+        ),
+        "copy device → host",
+    ),
+    (base.HOST_WRITE, "host writes the buffer"),
+    (base.HOST_READ, "host reads the buffer"),
+    (  # its GB/s counts the two input arrays it reads over the link (2 of its 3)
+        base.Measure(
+            "gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation", arrays=3,
+            traffic=2 / 3, kinds=tuple(KINDS), shows="latency", bound="link",
+        ),
+        "kernel reads a and b (mapped)",
+    ),
+)  # fmt: skip
+
 
 class WriteCombined(base.Experiment):
     name = "writecombined"
     Params = WriteCombinedParams
-    Extra = base.ArrayBytes
-    measures = (
-        *base.ONE_COPY.values(),
-        base.HOST_WRITE,
-        base.HOST_READ,
-        base.Measure("gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation"),
-        *base.CORE_RECORDS,
-    )
+    measures = (*(measure for measure, _ in ROWS), *base.CORE_RECORDS)
 
-    def run(self, ctx: base.RunContext) -> base.ArrayBytes:
+    def run(self, ctx: base.RunContext) -> base.NoExtra:
         import numpy as np
 
         from memprof.core import memory
@@ -82,36 +103,30 @@ class WriteCombined(base.Experiment):
         for buffer in (d_a, d_res):
             buffer.free()
         ctx.progress("done", len(KINDS), len(KINDS))
-        return base.ArrayBytes(bytes_per_array=nbytes)
+        return base.NoExtra()
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    def check_consistency(self, result: Result) -> None:
-        nbytes = consistency.array_bytes(result)
-        moves = {
-            **consistency.SUM_ARRAYS_MOVES,
-            ("host", "host_write"): 1,
-            ("host", "host_read"): 1,
-        }
-        consistency.measured_bytes(result, moves, [nbytes])
-        consistency.takes_time(result, [key for key, arrays in moves.items() if arrays])
+    def derived(self, result: Result) -> dict:
+        return {"bytes_per_array": base.array_bytes(result.parameters)}
 
 
-ROWS = (
-    ("h2d", "gpu", "copy host → device"),
-    ("d2h", "gpu", "copy device → host"),
-    ("host_write", "host", "host writes the buffer"),
-    ("host_read", "host", "host reads the buffer"),
-    ("kernel", "gpu", "kernel reads a and b (mapped)"),
-)
+def _figures(result: Result) -> dict[tuple[str, str], Figure]:
+    """(operation, kind) -> its figures, for every row's operation on each kind."""
+    return {
+        (measure.operation, kind): figure(result, base.find(result, measure, kind), measure)
+        for measure, _ in ROWS
+        for kind in KINDS
+    }
 
 
 def summarize(result: Result) -> Summary:
+    found = _figures(result)
     speedups = {
-        operation: _median(result, operation, group, "mapped")
-        / _median(result, operation, group, "writecombined")
-        for operation, group, _ in ROWS
+        measure.operation: found[measure.operation, "mapped"].median_ms
+        / found[measure.operation, "writecombined"].median_ms
+        for measure, _ in ROWS
     }
     read_slowdown = 1 / speedups["host_read"]
     transfers = (
@@ -125,32 +140,23 @@ def summarize(result: Result) -> Summary:
             "fills and never reads back."
         )
     else:
-        read = base.find(result, base.HOST_READ, "writecombined").stats.median_ms
-        nbytes = result.extra.bytes_per_array
+        read = found["host_read", "writecombined"]
         conclusion = (
             "The documented trap did not appear on this machine: the host read write-combined "
-            f"memory at {format_gb_per_s(bandwidth_gb_per_s(nbytes, read))} GB/s, "
+            f"memory at {format_gb_per_s(read.gb_per_s)} GB/s, "
             f"{read_slowdown:.2f}x the time of cached memory, and {transfers}. Some platforms "
             "(virtual machines among them) map it as ordinary cached memory; where it is really "
             "write-combined, CPU reads of it are many times slower: never read it back."
         )
     return Summary(
-        tables=[_side_by_side(result), _against_ceiling(result)], conclusions=[conclusion]
+        tables=[_side_by_side(result, found), _against_ceiling(result, found)],
+        conclusions=[conclusion],
     )
 
 
-def _median(result: Result, operation: str, group: str, kind: str) -> float:
-    return result.find(operation, kind, group).stats.median_ms
-
-
-def _moved(operation: str, nbytes: int) -> int:
-    """The bytes a row's operation moves: the kernel reads two arrays."""
-    return 2 * nbytes if operation == "kernel" else nbytes
-
-
-def _side_by_side(result: Result) -> Table:
+def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
     """Every operation on cached and on write-combined memory: times, GB/s and the speed-up."""
-    nbytes = result.extra.bytes_per_array
+    nbytes = base.array_bytes(result.parameters)
     table = Table(
         f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer",
         [
@@ -168,33 +174,31 @@ def _side_by_side(result: Result) -> Table:
             "WC vs cached: how many times faster write-combined was (below 1x: slower).",
         ],
     )
-    for operation, group, label in ROWS:
-        moved = _moved(operation, nbytes)
-        cached = _median(result, operation, group, "mapped")
-        combined = _median(result, operation, group, "writecombined")
+    for measure, label in ROWS:
+        cached, combined = (found[measure.operation, kind] for kind in KINDS)
         table.add_row(
             label,
-            *time_and_rate(moved, cached),
-            *time_and_rate(moved, combined),
-            format_ratio(cached / combined),
+            format_ms(cached.median_ms),
+            format_gb_per_s(cached.gb_per_s),
+            format_ms(combined.median_ms),
+            format_gb_per_s(combined.gb_per_s),
+            format_ratio(cached.median_ms / combined.median_ms),
+            source=(cached.measurement, combined.measurement),
         )
     return table
 
 
-def _against_ceiling(result: Result) -> Table:
+def _against_ceiling(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
     """What crosses the link (copies and kernel reads) as a share of it, per kind."""
-    link = pcie_ceiling(result)
     against = Table(
         "Over the link, against its ceiling",
         ["Operation", "Cached", "Write-combined"],
-        notes=[f"Copies and kernel reads cross the link: {detail_of(link)}."],
+        notes=[f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."],
     )
-    for operation, group, label in ROWS:
-        if group != "gpu":
+    for measure, label in ROWS:
+        if measure.bound is None:
             continue  # host reads and writes stay on the host
-        moved = _moved(operation, result.extra.bytes_per_array)
-        rates = [
-            bandwidth_gb_per_s(moved, _median(result, operation, group, kind)) for kind in KINDS
-        ]
-        against.add_row(label, *(cell(link, rate) for rate in rates))
+        row = [found[measure.operation, kind] for kind in KINDS]
+        cells = [cell(one.ceiling, one.gb_per_s) for one in row]
+        against.add_row(label, *cells, source=tuple(one.measurement for one in row))
     return against

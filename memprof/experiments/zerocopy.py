@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof.experiments import base, consistency
+from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s, format_ms, format_ratio
+from memprof.model.figures import figure
+from memprof.model.formatting import format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
-from memprof.model.results import Result
+from memprof.model.results import Measurement, Result
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
 SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
@@ -35,12 +37,34 @@ class ZeroCopyParams:
 
 DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind) of the span
 PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
-KERNEL = base.Measure("gpu", "kernel", "sumArrays reading device or mapped memory", "one operation")
-END_TO_END = base.Measure(
-    "span", "end_to_end", "each path from its copies in to its copy out", "end to end"
+# Its GB/s counts the two input arrays it reads (2 of the 3 its bytes count): over the link
+# from mapped memory.
+KERNEL = base.Measure(
+    "gpu",
+    "kernel",
+    "sumArrays reading device or mapped memory",
+    "one operation",
+    arrays=3,
+    traffic=2 / 3,
+    kinds=("device", "mapped"),
+    shows="latency",
+    bound={"mapped": "link"},
 )
-H2D = base.Measure("gpu", "h2d", "a copy host → device (device paths)", "one operation")
-D2H = base.Measure("gpu", "d2h", "the result's copy device → host", "one operation")
+# A path moves a and b in and res out: 3 arrays.
+END_TO_END = base.Measure(
+    "span",
+    "end_to_end",
+    "each path from its copies in to its copy out",
+    "end to end",
+    arrays=3,
+    kinds=("device", "mapped", "pageable"),
+)
+H2D, D2H = (
+    base.Measure(
+        "gpu", direction, f"a copy {words} (a path's)", "one operation", arrays=1, bound="link",
+    )
+    for direction, words in base.DIRECTIONS.items()
+)  # fmt: skip
 
 
 class ZeroCopy(base.Experiment):
@@ -50,13 +74,7 @@ class ZeroCopy(base.Experiment):
     )
     Params = ZeroCopyParams
     Extra = base.NoExtra
-    measures = (
-        KERNEL,
-        END_TO_END,
-        H2D,
-        D2H,
-        *base.CORE_RECORDS,
-    )
+    measures = (KERNEL, END_TO_END, H2D, D2H, *base.CORE_RECORDS)
 
     def run(self, ctx: base.RunContext) -> base.NoExtra:
         from memprof.core import memory
@@ -78,16 +96,9 @@ class ZeroCopy(base.Experiment):
     def check_consistency(self, result: Result) -> None:
         powers = result.parameters.powers
         if result.parameters.single_size and len(powers) != 1:
-            consistency.refuse(
+            raise SchemaError(
                 "parameters.powers", f"has {len(powers)} sizes, but single_size says one"
             )
-        sizes = [base.FLOAT32_BYTES << power for power in powers]
-        consistency.measured_bytes(result, ARRAYS_MOVED, sizes, "2^powers")
-        consistency.takes_time(result, [(g, o) for g, o in ARRAYS_MOVED if g != "api"])
-
-
-# A path moves a, b in and res out: 3 arrays, as the kernel reads and writes them.
-ARRAYS_MOVED = {**consistency.SUM_ARRAYS_MOVES, ("span", "end_to_end"): 3}
 
 
 def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
@@ -173,25 +184,31 @@ def summarize(result: Result) -> Summary:
     against_pageable = []  # (power, zero-copy end to end / pageable end to end)
     for power in powers:
         nbytes = base.FLOAT32_BYTES << power
-        kernel_device = base.find(result, KERNEL, "device", 3 * nbytes).stats.median_ms
-        kernel_zero = base.find(result, KERNEL, "mapped", 3 * nbytes).stats.median_ms
-        e2e_device = base.find(result, END_TO_END, "device", 3 * nbytes).stats.median_ms
-        e2e_zero = base.find(result, END_TO_END, "mapped", 3 * nbytes).stats.median_ms
-        e2e_pageable = _median_or_none(result, "pageable", 3 * nbytes)
+        found = {
+            (measure.operation, kind): base.find(result, measure, kind, 3 * nbytes)
+            for measure in (KERNEL, END_TO_END)
+            for kind in ("device", "mapped")
+        }
+        zero = figure(result, found["kernel", "mapped"], KERNEL)
+        kernel_device = found["kernel", "device"].stats.median_ms
+        e2e_device = found["end_to_end", "device"].stats.median_ms
+        e2e_zero = found["end_to_end", "mapped"].stats.median_ms
+        pageable = _pageable_or_none(result, 3 * nbytes)
         h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
-        rows.append((power, nbytes, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d))
-        if e2e_pageable is not None:
-            against_pageable.append((power, e2e_zero / e2e_pageable))
+        rows.append((power, nbytes, kernel_device, zero.median_ms, e2e_device, e2e_zero, h2d))
+        if pageable is not None:
+            against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
         table.add_row(
             size_label(power),
             format_ms(kernel_device),
-            format_ms(kernel_zero),
+            format_ms(zero.median_ms),
             format_ms(e2e_device),
             format_ms(e2e_zero),
-            format_ms(e2e_pageable) if e2e_pageable is not None else "-",
+            format_ms(pageable.stats.median_ms) if pageable is not None else "-",
             format_ratio(e2e_zero / e2e_device),
-            format_gb_per_s(bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
-            cell(link, bandwidth_gb_per_s(2 * nbytes, kernel_zero)),
+            format_gb_per_s(zero.gb_per_s),
+            cell(zero.ceiling, zero.gb_per_s),
+            source=(*found.values(), *([pageable] if pageable is not None else [])),
         )
     return Summary(
         tables=[table],
@@ -257,10 +274,10 @@ def _kernel_source(result: Result) -> str:
     return "gated CUDA events around each launch"
 
 
-def _median_or_none(result: Result, kind: str, nbytes: int) -> float | None:
-    """Results recorded before the pageable path existed lack it."""
+def _pageable_or_none(result: Result, nbytes: int) -> Measurement | None:
+    """The pageable path's end to end (results recorded before it existed lack it)."""
     try:
-        return base.find(result, END_TO_END, kind, nbytes).stats.median_ms
+        return base.find(result, END_TO_END, "pageable", nbytes)
     except KeyError:
         return None
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+import msgspec
+
 from memprof.model.schema import MAX_COUNT, Count, GpuIndex, Range, SchemaError
 
 AtLeastOne = Annotated[int, Range(1, MAX_COUNT)]
@@ -115,8 +117,7 @@ def parse_link_speed(text: str) -> int | None:
     return PCIE_GENERATION_BY_RATE.get(rate)
 
 
-@dataclass
-class DeviceFacts:
+class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
     """What `memprof info` prints and every Result records about the GPU it ran on."""
 
     index: GpuIndex
@@ -143,7 +144,7 @@ class DeviceFacts:
     attributes: dict[str, Count]  # the capability flags, by CUDA's attribute name
 
     def check_consistency(self) -> None:
-        """What the driver's figures always agree on (schema.check_dataclass runs it)."""
+        """What the driver's figures always agree on (the loader runs it)."""
         if self.memory_free_bytes > self.memory_total_bytes:
             raise SchemaError(
                 "memory_free_bytes",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+import msgspec
+
 from memprof.model.device import PcieGeneration, PcieWidth, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes
 from memprof.model.schema import Count, GpuIndex, Range, SchemaError
@@ -64,8 +66,7 @@ def normalize_bus_id(text: str) -> str:
         return text.strip().lower()
 
 
-@dataclass(frozen=True)
-class NvLink:
+class NvLink(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One NVLink of a GPU, as NVML reports it."""
 
     link: Count
@@ -76,8 +77,7 @@ class NvLink:
     remote_kind: Literal["gpu", "switch", "npu", "unknown"] | None
 
 
-@dataclass(frozen=True)
-class OtherProcess:
+class OtherProcess(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A process other than memprof with a context on the GPU."""
 
     pid: Count
@@ -85,8 +85,7 @@ class OtherProcess:
     memory_bytes: Count | None  # device memory it holds, where NVML says
 
 
-@dataclass
-class GpuState:
+class GpuState(msgspec.Struct, forbid_unknown_fields=True):
     """One GPU during a run: clocks, throttle reasons, links, modes and other processes.
 
     Sampled when the run starts (before memprof's context exists) and when it ends; see

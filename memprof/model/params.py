@@ -25,25 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+import msgspec
+
 from memprof.errors import InvalidArgument
-from memprof.model.schema import Range, SchemaError, check
+from memprof.model.schema import Range, SchemaError, allows, check, is_range, refusal
 
-
-@dataclass(frozen=True)
-class Each:
-    """A rule for every item of a tuple (a Range for each size of a sweep), and at least one."""
-
-    rule: Any
-
-    def check(self, value: tuple, where: str) -> None:
-        if not value:
-            raise SchemaError(where, "is an empty list")
-        for index, item in enumerate(value):
-            self.rule.check(item, f"{where}[{index}]")
-
-    @property
-    def phrase(self) -> str:
-        return f"with at least one item, each {self.rule.phrase}"
+__all__ = ["Range"]  # experiments declare their ranges with it
 
 
 # -- how a field looks on the command line ---------------------------------------------------
@@ -129,13 +116,17 @@ def hints(params_type: type) -> dict[str, Any]:
     return typing.get_type_hints(params_type, include_extras=True)
 
 
-def rules_of(hint: Any) -> list[Any]:
-    """The Annotated rules (Range, Each) of a field's type (of X in `X | None` too)."""
+def range_of(hint: Any) -> msgspec.Meta | None:
+    """The Range a field's values (or each item of a tuple field) must keep, if any."""
     if get_origin(hint) in (Union, types.UnionType):
-        return [rule for arg in get_args(hint) for rule in rules_of(arg)]
+        found = [range_of(arg) for arg in get_args(hint)]
+        return next((rule for rule in found if rule is not None), None)
     if get_origin(hint) is Annotated:
-        return [rule for rule in get_args(hint)[1:] if hasattr(rule, "check")]
-    return []
+        base, *rules = get_args(hint)
+        return next((rule for rule in rules if is_range(rule)), None) or range_of(base)
+    if get_origin(hint) is tuple and get_args(hint):
+        return range_of(get_args(hint)[0])
+    return None
 
 
 def base_type(hint: Any) -> Any:
@@ -165,7 +156,7 @@ def validated(params: Any) -> Any:
         value = getattr(params, field.name)
         hint = hints(type(params))[field.name]
         try:
-            check(list(value) if isinstance(value, tuple) else value, hint, field.name)
+            check(value, hint, field.name)
         except SchemaError as error:
             raise InvalidArgument(_refusal(field.name, hint, value, error)) from None
     return params
@@ -174,13 +165,12 @@ def validated(params: Any) -> Any:
 def _refusal(name: str, hint: Any, value: Any, error: SchemaError) -> str:
     """A Range's own words where the value broke one, else the schema's."""
     values = value if isinstance(value, tuple) else (value,)
-    for rule in rules_of(hint):
-        limit = rule.rule if isinstance(rule, Each) else rule
-        if isinstance(limit, Range):
-            numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-            bad = [v for v in numbers if not limit.allows(v)]
-            if bad:
-                return f"{name}: {limit.refusal(bad[0])}"
+    limit = range_of(hint)
+    if limit is not None:
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        bad = [v for v in numbers if not allows(limit, v)]
+        if bad:
+            return f"{name}: {refusal(limit, bad[0])}"
     return str(error)
 
 
@@ -192,8 +182,19 @@ def make(params_type: type, **values: Any) -> Any:
         raise InvalidArgument(
             f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
         )
-    converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    converted = {k: plain(v) for k, v in values.items()}
     return validated(params_type(**converted))
+
+
+def plain(value: Any) -> Any:
+    """numpy's scalars as the Python values they hold (numpy.int64(20) -> 20, numpy.bool_ ->
+    bool, numpy.float64 -> float, which an int field still refuses), and a list or array as
+    a tuple of them; anything else as it is."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        value = value.tolist()  # a scalar's Python value, an array's nested lists
+    if isinstance(value, list | tuple):
+        return tuple(plain(item) for item in value)
+    return value
 
 
 # -- the command line's view of a Params class ------------------------------------------------
@@ -208,7 +209,7 @@ class CliOption:
     default: Any
     flags: tuple[str, ...]
     help: str
-    rule: Range | None = None  # values outside it are refused in the rule's words
+    rule: msgspec.Meta | None = None  # a Range: values outside it are refused in its words
     choices: tuple[str, ...] = ()  # a fixed set of names
     argument: bool = False  # positional (trace's SCRIPT and its arguments), not an option
 
@@ -219,7 +220,7 @@ def cli_options(params_type: type) -> list[CliOption]:
     for field in dataclasses.fields(params_type):
         face, hint = option_of(field), hints(params_type)[field.name]
         flags = face.flags or (f"--{field.name.replace('_', '-')}",)
-        rule = next((r.rule if isinstance(r, Each) else r for r in rules_of(hint)), None)
+        rule = range_of(hint)
         form, choices = face.form, choices_of(hint) or ()
         if face.hidden_from_cli:
             continue
@@ -232,7 +233,7 @@ def cli_options(params_type: type) -> list[CliOption]:
                 options.append(
                     CliOption(f"{name}_power", int | None, None, (f"--{name}",), help, rule)
                 )
-            step = Range(1, rule.high if rule else 64)
+            step = Range(1, rule.le if rule else 64)
             options.append(CliOption("step", int, form.step, ("--step",), "Sweep: step.", step))
         elif isinstance(form, CommaList):
             help = f"{face.help} Comma-separated, from: {', '.join(choices)}."

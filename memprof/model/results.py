@@ -1,22 +1,26 @@
 """Plain Result data and its JSON round trip. Experiments produce it, renderers read it.
 
-A Result file may come from anywhere (another machine, an older memprof, a hand edit), so loading
-checks every value against the annotations below (see memprof/schema.py) and builds the command's
-summary once: a bad file is one line naming the file and the field, before anything is printed.
+A Result file may come from anywhere (another machine, an older memprof, a hand edit), so
+loading decodes it against the types below (memprof.model.schema), brings an older version to
+today's shape in one step (memprof.model.upgrade), and runs the checks its command declares:
+a bad file is one line naming the file and the field, before anything is printed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
+import re
 import stat
-import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
+
+import msgspec
 
 from memprof.errors import InvalidArgument
 from memprof.model.device import DeviceFacts
@@ -31,21 +35,22 @@ from memprof.model.schema import (
     SchemaError,
     Seconds,
     check,
-    check_dataclass,
     describe,
+    from_msgspec,
 )
 from memprof.model.statistics import Statistics
 from memprof.version import __version__
 
 # 2: `extra` is declared per experiment; compare's and streams' "bytes" is "bytes_per_array".
 # 3: a measurement names its GPUs (`gpus`) instead of writing them into its operation.
-SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)  # older versions are upgraded when loaded (_upgrade)
-# A result of 100,000 measurements is about 20 MB: anything this large is not one.
+# 4: `extra` holds nothing the parameters or the measurements determine (sizes, counts...).
+SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)  # older versions are upgraded when loaded
+# A result of 100,000 measurements is about 40 MB: anything this large is not one.
 MAX_RESULT_BYTES = 256 << 20
 
-# gpu: timed on the GPU with CUDA events (nvprof's "GPU activities")
-# api: a driver call timed on the host clock (nvprof's "API calls")
+# gpu: an operation on the GPU (nvprof's "GPU activities")
+# api: a driver call timed on the host clock or by CUPTI (nvprof's "API calls")
 # host: host-only work timed on the host clock (numpy allocation, CPU reads)
 # span: several operations timed together with events (an end-to-end flow)
 Group = Literal["gpu", "api", "host", "span"]
@@ -58,8 +63,7 @@ Source = Literal["cupti", "events", "host"]
 OPERATION_QUALIFIERS = {"kernel_first": "first launch"}
 
 
-@dataclass
-class Measurement:
+class Measurement(msgspec.Struct, forbid_unknown_fields=True):
     """Every timed sample of one operation on one memory kind at one size."""
 
     group: Group
@@ -67,17 +71,19 @@ class Measurement:
     operation: str  # stable key the summaries look up: "h2d", "d2h", "kernel", "alloc", ...
     kind: str | None  # memory kind ("pageable", "pinned", ...) or None
     bytes: ByteCount  # bytes each call moves or allocates (0 where that means nothing)
-    samples_ms: Samples = field(default_factory=list)  # one operation each (latency)
+    samples_ms: Samples = []  # one operation each (latency)
     source: Source = "events"  # where samples_ms came from
-    events_ms: list[Milliseconds] = field(default_factory=list)  # gated events beside CUPTI's
-    throughput_ms: list[Milliseconds] = field(default_factory=list)  # per operation, back to back
+    events_ms: list[Milliseconds] = []  # gated events beside CUPTI's
+    throughput_ms: list[Milliseconds] = []  # per operation, back to back
     batch: Count = 0  # operations per throughput batch
     # The GPUs it ran between, in the order the operation names them: (1,) for GPU 1's copy
     # from the host, (0, 1) for data moving from GPU 0 to GPU 1; () on a run of one GPU.
-    gpus: tuple[GpuIndex, ...] = ()
+    gpus: Annotated[tuple[GpuIndex, ...], msgspec.Meta(max_length=2)] = ()
 
     def check_consistency(self) -> None:
-        """What the measuring core always makes true (schema.check_dataclass runs it)."""
+        """What the measuring core always makes true (the loader runs it on every one)."""
+        if not self.samples_ms:
+            raise SchemaError("samples_ms", "is missing or empty: a measurement holds a sample")
         if bool(self.batch) != bool(self.throughput_ms):
             found = "is 0" if not self.batch else f"is {self.batch}"
             what = "back-to-back batches" if self.throughput_ms else "no back-to-back batch"
@@ -92,8 +98,6 @@ class Measurement:
                 f"has {len(self.events_ms)} samples, one per operation, but samples_ms has "
                 f"{len(self.samples_ms)}",
             )
-        if len(self.gpus) > 2:
-            raise SchemaError("gpus", f"names {len(self.gpus)} GPUs: an operation runs on 1 or 2")
 
     @property
     def throughput_stats(self) -> Statistics | None:
@@ -112,6 +116,15 @@ class Measurement:
         return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
 
 
+def _inconsistent(m: Measurement) -> bool:
+    """A quick test of Measurement.check_consistency, for a file's 100,000 measurements."""
+    return (
+        not m.samples_ms
+        or bool(m.batch) != bool(m.throughput_ms)
+        or (bool(m.events_ms) and (m.source != "cupti" or len(m.events_ms) != len(m.samples_ms)))
+    )
+
+
 class UnifiedMemoryCounter(TypedDict):
     """One of CUPTI's unified-memory counters over a run: its records' count, the total,
     smallest and largest value (bytes migrated, faults per group) and their time."""
@@ -126,8 +139,7 @@ class UnifiedMemoryCounter(TypedDict):
 Percent = Annotated[float, Range(0, 100, low_open=True, unit="%")]
 
 
-@dataclass
-class TimingInfo:
+class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     """Where a run's figures came from, and what CUPTI added."""
 
     source: Literal["cupti", "events"]  # GPU activities: CUPTI's records or gated CUDA events
@@ -147,8 +159,11 @@ class TimingInfo:
     max_count: Count | None = None
 
     def check_consistency(self) -> None:
-        """A counter's count, total, smallest and largest value agree (schema runs it)."""
+        """A counter's count, total, smallest and largest value agree."""
         for name, counter in (self.unified_memory or {}).items():
+            unknown = set(counter) - set(UnifiedMemoryCounter.__annotations__)
+            if unknown:
+                raise SchemaError(f"unified_memory.{name}.{min(unknown)}", "is not a known field")
             _check_counter(counter, f"unified_memory.{name}")
 
 
@@ -171,8 +186,7 @@ def _check_counter(counter: UnifiedMemoryCounter, where: str) -> None:
         )
 
 
-@dataclass
-class Check:
+class Check(msgspec.Struct, forbid_unknown_fields=True):
     """One verification of a GPU result against numpy."""
 
     name: str
@@ -180,12 +194,18 @@ class Check:
     elements: Count
     detail: str  # "Check result success!" or the first mismatch
 
+    def check_consistency(self) -> None:
+        """A check that passed never reads as a failure, nor one that failed as a success."""
+        said = self.detail.lower()
+        if self.passed and any(word in said for word in FAILURE_WORDS):
+            raise SchemaError("passed", f"is true, but detail says it failed: {self.detail!r}")
+        if not self.passed and self.detail.startswith(PASSED_DETAIL):
+            raise SchemaError("passed", f"is false, but detail says {self.detail!r}")
 
-def _plain(value: Any) -> Any:
-    """numpy values (a bool from a comparison, an int64, an array) as plain Python values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} cannot be saved in a result")
+
+PASSED_DETAIL = "Check result success!"  # the seeds' words for a result that matched
+# How memprof's verifications say they failed (memprof.core.verify and each experiment's).
+FAILURE_WORDS = ("mismatch", "do not match", "differ", "not written", "never", "nan or inf", "!=")
 
 
 class MissingMeasurement(KeyError):
@@ -205,45 +225,62 @@ class MissingMeasurement(KeyError):
 @dataclass(frozen=True)
 class ResultShape:
     """What one command's saved Result must hold (its experiment declares it): the types of
-    its parameters and extra, the (group, operation) pairs it may record, and those every
-    run records."""
+    its parameters and extra, and what its values must say together (SchemaError naming
+    the field that contradicts), and what an older file's extra held that today's
+    parameters and measurements determine (memprof.model.upgrade)."""
 
     params: type
     extra: type
-    allowed: frozenset[tuple[str, str]]
-    required: frozenset[tuple[str, str]]
-    # what its values must say together: SchemaError naming the field that contradicts
     check: Callable[[Result], None] = lambda result: None
+    derived: Callable[[Result], dict[str, Any]] = lambda result: {}
 
 
 ShapeOf = Callable[[str], "ResultShape | None"]  # a command's shape; None: not a known command
 
+# An ISO 8601 time with its offset, as datetime.isoformat() writes it (ASCII digits only).
+CreatedAt = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+        r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+    ),
+]
 
-@dataclass
-class Result:
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Result(msgspec.Struct, dict=True):
     """Everything one command measured, enough to render it again on any machine."""
 
     command: str
     parameters: Any  # the experiment's Params (a frozen dataclass)
     device: DeviceFacts | None
-    measurements: list[Measurement] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
+    measurements: list[Measurement] = []
+    checks: list[Check] = []
     extra: Any = None  # the experiment's Extra (a dataclass): what its summary needs besides
     timing: TimingInfo | None = None
     # each GPU the run used, as NVML saw it (memprof.core.nvml); None: files from before it
     gpu_states: list[GpuState] | None = None
     schema_version: Count = SCHEMA_VERSION
-    # Made for this process (never taken for a file that lacks them: see schema.check_dataclass).
-    memprof_version: str = field(default_factory=lambda: __version__)
-    pid: Count = field(default_factory=os.getpid)
-    created_at: str = field(
-        default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
-    )
-    host: str = field(default_factory=platform.node)
+    # the schema version the run was first saved in, where an older memprof saved it: what
+    # its values can be held to (before version 2, warm-ups were recorded too)
+    first_schema_version: Annotated[int, msgspec.Meta(ge=1, le=SCHEMA_VERSION)] | None = None
+    # Made for this process: a file must hold its own (never taken from these defaults).
+    memprof_version: str = msgspec.field(default_factory=lambda: __version__)
+    pid: Count = msgspec.field(default_factory=os.getpid)
+    created_at: CreatedAt = msgspec.field(default_factory=_now)
+    host: str = msgspec.field(default_factory=platform.node)
 
     @property
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
+
+    @property
+    def written_as(self) -> int:
+        """The schema version the run was first saved in (this one's, for a fresh Result)."""
+        return self.first_schema_version or self.schema_version
 
     def gpu_state(self, index: int | None = None) -> GpuState | None:
         """The recorded state of GPU `index` (the run's own GPU where None), if any."""
@@ -263,8 +300,7 @@ class Result:
         matches = [
             m
             for m in self._by_operation().get(operation, ())
-            if m.operation == operation
-            and (kind is None or m.kind == kind)
+            if (kind is None or m.kind == kind)
             and (group is None or m.group == group)
             and (byte_count is None or m.bytes == byte_count)
         ]
@@ -286,18 +322,31 @@ class Result:
             cached = self.__dict__["_index"] = (key, index)
         return cached[1]
 
+    def __repr__(self) -> str:
+        """Short, for a notebook: the command, GPU and date, and how much it holds."""
+        gpu = self.device.name if self.device is not None else "no GPU recorded"
+        return (
+            f"<memprof {self.command!r} Result: {gpu}, {self.created_at}, "
+            f"{len(self.measurements)} measurements, "
+            f"{'verified' if self.passed else 'FAILED verification'}>"
+        )
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, default=_plain)
+        """The Result as JSON, ASCII only: a file people `cat` never carries a control
+        character, a bidi override or an escape sequence, only their \\u escapes."""
+        encoded = msgspec.json.format(msgspec.json.encode(self, enc_hook=_plain), indent=1)
+        return _NOT_PLAIN_ASCII.sub(_escaped, encoded.decode())
 
     def save(self, path: Path) -> None:
         path.write_text(self.to_json() + "\n")
 
     @classmethod
-    def from_json(cls, text: str, shape_of: ShapeOf, name: str = "result") -> Result:
+    def from_json(cls, text: str | bytes, shape_of: ShapeOf, name: str = "result") -> Result:
         """A Result from JSON text, every value checked against the command's shape:
         InvalidArgument naming `name` and the field if not."""
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         try:
-            return _checked_result(_parse(text), shape_of)
+            return _decoded(raw, shape_of)
         except SchemaError as error:
             # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
             raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
@@ -307,15 +356,31 @@ class Result:
         """A Result file, checked as from_json does; any problem is one line naming the file."""
         raw = _read_result_bytes(path)
         try:
-            text = raw.decode("utf-8")
+            raw.decode("utf-8")
         except UnicodeDecodeError as error:
             byte = raw[error.start]
             raise InvalidArgument(
                 f"{path} is not a memprof result: not UTF-8 text "
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
-        return cls.from_json(text, shape_of, str(path))
+        return cls.from_json(raw, shape_of, str(path))
 
+
+_NOT_PLAIN_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec already escapes what is under 0x20
+
+
+def _escaped(found: re.Match) -> str:
+    return json.dumps(found[0])[1:-1]  # "\\u2192", or a surrogate pair beyond the BMP
+
+
+def _plain(value: Any) -> Any:
+    """numpy values (a bool from a comparison, an int64, an array) as plain Python values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} cannot be saved in a result")
+
+
+# -- reading a file --------------------------------------------------------------------------------
 
 # What a path that is not a file is, for the refusal: a pipe (`<(...)`, /dev/stdin piped) is
 # read like a file, at most MAX_RESULT_BYTES of it.
@@ -324,6 +389,7 @@ _NOT_FILES = {
     stat.S_ISBLK: "a block device",
     stat.S_ISSOCK: "a socket",
 }
+_READ_CHUNK = 1 << 20  # a pipe is read in chunks: no buffer of MAX_RESULT_BYTES up front
 
 
 def _read_result_bytes(path: Path) -> bytes:
@@ -335,126 +401,221 @@ def _read_result_bytes(path: Path) -> bytes:
     except OSError as error:
         raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
     try:
-        mode = os.fstat(descriptor).st_mode
+        status = os.fstat(descriptor)
         for is_kind, what in _NOT_FILES.items():
-            if is_kind(mode):
+            if is_kind(status.st_mode):
                 raise InvalidArgument(f"cannot read {path}: it is {what}, not a result file")
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(status.st_mode):
             raise InvalidArgument(f"cannot read {path}: Is a directory")
+        if stat.S_ISREG(status.st_mode) and status.st_size > MAX_RESULT_BYTES:
+            raise InvalidArgument(
+                f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
+            )
         os.set_blocking(descriptor, True)
-        with open(descriptor, "rb", closefd=False) as file:
-            raw = file.read(MAX_RESULT_BYTES + 1)
+        chunks, size = [], 0
+        while size <= MAX_RESULT_BYTES:
+            chunk = os.read(descriptor, _READ_CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
     except OSError as error:
         raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
     finally:
         os.close(descriptor)
-    if len(raw) > MAX_RESULT_BYTES:
+    if size > MAX_RESULT_BYTES:
         raise InvalidArgument(
             f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
         )
-    if not raw:
+    if not size:
         raise InvalidArgument(f"{path} is not a memprof result: it is empty")
-    return raw
+    return b"".join(chunks)
 
 
-def _parse(text: str) -> dict[str, Any]:
-    """The JSON object of a result file, at the schema version this memprof writes."""
+class _Head(msgspec.Struct):
+    """What a file must say before anything else is read: its version and its command."""
+
+    schema_version: Any = msgspec.UNSET
+    command: Any = msgspec.UNSET
+
+
+@functools.cache
+def _result_file() -> type:
+    """Result as a file holds it: the fields made for this process (pid, host, creation
+    time, version) must be the file's own, so they have no default here."""
+    fields: list[tuple] = []
+    for field in msgspec.structs.fields(Result):
+        made_here = field.default_factory not in (msgspec.NODEFAULT, list, dict)
+        if field.required or made_here:
+            fields.append((field.name, field.type))
+        else:
+            default = field.default
+            if default is msgspec.NODEFAULT:
+                default = msgspec.field(default_factory=field.default_factory)
+            fields.append((field.name, field.type, default))
+    return msgspec.defstruct(
+        "ResultFile", fields, forbid_unknown_fields=True, kw_only=True, module=__name__
+    )
+
+
+def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
+    """A Result from a file's bytes: its version and command first, since what the rest
+    must be depends on them; an older version upgraded to today's shape; then every check."""
+    from memprof.model import upgrade
+
+    head = _head(raw)
+    if head.schema_version == SCHEMA_VERSION:
+        try:
+            found = msgspec.json.decode(raw, type=_result_file())
+        except msgspec.ValidationError as error:
+            raise from_msgspec(error, msgspec.json.decode(raw), hint=_result_file()) from None
+        upgraded = False
+    else:
+        data = upgrade.to_today(_plain_json(raw), SCHEMA_VERSION)
+        try:
+            found = msgspec.convert(data, _result_file())
+        except msgspec.ValidationError as error:
+            raise from_msgspec(error, data, hint=_result_file()) from None
+        upgraded = True
+    command = found.command
+    shape = shape_of(command)
+    if shape is None:
+        raise SchemaError("command", f"is {describe(command)}, which this memprof cannot render")
+    result = Result(**{name: getattr(found, name) for name in Result.__struct_fields__})
+    if upgraded and result.first_schema_version is None:
+        result.first_schema_version = head.schema_version
+    result.parameters = check(found.parameters, shape.params, "parameters")
+    extra = found.extra if found.extra is not None else {}
+    if upgraded:
+        extra = upgrade.without_derived(extra, result, shape)
+    result.extra = check(extra, shape.extra, "extra")
+    _check_values(result)
+    shape.check(result)
+    if upgraded:
+        upgrade.check_derived(found.extra or {}, result, shape)
+    return result
+
+
+def _head(raw: bytes) -> _Head:
+    """The file's schema version and command, or why it is not a memprof result."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise SchemaError(
-            "",
-            f"is not a memprof result: invalid JSON at line {error.lineno} column "
-            f"{error.colno} ({error.msg})",
-        ) from None
+        head = msgspec.json.decode(raw, type=_Head)
+    except msgspec.ValidationError as error:  # a DecodeError too: first
+        found = _plain_json(raw)
+        if not isinstance(found, dict):
+            raise SchemaError(
+                "", f"is not a memprof result: the JSON is {describe(found)}, not an object"
+            ) from None
+        raise from_msgspec(error, found) from None
+    except msgspec.DecodeError as error:
+        _refuse_numbers_json_lacks(raw)
+        raise SchemaError("", f"is not a memprof result: {_not_json(raw, error)}") from None
     except RecursionError:
         raise SchemaError("", "is not a memprof result: JSON nested too deeply") from None
-    except ValueError:  # an integer longer than Python converts (4300 digits by default)
-        digits = sys.get_int_max_str_digits()
-        raise SchemaError(
-            "", f"is not a memprof result: it holds a number of more than {digits} digits"
-        ) from None
-    if not isinstance(data, dict):
-        raise SchemaError(
-            "", f"is not a memprof result: the JSON is {describe(data)}, not an object"
-        )
-    if "schema_version" not in data:
+    if head.schema_version is msgspec.UNSET:
         raise SchemaError("", "is not a memprof result: no schema_version")
-    version = check(data["schema_version"], int, "schema_version")
-    if version not in READABLE_SCHEMA_VERSIONS:
+    version = head.schema_version
+    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
+        if type(version) is not int:
+            raise SchemaError("schema_version", f"is {describe(version)}", "an integer")
         raise SchemaError(
             "",
             f"has result schema version {version}, which this memprof {__version__} cannot read "
             f"(it reads versions {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
         )
-    return _upgrade(data)
-
-
-def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """An older file in today's shape, so one schema checks them all."""
-    if data["schema_version"] == 1:
-        extra = data.get("extra")
-        if data.get("command") in ("compare", "streams") and isinstance(extra, dict):
-            extra = {("bytes_per_array" if k == "bytes" else k): v for k, v in extra.items()}
-            data = {**data, "extra": extra}
-    if data["schema_version"] in (1, 2) and isinstance(data.get("measurements"), list):
-        data = {**data, "measurements": [_gpus_apart(m) for m in data["measurements"]]}
-    return {**data, "schema_version": SCHEMA_VERSION}
-
-
-# Version 2 wrote the GPUs into the operation: "ce_on 0->1" (peer), "together h2d 1"
-# (hostlink), "portable d2h 0" (portable).
-_OPERATION_OF_MODE = {"alone": "{direction}", "together": "{direction}_at_once"}
-
-
-def _gpus_apart(measurement: Any) -> Any:
-    """A version-2 multi-GPU measurement with its GPUs in `gpus`; anything else as it was."""
-    if not isinstance(measurement, dict) or not isinstance(measurement.get("operation"), str):
-        return measurement
-    words = measurement["operation"].split(" ")
-    if len(words) == 2 and "->" in words[1]:  # peer: "ce_on 0->1"
-        source, _, destination = words[1].partition("->")
-        if source.isdigit() and destination.isdigit():
-            return {**measurement, "operation": words[0], "gpus": [int(source), int(destination)]}
-    if len(words) == 3 and words[1] in ("h2d", "d2h") and words[2].isdigit():
-        mode = _OPERATION_OF_MODE.get(words[0], "{direction}")  # portable: the buffer's kind
-        operation = mode.format(direction=words[1])
-        return {**measurement, "operation": operation, "gpus": [int(words[2])]}
-    return measurement
-
-
-def _checked_result(data: dict[str, Any], shape_of: ShapeOf) -> Result:
-    """Result from a parsed file: the command first, since parameters and extra depend on it."""
     for key in ("command", "parameters"):
-        if key not in data:
+        if key == "command" and head.command is msgspec.UNSET:
             raise SchemaError(key, "is missing")
-    command = check(data["command"], str, "command")
-    shape = shape_of(command)
-    if shape is None:
-        raise SchemaError("command", f"is {describe(command)}, which this memprof cannot render")
-    # A parameter added after the file was written takes its default: what memprof did before.
-    parameters = check_dataclass(data["parameters"], shape.params, "parameters")
-    extra = check_dataclass(data.get("extra", {}), shape.extra, "extra")
-    rest = {k: v for k, v in data.items() if k not in ("parameters", "extra")}
-    result = check_dataclass(rest | {"parameters": {}, "extra": {}}, Result, "")  # checked above
-    result.parameters, result.extra = parameters, extra
-    _check_declared(result, shape)
-    shape.check(result)
-    return result
+    if not isinstance(head.command, str):
+        raise SchemaError("command", f"is {describe(head.command)}", "a string")
+    return head
 
 
-def _check_declared(result: Result, shape: ResultShape) -> None:
-    """Every measurement one the command records, and every one it always records present."""
-    found = set()
-    for index, m in enumerate(result.measurements):
-        if (m.group, m.operation) not in shape.allowed:
-            raise SchemaError(
-                f"measurements[{index}]",
-                f"is {m.group} {m.operation!r}, which {result.command} does not record",
-            )
-        found.add((m.group, m.operation))
-    for group, operation in sorted(shape.required - found):
-        raise SchemaError(
-            "measurements",
-            f"has no {group} {operation!r}, which every {result.command} run records",
-        )
+def _refuse_numbers_json_lacks(raw: bytes) -> None:
+    """A file Python's json wrote with NaN or Infinity in it (JSON has neither): refused
+    naming the field that holds one, as any value out of its range."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return  # not that: the caller says what is wrong
+    if isinstance(data, dict) and data.get("schema_version") in READABLE_SCHEMA_VERSIONS:
+        from memprof.model import upgrade
+
+        try:
+            msgspec.convert(upgrade.to_today(data, SCHEMA_VERSION), _result_file())
+        except msgspec.ValidationError as error:
+            raise from_msgspec(
+                error, upgrade.to_today(data, SCHEMA_VERSION), hint=_result_file()
+            ) from None
+
+
+def _plain_json(raw: bytes) -> Any:
+    """The file as plain JSON data (lists, dicts, numbers, strings)."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as error:
+        _refuse_numbers_json_lacks(raw)
+        raise SchemaError("", f"is not a memprof result: {_not_json(raw, error)}") from None
+    except RecursionError:
+        raise SchemaError("", "is not a memprof result: JSON nested too deeply") from None
+
+
+# A UTF-16 surrogate escape that is not half of a pair: no character at all.
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|(?<![0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _not_json(raw: bytes, error: msgspec.DecodeError) -> str:
+    """Why a file's bytes are no JSON memprof reads, in the words of its refusal."""
+    place = _place(raw, error)
+    if place.startswith("(it holds"):
+        return place[1:-1]
+    return f"invalid JSON {place}"
+
+
+def _place(raw: bytes, error: msgspec.DecodeError) -> str:
+    """Where the JSON went wrong, as an editor counts: 'at line 3 column 7 (...)'."""
+    message = str(error)
+    found = re.search(r"\(byte (\d+)\)", message)
+    reason = re.sub(r"^JSON is malformed: |\s*\(byte \d+\)$", "", message)
+    lone = _LONE_SURROGATE.search(raw)
+    if reason.startswith("Integer value out of range"):
+        return "(it holds an integer beyond 64 bits: no figure is that large)"
+    if lone is not None:
+        found, reason = None, "a lone UTF-16 surrogate in a string, which is no character"
+        offset = lone.end() - 6
+    elif reason == "Number out of range":
+        return "(a number out of range)"
+    elif found is None:
+        return f"({reason[0].lower() + reason[1:]})" if reason else ""
+    else:
+        offset = int(found[1])
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return f"at line {line} column {column} ({reason})"
+
+
+def _check_values(result: Result) -> None:
+    """What msgspec does not check in the parts every Result has: each measurement's
+    agreement (100,000 of them: a quick pass first), and every other object's."""
+    bad = next((i for i, m in enumerate(result.measurements) if _inconsistent(m)), None)
+    if bad is not None:
+        try:
+            result.measurements[bad].check_consistency()
+        except SchemaError as error:
+            raise error.within(f"measurements[{bad}]") from None
+    parts = [("device", result.device), ("timing", result.timing)]
+    parts += [(f"gpu_states[{i}]", state) for i, state in enumerate(result.gpu_states or [])]
+    parts += [(f"checks[{i}]", one) for i, one in enumerate(result.checks)]
+    for where, part in parts:
+        if part is not None:
+            try:
+                part.check_consistency()
+            except SchemaError as error:
+                raise error.within(where) from None
+    try:
+        datetime.fromisoformat(result.created_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise SchemaError("created_at", f"is {describe(result.created_at)}: not a date") from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -17,13 +18,17 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how the figures were measured
     highlighted: list[tuple[int, int]] = field(default_factory=list)  # (row, column): the best
+    # each row's measurements, whose figures its cells show (the CSV rows it came from)
+    sources: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def add_row(self, *cells: str) -> None:
+    def add_row(self, *cells: str, source: Any = ()) -> None:
+        """A row of cells; `source`: the measurement (or measurements) its figures are of."""
         if len(cells) != len(self.headers):
             raise ValueError(
                 f"{len(cells)} cells for {len(self.headers)} columns in {self.title!r}"
             )
         self.rows.append(list(cells))
+        self.sources.append(source if isinstance(source, tuple) else (source,))
 
 
 @dataclass
@@ -51,3 +56,5 @@ class Summary:
     header: list[str] = field(default_factory=list)  # warnings before the tables (diff's)
     # what the summary judged failed (memprof check's FAIL lines): the command exits 1
     failed: list[str] = field(default_factory=list)
+    # every measurement's figures (memprof.model.figures), what the CSV and frames hold
+    figures: list[Any] = field(default_factory=list)

@@ -128,8 +128,9 @@ def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
 
 
 def print_error(message: str, no_color: bool = False) -> None:
-    """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored."""
-    line = "memprof: error: " + literal(" ".join(part.strip() for part in message.splitlines()))
+    """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored. A line
+    break inside the message (a file name's) is shown as \\n, as it is spelt."""
+    line = "memprof: error: " + literal(message.strip())
     with contextlib.suppress(OSError, ValueError):
         stderr_console(no_color).print(
             line, style="bold red", markup=False, highlight=False, soft_wrap=True

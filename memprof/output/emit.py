@@ -22,7 +22,13 @@ from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
 from memprof.output.console import print_error, print_note, results_console, silence_closed_stdout
-from memprof.output.files import check_destination, check_distinct, destination, write_text_atomic
+from memprof.output.files import (
+    Destination,
+    check_distinct,
+    check_output,
+    destination,
+    write_output,
+)
 
 DIFF_FORMAT = "memprof diff"
 
@@ -31,8 +37,8 @@ DIFF_FORMAT = "memprof diff"
 class Output:
     """What a command does with its results besides rendering them."""
 
-    json: Path | None = None
-    csv: Path | None = None
+    json: Destination | None = None
+    csv: Destination | None = None
     quiet: bool = False
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
@@ -44,14 +50,21 @@ class Output:
         paths = [None if text is None else destination(text, o) for o, text in names.items()]
         return cls(*paths, quiet, no_color)
 
-    def destinations(self) -> dict[str, Path | None]:
+    def destinations(self) -> dict[str, Destination | None]:
         return {"--json": self.json, "--csv": self.csv}
 
+    @property
+    def shown_on_stderr(self) -> bool:
+        """Results shown on stderr: `trace`'s, or where stdout is a destination (`--json -`),
+        so that what a pipe reads is the file alone."""
+        return self.on_stderr or any(t is not None and t.is_stdout for t in (self.json, self.csv))
+
     def check(self, inputs: Sequence[Path] = ()) -> None:
-        """Before any work: each destination writable, none an input, no two the same file."""
-        for option, path in self.destinations().items():
-            if path is not None:
-                check_destination(path, option)
+        """Before any work: each destination writable, none an input, no two the same file
+        or stream."""
+        for option, target in self.destinations().items():
+            if target is not None:
+                check_output(target, option)
         check_distinct(self.destinations(), inputs)
 
 
@@ -74,7 +87,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
-        "--csv": lambda: csv_text(results),
+        "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
     }
     _show_then_save(render, texts, output)
     checks = [check for result in results for check in result.checks]
@@ -112,7 +125,7 @@ def _show_then_save(
     problems = []
     try:
         if not output.quiet:
-            problems += _show(render, output.no_color, output.on_stderr)
+            problems += _show(render, output.no_color, output.shown_on_stderr)
     except BaseException:
         for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
             print_error(problem, output.no_color)
@@ -159,18 +172,30 @@ def _show(render: Callable[[Console], None], no_color: bool, on_stderr: bool) ->
 
 
 def _save(
-    wanted: dict[str, Path], texts: dict[str, Callable[[], str]], output: Output
+    wanted: dict[str, Destination], texts: dict[str, Callable[[], str]], output: Output
 ) -> list[str]:
-    """Write every wanted file atomically; the problems, one phrase each, instead of raising."""
+    """Write every wanted file atomically (a stream through its descriptor); the problems,
+    one phrase each, instead of raising."""
     problems = []
-    for option, path in wanted.items():
+    for option, target in wanted.items():
         try:
-            write_text_atomic(path, texts[option]())
+            write_output(target, texts[option]())
+        except BrokenPipeError:  # `--json - | head -c 100`: the reader has what it wanted
+            _silence(target)
+            continue
         except OSError as error:
-            problems.append(f"{option} {path}: not saved: {error.strerror or error}")
+            _silence(target)  # nothing more can be written there, at exit neither
+            problems.append(f"{option} {target}: not saved: {error.strerror or error}")
         except Exception as error:  # a value that cannot be written: say so, keep the rest
-            problems.append(f"{option} {path}: not saved: {type(error).__name__}: {error}")
+            problems.append(f"{option} {target}: not saved: {type(error).__name__}: {error}")
         else:
             if not output.quiet:
-                print_note(f"saved {path}", output.no_color)
+                where = "to stdout" if target.name == "-" else str(target)
+                print_note(f"saved {where}", output.no_color)
     return problems
+
+
+def _silence(target: Destination) -> None:
+    """After a failed write to stdout or stderr, what Python still holds for it goes nowhere."""
+    if target.descriptor in (1, 2):
+        silence_closed_stdout(stderr=target.descriptor == 2)

@@ -1,4 +1,5 @@
-"""Results as CSV, for spreadsheets and scripts: one row per measurement, statistics derived.
+"""Results as CSV, for spreadsheets, scripts and DataFrames: one row per measurement, each
+figure the tables show for it, computed once (memprof.model.figures), never here.
 
 Text cells are written as the terminal shows them (memprof.output.literal): a CSV is a text
 file people `cat` and `head`, so a control character in a hostile result's name is written
@@ -10,71 +11,134 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
-from memprof.model.formatting import bandwidth_gb_per_s
+from memprof.model.figures import Figure
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
 
+# Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
+# per_operation_ms: what GB/s divides by (back-to-back batches' per-operation time where the run
+# timed some, else one operation's); each_ms: one operation's median where a sample times
+# several (smallcopies' copies, the reads of a latency chain).
 CSV_COLUMNS = (
     "command",
-    "device",
+    "created_at",
+    "host",
+    "pid",
+    "gpu_index",
+    "gpu_pci_bus_id",
+    "gpu_name",
+    "source_gpu",
+    "destination_gpu",
     "group",
     "name",
     "operation",
     "kind",
     "bytes",
+    "moved_bytes",
     "calls",
-    "total_ms",
-    "min_ms",
+    "timing_source",
     "median_ms",
-    "mean_ms",
+    "min_ms",
     "max_ms",
+    "mean_ms",
     "stdev_ms",
-    "gb_per_s_at_median",
+    "per_operation_ms",
+    "each_ms",
+    "gb_per_s",
+    "gb_per_s_from",
+    "ceiling_gb_per_s",
+    "ceiling_share",
+    "limiter",
 )
 
 
-def csv_rows(result: Result) -> list[dict[str, object]]:
-    """Every measurement with its statistics; GB/s = bytes per call over the median (10^9 B/s)."""
+def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object]]:
+    """Every measurement of `result` with the figures its experiment's summary computed."""
+    device = result.device
+    run = {
+        "command": literal(result.command),
+        "created_at": literal(result.created_at),
+        "host": literal(result.host),
+        "pid": result.pid,
+        "gpu_name": literal(device.name) if device else "",
+    }
     rows = []
-    for m in result.measurements:
-        stats = m.stats
+    for one in figures:
+        m, stats = one.measurement, one.stats
+        gpus = m.gpus or ((device.index,) if device is not None else ())
+        gpu = gpus[0] if gpus else ""
+        ceiling = one.ceiling
         rows.append(
             {
-                "command": literal(result.command),
-                "device": literal(result.device.name) if result.device else "",
+                **run,
+                "gpu_index": gpu,
+                "gpu_pci_bus_id": _bus_id(result, gpu),
+                "source_gpu": m.gpus[0] if len(m.gpus) == 2 else "",
+                "destination_gpu": m.gpus[1] if len(m.gpus) == 2 else "",
                 "group": literal(m.group),
                 "name": literal(m.name),
                 "operation": literal(m.operation),
                 "kind": literal(m.kind or ""),
                 "bytes": m.bytes,
+                "moved_bytes": _blank(one.moved_bytes),
                 "calls": stats.count,
-                "total_ms": stats.total_ms,
-                "min_ms": stats.min_ms,
+                "timing_source": m.source,
                 "median_ms": stats.median_ms,
-                "mean_ms": stats.mean_ms,
+                "min_ms": stats.min_ms,
                 "max_ms": stats.max_ms,
+                "mean_ms": stats.mean_ms,
                 "stdev_ms": stats.stdev_ms,
-                "gb_per_s_at_median": (
-                    round(bandwidth_gb_per_s(m.bytes, stats.median_ms), 6) if m.bytes else ""
-                ),
+                "per_operation_ms": one.per_operation_ms,
+                "each_ms": one.each_ms(result.parameters),
+                "gb_per_s": _blank(one.gb_per_s),
+                "gb_per_s_from": _basis(one) if one.gb_per_s is not None else "",
+                "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
+                "ceiling_share": _blank(one.share),
+                "limiter": ceiling.limiter if ceiling is not None else "",
             }
         )
     return rows
 
 
-def csv_text(results: list[Result]) -> str:
-    """The CSV file's whole text: a header and one row per measurement of every result."""
+def _blank(value: object) -> object:
+    return "" if value is None else value
+
+
+def _basis(one: Figure) -> str:
+    """Which time a GB/s is of, in the words a script can filter on."""
+    best = one.measure is not None and one.measure.at == "best"
+    if one.back_to_back:
+        return "back-to-back best" if best else "back-to-back median"
+    return "one operation best" if best else "one operation median"
+
+
+def _bus_id(result: Result, gpu: object) -> str:
+    """The PCI bus id of GPU `gpu` of the run, where the Result records it."""
+    device = result.device
+    if device is not None and device.index == gpu:
+        return literal(device.pci_bus_id)
+    for record in getattr(result.extra, "devices", None) or []:
+        if record.index == gpu:
+            return literal(record.pci_bus_id)
+    state = result.gpu_state(gpu) if isinstance(gpu, int) else None
+    return literal(state.pci_bus_id) if state is not None else ""
+
+
+def csv_text(results: Sequence[Result], figures: Sequence[Sequence[Figure]]) -> str:
+    """The CSV file's whole text: a header and one row per measurement of every result
+    (figures: each result's, as its summary computed them)."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
     writer.writeheader()
-    for result in results:
-        writer.writerows(csv_rows(result))
+    for result, found in zip(results, figures, strict=True):
+        writer.writerows(csv_rows(result, found))
     return buffer.getvalue()
 
 
-def write_csv(results: list[Result], path: Path) -> None:
+def write_csv(results: Sequence[Result], figures: Sequence[Sequence[Figure]], path: Path) -> None:
     """Save as CSV atomically: an existing file is replaced whole or left as it was."""
-    write_text_atomic(path, csv_text(results))
+    write_text_atomic(path, csv_text(results, figures))

@@ -6,8 +6,14 @@ long, a read-only file, or an input of the same command. What is written is the 
 destination names: a symbolic link is followed (to its target, through any chain of links)
 and stays a link. Regular files are written to a temporary file in the target's own
 directory and renamed over the target, keeping its permissions, so a crash or a full disk
-mid-write leaves the previous file whole, as editors save. Devices and pipes (/dev/stdout,
-a FIFO) are written in place.
+mid-write leaves the previous file whole, as editors save. Devices and pipes (a FIFO, a
+terminal) are written in place.
+
+A stream is written through the descriptor the process already holds, never reopened by
+name or renamed over: "-" (stdout), /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, or
+a link to one of them. Resolving /dev/stdout to a file name would rename over what the shell
+opened (`--json /dev/stdout >> log.txt` would replace log.txt) or name a pipe that cannot be
+renamed into; through the descriptor, `>>` appends and `| wc -c` gets every byte.
 
 A file with several hard links is written in place instead: a rename would give the name
 a new file and leave the other links holding the old one (a silent fork of the data).
@@ -20,9 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from memprof.errors import InvalidArgument
@@ -30,18 +39,107 @@ from memprof.errors import InvalidArgument
 TEMP_PREFIX = ".memprof-"
 
 
-def destination(text: str, option: str) -> Path:
-    """The Path an option names; a name ending in "/" (a directory) or an empty one refused.
+STDOUT = "-"
+STREAM_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+# /dev/fd/N, /proc/self/fd/N, /proc/thread-self/fd/N, /proc/PID/fd/N, /proc/PID/task/TID/fd/N
+DESCRIPTOR_NAME = re.compile(
+    r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd/([0-9]+)"
+)
+LINK_HOPS = 40  # the kernel's own limit on a chain of symbolic links
 
-    Path() would drop the slash: `--json newdir/` would then create a file named newdir.
-    """
+
+@dataclass(frozen=True)
+class Destination:
+    """Where --json or --csv writes: a file (written atomically), or a stream the process
+    already holds ("-", /dev/stdout, /dev/fd/N...: `descriptor` set), written through it."""
+
+    name: str  # as given on the command line
+    descriptor: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.name)
+
+    @property
+    def is_stdout(self) -> bool:
+        """Whether this writes to stdout: "-", or a name of descriptor 1."""
+        return self.descriptor == 1
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def destination(text: str, option: str) -> Destination:
+    """What an option names: "-" is stdout; a name of an open descriptor (/dev/stdout,
+    /dev/fd/N, a link to one) is that stream; a name ending in "/" (a directory) or an empty
+    one is refused (Path() would drop the slash: `--json newdir/` would make a file newdir)."""
     if not text:
         raise InvalidArgument(f"{option}: the file name is empty")
+    if text == STDOUT:
+        return Destination(text, 1)
     if text.endswith(("/", os.sep)):
         raise InvalidArgument(
             f"{option} {text}: names a directory (it ends in /), give a file name"
         )
-    return Path(text)
+    return Destination(text, descriptor_named(text, option))
+
+
+def descriptor_named(text: str, option: str = "") -> int | None:
+    """The descriptor of this process a name reaches (through any chain of links), or None
+    for any other name. Only the name is read, never the file it stands for: a pipe behind
+    /proc/self/fd/1 has no name of its own to follow."""
+    path = os.path.abspath(text)
+    for _ in range(LINK_HOPS):
+        folder, name = os.path.split(path)
+        path = os.path.join(os.path.realpath(folder), name)  # /dev/fd -> /proc/PID/fd
+        if path in STREAM_NAMES:
+            return STREAM_NAMES[path]
+        match = DESCRIPTOR_NAME.fullmatch(path)
+        if match:
+            owner = match.group(1)
+            if owner not in (None, "self", "thread-self") and int(owner) != os.getpid():
+                raise InvalidArgument(
+                    f"{option} {text}: names a descriptor of another process "
+                    f"({path}): give a file name"
+                )
+            return int(match.group(2))
+        try:
+            if not os.path.islink(path):
+                return None
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+        except OSError:  # unreadable: the file checks that follow say why
+            return None
+    return None  # a loop: check_destination reports it
+
+
+def check_output(target: Destination, option: str) -> None:
+    """Raise InvalidArgument unless `target` can be written now (a stream: its descriptor
+    open for writing; a file: check_destination)."""
+    if target.descriptor is None:
+        check_destination(target.path, option)
+        return
+    if target.name == STDOUT and sys.stdout is None:
+        raise InvalidArgument(f"{option} -: stdout is closed")  # `>&-`
+    descriptor = target.descriptor
+    try:
+        status = os.fstat(descriptor)
+        flags = _status_flags(descriptor)
+    except (OSError, OverflowError) as error:  # `memprof ... --json /dev/stdout >&-`
+        raise InvalidArgument(f"{option} {target}: descriptor {descriptor} is not open") from error
+    if stat.S_ISDIR(status.st_mode):
+        raise InvalidArgument(f"{option} {target}: descriptor {descriptor} is a directory")
+    if flags is not None and flags & os.O_ACCMODE == os.O_RDONLY:
+        raise InvalidArgument(
+            f"{option} {target}: descriptor {descriptor} is open for reading only"
+        )
+
+
+def _status_flags(descriptor: int) -> int | None:
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: the write says what goes wrong
+        return None
+    return fcntl.fcntl(descriptor, fcntl.F_GETFL)
 
 
 def check_destination(path: Path, option: str) -> None:
@@ -73,20 +171,89 @@ def check_destination(path: Path, option: str) -> None:
         ) from error
 
 
-def check_distinct(destinations: dict[str, Path | None], inputs: Iterable[Path] = ()) -> None:
-    """Refuse to write over an input of the same command, or to write two outputs to one file."""
+def check_distinct(
+    destinations: dict[str, Destination | None], inputs: Iterable[Path] = ()
+) -> None:
+    """Refuse to write over an input of the same command, or two outputs to one file or one
+    stream (`--json - --csv -`: a reader could not tell where one ends)."""
     seen: dict[tuple, str] = {}
     for path in inputs:
         seen.setdefault(_identity(path), f"input {path}")
-    for option, path in destinations.items():
-        if path is None:
+    for option, target in destinations.items():
+        if target is None:
             continue
-        identity = _identity(path)
-        if identity in seen:
+        identities = _identities(target)
+        clash = next((seen[i] for i in identities if i in seen), None)
+        if clash is not None and target.descriptor is not None and not clash.startswith("input"):
             raise InvalidArgument(
-                f"{option} {path} would overwrite the {seen[identity]}: choose another file"
+                f"{option} {target}: the {clash} goes to the same stream, where the two "
+                "could not be told apart: send one to a file"
             )
-        seen[identity] = f"{option} file"
+        if clash is not None:
+            raise InvalidArgument(
+                f"{option} {target} would overwrite the {clash}: choose another file"
+            )
+        label = f"{option} file" if target.descriptor is None else f"{option} output"
+        seen.update(dict.fromkeys(identities, label))
+
+
+def _identities(target: Destination) -> list[tuple]:
+    """Every way a destination could meet another: a file's inode; a stream's descriptor
+    and what it is open on (only a regular file there can be an input of the command)."""
+    if target.descriptor is None:
+        return [_identity(target.path)]
+    identities: list[tuple] = [("descriptor", target.descriptor)]
+    try:
+        descriptor = sys.stdout.fileno() if target.name == STDOUT else target.descriptor
+        status = os.fstat(descriptor)
+    except (OSError, AttributeError, ValueError):  # a stdout with no descriptor (tests)
+        return identities
+    if stat.S_ISCHR(status.st_mode):  # a terminal: one beside another is readable
+        return identities
+    kind = "inode" if stat.S_ISREG(status.st_mode) else "stream"
+    return [*identities, (kind, status.st_dev, status.st_ino)]
+
+
+def write_output(target: Destination, text: str) -> None:
+    """Write `text` (UTF-8) where `target` says: a file atomically (write_text_atomic), a
+    stream through its open descriptor (appending where it was opened to append)."""
+    if target.descriptor is None:
+        write_text_atomic(target.path, text)
+    elif target.name == STDOUT:
+        _write_stdout(text)
+    else:
+        _write_descriptor(target.descriptor, text.encode("utf-8"))
+
+
+def _write_stdout(text: str) -> None:
+    """To sys.stdout, as bytes where it has a buffer (so no encoding changes a character)."""
+    stream = sys.stdout
+    stream.flush()
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(text)
+        stream.flush()
+        return
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
+
+
+def _write_descriptor(descriptor: int, data: bytes) -> None:
+    """Every byte through `descriptor`, after what Python's own streams on it hold."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            if stream.fileno() == descriptor:
+                stream.flush()
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(descriptor, view)
+        except BlockingIOError:  # a descriptor left non-blocking: wait until it takes more
+            import select
+
+            select.select([], [descriptor], [])
+            continue
+        view = view[written:]
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -5,7 +5,7 @@ reaches the terminal: measurement names, the host, the GPU's name, a check's det
 program's arguments. A control character there would be obeyed by the terminal (ESC starts
 an escape sequence that clears the screen or sets the window title, BEL rings, CR overwrites
 the line, U+009B is a one-character CSI, U+202E reverses the text that follows). literal()
-writes each such character as the escape Python would (\\x1b, \\x07, \\u202e), so the name
+writes each such character as the escape Python would (\\n, \\x1b, \\x07, \\u202e), so the name
 is shown exactly as it is spelt and the terminal obeys nothing in it. Rich markup
 (`[bold red]`, `[link=...]`) is not this function's concern: memprof's renderers hand rich
 only Text objects, which rich never parses for markup.
@@ -23,6 +23,7 @@ import unicodedata
 # points, and the line and paragraph separators. Spaces (Zs) and private-use characters
 # (Co) print as themselves.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
+SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as Python's repr writes them
 
 
 def literal(text: str) -> str:
@@ -35,6 +36,8 @@ def literal(text: str) -> str:
 def _escape(character: str) -> str:
     if unicodedata.category(character) not in HIDDEN_CATEGORIES:
         return character  # a space other than " " (isprintable() says False for those)
+    if character in SHORT_ESCAPES:
+        return SHORT_ESCAPES[character]
     code = ord(character)
     if code <= 0xFF:
         return f"\\x{code:02x}"

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import importlib.util
 import json
+import math
 import os
 import runpy
 import shutil
@@ -31,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
-from memprof.cache import cache_directory, store
+from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.results import Measurement, Result, TimingInfo
@@ -566,8 +567,10 @@ def trace_result(
 # -- this GPU's pinned bandwidth -------------------------------------------------------------
 
 
-def cache_path() -> Path:
-    return cache_directory() / "pinned_bandwidth.json"
+def cache_path() -> Path | None:
+    """Where this GPU's pinned bandwidth is cached (None: no cache on this machine)."""
+    folder = cache_directory()
+    return None if folder is None else folder / "pinned_bandwidth.json"
 
 
 def bandwidth_from_sweep(text: str) -> dict[str, float]:
@@ -629,35 +632,126 @@ def pinned_bandwidth(
     mode "cache": the cached figures, measured now if there are none; "measure": measured
     now (and cached); "none": not measured (the advice then gives no pinned estimate).
     """
-    return cached_figures(
+    figures = cached_figures(
         cache or cache_path(),
         (gpu_name, driver_version),
         mode,
         lambda: measure_pinned_bandwidth(device_index),
         "memprof sweep",
+        pinned_problem,
     )
+    return {
+        name: value for name, value in figures.items() if name in PinnedBandwidth.__annotations__
+    }
+
+
+# Checks of a cached entry: a cache is input (memprof.cache), and what passes is copied into
+# the trace's Result, which `memprof report` must then load.
+MAX_HOST_LINK_GB_PER_S = 1000.0  # above any host link (NVLink-C2C: 450 GB/s each way)
+MAX_SMALL_COPY_MS = 1000.0  # one small copy taking a second is no measurement
+MAX_CACHED_COPIES = 1 << 20
+MAX_CACHED_SIZES = 64
+MAX_CACHED_BYTES = 1 << 40
+
+
+def number_problem(value: Any, low: float, high: float) -> str | None:
+    """Why `value` is not a number in (low, high] (a bool, a string, NaN: each refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is {json.dumps(value)[:40]}, not a number"
+    if not (math.isfinite(value) and low < value <= high):
+        return f"is {value:g}, outside ({low:g}, {high:g}]"
+    return None
+
+
+def count_problem(value: Any, low: int, high: int) -> str | None:
+    """Why `value` is not a whole number from low to high."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"is {json.dumps(value)[:40]}, not a whole number"
+    return None if low <= value <= high else f"is {value}, outside {low} to {high}"
+
+
+def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | None:
+    """Why a cached entry is not this GPU's and driver's, or has no date it was measured."""
+    gpu_name, driver_version = entry.get("gpu_name"), entry.get("driver_version")
+    if (gpu_name, driver_version) != identity:
+        return f"was measured on another GPU or driver ({gpu_name!r}, driver {driver_version!r})"
+    measured_at = entry.get("measured_at")
+    try:
+        if not isinstance(measured_at, str) or len(measured_at) > 40:
+            raise ValueError(measured_at)
+        datetime.fromisoformat(measured_at)
+    except ValueError:
+        return f"measured_at is {json.dumps(measured_at)[:40]}, not a date and time"
+    return None
+
+
+def pinned_problem(entry: dict[str, Any]) -> str | None:
+    """Why cached pinned-bandwidth figures cannot be used, or None."""
+    for name in ("h2d_gb_per_s", "d2h_gb_per_s"):
+        problem = number_problem(entry.get(name), 0.0, MAX_HOST_LINK_GB_PER_S)
+        if problem:
+            return f"{name} {problem}"
+    problem = count_problem(entry.get("bytes"), SMALL_COPY_BYTES, MAX_CACHED_BYTES)
+    return f"bytes {problem}" if problem else None
+
+
+def small_copies_problem(entry: dict[str, Any]) -> str | None:
+    """Why cached small-copy costs cannot be used, or None."""
+    problem = count_problem(entry.get("copies"), 1, MAX_CACHED_COPIES)
+    if problem:
+        return f"copies {problem}"
+    costs = entry.get("costs")
+    if not isinstance(costs, list) or not 1 <= len(costs) <= MAX_CACHED_SIZES:
+        return f"costs is not a list of 1 to {MAX_CACHED_SIZES} sizes"
+    for index, cost in enumerate(costs):
+        where = f"costs[{index}]"
+        if not isinstance(cost, dict):
+            return f"{where} is not an object"
+        unknown = set(cost) - set(SmallCopyCost.__annotations__)
+        if unknown:
+            return f"{where} has an unknown field {sorted(unknown)[0]!r}"
+        problem = count_problem(cost.get("bytes"), 1, MAX_CACHED_BYTES)
+        if problem:
+            return f"{where}.bytes {problem}"
+        for name in ("pinned_ms", "pageable_ms", "gathered_ms", "batched_ms"):
+            if name == "batched_ms" and cost.get(name) is None:
+                continue  # not measured
+            problem = number_problem(cost.get(name), 0.0, MAX_SMALL_COPY_MS)
+            if problem:
+                return f"{where}.{name} {problem}"
+    sizes = [cost["bytes"] for cost in costs]
+    if len(set(sizes)) != len(sizes):
+        return "costs has one size twice"
+    return None
 
 
 def cached_figures(
-    cache: Path,
+    cache: Path | None,
     identity: tuple[str, str],
     mode: str,
     measure: Callable[[], dict[str, Any]],
     command: str,
+    problem: Callable[[dict[str, Any]], str | None],
 ) -> dict[str, Any]:
     """Figures of this GPU (name, driver) from `cache`, or measured by `command` and cached;
-    "how" says which (mode as pinned_bandwidth's)."""
+    "how" says which, and whose (mode as pinned_bandwidth's). A cached entry that `problem`
+    finds fault with, or of another GPU or driver, is one warning and measured again."""
     if mode == "none":
         return {"how": "not measured (--bandwidth none)"}
     gpu_name, driver_version = identity
     key = f"{gpu_name} | driver {driver_version}"
-    entries: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        read = json.loads(cache.read_text())
-        entries = read if isinstance(read, dict) else {}
-    if mode == "cache" and isinstance(entries.get(key), dict):
+    read = None if cache is None else read_json(cache)
+    if read is not None and not isinstance(read, dict):
+        warn_once(str(cache), f"ignored the cache {cache}: not a JSON object")
+    entries: dict[str, Any] = read if isinstance(read, dict) else {}
+    if mode == "cache" and key in entries:
         entry = entries[key]
-        return {**entry, "how": f"cached in {cache}, measured {entry.get('measured_at', '?')}"}
+        why = "is not an object"
+        if isinstance(entry, dict):
+            why = identity_problem(entry, identity) or problem(entry)
+        if why is None:
+            return {**entry, "how": f"cached in {cache}, {whose(entry)}"}
+        warn_once(str(cache), f"ignored {key!r} in the cache {cache}: {why} (measured again)")
     try:
         figures = measure()
     except Exception as error:
@@ -668,15 +762,27 @@ def cached_figures(
         "driver_version": driver_version,
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    store(cache, (json.dumps({**entries, key: entry}, indent=1) + "\n").encode())
+    why = problem(entry)
+    if why is not None:
+        return {"how": f"not usable: {command} measured figures that make no sense ({why})"}
+    if cache is not None:
+        store(cache, (json.dumps({**entries, key: entry}, indent=1) + "\n").encode())
     return {**entry, "how": f"measured now with {command} (then cached)"}
+
+
+def whose(entry: dict[str, Any]) -> str:
+    """Whose figures a cached entry holds and when they were measured."""
+    return (
+        f"measured on {entry['gpu_name']} (driver {entry['driver_version']}) {entry['measured_at']}"
+    )
 
 
 # -- this GPU's small copies -----------------------------------------------------------------
 
 
-def small_copies_cache_path() -> Path:
-    return cache_path().with_name("small_copies.json")
+def small_copies_cache_path() -> Path | None:
+    folder = cache_directory()
+    return None if folder is None else folder / "small_copies.json"
 
 
 def small_copy_figures(
@@ -691,19 +797,19 @@ def small_copy_figures(
     `measure(device_index)` runs `memprof smallcopies` where they must be measured."""
     from memprof.model.schema import SchemaError, check_dataclass
 
-    cache = cache or small_copies_cache_path()
     entry = cached_figures(
-        cache,
+        cache or small_copies_cache_path(),
         (gpu_name, driver_version),
         mode,
         lambda: measure(device_index),
         "memprof smallcopies",
+        small_copies_problem,
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs") if k in entry}
     try:
         return check_dataclass(fields, SmallCopyFigures, "small copies")
-    except SchemaError as error:  # a damaged cache file: say so, and how to measure again
-        return SmallCopyFigures(how=f"not usable: {cache} holds {error} (--bandwidth measure)")
+    except SchemaError as error:  # what the checks above let through and a Result may not hold
+        return SmallCopyFigures(how=f"not usable: {error}")
 
 
 # -- the command -----------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 import memprof
 from memprof.experiments import parse, summarize
 from memprof.experiments.check import lines, pair_lines
-from memprof.experiments.common import host_side
 from memprof.model.ceilings import pcie_ceiling, peer_ceiling
+from memprof.model.figures import host_side
 from tests.test_check import WHATS as CHECK_LINES
 
 pytestmark = pytest.mark.gpu

@@ -32,3 +32,35 @@ def test_ctrl_c_at_any_moment_of_a_gpu_run_is_one_line_and_130():
     assert bad == [], f"run takes {whole_s:.2f}s"
     interrupted = sum(e.returncode == 130 for e in endings)
     assert interrupted >= len(endings) // 2, f"only {interrupted} presses landed mid-run"
+
+
+def pythons_own(ending) -> bool:
+    """An ending CPython decides, before the `memprof` command's first instruction: killed by
+    SIGINT before its handler exists, or a press inside `site` (a fatal start-up error)."""
+    return (ending.returncode == -2 and ending.stderr == "") or (
+        "init_import_site" in ending.stderr
+    )
+
+
+def test_ctrl_c_from_the_first_millisecond_of_the_installed_command():
+    """The installed `memprof` (scripts/memprof) from 0 to 2 s: every 2 ms over the first
+    120 ms (the start-up window of issue 22), then evenly to 2 s. Only presses inside the
+    interpreter's own start-up may end as CPython ends them."""
+    import shutil
+    from pathlib import Path
+
+    command = shutil.which("memprof")
+    if command is None:
+        pytest.skip("no installed `memprof` on PATH (pip install -e .)")
+    if "_stop_at_once" not in Path(command).read_text(errors="replace"):
+        pytest.fail(f"{command} is an installer's script: reinstall memprof (pip install -e .)")
+    run_time_s(COMMAND)  # the kernel cache filled: later runs are alike
+    start_s = interpreter_start_s()
+    moments = [i * 0.002 for i in range(60)] + spread(0.12, 2.0, 20)
+    endings = [interrupt(COMMAND, delay, program=command) for delay in moments]
+    bad = [
+        (e.delay_s, e.returncode, e.problems(), e.stderr[-600:])
+        for e in endings
+        if e.problems() and not (e.delay_s <= start_s and pythons_own(e))
+    ]
+    assert bad == [], f"the interpreter starts in {start_s * 1e3:.1f} ms"

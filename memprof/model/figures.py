@@ -1,0 +1,213 @@
+"""Every figure of a measurement, from its declaration: the one place a time becomes GB/s and
+GB/s a share of a ceiling.
+
+A table cell, a CSV column, a DataFrame column and a point of a picture all come from a
+Figure, so they agree: a time is the median of the samples (one operation each); GB/s is the
+bytes an operation moves (times its declared traffic) over the per-operation time of its
+back-to-back batches where the run timed some, else over one operation's; the ceiling is
+the one its measure declares (memprof.model.ceilings), and the share is GB/s over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from memprof.model.ceilings import (
+    Ceiling,
+    hbm_ceiling,
+    host_ceiling,
+    pcie_ceiling,
+    peer_ceiling,
+)
+from memprof.model.formatting import bandwidth_gb_per_s
+from memprof.model.measures import ABOVE_BOUND, Measure
+from memprof.model.results import Measurement, Result
+from memprof.model.schema import SchemaError
+from memprof.model.statistics import Statistics
+
+# The host side of pageable copies, per direction (memprof.experiments.common measures it):
+# one host thread copying the buffer through a 256 KiB one, chunk by chunk; and, in files
+# from before it, one memcpy between two pageable buffers.
+STAGING_OPERATIONS = {"staging_h2d": "h2d", "staging_d2h": "d2h"}
+OLDER_HOST_MEMCPY = "memcpy"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measurement's figures, as its measure declares them."""
+
+    measurement: Measurement
+    measure: Measure | None
+    stats: Statistics  # of its samples: one operation each
+    # back-to-back batches' median where measured, else one operation's (the minimum, where
+    # its measure reads the best time)
+    per_operation_ms: float
+    back_to_back: bool  # per_operation_ms came from back-to-back batches
+    gb_per_s: float | None  # None: it moves no bytes (a launch, an allocation, a driver call)
+    ceiling: Ceiling | None
+
+    @property
+    def moved_bytes(self) -> int | None:
+        """The bytes its GB/s counts (its bytes times its declared traffic), or None."""
+        if self.gb_per_s is None or self.measure is None:
+            return None
+        return round(self.measure.traffic_of(self.measurement.kind) * self.measurement.bytes)
+
+    @property
+    def share(self) -> float | None:
+        """GB/s as a share of its ceiling (1.0 = all of it)."""
+        if self.gb_per_s is None or self.ceiling is None or self.ceiling.gb_per_s <= 0:
+            return None
+        return self.gb_per_s / self.ceiling.gb_per_s
+
+    @property
+    def median_ms(self) -> float:
+        return self.stats.median_ms
+
+    def each_ms(self, params: object) -> float:
+        """One operation's median time, where a sample times several (per_sample)."""
+        count = self.measure.per_sample if self.measure is not None else 1
+        if isinstance(count, str):
+            count = getattr(params, count)
+        return self.stats.median_ms / count
+
+
+def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
+    """The figures of measurement `m` of `result`, read as `measure` declares."""
+    stats = m.stats
+    batches = m.throughput_stats
+    best = measure is not None and measure.at == "best"
+    if batches is not None:
+        per_operation_ms = batches.min_ms if best else batches.median_ms
+    else:
+        per_operation_ms = stats.min_ms if best else stats.median_ms
+    traffic = measure.traffic_of(m.kind) if measure is not None and measure.moves() else 0
+    gb_per_s = None
+    if traffic and m.bytes > 0 and per_operation_ms > 0:
+        gb_per_s = bandwidth_gb_per_s(traffic * m.bytes, per_operation_ms)
+    ceiling = ceiling_of(result, m, measure) if gb_per_s is not None else None
+    return Figure(m, measure, stats, per_operation_ms, batches is not None, gb_per_s, ceiling)
+
+
+def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
+    """Every measurement's figures, in the order recorded."""
+    by_key = {measure.key: measure for measure in declared}
+    return [figure(result, m, by_key.get((m.group, m.operation))) for m in result.measurements]
+
+
+def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
+    """GB/s of work done in parts one after another (a pipeline's chunks): the bytes they
+    all moved over the sum of their times (None where they move nothing)."""
+    parts = list(parts)
+    moved = [part.moved_bytes for part in parts]
+    if not parts or None in moved:
+        return None
+    return bandwidth_gb_per_s(sum(moved), sum(part.per_operation_ms for part in parts))
+
+
+FigureOf = Callable[[Measurement], Figure]
+
+
+def figure_finder(result: Result, declared: Iterable[Measure]) -> FigureOf:
+    """figure() for any measurement of `result`, each computed once."""
+    by_key = {measure.key: measure for measure in declared}
+    made: dict[int, Figure] = {}
+
+    def of(m: Measurement) -> Figure:
+        found = made.get(id(m))
+        if found is None:
+            found = made[id(m)] = figure(result, m, by_key.get((m.group, m.operation)))
+        return found
+
+    return of
+
+
+# -- ceilings --------------------------------------------------------------------------------------
+
+
+def ceiling_of(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
+    """What bounds measurement `m`, as its measure declares (None: nothing declared or the
+    file lacks the figures: no link recorded, no NVML state)."""
+    bound = measure.bound_of(m.kind) if measure is not None else None
+    if bound == "link":
+        link = pcie_ceiling(result, m.gpus[0] if m.gpus else None)
+        side = host_side(result, m.bytes, direction_of(m)) if m.kind == "pageable" else None
+        if side is not None:
+            return host_ceiling(side.gb_per_s, link, staged=side.staged)
+        return link
+    if bound == "hbm":
+        return hbm_ceiling(result.device)
+    if bound == "nvlink" and len(m.gpus) == 2:
+        return peer_ceiling(result, *m.gpus)
+    return None
+
+
+def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
+    """The physical bound a figure can never pass (the link, NVLink, HBM beyond the L2
+    cache), unlike a model's (staging, which pageable copies have beaten: docs/ceilings.md)."""
+    bound = measure.bound_of(m.kind) if measure is not None else None
+    if bound == "link":
+        return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
+    if bound == "hbm":
+        l2 = result.device.l2_cache_bytes if result.device is not None else 0
+        if m.bytes * measure.traffic_of(m.kind) > 2 * l2:  # the cache cannot serve it
+            return hbm_ceiling(result.device)
+        return None
+    return ceiling_of(result, m, measure)
+
+
+def check_bounds(result: Result, declared: Iterable[Measure]) -> None:
+    """Refuse a figure above a physical bound by more than measurement noise allows
+    (ABOVE_BOUND): a copy faster than its link is not a measurement."""
+    bounded = {measure.key: measure for measure in declared if measure.bound is not None}
+    if not bounded:
+        return
+    for index, m in enumerate(result.measurements):
+        measure = bounded.get((m.group, m.operation))
+        if measure is None or measure.bound_of(m.kind) is None or not m.bytes:
+            continue
+        found = figure(result, m, measure)
+        limit = hard_ceiling(result, m, measure)
+        if found.gb_per_s is None or limit is None or limit.gb_per_s <= 0:
+            continue
+        share = found.gb_per_s / limit.gb_per_s
+        if share > ABOVE_BOUND:
+            field = "throughput_ms" if found.back_to_back else "samples_ms"
+            raise SchemaError(
+                f"measurements[{index}].{field}",
+                f"makes {found.gb_per_s:,.1f} GB/s, {share:.0%} of its {limit.limiter} ceiling "
+                f"of {limit.gb_per_s:,.1f} GB/s: nothing moves faster than its "
+                f"{limit.limiter}",
+            )
+
+
+# -- the host side of pageable copies -------------------------------------------------------------
+
+
+def direction_of(m: Measurement) -> str:
+    """'h2d' or 'd2h' for a host copy (its operation, or the one its name says)."""
+    if m.operation.startswith(("h2d", "d2h")):
+        return m.operation[:3]
+    return "d2h" if "DtoH" in m.name else "h2d"
+
+
+@dataclass(frozen=True)
+class HostSide:
+    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
+    direction, or (files from before it) one memcpy between two pageable buffers."""
+
+    measurement: Measurement
+    gb_per_s: float
+    staged: bool  # False: the older whole-buffer memcpy
+
+
+def host_side(result: Result, nbytes: int, direction: str) -> HostSide | None:
+    """The host side of pageable copies of `nbytes` in `direction` (None: not recorded)."""
+    staging = next(op for op, way in STAGING_OPERATIONS.items() if way == direction)
+    for operation, staged in ((staging, True), (OLDER_HOST_MEMCPY, False)):
+        for m in result._by_operation().get(operation, ()):
+            if m.group == "host" and m.bytes == nbytes:
+                stats = m.throughput_stats or m.stats
+                return HostSide(m, bandwidth_gb_per_s(nbytes, stats.median_ms), staged)
+    return None

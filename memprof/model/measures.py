@@ -1,0 +1,224 @@
+"""What an experiment records, declared once per measure, and a loaded file held to it.
+
+A Measure says what one operation is (its group and operation, in words), what it moves (its
+bytes are `arrays` arrays of the size the Params field `size` names; a copy within one memory
+reads and writes each byte: `traffic` 2, BabelStream's weight), of which memory kinds it may
+be, how its figure reads (a throughput of back-to-back operations, one operation's latency,
+or a time), and what bounds it (the PCIe link, HBM, NVLink). memprof.model.figures computes
+every figure from these declarations; tables, the CSV, DataFrames and pictures show those;
+and check_declared() refuses a file whose measurements contradict them, for every
+experiment at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memprof.model.formatting import format_bytes
+from memprof.model.results import Group, Measurement, Result
+from memprof.model.schema import SchemaError
+
+# How a measure is timed.
+Basis = Literal["one operation", "back to back", "host clock", "end to end", "driver call"]
+# What its figure is: GB/s of back-to-back operations (one operation's where a file has no
+# batches), one operation's time (and its GB/s), or only a time (allocations, driver calls).
+Shows = Literal["throughput", "latency", "time"]
+# What bounds it. "link": the PCIe link (pageable copies: the lower of the link and the host
+# thread's staging, memprof.model.ceilings.host_ceiling); "hbm": device memory; "nvlink": the
+# links between two GPUs (PCIe where there are none).
+Bound = Literal["link", "hbm", "nvlink"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One kind of figure an experiment records: a (group, operation) and what it means."""
+
+    group: Group
+    operation: str
+    what: str
+    basis: Basis
+    required: bool = True  # False: only some runs record it (an option, a GPU capability)
+    # What its bytes hold: that many arrays of the run's size (a tuple: one of these counts);
+    # 0: nothing; a Params field's name: as many as it says (smallcopies' copies); None: not
+    # declared (an allocator's size)
+    arrays: int | tuple[int, ...] | str | None = None
+    size: str = "power"  # the Params field that sizes its arrays (power, powers, ...)
+    # bytes its GB/s counts per byte it records: a copy within device memory reads and
+    # writes each (2); a kernel reading 2 of its 3 arrays over the link counts those (2/3);
+    # 0: nothing to count (pages already resident). A mapping: by memory kind (else 1).
+    traffic: float | Mapping[str, float] = 1
+    kinds: tuple[str, ...] | str | None = None  # its memory kinds; a str: a Params field
+    gpus: int = 0  # on a run of several GPUs: the GPUs it names (1: with the host, 2: a pair)
+    shows: Shows = "time"
+    # operations one sample times (a Params field's name: smallcopies' copies, the steps of a
+    # latency chain): a figure per operation divides by it
+    per_sample: int | str = 1
+    # which time its GB/s is of: the median, or the best (the minimum, as STREAM reports it)
+    at: Literal["median", "best"] = "median"
+    bound: Bound | Mapping[str, Bound] | None = None  # a mapping: by memory kind
+    per_repeat: bool = True  # a whole number of samples per timed repetition (Params.repeat)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.operation)
+
+    def moves(self) -> bool:
+        return self.arrays not in (None, 0)
+
+    def traffic_of(self, kind: str | None) -> float:
+        if isinstance(self.traffic, Mapping):
+            return self.traffic.get(kind or "", 1)
+        return self.traffic
+
+    def bound_of(self, kind: str | None) -> Bound | None:
+        """What bounds a measurement of this kind (a kind the mapping lacks: nothing)."""
+        if isinstance(self.bound, Mapping):
+            return self.bound.get(kind or "")
+        return self.bound
+
+
+ABOVE_BOUND = 1.05  # a figure this far above a physical bound is not a measurement
+# Back-to-back operations overlap their launch, never their transfer: per operation, a
+# batch never takes less than this share of one operation alone.
+BATCH_AT_LEAST = 0.5
+
+SizesOf = Callable[[Measure], Sequence[int]]  # the bytes of one array at each size of a run
+
+
+def check_declared(
+    result: Result, declared: Sequence[Measure], sizes_of: SizesOf, several_gpus: bool
+) -> None:
+    """Refuse a file whose measurements contradict what its experiment declares: a
+    measurement it does not record or one it always records missing, bytes its Params do not
+    make, a memory kind it does not use, a sample count its repetitions do not make, GPUs it
+    does not name, no time for bytes moved, back-to-back operations faster than one alone."""
+    params = result.parameters
+    # files of memprof before schema 2 recorded warm-ups too: their counts say nothing
+    repeat = getattr(params, "repeat", None) if result.written_as >= 2 else None
+    plans = {
+        measure.key: _Plan(measure, params, sizes_of, several_gpus, repeat) for measure in declared
+    }
+    found = set()
+    for index, m in enumerate(result.measurements):
+        plan = plans.get((m.group, m.operation))
+        if plan is None:
+            raise SchemaError(
+                f"measurements[{index}]",
+                f"is {m.group} {m.operation!r}, which {result.command} does not record",
+            )
+        found.add(plan.measure.key)
+        if plan.anything_to_check:
+            plan.check(m, f"measurements[{index}]", repeat)
+    for measure in declared:
+        if measure.required and measure.key not in found:
+            raise SchemaError(
+                "measurements",
+                f"has no {measure.group} {measure.operation!r}, which every {result.command} "
+                "run records",
+            )
+
+
+class _Plan:
+    """What a measure's declaration asks of each of its measurements, worked out once."""
+
+    def __init__(
+        self, measure: Measure, params: Any, sizes_of: SizesOf, several_gpus: bool, repeat: Any
+    ):
+        self.measure = measure
+        sized = measure.arrays not in (None, 0)
+        self.sizes = sizes_of(measure) if sized else ()
+        self.allowed_bytes = (
+            _bytes_allowed(measure, params, self.sizes) if sized
+            else {0} if measure.arrays == 0
+            else None
+        )  # fmt: skip
+        kinds = measure.kinds
+        self.kinds = getattr(params, kinds) if isinstance(kinds, str) else kinds
+        self.gpus = measure.gpus if several_gpus else 0
+        self.anything_to_check = bool(
+            self.allowed_bytes is not None
+            or self.kinds is not None
+            or (measure.per_repeat and repeat)
+            or self.gpus
+            or measure.moves()
+        )
+
+    def check(self, m: Measurement, where: str, repeat: int | None) -> None:
+        measure = self.measure
+        if self.allowed_bytes is not None and m.bytes not in self.allowed_bytes:
+            raise SchemaError(f"{where}.bytes", _bytes_refusal(m, measure, self.sizes))
+        if self.kinds is not None and m.kind not in self.kinds:
+            raise SchemaError(
+                f"{where}.kind",
+                f"is {m.kind!r}, but a {m.group} {m.operation!r} of this experiment is one of "
+                + ", ".join(repr(kind) for kind in self.kinds),
+            )
+        if measure.per_repeat and repeat and len(m.samples_ms) % repeat:
+            raise SchemaError(
+                f"{where}.samples_ms",
+                f"holds {len(m.samples_ms)} samples, but parameters.repeat {repeat} makes a "
+                f"multiple of {repeat}",
+            )
+        if self.gpus and len(m.gpus) != self.gpus:
+            raise SchemaError(
+                f"{where}.gpus",
+                f"names {len(m.gpus)} GPUs, but a {m.operation!r} runs on {self.gpus}",
+            )
+        _check_times(m, measure, where)
+
+
+def _bytes_allowed(measure: Measure, params: Any, sizes: Sequence[int]) -> set[int]:
+    counts = measure.arrays
+    if isinstance(counts, str):
+        counts = getattr(params, counts)
+    return {count * size for count in _as_tuple(counts) for size in sizes}
+
+
+def _as_tuple(counts: Any) -> tuple[int, ...]:
+    return counts if isinstance(counts, tuple) else (counts,)
+
+
+def _bytes_refusal(m: Measurement, measure: Measure, sizes: Sequence[int]) -> str:
+    if measure.arrays == 0:
+        return f"is {m.bytes}, but a {m.group} {m.operation!r} moves no bytes"
+    count = measure.arrays
+    if isinstance(count, tuple):
+        count = " or ".join(map(str, count))
+    arrays = f"{count} x " if isinstance(count, str) or count > 1 else ""
+    shown = ", ".join(format_bytes(size) for size in sorted(sizes)[:4])
+    more = ", ..." if len(sizes) > 4 else ""
+    return (
+        f"is {m.bytes}, but a {m.group} {m.operation!r} of this run moves {arrays}one array "
+        f"of parameters.{measure.size} ({shown}{more})"
+    )
+
+
+def _check_times(m: Measurement, measure: Measure, where: str) -> None:
+    """Moving bytes takes time; back to back, an operation is no faster than half its time
+    alone (batches overlap launches, never transfers)."""
+    if not m.bytes or not measure.moves():
+        return
+    times = m.throughput_ms or m.samples_ms
+    if times.count(0) > len(times) // 2:  # the median is 0
+        field = "throughput_ms" if m.throughput_ms else "samples_ms"
+        raise SchemaError(
+            f"{where}.{field}", f"has a median of 0 ms, but moving {m.bytes} bytes takes time"
+        )
+    if m.throughput_ms and measure.basis != "back to back":
+        alone = sorted(m.samples_ms)[len(m.samples_ms) // 2]
+        each = sorted(m.throughput_ms)[len(m.throughput_ms) // 2]
+        if alone == 0:
+            raise SchemaError(
+                f"{where}.samples_ms",
+                f"has a median of 0 ms, but moving {m.bytes} bytes takes time (back to back: "
+                f"{each:.6g} ms each)",
+            )
+        if each < BATCH_AT_LEAST * alone:
+            raise SchemaError(
+                f"{where}.throughput_ms",
+                f"has a median of {each:.6g} ms per operation, but one operation alone takes "
+                f"{alone:.6g} ms: back to back, an operation takes at least "
+                f"{BATCH_AT_LEAST:.0%} of that",
+            )

@@ -1,0 +1,86 @@
+"""The Python API refuses a wrong argument in a sentence naming it (TypeError for a wrong type,
+InvalidArgument for a wrong value), before any GPU work; numpy integers and bools are taken as
+the Python values they hold, and numpy floats refused where an integer is declared."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import memprof
+from memprof import api
+from memprof.errors import InvalidArgument
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """What memprof.run hands the measuring core (no GPU here)."""
+    made = []
+
+    def record(experiment, params, options, progress):
+        made.append((experiment.name, params, options))
+        return "a result", []
+
+    monkeypatch.setattr(api, "run_experiment", record)
+    return made
+
+
+def test_numpy_integers_and_bools_are_their_python_values(runs):
+    assert memprof.run("pinned", power=numpy.int64(20), repeat=numpy.int32(5)) == "a result"
+    memprof.run("managed", prefetch=numpy.bool_(False), device=numpy.int64(1))
+    memprof.run("sweep", powers=numpy.arange(10, 13))
+    (_, pinned, _), (_, managed, options), (_, sweep, _) = runs
+    assert pinned.power == 20 and type(pinned.power) is int and pinned.repeat == 5
+    assert managed.prefetch is False and options.device == 1 and type(options.device) is int
+    assert sweep.powers == (10, 11, 12)
+
+
+@pytest.mark.parametrize("value", [numpy.float64(20), 20.0, True, numpy.bool_(True)])
+def test_a_float_or_bool_for_an_integer_field_is_still_refused(runs, value):
+    with pytest.raises(InvalidArgument, match="power is"):
+        memprof.run("pinned", power=value)
+    assert runs == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: memprof.run(None), TypeError, "memprof.run: command must be a str"),
+        (lambda: memprof.run("pinned", device=None), InvalidArgument, "device=None"),
+        (lambda: memprof.run("pinned", device="0"), TypeError, "device must be a GPU index"),
+        (lambda: memprof.run("pinned", device=True), TypeError, "device must be a GPU index"),
+        (lambda: memprof.run("pinned", device=64), InvalidArgument, "device=64: a GPU index"),
+        (lambda: memprof.run("pinned", device=-1), InvalidArgument, "device=-1"),
+        (lambda: memprof.run("pinned", timing=None), TypeError, "timing must be a str"),
+        (lambda: memprof.run("pinned", timing="gpu"), InvalidArgument, "timing='gpu'"),
+        (lambda: memprof.run("pinned", affinity="no"), TypeError, "affinity must be True"),
+        (lambda: memprof.run("pinned", progress=5), TypeError, "progress must be a function"),
+        (lambda: memprof.run("trace"), InvalidArgument, "runs a program"),
+        (lambda: memprof.render(None), TypeError, "memprof.render: result must be a Result"),
+        (lambda: memprof.render("run.json"), TypeError, "result must be a Result"),
+        (lambda: memprof.load(None), TypeError, "memprof.load: path must be a str or a path"),
+        (lambda: memprof.load(5), TypeError, "path must be a str or a path, not int"),
+    ],
+)
+def test_a_wrong_argument_is_named(runs, call, error, words):
+    with pytest.raises(error, match=words.replace("(", r"\(")):
+        call()
+    assert runs == []
+
+
+def test_device_edges(runs):
+    memprof.run("pinned", device=0)
+    memprof.run("pinned", device=63)
+    assert [options.device for _, _, options in runs] == [0, 63]
+
+
+def test_render_refuses_a_console_that_is_not_one():
+    result = memprof.load(FIXTURES / "h200_info.json")
+    with pytest.raises(TypeError, match="console must be a rich Console, not int"):
+        memprof.render(result, console=5)
+
+
+def test_an_experiment_over_every_gpu_takes_no_device(runs):
+    memprof.run("peer", device=None)
+    assert runs[0][2].device is None
