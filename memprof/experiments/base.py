@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from memprof.core.measure import (
     DEFAULT_MAX_NOISE_PCT,
+    FEWEST,
     MAX_COUNT,
     MIN_COUNT,
     TIME_CAP_S,
@@ -78,10 +79,12 @@ def repeat_param(most: int) -> Any:
     """--repeat N: exactly N timed repetitions; without it, until the noise target, at most
     `most` times (what the experiment repeated before the noise target: its field's
     metadata, which run() reads)."""
+    least = min(MIN_COUNT, most)
+    counts = f"{least} to {most} times" if least < most else f"{most} times"
+    slow = f", {FEWEST} where those take over {TIME_CAP_S:g} s" if most > FEWEST else ""
     help = (
-        "Timed repetitions of each measurement: exactly N (1 to 10000). Without it, each "
-        "repeats until the noise of its median is below --max-noise: at least "
-        f"{min(MIN_COUNT, most)}, at most {most} times, or for {TIME_CAP_S:g} s."
+        "Timed repetitions of each measurement: exactly N (1 to 10000). Without it, until "
+        f"the noise of its median is below --max-noise: {counts}{slow}."
     )
     field = param(None, help, flags=("--repeat", "-r"))
     return dataclasses.field(default=None, metadata={**field.metadata, "most": most})
