@@ -305,3 +305,27 @@ def test_a_host_batch_of_one_operation_starts_with_the_one_that_sized_it(monkeyp
     [memcpy] = made._measurements.values()
     assert memcpy.batch == 1 and memcpy.throughput_ms == [2.0] * 3
     assert len(calls) == 1 + 3  # untimed first touch, then the three batches, sizing included
+
+
+@pytest.mark.parametrize(
+    ("max_noise", "error", "words"),
+    [
+        ("1", TypeError, "max_noise must be a number, not str"),
+        (True, TypeError, "max_noise must be a number, not bool"),
+        (0, "InvalidArgument", "max_noise: 0 is outside the allowed range"),
+        (100.5, "InvalidArgument", "max_noise: 100.5 is outside the allowed range"),
+    ],
+)
+def test_the_api_checks_max_noise_before_touching_a_gpu(max_noise, error, words):
+    from memprof import api
+    from memprof.errors import InvalidArgument
+
+    expected = InvalidArgument if error == "InvalidArgument" else error
+    with pytest.raises(expected, match=words):
+        api.run("pinned", max_noise=max_noise)
+
+
+def test_max_noise_takes_any_percent_above_0_up_to_100():
+    from memprof.api import _noise
+
+    assert _noise(100) == 100.0 and _noise(0.01) == 0.01
