@@ -6,8 +6,9 @@
 //   pool cycle (the default pool, then a pool with release threshold UINT64_MAX):
 //     synchronize, trim to 0 (an empty pool); allocate [new]; memset; cuMemFreeAsync [free];
 //     allocate [reused]; synchronize; free; cuStreamSynchronize [sync]; allocate [after sync];
-//     free; synchronize; kept pool: cuMemPoolTrimTo(0) [trim]
-//   vmm cycle: reserve, create, map, set access, memset, synchronize, unmap, release, free range
+//     free; synchronize; kept pool: cuMemPoolTrimTo(0) [trim]; cuCtxGetDevice [call_floor]
+//   vmm cycle: reserve, create, map, set access, memset, synchronize, unmap, release, free range,
+//     cuCtxGetDevice [call_floor] (a call that does next to nothing: the clock's own floor)
 //   device: cuMemAlloc [alloc], memset twice, synchronize, cuMemFree [free]
 // Usage: allocators_reference BYTES REPEATS  ->  lines "NAME BYTES MEDIAN_MS"
 // Build: nvcc -O2 -std=c++17 -o allocators_reference allocators_reference.cu -lcuda
@@ -73,6 +74,8 @@ static void pool_cycle(const std::string& kind, CUmemoryPool pool, bool own_pool
     CHECK(cuMemFreeAsync(p, stream));
     CHECK(cuStreamSynchronize(stream));
     if (own_pool) TIMED(kind + "_trim", cuMemPoolTrimTo(pool, 0));
+    CUdevice device;
+    TIMED(kind + "_call_floor", cuCtxGetDevice(&device));  // as memprof's call_floor
 }
 
 static void vmm_cycle(size_t bytes, int ordinal, CUstream stream) {
@@ -97,6 +100,8 @@ static void vmm_cycle(size_t bytes, int ordinal, CUstream stream) {
     TIMED("vmm_unmap", cuMemUnmap(address, size));
     TIMED("vmm_release_memory", cuMemRelease(handle));
     TIMED("vmm_address_free", cuMemAddressFree(address, size));
+    CUdevice device;
+    TIMED("vmm_call_floor", cuCtxGetDevice(&device));
 }
 
 static void device_cycle(size_t bytes, CUstream stream) {

@@ -12,6 +12,7 @@ most and a documented exit code (ExitCode).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -23,6 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from memprof.cli_commands import HELP, OnDemandGroup, build, command, on_demand
+from memprof.cli_options import epilog
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import COMMANDS, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
@@ -47,7 +49,12 @@ class MemprofGroup(OnDemandGroup):
     ending every command in one place: an exit code and at most one line."""
 
     def main(self, args=None, prog_name=None, standalone_mode=True, **extra):  # type: ignore[override]
-        extra.pop("complete_var", None), extra.pop("windows_expand_args", None)
+        complete_var = extra.pop("complete_var", None)
+        extra.pop("windows_expand_args", None)
+        # A shell asking for completions (the script --install-completion installs sets this
+        # variable): answered and exited here, as click's own main() does.
+        if os.environ.get(complete_var or "_MEMPROF_COMPLETE"):
+            self._main_shell_completion(extra, prog_name or "memprof", complete_var)
         code = run_command(self, sys.argv[1:] if args is None else list(args), prog_name, extra)
         if standalone_mode:
             sys.exit(code)
@@ -121,13 +128,16 @@ app = typer.Typer(
         "profiles.\n\nSizes are powers of two of float32 elements (--power 20 = 2^20 floats = "
         "4 MiB). GPU times are CUPTI's records of each operation (or, with --timing events, "
         "gated CUDA events); host work is timed with the host clock; bandwidth is "
-        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification or CUDA "
-        "failed, 2 invalid arguments, 3 no PyCUDA/driver/GPU/nvcc or a capability missing, "
-        "4 out of memory, 5 output not written (--json/--csv, or stdout), "
+        "in GB/s = 10^9 bytes/s.\n\nExit codes: 0 ok, 1 a result failed verification, a check "
+        "line FAILed, a figure regressed (diff --fail-above) or CUDA failed, 2 invalid "
+        "arguments or runs diff cannot compare, 3 no PyCUDA/driver/GPU/nvcc or a capability "
+        "missing, 4 out of memory, 5 output not written (--json/--csv, or stdout), "
         "70 a bug in memprof, 130 interrupted."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish...)
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=epilog(""),
     pretty_exceptions_enable=False,
     # Plain help: no boxes, no colours, and rich's help machinery (markdown) is not loaded.
     rich_markup_mode=None,
@@ -152,6 +162,7 @@ def _main(
 def experiment_command(name: str) -> Any:
     """The command of an experiment (or an alias), its options from its Params: its module
     is imported here, when the command is first needed."""
+    from memprof import cli_gates as gates
     from memprof.cli_options import gpu_options, output_options, params_options
     from memprof.model import params as declared
     from memprof.output.emit import Output
@@ -161,19 +172,24 @@ def experiment_command(name: str) -> Any:
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
         output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
+        output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = values.pop("max_noise", None)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
-        output.check()
+        inputs = [Path(values["reference"])] if values.get("reference") else []  # check's
+        output.check(inputs=inputs)
+        junit = gates.junit_destination(values.pop("junit", None), output, inputs)
         params = declared.from_cli(experiment.Params, values)
-        _run(experiment.name, params, device, output, timing, affinity, max_noise)
+        _run(experiment.name, params, device, output, timing, affinity, junit, max_noise)
 
     help = HELP[name]
     if experiment.description and name == experiment.name:
         help += f"\n\n{experiment.description}"
     parameters = params_options(experiment) + gpu_options(experiment) + output_options()
+    if experiment.name in gates.JUNIT_COMMANDS:
+        parameters.append(gates.junit_option())
     return build(name, measure, help, parameters, {"context_settings": experiment.context_settings})
 
 
@@ -195,11 +211,13 @@ def _run(
     output: Any,
     timing: str,
     affinity: bool,
+    junit: Path | None = None,
     max_noise: float | None = None,
 ) -> None:
     """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
     (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
     from memprof import api
+    from memprof import cli_gates as gates
     from memprof.experiments import summarize
     from memprof.output.console import progress_bar
     from memprof.output.emit import emit
@@ -210,8 +228,9 @@ def _run(
             "--json saves one result and --device all makes one per GPU: save each with "
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
+    where = "every GPU" if device is None else f"GPU {device}"
     noise = {} if max_noise is None else {"max_noise_pct": max_noise}
-    with progress_bar(not output.quiet) as progress:
+    with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
         if every_gpu_in_turn:
             done = api.run_each_gpu(command, params, timing, affinity, progress, **noise)
         else:
@@ -224,10 +243,12 @@ def _run(
         )
     for note in done.notes:
         terminal.print_note(f"memprof: {note}", output.no_color)
-    emit(done.results, summarize, output)
+    with gates.junit_after(junit, lambda: gates.results_junit(done.results), output):
+        emit(done.results, summarize, output)
 
 
 def report_options() -> list[inspect.Parameter]:
+    from memprof import cli_gates as gates
     from memprof.cli_options import argument, output_options
 
     return [
@@ -237,11 +258,21 @@ def report_options() -> list[inspect.Parameter]:
             "Save every measurement of every input as CSV, one row each (- is stdout).",
             "Print nothing but errors: only check the files.",
         ),
+        gates.junit_option(),
     ]
 
 
 @command("report", "Render saved Results again, on any machine (no GPU needed).", report_options)
-def report(paths: list[Path], json: str | None, csv: str | None, quiet: bool, no_color: bool):
+def report(
+    paths: list[Path],
+    json: str | None,
+    csv: str | None,
+    quiet: bool,
+    no_color: bool,
+    verbose: bool,
+    junit: str | None,
+):
+    from memprof import cli_gates as gates
     from memprof.experiments import load, summarize
     from memprof.output.emit import Output, emit
 
@@ -250,35 +281,64 @@ def report(paths: list[Path], json: str | None, csv: str | None, quiet: bool, no
             f"--json saves one result, and {len(paths)} files were given: "
             "report them one at a time (--csv takes several)"
         )
-    output = Output.named(json, csv, quiet, no_color)
+    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
     output.check(inputs=paths)
-    emit([load(path) for path in paths], summarize, output)
+    junit_path = gates.junit_destination(junit, output, paths)
+    results = [load(path) for path in paths]
+    with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
+        emit(results, summarize, output)
 
 
 def diff_options() -> list[inspect.Parameter]:
+    from memprof import cli_gates as gates
     from memprof.cli_options import argument, output_options
 
     return [
         argument("first", Path, ..., "Result A (--json of one run)."),
         argument("second", Path, ..., "Result B, compared with A."),
+        *gates.gate_options(),
         *[
             o
             for o in output_options(
                 "Also save the comparison as shown (tables of strings, not a Result: `report` "
                 "cannot read it).",
-                quiet="Print nothing but errors.",
+                quiet="Print nothing but errors (and the figures a gate failed).",
             )
-            if o.name != "csv"
+            if o.name not in ("csv", "verbose")  # a diff has no verifications to list
         ],
     ]
 
 
-@command("diff", "Compare two saved runs row by row, beyond run-to-run noise.", diff_options)
-def diff(first: Path, second: Path, json: str | None, quiet: bool, no_color: bool) -> None:
+@command(
+    "diff",
+    "Compare two saved runs row by row, beyond run-to-run noise; --fail-above makes it a gate.",
+    diff_options,
+)
+def diff(
+    first: Path,
+    second: Path,
+    fail_above: float | None,
+    allow_not_comparable: bool,
+    junit: str | None,
+    json: str | None,
+    quiet: bool,
+    no_color: bool,
+) -> None:
+    from memprof import cli_gates as gates
     from memprof.experiments import load
+    from memprof.output.diff import compared
     from memprof.output.diff import diff as diff_results
     from memprof.output.emit import Output, emit_diff
 
     output = Output.named(json, None, quiet, no_color)
     output.check(inputs=(first, second))
-    emit_diff(diff_results(load(first), load(second)), first, second, output)
+    junit_path = gates.junit_destination(junit, output, [first, second])
+    a, b = load(first), load(second)
+    gates.refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
+    share = None if fail_above is None else fail_above / 100
+    figures = compared(a, b)
+    with gates.junit_after(
+        junit_path, lambda: gates.diff_junit(figures, share, first, second), output
+    ):
+        emit_diff(diff_results(a, b, share), first, second, output)
+        gates.gate(figures, share, output)

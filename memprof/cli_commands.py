@@ -62,10 +62,13 @@ def build(
     parameters: list[inspect.Parameter],
     settings: dict[str, Any],
 ) -> Any:
-    """The click command typer makes of `body(**values)` whose options are `parameters`."""
+    """The click command typer makes of `body(**values)` whose options are `parameters`,
+    its --help ending with the command's examples (memprof.cli_options.epilog)."""
+    from memprof.cli_options import epilog
+
     body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    one.command(name, help=help, cls=PlainCommand, **settings)(body)
+    one.command(name, help=help, epilog=epilog(name), cls=PlainCommand, **settings)(body)
     return typer.main.get_command(one)
 
 
@@ -98,16 +101,18 @@ class OnDemand(MutableMapping):
 
 
 class PlainCommand(TyperCommand):
-    """Typer's command, its values (--help too) read by PlainValue."""
+    """Typer's command, its values (--help too) read by PlainValue. Built once and kept
+    (OnDemand), it answers to the help names of the context it runs in (-h under memprof's
+    group), not those of the first context that asked (click keeps the first)."""
 
-    def __init__(self, **settings: Any) -> None:
-        super().__init__(**settings)
-        read_plainly(self.params)
+    def get_params(self, ctx: Any) -> list[Any]:
+        return read_plainly(super().get_params(ctx))
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        read_plainly([option] if option is not None else [])
-        return option
+        kept = getattr(self, "_help_option", None)
+        if kept is not None and set(kept.opts) != set(self.get_help_option_names(ctx)):
+            self._help_option = None
+        return super().get_help_option(ctx)
 
 
 class OnDemandGroup(TyperGroup):
@@ -117,12 +122,11 @@ class OnDemandGroup(TyperGroup):
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self.commands = OnDemand(self.commands)
-        read_plainly(self.params)
 
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        read_plainly([option] if option is not None else [])
-        return option
+    def get_params(self, ctx: Any) -> list[Any]:
+        """Every parameter, --help and those typer adds after making the group (completion's)
+        included, read by PlainValue."""
+        return read_plainly(super().get_params(ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # the names: listing them builds none
@@ -136,17 +140,20 @@ class OnDemandGroup(TyperGroup):
             formatter.write_dl(rows)
 
 
-def read_plainly(parameters: list[Any]) -> None:
-    """Each parameter read by PlainValue instead of typer's adapters, where typer has them
-    (0.2x); one of a kind PlainValue does not read, or a typer without those adapters (older
-    ones use click's types), is left as typer reads it."""
+def read_plainly(parameters: list[Any]) -> list[Any]:
+    """The parameters, each read by PlainValue instead of typer's adapters where typer has
+    them (0.2x); one of a kind PlainValue does not read, or a typer without those adapters
+    (older ones use click's types), is left as typer reads it."""
     for parameter in parameters:
         descriptor = getattr(parameter, "type_descriptor", None)
-        if descriptor is None or not hasattr(parameter, "_runtime_param"):
+        if descriptor is None or isinstance(getattr(parameter, "_runtime_param", 0), PlainValue):
+            continue
+        if not hasattr(parameter, "_runtime_param"):
             continue
         read = plain_reader(descriptor.annotation, descriptor.parameter_info)
         if read is not None:
             parameter._runtime_param = PlainValue(read)
+    return parameters
 
 
 class PlainValue:

@@ -48,10 +48,33 @@ DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them."
 Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, type=str)
 
 
-def option(name: str, kind: Any, default: Any, *flags: str, **settings: Any) -> inspect.Parameter:
-    """One command parameter, as typer reads it from a signature."""
-    info = typer.Option(default, *(flags or (f"--{name.replace('_', '-')}",)), **settings)
+def option(
+    name: str, kind: Any, default: Any, *flags: str, shown: str | None = None, **settings: Any
+) -> inspect.Parameter:
+    """One command parameter, as typer reads it from a signature; its default written at the
+    end of its help by default_words (`shown` where given)."""
+    flags = flags or (f"--{name.replace('_', '-')}",)
+    words = shown if shown is not None else default_words(default, flags)
+    if words and settings.get("help"):
+        settings["help"] += f"  [default:{NO_BREAK}{words}]"
+    info = typer.Option(default, *flags, show_default=False, **settings)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+
+
+# Between "default:" and its value: click wraps help between words, and "[default:" at the end
+# of one line with "8]" on the next reads as two things (an ASCII stream gets a space).
+NO_BREAK = "\u00a0"
+
+
+def default_words(default: Any, flags: tuple[str, ...]) -> str:
+    """A default as help shows it: the value (an Enum's own), a pair of flags' chosen one
+    (--prefetch / --no-prefetch: "prefetch"); nothing for an unset value or a plain flag off."""
+    if default is None or (default is False and not any("/" in flag for flag in flags)):
+        return ""
+    if isinstance(default, bool):
+        on, _, off = next(flag for flag in flags if "/" in flag).partition("/")
+        return (on if default else off).strip().removeprefix("--")
+    return str(getattr(default, "value", default))
 
 
 def argument(name: str, kind: Any, default: Any, help: str) -> inspect.Parameter:
@@ -66,19 +89,25 @@ RUN_JSON = (
 RUN_CSV = "Also save every measurement as CSV: one row each, times in ms. - is stdout."
 RUN_QUIET = "Print nothing but errors (for scripts: use --json/--csv)."
 NO_COLOR_HELP = "No colours (off anyway when not a terminal or NO_COLOR is set)."
+VERBOSE_HELP = (
+    "Every verification against numpy on its own line (by default one line says that all "
+    "matched; a result that did not is always shown in full)."
+)
 
 
 def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QUIET) -> list:
-    """--json, --csv, --quiet and --no-color, as every command takes them."""
+    """--json, --csv, --quiet, --no-color and --verbose, as every command takes them."""
     return [
         option("json", str | None, None, metavar=PATH, help=json),
         option("csv", str | None, None, metavar=PATH, help=csv),
         option("quiet", bool, False, "--quiet", "-q", help=quiet),
         option("no_color", bool, False, help=NO_COLOR_HELP),
+        option("verbose", bool, False, "--verbose", "-v", help=VERBOSE_HELP),
     ]
 
 
 PATH = "<path>"  # a str, not a Path: Path("newdir/") would drop the slash (Output.named)
+METAVARS = {"reference": PATH}  # Params fields that name a file (check's --reference)
 
 
 def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
@@ -144,7 +173,116 @@ def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
             members = {name.replace("-", "_"): name for name in face.choices}
             kind = Enum(face.name, members, type=str)
             default, check = kind(default), None
+        shown = shown_default(experiment, face.name, default)
+        named = {"metavar": METAVARS[face.name]} if face.name in METAVARS else {}
         options.append(
-            option(face.name, kind, default, *face.flags, callback=check, help=face.help)
+            option(
+                face.name,
+                kind,
+                default,
+                *face.flags,
+                callback=check,
+                help=face.help,
+                shown=shown,
+                **named,
+            )
         )
     return options
+
+
+def shown_default(experiment: type[Experiment], name: str, default: Any) -> str | None:
+    """What `[default: ...]` says where the value itself would not read whole in help: a
+    comma-separated list of every choice is "all" (click breaks a long word anywhere), and a
+    sweep's --from/--to, whose value is "not given", say the sizes the sweep then takes."""
+    if isinstance(default, str) and "," in default:
+        chosen = default.split(",")
+        field = next(f for f in dataclasses.fields(experiment.Params) if f.name == name)
+        every = declared.choices_of(declared.hints(experiment.Params)[field.name]) or ()
+        return "all" if set(chosen) == set(every) else ", ".join(chosen)
+    if name in ("from_power", "to_power") and default is None:
+        sweep = next(
+            (f.default for f in dataclasses.fields(experiment.Params) if _is_sweep(f)), None
+        )
+        if sweep:
+            return str(min(sweep) if name == "from_power" else max(sweep))
+    return None
+
+
+def _is_sweep(field: dataclasses.Field) -> bool:
+    return isinstance(declared.option_of(field).form, declared.Sizes)
+
+
+# -- examples at the end of every --help --------------------------------------------------------
+
+# Real command lines, each one `memprof COMMAND ...` as a person types it (tests/test_cli_help.py
+# parses every one). A command without its own gets the generic pair below.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": (
+        "memprof info",
+        "memprof pinned --power 20 --json run.json",
+        "memprof report run.json",
+        "memprof diff before.json after.json --fail-above 5",
+    ),
+    "info": ("memprof info", "memprof info --device 1 --json info.json"),
+    "check": (
+        "memprof check",
+        "memprof check --retries 2 --json check.json --junit check.xml",
+        "memprof check --reference my-gpu.json --h2d-floor 80",
+        "memprof check --device all --quiet",
+    ),
+    "pinned": (
+        "memprof pinned --power 20",
+        "memprof pinned --host-buffer malloc --timing events",
+        "memprof pinned --device all --csv pinned.csv",
+    ),
+    "zerocopy": (
+        "memprof zerocopy",
+        "memprof zerocopy --power 20",
+        "memprof zerocopy --from 10 --to 20",
+    ),
+    "uva": ("memprof uva", "memprof uva --power 20 --json uva.json"),
+    "managed": ("memprof managed", "memprof managed --no-prefetch --advise read-mostly"),
+    "writecombined": ("memprof writecombined", "memprof wc --power 24"),
+    "register": ("memprof register", "memprof register --power 24 --repeat 20"),
+    "alloc": ("memprof alloc", "memprof alloc --from 20 --to 24 --json alloc.json"),
+    "streams": ("memprof streams", "memprof streams --streams 8 --kernel-ms 2"),
+    "device": ("memprof device", "memprof device --dtype float32 --power 26"),
+    "compare": ("memprof compare", "memprof compare --power 20 --json compare.json"),
+    "sweep": (
+        "memprof sweep",
+        "memprof sweep --kinds pinned,pageable --direction h2d",
+        "memprof sweep --from 10 --to 24 --step 2 --csv sweep.csv",
+    ),
+    "smallcopies": ("memprof smallcopies", "memprof smallcopies --from 10 --to 14 --copies 64"),
+    "peer": ("memprof peer", "memprof peer --power 24"),
+    "hostlink": ("memprof hostlink", "memprof hostlink --power 24"),
+    "portable": ("memprof portable", "memprof portable --power 24"),
+    "check-pairs": ("memprof check-pairs", "memprof check-pairs --junit pairs.xml"),
+    "trace": (
+        "memprof trace train.py --epochs 1",
+        "memprof trace --json run.json --module mypackage.train",
+    ),
+    "report": (
+        "memprof report run.json",
+        "memprof report a.json b.json --csv all.csv",
+        "memprof report check.json --junit check.xml",
+    ),
+    "diff": (
+        "memprof diff before.json after.json",
+        "memprof diff baseline.json run.json --fail-above 5 --junit diff.xml",
+    ),
+}
+
+
+def examples_of(command: str) -> tuple[str, ...]:
+    """The command's examples (the command line's own for ""), or the generic pair."""
+    return EXAMPLES.get(command) or (
+        f"memprof {command}",
+        f"memprof {command} --json {command}.json",
+    )
+
+
+def epilog(command: str) -> str:
+    """The end of a command's --help: its examples, one per line, as typed ("\b" keeps click
+    from joining them into one paragraph)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in examples_of(command))

@@ -57,3 +57,29 @@ class SaveFailed(MemprofError):
     """The run finished, but writing --json, --csv or stdout failed (disk full...)."""
 
     exit_code = ExitCode.SAVE_FAILED
+
+
+DISTRIBUTION = "cuda-memprof"  # pyproject's name: `memprof` on PyPI is another project
+CUDA_PACKAGES = '"pycuda>=2024.1" "cupti-python>=13.0" "nvidia-ml-py>=12.0" "cuda-bindings>=12.8"'
+
+
+def install_command(packages: str = CUDA_PACKAGES) -> str:
+    """The command that installs memprof's `cuda` extra where this memprof runs from.
+
+    memprof is not published: `pip install "memprof[cuda]"` fetches an unrelated project of
+    that name. From a checkout (pyproject.toml beside the package, as `pip install -e .`
+    leaves it) the extra is installed from that folder, wherever the command is typed;
+    installed any other way, `packages` are named themselves.
+    """
+    import shlex
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parent.parent
+    project = checkout / "pyproject.toml"
+    try:
+        ours = project.is_file() and f'name = "{DISTRIBUTION}"' in project.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if ours:
+        return f"pip install -e {shlex.quote(f'{checkout}[cuda]')}"
+    return f"pip install {packages}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import msgspec
 
 from memprof.experiments import load
-from memprof.experiments.check import CheckPairsExtra, CheckPairsParams, CheckParams
+from memprof.experiments.check import CheckExtra, CheckPairsExtra, CheckPairsParams, CheckParams
 from memprof.model.results import Measurement, Result
 from tests.conftest import FIXTURES
 
@@ -47,6 +47,7 @@ def check_result() -> Result:
             _as(on_gpu0("d2h_at_once"), "d2h_at_once"),
             d2d,
         ],
+        extra=CheckExtra(),
         timing=device.timing,  # one GPU's run: its host thread's placement
         created_at=device.created_at,
         host=device.host,

@@ -11,6 +11,7 @@ asserted: tests of this kind check what was done, never how long it took.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import itertools
@@ -140,6 +141,11 @@ def _address(pointer: Any) -> int:
     return int(pointer)
 
 
+def _floats(address: int, count: int) -> np.ndarray:
+    """`count` float32 at `address`, in place."""
+    return np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+
+
 class FakeCuda:
     """The parts of pycuda.driver memprof uses."""
 
@@ -168,6 +174,10 @@ class FakeCuda:
     def memset_d8_async(self, address: Any, value: int, nbytes: int, stream: Any = None) -> None:
         self.memset_d8(address, value, nbytes)
 
+    def memset_d32(self, address: Any, value: int, count: int) -> None:
+        words = (ctypes.c_uint32 * count).from_address(_address(address))
+        np.ctypeslib.as_array(words)[:] = value
+
     def memcpy_htod(self, destination: Any, source: np.ndarray) -> None:
         ctypes.memmove(_address(destination), source.ctypes.data, source.nbytes)
 
@@ -185,7 +195,7 @@ class FakeCuda:
 
 
 class FakeFunction:
-    """small_copies.cu's kernels, as the .cu source says they behave."""
+    """small_copies.cu's and sum_arrays.cu's kernels, as the .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -204,6 +214,10 @@ class FakeFunction:
             pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
             for index, pointer in enumerate(pointers):
                 ctypes.memmove(int(pointer), source + index * int(size), int(size))
+        elif self.name == "sumArraysGPU":
+            a, b, out, count = (int(argument) for argument in arguments)
+            floats = [_floats(address, count) for address in (a, b, out)]
+            np.add(floats[0], floats[1], out=floats[2])
         else:
             raise FakeDriverError(f"no fake for kernel {self.name}")
 
@@ -271,6 +285,10 @@ class FakeSession:
     def synchronize(self) -> None:
         self.profiler.release_gate()
 
+    def active(self) -> Any:
+        """The session's context current inside (one fake GPU: always)."""
+        return contextlib.nullcontext(self)
+
     def close(self) -> None:
         for handle in sorted(self._owned, reverse=True):
             self._owned.pop(handle)()
@@ -336,6 +354,9 @@ class FakeBindings:
 
     def cuDriverGetVersion(self):
         return OK, self.version
+
+    def cuCtxGetDevice(self):
+        return OK, Handle(0)
 
     def cuDeviceGet(self, ordinal):
         return OK, Handle(ordinal)
@@ -459,3 +480,43 @@ class FakeBindings:
         for destination, source, size in zip(dsts, srcs, sizes, strict=True):
             ctypes.memmove(int(destination), int(source), size)
         return (OK,)
+
+
+# -- libcuda through ctypes: the one call memprof makes around cuda-bindings -------------------
+
+SOURCE_ORDER_STREAM = 1  # CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, the first int of CUmemcpyAttributes
+
+
+class FakeLibcuda:
+    """ctypes.CDLL("libcuda.so.1") for cuMemcpyBatchAsync: a real C function pointer (a ctypes
+    callback) that reads the argument arrays memprof built, as the driver reads them, and
+    copies real bytes. CUDA 13 exports cuMemcpyBatchAsync_v2; a 12.8 driver only the
+    unversioned form, which takes failIdx before the stream (fail_index=True)."""
+
+    def __init__(self, gpu: FakeGpu, fail_index: bool = False) -> None:
+        self.gpu = gpu
+        pointer, size = ctypes.c_void_p, ctypes.c_size_t
+        fail = [pointer] if fail_index else []
+        prototype = ctypes.CFUNCTYPE(
+            ctypes.c_int, pointer, pointer, pointer, size, pointer, pointer, size, *fail, pointer
+        )
+        self._callback = prototype(self._batch)  # kept alive: the driver's code, here
+        function = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(self._callback, pointer).value)
+        name = "cuMemcpyBatchAsync" if fail_index else "cuMemcpyBatchAsync_v2"
+        setattr(self, name, function)
+
+    def _batch(self, dsts, srcs, sizes, count, attrs, indices, number, *rest) -> int:
+        *fail, stream = rest
+        self.gpu.calls.append("cuMemcpyBatchAsync")
+        first_index = ctypes.c_size_t.from_address(indices).value
+        order = ctypes.c_int.from_address(attrs).value
+        if number != 1 or first_index != 0 or order != SOURCE_ORDER_STREAM or not stream:
+            return int(INVALID)
+        if fail and not fail[0]:
+            return int(INVALID)
+        targets = (ctypes.c_uint64 * count).from_address(dsts)
+        origins = (ctypes.c_uint64 * count).from_address(srcs)
+        lengths = (ctypes.c_size_t * count).from_address(sizes)
+        for destination, source, length in zip(targets, origins, lengths, strict=True):
+            ctypes.memmove(destination, source, length)
+        return int(OK)

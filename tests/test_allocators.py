@@ -10,19 +10,29 @@ Three kinds of test, none of them of a figure:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from memprof.core import bindings, memory
+from memprof.core import bindings, memory, verify
 from memprof.core.activity import ApiRecord
 from memprof.core.measure import same_call
-from memprof.errors import EnvironmentProblem, ExitCode, MemprofError, OutOfMemory
-from memprof.experiments import compare, experiment_named, pools, shape_of, summarize
+from memprof.errors import (
+    EnvironmentProblem,
+    ExitCode,
+    InvalidArgument,
+    MemprofError,
+    OutOfMemory,
+    install_command,
+)
+from memprof.experiments import alloc, compare, experiment_named, pools, shape_of, summarize
 from memprof.experiments.alloc import Alloc, AllocExtra, AllocParams
 from memprof.experiments.base import RunContext
 from memprof.experiments.common import stops_at
+from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
 from tests.conftest import load_fixture, load_legacy, render_text
@@ -112,14 +122,37 @@ def test_alloc_measures_every_allocator_at_every_size_and_frees_all_it_allocated
     assert kinds("api", "grow_in_place") == {"vmm"}
     assert kinds("api", "grow_by_copy") == {"device"}
     assert kinds("host", "loop") == {"device", "pool", "pool_kept", "vmm"}
+    assert kinds("api", "call_floor") == {"pool", "pool_kept", "vmm"}  # each cycle's floor
     for m in result.measurements:
         if m.operation == "loop":
             assert len(m.samples_ms) == pools.LOOP_ITERATIONS  # every iteration, in order
-        elif m.group == "api" and m.operation in ("alloc_new", "map"):
+        elif m.group == "api" and m.operation in ("alloc_new", "map", "call_floor"):
             assert len(m.samples_ms) == params.repeat  # warm-ups never counted
     record = result.extra.allocators
     assert record.granularity_bytes == 2 * MiB and record.default_pool_threshold_bytes == 0
     assert record.loop_kinds == ["device", "pool", "pool_kept", "vmm"]
+
+
+def test_every_phase_of_alloc_shows_progress_up_to_its_total(fake_gpu):
+    seen = []
+    params = AllocParams(powers=(18, 19), repeat=1, warmup=0)
+    ctx = RunContext(
+        params,
+        progress=lambda description, done, total: seen.append((description, done, total)),
+        session=fake_gpu(),
+        facts={0: SimpleNamespace(attributes=EVERYTHING)},
+    )
+    try:
+        Alloc().run(ctx)
+    finally:
+        ctx.session.close()
+    total = seen[0][2]
+    assert all(step_total == total for _, _, step_total in seen)
+    assert [done for _, done, _ in seen] == list(range(total + 1))  # one step each, in order
+    descriptions = [description for description, _, _ in seen]
+    assert descriptions[-1] == "done"
+    assert "allocate-use-free loop, 2 MiB" in descriptions
+    assert descriptions[-2] == "checking what a memset wrote, vmm 2 MiB"
 
 
 def test_a_run_saved_and_loaded_renders_every_allocator_table(fake_gpu, tmp_path):
@@ -192,7 +225,7 @@ def test_virtual_memory_without_pools_still_gets_its_tables(fake_gpu):
 
 
 def test_without_cuda_bindings_the_new_kinds_are_skipped_saying_how_to_install(monkeypatch):
-    why = 'cuda-bindings is not installed (pip install "memprof[cuda]")'
+    why = f"cuda-bindings is not installed ({install_command(bindings.BINDINGS)})"
     monkeypatch.setattr(bindings, "_import", lambda: (None, why))
     kinds = memory.kinds_where(lambda kind: kind.devices_needed == 1)
     supported, skipped = memory.supported_kinds(EVERYTHING, kinds, bindings.missing_reason())
@@ -201,7 +234,7 @@ def test_without_cuda_bindings_the_new_kinds_are_skipped_saying_how_to_install(m
     with pytest.raises(EnvironmentProblem) as raised:
         bindings.driver()
     assert raised.value.exit_code == ExitCode.ENVIRONMENT
-    assert str(raised.value) == bindings.INSTALL_HINT
+    assert str(raised.value) == bindings.install_hint()
 
 
 def test_a_failed_driver_call_is_one_line_naming_the_call_and_the_error(fake_gpu):
@@ -429,3 +462,174 @@ def test_every_allocator_measure_is_declared_optional_and_loads_back():
         assert measure in declared and not measure.required
     fixture = json.loads(load_legacy("alloc").to_json())
     assert fixture["extra"]["allocators"] is None  # recorded before the allocators existed
+
+
+# -- the floor of how a driver call is timed, on the H200's recorded run ------------------------
+
+
+def with_floor(result: Result, floor_ms: float, source: str = "cupti") -> Result:
+    """The recorded run with a SYNTHETIC floor (cuCtxGetDevice, as each cycle now times it) of
+    floor_ms at every size, the recording being older than the floor."""
+    for nbytes in {m.bytes for m in result.measurements if m.operation == "alloc_reused"}:
+        result.measurements.append(
+            Measurement("api", "cuCtxGetDevice", "call_floor", "pool", nbytes, [floor_ms], source)
+        )
+    return result
+
+
+def table(result: Result, title: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(notes, size -> cells) of the table whose title starts with `title`."""
+    found = next(t for t in summarize(result).tables if t.title.startswith(title))
+    return found.notes, {row[0]: row[1:] for row in found.rows}
+
+
+def test_a_call_whose_figure_the_floor_is_over_a_tenth_of_is_marked():
+    figure = load_fixture("alloc").find("alloc_reused", "pool", "api", 64 * MiB).stats.median_ms
+    column = 2  # pool reused
+    for factor, marked in ((1.01, True), (0.99, False)):
+        result = with_floor(load_fixture("alloc"), pools.FLOOR_SHARE * figure * factor)
+        _, rows = table(result, "Stream-ordered allocation")
+        assert rows["64 MiB"][column].endswith(pools.NEAR_FLOOR) is marked
+        assert rows["64 MiB"][column].rstrip(pools.NEAR_FLOOR) == format_ms(figure)
+        assert rows["64 MiB"][0] == format_ms(  # cuMemAlloc: tens of microseconds, unmarked
+            load_fixture("alloc").find("alloc_new", "device", "api", 64 * MiB).stats.median_ms
+        )
+
+
+def test_the_floor_is_said_on_screen_with_its_figure():
+    result = with_floor(load_fixture("alloc"), 0.0004)
+    notes, _ = table(result, "Stream-ordered allocation")
+    assert notes[1] == (
+        "Floor: 400ns, what cuCtxGetDevice (a call that does next to nothing) read, timed the "
+        "same way in this run: that much of any call's figure may be how it was timed. *: the "
+        "floor is over 10% of the figure: read it as an upper bound of the call's own time."
+    )
+    assert table(result, "Stream-ordered free")[0][0] == "Floor 400ns and *: as in the table above."
+    assert table(result, "Virtual memory management")[0][1].startswith("Floor 400ns and *")
+    assert pools.call_floor_ms(result) == pytest.approx(0.0004)
+
+
+def test_the_floor_is_the_median_of_every_size_and_cycle():
+    result = load_fixture("alloc")
+    floors_us = [1, 2, 3, 50, 4]  # SYNTHETIC: one slow sample, which the median leaves out
+    for index, floor_us in enumerate(floors_us):
+        kind = ("pool", "vmm")[index % 2]
+        result.measurements.append(
+            Measurement(
+                "api", "cuCtxGetDevice", "call_floor", kind, (index + 1) << 20, [floor_us / 1e3]
+            )
+        )
+        result.measurements[-1].source = "cupti"
+    assert pools.call_floor_ms(result) == pytest.approx(0.003)
+
+
+def test_a_floor_not_timed_as_the_calls_were_is_no_floor():
+    result = with_floor(load_fixture("alloc"), 0.0004, source="host")  # the calls: CUPTI's
+    assert pools.call_floor_ms(result) is None
+    notes, rows = table(result, "Stream-ordered allocation")
+    assert notes[1].startswith("No floor: cuCtxGetDevice was not timed as the calls were")
+    assert not any(cell.endswith(pools.NEAR_FLOOR) for cells in rows.values() for cell in cells)
+
+
+def test_a_file_from_before_the_floor_says_it_has_none():
+    notes, _ = table(load_fixture("alloc"), "Stream-ordered allocation")
+    assert notes[1].startswith("No floor: an older memprof did not time a call that does nothing")
+
+
+def test_only_driver_calls_are_marked_and_the_conclusion_says_what_the_mark_means():
+    figure = load_fixture("alloc").find("alloc_reused", "pool", "api", 1 << 30).stats.median_ms
+    result = with_floor(load_fixture("alloc"), figure)  # every call under 10x it marked
+    _, first_use = table(result, "First use")
+    assert not any(cell.endswith(pools.NEAR_FLOOR) for c in first_use.values() for cell in c)
+    conclusion = next(c for c in summarize(result).conclusions if "cuMemAlloc took" in c)
+    assert f"{format_ms(figure)}* reused right after cuMemFreeAsync" in conclusion
+    assert conclusion.endswith(f"(*: near the floor of how calls are timed, {format_ms(figure)}.)")
+    tiny = with_floor(load_fixture("alloc"), figure / 1000)  # nothing near it
+    plain = next(c for c in summarize(tiny).conclusions if "cuMemAlloc took" in c)
+    assert "*" not in plain
+
+
+# -- alloc's time: large host allocations once --------------------------------------------------
+
+
+def test_host_memory_from_256_mib_is_allocated_once_and_everything_else_as_asked():
+    params = AllocParams(repeat=3, warmup=1)
+    at = alloc.HOST_ONCE_FROM_BYTES
+    assert alloc.repetitions("pinned", at, params) == (0, 1)
+    assert alloc.repetitions("pinned", at - 1, params) == (1, 3)
+    assert alloc.repetitions("pageable", at, params) == (0, 1)
+    assert alloc.repetitions("device", 4 * at, params) == (1, 3)  # cheap at every size
+    host = {kind.name for kind in memory.MEMORY_KINDS.values() if kind.host_copies}
+    assert set(alloc.HOST_KINDS) == host
+
+
+def test_a_run_allocating_host_memory_once_saves_what_it_did_and_loads_back(
+    fake_gpu, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(alloc, "HOST_ONCE_FROM_BYTES", 4 * MiB)  # small, for the fake GPU
+    params = AllocParams(powers=(19, 20), repeat=3, warmup=1)  # 2 MiB and 4 MiB
+    result = run_on(fake_gpu(), Alloc(), params)
+    assert result.extra.host_once_from_bytes == 4 * MiB
+    counts = {
+        (m.group, m.operation, m.kind, m.bytes): len(m.samples_ms)
+        for m in result.measurements
+        if m.operation in ("alloc", "free")
+    }
+    assert counts["api", "alloc", "pinned", 4 * MiB] == counts["host", "free", "pageable", 4 * MiB]
+    assert counts["api", "alloc", "pinned", 4 * MiB] == 1
+    assert counts["api", "alloc", "pinned", 2 * MiB] == 3
+    assert counts["api", "alloc", "device", 4 * MiB] == 3
+    text = render_text(result, 100)
+    assert "Host memory of 4 MiB and more: one allocation per size, not warmed up" in text
+    path = tmp_path / "alloc.json"
+    path.write_text(result.to_json())
+    assert Result.load(path, shape_of).extra == result.extra
+    data = json.loads(result.to_json())
+    row = next(
+        m
+        for m in data["measurements"]
+        if (m["operation"], m["kind"]) == ("alloc", "pinned") and m["bytes"] == 4 * MiB
+    )
+    row["samples_ms"] *= 3  # three allocations where the run says it made one
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="holds 3 allocations of pinned memory, but"):
+        Result.load(path, shape_of)
+
+
+def test_the_once_note_is_shown_only_where_a_size_was_allocated_once():
+    result = load_fixture("alloc")  # recorded before: every allocation three times
+    assert result.extra.host_once_from_bytes is None and alloc.once_note(result) is None
+    at = alloc.HOST_ONCE_FROM_BYTES
+    largest = 4 << max(result.parameters.powers)
+    for threshold, repeat, shown in ((largest, 3, True), (largest + 1, 3, False), (at, 1, False)):
+        result.extra = dataclasses.replace(result.extra, host_once_from_bytes=threshold)
+        result.parameters = dataclasses.replace(result.parameters, repeat=repeat)
+        assert (alloc.once_note(result) is not None) is shown
+
+
+# -- checks as exact as before, fast enough for gigabytes --------------------------------------
+
+
+@pytest.mark.parametrize("where", [0, 7, 8, 4095, 9 * (1 << 10) + 3])
+def test_a_constant_check_finds_one_byte_wrong_anywhere(where, monkeypatch):
+    monkeypatch.setattr(verify, "CHUNK_BYTES", 4 << 10)  # several chunks, an unaligned tail
+    data = np.full(10 * (1 << 10) + 5, 0x5A, np.uint8)
+    assert verify.compare_constant("memset", data, 0x5A).passed
+    data[where] = 0x5B
+    check = verify.compare_constant("memset", data, 0x5A)
+    expected = verify.compare_arrays("memset", data, np.full(data.shape, 0x5A, np.uint8))
+    assert not check.passed and check == expected  # compare_arrays' own detail
+    unaligned = verify.compare_constant("memset", data[1:], 0x5A)  # not on 8 bytes
+    assert unaligned.passed is (where == 0)
+
+
+def test_every_check_reads_back_into_one_host_buffer(fake_gpu):
+    session = fake_gpu()
+    allocators = pools.Allocators(session, ["pool", "vmm"])
+    allocators.readback_bytes = 1 << 20
+    first = allocators.readback(4096)
+    later = allocators.readback(1 << 20)
+    assert first.size == 4096 and later.size == 1 << 20
+    assert first.ctypes.data == later.ctypes.data  # the same pages, provided once
+    assert allocators.readback(2 << 20).size == 2 << 20  # more than told: a larger one
+    session.close()

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from memprof import __version__
 from memprof.cli import app
+from memprof.core.session import install_hint
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.experiments.zerocopy import SEED_SWEEP_POWERS
@@ -102,10 +103,7 @@ def test_gpu_commands_without_pycuda_say_how_to_install_it(command, monkeypatch)
     monkeypatch.setitem(sys.modules, "pycuda", None)  # as if PyCUDA were not installed
     result = invoke(*command)
     assert result.exit_code == 3
-    assert result.output.strip() == (
-        'memprof: error: PyCUDA is not installed: pip install "memprof[cuda]" '
-        "(it builds against the CUDA toolkit: nvcc on PATH, cuda.h under CUDA_ROOT)"
-    )
+    assert result.output.strip() == f"memprof: error: {install_hint()}"
 
 
 def test_report_renders_recorded_results():

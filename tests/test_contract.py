@@ -22,6 +22,7 @@ import typer.testing
 from rich.console import Console
 
 from memprof import cli
+from memprof.cli_gates import JUNIT_COMMANDS
 from memprof.experiments import command_named, every_experiment, load, shape_of, summarize
 from memprof.model import params as declared
 from memprof.model.schema import check_dataclass
@@ -30,7 +31,7 @@ from memprof.output.render import render_result
 from tests.conftest import FIXTURES, plain
 
 EXPERIMENTS = {experiment.name: experiment for experiment in every_experiment()}
-OUTPUT_OPTIONS = {"json", "csv", "quiet", "no_color"}
+OUTPUT_OPTIONS = {"json", "csv", "quiet", "no_color", "verbose"}
 
 
 def fixtures_of(name: str) -> list:
@@ -78,6 +79,8 @@ def expected_options(experiment) -> set[str]:
         names.add("timing")
     if experiment.affinity_option:
         names.add("no_affinity")
+    if experiment.name in JUNIT_COMMANDS:
+        names.add("junit")
     fields = dataclasses.fields(experiment.Params)
     if any(field.name == "repeat" and field.default is None for field in fields):
         names.add("max_noise")  # repeats until the noise target unless --repeat N

@@ -178,7 +178,7 @@ def test_a_failed_save_still_shows_the_run_and_exits_5(tmp_path):
 def test_a_failed_render_still_saves(tmp_path, monkeypatch):
     import memprof.output.render
 
-    def broken(result, summary, console):
+    def broken(result, summary, console, **options):
         raise ValueError("cannot draw this")
 
     monkeypatch.setattr(memprof.output.render, "render_result", broken)

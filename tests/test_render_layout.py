@@ -391,7 +391,7 @@ def test_failed_checks_are_red_and_passed_ones_green():
     result.checks[1].passed = False
     result.checks[1].detail = "mismatch at 7"
     console = Console(width=200, file=io.StringIO(), color_system="standard", force_terminal=True)
-    render_result(result, summarize(result), console)
+    render_result(result, summarize(result), console, verbose=True)
     lines = console.file.getvalue().splitlines()
     failed = next(line for line in lines if "mismatch at 7" in line)
     passed = next(line for line in lines if result.checks[0].detail in line)

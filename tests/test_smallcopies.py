@@ -10,27 +10,31 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.core import bindings
+from memprof.core import bindings, driver
+from memprof.errors import InvalidArgument, MemprofError
 from memprof.experiments import shape_of, summarize
 from memprof.experiments import smallcopies as small
 from memprof.experiments import trace as trace_summary
 from memprof.experiments.base import RunContext
 from memprof.experiments.smallcopies import SmallCopies, SmallCopiesExtra, SmallCopiesParams
 from memprof.model import params as declared
+from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
 from memprof.trace import collect
 from memprof.trace.collect import CopyGroup, SmallCopyCost, SmallCopyFigures
-from tests.conftest import load_fixture, render_text
-from tests.fakegpu import FakeBindings, FakeFunction, FakeSession
+from tests.conftest import FIXTURES, load_fixture, render_text
+from tests.fakegpu import FakeBindings, FakeFunction, FakeLibcuda, FakeSession
 
 MAPPING = {"canMapHostMemory": 1, "unifiedAddressing": 1}
 KiB = 1 << 10
@@ -38,10 +42,12 @@ KiB = 1 << 10
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    def make(attributes=MAPPING, **options):
+    def make(attributes=MAPPING, fail_index=False, **options):
         session = FakeSession(attributes, SmallCopies.declared_keys())
         fake = FakeBindings(session.gpu, **options)
         monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
+        library = FakeLibcuda(session.gpu, fail_index)
+        monkeypatch.setattr(driver, "libcuda", lambda: library)
         return session
 
     return make
@@ -123,6 +129,25 @@ def test_every_way_moves_every_piece_both_ways_and_frees_what_it_allocated(fake_
     assert "cuMemcpyBatchAsync" in session.gpu.calls
 
 
+def test_every_way_shows_progress_up_to_the_total(fake_gpu):
+    seen = []
+    ctx = RunContext(
+        FEW,
+        progress=lambda description, done, total: seen.append((description, done, total)),
+        session=fake_gpu(),
+        facts={0: SimpleNamespace(attributes=MAPPING)},
+    )
+    try:
+        SmallCopies().run(ctx)
+    finally:
+        ctx.session.close()
+    total = len(FEW.powers) * len(FEW.directions) * len(small.WAYS)
+    assert [(done, step_total) for _, done, step_total in seen] == [
+        (done, total) for done in range(total + 1)
+    ]
+    assert seen[0][0] == "pinned host → device, 64 B" and seen[-1][0] == "done"
+
+
 def test_a_kernel_that_drops_a_piece_fails_its_check(fake_gpu, monkeypatch):
     real_call = FakeFunction.prepared_async_call
 
@@ -156,6 +181,37 @@ def test_batched_copies_are_skipped_in_one_line_where_the_driver_lacks_them(fake
     )
 
 
+def test_a_cuda_12_8_driver_takes_the_batch_with_its_fail_index(fake_gpu):
+    session = fake_gpu(fail_index=True)  # exports cuMemcpyBatchAsync with failIdx, no _v2
+    result = run_on(session, FEW)
+    assert "batched" in result.extra.ways and result.passed
+    assert "cuMemcpyBatchAsync" in session.gpu.calls
+
+
+def test_a_driver_without_the_batch_symbol_skips_batched_in_one_line(fake_gpu, monkeypatch):
+    session = fake_gpu()
+    monkeypatch.setattr(driver, "libcuda", lambda: SimpleNamespace())  # exports neither form
+    result = run_on(session, FEW)
+    assert result.extra.skipped == [
+        "batched (one cuMemcpyBatchAsync): the CUDA driver exports no cuMemcpyBatchAsync (it "
+        "came with CUDA 12.8): update the driver"
+    ]
+
+
+def test_a_batch_the_driver_refuses_is_one_line_naming_the_call(fake_gpu):
+    session = fake_gpu()
+    data = np.arange(64, dtype=np.uint8)
+    target = np.zeros(64, np.uint8)
+    batch = bindings.BatchCopy.of([target.ctypes.data], [data.ctypes.data], [64])
+    with pytest.raises(
+        MemprofError, match=r"^cuMemcpyBatchAsync failed: CUDA_ERROR_INVALID_VALUE$"
+    ):
+        batch.enqueue(0)  # the legacy NULL stream, which the batch call refuses
+    batch.enqueue(0x1000)
+    assert (target == data).all()  # every argument array read as the driver reads it
+    session.close()
+
+
 def test_the_kernel_is_skipped_where_the_gpu_cannot_map_host_memory(fake_gpu):
     attributes = dict(MAPPING, canMapHostMemory=0)
     result = run_on(fake_gpu(attributes), FEW, attributes)
@@ -174,8 +230,9 @@ def test_a_run_saved_and_loaded_renders_at_every_width(fake_gpu, tmp_path):
     assert loaded.extra == result.extra
     for width in (60, 80, 120):
         text = render_text(loaded, width)
-        assert "5 copies host → device: per copy" in text
+        assert "5 copies host → device: GPU time per copy" in text
         assert "5 copies device → host: wall clock per copy" in text
+        assert "Recorded by an older memprof" not in text  # arguments built before the clock
         names = {row.name for row in profile_rows(loaded.measurements)}  # printed whole
         wide = [
             line for line in text.splitlines() if len(line) > width and line.strip() not in names
@@ -217,49 +274,185 @@ def costs(pinned: float, best_other: float) -> dict[str, float]:
     }
 
 
-def test_one_call_per_copy_stops_losing_where_it_comes_within_5_percent():
-    result = synthetic_result(
-        {4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(4.0, 2.0), 1024 * KiB: costs(20.0, 19.5)}
-    )
+def test_gathereds_cost_counts_numpys_part_and_its_copy():
+    result = synthetic_result({4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(4.0, 2.0)})
     per_copy = small.per_copy_costs(result)
     assert per_copy[64 * KiB]["gathered"] == pytest.approx(0.004)  # numpy's half counted
-    assert small.stops_losing(per_copy) == 1024 * KiB
-    conclusions = summarize(result).conclusions
-    assert conclusions[0] == (
-        "Host → device, 100 copies of 4 KiB: the fastest was one cuMemcpyBatchAsync, 1.0000us "
-        "per copy, against 3.0000us one call per copy from pinned memory (3.0x) and 12.000us "
-        "one call per copy from pageable memory (12.0x)."
-    )
-    assert conclusions[2] == (
-        "Host → device: one call per copy from pinned memory stops losing at 1 MiB (20.000us "
-        "per copy against 19.500us one cuMemcpyBatchAsync): batch copies smaller than that."
-    )
+    assert per_copy[4 * KiB]["pageable"] == pytest.approx(0.012)  # the blocking calls
 
 
-def test_one_call_per_copy_losing_everywhere_or_nowhere_is_said_so():
-    losing = synthetic_result({4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(9.0, 2.0)})
-    assert (
-        summarize(losing)
-        .conclusions[-1]
-        .startswith(
-            "Host → device: one call per copy from pinned memory lost at every size up to 64 KiB"
+# -- the verdicts, on the H200's recorded run with some of its samples scaled --------------------
+
+H2D = "h2d"
+BATCHED_WAYS_GATED = ("pinned", "batched", "kernel")  # ways whose GPU time is the span alone
+
+
+def recorded() -> Result:
+    """tests/fixtures/h200_smallcopies.json, whose samples a test may scale."""
+    return load_fixture("smallcopies")
+
+
+def median_per_copy(result: Result, group: str, operation: str, way: str, nbytes: int) -> float:
+    """A measurement's median per copy, straight from its samples (not through the summary)."""
+    samples = result.find(operation, way, group, nbytes).samples_ms
+    return statistics.median(samples) / result.parameters.copies
+
+
+def wall(result: Result, way: str, nbytes: int, direction: str = H2D) -> float:
+    return median_per_copy(result, "host", f"{direction}_wall", way, nbytes)
+
+
+def scale_wall(result: Result, way: str, nbytes: int, per_copy_ms: float) -> None:
+    """Scale a way's wall-clock samples host to device so their median is per_copy_ms a copy."""
+    measurement = result.find(f"{H2D}_wall", way, "host", nbytes)
+    factor = per_copy_ms / wall(result, way, nbytes)
+    measurement.samples_ms = [sample * factor for sample in measurement.samples_ms]
+
+
+def scale_gpu(result: Result, way: str, nbytes: int, factor: float) -> None:
+    measurement = result.find(H2D, way, "span", nbytes)
+    measurement.samples_ms = [sample * factor for sample in measurement.samples_ms]
+
+
+def best_batched_wall(result: Result, nbytes: int) -> float:
+    return min(wall(result, way, nbytes) for way in small.BATCHED_WAYS)
+
+
+def verdicts(result: Result) -> list[str]:
+    """The host-to-device conclusions: fastest at the smallest size, at 64 KiB, crossover."""
+    return summarize(result).conclusions[:3]
+
+
+def test_the_fastest_way_is_the_one_a_program_waits_least_for_with_its_gpu_time_beside():
+    result = recorded()
+    nbytes = 64 * KiB
+    walls = {way: wall(result, way, nbytes) for way in small.WAYS}
+    gpu = {way: median_per_copy(result, "span", H2D, way, nbytes) for way in BATCHED_WAYS_GATED}
+    fastest = min(walls, key=walls.get)
+    assert fastest != min(gpu, key=gpu.get)  # here the GPU time alone would name another way
+    line = verdicts(result)[1]
+    assert line.startswith(
+        f"Host → device, 128 copies of 64 KiB: the fastest was {small.WAY_NAMES[fastest]}, "
+        f"{format_ms(walls[fastest])} per copy from the first call to the stream synchronized "
+        f"({format_ms(gpu[fastest])} of GPU time): "
+    )
+    for way in ("pinned", "pageable"):  # N x faster by the wall clock, each GPU time beside
+        assert (
+            f"{walls[way] / walls[fastest]:.1f}x faster than {small.WAY_NAMES[way]} "
+            f"({format_ms(walls[way])}; GPU time " in line
         )
+
+
+def test_the_verdicts_are_at_the_smallest_size_and_at_64_kib_not_beyond():
+    found = verdicts(recorded())
+    assert found[0].startswith("Host → device, 128 copies of 4 KiB:")
+    assert found[1].startswith("Host → device, 128 copies of 64 KiB:")  # 64 KiB itself is small
+    assert found[2].startswith("Host → device, by the wall clock:")
+
+
+def test_making_the_gpu_time_of_the_fastest_way_long_does_not_change_the_ranking():
+    result = recorded()
+    nbytes = 4 * KiB
+    walls = {way: wall(result, way, nbytes) for way in small.WAYS}
+    fastest = min(walls, key=walls.get)
+    scale_gpu(result, fastest, nbytes, 1000.0)
+    assert verdicts(result)[0].split(": the fastest was ")[1].startswith(small.WAY_NAMES[fastest])
+
+
+def test_one_call_per_copy_named_fastest_is_compared_with_pageable_alone():
+    result = recorded()
+    nbytes = 4 * KiB
+    scale_wall(result, "pinned", nbytes, min(wall(result, w, nbytes) for w in small.WAYS) / 2)
+    line = verdicts(result)[0]
+    assert "the fastest was one call per copy from pinned memory" in line
+    assert (
+        line.count("x faster than") == 1 and "faster than one call per copy from pageable" in line
     )
-    never = synthetic_result({4 * KiB: costs(1.0, 1.0), 64 * KiB: costs(2.0, 2.05)})
-    assert "never lost by more than 5%" in summarize(never).conclusions[-1]
+
+
+@pytest.mark.parametrize(
+    ("factor", "expected"),
+    [
+        (1.049, "stops losing at 256 KiB"),  # within 5% of the best batched way: not losing
+        (1.051, "lost at every size up to 256 KiB"),
+    ],
+)
+def test_one_call_per_copy_stops_losing_where_its_wall_clock_comes_within_5_percent(
+    factor, expected
+):
+    result = recorded()
+    largest = 256 * KiB
+    scale_wall(result, "pinned", largest, best_batched_wall(result, largest) * factor)
+    scale_gpu(result, "pinned", largest, 10.0)  # the GPU time decides nothing
+    crossover = verdicts(result)[2]
+    assert expected in crossover
+    assert crossover.startswith("Host → device, by the wall clock: one call per copy from pinned")
+
+
+@pytest.mark.parametrize(
+    ("factor", "expected"),
+    [
+        (1.049, "never lost by more than 5% to a batched way (4 KiB: "),
+        (1.051, "stops losing at 16 KiB"),
+    ],
+)
+def test_one_call_per_copy_that_never_lost_is_said_so(factor, expected):
+    result = recorded()
+    for nbytes in (16 * KiB, 64 * KiB, 256 * KiB):
+        scale_wall(result, "pinned", nbytes, best_batched_wall(result, nbytes))
+    smallest = 4 * KiB
+    scale_wall(result, "pinned", smallest, best_batched_wall(result, smallest) * factor)
+    assert expected in verdicts(result)[2]
+
+
+def test_the_crossover_names_the_batched_way_a_program_waits_least_for():
+    result = recorded()
+    largest = 256 * KiB
+    walls = {way: wall(result, way, largest) for way in small.BATCHED_WAYS}
+    best = min(walls, key=walls.get)
+    crossover = verdicts(result)[2]
+    assert (
+        f"({format_ms(wall(result, 'pinned', largest))} per copy against "
+        f"{format_ms(walls[best])} {small.WAY_NAMES[best]}; GPU time " in crossover
+    )
+
+
+def test_a_file_recorded_before_the_arguments_were_prebuilt_loads_and_says_so(tmp_path):
+    result = recorded()
+    assert result.extra.arguments_prebuilt is False  # the fixture predates the field
+    text = render_text(result, 100)
+    assert "Recorded by an older memprof, whose wall clock also held its own building" in text
+    data = json.loads((FIXTURES / "h200_smallcopies.json").read_text())
+    data["extra"]["arguments_prebuilt"] = True
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(data))
+    assert "Recorded by an older memprof" not in render_text(Result.load(path, shape_of), 100)
+
+
+def test_a_file_without_the_wall_clock_of_a_way_it_lists_is_refused(tmp_path):
+    data = json.loads((FIXTURES / "h200_smallcopies.json").read_text())
+    data["measurements"] = [
+        m
+        for m in data["measurements"]
+        if not (m["operation"] == "h2d_wall" and m["kind"] == "kernel" and m["bytes"] == 4096)
+    ]
+    path = tmp_path / "no_wall.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="has no kernel wall clock of copies host → device"):
+        Result.load(path, shape_of)
 
 
 def test_the_best_way_of_each_size_is_highlighted_in_every_table():
     result = synthetic_result({4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(1.0, 2.0)})
     tables = summarize(result).tables
     assert [t.title for t in tables] == [
-        "100 copies host → device: total",
-        "100 copies host → device: per copy",
         "100 copies host → device: wall clock per copy",
+        "100 copies host → device: GPU time per copy",
+        "100 copies host → device: GPU time, total",
     ]
     batched, pinned = small.WAYS.index("batched") + 1, small.WAYS.index("pinned") + 1
-    assert tables[1].highlighted == [(0, batched), (1, pinned)]
-    assert tables[1].rows[0][batched] == "1.0000us" and tables[0].rows[0][batched] == "100.00us"
+    assert tables[0].highlighted == tables[1].highlighted == [(0, batched), (1, pinned)]
+    assert tables[1].rows[0][batched] == "1.0000us" and tables[2].rows[0][batched] == "100.00us"
 
 
 # -- the trace's advice ------------------------------------------------------------------------

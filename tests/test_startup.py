@@ -142,3 +142,10 @@ def test_what_plain_reading_does_not_cover_is_left_to_typer():
     assert plain_reader(Path, Info(exists=True)) is None
     assert plain_reader(int, Info(parser=int)) is None
     assert plain_reader(complex, Info()) is None
+
+
+def test_a_command_kept_across_contexts_answers_to_each_ones_help_names():
+    command = BUILDERS["diff"]()
+    command.make_context("diff", ["--help"], resilient_parsing=True)  # a context of --help only
+    result = CliRunner().invoke(cli.app, ["diff", "-h"])  # memprof's group: -h too
+    assert result.exit_code == 0 and result.stdout.startswith("Usage: ")

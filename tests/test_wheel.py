@@ -34,7 +34,7 @@ def wheel(tmp_path_factory) -> Path:
         check=True,
         capture_output=True,
     )
-    [built] = out.glob("memprof-*.whl")
+    [built] = out.glob("cuda_memprof-*.whl")  # the distribution's name (pyproject.toml)
     return built
 
 

@@ -6,21 +6,33 @@ on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call return
 (CUresult, values...): `call` checks the CUresult and turns a failure into one line naming
 the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
 cuda-bindings is imported on first use, so importing this module costs nothing.
+
+One call goes around cuda-bindings: cuMemcpyBatchAsync, through ctypes on libcuda with its
+argument arrays built once (BatchCopy), since cuda-bindings converts every list on every call
+and a program that batches copies builds them once.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
+from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory, install_command
 
-INSTALL_HINT = (
-    'cuda-bindings is not installed: pip install "memprof[cuda]" (NVIDIA\'s cuda-bindings, '
-    "for stream-ordered pools, virtual memory management and batched copies)"
-)
+BINDINGS = '"cuda-bindings>=12.8"'
+
+
+def install_hint() -> str:
+    """The line a command that needs cuda-bindings ends with where it is missing."""
+    return (
+        f"cuda-bindings is not installed: {install_command(BINDINGS)} (NVIDIA's cuda-bindings, "
+        "for stream-ordered pools, virtual memory management and batched copies)"
+    )
+
+
 BATCH_COPY_DRIVER = 12080  # cuMemcpyBatchAsync came with CUDA 12.8
 KEEP_EVERYTHING = (1 << 64) - 1  # a release threshold no pool ever reaches
 
@@ -31,7 +43,7 @@ def _import() -> tuple[ModuleType | None, str | None]:
         from cuda.bindings import driver
     except ImportError as error:
         if getattr(error, "name", None) and error.name.split(".")[0] == "cuda":
-            return None, 'cuda-bindings is not installed (pip install "memprof[cuda]")'
+            return None, f"cuda-bindings is not installed ({install_command(BINDINGS)})"
         return None, f"cuda-bindings cannot be imported: {error}"
     return driver, None
 
@@ -45,7 +57,7 @@ def driver() -> ModuleType:
     """cuda.bindings.driver, or one clear line saying how to install it."""
     module, why_not = _import()
     if module is None:
-        raise EnvironmentProblem(INSTALL_HINT if "not installed" in (why_not or "") else why_not)
+        raise EnvironmentProblem(install_hint() if "not installed" in (why_not or "") else why_not)
     return module
 
 
@@ -120,6 +132,12 @@ def driver_version() -> int:
 
 def version_text(encoded: int) -> str:
     return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def current_device() -> int:
+    """cuCtxGetDevice: a driver call that does next to nothing, so timing it the way the other
+    calls are timed measures the floor of that way of timing (memprof.experiments.pools)."""
+    return int(call("cuCtxGetDevice"))
 
 
 def stream(pycuda_stream: Any) -> Any:
@@ -291,44 +309,88 @@ def batch_copy_missing_reason() -> str | None:
             f"cuMemcpyBatchAsync needs a driver for CUDA 12.8 or newer; this one supports "
             f"CUDA {version_text(version)}"
         )
+    try:
+        _batch_function()
+    except EnvironmentProblem as error:
+        return str(error)
     return None
+
+
+class _MemcpyAttributes(ctypes.Structure):
+    """CUmemcpyAttributes (cuda.h, CUDA 12.8 and newer): the order in which sources are read,
+    a location hint for each side (CUmemLocation: type, id) and flags."""
+
+    _fields_ = [
+        ("src_access_order", ctypes.c_int),
+        ("src_location_type", ctypes.c_int),
+        ("src_location_id", ctypes.c_int),
+        ("dst_location_type", ctypes.c_int),
+        ("dst_location_id", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+    ]
+
+
+SRC_ACCESS_ORDER_STREAM = 1  # CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: sources read in stream order
+
+
+def _batch_function() -> tuple[Any, bool]:
+    """libcuda's cuMemcpyBatchAsync through ctypes, and whether it takes failIdx: CUDA 13's
+    cuMemcpyBatchAsync_v2 dropped it, the 12.8 form (the unversioned symbol) has it."""
+    from memprof.core.driver import libcuda
+
+    library = libcuda()
+    for name, fail_index in (("cuMemcpyBatchAsync_v2", False), ("cuMemcpyBatchAsync", True)):
+        function = getattr(library, name, None)
+        if function is None:
+            continue
+        pointer = ctypes.c_void_p
+        arrays = [pointer, pointer, pointer, ctypes.c_size_t, pointer, pointer, ctypes.c_size_t]
+        function.argtypes = [*arrays, *([pointer] if fail_index else []), pointer]
+        function.restype = ctypes.c_int
+        return function, fail_index
+    raise EnvironmentProblem(
+        "the CUDA driver exports no cuMemcpyBatchAsync (it came with CUDA 12.8): update the driver"
+    )
 
 
 @dataclass(frozen=True)
 class BatchCopy:
-    """One cuMemcpyBatchAsync of many pieces, its argument lists built once so a timed call
-    converts nothing but what the binding itself must."""
+    """One cuMemcpyBatchAsync of many pieces, every argument array built once, as a program
+    that reuses them does: a call pays the driver's work alone. (cuda-bindings converts its
+    lists of N pointers and sizes on every call: Python's cost, not the copies'.)"""
 
-    destinations: list[Any]
-    sources: list[Any]
-    sizes: list[int]
-    attributes: list[Any]
+    function: Any  # the driver's function, through ctypes
+    arguments: tuple[int, ...]  # every argument before the stream: addresses and counts
+    arrays: tuple[Any, ...]  # what the addresses point into, alive as long as this
 
     @classmethod
     def of(cls, destinations: list[int], sources: list[int], sizes: list[int]) -> BatchCopy:
         """Copies source[i] -> destination[i] of sizes[i] bytes; the sources are read in
         stream order (pinned or device memory that earlier work in the stream may write)."""
-        cu = driver()
-        attribute = cu.CUmemcpyAttributes()
-        attribute.srcAccessOrder = cu.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
-        return cls(
-            [pointer(d) for d in destinations],
-            [pointer(s) for s in sources],
-            list(sizes),
-            [attribute],
-        )
-
-    def enqueue(self, cu_stream: Any) -> None:
-        """Queue every copy on the stream with one driver call."""
-        count = len(self.sizes)
-        call(
-            "cuMemcpyBatchAsync",
-            self.destinations,
-            self.sources,
-            self.sizes,
+        function, fail_index = _batch_function()
+        count = len(sizes)
+        targets = (ctypes.c_uint64 * count)(*destinations)
+        origins = (ctypes.c_uint64 * count)(*sources)
+        lengths = (ctypes.c_size_t * count)(*sizes)
+        attribute = _MemcpyAttributes(src_access_order=SRC_ACCESS_ORDER_STREAM)
+        first = (ctypes.c_size_t * 1)(0)  # the attribute applies from copy 0 on
+        failed = ctypes.c_size_t(0)
+        arrays = (targets, origins, lengths, attribute, first, failed)
+        address = ctypes.addressof
+        arguments = (
+            address(targets),
+            address(origins),
+            address(lengths),
             count,
-            self.attributes,
-            [0],
+            address(attribute),
+            address(first),
             1,
-            cu_stream,
+            *((address(failed),) if fail_index else ()),
         )
+        return cls(function, arguments, arrays)
+
+    def enqueue(self, stream_handle: int) -> None:
+        """Queue every copy on the stream (its handle) with one driver call."""
+        status = self.function(*self.arguments, stream_handle)
+        if status != 0:
+            raise failure("cuMemcpyBatchAsync", status)

@@ -16,12 +16,16 @@ from types import ModuleType
 from typing import Any
 
 from memprof.core.measure import Profiler
-from memprof.errors import EnvironmentProblem, InvalidArgument
+from memprof.errors import EnvironmentProblem, InvalidArgument, install_command
 
-INSTALL_HINT = (
-    'PyCUDA is not installed: pip install "memprof[cuda]" '
-    "(it builds against the CUDA toolkit: nvcc on PATH, cuda.h under CUDA_ROOT)"
-)
+
+def install_hint() -> str:
+    """The line a GPU command ends with where PyCUDA is missing: a command that installs it."""
+    return (
+        f"PyCUDA is not installed: {install_command()} (PyCUDA builds against the CUDA "
+        "toolkit: nvcc on PATH, cuda.h and curand.h under CUDA_ROOT; README.md, "
+        "Troubleshooting)"
+    )
 
 
 def import_driver() -> ModuleType:
@@ -30,7 +34,7 @@ def import_driver() -> ModuleType:
         import pycuda.driver as cuda
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in {"pycuda", "pytools"}:
-            raise EnvironmentProblem(INSTALL_HINT) from error
+            raise EnvironmentProblem(install_hint()) from error
         raise EnvironmentProblem(f"PyCUDA cannot be imported: {error}") from error
     except ImportError as error:
         if "libcuda" in str(error):

@@ -233,13 +233,18 @@ def _summarizable(result: Result, path: str) -> Result:
     return result
 
 
+# memprof's own package folder: a checkout may itself sit in a folder named memprof (as the
+# README clones it), so "a path containing /memprof/" would name the tests' files too.
+PACKAGE_FOLDER = os.path.realpath(Path(__file__).parent.parent)
+
+
 def _where(error: BaseException) -> str:
-    """The last line of memprof that the error passed through: `pinned.py:212`."""
+    """The last line of memprof's own package that the error passed through: `pinned.py:212`."""
     place = "memprof"
     trace = error.__traceback__
     while trace is not None:
         filename = trace.tb_frame.f_code.co_filename
-        if f"{os.sep}memprof{os.sep}" in filename:
+        if os.path.realpath(filename).startswith(PACKAGE_FOLDER + os.sep):
             place = f"{Path(filename).name}:{trace.tb_lineno}"
         trace = trace.tb_next
     return f"in {place}"

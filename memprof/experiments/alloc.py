@@ -10,10 +10,16 @@ its release at a synchronization and trimming; each step of virtual memory manag
 growing a buffer in place; the first use of new memory; and a loop that allocates, uses and
 frees one size again and again, as a training step does. Sizes that would not fit in free
 device or host memory are refused before anything is allocated.
+
+Host memory from 256 MiB up (HOST_ONCE_FROM_BYTES) is allocated once per kind and size, not
+warmed up: each such allocation takes a tenth of a second or more, its cost is its pages
+(the same every time: three allocations of 1 GiB on the H200 mostly agreed within 4%), and
+repeating it was most of alloc's time. Every other allocation is repeated as --repeat says.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -21,18 +27,28 @@ from memprof.experiments import base
 from memprof.experiments.common import size_label
 from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
 from memprof.experiments.pools import AllocatorsRecord, summary_parts
-from memprof.model.formatting import format_ms
+from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.params import param
 from memprof.model.results import Result
-from memprof.model.schema import DISTINCT, NON_EMPTY, SchemaError
+from memprof.model.schema import DISTINCT, NON_EMPTY, ByteCount, SchemaError
 from memprof.model.summary import Summary, Table
 
 GIB = 1 << 30
+HOST_ONCE_FROM_BYTES = 256 << 20  # host memory from this size on: one allocation, no warm-up
+# the kinds whose allocation is host memory (memory.MEMORY_KINDS' host_copies), by name: a
+# saved file is read without importing the GPU side (tests/test_allocators.py holds them equal)
+HOST_KINDS = ("pageable", "pinned", "portable", "writecombined", "mapped", "registered")
 
 
 @dataclass(frozen=True)
 class AllocParams:
     powers: base.Powers = base.powers_param((16, 18, 20, 22, 24, 26, 28), step=2)
-    repeat: base.Repeat = base.repeat_param(3)
+    repeat: base.Repeat = param(
+        3,
+        "Timed repetitions of each allocation (1 to 10000); host memory of 256 MiB and more "
+        "is allocated once.",
+        flags=("--repeat", "-r"),
+    )
     warmup: base.Warmup = base.warmup_param(1)
 
 
@@ -42,14 +58,17 @@ class AllocExtra:
     skipped: list[str]  # why each other kind was left out
     # pools, virtual memory and the loop (None: none measured, and files from before them)
     allocators: AllocatorsRecord | None = None
+    # host memory (kinds with host_copies) from this size on allocated once per size, not
+    # warmed up (None: every allocation --repeat times, as files before)
+    host_once_from_bytes: ByteCount | None = None
 
 
 class Alloc(base.Experiment):
     name = "alloc"
     Params = AllocParams
     Extra = AllocExtra
-    measures = (
-        *base.ALLOCATIONS,
+    measures = (  # host memory of HOST_ONCE_FROM_BYTES and more is allocated once (its own check)
+        *(dataclasses.replace(measure, per_repeat=False) for measure in base.ALLOCATIONS),
         *ALLOCATOR_MEASURES,
     )
 
@@ -70,17 +89,20 @@ class Alloc(base.Experiment):
         )
         kinds = [kind.name for kind in supported]
         modern = [kind.name for kind in supported if kind.via_bindings]
-        total = len(kinds) * len(params.powers) + (2 * len(params.powers) if modern else 0)
+        # the kinds phase, then per size the pools and the loop, then a check per kind
+        total = len(kinds) * len(params.powers)
+        total += 2 * len(params.powers) + len(modern) if modern else 0
         done = 0
         for power in params.powers:
             for kind in kinds:
-                ctx.progress(f"{kind} {size_label(power)}", done, total)
+                ctx.progress(f"{kind} memory, {size_label(power)}: allocate and free", done, total)
+                warmup, repeat = repetitions(kind, base.FLOAT32_BYTES << power, params)
                 session.profiler.repeat(
                     lambda kind=kind, power=power: memory.allocate(
                         session, kind, 1 << power
                     ).free(),
-                    params.warmup,
-                    params.repeat,
+                    warmup,
+                    repeat,
                 )
                 done += 1
         record = None
@@ -93,7 +115,7 @@ class Alloc(base.Experiment):
 
             record = pools.measure(ctx, modern, progress)
         ctx.progress("done", total, total)
-        return AllocExtra(kinds, skipped, record)
+        return AllocExtra(kinds, skipped, record, HOST_ONCE_FROM_BYTES)
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
@@ -109,6 +131,14 @@ class Alloc(base.Experiment):
                     f"is {m.kind!r}, but an allocation of this run is one of "
                     + ", ".join(repr(kind) for kind in kinds),
                 )
+            if (m.operation in ("alloc", "free")) and m.kind in result.extra.kinds:
+                expected = allocations(result, m.kind, m.bytes)
+                if len(m.samples_ms) != expected:
+                    raise SchemaError(
+                        f"measurements[{index}].samples_ms",
+                        f"holds {len(m.samples_ms)} allocations of {m.kind} memory, but "
+                        f"parameters.repeat and extra.host_once_from_bytes say {expected}",
+                    )
             looped = record is not None and (m.group, m.operation) == ("host", "loop")
             if looped and len(m.samples_ms) != record.loop_iterations:
                 raise SchemaError(
@@ -121,6 +151,33 @@ class Alloc(base.Experiment):
 ALLOCATION_KEYS = frozenset(measure.key for measure in base.ALLOCATIONS)
 
 
+def repetitions(kind: str, nbytes: int, params: AllocParams) -> tuple[int, int]:
+    """(warm-ups, timed repetitions) of one kind's allocation at one size: host memory from
+    HOST_ONCE_FROM_BYTES on once, no warm-up; everything else as params say."""
+    if kind in HOST_KINDS and nbytes >= HOST_ONCE_FROM_BYTES:
+        return 0, 1
+    return params.warmup, params.repeat
+
+
+def allocations(result: Result, kind: str, nbytes: int) -> int:
+    """How many timed allocations of a kind at a size a saved run holds."""
+    threshold = result.extra.host_once_from_bytes
+    host = kind in HOST_KINDS
+    return 1 if host and threshold is not None and nbytes >= threshold else result.parameters.repeat
+
+
+def once_note(result: Result) -> str | None:
+    """Which allocations were made once (None: every one as --repeat says)."""
+    threshold = result.extra.host_once_from_bytes
+    largest = base.FLOAT32_BYTES << max(result.parameters.powers)
+    if threshold is None or largest < threshold or result.parameters.repeat == 1:
+        return None
+    return (
+        f"Host memory of {format_bytes(threshold)} and more: one allocation per size, not "
+        "warmed up (its cost is its pages, the same every time, and tenths of a second)."
+    )
+
+
 def summarize(result: Result) -> Summary:
     tables = [_kinds_table(result, "alloc", "Allocate"), _kinds_table(result, "free", "Free")]
     tables[0].notes += [
@@ -128,6 +185,9 @@ def summarize(result: Result) -> Summary:
         "(numpy.empty only reserves address space; the first touch is when memory is provided). "
         "cuMemAllocManaged provides no pages yet: they appear, and cost, on first touch.",
     ] + [f"Skipped: {reason}." for reason in result.extra.skipped]
+    once = once_note(result)
+    if once:
+        tables[0].notes.append(once)
     conclusions = [_cheapest_and_dearest(result)]
     record = result.extra.allocators
     if record is not None:

@@ -126,14 +126,14 @@ class Compare(base.Experiment):
         step = ctx.steps(len(host_kinds) + 1 + len(device_kinds))
         every = _EveryKind(ctx, 1 << params.power)
         for kind in host_kinds:
-            step(ROWS[kind.name])
+            step(f"{ROWS[kind.name]}, {format_bytes(nbytes)}")
             every.host_kind(kind, skipped)
-        step("managed")
+        step(f"managed memory, {format_bytes(nbytes)}")
         if any(kind.migrates for kind in supported):
             every.managed(skipped)
         every.device_buffer.free()  # the host kinds' copies are done
         for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
-            step(ROWS[kind])
+            step(f"{ROWS[kind]}, {format_bytes(nbytes)}")
             every.device(kind)
         every.access.free()
         step("done")

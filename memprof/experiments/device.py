@@ -111,14 +111,14 @@ class DeviceBandwidth(base.Experiment):
         stream = _Stream(session, params, multiprocessors * DOT_BLOCKS_PER_SM)
         step = ctx.steps(3)
 
-        step("verifying the kernels")
+        step(f"device memory, {format_bytes(nbytes)}: verifying the kernels")
         for check in _verify(session, stream.launch, *stream.arrays):
             ctx.check(check)
-        step("cuMemcpyDtoD and cuMemset")
+        step(f"device memory, {format_bytes(nbytes)}: cuMemcpyDtoD and cuMemset")
         a, c = stream.a, stream.c
         profiler.repeat(lambda: memory.copy(session, c, a), params.warmup, params.repeat)
         profiler.repeat(lambda: memory.memset(session, c, 0), params.warmup, params.repeat)
-        step("STREAM kernels")
+        step(f"device memory, {format_bytes(nbytes)}: STREAM kernels")
         profiler.repeat(stream.round, params.warmup, params.repeat)
         ctx.check(stream.finite())
         stream.free()

@@ -91,7 +91,7 @@ class Hostlink(base.Experiment):
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
         for direction, name in DIRECTIONS.items():
             for index in indices:
-                step(f"alone: {direction} on GPU {index}")
+                step(f"pinned {direction}, {format_bytes(nbytes)}: alone on GPU {index}")
                 gpu = gpus[index]
                 with gpu.session.active():
                     gpu.prepare(direction)
@@ -99,7 +99,7 @@ class Hostlink(base.Experiment):
                     lane = Lane(profiler, action, name, direction, "pinned", nbytes, (index,))
                     concurrent([lane], False, BATCH_TARGET_MS, params.repeat, params.warmup)
                     ctx.check(gpu.verify(direction, _check_name(index, "alone", direction)))
-            step(f"all at once: {direction} on GPUs {indices}")
+            step(f"pinned {direction}, {format_bytes(nbytes)}: GPUs {indices} at once")
             lanes = []
             for index, gpu in gpus.items():
                 with gpu.session.active():
@@ -116,6 +116,7 @@ class Hostlink(base.Experiment):
                 gpu.host.free()
                 gpu.device.free()
         devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
+        step("done")
         return HostlinkExtra(devices=devices)
 
     def summarize(self, result: Result) -> Summary:

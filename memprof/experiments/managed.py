@@ -111,19 +111,19 @@ class Managed(base.Experiment):
             )
             ctx.check(compare_arrays(check, flow.received, flow.expected))
 
-        step("on-demand migration")
+        step(f"managed memory, {format_bytes(nbytes)}: on-demand migration")
         measure("managed", "sumArrays, managed memory")
         ctx.measure.repeat(flow.read_resident_host_memory, params.warmup, params.repeat)
-        step("explicit copies")
+        step(f"device memory, {format_bytes(nbytes)}: explicit copies")
         ctx.check(flow.explicit_copies(params))
         if params.prefetch:
-            step("prefetch")
+            step(f"managed memory, {format_bytes(nbytes)}: prefetch")
             if concurrent:
                 measure("managed+prefetch", "sumArrays, managed memory prefetched", flow.prefetch)
             else:
                 skipped.append("prefetch: needs concurrentManagedAccess, which this GPU lacks")
         for advice in params.advice:
-            step(f"advice {advice}")
+            step(f"managed memory, {format_bytes(nbytes)}: advice {advice}")
             if not concurrent:
                 skipped.append(
                     f"advice {advice}: needs concurrentManagedAccess, which this GPU lacks"

@@ -120,7 +120,7 @@ class Peer(base.Experiment):
 
         # Peer access off first: once enabled, a context cannot be measured without it.
         for a, b in pairs:
-            step(f"{a} → {b}: copy, peer access off")
+            step(f"GPU {a} → GPU {b}, {format_bytes(nbytes)}: copy, peer access off")
             ctx.check(_copy(state, params, "ce_off", a, b, nbytes, synchronous=True))
         for a, b in pairs:
             if can[a, b]:
@@ -130,27 +130,28 @@ class Peer(base.Experiment):
                     f"GPU {a} cannot access GPU {b}'s memory (cuDeviceCanAccessPeer = 0)"
                 )
         for a, b in pairs:
-            step(f"{a} → {b}: copy, peer access on")
+            step(f"GPU {a} → GPU {b}, {format_bytes(nbytes)}: copy, peer access on")
             if can[a, b] and can[b, a]:  # a copy over the link needs both mapped
                 ctx.check(_copy(state, params, "ce_on", a, b, nbytes, synchronous=False))
-            step(f"{a} → {b}: kernel read")
+            step(f"GPU {a} → GPU {b}, {format_bytes(nbytes)}: kernel read")
             if can[b, a]:
                 ctx.check(_kernel_read(state, params, a, b, elements))
-            step(f"{a} → {b}: kernel write")
+            step(f"GPU {a} → GPU {b}, {format_bytes(nbytes)}: kernel write")
             if can[a, b]:
                 ctx.check(_kernel_write(state, params, a, b, elements))
-            step(f"{a} → {b}: latency")
+            step(f"GPU {a} → GPU {b}: latency of dependent loads")
             if can[b, a]:
                 ctx.check(_latency(state, params, a, b, order))
         for index in indices:
-            step(f"{index}: local latency")
+            step(f"GPU {index}: latency of dependent loads in its own memory")
             ctx.check(_latency(state, params, index, index, order))
         for a, b in unordered_pairs(indices):
-            step(f"{a} ↔ {b}: both directions")
+            step(f"GPU {a} ↔ GPU {b}, {format_bytes(nbytes)}: both directions at once")
             if can[a, b] and can[b, a]:
                 ctx.checks += _bidirectional(state, a, b, nbytes)
         for device in state.values():
             device.free()
+        step("done")
         return PeerExtra(
             devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
             peer_access=access,

@@ -113,7 +113,9 @@ class Pinned(base.Experiment):
         a_values, b_values, expected = sums.a, sums.b, sums.expected
         d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
         for step, kind in enumerate(HOST_KINDS):
-            ctx.progress(f"{kind}: allocation", 2 * step, 2 * len(HOST_KINDS))
+            ctx.progress(
+                f"{kind} memory, {format_bytes(nbytes)}: allocation", 2 * step, 2 * len(HOST_KINDS)
+            )
 
             def allocate(kind: str = kind) -> memory.Buffer:
                 return memory.allocate(session, kind, elements, host_buffer=params.host_buffer)
@@ -126,7 +128,11 @@ class Pinned(base.Experiment):
             b.array[:] = b_values
             if kind == "pageable":  # the pageable copies' host side, at their size
                 measure_host_staging(profiler, res.array)
-            ctx.progress(f"{kind}: transfers", 2 * step + 1, 2 * len(HOST_KINDS))
+            ctx.progress(
+                f"{kind} memory, {format_bytes(nbytes)}: transfers",
+                2 * step + 1,
+                2 * len(HOST_KINDS),
+            )
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
                 span = (FLOW.what, FLOW.operation, kind)

@@ -17,6 +17,13 @@ How each figure is timed: a driver call by CUPTI's record of it where CUPTI runs
 the driver, without Python's cost of making it), else the host clock; what a stream-ordered
 call costs the stream itself by gated CUDA events around it; a memset by CUPTI's record (or
 gated events); growing and the loop by the host clock around everything they do.
+
+A driver call's figure has a floor: CUPTI's record of a call holds CUPTI's own bookkeeping
+(on the H200, calls under a microsecond read 0.4-0.5 us above a C++ program's clock, while
+calls of tens of microseconds agree), and the host clock holds Python's cost of the call.
+So each cycle also times cuCtxGetDevice, a call that does next to nothing, the same way: its
+median is the floor no call can read under in this run, shown beside the tables, and a
+figure the floor is more than a tenth of is marked (read it as "under" that figure).
 The GPU side (Allocators) imports its GPU modules inside its methods; the tables and
 conclusions below read a Result anywhere.
 """
@@ -64,6 +71,7 @@ MEASURES = tuple(
         ("api", "unmap", "cuMemUnmap", _CALL),
         ("api", "release_memory", "cuMemRelease", _CALL),
         ("api", "address_free", "cuMemAddressFree", _CALL),
+        ("api", "call_floor", "cuCtxGetDevice, next to nothing, timed as the calls are", _CALL),
         ("api", "grow_in_place", "create, map, grant access to the added half", _HOST),
         ("api", "grow_by_copy", "cuMemAlloc of twice the size, copy, cuMemFree", _HOST),
         ("host", "loop", "one iteration: allocate, memset, free, sync", _HOST),
@@ -108,6 +116,18 @@ class Allocators:
         self.kind = {name: memory.MEMORY_KINDS[name] for name in kinds}
         self.default_pool = bindings.default_pool(self.ordinal) if "pool" in kinds else None
         self.granularity = bindings.granularity(self.ordinal) if "vmm" in kinds else None
+        self._host: Any = None  # where checks read device memory back (readback())
+        self.readback_bytes = 0  # the most any check of this run reads back, where known
+
+    def readback(self, nbytes: int) -> Any:
+        """nbytes of host memory to read device memory back into, for a check: one buffer
+        for every check (readback_bytes, made at the first), so the OS provides its pages
+        once, not at every check."""
+        import numpy as np
+
+        if self._host is None or self._host.size < nbytes:
+            self._host = np.empty(max(nbytes, self.readback_bytes), np.uint8)
+        return self._host[:nbytes]
 
     def record(self) -> AllocatorsRecord:
         from memprof.core import bindings
@@ -193,6 +213,15 @@ class Allocators:
         if source is not None:  # it kept the memory: give it back
             with profiler.driver_call("cuMemPoolTrimTo", "trim", kind, nbytes):
                 bindings.trim(source, 0)
+        self.call_floor(kind, nbytes)
+
+    def call_floor(self, kind: str, nbytes: int) -> None:
+        """cuCtxGetDevice, a call that does next to nothing, timed as the cycle's calls are:
+        what the way they are timed adds to every call (its floor), in the same run."""
+        from memprof.core import bindings
+
+        with self.profiler.driver_call("cuCtxGetDevice", "call_floor", kind, nbytes):
+            bindings.current_device()
 
     def vmm_cycle(self, nbytes: int) -> None:
         """Each step of building a buffer by hand, its first use, and taking it apart."""
@@ -225,6 +254,7 @@ class Allocators:
             with profiler.paused():
                 bindings.take_apart(address, size, handles, size if mapped else 0)
             raise
+        self.call_floor("vmm", nbytes)
 
     def vmm_bytes(self, nbytes: int) -> int:
         from memprof.core import bindings
@@ -286,16 +316,13 @@ class Allocators:
         """Write the added half, then read both halves back (with verify)."""
         if not verify:
             return None
-        import numpy as np
+        from memprof.core.verify import compare_constant
 
-        from memprof.core.verify import compare_arrays
-
-        cuda = self.session.cuda
-        cuda.memset_d8(address + nbytes, GROWN_BYTE, nbytes)
-        host = np.empty(2 * nbytes, np.uint8)
-        cuda.memcpy_dtoh(host, address)
+        self.session.cuda.memset_d8(address + nbytes, GROWN_BYTE, nbytes)
+        host = self.readback(2 * nbytes)
+        self.session.cuda.memcpy_dtoh(host, address)
         for half, value in ((host[:nbytes], FILL_BYTE), (host[nbytes:], GROWN_BYTE)):
-            check = compare_arrays("grown", half, np.broadcast_to(np.uint8(value), half.shape))
+            check = compare_constant("grown", half, value)
             if not check.passed:
                 return check.detail
         return None
@@ -345,7 +372,7 @@ class Allocators:
         import numpy as np
 
         from memprof.core import memory
-        from memprof.core.verify import compare_arrays
+        from memprof.core.verify import compare_constant
 
         with self.profiler.paused():
             buffer = memory.allocate(self.session, kind, nbytes, np.uint8)
@@ -354,12 +381,11 @@ class Allocators:
                     buffer.device_pointer, FILL_BYTE, nbytes, self.stream
                 )
                 self.stream.synchronize()
-                host = np.empty(nbytes, np.uint8)
+                host = self.readback(nbytes)
                 self.session.cuda.memcpy_dtoh(host, buffer.device_pointer)
             finally:
                 buffer.free()
-        expected = np.broadcast_to(np.uint8(FILL_BYTE), host.shape)
-        return compare_arrays(f"memset of {self.kind[kind].label}", host, expected)
+        return compare_constant(f"memset of {self.kind[kind].label}", host, FILL_BYTE)
 
 
 def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
@@ -369,6 +395,9 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
     params = ctx.params
     allocators = Allocators(ctx.session, kinds)
     record = allocators.record()
+    largest = 4 << max(params.powers)
+    grown_largest = allocators.vmm_bytes(largest) if record.vmm else largest
+    allocators.readback_bytes = 2 * max(largest, grown_largest)  # a grown buffer, both halves
     grown: dict[str, list[str]] = {"vmm": [], "device": []}
     for power in params.powers:
         nbytes = 4 << power
@@ -378,7 +407,8 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
         _loop_at(allocators, record, nbytes)
     allocators.empty_pools()
     for kind in kinds:
-        ctx.check(allocators.verify(kind, 4 << max(params.powers)))
+        progress(f"checking what a memset wrote, {kind} {format_bytes(largest)}")
+        ctx.check(allocators.verify(kind, largest))
     sizes = len(params.powers)
     for kind, label in (("device", "cuMemAlloc, copy, cuMemFree"), ("vmm", "in place (VMM)")):
         if kind == "device" or record.vmm:
@@ -438,6 +468,24 @@ def _loop_at(allocators: Allocators, record: AllocatorsRecord, nbytes: int) -> N
 # -- the summary ------------------------------------------------------------------------------
 
 EQUIVALENT = 0.05  # a pool within 5% of cuMemAlloc does not help
+FLOOR_SHARE = 0.1  # a call's figure that the floor is more than this share of is marked
+NEAR_FLOOR = "*"  # the mark
+# What driver_call() times, one call each: what the floor (call_floor) is the floor of.
+CALLS = (
+    "alloc_new",
+    "alloc_reused",
+    "alloc_after_sync",
+    "free_call",
+    "sync_after_free",
+    "trim",
+    "reserve",
+    "create",
+    "map",
+    "set_access",
+    "unmap",
+    "release_memory",
+    "address_free",
+)
 SHORT = {"device": "cuMemAlloc", "pool": "pool", "pool_kept": "kept", "vmm": "VMM"}
 LOOP_LABELS = {
     "device": "cuMemAlloc",
@@ -470,11 +518,13 @@ def _label(nbytes: int) -> str:
     return format_bytes(nbytes)
 
 
+def _sources(result: Result, operations: tuple[str, ...]) -> set[str]:
+    return {m.source for m in result.measurements if m.group == "api" and m.operation in operations}
+
+
 def _call_source(result: Result, operations: tuple[str, ...]) -> str:
     """How this run timed its single driver calls: CUPTI's records or the host clock."""
-    sources = {
-        m.source for m in result.measurements if m.group == "api" and m.operation in operations
-    }
+    sources = _sources(result, operations)
     if sources == {"cupti"}:
         return "CUPTI's record of each call (in the driver, entry to exit)"
     if sources == {"host"}:
@@ -482,11 +532,66 @@ def _call_source(result: Result, operations: tuple[str, ...]) -> str:
     return "CUPTI's record of each call where it had one, else the host clock"
 
 
-def _table(result: Result, title: str, columns: list[tuple[str, str, str, str]]) -> Table:
-    """One row per size; each column (header, group, operation, kind) a median."""
+def call_floor_ms(result: Result) -> float | None:
+    """The floor of how this run timed its driver calls: the median of every cuCtxGetDevice
+    (next to nothing) it timed as it timed them. None: files before it, or not on the
+    calls' clock (CUPTI kept no record of it where it kept theirs)."""
+    floors = [m for m in result.measurements if (m.group, m.operation) == ("api", "call_floor")]
+    if not floors or {m.source for m in floors} != _sources(result, CALLS):
+        return None
+    return statistics.median(sample for m in floors for sample in m.samples_ms)
+
+
+def near_floor(value_ms: float, floor_ms: float | None) -> bool:
+    """Is the floor more than a tenth of a call's figure (so the figure says "under")?"""
+    return floor_ms is not None and floor_ms > FLOOR_SHARE * value_ms
+
+
+def _call_cell(value: float | None, floor_ms: float | None) -> str:
+    """A driver call's figure, marked where it is near the floor of how it was timed."""
+    if value is None:
+        return "-"
+    return format_ms(value) + (NEAR_FLOOR if near_floor(value, floor_ms) else "")
+
+
+def _floor_note(result: Result, floor_ms: float | None, first: bool) -> str:
+    """The floor of the calls' figures, on screen (first: in full; then: by reference)."""
+    if floor_ms is not None and not first:
+        return f"Floor {format_ms(floor_ms)} and {NEAR_FLOOR}: as in the table above."
+    if floor_ms is not None:
+        return (
+            f"Floor: {format_ms(floor_ms)}, what cuCtxGetDevice (a call that does next to "
+            "nothing) read, timed the same way in this run: that much of any call's figure may "
+            f"be how it was timed. {NEAR_FLOOR}: the floor is over {FLOOR_SHARE:.0%} of the "
+            "figure: read it as an upper bound of the call's own time."
+        )
+    if not first:
+        return "No floor: as in the table above."
+    if any(m.operation == "call_floor" for m in result.measurements):
+        why = "cuCtxGetDevice was not timed as the calls were (CUPTI kept no record of it)"
+    else:
+        why = "an older memprof did not time a call that does nothing"
+    return (
+        f"No floor: {why}, so a figure under a few microseconds may be largely how it was "
+        "timed, not the call."
+    )
+
+
+def _table(
+    result: Result,
+    title: str,
+    columns: list[tuple[str, str, str, str]],
+    floor_ms: float | None = None,
+) -> Table:
+    """One row per size; each column (header, group, operation, kind) a median, a driver
+    call's marked where it is near the floor."""
     table = Table(title, ["Size", *(header for header, *_ in columns)])
     for nbytes in _sizes(result):
-        cells = [_cell(_median(result, g, op, kind, nbytes)) for _, g, op, kind in columns]
+        cells = [
+            _call_cell(median, floor_ms) if group == "api" and op in CALLS else _cell(median)
+            for _, group, op, kind in columns
+            for median in [_median(result, group, op, kind, nbytes)]
+        ]
         table.add_row(_label(nbytes), *cells)
     return table
 
@@ -510,10 +615,12 @@ def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         if kind == "pool_kept":
             free.append((f"{name} trim", "api", "trim", kind))
     calls = _call_source(result, ("alloc_new", "alloc_reused", "free_call", "trim"))
-    first = _table(result, f"Stream-ordered allocation, median of {repeat}", allocation)
+    floor = call_floor_ms(result)
+    first = _table(result, f"Stream-ordered allocation, median of {repeat}", allocation, floor)
     threshold = record.default_pool_threshold_bytes
     first.notes = [
         f"Driver calls: {calls}.",
+        _floor_note(result, floor, first=True),
         "pool: the device's default pool (cuMemAllocAsync), release threshold "
         + (f"{format_bytes(threshold)}" if threshold is not None else "unknown")
         + ": it gives freed memory back at the next synchronization. kept: a pool of "
@@ -522,11 +629,12 @@ def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         "same stream; after sync: after that free and a stream synchronization.",
         _stream_side_note(result, record),
     ]
-    second = _table(result, f"Stream-ordered free, median of {repeat}", free)
+    second = _table(result, f"Stream-ordered free, median of {repeat}", free, floor)
     second.notes = [
+        _floor_note(result, floor, first=False),
         "free: cuMemFreeAsync (cuMemFree for cuMemAlloc); sync: the cuStreamSynchronize right "
         "after it, where a pool gives memory above its threshold back (no GPU work waits "
-        "there); trim: cuMemPoolTrimTo(0) of the pool that kept the memory."
+        "there); trim: cuMemPoolTrimTo(0) of the pool that kept the memory.",
     ]
     return [first, second]
 
@@ -561,13 +669,16 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         ("Free range", "address_free"),
     ]
     granularity = record.granularity_bytes or 0
+    floor = call_floor_ms(result)
     table = _table(
         result,
         f"Virtual memory management, median of {repeat}",
         [(header, "api", operation, "vmm") for header, operation in steps],
+        floor,
     )
     table.notes = [
         f"Driver calls: {_call_source(result, tuple(op for _, op in steps))}.",
+        _floor_note(result, floor, first=not record.pools),  # in full where no pool table is
         "Reserve: cuMemAddressReserve; Create: cuMemCreate (physical memory); Map: cuMemMap; "
         "Access: cuMemSetAccess (read-write for this GPU); Unmap: cuMemUnmap; Release: "
         "cuMemRelease; Free range: cuMemAddressFree. Sizes round up to the allocation "
@@ -712,22 +823,31 @@ def summary_parts(result: Result, record: AllocatorsRecord) -> tuple[list[Table]
 
 def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
     largest = max(_sizes(result))
+    floor = call_floor_ms(result)
     device = _median(result, "api", "alloc_new", "device", largest)
-    parts = []
+    parts, figures = [], [device]
     for kind in record.pools:
         reused = _median(result, "api", "alloc_reused", kind, largest)
         after = _median(result, "api", "alloc_after_sync", kind, largest)
         if reused is not None and after is not None:
+            figures += [reused, after]
             parts.append(
-                f"from the {POOL_NAMES[kind]} {format_ms(reused)} reused right after "
-                f"cuMemFreeAsync and {format_ms(after)} after a synchronization"
+                f"from the {POOL_NAMES[kind]} {_call_cell(reused, floor)} reused right after "
+                f"cuMemFreeAsync and {_call_cell(after, floor)} after a synchronization"
             )
     if device is None or not parts:
         return None
+    marked = any(near_floor(value, floor) for value in figures if value is not None)
     return (
-        f"At {_label(largest)} cuMemAlloc took {format_ms(device)}; a stream-ordered allocation "
+        f"At {_label(largest)} cuMemAlloc took {_call_cell(device, floor)}; a stream-ordered "
+        "allocation "
         + "; ".join(parts)
         + ". A pool only saves the allocation while it still holds the memory."
+        + (
+            f" ({NEAR_FLOOR}: near the floor of how calls are timed, {format_ms(floor)}.)"
+            if marked and floor is not None
+            else ""
+        )
     )
 
 

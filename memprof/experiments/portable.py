@@ -78,7 +78,7 @@ class Portable(base.Experiment):
         for kind in BUFFERS:
             for index in indices:
                 for direction in DIRECTIONS:
-                    step(f"{kind} {direction} from GPU {index}")
+                    step(f"{kind} memory {direction}, {format_bytes(nbytes)}: from GPU {index}")
                     with ctx.devices.session(index).active() as session:
                         copy = _Copy(session, hosts[kind], targets[index], values, direction)
                         copy.measure(kind, index, nbytes, params)
@@ -91,6 +91,7 @@ class Portable(base.Experiment):
             with ctx.devices.session(index).active():
                 targets[index].free()
         devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
+        step("done")
         return PortableExtra(devices, bool(unified))
 
     def summarize(self, result: Result) -> Summary:

@@ -88,11 +88,11 @@ class Register(base.Experiment):
         a_array[:], b_array[:] = sums.a, sums.b
         step = ctx.steps(3)
 
-        step("registration cost")
+        step(f"registered memory, {format_bytes(nbytes)}: registration cost")
         ctx.measure.repeat(
             lambda: _register_and_unregister(ctx, a_array), params.warmup, params.repeat
         )
-        step("transfers")
+        step(f"registered memory, {format_bytes(nbytes)}: transfers")
         d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
         pinned = memory.allocate(session, "pinned", elements)
         pinned.array[:] = a_values
@@ -107,7 +107,7 @@ class Register(base.Experiment):
         _copies_both_ways(ctx, "registered", a_reg, d_a, a_values)
         _copies_both_ways(ctx, "pinned", pinned, d_a, a_values)
 
-        step("kernel through the mapped registration")
+        step(f"registered memory, {format_bytes(nbytes)}: kernel through its mapping")
         pointers = (a_reg.device_pointer, b_reg.device_pointer)
         ctx.measure.repeat(
             lambda: sums.launch(*pointers, d_res, "registered"), params.warmup, params.repeat

@@ -13,15 +13,18 @@ decides what they cost. For every size, in each direction:
 5. kernel: one kernel reads the N pieces from mapped host memory (zero-copy) and writes
    them to device memory (device to host: writes them into mapped host memory).
 
-The pieces lie apart in host memory (each its own numpy array, or 256 bytes apart in a pinned
-or mapped arena) and side by side in device memory. Every way's data is verified.
+The pieces lie apart in host memory (256 bytes apart in a pageable, a pinned or a mapped arena)
+and side by side in device memory. Every way's data is verified.
 
-How each is timed: the copies, the batch, the kernel and the staging copy are queued behind
-a GPU-side gate between two CUDA events, CUPTI paused, and released at once: their GPU time
-back to back. Pageable copies block the host: CUPTI's records of the calls (the driver's
-staging included), else the host clock around them. numpy's gathering and scattering: host
-clock. A way's cost is the sum of its parts; besides, the wall clock of each way as memprof
-runs it (Python's calls included), from its first call until the stream is synchronized.
+How each is timed, and ranked: by the wall clock of each way, what a program waits, from its
+first call until the stream is synchronized (host clock, Python's calls included). What a
+program builds once and reuses is built before the clock starts, as a program would: the
+batch's argument arrays (BatchCopy) and the views gathering reads and writes through; one
+call per copy pays its call N times, as any program does. Beside it, the GPU time: the
+copies, the batch, the kernel and the staging copy queued behind a GPU-side gate between two
+CUDA events, CUPTI paused, and released at once (their GPU time back to back); pageable
+copies block the host: CUPTI's records of the calls (the driver's staging included), else the
+host clock around them; numpy's gathering and scattering: host clock, added.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ WAY_NAMES = {
 BATCHED_WAYS = ("batched", "gathered", "kernel")  # what one call per copy is measured against
 DIRECTIONS = base.DIRECTIONS
 EQUIVALENT = 0.05  # within 5% of the best way counts as not losing
+SMALL_BYTES = 64 << 10  # the verdicts name the fastest way at the smallest size and at this
 PIECE_GAP = 256  # bytes between pieces in a pinned or mapped arena: they lie apart
 BLOCK_SIZE = 256
 MIN_POWER, MAX_POWER = 2, 24  # 16 bytes (the kernel moves 16-byte words) to 64 MiB
@@ -75,6 +79,10 @@ class SmallCopiesParams:
 class SmallCopiesExtra:
     ways: list[str]  # the ways measured, in table order
     skipped: list[str]  # why each other way was left out
+    # The batch's argument arrays and gathering's views built before the wall clock started,
+    # as a program reuses them (False: files before, whose wall clock held memprof's building
+    # of them on every call and gathering piece by piece in Python).
+    arguments_prebuilt: bool = False
 
 
 def _measures() -> tuple[base.Measure, ...]:
@@ -124,9 +132,9 @@ class SmallCopies(base.Experiment):
     name = "smallcopies"
     description = (
         "Sizes are 2^N float32 per copy (--from/--to, default 4 KiB to 256 KiB); --copies is "
-        "how many are moved at once. Times: GPU time back to back (gated CUDA events), the "
-        "host's part (numpy, blocking calls) on top; the wall clock of memprof's own Python "
-        "calls beside."
+        "how many are moved at once. Ways are ranked by their wall clock per copy, from the "
+        "first call to the stream synchronized (what a program waits); their GPU time back to "
+        "back (gated CUDA events, the host's part on top) beside it."
     )
     Params = SmallCopiesParams
     Extra = SmallCopiesExtra
@@ -218,7 +226,7 @@ def measure(ctx: base.RunContext) -> SmallCopiesExtra:
         name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
         ctx.check(Check(name, not found, sizes * count, detail))
     ctx.progress("done", steps, steps)
-    return SmallCopiesExtra(ways=ways, skipped=skipped)
+    return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
 
 class Pieces:
@@ -248,12 +256,15 @@ class Pieces:
                     ("device", count, np.uint64),
                 )
             )
-        self.pinned = [pinned.array[i * stride : i * stride + nbytes] for i in range(count)]
-        self.mapped = [mapped.array[i * stride : i * stride + nbytes] for i in range(count)]
+        pageable = np.empty(count * stride, np.uint8)  # ordinary memory, as tensors are
+        self.pinned = _pieces(pinned.array, count, stride, nbytes)
+        self.mapped = _pieces(mapped.array, count, stride, nbytes)
+        self.pageable = _pieces(pageable, count, stride, nbytes)
         self.mapped_pointers = np.array(
             [mapped.device_pointer + i * stride for i in range(count)], np.uint64
         )
-        self.pageable = [np.empty(nbytes, np.uint8) for _ in range(count)]  # apart, as tensors
+        # every piece at once, row by row, for one numpy call to gather or scatter them all
+        self.pageable_rows = pageable.reshape(count, stride)[:, :nbytes]
         self.staging = staging.array
         self.device = device.device_pointer
         self.table = table.device_pointer
@@ -293,6 +304,8 @@ class Pieces:
         return Plan(queue=self._kernel(h2d))
 
     def _batched(self, h2d: bool, device: list[int]) -> Any:
+        """One cuMemcpyBatchAsync, its argument arrays built here, once: a program batching
+        copies builds them once and reuses them."""
         from memprof.core import bindings
 
         host = [piece.ctypes.data for piece in self.pinned]
@@ -302,20 +315,22 @@ class Pieces:
             if h2d
             else bindings.BatchCopy.of(host, device, sizes)
         )
-        cu_stream = bindings.stream(self.profiler.stream)
-        return lambda stream: batch.enqueue(cu_stream)
+        handle = int(self.profiler.stream.handle)  # the stream every plan is queued on
+        return lambda stream: batch.enqueue(handle)
 
     def _gathered(self, h2d: bool) -> Plan:
-        cuda, nbytes, staging = self.session.cuda, self.nbytes, self.staging
-        views = [staging[i * nbytes : (i + 1) * nbytes] for i in range(self.count)]
+        """numpy gathers every piece into the staging buffer with one call (a C loop over the
+        pieces, as torch.cat is), through views built here, once."""
+        import numpy as np
+
+        cuda, staging, pieces = self.session.cuda, self.staging, self.pageable_rows
+        rows = staging.reshape(self.count, self.nbytes)
 
         def gather() -> None:
-            for view, piece in zip(views, self.pageable, strict=True):
-                view[:] = piece
+            np.copyto(rows, pieces)
 
         def scatter() -> None:
-            for view, piece in zip(views, self.pageable, strict=True):
-                piece[:] = view
+            np.copyto(pieces, rows)
 
         if h2d:
             return Plan(
@@ -433,6 +448,11 @@ class Pieces:
         return None if check.passed else check.detail
 
 
+def _pieces(arena: Any, count: int, stride: int, nbytes: int) -> list[Any]:
+    """The pieces of an arena, `stride` bytes apart."""
+    return [arena[i * stride : i * stride + nbytes] for i in range(count)]
+
+
 @dataclass
 class Plan:
     """One way in one direction: GPU work queued on a stream (gated when timed), blocking
@@ -502,6 +522,8 @@ def cost_ms(result: Result, way: str, direction: str, nbytes: int) -> float | No
 
 
 def wall_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:
+    """What a program waits for all N pieces one way: from its first call until the stream is
+    synchronized, on the host clock (the figure the ways are ranked by)."""
     return _median(result, "host", f"{direction}_wall", way, nbytes)
 
 
@@ -509,16 +531,26 @@ def sizes(result: Result) -> list[int]:
     return [base.FLOAT32_BYTES << power for power in result.parameters.powers]
 
 
-def per_copy_costs(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
-    """size -> way -> cost per copy (ms), for every way measured at that size."""
+def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
+    """size -> way -> figure(result, way, direction, size) / copies, where it was measured."""
     count = result.parameters.copies
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
         for way in result.extra.ways:
-            cost = cost_ms(result, way, direction, nbytes)
-            if cost is not None:
-                found.setdefault(nbytes, {})[way] = cost / count
+            value = figure(result, way, direction, nbytes)
+            if value is not None:
+                found.setdefault(nbytes, {})[way] = value / count
     return found
+
+
+def per_copy_costs(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
+    """size -> way -> GPU time (and host work) per copy (ms), for every way measured there."""
+    return _per_copy(result, direction, cost_ms)
+
+
+def per_copy_walls(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
+    """size -> way -> wall clock per copy (ms), for every way measured there."""
+    return _per_copy(result, direction, wall_ms)
 
 
 def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int | None:
@@ -538,55 +570,76 @@ def _require_every_way(result: Result) -> None:
     for direction in result.parameters.directions:
         for nbytes in sizes(result):
             for way in result.extra.ways:
-                if cost_ms(result, way, direction, nbytes) is None:
-                    raise SchemaError(
-                        "measurements",
-                        f"has no {way} copies {DIRECTIONS[direction]} of {format_bytes(nbytes)}, "
-                        "which extra.ways and parameters say this run made",
-                    )
+                for figure, what in ((cost_ms, "copies"), (wall_ms, "wall clock of copies")):
+                    if figure(result, way, direction, nbytes) is None:
+                        raise SchemaError(
+                            "measurements",
+                            f"has no {way} {what} {DIRECTIONS[direction]} of "
+                            f"{format_bytes(nbytes)}, which extra.ways and parameters say this "
+                            "run made",
+                        )
 
 
 def _direction_tables(result: Result, direction: str) -> list[Table]:
     count, ways = result.parameters.copies, result.extra.ways
     words = DIRECTIONS[direction]
     headers = ["Size", *ways]
-    total = Table(f"{count} copies {words}: total", headers)
-    per_copy = Table(f"{count} copies {words}: per copy", headers)
     wall = Table(f"{count} copies {words}: wall clock per copy", headers)
-    wall.notes = ["memprof's own calls from Python, first call to stream synchronized."]
+    per_copy = Table(f"{count} copies {words}: GPU time per copy", headers)
+    total = Table(f"{count} copies {words}: GPU time, total", headers)
     for nbytes in sizes(result):
-        costs = [cost_ms(result, way, direction, nbytes) for way in ways]
         walls = [wall_ms(result, way, direction, nbytes) for way in ways]
+        costs = [cost_ms(result, way, direction, nbytes) for way in ways]
         label = format_bytes(nbytes)
-        total.add_row(label, *(_cell(c) for c in costs))
-        per_copy.add_row(label, *(_cell(c, count) for c in costs))
         wall.add_row(label, *(_cell(w, count) for w in walls))
-        for table, values in ((total, costs), (per_copy, costs), (wall, walls)):
+        per_copy.add_row(label, *(_cell(c, count) for c in costs))
+        total.add_row(label, *(_cell(c) for c in costs))
+        for table, values in ((wall, walls), (per_copy, costs), (total, costs)):
             present = [
                 (value, column) for column, value in enumerate(values, 1) if value is not None
             ]
             if present:
                 table.highlighted.append((len(table.rows) - 1, min(present)[1]))
-    return [total, per_copy, wall]
+    return [wall, per_copy, total]
 
 
 def _cell(value: float | None, count: int = 1) -> str:
     return "-" if value is None else format_ms(value / count)
 
 
-def _notes(result: Result) -> list[str]:
-    return [
+def _wall_notes(result: Result) -> list[str]:
+    """How the wall clock (what the ways are ranked by) was taken, and what each way is."""
+    notes = [
+        "What a program waits, and what the conclusions rank by: the host clock from a way's "
+        "first call until the stream is synchronized, Python's calls included (one call per "
+        "copy pays a call per copy, as any program does), the batch's argument arrays and "
+        "gathering's views built beforehand, as a program reuses them. Medians of "
+        f"{base.repetitions(result)}; best of each row in bold.",
+    ]
+    if not result.extra.arguments_prebuilt:
+        notes.append(
+            "Recorded by an older memprof, whose wall clock also held its own building of the "
+            "batch's arguments on every call and gathering piece by piece in Python: its "
+            "batched and gathered figures read high."
+        )
+    notes += [
         "pinned / pageable: one driver call per copy (cuMemcpyHtoDAsync from pinned memory; "
         "cuMemcpyHtoD from numpy arrays, which the driver stages). batched: one "
         "cuMemcpyBatchAsync of all from pinned memory. gathered: numpy gathers the pageable "
         "pieces into one pinned buffer, then one copy (device → host: one copy, then numpy "
         "scatters). kernel: one kernel moving every piece through mapped (zero-copy) memory.",
-        "Times: GPU work queued behind a GPU-side gate between two CUDA events (CUPTI paused), "
-        "back to back; pageable: the blocking calls themselves ("
+        *(f"Skipped: {reason}." for reason in result.extra.skipped),
+    ]
+    return notes
+
+
+def _gpu_notes(result: Result) -> list[str]:
+    return [
+        "GPU time: the GPU work queued behind a GPU-side gate between two CUDA events (CUPTI "
+        "paused), back to back; pageable: the blocking calls themselves ("
         + _calls_source(result)
         + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
         f"{base.repetitions(result)}; best of each row in bold.",
-        *(f"Skipped: {reason}." for reason in result.extra.skipped),
     ]
 
 
@@ -598,62 +651,73 @@ def _calls_source(result: Result) -> str:
 
 
 def _verdicts(result: Result, direction: str) -> list[str]:
-    """The fastest way at the training-loop sizes, and where one call per copy stops losing."""
-    costs = per_copy_costs(result, direction)
+    """The fastest way at the training-loop sizes, and where one call per copy stops losing,
+    both by the wall clock per copy; the GPU time beside."""
+    walls, gpu = per_copy_walls(result, direction), per_copy_costs(result, direction)
     count, words = result.parameters.copies, DIRECTIONS[direction]
     lines = []
-    small = [n for n in costs if n <= 64 << 10] or [min(costs)]
+    small = [n for n in walls if n <= SMALL_BYTES] or [min(walls)]
     for nbytes in sorted({min(small), max(small)}):
-        by_way = costs[nbytes]
+        by_way, gpu_of = walls[nbytes], gpu.get(nbytes, {})
         best = min(by_way, key=by_way.get)
-        against = [
-            f"{format_ms(by_way[way])} one call per copy from {way} memory "
-            f"({by_way[way] / by_way[best]:.1f}x)"
+        faster = [
+            f"{by_way[way] / by_way[best]:.1f}x faster than {WAY_NAMES[way]} "
+            f"({format_ms(by_way[way])}; GPU time {_figure(gpu_of, way)})"
             for way in ("pinned", "pageable")
             if way in by_way and way != best
         ]
         line = (
             f"{words.capitalize()}, {count} copies of {format_bytes(nbytes)}: the fastest was "
-            f"{WAY_NAMES[best]}, {format_ms(by_way[best])} per copy"
+            f"{WAY_NAMES[best]}, {format_ms(by_way[best])} per copy from the first call to the "
+            f"stream synchronized ({_figure(gpu_of, best)} of GPU time)"
         )
-        lines.append(line + (f", against {' and '.join(against)}." if against else "."))
-    lines.append(_crossover(costs, words))
+        lines.append(line + (f": {' and '.join(faster)}." if faster else "."))
+    lines.append(_crossover(walls, gpu, words))
     return lines
 
 
-def _crossover(costs: dict[int, dict[str, float]], words: str) -> str:
-    def best_batched(nbytes: int) -> tuple[str, float]:
-        found = {w: costs[nbytes][w] for w in BATCHED_WAYS if w in costs[nbytes]}
-        way = min(found, key=found.get)
-        return way, found[way]
+def _figure(by_way: dict[str, float], way: str) -> str:
+    return format_ms(by_way[way]) if way in by_way else "not measured"
 
+
+def _crossover(
+    walls: dict[int, dict[str, float]], gpu: dict[int, dict[str, float]], words: str
+) -> str:
+    def best_batched(nbytes: int) -> str:
+        found = {w: walls[nbytes][w] for w in BATCHED_WAYS if w in walls[nbytes]}
+        return min(found, key=found.get)
+
+    def figures(nbytes: int, way: str, named: bool = True) -> str:
+        pinned, gpu_of = walls[nbytes]["pinned"], gpu.get(nbytes, {})
+        name = f" {WAY_NAMES[way]}" if named else ""
+        return (
+            f"{format_ms(pinned)} per copy against {format_ms(walls[nbytes][way])}{name}; GPU "
+            f"time {_figure(gpu_of, 'pinned')} against {_figure(gpu_of, way)}"
+        )
+
+    opening = f"{words.capitalize()}, by the wall clock: one call per copy from pinned memory"
     compared = [
-        n for n in costs if "pinned" in costs[n] and any(w in costs[n] for w in BATCHED_WAYS)
+        n for n in walls if "pinned" in walls[n] and any(w in walls[n] for w in BATCHED_WAYS)
     ]
     if not compared:
         return (
             f"{words.capitalize()}: no batched way was measured to compare one call per copy with."
         )
-    stop = stops_losing({n: costs[n] for n in compared})
+    stop = stops_losing({n: walls[n] for n in compared})
     largest, smallest = max(compared), min(compared)
     if stop is None:
-        way, cost = best_batched(largest)
         return (
-            f"{words.capitalize()}: one call per copy from pinned memory lost at every size up "
-            f"to {format_bytes(largest)} ({format_ms(costs[largest]['pinned'])} per copy "
-            f"against {format_ms(cost)} {WAY_NAMES[way]}): batch copies of any size measured."
+            f"{opening} lost at every size up to {format_bytes(largest)} "
+            f"({figures(largest, best_batched(largest))}): batch copies of any size measured."
         )
-    way, cost = best_batched(stop)
     if stop == smallest:
         return (
-            f"{words.capitalize()}: one call per copy from pinned memory never lost by more than "
-            f"{EQUIVALENT:.0%} to a batched way ({format_bytes(stop)}: "
-            f"{format_ms(costs[stop]['pinned'])} per copy against {format_ms(cost)})."
+            f"{opening} never lost by more than {EQUIVALENT:.0%} to a batched way "
+            f"({format_bytes(stop)}: {figures(stop, best_batched(stop), named=False)})."
         )
     return (
-        f"{words.capitalize()}: one call per copy from pinned memory stops losing at "
-        f"{format_bytes(stop)} ({format_ms(costs[stop]['pinned'])} per copy against "
-        f"{format_ms(cost)} {WAY_NAMES[way]}): batch copies smaller than that."
+        f"{opening} stops losing at {format_bytes(stop)} ({figures(stop, best_batched(stop))}): "
+        "batch copies smaller than that."
     )
 
 
@@ -662,10 +726,11 @@ def summarize(result: Result) -> Summary:
     for direction in result.parameters.directions:
         found = _direction_tables(result, direction)
         tables += found
-        if per_copy_costs(result, direction):
+        if per_copy_walls(result, direction):
             conclusions += _verdicts(result, direction)
     if tables:
-        tables[0].notes = _notes(result)
+        tables[0].notes = _wall_notes(result)
+        tables[1].notes = _gpu_notes(result)
     if not conclusions:
         conclusions.append("No way was measured: nothing to compare.")
     return Summary(tables=tables, conclusions=conclusions, show_profile=False)

@@ -181,7 +181,7 @@ class Streams(base.Experiment):
         chunks = chunk_bounds(elements, params.streams)
         labels = mode_labels(params.streams)
 
-        ctx.progress("calibrating the kernel", 0, 4)
+        ctx.progress(f"pinned memory, {format_bytes(nbytes)}: calibrating the kernel", 0, 4)
         target_ms = params.kernel_ms
         if target_ms is None:  # the measured HtoD time of the whole data
             whole_h2d = partial(
@@ -194,7 +194,7 @@ class Streams(base.Experiment):
 
         timelines = {}
         for step, mode in enumerate(MODES, start=1):
-            ctx.progress(labels[mode], step, 4)
+            ctx.progress(f"pinned memory, {format_bytes(nbytes)}: {labels[mode]}", step, 4)
             source, target = host["pageable" if mode == "pageable" else "pinned"]
             lanes = 1 if mode == "serial" else params.streams
             arrays = (source.array, target.array)

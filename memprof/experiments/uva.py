@@ -102,7 +102,7 @@ class Uva(base.Experiment):
             "device": (d_a.device_pointer, d_b.device_pointer),
         }
         for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
-            ctx.progress(PATHS[path], done, len(pointers))
+            ctx.progress(f"{PATHS[path]}, {format_bytes(nbytes)}", done, len(pointers))
             ctx.measure.repeat(
                 lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: sums.launch(
                     a_pointer, b_pointer, d_res, path

@@ -71,7 +71,7 @@ class WriteCombined(base.Experiment):
         received = np.zeros(elements, np.float32)
         d_a, d_res = (memory.allocate(session, "device", elements) for _ in range(2))
         for done, kind in enumerate(KINDS):
-            ctx.progress(KINDS[kind], done, len(KINDS))
+            ctx.progress(f"{KINDS[kind]}, {format_bytes(nbytes)}", done, len(KINDS))
             a, b = (memory.allocate(session, kind, elements) for _ in range(2))
 
             def host_write(kind: str = kind, a=a, b=b) -> None:

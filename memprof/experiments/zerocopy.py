@@ -84,7 +84,7 @@ class ZeroCopy(base.Experiment):
         memory.require_memory(session, device_bytes=3 * largest, host_bytes=6 * largest)
         memory.MEMORY_KINDS["mapped"].check_supported(session)
         for done, power in enumerate(powers):
-            ctx.progress(f"size {size_label(power)}", done, len(powers))
+            ctx.progress(f"zero-copy and device memory, {size_label(power)}", done, len(powers))
             for check in _measure_size(session, power, ctx.params):
                 ctx.check(check)
         ctx.progress("done", len(powers), len(powers))

@@ -25,6 +25,7 @@ PIPE_WIDTH = 160
 
 ERROR_HANDLER = "memprof-ascii"
 ASCII_LOOKALIKES = {
+    "\u00a0": " ",  # a no-break space (help keeps "[default: 8]" on one line)
     "→": "->",
     "←": "<-",
     "↔": "<->",
@@ -158,24 +159,31 @@ def silence_closed_stdout(stderr: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
-    """A progress bar on stderr (only on a terminal), fed by the experiment's callback."""
+def progress_bar(
+    enabled: bool = True, starting: str = "starting"
+) -> Iterator[Callable[[str, int, int], None]]:
+    """A transient progress line on stderr, only on a terminal: the step the experiment says
+    it is on (what, which memory, what size), done of total, and the time elapsed; gone once
+    the run ends, Ctrl-C included. `starting`: what it says before the first step.
+
+    Each step is drawn as it is reported, not only by rich's refresh thread, which a long
+    driver call holding the GIL would keep from drawing anything."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = stderr_console()
     progress = Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
         transient=True,
         disable=not (enabled and console.is_terminal),
     )
-    task = progress.add_task("starting", total=None)
+    task = progress.add_task(starting, total=None)
 
     def update(description: str, done: int, total: int) -> None:
-        progress.update(task, description=description, completed=done, total=total)
+        progress.update(task, description=description, completed=done, total=total, refresh=True)
 
     with progress:
         yield update

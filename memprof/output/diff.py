@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memprof.model.ceilings import link_of
 from memprof.model.formatting import format_bytes, format_ms, plural
@@ -20,7 +21,7 @@ from memprof.model.statistics import Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
-NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations
+NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined noise
 
 
 CHANGE_NOTE = (
@@ -67,10 +68,83 @@ def _stats(m: Measurement) -> Statistics | None:
         return None
 
 
-def diff(first: Result, second: Result) -> Summary:
-    """A table of every measurement in both runs, with the ratio and whether it changed."""
+@dataclass(frozen=True)
+class Compared:
+    """One figure in both runs: a measurement's median time in A and B, where both have
+    valid samples (a_ms and b_ms None otherwise)."""
+
+    label: str  # "[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB": the table's Measurement and Bytes
+    a_ms: float | None
+    b_ms: float | None
+    ratio: float | None  # B's median over A's
+    noise: float | None  # the relative change the two medians' noise explains
+
+    @property
+    def comparable(self) -> bool:
+        return self.ratio is not None
+
+    def change(self) -> str:
+        """'B faster', 'B slower' beyond noise, else 'within noise'."""
+        if self.ratio is None or self.noise is None:
+            return "no valid samples"
+        if abs(self.ratio - 1) <= self.noise:
+            return "within noise"
+        return "B faster" if self.ratio < 1 else "B slower"
+
+    def worse_beyond(self, fail_above: float) -> bool:
+        """Whether B got worse than A by more than `fail_above` (0.05: 5%) and more than the
+        runs' noise. Every figure diff compares is a median time, so worse is slower (a
+        GB/s is its bytes over such a time: lower GB/s is the same slower time)."""
+        if self.ratio is None or self.noise is None:
+            return False
+        return self.ratio - 1 > max(fail_above, self.noise)
+
+
+def compared(first: Result, second: Result) -> list[Compared]:
+    """Every measurement in both runs, matched by what it is, in A's order."""
     a_by_key, b_by_key = _by_key(first), _by_key(second)
-    common = [key for key in a_by_key if key in b_by_key]
+    found = []
+    for key in (key for key in a_by_key if key in b_by_key):
+        a, b = a_by_key[key], b_by_key[key]
+        label = f"{a.display_name} [{a.group}], {format_bytes(a.bytes) if a.bytes else '-'}"
+        a_stats, b_stats = _stats(a), _stats(b)
+        if a_stats is None or b_stats is None:
+            medians = (s.median_ms if s else None for s in (a_stats, b_stats))
+            found.append(Compared(label, *medians, None, None))
+            continue
+        ratio = ratio_of_medians(a_stats, b_stats)
+        found.append(
+            Compared(
+                label,
+                a_stats.median_ms,
+                b_stats.median_ms,
+                ratio,
+                noise(a.samples_ms, b.samples_ms),
+            )
+        )
+    return found
+
+
+def unmatched(first: Result, second: Result) -> tuple[int, int]:
+    """How many measurements are only in A, and only in B."""
+    a_keys, b_keys = set(_by_key(first)), set(_by_key(second))
+    return len(a_keys - b_keys), len(b_keys - a_keys)
+
+
+def regressed_line(figure: Compared, fail_above: float) -> str:
+    """One regressed figure, for the gate's lines on stderr."""
+    assert figure.ratio is not None and figure.noise is not None
+    limit = max(fail_above, figure.noise)
+    which = "--fail-above" if fail_above >= figure.noise else "the runs' noise"
+    return (
+        f"regressed: {figure.label}: {format_ms(figure.a_ms)} -> {format_ms(figure.b_ms)}, "
+        f"{figure.ratio:.3f}x, B slower by {figure.ratio - 1:.1%} (limit {limit:.1%}: {which})"
+    )
+
+
+def diff(first: Result, second: Result, fail_above: float | None = None) -> Summary:
+    """A table of every measurement in both runs, with the ratio and whether it changed;
+    with `fail_above` (0.05: 5%), a conclusion naming how many got worse beyond it."""
     a_name = first.device.name if first.device else first.host
     b_name = second.device.name if second.device else second.host
     table = Table(
@@ -79,40 +153,28 @@ def diff(first: Result, second: Result) -> Summary:
         ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"],
         notes=[CHANGE_NOTE],
     )
-    faster = slower = unusable = 0
-    for key in common:
-        a, b = a_by_key[key], b_by_key[key]
-        a_stats, b_stats = _stats(a), _stats(b)
-        label = (f"{a.display_name} [{a.group}]", format_bytes(a.bytes) if a.bytes else "-")
-        if a_stats is None or b_stats is None:
-            unusable += 1
-            medians = (format_ms(s.median_ms) if s else "-" for s in (a_stats, b_stats))
-            table.add_row(*label, *medians, "-", "no valid samples")
-            continue
-        ratio = ratio_of_medians(a_stats, b_stats)
-        if abs(ratio - 1) > noise(a.samples_ms, b.samples_ms):
-            change = "B faster" if ratio < 1 else "B slower"
-            faster += ratio < 1
-            slower += ratio > 1
-        else:
-            change = "within noise"
-        table.add_row(
-            *label,
-            format_ms(a_stats.median_ms),
-            format_ms(b_stats.median_ms),
-            f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
-            change,
-        )
+    figures = compared(first, second)
+    for figure in figures:
+        name, _, size = figure.label.rpartition(", ")
+        medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
+        ratio = figure.ratio
+        shown = f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
+        table.add_row(name, size, *medians, shown, figure.change())
+    changes = [figure.change() for figure in figures]
+    faster, slower = changes.count("B faster"), changes.count("B slower")
+    unusable = changes.count("no valid samples")
+    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    common = [key for key in a_by_key if key in b_by_key]
     if common:
         a_words, b_words = (
             repetitions_words([by_key[key].samples_ms for key in common])
             for by_key in (a_by_key, b_by_key)
         )
         table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
-    only_a, only_b = len(a_by_key) - len(common), len(b_by_key) - len(common)
+    only_a, only_b = unmatched(first, second)
     conclusions = [
-        f"{plural(len(common), 'measurement')} in both runs: B was faster in {faster}, slower in "
-        f"{slower}, and within noise in {len(common) - faster - slower - unusable}."
+        f"{plural(len(figures), 'measurement')} in both runs: B was faster in {faster}, slower "
+        f"in {slower}, and within noise in {changes.count('within noise')}."
     ]
     if unusable:
         conclusions.append(f"{plural(unusable, 'measurement')} had no valid samples to compare.")
@@ -123,6 +185,13 @@ def diff(first: Result, second: Result) -> Summary:
     if only_a or only_b:
         conclusions.append(
             f"Unmatched: {only_a} only in A, {only_b} only in B (other sizes or kinds)."
+        )
+    if fail_above is not None:
+        worse = sum(figure.worse_beyond(fail_above) for figure in figures)
+        conclusions.append(
+            f"Gate (--fail-above {fail_above:.1%}): {worse} of "
+            f"{plural(len(figures), 'measurement')} got slower beyond it and beyond the runs' "
+            "noise" + (": exit 1." if worse else ".")
         )
     return Summary(
         tables=[table],

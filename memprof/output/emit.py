@@ -42,6 +42,7 @@ class Output:
     quiet: bool = False
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
+    verbose: bool = False  # every verification on its own line (memprof.output.render)
 
     @classmethod
     def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
@@ -83,7 +84,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
         for index, (result, summary) in enumerate(zip(results, summaries, strict=True)):
             if index:
                 console.print()
-            render_result(result, summary, console)
+            render_result(result, summary, console, verbose=output.verbose)
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",

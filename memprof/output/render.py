@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from memprof.model.formatting import format_ms, format_percent
+from memprof.model.formatting import format_ms, format_percent, plural
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.statistics import repetitions_words
@@ -373,11 +373,16 @@ def _rich_table(
 
 
 def render_result(
-    result: Result, summary: Summary, console: Console, show_profile: bool | None = None
+    result: Result,
+    summary: Summary,
+    console: Console,
+    show_profile: bool | None = None,
+    verbose: bool = False,
 ) -> None:
     """Header, profile (nvprof layout), summary tables, verification and conclusions.
 
     summary: the Result's tables and conclusions, from its experiment's summarize().
+    verbose: every verification on its own line (verification_lines).
     """
     safe = console_text(console)
     _print_prose(console, safe(_headline(result)), "bold")
@@ -400,7 +405,7 @@ def render_result(
             )
             for line in unified:  # figures fit by layout; the notes wrap
                 _print_prose(console, safe(line))
-    render_summary(summary, console, result.checks)
+    render_summary(summary, console, result.checks, verbose)
 
 
 def timing_note(result: Result) -> str:
@@ -476,7 +481,9 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     return [*lines, f"({scope}: CUPTI's counters are process-wide)"]
 
 
-def render_summary(summary: Summary, console: Console, checks: list[Check] = ()) -> None:
+def render_summary(
+    summary: Summary, console: Console, checks: list[Check] = (), verbose: bool = False
+) -> None:
     """Tables, charts, verification lines and conclusions."""
     safe = console_text(console)
     table_box = _table_box(console)
@@ -493,12 +500,30 @@ def render_summary(summary: Summary, console: Console, checks: list[Check] = ())
             _print_prose(console, safe(note), "dim")
     if checks:
         console.print()
-        for check in checks:
-            style = "green" if check.passed else "bold red"
-            _print_prose(console, safe(f"{check.name}: {check.detail}"), style)
+        for line, passed in verification_lines(checks, verbose):
+            _print_prose(console, safe(line), "green" if passed else "bold red")
     for conclusion in summary.conclusions:
         console.print()
         _print_prose(console, safe(conclusion), "bold")
+
+
+def verification_lines(checks: list[Check], verbose: bool = False) -> list[tuple[str, bool]]:
+    """What the screen says of a run's verifications against numpy, each line with whether it
+    reads as passed: one line when every result matched; otherwise that line, then every
+    result that did not match, in full; with `verbose`, every verification on its own line."""
+    if verbose:
+        return [(f"{check.name}: {check.detail}", check.passed) for check in checks]
+    failed = [check for check in checks if not check.passed]
+    matched = len(checks) - len(failed)
+    if not failed:
+        every = {1: "the result matches", 2: "both results match"}.get(
+            len(checks), f"all {len(checks)} results match"
+        )
+        return [(f"Verified against numpy: {every} (--verbose lists them).", True)]
+    said = (
+        f"Verified against numpy: {matched} of {plural(len(checks), 'result')} match; these do not:"
+    )
+    return [(said, False), *((f"{check.name}: {check.detail}", False) for check in failed)]
 
 
 def draw_table(console: Console, table: Table, table_box: box.Box = box.SIMPLE_HEAD) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import memprof
 from memprof.core import memory
-from memprof.experiments import load, summarize
+from memprof.experiments import load, pools, summarize
 from memprof.experiments.smallcopies import WAYS
 from tests.conftest import render_text
 
@@ -36,9 +36,13 @@ def test_alloc_measures_both_pools_and_virtual_memory_with_cuptis_records():
     for kind in ("device", "pool", "pool_kept"):
         assert result.find("alloc_new", kind, "api", 4 << 20).source == "cupti"
     assert result.find("map", "vmm", "api", 4 << 20).source == "cupti"
+    # the floor: CUPTI keeps a record of cuCtxGetDevice as of the calls, so it is shown
+    assert result.find("call_floor", "vmm", "api", 4 << 20).source == "cupti"
+    assert pools.call_floor_ms(result) is not None
     assert len(result.find("loop", "pool", "host", 4 << 18).samples_ms) == 50
     text = render_text(result, 80)
     assert "Stream-ordered allocation" in text and "Allocate, use, free, sync" in text
+    assert "Floor: " in text
 
 
 def test_alloc_with_events_times_the_calls_on_the_host_clock():
@@ -59,6 +63,7 @@ def test_smallcopies_does_all_five_ways_both_directions_and_verifies():
     assert len(result.checks) == 2 * len(WAYS)
     assert result.find("h2d", "batched", "span", 4 << 10).samples_ms
     assert result.find("d2h_calls", "pageable", "api", 4 << 12).source == "cupti"
+    assert result.extra.arguments_prebuilt  # the batch through ctypes, its arrays built once
 
 
 def test_the_command_line_saves_and_reports_a_smallcopies_run(tmp_path):
@@ -73,7 +78,7 @@ def test_the_command_line_saves_and_reports_a_smallcopies_run(tmp_path):
         text=True,
         env={**os.environ, "COLUMNS": "80"},
     )
-    assert "16 copies host → device: per copy" in report.stdout
+    assert "16 copies host → device: GPU time per copy" in report.stdout
 
 
 PROGRAM = textwrap.dedent(

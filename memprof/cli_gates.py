@@ -1,0 +1,218 @@
+"""What makes memprof a CI gate: `diff --fail-above`, and `--junit FILE` on check, check-pairs,
+report and diff (docs/ci.md shows a job that uses both).
+
+- `memprof diff A B --fail-above PCT` exits 1 when a figure in both runs got slower by more
+  than PCT percent and more than the two runs' own noise (memprof.output.diff), after one
+  line on stderr per such figure. Runs that are not comparable (another command, GPU model,
+  driver, clocks, link, timing source... as diff's header lists them) are refused with exit
+  2 unless --allow-not-comparable: a gate over two machines gates on the machines. A plain
+  diff (no gate) compares two machines on purpose, and refuses only runs of two commands.
+  Runs with no measurement in common are refused either way: there is nothing to compare.
+- JUnit XML: one test case per check line (a FAIL is a failure; a line measured again says
+  every attempt) and per verification of a Result, or per figure of a diff (a failure where
+  the gate failed it). The file is written after the output, also when the command fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from memprof.cli_options import PATH, option
+from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed
+from memprof.model.results import Result
+from memprof.output.console import print_error
+from memprof.output.diff import Compared, compared, differences, regressed_line
+from memprof.output.emit import Output
+from memprof.output.files import Destination, check_distinct, check_output, destination
+from memprof.output.junit import Case, Suite, junit_xml
+
+JUNIT_COMMANDS = ("check", "check-pairs")  # GPU commands that take --junit (report, diff too)
+JUNIT_HELP = (
+    "Also save a JUnit XML report for CI systems: one test case per check line (a FAIL fails "
+    "it) and per verification against numpy."
+)
+DIFF_JUNIT_HELP = (
+    "Also save a JUnit XML report for CI systems: one test case per figure in both runs, "
+    "failed where --fail-above fails it."
+)
+FAIL_ABOVE_HELP = (
+    "Exit 1 when a figure in both runs got slower (a longer median time, so a lower GB/s) "
+    "by more than this percentage and more than the two runs' own noise; each such figure is "
+    "named on stderr. A gate refuses runs that are not comparable (exit 2)."
+)
+ALLOW_HELP = (
+    "Compare and gate runs that are not comparable (another command, GPU model, driver, "
+    "clocks, link, timing source...: the lines above the table) instead of refusing them."
+)
+MAX_FAIL_ABOVE_PCT = 1000.0
+
+
+class Regressed(MemprofError):
+    """A figure got slower beyond `diff --fail-above` and its noise (exit 1)."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+def junit_option(help: str = JUNIT_HELP) -> inspect.Parameter:
+    return option("junit", str | None, None, metavar=PATH, help=help)
+
+
+def gate_options() -> list[inspect.Parameter]:
+    """diff's --fail-above, --allow-not-comparable and --junit."""
+
+    def percent(value: float | None) -> float | None:
+        import typer
+
+        if value is not None and not 0 <= value <= MAX_FAIL_ABOVE_PCT:
+            raise typer.BadParameter(
+                f"{value:g} is outside the allowed range 0 to {MAX_FAIL_ABOVE_PCT:g} (percent)"
+            )
+        return value
+
+    return [
+        option(
+            "fail_above",
+            float | None,
+            None,
+            metavar="<percent>",
+            callback=percent,
+            help=FAIL_ABOVE_HELP,
+        ),
+        option("allow_not_comparable", bool, False, help=ALLOW_HELP),
+        junit_option(DIFF_JUNIT_HELP),
+    ]
+
+
+def junit_destination(text: str | None, output: Output, inputs: list[Path]) -> Destination | None:
+    """--junit's file (or stream), checked before any work as --json and --csv are."""
+    if text is None:
+        return None
+    target = destination(text, "--junit")
+    check_output(target, "--junit")
+    check_distinct({**output.destinations(), "--junit": target}, inputs)
+    return target
+
+
+def save_junit(path: Destination | None, text: str, output: Output) -> None:
+    """Write the JUnit file (atomically) or stream; a failure is one line and exit 5."""
+    if path is None:
+        return
+    from memprof.output.console import print_note
+    from memprof.output.files import write_output
+
+    try:
+        write_output(path, text)
+    except OSError as error:
+        raise SaveFailed(f"--junit {path}: not saved: {error.strerror or error}") from None
+    if not output.quiet:
+        print_note(f"saved {path}", output.no_color)
+
+
+@contextlib.contextmanager
+def junit_after(
+    path: Destination | None, text: Callable[[], str | None], output: Output
+) -> Iterator[None]:
+    """Save the JUnit file when the command's work inside is done, also when it failed (a
+    FAIL, a failed verification, a gate): text() makes it (None: there is nothing to report,
+    the run itself failed). A save that fails is one line, and exit 5 if nothing else failed."""
+    if path is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        made = text()
+        if made is not None:
+            try:
+                save_junit(path, made, output)
+            except MemprofError as problem:
+                print_error(str(problem), output.no_color)
+        raise
+    made = text()
+    if made is not None:
+        save_junit(path, made, output)
+
+
+def results_junit(results: list[Result]) -> str:
+    """The JUnit report of a command's Results: check lines and verifications."""
+    suites = []
+    for result in results:
+        cases = []
+        if result.command in JUNIT_COMMANDS:
+            from memprof.experiments import check  # only for a check's Result
+
+            where, lines, again = check.judged(result)
+            for line in lines:
+                said = f"{line.verdict}: {line.measured}; expected {line.expected}"
+                if line.what in again:
+                    said += f"; measured again: {again[line.what]}"
+                cases.append(Case(line.what, said if line.verdict == "FAIL" else None, said))
+        else:
+            device = result.device
+            where = f"GPU {device.index} ({device.name})" if device else result.host
+        for verified in result.checks:
+            failure = None if verified.passed else verified.detail
+            cases.append(Case(f"verified: {verified.name}", failure, verified.detail))
+        suites.append(Suite(f"memprof {result.command}, {where}", cases))
+    return junit_xml(suites, f"memprof {results[0].command}" if results else "memprof")
+
+
+def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: bool) -> None:
+    """Exit 2 for runs a diff cannot compare (docstring at the top), in one line."""
+    if not compared(first, second):
+        raise InvalidArgument(
+            f"A ({first.command}) and B ({second.command}) have no measurement in common: "
+            "nothing to compare (diff two runs of one command, at the same sizes)"
+        )
+    if allowed:
+        return
+    reasons = (
+        [f"commands: A {first.command}, B {second.command}."]
+        if first.command != second.command
+        else []
+    )
+    if gating:
+        reasons += differences(first, second)
+    if reasons:
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        raise InvalidArgument(
+            f"A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
+            "--allow-not-comparable compares them anyway"
+        )
+
+
+def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Path) -> str:
+    cases = []
+    for figure in figures:
+        said = figure.change()
+        if figure.ratio is not None:
+            said = f"B / A {figure.ratio:.3f}x, noise {figure.noise:.1%}: {said}"
+        failed = fail_above is not None and figure.worse_beyond(fail_above)
+        cases.append(
+            Case(figure.label, regressed_line(figure, fail_above) if failed else None, said)
+        )
+    return junit_xml([Suite(f"memprof diff {a} {b}", cases)], "memprof diff")
+
+
+def gate(figures: list[Compared], fail_above: float | None, output: Output) -> None:
+    """`--fail-above`: one line per figure that got worse beyond it on stderr, then exit 1."""
+    if fail_above is None:
+        return
+    worse = [figure for figure in figures if figure.worse_beyond(fail_above)]
+    for figure in worse:
+        print_error_line(f"memprof: {regressed_line(figure, fail_above)}", output)
+    if worse:
+        raise Regressed(
+            f"{len(worse)} of {len(figures)} figures got slower by more than "
+            f"--fail-above {fail_above:.1%} and their noise"
+        )
+
+
+def print_error_line(line: str, output: Output) -> None:
+    """A line on stderr that is part of an error (the gate's regressed figures)."""
+    from memprof.output.console import print_note
+
+    print_note(line, output.no_color, "bold red")

@@ -1,0 +1,205 @@
+"""`memprof diff --fail-above`: a gate on both sides of its threshold, the noise that widens
+it, runs that cannot be compared, and the JUnit XML of diff and report (well-formed whatever
+a Result holds)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.model.results import Measurement, Result
+from memprof.output.diff import compared
+from memprof.output.junit import Case, Suite, junit_xml
+from tests.conftest import replace
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PINNED = FIXTURES / "h200_pinned_p20.json"
+runner = CliRunner()
+
+
+def run(*measurements: Measurement, command: str = "pinned") -> Result:
+    return Result(command=command, parameters={}, device=None, measurements=list(measurements))
+
+
+def copy(samples_ms: list[float], name: str = "[CUDA memcpy HtoD]") -> Measurement:
+    return Measurement("gpu", name, "h2d", "pinned", 1 << 20, list(samples_ms))
+
+
+def one(first: Result, second: Result):
+    (figure,) = compared(first, second)
+    return figure
+
+
+@pytest.mark.parametrize(
+    ("factor", "fail_above", "worse"),
+    [
+        # steady samples: no spread, so the noise is diff's 2% floor
+        (1.0499, 0.05, False),
+        (1.0501, 0.05, True),  # just beyond --fail-above 5
+        (1.0199, 0.01, False),  # beyond 1%, within the 2% noise floor
+        (1.0201, 0.01, True),
+        (1.5, 0.5, False),  # exactly 50% slower at --fail-above 50: not beyond it
+        (0.5, 0.0, False),  # faster is never worse
+        (2.0, 1.5, False),  # 100% slower, under --fail-above 150
+    ],
+)
+def test_a_figure_fails_the_gate_only_beyond_the_larger_of_pct_and_its_noise(
+    factor, fail_above, worse
+):
+    figure = one(run(copy([1.0] * 5)), run(copy([factor] * 5)))
+    assert figure.worse_beyond(fail_above) is worse
+
+
+def test_noisy_runs_widen_the_gate_to_their_noise():
+    noisy = [0.9, 1.0, 1.0, 1.4]  # each median's noise 0.0465: 3 x its combined 0.0657 = 0.197
+    figure = one(run(copy(noisy)), run(copy([s * 1.19 for s in noisy])))
+    assert figure.noise == pytest.approx(0.197, abs=0.001)
+    assert not figure.worse_beyond(0.05)  # 19% slower, within the medians' own noise
+    figure = one(run(copy(noisy)), run(copy([s * 1.21 for s in noisy])))
+    assert figure.worse_beyond(0.05)
+
+
+def regressed_copy(tmp_path: Path, factor: float, names: tuple[str, ...]) -> Path:
+    """tests/fixtures/h200_pinned_p20.json with the named GPU figures `factor` times slower:
+    every time of theirs scaled alike (samples, CUPTI's events, batches)."""
+    document = json.loads(PINNED.read_text())
+    for m in document["measurements"]:
+        if m["group"] == "gpu" and f"{m['name']} ({m['kind']})" in names:
+            for field in ("samples_ms", "events_ms", "throughput_ms"):
+                m[field] = [value * factor for value in m[field]]
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def diff(*arguments) -> object:
+    return runner.invoke(app, ["diff", *map(str, arguments)], env={"COLUMNS": "100"})
+
+
+def test_an_unchanged_run_passes_the_gate():
+    ran = diff(PINNED, PINNED, "--fail-above", "5")
+    assert ran.exit_code == 0, ran.output
+    assert "Gate (--fail-above 5.0%): 0 of" in ran.stdout
+
+
+def test_each_regressed_figure_is_named_in_one_line_and_the_gate_exits_1(tmp_path):
+    slow = regressed_copy(
+        tmp_path, 1.5, ("[CUDA memcpy HtoD] (pinned)", "[CUDA memcpy DtoH] (pinned)")
+    )
+    ran = diff(PINNED, slow, "--fail-above", "5", "--quiet")
+    assert ran.exit_code == 1
+    lines = ran.stderr.splitlines()
+    assert [line.split(": ")[1] for line in lines[:-1]] == ["regressed"] * 2
+    assert lines[0].startswith(
+        "memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: 78.064us -> 117.10us, "
+        "1.500x, B slower by 50.0% (limit 5.0%: --fail-above)"
+    )
+    assert lines[1].startswith("memprof: regressed: [CUDA memcpy DtoH] (pinned) [gpu], 4 MiB")
+    assert lines[-1] == (
+        "memprof: error: 2 of 29 figures got slower by more than --fail-above 5.0% and their noise"
+    )
+    assert ran.stdout == ""  # --quiet: nothing but the errors
+    assert diff(PINNED, slow, "--fail-above", "60").exit_code == 0  # 50% slower, under 60%
+    assert diff(PINNED, slow).exit_code == 0  # no gate: a comparison
+
+
+def test_a_gate_refuses_runs_that_are_not_comparable_unless_asked(tmp_path):
+    events = FIXTURES / "h200_pinned_p20_events.json"
+    ran = diff(PINNED, events, "--fail-above", "5")
+    assert ran.exit_code == 2
+    assert ran.output == (
+        "memprof: error: A and B are not comparable: timing source: A CUPTI's records, B gated "
+        "CUDA events; --allow-not-comparable compares them anyway\n"
+    )
+    assert diff(PINNED, events).exit_code == 0  # no gate: two ways of timing, side by side
+    allowed = diff(PINNED, events, "--fail-above", "5", "--allow-not-comparable")
+    assert allowed.exit_code == 1  # gated: events read small copies slower
+    assert "memprof: regressed:" in allowed.stderr
+
+
+def test_runs_of_two_commands_are_refused_and_nothing_in_common_always(tmp_path):
+    sweep = FIXTURES / "h200_sweep.json"
+    ran = diff(PINNED, sweep)
+    assert ran.exit_code == 2
+    assert "not comparable: commands: A pinned, B sweep" in ran.output
+    assert diff(PINNED, sweep, "--allow-not-comparable").exit_code == 0
+    info = FIXTURES / "h200_info.json"
+    for options in ((), ("--allow-not-comparable",)):
+        ran = diff(PINNED, info, *options)
+        assert ran.exit_code == 2
+        assert "have no measurement in common: nothing to compare" in ran.output
+
+
+def test_fail_above_is_a_percentage_from_0_to_1000():
+    ran = diff(PINNED, PINNED, "--fail-above", "-1")
+    assert ran.exit_code == 2
+    assert "-1 is outside the allowed range 0 to 1000 (percent)" in ran.output
+
+
+def test_diff_junit_has_a_case_per_figure_and_fails_the_regressed(tmp_path):
+    slow = regressed_copy(tmp_path, 1.5, ("[CUDA memcpy HtoD] (pinned)",))
+    path = tmp_path / "diff.xml"
+    ran = diff(PINNED, slow, "--fail-above", "5", "--junit", path, "-q")
+    assert ran.exit_code == 1
+    suite = ET.parse(path).getroot().find("testsuite")
+    cases = list(suite.iter("testcase"))
+    assert len(cases) == 29 and suite.get("failures") == "1"
+    (failed,) = [case for case in cases if case.find("failure") is not None]
+    assert failed.get("name") == "[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"
+    assert "B slower by 50.0%" in failed.find("failure").get("message")
+    passing = diff(PINNED, PINNED, "--junit", path, "-q")
+    assert passing.exit_code == 0
+    assert ET.parse(path).getroot().get("failures") == "0"
+
+
+def test_a_junit_file_that_is_an_input_is_refused_before_anything(tmp_path):
+    ran = diff(PINNED, PINNED, "--junit", PINNED)
+    assert ran.exit_code == 2
+    assert "would overwrite the input" in ran.output
+    ran = runner.invoke(
+        app,
+        [
+            "report",
+            str(PINNED),
+            "--junit",
+            str(tmp_path / "x.json"),
+            "--json",
+            str(tmp_path / "x.json"),
+        ],
+    )
+    assert ran.exit_code == 2
+
+
+HOSTILE = "\x1b[31mred\x07\x00 ]]> <&> \"'\ufffe\ud800\u202e\x85 ok"
+
+
+def test_junit_is_well_formed_whatever_the_strings_hold(tmp_path):
+    text = junit_xml([Suite(HOSTILE, [Case(HOSTILE, HOSTILE, HOSTILE), Case("plain")])], HOSTILE)
+    root = ET.fromstring(text.encode("utf-8"))
+    case = root.find("testsuite").find("testcase")
+    assert case.get("name") == "\\x1b[31mred\\x07\\x00 ]]> <&> \"'\\ufffe\\ud800\\u202e\\x85 ok"
+    assert case.find("failure").text == case.get("name")
+    assert root.get("tests") == "2" and root.get("failures") == "1"
+
+
+def test_report_junit_of_a_result_with_hostile_strings_is_valid_xml(tmp_path):
+    from memprof.experiments import load
+
+    result = load(PINNED)
+    result.device = replace(result.device, name=HOSTILE.replace("\ud800", ""))
+    result.checks[0] = replace(result.checks[0], name=HOSTILE.replace("\ud800", ""))
+    saved = tmp_path / "hostile.json"
+    saved.write_text(result.to_json())
+    path = tmp_path / "report.xml"
+    ran = runner.invoke(app, ["report", str(saved), "--junit", str(path), "-q"])
+    assert ran.exit_code == 0, ran.output
+    root = ET.parse(path).getroot()
+    names = [case.get("name") for case in root.iter("testcase")]
+    assert names[0].startswith("verified: \\x1b[31mred\\x07\\x00 ]]> <&>")
+    assert len(names) == len(result.checks)
+    assert root.find("testsuite").get("name").startswith("memprof pinned, GPU 0 (\\x1b[31mred")
