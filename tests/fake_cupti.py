@@ -1,6 +1,8 @@
 """A stand-in for cupti-python's `cupti` module, with a driver that makes records as CUPTI does.
 
-Only what memprof.core.activity reads is here, named as cupti-python names it. The records
+Only what memprof.core.activity and memprof.trace.stacks read is here, named as cupti-python
+names it. A subscriber's callback runs at the entry and exit of each enabled call, on the
+calling thread, with the call's correlation id, as CUPTI's Callback API does. The records
 are the unit inputs CUPTI would deliver: every driver call gets a correlation id (unrelated
 to memprof's external ids, as in CUPTI), an API record, the GPU records of what it enqueued,
 and, while an external id is pushed, an EXTERNAL_CORRELATION record linking the two.
@@ -51,6 +53,11 @@ class CallbackDomain(enum.IntEnum):
     RUNTIME_API = 2
 
 
+class ApiCallbackSite(enum.IntEnum):
+    API_ENTER = 0
+    API_EXIT = 1
+
+
 class ExternalCorrelationKind(enum.IntEnum):
     CUSTOM0 = 2
 
@@ -58,11 +65,32 @@ class ExternalCorrelationKind(enum.IntEnum):
 CALLBACK_IDS = {  # (domain, cbid) -> name, as cupti.get_callback_name answers
     (CallbackDomain.DRIVER_API, 279): "cuMemcpyHtoDAsync_v2",
     (CallbackDomain.DRIVER_API, 281): "cuMemcpyDtoHAsync_v2",
+    (CallbackDomain.DRIVER_API, 276): "cuMemcpyHtoD_v2",
+    (CallbackDomain.DRIVER_API, 277): "cuMemcpyDtoH_v2",
     (CallbackDomain.DRIVER_API, 307): "cuLaunchKernel",
     (CallbackDomain.DRIVER_API, 288): "cuMemsetD8Async",
+    (CallbackDomain.DRIVER_API, 272): "cuMemAlloc_v2",
+    (CallbackDomain.DRIVER_API, 274): "cuMemFree_v2",
+    (CallbackDomain.DRIVER_API, 17): "cuCtxSynchronize",
+    (CallbackDomain.DRIVER_API, 139): "cuEventRecord",
+    (CallbackDomain.DRIVER_API, 440): "cuMemcpyAsync",
     (CallbackDomain.RUNTIME_API, 51): "cudaMemcpyAsync",
+    (CallbackDomain.RUNTIME_API, 131): "cudaStreamSynchronize_v3020",
+    (CallbackDomain.RUNTIME_API, 3): "cudaGetDevice_v3020",
 }
 CBID = {name: cbid for (_, cbid), name in CALLBACK_IDS.items()}
+DOMAIN = {name: domain for (domain, _), name in CALLBACK_IDS.items()}
+# cupti-python's tables of callback ids, one enum per domain, members named as the calls
+driver_api_trace_cbid = enum.IntEnum(
+    "driver_api_trace_cbid",
+    {"INVALID": 0}
+    | {name: cbid for (d, cbid), name in CALLBACK_IDS.items() if d == CallbackDomain.DRIVER_API},
+)
+runtime_api_trace_cbid = enum.IntEnum(
+    "runtime_api_trace_cbid",
+    {"INVALID": 0}
+    | {name: cbid for (d, cbid), name in CALLBACK_IDS.items() if d == CallbackDomain.RUNTIME_API},
+)
 
 
 class UnifiedMemoryConfig:
@@ -82,7 +110,10 @@ class FakeCupti:
     ActivityUnifiedMemoryCounterKind = ActivityUnifiedMemoryCounterKind
     ActivityUnifiedMemoryCounterScope = ActivityUnifiedMemoryCounterScope
     CallbackDomain = CallbackDomain
+    ApiCallbackSite = ApiCallbackSite
     ExternalCorrelationKind = ExternalCorrelationKind
+    driver_api_trace_cbid = driver_api_trace_cbid
+    runtime_api_trace_cbid = runtime_api_trace_cbid
 
     def __init__(self, refuse: set[ActivityKind] = frozenset(), first_correlation: int = 5000):
         self.refuse = set(refuse)
@@ -96,6 +127,11 @@ class FakeCupti:
         self.configured: UnifiedMemoryConfig | None = None
         self.names_asked = 0
         self.flushes = 0
+        self.subscriber: tuple | None = None  # (callback, userdata) while subscribed
+        self.subscribed = 0  # subscriptions made, unsubscribed or not
+        self.refuse_subscribe = ""  # CUPTI's words when another tool holds the callbacks
+        self.callbacks_on: set[tuple[int, int]] = set()  # (domain, cbid) enabled
+        self.domains_on: set[int] = set()
 
     # -- the API memprof calls ----------------------------------------------------------
 
@@ -137,22 +173,67 @@ class FakeCupti:
         self.names_asked += 1
         return CALLBACK_IDS[domain, cbid]
 
+    def subscribe(self, callback, userdata) -> int:
+        if self.refuse_subscribe:
+            raise RuntimeError(self.refuse_subscribe)
+        self.subscriber = (callback, userdata)
+        self.subscribed += 1
+        return 77
+
+    def enable_callback(self, enable: int, subscriber: int, domain, cbid: int) -> None:
+        assert subscriber == 77 and enable == 1
+        self.callbacks_on.add((int(domain), int(cbid)))
+
+    def enable_domain(self, enable: int, subscriber: int, domain) -> None:
+        assert subscriber == 77 and enable == 1
+        self.domains_on.add(int(domain))
+
+    def unsubscribe(self, subscriber: int) -> None:
+        assert subscriber == 77
+        self.subscriber = None
+
+    def _callback(self, name: str, site: ApiCallbackSite, correlation: int) -> None:
+        """The subscriber's callback, if this call's is enabled, as CUPTI calls it."""
+        domain, cbid = int(DOMAIN[name]), CBID[name]
+        if self.subscriber is None:
+            return
+        if (domain, cbid) not in self.callbacks_on and domain not in self.domains_on:
+            return
+        callback, userdata = self.subscriber
+        data = SimpleNamespace(callback_site=site, correlation_id=correlation, function_name=name)
+        callback(userdata, domain, cbid, data)
+
     # -- what the driver and the GPU do -------------------------------------------------
 
     def _record(self, kind: ActivityKind, **fields) -> None:
         if kind in self.enabled:
             self.pending.append(SimpleNamespace(kind=kind, **fields))
 
-    def call(self, name: str, duration_ns: int = 2_000, runtime: bool = False) -> int:
-        """A driver (or runtime) call: its API record and, while an id is pushed, the
-        external correlation. Returns its correlation id."""
+    def call(
+        self, name: str, duration_ns: int = 2_000, runtime: bool = False, inner: str = ""
+    ) -> int:
+        """A driver (or runtime) call: its callbacks, its API record and, while an id is
+        pushed, the external correlation. A runtime call's `inner` driver call shares its
+        correlation id and runs inside it. Returns its correlation id."""
         self.correlation += 7  # never equal to memprof's small external ids
         correlation, start = self.correlation, self.clock_ns
+        self._callback(name, ApiCallbackSite.API_ENTER, correlation)
+        if inner:
+            self._callback(inner, ApiCallbackSite.API_ENTER, correlation)
+            self._record(
+                ActivityKind.DRIVER,
+                cbid=CBID[inner],
+                correlation_id=correlation,
+                start=start + 1,
+                end=start + duration_ns - 1,
+            )
+            self._callback(inner, ApiCallbackSite.API_EXIT, correlation)
         self.clock_ns += duration_ns
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
         self._record(
             kind, cbid=CBID[name], correlation_id=correlation, start=start, end=start + duration_ns
         )
+        self._callback(name, ApiCallbackSite.API_EXIT, correlation)
         if self.stack:
             self._record(
                 ActivityKind.EXTERNAL_CORRELATION,
@@ -171,8 +252,10 @@ class FakeCupti:
         dst: int = 3,
         flags: int = 1,
         call: str = "cuMemcpyHtoDAsync_v2",
+        call_ns: int = 2_000,
+        inner: str = "",
     ) -> int:
-        correlation = self.call(call)
+        correlation = self.call(call, call_ns, call.startswith("cuda"), inner)
         start = self.clock_ns
         self.clock_ns += duration_ns
         self._record(

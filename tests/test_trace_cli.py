@@ -23,7 +23,7 @@ class FakeCollector:
 
     started = 0
 
-    def __init__(self, device_index: int = 0) -> None:
+    def __init__(self, device_index: int = 0, stacks: object = None) -> None:
         self.device_index = device_index
 
     def start(self) -> None:

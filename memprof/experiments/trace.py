@@ -24,14 +24,16 @@ from memprof.model.formatting import (
     format_ms,
     plural,
 )
+from memprof.model.lines import CALL_KINDS, SourceLine
 from memprof.model.params import CliOption
 from memprof.model.results import Result
-from memprof.model.schema import SchemaError
+from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
     CopyGroup,
+    LineOptions,
     SmallCopyFigures,
     TraceExtra,
     TraceOptions,
@@ -40,6 +42,7 @@ from memprof.trace.collect import (
     run_memprof,
     trace,
 )
+from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -343,7 +346,8 @@ def timing_note(result: Result) -> str:
 
 
 def summarize(result: Result) -> Summary:
-    """The copies by memory kind, the Unified Memory counters, and the advice."""
+    """The copies by memory kind, the Unified Memory counters, where in the program the
+    copies, memsets, allocations and waits were made, and the advice."""
     copies = copies_of(result)
     bandwidth = result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
@@ -351,6 +355,12 @@ def summarize(result: Result) -> Summary:
     # section is the profile's own, as nvprof printed it (memprof.render)
     small = result.extra.small_copies
     conclusions = [outcome_line(result), *advice(copies, bandwidth, totals, small)]
+    lines = result.extra.lines
+    if lines is not None:
+        tables += where_tables(lines, result.parameters.stacks)
+        conclusions += line_advice(lines, result.extra.libraries)
+    if result.extra.lines_note:
+        conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(
         tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
     )
@@ -409,11 +419,14 @@ class Trace(base.Experiment):
         bandwidth: str,
         device: int,
         output: Output,
+        stack_depth: int = DEFAULT_STACK_DEPTH,
+        stacks: bool = False,
     ) -> int:
         """The command: trace the program (memprof.trace.collect records it), then show and
         save its Result as every command does; the program's own exit code."""
         program = parse_target(target or [], module)
-        options = TraceOptions(device, bandwidth, output, measure_small_copies)
+        lines = LineOptions(stack_depth, stacks)
+        options = TraceOptions(device, bandwidth, lines, output, measure_small_copies)
         return trace(program, options, self.summarize)
 
     @classmethod
@@ -423,10 +436,25 @@ class Trace(base.Experiment):
             "This GPU's pinned bandwidth and small-copy costs for the advice: cache (measured "
             "once, then cached per GPU and driver), measure (now), none."
         )
+        depth = (
+            "Frames of your program kept for each copy, memset, allocation, free, registration, "
+            "prefetch and wait: the line that made the call and its callers (the Where tables). "
+            "0: no lines, and no CUPTI callbacks."
+        )
+        stacks = "Show each line's callers under it in the Where tables."
         return [
             CliOption("target", list[str] | None, None, (), program, argument=True),
             CliOption("module", str | None, None, ("-m", "--module"), PYTHON_M),
             CliOption("bandwidth", str, "cache", ("--bandwidth",), bandwidth),
+            CliOption(
+                "stack_depth",
+                int,
+                DEFAULT_STACK_DEPTH,
+                ("--stack-depth",),
+                depth,
+                Range(0, MAX_STACK_DEPTH),
+            ),
+            CliOption("stacks", bool, False, ("--stacks",), stacks),
         ]
 
     def check_consistency(self, result: Result) -> None:
@@ -454,6 +482,7 @@ class Trace(base.Experiment):
             raise SchemaError("extra.copies", f"has no group for the measured {name!r}")
         if result.extra.blocked is not None:
             check_blocked(result.extra.blocked, copies, rows)
+        check_lines(result)
 
 
 def row_name(group: CopyGroup) -> str:
@@ -553,7 +582,290 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
             )
 
 
+def check_lines(result: Result) -> None:
+    """A trace's lines hold every copy and memset it measured, once; each line once; no
+    more callers than the stack depth kept; none where no stacks were taken."""
+    lines, depth = result.extra.lines, result.parameters.stack_depth
+    if lines is None:
+        return
+    if depth == 0:
+        raise SchemaError("extra.lines", "holds lines, but parameters.stack_depth is 0")
+    seen = set()
+    for index, line in enumerate(lines):
+        key = (line.activity, line.origin, line.file, line.line, line.function)
+        if key in seen:
+            raise SchemaError(f"extra.lines[{index}]", f"is {line.place} {line.activity} again")
+        seen.add(key)
+        for number, chain in enumerate(line.chains):
+            if len(chain.frames) >= depth:
+                raise SchemaError(
+                    f"extra.lines[{index}].chains[{number}].frames",
+                    f"has {len(chain.frames)} frames, but a stack depth of {depth} keeps "
+                    f"{depth - 1} callers",
+                )
+    measured: dict[str, list] = {}  # activity -> its measurements
+    for m in result.measurements:
+        named = COPY_NAME.match(m.name) if m.group == "gpu" else None
+        if named:
+            ends = m.name.removeprefix(named[0]).strip()  # "pageable -> device"
+            measured.setdefault(f"{named[1]} {ends}", []).append(m)
+            continue
+        if m.group == "gpu" and m.operation == "memset":
+            measured.setdefault("memset", []).append(m)
+    by_activity: dict[str, list[SourceLine]] = {}
+    for line in lines:
+        by_activity.setdefault(line.activity, []).append(line)
+    for activity in set(measured) | {a for a in by_activity if a not in CALL_KINDS[2:]}:
+        if activity == "copy":
+            continue
+        rows, held = measured.get(activity, []), by_activity.get(activity, [])
+        nbytes = sum(m.bytes * len(m.samples_ms) for m in rows)
+        gpu_ms = math.fsum(s for m in rows for s in m.samples_ms)
+        line_bytes = sum(line.bytes for line in held)
+        if line_bytes != nbytes:
+            raise SchemaError(
+                "extra.lines", f"hold {line_bytes} bytes of {activity}, but it measured {nbytes}"
+            )
+        line_ms = math.fsum(s for line in held for s in line.gpu_ms_each)
+        if not _close(line_ms, gpu_ms):
+            raise SchemaError(
+                "extra.lines", f"hold {line_ms} ms of {activity}, but it measured {gpu_ms}"
+            )
+
+
 PYTHON_M = "Run a module, as python -m does."
+
+
+# -- where: the program's lines behind the copies, memsets, allocations and waits ------------
+
+WHERE_TOP = 3  # lines shown per activity: the top 3 by each of GPU time, bytes, host, calls
+LINES_ADVISED = 3  # lines named per finding
+REPEATED = 2  # calls at one line that make it a loop's: one wait or allocation is not advice
+ADVISED_ORIGINS = ("program", "thread")  # lines the program can change
+CALL_TITLES = {
+    "copy": "copies without a GPU record",
+    "memset": "memsets",
+    "alloc": "allocations",
+    "free": "frees",
+    "register": "host memory registrations",
+    "prefetch": "prefetches",
+    "wait": "waits for the GPU",
+}
+WHERE_NOTE = (
+    "Line: the innermost line of your program on the call's stack (files relative to the "
+    "program's folder); (other thread): made on a thread without Python frames, shown at the "
+    "main thread's line then; (library): no line of yours on that thread, the library's. "
+    "Calls: API calls. GPU time: CUPTI's records of their work, summed. Host: the calls, "
+    "entry to exit, summed: what the line waited for (a pageable copy's staging, a wait's "
+    "GPU work). Shown: the {top} lines with the most GPU time, bytes, host time and calls "
+    "(the most of each highlighted); --stacks adds each line's callers."
+)
+
+
+def _activity_order(activity: str, lines: list[SourceLine]) -> tuple:
+    """Copies first, the most GPU time first; then memsets and the calls, in CALL_KINDS order."""
+    if activity not in CALL_KINDS:
+        return (0, -sum(line.gpu_ms for line in lines), activity)
+    return (1 + CALL_KINDS.index(activity), 0.0, activity)
+
+
+def by_activity(lines: list[SourceLine]) -> list[tuple[str, list[SourceLine]]]:
+    grouped: dict[str, list[SourceLine]] = {}
+    for line in lines:
+        grouped.setdefault(line.activity, []).append(line)
+    return sorted(grouped.items(), key=lambda item: _activity_order(*item))
+
+
+def top_lines(lines: list[SourceLine], top: int = WHERE_TOP) -> list[SourceLine]:
+    """The lines among the `top` of any measure (GPU time, bytes, host time, calls), the
+    most time first; a measure every line has none of picks nothing."""
+    measures = (
+        lambda s: s.gpu_ms,
+        lambda s: s.bytes,
+        lambda s: s.host_ms,
+        lambda s: s.calls,
+    )
+    picked: dict[int, SourceLine] = {}
+    for measure in measures:
+        ranked = sorted((s for s in lines if measure(s) > 0), key=measure, reverse=True)
+        for line in ranked[:top]:
+            picked[id(line)] = line
+    return sorted(
+        picked.values(), key=lambda s: (-(s.gpu_ms + s.host_ms), -s.calls, s.file, s.line)
+    )
+
+
+def _size_words(line: SourceLine) -> str:
+    if line.smallest_bytes == line.largest_bytes:
+        return format_bytes(line.largest_bytes)
+    return f"{format_bytes(line.smallest_bytes)} to {format_bytes(line.largest_bytes)}"
+
+
+def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
+    """One activity's lines: the top ones (with their callers on request), then the rest
+    summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
+    work = activity not in CALL_KINDS or activity == "memset"
+    if work:
+        headers = ["Line", "Calls", "Bytes", "GPU time", "Host"]
+    else:
+        headers = ["Line", "Call", "Calls", "Host"]
+    title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
+    table = Table(f"Where: {title}", headers)
+    shown = top_lines(lines)
+    best: dict[str, tuple[float, int]] = {}  # column -> (the most, its row)
+    for line in shown:
+        figures = {"Calls": line.calls, "Bytes": line.bytes, "GPU time": line.gpu_ms}
+        figures["Host"] = line.host_ms
+        for column, value in figures.items():
+            if column in headers and value > best.get(column, (0, -1))[0]:
+                best[column] = (value, len(table.rows))
+        cells = _cells(line, work)
+        if show_chains and line.chains:
+            cells[0] += f" {line.function}"
+        table.add_row(*cells)
+        for chain in line.chains if show_chains else ():
+            for index, frame in enumerate(chain.frames):
+                row = {"Line": f"  ← {frame.file}:{frame.line} {frame.function}"}
+                row["Calls"] = str(chain.calls) if index == 0 else ""
+                table.add_row(*(row.get(column, "") for column in headers))
+    table.highlighted = [(row, headers.index(column)) for column, (_, row) in best.items()]
+    rest = [line for line in lines if all(line is not s for s in shown)]
+    if rest:
+        row = {"Line": f"({plural(len(rest), 'other line')})"}
+        row["Calls"] = str(sum(line.calls for line in rest))
+        row["Bytes"] = format_bytes(sum(line.bytes for line in rest))
+        row["GPU time"] = format_ms(sum(line.gpu_ms for line in rest))
+        row["Host"] = format_ms(sum(line.host_ms for line in rest))
+        table.add_row(*(row.get(column, "") for column in headers))
+    return table
+
+
+def _cells(line: SourceLine, work: bool) -> list[str]:
+    host = format_ms(line.host_ms) if line.host_ms_each else "-"
+    if work:
+        gpu = format_ms(line.gpu_ms) if line.gpu_ms_each else "-"
+        return [line.place, str(line.calls), format_bytes(line.bytes), gpu, host]
+    return [line.place, ", ".join(line.api) or "-", str(line.calls), host]
+
+
+def where_tables(lines: list[SourceLine], show_chains: bool) -> list[Table]:
+    """One table per activity, copies first; how to read them under the last."""
+    tables = [where_table(activity, group, show_chains) for activity, group in by_activity(lines)]
+    if tables:
+        tables[-1].notes.append(WHERE_NOTE.format(top=WHERE_TOP))
+    return tables
+
+
+# What to do about a line, in the words of the library the program used (the first of these
+# it imported), else in the CUDA API's.
+LIBRARY_ORDER = ("torch", "cupy", "numba", "pycuda")
+PAGEABLE_REMEDY = {
+    ("torch", "HtoD"): (
+        "pass pin_memory=True to the DataLoader (or pin the tensor once, .pin_memory()) and "
+        "copy with non_blocking=True"
+    ),
+    ("torch", "DtoH"): (
+        "copy into a pinned tensor (torch.empty(..., pin_memory=True), allocated once) with "
+        "non_blocking=True"
+    ),
+    ("cupy", None): (
+        "copy from or to pinned memory (cupyx.empty_pinned, allocated once) on a stream"
+    ),
+    ("numba", None): (
+        "allocate the host array pinned (numba.cuda.pinned_array, once) and copy on a stream"
+    ),
+    ("pycuda", None): (
+        "allocate the host array pinned (pycuda.driver.pagelocked_empty, once) and copy with "
+        "memcpy_htod_async / memcpy_dtoh_async"
+    ),
+    (None, None): (
+        "allocate the host buffer pinned (cudaHostAlloc, cuMemHostAlloc) once and reuse it"
+    ),
+}
+WAIT_REMEDY = {
+    "torch": (
+        ".item(), .cpu(), .tolist(), a print of a CUDA tensor and torch.cuda.synchronize() "
+        "wait for all the GPU's queued work: read such values every few steps, or keep them "
+        "on the GPU"
+    ),
+    "cupy": (
+        ".get(), cupy.asnumpy() and synchronize() wait for all the GPU's queued work: read "
+        "results only where the host needs them"
+    ),
+    None: "the host waits here for the GPU's queued work: synchronize only where it needs a result",
+}
+CALL_REMEDY = {
+    "alloc": "allocate once, before the loop, and reuse the memory (or a stream-ordered pool)",
+    "free": "free once, after the loop: freeing device memory also waits for the GPU",
+    "register": "register the buffer once and reuse it: registering pins its pages each time",
+}
+CALL_WORDS = {"alloc": "allocation", "free": "free", "register": "registration"}
+
+
+def _library(libraries: list[str]) -> str | None:
+    return next((name for name in LIBRARY_ORDER if name in libraries), None)
+
+
+def _cost(line: SourceLine) -> str:
+    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded."""
+    parts = []
+    if line.gpu_ms_each:
+        parts.append(f"{format_ms(line.gpu_ms)} of GPU time")
+    if line.host_ms_each:
+        parts.append(f"the host blocked {format_ms(line.host_ms)}")
+    return ", ".join(parts)
+
+
+def _time(line: SourceLine) -> float:
+    return line.gpu_ms + line.host_ms
+
+
+def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
+    chosen = [s for s in lines if s.origin in ADVISED_ORIGINS and keep(s)]
+    return sorted(chosen, key=key, reverse=True)[:LINES_ADVISED]
+
+
+def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
+    """The advice, line by line: the program's lines behind its pageable copies, its
+    repeated small copies, and the waits, allocations, frees and registrations made again
+    and again at one line (a loop's), the costliest first."""
+    library = _library(libraries)
+    said = []
+    pageable = _ranked(
+        lines,
+        lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
+    )
+    for line in pageable:
+        direction = line.copy_ends()[0]
+        remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
+            (library, None), PAGEABLE_REMEDY[None, None]
+        )
+        copies = plural(line.calls, f"pageable {direction} copy", f"pageable {direction} copies")
+        said.append(_advised(line, f"{copies} of {_size_words(line)}", remedy))
+    small = _ranked(
+        lines,
+        lambda s: s.is_copy and 0 < s.largest_bytes < SMALL_COPY_BYTES and s.calls >= REPEATED,
+        lambda s: s.calls,
+    )
+    for line in small:
+        remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
+        said.append(_advised(line, f"{line.calls} copies of {_size_words(line)}", remedy))
+    waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
+    for line in waits:
+        remedy = WAIT_REMEDY.get(library, WAIT_REMEDY[None])
+        said.append(_advised(line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
+    repeated = _ranked(lines, lambda s: s.activity in CALL_REMEDY and s.calls >= REPEATED)
+    for line in repeated:
+        what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
+        said.append(_advised(line, what, CALL_REMEDY[line.activity]))
+    return said
+
+
+def _advised(line: SourceLine, what: str, remedy: str) -> str:
+    """`train.py:42: 134 pageable HtoD copies of 4 MiB, 38.6ms of GPU time, the host
+    blocked 41ms: pass pin_memory=True...`"""
+    cost = _cost(line)
+    return f"{line.place}: {what}{', ' + cost if cost else ''}: {remedy}."
 
 
 # -- this GPU's small copies, for the advice -------------------------------------------------

@@ -19,6 +19,7 @@ from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table
+from memprof.output.where import paired_lines
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
 NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined noise
@@ -193,12 +194,65 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
             f"{plural(len(figures), 'measurement')} got slower beyond it and beyond the runs' "
             "noise" + (": exit 1." if worse else ".")
         )
+    line_tables, line_conclusions = source_lines(first, second)
     return Summary(
-        tables=[table],
-        conclusions=conclusions,
+        tables=[table, *line_tables],
+        conclusions=conclusions + line_conclusions,
         show_profile=False,
         header=[f"Not comparable: {line}" for line in differences(first, second)],
     )
+
+
+def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]:
+    """Two traces' shared source lines (memprof.output.where), time per call by the same
+    rule as the measurements: a line that got slower is named."""
+    pairs, only_a, only_b = paired_lines(first, second)
+    unmatched = []
+    if only_a or only_b:
+        unmatched.append(f"Source lines unmatched: {only_a} only in A, {only_b} only in B.")
+    if not pairs:
+        return [], unmatched
+    table = Table(
+        "Source lines: time per call (copies and memsets: GPU time; other calls: host time)",
+        ["Line", "Calls A/B", "A median", "B median", "B / A", "Change"],
+        notes=[CHANGE_NOTE],
+    )
+    slower = []
+    for pair in pairs:
+        a_samples, b_samples = pair.samples(pair.a), pair.samples(pair.b)
+        a_stats = _stats_of(a_samples)
+        b_stats = _stats_of(b_samples)
+        calls = f"{pair.a.calls}/{pair.b.calls}"
+        if a_stats is None or b_stats is None:
+            table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
+            continue
+        ratio = ratio_of_medians(a_stats, b_stats)
+        change = "within noise"
+        if abs(ratio - 1) > noise(a_samples, b_samples):
+            change = "B faster" if ratio < 1 else "B slower"
+        if change == "B slower":
+            slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
+        table.add_row(
+            pair.label,
+            calls,
+            format_ms(a_stats.median_ms),
+            format_ms(b_stats.median_ms),
+            f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
+            change,
+        )
+    named = f": {'; '.join(slower)}" if slower else ""
+    conclusions = [
+        f"Source lines: {plural(len(pairs), 'line')} in both traces, B slower at "
+        f"{len(slower)}{named}."
+    ]
+    return [table], conclusions + unmatched
+
+
+def _stats_of(samples: list[float]) -> Statistics | None:
+    try:
+        return Statistics.of(samples)
+    except ValueError:
+        return None
 
 
 # -- are the runs comparable? ----------------------------------------------------------------

@@ -53,6 +53,13 @@ CSV_COLUMNS = (
     "ceiling_gb_per_s",
     "ceiling_share",
     "limiter",
+    # a traced program's source lines (memprof trace): one row each, group "line"
+    "source_file",
+    "source_line",
+    "source_function",
+    "gpu_ms",
+    "host_ms",
+    "callers",
 )
 
 
@@ -101,7 +108,31 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
                 "limiter": ceiling.limiter if ceiling is not None else "",
             }
         )
-    return rows
+    return rows + _line_rows(result, run)
+
+
+def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
+    """A trace's source lines (memprof.output.where), in the CSV's columns."""
+    from memprof.output.where import where_rows
+
+    return [
+        {
+            **run,
+            "group": "line",
+            "name": f"{row['file']}:{row['line']} {row['function']}",
+            "operation": row["activity"],
+            "kind": row["origin"],
+            "bytes": row["bytes"],
+            "calls": row["calls"],
+            "source_file": row["file"],
+            "source_line": row["line"],
+            "source_function": row["function"],
+            "gpu_ms": row["gpu_ms"],
+            "host_ms": row["host_ms"],
+            "callers": row["callers"],
+        }
+        for row in where_rows(result)
+    ]
 
 
 def _blank(value: object) -> object:
@@ -132,7 +163,7 @@ def csv_text(results: Sequence[Result], figures: Sequence[Sequence[Figure]]) -> 
     """The CSV file's whole text: a header and one row per measurement of every result
     (figures: each result's, as its summary computed them)."""
     buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval="")
     writer.writeheader()
     for result, found in zip(results, figures, strict=True):
         writer.writerows(csv_rows(result, found))

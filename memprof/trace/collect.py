@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
+from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement, Result, TimingInfo
 from memprof.model.schema import (
     ByteCount,
@@ -45,6 +46,8 @@ from memprof.model.schema import (
     Range,
     Seconds,
 )
+from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, CodeFilter, StackRecorder
+from memprof.trace.where import Stacks, copy_direction, source_lines
 
 if TYPE_CHECKING:
     from memprof.output.emit import Output
@@ -123,11 +126,15 @@ def as_python_runs(program: Program) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class TraceParams:
-    """What was traced, as a Result's parameters: the program, its arguments, the device."""
+    """What was traced, as a Result's parameters: the program, its arguments, the device,
+    how many of the program's frames each line keeps (0: no lines, as memprof traced before
+    it recorded them) and whether the summary shows their callers."""
 
     program: str = ""
     arguments: tuple[str, ...] = ()
     device: GpuIndex = 0
+    stack_depth: Annotated[int, Range(0, MAX_STACK_DEPTH)] = 0
+    stacks: bool = False
 
 
 @dataclass
@@ -137,6 +144,21 @@ class Outcome:
     exit_code: int
     error: BaseException | None = None  # an uncaught exception (Ctrl-C included)
     wall_s: float = 0.0
+    libraries: tuple[str, ...] = ()  # the GPU libraries it imported (PROGRAM_LIBRARIES)
+
+
+# The GPU libraries whose use the advice names in their own words (memprof imports none).
+PROGRAM_LIBRARIES = ("torch", "cupy", "numba", "pycuda", "cuda")
+ProgramLibrary = Literal[PROGRAM_LIBRARIES]  # type: ignore[valid-type]
+
+
+@dataclass(frozen=True)
+class LineOptions:
+    """How lines are recorded: frames kept per call (0: none) and whether the summary
+    shows each line's callers."""
+
+    stack_depth: int = 0
+    stacks: bool = False
 
 
 def exit_code_of(system_exit: SystemExit) -> int:
@@ -151,13 +173,17 @@ def exit_code_of(system_exit: SystemExit) -> int:
 
 
 def run_program(program: Program) -> Outcome:
-    """Run the program as `python` would, in this process; never raises what it raises."""
+    """Run the program as `python` would, in this process; never raises what it raises.
+
+    The script runs by its absolute path, as `python SCRIPT` has run it since Python 3.9
+    (its __file__ and its frames' files are absolute; sys.argv[0] stays as given)."""
     start = time.perf_counter()
     outcome = Outcome(0)
+    imported = set(sys.modules)
     try:
         with as_python_runs(program):
             if program.script is not None:
-                runpy.run_path(program.script, run_name="__main__")
+                runpy.run_path(os.path.abspath(program.script), run_name="__main__")
             else:
                 runpy.run_module(program.module, run_name="__main__", alter_sys=True)
     except SystemExit as system_exit:
@@ -168,6 +194,8 @@ def run_program(program: Program) -> Outcome:
         outcome = Outcome(1, error)
     finally:
         outcome.wall_s = time.perf_counter() - start
+        new = set(sys.modules) - imported
+        outcome.libraries = tuple(name for name in PROGRAM_LIBRARIES if name in new)
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     return outcome
@@ -197,6 +225,10 @@ class Recording:
     unified_memory_note: str | None = None
     gpu_name: str = ""
     driver_version: str = ""
+    # each call's stack by correlation id (memprof.trace.stacks); None: none recorded
+    stacks: Stacks | None = None
+    own_calls: frozenset[int] = frozenset()  # memprof's own calls after the program
+    stacks_note: str | None = None  # why there are no stacks, or what went wrong taking them
 
 
 class Collector(Protocol):
@@ -208,11 +240,15 @@ class Collector(Protocol):
 
 
 class CuptiCollector:
-    """CUPTI activity tracing of this whole process (memprof.activity, every record kept)."""
+    """CUPTI activity tracing of this whole process (memprof.activity, every record kept),
+    and with a StackRecorder the stack of every copy, memset, allocation, free, registration,
+    prefetch and wait (CUPTI's callbacks)."""
 
-    def __init__(self, device_index: int = 0) -> None:
+    def __init__(self, device_index: int = 0, stacks: StackRecorder | None = None) -> None:
         self.device_index = device_index
         self.log: Any = None
+        self.stacks = stacks
+        self.stacks_note: str | None = None
 
     def start(self) -> None:
         from memprof.core.activity import ActivityLog, cupti_unavailable_reason
@@ -229,11 +265,24 @@ class CuptiCollector:
         self.log, why_not = ActivityLog.start(self.device_index, keep_all=True)
         if self.log is None:
             raise EnvironmentProblem(why_not or "CUPTI refused activity tracing")
+        if self.stacks is not None:
+            self.stacks_note = self.stacks.start(self.log.cupti)
+            if self.stacks_note is not None:
+                self.stacks = None
 
     def finish(self) -> Recording:
         """Wait for the program's GPU work, then read every record CUPTI holds."""
         _synchronize_current_context()
         self.log.flush()
+        stacks, own, note = None, frozenset(), self.stacks_note
+        if self.stacks is not None:
+            self.stacks.stop()
+            stacks, own = self.stacks.recorded(), frozenset(self.stacks.own)
+            if self.stacks.failures:
+                note = (
+                    f"memprof's callback failed on {self.stacks.failures} calls, whose lines "
+                    f"are missing (the first: {self.stacks.first_failure})"
+                )
         refusal = self.log.unified_memory_refusal
         name, driver = device_identity(self.device_index)
         return Recording(
@@ -243,6 +292,9 @@ class CuptiCollector:
             unified_memory_note=refusal,
             gpu_name=name,
             driver_version=driver,
+            stacks=stacks,
+            own_calls=own,
+            stacks_note=note,
         )
 
 
@@ -324,13 +376,6 @@ def demangled(records: list[GpuRecord]) -> list[GpuRecord]:
 
 
 # -- records -> rows -----------------------------------------------------------------------
-
-
-def copy_direction(copy_kind: str) -> str:
-    """CUPTI's copy kind as nvprof wrote it: HTOD -> HtoD, PTOP -> PtoP."""
-    if len(copy_kind) == 4 and copy_kind[1:3] == "TO":
-        return f"{copy_kind[0]}to{copy_kind[3]}"
-    return copy_kind.title()
 
 
 def copy_row_name(record: GpuRecord) -> str:
@@ -526,6 +571,12 @@ class TraceExtra:
     # this GPU's measured small-copy costs (None: no small copies, or traced before memprof
     # measured them)
     small_copies: SmallCopyFigures | None = None
+    # the lines of the program behind every copy, memset, allocation, free, registration,
+    # prefetch and wait (None: traced before memprof recorded them, or without: lines_note)
+    lines: list[SourceLine] | None = None
+    lines_note: str | None = None  # why there are no lines, or why some are missing
+    # the GPU libraries the program imported, for the advice's words
+    libraries: list[ProgramLibrary] = field(default_factory=list)
 
 
 def trace_result(
@@ -535,12 +586,22 @@ def trace_result(
     device_index: int,
     bandwidth: dict[str, Any],
     small_copies: SmallCopyFigures | None = None,
+    lines: LineOptions | None = None,
 ) -> Result:
     """The trace as a Result: `report` and `diff` render it like any other command's."""
     error = outcome.error
+    lines = lines or LineOptions()
+    source = None
+    if recording.stacks is not None:
+        source = source_lines(recording.gpu, recording.api, recording.stacks, recording.own_calls)
+    note = recording.stacks_note
+    if lines.stack_depth == 0:
+        note = "not recorded (--stack-depth 0)"
     return Result(
         command="trace",
-        parameters=TraceParams(program.label, program.arguments, device_index),
+        parameters=TraceParams(
+            program.label, program.arguments, device_index, lines.stack_depth, lines.stacks
+        ),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
         extra=TraceExtra(
@@ -553,6 +614,9 @@ def trace_result(
             blocked=blocked_copies(recording.gpu, recording.api),
             pinned_bandwidth=bandwidth,
             small_copies=small_copies,
+            lines=source,
+            lines_note=note,
+            libraries=sorted(set(outcome.libraries)),
         ),
         timing=TimingInfo(
             source="cupti",
@@ -819,6 +883,7 @@ def small_copy_figures(
 class TraceOptions:
     device: int = 0
     bandwidth: str = "cache"
+    lines: LineOptions = field(default_factory=lambda: LineOptions(DEFAULT_STACK_DEPTH))
     output: Output | None = None  # where results go besides stderr; None: nowhere
     # this GPU's small-copy costs for the advice (memprof.experiments.trace runs
     # `memprof smallcopies`); None: the advice goes without them
@@ -847,7 +912,18 @@ def trace(
     output = replace(options.output or Output(), on_stderr=True)
     output.check()
     check_program(program)
-    collector = collector if collector is not None else CuptiCollector(options.device)
+    if not 0 <= options.lines.stack_depth <= MAX_STACK_DEPTH:
+        raise InvalidArgument(
+            f"--stack-depth {options.lines.stack_depth}: choose from 0 (no lines) to "
+            f"{MAX_STACK_DEPTH}"
+        )
+    if collector is None:
+        recorder = None
+        if options.lines.stack_depth > 0:
+            with as_python_runs(program):  # a -m module's folder is found as Python finds it
+                code = CodeFilter.for_program(program.script, program.module)
+            recorder = StackRecorder(code, options.lines.stack_depth)
+        collector = CuptiCollector(options.device, recorder)
     collector.start()
     outcome = run_program(program)
     if outcome.error is not None:
@@ -859,6 +935,8 @@ def trace(
     measure = options.measure_small_copies
     if measure and any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
         small = small_copy_figures(*this_gpu, measure)
-    result = trace_result(program, outcome, recording, options.device, bandwidth, small)
+    result = trace_result(
+        program, outcome, recording, options.device, bandwidth, small, options.lines
+    )
     emit([result], summarize, output)
     return outcome.exit_code

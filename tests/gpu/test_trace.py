@@ -98,3 +98,111 @@ def test_managed_memory_faults_fill_the_unified_memory_section(tmp_path):
     assert counters["CPU_PAGE_FAULT_COUNT"]["count"] > 0
     assert "Unified Memory profiling result" in completed.stderr
     assert "Managed memory migrated" in completed.stderr
+
+
+# -- the lines behind the copies ---------------------------------------------------------------
+
+MARK = "# memprof-line: "
+
+
+def marked_lines(script: Path) -> dict[str, tuple[str, int]]:
+    """Each `# memprof-line: NAME` comment of the program's files (the script's folder for
+    a program of several files), as (file relative to the script's folder, line), by name."""
+    folder = script.parent
+    files = sorted(folder.glob("*.py")) if folder.name == "lines" else [script]
+    marks = {}
+    for path in files:
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            if MARK in text:
+                marks[text.split(MARK)[1].strip()] = (path.relative_to(folder).as_posix(), number)
+    return marks
+
+
+def copy_lines(result: Result) -> dict[tuple[str, int], int]:
+    """The trace's copies by the line that made them (every copy activity summed)."""
+    found: dict[tuple[str, int], int] = {}
+    for line in result.extra.lines:
+        if "->" in line.activity:
+            key = (line.file, line.line) if line.origin == "program" else ("(none)", 0)
+            found[key] = found.get(key, 0) + line.calls
+    return found
+
+
+@pytest.mark.parametrize(
+    ("example", "library"),
+    [
+        ("examples/lines/main.py", "pycuda"),
+        ("examples/torch_lines.py", "torch"),
+        ("examples/cupy_copies.py", "cupy"),
+        ("examples/numba_copies.py", "numba"),
+    ],
+)
+def test_the_trace_names_exactly_the_lines_that_made_the_copies(tmp_path, example, library):
+    """A program of two files whose copies come from three lines shows exactly those three,
+    with their counts (examples/lines); each library's example likewise."""
+    if importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is not installed here")
+    completed, result = trace(tmp_path, "--bandwidth", "none", example)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = program_report(completed)
+    assert report["correct"]
+    marks = marked_lines(ROOT / example)
+    expected = {marks[name]: count for name, count in report["lines"].items()}
+    assert copy_lines(result) == expected
+    assert "Where: copies" in completed.stderr
+
+
+def test_the_lines_of_a_pytorch_programs_copies_are_torch_profilers(tmp_path):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    example = "examples/torch_lines.py"
+    completed, result = trace(tmp_path, "--bandwidth", "none", example)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    seen = tmp_path / "profiler.json"
+    profiled = subprocess.run(
+        [sys.executable, "benchmarks/torch_profiler_run.py", "--out", str(seen), example],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert profiled.returncode == 0, profiled.stderr[-3000:]
+    profiler = json.loads(seen.read_text())
+    traced = {
+        ("(none)" if file == "(none)" else f"{file}:{line}"): count
+        for (file, line), count in copy_lines(result).items()
+    }
+    assert traced == profiler["copy_lines"]
+    assert sum(traced.values()) == sum(profiler["copies"].values())
+
+
+def test_resnet_training_names_its_copy_lines_and_counts_as_without_them(tmp_path):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    arguments = ("examples/resnet_train.py", "--steps", "3", "--batch", "8", "--size", "32")
+    completed, result = trace(tmp_path, "--bandwidth", "none", *arguments)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (tmp_path / "flat").mkdir()
+    flat_run, flat = trace(
+        tmp_path / "flat", "--bandwidth", "none", "--stack-depth", "0", *arguments
+    )
+    assert flat_run.returncode == 0, flat_run.stderr[-3000:]
+    marks = marked_lines(ROOT / "examples/resnet_train.py")
+    found = copy_lines(result)
+    assert {name: found.get(place) for name, place in marks.items()} == {
+        "images": 3,
+        "labels": 3,
+        "item": 3,
+    }
+
+    def counted(traced_result: Result) -> dict:
+        return {
+            (m.name, m.bytes): len(m.samples_ms)
+            for m in traced_result.measurements
+            if m.group == "gpu"
+        }
+
+    assert counted(result) == counted(flat)  # the lines change no count
+    images = f"resnet_train.py:{marks['images'][1]}: 3 pageable HtoD copies"
+    text = " ".join(completed.stderr.split())
+    assert images in text and "pin_memory=True" in text

@@ -1,0 +1,106 @@
+"""Run a Python program under torch.profiler (with_stack=True) and write what it saw: the
+reference `memprof trace` is set against on a PyTorch program. GPU machine.
+
+    python3 benchmarks/torch_profiler_run.py --out PATH SCRIPT [ARGS...]
+
+The program runs as `python SCRIPT ARGS` would (its output passes through), inside one
+torch.profiler.profile of CPU and CUDA activities. PATH gets:
+
+    {"kernels": N, "memsets": N, "copies": {"HtoD pageable -> device": N, ...},
+     "copy_lines": {"file.py:42": N, ...}}
+
+copies are named as memprof's Where tables name them. copy_lines: each copy's line, the
+first frame of the operator that made it (torch's stack is innermost first) in a file under
+the script's folder, as `memprof trace` names lines (paths relative to that folder);
+copies whose operator has no such frame count under "(none)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import runpy
+import sys
+from collections import Counter
+
+COPY_NAME = re.compile(r"^Memcpy (\w+) \((\w+) -> (\w+)\)$")  # Memcpy HtoD (Pageable -> Device)
+STACK_ENTRY = re.compile(r"^(.*)\((\d+)\): (.*)$")  # path(42): function
+
+
+def copy_activity(name: str) -> str | None:
+    matched = COPY_NAME.match(name)
+    if matched is None:
+        return None
+    return f"{matched[1]} {matched[2].lower()} -> {matched[3].lower()}"
+
+
+def program_line(stack: list[str], folder: str) -> str:
+    """The innermost entry of the stack in a file under `folder`, as `file.py:42`."""
+    for entry in stack:
+        matched = STACK_ENTRY.match(entry)
+        if matched is None:
+            continue
+        path = os.path.realpath(matched[1])
+        if path.startswith(folder + os.sep):
+            return f"{os.path.relpath(path, folder)}:{matched[2]}"
+    return "(none)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="where to write what the profiler saw")
+    parser.add_argument("script")
+    parser.add_argument("arguments", nargs=argparse.REMAINDER)
+    options = parser.parse_args()
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    script = os.path.abspath(options.script)
+    folder = os.path.realpath(os.path.dirname(script))
+    sys.argv = [options.script, *options.arguments]
+    sys.path.insert(0, folder)
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=activities, with_stack=True) as profiler:
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as ended:
+            if ended.code not in (None, 0):
+                raise
+        torch.cuda.synchronize()
+    events = profiler.events()
+    kernels = memsets = 0
+    copies: Counter = Counter()
+    for event in events:
+        if event.device_type != DeviceType.CUDA:
+            continue
+        activity = copy_activity(event.name)
+        if activity is not None:
+            copies[activity] += 1
+        elif event.name.startswith("Memset"):
+            memsets += 1
+        else:
+            kernels += 1
+    lines: Counter = Counter()
+    for event in events:
+        if event.device_type != DeviceType.CPU:
+            continue
+        made = sum(1 for kernel in event.kernels if kernel.name.startswith("Memcpy"))
+        if made:
+            lines[program_line(list(event.stack or []), folder)] += made
+    seen = {
+        "kernels": kernels,
+        "memsets": memsets,
+        "copies": dict(copies),
+        "copy_lines": dict(lines),
+    }
+    with open(options.out, "w") as file:
+        json.dump(seen, file, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""A traced program's source lines: which line of the user's program asked the GPU for each
+copy, memset, allocation, free, registration, prefetch and wait, and what that cost.
+
+`memprof trace` records them (memprof.trace.where joins CUPTI's records of the work with the
+Python stack of the call that asked for it, by CUPTI's correlation id); the trace's summary,
+`diff` and the CSV read them here, as plain data, so none of them needs the trace's code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaError
+
+# The kinds of calls whose line is recorded, as the Where tables name them. A copy's activity
+# is its direction and memory kinds instead ("HtoD pageable -> device"): COPY_ACTIVITY.
+CALL_KINDS = ("copy", "memset", "alloc", "free", "register", "prefetch", "wait")
+COPY_ACTIVITY = re.compile(r"^(\w+) ([\w ]+) -> ([\w ]+)$")
+
+# Where a line's frames came from:
+# program: the program's own innermost frames on the thread that made the call;
+# thread:  made on a thread without Python frames (PyTorch's autograd threads, a library's
+#          own): the program's main thread's frames at that moment, its best guess;
+# library: no frame of the program's on the calling thread (a library's Python thread):
+#          the innermost library frame;
+# none:    no stack was recorded for the call.
+Origin = Literal["program", "thread", "library", "none"]
+LineNumber = Annotated[int, Range(0, 10**9)]
+
+
+@dataclass
+class Frame:
+    """One frame: its file (relative to the program's folder where it is inside it), line
+    and function."""
+
+    file: str
+    line: LineNumber
+    function: str
+
+
+@dataclass
+class CallChain:
+    """The program's frames that called a line's function, innermost first, and how many of
+    the line's calls came through them."""
+
+    calls: Count
+    frames: list[Frame]
+
+
+@dataclass
+class SourceLine:
+    """Every call of one activity that one source line made, and what it cost.
+
+    Per call, not per record: a batched copy is one call. The GPU time of a call is its
+    work's CUPTI records summed; the host time is the call, entry to exit (what the line
+    waited: for a copy from pageable memory, its staging; for a wait, the GPU's work).
+    """
+
+    activity: str  # a CALL_KINDS entry, or a copy's "HtoD pageable -> device"
+    file: str  # "" where origin is "none"
+    line: LineNumber
+    function: str
+    origin: Origin
+    calls: Annotated[int, Range(1, 10**15)]
+    api: list[str]  # the calls it made, by name without version ("cudaMemcpyAsync")
+    bytes: ByteCount = 0  # copies and memsets: bytes moved or set, summed
+    smallest_bytes: ByteCount = 0  # the smallest and largest single call's bytes
+    largest_bytes: ByteCount = 0
+    gpu_ms_each: list[Milliseconds] = field(default_factory=list)  # one per call with GPU work
+    host_ms_each: list[Milliseconds] = field(default_factory=list)  # one per recorded call
+    chains: list[CallChain] = field(default_factory=list)  # callers, most calls first
+
+    @property
+    def gpu_ms(self) -> float:
+        return sum(self.gpu_ms_each)
+
+    @property
+    def host_ms(self) -> float:
+        return sum(self.host_ms_each)
+
+    @property
+    def place(self) -> str:
+        """`train.py:42`, or what stands for it where the line is not the program's."""
+        if self.origin == "none":
+            return "(no stack recorded)"
+        where = f"{self.file}:{self.line}"
+        if self.origin == "thread":
+            return f"{where} (other thread)"
+        if self.origin == "library":
+            return f"{where} (library)"
+        return where
+
+    @property
+    def is_copy(self) -> bool:
+        return COPY_ACTIVITY.match(self.activity) is not None
+
+    def copy_ends(self) -> tuple[str, str, str] | None:
+        """(direction, source kind, destination kind) of a copy line; None otherwise."""
+        matched = COPY_ACTIVITY.match(self.activity)
+        return (matched[1], matched[2], matched[3]) if matched else None
+
+    def host_kind(self) -> str | None:
+        """The host side's memory kind, for copies between host and device."""
+        ends = self.copy_ends()
+        if ends is None:
+            return None
+        direction, source, destination = ends
+        return {"HtoD": source, "DtoH": destination}.get(direction)
+
+    def check_consistency(self) -> None:
+        """What the recording always makes true (schema.check_dataclass runs it)."""
+        if self.activity not in CALL_KINDS and not self.is_copy:
+            raise SchemaError("activity", f"is {self.activity!r}, not an activity memprof names")
+        if (self.origin == "none") != (self.file == ""):
+            raise SchemaError("file", f"is {self.file!r} on a line of origin {self.origin!r}")
+        samples_by_name = (("gpu_ms_each", self.gpu_ms_each), ("host_ms_each", self.host_ms_each))
+        for name, samples in samples_by_name:
+            if len(samples) > self.calls:
+                raise SchemaError(name, f"has {len(samples)} samples for {self.calls} calls")
+        chained = sum(chain.calls for chain in self.chains)
+        if chained > self.calls:
+            raise SchemaError("chains", f"hold {chained} calls, more than the line's {self.calls}")
+        if self.smallest_bytes > self.largest_bytes:
+            raise SchemaError(
+                "smallest_bytes", f"is {self.smallest_bytes}, more than largest_bytes"
+            )
+        low, high = self.calls * self.smallest_bytes, self.calls * self.largest_bytes
+        if not low <= self.bytes <= high:
+            raise SchemaError(
+                "bytes",
+                f"is {self.bytes}, but {self.calls} calls of {self.smallest_bytes} to "
+                f"{self.largest_bytes} bytes make {low} to {high}",
+            )
+
+
+def lines_of(result: Any) -> list[SourceLine] | None:
+    """A Result's source lines: a trace's, where it recorded them (None: a trace saved
+    before memprof recorded lines, traced with --stack-depth 0, or another command)."""
+    if getattr(result, "command", None) != "trace":
+        return None
+    return getattr(result.extra, "lines", None)

@@ -1,0 +1,383 @@
+"""Where in the user's program each copy, memset, allocation, free, registration, prefetch and
+wait was asked for: the Python stack of the CUDA call, taken by a CUPTI callback.
+
+CUPTI's Callback API calls a subscriber at the entry of every driver or runtime function it
+enabled (API_ENTER), inside that function, before it does its work: on the thread that called
+it, with the call's correlation id, which is the id CUPTI's activity records of the call and
+of its GPU work carry. So the callback sees the Python frames that led to the call (the
+thread's own: a C extension that released the GIL gets it back for the callback), and the
+join with the activity records is by that id (memprof.trace.where).
+
+Only the calls of CALL_KINDS are enabled, by callback id, so kernel launches, event queries
+and the many small calls libraries make run no Python at all; each enabled call costs one
+Python call and a walk up the stack to the program's innermost frames.
+
+Calls made on a thread without Python frames (PyTorch's autograd threads run the backward
+pass) have no stack of their own: the program's main thread's frames stand for them (the
+line that waits for that work, `loss.backward()`), and the line says so (origin "thread").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import signal
+import site
+import sys
+import sysconfig
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+from typing import Any
+
+from memprof.model.lines import CALL_KINDS, Frame, Origin
+
+MAX_STACK_DEPTH = 64
+DEFAULT_STACK_DEPTH = 5  # the line and four of its callers
+
+# Calls by the kind of thing they ask for, read from their names (driver cuX and runtime
+# cudaX alike, without version suffixes). Graph-building calls (cuGraphAddMemcpyNode) ask
+# for nothing yet, and do not match: every pattern is anchored at the call's own name.
+_CALL_PATTERNS = (
+    ("copy", re.compile(r"^cu(da)?Memcpy")),
+    ("memset", re.compile(r"^cu(da)?Memset")),  # not cuMemSetAccess
+    ("prefetch", re.compile(r"^cu(da)?Mem(DiscardAnd)?Prefetch")),
+    ("alloc", re.compile(r"^cu(da)?(MemAlloc|Malloc|MemHostAlloc|HostAlloc|MemCreate)")),
+    ("free", re.compile(r"^cu(da)?(MemFree|Free|MemRelease)")),
+    ("register", re.compile(r"^cu(da)?(MemHost|Host)(Un)?[Rr]egister")),
+    (
+        "wait",
+        re.compile(
+            r"^cu(da)?(Ctx|Device|Stream|Event|Thread)Synchronize$"
+            r"|^cu(da)?(Stream|Ctx|GreenCtx)Wait"
+        ),
+    ),
+)
+assert {kind for kind, _ in _CALL_PATTERNS} == set(CALL_KINDS)
+_VERSION_SUFFIX = re.compile(r"(_v\d+|_ptsz|_ptds)+$")
+
+
+def base_name(name: str) -> str:
+    """A call's name without CUPTI's version and stream suffixes:
+    `cudaMemcpyAsync_v3020` -> `cudaMemcpyAsync`, `cuMemcpyHtoD_v2_ptds` -> `cuMemcpyHtoD`."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def call_kind(name: str) -> str | None:
+    """What a driver or runtime call asks for (a CALL_KINDS entry), None for anything else."""
+    base = base_name(name)
+    for kind, pattern in _CALL_PATTERNS:
+        if pattern.search(base):
+            return kind
+    return None
+
+
+# -- which frames are the program's ---------------------------------------------------------
+
+# A frame's verdict. SKIP: no one's line (CUPTI's Python, <frozen runpy>, generated code);
+# OWN: memprof's, which makes a call memprof's own where it is the innermost that is not SKIP.
+USER, LIBRARY, SKIP, OWN = 0, 1, 2, 3
+LIBRARY_PACKAGES = (
+    "torch",
+    "cupy",
+    "cupyx",
+    "cupy_backends",
+    "numba",
+    "numba_cuda",  # NVIDIA's numba-cuda, behind numba.cuda
+    "pycuda",
+    "cuda",  # NVIDIA's cuda-python (cuda.bindings, cuda.core)
+    "numpy",
+    "triton",
+    "nvidia",
+)
+SKIPPED_PACKAGES = ("cupti",)  # frames that are never a line of anyone's
+_MEMPROF_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def package_folders(name: str) -> list[str]:
+    """Where a top-level package lives, found without importing it ([] if not installed)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [os.path.realpath(folder) for folder in spec.submodule_search_locations]
+    return [os.path.realpath(spec.origin)] if spec.origin else []
+
+
+def python_library_folders() -> list[str]:
+    """The standard library and every site-packages folder this Python reads."""
+    paths = sysconfig.get_paths()
+    folders = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    with contextlib.suppress(Exception):
+        folders.update(site.getsitepackages())
+    with contextlib.suppress(Exception):
+        folders.add(site.getusersitepackages())
+    folders.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    return sorted(os.path.realpath(folder) for folder in folders if folder)
+
+
+def _under(path: str, folders: Iterable[str]) -> bool:
+    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
+
+
+@dataclass
+class CodeFilter:
+    """Which frames are the program's own code: not the standard library, not site-packages,
+    not PyTorch, CuPy, Numba, PyCUDA, NVIDIA's bindings (wherever they are installed), never
+    memprof's or CUPTI's. The program's own files win over site-packages (a program installed
+    there, run with -m, is still the program); they never win over the libraries named.
+
+    Folders are absolute and resolved (os.path.realpath); so is every frame's file, once."""
+
+    program_folder: str  # the script's folder, or the working directory for -m
+    program: tuple[str, ...] = ()  # the script, or the -m module's package folder
+    own: tuple[str, ...] = (_MEMPROF_FOLDER,)  # memprof's
+    skipped: tuple[str, ...] = ()  # SKIPPED_PACKAGES' folders
+    named: tuple[str, ...] = ()  # LIBRARY_PACKAGES' folders
+    libraries: tuple[str, ...] = ()  # the standard library and site-packages
+    _real: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def for_program(cls, script: str | None, module: str | None) -> CodeFilter:
+        """The filter of a program run as `python SCRIPT` or `python -m MODULE`: call it
+        with sys.path set as the program's (memprof.trace.collect.as_python_runs)."""
+        if script is not None:
+            path = os.path.realpath(script)
+            folder, program = os.path.dirname(path), (path,)
+        else:
+            folder = os.path.realpath(os.getcwd())
+            program = tuple(package_folders((module or "").partition(".")[0]))
+        skipped = [f for name in SKIPPED_PACKAGES for f in package_folders(name)]
+        named = [f for name in LIBRARY_PACKAGES for f in package_folders(name)]
+        libraries = tuple(python_library_folders())
+        return cls(folder, program, (_MEMPROF_FOLDER,), tuple(skipped), tuple(named), libraries)
+
+    def real(self, filename: str) -> str:
+        path = self._real.get(filename)
+        if path is None:
+            path = self._real[filename] = os.path.realpath(filename)
+        return path
+
+    def classify(self, filename: str) -> int:
+        """USER, LIBRARY, SKIP or OWN for a frame's file (a code object's co_filename)."""
+        if filename.startswith("<"):  # <frozen runpy>, <string> (dataclass methods)
+            return SKIP
+        path = self.real(filename)
+        if _under(path, self.skipped):
+            return SKIP
+        if _under(path, self.own):
+            return OWN
+        if _under(path, self.named):
+            return LIBRARY
+        if path in self.program or _under(path, self.program):
+            return USER
+        if _under(path, self.libraries):
+            return LIBRARY
+        return USER
+
+    def display(self, filename: str) -> str:
+        """A frame's file as a Result keeps it: relative to the program's folder where it is
+        inside it, a library's from its package (`torch/utils/data/...`), else absolute."""
+        if filename.startswith("<"):
+            return filename
+        path = self.real(filename)
+        if _under(path, (self.program_folder,)):
+            return os.path.relpath(path, self.program_folder).replace(os.sep, "/")
+        parents = [os.path.dirname(folder) for folder in self.named] + list(self.libraries)
+        for folder in sorted(parents, key=len, reverse=True):
+            if _under(path, (folder,)):
+                return os.path.relpath(path, folder).replace(os.sep, "/")
+        return path
+
+
+# -- the CUPTI callback ---------------------------------------------------------------------
+
+RawFrame = tuple[CodeType, int]  # (code, line): made into a Frame after the program
+RawStack = tuple[Origin, tuple[RawFrame, ...]]
+
+
+class StackRecorder:
+    """Keeps, per CUPTI correlation id, the innermost frames of the program's code on the
+    stack of each CALL_KINDS call (up to `depth`), from a CUPTI callback at the call's entry.
+
+    The callback must never disturb the program: anything it raises is counted, not passed
+    on (`failures`), and a Ctrl-C landing in it is delivered again where the program runs."""
+
+    def __init__(self, code_filter: CodeFilter, depth: int = DEFAULT_STACK_DEPTH) -> None:
+        self.filter = code_filter
+        self.depth = depth
+        self.stacks: dict[int, RawStack] = {}
+        self.own: set[int] = set()  # calls of memprof's own (its last synchronize)
+        self.failures = 0
+        self.first_failure = ""
+        self._verdicts: dict[str, int] = {}  # by file name: hashing a code object is costly
+        self._main = threading.main_thread().ident
+        self._cupti: Any = None
+        self._subscriber: Any = None
+        self._enter = 0
+        self._wanted: dict[tuple[int, int], bool] | None = None  # by (domain, cbid), if asked
+
+    # -- subscription ---------------------------------------------------------------------
+
+    def start(self, cupti: Any) -> str | None:
+        """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not."""
+        try:
+            self._enter = int(cupti.ApiCallbackSite.API_ENTER)
+            self._subscriber = cupti.subscribe(self._on_api, None)
+        except Exception as error:
+            return f"CUPTI refused its callbacks ({_reason(error)})"
+        self._cupti = cupti
+        try:
+            self._enable(cupti)
+        except Exception as error:
+            self.stop()
+            return f"CUPTI refused its callbacks ({_reason(error)})"
+        return None
+
+    def _enable(self, cupti: Any) -> None:
+        """Enable each callback id whose call is of CALL_KINDS; where this cupti-python does
+        not list the ids, every call of both domains, picked by name in the callback."""
+        domains = cupti.CallbackDomain
+        tables = (
+            (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
+            (domains.RUNTIME_API, getattr(cupti, "runtime_api_trace_cbid", None)),
+        )
+        if any(table is None for _, table in tables):
+            self._wanted = {}
+            for domain, _ in tables:
+                cupti.enable_domain(1, self._subscriber, domain)
+            return
+        enabled, refusal = 0, None
+        for domain, table in tables:
+            for member in table:
+                if call_kind(member.name) is None:
+                    continue
+                try:  # an id this driver lacks is refused alone
+                    cupti.enable_callback(1, self._subscriber, domain, int(member))
+                    enabled += 1
+                except Exception as error:
+                    refusal = error
+        if not enabled and refusal is not None:
+            raise refusal
+
+    def stop(self) -> None:
+        """No more callbacks (before memprof's own driver calls after the program)."""
+        if self._subscriber is not None and self._cupti is not None:
+            with contextlib.suppress(Exception):
+                self._cupti.unsubscribe(self._subscriber)
+        self._subscriber = None
+
+    # -- at each call ---------------------------------------------------------------------
+
+    def _on_api(self, userdata: Any, domain: int, cbid: int, data: Any) -> None:
+        try:
+            if data.callback_site != self._enter:
+                return
+            if self._wanted is not None and not self._is_wanted(domain, cbid):
+                return
+            correlation = data.correlation_id
+            if correlation in self.stacks or correlation in self.own:  # a runtime call's
+                return  # driver call: done
+            stack = self._stack(sys._getframe(1))
+            if stack == OWN:
+                self.own.add(correlation)
+            elif stack is not None:
+                self.stacks[correlation] = stack
+        except KeyboardInterrupt:
+            deliver_ctrl_c_again()
+        except Exception as error:
+            self.failures += 1
+            self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
+
+    def _is_wanted(self, domain: int, cbid: int) -> bool:
+        key = (int(domain), int(cbid))
+        wanted = self._wanted.get(key) if self._wanted is not None else None
+        if wanted is None:
+            name = str(self._cupti.get_callback_name(domain, cbid))
+            wanted = self._wanted[key] = call_kind(name) is not None  # type: ignore[index]
+        return wanted
+
+    def _stack(self, frame: FrameType | None) -> RawStack | int | None:
+        """The call's stack; OWN where memprof made it; None where nothing is known."""
+        frames, library = self._walk(frame)
+        if frames == OWN:
+            return OWN
+        if frames:
+            return "program", frames
+        if library is None and threading.get_ident() != self._main:
+            frames, _ = self._walk(sys._current_frames().get(self._main))
+            if frames and frames != OWN:
+                return "thread", frames
+        if library is not None:
+            return "library", (library,)
+        return None
+
+    def _walk(self, frame: FrameType | None) -> tuple[Any, RawFrame | None]:
+        """The innermost frames of the program's (up to depth), and the innermost library
+        frame (where there is none of the program's); OWN where the innermost frame that is
+        anyone's is memprof's."""
+        verdicts, classify, depth = self._verdicts, self.filter.classify, self.depth
+        found: list[RawFrame] = []
+        library = None
+        anyones = False
+        while frame is not None:
+            code = frame.f_code
+            verdict = verdicts.get(code.co_filename)
+            if verdict is None:
+                verdict = verdicts[code.co_filename] = classify(code.co_filename)
+            if verdict == OWN and not anyones:
+                return OWN, None
+            anyones = anyones or verdict != SKIP
+            if verdict == USER:
+                found.append((code, frame.f_lineno or 0))
+                if len(found) >= depth:
+                    break
+            elif verdict == LIBRARY and library is None:
+                library = (code, frame.f_lineno or 0)
+            frame = frame.f_back
+        return tuple(found), library
+
+    # -- after the program ----------------------------------------------------------------
+
+    def recorded(self) -> dict[int, tuple[Origin, tuple[Frame, ...]]]:
+        """Every recorded stack, by correlation id, its frames as a Result keeps them."""
+        frames: dict[tuple[int, int], Frame] = {}  # by (id(code), line): the codes live on
+
+        def made(raw: RawFrame) -> Frame:
+            code, line = raw
+            key = (id(code), line)
+            if key not in frames:
+                name = getattr(code, "co_qualname", code.co_name)
+                frames[key] = Frame(self.filter.display(code.co_filename), line, name)
+            return frames[key]
+
+        return {
+            correlation: (origin, tuple(made(raw) for raw in raw_frames))
+            for correlation, (origin, raw_frames) in self.stacks.items()
+        }
+
+
+def deliver_ctrl_c_again() -> None:
+    """A Ctrl-C raised inside the callback cannot reach the program from there (CUPTI called
+    it, not the program): memprof's entry point (memprof.__main__) delivers it again 5 ms
+    later on SIGALRM, to whatever then runs. Without that entry point, raise it again for
+    whatever called the callback, as Python would."""
+    from memprof.interrupts import note_press
+
+    note_press()
+    handler = signal.getsignal(signal.SIGALRM)
+    if callable(handler) and "_handle_ctrl_c" in getattr(handler, "__qualname__", ""):
+        signal.setitimer(signal.ITIMER_REAL, 0.005)
+        return
+    raise KeyboardInterrupt
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip()
+    return text or type(error).__name__

@@ -1,0 +1,143 @@
+"""Where a traced program asked for its copies, memsets, allocations, frees, registrations,
+prefetches and waits: CUPTI's records joined by correlation id with the stacks of the calls.
+
+Every driver or runtime call gets a correlation id from CUPTI; its API record, the records
+of the GPU work it enqueued (a copy, a memset) and the callback memprof took its stack in
+all carry it (a runtime call and the driver call it makes share one). So each call is one
+join: its work's GPU time, its own host time (the outermost call, entry to exit), its bytes,
+and the line of the program that made it (memprof.trace.stacks).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from memprof.core.activity import ApiRecord, GpuRecord
+from memprof.model.lines import CallChain, Frame, Origin, SourceLine
+from memprof.trace.stacks import base_name, call_kind
+
+MAX_CHAINS = 10  # callers kept per line: the commonest
+Stacks = dict[int, tuple[Origin, tuple[Frame, ...]]]  # by correlation id, innermost first
+_NO_SITE = ("", 0, "")
+
+
+def copy_direction(copy_kind: str) -> str:
+    """CUPTI's copy kind as nvprof wrote it: HTOD -> HtoD, PTOP -> PtoP."""
+    if len(copy_kind) == 4 and copy_kind[1:3] == "TO":
+        return f"{copy_kind[0]}to{copy_kind[3]}"
+    return copy_kind.title()
+
+
+def activity_of(record: GpuRecord) -> str:
+    """A copy's activity, `HtoD pageable -> device`, or `memset`."""
+    if record.category == "memset":
+        return "memset"
+    return f"{copy_direction(record.name)} {record.src_kind} -> {record.dst_kind}"
+
+
+@dataclass
+class _Line:
+    """A SourceLine while calls are added to it."""
+
+    calls: int = 0
+    bytes: int = 0
+    smallest: int | None = None
+    largest: int = 0
+    gpu: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)
+    api: set[str] = field(default_factory=set)
+    chains: Counter = field(default_factory=Counter)
+
+    def add(self, records: list[GpuRecord], call: ApiRecord | None, callers: tuple) -> None:
+        self.calls += 1
+        nbytes = sum(record.bytes for record in records)
+        self.bytes += nbytes
+        self.smallest = nbytes if self.smallest is None else min(self.smallest, nbytes)
+        self.largest = max(self.largest, nbytes)
+        if records:
+            self.gpu.append(sum(record.duration_ms for record in records))
+        if call is not None:
+            self.host.append(call.duration_ms)
+            self.api.add(base_name(call.name))
+        if callers:
+            self.chains[callers] += 1
+
+
+def outermost_calls(api: list[ApiRecord]) -> dict[int, ApiRecord]:
+    """Each correlation id's longest call: a runtime call (cudaMemcpy) encloses the driver
+    call it made, which shares its id, and is what the program waited for."""
+    calls: dict[int, ApiRecord] = {}
+    for call in api:
+        held = calls.get(call.correlation_id)
+        if call.correlation_id and (held is None or call.duration_ms > held.duration_ms):
+            calls[call.correlation_id] = call
+    return calls
+
+
+def source_lines(
+    gpu: list[GpuRecord], api: list[ApiRecord], stacks: Stacks, own: frozenset[int] = frozenset()
+) -> list[SourceLine]:
+    """Every copy, memset and CALL_KINDS call, folded by activity and by the line that made
+    it; calls without a stack under origin "none". Calls in `own` (memprof's: its last
+    synchronize) are left out, unless they made GPU work, which every copy and memset
+    measured must be found in (then under "none"). A call whose work spans activities (a
+    batch of copies of two kinds) counts once in each; its host time goes to the first."""
+    calls = outermost_calls(api)
+    work: dict[int, list[GpuRecord]] = {}
+    unlinked: list[GpuRecord] = []  # no correlation id: no call to join with
+    for record in gpu:
+        if record.category in ("memcpy", "memset"):
+            if record.correlation_id:
+                work.setdefault(record.correlation_id, []).append(record)
+            else:
+                unlinked.append(record)
+    lines: dict[tuple, _Line] = {}
+
+    def add(correlation: int, activity: str, records: list[GpuRecord], call: ApiRecord | None):
+        origin, frames = stacks.get(correlation, ("none", ()))
+        site = (frames[0].file, frames[0].line, frames[0].function) if frames else _NO_SITE
+        callers = tuple((f.file, f.line, f.function) for f in frames[1:])
+        lines.setdefault((activity, origin, *site), _Line()).add(records, call, callers)
+
+    for correlation, records in work.items():  # memprof's own too: every copy is somewhere
+        call = calls.get(correlation)
+        by_activity: dict[str, list[GpuRecord]] = {}
+        for record in records:
+            by_activity.setdefault(activity_of(record), []).append(record)
+        for activity in sorted(by_activity):
+            add(correlation, activity, by_activity[activity], call)
+            call = None
+    for correlation, call in calls.items():
+        kind = call_kind(call.name)
+        if kind is not None and correlation not in work and correlation not in own:
+            add(correlation, kind, [], call)
+    for record in unlinked:
+        add(0, activity_of(record), [record], None)
+    return sorted(
+        (_made(key, line) for key, line in lines.items()),
+        key=lambda s: (s.activity, -(s.gpu_ms + s.host_ms), s.file, s.line),
+    )
+
+
+def _made(key: tuple, line: _Line) -> SourceLine:
+    activity, origin, file, number, function = key
+    chains = [
+        CallChain(calls, [Frame(*frame) for frame in callers])
+        for callers, calls in line.chains.most_common(MAX_CHAINS)
+    ]
+    return SourceLine(
+        activity=activity,
+        file=file,
+        line=number,
+        function=function,
+        origin=origin,
+        calls=line.calls,
+        api=sorted(line.api),
+        bytes=line.bytes,
+        smallest_bytes=line.smallest or 0,
+        largest_bytes=line.largest,
+        gpu_ms_each=line.gpu,
+        host_ms_each=line.host,
+        chains=chains,
+    )

@@ -1,0 +1,439 @@
+"""The lines of a traced program, without a GPU: `memprof trace` end to end on the fake CUPTI
+(tests/fake_cupti.py: its callbacks, its records, the same correlation ids), the Where tables
+and the advice that names a line, saved lines checked on load, `diff` of a line that got
+slower, the CSV rows, and old traces without lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.core.activity import ApiRecord, GpuRecord
+from memprof.errors import InvalidArgument
+from memprof.experiments import load as load_result
+from memprof.experiments import parse as parse_result
+from memprof.experiments import trace as summary
+from memprof.model.lines import CallChain, Frame, SourceLine
+from memprof.output.diff import diff
+from memprof.output.where import WHERE_COLUMNS, where_rows
+from memprof.trace import collect as tracing
+from memprof.trace import stacks as stacks_module
+from memprof.trace.collect import LineOptions, Outcome, Program, Recording, trace_result
+from tests.conftest import FIXTURES, render_text
+from tests.fake_cupti import FakeCupti
+from tests.fake_library import FakeLibrary
+
+runner = CliRunner()
+KiB, MiB = 1 << 10, 1 << 20
+
+
+# -- memprof trace on the fake CUPTI ---------------------------------------------------------
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    """CUPTI and the driver replaced by tests/fake_cupti.py (this folder a library's, as
+    torch's is); the program's modules forgotten afterwards."""
+    cupti = FakeCupti()
+    module = types.ModuleType("cupti")
+    module.cupti = cupti
+    monkeypatch.setitem(sys.modules, "cupti", module)
+    monkeypatch.setattr(tracing, "_cuda_init", lambda: 1)
+    # memprof's own wait for the program's work (its code is memprof's): never a line
+    made = {"cupti": cupti}
+    exec(
+        compile("def sync():\n    cupti.call('cuCtxSynchronize')\n", tracing.__file__, "exec"), made
+    )
+    monkeypatch.setattr(tracing, "_synchronize_current_context", made["sync"])
+    monkeypatch.setattr(tracing, "device_identity", lambda index: ("Fake GPU", "1.0"))
+    named = (*stacks_module.LIBRARY_PACKAGES, "tests")
+    monkeypatch.setattr(stacks_module, "LIBRARY_PACKAGES", named)
+    skipped = (*stacks_module.SKIPPED_PACKAGES, "tests.fake_cupti")  # the driver's: C, no frames
+    monkeypatch.setattr(stacks_module, "SKIPPED_PACKAGES", skipped)
+    library = types.ModuleType("fake_gpu_library")
+    library.gpu = FakeLibrary(cupti)
+    monkeypatch.setitem(sys.modules, "fake_gpu_library", library)
+    modules = set(sys.modules)
+    yield cupti
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+MAIN = """\
+from fake_gpu_library import gpu
+import transfers_for_where as transfers
+
+def main():
+    for _ in range(3):
+        transfers.upload(gpu, 1 << 20)  # caller: first
+    for _ in range(2):
+        transfers.upload(gpu, 1 << 20)  # caller: second
+    for _ in range(4):
+        gpu.to_device(4096, pinned=True)  # line: direct
+    for _ in range(2):
+        transfers.download(gpu, 2048)
+    gpu.launch()
+    for _ in range(3):
+        gpu.synchronize()  # line: wait
+
+main()  # caller: module
+"""
+TRANSFERS = """\
+def upload(gpu, nbytes):
+    return gpu.to_device(nbytes)  # line: upload
+
+def download(gpu, nbytes):
+    return gpu.to_host(nbytes)  # line: download
+"""
+
+
+def two_files(folder: Path) -> Path:
+    """A program of two files whose copies come from three lines."""
+    (folder / "transfers_for_where.py").write_text(TRANSFERS)
+    script = folder / "main.py"
+    script.write_text(MAIN)
+    return script
+
+
+def line_of(path: Path, marker: str) -> int:
+    (number,) = [n for n, text in enumerate(path.read_text().splitlines(), 1) if marker in text]
+    return number
+
+
+def run_trace(*arguments: object):
+    return runner.invoke(app, ["trace", "--bandwidth", "none", *map(str, arguments)])
+
+
+def test_two_files_whose_copies_come_from_three_lines_show_those_three(fake_gpu, tmp_path):
+    script = two_files(tmp_path)
+    saved = tmp_path / "trace.json"
+    ran = run_trace("--json", saved, script)
+    assert ran.exit_code == 0, ran.output
+    result = load_result(saved)
+    transfers = tmp_path / "transfers_for_where.py"
+    copies = {
+        (line.file, line.line): line.calls
+        for line in result.extra.lines
+        if line.activity not in ("wait", "alloc", "free", "memset")
+    }
+    assert copies == {
+        ("transfers_for_where.py", line_of(transfers, "line: upload")): 5,
+        ("transfers_for_where.py", line_of(transfers, "line: download")): 2,
+        ("main.py", line_of(script, "line: direct")): 4,
+    }
+    (upload,) = [line for line in result.extra.lines if line.activity == "HtoD pageable -> device"]
+    assert upload.function == "upload" and upload.origin == "program"
+    assert [(chain.calls, chain.frames[0].line) for chain in upload.chains] == [
+        (3, line_of(script, "caller: first")),
+        (2, line_of(script, "caller: second")),
+    ]
+    assert upload.chains[0].frames[1] == Frame(
+        "main.py", line_of(script, "caller: module"), "<module>"
+    )
+    (waits,) = [line for line in result.extra.lines if line.activity == "wait"]
+    assert (waits.line, waits.calls) == (line_of(script, "line: wait"), 3)  # memprof's own: not
+    assert result.parameters.stack_depth == 5 and result.extra.lines_note is None
+    text = " ".join(ran.stderr.split())
+    assert f"transfers_for_where.py:{line_of(transfers, 'line: upload')} 5 5 MiB" in text
+    assert "Where: copies HtoD pageable -> device" in text
+    assert fake_gpu.subscriber is None  # unsubscribed once the program ended
+
+
+def test_stacks_show_each_lines_callers(fake_gpu, tmp_path):
+    script = two_files(tmp_path)
+    ran = run_trace("--stacks", script)
+    assert ran.exit_code == 0, ran.output
+    assert f"← main.py:{line_of(script, 'caller: first')} main" in ran.stderr
+    assert "← main.py" not in run_trace(script).stderr
+
+
+def test_stack_depth_zero_takes_no_callbacks_and_says_so(fake_gpu, tmp_path):
+    saved = tmp_path / "trace.json"
+    ran = run_trace("--stack-depth", 0, "--json", saved, two_files(tmp_path))
+    assert ran.exit_code == 0, ran.output
+    assert fake_gpu.subscribed == 0
+    assert "Source lines: not recorded (--stack-depth 0)." in ran.stderr
+    assert "Where:" not in ran.stderr
+    result = load_result(saved)
+    assert result.extra.lines is None and result.parameters.stack_depth == 0
+
+
+def test_stack_depth_is_refused_outside_its_range(fake_gpu, tmp_path):
+    ran = run_trace("--stack-depth", 65, two_files(tmp_path))
+    assert ran.exit_code == 2
+    assert "65 is outside the allowed range 0 to 64" in ran.output
+
+
+def test_cupti_refusing_its_callbacks_leaves_the_profile_and_says_why(fake_gpu, tmp_path):
+    fake_gpu.refuse_subscribe = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+    ran = run_trace(two_files(tmp_path))
+    assert ran.exit_code == 0, ran.output
+    assert "Profiling result:" in ran.stderr
+    text = " ".join(ran.stderr.split())
+    assert (
+        "Source lines: CUPTI refused its callbacks "
+        "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)." in text
+    )
+
+
+def test_a_depth_of_one_keeps_the_line_and_no_callers(fake_gpu, tmp_path):
+    saved = tmp_path / "trace.json"
+    assert run_trace("--stack-depth", 1, "--json", saved, two_files(tmp_path)).exit_code == 0
+    assert all(line.chains == [] for line in load_result(saved).extra.lines)
+
+
+# -- saved lines are checked on load --------------------------------------------------------
+
+
+@pytest.fixture
+def saved_trace(fake_gpu, tmp_path) -> dict:
+    saved = tmp_path / "trace.json"
+    assert run_trace("--json", saved, two_files(tmp_path)).exit_code == 0
+    return json.loads(saved.read_text())
+
+
+def refused(data: dict, tmp_path: Path) -> str:
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument) as error:
+        load_result(path)
+    return str(error.value)
+
+
+def test_saved_lines_that_contradict_the_copies_are_refused(saved_trace, tmp_path):
+    copies = next(i for i, s in enumerate(saved_trace["extra"]["lines"]) if s["bytes"] > MiB)
+    data = json.loads(json.dumps(saved_trace))
+    data["extra"]["lines"][copies]["bytes"] -= MiB
+    data["extra"]["lines"][copies]["smallest_bytes"] = 0
+    assert "extra.lines" in refused(data, tmp_path)
+    data = json.loads(json.dumps(saved_trace))
+    data["extra"]["lines"][copies]["gpu_ms_each"][0] *= 2
+    assert "ms of HtoD pageable -> device" in refused(data, tmp_path)
+    data = json.loads(json.dumps(saved_trace))
+    data["extra"]["lines"].append(data["extra"]["lines"][-1])
+    assert "again" in refused(data, tmp_path)
+    data = json.loads(json.dumps(saved_trace))
+    data["parameters"]["stack_depth"] = 2  # chains of 2 callers kept at depth 5
+    assert "a stack depth of 2 keeps 1 callers" in refused(data, tmp_path)
+    data = json.loads(json.dumps(saved_trace))
+    data["extra"]["lines"][copies]["origin"] = "none"  # a line with a file
+    assert "origin 'none'" in refused(data, tmp_path)
+    data = json.loads(json.dumps(saved_trace))
+    data["extra"]["lines"][copies]["activity"] = "teleport"
+    assert "not an activity memprof names" in refused(data, tmp_path)
+
+
+def test_a_trace_saved_before_lines_loads_and_renders_without_them():
+    result = load_result(FIXTURES / "h200_trace_torch.json")
+    assert result.extra.lines is None and result.extra.lines_note is None
+    text = render_text(result)
+    assert "Where:" not in text and "Source lines" not in text
+    assert where_rows(result) == []
+
+
+# -- the Where tables and the advice --------------------------------------------------------
+
+
+def line(
+    activity: str = "HtoD pageable -> device",
+    number: int = 42,
+    calls: int = 1,
+    nbytes: int = 4 * MiB,
+    gpu_ms: float = 1.0,
+    host_ms: float = 1.0,
+    origin: str = "program",
+    api: tuple[str, ...] = ("cudaMemcpyAsync",),
+    file: str = "train.py",
+) -> SourceLine:
+    """A line of `calls` equal calls, each `nbytes`, `gpu_ms` and `host_ms` in all."""
+    work = activity not in ("wait", "alloc", "free", "register", "prefetch")
+    return SourceLine(
+        activity=activity,
+        file=file if origin != "none" else "",
+        line=number if origin != "none" else 0,
+        function="step" if origin != "none" else "",
+        origin=origin,
+        calls=calls,
+        api=list(api),
+        bytes=nbytes * calls if work else 0,
+        smallest_bytes=nbytes if work else 0,
+        largest_bytes=nbytes if work else 0,
+        gpu_ms_each=[gpu_ms / calls] * calls if work else [],
+        host_ms_each=[host_ms / calls] * calls,
+    )
+
+
+def test_the_top_lines_are_those_leading_any_column():
+    gpu = line(number=1, gpu_ms=9.0)
+    nbytes = line(number=2, nbytes=64 * MiB, gpu_ms=0.5)
+    host = line(number=3, host_ms=9.0, gpu_ms=0.5)
+    calls = line(number=4, calls=50, nbytes=KiB, gpu_ms=0.1, host_ms=0.1)
+    second = line(number=5, calls=20, nbytes=2 * MiB, gpu_ms=5.0, host_ms=5.0)
+    lines = [gpu, nbytes, host, calls, second]
+    assert summary.top_lines(lines, top=1) == [gpu, host, nbytes, calls]  # the most time first
+    assert second in summary.top_lines(lines, top=2)
+    waits = [line("wait", n, n + 1, host_ms=float(n)) for n in (1, 2)]
+    assert summary.top_lines(waits, top=1) == [waits[1]]  # no GPU time or bytes to lead
+
+
+def test_a_where_table_sums_the_lines_it_does_not_show_and_marks_each_columns_most():
+    lines = [line(number=n, calls=n, gpu_ms=float(n), host_ms=n / 2) for n in range(1, 7)]
+    table = summary.where_table("HtoD pageable -> device", lines, False)
+    assert table.title == "Where: copies HtoD pageable -> device"
+    assert [row[0] for row in table.rows] == [
+        "train.py:6",
+        "train.py:5",
+        "train.py:4",
+        "(3 other lines)",
+    ]
+    assert table.rows[-1][1:] == ["6", "24 MiB", "6.0000ms", "3.0000ms"]
+    columns = {table.headers[column] for _, column in table.highlighted}
+    assert columns == {"Calls", "Bytes", "GPU time", "Host"}
+    assert {row for row, _ in table.highlighted} == {0}
+    waits = summary.where_table("wait", [line("wait", api=("cudaStreamSynchronize",))], False)
+    assert waits.headers == ["Line", "Call", "Calls", "Host"]
+    assert waits.rows == [["train.py:42", "cudaStreamSynchronize", "1", "1.0000ms"]]
+
+
+def test_lines_not_of_the_program_say_what_they_are():
+    assert line(origin="thread").place == "train.py:42 (other thread)"
+    assert line(origin="library", file="torch/x.py").place == "torch/x.py:42 (library)"
+    assert line(origin="none").place == "(no stack recorded)"
+
+
+def test_the_where_tables_fit_80_columns(fake_gpu, tmp_path):
+    saved = tmp_path / "trace.json"
+    assert run_trace("--json", saved, "--stacks", two_files(tmp_path)).exit_code == 0
+    ran = runner.invoke(app, ["report", str(saved)], env={"COLUMNS": "80"})
+    start = ran.stdout.index("Where:")
+    where = ran.stdout[start:].split("\n\n")[:4]
+    assert all(len(text) <= 80 for block in where for text in block.splitlines())
+
+
+def test_the_advice_names_the_line_with_its_copies_and_the_librarys_remedy():
+    pageable = line(calls=134, nbytes=4 * MiB, gpu_ms=38.6, host_ms=41.0)
+    (said,) = summary.line_advice([pageable], ["torch"])
+    assert said == (
+        "train.py:42: 134 pageable HtoD copies of 4 MiB, 38.600ms of GPU time, the host "
+        "blocked 41.000ms: pass pin_memory=True to the DataLoader (or pin the tensor once, "
+        ".pin_memory()) and copy with non_blocking=True."
+    )
+    back = line("DtoH device -> pageable")
+    assert "copy into a pinned tensor" in summary.line_advice([back], ["torch"])[0]
+    assert "cupyx.empty_pinned" in summary.line_advice([back], ["cupy", "pycuda"])[0]
+    assert "pagelocked_empty" in summary.line_advice([pageable], ["pycuda"])[0]
+    assert "numba.cuda.pinned_array" in summary.line_advice([pageable], ["numba"])[0]
+    assert "cudaHostAlloc" in summary.line_advice([pageable], [])[0]
+
+
+def test_pageable_copies_of_64_kib_are_advised_as_pageable_smaller_ones_as_small():
+    at = line(nbytes=64 * KiB, calls=2)
+    (said,) = summary.line_advice([at], [])
+    assert "2 pageable HtoD copies of 64 KiB" in said
+    below = line(nbytes=64 * KiB - 1, calls=2)
+    (said,) = summary.line_advice([below], [])
+    assert "pageable" not in said and "gather them into one buffer" in said
+    assert summary.line_advice([line(nbytes=4 * KiB, calls=1)], []) == []  # once: no loop
+
+
+def test_waits_allocations_and_frees_are_advised_where_a_line_repeats_them():
+    for activity, words in (("wait", "waits"), ("alloc", "allocations"), ("free", "frees")):
+        assert summary.line_advice([line(activity, calls=1, api=("x",))], []) == []
+        (said,) = summary.line_advice([line(activity, calls=2, api=("x",))], [])
+        assert said.startswith(f"train.py:42: 2 {words} (x), the host blocked 1.0000ms: ")
+    assert summary.line_advice([line("prefetch", calls=9, api=("x",))], []) == []
+    torch_wait = summary.line_advice([line("wait", calls=2, api=("x",))], ["torch"])[0]
+    assert ".item()" in torch_wait
+
+
+def test_only_the_programs_own_lines_are_advised_the_costliest_three():
+    lines = [line(number=n, calls=2, gpu_ms=float(n)) for n in range(1, 5)]
+    said = summary.line_advice(lines, [])
+    assert [text.split(":")[1] for text in said] == ["4", "3", "2"]
+    assert summary.line_advice([line(origin="library"), line(origin="none")], []) == []
+    assert summary.line_advice([line(origin="thread", calls=2)], [])[0].startswith(
+        "train.py:42 (other thread): "
+    )
+
+
+# -- the CSV and diff ------------------------------------------------------------------------
+
+
+def traced(durations_us: list[float], file: str = "train.py") -> tracing.Result:
+    """A trace of copies whose GPU times are `durations_us`, all made at `file`:42."""
+    gpu = [
+        GpuRecord("memcpy", "HTOD", 0, int(us * 1000), MiB, "pageable", "device", False, 10 + i)
+        for i, us in enumerate(durations_us)
+    ]
+    api = [
+        ApiRecord("cuMemcpyHtoD_v2", us / 1000 + 0.01, 10 + i) for i, us in enumerate(durations_us)
+    ]
+    frames = (Frame(file, 42, "step"), Frame(file, 80, "main"))
+    stacks = {10 + i: ("program", frames) for i in range(len(durations_us))}
+    recording = Recording(gpu, api, None, None, "NVIDIA H200", "580", stacks=stacks)
+    program = Program(file, None, ())
+    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, LineOptions(5))
+    return parse_result(result.to_json())
+
+
+def test_a_line_that_got_slower_is_named_by_diff():
+    steady = [100.0, 101.0, 99.0, 100.5, 99.5]
+    same = diff(traced(steady), traced([100.2, 100.8, 99.1, 100.0, 99.9]))
+    assert "Source lines: 1 line in both traces, B slower at 0." in same.conclusions
+    slower = diff(traced(steady), traced([180.0, 181.0, 179.0, 180.5, 179.5]))
+    (lines_table,) = [t for t in slower.tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][0] == "train.py:42 HtoD pageable -> device"
+    assert lines_table.rows[0][-1] == "B slower"
+    assert (
+        "Source lines: 1 line in both traces, B slower at 1: train.py:42 HtoD pageable -> "
+        "device (1.80x)." in slower.conclusions
+    )
+    moved = diff(traced(steady), traced(steady, file="other.py"))
+    assert "Source lines unmatched: 1 only in A, 1 only in B." in moved.conclusions
+    old = load_result(FIXTURES / "h200_trace_torch.json")
+    assert all(not t.title.startswith("Source lines") for t in diff(old, traced(steady)).tables)
+
+
+def test_csv_rows_of_lines_are_literal_and_complete():
+    result = traced([100.0, 200.0], file="evil\x1b[31m.py")
+    (row,) = where_rows(result)
+    assert set(row) == set(WHERE_COLUMNS)
+    assert row["file"] == "evil\\x1b[31m.py"
+    assert (row["calls"], row["bytes"], row["line"]) == (2, 2 * MiB, 42)
+    assert row["gpu_ms"] == pytest.approx(0.3)
+    assert row["callers"] == "evil\\x1b[31m.py:80 main"
+    assert where_rows(load_result(FIXTURES / "h200_trace_pycuda.json")) == []
+
+
+def test_a_callers_chain_is_kept_in_the_saved_result():
+    result = traced([100.0])
+    (saved,) = result.extra.lines
+    assert saved.chains == [CallChain(1, [Frame("train.py", 80, "main")])]
+
+
+def test_a_saved_file_name_reaches_the_terminal_literally():
+    text = render_text(traced([100.0, 200.0], file="evil\x1b[31m.py"))
+    assert "\x1b" not in text
+    assert "evil\\x1b[31m.py:42" in text  # the Where table and the advice alike
+    assert text.count("evil\\x1b[31m.py:42") >= 2
+
+
+def test_the_csv_holds_a_traces_lines_beside_its_measurements():
+    from memprof.experiments import summarize
+    from memprof.output.export import csv_rows
+
+    result = traced([100.0, 200.0])
+    rows = csv_rows(result, summarize(result).figures)
+    lines = [row for row in rows if row["group"] == "line"]
+    assert len(rows) == len(result.measurements) + 1
+    (line,) = lines
+    assert (line["source_file"], line["source_line"], line["calls"]) == ("train.py", 42, 2)
+    assert line["gpu_ms"] == pytest.approx(0.3)
+    assert line["name"] == "train.py:42 step"
