@@ -29,7 +29,8 @@ def run(*args):
         code = app(list(args), standalone_mode=False)
     assert code == 0, (args, code)
     loaded = sorted(m for m in sys.modules if m.startswith("memprof.experiments."))
-    print(" ".join(loaded) or "-", "pydantic" in sys.modules)
+    others = ("pydantic", "memprof.output.diff", "memprof.output.junit")  # diff's, --junit's
+    print(" ".join(loaded) or "-", any(name in sys.modules for name in others))
 
 run("--help")
 run("report", sys.argv[1])
