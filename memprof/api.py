@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
 from memprof.errors import InvalidArgument
 from memprof.experiments import experiment_named, summarize
 from memprof.experiments import load as load_result
@@ -24,12 +25,14 @@ def run(
     timing: str = "auto",
     affinity: bool = True,
     progress: Progress = no_progress,
+    max_noise: float = DEFAULT_MAX_NOISE_PCT,
     **params: Any,
 ) -> Result:
     """Measure one command's experiment on GPU `device` and return its Result (printing
     nothing). Keyword parameters are the command's options (power=20, repeat=5...), checked
     as the command line checks them (numpy integers and bools taken as the Python values
-    they hold); a failed verification is in result.checks."""
+    they hold); a failed verification is in result.checks. Without repeat=N, each
+    measurement repeats until its median's noise is below max_noise percent."""
     if not isinstance(command, str):
         raise TypeError(
             f"memprof.run: command must be a str such as 'pinned', not {_kind(command)}"
@@ -37,7 +40,9 @@ def run(
     experiment = experiment_named(command)
     if experiment.runs_a_program:
         raise InvalidArgument(f"memprof.run: {command} runs a program: use `memprof {command}`")
-    options = RunOptions(_device(device, experiment.gpus), _timing(timing), _flag(affinity))
+    options = RunOptions(
+        _device(device, experiment.gpus), _timing(timing), _flag(affinity), _noise(max_noise)
+    )
     if not callable(progress):
         raise TypeError(
             f"memprof.run: progress must be a function (description, done, total), "
@@ -90,6 +95,20 @@ def _flag(affinity: Any) -> bool:
     return affinity
 
 
+def _noise(max_noise: Any) -> float:
+    """--max-noise's percent, as the command line allows it (a numpy number too)."""
+    from memprof.model import schema
+    from memprof.model.results import Percent
+
+    max_noise = params_model.plain(max_noise)
+    if isinstance(max_noise, bool) or not isinstance(max_noise, int | float):
+        raise TypeError(f"memprof.run: max_noise must be a number, not {_kind(max_noise)}")
+    rule = params_model.range_of(Percent)
+    if not schema.allows(rule, max_noise):
+        raise InvalidArgument(f"memprof.run: max_noise: {schema.refusal(rule, max_noise)}")
+    return float(max_noise)
+
+
 def load(path: str | Path) -> Result:
     """A Result saved with --json, every value checked (InvalidArgument if it is not one)."""
     if not isinstance(path, str | os.PathLike):
@@ -133,6 +152,7 @@ def run_each_gpu(
     affinity: bool = True,
     progress: Progress = no_progress,
     count: int | None = None,
+    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT,
 ) -> EveryDevice:
     """`--device all`: `command` on every GPU in turn (count: how many; the driver's when None),
     then, with two or more, what the experiment runs over every GPU at once (its
@@ -142,7 +162,7 @@ def run_each_gpu(
     count = device_count() if count is None else count
     done = EveryDevice()
     for index in range(count):
-        options = RunOptions(index, timing, affinity)
+        options = RunOptions(index, timing, affinity, max_noise_pct)
         result, failures = run_experiment(experiment_named(command), chosen, options, progress)
         done.results.append(result)
         done.cleanup_failures += failures
@@ -150,7 +170,7 @@ def run_each_gpu(
         done.notes.append(ONE_GPU)
     else:
         after = experiment_named(experiment_named(command).every_gpu_then)
-        options = RunOptions(None, timing, affinity)
+        options = RunOptions(None, timing, affinity, max_noise_pct)
         result, failures = run_experiment(after, after.Params(), options, progress)
         done.results.append(result)
         done.cleanup_failures += failures

@@ -3,7 +3,8 @@
 Each experiment becomes one command: its options are its Params fields (memprof.model.params
 says how each is offered and checked; `trace` declares its own) plus the shared options it
 takes, defined once in memprof.cli_options. `report` and `diff` read files and are
-written out here.
+written out here. Each is built when first needed (memprof.cli_commands): `memprof --help`
+lists every command from the registry's lines without importing any experiment.
 
 Every way a command can end is decided in one place (`run_command`): one line on stderr at
 most and a documented exit code (ExitCode).
@@ -12,25 +13,22 @@ most and a documented exit code (ExitCode).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from memprof import cli_gates as gates
-from memprof.cli_options import argument, epilog, gpu_options, output_options, params_options
+from memprof.cli_commands import HELP, OnDemandGroup, build, command, on_demand
+from memprof.cli_options import epilog
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
-from memprof.experiments import REGISTRY, experiment_named, load, summarize
-from memprof.experiments.base import Experiment
+from memprof.experiments import COMMANDS, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
-from memprof.model import params as declared
 from memprof.output import console as terminal
-from memprof.output.emit import Output, emit, emit_diff, stdout_failed
 from memprof.version import __version__
 
 try:  # typer 0.2x and later carry their own copy of click
@@ -46,8 +44,9 @@ Aborts = (typer.Abort, getattr(click_exceptions, "Abort", typer.Abort))
 INTERRUPTED = "interrupted: everything memprof allocated was freed"
 
 
-class MemprofGroup(TyperGroup):
-    """Typer's group, ending every command in one place: an exit code and at most one line."""
+class MemprofGroup(OnDemandGroup):
+    """The group of every command (each built when first needed: memprof.cli_commands),
+    ending every command in one place: an exit code and at most one line."""
 
     def main(self, args=None, prog_name=None, standalone_mode=True, **extra):  # type: ignore[override]
         complete_var = extra.pop("complete_var", None)
@@ -102,6 +101,8 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
         if caused_by_ctrl_c(error):
             terminal.print_error(INTERRUPTED)
             return ExitCode.INTERRUPTED
+        from memprof.output.emit import stdout_failed
+
         lost = stdout_failed(error)  # `> /dev/full`: output lost, as an unsaved file is
         if lost:
             terminal.print_error(lost)
@@ -158,19 +159,15 @@ def _main(
     pass
 
 
-def command(name: str, parameters: list[inspect.Parameter], help: str, **settings: Any):
-    """Register `body(**values)` as a command whose options are `parameters`."""
+def experiment_command(name: str) -> Any:
+    """The command of an experiment (or an alias), its options from its Params: its module
+    is imported here, when the command is first needed."""
+    from memprof import cli_gates as gates
+    from memprof.cli_options import gpu_options, output_options, params_options
+    from memprof.model import params as declared
+    from memprof.output.emit import Output
 
-    def register(body: Callable[..., None]) -> Callable[..., None]:
-        body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        app.command(name, help=help, epilog=epilog(name), **settings)(body)
-        return body
-
-    return register
-
-
-def add_experiment(experiment: type[Experiment]) -> None:
-    """The experiment as a command (and its aliases), its options from its Params."""
+    experiment = experiment_class(name)
 
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
@@ -178,41 +175,52 @@ def add_experiment(experiment: type[Experiment]) -> None:
         output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
+        max_noise = values.pop("max_noise", None)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
         inputs = [Path(values["reference"])] if values.get("reference") else []  # check's
         output.check(inputs=inputs)
         junit = gates.junit_destination(values.pop("junit", None), output, inputs)
         params = declared.from_cli(experiment.Params, values)
-        _run(experiment.name, params, device, output, timing, affinity, junit)
+        _run(experiment.name, params, device, output, timing, affinity, junit, max_noise)
 
-    help = experiment.help + (f"\n\n{experiment.description}" if experiment.description else "")
+    help = HELP[name]
+    if experiment.description and name == experiment.name:
+        help += f"\n\n{experiment.description}"
     parameters = params_options(experiment) + gpu_options(experiment) + output_options()
     if experiment.name in gates.JUNIT_COMMANDS:
         parameters.append(gates.junit_option())
-    settings = {"context_settings": experiment.context_settings}
-    for name in (experiment.name, *experiment.aliases):
-        alias = f"Alias of {experiment.name}."
-        command(name, parameters, help if name == experiment.name else alias, **settings)(measure)
+    return build(name, measure, help, parameters, {"context_settings": experiment.context_settings})
 
 
-for _experiment in REGISTRY:
-    add_experiment(_experiment)
+def add_experiment(line: Any) -> None:
+    """A registry line's command and its aliases: listed now, built when first needed."""
+    for name in (line.name, *line.aliases):
+        help = line.help if name == line.name else f"Alias of {line.name}."
+        on_demand(name, help, functools.partial(experiment_command, name))
+
+
+for _line in COMMANDS:
+    add_experiment(_line)
 
 
 def _run(
     command: str,
     params: Any,
     device: int | None,
-    output: Output,
+    output: Any,
     timing: str,
     affinity: bool,
     junit: Path | None = None,
+    max_noise: float | None = None,
 ) -> None:
     """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
     (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
     from memprof import api
+    from memprof import cli_gates as gates
+    from memprof.experiments import summarize
     from memprof.output.console import progress_bar
+    from memprof.output.emit import emit
 
     every_gpu_in_turn = device is None and experiment_named(command).gpus != "every"
     if every_gpu_in_turn and output.json is not None:
@@ -221,11 +229,12 @@ def _run(
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
     where = "every GPU" if device is None else f"GPU {device}"
+    noise = {} if max_noise is None else {"max_noise_pct": max_noise}
     with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
         if every_gpu_in_turn:
-            done = api.run_each_gpu(command, params, timing, affinity, progress)
+            done = api.run_each_gpu(command, params, timing, affinity, progress, **noise)
         else:
-            options = api.RunOptions(device, timing, affinity)
+            options = api.RunOptions(device, timing, affinity, **noise)
             run = api.run_experiment(experiment_named(command), params, options, progress)
             done = api.EveryDevice([run[0]], run[1])
     for failure in done.cleanup_failures:
@@ -238,18 +247,22 @@ def _run(
         emit(done.results, summarize, output)
 
 
-REPORT_OPTIONS = [
-    argument("paths", list[Path], ..., "Result files written with --json."),
-    *output_options(
-        "Save the one input again, validated, in this memprof's format (- is stdout).",
-        "Save every measurement of every input as CSV, one row each (- is stdout).",
-        "Print nothing but errors: only check the files.",
-    ),
-    gates.junit_option(),
-]
+def report_options() -> list[inspect.Parameter]:
+    from memprof import cli_gates as gates
+    from memprof.cli_options import argument, output_options
+
+    return [
+        argument("paths", list[Path], ..., "Result files written with --json."),
+        *output_options(
+            "Save the one input again, validated, in this memprof's format (- is stdout).",
+            "Save every measurement of every input as CSV, one row each (- is stdout).",
+            "Print nothing but errors: only check the files.",
+        ),
+        gates.junit_option(),
+    ]
 
 
-@command("report", REPORT_OPTIONS, "Render saved Results again, on any machine (no GPU needed).")
+@command("report", "Render saved Results again, on any machine (no GPU needed).", report_options)
 def report(
     paths: list[Path],
     json: str | None,
@@ -259,6 +272,10 @@ def report(
     verbose: bool,
     junit: str | None,
 ):
+    from memprof import cli_gates as gates
+    from memprof.experiments import load, summarize
+    from memprof.output.emit import Output, emit
+
     if json is not None and len(paths) > 1:
         raise InvalidArgument(
             f"--json saves one result, and {len(paths)} files were given: "
@@ -272,26 +289,30 @@ def report(
         emit(results, summarize, output)
 
 
-DIFF_OPTIONS = [
-    argument("first", Path, ..., "Result A (--json of one run)."),
-    argument("second", Path, ..., "Result B, compared with A."),
-    *gates.gate_options(),
-    *[
-        o
-        for o in output_options(
-            "Also save the comparison as shown (tables of strings, not a Result: `report` "
-            "cannot read it).",
-            quiet="Print nothing but errors (and the figures a gate failed).",
-        )
-        if o.name not in ("csv", "verbose")  # a diff has no verifications to list
-    ],
-]
+def diff_options() -> list[inspect.Parameter]:
+    from memprof import cli_gates as gates
+    from memprof.cli_options import argument, output_options
+
+    return [
+        argument("first", Path, ..., "Result A (--json of one run)."),
+        argument("second", Path, ..., "Result B, compared with A."),
+        *gates.gate_options(),
+        *[
+            o
+            for o in output_options(
+                "Also save the comparison as shown (tables of strings, not a Result: `report` "
+                "cannot read it).",
+                quiet="Print nothing but errors (and the figures a gate failed).",
+            )
+            if o.name not in ("csv", "verbose")  # a diff has no verifications to list
+        ],
+    ]
 
 
 @command(
     "diff",
-    DIFF_OPTIONS,
     "Compare two saved runs row by row, beyond run-to-run noise; --fail-above makes it a gate.",
+    diff_options,
 )
 def diff(
     first: Path,
@@ -303,8 +324,11 @@ def diff(
     quiet: bool,
     no_color: bool,
 ) -> None:
+    from memprof import cli_gates as gates
+    from memprof.experiments import load
     from memprof.output.diff import compared
     from memprof.output.diff import diff as diff_results
+    from memprof.output.emit import Output, emit_diff
 
     output = Output.named(json, None, quiet, no_color)
     output.check(inputs=(first, second))

@@ -19,16 +19,17 @@ import contextlib
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memprof.cli_options import PATH, option
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed
-from memprof.experiments import check
 from memprof.model.results import Result
 from memprof.output.console import print_error
-from memprof.output.diff import Compared, compared, differences, regressed_line
 from memprof.output.emit import Output
 from memprof.output.files import Destination, check_distinct, check_output, destination
-from memprof.output.junit import Case, Suite, junit_xml
+
+if TYPE_CHECKING:  # imported where used: `memprof report` without --junit needs neither
+    from memprof.output.diff import Compared
 
 JUNIT_COMMANDS = ("check", "check-pairs")  # GPU commands that take --junit (report, diff too)
 JUNIT_HELP = (
@@ -139,10 +140,14 @@ def junit_after(
 
 def results_junit(results: list[Result]) -> str:
     """The JUnit report of a command's Results: check lines and verifications."""
+    from memprof.output.junit import Case, Suite, junit_xml
+
     suites = []
     for result in results:
         cases = []
         if result.command in JUNIT_COMMANDS:
+            from memprof.experiments import check  # only for a check's Result
+
             where, lines, again = check.judged(result)
             for line in lines:
                 said = f"{line.verdict}: {line.measured}; expected {line.expected}"
@@ -161,6 +166,8 @@ def results_junit(results: list[Result]) -> str:
 
 def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: bool) -> None:
     """Exit 2 for runs a diff cannot compare (docstring at the top), in one line."""
+    from memprof.output.diff import compared, differences
+
     if not compared(first, second):
         raise InvalidArgument(
             f"A ({first.command}) and B ({second.command}) have no measurement in common: "
@@ -184,6 +191,9 @@ def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: 
 
 
 def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Path) -> str:
+    from memprof.output.diff import regressed_line
+    from memprof.output.junit import Case, Suite, junit_xml
+
     cases = []
     for figure in figures:
         said = figure.change()
@@ -198,6 +208,8 @@ def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Pa
 
 def gate(figures: list[Compared], fail_above: float | None, output: Output) -> None:
     """`--fail-above`: one line per figure that got worse beyond it on stderr, then exit 1."""
+    from memprof.output.diff import regressed_line
+
     if fail_above is None:
         return
     worse = [figure for figure in figures if figure.worse_beyond(fail_above)]

@@ -9,13 +9,15 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from memprof.experiments.base import Experiment
 from memprof.model import params as declared
 from memprof.model import schema
+
+if TYPE_CHECKING:
+    from memprof.experiments.base import Experiment
 
 ALL_DEVICES = "all"
 
@@ -124,11 +126,30 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
         options.append(option("device", int, 0, "-d", "--device", callback=check, help=DEVICE_HELP))
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
+    if until_noise_target(experiment):
+        from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
+        from memprof.model.results import Percent
+
+        check = within(declared.range_of(Percent))
+        options.append(
+            option("max_noise", float, DEFAULT_MAX_NOISE_PCT, callback=check, help=MAX_NOISE_HELP)
+        )
     if experiment.affinity_option:
         options.append(option("no_affinity", bool, False, help=AFFINITY_HELP))
     return options
 
 
+def until_noise_target(experiment: type[Experiment]) -> bool:
+    """Whether the experiment's measurements repeat until the noise target where --repeat is
+    not given (its Params' repeat defaults to None), so it takes --max-noise."""
+    fields = dataclasses.fields(experiment.Params)
+    return any(field.name == "repeat" and field.default is None for field in fields)
+
+
+MAX_NOISE_HELP = (
+    "Repeat each measurement until the relative noise of its median (a robust standard "
+    "error) is below this many percent; --repeat N sets the count instead."
+)
 TIMING_HELP = (
     "Source of GPU-activity times: cupti = the GPU's own record of each operation (as nvprof "
     "printed; needs cupti-python), events = CUDA events around each operation held behind a "

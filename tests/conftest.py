@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import pickle
 from pathlib import Path
 
 import pytest
@@ -40,17 +41,26 @@ def fixture_path() -> callable:
 
 def load_fixture(name: str):
     """A Result recorded on the GPU machine, by its name without h200_ and .json."""
-    from memprof.experiments import load
-
-    return load(FIXTURES / f"h200_{name}.json")
+    return _loaded(FIXTURES / f"h200_{name}.json")
 
 
 def load_legacy(name: str):
     """A Result an older memprof recorded on the H200 (schema 2: before NVML's GPU state, the
     host side of pageable copies and the allocators), by its name without legacy_v2_."""
+    return _loaded(FIXTURES / f"legacy_v2_{name}.json")
+
+
+def _loaded(path: Path):
+    """memprof's load of a fixture, checked once per session: each caller gets a copy of its
+    own (unpickled), so a test that changes its Result changes nobody else's."""
+    return pickle.loads(_pickled(path))
+
+
+@functools.cache
+def _pickled(path: Path) -> bytes:
     from memprof.experiments import load
 
-    return load(FIXTURES / f"legacy_v2_{name}.json")
+    return pickle.dumps(load(path))
 
 
 def render_text(result, width: int = 200) -> str:

@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from memprof import cli_options
 from memprof.cli import app
-from memprof.experiments import REGISTRY
+from memprof.experiments import COMMANDS, every_experiment
 from memprof.model import params as declared
 
 runner = CliRunner()
 COMMAND = typer.main.get_command(app)
 NAMES = sorted(COMMAND.commands)
-ALIASES = {experiment.name: experiment.aliases for experiment in REGISTRY}
+ALIASES = {command.name: command.aliases for command in COMMANDS}
 
 
 def help_of(*words: str, flag: str = "--help", width: int = 80) -> str:
@@ -77,7 +77,7 @@ def sweep_default(experiment) -> tuple[int, ...]:
 
 @pytest.mark.parametrize(
     "experiment",
-    [e for e in REGISTRY if any(o.name == "from_power" for o in e.options())],
+    [e for e in every_experiment() if any(o.name == "from_power" for o in e.options())],
     ids=lambda e: e.name,
 )
 def test_from_and_to_say_their_defaults(experiment):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import REGISTRY, hostlink, portable
+from memprof.experiments import every_experiment, hostlink, portable
 from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments.base import Experiment, NoExtra, RunOptions
@@ -20,6 +20,7 @@ from memprof.experiments.compare import CompareParams
 from memprof.experiments.pinned import PinnedParams
 from memprof.model.device import DeviceFacts, DeviceRecord
 from memprof.model.results import Measurement, Result, TimingInfo
+from memprof.output import emit
 
 runner = CliRunner()
 NBYTES = 256 << 20
@@ -86,7 +87,7 @@ def every_device(monkeypatch) -> list[tuple]:
     return started
 
 
-EVERY_GPU_AT_ONCE = [e.name for e in REGISTRY if e.gpus == "every"]
+EVERY_GPU_AT_ONCE = [e.name for e in every_experiment() if e.gpus == "every"]
 
 
 @pytest.mark.parametrize("command", EVERY_GPU_AT_ONCE)
@@ -94,7 +95,7 @@ def test_an_experiment_over_every_gpu_at_once_runs_once_and_saves(
     command, every_device, monkeypatch, tmp_path
 ):
     emitted = []
-    monkeypatch.setattr(cli, "emit", lambda results, summarize, output: emitted.append(results))
+    monkeypatch.setattr(emit, "emit", lambda results, summarize, output: emitted.append(results))
     saved = tmp_path / "run.json"
     result = runner.invoke(cli.app, [command, "--json", str(saved), "--quiet"])
     assert result.exit_code == 0, result.output

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from memprof.model.results import Measurement, Result
+from memprof.model.statistics import median_noise
 from memprof.output.diff import MIN_CHANGE, diff, noise
 from tests.conftest import load_fixture
 
@@ -33,20 +34,26 @@ def changes(first: Result, second: Result) -> list[str]:
     return [row[-1] for row in table.rows]
 
 
-def test_noise_is_three_times_the_combined_relative_spread():
-    a = measurement([0.9, 1.1])  # relative spread sqrt(0.02) / 1
-    b = measurement([1.8, 2.2])  # the same relative spread
-    assert noise(a.stats, b.stats) == pytest.approx(
-        3 * math.hypot(math.sqrt(0.02), math.sqrt(0.02))
-    )
-    assert noise(a.stats, b.stats) == pytest.approx(0.6)
+def test_noise_is_three_times_the_two_medians_combined_noise():
+    a = [0.9, 1.1]  # median 1, MAD 0.1: noise 1.2533 x 1.4826 x 0.1 / sqrt(2) / 1
+    b = [1.8, 2.2]  # the same relative noise
+    one = math.sqrt(math.pi / 2) * 1.4826 * 0.1 / math.sqrt(2)
+    assert median_noise(a) == pytest.approx(one) == pytest.approx(median_noise(b))
+    assert noise(a, b) == pytest.approx(3 * math.hypot(one, one))
+    assert noise(a, b) == pytest.approx(0.5574, abs=1e-4)
+
+
+def test_the_noise_of_a_median_falls_with_more_samples_and_ignores_an_outlier():
+    assert median_noise([0.9, 1.1] * 8) == pytest.approx(median_noise([0.9, 1.1]) / math.sqrt(8))
+    assert median_noise([1.0, 1.0, 1.0, 1.0, 50.0]) == 0.0  # the median did not move
+    assert median_noise([1.0]) == 0.0 and median_noise([0.0, 0.0, 3.0]) == 0.0
 
 
 def test_noise_never_falls_below_two_percent():
-    steady = measurement([1.0, 1.0, 1.0])
+    steady = [1.0, 1.0, 1.0]
     assert MIN_CHANGE == 0.02
-    assert noise(steady.stats, steady.stats) == 0.02
-    assert noise(steady.stats, measurement([1.0, 1.001]).stats) == 0.02  # 3 sigma is only 0.2% here
+    assert noise(steady, steady) == 0.02
+    assert noise(steady, [1.0, 1.001]) == 0.02  # 3x its noise is only 0.2% here
 
 
 @pytest.mark.parametrize(
@@ -65,7 +72,7 @@ def test_a_change_is_marked_beyond_two_percent_for_steady_runs(b_ms, change):
 
 
 def test_a_noisy_run_needs_a_larger_change():
-    noisy_a = measurement([0.9, 1.1])  # 3 sigma combined with a steady B: about 42%
+    noisy_a = measurement([0.9, 1.1])  # 3x its noise, combined with a steady B: about 39%
     assert changes(run(noisy_a), run(measurement([1.3] * 2))) == ["within noise"]
     assert changes(run(noisy_a), run(measurement([1.5] * 2))) == ["B slower"]
     assert changes(run(noisy_a), run(measurement([0.5] * 2))) == ["B faster"]

@@ -48,14 +48,34 @@ def test_a_healthy_gpu_is_read_field_by_field():
     assert (first.remote_pci_bus_id, first.remote_kind) == ("0000:ff:00.0", "switch")
 
 
-def test_nvml_is_shut_down_once_per_init_also_when_the_run_fails():
+def test_nvml_starts_once_per_process_also_after_a_failed_run_and_shuts_down_once():
     module = FakePynvml(FakeGpu())
     with pytest.raises(RuntimeError), Watch({0: BUS}, module, own_pid=OWN_PID):
         assert module.initialized == 1
         raise RuntimeError("the experiment failed")
+    (state,) = watch(module=module)  # the next run reads it without starting it again
+    assert state.unavailable is None and module.initialized == 1
+    nvml.shut_down()  # at exit
     assert module.initialized == 0
+    (state,) = watch(module=module)  # asked again after that: started again
+    assert state.unavailable is None and module.initialized == 1
+    nvml.shut_down()
+
+
+def test_the_device_facts_read_the_link_from_the_nvml_already_started():
+    from memprof.core.devicefacts import _nvml_link
+
+    module = FakePynvml(FakeGpu())
     watch(module=module)
-    assert module.initialized == 0
+    assert _nvml_link(BUS, module) == {
+        "generation": 5,
+        "width": 16,
+        "max_generation": 5,
+        "max_width": 16,
+    }
+    assert module.initialized == 1
+    assert _nvml_link("0000:00:09.0", module) is None  # NVML knows no such GPU
+    nvml.shut_down()
 
 
 def test_a_reason_seen_at_either_sample_is_kept():

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.experiments import REGISTRY
+from memprof.experiments import every_experiment
 from memprof.experiments import load as load_result
 from memprof.model.results import SCHEMA_VERSION, MissingMeasurement
 
@@ -101,7 +101,7 @@ def test_a_parameter_added_since_the_file_was_written_takes_its_default():
 
 
 def test_every_experiment_declares_its_params_and_extra():
-    for experiment in REGISTRY:
+    for experiment in every_experiment():
         assert is_dataclass(experiment.Params), experiment.name
         assert is_dataclass(experiment.Extra), experiment.name
 
@@ -233,7 +233,7 @@ BAD_PINNED = {
     ),
     "power as a float": (_set(("parameters", "power"), 20.5), "parameters.power is 20.5"),
     "unknown parameter": (_set(("parameters", "kinds"), []), "parameters.kinds is not a known"),
-    "parameter as null": (_set(("parameters", "repeat"), None), "parameters.repeat is null"),
+    "parameter as null": (_set(("parameters", "warmup"), None), "parameters.warmup is null"),
     "parameters as a list": (_set(("parameters",), [20]), "parameters is a list"),
     "command as a list": (
         _set(("command",), ["pinned"]),

@@ -8,6 +8,7 @@ on any GPU, shaped to put the crossover where each test wants it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -547,3 +548,13 @@ def test_the_cached_costs_come_from_a_smallcopies_result():
         "gathered_ms": pytest.approx(0.002),
         "batched_ms": pytest.approx(0.001),
     }
+
+
+def test_the_wall_clock_repeats_the_warm_calls_without_warming_them_again(fake_gpu):
+    def batched_calls(warmup: int) -> int:
+        session = fake_gpu()
+        params = SmallCopiesParams(powers=(4,), copies=5, repeat=2, warmup=warmup)
+        run_on(session, dataclasses.replace(params, directions=("h2d",)))
+        return sum(call.startswith("cuMemcpyBatchAsync") for call in session.gpu.calls)
+
+    assert batched_calls(3) - batched_calls(0) == 3  # the timed loop's warm-ups alone

@@ -1,5 +1,6 @@
 """The wheel carries kernels/*.cu and memprof finds them once installed (no checkout around)."""
 
+import os
 import subprocess
 import sys
 import venv
@@ -69,8 +70,14 @@ def test_installed_wheel_finds_its_kernels_in_a_fresh_environment(wheel, tmp_pat
         "source = k.kernel_source('sum_arrays.cu'); "
         "print(k.parse_signatures(source)['sumArraysGPU'].display)"
     )
-    completed = subprocess.run(
-        [str(python), "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path
+    alone = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    completed = subprocess.run(  # the installed memprof, not a checkout on PYTHONPATH
+        [str(python), "-c", script],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=alone,
     )
     directory, signature = completed.stdout.strip().splitlines()
     assert Path(directory).is_relative_to(environment)

@@ -27,25 +27,24 @@ def _sysfs_link(pci_bus_id: str, root: Path = Path("/sys/bus/pci/devices")) -> d
         return None
 
 
-def _nvml_link(pci_bus_id: str) -> dict | None:
-    try:
-        import pynvml
-    except ImportError:
+def _nvml_link(pci_bus_id: str, module: Any = None) -> dict | None:
+    """The link as NVML reports it (NVML started once per process: memprof.core.nvml), or
+    None where NVML cannot say all of it."""
+    from memprof.core.nvml import opened
+
+    nvml, _ = opened(module)
+    if nvml is None:
         return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
-            return {
-                "generation": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
-                "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
-                "max_generation": pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
-                "max_width": pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
-            }
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
+    handle = nvml.call("nvmlDeviceGetHandleByPciBusId", pci_bus_id)
+    if handle is None:
         return None
+    link = {
+        "generation": nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "width": nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
+        "max_generation": nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        "max_width": nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle),
+    }
+    return link if None not in link.values() else None
 
 
 def _kernel_driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:

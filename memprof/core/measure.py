@@ -1,9 +1,18 @@
 """The one timing core: what memprof times, how, and the nvprof-style profile rows.
 
 An experiment says what it times: `repeat(step, warmup, repeat)` runs the step's warm-ups
-unrecorded, then its timed repetitions, and only those are recorded (so Calls equals
---repeat). Inside a step, `events()` marks one GPU operation, `host_clock()`/`api()` host
-work or a driver call, and `events("span", ...)` several operations end to end.
+unrecorded, then its timed repetitions, and only those are recorded (so Calls is the count of
+timed repetitions). Inside a step, `events()` marks one GPU operation, `host_clock()`/`api()`
+host work or a driver call, and `events("span", ...)` several operations end to end.
+
+How many repetitions (Repetitions): exactly --repeat N where it is given; otherwise each
+measurement repeats until the relative noise of its median (memprof.model.statistics.
+median_noise) is at most --max-noise, at least MIN_COUNT times, and no longer than its time
+cap. Back-to-back batches (throughput, concurrent) stop the same way. The stopping decision
+reads the samples available while the loop runs: the gated events' times and the host clock.
+CUPTI's records arrive only when its buffers are flushed, after the loop, so a measurement
+timed by CUPTI stops on its gated events (which time the same operation) and its saved
+samples, and the noise reported from them, are CUPTI's.
 
 How a GPU operation is timed:
 - It is queued behind a GPU-side gate (memprof.gate) with a CUDA event before and after, so
@@ -31,24 +40,108 @@ recording anything else is a bug in memprof and raises, so a Result holds what i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import re
+import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from memprof.errors import ExitCode, MemprofError
 from memprof.model.results import Group, Measurement, Source, TimingInfo
-from memprof.model.statistics import Statistics
+from memprof.model.statistics import Statistics, median_noise
 
 _Key = tuple[str, str, str, "str | None", int, tuple[int, ...]]
 
 BATCH_TARGET_MS = 1.0  # a throughput batch lasts about this long (event resolution ~0.5 us)
 MAX_BATCH = 128  # operations queued behind one gate: well within a stream's queue
-THROUGHPUT_BATCHES = 3
+THROUGHPUT_BATCHES = 3  # batches per throughput figure with --repeat N, and at least this many
+
+# Repetitions until the noise target. PROVISIONAL: chosen before measuring; benchmarks/noise.py
+# (run on the H200 and the H100) prints how many samples each target needs per kind of
+# measurement and the time it saves, and these await its figures.
+DEFAULT_MAX_NOISE_PCT = 1.0  # --max-noise: the relative noise of each median, in percent
+MIN_COUNT = 5  # repetitions before the noise is trusted (a median of fewer says little)
+FEWEST = 3  # ...or this many, where they already took the time cap (a median and its spread)
+TIME_CAP_S = 0.1  # host seconds after which a measurement repeats no more (past MIN_COUNT)
+MAX_COUNT = 10_000  # as --repeat allows
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """How many times a measurement repeats: exactly `exactly` (--repeat N), or, where it is
+    None, until the relative noise of its median is at most max_noise_pct percent, or until
+    cap_s seconds are spent on it, or `most` repetitions, whichever comes first, and at least
+    `minimum` times (FEWEST where those take longer than the cap: an allocation of 1 GiB).
+
+    `most` is the count each experiment repeated before the noise target (its Params' repeat
+    field says it): stopping at the noise target only ever saves time."""
+
+    exactly: int | None = None
+    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT
+    cap_s: float = TIME_CAP_S
+    minimum: int = MIN_COUNT
+    most: int = MAX_COUNT
+
+    def given(self, repeat: int | None) -> Repetitions:
+        """This policy, or exactly `repeat` times where a count is given."""
+        return self if repeat is None else dataclasses.replace(self, exactly=repeat)
+
+    def batches(self, batches: int | None) -> Repetitions:
+        """The policy of back-to-back batches: `batches` exactly where given; with --repeat N,
+        THROUGHPUT_BATCHES exactly (as before the noise target); else until the noise target,
+        at least THROUGHPUT_BATCHES."""
+        if batches is not None:
+            return Repetitions(batches)
+        if self.exactly is not None:
+            return Repetitions(THROUGHPUT_BATCHES)
+        most = max(THROUGHPUT_BATCHES, self.most)
+        return dataclasses.replace(self, minimum=THROUGHPUT_BATCHES, most=most)
+
+    def loop(self) -> RepetitionLoop:
+        return RepetitionLoop(self)
+
+
+class RepetitionLoop:
+    """One measurement's repetitions under a policy: `while loop.more(series): repeat once`.
+
+    series() gives the samples so far, one list per figure the loop records; it is asked for
+    only where the noise is checked: after the least count, then each time the count has grown
+    by an eighth (the noise of n samples costs a sort of n)."""
+
+    def __init__(self, policy: Repetitions) -> None:
+        self.policy = policy
+        self.count = 0  # repetitions begun
+        self._started = time.perf_counter()
+        self._check_at = policy.minimum
+
+    def more(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
+        """Whether to repeat once more (counted here), given the samples so far."""
+        if not self._needed(series):
+            return False
+        self.count += 1
+        return True
+
+    def _needed(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
+        policy, count = self.policy, self.count
+        if policy.exactly is not None:
+            return count < policy.exactly
+        if count >= policy.most:
+            return False
+        if count < min(FEWEST, policy.minimum):
+            return True
+        if time.perf_counter() - self._started >= policy.cap_s:
+            return False
+        if count < policy.minimum:
+            return True
+        if count < self._check_at:
+            return True
+        self._check_at = count + max(1, count // 8)
+        return not all(median_noise(s) * 100 <= policy.max_noise_pct for s in series())
 
 
 def batch_size(one_operation_ms: float, target_ms: float = BATCH_TARGET_MS) -> int:
@@ -151,7 +244,13 @@ class Profiler:
         self.fallback_reason = fallback_reason
         self._gate: Any = gate  # made on first use: it compiles a kernel
         self._measurements: dict[_Key, Measurement] = {}
-        self._pending: list[tuple[Measurement, Any, Any, int | None]] = []
+        # events queued, not yet resolved: measurement, start, end, CUPTI tag, and whether
+        # it was a GPU operation timed alone (no span around it)
+        self._pending: list[tuple[Measurement, Any, Any, int | None, bool]] = []
+        self._open_events = 0  # events() contexts open now (a span's operations: 1 and more)
+        # the gated events of GPU operations timed alone, by id(measurement): what throughput()
+        # takes for its batches where a batch would be one operation
+        self._singles: dict[int, list[float]] = {}
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
         self._tagging = 0
@@ -161,6 +260,10 @@ class Profiler:
         self._paused = 0
         self._event_overhead_ms: float | None = None
         self._gpus: tuple[int, ...] = ()  # what on_gpus() labels measurements with
+        self.repetitions = Repetitions()  # the run's (memprof.experiments.base.run sets it)
+        # the samples each measurement got in the repeat() loop running now (events and host
+        # clock: what is known before CUPTI's flush), by id(measurement); None: no loop
+        self._loop: dict[int, tuple[Measurement, list[float]]] | None = None
 
     # -- what is recorded ------------------------------------------------------------------
 
@@ -197,14 +300,37 @@ class Profiler:
             if not self._recording:
                 self.release_gate()
 
-    def repeat(self, step: Callable[[], None], warmup: int, repeat: int) -> None:
-        """Run `step` warmup times unrecorded, then `repeat` times recorded."""
+    def repeat(self, step: Callable[[], None], warmup: int, repeat: int | None = None) -> None:
+        """Run `step` warmup times unrecorded, then recorded: exactly `repeat` times where it
+        is given, else as self.repetitions says (until every measurement the step records is
+        within the noise target; driver calls timed beside GPU work or host work do not hold
+        the loop up). The stopping decision reads the gated events and the host clock (see
+        the module's docstring: CUPTI's records come after the loop)."""
         for _ in range(warmup):
             step()
-        with self.timed():
-            for _ in range(repeat):
-                step()
+        loop = self.repetitions.given(repeat).loop()
+        outer, self._loop = self._loop, {}
+        try:
+            with self.timed():
+                while loop.more(self._loop_series):
+                    step()
+            self.resolve()
+        finally:
+            self._loop = outer
+
+    def _loop_series(self) -> list[list[float]]:
+        """The samples the running loop's figures got so far (its queued events resolved
+        first): every measurement but driver calls ("api") where it records anything else."""
+        assert self._loop is not None
         self.resolve()
+        seen = self._loop.values()
+        figures = [samples for measurement, samples in seen if measurement.group != "api"]
+        return figures or [samples for _, samples in seen]
+
+    def _seen(self, measurement: Measurement, sample_ms: float) -> None:
+        """A sample known during the loop (gated events, host clock), for its stopping rule."""
+        if self._loop is not None:
+            self._loop.setdefault(id(measurement), (measurement, []))[1].append(sample_ms)
 
     # -- timing one thing --------------------------------------------------------------------
 
@@ -223,6 +349,7 @@ class Profiler:
         measurement = self._measurement(group, name, operation, kind, nbytes)
         measurement.samples_ms.append(elapsed_ns / 1e6)
         measurement.source = "host"
+        self._seen(measurement, elapsed_ns / 1e6)
 
     def api(
         self, name: str, operation: str, kind: str | None = None, nbytes: int = 0
@@ -246,6 +373,7 @@ class Profiler:
             yield
             elapsed_ns = time.perf_counter_ns() - start_ns
         self._calls.append((measurement, elapsed_ns / 1e6, tag))
+        self._seen(measurement, elapsed_ns / 1e6)
 
     @contextmanager
     def untraced(self) -> Iterator[None]:
@@ -283,18 +411,21 @@ class Profiler:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
         start.record(stream)
-        tag = None
-        if group == "gpu":
-            with self._tag() as tag:
+        tag, alone = None, group == "gpu" and not self._open_events
+        self._open_events += 1
+        try:
+            if group == "gpu":
+                with self._tag() as tag:
+                    yield
+            else:
                 yield
-        else:
-            yield
+        finally:
+            self._open_events -= 1
         end.record(stream)
         if gate_here:
             self.release_gate()
-        self._pending.append(
-            (self._measurement(group, name, operation, kind, nbytes), start, end, tag)
-        )
+        measurement = self._measurement(group, name, operation, kind, nbytes)
+        self._pending.append((measurement, start, end, tag, alone))
 
     @contextmanager
     def _tag(self) -> Iterator[int | None]:
@@ -325,11 +456,24 @@ class Profiler:
     ) -> None:
         """Per-operation time of back-to-back batches of `action(stream)`, between one event pair.
 
-        The batch size is chosen so a batch lasts about BATCH_TARGET_MS. Synchronous
-        operations cannot be gated: their batch is timed as the calls return.
+        The batch size is chosen so a batch lasts about BATCH_TARGET_MS; the batches repeat
+        as Repetitions.batches says. Synchronous operations cannot be gated: their batch is
+        timed as the calls return.
+
+        Where one operation lasts a batch or more, a batch is that operation alone between a
+        gated event pair (or, synchronous, timed as the call returns): what each single
+        operation of this measurement timed just before was (events(), no span around it).
+        Those are its batches then, and nothing is run again.
         """
-        if not self._paused:
-            concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
+        if self._paused:
+            return
+        measurement = self._measurement("gpu", name, operation, kind, nbytes)
+        singles = self._singles.get(id(measurement), [])
+        if len(singles) >= THROUGHPUT_BATCHES and statistics.median(singles) >= BATCH_TARGET_MS:
+            measurement.throughput_ms += singles
+            measurement.batch = 1
+            return
+        concurrent([Lane(self, action, name, operation, kind, nbytes)], synchronous)
 
     def host_throughput(
         self,
@@ -339,22 +483,29 @@ class Profiler:
         nbytes: int,
         action: Callable[[], None],
         target_ms: float = BATCH_TARGET_MS,
-        batches: int = THROUGHPUT_BATCHES,
+        batches: int | None = None,
     ) -> None:
         """throughput() for host work (the memcpy that bounds pageable copies): per-operation
-        time of back-to-back batches of `action()` on the host's monotonic clock."""
+        time of back-to-back batches of `action()` on the host's monotonic clock (as many
+        batches as Repetitions.batches says)."""
         if self._paused:
             return
         measurement = self._measurement("host", name, operation, kind, nbytes)
         action()  # first touch and caches, untimed
         start_ns = time.perf_counter_ns()
         action()
-        count = batch_size((time.perf_counter_ns() - start_ns) / 1e6, target_ms)
-        for _ in range(batches):
+        one_ms = (time.perf_counter_ns() - start_ns) / 1e6
+        count = batch_size(one_ms, target_ms)
+        loop, per_operation = self.repetitions.batches(batches).loop(), []
+        if count == 1:  # the operation that sized the batches was one: the first batch
+            per_operation.append(one_ms)
+            loop.count = 1
+        while loop.more(lambda: [per_operation]):
             start_ns = time.perf_counter_ns()
             for _ in range(count):
                 action()
-            measurement.throughput_ms.append((time.perf_counter_ns() - start_ns) / 1e6 / count)
+            per_operation.append((time.perf_counter_ns() - start_ns) / 1e6 / count)
+        measurement.throughput_ms += per_operation
         measurement.batch = count
         if not measurement.samples_ms:
             measurement.samples_ms = list(measurement.throughput_ms)
@@ -498,9 +649,13 @@ class Profiler:
     def resolve(self) -> None:
         """Wait for every recorded event and turn event pairs into samples."""
         self.release_gate()
-        for measurement, start, end, tag in self._pending:
+        for measurement, start, end, tag, alone in self._pending:
             end.synchronize()
-            self._timed.append((measurement, end.time_since(start), tag))
+            events_ms = end.time_since(start)
+            self._timed.append((measurement, events_ms, tag))
+            self._seen(measurement, events_ms)
+            if alone:
+                self._singles.setdefault(id(measurement), []).append(events_ms)
         self._pending.clear()
         if self._gate is not None:
             self._gate.check()
@@ -589,12 +744,16 @@ class Profiler:
                 unified_memory = self.activity.unified_memory_totals()
         else:
             unified_memory_note = self.fallback_reason or None
+        adaptive = self.repetitions.exactly is None
         return TimingInfo(
             source="cupti" if self.activity is not None else "events",
             note=self.fallback_reason,
             event_overhead_ms=self.event_overhead_ms(),
             unified_memory=unified_memory,
             unified_memory_note=unified_memory_note,
+            max_noise_pct=self.repetitions.max_noise_pct if adaptive else None,
+            time_cap_s=self.repetitions.cap_s if adaptive else None,
+            max_count=self.repetitions.most if adaptive else None,
         )
 
     def event_overhead_ms(self) -> float:
@@ -655,7 +814,7 @@ def concurrent(
     lanes: list[Lane],
     synchronous: bool = False,
     target_ms: float = BATCH_TARGET_MS,
-    batches: int = THROUGHPUT_BATCHES,
+    batches: int | None = None,
     warmup: int = 0,
 ) -> None:
     """Back-to-back batches on every lane at the same time; each lane's time per operation is
@@ -664,6 +823,8 @@ def concurrent(
     The batch size is chosen from one operation on every lane at once, so a batch lasts
     about target_ms; longer batches make the skew of opening the gates one after the other
     negligible. Synchronous operations cannot be gated: one lane, timed as the calls return.
+    `batches` batches where given, else as the first lane's Repetitions.batches says (until
+    every lane's figure is within the noise target).
     """
     if synchronous and len(lanes) > 1:
         raise ValueError("synchronous operations block the host: they cannot run concurrently")
@@ -678,14 +839,24 @@ def concurrent(
         for activity in activities.values():  # CUPTI's timestamps would slow small operations
             if activity is not None:
                 stack.enter_context(activity.paused())
-        count = batch_size(max(_batch_times(lanes, 1, synchronous)), target_ms)
+        sizing = _batch_times(lanes, 1, synchronous)
+        count = batch_size(max(sizing), target_ms)
         for _ in range(warmup):
             _batch_times(lanes, count, synchronous)
-        for _ in range(batches):
-            for measurement, batch_ms in zip(
-                measurements, _batch_times(lanes, count, synchronous), strict=True
+        loop = lanes[0].profiler.repetitions.batches(batches).loop()
+        series: list[list[float]] = [[] for _ in lanes]  # this call's batches, lane by lane
+        if count == 1 and not warmup:  # the batch that sized them was one: the first
+            for measurement, samples, batch_ms in zip(measurements, series, sizing, strict=True):
+                measurement.throughput_ms.append(batch_ms)
+                samples.append(batch_ms)
+            loop.count = 1
+        while loop.more(lambda: series):
+            batch_times = _batch_times(lanes, count, synchronous)
+            for measurement, samples, batch_ms in zip(
+                measurements, series, batch_times, strict=True
             ):
                 measurement.throughput_ms.append(batch_ms / count)
+                samples.append(batch_ms / count)
     for measurement in measurements:
         measurement.batch = count
         if not measurement.samples_ms:  # no single operations: its batches stand for it

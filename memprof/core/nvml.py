@@ -21,10 +21,15 @@ one GpuState per GPU (memprof.model.gpustate), which every Result records.
 Every NVML failure (nvidia-ml-py not installed, no driver, NVML_ERROR_NOT_SUPPORTED, a call
 an older binding or driver lacks) leaves its field unknown (None), never raises: the state
 is a record of what could be seen. pynvml is imported when a Watch starts, never at import.
+
+NVML is started once per process, when first needed (`opened`), and shut down at exit:
+nvmlInit enumerates every GPU, which each run of `--device all` (and each call of
+memprof.run in a notebook) must not pay again.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +66,41 @@ def import_nvml() -> tuple[Any, str]:
     except Exception as error:  # a broken install: say so, measure on
         return None, f"nvidia-ml-py cannot be imported ({type(error).__name__}: {error})"
     return pynvml, ""
+
+
+# NVML as started in this process, by binding (a stand-in's too): (binding, Nvml or None, why not)
+_OPENED: dict[int, tuple[Any, Nvml | None, str]] = {}
+
+
+def opened(module: Any = None) -> tuple[Nvml | None, str]:
+    """NVML started (nvmlInit) the first time this process asks for it, through `module`
+    (pynvml where None); the same Nvml every later time, until exit. None and why not where
+    the binding is missing or NVML cannot start."""
+    if module is None:
+        module, why = import_nvml()
+        if module is None:
+            return None, why
+    if id(module) not in _OPENED:
+        try:
+            module.nvmlInit()
+        except Exception as error:
+            why = f"NVML: {str(error).strip() or type(error).__name__}"
+            _OPENED[id(module)] = (module, None, why)
+        else:
+            if not _OPENED:
+                atexit.register(shut_down)
+            _OPENED[id(module)] = (module, Nvml(module), "")
+    _, nvml, why = _OPENED[id(module)]
+    return nvml, why
+
+
+def shut_down() -> None:
+    """nvmlShutdown, once for each NVML started (at exit)."""
+    opened_now = list(_OPENED.values())
+    _OPENED.clear()
+    for _, nvml, _ in opened_now:
+        if nvml is not None:
+            nvml.call("nvmlShutdown")
 
 
 class Nvml:
@@ -147,17 +187,12 @@ class Watch:
         self.close()
 
     def start(self) -> None:
-        """Open NVML and take the first samples."""
-        module, why = (self._module, "") if self._module is not None else import_nvml()
-        if module is None:
+        """Take the first samples (NVML started if this is its first use: `opened`)."""
+        nvml, why = opened(self._module)
+        if nvml is None:
             self.unavailable = why
             return
-        try:
-            module.nvmlInit()
-        except Exception as error:
-            self.unavailable = f"NVML: {str(error).strip() or type(error).__name__}"
-            return
-        self._nvml = nvml = Nvml(module)
+        self._nvml = nvml
         for index, bus_id in self.bus_ids.items():
             handle = nvml.call("nvmlDeviceGetHandleByPciBusId", bus_id)
             if handle is None:
@@ -181,9 +216,8 @@ class Watch:
         return states
 
     def close(self) -> None:
-        if self._nvml is not None:
-            nvml, self._nvml = self._nvml, None
-            nvml.call("nvmlShutdown")
+        """Done sampling (NVML itself stays started for the process: `opened`)."""
+        self._nvml = None
 
     # -- reading ---------------------------------------------------------------------------
 

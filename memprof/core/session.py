@@ -217,13 +217,20 @@ def device_count() -> int:
     return count
 
 
+_BUS_IDS: dict[int, str] = {}  # by GPU index: a GPU keeps its bus id while the process lives
+
+
 def pci_bus_ids(indices: list[int]) -> dict[int, str]:
     """Each GPU's PCI bus id, read without making a context (so NVML can be asked about it
-    before memprof's own context shows up there); {} where the driver cannot say."""
+    before memprof's own context shows up there), once per process; {} where the driver
+    cannot say."""
     try:
-        cuda = import_driver()
-        cuda.init()
-        return {index: cuda.Device(index).pci_bus_id() for index in indices}
+        missing = [index for index in indices if index not in _BUS_IDS]
+        if missing:
+            cuda = import_driver()
+            cuda.init()
+            _BUS_IDS.update({index: cuda.Device(index).pci_bus_id() for index in missing})
+        return {index: _BUS_IDS[index] for index in indices}
     except Exception:  # no driver, no such GPU: the session says so in its own words
         return {}
 

@@ -1,77 +1,174 @@
-"""The registry: every command's Experiment, in the order `memprof --help` lists them.
+"""The registry: every command, in the order `memprof --help` lists them.
 
-A new command is one module with one Experiment class, and one line here. The command line,
+A new command is one module with one Experiment class, and one line here: its name, where its
+class lives, its one-line help (this line is the only copy: the command list shows it without
+importing any experiment) and its aliases. Only the experiment a command needs is imported,
+so `memprof --help` loads none and `memprof report X.json` loads X's alone. The command line,
 the Python API, `report` and `diff` all find experiments here and nowhere else.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memprof.errors import InvalidArgument
-from memprof.experiments.alloc import Alloc
-from memprof.experiments.base import Experiment
-from memprof.experiments.check import CheckGpu, CheckPairs
-from memprof.experiments.compare import Compare
-from memprof.experiments.device import DeviceBandwidth
-from memprof.experiments.hostlink import Hostlink
-from memprof.experiments.info import Info
-from memprof.experiments.managed import Managed
-from memprof.experiments.peer import Peer
-from memprof.experiments.pinned import Pinned
-from memprof.experiments.portable import Portable
-from memprof.experiments.register import Register
-from memprof.experiments.smallcopies import SmallCopies
-from memprof.experiments.streams import Streams
-from memprof.experiments.sweep import Sweep
-from memprof.experiments.trace import Trace
-from memprof.experiments.uva import Uva
-from memprof.experiments.writecombined import WriteCombined
-from memprof.experiments.zerocopy import ZeroCopy
-from memprof.model.results import MissingMeasurement, Result, ResultShape
-from memprof.model.summary import Summary
 
-REGISTRY: tuple[type[Experiment], ...] = (
-    Info,
-    CheckGpu,
-    Pinned,
-    ZeroCopy,
-    Uva,
-    Managed,
-    WriteCombined,
-    Register,
-    Alloc,
-    Streams,
-    DeviceBandwidth,
-    Compare,
-    Sweep,
-    SmallCopies,
-    Peer,
-    Hostlink,
-    Portable,
-    CheckPairs,
-    Trace,
+if TYPE_CHECKING:
+    from memprof.experiments.base import Experiment
+    from memprof.model.results import Result, ResultShape
+    from memprof.model.summary import Summary
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the registry: `where` is "module:Class" inside memprof.experiments."""
+
+    name: str
+    where: str
+    help: str  # one line: the command list's entry (`memprof CMD --help` adds its description)
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "info",
+        "info:Info",
+        "The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports.",
+    ),
+    Command(
+        "check",
+        "check:CheckGpu",
+        "Health check of this GPU's memory paths: PASS/WARN/FAIL per line, exit 1 on FAIL.",
+    ),
+    Command(
+        "pinned",
+        "pinned:Pinned",
+        "Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow.",
+    ),
+    Command(
+        "zerocopy",
+        "zerocopy:ZeroCopy",
+        "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies.",
+    ),
+    Command(
+        "uva",
+        "uva:Uva",
+        "Unified virtual addressing: the mapped host pointer passed to a kernel as it is.",
+    ),
+    Command(
+        "managed",
+        "managed:Managed",
+        "Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies.",
+    ),
+    Command(
+        "writecombined",
+        "writecombined:WriteCombined",
+        "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads.",
+        aliases=("wc",),
+    ),
+    Command(
+        "register",
+        "register:Register",
+        "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth.",
+    ),
+    Command(
+        "alloc",
+        "alloc:Alloc",
+        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
+        "floats), stream-ordered pools and virtual memory included.",
+    ),
+    Command(
+        "streams",
+        "streams:Streams",
+        "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline.",
+    ),
+    Command(
+        "device",
+        "device:DeviceBandwidth",
+        "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot.",
+    ),
+    Command(
+        "compare",
+        "compare:Compare",
+        "Every memory kind side by side, and which to use for what, from the measured figures.",
+    ),
+    Command(
+        "sweep",
+        "sweep:Sweep",
+        "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers.",
+    ),
+    Command(
+        "smallcopies",
+        "smallcopies:SmallCopies",
+        "N small copies host <-> device done five ways (one call each from pinned or pageable, "
+        "batched, gathered, a zero-copy kernel): cost per copy, and where batching stops paying.",
+    ),
+    Command(
+        "peer",
+        "peer:Peer",
+        "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency.",
+    ),
+    Command(
+        "hostlink",
+        "hostlink:Hostlink",
+        "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?",
+    ),
+    Command(
+        "portable",
+        "portable:Portable",
+        "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only.",
+    ),
+    Command(
+        "check-pairs",
+        "check:CheckPairs",
+        "Health check of every pair of GPUs: peer copies against their NVLink or PCIe link.",
+    ),
+    Command(
+        "trace",
+        "trace:Trace",
+        "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU.",
+    ),
 )
-_BY_NAME = {
-    name: experiment for experiment in REGISTRY for name in (experiment.name, *experiment.aliases)
-}
+_BY_NAME = {name: command for command in COMMANDS for name in (command.name, *command.aliases)}
+
+
+def command_named(name: str) -> Command:
+    """The registry line of a command (or an alias): InvalidArgument naming the choices."""
+    if name not in _BY_NAME:
+        names = ", ".join(command.name for command in COMMANDS)
+        raise InvalidArgument(f"no command named {name!r}: choose from {names}")
+    return _BY_NAME[name]
+
+
+def experiment_class(name: str) -> type[Experiment]:
+    """The Experiment class of a command (or an alias), its module imported now."""
+    command = command_named(name)
+    module, _, class_name = command.where.partition(":")
+    experiment = getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+    assert experiment.name == command.name, f"{command.where} is named {experiment.name!r}"
+    return experiment
 
 
 def experiment_named(name: str) -> Experiment:
     """The experiment of a command (or an alias): InvalidArgument naming the choices if none."""
-    if name not in _BY_NAME:
-        names = ", ".join(experiment.name for experiment in REGISTRY)
-        raise InvalidArgument(f"no command named {name!r}: choose from {names}")
-    return _BY_NAME[name]()
+    return experiment_class(name)()
+
+
+def every_experiment() -> tuple[type[Experiment], ...]:
+    """Every command's Experiment class, in the registry's order (each module imported)."""
+    return tuple(experiment_class(command.name) for command in COMMANDS)
 
 
 def shape_of(command: str) -> ResultShape | None:
-    """What a saved Result of `command` must hold, from its experiment's declarations."""
-    experiment = _BY_NAME.get(command)
-    if experiment is None or experiment.name != command:
+    """What a saved Result of `command` must hold, from its experiment's declarations (a file
+    names its command, never an alias)."""
+    if command not in _BY_NAME or _BY_NAME[command].name != command:
         return None
-    return experiment.result_shape()
+    return experiment_class(command).result_shape()
 
 
 def summarize(result: Result) -> Summary:
@@ -90,11 +187,15 @@ def summarize(result: Result) -> Summary:
 def load(path: Path) -> Result:
     """A saved Result, every value checked, its summary built once: a file that does not
     hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""
+    from memprof.model.results import Result
+
     return _summarizable(Result.load(path, shape_of), str(path))
 
 
 def parse(text: str, name: str = "result") -> Result:
     """A Result from JSON text, checked as load() checks a file."""
+    from memprof.model.results import Result
+
     return _summarizable(Result.from_json(text, shape_of, name), name)
 
 
@@ -107,6 +208,8 @@ def _summarizable(result: Result, path: str) -> Result:
     raises it instead, so it is found and a check added (tests/test_hostile_results.py fails
     on any file that gets this far).
     """
+    from memprof.model.results import MissingMeasurement
+
     try:
         summarize(result)
     except MissingMeasurement as error:

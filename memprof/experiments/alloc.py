@@ -65,10 +65,6 @@ class AllocExtra:
 
 class Alloc(base.Experiment):
     name = "alloc"
-    help = (
-        "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
-        "floats), stream-ordered pools and virtual memory included."
-    )
     Params = AllocParams
     Extra = AllocExtra
     measures = (  # host memory of HOST_ONCE_FROM_BYTES and more is allocated once (its own check)

@@ -1,7 +1,7 @@
 """The contract every command keeps, and the one way any of them runs.
 
 An Experiment declares:
-- its name, aliases and one-line help;
+- its name (its one-line help and aliases are in the registry, memprof.experiments);
 - Params: a frozen dataclass whose fields carry their default, allowed values and help
   (memprof.model.params). The command line, `memprof.run()` and a loaded file use it alike;
 - Extra: a dataclass of the plain data its summary needs beside the measurements;
@@ -12,25 +12,36 @@ An Experiment declares:
 - run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and
   summarize(result) -> Summary, which needs no GPU.
 
-Experiment modules import nothing heavier than memprof.model at their top: numpy, PyCUDA and
-CUPTI are imported inside run(), so `memprof --help` and `memprof report` start fast.
+Experiment modules import nothing heavier than memprof.model (and the measuring core's
+constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `memprof
+--help` and `memprof report` start fast.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
+from memprof.core.measure import (
+    DEFAULT_MAX_NOISE_PCT,
+    FEWEST,
+    MAX_COUNT,
+    MIN_COUNT,
+    TIME_CAP_S,
+    Repetitions,
+)
 from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.figures import check_bounds
-from memprof.model.formatting import format_bytes
+from memprof.model.formatting import format_bytes, plural
 from memprof.model.measures import Basis, Measure, check_declared
 from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
+from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary
 
 __all__ = ["Basis", "Measure"]  # declared here for every experiment
@@ -45,7 +56,8 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
 Powers = Annotated[tuple[Power, ...], NON_EMPTY, INCREASING]
-Repeat = Annotated[int, Range(1, 10_000)]
+# None: until the noise target (memprof.core.measure.Repetitions); in older files always a count
+Repeat = Annotated[int, Range(1, 10_000)] | None
 Warmup = Annotated[int, Range(0, 1000)]
 
 POWER_HELP = f"Size: 2^N float32 elements per array, N from {MIN_POWER} to {MAX_POWER}"
@@ -63,10 +75,30 @@ def powers_param(default: tuple[int, ...], step: int, single: str | None = None)
     return param(default, "Sizes: N of 2^N floats.", form=form)
 
 
-def repeat_param(default: int) -> Any:
-    return param(
-        default, "Timed repetitions of each measurement (1 to 10000).", flags=("--repeat", "-r")
+def repeat_param(most: int) -> Any:
+    """--repeat N: exactly N timed repetitions; without it, until the noise target, at most
+    `most` times (what the experiment repeated before the noise target: its field's
+    metadata, which run() reads)."""
+    least = min(MIN_COUNT, most)
+    counts = f"{least} to {most} times" if least < most else f"{most} times"
+    slow = f", {FEWEST} where those take over {TIME_CAP_S:g} s" if most > FEWEST else ""
+    help = (
+        "Timed repetitions of each measurement: exactly N (1 to 10000). Without it, until "
+        f"the noise of its median is below --max-noise: {counts}{slow}."
     )
+    field = param(None, help, flags=("--repeat", "-r"))
+    return dataclasses.field(default=None, metadata={**field.metadata, "most": most})
+
+
+def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
+    """How the run repeats each measurement: exactly its Params' repeat where it is a count;
+    until the noise target where it is None (at most its field's `most`); once where the
+    experiment has no repeat field (it repeats nothing)."""
+    field = next((f for f in dataclasses.fields(params) if f.name == "repeat"), None)
+    if field is None:
+        return Repetitions(1)
+    most = field.metadata.get("most", MAX_COUNT)
+    return Repetitions(params.repeat, max_noise_pct, most=most)
 
 
 def warmup_param(default: int, help: str = "") -> Any:
@@ -203,6 +235,25 @@ def array_bytes(params: Any, element_bytes: int = FLOAT32_BYTES) -> int:
     return element_bytes << params.power
 
 
+# What the core records beside the figures: they do not say what a figure is the median of.
+SIDE_RECORDS = frozenset(m.key for m in (DRIVER_CALLS, LAUNCH_CALL, MEMSET_CALL, POISON))
+
+
+def repetitions(result: Result, unit: str = "", units: str = "", batches: bool = False) -> str:
+    """What each figure is the median of, for a footnote: --repeat N's count ("10", or with a
+    unit "5 batches"); where the measurements repeated until the noise target, the counts
+    they reached and the highest noise among them, from the saved samples ("5 to 40 batches,
+    noise at most 0.8%"). batches: the figures are back-to-back batches (throughput)."""
+    repeat = getattr(result.parameters, "repeat", None)
+    units = units or (f"{unit}s" if unit else "")
+    if repeat is not None:
+        return plural(repeat, unit, units) if unit else str(repeat)
+    figures = [m for m in result.measurements if (m.group, m.operation) not in SIDE_RECORDS]
+    if batches:
+        return repetitions_words([m.throughput_ms for m in figures if m.throughput_ms], units)
+    return repetitions_words([m.samples_ms for m in figures], units)
+
+
 def find(
     result: Result, measure: Measure, kind: str | None = None, byte_count: int | None = None
 ) -> Measurement:
@@ -228,10 +279,8 @@ def no_progress(description: str, done: int, total: int) -> None:
 class Experiment:
     """One command: what it takes, what it records, how it measures and how it reads back."""
 
-    name: ClassVar[str]
-    help: ClassVar[str]  # one line: the command list's entry
+    name: ClassVar[str]  # its one-line help and aliases are its registry line's
     description: ClassVar[str] = ""  # more for `memprof CMD --help`
-    aliases: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type]
     Extra: ClassVar[type] = NoExtra
     measures: ClassVar[tuple[Measure, ...]] = ()
@@ -432,6 +481,7 @@ class RunOptions:
     device: int | None = 0  # None: every GPU (experiments of gpus "one_or_every" or "every")
     timing: str = "auto"  # auto, cupti, events
     affinity: bool = True  # the host thread on the GPU's local CPUs
+    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT  # --max-noise, where --repeat is not given
 
 
 @dataclass
@@ -481,6 +531,9 @@ class RunContext:
             yield placed
 
 
+GATED_ONLY = "{} times every figure between gated CUDA events: CUPTI is not started"
+
+
 def run(
     experiment: Experiment,
     params: Any,
@@ -496,10 +549,15 @@ def run(
     from memprof.core.nvml import Watch
     from memprof.core.session import pci_bus_ids
 
+    if not experiment.timing_option:  # it times with gated events only: CUPTI not started
+        options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
+    repetitions = repetitions_of(params, options.max_noise_pct)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
     with Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
+        for session in sessions:
+            session.profiler.repetitions = repetitions
         ctx = RunContext(params, progress, affinity=options.affinity)
         for index, session in zip(indices, sessions, strict=True):
             with session.active():
@@ -514,6 +572,8 @@ def run(
         measurements, timing = _recorded(sessions)
         gpu_states = watch.finish()  # our contexts still open: NVML lists this process
     timing.host_affinity = ctx.placement
+    if not experiment.timing_option:
+        timing.note = timing.unified_memory_note = GATED_ONLY.format(experiment.name)
     result = Result(
         command=experiment.name,
         parameters=params,

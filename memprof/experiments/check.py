@@ -180,7 +180,6 @@ NAMES = {**base.COPY_NAMES, "d2d": "[CUDA memcpy DtoD]", "peer": "[CUDA memcpy P
 
 class CheckGpu(base.Experiment):
     name = "check"
-    help = "Health check of this GPU's memory paths: PASS/WARN/FAIL per line, exit 1 on FAIL."
     description = (
         "Link trained to its capability; pinned HtoD and DtoH at 85% of the link's theoretical "
         "rate and both at once; a device copy at 80% of HBM's; no throttling and no other "
@@ -931,7 +930,6 @@ PEER_AT_ONCE = _copies(
 
 class CheckPairs(base.Experiment):
     name = "check-pairs"
-    help = "Health check of every pair of GPUs: peer copies against their NVLink or PCIe link."
     description = (
         "Each ordered pair copies over the link with peer access (cuMemcpyPeerAsync), one "
         "direction and then both at once; each figure is judged against the NVLinks between "

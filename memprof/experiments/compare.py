@@ -93,7 +93,6 @@ KERNEL_READ = base.Measure(
 
 class Compare(base.Experiment):
     name = "compare"
-    help = "Every memory kind side by side, and which to use for what, from the measured figures."
     Params = CompareParams
     Extra = CompareExtra
     gpus = "one_or_every"
@@ -332,7 +331,7 @@ def summarize(result: Result) -> Summary:
             "yet). Copies and kernel reads: "
             + gpu_timing(result)
             + "; host reads and writes: host clock. "
-            f"Medians of {result.parameters.repeat}; GB/s = 10^9 bytes/s; best of each column "
+            f"Medians of {base.repetitions(result)}; GB/s = 10^9 bytes/s; best of each column "
             "in bold.",
             "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
             "Managed first touch: pages migrate to the GPU during the read; host read after it: "

@@ -20,7 +20,6 @@ from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
-    plural,
 )
 from memprof.model.params import param
 from memprof.model.results import Check, Result
@@ -90,7 +89,6 @@ KERNEL = base.Measure(
 
 class DeviceBandwidth(base.Experiment):
     name = "device"
-    help = "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot."
     Params = DeviceParams
     measures = (
         D2D,
@@ -338,7 +336,7 @@ def summarize(result: Result) -> Summary:
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     table = Table(
         f"Device memory, {format_bytes(nbytes)} per array ({params.dtype}), "
-        f"{plural(params.repeat, 'timed run')}",
+        f"{base.repetitions(result, 'timed run')}",
         ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "

@@ -20,7 +20,7 @@ from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceilin
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, plural
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -57,7 +57,6 @@ TOGETHER = _copies("{direction}_at_once", "each GPU's copies {label}, all at onc
 
 class Hostlink(base.Experiment):
     name = "hostlink"
-    help = "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?"
     Params = HostlinkParams
     Extra = HostlinkExtra
     gpus = "every"
@@ -226,7 +225,7 @@ def summarize(result: Result) -> Summary:
         "pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
         "gates opened back to back; median of "
-        f"{plural(result.parameters.repeat, 'batch', 'batches')}.",
+        f"{base.repetitions(result, 'batch', 'batches', batches=True)}.",
         "Total alone: the sum of each GPU's figure measured on its own.",
         *_ceiling_notes(links),
     ]

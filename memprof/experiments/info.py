@@ -34,7 +34,6 @@ class InfoExtra:
 
 class Info(base.Experiment):
     name = "info"
-    help = "The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports."
     Params = InfoParams
     Extra = InfoExtra
     timing_option = False

@@ -72,7 +72,6 @@ END_TO_END = base.Measure(
 
 class Managed(base.Experiment):
     name = "managed"
-    help = "Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies."
     Params = ManagedParams
     Extra = ManagedExtra
     measures = (

@@ -93,9 +93,6 @@ LATENCY_CHAIN = base.Measure(
 
 class Peer(base.Experiment):
     name = "peer"
-    help = (
-        "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency."
-    )
     Params = PeerParams
     Extra = PeerExtra
     gpus = "every"
@@ -547,7 +544,7 @@ def summarize(result: Result) -> Summary:
         tables[-1].notes.append(
             f"A single thread follows a chain of {result.parameters.latency_steps} dependent "
             "uncached loads, 256 bytes apart in 1 MiB; kernel time / loads, median of "
-            f"{result.parameters.repeat}."
+            f"{base.repetitions(result)}."
         )
     access = result.extra.peer_access
     link = "yes" if access and all(all(row) for row in access) else "not for every pair"

@@ -80,7 +80,6 @@ class Pinned(base.Experiment):
     """
 
     name = "pinned"
-    help = "Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow."
     Params = PinnedParams
     gpus = "one_or_every"
     measures = (

@@ -598,7 +598,7 @@ def _table(
 
 def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     """Allocation and free from each pool, against cuMemAlloc and cuMemFree."""
-    repeat = result.parameters.repeat
+    repeat = base.repetitions(result)
     allocation = [("cuMemAlloc", "api", "alloc_new", "device")]
     free = [("cuMemFree", "api", "free_call", "device")]
     for kind in record.pools:
@@ -658,7 +658,7 @@ def _stream_side_note(result: Result, record: AllocatorsRecord) -> str:
 
 def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     """Each step of virtual memory management, and growing a buffer in place or by copy."""
-    repeat = result.parameters.repeat
+    repeat = base.repetitions(result)
     steps = [
         ("Reserve", "reserve"),
         ("Create", "create"),
@@ -710,7 +710,7 @@ def first_use_table(result: Result, record: AllocatorsRecord) -> Table:
     columns += [(SHORT[kind], "gpu", "first_use", kind) for kind in record.pools]
     if record.vmm:
         columns.append(("VMM", "gpu", "first_use", "vmm"))
-    table = _table(result, f"First use, median of {result.parameters.repeat}", columns)
+    table = _table(result, f"First use, median of {base.repetitions(result)}", columns)
     table.notes = [
         "A memset of the whole new buffer (the size asked for), its GPU time: CUPTI's record "
         "of it, or gated CUDA events. cuMemAlloc again: a second memset of the same memory."

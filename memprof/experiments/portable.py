@@ -19,7 +19,7 @@ from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_o
 from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, plural
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
@@ -49,7 +49,6 @@ COPIES = {
 
 class Portable(base.Experiment):
     name = "portable"
-    help = "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only."
     Params = PortableParams
     Extra = PortableExtra
     gpus = "every"
@@ -195,7 +194,7 @@ def summarize(result: Result) -> Summary:
     table.notes += [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "
-        f"of {plural(result.parameters.repeat, 'batch', 'batches')}; GB/s = 10^9 bytes/s.",
+        f"of {base.repetitions(result, 'batch', 'batches', batches=True)}; GB/s = 10^9 bytes/s.",
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",

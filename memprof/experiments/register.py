@@ -68,7 +68,6 @@ COPIES = {
 
 class Register(base.Experiment):
     name = "register"
-    help = "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth."
     Params = RegisterParams
     measures = (
         REGISTER, UNREGISTER, *COPIES.values(), KERNEL, *base.HOST_SIDE, *base.CORE_RECORDS,

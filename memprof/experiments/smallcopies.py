@@ -130,10 +130,6 @@ def _measures() -> tuple[base.Measure, ...]:
 
 class SmallCopies(base.Experiment):
     name = "smallcopies"
-    help = (
-        "N small copies host <-> device done five ways (one call each from pinned or pageable, "
-        "batched, gathered, a zero-copy kernel): cost per copy, and where batching stops paying."
-    )
     description = (
         "Sizes are 2^N float32 per copy (--from/--to, default 4 KiB to 256 KiB); --copies is "
         "how many are moved at once. Ways are ranked by their wall clock per copy, from the "
@@ -364,14 +360,15 @@ class Pieces:
 
     # -- timing and checking -----------------------------------------------------------------
 
-    def measure(self, way: str, direction: str, warmup: int, repeat: int) -> str | None:
+    def measure(self, way: str, direction: str, warmup: int, repeat: int | None) -> str | None:
         """Time one way (its GPU time and host work, then its wall clock), each verified;
         what went wrong with the data (None: nothing). The sources hold the data already
-        (sources(direction)); the destination is poisoned first."""
+        (sources(direction)); the destination is poisoned first. The wall clock times the
+        same calls the timed repetitions just made: they are warm, so it has no warm-ups."""
         plan = self.plan(way, direction)
         self._poison(way, direction)
-        for timing in (self._timed, self._wall):  # the same calls, gated or not
-            self.profiler.repeat(lambda timing=timing: timing(plan, way, direction), warmup, repeat)
+        for timing, warm in ((self._timed, warmup), (self._wall, 0)):  # gated, then not
+            self.profiler.repeat(lambda timing=timing: timing(plan, way, direction), warm, repeat)
         return self._verify(way, direction)
 
     def _timed(self, plan: Plan, way: str, direction: str) -> None:
@@ -617,7 +614,7 @@ def _wall_notes(result: Result) -> list[str]:
         "first call until the stream is synchronized, Python's calls included (one call per "
         "copy pays a call per copy, as any program does), the batch's argument arrays and "
         "gathering's views built beforehand, as a program reuses them. Medians of "
-        f"{result.parameters.repeat}; best of each row in bold.",
+        f"{base.repetitions(result)}; best of each row in bold.",
     ]
     if not result.extra.arguments_prebuilt:
         notes.append(
@@ -642,7 +639,7 @@ def _gpu_notes(result: Result) -> list[str]:
         "paused), back to back; pageable: the blocking calls themselves ("
         + _calls_source(result)
         + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
-        f"{result.parameters.repeat}; best of each row in bold.",
+        f"{base.repetitions(result)}; best of each row in bold.",
     ]
 
 

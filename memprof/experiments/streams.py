@@ -148,7 +148,6 @@ def chunk_elements(params: Any) -> list[int]:
 
 class Streams(base.Experiment):
     name = "streams"
-    help = "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline."
     Params = StreamsParams
     Extra = StreamsExtra
     measures = (
@@ -313,8 +312,9 @@ def _median_run(
     with profiler.paused():
         for _ in range(params.warmup):
             profiler.on_streams(operations, pageable, span)
-    runs = []
-    for _ in range(params.repeat):
+    runs: list[StreamsRun] = []
+    loop = profiler.repetitions.given(params.repeat).loop()  # until its total is settled
+    while loop.more(lambda: [[run.total_ms for run in runs]]):
         target.fill(np.nan)
         runs.append(profiler.on_streams(operations, pageable, span))
     runs.sort(key=lambda run: run.total_ms)

@@ -76,7 +76,6 @@ COPIES = {"h2d": H2D, "d2h": D2H}
 
 class Sweep(base.Experiment):
     name = "sweep"
-    help = "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers."
     Params = SweepParams
     Extra = SweepExtra
     gpus = "one_or_every"
@@ -383,7 +382,7 @@ def summarize(result: Result) -> Summary:
             "memory. GB/s: throughput of back-to-back operations, batches between one event "
             "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
             "they return). Latency: one operation, median of "
-            f"{result.parameters.repeat}, from {_source(result)}.",
+            f"{base.repetitions(result)}, from {_source(result)}.",
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
     )

@@ -370,7 +370,6 @@ class Trace(base.Experiment):
     """Your own program under CUPTI (memprof.trace records it); this reads the Result."""
 
     name = "trace"
-    help = "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU."
     description = (
         "memprof's options go before SCRIPT; the program's output and exit code pass through."
     )

@@ -73,7 +73,6 @@ KERNEL = base.Measure(
 
 class Uva(base.Experiment):
     name = "uva"
-    help = "Unified virtual addressing: the mapped host pointer passed to a kernel as it is."
     Params = UvaParams
     Extra = UvaExtra
     measures = (KERNEL, *base.CORE_RECORDS)

@@ -51,8 +51,6 @@ ROWS = (
 
 class WriteCombined(base.Experiment):
     name = "writecombined"
-    aliases = ("wc",)
-    help = "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads."
     Params = WriteCombinedParams
     measures = (*(measure for measure, _ in ROWS), *base.CORE_RECORDS)
 

@@ -69,7 +69,6 @@ H2D, D2H = (
 
 class ZeroCopy(base.Experiment):
     name = "zerocopy"
-    help = "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies."
     description = (
         f"Without a size: the seed's sweep, 2^N for N in {', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
@@ -162,7 +161,7 @@ def summarize(result: Result) -> Summary:
         "sumArrays on device memory against zero-copy reads of mapped host memory",
         ["Size", "Kernel: device", "Kernel: zero-copy", "Zero-copy read GB/s", "Of ceiling"],
         notes=[
-            f"Kernel: {_kernel_source(result)}, median of {result.parameters.repeat}.",
+            f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}.",
             "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
             "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
             f"ceiling is {detail_of(link, 'the link, unknown here')}.",

@@ -30,8 +30,10 @@ from memprof.model.schema import (
     Count,
     GpuIndex,
     Milliseconds,
+    Range,
     Samples,
     SchemaError,
+    Seconds,
     check,
     describe,
     from_msgspec,
@@ -134,6 +136,9 @@ class UnifiedMemoryCounter(TypedDict):
     time_ms: Milliseconds
 
 
+Percent = Annotated[float, Range(0, 100, low_open=True, unit="%")]
+
+
 class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     """Where a run's figures came from, and what CUPTI added."""
 
@@ -145,6 +150,13 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     unified_memory_note: str | None  # why the counters are missing, if they are
     # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
     host_affinity: str | None = None
+    # Repetitions until the noise target (memprof.core.measure.Repetitions): each measurement
+    # repeated until its median's noise was at most max_noise_pct percent, or time_cap_s was
+    # spent on it, or max_count repetitions were done. None: exactly --repeat N times (and in
+    # files of older memprof).
+    max_noise_pct: Percent | None = None
+    time_cap_s: Seconds | None = None
+    max_count: Count | None = None
 
     def check_consistency(self) -> None:
         """A counter's count, total, smallest and largest value agree."""

@@ -45,3 +45,38 @@ class Statistics:
     def relative_spread(self) -> float:
         """Standard deviation over the mean: how noisy the run was."""
         return self.stdev_ms / self.mean_ms if self.mean_ms > 0 else 0.0
+
+
+# The standard error of a median of n normal samples is sqrt(pi / 2) sigma / sqrt(n), and
+# 1.4826 x the median absolute deviation estimates sigma without letting outliers in.
+_MEDIAN_ERROR = math.sqrt(math.pi / 2) * 1.4826
+
+
+def median_noise(samples_ms: Sequence[float]) -> float:
+    """The relative noise of the samples' median, as a fraction: a robust estimate of its
+    standard error (from the median absolute deviation) over the median itself.
+
+    memprof repeats a measurement until this is below --max-noise, reports it beside each
+    figure's count, and `memprof diff` marks a change only beyond it. 0 for fewer than two
+    samples (no spread seen) and for a median of 0 (nothing to be relative to).
+    """
+    count = len(samples_ms)
+    if count < 2:
+        return 0.0
+    median = statistics.median(samples_ms)
+    if median <= 0:
+        return 0.0
+    deviation = statistics.median(abs(sample - median) for sample in samples_ms)
+    return _MEDIAN_ERROR * deviation / math.sqrt(count) / median
+
+
+def repetitions_words(sample_lists: Sequence[Sequence[float]], unit: str = "") -> str:
+    """How many samples each of these figures is the median of, and the highest noise among
+    them (median_noise), for a footnote: "5 to 40, noise at most 0.8%" ("5 to 40 batches, ..."
+    with a unit); "" where there are none."""
+    counts = sorted({len(samples) for samples in sample_lists})
+    if not counts:
+        return ""
+    count = f"{counts[0]} to {counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
+    noise = max(median_noise(samples) for samples in sample_lists)
+    return f"{count}{f' {unit}' if unit else ''}, noise at most {noise:.1%}"

@@ -2,29 +2,32 @@
 
 Measurements are matched by what they are (group, name, operation, memory kind, bytes).
 A change is marked only beyond run-to-run noise: the ratio of medians must differ from 1
-by more than three times the two runs' combined relative spread, and by at least 2%.
+by more than three times the two medians' combined noise (memprof.model.statistics.
+median_noise, what each run repeated until: a robust standard error, from the saved
+samples), and by at least 2%.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memprof.model.ceilings import link_of
 from memprof.model.formatting import format_bytes, format_ms, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
-from memprof.model.statistics import Statistics
+from memprof.model.statistics import Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table
 from memprof.output.where import paired_lines
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
-NOISE_SIGMAS = 3  # a change must exceed this many combined relative standard deviations
+NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined noise
 
 
 CHANGE_NOTE = (
-    f"Change: B/A beyond {NOISE_SIGMAS}x the runs' combined relative standard deviation "
-    f"(and {MIN_CHANGE:.0%}); 'within noise' otherwise. Below 1x B was faster."
+    f"Change: B/A beyond {NOISE_SIGMAS}x the two medians' combined noise (and {MIN_CHANGE:.0%}); "
+    "'within noise' otherwise. Below 1x B was faster."
 )
 
 
@@ -45,10 +48,10 @@ def _by_key(result: Result) -> dict[tuple, Measurement]:
     return by_key
 
 
-def noise(a: Statistics, b: Statistics) -> float:
-    """The relative change the two runs' own spread could explain."""
-    spread = math.hypot(a.relative_spread, b.relative_spread)
-    return max(MIN_CHANGE, NOISE_SIGMAS * spread)
+def noise(a_samples_ms: Sequence[float], b_samples_ms: Sequence[float]) -> float:
+    """The relative change the two medians' own noise could explain (never below MIN_CHANGE)."""
+    combined = math.hypot(median_noise(a_samples_ms), median_noise(b_samples_ms))
+    return max(MIN_CHANGE, NOISE_SIGMAS * combined)
 
 
 def ratio_of_medians(a: Statistics, b: Statistics) -> float:
@@ -75,7 +78,7 @@ class Compared:
     a_ms: float | None
     b_ms: float | None
     ratio: float | None  # B's median over A's
-    noise: float | None  # the relative change the two runs' spread explains
+    noise: float | None  # the relative change the two medians' noise explains
 
     @property
     def comparable(self) -> bool:
@@ -112,7 +115,13 @@ def compared(first: Result, second: Result) -> list[Compared]:
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
         found.append(
-            Compared(label, a_stats.median_ms, b_stats.median_ms, ratio, noise(a_stats, b_stats))
+            Compared(
+                label,
+                a_stats.median_ms,
+                b_stats.median_ms,
+                ratio,
+                noise(a.samples_ms, b.samples_ms),
+            )
         )
     return found
 
@@ -155,6 +164,14 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
     changes = [figure.change() for figure in figures]
     faster, slower = changes.count("B faster"), changes.count("B slower")
     unusable = changes.count("no valid samples")
+    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    common = [key for key in a_by_key if key in b_by_key]
+    if common:
+        a_words, b_words = (
+            repetitions_words([by_key[key].samples_ms for key in common])
+            for by_key in (a_by_key, b_by_key)
+        )
+        table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
     only_a, only_b = unmatched(first, second)
     conclusions = [
         f"{plural(len(figures), 'measurement')} in both runs: B was faster in {faster}, slower "
@@ -211,7 +228,7 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
         change = "within noise"
-        if abs(ratio - 1) > noise(a_stats, b_stats):
+        if abs(ratio - 1) > noise(a_samples, b_samples):
             change = "B faster" if ratio < 1 else "B slower"
         if change == "B slower":
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)

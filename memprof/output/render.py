@@ -24,6 +24,7 @@ from rich.text import Text
 from memprof.model.formatting import format_ms, format_percent, plural
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
+from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary, Table
 from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
@@ -150,7 +151,10 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
         if one_line:
             lines.append(label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name)
         elif type_fits:
-            lines += [label.ljust(type_width) + _GAP + figures.line(cells), *_name_line(name, width)]
+            lines += [
+                label.ljust(type_width) + _GAP + figures.line(cells),
+                *_name_line(name, width),
+            ]
         else:
             lines += [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
             lines += _name_line(name, width)
@@ -418,6 +422,14 @@ def timing_note(result: Result) -> str:
     """How the profile's figures were measured, from what the Result records."""
     timing = result.timing
     only_timed = "only the timed repetitions are counted (Calls = --repeat per operation)"
+    if timing is not None and timing.max_noise_pct is not None:
+        figures = [m.samples_ms for m in result.measurements if m.operation != "driver_call"]
+        most = f"{timing.max_count} times, " if timing.max_count is not None else ""
+        only_timed = (
+            "only the timed repetitions are counted: each operation until its median's noise "
+            f"was below {timing.max_noise_pct:g}%, {most}or for {timing.time_cap_s:g} s "
+            f"(median of {repetitions_words(figures)})"
+        )
     if timing is None:  # results saved before memprof recorded its timing source
         return (
             "Timing: GPU activities with CUDA events around each operation, API calls with the "
@@ -493,8 +505,7 @@ def render_summary(
     for chart in summary.charts:
         console.print()
         _print_prose(console, safe(chart.title), "italic")
-        for line in chart.lines_for(console.width):
-            _print_whole(console, safe(line))
+        _print_whole(console, *(safe(line) for line in chart.lines_for(console.width)))
         for note in chart.notes:
             _print_prose(console, safe(note), "dim")
     if checks:
@@ -531,23 +542,24 @@ def draw_table(console: Console, table: Table, table_box: box.Box = box.SIMPLE_H
         _print_prose(console, part.title, "italic")
         if part.table is not None:
             console.print(part.table)
-        for line in part.lines:
-            _print_whole(console, line)
+        _print_whole(console, *part.lines)
     for note in table.notes:
         _print_prose(console, note, "dim")
 
 
-def _print_whole(console: Console, line: str | Text, style: str = "") -> None:
-    """A preformatted line, never folded by rich (a longer one wraps in the terminal)."""
-    text = line if isinstance(line, Text) else Text(line, style=style)
-    console.print(text, no_wrap=True, overflow="ignore", crop=False)
+def _print_whole(console: Console, *lines: str | Text, style: str = "") -> None:
+    """Preformatted lines, never folded by rich (a longer one wraps in the terminal); all
+    in one print, as each costs rich the same whatever it holds."""
+    if not lines:
+        return
+    texts = [line if isinstance(line, Text) else Text(line, style=style) for line in lines]
+    console.print(Text("\n").join(texts), no_wrap=True, overflow="ignore", crop=False)
 
 
 def _print_prose(console: Console, text: str, style: str = "") -> None:
     """A paragraph wrapped between words at the console's width (as rich wraps it), except
     that a word wider than the console (a timestamp at 24 columns) stays whole on its line."""
-    for line in _wrapped(Text(text, style), console.width):
-        _print_whole(console, line)
+    _print_whole(console, *_wrapped(Text(text, style), console.width))
 
 
 _WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich's wrapping sees it
@@ -594,7 +606,10 @@ def _safe_table(table: Table, safe: Callable[[str], str]) -> Table:
 def _headline(result: Result) -> str:
     device = result.device
     where = f" on {device.name} (device {device.index})" if device else ""
-    parameters = ", ".join(f"{k}={_value(v)}" for k, v in asdict(result.parameters).items())
+    parameters = ", ".join(
+        f"{k}={_value(v) if (k, v) != ('repeat', None) else 'until the noise target'}"
+        for k, v in asdict(result.parameters).items()
+    )
     run = f"memprof {result.command}{where}"
     when = f"[{result.host}, {result.created_at}, memprof {result.memprof_version}]"
     return f"{run}: {parameters} {when}" if parameters else f"{run} {when}"

@@ -1,0 +1,100 @@
+"""Every long command's wall time from the shell, beside its budget (issue 24), in one run.
+
+Each command runs as a user runs it (`python -m memprof CMD --quiet`, a fresh process, its
+defaults), --runs times after one untimed run that warms the caches (compiled kernels,
+bytecode). With --baseline DIR (a checkout of an older memprof), the same commands of that
+checkout run too, interleaved with ours, so a busy moment costs both alike: before and after
+in one call.
+
+    python3 benchmarks/budgets.py [--runs 3] [--baseline ../memprof-before] [--only sweep,check]
+
+Needs the GPU machine. Prints one line per command: the median wall time (and the range) of
+this checkout, of the baseline where given, and the budget, met or MISSED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGETS_S = {
+    "compare": 3.0,
+    "sweep": 6.0,
+    "alloc": 8.0,
+    "managed": 5.0,
+    "smallcopies": 3.0,
+    "check": 2.0,
+}
+# Bytecode goes to a cache of this run's own, as an installed memprof has it (see startup.py).
+BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-budgets-pycache-")
+atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
+
+
+def environment(checkout: Path) -> dict[str, str]:
+    kept = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
+    return {**kept, "PYTHONPYCACHEPREFIX": BYTECODE_CACHE, "PYTHONPATH": str(checkout)}
+
+
+def wall_s(checkout: Path, command: str) -> float:
+    """Seconds one `memprof COMMAND --quiet` of that checkout takes, start to exit."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "memprof", command, "--quiet"],
+        cwd=checkout,
+        env=environment(checkout),
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode not in (0, 1):  # 1: a check that failed still ran in full
+        raise SystemExit(f"{checkout}: memprof {command} exited {done.returncode}: {done.stderr}")
+    return elapsed
+
+
+def shown(times: list[float]) -> str:
+    return f"{statistics.median(times):6.2f} s ({min(times):.2f}-{max(times):.2f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="an older checkout, timed beside ours")
+    parser.add_argument("--only", default=",".join(BUDGETS_S), help="comma-separated commands")
+    arguments = parser.parse_args()
+    checkouts = {"this": ROOT}
+    if arguments.baseline:
+        checkouts["baseline"] = arguments.baseline.resolve()
+    met = True
+    print(f"{'command':<12} {'budget':>7}  " + "  ".join(f"{n:<22}" for n in checkouts))
+    for command in arguments.only.split(","):
+        times: dict[str, list[float]] = {name: [] for name in checkouts}
+        for checkout in checkouts.values():
+            wall_s(checkout, command)  # warm: kernels compiled, caches filled
+        for _ in range(arguments.runs):
+            for name, checkout in checkouts.items():
+                times[name].append(wall_s(checkout, command))
+        budget = BUDGETS_S[command]
+        ours = statistics.median(times["this"])
+        verdict = "met" if ours <= budget else "MISSED"
+        met &= ours <= budget
+        cells = "  ".join(f"{shown(t):<22}" for t in times.values())
+        ratio = (
+            f"  {ours / statistics.median(times['baseline']):.2f}x the baseline"
+            if "baseline" in times
+            else ""
+        )
+        print(f"{command:<12} {budget:>5.1f} s  {cells}{ratio}  {verdict}", flush=True)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
