@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -57,3 +59,37 @@ class SaveFailed(MemprofError):
     """The run finished, but writing --json, --csv or stdout failed (disk full...)."""
 
     exit_code = ExitCode.SAVE_FAILED
+
+
+class MissingPackage(EnvironmentProblem, ImportError):
+    """An optional package a feature needs is not installed (matplotlib for pictures, pandas
+    for DataFrames): exit 3 like any missing tool, and an ImportError, so a notebook's
+    `except ImportError` around an optional feature catches it too."""
+
+
+def require_package(module: str, minimum: tuple[int, ...], extra: str, purpose: str) -> Any:
+    """`module` imported, at least version `minimum`, or MissingPackage saying how to install
+    it: the extra of memprof that holds it (from memprof's checkout), or the package itself."""
+    import importlib
+
+    wanted = ".".join(map(str, minimum))
+    how = f'pip install -e ".[{extra}]" (in a checkout of memprof) or "{module}>={wanted}"'
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        raise MissingPackage(f"{purpose} needs {module}, which is not installed: {how}") from None
+    version = getattr(found, "__version__", "")
+    if _release(version) < minimum:
+        raise MissingPackage(f"{purpose} needs {module} {wanted} or later, not {version}: {how}")
+    return found
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version string: '3.11.2rc1' -> (3, 11, 2)."""
+    numbers = []
+    for part in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
