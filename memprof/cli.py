@@ -21,7 +21,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from memprof.cli_options import argument, gpu_options, output_options, params_options
+from memprof.cli_options import PATH, argument, gpu_options, option, output_options, params_options
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import REGISTRY, experiment_named, load, summarize
 from memprof.experiments.base import Experiment
@@ -259,3 +259,34 @@ def diff(first: Path, second: Path, json: str | None, quiet: bool, no_color: boo
     output = Output.named(json, None, quiet, no_color)
     output.check(inputs=(first, second))
     emit_diff(diff_results(load(first), load(second)), first, second, output)
+
+
+# -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----
+
+PLOT_OPTIONS = [
+    argument("path", Path, ..., "A Result file written with --json."),
+    option(
+        "output",
+        str | None,
+        None,
+        "--output",
+        "-o",
+        metavar=PATH,
+        help=(
+            "The picture: a name ending .svg, .png (150 dpi) or .html (a page holding the "
+            "SVG). Default: the result's own name ending .svg, beside it. Never an input."
+        ),
+    ),
+]
+
+
+@command(
+    "plot",
+    PLOT_OPTIONS,
+    "Draw a saved Result as a picture, on any machine (no GPU; needs matplotlib): GB/s "
+    "against size with the link's ceiling, heat maps of GPU pairs, stream time lines...",
+)
+def plot(path: Path, output: str | None) -> None:
+    from memprof import api
+
+    terminal.print_note(f"saved {api.plot_file(path, output)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from memprof.errors import InvalidArgument
 from memprof.experiments.alloc import Alloc
@@ -140,3 +141,21 @@ def _where(error: BaseException) -> str:
             place = f"{Path(filename).name}:{trace.tb_lineno}"
         trace = trace.tb_next
     return f"in {place}"
+
+
+class ResultViews:
+    """What a Result's own methods make of it with its command's experiment (Result.views,
+    which the model layer holds but cannot fill): its DataFrame and its notebook view."""
+
+    def frame(self, result: Result) -> Any:
+        from memprof.output.frames import frame
+
+        return frame([result], [summarize(result).figures])
+
+    def html(self, result: Result) -> str:
+        from memprof.output.notebook import summary_html
+
+        return summary_html(result, summarize(result))
+
+
+Result.views = ResultViews()
