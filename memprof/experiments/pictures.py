@@ -112,9 +112,9 @@ ZEROCOPY_SERIES = {  # (operation, kind) -> what a line of zerocopy shows
 
 def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
     """Over several sizes: GB/s against size of the kernels and each path's copies."""
-    found = _of(summary, "gpu", ["kernel", *base.DIRECTIONS])
-    if len({f.measurement.bytes for f in found}) < 2:
+    if len(result.parameters.powers) < 2:
         return default_panels(result, summary)
+    found = _of(summary, "gpu", ["kernel", *base.DIRECTIONS])
     series: dict[str, list[Figure]] = {}
     for one in found:
         m = one.measurement
@@ -264,25 +264,23 @@ def check_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def trace_panels(result: Result, summary: Summary) -> list[Panel]:
-    """GPU time by activity (each profile row: copies by memory kinds, kernels, memsets) over
-    the whole program, largest first."""
-    totals: dict[str, float] = {}
-    for one in summary.figures:
-        if one.measurement.group == "gpu":
-            name = one.measurement.name
-            totals[name] = totals.get(name, 0.0) + one.stats.total_ms
-    ranked = sorted(totals.items(), key=lambda item: -item[1])
-    shown = ranked[:MOST_BARS]
-    if len(ranked) > MOST_BARS:
-        rest = ranked[MOST_BARS:]
-        shown.append((f"{len(rest)} other rows", sum(ms for _, ms in rest)))
-    extra = result.extra
-    busy = sum(ms for _, ms in ranked)
-    heading = f"GPU time by activity: {format_ms(busy)} over the program's {extra.wall_s:.2f} s"
+    """GPU time by activity over the whole program: the profile's GPU rows (copies by memory
+    kinds, each kernel, memsets), largest first, as `memprof trace` prints them."""
+    from memprof.output.profile import PROFILE_GROUPS, profile_rows
+
+    rows = [r for r in profile_rows(result.measurements) if r.group == PROFILE_GROUPS["gpu"]]
+    shown = [(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
+    if len(rows) > MOST_BARS:
+        rest = rows[MOST_BARS:]
+        shown.append((f"{len(rest)} other rows", sum(row.stats.total_ms for row in rest)))
+    busy = sum(row.stats.total_ms for row in rows)
+    heading = (
+        f"GPU time by activity: {format_ms(busy)} over the program's {result.extra.wall_s:.2f} s"
+    )
     if not shown:
         return [Words(heading, ["The program did no GPU work that CUPTI recorded."])]
-    bars = [Bar(name, ms) for name, ms in shown]
-    return [Bars(heading, "GPU time, all calls summed", bars, unit="ms")]
+    bars = [Bar(name, total_ms) for name, total_ms in shown]
+    return [Bars(heading, "GPU time, every call summed", bars, unit="ms")]
 
 
 # -- every other command ---------------------------------------------------------------------------

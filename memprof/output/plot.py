@@ -295,7 +295,7 @@ def _right_inches(panel: Panel) -> float:
 
 
 def _curves(axes: Any, panel: Curves, gid: str) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     axes.set_title(_label(panel.title, 90), loc="left")
     axes.set_xscale("log", base=2)
@@ -321,10 +321,10 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
     sizes = [x for line in panel.lines for x, _ in line.points if x > 0]
     spread = math.log2(max(sizes) / min(sizes)) if sizes else 0
     axes.xaxis.set_major_locator(LogLocator(base=4 if spread <= 14 else 16))  # <= 8 labels
-    axes.xaxis.set_minor_formatter(NullFormatter())
+    axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.x_unit)))
     axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.yaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
     _spread_log_limits(axes, [y for line in panel.lines for _, y in line.points if y > 0])
     axes.grid(True, which="major", color="0.9", linewidth=0.6)
@@ -345,7 +345,7 @@ def _spread_log_limits(axes: Any, values: list[float]) -> None:
 
 
 def _bars(axes: Any, panel: Bars, gid: str) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     axes.set_title(_label(panel.title, 90), loc="left")
     values = [bar.value for bar in panel.bars if bar.value > 0]
@@ -353,13 +353,17 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     log = bool(values) and max(everything) / min(everything) >= 20
     if log:
         axes.set_xscale("log")
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
     base = min(everything) / 2 if log else 0.0
     positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
     names: set[str] = set()
-    for y, bar in zip(positions, panel.bars, strict=True):
-        colour = VERDICT_COLOURS.get(bar.verdict or "", COLOURS[0])
-        (rectangle,) = axes.barh(y, bar.value - base, left=base, height=0.6, color=colour)
+    rectangles = axes.barh(
+        positions, [bar.value - base for bar in panel.bars], left=base, height=0.6,
+        color=[VERDICT_COLOURS.get(bar.verdict or "", COLOURS[0]) for bar in panel.bars],
+    )  # fmt: skip
+    for y, bar, rectangle in zip(positions, panel.bars, rectangles, strict=True):
         rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
         for kind, _, colour in MARKS:
             mark = getattr(bar, kind)
@@ -374,13 +378,17 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
             xytext=(3, 0), textcoords="offset points", va="center", fontsize=7,
             gid=_gid(f"{gid}-value-{bar.label}", names),
         )  # fmt: skip
-    axes.set_yticks(positions, [_label(bar.label) for bar in panel.bars])
+    axes.set_yticks([])  # the labels as plain text: a tick per bar costs ten times as much
+    left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
+    for y, bar in zip(positions, panel.bars, strict=True):
+        axes.text(-0.01, y, _label(bar.label), transform=left_of_axes, ha="right", va="center")
     axes.set_ylim(-0.6, len(panel.bars) - 0.4)
     marks = [words for name, words, _ in MARKS if any(getattr(bar, name) for bar in panel.bars)]
     axes.set_xlabel(panel.value_label + "".join(f";  | = {words}" for words in marks))
     if values:
         axes.set_xlim(base, max(everything) * (4 if log else 1.3))
     axes.grid(True, axis="x", color="0.9", linewidth=0.6)
+    axes.set_axisbelow(True)
 
 
 def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
@@ -412,11 +420,13 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     axes.set_title(_label(panel.title, 90), loc="left")
     colours = {kind: COLOURS[index % len(COLOURS)] for index, kind in enumerate(panel.kinds)}
     names: set[str] = set()
-    for index, span in enumerate(panel.spans):
-        (rectangle,) = axes.barh(
-            span.lane, span.end_ms - span.start_ms, left=span.start_ms, height=0.7,
-            color=colours.get(span.what, "0.5"), edgecolor="white", linewidth=0.4,
-        )  # fmt: skip
+    spans = panel.spans
+    rectangles = axes.barh(
+        [span.lane for span in spans], [span.end_ms - span.start_ms for span in spans],
+        left=[span.start_ms for span in spans], height=0.7, edgecolor="white", linewidth=0.4,
+        color=[colours.get(span.what, "0.5") for span in spans],
+    )  # fmt: skip
+    for index, (span, rectangle) in enumerate(zip(spans, rectangles, strict=True)):
         rectangle.set_gid(_gid(f"{gid}-span-{span.lane}-{span.what}-{index}", names))
     axes.set_yticks(range(len(panel.lanes)), [_label(lane) for lane in panel.lanes])
     axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
