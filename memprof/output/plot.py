@@ -123,7 +123,7 @@ class Words:
 Panel = Curves | Bars | HeatMap | Timeline | Words
 
 
-@dataclass
+@dataclass(repr=False)
 class Picture:
     """A Result's picture: a title and panels, top to bottom. Drawn only when asked for
     (svg(), png(), html(), save(), or shown in a notebook)."""
@@ -166,6 +166,10 @@ class Picture:
 
     def _repr_svg_(self) -> str:  # a notebook shows the picture itself
         return self.svg()
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(type(panel).__name__ for panel in self.panels)
+        return f"<memprof picture: {self.title!r}, panels: {kinds}>"
 
 
 def format_of(path: Path) -> str:
