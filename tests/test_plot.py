@@ -102,6 +102,15 @@ def scale(axes: ElementTree.Element, which: str):
     return lambda c: v1 * (v2 / v1) ** ((c - c1) / (c2 - c1))
 
 
+def tick_positions(axes: ElementTree.Element, which: str) -> dict[str, float]:
+    """Each labelled tick's label -> its coordinate."""
+    found = {}
+    for group in axes.iter(f"{SVG}g"):
+        if group.get("id", "").startswith(f"{which}tick_") and texts(group):
+            found[" ".join(texts(group))] = float(next(group.iter(f"{SVG}use")).get(which))
+    return found
+
+
 def _evenly_spaced(ticks: list[tuple[float, float]]) -> bool:
     (c1, v1), (c2, v2), (c3, v3) = ticks[:3]
     return math.isclose((v3 - v2) / (v2 - v1), (c3 - c2) / (c2 - c1), rel_tol=1e-3)
@@ -110,6 +119,12 @@ def _evenly_spaced(ticks: list[tuple[float, float]]) -> bool:
 def markers(line: ElementTree.Element) -> list[tuple[float, float]]:
     """The (x, y) of each marker of a drawn line: one per point."""
     return [(float(u.get("x")), float(u.get("y"))) for u in line.iter(f"{SVG}use")]
+
+
+def text_y(element: ElementTree.Element) -> float:
+    """Where a text is drawn, vertically (its baseline)."""
+    text = next(element.iter(f"{SVG}text"))
+    return float(text.get("y"))
 
 
 def path_points(element: ElementTree.Element) -> list[tuple[float, float]]:
@@ -171,12 +186,16 @@ def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
     bars = with_prefix(ids, f"{gid}-bar-")
     assert len(bars) == len(panel.bars)
     x_of = scale(axes, "x")
-    for bar, element in zip(panel.bars, bars, strict=True):
+    middles, labels = [], with_prefix(ids, f"{gid}-label-")
+    for bar, element, label in zip(panel.bars, bars, labels, strict=True):
         right = max(x for x, _ in path_points(element))
         assert close(x_of(right), bar.value), bar.label
+        middles.append(sum(y for _, y in path_points(element)[:4]) / 4)
+        assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
         if bar.source is not None:
             row = rows[id(bar.source)]
             assert bar.value in (row["gb_per_s"], row["median_ms"])
+    assert middles == sorted(middles)  # the first bar on top, as a table reads
     for kind in ("expected", "ceiling"):
         assert len(with_prefix(ids, f"{gid}-{kind}-")) == sum(
             bool(getattr(bar, kind)) for bar in panel.bars
@@ -195,10 +214,11 @@ def check_timeline(panel: Timeline, axes, ids, gid, words, rows) -> None:
     spans = with_prefix(ids, f"{gid}-span-")
     assert len(spans) == len(panel.spans)
     assert set(panel.kinds.values()) <= set(words) and set(panel.lanes) <= set(words)
-    x_of = scale(axes, "x")
+    x_of, lanes = scale(axes, "x"), tick_positions(axes, "y")
     for span, element in list(zip(panel.spans, spans, strict=True))[:: max(1, len(spans) // 4)]:
-        xs = [x for x, _ in path_points(element)]
+        xs, ys = zip(*path_points(element)[:4], strict=True)
         assert close(x_of(min(xs)) + 1, span.start_ms + 1) and close(x_of(max(xs)), span.end_ms)
+        assert abs(sum(ys) / 4 - lanes[panel.lanes[span.lane]]) < 1  # on its stream's row
 
 
 def check_words(panel: Words, axes, ids, gid, words, rows) -> None:
@@ -335,6 +355,12 @@ def test_streams_draws_every_chunk_of_every_mode_on_its_stream():
         last = max(timeline, key=lambda row: row[4])
         x_of = scale(d.ids[f"p{index}"], "x")
         assert close(max(x_of(x) for s in spans for x, _ in path_points(s)), last[4])
+        rows = tick_positions(d.ids[f"p{index}"], "y")
+        for span, (lane, _, stage, start, end) in zip(spans, timeline, strict=True):
+            xs, ys = zip(*path_points(span)[:4], strict=True)
+            assert abs(sum(ys) / 4 - rows[f"stream {lane}"]) < 1  # on the stream it ran on
+            assert f"-{stage}-" in span.get("id")
+            assert close(x_of(min(xs)) + 1, start + 1) and close(x_of(max(xs)), end)
 
 
 def test_a_trace_draws_the_gpu_rows_of_its_profile():

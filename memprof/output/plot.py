@@ -385,7 +385,10 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     axes.set_yticks([])  # the labels as plain text: a tick per bar costs ten times as much
     left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
     for y, bar in zip(positions, panel.bars, strict=True):
-        axes.text(-0.01, y, _label(bar.label), transform=left_of_axes, ha="right", va="center")
+        axes.text(
+            -0.01, y, _label(bar.label), transform=left_of_axes, ha="right", va="center",
+            gid=_gid(f"{gid}-label-{bar.label}", names),
+        )  # fmt: skip
     axes.set_ylim(-0.6, len(panel.bars) - 0.4)
     marks = [words for name, words, _ in MARKS if any(getattr(bar, name) for bar in panel.bars)]
     axes.set_xlabel(panel.value_label + "".join(f";  | = {words}" for words in marks))
