@@ -243,6 +243,7 @@ def draw(picture: Picture) -> Any:
             box = (start / width, (top - inside) / height, across / width, inside / height)
             axes = figure.add_axes(box)
             axes.set_gid(f"p{index}")
+            _no_automatic_placing(axes)
             DRAWERS[type(panel).__name__](axes, panel, f"p{index}")
             top -= inside + _below_inches(panel)
     return figure
@@ -301,7 +302,7 @@ def _right_inches(panel: Panel) -> float:
 def _curves(axes: Any, panel: Curves, gid: str) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-    axes.set_title(_label(panel.title, 90), loc="left")
+    _title(axes, panel.title)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
     names: set[str] = set()
@@ -320,8 +321,8 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
             measured += 1
         drawn.set_label(_label(line.label))
         drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.label}", names))
-    axes.set_xlabel(panel.x_label)
-    axes.set_ylabel(panel.y_label)
+    _x_label(axes, panel.x_label)
+    _y_label(axes, panel.y_label, 42)
     sizes = [x for line in panel.lines for x, _ in line.points if x > 0]
     spread = math.log2(max(sizes) / min(sizes)) if sizes else 0
     axes.xaxis.set_major_locator(LogLocator(base=4 if spread <= 14 else 16))  # <= 8 labels
@@ -334,6 +335,46 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
     axes.grid(True, which="major", color="0.9", linewidth=0.6)
     if panel.lines:
         axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+# Titles and axis labels are placed at fixed distances from the axes: set_title and
+# set_xlabel measure every tick label first to place them, a fifth of a picture's time.
+
+
+def _no_automatic_placing(axes: Any) -> None:
+    """Fixed places for matplotlib's own (empty) title and axis labels: otherwise each is
+    placed by measuring every tick label, at every drawing."""
+    axes.set_title("", y=1.0)
+    axes.xaxis.set_label_coords(0.5, -0.1)
+    axes.yaxis.set_label_coords(-0.1, 0.5)
+
+
+def _points(axes: Any, x: float, y: float) -> Any:
+    """A shift of (x, y) points, for a transform."""
+    from matplotlib.transforms import ScaledTranslation
+
+    return ScaledTranslation(x / 72, y / 72, axes.figure.dpi_scale_trans)
+
+
+def _title(axes: Any, text: str) -> None:
+    """A panel's title, above its top left corner."""
+    axes.text(
+        0, 1, _label(text, 90), transform=axes.transAxes + _points(axes, 0, 5), ha="left",
+        va="bottom", fontsize=9, fontweight="bold",
+    )  # fmt: skip
+
+
+def _x_label(axes: Any, text: str) -> None:
+    """An axis label under the tick labels."""
+    axes.text(0.5, 0, text, transform=axes.transAxes + _points(axes, 0, -19), ha="center", va="top")
+
+
+def _y_label(axes: Any, text: str, left_points: float) -> None:
+    """An axis label `left_points` left of the axes, beyond its tick labels."""
+    axes.text(
+        0, 0.5, text, transform=axes.transAxes + _points(axes, -left_points, 0), ha="right",
+        va="center", rotation=90,
+    )  # fmt: skip
 
 
 def _spread_log_limits(axes: Any, values: list[float]) -> None:
@@ -351,7 +392,7 @@ def _spread_log_limits(axes: Any, values: list[float]) -> None:
 def _bars(axes: Any, panel: Bars, gid: str) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-    axes.set_title(_label(panel.title, 90), loc="left")
+    _title(axes, panel.title)
     values = [bar.value for bar in panel.bars if bar.value > 0]
     everything = values + [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
     log = bool(values) and max(everything) / min(everything) >= 20
@@ -367,6 +408,7 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
         positions, [bar.value - base for bar in panel.bars], left=base, height=0.6,
         color=[VERDICT_COLOURS.get(bar.verdict or "", COLOURS[0]) for bar in panel.bars],
     )  # fmt: skip
+    beside = axes.transData + _points(axes, 3, 0)  # a value just right of its bar
     for y, bar, rectangle in zip(positions, panel.bars, rectangles, strict=True):
         rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
         for kind, _, colour in MARKS:
@@ -377,10 +419,9 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
                 drawn.set_gid(_gid(f"{gid}-{kind}-{bar.label}", names))
         shown = _value_text(bar.value, panel.unit)
         after = max(bar.value, base, bar.expected or 0, bar.ceiling or 0)  # right of the marks
-        axes.annotate(
-            f"{bar.verdict} {shown}" if bar.verdict else shown, (after, y),
-            xytext=(3, 0), textcoords="offset points", va="center", fontsize=7,
-            gid=_gid(f"{gid}-value-{bar.label}", names),
+        axes.text(
+            after, y, f"{bar.verdict} {shown}" if bar.verdict else shown, va="center",
+            fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.label}", names),
         )  # fmt: skip
     axes.set_yticks([])  # the labels as plain text: a tick per bar costs ten times as much
     left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
@@ -391,7 +432,7 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
         )  # fmt: skip
     axes.set_ylim(-0.6, len(panel.bars) - 0.4)
     marks = [words for name, words, _ in MARKS if any(getattr(bar, name) for bar in panel.bars)]
-    axes.set_xlabel(panel.value_label + "".join(f";  | = {words}" for words in marks))
+    _x_label(axes, panel.value_label + "".join(f";  | = {words}" for words in marks))
     if values:
         axes.set_xlim(base, max(everything) * (4 if log else 1.3))
     axes.grid(True, axis="x", color="0.9", linewidth=0.6)
@@ -401,7 +442,7 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
 def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
     import numpy as np
 
-    axes.set_title(_label(panel.title, 90), loc="left")
+    _title(axes, panel.title)
     grid = np.array([[math.nan if v is None else v for v in row] for row in panel.values])
     image = axes.imshow(grid, cmap="viridis", aspect="auto", vmin=0, vmax=panel.scale_max)
     image.set_gid(f"{gid}-image")
@@ -416,15 +457,15 @@ def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
             )  # fmt: skip
     axes.set_xticks(range(len(panel.columns)), [_label(c) for c in panel.columns])
     axes.set_yticks(range(len(panel.rows)), [_label(r) for r in panel.rows])
-    axes.set_xlabel(panel.column_label)
-    axes.set_ylabel(panel.row_label)
+    _x_label(axes, panel.column_label)
+    _y_label(axes, panel.row_label, 8 + 72 * CHARACTER_INCHES * _characters(panel.rows))
 
 
 def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
-    axes.set_title(_label(panel.title, 90), loc="left")
+    _title(axes, panel.title)
     colours = {kind: COLOURS[index % len(COLOURS)] for index, kind in enumerate(panel.kinds)}
     names: set[str] = set()
     spans = panel.spans
@@ -437,7 +478,7 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
         rectangle.set_gid(_gid(f"{gid}-span-{span.lane}-{span.what}-{index}", names))
     axes.set_yticks(range(len(panel.lanes)), [_label(lane) for lane in panel.lanes])
     axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
-    axes.set_xlabel("time from the run's first operation")
+    _x_label(axes, "time from the run's first operation")
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
     axes.set_xlim(0, max((span.end_ms for span in panel.spans), default=1) * 1.02)
     axes.legend(
@@ -449,7 +490,7 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
 
 def _words(axes: Any, panel: Words, gid: str) -> None:
     axes.set_axis_off()
-    axes.set_title(_label(panel.title, 90), loc="left")
+    _title(axes, panel.title)
     count = max(len(panel.lines), 1)
     for index, line in enumerate(panel.lines):
         axes.text(
