@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from memprof.experiments import base
-from memprof.experiments.base import DRIVER_CALLS
 from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import OPERATION_QUALIFIERS, Measurement, Result
@@ -41,6 +40,8 @@ MOST_BARS = 40  # a trace's rows beyond these are summed into one bar
 def picture(result: Result, summary: Summary) -> Picture:
     """The picture of `result`, from its summary's figures (memprof.experiments.summarize)."""
     make = PICTURES.get(result.command, default_panels)
+    if make in AGAINST_SIZE and len(result.parameters.powers) < 2:
+        make = default_panels  # one size: nothing to draw a line through
     return Picture(title=title(result), panels=make(result, summary))
 
 
@@ -111,9 +112,7 @@ ZEROCOPY_SERIES = {  # (operation, kind) -> what a line of zerocopy shows
 
 
 def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Over several sizes: GB/s against size of the kernels and each path's copies."""
-    if len(result.parameters.powers) < 2:
-        return default_panels(result, summary)
+    """GB/s against size of the kernels and each path's copies."""
     found = _of(summary, "gpu", ["kernel", *base.DIRECTIONS])
     series: dict[str, list[Figure]] = {}
     for one in found:
@@ -294,7 +293,7 @@ def default_panels(result: Result, summary: Summary) -> list[Panel]:
     for one in summary.figures:
         if one.gb_per_s is not None and one.measure is not None and one.measure.shows != "time":
             rates.append(one)
-        elif one.measure is None or one.measure.key != DRIVER_CALLS.key:
+        elif one.measure is None or one.measure.key != base.DRIVER_CALLS.key:
             times.append(one)
     panels: list[Panel] = []
     if rates:
@@ -339,3 +338,4 @@ PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
     "check-pairs": check_panels,
     "trace": trace_panels,
 }
+AGAINST_SIZE = (sweep_panels, zerocopy_panels, alloc_panels, smallcopies_panels)

@@ -37,8 +37,8 @@ Unit = Literal["GB/s", "ms", "bytes"]  # what a value axis counts: 10^9 bytes/s,
 
 @dataclass
 class Line:
-    """A series of points (x, y); `source`: the measurement each point is a figure of (None
-    where a point sums several: smallcopies' ways that gather on the host)."""
+    """A series of points (x, y); `sources`: the measurement each point is a figure of (empty
+    where a point is not one: smallcopies' cost of a way sums a copy and the host's work)."""
 
     label: str
     points: list[tuple[float, float]]
@@ -149,7 +149,7 @@ class Picture:
         """A small page holding the SVG: self-contained, nothing fetched from a network."""
         svg = self.svg()
         svg = svg[svg.index("<svg") :]  # without the XML declaration and DOCTYPE
-        title = html.escape(self.title)
+        title = html.escape(literal(self.title))
         return (
             '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>{title}</title>\n"
@@ -188,8 +188,6 @@ RC = {
     "svg.hashsalt": "memprof",  # the same ids every time: pictures re-made differ only if drawn so
     "text.parse_math": False,  # a kernel name with $ in it is text, never TeX
     "font.size": 8,
-    "axes.titlesize": 9,
-    "axes.titleweight": "bold",
     "legend.fontsize": 7,
 }
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
