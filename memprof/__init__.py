@@ -7,20 +7,28 @@ From Python (a notebook, a script), the same experiments as the command line:
     result = memprof.run("pinned", power=20)  # measures on GPU 0, prints nothing
     memprof.render(result)                     # prints it as `memprof pinned` does
     result.find("h2d", "pinned", "gpu").stats  # every sample is in the Result
-    memprof.load("run.json")                   # a Result saved with --json
+    saved = memprof.load("run.json")           # a Result saved with --json
+    memprof.diff(saved, result)                # compared row by row, as `memprof diff`
+    result.to_frame()                          # a pandas DataFrame: the CSV's rows
+    memprof.plot(result, "run.svg")            # the picture `memprof plot` draws
 
 See docs/python-api.md. Importing memprof is light: numpy, PyCUDA and CUPTI are loaded when
-a run needs them.
+a run needs them, pandas and matplotlib when a frame or a picture is made.
 """
 
 from memprof.version import __version__
 
-__all__ = ["__version__", "load", "render", "run"]
+API = ("run", "load", "render", "diff", "frame", "plot")  # memprof.api's, imported when used
+__all__ = ["__version__", *API]
 
 
 def __getattr__(name: str) -> object:  # nothing imported here: `python -m memprof` starts fast
-    if name in ("run", "load", "render"):
+    if name in API:
         from memprof import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'memprof' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

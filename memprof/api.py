@@ -1,21 +1,26 @@
-"""The Python API: run an experiment, load a saved Result, render one. The command line is
-built on the same functions (memprof.cli)."""
+"""The Python API: run an experiment, load a saved Result, render, compare, frame or draw it.
+The command line is built on the same functions (memprof.cli)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
-from memprof.errors import InvalidArgument
+from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import experiment_named, summarize
 from memprof.experiments import load as load_result
 from memprof.experiments.base import Progress, RunOptions, no_progress
 from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
+from memprof.output.files import check_destination
+
+if TYPE_CHECKING:
+    from memprof.output.plot import Picture
 
 
 def run(
@@ -131,6 +136,87 @@ def render(result: Result, console: Any = None) -> None:
     if console is not None and not isinstance(console, Console):
         raise TypeError(f"memprof.render: console must be a rich Console, not {_kind(console)}")
     render_result(result, summarize(result), console or results_console())
+
+
+def diff(first: Result, second: Result, console: Any = None) -> None:
+    """Print two Results compared row by row, beyond run-to-run noise, as `memprof diff` does."""
+    from memprof.output.console import results_console
+    from memprof.output.diff import diff as compare
+    from memprof.output.render import render_summary
+
+    render_summary(compare(first, second), console or results_console())
+
+
+def frame(results: Result | Iterable[Result]) -> Any:
+    """One pandas DataFrame of one Result or several: the CSV's columns (--csv), a row per
+    measurement, numbers as numbers (Result.to_frame() for one). pandas is an optional extra:
+    without it, MissingPackage (an ImportError) says how to install it."""
+    from memprof.output.frames import frame as frame_of
+
+    chosen = [results] if isinstance(results, Result) else list(results)
+    return frame_of(chosen, [summarize(result).figures for result in chosen])
+
+
+def plot(result: Result, path: str | Path | None = None) -> Picture:
+    """The picture `memprof plot` draws of a Result: a notebook shows it as it is; saved to
+    `path` (.svg, .png or .html) where given, atomically. matplotlib is an optional extra:
+    without it, MissingPackage (an ImportError) says how to install it."""
+    from memprof.output.plot import format_of, matplotlib_for
+
+    matplotlib_for("memprof.plot()")
+    target = Path(path) if path is not None else None
+    if target is not None:
+        format_of(target)
+        check_destination(target, "path")
+    drawn = picture_of(result)
+    if target is not None:
+        save_picture(drawn, target)
+    return drawn
+
+
+def plot_file(source: Path, output: str | None) -> Path:
+    """`memprof plot`: the picture of a saved Result, in `output` or beside the file (its
+    name ending .svg instead of .json); never over the input. The picture's path."""
+    from memprof.output.files import Destination, check_distinct, destination
+    from memprof.output.plot import format_of, matplotlib_for
+
+    matplotlib_for()
+    if output is not None:
+        found, option = destination(output, "--output"), "--output"
+        if found.descriptor is not None:
+            raise InvalidArgument(
+                f"--output {output}: a picture is written to a file, whose name says its "
+                "format: give -o FILE.svg, .png or .html"
+            )
+    elif source.is_file() and not str(source.absolute()).startswith(("/dev/", "/proc/")):
+        found, option = Destination(str(source.with_suffix(".svg"))), "picture"
+    else:  # a pipe, /dev/stdin: no name to put a picture beside
+        raise InvalidArgument(
+            f"{source} is not a file in a folder of yours, so the picture has no name beside "
+            "it: give -o FILE.svg"
+        )
+    target = found.path
+    format_of(target)
+    check_destination(target, option)
+    check_distinct({option: found}, inputs=[source])
+    drawn = picture_of(load(source))
+    save_picture(drawn, target)
+    return target
+
+
+def picture_of(result: Result) -> Picture:
+    """What a Result's picture shows (memprof.experiments.pictures), not drawn yet."""
+    from memprof.experiments.pictures import picture
+
+    return picture(result, summarize(result))
+
+
+def save_picture(drawn: Picture, path: Path) -> None:
+    """Write the picture; a failure is SaveFailed (exit 5) naming the file."""
+    try:
+        drawn.save(path)
+    except OSError as error:
+        raise SaveFailed(f"{path}: not saved: {error.strerror or error}") from None
 
 
 ONE_GPU = "--device all: this machine has one GPU, so memprof ran on device 0 only"

@@ -24,7 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from memprof.cli_commands import HELP, OnDemandGroup, build, command, on_demand
-from memprof.cli_options import epilog
+from memprof.cli_options import epilog, plot_options
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import COMMANDS, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
@@ -324,21 +324,21 @@ def diff(
     quiet: bool,
     no_color: bool,
 ) -> None:
-    from memprof import cli_gates as gates
-    from memprof.experiments import load
-    from memprof.output.diff import compared
-    from memprof.output.diff import diff as diff_results
-    from memprof.output.emit import Output, emit_diff
+    from memprof import cli_gates
 
-    output = Output.named(json, None, quiet, no_color)
-    output.check(inputs=(first, second))
-    junit_path = gates.junit_destination(junit, output, [first, second])
-    a, b = load(first), load(second)
-    gates.refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
-    share = None if fail_above is None else fail_above / 100
-    figures = compared(a, b)
-    with gates.junit_after(
-        junit_path, lambda: gates.diff_junit(figures, share, first, second), output
-    ):
-        emit_diff(diff_results(a, b, share), first, second, output)
-        gates.gate(figures, share, output)
+    cli_gates.diff(first, second, fail_above, allow_not_comparable, junit, json, quiet, no_color)
+
+
+# -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----
+
+
+@command(
+    "plot",
+    "Draw a saved Result as a picture, on any machine (no GPU; needs matplotlib): GB/s "
+    "against size with the link's ceiling, heat maps of GPU pairs, stream time lines...",
+    plot_options,
+)
+def plot(path: Path, output: str | None) -> None:
+    from memprof import api
+
+    terminal.print_note(f"saved {api.plot_file(path, output)}")

@@ -164,6 +164,34 @@ def results_junit(results: list[Result]) -> str:
     return junit_xml(suites, f"memprof {results[0].command}" if results else "memprof")
 
 
+def diff(
+    first: Path,
+    second: Path,
+    fail_above: float | None,
+    allow_not_comparable: bool,
+    junit: str | None,
+    json: str | None,
+    quiet: bool,
+    no_color: bool,
+) -> None:
+    """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
+    from memprof.experiments import load
+    from memprof.output.diff import compared
+    from memprof.output.diff import diff as diff_results
+    from memprof.output.emit import emit_diff
+
+    output = Output.named(json, None, quiet, no_color)
+    output.check(inputs=(first, second))
+    junit_path = junit_destination(junit, output, [first, second])
+    a, b = load(first), load(second)
+    refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
+    share = None if fail_above is None else fail_above / 100
+    figures = compared(a, b)
+    with junit_after(junit_path, lambda: diff_junit(figures, share, first, second), output):
+        emit_diff(diff_results(a, b, share), first, second, output)
+        gate(figures, share, output)
+
+
 def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: bool) -> None:
     """Exit 2 for runs a diff cannot compare (docstring at the top), in one line."""
     from memprof.output.diff import compared, differences

@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -271,6 +272,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memprof diff before.json after.json",
         "memprof diff baseline.json run.json --fail-above 5 --junit diff.xml",
     ),
+    "plot": (
+        "memprof plot sweep.json",
+        "memprof plot peer.json -o peer.png",
+        "memprof plot check.json -o check.html",
+    ),
 }
 
 
@@ -286,3 +292,22 @@ def epilog(command: str) -> str:
     """The end of a command's --help: its examples, one per line, as typed ("\b" keeps click
     from joining them into one paragraph)."""
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in examples_of(command))
+
+
+def plot_options() -> list[inspect.Parameter]:
+    """`memprof plot`'s: the saved Result, and where its picture goes."""
+    return [
+        argument("path", Path, ..., "A Result file written with --json."),
+        option(
+            "output",
+            str | None,
+            None,
+            "--output",
+            "-o",
+            metavar=PATH,
+            help=(
+                "The picture: a name ending .svg, .png (150 dpi) or .html (a page holding the "
+                "SVG). Default: the result's own name ending .svg, beside it. Never an input."
+            ),
+        ),
+    ]

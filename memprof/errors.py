@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -63,8 +65,8 @@ DISTRIBUTION = "cuda-memprof"  # pyproject's name: `memprof` on PyPI is another 
 CUDA_PACKAGES = '"pycuda>=2024.1" "cupti-python>=13.0" "nvidia-ml-py>=12.0" "cuda-bindings>=12.8"'
 
 
-def install_command(packages: str = CUDA_PACKAGES) -> str:
-    """The command that installs memprof's `cuda` extra where this memprof runs from.
+def install_command(packages: str = CUDA_PACKAGES, extra: str = "cuda") -> str:
+    """The command that installs one of memprof's extras where this memprof runs from.
 
     memprof is not published: `pip install "memprof[cuda]"` fetches an unrelated project of
     that name. From a checkout (pyproject.toml beside the package, as `pip install -e .`
@@ -81,5 +83,39 @@ def install_command(packages: str = CUDA_PACKAGES) -> str:
     except (OSError, UnicodeDecodeError):
         ours = False
     if ours:
-        return f"pip install -e {shlex.quote(f'{checkout}[cuda]')}"
+        return f"pip install -e {shlex.quote(f'{checkout}[{extra}]')}"
     return f"pip install {packages}"
+
+
+class MissingPackage(EnvironmentProblem, ImportError):
+    """An optional package a feature needs is not installed (matplotlib for pictures, pandas
+    for DataFrames): exit 3 like any missing tool, and an ImportError, so a notebook's
+    `except ImportError` around an optional feature catches it too."""
+
+
+def require_package(module: str, minimum: tuple[int, ...], extra: str, purpose: str) -> Any:
+    """`module` imported, at least version `minimum`, or MissingPackage saying how to install
+    it: the extra of memprof that holds it (from memprof's checkout), or the package itself."""
+    import importlib
+
+    wanted = ".".join(map(str, minimum))
+    how = install_command(f'"{module}>={wanted}"', extra)
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        raise MissingPackage(f"{purpose} needs {module}, which is not installed: {how}") from None
+    version = getattr(found, "__version__", "")
+    if _release(version) < minimum:
+        raise MissingPackage(f"{purpose} needs {module} {wanted} or later, not {version}: {how}")
+    return found
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version string: '3.11.2rc1' -> (3, 11, 2)."""
+    numbers = []
+    for part in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)

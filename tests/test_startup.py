@@ -49,9 +49,9 @@ def test_help_imports_no_experiment_and_report_only_its_own():
     assert pydantic == "False"
 
 
-def test_the_command_list_is_every_registry_line_then_report_and_diff():
+def test_the_command_list_is_every_registry_line_then_report_diff_and_plot():
     names = [name for command in COMMANDS for name in (command.name, *command.aliases)]
-    assert list(typer.main.get_command(cli.app).commands) == [*names, "report", "diff"]
+    assert list(typer.main.get_command(cli.app).commands) == [*names, "report", "diff", "plot"]
     assert HELP["wc"] == "Alias of writecombined."
     assert HELP["pinned"] == next(c.help for c in COMMANDS if c.name == "pinned")
 

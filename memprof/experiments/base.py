@@ -614,3 +614,27 @@ def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo
     with sessions[0].active():
         timing = sessions[0].profiler.timing_info()
     return measurements, timing
+
+
+# -- a Result's own views -------------------------------------------------------------------
+# Every experiment module imports this one, and a Result is made or loaded only through one.
+
+
+class ResultViews:
+    """What a Result's own methods make of it with its command's experiment (Result.views,
+    which the model layer holds but cannot fill): its DataFrame and its notebook view."""
+
+    def frame(self, result: Result) -> Any:
+        from memprof.experiments import summarize
+        from memprof.output.frames import frame
+
+        return frame([result], [summarize(result).figures])
+
+    def html(self, result: Result) -> str:
+        from memprof.experiments import summarize
+        from memprof.output.notebook import summary_html
+
+        return summary_html(result, summarize(result))
+
+
+Result.views = ResultViews()

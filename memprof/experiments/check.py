@@ -511,6 +511,8 @@ class Line:
     what: str
     measured: str
     expected: str
+    # the GB/s it judged, for pictures: (what, measured, the least expected) per figure
+    judged: tuple[tuple[str, float, float], ...] = ()
 
 
 def judge(measured: float, floor: float, reference: float | None = None) -> Verdict:
@@ -557,9 +559,10 @@ def _throughput_line(
     if reference is not None:
         expected += f"; reference {format_gb_per_s(reference)}"
     shown = f"{_rate(measured)} ({ceiling.fraction(measured):.0%})"
+    judged = ((what, measured, least),)
     if ceiling.fraction(measured) > ABOVE_BOUND:  # faster than what bounds it: not a figure
-        return Line("FAIL", what, shown, expected + ", never above the ceiling")
-    return Line(judge(measured, least, reference), what, shown, expected)
+        return Line("FAIL", what, shown, expected + ", never above the ceiling", judged)
+    return Line(judge(measured, least, reference), what, shown, expected, judged)
 
 
 def link_line(result: Result, index: int | None = None) -> Line:
@@ -733,7 +736,21 @@ def _at_once_line(figures: Figures, floor: float = AT_ONCE_FLOOR) -> Line:
         f"({shares['h2d']:.0%}, {shares['d2h']:.0%})"
     )
     expected = f"each >= {floor:.0%} of its rate alone"
-    return Line(judge(worst, floor), what, measured, expected)
+    words = base.DIRECTIONS  # h2d -> "host → device"
+    judged = _at_once(
+        what,
+        {words[k]: v for k, v in together.items()},
+        {words[k]: v for k, v in rates.items()},
+        floor,
+    )
+    return Line(judge(worst, floor), what, measured, expected, judged)
+
+
+def _at_once(
+    what: str, together: dict, alone: dict, floor: float
+) -> tuple[tuple[str, float, float], ...]:
+    """Each direction's GB/s at once, against `floor` of its rate alone."""
+    return tuple((f"{what}: {key}", together[key], floor * alone[key]) for key in together)
 
 
 # -- references -------------------------------------------------------------------------------
@@ -1094,7 +1111,8 @@ def pair_lines(result: Result) -> list[Line]:
                 )
             )
         if all(key in alone and key in together for key in ((a, b), (b, a))):
-            shares = [together[key] / alone[key] for key in ((a, b), (b, a))]
+            keys = ((a, b), (b, a))
+            shares = [together[key] / alone[key] for key in keys]
             measured = (
                 f"{format_gb_per_s(together[a, b])} + {format_gb_per_s(together[b, a])} GB/s "
                 f"({shares[0]:.0%}, {shares[1]:.0%})"
@@ -1105,6 +1123,12 @@ def pair_lines(result: Result) -> list[Line]:
                     f"GPU {a} ↔ GPU {b} both at once",
                     measured,
                     f"each >= {AT_ONCE_FLOOR:.0%} of its rate alone",
+                    _at_once(
+                        f"GPU {a} ↔ GPU {b} both at once",
+                        {f"GPU {x} → GPU {y}": together[x, y] for x, y in keys},
+                        {f"GPU {x} → GPU {y}": alone[x, y] for x, y in keys},
+                        AT_ONCE_FLOOR,
+                    ),
                 )
             )
         else:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 import msgspec
 
@@ -330,6 +330,31 @@ class Result(msgspec.Struct, dict=True):
             f"{len(self.measurements)} measurements, "
             f"{'verified' if self.passed else 'FAILED verification'}>"
         )
+
+    # What only the layers above this one make of a Result: its frame and its notebook view
+    # need its command's experiment (its figures, its tables), which this model layer does not
+    # import (tests/test_layers.py). memprof.experiments.base gives them when it is imported, as
+    # it is wherever a Result is made or loaded (memprof.experiments.base.ResultViews).
+    views: ClassVar[Any] = None
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame of this Result: the CSV's columns, a row per measurement, numbers
+        as numbers (memprof.output.frames; memprof.frame() for several Results at once).
+        Without pandas: MissingPackage, an ImportError saying how to install it."""
+        return self._views().frame(self)
+
+    def _repr_html_(self) -> str | None:
+        """What a notebook shows: the command, GPU and date, a line per table (the table
+        inside it), the conclusions (memprof.output.notebook)."""
+        return self._views().html(self) if Result.views is not None else None
+
+    def _views(self) -> Any:
+        if Result.views is None:
+            raise TypeError(
+                "this Result's frame and tables need memprof.experiments: import memprof "
+                "and use memprof.load or memprof.run, which load it"
+            )
+        return Result.views
 
     def to_json(self) -> str:
         """The Result as JSON, ASCII only: a file people `cat` never carries a control

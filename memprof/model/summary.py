@@ -82,13 +82,15 @@ def one_time_unit_per_column(table: Table) -> Table:
             columns[column, "mixed"] = len({found[2] for found in times}) > 1
     if not any(columns.get((column, "mixed")) for column in range(len(table.headers))):
         return table
-    for column in range(1, len(table.headers)):
+    headers, rows = list(table.headers), [list(row) for row in table.rows]  # tables share lists
+    for column in range(1, len(headers)):
         if column not in columns:
             continue
         unit = nvprof_unit(statistics.median(columns[column]))
-        for row in table.rows:
+        for row in rows:
             found = _TIME.match(row[column])
             if found:
                 row[column] = in_unit(found[1] + found[2], unit) + found[3]
-        table.headers[column] = f"{table.headers[column]} ({unit})"
+        headers[column] = f"{headers[column]} ({unit})"
+    table.headers, table.rows = headers, rows
     return table

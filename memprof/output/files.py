@@ -259,13 +259,17 @@ def _write_descriptor(descriptor: int, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` (UTF-8) to the file `path` names: all of it or, on any failure, nothing
     changed. A link is followed; a hard-linked file is written in place (module docstring)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """write_text_atomic for bytes (a PNG picture)."""
     target = resolved(path)
     status = _stat_or_none(target)
     if status is not None and not stat.S_ISREG(status.st_mode):
-        with target.open("w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with target.open("wb") as handle:
+            handle.write(data)
         return
-    data = text.encode("utf-8")
     mode = stat.S_IMODE(status.st_mode) if status is not None else _default_mode()
     temporary = _written_beside(target, data, mode)
     if status is not None and status.st_nlink > 1:

@@ -1,0 +1,571 @@
+"""Pictures of Results: what `memprof plot` and memprof.plot() draw, with matplotlib.
+
+What a command's picture shows is plain data (a Picture of panels: curves, bars, heat maps,
+time lines, words), chosen by memprof.experiments.pictures from the figures its tables show;
+this module only draws it. matplotlib is an optional extra (`pip install -e ".[plot]"`),
+imported when a picture is drawn and by nothing else; pyplot is never imported, so a
+notebook's own matplotlib backend is left as it was.
+
+The SVG keeps text as text (svg.fonttype none) and every series, bar, cell and span carries
+an id naming what it is (`p1-line-pinned`), so a picture can be read back: the tests parse
+it for its labels, its series and the value of a point. Strings from a result file are
+drawn literally (memprof.output.literal), never as TeX (text.parse_math off).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from memprof.errors import InvalidArgument, require_package
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.output.files import write_bytes_atomic
+from memprof.output.literal import literal
+
+MATPLOTLIB_AT_LEAST = (3, 7)
+FORMATS = {".svg": "svg", ".png": "png", ".html": "html"}
+Unit = Literal["GB/s", "ms", "bytes"]  # what a value axis counts: 10^9 bytes/s, ms, bytes
+
+# -- what a picture shows ----------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """A series of points (x, y); `sources`: the measurement each point is a figure of (empty
+    where a point is not one: smallcopies' cost of a way sums a copy and the host's work)."""
+
+    label: str
+    points: list[tuple[float, float]]
+    ceiling: bool = False  # a bound drawn dashed (the link, staging), not a measured series
+    sources: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Curves:
+    """Lines over log axes: a figure against size."""
+
+    title: str
+    x_label: str
+    y_label: str
+    lines: list[Line]
+    x_unit: Unit = "bytes"
+    y_unit: Unit = "GB/s"
+
+
+@dataclass
+class Bar:
+    """One bar: a value, what it is, and what it was held to."""
+
+    label: str
+    value: float
+    expected: float | None = None  # drawn as a mark: what it should reach (check's floor)
+    ceiling: float | None = None  # drawn as a mark: what bounds it
+    verdict: str | None = None  # PASS, WARN, FAIL: its colour
+    source: Any = None  # the measurement it is a figure of, where it is one
+
+
+@dataclass
+class Bars:
+    """Horizontal bars, one per thing measured (log scale where they span 20x or more)."""
+
+    title: str
+    value_label: str
+    bars: list[Bar]
+    unit: Unit = "GB/s"
+
+
+@dataclass
+class HeatMap:
+    """A value per (row, column): GB/s between GPU pairs. None: not measured."""
+
+    title: str
+    row_label: str
+    column_label: str
+    rows: list[str]
+    columns: list[str]
+    values: list[list[float | None]]
+    scale_max: float  # the brightest colour's value: one scale for every heat map of a picture
+    unit: Unit = "GB/s"
+
+
+@dataclass
+class Span:
+    lane: int
+    start_ms: float
+    end_ms: float
+    what: str  # a key of Timeline.kinds
+
+
+@dataclass
+class Timeline:
+    """What ran when, one row per lane (a stream)."""
+
+    title: str
+    lanes: list[str]
+    spans: list[Span]
+    kinds: dict[str, str]  # what -> its legend words
+
+
+@dataclass
+class Words:
+    """Lines of text: verdicts, or the facts of a command that measures nothing."""
+
+    title: str
+    lines: list[str]
+
+
+Panel = Curves | Bars | HeatMap | Timeline | Words
+
+
+@dataclass(repr=False)
+class Picture:
+    """A Result's picture: a title and panels, top to bottom. Drawn only when asked for
+    (svg(), png(), html(), save(), or shown in a notebook)."""
+
+    title: str
+    panels: list[Panel]
+    width_inches: float = 7.5
+
+    def figure(self) -> Any:
+        """The matplotlib Figure (drawn once)."""
+        drawn = self.__dict__.get("_figure")
+        if drawn is None:
+            drawn = self.__dict__["_figure"] = draw(self)
+        return drawn
+
+    def svg(self) -> str:
+        return _saved(self, "svg").decode("utf-8")
+
+    def png(self) -> bytes:
+        return _saved(self, "png")
+
+    def html(self) -> str:
+        """A small page holding the SVG: self-contained, nothing fetched from a network."""
+        svg = self.svg()
+        svg = svg[svg.index("<svg") :]  # without the XML declaration and DOCTYPE
+        title = html.escape(literal(self.title))
+        return (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{title}</title>\n"
+            "<style>body { font-family: sans-serif; margin: 1em; } svg { max-width: 100%; "
+            "height: auto; }</style>\n</head>\n<body>\n"
+            f"{svg}\n</body>\n</html>\n"
+        )
+
+    def save(self, path: Path) -> None:
+        """Write the picture in the format its name ends with (.svg, .png, .html), atomically."""
+        kind = format_of(path)
+        data = self.png() if kind == "png" else (self.html() if kind == "html" else self.svg())
+        write_bytes_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+    def _repr_svg_(self) -> str:  # a notebook shows the picture itself
+        return self.svg()
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(type(panel).__name__ for panel in self.panels)
+        return f"<memprof picture: {self.title!r}, panels: {kinds}>"
+
+
+def format_of(path: Path) -> str:
+    """'svg', 'png' or 'html', by the file's name: InvalidArgument for any other."""
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        choices = ", ".join(FORMATS)
+        raise InvalidArgument(f"{path}: a picture is one of {choices}; name the file so")
+    return kind
+
+
+# -- drawing ---------------------------------------------------------------------------------------
+
+RC = {
+    "svg.fonttype": "none",  # text stays text: readable, searchable, read back by the tests
+    "svg.hashsalt": "memprof",  # the same ids every time: pictures re-made differ only if drawn so
+    "text.parse_math": False,  # a kernel name with $ in it is text, never TeX
+    "font.size": 8,
+    "legend.fontsize": 7,
+}
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+MARKERS = ("o", "s", "^", "D")  # the next ten lines of a panel take the next marker
+CEILING_STYLES = ("--", ":", "-.")
+# marks on bars: what a bar was expected to reach (black), what bounds it (grey)
+MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
+VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
+LABEL_CHARACTERS = 48  # longer labels (kernel names) are cut, the end marked with …
+WORDS_CHARACTERS = 110  # a line of words across the picture, at 7.5 points monospace
+# The layout, in inches: the picture's title, each panel's title above it, its axis labels
+# below; every panel's left edge where the longest row label ends.
+TOP_INCHES = 0.4
+TITLE_INCHES = 0.3
+BELOW_INCHES = 0.5
+ROW_INCHES = 0.22  # a bar's height
+LANE_INCHES = 0.3  # a stream's
+CELL_INCHES = (0.95, 0.35)  # a heat map's cell
+CURVES_INCHES = 2.4
+CHARACTER_INCHES = 0.068  # a label's character at 8 points, at most about
+EDGE_INCHES = 0.3
+
+
+def matplotlib_for(purpose: str = "memprof plot") -> Any:
+    """matplotlib, or MissingPackage (exit 3) saying how to install it."""
+    return require_package("matplotlib", MATPLOTLIB_AT_LEAST, "plot", purpose)
+
+
+def draw(picture: Picture) -> Any:
+    """The picture as a matplotlib Figure (no pyplot: no backend is chosen or changed).
+
+    Laid out by hand, in inches (matplotlib's constrained layout would draw everything twice,
+    which doubles the time a picture takes)."""
+    matplotlib = matplotlib_for()
+    from matplotlib.figure import Figure
+
+    panels, width = picture.panels, picture.width_inches
+    left = max([_left_inches(panel) for panel in panels if not isinstance(panel, Words)] or [0])
+    left = max(left, EDGE_INCHES)
+    height = TOP_INCHES + sum(_total_inches(panel) for panel in panels) + 0.1
+    with matplotlib.rc_context(RC):
+        figure = Figure(figsize=(width, height))
+        figure.suptitle(_label(picture.title, 100), fontsize=10, y=1 - 0.12 / height, va="top")
+        top = height - TOP_INCHES
+        for index, panel in enumerate(panels):
+            top -= TITLE_INCHES
+            inside = _inside_inches(panel)
+            start = EDGE_INCHES if isinstance(panel, Words) else left
+            across = min(width - start - _right_inches(panel), _widest_inches(panel))
+            box = (start / width, (top - inside) / height, across / width, inside / height)
+            axes = figure.add_axes(box)
+            axes.set_gid(f"p{index}")
+            _no_automatic_placing(axes)
+            DRAWERS[type(panel).__name__](axes, panel, f"p{index}")
+            top -= inside + _below_inches(panel)
+    return figure
+
+
+def _inside_inches(panel: Panel) -> float:
+    """The height of a panel's drawing area."""
+    if isinstance(panel, Bars):
+        return 0.15 + ROW_INCHES * len(panel.bars)
+    if isinstance(panel, Timeline):
+        return 0.2 + LANE_INCHES * len(panel.lanes)
+    if isinstance(panel, Words):
+        return 0.17 * max(len(panel.lines), 1)
+    if isinstance(panel, HeatMap):
+        return max(0.7, CELL_INCHES[1] * len(panel.rows))
+    return CURVES_INCHES
+
+
+def _below_inches(panel: Panel) -> float:
+    return 0.1 if isinstance(panel, Words) else BELOW_INCHES
+
+
+def _total_inches(panel: Panel) -> float:
+    return TITLE_INCHES + _inside_inches(panel) + _below_inches(panel)
+
+
+def _widest_inches(panel: Panel) -> float:
+    """How wide a panel is drawn at most: a heat map's cells keep their size."""
+    if isinstance(panel, HeatMap):
+        return CELL_INCHES[0] * max(len(panel.columns), 1)
+    return math.inf
+
+
+def _characters(labels: list[str]) -> int:
+    return max((len(_label(label)) for label in labels), default=0)
+
+
+def _left_inches(panel: Panel) -> float:
+    """Room left of a panel for its row labels (bars, lanes, GPUs) and axis label."""
+    if isinstance(panel, Bars):
+        return 0.15 + CHARACTER_INCHES * _characters([bar.label for bar in panel.bars])
+    if isinstance(panel, Timeline):
+        return 0.15 + CHARACTER_INCHES * _characters(panel.lanes)
+    if isinstance(panel, HeatMap):
+        return 0.45 + CHARACTER_INCHES * _characters(panel.rows)
+    return 0.8
+
+
+def _right_inches(panel: Panel) -> float:
+    """Room right of a panel: a curve's legend stands there."""
+    if isinstance(panel, Curves):
+        return 0.55 + CHARACTER_INCHES * _characters([line.label for line in panel.lines])
+    return EDGE_INCHES
+
+
+def _curves(axes: Any, panel: Curves, gid: str) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    _title(axes, panel.title)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    names: set[str] = set()
+    measured = ceilings = 0
+    for line in panel.lines:
+        points = [(x, y) for x, y in line.points if x > 0 and y > 0]
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        if line.ceiling:
+            style = CEILING_STYLES[ceilings % len(CEILING_STYLES)]
+            (drawn,) = axes.plot(xs, ys, linestyle=style, color="0.4", linewidth=1)
+            ceilings += 1
+        else:
+            colour = COLOURS[measured % len(COLOURS)]
+            marker = MARKERS[measured // len(COLOURS) % len(MARKERS)]
+            (drawn,) = axes.plot(xs, ys, marker=marker, markersize=3, linewidth=1.3, color=colour)
+            measured += 1
+        drawn.set_label(_label(line.label))
+        drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.label}", names))
+    _x_label(axes, panel.x_label)
+    _y_label(axes, panel.y_label, 42)
+    sizes = [x for line in panel.lines for x, _ in line.points if x > 0]
+    spread = math.log2(max(sizes) / min(sizes)) if sizes else 0
+    axes.xaxis.set_major_locator(LogLocator(base=4 if spread <= 14 else 16))  # <= 8 labels
+    axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.x_unit)))
+    axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_minor_locator(NullLocator())
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
+    _spread_log_limits(axes, [y for line in panel.lines for _, y in line.points if y > 0])
+    axes.grid(True, which="major", color="0.9", linewidth=0.6)
+    if panel.lines:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+# Titles and axis labels are placed at fixed distances from the axes: set_title and
+# set_xlabel measure every tick label first to place them, a fifth of a picture's time.
+
+
+def _no_automatic_placing(axes: Any) -> None:
+    """Fixed places for matplotlib's own (empty) title and axis labels: otherwise each is
+    placed by measuring every tick label, at every drawing."""
+    axes.set_title("", y=1.0)
+    axes.xaxis.set_label_coords(0.5, -0.1)
+    axes.yaxis.set_label_coords(-0.1, 0.5)
+
+
+def _points(axes: Any, x: float, y: float) -> Any:
+    """A shift of (x, y) points, for a transform."""
+    from matplotlib.transforms import ScaledTranslation
+
+    return ScaledTranslation(x / 72, y / 72, axes.figure.dpi_scale_trans)
+
+
+def _title(axes: Any, text: str) -> None:
+    """A panel's title, above its top left corner."""
+    axes.text(
+        0, 1, _label(text, 90), transform=axes.transAxes + _points(axes, 0, 5), ha="left",
+        va="bottom", fontsize=9, fontweight="bold",
+    )  # fmt: skip
+
+
+def _x_label(axes: Any, text: str) -> None:
+    """An axis label under the tick labels."""
+    axes.text(0.5, 0, text, transform=axes.transAxes + _points(axes, 0, -19), ha="center", va="top")
+
+
+def _y_label(axes: Any, text: str, left_points: float) -> None:
+    """An axis label `left_points` left of the axes, beyond its tick labels."""
+    axes.text(
+        0, 0.5, text, transform=axes.transAxes + _points(axes, -left_points, 0), ha="right",
+        va="center", rotation=90,
+    )  # fmt: skip
+
+
+def _spread_log_limits(axes: Any, values: list[float]) -> None:
+    """Y limits a factor 3 or more apart (with room above and below), so a log axis always
+    shows labelled ticks, even for figures close together."""
+    if not values:
+        return
+    low, high = min(values) / 1.3, max(values) * 1.3
+    if high / low < 3:
+        middle = math.sqrt(low * high)
+        low, high = middle / math.sqrt(3), middle * math.sqrt(3)
+    axes.set_ylim(low, high)
+
+
+def _bars(axes: Any, panel: Bars, gid: str) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    _title(axes, panel.title)
+    values = [bar.value for bar in panel.bars if bar.value > 0]
+    everything = values + [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
+    log = bool(values) and max(everything) / min(everything) >= 20
+    if log:
+        axes.set_xscale("log")
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
+    base = min(everything) / 2 if log else 0.0
+    positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
+    names: set[str] = set()
+    rectangles = axes.barh(
+        positions, [bar.value - base for bar in panel.bars], left=base, height=0.6,
+        color=[VERDICT_COLOURS.get(bar.verdict or "", COLOURS[0]) for bar in panel.bars],
+    )  # fmt: skip
+    beside = axes.transData + _points(axes, 3, 0)  # a value just right of its bar
+    for y, bar, rectangle in zip(positions, panel.bars, rectangles, strict=True):
+        rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
+        for kind, _, colour in MARKS:
+            mark = getattr(bar, kind)
+            if mark:
+                (drawn,) = axes.plot([mark], [y], linestyle="none", marker="|", markersize=11,
+                                     markeredgewidth=1.5, color=colour)  # fmt: skip
+                drawn.set_gid(_gid(f"{gid}-{kind}-{bar.label}", names))
+        shown = _value_text(bar.value, panel.unit)
+        after = max(bar.value, base, bar.expected or 0, bar.ceiling or 0)  # right of the marks
+        axes.text(
+            after, y, f"{bar.verdict} {shown}" if bar.verdict else shown, va="center",
+            fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.label}", names),
+        )  # fmt: skip
+    axes.set_yticks([])  # the labels as plain text: a tick per bar costs ten times as much
+    left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
+    for y, bar in zip(positions, panel.bars, strict=True):
+        axes.text(
+            -0.01, y, _label(bar.label), transform=left_of_axes, ha="right", va="center",
+            gid=_gid(f"{gid}-label-{bar.label}", names),
+        )  # fmt: skip
+    axes.set_ylim(-0.6, len(panel.bars) - 0.4)
+    marks = [words for name, words, _ in MARKS if any(getattr(bar, name) for bar in panel.bars)]
+    _x_label(axes, panel.value_label + "".join(f";  | = {words}" for words in marks))
+    if values:
+        axes.set_xlim(base, max(everything) * (4 if log else 1.3))
+    axes.grid(True, axis="x", color="0.9", linewidth=0.6)
+    axes.set_axisbelow(True)
+
+
+def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
+    import numpy as np
+
+    _title(axes, panel.title)
+    grid = np.array([[math.nan if v is None else v for v in row] for row in panel.values])
+    image = axes.imshow(grid, cmap="viridis", aspect="auto", vmin=0, vmax=panel.scale_max)
+    image.set_gid(f"{gid}-image")
+    for r, row in enumerate(panel.values):
+        for c, value in enumerate(row):
+            bright = value is not None and value > 0.6 * panel.scale_max
+            axes.text(
+                c, r, "-" if value is None else _value_text(value, panel.unit, with_unit=False),
+                ha="center", va="center", fontsize=8,
+                color="0.3" if value is None else ("black" if bright else "white"),
+                gid=f"{gid}-cell-{r}-{c}",
+            )  # fmt: skip
+    axes.set_xticks(range(len(panel.columns)), [_label(c) for c in panel.columns])
+    axes.set_yticks(range(len(panel.rows)), [_label(r) for r in panel.rows])
+    _x_label(axes, panel.column_label)
+    _y_label(axes, panel.row_label, 8 + 72 * CHARACTER_INCHES * _characters(panel.rows))
+
+
+def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
+
+    _title(axes, panel.title)
+    colours = {kind: COLOURS[index % len(COLOURS)] for index, kind in enumerate(panel.kinds)}
+    names: set[str] = set()
+    spans = panel.spans
+    rectangles = axes.barh(
+        [span.lane for span in spans], [span.end_ms - span.start_ms for span in spans],
+        left=[span.start_ms for span in spans], height=0.7, edgecolor="white", linewidth=0.4,
+        color=[colours.get(span.what, "0.5") for span in spans],
+    )  # fmt: skip
+    for index, (span, rectangle) in enumerate(zip(spans, rectangles, strict=True)):
+        rectangle.set_gid(_gid(f"{gid}-span-{span.lane}-{span.what}-{index}", names))
+    axes.set_yticks(range(len(panel.lanes)), [_label(lane) for lane in panel.lanes])
+    axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
+    _x_label(axes, "time from the run's first operation")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
+    axes.set_xlim(0, max((span.end_ms for span in panel.spans), default=1) * 1.02)
+    axes.legend(
+        handles=[Patch(color=colours[kind], label=words) for kind, words in panel.kinds.items()],
+        loc="lower right", bbox_to_anchor=(1, 1), frameon=False, ncols=len(panel.kinds),
+        borderaxespad=0.2,
+    )  # fmt: skip
+
+
+def _words(axes: Any, panel: Words, gid: str) -> None:
+    axes.set_axis_off()
+    _title(axes, panel.title)
+    count = max(len(panel.lines), 1)
+    for index, line in enumerate(panel.lines):
+        axes.text(
+            0, 1 - (index + 0.5) / count, _label(line, WORDS_CHARACTERS), transform=axes.transAxes,
+            va="center", fontsize=7.5, family="monospace", gid=f"{gid}-words-{index}",
+        )  # fmt: skip
+
+
+DRAWERS = {
+    "Curves": _curves,
+    "Bars": _bars,
+    "HeatMap": _heat_map,
+    "Timeline": _timeline,
+    "Words": _words,
+}
+
+
+def _saved(picture: Picture, kind: str) -> bytes:
+    matplotlib = matplotlib_for()
+    buffer = io.BytesIO()
+    metadata = {"Date": None} if kind == "svg" else {"Software": None}
+    with matplotlib.rc_context(RC):
+        picture.figure().savefig(buffer, format=kind, dpi=150, metadata=metadata)
+    return buffer.getvalue()
+
+
+# -- words on a picture ----------------------------------------------------------------------------
+
+
+def _label(text: str, limit: int = LABEL_CHARACTERS) -> str:
+    """A string from a result as it is drawn: literal (no control character obeyed), one line,
+    at most `limit` characters."""
+    shown = literal(text).replace("\n", " ")
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+_NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _gid(text: str, taken: set[str]) -> str:
+    """An SVG id from a label (letters, digits, _ . -), unique within the picture's panel."""
+    base = _NOT_ID.sub("_", text).strip("_") or "item"
+    gid, number = base, 1
+    while gid in taken:
+        number += 1
+        gid = f"{base}-{number}"
+    taken.add(gid)
+    return gid
+
+
+def _tick(value: float, unit: Unit) -> str:
+    """A tick's label: sizes as 4 KiB, times as 10 us, GB/s as plain numbers."""
+    if value <= 0:
+        return "0"
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "ms":
+        return _time_tick(value)
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def _time_tick(milliseconds: float) -> str:
+    for scale, name in ((1e3, "s"), (1.0, "ms"), (1e-3, "us"), (1e-6, "ns")):
+        if milliseconds >= scale * 0.999:
+            return f"{milliseconds / scale:g} {name}"
+    return f"{milliseconds / 1e-6:g} ns"
+
+
+def _value_text(value: float, unit: Unit, with_unit: bool = True) -> str:
+    """A value as the tables print it: 53.4 GB/s, 78.0us, 4 MiB."""
+    if unit == "ms":
+        return format_ms(value)
+    if unit == "bytes":
+        return format_bytes(value)
+    return f"{format_gb_per_s(value)} GB/s" if with_unit else format_gb_per_s(value)
+
+
+def wrapped(text: str, width: int = WORDS_CHARACTERS, indent: str = "") -> list[str]:
+    """A long line as several for a Words panel, the later ones indented by `indent`."""
+    return textwrap.wrap(literal(text), width, subsequent_indent=indent) or [""]

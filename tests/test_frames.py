@@ -1,0 +1,116 @@
+"""Results in notebooks: Result.to_frame() and memprof.frame() are the CSV with numbers as
+numbers; a Result shows its command, GPU, date and one line per table; memprof's API is
+what memprof.__all__ says."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+
+import pytest
+
+import memprof
+from memprof.errors import MissingPackage, install_command
+from memprof.experiments import load, summarize
+from memprof.model.results import Result
+from memprof.output.export import CSV_COLUMNS, csv_text
+from memprof.output.frames import FLOAT_COLUMNS, INTEGER_COLUMNS
+from tests.conftest import FIXTURES, replace
+
+pandas = pytest.importorskip("pandas", reason="frames need pandas (the frames extra)")
+
+SEVERAL = ("h200_sweep", "h200x2_peer", "h200_trace_torch", "legacy_v1_streams")
+
+
+@pytest.mark.parametrize("stem", SEVERAL)
+def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
+    result = load(FIXTURES / f"{stem}.json")
+    frame = result.to_frame()
+    rows = list(csv.DictReader(io.StringIO(csv_text([result], [summarize(result).figures]))))
+    assert list(frame.columns) == list(CSV_COLUMNS)
+    assert len(frame) == len(rows) == len(result.measurements)
+    for column in CSV_COLUMNS:
+        for found, written in zip(frame[column], (row[column] for row in rows), strict=True):
+            if column in FLOAT_COLUMNS:
+                assert isinstance(found, float)
+                assert math.isnan(found) if written == "" else found == float(written), column
+            elif column in INTEGER_COLUMNS:
+                assert found is pandas.NA if written == "" else found == int(written), column
+            else:
+                assert found == written, column
+    assert {str(frame[c].dtype) for c in INTEGER_COLUMNS} == {"Int64"}
+    assert {str(frame[c].dtype) for c in FLOAT_COLUMNS} == {"float64"}
+
+
+def test_a_frame_of_several_results_holds_each_ones_rows():
+    first, second = load(FIXTURES / "h200_device.json"), load(FIXTURES / "h200_uva.json")
+    frame = memprof.frame([first, second])
+    assert list(frame["command"].unique()) == ["device", "uva"]
+    assert len(frame) == len(first.measurements) + len(second.measurements)
+    assert memprof.frame(first).equals(first.to_frame())
+    peer = load(FIXTURES / "h200x2_peer.json").to_frame()
+    on = peer[peer["operation"] == "ce_on"]
+    assert sorted(zip(on["source_gpu"], on["destination_gpu"], strict=True)) == [(0, 1), (1, 0)]
+
+
+def test_a_result_without_measurements_is_an_empty_frame_with_every_column():
+    frame = load(FIXTURES / "h200_info.json").to_frame()
+    assert frame.empty and list(frame.columns) == list(CSV_COLUMNS)
+
+
+def test_without_pandas_the_error_says_how_to_install_it(monkeypatch):
+    result = load(FIXTURES / "h200_device.json")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    with pytest.raises(ImportError) as raised:
+        result.to_frame()
+    assert isinstance(raised.value, MissingPackage) and raised.value.exit_code == 3
+    assert str(raised.value) == (
+        "Result.to_frame() needs pandas, which is not installed: "
+        + install_command('"pandas>=2.0"', "frames")
+    )
+
+
+def test_a_notebook_shows_the_run_and_one_line_per_table():
+    result = load(FIXTURES / "h200_pinned_p20.json")
+    shown = result._repr_html_()
+    summary = summarize(result)
+    assert shown.count("<details>") == len(summary.tables) == 2
+    assert "memprof pinned on NVIDIA H200, 2026-11-23T05:09:36+00:00" in shown
+    assert "<summary>Transfers of 4 MiB (6 rows)</summary>" in shown
+    assert summary.conclusions[0].split(" ")[0] in shown
+    assert repr(result).startswith("<memprof 'pinned' Result: NVIDIA H200")
+
+
+def test_strings_in_the_notebook_view_are_shown_never_run():
+    result = replace(load(FIXTURES / "h200_device.json"), host="<script>alert(1)</script>\x1b")
+    shown = result._repr_html_()
+    assert "<script>" not in shown and "\x1b" not in shown
+    assert "(&lt;script&gt;alert(1)&lt;/script&gt;\\x1b)" in shown
+
+
+def test_without_the_experiments_a_result_says_what_its_frame_needs(monkeypatch):
+    result = load(FIXTURES / "h200_device.json")
+    monkeypatch.setattr(Result, "views", None)
+    assert result._repr_html_() is None  # the notebook falls back to the short repr
+    with pytest.raises(TypeError, match=r"need memprof\.experiments"):
+        result.to_frame()
+
+
+def test_the_api_is_what_all_says():
+    assert memprof.__all__ == ["__version__", "run", "load", "render", "diff", "frame", "plot"]
+    assert set(memprof.__all__) <= set(dir(memprof))
+    for name in memprof.__all__[1:]:
+        assert callable(getattr(memprof, name))
+    with pytest.raises(AttributeError):
+        memprof.summarize  # noqa: B018
+
+
+def test_diff_prints_the_comparison_as_the_command_does():
+    from rich.console import Console
+
+    first = load(FIXTURES / "h200_pinned_p20.json")
+    console = Console(record=True, width=120, color_system=None)
+    memprof.diff(first, first, console)
+    assert "within noise" in console.export_text()

@@ -1,0 +1,412 @@
+"""memprof plot's pictures, read back from the SVG as a reader would read them.
+
+Every fixture is drawn once; its SVG is parsed (text stays text, every series, bar, cell and
+span carries an id) and each panel is checked: its labels, its number of series, and values
+read off the picture through its own tick labels, against the figures and tables they came
+from, not against the picture's own description only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="memprof plot needs matplotlib (the plot extra)")
+
+from memprof.experiments import load, summarize
+from memprof.experiments.pictures import picture
+from memprof.model.ceilings import pcie_ceiling
+from memprof.model.formatting import format_gb_per_s, format_ms
+from memprof.model.results import Result
+from memprof.model.summary import Summary
+from memprof.output.export import csv_rows
+from memprof.output.plot import Bars, Curves, HeatMap, Picture, Timeline, Words
+from tests.conftest import FIXTURES, as_printed, replace
+
+FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@dataclass
+class Drawn:
+    result: Result
+    summary: Summary
+    picture: Picture
+    svg: str
+    ids: dict[str, ElementTree.Element]
+
+
+def draw(result: Result) -> Drawn:
+    summary = summarize(result)
+    shown = picture(result, summary)
+    svg = shown.svg()
+    tree = ElementTree.fromstring(svg)
+    return Drawn(result, summary, shown, svg, {e.get("id"): e for e in tree.iter() if e.get("id")})
+
+
+@functools.cache
+def drawn(stem: str) -> Drawn:
+    return draw(load(FIXTURES / f"{stem}.json"))
+
+
+# -- reading a picture -------------------------------------------------------------------------
+
+
+def texts(element: ElementTree.Element) -> list[str]:
+    return ["".join(t.itertext()).strip() for t in element.iter(f"{SVG}text")]
+
+
+def with_prefix(ids: dict, prefix: str) -> list[ElementTree.Element]:
+    """The elements whose id starts with `prefix`, in drawing order."""
+    return [element for gid, element in ids.items() if gid.startswith(prefix)]
+
+
+UNITS_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+UNITS_BYTES = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def tick_value(label: str) -> float:
+    """A tick label as a number: '4 KiB' -> 4096 bytes, '10 us' -> 0.01 ms, '1,000' -> 1000."""
+    number, _, unit = label.replace(",", "").partition(" ")
+    if unit in UNITS_MS:
+        return float(number) * UNITS_MS[unit]
+    if unit in UNITS_BYTES:
+        return float(number) * UNITS_BYTES[unit]
+    assert not unit, label
+    return float(number)
+
+
+def scale(axes: ElementTree.Element, which: str):
+    """The axis `which` ('x' or 'y') of a panel: an SVG coordinate -> the value it stands for,
+    read from the labelled ticks (log or linear, as their spacing says)."""
+    ticks = []
+    for group in axes.iter(f"{SVG}g"):
+        if not group.get("id", "").startswith(f"{which}tick_"):
+            continue
+        label = " ".join(texts(group)).strip()
+        if label:
+            use = next(group.iter(f"{SVG}use"))
+            ticks.append((float(use.get(which)), tick_value(label)))
+    assert len(ticks) >= 2, f"fewer than two labelled {which} ticks"
+    ticks.sort()
+    (c1, v1), (c2, v2) = ticks[0], ticks[-1]
+    linear = any(v == 0 for _, v in ticks) or (len(ticks) >= 3 and _evenly_spaced(ticks))
+    if linear:
+        return lambda c: v1 + (c - c1) * (v2 - v1) / (c2 - c1)
+    return lambda c: v1 * (v2 / v1) ** ((c - c1) / (c2 - c1))
+
+
+def tick_positions(axes: ElementTree.Element, which: str) -> dict[str, float]:
+    """Each labelled tick's label -> its coordinate."""
+    found = {}
+    for group in axes.iter(f"{SVG}g"):
+        if group.get("id", "").startswith(f"{which}tick_") and texts(group):
+            found[" ".join(texts(group))] = float(next(group.iter(f"{SVG}use")).get(which))
+    return found
+
+
+def _evenly_spaced(ticks: list[tuple[float, float]]) -> bool:
+    (c1, v1), (c2, v2), (c3, v3) = ticks[:3]
+    return math.isclose((v3 - v2) / (v2 - v1), (c3 - c2) / (c2 - c1), rel_tol=1e-3)
+
+
+def markers(line: ElementTree.Element) -> list[tuple[float, float]]:
+    """The (x, y) of each marker of a drawn line: one per point."""
+    return [(float(u.get("x")), float(u.get("y"))) for u in line.iter(f"{SVG}use")]
+
+
+def text_y(element: ElementTree.Element) -> float:
+    """Where a text is drawn, vertically (its baseline)."""
+    text = next(element.iter(f"{SVG}text"))
+    return float(text.get("y"))
+
+
+def path_points(element: ElementTree.Element) -> list[tuple[float, float]]:
+    d = next(element.iter(f"{SVG}path")).get("d")
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=2e-4)
+
+
+def csv_of(result: Result, summary: Summary) -> dict[int, dict]:
+    """Each measurement's CSV row (the figures the tables show), by the measurement's id."""
+    rows = csv_rows(result, summary.figures)
+    return {id(f.measurement): row for f, row in zip(summary.figures, rows, strict=True)}
+
+
+# -- every fixture -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
+def test_every_fixture_is_drawn_and_reads_back(path: Path):
+    d = drawn(path.stem)
+    assert f"memprof {d.result.command}:" in " ".join(texts(d.ids["figure_1"]))
+    rows = csv_of(d.result, d.summary)
+    assert d.picture.panels
+    for index, panel in enumerate(d.picture.panels):
+        axes, gid = d.ids[f"p{index}"], f"p{index}"
+        words = texts(axes)
+        assert any(panel.title[:40] in word for word in words), panel.title
+        CHECKS[type(panel)](panel, axes, d.ids, gid, words, rows)
+
+
+def check_curves(panel: Curves, axes, ids, gid, words, rows) -> None:
+    assert panel.x_label in words and panel.y_label in words
+    measured = [line for line in panel.lines if not line.ceiling]
+    ceilings = [line for line in panel.lines if line.ceiling]
+    drawn_lines = with_prefix(ids, f"{gid}-line-")
+    assert len(drawn_lines) == len(measured) and measured
+    assert len(with_prefix(ids, f"{gid}-ceiling-")) == len(ceilings)
+    assert {line.label for line in panel.lines} <= set(words)  # the legend names each
+    x_of, y_of = scale(axes, "x"), scale(axes, "y")
+    for line, element in zip(measured, drawn_lines, strict=True):
+        points = markers(element)
+        assert len(points) == len(line.points)
+        for (x, y), (sx, sy) in zip(line.points, points, strict=True):
+            assert close(x_of(sx), x) and close(y_of(sy), y), (line.label, x, y)
+        sources = line.sources or [None] * len(line.points)
+        for (_, y), source in zip(line.points, sources, strict=True):
+            if source is None:
+                continue  # a sum of several (smallcopies' gathered way): its own test
+            row = rows[id(source)]  # the figure it is: its GB/s, or its median time
+            assert y in (row["gb_per_s"], row["median_ms"])
+
+
+def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
+    assert any(word.startswith(panel.value_label) for word in words)
+    bars = with_prefix(ids, f"{gid}-bar-")
+    assert len(bars) == len(panel.bars)
+    x_of = scale(axes, "x")
+    middles, labels = [], with_prefix(ids, f"{gid}-label-")
+    for bar, element, label in zip(panel.bars, bars, labels, strict=True):
+        right = max(x for x, _ in path_points(element))
+        assert close(x_of(right), bar.value), bar.label
+        middles.append(sum(y for _, y in path_points(element)[:4]) / 4)
+        assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
+        if bar.source is not None:
+            row = rows[id(bar.source)]
+            assert bar.value in (row["gb_per_s"], row["median_ms"])
+    assert middles == sorted(middles)  # the first bar on top, as a table reads
+    for kind in ("expected", "ceiling"):
+        assert len(with_prefix(ids, f"{gid}-{kind}-")) == sum(
+            bool(getattr(bar, kind)) for bar in panel.bars
+        )
+
+
+def check_heat_map(panel: HeatMap, axes, ids, gid, words, rows) -> None:
+    assert panel.row_label in words and panel.column_label in words
+    for r, row in enumerate(panel.values):
+        for c, value in enumerate(row):
+            shown = texts(ids[f"{gid}-cell-{r}-{c}"])[0]
+            assert shown == ("-" if value is None else format_gb_per_s(value))
+
+
+def check_timeline(panel: Timeline, axes, ids, gid, words, rows) -> None:
+    spans = with_prefix(ids, f"{gid}-span-")
+    assert len(spans) == len(panel.spans)
+    assert set(panel.kinds.values()) <= set(words) and set(panel.lanes) <= set(words)
+    x_of, lanes = scale(axes, "x"), tick_positions(axes, "y")
+    for span, element in list(zip(panel.spans, spans, strict=True))[:: max(1, len(spans) // 4)]:
+        xs, ys = zip(*path_points(element)[:4], strict=True)
+        assert close(x_of(min(xs)) + 1, span.start_ms + 1) and close(x_of(max(xs)), span.end_ms)
+        assert abs(sum(ys) / 4 - lanes[panel.lanes[span.lane]]) < 1  # on its stream's row
+
+
+def check_words(panel: Words, axes, ids, gid, words, rows) -> None:
+    assert len(with_prefix(ids, f"{gid}-words-")) == len(panel.lines)
+
+
+CHECKS = {
+    Curves: check_curves,
+    Bars: check_bars,
+    HeatMap: check_heat_map,
+    Timeline: check_timeline,
+    Words: check_words,
+}
+
+
+# -- each command's picture against its tables -----------------------------------------------
+
+
+def table(summary: Summary, title: str):
+    return next(t for t in summary.tables if t.title.startswith(title))
+
+
+def cell(found, row_label: str, column: str) -> str:
+    """A table's cell as nvprof prints it, its column named without its unit ("pinned" for
+    "pinned (ms)")."""
+    row = next(row for row in found.rows if row[0] == row_label)
+    names = [re.sub(r" \((ns|us|ms|s)\)$", "", header) for header in found.headers]
+    index = names.index(column)
+    return as_printed(row[index], found.headers[index])
+
+
+def table_with(summary: Summary, title: str, column: str):
+    """The table whose title starts with `title` and that has the column `column`."""
+    return next(
+        t
+        for t in summary.tables
+        if t.title.startswith(title)
+        and column in [re.sub(r" \((ns|us|ms|s)\)$", "", header) for header in t.headers]
+    )
+
+
+def point(d: Drawn, panel: int, kind: str, label: str, index: int) -> tuple[float, float]:
+    """Point `index` of the line `label` of panel `panel`, read off the picture."""
+    lines = [line for line in d.picture.panels[panel].lines if line.ceiling == (kind == "ceiling")]
+    element = with_prefix(d.ids, f"p{panel}-{kind}-")[[x.label for x in lines].index(label)]
+    x, y = (markers(element) or path_points(element))[index]
+    axes = d.ids[f"p{panel}"]
+    return scale(axes, "x")(x), scale(axes, "y")(y)
+
+
+def test_sweep_draws_a_line_per_kind_and_the_link_and_staging_ceilings():
+    d = drawn("h200_sweep")
+    bandwidth = table(d.summary, "Bandwidth host → device")
+    others = table(d.summary, "Pinned memory allocated other ways, host → device")
+    kinds = {kind for kind in bandwidth.headers[1:] + others.headers[1:] if kind != "staging"}
+    assert len(with_prefix(d.ids, "p0-line-")) == len(kinds) == 7
+    assert texts(d.ids["p0"]).count("pinned") == 1  # one legend entry per kind
+    size, gb_per_s = point(d, 0, "line", "pinned", 12)  # 2^20 floats: the 13th size
+    assert round(size) == 4 << 20
+    assert format_gb_per_s(gb_per_s) == cell(bandwidth, "4 MiB", "pinned")
+    _, registered = point(d, 0, "line", "registered", 12)
+    assert format_gb_per_s(registered) == cell(others, "4 MiB", "registered")
+    size, staging = point(d, 0, "ceiling", "staging ceiling", 0)
+    assert round(size) == 1 << 10
+    assert format_gb_per_s(staging) == cell(bandwidth, "1 KiB", "staging")
+    _, link = point(d, 1, "ceiling", "PCIe ceiling", 0)
+    assert close(link, pcie_ceiling(d.result).gb_per_s)
+
+
+def test_peer_draws_each_method_as_the_tables_print_it():
+    d = drawn("h200x2_peer")
+    heat_maps = [panel for panel in d.picture.panels if isinstance(panel, HeatMap)]
+    assert len(heat_maps) == 5
+    for index, panel in enumerate(heat_maps):
+        method = panel.title.split(":")[0]
+        words = panel.title.split(": ")[1].removesuffix(" (GB/s)")
+        printed = table(d.summary, words)
+        for r, row in enumerate(printed.rows):
+            for c, value in enumerate(row[1:]):
+                assert texts(d.ids[f"p{index}-cell-{r}-{c}"]) == [value], (method, r, c)
+
+
+def test_check_draws_each_judged_figure_against_its_least_expected():
+    d = drawn("h200_check")
+    verdicts = table(d.summary, "Health of GPU 0")
+    bars = d.picture.panels[1].bars
+    assert [bar.label for bar in bars][:2] == ["Pinned host → device", "Pinned device → host"]
+    axes = d.ids["p1"]
+    x_of = scale(axes, "x")
+    expected = with_prefix(d.ids, "p1-expected-")
+    for index, what in enumerate(("Pinned host → device", "Pinned device → host")):
+        row = next(row for row in verdicts.rows if row[1] == what)
+        measured, least = row[2].split(" GB/s")[0], row[3].split(" GB/s")[0].removeprefix(">= ")
+        assert texts(d.ids[with_prefix_id(d.ids, "p1-value-", index)]) == [f"PASS {measured} GB/s"]
+        mark_x = markers(expected[index])[0][0]
+        assert format_gb_per_s(x_of(mark_x)) == least
+    words = " ".join(texts(d.ids["p0"]))
+    for row in verdicts.rows:
+        assert f"{row[0]}  {row[1]}" in words
+
+
+def with_prefix_id(ids: dict, prefix: str, index: int) -> str:
+    return [gid for gid in ids if gid.startswith(prefix)][index]
+
+
+def test_a_failed_check_line_is_drawn_red_and_says_fail():
+    result = load(FIXTURES / "h200_check.json")
+    slow = [
+        replace(m, throughput_ms=[t * 2 for t in m.throughput_ms])
+        if (m.operation, m.group) == ("h2d", "gpu")
+        else m
+        for m in result.measurements
+    ]
+    d = draw(replace(result, measurements=slow))
+    first = with_prefix(d.ids, "p1-bar-")[0]
+    assert "#d62728" in next(first.iter(f"{SVG}path")).get("style")
+    assert texts(d.ids[with_prefix_id(d.ids, "p1-value-", 0)])[0].startswith("FAIL ")
+    passed = with_prefix(d.ids, "p1-bar-")[1]
+    assert "#2ca02c" in next(passed.iter(f"{SVG}path")).get("style")
+
+
+def test_smallcopies_draws_the_per_copy_table():
+    d = drawn("h200_smallcopies")
+    per_copy = table(d.summary, "128 copies host → device: wall clock per copy")
+    for way in [re.sub(r" \((ns|us|ms|s)\)$", "", header) for header in per_copy.headers[1:]]:
+        size, each_ms = point(d, 0, "line", way, 0)
+        assert (round(size), format_ms(each_ms)) == (4096, cell(per_copy, "4 KiB", way))
+
+
+def test_alloc_draws_the_allocate_and_free_tables():
+    d = drawn("h200_alloc")
+    for panel, title in ((0, "Allocate time"), (1, "Free time")):
+        for kind in ("pageable", "pinned", "vmm"):
+            printed = table_with(d.summary, title, kind)
+            size, median_ms = point(d, panel, "line", kind, -1)
+            assert round(size) == 1 << 30
+            assert format_ms(median_ms) == cell(printed, "1 GiB", kind)
+
+
+def test_streams_draws_every_chunk_of_every_mode_on_its_stream():
+    d = drawn("h200_streams")
+    timelines = d.result.extra.timelines
+    for index, mode in enumerate(("serial", "overlapped", "pageable")):
+        timeline = getattr(timelines, mode)
+        spans = with_prefix(d.ids, f"p{index}-span-")
+        assert len(spans) == len(timeline) == 3 * d.result.parameters.streams
+        lanes = 1 if mode == "serial" else d.result.parameters.streams
+        assert [w for w in texts(d.ids[f"p{index}"]) if w.startswith("stream ")] == [
+            f"stream {lane}" for lane in range(lanes)
+        ]
+        last = max(timeline, key=lambda row: row[4])
+        x_of = scale(d.ids[f"p{index}"], "x")
+        assert close(max(x_of(x) for s in spans for x, _ in path_points(s)), last[4])
+        rows = tick_positions(d.ids[f"p{index}"], "y")
+        for span, (lane, _, stage, start, end) in zip(spans, timeline, strict=True):
+            xs, ys = zip(*path_points(span)[:4], strict=True)
+            assert abs(sum(ys) / 4 - rows[f"stream {lane}"]) < 1  # on the stream it ran on
+            assert f"-{stage}-" in span.get("id")
+            assert close(x_of(min(xs)) + 1, start + 1) and close(x_of(max(xs)), end)
+
+
+def test_a_trace_draws_the_gpu_rows_of_its_profile():
+    from memprof.output.profile import profile_rows
+
+    d = drawn("h200_trace_torch")
+    gpu_rows = [row for row in profile_rows(d.result.measurements) if row.group == "GPU activities"]
+    assert [bar.label for bar in d.picture.panels[0].bars] == [row.name for row in gpu_rows]
+    values = [texts(e)[0] for e in with_prefix(d.ids, "p0-value-")]
+    assert values == [format_ms(row.stats.total_ms) for row in gpu_rows]
+
+
+def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
+    d = drawn("h200_pinned_p20")
+    transfers = table(d.summary, "Transfers of 4 MiB")
+    labels = [bar.label for bar in d.picture.panels[0].bars]
+    x_of = scale(d.ids["p0"], "x")
+    for kind, direction, name in (
+        ("pinned", "host → device", "HtoD"),
+        ("pageable", "device → host", "DtoH"),
+    ):
+        index = labels.index(f"4 MiB, {kind}: [CUDA memcpy {name}]")
+        right = max(x for x, _ in path_points(with_prefix(d.ids, "p0-bar-")[index]))
+        row = next(row for row in transfers.rows if row[:2] == [kind, direction])
+        assert format_gb_per_s(x_of(right)) == row[transfers.headers.index("GB/s")]
+    assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
+
+
+def test_a_result_without_measurements_is_drawn_as_its_tables():
+    d = drawn("h200_info")
+    assert all(isinstance(panel, Words) for panel in d.picture.panels)
+    assert [panel.title for panel in d.picture.panels] == [t.title for t in d.summary.tables]
