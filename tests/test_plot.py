@@ -29,6 +29,8 @@ from memprof.output.export import csv_rows
 from memprof.output.plot import Bars, Curves, HeatMap, Picture, Timeline, Words
 from tests.conftest import FIXTURES, as_printed, replace
 
+ROOT = Path(__file__).resolve().parent.parent
+
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -410,3 +412,18 @@ def test_a_result_without_measurements_is_drawn_as_its_tables():
     d = drawn("h200_info")
     assert all(isinstance(panel, Words) for panel in d.picture.panels)
     assert [panel.title for panel in d.picture.panels] == [t.title for t in d.summary.tables]
+
+
+def test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today():
+    """docs/img is made by tools/pictures.py from these fixtures: run it after a change."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pictures", ROOT / "tools" / "pictures.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    stale = [
+        command
+        for command, stem in tool.CHOSEN.items()
+        if (ROOT / "docs" / "img" / f"{command}.svg").read_text("utf-8") != drawn(stem).svg
+    ]
+    assert stale == [], "run python tools/pictures.py"

@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from memprof.api import plot_file
-    from memprof.experiments import REGISTRY
+    from memprof.experiments import COMMANDS
 
-    missing = {experiment.name for experiment in REGISTRY} - set(CHOSEN)
+    missing = {command.name for command in COMMANDS} - set(CHOSEN)
     if missing:
         raise SystemExit(f"pictures: error: no fixture chosen for {', '.join(sorted(missing))}")
     changed = []
