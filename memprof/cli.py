@@ -273,7 +273,7 @@ def report(
     junit: str | None,
 ):
     from memprof import cli_gates as gates
-    from memprof.experiments import load, summarize
+    from memprof.experiments import load_summarized
     from memprof.output.emit import Output, emit
 
     if json is not None and len(paths) > 1:
@@ -284,9 +284,10 @@ def report(
     output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
     output.check(inputs=paths)
     junit_path = gates.junit_destination(junit, output, paths)
-    results = [load(path) for path in paths]
+    loaded = [load_summarized(path) for path in paths]
+    results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
-        emit(results, summarize, output)
+        emit(results, lambda result: summaries[id(result)], output)
 
 
 def diff_options() -> list[inspect.Parameter]:

@@ -206,7 +206,7 @@ def _first_gpu() -> DeviceFacts:
 def hostlink_result(figures: dict[str, float]) -> Result:
     return Result(
         command="hostlink",
-        parameters=hostlink.HostlinkParams(),
+        parameters=hostlink.HostlinkParams(repeat=1),
         device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
         extra=hostlink.HostlinkExtra(devices=_devices(2)),
@@ -260,7 +260,7 @@ def test_hostlink_without_every_figure_leaves_the_total_out():
 def portable_result(figures: dict[str, float]) -> Result:
     return Result(
         command="portable",
-        parameters=portable.PortableParams(),
+        parameters=portable.PortableParams(repeat=1),
         device=_first_gpu(),
         measurements=[_copy(key, value) for key, value in figures.items()],
         extra=portable.PortableExtra(_devices(2), unified_addressing=True),

@@ -72,8 +72,14 @@ def test_there_are_enough_hostile_files_of_every_kind():
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_hostile_file_is_refused_in_one_line_or_shown(case, tmp_path):
+    """Shown means its tables and its CSV (every measurement's figures) both made."""
     path = case.write(tmp_path)
-    code, stdout, stderr = report(path)
+    csv = tmp_path / "figures.csv"
+    code, stdout, stderr = report(path, "--csv", str(csv))
+    saved = f"saved {csv}"
+    if code == 0:
+        assert csv.is_file() and stderr.splitlines()[-1:] == [saved], stderr[-600:]
+        stderr = stderr.removesuffix(saved + "\n").removesuffix(saved)
     assert problems_of(case, code, stdout, stderr, path) == [], stderr[-600:]
 
 

@@ -330,3 +330,46 @@ def test_max_noise_takes_any_percent_above_0_up_to_100():
     from memprof.api import _noise
 
     assert _noise(100) == 100.0 and _noise(0.01) == 0.01
+
+
+# -- what a saved run says about its repetitions agrees -----------------------------------------
+
+
+def noise_target_file(repeat, **timing) -> str:
+    import json
+
+    from tests.conftest import FIXTURES
+
+    data = json.loads((FIXTURES / "h200_zerocopy_p20.json").read_text())
+    data["parameters"]["repeat"] = repeat
+    data["timing"].update(timing)
+    return json.dumps(data)
+
+
+TARGET = {"max_noise_pct": 1.0, "time_cap_s": 0.1, "max_count": 10}
+
+
+def test_a_run_until_the_noise_target_records_the_target_and_loads():
+    from memprof.experiments import parse
+
+    assert parse(noise_target_file(None, **TARGET)).timing.max_noise_pct == 1.0
+    assert parse(noise_target_file(10)).parameters.repeat == 10
+
+
+@pytest.mark.parametrize("missing", sorted(TARGET))
+def test_a_run_until_the_noise_target_without_it_is_refused(missing):
+    from memprof.errors import InvalidArgument
+    from memprof.experiments import parse
+
+    timing = {name: value for name, value in TARGET.items() if name != missing}
+    with pytest.raises(InvalidArgument, match=rf"run.json: timing.{missing} is missing, but "):
+        parse(noise_target_file(None, **timing), "run.json")
+
+
+@pytest.mark.parametrize("recorded", sorted(TARGET))
+def test_a_run_of_repeat_n_with_a_noise_target_is_refused(recorded):
+    from memprof.errors import InvalidArgument
+    from memprof.experiments import parse
+
+    with pytest.raises(InvalidArgument, match=rf"timing.{recorded} is .*parameters.repeat is 10"):
+        parse(noise_target_file(10, **{recorded: TARGET[recorded]}), "run.json")

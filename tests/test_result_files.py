@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,3 +97,40 @@ def test_json_without_a_schema_version_is_not_a_result(text):
         InvalidArgument, match=r"not a memprof result: (no schema_version|the JSON is)"
     ):
         parse_result(text)
+
+
+# -- a key named twice ----------------------------------------------------------------------
+
+PINNED = Path(__file__).parent / "fixtures" / "h200_pinned_p20.json"
+OLDER = Path(__file__).parent / "fixtures" / "legacy_v2_pinned_p20.json"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "before", "after", "key"),
+    [
+        (PINNED, '"command":', '"command": "zerocopy", "command":', "command"),  # top level
+        (PINNED, '"bytes":', '"bytes": 1, "bytes":', "bytes"),  # in a measurement
+        (PINNED, '"power":', '"power": 30, "power":', "power"),  # in the parameters
+        (OLDER, '"bytes":', '"bytes": 1, "bytes":', "bytes"),  # a file upgraded first
+    ],
+)
+@pytest.mark.parametrize("escaped", [False, True])
+def test_a_key_named_twice_in_one_object_is_refused(fixture, before, after, key, escaped):
+    text = fixture.read_text().replace(before, after, 1)
+    if escaped:  # a colon written as \u003a in a string cannot hide a key's from the count
+        text = text.replace('"name": "', '"name": "\\u003a', 1)
+    with pytest.raises(InvalidArgument) as refused:
+        parse_result(text, "run.json")
+    assert str(refused.value) == (
+        f"run.json is not a memprof result: it names the string {key!r} as a key twice in "
+        "one object (readers differ on which one counts)"
+    )
+
+
+def test_colons_in_strings_are_not_keys():
+    text = PINNED.read_text()
+    data = json.loads(text)
+    data["host"] = "a:b\u003ac::"  # host names and paths hold colons; a file may escape one
+    assert parse_result(json.dumps(data), "run.json").host == "a:b:c::"
+    escaped = json.dumps(data).replace("a:b:c::", "a:b\\u003ac::")
+    assert parse_result(escaped, "run.json").host == "a:b:c::"

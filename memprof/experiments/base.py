@@ -370,6 +370,7 @@ class Experiment:
         check_bounds(result, declared)
         self.check_consistency(result)
         check_gpu_states(result, one_gpu=self.gpus != "every")
+        _check_noise_target(result)
         if result.timing is not None and result.timing.source == "events":
             for index, m in enumerate(result.measurements):
                 if m.source == "cupti":
@@ -392,6 +393,36 @@ class Experiment:
         """What a saved Result of this command must hold, from the declarations above."""
         experiment = cls()
         return ResultShape(cls.Params, cls.Extra, experiment.check_result, experiment.derived)
+
+
+NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")
+
+
+def _check_noise_target(result: Result) -> None:
+    """A run repeated until the noise target (no --repeat: parameters.repeat null) records
+    the target, its time cap and its most repetitions, which its footnotes state; a run of
+    --repeat N records none of them."""
+    params, timing = result.parameters, result.timing
+    fields = {f.name for f in dataclasses.fields(params)}
+    adaptive = "repeat" in fields and params.repeat is None
+    recorded = {name: getattr(timing, name, None) for name in NOISE_TARGET_FIELDS}
+    if adaptive:
+        missing = next((name for name, value in recorded.items() if value is None), None)
+        if missing is not None:
+            raise SchemaError(
+                f"timing.{missing}",
+                "is missing, but parameters.repeat is null: the run repeated each figure "
+                "until its noise target, and records the target, its time cap and its most",
+            )
+        return
+    found = next((name for name, value in recorded.items() if value is not None), None)
+    if found is not None:
+        repeat = f"is {params.repeat}" if "repeat" in fields else "does not exist"
+        raise SchemaError(
+            f"timing.{found}",
+            f"is {recorded[found]}, but parameters.repeat {repeat}: a run repeated "
+            "exactly has no noise target",
+        )
 
 
 def run_devices(result: Result) -> list[int]:

@@ -462,12 +462,6 @@ class Trace(base.Experiment):
             raise SchemaError(
                 "extra.exit_code", f"is 0, but the program raised {result.extra.error!r}"
             )
-        for index, m in enumerate(result.measurements):
-            named = COPY_NAME.match(m.name) if m.group == "gpu" else None
-            if named and named[1].lower() != m.operation:
-                raise SchemaError(
-                    f"measurements[{index}].operation", f"is {m.operation!r}, but it is {m.name!r}"
-                )
         copies = copies_of(result)
         rows = copy_rows(result)
         by_name = dict(rows)
@@ -491,11 +485,22 @@ def row_name(group: CopyGroup) -> str:
 
 
 def copy_rows(result: Result) -> dict[str, list]:
-    """The copy measurements by profile row: one per size."""
+    """The copy measurements by profile row: one per size (SchemaError for a copy whose
+    operation is not the direction its name says)."""
     rows: dict[str, list] = {}
     for m in result.measurements:
         if m.group == "gpu" and m.name.startswith("[CUDA memcpy "):
             rows.setdefault(m.name, []).append(m)
+    for name, copies in rows.items():
+        named = COPY_NAME.match(name)
+        wrong = (
+            next((m for m in copies if m.operation != named[1].lower()), None) if named else None
+        )
+        if wrong is not None:
+            index = next(i for i, m in enumerate(result.measurements) if m is wrong)
+            raise SchemaError(
+                f"measurements[{index}].operation", f"is {wrong.operation!r}, but it is {name!r}"
+            )
     return rows
 
 

@@ -10,7 +10,8 @@ the one its measure declares (memprof.model.ceilings), and the share is GB/s ove
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from memprof.model.ceilings import (
@@ -39,13 +40,18 @@ class Figure:
 
     measurement: Measurement
     measure: Measure | None
-    stats: Statistics  # of its samples: one operation each
     # back-to-back batches' median where measured, else one operation's (the minimum, where
     # its measure reads the best time)
     per_operation_ms: float
     back_to_back: bool  # per_operation_ms came from back-to-back batches
     gb_per_s: float | None  # None: it moves no bytes (a launch, an allocation, a driver call)
     ceiling: Ceiling | None
+
+    @functools.cached_property
+    def stats(self) -> Statistics:
+        """Of its samples, one operation each (made when first asked: a report of 100,000
+        measurements shows none of them one by one)."""
+        return self.measurement.stats
 
     @property
     def moved_bytes(self) -> int | None:
@@ -75,19 +81,24 @@ class Figure:
 
 def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
     """The figures of measurement `m` of `result`, read as `measure` declares."""
-    stats = m.stats
-    batches = m.throughput_stats
     best = measure is not None and measure.at == "best"
-    if batches is not None:
-        per_operation_ms = batches.min_ms if best else batches.median_ms
-    else:
-        per_operation_ms = stats.min_ms if best else stats.median_ms
+    times = m.throughput_ms or m.samples_ms
+    per_operation_ms = min(times) if best else _median(times)
     traffic = measure.traffic_of(m.kind) if measure is not None and measure.moves() else 0
     gb_per_s = None
     if traffic and m.bytes > 0 and per_operation_ms > 0:
         gb_per_s = bandwidth_gb_per_s(traffic * m.bytes, per_operation_ms)
     ceiling = ceiling_of(result, m, measure) if gb_per_s is not None else None
-    return Figure(m, measure, stats, per_operation_ms, batches is not None, gb_per_s, ceiling)
+    return Figure(m, measure, per_operation_ms, bool(m.throughput_ms), gb_per_s, ceiling)
+
+
+def _median(samples_ms: Sequence[float]) -> float:
+    """Statistics.of(samples).median_ms, without the rest."""
+    if len(samples_ms) == 1:
+        return samples_ms[0]
+    ordered = sorted(samples_ms)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:

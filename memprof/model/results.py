@@ -381,7 +381,8 @@ class Result(msgspec.Struct, dict=True):
         """A Result file, checked as from_json does; any problem is one line naming the file."""
         raw = _read_result_bytes(path)
         try:
-            raw.decode("utf-8")
+            if not raw.isascii():  # memprof writes ASCII, which needs no more checking
+                raw.decode("utf-8")
         except UnicodeDecodeError as error:
             byte = raw[error.start]
             raise InvalidArgument(
@@ -438,8 +439,10 @@ def _read_result_bytes(path: Path) -> bytes:
             )
         os.set_blocking(descriptor, True)
         chunks, size = [], 0
+        # a file in one read (and no join), as large as it says it is and one byte more
+        wanted = status.st_size + 1 if stat.S_ISREG(status.st_mode) else _READ_CHUNK
         while size <= MAX_RESULT_BYTES:
-            chunk = os.read(descriptor, _READ_CHUNK)
+            chunk = os.read(descriptor, max(wanted, _READ_CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -454,7 +457,7 @@ def _read_result_bytes(path: Path) -> bytes:
         )
     if not size:
         raise InvalidArgument(f"{path} is not a memprof result: it is empty")
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class _Head(msgspec.Struct):
@@ -488,15 +491,24 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
     must be depends on them; an older version upgraded to today's shape; then every check."""
     from memprof.model import upgrade
 
-    head = _head(raw)
-    if head.schema_version == SCHEMA_VERSION:
+    try:  # a file of today's version, read once (most are)
+        found = msgspec.json.decode(raw, type=_result_file())
+    except (msgspec.DecodeError, RecursionError):
+        found = None
+    if found is not None and found.schema_version == SCHEMA_VERSION:
+        head, upgraded = _Head(found.schema_version, found.command), False
+        _refuse_repeated_keys(raw, found)
+    elif (head := _head(raw)).schema_version == SCHEMA_VERSION:
         try:
             found = msgspec.json.decode(raw, type=_result_file())
         except msgspec.ValidationError as error:
             raise from_msgspec(error, msgspec.json.decode(raw), hint=_result_file()) from None
+        _refuse_repeated_keys(raw, found)
         upgraded = False
     else:
-        data = upgrade.to_today(_plain_json(raw), SCHEMA_VERSION)
+        plain = _plain_json(raw)
+        _refuse_repeated_keys(raw, plain)
+        data = upgrade.to_today(plain, SCHEMA_VERSION)
         try:
             found = msgspec.convert(data, _result_file())
         except msgspec.ValidationError as error:
@@ -572,6 +584,39 @@ def _refuse_numbers_json_lacks(raw: bytes) -> None:
             raise from_msgspec(
                 error, upgrade.to_today(data, SCHEMA_VERSION), hint=_result_file()
             ) from None
+
+
+def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
+    """Refuse a file that names a key twice in one object: JSON readers differ on which one
+    counts (memprof's decoder, like jq, keeps the last), so the file can show one figure here
+    and another elsewhere; memprof never writes one.
+
+    Found by counting, as fast as the file is read: each key is followed by one colon and the
+    strings hold the same colons once decoded (written as ':' or '\\u003a'), so a file with
+    more colons than its decoded form written again names a key twice; then the key is looked
+    for (a file that also leaves out fields memprof always writes can hide one from the count).
+    """
+    colons = raw.count(b":")
+    if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
+        colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
+    if colons <= msgspec.json.encode(decoded).count(b":"):
+        return
+    repeated: list[str] = []
+
+    def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(found)
+        if len(made) < len(found):
+            seen: set[str] = set()
+            repeated.extend(key for key, _ in found if key in seen or seen.add(key))
+        return made
+
+    json.loads(raw, object_pairs_hook=pairs)
+    if repeated:
+        raise SchemaError(
+            "",
+            f"is not a memprof result: it names {describe(repeated[0])} as a key twice in one "
+            "object (readers differ on which one counts)",
+        )
 
 
 def _plain_json(raw: bytes) -> Any:

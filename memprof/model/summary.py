@@ -6,6 +6,7 @@ and later CSV or other outputs can read the same cells.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections.abc import Callable
@@ -60,8 +61,13 @@ class Summary:
     header: list[str] = field(default_factory=list)  # warnings before the tables (diff's)
     # what the summary judged failed (memprof check's FAIL lines): the command exits 1
     failed: list[str] = field(default_factory=list)
-    # every measurement's figures (memprof.model.figures), what the CSV and frames hold
-    figures: list[Any] = field(default_factory=list)
+    # every measurement's figures (memprof.model.figures), what the CSV and frames hold: made
+    # when first asked (the terminal shows a large trace's 100,000 in a few profile rows)
+    figures_of: Callable[[], list[Any]] = field(default=list, repr=False)
+
+    @functools.cached_property
+    def figures(self) -> list[Any]:
+        return self.figures_of()
 
 
 # a time as nvprof prints it, and a mark after it (pools' "*": near the timing floor)

@@ -36,11 +36,14 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
         samples_by_name: dict[str, list[float]] = {}
+        names: dict[tuple, str] = {}  # what display_name reads -> it, once per row's kind
         for m in measurements:
             timed_call = group == "api" and m.operation not in DRIVER_CALL_ROWS
             if m.group != group or (cupti_api and timed_call):
                 continue
-            samples_by_name.setdefault(m.display_name, []).extend(m.samples_ms)
+            key = (m.name, m.kind, m.operation, tuple(m.gpus))
+            name = names.get(key) or names.setdefault(key, m.display_name)
+            samples_by_name.setdefault(name, []).extend(m.samples_ms)
         group_total = sum(sum(s) for s in samples_by_name.values())
         group_rows = [
             ProfileRow(
