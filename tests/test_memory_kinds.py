@@ -106,3 +106,10 @@ def test_info_prints_every_recorded_flag_with_what_it_decides():
     meanings = {row[0]: row[2] for row in flags.rows}
     assert meanings["canMapHostMemory"] == "mapped (zero-copy) host memory"
     assert meanings["someNewFlag"] == ""
+
+
+def test_the_flag_a_kind_needs_is_the_one_a_saved_run_is_held_to():
+    from memprof.model.device import KIND_NEEDS
+
+    needed = {name: kind.required_attribute for name, kind in MEMORY_KINDS.items()}
+    assert {name: flag for name, flag in needed.items() if flag} == KIND_NEEDS

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memprof.errors import EnvironmentProblem, OutOfMemory
+from memprof.model.device import KIND_NEEDS
 from memprof.model.formatting import format_bytes
 from memprof.model.results import Group
 
@@ -216,7 +217,7 @@ class Mapped(HostAlloc):
     marker = "M"
     kernel_access = True
     description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
-    required_attribute = "CAN_MAP_HOST_MEMORY"
+    required_attribute = KIND_NEEDS["mapped"]
     flags = ("DEVICEMAP",)
 
 
@@ -246,7 +247,7 @@ class WriteCombined(HostAlloc):
         "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
         "very slow for the CPU to read"
     )
-    required_attribute = "CAN_MAP_HOST_MEMORY"
+    required_attribute = KIND_NEEDS["writecombined"]
     flags = ("WRITECOMBINED", "DEVICEMAP")
 
 
@@ -271,7 +272,7 @@ class Registered(MemoryKind):
     alloc_call = "numpy.empty + first touch + cuMemHostRegister"
     free_call = "cuMemHostUnregister"
     call_group = "host"  # the allocation is numpy's plus a driver call
-    required_attribute = "HOST_REGISTER_SUPPORTED"
+    required_attribute = KIND_NEEDS["registered"]
 
     def allocate_raw(self, cuda, count, dtype):
         from memprof.core import driver
@@ -301,7 +302,7 @@ class Managed(MemoryKind):
     description = "unified memory (cuMemAllocManaged): one pointer, pages migrate on demand"
     alloc_call = "cuMemAllocManaged"
     free_call = "cuMemFree"
-    required_attribute = "MANAGED_MEMORY"
+    required_attribute = KIND_NEEDS["managed"]
 
     def allocate_raw(self, cuda, count, dtype):
         # PyCUDA's default mem_flags=0 is invalid for cuMemAllocManaged: attach globally.
@@ -339,7 +340,7 @@ class StreamOrdered(MemoryKind):
     )
     alloc_call = "cuMemAllocAsync"
     free_call = "cuMemFreeAsync"
-    required_attribute = "MEMORY_POOLS_SUPPORTED"
+    required_attribute = KIND_NEEDS["pool"]
 
     def allocate_raw(self, cuda, count, dtype):
         raise TypeError("stream-ordered memory needs the session's stream: use allocate_in")
@@ -397,7 +398,7 @@ class Virtual(MemoryKind):
     )
     alloc_call = "cuMemAddressReserve + cuMemCreate + cuMemMap + cuMemSetAccess"
     free_call = "cuMemUnmap + cuMemRelease + cuMemAddressFree"
-    required_attribute = "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"
+    required_attribute = KIND_NEEDS["vmm"]
 
     def allocate_raw(self, cuda, count, dtype):
         raise TypeError("virtual memory needs the session's device: use allocate_in")

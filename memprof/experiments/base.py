@@ -37,6 +37,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.model.device import DeviceFacts
 from memprof.model.figures import check_bounds
 from memprof.model.formatting import format_bytes, plural
+from memprof.model.gpustate import GpuState
 from memprof.model.measures import Basis, Measure, check_declared
 from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
@@ -362,6 +363,10 @@ class Experiment:
                     f"{m.kind}, {m.bytes} bytes)",
                 )
             seen[key] = index
+        one_gpu = self.gpus != "every"
+        if one_gpu:  # the records the ceilings come from, before the figures they bound
+            check_gpu_states(result, one_gpu=True)
+            _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
         declared = self.declared()
         params = result.parameters
         check_declared(
@@ -369,7 +374,8 @@ class Experiment:
         )
         check_bounds(result, declared)
         self.check_consistency(result)
-        check_gpu_states(result, one_gpu=self.gpus != "every")
+        if not one_gpu:  # after the experiment's own check of which GPUs ran
+            check_gpu_states(result, one_gpu=False)
         _check_noise_target(result)
         if result.timing is not None and result.timing.source == "events":
             for index, m in enumerate(result.measurements):
@@ -502,6 +508,41 @@ def check_gpu_states(result: Result, one_gpu: bool) -> None:
             raise SchemaError(
                 f"{where}.pci_bus_id",
                 f"is {state.pci_bus_id!r}, but device.pci_bus_id is {device.pci_bus_id!r}",
+            )
+        if state.index == device.index:
+            _check_link_against_facts(state, device, where)
+
+
+def _check_link_against_facts(state: GpuState, device: DeviceFacts, where: str) -> None:
+    """NVML's samples and the device facts describe one link: neither saw it run faster than
+    the other says it can (the current link may differ: an idle link slows down)."""
+    for part in ("generation", "width"):
+        for now, most, now_of, most_of in (
+            (state, device, where, "device"),
+            (device, state, "device", where),
+        ):
+            running = getattr(now, f"pcie_{part}")
+            limit = getattr(most, f"pcie_max_{part}")
+            if running is not None and limit is not None and running > limit:
+                raise SchemaError(
+                    f"{now_of}.pcie_{part}",
+                    f"is {running}, but {most_of}.pcie_max_{part} says the link can do at "
+                    f"most {limit}",
+                )
+
+
+def _check_kinds_the_gpu_has(result: Result) -> None:
+    """No measurement of a memory kind the GPU's recorded flags rule out (mapped memory
+    where canMapHostMemory is 0)."""
+    lacking = result.device.kinds_it_lacks() if result.device is not None else {}
+    if not lacking:
+        return
+    for index, m in enumerate(result.measurements):
+        if m.kind in lacking:
+            raise SchemaError(
+                f"measurements[{index}].kind",
+                f"is {m.kind!r}, but device.attributes.{lacking[m.kind]} is 0: this GPU has "
+                f"no {m.kind} memory",
             )
 
 

@@ -462,6 +462,15 @@ class Trace(base.Experiment):
             raise SchemaError(
                 "extra.exit_code", f"is 0, but the program raised {result.extra.error!r}"
             )
+        bandwidth = result.extra.pinned_bandwidth or {}
+        for name in ("gpu_name", "driver_version"):  # the advice's figures are this GPU's
+            whose, ran = bandwidth.get(name), getattr(result.extra, name)
+            if whose is not None and ran and whose != ran:
+                raise SchemaError(
+                    f"extra.pinned_bandwidth.{name}",
+                    f"is {whose!r}, but the program ran with {ran!r}: the advice would use "
+                    "another GPU's figures",
+                )
         copies = copies_of(result)
         rows = copy_rows(result)
         by_name = dict(rows)

@@ -76,6 +76,17 @@ CAPABILITIES = (
     ),
 )
 CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
+# The memory kinds a GPU can only have where a flag is 1, by the flag's attribute
+# (memprof.core.memory's kinds name the same: tests/test_memory_kinds.py holds them equal).
+KIND_NEEDS = {
+    "mapped": "CAN_MAP_HOST_MEMORY",
+    "writecombined": "CAN_MAP_HOST_MEMORY",
+    "registered": "HOST_REGISTER_SUPPORTED",
+    "managed": "MANAGED_MEMORY",
+    "pool": "MEMORY_POOLS_SUPPORTED",
+    "pool_kept": "MEMORY_POOLS_SUPPORTED",
+    "vmm": "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+}
 COUNTED_ATTRIBUTES = {"asyncEngineCount"}  # the flags that count something; the rest are 0 or 1
 
 
@@ -169,6 +180,15 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
         ):
             if link[now] is not None and link[most] is not None and link[now] > link[most]:
                 raise SchemaError(now, f"is {link[now]}, more than {most} ({link[most]})")
+
+    def kinds_it_lacks(self) -> dict[str, str]:
+        """The memory kinds this GPU's recorded flags rule out: kind -> the flag that is 0."""
+        lacking = {}
+        for kind, attribute in KIND_NEEDS.items():
+            flag = capability_name(attribute)
+            if self.attributes.get(flag) == 0:
+                lacking[kind] = flag
+        return lacking
 
     @property
     def theoretical_memory_bandwidth_gb_per_s(self) -> float:

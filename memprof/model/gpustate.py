@@ -123,6 +123,10 @@ class GpuState(msgspec.Struct, forbid_unknown_fields=True):
             low, high = getattr(self, lower), getattr(self, higher)
             if low is not None and high is not None and low > high:
                 raise SchemaError(lower, f"is {low}, more than {higher} ({high})")
+        for clock in ("sm_clock_mhz", "memory_clock_mhz"):  # NVML's maximum is the most it runs
+            now, most = getattr(self, clock), getattr(self, clock.replace("_mhz", "_max_mhz"))
+            if now is not None and most is not None and now > most:
+                raise SchemaError(clock, f"is {now} MHz, above its maximum ({most} MHz)")
 
     @property
     def limiting_reasons(self) -> list[str] | None:

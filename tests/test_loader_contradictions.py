@@ -1,0 +1,123 @@
+"""A saved run whose GPU facts, NVML samples and measurements contradict each other is
+refused, naming the field: a clock above its maximum, a link faster than the other record
+says it can go, a memory kind the GPU's flags rule out, a trace advised with another GPU's
+figures. Each on both sides of its boundary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memprof.errors import InvalidArgument
+from memprof.experiments import parse
+from tests.conftest import FIXTURES
+
+
+def edited(stem: str, edit) -> str:
+    data = json.loads((FIXTURES / f"{stem}.json").read_text())
+    edit(data)
+    return json.dumps(data)
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(InvalidArgument) as refused:
+        parse(text, "run.json")
+    return str(refused.value)
+
+
+def set_state(**values):
+    def edit(data):
+        data["gpu_states"][0].update(values)
+
+    return edit
+
+
+@pytest.mark.parametrize("clock", ["sm_clock_mhz", "memory_clock_mhz"])
+def test_a_clock_above_its_maximum_is_refused_and_at_it_loads(clock):
+    most = json.loads((FIXTURES / "h200_pinned_p20.json").read_text())["gpu_states"][0][
+        clock.replace("_mhz", "_max_mhz")
+    ]
+    assert parse(edited("h200_pinned_p20", set_state(**{clock: most})))
+    assert refusal(edited("h200_pinned_p20", set_state(**{clock: most + 1}))) == (
+        f"run.json: gpu_states[0].{clock} is {most + 1} MHz, above its maximum ({most} MHz)"
+    )
+
+
+def test_nvml_seeing_the_link_run_faster_than_the_facts_allow_is_refused():
+    def facts_at_most(generation):
+        def edit(data):
+            data["device"]["pcie_max_generation"] = generation
+            data["device"]["pcie_generation"] = min(generation, 5)
+
+        return edit
+
+    assert parse(edited("h200_pinned_p20", facts_at_most(5)))  # NVML saw Gen5: allowed
+    assert refusal(edited("h200_pinned_p20", facts_at_most(4))) == (
+        "run.json: gpu_states[0].pcie_generation is 5, but device.pcie_max_generation says "
+        "the link can do at most 4"
+    )
+
+
+def test_facts_of_a_link_faster_than_nvml_allows_are_refused_and_a_slower_one_loads():
+    def facts_running(generation, width):
+        def edit(data):
+            data["device"].update(pcie_generation=generation, pcie_width=width)
+
+        return edit
+
+    assert parse(edited("h200_pinned_p20", facts_running(1, 16)))  # an idle link slows down
+    state = set_state(pcie_max_generation=4, pcie_generation=4)
+
+    def both(data):
+        state(data)
+        facts_running(5, 16)(data)
+
+    assert refusal(edited("h200_pinned_p20", both)) == (
+        "run.json: device.pcie_generation is 5, but gpu_states[0].pcie_max_generation says "
+        "the link can do at most 4"
+    )
+    assert refusal(edited("h200_pinned_p20", set_state(pcie_max_width=8))).startswith(
+        "run.json: gpu_states[0].pcie_width is 16, more than pcie_max_width (8)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("stem", "kind", "flag"),
+    [
+        ("h200_zerocopy_p20", "mapped", "canMapHostMemory"),
+        ("h200_alloc", "vmm", "virtualMemoryManagementSupported"),
+        ("h200_alloc", "pool", "memoryPoolsSupported"),
+        ("h200_managed", "managed", "managedMemory"),
+        ("h200_register", "registered", "hostRegisterSupported"),
+    ],
+)
+def test_a_kind_the_gpus_flags_rule_out_is_refused(stem, kind, flag):
+    def without(data):
+        data["device"]["attributes"][flag] = 0
+
+    message = refusal(edited(stem, without))
+    assert message.startswith("run.json: measurements[")
+    assert message.endswith(
+        f"].kind is {kind!r}, but device.attributes.{flag} is 0: this GPU has no {kind} memory"
+    )
+
+
+def test_a_flag_of_1_lets_its_kind_load():
+    def with_flag(data):
+        data["device"]["attributes"]["canMapHostMemory"] = 1
+
+    assert parse(edited("h200_zerocopy_p20", with_flag)).find("kernel", "mapped", "gpu")
+
+
+@pytest.mark.parametrize(("field", "value"), [("gpu_name", "NVIDIA A100"), ("driver_version", "1")])
+def test_a_trace_advised_with_another_gpus_figures_is_refused(field, value):
+    def other(data):
+        data["extra"]["pinned_bandwidth"][field] = value
+
+    ran = json.loads((FIXTURES / "h200_trace_torch.json").read_text())["extra"][field]
+    assert refusal(edited("h200_trace_torch", other)) == (
+        f"run.json: extra.pinned_bandwidth.{field} is {value!r}, but the program ran with "
+        f"{ran!r}: the advice would use another GPU's figures"
+    )
+    assert parse(edited("h200_trace_torch", lambda data: None))
