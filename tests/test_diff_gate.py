@@ -12,7 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
+from memprof.experiments import load
+from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
+from memprof.model.statistics import Statistics
 from memprof.output.diff import compared
 from memprof.output.junit import Case, Suite, junit_xml
 from tests.conftest import replace
@@ -95,9 +98,11 @@ def test_each_regressed_figure_is_named_in_one_line_and_the_gate_exits_1(tmp_pat
     assert ran.exit_code == 1
     lines = ran.stderr.splitlines()
     assert [line.split(": ")[1] for line in lines[:-1]] == ["regressed"] * 2
+    copy = load(PINNED).find("h2d", "pinned", "gpu")
+    batches = Statistics.of(copy.throughput_ms).median_ms  # what its GB/s is of
     assert lines[0].startswith(
-        "memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: 78.064us -> 117.10us, "
-        "1.500x, B slower by 50.0% (limit 5.0%: --fail-above)"
+        f"memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: {format_ms(batches)} "
+        f"-> {format_ms(batches * 1.5)}, 1.500x, B slower by 50.0% (limit 5.0%: --fail-above)"
     )
     assert lines[1].startswith("memprof: regressed: [CUDA memcpy DtoH] (pinned) [gpu], 4 MiB")
     assert lines[-1] == (
@@ -203,3 +208,18 @@ def test_report_junit_of_a_result_with_hostile_strings_is_valid_xml(tmp_path):
     assert names[0].startswith("verified: \\x1b[31mred\\x07\\x00 ]]> <&>")
     assert len(names) == len(result.checks)
     assert root.find("testsuite").get("name").startswith("memprof pinned, GPU 0 (\\x1b[31mred")
+
+
+def test_a_bandwidth_that_dropped_while_single_copies_kept_their_time_is_slower():
+    """The tables' GB/s is of back-to-back batches: diff compares those where both runs
+    timed them, not the single copies beside them."""
+    a = load(PINNED)
+    b = load(PINNED)
+    copy = b.find("h2d", "pinned", "gpu")
+    copy.throughput_ms = [ms * 2 for ms in copy.throughput_ms]  # its samples as they were
+    changed = {f.label: f for f in compared(a, b)}["[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"]
+    assert changed.ratio == pytest.approx(2.0) and changed.change() == "B slower"
+    copy.throughput_ms = []  # one run without batches: both compared by their single copies
+    copy.batch = None
+    same = {f.label: f for f in compared(a, b)}["[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"]
+    assert same.ratio == 1.0 and same.change() == "within noise"

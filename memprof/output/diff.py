@@ -27,7 +27,9 @@ NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined n
 
 CHANGE_NOTE = (
     f"Change: B/A beyond {NOISE_SIGMAS}x the two medians' combined noise (and {MIN_CHANGE:.0%}); "
-    "'within noise' otherwise. Below 1x B was faster."
+    "'within noise' otherwise. Below 1x B was faster. A median is per operation: of "
+    "back-to-back batches where both runs timed them (what their GB/s is of), else of "
+    "single operations."
 )
 
 
@@ -59,14 +61,6 @@ def ratio_of_medians(a: Statistics, b: Statistics) -> float:
     if a.median_ms > 0:
         return b.median_ms / a.median_ms
     return 1.0 if b.median_ms == 0 else math.inf
-
-
-def _stats(m: Measurement) -> Statistics | None:
-    """The samples' statistics, or None where there are none to trust (NaN, negative, empty)."""
-    try:
-        return m.stats
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -108,22 +102,25 @@ def compared(first: Result, second: Result) -> list[Compared]:
     for key in (key for key in a_by_key if key in b_by_key):
         a, b = a_by_key[key], b_by_key[key]
         label = f"{a.display_name} [{a.group}], {format_bytes(a.bytes) if a.bytes else '-'}"
-        a_stats, b_stats = _stats(a), _stats(b)
+        a_times, b_times = compared_times(a, b)
+        a_stats, b_stats = _stats_of(a_times), _stats_of(b_times)
         if a_stats is None or b_stats is None:
             medians = (s.median_ms if s else None for s in (a_stats, b_stats))
             found.append(Compared(label, *medians, None, None))
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
         found.append(
-            Compared(
-                label,
-                a_stats.median_ms,
-                b_stats.median_ms,
-                ratio,
-                noise(a.samples_ms, b.samples_ms),
-            )
+            Compared(label, a_stats.median_ms, b_stats.median_ms, ratio, noise(a_times, b_times))
         )
     return found
+
+
+def compared_times(a: Measurement, b: Measurement) -> tuple[list[float], list[float]]:
+    """What the two runs' tables print of a measurement: per-operation times of back-to-back
+    batches where both timed them (their GB/s), else each operation's samples."""
+    if a.throughput_ms and b.throughput_ms:
+        return a.throughput_ms, b.throughput_ms
+    return a.samples_ms, b.samples_ms
 
 
 def unmatched(first: Result, second: Result) -> tuple[int, int]:
@@ -167,10 +164,8 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
     a_by_key, b_by_key = _by_key(first), _by_key(second)
     common = [key for key in a_by_key if key in b_by_key]
     if common:
-        a_words, b_words = (
-            repetitions_words([by_key[key].samples_ms for key in common])
-            for by_key in (a_by_key, b_by_key)
-        )
+        pairs = [compared_times(a_by_key[key], b_by_key[key]) for key in common]
+        a_words, b_words = (repetitions_words([pair[side] for pair in pairs]) for side in (0, 1))
         table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
     only_a, only_b = unmatched(first, second)
     conclusions = [
@@ -249,6 +244,7 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
 
 
 def _stats_of(samples: list[float]) -> Statistics | None:
+    """The samples' statistics, or None where there are none to trust (NaN, negative, empty)."""
     try:
         return Statistics.of(samples)
     except ValueError:
