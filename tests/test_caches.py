@@ -45,6 +45,7 @@ GOOD_SMALL = {
             "batched_ms": None,
         }
     ],
+    "clock": "wall",
     "gpu_name": GPU[0],
     "driver_version": GPU[1],
     "measured_at": "2026-11-23T05:09:36+00:00",
@@ -281,6 +282,7 @@ def test_figures_at_the_edges_of_their_ranges(tmp_path):
         assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: 0.0}]))
         assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: 1000.5}]))
     assert collect.small_copies_problem(bad(GOOD_SMALL, copies=1)) is None
+    assert collect.small_copies_problem(GOOD_SMALL) is None
     assert collect.small_copies_problem(bad(GOOD_SMALL, copies=0))
 
 
@@ -296,12 +298,14 @@ def test_figures_at_the_edges_of_their_ranges(tmp_path):
         bad(GOOD_SMALL, costs=[{**GOOD_SMALL["costs"][0], "surprise": 1}]),
         bad(GOOD_SMALL, costs=[GOOD_SMALL["costs"][0]] * 2),
         bad(GOOD_SMALL, costs="many"),
+        bad(GOOD_SMALL, clock="gpu"),  # GPU time, cached by a memprof before the wall clock
+        {k: v for k, v in GOOD_SMALL.items() if k != "clock"},
     ],
 )
 def test_cached_small_copy_costs_that_make_no_sense_are_measured_again(tmp_path, capsys, entry):
     path = tmp_path / "small_copies.json"
     write_cache(path, entry)
-    measured = {k: GOOD_SMALL[k] for k in ("copies", "costs")}
+    measured = {k: GOOD_SMALL[k] for k in ("copies", "costs", "clock")}
     figures = collect.small_copy_figures(0, *GPU, "cache", lambda device: measured, path)
     assert figures.how == "measured now with memprof smallcopies (then cached)"
     assert figures.costs == [SmallCopyCost(**GOOD_SMALL["costs"][0])]
@@ -310,7 +314,7 @@ def test_cached_small_copy_costs_that_make_no_sense_are_measured_again(tmp_path,
 
 def test_a_measurement_that_makes_no_sense_is_not_cached(tmp_path):
     path = tmp_path / "small_copies.json"
-    nonsense = {"copies": 128, "costs": [{**GOOD_SMALL["costs"][0], "pinned_ms": 0.0}]}
+    nonsense = {**GOOD_SMALL, "costs": [{**GOOD_SMALL["costs"][0], "pinned_ms": 0.0}]}
     figures = collect.small_copy_figures(0, *GPU, "cache", lambda device: nonsense, path)
     assert figures.how.startswith("not usable: memprof smallcopies measured figures")
     assert figures.costs == [] and not path.exists()
@@ -336,7 +340,7 @@ def test_a_trace_with_bad_caches_keeps_its_programs_exit_code_and_saves(tmp_path
         "measure_pinned_bandwidth",
         lambda device: {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 49.0, "bytes": 64 * MiB},
     )
-    small = {k: GOOD_SMALL[k] for k in ("copies", "costs")}
+    small = {k: GOOD_SMALL[k] for k in ("copies", "costs", "clock")}
     monkeypatch.setattr(trace_summary, "measure_small_copies", lambda device: small)
     program = tmp_path / "program.py"
     program.write_text("import sys\nprint('ran')\nsys.exit(3)\n")

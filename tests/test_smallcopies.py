@@ -475,6 +475,7 @@ MEASURED = SmallCopyFigures(
             32 * KiB, pinned_ms=0.004, pageable_ms=0.020, gathered_ms=0.005, batched_ms=0.006
         ),
     ],
+    clock="wall",
 )
 
 
@@ -482,10 +483,13 @@ def test_the_advice_cites_the_gain_measured_at_the_nearest_size():
     (line,) = trace_summary.small_copy_advice(small_copies_group(), None, MEASURED)
     assert line.endswith(
         "On this GPU 128 copies of 32 KiB from pageable memory cost 20.000us per copy one call "
-        "each and 5.0000us gathered into one pinned buffer and copied once: 4.0x faster "
-        "(`memprof smallcopies`, cached in ~/.cache/memprof/small_copies.json, measured "
-        "2026-01-01)."
+        "each and 5.0000us gathered into one pinned buffer and copied once (wall clock per "
+        "copy): 4.0x faster (`memprof smallcopies`, cached in ~/.cache/memprof/small_copies.json,"
+        " measured 2026-01-01)."
     )
+    older = dataclasses.replace(MEASURED, clock="gpu")  # a trace saved before the wall clock
+    (line,) = trace_summary.small_copy_advice(small_copies_group(), None, older)
+    assert "copied once (GPU time per copy): 4.0x faster" in line
     (pinned,) = trace_summary.small_copy_advice(small_copies_group("pinned"), None, MEASURED)
     assert (  # from pinned memory: against the batched call, which did not pay here
         "On this GPU batching did not pay: 128 copies of 32 KiB from pinned memory cost "
@@ -509,7 +513,7 @@ def test_small_copy_costs_are_measured_once_per_gpu_and_driver(tmp_path):
 
     def measure(device_index: int) -> dict:
         calls.append(device_index)
-        return {"copies": 128, "costs": [MEASURED.costs[0].__dict__]}
+        return {"copies": 128, "costs": [MEASURED.costs[0].__dict__], "clock": "wall"}
 
     cache = tmp_path / "memprof" / "small_copies.json"
     first = collect.small_copy_figures(0, "NVIDIA H200", "580.1", "cache", measure, cache)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memprof.experiments import base
-from memprof.experiments.smallcopies import SmallCopies, per_copy_costs
+from memprof.experiments.smallcopies import SmallCopies, per_copy_walls
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -178,9 +178,11 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
     else:
         one_each, batched, way = nearest.pinned_ms, nearest.batched_ms, "in one cuMemcpyBatchAsync"
     memory = "pageable" if from_pageable else "pinned"
+    clock = "wall clock" if measured.clock == "wall" else "GPU time"
     what = (
         f"{measured.copies} copies of {format_bytes(nearest.bytes)} from {memory} memory cost "
-        f"{format_ms(one_each)} per copy one call each and {format_ms(batched)} {way}"
+        f"{format_ms(one_each)} per copy one call each and {format_ms(batched)} {way} "
+        f"({clock} per copy)"
     )
     source = f"`memprof smallcopies`, {measured.how}"
     if 0 < batched < one_each:
@@ -886,9 +888,10 @@ def _advised(line: SourceLine, what: str, remedy: str) -> str:
 
 
 def small_copy_costs(result: Result) -> dict[str, Any]:
-    """The per-copy costs host to device of a `memprof smallcopies` Result, as cached."""
+    """The wall clock per copy host to device of a `memprof smallcopies` Result (what a
+    program waits, as smallcopies ranks the ways), as cached."""
     costs = []
-    for nbytes, by_way in sorted(per_copy_costs(result, "h2d").items()):
+    for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items()):
         if all(way in by_way for way in ("pinned", "pageable", "gathered")):
             costs.append(
                 {
@@ -901,7 +904,7 @@ def small_copy_costs(result: Result) -> dict[str, Any]:
             )
     if not costs:
         raise KeyError("no size with pinned, pageable and gathered copies in the result")
-    return {"copies": result.parameters.copies, "costs": costs}
+    return {"copies": result.parameters.copies, "costs": costs, "clock": "wall"}
 
 
 def measure_small_copies(device_index: int) -> dict[str, Any]:

@@ -551,6 +551,9 @@ class SmallCopyFigures:
     how: str  # measured now, cached (where, when), or why not measured
     copies: Count = 0  # copies moved at once in the measurement
     costs: list[SmallCopyCost] = field(default_factory=list)  # by size; empty: not measured
+    # what the costs are: "wall", what a program waits per copy (first call to the stream
+    # synchronized), as smallcopies ranks the ways; "gpu", GPU time (traces before that)
+    clock: Literal["wall", "gpu"] = "gpu"
 
 
 @dataclass
@@ -761,6 +764,8 @@ def pinned_problem(entry: dict[str, Any]) -> str | None:
 
 def small_copies_problem(entry: dict[str, Any]) -> str | None:
     """Why cached small-copy costs cannot be used, or None."""
+    if entry.get("clock") != "wall":
+        return "its costs are GPU time, measured before memprof took the wall clock per copy"
     problem = count_problem(entry.get("copies"), 1, MAX_CACHED_COPIES)
     if problem:
         return f"copies {problem}"
@@ -869,7 +874,7 @@ def small_copy_figures(
         "memprof smallcopies",
         small_copies_problem,
     )
-    fields = {k: entry[k] for k in ("how", "copies", "costs") if k in entry}
+    fields = {k: entry[k] for k in ("how", "copies", "costs", "clock") if k in entry}
     try:
         return check_dataclass(fields, SmallCopyFigures, "small copies")
     except SchemaError as error:  # what the checks above let through and a Result may not hold
