@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Record the test fixtures on the GPU machine: one `memprof CMD --json` per fixture, as a
+# user runs it (defaults: each figure repeated until the noise target) except where a test
+# needs a fixed count. Run from the repository root, on the GPU machine:
+#
+#     OUT=/some/dir bash tools/record_fixtures.sh h200           # every one-GPU fixture
+#     OUT=/some/dir bash tools/record_fixtures.sh h200 sweep     # some, by name after PREFIX_
+#     OUT=/some/dir bash tools/record_fixtures.sh h100 check
+#
+# Each goes to $OUT/PREFIX_NAME.json, its output to $OUT/PREFIX_NAME.log; recorded.log says
+# each one's exit code and wall time. Copy the files into tests/fixtures/, then run
+# `python tools/golden.py` and `python tools/docblocks.py` and read the differences
+# (docs/adding-an-experiment.md). A fixture that fails does not stop the others; the exit
+# status is 1 if any failed.
+set -u
+OUT=${OUT:-fixtures-out}
+PREFIX=${1:?which GPU: h200 or h100}
+shift
+mkdir -p "$OUT"
+status=0
+
+declare -A ARGS=(
+    [info]="info"
+    [check]="check"
+    [pinned_p20]="pinned --power 20 --repeat 10"
+    [pinned_p20_events]="pinned --power 20 --repeat 10 --timing events"
+    [zerocopy_p20]="zerocopy --power 20 --repeat 10"
+    [zerocopy_sweep]="zerocopy"
+    [uva]="uva"
+    [managed]="managed"
+    [writecombined]="writecombined"
+    [register]="register"
+    [alloc]="alloc"
+    [streams]="streams"
+    [device]="device"
+    [compare]="compare"
+    [sweep]="sweep"
+    [smallcopies]="smallcopies"
+    [trace_pycuda]="trace examples/pycuda_copies.py"
+    [trace_torch]="trace examples/torch_copies.py"
+    [trace_managed]="trace examples/managed_touch.py"
+)
+ORDER=(info check pinned_p20 pinned_p20_events zerocopy_p20 zerocopy_sweep uva managed
+    writecombined register alloc streams device compare sweep smallcopies trace_pycuda
+    trace_torch trace_managed)
+NAMES=("$@")
+[ ${#NAMES[@]} -eq 0 ] && NAMES=("${ORDER[@]}")
+
+for name in "${NAMES[@]}"; do
+    if [ -z "${ARGS[$name]+set}" ]; then
+        echo "no fixture named $name (names: ${ORDER[*]})" | tee -a "$OUT/recorded.log"
+        status=1
+        continue
+    fi
+    read -r -a words <<<"${ARGS[$name]}"
+    target="$OUT/${PREFIX}_$name.json"
+    start=$SECONDS
+    # the --json option goes before a traced program's own arguments
+    python3 -m memprof "${words[0]}" --json "$target" "${words[@]:1}" >"${target%.json}.log" 2>&1
+    code=$?
+    echo "${PREFIX}_$name: memprof ${ARGS[$name]}: exit $code after $((SECONDS - start)) s" \
+        | tee -a "$OUT/recorded.log"
+    # check exits 1 on a FAIL line: the run itself was recorded
+    if [ "$code" -ne 0 ] && ! { [ "$code" -eq 1 ] && [ -f "$target" ]; }; then
+        status=1
+    fi
+done
+exit $status
