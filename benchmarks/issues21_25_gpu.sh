@@ -20,6 +20,12 @@ OUT=${OUT:-gpu-out}
 BASELINE=${BASELINE:-}
 mkdir -p "$OUT"
 status=0
+# the installed command is memprof's own script (Ctrl-C from its first instruction), where
+# the device kit's shim (python3 -m memprof) stands
+if [ -d /tmp/site/bin ]; then
+    sed "1s|.*|#!$(command -v python3)|" scripts/memprof >/tmp/site/bin/memprof
+    chmod +x /tmp/site/bin/memprof
+fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | tr 'A-Z' 'a-z')
 case $gpu in *h100*) prefix=h100 ;; *) prefix=h200 ;; esac
 

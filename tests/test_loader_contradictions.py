@@ -11,6 +11,7 @@ import pytest
 
 from memprof.errors import InvalidArgument
 from memprof.experiments import parse
+from memprof.model.schema import SchemaError
 from tests.conftest import FIXTURES
 
 
@@ -121,3 +122,36 @@ def test_a_trace_advised_with_another_gpus_figures_is_refused(field, value):
         f"{ran!r}: the advice would use another GPU's figures"
     )
     assert parse(edited("h200_trace_torch", lambda data: None))
+
+
+def copy_of_1_kib(source: str, alone_ms: float, back_to_back_ms: float):
+    from memprof.model.results import Measurement
+
+    return Measurement(
+        "gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 1024, [alone_ms] * 3, source=source,
+        throughput_ms=[back_to_back_ms] * 3, batch=128,
+    )  # fmt: skip
+
+
+def times_checked(m) -> None:
+    from memprof.experiments.sweep import Sweep
+    from memprof.model.measures import _check_times
+
+    measure = next(measure for measure in Sweep.declared() if measure.key == ("gpu", "h2d"))
+    _check_times(m, measure, "measurements[0]")
+
+
+def test_batches_faster_than_half_of_cuptis_one_copy_are_refused():
+    times_checked(copy_of_1_kib("cupti", 0.002, 0.00101))
+    with pytest.raises(SchemaError) as refused:
+        times_checked(copy_of_1_kib("cupti", 0.002, 0.00099))
+    assert str(refused.value) == (
+        "measurements[0].throughput_ms has a median of 0.00099 ms per operation, but one "
+        "operation alone takes 0.002 ms: back to back, an operation takes at least 50% of that"
+    )
+
+
+def test_with_events_one_copy_alone_holds_its_launch_and_batches_may_hide_it():
+    times_checked(copy_of_1_kib("events", 0.0386, 0.0178))  # as the H200 measured
+    with pytest.raises(SchemaError, match="throughput_ms has a median of 0 ms, but moving 1024"):
+        times_checked(copy_of_1_kib("events", 0.0386, 0.0))

@@ -73,9 +73,11 @@ def test_cli_pinned_prints_nvprof_profile_and_saves_json(tmp_path):
         "[CUDA memcpy DtoH] (pageable)",
         "cuMemHostAlloc",
         "sumArraysGPU(float*, float*, float*, int)",
-        "Check result success!",
+        "Verified against numpy: all ",
     ):
         assert text in completed.stdout
+    verbose = memprof("report", "--verbose", str(path))  # every verification on its own line
+    assert "Check result success!" in verbose.stdout
     assert json.loads(path.read_text())["command"] == "pinned"
     assert memprof("report", str(path)).returncode == 0
 

@@ -53,8 +53,8 @@ def test_writecombined_reads_back_and_kernel_verifies():
     result = run("writecombined", power=14, repeat=3, warmup=1)
     assert len(result.checks) == 4
     for kind in writecombined.KINDS:
-        for operation, group, _ in writecombined.ROWS:
-            assert result.find(operation, kind, group).samples_ms
+        for measure, _ in writecombined.ROWS:
+            assert result.find(measure.operation, kind, measure.group).samples_ms
 
 
 def test_register_pins_in_place_and_kernel_reads_through_devicemap():
