@@ -41,7 +41,10 @@ atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
 
 def environment(checkout: Path) -> dict[str, str]:
     kept = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
-    return {**kept, "PYTHONPYCACHEPREFIX": BYTECODE_CACHE, "PYTHONPATH": str(checkout)}
+    # the checkout first; what the path held besides (the device kit's PyCUDA) after it
+    others = [p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
+    path = os.pathsep.join([str(checkout), *others])
+    return {**kept, "PYTHONPYCACHEPREFIX": BYTECODE_CACHE, "PYTHONPATH": path}
 
 
 def wall_s(checkout: Path, command: str) -> float:

@@ -10,7 +10,8 @@ torch.profiler.profile of CPU and CUDA activities. PATH gets:
      "copy_lines": {"file.py:42": N, ...}}
 
 copies are named as memprof's Where tables name them. copy_lines: each copy's line, the
-first frame of the operator that made it (torch's stack is innermost first) in a file under
+first frame of the operator that made it, or of the nearest operator around it that has a
+stack (torch's stack is innermost first), in a file under
 the script's folder, as `memprof trace` names lines (paths relative to that folder);
 copies whose operator has no such frame count under "(none)".
 """
@@ -46,6 +47,14 @@ def program_line(stack: list[str], folder: str) -> str:
         if path.startswith(folder + os.sep):
             return f"{os.path.relpath(path, folder)}:{matched[2]}"
     return "(none)"
+
+
+def stack_of(event) -> list[str]:
+    """The Python stack of the operator that made a copy: torch keeps it on the outermost
+    operator only (aten::to), not on the aten::copy_ inside it that launched the copy."""
+    while event is not None and not event.stack:
+        event = event.cpu_parent
+    return list(event.stack) if event is not None else []
 
 
 def main() -> int:
@@ -90,7 +99,7 @@ def main() -> int:
             continue
         made = sum(1 for kernel in event.kernels if kernel.name.startswith("Memcpy"))
         if made:
-            lines[program_line(list(event.stack or []), folder)] += made
+            lines[program_line(stack_of(event), folder)] += made
     seen = {
         "kernels": kernels,
         "memsets": memsets,

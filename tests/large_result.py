@@ -9,6 +9,7 @@ Used by tests/test_scale.py (the structure) and benchmarks/report_scale.py (the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def large_trace(measurements: int) -> str:
     calls = {m.name for m in copies if m.group == "api"}
     result = Result(
         command="trace",
-        parameters=recorded.parameters,
+        # traced without stacks (--stack-depth 0): its lines would be the recorded program's
+        parameters=dataclasses.replace(recorded.parameters, stack_depth=0),
         device=None,
         measurements=copies + [m for m in kept if m.name not in calls],
         checks=recorded.checks,
@@ -71,6 +73,7 @@ def large_trace(measurements: int) -> str:
     )
     result.extra.copies = copy_groups(gpu, api)
     result.extra.blocked = blocked_copies(gpu, api)
+    result.extra.lines, result.extra.lines_note = None, "not recorded (--stack-depth 0)"
     for field in ("memprof_version", "pid", "created_at", "host"):
         setattr(result, field, getattr(recorded, field))
     return result.to_json()

@@ -154,8 +154,16 @@ COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 
 
 # CUPTI's records of every driver call the timed operations made (nvprof's API rows).
+# CUPTI's record of every driver call made inside timed steps: set-up calls made once (the
+# first repetition creates a pool) are among them, so their count follows no repetition.
 DRIVER_CALLS = Measure(
-    "api", "driver_call", "every driver call a timed operation made", "driver call", False, 0
+    "api",
+    "driver_call",
+    "every driver call a timed operation made",
+    "driver call",
+    False,
+    0,
+    per_repeat=False,
 )
 # What the core records beside what an experiment times (memprof.core.memory, .kernels): the
 # host clock around each driver call, and the poison written before a kernel's output.

@@ -502,7 +502,7 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
         try:
             found = msgspec.json.decode(raw, type=_result_file())
         except msgspec.ValidationError as error:
-            raise from_msgspec(error, msgspec.json.decode(raw), hint=_result_file()) from None
+            raise from_msgspec(error, _plain_json(raw), hint=_result_file()) from None
         _refuse_repeated_keys(raw, found)
         upgraded = False
     else:

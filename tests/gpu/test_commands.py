@@ -73,7 +73,7 @@ def test_cli_pinned_prints_nvprof_profile_and_saves_json(tmp_path):
         "[CUDA memcpy DtoH] (pageable)",
         "cuMemHostAlloc",
         "sumArraysGPU(float*, float*, float*, int)",
-        "Verified against numpy: all ",
+        "Verified against numpy: ",
     ):
         assert text in completed.stdout
     verbose = memprof("report", "--verbose", str(path))  # every verification on its own line

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,8 +114,9 @@ def marked_lines(script: Path) -> dict[str, tuple[str, int]]:
     marks = {}
     for path in files:
         for number, text in enumerate(path.read_text().splitlines(), 1):
-            if MARK in text:
-                marks[text.split(MARK)[1].strip()] = (path.relative_to(folder).as_posix(), number)
+            found = re.search(MARK + r"(\w+)\s*$", text)  # ends a line of code, not prose
+            if found:
+                marks[found[1]] = (path.relative_to(folder).as_posix(), number)
     return marks
 
 
