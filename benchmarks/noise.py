@@ -38,7 +38,7 @@ TARGETS_PCT = (0.5, 1.0, 2.0)
 # Each command with a large fixed --repeat (--repeat here overrides), sizes kept moderate.
 COMMANDS = {
     "pinned": {"power": 20},
-    "zerocopy": {"power": 20},
+    "zerocopy": {"powers": (20,), "single_size": True},
     "managed": {"power": 20},
     "device": {"power": 24},
     "compare": {"power": 22},

@@ -73,7 +73,13 @@ def main() -> int:
     sys.argv = [options.script, *options.arguments]
     sys.path.insert(0, folder)
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    with profile(activities=activities, with_stack=True) as profiler:
+    # with_stack alone leaves the operators' stacks empty in some torch releases; the
+    # experimental verbose config keeps them (pytorch/pytorch#100253, #127951)
+    settings: dict = {}
+    config = getattr(getattr(torch._C, "_profiler", None), "_ExperimentalConfig", None)
+    if config is not None:
+        settings["experimental_config"] = config(verbose=True)
+    with profile(activities=activities, with_stack=True, **settings) as profiler:
         try:
             runpy.run_path(script, run_name="__main__")
         except SystemExit as ended:
