@@ -405,3 +405,56 @@ def test_tags_are_fresh_and_pushed_as_memprofs_own_kind(cupti):
 def test_reasons_are_cuptis_own_words():
     assert activity_module._reason(RuntimeError(" ERROR_NOT_READY (13) ")) == "ERROR_NOT_READY (13)"
     assert activity_module._reason(RuntimeError()) == "RuntimeError"
+
+
+# -- reading records from their memory -----------------------------------------------------
+
+
+def api_records(*rows):
+    """CUPTI API records laid out as CUpti_ActivityAPI, each with .ptr and attributes."""
+    import numpy as np
+
+    dtype = np.dtype(
+        [("kind", "<u4"), ("cbid", "<u4"), ("start", "<u8"), ("end", "<u8"),
+         ("processId", "<u4"), ("threadId", "<u4"), ("correlationId", "<u4"),
+         ("returnValue", "<u4")]
+    )  # fmt: skip
+    array = np.array([(*row[:4], 1, 2, row[4], 0) for row in rows], dtype=dtype)
+
+    class Record:
+        def __init__(self, index):
+            self.ptr = array.ctypes.data + index * dtype.itemsize
+            item = array[index]
+            self.kind, self.cbid, self.start, self.end = (int(item[n]) for n in range(4))
+            self.correlation_id = int(item["correlationId"])
+
+    return dtype, array, [Record(i) for i in range(len(rows))]
+
+
+def test_a_record_is_read_from_its_memory_as_its_attributes_say():
+    from memprof.core.activity import FieldReader
+
+    dtype, _array, records = api_records((6, 17, 1000, 4000, 7), (6, 18, 5000, 5500, 8))
+    names = ("kind", "cbid", "start", "end", "correlation_id")
+    reader = FieldReader(dtype, names)
+    assert [reader.read(r) for r in records] == [(6, 17, 1000, 4000, 7), (6, 18, 5000, 5500, 8)]
+    assert reader.unpack is not None  # the first agreed with its attributes: memory from then
+
+
+def test_a_layout_the_attributes_contradict_is_never_read_again():
+    import numpy as np
+
+    from memprof.core.activity import FieldReader
+
+    _dtype, _array, records = api_records((6, 17, 1000, 4000, 7))
+    swapped = np.dtype(  # start and end where the record has them the other way round
+        {"names": ["kind", "cbid", "start", "end", "correlationId"],
+         "formats": ["<u4", "<u4", "<u8", "<u8", "<u4"], "offsets": [0, 4, 16, 8, 32]}
+    )  # fmt: skip
+    reader = FieldReader(swapped, ("kind", "cbid", "start", "end", "correlation_id"))
+    assert reader.read(records[0]) == (6, 17, 1000, 4000, 7)  # the attributes' values
+    assert reader.unpack is None
+    no_pointer = type("Record", (), {"kind": 6, "cbid": 1, "start": 2, "end": 3,
+                                     "correlation_id": 4})()  # fmt: skip
+    fresh = FieldReader(_dtype, ("kind", "cbid", "start", "end", "correlation_id"))
+    assert fresh.read(no_pointer) == (6, 1, 2, 3, 4) and fresh.unpack is None

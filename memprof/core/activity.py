@@ -12,6 +12,8 @@ says why and memprof times with gated CUDA events instead.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +66,67 @@ class ApiRecord:
     correlation_id: int = 0
 
 
+_STRUCT_CODES = {"u4": "I", "i4": "i", "u8": "Q", "i8": "q"}
+# The records read most, by FieldReader: cupti-python's dtype of each, and the fields.
+_READ = {
+    "api": ("activity_api_dtype", ("kind", "cbid", "start", "end", "correlation_id")),
+    "external": ("activity_external_correlation_dtype", ("correlation_id", "external_id")),
+}
+
+
+class FieldReader:
+    """Some fields of one kind of CUPTI activity record, read from the record's memory
+    (record.ptr) at the offsets cupti-python's own dtype gives: a field read through the
+    record's attribute costs microseconds (a numpy record underneath), and a sweep makes
+    34,000 API records. The first record read is held against its attributes; where any
+    field differs, or the layout is not plain integers, the attributes are read instead."""
+
+    def __init__(self, dtype: Any, names: tuple[str, ...]) -> None:
+        self.names = names  # the records' attribute names, snake_case
+        self.unpack: Any = None
+        try:
+            layout = sorted(
+                (dtype.fields[_c_name(name, dtype)][1], name, dtype.fields[_c_name(name, dtype)][0])
+                for name in names
+            )
+            code, at, order = "<", 0, []
+            for offset, name, kind in layout:
+                code += "x" * (offset - at) + _STRUCT_CODES[kind.str[1:]]
+                at = offset + kind.itemsize
+                order.append(name)
+            self.order = [order.index(name) for name in names]
+            self.unpack = struct.Struct(code).unpack_from
+            self.size = at
+        except (AttributeError, KeyError, TypeError):
+            self.unpack = None
+        self.checked = False
+
+    def read(self, record: Any) -> tuple:
+        """The fields in the order of `names`."""
+        if self.unpack is not None:
+            try:
+                found = self.unpack((ctypes.c_char * self.size).from_address(record.ptr))
+            except (AttributeError, TypeError, ValueError, OverflowError):
+                self.unpack = None  # no pointer to read from: the attributes, from now on
+                return tuple(getattr(record, name) for name in self.names)
+            fields = tuple(found[index] for index in self.order)
+            if self.checked:
+                return fields
+            self.checked = True
+            if fields == tuple(getattr(record, name) for name in self.names):
+                return fields
+            self.unpack = None  # not the layout the attributes read: never again
+        return tuple(getattr(record, name) for name in self.names)
+
+
+def _c_name(name: str, dtype: Any) -> str:
+    """A field's name in cupti-python's dtype: as the attribute, or CUPTI's camelCase."""
+    if name in dtype.fields:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 @dataclass
 class ActivityLog:
     """CUPTI activity recording for one process, with memprof's external correlation ids."""
@@ -81,6 +144,7 @@ class ActivityLog:
     _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
     _last_tag: int = 0
+    _readers: dict[str, FieldReader] = field(default_factory=dict)
     peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
 
     @classmethod
@@ -242,27 +306,43 @@ class ActivityLog:
 
     def _buffer_completed(self, activities: list) -> None:
         kinds = self.cupti.ActivityKind
+        api_type = getattr(self.cupti, "ActivityAPI", None)
+        external_type = getattr(self.cupti, "ActivityExternalCorrelation", None)
         for record in activities:
-            kind = record.kind
-            if kind == kinds.EXTERNAL_CORRELATION:
-                self._external[record.correlation_id] = record.external_id
-            elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
-                self._add_api(record, "driver" if kind == kinds.DRIVER else "runtime")
-            elif kind == kinds.UNIFIED_MEMORY_COUNTER:
-                self._add_counter(record)
+            kind = type(record)  # the record's class: no field read (most are API records)
+            if kind is external_type:
+                correlation, external = self._fields("external", record)
+                self._external[correlation] = external
+            elif kind is api_type:
+                self._add_api(record)
             else:
-                gpu = self._gpu_record(record)
-                if gpu is not None:
-                    self._add(record.correlation_id, gpu)
+                kind = record.kind
+                if kind == kinds.EXTERNAL_CORRELATION:
+                    self._external[record.correlation_id] = record.external_id
+                elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
+                    self._add_api(record)
+                elif kind == kinds.UNIFIED_MEMORY_COUNTER:
+                    self._add_counter(record)
+                else:
+                    gpu = self._gpu_record(record)
+                    if gpu is not None:
+                        self._add(record.correlation_id, gpu)
 
-    def _add_api(self, record: Any, domain: str) -> None:
+    def _fields(self, which: str, record: Any) -> tuple:
+        """Fields of an API or external-correlation record (FieldReader)."""
+        reader = self._readers.get(which)
+        if reader is None:
+            dtype_name, names = _READ[which]
+            reader = FieldReader(getattr(self.cupti, dtype_name, None), names)
+            self._readers[which] = reader
+        return reader.read(record)
+
+    def _add_api(self, record: Any) -> None:
         """A driver or runtime call: its name and duration, by correlation id."""
-        api = ApiRecord(
-            self._callback_name(record.cbid, domain),
-            (record.end - record.start) / 1e6,
-            record.correlation_id,
-        )
-        self._api[record.correlation_id] = api
+        kind, cbid, start, end, correlation = self._fields("api", record)
+        domain = "driver" if kind == self.cupti.ActivityKind.DRIVER else "runtime"
+        api = ApiRecord(self._callback_name(cbid, domain), (end - start) / 1e6, correlation)
+        self._api[correlation] = api
         if self.keep_all:
             self._all_api.append(api)
 

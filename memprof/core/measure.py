@@ -61,9 +61,11 @@ BATCH_TARGET_MS = 1.0  # a throughput batch lasts about this long (event resolut
 MAX_BATCH = 128  # operations queued behind one gate: well within a stream's queue
 THROUGHPUT_BATCHES = 3  # batches per throughput figure with --repeat N, and at least this many
 
-# Repetitions until the noise target. PROVISIONAL: chosen before measuring; benchmarks/noise.py
-# (run on the H200 and the H100) prints how many samples each target needs per kind of
-# measurement and the time it saves, and these await its figures.
+# Repetitions until the noise target, from benchmarks/noise.py on the H200 (--repeat 60, every
+# long command, 2026-11-25): at 1% most figures settle in 5 to 9 samples and the replayed runs
+# save 11.4 s against the old counts; 0.5% saves 4.8 s, with 20 of alloc's 27 allocation
+# figures never getting there in 60; 2% saves 14.0 s but lets pinned copies move by more than
+# the 1% nvbandwidth agreement.
 DEFAULT_MAX_NOISE_PCT = 1.0  # --max-noise: the relative noise of each median, in percent
 MIN_COUNT = 5  # repetitions before the noise is trusted (a median of fewer says little)
 FEWEST = 3  # ...or this many, where they already took the time cap (a median and its spread)

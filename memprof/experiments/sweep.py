@@ -235,17 +235,32 @@ def _verify(
         return "" if check.passed else check.detail
     if kind == ZEROCOPY:
         cuda.Context.synchronize()
-        wrong = np.flatnonzero(host.array[:n] != np.float32(_fill_value(power)))
-        host.array[:n] = values[:n]  # restore for the next read
-        return f"element {wrong[0]} not written" if wrong.size else ""
+        written = host.array[:n]
+        fill = np.full(1, _fill_value(power), np.float32)
+        wrong = differs_at(written, np.broadcast_to(fill, written.shape))
+        written[:] = values[:n]  # restore for the next read
+        return f"element {wrong} not written" if wrong is not None else ""
     cuda.Context.synchronize()
     if direction == "h2d":
         cuda.memcpy_dtoh(received[:n], device.device_pointer)
-        wrong = np.flatnonzero(received[:n] != values[:n])
+        wrong = differs_at(received[:n], values[:n])
     else:
-        wrong = np.flatnonzero(host.array[:n] != values[:n])
+        wrong = differs_at(host.array[:n], values[:n])
         host.array[:n] = values[:n]
-    return f"element {wrong[0]} differs" if wrong.size else ""
+    return f"element {wrong} differs" if wrong is not None else ""
+
+
+def differs_at(got, expected) -> int | None:
+    """The first element whose bits differ from what was expected (None: every one is the
+    same), compared as integers eight bytes at a time: a sweep verifies 2^26 floats per
+    kind, direction and size, and its verification took a fifth of its run."""
+    import numpy as np
+
+    a, b = np.ascontiguousarray(got).view(np.uint32), np.ascontiguousarray(expected).view(np.uint32)
+    wide = a.size % 2 == 0
+    if np.array_equal(a.view(np.uint64) if wide else a, b.view(np.uint64) if wide else b):
+        return None
+    return int(np.argmax(a != b))
 
 
 def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
