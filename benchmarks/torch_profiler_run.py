@@ -100,17 +100,25 @@ def main() -> int:
         else:
             kernels += 1
     lines: Counter = Counter()
+    makers = []  # the operators that made copies, as torch describes them (for a reader)
     for event in events:
         if event.device_type != DeviceType.CPU:
             continue
         made = sum(1 for kernel in event.kernels if kernel.name.startswith("Memcpy"))
         if made:
             lines[program_line(stack_of(event), folder)] += made
+            chain, parent = [], event
+            while parent is not None and len(chain) < 6:
+                chain.append(f"{parent.name} ({len(parent.stack or [])} frames)")
+                parent = parent.cpu_parent
+            makers.append({"operators": chain, "stack": list(stack_of(event))[:3]})
     seen = {
         "kernels": kernels,
         "memsets": memsets,
         "copies": dict(copies),
         "copy_lines": dict(lines),
+        "events_with_stacks": sum(1 for event in events if event.stack),
+        "copy_makers": makers[:3],
     }
     with open(options.out, "w") as file:
         json.dump(seen, file, indent=1)
