@@ -44,6 +44,12 @@ def load_fixture(name: str):
     return _loaded(FIXTURES / f"h200_{name}.json")
 
 
+def load_older(name: str):
+    """A Result recorded on the H200 by the memprof before this one (schema 3: before the
+    call floor, host allocations made once and prebuilt batch arguments), without legacy_v3_."""
+    return _loaded(FIXTURES / f"legacy_v3_{name}.json")
+
+
 def load_legacy(name: str):
     """A Result an older memprof recorded on the H200 (schema 2: before NVML's GPU state, the
     host side of pageable copies and the allocators), by its name without legacy_v2_."""

@@ -267,6 +267,9 @@ FIXTURE_ORDER = (
     "legacy_v2_writecombined.json",
     "legacy_v2_zerocopy_p20.json",
     "legacy_v2_zerocopy_sweep.json",
+    "legacy_v3_alloc.json",
+    "legacy_v3_smallcopies.json",
+    "legacy_v3_check.json",
 )
 
 

@@ -35,7 +35,7 @@ from memprof.experiments.common import stops_at
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
-from tests.conftest import load_fixture, load_legacy, printed_rows, render_text
+from tests.conftest import load_fixture, load_legacy, load_older, printed_rows, render_text
 from tests.fakegpu import CUresult, FakeBindings, FakeSession
 
 EVERYTHING = {
@@ -74,7 +74,7 @@ def run_on(session, experiment, params, attributes=EVERYTHING) -> Result:
         measurements = session.profiler.measurements()
     finally:
         session.close()
-    gpu = load_fixture("alloc").device  # every run records its GPU's facts
+    gpu = load_older("alloc").device  # every run records its GPU's facts
     return Result(experiment.name, params, gpu, measurements, ctx.checks, extra)
 
 
@@ -489,20 +489,20 @@ def table(result: Result, title: str) -> tuple[list[str], dict[str, list[str]]]:
 
 
 def test_a_call_whose_figure_the_floor_is_over_a_tenth_of_is_marked():
-    figure = load_fixture("alloc").find("alloc_reused", "pool", "api", 64 * MiB).stats.median_ms
+    figure = load_older("alloc").find("alloc_reused", "pool", "api", 64 * MiB).stats.median_ms
     column = 2  # pool reused
     for factor, marked in ((1.01, True), (0.99, False)):
-        result = with_floor(load_fixture("alloc"), pools.FLOOR_SHARE * figure * factor)
+        result = with_floor(load_older("alloc"), pools.FLOOR_SHARE * figure * factor)
         _, rows = table(result, "Stream-ordered allocation")
         assert rows["64 MiB"][column].endswith(pools.NEAR_FLOOR) is marked
         assert rows["64 MiB"][column].rstrip(pools.NEAR_FLOOR) == format_ms(figure)
         assert rows["64 MiB"][0] == format_ms(  # cuMemAlloc: tens of microseconds, unmarked
-            load_fixture("alloc").find("alloc_new", "device", "api", 64 * MiB).stats.median_ms
+            load_older("alloc").find("alloc_new", "device", "api", 64 * MiB).stats.median_ms
         )
 
 
 def test_the_floor_is_said_on_screen_with_its_figure():
-    result = with_floor(load_fixture("alloc"), 0.0004)
+    result = with_floor(load_older("alloc"), 0.0004)
     notes, _ = table(result, "Stream-ordered allocation")
     assert notes[1] == (
         "Floor: 400ns, what cuCtxGetDevice (a call that does next to nothing) read, timed the "
@@ -515,7 +515,7 @@ def test_the_floor_is_said_on_screen_with_its_figure():
 
 
 def test_the_floor_is_the_median_of_every_size_and_cycle():
-    result = load_fixture("alloc")
+    result = load_older("alloc")
     floors_us = [1, 2, 3, 50, 4]  # SYNTHETIC: one slow sample, which the median leaves out
     for index, floor_us in enumerate(floors_us):
         kind = ("pool", "vmm")[index % 2]
@@ -529,7 +529,7 @@ def test_the_floor_is_the_median_of_every_size_and_cycle():
 
 
 def test_a_floor_not_timed_as_the_calls_were_is_no_floor():
-    result = with_floor(load_fixture("alloc"), 0.0004, source="host")  # the calls: CUPTI's
+    result = with_floor(load_older("alloc"), 0.0004, source="host")  # the calls: CUPTI's
     assert pools.call_floor_ms(result) is None
     notes, rows = table(result, "Stream-ordered allocation")
     assert notes[1].startswith("No floor: cuCtxGetDevice was not timed as the calls were")
@@ -537,19 +537,19 @@ def test_a_floor_not_timed_as_the_calls_were_is_no_floor():
 
 
 def test_a_file_from_before_the_floor_says_it_has_none():
-    notes, _ = table(load_fixture("alloc"), "Stream-ordered allocation")
+    notes, _ = table(load_older("alloc"), "Stream-ordered allocation")
     assert notes[1].startswith("No floor: an older memprof did not time a call that does nothing")
 
 
 def test_only_driver_calls_are_marked_and_the_conclusion_says_what_the_mark_means():
-    figure = load_fixture("alloc").find("alloc_reused", "pool", "api", 1 << 30).stats.median_ms
-    result = with_floor(load_fixture("alloc"), figure)  # every call under 10x it marked
+    figure = load_older("alloc").find("alloc_reused", "pool", "api", 1 << 30).stats.median_ms
+    result = with_floor(load_older("alloc"), figure)  # every call under 10x it marked
     _, first_use = table(result, "First use")
     assert not any(cell.endswith(pools.NEAR_FLOOR) for c in first_use.values() for cell in c)
     conclusion = next(c for c in summarize(result).conclusions if "cuMemAlloc took" in c)
     assert f"{format_ms(figure)}* reused right after cuMemFreeAsync" in conclusion
     assert conclusion.endswith(f"(*: near the floor of how calls are timed, {format_ms(figure)}.)")
-    tiny = with_floor(load_fixture("alloc"), figure / 1000)  # nothing near it
+    tiny = with_floor(load_older("alloc"), figure / 1000)  # nothing near it
     plain = next(c for c in summarize(tiny).conclusions if "cuMemAlloc took" in c)
     assert "*" not in plain
 
@@ -602,7 +602,7 @@ def test_a_run_allocating_host_memory_once_saves_what_it_did_and_loads_back(
 
 
 def test_the_once_note_is_shown_only_where_a_size_was_allocated_once():
-    result = load_fixture("alloc")  # recorded before: every allocation three times
+    result = load_older("alloc")  # recorded before: every allocation three times
     assert result.extra.host_once_from_bytes is None and alloc.once_note(result) is None
     at = alloc.HOST_ONCE_FROM_BYTES
     largest = 4 << max(result.parameters.powers)
@@ -638,3 +638,17 @@ def test_every_check_reads_back_into_one_host_buffer(fake_gpu):
     assert first.ctypes.data == later.ctypes.data  # the same pages, provided once
     assert allocators.readback(2 << 20).size == 2 << 20  # more than told: a larger one
     session.close()
+
+
+def test_a_run_of_today_shows_the_floor_it_timed_beside_its_calls():
+    import statistics
+
+    from memprof.model.formatting import format_ms
+
+    result = load_fixture("alloc")  # recorded with the floor, on CUPTI as its calls
+    floors = [s for m in result.measurements if m.operation == "call_floor" for s in m.samples_ms]
+    assert floors and pools.call_floor_ms(result) == statistics.median(floors)
+    notes, _ = table(result, "Stream-ordered allocation")
+    assert notes[1].startswith(
+        f"Floor: {format_ms(statistics.median(floors))}, what cuCtxGetDevice"
+    )

@@ -54,8 +54,8 @@ def swap_timeline_lane(document: dict) -> None:
 
 
 CASES = {
-    "pinned elements": (
-        "h200_pinned_p20",
+    "pinned elements": (  # a field older files held: checked as it upgrades
+        "legacy_v2_pinned_p20",
         setting("extra", "elements", value=1 << 19),
         "extra.elements is 524288, but the parameters and measurements make 1048576",
     ),
@@ -73,7 +73,7 @@ CASES = {
     "batch without batches": (
         "h200_pinned_p20",
         lambda d: measurement(d, operation="h2d", group="gpu").update(throughput_ms=[]),
-        "batch is 4, but throughput_ms holds no back-to-back batch",
+        "but throughput_ms holds no back-to-back batch",
     ),
     "events beside events": (
         "h200_pinned_p20",
@@ -135,7 +135,7 @@ CASES = {
         "kind is 'managed+prefetch', but parameters did not ask for it",
     ),
     "managed variant without concurrent access": (
-        "h200_managed",
+        "legacy_v2_managed",
         setting("extra", "concurrent_managed_access", value=False),
         "extra.concurrent_managed_access is False, but the parameters and measurements make True",
     ),
@@ -159,12 +159,12 @@ CASES = {
         "but add reads and writes 3 arrays of parameters.power",
     ),
     "device blocks": (
-        "h200_device",
+        "legacy_v2_device",
         setting("extra", "launch", "dot_blocks", value=1),
         "extra.launch.dot_blocks is 1, but the parameters and measurements make 1056",
     ),
     "device threads per block": (
-        "h200_device",
+        "legacy_v2_device",
         setting("extra", "launch", "block_size", value=128),
         "extra.launch.block_size is 128, but the parameters and measurements make 256",
     ),
@@ -174,7 +174,7 @@ CASES = {
         "device.memory_clock_khz is 0: the summary compares with the theoretical bandwidth",
     ),
     "streams chunks": (
-        "h200_streams",
+        "legacy_v2_streams",
         setting("extra", "chunks", value=[33554432, 33554432]),
         "extra.chunks is [33554432, 33554432], but the parameters and measurements make",
     ),
@@ -376,7 +376,7 @@ CASES = {
         "gpu_states[0].pcie_width is 32, more than pcie_max_width (16)",
     ),
     "check sizes": (
-        "h200_check",
+        "legacy_v3_check",
         setting("extra", "device_copy_bytes", value=4096),
         "extra.device_copy_bytes is 4096, but the parameters and measurements make 1073741824",
     ),

@@ -25,7 +25,9 @@ FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 
 
 def rows_of(result: Result) -> list[dict]:
-    return csv_rows(result, summarize(result).figures)
+    """Each measurement's CSV row, in order (a trace's source-line rows, which follow them,
+    left out)."""
+    return [row for row in csv_rows(result, summarize(result).figures) if row["group"] != "line"]
 
 
 def test_a_row_holds_every_statistic_and_figure_in_its_own_column():

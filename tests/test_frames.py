@@ -30,7 +30,8 @@ def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
     frame = result.to_frame()
     rows = list(csv.DictReader(io.StringIO(csv_text([result], [summarize(result).figures]))))
     assert list(frame.columns) == list(CSV_COLUMNS)
-    assert len(frame) == len(rows) == len(result.measurements)
+    lines = [row for row in rows if row["group"] == "line"]  # a trace's source lines
+    assert len(frame) == len(rows) == len(result.measurements) + len(lines)
     for column in CSV_COLUMNS:
         for found, written in zip(frame[column], (row[column] for row in rows), strict=True):
             if column in FLOAT_COLUMNS:
@@ -77,7 +78,7 @@ def test_a_notebook_shows_the_run_and_one_line_per_table():
     shown = result._repr_html_()
     summary = summarize(result)
     assert shown.count("<details>") == len(summary.tables) == 2
-    assert "memprof pinned on NVIDIA H200, 2026-11-23T05:09:36+00:00" in shown
+    assert f"memprof pinned on NVIDIA H200, {result.created_at} ({result.host})" in shown
     assert "<summary>Transfers of 4 MiB (6 rows)</summary>" in shown
     assert summary.conclusions[0].split(" ")[0] in shown
     assert repr(result).startswith("<memprof 'pinned' Result: NVIDIA H200")

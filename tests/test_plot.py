@@ -141,7 +141,7 @@ def close(a: float, b: float) -> bool:
 
 def csv_of(result: Result, summary: Summary) -> dict[int, dict]:
     """Each measurement's CSV row (the figures the tables show), by the measurement's id."""
-    rows = csv_rows(result, summary.figures)
+    rows = [row for row in csv_rows(result, summary.figures) if row["group"] != "line"]
     return {id(f.measurement): row for f, row in zip(summary.figures, rows, strict=True)}
 
 

@@ -231,11 +231,21 @@ def test_saved_lines_that_contradict_the_copies_are_refused(saved_trace, tmp_pat
 
 
 def test_a_trace_saved_before_lines_loads_and_renders_without_them():
-    result = load_result(FIXTURES / "h200_trace_torch.json")
+    result = load_result(FIXTURES / "legacy_v2_trace_torch.json")
     assert result.extra.lines is None and result.extra.lines_note is None
     text = render_text(result)
     assert "Where:" not in text and "Source lines" not in text
     assert where_rows(result) == []
+
+
+def test_a_recorded_trace_names_its_lines_on_screen_and_one_csv_row_each():
+    result = load_result(FIXTURES / "h200_trace_torch.json")  # recorded on the H200
+    lines = result.extra.lines
+    assert lines and result.extra.lines_note is None
+    assert "Where:" in render_text(result)
+    rows = where_rows(result)
+    assert len(rows) == len(lines)
+    assert {(row["file"], row["line"]) for row in rows} == {(s.file, s.line) for s in lines}
 
 
 # -- the Where tables and the advice --------------------------------------------------------
@@ -409,7 +419,7 @@ def test_csv_rows_of_lines_are_literal_and_complete():
     assert (row["calls"], row["bytes"], row["line"]) == (2, 2 * MiB, 42)
     assert row["gpu_ms"] == pytest.approx(0.3)
     assert row["callers"] == "evil\\x1b[31m.py:80 main"
-    assert where_rows(load_result(FIXTURES / "h200_trace_pycuda.json")) == []
+    assert where_rows(load_result(FIXTURES / "legacy_v2_trace_pycuda.json")) == []
 
 
 def test_a_callers_chain_is_kept_in_the_saved_result():
