@@ -36,9 +36,10 @@ def test_ctrl_c_at_any_moment_of_a_gpu_run_is_one_line_and_130():
 
 def pythons_own(ending) -> bool:
     """An ending CPython decides, before the `memprof` command's first instruction: killed by
-    SIGINT before its handler exists, or a press inside `site` (a fatal start-up error)."""
+    SIGINT before its handler exists, or a press inside its own initialisation (`site`, the
+    standard streams: "Fatal Python error: init_...", every frame CPython's frozen code)."""
     return (ending.returncode == -2 and ending.stderr == "") or (
-        "init_import_site" in ending.stderr
+        "Fatal Python error: init_" in ending.stderr and "memprof" not in ending.stderr
     )
 
 

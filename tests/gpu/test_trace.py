@@ -174,7 +174,8 @@ def test_the_lines_of_a_pytorch_programs_copies_are_torch_profilers(tmp_path):
         ("(none)" if file == "(none)" else f"{file}:{line}"): count
         for (file, line), count in copy_lines(result).items()
     }
-    assert traced == profiler["copy_lines"], profiler  # what torch saw, to read if not
+    print(json.dumps(profiler, indent=1))  # what torch saw, shown where they differ
+    assert traced == profiler["copy_lines"]
     assert sum(traced.values()) == sum(profiler["copies"].values())
 
 
