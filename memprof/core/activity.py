@@ -71,6 +71,10 @@ _STRUCT_CODES = {"u4": "I", "i4": "i", "u8": "Q", "i8": "q"}
 _READ = {
     "api": ("activity_api_dtype", ("kind", "cbid", "start", "end", "correlation_id")),
     "external": ("activity_external_correlation_dtype", ("correlation_id", "external_id")),
+    "counter": (
+        "activity_unified_memory_counter3_dtype",
+        ("counter_kind", "value", "start", "end"),
+    ),
 }
 
 
@@ -145,6 +149,7 @@ class ActivityLog:
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
+    _counter_names: dict[int, str] = field(default_factory=dict)
     peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
 
     @classmethod
@@ -308,6 +313,7 @@ class ActivityLog:
         kinds = self.cupti.ActivityKind
         api_type = getattr(self.cupti, "ActivityAPI", None)
         external_type = getattr(self.cupti, "ActivityExternalCorrelation", None)
+        counter_type = getattr(self.cupti, "ActivityUnifiedMemoryCounter3", None)
         for record in activities:
             kind = type(record)  # the record's class: no field read (most are API records)
             if kind is external_type:
@@ -315,6 +321,8 @@ class ActivityLog:
                 self._external[correlation] = external
             elif kind is api_type:
                 self._add_api(record)
+            elif kind is counter_type:
+                self._add_counter(*self._fields("counter", record))
             else:
                 kind = record.kind
                 if kind == kinds.EXTERNAL_CORRELATION:
@@ -322,7 +330,7 @@ class ActivityLog:
                 elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
                     self._add_api(record)
                 elif kind == kinds.UNIFIED_MEMORY_COUNTER:
-                    self._add_counter(record)
+                    self._add_counter(record.counter_kind, record.value, record.start, record.end)
                 else:
                     gpu = self._gpu_record(record)
                     if gpu is not None:
@@ -382,13 +390,16 @@ class ActivityLog:
             )
         return None
 
-    def _add_counter(self, record: Any) -> None:
+    def _add_counter(self, counter_kind: int, value: int, start: int, end: int) -> None:
         """A unified memory counter record: its value and duration, by counter."""
-        name = self.cupti.ActivityUnifiedMemoryCounterKind(record.counter_kind).name
+        name = self._counter_names.get(counter_kind)
+        if name is None:
+            name = self.cupti.ActivityUnifiedMemoryCounterKind(counter_kind).name
+            self._counter_names[counter_kind] = name
         # bytes for transfers; one record per GPU fault group (value: its faults);
         # one record per CPU fault (value: not a count, so 1)
-        value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(record.value)
-        duration = max(int(record.end) - int(record.start), 0)
+        value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(value)
+        duration = max(int(end) - int(start), 0)
         self._unified_memory.setdefault(name, []).append((value, duration))
 
     def _add(self, correlation: int, record: GpuRecord) -> None:
