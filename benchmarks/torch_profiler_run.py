@@ -7,12 +7,12 @@ The program runs as `python SCRIPT ARGS` would (its output passes through), insi
 torch.profiler.profile of CPU and CUDA activities. PATH gets:
 
     {"kernels": N, "memsets": N, "copies": {"HtoD pageable -> device": N, ...},
-     "copy_lines": {"file.py:42": N, ...}}
+     "copy_functions": {"file.py:upload": N, ...}}
 
-copies are named as memprof's Where tables name them. copy_lines: each copy's line, the
-first frame of the operator that made it, or of the nearest operator around it that has a
+copies are named as memprof's Where tables name them. copy_functions: each copy's function,
+the first frame of the operator that made it, or of the nearest operator around it that has a
 stack (torch's stack is innermost first), in a file under
-the script's folder, as `memprof trace` names lines (paths relative to that folder);
+the script's folder, as `memprof trace` names them (paths relative to that folder);
 copies whose operator has no such frame count under "(none)".
 """
 
@@ -37,15 +37,20 @@ def copy_activity(name: str) -> str | None:
     return f"{matched[1]} {matched[2].lower()} -> {matched[3].lower()}"
 
 
-def program_line(stack: list[str], folder: str) -> str:
-    """The innermost entry of the stack in a file under `folder`, as `file.py:42`."""
+def program_function(stack: list[str], folder: str) -> str:
+    """The innermost entry of the stack in a file under `folder`, as `file.py:function`.
+
+    By function, not line: torch's Python tracer gives each frame its function's first line
+    (`torch_lines.py(26): upload` for a copy made on line 27), where memprof names the line.
+    A file name torch gives without its folder is looked for in `folder`."""
     for entry in stack:
         matched = STACK_ENTRY.match(entry)
         if matched is None:
             continue
-        path = os.path.realpath(matched[1])
-        if path.startswith(folder + os.sep):
-            return f"{os.path.relpath(path, folder)}:{matched[2]}"
+        path = matched[1] if os.path.isabs(matched[1]) else os.path.join(folder, matched[1])
+        path = os.path.realpath(path)
+        if path.startswith(folder + os.sep) and os.path.exists(path):
+            return f"{os.path.relpath(path, folder)}:{matched[3]}"
     return "(none)"
 
 
@@ -106,7 +111,7 @@ def main() -> int:
             continue
         made = sum(1 for kernel in event.kernels if kernel.name.startswith("Memcpy"))
         if made:
-            lines[program_line(stack_of(event), folder)] += made
+            lines[program_function(stack_of(event), folder)] += made
             chain, parent = [], event
             while parent is not None and len(chain) < 6:
                 chain.append(f"{parent.name} ({len(parent.stack or [])} frames)")
@@ -116,7 +121,7 @@ def main() -> int:
         "kernels": kernels,
         "memsets": memsets,
         "copies": dict(copies),
-        "copy_lines": dict(lines),
+        "copy_functions": dict(lines),
         "events_with_stacks": sum(1 for event in events if event.stack),
         "copy_makers": makers[:3],
     }

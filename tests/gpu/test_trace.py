@@ -170,12 +170,16 @@ def test_the_lines_of_a_pytorch_programs_copies_are_torch_profilers(tmp_path):
     )
     assert profiled.returncode == 0, profiled.stderr[-3000:]
     profiler = json.loads(seen.read_text())
-    traced = {
-        ("(none)" if file == "(none)" else f"{file}:{line}"): count
-        for (file, line), count in copy_lines(result).items()
-    }
+    # by function: torch's tracer gives a frame its function's first line, memprof the line
+    traced: dict[str, int] = {}
+    for line in result.extra.lines:
+        if "->" in line.activity:
+            key = f"{line.file}:{line.function}" if line.origin == "program" else "(none)"
+            traced[key] = traced.get(key, 0) + line.calls
     print(json.dumps(profiler, indent=1))  # what torch saw, shown where they differ
-    assert traced == profiler["copy_lines"]
+    assert traced == profiler["copy_functions"]
+    marks = marked_lines(ROOT / example)  # and the lines are the ones each copy is made on
+    assert {(file, number) for file, number in marks.values()} <= set(copy_lines(result))
     assert sum(traced.values()) == sum(profiler["copies"].values())
 
 
