@@ -63,6 +63,21 @@ def test_verification_is_exact_one_float32_step_apart_fails():
     assert not compare_arrays("large values", off, big).passed
 
 
+def test_arrays_of_the_same_size_and_another_shape_do_not_match():
+    expected = np.arange(6, dtype=np.float32)
+    check = compare_arrays("reshaped", expected.reshape(2, 3), expected)
+    assert not check.passed
+    assert check.detail == "shape (2, 3) != (6,)"
+
+
+def test_a_pipeline_wrong_at_its_last_element_fails_however_many_elements_are_sampled():
+    values = np.arange(3 * streams.SAMPLE_ELEMENTS, dtype=np.float32)
+    received = streams.reference(values, 3)
+    received[-1] += 1.0
+    check = streams._verify(received, values, 3, "last element wrong")
+    assert not check.passed
+
+
 def test_a_pipeline_chunk_never_copied_back_fails_even_where_the_rest_is_right():
     values = np.arange(4096, dtype=np.float32)
     received = streams.reference(values, 3)

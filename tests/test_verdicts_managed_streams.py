@@ -11,6 +11,7 @@ runs (tests/fixtures/h200_managed.json, h200_streams.json) with one step moved:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 from types import SimpleNamespace
 
@@ -21,7 +22,7 @@ from memprof.core.measure import StreamsRun
 from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
-from tests.verdict_tools import conclusion, fixture, scaled, table, the
+from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the
 
 # -- managed ----------------------------------------------------------------------------------
 
@@ -174,3 +175,54 @@ def test_the_run_kept_is_the_one_of_median_total_time(totals):
     run = streams._median_run(_Profiler(totals), [], None, False, params, np.zeros(4, np.float32))
     timed = totals[1:]  # the first is the warm-up's
     assert run.total_ms == sorted(timed)[len(timed) // 2]
+
+
+def uneven_chunks(result: Result) -> Result:
+    """The last chunk the remainder, as chunk_bounds makes it where the chunks do not divide
+    the data: the one-stream stage times of the two sizes scaled from the recorded ones."""
+    count = result.extra.chunks[0]
+    sizes = [count + count // 4] * 3
+    sizes.append(4 * count - sum(sizes))
+    measurements = []
+    for m in result.measurements:
+        if m.group == "gpu" and m.kind == "pinned, 1 stream":
+            for size in sorted(set(sizes)):
+                factor = size / count
+                measurements.append(
+                    dataclasses.replace(
+                        m,
+                        bytes=4 * size,
+                        samples_ms=[s * factor for s in m.samples_ms],
+                        events_ms=[s * factor for s in m.events_ms],
+                    )
+                )
+        else:
+            measurements.append(m)
+    extra = dataclasses.replace(result.extra, chunks=sizes)
+    return dataclasses.replace(result, extra=extra, measurements=measurements)
+
+
+def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():
+    result = uneven_chunks(pipeline())
+    sizes = result.extra.chunks
+    stages = table(summarize(result), "Stages on one stream")
+    per_chunk = {}
+    for stage, name in (("h2d", "[CUDA memcpy HtoD]"), ("kernel", "busyWork"),
+                        ("d2h", "[CUDA memcpy DtoH]")):  # fmt: skip
+        total = sum(
+            statistics.median(
+                the(
+                    result, group="gpu", operation=stage, kind="pinned, 1 stream", nbytes=4 * size
+                ).samples_ms
+            )
+            for size in sizes
+        )
+        per_chunk[stage] = (total, total / len(sizes))
+        assert cell(stages, "Total", name) == format_ms(total)
+        assert cell(stages, "Per chunk", name) == format_ms(total / len(sizes))
+    longest = max(per_chunk, key=lambda stage: per_chunk[stage][0])
+    ideal = per_chunk[longest][0] + sum(
+        chunk for stage, (_, chunk) in per_chunk.items() if stage != longest
+    )
+    note = table(summarize(result), "Whole pipeline").notes[0]
+    assert note.startswith(f"Ideal overlapped time {format_ms(ideal)}: ")

@@ -140,3 +140,17 @@ def test_latency_is_per_dependent_load_and_set_against_the_reading_gpus_own():
     ratio = latency_us(result, 0, 1) / latency_us(result, 1, 1)
     assert f"takes {latency_us(result, 0, 1):.2f} µs, {ratio:.1f}x a read of its own" in line
     assert f"({latency_us(result, 1, 1):.2f} µs)" in line
+
+
+def test_both_directions_at_once_add_each_directions_own_figure():
+    # GPU 1 → GPU 0 at once made 1.5x slower: the total is not twice either direction
+    result = scaled(peer(), 1.5, group="gpu", operation="ce_bidir", gpus=(1, 0))
+    total = peer_figure(result, "ce_bidir", 0, 1) + peer_figure(result, "ce_bidir", 1, 0)
+    one_way = max(peer_figure(result, "ce_on", 0, 1), peer_figure(result, "ce_on", 1, 0))
+    line = conclusion(summarize(result), "at once")
+    assert line.startswith(
+        f"GPU 0 ↔ GPU 1 at once: {format_gb_per_s(total)} GB/s in total, "
+        f"{total / one_way:.2f}x one direction"
+    )
+    notes = table(summarize(result), "both directions at once").notes
+    assert f"GPU 0 ↔ GPU 1: {format_gb_per_s(total)} GB/s in total." in notes

@@ -142,3 +142,10 @@ def test_where_memprof_is_not_in_the_last_sample_only_the_first_counts():
     state = watched(gpu)
     assert [p.pid for p in state.other_processes] == [77]
     assert "not this process's" in state.processes_note
+
+
+def test_memprof_in_the_first_sample_is_not_another_process_either():
+    """A second session of one process (`--device all` runs each GPU in turn) may find its
+    own context already there when the first sample is taken."""
+    gpu = FakeGpu(compute=[[(OWN_PID, 1 << 30), (77, None)], [(OWN_PID, 1 << 30)]])
+    assert [p.pid for p in watched(gpu).other_processes] == [77]

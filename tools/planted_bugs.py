@@ -39,7 +39,11 @@ AREA_TESTS = {
     "check-pairs": ["tests/test_check.py"],
     "ceilings": ["tests/test_ceilings.py", "tests/test_summary_figures.py"],
     "nvml": ["tests/test_nvml.py", "tests/test_gpu_state.py", "tests/test_check.py"],
-    "measure": ["tests/test_measure_core.py", "tests/test_streams_timeline.py"],
+    "measure": [
+        "tests/test_measure_core.py",
+        "tests/test_streams_timeline.py",
+        "tests/test_activity_records.py",
+    ],
     "cupti": [
         "tests/test_activity_records.py",
         "tests/test_trace_activity.py",
