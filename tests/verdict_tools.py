@@ -13,6 +13,7 @@ Result (dataclasses.replace), never on the fixture files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Callable
@@ -25,9 +26,15 @@ from memprof.model.summary import Summary, Table
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def fixture(name: str) -> Result:
-    """A Result recorded on the GPU machine, by its file name without .json."""
+@functools.cache
+def _loaded(name: str) -> Result:
     return load(FIXTURES / f"{name}.json")
+
+
+def fixture(name: str) -> Result:
+    """A Result recorded on the GPU machine, by its file name without .json: loaded (and
+    checked) once, each test given its own Result object (edits never change it in place)."""
+    return dataclasses.replace(_loaded(name))
 
 
 def matches(
