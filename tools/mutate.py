@@ -35,8 +35,10 @@ with pytest already imported, only the tests that reach its line (all tests for 
 run at import time; none, and the mutant counts as survived, for lines no test reaches).
 The mutated module is served from memory by an import hook: the files on disk never
 change, so an interrupted run leaves nothing behind. Tests that run memprof in a subprocess
-see the unmutated code, so the score is, if anything, an underestimate. By default the GPU
-tests (marker gpu) and tests/test_wheel.py (it builds a wheel in a subprocess) are left out.
+see the unmutated code, so the score is, if anything, an underestimate. The tests of files
+aimed at the mutated module or at verdicts run first, the others only if those pass. By
+default the GPU tests (marker gpu) and tests/test_wheel.py (it builds a wheel in a
+subprocess) are left out.
 
 --coverage FILE keeps that first run's findings in FILE and reuses them while no .py file
 under memprof/ or tests/ has changed (and FILE covers the modules asked for), so several
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import fnmatch
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -230,7 +233,7 @@ def _mutations(node: ast.AST) -> Iterator[tuple[str, object]]:
             yield "constant", value * 2
             yield "constant", value / 2
     elif isinstance(node, ast.If | ast.While | ast.IfExp) and isinstance(
-        node.test, ast.Name | ast.Attribute | ast.Call
+        node.test, ast.Name | ast.Attribute | ast.Call | ast.Subscript
     ):
         yield "negate_test", None
     elif isinstance(node, ast.Name) and node.id in NAME_SWAPS:
@@ -522,9 +525,23 @@ def _fork_mutant(mutant: Mutant, tree: ast.Module, tests: list[str], pytest_args
         sys.dont_write_bytecode = True
         import pytest
 
-        status = int(pytest.main(["-x", "-q", *pytest_args, *tests]))
+        for group in _first_and_rest(mutant, tests):  # the likely killers first
+            status = int(pytest.main(["-x", "-q", *pytest_args, *group]))
+            if status != 0:
+                break
     finally:
         os._exit(status)
+
+
+def _first_and_rest(mutant: Mutant, tests: list[str]) -> list[list[str]]:
+    """The tests in files aimed at the mutated module (tests/test_<its name>*.py) or at
+    verdicts (tests/test_verdicts_*.py), then the others: most mutants die in the first
+    group, and the rest of the suite's files are then never collected."""
+    stem = Path(mutant.path).stem.lstrip("_")
+    patterns = ("tests/test_verdicts_*.py", f"tests/test_{stem}*.py")
+    first = [t for t in tests if any(fnmatch.fnmatch(t.split("::")[0], p) for p in patterns)]
+    chosen = set(first)
+    return [group for group in (first, [t for t in tests if t not in chosen]) if group]
 
 
 def _tests_reaching(mutant: Mutant, coverage: dict) -> list[str] | None:

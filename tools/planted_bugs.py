@@ -7,6 +7,8 @@ Usage (from the repository root, in the virtual environment README.md installs):
     python tools/planted_bugs.py --only 4 17      # some plants
     python tools/planted_bugs.py --suite all      # every plant, the whole CPU suite
     python tools/planted_bugs.py --confirm        # area's tests; misses again with the suite
+    python tools/planted_bugs.py --confirm --record After   # and write the outcomes into
+                                                  # the table's "After" column
 
 Each plant is one line of memprof replaced by another: the line is found by its text
 (stripped of indentation), so a plant still applies after code around it moved. A plant
@@ -139,12 +141,30 @@ def run_plant(plant: Plant, suite: str, only: list[str] | None = None) -> str:
         path.write_text(original)
 
 
+def record(plants: list[Plant], column: str, path: Path = TABLE) -> None:
+    """Each plant's outcome written into its row's `column` cell of the table."""
+    outcomes = {p.number: p.outcome for p in plants}
+    index = {"Before": 6, "After": 7}[column]
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines):
+        found = re.match(r"\|\s*(\d+)\s*\|", line)
+        if not found or int(found.group(1)) not in outcomes:
+            continue
+        cells = re.split(r"(?<!\\)\|", line)[1:-1]
+        cells[index] = f" {outcomes[int(found.group(1))]} "
+        lines[n] = "|" + "|".join(cells) + "|"
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", type=int, nargs="*", help="plant numbers to run")
     parser.add_argument("--suite", choices=("area", "all"), default="area")
     parser.add_argument("--confirm", action="store_true", help="misses again, whole suite")
     parser.add_argument("--tests", nargs="*", help="these test files instead of the area's")
+    parser.add_argument(
+        "--record", choices=("Before", "After"), help="write the outcomes into this column"
+    )
     options = parser.parse_args(argv)
     plants = [p for p in read_plants() if not options.only or p.number in options.only]
     started = time.monotonic()
@@ -157,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{plant.before}  ->  {plant.after}",
             flush=True,
         )
+    if options.record:
+        record(plants, options.record)
     ran = [p for p in plants if p.outcome != "stale"]
     caught = sum(p.outcome.startswith("caught") for p in ran)
     stale = len(plants) - len(ran)
