@@ -10,6 +10,9 @@ Usage (from the repository root, in the virtual environment README.md installs):
     python tools/mutate.py memprof/model/results.py \\
         --pytest-args="--deselect tests/test_x.py::test_y"
 
+    python tools/mutate.py --coverage /tmp/coverage.json memprof/model/ceilings.py
+    python tools/mutate.py memprof/experiments/check.py:judge --tests tests/test_check.py
+
 Each argument is a module path, optionally followed by ':' and the functions (or classes)
 to mutate in it, comma-separated; without them the whole module is mutated. The script
 prints each module's score (killed / mutants) and every surviving mutant as
@@ -18,8 +21,10 @@ prints each module's score (killed / mutants) and every surviving mutant as
 
 Mutations (one per mutant): comparison operators (< <=, > >=, == !=, in / not in, is /
 is not), + -, * /, // /, % *, ** *, << >>, and / or, a removed `not` or unary minus,
-integer constants and floats under 100 +1 and -1 (larger floats, scales such as 1e9, x2
-and /2), True / False, a negated bare `if` condition,
+integer constants and whole floats under 100 +1 and -1, other floats under 100 (thresholds
+such as 0.9) x0.9 and x1.1, larger floats (scales such as 1e9) x2 and /2, True / False, a
+term dropped (a + b -> a, a - b -> a, a * b -> b: a prefetch's own time left out, a count
+left unsubtracted, a factor forgotten), a negated bare `if` condition,
 min / max, floor / ceil, median / mean, any / all, abs(x) -> x, and the statistics read in
 the wrong field (.min_ms / .max_ms, .median_ms / .mean_ms). Strings are never mutated;
 neither is a line ending in `# pragma: no mutate`, nor a `strict=` keyword.
@@ -30,8 +35,16 @@ with pytest already imported, only the tests that reach its line (all tests for 
 run at import time; none, and the mutant counts as survived, for lines no test reaches).
 The mutated module is served from memory by an import hook: the files on disk never
 change, so an interrupted run leaves nothing behind. Tests that run memprof in a subprocess
-see the unmutated code, so the score is, if anything, an underestimate. By default the GPU
-tests (marker gpu) and tests/test_wheel.py (it builds a wheel in a subprocess) are left out.
+see the unmutated code, so the score is, if anything, an underestimate. The tests of files
+aimed at the mutated module or at verdicts run first, the others only if those pass. By
+default the GPU tests (marker gpu) and tests/test_wheel.py (it builds a wheel in a
+subprocess) are left out.
+
+--coverage FILE keeps that first run's findings in FILE and reuses them while no .py file
+under memprof/ or tests/ has changed (and FILE covers the modules asked for), so several
+runs over one module each pay for the whole suite once (benchmarks/mutation.sh does that).
+--tests runs fewer tests than the whole suite (a quicker look while writing tests; the
+score then counts only what those tests catch).
 """
 
 from __future__ import annotations
@@ -39,6 +52,8 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import fnmatch
+import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -136,15 +151,14 @@ def _scopes(tree: ast.Module, functions: list[str]) -> list[ast.AST]:
     """The nodes to mutate inside: the named functions or classes, or the whole module."""
     if not functions:
         return [tree]
-    found = {
-        node.name: node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    }
+    found: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):  # every definition of a name: a function and a method alike
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.setdefault(node.name, []).append(node)
     missing = [name for name in functions if name not in found]
     if missing:
         raise SystemExit(f"mutate: error: not found: {', '.join(missing)}")
-    return [found[name] for name in functions]
+    return [node for name in functions for node in found[name]]
 
 
 def _skipped_nodes(tree: ast.Module) -> set[int]:
@@ -194,6 +208,11 @@ def _mutations(node: ast.AST) -> Iterator[tuple[str, object]]:
     elif isinstance(node, ast.BinOp | ast.AugAssign):
         for new in BINARY_SWAPS.get(type(node.op), []):
             yield "binop", new
+        if isinstance(node, ast.BinOp) and not _is_text(node.left) and not _is_text(node.right):
+            if isinstance(node.op, ast.Add | ast.Sub):
+                yield "drop_term", "left"  # a + b -> a: the second term forgotten
+            elif isinstance(node.op, ast.Mult):
+                yield "drop_term", "right"  # a * b -> b: the factor forgotten
     elif isinstance(node, ast.BoolOp):
         yield "boolop", ast.Or if isinstance(node.op, ast.And) else ast.And
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
@@ -202,14 +221,19 @@ def _mutations(node: ast.AST) -> Iterator[tuple[str, object]]:
         value = node.value
         if isinstance(value, bool):
             yield "constant", not value
-        elif isinstance(value, int) or (isinstance(value, float) and abs(value) < 100):
+        elif isinstance(value, int) or (
+            isinstance(value, float) and value.is_integer() and abs(value) < 100
+        ):
             yield "constant", value + 1
             yield "constant", value - 1
+        elif isinstance(value, float) and abs(value) < 100:  # a threshold moved by 10%
+            yield "constant", round(value * 0.9, 6)
+            yield "constant", round(value * 1.1, 6)
         elif isinstance(value, float):  # a scale (1e3, 1e9): off by one would change nothing
             yield "constant", value * 2
             yield "constant", value / 2
     elif isinstance(node, ast.If | ast.While | ast.IfExp) and isinstance(
-        node.test, ast.Name | ast.Attribute | ast.Call
+        node.test, ast.Name | ast.Attribute | ast.Call | ast.Subscript
     ):
         yield "negate_test", None
     elif isinstance(node, ast.Name) and node.id in NAME_SWAPS:
@@ -223,6 +247,13 @@ def _mutations(node: ast.AST) -> Iterator[tuple[str, object]]:
         and len(node.args) == 1
     ):
         yield "drop_call", None
+
+
+def _is_text(node: ast.AST) -> bool:
+    """A string literal or f-string: + joins words there, it adds nothing."""
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
 
 
 def apply(tree: ast.Module, mutant: Mutant) -> tuple[ast.Module, ast.AST]:
@@ -244,8 +275,11 @@ def apply(tree: ast.Module, mutant: Mutant) -> tuple[ast.Module, ast.AST]:
         node.id = detail
     elif kind == "attribute":
         node.attr = detail
-    elif kind in ("drop_unary", "drop_call"):
-        replacement = node.operand if kind == "drop_unary" else node.args[0]
+    elif kind in ("drop_unary", "drop_call", "drop_term"):
+        if kind == "drop_term":
+            replacement = node.left if detail == "left" else node.right
+        else:
+            replacement = node.operand if kind == "drop_unary" else node.args[0]
         _replace(nodes, node, replacement)
         node = replacement
     ast.fix_missing_locations(tree)
@@ -361,9 +395,36 @@ def _run_child(target, timeout_s: float) -> tuple[str, float]:
         time.sleep(0.02)
 
 
-def baseline(modules: list[Module], pytest_args: list[str]) -> dict:
+def _sources_digest() -> str:
+    """A digest of every .py file under memprof/ and tests/: what a baseline depends on."""
+    digest = hashlib.sha256()
+    for folder in ("memprof", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def cached_baseline(modules: list[Module], pytest_args: list[str], cache: Path | None) -> dict:
+    """baseline(), or the one saved in `cache` while the sources and pytest's arguments are
+    those it was made from and it traced every module asked for."""
+    files = sorted({str(ROOT / m.path) for m in modules})
+    key = {"sources": _sources_digest(), "pytest_args": pytest_args}
+    if cache is not None and cache.is_file():
+        try:
+            saved = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        if saved.get("key") == key and set(files) <= set(saved.get("files", [])):
+            print(f"mutate: the suite's coverage from {cache}", file=sys.stderr)
+            return saved
+    data = baseline(set(files), pytest_args)
+    if cache is not None and data.get("code") == 0:
+        cache.write_text(json.dumps({**data, "key": key, "files": files}))
+    return data
+
+
+def baseline(files: set[str], pytest_args: list[str]) -> dict:
     """Run the unmutated suite once under the line recorder; what each test reaches."""
-    files = {str(ROOT / m.path) for m in modules}
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
         report = Path(handle.name)
 
@@ -464,9 +525,23 @@ def _fork_mutant(mutant: Mutant, tree: ast.Module, tests: list[str], pytest_args
         sys.dont_write_bytecode = True
         import pytest
 
-        status = int(pytest.main(["-x", "-q", *pytest_args, *tests]))
+        for group in _first_and_rest(mutant, tests):  # the likely killers first
+            status = int(pytest.main(["-x", "-q", *pytest_args, *group]))
+            if status != 0:
+                break
     finally:
         os._exit(status)
+
+
+def _first_and_rest(mutant: Mutant, tests: list[str]) -> list[list[str]]:
+    """The tests in files aimed at the mutated module (tests/test_<its name>*.py) or at
+    verdicts (tests/test_verdicts_*.py), then the others: most mutants die in the first
+    group, and the rest of the suite's files are then never collected."""
+    stem = Path(mutant.path).stem.lstrip("_")
+    patterns = ("tests/test_verdicts_*.py", f"tests/test_{stem}*.py")
+    first = [t for t in tests if any(fnmatch.fnmatch(t.split("::")[0], p) for p in patterns)]
+    chosen = set(first)
+    return [group for group in (first, [t for t in tests if t not in chosen]) if group]
 
 
 def _tests_reaching(mutant: Mutant, coverage: dict) -> list[str] | None:
@@ -530,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--show-killed", action="store_true", help="list killed mutants too")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument(
+        "--coverage", type=Path, help="keep the suite's coverage here and reuse it while valid"
+    )
+    parser.add_argument(
+        "--tests", nargs="+", default=["tests"], help="test files or folders (default: tests)"
+    )
     options = parser.parse_args(argv)
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
@@ -546,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     pytest_args = DEFAULT_PYTEST_ARGS + shlex.split(options.pytest_args)
     for heavy in ("numpy", "rich.console", "rich.table", "typer", "pytest"):
         __import__(heavy)  # once, before forking: each child starts with them imported
-    coverage = baseline(modules, [*pytest_args, "tests"])
+    coverage = cached_baseline(modules, [*pytest_args, *options.tests], options.coverage)
     if coverage.get("code") != 0:
         print(
             "mutate: error: the unmutated test suite does not pass (pytest exit "

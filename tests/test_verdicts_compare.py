@@ -1,0 +1,140 @@
+"""compare's recommendations and best marks, from the recorded H200 run
+(tests/fixtures/h200_compare.json), each use's ways costed here from the samples:
+- a way's time is the sum of its steps, each step's median time times how often the use
+  makes it (a buffer the GPU reads 10 times: one copy and 10 reads);
+- the first-listed way within 5% of the fastest is recommended, the others named after;
+- each column's best figure is marked (largest GB/s, smallest allocation time).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from memprof.experiments import summarize
+from memprof.model.formatting import format_ms
+from memprof.model.results import Result
+from tests.verdict_tools import conclusion, fixture, scaled, table
+
+# Each use, its ways in order of preference, and their steps: (kind, operation, times).
+USES = {
+    "Data the GPU uses once": {
+        "pinned copy": [("pinned", "h2d", 1), ("device", "kernel_read", 1)],
+        "zero-copy": [("mapped", "kernel_read", 1)],
+        "managed": [("managed first touch", "kernel_read", 1)],
+    },
+    "Data the GPU reads 10 times": {
+        "device memory": [("pinned", "h2d", 1), ("device", "kernel_read", 10)],
+        "managed": [("managed first touch", "kernel_read", 1),
+                    ("managed resident", "kernel_read", 9)],
+        "zero-copy": [("mapped", "kernel_read", 10)],
+    },
+    "Data the CPU writes and the GPU consumes": {
+        "pinned": [("pinned", "host_write", 1), ("pinned", "h2d", 1)],
+        "writecombined": [("writecombined", "host_write", 1), ("writecombined", "h2d", 1)],
+        "mapped": [("mapped", "host_write", 1), ("mapped", "kernel_read", 1)],
+        "pageable": [("pageable", "host_write", 1), ("pageable", "h2d", 1)],
+    },
+    "Results the CPU reads back": {
+        "pinned": [("pinned", "d2h", 1), ("pinned", "host_read", 1)],
+        "pageable": [("pageable", "d2h", 1), ("pageable", "host_read", 1)],
+        "managed": [("managed first touch", "host_read", 1)],
+        "writecombined": [("writecombined", "d2h", 1), ("writecombined", "host_read", 1)],
+    },
+}  # fmt: skip
+
+
+def recorded() -> Result:
+    return fixture("h200_compare")
+
+
+def step_ms(result: Result, kind: str, operation: str) -> float:
+    (m,) = [
+        m
+        for m in result.measurements
+        if m.kind == kind and m.operation == operation and m.group in ("gpu", "host")
+    ]
+    return statistics.median(m.samples_ms)
+
+
+def totals(result: Result, use: str) -> dict[str, float]:
+    return {
+        way: sum(times * step_ms(result, kind, operation) for kind, operation, times in steps)
+        for way, steps in USES[use].items()
+    }
+
+
+def recommended(found: dict[str, float]) -> tuple[str, list[str]]:
+    fastest = min(found.values())
+    equal = [way for way, ms in found.items() if ms <= fastest * 1.05]
+    return equal[0], equal[1:]
+
+
+@pytest.mark.parametrize("use", list(USES))
+def test_each_use_recommends_the_first_way_within_five_percent_of_the_fastest(use):
+    result = recorded()
+    found = totals(result, use)
+    choice, also = recommended(found)
+    line = conclusion(summarize(result), use + ":")
+    assert f"({format_ms(found[choice])} for 64 MiB; " in line
+    others = ", ".join(
+        f"{way} {format_ms(ms)}"
+        for way, ms in sorted(found.items(), key=lambda i: i[1])
+        if way != choice
+    )
+    assert f"; {others})" in line
+    assert ("came within 5%, as good here" in line) == bool(also)
+
+
+def test_a_copy_slow_enough_hands_ten_reads_to_managed_memory():
+    # the pinned copy 12x slower: one copy and 10 reads now cost more than migrating once
+    result = scaled(recorded(), 12.0, group="gpu", operation="h2d", kind="pinned")
+    found = totals(result, "Data the GPU reads 10 times")
+    assert recommended(found)[0] == "managed"
+    line = conclusion(summarize(result), "Data the GPU reads 10 times:")
+    assert line.startswith(
+        "Data the GPU reads 10 times: managed memory (migrates once, then resident) "
+        f"({format_ms(found['managed'])} for 64 MiB; "
+    )
+
+
+@pytest.mark.parametrize(("slower", "choice"), [(1.04, "pinned"), (1.06, "pageable")])
+def test_a_way_listed_first_wins_within_five_percent_and_loses_beyond(slower, choice):
+    """Results the CPU reads back: pinned is listed first; its copy moved to `slower` x
+    pageable's whole cost."""
+    result = recorded()
+    found = totals(result, "Results the CPU reads back")
+    copy = step_ms(result, "pinned", "d2h")
+    wanted = slower * found["pageable"] - step_ms(result, "pinned", "host_read")
+    result = scaled(result, wanted / copy, group="gpu", operation="d2h", kind="pinned")
+    line = conclusion(summarize(result), "Results the CPU reads back:")
+    phrase = {"pinned": "copy them into pinned memory", "pageable": "copy them into numpy memory"}
+    assert line.startswith(f"Results the CPU reads back: {phrase[choice]} (")
+
+
+def test_each_columns_best_figure_is_marked():
+    result = recorded()
+    t = table(summarize(result), "Every memory kind")
+    for column, header in enumerate(t.headers[1:], start=1):
+        values = {}
+        for index, row in enumerate(t.rows):
+            if row[column] != "-":
+                values[index] = row[column]
+        marked = [r for r, c in t.highlighted if c == column]
+        assert len(marked) == 1, header
+        best = marked[0]
+        if header == "Allocate":  # a time: the smallest is best
+            times = {i: milliseconds(v) for i, v in values.items()}
+            assert times[best] == min(times.values())
+        else:
+            numbers = {i: float(v.replace(",", "")) for i, v in values.items()}
+            assert numbers[best] == max(numbers.values()), header
+
+
+def milliseconds(text: str) -> float:
+    """A time cell ('3.9440us', '22.140ms') in ms."""
+    for unit, scale in (("ms", 1.0), ("us", 1e-3), ("ns", 1e-6), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text.removesuffix(unit)) * scale
+    raise ValueError(text)

@@ -1,0 +1,228 @@
+"""managed's and streams' conclusions on both sides of their edges, from the recorded H200
+runs (tests/fixtures/h200_managed.json, h200_streams.json) with one step moved:
+- managed: a prefetch pays where the prefetch and the launch after it, together, beat the
+  on-demand first launch (the prefetch's own time counted); the first launch against a
+  resident one;
+- streams: the ideal overlapped time (the longest stage plus one chunk of each other),
+  the share of it the streams reached, pageable memory "needs pinned" from 15% slower than
+  the pinned overlap; the run kept of several is the one of median total time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from memprof.core.measure import StreamsRun
+from memprof.experiments import streams, summarize
+from memprof.model.formatting import format_gb_per_s, format_ms
+from memprof.model.results import Result
+from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the
+
+# -- managed ----------------------------------------------------------------------------------
+
+
+def managed() -> Result:
+    return fixture("h200_managed")
+
+
+def median(result: Result, group: str, operation: str, kind: str) -> float:
+    return statistics.median(the(result, group=group, operation=operation, kind=kind).samples_ms)
+
+
+def prefetched_at(result: Result, launch_share: float, prefetch_share: float) -> Result:
+    """The prefetched launch and the prefetch moved to shares of the on-demand first launch."""
+    on_demand = median(result, "gpu", "kernel_first", "managed")
+    for operation, share in (("kernel_first", launch_share), ("prefetch", prefetch_share)):
+        now = median(result, "gpu", operation, "managed+prefetch")
+        result = scaled(
+            result,
+            share * on_demand / now,
+            group="gpu",
+            operation=operation,
+            kind="managed+prefetch",
+        )
+    return result
+
+
+PAYS = "prefetch managed memory before the kernel that needs it."
+DOES_NOT = "here prefetching did not beat on-demand migration."
+
+
+@pytest.mark.parametrize(
+    ("launch", "prefetch", "words"),
+    [
+        (0.05, 0.90, PAYS),  # 95% of on demand
+        (0.05, 1.00, DOES_NOT),  # 105%: the prefetch alone is as slow as on demand
+        (0.60, 0.45, DOES_NOT),  # neither alone is, both together are slower
+        (0.45, 0.45, PAYS),
+    ],
+)
+def test_a_prefetch_pays_only_where_it_and_the_launch_after_it_beat_on_demand(
+    launch, prefetch, words
+):
+    result = prefetched_at(managed(), launch, prefetch)
+    together = median(result, "gpu", "kernel_first", "managed+prefetch") + median(
+        result, "gpu", "prefetch", "managed+prefetch"
+    )
+    line = conclusion(summarize(result), "On-demand migration")
+    assert f"Prefetch plus launch took {format_ms(together)}: {words}" in line
+
+
+def test_the_first_launch_is_set_against_a_resident_one_and_what_it_moved():
+    result = managed()
+    on_demand = median(result, "gpu", "kernel_first", "managed")
+    resident = median(result, "gpu", "kernel", "managed")
+    moved = 3 * result.extra.bytes_per_array
+    line = conclusion(summarize(result), "On-demand migration")
+    assert line.startswith(
+        f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
+        f"resident one ({format_ms(on_demand)} vs {format_ms(resident)}, pages arriving at "
+        f"{format_gb_per_s(moved / (on_demand / 1e3) / 1e9)} GB/s)"
+    )
+    explicit = median(result, "span", "end_to_end", "device")
+    assert f"in {format_ms(explicit)}." in line
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+def pipeline() -> Result:
+    return fixture("h200_streams")
+
+
+def stage_ms(result: Result, stage: str) -> float:
+    """One chunk's median time of a stage on one stream (the chunks are of one size)."""
+    return median(result, "gpu", stage, "pinned, 1 stream")
+
+
+def total_ms(result: Result, label: str) -> float:
+    return median(result, "span", "total", label)
+
+
+def ideal_ms(result: Result) -> float:
+    chunks = len(result.extra.chunks)
+    stages = {stage: stage_ms(result, stage) for stage in ("h2d", "kernel", "d2h")}
+    longest = max(stages, key=stages.get)
+    return chunks * stages[longest] + sum(ms for s, ms in stages.items() if s != longest)
+
+
+def test_the_ideal_is_the_longest_stage_and_one_chunk_of_each_other():
+    result = scaled(pipeline(), 2.0, group="gpu", operation="kernel", kind="pinned, 1 stream")
+    ideal = ideal_ms(result)
+    modes = table(summarize(result), "Whole pipeline")
+    assert modes.notes[0].startswith(f"Ideal overlapped time {format_ms(ideal)}: ")
+    assert modes.rows[-1][:2] == ["ideal overlap", format_ms(ideal)]
+
+
+def test_the_streams_share_of_the_ideal_is_ideal_over_their_own_time():
+    result = pipeline()
+    overlapped, serial = total_ms(result, "pinned, 4 streams"), total_ms(result, "pinned, 1 stream")
+    line = conclusion(summarize(result), "streams ran the pipeline")
+    assert (
+        f"4 streams ran the pipeline in {format_ms(overlapped)} against {format_ms(serial)} on "
+        f"one stream ({serial / overlapped:.2f}x), {ideal_ms(result) / overlapped:.0%} of the "
+        "ideal overlap"
+    ) in line
+
+
+@pytest.mark.parametrize(
+    ("slower", "words"),
+    [
+        (1.14, "here pageable memory kept most of the overlap."),
+        (1.16, "overlap needs pinned memory."),
+        (1.5, "overlap needs pinned memory."),
+    ],
+)
+def test_pageable_memory_needs_pinned_from_fifteen_percent_slower_than_the_overlap(slower, words):
+    result = pipeline()
+    wanted = slower * total_ms(result, "pinned, 4 streams")
+    result = scaled(
+        result,
+        wanted / total_ms(result, "pageable, 4 streams"),
+        group="span",
+        operation="total",
+        kind="pageable, 4 streams",
+    )
+    line = conclusion(summarize(result), "streams ran the pipeline")
+    assert line.endswith(f"took {format_ms(wanted)}: {words}")
+
+
+class _Profiler:
+    """Runs whose total times come in the order given."""
+
+    def __init__(self, totals: list[float]) -> None:
+        self.totals = iter(totals)
+
+    @contextlib.contextmanager
+    def paused(self):
+        yield
+
+    def on_streams(self, operations, pageable, span) -> StreamsRun:
+        return StreamsRun([], next(self.totals), "events")
+
+
+@pytest.mark.parametrize(
+    "totals", [[5.0, 1.0, 3.0, 4.0, 2.0], [1.0, 2.0, 3.0, 4.0, 5.0], [9.0, 3.0, 1.0, 2.0, 8.0]]
+)
+def test_the_run_kept_is_the_one_of_median_total_time(totals):
+    params = SimpleNamespace(warmup=1, repeat=len(totals) - 1)
+    run = streams._median_run(_Profiler(totals), [], None, False, params, np.zeros(4, np.float32))
+    timed = totals[1:]  # the first is the warm-up's
+    assert run.total_ms == sorted(timed)[len(timed) // 2]
+
+
+def uneven_chunks(result: Result) -> Result:
+    """The last chunk the remainder, as chunk_bounds makes it where the chunks do not divide
+    the data: the one-stream stage times of the two sizes scaled from the recorded ones."""
+    count = result.extra.chunks[0]
+    sizes = [count + count // 4] * 3
+    sizes.append(4 * count - sum(sizes))
+    measurements = []
+    for m in result.measurements:
+        if m.group == "gpu" and m.kind == "pinned, 1 stream":
+            for size in sorted(set(sizes)):
+                factor = size / count
+                measurements.append(
+                    dataclasses.replace(
+                        m,
+                        bytes=4 * size,
+                        samples_ms=[s * factor for s in m.samples_ms],
+                        events_ms=[s * factor for s in m.events_ms],
+                    )
+                )
+        else:
+            measurements.append(m)
+    extra = dataclasses.replace(result.extra, chunks=sizes)
+    return dataclasses.replace(result, extra=extra, measurements=measurements)
+
+
+def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():
+    result = uneven_chunks(pipeline())
+    sizes = result.extra.chunks
+    stages = table(summarize(result), "Stages on one stream")
+    per_chunk = {}
+    for stage, name in (("h2d", "[CUDA memcpy HtoD]"), ("kernel", "busyWork"),
+                        ("d2h", "[CUDA memcpy DtoH]")):  # fmt: skip
+        total = sum(
+            statistics.median(
+                the(
+                    result, group="gpu", operation=stage, kind="pinned, 1 stream", nbytes=4 * size
+                ).samples_ms
+            )
+            for size in sizes
+        )
+        per_chunk[stage] = (total, total / len(sizes))
+        assert cell(stages, "Total", name) == format_ms(total)
+        assert cell(stages, "Per chunk", name) == format_ms(total / len(sizes))
+    longest = max(per_chunk, key=lambda stage: per_chunk[stage][0])
+    ideal = per_chunk[longest][0] + sum(
+        chunk for stage, (_, chunk) in per_chunk.items() if stage != longest
+    )
+    note = table(summarize(result), "Whole pipeline").notes[0]
+    assert note.startswith(f"Ideal overlapped time {format_ms(ideal)}: ")

@@ -1,0 +1,182 @@
+"""trace's advice on both sides of each edge, from the recorded traces of a PyCUDA and a
+PyTorch program on the H200 (tests/fixtures/h200_trace_pycuda.json, h200_trace_torch.json)
+with their copy groups or this GPU's figures edited:
+- pageable copies of 64 KiB or more: "pin them" only where pinned copies at this GPU's
+  bandwidth would be faster than they were, the small ones left to the small-copy advice;
+- copies under 64 KiB: set against pageable figures where at least half came from pageable
+  memory, else against pinned ones; "did not pay" where batching was no faster;
+- blocked copies: synchronous calls and asynchronous ones from or to pageable memory, each
+  copy counted once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from memprof.experiments import summarize
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.results import Result
+from tests.verdict_tools import conclusion, fixture
+
+
+def pycuda() -> Result:
+    return fixture("h200_trace_pycuda")
+
+
+def torch() -> Result:
+    return fixture("h200_trace_torch")
+
+
+def with_extra(result: Result, **changes) -> Result:
+    return dataclasses.replace(result, extra=dataclasses.replace(result.extra, **changes))
+
+
+def group(result: Result, direction: str, source: str, destination: str):
+    (found,) = [
+        g
+        for g in result.extra.copies
+        if (g.direction, g.source, g.destination) == (direction, source, destination)
+    ]
+    return found
+
+
+def with_group(result: Result, direction: str, source: str, destination: str, **changes):
+    copies = [
+        dataclasses.replace(g, **changes)
+        if (g.direction, g.source, g.destination) == (direction, source, destination)
+        else g
+        for g in result.extra.copies
+    ]
+    return with_extra(result, copies=copies)
+
+
+def with_pinned(result: Result, h2d_gb_per_s: float) -> Result:
+    return with_extra(
+        result, pinned_bandwidth={**result.extra.pinned_bandwidth, "h2d_gb_per_s": h2d_gb_per_s}
+    )
+
+
+# -- pageable copies ------------------------------------------------------------------------
+
+
+def large_pageable(result: Result) -> tuple[int, int, float]:
+    """(calls, bytes, GPU ms) of the pageable copies host → device of 64 KiB or more."""
+    g = group(result, "HtoD", "pageable", "device")
+    return g.calls - g.small_calls, g.bytes - g.small_bytes, g.gpu_ms - g.small_gpu_ms
+
+
+@pytest.mark.parametrize("trace", [pycuda, torch])
+@pytest.mark.parametrize(("pinned_share", "pins"), [(1.05, True), (0.95, False)])
+def test_pinning_is_advised_only_where_pinned_copies_would_be_faster(trace, pinned_share, pins):
+    calls, nbytes, gpu_ms = large_pageable(trace())
+    achieved = nbytes / (gpu_ms / 1e3) / 1e9
+    pinned = pinned_share * achieved
+    result = with_pinned(trace(), pinned)
+    line = conclusion(summarize(result), "pageable HtoD copies of 64 KiB or more")
+    assert line.startswith(
+        f"{calls} pageable HtoD copies of 64 KiB or more moved {format_bytes(nbytes)} in "
+        f"{format_ms(gpu_ms)} on the GPU"
+    )
+    if pins:
+        would = nbytes / (pinned * 1e9) * 1e3
+        assert f"from pinned memory they would take about {format_ms(would)}" in line
+        assert "Allocate those host buffers pinned" in line
+    else:
+        assert f"at {format_gb_per_s(achieved)} GB/s: no slower than pinned copies" in line
+        assert "pinning would not speed them up" in line
+
+
+def test_pageable_copies_without_small_ones_say_how_long_their_calls_held_the_host():
+    result = pycuda()
+    g = group(result, "DtoH", "device", "pageable")
+    line = conclusion(summarize(result), "pageable DtoH")
+    assert line.startswith(
+        f"{g.calls} pageable DtoH copies moved {format_bytes(g.bytes)} in {format_ms(g.gpu_ms)} "
+        f"on the GPU (their calls held the host {format_ms(g.call_ms)})"
+    )
+
+
+# -- small copies -----------------------------------------------------------------------------
+
+
+def small_line(result: Result) -> str:
+    return conclusion(summarize(result), "under 64 KiB (")
+
+
+def test_half_of_the_small_copies_from_pageable_memory_are_set_against_pageable_figures():
+    result = pycuda()  # 50 pageable and 50 pinned small copies: half
+    cost = next(c for c in result.extra.small_copies.costs if c.bytes == 4096)
+    line = small_line(result)
+    assert (
+        f"On this GPU 128 copies of 4 KiB from pageable memory cost {format_ms(cost.pageable_ms)} "
+        f"per copy one call each and {format_ms(cost.gathered_ms)} gathered into one pinned "
+        f"buffer and copied once: {cost.pageable_ms / cost.gathered_ms:.1f}x faster"
+    ) in line
+
+
+def test_fewer_than_half_from_pageable_memory_are_set_against_pinned_and_one_batch():
+    result = with_group(
+        pycuda(),
+        "HtoD",
+        "pageable",
+        "device",
+        small_calls=49,
+        small_bytes=49 * 4096,
+        calls=63,
+        bytes=group(pycuda(), "HtoD", "pageable", "device").bytes - 4096,
+    )
+    cost = next(c for c in result.extra.small_copies.costs if c.bytes == 4096)
+    line = small_line(result)
+    assert (
+        f"128 copies of 4 KiB from pinned memory cost {format_ms(cost.pinned_ms)} per copy one "
+        f"call each and {format_ms(cost.batched_ms)} in one cuMemcpyBatchAsync: "
+        f"{cost.pinned_ms / cost.batched_ms:.1f}x faster"
+    ) in line
+
+
+def test_batching_that_was_no_faster_is_said_to_have_not_paid():
+    result = pycuda()
+    costs = [
+        dataclasses.replace(c, gathered_ms=c.pageable_ms * 1.01)
+        for c in result.extra.small_copies.costs
+    ]
+    small = dataclasses.replace(result.extra.small_copies, costs=costs)
+    line = small_line(with_extra(result, small_copies=small))
+    assert "On this GPU batching did not pay: 128 copies of 4 KiB from pageable memory" in line
+
+
+def test_small_copies_are_counted_apart_from_large_ones_and_their_time_per_copy():
+    result = pycuda()
+    small = [g for g in result.extra.copies if g.small_calls]
+    calls = sum(g.small_calls for g in small)
+    gpu_ms = sum(g.small_gpu_ms for g in small)
+    nbytes = sum(g.small_bytes for g in small)
+    line = small_line(result)
+    assert line.startswith(
+        f"{calls} copies under 64 KiB (50 HtoD pageable -> device, 50 HtoD pinned -> device) "
+        f"moved {format_bytes(nbytes)} in {format_ms(gpu_ms)} on the GPU, "
+        f"{format_ms(gpu_ms / calls)} each"
+    )
+
+
+# -- blocked copies ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("synchronous", "expected"), [(0, 74), (30, 74), (64, 74)])
+def test_each_blocked_copy_is_counted_once_synchronous_or_staged(synchronous, expected):
+    # the pageable copies host → device: `synchronous` of the 64 made with blocking calls
+    result = with_group(torch(), "HtoD", "pageable", "device", blocking_calls=synchronous)
+    line = conclusion(summarize(result), "blocked the host")
+    assert line.startswith(f"{expected} copies blocked the host until they finished")
+    staged = expected - synchronous
+    if synchronous:
+        assert f"{synchronous} made with synchronous calls" in line
+    assert f"{staged} asynchronous calls from or to pageable memory" in line
+
+
+def test_synchronous_copies_from_pinned_memory_block_too():
+    result = with_group(pycuda(), "HtoD", "pinned", "device", blocking_calls=3)
+    line = conclusion(summarize(result), "blocked the host")
+    assert line.startswith("77 copies blocked the host until they finished: 77 made with")
