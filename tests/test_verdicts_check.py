@@ -9,8 +9,6 @@ wrong figure or ceiling in memprof moves the verdict and fails the test.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from memprof.experiments import check, summarize
@@ -18,6 +16,7 @@ from memprof.model.device import pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_gb_per_s
 from memprof.model.gpustate import NvLink, OtherProcess
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import (
     cell_where,
     fixture,
@@ -236,7 +235,7 @@ def reference_at(folder, share: float, power: int | None = None) -> Result:
         factor = nbytes / reference.extra.bytes_per_copy  # the same GB/s at the new size
         host = ("h2d", "d2h", "h2d_at_once", "d2h_at_once")
         measurements = [
-            dataclasses.replace(
+            replace(
                 m,
                 bytes=nbytes,
                 samples_ms=[s * factor for s in m.samples_ms],
@@ -246,10 +245,10 @@ def reference_at(folder, share: float, power: int | None = None) -> Result:
             else m
             for m in reference.measurements
         ]
-        reference = dataclasses.replace(
+        reference = replace(
             reference,
-            parameters=dataclasses.replace(reference.parameters, power=power),
-            extra=dataclasses.replace(reference.extra, bytes_per_copy=nbytes),
+            parameters=replace(reference.parameters, power=power),
+            extra=replace(reference.extra, bytes_per_copy=nbytes),
             measurements=measurements,
         )
     (folder / "h200.json").write_text(reference.to_json())
@@ -347,9 +346,9 @@ def test_a_pair_both_at_once_is_judged_on_its_worse_direction(share, expected):
 
 def test_a_pair_that_cannot_reach_each_other_both_ways_warns_and_is_not_judged():
     result = pairs()
-    one_way = dataclasses.replace(
+    one_way = replace(
         result,
-        extra=dataclasses.replace(result.extra, peer_access=[[True, True], [False, True]]),
+        extra=replace(result.extra, peer_access=[[True, True], [False, True]]),
         measurements=[],  # a pair without peer access both ways is not measured
     )
     found = lines_of_pairs(one_way)
@@ -363,10 +362,10 @@ def lines_of_pairs(result: Result) -> dict[str, str]:
 
 def test_a_pair_without_nvlink_is_judged_against_the_slower_pcie_link():
     result = pairs()
-    gen4 = dataclasses.replace(
+    gen4 = replace(
         result,
         gpu_states=[
-            dataclasses.replace(
+            replace(
                 s,
                 nvlinks=[NvLink(0, False, None, None, None, None)],
                 pcie_generation=4 if s.index == 1 else s.pcie_generation,

@@ -14,7 +14,6 @@ runs (tests/fixtures/h200_*.json) with one step moved:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 
@@ -23,6 +22,7 @@ import pytest
 from memprof.experiments import summarize
 from memprof.model.formatting import format_gb_per_s
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import (
     conclusion,
     edited,
@@ -248,13 +248,11 @@ def test_uva_says_whether_the_addresses_were_equal_and_how_far_apart_the_pointer
     slower = scaled(result, 1.2, operation="kernel", kind="uva")
     assert "(20% apart)" in summarize(slower).conclusions[0]
     pointers = result.extra.pointers
-    apart = dataclasses.replace(
+    apart = replace(
         result,
-        extra=dataclasses.replace(
+        extra=replace(
             result.extra,
-            pointers=dataclasses.replace(
-                pointers, a=dataclasses.replace(pointers.a, device=pointers.a.device + 4096)
-            ),
+            pointers=replace(pointers, a=replace(pointers.a, device=pointers.a.device + 4096)),
         ),
     )
     assert (
@@ -323,7 +321,7 @@ def test_device_bandwidth_is_each_kernels_best_run_against_hbms_peak():
     # a slow run more leaves the best run's figure as it was
     outlier = edited(
         result,
-        lambda m: dataclasses.replace(m, samples_ms=[*m.samples_ms, 10 * max(m.samples_ms)]),
+        lambda m: replace(m, samples_ms=[*m.samples_ms, 10 * max(m.samples_ms)]),
         group="gpu",
         operation="kernel",
     )

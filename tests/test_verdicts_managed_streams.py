@@ -11,7 +11,6 @@ runs (tests/fixtures/h200_managed.json, h200_streams.json) with one step moved:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import statistics
 from types import SimpleNamespace
 
@@ -22,6 +21,7 @@ from memprof.core.measure import StreamsRun
 from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the
 
 # -- managed ----------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def uneven_chunks(result: Result) -> Result:
             for size in sorted(set(sizes)):
                 factor = size / count
                 measurements.append(
-                    dataclasses.replace(
+                    replace(
                         m,
                         bytes=4 * size,
                         samples_ms=[s * factor for s in m.samples_ms],
@@ -198,8 +198,8 @@ def uneven_chunks(result: Result) -> Result:
                 )
         else:
             measurements.append(m)
-    extra = dataclasses.replace(result.extra, chunks=sizes)
-    return dataclasses.replace(result, extra=extra, measurements=measurements)
+    extra = replace(result.extra, chunks=sizes)
+    return replace(result, extra=extra, measurements=measurements)
 
 
 def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():

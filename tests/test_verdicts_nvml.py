@@ -8,12 +8,11 @@ from a recorded run's header (memprof.model.gpustate.state_warnings) and `mempro
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from memprof.core.nvml import Watch
 from memprof.model.gpustate import CLOCK_REASONS, GpuState, state_warnings
+from tests.conftest import replace
 from tests.fake_nvml import FakeGpu, FakePynvml
 from tests.verdict_tools import fixture
 
@@ -54,7 +53,7 @@ def test_the_link_kept_is_the_fastest_generation_and_widest_width_sampled(sample
     [((5, 16), False), ((4, 16), True), ((5, 8), True), ((4, 8), True)],
 )
 def test_a_link_below_its_maximum_in_generation_or_width_is_warned(link, below):
-    state = dataclasses.replace(
+    state = replace(
         fixture("h200_check").gpu_states[0], pcie_generation=link[0], pcie_width=link[1]
     )
     assert state.link_below_max is below
@@ -114,14 +113,14 @@ def test_which_reasons_hold_clocks_down_and_which_are_severe():
     [([], False), (["gpu_idle", "sync_boost"], False), (["sw_power_cap"], True)],
 )
 def test_clocks_held_down_are_warned_in_the_header(reasons, warned):
-    state = dataclasses.replace(fixture("h200_check").gpu_states[0], clock_reasons=reasons)
+    state = replace(fixture("h200_check").gpu_states[0], clock_reasons=reasons)
     lines = [line for line in state_warnings(state) if "clocks were held down" in line]
     assert bool(lines) is warned
 
 
 @pytest.mark.parametrize(("now", "warned"), [(3201, False), (3200, True), (1593, True)])
 def test_a_memory_clock_below_its_maximum_is_warned_and_one_at_it_is_not(now, warned):
-    state = dataclasses.replace(fixture("h200_check").gpu_states[0], memory_clock_mhz=now)
+    state = replace(fixture("h200_check").gpu_states[0], memory_clock_mhz=now)
     assert state.memory_clock_below_max is warned
     lines = [line for line in state_warnings(state) if "memory clock was" in line]
     assert bool(lines) is warned

@@ -11,13 +11,12 @@ with their copy groups or this GPU's figures edited:
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from memprof.experiments import summarize
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import conclusion, fixture
 
 
@@ -30,7 +29,7 @@ def torch() -> Result:
 
 
 def with_extra(result: Result, **changes) -> Result:
-    return dataclasses.replace(result, extra=dataclasses.replace(result.extra, **changes))
+    return replace(result, extra=replace(result.extra, **changes))
 
 
 def group(result: Result, direction: str, source: str, destination: str):
@@ -44,7 +43,7 @@ def group(result: Result, direction: str, source: str, destination: str):
 
 def with_group(result: Result, direction: str, source: str, destination: str, **changes):
     copies = [
-        dataclasses.replace(g, **changes)
+        replace(g, **changes)
         if (g.direction, g.source, g.destination) == (direction, source, destination)
         else g
         for g in result.extra.copies
@@ -138,11 +137,8 @@ def test_fewer_than_half_from_pageable_memory_are_set_against_pinned_and_one_bat
 
 def test_batching_that_was_no_faster_is_said_to_have_not_paid():
     result = pycuda()
-    costs = [
-        dataclasses.replace(c, gathered_ms=c.pageable_ms * 1.01)
-        for c in result.extra.small_copies.costs
-    ]
-    small = dataclasses.replace(result.extra.small_copies, costs=costs)
+    costs = [replace(c, gathered_ms=c.pageable_ms * 1.01) for c in result.extra.small_copies.costs]
+    small = replace(result.extra.small_copies, costs=costs)
     line = small_line(with_extra(result, small_copies=small))
     assert "On this GPU batching did not pay: 128 copies of 4 KiB from pageable memory" in line
 

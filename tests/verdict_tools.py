@@ -7,34 +7,28 @@ Figures are moved by scaling the recorded samples of the measurements that make 
 (samples_ms, throughput_ms, events_ms alike, so they still agree): GB/s is divided by the
 factor, a time multiplied. The scale is computed from the recorded figure, so the figure
 lands where the test wants it whatever the recording says. Edits are made on the loaded
-Result (dataclasses.replace), never on the fixture files.
+Result (tests.conftest.replace), never on the fixture files.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from memprof.experiments import load, summarize
+from memprof.experiments import summarize
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
+from tests.conftest import _loaded, replace
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@functools.cache
-def _loaded(name: str) -> Result:
-    return load(FIXTURES / f"{name}.json")
 
 
 def fixture(name: str) -> Result:
     """A Result recorded on the GPU machine, by its file name without .json: loaded (and
     checked) once, each test given its own Result object (edits never change it in place)."""
-    return dataclasses.replace(_loaded(name))
+    return _loaded(FIXTURES / f"{name}.json")
 
 
 def matches(
@@ -73,12 +67,12 @@ def edited(result: Result, edit: Callable[[Measurement], Measurement | None], **
                 continue
         measurements.append(m)
     assert found, f"no measurement matches {match}"
-    return dataclasses.replace(result, measurements=measurements)
+    return replace(result, measurements=measurements)
 
 
 def times(m: Measurement, factor: float) -> Measurement:
     """The measurement with every timed sample multiplied by factor."""
-    return dataclasses.replace(
+    return replace(
         m,
         samples_ms=[s * factor for s in m.samples_ms],
         throughput_ms=[s * factor for s in m.throughput_ms],
@@ -94,10 +88,10 @@ def scaled(result: Result, factor: float, **match) -> Result:
 def with_samples(result: Result, samples_ms: list[float], **match) -> Result:
     """Every matching measurement's single-operation samples replaced (no batches)."""
 
-    def replace(m: Measurement) -> Measurement:
-        return dataclasses.replace(m, samples_ms=list(samples_ms), events_ms=[])
+    def single(m: Measurement) -> Measurement:
+        return replace(m, samples_ms=list(samples_ms), events_ms=[])
 
-    return edited(result, replace, **match)
+    return edited(result, single, **match)
 
 
 def per_operation_ms(m: Measurement) -> float:
@@ -110,19 +104,19 @@ def gb_per_s(nbytes: float, milliseconds: float) -> float:
 
 
 def with_states(result: Result, **changes) -> Result:
-    """The result with every GPU state's fields changed (gpu_states are dataclasses)."""
-    states = [dataclasses.replace(state, **changes) for state in result.gpu_states or []]
+    """The result with every GPU state's fields changed ."""
+    states = [replace(state, **changes) for state in result.gpu_states or []]
     assert states, "the fixture records no GPU state"
-    return dataclasses.replace(result, gpu_states=states)
+    return replace(result, gpu_states=states)
 
 
 def with_state(result: Result, index: int, **changes) -> Result:
     """The result with GPU `index`'s state changed."""
     states = [
-        dataclasses.replace(state, **changes) if state.index == index else state
+        replace(state, **changes) if state.index == index else state
         for state in result.gpu_states or []
     ]
-    return dataclasses.replace(result, gpu_states=states)
+    return replace(result, gpu_states=states)
 
 
 # -- reading what the summary says --------------------------------------------------------
