@@ -13,6 +13,7 @@ Result (tests.conftest.replace), never on the fixture files.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from memprof.experiments import summarize
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
-from tests.conftest import _loaded, replace
+from tests.conftest import _loaded, as_printed, replace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -129,16 +130,31 @@ def table(summary: Summary, title: str) -> Table:
     return found[0]
 
 
+def header_index(t: Table, header: str) -> int:
+    """Where the column `header` is: its header exactly, or `header` with the unit a column of
+    times is written in ("pinned" finds "pinned (us)")."""
+    found = [
+        i
+        for i, name in enumerate(t.headers)
+        if name == header or re.fullmatch(re.escape(header) + r" \((ns|us|ms|s)\)", name)
+    ]
+    assert len(found) == 1, (t.title, header, t.headers)
+    return found[0]
+
+
 def column(t: Table, header: str) -> list[str]:
-    index = t.headers.index(header)
-    return [row[index] for row in t.rows]
+    """The column's cells, each time as nvprof prints it (as_printed)."""
+    index = header_index(t, header)
+    return [as_printed(row[index], t.headers[index]) for row in t.rows]
 
 
 def cell(t: Table, header: str, *labels: str) -> str:
-    """The cell under `header` of the one row whose first cells are `labels`."""
+    """The cell under `header` of the one row whose first cells are `labels`, a time as
+    nvprof prints it (as_printed: "1.0000ms" where the column is written in us)."""
     rows = [row for row in t.rows if row[: len(labels)] == list(labels)]
     assert len(rows) == 1, (t.title, labels, [row[: len(labels)] for row in t.rows])
-    return rows[0][t.headers.index(header)]
+    index = header_index(t, header)
+    return as_printed(rows[0][index], t.headers[index])
 
 
 def conclusion(summary: Summary, words: str) -> str:
@@ -159,7 +175,8 @@ def close(a: float, b: float, rel: float = 1e-9) -> bool:
 
 def cell_where(t: Table, key_header: str, key: str, header: str) -> str:
     """The cell under `header` of the one row whose `key_header` cell is `key`."""
-    index = t.headers.index(key_header)
+    index = header_index(t, key_header)
     rows = [row for row in t.rows if row[index] == key]
     assert len(rows) == 1, (t.title, key, [row[index] for row in t.rows])
-    return rows[0][t.headers.index(header)]
+    found = header_index(t, header)
+    return as_printed(rows[0][found], t.headers[found])
