@@ -50,7 +50,18 @@ def copy_ms(result: Result, direction: str, kind: str) -> float:
 
 
 def pinned_copies_at(result: Result, direction: str, share_of_pageable: float) -> Result:
-    """Pinned copies of one direction moved to `share` x the time of pageable ones."""
+    """Pinned copies of one direction moved to `share` x the time of pageable ones; at 1, given
+    pageable's very timings (a tie scaled there could round either side of it)."""
+    if share_of_pageable == 1:
+        pageable = the(result, group="gpu", operation=direction, kind="pageable")
+        timings = {
+            "samples_ms": pageable.samples_ms,
+            "throughput_ms": pageable.throughput_ms,
+            "events_ms": pageable.events_ms,
+        }
+        return edited(
+            result, lambda m: replace(m, **timings), group="gpu", operation=direction, kind="pinned"
+        )
     factor = share_of_pageable * copy_ms(result, direction, "pageable")
     factor /= copy_ms(result, direction, "pinned")
     return scaled(result, factor, group="gpu", operation=direction, kind="pinned")
