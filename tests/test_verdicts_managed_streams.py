@@ -17,11 +17,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from memprof.core.measure import StreamsRun
+from memprof.core.measure import Repetitions, StreamsRun
 from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
-from tests.conftest import replace
+from tests.conftest import array_bytes, replace
 from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the
 
 # -- managed ----------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ def test_the_first_launch_is_set_against_a_resident_one_and_what_it_moved():
     result = managed()
     on_demand = median(result, "gpu", "kernel_first", "managed")
     resident = median(result, "gpu", "kernel", "managed")
-    moved = 3 * result.extra.bytes_per_array
+    moved = 3 * array_bytes(result)  # the kernel's three arrays, from its Params
     line = conclusion(summarize(result), "On-demand migration")
     assert line.startswith(
         f"On-demand migration made the first launch {on_demand / resident:.0f}x slower than a "
@@ -106,7 +106,10 @@ def total_ms(result: Result, label: str) -> float:
 
 
 def ideal_ms(result: Result) -> float:
-    chunks = len(result.extra.chunks)
+    params = result.parameters
+    sizes = chunk_sizes(1 << params.power, params.streams)
+    assert len(set(sizes)) == 1, sizes  # chunks of one size: each stage's total is N chunks
+    chunks = len(sizes)
     stages = {stage: stage_ms(result, stage) for stage in ("h2d", "kernel", "d2h")}
     longest = max(stages, key=stages.get)
     return chunks * stages[longest] + sum(ms for s, ms in stages.items() if s != longest)
@@ -156,6 +159,8 @@ def test_pageable_memory_needs_pinned_from_fifteen_percent_slower_than_the_overl
 class _Profiler:
     """Runs whose total times come in the order given."""
 
+    repetitions = Repetitions()  # the noise target; --repeat N makes it N exactly
+
     def __init__(self, totals: list[float]) -> None:
         self.totals = iter(totals)
 
@@ -177,34 +182,44 @@ def test_the_run_kept_is_the_one_of_median_total_time(totals):
     assert run.total_ms == sorted(timed)[len(timed) // 2]
 
 
-def uneven_chunks(result: Result) -> Result:
-    """The last chunk the remainder, as chunk_bounds makes it where the chunks do not divide
-    the data: the one-stream stage times of the two sizes scaled from the recorded ones."""
-    count = result.extra.chunks[0]
-    sizes = [count + count // 4] * 3
-    sizes.append(4 * count - sum(sizes))
+def chunk_sizes(elements: int, chunks: int) -> list[int]:
+    """Elements of each chunk: `chunks` of one size rounded up, the last the remainder."""
+    size = -(-elements // chunks)
+    return [min(size, elements - start) for start in range(0, elements, size)]
+
+
+def uneven_chunks(result: Result, power: int = 4, streams: int = 6) -> Result:
+    """The run of 2^power elements cut for `streams` (16 for 6: five chunks of 3 and the
+    remainder, 1): the one-stream stage times of each size scaled from the recorded chunk's
+    (the largest taking its time, the others in proportion), the modes labelled with the new
+    count of streams."""
+    recorded_streams = result.parameters.streams
+    sizes = chunk_sizes(1 << power, streams)
+    assert len(set(sizes)) == 2 and len(sizes) == streams, sizes
     measurements = []
     for m in result.measurements:
         if m.group == "gpu" and m.kind == "pinned, 1 stream":
             for size in sorted(set(sizes)):
-                factor = size / count
+                factor = size / max(sizes)
                 measurements.append(
                     replace(
                         m,
                         bytes=4 * size,
                         samples_ms=[s * factor for s in m.samples_ms],
+                        throughput_ms=[s * factor for s in m.throughput_ms],
                         events_ms=[s * factor for s in m.events_ms],
                     )
                 )
         else:
-            measurements.append(m)
-    extra = replace(result.extra, chunks=sizes)
-    return replace(result, extra=extra, measurements=measurements)
+            kind = (m.kind or "").replace(f"{recorded_streams} streams", f"{streams} streams")
+            measurements.append(replace(m, kind=kind or m.kind))
+    parameters = replace(result.parameters, power=power, streams=streams)
+    return replace(result, parameters=parameters, measurements=measurements)
 
 
 def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():
     result = uneven_chunks(pipeline())
-    sizes = result.extra.chunks
+    sizes = chunk_sizes(1 << result.parameters.power, result.parameters.streams)
     stages = table(summarize(result), "Stages on one stream")
     per_chunk = {}
     for stage, name in (("h2d", "[CUDA memcpy HtoD]"), ("kernel", "busyWork"),
