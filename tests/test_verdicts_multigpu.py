@@ -127,7 +127,7 @@ def test_both_directions_are_set_against_the_faster_direction_alone():
 
 def latency_us(result: Result, a: int, b: int) -> float:
     m = the(result, group="gpu", operation="latency", gpus=(a, b))
-    return m.stats.median_ms * 1e3 / result.extra.latency_steps
+    return m.stats.median_ms * 1e3 / result.parameters.latency_steps  # loads per sample
 
 
 def test_latency_is_per_dependent_load_and_set_against_the_reading_gpus_own():
