@@ -148,6 +148,37 @@ def test_fewer_than_half_from_pageable_memory_are_set_against_pinned_and_one_bat
     ) in line
 
 
+@pytest.mark.parametrize(
+    ("average_kib", "cited"), [(7, 4 << 10), (9, 16 << 10), (31, 16 << 10), (33, 64 << 10)]
+)
+def test_the_size_cited_is_the_measured_one_nearest_the_average_small_copy(average_kib, cited):
+    """Measured at 4, 16, 64 and 256 KiB: the nearest on a log scale (8 KiB and 32 KiB lie
+    half way), not the smallest."""
+    result = pycuda()
+    for source in ("pageable", "pinned"):
+        g = group(result, "HtoD", source, "device")
+        small_bytes = g.small_calls * average_kib * 1024
+        result = with_group(
+            result,
+            "HtoD",
+            source,
+            "device",
+            small_bytes=small_bytes,
+            bytes=g.bytes - g.small_bytes + small_bytes,
+        )
+    assert [c.bytes for c in result.extra.small_copies.costs] == [
+        4 << 10,
+        16 << 10,
+        64 << 10,
+        256 << 10,
+    ]
+    cost = next(c for c in result.extra.small_copies.costs if c.bytes == cited)
+    assert (
+        f"128 copies of {format_bytes(cited)} from pageable memory cost "
+        f"{format_ms(cost.pageable_ms)} per copy"
+    ) in small_line(result)
+
+
 def test_batching_that_was_no_faster_is_said_to_have_not_paid():
     result = pycuda()
     costs = [replace(c, gathered_ms=c.pageable_ms * 1.01) for c in result.extra.small_copies.costs]
