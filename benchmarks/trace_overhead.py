@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -91,8 +92,9 @@ def marked_lines() -> dict[str, str]:
     """`resnet_train.py:NN` of each `# memprof-line: NAME` comment, by name."""
     marks = {}
     for number, text in enumerate((ROOT / EXAMPLE).read_text().splitlines(), 1):
-        if "# memprof-line: " in text:
-            marks[text.split("# memprof-line: ")[1].strip()] = f"resnet_train.py:{number}"
+        found = re.search(r"# memprof-line: (\w+)\s*$", text)  # ends a line of code, not prose
+        if found:
+            marks[found[1]] = f"resnet_train.py:{number}"
     return marks
 
 
