@@ -13,7 +13,9 @@ copies are named as memprof's Where tables name them. copy_functions: each copy'
 the first frame of the operator that made it, or of the nearest operator around it that has a
 stack (torch's stack is innermost first), in a file under
 the script's folder, as `memprof trace` names them (paths relative to that folder);
-copies whose operator has no such frame count under "(none)".
+copies whose operator has no such frame count under "(none)". A record_function range that
+torch draws on the GPU's timeline (optimizer.step's, once a step) is no kernel: it is counted
+apart, under gpu_annotations_not_counted.
 """
 
 from __future__ import annotations
@@ -94,8 +96,12 @@ def main() -> int:
     events = profiler.events()
     kernels = memsets = 0
     copies: Counter = Counter()
+    annotations: Counter = Counter()  # record_function ranges drawn on the GPU's timeline
     for event in events:
         if event.device_type != DeviceType.CUDA:
+            continue
+        if getattr(event, "is_user_annotation", False):  # optimizer.step's range, say
+            annotations[event.name.split("#")[0]] += 1
             continue
         activity = copy_activity(event.name)
         if activity is not None:
@@ -121,6 +127,7 @@ def main() -> int:
         "kernels": kernels,
         "memsets": memsets,
         "copies": dict(copies),
+        "gpu_annotations_not_counted": dict(annotations),
         "copy_functions": dict(lines),
         "events_with_stacks": sum(1 for event in events if event.stack),
         "copy_makers": makers[:3],

@@ -161,6 +161,8 @@ def main() -> int:
         for activity, count in sorted(figures["copies"].items()):
             print(f"  {'':<15} {activity}: {count}")
     reference = seen["torch.profiler"]
+    for name, count in sorted(reference.get("gpu_annotations_not_counted", {}).items()):
+        print(f"  {'':<15} (a range torch draws on the GPU, not a kernel: {name} x{count})")
     for label in ("traced", "no lines"):
         for key in ("kernels", "memsets", "copies"):
             if seen[label][key] != reference[key]:
