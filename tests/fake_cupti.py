@@ -203,6 +203,34 @@ class FakeCupti:
         data = SimpleNamespace(callback_site=site, correlation_id=correlation, function_name=name)
         callback(userdata, domain, cbid, data)
 
+    def enter_from_a_c_thread(self, name: str) -> int:
+        """The entry callback of a call made by a thread with no Python frame at all (the
+        driver calling back into Python from a thread PyTorch's autograd engine started in
+        C++): the callback's own frame is the only one on that thread. Returns its id."""
+        import ctypes
+        import functools
+
+        self.correlation += 7
+        domain, cbid = int(DOMAIN[name]), CBID[name]
+        callback, userdata = self.subscriber
+        data = SimpleNamespace(
+            callback_site=ApiCallbackSite.API_ENTER,
+            correlation_id=self.correlation,
+            function_name=name,
+        )
+        start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.py_object)
+        # a C function object calls the callback: no Python frame under it
+        routine = start_routine(functools.partial(callback, userdata, domain, cbid))
+        libc = ctypes.CDLL(None)
+        create, join = libc.pthread_create, libc.pthread_join
+        create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, start_routine,
+                           ctypes.c_void_p]  # fmt: skip
+        join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+        thread = ctypes.c_ulong()
+        assert create(ctypes.byref(thread), None, routine, id(data)) == 0
+        assert join(thread, None) == 0
+        return self.correlation
+
     # -- what the driver and the GPU do -------------------------------------------------
 
     def _record(self, kind: ActivityKind, **fields) -> None:

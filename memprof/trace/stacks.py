@@ -284,7 +284,7 @@ class StackRecorder:
             correlation = data.correlation_id
             if correlation in self.stacks or correlation in self.own:  # a runtime call's
                 return  # driver call: done
-            stack = self._stack(sys._getframe(1))
+            stack = self._stack(sys._getframe().f_back)  # None on a thread born in C
             if stack == OWN:
                 self.own.add(correlation)
             elif stack is not None:
