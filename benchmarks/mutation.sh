@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mutation score of the code that decides what a user reads: every verdict, threshold and
 # crossover (each experiment's conclusions, memprof check), the ceilings, NVML's GPU state,
-# verification and statistics (issue 22). tools/mutate.py plants one small bug at a time and
+# verification and statistics, and the loader's generic refusals (figures, measures, a run's
+# records held against each other) (issue 22). tools/mutate.py plants one small bug at a time and
 # runs the CPU tests that reach its line; the suite runs once first to learn which those are.
 #
 #   benchmarks/mutation.sh                 # every module below, one child at a time
@@ -22,8 +23,11 @@ MODULES=(
   memprof/core/nvml.py:_state,seen_reasons,others
   memprof/core/verify.py
   memprof/model/statistics.py
-  memprof/experiments/common.py:stops_at,gb_per_s_by_key,host_side,pageable_ceiling
-  memprof/experiments/pinned.py:summarize,_transfers,_conclusion,_per_copy_ms
+  memprof/experiments/common.py:stops_at,figures_by_key,largest_batch,gpu_timing
+  memprof/model/figures.py
+  memprof/model/measures.py
+  memprof/experiments/base.py:check_result,_check_noise_target,check_gpu_states,_check_link_against_facts,_check_kinds_the_gpu_has
+  memprof/experiments/pinned.py:summarize,_transfers,_conclusion
   memprof/experiments/zerocopy.py:summarize,_conclusions,_pageable_conclusion
   memprof/experiments/uva.py:summarize
   memprof/experiments/managed.py:summarize,_conclusion
