@@ -44,3 +44,25 @@ def test_every_planted_bug_finds_its_line_once():
         if sum(line.strip() == plant.before for line in lines) != 1 or plant.after == plant.before:
             stale.append(plant.number)
     assert stale == []
+
+
+def test_the_mutation_tools_line_recorder_survives_a_test_that_clears_the_tracer():
+    # tests/test_scale.py traces lines itself: it once left sys.settrace(None) behind, and
+    # every test after it (the verdict tests among them) seemed to reach no line
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mutate
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    here = str(Path(__file__).resolve())
+    recorder = mutate._LineRecorder({here})
+    before = sys.gettrace()
+    try:
+        recorder.start()
+        sys.settrace(None)  # what a careless test does
+        recorder.pytest_runtest_logstart("a test", None)
+        defined_names(Path(__file__))  # a function of this file, run "inside" the test
+        recorder.pytest_runtest_logfinish("a test", None)
+    finally:
+        sys.settrace(before)
+    assert any(file == here for file, _ in recorder.by_test["a test"])

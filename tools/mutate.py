@@ -361,6 +361,8 @@ class _LineRecorder:
     def pytest_runtest_logstart(self, nodeid, location):
         self.current = nodeid
         self.by_test.setdefault(nodeid, set())
+        if sys.gettrace() is not self._global:  # a test set its own tracer and cleared it:
+            sys.settrace(self._global)  # every later test would look like it reached nothing
 
     def pytest_runtest_logfinish(self, nodeid, location):
         self.current = None
