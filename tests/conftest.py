@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import functools
 import pickle
+import signal
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# A suite started in the background of a script (`tool &` without job control: a mutation
+# run) inherits SIGINT ignored, and so would every program its Ctrl-C tests start: one
+# pressed there would never arrive. Python's own handler makes the children's SIGINT default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @functools.cache

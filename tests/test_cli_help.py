@@ -5,6 +5,7 @@ defaults, and shell completion is on."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import shlex
 
@@ -105,6 +106,12 @@ def test_default_words_of_each_kind_of_option():
 def test_shell_completion_is_offered_and_answers(monkeypatch):
     text = help_of()
     assert "--install-completion" in text and "--show-completion" in text
+    # with shellingham, typer reads the shell from the process tree, and a run orphaned in
+    # the background (a mutation run's suite) has none: the shell here is bash
+    if importlib.util.find_spec("shellingham") is not None:
+        import shellingham
+
+        monkeypatch.setattr(shellingham, "detect_shell", lambda *_, **__: ("bash", "/bin/bash"))
     shown = runner.invoke(app, ["--show-completion", "bash"])
     assert "_MEMPROF_COMPLETE" in shown.stdout
     monkeypatch.setenv("_MEMPROF_COMPLETE", "complete_bash")
