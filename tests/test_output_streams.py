@@ -205,3 +205,45 @@ def test_the_readmes_pipes_work_in_a_real_shell(tmp_path):
     log = (tmp_path / "log.txt").read_text()
     assert log.startswith("kept\n{") and json.loads(log[5:])["command"] == "pinned"
     assert len(log) == 5 + count
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_a_non_blocking_stdout_gets_every_byte_however_slowly_it_is_read(tmp_path, name):
+    """A CI runner may leave its pipe non-blocking: a buffered write there kept the first
+    64 KiB of 297 KB and still said 'saved'. Every byte arrives, whoever reads slowly."""
+    import fcntl
+    import threading
+    import time
+
+    sweep = ROOT / "tests" / "fixtures" / "h200_sweep.json"
+    assert invoke("report", "-q", sweep, "--json", tmp_path / "file.json").exit_code == 0
+    expected = (tmp_path / "file.json").read_bytes()
+    assert len(expected) > 4 * 65536  # more than a pipe holds
+    reader, writer = os.pipe()
+    flags = fcntl.fcntl(writer, fcntl.F_GETFL)
+    fcntl.fcntl(writer, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    received = bytearray()
+
+    def read_slowly() -> None:
+        time.sleep(0.2)  # the writer fills the pipe and finds it full first
+        while chunk := os.read(reader, 65536):
+            received.extend(chunk)
+
+    thread = threading.Thread(target=read_slowly)
+    thread.start()
+    code = (
+        "import os, sys; sys.argv = ['memprof', 'report', '-q', sys.argv[1], '--json', "
+        "sys.argv[2]]; from memprof.__main__ import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(sweep), name],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    os.close(writer)
+    thread.join()
+    os.close(reader)
+    assert done.returncode == 0, done.stderr.decode()
+    assert bytes(received) == expected

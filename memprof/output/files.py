@@ -226,8 +226,17 @@ def write_output(target: Destination, text: str) -> None:
 
 
 def _write_stdout(text: str) -> None:
-    """To sys.stdout, as bytes where it has a buffer (so no encoding changes a character)."""
+    """To sys.stdout: through its descriptor where it has one, every byte even where it was
+    left non-blocking (a CI runner's pipe: a buffered write there keeps the first 64 KiB and
+    drops the rest); else as bytes to its buffer (so no encoding changes a character)."""
     stream = sys.stdout
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # an in-memory stream (a test runner's)
+        descriptor = None
+    if descriptor is not None:
+        _write_descriptor(descriptor, text.encode("utf-8"))
+        return
     stream.flush()
     buffer = getattr(stream, "buffer", None)
     if buffer is None:
