@@ -19,7 +19,7 @@ from memprof.experiments import load, summarize
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
 from memprof.model.results import Measurement, Result
 from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
-from tests.conftest import FIXTURES, load_fixture
+from tests.conftest import FIXTURES, load_fixture, replace
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 
@@ -78,6 +78,17 @@ def test_peer_rows_name_their_source_and_destination_gpu_and_bus():
     for row in on:
         assert row["gpu_pci_bus_id"] == buses[row["source_gpu"]]
         assert row["limiter"] == "NVLink"
+
+
+def test_a_traced_programs_rows_name_the_gpu_it_ran_on():
+    """A trace records no device facts: its rows, source lines too, take the GPU it was asked
+    for and the name its run recorded, so two traces on two GPUs are told apart."""
+    result = load_fixture("trace_torch")
+    rows = csv_rows(result, summarize(result).figures)
+    assert {row["group"] for row in rows} == {"gpu", "api", "line"}
+    assert {(row["gpu_index"], row["gpu_name"]) for row in rows} == {(0, "NVIDIA H200")}
+    moved = replace(result, parameters=replace(result.parameters, device=1))
+    assert {row["gpu_index"] for row in csv_rows(moved, summarize(moved).figures)} == {1}
 
 
 def test_the_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):

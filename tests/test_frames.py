@@ -81,7 +81,26 @@ def test_a_notebook_shows_the_run_and_one_line_per_table():
     assert f"memprof pinned on NVIDIA H200, {result.created_at} ({result.host})" in shown
     assert "<summary>Transfers of 4 MiB (6 rows)</summary>" in shown
     assert summary.conclusions[0].split(" ")[0] in shown
-    assert repr(result).startswith("<memprof 'pinned' Result: NVIDIA H200")
+    assert repr(result).splitlines() == [
+        f"<memprof 'pinned' Result: NVIDIA H200, {result.created_at}, "
+        f"{len(result.measurements)} measurements, verified>",
+        *(f"  {table.title} ({len(table.rows)} rows)" for table in summary.tables),
+    ]
+
+
+def test_a_traced_programs_repr_and_notebook_name_the_gpu_it_ran_on():
+    result = load(FIXTURES / "h200_trace_torch.json")
+    assert result.device is None  # a trace records no device facts, only the GPU's name
+    assert repr(result).startswith("<memprof 'trace' Result: NVIDIA H200, ")
+    assert "Where: copies HtoD pageable -> device (1 row)" in repr(result)
+    assert "memprof trace on NVIDIA H200, " in result._repr_html_()
+
+
+def test_a_repr_never_raises_on_a_result_that_cannot_be_summarized():
+    result = replace(load(FIXTURES / "h200_pinned_p20.json"), measurements=[])
+    assert repr(result) == (
+        f"<memprof 'pinned' Result: NVIDIA H200, {result.created_at}, 0 measurements, verified>"
+    )
 
 
 def test_strings_in_the_notebook_view_are_shown_never_run():
@@ -95,6 +114,7 @@ def test_without_the_experiments_a_result_says_what_its_frame_needs(monkeypatch)
     result = load(FIXTURES / "h200_device.json")
     monkeypatch.setattr(Result, "views", None)
     assert result._repr_html_() is None  # the notebook falls back to the short repr
+    assert "\n" not in repr(result)  # the headline alone: no tables without the experiment
     with pytest.raises(TypeError, match=r"need memprof\.experiments"):
         result.to_frame()
 

@@ -716,5 +716,17 @@ class ResultViews:
 
         return summary_html(result, summarize(result))
 
+    def table_lines(self, result: Result) -> list[str]:
+        """A line per table of the summary, for the Result's repr; none where the Result
+        cannot be summarized (one made by hand, half filled): a repr never raises."""
+        from memprof.experiments import summarize
+        from memprof.output.notebook import table_lines
+
+        try:
+            summary = summarize(result)
+        except Exception:  # a repr must show something whatever the object holds
+            return []
+        return table_lines(summary)
+
 
 Result.views = ResultViews()

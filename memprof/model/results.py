@@ -282,6 +282,23 @@ class Result(msgspec.Struct, dict=True):
         """The schema version the run was first saved in (this one's, for a fresh Result)."""
         return self.first_schema_version or self.schema_version
 
+    @property
+    def gpu_index(self) -> int | None:
+        """The GPU the run measured: its device facts' index, else (a traced program, which
+        records no device facts) the device it was asked for."""
+        if self.device is not None:
+            return self.device.index
+        asked = getattr(self.parameters, "device", None)
+        return asked if isinstance(asked, int) and not isinstance(asked, bool) else None
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The GPU's name: its device facts', else the one a traced program's run recorded."""
+        if self.device is not None:
+            return self.device.name
+        name = getattr(self.extra, "gpu_name", None)
+        return name if isinstance(name, str) and name else None
+
     def gpu_state(self, index: int | None = None) -> GpuState | None:
         """The recorded state of GPU `index` (the run's own GPU where None), if any."""
         if index is None and self.device is not None:
@@ -323,13 +340,15 @@ class Result(msgspec.Struct, dict=True):
         return cached[1]
 
     def __repr__(self) -> str:
-        """Short, for a notebook: the command, GPU and date, and how much it holds."""
-        gpu = self.device.name if self.device is not None else "no GPU recorded"
-        return (
-            f"<memprof {self.command!r} Result: {gpu}, {self.created_at}, "
-            f"{len(self.measurements)} measurements, "
+        """Short, for a notebook: the command, GPU and date, how much it holds, and a line
+        per table of its summary (their titles and sizes) where its experiment is loaded."""
+        headline = (
+            f"<memprof {self.command!r} Result: {self.gpu_name or 'no GPU recorded'}, "
+            f"{self.created_at}, {len(self.measurements)} measurements, "
             f"{'verified' if self.passed else 'FAILED verification'}>"
         )
+        lines = Result.views.table_lines(self) if Result.views is not None else []
+        return "\n".join([headline, *(f"  {line}" for line in lines)])
 
     # What only the layers above this one make of a Result: its frame and its notebook view
     # need its command's experiment (its figures, its tables), which this model layer does not

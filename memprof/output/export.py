@@ -65,18 +65,20 @@ CSV_COLUMNS = (
 
 def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object]]:
     """Every measurement of `result` with the figures its experiment's summary computed."""
-    device = result.device
     run = {
         "command": literal(result.command),
         "created_at": literal(result.created_at),
         "host": literal(result.host),
         "pid": result.pid,
-        "gpu_name": literal(device.name) if device else "",
+        "gpu_name": literal(result.gpu_name or ""),
     }
+    own = result.gpu_index
+    if own is not None:  # a trace's source lines too are of the run's GPU
+        run |= {"gpu_index": own, "gpu_pci_bus_id": _bus_id(result, own)}
     rows = []
     for one in figures:
         m, stats = one.measurement, one.stats
-        gpus = m.gpus or ((device.index,) if device is not None else ())
+        gpus = m.gpus or ((own,) if own is not None else ())
         gpu = gpus[0] if gpus else ""
         ceiling = one.ceiling
         rows.append(

@@ -24,8 +24,7 @@ def text(value: object) -> str:
 
 def headline(result: Result) -> str:
     """memprof COMMAND on GPU, date, measurements, verified: one line."""
-    gpu = result.device.name if result.device is not None else None
-    gpu = gpu or getattr(result.extra, "gpu_name", None) or "no GPU recorded"
+    gpu = result.gpu_name or "no GPU recorded"
     failed = [check for check in result.checks if not check.passed]
     verdict = f"{len(failed)} checks FAILED" if failed else "verified"
     return (
@@ -43,6 +42,11 @@ def summary_html(result: Result, summary: Summary) -> str:
         parts.append("<ul>" + "".join(f"<li>{text(line)}</li>" for line in lines) + "</ul>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def table_lines(summary: Summary) -> list[str]:
+    """A line per table: its title and how many rows it has, literally (for a repr)."""
+    return [f"{literal(table.title)} ({plural(len(table.rows), 'row')})" for table in summary.tables]
 
 
 def _table(table: Table) -> str:
