@@ -10,7 +10,10 @@ import json
 import pytest
 
 from memprof.errors import InvalidArgument
-from memprof.experiments import parse
+from memprof.experiments import experiment_class, parse
+from memprof.model.ceilings import hbm_ceiling
+from memprof.model.figures import CACHE_BOUND, figure
+from memprof.model.measures import ABOVE_BOUND
 from memprof.model.schema import SchemaError
 from tests.conftest import FIXTURES
 
@@ -155,3 +158,35 @@ def test_with_events_one_copy_alone_holds_its_launch_and_batches_may_hide_it():
     times_checked(copy_of_1_kib("events", 0.0386, 0.0178))  # as the H200 measured
     with pytest.raises(SchemaError, match="throughput_ms has a median of 0 ms, but moving 1024"):
         times_checked(copy_of_1_kib("events", 0.0386, 0.0))
+
+
+def test_a_kernel_on_data_the_l2_cache_holds_is_bounded_by_the_cache_too():
+    """A 64 MiB read fits in twice the H200's L2 (no HBM bound), but not at 3.9 PB/s: above
+    CACHE_BOUND x HBM (and its noise allowance) is refused; just under it loads."""
+    result = parse((FIXTURES / "h200_compare.json").read_text())
+    index, m = next(
+        (i, m)
+        for i, m in enumerate(result.measurements)
+        if m.name.startswith("readSum") and m.kind == "device" and m.group == "gpu"
+    )
+    assert m.bytes == 64 << 20 < 2 * result.device.l2_cache_bytes
+    measure = next(
+        d for d in experiment_class("compare").declared() if d.key == ("gpu", m.operation)
+    )
+    reached = figure(result, m, measure).gb_per_s / hbm_ceiling(result.device).gb_per_s
+
+    def faster(factor):
+        def edit(data):
+            row = data["measurements"][index]
+            for field in ("samples_ms", "throughput_ms"):
+                if row.get(field):
+                    row[field] = [value / factor for value in row[field]]
+
+        return edit
+
+    limit = CACHE_BOUND * ABOVE_BOUND / reached  # the factor that reaches the bound
+    assert parse(edited("h200_compare", faster(limit * 0.98)))
+    assert refusal(edited("h200_compare", faster(limit * 1.02))).startswith(
+        f"run.json: measurements[{index}]."
+    )
+    assert "of its L2 cache ceiling" in refusal(edited("h200_compare", faster(1000)))

@@ -154,6 +154,12 @@ def ceiling_of(result: Result, m: Measurement, measure: Measure | None) -> Ceili
     return None
 
 
+# What an L2 cache serves at most, as a multiple of its GPU's HBM (or GDDR) rate: generous (the
+# figures recorded on the H200 and H100 stay under 1x; a large L2 beside slow GDDR reaches about
+# 5x), so only an impossible figure is refused.
+CACHE_BOUND = 8
+
+
 def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
     """The physical bound a figure can never pass (the link, NVLink, HBM beyond the L2
     cache), unlike a model's (staging, which pageable copies have beaten: docs/ceilings.md)."""
@@ -161,10 +167,14 @@ def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Cei
     if bound == "link":
         return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
     if bound == "hbm":
+        hbm = hbm_ceiling(result.device)
         l2 = result.device.l2_cache_bytes if result.device is not None else 0
-        if m.bytes * measure.traffic_of(m.kind) > 2 * l2:  # the cache cannot serve it
-            return hbm_ceiling(result.device)
-        return None
+        if hbm is None or m.bytes * measure.traffic_of(m.kind) > 2 * l2:  # no cache serves it
+            return hbm
+        # data the L2 cache can hold may beat HBM, but no cache serves a thousand times it
+        rate = CACHE_BOUND * hbm.gb_per_s
+        detail = f"L2 cache: at most {CACHE_BOUND}x HBM's {hbm.gb_per_s:,.0f} GB/s"
+        return Ceiling(rate, "L2 cache", detail)
     return ceiling_of(result, m, measure)
 
 

@@ -46,7 +46,7 @@ def summary_html(result: Result, summary: Summary) -> str:
 
 def table_lines(summary: Summary) -> list[str]:
     """A line per table: its title and how many rows it has, literally (for a repr)."""
-    return [f"{literal(table.title)} ({plural(len(table.rows), 'row')})" for table in summary.tables]
+    return [f"{literal(t.title)} ({plural(len(t.rows), 'row')})" for t in summary.tables]
 
 
 def _table(table: Table) -> str:
