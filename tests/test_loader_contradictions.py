@@ -13,6 +13,7 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import experiment_class, parse
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.figures import CACHE_BOUND, figure
+from memprof.model.gpustate import CLOCK_REASONS
 from memprof.model.measures import ABOVE_BOUND
 from memprof.model.schema import SchemaError
 from tests.conftest import FIXTURES
@@ -190,3 +191,14 @@ def test_a_kernel_on_data_the_l2_cache_holds_is_bounded_by_the_cache_too():
         f"run.json: measurements[{index}]."
     )
     assert "of its L2 cache ceiling" in refusal(edited("h200_compare", faster(1000)))
+
+
+def test_a_clock_reason_nvml_never_gives_is_refused_and_each_it_gives_loads():
+    """An unknown reason would be no reason at all to `check` ("PASS No clock held down")."""
+    for reason in CLOCK_REASONS:
+        assert parse(edited("h200_check", set_state(clock_reasons=[reason.name])))
+    shown = refusal(edited("h200_check", set_state(clock_reasons=["gpu_idle", "HW_SLOWDOWN"])))
+    assert shown.startswith(
+        "run.json: gpu_states[0].clock_reasons[1] is 'HW_SLOWDOWN', not a reason NVML gives: "
+        "one of gpu_idle, "
+    )

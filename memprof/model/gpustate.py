@@ -123,6 +123,13 @@ class GpuState(msgspec.Struct, forbid_unknown_fields=True):
             low, high = getattr(self, lower), getattr(self, higher)
             if low is not None and high is not None and low > high:
                 raise SchemaError(lower, f"is {low}, more than {higher} ({high})")
+        for index, name in enumerate(self.clock_reasons or []):  # NVML's, as reasons_in names
+            if name not in _REASONS:  # an unknown reason would read as none: a PASS
+                raise SchemaError(
+                    f"clock_reasons[{index}]",
+                    f"is {name!r}, not a reason NVML gives: one of "
+                    + ", ".join(reason.name for reason in CLOCK_REASONS),
+                )
         for clock in ("sm_clock_mhz", "memory_clock_mhz"):  # NVML's maximum is the most it runs
             now, most = getattr(self, clock), getattr(self, clock.replace("_mhz", "_max_mhz"))
             if now is not None and most is not None and now > most:
