@@ -27,9 +27,10 @@ def timed_with_events(data: dict) -> None:
             record.pop("events_ms", None)
 
 
-def edited(tmp_path: Path, name: str, edit) -> Path:
-    """The pinned fixture with `edit(data)` applied to its JSON, saved as tmp_path/name."""
-    data = json.loads(PINNED.read_text())
+def edited(tmp_path: Path, name: str, edit, stem: str = "") -> Path:
+    """The pinned fixture (or FIXTURES/stem.json) with `edit(data)` applied to its JSON,
+    saved as tmp_path/name."""
+    data = json.loads((FIXTURES / f"{stem}.json" if stem else PINNED).read_text())
     edit(data)
     path = tmp_path / name
     path.write_text(json.dumps(data))
@@ -137,3 +138,22 @@ def test_diff_prints_the_lines_above_the_table_and_saves_them(tmp_path):
     assert lines[0] == "Not comparable: GPU model: A NVIDIA H200, B NVIDIA H100."
     assert lines[2].startswith("memprof pinned: A = NVIDIA H200")
     assert json.loads(saved.read_text())["not_comparable"] == [lines[0]]
+
+
+def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_path):
+    torch_trace = load(FIXTURES / "h200_trace_torch.json")
+    assert differences(torch_trace, torch_trace) == []
+    assert differences(torch_trace, load(FIXTURES / "h200_trace_pycuda.json")) == [
+        "program: A examples/torch_copies.py, B examples/pycuda_copies.py."
+    ]
+
+    def edit(data):
+        data["parameters"]["arguments"] = ["--steps", "3"]
+        for part in (data["extra"], data["extra"]["pinned_bandwidth"]):  # the cache's GPU too
+            part["gpu_name"] = "NVIDIA H100 80GB HBM3"
+
+    other = load(edited(tmp_path, "other.json", edit, "h200_trace_torch"))
+    assert differences(torch_trace, other) == [
+        "GPU model: A NVIDIA H200, B NVIDIA H100 80GB HBM3.",
+        "arguments: A none, B --steps 3.",
+    ]

@@ -447,3 +447,21 @@ def test_the_csv_holds_a_traces_lines_beside_its_measurements():
     assert (line["source_file"], line["source_line"], line["calls"]) == ("train.py", 42, 2)
     assert line["gpu_ms"] == pytest.approx(0.3)
     assert line["name"] == "train.py:42 step"
+
+
+def test_a_line_whose_large_calls_alone_got_slower_is_named_by_its_mean():
+    """4 KiB and 32 MiB copies on one line: the median is a small copy's, so a slowdown of
+    the large ones alone is seen in the mean (the line's total over its calls)."""
+    mixed = [5.0, 5.1, 4.9, 5.0, 5.05, 2000.0, 2001.0]
+    large_slower = [5.0, 5.1, 4.9, 5.0, 5.05, 10000.0, 10005.0]
+    shown = diff(traced(mixed), traced(large_slower))
+    (lines_table,) = [t for t in shown.tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][-1] == "B slower (mean)"
+    assert lines_table.rows[0][-2] == f"{sum(large_slower) / sum(mixed):.3f}x"
+    assert any("B slower at 1: train.py:42" in line for line in shown.conclusions)
+    unchanged = diff(traced(mixed), traced([5.0, 5.0, 4.95, 5.1, 5.0, 2001.0, 2000.5]))
+    (lines_table,) = [t for t in unchanged.tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][-1] == "within noise"
+    faster = diff(traced(mixed), traced([5.0, 5.1, 4.9, 5.0, 5.05, 400.0, 400.0]))
+    (lines_table,) = [t for t in faster.tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][-1] == "within noise"  # a faster mean alone is not a regression

@@ -10,6 +10,7 @@ samples), and by at least 2%.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -200,7 +201,10 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
 
 def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]:
     """Two traces' shared source lines (memprof.output.where), time per call by the same
-    rule as the measurements: a line that got slower is named."""
+    rule as the measurements: a line that got slower is named. Its calls may be of several
+    sizes (4 KiB and 32 MiB copies on one line), whose median is the small ones': the mean,
+    its total over its calls (what the program paid), is held to the same noise, so larger
+    calls that slowed alone are named too, as "B slower (mean)"."""
     pairs, only_a, only_b = paired_lines(first, second)
     unmatched = []
     if only_a or only_b:
@@ -222,10 +226,14 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
+        limit = noise(a_samples, b_samples)
         change = "within noise"
-        if abs(ratio - 1) > noise(a_samples, b_samples):
+        if abs(ratio - 1) > limit:
             change = "B faster" if ratio < 1 else "B slower"
-        if change == "B slower":
+        elif a_stats.mean_ms > 0 and b_stats.mean_ms / a_stats.mean_ms - 1 > limit:
+            ratio = b_stats.mean_ms / a_stats.mean_ms
+            change = "B slower (mean)"
+        if change.startswith("B slower"):
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
         table.add_row(
             pair.label,
@@ -234,6 +242,11 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
             format_ms(b_stats.median_ms),
             f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
             change,
+        )
+    if any(row[-1] == "B slower (mean)" for row in table.rows):
+        table.notes.append(
+            "B slower (mean): the line's time over all its calls grew beyond noise while its "
+            "median call did not (its larger calls slowed); B / A is then of the means."
         )
     named = f": {'; '.join(slower)}" if slower else ""
     conclusions = [
@@ -263,9 +276,13 @@ def differences(first: Result, second: Result) -> list[str]:
         if a != b:
             lines.append(f"{what}: A {_shown(a)}, B {_shown(b)}.")
 
+    if first.gpu_name is not None and second.gpu_name is not None:  # a trace's too
+        differ("GPU model", first.gpu_name, second.gpu_name)
+    # two traces are of one program run the same way, or they measure different things
+    differ("program", _parameter(first, "program"), _parameter(second, "program"))
+    differ("arguments", _arguments(first), _arguments(second))
     a_facts, b_facts = first.device, second.device
     if a_facts is not None and b_facts is not None:
-        differ("GPU model", a_facts.name, b_facts.name)
         differ(
             "driver",
             f"{a_facts.driver_version} (CUDA {a_facts.cuda_driver_api_version})",
@@ -332,6 +349,14 @@ def _parameter(result: Result, name: str) -> object:
     if isinstance(parameters, dict):
         return parameters.get(name)
     return getattr(parameters, name, None)
+
+
+def _arguments(result: Result) -> str | None:
+    """A traced program's arguments as a shell would take them ('none' for none)."""
+    arguments = _parameter(result, "arguments")
+    if arguments is None:
+        return None
+    return shlex.join(str(argument) for argument in arguments) or "none"
 
 
 def _shown(value: object) -> str:
