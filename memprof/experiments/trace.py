@@ -674,7 +674,8 @@ WHERE_NOTE = (
     "Calls: API calls. GPU time: CUPTI's records of their work, summed. Host: the calls, "
     "entry to exit, summed: what the line waited for (a pageable copy's staging, a wait's "
     "GPU work). Shown: the {top} lines with the most GPU time, bytes, host time and calls "
-    "(the most of each highlighted); --stacks adds each line's callers."
+    "(the most of each highlighted); a trace run with `memprof trace --stacks` shows each "
+    "line's callers."
 )
 
 
