@@ -392,6 +392,60 @@ def test_a_trace_draws_the_gpu_rows_of_its_profile():
     assert values == [format_ms(row.stats.total_ms) for row in gpu_rows]
 
 
+def test_a_trace_draws_the_source_lines_that_spent_its_gpu_time():
+    """Issue 25: the picture of a trace reads its lines, the most GPU time first."""
+    from memprof.experiments.pictures import MOST_LINES
+    from memprof.model.lines import lines_of
+
+    d = drawn("h200_trace_torch")
+    timed = sorted(
+        (line for line in lines_of(d.result) if line.gpu_ms_each), key=lambda s: -s.gpu_ms
+    )
+    assert 0 < len(timed) <= MOST_LINES
+    panel = d.picture.panels[1]
+    assert panel.title == "GPU time by source line"  # all of them drawn: no count said
+    labels = [texts(e)[0] for e in with_prefix(d.ids, "p1-label-")]
+    assert labels == [f"{line.place} {line.activity}" for line in timed]
+    assert labels[0] == "torch_copies.py:42 HtoD pageable -> device"
+    values = [texts(e)[0] for e in with_prefix(d.ids, "p1-value-")]
+    assert values == [format_ms(line.gpu_ms) for line in timed]
+    fewer = draw(replace(d.result, extra=replace(d.result.extra, lines=d.result.extra.lines[:1])))
+    assert len(fewer.picture.panels) == 2 and len(fewer.picture.panels[1].bars) == 1
+    assert draw(replace(d.result, extra=replace(d.result.extra, lines=[]))).picture.panels[1:] == []
+
+
+def test_many_source_lines_are_cut_to_the_most_and_the_title_says_of_how_many(monkeypatch):
+    import memprof.experiments.pictures as pictures
+
+    monkeypatch.setattr(pictures, "MOST_LINES", 2)
+    d = draw(load(FIXTURES / "h200_trace_torch.json"))
+    assert d.picture.panels[1].title == "GPU time by source line: the 2 with the most, of 4"
+    assert len(d.picture.panels[1].bars) == 2
+
+
+@pytest.mark.parametrize(
+    ("decades", "subs"),
+    [(2.9, (1.0, 2.0, 5.0)), (3.0, (1.0, 2.0, 5.0)), (3.1, (1.0, 3.0)), (4.5, (1.0, 3.0)),
+     (4.6, (1.0,)), (9.0, (1.0,))],
+)  # fmt: skip
+def test_a_log_axis_over_more_decades_has_fewer_ticks_in_each(decades, subs):
+    from memprof.output.plot import _log_subs
+
+    assert _log_subs(decades) == subs
+
+
+def test_every_panel_title_starts_at_the_pictures_left_edge():
+    """Not where the row labels end: the trace's title ran past the right edge from there."""
+    from memprof.output.plot import EDGE_INCHES
+
+    for stem in ("h200_trace_torch", "h200_compare", "h200_streams"):
+        d = drawn(stem)
+        tree = ElementTree.fromstring(d.svg)
+        starts = {"".join(t.itertext()): float(t.get("x")) for t in tree.iter(f"{SVG}text")}
+        for panel in d.picture.panels:
+            assert close(starts[panel.title], EDGE_INCHES * 72), (stem, panel.title)
+
+
 def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     d = drawn("h200_pinned_p20")
     transfers = table(d.summary, "Transfers of 4 MiB")

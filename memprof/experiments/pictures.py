@@ -35,6 +35,7 @@ from memprof.output.plot import (
 GB_PER_S = "GB/s (10^9 bytes/s)"
 SIZE = "size of each operation"
 MOST_BARS = 40  # a trace's rows beyond these are summed into one bar
+MOST_LINES = 12  # a trace's source lines drawn, the most GPU time first
 
 
 def picture(result: Result, summary: Summary) -> Picture:
@@ -265,7 +266,8 @@ def check_panels(result: Result, summary: Summary) -> list[Panel]:
 
 def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     """GPU time by activity over the whole program: the profile's GPU rows (copies by memory
-    kinds, each kernel, memsets), largest first, as `memprof trace` prints them."""
+    kinds, each kernel, memsets), largest first, as `memprof trace` prints them; then the
+    source lines that spent it."""
     from memprof.output.profile import PROFILE_GROUPS, profile_rows
 
     rows = [r for r in profile_rows(result.measurements) if r.group == PROFILE_GROUPS["gpu"]]
@@ -280,7 +282,26 @@ def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     if not shown:
         return [Words(heading, ["The program did no GPU work that CUPTI recorded."])]
     bars = [Bar(name, total_ms) for name, total_ms in shown]
-    return [Bars(heading, "GPU time, every call summed", bars, unit="ms")]
+    return [Bars(heading, "GPU time, every call summed", bars, unit="ms"), *_line_panels(result)]
+
+
+def _line_panels(result: Result) -> list[Panel]:
+    """The program's source lines with the most GPU time (the Where tables' lines, each
+    activity of a line a bar of its own): where in the program the GPU time was spent."""
+    from memprof.model.lines import lines_of
+
+    timed = sorted(
+        (line for line in lines_of(result) or [] if line.gpu_ms_each),
+        key=lambda line: line.gpu_ms,
+        reverse=True,
+    )
+    if not timed:
+        return []
+    bars = [Bar(f"{line.place} {line.activity}", line.gpu_ms) for line in timed[:MOST_LINES]]
+    heading = "GPU time by source line"
+    if len(timed) > len(bars):
+        heading += f": the {len(bars)} with the most, of {len(timed)}"
+    return [Bars(heading, "GPU time, the line's calls summed", bars, unit="ms")]
 
 
 # -- every other command ---------------------------------------------------------------------------

@@ -198,6 +198,7 @@ CEILING_STYLES = ("--", ":", "-.")
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
 LABEL_CHARACTERS = 48  # longer labels (kernel names) are cut, the end marked with …
+TITLE_CHARACTERS = 88  # a panel's title across the picture, at 9 points bold
 WORDS_CHARACTERS = 110  # a line of words across the picture, at 7.5 points monospace
 # The layout, in inches: the picture's title, each panel's title above it, its axis labels
 # below; every panel's left edge where the longest row label ends.
@@ -208,8 +209,9 @@ ROW_INCHES = 0.22  # a bar's height
 LANE_INCHES = 0.3  # a stream's
 CELL_INCHES = (0.95, 0.35)  # a heat map's cell
 CURVES_INCHES = 2.4
-CHARACTER_INCHES = 0.068  # a label's character at 8 points, at most about
+CHARACTER_INCHES = 0.075  # a label's character at 8 points, at most about (capitals too)
 EDGE_INCHES = 0.3
+LEGEND_BELOW_POINTS = 32  # a time line's legend, below its axis and axis label
 
 
 def matplotlib_for(purpose: str = "memprof plot") -> Any:
@@ -261,6 +263,8 @@ def _inside_inches(panel: Panel) -> float:
 
 
 def _below_inches(panel: Panel) -> float:
+    if isinstance(panel, Timeline):  # its legend stands under its axis label
+        return BELOW_INCHES + LEGEND_BELOW_POINTS / 72 - 0.15
     return 0.1 if isinstance(panel, Words) else BELOW_INCHES
 
 
@@ -355,10 +359,16 @@ def _points(axes: Any, x: float, y: float) -> Any:
 
 
 def _title(axes: Any, text: str) -> None:
-    """A panel's title, above its top left corner."""
+    """A panel's title, above it, from the picture's left edge: the whole width is the
+    title's, however much of it the row labels take."""
+    from matplotlib.transforms import blended_transform_factory
+
+    figure = axes.figure
+    edge = EDGE_INCHES / figure.get_figwidth()
+    across = blended_transform_factory(figure.transFigure, axes.transAxes)
     axes.text(
-        0, 1, _label(text, 90), transform=axes.transAxes + _points(axes, 0, 5), ha="left",
-        va="bottom", fontsize=9, fontweight="bold",
+        edge, 1, _label(text, TITLE_CHARACTERS), transform=across + _points(axes, 0, 5),
+        ha="left", va="bottom", fontsize=9, fontweight="bold",
     )  # fmt: skip
 
 
@@ -373,6 +383,14 @@ def _y_label(axes: Any, text: str, left_points: float) -> None:
         0, 0.5, text, transform=axes.transAxes + _points(axes, -left_points, 0), ha="right",
         va="center", rotation=90,
     )  # fmt: skip
+
+
+def _log_subs(decades: float) -> tuple[float, ...]:
+    """Ticks within each decade of a log axis: 1, 2 and 5 where it spans few decades, fewer
+    where it spans more, so their labels never run into each other."""
+    if decades <= 3:
+        return (1.0, 2.0, 5.0)
+    return (1.0, 3.0) if decades <= 4.5 else (1.0,)
 
 
 def _spread_log_limits(axes: Any, values: list[float]) -> None:
@@ -396,7 +414,8 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     log = bool(values) and max(everything) / min(everything) >= 20
     if log:
         axes.set_xscale("log")
-        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        decades = math.log10(max(everything) * 8 / min(everything))  # the limits set below
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
     base = min(everything) / 2 if log else 0.0
@@ -481,8 +500,8 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     axes.set_xlim(0, max((span.end_ms for span in panel.spans), default=1) * 1.02)
     axes.legend(
         handles=[Patch(color=colours[kind], label=words) for kind, words in panel.kinds.items()],
-        loc="lower right", bbox_to_anchor=(1, 1), frameon=False, ncols=len(panel.kinds),
-        borderaxespad=0.2,
+        loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.kinds),
+        borderaxespad=0, bbox_transform=axes.transAxes + _points(axes, 0, -LEGEND_BELOW_POINTS),
     )  # fmt: skip
 
 
