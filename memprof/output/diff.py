@@ -19,7 +19,7 @@ from memprof.model.formatting import format_bytes, format_ms, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics, median_noise, repetitions_words
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Summary, Table, one_time_unit_per_column
 from memprof.output.where import paired_lines
 
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
@@ -144,8 +144,7 @@ def regressed_line(figure: Compared, fail_above: float) -> str:
 def diff(first: Result, second: Result, fail_above: float | None = None) -> Summary:
     """A table of every measurement in both runs, with the ratio and whether it changed;
     with `fail_above` (0.05: 5%), a conclusion naming how many got worse beyond it."""
-    a_name = first.device.name if first.device else first.host
-    b_name = second.device.name if second.device else second.host
+    a_name, b_name = first.gpu_name or first.host, second.gpu_name or second.host
     table = Table(
         f"memprof {first.command}: A = {a_name} ({first.created_at}), "
         f"B = {b_name} ({second.created_at})",
@@ -191,8 +190,8 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
             "noise" + (": exit 1." if worse else ".")
         )
     line_tables, line_conclusions = source_lines(first, second)
-    return Summary(
-        tables=[table, *line_tables],
+    return Summary(  # each column of times in one unit, as every command's tables
+        tables=[one_time_unit_per_column(t) for t in (table, *line_tables)],
         conclusions=conclusions + line_conclusions,
         show_profile=False,
         header=[f"Not comparable: {line}" for line in differences(first, second)],
