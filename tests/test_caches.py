@@ -271,16 +271,22 @@ def test_a_good_cached_figure_is_used_and_says_whose(tmp_path, capsys):
 
 def test_figures_at_the_edges_of_their_ranges(tmp_path):
     """The checks' boundaries: just inside is used, just outside is measured again."""
-    limit = collect.MAX_HOST_LINK_GB_PER_S
+    least, limit = collect.HOST_LINK_GB_PER_S
     assert collect.pinned_problem(bad(GOOD_PINNED, h2d_gb_per_s=limit)) is None
     assert collect.pinned_problem(bad(GOOD_PINNED, h2d_gb_per_s=limit * 1.001))
+    assert collect.pinned_problem(bad(GOOD_PINNED, d2h_gb_per_s=least * 1.001)) is None
+    assert collect.pinned_problem(bad(GOOD_PINNED, d2h_gb_per_s=least))  # 1e-9 GB/s: nonsense
     assert collect.pinned_problem(bad(GOOD_PINNED, bytes=collect.SMALL_COPY_BYTES)) is None
     assert collect.pinned_problem(bad(GOOD_PINNED, bytes=collect.SMALL_COPY_BYTES - 1))
     cost = GOOD_SMALL["costs"][0]
+    fastest, slowest = collect.SMALL_COPY_MS
     for name in ("pinned_ms", "pageable_ms", "gathered_ms", "batched_ms"):
-        assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: 1e-9}])) is None
-        assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: 0.0}]))
-        assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: 1000.5}]))
+        for used in (fastest * 1.001, slowest):
+            assert (
+                collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: used}])) is None
+            )
+        for refused in (0.0, fastest, 1e-12, slowest * 1.0005):
+            assert collect.small_copies_problem(bad(GOOD_SMALL, costs=[{**cost, name: refused}]))
     assert collect.small_copies_problem(bad(GOOD_SMALL, copies=1)) is None
     assert collect.small_copies_problem(GOOD_SMALL) is None
     assert collect.small_copies_problem(bad(GOOD_SMALL, copies=0))

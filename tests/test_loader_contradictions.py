@@ -202,3 +202,45 @@ def test_a_clock_reason_nvml_never_gives_is_refused_and_each_it_gives_loads():
         "run.json: gpu_states[0].clock_reasons[1] is 'HW_SLOWDOWN', not a reason NVML gives: "
         "one of gpu_idle, "
     )
+
+
+def set_extra(path: tuple, value):
+    def edit(data):
+        where = data["extra"]
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("small_copies", "costs", 0, "gathered_ms"), 0, "small_copies.costs[0].gathered_ms"),
+        (("small_copies", "costs", 0, "pinned_ms"), 1e-12, "small_copies.costs[0].pinned_ms"),
+        (("small_copies", "costs", 0, "bytes"), 0, "small_copies.costs[0].bytes"),
+        (("small_copies", "copies"), 0, "small_copies.copies"),
+        (("pinned_bandwidth", "bytes"), 0, "pinned_bandwidth.bytes"),
+        (("pinned_bandwidth", "h2d_gb_per_s"), 1e-9, "pinned_bandwidth.h2d_gb_per_s"),
+        (("pinned_bandwidth", "d2h_gb_per_s"), 5000.0, "pinned_bandwidth.d2h_gb_per_s"),
+        (("lines", 0, "line"), 0, "lines[0].line"),
+    ],
+)
+def test_a_traces_impossible_figure_is_refused_naming_it(path, value, field):
+    """Each steered the advice ("0ns gathered ... batching did not pay", "0 copies",
+    "HtoD 0.000 GB/s: no slower than pinned copies") before it was refused."""
+    assert refusal(edited("h200_trace_torch", set_extra(path, value))).startswith(
+        f"run.json: extra.{field} "
+    )
+
+
+def test_a_traces_figures_at_their_bounds_load():
+    for path, value in [
+        (("small_copies", "costs", 0, "gathered_ms"), 1.1e-5),
+        (("small_copies", "copies"), 1),
+        (("pinned_bandwidth", "h2d_gb_per_s"), 0.11),
+        (("pinned_bandwidth", "d2h_gb_per_s"), 1000.0),
+        (("lines", 0, "line"), 1),
+    ]:
+        assert parse(edited("h200_trace_torch", set_extra(path, value)))

@@ -473,6 +473,11 @@ class Trace(base.Experiment):
                     f"is {whose!r}, but the program ran with {ran!r}: the advice would use "
                     "another GPU's figures",
                 )
+        small = result.extra.small_copies
+        if small is not None and small.costs and small.copies < 1:
+            raise SchemaError(
+                "extra.small_copies.copies", "is 0, but its costs are of copies moved at once"
+            )
         copies = copies_of(result)
         rows = copy_rows(result)
         by_name = dict(rows)

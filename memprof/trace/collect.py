@@ -38,11 +38,11 @@ from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
 from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement, Result, TimingInfo
 from memprof.model.schema import (
+    MAX_COUNT,
     ByteCount,
     Count,
     GpuIndex,
     Milliseconds,
-    NonNegative,
     Range,
     Seconds,
 )
@@ -517,7 +517,14 @@ def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     return sorted(groups.values(), key=lambda g: (-g.gpu_ms, g.direction, g.source))
 
 
-GbPerS = Annotated[float, Range(0, 1e6, low_open=True)]  # measured: never 0
+# What a host link's pinned copies reach and what one small copy costs, outside of which a
+# figure is no measurement (PCIe Gen1 x1 moves 0.25 GB/s, NVLink-C2C 450 GB/s each way; no
+# copy takes under 10 ns or over a second): a cache entry and a saved trace are held to them.
+HOST_LINK_GB_PER_S = (0.1, 1000.0)
+SMALL_COPY_MS = (1e-5, 1000.0)
+GbPerS = Annotated[float, Range(*HOST_LINK_GB_PER_S, low_open=True)]
+CopyMs = Annotated[float, Range(*SMALL_COPY_MS, low_open=True)]
+Bytes = Annotated[int, Range(1, MAX_COUNT)]  # a copy moves something
 
 
 class PinnedBandwidth(TypedDict, total=False):
@@ -526,7 +533,7 @@ class PinnedBandwidth(TypedDict, total=False):
 
     h2d_gb_per_s: GbPerS
     d2h_gb_per_s: GbPerS
-    bytes: ByteCount
+    bytes: Bytes
     gpu_name: str
     driver_version: str
     measured_at: str
@@ -537,11 +544,11 @@ class PinnedBandwidth(TypedDict, total=False):
 class SmallCopyCost:
     """What one copy of `bytes` host to device cost on this GPU, per way (memprof smallcopies)."""
 
-    bytes: ByteCount
-    pinned_ms: NonNegative  # one call per copy from pinned memory
-    pageable_ms: NonNegative  # one call per copy from pageable memory
-    gathered_ms: NonNegative  # gathered into one pinned buffer, one copy
-    batched_ms: NonNegative | None = None  # one cuMemcpyBatchAsync (None: not measured)
+    bytes: Bytes
+    pinned_ms: CopyMs  # one call per copy from pinned memory
+    pageable_ms: CopyMs  # one call per copy from pageable memory
+    gathered_ms: CopyMs  # gathered into one pinned buffer, one copy
+    batched_ms: CopyMs | None = None  # one cuMemcpyBatchAsync (None: not measured)
 
 
 @dataclass
@@ -714,8 +721,6 @@ def pinned_bandwidth(
 
 # Checks of a cached entry: a cache is input (memprof.cache), and what passes is copied into
 # the trace's Result, which `memprof report` must then load.
-MAX_HOST_LINK_GB_PER_S = 1000.0  # above any host link (NVLink-C2C: 450 GB/s each way)
-MAX_SMALL_COPY_MS = 1000.0  # one small copy taking a second is no measurement
 MAX_CACHED_COPIES = 1 << 20
 MAX_CACHED_SIZES = 64
 MAX_CACHED_BYTES = 1 << 40
@@ -755,7 +760,7 @@ def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | 
 def pinned_problem(entry: dict[str, Any]) -> str | None:
     """Why cached pinned-bandwidth figures cannot be used, or None."""
     for name in ("h2d_gb_per_s", "d2h_gb_per_s"):
-        problem = number_problem(entry.get(name), 0.0, MAX_HOST_LINK_GB_PER_S)
+        problem = number_problem(entry.get(name), *HOST_LINK_GB_PER_S)
         if problem:
             return f"{name} {problem}"
     problem = count_problem(entry.get("bytes"), SMALL_COPY_BYTES, MAX_CACHED_BYTES)
@@ -785,7 +790,7 @@ def small_copies_problem(entry: dict[str, Any]) -> str | None:
         for name in ("pinned_ms", "pageable_ms", "gathered_ms", "batched_ms"):
             if name == "batched_ms" and cost.get(name) is None:
                 continue  # not measured
-            problem = number_problem(cost.get(name), 0.0, MAX_SMALL_COPY_MS)
+            problem = number_problem(cost.get(name), *SMALL_COPY_MS)
             if problem:
                 return f"{where}.{name} {problem}"
     sizes = [cost["bytes"] for cost in costs]
