@@ -244,3 +244,21 @@ def test_a_traces_figures_at_their_bounds_load():
         (("lines", 0, "line"), 1),
     ]:
         assert parse(edited("h200_trace_torch", set_extra(path, value)))
+
+
+def test_smallcopies_names_its_copies_as_many_as_its_parameters_say():
+    """copies 1 beside names of "128 x" showed every per-copy cost 128 times too large."""
+
+    def copies(count):
+        def edit(data):
+            data["parameters"]["copies"] = count
+
+        return edit
+
+    assert parse(edited("h200_smallcopies", copies(128)))
+    shown = refusal(edited("h200_smallcopies", copies(1)))
+    assert shown.startswith("run.json: measurements[") and shown.endswith(
+        ".name is of 128 copies, but parameters.copies is 1: every per-copy cost would be "
+        "divided by the wrong count"
+    )
+    assert "is of 128 copies" in refusal(edited("h200_smallcopies", copies(127)))

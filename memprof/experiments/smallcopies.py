@@ -29,6 +29,7 @@ host clock around them; numpy's gathering and scattering: host clock, added.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -156,7 +157,15 @@ class SmallCopies(base.Experiment):
         moved = {(g, d) for d in DIRECTIONS for g in ("span",)} | {
             ("api", f"{d}_calls") for d in DIRECTIONS
         }
+        copies = result.parameters.copies
         for index, m in enumerate(result.measurements):
+            counted = _COUNTED.match(m.name)  # "128 x one call per copy ...": what a cost divides
+            if counted and int(counted[1]) != copies:
+                raise SchemaError(
+                    f"measurements[{index}].name",
+                    f"is of {counted[1]} copies, but parameters.copies is {copies}: every "
+                    "per-copy cost would be divided by the wrong count",
+                )
             if (m.group, m.operation) in moved and m.kind not in extra.ways:
                 raise SchemaError(
                     f"measurements[{index}].kind",
@@ -164,6 +173,9 @@ class SmallCopies(base.Experiment):
                     + ", ".join(repr(way) for way in extra.ways),
                 )
         _require_every_way(result)
+
+
+_COUNTED = re.compile(r"(\d+) x ")
 
 
 # -- the GPU side ----------------------------------------------------------------------------
