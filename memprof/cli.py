@@ -176,6 +176,12 @@ def experiment_command(name: str) -> Any:
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = values.pop("max_noise", None)
+        if max_noise is not None and values.get("repeat") is not None:
+            raise typer.BadParameter(
+                "--max-noise decides when repetitions stop, but --repeat repeats exactly: "
+                "give one of them",
+                param_hint="'--max-noise'",
+            )
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
         inputs = [Path(values["reference"])] if values.get("reference") else []  # check's

@@ -132,9 +132,12 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
         from memprof.model.results import Percent
 
         check = within(declared.range_of(Percent))
-        options.append(
-            option("max_noise", float, DEFAULT_MAX_NOISE_PCT, callback=check, help=MAX_NOISE_HELP)
-        )
+        options.append(  # None where not given: --repeat N refuses it, else the default
+            option(
+                "max_noise", float | None, None, callback=check,
+                shown=f"{DEFAULT_MAX_NOISE_PCT:g}", help=MAX_NOISE_HELP,
+            )
+        )  # fmt: skip
     if experiment.affinity_option:
         options.append(option("no_affinity", bool, False, help=AFFINITY_HELP))
     return options

@@ -234,3 +234,16 @@ def test_a_bug_is_one_line_and_exit_70_not_the_verification_code(monkeypatch):
     assert result.output.startswith("memprof: error: internal error")
     assert "ZeroDivisionError: division by zero" in result.output
     assert len(result.output.splitlines()) == 1
+
+
+def test_max_noise_beside_an_exact_repeat_is_one_line_before_any_gpu_work(runs):
+    """--repeat N repeats exactly: a --max-noise beside it was silently ignored."""
+    refused = invoke("pinned", "--repeat", "5", "--max-noise", "2")
+    assert refused.exit_code == 2 and runs == []
+    assert "--max-noise decides when repetitions stop, but --repeat repeats exactly" in (
+        refused.output
+    )
+    assert invoke("pinned", "--max-noise", "2").exit_code == 0
+    assert runs.pop()[-1] == 2.0  # the noise target given
+    assert invoke("pinned", "--repeat", "5").exit_code == 0
+    assert runs.pop()[-1] is None  # none given: the run's own default, or exactly 5

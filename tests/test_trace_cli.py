@@ -72,6 +72,22 @@ def test_a_missing_script_is_one_line_before_cupti_starts(tmp_path, fake_cupti):
     assert fake_cupti.started == 0
 
 
+def test_stacks_without_a_stack_depth_is_one_line_before_the_program_runs(tmp_path, fake_cupti):
+    program = tmp_path / "ran.py"
+    program.write_text(f"open({str(tmp_path / 'ran.txt')!r}, 'w').close()\n")
+    result = runner.invoke(app, ["trace", "--stacks", "--stack-depth", "0", str(program)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "memprof: error: --stacks shows each line's callers, but --stack-depth 0 records no "
+        "lines: give a depth of 1 or more"
+    )
+    assert fake_cupti.started == 0 and not (tmp_path / "ran.txt").exists()
+    assert (
+        runner.invoke(app, ["trace", "--stacks", "--stack-depth", "1", str(program)]).exit_code == 0
+    )
+    assert (tmp_path / "ran.txt").exists()
+
+
 def test_a_missing_module_is_one_line(fake_cupti):
     result = runner.invoke(app, ["trace", "-m", "no_such_module_here"])
     assert result.exit_code == 2

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from memprof.errors import InvalidArgument
 from memprof.experiments import base
 from memprof.experiments.smallcopies import SmallCopies, per_copy_walls
 from memprof.model.formatting import (
@@ -426,6 +427,11 @@ class Trace(base.Experiment):
     ) -> int:
         """The command: trace the program (memprof.trace.collect records it), then show and
         save its Result as every command does; the program's own exit code."""
+        if stacks and stack_depth == 0:  # before the program runs, not after
+            raise InvalidArgument(
+                "--stacks shows each line's callers, but --stack-depth 0 records no lines: "
+                "give a depth of 1 or more"
+            )
         program = parse_target(target or [], module)
         lines = LineOptions(stack_depth, stacks)
         options = TraceOptions(device, bandwidth, lines, output, measure_small_copies)
