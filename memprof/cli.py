@@ -163,7 +163,7 @@ def experiment_command(name: str) -> Any:
     """The command of an experiment (or an alias), its options from its Params: its module
     is imported here, when the command is first needed."""
     from memprof import cli_gates as gates
-    from memprof.cli_options import gpu_options, output_options, params_options
+    from memprof.cli_options import gpu_options, noise_target, output_options, params_options
     from memprof.model import params as declared
     from memprof.output.emit import Output
 
@@ -175,13 +175,7 @@ def experiment_command(name: str) -> Any:
         output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
-        max_noise = values.pop("max_noise", None)
-        if max_noise is not None and values.get("repeat") is not None:
-            raise typer.BadParameter(
-                "--max-noise decides when repetitions stop, but --repeat repeats exactly: "
-                "give one of them",
-                param_hint="'--max-noise'",
-            )
+        max_noise = noise_target(values)
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
         inputs = [Path(values["reference"])] if values.get("reference") else []  # check's

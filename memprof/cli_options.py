@@ -67,6 +67,19 @@ def option(
 NO_BREAK = "\u00a0"
 
 
+def noise_target(values: dict[str, Any]) -> float | None:
+    """--max-noise as given, taken out of a command's values (None: not given, the run's
+    default then); refused beside --repeat N, which repeats exactly."""
+    max_noise = values.pop("max_noise", None)
+    if max_noise is not None and values.get("repeat") is not None:
+        raise typer.BadParameter(
+            "--max-noise decides when repetitions stop, but --repeat repeats exactly: "
+            "give one of them",
+            param_hint="'--max-noise'",
+        )
+    return max_noise
+
+
 def default_words(default: Any, flags: tuple[str, ...]) -> str:
     """A default as help shows it: the value (an Enum's own), a pair of flags' chosen one
     (--prefetch / --no-prefetch: "prefetch"); nothing for an unset value or a plain flag off."""

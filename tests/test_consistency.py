@@ -368,7 +368,7 @@ CASES = {
     "trace bandwidth of 0": (
         "h200_trace_pycuda",
         setting("extra", "pinned_bandwidth", "h2d_gb_per_s", value=0),
-        "extra.pinned_bandwidth.h2d_gb_per_s is 0: expected a number (0, 1000000]",
+        "extra.pinned_bandwidth.h2d_gb_per_s is 0: expected a number (0.1, 1000]",
     ),
     "GPU state link above its maximum": (
         "h200_pinned_p20",

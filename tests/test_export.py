@@ -114,9 +114,7 @@ def test_a_measurement_without_figures_is_no_row():
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
 # sum or a difference over several (totals, per-GiB), a count or a label.
-DERIVED_HEADERS = re.compile(
-    r"vs |/ |x\b|ratio|Total|total|per GiB|90%|at$|Bytes counted"
-)
+DERIVED_HEADERS = re.compile(r"vs |/ |x\b|ratio|Total|total|per GiB|90%|at$|Bytes counted")
 TIME = re.compile(r"^\d+(\.\d+)?(ns|us|ms|s)$")
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?$")
 SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")

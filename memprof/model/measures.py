@@ -106,7 +106,8 @@ def check_declared(
         if plan is None:
             raise SchemaError(
                 f"measurements[{index}]",
-                f"is {m.group} {m.operation!r}, which {result.command} does not record",
+                f"is a {m.group} measurement of operation {m.operation!r}, which "
+                f"{result.command} does not record",
             )
         found.add(plan.measure.key)
         if plan.anything_to_check:

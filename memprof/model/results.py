@@ -242,7 +242,8 @@ CreatedAt = Annotated[
     str,
     msgspec.Meta(
         pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
-        r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+        r"(Z|[+-][0-9]{2}:[0-9]{2})$",
+        description="a date and time with its offset, as 2026-11-25T15:26:52+00:00",
     ),
 ]
 

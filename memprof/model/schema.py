@@ -297,6 +297,11 @@ def _declared_words(hint: Any) -> str:
              type(None): "null"}.get(base)  # fmt: skip
     if words is None:
         return ""
+    described = next((rule.description for rule in rules if getattr(rule, "description", None)), "")
+    if described:  # a format in words ("a date and time with its offset, as ...")
+        return described
+    if any(getattr(rule, "pattern", None) for rule in rules):
+        return f"{words} in its format"
     ranges = [rule for rule in rules if is_range(rule)]
     return f"{words} {phrase(ranges[0])}" if ranges else words
 
