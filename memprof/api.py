@@ -30,14 +30,15 @@ def run(
     timing: str = "auto",
     affinity: bool = True,
     progress: Progress = no_progress,
-    max_noise: float = DEFAULT_MAX_NOISE_PCT,
+    max_noise: float | None = None,
     **params: Any,
 ) -> Result:
     """Measure one command's experiment on GPU `device` and return its Result (printing
     nothing). Keyword parameters are the command's options (power=20, repeat=5...), checked
     as the command line checks them (numpy integers and bools taken as the Python values
     they hold); a failed verification is in result.checks. Without repeat=N, each
-    measurement repeats until its median's noise is below max_noise percent."""
+    measurement repeats until its median's noise is below max_noise percent (1 where not
+    given; with repeat=N, which repeats exactly, it is refused)."""
     if not isinstance(command, str):
         raise TypeError(
             f"memprof.run: command must be a str such as 'pinned', not {_kind(command)}"
@@ -45,9 +46,13 @@ def run(
     experiment = experiment_named(command)
     if experiment.runs_a_program:
         raise InvalidArgument(f"memprof.run: {command} runs a program: use `memprof {command}`")
-    options = RunOptions(
-        _device(device, experiment.gpus), _timing(timing), _flag(affinity), _noise(max_noise)
-    )
+    if max_noise is not None and params.get("repeat") is not None:
+        raise InvalidArgument(
+            "memprof.run: max_noise decides when repetitions stop, but repeat=N repeats "
+            "exactly: give one of them"
+        )
+    noise = DEFAULT_MAX_NOISE_PCT if max_noise is None else _noise(max_noise)
+    options = RunOptions(_device(device, experiment.gpus), _timing(timing), _flag(affinity), noise)
     if not callable(progress):
         raise TypeError(
             f"memprof.run: progress must be a function (description, done, total), "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from memprof.errors import InvalidArgument
 from memprof.model import params as declared
 from memprof.model import schema
 
@@ -72,10 +73,9 @@ def noise_target(values: dict[str, Any]) -> float | None:
     default then); refused beside --repeat N, which repeats exactly."""
     max_noise = values.pop("max_noise", None)
     if max_noise is not None and values.get("repeat") is not None:
-        raise typer.BadParameter(
+        raise InvalidArgument(
             "--max-noise decides when repetitions stop, but --repeat repeats exactly: "
-            "give one of them",
-            param_hint="'--max-noise'",
+            "give one of them"
         )
     return max_noise
 

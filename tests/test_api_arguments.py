@@ -84,3 +84,15 @@ def test_render_refuses_a_console_that_is_not_one():
 def test_an_experiment_over_every_gpu_takes_no_device(runs):
     memprof.run("peer", device=None)
     assert runs[0][2].device is None
+
+
+def test_max_noise_is_a_target_unless_repeat_fixes_the_count(runs):
+    memprof.run("pinned")
+    memprof.run("pinned", max_noise=numpy.float64(2.5))
+    memprof.run("pinned", repeat=5)
+    (_, _, default), (_, _, given), (_, exact, fixed) = runs
+    assert default.max_noise_pct == 1.0 and given.max_noise_pct == 2.5
+    assert exact.repeat == 5 and fixed.max_noise_pct == 1.0  # unused: exactly 5
+    with pytest.raises(InvalidArgument, match=r"max_noise decides .* repeat=N repeats exactly"):
+        memprof.run("pinned", repeat=5, max_noise=2)
+    assert len(runs) == 3

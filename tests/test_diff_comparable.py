@@ -144,8 +144,16 @@ def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_pa
     torch_trace = load(FIXTURES / "h200_trace_torch.json")
     assert differences(torch_trace, torch_trace) == []
     assert differences(torch_trace, load(FIXTURES / "h200_trace_pycuda.json")) == [
-        "program: A examples/torch_copies.py, B examples/pycuda_copies.py."
+        "program: A torch_copies.py, B pycuda_copies.py."
     ]
+
+    def moved(data):  # the same program traced from another folder: comparable
+        data["parameters"]["program"] = "/home/ci/app/examples/torch_copies.py"
+
+    assert (
+        differences(torch_trace, load(edited(tmp_path, "moved.json", moved, "h200_trace_torch")))
+        == []
+    )
 
     def edit(data):
         data["parameters"]["arguments"] = ["--steps", "3"]

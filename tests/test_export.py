@@ -80,6 +80,20 @@ def test_peer_rows_name_their_source_and_destination_gpu_and_bus():
         assert row["limiter"] == "NVLink"
 
 
+def test_each_gpus_rows_carry_that_gpus_own_name_and_bus():
+    result = load(FIXTURES / "h200x2_hostlink.json")
+    devices = result.extra.devices
+    renamed = replace(
+        result,
+        extra=replace(result.extra, devices=[devices[0], replace(devices[1], name="Other\x1b")]),
+    )
+    named = {(row["gpu_index"], row["gpu_name"], row["gpu_pci_bus_id"]) for row in rows_of(renamed)}
+    assert named == {
+        (0, "NVIDIA H200", devices[0].pci_bus_id),
+        (1, "Other\\x1b", devices[1].pci_bus_id),  # literally, as every string from a file
+    }
+
+
 def test_a_traced_programs_rows_name_the_gpu_it_ran_on():
     """A trace records no device facts: its rows, source lines too, take the GPU it was asked
     for and the name its run recorded, so two traces on two GPUs are told apart."""

@@ -224,7 +224,6 @@ def set_extra(path: tuple, value):
         (("pinned_bandwidth", "bytes"), 0, "pinned_bandwidth.bytes"),
         (("pinned_bandwidth", "h2d_gb_per_s"), 1e-9, "pinned_bandwidth.h2d_gb_per_s"),
         (("pinned_bandwidth", "d2h_gb_per_s"), 5000.0, "pinned_bandwidth.d2h_gb_per_s"),
-        (("lines", 0, "line"), 0, "lines[0].line"),
     ],
 )
 def test_a_traces_impossible_figure_is_refused_naming_it(path, value, field):
@@ -241,7 +240,7 @@ def test_a_traces_figures_at_their_bounds_load():
         (("small_copies", "copies"), 1),
         (("pinned_bandwidth", "h2d_gb_per_s"), 0.11),
         (("pinned_bandwidth", "d2h_gb_per_s"), 1000.0),
-        (("lines", 0, "line"), 1),
+        (("lines", 0, "line"), 0),  # a frame without a line number: the recorder writes 0
     ]:
         assert parse(edited("h200_trace_torch", set_extra(path, value)))
 
@@ -262,3 +261,20 @@ def test_smallcopies_names_its_copies_as_many_as_its_parameters_say():
         "divided by the wrong count"
     )
     assert "is of 128 copies" in refusal(edited("h200_smallcopies", copies(127)))
+
+
+def test_a_measurement_no_declaration_has_and_a_created_at_out_of_format_say_so():
+    def operation(data):
+        index = next(i for i, m in enumerate(data["measurements"]) if m["group"] == "api")
+        data["measurements"][index]["operation"] = "bogus"
+
+    shown = refusal(edited("h200_pinned_p20", operation))
+    assert shown.endswith("is of group 'api', operation 'bogus', which pinned does not record")
+
+    def created(data):
+        data["created_at"] = "yesterday"
+
+    assert refusal(edited("h200_pinned_p20", created)) == (
+        "run.json: created_at is the string 'yesterday': expected a date and time with its "
+        "offset, as 2026-11-25T15:26:52+00:00"
+    )

@@ -462,6 +462,31 @@ def test_a_line_whose_large_calls_alone_got_slower_is_named_by_its_mean():
     unchanged = diff(traced(mixed), traced([5.0, 5.0, 4.95, 5.1, 5.0, 2001.0, 2000.5]))
     (lines_table,) = [t for t in unchanged.tables if t.title.startswith("Source lines")]
     assert lines_table.rows[0][-1] == "within noise"
-    faster = diff(traced(mixed), traced([5.0, 5.1, 4.9, 5.0, 5.05, 400.0, 400.0]))
+    small = [5.0 + 0.01 * (i % 7) for i in range(30)]  # the median stays a small call's
+    large = [2000.0 + i for i in range(20)]
+    faster = diff(traced(small + large), traced(small + [value / 10 for value in large]))
     (lines_table,) = [t for t in faster.tables if t.title.startswith("Source lines")]
-    assert lines_table.rows[0][-1] == "within noise"  # a faster mean alone is not a regression
+    assert lines_table.rows[0][-1] == "B faster (mean)"
+    assert any("B slower at 0." in line for line in faster.conclusions)
+
+
+def test_a_lines_large_calls_moving_within_their_own_spread_are_within_noise():
+    """Four 32 MiB copies that vary 3.1 to 4.0 ms within a run: 12% more on their mean is
+    within what that spread explains, though the median's (small copies') noise is 2%."""
+    small = [0.0051, 0.0050, 0.0052, 0.0049, 0.0050, 0.0051, 0.0050, 0.0049]
+    large = [3070.0, 3950.0, 3400.0, 3800.0]
+    a, b = traced(small + large), traced(small + [value * 1.12 for value in large])
+    (lines_table,) = [t for t in diff(a, b).tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][-1] == "within noise"
+    far = traced(small + [value * 3 for value in large])
+    (lines_table,) = [t for t in diff(a, far).tables if t.title.startswith("Source lines")]
+    assert lines_table.rows[0][-1] == "B slower (mean)"
+
+
+def test_the_where_note_points_at_stacks_only_where_the_callers_are_not_shown():
+    lines = load_result(FIXTURES / "h200_trace_torch.json").extra.lines
+    hint = "A trace run with `memprof trace --stacks` shows each line's callers."
+    without = summary.where_tables(lines, show_chains=False)[-1].notes[-1]
+    shown = summary.where_tables(lines, show_chains=True)[-1].notes[-1]
+    assert without.endswith(hint) and hint not in shown
+    assert without.removesuffix(" " + hint) == shown

@@ -678,6 +678,7 @@ CALL_TITLES = {
     "prefetch": "prefetches",
     "wait": "waits for the GPU",
 }
+WHERE_CALLERS_NOTE = " A trace run with `memprof trace --stacks` shows each line's callers."
 WHERE_NOTE = (
     "Line: the innermost line of your program on the call's stack (files relative to the "
     "program's folder); (other thread): made on a thread without Python frames, shown at the "
@@ -685,8 +686,7 @@ WHERE_NOTE = (
     "Calls: API calls. GPU time: CUPTI's records of their work, summed. Host: the calls, "
     "entry to exit, summed: what the line waited for (a pageable copy's staging, a wait's "
     "GPU work). Shown: the {top} lines with the most GPU time, bytes, host time and calls "
-    "(the most of each highlighted); a trace run with `memprof trace --stacks` shows each "
-    "line's callers."
+    "(the most of each highlighted)."
 )
 
 
@@ -780,7 +780,8 @@ def where_tables(lines: list[SourceLine], show_chains: bool) -> list[Table]:
     """One table per activity, copies first; how to read them under the last."""
     tables = [where_table(activity, group, show_chains) for activity, group in by_activity(lines)]
     if tables:
-        tables[-1].notes.append(WHERE_NOTE.format(top=WHERE_TOP))
+        callers = "" if show_chains else WHERE_CALLERS_NOTE
+        tables[-1].notes.append(WHERE_NOTE.format(top=WHERE_TOP) + callers)
     return tables
 
 

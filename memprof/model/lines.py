@@ -115,8 +115,6 @@ class SourceLine:
             raise SchemaError("activity", f"is {self.activity!r}, not an activity memprof names")
         if (self.origin == "none") != (self.file == ""):
             raise SchemaError("file", f"is {self.file!r} on a line of origin {self.origin!r}")
-        if self.origin != "none" and self.line < 1:  # a file's lines count from 1
-            raise SchemaError("line", f"is {self.line}, but {self.file!r} has no line 0")
         samples_by_name = (("gpu_ms_each", self.gpu_ms_each), ("host_ms_each", self.host_ms_each))
         for name, samples in samples_by_name:
             if len(samples) > self.calls:

@@ -106,7 +106,7 @@ def check_declared(
         if plan is None:
             raise SchemaError(
                 f"measurements[{index}]",
-                f"is a {m.group} measurement of operation {m.operation!r}, which "
+                f"is of group {m.group!r}, operation {m.operation!r}, which "
                 f"{result.command} does not record",
             )
         found.add(plan.measure.key)

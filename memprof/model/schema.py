@@ -300,8 +300,6 @@ def _declared_words(hint: Any) -> str:
     described = next((rule.description for rule in rules if getattr(rule, "description", None)), "")
     if described:  # a format in words ("a date and time with its offset, as ...")
         return described
-    if any(getattr(rule, "pattern", None) for rule in rules):
-        return f"{words} in its format"
     ranges = [rule for rule in rules if is_range(rule)]
     return f"{words} {phrase(ranges[0])}" if ranges else words
 

@@ -13,6 +13,7 @@ import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from memprof.model.ceilings import link_of
 from memprof.model.formatting import format_bytes, format_ms, plural
@@ -55,6 +56,15 @@ def noise(a_samples_ms: Sequence[float], b_samples_ms: Sequence[float]) -> float
     """The relative change the two medians' own noise could explain (never below MIN_CHANGE)."""
     combined = math.hypot(median_noise(a_samples_ms), median_noise(b_samples_ms))
     return max(MIN_CHANGE, NOISE_SIGMAS * combined)
+
+
+def mean_noise(a: Statistics, b: Statistics) -> float:
+    """The relative change of two means their own spread could explain: each mean's standard
+    error (its samples' deviation over the square root of their count) relative to it,
+    combined (never below MIN_CHANGE). A line's calls of several sizes vary as much as their
+    sizes do; the mean of a few large ones moves with them."""
+    errors = (s.stdev_ms / math.sqrt(s.count) / s.mean_ms for s in (a, b))
+    return max(MIN_CHANGE, NOISE_SIGMAS * math.hypot(*errors))
 
 
 def ratio_of_medians(a: Statistics, b: Statistics) -> float:
@@ -225,13 +235,13 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
-        limit = noise(a_samples, b_samples)
         change = "within noise"
-        if abs(ratio - 1) > limit:
+        if abs(ratio - 1) > noise(a_samples, b_samples):
             change = "B faster" if ratio < 1 else "B slower"
-        elif a_stats.mean_ms > 0 and b_stats.mean_ms / a_stats.mean_ms - 1 > limit:
-            ratio = b_stats.mean_ms / a_stats.mean_ms
-            change = "B slower (mean)"
+        elif a_stats.mean_ms > 0 and b_stats.mean_ms > 0:
+            means = b_stats.mean_ms / a_stats.mean_ms
+            if abs(means - 1) > mean_noise(a_stats, b_stats):
+                ratio, change = means, "B faster (mean)" if means < 1 else "B slower (mean)"
         if change.startswith("B slower"):
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
         table.add_row(
@@ -242,10 +252,11 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
             f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
             change,
         )
-    if any(row[-1] == "B slower (mean)" for row in table.rows):
+    if any(row[-1].endswith("(mean)") for row in table.rows):
         table.notes.append(
-            "B slower (mean): the line's time over all its calls grew beyond noise while its "
-            "median call did not (its larger calls slowed); B / A is then of the means."
+            "(mean): the line's time over all its calls moved beyond its own noise (the "
+            "standard error of each mean) while its median call did not: its larger calls "
+            "alone changed. B / A is then of the means."
         )
     named = f": {'; '.join(slower)}" if slower else ""
     conclusions = [
@@ -278,7 +289,7 @@ def differences(first: Result, second: Result) -> list[str]:
     if first.gpu_name is not None and second.gpu_name is not None:  # a trace's too
         differ("GPU model", first.gpu_name, second.gpu_name)
     # two traces are of one program run the same way, or they measure different things
-    differ("program", _parameter(first, "program"), _parameter(second, "program"))
+    differ("program", _program(first), _program(second))
     differ("arguments", _arguments(first), _arguments(second))
     a_facts, b_facts = first.device, second.device
     if a_facts is not None and b_facts is not None:
@@ -348,6 +359,13 @@ def _parameter(result: Result, name: str) -> object:
     if isinstance(parameters, dict):
         return parameters.get(name)
     return getattr(parameters, name, None)
+
+
+def _program(result: Result) -> str | None:
+    """A traced program by its file's name: a baseline traced as examples/train.py and a CI
+    run of /home/ci/app/examples/train.py are one program."""
+    program = _parameter(result, "program")
+    return None if program is None else PurePath(str(program)).name
 
 
 def _arguments(result: Result) -> str | None:

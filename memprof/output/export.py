@@ -75,6 +75,7 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
     own = result.gpu_index
     if own is not None:  # a trace's source lines too are of the run's GPU
         run |= {"gpu_index": own, "gpu_pci_bus_id": _bus_id(result, own)}
+    names = {record.index: record.name for record in getattr(result.extra, "devices", None) or []}
     rows = []
     for one in figures:
         m, stats = one.measurement, one.stats
@@ -86,6 +87,7 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
                 **run,
                 "gpu_index": gpu,
                 "gpu_pci_bus_id": _bus_id(result, gpu),
+                "gpu_name": literal(names[gpu]) if gpu in names else run["gpu_name"],
                 "source_gpu": m.gpus[0] if len(m.gpus) == 2 else "",
                 "destination_gpu": m.gpus[1] if len(m.gpus) == 2 else "",
                 "group": literal(m.group),
