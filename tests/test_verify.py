@@ -1,6 +1,8 @@
 import numpy as np
+import pytest
 
-from memprof.core.verify import SUCCESS, compare_arrays
+from memprof.core import verify
+from memprof.core.verify import SUCCESS, compare_arrays, compare_constant
 
 
 def test_equal_arrays_pass_with_the_seed_message():
@@ -47,3 +49,47 @@ def test_a_shape_mismatch_says_both_shapes_in_order():
     check = compare_arrays("sum", np.ones(3), np.ones(4))
     assert check.detail == "shape (3,) != (4,)" and check.elements == 4
     assert not check.passed
+
+
+# -- compare_constant: gigabytes against one byte value, eight bytes at a time ------------------
+
+
+@pytest.mark.parametrize("value", [0, 0x5A, 0xFF])
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 64, 1000])
+def test_bytes_all_of_the_value_pass_and_one_other_byte_anywhere_fails(value, size):
+    data = np.full(size, value, np.uint8)
+    assert compare_constant("c", data, value) == verify.Check("c", True, size, SUCCESS)
+    for where in sorted({0, size // 2, size - 1, size // 8 * 8 - 1, size // 8 * 8}):
+        if not 0 <= where < size:
+            continue
+        bad = data.copy()
+        bad[where] ^= 0x01  # one bit of one byte: in the words, in the tail, at either end
+        found = compare_constant("c", bad, value)
+        assert not found.passed and found.elements == size, (size, where)
+        assert f"1 of {size} elements differ; first at index {where}:" in found.detail
+
+
+def test_a_buffer_not_aligned_to_eight_bytes_is_compared_byte_by_byte():
+    backing = np.full(33, 7, np.uint8)
+    unaligned = backing[1:] if backing[1:].ctypes.data % 8 else backing[3:]
+    assert unaligned.ctypes.data % 8 != 0
+    assert compare_constant("c", unaligned, 7).passed
+    unaligned[-1] = 8
+    assert "first at index" in compare_constant("c", unaligned, 7).detail
+
+
+def test_every_chunk_is_compared_and_a_late_mismatch_counts_over_the_whole(monkeypatch):
+    monkeypatch.setattr(verify, "CHUNK_BYTES", 16)
+    data = np.full(100, 3, np.uint8)
+    assert compare_constant("c", data, 3).passed
+    data[[70, 99]] = 4
+    found = compare_constant("c", data, 3)
+    assert found.detail.startswith("Arrays do not match! 2 of 100 elements differ; first at")
+    assert "index 70" in found.detail
+
+
+def test_a_constant_of_wider_elements_is_read_as_their_bytes():
+    data = np.zeros(10, np.float32)
+    assert compare_constant("c", data, 0).passed and compare_constant("c", data, 0).elements == 40
+    data[9] = 1.0  # bytes 00 00 80 3f: the last two differ
+    assert "2 of 40 elements differ; first at index 38" in compare_constant("c", data, 0).detail
