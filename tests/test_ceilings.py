@@ -20,6 +20,7 @@ from memprof.model.ceilings import (
     link_of,
     nvlink_ceiling,
     pcie_ceiling,
+    pcie_formula,
     peer_ceiling,
 )
 from memprof.model.device import pcie_bandwidth_gb_per_s
@@ -360,3 +361,66 @@ def test_hostlink_shows_each_gpu_against_its_own_link():
 def test_device_memorys_percent_of_peak_is_hbms_ceiling():
     table = summarize(load_legacy("device")).tables[0]
     assert column(table, "% of peak")[0] == "89.2%"
+
+
+def test_one_link_of_several_without_a_rate_leaves_nvlink_unknown():
+    """Summing the links that have a rate would understate the ceiling: none is better."""
+    links = [*switch_links(17), *switch_links(1, speed=None)]
+    assert nvlink_ceiling(healthy(0, nvlinks=links), healthy(1)) is None
+    assert nvlink_ceiling(healthy(0, nvlinks=switch_links(18)), healthy(1)).gb_per_s == (
+        pytest.approx(18 * 26.562)
+    )
+
+
+def test_direct_links_are_not_said_to_go_through_a_switch():
+    links = [NvLink(i, True, "4.0", 25000, "0000:00:07.0", "gpu") for i in range(2)]
+    detail = nvlink_ceiling(healthy(0, nvlinks=links), healthy(1, pci_bus_id="0000:00:07.0")).detail
+    assert "from GPU 0 to GPU 1, 2 x 25.00 GB/s" in detail and "NVSwitch" not in detail
+
+
+@pytest.mark.parametrize(("generation", "width"), [(5, None), (None, 16), (None, None)])
+def test_a_maximum_link_half_known_from_the_facts_is_no_maximum(generation, width):
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_max_generation=generation, pcie_max_width=width)
+    link = link_of(result)
+    assert (link.now, link.most) == ((5, 16), None)
+
+
+@pytest.mark.parametrize(
+    ("clock_khz", "bus_bits"), [(0, 6016), (3201000, 0), (0, 0)]
+)  # fmt: skip
+def test_hbm_without_its_clock_or_its_bus_has_no_ceiling(clock_khz, bus_bits):
+    facts = replace(
+        load_legacy("device").device, memory_clock_khz=clock_khz, memory_bus_width_bits=bus_bits
+    )
+    assert hbm_ceiling(facts) is None
+    assert hbm_ceiling(None) is None
+
+
+def test_hbms_detail_gives_its_clock_in_mhz():
+    assert hbm_ceiling(load_legacy("device").device).detail.startswith("HBM, 2 x 3201 MHz x 6016")
+
+
+def test_pageable_copies_at_a_tie_of_staging_and_link_name_the_staging():
+    link = Ceiling(30.0, "PCIe", "the link")
+    assert host_ceiling(30.0, link).limiter == "staging"
+    assert host_ceiling(30.1, link).limiter == "PCIe"
+    assert host_ceiling(29.9, link).limiter == "staging"
+
+
+@pytest.mark.parametrize(
+    ("generation", "formula"),
+    [(1, "2.5 GT/s x 16 lanes x 8b/10b / 8"), (2, "5 GT/s x 16 lanes x 8b/10b / 8"),
+     (3, "8 GT/s x 16 lanes x 128b/130b / 8"), (4, "16 GT/s x 16 lanes x 128b/130b / 8"),
+     (5, "32 GT/s x 16 lanes x 128b/130b / 8")],
+)  # fmt: skip
+def test_each_pcie_generation_names_its_own_line_encoding(generation, formula):
+    assert pcie_formula(generation, 16) == formula
+
+
+def test_a_slow_ceiling_still_gives_a_share_and_a_slow_host_side_still_bounds():
+    assert Ceiling(0.5, "PCIe", "").fraction(0.25) == 0.5
+    assert Ceiling(0.0, "PCIe", "").fraction(0.25) == math.inf
+    link = Ceiling(30.0, "PCIe", "the link")
+    assert host_ceiling(0.5, link).gb_per_s == 0.5  # a staging thread at 0.5 GB/s bounds
+    assert host_ceiling(0.0, link) is link and host_ceiling(None, link) is link
