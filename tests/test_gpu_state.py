@@ -14,6 +14,7 @@ from rich.console import Console
 
 from memprof.errors import InvalidArgument
 from memprof.experiments import load, shape_of, summarize
+from memprof.model import gpustate
 from memprof.model.gpustate import GpuState, NvLink, OtherProcess, state_warnings
 from memprof.model.results import Result
 from memprof.output.render import render_result
@@ -198,3 +199,65 @@ def test_unknown_fields_read_unknown_in_info():
     assert rows["NVLink"] == "unknown"
     assert rows["ECC, persistence, MIG"] == "ECC unknown, persistence unknown, MIG unknown"
     assert rows["Other processes on the GPU"] == "unknown"
+
+
+# -- a state's figures and words at their edges ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("generation", "width"), [(5, None), (None, 16)])
+def test_a_link_or_maximum_half_known_is_unknown(generation, width):
+    state = healthy(pcie_generation=generation, pcie_width=width)
+    assert state.link is None and state.link_below_max is None
+    assert gpustate.pcie_words(state) == "unknown"
+    top = healthy(pcie_max_generation=generation, pcie_max_width=width)
+    assert top.link_max is None and top.link_below_max is None
+    assert gpustate.pcie_words(top) == "Gen5 x16 (maximum unknown): 63.0 GB/s per direction"
+
+
+def test_the_link_at_its_maximum_below_it_and_in_a_slower_slot_read_so():
+    assert gpustate.pcie_words(healthy()) == "Gen5 x16 (its maximum): 63.0 GB/s per direction"
+    assert gpustate.pcie_words(healthy(pcie_width=8)) == (
+        "Gen5 x8, below its Gen5 x16 maximum: 31.5 GB/s per direction instead of 63.0 GB/s"
+    )
+    slot = healthy(pcie_generation=4, pcie_max_generation=4)  # the GPU can do Gen5
+    assert gpustate.pcie_words(slot).endswith("; the GPU could do Gen5, its slot allows Gen4")
+    older = healthy(pcie_gpu_max_generation=4)  # a GPU slower than its slot: nothing to say
+    assert gpustate.pcie_words(older) == "Gen5 x16 (its maximum): 63.0 GB/s per direction"
+
+
+@pytest.mark.parametrize(
+    ("now", "most", "words"),
+    [(None, None, "SM unknown"), (None, 1980, "SM ? of 1980 MHz"), (345, None, "SM 345 of ? MHz"),
+     (345, 1980, "SM 345 of 1980 MHz")],
+)  # fmt: skip
+def test_clocks_say_what_is_known_of_each(now, most, words):
+    shown = gpustate.clocks_words(healthy(sm_clock_mhz=now, sm_clock_max_mhz=most))
+    assert shown == f"{words}, memory 3201 of 3201 MHz"
+
+
+@pytest.mark.parametrize(("now", "most"), [(None, 3201), (3201, None), (0, 3201)])
+def test_a_memory_clock_without_both_figures_is_not_said_to_be_below_its_maximum(now, most):
+    assert healthy(memory_clock_mhz=now, memory_clock_max_mhz=most).memory_clock_below_max is None
+    assert healthy(memory_clock_mhz=3000).memory_clock_below_max is True
+
+
+def test_nvlinks_total_their_rate_only_where_every_active_link_has_one():
+    links = [NvLink(i, True, "4.0", 25000, "0000:00:07.0", "gpu") for i in range(4)]
+    assert gpustate.nvlink_words(healthy(nvlinks=links)) == (
+        "4 of 4 links active, NVLink 4.0, 25.0 GB/s each = 100 GB/s per direction"
+    )
+    partly = [*links[:3], NvLink(3, True, "4.0", None, "0000:00:07.0", "gpu")]
+    assert gpustate.nvlink_words(healthy(nvlinks=partly)) == "4 of 4 links active, NVLink 4.0"
+
+
+@pytest.mark.parametrize(
+    ("bit", "name"),
+    [(0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"),
+     (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"),
+     (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"),
+     (0x100, "display_clock_setting")],
+)  # fmt: skip
+def test_each_nvml_clock_event_bit_is_the_reason_nvml_documents(bit, name):
+    """nvmlClocksEventReason* in nvml.h: a bit read as another reason would PASS a slowdown."""
+    assert gpustate.reasons_in(bit) == [name]
+    assert gpustate.reasons_in(bit | 0x200) == [name]  # a bit memprof does not know: left out
