@@ -11,8 +11,9 @@ import re
 import pytest
 
 from memprof.experiments import compare, pinned, streams, sweep
+from memprof.experiments.common import gpu_timing, largest_batch
 from memprof.model.formatting import format_ms
-from tests.conftest import load_fixture
+from tests.conftest import load_fixture, replace
 
 # -- sweep: where 90% of the peak is reached ---------------------------------------------------
 
@@ -177,3 +178,19 @@ def test_compare_highlight_follows_the_figures_not_the_row_order():
 def test_format_ms_round_trips_through_the_parser_above():
     assert _milliseconds(format_ms(1.5)) == 1.5
     assert _milliseconds(format_ms(0.0123)) == pytest.approx(0.0123)
+
+
+def test_a_tables_note_says_how_its_gpu_operations_were_timed():
+    result = load_fixture("register")
+    assert result.timing.source == "cupti"
+    assert gpu_timing(result) == "CUPTI's record of each operation"
+    events = replace(result, timing=replace(result.timing, source="events"))
+    assert gpu_timing(events) == "gated CUDA events around each operation"
+    assert gpu_timing(replace(result, timing=None)) == "CUDA events around each operation"
+
+
+def test_the_batch_a_note_names_is_the_largest_the_run_made():
+    result = load_fixture("pinned_p20")
+    batches = [m.batch for m in result.measurements]
+    assert largest_batch(result) == max(batches) > min(batches) >= 0
+    assert largest_batch(replace(result, measurements=[])) == 0
