@@ -364,3 +364,57 @@ def test_a_foreign_context_under_ninety_percent_of_portable_stages_the_copies(sh
         assert "its context treats the buffer as pageable and stages the copies" in line
     foreign_gb = gb_per_s(foreign.bytes, per_operation_ms(foreign) * factor)
     assert f"moved {format_gb_per_s(foreign_gb)} GB/s" in line
+
+
+# -- zerocopy's sentences at their boundaries, from rows built to sit on each --------------------
+# (power, bytes, kernel on device, kernel on zero-copy, end to end device, end to end zero-copy,
+# one HtoD copy): what zerocopy.summarize hands its conclusions
+
+
+def zero_copy_said(*rows: tuple) -> list[str]:
+    from memprof.experiments.zerocopy import _conclusions
+
+    return _conclusions(list(rows))
+
+
+def test_a_tie_end_to_end_is_no_win_for_zero_copy():
+    said = zero_copy_said((20, 0, 1.0, 3.0, 5.0, 5.0, 1.0))
+    assert said[0].startswith("Zero-copy never beat explicit copies end to end")
+    won = zero_copy_said((20, 0, 1.0, 3.0, 5.0, 4.99, 1.0))
+    assert won[0].startswith("Zero-copy beat explicit copies end to end at every size")
+    mixed = zero_copy_said((18, 0, 1.0, 3.0, 5.0, 5.0, 1.0), (20, 0, 1.0, 3.0, 5.0, 4.99, 1.0))
+    assert mixed[0].startswith("Zero-copy beat explicit copies end to end at 1 of 2 sizes (2^20)")
+
+
+@pytest.mark.parametrize(("zero", "because"), [(1.5, False), (1.51, True)])
+def test_a_kernel_over_half_again_as_long_is_blamed_on_pcie(zero, because):
+    said = zero_copy_said((20, 0, 1.0, zero, 5.0, 6.0, 1.0))[0]
+    assert said.endswith(", because every read crosses PCIe.") is because
+
+
+def test_per_kernel_words_say_slower_at_every_size_only_where_every_ratio_is_above_one():
+    slower = zero_copy_said((10, 0, 1.0, 2.0, 5.0, 6.0, 1.0), (12, 0, 1.0, 4.0, 5.0, 6.0, 1.0))
+    assert slower[1].startswith(
+        "Per kernel, reading zero-copy memory was slower than device memory at every size, "
+        "2.0x to 4.0x as long (2^10: 2.0x): where zero-copy wins end to end, it wins by "
+        "skipping the copies, not by reading faster."
+    )
+    even = zero_copy_said((10, 0, 1.0, 1.0, 5.0, 6.0, 1.0), (12, 0, 1.0, 4.0, 5.0, 6.0, 1.0))
+    assert even[1].startswith("Per kernel, zero-copy took 1.0x to 4.0x as long as device memory")
+
+
+@pytest.mark.parametrize(
+    ("kernel_zero", "h2d", "words"),
+    [
+        (1.0, 1.0, None),  # no extra time per pass: nothing to weigh
+        (5.0, 1.0, "even data read once is better copied first"),  # 2 ms to copy, 4 a pass
+        (3.0, 1.0, "from 2 passes on, copy the data"),  # copying costs exactly one pass
+        (2.0, 1.0, "from 3 passes on, copy the data"),
+    ],  # fmt: skip
+)
+def test_how_many_passes_zero_copy_pays_for(kernel_zero, h2d, words):
+    said = zero_copy_said((20, 0, 1.0, kernel_zero, 5.0, 6.0, h2d))
+    if words is None:
+        assert len(said) == 2
+    else:
+        assert words in said[2]
