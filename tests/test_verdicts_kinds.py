@@ -31,6 +31,7 @@ from tests.verdict_tools import (
     per_operation_ms,
     scaled,
     the,
+    with_samples,
 )
 
 
@@ -311,6 +312,22 @@ def test_registration_pays_for_itself_after_its_cost_over_each_copys_saving():
         result, 1.01 * pageable / registered, group="gpu", operation="h2d", kind="registered"
     )
     assert "registration did not speed up copies here" in summarize(slower).conclusions[0]
+
+
+def test_registration_is_costed_at_its_median_and_pays_only_for_a_real_saving():
+    result = fixture("h200_register")
+    skewed = with_samples(result, [1.0, 1.0, 1.0, 100.0], operation="register")
+    skewed = with_samples(skewed, [2.0, 2.0, 2.0, 50.0], operation="unregister")
+    for kind in ("pageable", "registered"):  # one copy's time each: the same, nothing saved
+        skewed = with_samples(skewed, [0.5, 0.5, 0.5], group="gpu", operation="h2d", kind=kind)
+    line = summarize(skewed).conclusions[0]
+    assert line.startswith("Registering the array cost 1.0000ms (and 2.0000ms to undo)")
+    assert "registration did not speed up copies here" in line
+    saving = with_samples(skewed, [0.25] * 3, group="gpu", operation="h2d", kind="registered")
+    assert (
+        "registration pays for itself after 12.0 host → device copies"
+        in (summarize(saving).conclusions[0])
+    )  # 3 ms of median cost over 0.25 ms saved a copy
 
 
 # -- device ---------------------------------------------------------------------------------------
