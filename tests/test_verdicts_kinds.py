@@ -427,7 +427,7 @@ def test_per_kernel_words_say_slower_at_every_size_only_where_every_ratio_is_abo
         (5.0, 1.0, "even data read once is better copied first"),  # 2 ms to copy, 4 a pass
         (3.0, 1.0, "from 2 passes on, copy the data"),  # copying costs exactly one pass
         (2.0, 1.0, "from 3 passes on, copy the data"),
-    ],  # fmt: skip
+    ],
 )
 def test_how_many_passes_zero_copy_pays_for(kernel_zero, h2d, words):
     said = zero_copy_said((20, 0, 1.0, kernel_zero, 5.0, 6.0, h2d))

@@ -241,3 +241,20 @@ def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():
     )
     note = table(summarize(result), "Whole pipeline").notes[0]
     assert note.startswith(f"Ideal overlapped time {format_ms(ideal)}: ")
+
+
+def test_a_prefetch_as_slow_as_on_demand_does_not_pay_and_one_unmeasured_says_nothing():
+    from types import SimpleNamespace
+
+    from memprof.experiments.managed import _conclusion
+
+    def took(ms: float):
+        return SimpleNamespace(median_ms=ms, gb_per_s=1.0)
+
+    first = {"managed": took(10.0), "managed+prefetch": took(4.0)}
+    resident, explicit = took(1.0), took(2.0)
+    assert _conclusion(first, resident, explicit, took(6.0)).endswith(DOES_NOT)  # 10 = 10
+    assert _conclusion(first, resident, explicit, took(5.99)).endswith(PAYS)
+    without = _conclusion(first, resident, explicit, None)  # no prefetch timed: no sentence
+    alone = _conclusion({"managed": took(10.0)}, resident, explicit, took(1.0))
+    assert "Prefetch" not in without and "Prefetch" not in alone
