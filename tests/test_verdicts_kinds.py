@@ -435,3 +435,37 @@ def test_how_many_passes_zero_copy_pays_for(kernel_zero, h2d, words):
         assert len(said) == 2
     else:
         assert words in said[2]
+
+
+# -- pinned's break-even and write-combined's read-back, at their edges ------------------------
+
+
+def pinned_said(pageable_ms: float, pinned_ms: float, alloc_pinned: float) -> str:
+    from memprof.experiments.pinned import _conclusion
+
+    median = {("pageable", "h2d"): pageable_ms, ("pinned", "h2d"): pinned_ms,
+              ("pageable", "d2h"): pageable_ms, ("pinned", "d2h"): pinned_ms}  # fmt: skip
+    alloc = {"pinned": alloc_pinned, "pageable": 1.0}
+    return _conclusion(median, alloc, 4 << 20, {"pinned": 50.0, "pageable": 12.0})
+
+
+def test_pinning_that_saves_exactly_nothing_is_not_worth_its_allocation():
+    assert pinned_said(1.0, 1.0, 2.0).endswith(
+        "Pinning did not speed up transfers here: it is not worth its allocation cost."
+    )
+    assert "so pinning pays off from 2 round trips" in pinned_said(1.0, 0.75, 2.0)  # 1 / 0.5
+    assert "so pinning pays off from 1 round trip (HtoD" in pinned_said(1.0, 0.5, 2.0)
+    assert pinned_said(1.0, 0.5, 1.0).endswith("pin every buffer you transfer.")  # no extra cost
+
+
+def test_host_reads_exactly_one_and_a_half_times_slower_are_the_trap():
+    result = fixture("h200_writecombined")
+    result = with_samples(result, [2.0] * 3, operation="host_read", kind="mapped")
+    at_edge = with_samples(result, [3.0] * 3, operation="host_read", kind="writecombined")
+    assert (
+        summarize(at_edge)
+        .conclusions[0]
+        .startswith("The host read write-combined memory 1.5x slower than cached pinned")
+    )
+    under = with_samples(result, [2.99] * 3, operation="host_read", kind="writecombined")
+    assert summarize(under).conclusions[0].startswith("The documented trap did not appear")
