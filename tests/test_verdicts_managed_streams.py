@@ -22,7 +22,7 @@ from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
 from tests.conftest import array_bytes, replace
-from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the
+from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the, with_samples
 
 # -- managed ----------------------------------------------------------------------------------
 
@@ -258,3 +258,25 @@ def test_a_prefetch_as_slow_as_on_demand_does_not_pay_and_one_unmeasured_says_no
     without = _conclusion(first, resident, explicit, None)  # no prefetch timed: no sentence
     alone = _conclusion({"managed": took(10.0)}, resident, explicit, took(1.0))
     assert "Prefetch" not in without and "Prefetch" not in alone
+
+
+def test_each_modes_row_is_set_against_serial_and_the_ideal():
+    result = pipeline()
+    ideal, serial = ideal_ms(result), total_ms(result, "pinned, 1 stream")
+    rows = {row[0]: row for row in table(summarize(result), "Whole pipeline").rows}
+    for label in ("pinned, 1 stream", "pinned, 4 streams", "pageable, 4 streams"):
+        total = total_ms(result, label)
+        assert rows[label][2:] == [f"{serial / total:.2f}x", f"{ideal / total:.0%}"], label
+    assert rows["ideal overlap"][2:] == [f"{serial / ideal:.2f}x", "100%"]
+
+
+def test_pageable_exactly_fifteen_percent_slower_keeps_the_overlap():
+    result = pipeline()
+    result = with_samples(
+        result, [2.0] * 3, group="span", operation="total", kind="pinned, 4 streams"
+    )
+    at_edge = with_samples(
+        result, [2.3] * 3, group="span", operation="total", kind="pageable, 4 streams"
+    )
+    line = conclusion(summarize(at_edge), "streams ran the pipeline")
+    assert line.endswith("here pageable memory kept most of the overlap.")
