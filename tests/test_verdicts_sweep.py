@@ -118,3 +118,18 @@ def test_a_curve_that_keeps_its_lead_crosses_nothing_and_one_that_comes_back_cro
         "second overtakes first between 2^10 and 2^11",
         "first overtakes second between 2^11 and 2^12",
     ]
+
+
+def test_a_lead_of_exactly_five_percent_is_a_lead():
+    found = crossovers(series([2.1, 2.0, 2.0], [2.0, 2.0, 2.1]))  # 2.1 = 1.05 x 2.0 exactly
+    assert [line.split(" (")[0] for line in found] == [
+        "second overtakes first between 2^10 and 2^12"
+    ]
+
+
+def test_ninety_percent_of_the_peak_is_reached_at_exactly_ninety_percent():
+    from memprof.experiments.sweep import _ninety_percent_size
+
+    points = [(10, 0.0, 5.0), (11, 0.0, 9.0), (12, 0.0, 9.5), (13, 0.0, 10.0)]
+    assert _ninety_percent_size(points) == 11  # 9.0 = 0.9 x 10.0
+    assert _ninety_percent_size([(10, 0.0, 8.99), *points[2:]]) == 12
