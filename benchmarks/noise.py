@@ -1,5 +1,5 @@
 """How many repetitions each noise target needs, per kind of measurement: the data behind
---max-noise's default (memprof.core.measure.DEFAULT_MAX_NOISE_PCT, provisional until this runs
+--max-noise's default (memprof.core.repetitions.DEFAULT_MAX_NOISE_PCT, provisional until this runs
 on the H200 and the H100).
 
 Each command runs once with a large fixed --repeat; every measurement's samples, in the order
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memprof.core.measure import MIN_COUNT, THROUGHPUT_BATCHES, Repetitions  # noqa: E402
+from memprof.core.repetitions import MIN_COUNT, THROUGHPUT_BATCHES, Repetitions  # noqa: E402
 
 TARGETS_PCT = (0.5, 1.0, 2.0)
 # Each command with a large fixed --repeat (--repeat here overrides), sizes kept moderate.

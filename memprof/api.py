@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
+from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
 from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import experiment_named, summarize
 from memprof.experiments import load as load_result

@@ -141,7 +141,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
     if until_noise_target(experiment):
-        from memprof.core.measure import DEFAULT_MAX_NOISE_PCT
+        from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
         from memprof.model.results import Percent
 
         check = within(declared.range_of(Percent))

@@ -10,15 +10,8 @@ import itertools
 import pytest
 
 from memprof.core import measure
-from memprof.core.measure import (
-    FEWEST,
-    MIN_COUNT,
-    THROUGHPUT_BATCHES,
-    Lane,
-    Profiler,
-    Repetitions,
-    concurrent,
-)
+from memprof.core.measure import Lane, Profiler, concurrent
+from memprof.core.repetitions import FEWEST, MIN_COUNT, THROUGHPUT_BATCHES, Repetitions
 from memprof.model.statistics import median_noise, repetitions_words
 from tests.test_profile import FakeActivity, FakeEvent, FakeGate, FakeSession
 

@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from memprof.core.measure import Repetitions, StreamsRun
+from memprof.core.measure import StreamsRun
+from memprof.core.repetitions import Repetitions
 from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result

@@ -5,10 +5,10 @@ unrecorded, then its timed repetitions, and only those are recorded (so Calls is
 timed repetitions). Inside a step, `events()` marks one GPU operation, `host_clock()`/`api()`
 host work or a driver call, and `events("span", ...)` several operations end to end.
 
-How many repetitions (Repetitions): exactly --repeat N where it is given; otherwise each
-measurement repeats until the relative noise of its median (memprof.model.statistics.
-median_noise) is at most --max-noise, at least MIN_COUNT times, and no longer than its time
-cap. Back-to-back batches (throughput, concurrent) stop the same way. The stopping decision
+How many repetitions (memprof.core.repetitions): exactly --repeat N where it is given;
+otherwise each measurement repeats until the relative noise of its median (memprof.model.
+statistics.median_noise) is at most --max-noise, at least MIN_COUNT times, and no longer than
+its time cap. Back-to-back batches (throughput, concurrent) stop the same way. The stopping decision
 reads the samples available while the loop runs: the gated events' times and the host clock.
 CUPTI's records arrive only when its buffers are flushed, after the loop, so a measurement
 timed by CUPTI stops on its gated events (which time the same operation) and its saved
@@ -40,110 +40,25 @@ recording anything else is a bug in memprof and raises, so a Result holds what i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import math
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.core.repetitions import THROUGHPUT_BATCHES, Repetitions
 from memprof.errors import ExitCode, MemprofError
 from memprof.model.results import Group, Measurement, Source, TimingInfo
-from memprof.model.statistics import Statistics, median_noise
+from memprof.model.statistics import Statistics
 
 _Key = tuple[str, str, str, "str | None", int, tuple[int, ...]]
 
 BATCH_TARGET_MS = 1.0  # a throughput batch lasts about this long (event resolution ~0.5 us)
 MAX_BATCH = 128  # operations queued behind one gate: well within a stream's queue
-THROUGHPUT_BATCHES = 3  # batches per throughput figure with --repeat N, and at least this many
-
-# Repetitions until the noise target, from benchmarks/noise.py on the H200 (--repeat 60, every
-# long command, 2026-11-25): at 1% most figures settle in 5 to 9 samples and the replayed runs
-# save 11.4 s against the old counts; 0.5% saves 4.8 s, with 20 of alloc's 27 allocation
-# figures never getting there in 60; 2% saves 14.0 s but lets pinned copies move by more than
-# the 1% nvbandwidth agreement.
-DEFAULT_MAX_NOISE_PCT = 1.0  # --max-noise: the relative noise of each median, in percent
-MIN_COUNT = 5  # repetitions before the noise is trusted (a median of fewer says little)
-FEWEST = 3  # ...or this many, where they already took the time cap (a median and its spread)
-TIME_CAP_S = 0.1  # host seconds after which a measurement repeats no more (past MIN_COUNT)
-MAX_COUNT = 10_000  # as --repeat allows
-
-
-@dataclass(frozen=True)
-class Repetitions:
-    """How many times a measurement repeats: exactly `exactly` (--repeat N), or, where it is
-    None, until the relative noise of its median is at most max_noise_pct percent, or until
-    cap_s seconds are spent on it, or `most` repetitions, whichever comes first, and at least
-    `minimum` times (FEWEST where those take longer than the cap: an allocation of 1 GiB).
-
-    `most` is the count each experiment repeated before the noise target (its Params' repeat
-    field says it): stopping at the noise target only ever saves time."""
-
-    exactly: int | None = None
-    max_noise_pct: float = DEFAULT_MAX_NOISE_PCT
-    cap_s: float = TIME_CAP_S
-    minimum: int = MIN_COUNT
-    most: int = MAX_COUNT
-
-    def given(self, repeat: int | None) -> Repetitions:
-        """This policy, or exactly `repeat` times where a count is given."""
-        return self if repeat is None else dataclasses.replace(self, exactly=repeat)
-
-    def batches(self, batches: int | None) -> Repetitions:
-        """The policy of back-to-back batches: `batches` exactly where given; with --repeat N,
-        THROUGHPUT_BATCHES exactly (as before the noise target); else until the noise target,
-        at least THROUGHPUT_BATCHES."""
-        if batches is not None:
-            return Repetitions(batches)
-        if self.exactly is not None:
-            return Repetitions(THROUGHPUT_BATCHES)
-        most = max(THROUGHPUT_BATCHES, self.most)
-        return dataclasses.replace(self, minimum=THROUGHPUT_BATCHES, most=most)
-
-    def loop(self) -> RepetitionLoop:
-        return RepetitionLoop(self)
-
-
-class RepetitionLoop:
-    """One measurement's repetitions under a policy: `while loop.more(series): repeat once`.
-
-    series() gives the samples so far, one list per figure the loop records; it is asked for
-    only where the noise is checked: after the least count, then each time the count has grown
-    by an eighth (the noise of n samples costs a sort of n)."""
-
-    def __init__(self, policy: Repetitions) -> None:
-        self.policy = policy
-        self.count = 0  # repetitions begun
-        self._started = time.perf_counter()
-        self._check_at = policy.minimum
-
-    def more(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
-        """Whether to repeat once more (counted here), given the samples so far."""
-        if not self._needed(series):
-            return False
-        self.count += 1
-        return True
-
-    def _needed(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
-        policy, count = self.policy, self.count
-        if policy.exactly is not None:
-            return count < policy.exactly
-        if count >= policy.most:
-            return False
-        if count < min(FEWEST, policy.minimum):
-            return True
-        if time.perf_counter() - self._started >= policy.cap_s:
-            return False
-        if count < policy.minimum:
-            return True
-        if count < self._check_at:
-            return True
-        self._check_at = count + max(1, count // 8)
-        return not all(median_noise(s) * 100 <= policy.max_noise_pct for s in series())
 
 
 def batch_size(one_operation_ms: float, target_ms: float = BATCH_TARGET_MS) -> int:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from memprof.core.measure import (
+from memprof.core.repetitions import (
     DEFAULT_MAX_NOISE_PCT,
     FEWEST,
     MAX_COUNT,
@@ -57,7 +57,7 @@ MIN_POWER, MAX_POWER = 0, 30  # 1 element .. 2^30 float32 (4 GiB per array; n fi
 # The Params fields most experiments share, with the rules every command applies.
 Power = Annotated[int, Range(MIN_POWER, MAX_POWER)]
 Powers = Annotated[tuple[Power, ...], NON_EMPTY, INCREASING]
-# None: until the noise target (memprof.core.measure.Repetitions); in older files always a count
+# None: until the noise target (memprof.core.repetitions.Repetitions); in older files always a count
 Repeat = Annotated[int, Range(1, 10_000)] | None
 Warmup = Annotated[int, Range(0, 1000)]
 

@@ -150,7 +150,7 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     unified_memory_note: str | None  # why the counters are missing, if they are
     # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
     host_affinity: str | None = None
-    # Repetitions until the noise target (memprof.core.measure.Repetitions): each measurement
+    # Repetitions until the noise target (memprof.core.repetitions.Repetitions): each measurement
     # repeated until its median's noise was at most max_noise_pct percent, or time_cap_s was
     # spent on it, or max_count repetitions were done. None: exactly --repeat N times (and in
     # files of older memprof).

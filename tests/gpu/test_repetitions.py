@@ -4,7 +4,8 @@ twice, and CUPTI left unstarted where nothing uses it (memprof.core.measure, iss
 import pytest
 
 from memprof import api
-from memprof.core.measure import BATCH_TARGET_MS, DEFAULT_MAX_NOISE_PCT, FEWEST
+from memprof.core.measure import BATCH_TARGET_MS
+from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT, FEWEST
 from memprof.experiments.base import GATED_ONLY
 
 pytestmark = pytest.mark.gpu
