@@ -11,7 +11,8 @@ benchmarks/trace_overhead.py compares bare and traced:
     memprof-example: {"steps": 30, "loop_s": ..., "wall_s": ..., "lines": {...}}
 
 loop_s is the training loop alone (first batch to the last step's .item(), which waits for
-the GPU); the lines carrying `# memprof-line: NAME` are those the trace should name.
+the GPU), step_s each step's share of it (the first steps load kernels and plan); the lines
+carrying `# memprof-line: NAME` are those the trace should name.
 Usage: python examples/resnet_train.py [--steps 30] [--batch 64] [--size 64] [--pin-memory]
 """
 
@@ -91,7 +92,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     non_blocking = options.pin_memory
-    losses = []
+    losses, step_ends = [], []
     loop_start = time.perf_counter()
     for batch, target in loader:
         batch = batch.to(device, non_blocking=non_blocking)  # memprof-line: images
@@ -101,13 +102,16 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         losses.append(loss.item())  # memprof-line: item
+        step_ends.append(time.perf_counter())
     loop_s = time.perf_counter() - loop_start
+    starts = [loop_start, *step_ends[:-1]]
     report = {
         "program": "resnet_train",
         "steps": len(losses),
         "batch": options.batch,
         "pin_memory": options.pin_memory,
         "loop_s": loop_s,
+        "step_s": [end - start for start, end in zip(starts, step_ends, strict=True)],
         "wall_s": time.perf_counter() - START,
         "first_loss": losses[0],
         "last_loss": losses[-1],

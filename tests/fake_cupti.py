@@ -132,6 +132,8 @@ class FakeCupti:
         self.refuse_subscribe = ""  # CUPTI's words when another tool holds the callbacks
         self.callbacks_on: set[tuple[int, int]] = set()  # (domain, cbid) enabled
         self.domains_on: set[int] = set()
+        self.records_off: set[tuple[ActivityKind, int]] = set()  # (DRIVER or RUNTIME, cbid)
+        self.refuse_switch: set[int] = set()  # cbids whose records cannot be switched off
 
     # -- the API memprof calls ----------------------------------------------------------
 
@@ -143,6 +145,21 @@ class FakeCupti:
     def activity_disable(self, kind: ActivityKind) -> None:
         self.enabled.discard(kind)
         self.disabled_log.append(kind)
+
+    def activity_enable_driver_api(self, cbid: int, enable: int) -> None:
+        self._switch(ActivityKind.DRIVER, cbid, enable)
+
+    def activity_enable_runtime_api(self, cbid: int, enable: int) -> None:
+        self._switch(ActivityKind.RUNTIME, cbid, enable)
+
+    def _switch(self, kind: ActivityKind, cbid: int, enable: int) -> None:
+        assert isinstance(cbid, int) and cbid > 0, "INVALID is no call"
+        if cbid in self.refuse_switch:
+            raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED (27)")
+        if enable:
+            self.records_off.discard((kind, cbid))
+        else:
+            self.records_off.add((kind, cbid))
 
     def activity_register_callbacks(self, requested, completed) -> None:
         self.callbacks = (requested, completed)
@@ -234,7 +251,7 @@ class FakeCupti:
     # -- what the driver and the GPU do -------------------------------------------------
 
     def _record(self, kind: ActivityKind, **fields) -> None:
-        if kind in self.enabled:
+        if kind in self.enabled and (kind, fields.get("cbid")) not in self.records_off:
             self.pending.append(SimpleNamespace(kind=kind, **fields))
 
     def call(

@@ -23,7 +23,8 @@ from memprof.core.activity import (
     GpuRecord,
     cupti_unavailable_reason,
 )
-from tests.fake_cupti import ActivityKind, ActivityUnifiedMemoryCounterScope, FakeCupti
+from memprof.trace.stacks import is_work_call
+from tests.fake_cupti import CBID, ActivityKind, ActivityUnifiedMemoryCounterScope, FakeCupti
 from tests.test_profile import FakeEvent, make_profiler
 
 
@@ -458,3 +459,33 @@ def test_a_layout_the_attributes_contradict_is_never_read_again():
                                      "correlation_id": 4})()  # fmt: skip
     fresh = FieldReader(_dtype, ("kind", "cbid", "start", "end", "correlation_id"))
     assert fresh.read(no_pointer) == (6, 1, 2, 3, 4) and fresh.unpack is None
+
+
+def test_only_the_calls_asked_for_are_recorded_where_cupti_can_switch_calls_off(cupti):
+    log, why_not = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+    assert why_not is None and log is not None
+    assert cupti.records_off == {
+        (ActivityKind.DRIVER, CBID["cuEventRecord"]),
+        (ActivityKind.RUNTIME, CBID["cudaGetDevice_v3020"]),
+    }
+    cupti.call("cuEventRecord")
+    cupti.call("cudaGetDevice_v3020", runtime=True)
+    cupti.call("cuMemcpyHtoD_v2")
+    cupti.call("cudaStreamSynchronize_v3020", runtime=True)
+    log.flush()
+    names = [call.name for call in log.all_api_records()]
+    assert names == ["cuMemcpyHtoD_v2", "cudaStreamSynchronize_v3020"]
+
+
+def test_a_call_cupti_will_not_switch_off_stays_recorded_and_the_others_go(cupti):
+    cupti.refuse_switch = {CBID["cuEventRecord"]}
+    log, _ = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+    assert cupti.records_off == {(ActivityKind.RUNTIME, CBID["cudaGetDevice_v3020"])}
+    cupti.call("cuEventRecord")
+    log.flush()
+    assert [call.name for call in log.all_api_records()] == ["cuEventRecord"]
+
+
+def test_every_call_is_recorded_where_none_is_refused(cupti):
+    started(cupti, keep_all=True)
+    assert cupti.records_off == set()

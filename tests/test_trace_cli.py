@@ -3,6 +3,7 @@ exit code, output, exceptions and Ctrl-C passing through (CUPTI replaced by a fa
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,7 +13,9 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
+from memprof.experiments.trace import WORK_CALLS_NOTE
 from memprof.trace import collect as tracing
+from memprof.trace.stacks import is_work_call
 from tests.test_trace import program_records
 
 runner = CliRunner()
@@ -22,9 +25,11 @@ class FakeCollector:
     """Stands in for CUPTI: records nothing itself, hands back fixed records."""
 
     started = 0
+    record_call: object = None  # what the last one was asked to record
 
-    def __init__(self, device_index: int = 0, stacks: object = None) -> None:
+    def __init__(self, device_index: int = 0, stacks: object = None, record_call=None) -> None:
         self.device_index = device_index
+        FakeCollector.record_call = record_call
 
     def start(self) -> None:
         FakeCollector.started += 1
@@ -176,3 +181,37 @@ def test_json_of_a_trace_renders_again_with_report(tmp_path, fake_cupti):
     assert report.exit_code == 0, report.output
     assert "[CUDA memcpy HtoD] pageable -> device" in report.output
     assert runner.invoke(app, ["diff", str(saved), str(saved)]).exit_code == 0
+
+
+def test_only_work_calls_are_recorded_unless_all_calls_is_given(tmp_path, fake_cupti):
+    program = script(tmp_path, "pass\n")
+    work, every = tmp_path / "work.json", tmp_path / "every.json"
+    assert invoke("--json", str(work), "-q", str(program)).exit_code == 0
+    assert fake_cupti.record_call is is_work_call  # CUPTI is asked to leave the others out
+    result = load_result(work)
+    calls = {m.name for m in result.measurements if m.group == "api"}
+    assert calls == {"cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2"}
+    assert result.parameters.all_calls is False
+    shown = runner.invoke(app, ["report", str(work)])
+    assert WORK_CALLS_NOTE in " ".join(shown.output.split())
+    assert invoke("--all-calls", "--json", str(every), "-q", str(program)).exit_code == 0
+    assert fake_cupti.record_call is None
+    result = load_result(every)
+    assert "cuCtxCreate_v2" in {m.name for m in result.measurements if m.group == "api"}
+    assert result.parameters.all_calls is True
+    shown = runner.invoke(app, ["report", str(every)])
+    assert shown.exit_code == 0 and "--all-calls" not in shown.output
+
+
+def test_a_file_of_work_calls_holding_another_call_is_refused(tmp_path, fake_cupti):
+    saved = tmp_path / "work.json"
+    assert invoke("--json", str(saved), "-q", str(script(tmp_path, "pass\n"))).exit_code == 0
+    data = json.loads(saved.read_text())
+    call = next(m for m in data["measurements"] if m["group"] == "api")
+    data["measurements"].append({**call, "name": "cuCtxCreate_v2"})
+    saved.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="'cuCtxCreate_v2', which neither launches"):
+        load_result(saved)
+    data["parameters"]["all_calls"] = True  # every call: any call belongs
+    saved.write_text(json.dumps(data))
+    assert load_result(saved).parameters.all_calls is True

@@ -28,6 +28,7 @@ from memprof.trace.stacks import (
     StackRecorder,
     base_name,
     call_kind,
+    is_work_call,
 )
 from memprof.trace.where import source_lines
 from tests import fake_cupti
@@ -92,6 +93,28 @@ MiB = 1 << 20
 )
 def test_calls_are_recorded_by_what_they_ask_for(name, kind):
     assert call_kind(name) == kind
+
+
+@pytest.mark.parametrize(
+    ("name", "recorded"),
+    [
+        ("cuLaunchKernel", True),
+        ("cudaLaunchKernel_v7000", True),
+        ("_runtime_api_trace_cbid__cudaLaunchKernel_v13000", True),
+        ("cudaGraphLaunch_v10000", True),
+        ("cuMemcpyHtoDAsync_v2", True),
+        ("cudaStreamSynchronize_v3020", True),
+        ("cuMemFree_v2", True),
+        ("cudaGetDevice_v3020", False),
+        ("cuCtxGetCurrent", False),
+        ("cudaEventRecord_v3020", False),
+        ("cudaStreamIsCapturing_v10000", False),
+        ("cuGraphAddMemcpyNode", False),
+        ("cuGetProcAddress_v2", False),
+    ],
+)
+def test_a_trace_keeps_the_calls_that_launch_or_ask_for_work(name, recorded):
+    assert is_work_call(name) is recorded
 
 
 def test_version_suffixes_go_and_the_name_stays():

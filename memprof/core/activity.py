@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,12 +154,17 @@ class ActivityLog:
 
     @classmethod
     def start(
-        cls, device_index: int, keep_all: bool = False
+        cls,
+        device_index: int,
+        keep_all: bool = False,
+        record_call: Callable[[str], bool] | None = None,
     ) -> tuple[ActivityLog | None, str | None]:
         """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
 
         keep_all: trace a whole program: also CUDA runtime calls (PyTorch, CuPy make those),
         every API record kept, larger buffers so records are read after the program's work.
+        record_call: where given, only the driver and runtime calls it accepts (by name) are
+        recorded, as far as this CUPTI can switch calls off one by one (_record_only).
         """
         try:
             from cupti import cupti
@@ -191,7 +196,29 @@ class ActivityLog:
             cupti.activity_enable(kinds.MEMCPY2)
             log.peer_copies_traced = True
         log.unified_memory_refusal = log._enable_unified_memory(device_index)
+        if record_call is not None:
+            log._record_only(record_call)
         return log, None
+
+    def _record_only(self, wanted: Callable[[str], bool]) -> None:
+        """Switch off the records of every driver and runtime call `wanted` refuses, by
+        CUPTI's callback id: each record costs the program's thread time at its call, and
+        memprof's reading of it more. A call this CUPTI cannot switch off stays recorded
+        (the caller drops its records by name)."""
+        cupti = self.cupti
+        tables = (
+            ("driver_api_trace_cbid", "activity_enable_driver_api"),
+            ("runtime_api_trace_cbid", "activity_enable_runtime_api"),
+        )
+        for table_name, switch_name in tables:
+            table, switch = getattr(cupti, table_name, None), getattr(cupti, switch_name, None)
+            if table is None or switch is None:
+                continue
+            for member in table:
+                if member.name in ("INVALID", "SIZE", "FORCE_INT") or wanted(member.name):
+                    continue
+                with contextlib.suppress(Exception):  # an id this driver lacks
+                    switch(int(member), 0)
 
     def _enable_unified_memory(self, device_index: int) -> str | None:
         cupti = self.cupti

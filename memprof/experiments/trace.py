@@ -43,7 +43,7 @@ from memprof.trace.collect import (
     run_memprof,
     trace,
 )
-from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH
+from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, is_work_call
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -348,6 +348,12 @@ def timing_note(result: Result) -> str:
     )
 
 
+WORK_CALLS_NOTE = (
+    "API calls: only those that launch, copy, set, allocate, free, register, prefetch or "
+    "wait (--all-calls records every call)."
+)
+
+
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
@@ -364,6 +370,8 @@ def summarize(result: Result) -> Summary:
         conclusions += line_advice(lines, result.extra.libraries)
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
+    if not result.parameters.all_calls:
+        conclusions.append(WORK_CALLS_NOTE)
     return Summary(
         tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
     )
@@ -409,7 +417,14 @@ class Trace(base.Experiment):
         ),
         base.Measure("gpu", "memset", "each memset", "one operation", False),
         base.Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
-        base.Measure("api", "api_call", "every driver and runtime call", "driver call", False),
+        base.Measure(
+            "api",
+            "api_call",
+            "each driver and runtime call that launches, copies, sets, allocates, frees, "
+            "registers, prefetches or waits (with --all-calls, every call)",
+            "driver call",
+            False,
+        ),
     )
 
     def summarize(self, result: Result) -> Summary:
@@ -424,6 +439,7 @@ class Trace(base.Experiment):
         output: Output,
         stack_depth: int = DEFAULT_STACK_DEPTH,
         stacks: bool = False,
+        all_calls: bool = False,
     ) -> int:
         """The command: trace the program (memprof.trace.collect records it), then show and
         save its Result as every command does; the program's own exit code."""
@@ -434,7 +450,9 @@ class Trace(base.Experiment):
             )
         program = parse_target(target or [], module)
         lines = LineOptions(stack_depth, stacks)
-        options = TraceOptions(device, bandwidth, lines, output, measure_small_copies)
+        options = TraceOptions(
+            device, bandwidth, lines, output, measure_small_copies, all_calls=all_calls
+        )
         return trace(program, options, self.summarize)
 
     @classmethod
@@ -450,6 +468,11 @@ class Trace(base.Experiment):
             "0: no lines, and no CUPTI callbacks."
         )
         stacks = "Show each line's callers under it in the Where tables."
+        all_calls = (
+            "Record every driver and runtime call (cudaGetDevice, cuCtxGetCurrent, ...), as "
+            "nvprof did. Without it, only calls that launch, copy, set, allocate, free, "
+            "register, prefetch or wait: the others cost a launch-bound program time."
+        )
         return [
             CliOption("target", list[str] | None, None, (), program, argument=True),
             CliOption("module", str | None, None, ("-m", "--module"), PYTHON_M),
@@ -463,6 +486,7 @@ class Trace(base.Experiment):
                 Range(0, MAX_STACK_DEPTH),
             ),
             CliOption("stacks", bool, False, ("--stacks",), stacks),
+            CliOption("all_calls", bool, False, ("--all-calls",), all_calls),
         ]
 
     def check_consistency(self, result: Result) -> None:
@@ -499,6 +523,15 @@ class Trace(base.Experiment):
         if result.extra.blocked is not None:
             check_blocked(result.extra.blocked, copies, rows)
         check_lines(result)
+        if not result.parameters.all_calls:
+            for m in result.measurements:
+                if m.group == "api" and not is_work_call(m.name):
+                    raise SchemaError(
+                        "measurements",
+                        f"hold {m.name!r}, which neither launches nor copies, sets, "
+                        "allocates, frees, registers, prefetches or waits, but "
+                        "parameters.all_calls is false",
+                    )
 
 
 def row_name(group: CopyGroup) -> str:

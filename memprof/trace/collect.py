@@ -46,7 +46,13 @@ from memprof.model.schema import (
     Range,
     Seconds,
 )
-from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, CodeFilter, StackRecorder
+from memprof.trace.stacks import (
+    DEFAULT_STACK_DEPTH,
+    MAX_STACK_DEPTH,
+    CodeFilter,
+    StackRecorder,
+    is_work_call,
+)
 from memprof.trace.where import Stacks, copy_direction, source_lines
 
 if TYPE_CHECKING:
@@ -128,13 +134,16 @@ def as_python_runs(program: Program) -> Iterator[None]:
 class TraceParams:
     """What was traced, as a Result's parameters: the program, its arguments, the device,
     how many of the program's frames each line keeps (0: no lines, as memprof traced before
-    it recorded them) and whether the summary shows their callers."""
+    it recorded them), whether the summary shows their callers, and whether every driver and
+    runtime call was recorded or only those that launch or are of CALL_KINDS (is_work_call;
+    files written before memprof chose recorded every call)."""
 
     program: str = ""
     arguments: tuple[str, ...] = ()
     device: GpuIndex = 0
     stack_depth: Annotated[int, Range(0, MAX_STACK_DEPTH)] = 0
     stacks: bool = False
+    all_calls: bool = True
 
 
 @dataclass
@@ -244,11 +253,17 @@ class CuptiCollector:
     and with a StackRecorder the stack of every copy, memset, allocation, free, registration,
     prefetch and wait (CUPTI's callbacks)."""
 
-    def __init__(self, device_index: int = 0, stacks: StackRecorder | None = None) -> None:
+    def __init__(
+        self,
+        device_index: int = 0,
+        stacks: StackRecorder | None = None,
+        record_call: Callable[[str], bool] | None = None,
+    ) -> None:
         self.device_index = device_index
         self.log: Any = None
         self.stacks = stacks
         self.stacks_note: str | None = None
+        self.record_call = record_call  # None: every driver and runtime call
 
     def start(self) -> None:
         from memprof.core.activity import ActivityLog, cupti_unavailable_reason
@@ -262,7 +277,9 @@ class CuptiCollector:
                 f"--device {self.device_index} does not exist: this machine has {count} "
                 f"CUDA device{'s' if count != 1 else ''}"
             )
-        self.log, why_not = ActivityLog.start(self.device_index, keep_all=True)
+        self.log, why_not = ActivityLog.start(
+            self.device_index, keep_all=True, record_call=self.record_call
+        )
         if self.log is None:
             raise EnvironmentProblem(why_not or "CUPTI refused activity tracing")
         if self.stacks is not None:
@@ -597,8 +614,11 @@ def trace_result(
     bandwidth: dict[str, Any],
     small_copies: SmallCopyFigures | None = None,
     lines: LineOptions | None = None,
+    all_calls: bool = True,
 ) -> Result:
-    """The trace as a Result: `report` and `diff` render it like any other command's."""
+    """The trace as a Result: `report` and `diff` render it like any other command's.
+    all_calls: whether the recording holds every driver and runtime call (False: only the
+    work calls, is_work_call)."""
     error = outcome.error
     lines = lines or LineOptions()
     source = None
@@ -610,7 +630,12 @@ def trace_result(
     return Result(
         command="trace",
         parameters=TraceParams(
-            program.label, program.arguments, device_index, lines.stack_depth, lines.stacks
+            program.label,
+            program.arguments,
+            device_index,
+            lines.stack_depth,
+            lines.stacks,
+            all_calls,
         ),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
@@ -898,6 +923,9 @@ class TraceOptions:
     # this GPU's small-copy costs for the advice (memprof.experiments.trace runs
     # `memprof smallcopies`); None: the advice goes without them
     measure_small_copies: Callable[[int], dict[str, Any]] | None = None
+    # every driver and runtime call recorded (--all-calls); False: the work calls alone
+    # (is_work_call), which costs a launch-bound program far less
+    all_calls: bool = False
 
 
 def trace(
@@ -933,12 +961,15 @@ def trace(
             with as_python_runs(program):  # a -m module's folder is found as Python finds it
                 code = CodeFilter.for_program(program.script, program.module)
             recorder = StackRecorder(code, options.lines.stack_depth)
-        collector = CuptiCollector(options.device, recorder)
+        record_call = None if options.all_calls else is_work_call
+        collector = CuptiCollector(options.device, recorder, record_call)
     collector.start()
     outcome = run_program(program)
     if outcome.error is not None:
         print_program_traceback(outcome.error)
     recording = collector.finish()
+    if not options.all_calls:  # those CUPTI could not switch off, too
+        recording.api = [call for call in recording.api if is_work_call(call.name)]
     this_gpu = (options.device, recording.gpu_name, recording.driver_version, options.bandwidth)
     bandwidth = pinned_bandwidth(*this_gpu)
     small = None  # measured only for a program that made small copies: the advice needs it
@@ -946,7 +977,14 @@ def trace(
     if measure and any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
         small = small_copy_figures(*this_gpu, measure)
     result = trace_result(
-        program, outcome, recording, options.device, bandwidth, small, options.lines
+        program,
+        outcome,
+        recording,
+        options.device,
+        bandwidth,
+        small,
+        options.lines,
+        options.all_calls,
     )
     emit([result], summarize, output)
     return outcome.exit_code

@@ -75,6 +75,14 @@ def call_kind(name: str) -> str | None:
     return None
 
 
+def is_work_call(name: str) -> bool:
+    """A call that launches work or is of CALL_KINDS (copies, memsets, allocations, frees,
+    registrations, prefetches, waits): the calls whose records a trace keeps unless asked
+    for every call (--all-calls). cudaGetDevice, cuCtxGetCurrent and the like are not: a
+    training step makes hundreds of them, and their records cost the program time."""
+    return "Launch" in name or call_kind(name) is not None
+
+
 # -- which frames are the program's ---------------------------------------------------------
 
 # A frame's verdict. SKIP: no one's line (CUPTI's Python, <frozen runpy>, generated code);
