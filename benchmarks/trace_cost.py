@@ -15,9 +15,14 @@ same way (runpy, in a process that imported nothing else):
     um          + UNIFIED_MEMORY_COUNTER: ... all of them
     selected    um, with the records of calls that neither launch nor copy, set, allocate,
                 free, register, prefetch or wait switched off (cudaGetDevice, ...)
+    per-thread  selected, with CUPTI's per-thread activity buffers (its threads do not
+                share one buffer's lock: PyTorch launches from two)
+    callbacks   memprof's work calls and its stack recorder (lines) as `memprof trace`
+                starts them, each callback counted and timed (by call, at entry and exit)
     no-driver   kernel, copies, RUNTIME, EXTERNAL_CORRELATION (no driver records)
     log         memprof's ActivityLog (its Python reading of the records) without lines
-    trace       `memprof trace --bandwidth none` as the user runs it (lines, the default)
+    trace       `memprof trace --bandwidth none` as the user runs it (lines, the default;
+                the work calls alone)
     trace-flat  the same with --stack-depth 0 (no lines)
 
 Each configuration with a buffer callback also says how many buffers CUPTI delivered while
@@ -58,7 +63,17 @@ KIND_GROUPS = {
     ],
     "no-driver": ["CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "EXTERNAL_CORRELATION"],
 }
-CONFIGURATIONS = ["bare", *KIND_GROUPS, "um", "log", "selected", "trace", "trace-flat"]
+CONFIGURATIONS = [
+    "bare",
+    *KIND_GROUPS,
+    "um",
+    "log",
+    "selected",
+    "per-thread",
+    "callbacks",
+    "trace",
+    "trace-flat",
+]
 
 
 def select_api_records(cupti: object) -> int:
@@ -79,6 +94,38 @@ def select_api_records(cupti: object) -> int:
                 except Exception:
                     pass
     return switched_off
+
+
+def start_counted_recorder(delivered: dict) -> dict[str, list]:
+    """CUPTI as `memprof trace` starts it (work calls, lines at the default depth), with the
+    stack recorder's callback counted and timed: name -> [callbacks, seconds in them]."""
+    from memprof.core.activity import ActivityLog
+    from memprof.trace.stacks import CodeFilter, StackRecorder, is_work_call
+
+    log, why_not = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+    assert log is not None, why_not
+    recorder = StackRecorder(CodeFilter.for_program(str(EXAMPLE), None))
+    by_name: dict[str, list] = {}
+    names: dict[tuple[int, int], str] = {}
+    original = recorder._on_api
+
+    def counted(userdata, domain, cbid, data) -> None:
+        start = time.perf_counter()
+        original(userdata, domain, cbid, data)
+        seconds = time.perf_counter() - start
+        key = (int(domain), int(cbid))
+        if key not in names:
+            names[key] = str(log.cupti.get_callback_name(domain, cbid))
+        entry = by_name.setdefault(names[key], [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+        delivered["seconds"] += seconds
+        delivered["records"] += 1
+
+    recorder._on_api = counted
+    note = recorder.start(log.cupti)
+    assert note is None, note
+    return by_name
 
 
 def child(configuration: str, steps: int) -> None:
@@ -102,14 +149,20 @@ def child(configuration: str, steps: int) -> None:
         ctypes.CDLL("libcuda.so.1").cuInit(0)
         from cupti import cupti
 
-        if configuration in ("um", "log", "selected"):
+        if configuration == "per-thread":  # before any kind is enabled, as CUPTI requires
+            flag = ctypes.c_uint8(1)
+            attribute = cupti.ActivityAttribute.ATTR_PER_THREAD_BUFFER
+            cupti.activity_set_attribute(attribute, 1, ctypes.addressof(flag))
+        if configuration == "callbacks":
+            callbacks = start_counted_recorder(delivered)
+        if configuration in ("um", "log", "selected", "per-thread"):
             from memprof.core.activity import ActivityLog
 
             log, why_not = ActivityLog.start(0, keep_all=True)
             assert log is not None, why_not
             if configuration != "log":  # memprof's kinds, read by a callback that only counts
                 cupti.activity_register_callbacks(requested, completed)
-                if configuration == "selected":
+                if configuration in ("selected", "per-thread"):
                     delivered["switched_off"] = select_api_records(cupti)
             else:
                 reading = log._buffer_completed
@@ -122,13 +175,16 @@ def child(configuration: str, steps: int) -> None:
                     delivered["seconds"] += time.perf_counter() - start
 
                 cupti.activity_register_callbacks(log._buffer_requested, timed)
-        else:
+        elif configuration in KIND_GROUPS:
             for name in KIND_GROUPS[configuration]:
                 cupti.activity_enable(getattr(cupti.ActivityKind, name))
             cupti.activity_register_callbacks(requested, completed)
     sys.argv = [str(EXAMPLE), "--steps", str(steps)]
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     during = dict(delivered)
+    if configuration == "callbacks":
+        top = sorted(callbacks.items(), key=lambda item: -item[1][0])[:8]
+        during["calls"] = {name: [count, round(seconds * 1e3, 2)] for name, (count, seconds) in top}
     if configuration != "bare":
         from cupti import cupti
 
