@@ -153,8 +153,8 @@ class FakeCupti:
         self._switch(ActivityKind.RUNTIME, cbid, enable)
 
     def _switch(self, kind: ActivityKind, cbid: int, enable: int) -> None:
-        assert isinstance(cbid, int) and cbid > 0, "INVALID is no call"
-        if cbid in self.refuse_switch:
+        assert isinstance(cbid, int)
+        if cbid <= 0 or cbid in self.refuse_switch:  # INVALID is no call
             raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED (27)")
         if enable:
             self.records_off.discard((kind, cbid))

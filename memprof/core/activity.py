@@ -215,10 +215,9 @@ class ActivityLog:
             if table is None or switch is None:
                 continue
             for member in table:
-                if member.name in ("INVALID", "SIZE", "FORCE_INT") or wanted(member.name):
-                    continue
-                with contextlib.suppress(Exception):  # an id this driver lacks
-                    switch(int(member), 0)
+                if not wanted(member.name):
+                    with contextlib.suppress(Exception):  # an id this driver lacks; INVALID
+                        switch(int(member), 0)
 
     def _enable_unified_memory(self, device_index: int) -> str | None:
         cupti = self.cupti

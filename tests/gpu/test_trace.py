@@ -18,6 +18,7 @@ import pytest
 
 from memprof.experiments import load as load_result
 from memprof.model.results import Result
+from memprof.trace.stacks import base_name, is_work_call
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,3 +214,63 @@ def test_resnet_training_names_its_copy_lines_and_counts_as_without_them(tmp_pat
     images = f"resnet_train.py:{marks['images'][1]}: 3 pageable HtoD copies"
     text = " ".join(completed.stderr.split())
     assert images in text and "pin_memory=True" in text
+
+
+CALLS_RECORDED = """
+import ctypes, json
+import numpy as np
+from memprof.core.activity import ActivityLog
+from memprof.trace.stacks import is_work_call
+ctypes.CDLL("libcuda.so.1").cuInit(0)
+log, why_not = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+assert log is not None, why_not
+import pycuda.driver as cuda
+context = cuda.Device(0).make_context()  # cuCtxCreate: not a work call
+buffer = cuda.mem_alloc(1 << 20)
+cuda.memcpy_htod(buffer, np.zeros(1 << 18, np.float32))
+cuda.Context.get_current()
+context.synchronize()
+log.flush()
+print("names: " + json.dumps([call.name for call in log.all_api_records()]))
+buffer.free()
+context.pop()
+"""
+
+
+def test_cupti_itself_leaves_out_the_calls_that_ask_for_no_work():
+    """The work calls alone are recorded by CUPTI, not only kept by memprof afterwards: no
+    record of cuCtxCreate, and the allocation, copy and synchronize are there."""
+    completed = subprocess.run(
+        [sys.executable, "-c", CALLS_RECORDED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+        ),
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (line,) = [line for line in completed.stdout.splitlines() if line.startswith("names: ")]
+    names = json.loads(line.removeprefix("names: "))
+    assert [name for name in names if not is_work_call(name)] == []
+    assert {"cuMemAlloc", "cuMemcpyHtoD", "cuCtxSynchronize"} <= {base_name(n) for n in names}
+
+
+def test_all_calls_records_the_calls_a_default_trace_leaves_out(tmp_path):
+    """--all-calls holds calls that ask for no work, and the same work calls as a default
+    trace of the same program."""
+    default, work = trace(tmp_path, "--bandwidth", "none", "examples/pycuda_copies.py")
+    assert default.returncode == 0, default.stderr[-3000:]
+    every_run, every = trace(
+        tmp_path, "--bandwidth", "none", "--all-calls", "examples/pycuda_copies.py"
+    )
+    assert every_run.returncode == 0, every_run.stderr[-3000:]
+
+    def calls(result: Result) -> dict[str, int]:
+        return {m.name: len(m.samples_ms) for m in result.measurements if m.group == "api"}
+
+    assert work.parameters.all_calls is False and every.parameters.all_calls is True
+    assert any(not is_work_call(name) for name in calls(every))
+    copies = {n: c for n, c in calls(every).items() if n.startswith("cuMemcpy")}
+    assert copies and copies == {n: c for n, c in calls(work).items() if n.startswith("cuMemcpy")}
