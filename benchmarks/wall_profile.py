@@ -1,0 +1,84 @@
+"""Where a memprof command's wall time goes, by sampling its stack every few milliseconds.
+
+cProfile charges every Python call, so a command that reads 100,000 CUPTI records through
+numpy looks several times slower there than it is. This samples instead: a thread of its
+own looks at the main thread's stack every --interval-ms (sys._current_frames; no signal,
+which memprof's Ctrl-C handling owns) and counts each function on it once. A function's
+share is the share of samples with it anywhere on the stack, waiting for the GPU included.
+Pure Python code is seen where it lets the sampler in (the interpreter's switch interval,
+set to the sampling interval meanwhile).
+
+    python3 benchmarks/wall_profile.py [--interval-ms 2] [--top 40] -- sweep --quiet
+
+runs `memprof sweep --quiet` in this process and prints the functions most often on the
+stack, memprof's first, with the seconds they stood for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import runpy
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    options = parser.parse_args()
+    command = [word for word in options.command if word != "--"]
+    inclusive: collections.Counter[tuple[str, str]] = collections.Counter()
+    samples = 0
+    main_thread = threading.main_thread().ident
+    done = threading.Event()
+    interval_s = options.interval_ms / 1000
+
+    def sampler() -> None:
+        nonlocal samples
+        while not done.wait(interval_s):
+            frame = sys._current_frames().get(main_thread)
+            samples += 1
+            seen = set()
+            while frame is not None:
+                code = frame.f_code
+                key = (Path(code.co_filename).name, code.co_qualname)
+                if key not in seen:
+                    seen.add(key)
+                    inclusive[key] += 1
+                frame = frame.f_back
+
+    sys.argv = ["memprof", *command]
+    sys.path.insert(0, str(ROOT))
+    sys.setswitchinterval(interval_s)
+    thread = threading.Thread(target=sampler, daemon=True)
+    start = time.perf_counter()
+    thread.start()
+    try:
+        runpy.run_module("memprof", run_name="__main__")
+    except SystemExit:
+        pass
+    finally:
+        done.set()
+        thread.join()
+    wall_s = time.perf_counter() - start
+    print(f"\nmemprof {' '.join(command)}: {wall_s:.2f} s wall, {samples} samples", flush=True)
+    per_sample_s = wall_s / max(samples, 1)
+    frames = [
+        (key, count)
+        for key, count in inclusive.most_common()
+        if not key[0].startswith("<frozen") and key[0] not in ("wall_profile.py", "__main__.py")
+    ]
+    for (file, function), count in frames[: options.top]:
+        print(f"  {count * per_sample_s:7.3f} s  {100 * count / samples:5.1f}%  {file}:{function}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
