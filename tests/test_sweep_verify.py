@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memprof.experiments import sweep
 from memprof.experiments.sweep import differs_at
 
 
@@ -22,3 +23,15 @@ def test_zero_and_minus_zero_are_different_bits():
     got, sent = np.zeros(4, np.float32), np.zeros(4, np.float32)
     got[2] = -0.0
     assert differs_at(got, sent) == 2
+
+
+@pytest.mark.parametrize("n", [64, 65])
+def test_large_arrays_compared_in_parts_name_a_difference_in_any_part(monkeypatch, n):
+    monkeypatch.setattr(sweep, "PARALLEL_VERIFY_BYTES", 8)  # every array here is large
+    monkeypatch.setattr(sweep, "VERIFY_THREADS", 3)
+    sent = np.arange(n, dtype=np.float32) + 1
+    assert differs_at(sent.copy(), sent) is None
+    for place in range(n):  # each part's first and last element among them
+        got = sent.copy()
+        got[place] = -got[place]
+        assert differs_at(got, sent) == place, place
