@@ -211,7 +211,7 @@ def marker(kind: str) -> str:
     return ZEROCOPY_MARKER if kind == ZEROCOPY else memory.marker(kind)
 
 
-PARALLEL_VERIFY_BYTES = 16 << 20  # below this one thread compares faster than four start
+PARALLEL_VERIFY_BYTES = 16 << 20  # smaller arrays: one thread (a pool costs its start)
 VERIFY_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
