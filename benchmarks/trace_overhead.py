@@ -76,7 +76,8 @@ def traced(path: Path, steps: int, *options: str) -> list[str]:
 def steady_step_s(report: dict) -> float:
     """The median step after the first STEADY_AFTER (which load kernels and plan
     convolutions): what tracing costs a long training run per step."""
-    return statistics.median(report["step_s"][STEADY_AFTER:])
+    steps = report["step_s"]
+    return statistics.median(steps[STEADY_AFTER:] or steps)  # --steps 5 or fewer: all of them
 
 
 def counts(result: Result) -> dict:

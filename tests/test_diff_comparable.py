@@ -13,6 +13,7 @@ from memprof.cli import app
 from memprof.experiments import load
 from memprof.model.gpustate import OtherProcess
 from memprof.output.diff import diff, differences
+from memprof.trace.stacks import is_work_call
 from tests.conftest import FIXTURES, plain
 from tests.test_gpu_state import healthy
 
@@ -164,4 +165,20 @@ def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_pa
     assert differences(torch_trace, other) == [
         "GPU model: A NVIDIA H200, B NVIDIA H100 80GB HBM3.",
         "arguments: A none, B --steps 3.",
+    ]
+
+
+def test_a_trace_of_every_call_and_one_of_the_work_calls_are_not_comparable(tmp_path):
+    every = load(FIXTURES / "h200_trace_torch.json")  # recorded when a trace held every call
+
+    def work_calls(data):
+        data["parameters"]["all_calls"] = False
+        data["measurements"] = [
+            m for m in data["measurements"] if m["group"] != "api" or is_work_call(m["name"])
+        ]
+
+    work = load(edited(tmp_path, "work.json", work_calls, "h200_trace_torch"))
+    assert differences(work, work) == []
+    assert differences(every, work) == [
+        "API calls recorded: A every call (--all-calls), B the work calls."
     ]

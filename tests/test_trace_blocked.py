@@ -118,6 +118,15 @@ def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
     note = summarize(traced()).timing_note
     assert "DMA alone" in note and "Host blocked" in note
     assert "--repeat" not in note  # a trace repeats nothing
+    assert "API calls: every driver and runtime call" in note  # trace_result's default
+    assert "nothing excluded (start-up calls included)" in note
+    gpu, api = records()
+    recording = Recording(gpu, api, None, None, "NVIDIA H200", "580")
+    program, outcome = Program("p.py", None), Outcome(0, None, 1.0)
+    work = trace_result(program, outcome, recording, 0, {}, all_calls=False)
+    note = summarize(work).timing_note
+    assert note.endswith(trace_summary.WORK_CALLS_NOTE)
+    assert "every driver and runtime call" not in note and "nothing excluded" not in note
     pinned = load_fixture("pinned_p20")
     assert summarize(pinned).timing_note is None  # other commands: the run's own
     assert "--repeat" in timing_note(pinned)

@@ -337,20 +337,23 @@ def outcome_line(result: Result) -> str:
 
 
 def timing_note(result: Result) -> str:
-    """The profile's footnote: what its figures are, and where a blocking copy's wait is."""
+    """The profile's footnote: what its figures are, where a blocking copy's wait is, and
+    which calls the API calls hold."""
+    every = result.parameters.all_calls
     return (
-        "Timing: CUPTI's records of the whole program, nothing excluded (start-up calls "
-        "included). GPU activities: each operation's own time on the GPU, as nvprof printed; "
+        "Timing: CUPTI's records of the whole program, "
+        + ("nothing excluded (start-up calls included)" if every else "start-up included")
+        + ". GPU activities: each operation's own time on the GPU, as nvprof printed; "
         "for a copy that is its DMA alone. A blocking copy (a synchronous call, or from or to "
         "pageable memory) held the host longer, staging included: its call's time is in API "
-        "calls and, per kind of copy, in Host blocked below. API calls: every driver and "
-        "runtime call, entry to exit."
+        "calls and, per kind of copy, in Host blocked below. "
+        + ("API calls: every driver and runtime call, entry to exit." if every else WORK_CALLS_NOTE)
     )
 
 
 WORK_CALLS_NOTE = (
     "API calls: only those that launch, copy, set, allocate, free, register, prefetch or "
-    "wait (--all-calls records every call)."
+    "wait, entry to exit (--all-calls records every call)."
 )
 
 
@@ -370,8 +373,6 @@ def summarize(result: Result) -> Summary:
         conclusions += line_advice(lines, result.extra.libraries)
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
-    if not result.parameters.all_calls:
-        conclusions.append(WORK_CALLS_NOTE)
     return Summary(
         tables=tables, conclusions=conclusions, show_profile=True, timing_note=timing_note(result)
     )

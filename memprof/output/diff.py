@@ -291,6 +291,8 @@ def differences(first: Result, second: Result) -> list[str]:
     # two traces are of one program run the same way, or they measure different things
     differ("program", _program(first), _program(second))
     differ("arguments", _arguments(first), _arguments(second))
+    # a trace of every call against one of the work calls: the others are only in one
+    differ("API calls recorded", _calls_recorded(first), _calls_recorded(second))
     a_facts, b_facts = first.device, second.device
     if a_facts is not None and b_facts is not None:
         differ(
@@ -374,6 +376,14 @@ def _arguments(result: Result) -> str | None:
     if arguments is None:
         return None
     return shlex.join(str(argument) for argument in arguments) or "none"
+
+
+def _calls_recorded(result: Result) -> str | None:
+    """Which driver and runtime calls a trace recorded (None: not a trace)."""
+    every = _parameter(result, "all_calls")
+    if every is None:
+        return None
+    return "every call (--all-calls)" if every else "the work calls"
 
 
 def _shown(value: object) -> str:
