@@ -15,8 +15,6 @@ same way (runpy, in a process that imported nothing else):
     um          + UNIFIED_MEMORY_COUNTER: ... all of them
     selected    um, with the records of calls that neither launch nor copy, set, allocate,
                 free, register, prefetch or wait switched off (cudaGetDevice, ...)
-    per-thread  selected, with CUPTI's per-thread activity buffers (its threads do not
-                share one buffer's lock: PyTorch launches from two)
     callbacks   memprof's work calls and its stack recorder (lines) as `memprof trace`
                 starts them, each callback counted and timed (by call, at entry and exit)
     no-driver   kernel, copies, RUNTIME, EXTERNAL_CORRELATION (no driver records)
@@ -69,31 +67,10 @@ CONFIGURATIONS = [
     "um",
     "log",
     "selected",
-    "per-thread",
     "callbacks",
     "trace",
     "trace-flat",
 ]
-
-
-def select_api_records(cupti: object) -> int:
-    """Switch off the records of every driver and runtime call that neither launches nor
-    asks for one of memprof's call kinds (cudaGetDevice, cuCtxGetCurrent, ...); how many."""
-    from memprof.trace.stacks import call_kind
-
-    switched_off = 0
-    for table, switch in (
-        (cupti.driver_api_trace_cbid, cupti.activity_enable_driver_api),
-        (cupti.runtime_api_trace_cbid, cupti.activity_enable_runtime_api),
-    ):
-        for member in table:
-            if call_kind(member.name) is None and "Launch" not in member.name:
-                try:
-                    switch(int(member), 0)
-                    switched_off += 1
-                except Exception:
-                    pass
-    return switched_off
 
 
 def start_counted_recorder(delivered: dict) -> dict[str, list]:
@@ -149,21 +126,17 @@ def child(configuration: str, steps: int) -> None:
         ctypes.CDLL("libcuda.so.1").cuInit(0)
         from cupti import cupti
 
-        if configuration == "per-thread":  # before any kind is enabled, as CUPTI requires
-            flag = ctypes.c_uint8(1)
-            attribute = cupti.ActivityAttribute.ATTR_PER_THREAD_BUFFER
-            cupti.activity_set_attribute(attribute, 1, ctypes.addressof(flag))
         if configuration == "callbacks":
             callbacks = start_counted_recorder(delivered)
-        if configuration in ("um", "log", "selected", "per-thread"):
+        if configuration in ("um", "log", "selected"):
             from memprof.core.activity import ActivityLog
+            from memprof.trace.stacks import is_work_call
 
-            log, why_not = ActivityLog.start(0, keep_all=True)
+            selected = is_work_call if configuration == "selected" else None
+            log, why_not = ActivityLog.start(0, keep_all=True, record_call=selected)
             assert log is not None, why_not
             if configuration != "log":  # memprof's kinds, read by a callback that only counts
                 cupti.activity_register_callbacks(requested, completed)
-                if configuration in ("selected", "per-thread"):
-                    delivered["switched_off"] = select_api_records(cupti)
             else:
                 reading = log._buffer_completed
 
