@@ -489,3 +489,29 @@ def test_a_call_cupti_will_not_switch_off_stays_recorded_and_the_others_go(cupti
 def test_every_call_is_recorded_where_none_is_refused(cupti):
     started(cupti, keep_all=True)
     assert cupti.records_off == set()
+
+
+def test_an_experiments_log_leaves_out_the_event_calls_of_its_timing_and_keeps_the_rest(cupti):
+    from memprof.core.session import start_activity
+
+    log, why_not = start_activity("auto", 0)
+    assert why_not == "" and log is not None
+    assert cupti.records_off == {(ActivityKind.DRIVER, CBID["cuEventRecord"])}
+    with tagged(log) as tag:
+        cupti.call("cuEventRecord")  # switched off: no record
+        cupti.memcpy("HTOD", 4096, 3_000)  # its call, cuMemcpyHtoDAsync_v2, is recorded
+    log.flush()
+    assert [call.name for call in log.api_records()[tag]] == ["cuMemcpyHtoDAsync_v2"]
+
+
+@pytest.mark.parametrize(
+    ("name", "untimed"),
+    [("cuEventRecord", True), ("cuEventElapsedTime_v2", True), ("cuEventDestroy_v2", True),
+     ("cuMemcpyHtoDAsync_v2", False), ("cuLaunchKernel", False), ("cuStreamSynchronize", False),
+     ("cuCtxGetDevice", False), ("cudaEventRecord", False)],
+)  # fmt: skip
+def test_only_the_driver_event_calls_are_left_out_of_an_experiments_records(name, untimed):
+    from memprof.core.activity import experiment_call, untimed_call
+
+    assert untimed_call(name) is untimed
+    assert experiment_call(name) is not untimed

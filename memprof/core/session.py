@@ -317,9 +317,9 @@ def start_activity(timing: str, device_index: int) -> tuple[Any, str]:
     CUPTI needs that for unified-memory counters). "cupti" refuses to go on without it."""
     if timing == "events":
         return None, "--timing events"
-    from memprof.core.activity import ActivityLog
+    from memprof.core.activity import ActivityLog, experiment_call
 
-    activity, why_not = ActivityLog.start(device_index)
+    activity, why_not = ActivityLog.start(device_index, record_call=experiment_call)
     if activity is None and timing == "cupti":
         raise EnvironmentProblem(
             f"--timing cupti: {why_not} (pip install cupti-python, or --timing events)"
