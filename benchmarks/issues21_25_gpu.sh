@@ -13,6 +13,8 @@
 #   noise         benchmarks/noise.py: repetitions each noise target needs
 #   fidelity      benchmarks/fidelity.py; trace-overhead: benchmarks/trace_overhead.py
 #   small-copies  benchmarks/allocators_and_small_copies.py
+#   profile       where the time goes: benchmarks/wall_profile.py of each long command
+#                 (profile-CMD.log), and startup.py --profile (cProfile of pinned --power 20)
 # Each writes $OUT/STEP.log; steps.log says each step's exit code and wall time. A step that
 # fails does not stop the others; the exit status is 1 if any failed.
 set -u
@@ -68,6 +70,13 @@ for name in "$@"; do
     trace-overhead) step trace-overhead python3 benchmarks/trace_overhead.py ;;
     small-copies) step small-copies python3 benchmarks/allocators_and_small_copies.py \
         --out "$OUT/small-copies" ;;
+    profile)
+        for command in ${PROFILE:-compare sweep alloc managed}; do
+            step "profile-$command" python3 benchmarks/wall_profile.py --top 45 -- \
+                "$command" --quiet
+        done
+        step startup-profile python3 benchmarks/startup.py --runs 3 \
+            --profile "$OUT/startup-profile" ;;
     *)
         echo "no step named $name" | tee -a "$OUT/steps.log"
         status=1 ;;
