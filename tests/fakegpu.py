@@ -214,6 +214,16 @@ class FakeFunction:
             pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
             for index, pointer in enumerate(pointers):
                 ctypes.memmove(int(pointer), source + index * int(size), int(size))
+        elif self.name == "firstDifferentWord":  # kernels/verify.cu
+            got, expected, stride, count, first = (int(argument) for argument in arguments)
+            words = np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(got))
+            wanted = np.ctypeslib.as_array(
+                (ctypes.c_uint32 * (count if stride else 1)).from_address(expected)
+            )
+            differ = np.flatnonzero(words != wanted)
+            if differ.size:
+                found = ctypes.c_uint64.from_address(first)
+                found.value = min(found.value, int(differ[0]))
         elif self.name == "sumArraysGPU":
             a, b, out, count = (int(argument) for argument in arguments)
             floats = [_floats(address, count) for address in (a, b, out)]

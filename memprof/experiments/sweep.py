@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from memprof.core import memory
+from memprof.errors import MemprofError
 from memprof.experiments import base
 from memprof.experiments.common import measure_host_staging, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
@@ -93,7 +94,7 @@ class Sweep(base.Experiment):
         largest = 1 << max(params.powers)
         memory.require_memory(
             session,
-            device_bytes=base.FLOAT32_BYTES * largest,
+            device_bytes=2 * base.FLOAT32_BYTES * largest,  # the copies' buffer, the reference
             host_bytes=4 * base.FLOAT32_BYTES * largest,
         )
         kinds, skipped = _supported(params.kinds, facts.attributes)
@@ -102,6 +103,7 @@ class Sweep(base.Experiment):
         received = np.zeros(largest, np.float32)
         device = memory.allocate(session, "device", largest)
         session.cuda.memcpy_htod(device.device_pointer, values)
+        checker = _Checker(session, values, received)
         total = len(kinds) * len(params.powers)
         for kind_index, kind in enumerate(kinds):
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
@@ -113,13 +115,14 @@ class Sweep(base.Experiment):
                     kind_index * len(params.powers) + power_index,
                     total,
                 )
-                found = _measure_size(ctx, access, kind, host, device, values, received, power)
+                found = _measure_size(ctx, access, checker, kind, host, device, power)
                 for direction, problem in found.items():
                     if problem:
                         failures[direction].append(f"{size_label(power)}: {problem}")
             _check_kind(ctx, kind, failures)
             host.free()
         device.free()
+        checker.free()
         access.free()
         ctx.progress("done", total, total)
         return SweepExtra(skipped=skipped)
@@ -140,7 +143,7 @@ class Sweep(base.Experiment):
 
 
 def _measure_size(
-    ctx: base.RunContext, access, kind: str, host, device, values, received, power: int
+    ctx: base.RunContext, access, checker: _Checker, kind: str, host, device, power: int
 ) -> dict[str, str]:
     """One kind at one size, each direction timed one operation at a time, then back to
     back, then verified: direction -> '' or what went wrong."""
@@ -151,13 +154,15 @@ def _measure_size(
     n = 1 << power
     nbytes = n * base.FLOAT32_BYTES
     if kind == "pageable":  # the pageable copies' host side at this size
-        measure_host_staging(profiler, received[:n])
+        measure_host_staging(profiler, checker.received[:n])
     problems = {}
     for direction in params.directions:
         action = _action(cuda, access, kind, direction, host, device, n, power)
         name = NAMES[ZEROCOPY if kind == ZEROCOPY else "copy", direction]
         if direction == "d2h" and kind != ZEROCOPY:
             host.array[:n] = np.nan  # poison: the copies must write every element
+        elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
+            cuda.memset_d32(device.device_pointer, int(NAN_BITS), n)
 
         def step(
             action=action,
@@ -175,9 +180,7 @@ def _measure_size(
 
         profiler.repeat(step, params.warmup, params.repeat)
         profiler.throughput(name, direction, kind, nbytes, action, synchronous)
-        problems[direction] = _verify(
-            cuda, access, kind, direction, host, device, values, received, n, power
-        )
+        problems[direction] = checker.verify(access, kind, direction, host, device, n, power)
     return problems
 
 
@@ -215,6 +218,9 @@ PARALLEL_VERIFY_BYTES = 16 << 20  # smaller arrays: one thread (a pool costs its
 VERIFY_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
+NAN_BITS = 0x7FC00000  # a float32 NaN: equal to nothing, so an element never written fails
+
+
 def _fill_value(power: int) -> float:
     return 1.5 + power  # exact in float32, different for every size
 
@@ -230,31 +236,57 @@ def _action(cuda, access, kind, direction, host, device, n: int, power: int):
     return memory.host_copy(cuda, direction, host, device.device_pointer, n)[1]
 
 
-def _verify(
-    cuda, access, kind, direction, host, device, values, received, n: int, power: int
-) -> str:
-    """'' when the size's operations did what they should, else what went wrong."""
-    import numpy as np
+class _Checker:
+    """Whether a size's operations did what they should. Where the GPU can read the memory
+    written (the device buffer after host → device copies, mapped host memory after device →
+    host ones), the GPU compares it with a reference copy of the values in device memory
+    (memprof.core.verify.GpuVerifier); pinned and pageable memory is compared on the host. The
+    reference is itself read back and compared with the values on the host, once."""
 
-    if kind == ZEROCOPY and direction == "h2d":
-        check = access.check_sum("", values[:n])
-        return "" if check.passed else check.detail
-    if kind == ZEROCOPY:
+    def __init__(self, session, values, received) -> None:
+        from memprof.core.verify import GpuVerifier
+
+        self.cuda, self.values, self.received = session.cuda, values, received
+        self.gpu = GpuVerifier(session)
+        with session.profiler.paused():
+            self.reference = memory.allocate(session, "device", values.size)
+        self.cuda.memcpy_htod(self.reference.device_pointer, values)
+        self.cuda.memcpy_dtoh(received, self.reference.device_pointer)
+        wrong = differs_at(received, values)
+        if wrong is not None:
+            raise MemprofError(f"the sweep's reference values differ on the GPU at element {wrong}")
+
+    def verify(self, access, kind: str, direction: str, host, device, n: int, power: int) -> str:
+        """'' when the size's operations did what they should, else what went wrong."""
+        import numpy as np
+
+        cuda, values, nbytes = self.cuda, self.values, n * base.FLOAT32_BYTES
+        if kind == ZEROCOPY and direction == "h2d":
+            check = access.check_sum("", values[:n])
+            return "" if check.passed else check.detail
         cuda.Context.synchronize()
-        written = host.array[:n]
-        fill = np.full(1, _fill_value(power), np.float32)
-        wrong = differs_at(written, np.broadcast_to(fill, written.shape))
-        written[:] = values[:n]  # restore for the next read
-        return f"element {wrong} not written" if wrong is not None else ""
-    cuda.Context.synchronize()
-    if direction == "h2d":
-        cuda.memcpy_dtoh(received[:n], device.device_pointer)
-        wrong = differs_at(received[:n], values[:n])
-    else:
-        wrong = differs_at(host.array[:n], values[:n])
-        if wrong is not None:  # restore for the next size (what came back is values already)
-            host.array[:n] = values[:n]
-    return f"element {wrong} differs" if wrong is not None else ""
+        if kind == ZEROCOPY:
+            fill = np.float32(_fill_value(power)).view(np.uint32)
+            wrong = self.gpu.first_not_word(host.device_pointer, nbytes, fill)
+            host.array[:n] = values[:n]  # restore for the next read
+            return f"element {wrong} not written" if wrong is not None else ""
+        if direction == "h2d":
+            wrong = self.gpu.first_difference(
+                device.device_pointer, self.reference.device_pointer, nbytes
+            )
+        elif host.device_pointer is not None:
+            wrong = self.gpu.first_difference(
+                host.device_pointer, self.reference.device_pointer, nbytes
+            )
+        else:
+            wrong = differs_at(host.array[:n], values[:n])
+        if wrong is not None and direction == "d2h":  # restore for the next size
+            host.array[:n] = values[:n]  # (what came back is the values already)
+        return f"element {wrong} differs" if wrong is not None else ""
+
+    def free(self) -> None:
+        self.reference.free()
+        self.gpu.free()
 
 
 def differs_at(got, expected) -> int | None:
