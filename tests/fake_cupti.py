@@ -141,6 +141,9 @@ class FakeCupti:
         if kind in self.refuse:
             raise RuntimeError("CUPTI_ERROR_NOT_COMPATIBLE (41)")
         self.enabled.add(kind)
+        # as CUPTI does: every call of the kind is recorded again (seen on the H100: a sweep's
+        # event calls, switched off at the start, recorded after its first pause)
+        self.records_off = {(off, cbid) for off, cbid in self.records_off if off != kind}
 
     def activity_disable(self, kind: ActivityKind) -> None:
         self.enabled.discard(kind)

@@ -500,8 +500,15 @@ def test_an_experiments_log_leaves_out_the_event_calls_of_its_timing_and_keeps_t
     with tagged(log) as tag:
         cupti.call("cuEventRecord")  # switched off: no record
         cupti.memcpy("HTOD", 4096, 3_000)  # its call, cuMemcpyHtoDAsync_v2, is recorded
+    with log.paused():  # the DRIVER kind off and on again: every call recorded, but for...
+        pass
+    assert cupti.records_off == {(ActivityKind.DRIVER, CBID["cuEventRecord"])}  # ...these
+    with tagged(log) as later:
+        cupti.call("cuEventRecord")
+        cupti.memcpy("HTOD", 4096, 3_000)
     log.flush()
     assert [call.name for call in log.api_records()[tag]] == ["cuMemcpyHtoDAsync_v2"]
+    assert [call.name for call in log.api_records()[later]] == ["cuMemcpyHtoDAsync_v2"]
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,8 @@ class ActivityLog:
     _readers: dict[str, FieldReader] = field(default_factory=dict)
     _counter_names: dict[int, str] = field(default_factory=dict)
     peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
+    # (switch, callback id) of each call _record_only switched off
+    _switched_off: list[tuple[Callable[[int, int], Any], int]] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -232,6 +234,14 @@ class ActivityLog:
                 if not wanted(member.name):
                     with contextlib.suppress(Exception):  # an id this driver lacks; INVALID
                         switch(int(member), 0)
+                        self._switched_off.append((switch, int(member)))
+
+    def _switch_off_again(self) -> None:
+        """Switch _record_only's calls off again: enabling the DRIVER kind (paused(), as it
+        ends) records every call of it once more."""
+        for switch, callback_id in self._switched_off:
+            with contextlib.suppress(Exception):
+                switch(callback_id, 0)
 
     def _enable_unified_memory(self, device_index: int) -> str | None:
         cupti = self.cupti
@@ -283,6 +293,7 @@ class ActivityLog:
         finally:
             for kind in traced:
                 self.cupti.activity_enable(kind)
+            self._switch_off_again()
 
     # -- reading ----------------------------------------------------------------------------
 

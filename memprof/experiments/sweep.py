@@ -280,8 +280,11 @@ class _Checker:
             )
         else:
             wrong = differs_at(host.array[:n], values[:n])
-        if wrong is not None and direction == "d2h":  # restore for the next size
-            host.array[:n] = values[:n]  # (what came back is the values already)
+        if wrong is not None:  # restore, so the next direction and size are checked alone
+            if direction == "d2h":  # (where every element came, they hold the values already)
+                host.array[:n] = values[:n]
+            else:
+                cuda.memcpy_dtod(device.device_pointer, self.reference.device_pointer, nbytes)
         return f"element {wrong} differs" if wrong is not None else ""
 
     def free(self) -> None:
