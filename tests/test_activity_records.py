@@ -522,3 +522,68 @@ def test_only_the_driver_event_calls_are_left_out_of_an_experiments_records(name
 
     assert untimed_call(name) is untimed
     assert experiment_call(name) is not untimed
+
+
+def copy_and_kernel_records(cupti):
+    """Records laid out as cupti-python's Memcpy6 and Kernel10 classes (their memory: the
+    fields read, byte-wide ones among them, with padding between), on this fake CUPTI."""
+    import numpy as np
+
+    memcpy = np.dtype(
+        {"names": ["kind", "copyKind", "srcKind", "dstKind", "flags", "bytes", "start", "end",
+                   "correlationId"],
+         "formats": ["<u4", "u1", "u1", "u1", "u1", "<u8", "<u8", "<u8", "<u4"],
+         "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 44], "itemsize": 64}
+    )  # fmt: skip
+    kernel = np.dtype(
+        {"names": ["kind", "start", "end", "correlationId"],
+         "formats": ["<u4", "<u8", "<u8", "<u4"], "offsets": [0, 24, 32, 96], "itemsize": 128}
+    )  # fmt: skip
+    copies = np.zeros(2, memcpy)
+    copies[0] = (1, 1, 2, 3, 1, 4096, 1000, 3000, 7)  # HtoD, pinned → device, async
+    copies[1] = (1, 2, 3, 1, 0, 8192, 5000, 9000, 8)  # DtoH, device → pageable, blocking
+    kernels = np.zeros(1, kernel)
+    kernels[0] = (10, 11_000, 12_500, 9)
+
+    class ActivityMemcpy6:
+        def __init__(self, index):
+            item = copies[index]
+            self.ptr = copies.ctypes.data + index * memcpy.itemsize
+            self.kind, self.copy_kind, self.src_kind, self.dst_kind, self.flags_ = (
+                int(item[n]) for n in ("kind", "copyKind", "srcKind", "dstKind", "flags")
+            )
+            self.bytes, self.start, self.end = (int(item[n]) for n in ("bytes", "start", "end"))
+            self.correlation_id = int(item["correlationId"])
+
+    class ActivityKernel10:
+        name = "sumArraysGPU"
+
+        def __init__(self):
+            item = kernels[0]
+            self.ptr = kernels.ctypes.data
+            self.kind, self.start, self.end = (int(item[n]) for n in ("kind", "start", "end"))
+            self.correlation_id = int(item["correlationId"])
+
+    cupti.ActivityMemcpy6, cupti.activity_memcpy6_dtype = ActivityMemcpy6, memcpy
+    cupti.ActivityKernel10, cupti.activity_kernel10_dtype = ActivityKernel10, kernel
+    records = [ActivityMemcpy6(0), ActivityMemcpy6(1), ActivityKernel10()]
+    return records, (copies, kernels)
+
+
+def test_copy_and_kernel_records_are_read_from_their_memory_as_their_attributes_say(cupti):
+    records, _memory = copy_and_kernel_records(cupti)
+    log = started(cupti)
+    log._buffer_completed(records)
+    assert log._gpu == {
+        7: [GpuRecord("memcpy", "HTOD", 1000, 3000, 4096, "pinned", "device", True, 7)],
+        8: [GpuRecord("memcpy", "DTOH", 5000, 9000, 8192, "device", "pageable", False, 8)],
+        9: [GpuRecord("kernel", "sumArraysGPU", 11_000, 12_500, correlation_id=9)],
+    }
+    assert log._readers["memcpy"].unpack is not None  # read from memory, not attributes
+    assert log._readers["kernel"].unpack is not None
+    # a second buffer is read from memory alone: attributes that disagree go unread
+    for record in records:
+        record.start = -1
+    log._buffer_completed(records)
+    starts = [record.start_ns for group in log._gpu.values() for record in group]
+    assert starts == [1000, 1000, 5000, 5000, 11_000, 11_000]

@@ -66,7 +66,9 @@ class ApiRecord:
     correlation_id: int = 0
 
 
-_STRUCT_CODES = {"u4": "I", "i4": "i", "u8": "Q", "i8": "q"}
+_STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
+    "u4": "I", "i4": "i", "u8": "Q", "i8": "q"
+}  # fmt: skip
 # The records read most, by FieldReader: cupti-python's dtype of each, and the fields.
 _READ = {
     "api": ("activity_api_dtype", ("kind", "cbid", "start", "end", "correlation_id")),
@@ -75,6 +77,11 @@ _READ = {
         "activity_unified_memory_counter3_dtype",
         ("counter_kind", "value", "start", "end"),
     ),
+    "memcpy": (
+        "activity_memcpy6_dtype",
+        ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_", "correlation_id"),
+    ),
+    "kernel": ("activity_kernel10_dtype", ("start", "end", "correlation_id")),
 }
 
 
@@ -164,6 +171,7 @@ class ActivityLog:
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
     _counter_names: dict[int, str] = field(default_factory=dict)
+    _copy_kind_names: dict[int, str] = field(default_factory=dict)
     peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
     # (switch, callback id) of each call _record_only switched off
     _switched_off: list[tuple[Callable[[int, int], Any], int]] = field(default_factory=list)
@@ -365,6 +373,8 @@ class ActivityLog:
         api_type = getattr(self.cupti, "ActivityAPI", None)
         external_type = getattr(self.cupti, "ActivityExternalCorrelation", None)
         counter_type = getattr(self.cupti, "ActivityUnifiedMemoryCounter3", None)
+        memcpy_type = getattr(self.cupti, "ActivityMemcpy6", None)
+        kernel_type = getattr(self.cupti, "ActivityKernel10", None)
         for record in activities:
             kind = type(record)  # the record's class: no field read (most are API records)
             if kind is external_type:
@@ -374,6 +384,13 @@ class ActivityLog:
                 self._add_api(record)
             elif kind is counter_type:
                 self._add_counter(*self._fields("counter", record))
+            elif kind is memcpy_type:
+                copy = self._memcpy(*self._fields("memcpy", record))
+                self._add(copy.correlation_id, copy)
+            elif kind is kernel_type:
+                start, end, correlation = self._fields("kernel", record)
+                kernel = GpuRecord("kernel", record.name, start, end, correlation_id=correlation)
+                self._add(correlation, kernel)
             else:
                 kind = record.kind
                 if kind == kinds.EXTERNAL_CORRELATION:
@@ -418,15 +435,14 @@ class ActivityLog:
                 correlation_id=record.correlation_id,
             )
         if kind == kinds.MEMCPY or kind == getattr(kinds, "MEMCPY2", None):  # 2: between GPUs
-            return GpuRecord(
-                "memcpy",
-                self.cupti.ActivityMemcpyKind(record.copy_kind).name,
+            return self._memcpy(
+                record.copy_kind,
                 record.start,
                 record.end,
                 record.bytes,
-                MEMORY_KIND_NAMES.get(record.src_kind, "unknown"),
-                MEMORY_KIND_NAMES.get(record.dst_kind, "unknown"),
-                bool(_flags(record) & MEMCPY_ASYNC_FLAG),
+                record.src_kind,
+                record.dst_kind,
+                _flags(record),
                 record.correlation_id,
             )
         if kind == kinds.MEMSET:
@@ -440,6 +456,33 @@ class ActivityLog:
                 correlation_id=record.correlation_id,
             )
         return None
+
+    def _memcpy(
+        self,
+        copy_kind: int,
+        start: int,
+        end: int,
+        nbytes: int,
+        src_kind: int,
+        dst_kind: int,
+        flags: int,
+        correlation: int,
+    ) -> GpuRecord:
+        """A copy's record as memprof keeps it, from its fields."""
+        name = self._copy_kind_names.get(copy_kind)
+        if name is None:
+            name = self._copy_kind_names[copy_kind] = self.cupti.ActivityMemcpyKind(copy_kind).name
+        return GpuRecord(
+            "memcpy",
+            name,
+            start,
+            end,
+            nbytes,
+            MEMORY_KIND_NAMES.get(src_kind, "unknown"),
+            MEMORY_KIND_NAMES.get(dst_kind, "unknown"),
+            bool(flags & MEMCPY_ASYNC_FLAG),
+            correlation,
+        )
 
     def _add_counter(self, counter_kind: int, value: int, start: int, end: int) -> None:
         """A unified memory counter record: its value and duration, by counter."""
@@ -492,7 +535,8 @@ MEMSET_ASYNC_FLAG = 1 << 0
 
 def _flags(record: Any) -> int:
     """A record's flags: cupti-python names the field `flags_` (`flags` in older builds)."""
-    return int(getattr(record, "flags_", getattr(record, "flags", 1)))
+    flags = getattr(record, "flags_", None)
+    return int(flags if flags is not None else getattr(record, "flags", 1))
 
 
 def _reason(error: BaseException) -> str:

@@ -48,3 +48,31 @@ def test_managed_memory_reports_migrations_or_cuptis_refusal():
         assert timing.unified_memory["GPU_PAGE_FAULT"]["count"] > 0
     else:
         assert "CUPTI refused unified-memory counters" in timing.unified_memory_note
+
+
+@needs_cupti
+def test_cuptis_copy_kernel_and_call_records_are_read_from_memory_as_their_fields_say():
+    """FieldReader reads each record kind from its memory only where the first record's
+    fields agree with cupti-python's attributes; else it reads the attributes (slowly)."""
+    import numpy as np
+
+    from memprof.core import memory
+    from memprof.core.access import DirectAccess
+    from memprof.core.session import GpuSession
+
+    with GpuSession(0, timing="cupti") as session:
+        profiler, log = session.profiler, session.activity
+        pinned = memory.allocate(session, "pinned", 1 << 16)
+        pinned.array[:] = np.arange(1 << 16, dtype=np.float32)
+        device = memory.allocate(session, "device", 1 << 16)
+        access = DirectAccess(session)
+        with profiler.timed():
+            memory.copy(session, device, pinned)
+            access.read(device.device_pointer, 1 << 16, "device")
+        measured = profiler.measurements()
+        readers = {kind: log._readers[kind].unpack is not None for kind in log._readers}
+    assert all(readers.get(kind) for kind in ("api", "external", "memcpy", "kernel")), readers
+    copy = next(m for m in measured if m.name == "[CUDA memcpy HtoD]")
+    kernel = next(m for m in measured if m.name.startswith("readSum"))
+    assert copy.source == kernel.source == "cupti"
+    assert 0 < copy.samples_ms[0] <= copy.events_ms[0] and kernel.samples_ms[0] > 0
