@@ -509,6 +509,8 @@ def test_an_experiments_log_leaves_out_the_event_calls_of_its_timing_and_keeps_t
     log.flush()
     assert [call.name for call in log.api_records()[tag]] == ["cuMemcpyHtoDAsync_v2"]
     assert [call.name for call in log.api_records()[later]] == ["cuMemcpyHtoDAsync_v2"]
+    log.stop()  # tracing stays on for the next log, which records every call unless it says
+    assert cupti.records_off == set()
 
 
 @pytest.mark.parametrize(
@@ -570,8 +572,13 @@ def copy_and_kernel_records(cupti):
     return records, (copies, kernels)
 
 
-def test_copy_and_kernel_records_are_read_from_their_memory_as_their_attributes_say(cupti):
+@pytest.mark.parametrize("flags_name", ["flags_", "flags"])  # as older builds name it
+def test_copy_and_kernel_records_are_read_from_their_memory_as_their_attributes_say(
+    cupti, flags_name
+):
     records, _memory = copy_and_kernel_records(cupti)
+    for record in records[:2]:
+        setattr(record, flags_name, record.__dict__.pop("flags_"))
     log = started(cupti)
     log._buffer_completed(records)
     assert log._gpu == {

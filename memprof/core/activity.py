@@ -119,15 +119,18 @@ class FieldReader:
                 found = self.unpack((ctypes.c_char * self.size).from_address(record.ptr))
             except (AttributeError, TypeError, ValueError, OverflowError):
                 self.unpack = None  # no pointer to read from: the attributes, from now on
-                return tuple(getattr(record, name) for name in self.names)
+                return self._attributes(record)
             fields = tuple(found[index] for index in self.order)
             if self.checked:
                 return fields
             self.checked = True
-            if fields == tuple(getattr(record, name) for name in self.names):
+            if fields == self._attributes(record):
                 return fields
             self.unpack = None  # not the layout the attributes read: never again
-        return tuple(getattr(record, name) for name in self.names)
+        return self._attributes(record)
+
+    def _attributes(self, record: Any) -> tuple:
+        return tuple(_flags(record) if n == "flags_" else getattr(record, n) for n in self.names)
 
 
 def _c_name(name: str, dtype: Any) -> str:
@@ -360,8 +363,13 @@ class ActivityLog:
 
     def stop(self) -> None:
         """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
-        seconds on the H200, and the next session (if any) registers its own callbacks."""
+        seconds on the H200, and the next session (if any) registers its own callbacks; the
+        calls _record_only switched off are switched on again, for a log that wants them."""
         self.flush()
+        for switch, callback_id in self._switched_off:
+            with contextlib.suppress(Exception):
+                switch(callback_id, 1)
+        self._switched_off.clear()
 
     # -- CUPTI callbacks ------------------------------------------------------------------
 

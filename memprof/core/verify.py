@@ -97,7 +97,10 @@ class GpuVerifier:
 
     def _first(self, address: int, expected: int, stride: int, nbytes: int) -> int | None:
         if nbytes % WORD_BYTES or address % WORD_BYTES or expected % WORD_BYTES:
-            raise ValueError(f"the GPU compares whole 32-bit words, not {nbytes} bytes")
+            raise ValueError(
+                f"the GPU compares whole, aligned 32-bit words: {nbytes} bytes at {address:#x} "
+                f"against {expected:#x}"
+            )
         words = nbytes // WORD_BYTES
         cuda = self.session.cuda
         first = np.array([words], np.uint64)  # no difference, until the kernel finds one

@@ -330,6 +330,11 @@ class Allocators:
 
         self._gpu = GpuVerifier(self.session)
 
+    def free_checks(self) -> None:
+        if self._gpu is not None:
+            self._gpu.free()
+            self._gpu = None
+
     def check_bytes(self, name: str, address: int, nbytes: int, value: int) -> Any:
         """A Check that every byte of device memory at `address` is `value`: the GPU looks
         (GpuVerifier), and only where it finds a difference is the memory read back, for
@@ -414,7 +419,7 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
     record = allocators.record()
     largest = 4 << max(params.powers)
     grown_largest = allocators.vmm_bytes(largest) if record.vmm else largest
-    allocators.readback_bytes = 2 * max(largest, grown_largest)  # a grown buffer, both halves
+    allocators.readback_bytes = max(largest, grown_largest)  # a half of a grown buffer
     grown: dict[str, list[str]] = {"vmm": [], "device": []}
     for power in params.powers:
         nbytes = 4 << power
@@ -426,6 +431,7 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
     for kind in kinds:
         progress(f"checking what a memset wrote, {kind} {format_bytes(largest)}")
         ctx.check(allocators.verify(kind, largest))
+    allocators.free_checks()
     sizes = len(params.powers)
     for kind, label in (("device", "cuMemAlloc, copy, cuMemFree"), ("vmm", "in place (VMM)")):
         if kind == "device" or record.vmm:

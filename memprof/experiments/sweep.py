@@ -240,8 +240,9 @@ class _Checker:
     """Whether a size's operations did what they should. Where the GPU can read the memory
     written (the device buffer after host → device copies, mapped host memory after device →
     host ones), the GPU compares it with a reference copy of the values in device memory
-    (memprof.core.verify.GpuVerifier); pinned and pageable memory is compared on the host. The
-    reference is itself read back and compared with the values on the host, once."""
+    (memprof.core.verify.GpuVerifier); pinned, portable and pageable memory is compared on
+    the host. The reference is itself read back and compared with the values on the host,
+    once."""
 
     def __init__(self, session, values, received) -> None:
         from memprof.core.verify import GpuVerifier
@@ -295,9 +296,9 @@ class _Checker:
 def differs_at(got, expected) -> int | None:
     """The first element whose bits differ from what was expected (None: every one is the
     same), compared as integers eight bytes at a time, large arrays in VERIFY_THREADS parts
-    at once (numpy lets go of the GIL while it compares): a sweep verifies 2^26 floats per
-    kind, direction and size, and one thread's memory bandwidth made that a quarter of its
-    run on the H100."""
+    at once (numpy lets go of the GIL while it compares): a sweep compares up to 2^26 floats
+    on the host per size of pinned, portable and pageable copies to the host, and one
+    thread's memory bandwidth made its verification a quarter of its run on the H100."""
     import numpy as np
 
     a, b = np.ascontiguousarray(got).view(np.uint32), np.ascontiguousarray(expected).view(np.uint32)

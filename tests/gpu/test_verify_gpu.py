@@ -32,7 +32,7 @@ def test_the_first_different_word_is_found_wherever_it_is_and_none_where_all_agr
             assert found == (min(wrong) if wrong else None), wrong
         # a shorter range stops before a difference after it
         assert gpu.first_difference(got.device_pointer, expected.device_pointer, 4 * 700) is None
-        with pytest.raises(ValueError, match="whole 32-bit words"):
+        with pytest.raises(ValueError, match="whole, aligned 32-bit words: 3145747 bytes"):
             gpu.first_difference(got.device_pointer, expected.device_pointer, 4 * words - 1)
 
 
