@@ -58,7 +58,7 @@ class Summary:
     show_profile: bool = True
     charts: list[Chart] = field(default_factory=list)
     timing_note: str | None = None  # the profile's footnote, where the command's is its own
-    header: list[str] = field(default_factory=list)  # warnings before the tables (diff's)
+    header: list[str] = field(default_factory=list)  # warnings before the tables
     # what the summary judged failed (memprof check's FAIL lines): the command exits 1
     failed: list[str] = field(default_factory=list)
     # every measurement's figures (memprof.model.figures), what the CSV and frames hold: made
