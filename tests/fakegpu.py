@@ -193,9 +193,18 @@ class FakeCuda:
     def memcpy_dtod_async(self, destination: Any, source: Any, nbytes: int, stream: Any) -> None:
         ctypes.memmove(_address(destination), _address(source), nbytes)
 
+    def memcpy_dtod(self, destination: Any, source: Any, nbytes: int) -> None:
+        ctypes.memmove(_address(destination), _address(source), nbytes)
+
+    class Context:
+        @staticmethod
+        def synchronize() -> None:
+            pass
+
 
 class FakeFunction:
-    """small_copies.cu's and sum_arrays.cu's kernels, as the .cu sources say they behave."""
+    """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu and verify.cu, as the
+    .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -224,6 +233,14 @@ class FakeFunction:
             if differ.size:
                 found = ctypes.c_uint64.from_address(first)
                 found.value = min(found.value, int(differ[0]))
+        elif self.name == "readSum":  # direct_access.cu: a partial sum per block
+            source, partial, count = (int(argument) for argument in arguments)
+            sums = _floats(partial, int(grid[0]))
+            sums[:] = 0
+            sums[0] = _floats(source, count).sum(dtype=np.float64)
+        elif self.name == "fillValue":
+            out, value, count = arguments
+            _floats(int(out), int(count))[:] = value
         elif self.name == "sumArraysGPU":
             a, b, out, count = (int(argument) for argument in arguments)
             floats = [_floats(address, count) for address in (a, b, out)]

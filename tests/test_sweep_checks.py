@@ -1,0 +1,59 @@
+"""A sweep's checks on the fake GPU (tests/fakegpu.py): every copy that leaves an element out
+is reported, whichever side compares it (the GPU: the device buffer, write-combined and
+mapped memory; the host: pinned and pageable memory), and only its own direction fails. The
+same on the GPU: tests/gpu/test_verify_gpu.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from memprof.core import memory
+from memprof.experiments.base import RunContext
+from memprof.experiments.common import size_label
+from memprof.experiments.sweep import Sweep, SweepParams
+from tests.fakegpu import FakeSession
+from tests.test_progress import ATTRIBUTES
+
+LABEL = {"h2d": "host → device", "d2h": "device → host"}
+KINDS = ("pageable", "pinned", "writecombined", "mapped", "zerocopy")
+
+
+def sweep(monkeypatch, short: tuple[str, str] | None = None) -> dict:
+    """The checks of a small sweep, by name; `short`: (kind, direction) whose copies leave
+    the last element out."""
+    real = memory.host_copy
+
+    def copy(cuda, direction, host, device_pointer, elements=None):
+        if (host.kind.name, direction) == short and elements:
+            elements -= 1
+        return real(cuda, direction, host, device_pointer, elements)
+
+    monkeypatch.setattr(memory, "host_copy", copy)
+    session = FakeSession(ATTRIBUTES, Sweep.declared_keys())
+    params = SweepParams(powers=(4, 6), kinds=KINDS, repeat=2, warmup=1)
+    facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
+    ctx = RunContext(params, session=session, facts={0: facts})
+    try:
+        Sweep().run(ctx)
+    finally:
+        session.close()
+    assert session.gpu.leaks() == {}
+    return {check.name: check for check in ctx.checks}
+
+
+def test_a_sweep_of_copies_that_do_their_work_passes_every_check(monkeypatch):
+    checks = sweep(monkeypatch)
+    assert len(checks) == 2 * len(KINDS)
+    assert all(check.passed for check in checks.values()), checks
+
+
+@pytest.mark.parametrize("kind", ["pinned", "writecombined", "pageable", "mapped"])
+@pytest.mark.parametrize("direction", ["h2d", "d2h"])
+def test_a_copy_that_leaves_the_last_element_out_fails_its_own_direction_alone(
+    monkeypatch, kind, direction
+):
+    checks = sweep(monkeypatch, (kind, direction))
+    failed = {name: check.detail for name, check in checks.items() if not check.passed}
+    assert failed == {f"{kind} {LABEL[direction]}": f"{size_label(4)}: element 15 differs"}
