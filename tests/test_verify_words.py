@@ -52,3 +52,22 @@ def test_only_whole_aligned_words_are_compared(session, offset, nbytes):
     buffer = memory.allocate(session, "device", 64, np.uint32)
     with pytest.raises(ValueError, match=f"whole, aligned 32-bit words: {nbytes} bytes at"):
         gpu.first_not_byte(buffer.device_pointer + offset, nbytes, 0)
+
+
+def test_alloc_leaves_a_range_of_partial_words_to_the_host(session, monkeypatch):
+    """The GPU compares aligned, whole words (whole_words); alloc's check of any other range
+    reads it back and compares bytes, never asking the GPU (which would refuse)."""
+    from memprof.core import bindings
+    from memprof.experiments.pools import Allocators
+    from tests.fakegpu import FakeBindings
+
+    monkeypatch.setattr(bindings, "_import", lambda: (FakeBindings(session.gpu), None))
+
+    assert GpuVerifier.whole_words(0x1000, 8) and not GpuVerifier.whole_words(0x1001, 8)
+    assert not GpuVerifier.whole_words(0x1000, 6)
+    buffer = memory.allocate(session, "device", 4, np.uint32)
+    session.cuda.memset_d8(buffer.device_pointer, 0x5A, 16)
+    allocators = Allocators(session, ["pool"])
+    for offset, nbytes in ((1, 8), (0, 6), (0, 16)):
+        check = allocators.check_bytes("memset", buffer.device_pointer + offset, nbytes, 0x5A)
+        assert check.passed and check.elements == nbytes

@@ -247,12 +247,12 @@ class ActivityLog:
                         switch(int(member), 0)
                         self._switched_off.append((switch, int(member)))
 
-    def _switch_off_again(self) -> None:
-        """Switch _record_only's calls off again: enabling the DRIVER kind (paused(), as it
-        ends) records every call of it once more."""
+    def _switch_calls(self, enable: int) -> None:
+        """Switch _record_only's calls on (1) or off (0) again: enabling the DRIVER kind
+        (paused(), as it ends) records every call of it once more."""
         for switch, callback_id in self._switched_off:
             with contextlib.suppress(Exception):
-                switch(callback_id, 0)
+                switch(callback_id, enable)
 
     def _enable_unified_memory(self, device_index: int) -> str | None:
         cupti = self.cupti
@@ -304,7 +304,7 @@ class ActivityLog:
         finally:
             for kind in traced:
                 self.cupti.activity_enable(kind)
-            self._switch_off_again()
+            self._switch_calls(0)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -366,9 +366,7 @@ class ActivityLog:
         seconds on the H200, and the next session (if any) registers its own callbacks; the
         calls _record_only switched off are switched on again, for a log that wants them."""
         self.flush()
-        for switch, callback_id in self._switched_off:
-            with contextlib.suppress(Exception):
-                switch(callback_id, 1)
+        self._switch_calls(1)
         self._switched_off.clear()
 
     # -- CUPTI callbacks ------------------------------------------------------------------

@@ -54,8 +54,6 @@ def compare_constant(name: str, actual: np.ndarray, value: int) -> Check:
 
 
 WORD_BYTES = 4  # the GPU compares 32-bit words (kernels/verify.cu)
-BLOCK_SIZE = 256
-BLOCKS_PER_SM = 8
 
 
 class GpuVerifier:
@@ -68,10 +66,12 @@ class GpuVerifier:
 
     def __init__(self, session: Any) -> None:
         from memprof.core import memory
+        from memprof.core.access import BLOCK_SIZE, BLOCKS_PER_SM  # grid-stride kernels' launch
         from memprof.core.kernels import load_kernel
 
         self.session = session
         self.kernel = load_kernel(session, "verify.cu", "firstDifferentWord")
+        self.block_size = BLOCK_SIZE
         self.blocks = session.attribute("MULTIPROCESSOR_COUNT") * BLOCKS_PER_SM
         with session.profiler.paused():
             # [0:2]: the first difference (a 64-bit index); [2]: the word a constant repeats
@@ -95,8 +95,13 @@ class GpuVerifier:
         )
         return self._first(address, self.scratch.device_pointer + 2 * WORD_BYTES, 0, nbytes)
 
+    @staticmethod
+    def whole_words(address: int, nbytes: int) -> bool:
+        """Whether the GPU can compare these bytes: whole 32-bit words, aligned."""
+        return nbytes % WORD_BYTES == 0 and address % WORD_BYTES == 0
+
     def _first(self, address: int, expected: int, stride: int, nbytes: int) -> int | None:
-        if nbytes % WORD_BYTES or address % WORD_BYTES or expected % WORD_BYTES:
+        if not (self.whole_words(address, nbytes) and self.whole_words(expected, 0)):
             raise ValueError(
                 f"the GPU compares whole, aligned 32-bit words: {nbytes} bytes at {address:#x} "
                 f"against {expected:#x}"
@@ -105,10 +110,10 @@ class GpuVerifier:
         cuda = self.session.cuda
         first = np.array([words], np.uint64)  # no difference, until the kernel finds one
         cuda.memcpy_htod(self.scratch.device_pointer, first)
-        grid = max(1, min(self.blocks, -(-words // BLOCK_SIZE)))
+        grid = max(1, min(self.blocks, -(-words // self.block_size)))
         # on the default stream (None), which waits for the work of every other
         self.kernel.function.prepared_async_call(
-            (grid, 1), (BLOCK_SIZE, 1, 1), None, address, expected, stride, words,
+            (grid, 1), (self.block_size, 1, 1), None, address, expected, stride, words,
             self.scratch.device_pointer,
         )  # fmt: skip
         cuda.memcpy_dtoh(first, self.scratch.device_pointer)  # waits for the kernel

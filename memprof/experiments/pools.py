@@ -344,8 +344,8 @@ class Allocators:
 
         if self._gpu is None:
             self.prepare_checks()
-        whole_words = nbytes % 4 == 0 and address % 4 == 0  # else the host compares bytes
-        if whole_words and self._gpu.first_not_byte(address, nbytes, value) is None:
+        gpu = self._gpu  # it compares whole words; the host compares any other range
+        if gpu.whole_words(address, nbytes) and gpu.first_not_byte(address, nbytes, value) is None:
             return Check(name, True, nbytes, SUCCESS)
         host = self.readback(nbytes)
         self.session.cuda.memcpy_dtoh(host, address)

@@ -210,14 +210,21 @@ def _check_times(m: Measurement, measure: Measure, where: str) -> None:
             f"{where}.{field}", f"has a median of 0 ms, but moving {m.bytes} bytes takes time"
         )
     if m.throughput_ms and measure.basis != "back to back":
-        alone = sorted(m.samples_ms)[len(m.samples_ms) // 2]
-        each = sorted(m.throughput_ms)[len(m.throughput_ms) // 2]
+        alone, each = _alone_and_each(m)
         if alone == 0:
             raise SchemaError(
                 f"{where}.samples_ms",
                 f"has a median of 0 ms, but moving {m.bytes} bytes takes time (back to back: "
                 f"{each:.6g} ms each)",
             )
+
+
+def _alone_and_each(m: Measurement) -> tuple[float, float]:
+    """The (upper) median of one operation alone and of one back to back, in ms."""
+    return (
+        sorted(m.samples_ms)[len(m.samples_ms) // 2],
+        sorted(m.throughput_ms)[len(m.throughput_ms) // 2],
+    )
 
 
 def moved_during_run(result: Result, declared: Sequence[Measure]) -> list[str]:
@@ -236,8 +243,7 @@ def moved_during_run(result: Result, declared: Sequence[Measure]) -> list[str]:
         measure = measures.get((m.group, m.operation))
         if measure is None or not measure.moves() or measure.basis == "back to back":
             continue
-        alone = sorted(m.samples_ms)[len(m.samples_ms) // 2]
-        each = sorted(m.throughput_ms)[len(m.throughput_ms) // 2]
+        alone, each = _alone_and_each(m)
         if each < BATCH_AT_LEAST * alone:
             kind = f" ({m.kind})" if m.kind else ""
             warnings.append(
