@@ -529,6 +529,8 @@ def test_only_the_driver_event_calls_are_left_out_of_an_experiments_records(name
 def copy_and_kernel_records(cupti):
     """Records laid out as cupti-python's Memcpy6 and Kernel10 classes (their memory: the
     fields read, byte-wide ones among them, with padding between), on this fake CUPTI."""
+    import ctypes
+
     import numpy as np
 
     memcpy = np.dtype(
@@ -537,15 +539,17 @@ def copy_and_kernel_records(cupti):
          "formats": ["<u4", "u1", "u1", "u1", "u1", "<u8", "<u8", "<u8", "<u4"],
          "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 44], "itemsize": 64}
     )  # fmt: skip
-    kernel = np.dtype(
-        {"names": ["kind", "start", "end", "correlationId"],
-         "formats": ["<u4", "<u8", "<u8", "<u4"], "offsets": [0, 24, 32, 96], "itemsize": 128}
+    kernel = np.dtype(  # the name: a pointer to its characters
+        {"names": ["kind", "start", "end", "correlationId", "name"],
+         "formats": ["<u4", "<u8", "<u8", "<u4", "<u8"], "offsets": [0, 24, 32, 96, 104],
+         "itemsize": 128}
     )  # fmt: skip
+    name = ctypes.create_string_buffer(b"sumArraysGPU")
     copies = np.zeros(2, memcpy)
     copies[0] = (1, 1, 2, 3, 1, 4096, 1000, 3000, 7)  # HtoD, pinned → device, async
     copies[1] = (1, 2, 3, 1, 0, 8192, 5000, 9000, 8)  # DtoH, device → pageable, blocking
     kernels = np.zeros(1, kernel)
-    kernels[0] = (10, 11_000, 12_500, 9)
+    kernels[0] = (10, 11_000, 12_500, 9, ctypes.addressof(name))
 
     class ActivityMemcpy6:
         def __init__(self, index):
@@ -569,7 +573,7 @@ def copy_and_kernel_records(cupti):
     cupti.ActivityMemcpy6, cupti.activity_memcpy6_dtype = ActivityMemcpy6, memcpy
     cupti.ActivityKernel10, cupti.activity_kernel10_dtype = ActivityKernel10, kernel
     records = [ActivityMemcpy6(0), ActivityMemcpy6(1), ActivityKernel10()]
-    return records, (copies, kernels)
+    return records, (copies, kernels, name)
 
 
 @pytest.mark.parametrize("flags_name", ["flags_", "flags"])  # as older builds name it

@@ -69,36 +69,75 @@ class ApiRecord:
 _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
     "u4": "I", "i4": "i", "u8": "Q", "i8": "q"
 }  # fmt: skip
-# The records read most, by FieldReader: cupti-python's dtype of each, and the fields.
+# The records memprof reads, by FieldReader: cupti-python's class and dtype of each, and the
+# fields read. A kernel's name is a pointer to its characters (STRING_FIELDS).
+_COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _READ = {
-    "api": ("activity_api_dtype", ("kind", "cbid", "start", "end", "correlation_id")),
-    "external": ("activity_external_correlation_dtype", ("correlation_id", "external_id")),
+    "api": (
+        "ActivityAPI",
+        "activity_api_dtype",
+        ("kind", "cbid", "start", "end", "correlation_id"),
+    ),
+    "external": (
+        "ActivityExternalCorrelation",
+        "activity_external_correlation_dtype",
+        ("correlation_id", "external_id"),
+    ),
     "counter": (
+        "ActivityUnifiedMemoryCounter3",
         "activity_unified_memory_counter3_dtype",
         ("counter_kind", "value", "start", "end"),
     ),
-    "memcpy": (
-        "activity_memcpy6_dtype",
-        ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_", "correlation_id"),
+    "memcpy": ("ActivityMemcpy6", "activity_memcpy6_dtype", (*_COPY_FIELDS, "correlation_id")),
+    "memcpy2": (  # a copy between two GPUs
+        "ActivityMemcpyPtoP4",
+        "activity_memcpy_pto_p4_dtype",
+        (*_COPY_FIELDS, "correlation_id"),
     ),
-    "kernel": ("activity_kernel10_dtype", ("start", "end", "correlation_id")),
+    "kernel": (
+        "ActivityKernel10",
+        "activity_kernel10_dtype",
+        ("start", "end", "correlation_id", "name"),
+    ),
+    "memset": (
+        "ActivityMemset4",
+        "activity_memset4_dtype",
+        ("start", "end", "bytes", "flags_", "correlation_id"),
+    ),
 }
+STRING_FIELDS = frozenset({"name"})
+# What each kind of record is read as, by CUPTI's activity kind names.
+_READ_BY_KIND = {
+    "DRIVER": "api",
+    "RUNTIME": "api",
+    "EXTERNAL_CORRELATION": "external",
+    "UNIFIED_MEMORY_COUNTER": "counter",
+    "MEMCPY": "memcpy",
+    "MEMCPY2": "memcpy2",
+    "CONCURRENT_KERNEL": "kernel",
+    "MEMSET": "memset",
+}
+_KIND = struct.Struct("<I")  # every record begins with its kind (CUpti_Activity)
 
 
 class FieldReader:
-    """Some fields of one kind of CUPTI activity record, read from the record's memory
-    (record.ptr) at the offsets cupti-python's own dtype gives: a field read through the
-    record's attribute costs microseconds (a numpy record underneath), and a sweep makes
-    34,000 API records. The first record read is held against its attributes; where any
-    field differs, or the layout is not plain integers, the attributes are read instead."""
+    """Some fields of one kind of CUPTI activity record, read from the record's memory at the
+    offsets cupti-python's own dtype gives: a field read through the record's attribute costs
+    microseconds (a numpy record underneath), and a sweep makes 21,000 records. The first
+    record read is held against a reading of it the slow way (its attributes; numpy, on the
+    dtype, for a record in a buffer memprof walks itself); where any field differs, or the
+    layout is not plain integers, every record is read the slow way. A field of
+    STRING_FIELDS holds a pointer to characters, read as the text they are."""
 
     def __init__(self, dtype: Any, names: tuple[str, ...]) -> None:
         self.names = names  # the records' attribute names, snake_case
+        self.dtype = dtype
         self.unpack: Any = None
         try:
+            self.fields = [_c_name(name, dtype) for name in names]  # the dtype's names
             layout = sorted(
-                (dtype.fields[_c_name(name, dtype)][1], name, dtype.fields[_c_name(name, dtype)][0])
-                for name in names
+                (dtype.fields[field][1], name, dtype.fields[field][0])
+                for name, field in zip(names, self.fields, strict=True)
             )
             code, at, order = "<", 0, []
             for offset, name, kind in layout:
@@ -106,6 +145,7 @@ class FieldReader:
                 at = offset + kind.itemsize
                 order.append(name)
             self.order = [order.index(name) for name in names]
+            self.strings = [index for index, name in enumerate(names) if name in STRING_FIELDS]
             self.unpack = struct.Struct(code).unpack_from
             self.size = at
         except (AttributeError, KeyError, TypeError):
@@ -113,24 +153,69 @@ class FieldReader:
         self.checked = False
 
     def read(self, record: Any) -> tuple:
-        """The fields in the order of `names`."""
+        """The fields of a cupti-python record, in the order of `names`."""
         if self.unpack is not None:
             try:
-                found = self.unpack((ctypes.c_char * self.size).from_address(record.ptr))
+                memory = (ctypes.c_char * self.size).from_address(record.ptr)
             except (AttributeError, TypeError, ValueError, OverflowError):
                 self.unpack = None  # no pointer to read from: the attributes, from now on
                 return self._attributes(record)
-            fields = tuple(found[index] for index in self.order)
-            if self.checked:
-                return fields
-            self.checked = True
-            if fields == self._attributes(record):
-                return fields
-            self.unpack = None  # not the layout the attributes read: never again
+            return self.read_in(memory, 0, lambda: self._attributes(record))
         return self._attributes(record)
+
+    def read_at(self, memory: Any, offset: int) -> tuple:
+        """The fields of the record at `offset` in a buffer CUPTI filled (`memory`)."""
+        return self.read_in(memory, offset, lambda: self.numpy_fields(memory, offset))
+
+    def read_in(self, memory: Any, offset: int, slowly: Callable[[], tuple]) -> tuple:
+        """The fields of the record at `offset` in `memory`; slowly() reads them the slow
+        way, for the first record and wherever the memory is not read."""
+        if self.unpack is None:
+            return slowly()
+        found = self.unpack(memory, offset)
+        fields = [found[index] for index in self.order]
+        if self.checked:
+            for index in self.strings:
+                fields[index] = _text_at(fields[index])
+            return tuple(fields)
+        self.checked = True
+        expected = slowly()
+        numbers = [i for i in range(len(fields)) if i not in self.strings]
+        # where the numbers agree, the layout holds: its pointers can be followed
+        if all(fields[i] == expected[i] for i in numbers) and all(
+            _text_at(fields[i]) == expected[i] for i in self.strings
+        ):
+            return expected
+        self.unpack = None  # not the layout the slow reading finds: never again
+        return expected
+
+    def numpy_fields(self, memory: Any, offset: int) -> tuple:
+        """The fields of the record at `offset`, read by numpy on the dtype (as cupti-python's
+        attributes read them)."""
+        import numpy as np
+
+        item = np.frombuffer(memory, self.dtype, count=1, offset=offset)[0]
+        values = [int(item[field]) for field in self.fields]
+        for index in self.strings:
+            values[index] = _text_at(values[index])
+        return tuple(values)
 
     def _attributes(self, record: Any) -> tuple:
         return tuple(_flags(record) if n == "flags_" else getattr(record, n) for n in self.names)
+
+
+def _text_at(address: int) -> str:
+    """The NUL-terminated characters at `address` ('' where there are none)."""
+    return ctypes.string_at(address).decode("utf-8", "replace") if address else ""
+
+
+def newest(module: Any, class_name: str) -> bool:
+    """Whether cupti-python has no later version of a record class (ActivityKernel10: no
+    ActivityKernel11)."""
+    family = class_name.rstrip("0123456789")
+    if family == class_name:
+        return True
+    return not hasattr(module, f"{family}{int(class_name[len(family) :]) + 1}")
 
 
 def _c_name(name: str, dtype: Any) -> str:
@@ -173,6 +258,8 @@ class ActivityLog:
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
+    _kinds_read: dict[int, str] | None = None  # activity kind -> _READ's key (_records_at)
+    _buffers: Any = None  # activity_buffers.Buffers where memprof reads CUPTI's buffers
     _counter_names: dict[int, str] = field(default_factory=dict)
     _copy_kind_names: dict[int, str] = field(default_factory=dict)
     peer_copies_traced: bool = False  # CUPTI's MEMCPY2 records (copies between GPUs) enabled
@@ -213,7 +300,9 @@ class ActivityLog:
         try:
             for kind in traced:
                 cupti.activity_enable(kind)
-            cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
+            log._buffers = log._read_buffers_here()
+            if log._buffers is None:
+                cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
             log._disable_all()
             return None, f"CUPTI refused activity tracing: {_reason(error)}"
@@ -226,6 +315,22 @@ class ActivityLog:
         if record_call is not None:
             log._record_only(record_call)
         return log, None
+
+    def _read_buffers_here(self) -> Any:
+        """activity_buffers' reading of CUPTI's buffers, where cupti-python has the class and
+        the plain-integer dtype of every kind memprof keeps, and no newer class of any (a
+        record of a newer layout would be read at the old one's offsets); None: cupti-python's
+        callbacks, then."""
+        kinds, cupti = self.cupti.ActivityKind, self.cupti
+        for which in {which for kind, which in _READ_BY_KIND.items() if hasattr(kinds, kind)}:
+            class_name = _READ[which][0]
+            if not hasattr(cupti, class_name) or not newest(cupti, class_name):
+                return None
+            if self._reader(which).unpack is None:
+                return None
+        from memprof.core import activity_buffers
+
+        return activity_buffers.register(self._records_at, self.buffer_bytes)
 
     def _record_only(self, wanted: Callable[[str], bool]) -> None:
         """Switch off the records of every driver and runtime call `wanted` refuses, by
@@ -310,7 +415,10 @@ class ActivityLog:
 
     def flush(self) -> None:
         """Deliver every record CUPTI holds (the GPU work must be finished)."""
-        self.cupti.activity_flush_all(1)
+        if self._buffers is not None:
+            self._buffers.flush()
+        else:
+            self.cupti.activity_flush_all(1)
 
     def gpu_records(self) -> dict[int, list[GpuRecord]]:
         """What the GPU did for each external id."""
@@ -375,58 +483,84 @@ class ActivityLog:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: list) -> None:
+        """cupti-python's records of one buffer (where memprof reads no buffer itself)."""
         kinds = self.cupti.ActivityKind
-        api_type = getattr(self.cupti, "ActivityAPI", None)
-        external_type = getattr(self.cupti, "ActivityExternalCorrelation", None)
-        counter_type = getattr(self.cupti, "ActivityUnifiedMemoryCounter3", None)
-        memcpy_type = getattr(self.cupti, "ActivityMemcpy6", None)
-        kernel_type = getattr(self.cupti, "ActivityKernel10", None)
+        classes = {getattr(self.cupti, _READ[which][0], None): which for which in _READ}
+        classes.pop(None, None)
         for record in activities:
-            kind = type(record)  # the record's class: no field read (most are API records)
-            if kind is external_type:
-                correlation, external = self._fields("external", record)
-                self._external[correlation] = external
-            elif kind is api_type:
-                self._add_api(record)
-            elif kind is counter_type:
-                self._add_counter(*self._fields("counter", record))
-            elif kind is memcpy_type:
-                copy = self._memcpy(*self._fields("memcpy", record))
-                self._add(copy.correlation_id, copy)
-            elif kind is kernel_type:
-                start, end, correlation = self._fields("kernel", record)
-                kernel = GpuRecord("kernel", record.name, start, end, correlation_id=correlation)
-                self._add(correlation, kernel)
+            which = classes.get(type(record))  # the record's class: no field read
+            if which is not None:
+                self._keep(which, self._reader(which).read(record))
+                continue
+            kind = record.kind
+            if kind == kinds.EXTERNAL_CORRELATION:
+                self._keep("external", (record.correlation_id, record.external_id))
+            elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
+                self._keep("api", self._reader("api")._attributes(record))
+            elif kind == kinds.UNIFIED_MEMORY_COUNTER:
+                self._add_counter(record.counter_kind, record.value, record.start, record.end)
             else:
-                kind = record.kind
-                if kind == kinds.EXTERNAL_CORRELATION:
-                    self._external[record.correlation_id] = record.external_id
-                elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
-                    self._add_api(record)
-                elif kind == kinds.UNIFIED_MEMORY_COUNTER:
-                    self._add_counter(record.counter_kind, record.value, record.start, record.end)
-                else:
-                    gpu = self._gpu_record(record)
-                    if gpu is not None:
-                        self._add(record.correlation_id, gpu)
+                gpu = self._gpu_record(record)
+                if gpu is not None:
+                    self._add(record.correlation_id, gpu)
 
-    def _fields(self, which: str, record: Any) -> tuple:
-        """Fields of an API or external-correlation record (FieldReader)."""
+    def _records_at(self, memory: Any, base: int, addresses: list[int]) -> None:
+        """The records of one buffer CUPTI filled, read where they lie (activity_buffers):
+        `memory` holds the buffer that begins at address `base`. A kind memprof does not
+        keep is passed over."""
+        if self._kinds_read is None:
+            kinds = self.cupti.ActivityKind
+            self._kinds_read = {
+                int(getattr(kinds, kind)): which
+                for kind, which in _READ_BY_KIND.items()
+                if hasattr(kinds, kind)
+            }
+        kinds_read = self._kinds_read
+        readers = {which: self._reader(which) for which in set(kinds_read.values())}
+        for address in addresses:
+            offset = address - base
+            which = kinds_read.get(_KIND.unpack_from(memory, offset)[0])
+            if which is not None:
+                self._keep(which, readers[which].read_at(memory, offset))
+
+    def _reader(self, which: str) -> FieldReader:
+        """The FieldReader of one kind of _READ's records."""
         reader = self._readers.get(which)
         if reader is None:
-            dtype_name, names = _READ[which]
+            _class, dtype_name, names = _READ[which]
             reader = FieldReader(getattr(self.cupti, dtype_name, None), names)
             self._readers[which] = reader
-        return reader.read(record)
+        return reader
 
-    def _add_api(self, record: Any) -> None:
-        """A driver or runtime call: its name and duration, by correlation id."""
-        kind, cbid, start, end, correlation = self._fields("api", record)
-        domain = "driver" if kind == self.cupti.ActivityKind.DRIVER else "runtime"
-        api = ApiRecord(self._callback_name(cbid, domain), (end - start) / 1e6, correlation)
-        self._api[correlation] = api
-        if self.keep_all:
-            self._all_api.append(api)
+    def _keep(self, which: str, fields: tuple) -> None:
+        """One record of _READ's kinds, from its fields (in _READ's order)."""
+        if which == "api":
+            kind, cbid, start, end, correlation = fields
+            domain = "driver" if kind == self.cupti.ActivityKind.DRIVER else "runtime"
+            api = ApiRecord(self._callback_name(cbid, domain), (end - start) / 1e6, correlation)
+            self._api[correlation] = api
+            if self.keep_all:
+                self._all_api.append(api)
+        elif which == "external":
+            correlation, external = fields
+            self._external[correlation] = external
+        elif which == "counter":
+            self._add_counter(*fields)
+        elif which == "memcpy" or which == "memcpy2":
+            copy = self._memcpy(*fields)
+            self._add(copy.correlation_id, copy)
+        elif which == "kernel":
+            start, end, correlation, name = fields
+            kernel = GpuRecord("kernel", name, start, end, correlation_id=correlation)
+            self._add(correlation, kernel)
+        else:  # a memset
+            start, end, nbytes, flags, correlation = fields
+            asynchronous = bool(flags & MEMSET_ASYNC_FLAG)
+            memset = GpuRecord(
+                "memset", "memset", start, end, nbytes, asynchronous=asynchronous,
+                correlation_id=correlation,
+            )  # fmt: skip
+            self._add(correlation, memset)
 
     def _gpu_record(self, record: Any) -> GpuRecord | None:
         """A kernel, copy or memset as memprof keeps it (None: a kind memprof ignores)."""

@@ -76,3 +76,54 @@ def test_cuptis_copy_kernel_and_call_records_are_read_from_memory_as_their_field
     kernel = next(m for m in measured if m.name.startswith("readSum"))
     assert copy.source == kernel.source == "cupti"
     assert 0 < copy.samples_ms[0] <= copy.events_ms[0] and kernel.samples_ms[0] > 0
+
+
+def _records_of_some_work() -> tuple[list, list, bool]:
+    """Copies both ways, a kernel and a memset, timed in a session of their own: the GPU
+    records (all but their times) and the driver calls CUPTI recorded for them, and whether
+    memprof read CUPTI's buffers itself."""
+    import numpy as np
+
+    from memprof.core import memory
+    from memprof.core.access import DirectAccess
+    from memprof.core.session import GpuSession
+
+    with GpuSession(0, timing="cupti") as session:
+        profiler, log = session.profiler, session.activity
+        pinned = memory.allocate(session, "pinned", 1 << 16)
+        pinned.array[:] = np.arange(1 << 16, dtype=np.float32)
+        device = memory.allocate(session, "device", 1 << 16)
+        access, stream = DirectAccess(session), profiler.stream
+        with profiler.timed():
+            for _ in range(3):
+                memory.copy(session, device, pinned)
+                memory.copy(session, pinned, device)
+                access.read(device.device_pointer, 1 << 16, "device")
+                with profiler.events("gpu", "memset", "memset", "device", 1 << 18):
+                    session.cuda.memset_d32_async(device.device_pointer, 0, 1 << 16, stream)
+        session.synchronize()
+        profiler.resolve()
+        log.flush()
+        gpu = sorted(
+            (r.category, r.name, r.bytes, r.src_kind, r.dst_kind, r.asynchronous)
+            for records in log.gpu_records().values()
+            for r in records
+        )
+        calls = sorted(r.name for records in log.api_records().values() for r in records)
+        return gpu, calls, log._buffers is not None
+
+
+@needs_cupti
+def test_memprof_reads_cuptis_buffers_itself_and_finds_what_cupti_python_finds(monkeypatch):
+    """activity_buffers walks CUPTI's buffers and unpacks the records where they lie; the
+    same work recorded through cupti-python's objects gives the same records and calls."""
+    from memprof.core.activity import ActivityLog
+
+    gpu, calls, read_here = _records_of_some_work()
+    assert read_here
+    kinds = {record[0] for record in gpu}
+    assert kinds == {"memcpy", "kernel", "memset"} and len(gpu) == 12
+    monkeypatch.setattr(ActivityLog, "_read_buffers_here", lambda self: None)
+    assert _records_of_some_work() == (gpu, calls, False)
+    monkeypatch.undo()
+    assert _records_of_some_work() == (gpu, calls, True)  # memprof's callbacks back again

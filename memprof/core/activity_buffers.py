@@ -1,0 +1,137 @@
+"""CUPTI's activity buffers, read where CUPTI wrote them.
+
+cupti-python hands its buffer callback a Python object for every record, each made before
+memprof reads any of it: about 20 us a record, and a sweep makes 21,000 (a second of its
+run). Here memprof registers buffer callbacks of its own with the libcupti that cupti-python
+loaded (ctypes), walks each completed buffer with cuptiActivityGetNextRecord and hands over
+each record's address; ActivityLog unpacks the few fields it keeps (FieldReader), and holds
+the first record of each kind against cupti-python's object of the same memory.
+
+register() answers None wherever this cannot be done (no libcupti in the process, a symbol
+missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CUPTI_SUCCESS = 0
+RECORD_ALIGNMENT = 8  # CUPTI's ACTIVITY_RECORD_ALIGNMENT: buffers and records alike
+
+# void (*)(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
+_REQUESTED = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+# void (*)(CUcontext, uint32_t streamId, uint8_t *buffer, size_t size, size_t validSize)
+_COMPLETED = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+)
+
+# (the buffer's memory, its address, each record's address) -> None
+Deliver = Callable[[Any, int, list[int]], None]
+
+
+class Buffers:
+    """The buffers CUPTI fills, for one process: CUPTI holds one pair of buffer callbacks
+    per process, so there is one Buffers per process (register()), whose records go to the
+    log that registered last."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._next_record = library.cuptiActivityGetNextRecord
+        self._next_record.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
+        self._next_record.restype = ctypes.c_int
+        self._flush_all = library.cuptiActivityFlushAll
+        self._flush_all.argtypes = [ctypes.c_uint32]
+        self._flush_all.restype = ctypes.c_int
+        self._register = library.cuptiActivityRegisterCallbacks
+        self._register.argtypes = [_REQUESTED, _COMPLETED]
+        self._register.restype = ctypes.c_int
+        libc = ctypes.CDLL(None)
+        self._allocate, self._free = libc.aligned_alloc, libc.free
+        self._allocate.argtypes, self._allocate.restype = [ctypes.c_size_t] * 2, ctypes.c_void_p
+        self._free.argtypes, self._free.restype = [ctypes.c_void_p], None
+        self.buffer_bytes = 4 << 20
+        self.deliver: Deliver | None = None
+        self.error: BaseException | None = None  # raised by flush(): never into CUPTI
+        # Never freed: CUPTI may call them until the process ends, and the buffers are C
+        # memory for the same reason (one CUPTI holds at exit is not Python's to free).
+        self._callbacks = (_REQUESTED(self._requested), _COMPLETED(self._completed))
+
+    def start(self, deliver: Deliver, buffer_bytes: int) -> bool:
+        """Records from now on go to `deliver`, in buffers of `buffer_bytes`; False where
+        CUPTI refuses the callbacks."""
+        self.deliver, self.buffer_bytes, self.error = deliver, buffer_bytes, None
+        return self._register(*self._callbacks) == CUPTI_SUCCESS
+
+    def flush(self) -> None:
+        """Every record CUPTI holds delivered (CUPTI calls _completed meanwhile; ctypes lets
+        go of the GIL for it, whichever thread CUPTI calls from)."""
+        code = self._flush_all(1)
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+        if code != CUPTI_SUCCESS:
+            raise RuntimeError(f"cuptiActivityFlushAll failed: CUPTI error {code}")
+
+    def _requested(self, buffer: Any, size: Any, max_records: Any) -> None:
+        bytes_ = self.buffer_bytes - self.buffer_bytes % RECORD_ALIGNMENT
+        address = self._allocate(RECORD_ALIGNMENT, bytes_)
+        buffer[0] = address
+        size[0] = bytes_ if address else 0  # none: CUPTI drops records and says so
+        max_records[0] = 0  # as many as fit
+
+    def _completed(self, context: int, stream: int, buffer: int, size: int, valid: int) -> None:
+        if not buffer:
+            return
+        try:
+            addresses, record = [], ctypes.c_void_p()
+            while valid and self._next_record(buffer, valid, ctypes.byref(record)) == 0:
+                addresses.append(record.value)
+            if addresses and self.deliver is not None:
+                self.deliver((ctypes.c_char * valid).from_address(buffer), buffer, addresses)
+        except BaseException as error:  # an exception cannot go into CUPTI: flush() raises it
+            self.error = self.error or error
+        finally:
+            self._free(buffer)
+
+
+_BUFFERS: list[Buffers] = []  # the process's one, once made
+
+
+def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
+    """CUPTI's records delivered to `deliver` from its buffers' memory, or None where this
+    process's libcupti cannot be reached (call after cupti-python has loaded it)."""
+    try:
+        if not _BUFFERS:
+            path = loaded_library("libcupti.so")
+            if path is None:
+                return None
+            _BUFFERS.append(Buffers(ctypes.CDLL(path)))
+        buffers = _BUFFERS[0]
+        return buffers if buffers.start(deliver, buffer_bytes) else None
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def loaded_library(prefix: str, maps: Path = Path("/proc/self/maps")) -> str | None:
+    """The path of the shared library named `prefix`... that this process has loaded (the
+    one cupti-python found, wherever that was), or None."""
+    try:
+        lines = maps.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        path = line.split(maxsplit=5)[5:]
+        if path and Path(path[0]).name.startswith(prefix):
+            return path[0]
+    return None
