@@ -69,42 +69,36 @@ class ApiRecord:
 _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
     "u4": "I", "i4": "i", "u8": "Q", "i8": "q"
 }  # fmt: skip
-# The records memprof reads, by FieldReader: cupti-python's class and dtype of each, and the
-# fields read. A kernel's name is a pointer to its characters (STRING_FIELDS).
+# The records memprof reads, by FieldReader: cupti-python's class of each (its name, and the
+# oldest version memprof knows: the newest cupti-python has is used, as cupti-python itself
+# makes it), its dtype's stem, and the fields read. A kernel's name is a pointer to its
+# characters (STRING_FIELDS).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _READ = {
-    "api": (
-        "ActivityAPI",
-        "activity_api_dtype",
-        ("kind", "cbid", "start", "end", "correlation_id"),
-    ),
+    "api": ("ActivityAPI", None, "api", ("kind", "cbid", "start", "end", "correlation_id")),
     "external": (
         "ActivityExternalCorrelation",
-        "activity_external_correlation_dtype",
+        None,
+        "external_correlation",
         ("correlation_id", "external_id"),
     ),
     "counter": (
-        "ActivityUnifiedMemoryCounter3",
-        "activity_unified_memory_counter3_dtype",
+        "ActivityUnifiedMemoryCounter",
+        3,
+        "unified_memory_counter",
         ("counter_kind", "value", "start", "end"),
     ),
-    "memcpy": ("ActivityMemcpy6", "activity_memcpy6_dtype", (*_COPY_FIELDS, "correlation_id")),
-    "memcpy2": (  # a copy between two GPUs
-        "ActivityMemcpyPtoP4",
-        "activity_memcpy_pto_p4_dtype",
-        (*_COPY_FIELDS, "correlation_id"),
-    ),
-    "kernel": (
-        "ActivityKernel10",
-        "activity_kernel10_dtype",
-        ("start", "end", "correlation_id", "name"),
-    ),
+    "memcpy": ("ActivityMemcpy", 6, "memcpy", (*_COPY_FIELDS, "correlation_id")),
+    "memcpy2": ("ActivityMemcpyPtoP", 4, "memcpy_pto_p", (*_COPY_FIELDS, "correlation_id")),
+    "kernel": ("ActivityKernel", 10, "kernel", ("start", "end", "correlation_id", "name")),
     "memset": (
-        "ActivityMemset4",
-        "activity_memset4_dtype",
+        "ActivityMemset",
+        4,
+        "memset",
         ("start", "end", "bytes", "flags_", "correlation_id"),
     ),
 }
+NEWER_VERSIONS = 16  # how far past the oldest version memprof looks for cupti-python's newest
 STRING_FIELDS = frozenset({"name"})
 # What each kind of record is read as, by CUPTI's activity kind names.
 _READ_BY_KIND = {
@@ -209,13 +203,18 @@ def _text_at(address: int) -> str:
     return ctypes.string_at(address).decode("utf-8", "replace") if address else ""
 
 
-def newest(module: Any, class_name: str) -> bool:
-    """Whether cupti-python has no later version of a record class (ActivityKernel10: no
-    ActivityKernel11)."""
-    family = class_name.rstrip("0123456789")
-    if family == class_name:
-        return True
-    return not hasattr(module, f"{family}{int(class_name[len(family) :]) + 1}")
+def record_class(module: Any, which: str) -> tuple[Any, Any] | None:
+    """cupti-python's newest class of one kind of record memprof reads (_READ's key) and its
+    dtype (None where it has no dtype), or None where it has no such class."""
+    family, oldest, stem, _names = _READ[which]
+    versions = [""] if oldest is None else [str(v) for v in range(oldest, oldest + NEWER_VERSIONS)]
+    present = [v for v in versions if hasattr(module, f"{family}{v}")]
+    if not present:
+        return None
+    version = present[-1]
+    return getattr(module, f"{family}{version}"), getattr(
+        module, f"activity_{stem}{version}_dtype", None
+    )
 
 
 def _c_name(name: str, dtype: Any) -> str:
@@ -259,6 +258,7 @@ class ActivityLog:
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
     _kinds_read: dict[int, str] | None = None  # activity kind -> _READ's key (_records_at)
+    _classes: dict[str, tuple[Any, Any] | None] | None = None  # _record_classes()
     _buffers: Any = None  # activity_buffers.Buffers where memprof reads CUPTI's buffers
     _counter_names: dict[int, str] = field(default_factory=dict)
     _copy_kind_names: dict[int, str] = field(default_factory=dict)
@@ -317,20 +317,21 @@ class ActivityLog:
         return log, None
 
     def _read_buffers_here(self) -> Any:
-        """activity_buffers' reading of CUPTI's buffers, where cupti-python has the class and
-        the plain-integer dtype of every kind memprof keeps, and no newer class of any (a
-        record of a newer layout would be read at the old one's offsets); None: cupti-python's
-        callbacks, then."""
-        kinds, cupti = self.cupti.ActivityKind, self.cupti
+        """activity_buffers' reading of CUPTI's buffers, where cupti-python has a class and a
+        plain-integer dtype of every kind memprof keeps; None: cupti-python's callbacks."""
+        kinds = self.cupti.ActivityKind
         for which in {which for kind, which in _READ_BY_KIND.items() if hasattr(kinds, kind)}:
-            class_name = _READ[which][0]
-            if not hasattr(cupti, class_name) or not newest(cupti, class_name):
-                return None
-            if self._reader(which).unpack is None:
+            if self._record_classes().get(which) is None or self._reader(which).unpack is None:
                 return None
         from memprof.core import activity_buffers
 
         return activity_buffers.register(self._records_at, self.buffer_bytes)
+
+    def _record_classes(self) -> dict[str, tuple[Any, Any] | None]:
+        """_READ's key -> cupti-python's newest class of those records and its dtype."""
+        if self._classes is None:
+            self._classes = {which: record_class(self.cupti, which) for which in _READ}
+        return self._classes
 
     def _record_only(self, wanted: Callable[[str], bool]) -> None:
         """Switch off the records of every driver and runtime call `wanted` refuses, by
@@ -485,8 +486,7 @@ class ActivityLog:
     def _buffer_completed(self, activities: list) -> None:
         """cupti-python's records of one buffer (where memprof reads no buffer itself)."""
         kinds = self.cupti.ActivityKind
-        classes = {getattr(self.cupti, _READ[which][0], None): which for which in _READ}
-        classes.pop(None, None)
+        classes = {found[0]: which for which, found in self._record_classes().items() if found}
         for record in activities:
             which = classes.get(type(record))  # the record's class: no field read
             if which is not None:
@@ -527,8 +527,8 @@ class ActivityLog:
         """The FieldReader of one kind of _READ's records."""
         reader = self._readers.get(which)
         if reader is None:
-            _class, dtype_name, names = _READ[which]
-            reader = FieldReader(getattr(self.cupti, dtype_name, None), names)
+            found = self._record_classes().get(which)
+            reader = FieldReader(found[1] if found else None, _READ[which][3])
             self._readers[which] = reader
         return reader
 
@@ -610,8 +610,11 @@ class ActivityLog:
     ) -> GpuRecord:
         """A copy's record as memprof keeps it, from its fields."""
         name = self._copy_kind_names.get(copy_kind)
-        if name is None:
-            name = self._copy_kind_names[copy_kind] = self.cupti.ActivityMemcpyKind(copy_kind).name
+        if name is None:  # a kind this cupti-python does not name is kept, by its number
+            kinds = self.cupti.ActivityMemcpyKind
+            known = copy_kind in kinds._value2member_map_
+            name = kinds(copy_kind).name if known else f"copy kind {copy_kind}"
+            self._copy_kind_names[copy_kind] = name
         return GpuRecord(
             "memcpy",
             name,

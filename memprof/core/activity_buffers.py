@@ -4,21 +4,25 @@ cupti-python hands its buffer callback a Python object for every record, each ma
 memprof reads any of it: about 20 us a record, and a sweep makes 21,000 (a second of its
 run). Here memprof registers buffer callbacks of its own with the libcupti that cupti-python
 loaded (ctypes), walks each completed buffer with cuptiActivityGetNextRecord and hands over
-each record's address; ActivityLog unpacks the few fields it keeps (FieldReader), and holds
-the first record of each kind against cupti-python's object of the same memory.
+each record's address; ActivityLog unpacks the few fields it keeps (FieldReader) at the
+offsets of cupti-python's dtypes, the first record of each kind also read by numpy on the
+same dtype, as cupti-python's attributes read it.
 
-register() answers None wherever this cannot be done (no libcupti in the process, a symbol
-missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks.
+register() answers None wherever this cannot be done (no libcupti in the process, or two, a
+symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CUPTI_SUCCESS = 0
+CUPTI_ERROR_MAX_LIMIT_REACHED = 12  # cuptiActivityGetNextRecord: the buffer has no more
 RECORD_ALIGNMENT = 8  # CUPTI's ACTIVITY_RECORD_ALIGNMENT: buffers and records alike
 
 # void (*)(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
@@ -42,8 +46,11 @@ class Buffers:
     per process, so there is one Buffers per process (register()), whose records go to the
     log that registered last."""
 
-    def __init__(self, library: ctypes.CDLL) -> None:
-        self._next_record = library.cuptiActivityGetNextRecord
+    def __init__(self, library: Any, walker: Any = None) -> None:
+        """library: libcupti, called with the GIL let go (CUPTI calls back into Python
+        meanwhile); walker: the same library, called with the GIL held, for
+        cuptiActivityGetNextRecord alone (a call per record, which never calls back)."""
+        self._next_record = (walker or library).cuptiActivityGetNextRecord
         self._next_record.argtypes = [
             ctypes.c_void_p,
             ctypes.c_size_t,
@@ -63,15 +70,29 @@ class Buffers:
         self.buffer_bytes = 4 << 20
         self.deliver: Deliver | None = None
         self.error: BaseException | None = None  # raised by flush(): never into CUPTI
-        # Never freed: CUPTI may call them until the process ends, and the buffers are C
-        # memory for the same reason (one CUPTI holds at exit is not Python's to free).
+        # CUPTI may call these until the process ends: they are never freed (a reference
+        # Python does not count), and the buffers are C memory for the same reason.
         self._callbacks = (_REQUESTED(self._requested), _COMPLETED(self._completed))
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._callbacks))
 
     def start(self, deliver: Deliver, buffer_bytes: int) -> bool:
         """Records from now on go to `deliver`, in buffers of `buffer_bytes`; False where
-        CUPTI refuses the callbacks."""
+        CUPTI refuses the callbacks. What CUPTI still holds when Python exits is delivered
+        before (atexit), while Python can still take it."""
         self.deliver, self.buffer_bytes, self.error = deliver, buffer_bytes, None
-        return self._register(*self._callbacks) == CUPTI_SUCCESS
+        if self._register(*self._callbacks) != CUPTI_SUCCESS:
+            return False
+        if not self._at_exit:
+            atexit.register(self._deliver_before_exit)
+            self._at_exit = True
+        return True
+
+    _at_exit = False
+
+    def _deliver_before_exit(self) -> None:
+        with contextlib.suppress(Exception):
+            self._flush_all(1)
+        self.deliver = None
 
     def flush(self) -> None:
         """Every record CUPTI holds delivered (CUPTI calls _completed meanwhile; ctypes lets
@@ -94,11 +115,19 @@ class Buffers:
         if not buffer:
             return
         try:
-            addresses, record = [], ctypes.c_void_p()
-            while valid and self._next_record(buffer, valid, ctypes.byref(record)) == 0:
+            addresses, record, code = [], ctypes.c_void_p(), CUPTI_ERROR_MAX_LIMIT_REACHED
+            while valid:
+                code = self._next_record(buffer, valid, ctypes.byref(record))
+                if code != CUPTI_SUCCESS:
+                    break
                 addresses.append(record.value)
             if addresses and self.deliver is not None:
                 self.deliver((ctypes.c_char * valid).from_address(buffer), buffer, addresses)
+            if code != CUPTI_ERROR_MAX_LIMIT_REACHED:
+                raise RuntimeError(
+                    f"CUPTI's activity buffer could not be read past record {len(addresses)} "
+                    f"(cuptiActivityGetNextRecord: CUPTI error {code})"
+                )
         except BaseException as error:  # an exception cannot go into CUPTI: flush() raises it
             self.error = self.error or error
         finally:
@@ -116,7 +145,7 @@ def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
             path = loaded_library("libcupti.so")
             if path is None:
                 return None
-            _BUFFERS.append(Buffers(ctypes.CDLL(path)))
+            _BUFFERS.append(Buffers(ctypes.CDLL(path), ctypes.PyDLL(path)))
         buffers = _BUFFERS[0]
         return buffers if buffers.start(deliver, buffer_bytes) else None
     except (OSError, AttributeError, ValueError):
@@ -125,13 +154,15 @@ def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
 
 def loaded_library(prefix: str, maps: Path = Path("/proc/self/maps")) -> str | None:
     """The path of the shared library named `prefix`... that this process has loaded (the
-    one cupti-python found, wherever that was), or None."""
+    one cupti-python found, wherever that was); None where it has loaded none, or more than
+    one (which of them cupti-python enabled cannot be told)."""
     try:
         lines = maps.read_text().splitlines()
     except OSError:
         return None
+    found = set()
     for line in lines:
         path = line.split(maxsplit=5)[5:]
         if path and Path(path[0]).name.startswith(prefix):
-            return path[0]
-    return None
+            found.add(path[0])
+    return found.pop() if len(found) == 1 else None

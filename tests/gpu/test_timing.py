@@ -127,3 +127,50 @@ def test_memprof_reads_cuptis_buffers_itself_and_finds_what_cupti_python_finds(m
     assert _records_of_some_work() == (gpu, calls, False)
     monkeypatch.undo()
     assert _records_of_some_work() == (gpu, calls, True)  # memprof's callbacks back again
+
+
+@needs_cupti
+def test_every_record_read_in_place_is_what_cupti_pythons_object_of_it_says(monkeypatch):
+    """Each record memprof unpacks from CUPTI's buffer (times, ids, sizes, kinds, names) is
+    held against cupti-python's own object of the same memory (from_ptr), on this CUPTI."""
+    import collections
+    import ctypes
+
+    from memprof.core import activity
+    from memprof.core.activity import ActivityLog
+
+    compared: collections.Counter[str] = collections.Counter()
+    differ: list = []
+    records_at = ActivityLog._records_at
+
+    def checked(self, memory, base, addresses):
+        records_at(self, memory, base, addresses)
+        named = self.cupti.ActivityKind
+        kinds = {
+            int(getattr(named, kind)): which
+            for kind, which in activity._READ_BY_KIND.items()
+            if hasattr(named, kind)
+        }
+        for address in addresses:
+            which = kinds.get(activity._KIND.unpack_from(memory, address - base)[0])
+            if which is None or compared[which] >= 300:
+                continue
+            record = self._record_classes()[which][0].from_ptr(address)
+            # an object of a record cupti-python did not make reports, when freed, a buffer
+            # it never had: kept for the process's life
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(record))
+            reader = self._reader(which)
+            mine, theirs = reader.read_at(memory, address - base), reader._attributes(record)
+            compared[which] += 1
+            if mine != theirs:
+                differ.append((which, mine, theirs))
+
+    monkeypatch.setattr(ActivityLog, "_records_at", checked)
+    *_records, read_here = _records_of_some_work()
+    assert read_here
+    result = run("managed", "cupti", power=18, repeat=2, warmup=1)
+    assert result.passed
+    assert not differ, differ[:5]
+    assert {"api", "external", "memcpy", "kernel", "memset"} <= set(compared), compared
+    if result.timing.unified_memory_note is None:
+        assert compared["counter"] > 0
