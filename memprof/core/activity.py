@@ -153,9 +153,9 @@ class FieldReader:
                 memory = (ctypes.c_char * self.size).from_address(record.ptr)
             except (AttributeError, TypeError, ValueError, OverflowError):
                 self.unpack = None  # no pointer to read from: the attributes, from now on
-                return self._attributes(record)
-            return self.read_in(memory, 0, lambda: self._attributes(record))
-        return self._attributes(record)
+                return self.attributes(record)
+            return self.read_in(memory, 0, lambda: self.attributes(record))
+        return self.attributes(record)
 
     def read_at(self, memory: Any, offset: int) -> tuple:
         """The fields of the record at `offset` in a buffer CUPTI filled (`memory`)."""
@@ -194,7 +194,8 @@ class FieldReader:
             values[index] = _text_at(values[index])
         return tuple(values)
 
-    def _attributes(self, record: Any) -> tuple:
+    def attributes(self, record: Any) -> tuple:
+        """The fields read through the record's attributes (the slow way)."""
         return tuple(_flags(record) if n == "flags_" else getattr(record, n) for n in self.names)
 
 
@@ -257,7 +258,7 @@ class ActivityLog:
     _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
-    _kinds_read: dict[int, str] | None = None  # activity kind -> _READ's key (_records_at)
+    _kind_numbers: dict[int, str] | None = None  # _kinds_read()
     _classes: dict[str, tuple[Any, Any] | None] | None = None  # _record_classes()
     _buffers: Any = None  # activity_buffers.Buffers where memprof reads CUPTI's buffers
     _counter_names: dict[int, str] = field(default_factory=dict)
@@ -319,13 +320,24 @@ class ActivityLog:
     def _read_buffers_here(self) -> Any:
         """activity_buffers' reading of CUPTI's buffers, where cupti-python has a class and a
         plain-integer dtype of every kind memprof keeps; None: cupti-python's callbacks."""
-        kinds = self.cupti.ActivityKind
-        for which in {which for kind, which in _READ_BY_KIND.items() if hasattr(kinds, kind)}:
+        for which in set(self._kinds_read().values()):
             if self._record_classes().get(which) is None or self._reader(which).unpack is None:
                 return None
         from memprof.core import activity_buffers
 
         return activity_buffers.register(self._records_at, self.buffer_bytes)
+
+    def _kinds_read(self) -> dict[int, str]:
+        """Activity kind number -> what its records are read as (_READ's key), for the kinds
+        this cupti-python has."""
+        if self._kind_numbers is None:
+            kinds = self.cupti.ActivityKind
+            self._kind_numbers = {
+                int(getattr(kinds, kind)): which
+                for kind, which in _READ_BY_KIND.items()
+                if hasattr(kinds, kind)
+            }
+        return self._kind_numbers
 
     def _record_classes(self) -> dict[str, tuple[Any, Any] | None]:
         """_READ's key -> cupti-python's newest class of those records and its dtype."""
@@ -485,37 +497,22 @@ class ActivityLog:
 
     def _buffer_completed(self, activities: list) -> None:
         """cupti-python's records of one buffer (where memprof reads no buffer itself)."""
-        kinds = self.cupti.ActivityKind
         classes = {found[0]: which for which, found in self._record_classes().items() if found}
+        kinds_read = self._kinds_read()
         for record in activities:
             which = classes.get(type(record))  # the record's class: no field read
             if which is not None:
                 self._keep(which, self._reader(which).read(record))
                 continue
-            kind = record.kind
-            if kind == kinds.EXTERNAL_CORRELATION:
-                self._keep("external", (record.correlation_id, record.external_id))
-            elif kind == kinds.DRIVER or kind == kinds.RUNTIME:
-                self._keep("api", self._reader("api")._attributes(record))
-            elif kind == kinds.UNIFIED_MEMORY_COUNTER:
-                self._add_counter(record.counter_kind, record.value, record.start, record.end)
-            else:
-                gpu = self._gpu_record(record)
-                if gpu is not None:
-                    self._add(record.correlation_id, gpu)
+            which = kinds_read.get(int(record.kind))  # another class: its attributes
+            if which is not None:
+                self._keep(which, self._reader(which).attributes(record))
 
     def _records_at(self, memory: Any, base: int, addresses: list[int]) -> None:
         """The records of one buffer CUPTI filled, read where they lie (activity_buffers):
         `memory` holds the buffer that begins at address `base`. A kind memprof does not
         keep is passed over."""
-        if self._kinds_read is None:
-            kinds = self.cupti.ActivityKind
-            self._kinds_read = {
-                int(getattr(kinds, kind)): which
-                for kind, which in _READ_BY_KIND.items()
-                if hasattr(kinds, kind)
-            }
-        kinds_read = self._kinds_read
+        kinds_read = self._kinds_read()
         readers = {which: self._reader(which) for which in set(kinds_read.values())}
         for address in addresses:
             offset = address - base
@@ -561,41 +558,6 @@ class ActivityLog:
                 correlation_id=correlation,
             )  # fmt: skip
             self._add(correlation, memset)
-
-    def _gpu_record(self, record: Any) -> GpuRecord | None:
-        """A kernel, copy or memset as memprof keeps it (None: a kind memprof ignores)."""
-        kinds = self.cupti.ActivityKind
-        kind = record.kind
-        if kind == kinds.CONCURRENT_KERNEL:
-            return GpuRecord(
-                "kernel",
-                record.name,
-                record.start,
-                record.end,
-                correlation_id=record.correlation_id,
-            )
-        if kind == kinds.MEMCPY or kind == getattr(kinds, "MEMCPY2", None):  # 2: between GPUs
-            return self._memcpy(
-                record.copy_kind,
-                record.start,
-                record.end,
-                record.bytes,
-                record.src_kind,
-                record.dst_kind,
-                _flags(record),
-                record.correlation_id,
-            )
-        if kind == kinds.MEMSET:
-            return GpuRecord(
-                "memset",
-                "memset",
-                record.start,
-                record.end,
-                record.bytes,
-                asynchronous=bool(_flags(record) & MEMSET_ASYNC_FLAG),
-                correlation_id=record.correlation_id,
-            )
-        return None
 
     def _memcpy(
         self,

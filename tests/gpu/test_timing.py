@@ -160,7 +160,7 @@ def test_every_record_read_in_place_is_what_cupti_pythons_object_of_it_says(monk
             # it never had: kept for the process's life
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(record))
             reader = self._reader(which)
-            mine, theirs = reader.read_at(memory, address - base), reader._attributes(record)
+            mine, theirs = reader.read_at(memory, address - base), reader.attributes(record)
             compared[which] += 1
             if mine != theirs:
                 differ.append((which, mine, theirs))
