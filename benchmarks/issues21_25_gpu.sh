@@ -6,6 +6,8 @@
 # Steps:
 #   gpu-tests     every test marked gpu (pytest -m gpu)
 #   fixtures      tools/record_fixtures.sh for this GPU (h200 or h100, from its name)
+#   fixture-diff  benchmarks/fixture_diff.sh: every fixture recorded by BASELINE and by this
+#                 checkout twice, diffed A -> B beside B -> B'
 #   checks        `memprof check --retries 2` three times, each saved with its JUnit XML
 #   startup       benchmarks/startup.py: start-up ratios, and pinned against a bare program
 #   report-scale  benchmarks/report_scale.py: 100,000 measurements against json.load
@@ -52,6 +54,8 @@ for name in "$@"; do
         else
             step fixtures env OUT="$OUT/fixtures" bash tools/record_fixtures.sh h200
         fi ;;
+    fixture-diff) step fixture-diff env OUT="$OUT/fixture-diff" BASELINE="$BASELINE" \
+        bash benchmarks/fixture_diff.sh ;;
     checks)
         for run in 1 2 3; do
             step "check-$run" python3 -m memprof check --retries 2 \

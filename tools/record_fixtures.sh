@@ -6,17 +6,25 @@
 #     OUT=/some/dir bash tools/record_fixtures.sh h200           # every one-GPU fixture
 #     OUT=/some/dir bash tools/record_fixtures.sh h200 sweep     # some, by name after PREFIX_
 #     OUT=/some/dir bash tools/record_fixtures.sh h100 check
+#     CHECKOUT=../older OUT=/some/dir bash tools/record_fixtures.sh h100 sweep
+#     bash tools/record_fixtures.sh --names                     # the fixtures' names
 #
+# CHECKOUT: the memprof that records (a checkout of another version; default this one), run
+# from its own folder so that its package is the one imported; the traced examples are this
+# checkout's.
 # Each goes to $OUT/PREFIX_NAME.json, its output to $OUT/PREFIX_NAME.log; recorded.log says
 # each one's exit code and wall time. Copy the files into tests/fixtures/, then run
 # `python tools/golden.py` and `python tools/docblocks.py` and read the differences
 # (docs/adding-an-experiment.md). A fixture that fails does not stop the others; the exit
 # status is 1 if any failed.
 set -u
+ROOT=$PWD
+CHECKOUT=$(cd "${CHECKOUT:-.}" && pwd)
 OUT=${OUT:-fixtures-out}
 PREFIX=${1:?which GPU: h200 or h100}
 shift
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 status=0
 
 declare -A ARGS=(
@@ -43,6 +51,10 @@ declare -A ARGS=(
 ORDER=(info check pinned_p20 pinned_p20_events zerocopy_p20 zerocopy_sweep uva managed
     writecombined register alloc streams device compare sweep smallcopies trace_pycuda
     trace_torch trace_managed)
+if [ "$PREFIX" = --names ]; then  # the fixtures' names, in order (benchmarks/fixture_diff.sh)
+    echo "${ORDER[*]}"
+    exit 0
+fi
 NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=("${ORDER[@]}")
 
@@ -52,11 +64,12 @@ for name in "${NAMES[@]}"; do
         status=1
         continue
     fi
-    read -r -a words <<<"${ARGS[$name]}"
+    read -r -a words <<<"${ARGS[$name]//examples\//$ROOT/examples/}"
     target="$OUT/${PREFIX}_$name.json"
     start=$SECONDS
     # the --json option goes before a traced program's own arguments
-    python3 -m memprof "${words[0]}" --json "$target" "${words[@]:1}" >"${target%.json}.log" 2>&1
+    (cd "$CHECKOUT" && PYTHONPATH="$CHECKOUT${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 -m memprof "${words[0]}" --json "$target" "${words[@]:1}") >"${target%.json}.log" 2>&1
     code=$?
     echo "${PREFIX}_$name: memprof ${ARGS[$name]}: exit $code after $((SECONDS - start)) s" \
         | tee -a "$OUT/recorded.log"
