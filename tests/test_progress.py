@@ -112,3 +112,13 @@ def test_ctrl_c_leaves_no_line_behind(monkeypatch):
         progress("pinned memory, 4 MiB: transfers", 1, 4)
         raise KeyboardInterrupt
     assert stream.getvalue().endswith("\x1b[2K") or "\x1b[2K" in stream.getvalue()[-40:]
+
+
+def test_rich_progress_is_not_imported_where_nothing_is_drawn(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "rich.progress", None)  # importing it raises
+    assert shown(False, True, monkeypatch) == ""
+    assert shown(True, False, monkeypatch) == ""
+    with pytest.raises(ImportError):
+        shown(True, True, monkeypatch)

@@ -167,10 +167,14 @@ def progress_bar(
     the run ends, Ctrl-C included. `starting`: what it says before the first step.
 
     Each step is drawn as it is reported, not only by rich's refresh thread, which a long
-    driver call holding the GIL would keep from drawing anything."""
+    driver call holding the GIL would keep from drawing anything. Where nothing would be
+    drawn, rich's progress module is not even imported (a short run's start-up)."""
+    console = stderr_console()
+    if not (enabled and console.is_terminal):
+        yield lambda description, done, total: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = stderr_console()
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=20),
@@ -178,7 +182,6 @@ def progress_bar(
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=not (enabled and console.is_terminal),
     )
     task = progress.add_task(starting, total=None)
 
