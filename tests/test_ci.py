@@ -44,11 +44,11 @@ def slowed(source: Path, target: Path, operation: str, kind: str, factor: float)
 
 @pytest.fixture
 def job(tmp_path: Path):
-    """A job's folder after its measuring step (the recorded H200 results), and how to run
+    """A job's folder after its measuring step (the recorded H200 check as both baseline and
+    run), and how to run
     the gate in it with the `memprof` command on PATH."""
     (tmp_path / "baseline").mkdir()
-    shutil.copy(FIXTURES / "h200_pinned_p20.json", tmp_path / "baseline" / "pinned.json")
-    shutil.copy(FIXTURES / "h200_pinned_p20.json", tmp_path / "pinned.json")
+    shutil.copy(FIXTURES / "h200_check.json", tmp_path / "baseline" / "check.json")
     shutil.copy(FIXTURES / "h200_check.json", tmp_path / "check.json")
     (tmp_path / "gate.sh").write_text(gate_script())
     bin_folder = tmp_path / "bin"
@@ -84,11 +84,21 @@ def test_the_ci_gate_passes_unchanged_runs_and_fails_a_regressed_figure_and_a_fa
     assert ET.parse(folder / "diff.xml").getroot().get("failures") == "0"
 
     # both gates fail at once, and each says why: a failed check does not hide a regression
-    slowed(FIXTURES / "h200_pinned_p20.json", folder / "pinned.json", "h2d", "pinned", 1.5)
     slowed(FIXTURES / "h200_check.json", folder / "check.json", "h2d", "pinned", 2)
     failed = run()
     assert failed.returncode == 1
     assert "check failed: GPU 0 (NVIDIA H200): Pinned host → device" in failed.stderr
-    assert "memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB" in failed.stderr
+    assert "memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 64 MiB" in failed.stderr
     assert ET.parse(folder / "check.xml").getroot().get("failures") == "1"
+    assert ET.parse(folder / "diff.xml").getroot().get("failures") == "1"
+
+
+def test_the_baseline_catches_what_checks_floors_let_pass(job):
+    folder, run = job
+    slowed(FIXTURES / "h200_check.json", folder / "check.json", "d2d", "device", 1.15)
+    failed = run()
+    assert failed.returncode == 1
+    assert "check failed" not in failed.stderr
+    assert ET.parse(folder / "check.xml").getroot().get("failures") == "0"
+    assert "memprof: regressed: [CUDA memcpy DtoD] (device) [gpu], 1 GiB" in failed.stderr
     assert ET.parse(folder / "diff.xml").getroot().get("failures") == "1"
