@@ -45,8 +45,7 @@ def slowed(source: Path, target: Path, operation: str, kind: str, factor: float)
 @pytest.fixture
 def job(tmp_path: Path):
     """A job's folder after its measuring step (the recorded H200 check as both baseline and
-    run), and how to run
-    the gate in it with the `memprof` command on PATH."""
+    run), and how to run the gate in it with the `memprof` command on PATH."""
     (tmp_path / "baseline").mkdir()
     shutil.copy(FIXTURES / "h200_check.json", tmp_path / "baseline" / "check.json")
     shutil.copy(FIXTURES / "h200_check.json", tmp_path / "check.json")
