@@ -7,36 +7,90 @@
 # today's, no figure moved beyond noise). Run from the repository root, on the GPU machine:
 #
 #     BASELINE=../memprof-before OUT=/some/dir bash benchmarks/fixture_diff.sh [NAME...]
+#     PREFIX=h100 OUT=/some/dir bash benchmarks/fixture_diff.sh --summary-only   # anywhere
 #
-# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/NAME-{ab,bb}.txt each diff, summary.txt one
-# line per fixture. The exit status is 1 if a recording or a diff failed.
+# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/NAME-{ab,bb}.{txt,json} each diff (with
+# --fail-above 10), summary.txt one line per fixture. --summary-only diffs recordings made
+# before (PREFIX: the GPU their names start with). The exit status is 1 if a recording or a
+# diff failed.
 set -u
-BASELINE=${BASELINE:?BASELINE: a checkout of the older memprof}
 OUT=${OUT:-fixture-diff}
 mkdir -p "$OUT/diff"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | tr 'A-Z' 'a-z')
-case $gpu in *h100*) prefix=h100 ;; *) prefix=h200 ;; esac
+summary_only=0
+[ "${1:-}" = --summary-only ] && summary_only=1 && shift
+if [ -n "${PREFIX:-}" ]; then
+    prefix=$PREFIX
+else
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | tr 'A-Z' 'a-z')
+    case $gpu in *h100*) prefix=h100 ;; *) prefix=h200 ;; esac
+fi
 names=("$@")
 [ ${#names[@]} -eq 0 ] && read -r -a names <<<"$(bash tools/record_fixtures.sh --names)"
 status=0
-for name in "${names[@]}"; do
-    CHECKOUT=$BASELINE OUT=$OUT/a bash tools/record_fixtures.sh "$prefix" "$name" || status=1
-    OUT=$OUT/b bash tools/record_fixtures.sh "$prefix" "$name" || status=1
-    OUT=$OUT/b2 bash tools/record_fixtures.sh "$prefix" "$name" || status=1
-done
-# "N measurements in both runs: B was faster in F, slower in S, and within noise in W."
-counts() { sed -n 's/.*\([0-9][0-9]*\) measurements\{0,1\} in both runs: B was faster in \([0-9]*\), slower in \([0-9]*\), and within noise in \([0-9]*\).*/\2 faster, \3 slower, \4 within/p' "$1" | head -1; }
-{
-    printf '%-22s %-34s %s\n' fixture "A (baseline) -> B (this)" "B -> B' (this, again)"
+if [ "$summary_only" = 0 ]; then
+    BASELINE=${BASELINE:?BASELINE: a checkout of the older memprof}
     for name in "${names[@]}"; do
-        file=${prefix}_$name.json
-        for pair in ab:a:b bb:b:b2; do
-            IFS=: read -r tag first second <<<"$pair"
-            COLUMNS=120 python3 -m memprof diff --no-color --allow-not-comparable "$OUT/$first/$file" "$OUT/$second/$file" \
-                >"$OUT/diff/$name-$tag.txt" 2>&1 || status=1
-        done
-        printf '%-22s %-34s %s\n' "$name" "$(counts "$OUT/diff/$name-ab.txt")" \
-            "$(counts "$OUT/diff/$name-bb.txt")"
+        CHECKOUT=$BASELINE OUT=$OUT/a bash tools/record_fixtures.sh "$prefix" "$name" || status=1
+        OUT=$OUT/b bash tools/record_fixtures.sh "$prefix" "$name" || status=1
+        OUT=$OUT/b2 bash tools/record_fixtures.sh "$prefix" "$name" || status=1
     done
-} | tee "$OUT/summary.txt"
+fi
+for name in "${names[@]}"; do
+    file=${prefix}_$name.json
+    for pair in ab:a:b bb:b:b2; do
+        IFS=: read -r tag first second <<<"$pair"
+        [ -f "$OUT/$first/$file" ] && [ -f "$OUT/$second/$file" ] || continue
+        # exit 1: the gate failed a figure, which is what is counted here
+        COLUMNS=120 python3 -m memprof diff --no-color --allow-not-comparable --fail-above 10 \
+            --json "$OUT/diff/$name-$tag.json" "$OUT/$first/$file" "$OUT/$second/$file" \
+            >"$OUT/diff/$name-$tag.txt" 2>&1
+        code=$?
+        # info's runs hold no measurement: nothing to compare, no failure
+        if [ $code -gt 1 ] && ! grep -q "have no measurement in common" "$OUT/diff/$name-$tag.txt"; then
+            status=1
+        fi
+    done
+done
+python3 - "$OUT/diff" "${names[@]}" <<'SUMMARY' | tee "$OUT/summary.txt" || status=1
+import json, sys
+from collections import Counter
+from pathlib import Path
+
+folder, names = Path(sys.argv[1]), sys.argv[2:]
+def counts(path):
+    """(figures, beyond noise, got more than 10% slower beyond noise, beyond noise by group)"""
+    if not path.exists():
+        return None
+    figures = beyond = slower = 0
+    groups = Counter()
+    for table in json.loads(path.read_text())["tables"]:
+        if "Change" not in table["headers"]:
+            continue
+        for row in table["rows"]:
+            name, ratio, change = row[0], row[-2], row[-1]
+            figures += 1
+            if change in ("B slower", "B faster"):
+                beyond += 1
+                group = name.rsplit("[", 1)[-1].rstrip("]") if name.endswith("]") else "other"
+                groups[group] += 1
+                slower += change == "B slower" and float(ratio.rstrip("x")) > 1.10
+    return figures, beyond, slower, groups
+def cell(found):
+    return "-" if found is None else f"{found[1]} of {found[0]} ({found[2]})"
+print("figures beyond diff's noise (of those in both runs), and in brackets those more than")
+print("10% slower, which `diff --fail-above 10` fails")
+print(f"{'fixture':<20}{'A (baseline) -> B (this)':>26}{'B -> B' + chr(39) + ' (this, again)':>26}")
+totals = {"ab": [0, 0, 0, Counter()], "bb": [0, 0, 0, Counter()]}
+for name in names:
+    found = {tag: counts(folder / f"{name}-{tag}.json") for tag in totals}
+    for tag, value in found.items():
+        if value is not None:
+            for index in range(4):
+                totals[tag][index] += value[index]
+    print(f"{name:<20}{cell(found['ab']):>26}{cell(found['bb']):>26}")
+print(f"{'all':<20}{cell(totals['ab']):>26}{cell(totals['bb']):>26}")
+for tag, words in (("ab", "A -> B"), ("bb", "B -> B'")):
+    groups = ", ".join(f"{group} {count}" for group, count in sorted(totals[tag][3].items()))
+    print(f"{words} beyond noise, by group: {groups}")
+SUMMARY
 exit $status
