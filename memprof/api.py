@@ -144,7 +144,8 @@ def render(result: Result, console: Any = None) -> None:
 
 
 def diff(first: Result, second: Result, console: Any = None) -> None:
-    """Print two Results compared row by row, beyond run-to-run noise, as `memprof diff` does."""
+    """Print two Results compared row by row, beyond each run's own noise, as `memprof diff`
+    does."""
     from memprof.output.console import results_console
     from memprof.output.diff import diff as compare
     from memprof.output.render import render_summary

@@ -312,7 +312,7 @@ def diff_options() -> list[inspect.Parameter]:
 
 @command(
     "diff",
-    "Compare two saved runs row by row, beyond run-to-run noise; --fail-above makes it a gate.",
+    "Compare two saved runs row by row, beyond each run's own noise; --fail-above makes it a gate.",
     diff_options,
 )
 def diff(

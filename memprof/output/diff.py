@@ -1,10 +1,12 @@
 """`memprof diff`: two runs (two machines, two drivers, before and after) side by side.
 
 Measurements are matched by what they are (group, name, operation, memory kind, bytes).
-A change is marked only beyond run-to-run noise: the ratio of medians must differ from 1
+A change is marked only beyond the runs' own noise: the ratio of medians must differ from 1
 by more than three times the two medians' combined noise (memprof.model.statistics.
 median_noise, what each run repeated until: a robust standard error, from the saved
-samples), and by at least 2%.
+samples), and by at least 2%. That noise is within each run's process; a second process of
+the same code lands further off than it for short driver calls, host work and pageable
+copies (docs/ci.md, Choosing the numbers), which the table's note says.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ CHANGE_NOTE = (
     f"Change: B/A beyond {NOISE_SIGMAS}x the two medians' combined noise (and {MIN_CHANGE:.0%}); "
     "'within noise' otherwise. Below 1x B was faster. A median is per operation: of "
     "back-to-back batches where both runs timed them (what their GB/s is of), else of "
-    "single operations."
+    "single operations. The noise is each run's own: two runs of the same code can differ "
+    "beyond it, mostly in driver calls, host work and pageable copies."
 )
 
 
