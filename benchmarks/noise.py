@@ -1,6 +1,6 @@
 """How many repetitions each noise target needs, per kind of measurement: the data behind
---max-noise's default (memprof.core.repetitions.DEFAULT_MAX_NOISE_PCT, provisional until this runs
-on the H200 and the H100).
+--max-noise's default (memprof.core.repetitions.DEFAULT_MAX_NOISE_PCT: its comment says what
+this printed on each GPU).
 
 Each command runs once with a large fixed --repeat; every measurement's samples, in the order
 they were taken, are then replayed through the stopping rule memprof uses (RepetitionLoop: at
@@ -11,7 +11,7 @@ how many never got there within --repeat, and the time saved against the command
 before the noise target (its repeat field's `most`, the cap memprof applies): the measured
 GPU or host time of the samples between the needed count and that count.
 
-    python3 benchmarks/noise.py [--repeat 200] [--commands pinned,compare,...]
+    python3 benchmarks/noise.py [--repeat 200] [--commands pinned,compare,...] [--save DIR]
     python3 benchmarks/noise.py --saved run1.json run2.json   # replay saved runs (no GPU)
 
 The loop stops on the samples it sees while it runs: gated events beside CUPTI's records,
@@ -125,6 +125,7 @@ def main() -> int:
     parser.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--saved", nargs="+", type=Path, help="replay these saved results")
+    parser.add_argument("--save", type=Path, help="also save each run here, for --saved")
     arguments = parser.parse_args()
     if arguments.saved:
         from memprof.experiments import load
@@ -139,9 +140,11 @@ def main() -> int:
     for command in arguments.commands.split(","):
         options = COMMANDS[command]
         started = time.perf_counter()
-        results.append(
-            memprof.run(command, device=arguments.device, repeat=arguments.repeat, **options)
-        )
+        result = memprof.run(command, device=arguments.device, repeat=arguments.repeat, **options)
+        results.append(result)
+        if arguments.save:
+            arguments.save.mkdir(parents=True, exist_ok=True)
+            result.save(arguments.save / f"noise-{command}.json")
         print(f"{command}: {time.perf_counter() - started:.1f} s with --repeat {arguments.repeat}")
     report(results)
     return 0
