@@ -20,7 +20,10 @@ THROUGHPUT_BATCHES = 3  # batches per throughput figure with --repeat N, and at 
 # long command, 2026-11-25): at 1% most figures settle in 5 to 9 samples and the replayed runs
 # save 11.4 s against the old counts; 0.5% saves 4.8 s, with 20 of alloc's 27 allocation
 # figures never getting there in 60; 2% saves 14.0 s but lets pinned copies move by more than
-# the 1% nvbandwidth agreement.
+# the 1% nvbandwidth agreement. On the H100 (--repeat 40, the same commands, 2026-11-27): at 1%
+# the median count is 5 to 7 in 46 of 87 kinds of figure, 11 never get there in 40, and the
+# replay saves 6.4 s; 0.5% saves 3.1 s, half of sweep's copy sizes never getting there; 2%
+# saves 8.9 s.
 DEFAULT_MAX_NOISE_PCT = 1.0  # --max-noise: the relative noise of each median, in percent
 MIN_COUNT = 5  # repetitions before the noise is trusted (a median of fewer says little)
 FEWEST = 3  # ...or this many, where they already took the time cap (a median and its spread)
