@@ -188,6 +188,8 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
     copies from or into a buffer in its cache at one speed, pinned or not, so the buffer is a
     plain one. One memcpy between two pageable buffers of the size, memprof's ceiling before,
     was beaten by the copies it bounded (benchmarks/pageable_staging.py, docs/ceilings.md).
+    Batches as every throughput figure's: until the noise target, at least three; three with
+    --repeat (on the H100, 1% was reached in three or four, where five were always made).
     """
     import ctypes
 
@@ -215,7 +217,6 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
             nbytes,
             action,
             target_ms=HOST_SIDE_TARGET_MS,
-            batches=5,
         )
 
 
