@@ -180,7 +180,7 @@ CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, f
 # that launch kernels on poisoned outputs and copy
 # The host side of pageable copies (memprof.model.ceilings): one host thread copying the
 # copies' pageable buffer through a small buffer, chunk by chunk, as the driver stages them,
-# per direction, in the same run (absent from older files): 5 batches, whatever --repeat.
+# per direction, in the same run (absent from older files): batches as every throughput figure.
 HOST_STAGING = {
     direction: Measure(
         "host",
