@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import pickle
 import signal
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,21 @@ def printed_rows(table) -> list[list[str]]:
         [as_printed(cell, header) for cell, header in zip(row, table.headers, strict=True)]
         for row in table.rows
     ]
+
+
+@pytest.fixture
+def fake_pycuda(tmp_path, monkeypatch):
+    """Install a stand-in pycuda whose driver module has the given source (no GPU here)."""
+
+    def install(driver_source: str) -> None:
+        package = tmp_path / "pycuda"
+        package.mkdir()
+        (package / "__init__.py").write_text("VERSION_TEXT = 'fake'\n")
+        (package / "driver.py").write_text(textwrap.dedent(driver_source))
+        monkeypatch.syspath_prepend(str(tmp_path))
+        for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
+            monkeypatch.delitem(sys.modules, name)
+
+    yield install
+    for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
+        del sys.modules[name]

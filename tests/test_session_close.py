@@ -2,8 +2,6 @@
 context lives, and the objects frozen for the session's collection are let go again."""
 
 import gc
-import sys
-import textwrap
 
 import pytest
 
@@ -48,20 +46,12 @@ class Device:
 
 
 @pytest.fixture
-def driver(tmp_path, monkeypatch):
+def driver(fake_pycuda):
     """A stand-in pycuda.driver whose contexts record pop and detach in EVENTS."""
-    package = tmp_path / "pycuda"
-    package.mkdir()
-    (package / "__init__.py").write_text("VERSION_TEXT = 'fake'\n")
-    (package / "driver.py").write_text(textwrap.dedent(DRIVER))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
-        monkeypatch.delitem(sys.modules, name)
+    fake_pycuda(DRIVER)
     import pycuda.driver
 
-    yield pycuda.driver
-    for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
-        del sys.modules[name]
+    return pycuda.driver
 
 
 class GpuMemoryInACycle:

@@ -2,31 +2,11 @@
 
 import re
 import sys
-import textwrap
 
 import pytest
 
 from memprof.core.session import GpuSession, import_driver, install_hint
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, install_command
-
-
-@pytest.fixture
-def fake_pycuda(tmp_path, monkeypatch):
-    """Install a stand-in pycuda whose driver module has the given source."""
-
-    def install(driver_source: str) -> None:
-        package = tmp_path / "pycuda"
-        package.mkdir()
-        (package / "__init__.py").write_text("VERSION_TEXT = 'fake'\n")
-        (package / "driver.py").write_text(textwrap.dedent(driver_source))
-        monkeypatch.syspath_prepend(str(tmp_path))
-        for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
-            monkeypatch.delitem(sys.modules, name)
-
-    yield install
-    for name in [m for m in sys.modules if m.split(".")[0] == "pycuda"]:
-        del sys.modules[name]
-
 
 DRIVER_WITH_DEVICES = """
 class Error(Exception):
