@@ -366,3 +366,23 @@ def test_a_run_of_repeat_n_with_a_noise_target_is_refused(recorded):
 
     with pytest.raises(InvalidArgument, match=rf"timing.{recorded} is .*parameters.repeat is 10"):
         parse(noise_target_file(10, **{recorded: TARGET[recorded]}), "run.json")
+
+
+@pytest.mark.parametrize(
+    ("policy", "least", "most"),
+    [
+        (Repetitions(exactly=7), THROUGHPUT_BATCHES, THROUGHPUT_BATCHES),  # --repeat 7
+        (Repetitions(most=6), THROUGHPUT_BATCHES, 6),  # until the noise target
+    ],
+)
+def test_pageable_staging_batches_follow_the_runs_policy(policy, least, most):
+    import numpy as np
+
+    from memprof.experiments.common import measure_host_staging
+
+    made = profiler(policy)
+    measure_host_staging(made, np.zeros(1 << 16, np.float32))
+    staging = [m for m in made.measurements() if m.group == "host"]
+    assert {m.operation for m in staging} == {"staging_h2d", "staging_d2h"}
+    for m in staging:
+        assert least <= len(m.throughput_ms) <= most, (m.operation, m.throughput_ms)
