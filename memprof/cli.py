@@ -23,8 +23,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from memprof.cli_commands import HELP, OnDemandGroup, build, command, on_demand
-from memprof.cli_options import epilog, plot_options
+from memprof.cli_commands import HELP, OnDemandGroup, build, command, epilog, on_demand
 from memprof.errors import ExitCode, InvalidArgument, MemprofError
 from memprof.experiments import COMMANDS, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
@@ -331,6 +330,12 @@ def diff(
 
 
 # -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----
+
+
+def plot_options() -> list[inspect.Parameter]:
+    from memprof import cli_options  # a command's options: not imported to list commands
+
+    return cli_options.plot_options()
 
 
 @command(

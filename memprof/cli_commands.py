@@ -10,6 +10,9 @@ pydantic TypeAdapter, and importing pydantic takes longer than all the rest of `
 report`. memprof's options are integers, floats, strings, flags, paths and choices (enums),
 which PlainValue reads as click did, in click's words for a bad value ("'many' is not a valid
 integer."), for every parameter of every command, --help included.
+
+Examples: every --help ends with real command lines (EXAMPLES), kept here with the list so that
+`memprof --help` does not import the options module (memprof.cli_options) to end its own.
 """
 
 from __future__ import annotations
@@ -38,6 +41,87 @@ HELP: dict[str, str] = {}
 BUILDERS: dict[str, Callable[[], Any]] = {}
 
 
+# -- examples at the end of every --help --------------------------------------------------------
+
+# Real command lines, each one `memprof COMMAND ...` as a person types it (tests/test_cli_help.py
+# parses every one). A command without its own gets the generic pair below.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": (
+        "memprof info",
+        "memprof pinned --power 20 --json run.json",
+        "memprof report run.json",
+        "memprof diff before.json after.json --fail-above 5",
+    ),
+    "info": ("memprof info", "memprof info --device 1 --json info.json"),
+    "check": (
+        "memprof check",
+        "memprof check --retries 2 --json check.json --junit check.xml",
+        "memprof check --reference my-gpu.json --h2d-floor 80",
+        "memprof check --device all --quiet",
+    ),
+    "pinned": (
+        "memprof pinned --power 20",
+        "memprof pinned --host-buffer malloc --timing events",
+        "memprof pinned --device all --csv pinned.csv",
+    ),
+    "zerocopy": (
+        "memprof zerocopy",
+        "memprof zerocopy --power 20",
+        "memprof zerocopy --from 10 --to 20",
+    ),
+    "uva": ("memprof uva", "memprof uva --power 20 --json uva.json"),
+    "managed": ("memprof managed", "memprof managed --no-prefetch --advise read-mostly"),
+    "writecombined": ("memprof writecombined", "memprof wc --power 24"),
+    "register": ("memprof register", "memprof register --power 24 --repeat 20"),
+    "alloc": ("memprof alloc", "memprof alloc --from 20 --to 24 --json alloc.json"),
+    "streams": ("memprof streams", "memprof streams --streams 8 --kernel-ms 2"),
+    "device": ("memprof device", "memprof device --dtype float32 --power 26"),
+    "compare": ("memprof compare", "memprof compare --power 20 --json compare.json"),
+    "sweep": (
+        "memprof sweep",
+        "memprof sweep --kinds pinned,pageable --direction h2d",
+        "memprof sweep --from 10 --to 24 --step 2 --csv sweep.csv",
+    ),
+    "smallcopies": ("memprof smallcopies", "memprof smallcopies --from 10 --to 14 --copies 64"),
+    "peer": ("memprof peer", "memprof peer --power 24"),
+    "hostlink": ("memprof hostlink", "memprof hostlink --power 24"),
+    "portable": ("memprof portable", "memprof portable --power 24"),
+    "check-pairs": ("memprof check-pairs", "memprof check-pairs --junit pairs.xml"),
+    "trace": (
+        "memprof trace train.py --epochs 1",
+        "memprof trace --json run.json --module mypackage.train",
+    ),
+    "report": (
+        "memprof report run.json",
+        "memprof report a.json b.json --csv all.csv",
+        "memprof report check.json --junit check.xml",
+    ),
+    "diff": (
+        "memprof diff before.json after.json",
+        "memprof diff baseline.json run.json --fail-above 5 --junit diff.xml",
+    ),
+    "plot": (
+        "memprof plot sweep.json",
+        "memprof plot peer.json -o peer.png",
+        "memprof plot check.json -o check.html",
+    ),
+}
+
+
+def examples_of(command: str) -> tuple[str, ...]:
+    """The command's examples (the command line's own for ""), or the generic pair."""
+    return EXAMPLES.get(command) or (
+        f"memprof {command}",
+        f"memprof {command} --json {command}.json",
+    )
+
+
+def epilog(command: str) -> str:
+    """The end of a command's --help: its examples, one per line, as typed ("\b" keeps click
+    from joining them into one paragraph)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in examples_of(command))
+
+
 def command(name: str, help: str, options: Callable[[], list[inspect.Parameter]], **settings: Any):
     """Register `body(**values)` as the command `name`: listed from the start with `help`,
     built when first needed, its options then made by options()."""
@@ -63,9 +147,7 @@ def build(
     settings: dict[str, Any],
 ) -> Any:
     """The click command typer makes of `body(**values)` whose options are `parameters`,
-    its --help ending with the command's examples (memprof.cli_options.epilog)."""
-    from memprof.cli_options import epilog
-
+    its --help ending with the command's examples (epilog)."""
     body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
     one.command(name, help=help, epilog=epilog(name), cls=PlainCommand, **settings)(body)

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from memprof import cli_options
+from memprof import cli_commands, cli_options
 from memprof.cli import app
 from memprof.experiments import COMMANDS, every_experiment
 from memprof.model import params as declared
@@ -52,7 +52,7 @@ def test_every_help_ends_with_examples_that_parse_dash_h_is_help_and_defaults_re
     head, _, tail = text.rpartition("Examples:\n\n")
     assert head, f"memprof {name} --help has no examples"
     examples = [line.strip() for line in tail.splitlines() if line.strip()]
-    assert examples == list(cli_options.examples_of(name))
+    assert examples == list(cli_commands.examples_of(name))
     aliases = {name, *ALIASES.get(name, ())}
     for line in examples:
         assert not name or shlex.split(line)[1] in aliases, line
@@ -64,7 +64,7 @@ def test_every_help_ends_with_examples_that_parse_dash_h_is_help_and_defaults_re
 
 
 def test_every_command_has_its_own_examples():
-    generic = [name for name in NAMES if name not in cli_options.EXAMPLES and name != "wc"]
+    generic = [name for name in NAMES if name not in cli_commands.EXAMPLES and name != "wc"]
     assert generic == []
 
 
