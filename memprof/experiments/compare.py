@@ -463,7 +463,7 @@ def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int)
     for name, _, terms in ways:
         rates = [figures.get((row, operation)) for row, operation, _ in terms]
         if all(rates):
-            totals[name] = sum(
+            totals[name] = math.fsum(
                 times * nbytes / (rate * 1e9) * 1e3
                 for (_, _, times), rate in zip(terms, rates, strict=True)
             )

@@ -11,6 +11,7 @@ drawing (and matplotlib) stays in the output layer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from memprof.experiments import base
@@ -274,8 +275,8 @@ def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     shown = [(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
     if len(rows) > MOST_BARS:
         rest = rows[MOST_BARS:]
-        shown.append((f"{len(rest)} other rows", sum(row.stats.total_ms for row in rest)))
-    busy = sum(row.stats.total_ms for row in rows)
+        shown.append((f"{len(rest)} other rows", math.fsum(row.stats.total_ms for row in rest)))
+    busy = math.fsum(row.stats.total_ms for row in rows)
     heading = (
         f"GPU time by activity: {format_ms(busy)} over the program's {result.extra.wall_s:.2f} s"
     )

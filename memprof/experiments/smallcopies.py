@@ -29,6 +29,7 @@ host clock around them; numpy's gathering and scattering: host clock, added.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -530,7 +531,7 @@ def cost_ms(result: Result, way: str, direction: str, nbytes: int) -> float | No
     else:
         parts = [("span", direction)]
     values = [_median(result, group, operation, way, nbytes) for group, operation in parts]
-    return None if any(value is None for value in values) else sum(values)  # type: ignore[arg-type]
+    return None if any(value is None for value in values) else math.fsum(values)  # type: ignore[arg-type]
 
 
 def wall_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:

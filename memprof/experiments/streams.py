@@ -20,6 +20,7 @@ pipeline's start and end.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from functools import partial
@@ -418,14 +419,14 @@ def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     times = {}
     for stage, parts in stage_figures(result, mode).items():
         medians = [part.median_ms for part in parts]
-        times[stage] = (sum(medians), sum(medians) / len(medians))
+        times[stage] = (math.fsum(medians), math.fsum(medians) / len(medians))
     return times
 
 
 def ideal_overlapped_ms(times: dict[str, tuple[float, float]]) -> float:
     """The longest stage's total plus one chunk of each other stage (pipeline fill and drain)."""
     longest = max(times, key=lambda stage: times[stage][0])
-    return times[longest][0] + sum(
+    return times[longest][0] + math.fsum(
         per_chunk for stage, (_, per_chunk) in times.items() if stage != longest
     )
 

@@ -134,7 +134,7 @@ def small_copy_advice(
     if not calls:
         return []
     nbytes = sum(g.small_bytes for g in small)
-    gpu_ms = sum(g.small_gpu_ms for g in small)
+    gpu_ms = math.fsum(g.small_gpu_ms for g in small)
     kinds = ", ".join(
         f"{g.small_calls} {g.direction} {g.source} -> {g.destination}"
         for g in sorted(small, key=lambda g: -g.small_calls)
@@ -727,7 +727,7 @@ WHERE_NOTE = (
 def _activity_order(activity: str, lines: list[SourceLine]) -> tuple:
     """Copies first, the most GPU time first; then memsets and the calls, in CALL_KINDS order."""
     if activity not in CALL_KINDS:
-        return (0, -sum(line.gpu_ms for line in lines), activity)
+        return (0, -math.fsum(line.gpu_ms for line in lines), activity)
     return (1 + CALL_KINDS.index(activity), 0.0, activity)
 
 
@@ -796,8 +796,8 @@ def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Ta
         row = {"Line": f"({plural(len(rest), 'other line')})"}
         row["Calls"] = str(sum(line.calls for line in rest))
         row["Bytes"] = format_bytes(sum(line.bytes for line in rest))
-        row["GPU time"] = format_ms(sum(line.gpu_ms for line in rest))
-        row["Host"] = format_ms(sum(line.host_ms for line in rest))
+        row["GPU time"] = format_ms(math.fsum(line.gpu_ms for line in rest))
+        row["Host"] = format_ms(math.fsum(line.host_ms for line in rest))
         table.add_row(*(row.get(column, "") for column in headers))
     return table
 

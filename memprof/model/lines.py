@@ -8,6 +8,7 @@ Python stack of the call that asked for it, by CUPTI's correlation id); the trac
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -74,11 +75,11 @@ class SourceLine:
 
     @property
     def gpu_ms(self) -> float:
-        return sum(self.gpu_ms_each)
+        return math.fsum(self.gpu_ms_each)
 
     @property
     def host_ms(self) -> float:
-        return sum(self.host_ms_each)
+        return math.fsum(self.host_ms_each)
 
     @property
     def place(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from memprof.model.formatting import format_bytes, format_ms
@@ -44,13 +45,13 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
             key = (m.name, m.kind, m.operation, tuple(m.gpus))
             name = names.get(key) or names.setdefault(key, m.display_name)
             samples_by_name.setdefault(name, []).extend(m.samples_ms)
-        group_total = sum(sum(s) for s in samples_by_name.values())
+        group_total = math.fsum(s for samples in samples_by_name.values() for s in samples)
         group_rows = [
             ProfileRow(
                 title,
                 name,
                 Statistics.of(samples),
-                sum(samples) / group_total if group_total > 0 else 0.0,
+                math.fsum(samples) / group_total if group_total > 0 else 0.0,
             )
             for name, samples in samples_by_name.items()
         ]

@@ -10,6 +10,7 @@ and the line of the program that made it (memprof.trace.stacks).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -56,7 +57,7 @@ class _Line:
         self.smallest = nbytes if self.smallest is None else min(self.smallest, nbytes)
         self.largest = max(self.largest, nbytes)
         if records:
-            self.gpu.append(sum(record.duration_ms for record in records))
+            self.gpu.append(math.fsum(record.duration_ms for record in records))
         if call is not None:
             self.host.append(call.duration_ms)
             self.api.add(base_name(call.name))
