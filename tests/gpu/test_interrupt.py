@@ -36,18 +36,23 @@ def test_ctrl_c_at_any_moment_of_a_gpu_run_is_one_line_and_130():
     assert interrupted >= len(endings) // 2, f"only {interrupted} presses landed mid-run"
 
 
+def frames_of(ending) -> list[str]:
+    """The files of the traceback's frames (a message may name the command's own path)."""
+    return re.findall(r'File "([^"]*)"', ending.stderr)
+
+
 def in_pythons_frames(ending) -> bool:
     """A KeyboardInterrupt traceback whose every frame is CPython's frozen start-up code
     (`<frozen site>` reading the .pth files; importlib's weakref callback, where CPython
-    prints "Exception ignored" and starts the command after all): the press came before the
-    command's first instruction, whenever the clock says it came."""
-    frames = re.findall(r'File "([^"]*)"', ending.stderr)
+    prints "Exception ignored" and starts the command after all; zipimport asked whether
+    the script's path is an archive): the press came before the command's first
+    instruction, whenever the clock says it came."""
+    frames = frames_of(ending)
     last = ending.stderr.rstrip().splitlines()[-1] if ending.stderr.strip() else ""
     return (
         bool(frames)
         and all(frame.startswith("<frozen ") for frame in frames)
         and last.startswith("KeyboardInterrupt")
-        and "memprof" not in ending.stderr
     )
 
 
@@ -58,9 +63,8 @@ PYTHONS_OWN_WORDS = ("Fatal Python error: init_", "failed to set __main__.__load
 
 def in_pythons_init(ending) -> bool:
     """CPython says the press ended its own start-up, whenever the clock says it came."""
-    return (
-        any(words in ending.stderr for words in PYTHONS_OWN_WORDS)
-        and "memprof" not in ending.stderr
+    return any(words in ending.stderr for words in PYTHONS_OWN_WORDS) and not any(
+        "memprof" in frame for frame in frames_of(ending)
     )
 
 
