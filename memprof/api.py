@@ -245,16 +245,18 @@ def run_each_gpu(
     progress: Progress = no_progress,
     count: int | None = None,
     max_noise_pct: float = DEFAULT_MAX_NOISE_PCT,
+    ends_process: bool = False,
 ) -> EveryDevice:
     """`--device all`: `command` on every GPU in turn (count: how many; the driver's when None),
     then, with two or more, what the experiment runs over every GPU at once (its
-    `every_gpu_then`: every GPU's pinned copies at once, memprof hostlink, for most)."""
+    `every_gpu_then`: every GPU's pinned copies at once, memprof hostlink, for most).
+    ends_process: as RunOptions' (the command line's process ends with the runs)."""
     from memprof.core.session import device_count
 
     count = device_count() if count is None else count
     done = EveryDevice()
     for index in range(count):
-        options = RunOptions(index, timing, affinity, max_noise_pct)
+        options = RunOptions(index, timing, affinity, max_noise_pct, ends_process)
         result, failures = run_experiment(experiment_named(command), chosen, options, progress)
         done.results.append(result)
         done.cleanup_failures += failures
@@ -262,7 +264,7 @@ def run_each_gpu(
         done.notes.append(ONE_GPU)
     else:
         after = experiment_named(experiment_named(command).every_gpu_then)
-        options = RunOptions(None, timing, affinity, max_noise_pct)
+        options = RunOptions(None, timing, affinity, max_noise_pct, ends_process)
         result, failures = run_experiment(after, after.Params(), options, progress)
         done.results.append(result)
         done.cleanup_failures += failures

@@ -228,12 +228,12 @@ def _run(
             "--device N --json, and the simultaneous copies with memprof hostlink --json"
         )
     where = "every GPU" if device is None else f"GPU {device}"
-    noise = {} if max_noise is None else {"max_noise_pct": max_noise}
+    settings = {"ends_process": True} | ({} if max_noise is None else {"max_noise_pct": max_noise})
     with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
         if every_gpu_in_turn:
-            done = api.run_each_gpu(command, params, timing, affinity, progress, **noise)
+            done = api.run_each_gpu(command, params, timing, affinity, progress, **settings)
         else:
-            options = api.RunOptions(device, timing, affinity, **noise)
+            options = api.RunOptions(device, timing, affinity, **settings)
             run = api.run_experiment(experiment_named(command), params, options, progress)
             done = api.EveryDevice([run[0]], run[1])
     for failure in done.cleanup_failures:

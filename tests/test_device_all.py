@@ -120,7 +120,7 @@ def test_one_gpu_runs_device_0_says_so_and_measures_nothing_simultaneous(every_d
 class FakeSession:
     """A GpuSession that opens nothing: the run machinery's view of one GPU."""
 
-    def __init__(self, index: int, timing: str, declared) -> None:
+    def __init__(self, index: int, timing: str, declared, ends_process: bool = False) -> None:
         self.device_index, self.declared, self.cleanup_failures = index, declared, []
         self.profiler = SimpleNamespace(
             measurements=list, timing_info=lambda: TimingInfo("events", "", None, None, None)

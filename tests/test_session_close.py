@@ -25,8 +25,11 @@ class Context:
     def synchronize(self):
         pass
 
-    def pop(self):
+    def pop(self=None):  # Context.pop() too, as Devices pops the current one
         EVENTS.append("pop")
+
+    def push(self):
+        EVENTS.append("push")
 
     def detach(self):
         EVENTS.append("detach")
@@ -121,14 +124,56 @@ def test_where_nothing_was_frozen_the_session_lets_go_of_what_it_froze(driver, f
 
 
 @pytest.mark.parametrize("frozen", [375, 1])  # Python 3.12's own at start; a caller's one
-def test_where_something_was_frozen_it_and_the_sessions_stay_frozen(
+def test_where_something_was_frozen_a_library_session_freezes_nothing(
     driver, frozen_at_start, frozen
 ):
     freezer = frozen_at_start(frozen)
     with GpuSession(0, timing="events"):
         GpuMemoryInACycle(driver.EVENTS)
-    assert freezer.calls == ["freeze"]  # unfreeze would let go of theirs too
+    assert freezer.calls == []  # what it froze would stay frozen in a process that goes on
     assert driver.EVENTS == ["freed", "pop", "detach"]
+
+
+def test_where_something_was_frozen_the_command_lines_session_freezes_for_good(
+    driver, frozen_at_start
+):
+    freezer = frozen_at_start(375)
+    with GpuSession(0, timing="events", ends_process=True):
+        GpuMemoryInACycle(driver.EVENTS)
+    assert freezer.calls == ["freeze"]  # unfreeze would let go of Python's own too
+    assert driver.EVENTS == ["freed", "pop", "detach"]
+
+
+def test_every_session_of_several_gpus_freezes_as_the_process_ends(driver, frozen_at_start):
+    from memprof.core.session import Devices
+
+    driver.Device.count = staticmethod(lambda: 2)
+    for ends_process, calls in ((False, []), (True, ["freeze", "freeze"])):
+        freezer = frozen_at_start(375)
+        with Devices([0, 1], timing="events", ends_process=ends_process):
+            pass
+        assert freezer.calls == calls
+
+
+def test_the_command_line_runs_each_session_as_the_processs_last(monkeypatch):
+    from memprof import api, cli
+
+    seen = []
+
+    def run_experiment(experiment, params, options, progress):
+        seen.append(options.ends_process)
+        raise KeyboardInterrupt
+
+    def run_each_gpu(*arguments, **settings):
+        seen.append(settings.get("ends_process"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run_experiment", run_experiment)
+    monkeypatch.setattr(api, "run_each_gpu", run_each_gpu)
+    cli.app(["pinned", "--power", "10", "--quiet"], standalone_mode=False)
+    cli.app(["pinned", "--device", "all", "--quiet"], standalone_mode=False)
+    assert seen == [True, True]
+    assert api.RunOptions().ends_process is False  # memprof.run's: the process goes on
 
 
 def test_a_session_that_cannot_make_its_context_lets_go_of_what_it_froze(driver, frozen_at_start):

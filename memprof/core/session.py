@@ -56,6 +56,8 @@ class GpuSession:
     missing), "events" from gated CUDA events, "auto" CUPTI where it works, else events.
     declared: the (group, operation) pairs the experiment records (memprof.core.measure).
     activity: CUPTI's log, where several sessions share one (memprof.core.session.Devices).
+    ends_process: the process ends with the session (the command line's): the objects older
+    than it are frozen even where the process had frozen some already, and then stay so.
     """
 
     def __init__(
@@ -64,10 +66,12 @@ class GpuSession:
         timing: str = "auto",
         declared: frozenset[tuple[str, str]] | None = None,
         activity: tuple[Any, str] | None = None,
+        ends_process: bool = False,
     ) -> None:
         if timing not in TIMING_MODES:
             raise InvalidArgument(f"--timing {timing!r}: choose from {', '.join(TIMING_MODES)}")
         self.device_index = device_index
+        self.ends_process = ends_process
         self.timing = timing
         self.declared = declared
         self._shared_activity = activity  # (log or None, why not), started by Devices
@@ -102,10 +106,12 @@ class GpuSession:
         # gone through by close()'s collection (15 ms of 53,000 objects after the imports).
         # close() lets them go where nothing was frozen before. Where something was (Python
         # 3.12 freezes 375 tuples of its own at start; a server its start-up state), they
-        # stay frozen: gc.unfreeze() cannot let go of ours alone, and would undo theirs.
-        # Reference counting still frees them; only cycles among them made later would stay.
+        # would stay frozen: gc.unfreeze() cannot let go of ours alone, and would undo theirs.
+        # Reference counting would still free them, but cycles among them made garbage later
+        # never: only where the process ends with the run (ends_process) are they frozen then.
         self._unfreeze_at_close = gc.get_freeze_count() == 0
-        gc.freeze()
+        if self._unfreeze_at_close or self.ends_process:
+            gc.freeze()
         try:
             with _sigint_deferred():  # Ctrl-C waits until the context is ours to pop
                 self.context = self.device.make_context()
@@ -267,10 +273,12 @@ class Devices:
         indices: list[int],
         timing: str = "auto",
         declared: frozenset[tuple[str, str]] | None = None,
+        ends_process: bool = False,
     ) -> None:
         if timing not in TIMING_MODES:
             raise InvalidArgument(f"--timing {timing!r}: choose from {', '.join(TIMING_MODES)}")
         self.indices = list(indices)
+        self.ends_process = ends_process
         self.timing = timing
         self.declared = declared
         self.sessions: dict[int, GpuSession] = {}
@@ -284,7 +292,9 @@ class Devices:
             activity = start_activity(self.timing, self.indices[0])
             self._activity = activity[0]
             for index in self.indices:
-                session = GpuSession(index, self.timing, self.declared, activity)
+                session = GpuSession(
+                    index, self.timing, self.declared, activity, ends_process=self.ends_process
+                )
                 session.__enter__()  # its context is now current: put it aside
                 session.detached = True
                 self.sessions[index] = session

@@ -562,6 +562,9 @@ class RunOptions:
     timing: str = "auto"  # auto, cupti, events
     affinity: bool = True  # the host thread on the GPU's local CPUs
     max_noise_pct: float = DEFAULT_MAX_NOISE_PCT  # --max-noise, where --repeat is not given
+    # The process ends with the run (the command line's): the objects older than the run may
+    # then stay frozen after it, where gc.unfreeze() would let go of others' too (GpuSession)
+    ends_process: bool = False
 
 
 @dataclass
@@ -680,9 +683,11 @@ def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int
                 f"memprof {experiment.name} needs two GPUs: this machine has one, "
                 f"{experiment.needs_two_gpus}"
             )
-        return indices, Devices(indices, options.timing, declared)
+        return indices, Devices(indices, options.timing, declared, options.ends_process)
     assert options.device is not None, "--device all runs each GPU in turn (memprof.run)"
-    return [options.device], GpuSession(options.device, options.timing, declared)
+    return [options.device], GpuSession(
+        options.device, options.timing, declared, ends_process=options.ends_process
+    )
 
 
 def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo]:
