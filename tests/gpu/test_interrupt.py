@@ -23,17 +23,32 @@ def spread(start_s: float, end_s: float, count: int) -> list[float]:
 
 
 def test_ctrl_c_at_any_moment_of_a_gpu_run_is_one_line_and_130():
-    whole_s = run_time_s(COMMAND)  # also fills PyCUDA's kernel cache: later runs are alike
+    run_time_s(COMMAND)  # fills PyCUDA's kernel cache: the first run compiles, later ones not
+    whole_s = run_time_s(COMMAND)
     start_s = 2 * interpreter_start_s()
     # The whole run evenly, and the first 60% (imports, cuInit, CUPTI, context) densely.
     moments = spread(start_s, whole_s + 0.2, 30) + spread(start_s, 0.6 * whole_s, 40)
     endings = [interrupt(COMMAND, delay) for delay in sorted(moments)]
     bad = [
-        (e.delay_s, e.returncode, e.problems(), e.stderr[-800:]) for e in endings if e.problems()
+        (e.delay_s, e.returncode, e.problems(), e.stderr)
+        for e in endings
+        if e.problems() and not in_pythons_own_start_up(e)
     ]
-    assert bad == [], f"run takes {whole_s:.2f}s"
+    assert bad == [], f"run takes {whole_s:.2f}s: " + "\n\n".join(
+        f"at {delay:.3f} s, exit {code}, {problems}:\n{stderr}"
+        for delay, code, problems, stderr in bad
+    )
     interrupted = sum(e.returncode == 130 for e in endings)
     assert interrupted >= len(endings) // 2, f"only {interrupted} presses landed mid-run"
+
+
+def in_pythons_own_start_up(ending) -> bool:
+    """A traceback without a frame of memprof's: the press came while CPython was still
+    starting (site and the .pth files it runs: on the H100's image one imports
+    importlib.resources, 55 ms, and a bare start took 50 to 150 ms), before memprof's first
+    instruction, whenever the clock says it came."""
+    frames = frames_of(ending)
+    return bool(frames) and not any("memprof" in frame for frame in frames)
 
 
 def frames_of(ending) -> list[str]:
