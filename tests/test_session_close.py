@@ -1,6 +1,7 @@
 """Closing a GPU session: what a reference cycle made during it holds is freed while the
 context lives, and the objects frozen for the session's collection are let go again where
-nothing was frozen before it (on Python 3.12, which freezes its own at start, they stay)."""
+nothing was frozen before it. Where something was (Python 3.12 freezes its own at start), a
+library session freezes nothing, and the command line's, whose process ends, for good."""
 
 import gc
 
@@ -182,3 +183,17 @@ def test_a_session_that_cannot_make_its_context_lets_go_of_what_it_froze(driver,
     with pytest.raises(Exception, match="out of memory"), GpuSession(0, timing="events"):
         pass
     assert freezer.calls == ["freeze", "unfreeze"]
+
+
+def test_a_close_cut_short_by_ctrl_c_lets_go_of_what_it_froze_once(driver, frozen_at_start):
+    freezer = frozen_at_start(0)
+
+    def pressed() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), GpuSession(0, timing="events") as session:
+        session.own(pressed)  # the release Ctrl-C lands in
+    assert freezer.calls == ["freeze", "unfreeze"]
+    session.close()  # closed again (as Devices may): pops its context, unfreezes nothing more
+    assert freezer.calls == ["freeze", "unfreeze"]
+    assert driver.EVENTS[-2:] == ["pop", "detach"]

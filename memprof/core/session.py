@@ -109,10 +109,10 @@ class GpuSession:
         # would stay frozen: gc.unfreeze() cannot let go of ours alone, and would undo theirs.
         # Reference counting would still free them, but cycles among them made garbage later
         # never: only where the process ends with the run (ends_process) are they frozen then.
-        self._unfreeze_at_close = gc.get_freeze_count() == 0
-        if self._unfreeze_at_close or self.ends_process:
-            gc.freeze()
         try:
+            self._unfreeze_at_close = gc.get_freeze_count() == 0
+            if self._unfreeze_at_close or self.ends_process:
+                gc.freeze()
             with _sigint_deferred():  # Ctrl-C waits until the context is ours to pop
                 self.context = self.device.make_context()
             self.profiler = Profiler(self, self.activity, fallback_reason, declared=self.declared)
