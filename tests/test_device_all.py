@@ -300,3 +300,31 @@ def test_two_gpu_commands_on_one_gpu_say_so_in_one_line_and_exit_3(monkeypatch, 
     assert len(result.output.strip().splitlines()) == 1
     with pytest.raises(EnvironmentProblem, match="needs two GPUs"):  # the Python API too
         api.run(command)
+
+
+def test_every_run_in_turn_is_told_whether_the_process_ends_with_it(monkeypatch):
+    told = []
+
+    def run(experiment, params, options, progress):
+        told.append(options.ends_process)
+        return experiment.name, []
+
+    monkeypatch.setattr(api, "run_experiment", run)
+    api.run_each_gpu("pinned", PinnedParams(), count=2, ends_process=True)
+    api.run_each_gpu("pinned", PinnedParams(), count=2)
+    assert told == [True, True, True, False, False, False]  # each GPU, then all at once
+
+
+def test_a_runs_sessions_are_told_whether_the_process_ends_with_it(monkeypatch):
+    import dataclasses
+
+    from memprof.core import session as sessions
+    from memprof.experiments import base, experiment_named
+
+    monkeypatch.setattr(sessions, "device_count", lambda: 2)
+    for ends_process in (False, True):
+        options = base.RunOptions(0, ends_process=ends_process)
+        _, one = base._sessions_for(experiment_named("pinned"), options)
+        every_options = dataclasses.replace(options, device=None)
+        _, every = base._sessions_for(experiment_named("peer"), every_options)
+        assert (one.ends_process, every.ends_process) == (ends_process, ends_process)
