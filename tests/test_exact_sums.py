@@ -3,12 +3,19 @@
 Python 3.12's sum() of floats compensates its rounding and 3.11's does not, so a plain sum
 printed a trace line's wait as 184.98 us on one and 184.97 us on the other (the fixture
 h200_trace_pycuda). Ten samples of 0.1 ms add up to 0.9999999999999999 with 3.11's sum().
+The tests of figures fail with sum() on 3.11 only (CI's), where the two differ; the source
+scan fails on any Python where a sum() is added that is not over integers.
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from memprof.experiments.streams import ideal_overlapped_ms
 from memprof.model.lines import SourceLine
+from memprof.model.results import Measurement
+from memprof.output.profile import profile_rows
 
 TENTHS = [0.1] * 10  # exactly 1.0 in total; 0.9999999999999999 summed one by one
 
@@ -32,3 +39,64 @@ def test_a_lines_gpu_and_host_totals_are_exact():
 def test_the_ideal_overlap_adds_each_stages_chunk_exactly():
     times = {"h2d": (0.1, 0.1)} | {f"stage{i}": (0.1, 0.1) for i in range(10)}  # h2d first
     assert ideal_overlapped_ms(times) == 1.1  # 1.0999999999999999 with 3.11's sum()
+
+
+def test_the_profiles_time_shares_are_of_the_exact_total():
+    rows = profile_rows(
+        [
+            Measurement("gpu", "[CUDA memset]", "memset", "device", 4, TENTHS, "cupti"),
+            Measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 4, [1.0], "cupti"),
+        ]
+    )
+    assert [row.time_fraction for row in rows] == [0.5, 0.5]  # 0.49999999999999994 with sum()
+
+
+# Every sum() in memprof adds integers (counts, bytes, widths, flags, NVLink MB/s, CUPTI's
+# nanoseconds), exact on every Python; a total of floats goes through math.fsum.
+INTEGER_SUMS = {  # (file under memprof/, the call as written)
+    ("core/activity.py", "sum(values)"),
+    ("core/activity.py", "sum(duration for _, duration in records)"),
+    ("experiments/check.py", "sum(line.verdict == verdict for line in found)"),
+    ("experiments/trace.py", "sum(g.small_calls for g in small)"),
+    ("experiments/trace.py", "sum(g.small_bytes for g in small)"),
+    ("experiments/trace.py", "sum(g.blocking_calls for g in copies)"),
+    (
+        "experiments/trace.py",
+        'sum(g.calls - g.blocking_calls for g in copies if g.host_kind == "pageable")',
+    ),
+    ("experiments/trace.py", 'sum(g.small_calls for g in small if g.host_kind == "pageable")'),
+    ("experiments/trace.py", "sum(m.bytes * len(m.samples_ms) for m in rows)"),
+    ("experiments/trace.py", "sum(line.bytes for line in held)"),
+    ("experiments/trace.py", "sum(len(m.samples_ms) for m in rows)"),
+    ("experiments/trace.py", "sum(len(m.samples_ms) for m in small)"),
+    ("experiments/trace.py", "sum(m.bytes * len(m.samples_ms) for m in small)"),
+    ("experiments/trace.py", "sum(line.calls for line in rest)"),
+    ("experiments/trace.py", "sum(line.bytes for line in rest)"),
+    ("model/ceilings.py", "sum(link.speed_mb_per_s or 0 for link in reaching)"),
+    ("model/figures.py", "sum(moved)"),
+    ("model/gpustate.py", "sum(speeds)"),
+    ("model/lines.py", "sum(chain.calls for chain in self.chains)"),
+    ("output/diff.py", "sum(figure.worse_beyond(fail_above) for figure in figures)"),
+    ("output/junit.py", "sum(len(suite.cases) for suite in suites)"),
+    ("output/junit.py", "sum(suite.failures for suite in suites)"),
+    ("output/junit.py", "sum(case.failure is not None for case in self.cases)"),
+    ("output/render.py", "sum(_narrowest_width(table, column) for column in range(count))"),
+    ("output/render.py", "sum(widths)"),
+    ("output/render.py", "sum(self.widths[i] for i in columns)"),
+    ("output/render.py", "sum(body[c] for c in candidate)"),
+    ("trace/where.py", "sum(record.bytes for record in records)"),
+}
+
+
+def test_every_sum_in_memprof_adds_integers():
+    package = Path(__file__).resolve().parent.parent / "memprof"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            called = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and getattr(called, "id", None) == "sum":
+                segment = ast.get_source_segment(source, node)
+                if (path.relative_to(package).as_posix(), segment) not in INTEGER_SUMS:
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}: {segment}")
+    assert found == [], "floats: math.fsum; integers: add to INTEGER_SUMS"

@@ -11,6 +11,7 @@ the one its measure declares (memprof.model.ceilings), and the share is GB/s ove
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -114,7 +115,7 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
     moved = [part.moved_bytes for part in parts]
     if not parts or None in moved:
         return None
-    return bandwidth_gb_per_s(sum(moved), sum(part.per_operation_ms for part in parts))
+    return bandwidth_gb_per_s(sum(moved), math.fsum(part.per_operation_ms for part in parts))
 
 
 FigureOf = Callable[[Measurement], Figure]

@@ -230,7 +230,7 @@ def draw(picture: Picture) -> Any:
     panels, width = picture.panels, picture.width_inches
     left = max([_left_inches(panel) for panel in panels if not isinstance(panel, Words)] or [0])
     left = max(left, EDGE_INCHES)
-    height = TOP_INCHES + sum(_total_inches(panel) for panel in panels) + 0.1
+    height = TOP_INCHES + math.fsum(_total_inches(panel) for panel in panels) + 0.1
     with matplotlib.rc_context(RC):
         figure = Figure(figsize=(width, height))
         figure.suptitle(_label(picture.title, 100), fontsize=10, y=1 - 0.12 / height, va="top")
