@@ -8,9 +8,11 @@ no traceback, no "context stack was not empty", no abort (exit 134 / -6), no PyC
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+import memprof
 from tests.interrupting import interpreter_start_s, interrupt, run_time_s
 
 pytestmark = pytest.mark.gpu
@@ -43,12 +45,27 @@ def test_ctrl_c_at_any_moment_of_a_gpu_run_is_one_line_and_130():
 
 
 def in_pythons_own_start_up(ending) -> bool:
-    """A traceback without a frame of memprof's: the press came while CPython was still
-    starting (site and the .pth files it runs: on the H100's image one imports
-    importlib.resources, 55 ms, and a bare start took 50 to 150 ms), before memprof's first
-    instruction, whenever the clock says it came."""
+    """A KeyboardInterrupt traceback without a frame of memprof's package, and nothing else
+    wrong but its exit code: the press came while CPython was still starting (site and the
+    .pth files it runs: on the H100's image one imports importlib.resources, 55 ms, and a
+    bare start took 50 to 150 ms), before memprof's first instruction, whenever the clock
+    says it came."""
     frames = frames_of(ending)
-    return bool(frames) and not any("memprof" in frame for frame in frames)
+    last = ending.stderr.rstrip().splitlines()[-1] if ending.stderr.strip() else ""
+    return (
+        bool(frames)
+        and not any(in_memprof(frame) for frame in frames)
+        and last.startswith("KeyboardInterrupt")
+        and set(ending.problems()) <= {f"exit {ending.returncode}", "Traceback"}
+    )
+
+
+MEMPROF_PACKAGE = Path(memprof.__file__).resolve().parent
+
+
+def in_memprof(frame: str) -> bool:
+    """Whether a traceback's file is memprof's own (not one of CPython's `<frozen ...>`)."""
+    return not frame.startswith("<") and Path(frame).resolve().is_relative_to(MEMPROF_PACKAGE)
 
 
 def frames_of(ending) -> list[str]:
@@ -79,7 +96,7 @@ PYTHONS_OWN_WORDS = ("Fatal Python error: init_", "failed to set __main__.__load
 def in_pythons_init(ending) -> bool:
     """CPython says the press ended its own start-up, whenever the clock says it came."""
     return any(words in ending.stderr for words in PYTHONS_OWN_WORDS) and not any(
-        "memprof" in frame for frame in frames_of(ending)
+        in_memprof(frame) for frame in frames_of(ending)
     )
 
 
@@ -95,7 +112,6 @@ def test_ctrl_c_from_the_first_millisecond_of_the_installed_command():
     interpreter's own start-up may end as CPython ends them: what it prints says so, or,
     killed silently by SIGINT, the clock does."""
     import shutil
-    from pathlib import Path
 
     command = shutil.which("memprof")
     if command is None:
