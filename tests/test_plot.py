@@ -479,7 +479,8 @@ def test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today():
     if drawn_by is None or drawn_by[1] != matplotlib.__version__:
         pytest.skip(
             f"docs/img was drawn by matplotlib {drawn_by[1] if drawn_by else '?'}, this is "
-            f"{matplotlib.__version__}: its pictures differ (python tools/pictures.py)"
+            f"{matplotlib.__version__}: the test extra pins that one (from Python 3.11); "
+            "after changing the pin, python tools/pictures.py"
         )
     spec = importlib.util.spec_from_file_location("pictures", ROOT / "tools" / "pictures.py")
     tool = importlib.util.module_from_spec(spec)
