@@ -6,8 +6,11 @@ Every CUresult is checked and turned into an exception naming the call.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import functools
+import threading
 
 # CUdevice_attribute numbers from cuda.h for attributes PyCUDA 2026.1 does not name.
 DEVICE_ATTRIBUTE_NUMBERS = {
@@ -24,6 +27,35 @@ class DriverCallFailed(RuntimeError):
 @functools.cache
 def libcuda() -> ctypes.CDLL:
     return ctypes.CDLL("libcuda.so.1")
+
+
+# -- the driver's start, begun early ----------------------------------------------------------
+_start: threading.Thread | None = None
+
+
+def start_in_background() -> None:
+    """Begin cuInit, the driver's start (0.1 s on an H100, spent outside Python's lock), on a
+    thread of its own, so that the imports a run does next (PyCUDA and numpy, CUPTI) are
+    done meanwhile. Once per process. PyCUDA's own cuInit, after wait_for_start(), then finds
+    the driver started, or fails as it would have (no driver, no GPU): its error is the one
+    memprof reports. The process never ends while the start runs (atexit waits for it)."""
+    global _start
+    if _start is not None:
+        return
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # no libcuda: PyCUDA's import says so
+            libcuda().cuInit(0)
+
+    _start = threading.Thread(target=start, name="memprof-cuinit", daemon=True)
+    _start.start()
+    atexit.register(_start.join)
+
+
+def wait_for_start() -> None:
+    """Until the start begun by start_in_background() (if any) has ended."""
+    if _start is not None:
+        _start.join()
 
 
 def error_text(code: int) -> str:

@@ -231,13 +231,22 @@ def device_count() -> int:
     """How many GPUs the driver sees (an EnvironmentProblem where it sees none or fails)."""
     cuda = import_driver()
     try:
-        cuda.init()
+        _init(cuda)
         count = cuda.Device.count()
     except cuda.Error as error:
         raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
     if count == 0:
         raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
     return count
+
+
+def _init(cuda: ModuleType) -> None:
+    """PyCUDA's cuInit, once the start memprof may have begun early has ended
+    (memprof.core.driver.start_in_background)."""
+    from memprof.core import driver
+
+    driver.wait_for_start()
+    cuda.init()
 
 
 _BUS_IDS: dict[int, str] = {}  # by GPU index: a GPU keeps its bus id while the process lives
@@ -251,7 +260,7 @@ def pci_bus_ids(indices: list[int]) -> dict[int, str]:
         missing = [index for index in indices if index not in _BUS_IDS]
         if missing:
             cuda = import_driver()
-            cuda.init()
+            _init(cuda)
             _BUS_IDS.update({index: cuda.Device(index).pci_bus_id() for index in missing})
         return {index: _BUS_IDS[index] for index in indices}
     except Exception:  # no driver, no such GPU: the session says so in its own words

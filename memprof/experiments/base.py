@@ -628,6 +628,9 @@ def run(
     One GPU: a GpuSession on options.device, the host thread near it. Every GPU at once: a
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
     """
+    from memprof.core import driver
+
+    driver.start_in_background()  # overlaps the imports below and PyCUDA's
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
     from memprof.core.session import pci_bus_ids

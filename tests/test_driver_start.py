@@ -1,0 +1,126 @@
+"""The driver's start begun early (memprof.core.driver.start_in_background): on a thread of
+its own, once per process, and ended before PyCUDA's cuInit runs. A stand-in libcuda whose
+cuInit blocks until the test lets it go (no GPU here)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memprof.core import driver, session
+from memprof.experiments import base
+from memprof.experiments.pinned import Pinned, PinnedParams
+
+COUNTING_DRIVER = """
+class Error(Exception):
+    pass
+
+def init():
+    pass
+
+class Device:
+    @staticmethod
+    def count():
+        return 1
+
+    def __init__(self, index):
+        self.index = index
+
+    def pci_bus_id(self):
+        return f"0000:{self.index:02x}:00.0"
+"""
+
+
+class SlowLibcuda:
+    """cuInit that waits for `release`, noting the thread it ran on and when it ended."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.release = threading.Event()
+        self.ended = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.fails = fails
+
+    def cuInit(self, flags: int) -> int:
+        self.threads.append(threading.current_thread())
+        self.release.wait(10)
+        self.ended.set()
+        if self.fails:
+            raise OSError("libcuda.so.1: cannot open shared object file")
+        return 0
+
+
+@pytest.fixture
+def libcuda(monkeypatch):
+    fake = SlowLibcuda()
+    monkeypatch.setattr(driver, "libcuda", lambda: fake)
+    monkeypatch.setattr(driver, "_start", None)
+    yield fake
+    fake.release.set()
+    driver.wait_for_start()
+
+
+def test_the_start_runs_on_a_thread_of_its_own_and_returns_at_once(libcuda, monkeypatch):
+    at_exit: list[object] = []
+    monkeypatch.setattr(driver.atexit, "register", at_exit.append)
+    driver.start_in_background()
+    assert not libcuda.ended.is_set()  # the caller goes on while cuInit runs
+    libcuda.release.set()
+    driver.wait_for_start()
+    assert libcuda.ended.is_set()
+    assert len(libcuda.threads) == 1
+    assert libcuda.threads[0] is not threading.main_thread()
+    assert at_exit == [libcuda.threads[0].join]  # the process never ends mid-start
+
+
+def test_the_start_is_begun_once_per_process(libcuda):
+    libcuda.release.set()
+    driver.start_in_background()
+    driver.wait_for_start()
+    driver.start_in_background()
+    driver.wait_for_start()
+    assert len(libcuda.threads) == 1
+
+
+def test_waiting_without_a_start_returns_at_once(monkeypatch):
+    monkeypatch.setattr(driver, "_start", None)
+    driver.wait_for_start()
+
+
+def test_a_failing_start_is_left_to_pycuda_to_report(monkeypatch):
+    fake = SlowLibcuda(fails=True)
+    fake.release.set()
+    monkeypatch.setattr(driver, "libcuda", lambda: fake)
+    monkeypatch.setattr(driver, "_start", None)
+    driver.start_in_background()
+    driver.wait_for_start()
+    assert fake.ended.is_set()
+
+
+@pytest.mark.parametrize("ask", ["device_count", "pci_bus_ids"])
+def test_pycudas_cuinit_waits_for_the_start(libcuda, fake_pycuda, monkeypatch, ask):
+    fake_pycuda(COUNTING_DRIVER)
+    cuda = session.import_driver()
+    seen: list[bool] = []
+    monkeypatch.setattr(cuda, "init", lambda: seen.append(libcuda.ended.is_set()))
+    monkeypatch.setattr(session, "_BUS_IDS", {})
+    driver.start_in_background()
+    threading.Timer(0.05, libcuda.release.set).start()
+    answer = session.device_count() if ask == "device_count" else session.pci_bus_ids([0])
+    assert seen == [True]
+    assert answer in (1, {0: "0000:00:00.0"})
+
+
+def test_a_run_begins_the_start_before_asking_the_driver_anything(libcuda, monkeypatch):
+    """base.run begins it first: the bus ids (PyCUDA's import and cuInit) come after."""
+    order: list[str] = []
+    monkeypatch.setattr(driver, "start_in_background", lambda: order.append("start"))
+
+    def bus_ids(indices: list[int]) -> dict[int, str]:
+        order.append("bus ids")
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(session, "pci_bus_ids", bus_ids)
+    with pytest.raises(RuntimeError, match="stop here"):
+        base.run(Pinned(), PinnedParams(), base.RunOptions(device=0))
+    assert order == ["start", "bus ids"]
