@@ -1,10 +1,15 @@
 """The driver's start begun early (memprof.core.driver.start_in_background): on a thread of
-its own, once per process, and ended before PyCUDA's cuInit runs. A stand-in libcuda whose
-cuInit blocks until the test lets it go (no GPU here)."""
+its own, once per process, ended before PyCUDA's cuInit runs and before the process ends,
+Ctrl-C or not. A stand-in libcuda whose cuInit blocks until the test lets it go (no GPU
+here)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,6 +17,7 @@ from memprof.core import driver, session
 from memprof.experiments import base
 from memprof.experiments.pinned import Pinned, PinnedParams
 
+ROOT = Path(__file__).resolve().parents[1]
 COUNTING_DRIVER = """
 class Error(Exception):
     pass
@@ -51,18 +57,24 @@ class SlowLibcuda:
 
 
 @pytest.fixture
-def libcuda(monkeypatch):
+def at_exit(monkeypatch) -> list[object]:
+    """What the start registers to run at exit (the real atexit is left alone)."""
+    registered: list[object] = []
+    monkeypatch.setattr(driver, "atexit", SimpleNamespace(register=registered.append))
+    return registered
+
+
+@pytest.fixture
+def libcuda(monkeypatch, at_exit):
     fake = SlowLibcuda()
     monkeypatch.setattr(driver, "libcuda", lambda: fake)
-    monkeypatch.setattr(driver, "_start", None)
+    monkeypatch.setattr(driver, "_start_ended", None)
     yield fake
     fake.release.set()
     driver.wait_for_start()
 
 
-def test_the_start_runs_on_a_thread_of_its_own_and_returns_at_once(libcuda, monkeypatch):
-    at_exit: list[object] = []
-    monkeypatch.setattr(driver.atexit, "register", at_exit.append)
+def test_the_start_runs_on_a_thread_of_its_own_and_returns_at_once(libcuda, at_exit):
     driver.start_in_background()
     assert not libcuda.ended.is_set()  # the caller goes on while cuInit runs
     libcuda.release.set()
@@ -70,7 +82,7 @@ def test_the_start_runs_on_a_thread_of_its_own_and_returns_at_once(libcuda, monk
     assert libcuda.ended.is_set()
     assert len(libcuda.threads) == 1
     assert libcuda.threads[0] is not threading.main_thread()
-    assert at_exit == [libcuda.threads[0].join]  # the process never ends mid-start
+    assert at_exit == [driver._start_ended.wait]  # the process never ends mid-start
 
 
 def test_the_start_is_begun_once_per_process(libcuda):
@@ -83,18 +95,35 @@ def test_the_start_is_begun_once_per_process(libcuda):
 
 
 def test_waiting_without_a_start_returns_at_once(monkeypatch):
-    monkeypatch.setattr(driver, "_start", None)
+    monkeypatch.setattr(driver, "_start_ended", None)
     driver.wait_for_start()
 
 
-def test_a_failing_start_is_left_to_pycuda_to_report(monkeypatch):
+def test_a_failing_start_is_left_to_pycuda_to_report(monkeypatch, at_exit):
     fake = SlowLibcuda(fails=True)
     fake.release.set()
+    uncaught: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", uncaught.append)
     monkeypatch.setattr(driver, "libcuda", lambda: fake)
-    monkeypatch.setattr(driver, "_start", None)
+    monkeypatch.setattr(driver, "_start_ended", None)
     driver.start_in_background()
     driver.wait_for_start()
     assert fake.ended.is_set()
+    assert uncaught == []  # nothing printed: PyCUDA's own cuInit says what is wrong
+
+
+def test_without_a_thread_to_be_had_nothing_waits(monkeypatch, at_exit):
+    class NoThreads:
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(driver.threading, "Thread", NoThreads)
+    monkeypatch.setattr(driver, "_start_ended", None)
+    driver.start_in_background()
+    assert driver._start_ended.wait(timeout=1)
 
 
 @pytest.mark.parametrize("ask", ["device_count", "pci_bus_ids"])
@@ -124,3 +153,38 @@ def test_a_run_begins_the_start_before_asking_the_driver_anything(libcuda, monke
     with pytest.raises(RuntimeError, match="stop here"):
         base.run(Pinned(), PinnedParams(), base.RunOptions(device=0))
     assert order == ["start", "bus ids"]
+
+
+CTRL_C_WHILE_WAITING = """
+import os, signal, sys, threading, time
+from memprof.core import driver
+
+class SlowStart:
+    def cuInit(self, flags):
+        time.sleep(0.6)
+        os.write(1, b"cuInit ended\\n")
+        return 0
+
+driver.libcuda = lambda: SlowStart()
+driver.start_in_background()
+main = threading.main_thread().ident
+threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT)).start()
+try:
+    driver.wait_for_start()
+except KeyboardInterrupt:
+    os.write(1, b"interrupted\\n")
+"""
+
+
+def test_a_ctrl_c_while_waiting_still_lets_the_start_end_before_the_process(tmp_path):
+    """A press during the wait ends it; the process then waits at exit for cuInit (it would
+    otherwise end, libcuda's exit handlers running, with cuInit still under way)."""
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_WAITING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.splitlines() == ["interrupted", "cuInit ended"], done.stderr

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import signal
 import threading
 
 # CUdevice_attribute numbers from cuda.h for attributes PyCUDA 2026.1 does not name.
@@ -30,32 +31,44 @@ def libcuda() -> ctypes.CDLL:
 
 
 # -- the driver's start, begun early ----------------------------------------------------------
-_start: threading.Thread | None = None
+_start_lock = threading.Lock()
+_start_ended: threading.Event | None = None  # set once the early cuInit has returned
 
 
 def start_in_background() -> None:
     """Begin cuInit, the driver's start (0.1 s on an H100, spent outside Python's lock), on a
-    thread of its own, so that the imports a run does next (PyCUDA and numpy, CUPTI) are
-    done meanwhile. Once per process. PyCUDA's own cuInit, after wait_for_start(), then finds
-    the driver started, or fails as it would have (no driver, no GPU): its error is the one
-    memprof reports. The process never ends while the start runs (atexit waits for it)."""
-    global _start
-    if _start is not None:
-        return
+    daemon thread of its own, so that the imports a run does next (PyCUDA and numpy, CUPTI)
+    are done meanwhile. Once per process. PyCUDA's own cuInit, after wait_for_start(), then
+    finds the driver started, or fails as it would have (no driver, no GPU): its error is the
+    one memprof reports. The process never ends while the start runs (atexit waits for it)."""
+    global _start_ended
+    with _start_lock:
+        if _start_ended is not None:
+            return
+        _start_ended = ended = threading.Event()
 
     def start() -> None:
-        with contextlib.suppress(Exception):  # no libcuda: PyCUDA's import says so
-            libcuda().cuInit(0)
+        try:
+            with contextlib.suppress(Exception):  # Ctrl-C goes to the main thread, at once
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            with contextlib.suppress(Exception):  # no libcuda: PyCUDA's import says so
+                libcuda().cuInit(0)
+        finally:
+            ended.set()
 
-    _start = threading.Thread(target=start, name="memprof-cuinit", daemon=True)
-    _start.start()
-    atexit.register(_start.join)
+    try:
+        threading.Thread(target=start, name="memprof-cuinit", daemon=True).start()
+    except RuntimeError:  # no thread to be had: PyCUDA's cuInit starts the driver instead
+        ended.set()
+    # An event, not the thread's join: a Ctrl-C inside Thread.join marks a thread that still
+    # runs as ended (Python 3.10 to 3.12), and the process would not wait for it.
+    atexit.register(ended.wait)
 
 
 def wait_for_start() -> None:
     """Until the start begun by start_in_background() (if any) has ended."""
-    if _start is not None:
-        _start.join()
+    if _start_ended is not None:
+        _start_ended.wait()
 
 
 def error_text(code: int) -> str:
