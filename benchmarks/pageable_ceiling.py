@@ -17,28 +17,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprof.experiments import load  # noqa: E402
-from memprof.experiments.common import host_side, pageable_ceiling  # noqa: E402
-from memprof.model.formatting import bandwidth_gb_per_s  # noqa: E402
+from memprof.experiments import base, load  # noqa: E402
+from memprof.experiments.pinned import COPY  # noqa: E402
+from memprof.model.figures import figure, host_side  # noqa: E402
 
 
 def shares(path: Path) -> tuple[str, bool]:
     result = load(path)
-    nbytes = result.extra.bytes_per_array
+    if result.command != "pinned":
+        return f"{path.name}: a result of memprof {result.command}, not pinned", False
+    nbytes = base.array_bytes(result.parameters)
     cells, met = [], True
-    for direction in ("h2d", "d2h"):
+    for direction, measure in COPY.items():
         side = host_side(result, nbytes, direction)
         if side is None or not side.staged:
             return f"{path.name}: no staging memcpy recorded (a file from an older memprof)", False
-        ceiling = pageable_ceiling(result, nbytes, direction)
-        m = result.find(direction, "pageable", "gpu")
-        stats = m.throughput_stats or m.stats
-        gb_per_s = bandwidth_gb_per_s(nbytes, stats.median_ms)
-        share = ceiling.fraction(gb_per_s)
-        met &= 0.5 <= share <= 1.0
+        # the figure the table shows, against the ceiling the table shows
+        copy = figure(result, base.find(result, measure, "pageable"), measure)
+        share = copy.share
+        met &= share is not None and 0.5 <= share <= 1.0
         cells.append(
-            f"{direction} {gb_per_s:5.1f} of {side.gb_per_s:5.1f} GB/s = {share:4.0%} "
-            f"{ceiling.limiter}"
+            f"{direction} {copy.gb_per_s:5.1f} of {side.gb_per_s:5.1f} GB/s = "
+            f"{share or 0:4.0%} {copy.ceiling.limiter if copy.ceiling else 'no ceiling'}"
         )
     line = f"{path.name}: " + " | ".join(cells)
     return line + ("" if met else "   <- outside 50-100%"), met
