@@ -13,6 +13,7 @@ keep records of different kinds in the order they happened).
 
 from __future__ import annotations
 
+import ctypes
 import enum
 from types import SimpleNamespace
 
@@ -134,6 +135,8 @@ class FakeCupti:
         self.domains_on: set[int] = set()
         self.records_off: set[tuple[ActivityKind, int]] = set()  # (DRIVER or RUNTIME, cbid)
         self.refuse_switch: set[int] = set()  # cbids whose records cannot be switched off
+        self.library = FakeLibcupti(self)  # the same CUPTI through libcupti's C functions
+        self.raw = False  # the subscriber is the library's: it takes CUpti_CallbackData
 
     # -- the API memprof calls ----------------------------------------------------------
 
@@ -220,6 +223,10 @@ class FakeCupti:
         if (domain, cbid) not in self.callbacks_on and domain not in self.domains_on:
             return
         callback, userdata = self.subscriber
+        if self.raw:  # a CUpti_CallbackData in C memory, through the ctypes callback
+            data = callback_data(site, correlation)
+            callback(userdata, domain, cbid, ctypes.addressof(data))
+            return
         data = SimpleNamespace(callback_site=site, correlation_id=correlation, function_name=name)
         callback(userdata, domain, cbid, data)
 
@@ -227,7 +234,6 @@ class FakeCupti:
         """The entry callback of a call made by a thread with no Python frame at all (the
         driver calling back into Python from a thread PyTorch's autograd engine started in
         C++): the callback's own frame is the only one on that thread. Returns its id."""
-        import ctypes
         import functools
 
         self.correlation += 7
@@ -238,8 +244,13 @@ class FakeCupti:
             correlation_id=self.correlation,
             function_name=name,
         )
-        start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.py_object)
-        # a C function object calls the callback: no Python frame under it
+        if self.raw:
+            struct = callback_data(ApiCallbackSite.API_ENTER, self.correlation)
+            data = ctypes.addressof(struct)
+        argument_type = ctypes.c_void_p if self.raw else ctypes.py_object
+        start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, argument_type)
+        # a C function object calls the callback: no Python frame under it (the library's
+        # callback is a ctypes function itself, called through C again)
         routine = start_routine(functools.partial(callback, userdata, domain, cbid))
         libc = ctypes.CDLL(None)
         create, join = libc.pthread_create, libc.pthread_join
@@ -247,7 +258,8 @@ class FakeCupti:
                            ctypes.c_void_p]  # fmt: skip
         join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
         thread = ctypes.c_ulong()
-        assert create(ctypes.byref(thread), None, routine, id(data)) == 0
+        argument = data if self.raw else id(data)  # the routine's one argument: the data
+        assert create(ctypes.byref(thread), None, routine, argument) == 0
         assert join(thread, None) == 0
         return self.correlation
 
@@ -354,3 +366,76 @@ class FakeCupti:
             start=start,
             end=end,
         )
+
+
+class CallbackData(ctypes.Structure):
+    """CUpti_CallbackData as cupti_callbacks.h lays it out (64-bit Linux)."""
+
+    _fields_ = [
+        ("callbackSite", ctypes.c_int32),
+        ("functionName", ctypes.c_char_p),
+        ("functionParams", ctypes.c_void_p),
+        ("functionReturnValue", ctypes.c_void_p),
+        ("symbolName", ctypes.c_char_p),
+        ("context", ctypes.c_void_p),
+        ("contextUid", ctypes.c_uint32),
+        ("correlationData", ctypes.c_void_p),
+        ("correlationId", ctypes.c_uint32),
+    ]
+
+
+def callback_data(site: int, correlation: int) -> CallbackData:
+    return CallbackData(callbackSite=int(site), correlationId=correlation)
+
+
+class CFunction:
+    """A library function as ctypes gives it: its argtypes and restype can be set."""
+
+    def __init__(self, function) -> None:
+        self.function = function
+
+    def __call__(self, *arguments):
+        return self.function(*arguments)
+
+
+class FakeLibcupti:
+    """libcupti's callback functions (cuptiSubscribe, cuptiEnableCallback, cuptiUnsubscribe,
+    cuptiGetResultString) over a FakeCupti's state, as ctypes calls them: a subscriber made
+    here receives the address of a CUpti_CallbackData, through its ctypes function."""
+
+    HANDLE = 77
+
+    def __init__(self, cupti: FakeCupti) -> None:
+        self.cupti = cupti
+        self.refuse_subscribe = 0  # a CUPTI error code
+        self.refuse_ids: set[int] = set()  # cbids whose callbacks cannot be switched on
+        self.names = {39: b"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"}
+        for name in ("cuptiSubscribe", "cuptiEnableCallback", "cuptiUnsubscribe",
+                     "cuptiGetResultString"):  # fmt: skip
+            setattr(self, name, CFunction(getattr(self, "_" + name)))
+
+    def _cuptiSubscribe(self, handle, function, userdata) -> int:
+        if self.refuse_subscribe:
+            return self.refuse_subscribe
+        handle._obj.value = self.HANDLE
+        self.cupti.subscriber, self.cupti.raw = (function, userdata), True
+        self.cupti.subscribed += 1
+        return 0
+
+    def _cuptiEnableCallback(self, enable, handle, domain, cbid) -> int:
+        assert handle.value == self.HANDLE and enable == 1
+        if cbid in self.refuse_ids:
+            return 1  # CUPTI_ERROR_INVALID_PARAMETER
+        self.cupti.callbacks_on.add((int(domain), int(cbid)))
+        return 0
+
+    def _cuptiUnsubscribe(self, handle) -> int:
+        assert handle.value == self.HANDLE
+        self.cupti.subscriber, self.cupti.raw = None, False
+        return 0
+
+    def _cuptiGetResultString(self, code, text) -> int:
+        if code not in self.names:
+            return 1
+        text._obj.value = self.names[code]
+        return 0

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -225,13 +226,23 @@ def line_of(path: Path, marker: str) -> int:
     return number
 
 
-def recorder_for(tmp_path: Path, depth: int = 5, **folders) -> tuple[StackRecorder, FakeCupti]:
+@pytest.fixture(params=["cupti-python", "libcupti"])
+def direct(request) -> bool:
+    """A recorder test through each subscriber: cupti-python's, and libcupti's own functions
+    (memprof.core.api_callbacks), whose callback reads CUpti_CallbackData in C memory."""
+    return request.param == "libcupti"
+
+
+def recorder_for(
+    tmp_path: Path, depth: int = 5, direct: bool = False, **folders
+) -> tuple[StackRecorder, FakeCupti]:
     cupti = FakeCupti()
     folders.setdefault("libraries", tuple(stacks_module.python_library_folders()))
     folders.setdefault("skipped", (DRIVER,))
     code = CodeFilter(str(tmp_path.resolve()), named=(TESTS,), **folders)
     recorder = StackRecorder(code, depth)
-    assert recorder.start(cupti) is None
+    assert recorder.start(cupti, cupti.library if direct else None) is None
+    assert cupti.raw == direct  # the subscriber asked for
     return recorder, cupti
 
 
@@ -249,8 +260,8 @@ def loop(gpu, times):
 """
 
 
-def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path):
-    recorder, cupti = recorder_for(tmp_path)
+def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path, direct):
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
     enabled = {name for name, cbid in CBID.items() if any(c == cbid for _, c in cupti.callbacks_on)}
     assert enabled == {
         "cuMemcpyHtoDAsync_v2",
@@ -270,8 +281,8 @@ def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path):
     assert cupti.subscriber is None
 
 
-def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_path):
-    recorder, cupti = recorder_for(tmp_path, depth=2)
+def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_path, direct):
+    recorder, cupti = recorder_for(tmp_path, direct=direct, depth=2)
     program = program_module(tmp_path, "steps", PROGRAM)
     correlations = program.loop(FakeLibrary(cupti), 3)
     path = tmp_path / "steps.py"
@@ -286,8 +297,8 @@ def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_pat
     assert len(recorded) == 3  # launches are not enabled: no stack taken for them
 
 
-def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path):
-    recorder, cupti = recorder_for(tmp_path)
+def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path, direct):
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
     program = program_module(tmp_path, "once", PROGRAM)
     walks = []
     original = recorder._walk
@@ -297,14 +308,16 @@ def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path):
     assert recorder.recorded()[correlation][0] == "program"
 
 
-def test_a_call_with_no_frame_but_memprofs_is_memprofs_own(tmp_path):
-    recorder, cupti = recorder_for(tmp_path, own=(TESTS,))  # this file stands for memprof
+def test_a_call_with_no_frame_but_memprofs_is_memprofs_own(tmp_path, direct):
+    recorder, cupti = recorder_for(
+        tmp_path, direct=direct, own=(TESTS,)
+    )  # this file stands for memprof
     correlation = cupti.call("cuCtxSynchronize")
     assert correlation in recorder.own and correlation not in recorder.stacks
 
 
-def test_a_call_from_a_library_thread_names_the_library_line(tmp_path):
-    recorder, cupti = recorder_for(tmp_path)
+def test_a_call_from_a_library_thread_names_the_library_line(tmp_path, direct):
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
     library = FakeLibrary(cupti)
     made = []
     worker = threading.Thread(target=lambda: made.append(library.to_device(MiB)))
@@ -318,11 +331,11 @@ def test_a_call_from_a_library_thread_names_the_library_line(tmp_path):
     assert frame.function == ("FakeLibrary.to_device" if qualified else "to_device")
 
 
-def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path):
+def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path, direct):
     # threading's own frames count as none (a C thread has none): the stack is then the
     # main thread's, waiting at the program's line
     stdlib = os.path.dirname(os.path.realpath(threading.__file__))
-    recorder, cupti = recorder_for(tmp_path, skipped=(TESTS, stdlib))
+    recorder, cupti = recorder_for(tmp_path, direct=direct, skipped=(TESTS, stdlib))
     program = program_module(
         tmp_path,
         "backward",
@@ -340,10 +353,10 @@ def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path):
     )
 
 
-def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path):
+def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path, direct):
     # on the H200, ResNet's backward pass made 1,474 such calls: each ended the callback in
     # "call stack is not deep enough" and its line was lost
-    recorder, cupti = recorder_for(tmp_path)
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
     program = program_module(
         tmp_path,
         "native",
@@ -359,8 +372,8 @@ def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path):
     )
 
 
-def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path):
-    recorder, cupti = recorder_for(tmp_path)
+def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path, direct):
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
 
     def broken(filename: str) -> int:
         raise OSError("no such folder")
@@ -374,11 +387,11 @@ def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path):
 
 
 def test_ctrl_c_inside_the_callback_is_delivered_again_by_memprofs_entry_point(
-    tmp_path, monkeypatch
+    tmp_path, direct, monkeypatch
 ):
     from memprof import interrupts
 
-    recorder, cupti = recorder_for(tmp_path)
+    recorder, cupti = recorder_for(tmp_path, direct=direct)
 
     def pressed(filename: str) -> int:
         raise KeyboardInterrupt
@@ -400,7 +413,10 @@ def test_ctrl_c_inside_the_callback_is_delivered_again_by_memprofs_entry_point(
         interrupts.forget_presses()
     monkeypatch.setattr(stacks_module.signal, "getsignal", lambda signum: None)
     with pytest.raises(KeyboardInterrupt):  # no entry point to deliver it: as Python would
-        FakeLibrary(cupti).allocate()
+        FakeLibrary(cupti).allocate()  # (through ctypes' callback, 5 ms later: no exception
+        deadline = time.monotonic() + 10  # passes out of a ctypes callback)
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
     interrupts.forget_presses()
 
 

@@ -19,6 +19,7 @@ line that waits for that work, `loss.backward()`), and the line says so (origin 
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import importlib.util
 import os
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any
 
+from memprof.core import api_callbacks
 from memprof.model.lines import CALL_KINDS, Frame, Origin
 
 MAX_STACK_DEPTH = 64
@@ -227,35 +229,46 @@ class StackRecorder:
         self._verdicts: dict[str, int] = {}  # by file name: hashing a code object is costly
         self._main = threading.main_thread().ident
         self._cupti: Any = None
-        self._subscriber: Any = None
+        self._subscriber: Any = None  # cupti-python's handle, where its subscriber is used
+        self._direct: api_callbacks.Subscription | None = None  # else libcupti's own
         self._enter = 0
         self._wanted: dict[tuple[int, int], bool] | None = None  # by (domain, cbid), if asked
 
     # -- subscription ---------------------------------------------------------------------
 
-    def start(self, cupti: Any) -> str | None:
-        """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not."""
-        try:
-            self._enter = int(cupti.ApiCallbackSite.API_ENTER)
-            self._subscriber = cupti.subscribe(self._on_api, None)
-        except Exception as error:
-            return f"CUPTI refused its callbacks ({_reason(error)})"
-        self._cupti = cupti
-        try:
-            self._enable(cupti)
-        except Exception as error:
-            self.stop()
-            return f"CUPTI refused its callbacks ({_reason(error)})"
-        return None
-
-    def _enable(self, cupti: Any) -> None:
-        """Enable each callback id whose call is of CALL_KINDS; where this cupti-python does
-        not list the ids, every call of both domains, picked by name in the callback."""
+    def start(self, cupti: Any, library: Any = None) -> str | None:
+        """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not. Through
+        libcupti's own functions where this process's libcupti (or `library`) can be
+        reached and cupti-python lists the callback ids (memprof.core.api_callbacks: a
+        fifth of the cost per call), else through cupti-python's subscriber."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
             (domains.RUNTIME_API, getattr(cupti, "runtime_api_trace_cbid", None)),
         )
+        direct = None
+        if all(table is not None for _, table in tables):
+            direct = api_callbacks.connect(library)
+        try:
+            self._enter = int(cupti.ApiCallbackSite.API_ENTER)
+            if direct is not None:
+                direct.subscribe(self._on_raw)
+                self._direct = direct
+            else:
+                self._subscriber = cupti.subscribe(self._on_api, None)
+        except Exception as error:
+            return f"CUPTI refused its callbacks ({_reason(error)})"
+        self._cupti = cupti
+        try:
+            self._enable(cupti, tables)
+        except Exception as error:
+            self.stop()
+            return f"CUPTI refused its callbacks ({_reason(error)})"
+        return None
+
+    def _enable(self, cupti: Any, tables: tuple[tuple[Any, Any], ...]) -> None:
+        """Enable each callback id whose call is of CALL_KINDS; where this cupti-python does
+        not list the ids, every call of both domains, picked by name in the callback."""
         if any(table is None for _, table in tables):
             self._wanted = {}
             for domain, _ in tables:
@@ -267,7 +280,10 @@ class StackRecorder:
                 if call_kind(member.name) is None:
                     continue
                 try:  # an id this driver lacks is refused alone
-                    cupti.enable_callback(1, self._subscriber, domain, int(member))
+                    if self._direct is not None:
+                        self._direct.enable(int(domain), int(member))
+                    else:
+                        cupti.enable_callback(1, self._subscriber, domain, int(member))
                     enabled += 1
                 except Exception as error:
                     refusal = error
@@ -276,6 +292,10 @@ class StackRecorder:
 
     def stop(self) -> None:
         """No more callbacks (before memprof's own driver calls after the program)."""
+        if self._direct is not None:
+            with contextlib.suppress(Exception):
+                self._direct.unsubscribe()
+            self._direct = None
         if self._subscriber is not None and self._cupti is not None:
             with contextlib.suppress(Exception):
                 self._cupti.unsubscribe(self._subscriber)
@@ -283,25 +303,47 @@ class StackRecorder:
 
     # -- at each call ---------------------------------------------------------------------
 
+    def _on_raw(self, userdata: Any, domain: int, cbid: int, data_address: int) -> None:
+        """CUPTI's call through libcupti's subscriber: its data read where CUPTI wrote it."""
+        try:
+            if api_callbacks.callback_site(data_address) != api_callbacks.API_ENTER:
+                return
+            correlation = api_callbacks.correlation_id(data_address)
+            self._entered(correlation, sys._getframe().f_back)  # None on a thread born in C
+        except KeyboardInterrupt:
+            try:
+                deliver_ctrl_c_again()
+            except KeyboardInterrupt:  # no exception passes out of a ctypes callback
+                interrupt_main_soon()
+        except Exception as error:
+            self._failed(error)
+
     def _on_api(self, userdata: Any, domain: int, cbid: int, data: Any) -> None:
+        """CUPTI's call through cupti-python's subscriber."""
         try:
             if data.callback_site != self._enter:
                 return
             if self._wanted is not None and not self._is_wanted(domain, cbid):
                 return
-            correlation = data.correlation_id
-            if correlation in self.stacks or correlation in self.own:  # a runtime call's
-                return  # driver call: done
-            stack = self._stack(sys._getframe().f_back)  # None on a thread born in C
-            if stack == OWN:
-                self.own.add(correlation)
-            elif stack is not None:
-                self.stacks[correlation] = stack
+            self._entered(data.correlation_id, sys._getframe().f_back)
         except KeyboardInterrupt:
             deliver_ctrl_c_again()
         except Exception as error:
-            self.failures += 1
-            self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
+            self._failed(error)
+
+    def _entered(self, correlation: int, frame: FrameType | None) -> None:
+        """At an enabled call's entry: the stack from `frame`, the call's caller."""
+        if correlation in self.stacks or correlation in self.own:  # a runtime call's
+            return  # driver call: done
+        stack = self._stack(frame)
+        if stack == OWN:
+            self.own.add(correlation)
+        elif stack is not None:
+            self.stacks[correlation] = stack
+
+    def _failed(self, error: Exception) -> None:
+        self.failures += 1
+        self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
 
     def _is_wanted(self, domain: int, cbid: int) -> bool:
         key = (int(domain), int(cbid))
@@ -384,6 +426,15 @@ def deliver_ctrl_c_again() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0.005)
         return
     raise KeyboardInterrupt
+
+
+def interrupt_main_soon() -> None:
+    """Ctrl-C for the main thread 5 ms from now, from a thread of its own: where no exception
+    can leave the callback (ctypes') and no entry point delivers it, one raised now, even by
+    interrupt_main, would land in the callback again; 5 ms on, the program runs."""
+    timer = threading.Timer(0.005, _thread.interrupt_main)
+    timer.daemon = True
+    timer.start()
 
 
 def _reason(error: BaseException) -> str:
