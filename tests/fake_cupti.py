@@ -388,20 +388,37 @@ def callback_data(site: int, correlation: int) -> CallbackData:
     return CallbackData(callbackSite=int(site), correlationId=correlation)
 
 
-class CFunction:
-    """A library function as ctypes gives it: its argtypes and restype can be set."""
+# libcupti's functions as C declares them (cupti_callbacks.h, cupti_result.h); the fake's are
+# real C function pointers of these types, so the argtypes memprof sets convert its arguments
+# as they would for libcupti, and a callback reaches the fake as an address
+_SUBSCRIBE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p
+)
+_ENABLE_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
+)
+_UNSUBSCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_RESULT_STRING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
+# void (*)(void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *cbdata)
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
 
-    def __init__(self, function) -> None:
-        self.function = function
 
-    def __call__(self, *arguments):
-        return self.function(*arguments)
+def c_function(prototype, implementation):
+    """A C function pointer to `implementation`, as ctypes.CDLL hands out a library's: no
+    argtypes until the caller sets them. Returns (the function, what keeps it alive)."""
+    thunk = prototype(implementation)
+    address = ctypes.cast(thunk, ctypes.c_void_p).value
+    return ctypes.CFUNCTYPE(ctypes.c_int)(address), thunk
+
+
+NO_LIBCUPTI = SimpleNamespace()  # a library without libcupti's functions: cupti-python's path
 
 
 class FakeLibcupti:
     """libcupti's callback functions (cuptiSubscribe, cuptiEnableCallback, cuptiUnsubscribe,
-    cuptiGetResultString) over a FakeCupti's state, as ctypes calls them: a subscriber made
-    here receives the address of a CUpti_CallbackData, through its ctypes function."""
+    cuptiGetResultString) over a FakeCupti's state, called as C functions: a subscriber is
+    kept as the address CUPTI would keep, and called through it with the address of a
+    CUpti_CallbackData, so a callback its maker let go of is not kept alive here."""
 
     HANDLE = 77
 
@@ -410,32 +427,42 @@ class FakeLibcupti:
         self.refuse_subscribe = 0  # a CUPTI error code
         self.refuse_ids: set[int] = set()  # cbids whose callbacks cannot be switched on
         self.names = {39: b"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"}
-        for name in ("cuptiSubscribe", "cuptiEnableCallback", "cuptiUnsubscribe",
-                     "cuptiGetResultString"):  # fmt: skip
-            setattr(self, name, CFunction(getattr(self, "_" + name)))
+        self.callback_address = 0  # the subscriber's function, as CUPTI holds it
+        self._thunks = []
+        for name, prototype in (
+            ("cuptiSubscribe", _SUBSCRIBE),
+            ("cuptiEnableCallback", _ENABLE_CALLBACK),
+            ("cuptiUnsubscribe", _UNSUBSCRIBE),
+            ("cuptiGetResultString", _RESULT_STRING),
+        ):
+            function, thunk = c_function(prototype, getattr(self, "_" + name))
+            setattr(self, name, function)
+            self._thunks.append(thunk)
 
-    def _cuptiSubscribe(self, handle, function, userdata) -> int:
+    def _cuptiSubscribe(self, handle, function_address, userdata) -> int:
         if self.refuse_subscribe:
             return self.refuse_subscribe
-        handle._obj.value = self.HANDLE
-        self.cupti.subscriber, self.cupti.raw = (function, userdata), True
+        handle[0] = self.HANDLE
+        self.callback_address = function_address
+        self.cupti.subscriber = (_CALLBACK(function_address), userdata)
+        self.cupti.raw = True
         self.cupti.subscribed += 1
         return 0
 
     def _cuptiEnableCallback(self, enable, handle, domain, cbid) -> int:
-        assert handle.value == self.HANDLE and enable == 1
+        assert handle == self.HANDLE and enable == 1
         if cbid in self.refuse_ids:
             return 1  # CUPTI_ERROR_INVALID_PARAMETER
         self.cupti.callbacks_on.add((int(domain), int(cbid)))
         return 0
 
     def _cuptiUnsubscribe(self, handle) -> int:
-        assert handle.value == self.HANDLE
+        assert handle == self.HANDLE
         self.cupti.subscriber, self.cupti.raw = None, False
         return 0
 
     def _cuptiGetResultString(self, code, text) -> int:
         if code not in self.names:
             return 1
-        text._obj.value = self.names[code]
+        text[0] = self.names[code]
         return 0

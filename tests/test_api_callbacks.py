@@ -5,13 +5,14 @@ subscriber. The recorder's behaviour through it is tests/test_trace_where.py's, 
 from __future__ import annotations
 
 import ctypes
+import gc
 from types import SimpleNamespace
 
 import pytest
 
 from memprof.core import api_callbacks
 from memprof.trace.stacks import CodeFilter, StackRecorder
-from tests.fake_cupti import CBID, CallbackData, CFunction, FakeCupti
+from tests.fake_cupti import CBID, NO_LIBCUPTI, CallbackData, FakeCupti
 
 
 def test_the_site_and_correlation_id_are_read_where_cupti_lays_them():
@@ -59,17 +60,32 @@ def test_without_tables_of_callback_ids_cupti_pythons_subscriber_is_kept(tmp_pat
     assert not cupti.raw and cupti.domains_on == {1, 2}  # sorted by name in its callback
 
 
-def test_no_libcupti_to_reach_means_cupti_pythons_subscriber(tmp_path):
-    assert api_callbacks.connect() is None  # this process has loaded no libcupti
+def test_no_libcupti_to_reach_means_cupti_pythons_subscriber(tmp_path, monkeypatch):
+    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: None)
+    assert api_callbacks.connect() is None  # none loaded
+    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: str(tmp_path / "x.so"))
+    assert api_callbacks.connect() is None  # one that cannot be opened
+    assert api_callbacks.connect(NO_LIBCUPTI) is None  # its symbols missing
     no_unsubscribe = SimpleNamespace(
-        cuptiSubscribe=CFunction(lambda *a: 0),
-        cuptiEnableCallback=CFunction(lambda *a: 0),
-        cuptiGetResultString=CFunction(lambda *a: 0),
+        cuptiSubscribe=lambda *a: 0,
+        cuptiEnableCallback=lambda *a: 0,
+        cuptiGetResultString=lambda *a: 0,
     )
-    assert api_callbacks.connect(no_unsubscribe) is None  # a symbol missing
+    assert api_callbacks.connect(no_unsubscribe) is None
     cupti = FakeCupti()
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti) is None and not cupti.raw and cupti.subscriber is not None
+    assert recorder.start(cupti, NO_LIBCUPTI) is None
+    assert not cupti.raw and cupti.subscriber is not None
+
+
+def test_the_callback_given_to_cupti_outlives_the_subscription(tmp_path):
+    cupti = FakeCupti()
+    recorder = StackRecorder(CodeFilter(str(tmp_path.resolve())), 5)
+    assert recorder.start(cupti, cupti.library) is None
+    recorder.stop()
+    gc.collect()  # CUPTI may still be inside it on another thread: it must never be freed
+    kept = {ctypes.cast(function, ctypes.c_void_p).value for function in api_callbacks._KEPT}
+    assert cupti.library.callback_address in kept
 
 
 @pytest.mark.parametrize("site", [0, 1])

@@ -33,7 +33,7 @@ from memprof.trace.stacks import (
 )
 from memprof.trace.where import source_lines
 from tests import fake_cupti
-from tests.fake_cupti import CBID, FakeCupti
+from tests.fake_cupti import CBID, NO_LIBCUPTI, FakeCupti
 from tests.fake_library import FakeLibrary
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -241,7 +241,7 @@ def recorder_for(
     folders.setdefault("skipped", (DRIVER,))
     code = CodeFilter(str(tmp_path.resolve()), named=(TESTS,), **folders)
     recorder = StackRecorder(code, depth)
-    assert recorder.start(cupti, cupti.library if direct else None) is None
+    assert recorder.start(cupti, cupti.library if direct else NO_LIBCUPTI) is None
     assert cupti.raw == direct  # the subscriber asked for
     return recorder, cupti
 
@@ -424,7 +424,7 @@ def test_a_refused_subscription_says_why_in_cuptis_words(tmp_path):
     cupti = FakeCupti()
     cupti.refuse_subscribe = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti) == (
+    assert recorder.start(cupti, NO_LIBCUPTI) == (
         "CUPTI refused its callbacks (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"
     )
 
@@ -434,7 +434,7 @@ def test_without_tables_of_callback_ids_every_call_is_sorted_by_name(tmp_path, m
     monkeypatch.delattr(type(cupti), "runtime_api_trace_cbid")
     code = CodeFilter(str(tmp_path.resolve()), skipped=(DRIVER,), named=(TESTS,))
     recorder = StackRecorder(code, 5)
-    assert recorder.start(cupti) is None
+    assert recorder.start(cupti, NO_LIBCUPTI) is None
     assert cupti.domains_on == {1, 2} and not cupti.callbacks_on
     program = program_module(tmp_path, "named", PROGRAM)
     library = FakeLibrary(cupti)
@@ -548,7 +548,7 @@ def test_callback_ids_this_driver_refuses_are_skipped_alone(tmp_path, monkeypatc
 
     monkeypatch.setattr(cupti, "enable_callback", refuse_some)
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti) is None
+    assert recorder.start(cupti, NO_LIBCUPTI) is None
     assert (1, CBID["cuMemcpyDtoH_v2"]) in cupti.callbacks_on
 
     def refuse_all(*arguments):
@@ -557,5 +557,8 @@ def test_callback_ids_this_driver_refuses_are_skipped_alone(tmp_path, monkeypatc
     cupti = FakeCupti()
     monkeypatch.setattr(cupti, "enable_callback", refuse_all)
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti) == "CUPTI refused its callbacks (CUPTI_ERROR_INVALID_PARAMETER)"
+    assert (
+        recorder.start(cupti, NO_LIBCUPTI)
+        == "CUPTI refused its callbacks (CUPTI_ERROR_INVALID_PARAMETER)"
+    )
     assert cupti.subscriber is None  # given back
