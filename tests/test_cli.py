@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from memprof import __version__
 from memprof.cli import app
+from memprof.core import session
 from memprof.core.session import install_hint
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
@@ -101,9 +102,39 @@ def test_sweep_sizes():
 )
 def test_gpu_commands_without_pycuda_say_how_to_install_it(command, monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda", None)  # as if PyCUDA were not installed
+    monkeypatch.setattr(session, "driver_installed", lambda: True)
     result = invoke(*command)
     assert result.exit_code == 3
     assert result.output.strip() == f"memprof: error: {install_hint()}"
+
+
+@pytest.mark.parametrize("command", [["info"], ["pinned", "--power", "10"], ["compare"]])
+def test_gpu_commands_without_a_driver_say_so_before_naming_a_pycuda_build(command, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setattr(session, "driver_installed", lambda: False)
+    result = invoke(*command)
+    assert result.exit_code == 3
+    line = result.output.strip()
+    assert line == f"memprof: error: {session.no_driver_line()}"
+    assert "\n" not in line and "no NVIDIA driver" in line
+    assert "report, diff and plot" in line and install_hint() not in line
+
+
+@pytest.mark.parametrize(
+    ("loads", "devices", "installed"),
+    [(True, [], True), (False, ["/dev/nvidiactl"], True), (False, [], False)],
+)
+def test_the_driver_is_found_by_its_library_or_its_devices(loads, devices, installed, monkeypatch):
+    import ctypes
+    import glob
+
+    def cdll(name):
+        if not loads:
+            raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(glob, "glob", lambda pattern: devices)
+    assert session.driver_installed() is installed
 
 
 def test_report_renders_recorded_results():

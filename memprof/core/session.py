@@ -28,12 +28,36 @@ def install_hint() -> str:
     )
 
 
+def no_driver_line() -> str:
+    """The line a GPU command ends with on a machine with no NVIDIA driver: what still works
+    here, and what to install on a GPU machine (building PyCUDA here would gain nothing)."""
+    return (
+        "this machine has no NVIDIA driver (no libcuda.so.1, no /dev/nvidia*): measuring needs "
+        "an NVIDIA GPU; here memprof report, diff and plot read saved results. On a GPU "
+        f"machine: {install_command()}"
+    )
+
+
+def driver_installed() -> bool:
+    """Whether this machine has NVIDIA's driver: its library loads or its devices exist."""
+    import ctypes
+    import glob
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return bool(glob.glob("/dev/nvidia*"))
+    return True
+
+
 def import_driver() -> ModuleType:
     """Import pycuda.driver, turning each way that fails into one clear line."""
     try:
         import pycuda.driver as cuda
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in {"pycuda", "pytools"}:
+            if not driver_installed():
+                raise EnvironmentProblem(no_driver_line()) from error
             raise EnvironmentProblem(install_hint()) from error
         raise EnvironmentProblem(f"PyCUDA cannot be imported: {error}") from error
     except ImportError as error:
