@@ -20,6 +20,7 @@ from memprof.model.results import Result
 from memprof.output.files import check_destination
 
 if TYPE_CHECKING:
+    from memprof.output.diff import Comparison
     from memprof.output.plot import Picture
 
 
@@ -143,14 +144,74 @@ def render(result: Result, console: Any = None) -> None:
     render_result(result, summarize(result), console or results_console())
 
 
-def diff(first: Result, second: Result, console: Any = None) -> None:
-    """Print two Results compared row by row, beyond each run's own noise, as `memprof diff`
-    does."""
+def diff(
+    first: Result,
+    second: Result,
+    console: Any = None,
+    *,
+    fail_above: float | None = None,
+    only: str | Iterable[str] = (),
+    verbose: bool = False,
+) -> Comparison:
+    """Print two Results compared as `memprof diff` does, and return the Comparison: its
+    rows, regressions, improvements and verdict ('regressed' or 'passed'). fail_above is a
+    percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only and
+    verbose are --only's and --verbose's (a kind or a pattern, or several)."""
+    from rich.console import Console
+
     from memprof.output.console import results_console
-    from memprof.output.diff import diff as compare
+    from memprof.output.diff import MAX_FAIL_ABOVE_PCT
     from memprof.output.render import render_summary
 
-    render_summary(compare(first, second), console or results_console())
+    for name, value in (("first", first), ("second", second)):
+        if not isinstance(value, Result):
+            raise TypeError(
+                f"memprof.diff: {name} must be a Result (from memprof.run or memprof.load), "
+                f"not {_kind(value)}"
+            )
+    if console is not None and not isinstance(console, Console):
+        raise TypeError(f"memprof.diff: console must be a rich Console, not {_kind(console)}")
+    if fail_above is not None and (
+        isinstance(fail_above, bool)
+        or not isinstance(fail_above, int | float)
+        or not 0 <= fail_above <= MAX_FAIL_ABOVE_PCT
+    ):
+        raise InvalidArgument(
+            f"memprof.diff: fail_above is a percentage from 0 to {MAX_FAIL_ABOVE_PCT:g}, "
+            f"not {fail_above!r}"
+        )
+    chosen = (only,) if isinstance(only, str) else tuple(only)
+    if not all(isinstance(what, str) for what in chosen):
+        raise TypeError(
+            "memprof.diff: only must be a str or strings (gbps, gpu, api, host, or a pattern)"
+        )
+    share = None if fail_above is None else fail_above / 100
+    comparison = compare(first, second, share, chosen, _flag(verbose))
+    render_summary(comparison.summary, console or results_console())
+    return comparison
+
+
+def compare(
+    first: Result,
+    second: Result,
+    fail_above: float | None = None,
+    only: Iterable[str] = (),
+    verbose: bool = True,
+) -> Comparison:
+    """memprof.output.diff.compare with each run's figures read as its command declares
+    (fail_above a share: 0.05 is 5%)."""
+    from memprof.experiments import experiment_class
+    from memprof.output.diff import compare as compare_figures
+
+    def declared(result: Result) -> tuple:
+        try:
+            return experiment_class(result.command).declared()
+        except InvalidArgument:  # no such command: its figures have no GB/s
+            return ()
+
+    return compare_figures(
+        first, second, fail_above, tuple(only), verbose, declared(first), declared(second)
+    )
 
 
 def frame(results: Result | Iterable[Result]) -> Any:

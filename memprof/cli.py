@@ -314,19 +314,10 @@ def diff_options() -> list[inspect.Parameter]:
     "Compare two saved runs row by row, beyond each run's own noise; --fail-above makes it a gate.",
     diff_options,
 )
-def diff(
-    first: Path,
-    second: Path,
-    fail_above: float | None,
-    allow_not_comparable: bool,
-    junit: str | None,
-    json: str | None,
-    quiet: bool,
-    no_color: bool,
-) -> None:
-    from memprof import cli_gates
+def diff(**values: Any) -> None:
+    from memprof import cli_gates  # its options are cli_gates.diff's parameters
 
-    cli_gates.diff(first, second, fail_above, allow_not_comparable, junit, json, quiet, no_color)
+    cli_gates.diff(**values)
 
 
 # -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----

@@ -99,6 +99,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "diff": (
         "memprof diff before.json after.json",
         "memprof diff baseline.json run.json --fail-above 5 --junit diff.xml",
+        "memprof diff baseline.json run.json --fail-above 5 --only gbps",
     ),
     "plot": (
         "memprof plot sweep.json",

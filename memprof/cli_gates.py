@@ -49,7 +49,12 @@ ALLOW_HELP = (
     "Compare and gate runs that are not comparable (another command, GPU model, driver, "
     "clocks, link, timing source...: the lines above the table) instead of refusing them."
 )
-MAX_FAIL_ABOVE_PCT = 1000.0
+ONLY_HELP = (
+    "Compare and gate only these figures (repeatable; any of them selects): gbps (figures "
+    "with a GB/s), gpu (the GPU's own times), api (driver calls), host (host work), or a "
+    "shell pattern matched against the Measurement and Bytes, as '*HtoD*(pinned)*'."
+)
+DIFF_VERBOSE_HELP = "List every figure in both runs, also those within noise."
 
 
 class Regressed(MemprofError):
@@ -68,6 +73,8 @@ def gate_options() -> list[inspect.Parameter]:
     def percent(value: float | None) -> float | None:
         import typer
 
+        from memprof.output.diff import MAX_FAIL_ABOVE_PCT
+
         if value is not None and not 0 <= value <= MAX_FAIL_ABOVE_PCT:
             raise typer.BadParameter(
                 f"{value:g} is outside the allowed range 0 to {MAX_FAIL_ABOVE_PCT:g} (percent)"
@@ -84,6 +91,8 @@ def gate_options() -> list[inspect.Parameter]:
             help=FAIL_ABOVE_HELP,
         ),
         option("allow_not_comparable", bool, False, help=ALLOW_HELP),
+        option("only", list[str] | None, None, metavar="<what>", help=ONLY_HELP),
+        option("verbose", bool, False, "--verbose", "-v", help=DIFF_VERBOSE_HELP),
         junit_option(DIFF_JUNIT_HELP),
     ]
 
@@ -169,15 +178,17 @@ def diff(
     second: Path,
     fail_above: float | None,
     allow_not_comparable: bool,
+    only: list[str] | None,
+    verbose: bool,
     junit: str | None,
     json: str | None,
     quiet: bool,
     no_color: bool,
 ) -> None:
     """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
+    from memprof.api import compare
     from memprof.experiments import load
-    from memprof.output.diff import compared
-    from memprof.output.diff import diff as diff_results
+    from memprof.output.diff import ONLY_KINDS
     from memprof.output.emit import emit_diff
 
     output = Output.named(json, None, quiet, no_color)
@@ -186,9 +197,15 @@ def diff(
     a, b = load(first), load(second)
     refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
     share = None if fail_above is None else fail_above / 100
-    figures = compared(a, b)
+    comparison = compare(a, b, share, only or (), verbose)
+    if not comparison.rows:
+        raise InvalidArgument(
+            f"--only {' '.join(only or ())}: no figure in both runs is of that kind or matches "
+            f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
+        )
+    figures = comparison.rows
     with junit_after(junit_path, lambda: diff_junit(figures, share, first, second), output):
-        emit_diff(diff_results(a, b, share), first, second, output)
+        emit_diff(comparison.summary, first, second, output)
         gate(figures, share, output)
 
 

@@ -88,7 +88,10 @@ def test_rows_are_matched_by_size_too():
     (row,) = rows(first, second)
     assert row[1] == "1 KiB"
     assert row[4] == "1.000x"
-    assert "Unmatched: 1 only in A, 1 only in B" in diff(first, second).conclusions[-1]
+    assert diff(first, second).conclusions[-1] == (
+        "Unmatched: 1 only in A ([CUDA memcpy HtoD] (pinned) [gpu], 1 MiB), "
+        "1 only in B ([CUDA memcpy HtoD] (pinned) [gpu], 4 MiB)."
+    )
 
 
 def test_every_size_of_one_operation_gets_its_own_row():

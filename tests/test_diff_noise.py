@@ -126,15 +126,17 @@ def test_rows_match_only_at_the_same_size_and_kind():
     assert len(table.rows) == 1 and table.rows[0][1] == "4 MiB"
     assert table.rows[0][-1] == "B faster"
     assert summary.conclusions[-1] == (
-        "Unmatched: 2 only in A, 1 only in B (other sizes or kinds)."
+        "Unmatched: 2 only in A ([CUDA memcpy HtoD] (pinned) [gpu], 1 MiB; [CUDA memcpy HtoD] "
+        "(pageable) [gpu], 4 MiB), 1 only in B ([CUDA memcpy HtoD] (pinned) [gpu], 16 MiB)."
     )
 
 
 def test_rows_of_only_one_run_are_counted():
     a = run(measurement([1.0], nbytes=1 << 20), measurement([1.0], nbytes=4 << 20))
     b = run(measurement([1.0], nbytes=4 << 20))
-    assert diff(a, b).conclusions[-1].startswith("Unmatched: 1 only in A, 0 only in B")
-    assert diff(b, a).conclusions[-1].startswith("Unmatched: 0 only in A, 1 only in B")
+    assert diff(a, b).conclusions[-1].startswith("Unmatched: 1 only in A (")
+    assert diff(a, b).conclusions[-1].endswith("1 MiB), 0 only in B.")
+    assert diff(b, a).conclusions[-1].startswith("Unmatched: 0 only in A, 1 only in B (")
     assert len(diff(b, b).conclusions) == 1
 
 

@@ -153,7 +153,7 @@ def test_report_quiet_prints_nothing_but_still_checks(tmp_path):
 
 def test_diff_json_saves_the_comparison_as_shown(tmp_path):
     target = tmp_path / "diff.json"
-    result = invoke("diff", PINNED, PINNED, "--json", target)
+    result = invoke("diff", PINNED, PINNED, "--json", target, "--verbose")
     assert result.exit_code == 0, result.output
     saved = json.loads(target.read_text())
     assert saved["format"] == "memprof diff"
@@ -161,11 +161,12 @@ def test_diff_json_saves_the_comparison_as_shown(tmp_path):
     table = saved["tables"][0]
     # the medians range from 843ns to 1.8ms: each column in one unit, named in its header
     assert table["headers"] == [
-        "Measurement", "Bytes", "A median (us)", "B median (us)", "B / A", "Change"
+        "Measurement", "Bytes", "A median (us)", "B median (us)", "A GB/s", "B GB/s",
+        "B of ceiling", "B / A", "Change",
     ]  # fmt: skip
     assert all(re.fullmatch(r"[\d.,]+", row[2]) for row in table["rows"])
     assert len(table["rows"]) == len(load_result(PINNED).measurements)
-    assert {row[4] for row in table["rows"]} == {"1.000x"}
+    assert {row[7] for row in table["rows"]} == {"1.000x"}
     assert saved["conclusions"][0] in " ".join(result.output.split())
 
 

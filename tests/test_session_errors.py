@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from memprof.core import session
 from memprof.core.session import GpuSession, import_driver, install_hint
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, install_command
 
@@ -28,6 +29,7 @@ class Device:
 
 def test_missing_pycuda_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setattr(session, "driver_installed", lambda: True)  # else: no_driver_line()
     with pytest.raises(EnvironmentProblem) as raised:
         import_driver()
     assert str(raised.value) == install_hint()

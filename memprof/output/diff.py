@@ -11,20 +11,24 @@ copies (docs/ci.md, Choosing the numbers), which the table's note says.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from memprof.model.ceilings import link_of
-from memprof.model.formatting import format_bytes, format_ms, plural
+from memprof.model.figures import figure_finder
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
+from memprof.model.measures import Measure
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table, one_time_unit_per_column
 from memprof.output.where import paired_lines
 
+MAX_FAIL_ABOVE_PCT = 1000.0  # --fail-above's largest percentage
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
 NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined noise
 
@@ -87,6 +91,12 @@ class Compared:
     b_ms: float | None
     ratio: float | None  # B's median over A's
     noise: float | None  # the relative change the two medians' noise explains
+    group: str = ""  # gpu, api, host or span: what --only gpu / api / host selects
+    # each run's GB/s and share of its ceiling, as its own tables print them (None: it moves
+    # no bytes, or its command's figures were not given)
+    a_gb_per_s: float | None = None
+    b_gb_per_s: float | None = None
+    b_share: float | None = None
 
     @property
     def comparable(self) -> bool:
@@ -109,24 +119,69 @@ class Compared:
         return self.ratio - 1 > max(fail_above, self.noise)
 
 
-def compared(first: Result, second: Result) -> list[Compared]:
-    """Every measurement in both runs, matched by what it is, in A's order."""
+def compared(
+    first: Result,
+    second: Result,
+    declared_a: Iterable[Measure] = (),
+    declared_b: Iterable[Measure] = (),
+) -> list[Compared]:
+    """Every measurement in both runs, matched by what it is, in A's order; with each run's
+    declared measures (its command's), each one's GB/s as that run's tables print it."""
     a_by_key, b_by_key = _by_key(first), _by_key(second)
+    a_figure, b_figure = figure_finder(first, declared_a), figure_finder(second, declared_b)
     found = []
     for key in (key for key in a_by_key if key in b_by_key):
         a, b = a_by_key[key], b_by_key[key]
-        label = f"{a.display_name} [{a.group}], {format_bytes(a.bytes) if a.bytes else '-'}"
+        label = _label(a)
         a_times, b_times = compared_times(a, b)
         a_stats, b_stats = _stats_of(a_times), _stats_of(b_times)
         if a_stats is None or b_stats is None:
             medians = (s.median_ms if s else None for s in (a_stats, b_stats))
-            found.append(Compared(label, *medians, None, None))
+            found.append(Compared(label, *medians, None, None, a.group))
             continue
+        moved = {
+            "group": a.group,
+            "a_gb_per_s": a_figure(a).gb_per_s,
+            "b_gb_per_s": b_figure(b).gb_per_s,
+            "b_share": b_figure(b).share,
+        }
         ratio = ratio_of_medians(a_stats, b_stats)
         found.append(
-            Compared(label, a_stats.median_ms, b_stats.median_ms, ratio, noise(a_times, b_times))
+            Compared(
+                label,
+                a_stats.median_ms,
+                b_stats.median_ms,
+                ratio,
+                noise(a_times, b_times),
+                **moved,
+            )
         )
     return found
+
+
+def _label(m: Measurement) -> str:
+    return f"{m.display_name} [{m.group}], {format_bytes(m.bytes) if m.bytes else '-'}"
+
+
+# What --only selects besides a pattern: figures with a GB/s, and each group of figures.
+ONLY_KINDS = ("gbps", "gpu", "api", "host")
+
+
+def selected(figures: Sequence[Compared], only: Sequence[str]) -> list[Compared]:
+    """The figures --only names (all of them where it names none): a kind of ONLY_KINDS, or
+    a shell pattern matched against the Measurement and Bytes as the table prints them
+    ("*HtoD*", "*pinned*, 4 MiB"), case-insensitive; several select what any of them does."""
+    if not only:
+        return list(figures)
+
+    def chosen(figure: Compared, what: str) -> bool:
+        if what == "gbps":
+            return figure.a_gb_per_s is not None and figure.b_gb_per_s is not None
+        if what in ONLY_KINDS:
+            return figure.group == what
+        return fnmatch.fnmatch(figure.label.lower(), what.lower())
+
+    return [figure for figure in figures if any(chosen(figure, what) for what in only)]
 
 
 def compared_times(a: Measurement, b: Measurement) -> tuple[list[float], list[float]]:
@@ -137,10 +192,22 @@ def compared_times(a: Measurement, b: Measurement) -> tuple[list[float], list[fl
     return a.samples_ms, b.samples_ms
 
 
-def unmatched(first: Result, second: Result) -> tuple[int, int]:
-    """How many measurements are only in A, and only in B."""
-    a_keys, b_keys = set(_by_key(first)), set(_by_key(second))
-    return len(a_keys - b_keys), len(b_keys - a_keys)
+def unmatched(first: Result, second: Result) -> tuple[list[str], list[str]]:
+    """The measurements only in A, and only in B, by the labels the table would print."""
+    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    return (
+        [_label(m) for key, m in a_by_key.items() if key not in b_by_key],
+        [_label(m) for key, m in b_by_key.items() if key not in a_by_key],
+    )
+
+
+UNMATCHED_NAMED = 3  # named in the conclusion; the rest counted
+
+
+def _named(labels: Sequence[str]) -> str:
+    shown = "; ".join(labels[:UNMATCHED_NAMED])
+    rest = len(labels) - UNMATCHED_NAMED
+    return f"{shown} and {rest} more" if rest > 0 else shown
 
 
 def regressed_line(figure: Compared, fail_above: float) -> str:
@@ -154,26 +221,97 @@ def regressed_line(figure: Compared, fail_above: float) -> str:
     )
 
 
-def diff(first: Result, second: Result, fail_above: float | None = None) -> Summary:
-    """A table of every measurement in both runs, with the ratio and whether it changed;
-    with `fail_above` (0.05: 5%), a conclusion naming how many got worse beyond it."""
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs compared: the figures in both (those --only selected), what got slower and
+    faster, and the Summary `memprof diff` shows of them."""
+
+    rows: list[Compared]
+    fail_above: float | None  # the gate (0.05: 5%), or None
+    only_a: list[str]  # measurements only in A, by label
+    only_b: list[str]
+    summary: Summary = field(repr=False)
+
+    @property
+    def regressions(self) -> list[Compared]:
+        """The figures B made worse: beyond the gate and the noise where there is a gate,
+        else beyond the noise."""
+        if self.fail_above is not None:
+            return [row for row in self.rows if row.worse_beyond(self.fail_above)]
+        return [row for row in self.rows if row.change() == "B slower"]
+
+    @property
+    def improvements(self) -> list[Compared]:
+        return [row for row in self.rows if row.change() == "B faster"]
+
+    @property
+    def verdict(self) -> str:
+        """'regressed' where a figure got worse (as regressions counts), else 'passed'."""
+        return "regressed" if self.regressions else "passed"
+
+
+def diff(
+    first: Result,
+    second: Result,
+    fail_above: float | None = None,
+    only: Sequence[str] = (),
+    verbose: bool = True,
+    declared_a: Iterable[Measure] = (),
+    declared_b: Iterable[Measure] = (),
+) -> Summary:
+    """The Summary of compare(): what `memprof diff` shows."""
+    return compare(first, second, fail_above, only, verbose, declared_a, declared_b).summary
+
+
+def compare(
+    first: Result,
+    second: Result,
+    fail_above: float | None = None,
+    only: Sequence[str] = (),
+    verbose: bool = True,
+    declared_a: Iterable[Measure] = (),
+    declared_b: Iterable[Measure] = (),
+) -> Comparison:
+    """Every measurement in both runs (those `only` selects) with the ratio and whether it
+    changed; with `fail_above` (0.05: 5%), a conclusion naming how many got worse beyond it.
+    Not `verbose`: the table keeps only the rows that changed beyond noise, and says how
+    many it left out (two runs of one build fit a screen). With the runs' declared measures,
+    each row's GB/s as each run's tables print it, and B's share of its ceiling."""
     a_name, b_name = first.gpu_name or first.host, second.gpu_name or second.host
+    figures = selected(compared(first, second, declared_a, declared_b), only)
+    moving = any(f.a_gb_per_s is not None or f.b_gb_per_s is not None for f in figures)
+    headers = ["Measurement", "Bytes", "A median", "B median"]
+    headers += ["A GB/s", "B GB/s", "B of ceiling"] if moving else []
     table = Table(
         f"memprof {first.command}: A = {a_name} ({first.created_at}), "
         f"B = {b_name} ({second.created_at})",
-        ["Measurement", "Bytes", "A median", "B median", "B / A", "Change"],
+        [*headers, "B / A", "Change"],
         notes=[CHANGE_NOTE],
     )
-    figures = compared(first, second)
-    for figure in figures:
+    changes = [figure.change() for figure in figures]
+    for figure, change in zip(figures, changes, strict=True):
+        if not verbose and change == "within noise":
+            continue
         name, _, size = figure.label.rpartition(", ")
         medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
         ratio = figure.ratio
         shown = f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
-        table.add_row(name, size, *medians, shown, figure.change())
-    changes = [figure.change() for figure in figures]
+        rates = []
+        if moving:
+            rates = [
+                format_gb_per_s(rate) if rate is not None else "-"
+                for rate in (figure.a_gb_per_s, figure.b_gb_per_s)
+            ]
+            rates.append(f"{figure.b_share:.0%}" if figure.b_share is not None else "-")
+        table.add_row(name, size, *medians, *rates, shown, change)
+    if moving:
+        table.notes.append(
+            "GB/s: each run's own figure, as its tables print it; B of ceiling: B's GB/s over "
+            "the ceiling B's tables name."
+        )
     faster, slower = changes.count("B faster"), changes.count("B slower")
     unusable = changes.count("no valid samples")
+    quiet = changes.count("within noise")
     a_by_key, b_by_key = _by_key(first), _by_key(second)
     common = [key for key in a_by_key if key in b_by_key]
     if common:
@@ -181,10 +319,16 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
         a_words, b_words = (repetitions_words([pair[side] for pair in pairs]) for side in (0, 1))
         table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
     only_a, only_b = unmatched(first, second)
+    chosen = f" ({', '.join(only)})" if only else ""
     conclusions = [
-        f"{plural(len(figures), 'measurement')} in both runs: B was faster in {faster}, slower "
-        f"in {slower}, and within noise in {changes.count('within noise')}."
+        f"{plural(len(figures), 'measurement')}{chosen} in both runs: B was faster in "
+        f"{faster}, slower in {slower}, and within noise in {quiet}."
     ]
+    if not verbose and quiet:
+        conclusions.append(
+            f"The {plural(quiet, 'measurement')} within noise are not listed: --verbose lists "
+            "every row."
+        )
     if unusable:
         conclusions.append(f"{plural(unusable, 'measurement')} had no valid samples to compare.")
     if first.command != second.command:
@@ -192,9 +336,11 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
             f"The runs are of different commands ({first.command}, {second.command})."
         )
     if only_a or only_b:
-        conclusions.append(
-            f"Unmatched: {only_a} only in A, {only_b} only in B (other sizes or kinds)."
-        )
+        named = [
+            f"{len(labels)} only in {run}" + (f" ({_named(labels)})" if labels else "")
+            for run, labels in (("A", only_a), ("B", only_b))
+        ]
+        conclusions.append(f"Unmatched: {', '.join(named)}.")
     if fail_above is not None:
         worse = sum(figure.worse_beyond(fail_above) for figure in figures)
         conclusions.append(
@@ -202,16 +348,22 @@ def diff(first: Result, second: Result, fail_above: float | None = None) -> Summ
             f"{plural(len(figures), 'measurement')} got slower beyond it and beyond the runs' "
             "noise" + (": exit 1." if worse else ".")
         )
-    line_tables, line_conclusions = source_lines(first, second)
-    return Summary(  # each column of times in one unit, as every command's tables
-        tables=[one_time_unit_per_column(t) for t in (table, *line_tables)],
+    line_tables, line_conclusions = source_lines(first, second, verbose)
+    tables = [t for t in (table, *line_tables) if t.rows]
+    if not table.rows:  # nothing to list: the runs are still named
+        conclusions.insert(0, f"{table.title}.")
+    summary = Summary(  # each column of times in one unit, as every command's tables
+        tables=[one_time_unit_per_column(t) for t in tables],
         conclusions=conclusions + line_conclusions,
         show_profile=False,
         header=[f"Not comparable: {line}" for line in differences(first, second)],
     )
+    return Comparison(figures, fail_above, only_a, only_b, summary)
 
 
-def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]:
+def source_lines(
+    first: Result, second: Result, verbose: bool = True
+) -> tuple[list[Table], list[str]]:
     """Two traces' shared source lines (memprof.output.where), time per call by the same
     rule as the measurements: a line that got slower is named. Its calls may be of several
     sizes (4 KiB and 32 MiB copies on one line), whose median is the small ones': the mean,
@@ -247,6 +399,8 @@ def source_lines(first: Result, second: Result) -> tuple[list[Table], list[str]]
                 ratio, change = means, "B faster (mean)" if means < 1 else "B slower (mean)"
         if change.startswith("B slower"):
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
+        if not verbose and change == "within noise":
+            continue
         table.add_row(
             pair.label,
             calls,
