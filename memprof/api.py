@@ -200,18 +200,21 @@ def compare(
 ) -> Comparison:
     """memprof.output.diff.compare with each run's figures read as its command declares
     (fail_above a share: 0.05 is 5%)."""
-    from memprof.experiments import experiment_class
     from memprof.output.diff import compare as compare_figures
-
-    def declared(result: Result) -> tuple:
-        try:
-            return experiment_class(result.command).declared()
-        except InvalidArgument:  # no such command: its figures have no GB/s
-            return ()
 
     return compare_figures(
         first, second, fail_above, tuple(only), verbose, declared(first), declared(second)
     )
+
+
+def declared(result: Result) -> tuple:
+    """The measures a Result's command declares: what its figures' GB/s and ceilings are."""
+    from memprof.experiments import experiment_class
+
+    try:
+        return experiment_class(result.command).declared()
+    except InvalidArgument:  # no such command: its figures have no GB/s
+        return ()
 
 
 def frame(results: Result | Iterable[Result]) -> Any:

@@ -258,6 +258,7 @@ def report_options() -> list[inspect.Parameter]:
             "Print nothing but errors: only check the files.",
         ),
         gates.junit_option(),
+        *gates.fleet_options(),
     ]
 
 
@@ -270,6 +271,8 @@ def report(
     no_color: bool,
     verbose: bool,
     junit: str | None,
+    fleet: bool,
+    fail_outliers: float | None,
 ):
     from memprof import cli_gates as gates
     from memprof.experiments import load_summarized
@@ -286,7 +289,10 @@ def report(
     loaded = [load_summarized(path) for path in paths]
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
-        emit(results, lambda result: summaries[id(result)], output)
+        if fleet or fail_outliers is not None:
+            gates.fleet_report(results, summaries, fail_outliers, output)
+        else:
+            emit(results, lambda result: summaries[id(result)], output)
 
 
 def diff_options() -> list[inspect.Parameter]:

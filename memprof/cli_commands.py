@@ -95,6 +95,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memprof report run.json",
         "memprof report a.json b.json --csv all.csv",
         "memprof report check.json --junit check.xml",
+        "memprof report --fail-outliers 10 results/*.json",
     ),
     "diff": (
         "memprof diff before.json after.json",

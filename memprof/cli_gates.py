@@ -29,6 +29,7 @@ from memprof.output.emit import Output
 from memprof.output.files import Destination, check_distinct, check_output, destination
 
 if TYPE_CHECKING:  # imported where used: `memprof report` without --junit needs neither
+    from memprof.model.summary import Summary
     from memprof.output.diff import Compared
 
 JUNIT_COMMANDS = ("check", "check-pairs")  # GPU commands that take --junit (report, diff too)
@@ -95,6 +96,71 @@ def gate_options() -> list[inspect.Parameter]:
         option("verbose", bool, False, "--verbose", "-v", help=DIFF_VERBOSE_HELP),
         junit_option(DIFF_JUNIT_HELP),
     ]
+
+
+FLEET_HELP = (
+    "Many runs of one command (one per GPU or node, as a scheduler gathers them) in one "
+    "table instead of each run's report: each run's figures against the fleet's median, the "
+    "outliers named (10% from it, and beyond the run's own noise)."
+)
+FAIL_OUTLIERS_HELP = (
+    "Exit 1 when a run's figure is slower than the fleet's median by more than this "
+    "percentage and its own noise, each named on stderr; marks outliers at it (implies "
+    "--fleet)."
+)
+
+
+def fleet_options() -> list[inspect.Parameter]:
+    """report's --fleet and --fail-outliers."""
+
+    def percent(value: float | None) -> float | None:
+        import typer
+
+        if value is not None and not 0 < value <= 100:
+            raise typer.BadParameter(f"{value:g} is outside the allowed range 0 to 100 (percent)")
+        return value
+
+    return [
+        option("fleet", bool, False, help=FLEET_HELP),
+        option(
+            "fail_outliers",
+            float | None,
+            None,
+            metavar="<percent>",
+            callback=percent,
+            help=FAIL_OUTLIERS_HELP,
+        ),
+    ]
+
+
+def fleet_report(
+    results: list[Result],
+    summaries: dict[int, Summary],
+    fail_outliers: float | None,
+    output: Output,
+) -> None:
+    """`report --fleet`: the runs side by side (memprof.output.fleet), then the gate."""
+    from memprof.api import declared
+    from memprof.model.formatting import plural
+    from memprof.output.emit import emit
+    from memprof.output.fleet import fleet
+
+    threshold = None if fail_outliers is None else fail_outliers / 100
+    found = fleet(results, declared, threshold)
+    emit(results, lambda result: summaries[id(result)], output, found.summary)
+    if fail_outliers is None or not found.slower:
+        return
+    for d in found.slower:
+        print_error_line(
+            f"memprof: outlier: {found.runs[d.run]}: {d.label}: {d.shown}, "
+            f"{d.ratio - 1:+.1%} against the fleet's median (limit {d.limit:.1%})",
+            output,
+        )
+    slow = sorted({found.runs[d.run] for d in found.slower})
+    raise Regressed(
+        f"{plural(len(slow), 'run')} slower than the fleet beyond --fail-outliers "
+        f"{fail_outliers:g}%: {', '.join(slow)}"
+    )
 
 
 def junit_destination(text: str | None, output: Output, inputs: list[Path]) -> Destination | None:

@@ -69,18 +69,27 @@ class Output:
         check_distinct(self.destinations(), inputs)
 
 
-def emit(results: list[Result], summarize: Callable[[Result], Summary], output: Output) -> None:
+def emit(
+    results: list[Result],
+    summarize: Callable[[Result], Summary],
+    output: Output,
+    together: Summary | None = None,
+) -> None:
     """Show, save, then fail if a save failed (exit 5), a result did not verify or its
     summary judged something failed (memprof check's FAIL lines): exit 1.
 
-    summarize: each Result's tables and conclusions (its experiment's).
+    summarize: each Result's tables and conclusions (its experiment's). together: one
+    Summary of all of them shown instead of each one's (report --fleet).
     """
     from memprof.output.export import csv_text
-    from memprof.output.render import render_result
+    from memprof.output.render import render_result, render_summary
 
     summaries = [summarize(result) for result in results]
 
     def render(console: Console) -> None:
+        if together is not None:
+            render_summary(together, console)
+            return
         for index, (result, summary) in enumerate(zip(results, summaries, strict=True)):
             if index:
                 console.print()

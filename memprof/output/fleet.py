@@ -1,0 +1,208 @@
+"""`memprof report --fleet`: many runs of one command (one per GPU or node, as a scheduler
+gathers them) side by side, each GPU's figures against the fleet's median, outliers named.
+
+A figure is an outlier where its per-operation time (what its GB/s is of) differs from the
+median of the fleet's by more than the threshold (10%, or --fail-outliers PCT) and more than
+three times its own run's noise: a quiet GPU 11% slow is named, a noisy one is not. A median
+needs three runs to single one out: with two, each is as far from it as the other.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from memprof.model.figures import Figure, figure_finder
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, plural
+from memprof.model.measures import Measure
+from memprof.model.results import Measurement, Result
+from memprof.model.statistics import median_noise
+from memprof.model.summary import Summary, Table
+
+DEFAULT_OUTLIER = 0.10  # a figure this far from the fleet's median is marked
+MIN_RUNS = 3  # fewer: the median cannot single one run out
+NOISE_SIGMAS = 3  # an outlier is also beyond this many times its run's own noise
+SHOWN_FIGURES = 12  # the figures with outliers listed; the rest counted
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One run's figure beside the fleet's median."""
+
+    run: int  # its place among the results given
+    label: str  # the figure: Measurement and Bytes, as diff names them
+    shown: str  # its value as the table prints it (GB/s where it moves bytes, else a time)
+    ratio: float  # its per-operation time over the fleet's median one (above 1: slower)
+    limit: float  # how far from 1 the ratio must be to count: the threshold or its noise
+
+    @property
+    def outlier(self) -> bool:
+        return abs(self.ratio - 1) > self.limit
+
+    @property
+    def slower(self) -> bool:
+        return self.ratio - 1 > self.limit
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The fleet's tables, and every figure of every run against its median."""
+
+    summary: Summary
+    deviations: list[Deviation]
+    runs: list[str]  # each run's name in the tables
+
+    @property
+    def slower(self) -> list[Deviation]:
+        """The figures slower than the fleet's median (none where it has too few runs)."""
+        if len(self.runs) < MIN_RUNS:
+            return []
+        return [d for d in self.deviations if d.slower]
+
+
+def run_names(results: Sequence[Result]) -> list[str]:
+    """Each run as host and GPU; where those repeat, with its PCI bus id, and where that
+    repeats too, numbered in the order given."""
+    plain = [f"{r.host} GPU {r.gpu_index if r.gpu_index is not None else '?'}" for r in results]
+    buses = [r.device.pci_bus_id if r.device is not None else "" for r in results]
+    pairs = list(zip(plain, buses, strict=True))
+    names = []
+    for index, (name, bus) in enumerate(pairs):
+        if plain.count(name) == 1:
+            names.append(name)
+        elif bus and pairs.count((name, bus)) == 1:
+            names.append(f"{name} ({bus})")
+        else:
+            names.append(f"{name} #{index + 1}")
+    return names
+
+
+def _key(m: Measurement) -> tuple:
+    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
+
+
+def _label(m: Measurement) -> str:
+    return f"{m.display_name} [{m.group}], {format_bytes(m.bytes) if m.bytes else '-'}"
+
+
+def _shown(found: Figure) -> str:
+    if found.gb_per_s is not None:
+        return f"{format_gb_per_s(found.gb_per_s)} GB/s"
+    return format_ms(found.per_operation_ms)
+
+
+def fleet(
+    results: Sequence[Result],
+    declared_of: Callable[[Result], Iterable[Measure]],
+    threshold: float | None = None,
+) -> Fleet:
+    """Every figure all `results` hold, each run's against the median of all of them."""
+    limit = DEFAULT_OUTLIER if threshold is None else threshold
+    names = run_names(results)
+    finders = [figure_finder(result, declared_of(result)) for result in results]
+    keyed = []
+    for result in results:
+        seen: dict[tuple, int] = {}
+        by_key = {}
+        for m in result.measurements:
+            key = _key(m)
+            seen[key] = seen.get(key, -1) + 1
+            by_key[(*key, seen[key])] = m
+        keyed.append(by_key)
+    common = [key for key in keyed[0] if all(key in other for other in keyed[1:])]
+    deviations: list[Deviation] = []
+    spread: list[tuple[str, str, list[Deviation]]] = []  # label, median shown, each run's
+    for key in common:
+        found = [finder(by_key[key]) for finder, by_key in zip(finders, keyed, strict=True)]
+        times = [f.per_operation_ms for f in found]
+        if not all(math.isfinite(t) and t > 0 for t in times):
+            continue
+        middle = statistics.median(times)
+        label = _label(keyed[0][key])
+        each = []
+        for run, f in enumerate(found):
+            samples = f.measurement.throughput_ms or f.measurement.samples_ms
+            noise = NOISE_SIGMAS * median_noise(samples) if len(samples) > 1 else 0.0
+            each.append(
+                Deviation(run, label, _shown(f), f.per_operation_ms / middle, max(limit, noise))
+            )
+        rates = [f.gb_per_s for f in found]
+        if all(rate is not None for rate in rates):
+            median_shown = f"{format_gb_per_s(statistics.median(rates))} GB/s"
+        else:
+            median_shown = format_ms(middle)
+        deviations += each
+        spread.append((label, median_shown, each))
+    return Fleet(_summary(results, names, spread, limit), deviations, names)
+
+
+def _summary(
+    results: Sequence[Result],
+    names: list[str],
+    spread: list[tuple[str, str, list[Deviation]]],
+    limit: float,
+) -> Summary:
+    command = results[0].command
+    judged = len(results) >= MIN_RUNS
+    per_run = Table(
+        f"memprof {command}: {len(results)} runs against the fleet's median",
+        ["Run", "GPU", "Outliers", "Furthest from the median"],
+        notes=[
+            f"Outlier: a figure's time per operation more than {limit:.0%} from the median of "
+            f"the fleet's and beyond {NOISE_SIGMAS}x its run's own noise; GB/s where it moves "
+            "bytes. Furthest: the run's figure furthest from the median, and by how much "
+            "(+: slower)."
+        ],
+    )
+    for run, (name, result) in enumerate(zip(names, results, strict=True)):
+        mine = [d for _, _, each in spread for d in each if d.run == run]
+        outliers = [d for d in mine if d.outlier] if judged else []
+        furthest = max(mine, key=lambda d: abs(d.ratio - 1), default=None)
+        far = (
+            f"{furthest.label}: {furthest.shown} ({furthest.ratio - 1:+.1%})"
+            if furthest is not None
+            else "-"
+        )
+        per_run.add_row(name, result.gpu_name or "-", str(len(outliers)), far)
+    flagged = [
+        (label, middle, each) for label, middle, each in spread if any(d.outlier for d in each)
+    ]
+    figures = Table(
+        "Figures with an outlier: the fleet's median and the runs beyond it",
+        ["Figure", "Fleet median", "Outliers"],
+    )
+    for label, middle, each in flagged[:SHOWN_FIGURES] if judged else []:
+        named = "; ".join(
+            f"{names[d.run]}: {d.shown} ({d.ratio - 1:+.0%})" for d in each if d.outlier
+        )
+        figures.add_row(label, middle, named)
+    if judged and len(flagged) > SHOWN_FIGURES:
+        figures.notes.append(f"{len(flagged) - SHOWN_FIGURES} more figures have an outlier.")
+    commands = sorted({result.command for result in results})
+    models = sorted({result.gpu_name or "an unknown GPU" for result in results})
+    conclusions = [f"{plural(len(spread), 'figure')} in all {len(results)} runs."]
+    if len(commands) > 1:
+        conclusions.append(f"The runs are of different commands ({', '.join(commands)}).")
+    if len(models) > 1:
+        conclusions.append(
+            f"The runs are of different GPU models ({', '.join(models)}): an outlier may be "
+            "its model, not its GPU."
+        )
+    if not judged:
+        conclusions.append(
+            f"A median of {len(results)} runs cannot single one out: give {MIN_RUNS} or more."
+        )
+    else:
+        slow = sorted({names[d.run] for _, _, each in spread for d in each if d.slower})
+        conclusions.append(
+            f"Slower than the fleet beyond {limit:.0%} and their noise: "
+            + (", ".join(slow) if slow else "none")
+            + "."
+        )
+    return Summary(
+        tables=[per_run, *([figures] if figures.rows else [])],
+        conclusions=conclusions,
+        show_profile=False,
+    )
