@@ -121,3 +121,26 @@ def test_runs_are_named_apart_by_host_then_bus_then_order():
 def test_a_threshold_outside_its_range_is_refused(percent):
     ran = report("--fail-outliers", percent, CHECK, CHECK, CHECK)
     assert ran.exit_code == ExitCode.USAGE
+
+
+RECORDED = sorted((FIXTURES / "fleet").glob("h200x4_check_gpu*.json"))  # one H200 each
+
+
+def test_four_recorded_gpus_are_one_fleet_and_a_planted_slow_one_is_found(tmp_path):
+    assert len(RECORDED) == 4
+    ran = report("--fail-outliers", 10, *RECORDED)
+    assert ran.exit_code == 0, ran.output  # four healthy H200s of one machine
+    assert [f"vm GPU {n}" in ran.stdout for n in range(4)] == [True] * 4
+    data = json.loads(RECORDED[2].read_text())
+    m = data["measurements"][0]  # pinned host to device, 64 MiB
+    for field in ("samples_ms", "throughput_ms", "events_ms"):
+        m[field] = [t * 1.25 for t in m.get(field) or []]
+    data["parameters"]["h2d_floor_pct"] = 10  # the fleet judges it, not check's floor
+    slow = tmp_path / "gpu2.json"
+    slow.write_text(json.dumps(data))
+    planted = [*RECORDED[:2], slow, RECORDED[3]]
+    ran = report("--fail-outliers", 10, *planted)
+    assert ran.exit_code == ExitCode.CHECK_FAILED, ran.output
+    assert "memprof: outlier: vm GPU 2: [CUDA memcpy HtoD] (pinned) [gpu], 64 MiB" in ran.stderr
+    assert ran.stderr.strip().endswith("beyond --fail-outliers 10%: vm GPU 2")
+    assert report("--fail-outliers", 30, *planted).exit_code == 0
