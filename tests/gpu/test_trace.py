@@ -49,6 +49,7 @@ def program_report(completed: subprocess.CompletedProcess) -> dict:
         ("examples/pycuda_copies.py", "pycuda", ()),
         ("examples/torch_copies.py", "torch", ()),
         ("examples/small_copies.py", "pycuda", ("2000",)),
+        ("examples/torch_dataloader.py", "torch", ("--steps", "12", "--log-every", "4")),
     ],
 )
 def test_trace_holds_exactly_the_copies_the_program_made(tmp_path, example, library, arguments):
