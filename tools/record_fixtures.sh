@@ -38,6 +38,7 @@ declare -A ARGS=(
     [managed]="managed"
     [writecombined]="writecombined"
     [register]="register"
+    [pinlimit]="pinlimit"
     [alloc]="alloc"
     [streams]="streams"
     [device]="device"

@@ -223,7 +223,7 @@ def climb(
     pinned_words = format_bytes(held[-1]) if held else "nothing"
     ctx.progress(copies.words(f"{pinned_words} pinned"), plan.steps + 1, total)
     copies.measure("held", "everything pinned")  # its warm-ups unrecorded: outside timed()
-    ctx.progress(f"freeing {pinned_words}", plan.steps + 2, total)
+    ctx.progress(f"freeing {format_bytes(held[-1] if held else 0)}", plan.steps + 2, total)
     with profiler.timed():
         for buffer in (*pinned, *registered):
             buffer.free()
