@@ -48,7 +48,9 @@ def fake_host(tmp_path: Path, cgroup: str, files: dict[str, str], cap_eff: str =
 
 def limits_of(tmp_path: Path, cgroup: str, files: dict[str, str], **kw) -> HostLimits:
     proc = fake_host(tmp_path, cgroup, files, kw.pop("cap_eff", "0"))
-    return hostlimits.read_limits(proc, tmp_path / "cgroup", kw.pop("memlock", (65536, 65536)), kw.pop("euid", 1000))
+    return hostlimits.read_limits(
+        proc, tmp_path / "cgroup", kw.pop("memlock", (65536, 65536)), kw.pop("euid", 1000)
+    )
 
 
 def test_meminfo_and_memlock_are_read_in_bytes(tmp_path):
@@ -191,7 +193,7 @@ def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatc
         pinlimit.Pinlimit().run(ctx)
 
 
-# -- the climb on the fake GPU ----------------------------------------------------------------------
+# -- the climb on the fake GPU ---------------------------------------------------------------
 
 
 class Registrations:
@@ -322,7 +324,7 @@ def test_a_failed_allocations_words_are_pycudas_not_memprofs():
         assert pinlimit._cuda_words(error) == "cuMemHostAlloc failed: out of memory"
 
 
-# -- synthetic Results: the summary, the verdict, the loader --------------------------------------
+# -- synthetic Results: the summary, the verdict, the loader ------------------------------
 
 
 def synthetic(
@@ -415,7 +417,9 @@ def test_the_endings_say_why_the_climb_stopped():
     assert "It stopped at 8 GiB, short of its cap of 10 GiB" in margin
     failure = pinlimit.Failure("cuMemHostRegister", GIB, "CUDA_ERROR_OUT_OF_MEMORY [x]")
     failed = summarize(roundtrip(synthetic(stopped="failed", failure=failure))).conclusions[0]
-    assert "With 8 GiB pinned, cuMemHostRegister of 1 GiB failed: CUDA_ERROR_OUT_OF_MEMORY" in failed
+    assert (
+        "With 8 GiB pinned, cuMemHostRegister of 1 GiB failed: CUDA_ERROR_OUT_OF_MEMORY" in failed
+    )
 
 
 def test_the_table_and_the_picture_show_the_same_cost_per_gib():
@@ -478,3 +482,17 @@ def test_the_climb_needs_no_gpu_to_be_read(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pycuda", None)
     assert summarize(roundtrip(synthetic())).tables
+
+
+def test_the_benchmark_reads_memprofs_cost_per_gib_as_the_native_program_prints_it():
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "pinlimit_reference.py"
+    spec = importlib.util.spec_from_file_location("pinlimit_reference", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.per_gib(roundtrip(synthetic()))  # halves of 1 GiB
+    assert found["alloc"] == 250.0 and found["register"] == 12.0
+    assert found["touch_pinned"] == found["touch_registered"] == 40.0
+    assert found["free"] == 30.0 and found["unregister"] == 9.0
+    assert found["register_whole"] == pytest.approx(44.0 / 4)
