@@ -199,10 +199,10 @@ def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatc
 class Registrations:
     """cuMemHostRegister and cuMemHostUnregister, keeping what is registered."""
 
-    def __init__(self, fail_at: int | None = None) -> None:
+    def __init__(self, fail_at: int | None = None, interrupt_at: int | None = None) -> None:
         self.now: dict[int, int] = {}
         self.calls = 0
-        self.fail_at = fail_at
+        self.fail_at, self.interrupt_at = fail_at, interrupt_at
 
     def register(self, address: int, nbytes: int, flags: int) -> None:
         self.calls += 1
@@ -210,15 +210,23 @@ class Registrations:
             raise driver.DriverCallFailed("cuMemHostRegister failed: CUDA_ERROR_OUT_OF_MEMORY")
         assert address % 4096 == 0 and address not in self.now
         self.now[address] = nbytes
+        if self.calls == self.interrupt_at:
+            raise KeyboardInterrupt  # pressed during the call: raised as it returns
 
     def unregister(self, address: int) -> None:
         del self.now[address]
 
 
 def climbed(
-    monkeypatch, steps=4, available=None, fail_alloc_at=None, fail_register_at=None, margin=0
+    monkeypatch,
+    steps=4,
+    available=None,
+    fail_alloc_at=None,
+    fail_register_at=None,
+    margin=0,
+    interrupt_at=None,
 ):
-    registrations = Registrations(fail_register_at)
+    registrations = Registrations(fail_register_at, interrupt_at)
     monkeypatch.setattr(driver, "host_register", registrations.register)
     monkeypatch.setattr(driver, "host_unregister", registrations.unregister)
     session = FakeSession({}, pinlimit.Pinlimit.declared_keys())
@@ -239,9 +247,9 @@ def climbed(
     try:
         extra = pinlimit.climb(ctx, host(100), plan, available or (lambda: 100 * GIB))
         measurements = session.profiler.measurements()
-    finally:
+    finally:  # also where the climb raised (Ctrl-C): what the session's close leaves
         session.close()
-    assert session.gpu.leaks() == {} and registrations.now == {}
+        assert session.gpu.leaks() == {} and registrations.now == {}
     return extra, measurements, ctx, seen
 
 
@@ -312,6 +320,11 @@ def test_ctrl_c_in_the_middle_of_the_climb_frees_everything(monkeypatch):
 
     with pytest.raises(KeyboardInterrupt):
         climbed(monkeypatch, 4, available)  # its own asserts: no leak, nothing registered
+
+
+def test_ctrl_c_as_a_registration_returns_still_unregisters_it(monkeypatch):
+    with pytest.raises(KeyboardInterrupt):
+        climbed(monkeypatch, 4, interrupt_at=2)  # its own asserts: nothing left registered
 
 
 def test_a_failed_allocations_words_are_pycudas_not_memprofs():

@@ -48,7 +48,7 @@ class PinlimitParams:
         1, "GiB pinned per step, half allocated and half registered.", flags=("--step",)
     )
     copy_power: base.Power = base.power_param(
-        28, "The host copies' buffer: 2^N float32 elements, larger than the caches"
+        27, "The host copies' buffer: 2^N float32 elements, larger than the caches"
     )
     repeat: Annotated[int, Range(1, 1000)] = param(
         5, "Timed repetitions of each host copy (1 to 1000).", flags=("--repeat", "-r")
@@ -209,14 +209,17 @@ def climb(
             address = chunk.ctypes.data
             with profiler.host_clock("host", "first touch", "touch", "registered", half):
                 chunk[:: memory.PAGE_BYTES] = 1
+            release = _Registration(address)
+            handle = session.own(release)  # owned before the call: a Ctrl-C as it returns
             try:
                 with profiler.api("cuMemHostRegister", "register", "registered", half):
-                    driver.host_register(address, half, driver.HOST_REGISTER_MAPPED_PORTABLE)
+                    release.register(half)
             except driver.DriverCallFailed as error:
+                session.disown(handle)
                 failure = Failure("cuMemHostRegister", half, str(error))
                 break
-            release = lambda address=address: driver.host_unregister(address)  # noqa: E731
             registered.append(memory.adopt(session, "registered", chunk, None, release))
+            session.disown(handle)  # the Buffer's now
             held.append((index + 1) * plan.step_bytes)
             availables.append(available())
     stopped = "failed" if failure is not None else stopped
@@ -292,6 +295,31 @@ class _HostCopies:
     def free(self) -> None:
         for buffer in (self.source, self.destination, self.device):
             buffer.free()
+
+
+class _Registration:
+    """cuMemHostRegister of one address, undone once however often release is called (the
+    session may hold it twice for an instant)."""
+
+    def __init__(self, address: int) -> None:
+        self.address, self.registered = address, False
+
+    def register(self, nbytes: int) -> None:
+        from memprof.core import driver
+
+        self.registered = True  # before the call: a Ctrl-C as it returns still unregisters
+        try:
+            driver.host_register(self.address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+        except driver.DriverCallFailed:
+            self.registered = False
+            raise
+
+    def __call__(self) -> None:
+        from memprof.core import driver
+
+        if self.registered:
+            self.registered = False
+            driver.host_unregister(self.address)
 
 
 def _register_at_once(session: Any, memory_to_pin: Any) -> None:
