@@ -509,3 +509,8 @@ def test_the_benchmark_reads_memprofs_cost_per_gib_as_the_native_program_prints_
     assert found["touch_pinned"] == found["touch_registered"] == 40.0
     assert found["free"] == 30.0 and found["unregister"] == 9.0
     assert found["register_whole"] == pytest.approx(44.0 / 4)
+
+
+def test_every_measurement_of_a_run_has_a_name_of_its_own_in_profiles_and_diffs():
+    names = [m.display_name for m in synthetic().measurements]
+    assert len(set(names)) == len(names), names
