@@ -119,7 +119,7 @@ def main() -> int:
     if wall_s > WALL_LIMIT_S:
         failures.append("wall time")
     extra = default.extra
-    step_gib, steps = extra.step_bytes // GIB, len(extra.held_bytes)
+    step_gib, steps = default.parameters.step, len(extra.held_bytes)
     print(f"default cap {extra.cap_bytes / GIB:.0f} GiB, {steps} steps of {step_gib} GiB "
           f"reached ({extra.stopped}); GPU {default.device.name}")  # fmt: skip
     if steps < 2:

@@ -383,8 +383,6 @@ def synthetic(
     extra = pinlimit.PinlimitExtra(
         limits=host(120),
         cap_bytes=(steps + (stopped != "cap")) * step,
-        step_bytes=step,
-        margin_bytes=int(12.6 * GIB),
         held_bytes=[step * (i + 1) for i in range(steps)],
         available_bytes=[120 * GIB - step * (i + 1) for i in range(steps)],
         available_idle_bytes=120 * GIB,
@@ -459,7 +457,12 @@ def tampered(**changes) -> str:
         {"stopped": "gave up"},
         {"stopped": "failed"},
         {"failure": pinlimit.Failure("cuMemHostAlloc", GIB, "x")},
-        {"step_bytes": GIB},
+        {"limits": host(127)},  # MemAvailable above MemTotal
+        {"available_idle_bytes": 127 * GIB},
+        {"limits": host(120, cgroup_usage_bytes=GIB)},  # usage of no limit
+        {"limits": host(120, memlock_soft_bytes=2 * GIB, memlock_hard_bytes=GIB)},
+        {"limits": host(120, memlock_hard_bytes=GIB)},  # soft unlimited under a hard limit
+        {"limits": host(120, cgroup_limit_bytes=GIB)},  # a limit of no cgroup version
         {"cap_bytes": 6 * GIB},
         {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB]},
     ],

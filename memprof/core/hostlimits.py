@@ -11,6 +11,7 @@ import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from memprof.errors import InvalidArgument, OutOfMemory
 from memprof.model.formatting import format_bytes
@@ -36,7 +37,7 @@ class HostLimits:
     cap_ipc_lock: bool  # CAP_IPC_LOCK in CapEff: RLIMIT_MEMLOCK does not bind mlock()
     cgroup_limit_bytes: ByteCount | None  # the lowest memory limit of this process's cgroups
     cgroup_usage_bytes: ByteCount | None  # what that cgroup holds now
-    cgroup_version: int | None  # 1 or 2; None where no memory controller was found
+    cgroup_version: Literal[1, 2] | None  # None where no memory controller was found
     mem_total_bytes: ByteCount
     mem_available_bytes: ByteCount
 
@@ -97,7 +98,9 @@ def _lowest(values: list[int | None]) -> int | None:
     return min(found) if found else None
 
 
-def cgroup_memory(proc: Path, cgroup_root: Path) -> tuple[int | None, int | None, int | None]:
+def cgroup_memory(
+    proc: Path, cgroup_root: Path
+) -> tuple[int | None, int | None, Literal[1, 2] | None]:
     """(limit, usage, version) of this process's cgroup: the lowest limit of it and its
     ancestors (a container's own root where its namespace hides the host's path)."""
     try:

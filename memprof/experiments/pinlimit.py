@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from memprof.core.hostlimits import GIB, HostLimits, Plan, room_for_step
+from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
 from memprof.errors import OutOfMemory
 from memprof.experiments import base
 from memprof.model.figures import Figure, figure
@@ -29,11 +29,10 @@ from memprof.model.results import Result
 from memprof.model.schema import ByteCount, SchemaError
 from memprof.model.summary import Summary, Table
 
-# A copy 25% slower or faster is what a host under pressure shows; within this, the run's
-# own noise (docs/pinlimit.md).
+# A copy held to be slower beyond this: within it, the medians of host work and pageable
+# copies move between runs of the same code (memprof diff's notes).
 SLOWER_FROM = 0.05
 REGISTER_FLAGS_WORDS = "DEVICEMAP | PORTABLE"
-STOPS = ("cap", "margin", "failed")
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class PinlimitParams:
 class Failure:
     """The call that failed, the size it asked for, and CUDA's words."""
 
-    call: str
+    call: Literal["cuMemHostAlloc", "cuMemHostRegister"]
     bytes: ByteCount
     error: str
 
@@ -67,13 +66,11 @@ class Failure:
 @dataclass(frozen=True)
 class PinlimitExtra:
     limits: HostLimits  # read before anything was allocated
-    cap_bytes: ByteCount  # the plan's
-    step_bytes: ByteCount
-    margin_bytes: ByteCount
+    cap_bytes: ByteCount  # the plan's (its step: parameters.step; its margin: margin_bytes)
     held_bytes: list[ByteCount]  # pinned after each whole step
     available_bytes: list[ByteCount]  # MemAvailable after each whole step
     available_idle_bytes: ByteCount  # MemAvailable when the copies ran with nothing pinned
-    stopped: str  # "cap", "margin" (MemAvailable would fall below it) or "failed"
+    stopped: Literal["cap", "margin", "failed"]  # margin: one more step would go below it
     failure: Failure | None = None
 
 
@@ -238,8 +235,6 @@ def climb(
     return PinlimitExtra(
         limits,
         plan.cap_bytes,
-        plan.step_bytes,
-        plan.margin_bytes,
         held,
         availables,
         available_idle,
@@ -346,33 +341,51 @@ def workload_bytes(params: PinlimitParams) -> int:
     return 2 * (base.FLOAT32_BYTES << params.copy_power)
 
 
-def half_step(extra: PinlimitExtra) -> int:
-    return extra.step_bytes // 2
+def step_bytes(result: Result) -> int:
+    return result.parameters.step * GIB
+
+
+def half_step(result: Result) -> int:
+    """What each call of the climb pins: half a step."""
+    return step_bytes(result) // 2
 
 
 # -- a saved file's agreements ------------------------------------------------------------------
 
 
+def check_limits(limits: HostLimits) -> None:
+    """The limits read together as the kernel reports them."""
+    soft, hard = limits.memlock_soft_bytes, limits.memlock_hard_bytes  # None: unlimited
+    if hard is not None and (soft is None or soft > hard):
+        raise SchemaError("extra.limits.memlock_soft_bytes", "is above the hard limit")
+    if limits.mem_available_bytes > limits.mem_total_bytes:
+        raise SchemaError("extra.limits.mem_available_bytes", "is above mem_total_bytes")
+    if limits.cgroup_usage_bytes is not None and limits.cgroup_limit_bytes is None:
+        raise SchemaError("extra.limits.cgroup_usage_bytes", "is given without a cgroup limit")
+    if limits.cgroup_limit_bytes is not None and limits.cgroup_version is None:
+        raise SchemaError("extra.limits.cgroup_version", "is null beside a cgroup limit")
+
+
 def check(result: Result) -> None:
     """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
     made before a failed registration), every step of step_bytes, the cap whole steps."""
-    extra = result.extra
+    extra, step, half = result.extra, step_bytes(result), half_step(result)
     steps = len(extra.held_bytes)
-    if extra.step_bytes != result.parameters.step * GIB:
-        raise SchemaError("extra.step_bytes", f"is {extra.step_bytes}, not parameters.step GiB")
-    if extra.cap_bytes % extra.step_bytes or extra.cap_bytes < extra.step_bytes:
-        raise SchemaError("extra.cap_bytes", "is not a whole number of steps")
-    if [extra.step_bytes * (i + 1) for i in range(steps)] != extra.held_bytes:
-        raise SchemaError("extra.held_bytes", "does not grow by extra.step_bytes each step")
+    check_limits(extra.limits)
+    if extra.cap_bytes % step or extra.cap_bytes < step:
+        raise SchemaError("extra.cap_bytes", "is not a whole number of parameters.step GiB")
+    if [step * (i + 1) for i in range(steps)] != extra.held_bytes:
+        raise SchemaError("extra.held_bytes", "does not grow by parameters.step GiB each step")
+    total = extra.limits.mem_total_bytes
+    if any(b > total for b in (*extra.available_bytes, extra.available_idle_bytes)):
+        raise SchemaError("extra.available_bytes", "holds more than limits.mem_total_bytes")
     if len(extra.available_bytes) != steps:
         raise SchemaError("extra.available_bytes", f"holds not one value per step ({steps})")
     if steps and extra.held_bytes[-1] > extra.cap_bytes:
         raise SchemaError("extra.held_bytes", "goes beyond extra.cap_bytes")
-    if extra.stopped not in STOPS:
-        raise SchemaError("extra.stopped", f"is {extra.stopped!r}, not one of {STOPS}")
     if (extra.stopped == "failed") != (extra.failure is not None):
         raise SchemaError("extra.failure", "is given where stopped is not 'failed', or missing")
-    if extra.stopped == "cap" and steps != extra.cap_bytes // extra.step_bytes:
+    if extra.stopped == "cap" and steps != extra.cap_bytes // step:
         raise SchemaError("extra.stopped", "is 'cap', but the steps do not reach it")
     begun = steps + (extra.failure is not None and extra.failure.call == "cuMemHostRegister")
     counts = {
@@ -386,15 +399,15 @@ def check(result: Result) -> None:
     for (measure, kind), count in counts.items():
         found = [m for m in base.find_all(result, measure) if m.kind == kind]
         held = sum(len(m.samples_ms) for m in found)
-        if held != count or any(m.bytes != half_step(extra) for m in found):
+        if held != count or any(m.bytes != half for m in found):
             raise SchemaError(
                 "measurements",
                 f"hold {held} samples of {measure.operation} ({kind}), not {count} of half a "
-                f"step ({half_step(extra)} bytes)",
+                f"step ({half} bytes)",
             )
     whole = base.find_all(result, WHOLE) + base.find_all(result, UNREGISTER_WHOLE)
     for m in whole:
-        if steps < 2 or m.bytes != steps * half_step(extra) or len(m.samples_ms) != 1:
+        if steps < 2 or m.bytes != steps * half or len(m.samples_ms) != 1:
             raise SchemaError("measurements", f"{m.operation} is not one call over every step")
 
 
@@ -426,7 +439,7 @@ def climb_of(result: Result) -> Climb | None:
     steps = len(extra.held_bytes)
     if not steps:
         return None
-    half_gib = half_step(extra) / GIB
+    half_gib = half_step(result) / GIB
     parts = [
         samples(result, ALLOC, "pinned")[:steps],
         samples(result, TOUCH, "pinned")[:steps],
@@ -491,7 +504,7 @@ def ending(extra: PinlimitExtra) -> str:
         return (
             f"It stopped at {held}, short of its cap of {format_bytes(extra.cap_bytes)}: "
             f"one more step would have left less than the host's margin of "
-            f"{format_bytes(extra.margin_bytes)} available."
+            f"{format_bytes(margin_bytes(extra.limits.mem_total_bytes))} available."
         )
     failure = extra.failure
     assert failure is not None
@@ -528,7 +541,8 @@ def limits_table(extra: PinlimitExtra) -> Table:
         )
     table.add_row("MemTotal", format_bytes(limits.mem_total_bytes), "both calls")
     table.add_row("MemAvailable", format_bytes(limits.mem_available_bytes), "both calls")
-    table.add_row("Host's margin", format_bytes(extra.margin_bytes), "the cap")
+    margin = margin_bytes(limits.mem_total_bytes)
+    table.add_row("Host's margin", format_bytes(margin), "the cap")
     table.add_row("Cap", format_bytes(extra.cap_bytes), "the climb")
     table.notes.append(
         "Both calls: cuMemHostAlloc and cuMemHostRegister. Pinned pages are this process's "
@@ -550,7 +564,7 @@ def climb_table(result: Result, climb: Climb) -> Table:
         "Pinning as it grows, per GiB",
         ["Pinned", "MemAvailable", "HostAlloc+touch", "touch+Register"],
         notes=[
-            f"Each step pins {format_bytes(extra.step_bytes)}: half with cuMemHostAlloc, then "
+            f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
             "a byte written in every page; half by writing a byte in every page of a numpy "
             f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
             "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
