@@ -150,11 +150,12 @@ class Pinlimit(base.Experiment):
     )  # fmt: skip
 
     def run(self, ctx: base.RunContext) -> PinlimitExtra:
-        from memprof.core import hostlimits
+        from memprof.core import hostlimits, memory
 
         params = ctx.params
         limits = hostlimits.read_limits()
         plan = hostlimits.plan(limits, params.cap, params.step, workload_bytes(params))
+        memory.MEMORY_KINDS["registered"].check_supported(ctx.session)  # DEVICEMAP's flag
         return climb(ctx, limits, plan, hostlimits.mem_available)
 
     def summarize(self, result: Result) -> Summary:
