@@ -73,6 +73,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "managed": ("memprof managed", "memprof managed --no-prefetch --advise read-mostly"),
     "writecombined": ("memprof writecombined", "memprof wc --power 24"),
     "register": ("memprof register", "memprof register --power 24 --repeat 20"),
+    "pinlimit": ("memprof pinlimit", "memprof pinlimit --cap 32 --step 2 --json pinlimit.json"),
     "alloc": ("memprof alloc", "memprof alloc --from 20 --to 24 --json alloc.json"),
     "streams": ("memprof streams", "memprof streams --streams 8 --kernel-ms 2"),
     "device": ("memprof device", "memprof device --dtype float32 --power 26"),

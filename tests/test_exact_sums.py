@@ -57,6 +57,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("core/activity.py", "sum(values)"),
     ("core/activity.py", "sum(duration for _, duration in records)"),
     ("experiments/check.py", "sum(line.verdict == verdict for line in found)"),
+    ("experiments/pinlimit.py", "sum(len(m.samples_ms) for m in found)"),
     ("experiments/trace.py", "sum(g.small_calls for g in small)"),
     ("experiments/trace.py", "sum(g.small_bytes for g in small)"),
     ("experiments/trace.py", "sum(g.blocking_calls for g in copies)"),

@@ -38,6 +38,7 @@ declare -A ARGS=(
     [managed]="managed"
     [writecombined]="writecombined"
     [register]="register"
+    [pinlimit]="pinlimit"
     [alloc]="alloc"
     [streams]="streams"
     [device]="device"
@@ -49,7 +50,7 @@ declare -A ARGS=(
     [trace_managed]="trace examples/managed_touch.py"
 )
 ORDER=(info check pinned_p20 pinned_p20_events zerocopy_p20 zerocopy_sweep uva managed
-    writecombined register alloc streams device compare sweep smallcopies trace_pycuda
+    writecombined register pinlimit alloc streams device compare sweep smallcopies trace_pycuda
     trace_torch trace_managed)
 if [ "$PREFIX" = --names ]; then  # the fixtures' names, in order (benchmarks/fixture_diff.sh)
     echo "${ORDER[*]}"

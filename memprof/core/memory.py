@@ -576,28 +576,36 @@ def _allocation_failure(session: GpuSession, kind: MemoryKind, nbytes: int) -> s
     )
 
 
-def copy(session: GpuSession, destination: Buffer, source: Buffer, stream: Any = None) -> None:
+def copy(
+    session: GpuSession,
+    destination: Buffer,
+    source: Buffer,
+    stream: Any = None,
+    operation: str | None = None,
+) -> None:
     """Copy a whole buffer on `stream` (the profiler's by default), named as nvprof would.
 
     Copies from or to pageable memory block the host while the driver stages them; the
-    profiler times those as synchronous calls.
+    profiler times those as synchronous calls. operation: recorded under another key than
+    its direction (pinlimit's copies before and while memory is pinned).
     """
     cuda, profiler = session.cuda, session.profiler
     stream = stream if stream is not None else profiler.stream
     nbytes = min(destination.nbytes, source.nbytes)
     if source.on_device and destination.on_device:
-        name, call, operation, host = "[CUDA memcpy DtoD]", "cuMemcpyDtoDAsync", "d2d", None
+        name, call, default_operation, host = "[CUDA memcpy DtoD]", "cuMemcpyDtoDAsync", "d2d", None
         action = lambda stream: cuda.memcpy_dtod_async(  # noqa: E731
             destination.device_pointer, source.device_pointer, nbytes, stream
         )
     elif destination.on_device:
-        name, operation, host = "[CUDA memcpy HtoD]", "h2d", source
+        name, default_operation, host = "[CUDA memcpy HtoD]", "h2d", source
         call, action = host_copy(cuda, "h2d", source, destination.device_pointer)
     elif source.on_device:
-        name, operation, host = "[CUDA memcpy DtoH]", "d2h", destination
+        name, default_operation, host = "[CUDA memcpy DtoH]", "d2h", destination
         call, action = host_copy(cuda, "d2h", destination, source.device_pointer)
     else:
         raise ValueError("host-to-host copies are not something memprof measures")
+    operation = operation or default_operation
     kind = host.kind.name if host is not None else "device"
     synchronous = host is not None and host.kind.synchronous_copies
     if not synchronous:

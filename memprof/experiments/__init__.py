@@ -77,6 +77,12 @@ COMMANDS: tuple[Command, ...] = (
         "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth.",
     ),
     Command(
+        "pinlimit",
+        "pinlimit:Pinlimit",
+        "How much memory can be pinned here, what pinning costs as it grows, and what it "
+        "takes from the host's pageable copies.",
+    ),
+    Command(
         "alloc",
         "alloc:Alloc",
         "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "

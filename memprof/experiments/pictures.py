@@ -350,7 +350,40 @@ def bar_label(m: Measurement) -> str:
     return f"{words}: {m.name}" if words else m.name
 
 
+def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
+    """Time per GiB against the amount pinned, a line per way of pinning; the host's copies
+    with nothing pinned and with everything held (memprof.experiments.pinlimit's figures)."""
+    from memprof.experiments import pinlimit
+
+    panels: list[Panel] = []
+    climb = pinlimit.climb_of(result)
+    if climb is not None:
+        ways = {"cuMemHostAlloc + touch": climb.alloc, "touch + cuMemHostRegister": climb.register}
+        lines = [
+            Line(way, list(zip(climb.held_bytes, costs, strict=True)))
+            for way, costs in ways.items()
+        ]
+        panels.append(
+            Curves(
+                "Time per GiB as pinned memory grows", "pinned", "ms per GiB", lines, y_unit="ms"
+            )
+        )
+    bars = [
+        Bar(
+            f"{name}, {'nothing' if phase == 'idle' else 'all'} pinned",
+            f.gb_per_s,
+            source=f.measurement,
+        )
+        for name, pair in pinlimit.host_figures(result).items()
+        for phase, f in zip(pinlimit.PHASES, pair, strict=True)
+        if f.gb_per_s is not None
+    ]
+    panels.append(Bars("The host's pageable copies", GB_PER_S, bars))
+    return panels
+
+
 PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
+    "pinlimit": pinlimit_panels,
     "sweep": sweep_panels,
     "zerocopy": zerocopy_panels,
     "alloc": alloc_panels,

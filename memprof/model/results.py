@@ -60,7 +60,17 @@ Source = Literal["cupti", "events", "host"]
 
 
 # Operations whose profile rows must stay apart from the plain ones of the same name.
-OPERATION_QUALIFIERS = {"kernel_first": "first launch"}
+OPERATION_QUALIFIERS = {
+    "kernel_first": "first launch",
+    # pinlimit's: the same copies with nothing and with everything pinned, and one call over
+    # what was registered in chunks
+    "copy_idle": "nothing pinned",
+    "h2d_idle": "nothing pinned",
+    "copy_held": "all pinned",
+    "h2d_held": "all pinned",
+    "register_whole": "at once",
+    "unregister_whole": "at once",
+}
 
 
 class Measurement(msgspec.Struct, forbid_unknown_fields=True):

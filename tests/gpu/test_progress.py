@@ -13,6 +13,7 @@ pytestmark = pytest.mark.gpu
 
 ON_THE_GPU = {  # command: small options, so the whole list takes seconds
     "register": {"power": 20},
+    "pinlimit": {"cap": 2, "copy_power": 20},
     "managed": {"power": 20},
     "streams": {"power": 20},
     "device": {"power": 20},

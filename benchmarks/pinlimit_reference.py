@@ -1,0 +1,158 @@
+"""Issue 41's targets for memprof pinlimit, on the GPU machine: memprof and a native C program
+side by side in one run.
+
+    python3 benchmarks/pinlimit_reference.py [--out DIR] [--rounds N]
+
+1. The default `memprof pinlimit` (its default cap) runs within 30 s, wall clock.
+2. Builds benchmarks/pinlimit_reference.c (the CUDA driver API from C, clock_gettime around
+   each call: the same calls, flags, sizes and order as the climb) and runs ROUNDS rounds at
+   the default run's cap and step, each the native program then memprof, alternating. The
+   medians of the rounds' medians per GiB: cuMemHostAlloc and cuMemHostRegister within 10% of
+   the native program's (the target); the first touches, frees and the registration at once
+   printed beside, for information.
+
+Every log, reference output and Result goes under DIR ($OUT where set, else ./pinlimit-ref).
+Exit status 0 when every target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's memprof
+
+from memprof.core.hostlimits import GIB  # noqa: E402
+from memprof.experiments import load, pinlimit  # noqa: E402
+
+CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+WALL_LIMIT_S = 30.0
+TOLERANCE = 0.10
+TARGETS = ("alloc", "register")  # issue 41: within 10% of native
+SHOWN = (
+    ("alloc", "cuMemHostAlloc"),
+    ("register", "cuMemHostRegister"),
+    ("touch_pinned", "touch, pinned"),
+    ("touch_registered", "touch, numpy"),
+    ("free", "cuMemFreeHost"),
+    ("unregister", "cuMemHostUnregister"),
+    ("register_whole", "Register at once"),
+)
+
+
+def build(out: Path) -> Path:
+    binary = out / "pinlimit_reference"
+    source = str(HERE / "pinlimit_reference.c")
+    command = [
+        "cc", "-O2", f"-I{CUDA / 'include'}", "-o", str(binary), source,
+        f"-L{CUDA / 'lib64' / 'stubs'}", "-lcuda",
+    ]  # fmt: skip
+    subprocess.run(command, check=True)
+    return binary
+
+
+def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
+    """name -> median ms per GiB, from lines "NAME MS_PER_GIB"."""
+    ran = subprocess.run(
+        [str(binary), str(step_gib), str(steps)], check=True, capture_output=True, text=True
+    )
+    return {
+        name: float(value) for name, value in (line.split() for line in ran.stdout.splitlines())
+    }
+
+
+def memprof_run(out: Path, name: str, *arguments: str) -> tuple[object, float]:
+    """A memprof pinlimit run as a user makes it: its Result and wall time."""
+    path = out / f"{name}.json"
+    start = time.monotonic()
+    ran = subprocess.run(
+        [sys.executable, "-m", "memprof", "pinlimit", "--json", str(path), *arguments],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+    )
+    wall_s = time.monotonic() - start
+    (out / f"{name}.log").write_text(ran.stdout + ran.stderr)
+    if ran.returncode != 0:
+        sys.exit(f"memprof pinlimit {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
+    return load(path), wall_s
+
+
+def per_gib(result) -> dict[str, float]:
+    """memprof's figures as the native program prints them: median ms per GiB."""
+    found = {}
+    for name, measure, kind in (
+        ("alloc", pinlimit.ALLOC, "pinned"),
+        ("register", pinlimit.REGISTER, "registered"),
+        ("touch_pinned", pinlimit.TOUCH, "pinned"),
+        ("touch_registered", pinlimit.TOUCH, "registered"),
+        ("free", pinlimit.FREE, "pinned"),
+        ("unregister", pinlimit.UNREGISTER, "registered"),
+        ("register_whole", pinlimit.WHOLE, "registered"),
+    ):
+        for m in pinlimit.base.find_all(result, measure):
+            if m.kind == kind:
+                found[name] = statistics.median(m.samples_ms) / (m.bytes / GIB)
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "pinlimit-ref")))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    failures = []
+
+    default, wall_s = memprof_run(out, "default")
+    verdict = "met" if wall_s <= WALL_LIMIT_S else "MISSED"
+    print(
+        f"memprof pinlimit (defaults): {wall_s:.1f} s wall, target {WALL_LIMIT_S:.0f} s: {verdict}"
+    )
+    if wall_s > WALL_LIMIT_S:
+        failures.append("wall time")
+    extra = default.extra
+    step_gib, steps = default.parameters.step, len(extra.held_bytes)
+    print(f"default cap {extra.cap_bytes / GIB:.0f} GiB, {steps} steps of {step_gib} GiB "
+          f"reached ({extra.stopped}); GPU {default.device.name}")  # fmt: skip
+    if steps < 2:
+        sys.exit("the default run made fewer than two steps: nothing to compare")
+
+    binary = build(out)
+    rounds: dict[str, list[tuple[float, float]]] = {}
+    for round_ in range(args.rounds):
+        theirs = native(binary, step_gib, steps)
+        ours = per_gib(memprof_run(out, f"round{round_}", "--cap", str(steps * step_gib),
+                                   "--step", str(step_gib))[0])  # fmt: skip
+        for name in theirs.keys() & ours.keys():
+            rounds.setdefault(name, []).append((ours[name], theirs[name]))
+
+    print(f"\nms per GiB, medians of {args.rounds} rounds' medians (host clock both sides)")
+    print(f"{'Call':<22}{'memprof':>10}{'native':>10}{'ratio':>8}  target")
+    for name, words in SHOWN:
+        pairs = rounds.get(name)
+        if not pairs:
+            continue
+        ours = statistics.median(p[0] for p in pairs)
+        theirs = statistics.median(p[1] for p in pairs)
+        ratio = ours / theirs
+        target = ""
+        if name in TARGETS:
+            met = abs(ratio - 1) <= TOLERANCE
+            target = f"within {TOLERANCE:.0%}: {'met' if met else 'MISSED'}"
+            if not met:
+                failures.append(words)
+        print(f"{words:<22}{ours:>10.2f}{theirs:>10.2f}{ratio:>8.3f}  {target}")
+    print("\nall targets met" if not failures else f"\nmissed: {', '.join(failures)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

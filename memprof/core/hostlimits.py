@@ -1,0 +1,220 @@
+"""The host's limits on pinned memory, read without a GPU, and `memprof pinlimit`'s plan.
+
+Pure: every reading takes the /proc and /sys trees as paths (tests give fake ones) and the
+rlimit and user id as values, so planning is tested on both sides of every boundary on any
+machine. Nothing here allocates.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from memprof.errors import InvalidArgument, OutOfMemory
+from memprof.model.formatting import format_bytes
+from memprof.model.schema import ByteCount
+
+GIB = 1 << 30
+CAP_IPC_LOCK_BIT = 14  # linux/capability.h: lets a process lock memory beyond RLIMIT_MEMLOCK
+# cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit number
+UNLIMITED_FROM_BYTES = 1 << 60
+DEFAULT_SHARE = 0.25  # the default cap: a quarter of the memory available
+MARGIN_SHARE = 0.10  # the host keeps a tenth of its memory...
+MARGIN_LEAST_BYTES = 4 * GIB  # ...and never less than 4 GiB
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """What bounds pinned memory on this host, as this process sees it (None: none, or not
+    readable here)."""
+
+    memlock_soft_bytes: ByteCount | None  # RLIMIT_MEMLOCK (None: unlimited)
+    memlock_hard_bytes: ByteCount | None
+    root: bool
+    cap_ipc_lock: bool  # CAP_IPC_LOCK in CapEff: RLIMIT_MEMLOCK does not bind mlock()
+    cgroup_limit_bytes: ByteCount | None  # the lowest memory limit of this process's cgroups
+    cgroup_usage_bytes: ByteCount | None  # what that cgroup holds now
+    cgroup_version: Literal[1, 2] | None  # None where no memory controller was found
+    mem_total_bytes: ByteCount
+    mem_available_bytes: ByteCount
+
+    @property
+    def available_bytes(self) -> int:
+        """What can still be pinned without swapping: MemAvailable, or the cgroup's room."""
+        room = self.mem_available_bytes
+        if self.cgroup_limit_bytes is not None and self.cgroup_usage_bytes is not None:
+            room = min(room, max(self.cgroup_limit_bytes - self.cgroup_usage_bytes, 0))
+        return room
+
+    @property
+    def memlock_binds(self) -> bool:
+        """Whether RLIMIT_MEMLOCK applies to this process's mlock() at all."""
+        return not (self.root or self.cap_ipc_lock) and self.memlock_soft_bytes is not None
+
+
+def meminfo_bytes(proc: Path, field: str) -> int | None:
+    """One field of /proc/meminfo ("MemAvailable"), in bytes."""
+    try:
+        for line in (proc / "meminfo").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name == field:
+                return int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def mem_available() -> int:
+    """MemAvailable now (0 where it cannot be read: the climb then stops)."""
+    return meminfo_bytes(Path("/proc"), "MemAvailable") or 0
+
+
+def _cap_ipc_lock(proc: Path) -> bool:
+    try:
+        for line in (proc / "self" / "status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK_BIT & 1)
+    except (OSError, ValueError, IndexError):
+        return False
+    return False
+
+
+def _number(path: Path) -> int | None:
+    """A cgroup file's byte count; None for "max", an unlimited v1 value or no file."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit() or int(text) >= UNLIMITED_FROM_BYTES:
+        return None
+    return int(text)
+
+
+def _lowest(values: list[int | None]) -> int | None:
+    found = [value for value in values if value is not None]
+    return min(found) if found else None
+
+
+def cgroup_memory(
+    proc: Path, cgroup_root: Path
+) -> tuple[int | None, int | None, Literal[1, 2] | None]:
+    """(limit, usage, version) of this process's cgroup: the lowest limit of it and its
+    ancestors (a container's own root where its namespace hides the host's path)."""
+    try:
+        lines = (proc / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        return None, None, None
+    for line in lines:
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if controllers == "" and path:  # v2: "0::/path"
+            folders = _ancestors(cgroup_root, path)
+            limit = _lowest([_number(folder / "memory.max") for folder in folders])
+            usage = _number(folders[0] / "memory.current")
+            if limit is not None or (cgroup_root / "cgroup.controllers").exists():
+                return limit, usage if limit is not None else None, 2
+        if "memory" in controllers.split(","):  # v1: "N:memory:/path"
+            folders = _ancestors(cgroup_root / "memory", path)
+            limit = _lowest([_number(folder / "memory.limit_in_bytes") for folder in folders])
+            usage = _number(folders[0] / "memory.usage_in_bytes")
+            return limit, usage if limit is not None else None, 1
+    return None, None, None
+
+
+def _ancestors(root: Path, path: str) -> list[Path]:
+    """The cgroup's folder under root and each folder above it, up to root itself."""
+    parts = [part for part in path.split("/") if part and part != ".."]
+    return [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+
+
+def _memlock(limit: int) -> int | None:
+    return None if limit == resource.RLIM_INFINITY else limit
+
+
+def read_limits(
+    proc: Path = Path("/proc"),
+    cgroup_root: Path = Path("/sys/fs/cgroup"),
+    memlock: tuple[int, int] | None = None,
+    euid: int | None = None,
+) -> HostLimits:
+    """This process's limits (memlock and euid: resource's and os's where not given)."""
+    soft, hard = memlock if memlock is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    limit, usage, version = cgroup_memory(proc, cgroup_root)
+    total = meminfo_bytes(proc, "MemTotal")
+    available = meminfo_bytes(proc, "MemAvailable")
+    if total is None or available is None:
+        raise OutOfMemory(
+            f"{proc / 'meminfo'} says no MemTotal and MemAvailable: memprof pinlimit pins "
+            "memory only where it can see how much is left"
+        )
+    return HostLimits(
+        memlock_soft_bytes=_memlock(soft),
+        memlock_hard_bytes=_memlock(hard),
+        root=(os.geteuid() if euid is None else euid) == 0,
+        cap_ipc_lock=_cap_ipc_lock(proc),
+        cgroup_limit_bytes=limit,
+        cgroup_usage_bytes=usage,
+        cgroup_version=version,
+        mem_total_bytes=total,
+        mem_available_bytes=available,
+    )
+
+
+# -- the plan ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How far the climb goes: `steps` steps of `step_bytes` (half allocated, half
+    registered), never leaving the host less than `margin_bytes`."""
+
+    cap_bytes: int
+    step_bytes: int
+    margin_bytes: int
+
+    @property
+    def steps(self) -> int:
+        return self.cap_bytes // self.step_bytes
+
+
+def margin_bytes(mem_total_bytes: int) -> int:
+    """What the host keeps whatever is pinned: a tenth of its memory, at least 4 GiB."""
+    return max(MARGIN_LEAST_BYTES, int(mem_total_bytes * MARGIN_SHARE))
+
+
+def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes: int) -> Plan:
+    """The climb's cap: --cap where it leaves the margin (OutOfMemory, exit 4, where it does
+    not), else DEFAULT_SHARE of the memory available, in whole steps. `workload_bytes`: the
+    pageable buffers the run holds beside what it pins."""
+    step = step_gib * GIB
+    margin = margin_bytes(limits.mem_total_bytes)
+    available = limits.available_bytes
+    most = available - margin - workload_bytes  # what may be pinned at all
+    if cap_gib is not None:
+        cap = cap_gib * GIB
+        if cap > most:
+            raise OutOfMemory(
+                f"--cap {cap_gib} would pin {format_bytes(cap)} where "
+                f"{format_bytes(available)} is available: the host keeps "
+                f"{format_bytes(margin)} and the run's copies "
+                f"{format_bytes(workload_bytes)}, so at most {format_bytes(max(most, 0))} "
+                "here"
+            )
+        if cap < step:
+            raise InvalidArgument(f"--cap {cap_gib} is below one --step of {step_gib} GiB")
+        return Plan(cap - cap % step, step, margin)
+    cap = min(int(available * DEFAULT_SHARE), most)
+    cap -= cap % step
+    if cap < step:
+        raise OutOfMemory(
+            f"{format_bytes(available)} is available: a quarter of it, within the host's "
+            f"margin of {format_bytes(margin)}, holds no step of {step_gib} GiB"
+        )
+    return Plan(cap, step, margin)
+
+
+def room_for_step(available_bytes: int, step_bytes: int, margin: int) -> bool:
+    """Whether one more step leaves the host at least its margin (read before each step)."""
+    return available_bytes - step_bytes >= margin

@@ -1,0 +1,645 @@
+"""`memprof pinlimit`: how much can be pinned here, what pinning costs as it grows, and what it
+takes from the host (seed 004: "pinned memory is a scarce resource").
+
+The limits come first, read without a GPU (memprof.core.hostlimits): RLIMIT_MEMLOCK, root and
+CAP_IPC_LOCK, the cgroup's memory limit, MemTotal and MemAvailable. The climb pins --step GiB
+at a time up to the cap, half with cuMemHostAlloc (then every page touched) and half by
+touching a numpy buffer and registering it with cuMemHostRegister, each call timed on the host
+clock; MemAvailable is read before every step and the climb stops before the host's margin.
+At the top, a numpy copy and a pageable copy to the GPU are timed again, against the same
+copies made before anything was pinned; then everything is freed, timed, and the registered
+memory registered again in one call. An allocation that fails ends the climb: its size and
+CUDA's error are kept in the Result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
+from memprof.errors import OutOfMemory
+from memprof.experiments import base
+from memprof.model.figures import Figure, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.params import Range, param
+from memprof.model.results import Result
+from memprof.model.schema import ByteCount, SchemaError
+from memprof.model.summary import Summary, Table
+
+# A copy held to be slower beyond this: within it, the medians of host work and pageable
+# copies move between runs of the same code (memprof diff's notes).
+SLOWER_FROM = 0.05
+REGISTER_FLAGS_WORDS = "DEVICEMAP | PORTABLE"
+
+
+@dataclass(frozen=True)
+class PinlimitParams:
+    cap: Annotated[int, Range(1, 1 << 20)] | None = param(
+        None,
+        "GiB to pin at most (default: a quarter of MemAvailable, never within the host's "
+        "margin; a larger cap is refused before anything is allocated).",
+        flags=("--cap",),
+    )
+    step: Annotated[int, Range(1, 1024)] = param(
+        1, "GiB pinned per step, half allocated and half registered.", flags=("--step",)
+    )
+    copy_power: base.Power = base.power_param(
+        27, "The host copies' buffer: 2^N float32 elements, larger than the caches"
+    )
+    repeat: Annotated[int, Range(1, 1000)] = param(
+        5, "Timed repetitions of each host copy (1 to 1000).", flags=("--repeat", "-r")
+    )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The call that failed, the size it asked for, and CUDA's words."""
+
+    call: Literal["cuMemHostAlloc", "cuMemHostRegister"]
+    bytes: ByteCount
+    error: str
+
+
+@dataclass(frozen=True)
+class PinlimitExtra:
+    limits: HostLimits  # read before anything was allocated
+    cap_bytes: ByteCount  # the plan's (its step: parameters.step; its margin: margin_bytes)
+    held_bytes: list[ByteCount]  # pinned after each whole step
+    available_bytes: list[ByteCount]  # MemAvailable after each whole step
+    available_idle_bytes: ByteCount  # MemAvailable when the copies ran with nothing pinned
+    stopped: Literal["cap", "margin", "failed"]  # margin: one more step would go below it
+    failure: Failure | None = None
+
+
+def _climb_measure(group, operation: str, what: str, kinds: tuple[str, ...]) -> base.Measure:
+    """A call of the climb, once per step: none where the first step failed."""
+    return base.Measure(
+        group, operation, what, "host clock", required=False, kinds=kinds, per_repeat=False
+    )
+
+
+ALLOC = _climb_measure("api", "alloc", "cuMemHostAlloc of half a step", ("pinned",))
+TOUCH = _climb_measure(
+    "host", "touch", "a byte written in every page of half a step", ("pinned", "registered")
+)
+REGISTER = _climb_measure("api", "register", "cuMemHostRegister of half a step", ("registered",))
+FREE = _climb_measure("api", "free", "cuMemFreeHost of half a step", ("pinned",))
+UNREGISTER = _climb_measure("host", "free", "cuMemHostUnregister of half a step", ("registered",))
+WHOLE = _climb_measure(
+    "api", "register_whole", "cuMemHostRegister of every half step at once", ("registered",)
+)
+UNREGISTER_WHOLE = _climb_measure(
+    "api", "unregister_whole", "cuMemHostUnregister of it", ("registered",)
+)
+PHASES = {"idle": "nothing pinned", "held": "everything pinned"}
+HOST_COPY = {
+    phase: base.Measure(
+        "host",
+        f"copy_{phase}",
+        f"numpy copyto between two pageable buffers, {words}",
+        "host clock",
+        arrays=1,
+        size="copy_power",
+        kinds=("pageable",),
+        shows="latency",
+    )
+    for phase, words in PHASES.items()
+}
+H2D = {
+    phase: base.Measure(
+        "gpu",
+        f"h2d_{phase}",
+        f"one pageable copy host → device, {words}",
+        "one operation",
+        arrays=1,
+        size="copy_power",
+        kinds=("pageable",),
+        shows="latency",
+    )
+    for phase, words in PHASES.items()
+}
+H2D_CALLS = tuple(
+    base.Measure(
+        "api",
+        f"h2d_{phase}",
+        "the host in the HtoD copy call",
+        "host clock",
+        False,
+        1,
+        "copy_power",
+    )
+    for phase in PHASES
+)
+CLIMB = (ALLOC, TOUCH, REGISTER, FREE, UNREGISTER)
+
+
+class Pinlimit(base.Experiment):
+    name = "pinlimit"
+    description = (
+        "The default cap is a quarter of MemAvailable; --cap pins more, never within the "
+        "host's margin (a tenth of MemTotal, at least 4 GiB): a cap beyond it is refused "
+        "(exit 4) before anything is allocated."
+    )
+    Params = PinlimitParams
+    Extra = PinlimitExtra
+    measures = (
+        *CLIMB, WHOLE, UNREGISTER_WHOLE, *HOST_COPY.values(), *H2D.values(), *H2D_CALLS,
+    )  # fmt: skip
+
+    def run(self, ctx: base.RunContext) -> PinlimitExtra:
+        from memprof.core import hostlimits, memory
+
+        params = ctx.params
+        limits = hostlimits.read_limits()
+        plan = hostlimits.plan(limits, params.cap, params.step, workload_bytes(params))
+        memory.MEMORY_KINDS["registered"].check_supported(ctx.session)  # DEVICEMAP's flag
+        return climb(ctx, limits, plan, hostlimits.mem_available)
+
+    def summarize(self, result: Result) -> Summary:
+        return summarize(result)
+
+    def check_consistency(self, result: Result) -> None:
+        check(result)
+
+
+def climb(
+    ctx: base.RunContext, limits: HostLimits, plan: Plan, available: Callable[[], int]
+) -> PinlimitExtra:
+    """The host copies with nothing pinned, the climb, the copies again with it held, then
+    everything freed (timed) and the registered memory registered again in one call.
+    available(): MemAvailable now. Every buffer is the session's: Ctrl-C frees them all."""
+    import numpy as np
+
+    from memprof.core import driver, memory
+
+    session, profiler = ctx.session, ctx.measure
+    half = plan.step_bytes // 2
+    total, done = plan.steps + 3, 0
+    copies = _HostCopies(ctx, 1 << ctx.params.copy_power)
+    available_idle = available()
+    ctx.progress(copies.words("nothing pinned"), done, total)
+    copies.measure("idle", "nothing pinned")
+    # One numpy buffer for the registered halves, each half's pages untouched until its step
+    raw = np.empty(plan.steps * half + memory.PAGE_BYTES, np.uint8)
+    offset = -raw.ctypes.data % memory.PAGE_BYTES
+    numpy_memory = raw[offset : offset + plan.steps * half]
+    pinned, registered, held, availables = [], [], [], []
+    stopped, failure = "cap", None
+    with profiler.timed():
+        for index in range(plan.steps):
+            if not room_for_step(available(), plan.step_bytes, plan.margin_bytes):
+                stopped = "margin"
+                break
+            done += 1
+            ctx.progress(f"pinning {format_bytes((index + 1) * plan.step_bytes)}", done, total)
+            try:
+                buffer = memory.allocate(session, "pinned", half, "uint8")
+            except (OutOfMemory, session.cuda.Error) as error:
+                failure = Failure("cuMemHostAlloc", half, _cuda_words(error))
+                break
+            pinned.append(buffer)
+            with profiler.host_clock("host", "first touch", "touch", "pinned", half):
+                buffer.array[:: memory.PAGE_BYTES] = 1
+            chunk = numpy_memory[index * half : (index + 1) * half]
+            address = chunk.ctypes.data
+            with profiler.host_clock("host", "first touch", "touch", "registered", half):
+                chunk[:: memory.PAGE_BYTES] = 1
+            release = _Registration(address)
+            handle = session.own(release)  # owned before the call: a Ctrl-C as it returns
+            try:
+                with profiler.api("cuMemHostRegister", "register", "registered", half):
+                    release.register(half)
+            except driver.DriverCallFailed as error:
+                session.disown(handle)
+                failure = Failure("cuMemHostRegister", half, str(error))
+                break
+            registered.append(memory.adopt(session, "registered", chunk, None, release))
+            session.disown(handle)  # the Buffer's now
+            held.append((index + 1) * plan.step_bytes)
+            availables.append(available())
+    stopped = "failed" if failure is not None else stopped
+    pinned_words = format_bytes(held[-1]) if held else "nothing"
+    ctx.progress(copies.words(f"{pinned_words} pinned"), plan.steps + 1, total)
+    copies.measure("held", "everything pinned")  # its warm-ups unrecorded: outside timed()
+    ctx.progress(f"freeing {format_bytes(held[-1] if held else 0)}", plan.steps + 2, total)
+    with profiler.timed():
+        for buffer in (*pinned, *registered):
+            buffer.free()
+        if len(registered) >= 2:
+            _register_at_once(session, numpy_memory[: len(registered) * half])
+    copies.free()
+    del raw, numpy_memory
+    ctx.progress("done", total, total)
+    return PinlimitExtra(
+        limits,
+        plan.cap_bytes,
+        held,
+        availables,
+        available_idle,
+        stopped,
+        failure,
+    )
+
+
+class _HostCopies:
+    """A numpy copy between two pageable buffers and a pageable copy to the GPU, each
+    checked against its source."""
+
+    def __init__(self, ctx: base.RunContext, elements: int) -> None:
+        import numpy as np
+
+        from memprof.core import memory
+
+        self.ctx, session = ctx, ctx.session
+        self.source = memory.allocate(session, "pageable", elements)
+        self.source.array[:] = np.arange(elements, dtype=np.float32)
+        self.destination = memory.allocate(session, "pageable", elements)
+        self.device = memory.allocate(session, "device", elements)
+
+    def words(self, held: str) -> str:
+        return f"{format_bytes(self.source.nbytes)} host copies, {held}"
+
+    def measure(self, phase: str, words: str) -> None:
+        import numpy as np
+
+        from memprof.core import memory
+        from memprof.core.verify import compare_arrays
+
+        ctx, source, destination = self.ctx, self.source, self.destination
+        profiler, repeat = ctx.measure, ctx.params.repeat
+        nbytes = source.nbytes
+
+        def numpy_copy() -> None:
+            with profiler.host_clock("host", "numpy copyto", f"copy_{phase}", "pageable", nbytes):
+                np.copyto(destination.array, source.array)
+
+        def to_gpu() -> None:
+            memory.copy(ctx.session, self.device, source, operation=f"h2d_{phase}")
+
+        destination.array[:] = 0
+        profiler.repeat(numpy_copy, 1, repeat)
+        ctx.check(compare_arrays(f"numpy copy, {words}", destination.array, source.array))
+        profiler.repeat(to_gpu, 1, repeat)
+        destination.array[:] = 0
+        with profiler.paused():
+            memory.copy(ctx.session, destination, self.device)
+        ctx.check(compare_arrays(f"copied to the GPU, {words}", destination.array, source.array))
+
+    def free(self) -> None:
+        for buffer in (self.source, self.destination, self.device):
+            buffer.free()
+
+
+class _Registration:
+    """cuMemHostRegister of one address, undone once however often release is called (the
+    session may hold it twice for an instant)."""
+
+    def __init__(self, address: int) -> None:
+        self.address, self.registered = address, False
+
+    def register(self, nbytes: int) -> None:
+        from memprof.core import driver
+
+        self.registered = True  # before the call: a Ctrl-C as it returns still unregisters
+        try:
+            driver.host_register(self.address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+        except driver.DriverCallFailed:
+            self.registered = False
+            raise
+
+    def __call__(self) -> None:
+        from memprof.core import driver
+
+        if self.registered:
+            self.registered = False
+            driver.host_unregister(self.address)
+
+
+def _register_at_once(session: Any, memory_to_pin: Any) -> None:
+    """The halves registered one by one, registered again in one call, and unregistered."""
+    from memprof.core import driver
+
+    profiler, address, nbytes = session.profiler, memory_to_pin.ctypes.data, memory_to_pin.nbytes
+    with profiler.api("cuMemHostRegister", "register_whole", "registered", nbytes):
+        driver.host_register(address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+    handle = session.own(lambda: driver.host_unregister(address))  # Ctrl-C unregisters it
+    session.disown(handle)
+    with profiler.api("cuMemHostUnregister", "unregister_whole", "registered", nbytes):
+        driver.host_unregister(address)
+
+
+def _cuda_words(error: BaseException) -> str:
+    """CUDA's own words for a failed allocation (PyCUDA's, behind memprof's OutOfMemory)."""
+    cause = error.__cause__ if isinstance(error, OutOfMemory) and error.__cause__ else error
+    return str(cause) or type(cause).__name__
+
+
+def workload_bytes(params: PinlimitParams) -> int:
+    """The pageable buffers the host copies use (source and destination)."""
+    return 2 * (base.FLOAT32_BYTES << params.copy_power)
+
+
+def step_bytes(result: Result) -> int:
+    return result.parameters.step * GIB
+
+
+def half_step(result: Result) -> int:
+    """What each call of the climb pins: half a step."""
+    return step_bytes(result) // 2
+
+
+# -- a saved file's agreements ------------------------------------------------------------------
+
+
+def check_limits(limits: HostLimits) -> None:
+    """The limits read together as the kernel reports them."""
+    soft, hard = limits.memlock_soft_bytes, limits.memlock_hard_bytes  # None: unlimited
+    if hard is not None and (soft is None or soft > hard):
+        raise SchemaError("extra.limits.memlock_soft_bytes", "is above the hard limit")
+    if limits.mem_available_bytes > limits.mem_total_bytes:
+        raise SchemaError("extra.limits.mem_available_bytes", "is above mem_total_bytes")
+    if limits.cgroup_usage_bytes is not None and limits.cgroup_limit_bytes is None:
+        raise SchemaError("extra.limits.cgroup_usage_bytes", "is given without a cgroup limit")
+    if limits.cgroup_limit_bytes is not None and limits.cgroup_version is None:
+        raise SchemaError("extra.limits.cgroup_version", "is null beside a cgroup limit")
+
+
+def check(result: Result) -> None:
+    """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
+    made before a failed registration), every step of step_bytes, the cap whole steps."""
+    extra, step, half = result.extra, step_bytes(result), half_step(result)
+    steps = len(extra.held_bytes)
+    check_limits(extra.limits)
+    if extra.cap_bytes % step or extra.cap_bytes < step:
+        raise SchemaError("extra.cap_bytes", "is not a whole number of parameters.step GiB")
+    if [step * (i + 1) for i in range(steps)] != extra.held_bytes:
+        raise SchemaError("extra.held_bytes", "does not grow by parameters.step GiB each step")
+    total = extra.limits.mem_total_bytes
+    if any(b > total for b in (*extra.available_bytes, extra.available_idle_bytes)):
+        raise SchemaError("extra.available_bytes", "holds more than limits.mem_total_bytes")
+    if len(extra.available_bytes) != steps:
+        raise SchemaError("extra.available_bytes", f"holds not one value per step ({steps})")
+    if steps and extra.held_bytes[-1] > extra.cap_bytes:
+        raise SchemaError("extra.held_bytes", "goes beyond extra.cap_bytes")
+    if (extra.stopped == "failed") != (extra.failure is not None):
+        raise SchemaError("extra.failure", "is given where stopped is not 'failed', or missing")
+    if extra.stopped == "cap" and steps != extra.cap_bytes // step:
+        raise SchemaError("extra.stopped", "is 'cap', but the steps do not reach it")
+    begun = steps + (extra.failure is not None and extra.failure.call == "cuMemHostRegister")
+    counts = {
+        (ALLOC, "pinned"): begun,
+        (TOUCH, "pinned"): begun,
+        (TOUCH, "registered"): begun,
+        (FREE, "pinned"): begun,
+        (REGISTER, "registered"): steps,
+        (UNREGISTER, "registered"): steps,
+    }
+    for (measure, kind), count in counts.items():
+        found = [m for m in base.find_all(result, measure) if m.kind == kind]
+        held = sum(len(m.samples_ms) for m in found)
+        if held != count or any(m.bytes != half for m in found):
+            raise SchemaError(
+                "measurements",
+                f"hold {held} samples of {measure.operation} ({kind}), not {count} of half a "
+                f"step ({half} bytes)",
+            )
+    whole = base.find_all(result, WHOLE) + base.find_all(result, UNREGISTER_WHOLE)
+    for m in whole:
+        if steps < 2 or m.bytes != steps * half or len(m.samples_ms) != 1:
+            raise SchemaError("measurements", f"{m.operation} is not one call over every step")
+
+
+# -- what a user reads ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Climb:
+    """Per GiB costs of each whole step, from the samples (ms per GiB)."""
+
+    held_bytes: list[int]
+    alloc: list[float]  # cuMemHostAlloc and the touch of its pages
+    register: list[float]  # numpy's touch and cuMemHostRegister
+    pinning_ms: float  # every whole step's calls and touches
+
+    @property
+    def per_gib_ms(self) -> float:
+        return self.pinning_ms / (self.held_bytes[-1] / GIB)
+
+
+def samples(result: Result, measure: base.Measure, kind: str) -> list[float]:
+    found = [m for m in base.find_all(result, measure) if m.kind == kind]
+    return found[0].samples_ms if found else []
+
+
+def climb_of(result: Result) -> Climb | None:
+    """The climb's costs per GiB of each whole step (None: not one step was made)."""
+    extra = result.extra
+    steps = len(extra.held_bytes)
+    if not steps:
+        return None
+    half_gib = half_step(result) / GIB
+    parts = [
+        samples(result, ALLOC, "pinned")[:steps],
+        samples(result, TOUCH, "pinned")[:steps],
+        samples(result, TOUCH, "registered")[:steps],
+        samples(result, REGISTER, "registered")[:steps],
+    ]
+    alloc = [(a + t) / half_gib for a, t in zip(parts[0], parts[1], strict=True)]
+    register = [(t + r) / half_gib for t, r in zip(parts[2], parts[3], strict=True)]
+    return Climb(extra.held_bytes, alloc, register, math.fsum(math.fsum(p) for p in parts))
+
+
+def slowdown(idle: Figure, held: Figure) -> float:
+    """How much longer the copy took with memory pinned: 0.04 for 4% slower."""
+    return held.median_ms / idle.median_ms - 1
+
+
+def host_figures(result: Result) -> dict[str, tuple[Figure, Figure]]:
+    """(nothing pinned, everything pinned) of each host workload."""
+    return {
+        "numpy copy": tuple(
+            figure(result, base.find(result, HOST_COPY[p], "pageable"), HOST_COPY[p])
+            for p in PHASES
+        ),
+        "pageable copy to the GPU": tuple(
+            figure(result, base.find(result, H2D[p], "pageable"), H2D[p]) for p in PHASES
+        ),
+    }  # type: ignore[return-value]
+
+
+def verdict(result: Result) -> str:
+    """The run in a sentence: what pinning cost, what it took from the host, where it ended."""
+    extra = result.extra
+    climb = climb_of(result)
+    if climb is None:
+        pinned = "nothing could be pinned"
+    else:
+        pinned = (
+            f"pinning {format_bytes(climb.held_bytes[-1])} took "
+            f"{climb.pinning_ms / 1000:.1f} s, {climb.per_gib_ms / 1000:.2f} s per GiB"
+        )
+    changes = {name: slowdown(*pair) for name, pair in host_figures(result).items()}
+    slower = {name: change for name, change in changes.items() if change > SLOWER_FROM}
+    if slower:
+        host = "and left the host's " + " and ".join(
+            f"{name} {change:.0%} slower" for name, change in slower.items()
+        )
+    else:
+        host = (
+            f"and left the host's pageable copies as fast (within {SLOWER_FROM:.0%}: "
+            + ", ".join(f"{name} {change:+.0%}" for name, change in changes.items())
+            + ")"
+        )
+    return f"{pinned[0].upper()}{pinned[1:]}, {host}. {ending(extra)}"
+
+
+def ending(extra: PinlimitExtra) -> str:
+    """Why the climb stopped where it did."""
+    held = format_bytes(extra.held_bytes[-1]) if extra.held_bytes else "nothing"
+    if extra.stopped == "cap":
+        return f"It stopped at its cap of {format_bytes(extra.cap_bytes)}."
+    if extra.stopped == "margin":
+        return (
+            f"It stopped at {held}, short of its cap of {format_bytes(extra.cap_bytes)}: "
+            f"one more step would have left less than the host's margin of "
+            f"{format_bytes(margin_bytes(extra.limits.mem_total_bytes))} available."
+        )
+    failure = extra.failure
+    assert failure is not None
+    return (
+        f"With {held} pinned, {failure.call} of {format_bytes(failure.bytes)} failed: "
+        f"{failure.error}."
+    )
+
+
+def _limit(value: int | None, unlimited: str = "unlimited") -> str:
+    return unlimited if value is None else format_bytes(value)
+
+
+def limits_table(extra: PinlimitExtra) -> Table:
+    limits = extra.limits
+    binds = "binds mlock()" if limits.memlock_binds else "does not bind (root or CAP_IPC_LOCK)"
+    table = Table("Limits on pinned memory", ["Limit", "Value", "What it bounds"])
+    table.add_row("RLIMIT_MEMLOCK soft", _limit(limits.memlock_soft_bytes), binds)
+    table.add_row("RLIMIT_MEMLOCK hard", _limit(limits.memlock_hard_bytes), "the soft limit")
+    who = "root" if limits.root else "not root"
+    table.add_row(
+        "Process", f"{who}, {'' if limits.cap_ipc_lock else 'no '}CAP_IPC_LOCK", "RLIMIT_MEMLOCK"
+    )
+    if limits.cgroup_version is None:
+        table.add_row("cgroup memory", "none found", "")
+    else:
+        used = _limit(limits.cgroup_usage_bytes, "?")
+        table.add_row(
+            f"cgroup v{limits.cgroup_version} memory",
+            f"{_limit(limits.cgroup_limit_bytes, 'no limit')}, {used} used"
+            if limits.cgroup_limit_bytes is not None
+            else "no limit",
+            "both calls",
+        )
+    table.add_row("MemTotal", format_bytes(limits.mem_total_bytes), "both calls")
+    table.add_row("MemAvailable", format_bytes(limits.mem_available_bytes), "both calls")
+    margin = margin_bytes(limits.mem_total_bytes)
+    table.add_row("Host's margin", format_bytes(margin), "the cap")
+    table.add_row("Cap", format_bytes(extra.cap_bytes), "the climb")
+    table.notes.append(
+        "Both calls: cuMemHostAlloc and cuMemHostRegister. Pinned pages are this process's "
+        "memory: the cgroup's limit and MemAvailable bound both."
+    )
+    held = extra.held_bytes[-1] if extra.held_bytes else 0
+    soft = limits.memlock_soft_bytes
+    if soft is not None and held > soft:
+        table.notes.append(
+            f"This run pinned {format_bytes(held)}, above RLIMIT_MEMLOCK's "
+            f"{format_bytes(soft)}: the driver did not charge its pinning to it."
+        )
+    return table
+
+
+def climb_table(result: Result, climb: Climb) -> Table:
+    extra = result.extra
+    table = Table(
+        "Pinning as it grows, per GiB",
+        ["Pinned", "MemAvailable", "HostAlloc+touch", "touch+Register"],
+        notes=[
+            f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
+            "a byte written in every page; half by writing a byte in every page of a numpy "
+            f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
+            "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
+            "MemAvailable read after the step.",
+        ],
+    )
+    for held, available, alloc, register in zip(
+        climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
+    ):
+        table.add_row(
+            format_bytes(held), format_bytes(available), format_ms(alloc), format_ms(register)
+        )
+    return table
+
+
+def release_table(result: Result) -> Table:
+    """Each call's median and per GiB, and the halves registered again in one call."""
+    table = Table(
+        "Each call, and registering in one call",
+        ["Call", "Calls", "Median", "Per GiB"],
+        notes=["Host clock around each call; medians."],
+    )
+    rows = [
+        ("cuMemHostAlloc", ALLOC, "pinned", ""),
+        ("cuMemHostRegister", REGISTER, "registered", ""),
+        ("cuMemFreeHost", FREE, "pinned", ""),
+        ("cuMemHostUnregister", UNREGISTER, "registered", ""),
+        ("cuMemHostRegister", WHOLE, "registered", " at once"),
+        ("cuMemHostUnregister", UNREGISTER_WHOLE, "registered", " at once"),
+    ]
+    for label, measure, kind, how in rows:
+        for m in (m for m in base.find_all(result, measure) if m.kind == kind):
+            median_ms = m.stats.median_ms
+            table.add_row(
+                f"{label}, {format_bytes(m.bytes)}{how}",
+                str(m.stats.count),
+                format_ms(median_ms),
+                format_ms(median_ms / (m.bytes / GIB)),
+                source=m,
+            )
+    if not base.find_all(result, WHOLE):
+        table.notes.append("One call over every half step needs two steps or more: not made.")
+    return table
+
+
+def host_table(result: Result) -> Table:
+    extra = result.extra
+    held = format_bytes(extra.held_bytes[-1]) if extra.held_bytes else "nothing"
+    nbytes = base.FLOAT32_BYTES << result.parameters.copy_power
+    table = Table(
+        f"What pinning takes from the host ({format_bytes(nbytes)} buffers)",
+        ["Work", "Nothing pinned", f"{held} pinned", "Held vs nothing"],
+        notes=[
+            "numpy copyto on the host clock; the pageable copy timed on the GPU "
+            f"({base.repetitions(result)} of each, medians, GB/s = 10^9 bytes/s).",
+        ],
+    )
+    for name, (idle, held_figure) in host_figures(result).items():
+        table.add_row(
+            name,
+            f"{format_ms(idle.median_ms)}, {format_gb_per_s(idle.gb_per_s)} GB/s",
+            f"{format_ms(held_figure.median_ms)}, {format_gb_per_s(held_figure.gb_per_s)} GB/s",
+            f"{slowdown(idle, held_figure):+.1%}",
+            source=(idle.measurement, held_figure.measurement),
+        )
+    after = format_bytes(extra.available_bytes[-1]) if extra.available_bytes else "-"
+    table.add_row("MemAvailable", format_bytes(extra.available_idle_bytes), after, "")
+    return table
+
+
+def summarize(result: Result) -> Summary:
+    climb = climb_of(result)
+    tables = [limits_table(result.extra)]
+    if climb is not None:
+        tables.append(climb_table(result, climb))
+    tables += [release_table(result), host_table(result)]
+    return Summary(tables=tables, conclusions=[verdict(result)])

@@ -1,0 +1,48 @@
+"""On the GPU: memprof pinlimit end to end, small, its Result loaded back; the default run's
+length; a cap beyond the margin refused before anything is allocated."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from memprof import api
+from memprof.core import hostlimits
+from memprof.experiments import parse, pinlimit, summarize
+from tests.gpu.test_commands import memprof
+
+pytestmark = pytest.mark.gpu
+
+
+def test_a_small_climb_pins_frees_and_loads_back():
+    result = api.run("pinlimit", cap=4, step=2, copy_power=24, repeat=3)
+    assert result.passed, [c.detail for c in result.checks if not c.passed]
+    extra = result.extra
+    assert extra.stopped == "cap" and extra.held_bytes == [2 << 30, 4 << 30]
+    again = parse(result.to_json())
+    assert summarize(again).conclusions == summarize(result).conclusions
+    climb = pinlimit.climb_of(result)
+    # the issue's probe: 0.45-0.67 s per GiB with the touch; registration far cheaper
+    assert 0.01 < climb.alloc[0] / 1000 < 5
+    assert climb.register[0] < climb.alloc[0]
+    assert len(pinlimit.samples(result, pinlimit.REGISTER, "registered")) == 2
+    assert pinlimit.base.find_all(result, pinlimit.WHOLE)[0].bytes == 2 << 30
+
+
+def test_the_default_run_ends_within_30_s(tmp_path):
+    started = time.monotonic()
+    done = memprof("pinlimit", "--json", str(tmp_path / "p.json"), timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 30, f"memprof pinlimit took {elapsed:.1f} s"
+    print(done.stdout)  # the tables, for the lead to read with -s
+
+
+def test_a_cap_beyond_the_margin_is_refused_with_exit_4_in_one_line():
+    limits = hostlimits.read_limits()
+    too_much = limits.available_bytes // (1 << 30) + 1
+    done = memprof("pinlimit", "--cap", str(too_much))
+    assert done.returncode == 4, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--cap" in done.stderr

@@ -1,0 +1,519 @@
+"""`memprof pinlimit` on the CPU: the limits read from fake /proc and /sys trees, the plan and its
+refusals on both sides of each boundary, the climb on the fake GPU (its stops, its failures,
+Ctrl-C), and the summary and verdict of SYNTHETIC Results.
+
+The synthetic Results below are built from made-up samples through the experiment's own
+types, not recorded on a GPU: they test the arithmetic and the words, never a figure of any
+machine. The recorded fixture (tests/fixtures/h200_pinlimit.json) is the lead's to record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from memprof.core import driver, hostlimits
+from memprof.core.hostlimits import GIB, HostLimits, Plan
+from memprof.errors import ExitCode, InvalidArgument, OutOfMemory
+from memprof.experiments import parse, pinlimit, summarize
+from memprof.experiments.base import RunContext
+from memprof.experiments.pictures import picture
+from memprof.model.results import Measurement, Result
+from memprof.model.schema import SchemaError
+from tests.fakegpu import FakeSession
+from tests.verdict_tools import fixture
+
+MIB = 1 << 20
+
+
+# -- the limits, from fake trees ------------------------------------------------------------------
+
+
+def fake_host(tmp_path: Path, cgroup: str, files: dict[str, str], cap_eff: str = "0") -> Path:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text("MemTotal:  131072000 kB\nMemAvailable:  104857600 kB\n")
+    (proc / "self" / "status").write_text(f"Name:\tpython\nCapEff:\t{cap_eff}\n")
+    (proc / "self" / "cgroup").write_text(cgroup)
+    for name, text in files.items():
+        path = tmp_path / "cgroup" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return proc
+
+
+def limits_of(tmp_path: Path, cgroup: str, files: dict[str, str], **kw) -> HostLimits:
+    proc = fake_host(tmp_path, cgroup, files, kw.pop("cap_eff", "0"))
+    return hostlimits.read_limits(
+        proc, tmp_path / "cgroup", kw.pop("memlock", (65536, 65536)), kw.pop("euid", 1000)
+    )
+
+
+def test_meminfo_and_memlock_are_read_in_bytes(tmp_path):
+    limits = limits_of(tmp_path, "", {}, memlock=(65536, resource.RLIM_INFINITY))
+    assert limits.mem_total_bytes == 131072000 * 1024
+    assert limits.mem_available_bytes == 104857600 * 1024
+    assert (limits.memlock_soft_bytes, limits.memlock_hard_bytes) == (65536, None)
+    assert limits.cgroup_version is None and limits.memlock_binds
+
+
+def test_cap_ipc_lock_is_bit_14_of_capeff_and_root_is_euid_0(tmp_path):
+    assert limits_of(tmp_path / "a", "", {}, cap_eff="0000000000004000").cap_ipc_lock
+    for neighbours in ("0000000000002000", "0000000000008000", "000001ffffffbfff"):
+        assert not limits_of(tmp_path / neighbours, "", {}, cap_eff=neighbours).cap_ipc_lock
+    assert limits_of(tmp_path / "r", "", {}, euid=0).root
+    assert not limits_of(tmp_path / "r" / "1", "", {}, euid=0).memlock_binds
+
+
+def test_cgroup_v2_takes_the_lowest_limit_of_the_cgroup_and_its_ancestors(tmp_path):
+    files = {
+        "cgroup.controllers": "memory",
+        "a/memory.max": str(8 * GIB),
+        "a/b/memory.max": "max",
+        "a/b/memory.current": str(3 * GIB),
+    }
+    limits = limits_of(tmp_path, "0::/a/b\n", files)
+    assert (limits.cgroup_limit_bytes, limits.cgroup_usage_bytes) == (8 * GIB, 3 * GIB)
+    assert limits.cgroup_version == 2
+    assert limits.available_bytes == 5 * GIB  # the cgroup's room, below MemAvailable
+
+
+def test_cgroup_v2_without_a_limit_leaves_meminfo_to_bound(tmp_path):
+    files = {"cgroup.controllers": "memory", "a/memory.max": "max"}
+    limits = limits_of(tmp_path, "0::/a\n", files)
+    assert limits.cgroup_version == 2 and limits.cgroup_limit_bytes is None
+    assert limits.available_bytes == limits.mem_available_bytes
+
+
+def test_cgroup_v1_limit_and_its_unlimited_value(tmp_path):
+    files = {
+        "memory/docker/x/memory.limit_in_bytes": str(2 * GIB),
+        "memory/docker/x/memory.usage_in_bytes": str(GIB),
+    }
+    cgroup = "5:cpu,cpuacct:/docker/x\n4:memory:/docker/x\n"
+    limits = limits_of(tmp_path, cgroup, files)
+    assert (limits.cgroup_version, limits.cgroup_limit_bytes) == (1, 2 * GIB)
+    assert limits.available_bytes == GIB
+    unlimited = {"memory/docker/x/memory.limit_in_bytes": "9223372036854771712"}
+    assert limits_of(tmp_path / "u", cgroup, unlimited).cgroup_limit_bytes is None
+    just_below = {"memory/docker/x/memory.limit_in_bytes": str((1 << 60) - 4096)}
+    assert limits_of(tmp_path / "b", cgroup, just_below).cgroup_limit_bytes == (1 << 60) - 4096
+
+
+def test_no_meminfo_is_refused_in_one_line(tmp_path):
+    proc = fake_host(tmp_path, "", {})
+    (proc / "meminfo").write_text("MemTotal: 1 kB\n")
+    with pytest.raises(OutOfMemory, match="MemAvailable"):
+        hostlimits.read_limits(proc, tmp_path / "cgroup", (0, 0), 0)
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+
+def host(available_gib: float, total_gib: float = 126, **changes) -> HostLimits:
+    values = dict(
+        memlock_soft_bytes=None,
+        memlock_hard_bytes=None,
+        root=True,
+        cap_ipc_lock=True,
+        cgroup_limit_bytes=None,
+        cgroup_usage_bytes=None,
+        cgroup_version=None,
+        mem_total_bytes=int(total_gib * GIB),
+        mem_available_bytes=int(available_gib * GIB),
+    )
+    return HostLimits(**{**values, **changes})
+
+
+def test_the_margin_is_a_tenth_of_memtotal_and_at_least_4_gib():
+    assert hostlimits.margin_bytes(126 * GIB) == int(12.6 * GIB)
+    assert hostlimits.margin_bytes(40 * GIB) == 4 * GIB
+    assert hostlimits.margin_bytes(41 * GIB) == int(4.1 * GIB)
+
+
+def test_the_default_cap_is_a_quarter_of_memavailable_in_whole_steps():
+    assert hostlimits.plan(host(120), None, 1, 2 * GIB).cap_bytes == 30 * GIB
+    assert hostlimits.plan(host(123.9), None, 1, 2 * GIB).cap_bytes == 30 * GIB
+    assert hostlimits.plan(host(124), None, 1, 2 * GIB).cap_bytes == 31 * GIB
+    assert hostlimits.plan(host(120), None, 4, 2 * GIB).cap_bytes == 28 * GIB
+    assert hostlimits.plan(host(120), None, 4, 2 * GIB).steps == 7
+
+
+def test_the_default_cap_never_enters_the_margin():
+    # 10 GiB available on a 40 GiB host: a quarter (2.5) fits; on a host whose margin
+    # leaves less than a quarter, the room left is the cap
+    assert hostlimits.plan(host(10, 40), None, 1, 0).cap_bytes == 2 * GIB
+    assert hostlimits.plan(host(6, 40), None, 1, 0).cap_bytes == GIB  # 6 - 4 - 0 = 2, 1.5
+    with pytest.raises(OutOfMemory) as refused:
+        hostlimits.plan(host(5, 40), None, 1, GIB)  # 5 - 4 - 1 = 0
+    assert refused.value.exit_code == ExitCode.OUT_OF_MEMORY
+
+
+def test_a_cap_that_leaves_the_margin_runs_and_one_gib_more_is_refused_with_exit_4():
+    limits = host(100, 126)  # at most 100 - 12.6 - 2 = 85.4 GiB
+    assert hostlimits.plan(limits, 85, 1, 2 * GIB).cap_bytes == 85 * GIB
+    with pytest.raises(OutOfMemory) as refused:
+        hostlimits.plan(limits, 86, 1, 2 * GIB)
+    assert refused.value.exit_code == ExitCode.OUT_OF_MEMORY == 4
+    assert "\n" not in str(refused.value) and "--cap 86" in str(refused.value)
+
+
+def test_the_cgroups_room_bounds_the_cap():
+    limits = host(100, 126, cgroup_limit_bytes=40 * GIB, cgroup_usage_bytes=10 * GIB)
+    assert hostlimits.plan(limits, 15, 1, GIB).cap_bytes == 15 * GIB  # 30 - 12.6 - 1
+    with pytest.raises(OutOfMemory):
+        hostlimits.plan(limits, 17, 1, GIB)
+
+
+def test_a_cap_below_one_step_is_refused_and_rounded_down_to_whole_steps():
+    with pytest.raises(InvalidArgument):
+        hostlimits.plan(host(100), 1, 2, 0)
+    assert hostlimits.plan(host(100), 2, 2, 0).steps == 1
+    assert hostlimits.plan(host(100), 5, 2, 0).cap_bytes == 4 * GIB
+
+
+def test_a_step_is_taken_only_where_it_leaves_the_margin():
+    assert hostlimits.room_for_step(10 * GIB, GIB, 9 * GIB)
+    assert not hostlimits.room_for_step(10 * GIB - 1, GIB, 9 * GIB)
+
+
+def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatch):
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the GPU session was used ({name}) before the refusal")
+
+    monkeypatch.setattr(hostlimits, "read_limits", lambda: host(20, 126))
+    params = pinlimit.PinlimitParams(cap=8)  # at most 20 - 12.6 - 2 = 5.4 GiB
+    ctx = RunContext(params, session=Untouchable())
+    with pytest.raises(OutOfMemory, match="--cap 8"):
+        pinlimit.Pinlimit().run(ctx)
+
+
+# -- the climb on the fake GPU ---------------------------------------------------------------
+
+
+class Registrations:
+    """cuMemHostRegister and cuMemHostUnregister, keeping what is registered."""
+
+    def __init__(self, fail_at: int | None = None, interrupt_at: int | None = None) -> None:
+        self.now: dict[int, int] = {}
+        self.calls = 0
+        self.fail_at, self.interrupt_at = fail_at, interrupt_at
+
+    def register(self, address: int, nbytes: int, flags: int) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise driver.DriverCallFailed("cuMemHostRegister failed: CUDA_ERROR_OUT_OF_MEMORY")
+        assert address % 4096 == 0 and address not in self.now
+        self.now[address] = nbytes
+        if self.calls == self.interrupt_at:
+            raise KeyboardInterrupt  # pressed during the call: raised as it returns
+
+    def unregister(self, address: int) -> None:
+        del self.now[address]
+
+
+def climbed(
+    monkeypatch,
+    steps=4,
+    available=None,
+    fail_alloc_at=None,
+    fail_register_at=None,
+    margin=0,
+    interrupt_at=None,
+):
+    registrations = Registrations(fail_register_at, interrupt_at)
+    monkeypatch.setattr(driver, "host_register", registrations.register)
+    monkeypatch.setattr(driver, "host_unregister", registrations.unregister)
+    session = FakeSession({}, pinlimit.Pinlimit.declared_keys())
+    if fail_alloc_at is not None:
+        allocate, calls = session.cuda.pagelocked_empty, []
+
+        def pagelocked_empty(count, dtype, mem_flags=0):
+            calls.append(count)
+            if len(calls) == fail_alloc_at:
+                raise MemoryError("cuMemHostAlloc failed: out of memory")
+            return allocate(count, dtype, mem_flags)
+
+        session.cuda.pagelocked_empty = pagelocked_empty
+    params = pinlimit.PinlimitParams(copy_power=10, repeat=2)
+    seen = []
+    ctx = RunContext(params, lambda *step: seen.append(step), session=session)
+    plan = Plan(steps * 2 * MIB, 2 * MIB, margin)
+    try:
+        extra = pinlimit.climb(ctx, host(100), plan, available or (lambda: 100 * GIB))
+        measurements = session.profiler.measurements()
+    finally:  # also where the climb raised (Ctrl-C): what the session's close leaves
+        session.close()
+        assert session.gpu.leaks() == {} and registrations.now == {}
+    return extra, measurements, ctx, seen
+
+
+def counts(measurements: list[Measurement]) -> dict[tuple, int]:
+    return {(m.group, m.operation, m.kind, m.bytes): len(m.samples_ms) for m in measurements}
+
+
+def test_the_climb_pins_every_step_frees_it_and_registers_it_again_at_once(monkeypatch):
+    extra, measurements, ctx, seen = climbed(monkeypatch)
+    assert extra.held_bytes == [2 * MIB, 4 * MIB, 6 * MIB, 8 * MIB] and extra.stopped == "cap"
+    found = counts(measurements)
+    for key in (
+        ("api", "alloc", "pinned", MIB),
+        ("host", "touch", "pinned", MIB),
+        ("host", "touch", "registered", MIB),
+        ("api", "register", "registered", MIB),
+        ("api", "free", "pinned", MIB),
+        ("host", "free", "registered", MIB),
+    ):
+        assert found[key] == 4, key
+    assert found["api", "register_whole", "registered", 4 * MIB] == 1
+    assert found["api", "unregister_whole", "registered", 4 * MIB] == 1
+    for phase in ("idle", "held"):
+        assert found["host", f"copy_{phase}", "pageable", 4096] == 2
+        assert found["gpu", f"h2d_{phase}", "pageable", 4096] == 2
+    assert all(check.passed for check in ctx.checks) and len(ctx.checks) == 4
+    assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
+    assert seen[-1][1] == seen[-1][2] == 7
+
+
+def test_the_climb_stops_before_the_margin(monkeypatch):
+    # idle; before step 1 (exactly a step above the margin); after it; before step 2
+    readings = iter([100 * GIB, GIB, GIB, GIB - 1])
+    extra, _, _, _ = climbed(monkeypatch, 4, lambda: next(readings), margin=GIB - 2 * MIB)
+    assert extra.stopped == "margin" and extra.held_bytes == [2 * MIB]
+    assert extra.available_bytes == [GIB]
+
+
+def test_a_failed_allocation_ends_the_climb_with_its_size_and_cudas_words(monkeypatch):
+    # the host copies' two pageable buffers come first: the third allocation is the pinned
+    # memory's first... pageable memory is numpy's, so the pinned halves are the only calls
+    extra, measurements, _, _ = climbed(monkeypatch, fail_alloc_at=3)
+    assert extra.stopped == "failed" and extra.held_bytes == [2 * MIB, 4 * MIB]
+    assert extra.failure == pinlimit.Failure(
+        "cuMemHostAlloc", MIB, "cuMemHostAlloc failed: out of memory"
+    )
+    assert counts(measurements)["api", "free", "pinned", MIB] == 2
+
+
+def test_a_failed_registration_ends_the_climb_and_frees_that_steps_allocation(monkeypatch):
+    extra, measurements, _, _ = climbed(monkeypatch, fail_register_at=2)
+    assert extra.stopped == "failed" and extra.held_bytes == [2 * MIB]
+    assert extra.failure.call == "cuMemHostRegister" and "OUT_OF_MEMORY" in extra.failure.error
+    found = counts(measurements)
+    assert found["api", "alloc", "pinned", MIB] == found["api", "free", "pinned", MIB] == 2
+    assert found["api", "register", "registered", MIB] == 1
+    assert not any(op == "register_whole" for _, op, _, _ in found)
+
+
+def test_ctrl_c_in_the_middle_of_the_climb_frees_everything(monkeypatch):
+    readings = iter([100 * GIB] * 4)
+
+    def available():
+        try:
+            return next(readings)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+
+    with pytest.raises(KeyboardInterrupt):
+        climbed(monkeypatch, 4, available)  # its own asserts: no leak, nothing registered
+
+
+def test_ctrl_c_as_a_registration_returns_still_unregisters_it(monkeypatch):
+    with pytest.raises(KeyboardInterrupt):
+        climbed(monkeypatch, 4, interrupt_at=2)  # its own asserts: nothing left registered
+
+
+def test_a_failed_allocations_words_are_pycudas_not_memprofs():
+    try:
+        try:
+            raise MemoryError("cuMemHostAlloc failed: out of memory")
+        except MemoryError as error:
+            raise OutOfMemory("memprof's words") from error
+    except OutOfMemory as error:
+        assert pinlimit._cuda_words(error) == "cuMemHostAlloc failed: out of memory"
+
+
+# -- synthetic Results: the summary, the verdict, the loader ------------------------------
+
+
+def synthetic(
+    steps: int = 4,
+    alloc_ms: float = 250.0,
+    register_ms: float = 12.0,
+    touch_ms: float = 40.0,
+    copy_ms: tuple[float, float] = (100.0, 100.0),
+    h2d_ms: tuple[float, float] = (150.0, 150.0),
+    step_gib: int = 2,
+    stopped: str = "cap",
+    failure: pinlimit.Failure | None = None,
+) -> Result:
+    """A Result of made-up samples, as a run of `steps` whole steps would hold them."""
+    half = step_gib * GIB // 2
+    params = pinlimit.PinlimitParams(cap=steps * step_gib, step=step_gib, repeat=3)
+    begun = steps + (failure is not None and failure.call == "cuMemHostRegister")
+
+    def m(group, name, operation, kind, nbytes, values, source="host"):
+        return Measurement(group, name, operation, kind, nbytes, list(values), source)
+
+    measurements = [
+        m("api", "cuMemHostAlloc", "alloc", "pinned", half, [alloc_ms] * begun),
+        m("host", "first touch", "touch", "pinned", half, [touch_ms] * begun),
+        m("host", "first touch", "touch", "registered", half, [touch_ms] * begun),
+        m("api", "cuMemHostRegister", "register", "registered", half, [register_ms] * steps),
+        m("api", "cuMemFreeHost", "free", "pinned", half, [30.0] * begun),
+        m("host", "cuMemHostUnregister", "free", "registered", half, [9.0] * steps),
+    ]
+    if steps >= 2:
+        whole = steps * half
+        measurements += [
+            m("api", "cuMemHostRegister", "register_whole", "registered", whole, [11.0 * steps]),
+            m("api", "cuMemHostUnregister", "unregister_whole", "registered", whole, [8.0]),
+        ]
+    nbytes = 4 << params.copy_power
+    for phase, copy, h2d in zip(pinlimit.PHASES, copy_ms, h2d_ms, strict=True):
+        measurements += [
+            m("host", "numpy copyto", f"copy_{phase}", "pageable", nbytes, [copy] * 3),
+            m("gpu", "[CUDA memcpy HtoD]", f"h2d_{phase}", "pageable", nbytes, [h2d] * 3, "events"),
+        ]
+    step = step_gib * GIB
+    extra = pinlimit.PinlimitExtra(
+        limits=host(120),
+        cap_bytes=(steps + (stopped != "cap")) * step,
+        held_bytes=[step * (i + 1) for i in range(steps)],
+        available_bytes=[120 * GIB - step * (i + 1) for i in range(steps)],
+        available_idle_bytes=120 * GIB,
+        stopped=stopped,
+        failure=failure,
+    )
+    params = dataclasses.replace(params, cap=extra.cap_bytes // GIB)
+    return Result("pinlimit", params, fixture("h200_register").device, measurements, [], extra)
+
+
+def roundtrip(result: Result) -> Result:
+    return parse(result.to_json())
+
+
+def test_a_synthetic_result_loads_back_equal_and_is_summarized():
+    result = synthetic()
+    again = roundtrip(result)
+    assert again.to_json() == result.to_json()
+    assert summarize(again).conclusions == summarize(result).conclusions
+
+
+def test_the_verdict_gives_the_total_the_cost_per_gib_and_the_ending():
+    said = summarize(synthetic()).conclusions[0]
+    # 4 steps of 2 GiB: each step 250 + 40 + 40 + 12 ms; 8 GiB in 1.368 s
+    assert said.startswith("Pinning 8 GiB took 1.4 s, 0.17 s per GiB")
+    assert said.endswith("It stopped at its cap of 8 GiB.")
+
+
+@pytest.mark.parametrize(("held_ms", "slower"), [(104.9, False), (105.1, True)])
+def test_the_host_is_called_slower_only_beyond_5_percent(held_ms, slower):
+    said = summarize(roundtrip(synthetic(copy_ms=(100.0, held_ms)))).conclusions[0]
+    assert ("numpy copy 5% slower" in said) is slower
+    assert ("as fast (within 5%" in said) is not slower
+
+
+def test_a_pageable_copy_to_the_gpu_slower_is_named_on_its_own():
+    said = summarize(roundtrip(synthetic(h2d_ms=(150.0, 180.0)))).conclusions[0]
+    assert "pageable copy to the GPU 20% slower" in said and "numpy copy" not in said
+
+
+def test_the_endings_say_why_the_climb_stopped():
+    margin = summarize(roundtrip(synthetic(stopped="margin"))).conclusions[0]
+    assert "It stopped at 8 GiB, short of its cap of 10 GiB" in margin
+    failure = pinlimit.Failure("cuMemHostRegister", GIB, "CUDA_ERROR_OUT_OF_MEMORY [x]")
+    failed = summarize(roundtrip(synthetic(stopped="failed", failure=failure))).conclusions[0]
+    assert (
+        "With 8 GiB pinned, cuMemHostRegister of 1 GiB failed: CUDA_ERROR_OUT_OF_MEMORY" in failed
+    )
+
+
+def test_the_table_and_the_picture_show_the_same_cost_per_gib():
+    result = roundtrip(synthetic())
+    summary = summarize(result)
+    climb = next(t for t in summary.tables if t.title.startswith("Pinning as it grows"))
+    assert [row[2] for row in climb.rows] == ["290.00ms"] * 4  # (250 + 40) / 1 GiB
+    curves = picture(result, summary).panels[0]
+    assert [y for _, y in curves.lines[0].points] == pytest.approx([290.0] * 4)
+    assert [x for x, _ in curves.lines[0].points] == result.extra.held_bytes
+
+
+def tampered(**changes) -> str:
+    result = synthetic()
+    result.extra = dataclasses.replace(result.extra, **changes)
+    return result.to_json()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB, 9 * GIB]},
+        {"available_bytes": [GIB]},
+        {"stopped": "gave up"},
+        {"stopped": "failed"},
+        {"failure": pinlimit.Failure("cuMemHostAlloc", GIB, "x")},
+        {"limits": host(127)},  # MemAvailable above MemTotal
+        {"available_idle_bytes": 127 * GIB},
+        {"limits": host(120, cgroup_usage_bytes=GIB)},  # usage of no limit
+        {"limits": host(120, memlock_soft_bytes=2 * GIB, memlock_hard_bytes=GIB)},
+        {"limits": host(120, memlock_hard_bytes=GIB)},  # soft unlimited under a hard limit
+        {"limits": host(120, cgroup_limit_bytes=GIB)},  # a limit of no cgroup version
+        {"cap_bytes": 6 * GIB},
+        {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB]},
+    ],
+)
+def test_a_tampered_result_is_refused_in_one_line(changes):
+    with pytest.raises((InvalidArgument, SchemaError)) as refused:
+        parse(tampered(**changes))
+    assert "\n" not in str(refused.value)
+
+
+def test_a_sample_more_than_its_steps_is_refused():
+    result = synthetic()
+    result.measurements[3].samples_ms.append(12.0)  # a fifth registration of four steps
+    with pytest.raises((InvalidArgument, SchemaError), match="register"):
+        parse(result.to_json())
+
+
+def test_the_limits_table_says_when_the_driver_did_not_charge_memlock():
+    result = synthetic()
+    result.extra = dataclasses.replace(
+        result.extra, limits=host(120, memlock_soft_bytes=64 * 1024, root=False, cap_ipc_lock=False)
+    )
+    notes = summarize(roundtrip(result)).tables[0].notes
+    assert any("above RLIMIT_MEMLOCK's 64 KiB" in note for note in notes)
+    capped = synthetic()
+    capped.extra = dataclasses.replace(capped.extra, limits=host(120, memlock_soft_bytes=64 * GIB))
+    assert not any("RLIMIT_MEMLOCK's" in n for n in summarize(roundtrip(capped)).tables[0].notes)
+
+
+def test_the_climb_needs_no_gpu_to_be_read(monkeypatch):
+    SimpleNamespace()  # summarize imports no PyCUDA: the registry's report path
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    assert summarize(roundtrip(synthetic())).tables
+
+
+def test_the_benchmark_reads_memprofs_cost_per_gib_as_the_native_program_prints_it():
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "pinlimit_reference.py"
+    spec = importlib.util.spec_from_file_location("pinlimit_reference", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.per_gib(roundtrip(synthetic()))  # halves of 1 GiB
+    assert found["alloc"] == 250.0 and found["register"] == 12.0
+    assert found["touch_pinned"] == found["touch_registered"] == 40.0
+    assert found["free"] == 30.0 and found["unregister"] == 9.0
+    assert found["register_whole"] == pytest.approx(44.0 / 4)
+
+
+def test_every_measurement_of_a_run_has_a_name_of_its_own_in_profiles_and_diffs():
+    names = [m.display_name for m in synthetic().measurements]
+    assert len(set(names)) == len(names), names
