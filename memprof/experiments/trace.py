@@ -194,7 +194,7 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
 def blocking_advice(copies: list[CopyGroup]) -> list[str]:
     """Copies the host waited for: they cannot overlap kernels or other copies."""
     synchronous = sum(g.blocking_calls for g in copies)
-    staged = sum(g.calls - g.blocking_calls for g in copies if g.host_kind == "pageable")
+    staged = sum(g.staged_calls for g in copies)
     if not synchronous and not staged:
         return []
     parts = []

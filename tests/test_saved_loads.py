@@ -1,0 +1,51 @@
+"""What memprof saves loads back: a trace whose host-to-host copies block the host (as XLA's
+do) is counted alike in its copy groups and its blocked rows, and saved; a Result that the
+loader would refuse is shown, not saved, its records kept beside the file for a bug report,
+and memprof exits 70 naming the check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memprof.experiments import load as load_result
+from tests.test_trace_lines import fake_gpu, run_trace  # noqa: F401 (the fixture)
+
+MiB = 1 << 20
+
+# XLA's host-to-host copies, as the H200's JAX trace held them: Async calls from pageable
+# memory into pinned (the driver copies them on the host before the call returns), beside
+# a synchronous pinned-to-pinned one and an upload.
+HOST_TO_HOST = """\
+from fake_gpu_library import gpu
+
+for _ in range(3):
+    gpu.cupti.memcpy("HTOH", 1 << 20, 40_000, src=1, dst=2, flags=1, call="cuMemcpyAsync")
+gpu.cupti.memcpy("HTOH", 4096, 2_000, src=2, dst=2, flags=0, call="cuMemcpyAsync")
+gpu.to_device(1 << 20, pinned=True)
+"""
+
+
+def test_blocking_host_to_host_copies_are_counted_alike_and_the_trace_loads(
+    fake_gpu,  # noqa: F811
+    tmp_path: Path,
+):
+    script = tmp_path / "host_to_host.py"
+    script.write_text(HOST_TO_HOST)
+    saved = tmp_path / "t.json"
+    ran = run_trace("--json", saved, script)
+    assert ran.exit_code == 0, ran.output
+    result = load_result(saved)
+    groups = {(g.direction, g.source, g.destination): g for g in result.extra.copies}
+    staged = groups["HtoH", "pageable", "pinned"]
+    assert (staged.calls, staged.blocking_calls, staged.blocking_copies) == (3, 0, 3)
+    synchronous = groups["HtoH", "pinned", "pinned"]
+    assert (synchronous.calls, synchronous.blocking_copies) == (1, 1)
+    assert groups["HtoD", "pinned", "device"].blocking_copies == 0
+    blocked = {(b.name, b.bytes): b.calls for b in result.extra.blocked}
+    assert blocked == {
+        ("[CUDA memcpy HtoH] pageable -> pinned", MiB): 3,
+        ("[CUDA memcpy HtoH] pinned -> pinned", 4096): 1,
+    }
+    text = " ".join(ran.stderr.split())
+    assert "4 copies blocked the host" in text
+    assert "3 asynchronous calls from or to pageable memory" in text
