@@ -49,3 +49,70 @@ def test_blocking_host_to_host_copies_are_counted_alike_and_the_trace_loads(
     text = " ".join(ran.stderr.split())
     assert "4 copies blocked the host" in text
     assert "3 asynchronous calls from or to pageable memory" in text
+
+
+def unloadable_trace(monkeypatch) -> None:
+    """Plant the H200's bug: a blocked row the copy groups do not count."""
+    from memprof.trace import collect
+
+    counted = collect.blocked_copies
+
+    def one_too_many(gpu, api):
+        rows = counted(gpu, api)
+        rows[0].calls += 1
+        return rows
+
+    monkeypatch.setattr(collect, "blocked_copies", one_too_many)
+
+
+def test_a_run_the_loader_would_refuse_is_shown_not_saved_and_kept_for_a_bug_report(
+    fake_gpu,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch,
+):
+    unloadable_trace(monkeypatch)
+    script = tmp_path / "host_to_host.py"
+    script.write_text(HOST_TO_HOST)
+    saved, table = tmp_path / "t.json", tmp_path / "t.csv"
+    saved.write_text("an earlier run\n")
+    ran = run_trace("--json", saved, "--csv", table, script)
+    assert ran.exit_code == 70, ran.output
+    assert "Profiling result:" in ran.stderr  # shown all the same
+    assert saved.read_text() == "an earlier run\n" and not table.exists()
+    (kept,) = tmp_path.glob("t.json.*.unloadable.json")
+    error = ran.stderr.strip().splitlines()[-1]
+    check = "the trace result: extra.blocked[0].calls is 4, but 3 such copies were measured"
+    assert error.startswith(f"memprof: error: {check}: the loader would refuse it")
+    assert f"--json {saved} and --csv {table} was not written" in error
+    assert f"kept in {kept} for a bug report" in error
+    assert '"command": "trace"' in kept.read_text()
+
+
+def test_a_refused_run_sent_to_stdout_keeps_its_records_in_the_temporary_folder(
+    fake_gpu,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch,
+):
+    unloadable_trace(monkeypatch)
+    folder = tmp_path / "temporary"
+    folder.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(folder))
+    script = tmp_path / "host_to_host.py"
+    script.write_text(HOST_TO_HOST)
+    ran = run_trace("--json", "-", script)
+    assert ran.exit_code == 70
+    assert ran.stdout == ""  # no half a file for the reader of the pipe
+    (kept,) = folder.glob("memprof.*.unloadable.json")
+    assert str(kept) in ran.stderr
+
+
+def test_a_run_saved_nowhere_is_not_held_to_the_loader(
+    fake_gpu,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch,
+):
+    unloadable_trace(monkeypatch)
+    script = tmp_path / "host_to_host.py"
+    script.write_text(HOST_TO_HOST)
+    assert run_trace(script).exit_code == 0
+    assert list(tmp_path.glob("*.unloadable.json")) == []
