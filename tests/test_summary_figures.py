@@ -125,8 +125,14 @@ def hbm_peak(result: Result) -> float:
 
 
 def share(figure: float, ceiling: float, limiter: str) -> str:
-    """An "Of ceiling" cell: the share of the ceiling reached, and what the ceiling is."""
-    return f"{figure / ceiling:.0%} {limiter}"
+    """An "Of ceiling" cell: the share of the ceiling reached, and what the ceiling is; never
+    a share above 100% (over the ceiling beyond 5%: it does not hold; else about 100%)."""
+    fraction = figure / ceiling
+    if fraction > 1.05:
+        return f"over {limiter}"
+    if fraction >= 1.005:
+        return f"~100% {limiter}"
+    return f"{fraction:.0%} {limiter}"
 
 
 def staging(result: Result, direction: str, nbytes: int) -> Measurement:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from memprof.model.ceilings import OVER
 from memprof.model.formatting import format_ms, format_percent, plural
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
@@ -343,7 +344,8 @@ def _is_numeric_column(table: Table, column: int) -> bool:
 
 
 def _is_figure(cell: str) -> bool:
-    return cell.lstrip("+-~<>")[:1].isdigit()
+    """A figure, or the words standing for one: a ceiling that does not hold ("over PCIe")."""
+    return cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ")
 
 
 # A number, its unit and what it is in brackets: "3.9680us", "4 MiB", "2^20 (4 MiB)"
