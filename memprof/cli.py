@@ -286,7 +286,7 @@ def report(
     loaded = [load_summarized(path) for path in paths]
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
-        emit(results, lambda result: summaries[id(result)], output)
+        emit(results, lambda result: summaries[id(result)], output, loaded=True)
 
 
 def diff_options() -> list[inspect.Parameter]:

@@ -116,3 +116,19 @@ def test_a_run_saved_nowhere_is_not_held_to_the_loader(
     script.write_text(HOST_TO_HOST)
     assert run_trace(script).exit_code == 0
     assert list(tmp_path.glob("*.unloadable.json")) == []
+
+
+def test_report_saves_what_it_has_just_loaded_without_checking_it_twice(tmp_path, monkeypatch):
+    """The loader's checks held as report read the file: a second pass would double the time
+    of saving a large file again."""
+    from typer.testing import CliRunner
+
+    from memprof.cli import app
+    from memprof.experiments import base
+
+    monkeypatch.setattr(base.ResultViews, "refusal", lambda self, result: "checked twice")
+    fixture = Path(__file__).parent / "fixtures" / "h200_trace_pycuda.json"
+    saved = tmp_path / "again.json"
+    ran = CliRunner().invoke(app, ["report", "--quiet", str(fixture), "--json", str(saved)])
+    assert ran.exit_code == 0, ran.output
+    assert load_result(saved).command == "trace"

@@ -72,11 +72,17 @@ class Output:
         check_distinct(self.destinations(), inputs)
 
 
-def emit(results: list[Result], summarize: Callable[[Result], Summary], output: Output) -> None:
+def emit(
+    results: list[Result],
+    summarize: Callable[[Result], Summary],
+    output: Output,
+    loaded: bool = False,
+) -> None:
     """Show, save, then fail if a save failed (exit 5), a result did not verify or its
     summary judged something failed (memprof check's FAIL lines): exit 1.
 
     summarize: each Result's tables and conclusions (its experiment's).
+    loaded: the results were just read by the loader (`memprof report`), so its checks held.
     """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result
@@ -93,7 +99,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
         "--json": lambda: results[0].to_json() + "\n",
         "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
     }
-    refused = _refused(results, output)
+    refused = [] if loaded else _refused(results, output)
     _show_then_save(render, {} if refused else texts, output)
     if refused:
         raise _unsaved(refused, output)
