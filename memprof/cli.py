@@ -292,7 +292,7 @@ def report(
         if fleet or fail_outliers is not None:
             gates.fleet_report(results, summaries, fail_outliers, output)
         else:
-            emit(results, lambda result: summaries[id(result)], output)
+            emit(results, lambda result: summaries[id(result)], output, loaded=True)
 
 
 def diff_options() -> list[inspect.Parameter]:

@@ -147,7 +147,7 @@ def fleet_report(
 
     threshold = None if fail_outliers is None else fail_outliers / 100
     found = fleet(results, declared, threshold)
-    emit(results, lambda result: summaries[id(result)], output, found.summary)
+    emit(results, lambda result: summaries[id(result)], output, found.summary, loaded=True)
     if fail_outliers is None or not found.slower:
         return
     for d in found.slower:

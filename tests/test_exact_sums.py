@@ -61,10 +61,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("experiments/trace.py", "sum(g.small_calls for g in small)"),
     ("experiments/trace.py", "sum(g.small_bytes for g in small)"),
     ("experiments/trace.py", "sum(g.blocking_calls for g in copies)"),
-    (
-        "experiments/trace.py",
-        'sum(g.calls - g.blocking_calls for g in copies if g.host_kind == "pageable")',
-    ),
+    ("experiments/trace.py", "sum(g.staged_calls for g in copies)"),
     ("experiments/trace.py", 'sum(g.small_calls for g in small if g.host_kind == "pageable")'),
     ("experiments/trace.py", "sum(m.bytes * len(m.samples_ms) for m in rows)"),
     ("experiments/trace.py", "sum(line.bytes for line in held)"),

@@ -125,9 +125,11 @@ def test_recommendations_prefer_the_safer_option_within_noise():
         return compare.recommendations(changed, nbytes)[3]
 
     pinned_read = figures["pinned", "host_read"]
-    assert results_line(pinned_read * 1.01).startswith(
-        "Results the CPU reads back: copy them into pinned"
-    )
-    assert "writecombined came within 5%" in results_line(pinned_read * 1.01)
-    clearly = results_line(pinned_read * 3)
-    assert clearly.startswith("Results the CPU reads back: copy them into write-combined")
+    hidden = "only because this platform hid the write-combined trap"
+    # write-combined memory is never the advice for reading back, however fast it measured
+    for faster in (1.01, 3.0):
+        line = results_line(pinned_read * faster)
+        assert line.startswith("Results the CPU reads back: copy them into pinned")
+        assert f"writecombined was faster {hidden}" in line and "as good" not in line
+    assert f"writecombined came within 5% {hidden}" in results_line(pinned_read * 0.99)
+    assert "trap" not in results_line(pinned_read / 2)

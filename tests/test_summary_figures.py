@@ -125,8 +125,14 @@ def hbm_peak(result: Result) -> float:
 
 
 def share(figure: float, ceiling: float, limiter: str) -> str:
-    """An "Of ceiling" cell: the share of the ceiling reached, and what the ceiling is."""
-    return f"{figure / ceiling:.0%} {limiter}"
+    """An "Of ceiling" cell: the share of the ceiling reached, and what the ceiling is; never
+    a share above 100% (over the ceiling beyond 5%: it does not hold; else about 100%)."""
+    fraction = figure / ceiling
+    if fraction > 1.05:
+        return f"over {limiter}"
+    if fraction >= 1.005:
+        return f"~100% {limiter}"
+    return f"{fraction:.0%} {limiter}"
 
 
 def staging(result: Result, direction: str, nbytes: int) -> Measurement:
@@ -1032,6 +1038,23 @@ def test_compare_prefers_the_first_listed_option_within_five_percent():
     assert "came within 5%" not in recommendations(figures(**slower), nbytes)[2]
     reads = lines[3]
     assert reads.startswith("Results the CPU reads back: copy them into pinned memory")
+    assert "trap" not in reads  # write-combined read back 10x slower: nothing to explain
+
+    def read_back(host_read_gb_per_s: float) -> str:
+        return recommendations(
+            figures(**dict(base, writecombined__host_read=host_read_gb_per_s)), nbytes
+        )[3]
+
+    # pinned reads back in 0.12 s per GB; 5% more is write-combined's host read at 9.434 GB/s
+    hidden = "only because this platform hid the write-combined trap: "
+    tied = read_back(9.5)
+    assert tied.startswith("Results the CPU reads back: copy them into pinned memory")
+    assert f"; writecombined came within 5% {hidden}" in tied and "as good" not in tied
+    assert tied.endswith("so never read it back (docs/write-combined.md).")
+    assert "trap" not in read_back(9.4)
+    faster = read_back(100.0)  # measured fastest, and still never the advice
+    assert faster.startswith("Results the CPU reads back: copy them into pinned memory")
+    assert f"; writecombined was faster {hidden}" in faster and "as good" not in faster
 
 
 # -- trace ----------------------------------------------------------------------------------
@@ -1052,7 +1075,11 @@ def test_trace_copies_table_counts_each_groups_bytes_over_its_gpu_time(name):
             format_bytes(group.bytes),
             format_ms(group.gpu_ms),
             format_gb_per_s(rate),
-            str(group.calls if group.host_kind == "pageable" else group.blocking_calls),
+            str(
+                group.calls
+                if "pageable" in (group.source, group.destination)
+                else group.blocking_calls
+            ),
             format_ms(group.blocked_ms) if group.blocked_ms > 0 else "-",
             str(group.small_calls),
         ]

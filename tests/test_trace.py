@@ -242,9 +242,10 @@ def test_unified_memory_advice_only_when_pages_moved():
         BYTES_TRANSFER_HTOD=(2, 4 * MiB), GPU_PAGE_FAULT=(12, 40), CPU_PAGE_FAULT_COUNT=(3, 3)
     )
     (line,) = trace_summary.unified_memory_advice(moved)
-    assert "migrated 4 MiB to the GPU and 0 B back on 12 GPU page-fault groups and 3 CPU" in line
+    assert "at least 4 MiB to the GPU and at least 0 B back, on at least 12 GPU page-fault " in line
     prefetched = counters(BYTES_TRANSFER_DTOH=(1, MiB))  # migrated back without a GPU fault
-    assert "and 1 MiB back on 0 GPU" in trace_summary.unified_memory_advice(prefetched)[0]
+    (back,) = trace_summary.unified_memory_advice(prefetched)
+    assert "at least 1 MiB back, on at least 0 GPU" in back
 
 
 def test_nothing_to_advise_is_said_once():
@@ -282,9 +283,11 @@ def test_unified_memory_section_appears_when_counters_are_non_zero():
     row = next(line for line in text.splitlines() if "Gpu page fault groups" in line)
     assert row.split()[0] == "7"
     assert "Total CPU Page faults: 0" in text
-    assert "Managed memory migrated 8 MiB to the GPU" in text
+    assert "Managed memory migrated at least 8 MiB to the GPU" in text
     assert text.count("Unified Memory profiling result") == 1  # the profile's, not twice
-    assert "(the whole program: CUPTI's counters are process-wide)" in text
+    assert "(the whole program: CUPTI's counters are process-wide; lower bounds: " in " ".join(
+        text.split()
+    )
     assert "warm-ups" not in text  # a trace repeats nothing
     only_cpu = render_text(recorded_trace(counters(CPU_PAGE_FAULT_COUNT=(5, 5))))
     assert "Total CPU Page faults: 5" in only_cpu

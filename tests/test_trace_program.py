@@ -3,6 +3,7 @@ advice says what the counters show, in words that agree with their numbers."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -169,25 +170,27 @@ def test_two_copies_are_copies():
     assert "2 copies blocked the host until they finished: 2 made with synchronous calls" in text
 
 
-def test_first_touch_on_the_gpu_populates_without_migrating():
-    touched = counters(GPU_PAGE_FAULT=(28, 300))
-    (line,) = trace_summary.unified_memory_advice(touched)
-    assert "migrated nothing (0 B either way)" in line
-    assert "28 GPU page-fault groups and 0 CPU page faults were first touches" in line
-    assert "moved" not in line and "migrated 0 B" not in line
-    (one,) = trace_summary.unified_memory_advice(counters(GPU_PAGE_FAULT=(1, 1)))
-    assert "1 GPU page-fault group and 0 CPU page faults" in one
-
-
-def test_migration_is_said_with_the_bytes_and_first_touches_apart():
-    moved = counters(BYTES_TRANSFER_HTOD=(2, 4 * MiB), GPU_PAGE_FAULT=(12, 40))
+def test_managed_memory_figures_are_lower_bounds_and_no_advice_rests_on_a_zero():
+    """CUPTI missed the migration a faulting kernel causes (the H200's managed_touch: 18 ms on
+    64 MiB, 0 B to the GPU): each figure is 'at least', and a zero changes no word."""
+    assert trace_summary.unified_memory_advice(counters()) == []  # nothing recorded at all
+    (touched,) = trace_summary.unified_memory_advice(counters(GPU_PAGE_FAULT=(28, 300)))
+    assert (
+        "migrated at least 0 B to the GPU and at least 0 B back, on at least 28 GPU "
+        "page-fault groups and 0 CPU page faults (lower bounds: CUPTI's counters can miss "
+        "the migration a faulting kernel causes, docs/trace.md)" in touched
+    )
+    assert "first touch" not in touched and "nothing" not in touched
+    moved = counters(BYTES_TRANSFER_HTOD=(2, 4 * MiB), GPU_PAGE_FAULT=(28, 300))
     (line,) = trace_summary.unified_memory_advice(moved)
-    assert "migrated 4 MiB to the GPU and 0 B back on 12 GPU page-fault groups" in line
-    assert "pages moved on demand" in line and "first touches" not in line
-    back = counters(BYTES_TRANSFER_DTOH=(3, 3 * MiB), GPU_PAGE_FAULT=(5, 9))
-    (line,) = trace_summary.unified_memory_advice(back)
-    assert "migrated 0 B to the GPU and 3 MiB back" in line
-    assert "The GPU's fault groups moved nothing to it: they were first touches" in line
+    assert "migrated at least 4 MiB to the GPU and at least 0 B back" in line
+
+    def words(sentence: str) -> str:
+        return re.sub(r"\d+(\.\d+)? (B|MiB)", "N", sentence)
+
+    assert words(line) == words(touched)  # the advice is the same with or without the zero
+    (one,) = trace_summary.unified_memory_advice(counters(GPU_PAGE_FAULT=(1, 1)))
+    assert "on at least 1 GPU page-fault group and 0 CPU page faults" in one
 
 
 def test_the_cli_module_stays_within_350_lines():

@@ -43,6 +43,7 @@ def test_wheel_contains_the_kernel_sources(wheel):
     for source in (ROOT / "kernels").glob("*.cu"):
         assert f"memprof/kernels/{source.name}" in names
     assert "memprof/cli.py" in names
+    assert "memprof/result.schema.json" in names  # the published contract (docs/formats.md)
 
 
 def test_wheel_installs_memprofs_own_command_script(wheel):

@@ -214,6 +214,20 @@ def parse(text: str, name: str = "result") -> Result:
     return _summarizable(Result.from_json(text, shape_of, name), name)[0]
 
 
+def refusal(result: Result) -> str | None:
+    """Why the loader would refuse `result` once saved (its checks and its summary, as
+    `memprof report` applies them), or None: a run is held to it before it is written."""
+    try:
+        text = result.to_json()
+    except (TypeError, ValueError, OverflowError) as error:
+        return f"the {result.command} result cannot be written as JSON: {error}"
+    try:
+        parse(text, f"the {result.command} result")
+    except InvalidArgument as error:
+        return str(error)
+    return None
+
+
 def _summarizable(result: Result, path: str) -> tuple[Result, Summary]:
     """The Result, and its summary once built from it without error.
 

@@ -710,7 +710,8 @@ def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo
 
 class ResultViews:
     """What a Result's own methods make of it with its command's experiment (Result.views,
-    which the model layer holds but cannot fill): its DataFrame and its notebook view."""
+    which the model layer holds but cannot fill): its DataFrame, its notebook view, and
+    whether it loads back once saved."""
 
     def frame(self, result: Result) -> Any:
         from memprof.experiments import summarize
@@ -723,6 +724,12 @@ class ResultViews:
         from memprof.output.notebook import summary_html
 
         return summary_html(result, summarize(result))
+
+    def refusal(self, result: Result) -> str | None:
+        """Why the loader would refuse the saved Result (memprof.experiments.refusal)."""
+        from memprof.experiments import refusal
+
+        return refusal(result)
 
     def table_lines(self, result: Result) -> list[str]:
         """A line per table of the summary, for the Result's repr; none where the Result

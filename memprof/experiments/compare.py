@@ -448,11 +448,24 @@ USES: tuple[tuple[str, tuple[tuple[str, str, tuple[Term, ...]], ...]], ...] = (
 )  # fmt: skip
 
 
+# Ways the docs forbid for a use, whatever one run measured: never recommended. Where one
+# comes within 5% of the choice or beats it, the platform hid its trap, and the sentence says
+# that, never that it is as good (docs/write-combined.md: never read it on the CPU).
+TRAPS = {
+    ("Results the CPU reads back", "writecombined"): (
+        "this platform hid the write-combined trap: where the memory is really "
+        "write-combined, CPU reads of it are many times slower, so never read it back "
+        "(docs/write-combined.md)"
+    ),
+}
+
+
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
     """One recommendation per use: the fastest measured way, with the times that justify it.
 
     Options within 5% of the fastest count as equal, and the one listed first (the simpler
-    or safer) is recommended, so run-to-run noise never picks a kind with a known trap.
+    or safer) is recommended, so run-to-run noise never picks a kind with a known trap; a way
+    the docs forbid for the use (TRAPS) is never recommended, however fast it measured.
     """
     return [sentence(use, ways, figures, nbytes) for use, ways in USES]
 
@@ -467,10 +480,12 @@ def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int)
                 times * nbytes / (rate * 1e9) * 1e3
                 for (_, _, times), rate in zip(terms, rates, strict=True)
             )
-    fastest = min(totals.values())
-    equal = [
-        name for name, _, _ in ways if totals.get(name, math.inf) <= fastest * (1 + EQUIVALENT)
-    ]
+    allowed = [name for name, _, _ in ways if name in totals and (use, name) not in TRAPS]
+    if not allowed:
+        return f"{use}: none of its ways was measured."
+    fastest = min(totals[name] for name in allowed)
+    within = {name for name, total in totals.items() if total <= fastest * (1 + EQUIVALENT)}
+    equal = [name for name in allowed if name in within]
     choice = equal[0]  # ways are listed in order of preference
     phrase = next(phrase for name, phrase, _ in ways if name == choice)
     others = ", ".join(
@@ -483,4 +498,9 @@ def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int)
     if len(equal) > 1:
         also = " and ".join(name for name in equal if name != choice)
         text += f"; {also} came within 5%, as good here"
+    for name, _, _ in ways:
+        if (use, name) in TRAPS and name in totals and totals[name] < fastest:
+            text += f"; {name} was faster only because {TRAPS[use, name]}"
+        elif (use, name) in TRAPS and name in within:
+            text += f"; {name} came within 5% only because {TRAPS[use, name]}"
     return text + "."

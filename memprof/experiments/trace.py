@@ -30,6 +30,7 @@ from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
+from memprof.output.render import LOWER_BOUNDS
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
@@ -194,7 +195,7 @@ def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageabl
 def blocking_advice(copies: list[CopyGroup]) -> list[str]:
     """Copies the host waited for: they cannot overlap kernels or other copies."""
     synchronous = sum(g.blocking_calls for g in copies)
-    staged = sum(g.calls - g.blocking_calls for g in copies if g.host_kind == "pageable")
+    staged = sum(g.staged_calls for g in copies)
     if not synchronous and not staged:
         return []
     parts = []
@@ -215,9 +216,9 @@ def blocking_advice(copies: list[CopyGroup]) -> list[str]:
 
 
 def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
-    """What managed memory did, from CUPTI's counters: pages migrated on demand (bytes moved,
-    a fault at a time), or pages only populated where first touched (faults, nothing moved:
-    a first touch on the GPU maps new pages there without migrating them)."""
+    """What managed memory did, from CUPTI's counters, each a lower bound (LOWER_BOUNDS):
+    bytes migrated each way and the faults behind them; the advice is the same whichever is
+    zero (prefetch), since a zero may be a migration CUPTI missed."""
     if not counters:
         return []
 
@@ -235,26 +236,13 @@ def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
     faults = (
         f"{plural(gpu_faults, 'GPU page-fault group')} and {plural(cpu_faults, 'CPU page fault')}"
     )
-    prefetch = "(cuMemPrefetchAsync / cudaMemPrefetchAsync)"
-    if not (to_gpu or to_host):
-        return [
-            f"Managed memory migrated nothing (0 B either way): its {faults} were first "
-            "touches, which populate pages where they are touched instead of migrating them. "
-            "Each still stalls the kernel (or the host) while the driver maps the pages: "
-            f"prefetch the memory to where it is first used {prefetch}, which populates it "
-            "there without faults, or use device memory for data the GPU creates."
-        ]
-    first_touch = (
-        " The GPU's fault groups moved nothing to it: they were first touches, which "
-        "populate pages on the GPU without migrating them."
-        if gpu_faults and not to_gpu
-        else ""
-    )
     return [
-        f"Managed memory migrated {format_bytes(to_gpu)} to the GPU and {format_bytes(to_host)} "
-        f"back on {faults}: pages moved on demand, when the side without them touched them, "
-        f"a fault at a time.{first_touch} Prefetch them before they are needed {prefetch}, "
-        "or copy explicitly; `memprof managed` shows the difference on this GPU."
+        f"Managed memory migrated at least {format_bytes(to_gpu)} to the GPU and at least "
+        f"{format_bytes(to_host)} back, on at least {faults} ({LOWER_BOUNDS}). Each fault "
+        "stalls the kernel or the host while the driver maps or moves pages, a fault at a "
+        "time: prefetch the memory to where it is used next (cuMemPrefetchAsync / "
+        "cudaMemPrefetchAsync), or copy explicitly; `memprof managed` shows the difference "
+        "on this GPU."
     ]
 
 
@@ -273,7 +261,7 @@ def advice(
     )
     return lines or [
         f"No copy from pageable memory, none under {SMALL_LABEL}, none blocking the host and "
-        "no managed-memory fault: nothing to advise on memory."
+        "no managed-memory fault recorded: nothing to advise on memory."
     ]
 
 

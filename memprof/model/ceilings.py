@@ -30,6 +30,7 @@ from memprof.model.results import Result
 
 FAR_BELOW = 0.5  # a figure under half its ceiling is named: something else limits it
 ABOVE = 1.05  # a figure over its ceiling beyond noise is named: the model does not hold
+OVER = "over"  # a table's cell in place of a share above ABOVE: "over staging"
 ENCODING_WORDS = {1: "8b/10b", 2: "8b/10b", 3: "128b/130b", 4: "128b/130b", 5: "128b/130b"}
 
 
@@ -45,9 +46,16 @@ class Ceiling:
         return figure_gb_per_s / self.gb_per_s if self.gb_per_s > 0 else math.inf
 
     def cell(self, figure_gb_per_s: float) -> str:
-        """'85% PCIe': the share of the ceiling reached, and what the ceiling is."""
+        """'85% PCIe': the share of the ceiling reached, and what the ceiling is. Never a share
+        above 100%: within noise of it (ABOVE) '~100% PCIe'; beyond, 'over staging', as a
+        ceiling that does not hold there (ceiling_remark says by how much, and the notes why)."""
         fraction = self.fraction(figure_gb_per_s)
-        return f"{fraction:.0%} {self.limiter}" if math.isfinite(fraction) else "-"
+        if not math.isfinite(fraction):
+            return "-"
+        if fraction > ABOVE:
+            return f"{OVER} {self.limiter}"
+        share = f"{fraction:.0%}"
+        return f"{'~100%' if int(share[:-1]) > 100 else share} {self.limiter}"
 
     def far_below(self, figure_gb_per_s: float) -> bool:
         return self.fraction(figure_gb_per_s) < FAR_BELOW

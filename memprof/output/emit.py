@@ -4,6 +4,8 @@ Destinations are checked before any work (Output.check). Afterwards results are 
 first, so a run is seen even if saving fails, and saved even if showing fails or the
 reader closed the pipe; a failed save is one line and exit code 5, after the output, and so
 is output that could not be shown (stdout closed, or on a full disk), the files saved.
+Only what loads is saved: a result the loader would refuse is shown, kept beside the output
+for a bug report, and exit code 70 names the check (a file no later step reads is no run).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memprof.errors import SaveFailed, VerificationFailed
+from memprof.errors import ExitCode, MemprofError, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
@@ -27,6 +29,7 @@ from memprof.output.files import (
     check_distinct,
     check_output,
     destination,
+    write_new_beside,
     write_output,
 )
 
@@ -74,12 +77,14 @@ def emit(
     summarize: Callable[[Result], Summary],
     output: Output,
     together: Summary | None = None,
+    loaded: bool = False,
 ) -> None:
     """Show, save, then fail if a save failed (exit 5), a result did not verify or its
     summary judged something failed (memprof check's FAIL lines): exit 1.
 
     summarize: each Result's tables and conclusions (its experiment's). together: one
     Summary of all of them shown instead of each one's (report --fleet).
+    loaded: the results were just read by the loader (`memprof report`), so its checks held.
     """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result, render_summary
@@ -99,7 +104,10 @@ def emit(
         "--json": lambda: results[0].to_json() + "\n",
         "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
     }
-    _show_then_save(render, texts, output)
+    refused = [] if loaded else _refused(results, output)
+    _show_then_save(render, {} if refused else texts, output)
+    if refused:
+        raise _unsaved(refused, output)
     checks = [check for result in results for check in result.checks]
     failed = [check for check in checks if not check.passed]
     if failed:
@@ -128,10 +136,43 @@ def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> No
     _show_then_save(lambda console: render_summary(summary, console), {"--json": diff_json}, output)
 
 
+def _refused(results: list[Result], output: Output) -> list[tuple[Result, str]]:
+    """The results to be saved that the loader would refuse, each with its check's words:
+    none is written (the CSV holds them all), lest a run be kept that no later step reads."""
+    if Result.views is None or not any(output.destinations().values()):
+        return []
+    found = ((result, Result.views.refusal(result)) for result in results)
+    return [(result, why) for result, why in found if why is not None]
+
+
+def _unsaved(refused: list[tuple[Result, str]], output: Output) -> MemprofError:
+    """Exit 70 naming the failed check; each refused result's records kept beside the
+    intended output for a bug report, and where said."""
+    target = output.json or output.csv
+    assert target is not None
+    kept = []
+    for result, _ in refused:
+        try:
+            text = result.to_json() + "\n"
+        except (TypeError, ValueError, OverflowError):
+            text = repr(result) + "\n"
+        try:
+            kept.append(str(write_new_beside(target, ".unloadable.json", text)))
+        except OSError as error:
+            kept.append(f"nowhere ({error.strerror or error})")
+    options = " and ".join(f"{o} {t}" for o, t in output.destinations().items() if t)
+    more = f" (and {len(refused) - 1} more results)" if len(refused) > 1 else ""
+    return MemprofError(
+        f"{refused[0][1]}{more}: the loader would refuse it, so {options} was not written "
+        f"(a bug in memprof); its records are kept in {', '.join(kept)} for a bug report",
+        ExitCode.INTERNAL,
+    )
+
+
 def _show_then_save(
     render: Callable[[Console], None], texts: dict[str, Callable[[], str]], output: Output
 ) -> None:
-    wanted = {option: path for option, path in output.destinations().items() if path is not None}
+    wanted = {o: path for o, path in output.destinations().items() if path and o in texts}
     problems = []
     try:
         if not output.quiet:

@@ -364,3 +364,23 @@ def _default_mode() -> int:
 
 def _reason(error: OSError) -> str:
     return error.strerror or str(error)
+
+
+def write_new_beside(target: Destination, suffix: str, text: str) -> Path:
+    """Write `text` to a new file next to where `target` points (the temporary folder for a
+    stream), named after it with `suffix`, never over a file: kept records for a bug report.
+    OSError where neither place takes it."""
+    beside = target.descriptor is None
+    folder = resolved(target.path).parent if beside else Path(tempfile.gettempdir())
+    stem = resolved(target.path).name if beside else "memprof"
+    problem = OSError("no folder")
+    for where in dict.fromkeys((folder, Path(tempfile.gettempdir()))):
+        try:
+            descriptor, name = tempfile.mkstemp(prefix=f"{stem}.", suffix=suffix, dir=where)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as error:
+            problem = error
+            continue
+        return Path(name)
+    raise problem

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from memprof.model.ceilings import OVER
 from memprof.model.formatting import format_ms, format_percent, plural
 from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
@@ -343,7 +344,8 @@ def _is_numeric_column(table: Table, column: int) -> bool:
 
 
 def _is_figure(cell: str) -> bool:
-    return cell.lstrip("+-~<>")[:1].isdigit()
+    """A figure, or the words standing for one: a ceiling that does not hold ("over PCIe")."""
+    return cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ")
 
 
 # A number, its unit and what it is in brackets: "3.9680us", "4 MiB", "2^20 (4 MiB)"
@@ -456,6 +458,14 @@ def timing_note(result: Result) -> str:
     )
 
 
+# What a trace's unified-memory counters are: CUPTI missed the migration a faulting kernel
+# causes (the H200's examples/managed_touch.py: 18 ms on 64 MiB, 0 B recorded to the GPU), so
+# each figure is at least what happened (memprof.experiments.trace's advice says so too).
+LOWER_BOUNDS = (
+    "lower bounds: CUPTI's counters can miss the migration a faulting kernel causes, docs/trace.md"
+)
+
+
 def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     """nvprof's Unified Memory section, or CUPTI's reason for its absence (managed runs).
 
@@ -487,8 +497,9 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
             )
         ]
     lines.append(cpu_faults)
-    scope = "the whole program" if result.command == "trace" else "whole run, warm-ups included"
-    return [*lines, f"({scope}: CUPTI's counters are process-wide)"]
+    if result.command == "trace":
+        return [*lines, f"(the whole program: CUPTI's counters are process-wide; {LOWER_BOUNDS})"]
+    return [*lines, "(whole run, warm-ups included: CUPTI's counters are process-wide)"]
 
 
 def render_summary(

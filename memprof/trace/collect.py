@@ -451,9 +451,14 @@ class CopyGroup:
 
     @property
     def blocking_copies(self) -> int:
-        """Copies the host waited for: synchronous calls, and every copy from or to pageable
-        memory (the driver stages those before the call returns, Async or not)."""
-        return self.calls if self.host_kind == "pageable" else self.blocking_calls
+        """Copies the host waited for, as is_blocking counts them: synchronous calls, and
+        every copy from or to pageable memory (host to host included: XLA's), Async or not."""
+        return self.calls if stages(self.source, self.destination) else self.blocking_calls
+
+    @property
+    def staged_calls(self) -> int:
+        """Async calls that blocked all the same: from or to pageable memory."""
+        return self.blocking_copies - self.blocking_calls
 
     @property
     def host_kind(self) -> str | None:
@@ -465,10 +470,15 @@ class CopyGroup:
         return None
 
 
+def stages(source: str, destination: str) -> bool:
+    """Whether a copy between these memory kinds blocks the host even when made Async: from
+    or to pageable memory, which the driver stages (or copies on the host) before returning."""
+    return "pageable" in (source, destination)
+
+
 def is_blocking(record: GpuRecord) -> bool:
-    """A copy the host waited for: a synchronous call, or from or to pageable memory (which
-    the driver stages through its own pinned buffer before the call returns)."""
-    return not record.asynchronous or "pageable" in (record.src_kind, record.dst_kind)
+    """A copy the host waited for: a synchronous call, or one that stages."""
+    return not record.asynchronous or stages(record.src_kind, record.dst_kind)
 
 
 def call_ms_by_correlation(api: list[ApiRecord]) -> dict[int, float]:

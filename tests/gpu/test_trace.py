@@ -103,6 +103,30 @@ def test_managed_memory_faults_fill_the_unified_memory_section(tmp_path):
     assert "Managed memory migrated" in completed.stderr
 
 
+def test_a_jax_program_traced_saves_a_file_memprofs_loader_reads(tmp_path, monkeypatch):
+    """XLA's host-to-host copies once made `trace --json` save a file report, plot and diff
+    refused: the trace of examples/jax_mlp.py is saved and loads (trace() loads it), and
+    `memprof report` reads it again in a process of its own."""
+    pytest.importorskip("jax", reason="jax is not importable here")
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    completed, result = trace(tmp_path, "--bandwidth", "none", "examples/jax_mlp.py", "20")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = program_report(completed)
+    assert report["correct"]
+    if report["backend"] == "gpu":
+        uploads = [m for m in result.measurements if m.name.startswith("[CUDA memcpy HtoD]")]
+        assert sum(len(m.samples_ms) for m in uploads) >= 2 * report["steps"]  # x and y
+    print({(g.direction, g.source, g.destination): g.blocking_copies for g in result.extra.copies})
+    reread = subprocess.run(
+        [sys.executable, "-m", "memprof", "report", "--quiet", str(tmp_path / "trace.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert reread.returncode == 0, reread.stderr
+
+
 # -- the lines behind the copies ---------------------------------------------------------------
 
 MARK = "# memprof-line: "
