@@ -12,6 +12,7 @@ import math
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,6 +31,7 @@ from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
+from memprof.output.files import destination
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
@@ -441,6 +443,7 @@ class Trace(base.Experiment):
         stack_depth: int = DEFAULT_STACK_DEPTH,
         stacks: bool = False,
         all_calls: bool = False,
+        timeline: str | None = None,
     ) -> int:
         """The command: trace the program (memprof.trace.collect records it), then show and
         save its Result as every command does; the program's own exit code."""
@@ -450,6 +453,8 @@ class Trace(base.Experiment):
                 "give a depth of 1 or more"
             )
         program = parse_target(target or [], module)
+        if timeline is not None:
+            output = replace(output, timeline=destination(timeline, "--timeline"))
         lines = LineOptions(stack_depth, stacks)
         options = TraceOptions(
             device, bandwidth, lines, output, measure_small_copies, all_calls=all_calls
@@ -488,6 +493,7 @@ class Trace(base.Experiment):
             ),
             CliOption("stacks", bool, False, ("--stacks",), stacks),
             CliOption("all_calls", bool, False, ("--all-calls",), all_calls),
+            CliOption("timeline", str | None, None, ("--timeline",), TIMELINE_HELP),
         ]
 
     def check_consistency(self, result: Result) -> None:
@@ -533,10 +539,11 @@ class Trace(base.Experiment):
                         "allocates, frees, registers, prefetches or waits, but "
                         "parameters.all_calls is false",
                     )
+        check_timeline(result)
 
 
 def row_name(group: CopyGroup) -> str:
-    """The profile row of a copy group's copies (memprof.trace.collect.copy_row_name)."""
+    """The profile row of a copy group's copies (memprof.trace.where.copy_row_name)."""
     return f"[CUDA memcpy {group.direction}] {group.source} -> {group.destination}"
 
 
@@ -694,7 +701,42 @@ def check_lines(result: Result) -> None:
             )
 
 
+def check_timeline(result: Result) -> None:
+    """A trace's timeline holds every GPU operation and recorded call it measured, once,
+    each as long as the profile says, and only lines the trace has."""
+    timeline = result.extra.timeline
+    if timeline is None:
+        return
+    lines = len(result.extra.lines or [])
+    beyond = max(timeline.line_indexes(), default=-1)
+    if beyond >= lines:
+        raise SchemaError("extra.timeline", f"names line {beyond}, but there are {lines}")
+    measured: dict[tuple[str, str], list[float]] = {}
+    for m in result.measurements:
+        measured.setdefault((m.group, m.name), []).extend(m.samples_ms)
+    drawn: dict[tuple[str, str], list[float]] = {}
+    for rows, group, at in ((timeline.gpu, "gpu", 3), (timeline.api, "api", 2)):
+        for row in rows:
+            name = timeline.names[row[1 if group == "gpu" else 0]]
+            drawn.setdefault((group, name), []).append(row[at] / 1e6)
+    for key in sorted(set(measured) | set(drawn)):
+        found, wanted = sorted(drawn.get(key, [])), sorted(measured.get(key, []))
+        same = len(found) == len(wanted) and all(map(_close, found, wanted))
+        if not same:
+            raise SchemaError(
+                "extra.timeline",
+                f"holds {len(found)} {key[0]} events of {key[1]!r} "
+                f"({format_ms(math.fsum(found))}), but the profile measured {len(wanted)} "
+                f"({format_ms(math.fsum(wanted))})",
+            )
+
+
 PYTHON_M = "Run a module, as python -m does."
+TIMELINE_HELP = (
+    "Also save the run's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing: kernels, copies and memsets on their GPU streams, the calls on their "
+    "host threads, each with its line."
+)
 
 
 # -- where: the program's lines behind the copies, memsets, allocations and waits ------------

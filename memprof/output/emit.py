@@ -43,6 +43,7 @@ class Output:
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
     verbose: bool = False  # every verification on its own line (memprof.output.render)
+    timeline: Destination | None = None  # a trace's timeline (memprof.output.timeline)
 
     @classmethod
     def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
@@ -52,13 +53,14 @@ class Output:
         return cls(*paths, quiet, no_color)
 
     def destinations(self) -> dict[str, Destination | None]:
-        return {"--json": self.json, "--csv": self.csv}
+        return {"--json": self.json, "--csv": self.csv, "--timeline": self.timeline}
 
     @property
     def shown_on_stderr(self) -> bool:
         """Results shown on stderr: `trace`'s, or where stdout is a destination (`--json -`),
         so that what a pipe reads is the file alone."""
-        return self.on_stderr or any(t is not None and t.is_stdout for t in (self.json, self.csv))
+        shown = self.destinations().values()
+        return self.on_stderr or any(t is not None and t.is_stdout for t in shown)
 
     def check(self, inputs: Sequence[Path] = ()) -> None:
         """Before any work: each destination writable, none an input, no two the same file
@@ -77,6 +79,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
     """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result
+    from memprof.output.timeline import chrome_trace
 
     summaries = [summarize(result) for result in results]
 
@@ -89,6 +92,7 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
         "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
+        "--timeline": lambda: chrome_trace(results[0]),
     }
     _show_then_save(render, texts, output)
     checks = [check for result in results for check in result.checks]

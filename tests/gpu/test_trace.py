@@ -7,6 +7,7 @@ those copies. The time and overhead targets are benchmarks/trace_check.py's, not
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -274,3 +275,30 @@ def test_all_calls_records_the_calls_a_default_trace_leaves_out(tmp_path):
     assert any(not is_work_call(name) for name in calls(every))
     copies = {n: c for n, c in calls(every).items() if n.startswith("cuMemcpy")}
     assert copies and copies == {n: c for n, c in calls(work).items() if n.startswith("cuMemcpy")}
+
+
+def test_the_timeline_puts_each_copy_on_its_stream_as_long_as_the_profile_says(tmp_path):
+    """--timeline of a real program: Chrome trace JSON whose durations are the profile's,
+    the synchronous copies and the pinned ones on a stream each, never two at once on one
+    stream, each copy with its line, all within the program's wall time."""
+    from tests.test_trace_timeline import assert_durations_are_the_profiles, complete
+
+    if importlib.util.find_spec("pycuda") is None:
+        pytest.skip("pycuda is not installed here")
+    drawn = tmp_path / "timeline.json"
+    completed, result = trace(tmp_path, "--timeline", str(drawn), "examples/pycuda_copies.py")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    document = json.loads(drawn.read_text())
+    for event in document["traceEvents"]:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= event.keys(), event
+    assert_durations_are_the_profiles(document, result)
+    copies = [e for e in complete(document) if e["cat"] == "memcpy"]
+    streams = {e["tid"] for e in copies}
+    assert len(streams) >= 2, streams  # the synchronous copies' and the pinned ones' stream
+    for stream in streams:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in copies if e["tid"] == stream)
+        assert all(end <= start + 1e-3 for (_, end), (start, _) in itertools.pairwise(spans))
+    assert all(e["args"]["line"].startswith("pycuda_copies.py:") for e in copies)
+    events = complete(document)
+    span_us = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
+    assert span_us <= result.extra.wall_s * 1e6

@@ -1,0 +1,236 @@
+"""A trace's timeline: kept in the Result (memprof.model.timeline), written as Chrome trace
+JSON by `memprof trace --timeline` and `memprof report --timeline` (memprof.output.timeline),
+its events as long as the profile's, each GPU operation on its stream, each call on its
+thread with its line; on the fake CUPTI (tests/fake_cupti.py), whose records say where each
+operation ran."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.errors import ExitCode
+from memprof.experiments import load as load_result
+from memprof.output import files
+from memprof.output.timeline import GPU_PID_BASE, HOST_PID
+from tests.test_trace_lines import fake_gpu, line_of  # noqa: F401  (a fixture)
+
+runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures"
+
+PROGRAM = """\
+from fake_gpu_library import gpu
+
+for _ in range(3):
+    gpu.to_device(1 << 20)  # line: upload
+gpu.launch()
+gpu.cupti.kernel("reduceOther", 5_000, stream=9)
+gpu.synchronize()  # line: wait
+gpu.to_host(4096)  # line: download
+"""
+
+
+def run(*arguments: object):
+    return runner.invoke(app, [*map(str, arguments)])
+
+
+@pytest.fixture
+def traced(fake_gpu, tmp_path):  # noqa: F811
+    """The program traced with --json and --timeline: (script, result path, timeline)."""
+    script = tmp_path / "main.py"
+    script.write_text(PROGRAM)
+    saved, drawn = tmp_path / "run.json", tmp_path / "timeline.json"
+    ran = run("trace", "--bandwidth", "none", "--json", saved, "--timeline", drawn, script)
+    assert ran.exit_code == 0, ran.output
+    return script, saved, json.loads(drawn.read_text())
+
+
+def complete(document: dict) -> list[dict]:
+    return [event for event in document["traceEvents"] if event["ph"] == "X"]
+
+
+def test_every_event_has_what_chrome_trace_needs(traced):
+    _, _, document = traced
+    for event in document["traceEvents"]:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= event.keys(), event
+        assert event["ph"] in ("X", "M")
+        assert event["dur"] >= 0 and event["ts"] >= 0
+    names = {
+        (e["pid"], e["tid"], e["name"]): e["args"]
+        for e in document["traceEvents"]
+        if e["ph"] == "M"
+    }
+    assert names[HOST_PID, 0, "process_name"]["name"].startswith("host: ")
+    assert names[GPU_PID_BASE, 0, "process_name"] == {"name": "GPU 0 (Fake GPU)"}
+    assert names[GPU_PID_BASE, 9, "thread_name"] == {"name": "stream 9"}
+
+
+def test_gpu_work_is_on_its_stream_and_calls_on_their_thread(traced):
+    _, _, document = traced
+    events = complete(document)
+    gpu = [e for e in events if e["cat"] != "api"]
+    assert {(e["name"], e["pid"], e["tid"]) for e in gpu if e["cat"] == "kernel"} == {
+        ("sumArrays", GPU_PID_BASE, 7),
+        ("reduceOther", GPU_PID_BASE, 9),
+    }
+    copies = [e for e in gpu if e["cat"] == "memcpy"]
+    assert len(copies) == 4 and {e["tid"] for e in copies} == {7}
+    assert {e["pid"] for e in events if e["cat"] == "api"} == {HOST_PID}
+    assert {e["tid"] for e in events if e["cat"] == "api"} == {4242}  # the fake's thread
+
+
+def assert_durations_are_the_profiles(document: dict, result) -> None:
+    """Each profile row's samples are its events' durations, one for one."""
+    drawn: dict[tuple[str, str], list[float]] = {}
+    for event in complete(document):
+        group = "api" if event["cat"] == "api" else "gpu"
+        drawn.setdefault((group, event["name"]), []).append(event["dur"] / 1e3)  # us -> ms
+    measured: dict[tuple[str, str], list[float]] = {}
+    for m in result.measurements:
+        measured.setdefault((m.group, m.name), []).extend(m.samples_ms)
+    assert drawn.keys() == measured.keys()
+    for key, samples in measured.items():
+        assert len(drawn[key]) == len(samples), key
+        assert all(map(math.isclose, sorted(drawn[key]), sorted(samples))), key
+
+
+def test_durations_are_the_profiles(traced):
+    _, saved, document = traced
+    assert_durations_are_the_profiles(document, load_result(saved))
+
+
+def test_each_call_and_copy_carries_its_line(traced):
+    script, _, document = traced
+    events = complete(document)
+    upload = f"main.py:{line_of(script, 'line: upload')}"
+    download = f"main.py:{line_of(script, 'line: download')}"
+    wait = f"main.py:{line_of(script, 'line: wait')}"
+    by_line: dict[str, set[str]] = {}
+    for event in events:
+        if "line" in event["args"]:
+            by_line.setdefault(event["args"]["line"], set()).add(event["name"])
+    assert by_line[upload] == {
+        "cudaMemcpyAsync",
+        "cuMemcpyAsync",
+        "[CUDA memcpy HtoD] pageable -> device",
+    }
+    assert by_line[download] == {"cuMemcpyDtoH_v2", "[CUDA memcpy DtoH] device -> pageable"}
+    assert by_line[wait] == {"cudaStreamSynchronize_v3020"}
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert all("line" not in e["args"] for e in kernels)  # launches take no stack
+    copies = [e for e in events if e["cat"] == "memcpy"]
+    assert sorted(e["args"]["bytes"] for e in copies) == [4096] + [1 << 20] * 3
+
+
+def test_report_draws_the_saved_trace_as_the_trace_did(traced, tmp_path):
+    _, saved, document = traced
+    again = tmp_path / "again.json"
+    ran = run("report", saved, "--timeline", again, "--quiet")
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(again.read_text()) == document
+
+
+def test_the_timeline_is_written_by_temporary_file_and_rename(traced, tmp_path, monkeypatch):
+    _, saved, _ = traced
+    target = tmp_path / "drawn.json"
+    target.write_text("the previous timeline\n")
+    replaced = []
+    real_replace = files.os.replace
+    monkeypatch.setattr(files.os, "replace", lambda a, b: replaced.append(b) or real_replace(a, b))
+    assert run("report", saved, "--timeline", target, "--quiet").exit_code == 0
+    assert replaced == [target]
+
+
+def test_a_timeline_never_goes_over_an_input(fake_gpu, tmp_path):  # noqa: F811
+    script = tmp_path / "main.py"
+    script.write_text(PROGRAM)
+    ran = run("trace", "--bandwidth", "none", "--timeline", script, script)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert script.read_text() == PROGRAM and fake_gpu.correlation == 5000  # nothing ran
+    saved = tmp_path / "run.json"
+    assert run("trace", "--bandwidth", "none", "--json", saved, script).exit_code == 0
+    before = saved.read_text()
+    ran = run("report", saved, "--timeline", saved)
+    assert ran.exit_code == ExitCode.USAGE and saved.read_text() == before
+    ran = run("report", saved, "--timeline", tmp_path / "t.json", "--json", tmp_path / "t.json")
+    assert ran.exit_code == ExitCode.USAGE
+
+
+def test_a_trace_saved_without_times_says_so_in_one_line(tmp_path):
+    drawn = tmp_path / "t.json"
+    ran = run("report", FIXTURES / "h200_trace_pycuda.json", "--timeline", drawn)
+    assert ran.exit_code == ExitCode.USAGE
+    assert "saved before memprof kept each event's time" in ran.output
+    assert len(ran.output.strip().splitlines()) == 1 and not drawn.exists()
+    ran = run("report", FIXTURES / "h200_pinned_p20.json", "--timeline", drawn)
+    assert ran.exit_code == ExitCode.USAGE and "only `memprof trace` records one" in ran.output
+    assert not drawn.exists()
+
+
+def saved_trace(traced) -> dict:
+    return json.loads(traced[1].read_text())
+
+
+def refusal(data: dict, tmp_path: Path) -> str:
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(data))
+    ran = run("report", path)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    return " ".join(ran.output.split())
+
+
+def test_a_timeline_whose_durations_are_not_the_profiles_is_refused(traced, tmp_path):
+    data = saved_trace(traced)
+    row = data["extra"]["timeline"]["gpu"][0]
+    row[3] += 1
+    assert "the profile measured" in refusal(data, tmp_path)
+
+
+def test_a_timeline_missing_an_event_is_refused(traced, tmp_path):
+    data = saved_trace(traced)
+    data["extra"]["timeline"]["api"].pop()
+    assert "the profile measured" in refusal(data, tmp_path)
+
+
+def test_a_timeline_naming_a_line_or_name_that_is_not_there_is_refused(traced, tmp_path):
+    data = saved_trace(traced)
+    data["extra"]["timeline"]["api"][0][4] = len(data["extra"]["lines"])
+    assert "names line" in refusal(data, tmp_path)
+    data = saved_trace(traced)
+    data["extra"]["timeline"]["gpu"][0][1] = len(data["extra"]["timeline"]["names"])
+    assert "names" in refusal(data, tmp_path)
+    data = saved_trace(traced)
+    data["extra"]["timeline"]["version"] = 2
+    assert "timeline.version" in refusal(data, tmp_path)
+
+
+TRACE_FIXTURES = sorted(FIXTURES.glob("h200_trace_*.json"))
+
+
+@pytest.mark.parametrize("path", TRACE_FIXTURES, ids=lambda p: p.name)
+def test_a_recorded_traces_timeline_is_its_profile(path, tmp_path):
+    """Over the GPU's own recordings, once they are recorded with timelines (until then
+    each skips, saying how to record it)."""
+    if "timeline" not in json.loads(path.read_text())["extra"]:
+        pytest.skip(f"{path.name} was recorded before timelines: tools/record_fixtures.sh")
+    drawn = tmp_path / "t.json"
+    ran = run("report", path, "--timeline", drawn, "--quiet")
+    assert ran.exit_code == 0, ran.output
+    document = json.loads(drawn.read_text())
+    assert_durations_are_the_profiles(document, load_result(path))
+    streams = {(e["pid"], e["tid"]) for e in document["traceEvents"] if e["name"] == "thread_name"}
+    gpu = [e for e in complete(document) if e["cat"] != "api"]
+    assert gpu and all((e["pid"], e["tid"]) in streams and e["pid"] >= GPU_PID_BASE for e in gpu)
+
+
+def test_a_timeline_is_drawn_from_one_trace_at_a_time(traced, tmp_path):
+    _, saved, _ = traced
+    drawn = tmp_path / "t.json"
+    ran = run("report", saved, saved, "--timeline", drawn)
+    assert ran.exit_code == ExitCode.USAGE and "--timeline saves one result" in ran.output
+    assert not drawn.exists()
