@@ -16,6 +16,9 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.errors import ExitCode
 from memprof.experiments import load as load_result
+from memprof.experiments import trace as trace_summary
+from memprof.experiments.trace import dominant, time_verdict
+from memprof.model.timeline import Breakdown, Timeline, breakdown
 from memprof.output import files
 from memprof.output.timeline import GPU_PID_BASE, HOST_PID
 from tests.test_trace_lines import fake_gpu, line_of  # noqa: F401  (a fixture)
@@ -234,3 +237,106 @@ def test_a_timeline_is_drawn_from_one_trace_at_a_time(traced, tmp_path):
     ran = run("report", saved, saved, "--timeline", drawn)
     assert ran.exit_code == ExitCode.USAGE and "--timeline saves one result" in ran.output
     assert not drawn.exists()
+
+
+# -- where the time went ---------------------------------------------------------------------
+
+
+def timeline_of(gpu: list[tuple], api: list[tuple] = ()) -> Timeline:
+    """gpu: (category, start_ns, end_ns, device, stream); api: (start_ns, end_ns, line)."""
+    return Timeline(
+        1,
+        0,
+        ["k", "call"],
+        [
+            (c, 0, start, end - start, device, stream, 0, -1)
+            for c, start, end, device, stream in gpu
+        ],
+        [(1, start, end - start, 1, line) for start, end, line in api],
+    )
+
+
+def test_the_run_splits_into_computing_copying_both_and_idle_per_gpu():
+    timeline = timeline_of(
+        [
+            (0, 0, 10, 0, 7),  # a kernel
+            (0, 5, 12, 0, 9),  # another, on another stream: its streams are merged
+            (1, 8, 20, 0, 7),  # a copy, partly under them
+            (2, 30, 35, 0, 7),  # a memset: copying
+            (0, 0, 50, 1, 7),  # GPU 1 computes all along
+        ]
+    )
+    zero, one = breakdown(timeline, 100)
+    assert (zero.device, zero.computing_ns, zero.copying_ns, zero.both_ns) == (0, 8, 13, 4)
+    assert zero.idle_ns == 100 - 8 - 13 - 4 and zero.wall_ns == 100
+    assert (one.device, one.computing_ns, one.idle_ns) == (1, 50, 50)
+    assert [(gap.start_ns, gap.duration_ns) for gap in zero.gaps] == [(20, 10)]
+    assert one.gaps == []
+
+
+def test_the_longest_gaps_come_first_with_the_line_the_host_was_at():
+    timeline = timeline_of(
+        [(0, 0, 10, 0, 7), (0, 20, 30, 0, 7), (0, 100, 110, 0, 7), (0, 115, 120, 0, 7)],
+        [(2, 8, 0), (12, 18, 1), (40, 90, 2), (95, 99, 3)],
+    )
+    (share,) = breakdown(timeline, 200, gaps=2)
+    assert [(g.start_ns, g.duration_ns, g.line, g.during) for g in share.gaps] == [
+        (30, 70, 2, True),  # the call that overlapped it most, not the last one
+        (10, 10, 1, True),
+    ]
+    # no call during the gap: the last one before it, said to be before
+    (share,) = breakdown(timeline_of([(0, 0, 10, 0, 7), (0, 50, 60, 0, 7)], [(2, 8, 5)]), 100)
+    assert [(g.line, g.during) for g in share.gaps] == [(5, False)]
+
+
+def parts(computing: int, copying: int, both: int, idle: int) -> Breakdown:
+    wall = computing + copying + both + idle
+    return Breakdown(0, wall, computing, copying, both, [])
+
+
+@pytest.mark.parametrize(
+    ("share", "verdict", "words"),
+    [
+        (parts(500, 0, 0, 501), "idle", "GPU 0 sat idle 50.05% of the program's"),
+        (parts(501, 0, 0, 500), "computing", "GPU 0 computed 50.05% of the program's"),
+        (parts(100, 401, 0, 400), "copying", "copied, computing nothing, 44.51%"),
+        (parts(100, 400, 0, 401), "idle", "sat idle 44.51%"),
+        (parts(100, 300, 301, 300), "both", "copied while it computed for 30.07%"),
+        (parts(100, 301, 300, 300), "copying", "copied, computing nothing, 30.07%"),
+    ],
+)
+def test_the_first_verdict_is_the_largest_part_on_either_side_of_a_tie(share, verdict, words):
+    assert dominant(share) == verdict
+    assert words in time_verdict(share)
+
+
+def test_an_idle_gpu_is_said_first_with_what_the_table_shows(traced):
+    _, saved, _ = traced
+    result = load_result(saved)
+    summary = trace_summary.summarize(result)
+    table = summary.tables[0]
+    assert table.title == "Where the time went" and table.headers[-1] == "Idle"
+    idle = table.rows[0][-1].split()[-1]  # "18.711ms 99.03%" -> its share
+    assert summary.conclusions[1].startswith(f"GPU 0 sat idle {idle} of the program's")
+    (share,) = breakdown(result.extra.timeline, round(result.extra.wall_s * 1e9))
+    assert idle == f"{100 * share.idle_ns / share.wall_ns:.2f}%"
+    gaps = summary.tables[1]
+    wait = f"main.py:{line_of(traced[0], 'line: wait')} (wait)"
+    assert gaps.title == "Longest idle gaps" and gaps.rows[0][-1] == wait
+
+
+def test_a_trace_saved_without_a_timeline_says_nothing_of_where_the_time_went():
+    result = load_result(FIXTURES / "h200_trace_pycuda.json")
+    summary = trace_summary.summarize(result)
+    assert all("time went" not in table.title for table in summary.tables)
+    assert not any("sat idle" in line or "of the program's" in line for line in summary.conclusions)
+
+
+def test_the_time_tables_fit_80_columns(traced):
+    _, saved, _ = traced
+    ran = runner.invoke(app, ["report", str(saved)], env={"COLUMNS": "80"})
+    assert ran.exit_code == 0
+    shown = ran.output[ran.output.index("Where the time went") : ran.output.index("Copies by")]
+    assert "Longest idle gaps" in shown and max(map(len, shown.splitlines())) <= 80
+    verdict = ran.output[ran.output.index("GPU 0 sat idle") :].split("\n\n")[0]
+    assert max(map(len, verdict.splitlines())) <= 80

@@ -24,6 +24,7 @@ from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
+    format_percent,
     plural,
 )
 from memprof.model.lines import CALL_KINDS, SourceLine
@@ -31,6 +32,7 @@ from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
+from memprof.model.timeline import NO_LINE, Breakdown, Gap, breakdown
 from memprof.output.files import destination
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
@@ -359,6 +361,102 @@ WORK_CALLS_NOTE = (
 )
 
 
+# -- where the time went ---------------------------------------------------------------------
+
+GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
+PARTS = ("computing", "copying", "both", "idle")  # a Breakdown's parts, in the table's order
+BREAKDOWN_NOTE = (
+    "From CUPTI's records of each kernel, copy and memset on each GPU (its streams merged), "
+    "over the program's wall time (the host's clock around it): Computing, kernels alone; "
+    "Copying, copies or memsets alone; Both, the two at once; Idle, neither. A gap: the GPU "
+    "idle between two pieces of its work; Host at, the line of the recorded call that "
+    "overlapped the gap most (after: none did, the last before it)."
+)
+
+
+def _parts_ns(share: Breakdown) -> dict[str, int]:
+    return {
+        "computing": share.computing_ns,
+        "copying": share.copying_ns,
+        "both": share.both_ns,
+        "idle": share.idle_ns,
+    }
+
+
+def dominant(share: Breakdown) -> str:
+    """The part of the run that took the most of its wall time (PARTS' order on a tie)."""
+    parts = _parts_ns(share)
+    return max(PARTS, key=lambda part: (parts[part], -PARTS.index(part)))
+
+
+def time_verdict(share: Breakdown) -> str:
+    """What the largest part of one GPU's run means for what is worth changing."""
+    parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
+    wall = format_ms(share.wall_ns / 1e6)
+    gpu = f"GPU {share.device}"
+    busy = format_percent(share.share(share.wall_ns - share.idle_ns))
+    if dominant(share) == "idle":
+        return (
+            f"{gpu} sat idle {parts['idle']} of the program's {wall}: it computed "
+            f"{parts['computing']}, copied {parts['copying']} and did both at once "
+            f"{parts['both']}. The host set the run's length (its Python, data loading, "
+            f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
+            f"{busy} it was busy. Its longest idle gaps are listed with the line the host was at."
+        )
+    if dominant(share) == "computing":
+        return (
+            f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
+            f"{parts['copying']}, both at once {parts['both']}, idle {parts['idle']}): its "
+            f"kernels set the run's length; the copies below can save at most the "
+            f"{parts['copying']} spent copying alone."
+        )
+    if dominant(share) == "copying":
+        return (
+            f"{gpu} copied, computing nothing, {parts['copying']} of the program's {wall} "
+            f"(computing alone {parts['computing']}, both at once {parts['both']}, idle "
+            f"{parts['idle']}): its copies set the run's length, so the advice on copies "
+            "below is where its time is."
+        )
+    return (
+        f"{gpu} copied while it computed for {parts['both']} of the program's {wall} "
+        f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
+        f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
+    )
+
+
+def _gap_place(gap: Gap, lines: list[SourceLine]) -> str:
+    if gap.line == NO_LINE:
+        return "(no recorded call)"
+    line = lines[gap.line]
+    return f"{'' if gap.during else 'after '}{line.place} ({line.activity})"
+
+
+def time_tables(result: Result) -> tuple[list[Table], list[str]]:
+    """The breakdown of the run per GPU and its longest idle gaps, and what it means;
+    nothing for a trace saved without a timeline, or whose GPU did no work."""
+    timeline = result.extra.timeline
+    if timeline is None or not timeline.gpu:
+        return [], []
+    shares = breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
+    table = Table("Where the time went", ["GPU", "Computing", "Copying", "Both", "Idle"])
+    gaps = Table("Longest idle gaps", ["GPU", "At", "Idle for", "Host at"])
+    lines = result.extra.lines or []
+    for share in shares:
+        cells = [
+            f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
+            for ns in _parts_ns(share).values()
+        ]
+        table.add_row(str(share.device), *cells)
+        for gap in share.gaps:
+            at = format_ms(gap.start_ns / 1e6)
+            place = _gap_place(gap, lines)
+            gaps.add_row(str(share.device), at, format_ms(gap.duration_ns / 1e6), place)
+    table.notes.append(BREAKDOWN_NOTE)
+    gaps.notes.append("At: from the first recorded event.")
+    tables = [table, gaps] if gaps.rows else [table]
+    return tables, [time_verdict(share) for share in shares]
+
+
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
@@ -368,7 +466,9 @@ def summarize(result: Result) -> Summary:
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
     # section is the profile's own, as nvprof printed it (memprof.render)
     small = result.extra.small_copies
-    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals, small)]
+    time, verdicts = time_tables(result)
+    tables = time + tables
+    conclusions = [outcome_line(result), *verdicts, *advice(copies, bandwidth, totals, small)]
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)

@@ -302,3 +302,28 @@ def test_the_timeline_puts_each_copy_on_its_stream_as_long_as_the_profile_says(t
     events = complete(document)
     span_us = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
     assert span_us <= result.extra.wall_s * 1e6
+
+
+def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
+    """The run's breakdown against the program's own clock: its GPU can have been busy at
+    most the sum of its operations' durations (the profile's rows); where that is under half
+    the wall time the program measured itself, the first verdict must be that it sat idle."""
+    from memprof.experiments import trace as trace_summary
+    from memprof.model.timeline import breakdown
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    arguments = ("examples/resnet_train.py", "--steps", "3", "--batch", "8", "--size", "32")
+    completed, result = trace(tmp_path, "--bandwidth", "none", *arguments)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    own = program_report(completed)
+    (share,) = breakdown(result.extra.timeline, round(result.extra.wall_s * 1e9))
+    busy_ns = share.wall_ns - share.idle_ns
+    summed_ns = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms) * 1e6
+    assert 0 < busy_ns <= summed_ns + 1
+    assert share.wall_ns >= own["wall_s"] * 1e9  # memprof's clock encloses the program's
+    verdict = trace_summary.summarize(result).conclusions[1]
+    print(verdict)  # for the lead: which part this GPU's run had most of
+    if summed_ns < own["wall_s"] * 1e9 / 2:
+        assert verdict.startswith("GPU 0 sat idle ")
+    assert f"GPU {share.device} " in verdict
