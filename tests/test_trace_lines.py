@@ -360,7 +360,54 @@ def test_waits_allocations_and_frees_are_advised_where_a_line_repeats_them():
         assert said.startswith(f"train.py:42: 2 {words} (x), the host blocked 1.0000ms: ")
     assert summary.line_advice([line("prefetch", calls=9, api=("x",))], []) == []
     torch_wait = summary.line_advice([line("wait", calls=2, api=("x",))], ["torch"])[0]
-    assert ".item()" in torch_wait
+    assert torch_wait.endswith("synchronize only where it needs a result.")
+
+
+def wait(calls: int = 3, *api: str) -> SourceLine:
+    return line("wait", calls=calls, api=api or ("cudaStreamSynchronize",))
+
+
+def back(nbytes: int, calls: int = 3, direction: str = "DtoH device -> pageable") -> SourceLine:
+    return line(direction, calls=calls, nbytes=nbytes)
+
+
+@pytest.mark.parametrize(
+    ("waited", "beside", "cause"),
+    [
+        (wait(), [back(16)], "item"),  # one complex128 back, then its stream's wait
+        (wait(), [back(17)], "copy"),  # more than one value: a blocking copy's wait
+        (wait(), [back(4), back(4, direction="HtoD pageable -> device")], "copy"),
+        (wait(3), [back(1 * MiB, calls=3)], "copy"),  # one wait per copy
+        (wait(4), [back(1 * MiB, calls=3)], "stream"),  # more waits than the copies made
+        (wait(3, "cudaEventSynchronize"), [back(4)], "event"),  # not the copy's own wait
+        (wait(3, "cudaStreamSynchronize"), [], "stream"),
+        (wait(3, "cuStreamSynchronize", "cuCtxSynchronize"), [], "device"),  # the broadest
+        (wait(3, "cudaDeviceSynchronize"), [], "device"),
+        (wait(3, "cuEventSynchronize"), [], "event"),
+        (wait(3, "cuStreamWaitEvent"), [], "other"),
+    ],
+)
+def test_each_wait_gets_the_cause_its_calls_and_its_lines_copies_show(waited, beside, cause):
+    assert summary.wait_cause(waited, [waited, *beside]) == cause
+
+
+def test_each_cause_has_its_own_sentence_in_the_librarys_words():
+    cases = {
+        "item": (wait(), [back(4)], ".item(), float() or a print", "a copy of 4 B"),
+        "copy": (wait(), [back(MiB)], "without non_blocking=True", "non_blocking=True"),
+        "event": (wait(3, "cudaEventSynchronize"), [], "before that event was recorded", ""),
+        "stream": (wait(4), [back(MiB)], "on that stream", "event recorded right after"),
+        "device": (wait(3, "cudaDeviceSynchronize"), [], "torch.cuda.synchronize()", ""),
+    }
+    sentences = set()
+    for cause, (waited, beside, *words) in cases.items():
+        (said,) = summary.line_advice([waited, *beside], ["torch"])[-1:]
+        assert said.startswith("train.py:42: 3 waits") or said.startswith("train.py:42: 4 w")
+        assert all(word in said for word in words), (cause, said)
+        sentences.add(said.split(": ", 3)[-1])
+    assert len(sentences) == len(cases)
+    plain = summary.line_advice([wait(3, "cudaDeviceSynchronize")], [])[0]
+    assert "cudaDeviceSynchronize, cuCtxSynchronize" in plain and "torch" not in plain
 
 
 def test_only_the_programs_own_lines_are_advised_the_costliest_three():

@@ -987,18 +987,87 @@ PAGEABLE_REMEDY = {
         "allocate the host buffer pinned (cudaHostAlloc, cuMemHostAlloc) once and reuse it"
     ),
 }
+# What a wait waited for, by the call that waited (its name without version suffixes)
+SYNC_SCOPES = {
+    "cuCtxSynchronize": "device",
+    "cudaDeviceSynchronize": "device",
+    "cudaThreadSynchronize": "device",
+    "cuStreamSynchronize": "stream",
+    "cudaStreamSynchronize": "stream",
+    "cuEventSynchronize": "event",
+    "cudaEventSynchronize": "event",
+}
+SCALAR_BYTES = 16  # a read of one value copies one element back: complex128 at most
 WAIT_REMEDY = {
-    "torch": (
-        ".item(), .cpu(), .tolist(), a print of a CUDA tensor and torch.cuda.synchronize() "
-        "wait for all the GPU's queued work: read such values every few steps, or keep them "
+    "item": (
+        "each reads one value back ({scalar}: a copy of {size} and a wait for all the work "
+        "queued on its stream, every call): read such values every few steps, or keep them "
         "on the GPU"
     ),
-    "cupy": (
-        ".get(), cupy.asnumpy() and synchronize() wait for all the GPU's queued work: read "
-        "results only where the host needs them"
+    "copy": (
+        "these are the waits of blocking copies made at this line ({blocking}): each waits "
+        "for all the work queued on its stream, and the copy overlaps nothing; copy "
+        "asynchronously ({asynchronous}) from or to pinned memory, and wait once, where the "
+        "data is used"
     ),
-    None: "the host waits here for the GPU's queued work: synchronize only where it needs a result",
+    "event": (
+        "an event's synchronize waits only for the work queued before that event was "
+        "recorded: the narrowest wait there is; where the host needs no result yet, record "
+        "it later or poll it (query()) and do host work meanwhile"
+    ),
+    "stream": (
+        "a stream's synchronize waits for all the work queued on that stream: wait on an "
+        "event recorded right after the work whose result the host needs, and only where "
+        "it needs it"
+    ),
+    "device": (
+        "a device-wide synchronize waits for the work queued on every stream of the GPU "
+        "({device}): wait on the one stream or event that holds the result, and only where "
+        "the host needs it"
+    ),
+    "other": (
+        "the host waits here for the GPU's queued work: synchronize only where it needs a result"
+    ),
 }
+WAIT_WORDS = {  # the library's own words in the sentences above, the CUDA API's by default
+    "torch": {
+        "scalar": ".item(), float() or a print of a one-element CUDA tensor",
+        "blocking": ".to(), .cpu(), copy_() without non_blocking=True",
+        "asynchronous": "non_blocking=True",
+        "device": "torch.cuda.synchronize()",
+    },
+    "cupy": {"scalar": ".item() or float() of a CuPy scalar", "device": "Device.synchronize()"},
+    None: {
+        "scalar": "a one-value read",
+        "blocking": "synchronous calls, or from or to pageable memory",
+        "asynchronous": "cudaMemcpyAsync on a stream",
+        "device": "cudaDeviceSynchronize, cuCtxSynchronize",
+    },
+}
+
+
+def wait_cause(wait: SourceLine, beside: list[SourceLine]) -> str:
+    """What a line's waits were, from their calls and the copies the same line made: the
+    stream waits of as many blocking copies (of one value back: a read such as .item()),
+    else the broadest scope its calls waited on (a device, a stream, an event)."""
+    scopes = {SYNC_SCOPES.get(name) for name in wait.api}
+    copies = [line for line in beside if line.is_copy]
+    if scopes == {"stream"} and copies and wait.calls <= sum(c.calls for c in copies):
+        back = [c for c in copies if c.copy_ends()[0] == "DtoH"]
+        if back and back == copies and max(c.largest_bytes for c in back) <= SCALAR_BYTES:
+            return "item"
+        return "copy"
+    return next((scope for scope in ("device", "stream", "event") if scope in scopes), "other")
+
+
+def wait_remedy(wait: SourceLine, beside: list[SourceLine], library: str | None) -> str:
+    cause = wait_cause(wait, beside)
+    words = {**WAIT_WORDS[None], **WAIT_WORDS.get(library, {})}
+    copies = [line for line in beside if line.is_copy]
+    size = _size_words(max(copies, key=lambda c: c.largest_bytes)) if copies else ""
+    return WAIT_REMEDY[cause].format(size=size, **words)
+
+
 CALL_REMEDY = {
     "alloc": "allocate once, before the loop, and reuse the memory (or a stream-ordered pool)",
     "free": "free once, after the loop: freeing device memory also waits for the GPU",
@@ -1056,8 +1125,12 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
         said.append(_advised(line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
+    at_place: dict[tuple, list[SourceLine]] = {}
+    for line in lines:
+        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     for line in waits:
-        remedy = WAIT_REMEDY.get(library, WAIT_REMEDY[None])
+        beside = at_place[line.origin, line.file, line.line, line.function]
+        remedy = wait_remedy(line, beside, library)
         said.append(_advised(line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
     repeated = _ranked(lines, lambda s: s.activity in CALL_REMEDY and s.calls >= REPEATED)
     for line in repeated:

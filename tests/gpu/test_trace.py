@@ -327,3 +327,11 @@ def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
     if summed_ns < own["wall_s"] * 1e9 / 2:
         assert verdict.startswith("GPU 0 sat idle ")
     assert f"GPU {share.device} " in verdict
+    # the waits of .item() and of the pageable .to() copies, each told its own cause
+    marks = marked_lines(ROOT / "examples/resnet_train.py")
+    text = " ".join(completed.stderr.split())
+    item = f"resnet_train.py:{marks['item'][1]}: 3 waits (cudaStreamSynchronize)"
+    images = f"resnet_train.py:{marks['images'][1]}: 3 waits (cudaStreamSynchronize)"
+    assert item in text and images in text
+    assert "each reads one value back" in text[text.index(item) :].split(". ")[0]
+    assert "waits of blocking copies" in text[text.index(images) :].split(". ")[0]
