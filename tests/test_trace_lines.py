@@ -537,3 +537,43 @@ def test_the_where_note_points_at_stacks_only_where_the_callers_are_not_shown():
     shown = summary.where_tables(lines, show_chains=True)[-1].notes[-1]
     assert without.endswith(hint) and hint not in shown
     assert without.removesuffix(" " + hint) == shown
+
+
+def test_each_finding_carries_its_share_of_the_run_and_the_costliest_come_first():
+    scale = summary.RunScale(wall_ms=1000.0, gpu_ms=100.0)  # these lines' and others'
+    small = line(number=1, calls=2, gpu_ms=20.0, host_ms=30.0)  # 3% of the run
+    large = line(number=2, calls=2, gpu_ms=25.0, host_ms=40.0)  # 4%
+    waited = line("wait", number=3, calls=2, api=("cudaDeviceSynchronize",), host_ms=60.0)
+    queued = line(number=4, calls=2, gpu_ms=50.0, host_ms=0.5)  # its GPU time is its cost
+    said = summary.line_advice([small, large, waited, queued], [], scale)
+    assert [s.split(":")[1] for s in said] == ["3", "4", "2", "1"]  # by cost, any finding
+    assert (
+        "25.000ms of GPU time (25.00% of all), the host blocked 40.000ms (4.00% of the run)"
+        in said[2]
+    )
+    assert "the host blocked 60.000ms (6.00% of the run)" in said[0]
+
+
+@pytest.mark.parametrize(("host_ms", "folded"), [(10.0, False), (9.99, True)])
+def test_findings_under_1_percent_of_the_run_fold_into_one_line(host_ms, folded):
+    scale = summary.RunScale(wall_ms=1000.0, gpu_ms=50.0)
+    lines = [line(number=n, calls=2, gpu_ms=1.0, host_ms=host_ms) for n in (7, 8)]
+    said = summary.line_advice(lines, [], scale)
+    if not folded:
+        assert len(said) == 2 and all("(1.00% of the run)" in s for s in said)
+        return
+    (one,) = said
+    assert one.startswith("2 findings at train.py:7, train.py:8 cost under 1% of the program's")
+    assert "(2.0000ms and 19.980ms together)" in one
+
+
+def test_a_recorded_traces_findings_carry_the_shares_the_profile_gives():
+    result = load_result(FIXTURES / "h200_trace_pycuda.json")
+    said = [s for s in summary.summarize(result).conclusions if "% of the run)" in s]
+    first = next(s for s in said if s.startswith("pycuda_copies.py:52: "))
+    (row,) = [
+        m for m in result.extra.lines if (m.line, m.activity) == (52, "HtoD pageable -> device")
+    ]
+    gpu = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
+    assert f"({100 * row.gpu_ms / gpu:.2f}% of all)" in first
+    assert f"({100 * row.host_ms / (result.extra.wall_s * 1e3):.2f}% of the run)" in first

@@ -12,7 +12,7 @@ import math
 import re
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -472,7 +472,7 @@ def summarize(result: Result) -> Summary:
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
-        conclusions += line_advice(lines, result.extra.libraries)
+        conclusions += line_advice(lines, result.extra.libraries, run_scale(result))
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(
@@ -1080,13 +1080,40 @@ def _library(libraries: list[str]) -> str | None:
     return next((name for name in LIBRARY_ORDER if name in libraries), None)
 
 
-def _cost(line: SourceLine) -> str:
-    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded."""
+FOLD_SHARE = 0.01  # advice whose line cost under 1% of the run, host and GPU alike: one line
+FOLD_PLACES = 5  # places named in that line
+
+
+@dataclass(frozen=True)
+class RunScale:
+    """What a line's cost is a share of: the program's wall time and all the GPU's time."""
+
+    wall_ms: float
+    gpu_ms: float  # every kernel, copy and memset, summed (the profile's GPU activities)
+
+    def of_run(self, ms: float) -> float:
+        return ms / self.wall_ms if self.wall_ms > 0 else 0.0
+
+    def cost(self, line: SourceLine) -> float:
+        """The larger of its GPU time and the host time it blocked, as a share of the run."""
+        return self.of_run(max(line.gpu_ms, line.host_ms))
+
+
+def run_scale(result: Result) -> RunScale:
+    gpu = math.fsum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
+    return RunScale(result.extra.wall_s * 1e3, gpu)
+
+
+def _cost(line: SourceLine, scale: RunScale | None = None) -> str:
+    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded; with each
+    one's share (of all the GPU's time; of the run's wall time) where the scale is known."""
     parts = []
     if line.gpu_ms_each:
-        parts.append(f"{format_ms(line.gpu_ms)} of GPU time")
+        share = f" ({format_percent(line.gpu_ms / scale.gpu_ms)} of all)" if scale else ""
+        parts.append(f"{format_ms(line.gpu_ms)} of GPU time{share}")
     if line.host_ms_each:
-        parts.append(f"the host blocked {format_ms(line.host_ms)}")
+        share = f" ({format_percent(scale.of_run(line.host_ms))} of the run)" if scale else ""
+        parts.append(f"the host blocked {format_ms(line.host_ms)}{share}")
     return ", ".join(parts)
 
 
@@ -1099,11 +1126,36 @@ def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
     return sorted(chosen, key=key, reverse=True)[:LINES_ADVISED]
 
 
-def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
+def line_advice(
+    lines: list[SourceLine], libraries: list[str], scale: RunScale | None = None
+) -> list[str]:
     """The advice, line by line: the program's lines behind its pageable copies, its
     repeated small copies, and the waits, allocations, frees and registrations made again
-    and again at one line (a loop's), the costliest first."""
-    library = _library(libraries)
+    and again at one line (a loop's), the costliest first. With the run's scale, each with
+    its share of it, all in order of cost, and those under FOLD_SHARE of the run in one line."""
+    said = _line_findings(lines, _library(libraries))
+    if scale is None:
+        return [_advised(line, what, remedy) for line, what, remedy in said]
+    said.sort(key=lambda found: -scale.cost(found[0]))
+    costly = [found for found in said if scale.cost(found[0]) >= FOLD_SHARE]
+    out = [_advised(line, what, remedy, scale) for line, what, remedy in costly]
+    cheap = [found[0] for found in said[len(costly) :]]
+    if cheap:
+        places = list(dict.fromkeys(line.place for line in cheap))
+        named = ", ".join(places[:FOLD_PLACES])
+        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        gpu = format_ms(math.fsum(line.gpu_ms for line in cheap))
+        host = format_ms(math.fsum(line.host_ms for line in cheap))
+        out.append(
+            f"{plural(len(cheap), 'finding')} at {named}{more} cost under {FOLD_SHARE:.0%} "
+            f"of the program's {format_ms(scale.wall_ms)} each, in GPU time and in host time "
+            f"blocked ({gpu} and {host} together): the Where tables hold them."
+        )
+    return out
+
+
+def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
+    """(line, what it did, what to do) of each line worth advice, finding by finding."""
     said = []
     pageable = _ranked(
         lines,
@@ -1115,7 +1167,7 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
             (library, None), PAGEABLE_REMEDY[None, None]
         )
         copies = plural(line.calls, f"pageable {direction} copy", f"pageable {direction} copies")
-        said.append(_advised(line, f"{copies} of {_size_words(line)}", remedy))
+        said.append((line, f"{copies} of {_size_words(line)}", remedy))
     small = _ranked(
         lines,
         lambda s: s.is_copy and 0 < s.largest_bytes < SMALL_COPY_BYTES and s.calls >= REPEATED,
@@ -1123,7 +1175,7 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
     )
     for line in small:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
-        said.append(_advised(line, f"{line.calls} copies of {_size_words(line)}", remedy))
+        said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
     at_place: dict[tuple, list[SourceLine]] = {}
     for line in lines:
@@ -1131,18 +1183,18 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
     for line in waits:
         beside = at_place[line.origin, line.file, line.line, line.function]
         remedy = wait_remedy(line, beside, library)
-        said.append(_advised(line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
+        said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
     repeated = _ranked(lines, lambda s: s.activity in CALL_REMEDY and s.calls >= REPEATED)
     for line in repeated:
         what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
-        said.append(_advised(line, what, CALL_REMEDY[line.activity]))
+        said.append((line, what, CALL_REMEDY[line.activity]))
     return said
 
 
-def _advised(line: SourceLine, what: str, remedy: str) -> str:
+def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:
     """`train.py:42: 134 pageable HtoD copies of 4 MiB, 38.6ms of GPU time, the host
     blocked 41ms: pass pin_memory=True...`"""
-    cost = _cost(line)
+    cost = _cost(line, scale)
     return f"{line.place}: {what}{', ' + cost if cost else ''}: {remedy}."
 
 
