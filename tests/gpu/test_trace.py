@@ -299,9 +299,9 @@ def test_the_timeline_puts_each_copy_on_its_stream_as_long_as_the_profile_says(t
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in copies if e["tid"] == stream)
         assert all(end <= start + 1e-3 for (_, end), (start, _) in itertools.pairwise(spans))
     assert all(e["args"]["line"].startswith("pycuda_copies.py:") for e in copies)
-    events = complete(document)
-    span_us = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
-    assert span_us <= result.extra.wall_s * 1e6
+    gpu = [e for e in complete(document) if e["cat"] != "api"]
+    span_us = max(e["ts"] + e["dur"] for e in gpu) - min(e["ts"] for e in gpu)
+    assert span_us <= result.extra.wall_s * 1e6  # the program waits for its own copies
 
 
 def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
