@@ -248,7 +248,7 @@ def _run(
 
 def report_options() -> list[inspect.Parameter]:
     from memprof import cli_gates as gates
-    from memprof.cli_options import argument, output_options
+    from memprof.cli_options import argument, output_options, timeline_option
 
     return [
         argument("paths", list[Path], ..., "Result files written with --json."),
@@ -257,6 +257,7 @@ def report_options() -> list[inspect.Parameter]:
             "Save every measurement of every input as CSV, one row each (- is stdout).",
             "Print nothing but errors: only check the files.",
         ),
+        timeline_option(),
         gates.junit_option(),
         *gates.fleet_options(),
     ]
@@ -270,23 +271,22 @@ def report(
     quiet: bool,
     no_color: bool,
     verbose: bool,
+    timeline: str | None,
     junit: str | None,
     fleet: bool,
     fail_outliers: float | None,
 ):
     from memprof import cli_gates as gates
+    from memprof.cli_options import report_output
     from memprof.experiments import load_summarized
-    from memprof.output.emit import Output, emit
+    from memprof.output.emit import emit
+    from memprof.output.timeline import require_timeline
 
-    if json is not None and len(paths) > 1:
-        raise InvalidArgument(
-            f"--json saves one result, and {len(paths)} files were given: "
-            "report them one at a time (--csv takes several)"
-        )
-    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
-    output.check(inputs=paths)
+    output = report_output(paths, json, csv, quiet, no_color, verbose, timeline)
     junit_path = gates.junit_destination(junit, output, paths)
     loaded = [load_summarized(path) for path in paths]
+    if timeline is not None:
+        require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
         if fleet or fail_outliers is not None:

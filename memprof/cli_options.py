@@ -121,7 +121,7 @@ def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QU
 
 
 PATH = "<path>"  # a str, not a Path: Path("newdir/") would drop the slash (Output.named)
-METAVARS = {"reference": PATH}  # Params fields that name a file (check's --reference)
+METAVARS = {"reference": PATH, "timeline": PATH}  # options that name a file (check, trace)
 
 
 def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
@@ -246,3 +246,39 @@ def plot_options() -> list[inspect.Parameter]:
             ),
         ),
     ]
+
+
+REPORT_TIMELINE_HELP = (
+    "Save a trace's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing (- is stdout)."
+)
+
+
+def timeline_option() -> inspect.Parameter:
+    return option("timeline", str | None, None, metavar=PATH, help=REPORT_TIMELINE_HELP)
+
+
+def report_output(
+    paths: list[Path],
+    json: str | None,
+    csv: str | None,
+    quiet: bool,
+    no_color: bool,
+    verbose: bool,
+    timeline: str | None,
+) -> Any:
+    """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
+    from memprof.output.emit import Output
+    from memprof.output.files import destination
+
+    for option, text in (("--json", json), ("--timeline", timeline)):
+        if text is not None and len(paths) > 1:
+            raise InvalidArgument(
+                f"{option} saves one result, and {len(paths)} files were given: "
+                "report them one at a time (--csv takes several)"
+            )
+    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
+    if timeline is not None:
+        output = dataclasses.replace(output, timeline=destination(timeline, "--timeline"))
+    output.check(inputs=paths)
+    return output

@@ -137,6 +137,8 @@ class FakeCupti:
         self.refuse_switch: set[int] = set()  # cbids whose records cannot be switched off
         self.library = FakeLibcupti(self)  # the same CUPTI through libcupti's C functions
         self.raw = False  # the subscriber is the library's: it takes CUpti_CallbackData
+        self.thread_id = 4242  # the calling thread's id in API records
+        self.device_id = 0  # the GPU of GPU records
 
     # -- the API memprof calls ----------------------------------------------------------
 
@@ -286,12 +288,18 @@ class FakeCupti:
                 correlation_id=correlation,
                 start=start + 1,
                 end=start + duration_ns - 1,
+                thread_id=self.thread_id,
             )
             self._callback(inner, ApiCallbackSite.API_EXIT, correlation)
         self.clock_ns += duration_ns
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
         self._record(
-            kind, cbid=CBID[name], correlation_id=correlation, start=start, end=start + duration_ns
+            kind,
+            cbid=CBID[name],
+            correlation_id=correlation,
+            start=start,
+            end=start + duration_ns,
+            thread_id=self.thread_id,
         )
         self._callback(name, ApiCallbackSite.API_EXIT, correlation)
         if self.stack:
@@ -314,6 +322,7 @@ class FakeCupti:
         call: str = "cuMemcpyHtoDAsync_v2",
         call_ns: int = 2_000,
         inner: str = "",
+        stream: int = 7,
     ) -> int:
         correlation = self.call(call, call_ns, call.startswith("cuda"), inner)
         start = self.clock_ns
@@ -328,10 +337,12 @@ class FakeCupti:
             src_kind=src,
             dst_kind=dst,
             flags_=flags,
+            device_id=self.device_id,
+            stream_id=stream,
         )
         return correlation
 
-    def kernel(self, name: str, duration_ns: int) -> int:
+    def kernel(self, name: str, duration_ns: int, stream: int = 7) -> int:
         correlation = self.call("cuLaunchKernel")
         start = self.clock_ns
         self.clock_ns += duration_ns
@@ -341,10 +352,12 @@ class FakeCupti:
             name=name,
             start=start,
             end=start + duration_ns,
+            device_id=self.device_id,
+            stream_id=stream,
         )
         return correlation
 
-    def memset(self, nbytes: int, duration_ns: int, flags: int = 1) -> int:
+    def memset(self, nbytes: int, duration_ns: int, flags: int = 1, stream: int = 7) -> int:
         correlation = self.call("cuMemsetD8Async")
         start = self.clock_ns
         self.clock_ns += duration_ns
@@ -355,6 +368,8 @@ class FakeCupti:
             end=start + duration_ns,
             bytes=nbytes,
             flags_=flags,
+            device_id=self.device_id,
+            stream_id=stream,
         )
         return correlation
 

@@ -23,20 +23,21 @@ def layout(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:
 # As cupti-python 13's dtypes lay them out: snake_case names, `flags_`, a signed kind; with
 # padding between the fields read.
 API = layout([("kind", "<i4", 0), ("cbid", "<u4", 4), ("start", "<u8", 8), ("end", "<u8", 16),
-              ("correlation_id", "<u4", 32)], 40)  # fmt: skip
+              ("thread_id", "<u4", 28), ("correlation_id", "<u4", 32)], 40)  # fmt: skip
 EXTERNAL = layout([("kind", "<i4", 0), ("external_id", "<u8", 8),
                    ("correlation_id", "<u4", 16)], 24)  # fmt: skip
 COUNTER = layout([("kind", "<i4", 0), ("counter_kind", "<i4", 4), ("value", "<u8", 8),
                   ("start", "<u8", 16), ("end", "<u8", 24)], 48)  # fmt: skip
 MEMCPY = layout([("kind", "<i4", 0), ("copy_kind", "u1", 4), ("src_kind", "u1", 5),
                  ("dst_kind", "u1", 6), ("flags_", "u1", 7), ("bytes", "<u8", 8),
-                 ("start", "<u8", 16), ("end", "<u8", 24), ("correlation_id", "<u4", 44)],
-                64)  # fmt: skip
+                 ("start", "<u8", 16), ("end", "<u8", 24), ("device_id", "<u4", 32),
+                 ("stream_id", "<u4", 40), ("correlation_id", "<u4", 44)], 64)  # fmt: skip
 KERNEL = layout([("kind", "<i4", 0), ("start", "<u8", 24), ("end", "<u8", 32),
+                 ("device_id", "<u4", 84), ("stream_id", "<u4", 92),
                  ("correlation_id", "<u4", 96), ("name", "<i8", 104)], 128)  # fmt: skip
 MEMSET = layout([("kind", "<i4", 0), ("bytes", "<u8", 8), ("start", "<u8", 16),
-                 ("end", "<u8", 24), ("flags_", "<u2", 40), ("correlation_id", "<u4", 44)],
-                48)  # fmt: skip
+                 ("end", "<u8", 24), ("device_id", "<u4", 32), ("stream_id", "<u4", 36),
+                 ("flags_", "<u2", 40), ("correlation_id", "<u4", 44)], 48)  # fmt: skip
 CLASSES = {  # cupti-python's class and dtype attribute of each
     "ActivityAPI": ("activity_api_dtype", API),
     "ActivityExternalCorrelation": ("activity_external_correlation_dtype", EXTERNAL),
@@ -110,7 +111,7 @@ class FakeLibcupti:
         self.pending = []
         # past the valid bytes: what an earlier use of the memory left (never to be read)
         stale = np.zeros(1, API)
-        stale[0] = (int(ActivityKind.DRIVER), 1, 0, 1, STALE)
+        stale[0] = (int(ActivityKind.DRIVER), 1, 0, 1, 0, STALE)
         ctypes.memmove(buffer.value + at, stale.tobytes(), API.itemsize)
         self.records_in[buffer.value] = [*addresses, buffer.value + at]
         self.given_back.append(buffer.value)
@@ -171,17 +172,19 @@ def test_every_kind_memprof_keeps_is_read_from_the_buffer_as_numpy_reads_it(
     keep: list = []
     driver, memcpy_kind = int(ActivityKind.DRIVER), int(ActivityKind.MEMCPY)
     library.add(API, kind=driver, cbid=CBID["cuMemcpyHtoDAsync_v2"], start=100, end=2100,
-                correlation_id=7)  # fmt: skip
+                correlation_id=7, thread_id=31337)  # fmt: skip
     library.add(EXTERNAL, kind=int(ActivityKind.EXTERNAL_CORRELATION), external_id=41,
                 correlation_id=7)  # fmt: skip
     library.add(MEMCPY, kind=memcpy_kind, copy_kind=1, src_kind=2, dst_kind=3, flags_=1,
-                bytes=4096, start=3000, end=5000, correlation_id=7)  # fmt: skip
+                bytes=4096, start=3000, end=5000, correlation_id=7, device_id=1,
+                stream_id=13)  # fmt: skip
     library.add(KERNEL, kind=int(ActivityKind.CONCURRENT_KERNEL), start=6000, end=6500,
-                correlation_id=8, name=kernel_name(b"readSum", keep))  # fmt: skip
+                correlation_id=8, name=kernel_name(b"readSum", keep), device_id=1,
+                stream_id=14)  # fmt: skip
     library.add(EXTERNAL, kind=int(ActivityKind.EXTERNAL_CORRELATION), external_id=42,
                 correlation_id=8)  # fmt: skip
     library.add(MEMSET, kind=int(ActivityKind.MEMSET), bytes=256, start=7000, end=7100,
-                flags_=1, correlation_id=9)  # fmt: skip
+                flags_=1, correlation_id=9, device_id=2, stream_id=15)  # fmt: skip
     library.add(
         MEMSET,
         kind=int(ActivityKind.MEMSET),
@@ -198,13 +201,14 @@ def test_every_kind_memprof_keeps_is_read_from_the_buffer_as_numpy_reads_it(
     library.add(API, kind=999, cbid=1, start=1, end=2, correlation_id=10)  # a kind not kept
     log.flush()
     assert log._gpu == {
-        7: [GpuRecord("memcpy", "HTOD", 3000, 5000, 4096, "pinned", "device", True, 7)],
-        8: [GpuRecord("kernel", "readSum", 6000, 6500, correlation_id=8)],
-        9: [GpuRecord("memset", "memset", 7000, 7100, 256, correlation_id=9)],
+        7: [GpuRecord("memcpy", "HTOD", 3000, 5000, 4096, "pinned", "device", True, 7, 1, 13)],
+        8: [GpuRecord("kernel", "readSum", 6000, 6500, correlation_id=8, device=1, stream=14)],
+        9: [GpuRecord("memset", "memset", 7000, 7100, 256, correlation_id=9, device=2, stream=15)],
         11: [GpuRecord("memcpy", "PTOP", 8000, 8400, 512, "device", "device", True, 11)],
         12: [GpuRecord("memset", "memset", 7200, 7300, 64, asynchronous=False, correlation_id=12)],
     }
-    assert log._api == {7: ApiRecord("cuMemcpyHtoDAsync_v2", 0.002, 7)}  # none past `valid`
+    # none past `valid`
+    assert log._api == {7: ApiRecord("cuMemcpyHtoDAsync_v2", 0.002, 7, 100, 31337)}
     assert log._external == {7: 41, 8: 42}
     assert log._unified_memory == {"BYTES_TRANSFER_HTOD": [(65536, 20)]}
     assert all(log._readers[which].unpack is not None for which in log._readers)
@@ -226,7 +230,8 @@ def test_a_kind_whose_struct_reading_contradicts_numpys_is_read_by_numpy(cupti, 
     swapped = layout(  # start written big-endian: struct's little-endian reading differs
         [("kind", "<i4", 0), ("copy_kind", "u1", 4), ("src_kind", "u1", 5),
          ("dst_kind", "u1", 6), ("flags_", "u1", 7), ("bytes", "<u8", 8), ("start", ">u8", 16),
-         ("end", "<u8", 24), ("correlation_id", "<u4", 44)], 64)  # fmt: skip
+         ("end", "<u8", 24), ("device_id", "<u4", 32), ("stream_id", "<u4", 40),
+         ("correlation_id", "<u4", 44)], 64)  # fmt: skip
     cupti.activity_memcpy6_dtype = swapped
     log, _ = ActivityLog.start(0)
     assert log._buffers is not None
@@ -241,8 +246,9 @@ def test_a_kind_whose_struct_reading_contradicts_numpys_is_read_by_numpy(cupti, 
 
 def test_a_layout_that_is_not_plain_integers_keeps_cupti_pythons_callbacks(cupti, library):
     cupti.activity_kernel10_dtype = layout(
-        [("kind", "<i4", 0), ("start", "<u8", 24), ("end", "<u8", 32),
-         ("correlation_id", "<u4", 96), ("name", "V8", 104)], 128)  # fmt: skip
+        [("kind", "<i4", 0), ("start", "<u8", 24), ("end", "<u8", 32), ("device_id", "<u4", 84),
+         ("stream_id", "<u4", 92), ("correlation_id", "<u4", 96), ("name", "V8", 104)],
+        128)  # fmt: skip
     log, why_not = ActivityLog.start(0)
     assert why_not is None and log._buffers is None
     assert cupti.callbacks == (log._buffer_requested, log._buffer_completed)
@@ -274,6 +280,7 @@ def test_a_failure_inside_cuptis_callback_is_raised_by_flush_and_the_buffer_stil
 
 # cupti-python 13.4's newest classes: the fields memprof reads at other offsets here
 KERNEL13 = layout([("kind", "<i4", 0), ("start", "<u8", 8), ("end", "<u8", 16),
+                   ("device_id", "<u4", 100), ("stream_id", "<u4", 108),
                    ("correlation_id", "<u4", 200), ("name", "<i8", 208)], 256)  # fmt: skip
 
 
@@ -297,12 +304,13 @@ def test_cupti_pythons_objects_of_the_newest_class_are_read_by_its_dtype(cupti):
     assert log._buffers is None
     memory = np.zeros(1, KERNEL13)
     name = ctypes.create_string_buffer(b"readSum")
-    memory[0] = (int(ActivityKind.CONCURRENT_KERNEL), 5, 9, 3, ctypes.addressof(name))
+    memory[0] = (int(ActivityKind.CONCURRENT_KERNEL), 5, 9, 1, 21, 3, ctypes.addressof(name))
     record = cupti.ActivityKernel13()
     record.ptr, record.start, record.end = memory.ctypes.data, 5, 9
-    record.correlation_id, record.name = 3, "readSum"
+    record.correlation_id, record.name, record.device_id, record.stream_id = 3, "readSum", 1, 21
     log._buffer_completed([record])
-    assert log._gpu == {3: [GpuRecord("kernel", "readSum", 5, 9, correlation_id=3)]}
+    expected = GpuRecord("kernel", "readSum", 5, 9, correlation_id=3, device=1, stream=21)
+    assert log._gpu == {3: [expected]}
     assert log._readers["kernel"].unpack is not None
 
 

@@ -220,7 +220,7 @@ def test_kernel_and_memset_records(cupti):
     kernel_record, memset_record = log.all_gpu_records()
     assert kernel_record == GpuRecord(
         "kernel", "_Z3sumPfS_", kernel_record.start_ns, kernel_record.start_ns + 2_500,
-        correlation_id=kernel,
+        correlation_id=kernel, stream=7,
     )  # fmt: skip
     assert (memset_record.category, memset_record.bytes, memset_record.asynchronous) == (
         "memset",
@@ -246,14 +246,16 @@ def test_gpu_records_come_in_order_of_start_whatever_their_order_of_arrival(cupt
 
 def test_api_records_are_named_by_their_domain_and_kept_in_order_for_a_whole_program(cupti):
     log = started(cupti, keep_all=True)
+    at = cupti.clock_ns
     first = cupti.call("cudaMemcpyAsync", 4_000, runtime=True)
+    cupti.thread_id = 99  # another thread: where a timeline draws its calls
     second = cupti.call("cuMemcpyHtoDAsync_v2", 1_000)
     third = cupti.call("cudaMemcpyAsync", 6_000, runtime=True)
     log.flush()
     assert log.all_api_records() == [
-        ApiRecord("cudaMemcpyAsync", 0.004, first),
-        ApiRecord("cuMemcpyHtoDAsync_v2", 0.001, second),
-        ApiRecord("cudaMemcpyAsync", 0.006, third),
+        ApiRecord("cudaMemcpyAsync", 0.004, first, at, 4242),
+        ApiRecord("cuMemcpyHtoDAsync_v2", 0.001, second, at + 4_000, 99),
+        ApiRecord("cudaMemcpyAsync", 0.006, third, at + 5_000, 99),
     ]
     assert cupti.names_asked == 2  # each (domain, cbid) asked once, then remembered
 
@@ -535,21 +537,21 @@ def copy_and_kernel_records(cupti):
 
     memcpy = np.dtype(
         {"names": ["kind", "copyKind", "srcKind", "dstKind", "flags", "bytes", "start", "end",
-                   "correlationId"],
-         "formats": ["<u4", "u1", "u1", "u1", "u1", "<u8", "<u8", "<u8", "<u4"],
-         "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 44], "itemsize": 64}
+                   "deviceId", "streamId", "correlationId"],
+         "formats": ["<u4", "u1", "u1", "u1", "u1", "<u8", "<u8", "<u8", "<u4", "<u4", "<u4"],
+         "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 32, 40, 44], "itemsize": 64}
     )  # fmt: skip
     kernel = np.dtype(  # the name: a pointer to its characters
-        {"names": ["kind", "start", "end", "correlationId", "name"],
-         "formats": ["<u4", "<u8", "<u8", "<u4", "<u8"], "offsets": [0, 24, 32, 96, 104],
-         "itemsize": 128}
+        {"names": ["kind", "start", "end", "deviceId", "streamId", "correlationId", "name"],
+         "formats": ["<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u8"],
+         "offsets": [0, 24, 32, 84, 92, 96, 104], "itemsize": 128}
     )  # fmt: skip
     name = ctypes.create_string_buffer(b"sumArraysGPU")
     copies = np.zeros(2, memcpy)
-    copies[0] = (1, 1, 2, 3, 1, 4096, 1000, 3000, 7)  # HtoD, pinned → device, async
-    copies[1] = (1, 2, 3, 1, 0, 8192, 5000, 9000, 8)  # DtoH, device → pageable, blocking
+    copies[0] = (1, 1, 2, 3, 1, 4096, 1000, 3000, 0, 13, 7)  # HtoD, pinned → device, async
+    copies[1] = (1, 2, 3, 1, 0, 8192, 5000, 9000, 0, 14, 8)  # DtoH, device → pageable, blocking
     kernels = np.zeros(1, kernel)
-    kernels[0] = (10, 11_000, 12_500, 9, ctypes.addressof(name))
+    kernels[0] = (10, 11_000, 12_500, 1, 15, 9, ctypes.addressof(name))
 
     class ActivityMemcpy6:
         def __init__(self, index):
@@ -560,6 +562,7 @@ def copy_and_kernel_records(cupti):
             )
             self.bytes, self.start, self.end = (int(item[n]) for n in ("bytes", "start", "end"))
             self.correlation_id = int(item["correlationId"])
+            self.device_id, self.stream_id = int(item["deviceId"]), int(item["streamId"])
 
     class ActivityKernel10:
         name = "sumArraysGPU"
@@ -569,6 +572,7 @@ def copy_and_kernel_records(cupti):
             self.ptr = kernels.ctypes.data
             self.kind, self.start, self.end = (int(item[n]) for n in ("kind", "start", "end"))
             self.correlation_id = int(item["correlationId"])
+            self.device_id, self.stream_id = int(item["deviceId"]), int(item["streamId"])
 
     cupti.ActivityMemcpy6, cupti.activity_memcpy6_dtype = ActivityMemcpy6, memcpy
     cupti.ActivityKernel10, cupti.activity_kernel10_dtype = ActivityKernel10, kernel
@@ -586,9 +590,13 @@ def test_copy_and_kernel_records_are_read_from_their_memory_as_their_attributes_
     log = started(cupti)
     log._buffer_completed(records)
     assert log._gpu == {
-        7: [GpuRecord("memcpy", "HTOD", 1000, 3000, 4096, "pinned", "device", True, 7)],
-        8: [GpuRecord("memcpy", "DTOH", 5000, 9000, 8192, "device", "pageable", False, 8)],
-        9: [GpuRecord("kernel", "sumArraysGPU", 11_000, 12_500, correlation_id=9)],
+        7: [GpuRecord("memcpy", "HTOD", 1000, 3000, 4096, "pinned", "device", True, 7, 0, 13)],
+        8: [GpuRecord("memcpy", "DTOH", 5000, 9000, 8192, "device", "pageable", False, 8, 0, 14)],
+        9: [
+            GpuRecord(
+                "kernel", "sumArraysGPU", 11_000, 12_500, correlation_id=9, device=1, stream=15
+            )
+        ],
     }
     assert log._readers["memcpy"].unpack is not None  # read from memory, not attributes
     assert log._readers["kernel"].unpack is not None

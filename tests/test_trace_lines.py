@@ -360,7 +360,54 @@ def test_waits_allocations_and_frees_are_advised_where_a_line_repeats_them():
         assert said.startswith(f"train.py:42: 2 {words} (x), the host blocked 1.0000ms: ")
     assert summary.line_advice([line("prefetch", calls=9, api=("x",))], []) == []
     torch_wait = summary.line_advice([line("wait", calls=2, api=("x",))], ["torch"])[0]
-    assert ".item()" in torch_wait
+    assert torch_wait.endswith("synchronize only where it needs a result.")
+
+
+def wait(calls: int = 3, *api: str) -> SourceLine:
+    return line("wait", calls=calls, api=api or ("cudaStreamSynchronize",))
+
+
+def back(nbytes: int, calls: int = 3, direction: str = "DtoH device -> pageable") -> SourceLine:
+    return line(direction, calls=calls, nbytes=nbytes)
+
+
+@pytest.mark.parametrize(
+    ("waited", "beside", "cause"),
+    [
+        (wait(), [back(16)], "item"),  # one complex128 back, then its stream's wait
+        (wait(), [back(17)], "copy"),  # more than one value: a blocking copy's wait
+        (wait(), [back(4), back(4, direction="HtoD pageable -> device")], "copy"),
+        (wait(3), [back(1 * MiB, calls=3)], "copy"),  # one wait per copy
+        (wait(4), [back(1 * MiB, calls=3)], "stream"),  # more waits than the copies made
+        (wait(3, "cudaEventSynchronize"), [back(4)], "event"),  # not the copy's own wait
+        (wait(3, "cudaStreamSynchronize"), [], "stream"),
+        (wait(3, "cuStreamSynchronize", "cuCtxSynchronize"), [], "device"),  # the broadest
+        (wait(3, "cudaDeviceSynchronize"), [], "device"),
+        (wait(3, "cuEventSynchronize"), [], "event"),
+        (wait(3, "cuStreamWaitEvent"), [], "other"),
+    ],
+)
+def test_each_wait_gets_the_cause_its_calls_and_its_lines_copies_show(waited, beside, cause):
+    assert summary.wait_cause(waited, [waited, *beside]) == cause
+
+
+def test_each_cause_has_its_own_sentence_in_the_librarys_words():
+    cases = {
+        "item": (wait(), [back(4)], ".item(), float() or a print", "a copy of 4 B"),
+        "copy": (wait(), [back(MiB)], "without non_blocking=True", "non_blocking=True"),
+        "event": (wait(3, "cudaEventSynchronize"), [], "before that event was recorded", ""),
+        "stream": (wait(4), [back(MiB)], "on that stream", "event recorded right after"),
+        "device": (wait(3, "cudaDeviceSynchronize"), [], "torch.cuda.synchronize()", ""),
+    }
+    sentences = set()
+    for cause, (waited, beside, *words) in cases.items():
+        (said,) = summary.line_advice([waited, *beside], ["torch"])[-1:]
+        assert said.startswith("train.py:42: 3 waits") or said.startswith("train.py:42: 4 w")
+        assert all(word in said for word in words), (cause, said)
+        sentences.add(said.split(": ", 3)[-1])
+    assert len(sentences) == len(cases)
+    plain = summary.line_advice([wait(3, "cudaDeviceSynchronize")], [])[0]
+    assert "cudaDeviceSynchronize, cuCtxSynchronize" in plain and "torch" not in plain
 
 
 def test_only_the_programs_own_lines_are_advised_the_costliest_three():
@@ -490,3 +537,43 @@ def test_the_where_note_points_at_stacks_only_where_the_callers_are_not_shown():
     shown = summary.where_tables(lines, show_chains=True)[-1].notes[-1]
     assert without.endswith(hint) and hint not in shown
     assert without.removesuffix(" " + hint) == shown
+
+
+def test_each_finding_carries_its_share_of_the_run_and_the_costliest_come_first():
+    scale = summary.RunScale(wall_ms=1000.0, gpu_ms=100.0)  # these lines' and others'
+    small = line(number=1, calls=2, gpu_ms=20.0, host_ms=30.0)  # 3% of the run
+    large = line(number=2, calls=2, gpu_ms=25.0, host_ms=40.0)  # 4%
+    waited = line("wait", number=3, calls=2, api=("cudaDeviceSynchronize",), host_ms=60.0)
+    queued = line(number=4, calls=2, gpu_ms=50.0, host_ms=0.5)  # its GPU time is its cost
+    said = summary.line_advice([small, large, waited, queued], [], scale)
+    assert [s.split(":")[1] for s in said] == ["3", "4", "2", "1"]  # by cost, any finding
+    assert (
+        "25.000ms of GPU time (25.00% of all), the host blocked 40.000ms (4.00% of the run)"
+        in said[2]
+    )
+    assert "the host blocked 60.000ms (6.00% of the run)" in said[0]
+
+
+@pytest.mark.parametrize(("host_ms", "folded"), [(10.0, False), (9.99, True)])
+def test_findings_under_1_percent_of_the_run_fold_into_one_line(host_ms, folded):
+    scale = summary.RunScale(wall_ms=1000.0, gpu_ms=50.0)
+    lines = [line(number=n, calls=2, gpu_ms=1.0, host_ms=host_ms) for n in (7, 8)]
+    said = summary.line_advice(lines, [], scale)
+    if not folded:
+        assert len(said) == 2 and all("(1.00% of the run)" in s for s in said)
+        return
+    (one,) = said
+    assert one.startswith("2 findings at train.py:7, train.py:8 cost under 1% of the program's")
+    assert "(2.0000ms and 19.980ms together)" in one
+
+
+def test_a_recorded_traces_findings_carry_the_shares_the_profile_gives():
+    result = load_result(FIXTURES / "h200_trace_pycuda.json")
+    said = [s for s in summary.summarize(result).conclusions if "% of the run)" in s]
+    first = next(s for s in said if s.startswith("pycuda_copies.py:52: "))
+    (row,) = [
+        m for m in result.extra.lines if (m.line, m.activity) == (52, "HtoD pageable -> device")
+    ]
+    gpu = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
+    assert f"({100 * row.gpu_ms / gpu:.2f}% of all)" in first
+    assert f"({100 * row.host_ms / (result.extra.wall_s * 1e3):.2f}% of the run)" in first

@@ -51,6 +51,8 @@ class GpuRecord:
     dst_kind: str = ""
     asynchronous: bool = True  # made with an ...Async call (CUPTI's MEMCPY_ASYNC flag)
     correlation_id: int = 0  # links it to the driver or runtime call that issued it
+    device: int = 0  # CUPTI's device id
+    stream: int = 0  # CUPTI's stream id: where it ran in order (a timeline's row)
 
     @property
     def duration_ms(self) -> float:
@@ -64,6 +66,8 @@ class ApiRecord:
     name: str
     duration_ms: float
     correlation_id: int = 0
+    start_ns: int = 0  # CUPTI's clock, as GpuRecord's
+    thread: int = 0  # the system's id of the thread that made the call
 
 
 _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
@@ -74,8 +78,14 @@ _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
 # makes it), its dtype's stem, and the fields read. A kernel's name is a pointer to its
 # characters (STRING_FIELDS).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
+_PLACE = ("correlation_id", "device_id", "stream_id")  # whose call, which GPU and stream
 _READ = {
-    "api": ("ActivityAPI", None, "api", ("kind", "cbid", "start", "end", "correlation_id")),
+    "api": (
+        "ActivityAPI",
+        None,
+        "api",
+        ("kind", "cbid", "start", "end", "correlation_id", "thread_id"),
+    ),
     "external": (
         "ActivityExternalCorrelation",
         None,
@@ -88,18 +98,15 @@ _READ = {
         "unified_memory_counter",
         ("counter_kind", "value", "start", "end"),
     ),
-    "memcpy": ("ActivityMemcpy", 6, "memcpy", (*_COPY_FIELDS, "correlation_id")),
-    "memcpy2": ("ActivityMemcpyPtoP", 4, "memcpy_pto_p", (*_COPY_FIELDS, "correlation_id")),
-    "kernel": ("ActivityKernel", 10, "kernel", ("start", "end", "correlation_id", "name")),
-    "memset": (
-        "ActivityMemset",
-        4,
-        "memset",
-        ("start", "end", "bytes", "flags_", "correlation_id"),
-    ),
+    "memcpy": ("ActivityMemcpy", 6, "memcpy", (*_COPY_FIELDS, *_PLACE)),
+    "memcpy2": ("ActivityMemcpyPtoP", 4, "memcpy_pto_p", (*_COPY_FIELDS, *_PLACE)),
+    "kernel": ("ActivityKernel", 10, "kernel", ("start", "end", "name", *_PLACE)),
+    "memset": ("ActivityMemset", 4, "memset", ("start", "end", "bytes", "flags_", *_PLACE)),
 }
 NEWER_VERSIONS = 16  # how far past the oldest version memprof looks for cupti-python's newest
 STRING_FIELDS = frozenset({"name"})
+# Where a record happened, for a timeline only: 0 where a record has no such attribute
+TIMELINE_FIELDS = frozenset({"device_id", "stream_id", "thread_id"})
 # What each kind of record is read as, by CUPTI's activity kind names.
 _READ_BY_KIND = {
     "DRIVER": "api",
@@ -196,7 +203,14 @@ class FieldReader:
 
     def attributes(self, record: Any) -> tuple:
         """The fields read through the record's attributes (the slow way)."""
-        return tuple(_flags(record) if n == "flags_" else getattr(record, n) for n in self.names)
+        return tuple(
+            _flags(record)
+            if n == "flags_"
+            else getattr(record, n, 0)
+            if n in TIMELINE_FIELDS
+            else getattr(record, n)
+            for n in self.names
+        )
 
 
 def _text_at(address: int) -> str:
@@ -532,9 +546,10 @@ class ActivityLog:
     def _keep(self, which: str, fields: tuple) -> None:
         """One record of _READ's kinds, from its fields (in _READ's order)."""
         if which == "api":
-            kind, cbid, start, end, correlation = fields
+            kind, cbid, start, end, correlation, thread = fields
             domain = "driver" if kind == self.cupti.ActivityKind.DRIVER else "runtime"
-            api = ApiRecord(self._callback_name(cbid, domain), (end - start) / 1e6, correlation)
+            name = self._callback_name(cbid, domain)
+            api = ApiRecord(name, (end - start) / 1e6, correlation, start, thread)
             self._api[correlation] = api
             if self.keep_all:
                 self._all_api.append(api)
@@ -547,15 +562,18 @@ class ActivityLog:
             copy = self._memcpy(*fields)
             self._add(copy.correlation_id, copy)
         elif which == "kernel":
-            start, end, correlation, name = fields
-            kernel = GpuRecord("kernel", name, start, end, correlation_id=correlation)
+            start, end, name, correlation, device, stream = fields
+            kernel = GpuRecord(
+                "kernel", name, start, end, correlation_id=correlation, device=device,
+                stream=stream,
+            )  # fmt: skip
             self._add(correlation, kernel)
         else:  # a memset
-            start, end, nbytes, flags, correlation = fields
+            start, end, nbytes, flags, correlation, device, stream = fields
             asynchronous = bool(flags & MEMSET_ASYNC_FLAG)
             memset = GpuRecord(
                 "memset", "memset", start, end, nbytes, asynchronous=asynchronous,
-                correlation_id=correlation,
+                correlation_id=correlation, device=device, stream=stream,
             )  # fmt: skip
             self._add(correlation, memset)
 
@@ -569,6 +587,8 @@ class ActivityLog:
         dst_kind: int,
         flags: int,
         correlation: int,
+        device: int,
+        stream: int,
     ) -> GpuRecord:
         """A copy's record as memprof keeps it, from its fields."""
         name = self._copy_kind_names.get(copy_kind)
@@ -587,6 +607,8 @@ class ActivityLog:
             MEMORY_KIND_NAMES.get(dst_kind, "unknown"),
             bool(flags & MEMCPY_ASYNC_FLAG),
             correlation,
+            device,
+            stream,
         )
 
     def _add_counter(self, counter_kind: int, value: int, start: int, end: int) -> None:

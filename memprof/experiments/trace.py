@@ -12,6 +12,7 @@ import math
 import re
 import sys
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,6 +24,7 @@ from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
+    format_percent,
     plural,
 )
 from memprof.model.lines import CALL_KINDS, SourceLine
@@ -30,6 +32,8 @@ from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
+from memprof.model.timeline import NO_LINE, Breakdown, Gap, breakdown
+from memprof.output.files import destination
 from memprof.output.render import LOWER_BOUNDS
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
@@ -345,6 +349,102 @@ WORK_CALLS_NOTE = (
 )
 
 
+# -- where the time went ---------------------------------------------------------------------
+
+GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
+PARTS = ("computing", "copying", "both", "idle")  # a Breakdown's parts, in the table's order
+BREAKDOWN_NOTE = (
+    "From CUPTI's records of each kernel, copy and memset on each GPU (its streams merged), "
+    "over the program's wall time (the host's clock around it): Computing, kernels alone; "
+    "Copying, copies or memsets alone; Both, the two at once; Idle, neither. A gap: the GPU "
+    "idle between two pieces of its work; Host at, the line of the recorded call that "
+    "overlapped the gap most (after: none did, the last before it)."
+)
+
+
+def _parts_ns(share: Breakdown) -> dict[str, int]:
+    return {
+        "computing": share.computing_ns,
+        "copying": share.copying_ns,
+        "both": share.both_ns,
+        "idle": share.idle_ns,
+    }
+
+
+def dominant(share: Breakdown) -> str:
+    """The part of the run that took the most of its wall time (PARTS' order on a tie)."""
+    parts = _parts_ns(share)
+    return max(PARTS, key=lambda part: (parts[part], -PARTS.index(part)))
+
+
+def time_verdict(share: Breakdown) -> str:
+    """What the largest part of one GPU's run means for what is worth changing."""
+    parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
+    wall = format_ms(share.wall_ns / 1e6)
+    gpu = f"GPU {share.device}"
+    busy = format_percent(share.share(share.wall_ns - share.idle_ns))
+    if dominant(share) == "idle":
+        return (
+            f"{gpu} sat idle {parts['idle']} of the program's {wall}: it computed "
+            f"{parts['computing']}, copied {parts['copying']} and did both at once "
+            f"{parts['both']}. The host set the run's length (its Python, data loading, "
+            f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
+            f"{busy} it was busy. Its longest idle gaps are listed with the line the host was at."
+        )
+    if dominant(share) == "computing":
+        return (
+            f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
+            f"{parts['copying']}, both at once {parts['both']}, idle {parts['idle']}): its "
+            f"kernels set the run's length; the copies below can save at most the "
+            f"{parts['copying']} spent copying alone."
+        )
+    if dominant(share) == "copying":
+        return (
+            f"{gpu} copied, computing nothing, {parts['copying']} of the program's {wall} "
+            f"(computing alone {parts['computing']}, both at once {parts['both']}, idle "
+            f"{parts['idle']}): its copies set the run's length, so the advice on copies "
+            "below is where its time is."
+        )
+    return (
+        f"{gpu} copied while it computed for {parts['both']} of the program's {wall} "
+        f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
+        f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
+    )
+
+
+def _gap_place(gap: Gap, lines: list[SourceLine]) -> str:
+    if gap.line == NO_LINE:
+        return "(no recorded call)"
+    line = lines[gap.line]
+    return f"{'' if gap.during else 'after '}{line.place} ({line.activity})"
+
+
+def time_tables(result: Result) -> tuple[list[Table], list[str]]:
+    """The breakdown of the run per GPU and its longest idle gaps, and what it means;
+    nothing for a trace saved without a timeline, or whose GPU did no work."""
+    timeline = result.extra.timeline
+    if timeline is None or not timeline.gpu:
+        return [], []
+    shares = breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
+    table = Table("Where the time went", ["GPU", "Computing", "Copying", "Both", "Idle"])
+    gaps = Table("Longest idle gaps", ["GPU", "At", "Idle for", "Host at"])
+    lines = result.extra.lines or []
+    for share in shares:
+        cells = [
+            f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
+            for ns in _parts_ns(share).values()
+        ]
+        table.add_row(str(share.device), *cells)
+        for gap in share.gaps:
+            at = format_ms(gap.start_ns / 1e6)
+            place = _gap_place(gap, lines)
+            gaps.add_row(str(share.device), at, format_ms(gap.duration_ns / 1e6), place)
+    table.notes.append(BREAKDOWN_NOTE)
+    gaps.notes.append("At: from the first recorded event.")
+    tables = [table, gaps] if gaps.rows else [table]
+    return tables, [time_verdict(share) for share in shares]
+
+
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
@@ -354,11 +454,13 @@ def summarize(result: Result) -> Summary:
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
     # section is the profile's own, as nvprof printed it (memprof.render)
     small = result.extra.small_copies
-    conclusions = [outcome_line(result), *advice(copies, bandwidth, totals, small)]
+    time, verdicts = time_tables(result)
+    tables = time + tables
+    conclusions = [outcome_line(result), *verdicts, *advice(copies, bandwidth, totals, small)]
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
-        conclusions += line_advice(lines, result.extra.libraries)
+        conclusions += line_advice(lines, result.extra.libraries, run_scale(result))
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(
@@ -429,6 +531,7 @@ class Trace(base.Experiment):
         stack_depth: int = DEFAULT_STACK_DEPTH,
         stacks: bool = False,
         all_calls: bool = False,
+        timeline: str | None = None,
     ) -> int:
         """The command: trace the program (memprof.trace.collect records it), then show and
         save its Result as every command does; the program's own exit code."""
@@ -438,6 +541,8 @@ class Trace(base.Experiment):
                 "give a depth of 1 or more"
             )
         program = parse_target(target or [], module)
+        if timeline is not None:
+            output = replace(output, timeline=destination(timeline, "--timeline"))
         lines = LineOptions(stack_depth, stacks)
         options = TraceOptions(
             device, bandwidth, lines, output, measure_small_copies, all_calls=all_calls
@@ -476,6 +581,7 @@ class Trace(base.Experiment):
             ),
             CliOption("stacks", bool, False, ("--stacks",), stacks),
             CliOption("all_calls", bool, False, ("--all-calls",), all_calls),
+            CliOption("timeline", str | None, None, ("--timeline",), TIMELINE_HELP),
         ]
 
     def check_consistency(self, result: Result) -> None:
@@ -521,10 +627,11 @@ class Trace(base.Experiment):
                         "allocates, frees, registers, prefetches or waits, but "
                         "parameters.all_calls is false",
                     )
+        check_timeline(result)
 
 
 def row_name(group: CopyGroup) -> str:
-    """The profile row of a copy group's copies (memprof.trace.collect.copy_row_name)."""
+    """The profile row of a copy group's copies (memprof.trace.where.copy_row_name)."""
     return f"[CUDA memcpy {group.direction}] {group.source} -> {group.destination}"
 
 
@@ -682,7 +789,42 @@ def check_lines(result: Result) -> None:
             )
 
 
+def check_timeline(result: Result) -> None:
+    """A trace's timeline holds every GPU operation and recorded call it measured, once,
+    each as long as the profile says, and only lines the trace has."""
+    timeline = result.extra.timeline
+    if timeline is None:
+        return
+    lines = len(result.extra.lines or [])
+    beyond = max(timeline.line_indexes(), default=-1)
+    if beyond >= lines:
+        raise SchemaError("extra.timeline", f"names line {beyond}, but there are {lines}")
+    measured: dict[tuple[str, str], list[float]] = {}
+    for m in result.measurements:
+        measured.setdefault((m.group, m.name), []).extend(m.samples_ms)
+    drawn: dict[tuple[str, str], list[float]] = {}
+    for rows, group, at in ((timeline.gpu, "gpu", 3), (timeline.api, "api", 2)):
+        for row in rows:
+            name = timeline.names[row[1 if group == "gpu" else 0]]
+            drawn.setdefault((group, name), []).append(row[at] / 1e6)
+    for key in sorted(set(measured) | set(drawn)):
+        found, wanted = sorted(drawn.get(key, [])), sorted(measured.get(key, []))
+        same = len(found) == len(wanted) and all(map(_close, found, wanted))
+        if not same:
+            raise SchemaError(
+                "extra.timeline",
+                f"holds {len(found)} {key[0]} events of {key[1]!r} "
+                f"({format_ms(math.fsum(found))}), but the profile measured {len(wanted)} "
+                f"({format_ms(math.fsum(wanted))})",
+            )
+
+
 PYTHON_M = "Run a module, as python -m does."
+TIMELINE_HELP = (
+    "Also save the run's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing: kernels, copies and memsets on their GPU streams, the calls on their "
+    "host threads, each with its line."
+)
 
 
 # -- where: the program's lines behind the copies, memsets, allocations and waits ------------
@@ -833,18 +975,87 @@ PAGEABLE_REMEDY = {
         "allocate the host buffer pinned (cudaHostAlloc, cuMemHostAlloc) once and reuse it"
     ),
 }
+# What a wait waited for, by the call that waited (its name without version suffixes)
+SYNC_SCOPES = {
+    "cuCtxSynchronize": "device",
+    "cudaDeviceSynchronize": "device",
+    "cudaThreadSynchronize": "device",
+    "cuStreamSynchronize": "stream",
+    "cudaStreamSynchronize": "stream",
+    "cuEventSynchronize": "event",
+    "cudaEventSynchronize": "event",
+}
+SCALAR_BYTES = 16  # a read of one value copies one element back: complex128 at most
 WAIT_REMEDY = {
-    "torch": (
-        ".item(), .cpu(), .tolist(), a print of a CUDA tensor and torch.cuda.synchronize() "
-        "wait for all the GPU's queued work: read such values every few steps, or keep them "
+    "item": (
+        "each reads one value back ({scalar}: a copy of {size} and a wait for all the work "
+        "queued on its stream, every call): read such values every few steps, or keep them "
         "on the GPU"
     ),
-    "cupy": (
-        ".get(), cupy.asnumpy() and synchronize() wait for all the GPU's queued work: read "
-        "results only where the host needs them"
+    "copy": (
+        "these are the waits of blocking copies made at this line ({blocking}): each waits "
+        "for all the work queued on its stream, and the copy overlaps nothing; copy "
+        "asynchronously ({asynchronous}) from or to pinned memory, and wait once, where the "
+        "data is used"
     ),
-    None: "the host waits here for the GPU's queued work: synchronize only where it needs a result",
+    "event": (
+        "an event's synchronize waits only for the work queued before that event was "
+        "recorded: the narrowest wait there is; where the host needs no result yet, record "
+        "it later or poll it (query()) and do host work meanwhile"
+    ),
+    "stream": (
+        "a stream's synchronize waits for all the work queued on that stream: wait on an "
+        "event recorded right after the work whose result the host needs, and only where "
+        "it needs it"
+    ),
+    "device": (
+        "a device-wide synchronize waits for the work queued on every stream of the GPU "
+        "({device}): wait on the one stream or event that holds the result, and only where "
+        "the host needs it"
+    ),
+    "other": (
+        "the host waits here for the GPU's queued work: synchronize only where it needs a result"
+    ),
 }
+WAIT_WORDS = {  # the library's own words in the sentences above, the CUDA API's by default
+    "torch": {
+        "scalar": ".item(), float() or a print of a one-element CUDA tensor",
+        "blocking": ".to(), .cpu(), copy_() without non_blocking=True",
+        "asynchronous": "non_blocking=True",
+        "device": "torch.cuda.synchronize()",
+    },
+    "cupy": {"scalar": ".item() or float() of a CuPy scalar", "device": "Device.synchronize()"},
+    None: {
+        "scalar": "a one-value read",
+        "blocking": "synchronous calls, or from or to pageable memory",
+        "asynchronous": "cudaMemcpyAsync on a stream",
+        "device": "cudaDeviceSynchronize, cuCtxSynchronize",
+    },
+}
+
+
+def wait_cause(wait: SourceLine, beside: list[SourceLine]) -> str:
+    """What a line's waits were, from their calls and the copies the same line made: the
+    stream waits of as many blocking copies (of one value back: a read such as .item()),
+    else the broadest scope its calls waited on (a device, a stream, an event)."""
+    scopes = {SYNC_SCOPES.get(name) for name in wait.api}
+    copies = [line for line in beside if line.is_copy]
+    if scopes == {"stream"} and copies and wait.calls <= sum(c.calls for c in copies):
+        back = [c for c in copies if c.copy_ends()[0] == "DtoH"]
+        if back and back == copies and max(c.largest_bytes for c in back) <= SCALAR_BYTES:
+            return "item"
+        return "copy"
+    return next((scope for scope in ("device", "stream", "event") if scope in scopes), "other")
+
+
+def wait_remedy(wait: SourceLine, beside: list[SourceLine], library: str | None) -> str:
+    cause = wait_cause(wait, beside)
+    words = {**WAIT_WORDS[None], **WAIT_WORDS.get(library, {})}
+    copies = [line for line in beside if line.is_copy]
+    size = _size_words(max(copies, key=lambda c: c.largest_bytes)) if copies else ""
+    return WAIT_REMEDY[cause].format(size=size, **words)
+
+
 CALL_REMEDY = {
     "alloc": "allocate once, before the loop, and reuse the memory (or a stream-ordered pool)",
     "free": "free once, after the loop: freeing device memory also waits for the GPU",
@@ -857,13 +1068,40 @@ def _library(libraries: list[str]) -> str | None:
     return next((name for name in LIBRARY_ORDER if name in libraries), None)
 
 
-def _cost(line: SourceLine) -> str:
-    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded."""
+FOLD_SHARE = 0.01  # advice whose line cost under 1% of the run, host and GPU alike: one line
+FOLD_PLACES = 5  # places named in that line
+
+
+@dataclass(frozen=True)
+class RunScale:
+    """What a line's cost is a share of: the program's wall time and all the GPU's time."""
+
+    wall_ms: float
+    gpu_ms: float  # every kernel, copy and memset, summed (the profile's GPU activities)
+
+    def of_run(self, ms: float) -> float:
+        return ms / self.wall_ms if self.wall_ms > 0 else 0.0
+
+    def cost(self, line: SourceLine) -> float:
+        """The larger of its GPU time and the host time it blocked, as a share of the run."""
+        return self.of_run(max(line.gpu_ms, line.host_ms))
+
+
+def run_scale(result: Result) -> RunScale:
+    gpu = math.fsum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
+    return RunScale(result.extra.wall_s * 1e3, gpu)
+
+
+def _cost(line: SourceLine, scale: RunScale | None = None) -> str:
+    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded; with each
+    one's share (of all the GPU's time; of the run's wall time) where the scale is known."""
     parts = []
     if line.gpu_ms_each:
-        parts.append(f"{format_ms(line.gpu_ms)} of GPU time")
+        share = f" ({format_percent(line.gpu_ms / scale.gpu_ms)} of all)" if scale else ""
+        parts.append(f"{format_ms(line.gpu_ms)} of GPU time{share}")
     if line.host_ms_each:
-        parts.append(f"the host blocked {format_ms(line.host_ms)}")
+        share = f" ({format_percent(scale.of_run(line.host_ms))} of the run)" if scale else ""
+        parts.append(f"the host blocked {format_ms(line.host_ms)}{share}")
     return ", ".join(parts)
 
 
@@ -876,11 +1114,36 @@ def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
     return sorted(chosen, key=key, reverse=True)[:LINES_ADVISED]
 
 
-def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
+def line_advice(
+    lines: list[SourceLine], libraries: list[str], scale: RunScale | None = None
+) -> list[str]:
     """The advice, line by line: the program's lines behind its pageable copies, its
     repeated small copies, and the waits, allocations, frees and registrations made again
-    and again at one line (a loop's), the costliest first."""
-    library = _library(libraries)
+    and again at one line (a loop's), the costliest first. With the run's scale, each with
+    its share of it, all in order of cost, and those under FOLD_SHARE of the run in one line."""
+    said = _line_findings(lines, _library(libraries))
+    if scale is None:
+        return [_advised(line, what, remedy) for line, what, remedy in said]
+    said.sort(key=lambda found: -scale.cost(found[0]))
+    costly = [found for found in said if scale.cost(found[0]) >= FOLD_SHARE]
+    out = [_advised(line, what, remedy, scale) for line, what, remedy in costly]
+    cheap = [found[0] for found in said[len(costly) :]]
+    if cheap:
+        places = list(dict.fromkeys(line.place for line in cheap))
+        named = ", ".join(places[:FOLD_PLACES])
+        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        gpu = format_ms(math.fsum(line.gpu_ms for line in cheap))
+        host = format_ms(math.fsum(line.host_ms for line in cheap))
+        out.append(
+            f"{plural(len(cheap), 'finding')} at {named}{more} cost under {FOLD_SHARE:.0%} "
+            f"of the program's {format_ms(scale.wall_ms)} each, in GPU time and in host time "
+            f"blocked ({gpu} and {host} together): the Where tables hold them."
+        )
+    return out
+
+
+def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
+    """(line, what it did, what to do) of each line worth advice, finding by finding."""
     said = []
     pageable = _ranked(
         lines,
@@ -892,7 +1155,7 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
             (library, None), PAGEABLE_REMEDY[None, None]
         )
         copies = plural(line.calls, f"pageable {direction} copy", f"pageable {direction} copies")
-        said.append(_advised(line, f"{copies} of {_size_words(line)}", remedy))
+        said.append((line, f"{copies} of {_size_words(line)}", remedy))
     small = _ranked(
         lines,
         lambda s: s.is_copy and 0 < s.largest_bytes < SMALL_COPY_BYTES and s.calls >= REPEATED,
@@ -900,22 +1163,26 @@ def line_advice(lines: list[SourceLine], libraries: list[str]) -> list[str]:
     )
     for line in small:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
-        said.append(_advised(line, f"{line.calls} copies of {_size_words(line)}", remedy))
+        said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
+    at_place: dict[tuple, list[SourceLine]] = {}
+    for line in lines:
+        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     for line in waits:
-        remedy = WAIT_REMEDY.get(library, WAIT_REMEDY[None])
-        said.append(_advised(line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
+        beside = at_place[line.origin, line.file, line.line, line.function]
+        remedy = wait_remedy(line, beside, library)
+        said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
     repeated = _ranked(lines, lambda s: s.activity in CALL_REMEDY and s.calls >= REPEATED)
     for line in repeated:
         what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
-        said.append(_advised(line, what, CALL_REMEDY[line.activity]))
+        said.append((line, what, CALL_REMEDY[line.activity]))
     return said
 
 
-def _advised(line: SourceLine, what: str, remedy: str) -> str:
+def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:
     """`train.py:42: 134 pageable HtoD copies of 4 MiB, 38.6ms of GPU time, the host
     blocked 41ms: pass pin_memory=True...`"""
-    cost = _cost(line)
+    cost = _cost(line, scale)
     return f"{line.place}: {what}{', ' + cost if cost else ''}: {remedy}."
 
 

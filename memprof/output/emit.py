@@ -46,6 +46,7 @@ class Output:
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
     verbose: bool = False  # every verification on its own line (memprof.output.render)
+    timeline: Destination | None = None  # a trace's timeline (memprof.output.timeline)
 
     @classmethod
     def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
@@ -55,13 +56,14 @@ class Output:
         return cls(*paths, quiet, no_color)
 
     def destinations(self) -> dict[str, Destination | None]:
-        return {"--json": self.json, "--csv": self.csv}
+        return {"--json": self.json, "--csv": self.csv, "--timeline": self.timeline}
 
     @property
     def shown_on_stderr(self) -> bool:
         """Results shown on stderr: `trace`'s, or where stdout is a destination (`--json -`),
         so that what a pipe reads is the file alone."""
-        return self.on_stderr or any(t is not None and t.is_stdout for t in (self.json, self.csv))
+        shown = self.destinations().values()
+        return self.on_stderr or any(t is not None and t.is_stdout for t in shown)
 
     def check(self, inputs: Sequence[Path] = ()) -> None:
         """Before any work: each destination writable, none an input, no two the same file
@@ -88,6 +90,7 @@ def emit(
     """
     from memprof.output.export import csv_text
     from memprof.output.render import render_result, render_summary
+    from memprof.output.timeline import chrome_trace
 
     summaries = [summarize(result) for result in results]
 
@@ -103,6 +106,7 @@ def emit(
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
         "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
+        "--timeline": lambda: chrome_trace(results[0]),
     }
     refused = [] if loaded else _refused(results, output)
     _show_then_save(render, {} if refused else texts, output)

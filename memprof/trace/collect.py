@@ -46,6 +46,7 @@ from memprof.model.schema import (
     Range,
     Seconds,
 )
+from memprof.model.timeline import Timeline
 from memprof.trace.stacks import (
     DEFAULT_STACK_DEPTH,
     MAX_STACK_DEPTH,
@@ -53,7 +54,8 @@ from memprof.trace.stacks import (
     StackRecorder,
     is_work_call,
 )
-from memprof.trace.where import Stacks, copy_direction, source_lines
+from memprof.trace.timeline import timeline_of
+from memprof.trace.where import Stacks, copy_direction, copy_row_name, source_lines
 
 if TYPE_CHECKING:
     from memprof.output.emit import Output
@@ -395,11 +397,6 @@ def demangled(records: list[GpuRecord]) -> list[GpuRecord]:
 # -- records -> rows -----------------------------------------------------------------------
 
 
-def copy_row_name(record: GpuRecord) -> str:
-    """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
-    return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
-
-
 def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[Measurement]:
     """nvprof's rows as Measurements: one per name and size (profile_rows folds sizes)."""
     rows: dict[tuple[str, str, int], Measurement] = {}
@@ -614,6 +611,9 @@ class TraceExtra:
     lines_note: str | None = None  # why there are no lines, or why some are missing
     # the GPU libraries the program imported, for the advice's words
     libraries: list[ProgramLibrary] = field(default_factory=list)
+    # every kernel, copy, memset and recorded call in time, for --timeline and the
+    # breakdown of the run (None: traced before memprof kept them)
+    timeline: Timeline | None = None
 
 
 def trace_result(
@@ -662,6 +662,9 @@ def trace_result(
             lines=source,
             lines_note=note,
             libraries=sorted(set(outcome.libraries)),
+            timeline=timeline_of(
+                recording.gpu, recording.api, recording.stacks, source, recording.own_calls
+            ),
         ),
         timing=TimingInfo(
             source="cupti",
@@ -958,7 +961,7 @@ def trace(
             f"--bandwidth {options.bandwidth!r}: choose from {', '.join(BANDWIDTH_MODES)}"
         )
     output = replace(options.output or Output(), on_stderr=True)
-    output.check()
+    output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
     if not 0 <= options.lines.stack_depth <= MAX_STACK_DEPTH:
         raise InvalidArgument(

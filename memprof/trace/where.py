@@ -30,6 +30,11 @@ def copy_direction(copy_kind: str) -> str:
     return copy_kind.title()
 
 
+def copy_row_name(record: GpuRecord) -> str:
+    """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
+    return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
+
+
 def activity_of(record: GpuRecord) -> str:
     """A copy's activity, `HtoD pageable -> device`, or `memset`."""
     if record.category == "memset":

@@ -7,6 +7,7 @@ those copies. The time and overhead targets are benchmarks/trace_check.py's, not
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -299,3 +300,63 @@ def test_all_calls_records_the_calls_a_default_trace_leaves_out(tmp_path):
     assert any(not is_work_call(name) for name in calls(every))
     copies = {n: c for n, c in calls(every).items() if n.startswith("cuMemcpy")}
     assert copies and copies == {n: c for n, c in calls(work).items() if n.startswith("cuMemcpy")}
+
+
+def test_the_timeline_puts_each_copy_on_its_stream_as_long_as_the_profile_says(tmp_path):
+    """--timeline of a real program: Chrome trace JSON whose durations are the profile's,
+    the synchronous copies and the pinned ones on a stream each, never two at once on one
+    stream, each copy with its line, all within the program's wall time."""
+    from tests.test_trace_timeline import assert_durations_are_the_profiles, complete
+
+    if importlib.util.find_spec("pycuda") is None:
+        pytest.skip("pycuda is not installed here")
+    drawn = tmp_path / "timeline.json"
+    completed, result = trace(tmp_path, "--timeline", str(drawn), "examples/pycuda_copies.py")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    document = json.loads(drawn.read_text())
+    for event in document["traceEvents"]:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= event.keys(), event
+    assert_durations_are_the_profiles(document, result)
+    copies = [e for e in complete(document) if e["cat"] == "memcpy"]
+    streams = {e["tid"] for e in copies}
+    assert len(streams) >= 2, streams  # the synchronous copies' and the pinned ones' stream
+    for stream in streams:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in copies if e["tid"] == stream)
+        assert all(end <= start + 1e-3 for (_, end), (start, _) in itertools.pairwise(spans))
+    assert all(e["args"]["line"].startswith("pycuda_copies.py:") for e in copies)
+    gpu = [e for e in complete(document) if e["cat"] != "api"]
+    span_us = max(e["ts"] + e["dur"] for e in gpu) - min(e["ts"] for e in gpu)
+    assert span_us <= result.extra.wall_s * 1e6  # the program waits for its own copies
+
+
+def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
+    """The run's breakdown against the program's own clock: its GPU can have been busy at
+    most the sum of its operations' durations (the profile's rows); where that is under half
+    the wall time the program measured itself, the first verdict must be that it sat idle."""
+    from memprof.experiments import trace as trace_summary
+    from memprof.model.timeline import breakdown
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    arguments = ("examples/resnet_train.py", "--steps", "3", "--batch", "8", "--size", "32")
+    completed, result = trace(tmp_path, "--bandwidth", "none", *arguments)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    own = program_report(completed)
+    (share,) = breakdown(result.extra.timeline, round(result.extra.wall_s * 1e9))
+    busy_ns = share.wall_ns - share.idle_ns
+    summed_ns = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms) * 1e6
+    assert 0 < busy_ns <= summed_ns + 1
+    assert share.wall_ns >= own["wall_s"] * 1e9  # memprof's clock encloses the program's
+    verdict = trace_summary.summarize(result).conclusions[1]
+    print(verdict)  # for the lead: which part this GPU's run had most of
+    if summed_ns < own["wall_s"] * 1e9 / 2:
+        assert verdict.startswith("GPU 0 sat idle ")
+    assert f"GPU {share.device} " in verdict
+    # the waits of .item() and of the pageable .to() copies, each told its own cause
+    marks = marked_lines(ROOT / "examples/resnet_train.py")
+    text = " ".join(completed.stderr.split())
+    item = f"resnet_train.py:{marks['item'][1]}: 3 waits (cudaStreamSynchronize)"
+    images = f"resnet_train.py:{marks['images'][1]}: 3 waits (cudaStreamSynchronize)"
+    assert item in text and images in text
+    assert "each reads one value back" in text[text.index(item) :].split(". ")[0]
+    assert "waits of blocking copies" in text[text.index(images) :].split(". ")[0]

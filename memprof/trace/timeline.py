@@ -1,0 +1,80 @@
+"""A trace's Timeline (memprof.model.timeline) from CUPTI's records: each event's time,
+GPU and stream or host thread, and the index of its line among the trace's source lines.
+
+A call's line is found as memprof.trace.where files it: by the call's correlation id, its
+stack and its activity (a copy's direction and memory kinds, a memset, or the kind of call),
+so an event and the Where table's row it is counted in are the same line.
+"""
+
+from __future__ import annotations
+
+from memprof.core.activity import ApiRecord, GpuRecord
+from memprof.model.lines import SourceLine
+from memprof.model.timeline import GPU_CATEGORIES, NO_LINE, TIMELINE_VERSION, Timeline
+from memprof.trace.stacks import call_kind
+from memprof.trace.where import Stacks, activity_of, copy_row_name
+
+
+def gpu_row_name(record: GpuRecord) -> str:
+    """The profile row a GPU record is counted in (collect.measurements_from_records)."""
+    if record.category == "memcpy":
+        return copy_row_name(record)
+    if record.category == "memset":
+        return "[CUDA memset]"
+    return record.name
+
+
+def timeline_of(
+    gpu: list[GpuRecord],
+    api: list[ApiRecord],
+    stacks: Stacks | None,
+    lines: list[SourceLine] | None,
+    own: frozenset[int] = frozenset(),
+) -> Timeline:
+    """Every GPU record and API call as a Timeline row, in order of start; the calls in
+    `own` (memprof's, which where.source_lines leaves out) without a line."""
+    starts = [r.start_ns for r in gpu] + [c.start_ns for c in api]
+    origin = min(starts, default=0)
+    names: dict[str, int] = {}
+
+    def name(text: str) -> int:
+        return names.setdefault(text, len(names))
+
+    index = {
+        (s.activity, s.origin, s.file, s.line, s.function): at for at, s in enumerate(lines or [])
+    }
+    work: dict[int, list[str]] = {}  # correlation id -> the activities of its copies, memsets
+    for record in gpu:
+        if record.category != "kernel" and record.correlation_id:
+            work.setdefault(record.correlation_id, []).append(activity_of(record))
+
+    def line(correlation: int, activity: str | None) -> int:
+        if activity is None or stacks is None:
+            return NO_LINE
+        origin_of, frames = stacks.get(correlation, ("none", ())) if correlation else ("none", ())
+        site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
+        return index.get((activity, origin_of, *site), NO_LINE)
+
+    gpu_rows = [
+        (
+            GPU_CATEGORIES.index(r.category),
+            name(gpu_row_name(r)),
+            r.start_ns - origin,
+            r.end_ns - r.start_ns,
+            r.device,
+            r.stream,
+            r.bytes,
+            line(r.correlation_id, None if r.category == "kernel" else activity_of(r)),
+        )
+        for r in sorted(gpu, key=lambda r: r.start_ns)
+    ]
+    api_rows = []
+    for call in sorted(api, key=lambda c: c.start_ns):
+        activities = work.get(call.correlation_id)
+        activity = min(activities) if activities else call_kind(call.name)
+        if not activities and call.correlation_id in own:
+            activity = None
+        duration = round(call.duration_ms * 1e6)
+        row = (name(call.name), call.start_ns - origin, duration, call.thread)
+        api_rows.append((*row, line(call.correlation_id, activity)))
+    return Timeline(TIMELINE_VERSION, origin, list(names), gpu_rows, api_rows)
