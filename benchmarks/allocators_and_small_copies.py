@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 
 import memprof
-from memprof.experiments import load
 from memprof.experiments.pools import call_floor_ms, near_floor
 from memprof.model.results import MissingMeasurement, Result
 
@@ -218,7 +217,7 @@ def smallcopies_events_run(path: Path) -> Result:
     command += ["--to", str(COPY_POWERS[-1]), "--step", "2", "--copies", str(COPIES)]
     command += ["--repeat", str(REPEAT), "--warmup", "2", "--timing", "events"]
     subprocess.run([*command, "--json", str(path), "--quiet"], check=True)
-    return load(path)
+    return memprof.load(path)
 
 
 def small_copies(out: Path, rounds: int) -> None:

@@ -12,11 +12,9 @@ process started fresh):
    and pop it. Target (issues 15 and 24): at most 1.3x on the H200, 1.3 x 1.3x on an H100
    (targets.py). Needs the GPU machine (skipped without one).
 
-    python3 benchmarks/startup.py [--runs 7] [--profile DIR]
+    python3 benchmarks/startup.py [--runs 7]
 
---profile DIR also writes import-time listings (python -X importtime) of `memprof --help` and
-`memprof report FIXTURE` there, and on the GPU machine a cProfile of one `memprof pinned
---power 20` run and its import-time listing, to see where the time goes.
+Where the time goes: `python -X importtime -m memprof --help`, and benchmarks/wall_profile.py.
 """
 
 from __future__ import annotations
@@ -104,44 +102,9 @@ def gpu_present() -> bool:
         return False
 
 
-def importtime(command: list[str], path: Path) -> None:
-    """python -X importtime's listing of `command` (memprof's arguments after -m memprof)."""
-    run = [sys.executable, "-X", "importtime", "-m", "memprof", *command]
-    path.write_text(subprocess.run(run, capture_output=True, text=True, env=ENVIRONMENT).stderr)
-
-
-def profile_cli(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    importtime(["--help"], directory / "help_importtime.txt")
-    importtime(["report", str(FIXTURE)], directory / "report_importtime.txt")
-
-
-def profile(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    memprof = [sys.executable, "-m", "memprof", "pinned", "--power", "20", "--quiet"]
-    profile_file = directory / "pinned.prof"
-    subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(profile_file), *memprof[1:]],
-        check=True,
-        env=ENVIRONMENT,
-    )
-    import pstats
-
-    with (directory / "pinned_profile.txt").open("w") as out:
-        pstats.Stats(str(profile_file), stream=out).sort_stats("cumulative").print_stats(60)
-    importtime = subprocess.run(
-        [sys.executable, "-X", "importtime", *memprof[1:]],
-        capture_output=True,
-        text=True,
-        env=ENVIRONMENT,
-    ).stderr
-    (directory / "pinned_importtime.txt").write_text(importtime)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--profile", type=Path)
     arguments = parser.parse_args()
     python = [sys.executable]
     memprof = [sys.executable, "-m", "memprof"]
@@ -151,8 +114,6 @@ def main() -> int:
         "memprof pinned --help", [*memprof, "pinned", "--help"], floor, 2.0, arguments.runs
     )
     met &= compare("memprof report", [*memprof, "report", str(FIXTURE)], floor, 2.0, arguments.runs)
-    if arguments.profile:
-        profile_cli(arguments.profile)
     if gpu_present():
         pinned = [*memprof, "pinned", "--power", "20", "--quiet"]
         name = gpu_name()
@@ -165,8 +126,6 @@ def main() -> int:
             arguments.runs,
             allowance(name),
         )
-        if arguments.profile:
-            profile(arguments.profile)
     else:
         print("memprof pinned --power 20: skipped (no GPU here)")
     return 0 if met else 1

@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprof.experiments import load as load_result  # noqa: E402
+import memprof  # noqa: E402
 from memprof.model.results import Measurement, Result  # noqa: E402
 
 EXAMPLES = (  # (script, the library it needs)
@@ -224,7 +224,7 @@ def main() -> int:
             path = Path(folder) / "trace.json"
             _, bare_wall_s, _ = run([sys.executable, script])
             report, traced_wall_s, completed = run(traced(script, path))
-            result = load_result(path)
+            result = memprof.load(path)
         print(f"\n{script}: bare {bare_wall_s:.2f} s, traced {traced_wall_s:.2f} s (process)")
         print(completed.stderr)  # the trace itself, as the user sees it
         check_copies(script, report, result)

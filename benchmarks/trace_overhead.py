@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprof.experiments import load as load_result  # noqa: E402
+import memprof  # noqa: E402
 from memprof.model.results import Result  # noqa: E402
 
 EXAMPLE = "examples/resnet_train.py"
@@ -151,11 +151,11 @@ def main() -> int:
             [*profiler_command, "--out", str(profiled), EXAMPLE, "--steps", str(steps)]
         )
         seen = {
-            "traced": counts(load_result(with_lines)),
-            "no lines": counts(load_result(without)),
+            "traced": counts(memprof.load(with_lines)),
+            "no lines": counts(memprof.load(without)),
             "torch.profiler": json.loads(profiled.read_text()),
         }
-        result = load_result(with_lines)
+        result = memprof.load(with_lines)
     print(completed.stderr)  # the last traced run, as the user sees it
     if "callback failed" in " ".join(completed.stderr.split()):
         FAILURES.append("memprof's callback failed on some calls: their lines are missing")

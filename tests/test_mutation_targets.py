@@ -1,68 +1,65 @@
-"""The mutation benchmark and the planted bugs aim at today's code: every module and function
-benchmarks/mutation.sh names exists, and every planted bug's line is found exactly once (a
-target that moved away would drop out of the score without a word)."""
+"""Mutation testing (mutmut, [tool.mutmut] in pyproject.toml) aims at today's code: mutmut
+matches only_mutate by pattern and skips a missing also_copy path without a word, so a module
+that moved away would drop out of the score silently. Every module tests/README_verdicts.md
+says decides what a user reads is mutated."""
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def defined_names(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+def mutmut_list(key: str) -> list[str]:
+    """A list of [tool.mutmut], read by hand (tomllib is Python 3.11+)."""
+    section = (ROOT / "pyproject.toml").read_text().split("[tool.mutmut]", 1)[1]
+    found = re.search(rf"^{key} = \[(.*?)\]", section, re.MULTILINE | re.DOTALL)
+    assert found, key
+    return ast.literal_eval(f"[{found.group(1)}]")
 
 
-def test_every_module_and_function_the_mutation_benchmark_names_exists():
-    script = (ROOT / "benchmarks" / "mutation.sh").read_text()
-    targets = re.findall(r"^  (memprof/\S+)$", script, re.MULTILINE)
-    assert len(targets) >= 20
-    missing = []
-    for target in targets:
-        path, _, functions = target.partition(":")
-        assert (ROOT / path).is_file(), path
-        names = defined_names(ROOT / path)
-        missing += [f"{path}:{f}" for f in functions.split(",") if f and f not in names]
-    assert missing == []
+def verdict_modules(table: str) -> set[str]:
+    """The memprof module of each row of tests/README_verdicts.md's table ('check.judge',
+    'core/nvml.py _state', 'sweep crossovers' ...)."""
+    modules = set()
+    for row in re.findall(r"^\| ([^|]+?) \|", table, re.MULTILINE):
+        if row == "Where":  # the header
+            continue
+        name = re.split(r"[.: ]", row, maxsplit=1)[0] if "/" not in row else row.split(" ")[0]
+        if "/" in name:
+            modules.add(f"memprof/{name}")
+        else:
+            found = [
+                p
+                for p in ("experiments", "model")
+                if (ROOT / "memprof" / p / f"{name}.py").is_file()
+            ]
+            modules.add(f"memprof/{found[0]}/{name}.py" if found else f"memprof/?/{name}.py")
+    return modules
 
 
-def test_every_planted_bug_finds_its_line_once():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import planted_bugs
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    plants = planted_bugs.read_plants()
-    assert len(plants) >= 100
-    stale = []
-    for plant in plants:
-        lines = (ROOT / plant.path).read_text().split("\n")
-        if sum(line.strip() == plant.before for line in lines) != 1 or plant.after == plant.before:
-            stale.append(plant.number)
-    assert stale == []
+def test_every_module_mutmut_mutates_and_every_path_it_copies_exists():
+    targets = mutmut_list("only_mutate")
+    assert len(targets) >= 30
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
+    assert [p for p in mutmut_list("also_copy") if not (ROOT / p).exists()] == []
+    assert mutmut_list("source_paths") == ["memprof"]
 
 
-def test_the_mutation_tools_line_recorder_survives_a_test_that_clears_the_tracer():
-    # tests/test_scale.py traces lines itself: it once left sys.settrace(None) behind, and
-    # every test after it (the verdict tests among them) seemed to reach no line
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import mutate
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    here = str(Path(__file__).resolve())
-    recorder = mutate._LineRecorder({here})
-    before = sys.gettrace()
-    try:
-        recorder.start()
-        sys.settrace(None)  # what a careless test does
-        recorder.pytest_runtest_logstart("a test", None)
-        defined_names(Path(__file__))  # a function of this file, run "inside" the test
-        recorder.pytest_runtest_logfinish("a test", None)
-    finally:
-        sys.settrace(before)
-    assert any(file == here for file, _ in recorder.by_test["a test"])
+def test_every_module_that_decides_a_verdict_is_mutated():
+    modules = verdict_modules((ROOT / "tests" / "README_verdicts.md").read_text())
+    assert "memprof/experiments/check.py" in modules and "memprof/core/nvml.py" in modules
+    assert sorted(modules - set(mutmut_list("only_mutate"))) == []
+
+
+def test_the_verdict_table_reader_finds_each_kind_of_row():
+    table = "| Where | x |\n|---|---|\n| check.judge | a |\n| core/nvml.py _state | b |\n"
+    table += "| sweep crossovers | c |\n| nosuch.f | d |\n"
+    assert verdict_modules(table) == {
+        "memprof/experiments/check.py",
+        "memprof/core/nvml.py",
+        "memprof/experiments/sweep.py",
+        "memprof/?/nosuch.py",
+    }

@@ -1,6 +1,6 @@
 """On the GPU: every run records its GPU's state from NVML, pinned its host memcpy ceiling,
 and memprof check / check-pairs run and judge every line. Structure only: the figures are
-targets the benchmarks print (benchmarks/issue16_gpu.sh), never asserted here."""
+targets the benchmarks print (benchmarks/run_all.sh), never asserted here."""
 
 from __future__ import annotations
 
