@@ -253,11 +253,13 @@ def run_each_gpu(
     ends_process: as RunOptions' (the command line's process ends with the runs)."""
     from memprof.core.session import device_count
 
+    experiment = experiment_named(command)
+    inputs = experiment.read_inputs(chosen)  # a bad file refused before the driver is asked
     count = device_count() if count is None else count
     done = EveryDevice()
     for index in range(count):
         options = RunOptions(index, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(experiment_named(command), chosen, options, progress)
+        result, failures = run_experiment(experiment, chosen, options, progress, inputs=inputs)
         done.results.append(result)
         done.cleanup_failures += failures
     if count < 2:

@@ -195,10 +195,18 @@ class CheckGpu(base.Experiment):
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
+    @classmethod
+    def inputs(cls, values: dict[str, Any]) -> list[Path]:
+        return [Path(values["reference"])] if values.get("reference") else []
+
+    def read_inputs(self, params: CheckParams) -> Result | None:
+        return read_reference(params.reference)
+
     def run(self, ctx: base.RunContext) -> CheckExtra:
         from memprof.core import memory
 
-        reference = load_reference(ctx.params.reference, ctx.facts[ctx.session.device_index])
+        facts = ctx.facts[ctx.session.device_index]
+        reference = reference_figures(ctx.params.reference, ctx.inputs, facts)
         elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
         nbytes, device_bytes = elements * base.FLOAT32_BYTES, device_elements * base.FLOAT32_BYTES
         memory.require_memory(
@@ -806,9 +814,9 @@ def reference_for(result: Result) -> tuple[Result | None, list[str]]:
     return reference, notes
 
 
-def load_reference(path: str | None, facts: Any) -> CheckReference | None:
-    """The check saved at `path` (--reference), refused in one line (exit 2) unless it is a
-    check of this GPU's model: its figures, kept in the run's Extra."""
+def read_reference(path: str | None) -> Result | None:
+    """The check saved at `path` (--reference), read before any GPU work: refused in one
+    line (exit 2) unless it is a check of one GPU."""
     if path is None:
         return None
     from memprof.errors import InvalidArgument
@@ -820,6 +828,18 @@ def load_reference(path: str | None, facts: Any) -> CheckReference | None:
             f"--reference {path}: a result of memprof {reference.command}, not of memprof "
             "check on one GPU"
         )
+    return reference
+
+
+def reference_figures(
+    path: str | None, reference: Result | None, facts: Any
+) -> CheckReference | None:
+    """The figures of the check read from `path` (read_reference), kept in the run's Extra;
+    refused in one line (exit 2) unless it is a check of this GPU's model."""
+    if path is None or reference is None:
+        return None
+    from memprof.errors import InvalidArgument
+
     if reference.device.name != facts.name:
         raise InvalidArgument(
             f"--reference {path}: a check of {reference.device.name}, but this GPU is "

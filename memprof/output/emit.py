@@ -39,26 +39,37 @@ class Output:
 
     json: Destination | None = None
     csv: Destination | None = None
+    junit: Destination | None = None  # written after the rest (memprof.cli_gates.junit_after)
     quiet: bool = False
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
     verbose: bool = False  # every verification on its own line (memprof.output.render)
 
     @classmethod
-    def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
+    def named(
+        cls,
+        json: str | None,
+        csv: str | None,
+        quiet: bool,
+        no_color: bool,
+        junit: str | None = None,
+    ) -> Output:
         """From the command line's words: a name ending in "/" is refused, not made a file."""
-        names = {"--json": json, "--csv": csv}
+        names = {"--json": json, "--csv": csv, "--junit": junit}
         paths = [None if text is None else destination(text, o) for o, text in names.items()]
-        return cls(*paths, quiet, no_color)
+        return cls(*paths, quiet=quiet, no_color=no_color)
 
     def destinations(self) -> dict[str, Destination | None]:
-        return {"--json": self.json, "--csv": self.csv}
+        """Every file or stream the command writes besides what it shows."""
+        return {"--json": self.json, "--csv": self.csv, "--junit": self.junit}
 
     @property
     def shown_on_stderr(self) -> bool:
-        """Results shown on stderr: `trace`'s, or where stdout is a destination (`--json -`),
-        so that what a pipe reads is the file alone."""
-        return self.on_stderr or any(t is not None and t.is_stdout for t in (self.json, self.csv))
+        """Results shown on stderr: `trace`'s, or where any destination is stdout (`--json -`,
+        `--junit -`), so that what a pipe reads is that file alone."""
+        return self.on_stderr or any(
+            target is not None and target.is_stdout for target in self.destinations().values()
+        )
 
     def check(self, inputs: Sequence[Path] = ()) -> None:
         """Before any work: each destination writable, none an input, no two the same file
@@ -122,7 +133,11 @@ def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> No
 def _show_then_save(
     render: Callable[[Console], None], texts: dict[str, Callable[[], str]], output: Output
 ) -> None:
-    wanted = {option: path for option, path in output.destinations().items() if path is not None}
+    wanted = {
+        option: path
+        for option, path in output.destinations().items()
+        if path is not None and option in texts  # --junit: saved after (cli_gates.junit_after)
+    }
     problems = []
     try:
         if not output.quiet:
@@ -190,10 +205,15 @@ def _save(
         except Exception as error:  # a value that cannot be written: say so, keep the rest
             problems.append(f"{option} {target}: not saved: {type(error).__name__}: {error}")
         else:
-            if not output.quiet:
-                where = "to stdout" if target.name == "-" else str(target)
-                print_note(f"saved {where}", output.no_color)
+            note_saved(target, output)
     return problems
+
+
+def note_saved(target: Destination, output: Output) -> None:
+    """The "saved" line on stderr, for every destination alike ("-" is "to stdout")."""
+    if not output.quiet:
+        where = "to stdout" if target.name == "-" else str(target)
+        print_note(f"saved {where}", output.no_color)
 
 
 def _silence(target: Destination) -> None:
