@@ -379,15 +379,17 @@ def module_file(module: str) -> list[str]:
 
     places: list[str] | None = None
     spec = None
-    with as_python_runs(Program(None, module, ())):
-        for name in module.split("."):
-            spec = PathFinder.find_spec(name, places)
-            if spec is None:
-                return []
-            places = list(spec.submodule_search_locations or [])
-    if spec is not None and spec.submodule_search_locations:  # a package: its __main__
-        main = PathFinder.find_spec("__main__", list(spec.submodule_search_locations))
-        spec = main
+    try:
+        with as_python_runs(Program(None, module, ())):
+            for name in module.split("."):
+                spec = PathFinder.find_spec(name, places)
+                if spec is None:
+                    return []  # trace says so, as Python would
+                places = list(spec.submodule_search_locations or [])
+        if spec is not None and spec.submodule_search_locations:  # a package: its __main__
+            spec = PathFinder.find_spec("__main__", list(spec.submodule_search_locations))
+    except (ImportError, ValueError):  # a name Python refuses: trace says so
+        return []
     origin = getattr(spec, "origin", None)
     return [origin] if origin and os.path.isfile(origin) else []
 
