@@ -85,3 +85,41 @@ def test_two_outputs_on_stdout_are_refused_in_one_line_before_any_work(
     ran = runner.invoke(app, [*line, first, "-", second, spelling])
     assert ran.exit_code == ExitCode.USAGE, ran.output
     assert ran.stdout == "" and ran.stderr.count("\n") == 1 and "same stream" in ran.stderr
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.parametrize("spelling", ["/dev/stderr", "/dev/fd/2"])
+def test_an_output_beside_the_tables_on_stderr_is_refused_unless_they_are_not_shown(name, spelling):
+    line, options, _ = COMMANDS[name]
+    first, second = options[:2]  # the tables go to stderr, where the second would go too
+    ran = runner.invoke(app, [*line, first, "-", second, spelling])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stdout == "" and ran.stderr.count("\n") == 1 and "add --quiet" in ran.stderr
+    quiet = runner.invoke(app, [*line, first, "-", second, spelling, "--quiet"])
+    assert quiet.exit_code == 0, quiet.output
+    parsed(first, quiet.stdout)
+    beside = runner.invoke(app, [*line, first, spelling])  # the tables on stdout: apart
+    assert beside.exit_code == 0 and RULE in beside.stdout, beside.output
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    from memprof.trace import collect
+    from tests.test_trace_cli import FakeCollector
+
+    monkeypatch.setattr(collect, "CuptiCollector", FakeCollector)
+
+
+@pytest.mark.parametrize("option", ["--json", "--csv"])
+@pytest.mark.parametrize("spelling", ["-", "/dev/stdout", "/dev/stderr"])
+def test_a_traced_programs_stdout_and_memprofs_stderr_are_not_outputs(
+    option, spelling, fake_cupti, tmp_path
+):
+    program = tmp_path / "prog.py"
+    program.write_text("print('the program ran')\n")
+    line = ["trace", "--bandwidth", "none", option, spelling, str(program)]
+    ran = runner.invoke(app, line)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stdout == "" and ran.stderr.count("\n") == 1  # refused before the program ran
+    saved = runner.invoke(app, [*line[:3], option, str(tmp_path / "t.out"), str(program)])
+    assert saved.exit_code == 0 and saved.stdout == "the program ran\n", saved.output

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memprof.errors import SaveFailed, VerificationFailed
+from memprof.errors import InvalidArgument, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
@@ -73,11 +73,26 @@ class Output:
 
     def check(self, inputs: Sequence[Path] = ()) -> None:
         """Before any work: each destination writable, none an input, no two the same file
-        or stream."""
+        or stream, none stdout where stdout is not memprof's (`trace`)."""
         for option, target in self.destinations().items():
             if target is not None:
                 check_output(target, option)
+            if target is not None and target.is_stdout and self.on_stderr:
+                raise InvalidArgument(  # `trace --json -`: the program's output is there
+                    f"{option} {target}: stdout is the traced program's, where the two could "
+                    "not be told apart: send it to a file"
+                )
+            if target is not None and target.descriptor == 2 and self.shows_on_stderr:
+                raise InvalidArgument(
+                    f"{option} {target}: the tables are shown on stderr, where the two could "
+                    "not be told apart: send it to a file, or add --quiet"
+                )
         check_distinct(self.destinations(), inputs)
+
+    @property
+    def shows_on_stderr(self) -> bool:
+        """Whether the tables go to stderr: shown (not --quiet) and on stderr."""
+        return not self.quiet and self.shown_on_stderr
 
 
 def emit(results: list[Result], summarize: Callable[[Result], Summary], output: Output) -> None:
