@@ -73,9 +73,9 @@ def _device(device: Any, gpus: str) -> int | None:
     if gpus == "every":
         return None
     device = params_model.plain(device)
-    if device is None:
+    if device is None or device == "all":
         raise InvalidArgument(
-            "memprof.run: device=None: give one GPU's index (0, 1, ...); "
+            f"memprof.run: device={device!r}: give one GPU's index (0, 1, ...); "
             "memprof.api.run_each_gpu runs every GPU in turn"
         )
     if isinstance(device, bool) or not isinstance(device, int):
@@ -129,19 +129,32 @@ def load(path: str | Path) -> Result:
 
 def render(result: Result, console: Any = None) -> None:
     """Print a Result as its command does: the profile, tables, checks and conclusions."""
+    from memprof.output.render import render_result
+
+    _a_result(result, "memprof.render: result")
+    render_result(result, summarize(result), _console(console, "memprof.render"))
+
+
+def _a_result(value: Any, what: str, must: str = "a Result") -> Result:
+    """`value`, where it is a Result; else the TypeError naming the argument."""
+    if not isinstance(value, Result):
+        named = isinstance(value, str | bytes | os.PathLike)
+        raise TypeError(
+            f"{what} must be {must} (from memprof.run or memprof.load), not {_kind(value)}"
+            + (" (memprof.load reads a file)" if named else "")
+        )
+    return value
+
+
+def _console(console: Any, function: str) -> Any:
+    """The rich Console given, or the one results are printed on; a TypeError for another."""
     from rich.console import Console
 
     from memprof.output.console import results_console
-    from memprof.output.render import render_result
 
-    if not isinstance(result, Result):
-        raise TypeError(
-            "memprof.render: result must be a Result (from memprof.run or memprof.load), "
-            f"not {_kind(result)}"
-        )
     if console is not None and not isinstance(console, Console):
-        raise TypeError(f"memprof.render: console must be a rich Console, not {_kind(console)}")
-    render_result(result, summarize(result), console or results_console())
+        raise TypeError(f"{function}: console must be a rich Console, not {_kind(console)}")
+    return console or results_console()
 
 
 def diff(
@@ -157,20 +170,12 @@ def diff(
     rows, regressions, improvements and verdict ('regressed' or 'passed'). fail_above is a
     percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only and
     verbose are --only's and --verbose's (a kind or a pattern, or several)."""
-    from rich.console import Console
-
-    from memprof.output.console import results_console
     from memprof.output.diff import MAX_FAIL_ABOVE_PCT
     from memprof.output.render import render_summary
 
-    for name, value in (("first", first), ("second", second)):
-        if not isinstance(value, Result):
-            raise TypeError(
-                f"memprof.diff: {name} must be a Result (from memprof.run or memprof.load), "
-                f"not {_kind(value)}"
-            )
-    if console is not None and not isinstance(console, Console):
-        raise TypeError(f"memprof.diff: console must be a rich Console, not {_kind(console)}")
+    _a_result(first, "memprof.diff: first")
+    _a_result(second, "memprof.diff: second")
+    shown_on = _console(console, "memprof.diff")
     if fail_above is not None and (
         isinstance(fail_above, bool)
         or not isinstance(fail_above, int | float)
@@ -187,7 +192,7 @@ def diff(
         )
     share = None if fail_above is None else fail_above / 100
     comparison = compare(first, second, share, chosen, _flag(verbose))
-    render_summary(comparison.summary, console or results_console())
+    render_summary(comparison.summary, shown_on)
     return comparison
 
 
@@ -223,21 +228,33 @@ def frame(results: Result | Iterable[Result]) -> Any:
     without it, MissingPackage (an ImportError) says how to install it."""
     from memprof.output.frames import frame as frame_of
 
-    chosen = [results] if isinstance(results, Result) else list(results)
+    if isinstance(results, Result):
+        chosen = [results]
+    elif isinstance(results, Iterable) and not isinstance(results, str | bytes | dict):
+        chosen = [_a_result(one, f"memprof.frame: results[{i}]") for i, one in enumerate(results)]
+    else:
+        _a_result(results, "memprof.frame: results", "a Result or a list of Results")
     return frame_of(chosen, [summarize(result).figures for result in chosen])
 
 
 def plot(result: Result, path: str | Path | None = None) -> Picture:
     """The picture `memprof plot` draws of a Result: a notebook shows it as it is; saved to
-    `path` (.svg, .png or .html) where given, atomically. matplotlib is an optional extra:
-    without it, MissingPackage (an ImportError) says how to install it."""
+    `path` (.svg, .png or .html) where given, atomically, never over the file the Result was
+    loaded from. matplotlib is an optional extra: without it, MissingPackage (an ImportError)
+    says how to install it."""
+    from memprof.output.files import Destination, check_distinct
     from memprof.output.plot import format_of, matplotlib_for
 
+    _a_result(result, "memprof.plot: result")
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise TypeError(f"memprof.plot: path must be a str or a path, not {_kind(path)}")
     matplotlib_for("memprof.plot()")
     target = Path(path) if path is not None else None
     if target is not None:
         format_of(target)
         check_destination(target, "path")
+        source = [result.loaded_from] if result.loaded_from is not None else []
+        check_distinct({"path": Destination(str(target))}, inputs=source)
     drawn = picture_of(result)
     if target is not None:
         save_picture(drawn, target)
@@ -247,7 +264,7 @@ def plot(result: Result, path: str | Path | None = None) -> Picture:
 def plot_file(source: Path, output: str | None) -> Path:
     """`memprof plot`: the picture of a saved Result, in `output` or beside the file (its
     name ending .svg instead of .json); never over the input. The picture's path."""
-    from memprof.output.files import Destination, check_distinct, destination
+    from memprof.output.files import Destination, check_distinct, descriptor_named, destination
     from memprof.output.plot import format_of, matplotlib_for
 
     matplotlib_for()
@@ -258,9 +275,9 @@ def plot_file(source: Path, output: str | None) -> Path:
                 f"--output {output}: a picture is written to a file, whose name says its "
                 "format: give -o FILE.svg, .png or .html"
             )
-    elif source.is_file() and not str(source.absolute()).startswith(("/dev/", "/proc/")):
+    elif source.is_file() and descriptor_named(str(source), "plot") is None:
         found, option = Destination(str(source.with_suffix(".svg"))), "picture"
-    else:  # a pipe, /dev/stdin: no name to put a picture beside
+    else:  # a pipe, a device, /dev/stdin (a stream, whatever it reads): no name to put it beside
         raise InvalidArgument(
             f"{source} is not a file in a folder of yours, so the picture has no name beside "
             "it: give -o FILE.svg"
@@ -317,11 +334,13 @@ def run_each_gpu(
     ends_process: as RunOptions' (the command line's process ends with the runs)."""
     from memprof.core.session import device_count
 
+    experiment = experiment_named(command)
+    inputs = experiment.read_inputs(chosen)  # a bad file refused before the driver is asked
     count = device_count() if count is None else count
     done = EveryDevice()
     for index in range(count):
         options = RunOptions(index, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(experiment_named(command), chosen, options, progress)
+        result, failures = run_experiment(experiment, chosen, options, progress, inputs=inputs)
         done.results.append(result)
         done.cleanup_failures += failures
     if count < 2:

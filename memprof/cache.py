@@ -25,12 +25,15 @@ WARNING = "memprof: warning: "
 _warned: set[str] = set()
 
 
-def cache_directory() -> Path | None:
-    """memprof's cache folder, or None where there is none (no home: warned once)."""
+def cache_directory(warn: bool = True) -> Path | None:
+    """memprof's cache folder, or None where there is none (no home: warned once, unless
+    warn is False: asked only to keep outputs out of it)."""
     root = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(root):  # "relative paths are invalid and should be ignored" (XDG)
         return Path(root) / "memprof"
     home = _home()
+    if home is None and not warn:
+        return None
     if home is None:
         warn_once(
             "no home",

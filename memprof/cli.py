@@ -170,18 +170,17 @@ def experiment_command(name: str) -> Any:
 
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
-        output = Output.named(*(values.pop(name) for name in ("json", "csv", "quiet", "no_color")))
+        words = ("json", "csv", "quiet", "no_color")
+        output = Output.named(*(values.pop(name) for name in words), values.pop("junit", None))
         output = dataclasses.replace(output, verbose=values.pop("verbose"))
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = noise_target(values)
+        output.check(inputs=experiment.inputs(values))  # its files, the program traced too
         if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
             raise typer.Exit(experiment().run_program(device=device, output=output, **values))
-        inputs = [Path(values["reference"])] if values.get("reference") else []  # check's
-        output.check(inputs=inputs)
-        junit = gates.junit_destination(values.pop("junit", None), output, inputs)
         params = declared.from_cli(experiment.Params, values)
-        _run(experiment.name, params, device, output, timing, affinity, junit, max_noise)
+        _run(experiment.name, params, device, output, timing, affinity, max_noise)
 
     help = HELP[name]
     if experiment.description and name == experiment.name:
@@ -210,7 +209,6 @@ def _run(
     output: Any,
     timing: str,
     affinity: bool,
-    junit: Path | None = None,
     max_noise: float | None = None,
 ) -> None:
     """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
@@ -242,7 +240,7 @@ def _run(
         )
     for note in done.notes:
         terminal.print_note(f"memprof: {note}", output.no_color)
-    with gates.junit_after(junit, lambda: gates.results_junit(done.results), output):
+    with gates.junit_after(lambda: gates.results_junit(done.results), output):
         emit(done.results, summarize, output)
 
 
@@ -282,13 +280,12 @@ def report(
     from memprof.output.emit import emit
     from memprof.output.timeline import require_timeline
 
-    output = report_output(paths, json, csv, quiet, no_color, verbose, timeline)
-    junit_path = gates.junit_destination(junit, output, paths)
+    output = report_output(paths, json, csv, quiet, no_color, verbose, timeline, junit)
     loaded = [load_summarized(path) for path in paths]
     if timeline is not None:
         require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
-    with gates.junit_after(junit_path, lambda: gates.results_junit(results), output):
+    with gates.junit_after(lambda: gates.results_junit(results), output):
         if fleet or fail_outliers is not None:
             gates.fleet_report(results, summaries, fail_outliers, output)
         else:

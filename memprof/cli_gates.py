@@ -26,7 +26,6 @@ from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed
 from memprof.model.results import Result
 from memprof.output.console import print_error
 from memprof.output.emit import Output
-from memprof.output.files import Destination, check_distinct, check_output, destination
 
 if TYPE_CHECKING:  # imported where used: `memprof report` without --junit needs neither
     from memprof.model.summary import Summary
@@ -163,39 +162,27 @@ def fleet_report(
     )
 
 
-def junit_destination(text: str | None, output: Output, inputs: list[Path]) -> Destination | None:
-    """--junit's file (or stream), checked before any work as --json and --csv are."""
-    if text is None:
-        return None
-    target = destination(text, "--junit")
-    check_output(target, "--junit")
-    check_distinct({**output.destinations(), "--junit": target}, inputs)
-    return target
-
-
-def save_junit(path: Destination | None, text: str, output: Output) -> None:
+def save_junit(text: str, output: Output) -> None:
     """Write the JUnit file (atomically) or stream; a failure is one line and exit 5."""
-    if path is None:
-        return
-    from memprof.output.console import print_note
+    from memprof.output.emit import note_saved
     from memprof.output.files import write_output
 
+    path = output.junit
+    if path is None:
+        return
     try:
         write_output(path, text)
     except OSError as error:
         raise SaveFailed(f"--junit {path}: not saved: {error.strerror or error}") from None
-    if not output.quiet:
-        print_note(f"saved {path}", output.no_color)
+    note_saved(path, output)
 
 
 @contextlib.contextmanager
-def junit_after(
-    path: Destination | None, text: Callable[[], str | None], output: Output
-) -> Iterator[None]:
-    """Save the JUnit file when the command's work inside is done, also when it failed (a
+def junit_after(text: Callable[[], str | None], output: Output) -> Iterator[None]:
+    """Save output.junit when the command's work inside is done, also when it failed (a
     FAIL, a failed verification, a gate): text() makes it (None: there is nothing to report,
     the run itself failed). A save that fails is one line, and exit 5 if nothing else failed."""
-    if path is None:
+    if output.junit is None:
         yield
         return
     try:
@@ -204,13 +191,13 @@ def junit_after(
         made = text()
         if made is not None:
             try:
-                save_junit(path, made, output)
+                save_junit(made, output)
             except MemprofError as problem:
                 print_error(str(problem), output.no_color)
         raise
     made = text()
     if made is not None:
-        save_junit(path, made, output)
+        save_junit(made, output)
 
 
 def results_junit(results: list[Result]) -> str:
@@ -257,9 +244,8 @@ def diff(
     from memprof.output.diff import ONLY_KINDS
     from memprof.output.emit import emit_diff
 
-    output = Output.named(json, None, quiet, no_color)
+    output = Output.named(json, None, quiet, no_color, junit)
     output.check(inputs=(first, second))
-    junit_path = junit_destination(junit, output, [first, second])
     a, b = load(first), load(second)
     refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
     share = None if fail_above is None else fail_above / 100
@@ -270,7 +256,7 @@ def diff(
             f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
         )
     figures = comparison.rows
-    with junit_after(junit_path, lambda: diff_junit(figures, share, first, second), output):
+    with junit_after(lambda: diff_junit(figures, share, first, second), output):
         emit_diff(comparison.summary, first, second, output)
         gate(figures, share, output)
 

@@ -45,6 +45,31 @@ def device_choice(text: str) -> int | None:
         raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...) or 'all'") from None
 
 
+def one_device(command: str) -> Callable[[str], int]:
+    """--device of a command that measures one GPU: an index; `all` is answered with the
+    commands that take it."""
+
+    def read(text: str) -> int:
+        if text.strip().lower() == ALL_DEVICES:
+            raise typer.BadParameter(
+                f"memprof {command} measures one GPU: give its index (0, 1, ...); "
+                f"'all' is taken by {', '.join(every_gpu_commands())}"
+            )
+        try:
+            return within(DEVICE_RANGE)(int(text))
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...)") from None
+
+    return read
+
+
+def every_gpu_commands() -> list[str]:
+    """The commands whose --device takes `all` (each experiment imported: only to say so)."""
+    from memprof.experiments import COMMANDS, experiment_class
+
+    return [line.name for line in COMMANDS if experiment_class(line.name).gpus == "one_or_every"]
+
+
 DEVICE_RANGE = declared.Range(0, 63)
 DEVICE_HELP = "CUDA device index, as nvidia-smi numbers them."
 Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, type=str)
@@ -136,8 +161,19 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )
     elif experiment.gpus == "one":
-        check = within(DEVICE_RANGE)
-        options.append(option("device", int, 0, "-d", "--device", callback=check, help=DEVICE_HELP))
+        read = one_device(experiment.name)
+        options.append(
+            option(
+                "device",
+                str,
+                "0",
+                "-d",
+                "--device",
+                callback=read,
+                help=DEVICE_HELP,
+                metavar="<int>",
+            )
+        )
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
     if until_noise_target(experiment):
@@ -266,6 +302,7 @@ def report_output(
     no_color: bool,
     verbose: bool,
     timeline: str | None,
+    junit: str | None,
 ) -> Any:
     """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
     from memprof.output.emit import Output
@@ -277,7 +314,8 @@ def report_output(
                 f"{option} saves one result, and {len(paths)} files were given: "
                 "report them one at a time (--csv takes several)"
             )
-    output = dataclasses.replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
+    output = Output.named(json, csv, quiet, no_color, junit)
+    output = dataclasses.replace(output, verbose=verbose)
     if timeline is not None:
         output = dataclasses.replace(output, timeline=destination(timeline, "--timeline"))
     output.check(inputs=paths)

@@ -23,7 +23,8 @@ from memprof.experiments.check import (
     RetriedCopies,
     figure,
     lines,
-    load_reference,
+    read_reference,
+    reference_figures,
     retry_until_pass,
 )
 from memprof.model.results import Result
@@ -33,6 +34,11 @@ from tests.fakegpu import FakeSession
 from tests.test_gpu_state import healthy
 
 runner = CliRunner()
+
+
+def load_reference(path, facts):
+    """--reference as a run takes it: read before the GPU, held to its model inside."""
+    return reference_figures(path, read_reference(path), facts)
 
 
 @pytest.fixture(autouse=True)

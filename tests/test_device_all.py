@@ -79,7 +79,7 @@ def every_device(monkeypatch) -> list[tuple]:
     """Each experiment run_each_gpu starts: (command, device index or None for all at once)."""
     started: list[tuple] = []
 
-    def run(experiment, params, options, progress):
+    def run(experiment, params, options, progress, inputs=None):
         started.append((experiment.name, options.device))
         return f"{experiment.name} on {options.device}", []
 
@@ -305,7 +305,7 @@ def test_two_gpu_commands_on_one_gpu_say_so_in_one_line_and_exit_3(monkeypatch, 
 def test_every_run_in_turn_is_told_whether_the_process_ends_with_it(monkeypatch):
     told = []
 
-    def run(experiment, params, options, progress):
+    def run(experiment, params, options, progress, inputs=None):
         told.append(options.ends_process)
         return experiment.name, []
 

@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from memprof.core.repetitions import (
@@ -312,6 +313,17 @@ class Experiment:
         """The command's own options: its Params fields (memprof.model.params says how)."""
         return cli_options(cls.Params)
 
+    @classmethod
+    def inputs(cls, values: dict[str, Any]) -> list[Path]:
+        """The files the command reads, from its command-line values (check's --reference,
+        the program trace runs and its arguments): no output is written over one."""
+        return []
+
+    def read_inputs(self, params: Any) -> Any:
+        """What run() needs from files (ctx.inputs), read and checked before any GPU work,
+        so that a bad file is refused (exit 2) without a GPU."""
+        return None
+
     def run(self, ctx: RunContext) -> Any:
         """Measure on the GPU through ctx; return the Extra."""
         raise NotImplementedError
@@ -580,6 +592,7 @@ class RunContext:
     affinity: bool = True  # place the host thread on a GPU's local CPUs (near_gpu)
     checks: list[Check] = field(default_factory=list)
     placement: str | None = None  # where the host thread ran, the header's affinity line
+    inputs: Any = None  # the experiment's read_inputs(params), read before the GPU session
 
     @property
     def measure(self) -> Profiler:
@@ -615,6 +628,7 @@ class RunContext:
 
 
 GATED_ONLY = "{} times every figure between gated CUDA events: CUPTI is not started"
+UNREAD: Any = object()  # run()'s inputs where the caller has not read them
 
 
 def run(
@@ -622,14 +636,19 @@ def run(
     params: Any,
     options: RunOptions = RunOptions(),
     progress: Progress = no_progress,
+    inputs: Any = UNREAD,
 ) -> tuple[Result, list[str]]:
     """Run one experiment and make its Result; also what failed to be freed, for a warning.
 
     One GPU: a GpuSession on options.device, the host thread near it. Every GPU at once: a
     session per GPU (memprof.core.session.Devices); the experiment places its own threads.
+    inputs: its read_inputs(params), where the caller read them (once for every GPU); else
+    read here, before anything touches the driver.
     """
     from memprof.core import driver
 
+    if inputs is UNREAD:
+        inputs = experiment.read_inputs(params)
     driver.start_in_background()  # overlaps the imports below and PyCUDA's
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
@@ -644,7 +663,7 @@ def run(
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         for session in sessions:
             session.profiler.repetitions = repetitions
-        ctx = RunContext(params, progress, affinity=options.affinity)
+        ctx = RunContext(params, progress, affinity=options.affinity, inputs=inputs)
         for index, session in zip(indices, sessions, strict=True):
             with session.active():
                 ctx.facts[index] = collect(session)

@@ -33,7 +33,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.experiments import base
 from memprof.model import figures
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
-from memprof.model.device import DeviceRecord
+from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes, format_gb_per_s, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.measures import ABOVE_BOUND
@@ -169,8 +169,9 @@ def _copies(operation: str, what: str, **declared: Any) -> base.Measure:
 # Pinned copies against the link; a device copy (read + write) against HBM, sized apart.
 H2D = _copies("h2d", "pinned copies host → device", kinds=("pinned",), bound="link")
 D2H = _copies("d2h", "pinned copies device → host", kinds=("pinned",), bound="link")
-H2D_AT_ONCE = _copies("h2d_at_once", "host → device, both at once", kinds=("pinned",))
-D2H_AT_ONCE = _copies("d2h_at_once", "device → host, both at once", kinds=("pinned",))
+# at once, each direction still has only its own lanes of the link (PCIe is full duplex)
+H2D_AT_ONCE = _copies("h2d_at_once", "host → device, both at once", kinds=("pinned",), bound="link")
+D2H_AT_ONCE = _copies("d2h_at_once", "device → host, both at once", kinds=("pinned",), bound="link")
 D2D = _copies(
     "d2d", "device-to-device copies", kinds=("device",), size="device_power", traffic=2,
     bound="hbm",
@@ -195,10 +196,18 @@ class CheckGpu(base.Experiment):
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
+    @classmethod
+    def inputs(cls, values: dict[str, Any]) -> list[Path]:
+        return [Path(values["reference"])] if values.get("reference") else []
+
+    def read_inputs(self, params: CheckParams) -> Result | None:
+        return read_reference(params.reference)
+
     def run(self, ctx: base.RunContext) -> CheckExtra:
         from memprof.core import memory
 
-        reference = load_reference(ctx.params.reference, ctx.facts[ctx.session.device_index])
+        facts = ctx.facts[ctx.session.device_index]
+        reference = reference_figures(ctx.params.reference, ctx.inputs, facts)
         elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
         nbytes, device_bytes = elements * base.FLOAT32_BYTES, device_elements * base.FLOAT32_BYTES
         memory.require_memory(
@@ -226,6 +235,7 @@ class CheckGpu(base.Experiment):
         return {"bytes_per_copy": host_bytes(result), "device_copy_bytes": device_bytes(result)}
 
     def check_consistency(self, result: Result) -> None:
+        check_kept_reference(result)
         check_retries(result)
 
 
@@ -277,6 +287,86 @@ def check_retries(result: Result) -> None:
                 )
             if min(copies.per_copy_ms) <= 0:
                 _refuse(f"{where}.copies[{number}].per_copy_ms", "holds a copy that took no time")
+            _within_bound(result, copies, f"{where}.copies[{number}].per_copy_ms")
+    for index, retry in enumerate(result.extra.retries):  # each figure now known to be one
+        before = attempts(result, result.extra.reference, retry.line)[retry.attempt - 1]
+        if before.verdict == "PASS" and _passed_whatever_reference(result, retry.line, before):
+            _refuse(
+                f"extra.retries[{index}]",
+                f"measures {retry.line!r} again, but its attempt before PASSed ({before.measured}):"
+                " only a line that WARNed or FAILed is measured again",
+            )
+
+
+def _within_bound(result: Result, copies: RetriedCopies, where: str) -> None:
+    """A retry's copies held to what bounds its operation, as a measurement's are
+    (memprof.model.figures.check_bounds)."""
+    again = _retried(result, copies)
+    found = figures.figure(result, again, DECLARED[copies.operation]).gb_per_s
+    limit = figures.hard_ceiling(result, again, DECLARED[copies.operation])
+    if found is not None and limit is not None and limit.fraction(found) > ABOVE_BOUND:
+        _refuse(
+            where,
+            f"makes {found:,.1f} GB/s, {limit.fraction(found):.0%} of its {limit.limiter} "
+            f"ceiling of {limit.gb_per_s:,.1f} GB/s: nothing moves faster than its "
+            f"{limit.limiter}",
+        )
+
+
+def _passed_whatever_reference(result: Result, line: str, attempt: Line) -> bool:
+    """Whether an attempt PASSed however the run judged it. Both at once is judged from the
+    file's own figures. The others also by a ceiling (the run took the link from the device
+    facts; NVML's samples came after) and a reference (memprof's own, not kept): certain only
+    for a figure at or above MARGIN of what any reference may hold (ABOVE_BOUND of the most
+    such a GPU reaches) and within ABOVE_BOUND of the link the run started on; its floor was
+    judged with the verdict."""
+    if line == "at_once":
+        return True
+    most = _reference_ceiling(result, line)
+    if line == "d2d":
+        ceiling = hbm_ceiling(result.device)
+        at_start = ceiling.gb_per_s if ceiling is not None else None
+    else:
+        device = result.device
+        at_start = pcie_bandwidth_gb_per_s(device.pcie_generation, device.pcie_width)
+    measured = attempt.judged[0][1] if attempt.judged else None
+    if most is None or at_start is None or measured is None:
+        return False
+    return MARGIN * ABOVE_BOUND * most <= measured <= ABOVE_BOUND * at_start
+
+
+def _reference_ceiling(result: Result, line: str) -> float | None:
+    """The most GB/s a check of this GPU model could hold for a line: HBM's rate for the device
+    copy; for the host's, PCIe x16 at the GPU's own highest generation (a known-good machine of
+    the same model may have a better slot than this one), or the highest memprof knows."""
+    if line == "d2d":
+        ceiling = hbm_ceiling(result.device)
+        return ceiling.gb_per_s if ceiling is not None else None
+    state = result.gpu_state()
+    generation = state.pcie_gpu_max_generation if state else None
+    return pcie_bandwidth_gb_per_s(generation or max(PCIE_RATE_GT_PER_S), 16)
+
+
+def check_kept_reference(result: Result) -> None:
+    """The --reference a check kept must be a check of the run's GPU model, its figures ones
+    such a GPU can reach (_reference_ceiling): it decides verdicts wherever the file is read."""
+    kept = result.extra.reference
+    if kept is None:
+        return
+    name = result.device.name if result.device is not None else None
+    if kept.gpu != name:
+        _refuse(
+            "extra.reference.gpu",
+            f"is {kept.gpu!r}, but the run measured {name!r}: a reference is a check of the "
+            "same GPU model",
+        )
+    for line in ("h2d", "d2h", "d2d"):
+        value, most = getattr(kept, f"{line}_gb_per_s"), _reference_ceiling(result, line)
+        if most is not None and value > ABOVE_BOUND * most:
+            _refuse(
+                f"extra.reference.{line}_gb_per_s",
+                f"is {value:,.1f} GB/s, but a {name} can reach at most {most:,.1f} GB/s there",
+            )
 
 
 def _batches(ctx: base.RunContext, *lanes: Any) -> None:
@@ -654,13 +744,17 @@ def first_figures(result: Result) -> Figures:
 
 def retried_gb_per_s(result: Result, copies: RetriedCopies) -> float:
     """GB/s of a retry's copies, as figure() makes it of a measurement (median batch)."""
+    return figures.figure(result, _retried(result, copies), DECLARED[copies.operation]).gb_per_s
+
+
+def _retried(result: Result, copies: RetriedCopies) -> Measurement:
+    """A retry's copies as the measurement of its operation they measure again."""
     measure = DECLARED[copies.operation]
     nbytes = device_bytes(result) if copies.operation == "d2d" else host_bytes(result)
     kind = measure.kinds[0]
-    again = Measurement("gpu", NAMES.get(copies.operation[:3], ""), copies.operation, kind, nbytes,
-                        list(copies.per_copy_ms), throughput_ms=list(copies.per_copy_ms),
-                        batch=copies.batch)  # fmt: skip
-    return figures.figure(result, again, measure).gb_per_s
+    return Measurement("gpu", NAMES.get(copies.operation[:3], ""), copies.operation, kind, nbytes,
+                       list(copies.per_copy_ms), throughput_ms=list(copies.per_copy_ms),
+                       batch=copies.batch)  # fmt: skip
 
 
 def throughput_line(
@@ -806,9 +900,9 @@ def reference_for(result: Result) -> tuple[Result | None, list[str]]:
     return reference, notes
 
 
-def load_reference(path: str | None, facts: Any) -> CheckReference | None:
-    """The check saved at `path` (--reference), refused in one line (exit 2) unless it is a
-    check of this GPU's model: its figures, kept in the run's Extra."""
+def read_reference(path: str | None) -> Result | None:
+    """The check saved at `path` (--reference), read before any GPU work: refused in one
+    line (exit 2) unless it is a check of one GPU."""
     if path is None:
         return None
     from memprof.errors import InvalidArgument
@@ -820,6 +914,18 @@ def load_reference(path: str | None, facts: Any) -> CheckReference | None:
             f"--reference {path}: a result of memprof {reference.command}, not of memprof "
             "check on one GPU"
         )
+    return reference
+
+
+def reference_figures(
+    path: str | None, reference: Result | None, facts: Any
+) -> CheckReference | None:
+    """The figures of the check read from `path` (read_reference), kept in the run's Extra;
+    refused in one line (exit 2) unless it is a check of this GPU's model."""
+    if path is None or reference is None:
+        return None
+    from memprof.errors import InvalidArgument
+
     if reference.device.name != facts.name:
         raise InvalidArgument(
             f"--reference {path}: a check of {reference.device.name}, but this GPU is "

@@ -9,6 +9,7 @@ and `diff` show traces saved on the GPU machine.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import tempfile
@@ -445,6 +446,42 @@ def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     return tables, [time_verdict(share) for share in shares]
 
 
+def program_files(target: list[str], module: str | None) -> list[Path]:
+    """The files of the program traced: its script (or module) and each argument naming a
+    file (`--data=x.csv` too), which no output of memprof's may be written over."""
+    if module is None:
+        program, arguments = target[:1], target[1:]
+        program += [os.path.join(word, "__main__.py") for word in program if os.path.isdir(word)]
+    else:
+        program, arguments = module_file(module), target
+    named = [word.partition("=")[2] if word.startswith("-") else word for word in arguments]
+    return [Path(word) for word in program + named if word and os.path.isfile(word)]
+
+
+def module_file(module: str) -> list[str]:
+    """The file `python -m module` runs, found as Python finds it, importing nothing (a
+    package's __init__ is not run to find its submodule); none where it cannot be found."""
+    from importlib.machinery import PathFinder
+
+    from memprof.trace.collect import Program, as_python_runs
+
+    places: list[str] | None = None
+    spec = None
+    try:
+        with as_python_runs(Program(None, module, ())):
+            for name in module.split("."):
+                spec = PathFinder.find_spec(name, places)
+                if spec is None:
+                    return []  # trace says so, as Python would
+                places = list(spec.submodule_search_locations or [])
+        if spec is not None and spec.submodule_search_locations:  # a package: its __main__
+            spec = PathFinder.find_spec("__main__", list(spec.submodule_search_locations))
+    except (ImportError, ValueError):  # a name Python refuses: trace says so
+        return []
+    origin = getattr(spec, "origin", None)
+    return [origin] if origin and os.path.isfile(origin) else []
+
+
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
@@ -520,6 +557,10 @@ class Trace(base.Experiment):
 
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
+
+    @classmethod
+    def inputs(cls, values: dict[str, Any]) -> list[Path]:
+        return program_files(values.get("target") or [], values.get("module"))
 
     def run_program(
         self,

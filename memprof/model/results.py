@@ -419,7 +419,15 @@ class Result(msgspec.Struct, dict=True):
                 f"{path} is not a memprof result: not UTF-8 text "
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
-        return cls.from_json(raw, shape_of, str(path))
+        result = cls.from_json(raw, shape_of, str(path))
+        result.__dict__["_loaded_from"] = Path(os.path.abspath(path))
+        return result
+
+    @property
+    def loaded_from(self) -> Path | None:
+        """The file this Result was read from (Result.load); None for one made otherwise. A
+        picture of it (memprof.plot) is never written over that file."""
+        return self.__dict__.get("_loaded_from")
 
 
 _NOT_PLAIN_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec already escapes what is under 0x20

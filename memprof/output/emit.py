@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memprof.errors import ExitCode, MemprofError, SaveFailed, VerificationFailed
+from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
 from memprof.model.results import Result
 from memprof.model.summary import Summary
@@ -42,6 +42,7 @@ class Output:
 
     json: Destination | None = None
     csv: Destination | None = None
+    junit: Destination | None = None  # written after the rest (memprof.cli_gates.junit_after)
     quiet: bool = False
     no_color: bool = False
     on_stderr: bool = False  # results on stderr: `trace`, whose stdout is the program's
@@ -49,29 +50,58 @@ class Output:
     timeline: Destination | None = None  # a trace's timeline (memprof.output.timeline)
 
     @classmethod
-    def named(cls, json: str | None, csv: str | None, quiet: bool, no_color: bool) -> Output:
+    def named(
+        cls,
+        json: str | None,
+        csv: str | None,
+        quiet: bool,
+        no_color: bool,
+        junit: str | None = None,
+    ) -> Output:
         """From the command line's words: a name ending in "/" is refused, not made a file."""
-        names = {"--json": json, "--csv": csv}
+        names = {"--json": json, "--csv": csv, "--junit": junit}
         paths = [None if text is None else destination(text, o) for o, text in names.items()]
-        return cls(*paths, quiet, no_color)
+        return cls(*paths, quiet=quiet, no_color=no_color)
 
     def destinations(self) -> dict[str, Destination | None]:
-        return {"--json": self.json, "--csv": self.csv, "--timeline": self.timeline}
+        """Every file or stream the command writes besides what it shows."""
+        return {
+            "--json": self.json,
+            "--csv": self.csv,
+            "--junit": self.junit,
+            "--timeline": self.timeline,
+        }
 
     @property
     def shown_on_stderr(self) -> bool:
-        """Results shown on stderr: `trace`'s, or where stdout is a destination (`--json -`),
-        so that what a pipe reads is the file alone."""
-        shown = self.destinations().values()
-        return self.on_stderr or any(t is not None and t.is_stdout for t in shown)
+        """Results shown on stderr: `trace`'s, or where any destination is stdout (`--json -`,
+        `--junit -`), so that what a pipe reads is that file alone."""
+        return self.on_stderr or any(
+            target is not None and target.is_stdout for target in self.destinations().values()
+        )
 
     def check(self, inputs: Sequence[Path] = ()) -> None:
         """Before any work: each destination writable, none an input, no two the same file
-        or stream."""
+        or stream, none stdout where stdout is not memprof's (`trace`)."""
         for option, target in self.destinations().items():
             if target is not None:
                 check_output(target, option)
+            if target is not None and target.is_stdout and self.on_stderr:
+                raise InvalidArgument(  # `trace --json -`: the program's output is there
+                    f"{option} {target}: stdout is the traced program's, where the two could "
+                    "not be told apart: send it to a file"
+                )
+            if target is not None and target.descriptor == 2 and self.shows_on_stderr:
+                raise InvalidArgument(
+                    f"{option} {target}: the tables are shown on stderr, where the two could "
+                    "not be told apart: send it to a file, or add --quiet"
+                )
         check_distinct(self.destinations(), inputs)
+
+    @property
+    def shows_on_stderr(self) -> bool:
+        """Whether the tables go to stderr: shown (not --quiet) and on stderr."""
+        return not self.quiet and self.shown_on_stderr
 
 
 def emit(
@@ -176,7 +206,11 @@ def _unsaved(refused: list[tuple[Result, str]], output: Output) -> MemprofError:
 def _show_then_save(
     render: Callable[[Console], None], texts: dict[str, Callable[[], str]], output: Output
 ) -> None:
-    wanted = {o: path for o, path in output.destinations().items() if path and o in texts}
+    wanted = {
+        option: path
+        for option, path in output.destinations().items()
+        if path is not None and option in texts  # --junit: saved after (cli_gates.junit_after)
+    }
     problems = []
     try:
         if not output.quiet:
@@ -244,10 +278,15 @@ def _save(
         except Exception as error:  # a value that cannot be written: say so, keep the rest
             problems.append(f"{option} {target}: not saved: {type(error).__name__}: {error}")
         else:
-            if not output.quiet:
-                where = "to stdout" if target.name == "-" else str(target)
-                print_note(f"saved {where}", output.no_color)
+            note_saved(target, output)
     return problems
+
+
+def note_saved(target: Destination, output: Output) -> None:
+    """The "saved" line on stderr, for every destination alike ("-" is "to stdout")."""
+    if not output.quiet:
+        where = "to stdout" if target.name == "-" else str(target)
+        print_note(f"saved {where}", output.no_color)
 
 
 def _silence(target: Destination) -> None:

@@ -2,7 +2,8 @@
 
 A destination is refused up front (one line, exit 2) when it cannot be written: a
 directory (a name ending in "/" included), a missing or read-only directory, a name too
-long, a read-only file, or an input of the same command. What is written is the file a
+long, a read-only file, an input of the same command (a traced program and its arguments
+too), or a file in memprof's cache folder (what runs read). What is written is the file a
 destination names: a symbolic link is followed (to its target, through any chain of links)
 and stays a link. Regular files are written to a temporary file in the target's own
 directory and renamed over the target, keeping its permissions, so a crash or a full disk
@@ -151,6 +152,7 @@ def check_destination(path: Path, option: str) -> None:
     target = resolved(path)
     if status is not None and stat.S_ISDIR(status.st_mode):
         raise InvalidArgument(f"{option} {path}: is a directory, give a file name")
+    _refuse_cache(path, option)
     if status is not None and not stat.S_ISREG(status.st_mode):
         if not os.access(path, os.W_OK):
             raise InvalidArgument(f"{option} {path}: not writable")
@@ -169,6 +171,22 @@ def check_destination(path: Path, option: str) -> None:
         raise InvalidArgument(
             f"{option} {path}: cannot write in {parent}: {_reason(error)}"
         ) from error
+
+
+def _refuse_cache(path: Path, option: str) -> None:
+    """memprof's cache folder holds inputs of the run (kernels, this GPU's figures), which
+    the run may read and rewrite: no output goes there."""
+    from memprof.cache import cache_directory
+
+    folder = cache_directory(warn=False)
+    if folder is None:
+        return
+    root, real = os.path.realpath(folder), os.path.realpath(path)
+    if os.path.commonpath([root, real]) == root:
+        raise InvalidArgument(
+            f"{option} {path}: is in memprof's cache folder {folder}, which memprof rewrites "
+            "and may delete: choose another file"
+        )
 
 
 def check_distinct(

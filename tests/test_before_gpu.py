@@ -1,0 +1,91 @@
+"""Everything that needs no GPU is done before the GPU is asked for: output paths and the files
+a run reads (check's --reference) are refused in one line, exit 2, on a machine without PyCUDA
+too, from the command line (one GPU or --device all) and from memprof.run alike."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import memprof
+from memprof import api
+from memprof.cli import app
+from memprof.cli_gates import JUNIT_COMMANDS
+from memprof.errors import ExitCode, InvalidArgument
+from memprof.experiments import COMMANDS, experiment_class
+
+runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def no_pycuda(monkeypatch):
+    """As on a machine without PyCUDA: anything that asks for the GPU ends in exit 3."""
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+
+
+def not_check(tmp_path: Path) -> Path:
+    bad = tmp_path / "pinned.json"
+    bad.write_bytes((FIXTURES / "h200_pinned_p20.json").read_bytes())
+    return bad
+
+
+def bad_references(tmp_path: Path) -> dict[str, Path]:
+    """A reference that is no check, each way, and the words that must name it."""
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    return {
+        "missing": tmp_path / "missing.json",
+        "folder": tmp_path,
+        "sweep": FIXTURES / "h200_sweep.json",
+        "pinned": not_check(tmp_path),
+        "junk": junk,
+        "check-pairs": FIXTURES / "h200x2_check_pairs.json",
+    }
+
+
+@pytest.mark.parametrize("device", ["0", "all"])
+def test_a_bad_reference_is_refused_naming_it_without_a_gpu(tmp_path, device):
+    for kind, path in bad_references(tmp_path).items():
+        ran = runner.invoke(app, ["check", "--device", device, "--reference", str(path)])
+        assert ran.exit_code == ExitCode.USAGE, (kind, ran.output)
+        assert ran.stderr.count("\n") == 1 and str(path) in ran.stderr, (kind, ran.stderr)
+
+
+def test_a_good_reference_gets_as_far_as_the_gpu(tmp_path):
+    for device in ("0", "all"):
+        ran = runner.invoke(
+            app, ["check", "--device", device, "--reference", str(FIXTURES / "h200_check.json")]
+        )
+        assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output  # PyCUDA: read first, then
+
+
+def test_memprof_run_reads_the_reference_before_the_gpu(tmp_path):
+    for path in bad_references(tmp_path).values():
+        with pytest.raises(InvalidArgument, match=str(path).replace(".", r"\.")):
+            memprof.run("check", reference=str(path))
+        with pytest.raises(InvalidArgument):
+            api.run_each_gpu("check", experiment_class("check").Params(reference=str(path)))
+    with pytest.raises(Exception) as found:
+        memprof.run("check", reference=str(FIXTURES / "h200_check.json"))
+    assert not isinstance(found.value, InvalidArgument)  # read, then the GPU was asked for
+
+
+OUTPUTS = [
+    (line.name, option)
+    for line in COMMANDS
+    if line.name != "trace"  # no GPU session of memprof's: tests/test_inputs_protected.py
+    for option in ("--json", "--csv", *(("--junit",) if line.name in JUNIT_COMMANDS else ()))
+]
+
+
+@pytest.mark.parametrize(("command", "option"), OUTPUTS)
+def test_every_output_is_checked_before_the_gpu(command, option, tmp_path):
+    ran = runner.invoke(app, [command, option, str(tmp_path / "no" / "such" / "x.out")])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1 and "does not exist" in ran.stderr
+    ran = runner.invoke(app, [command, option, str(tmp_path / "x.out")])
+    assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output  # the same run, a good path
