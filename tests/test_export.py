@@ -27,7 +27,11 @@ FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 def rows_of(result: Result) -> list[dict]:
     """Each measurement's CSV row, in order (a trace's source-line rows, which follow them,
     left out)."""
-    return [row for row in csv_rows(result, summarize(result).figures) if row["group"] != "line"]
+    return [
+        row
+        for row in csv_rows(result, summarize(result).figures)
+        if row["group"] not in ("line", "derived")
+    ]
 
 
 def test_a_row_holds_every_statistic_and_figure_in_its_own_column():
@@ -136,17 +140,21 @@ SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
 
 def printed_forms(row: dict) -> set[str]:
     """Each figure of a CSV row as a table may print it."""
-    forms = {str(row["calls"]), f"{row['each_ms'] * 1e3:.2f}"}  # and per read in µs
+    forms = {str(row.get("calls"))}
+    if row.get("each_ms", "") != "":
+        forms.add(f"{row['each_ms'] * 1e3:.2f}")  # and per read in µs
     for column in ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms"):
+        if row.get(column, "") == "":
+            continue
         forms.add(format_ms(row[column]))
         # a column of mixed units is written in one (memprof.model.summary)
         forms |= {in_unit(format_ms(row[column]), unit) for unit in ("ns", "us", "ms", "s")}
     for column in ("bytes", "moved_bytes"):
-        if row[column] != "":
+        if row.get(column, "") != "":
             forms.add(format_bytes(row[column]))
-    if row["gb_per_s"] != "":
+    if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
-    if row["ceiling_share"] != "":
+    if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
     return forms
@@ -169,11 +177,20 @@ def figure_cells(table) -> list[tuple[int, int, str]]:
 CHECKED: dict[str, int] = {}
 
 
+def csv_row_finder(result: Result, summary) -> dict[int, dict]:
+    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived")."""
+    rows = csv_rows(result, summary.figures, summary.derived)
+    measured = [row for row in rows if row["group"] not in ("line", "derived")]
+    derived = [row for row in rows if row["group"] == "derived"]
+    found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
+    return found | {id(one): row for one, row in zip(summary.derived, derived, strict=True)}
+
+
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
     result = load(path)
     summary = summarize(result)
-    rows = {id(f.measurement): row for f, row in zip(summary.figures, rows_of(result), strict=True)}
+    rows = csv_row_finder(result, summary)
     checked = 0
     for table in summary.tables:
         if not any(table.sources):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.experiments import load
+from memprof.experiments import experiment_named, load
 from memprof.model.ceilings import Ceiling, hbm_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
@@ -20,6 +20,7 @@ from memprof.model.figures import (
     hard_ceiling,
     host_side,
 )
+from memprof.model.formatting import format_ms
 from memprof.model.measures import ABOVE_BOUND, Measure
 from memprof.model.results import Measurement
 from memprof.model.schema import SchemaError
@@ -80,6 +81,21 @@ def test_each_operation_of_a_sample_of_several_divides_its_median():
     assert fixed.each_ms(None) == 1.0
     named = replace(one, measure=replace(COPY, per_sample="copies"))
     assert named.each_ms(SimpleNamespace(copies=8)) == 0.5
+
+
+def test_a_sample_of_several_operations_gives_each_ones_time_and_gb_per_s():
+    """smallcopies' batch of 128 copies of 4 KiB: per copy, and the bytes of all 128 over the
+    time of all 128 (not one copy's bytes over 128's time, 0.192 GB/s where they made 24.6)."""
+    result = load(FIXTURES / "h200_smallcopies.json")
+    batch = result.find("h2d", "batched", "span", 4096)
+    wall = result.find("h2d_wall", "batched", "host", 4096)
+    declared = {measure.key: measure for measure in experiment_named("smallcopies").declared()}
+    copies = figure(result, batch, declared["span", "h2d"])
+    waited = figure(result, wall, declared["host", "h2d_wall"])
+    assert copies.per_operation_ms == pytest.approx(batch.stats.median_ms / 128)
+    assert copies.gb_per_s == pytest.approx(128 * 4096 / batch.stats.median_ms / 1e6)
+    assert round(copies.gb_per_s, 1) == 24.6
+    assert format_ms(waited.per_operation_ms) == "2.6293us"  # as the table prints it
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,10 @@ def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
     """The figures of measurement `m` of `result`, read as `measure` declares."""
     best = measure is not None and measure.at == "best"
     times = m.throughput_ms or m.samples_ms
-    per_operation_ms = min(times) if best else _median(times)
+    count = measure.per_sample if measure is not None else 1
+    if isinstance(count, str):  # a sample times as many operations as a Params field says
+        count = getattr(result.parameters, count)
+    per_operation_ms = (min(times) if best else _median(times)) / count
     traffic = measure.traffic_of(m.kind) if measure is not None and measure.moves() else 0
     gb_per_s = None
     if traffic and m.bytes > 0 and per_operation_ms > 0:
@@ -116,6 +119,24 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
     if not parts or None in moved:
         return None
     return bandwidth_gb_per_s(sum(moved), math.fsum(part.per_operation_ms for part in parts))
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A figure of work done in parts one after another (smallcopies' gathering and its
+    copy): each time the sum of its parts' (their medians; per operation, their per-operation
+    times), written here once for the table's cell and the CSV's row."""
+
+    name: str
+    parts: tuple[Figure, ...]
+
+    @property
+    def median_ms(self) -> float:
+        return math.fsum(part.median_ms for part in self.parts)
+
+    @property
+    def per_operation_ms(self) -> float:
+        return math.fsum(part.per_operation_ms for part in self.parts)
 
 
 FigureOf = Callable[[Measurement], Figure]

@@ -88,7 +88,9 @@ def emit(results: list[Result], summarize: Callable[[Result], Summary], output: 
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
-        "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
+        "--csv": lambda: csv_text(
+            results, [summary.figures for summary in summaries], [s.derived for s in summaries]
+        ),
     }
     _show_then_save(render, texts, output)
     checks = [check for result in results for check in result.checks]

@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from memprof.model.figures import Figure
+from memprof.model.figures import Derived, Figure
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
@@ -22,7 +22,10 @@ from memprof.output.literal import literal
 # Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
 # per_operation_ms: what GB/s divides by (back-to-back batches' per-operation time where the run
 # timed some, else one operation's); each_ms: one operation's median where a sample times
-# several (smallcopies' copies, the reads of a latency chain).
+# several (smallcopies' copies, the reads of a latency chain). A figure made of several
+# measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
+# group "derived" after the measurements', its median_ms and per_operation_ms the sums of its
+# parts', its parts named in derived_from.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -53,6 +56,7 @@ CSV_COLUMNS = (
     "ceiling_gb_per_s",
     "ceiling_share",
     "limiter",
+    "derived_from",
     # a traced program's source lines (memprof trace): one row each, group "line"
     "source_file",
     "source_line",
@@ -63,8 +67,11 @@ CSV_COLUMNS = (
 )
 
 
-def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object]]:
-    """Every measurement of `result` with the figures its experiment's summary computed."""
+def csv_rows(
+    result: Result, figures: Sequence[Figure], derived: Sequence[Derived] = ()
+) -> list[dict[str, object]]:
+    """Every measurement of `result` with the figures its experiment's summary computed, then
+    the figures its tables make of several (`derived`)."""
     run = {
         "command": literal(result.command),
         "created_at": literal(result.created_at),
@@ -112,7 +119,30 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
                 "limiter": ceiling.limiter if ceiling is not None else "",
             }
         )
-    return rows + _line_rows(result, run)
+    return rows + [_derived_row(one, rows, figures) for one in derived] + _line_rows(result, run)
+
+
+def _derived_row(
+    one: Derived, rows: list[dict[str, object]], figures: Sequence[Figure]
+) -> dict[str, object]:
+    """A Derived figure's row: what its parts' rows share, its sums, its parts named."""
+    by_measurement = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    parts = [by_measurement[id(part.measurement)] for part in one.parts]
+    shared = {
+        column: parts[0][column]
+        for column in ("command", "created_at", "host", "pid", "gpu_index", "gpu_pci_bus_id",
+                       "gpu_name", "kind", "bytes")
+        if all(part[column] == parts[0][column] for part in parts)
+    }  # fmt: skip
+    return {
+        **shared,
+        "group": "derived",
+        "name": literal(one.name),
+        "operation": "sum",
+        "median_ms": one.median_ms,
+        "per_operation_ms": one.per_operation_ms,
+        "derived_from": " + ".join(str(part["name"]) for part in parts),
+    }
 
 
 def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
@@ -163,17 +193,27 @@ def _bus_id(result: Result, gpu: object) -> str:
     return literal(state.pci_bus_id) if state is not None else ""
 
 
-def csv_text(results: Sequence[Result], figures: Sequence[Sequence[Figure]]) -> str:
+def csv_text(
+    results: Sequence[Result],
+    figures: Sequence[Sequence[Figure]],
+    derived: Sequence[Sequence[Derived]] | None = None,
+) -> str:
     """The CSV file's whole text: a header and one row per measurement of every result
-    (figures: each result's, as its summary computed them)."""
+    (figures: each result's, as its summary computed them), then each derived figure's."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval="")
     writer.writeheader()
-    for result, found in zip(results, figures, strict=True):
-        writer.writerows(csv_rows(result, found))
+    derived = derived or [()] * len(results)
+    for result, found, made in zip(results, figures, derived, strict=True):
+        writer.writerows(csv_rows(result, found, made))
     return buffer.getvalue()
 
 
-def write_csv(results: Sequence[Result], figures: Sequence[Sequence[Figure]], path: Path) -> None:
+def write_csv(
+    results: Sequence[Result],
+    figures: Sequence[Sequence[Figure]],
+    path: Path,
+    derived: Sequence[Sequence[Derived]] | None = None,
+) -> None:
     """Save as CSV atomically: an existing file is replaced whole or left as it was."""
-    write_text_atomic(path, csv_text(results, figures))
+    write_text_atomic(path, csv_text(results, figures, derived))
