@@ -216,7 +216,13 @@ HOST_SIDE = (*HOST_STAGING.values(), HOST_MEMCPY)  # what an experiment declares
 # What several experiments time the same way.
 ONE_COPY = {  # a copy of a whole buffer, alone, per direction
     direction: Measure(
-        "gpu", direction, f"one copy {words}", "one operation", arrays=1, bound="link"
+        "gpu",
+        direction,
+        f"one copy {words}",
+        "one operation",
+        arrays=1,
+        bound="link",
+        call=direction,
     )
     for direction, words in DIRECTIONS.items()
 }

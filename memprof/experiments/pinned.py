@@ -47,6 +47,7 @@ COPY = {
         kinds=HOST_KINDS,
         shows="throughput",
         bound="link",
+        call=direction,
     )
     for direction, words in DIRECTIONS.items()
 }
@@ -207,7 +208,7 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
     """The copies' table, each against its ceiling, and a remark for any far below it."""
     nbytes = base.array_bytes(result.parameters)
     source = (
-        "CUPTI's record of each copy (DMA only)"
+        "CUPTI's record of each copy (DMA only; pageable: its call's, staging included)"
         if result.timing is not None and result.timing.source == "cupti"
         else "gated CUDA events around each copy (pageable: staging included)"
     )
@@ -235,7 +236,7 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
             transfers.add_row(
                 kind,
                 label,
-                format_ms(copy.median_ms),
+                format_ms(copy.latency_ms),
                 format_ms(blocked.stats.median_ms),
                 format_gb_per_s(copy.gb_per_s),
                 format_ratio(pageable / copy.per_operation_ms),

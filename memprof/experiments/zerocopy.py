@@ -62,6 +62,7 @@ END_TO_END = base.Measure(
 H2D, D2H = (
     base.Measure(
         "gpu", direction, f"a copy {words} (a path's)", "one operation", arrays=1, bound="link",
+        call=direction,
     )
     for direction, words in base.DIRECTIONS.items()
 )  # fmt: skip

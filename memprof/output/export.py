@@ -176,6 +176,8 @@ def _blank(value: object) -> object:
 def _basis(one: Figure) -> str:
     """Which time a GB/s is of, in the words a script can filter on."""
     best = one.measure is not None and one.measure.at == "best"
+    if one.call_ms is not None and not one.back_to_back:
+        return "the call median"  # a staged copy: its call's, not CUPTI's record of its DMA
     if one.back_to_back:
         return "back-to-back best" if best else "back-to-back median"
     return "one operation best" if best else "one operation median"
