@@ -39,7 +39,7 @@ MODULES=(
   memprof/experiments/device.py:summarize
   memprof/experiments/compare.py:summarize,recommendations,sentence
   memprof/experiments/sweep.py:summarize,crossovers,_ninety_percent_size
-  memprof/experiments/smallcopies.py:cost_ms,per_copy_costs,stops_losing,_verdicts,_crossover
+  memprof/experiments/smallcopies.py:cost,per_copy_costs,stops_losing,_verdicts,_crossover
   memprof/experiments/peer.py:figures,latencies_us,_conclusions
   memprof/experiments/hostlink.py:totals,summarize,_conclusions
   memprof/experiments/portable.py:_conclusions

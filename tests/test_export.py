@@ -143,8 +143,8 @@ SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
 def printed_forms(row: dict) -> set[str]:
     """Each figure of a CSV row as a table may print it."""
     forms = {str(row.get("calls"))}
-    if row.get("each_ms", "") != "":
-        forms.add(f"{row['each_ms'] * 1e3:.2f}")  # and per read in µs
+    if row.get("per_operation_ms", "") != "":
+        forms.add(f"{row['per_operation_ms'] * 1e3:.2f}")  # and per read in µs
     times = ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms")
     for column in (*times, "gpu_ms", "host_ms"):  # the last two: a traced program's line
         if row.get(column, "") == "":

@@ -11,7 +11,6 @@ from memprof.experiments import experiment_named, load
 from memprof.model.ceilings import Ceiling, hbm_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
-    Figure,
     ceiling_of,
     check_bounds,
     combined_gb_per_s,
@@ -75,12 +74,11 @@ def test_a_share_needs_a_ceiling_above_zero():
 
 
 def test_each_operation_of_a_sample_of_several_divides_its_median():
-    one = Figure(measured([8.0, 2.0, 4.0]), None, 4.0, False, None, None)
-    assert one.each_ms(None) == 4.0 and one.median_ms == 4.0
-    fixed = replace(one, measure=replace(COPY, per_sample=4))
-    assert fixed.each_ms(None) == 1.0
-    named = replace(one, measure=replace(COPY, per_sample="copies"))
-    assert named.each_ms(SimpleNamespace(copies=8)) == 0.5
+    result = SimpleNamespace(device=None, gpu_states=None, parameters=SimpleNamespace(copies=8))
+    samples = measured([8.0, 2.0, 4.0])
+    assert figure(result, samples, COPY).per_operation_ms == 4.0
+    assert figure(result, samples, replace(COPY, per_sample=4)).per_operation_ms == 1.0
+    assert figure(result, samples, replace(COPY, per_sample="copies")).per_operation_ms == 0.5
 
 
 def test_a_sample_of_several_operations_gives_each_ones_time_and_gb_per_s():

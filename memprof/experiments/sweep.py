@@ -390,11 +390,6 @@ def chart_lines(
     return [*lines, labels, " " * LABEL_WIDTH + AXIS_NOTE]
 
 
-CHART_WIDTH = 80  # the narrowest console the chart is drawn for
-CHART_LEFT = 9  # the value labels and the axis before the first size
-AXIS_UNIT = "  (2^n floats)"
-
-
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
     peak = max(gbs for _, _, gbs in points)
     return next(power for power, _, gbs in points if gbs >= 0.9 * peak)

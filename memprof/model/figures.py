@@ -83,13 +83,6 @@ class Figure:
     def median_ms(self) -> float:
         return self.stats.median_ms
 
-    def each_ms(self, params: object) -> float:
-        """One operation's median time, where a sample times several (per_sample)."""
-        count = self.measure.per_sample if self.measure is not None else 1
-        if isinstance(count, str):
-            count = getattr(params, count)
-        return self.stats.median_ms / count
-
 
 def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
     """The figures of measurement `m` of `result`, read as `measure` declares."""

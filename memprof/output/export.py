@@ -21,8 +21,8 @@ from memprof.output.literal import literal
 
 # Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
 # per_operation_ms: what GB/s divides by (back-to-back batches' per-operation time where the run
-# timed some, else one operation's); each_ms: one operation's median where a sample times
-# several (smallcopies' copies, the reads of a latency chain). A figure made of several
+# timed some, else one operation's; per copy or read where a sample times several: smallcopies'
+# copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
 # group "derived" after the measurements', its median_ms and per_operation_ms the sums of its
 # parts', its parts named in derived_from.
@@ -50,7 +50,6 @@ CSV_COLUMNS = (
     "mean_ms",
     "stdev_ms",
     "per_operation_ms",
-    "each_ms",
     "gb_per_s",
     "gb_per_s_from",
     "ceiling_gb_per_s",
@@ -111,7 +110,6 @@ def csv_rows(
                 "mean_ms": stats.mean_ms,
                 "stdev_ms": stats.stdev_ms,
                 "per_operation_ms": one.per_operation_ms,
-                "each_ms": one.each_ms(result.parameters),
                 "gb_per_s": _blank(one.gb_per_s),
                 "gb_per_s_from": _basis(one) if one.gb_per_s is not None else "",
                 "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
@@ -119,23 +117,16 @@ def csv_rows(
                 "limiter": ceiling.limiter if ceiling is not None else "",
             }
         )
-    return rows + [_derived_row(one, rows, figures) for one in derived] + _line_rows(result, run)
+    rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    return rows + [_derived_row(one, rows_of) for one in derived] + _line_rows(result, run)
 
 
-def _derived_row(
-    one: Derived, rows: list[dict[str, object]], figures: Sequence[Figure]
-) -> dict[str, object]:
-    """A Derived figure's row: what its parts' rows share, its sums, its parts named."""
-    by_measurement = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
-    parts = [by_measurement[id(part.measurement)] for part in one.parts]
-    shared = {
-        column: parts[0][column]
-        for column in ("command", "created_at", "host", "pid", "gpu_index", "gpu_pci_bus_id",
-                       "gpu_name", "kind", "bytes")
-        if all(part[column] == parts[0][column] for part in parts)
-    }  # fmt: skip
+def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[str, object]:
+    """A Derived figure's row: its first part's run, GPU, kind and bytes (its parts share
+    them), its sums, its parts named."""
+    parts = [rows_of[id(part.measurement)] for part in one.parts]
     return {
-        **shared,
+        **{column: parts[0][column] for column in (*CSV_COLUMNS[:7], "kind", "bytes")},
         "group": "derived",
         "name": literal(one.name),
         "operation": "sum",
