@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
+from memprof.model.formatting import (
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    format_ratio,
+    in_unit,
+)
 from memprof.model.lines import lines_of
 from memprof.model.results import Measurement, Result
 from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
@@ -157,6 +163,8 @@ def printed_forms(row: dict) -> set[str]:
             forms.add(format_bytes(row[column]))
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
+    if row.get("ratio", "") != "":  # a derived ratio: how many times faster
+        forms.add(format_ratio(row["ratio"]))
     if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
@@ -168,8 +176,9 @@ WITH_UNIT = re.compile(r"\d GB/s")  # a verdict's figure in words: 55.3 GB/s (88
 
 
 def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
-    """(row, column, cell) of every cell that prints one measurement's figure; and of every
-    figure the test cannot yet hold to a CSV row (a ratio, a column of DERIVED_HEADERS)."""
+    """(row, column, cell) of every cell that prints a figure of its row's sources (a ratio:
+    where one is a derived ratio); and of every figure the test cannot yet hold to a CSV row
+    (a ratio no source declares, a column of DERIVED_HEADERS)."""
     found, unchecked = [], []
     for r, cells in enumerate(table.rows):
         for c, cell in enumerate(cells):
@@ -179,7 +188,10 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
-                if figure and not DERIVED_HEADERS.search(table.headers[c]):
+                declared = any(getattr(one, "formula", "") == "ratio" for one in table.sources[r])
+                if (RATIO.match(part) and declared) or (
+                    figure and not DERIVED_HEADERS.search(table.headers[c])
+                ):
                     found.append((r, c, part))
                 elif figure or RATIO.match(part) or WITH_UNIT.search(part):
                     unchecked.append((r, c, part))
@@ -200,15 +212,10 @@ PENDING = {
     ("hostlink", "Pinned copies of "),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
-    ("pinned", "Transfers of "),
-    ("register", "Transfers"),
     ("streams", "Stages on one stream"),
     ("streams", "Whole pipeline"),
     ("trace", "Copies by memory kind"),
     ("trace", "Where: "),
-    ("uva", "sumArrays over"),
-    ("writecombined", "Cached vs write-combined"),
-    ("zerocopy", "End to end"),
 }
 
 

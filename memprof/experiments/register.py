@@ -11,7 +11,7 @@ from __future__ import annotations
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import figure, host_side
+from memprof.model.figures import Derived, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -226,14 +226,15 @@ def _transfers(result: Result, copies: dict) -> Table:
     )
     for kind, label in TRANSFER_KINDS.items():
         h2d, d2h = copies[kind, "h2d"], copies[kind, "d2h"]
+        against = Derived(f"{kind} h2d vs pageable", (copies["pageable", "h2d"], h2d), "ratio")
         transfers.add_row(
             label,
             format_ms(h2d.latency_ms),
             format_gb_per_s(h2d.gb_per_s),
             format_ms(d2h.latency_ms),
             format_gb_per_s(d2h.gb_per_s),
-            format_ratio(copies["pageable", "h2d"].latency_ms / h2d.latency_ms),
-            source=(h2d.measurement, d2h.measurement),
+            format_ratio(against.ratio),
+            source=(h2d.measurement, d2h.measurement, against),
         )
     kernel = figure(result, base.find(result, KERNEL, "registered"), KERNEL)
     transfers.notes.append(

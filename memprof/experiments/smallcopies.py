@@ -588,7 +588,7 @@ def _require_every_way(result: Result) -> None:
                         )
 
 
-def _direction_tables(result: Result, direction: str, derived: list[Derived]) -> list[Table]:
+def _direction_tables(result: Result, direction: str) -> list[Table]:
     """Wall clock per copy, GPU time per copy and in all: each cell a figure's (per
     operation: per copy; the median: all N), each row's figures its sources."""
     of, ways, words = _finder(result), result.extra.ways, DIRECTIONS[direction]
@@ -600,7 +600,6 @@ def _direction_tables(result: Result, direction: str, derived: list[Derived]) ->
     for nbytes in sizes(result):
         walls = [wall(result, way, direction, nbytes, of) for way in ways]
         costs = [cost(result, way, direction, nbytes, of) for way in ways]
-        derived += [one for one in costs if isinstance(one, Derived)]
         label = format_bytes(nbytes)
         for table, found, per_operation in (
             (wall_table, walls, True),
@@ -737,9 +736,9 @@ def _crossover(
 
 
 def summarize(result: Result) -> Summary:
-    tables, conclusions, derived = [], [], []
+    tables, conclusions = [], []
     for direction in result.parameters.directions:
-        found = _direction_tables(result, direction, derived)
+        found = _direction_tables(result, direction)
         tables += found
         if per_copy_walls(result, direction):
             conclusions += _verdicts(result, direction)
@@ -748,4 +747,4 @@ def summarize(result: Result) -> Summary:
         tables[1].notes = _gpu_notes(result)
     if not conclusions:
         conclusions.append("No way was measured: nothing to compare.")
-    return Summary(tables=tables, conclusions=conclusions, show_profile=False, derived=derived)
+    return Summary(tables=tables, conclusions=conclusions, show_profile=False)

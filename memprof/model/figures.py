@@ -14,6 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from memprof.model.ceilings import (
     Ceiling,
@@ -142,12 +143,18 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
 
 @dataclass(frozen=True)
 class Derived:
-    """A figure of work done in parts one after another (smallcopies' gathering and its
-    copy): each time the sum of its parts' (their medians; per operation, their per-operation
-    times), written here once for the table's cell and the CSV's row."""
+    """A figure made of others, its formula written here once for the table's cell and the
+    CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
+    copy), each time the sum of its parts'; "ratio": how many times faster the second part
+    ran than the first (pinned's "vs pageable"), their per-operation times' ratio."""
 
     name: str
     parts: tuple[Figure, ...]
+    formula: Literal["sum", "ratio"] = "sum"
+
+    @property
+    def ratio(self) -> float:
+        return self.parts[0].per_operation_ms / self.parts[1].per_operation_ms
 
     @property
     def median_ms(self) -> float:

@@ -24,8 +24,8 @@ from memprof.output.literal import literal
 # timed some, else one operation's; per copy or read where a sample times several: smallcopies'
 # copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
-# group "derived" after the measurements', its median_ms and per_operation_ms the sums of its
-# parts', its parts named in derived_from.
+# group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
+# a ratio (how many times faster the second part ran) is in ratio; derived_from names them.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -55,6 +55,7 @@ CSV_COLUMNS = (
     "ceiling_gb_per_s",
     "ceiling_share",
     "limiter",
+    "ratio",
     "derived_from",
     # a traced program's source lines (memprof trace): one row each, group "line"
     "source_file",
@@ -122,17 +123,24 @@ def csv_rows(
 
 
 def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[str, object]:
-    """A Derived figure's row: its first part's run, GPU, kind and bytes (its parts share
-    them), its sums, its parts named."""
+    """A Derived figure's row: the run, GPU, kind and bytes its parts share, its figure, its
+    parts named."""
     parts = [rows_of[id(part.measurement)] for part in one.parts]
+    shared = (*CSV_COLUMNS[:7], "kind", "bytes")
     return {
-        **{column: parts[0][column] for column in (*CSV_COLUMNS[:7], "kind", "bytes")},
+        **{c: parts[0][c] for c in shared if all(part[c] == parts[0][c] for part in parts)},
         "group": "derived",
         "name": literal(one.name),
-        "operation": "sum",
-        "median_ms": one.median_ms,
-        "per_operation_ms": one.per_operation_ms,
-        "derived_from": " + ".join(str(part["name"]) for part in parts),
+        "operation": one.formula,
+        **(
+            {"ratio": one.ratio}
+            if one.formula == "ratio"
+            else {"median_ms": one.median_ms, "per_operation_ms": one.per_operation_ms}
+        ),
+        "derived_from": (" / " if one.formula == "ratio" else " + ").join(
+            f"{part['name']} ({part['kind']})" if part["kind"] else str(part["name"])
+            for part in parts
+        ),
     }
 
 
