@@ -285,7 +285,8 @@ def test_compare_bounds_kernel_reads_of_device_memory_by_hbm_and_of_host_memory_
     result = with_memcpy(load_legacy("compare"), 64 << 20, 12.0)
     table = table_named(result, "Against each figure's ceiling")
     rows = {row[0]: row[1:] for row in table.rows}
-    assert rows["pageable (numpy)"] == ["75% memcpy", "88% memcpy", "-"]
+    # a pageable copy's GB/s is its call's: 8.81 and 10.3 GB/s (its DMA alone: 8.96, 10.6)
+    assert rows["pageable (numpy)"] == ["73% memcpy", "86% memcpy", "-"]
     assert rows["pinned (cuMemHostAlloc)"][:2] == ["88% PCIe", "88% PCIe"]
     assert rows["mapped, zero-copy"][2] == "81% PCIe"
     assert rows["device (cuMemAlloc)"][2] == "81% HBM"
@@ -309,7 +310,7 @@ def test_compare_sets_each_pageable_direction_against_its_own_staging():
     result = with_staging(load_legacy("compare"), 64 << 20, 18.0, 12.0)
     table = table_named(result, "Against each figure's ceiling")
     rows = {row[0]: row[1:] for row in table.rows}
-    assert rows["pageable (numpy)"] == ["50% staging", "88% staging", "-"]  # 9.0, 10.6 GB/s
+    assert rows["pageable (numpy)"] == ["49% staging", "86% staging", "-"]  # 8.81, 10.3 GB/s
     assert table.notes[-1].endswith("this run: 18.0 GB/s in, 12.0 GB/s out.")
 
 

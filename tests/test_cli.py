@@ -180,9 +180,13 @@ def test_report_writes_csv_with_one_row_per_measurement(tmp_path):
     fixture = FIXTURES / "h200_pinned_p20.json"
     result = invoke("report", str(fixture), "--csv", str(path))
     assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader(path.open()))
+    everything = list(csv.DictReader(path.open()))
+    rows = [r for r in everything if r["group"] != "derived"]
     recorded = load_result(fixture)
     assert len(rows) == len(recorded.measurements)
+    # then the ratios the table prints (vs pageable), each kind and direction once
+    derived = everything[len(rows) :]
+    assert [(r["group"], r["operation"]) for r in derived] == [("derived", "ratio")] * 4
     h2d = next(
         r for r in rows if r["group"] == "gpu" and r["operation"] == "h2d" and r["kind"] == "pinned"
     )

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
+from memprof.model.formatting import (
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    format_ratio,
+    in_unit,
+)
+from memprof.model.lines import lines_of
 from memprof.model.results import Measurement, Result
 from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
 from tests.conftest import FIXTURES, load_fixture, replace
@@ -27,7 +34,11 @@ FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
 def rows_of(result: Result) -> list[dict]:
     """Each measurement's CSV row, in order (a trace's source-line rows, which follow them,
     left out)."""
-    return [row for row in csv_rows(result, summarize(result).figures) if row["group"] != "line"]
+    return [
+        row
+        for row in csv_rows(result, summarize(result).figures)
+        if row["group"] not in ("line", "derived")
+    ]
 
 
 def test_a_row_holds_every_statistic_and_figure_in_its_own_column():
@@ -128,73 +139,137 @@ def test_a_measurement_without_figures_is_no_row():
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
 # sum or a difference over several (totals, per-GiB), a count or a label.
-DERIVED_HEADERS = re.compile(r"vs |/ |x\b|ratio|Total|total|per GiB|90%|at$|Bytes counted")
+DERIVED_HEADERS = re.compile(r"vs |/ |(?<![a-z])x\b|ratio|Total|total|per GiB|90%|at$")
 TIME = re.compile(r"^\d+(\.\d+)?(ns|us|ms|s)$")
+MARK = re.compile(r"[*†]$")  # pools' "*": a call near the floor of its timing
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?$")
 SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
 
 
 def printed_forms(row: dict) -> set[str]:
     """Each figure of a CSV row as a table may print it."""
-    forms = {str(row["calls"]), f"{row['each_ms'] * 1e3:.2f}"}  # and per read in µs
-    for column in ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms"):
+    forms = {str(row.get("calls"))}
+    if row.get("per_operation_ms", "") != "":
+        forms.add(f"{row['per_operation_ms'] * 1e3:.2f}")  # and per read in µs
+    times = ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms")
+    for column in (*times, "gpu_ms", "host_ms"):  # the last two: a traced program's line
+        if row.get(column, "") == "":
+            continue
         forms.add(format_ms(row[column]))
         # a column of mixed units is written in one (memprof.model.summary)
         forms |= {in_unit(format_ms(row[column]), unit) for unit in ("ns", "us", "ms", "s")}
     for column in ("bytes", "moved_bytes"):
-        if row[column] != "":
+        if row.get(column, "") != "":
             forms.add(format_bytes(row[column]))
-    if row["gb_per_s"] != "":
+    if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
-    if row["ceiling_share"] != "":
+    if row.get("ratio", "") != "":  # a derived ratio: how many times faster
+        forms.add(format_ratio(row["ratio"]))
+    if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
     return forms
 
 
-def figure_cells(table) -> list[tuple[int, int, str]]:
-    """(row, column, cell) of every cell that prints one measurement's figure."""
-    found = []
+RATIO = re.compile(r"^\d[\d,]*(\.\d+)?x\b")  # 4.93x, 3.2x faster
+WITH_UNIT = re.compile(r"\d GB/s")  # a verdict's figure in words: 55.3 GB/s (88%)
+
+
+def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+    """(row, column, cell) of every cell that prints a figure of its row's sources (a ratio:
+    where one is a derived ratio); and of every figure the test cannot yet hold to a CSV row
+    (a ratio no source declares, a column of DERIVED_HEADERS)."""
+    found, unchecked = [], []
     for r, cells in enumerate(table.rows):
         for c, cell in enumerate(cells):
-            if c == 0 or DERIVED_HEADERS.search(table.headers[c]):
+            if c == 0:
                 continue
+            cell = MARK.sub("", cell)
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
-                if TIME.match(part) or NUMBER.match(part) or SHARE.match(part):
+                figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
+                declared = any(getattr(one, "formula", "") == "ratio" for one in table.sources[r])
+                if (RATIO.match(part) and declared) or (
+                    figure and not DERIVED_HEADERS.search(table.headers[c])
+                ):
                     found.append((r, c, part))
-    return found
+                elif figure or RATIO.match(part) or WITH_UNIT.search(part):
+                    unchecked.append((r, c, part))
+    return found, unchecked
+
+
+# Tables (command, title as it begins) that print a figure the CSV does not yet hold as a
+# declared figure: a ratio, a sum, a count or a verdict's figure (issue 36's remainder). A
+# table leaves this list when all its figures are declared ones; the tests fail if a table
+# not listed prints an unsourced figure, or if one listed no longer does.
+PENDING = {
+    ("alloc", "Allocate, use, free, sync"),
+    ("alloc", "Allocate time, "),
+    ("alloc", "Free time, "),
+    ("alloc", "Growing a buffer"),
+    ("check", "Health of GPU"),
+    ("check-pairs", "Health of every pair"),
+    ("hostlink", "Pinned copies of "),
+    ("info", "Device 0"),
+    ("info", "Memory capabilities"),
+    ("streams", "Stages on one stream"),
+    ("streams", "Whole pipeline"),
+    ("trace", "Copies by memory kind"),
+    ("trace", "Where: "),
+}
+
+
+def pending_key(command: str, title: str) -> tuple[str, str]:
+    found = [key for key in PENDING if key[0] == command and title.startswith(key[1])]
+    return found[0] if found else (command, title)
 
 
 CHECKED: dict[str, int] = {}
+UNSOURCED: dict[str, set[tuple[str, str]]] = {}
+
+
+def csv_row_finder(result: Result, summary) -> dict[int, dict]:
+    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived")."""
+    rows = csv_rows(result, summary.figures, summary.derived)
+    measured = [row for row in rows if row["group"] not in ("line", "derived")]
+    derived = [row for row in rows if row["group"] == "derived"]
+    lines = [row for row in rows if row["group"] == "line"]
+    found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
+    found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
+    return found | {id(one): row for one, row in zip(summary.derived, derived, strict=True)}
 
 
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
     result = load(path)
     summary = summarize(result)
-    rows = {id(f.measurement): row for f, row in zip(summary.figures, rows_of(result), strict=True)}
-    checked = 0
+    rows = csv_row_finder(result, summary)
+    checked, unsourced = 0, set()
     for table in summary.tables:
-        if not any(table.sources):
-            continue  # a table of words (check's verdicts) or of the run's facts
-        for r, c, cell in figure_cells(table):
+        found, unchecked = figure_cells(table)
+        if unchecked:
+            unsourced.add(pending_key(result.command, table.title))
+        for r, c, cell in found:
             sources = table.sources[r]
             if not sources:
+                unsourced.add(pending_key(result.command, table.title))
                 continue
             forms = set().union(*(printed_forms(rows[id(m)]) for m in sources))
             assert cell in forms, (table.title, table.headers[c], table.rows[r][0], cell)
             checked += 1
-    CHECKED[path.stem] = checked
+    assert unsourced <= PENDING, unsourced - PENDING
+    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
 
 
 def test_the_csv_equals_the_tables_over_many_figures():
-    """Not vacuous: the test above read thousands of figures across the fixtures."""
+    """Not vacuous: the test above read thousands of figures across the fixtures, and every
+    table still listed in PENDING still prints a figure the CSV does not hold."""
     for path in FIXTURE_PATHS:
         if path.stem not in CHECKED:
             test_every_printed_figure_is_in_the_csv_row_it_came_from(path)
     assert sum(CHECKED.values()) > 1000
     assert sum(1 for count in CHECKED.values() if count) >= 30
+    assert set().union(*UNSOURCED.values()) == PENDING
 
 
 def test_the_csv_reads_back_as_numbers():

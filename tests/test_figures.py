@@ -7,11 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.experiments import load
+from memprof.experiments import experiment_named, load
 from memprof.model.ceilings import Ceiling, hbm_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
-    Figure,
     ceiling_of,
     check_bounds,
     combined_gb_per_s,
@@ -20,6 +19,7 @@ from memprof.model.figures import (
     hard_ceiling,
     host_side,
 )
+from memprof.model.formatting import format_ms
 from memprof.model.measures import ABOVE_BOUND, Measure
 from memprof.model.results import Measurement
 from memprof.model.schema import SchemaError
@@ -74,12 +74,51 @@ def test_a_share_needs_a_ceiling_above_zero():
 
 
 def test_each_operation_of_a_sample_of_several_divides_its_median():
-    one = Figure(measured([8.0, 2.0, 4.0]), None, 4.0, False, None, None)
-    assert one.each_ms(None) == 4.0 and one.median_ms == 4.0
-    fixed = replace(one, measure=replace(COPY, per_sample=4))
-    assert fixed.each_ms(None) == 1.0
-    named = replace(one, measure=replace(COPY, per_sample="copies"))
-    assert named.each_ms(SimpleNamespace(copies=8)) == 0.5
+    result = SimpleNamespace(device=None, gpu_states=None, parameters=SimpleNamespace(copies=8))
+    samples = measured([8.0, 2.0, 4.0])
+    assert figure(result, samples, COPY).per_operation_ms == 4.0
+    assert figure(result, samples, replace(COPY, per_sample=4)).per_operation_ms == 1.0
+    assert figure(result, samples, replace(COPY, per_sample="copies")).per_operation_ms == 0.5
+
+
+def test_a_sample_of_several_operations_gives_each_ones_time_and_gb_per_s():
+    """smallcopies' batch of 128 copies of 4 KiB: per copy, and the bytes of all 128 over the
+    time of all 128 (not one copy's bytes over 128's time, 0.192 GB/s where they made 24.6)."""
+    result = load(FIXTURES / "h200_smallcopies.json")
+    batch = result.find("h2d", "batched", "span", 4096)
+    wall = result.find("h2d_wall", "batched", "host", 4096)
+    declared = {measure.key: measure for measure in experiment_named("smallcopies").declared()}
+    copies = figure(result, batch, declared["span", "h2d"])
+    waited = figure(result, wall, declared["host", "h2d_wall"])
+    assert copies.per_operation_ms == pytest.approx(batch.stats.median_ms / 128)
+    assert copies.gb_per_s == pytest.approx(128 * 4096 / batch.stats.median_ms / 1e6)
+    assert round(copies.gb_per_s, 1) == 24.6
+    assert format_ms(waited.per_operation_ms) == "2.6293us"  # as the table prints it
+
+
+def test_a_staged_copys_figures_are_its_calls_never_cuptis_record_of_its_dma():
+    """A pageable copy blocks its caller while the driver stages it; CUPTI records only the
+    DMA after that. zerocopy's 4 MiB: the call 0.358 ms (11.7 GB/s), the DMA 0.275 ms."""
+    result = load(FIXTURES / "h200_zerocopy_p20.json")
+    declared = {measure.key: measure for measure in experiment_named("zerocopy").declared()}
+    for kind in ("pageable", "device"):
+        copy = next(m for m in result.measurements if (m.group, m.kind) == ("gpu", kind))
+        found = figure(result, copy, declared["gpu", copy.operation])
+        if kind == "pageable":
+            call = result.find(copy.operation, kind, "api", copy.bytes)
+            assert found.latency_ms == found.per_operation_ms == call.stats.median_ms
+            assert round(found.gb_per_s, 1) == 11.7
+        else:  # an unstaged copy: CUPTI's record is the copy
+            assert found.latency_ms == found.median_ms == found.per_operation_ms
+    sweep = load(FIXTURES / "h200_sweep.json")
+    smallest = sweep.find("h2d", "pageable", "gpu", min(sweep_sizes(sweep)))
+    found = figure(sweep, smallest, experiment_named("sweep").declared()[0])
+    # no call recorded: back to back, timed as the calls return (6.68 us; the DMA 0.832)
+    assert format_ms(found.latency_ms) == "6.6827us" and found.median_ms == 0.000832
+
+
+def sweep_sizes(result) -> list[int]:
+    return [m.bytes for m in result.measurements if m.group == "gpu"]
 
 
 @pytest.mark.parametrize(

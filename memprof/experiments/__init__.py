@@ -181,7 +181,7 @@ def shape_of(command: str) -> ResultShape | None:
 def summarize(result: Result) -> Summary:
     """The tables and conclusions of a Result, by its command's experiment, and every
     measurement's figures as its declarations read them."""
-    from memprof.model.figures import figures
+    from memprof.model.figures import Derived, figures
     from memprof.model.measures import moved_during_run
     from memprof.model.summary import one_time_unit_per_column
 
@@ -190,6 +190,8 @@ def summarize(result: Result) -> Summary:
     summary.header += moved_during_run(result, experiment.declared())
     summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
     summary.figures_of = functools.partial(figures, result, experiment.declared())
+    shown = (one for table in summary.tables for row in table.sources for one in row)
+    summary.derived = list({id(one): one for one in shown if isinstance(one, Derived)}.values())
     return summary
 
 

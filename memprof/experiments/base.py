@@ -217,7 +217,13 @@ HOST_SIDE = (*HOST_STAGING.values(), HOST_MEMCPY)  # what an experiment declares
 # What several experiments time the same way.
 ONE_COPY = {  # a copy of a whole buffer, alone, per direction
     direction: Measure(
-        "gpu", direction, f"one copy {words}", "one operation", arrays=1, bound="link"
+        "gpu",
+        direction,
+        f"one copy {words}",
+        "one operation",
+        arrays=1,
+        bound="link",
+        call=direction,
     )
     for direction, words in DIRECTIONS.items()
 }
@@ -269,11 +275,6 @@ def find(
 ) -> Measurement:
     """The one measurement of a declared measure (and kind, size) in a Result."""
     return result.find(measure.operation, kind, measure.group, byte_count)
-
-
-def find_all(result: Result, measure: Measure) -> list[Measurement]:
-    """Every measurement of a declared measure, in the order recorded."""
-    return [m for m in result.measurements if (m.group, m.operation) == measure.key]
 
 
 # -- the experiment ---------------------------------------------------------------------------

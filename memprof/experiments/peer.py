@@ -484,9 +484,7 @@ def latency_figures(result: Result) -> dict[tuple[int, int], Figure]:
 
 def latencies_us(result: Result) -> dict[tuple[int, int], float]:
     """(memory's GPU, reading GPU) -> microseconds per dependent read, median."""
-    return {
-        pair: one.each_ms(result.parameters) * 1e3 for pair, one in latency_figures(result).items()
-    }
+    return {pair: one.per_operation_ms * 1e3 for pair, one in latency_figures(result).items()}
 
 
 def matrix_table(

@@ -13,7 +13,7 @@ from typing import Literal
 
 from memprof.experiments import base
 from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
-from memprof.model.figures import Figure, figure, host_side
+from memprof.model.figures import Derived, Figure, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -47,6 +47,7 @@ COPY = {
         kinds=HOST_KINDS,
         shows="throughput",
         bound="link",
+        call=direction,
     )
     for direction, words in DIRECTIONS.items()
 }
@@ -207,7 +208,7 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
     """The copies' table, each against its ceiling, and a remark for any far below it."""
     nbytes = base.array_bytes(result.parameters)
     source = (
-        "CUPTI's record of each copy (DMA only)"
+        "CUPTI's record of each copy (DMA only; pageable: its call's, staging included)"
         if result.timing is not None and result.timing.source == "cupti"
         else "gated CUDA events around each copy (pageable: staging included)"
     )
@@ -231,16 +232,17 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
         for direction, label in DIRECTIONS.items():
             copy = copies[kind, direction]
             blocked = base.find(result, BLOCKED[direction], kind)
-            pageable = copies["pageable", direction].per_operation_ms
+            pageable = copies["pageable", direction]
+            against = Derived(f"{kind} {direction} vs pageable", (pageable, copy), "ratio")
             transfers.add_row(
                 kind,
                 label,
-                format_ms(copy.median_ms),
+                format_ms(copy.latency_ms),
                 format_ms(blocked.stats.median_ms),
                 format_gb_per_s(copy.gb_per_s),
-                format_ratio(pageable / copy.per_operation_ms),
+                format_ratio(against.ratio),
                 cell(copy.ceiling, copy.gb_per_s),
-                source=(copy.measurement, blocked),
+                source=(copy.measurement, blocked, against),
             )
             if kind == "pinned" or recorded:  # pageable without its host side: half a ceiling
                 what = f"{kind.capitalize()} {label}"

@@ -523,11 +523,16 @@ POOL_NAMES = {
 }
 
 
-def _median(result: Result, group: str, operation: str, kind: str, nbytes: int) -> float | None:
+def _found(result: Result, group: str, operation: str, kind: str, nbytes: int) -> Any:
     try:
-        return result.find(operation, kind, group, nbytes).stats.median_ms  # type: ignore[arg-type]
+        return result.find(operation, kind, group, nbytes)  # type: ignore[arg-type]
     except MissingMeasurement:
         return None
+
+
+def _median(result: Result, group: str, operation: str, kind: str, nbytes: int) -> float | None:
+    found = _found(result, group, operation, kind, nbytes)
+    return None if found is None else found.stats.median_ms
 
 
 def _cell(value: float | None) -> str:
@@ -608,15 +613,16 @@ def _table(
     floor_ms: float | None = None,
 ) -> Table:
     """One row per size; each column (header, group, operation, kind) a median, a driver
-    call's marked where it is near the floor."""
+    call's marked where it is near the floor; the row's measurements its sources."""
     table = Table(title, ["Size", *(header for header, *_ in columns)])
     for nbytes in _sizes(result):
+        found = [_found(result, group, op, kind, nbytes) for _, group, op, kind in columns]
+        medians = [None if m is None else m.stats.median_ms for m in found]
         cells = [
             _call_cell(median, floor_ms) if group == "api" and op in CALLS else _cell(median)
-            for _, group, op, kind in columns
-            for median in [_median(result, group, op, kind, nbytes)]
+            for (_, group, op, _), median in zip(columns, medians, strict=True)
         ]
-        table.add_row(_label(nbytes), *cells)
+        table.add_row(_label(nbytes), *cells, source=tuple(m for m in found if m is not None))
     return table
 
 
@@ -719,10 +725,14 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         ],
     )
     for nbytes in _sizes(result):
-        in_place = _median(result, "api", "grow_in_place", "vmm", nbytes)
-        by_copy = _median(result, "api", "grow_by_copy", "device", nbytes)
+        found = [
+            _found(result, "api", "grow_in_place", "vmm", nbytes),
+            _found(result, "api", "grow_by_copy", "device", nbytes),
+        ]
+        in_place, by_copy = (None if m is None else m.stats.median_ms for m in found)
         ratio = f"{by_copy / in_place:.1f}x faster" if in_place and by_copy else "-"
-        growth.add_row(_label(nbytes), _cell(in_place), _cell(by_copy), ratio)
+        sources = tuple(m for m in found if m is not None)
+        growth.add_row(_label(nbytes), _cell(in_place), _cell(by_copy), ratio, source=sources)
     return [table, growth]
 
 

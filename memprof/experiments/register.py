@@ -11,7 +11,7 @@ from __future__ import annotations
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import figure, host_side
+from memprof.model.figures import Derived, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -61,6 +61,7 @@ COPIES = {
         kinds=tuple(TRANSFER_KINDS),
         shows="latency",
         bound="link",
+        call=direction,
     )
     for direction, words in base.DIRECTIONS.items()
 }
@@ -171,7 +172,7 @@ def summarize(result: Result) -> Summary:
         for direction, measure in COPIES.items()
     }
     h2d = {kind: copies[kind, "h2d"] for kind in TRANSFER_KINDS}
-    saved = h2d["pageable"].median_ms - h2d["registered"].median_ms
+    saved = h2d["pageable"].latency_ms - h2d["registered"].latency_ms
     cost = register.stats.median_ms + unregister.stats.median_ms
     if saved > 0:
         pays = f"registration pays for itself after {cost / saved:.1f} host → device copies"
@@ -218,18 +219,22 @@ def _transfers(result: Result, copies: dict) -> Table:
     transfers = Table(
         "Transfers",
         ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
-        notes=[f"{gpu_timing(result)}, medians. GB/s = 10^9 bytes/s."],
+        notes=[
+            f"{gpu_timing(result)}, medians (pageable: the host clock around its call, the "
+            "driver's staging included). GB/s = 10^9 bytes/s."
+        ],
     )
     for kind, label in TRANSFER_KINDS.items():
         h2d, d2h = copies[kind, "h2d"], copies[kind, "d2h"]
+        against = Derived(f"{kind} h2d vs pageable", (copies["pageable", "h2d"], h2d), "ratio")
         transfers.add_row(
             label,
-            format_ms(h2d.median_ms),
+            format_ms(h2d.latency_ms),
             format_gb_per_s(h2d.gb_per_s),
-            format_ms(d2h.median_ms),
+            format_ms(d2h.latency_ms),
             format_gb_per_s(d2h.gb_per_s),
-            format_ratio(copies["pageable", "h2d"].median_ms / h2d.median_ms),
-            source=(h2d.measurement, d2h.measurement),
+            format_ratio(against.ratio),
+            source=(h2d.measurement, d2h.measurement, against),
         )
     kernel = figure(result, base.find(result, KERNEL, "registered"), KERNEL)
     transfers.notes.append(

@@ -29,13 +29,13 @@ host clock around them; numpy's gathering and scattering: host clock, added.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, stops_at
+from memprof.model.figures import Derived, Figure, FigureOf, figure_finder
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
@@ -88,46 +88,24 @@ class SmallCopiesExtra:
 
 
 def _measures() -> tuple[base.Measure, ...]:
-    """Each sample times N copies (parameters.copies) of one copy's bytes, at every size."""
+    """Each sample times N copies (parameters.copies) of one copy's bytes, at every size: a
+    figure per operation is per copy."""
+
+    def each(group: Any, operation: str, what: str, basis: Any, arrays: Any = 1) -> Any:
+        return base.Measure(group, operation, what, basis, False, arrays, per_sample="copies")
+
     found = []
-    for direction, words in DIRECTIONS.items():
+    for d, words in DIRECTIONS.items():
         found += [
-            base.Measure(
-                "span",
-                direction,
-                f"N copies {words}, one way, back to back",
-                "back to back",
-                False,
-                1,
-                per_sample="copies",
-            ),
-            base.Measure(
-                "api",
-                f"{direction}_calls",
-                f"N pageable copies {words}",
-                "driver call",
-                False,
-                1,
-                per_sample="copies",
-            ),
-            base.Measure(
-                "host", f"{direction}_wall", "a way from first call to done", "host clock", False
-            ),
+            each("span", d, f"N copies {words}, one way, back to back", "back to back"),
+            each("api", f"{d}_calls", f"N pageable copies {words}", "driver call"),
+            each("host", f"{d}_wall", "a way from first call to done", "host clock", None),
         ]
-    found += [
-        base.Measure(
-            "host", "gather", "numpy gathering N pieces into pinned memory", "host clock", False, 1
-        ),
-        base.Measure(
-            "host",
-            "scatter",
-            "numpy scattering N pieces from pinned memory",
-            "host clock",
-            False,
-            1,
-        ),
-    ]
-    return tuple(found)  # fmt: skip
+    return (
+        *found,
+        each("host", "gather", "numpy gathering N pieces into pinned memory", "host clock"),
+        each("host", "scatter", "numpy scattering N pieces from pinned memory", "host clock"),
+    )
 
 
 class SmallCopies(base.Experiment):
@@ -513,31 +491,46 @@ def _one_call_each(
 # -- the summary ----------------------------------------------------------------------------
 
 
-def _median(result: Result, group: str, operation: str, way: str, nbytes: int) -> float | None:
+def _find(result: Result, group: str, operation: str, way: str, nbytes: int) -> Any:
     try:
-        return result.find(operation, way, group, nbytes).stats.median_ms  # type: ignore[arg-type]
+        return result.find(operation, way, group, nbytes)  # type: ignore[arg-type]
     except MissingMeasurement:
         return None
 
 
-def cost_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:
+def _finder(result: Result) -> FigureOf:
+    return figure_finder(result, SmallCopies.measures)
+
+
+def cost(
+    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
+) -> Figure | Derived | None:
     """What moving all N pieces one way cost: its GPU time back to back, plus the host work
-    it needs (numpy gathering or scattering); pageable: the blocking calls themselves."""
+    it needs (numpy gathering or scattering, a Derived sum); pageable: the blocking calls
+    themselves. None: not measured."""
     if way == "pageable":
         parts = [("api", f"{direction}_calls")]
     elif way == "gathered":
-        host = "gather" if direction == "h2d" else "scatter"
-        parts = [("host", host), ("span", direction)]
+        parts = [("host", "gather" if direction == "h2d" else "scatter"), ("span", direction)]
     else:
         parts = [("span", direction)]
-    values = [_median(result, group, operation, way, nbytes) for group, operation in parts]
-    return None if any(value is None for value in values) else math.fsum(values)  # type: ignore[arg-type]
+    found = [_find(result, group, operation, way, nbytes) for group, operation in parts]
+    if None in found:
+        return None
+    of = of or _finder(result)
+    if len(found) == 1:
+        return of(found[0])
+    name = f"{result.parameters.copies} x {WAY_NAMES[way]}, numpy's part added"
+    return Derived(name, tuple(of(m) for m in found))
 
 
-def wall_ms(result: Result, way: str, direction: str, nbytes: int) -> float | None:
+def wall(
+    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
+) -> Figure | None:
     """What a program waits for all N pieces one way: from its first call until the stream is
     synchronized, on the host clock (the figure the ways are ranked by)."""
-    return _median(result, "host", f"{direction}_wall", way, nbytes)
+    found = _find(result, "host", f"{direction}_wall", way, nbytes)
+    return None if found is None else (of or _finder(result))(found)
 
 
 def sizes(result: Result) -> list[int]:
@@ -545,25 +538,26 @@ def sizes(result: Result) -> list[int]:
 
 
 def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
-    """size -> way -> figure(result, way, direction, size) / copies, where it was measured."""
-    count = result.parameters.copies
+    """size -> way -> the per-copy time of figure(result, way, direction, size, of), where
+    it was measured."""
+    of = _finder(result)
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
         for way in result.extra.ways:
-            value = figure(result, way, direction, nbytes)
+            value = figure(result, way, direction, nbytes, of)
             if value is not None:
-                found.setdefault(nbytes, {})[way] = value / count
+                found.setdefault(nbytes, {})[way] = value.per_operation_ms
     return found
 
 
 def per_copy_costs(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
     """size -> way -> GPU time (and host work) per copy (ms), for every way measured there."""
-    return _per_copy(result, direction, cost_ms)
+    return _per_copy(result, direction, cost)
 
 
 def per_copy_walls(result: Result, direction: str = "h2d") -> dict[int, dict[str, float]]:
     """size -> way -> wall clock per copy (ms), for every way measured there."""
-    return _per_copy(result, direction, wall_ms)
+    return _per_copy(result, direction, wall)
 
 
 def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int | None:
@@ -580,11 +574,12 @@ def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int
 def _require_every_way(result: Result) -> None:
     """A run measures every way it lists at every size, both ways it was asked: a file that
     lacks one is not such a run (it rendered as empty tables)."""
+    of = _finder(result)
     for direction in result.parameters.directions:
         for nbytes in sizes(result):
             for way in result.extra.ways:
-                for figure, what in ((cost_ms, "copies"), (wall_ms, "wall clock of copies")):
-                    if figure(result, way, direction, nbytes) is None:
+                for figure, what in ((cost, "copies"), (wall, "wall clock of copies")):
+                    if figure(result, way, direction, nbytes, of) is None:
                         raise SchemaError(
                             "measurements",
                             f"has no {way} {what} {DIRECTIONS[direction]} of "
@@ -594,30 +589,36 @@ def _require_every_way(result: Result) -> None:
 
 
 def _direction_tables(result: Result, direction: str) -> list[Table]:
-    count, ways = result.parameters.copies, result.extra.ways
-    words = DIRECTIONS[direction]
+    """Wall clock per copy, GPU time per copy and in all: each cell a figure's (per
+    operation: per copy; the median: all N), each row's figures its sources."""
+    of, ways, words = _finder(result), result.extra.ways, DIRECTIONS[direction]
     headers = ["Size", *ways]
-    wall = Table(f"{count} copies {words}: wall clock per copy", headers)
+    count = result.parameters.copies
+    wall_table = Table(f"{count} copies {words}: wall clock per copy", headers)
     per_copy = Table(f"{count} copies {words}: GPU time per copy", headers)
     total = Table(f"{count} copies {words}: GPU time, total", headers)
     for nbytes in sizes(result):
-        walls = [wall_ms(result, way, direction, nbytes) for way in ways]
-        costs = [cost_ms(result, way, direction, nbytes) for way in ways]
+        walls = [wall(result, way, direction, nbytes, of) for way in ways]
+        costs = [cost(result, way, direction, nbytes, of) for way in ways]
         label = format_bytes(nbytes)
-        wall.add_row(label, *(_cell(w, count) for w in walls))
-        per_copy.add_row(label, *(_cell(c, count) for c in costs))
-        total.add_row(label, *(_cell(c) for c in costs))
-        for table, values in ((wall, walls), (per_copy, costs), (total, costs)):
-            present = [
-                (value, column) for column, value in enumerate(values, 1) if value is not None
+        for table, found, per_operation in (
+            (wall_table, walls, True),
+            (per_copy, costs, True),
+            (total, costs, False),
+        ):
+            values = [
+                None if f is None else f.per_operation_ms if per_operation else f.median_ms
+                for f in found
             ]
+            cells = ("-" if value is None else format_ms(value) for value in values)
+            sources = tuple(
+                f if isinstance(f, Derived) else f.measurement for f in found if f is not None
+            )
+            table.add_row(label, *cells, source=sources)
+            present = [(v, column) for column, v in enumerate(values, 1) if v is not None]
             if present:
                 table.highlighted.append((len(table.rows) - 1, min(present)[1]))
-    return [wall, per_copy, total]
-
-
-def _cell(value: float | None, count: int = 1) -> str:
-    return "-" if value is None else format_ms(value / count)
+    return [wall_table, per_copy, total]
 
 
 def _wall_notes(result: Result) -> list[str]:

@@ -253,9 +253,6 @@ class Streams(base.Experiment):
             check_timeline(getattr(extra.timelines, mode), lanes, len(chunk_elements(params)), mode)
 
 
-ALLOCATION = ("alloc", "free")  # older files' buffer allocations: one array each
-
-
 def _refuse(where: str, found: str) -> None:
     raise SchemaError(where, found)
 

@@ -336,13 +336,14 @@ def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
 def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
     """(kind, direction) -> [(power, latency ms, GB/s)] in size order.
 
-    Latency: the median of single operations. GB/s: back-to-back throughput where it was
-    measured (a batch between one event pair), else the single operations.
+    Latency: the median of single operations (pageable: its call's). GB/s: back-to-back
+    throughput where it was measured (a batch between one event pair), else the single
+    operations.
     """
     powers = result.parameters.powers
     return {
         key: [
-            (power, one.median_ms, one.gb_per_s) for power, one in zip(powers, points, strict=True)
+            (power, one.latency_ms, one.gb_per_s) for power, one in zip(powers, points, strict=True)
         ]
         for key, points in curve_figures(result).items()
     }
@@ -387,11 +388,6 @@ def chart_lines(
     if len(labels) + 2 + len(AXIS_NOTE) <= width:
         return [*lines, f"{labels}  {AXIS_NOTE}"]
     return [*lines, labels, " " * LABEL_WIDTH + AXIS_NOTE]
-
-
-CHART_WIDTH = 80  # the narrowest console the chart is drawn for
-CHART_LEFT = 9  # the value labels and the axis before the first size
-AXIS_UNIT = "  (2^n floats)"
 
 
 def _ninety_percent_size(points: list[tuple[int, float, float]]) -> int:
@@ -454,7 +450,8 @@ def summarize(result: Result) -> Summary:
             "memory. GB/s: throughput of back-to-back operations, batches between one event "
             "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
             "they return). Latency: one operation, median of "
-            f"{base.repetitions(result)}, from {_source(result)}.",
+            f"{base.repetitions(result)}, from {_source(result)}; pageable: its call's, back "
+            "to back (CUPTI records the DMA of data the driver has staged already).",
         ]
         + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
     )

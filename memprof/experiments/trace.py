@@ -955,7 +955,7 @@ def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Ta
         cells = _cells(line, work)
         if show_chains and line.chains:
             cells[0] += f" {line.function}"
-        table.add_row(*cells)
+        table.add_row(*cells, source=line)  # its CSV row: the line's (group "line")
         for chain in line.chains if show_chains else ():
             for index, frame in enumerate(chain.frames):
                 row = {"Line": f"  ← {frame.file}:{frame.line} {frame.function}"}

@@ -15,7 +15,7 @@ from memprof.errors import EnvironmentProblem
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
-from memprof.model.figures import Figure, figure
+from memprof.model.figures import Derived, Figure, figure
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -193,13 +193,14 @@ def _kernels(result: Result, found: dict[str, Figure]) -> Table:
     )
     for path, label in PATHS.items():
         kernel = found[path]
+        against = Derived(f"{path} vs device memory", (kernel, found["device"]), "ratio")
         kernels.add_row(
             label,
             format_ms(kernel.median_ms),
             format_ms(kernel.stats.min_ms),
             format_gb_per_s(kernel.gb_per_s),
-            format_ratio(kernel.median_ms / found["device"].median_ms),
+            format_ratio(against.ratio),
             cell(kernel.ceiling, kernel.gb_per_s),
-            source=kernel.measurement,
+            source=(kernel.measurement, against),
         )
     return kernels

@@ -12,7 +12,7 @@ from __future__ import annotations
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import Figure, figure
+from memprof.model.figures import Derived, Figure, figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
 from memprof.model.results import Result
 from memprof.model.summary import Summary, Table
@@ -176,14 +176,15 @@ def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table
     )
     for measure, label in ROWS:
         cached, combined = (found[measure.operation, kind] for kind in KINDS)
+        against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
         table.add_row(
             label,
             format_ms(cached.median_ms),
             format_gb_per_s(cached.gb_per_s),
             format_ms(combined.median_ms),
             format_gb_per_s(combined.gb_per_s),
-            format_ratio(cached.median_ms / combined.median_ms),
-            source=(cached.measurement, combined.measurement),
+            format_ratio(against.ratio),
+            source=(cached.measurement, combined.measurement, against),
         )
     return table
 

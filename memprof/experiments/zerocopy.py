@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import figure
+from memprof.model.figures import Derived, figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import param
 from memprof.model.results import Measurement, Result
@@ -62,6 +62,7 @@ END_TO_END = base.Measure(
 H2D, D2H = (
     base.Measure(
         "gpu", direction, f"a copy {words} (a path's)", "one operation", arrays=1, bound="link",
+        call=direction,
     )
     for direction, words in base.DIRECTIONS.items()
 )  # fmt: skip
@@ -190,6 +191,10 @@ def summarize(result: Result) -> Summary:
         kernel_device = found["kernel", "device"].stats.median_ms
         e2e_device = found["end_to_end", "device"].stats.median_ms
         e2e_zero = found["end_to_end", "mapped"].stats.median_ms
+        paths_of = [
+            figure(result, found["end_to_end", k], END_TO_END) for k in ("mapped", "device")
+        ]
+        against = Derived(f"{format_bytes(nbytes)}: zero-copy / device", (*paths_of,), "ratio")
         pageable = _pageable_or_none(result, 3 * nbytes)
         h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
         rows.append((power, nbytes, kernel_device, zero.median_ms, e2e_device, e2e_zero, h2d))
@@ -208,10 +213,11 @@ def summarize(result: Result) -> Summary:
             format_ms(e2e_device),
             format_ms(e2e_zero),
             format_ms(pageable.stats.median_ms) if pageable is not None else "-",
-            format_ratio(e2e_zero / e2e_device),
+            format_ratio(against.ratio),
             source=(
                 found["end_to_end", "device"],
                 found["end_to_end", "mapped"],
+                against,
                 *([pageable] if pageable is not None else []),
             ),
         )

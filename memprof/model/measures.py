@@ -59,6 +59,9 @@ class Measure:
     at: Literal["median", "best"] = "median"
     bound: Bound | Mapping[str, Bound] | None = None  # a mapping: by memory kind
     per_repeat: bool = True  # a whole number of samples per timed repetition (Params.repeat)
+    # the "api" operation timing the same copies' calls on the host clock: a staged copy's
+    # (pageable) figures are its call's, never CUPTI's record of its DMA alone
+    call: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -135,7 +135,9 @@ def emit(
 
     texts: dict[str, Callable[[], str]] = {
         "--json": lambda: results[0].to_json() + "\n",
-        "--csv": lambda: csv_text(results, [summary.figures for summary in summaries]),
+        "--csv": lambda: csv_text(
+            results, [summary.figures for summary in summaries], [s.derived for s in summaries]
+        ),
         "--timeline": lambda: chrome_trace(results[0]),
     }
     refused = [] if loaded else _refused(results, output)

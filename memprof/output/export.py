@@ -14,15 +14,18 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from memprof.model.figures import Figure
+from memprof.model.figures import Derived, Figure
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
 
 # Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
 # per_operation_ms: what GB/s divides by (back-to-back batches' per-operation time where the run
-# timed some, else one operation's); each_ms: one operation's median where a sample times
-# several (smallcopies' copies, the reads of a latency chain).
+# timed some, else one operation's; per copy or read where a sample times several: smallcopies'
+# copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
+# measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
+# group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
+# a ratio (how many times faster the second part ran) is in ratio; derived_from names them.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -47,12 +50,13 @@ CSV_COLUMNS = (
     "mean_ms",
     "stdev_ms",
     "per_operation_ms",
-    "each_ms",
     "gb_per_s",
     "gb_per_s_from",
     "ceiling_gb_per_s",
     "ceiling_share",
     "limiter",
+    "ratio",
+    "derived_from",
     # a traced program's source lines (memprof trace): one row each, group "line"
     "source_file",
     "source_line",
@@ -63,8 +67,11 @@ CSV_COLUMNS = (
 )
 
 
-def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object]]:
-    """Every measurement of `result` with the figures its experiment's summary computed."""
+def csv_rows(
+    result: Result, figures: Sequence[Figure], derived: Sequence[Derived] = ()
+) -> list[dict[str, object]]:
+    """Every measurement of `result` with the figures its experiment's summary computed, then
+    the figures its tables make of several (`derived`)."""
     run = {
         "command": literal(result.command),
         "created_at": literal(result.created_at),
@@ -104,7 +111,6 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
                 "mean_ms": stats.mean_ms,
                 "stdev_ms": stats.stdev_ms,
                 "per_operation_ms": one.per_operation_ms,
-                "each_ms": one.each_ms(result.parameters),
                 "gb_per_s": _blank(one.gb_per_s),
                 "gb_per_s_from": _basis(one) if one.gb_per_s is not None else "",
                 "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
@@ -112,7 +118,30 @@ def csv_rows(result: Result, figures: Sequence[Figure]) -> list[dict[str, object
                 "limiter": ceiling.limiter if ceiling is not None else "",
             }
         )
-    return rows + _line_rows(result, run)
+    rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    return rows + [_derived_row(one, rows_of) for one in derived] + _line_rows(result, run)
+
+
+def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[str, object]:
+    """A Derived figure's row: the run, GPU, kind and bytes its parts share, its figure, its
+    parts named."""
+    parts = [rows_of[id(part.measurement)] for part in one.parts]
+    shared = (*CSV_COLUMNS[:7], "kind", "bytes")
+    return {
+        **{c: parts[0][c] for c in shared if all(part[c] == parts[0][c] for part in parts)},
+        "group": "derived",
+        "name": literal(one.name),
+        "operation": one.formula,
+        **(
+            {"ratio": one.ratio}
+            if one.formula == "ratio"
+            else {"median_ms": one.median_ms, "per_operation_ms": one.per_operation_ms}
+        ),
+        "derived_from": (" / " if one.formula == "ratio" else " + ").join(
+            f"{part['name']} ({part['kind']})" if part["kind"] else str(part["name"])
+            for part in parts
+        ),
+    }
 
 
 def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
@@ -146,6 +175,8 @@ def _blank(value: object) -> object:
 def _basis(one: Figure) -> str:
     """Which time a GB/s is of, in the words a script can filter on."""
     best = one.measure is not None and one.measure.at == "best"
+    if one.call_ms is not None and not one.back_to_back:
+        return "the call median"  # a staged copy: its call's, not CUPTI's record of its DMA
     if one.back_to_back:
         return "back-to-back best" if best else "back-to-back median"
     return "one operation best" if best else "one operation median"
@@ -163,17 +194,27 @@ def _bus_id(result: Result, gpu: object) -> str:
     return literal(state.pci_bus_id) if state is not None else ""
 
 
-def csv_text(results: Sequence[Result], figures: Sequence[Sequence[Figure]]) -> str:
+def csv_text(
+    results: Sequence[Result],
+    figures: Sequence[Sequence[Figure]],
+    derived: Sequence[Sequence[Derived]] | None = None,
+) -> str:
     """The CSV file's whole text: a header and one row per measurement of every result
-    (figures: each result's, as its summary computed them)."""
+    (figures: each result's, as its summary computed them), then each derived figure's."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval="")
     writer.writeheader()
-    for result, found in zip(results, figures, strict=True):
-        writer.writerows(csv_rows(result, found))
+    derived = derived or [()] * len(results)
+    for result, found, made in zip(results, figures, derived, strict=True):
+        writer.writerows(csv_rows(result, found, made))
     return buffer.getvalue()
 
 
-def write_csv(results: Sequence[Result], figures: Sequence[Sequence[Figure]], path: Path) -> None:
+def write_csv(
+    results: Sequence[Result],
+    figures: Sequence[Sequence[Figure]],
+    path: Path,
+    derived: Sequence[Sequence[Derived]] | None = None,
+) -> None:
     """Save as CSV atomically: an existing file is replaced whole or left as it was."""
-    write_text_atomic(path, csv_text(results, figures))
+    write_text_atomic(path, csv_text(results, figures, derived))

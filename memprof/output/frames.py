@@ -35,7 +35,6 @@ FLOAT_COLUMNS = (
     "mean_ms",
     "stdev_ms",
     "per_operation_ms",
-    "each_ms",
     "gb_per_s",
     "ceiling_gb_per_s",
     "ceiling_share",
