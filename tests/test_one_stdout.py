@@ -24,7 +24,7 @@ CHECK = str(FIXTURES / "h200_check.json")
 RULE = "─" * 20  # under every table's header; no saved document holds it (JSON is ASCII)
 COMMANDS = {  # a command line, the outputs it takes, and what marks its tables
     "report": (["report", CHECK], ("--json", "--csv", "--junit"), RULE),
-    "diff": (["diff", CHECK, CHECK], ("--json", "--junit"), RULE),
+    "diff": (["diff", CHECK, CHECK, "--verbose"], ("--json", "--junit"), RULE),
 }
 
 

@@ -89,21 +89,29 @@ def test_a_run_the_loader_would_refuse_is_shown_not_saved_and_kept_for_a_bug_rep
 
 
 def test_a_refused_run_sent_to_stdout_keeps_its_records_in_the_temporary_folder(
-    fake_gpu,  # noqa: F811
-    tmp_path: Path,
-    monkeypatch,
+    tmp_path: Path, monkeypatch, capsys
 ):
-    unloadable_trace(monkeypatch)
+    """`--json -` of a run the loader would refuse (a GPU command's: trace's stdout is the
+    program's, where no output may go): nothing on stdout, the records in the temporary
+    folder, exit 70."""
+    import pytest
+
+    from memprof.errors import ExitCode, MemprofError
+    from memprof.experiments import summarize
+    from memprof.output.emit import Output, emit
+    from tests.conftest import FIXTURES
+
     folder = tmp_path / "temporary"
     folder.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(folder))
-    script = tmp_path / "host_to_host.py"
-    script.write_text(HOST_TO_HOST)
-    ran = run_trace("--json", "-", script)
-    assert ran.exit_code == 70
-    assert ran.stdout == ""  # no half a file for the reader of the pipe
+    result = load_result(FIXTURES / "h200_pinned_p20.json")
+    result.measurements[0].bytes = 3  # bytes its parameters do not make: refused
+    with pytest.raises(MemprofError) as raised:
+        emit([result], summarize, Output.named("-", None, quiet=True, no_color=True))
+    assert raised.value.exit_code == ExitCode.INTERNAL
+    assert capsys.readouterr().out == ""  # no half a file for the reader of the pipe
     (kept,) = folder.glob("memprof.*.unloadable.json")
-    assert str(kept) in ran.stderr
+    assert str(kept) in str(raised.value)
 
 
 def test_a_run_saved_nowhere_is_not_held_to_the_loader(

@@ -57,3 +57,26 @@ def test_a_copy_that_leaves_the_last_element_out_fails_its_own_direction_alone(
     checks = sweep(monkeypatch, (kind, direction))
     failed = {name: check.detail for name, check in checks.items() if not check.passed}
     assert failed == {f"{kind} {LABEL[direction]}": f"{size_label(4)}: element 15 differs"}
+
+
+def test_a_sweep_of_one_direction_loads_and_one_missing_an_asked_direction_is_refused(tmp_path):
+    """--direction h2d records no d2h: such a run must load (its --json is held to the loader
+    before it is written); a file that asked for both and holds one is refused, naming it."""
+    import json
+
+    from memprof.errors import InvalidArgument
+    from memprof.experiments import load
+    from tests.conftest import FIXTURES
+
+    data = json.loads((FIXTURES / "h200_sweep.json").read_text())
+    data["measurements"] = [
+        m for m in data["measurements"] if "d2h" not in m["operation"] and "DtoH" not in m["name"]
+    ]
+    asked_both = tmp_path / "both.json"
+    asked_both.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match="has no gpu 'd2h', which parameters"):
+        load(asked_both)
+    data["parameters"]["directions"] = ["h2d"]
+    one = tmp_path / "h2d.json"
+    one.write_text(json.dumps(data))
+    assert {m.operation for m in load(one).measurements if m.group == "gpu"} == {"h2d"}

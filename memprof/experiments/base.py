@@ -277,6 +277,11 @@ def find(
     return result.find(measure.operation, kind, measure.group, byte_count)
 
 
+def find_all(result: Result, measure: Measure) -> list[Measurement]:
+    """Every measurement of a declared measure, in the order recorded."""
+    return [m for m in result.measurements if (m.group, m.operation) == measure.key]
+
+
 # -- the experiment ---------------------------------------------------------------------------
 
 Gpus = Literal["one", "one_or_every", "every"]

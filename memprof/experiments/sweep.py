@@ -69,6 +69,7 @@ H2D, D2H = (
     base.Measure(
         "gpu", direction, f"a copy or a zero-copy {way} {words}, at every size", "one operation",
         arrays=1, kinds="kinds", shows="throughput", bound="link",
+        required=False,  # only the directions asked for: check_consistency holds those
     )
     for direction, words, way in (
         ("h2d", "host → device", "read"), ("d2h", "device → host", "write")
@@ -139,6 +140,13 @@ class Sweep(base.Experiment):
                 raise SchemaError(
                     f"measurements[{index}].operation",
                     f"is {m.operation!r}, which parameters.directions did not ask for",
+                )
+        measured = {m.operation for m in result.measurements if m.group == "gpu"}
+        for direction in result.parameters.directions:
+            if direction not in measured:
+                raise SchemaError(
+                    "measurements",
+                    f"has no gpu {direction!r}, which parameters.directions asked for",
                 )
 
 
