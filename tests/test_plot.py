@@ -27,7 +27,7 @@ from memprof.model.results import Result
 from memprof.model.summary import Summary
 from memprof.output.export import csv_rows
 from memprof.output.plot import Bars, Curves, HeatMap, Picture, Timeline, Words
-from tests.conftest import FIXTURES, as_printed, replace
+from tests.conftest import FIXTURES, as_printed, render_text, replace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,6 +129,17 @@ def text_y(element: ElementTree.Element) -> float:
     return float(text.get("y"))
 
 
+def bar_end(element: ElementTree.Element) -> float:
+    """Where a bar ends, or where its dot stands (bars drawn as dots on a log axis)."""
+    dots = markers(element)
+    return dots[0][0] if dots else max(x for x, _ in path_points(element))
+
+
+def bar_middle(element: ElementTree.Element) -> float:
+    dots = markers(element)
+    return dots[0][1] if dots else sum(y for _, y in path_points(element)[:4]) / 4
+
+
 def path_points(element: ElementTree.Element) -> list[tuple[float, float]]:
     d = next(element.iter(f"{SVG}path")).get("d")
     numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
@@ -190,9 +201,8 @@ def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
     x_of = scale(axes, "x")
     middles, labels = [], with_prefix(ids, f"{gid}-label-")
     for bar, element, label in zip(panel.bars, bars, labels, strict=True):
-        right = max(x for x, _ in path_points(element))
-        assert close(x_of(right), bar.value), bar.label
-        middles.append(sum(y for _, y in path_points(element)[:4]) / 4)
+        assert close(x_of(bar_end(element)), bar.value), bar.label
+        middles.append(bar_middle(element))
         assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
         if bar.source is not None:
             row = rows[id(bar.source)]
@@ -234,6 +244,148 @@ CHECKS = {
     Timeline: check_timeline,
     Words: check_words,
 }
+
+
+# -- every value drawn is one a table prints -----------------------------------------------------
+
+
+@functools.cache
+def printed(stem: str) -> frozenset[str]:
+    """Every figure `memprof report` prints of a fixture: each word of its text (tables,
+    profile, notes) and each table cell as nvprof writes times (a "(us)" column's 16.720 as
+    16.720us)."""
+    d = drawn(stem)
+    words = set(re.split(r"[\s|]+", render_text(d.result, width=2000)))
+    for one in d.summary.tables:
+        for row in one.rows:
+            words.update(
+                as_printed(c, h).rstrip("*†") for c, h in zip(row, one.headers, strict=True)
+            )
+    return frozenset(words)
+
+
+def as_table_prints(value: float, unit: str) -> str:
+    return format_gb_per_s(value) if unit == "GB/s" else format_ms(value)
+
+
+def drawn_values(d: Drawn) -> list[tuple[str, str]]:
+    """(what, as the tables would print it) of every value the picture draws, each read back
+    from the SVG: a bar's value as written beside it (its length checked against it by
+    check_bars), a line's point through the axis' ticks, a heat map's cell as written."""
+    found = []
+    for index, panel in enumerate(d.picture.panels):
+        gid, axes = f"p{index}", d.ids[f"p{index}"]
+        if isinstance(panel, Bars):
+            for bar, element in zip(panel.bars, with_prefix(d.ids, f"{gid}-value-"), strict=True):
+                shown = texts(element)[0].removeprefix(f"{bar.verdict} ").removesuffix(" GB/s")
+                found.append((bar.label, shown))
+            if panel.reference is not None:  # the link, as memprof.model.ceilings declares it
+                assert panel.reference.value == pcie_ceiling(d.result).gb_per_s
+        elif isinstance(panel, Curves):
+            x_of, y_of = scale(axes, "x"), scale(axes, "y")
+            for kind in ("line", "ceiling"):
+                lines = [line for line in panel.lines if line.ceiling == (kind == "ceiling")]
+                for line, element in zip(lines, with_prefix(d.ids, f"{gid}-{kind}-"), strict=True):
+                    for (x, y), (sx, sy) in zip(
+                        line.points, markers(element) or path_points(element), strict=True
+                    ):
+                        assert close(x_of(sx), x) and close(y_of(sy), y), (line.label, x, y)
+                        found.append((line.label, as_table_prints(y, panel.y_unit)))
+        elif isinstance(panel, HeatMap):
+            for r, row in enumerate(panel.values):
+                for c, value in enumerate(row):
+                    if value is not None:
+                        found.append((f"{r},{c}", texts(d.ids[f"{gid}-cell-{r}-{c}"])[0]))
+    return found
+
+
+@pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
+def test_every_value_a_picture_draws_is_one_the_report_prints(path: Path):
+    """Issue 36: a number reaches a user as one number, in the table and in the picture.
+    (A time line draws the chunks the run recorded, which no table lists one by one.)"""
+    d = drawn(path.stem)
+    words = printed(path.stem)
+    unprinted = [(what, value) for what, value in drawn_values(d) if value not in words]
+    assert unprinted == []
+
+
+def test_a_value_no_table_prints_is_found_out():
+    """The test above fails where a picture draws its own figure (the plant: a bar's value
+    10% off)."""
+    d = drawn("h200x2_hostlink")
+    bars = d.picture.panels[0].bars
+    moved = replace_bar_value(d, 0, bars[0].value * 1.1)
+    assert [
+        what for what, value in drawn_values(moved) if value not in printed("h200x2_hostlink")
+    ] == [bars[0].label]
+
+
+def replace_bar_value(d: Drawn, index: int, value: float) -> Drawn:
+    import copy
+
+    shown = copy.deepcopy(d.picture)
+    shown.__dict__.pop("_figure", None)
+    shown.panels[0].bars[index].value = value
+    svg = shown.svg()
+    tree = ElementTree.fromstring(svg)
+    ids = {e.get("id"): e for e in tree.iter() if e.get("id")}
+    return Drawn(d.result, d.summary, shown, svg, ids)
+
+
+def test_zerocopy_draws_its_two_tables_and_no_copy_of_its_own():
+    """The zerocopy picture drew pageable copies at CUPTI's DMA-only speed, level with
+    pinned, while the calls moved 11.4 GB/s; no table prints a copy's GB/s: it draws the
+    zero-copy read GB/s and each path's time end to end, as its tables print them."""
+    d = drawn("h200_zerocopy_sweep")
+    reads = d.picture.panels[0]
+    assert not any(m.operation in ("h2d", "d2h") for line in reads.lines for m in line.sources)
+    kernels = table(d.summary, "sumArrays on device memory")
+    size, gb_per_s = point(d, 0, "line", "zero-copy read", 4)
+    assert (round(size), format_gb_per_s(gb_per_s)) == (1 << 20, "46.9")
+    assert cell(kernels, "1 MiB", "Zero-copy read GB/s") == "46.9"
+    ends = table(d.summary, "End to end")
+    for label, column in (("pageable path", "Pageable"), ("zero-copy path", "Zero-copy")):
+        size, each_ms = point(d, 1, "line", label, 4)
+        assert (round(size), format_ms(each_ms)) == (1 << 20, cell(ends, "1 MiB", column))
+
+
+def test_hostlink_tells_alone_from_all_at_once():
+    d = drawn("h200x2_hostlink")
+    labels = [bar.label for bar in d.picture.panels[0].bars]
+    assert labels[:2] == [
+        "GPU 0, host → device: Alone, GB/s",
+        "GPU 0, host → device: All at once, GB/s",
+    ]
+    assert len(set(labels)) == len(labels)
+    assert texts(d.ids["p0-value-GPU_0_host_device_Alone_GB_s"]) == ["55.0 GB/s"]
+    assert texts(d.ids["p0-value-GPU_0_host_device_All_at_once_GB_s"]) == ["55.2 GB/s"]
+
+
+def test_managed_draws_the_link_and_says_which_figure_is_above_it():
+    d = drawn("h200_managed")
+    axes = d.ids["p0"]
+    words = " ".join(texts(axes))
+    assert "dashed: PCIe, one direction, 63.0 GB/s" in words
+    x_of = scale(axes, "x")
+    link = path_points(d.ids["p0-reference"])[0][0]
+    assert format_gb_per_s(x_of(link)) == "63.0"
+    above = d.picture.panels[1]
+    assert above.lines == [
+        "cuMemAdvise accessed-by: first launch: 72.1 GB/s, above PCIe, one direction of 63.0 GB/s"
+    ]
+
+
+def test_only_a_figure_above_its_ceiling_is_named_above_it():
+    from memprof.experiments.pictures import _with_exceeded
+    from memprof.output.plot import Bar, Reference
+
+    bars = [Bar("at", 63.0), Bar("over", 63.1), Bar("own", 10.0, ceiling=9.9)]
+    panels = _with_exceeded([Bars("t", "GB/s", bars, reference=Reference(63.0, "link"))])
+    assert panels[1].lines == [
+        "over: 63.1 GB/s, above link of 63.0 GB/s",
+        "own: 10.0 GB/s, above its ceiling of 9.90 GB/s",
+    ]
+    assert len(_with_exceeded([Bars("t", "GB/s", bars[:1], reference=Reference(63, "x"))])) == 1
 
 
 # -- each command's picture against its tables -----------------------------------------------
@@ -286,7 +438,7 @@ def test_sweep_draws_a_line_per_kind_and_the_link_and_staging_ceilings():
     size, staging = point(d, 0, "ceiling", "staging ceiling", 0)
     assert round(size) == 1 << 10
     assert format_gb_per_s(staging) == cell(bandwidth, "1 KiB", "staging")
-    _, link = point(d, 1, "ceiling", "PCIe ceiling", 0)
+    _, link = point(d, 1, "ceiling", "PCIe ceiling, 63.0 GB/s", 0)  # one value: named
     assert close(link, pcie_ceiling(d.result).gb_per_s)
 
 
@@ -451,12 +603,9 @@ def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     transfers = table(d.summary, "Transfers of 4 MiB")
     labels = [bar.label for bar in d.picture.panels[0].bars]
     x_of = scale(d.ids["p0"], "x")
-    for kind, direction, name in (
-        ("pinned", "host → device", "HtoD"),
-        ("pageable", "device → host", "DtoH"),
-    ):
-        index = labels.index(f"4 MiB, {kind}: [CUDA memcpy {name}]")
-        right = max(x for x, _ in path_points(with_prefix(d.ids, "p0-bar-")[index]))
+    for kind, direction in (("pinned", "host → device"), ("pageable", "device → host")):
+        index = labels.index(f"{kind}, {direction}")
+        right = bar_end(with_prefix(d.ids, "p0-bar-")[index])
         row = next(row for row in transfers.rows if row[:2] == [kind, direction])
         assert format_gb_per_s(x_of(right)) == row[transfers.headers.index("GB/s")]
     assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
