@@ -18,7 +18,7 @@ pytest.importorskip("matplotlib", reason="memprof plot needs matplotlib (the plo
 from memprof.experiments import load, summarize
 from memprof.experiments.pictures import picture
 from memprof.output.palette import KIND_COLOURS, OTHERS, colours, kind_of
-from memprof.output.plot import Bar, Bars, Line, Picture
+from memprof.output.plot import DPI, Bar, Bars, Line, Picture, Words
 from tests.conftest import FIXTURES
 from tests.test_plot import SVG, drawn
 
@@ -166,3 +166,48 @@ def test_a_picture_is_saved_as_pdf_too(tmp_path):
     data = target.read_bytes()
     assert data.startswith(b"%PDF-") and b"CreationDate" not in data
     assert shown.pdf() == data  # the same bytes every time
+
+
+def cut_texts(shown: Picture) -> list[str]:
+    """Every text of a drawn picture that reaches past the picture's edges."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from memprof.output.plot import _fixed_settings
+
+    figure = shown.figure()
+    figure.set_dpi(DPI)  # as a PNG is drawn: text at 7.5 points takes whole pixels per letter
+    canvas = FigureCanvasAgg(figure)
+    with _fixed_settings(matplotlib):
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        edge = figure.bbox
+        hidden = set()  # the labels of ticks outside an axis' limits: made, never drawn
+        for axes in figure.axes:
+            for axis in (axes.xaxis, axes.yaxis):
+                drawn_ticks = set(axis._update_ticks()) if axes.axison else set()
+                for tick in axis.majorTicks + axis.minorTicks:
+                    if tick not in drawn_ticks:
+                        hidden.update((tick.label1, tick.label2))
+        found = []
+        for text in figure.findobj(Text):
+            if not text.get_visible() or not text.get_text() or text in hidden:
+                continue
+            box = text.get_window_extent(renderer)
+            if box.x0 < edge.x0 - 0.5 or box.x1 > edge.x1 + 0.5 or box.y0 < edge.y0 - 0.5:
+                found.append(text.get_text())
+    return found
+
+
+@pytest.mark.parametrize(
+    "stem", sorted(p.stem for p in FIXTURES.glob("*.json") if not p.stem.startswith("legacy"))
+)
+def test_no_text_is_cut_at_the_pictures_edges(stem):
+    """Values and verdicts were cut at the frame (check's longest verdict, a dot's value)."""
+    assert cut_texts(drawn(stem).picture) == []
+
+
+def test_a_text_past_the_edge_is_found():
+    shown = Picture("t", [Words("w", ["x" * 200])], width_inches=3.0)
+    assert cut_texts(shown)

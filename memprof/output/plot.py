@@ -218,10 +218,12 @@ CEILING_STYLES = ("--", ":", "-.")
 # marks on bars: what a bar was expected to reach (black), what bounds it (grey)
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
+DPI = 150  # a PNG's dots per inch
 DOTS_FROM = 20  # bars whose values span this ratio or more are drawn as dots on a log axis
 LABEL_CHARACTERS = 48  # longer labels (kernel names) are cut, the end marked with …
 TITLE_CHARACTERS = 88  # a panel's title across the picture, at 9 points bold
-WORDS_CHARACTERS = 110  # a line of words across the picture, at 7.5 points monospace
+WORDS_CHARACTERS = 100  # a line of words across the picture, at 7.5 points monospace (a PNG's
+# pixels: 10 a letter)
 # The layout, in inches: the picture's title, each panel's title above it, its axis labels
 # below; every panel's left edge where the longest row label ends.
 TOP_INCHES = 0.4
@@ -599,7 +601,7 @@ def _saved(picture: Picture, kind: str) -> bytes:
     buffer = io.BytesIO()
     metadata = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(kind, {"Software": None})
     with _fixed_settings(matplotlib):
-        picture.figure().savefig(buffer, format=kind, dpi=150, metadata=metadata)
+        picture.figure().savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
     return buffer.getvalue()
 
 
