@@ -168,8 +168,9 @@ def test_a_picture_is_saved_as_pdf_too(tmp_path):
     assert shown.pdf() == data  # the same bytes every time
 
 
-def cut_texts(shown: Picture) -> list[str]:
-    """Every text of a drawn picture that reaches past the picture's edges."""
+def text_faults(shown: Picture) -> list[str]:
+    """Every text of a drawn picture that reaches past the picture's edges, and every pair of
+    texts that overlap ("100 us300 us")."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
@@ -182,7 +183,6 @@ def cut_texts(shown: Picture) -> list[str]:
     with _fixed_settings(matplotlib):
         canvas.draw()
         renderer = canvas.get_renderer()
-        edge = figure.bbox
         hidden = set()  # the labels of ticks outside an axis' limits: made, never drawn
         for axes in figure.axes:
             for axis in (axes.xaxis, axes.yaxis):
@@ -190,24 +190,38 @@ def cut_texts(shown: Picture) -> list[str]:
                 for tick in axis.majorTicks + axis.minorTicks:
                     if tick not in drawn_ticks:
                         hidden.update((tick.label1, tick.label2))
-        found = []
-        for text in figure.findobj(Text):
-            if not text.get_visible() or not text.get_text() or text in hidden:
-                continue
-            box = text.get_window_extent(renderer)
-            if box.x0 < edge.x0 - 0.5 or box.x1 > edge.x1 + 0.5 or box.y0 < edge.y0 - 0.5:
-                found.append(text.get_text())
+        boxes = [
+            (text.get_text(), text.get_window_extent(renderer))
+            for text in figure.findobj(Text)
+            if text.get_visible() and text.get_text() and text not in hidden
+        ]
+    edge, found = figure.bbox, []
+    for words, box in boxes:
+        if box.x0 < edge.x0 - 0.5 or box.x1 > edge.x1 + 0.5 or box.y0 < edge.y0 - 0.5:
+            found.append(f"cut: {words}")
+    for index, (words, box) in enumerate(boxes):
+        for other, beside in boxes[index + 1 :]:
+            across = min(box.x1, beside.x1) - max(box.x0, beside.x0)
+            up = min(box.y1, beside.y1) - max(box.y0, beside.y0)
+            if across > 1 and up > 1:  # more than a pixel each way
+                found.append(f"overlap: {words} / {other}")
     return found
 
 
 @pytest.mark.parametrize(
     "stem", sorted(p.stem for p in FIXTURES.glob("*.json") if not p.stem.startswith("legacy"))
 )
-def test_no_text_is_cut_at_the_pictures_edges(stem):
-    """Values and verdicts were cut at the frame (check's longest verdict, a dot's value)."""
-    assert cut_texts(drawn(stem).picture) == []
+def test_no_text_is_cut_or_runs_into_another(stem):
+    """Values and verdicts were cut at the frame (check's longest verdict, a dot's value);
+    tick labels ran into each other."""
+    assert text_faults(drawn(stem).picture) == []
 
 
-def test_a_text_past_the_edge_is_found():
+def test_texts_past_the_edge_or_on_each_other_are_found(monkeypatch):
+    import memprof.output.plot as plot
+
     shown = Picture("t", [Words("w", ["x" * 200])], width_inches=3.0)
-    assert cut_texts(shown)
+    assert text_faults(shown) == [f"cut: {'x' * 99}…"]
+    monkeypatch.setattr(plot, "ROW_INCHES", 0.02)  # bars too close for their labels
+    crowded = Picture("t", [Bars("b", "GB/s", [Bar("one", 1.0), Bar("two", 2.0)])])
+    assert "overlap: one / two" in text_faults(crowded)
