@@ -447,12 +447,43 @@ def test_peer_draws_each_method_as_the_tables_print_it():
     heat_maps = [panel for panel in d.picture.panels if isinstance(panel, HeatMap)]
     assert len(heat_maps) == 5
     for index, panel in enumerate(heat_maps):
-        method = panel.title.split(":")[0]
-        words = panel.title.split(": ")[1].removesuffix(" (GB/s)")
-        printed = table(d.summary, words)
+        printed = next(t for t in d.summary.tables if t.title == panel.title)  # no internal id
         for r, row in enumerate(printed.rows):
             for c, value in enumerate(row[1:]):
-                assert texts(d.ids[f"p{index}-cell-{r}-{c}"]) == [value], (method, r, c)
+                assert texts(d.ids[f"p{index}-cell-{r}-{c}"]) == [value], (panel.title, r, c)
+        assert texts(d.ids[f"p{index}-scale-words"]) == [
+            "colour: 0 to the NVLink ceiling, 478 GB/s"  # as the report's notes say it
+        ]
+        assert panel.scale_max == heat_maps[0].scale_max  # one scale for every map
+    assert "= 478 GB/s per direction" in render_text(d.result, width=2000)
+
+
+def test_peer_colours_run_to_the_ceiling_or_to_the_fastest_figure_above_it():
+    from memprof.experiments.pictures import peer_panels
+    from memprof.model.ceilings import Ceiling
+    from memprof.model.figures import Figure
+
+    d = drawn("h200x2_peer")
+
+    def scale_with(ceiling_gb_per_s: float | None) -> str:
+        def changed(f: Figure) -> Figure:
+            if f.ceiling is None:
+                return f
+            ceiling = None if ceiling_gb_per_s is None else Ceiling(ceiling_gb_per_s, "NVLink", "")
+            return replace_figure(f, ceiling)
+
+        summary = Summary(figures_of=lambda: [changed(f) for f in d.summary.figures])
+        return peer_panels(d.result, summary)[0].scale_words
+
+    assert scale_with(393.5) == "0 to the NVLink ceiling, 394 GB/s"
+    assert scale_with(392.5) == "0 to the fastest, 393 GB/s"  # a ceiling below a figure
+    assert scale_with(None) == "0 to the fastest, 393 GB/s"
+
+
+def replace_figure(f, ceiling):
+    import dataclasses
+
+    return dataclasses.replace(f, ceiling=ceiling)
 
 
 def test_check_draws_each_judged_figure_against_its_least_expected():

@@ -184,7 +184,7 @@ def text_faults(shown: Picture) -> list[str]:
         canvas.draw()
         renderer = canvas.get_renderer()
         hidden = set()  # the labels of ticks outside an axis' limits: made, never drawn
-        for axes in figure.axes:
+        for axes in figure.findobj(matplotlib.axes.Axes):  # colour bars inside panels too
             for axis in (axes.xaxis, axes.yaxis):
                 drawn_ticks = set(axis._update_ticks()) if axes.axison else set()
                 for tick in axis.majorTicks + axis.minorTicks:

@@ -208,27 +208,36 @@ def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def peer_panels(result: Result, summary: Summary) -> list[Panel]:
-    """A heat map of GB/s per method, source GPU by destination GPU, on one colour scale."""
+    """A heat map of GB/s per method (its table), source GPU by destination GPU, all on one
+    colour scale: from 0 to the NVLink ceiling the figures declare (or the fastest figure,
+    where it is faster or no ceiling is known)."""
     from memprof.experiments.peer import METHODS
 
     indices = [device.index for device in result.extra.devices]
     names = [f"GPU {index}" for index in indices]
-    maps = {}
+    maps, ceilings = {}, []
     for method in METHODS:
         found = _of(summary, "gpu", [method])
         if found:
             rates = {f.measurement.gpus: f.gb_per_s for f in found}
             maps[method] = [[rates.get((a, b)) for b in indices] for a in indices]
+            ceilings += [f.ceiling for f in found if f.ceiling is not None]
     brightest = max((v for grid in maps.values() for row in grid for v in row if v), default=1.0)
+    scale = f"0 to the fastest, {format_gb_per_s(brightest)} GB/s"
+    ceiling = max(ceilings, key=lambda c: c.gb_per_s, default=None)
+    if ceiling is not None and ceiling.gb_per_s >= brightest:
+        brightest = ceiling.gb_per_s
+        scale = f"0 to the {ceiling.limiter} ceiling, {format_gb_per_s(brightest)} GB/s"
     panels: list[Panel] = [
         HeatMap(
-            f"{method}: {METHODS[method].split(' (')[0]} (GB/s)",
+            f"{METHODS[method]}, GB/s",
             "from (source)",
             "to (destination)",
             names,
             names,
             grid,
             brightest,
+            scale_words=scale,
         )
         for method, grid in maps.items()
     ]

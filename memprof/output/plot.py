@@ -110,6 +110,7 @@ class HeatMap:
     values: list[list[float | None]]
     scale_max: float  # the brightest colour's value: one scale for every heat map of a picture
     unit: Unit = "GB/s"
+    scale_words: str = ""  # what the colour bar's scale runs over: "GB/s, 0 to NVLink's 478"
 
 
 @dataclass
@@ -534,6 +535,15 @@ def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
     grid = np.array([[math.nan if v is None else v for v in row] for row in panel.values])
     image = axes.imshow(grid, cmap="viridis", aspect="auto", vmin=0, vmax=panel.scale_max)
     image.set_gid(f"{gid}-image")
+    bar = axes.inset_axes((1.04, 0, 0.04, 1))  # the colour scale, right of the cells
+    axes.figure.colorbar(image, cax=bar)
+    bar.tick_params(labelsize=7)
+    bar.set_gid(f"{gid}-scale")
+    if panel.scale_words:
+        bar.text(
+            1, 0.5, f"colour: {panel.scale_words}", transform=bar.transAxes + _points(axes, 28, 0),
+            ha="left", va="center", fontsize=7, gid=f"{gid}-scale-words",
+        )  # fmt: skip
     for r, row in enumerate(panel.values):
         for c, value in enumerate(row):
             bright = value is not None and value > 0.6 * panel.scale_max
