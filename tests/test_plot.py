@@ -696,3 +696,13 @@ def _named_in_order(svg: str) -> str:
     return re.sub(
         r"\b[mp][0-9a-f]{10}\b", lambda found: names.setdefault(found[0], f"id{len(names)}"), svg
     )
+
+
+def test_streams_modes_share_one_time_axis():
+    """The three modes were each drawn on a time axis of its own, so 7 ms of pinned copies
+    looked as long as 70 ms of pageable ones."""
+    d = drawn("h200_streams")
+    ticks = [tick_positions(d.ids[f"p{index}"], "x") for index in range(3)]
+    assert ticks[0] == ticks[1] == ticks[2] and "70 ms" in ticks[0]
+    ends = [max(span.end_ms for span in panel.spans) for panel in d.picture.panels]
+    assert ends[2] > 4 * ends[1]  # drawn to one scale, the pageable run is the longest by far

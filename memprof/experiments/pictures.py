@@ -245,7 +245,8 @@ def peer_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def streams_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Each mode's run of median time: every chunk's copies and kernel on its stream."""
+    """Each mode's run of median time: every chunk's copies and kernel on its stream, all
+    on one time axis (the longest run's), so the modes' lengths compare by eye."""
     from memprof.experiments.streams import MODES, mode_labels
 
     labels, streams = mode_labels(result.parameters.streams), result.parameters.streams
@@ -263,6 +264,9 @@ def streams_panels(result: Result, summary: Summary) -> list[Panel]:
                 kinds,
             )
         )
+    longest = max((span.end_ms for panel in panels for span in panel.spans), default=None)
+    for panel in panels:
+        panel.until_ms = longest
     return panels
 
 

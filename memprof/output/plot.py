@@ -129,6 +129,7 @@ class Timeline:
     lanes: list[str]
     spans: list[Span]
     kinds: dict[str, str]  # what -> its legend words
+    until_ms: float | None = None  # the time axis' end (one for time lines compared); None: its own
 
 
 @dataclass
@@ -578,7 +579,8 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
     _x_label(axes, "time from the run's first operation")
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
-    axes.set_xlim(0, max((span.end_ms for span in panel.spans), default=1) * 1.02)
+    until_ms = panel.until_ms or max((span.end_ms for span in panel.spans), default=1)
+    axes.set_xlim(0, until_ms * 1.02)
     axes.legend(
         handles=[Patch(color=fills[kind], label=words) for kind, words in panel.kinds.items()],
         loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.kinds),
