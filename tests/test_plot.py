@@ -305,7 +305,11 @@ def test_every_value_a_picture_draws_is_one_the_report_prints(path: Path):
     (A time line draws the chunks the run recorded, which no table lists one by one.)"""
     d = drawn(path.stem)
     words = printed(path.stem)
-    unprinted = [(what, value) for what, value in drawn_values(d) if value not in words]
+    unprinted = [
+        (what, value)
+        for what, value in drawn_values(d)
+        if value not in words and f"{float(value.replace(',', '')):,.0f}" not in words
+    ]  # 4814 is printed 4,814 too
     assert unprinted == []
 
 
@@ -642,8 +646,24 @@ def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
 
 
-def test_a_result_without_measurements_is_drawn_as_its_tables():
+def test_info_draws_the_ceilings_its_table_prints():
+    """info's picture was its tables typed out in monospace."""
     d = drawn("h200_info")
+    facts = table(d.summary, "Device 0")
+    bandwidth = next(row[1] for row in facts.rows if row[0].startswith("Device memory bandwidth"))
+    link = next(row[1] for row in facts.rows if row[0] == "PCIe link during the run")
+    values = [texts(e)[0] for e in with_prefix(d.ids, "p0-value-")]
+    assert values == ["4814 GB/s", "63.0 GB/s"]
+    assert bandwidth.startswith("4,814 GB/s") and "63.0 GB/s per direction" in link
+
+
+def test_a_result_without_measurements_or_ceilings_is_drawn_as_its_tables(monkeypatch):
+    import memprof.experiments.pictures as pictures
+    import memprof.model.ceilings as ceilings
+
+    monkeypatch.setattr(ceilings, "hbm_ceiling", lambda facts: None)
+    monkeypatch.setattr(pictures, "pcie_ceiling", lambda result: None)
+    d = draw(load(FIXTURES / "h200_info.json"))
     assert all(isinstance(panel, Words) for panel in d.picture.panels)
     assert [panel.title for panel in d.picture.panels] == [t.title for t in d.summary.tables]
 

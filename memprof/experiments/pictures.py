@@ -339,6 +339,23 @@ def _line_panels(result: Result) -> list[Panel]:
     return [Bars(heading, "GPU time, the line's calls summed", bars, unit="ms")]
 
 
+def info_panels(result: Result, summary: Summary) -> list[Panel]:
+    """The ceilings its table prints: device memory's and the PCIe link's (per direction),
+    theoretical; its tables as words where the file holds neither."""
+    from memprof.model.ceilings import hbm_ceiling
+
+    found = [
+        Bar(words, ceiling.gb_per_s, kind=kind)
+        for words, ceiling, kind in (
+            ("device memory", hbm_ceiling(result.device), "device"),
+            ("PCIe link, one direction", pcie_ceiling(result), None),
+        )
+        if ceiling is not None
+    ]
+    title = "This GPU's ceilings (theoretical): what bounds copies in its memory and over the link"
+    return [Bars(title, GB_PER_S, found)] if found else default_panels(result, summary)
+
+
 # -- every other command ---------------------------------------------------------------------------
 
 
@@ -471,6 +488,7 @@ PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
     "sweep": sweep_panels,
     "zerocopy": zerocopy_panels,
     "managed": managed_panels,
+    "info": info_panels,
     "alloc": alloc_panels,
     "smallcopies": smallcopies_panels,
     "peer": peer_panels,
