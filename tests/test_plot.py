@@ -375,7 +375,7 @@ def test_managed_draws_the_link_and_says_which_figure_is_above_it():
     assert format_gb_per_s(x_of(link)) == "63.0"
     above = d.picture.panels[1]
     assert above.lines == [
-        "cuMemAdvise accessed-by: first launch: 72.1 GB/s, above PCIe, one direction of 63.0 GB/s"
+        "cuMemAdvise accessed-by: first launch: 72.1 GB/s, above PCIe, one direction (63.0 GB/s)"
     ]
 
 
@@ -386,8 +386,8 @@ def test_only_a_figure_above_its_ceiling_is_named_above_it():
     bars = [Bar("at", 63.0), Bar("over", 63.1), Bar("own", 10.0, ceiling=9.9)]
     panels = _with_exceeded([Bars("t", "GB/s", bars, reference=Reference(63.0, "link"))])
     assert panels[1].lines == [
-        "over: 63.1 GB/s, above link of 63.0 GB/s",
-        "own: 10.0 GB/s, above its ceiling of 9.90 GB/s",
+        "over: 63.1 GB/s, above link (63.0 GB/s)",
+        "own: 10.0 GB/s, above its ceiling (9.90 GB/s)",
     ]
     assert len(_with_exceeded([Bars("t", "GB/s", bars[:1], reference=Reference(63, "x"))])) == 1
 

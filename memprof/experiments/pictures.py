@@ -455,8 +455,8 @@ def _with_exceeded(panels: list[Panel]) -> list[Panel]:
             for bound, words in bounds:
                 if bar.value > bound:
                     lines += wrapped(
-                        f"{bar.label}: {format_gb_per_s(bar.value)} GB/s, above {words} of "
-                        f"{format_gb_per_s(bound)} GB/s",
+                        f"{bar.label}: {format_gb_per_s(bar.value)} GB/s, above {words} "
+                        f"({format_gb_per_s(bound)} GB/s)",
                         indent="  ",
                     )
         if lines:
