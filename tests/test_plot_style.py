@@ -208,9 +208,7 @@ def text_faults(shown: Picture) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "stem", sorted(p.stem for p in FIXTURES.glob("*.json") if not p.stem.startswith("legacy"))
-)
+@pytest.mark.parametrize("stem", sorted(p.stem for p in FIXTURES.glob("*.json")))
 def test_no_text_is_cut_or_runs_into_another(stem):
     """Values and verdicts were cut at the frame (check's longest verdict, a dot's value);
     tick labels ran into each other."""
