@@ -726,3 +726,18 @@ def test_streams_modes_share_one_time_axis():
     assert ticks[0] == ticks[1] == ticks[2] and "70 ms" in ticks[0]
     ends = [max(span.end_ms for span in panel.spans) for panel in d.picture.panels]
     assert ends[2] > 4 * ends[1]  # drawn to one scale, the pageable run is the longest by far
+
+
+def test_compare_draws_a_panel_per_operation_with_a_bar_per_memory_kind():
+    """compare was drawn as every driver call's bar without its headline GB/s: now each GB/s
+    column of its table is a panel, each kind's cell a bar, as printed."""
+    d = drawn("h200_compare")
+    printed_table = table(d.summary, "Every memory kind")
+    columns = [h for h in printed_table.headers if h.endswith("GB/s")]
+    assert [panel.title.split(": ")[-1] for panel in d.picture.panels] == columns
+    for index, column in enumerate(columns):
+        at = printed_table.headers.index(column)
+        shown = {row[0]: row[at] for row in printed_table.rows if row[at] != "-"}
+        labels = [texts(e)[0] for e in with_prefix(d.ids, f"p{index}-label-")]
+        values = [texts(e)[0].removesuffix(" GB/s") for e in with_prefix(d.ids, f"p{index}-value-")]
+        assert dict(zip(labels, values, strict=True)) == shown, column

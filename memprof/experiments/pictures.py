@@ -376,12 +376,13 @@ _TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Median (us)": a column of tim
 _NOT_A_LABEL = re.compile(r"^(-|[\d.,]+(ns|us|ms|s|x|%)?[*†]?)$")  # a printed figure
 
 
-def table_panels(table: Table, of: dict[int, Figure]) -> list[Panel]:
+def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -> list[Panel]:
     """A table's figures, as bars: of each row, every figure of its measurements (its
     sources) that it prints, GB/s where the table prints any, else times; a bar is labelled
-    by the row's leading words and, where the row prints several, the column."""
+    by the row's leading words and, where the row prints several, the column. `by_column`:
+    a panel per column instead, a bar per row (compare: every memory kind, per operation)."""
     for unit in ("GB/s", "ms"):
-        bars = []
+        bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
         for row, sources in zip(table.rows, table.sources, strict=True):
             found, taken = [], set()  # a column prints one figure: the first of its sources
             for f in (of.get(id(m)) for m in sources if m is not None):
@@ -393,17 +394,36 @@ def table_panels(table: Table, of: dict[int, Figure]) -> list[Panel]:
             words = ", ".join(_leading_words(row))
             for column, f, value in found:
                 header = _TIME_UNIT.sub("", table.headers[column])
-                label = f"{words}: {header}" if len(found) > 1 else words
+                several = len(found) > 1 and not by_column
+                label = f"{words}: {header}" if several else words
                 ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
-                bars.append(
+                bars.setdefault(column if by_column else -1, []).append(
                     Bar(
                         label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
                     )
                 )
         if bars:
             value_label = GB_PER_S if unit == "GB/s" else "time"
-            return [Bars(table.title, value_label, bars, unit=unit)]
+            return [
+                Bars(
+                    f"{table.title}: {_TIME_UNIT.sub('', table.headers[column])}"
+                    if by_column
+                    else table.title,
+                    value_label,
+                    found,
+                    unit=unit,
+                )
+                for column, found in sorted(bars.items())
+            ]
     return []
+
+
+def compare_panels(result: Result, summary: Summary) -> list[Panel]:
+    """Its first table a panel per operation (HtoD, DtoH, kernel read, host write and read),
+    a bar per memory kind: the kinds compared where they differ."""
+    of = {id(f.measurement): f for f in summary.figures}
+    panels = [p for t in summary.tables[:1] for p in table_panels(t, of, by_column=True)]
+    return _with_exceeded(panels) or default_panels(result, summary)
 
 
 def _leading_words(row: list[str]) -> list[str]:
@@ -488,6 +508,7 @@ PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
     "sweep": sweep_panels,
     "zerocopy": zerocopy_panels,
     "managed": managed_panels,
+    "compare": compare_panels,
     "info": info_panels,
     "alloc": alloc_panels,
     "smallcopies": smallcopies_panels,
