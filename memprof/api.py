@@ -239,9 +239,9 @@ def frame(results: Result | Iterable[Result]) -> Any:
 
 def plot(result: Result, path: str | Path | None = None) -> Picture:
     """The picture `memprof plot` draws of a Result: a notebook shows it as it is; saved to
-    `path` (.svg, .png or .html) where given, atomically, never over the file the Result was
-    loaded from. matplotlib is an optional extra: without it, MissingPackage (an ImportError)
-    says how to install it."""
+    `path` (.svg, .png, .pdf or .html) where given, atomically, never over the file the Result
+    was loaded from. matplotlib is an optional extra: without it, MissingPackage (an
+    ImportError) says how to install it."""
     from memprof.output.files import Destination, check_distinct
     from memprof.output.plot import format_of, matplotlib_for
 
@@ -273,7 +273,7 @@ def plot_file(source: Path, output: str | None) -> Path:
         if found.descriptor is not None:
             raise InvalidArgument(
                 f"--output {output}: a picture is written to a file, whose name says its "
-                "format: give -o FILE.svg, .png or .html"
+                "format: give -o FILE.svg, .png, .pdf or .html"
             )
     elif source.is_file() and descriptor_named(str(source), "plot") is None:
         found, option = Destination(str(source.with_suffix(".svg"))), "picture"

@@ -277,8 +277,8 @@ def plot_options() -> list[inspect.Parameter]:
             "-o",
             metavar=PATH,
             help=(
-                "The picture: a name ending .svg, .png (150 dpi) or .html (a page holding the "
-                "SVG). Default: the result's own name ending .svg, beside it. Never an input."
+                "The picture: a name ending .svg, .png (150 dpi), .pdf or .html (a page holding "
+                "the SVG). Default: the result's own name ending .svg, beside it. Never an input."
             ),
         ),
     ]

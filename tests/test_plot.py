@@ -27,7 +27,7 @@ from memprof.model.results import Result
 from memprof.model.summary import Summary
 from memprof.output.export import csv_rows
 from memprof.output.plot import Bars, Curves, HeatMap, Picture, Timeline, Words
-from tests.conftest import FIXTURES, as_printed, replace
+from tests.conftest import FIXTURES, as_printed, render_text, replace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,6 +129,17 @@ def text_y(element: ElementTree.Element) -> float:
     return float(text.get("y"))
 
 
+def bar_end(element: ElementTree.Element) -> float:
+    """Where a bar ends, or where its dot stands (bars drawn as dots on a log axis)."""
+    dots = markers(element)
+    return dots[0][0] if dots else max(x for x, _ in path_points(element))
+
+
+def bar_middle(element: ElementTree.Element) -> float:
+    dots = markers(element)
+    return dots[0][1] if dots else sum(y for _, y in path_points(element)[:4]) / 4
+
+
 def path_points(element: ElementTree.Element) -> list[tuple[float, float]]:
     d = next(element.iter(f"{SVG}path")).get("d")
     numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
@@ -190,9 +201,8 @@ def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
     x_of = scale(axes, "x")
     middles, labels = [], with_prefix(ids, f"{gid}-label-")
     for bar, element, label in zip(panel.bars, bars, labels, strict=True):
-        right = max(x for x, _ in path_points(element))
-        assert close(x_of(right), bar.value), bar.label
-        middles.append(sum(y for _, y in path_points(element)[:4]) / 4)
+        assert close(x_of(bar_end(element)), bar.value), bar.label
+        middles.append(bar_middle(element))
         assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
         if bar.source is not None:
             row = rows[id(bar.source)]
@@ -234,6 +244,152 @@ CHECKS = {
     Timeline: check_timeline,
     Words: check_words,
 }
+
+
+# -- every value drawn is one a table prints -----------------------------------------------------
+
+
+@functools.cache
+def printed(stem: str) -> frozenset[str]:
+    """Every figure `memprof report` prints of a fixture: each word of its text (tables,
+    profile, notes) and each table cell as nvprof writes times (a "(us)" column's 16.720 as
+    16.720us)."""
+    d = drawn(stem)
+    words = set(re.split(r"[\s|]+", render_text(d.result, width=2000)))
+    for one in d.summary.tables:
+        for row in one.rows:
+            words.update(
+                as_printed(c, h).rstrip("*†") for c, h in zip(row, one.headers, strict=True)
+            )
+    return frozenset(words)
+
+
+def as_table_prints(value: float, unit: str) -> str:
+    return format_gb_per_s(value) if unit == "GB/s" else format_ms(value)
+
+
+def drawn_values(d: Drawn) -> list[tuple[str, str]]:
+    """(what, as the tables would print it) of every value the picture draws, each read back
+    from the SVG: a bar's value as written beside it (its length checked against it by
+    check_bars), a line's point through the axis' ticks, a heat map's cell as written."""
+    found = []
+    for index, panel in enumerate(d.picture.panels):
+        gid, axes = f"p{index}", d.ids[f"p{index}"]
+        if isinstance(panel, Bars):
+            for bar, element in zip(panel.bars, with_prefix(d.ids, f"{gid}-value-"), strict=True):
+                shown = texts(element)[0].removeprefix(f"{bar.verdict} ").removesuffix(" GB/s")
+                found.append((bar.label, shown))
+            if panel.reference is not None:  # the link, as memprof.model.ceilings declares it
+                assert panel.reference.value == pcie_ceiling(d.result).gb_per_s
+        elif isinstance(panel, Curves):
+            x_of, y_of = scale(axes, "x"), scale(axes, "y")
+            for kind in ("line", "ceiling"):
+                lines = [line for line in panel.lines if line.ceiling == (kind == "ceiling")]
+                for line, element in zip(lines, with_prefix(d.ids, f"{gid}-{kind}-"), strict=True):
+                    for (x, y), (sx, sy) in zip(
+                        line.points, markers(element) or path_points(element), strict=True
+                    ):
+                        assert close(x_of(sx), x) and close(y_of(sy), y), (line.label, x, y)
+                        found.append((line.label, as_table_prints(y, panel.y_unit)))
+        elif isinstance(panel, HeatMap):
+            for r, row in enumerate(panel.values):
+                for c, value in enumerate(row):
+                    if value is not None:
+                        found.append((f"{r},{c}", texts(d.ids[f"{gid}-cell-{r}-{c}"])[0]))
+    return found
+
+
+@pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
+def test_every_value_a_picture_draws_is_one_the_report_prints(path: Path):
+    """Issue 36: a number reaches a user as one number, in the table and in the picture.
+    (A time line draws the chunks the run recorded, which no table lists one by one.)"""
+    d = drawn(path.stem)
+    words = printed(path.stem)
+    unprinted = [
+        (what, value)
+        for what, value in drawn_values(d)
+        if value not in words and f"{float(value.replace(',', '')):,.0f}" not in words
+    ]  # 4814 is printed 4,814 too
+    assert unprinted == []
+
+
+def test_a_value_no_table_prints_is_found_out():
+    """The test above fails where a picture draws its own figure (the plant: a bar's value
+    10% off)."""
+    d = drawn("h200x2_hostlink")
+    bars = d.picture.panels[0].bars
+    moved = replace_bar_value(d, 0, bars[0].value * 1.1)
+    assert [
+        what for what, value in drawn_values(moved) if value not in printed("h200x2_hostlink")
+    ] == [bars[0].label]
+
+
+def replace_bar_value(d: Drawn, index: int, value: float) -> Drawn:
+    import copy
+
+    shown = copy.deepcopy(d.picture)
+    shown.__dict__.pop("_figure", None)
+    shown.panels[0].bars[index].value = value
+    svg = shown.svg()
+    tree = ElementTree.fromstring(svg)
+    ids = {e.get("id"): e for e in tree.iter() if e.get("id")}
+    return Drawn(d.result, d.summary, shown, svg, ids)
+
+
+def test_zerocopy_draws_its_two_tables_and_no_copy_of_its_own():
+    """The zerocopy picture drew pageable copies at CUPTI's DMA-only speed, level with
+    pinned, while the calls moved 11.4 GB/s; no table prints a copy's GB/s: it draws the
+    zero-copy read GB/s and each path's time end to end, as its tables print them."""
+    d = drawn("h200_zerocopy_sweep")
+    reads = d.picture.panels[0]
+    assert not any(m.operation in ("h2d", "d2h") for line in reads.lines for m in line.sources)
+    kernels = table(d.summary, "sumArrays on device memory")
+    size, gb_per_s = point(d, 0, "line", "zero-copy read", 4)
+    assert (round(size), format_gb_per_s(gb_per_s)) == (1 << 20, "46.9")
+    assert cell(kernels, "1 MiB", "Zero-copy read GB/s") == "46.9"
+    ends = table(d.summary, "End to end")
+    for label, column in (("pageable path", "Pageable"), ("zero-copy path", "Zero-copy")):
+        size, each_ms = point(d, 1, "line", label, 4)
+        assert (round(size), format_ms(each_ms)) == (1 << 20, cell(ends, "1 MiB", column))
+
+
+def test_hostlink_tells_alone_from_all_at_once():
+    d = drawn("h200x2_hostlink")
+    labels = [bar.label for bar in d.picture.panels[0].bars]
+    assert labels[:2] == [
+        "GPU 0, host → device: Alone, GB/s",
+        "GPU 0, host → device: All at once, GB/s",
+    ]
+    assert len(set(labels)) == len(labels)
+    assert texts(d.ids["p0-value-GPU_0_host_device_Alone_GB_s"]) == ["55.0 GB/s"]
+    assert texts(d.ids["p0-value-GPU_0_host_device_All_at_once_GB_s"]) == ["55.2 GB/s"]
+
+
+def test_managed_draws_the_link_and_says_which_figure_is_above_it():
+    d = drawn("h200_managed")
+    axes = d.ids["p0"]
+    words = " ".join(texts(axes))
+    assert "dashed: PCIe, one direction, 63.0 GB/s" in words
+    x_of = scale(axes, "x")
+    link = path_points(d.ids["p0-reference"])[0][0]
+    assert format_gb_per_s(x_of(link)) == "63.0"
+    above = d.picture.panels[1]
+    assert above.lines == [
+        "cuMemAdvise accessed-by: first launch: 72.1 GB/s, above PCIe, one direction (63.0 GB/s)"
+    ]
+
+
+def test_only_a_figure_above_its_ceiling_is_named_above_it():
+    from memprof.experiments.pictures import _with_exceeded
+    from memprof.output.plot import Bar, Reference
+
+    bars = [Bar("at", 63.0), Bar("over", 63.1), Bar("own", 10.0, ceiling=9.9)]
+    panels = _with_exceeded([Bars("t", "GB/s", bars, reference=Reference(63.0, "link"))])
+    assert panels[1].lines == [
+        "over: 63.1 GB/s, above link (63.0 GB/s)",
+        "own: 10.0 GB/s, above its ceiling (9.90 GB/s)",
+    ]
+    assert len(_with_exceeded([Bars("t", "GB/s", bars[:1], reference=Reference(63, "x"))])) == 1
 
 
 # -- each command's picture against its tables -----------------------------------------------
@@ -286,7 +442,7 @@ def test_sweep_draws_a_line_per_kind_and_the_link_and_staging_ceilings():
     size, staging = point(d, 0, "ceiling", "staging ceiling", 0)
     assert round(size) == 1 << 10
     assert format_gb_per_s(staging) == cell(bandwidth, "1 KiB", "staging")
-    _, link = point(d, 1, "ceiling", "PCIe ceiling", 0)
+    _, link = point(d, 1, "ceiling", "PCIe ceiling, 63.0 GB/s", 0)  # one value: named
     assert close(link, pcie_ceiling(d.result).gb_per_s)
 
 
@@ -295,12 +451,43 @@ def test_peer_draws_each_method_as_the_tables_print_it():
     heat_maps = [panel for panel in d.picture.panels if isinstance(panel, HeatMap)]
     assert len(heat_maps) == 5
     for index, panel in enumerate(heat_maps):
-        method = panel.title.split(":")[0]
-        words = panel.title.split(": ")[1].removesuffix(" (GB/s)")
-        printed = table(d.summary, words)
+        printed = next(t for t in d.summary.tables if t.title == panel.title)  # no internal id
         for r, row in enumerate(printed.rows):
             for c, value in enumerate(row[1:]):
-                assert texts(d.ids[f"p{index}-cell-{r}-{c}"]) == [value], (method, r, c)
+                assert texts(d.ids[f"p{index}-cell-{r}-{c}"]) == [value], (panel.title, r, c)
+        assert texts(d.ids[f"p{index}-scale-words"]) == [
+            "colour: 0 to the NVLink ceiling, 478 GB/s"  # as the report's notes say it
+        ]
+        assert panel.scale_max == heat_maps[0].scale_max  # one scale for every map
+    assert "= 478 GB/s per direction" in render_text(d.result, width=2000)
+
+
+def test_peer_colours_run_to_the_ceiling_or_to_the_fastest_figure_above_it():
+    from memprof.experiments.pictures import peer_panels
+    from memprof.model.ceilings import Ceiling
+    from memprof.model.figures import Figure
+
+    d = drawn("h200x2_peer")
+
+    def scale_with(ceiling_gb_per_s: float | None) -> str:
+        def changed(f: Figure) -> Figure:
+            if f.ceiling is None:
+                return f
+            ceiling = None if ceiling_gb_per_s is None else Ceiling(ceiling_gb_per_s, "NVLink", "")
+            return replace_figure(f, ceiling)
+
+        summary = Summary(figures_of=lambda: [changed(f) for f in d.summary.figures])
+        return peer_panels(d.result, summary)[0].scale_words
+
+    assert scale_with(393.5) == "0 to the NVLink ceiling, 394 GB/s"
+    assert scale_with(392.5) == "0 to the fastest, 393 GB/s"  # a ceiling below a figure
+    assert scale_with(None) == "0 to the fastest, 393 GB/s"
+
+
+def replace_figure(f, ceiling):
+    import dataclasses
+
+    return dataclasses.replace(f, ceiling=ceiling)
 
 
 def test_check_draws_each_judged_figure_against_its_least_expected():
@@ -451,19 +638,32 @@ def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     transfers = table(d.summary, "Transfers of 4 MiB")
     labels = [bar.label for bar in d.picture.panels[0].bars]
     x_of = scale(d.ids["p0"], "x")
-    for kind, direction, name in (
-        ("pinned", "host → device", "HtoD"),
-        ("pageable", "device → host", "DtoH"),
-    ):
-        index = labels.index(f"4 MiB, {kind}: [CUDA memcpy {name}]")
-        right = max(x for x, _ in path_points(with_prefix(d.ids, "p0-bar-")[index]))
+    for kind, direction in (("pinned", "host → device"), ("pageable", "device → host")):
+        index = labels.index(f"{kind}, {direction}")
+        right = bar_end(with_prefix(d.ids, "p0-bar-")[index])
         row = next(row for row in transfers.rows if row[:2] == [kind, direction])
         assert format_gb_per_s(x_of(right)) == row[transfers.headers.index("GB/s")]
     assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
 
 
-def test_a_result_without_measurements_is_drawn_as_its_tables():
+def test_info_draws_the_ceilings_its_table_prints():
+    """info's picture was its tables typed out in monospace."""
     d = drawn("h200_info")
+    facts = table(d.summary, "Device 0")
+    bandwidth = next(row[1] for row in facts.rows if row[0].startswith("Device memory bandwidth"))
+    link = next(row[1] for row in facts.rows if row[0] == "PCIe link during the run")
+    values = [texts(e)[0] for e in with_prefix(d.ids, "p0-value-")]
+    assert values == ["4814 GB/s", "63.0 GB/s"]
+    assert bandwidth.startswith("4,814 GB/s") and "63.0 GB/s per direction" in link
+
+
+def test_a_result_without_measurements_or_ceilings_is_drawn_as_its_tables(monkeypatch):
+    import memprof.experiments.pictures as pictures
+    import memprof.model.ceilings as ceilings
+
+    monkeypatch.setattr(ceilings, "hbm_ceiling", lambda facts: None)
+    monkeypatch.setattr(pictures, "pcie_ceiling", lambda result: None)
+    d = draw(load(FIXTURES / "h200_info.json"))
     assert all(isinstance(panel, Words) for panel in d.picture.panels)
     assert [panel.title for panel in d.picture.panels] == [t.title for t in d.summary.tables]
 
@@ -516,3 +716,28 @@ def _named_in_order(svg: str) -> str:
     return re.sub(
         r"\b[mp][0-9a-f]{10}\b", lambda found: names.setdefault(found[0], f"id{len(names)}"), svg
     )
+
+
+def test_streams_modes_share_one_time_axis():
+    """The three modes were each drawn on a time axis of its own, so 7 ms of pinned copies
+    looked as long as 70 ms of pageable ones."""
+    d = drawn("h200_streams")
+    ticks = [tick_positions(d.ids[f"p{index}"], "x") for index in range(3)]
+    assert ticks[0] == ticks[1] == ticks[2] and "70 ms" in ticks[0]
+    ends = [max(span.end_ms for span in panel.spans) for panel in d.picture.panels]
+    assert ends[2] > 4 * ends[1]  # drawn to one scale, the pageable run is the longest by far
+
+
+def test_compare_draws_a_panel_per_operation_with_a_bar_per_memory_kind():
+    """compare was drawn as every driver call's bar without its headline GB/s: now each GB/s
+    column of its table is a panel, each kind's cell a bar, as printed."""
+    d = drawn("h200_compare")
+    printed_table = table(d.summary, "Every memory kind")
+    columns = [h for h in printed_table.headers if h.endswith("GB/s")]
+    assert [panel.title.split(": ")[-1] for panel in d.picture.panels] == columns
+    for index, column in enumerate(columns):
+        at = printed_table.headers.index(column)
+        shown = {row[0]: row[at] for row in printed_table.rows if row[at] != "-"}
+        labels = [texts(e)[0] for e in with_prefix(d.ids, f"p{index}-label-")]
+        values = [texts(e)[0].removesuffix(" GB/s") for e in with_prefix(d.ids, f"p{index}-value-")]
+        assert dict(zip(labels, values, strict=True)) == shown, column

@@ -88,7 +88,7 @@ def test_a_picture_is_never_written_over_its_input(tmp_path):
 @pytest.mark.parametrize(
     "name, message",
     [
-        ("run.jpg", "a picture is one of .svg, .png, .html"),
+        ("run.jpg", "a picture is one of .svg, .png, .pdf, .html"),
         ("missing/run.svg", "does not exist"),
         ("folder/", "names a directory"),
     ],

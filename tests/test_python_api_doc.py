@@ -71,7 +71,9 @@ def test_the_page_runs_in_a_jupyter_kernel(tmp_path, monkeypatch):
         assert re.search(rf"^{gpu}\s+pageable .*\n\s+pinned\s+{rate:.6f}$", by_gpu, re.M)
     svg = output("memprof.plot(sweep)", "image/svg+xml")
     assert "GB/s host → device against size" in svg
-    assert "ce_on: Copy engine, peer access on (GB/s)" in output("picture = ", "text/plain")
+    assert "Copy engine, peer access on (cuMemcpyPeerAsync over the link), GB/s" in output(
+        "picture = ", "text/plain"
+    )
     assert (tmp_path / "peer.png").read_bytes()[:4] == b"\x89PNG"
     assert "within noise" in output("before = ", "text/plain")
 

@@ -1,24 +1,27 @@
 """What `memprof plot` draws for each command: the figures its tables show, as a Picture that
 memprof.output.plot draws.
 
-Every value comes from the figures the command's summary computed (memprof.model.figures) or
-from the experiment's own functions for its tables (check's judged lines, smallcopies' cost per
-copy), never from arithmetic of its own, so a picture agrees with the tables. Commands without
-a picture of their own get bars of every measurement's GB/s (or time); one that measures
-nothing, its tables as words. This module sits beside the experiments because it reads them;
-drawing (and matplotlib) stays in the output layer.
+Every value drawn is one a table prints: a figure the command's summary computed
+(memprof.model.figures) or one of the experiment's own functions for its tables (check's judged
+lines, smallcopies' cost per copy), never arithmetic of its own. Commands without a picture of
+their own draw their tables: each row's figures the row prints (its GB/s, else its times),
+labelled by the row and, where a row prints several, the column; one that measures nothing,
+its tables as words. This module sits beside the experiments because it reads them; drawing
+(and matplotlib) stays in the output layer.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 
 from memprof.experiments import base
+from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
 from memprof.model.results import OPERATION_QUALIFIERS, Measurement, Result
-from memprof.model.summary import Summary
+from memprof.model.summary import Summary, Table
 from memprof.output.plot import (
     Bar,
     Bars,
@@ -27,6 +30,7 @@ from memprof.output.plot import (
     Line,
     Panel,
     Picture,
+    Reference,
     Span,
     Timeline,
     Words,
@@ -35,6 +39,7 @@ from memprof.output.plot import (
 
 GB_PER_S = "GB/s (10^9 bytes/s)"
 SIZE = "size of each operation"
+ARRAY = "size of each array"
 MOST_BARS = 40  # a trace's rows beyond these are summed into one bar
 MOST_LINES = 12  # a trace's source lines drawn, the most GPU time first
 
@@ -57,26 +62,35 @@ def title(result: Result) -> str:
 # -- GB/s against size -----------------------------------------------------------------------------
 
 
-def rate_curves(title: str, series: dict[str, list[Figure]]) -> Curves:
+def rate_curves(
+    title: str, series: dict[str, list[Figure]], size: Callable[[Figure], int] | None = None
+) -> Curves:
     """GB/s against size, a line per series, and each ceiling the figures declare (the link,
-    pageable copies' staging) as a dashed line."""
+    pageable copies' staging) as a dashed line, named with its value where it has one."""
+    size = size or _size
     lines, ceilings = [], {}
     for label, found in series.items():
         found = sorted((f for f in found if f.gb_per_s is not None), key=_size)
         if not found:
             continue
-        lines.append(_line(label, [(f.measurement.bytes, f.gb_per_s) for f in found], found))
+        lines.append(_line(label, [(size(f), f.gb_per_s) for f in found], found))
         for one in found:
             if one.ceiling is not None:
                 points = ceilings.setdefault(one.ceiling.limiter, {})
-                points.setdefault(one.measurement.bytes, one.ceiling.gb_per_s)
+                points.setdefault(size(one), one.ceiling.gb_per_s)
     for limiter, points in ceilings.items():
-        lines.append(Line(f"{limiter} ceiling", sorted(points.items()), ceiling=True))
+        values = set(points.values())
+        label = f"{limiter} ceiling"
+        if len(values) == 1:
+            label += f", {format_gb_per_s(values.pop())} GB/s"
+        lines.append(Line(label, sorted(points.items()), ceiling=True))
     return Curves(title, SIZE, GB_PER_S, lines)
 
 
 def _line(label: str, points: list[tuple[float, float]], found: list[Figure]) -> Line:
-    return Line(label, points, sources=[f.measurement for f in found])
+    kinds = {f.measurement.kind for f in found}
+    kind = kinds.pop() if len(kinds) == 1 else None
+    return Line(label, points, sources=[f.measurement for f in found], kind=kind)
 
 
 def _size(one: Figure) -> int:
@@ -107,24 +121,31 @@ def sweep_panels(result: Result, summary: Summary) -> list[Panel]:
     return panels
 
 
-ZEROCOPY_SERIES = {  # (operation, kind) -> what a line of zerocopy shows
-    ("kernel", "mapped"): "kernel reading mapped memory (zero-copy)",
-    ("kernel", "device"): "kernel reading device memory",
-}
-
-
 def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
-    """GB/s against size of the kernels and each path's copies."""
-    found = _of(summary, "gpu", ["kernel", *base.DIRECTIONS])
-    series: dict[str, list[Figure]] = {}
-    for one in found:
-        m = one.measurement
-        label = ZEROCOPY_SERIES.get((m.operation, m.kind)) or (
-            f"copy {base.DIRECTIONS[m.operation]}, {m.kind}"
-        )
-        series.setdefault(label, []).append(one)
-    ordered = dict(sorted(series.items(), key=lambda item: not item[0].startswith("kernel")))
-    return [rate_curves("GB/s against size: the kernels, and each path's copies", ordered)]
+    """Its two tables: the zero-copy kernel's read GB/s against the link, and each path's
+    time end to end (device memory with copies, zero-copy, pageable copies)."""
+    reads = [f for f in _of(summary, "gpu", ["kernel"]) if f.measurement.kind == "mapped"]
+    rates = rate_curves(
+        "Zero-copy read GB/s against size: the sumArrays kernel reading mapped host memory",
+        {"zero-copy read": reads},
+        _array_bytes,
+    )
+    rates.x_label = ARRAY
+    paths = _of(summary, "span", ["end_to_end"])
+    lines = []
+    for kind in dict.fromkeys(f.measurement.kind for f in paths):
+        mine = sorted((f for f in paths if f.measurement.kind == kind), key=_size)
+        points = [(_array_bytes(f), f.median_ms) for f in mine]
+        lines.append(_line(mine[0].measurement.name, points, mine))
+    title = "End to end: each path from its copies in to its copy out, median time"
+    return [rates] + [Curves(title, ARRAY, "time", lines, y_unit="ms")] * bool(lines)
+
+
+def _array_bytes(one: Figure) -> int:
+    """The size of one of the arrays a measurement's bytes hold, as its measure declares
+    them (the tables' Size), or its bytes where it declares no count."""
+    arrays = one.measure.arrays if one.measure is not None else None
+    return one.measurement.bytes // arrays if isinstance(arrays, int) and arrays else _size(one)
 
 
 # -- time against size --------------------------------------------------------------------------
@@ -170,7 +191,7 @@ def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
         for way in result.extra.ways:
             points = [(nbytes, by_way[way]) for nbytes, by_way in costs.items() if way in by_way]
             if points:
-                lines.append(Line(way, sorted(points)))
+                lines.append(Line(way, sorted(points), kind=way))
         panels.append(
             Curves(
                 f"{copies} copies {base.DIRECTIONS[direction]}: wall clock per copy, by way",
@@ -187,27 +208,36 @@ def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def peer_panels(result: Result, summary: Summary) -> list[Panel]:
-    """A heat map of GB/s per method, source GPU by destination GPU, on one colour scale."""
+    """A heat map of GB/s per method (its table), source GPU by destination GPU, all on one
+    colour scale: from 0 to the NVLink ceiling the figures declare (or the fastest figure,
+    where it is faster or no ceiling is known)."""
     from memprof.experiments.peer import METHODS
 
     indices = [device.index for device in result.extra.devices]
     names = [f"GPU {index}" for index in indices]
-    maps = {}
+    maps, ceilings = {}, []
     for method in METHODS:
         found = _of(summary, "gpu", [method])
         if found:
             rates = {f.measurement.gpus: f.gb_per_s for f in found}
             maps[method] = [[rates.get((a, b)) for b in indices] for a in indices]
+            ceilings += [f.ceiling for f in found if f.ceiling is not None]
     brightest = max((v for grid in maps.values() for row in grid for v in row if v), default=1.0)
+    scale = f"0 to the fastest, {format_gb_per_s(brightest)} GB/s"
+    ceiling = max(ceilings, key=lambda c: c.gb_per_s, default=None)
+    if ceiling is not None and ceiling.gb_per_s >= brightest:
+        brightest = ceiling.gb_per_s
+        scale = f"0 to the {ceiling.limiter} ceiling, {format_gb_per_s(brightest)} GB/s"
     panels: list[Panel] = [
         HeatMap(
-            f"{method}: {METHODS[method].split(' (')[0]} (GB/s)",
+            f"{METHODS[method]}, GB/s",
             "from (source)",
             "to (destination)",
             names,
             names,
             grid,
             brightest,
+            scale_words=scale,
         )
         for method, grid in maps.items()
     ]
@@ -215,7 +245,8 @@ def peer_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def streams_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Each mode's run of median time: every chunk's copies and kernel on its stream."""
+    """Each mode's run of median time: every chunk's copies and kernel on its stream, all
+    on one time axis (the longest run's), so the modes' lengths compare by eye."""
     from memprof.experiments.streams import MODES, mode_labels
 
     labels, streams = mode_labels(result.parameters.streams), result.parameters.streams
@@ -233,6 +264,9 @@ def streams_panels(result: Result, summary: Summary) -> list[Panel]:
                 kinds,
             )
         )
+    longest = max((span.end_ms for panel in panels for span in panel.spans), default=None)
+    for panel in panels:
+        panel.until_ms = longest
     return panels
 
 
@@ -305,40 +339,160 @@ def _line_panels(result: Result) -> list[Panel]:
     return [Bars(heading, "GPU time, the line's calls summed", bars, unit="ms")]
 
 
+def info_panels(result: Result, summary: Summary) -> list[Panel]:
+    """The ceilings its table prints: device memory's and the PCIe link's (per direction),
+    theoretical; its tables as words where the file holds neither."""
+    from memprof.model.ceilings import hbm_ceiling
+
+    found = [
+        Bar(words, ceiling.gb_per_s, kind=kind)
+        for words, ceiling, kind in (
+            ("device memory", hbm_ceiling(result.device), "device"),
+            ("PCIe link, one direction", pcie_ceiling(result), None),
+        )
+        if ceiling is not None
+    ]
+    title = "This GPU's ceilings (theoretical): what bounds copies in its memory and over the link"
+    return [Bars(title, GB_PER_S, found)] if found else default_panels(result, summary)
+
+
 # -- every other command ---------------------------------------------------------------------------
 
 
 def default_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Bars of the GB/s of every measurement whose tables show one (with its ceiling), then
-    the median time of every other (the profile's driver calls aside); a command that
-    measured nothing: its tables, as words."""
-    rates, times = [], []
-    for one in summary.figures:
-        if one.gb_per_s is not None and one.measure is not None and one.measure.shows != "time":
-            rates.append(one)
-        elif one.measure is None or one.measure.key != base.DRIVER_CALLS.key:
-            times.append(one)
-    panels: list[Panel] = []
-    if rates:
-        bars = [
-            Bar(
-                bar_label(f.measurement),
-                f.gb_per_s,
-                ceiling=f.ceiling.gb_per_s if f.ceiling is not None else None,
-                source=f.measurement,
-            )
-            for f in rates
-        ]
-        panels.append(Bars("GB/s, from back-to-back operations where timed so", GB_PER_S, bars))
-    if times:
-        bars = [Bar(bar_label(f.measurement), f.median_ms, source=f.measurement) for f in times]
-        panels.append(Bars("Median time of one operation", "time", bars, "ms"))
+    """Each table's figures as it prints them (table_panels), ceilings exceeded said in
+    words; a command whose tables print no figure of a measurement: its tables, as words."""
+    of = {id(f.measurement): f for f in summary.figures}
+    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
     if panels:
-        return panels
+        return _with_exceeded(panels)
     return [
         Words(table.title, [line for row in table.rows for line in wrapped(" | ".join(row))])
         for table in summary.tables
     ] or [Words("Nothing measured", ["This result holds no measurement to draw."])]
+
+
+_TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Median (us)": a column of times in one unit
+_NOT_A_LABEL = re.compile(r"^(-|[\d.,]+(ns|us|ms|s|x|%)?[*†]?)$")  # a printed figure
+
+
+def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -> list[Panel]:
+    """A table's figures, as bars: of each row, every figure of its measurements (its
+    sources) that it prints, GB/s where the table prints any, else times; a bar is labelled
+    by the row's leading words and, where the row prints several, the column. `by_column`:
+    a panel per column instead, a bar per row (compare: every memory kind, per operation)."""
+    for unit in ("GB/s", "ms"):
+        bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
+        for row, sources in zip(table.rows, table.sources, strict=True):
+            found, taken = [], set()  # a column prints one figure: the first of its sources
+            for f in (of.get(id(m)) for m in sources if m is not None):
+                for column, value in _printed(table, row, f, unit) if f is not None else ():
+                    if column not in taken:
+                        found.append((column, f, value))
+                        taken.add(column)
+                        break
+            words = ", ".join(_leading_words(row))
+            for column, f, value in found:
+                header = _TIME_UNIT.sub("", table.headers[column])
+                several = len(found) > 1 and not by_column
+                label = f"{words}: {header}" if several else words
+                ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
+                bars.setdefault(column if by_column else -1, []).append(
+                    Bar(
+                        label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
+                    )
+                )
+        if bars:
+            value_label = GB_PER_S if unit == "GB/s" else "time"
+            return [
+                Bars(
+                    f"{table.title}: {_TIME_UNIT.sub('', table.headers[column])}"
+                    if by_column
+                    else table.title,
+                    value_label,
+                    found,
+                    unit=unit,
+                )
+                for column, found in sorted(bars.items())
+            ]
+    return []
+
+
+def compare_panels(result: Result, summary: Summary) -> list[Panel]:
+    """Its first table a panel per operation (HtoD, DtoH, kernel read, host write and read),
+    a bar per memory kind: the kinds compared where they differ."""
+    of = {id(f.measurement): f for f in summary.figures}
+    panels = [p for t in summary.tables[:1] for p in table_panels(t, of, by_column=True)]
+    return _with_exceeded(panels) or default_panels(result, summary)
+
+
+def _leading_words(row: list[str]) -> list[str]:
+    """The cells a row starts with that name it, up to its first figure."""
+    words = []
+    for cell in row:
+        if _NOT_A_LABEL.match(cell):
+            break
+        words.append(cell)
+    return words or row[:1]
+
+
+def _printed(table: Table, row: list[str], f: Figure, unit: str) -> list[tuple[int, float]]:
+    """(column, value) of each cell of `row` that prints a figure of `f` in `unit`: its
+    GB/s, or its median or per-operation time as the column writes times."""
+    if unit == "GB/s":
+        candidates = {format_gb_per_s(f.gb_per_s): f.gb_per_s} if f.gb_per_s else {}
+    else:
+        candidates = {}
+        for value in (f.per_operation_ms, f.median_ms):
+            candidates[format_ms(value)] = value
+    found = []
+    for column, cell in enumerate(row):
+        header = table.headers[column]
+        if unit == "GB/s" and "GB/s" not in header + table.title:
+            continue
+        written = _TIME_UNIT.search(header)
+        for text, value in candidates.items():
+            shown = in_unit(text, written[1]) if written and unit == "ms" else text
+            if cell.rstrip("*†") == shown:
+                found.append((column, value))
+                break
+    return found
+
+
+def _with_exceeded(panels: list[Panel]) -> list[Panel]:
+    """Each panel of bars followed by words naming every figure above its ceiling or the
+    panel's bound: a share above 100% means a ceiling that does not hold, said, not hidden."""
+    shown: list[Panel] = []
+    for panel in panels:
+        shown.append(panel)
+        if not isinstance(panel, Bars) or panel.unit != "GB/s":
+            continue
+        lines = []
+        for bar in panel.bars:
+            bounds = [(bar.ceiling, "its ceiling")] if bar.ceiling else []
+            if panel.reference is not None:
+                bounds.append((panel.reference.value, panel.reference.words))
+            for bound, words in bounds:
+                if bar.value > bound:
+                    lines += wrapped(
+                        f"{bar.label}: {format_gb_per_s(bar.value)} GB/s, above {words} "
+                        f"({format_gb_per_s(bound)} GB/s)",
+                        indent="  ",
+                    )
+        if lines:
+            shown.append(Words("Figures above a ceiling drawn (see the table's notes)", lines))
+    return shown
+
+
+def managed_panels(result: Result, summary: Summary) -> list[Panel]:
+    """Its table's GB/s, against the link every page brought over crosses (one direction)."""
+    of = {id(f.measurement): f for f in summary.figures}
+    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
+    link = pcie_ceiling(result)
+    for panel in panels:
+        if isinstance(panel, Bars) and panel.unit == "GB/s" and link is not None:
+            panel.reference = Reference(link.gb_per_s, f"{link.limiter}, one direction")
+    return _with_exceeded(panels) or default_panels(result, summary)
 
 
 def bar_label(m: Measurement) -> str:
@@ -386,6 +540,9 @@ PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
     "pinlimit": pinlimit_panels,
     "sweep": sweep_panels,
     "zerocopy": zerocopy_panels,
+    "managed": managed_panels,
+    "compare": compare_panels,
+    "info": info_panels,
     "alloc": alloc_panels,
     "smallcopies": smallcopies_panels,
     "peer": peer_panels,

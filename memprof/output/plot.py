@@ -9,14 +9,18 @@ notebook's own matplotlib backend is left as it was.
 The SVG keeps text as text (svg.fonttype none) and every series, bar, cell and span carries
 an id naming what it is (`p1-line-pinned`), so a picture can be read back: the tests parse
 it for its labels, its series and the value of a point. Strings from a result file are
-drawn literally (memprof.output.literal), never as TeX (text.parse_math off).
+drawn literally (memprof.output.literal), never as TeX or mathtext, and every picture is
+drawn with one fixed configuration (matplotlib's own defaults and RC), whatever the user's
+matplotlibrc, style or MPLBACKEND say. Colours: memprof.output.palette, one per memory kind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import math
+import os
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -27,9 +31,10 @@ from memprof.errors import InvalidArgument, require_package
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.output.files import write_bytes_atomic
 from memprof.output.literal import literal
+from memprof.output.palette import CEILING, OTHERS, colours
 
 MATPLOTLIB_AT_LEAST = (3, 7)
-FORMATS = {".svg": "svg", ".png": "png", ".html": "html"}
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".html": "html"}
 Unit = Literal["GB/s", "ms", "bytes"]  # what a value axis counts: 10^9 bytes/s, ms, bytes
 
 # -- what a picture shows ----------------------------------------------------------------------
@@ -44,6 +49,7 @@ class Line:
     points: list[tuple[float, float]]
     ceiling: bool = False  # a bound drawn dashed (the link, staging), not a measured series
     sources: list[Any] = field(default_factory=list)
+    kind: str | None = None  # the memory kind it is of: its colour (memprof.output.palette)
 
 
 @dataclass
@@ -68,16 +74,28 @@ class Bar:
     ceiling: float | None = None  # drawn as a mark: what bounds it
     verdict: str | None = None  # PASS, WARN, FAIL: its colour
     source: Any = None  # the measurement it is a figure of, where it is one
+    kind: str | None = None  # the memory kind it is of: its colour (memprof.output.palette)
+
+
+@dataclass
+class Reference:
+    """A bound drawn across a panel of bars, its value written beside it (the link)."""
+
+    value: float
+    words: str  # what it is: "PCIe Gen5 x16, one direction"
 
 
 @dataclass
 class Bars:
-    """Horizontal bars, one per thing measured (log scale where they span 20x or more)."""
+    """Horizontal bars, one per thing measured, on a linear axis from 0 (their lengths are
+    in the ratio of their values); where values span 20x or more, dots on a log axis instead
+    (a bar's length on a log axis says nothing)."""
 
     title: str
     value_label: str
     bars: list[Bar]
     unit: Unit = "GB/s"
+    reference: Reference | None = None
 
 
 @dataclass
@@ -92,6 +110,7 @@ class HeatMap:
     values: list[list[float | None]]
     scale_max: float  # the brightest colour's value: one scale for every heat map of a picture
     unit: Unit = "GB/s"
+    scale_words: str = ""  # what the colour bar's scale runs over: "GB/s, 0 to NVLink's 478"
 
 
 @dataclass
@@ -110,6 +129,7 @@ class Timeline:
     lanes: list[str]
     spans: list[Span]
     kinds: dict[str, str]  # what -> its legend words
+    until_ms: float | None = None  # the time axis' end (one for time lines compared); None: its own
 
 
 @dataclass
@@ -158,10 +178,13 @@ class Picture:
             f"{svg}\n</body>\n</html>\n"
         )
 
+    def pdf(self) -> bytes:
+        return _saved(self, "pdf")
+
     def save(self, path: Path) -> None:
-        """Write the picture in the format its name ends with (.svg, .png, .html), atomically."""
+        """Write the picture in the format its name ends with (FORMATS), atomically."""
         kind = format_of(path)
-        data = self.png() if kind == "png" else (self.html() if kind == "html" else self.svg())
+        data = self.html() if kind == "html" else _saved(self, kind)
         write_bytes_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
 
     def _repr_svg_(self) -> str:  # a notebook shows the picture itself
@@ -173,7 +196,7 @@ class Picture:
 
 
 def format_of(path: Path) -> str:
-    """'svg', 'png' or 'html', by the file's name: InvalidArgument for any other."""
+    """'svg', 'png', 'pdf' or 'html', by the file's name: InvalidArgument for any other."""
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         choices = ", ".join(FORMATS)
@@ -183,23 +206,26 @@ def format_of(path: Path) -> str:
 
 # -- drawing ---------------------------------------------------------------------------------------
 
-RC = {
+RC = {  # over matplotlib's own defaults (rcParamsDefault), never the user's settings
     "svg.fonttype": "none",  # text stays text: readable, searchable, read back by the tests
     "svg.hashsalt": "memprof",  # the same ids every time: pictures re-made differ only if drawn so
-    "text.parse_math": False,  # a kernel name with $ in it is text, never TeX
+    "pdf.fonttype": 42,  # TrueType in PDFs: text a reader can select
+    "text.parse_math": False,  # a kernel name with $ in it is text, never mathtext
+    "text.usetex": False,  # nor TeX
     "font.size": 8,
     "legend.fontsize": 7,
 }
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
 MARKERS = ("o", "s", "^", "D")  # the next ten lines of a panel take the next marker
 CEILING_STYLES = ("--", ":", "-.")
 # marks on bars: what a bar was expected to reach (black), what bounds it (grey)
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
+DPI = 150  # a PNG's dots per inch
+DOTS_FROM = 20  # bars whose values span this ratio or more are drawn as dots on a log axis
 LABEL_CHARACTERS = 48  # longer labels (kernel names) are cut, the end marked with …
 TITLE_CHARACTERS = 88  # a panel's title across the picture, at 9 points bold
-WORDS_CHARACTERS = 110  # a line of words across the picture, at 7.5 points monospace
+WORDS_CHARACTERS = 100  # a line of words across the picture, at 7.5 points monospace (a PNG's
+# pixels: 10 a letter)
 # The layout, in inches: the picture's title, each panel's title above it, its axis labels
 # below; every panel's left edge where the longest row label ends.
 TOP_INCHES = 0.4
@@ -215,8 +241,25 @@ LEGEND_BELOW_POINTS = 32  # a time line's legend, below its axis and axis label
 
 
 def matplotlib_for(purpose: str = "memprof plot") -> Any:
-    """matplotlib, or MissingPackage (exit 3) saying how to install it."""
-    return require_package("matplotlib", MATPLOTLIB_AT_LEAST, "plot", purpose)
+    """matplotlib, or MissingPackage (exit 3) saying how to install it. Imported without
+    MPLBACKEND (matplotlib refuses to import where it names no backend, and memprof chooses
+    none: it draws on a Figure of its own, never through pyplot)."""
+    backend = os.environ.pop("MPLBACKEND", None)
+    try:
+        return require_package("matplotlib", MATPLOTLIB_AT_LEAST, "plot", purpose)
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
+
+
+@contextlib.contextmanager
+def _fixed_settings(matplotlib: Any) -> Any:
+    """matplotlib's own defaults and RC while a picture is drawn or saved, whatever the
+    user's matplotlibrc, style or rcParams say (text.usetex among them); theirs after."""
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()  # matplotlib's own, not the user's file (backend aside)
+        matplotlib.rcParams.update(RC)
+        yield
 
 
 def draw(picture: Picture) -> Any:
@@ -231,7 +274,7 @@ def draw(picture: Picture) -> Any:
     left = max([_left_inches(panel) for panel in panels if not isinstance(panel, Words)] or [0])
     left = max(left, EDGE_INCHES)
     height = TOP_INCHES + math.fsum(_total_inches(panel) for panel in panels) + 0.1
-    with matplotlib.rc_context(RC):
+    with _fixed_settings(matplotlib):
         figure = Figure(figsize=(width, height))
         figure.suptitle(_label(picture.title, 100), fontsize=10, y=1 - 0.12 / height, va="top")
         top = height - TOP_INCHES
@@ -309,17 +352,19 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
     axes.set_yscale("log")
     names: set[str] = set()
     measured = ceilings = 0
+    colour_of = iter(colours([line.kind for line in panel.lines if not line.ceiling]))
     for line in panel.lines:
         points = [(x, y) for x, y in line.points if x > 0 and y > 0]
         xs, ys = [x for x, _ in points], [y for _, y in points]
         if line.ceiling:
             style = CEILING_STYLES[ceilings % len(CEILING_STYLES)]
-            (drawn,) = axes.plot(xs, ys, linestyle=style, color="0.4", linewidth=1)
+            (drawn,) = axes.plot(xs, ys, linestyle=style, color=CEILING, linewidth=1)
             ceilings += 1
         else:
-            colour = COLOURS[measured % len(COLOURS)]
-            marker = MARKERS[measured // len(COLOURS) % len(MARKERS)]
-            (drawn,) = axes.plot(xs, ys, marker=marker, markersize=3, linewidth=1.3, color=colour)
+            marker = MARKERS[measured // len(OTHERS) % len(MARKERS)]
+            (drawn,) = axes.plot(
+                xs, ys, marker=marker, markersize=3, linewidth=1.3, color=next(colour_of)
+            )
             measured += 1
         drawn.set_label(_label(line.label))
         drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.label}", names))
@@ -410,24 +455,35 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
 
     _title(axes, panel.title)
     values = [bar.value for bar in panel.bars if bar.value > 0]
-    everything = values + [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
-    log = bool(values) and max(everything) / min(everything) >= 20
-    if log:
+    reference = [panel.reference.value] if panel.reference is not None else []
+    everything = values + reference
+    everything += [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
+    dots = bool(values) and max(everything) / min(everything) >= DOTS_FROM
+    if dots:
         axes.set_xscale("log")
         decades = math.log10(max(everything) * 8 / min(everything))  # the limits set below
         axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
-    base = min(everything) / 2 if log else 0.0
+    base = min(everything) / 2 if dots else 0.0
     positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
     names: set[str] = set()
-    rectangles = axes.barh(
-        positions, [bar.value - base for bar in panel.bars], left=base, height=0.6,
-        color=[VERDICT_COLOURS.get(bar.verdict or "", COLOURS[0]) for bar in panel.bars],
-    )  # fmt: skip
+    kinds = iter(colours([bar.kind for bar in panel.bars]))
+    fills = [VERDICT_COLOURS.get(bar.verdict or "") or next(kinds) for bar in panel.bars]
+    if dots:  # a dot at each value, on a faint line from the axis: no length to misread
+        axes.hlines(positions, base, [bar.value for bar in panel.bars], color="0.85", lw=0.8)
+        for y, bar, fill in zip(positions, panel.bars, fills, strict=True):
+            (dot,) = axes.plot([bar.value], [y], linestyle="none", marker="o", markersize=5,
+                               color=fill)  # fmt: skip
+            dot.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
+    else:
+        rectangles = axes.barh(
+            positions, [bar.value for bar in panel.bars], height=0.6, color=fills
+        )
+        for bar, rectangle in zip(panel.bars, rectangles, strict=True):
+            rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
     beside = axes.transData + _points(axes, 3, 0)  # a value just right of its bar
-    for y, bar, rectangle in zip(positions, panel.bars, rectangles, strict=True):
-        rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
+    for y, bar in zip(positions, panel.bars, strict=True):
         for kind, _, colour in MARKS:
             mark = getattr(bar, kind)
             if mark:
@@ -440,6 +496,9 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
             after, y, f"{bar.verdict} {shown}" if bar.verdict else shown, va="center",
             fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.label}", names),
         )  # fmt: skip
+    if panel.reference is not None:
+        line = axes.axvline(panel.reference.value, color=CEILING, linestyle="--", linewidth=1)
+        line.set_gid(f"{gid}-reference")
     axes.set_yticks([])  # the labels as plain text: a tick per bar costs ten times as much
     left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
     for y, bar in zip(positions, panel.bars, strict=True):
@@ -448,12 +507,26 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
             gid=_gid(f"{gid}-label-{bar.label}", names),
         )  # fmt: skip
     axes.set_ylim(-0.6, len(panel.bars) - 0.4)
-    marks = [words for name, words, _ in MARKS if any(getattr(bar, name) for bar in panel.bars)]
-    _x_label(axes, panel.value_label + "".join(f";  | = {words}" for words in marks))
+    marks = []
+    for name, words, _ in MARKS:
+        found = {getattr(bar, name) for bar in panel.bars if getattr(bar, name)}
+        if len(found) == 1:  # one value for every bar: said
+            marks.append(f"{words}, {_value_text(found.pop(), panel.unit)}")
+        elif found:
+            marks.append(words)
+    words = panel.value_label + "".join(f";  | = {words}" for words in marks)
+    if panel.reference is not None:
+        words += f";  dashed: {_reference_words(panel.reference, panel.unit)}"
+    _x_label(axes, words)
     if values:
-        axes.set_xlim(base, max(everything) * (4 if log else 1.3))
+        axes.set_xlim(base, max(everything) * (4 if dots else 1.3))
     axes.grid(True, axis="x", color="0.9", linewidth=0.6)
     axes.set_axisbelow(True)
+
+
+def _reference_words(reference: Reference, unit: Unit) -> str:
+    """What a panel's dashed bound is, and its value: 'PCIe Gen5 x16, 63.0 GB/s'."""
+    return f"{reference.words}, {_value_text(reference.value, unit)}"
 
 
 def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
@@ -463,6 +536,15 @@ def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
     grid = np.array([[math.nan if v is None else v for v in row] for row in panel.values])
     image = axes.imshow(grid, cmap="viridis", aspect="auto", vmin=0, vmax=panel.scale_max)
     image.set_gid(f"{gid}-image")
+    bar = axes.inset_axes((1.04, 0, 0.04, 1))  # the colour scale, right of the cells
+    axes.figure.colorbar(image, cax=bar)
+    bar.tick_params(labelsize=7)
+    bar.set_gid(f"{gid}-scale")
+    if panel.scale_words:
+        bar.text(
+            1, 0.5, f"colour: {panel.scale_words}", transform=bar.transAxes + _points(axes, 28, 0),
+            ha="left", va="center", fontsize=7, gid=f"{gid}-scale-words",
+        )  # fmt: skip
     for r, row in enumerate(panel.values):
         for c, value in enumerate(row):
             bright = value is not None and value > 0.6 * panel.scale_max
@@ -483,13 +565,13 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     from matplotlib.ticker import FuncFormatter
 
     _title(axes, panel.title)
-    colours = {kind: COLOURS[index % len(COLOURS)] for index, kind in enumerate(panel.kinds)}
+    fills = dict(zip(panel.kinds, colours([None] * len(panel.kinds)), strict=True))
     names: set[str] = set()
     spans = panel.spans
     rectangles = axes.barh(
         [span.lane for span in spans], [span.end_ms - span.start_ms for span in spans],
         left=[span.start_ms for span in spans], height=0.7, edgecolor="white", linewidth=0.4,
-        color=[colours.get(span.what, "0.5") for span in spans],
+        color=[fills.get(span.what, "0.5") for span in spans],
     )  # fmt: skip
     for index, (span, rectangle) in enumerate(zip(spans, rectangles, strict=True)):
         rectangle.set_gid(_gid(f"{gid}-span-{span.lane}-{span.what}-{index}", names))
@@ -497,9 +579,10 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
     _x_label(axes, "time from the run's first operation")
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
-    axes.set_xlim(0, max((span.end_ms for span in panel.spans), default=1) * 1.02)
+    until_ms = panel.until_ms or max((span.end_ms for span in panel.spans), default=1)
+    axes.set_xlim(0, until_ms * 1.02)
     axes.legend(
-        handles=[Patch(color=colours[kind], label=words) for kind, words in panel.kinds.items()],
+        handles=[Patch(color=fills[kind], label=words) for kind, words in panel.kinds.items()],
         loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.kinds),
         borderaxespad=0, bbox_transform=axes.transAxes + _points(axes, 0, -LEGEND_BELOW_POINTS),
     )  # fmt: skip
@@ -528,9 +611,9 @@ DRAWERS = {
 def _saved(picture: Picture, kind: str) -> bytes:
     matplotlib = matplotlib_for()
     buffer = io.BytesIO()
-    metadata = {"Date": None} if kind == "svg" else {"Software": None}
-    with matplotlib.rc_context(RC):
-        picture.figure().savefig(buffer, format=kind, dpi=150, metadata=metadata)
+    metadata = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(kind, {"Software": None})
+    with _fixed_settings(matplotlib):
+        picture.figure().savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
     return buffer.getvalue()
 
 
