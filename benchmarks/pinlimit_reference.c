@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
         perror("mmap");
         return 1;
     }
+    /* numpy asks for transparent huge pages on every large array it allocates (madvise, as
+       here): memprof registers such memory, so the reference touches and registers it too */
+    madvise(mapping, steps * half, MADV_HUGEPAGE);
     void** pinned = calloc(steps, sizeof(void*));
     double *alloc = calloc(steps, sizeof(double)), *touch_pinned = calloc(steps, sizeof(double));
     double *touch_registered = calloc(steps, sizeof(double)), *reg = calloc(steps, sizeof(double));

@@ -271,6 +271,7 @@ FIXTURE_ORDER = (
     "legacy_v3_smallcopies.json",
     "legacy_v3_check.json",
     "h100_sweep_link_changed.json",
+    "h200_pinlimit.json",
 )
 
 

@@ -74,6 +74,7 @@ def large_trace(measurements: int) -> str:
     result.extra.copies = copy_groups(gpu, api)
     result.extra.blocked = blocked_copies(gpu, api)
     result.extra.lines, result.extra.lines_note = None, "not recorded (--stack-depth 0)"
+    result.extra.timeline = None  # the recording's events are not these copies
     for field in ("memprof_version", "pid", "created_at", "host"):
         setattr(result, field, getattr(recorded, field))
     return result.to_json()

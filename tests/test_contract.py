@@ -117,19 +117,10 @@ def test_every_hidden_field_is_set_by_another_option():
                 assert setters, f"{experiment.name}.{field.name} is set by no option"
 
 
-# Commands written where no GPU was: the lead records their fixture (tools/record_fixtures.sh)
-# and removes them here; their CPU tests use synthetic Results until then.
-AWAITING_A_RECORDING = {
-    "pinlimit": "pinlimit's fixture: OUT=fixtures-out bash tools/record_fixtures.sh h200 pinlimit"
-}
-
-
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_has_a_recorded_fixture_holding_what_it_declares(name):
     experiment = EXPERIMENTS[name]
     paths = fixtures_of(name)
-    if not paths and name in AWAITING_A_RECORDING:
-        pytest.skip(AWAITING_A_RECORDING[name])
     assert paths, f"no result of {name} recorded on a GPU in tests/fixtures/"
     shape_of(name)
     for path in paths:

@@ -13,7 +13,6 @@ from memprof.cli import app
 from memprof.experiments import load
 from memprof.model.gpustate import OtherProcess
 from memprof.output.diff import diff, differences
-from memprof.trace.stacks import is_work_call
 from tests.conftest import FIXTURES, plain
 from tests.test_gpu_state import healthy
 
@@ -169,15 +168,12 @@ def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_pa
 
 
 def test_a_trace_of_every_call_and_one_of_the_work_calls_are_not_comparable(tmp_path):
-    every = load(FIXTURES / "h200_trace_torch.json")  # recorded when a trace held every call
+    work = load(FIXTURES / "h200_trace_torch.json")  # recorded holding the work calls
 
-    def work_calls(data):
-        data["parameters"]["all_calls"] = False
-        data["measurements"] = [
-            m for m in data["measurements"] if m["group"] != "api" or is_work_call(m["name"])
-        ]
+    def every_call(data):  # as --all-calls records it: the work calls are among every call
+        data["parameters"]["all_calls"] = True
 
-    work = load(edited(tmp_path, "work.json", work_calls, "h200_trace_torch"))
+    every = load(edited(tmp_path, "every.json", every_call, "h200_trace_torch"))
     assert differences(work, work) == []
     assert differences(every, work) == [
         "API calls recorded: A every call (--all-calls), B the work calls."

@@ -212,9 +212,13 @@ PENDING = {
     ("hostlink", "Pinned copies of "),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
+    ("pinlimit", "Each call, and registering"),
+    ("pinlimit", "Pinning as it grows"),
+    ("pinlimit", "What pinning takes from the host"),
     ("streams", "Stages on one stream"),
     ("streams", "Whole pipeline"),
     ("trace", "Copies by memory kind"),
+    ("trace", "Longest idle gaps"),
     ("trace", "Where: "),
 }
 

@@ -74,12 +74,14 @@ def validator(schema: dict, data: dict):
 
 
 def compact(data: object) -> object:
-    """The file with each list cut to its first five items: they share one schema, and
-    jsonschema takes 3 s over sweep's 311 measurements alone."""
+    """The file with each list of structures or rows cut to its first five items: they share
+    one schema, and jsonschema takes 3 s over sweep's 311 measurements alone. A list of
+    numbers is kept whole: it may be a row of fixed length (a timeline's event)."""
     if isinstance(data, dict):
         return {key: compact(value) for key, value in data.items()}
     if isinstance(data, list):
-        return [compact(item) for item in data[:5]]
+        nested = any(isinstance(item, dict | list) for item in data)
+        return [compact(item) for item in (data[:5] if nested else data)]
     return data
 
 

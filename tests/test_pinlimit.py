@@ -350,6 +350,7 @@ def synthetic(
     step_gib: int = 2,
     stopped: str = "cap",
     failure: pinlimit.Failure | None = None,
+    spread: float = 0.0,
 ) -> Result:
     """A Result of made-up samples, as a run of `steps` whole steps would hold them."""
     half = step_gib * GIB // 2
@@ -374,9 +375,17 @@ def synthetic(
             m("api", "cuMemHostUnregister", "unregister_whole", "registered", whole, [8.0]),
         ]
     nbytes = 4 << params.copy_power
+    spreads = (1 - spread, 1.0, 1 + spread)  # the copies' samples about their median
     for phase, copy, h2d in zip(pinlimit.PHASES, copy_ms, h2d_ms, strict=True):
         measurements += [
-            m("host", "numpy copyto", f"copy_{phase}", "pageable", nbytes, [copy] * 3),
+            m(
+                "host",
+                "numpy copyto",
+                f"copy_{phase}",
+                "pageable",
+                nbytes,
+                [copy * f for f in spreads],
+            ),
             m("gpu", "[CUDA memcpy HtoD]", f"h2d_{phase}", "pageable", nbytes, [h2d] * 3, "events"),
         ]
     step = step_gib * GIB
@@ -416,6 +425,13 @@ def test_the_host_is_called_slower_only_beyond_5_percent(held_ms, slower):
     said = summarize(roundtrip(synthetic(copy_ms=(100.0, held_ms)))).conclusions[0]
     assert ("numpy copy 5% slower" in said) is slower
     assert ("as fast (within 5%" in said) is not slower
+
+
+@pytest.mark.parametrize(("spread", "slower"), [(0.01, True), (0.3, False)])
+def test_a_slowdown_within_the_copies_own_noise_is_not_called_one(spread, slower):
+    said = summarize(roundtrip(synthetic(copy_ms=(100.0, 110.0), spread=spread))).conclusions[0]
+    assert ("numpy copy 10% slower" in said) is slower
+    assert ("as fast (within 5% and their noise: numpy copy +10%" in said) is not slower
 
 
 def test_a_pageable_copy_to_the_gpu_slower_is_named_on_its_own():

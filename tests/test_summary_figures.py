@@ -1080,7 +1080,7 @@ def test_trace_copies_table_counts_each_groups_bytes_over_its_gpu_time(name):
     summary = summarize(result)
     if not result.extra.copies:
         return
-    table = summary.tables[0]
+    table = next(t for t in summary.tables if t.title.startswith("Copies by memory kind"))
     for group in result.extra.copies:
         cells = row(table, f"{group.direction} {group.source} -> {group.destination}")
         rate = gb_per_s(group.bytes, group.gpu_ms) if group.gpu_ms > 0 else 0.0

@@ -166,7 +166,7 @@ def test_a_timeline_never_goes_over_an_input(fake_gpu, tmp_path):  # noqa: F811
 
 def test_a_trace_saved_without_times_says_so_in_one_line(tmp_path):
     drawn = tmp_path / "t.json"
-    ran = run("report", FIXTURES / "h200_trace_pycuda.json", "--timeline", drawn)
+    ran = run("report", FIXTURES / "legacy_v2_trace_pycuda.json", "--timeline", drawn)
     assert ran.exit_code == ExitCode.USAGE
     assert "saved before memprof kept each event's time" in ran.output
     assert len(ran.output.strip().splitlines()) == 1 and not drawn.exists()
@@ -326,7 +326,7 @@ def test_an_idle_gpu_is_said_first_with_what_the_table_shows(traced):
 
 
 def test_a_trace_saved_without_a_timeline_says_nothing_of_where_the_time_went():
-    result = load_result(FIXTURES / "h200_trace_pycuda.json")
+    result = load_result(FIXTURES / "legacy_v2_trace_pycuda.json")
     summary = trace_summary.summarize(result)
     assert all("time went" not in table.title for table in summary.tables)
     assert not any(line.startswith("GPU ") for line in summary.conclusions)

@@ -32,6 +32,7 @@ CHOSEN = {
     "managed": "h200_managed",
     "writecombined": "h200_writecombined",
     "register": "h200_register",
+    "pinlimit": "h200_pinlimit",
     "alloc": "h200_alloc",
     "streams": "h200_streams",
     "device": "h200_device",

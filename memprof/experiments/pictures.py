@@ -519,7 +519,12 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
         ]
         panels.append(
             Curves(
-                "Time per GiB as pinned memory grows", "pinned", "ms per GiB", lines, y_unit="ms"
+                "Time per GiB as pinned memory grows",
+                "pinned",
+                "ms per GiB",
+                lines,
+                y_unit="ms",
+                linear=True,
             )
         )
     bars = [

@@ -27,11 +27,13 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount, SchemaError
+from memprof.model.statistics import median_noise
 from memprof.model.summary import Summary, Table
 
 # A copy held to be slower beyond this: within it, the medians of host work and pageable
 # copies move between runs of the same code (memprof diff's notes).
 SLOWER_FROM = 0.05
+DIFF_SIGMAS = 3  # a slowdown beyond this many times the medians' combined noise (as diff)
 REGISTER_FLAGS_WORDS = "DEVICEMAP | PORTABLE"
 
 
@@ -118,6 +120,7 @@ H2D = {
         size="copy_power",
         kinds=("pageable",),
         shows="latency",
+        call=f"h2d_{phase}",  # the call's time: the driver's staging is in it
     )
     for phase, words in PHASES.items()
 }
@@ -454,7 +457,15 @@ def climb_of(result: Result) -> Climb | None:
 
 def slowdown(idle: Figure, held: Figure) -> float:
     """How much longer the copy took with memory pinned: 0.04 for 4% slower."""
-    return held.median_ms / idle.median_ms - 1
+    return held.latency_ms / idle.latency_ms - 1
+
+
+def noise(idle: Figure, held: Figure) -> float:
+    """The change the two medians' own noise explains (as memprof diff's: three times their
+    combined standard errors, from the samples): five pageable copies of 512 MiB spread by
+    10% on the H200, so a change within it is no slowdown."""
+    errors = (median_noise(f.measurement.samples_ms) for f in (idle, held))
+    return DIFF_SIGMAS * math.hypot(*errors)
 
 
 def host_figures(result: Result) -> dict[str, tuple[Figure, Figure]]:
@@ -481,17 +492,21 @@ def verdict(result: Result) -> str:
             f"pinning {format_bytes(climb.held_bytes[-1])} took "
             f"{climb.pinning_ms / 1000:.1f} s, {climb.per_gib_ms / 1000:.2f} s per GiB"
         )
-    changes = {name: slowdown(*pair) for name, pair in host_figures(result).items()}
-    slower = {name: change for name, change in changes.items() if change > SLOWER_FROM}
+    pairs = host_figures(result)
+    changes = {name: slowdown(*pair) for name, pair in pairs.items()}
+    slower = {
+        name: change
+        for name, change in changes.items()
+        if change > max(SLOWER_FROM, noise(*pairs[name]))
+    }
     if slower:
         host = "and left the host's " + " and ".join(
             f"{name} {change:.0%} slower" for name, change in slower.items()
         )
     else:
         host = (
-            f"and left the host's pageable copies as fast (within {SLOWER_FROM:.0%}: "
-            + ", ".join(f"{name} {change:+.0%}" for name, change in changes.items())
-            + ")"
+            f"and left the host's pageable copies as fast (within {SLOWER_FROM:.0%} and their "
+            "noise: " + ", ".join(f"{name} {change:+.0%}" for name, change in changes.items()) + ")"
         )
     return f"{pinned[0].upper()}{pinned[1:]}, {host}. {ending(extra)}"
 
@@ -604,7 +619,6 @@ def release_table(result: Result) -> Table:
                 str(m.stats.count),
                 format_ms(median_ms),
                 format_ms(median_ms / (m.bytes / GIB)),
-                source=m,
             )
     if not base.find_all(result, WHOLE):
         table.notes.append("One call over every half step needs two steps or more: not made.")
@@ -619,15 +633,16 @@ def host_table(result: Result) -> Table:
         f"What pinning takes from the host ({format_bytes(nbytes)} buffers)",
         ["Work", "Nothing pinned", f"{held} pinned", "Held vs nothing"],
         notes=[
-            "numpy copyto on the host clock; the pageable copy timed on the GPU "
+            "numpy copyto on the host clock; the pageable copy as its call took, entry to exit "
+            "(the driver's staging included: CUPTI's record of its DMA alone leaves it out) "
             f"({base.repetitions(result)} of each, medians, GB/s = 10^9 bytes/s).",
         ],
     )
     for name, (idle, held_figure) in host_figures(result).items():
         table.add_row(
             name,
-            f"{format_ms(idle.median_ms)}, {format_gb_per_s(idle.gb_per_s)} GB/s",
-            f"{format_ms(held_figure.median_ms)}, {format_gb_per_s(held_figure.gb_per_s)} GB/s",
+            f"{format_ms(idle.latency_ms)}, {format_gb_per_s(idle.gb_per_s)} GB/s",
+            f"{format_ms(held_figure.latency_ms)}, {format_gb_per_s(held_figure.gb_per_s)} GB/s",
             f"{slowdown(idle, held_figure):+.1%}",
             source=(idle.measurement, held_figure.measurement),
         )

@@ -54,7 +54,8 @@ class Line:
 
 @dataclass
 class Curves:
-    """Lines over log axes: a figure against size."""
+    """Lines over log axes: a figure against size (linear axes from 0 where the sizes are
+    steps of one size, as pinlimit's climb, and the message is the figure's drift)."""
 
     title: str
     x_label: str
@@ -62,6 +63,7 @@ class Curves:
     lines: list[Line]
     x_unit: Unit = "bytes"
     y_unit: Unit = "GB/s"
+    linear: bool = False
 
 
 @dataclass
@@ -221,6 +223,7 @@ CEILING_STYLES = ("--", ":", "-.")
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
 DPI = 150  # a PNG's dots per inch
+GIB = 1 << 30
 DOTS_FROM = 20  # bars whose values span this ratio or more are drawn as dots on a log axis
 LABEL_CHARACTERS = 48  # longer labels (kernel names) are cut, the end marked with …
 TITLE_CHARACTERS = 88  # a panel's title across the picture, at 9 points bold
@@ -345,11 +348,10 @@ def _right_inches(panel: Panel) -> float:
 
 
 def _curves(axes: Any, panel: Curves, gid: str) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
     _title(axes, panel.title)
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
+    if not panel.linear:
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
     names: set[str] = set()
     measured = ceilings = 0
     colour_of = iter(colours([line.kind for line in panel.lines if not line.ceiling]))
@@ -370,6 +372,35 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
         drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.label}", names))
     _x_label(axes, panel.x_label)
     _y_label(axes, panel.y_label, 42)
+    if panel.linear:
+        _linear_axes(axes, panel)
+    else:
+        _log_axes(axes, panel)
+    axes.grid(True, which="major", color="0.9", linewidth=0.6)
+    if panel.lines:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+def _linear_axes(axes: Any, panel: Curves) -> None:
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    top = max((y for line in panel.lines for _, y in line.points), default=1.0)
+    axes.set_ylim(0, top * 1.15)
+    axes.set_xlim(left=0)
+    if panel.x_unit == "bytes":  # ticks at whole GiB, at most 4 of them
+        right = max((x for line in panel.lines for x, _ in line.points), default=GIB)
+        step = GIB << max(0, math.ceil(math.log2(max(right / GIB, 1) / 4)))
+        axes.set_xticks(range(step, int(right) + 1, step))
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(8))
+    axes.yaxis.set_major_locator(MaxNLocator(6))
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.x_unit)))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
+
+
+def _log_axes(axes: Any, panel: Curves) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
     sizes = [x for line in panel.lines for x, _ in line.points if x > 0]
     spread = math.log2(max(sizes) / min(sizes)) if sizes else 0
     axes.xaxis.set_major_locator(LogLocator(base=4 if spread <= 14 else 16))  # <= 8 labels
@@ -379,9 +410,6 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
     axes.yaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
     _spread_log_limits(axes, [y for line in panel.lines for _, y in line.points if y > 0])
-    axes.grid(True, which="major", color="0.9", linewidth=0.6)
-    if panel.lines:
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
 # Titles and axis labels are placed at fixed distances from the axes: set_title and

@@ -39,6 +39,19 @@ def trace(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProcess,
     return completed, load_result(saved)
 
 
+def unfolded_advice(result: Result) -> str:
+    """A trace's advice with none folded: what a short run (start-up dominating) folds into
+    one line as under 1% of the run, told line by line, as a longer run tells it."""
+    from memprof.experiments import trace as trace_summary
+
+    saved = trace_summary.FOLD_SHARE
+    trace_summary.FOLD_SHARE = 0.0
+    try:
+        return "\n".join(trace_summary.summarize(result).conclusions)
+    finally:
+        trace_summary.FOLD_SHARE = saved
+
+
 def program_report(completed: subprocess.CompletedProcess) -> dict:
     (line,) = [line for line in completed.stdout.splitlines() if line.startswith(PREFIX)]
     return json.loads(line[len(PREFIX) :])
@@ -59,10 +72,11 @@ def test_trace_holds_exactly_the_copies_the_program_made(tmp_path, example, libr
     completed, result = trace(tmp_path, example, *arguments)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = program_report(completed)
+    left_out = tuple(f"[CUDA memcpy {kind}]" for kind in report.get("not_counted", ()))
     traced = {
         (m.name, m.bytes): len(m.samples_ms)
         for m in result.measurements
-        if m.name.startswith("[CUDA memcpy")
+        if m.name.startswith("[CUDA memcpy") and not m.name.startswith(left_out or "\0")
     }
     made = {
         (f"[CUDA memcpy {c['direction']}] {c['source']} -> {c['destination']}", c["bytes"]): c[
@@ -238,7 +252,7 @@ def test_resnet_training_names_its_copy_lines_and_counts_as_without_them(tmp_pat
 
     assert counted(result) == counted(flat)  # the lines change no count
     images = f"resnet_train.py:{marks['images'][1]}: 3 pageable HtoD copies"
-    text = " ".join(completed.stderr.split())
+    text = " ".join(unfolded_advice(result).split())
     assert images in text and "pin_memory=True" in text
 
 
@@ -352,9 +366,10 @@ def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
     if summed_ns < own["wall_s"] * 1e9 / 2:
         assert verdict.startswith("GPU 0 sat idle ")
     assert f"GPU {share.device} " in verdict
-    # the waits of .item() and of the pageable .to() copies, each told its own cause
+    # the waits of .item() and of the pageable .to() copies, each told its own cause; three
+    # steps cost under 1% of a run that start-up dominates, so the advice is read unfolded
     marks = marked_lines(ROOT / "examples/resnet_train.py")
-    text = " ".join(completed.stderr.split())
+    text = " ".join(unfolded_advice(result).split())
     item = f"resnet_train.py:{marks['item'][1]}: 3 waits (cudaStreamSynchronize)"
     images = f"resnet_train.py:{marks['images'][1]}: 3 waits (cudaStreamSynchronize)"
     assert item in text and images in text
