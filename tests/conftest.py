@@ -44,6 +44,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def unfolded_advice(monkeypatch):
+    """trace's advice said piece by piece, however little of the run each costs: for tests of
+    its words on recordings (or fake programs) where every piece costs under 1% of the run."""
+    from memprof.experiments import trace
+
+    monkeypatch.setattr(trace, "FOLD_SHARE", 0.0)
+
+
+@pytest.fixture
 def fixture_path() -> callable:
     return lambda name: FIXTURES / name
 

@@ -28,6 +28,7 @@ gpu.to_device(1 << 20, pinned=True)
 def test_blocking_host_to_host_copies_are_counted_alike_and_the_trace_loads(
     fake_gpu,  # noqa: F811
     tmp_path: Path,
+    unfolded_advice,
 ):
     script = tmp_path / "host_to_host.py"
     script.write_text(HOST_TO_HOST)

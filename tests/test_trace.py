@@ -262,7 +262,7 @@ def recorded_trace(unified_memory: dict | None = None, error: BaseException | No
     return trace_result(program, outcome, recording, 0, BANDWIDTH)
 
 
-def test_trace_renders_as_nvprof_with_the_copies_and_advice():
+def test_trace_renders_as_nvprof_with_the_copies_and_advice(unfolded_advice):
     text = render_text(recorded_trace())
     assert "Profiling result:" in text
     lines = text.splitlines()

@@ -19,6 +19,9 @@ from memprof.model.results import Result
 from tests.conftest import replace
 from tests.verdict_tools import conclusion, fixture
 
+# the words of each piece of advice, on recordings whose copies cost under 1% of the run
+pytestmark = pytest.mark.usefixtures("unfolded_advice")
+
 
 def pycuda() -> Result:
     return fixture("h200_trace_pycuda")
@@ -220,3 +223,38 @@ def test_synchronous_copies_from_pinned_memory_block_too():
     result = with_group(pycuda(), "HtoD", "pinned", "device", blocking_calls=3)
     line = conclusion(summarize(result), "blocked the host")
     assert line.startswith("77 copies blocked the host until they finished: 77 made with")
+
+
+def test_advice_on_copies_folds_below_one_percent_of_the_run_and_only_then(monkeypatch):
+    """Each piece of advice on copies carries its cost (GPU time or host time held, the
+    larger); under 1% of the run's wall time it folds into one line, at 1% it is said."""
+    from memprof.experiments import trace
+    from memprof.experiments.trace import RunScale, advice
+    from memprof.trace.collect import CopyGroup
+
+    monkeypatch.setattr(trace, "FOLD_SHARE", 0.01)  # what a user gets
+
+    def pageable(blocked_ms: float) -> CopyGroup:
+        return CopyGroup(
+            "HtoD", "pageable", "device", calls=4, bytes=64 << 20, gpu_ms=blocked_ms / 2,
+            call_ms=blocked_ms, blocked_ms=blocked_ms,
+        )  # fmt: skip
+
+    bandwidth = {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 50.0, "how": "measured"}
+    second = RunScale(wall_ms=1000.0, gpu_ms=20.0)
+    said = advice([pageable(10.0)], bandwidth, None, None, second)
+    assert said[0].startswith("4 pageable HtoD copies moved 64 MiB")  # 1.0%: said
+    assert not any("cost under 1%" in line for line in said)
+    folded = advice([pageable(9.99)], bandwidth, None, None, second)
+    assert len(folded) == 1  # the pageable and the blocking advice, both under 1%
+    assert folded[0].startswith("2 pieces of advice on copies (pageable, small or blocking)")
+    assert "under 1% of the program's 1.0000s each (19.980ms together" in folded[0]
+    assert advice([pageable(9.99)], bandwidth, None)[0].startswith("4 pageable")  # no scale
+    unknown = pageable(0.0)  # a file from before memprof kept the host time blocked
+    unknown.gpu_ms = 0.0
+    assert not any(
+        "cost under" in line for line in advice([unknown], bandwidth, None, None, second)
+    )
+    managed = {"BYTES_TRANSFER_HTOD": {"total": 1 << 20}}
+    kept = advice([pageable(1.0)], bandwidth, managed, None, second)
+    assert kept[-1].startswith("Managed memory migrated at least 1 MiB")  # never folded

@@ -256,18 +256,56 @@ def advice(
     bandwidth: dict[str, Any] | None,
     unified_memory: UnifiedMemory | None,
     small_copies: SmallCopyFigures | None = None,
+    scale: RunScale | None = None,
 ) -> list[str]:
-    """Every piece of advice the trace supports, or a line saying there is none."""
-    lines = (
-        pageable_advice(copies, bandwidth)
-        + small_copy_advice(copies, bandwidth, small_copies)
-        + blocking_advice(copies)
-        + unified_memory_advice(unified_memory)
-    )
+    """Every piece of advice the trace supports, or a line saying there is none. With the
+    run's scale, advice on copies that cost under FOLD_SHARE of the run (their GPU time or the
+    host time they held, the larger) folds into one line, as the line advice does: a model
+    uploaded once from pageable memory is no reason to pin a DataLoader's batches."""
+    on_copies = [
+        *zip(pageable_advice(copies, bandwidth), _pageable_costs_ms(copies), strict=True),
+        *(
+            (said, _small_cost_ms(copies))
+            for said in small_copy_advice(copies, bandwidth, small_copies)
+        ),
+        *((said, math.fsum(g.blocked_ms for g in copies)) for said in blocking_advice(copies)),
+    ]
+
+    def folded(cost_ms: float) -> bool:  # a cost of 0 is one an older file did not keep
+        return scale is not None and 0 < scale.of_run(cost_ms) < FOLD_SHARE
+
+    lines = [said for said, cost_ms in on_copies if not folded(cost_ms)]
+    cheap = [cost_ms for _, cost_ms in on_copies if folded(cost_ms)]
+    if cheap and scale is not None:
+        lines.append(
+            f"{plural(len(cheap), 'piece')} of advice on copies (pageable, small or blocking) "
+            f"cost under {FOLD_SHARE:.0%} of the program's {format_ms(scale.wall_ms)} each "
+            f"({format_ms(math.fsum(cheap))} together, GPU or host time): the Copies by memory "
+            "kind table holds them."
+        )
+    lines += unified_memory_advice(unified_memory)  # a lower bound: never folded away
     return lines or [
         f"No copy from pageable memory, none under {SMALL_LABEL}, none blocking the host and "
         "no managed-memory fault recorded: nothing to advise on memory."
     ]
+
+
+def _pageable_costs_ms(copies: list[CopyGroup]) -> list[float]:
+    """What each line of pageable_advice is about cost: its large copies' GPU time or the
+    host time its copies held, the larger (pageable_advice's groups, in its order)."""
+    return [
+        max(g.gpu_ms - g.small_gpu_ms, g.blocked_ms)
+        for g in copies
+        if g.host_kind == "pageable" and g.calls - g.small_calls
+    ]
+
+
+def _small_cost_ms(copies: list[CopyGroup]) -> float:
+    """The small copies' GPU time or their calls' host time (their share of each group's
+    calls), the larger."""
+    gpu = math.fsum(g.small_gpu_ms for g in copies)
+    host = math.fsum(g.call_ms * g.small_calls / g.calls for g in copies if g.calls)
+    return max(gpu, host)
 
 
 def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> Table:
@@ -493,11 +531,13 @@ def summarize(result: Result) -> Summary:
     small = result.extra.small_copies
     time, verdicts = time_tables(result)
     tables = time + tables
-    conclusions = [outcome_line(result), *verdicts, *advice(copies, bandwidth, totals, small)]
+    scale = run_scale(result)
+    said = advice(copies, bandwidth, totals, small, scale)
+    conclusions = [outcome_line(result), *verdicts, *said]
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
-        conclusions += line_advice(lines, result.extra.libraries, run_scale(result))
+        conclusions += line_advice(lines, result.extra.libraries, scale)
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(
