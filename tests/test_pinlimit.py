@@ -272,12 +272,12 @@ def test_the_climb_pins_every_step_frees_it_and_registers_it_again_at_once(monke
         assert found[key] == 4, key
     assert found["api", "register_whole", "registered", 4 * MIB] == 1
     assert found["api", "unregister_whole", "registered", 4 * MIB] == 1
-    for phase in ("idle", "held"):
+    for phase in ("idle", "held", "after"):
         assert found["host", f"copy_{phase}", "pageable", 4096] == 2
         assert found["gpu", f"h2d_{phase}", "pageable", 4096] == 2
-    assert all(check.passed for check in ctx.checks) and len(ctx.checks) == 4
+    assert all(check.passed for check in ctx.checks) and len(ctx.checks) == 6
     assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
-    assert seen[-1][1] == seen[-1][2] == 7
+    assert seen[-1][1] == seen[-1][2] == 8
 
 
 def test_the_climb_stops_before_the_margin(monkeypatch):
@@ -345,8 +345,8 @@ def synthetic(
     alloc_ms: float = 250.0,
     register_ms: float = 12.0,
     touch_ms: float = 40.0,
-    copy_ms: tuple[float, float] = (100.0, 100.0),
-    h2d_ms: tuple[float, float] = (150.0, 150.0),
+    copy_ms: tuple[float, ...] = (100.0, 100.0),
+    h2d_ms: tuple[float, ...] = (150.0, 150.0),
     step_gib: int = 2,
     stopped: str = "cap",
     failure: pinlimit.Failure | None = None,
@@ -376,6 +376,9 @@ def synthetic(
         ]
     nbytes = 4 << params.copy_power
     spreads = (1 - spread, 1.0, 1 + spread)  # the copies' samples about their median
+    copy_ms, h2d_ms = (
+        times if len(times) == 3 else (*times, times[0]) for times in (copy_ms, h2d_ms)
+    )
     for phase, copy, h2d in zip(pinlimit.PHASES, copy_ms, h2d_ms, strict=True):
         measurements += [
             m(
@@ -432,6 +435,21 @@ def test_a_slowdown_within_the_copies_own_noise_is_not_called_one(spread, slower
     said = summarize(roundtrip(synthetic(copy_ms=(100.0, 110.0), spread=spread))).conclusions[0]
     assert ("numpy copy 10% slower" in said) is slower
     assert ("as fast (within 5% and their noise: numpy copy +10%" in said) is not slower
+
+
+@pytest.mark.parametrize(
+    ("after_ms", "slower"), [(100.0, True), (114.0, True), (114.4, False), (130.0, False)]
+)
+def test_a_slowdown_is_pinnings_only_where_the_copies_freed_again_are_faster(after_ms, slower):
+    """Held 20% slower than before: pinning's only where the copies once it is freed again
+    are faster than held beyond 5% and their noise (else the run's later copies are slower
+    anyway); the slowdown is against the slower of before and after."""
+    result = roundtrip(synthetic(copy_ms=(100.0, 120.0, after_ms)))
+    said = summarize(result).conclusions[0]
+    work = pinlimit.host_figures(result)["numpy copy"]
+    assert work.slowdown == pytest.approx(120.0 / max(100.0, after_ms) - 1)
+    assert work.slower is slower
+    assert ("numpy copy" in said and "slower" in said.split("numpy copy")[1][:12]) is slower
 
 
 def test_a_pageable_copy_to_the_gpu_slower_is_named_on_its_own():

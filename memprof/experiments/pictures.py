@@ -527,14 +527,11 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
                 linear=True,
             )
         )
+    phases = {"idle": "nothing pinned", "held": "all pinned", "after": "freed again"}
     bars = [
-        Bar(
-            f"{name}, {'nothing' if phase == 'idle' else 'all'} pinned",
-            f.gb_per_s,
-            source=f.measurement,
-        )
-        for name, pair in pinlimit.host_figures(result).items()
-        for phase, f in zip(pinlimit.PHASES, pair, strict=True)
+        Bar(f"{name}, {words}", f.gb_per_s, source=f.measurement)
+        for name, work in pinlimit.host_figures(result).items()
+        for f, words in zip((work.idle, work.held, work.after), phases.values(), strict=True)
         if f.gb_per_s is not None
     ]
     panels.append(Bars("The host's pageable copies", GB_PER_S, bars))
