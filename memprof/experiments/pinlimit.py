@@ -27,13 +27,12 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount, SchemaError
-from memprof.model.statistics import median_noise
+from memprof.model.statistics import NOISE_SIGMAS, median_noise
 from memprof.model.summary import Summary, Table
 
 # A copy held to be slower beyond this: within it, the medians of host work and pageable
 # copies move between runs of the same code (memprof diff's notes).
 SLOWER_FROM = 0.05
-DIFF_SIGMAS = 3  # a slowdown beyond this many times the medians' combined noise (as diff)
 REGISTER_FLAGS_WORDS = "DEVICEMAP | PORTABLE"
 
 
@@ -484,7 +483,7 @@ class HostWork:
         """The change the two medians' own noise explains (as memprof diff's: three times
         their combined standard errors, from the samples)."""
         errors = (median_noise(f.measurement.samples_ms) for f in (self.baseline, self.held))
-        return DIFF_SIGMAS * math.hypot(*errors)
+        return NOISE_SIGMAS * math.hypot(*errors)
 
     @property
     def slower(self) -> bool:

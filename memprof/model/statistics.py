@@ -57,6 +57,8 @@ class Statistics:
 # The standard error of a median of n normal samples is sqrt(pi / 2) sigma / sqrt(n), and
 # 1.4826 x the median absolute deviation estimates sigma without letting outliers in.
 _MEDIAN_ERROR = math.sqrt(math.pi / 2) * 1.4826
+# A change is real beyond this many times the medians' combined noise (diff, fleet, pinlimit).
+NOISE_SIGMAS = 3
 
 
 def median_noise(samples_ms: Sequence[float]) -> float:

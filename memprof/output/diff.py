@@ -24,13 +24,12 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, p
 from memprof.model.gpustate import GpuState, link_words, reason_words
 from memprof.model.measures import Measure
 from memprof.model.results import Measurement, Result
-from memprof.model.statistics import Statistics, median_noise, repetitions_words
+from memprof.model.statistics import NOISE_SIGMAS, Statistics, median_noise, repetitions_words
 from memprof.model.summary import Summary, Table, one_time_unit_per_column
 from memprof.output.where import paired_lines
 
 MAX_FAIL_ABOVE_PCT = 1000.0  # --fail-above's largest percentage
 MIN_CHANGE = 0.02  # below this a ratio is never a change, however quiet the runs
-NOISE_SIGMAS = 3  # a change must exceed this many times the medians' combined noise
 
 
 CHANGE_NOTE = (

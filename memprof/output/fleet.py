@@ -18,12 +18,11 @@ from memprof.model.figures import Figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, plural
 from memprof.model.measures import Measure
 from memprof.model.results import Measurement, Result
-from memprof.model.statistics import median_noise
+from memprof.model.statistics import NOISE_SIGMAS, median_noise
 from memprof.model.summary import Summary, Table
 
 DEFAULT_OUTLIER = 0.10  # a figure this far from the fleet's median is marked
 MIN_RUNS = 3  # fewer: the median cannot single one run out
-NOISE_SIGMAS = 3  # an outlier is also beyond this many times its run's own noise
 SHOWN_FIGURES = 12  # the figures with outliers listed; the rest counted
 
 
