@@ -45,7 +45,7 @@ def _key(m: Measurement) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
-def _by_key(result: Result) -> dict[tuple, Measurement]:
+def by_key(result: Result) -> dict[tuple, Measurement]:
     """Each measurement by its key and its place among those of the same key: a run over
     several GPUs keeps each GPU's driver calls apart under one key, and the n-th of A is
     compared with the n-th of B, never hidden by it."""
@@ -126,12 +126,12 @@ def compared(
 ) -> list[Compared]:
     """Every measurement in both runs, matched by what it is, in A's order; with each run's
     declared measures (its command's), each one's GB/s as that run's tables print it."""
-    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    a_by_key, b_by_key = by_key(first), by_key(second)
     a_figure, b_figure = figure_finder(first, declared_a), figure_finder(second, declared_b)
     found = []
     for key in (key for key in a_by_key if key in b_by_key):
         a, b = a_by_key[key], b_by_key[key]
-        label = _label(a)
+        label = measurement_label(a)
         a_times, b_times = compared_times(a, b)
         a_stats, b_stats = _stats_of(a_times), _stats_of(b_times)
         if a_stats is None or b_stats is None:
@@ -158,7 +158,8 @@ def compared(
     return found
 
 
-def _label(m: Measurement) -> str:
+def measurement_label(m: Measurement) -> str:
+    """A measurement as diff's tables name it: its Measurement and Bytes."""
     return f"{m.display_name} [{m.group}], {format_bytes(m.bytes) if m.bytes else '-'}"
 
 
@@ -193,10 +194,10 @@ def compared_times(a: Measurement, b: Measurement) -> tuple[list[float], list[fl
 
 def unmatched(first: Result, second: Result) -> tuple[list[str], list[str]]:
     """The measurements only in A, and only in B, by the labels the table would print."""
-    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    a_by_key, b_by_key = by_key(first), by_key(second)
     return (
-        [_label(m) for key, m in a_by_key.items() if key not in b_by_key],
-        [_label(m) for key, m in b_by_key.items() if key not in a_by_key],
+        [measurement_label(m) for key, m in a_by_key.items() if key not in b_by_key],
+        [measurement_label(m) for key, m in b_by_key.items() if key not in a_by_key],
     )
 
 
@@ -311,7 +312,7 @@ def compare(
     faster, slower = changes.count("B faster"), changes.count("B slower")
     unusable = changes.count("no valid samples")
     quiet = changes.count("within noise")
-    a_by_key, b_by_key = _by_key(first), _by_key(second)
+    a_by_key, b_by_key = by_key(first), by_key(second)
     common = [key for key in a_by_key if key in b_by_key]
     if common:
         pairs = [compared_times(a_by_key[key], b_by_key[key]) for key in common]

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from memprof.model.figures import Figure, figure_finder
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, plural
+from memprof.model.formatting import format_gb_per_s, format_ms, plural
 from memprof.model.measures import Measure
-from memprof.model.results import Measurement, Result
+from memprof.model.results import Result
 from memprof.model.statistics import NOISE_SIGMAS, median_noise
 from memprof.model.summary import Summary, Table
+from memprof.output.diff import by_key, measurement_label
 
 DEFAULT_OUTLIER = 0.10  # a figure this far from the fleet's median is marked
 MIN_RUNS = 3  # fewer: the median cannot single one run out
@@ -78,14 +79,6 @@ def run_names(results: Sequence[Result]) -> list[str]:
     return names
 
 
-def _key(m: Measurement) -> tuple:
-    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-
-
-def _label(m: Measurement) -> str:
-    return f"{m.display_name} [{m.group}], {format_bytes(m.bytes) if m.bytes else '-'}"
-
-
 def _shown(found: Figure) -> str:
     if found.gb_per_s is not None:
         return f"{format_gb_per_s(found.gb_per_s)} GB/s"
@@ -101,25 +94,17 @@ def fleet(
     limit = DEFAULT_OUTLIER if threshold is None else threshold
     names = run_names(results)
     finders = [figure_finder(result, declared_of(result)) for result in results]
-    keyed = []
-    for result in results:
-        seen: dict[tuple, int] = {}
-        by_key = {}
-        for m in result.measurements:
-            key = _key(m)
-            seen[key] = seen.get(key, -1) + 1
-            by_key[(*key, seen[key])] = m
-        keyed.append(by_key)
+    keyed = [by_key(result) for result in results]  # matched as diff matches two runs
     common = [key for key in keyed[0] if all(key in other for other in keyed[1:])]
     deviations: list[Deviation] = []
     spread: list[tuple[str, str, list[Deviation]]] = []  # label, median shown, each run's
     for key in common:
-        found = [finder(by_key[key]) for finder, by_key in zip(finders, keyed, strict=True)]
+        found = [finder(run[key]) for finder, run in zip(finders, keyed, strict=True)]
         times = [f.per_operation_ms for f in found]
         if not all(math.isfinite(t) and t > 0 for t in times):
             continue
         middle = statistics.median(times)
-        label = _label(keyed[0][key])
+        label = measurement_label(keyed[0][key])
         each = []
         for run, f in enumerate(found):
             samples = f.measurement.throughput_ms or f.measurement.samples_ms
