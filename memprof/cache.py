@@ -20,36 +20,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from memprof.output.files import cache_folder
+
 JSON_CACHE_BYTES = 1 << 20  # a figures cache holds a few GPUs' entries: a few KiB
 WARNING = "memprof: warning: "
 _warned: set[str] = set()
 
 
-def cache_directory(warn: bool = True) -> Path | None:
-    """memprof's cache folder, or None where there is none (no home: warned once, unless
-    warn is False: asked only to keep outputs out of it)."""
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(root):  # "relative paths are invalid and should be ignored" (XDG)
-        return Path(root) / "memprof"
-    home = _home()
-    if home is None and not warn:
-        return None
-    if home is None:
+def cache_directory() -> Path | None:
+    """memprof's cache folder, or None where there is none (no home: warned once)."""
+    folder = cache_folder()
+    if folder is None:
         warn_once(
             "no home",
             "no cache: HOME is not set and this user has no home directory, so kernels are "
             "compiled and figures measured on every run (set HOME or XDG_CACHE_HOME)",
         )
-        return None
-    return home / ".cache" / "memprof"
-
-
-def _home() -> Path | None:
-    try:
-        home = os.path.expanduser("~")  # HOME, else the passwd entry
-    except (KeyError, OSError, RuntimeError):
-        return None
-    return Path(home) if os.path.isabs(home) else None  # "~" itself: neither was there
+    return folder
 
 
 def read_bytes(path: Path, limit_bytes: int) -> bytes | None:

@@ -173,12 +173,23 @@ def check_destination(path: Path, option: str) -> None:
         ) from error
 
 
+def cache_folder() -> Path | None:
+    """Where memprof keeps its caches (memprof.cache): $XDG_CACHE_HOME/memprof, else
+    ~/.cache/memprof; None where this user has no home. Here, since no output may go there."""
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(root):  # "relative paths are invalid and should be ignored" (XDG)
+        return Path(root) / "memprof"
+    try:
+        home = os.path.expanduser("~")  # HOME, else the passwd entry
+    except (KeyError, OSError, RuntimeError):
+        return None
+    return Path(home) / ".cache" / "memprof" if os.path.isabs(home) else None  # "~": neither
+
+
 def _refuse_cache(path: Path, option: str) -> None:
     """memprof's cache folder holds inputs of the run (kernels, this GPU's figures), which
     the run may read and rewrite: no output goes there."""
-    from memprof.cache import cache_directory
-
-    folder = cache_directory(warn=False)
+    folder = cache_folder()
     if folder is None:
         return
     root, real = os.path.realpath(folder), os.path.realpath(path)
