@@ -3,14 +3,21 @@
 //   throughput: N back-to-back cudaMemcpyAsync from pinned memory queued behind a spinning
 //               kernel, between one event pair (as bandwidth tools time them), per copy.
 //   blocking:   std::chrono around a synchronous cudaMemcpy from malloc'd, touched memory:
-//               how long the host thread is blocked, median.
-// Usage: native_copies BYTES  ->  lines "pinned h2d|d2h throughput MS" and "pageable h2d|d2h blocking MS"
+//               how long the host thread is blocked, median. memprof's pageable buffers are
+//               numpy arrays, and numpy advises huge pages (madvise MADV_HUGEPAGE) for arrays
+//               of 4 MiB or more; so does "pageable" here, to time the same kind of buffer.
+//               "pageable4k" is the same copy from plain malloc'd memory (no advice), for the
+//               record: the driver stages 4 KiB pages more slowly where THP is "madvise".
+// Usage: native_copies BYTES  ->  lines "pinned h2d|d2h throughput MS" and
+//        "pageable|pageable4k h2d|d2h blocking MS"
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
+#include <cstdint>
 #include <vector>
 
 #define CHECK(call) do { cudaError_t s = (call); if (s != cudaSuccess) { \
@@ -79,12 +86,22 @@ int main(int argc, char** argv) {
     CHECK(cudaHostGetDevicePointer((void**)&flag_device, flag_host, 0));
     cudaStream_t stream;
     CHECK(cudaStreamCreate(&stream));
+    void* plain = std::malloc(bytes);
+    std::memset(plain, 1, bytes);
     void* pageable = std::malloc(bytes);
+    if (bytes >= (4u << 20)) {  // as numpy's allocator: advise the 2 MiB-aligned part, then touch
+        const uintptr_t huge = 2u << 20, start = ((uintptr_t)pageable + huge - 1) & ~(huge - 1);
+        const uintptr_t end = ((uintptr_t)pageable + bytes) & ~(huge - 1);
+        if (end > start) madvise((void*)start, end - start, MADV_HUGEPAGE);
+    }
     std::memset(pageable, 1, bytes);
     std::printf("pinned h2d throughput %.6f\n", throughput_ms(device, pinned, bytes, cudaMemcpyHostToDevice, stream, flag_host, flag_device));
     std::printf("pinned d2h throughput %.6f\n", throughput_ms(pinned, device, bytes, cudaMemcpyDeviceToHost, stream, flag_host, flag_device));
     std::printf("pageable h2d blocking %.6f\n", blocking_ms(device, pageable, bytes, cudaMemcpyHostToDevice));
     std::printf("pageable d2h blocking %.6f\n", blocking_ms(pageable, device, bytes, cudaMemcpyDeviceToHost));
+    std::printf("pageable4k h2d blocking %.6f\n", blocking_ms(device, plain, bytes, cudaMemcpyHostToDevice));
+    std::printf("pageable4k d2h blocking %.6f\n", blocking_ms(plain, device, bytes, cudaMemcpyDeviceToHost));
     std::free(pageable);
+    std::free(plain);
     return 0;
 }
