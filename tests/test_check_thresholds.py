@@ -238,6 +238,7 @@ def test_a_saved_run_is_judged_by_its_kept_floors_wherever_it_is_read(tmp_path):
         (CheckThresholds("g.json", None, d2d_floor_pct=90), "keeps floors but no entry"),
         (CheckThresholds("g.json", "NVIDIA H200", h2d_floor_pct=101), "h2d_floor_pct"),
         (CheckThresholds("g.json", "NVIDIA H200", d2d_floor_pct=0), "d2d_floor_pct"),
+        (CheckThresholds("", "NVIDIA H200", d2d_floor_pct=90), "file is empty"),
     ],
 )
 def test_the_loader_refuses_kept_floors_that_could_not_have_judged_the_run(tmp_path, kept, why):

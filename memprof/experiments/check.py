@@ -402,6 +402,8 @@ def check_kept_thresholds(result: Result) -> None:
     kept = result.extra.thresholds
     if kept is None:
         return
+    if not kept.file:
+        _refuse("extra.thresholds.file", "is empty: the file the floors came from is named")
     name = result.device.name if result.device is not None else ""
     if kept.model is not None and not thresholds_matches(kept.model, name):
         _refuse(
