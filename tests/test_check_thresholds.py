@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -62,6 +63,13 @@ def judged_by(file: str, gpu: str = "NVIDIA H200", **floors: int) -> check.Resul
     result.gpu_states = [healthy()]
     models = {gpu: {f"{line}_floor_pct": pct for line, pct in floors.items()}} if floors else {}
     kept = thresholds_for(file, models, result.device.name)
+    return keeping(result, kept)
+
+
+def keeping(result, kept: CheckThresholds | None):
+    """`result` as a run with --thresholds (kept.file) that decided `kept` keeps it."""
+    file = kept.file if kept else None
+    result.parameters = dataclasses.replace(result.parameters, thresholds=file)
     result.extra = dataclasses.replace(result.extra, thresholds=kept)
     return result
 
@@ -242,11 +250,26 @@ def test_a_saved_run_is_judged_by_its_kept_floors_wherever_it_is_read(tmp_path):
     ],
 )
 def test_the_loader_refuses_kept_floors_that_could_not_have_judged_the_run(tmp_path, kept, why):
-    result = check_result()
-    result.extra = dataclasses.replace(result.extra, thresholds=kept)
+    result = keeping(check_result(), kept)
     path = tmp_path / "check.json"
     path.write_text(result.to_json())
     with pytest.raises(InvalidArgument, match=f"check.json: extra.thresholds.*{why}"):
+        load(path)
+
+
+def test_the_loader_refuses_floors_kept_of_another_file_or_none_kept_of_one(tmp_path):
+    result = keeping(check_result(), CheckThresholds("g.json", "NVIDIA H200", h2d_floor_pct=90))
+    result.parameters = dataclasses.replace(result.parameters, thresholds="other.json")
+    path = tmp_path / "check.json"
+    path.write_text(result.to_json())
+    with pytest.raises(InvalidArgument, match=re.escape("parameters.thresholds is 'other.json'")):
+        load(path)
+    result = keeping(check_result(), None)
+    result.parameters = dataclasses.replace(result.parameters, thresholds="g.json")
+    path.write_text(result.to_json())
+    with pytest.raises(
+        InvalidArgument, match=re.escape("is absent, but parameters.thresholds is 'g.json'")
+    ):
         load(path)
 
 
@@ -258,8 +281,7 @@ def test_the_loader_refuses_kept_floors_that_could_not_have_judged_the_run(tmp_p
     ],
 )
 def test_the_loader_keeps_floors_that_could_have(tmp_path, kept):
-    result = check_result()
-    result.extra = dataclasses.replace(result.extra, thresholds=kept)
+    result = keeping(check_result(), kept)
     path = tmp_path / "check.json"
     path.write_text(result.to_json())
     assert load(path).extra.thresholds == kept
@@ -296,8 +318,7 @@ def test_the_example_passes_the_recorded_checks_as_docs_check_md_says(name):
     each judged by the file (docs/check.md quotes the H200's host → device line)."""
     result = load(check.Path(__file__).parent / "fixtures" / f"{name}.json")
     kept = thresholds_for(EXAMPLE.name, read_thresholds(str(EXAMPLE)), result.device.name)
-    result.extra = dataclasses.replace(result.extra, thresholds=kept)
-    shown = found(result)
+    shown = found(keeping(result, kept))
     assert [shown[what].verdict for what in WHAT.values()] == ["PASS"] * 4
     assert all(EXAMPLE.name in shown[what].expected for what in WHAT.values())
     docs = (EXAMPLE.parent.parent / "docs" / "check.md").read_text()

@@ -397,9 +397,16 @@ def check_kept_reference(result: Result) -> None:
 
 
 def check_kept_thresholds(result: Result) -> None:
-    """The --thresholds entry a check kept must name the run's GPU and set a floor; without an
-    entry it sets none. Each floor's range is the schema's (1 to 100)."""
-    kept = result.extra.thresholds
+    """What a check kept of --thresholds is of the file its parameters name; its entry must
+    name the run's GPU and set a floor, and without an entry it sets none. Each floor's range
+    is the schema's (1 to 100)."""
+    kept, given = result.extra.thresholds, result.parameters.thresholds
+    if (kept.file if kept else None) != given:
+        _refuse(
+            "extra.thresholds",
+            f"is {'the floors of ' + repr(kept.file) if kept else 'absent'}, but "
+            f"parameters.thresholds is {given!r}: a run keeps what its --thresholds decided",
+        )
     if kept is None:
         return
     if not kept.file:
