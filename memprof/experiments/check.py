@@ -1074,8 +1074,10 @@ def summarize(result: Result) -> Summary:
         "during the run.",
         *reference_notes,
     ]
-    if result.extra.thresholds is not None:
-        notes.append(thresholds_note(result.extra.thresholds, device.name if device else "?"))
+    kept = result.extra.thresholds
+    said = thresholds_note(kept, device.name if device else "?") if kept else None
+    if kept is not None and kept.model is not None:
+        notes.append(said)
     if result.parameters.retries:
         notes.append(
             f"--retries {result.parameters.retries}: a throughput line that WARNed or FAILed "
@@ -1086,6 +1088,7 @@ def summarize(result: Result) -> Summary:
         tables=[table],
         conclusions=[*retried, tally(found, where, len(retried))],
         show_profile=False,
+        header=[said] if kept is not None and kept.model is None else [],  # a warning
         failed=failures(found, where),
     )
 

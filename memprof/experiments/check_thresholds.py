@@ -127,7 +127,8 @@ def thresholds_for(path: str | None, models: Models | None, gpu: str) -> CheckTh
 
 
 def note(kept: CheckThresholds, gpu: str) -> str:
-    """The sentence under check's table saying which floors the file set for this GPU."""
+    """What check says of the file's floors for this GPU: a note under the table, or, where no
+    entry names it, the warning above."""
     if kept.model is None:
         return (
             f"Thresholds: {kept.file} (--thresholds) has no entry for {gpu}: the run's own "
