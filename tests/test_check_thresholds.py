@@ -24,7 +24,7 @@ from memprof.experiments.check_thresholds import (
     read_thresholds,
     thresholds_for,
 )
-from tests.check_results import check_result
+from tests.check_results import check_result, slower
 from tests.fakegpu import FakeSession
 from tests.test_gpu_state import healthy
 
@@ -326,3 +326,26 @@ def test_the_example_passes_the_recorded_checks_as_docs_check_md_says(name):
     docs = (EXAMPLE.parent.parent / "docs" / "check.md").read_text()
     if name == "h200_check":
         assert f"`{shown[WHAT['h2d']].expected}`" in " ".join(docs.split())
+
+
+def test_the_picture_judges_each_line_as_the_table_does(tmp_path):
+    """`memprof plot` of a check: each line's verdict and expectation are the table's, by the
+    floors and the --reference the run kept (it judged by the shipped reference, or none)."""
+    from memprof.experiments import summarize
+    from memprof.experiments.check import read_reference, reference_figures
+    from memprof.experiments.pictures import picture
+
+    known_good = check_result()
+    known_good.gpu_states = [healthy()]
+    mine = tmp_path / "mine.json"
+    mine.write_text(slower(known_good, "d2d", 4800.0).to_json())  # this run's: under 90% of it
+    result = judged_by("gates.json", h2d=95)  # WARN by the file's floor
+    reference = reference_figures(str(mine), read_reference(str(mine)), result.device)
+    result.parameters = dataclasses.replace(result.parameters, reference=str(mine))
+    result.extra = dataclasses.replace(result.extra, reference=reference)
+    table = summarize(result).tables[0]
+    words = " ".join(line.strip() for line in picture(result, summarize(result)).panels[0].lines)
+    assert [row[0] for row in table.rows][1:5] == ["WARN", "PASS", "PASS", "WARN"]
+    for verdict, what, measured, expected in table.rows:
+        said = f"{verdict:<4}  {what}: {measured} (expected {expected})"
+        assert " ".join(said.split()) in " ".join(words.split())
