@@ -146,7 +146,7 @@ def output_options(json: str = RUN_JSON, csv: str = RUN_CSV, quiet: str = RUN_QU
 
 
 PATH = "<path>"  # a str, not a Path: Path("newdir/") would drop the slash (Output.named)
-METAVARS = {"reference": PATH, "timeline": PATH}  # options that name a file (check, trace)
+METAVARS = {"reference": PATH, "thresholds": PATH, "timeline": PATH}  # options naming a file
 
 
 def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:

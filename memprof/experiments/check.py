@@ -31,6 +31,15 @@ from typing import Annotated, Any, Literal, get_args
 
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import base
+from memprof.experiments.check_thresholds import (
+    CheckThresholds,
+    Models,
+    Percent,
+    read_thresholds,
+    thresholds_for,
+)
+from memprof.experiments.check_thresholds import matches as thresholds_matches
+from memprof.experiments.check_thresholds import note as thresholds_note
 from memprof.model import figures
 from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -53,7 +62,6 @@ Repeat = Annotated[int, Range(1, 100)]
 
 
 MAX_RETRIES = 10
-Percent = Annotated[int, Range(1, 100)]
 
 
 def floor_param(default: float, flag: str, line: str, ceiling: str) -> Any:
@@ -99,6 +107,13 @@ class CheckParams:
         "to expect its figures instead of the reference memprof ships; WARN under "
         f"{MARGIN:.0%} of them.",
         flags=("--reference",),
+    )
+    thresholds: str | None = param(
+        None,
+        "A JSON file of floors per GPU model (docs/check.md), kept in your repository: the "
+        "entry naming this GPU sets the floors it lists, over --h2d-floor...; a GPU it does "
+        "not name keeps them.",
+        flags=("--thresholds",),
     )
 
 
@@ -157,6 +172,7 @@ class CheckReference:
 class CheckExtra:
     retries: list[CheckRetry] = field(default_factory=list)  # in the order measured
     reference: CheckReference | None = None  # --reference; None: the shipped one, if any
+    thresholds: CheckThresholds | None = None  # --thresholds, for this GPU
 
 
 def _copies(operation: str, what: str, **declared: Any) -> base.Measure:
@@ -179,6 +195,14 @@ D2D = _copies(
 NAMES = {**base.COPY_NAMES, "d2d": "[CUDA memcpy DtoD]", "peer": "[CUDA memcpy PtoP]"}
 
 
+@dataclass(frozen=True)
+class CheckInputs:
+    """What check reads from files before the GPU is opened: --reference and --thresholds."""
+
+    reference: Result | None = None
+    thresholds: Models | None = None
+
+
 class CheckGpu(base.Experiment):
     name = "check"
     description = (
@@ -198,16 +222,18 @@ class CheckGpu(base.Experiment):
 
     @classmethod
     def inputs(cls, values: dict[str, Any]) -> list[Path]:
-        return [Path(values["reference"])] if values.get("reference") else []
+        return [Path(values[name]) for name in ("reference", "thresholds") if values.get(name)]
 
-    def read_inputs(self, params: CheckParams) -> Result | None:
-        return read_reference(params.reference)
+    def read_inputs(self, params: CheckParams) -> CheckInputs:
+        return CheckInputs(read_reference(params.reference), read_thresholds(params.thresholds))
 
     def run(self, ctx: base.RunContext) -> CheckExtra:
         from memprof.core import memory
 
         facts = ctx.facts[ctx.session.device_index]
-        reference = reference_figures(ctx.params.reference, ctx.inputs, facts)
+        inputs = ctx.inputs or CheckInputs()
+        reference = reference_figures(ctx.params.reference, inputs.reference, facts)
+        thresholds = thresholds_for(ctx.params.thresholds, inputs.thresholds, facts.name)
         elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
         nbytes, device_bytes = elements * base.FLOAT32_BYTES, device_elements * base.FLOAT32_BYTES
         memory.require_memory(
@@ -219,7 +245,7 @@ class CheckGpu(base.Experiment):
             for line in LINE_OPERATIONS:
                 step(copies.words(line))
                 copies.measure(line, ctx.measure)
-            extra = CheckExtra(reference=reference)
+            extra = CheckExtra(reference=reference, thresholds=thresholds)
             if ctx.params.retries:
                 extra = _retry(ctx, copies, extra)
             else:
@@ -236,6 +262,7 @@ class CheckGpu(base.Experiment):
 
     def check_consistency(self, result: Result) -> None:
         check_kept_reference(result)
+        check_kept_thresholds(result)
         check_retries(result)
 
 
@@ -367,6 +394,33 @@ def check_kept_reference(result: Result) -> None:
                 f"extra.reference.{line}_gb_per_s",
                 f"is {value:,.1f} GB/s, but a {name} can reach at most {most:,.1f} GB/s there",
             )
+
+
+def check_kept_thresholds(result: Result) -> None:
+    """What a check kept of --thresholds is of the file its parameters name; its entry must
+    name the run's GPU and set a floor, and without an entry it sets none. Each floor's range
+    is the schema's (1 to 100)."""
+    kept, given = result.extra.thresholds, result.parameters.thresholds
+    if (kept.file if kept else None) != given:
+        _refuse(
+            "extra.thresholds",
+            f"is {'the floors of ' + repr(kept.file) if kept else 'absent'}, but "
+            f"parameters.thresholds is {given!r}: a run keeps what its --thresholds decided",
+        )
+    if kept is None:
+        return
+    if not kept.file:
+        _refuse("extra.thresholds.file", "is empty: the file the floors came from is named")
+    name = result.device.name if result.device is not None else ""
+    if kept.model is not None and not thresholds_matches(kept.model, name):
+        _refuse(
+            "extra.thresholds.model",
+            f"is {kept.model!r}, but the run measured {name!r}: the entry kept is the GPU's own",
+        )
+    if kept.model is not None and not kept.floors_pct():
+        _refuse("extra.thresholds", f"keeps the entry {kept.model!r} but no floor it set")
+    if kept.model is None and kept.floors_pct():
+        _refuse("extra.thresholds", "keeps floors but no entry that set them")
 
 
 def _batches(ctx: base.RunContext, *lanes: Any) -> None:
@@ -636,15 +690,17 @@ def _throughput_line(
     ceiling: Ceiling | None,
     floor: float,
     reference: float | None,
+    source: str = "",
 ) -> Line:
+    """A figure against `floor` of its ceiling; `source` names the file that set the floor."""
     if measured is None:
         return Line("FAIL", what, "not measured", "a figure")
     if ceiling is None:
         return Line("WARN", what, _rate(measured), "unknown: the ceiling was not recorded")
     least = floor * ceiling.gb_per_s
     expected = (
-        f">= {format_gb_per_s(least)} GB/s ({floor:.0%} of {ceiling.limiter}'s "
-        f"{format_gb_per_s(ceiling.gb_per_s)})"
+        f">= {format_gb_per_s(least)} GB/s ({source + ': ' if source else ''}{floor:.0%} of "
+        f"{ceiling.limiter}'s {format_gb_per_s(ceiling.gb_per_s)})"
     )
     if reference is not None:
         expected += f"; reference {format_gb_per_s(reference)}"
@@ -704,15 +760,20 @@ Figures = dict[str, float | None]  # GB/s by operation
 
 
 def floors(result: Result) -> dict[str, float]:
-    """Each throughput line's floor, as a share of its ceiling: the run's own (--h2d-floor...),
-    which a file written before they could be set holds as the defaults."""
-    params = result.parameters
-    return {
-        "h2d": params.h2d_floor_pct / 100,
-        "d2h": params.d2h_floor_pct / 100,
-        "at_once": params.at_once_floor_pct / 100,
-        "d2d": params.d2d_floor_pct / 100,
+    """Each throughput line's floor, as a share of its ceiling: the run's own (--h2d-floor...,
+    which a file written before they could be set holds as the defaults), or where the entry of
+    --thresholds for its GPU sets one, that."""
+    found = {
+        line: getattr(result.parameters, f"{line}_floor_pct") / 100 for line in LINE_OPERATIONS
     }
+    kept = result.extra.thresholds
+    return found | {line: pct / 100 for line, pct in (kept.floors_pct() if kept else {}).items()}
+
+
+def floor_source(result: Result, line: str) -> str:
+    """The file that set a line's floor (its name, as the table marks it), or "" for the run's."""
+    kept = result.extra.thresholds
+    return Path(kept.file).name if kept and line in kept.floors_pct() else ""
 
 
 def known_good(result: Result, reference: Reference) -> Figures:
@@ -761,14 +822,15 @@ def throughput_line(
     result: Result, line: str, figures: Figures, known: Figures, floor: float
 ) -> Line:
     """One throughput line judged from one attempt's figures."""
+    source = floor_source(result, line)
     if line == "at_once":
-        return _at_once_line(figures, floor)
+        return _at_once_line(figures, floor, source)
     if line == "d2d":
         ceiling, what = hbm_ceiling(result.device), "Device copy (read + write)"
     else:
         ceiling = pcie_ceiling(result)
         what = "Pinned host → device" if line == "h2d" else "Pinned device → host"
-    return _throughput_line(what, figures[line], ceiling, floor, known.get(line))
+    return _throughput_line(what, figures[line], ceiling, floor, known.get(line), source)
 
 
 def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
@@ -817,7 +879,7 @@ def lines(result: Result, reference: Reference) -> list[Line]:
     return found
 
 
-def _at_once_line(figures: Figures, floor: float = AT_ONCE_FLOOR) -> Line:
+def _at_once_line(figures: Figures, floor: float = AT_ONCE_FLOOR, source: str = "") -> Line:
     what = "Both directions at once"
     rates = {operation: figures[operation] for operation in ("h2d", "d2h")}
     together = {operation: figures[f"{operation}_at_once"] for operation in ("h2d", "d2h")}
@@ -829,7 +891,7 @@ def _at_once_line(figures: Figures, floor: float = AT_ONCE_FLOOR) -> Line:
         f"{format_gb_per_s(together['h2d'])} + {format_gb_per_s(together['d2h'])} GB/s "
         f"({shares['h2d']:.0%}, {shares['d2h']:.0%})"
     )
-    expected = f"each >= {floor:.0%} of its rate alone"
+    expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
     words = base.DIRECTIONS  # h2d -> "host → device"
     judged = _at_once(
         what,
@@ -1012,6 +1074,10 @@ def summarize(result: Result) -> Summary:
         "during the run.",
         *reference_notes,
     ]
+    kept = result.extra.thresholds
+    said = thresholds_note(kept, device.name if device else "?") if kept else None
+    if kept is not None and kept.model is not None:
+        notes.append(said)
     if result.parameters.retries:
         notes.append(
             f"--retries {result.parameters.retries}: a throughput line that WARNed or FAILed "
@@ -1022,6 +1088,7 @@ def summarize(result: Result) -> Summary:
         tables=[table],
         conclusions=[*retried, tally(found, where, len(retried))],
         show_profile=False,
+        header=[said] if kept is not None and kept.model is None else [],  # a warning
         failed=failures(found, where),
     )
 

@@ -274,10 +274,7 @@ def check_panels(result: Result, summary: Summary) -> list[Panel]:
     """Every line's verdict, and each figure a line judged against what it expected."""
     from memprof.experiments import check
 
-    if result.command == "check":
-        found = check.lines(result, check.reference_for(result)[0])
-    else:
-        found = check.pair_lines(result)
+    _, found, _ = check.judged(result)  # as the table: the run's own reference and floors
     verdicts = Words(
         "Verdicts",
         [

@@ -50,3 +50,30 @@ def test_a_check_saved_here_is_a_reference_for_the_next(tmp_path):
     assert again.extra.reference.gpu == first.device.name
     notes = reference_in_use(again)[1]
     assert notes[0].startswith(f"Reference: {saved} (--reference)")
+
+
+def test_a_thresholds_file_naming_this_gpu_judges_it_and_is_kept(tmp_path):
+    """--thresholds: a floor of 100% of the link no pinned copy reaches, set by the file's
+    entry for this GPU (its name in lower case), makes the copy lines WARN or FAIL where the
+    built-in floors PASS them; the saved run keeps the entry and reads the same."""
+    import json
+
+    name = memprof.run("check", power=22).device.name
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps({name.lower(): {"h2d_floor_pct": 100, "d2h_floor_pct": 100}}))
+    result = memprof.run("check", power=22, thresholds=str(gates))
+    kept = result.extra.thresholds
+    assert (kept.file, kept.model, kept.h2d_floor_pct, kept.d2d_floor_pct) == (
+        str(gates),
+        name.lower(),
+        100,
+        None,
+    )
+    shown = lines(parse(result.to_json(), "check.json"), reference_in_use(result)[0])
+    assert [line.verdict for line in shown][1:3] != ["PASS", "PASS"]
+    assert all("(gates.json: 100% of " in line.expected for line in shown[1:3])
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"NVIDIA No Such GPU": {"h2d_floor_pct": 100}}))
+    unmatched = memprof.run("check", power=22, thresholds=str(other))
+    assert unmatched.extra.thresholds.model is None
+    print([line.expected for line in shown[1:3]])
