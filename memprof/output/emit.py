@@ -21,7 +21,7 @@ from rich.console import Console
 
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
-from memprof.model.results import Result
+from memprof.model.results import Result, results_to_json
 from memprof.model.summary import Summary
 from memprof.output.console import print_error, print_note, results_console, silence_closed_stdout
 from memprof.output.files import (
@@ -134,7 +134,9 @@ def emit(
             render_result(result, summary, console, verbose=output.verbose)
 
     texts: dict[str, Callable[[], str]] = {
-        "--json": lambda: results[0].to_json() + "\n",
+        "--json": lambda: (
+            (results[0].to_json() if len(results) == 1 else results_to_json(results)) + "\n"
+        ),
         "--csv": lambda: csv_text(
             results, [summary.figures for summary in summaries], [s.derived for s in summaries]
         ),
@@ -178,7 +180,11 @@ def _refused(results: list[Result], output: Output) -> list[tuple[Result, str]]:
     if Result.views is None or not any(output.destinations().values()):
         return []
     found = ((result, Result.views.refusal(result)) for result in results)
-    return [(result, why) for result, why in found if why is not None]
+    refused = [(result, why) for result, why in found if why is not None]
+    if not refused and output.json is not None:  # several in one file: one run of them
+        why = Result.views.not_one_run(results)
+        refused = [] if why is None else [(result, f"the --json file: {why}") for result in results]
+    return refused
 
 
 def _unsaved(refused: list[tuple[Result, str]], output: Output) -> MemprofError:
