@@ -20,7 +20,7 @@ from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceilin
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -233,10 +233,12 @@ def summarize(result: Result) -> Summary:
 
 
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
-    """Each GPU's own link, what its copies alone are compared with."""
+    """Each GPU's own link, what its copies alone are compared with: one line for the GPUs
+    whose links are alike."""
+    said = [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()]
     return [
-        f"Of ceiling: GPU {index} alone against its link, {detail_of(link, NO_GPU_STATE)}."
-        for index, link in links.items()
+        f"Of ceiling (each GPU alone against its own link), {line}"
+        for line in said_once(said, gpu_names)
     ]
 
 

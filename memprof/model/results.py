@@ -418,7 +418,7 @@ class Result(msgspec.Struct, dict=True):
         if len(found) > 1:
             raise InvalidArgument(
                 f"{path} holds {len(found)} results (a run of --device all), not one: "
-                "memprof.load_all reads them all"
+                "memprof report shows them all, memprof.load_all reads them"
             )
         return found[0]
 
