@@ -80,13 +80,13 @@ class Hostlink(base.Experiment):
                     session, device_bytes=nbytes, host_bytes=(len(indices) + 1) * nbytes
                 )
                 with ctx.near_gpu(index) as note:
-                    placed.append(f"GPU {index}: {note.removeprefix('affinity: ')}")
+                    placed.append((index, note.removeprefix("affinity: ")))
                     values = np.random.default_rng(300 + index).random(elements, dtype=np.float32)
                     host = memory.allocate(session, "pinned", elements)
                     host.array[:] = values
                 device = memory.allocate(session, "device", elements)
                 gpus[index] = _Gpu(session, host, device, values)
-        ctx.placement = "affinity: " + "; ".join(placed)
+        ctx.placement = "affinity: " + "; ".join(said_once(placed, gpu_names))  # GPUs alike: one
 
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
         for direction, name in DIRECTIONS.items():
