@@ -178,3 +178,36 @@ def test_a_file_of_several_is_valid_under_the_shipped_schema(tmp_path):
     assert validator.is_valid(document)
     assert not validator.is_valid(document | {"format_version": 2})
     assert not validator.is_valid(document | {"results": []})
+
+
+def test_every_gpus_footnotes_are_shown_once_and_a_differing_one_kept():
+    from memprof.model.summary import Summary, Table
+    from memprof.output.emit import notes_once
+
+    runs = [memprof.load(path) for path in CHECKS[:3]]
+    shown: dict = {}
+    tables = [Table("t", ["a"], notes=notes) for notes in (["x", "y"], ["x", "y"], ["x", "z"])]
+    kept = [
+        notes_once(Summary(tables=[table]), run, shown).tables[0].notes
+        for table, run in zip(tables, runs, strict=True)
+    ]
+    assert kept == [
+        ["x", "y"],
+        ["Notes as for GPU 0 above."],
+        ["z", "Other notes as for GPU 0 above."],
+    ]
+
+
+def test_report_of_every_gpu_shows_the_checks_footnotes_once(tmp_path):
+    shown = runner.invoke(cli.app, ["report", str(saved(tmp_path, members())), "--no-color"])
+    assert shown.output.count("Copies of 64 MiB from pinned memory") == 1
+    assert shown.output.count("Notes as for GPU 0 above.") == 3
+
+
+def test_a_note_one_run_repeats_in_its_own_tables_stays_in_each():
+    from memprof.model.summary import Summary, Table
+    from memprof.output.emit import notes_once
+
+    tables = [Table("t", ["a"], notes=["x"]), Table("u", ["a"], notes=["x"])]
+    kept = notes_once(Summary(tables=tables), memprof.load(CHECKS[0]), {})
+    assert [table.notes for table in kept.tables] == [["x"], ["x"]]
