@@ -8,6 +8,7 @@ From Python (a notebook, a script), the same experiments as the command line:
     memprof.render(result)                     # prints it as `memprof pinned` does
     result.find("h2d", "pinned", "gpu").stats  # every sample is in the Result
     saved = memprof.load("run.json")           # a Result saved with --json
+    every = memprof.load_all("all.json")       # each GPU's, saved with --device all --json
     memprof.diff(saved, result)                # compared row by row, as `memprof diff`
     result.to_frame()                          # a pandas DataFrame: the CSV's rows
     memprof.plot(result, "run.svg")            # the picture `memprof plot` draws
@@ -18,7 +19,8 @@ a run needs them, pandas and matplotlib when a frame or a picture is made.
 
 from memprof.version import __version__
 
-API = ("run", "load", "render", "diff", "frame", "plot")  # memprof.api's, imported when used
+# memprof.api's, imported when used
+API = ("run", "load", "load_all", "render", "diff", "frame", "plot")
 __all__ = ["__version__", *API]
 
 

@@ -127,6 +127,16 @@ def load(path: str | Path) -> Result:
     return load_result(Path(path))
 
 
+def load_all(path: str | Path) -> list[Result]:
+    """Every Result of a file saved with --json: a run of `--device all` saves each GPU's
+    (then the run over every GPU at once) in one file, a run on one GPU its one Result."""
+    from memprof.experiments import load_all_summarized
+
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"memprof.load_all: path must be a str or a path, not {_kind(path)}")
+    return [result for result, _ in load_all_summarized(Path(path))]
+
+
 def render(result: Result, console: Any = None) -> None:
     """Print a Result as its command does: the profile, tables, checks and conclusions."""
     from memprof.output.render import render_result

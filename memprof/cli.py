@@ -24,7 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from memprof.cli_commands import HELP, OnDemandGroup, build, command, epilog, on_demand
-from memprof.errors import ExitCode, InvalidArgument, MemprofError
+from memprof.errors import ExitCode, MemprofError
 from memprof.experiments import COMMANDS, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.output import console as terminal
@@ -220,11 +220,6 @@ def _run(
     from memprof.output.emit import emit
 
     every_gpu_in_turn = device is None and experiment_named(command).gpus != "every"
-    if every_gpu_in_turn and output.json is not None:
-        raise InvalidArgument(
-            "--json saves one result and --device all makes one per GPU: save each with "
-            "--device N --json, and the simultaneous copies with memprof hostlink --json"
-        )
     where = "every GPU" if device is None else f"GPU {device}"
     settings = {"ends_process": True} | ({} if max_noise is None else {"max_noise_pct": max_noise})
     with progress_bar(not output.quiet, f"memprof {command}: starting on {where}") as progress:
@@ -276,12 +271,12 @@ def report(
 ):
     from memprof import cli_gates as gates
     from memprof.cli_options import report_output
-    from memprof.experiments import load_summarized
+    from memprof.experiments import load_all_summarized
     from memprof.output.emit import emit
     from memprof.output.timeline import require_timeline
 
     output = report_output(paths, json, csv, quiet, no_color, verbose, timeline, junit)
-    loaded = [load_summarized(path) for path in paths]
+    loaded = [one for path in paths for one in load_all_summarized(path)]
     if timeline is not None:
         require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}

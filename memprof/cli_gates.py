@@ -16,10 +16,11 @@ report and diff (docs/ci.md shows a job that uses both).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memprof.cli_options import PATH, option
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed
@@ -140,10 +141,13 @@ def fleet_report(
 ) -> None:
     """`report --fleet`: the runs side by side (memprof.output.fleet), then the gate."""
     from memprof.api import declared
+    from memprof.experiments import experiment_class
     from memprof.model.formatting import plural
     from memprof.output.emit import emit
     from memprof.output.fleet import fleet
 
+    after = experiment_class(results[0].command).every_gpu_then  # a file of --device all's
+    results = [result for result in results if result.command != after]  # each GPU's runs
     threshold = None if fail_outliers is None else fail_outliers / 100
     found = fleet(results, declared, threshold)
     emit(results, lambda result: summaries[id(result)], output, found.summary, loaded=True)
@@ -240,34 +244,89 @@ def diff(
 ) -> None:
     """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
     from memprof.api import compare
-    from memprof.experiments import load
     from memprof.output.diff import ONLY_KINDS
     from memprof.output.emit import emit_diff
 
     output = Output.named(json, None, quiet, no_color, junit)
     output.check(inputs=(first, second))
-    a, b = load(first), load(second)
-    refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable)
     share = None if fail_above is None else fail_above / 100
-    comparison = compare(a, b, share, only or (), verbose)
-    if not comparison.rows:
+    comparisons = []
+    for gpu, a, b in matched_runs(first, second):
+        refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable, gpu)
+        comparisons.append((gpu, compare(a, b, share, only or (), verbose)))
+    if not any(comparison.rows for _, comparison in comparisons):
         raise InvalidArgument(
             f"--only {' '.join(only or ())}: no figure in both runs is of that kind or matches "
             f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
         )
-    figures = comparison.rows
+    summary, figures = each_gpu_compared(comparisons)
     with junit_after(lambda: diff_junit(figures, share, first, second), output):
-        emit_diff(comparison.summary, first, second, output)
+        emit_diff(summary, first, second, output)
         gate(figures, share, output)
 
 
-def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: bool) -> None:
-    """Exit 2 for runs a diff cannot compare (docstring at the top), in one line."""
+def matched_runs(first: Path, second: Path) -> list[tuple[str, Result, Result]]:
+    """The runs a diff compares: A with B; for files of --device all, each GPU's run in A with
+    the same GPU's in B (and the runs over every GPU at once with each other), named ("GPU
+    1"); files that do not hold the same GPUs' runs are refused in one line."""
+    from memprof.experiments import load_all_summarized
+
+    a_runs = [result for result, _ in load_all_summarized(first)]
+    b_runs = [result for result, _ in load_all_summarized(second)]
+    if len(a_runs) == len(b_runs) == 1:
+        return [("", a_runs[0], b_runs[0])]
+    a_held = dict(zip(_runs_held(a_runs), a_runs, strict=True))
+    b_held = dict(zip(_runs_held(b_runs), b_runs, strict=True))
+    if sorted(a_held) != sorted(b_held):
+        raise InvalidArgument(
+            f"A holds {', '.join(a_held)} and B {', '.join(b_held)}: a diff of runs of "
+            "--device all compares each GPU with the same GPU in the other, so both files must "
+            "hold the same GPUs' runs"
+        )
+    return [(name, a, b_held[name]) for name, a in a_held.items()]
+
+
+def _runs_held(results: list[Result]) -> list[str]:
+    """Each run of a file, named as a diff names it: "GPU 1", or "every GPU" for a run over
+    every GPU at once (a file's last, of another command than its first)."""
+    first = results[0].command
+    return [
+        f"GPU {result.gpu_index}" if result.command == first else f"every GPU ({result.command})"
+        for result in results
+    ]
+
+
+def each_gpu_compared(comparisons: list[tuple[str, Any]]) -> tuple[Summary, list[Compared]]:
+    """One diff's summary and figures of several GPUs' comparisons: each table, conclusion and
+    figure named by its GPU (one comparison's are as they are)."""
+    if len(comparisons) == 1:
+        return comparisons[0][1].summary, comparisons[0][1].rows
+    first = comparisons[0][1].summary
+    summary = dataclasses.replace(first, header=[], tables=[], conclusions=[])
+    figures: list[Compared] = []
+    for gpu, comparison in comparisons:
+        part = comparison.summary
+        summary.header += [f"{gpu}: {line}" for line in part.header]
+        for table in part.tables:
+            summary.tables.append(dataclasses.replace(table, title=f"{gpu}: {table.title}"))
+        summary.conclusions += [f"{gpu}: {line}" for line in part.conclusions]
+        figures += [
+            dataclasses.replace(row, label=f"{gpu}: {row.label}") for row in comparison.rows
+        ]
+    return summary, figures
+
+
+def refuse_not_comparable(
+    first: Result, second: Result, gating: bool, allowed: bool, gpu: str = ""
+) -> None:
+    """Exit 2 for runs a diff cannot compare (docstring at the top), in one line (naming the
+    GPU whose runs they are, in files of --device all)."""
     from memprof.output.diff import compared, differences
 
+    where = f"{gpu}: " if gpu else ""
     if not compared(first, second):
         raise InvalidArgument(
-            f"A ({first.command}) and B ({second.command}) have no measurement in common: "
+            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
             "nothing to compare (diff two runs of one command, at the same sizes)"
         )
     if allowed:
@@ -282,7 +341,7 @@ def refuse_not_comparable(first: Result, second: Result, gating: bool, allowed: 
     if reasons:
         more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
         raise InvalidArgument(
-            f"A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
+            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
             "--allow-not-comparable compares them anyway"
         )
 

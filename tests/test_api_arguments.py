@@ -61,6 +61,7 @@ def test_a_float_or_bool_for_an_integer_field_is_still_refused(runs, value):
         (lambda: memprof.render("run.json"), TypeError, "result must be a Result"),
         (lambda: memprof.load(None), TypeError, "memprof.load: path must be a str or a path"),
         (lambda: memprof.load(5), TypeError, "path must be a str or a path, not int"),
+        (lambda: memprof.load_all(5), TypeError, "memprof.load_all: path must be a str or a"),
     ],
 )
 def test_a_wrong_argument_is_named(runs, call, error, words):

@@ -28,7 +28,7 @@ TAKES_RESULTS = {
     name: [p for p in inspect.signature(getattr(api, name)).parameters if "result" in p]
     + (["first", "second"] if name == "diff" else [])
     for name in memprof.API
-    if name not in ("run", "load")
+    if name not in ("run", "load", "load_all")
 }
 NOT_RESULTS = [str(PINNED), PINNED, b"run.json", None, 5, {"command": "pinned"}, [None]]
 

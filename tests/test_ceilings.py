@@ -124,9 +124,7 @@ def test_nvlink_through_a_switch_counts_every_active_link():
     b = healthy(1, nvlinks=switch_links(18))
     ceiling = nvlink_ceiling(a, b)
     assert ceiling.gb_per_s == pytest.approx(16 * 26.562)
-    assert "16 active links from GPU 0 to GPU 1 through NVSwitch, 16 x 26.56 GB/s" in (
-        ceiling.detail
-    )
+    assert "16 active links to the other GPU through NVSwitch, 16 x 26.56 GB/s" in (ceiling.detail)
 
 
 def test_direct_nvlinks_count_only_those_reaching_the_other_gpu():
@@ -151,7 +149,7 @@ def test_peers_without_nvlink_are_bounded_by_the_slower_pcie_link():
     result.gpu_states = [healthy(0), healthy(1, pcie_generation=4)]
     ceiling = peer_ceiling(result, 0, 1)
     assert (ceiling.limiter, round(ceiling.gb_per_s, 1)) == ("PCIe", 31.5)
-    assert ceiling.detail.startswith("no NVLink between GPU 0 and GPU 1: the slower PCIe link")
+    assert ceiling.detail.startswith("no NVLink between the two: the slower PCIe link")
 
 
 def test_peers_whose_nvlink_is_unknown_have_no_ceiling_rather_than_a_pcie_guess():
@@ -346,10 +344,27 @@ def test_peer_copies_against_nvlink_from_the_recorded_state():
     ]
     summary = summarize(result)
     on = next(t for t in summary.tables if t.title.startswith("Copy engine, peer access on"))
-    assert on.notes[0].startswith("GPU 0 → GPU 1: 82% of its ceiling, NVLink, 18 active links")
+    # both ways alike: one line for them (issue 39: twelve identical lines on four GPUs)
+    assert [n for n in on.notes if "of its ceiling" in n] == [
+        "every pair, each way: 82% of its ceiling, NVLink, 18 active links to the other GPU "
+        "through NVSwitch, 18 x 26.56 GB/s = 478 GB/s per direction (NVML's raw link rate, "
+        "protocol overhead included) [NVML]."
+    ]
     assert summary.conclusions[0].startswith(
         "GPU 0 → GPU 1: 393 GB/s with peer access (82% of its NVLink ceiling), 38.0 GB/s"
     )
+    result = load(FIXTURES / "legacy_v2_h200x2_peer.json")
+    result.gpu_states = [
+        healthy(0, nvlinks=switch_links(18)),
+        healthy(1, pci_bus_id="0000:00:07.0", nvlinks=switch_links(16)),
+    ]
+    tables = summarize(result).tables
+    on = next(t for t in tables if t.title.startswith("Copy engine, peer access on"))
+    differ = [n for n in on.notes if "of its ceiling" in n]  # a pair unlike the other: its own
+    assert [n[: n.index(" active")] for n in differ] == [
+        "GPU 0 → GPU 1: 82% of its ceiling, NVLink, 18",
+        "GPU 1 → GPU 0: 92% of its ceiling, NVLink, 16",
+    ]
 
 
 def test_hostlink_shows_each_gpu_against_its_own_link():
@@ -377,7 +392,7 @@ def test_one_link_of_several_without_a_rate_leaves_nvlink_unknown():
 def test_direct_links_are_not_said_to_go_through_a_switch():
     links = [NvLink(i, True, "4.0", 25000, "0000:00:07.0", "gpu") for i in range(2)]
     detail = nvlink_ceiling(healthy(0, nvlinks=links), healthy(1, pci_bus_id="0000:00:07.0")).detail
-    assert "from GPU 0 to GPU 1, 2 x 25.00 GB/s" in detail and "NVSwitch" not in detail
+    assert "2 active links to the other GPU, 2 x 25.00 GB/s" in detail and "NVSwitch" not in detail
 
 
 @pytest.mark.parametrize(("generation", "width"), [(5, None), (None, 16), (None, None)])

@@ -63,17 +63,6 @@ def test_affinity_is_on_unless_no_affinity_is_given(runs):
     assert runs[0][1] == PinnedParams() and runs[1][1] == CompareParams()
 
 
-def test_device_all_refuses_json_before_any_gpu_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(api, "run_each_gpu", _never)
-    result = runner.invoke(cli.app, ["pinned", "--device", "all", "--json", str(tmp_path / "a")])
-    assert result.exit_code == ExitCode.USAGE
-    assert "--device all makes one per GPU" in result.output
-
-
-def _never(*arguments, **options):
-    raise AssertionError("no GPU work may start")
-
-
 @pytest.fixture
 def every_device(monkeypatch) -> list[tuple]:
     """Each experiment run_each_gpu starts: (command, device index or None for all at once)."""

@@ -120,7 +120,16 @@ def test_without_the_experiments_a_result_says_what_its_frame_needs(monkeypatch)
 
 
 def test_the_api_is_what_all_says():
-    assert memprof.__all__ == ["__version__", "run", "load", "render", "diff", "frame", "plot"]
+    assert memprof.__all__ == [
+        "__version__",
+        "run",
+        "load",
+        "load_all",
+        "render",
+        "diff",
+        "frame",
+        "plot",
+    ]
     assert set(memprof.__all__) <= set(dir(memprof))
     for name in memprof.__all__[1:]:
         assert callable(getattr(memprof, name))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -207,6 +208,50 @@ def load_summarized(path: Path) -> tuple[Result, Summary]:
     from memprof.model.results import Result
 
     return _summarizable(Result.load(path, shape_of), str(path))
+
+
+def load_all_summarized(path: Path) -> list[tuple[Result, Summary]]:
+    """Every Result of a file with its summary: a Result file's one, or each of a run of
+    `--device all` (memprof.model.results.RUN_SET_FORMAT), held to being one run."""
+    from memprof.model.results import Result
+
+    found = Result.load_all(path, shape_of)
+    why = not_one_run(found)
+    if why is not None:
+        raise InvalidArgument(f"{path}: {why}")
+    if len(found) == 1:
+        return [_summarizable(found[0], str(path))]
+    return [_summarizable(one, f"{path}: results[{i}]") for i, one in enumerate(found)]
+
+
+def not_one_run(results: Sequence[Result]) -> str | None:
+    """Why these Results cannot be one run of `--device all` (None where they can): each GPU's
+    Result of one command, a GPU of its own each, then at most one run over every GPU at once
+    (the command's every_gpu_then), all on one host."""
+    if len(results) < 2:
+        return None
+    first = results[0]
+    hosts = sorted({result.host for result in results})
+    if len(hosts) > 1:
+        return f"its results come from {len(hosts)} hosts ({', '.join(map(repr, hosts))}), not one"
+    count = next((i for i, r in enumerate(results) if r.command != first.command), len(results))
+    after = experiment_class(first.command).every_gpu_then
+    if len(results) - count > 1 or results[-1].command not in (first.command, after):
+        place = count if len(results) - count > 1 else len(results) - 1
+        return (
+            f"results[{place}] is a {results[place].command} result after {first.command} "
+            f"results: a run of --device all ends with at most one {after} result"
+        )
+    gpus = [result.gpu_index for result in results[:count]]
+    for index, gpu in enumerate(gpus):
+        if gpu is None:
+            return f"results[{index}] names no GPU: each {first.command} result holds one"
+        if gpu in gpus[:index]:
+            return (
+                f"results[{index}] measured GPU {gpu}, as results[{gpus.index(gpu)}] did: "
+                f"each GPU's {first.command} result holds a GPU of its own"
+            )
+    return None
 
 
 def parse(text: str, name: str = "result") -> Result:

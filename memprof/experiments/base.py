@@ -756,6 +756,12 @@ class ResultViews:
 
         return refusal(result)
 
+    def not_one_run(self, results: list[Result]) -> str | None:
+        """Why the loader would refuse these Results saved in one file (not_one_run)."""
+        from memprof.experiments import not_one_run
+
+        return not_one_run(results)
+
     def table_lines(self, result: Result) -> list[str]:
         """A line per table of the summary, for the Result's repr; none where the Result
         cannot be summarized (one made by hand, half filled): a repr never raises."""

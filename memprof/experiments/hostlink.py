@@ -20,7 +20,7 @@ from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceilin
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -80,13 +80,13 @@ class Hostlink(base.Experiment):
                     session, device_bytes=nbytes, host_bytes=(len(indices) + 1) * nbytes
                 )
                 with ctx.near_gpu(index) as note:
-                    placed.append(f"GPU {index}: {note.removeprefix('affinity: ')}")
+                    placed.append((index, note.removeprefix("affinity: ")))
                     values = np.random.default_rng(300 + index).random(elements, dtype=np.float32)
                     host = memory.allocate(session, "pinned", elements)
                     host.array[:] = values
                 device = memory.allocate(session, "device", elements)
                 gpus[index] = _Gpu(session, host, device, values)
-        ctx.placement = "affinity: " + "; ".join(placed)
+        ctx.placement = "affinity: " + "; ".join(said_once(placed, gpu_names))  # GPUs alike: one
 
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
         for direction, name in DIRECTIONS.items():
@@ -233,10 +233,12 @@ def summarize(result: Result) -> Summary:
 
 
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
-    """Each GPU's own link, what its copies alone are compared with."""
+    """Each GPU's own link, what its copies alone are compared with: one line for the GPUs
+    whose links are alike."""
+    said = [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()]
     return [
-        f"Of ceiling: GPU {index} alone against its link, {detail_of(link, NO_GPU_STATE)}."
-        for index, link in links.items()
+        f"Of ceiling (each GPU alone against its own link), {line}"
+        for line in said_once(said, gpu_names)
     ]
 
 

@@ -22,7 +22,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 def result_schema() -> dict[str, Any]:
     """The JSON Schema of a Result as today's memprof saves it (--json)."""
     from memprof.experiments import COMMANDS, shape_of
-    from memprof.model.results import SCHEMA_VERSION, Result
+    from memprof.model.results import RUN_SET_FORMAT, RUN_SET_VERSION, SCHEMA_VERSION, Result
 
     variants = []
     for line in COMMANDS:
@@ -48,15 +48,31 @@ def result_schema() -> dict[str, Any]:
     schemas, components = msgspec.json.schema_components(variants, ref_template="#/$defs/{name}")
     for name in _dataclasses(variants):  # the loader refuses a key they do not declare
         components[name]["additionalProperties"] = False
+    components["AnyResult"] = {"description": "A Result of any command.", "oneOf": schemas}
+    components["RunSet"] = {
+        "description": (
+            "Several Results in one file: what --json saves for a run of --device all (each "
+            "GPU's Result of one command, then at most one run over every GPU at once)."
+        ),
+        "type": "object",
+        "properties": {
+            "format": {"const": RUN_SET_FORMAT},
+            "format_version": {"const": RUN_SET_VERSION},
+            "results": {"type": "array", "items": {"$ref": "#/$defs/AnyResult"}, "minItems": 1},
+        },
+        "required": ["format", "format_version", "results"],
+        "additionalProperties": False,
+    }
     return {
         "$schema": DIALECT,
         "title": "memprof result",
         "description": (
             f"A Result saved by memprof --json, schema version {SCHEMA_VERSION}: one variant "
-            "per command (its parameters and extra). Units are in the names: _ms "
-            "milliseconds, _s seconds, bytes, _gb_per_s 10^9 bytes per second (docs/formats.md)."
+            "per command (its parameters and extra), or several in one file (RunSet). Units "
+            "are in the names: _ms milliseconds, _s seconds, bytes, _gb_per_s 10^9 bytes per "
+            "second (docs/formats.md)."
         ),
-        "oneOf": schemas,
+        "oneOf": [*schemas, {"$ref": "#/$defs/RunSet"}],
         "$defs": components,
     }
 

@@ -23,7 +23,7 @@ from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure, figure
-from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s, said_once
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import SchemaError
@@ -556,16 +556,20 @@ def summarize(result: Result) -> Summary:
 
 
 def _ceiling_notes(found: dict[tuple[int, int], Figure]) -> list[str]:
-    """Each pair's link, and the share of it the copies reached (memprof.model.ceilings)."""
-    notes = []
-    for (a, b), one in found.items():
-        if one.ceiling is not None:
-            notes.append(
-                f"GPU {a} → GPU {b}: {one.share:.0%} of its ceiling, {one.ceiling.detail}."
-            )
-    if not notes:
-        notes.append("The links' ceilings were not recorded in this file (no GPU state from NVML).")
-    return notes
+    """Each pair's link, and the share of it the copies reached (memprof.model.ceilings): one
+    line for the pairs that say the same."""
+    said = [
+        (pair, f"{one.share:.0%} of its ceiling, {one.ceiling.detail}.")
+        for pair, one in found.items()
+        if one.ceiling is not None
+    ]
+    if not said:
+        return ["The links' ceilings were not recorded in this file (no GPU state from NVML)."]
+    return said_once(said, _pair_names, "every pair, each way", "pairs")
+
+
+def _pair_names(pairs: list[tuple[int, int]]) -> str:
+    return ", ".join(f"GPU {a} → GPU {b}" for a, b in pairs)
 
 
 def _conclusions(result: Result, devices: list[int]) -> list[str]:

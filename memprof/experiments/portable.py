@@ -19,7 +19,7 @@ from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_o
 from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
@@ -199,9 +199,11 @@ def summarize(result: Result) -> Summary:
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
         *(
-            f"Of ceiling (both directions): GPU {index}'s copies against its link, "
-            f"{detail_of(link, NO_GPU_STATE)}."
-            for index, link in links.items()
+            f"Of ceiling (both directions, each GPU's copies against its own link), {line}"
+            for line in said_once(
+                [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()],
+                gpu_names,
+            )
         ),
     ]
     return Summary(

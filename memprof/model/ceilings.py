@@ -176,8 +176,8 @@ def nvlink_ceiling(source: GpuState | None, destination: GpuState | None) -> Cei
     each = f"{len(reaching)} x {speeds[0] / 1000:.2f} GB/s" if len(speeds) == 1 else "summed"
     through = " through NVSwitch" if any(link.remote_kind == "switch" for link in reaching) else ""
     detail = (
-        f"NVLink, {len(reaching)} active links from GPU {source.index} to GPU "
-        f"{destination.index}{through}, {each} = {format_gb_per_s(rate)} GB/s per direction "
+        f"NVLink, {len(reaching)} active links to the other GPU{through}, {each} = "
+        f"{format_gb_per_s(rate)} GB/s per direction "
         "(NVML's raw link rate, protocol overhead included) [NVML]"
     )
     return Ceiling(rate, "NVLink", detail)
@@ -199,8 +199,7 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
     return Ceiling(
         slower.gb_per_s,
         "PCIe",
-        f"no NVLink between GPU {source} and GPU {destination}: the slower PCIe link, "
-        + slower.detail,
+        "no NVLink between the two: the slower PCIe link, " + slower.detail,
     )
 
 

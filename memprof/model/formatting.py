@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
+from typing import TypeVar
 
 _TIME_UNITS = (("us", 1e3), ("ms", 1e6), ("s", 1e9))
+
+K = TypeVar("K")  # what a sentence is said of: a GPU's index, a pair of them
 
 
 def format_nvprof_time(nanoseconds: float) -> str:
@@ -111,3 +115,40 @@ def format_ratio(value: float) -> str:
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:
     """`count` with its noun agreeing: "1 copy", "2 copies", "0 GPU page-fault groups"."""
     return f"{count} {singular if count == 1 else plural_form or singular + 's'}"
+
+
+def gpu_names(indices: Iterable[int]) -> str:
+    """GPUs by index, runs of three or more as a range: "GPU 2", "GPUs 0-3, 5", "GPUs 0, 1"."""
+    found = sorted(set(indices))
+    parts, start = [], 0
+    for end in range(len(found)):
+        if end + 1 == len(found) or found[end + 1] != found[end] + 1:
+            run = found[start : end + 1]
+            parts += [f"{run[0]}-{run[-1]}"] if len(run) > 2 else [str(i) for i in run]
+            start = end + 1
+    return f"GPU{'s' if len(found) > 1 else ''} {', '.join(parts)}"
+
+
+def said_once(
+    said: Sequence[tuple[K, str]],
+    named: Callable[[list[K]], str],
+    every: str = "",
+    others: str = "",
+) -> list[str]:
+    """A line per distinct sentence, after the names of what it is said of, so that four
+    GPUs' or twelve pairs' identical notes are one line: "GPUs 0-3: ...". With `every`, a
+    sentence said of all of several is said of it ("every pair: ..."); with `others`, one said
+    of more than half of them comes last, said of "the other N {others}"."""
+    groups: dict[str, list[K]] = {}
+    for key, text in said:
+        groups.setdefault(text, []).append(key)
+    if every and len(groups) == 1 and len(said) > 1:
+        return [f"{every}: {next(iter(groups))}"]
+    most = max(groups, key=lambda text: len(groups[text]), default="")
+    folded = bool(others) and len(groups) > 1 and 2 * len(groups.get(most, ())) > len(said)
+    lines = [
+        f"{named(keys)}: {text}" for text, keys in groups.items() if not folded or text != most
+    ]
+    if folded:
+        lines.append(f"the other {len(groups[most])} {others}: {most}")
+    return lines

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from memprof.model.device import PcieGeneration, PcieWidth, pcie_bandwidth_gb_per_s
-from memprof.model.formatting import format_bytes
+from memprof.model.formatting import format_bytes, gpu_names
 from memprof.model.schema import Count, GpuIndex, Range, SchemaError
 
 Megahertz = Annotated[int, Range(0, 100_000)]  # a clock: far above any GPU's
@@ -278,14 +278,17 @@ def state_line(state: GpuState) -> str:
     """One line for a run's header: the GPU's link and clocks, as NVML saw them."""
     if state.unavailable:
         return f"NVML: GPU {state.index} state unknown ({state.unavailable})"
+    return f"NVML: GPU {state.index} {_state_words(state)}"
 
+
+def _state_words(state: GpuState) -> str:
     def pair(now: int | None, most: int | None) -> str:
         return f"{now if now is not None else '?'}/{most if most else '?'}"
 
     return (
-        f"NVML: GPU {state.index} PCIe {link_words(state.link)} (max "
-        f"{link_words(state.link_max)}), SM {pair(state.sm_clock_mhz, state.sm_clock_max_mhz)}"
-        f" MHz, memory {pair(state.memory_clock_mhz, state.memory_clock_max_mhz)} MHz"
+        f"PCIe {link_words(state.link)} (max {link_words(state.link_max)}), SM "
+        f"{pair(state.sm_clock_mhz, state.sm_clock_max_mhz)} MHz, memory "
+        f"{pair(state.memory_clock_mhz, state.memory_clock_max_mhz)} MHz"
     )
 
 
@@ -336,5 +339,19 @@ def state_warnings(state: GpuState) -> list[str]:
 
 
 def describe_all(states: list[GpuState] | None) -> list[tuple[str, list[str]]]:
-    """(state line, warnings) for each GPU of a run."""
-    return [(state_line(state), state_warnings(state)) for state in states or []]
+    """(state line, warnings) for each GPU of a run; one line for the GPUs whose link and
+    clocks read alike and that have no warning ("NVML: GPUs 0-7 PCIe Gen5 x16 ...")."""
+    alike: dict[str, list[int]] = {}
+    lines: list[tuple[str | int, list[str]]] = []
+    for state in states or []:
+        warnings = state_warnings(state)
+        if warnings or state.unavailable:
+            lines.append((state_line(state), warnings))
+            continue
+        words = _state_words(state)
+        if words not in alike:
+            lines.append((len(alike), []))
+            alike[words] = []
+        alike[words].append(state.index)
+    said = [f"NVML: {gpu_names(indices)} {words}" for words, indices in alike.items()]
+    return [(said[line] if isinstance(line, int) else line, warnings) for line, warnings in lines]

@@ -14,7 +14,7 @@ import os
 import platform
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,6 +48,10 @@ SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)  # older versions are upgraded when loaded
 # A result of 100,000 measurements is about 40 MB: anything this large is not one.
 MAX_RESULT_BYTES = 256 << 20
+# A file of several Results, each a whole Result file's content: what `--json` saves for a
+# run of `--device all` (each GPU's Result, then the run over every GPU at once).
+RUN_SET_FORMAT = "memprof results"
+RUN_SET_VERSION = 1
 
 # gpu: an operation on the GPU (nvprof's "GPU activities")
 # api: a driver call timed on the host clock or by CUPTI (nvprof's "API calls")
@@ -408,7 +412,20 @@ class Result(msgspec.Struct, dict=True):
 
     @classmethod
     def load(cls, path: Path, shape_of: ShapeOf) -> Result:
-        """A Result file, checked as from_json does; any problem is one line naming the file."""
+        """A Result file, checked as from_json does; any problem is one line naming the file.
+        A file of several (load_all's) is refused, naming how many it holds."""
+        found = cls.load_all(path, shape_of)
+        if len(found) > 1:
+            raise InvalidArgument(
+                f"{path} holds {len(found)} results (a run of --device all), not one: "
+                "memprof report shows them all, memprof.load_all reads them"
+            )
+        return found[0]
+
+    @classmethod
+    def load_all(cls, path: Path, shape_of: ShapeOf) -> list[Result]:
+        """Every Result of a file: the one of a Result file, or each of a file of several
+        (RUN_SET_FORMAT), every one checked as from_json does."""
         raw = _read_result_bytes(path)
         try:
             if not raw.isascii():  # memprof writes ASCII, which needs no more checking
@@ -419,15 +436,29 @@ class Result(msgspec.Struct, dict=True):
                 f"{path} is not a memprof result: not UTF-8 text "
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
-        result = cls.from_json(raw, shape_of, str(path))
-        result.__dict__["_loaded_from"] = Path(os.path.abspath(path))
-        return result
+        if _is_run_set(raw):
+            found = [
+                cls.from_json(bytes(member), shape_of, f"{path}: results[{index}]")
+                for index, member in enumerate(_run_set_members(raw, str(path)))
+            ]
+        else:
+            found = [cls.from_json(raw, shape_of, str(path))]
+        for result in found:
+            result.__dict__["_loaded_from"] = Path(os.path.abspath(path))
+        return found
 
     @property
     def loaded_from(self) -> Path | None:
         """The file this Result was read from (Result.load); None for one made otherwise. A
         picture of it (memprof.plot) is never written over that file."""
         return self.__dict__.get("_loaded_from")
+
+
+def results_to_json(results: Sequence[Result]) -> str:
+    """Several Results as one file (RUN_SET_FORMAT), ASCII only as Result.to_json writes."""
+    document = {"format": RUN_SET_FORMAT, "format_version": RUN_SET_VERSION, "results": results}
+    encoded = msgspec.json.format(msgspec.json.encode(document, enc_hook=_plain), indent=1)
+    return _NOT_PLAIN_ASCII.sub(_escaped, encoded.decode())
 
 
 _NOT_PLAIN_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec already escapes what is under 0x20
@@ -496,6 +527,54 @@ def _read_result_bytes(path: Path) -> bytes:
     if not size:
         raise InvalidArgument(f"{path} is not a memprof result: it is empty")
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class _RunSetHead(msgspec.Struct):
+    """What tells a file of several Results from one: its `format`."""
+
+    format: Any = msgspec.UNSET
+
+
+class _RunSetFile(msgspec.Struct, forbid_unknown_fields=True):
+    format: str
+    format_version: int
+    results: list[msgspec.Raw]
+
+
+def _is_run_set(raw: bytes) -> bool:
+    """Whether the bytes are a JSON object naming a `format` (a Result has none); anything
+    else is left to the Result loader to refuse in its words."""
+    try:
+        return msgspec.json.decode(raw, type=_RunSetHead).format is not msgspec.UNSET
+    except (msgspec.DecodeError, RecursionError):  # a ValidationError too: not an object
+        return False
+
+
+def _run_set_members(raw: bytes, name: str) -> list[msgspec.Raw]:
+    """The members of a file of several Results, each still to be loaded as a Result; the
+    envelope checked first: its format and version, at least one member, no key twice."""
+    try:
+        found = msgspec.json.decode(raw, type=_RunSetFile)
+    except msgspec.ValidationError as error:
+        problem = from_msgspec(error, _plain_json(raw))
+        raise InvalidArgument(f"{name}: {problem}") from None
+    if found.format != RUN_SET_FORMAT:
+        raise InvalidArgument(
+            f"{name} is not a memprof result: its format is {describe(found.format)}, "
+            f"not {RUN_SET_FORMAT!r}"
+        )
+    if found.format_version != RUN_SET_VERSION:
+        raise InvalidArgument(
+            f"{name} has {RUN_SET_FORMAT!r} version {found.format_version}, which this memprof "
+            f"{__version__} cannot read (it reads version {RUN_SET_VERSION})"
+        )
+    if not found.results:
+        raise InvalidArgument(f"{name}: results is empty: expected one Result or more")
+    try:
+        _refuse_repeated_keys(raw, found)
+    except SchemaError as error:
+        raise InvalidArgument(f"{name} {error}") from None
+    return found.results
 
 
 class _Head(msgspec.Struct):

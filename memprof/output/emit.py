@@ -10,6 +10,7 @@ for a bug report, and exit code 70 names the check (a file no later step reads i
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import sys
@@ -21,7 +22,7 @@ from rich.console import Console
 
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
-from memprof.model.results import Result
+from memprof.model.results import Result, results_to_json
 from memprof.model.summary import Summary
 from memprof.output.console import print_error, print_note, results_console, silence_closed_stdout
 from memprof.output.files import (
@@ -128,13 +129,17 @@ def emit(
         if together is not None:
             render_summary(together, console)
             return
+        shown: dict[str, Result] = {}  # each table note shown, and the run it was shown for
         for index, (result, summary) in enumerate(zip(results, summaries, strict=True)):
             if index:
                 console.print()
-            render_result(result, summary, console, verbose=output.verbose)
+            shown_summary = notes_once(summary, result, shown)
+            render_result(result, shown_summary, console, verbose=output.verbose)
 
     texts: dict[str, Callable[[], str]] = {
-        "--json": lambda: results[0].to_json() + "\n",
+        "--json": lambda: (
+            (results[0].to_json() if len(results) == 1 else results_to_json(results)) + "\n"
+        ),
         "--csv": lambda: csv_text(
             results, [summary.figures for summary in summaries], [s.derived for s in summaries]
         ),
@@ -152,6 +157,23 @@ def emit(
     if judged:
         more = f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""
         raise VerificationFailed(f"check failed: {judged[0]}{more}")
+
+
+def notes_once(summary: Summary, result: Result, shown: dict[str, Result]) -> Summary:
+    """The summary with the table notes an earlier run's tables showed left out, and a line
+    saying whose they were (every GPU's check of --device all has the same footnotes)."""
+    tables, earlier, before = [], [], dict(shown)  # a run's own tables may repeat a note
+    for table in summary.tables:
+        notes = [note for note in table.notes if note not in before]
+        earlier += [before[note] for note in table.notes if note in before]
+        for note in notes:
+            shown.setdefault(note, result)
+        if len(notes) < len(table.notes):
+            first = earlier[0]
+            whose = "the run" if first.gpu_index is None else f"GPU {first.gpu_index}"
+            notes.append(f"{'Other notes' if notes else 'Notes'} as for {whose} above.")
+        tables.append(dataclasses.replace(table, notes=notes))
+    return dataclasses.replace(summary, tables=tables) if earlier else summary
 
 
 def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> None:
@@ -178,7 +200,11 @@ def _refused(results: list[Result], output: Output) -> list[tuple[Result, str]]:
     if Result.views is None or not any(output.destinations().values()):
         return []
     found = ((result, Result.views.refusal(result)) for result in results)
-    return [(result, why) for result, why in found if why is not None]
+    refused = [(result, why) for result, why in found if why is not None]
+    if not refused and output.json is not None:  # several in one file: one run of them
+        why = Result.views.not_one_run(results)
+        refused = [] if why is None else [(result, f"the --json file: {why}") for result in results]
+    return refused
 
 
 def _unsaved(refused: list[tuple[Result, str]], output: Output) -> MemprofError:
