@@ -484,6 +484,44 @@ def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     return tables, [time_verdict(share) for share in shares]
 
 
+# -- the framework's own work ------------------------------------------------------------------
+
+# Kernels only XLA's autotuner runs while it compiles (its redzone checks, the comparison of
+# candidates' results, buffer fills, the delay that times them): stream_executor's, never a
+# program's own, so the one-time cost of compiling is told apart from the steps'
+XLA_TUNING_KERNELS = (
+    "RedzoneAllocatorKernel",
+    "xla_fp_comparison",
+    "RepeatBufferKernel",
+    "DelayKernel",
+)
+XLA_KERNELS = re.compile(
+    r"(?:void )?stream_executor::(?:\w+::|\(anonymous namespace\)::)*"
+    r"(?:" + "|".join(XLA_TUNING_KERNELS) + r")\w*[(<]"
+)
+
+
+def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
+    """The framework's own work the profile shows, with its share of the GPU's: XLA's
+    autotuning, which JAX runs once per compiled program and the user changes by its
+    settings, not by their lines."""
+    tuning = [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
+    if not tuning:
+        return []
+    kernels = sum(len(m.samples_ms) for m in tuning)
+    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    return [
+        f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
+        f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
+        f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
+        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done once "
+        "per compiled program, not per step. JAX's persistent compilation cache "
+        "(jax_compilation_cache_dir) keeps it out of later runs; "
+        "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
+    ]
+
+
 def program_files(target: list[str], module: str | None) -> list[Path]:
     """The files of the program traced: its script (or module) and each argument naming a
     file (`--data=x.csv` too), which no output of memprof's may be written over."""
@@ -533,7 +571,7 @@ def summarize(result: Result) -> Summary:
     tables = time + tables
     scale = run_scale(result)
     said = advice(copies, bandwidth, totals, small, scale)
-    conclusions = [outcome_line(result), *verdicts, *said]
+    conclusions = [outcome_line(result), *verdicts, *framework_verdicts(result, scale), *said]
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
