@@ -1,16 +1,19 @@
 """trace names the framework's own work as the framework's (issue 38, item 5): XLA's
 autotuning, half and more of the GPU's work in the H200's JAX trace, is told apart from the
-program's steps, with the settings that change it."""
+program's steps, with the settings that change it, and the calls XLA's runtime threads make
+are said to be XLA's, never advised as the program's lines."""
 
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
 from memprof.experiments.trace import framework_verdicts, run_scale, summarize
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Measurement
+from memprof.trace.collect import Program, run_program
 from tests.conftest import load_fixture
 
 # As the H200's JAX trace named them (CUPTI's demangled names)
@@ -87,3 +90,47 @@ def test_a_trace_without_gpu_work_names_no_share():
     said = framework_verdicts(result, run_scale(result))
     assert "at least 1 kernel " in said[0]
     assert ", - of the GPU's" in said[0]
+
+
+def runtime_said(conclusions: list[str]) -> list[str]:
+    return [line for line in conclusions if line.startswith("XLA's runtime made")]
+
+
+def test_xla_runtime_threads_calls_are_named_as_xlas_and_never_advised(unfolded_advice):
+    result = load_fixture("trace_jax_mlp")
+    thread = [line for line in result.extra.lines if line.origin == "thread"]
+    assert len(thread) == 20  # the H200's JAX run: its copies, memsets, allocations, waits
+    conclusions = summarize(result).conclusions
+    (said,) = runtime_said(conclusions)
+    assert f"made {sum(line.calls for line in thread)} calls on its own threads" in said
+    assert "(copies, allocations, frees, memsets, waits;" in said
+    assert f"{format_ms(math.fsum(line.gpu_ms for line in thread))} of GPU time" in said
+    assert f"{format_ms(math.fsum(line.host_ms for line in thread))} of host time" in said
+    assert "jax_mlp.py:53" in said and " and 2 more)" in said  # 7 places, 5 named
+    # every piece of advice, unfolded, is about the program's own lines
+    advised = [line for line in conclusions if line.startswith("jax_mlp.py:")]
+    assert advised and not any("(other thread)" in line for line in advised)
+
+
+def test_the_same_threads_are_the_programs_where_xla_did_not_run(unfolded_advice):
+    result = load_fixture("trace_jax_mlp")
+    result.measurements = [m for m in result.measurements if "stream_executor" not in m.name]
+    conclusions = summarize(result).conclusions
+    assert not runtime_said(conclusions)  # libraries [] and no autotuning: not XLA's
+    assert any(line.startswith("jax_mlp.py:53 (other thread): ") for line in conclusions)
+    result.extra.libraries = ["jax"]  # a trace recorded since memprof names jax
+    conclusions = summarize(result).conclusions
+    assert len(runtime_said(conclusions)) == 1
+    assert not any("(other thread): " in line for line in conclusions)
+
+
+def test_a_program_that_imports_jax_is_recorded_as_jaxs(tmp_path, monkeypatch):
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("")
+    (tmp_path / "main.py").write_text("import jax\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    outcome = run_program(Program(str(tmp_path / "main.py"), None))
+    sys.modules.pop("jax", None)
+    assert outcome.exit_code == 0
+    assert outcome.libraries == ("jax",)

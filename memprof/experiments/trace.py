@@ -501,25 +501,64 @@ XLA_KERNELS = re.compile(
 )
 
 
+def _tuning(result: Result) -> list:
+    return [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
+
+
+def xla_ran(result: Result) -> bool:
+    """Whether XLA ran the program's GPU work: it imported jax, or its autotuner's kernels
+    were recorded (a trace saved before memprof named jax)."""
+    return "jax" in result.extra.libraries or bool(_tuning(result))
+
+
+RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations"}
+RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
+
+
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
-    """The framework's own work the profile shows, with its share of the GPU's: XLA's
-    autotuning, which JAX runs once per compiled program and the user changes by its
-    settings, not by their lines."""
-    tuning = [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
-    if not tuning:
-        return []
-    kernels = sum(len(m.samples_ms) for m in tuning)
-    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
-    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
-    return [
-        f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
-        f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
-        f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
-        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done once "
-        "per compiled program, not per step. JAX's persistent compilation cache "
-        "(jax_compilation_cache_dir) keeps it out of later runs; "
-        "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
-    ]
+    """The framework's own work, told apart from the program's: XLA's autotuning, with its
+    share of the GPU's work (JAX runs it once per compiled program), and the calls XLA's
+    runtime made on its own threads, which no advice on lines names."""
+    said = []
+    tuning = _tuning(result)
+    if tuning:
+        kernels = sum(len(m.samples_ms) for m in tuning)
+        tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+        share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+        said.append(
+            f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
+            f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
+            f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
+            f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done "
+            "once per compiled program, not per step. JAX's persistent compilation cache "
+            "(jax_compilation_cache_dir) keeps it out of later runs; "
+            "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
+        )
+    runtime = runtime_lines(result)
+    if runtime:
+        calls = sum(line.calls for line in runtime)
+        kinds = dict.fromkeys("copy" if line.is_copy else line.activity for line in runtime)
+        what = ", ".join(RUNTIME_WORDS.get(kind, kind) for kind in kinds)
+        places = list(dict.fromkeys(f"{line.file}:{line.line}" for line in runtime))
+        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        said.append(
+            f"XLA's runtime made {plural(calls, 'call')} on its own threads ({what}; marked "
+            f"(other thread) in the Where tables, at {', '.join(places[:FOLD_PLACES])}{more}): "
+            f"{format_ms(math.fsum(line.gpu_ms for line in runtime))} of GPU time and "
+            f"{format_ms(math.fsum(line.host_ms for line in runtime))} of host time on those "
+            "threads. JAX makes these calls for the program, so no advice on lines names "
+            "them (the advice on copies by memory kind counts their copies with the "
+            "program's): the program changes them only through what it asks of JAX (the "
+            "arrays it moves between host and GPU, and how often it reads a result back)."
+        )
+    return said
+
+
+def runtime_lines(result: Result) -> list[SourceLine]:
+    """The lines of calls made on XLA's runtime threads (threads without Python frames, in a
+    program XLA ran): JAX's calls, not the program's."""
+    lines = result.extra.lines or []
+    return [line for line in lines if line.origin == "thread"] if xla_ran(result) else []
 
 
 def program_files(target: list[str], module: str | None) -> list[Path]:
@@ -575,7 +614,9 @@ def summarize(result: Result) -> Summary:
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
-        conclusions += line_advice(lines, result.extra.libraries, scale)
+        runtime = runtime_lines(result)
+        own = [line for line in lines if line not in runtime]
+        conclusions += line_advice(own, result.extra.libraries, scale)
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(
