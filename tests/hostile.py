@@ -273,6 +273,7 @@ FIXTURE_ORDER = (
     "h100_sweep_link_changed.json",
     "h200_pinlimit.json",
     "h200_trace_jax_mlp.json",
+    "h200_trace_torch_dataloader.json",
 )
 
 

@@ -391,6 +391,7 @@ WORK_CALLS_NOTE = (
 # -- where the time went ---------------------------------------------------------------------
 
 GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
+LONG_GAP_SHARE = 0.1  # an idle gap of a tenth of the run or more: a pause, said in the verdict
 PARTS = ("computing", "copying", "both", "idle")  # a Breakdown's parts, in the table's order
 BREAKDOWN_NOTE = (
     "From CUPTI's records of each kernel, copy and memset on each GPU (its streams merged), "
@@ -416,8 +417,9 @@ def dominant(share: Breakdown) -> str:
     return max(PARTS, key=lambda part: (parts[part], -PARTS.index(part)))
 
 
-def time_verdict(share: Breakdown) -> str:
-    """What the largest part of one GPU's run means for what is worth changing."""
+def time_verdict(share: Breakdown, lines: list[SourceLine] | None = None) -> str:
+    """What the largest part of one GPU's run means for what is worth changing; for an idle
+    GPU, where its idle time was: start-up and exit, long pauses, the rest between its work."""
     parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
     wall = format_ms(share.wall_ns / 1e6)
     gpu = f"GPU {share.device}"
@@ -428,8 +430,8 @@ def time_verdict(share: Breakdown) -> str:
             f"{parts['computing']}, copied {parts['copying']} and did both at once "
             f"{parts['both']}. The host set the run's length (its Python, data loading, "
             f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
-            f"{busy} it was busy. Its longest idle gaps are listed with the line the host was at."
-        )
+            f"{busy} it was busy. {idle_split(share, lines or [])}"
+        ).strip()
     if dominant(share) == "computing":
         return (
             f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
@@ -449,6 +451,41 @@ def time_verdict(share: Breakdown) -> str:
         f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
         f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
     )
+
+
+def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
+    """Where an idle GPU's time went: before its first work and after its last (start-up,
+    imports, exit: once per run), in each pause of LONG_GAP_SHARE of the run or more (once
+    each, and where the host was), and in its other gaps between its work, where a loop's
+    steps wait: one-time waits told apart from those a step repeats."""
+
+    def part(ns: int) -> str:
+        return f"{format_ms(ns / 1e6)} ({format_percent(share.share(ns))})"
+
+    said = []
+    if share.outside_ns > 0:
+        said.append(
+            f"{part(share.outside_ns)} came before its first piece of work or after its last "
+            "(imports, start-up, exit)"
+        )
+    long = [gap for gap in share.gaps if share.share(gap.duration_ns) >= LONG_GAP_SHARE]
+    for gap in long:
+        said.append(
+            f"{part(gap.duration_ns)} in one pause at {format_ms(gap.start_ns / 1e6)}, the "
+            f"host at {_gap_place(gap, lines)}"
+        )
+    rest_ns = share.idle_ns - share.outside_ns - sum(gap.duration_ns for gap in long)
+    listed = "Its longest idle gaps are listed with the line the host was at." if share.gaps else ""
+    if not said:
+        return listed
+    once = "one-time waits" if len(said) > 1 else "a one-time wait"
+    rest = (
+        f" The other {part(rest_ns)} of idle time fell in shorter gaps between its work, a "
+        "loop's steps' waits among them."
+        if rest_ns > 0
+        else ""
+    )
+    return f"Of the run, {'; '.join(said)}: {once}, not each step's.{rest} {listed}".strip()
 
 
 def _gap_place(gap: Gap, lines: list[SourceLine]) -> str:
@@ -481,7 +518,7 @@ def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     table.notes.append(BREAKDOWN_NOTE)
     gaps.notes.append("At: from the first recorded event.")
     tables = [table, gaps] if gaps.rows else [table]
-    return tables, [time_verdict(share) for share in shares]
+    return tables, [time_verdict(share, lines) for share in shares]
 
 
 # -- the framework's own work ------------------------------------------------------------------
