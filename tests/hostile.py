@@ -272,8 +272,6 @@ FIXTURE_ORDER = (
     "legacy_v3_check.json",
     "h100_sweep_link_changed.json",
     "h200_pinlimit.json",
-    "h200_trace_jax_mlp.json",
-    "h200_trace_torch_dataloader.json",
 )
 
 

@@ -14,7 +14,7 @@ from memprof.experiments.trace import framework_verdicts, run_scale, summarize
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Measurement
 from memprof.trace.collect import Program, run_program
-from tests.conftest import load_fixture
+from tests.conftest import load_fixture, load_trace
 
 # As the H200's JAX trace named them (CUPTI's demangled names)
 REDZONE = (
@@ -37,7 +37,7 @@ def kernel(name: str, *samples_ms: float) -> Measurement:
 
 
 def test_the_jax_trace_says_xla_autotuning_took_most_of_the_gpus_work():
-    result = load_fixture("trace_jax_mlp")
+    result = load_trace("jax_mlp")
     conclusions = summarize(result).conclusions
     tuning = [m for m in result.measurements if m.name in (REDZONE, DELAY, COMPARISON, REPEAT)]
     assert len(tuning) == 4  # the four kinds the H200 ran, each its own profile row
@@ -97,7 +97,7 @@ def runtime_said(conclusions: list[str]) -> list[str]:
 
 
 def test_xla_runtime_threads_calls_are_named_as_xlas_and_never_advised(unfolded_advice):
-    result = load_fixture("trace_jax_mlp")
+    result = load_trace("jax_mlp")
     thread = [line for line in result.extra.lines if line.origin == "thread"]
     assert len(thread) == 20  # the H200's JAX run: its copies, memsets, allocations, waits
     conclusions = summarize(result).conclusions
@@ -113,7 +113,7 @@ def test_xla_runtime_threads_calls_are_named_as_xlas_and_never_advised(unfolded_
 
 
 def test_the_same_threads_are_the_programs_where_xla_did_not_run(unfolded_advice):
-    result = load_fixture("trace_jax_mlp")
+    result = load_trace("jax_mlp")
     result.measurements = [m for m in result.measurements if "stream_executor" not in m.name]
     conclusions = summarize(result).conclusions
     assert not runtime_said(conclusions)  # libraries [] and no autotuning: not XLA's

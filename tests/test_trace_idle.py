@@ -11,7 +11,7 @@ import pytest
 from memprof.experiments.trace import LONG_GAP_SHARE, idle_split, summarize, time_verdict
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.timeline import NO_LINE, Breakdown, Gap, merged
-from tests.conftest import load_fixture
+from tests.conftest import load_trace
 
 LISTED = "Its longest idle gaps are listed with the line the host was at."
 
@@ -44,7 +44,7 @@ def test_the_dataloaders_first_verdict_is_its_start_up_and_its_first_batch():
     """The H200's DataLoader run: GPU work on 4.9 s of a 9.8 s run, and 4.2 s of that with
     the pinning thread's first allocation, before the first batch arrived; its 40 steps'
     waits are the rest. Each figure recomputed here from the timeline's own rows."""
-    result = load_fixture("trace_torch_dataloader")
+    result = load_trace("torch_dataloader")
     timeline = result.extra.timeline
     busy = merged([(row[2], row[2] + row[3]) for row in timeline.gpu])
     wall_ns = round(result.extra.wall_s * 1e9)
