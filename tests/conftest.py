@@ -62,6 +62,14 @@ def load_fixture(name: str):
     return _loaded(FIXTURES / f"h200_{name}.json")
 
 
+def load_trace(name: str):
+    """A trace of an example recorded on the H200 as a user runs it, by its name without
+    h200_trace_ and .json. They live in fixtures/traces/, apart from the fixtures every
+    sweep renders and draws: their real kernel names (up to 400 characters) and long runs
+    are more than the profile layout's and the pictures' sweeps were written for."""
+    return _loaded(FIXTURES / "traces" / f"h200_trace_{name}.json")
+
+
 def load_older(name: str):
     """A Result recorded on the H200 by the memprof before this one (schema 3: before the
     call floor, host allocations made once and prebuilt batch arguments), without legacy_v3_."""

@@ -212,7 +212,9 @@ def test_a_timeline_naming_a_line_or_name_that_is_not_there_is_refused(traced, t
     assert "timeline.version" in refusal(data, tmp_path)
 
 
-TRACE_FIXTURES = sorted(FIXTURES.glob("h200_trace_*.json"))
+TRACE_FIXTURES = sorted(FIXTURES.glob("h200_trace_*.json")) + sorted(
+    (FIXTURES / "traces").glob("h200_trace_*.json")
+)
 
 
 @pytest.mark.parametrize("path", TRACE_FIXTURES, ids=lambda p: p.name)

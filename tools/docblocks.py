@@ -5,10 +5,11 @@ A block of output in the docs is preceded by a comment naming how it was rendere
 
     <!-- memprof report tests/fixtures/h200_check.json COLUMNS=80 from "Health" to "memprof" -->
 
-followed (blank lines allowed between) by a fenced block (```text ... ```) or an indented
-one (4 spaces). The block holds the lines of `COLUMNS=N memprof report FIXTURE` (100 columns
-unless COLUMNS is given) from the first line that holds the `from` words to the first line
-after it that holds the `to` words (the whole output without them). Lines the
+(a fixture under tests/fixtures/ or tests/fixtures/traces/), followed (blank lines allowed
+between) by a fenced block (```text ... ```) or an indented one (4 spaces). The block holds
+the lines of `COLUMNS=N memprof report FIXTURE` (100 columns unless COLUMNS is given) from
+the first line that holds the `from` words to the first line after it that holds the `to`
+words (the whole output without them). Lines the
 block begins with that start with "$ " show the command typed and are kept as written.
 
 Usage (from the repository root, in the virtual environment README.md installs):
@@ -32,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(
-    r"^<!-- memprof report (?P<fixture>tests/fixtures/[\w.-]+\.json)"
+    r"^<!-- memprof report (?P<fixture>tests/fixtures/(?:traces/)?[\w.-]+\.json)"
     r"(?: COLUMNS=(?P<columns>\d+))?"
     r'(?: from "(?P<first>[^"]*)")?'
     r'(?: to "(?P<last>[^"]*)")? -->$'

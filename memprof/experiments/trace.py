@@ -391,6 +391,7 @@ WORK_CALLS_NOTE = (
 # -- where the time went ---------------------------------------------------------------------
 
 GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
+LONG_GAP_SHARE = 0.1  # an idle gap of a tenth of the run or more: a pause, said in the verdict
 PARTS = ("computing", "copying", "both", "idle")  # a Breakdown's parts, in the table's order
 BREAKDOWN_NOTE = (
     "From CUPTI's records of each kernel, copy and memset on each GPU (its streams merged), "
@@ -416,8 +417,9 @@ def dominant(share: Breakdown) -> str:
     return max(PARTS, key=lambda part: (parts[part], -PARTS.index(part)))
 
 
-def time_verdict(share: Breakdown) -> str:
-    """What the largest part of one GPU's run means for what is worth changing."""
+def time_verdict(share: Breakdown, lines: list[SourceLine] | None = None) -> str:
+    """What the largest part of one GPU's run means for what is worth changing; for an idle
+    GPU, where its idle time was: start-up and exit, long pauses, the rest between its work."""
     parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
     wall = format_ms(share.wall_ns / 1e6)
     gpu = f"GPU {share.device}"
@@ -428,8 +430,8 @@ def time_verdict(share: Breakdown) -> str:
             f"{parts['computing']}, copied {parts['copying']} and did both at once "
             f"{parts['both']}. The host set the run's length (its Python, data loading, "
             f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
-            f"{busy} it was busy. Its longest idle gaps are listed with the line the host was at."
-        )
+            f"{busy} it was busy. {idle_split(share, lines or [])}"
+        ).strip()
     if dominant(share) == "computing":
         return (
             f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
@@ -449,6 +451,41 @@ def time_verdict(share: Breakdown) -> str:
         f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
         f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
     )
+
+
+def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
+    """Where an idle GPU's time went: before its first work and after its last (start-up,
+    imports, exit: once per run), in each pause of LONG_GAP_SHARE of the run or more (once
+    each, and where the host was), and in its other gaps between its work, where a loop's
+    steps wait: one-time waits told apart from those a step repeats."""
+
+    def part(ns: int) -> str:
+        return f"{format_ms(ns / 1e6)} ({format_percent(share.share(ns))})"
+
+    said = []
+    if share.outside_ns > 0:
+        said.append(
+            f"{part(share.outside_ns)} came before its first piece of work or after its last "
+            "(imports, start-up, exit)"
+        )
+    long = [gap for gap in share.gaps if share.share(gap.duration_ns) >= LONG_GAP_SHARE]
+    for gap in long:
+        said.append(
+            f"{part(gap.duration_ns)} in one pause at {format_ms(gap.start_ns / 1e6)}, the "
+            f"host at {_gap_place(gap, lines)}"
+        )
+    rest_ns = share.idle_ns - share.outside_ns - sum(gap.duration_ns for gap in long)
+    listed = "Its longest idle gaps are listed with the line the host was at." if share.gaps else ""
+    if not said:
+        return listed
+    once = "one-time waits" if len(said) > 1 else "a one-time wait"
+    rest = (
+        f" The other {part(rest_ns)} of idle time fell in shorter gaps between its work, a "
+        "loop's steps' waits among them."
+        if rest_ns > 0
+        else ""
+    )
+    return f"Of the run, {'; '.join(said)}: {once}, not each step's.{rest} {listed}".strip()
 
 
 def _gap_place(gap: Gap, lines: list[SourceLine]) -> str:
@@ -481,7 +518,84 @@ def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     table.notes.append(BREAKDOWN_NOTE)
     gaps.notes.append("At: from the first recorded event.")
     tables = [table, gaps] if gaps.rows else [table]
-    return tables, [time_verdict(share) for share in shares]
+    return tables, [time_verdict(share, lines) for share in shares]
+
+
+# -- the framework's own work ------------------------------------------------------------------
+
+# Kernels only XLA's autotuner runs while it compiles (its redzone checks, the comparison of
+# candidates' results, buffer fills, the delay that times them): stream_executor's, never a
+# program's own, so the one-time cost of compiling is told apart from the steps'
+XLA_TUNING_KERNELS = (
+    "RedzoneAllocatorKernel",
+    "xla_fp_comparison",
+    "RepeatBufferKernel",
+    "DelayKernel",
+)
+XLA_KERNELS = re.compile(
+    r"(?:void )?stream_executor::(?:\w+::|\(anonymous namespace\)::)*"
+    r"(?:" + "|".join(XLA_TUNING_KERNELS) + r")\w*[(<]"
+)
+
+
+def _tuning(result: Result) -> list:
+    return [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
+
+
+def xla_ran(result: Result) -> bool:
+    """Whether XLA ran the program's GPU work: it imported jax, or its autotuner's kernels
+    were recorded (a trace saved before memprof named jax)."""
+    return "jax" in result.extra.libraries or bool(_tuning(result))
+
+
+RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations"}
+RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
+
+
+def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
+    """The framework's own work, told apart from the program's: XLA's autotuning, with its
+    share of the GPU's work (JAX runs it once per compiled program), and the calls XLA's
+    runtime made on its own threads, which no advice on lines names."""
+    said = []
+    tuning = _tuning(result)
+    if tuning:
+        kernels = sum(len(m.samples_ms) for m in tuning)
+        tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+        share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+        said.append(
+            f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
+            f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
+            f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
+            f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done "
+            "once per compiled program, not per step. JAX's persistent compilation cache "
+            "(jax_compilation_cache_dir) keeps it out of later runs; "
+            "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
+        )
+    runtime = runtime_lines(result)
+    if runtime:
+        calls = sum(line.calls for line in runtime)
+        kinds = dict.fromkeys("copy" if line.is_copy else line.activity for line in runtime)
+        what = ", ".join(RUNTIME_WORDS.get(kind, kind) for kind in kinds)
+        places = list(dict.fromkeys(f"{line.file}:{line.line}" for line in runtime))
+        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        said.append(
+            f"XLA's runtime made {plural(calls, 'call')} on its own threads ({what}; marked "
+            f"(other thread) in the Where tables, at {', '.join(places[:FOLD_PLACES])}{more}): "
+            f"{format_ms(math.fsum(line.gpu_ms for line in runtime))} of GPU time and "
+            f"{format_ms(math.fsum(line.host_ms for line in runtime))} of host time on those "
+            "threads. JAX makes these calls for the program, so no advice on lines names "
+            "them (the advice on copies by memory kind counts their copies with the "
+            "program's): the program changes them only through what it asks of JAX (the "
+            "arrays it moves between host and GPU, and how often it reads a result back)."
+        )
+    return said
+
+
+def runtime_lines(result: Result) -> list[SourceLine]:
+    """The lines of calls made on XLA's runtime threads (threads without Python frames, in a
+    program XLA ran): JAX's calls, not the program's."""
+    lines = result.extra.lines or []
+    return [line for line in lines if line.origin == "thread"] if xla_ran(result) else []
 
 
 def program_files(target: list[str], module: str | None) -> list[Path]:
@@ -533,11 +647,13 @@ def summarize(result: Result) -> Summary:
     tables = time + tables
     scale = run_scale(result)
     said = advice(copies, bandwidth, totals, small, scale)
-    conclusions = [outcome_line(result), *verdicts, *said]
+    conclusions = [outcome_line(result), *verdicts, *framework_verdicts(result, scale), *said]
     lines = result.extra.lines
     if lines is not None:
         tables += where_tables(lines, result.parameters.stacks)
-        conclusions += line_advice(lines, result.extra.libraries, scale)
+        runtime = runtime_lines(result)
+        own = [line for line in lines if line not in runtime]
+        conclusions += line_advice(own, result.extra.libraries, scale)
     if result.extra.lines_note:
         conclusions.append(f"Source lines: {result.extra.lines_note}.")
     return Summary(

@@ -115,7 +115,8 @@ class Gap:
 class Breakdown:
     """One GPU's share of the run: wall_ns split into only computing (kernels), only
     copying (copies and memsets), both at once, and idle; the longest idle gaps between its
-    work, longest first."""
+    work, longest first; and the idle time outside them all, before its first piece of work
+    and after its last (the program's start-up and exit)."""
 
     device: int
     wall_ns: int
@@ -123,6 +124,7 @@ class Breakdown:
     copying_ns: int
     both_ns: int
     gaps: list[Gap]
+    outside_ns: int = 0
 
     @property
     def idle_ns(self) -> int:
@@ -157,6 +159,7 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = 3) -> list[Breakdown
                 copying_ns=covered_ns(memory) - both,
                 both_ns=both,
                 gaps=[Gap(a, b - a, *host_line(calls, a, b)) for a, b in longest],
+                outside_ns=wall - (busy[-1][1] - busy[0][0] if busy else 0),
             )
         )
     return out

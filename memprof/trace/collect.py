@@ -159,7 +159,7 @@ class Outcome:
 
 
 # The GPU libraries whose use the advice names in their own words (memprof imports none).
-PROGRAM_LIBRARIES = ("torch", "cupy", "numba", "pycuda", "cuda")
+PROGRAM_LIBRARIES = ("torch", "cupy", "numba", "pycuda", "cuda", "jax")
 ProgramLibrary = Literal[PROGRAM_LIBRARIES]  # type: ignore[valid-type]
 
 

@@ -348,6 +348,7 @@ def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
     most the sum of its operations' durations (the profile's rows); where that is under half
     the wall time the program measured itself, the first verdict must be that it sat idle."""
     from memprof.experiments import trace as trace_summary
+    from memprof.model.formatting import format_ms
     from memprof.model.timeline import breakdown
 
     if importlib.util.find_spec("torch") is None:
@@ -365,6 +366,11 @@ def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
     print(verdict)  # for the lead: which part this GPU's run had most of
     if summed_ns < own["wall_s"] * 1e9 / 2:
         assert verdict.startswith("GPU 0 sat idle ")
+        # its GPU works only while the program runs: the idle time before its first work
+        # and after its last holds at least what memprof's clock ran beyond the program's
+        assert share.outside_ns >= share.wall_ns - own["wall_s"] * 1e9 - 1e5  # 0.1 ms: rounding
+        assert f"Of the run, {format_ms(share.outside_ns / 1e6)} (" in verdict
+        assert "came before its first piece of work or after its last" in verdict
     assert f"GPU {share.device} " in verdict
     # the waits of .item() and of the pageable .to() copies, each told its own cause; three
     # steps cost under 1% of a run that start-up dominates, so the advice is read unfolded
