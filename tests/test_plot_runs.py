@@ -21,7 +21,7 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import load, summarize
 from memprof.experiments.pictures import overlay, run_labels
 from memprof.model.statistics import NOISE_SIGMAS, median_noise
-from memprof.output.plot import Curves, Words
+from memprof.output.plot import Bars, Curves, Words
 from tests.conftest import FIXTURES
 from tests.test_plot import (
     CHECKS,
@@ -221,6 +221,20 @@ def test_the_runs_bars_are_told_apart_by_hatch_not_colour():
     assert len({c for found in by_label.values() for c in found}) == len(by_label)
 
 
+def test_the_runs_dots_are_told_apart_by_their_shape():
+    """Bars spanning 20x are dots on a log axis (check's): a hatch cannot say the run there."""
+    d = drawn_runs(("fleet/h200x4_check_gpu0", "fleet/h200x4_check_gpu1"))
+    index, panel = next((i, p) for i, p in enumerate(d.picture.panels) if isinstance(p, Bars))
+    shapes: dict[int, set[str]] = {}
+    for bar, element in zip(panel.bars, with_prefix(d.ids, f"p{index}-bar-"), strict=True):
+        used = next(element.iter(f"{SVG}use")).get("{http://www.w3.org/1999/xlink}href")
+        shapes.setdefault(bar.run, set()).add(d.ids[used.lstrip("#")].get("d"))
+    assert sorted(shapes) == [0, 1] and all(len(found) == 1 for found in shapes.values())
+    assert shapes[0] != shapes[1]
+    said = " ".join(texts(d.ids["p0"]))
+    assert "round dots" in said and "square dots" in said
+
+
 def test_a_ceiling_the_runs_share_is_drawn_once_one_they_do_not_with_its_run():
     d = drawn_runs(("h200_sweep", "legacy_v2_sweep"))
     ceilings = [x for p in d.picture.panels if isinstance(p, Curves) for x in p.lines if x.ceiling]
@@ -307,6 +321,7 @@ def test_memprof_plot_draws_a_list_of_results(two, tmp_path):
     shown = memprof.plot([a, b], tmp_path / "cmp.png", labels=["A", "B"])
     assert (tmp_path / "cmp.png").read_bytes()[:4] == b"\x89PNG"
     assert shown.title == "memprof device: 2 runs"
+    assert memprof.plot([a], labels=["A"]).title == "memprof device: 1 run"
     with pytest.raises(InvalidArgument, match="labels: 1 given for 2 runs"):
         memprof.plot([a, b], labels=["A"])
     with pytest.raises(TypeError, match="labels must be a list of str"):

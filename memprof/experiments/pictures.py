@@ -108,7 +108,7 @@ def overlay(
                 panel.title = f"[{run + 1}] {panel.title}"
                 panels.append(panel)
     return Picture(
-        f"memprof {results[0].command}: {len(results)} runs",
+        f"memprof {results[0].command}: {len(results)} run{'s' * (len(results) != 1)}",
         [Words("Runs", _run_words(panels, labels)), *panels],
     )
 
@@ -120,7 +120,7 @@ def _run_words(panels: list[Panel], labels: Sequence[str]) -> list[str]:
     said = []
     for run, label in enumerate(labels):
         styles = [f"{RUN_STYLES[run % len(RUN_STYLES)][1]} lines"] * lines
-        styles += [f"{RUN_HATCHES[run % len(RUN_HATCHES)][1]} bars"] * bars
+        styles += [RUN_HATCHES[run % len(RUN_HATCHES)][2]] * bars
         drawn = f" ({', '.join(styles)})" if styles else ""
         said += wrapped(
             f"[{run + 1}]{drawn}{', the reference' * (run == 0)}: {label}", indent="    "
@@ -151,8 +151,7 @@ def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
         line for line in first.lines
         if line.ceiling and all(_has_line(panel, line) for panel in panels)
     ]  # fmt: skip
-    for run, panel in group:
-        assert isinstance(panel, Curves)
+    for (run, _), panel in zip(group, panels, strict=True):  # one type: the group's key
         for line in panel.lines:
             if line.ceiling and any(_same(line, other) for other in shared):
                 continue

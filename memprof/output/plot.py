@@ -242,11 +242,11 @@ RC = {  # over matplotlib's own defaults (rcParamsDefault), never the user's set
 MARKERS = ("o", "s", "^", "D")  # the next ten lines of a panel take the next marker
 # a picture of several runs: each run's lines and bars (the first, the reference, dashed)
 RUN_STYLES = (("--", "dashed"), ("-", "solid"), (":", "dotted"), ("-.", "dash-dotted"))
-RUN_HATCHES = (
-    ("", "plain"),
-    ("////", "hatched ////"),
-    ("....", "dotted ...."),
-    ("xxxx", "crossed xxxx"),
+RUN_HATCHES = (  # a bar's hatch, a dot's marker (bars drawn as dots), in words
+    ("", "o", "plain bars, round dots"),
+    ("////", "s", "hatched //// bars, square dots"),
+    ("....", "^", "dotted .... bars, triangle dots"),
+    ("xxxx", "D", "crossed xxxx bars, diamond dots"),
 )
 CEILING_STYLES = ("--", ":", "-.")
 # marks on bars: what a bar was expected to reach (black), what bounds it (grey)
@@ -572,7 +572,8 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     if dots:  # a dot at each value, on a faint line from the axis: no length to misread
         axes.hlines(positions, base, [bar.value for bar in panel.bars], color="0.85", lw=0.8)
         for y, bar, fill in zip(positions, panel.bars, fills, strict=True):
-            (dot,) = axes.plot([bar.value], [y], linestyle="none", marker="o", markersize=5,
+            marker = "o" if bar.run is None else RUN_HATCHES[bar.run % len(RUN_HATCHES)][1]
+            (dot,) = axes.plot([bar.value], [y], linestyle="none", marker=marker, markersize=5,
                                color=fill)  # fmt: skip
             dot.set_gid(_gid(f"{gid}-bar-{bar.shown}", names))
     else:
