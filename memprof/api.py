@@ -247,37 +247,79 @@ def frame(results: Result | Iterable[Result]) -> Any:
     return frame_of(chosen, [summarize(result).figures for result in chosen])
 
 
-def plot(result: Result, path: str | Path | None = None) -> Picture:
-    """The picture `memprof plot` draws of a Result: a notebook shows it as it is; saved to
-    `path` (.svg, .png, .pdf or .html) where given, atomically, never over the file the Result
-    was loaded from. matplotlib is an optional extra: without it, MissingPackage (an
-    ImportError) says how to install it."""
+def plot(
+    results: Result | Iterable[Result],
+    path: str | Path | None = None,
+    *,
+    labels: Iterable[str] | None = None,
+) -> Picture:
+    """The picture `memprof plot` draws of a Result, or of several runs of one command on
+    one picture (labels: one per run; default: each run's GPU and date): a notebook shows it
+    as it is; saved to `path` (.svg, .png, .pdf or .html) where given, atomically, never over
+    a file a Result was loaded from. matplotlib is an optional extra: without it,
+    MissingPackage (an ImportError) says how to install it."""
     from memprof.output.files import Destination, check_distinct
     from memprof.output.plot import format_of, matplotlib_for
 
-    _a_result(result, "memprof.plot: result")
+    if isinstance(results, Result):
+        chosen = [results]
+    elif isinstance(results, Iterable) and not isinstance(results, str | bytes | dict):
+        chosen = [_a_result(one, f"memprof.plot: results[{i}]") for i, one in enumerate(results)]
+    else:
+        chosen = [_a_result(results, "memprof.plot: results", "a Result or a list of Results")]
     if path is not None and not isinstance(path, str | os.PathLike):
         raise TypeError(f"memprof.plot: path must be a str or a path, not {_kind(path)}")
+    names = _labels(labels, len(chosen))
+    _one_command(chosen, [f"results[{i}]" for i in range(len(chosen))])
     matplotlib_for("memprof.plot()")
     target = Path(path) if path is not None else None
     if target is not None:
         format_of(target)
         check_destination(target, "path")
-        source = [result.loaded_from] if result.loaded_from is not None else []
-        check_distinct({"path": Destination(str(target))}, inputs=source)
-    drawn = picture_of(result)
+        sources = [r.loaded_from for r in chosen if r.loaded_from is not None]
+        check_distinct({"path": Destination(str(target))}, inputs=sources)
+    drawn = picture_of(chosen, names)
     if target is not None:
         save_picture(drawn, target)
     return drawn
 
 
-def plot_file(source: Path, output: str | None) -> Path:
-    """`memprof plot`: the picture of a saved Result, in `output` or beside the file (its
-    name ending .svg instead of .json); never over the input. The picture's path."""
+def _labels(labels: Iterable[str] | None, runs: int, option: str = "labels") -> list[str] | None:
+    """One label per run, each a str, or None (each run's GPU and date)."""
+    if labels is None:
+        return None
+    if isinstance(labels, str) or not isinstance(labels, Iterable):
+        raise TypeError(f"memprof.plot: labels must be a list of str, not {_kind(labels)}")
+    found = list(labels)
+    if not all(isinstance(label, str) for label in found):
+        raise TypeError("memprof.plot: labels must be a list of str")
+    if len(found) != runs:
+        raise InvalidArgument(
+            f"{option}: {len(found)} given for {runs} run{'s' * (runs != 1)}: give one per run"
+        )
+    return found
+
+
+def _one_command(results: list[Result], names: list[str]) -> None:
+    """Refuse, in one line, runs of different commands on one picture."""
+    for result, name in zip(results[1:], names[1:], strict=True):
+        if result.command != results[0].command:
+            raise InvalidArgument(
+                f"{names[0]} is a {results[0].command} run and {name} a {result.command} run: "
+                "a picture compares runs of one command"
+            )
+
+
+def plot_file(sources: list[Path], output: str | None, labels: list[str] | None = None) -> Path:
+    """`memprof plot`: the picture of saved Results (several: one picture of them all), in
+    `output` or, for one, beside the file (its name ending .svg instead of .json); never over
+    an input. The picture's path."""
     from memprof.output.files import Destination, check_distinct, descriptor_named, destination
     from memprof.output.plot import format_of, matplotlib_for
 
     matplotlib_for()
+    names = _labels(labels or None, len(sources), "--label")
+    source = sources[0]
     if output is not None:
         found, option = destination(output, "--output"), "--output"
         if found.descriptor is not None:
@@ -285,6 +327,10 @@ def plot_file(source: Path, output: str | None) -> Path:
                 f"--output {output}: a picture is written to a file, whose name says its "
                 "format: give -o FILE.svg, .png, .pdf or .html"
             )
+    elif len(sources) > 1:
+        raise InvalidArgument(
+            f"{len(sources)} runs make one picture, which has no name of its own: give -o FILE.svg"
+        )
     elif source.is_file() and descriptor_named(str(source), "plot") is None:
         found, option = Destination(str(source.with_suffix(".svg"))), "picture"
     else:  # a pipe, a device, /dev/stdin (a stream, whatever it reads): no name to put it beside
@@ -295,17 +341,23 @@ def plot_file(source: Path, output: str | None) -> Path:
     target = found.path
     format_of(target)
     check_destination(target, option)
-    check_distinct({option: found}, inputs=[source])
-    drawn = picture_of(load(source))
+    check_distinct({option: found}, inputs=sources)
+    loaded = [load(one) for one in sources]
+    _one_command(loaded, [str(one) for one in sources])
+    drawn = picture_of(loaded, names)
     save_picture(drawn, target)
     return target
 
 
-def picture_of(result: Result) -> Picture:
-    """What a Result's picture shows (memprof.experiments.pictures), not drawn yet."""
-    from memprof.experiments.pictures import picture
+def picture_of(results: list[Result], labels: list[str] | None = None) -> Picture:
+    """What a Result's picture shows (memprof.experiments.pictures), not drawn yet; of
+    several, all of them on one picture, each labelled (default: its GPU and date)."""
+    from memprof.experiments.pictures import overlay, picture, run_labels
 
-    return picture(result, summarize(result))
+    if len(results) == 1 and labels is None:
+        return picture(results[0], summarize(results[0]))
+    summaries = [summarize(result) for result in results]
+    return overlay(results, summaries, labels or run_labels(results))
 
 
 def save_picture(drawn: Picture, path: Path) -> None:

@@ -333,7 +333,7 @@ def plot_options() -> list[inspect.Parameter]:
     "against size with the link's ceiling, heat maps of GPU pairs, stream time lines...",
     plot_options,
 )
-def plot(path: Path, output: str | None) -> None:
+def plot(paths: list[Path], output: str | None, label: list[str] | None) -> None:
     from memprof import api
 
-    terminal.print_note(f"saved {api.plot_file(path, output)}")
+    terminal.print_note(f"saved {api.plot_file(paths, output, label)}")

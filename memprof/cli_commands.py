@@ -107,6 +107,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "memprof plot sweep.json",
         "memprof plot peer.json -o peer.png",
         "memprof plot check.json -o check.html",
+        "memprof plot before.json after.json -o cmp.svg --label before --label after",
     ),
 }
 

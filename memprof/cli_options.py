@@ -266,9 +266,15 @@ def _is_sweep(field: dataclasses.Field) -> bool:
 
 
 def plot_options() -> list[inspect.Parameter]:
-    """`memprof plot`'s: the saved Result, and where its picture goes."""
+    """`memprof plot`'s: the saved Results, where their picture goes, and their labels."""
     return [
-        argument("path", Path, ..., "A Result file written with --json."),
+        argument(
+            "paths",
+            list[Path],
+            ...,
+            "Result files written with --json: one, or several runs of one command drawn on "
+            "one picture (the first the reference).",
+        ),
         option(
             "output",
             str | None,
@@ -278,8 +284,17 @@ def plot_options() -> list[inspect.Parameter]:
             metavar=PATH,
             help=(
                 "The picture: a name ending .svg, .png (150 dpi), .pdf or .html (a page holding "
-                "the SVG). Default: the result's own name ending .svg, beside it. Never an input."
+                "the SVG). Default: the result's own name ending .svg, beside it (one result "
+                "only). Never an input."
             ),
+        ),
+        option(
+            "label",
+            list[str] | None,
+            None,
+            "--label",
+            metavar="NAME",
+            help="A run's name in the picture, once per file, in order. Default: its GPU and date.",
         ),
     ]
 

@@ -129,6 +129,10 @@ def text_y(element: ElementTree.Element) -> float:
     return float(text.get("y"))
 
 
+def text_x(element: ElementTree.Element) -> float:
+    return float(next(element.iter(f"{SVG}text")).get("x"))
+
+
 def bar_end(element: ElementTree.Element) -> float:
     """Where a bar ends, or where its dot stands (bars drawn as dots on a log axis)."""
     dots = markers(element)
@@ -179,7 +183,7 @@ def check_curves(panel: Curves, axes, ids, gid, words, rows) -> None:
     drawn_lines = with_prefix(ids, f"{gid}-line-")
     assert len(drawn_lines) == len(measured) and measured
     assert len(with_prefix(ids, f"{gid}-ceiling-")) == len(ceilings)
-    assert {line.label for line in panel.lines} <= set(words)  # the legend names each
+    assert {line.in_legend for line in panel.lines} <= set(words)  # the legend names each
     x_of, y_of = scale(axes, "x"), scale(axes, "y")
     for line, element in zip(measured, drawn_lines, strict=True):
         points = markers(element)
@@ -200,13 +204,23 @@ def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
     assert len(bars) == len(panel.bars)
     x_of = scale(axes, "x")
     middles, labels = [], with_prefix(ids, f"{gid}-label-")
-    for bar, element, label in zip(panel.bars, bars, labels, strict=True):
+    values = with_prefix(ids, f"{gid}-value-")
+    whiskers = iter(with_prefix(ids, f"{gid}-spread-"))
+    for bar, element, label, value in zip(panel.bars, bars, labels, values, strict=True):
         assert close(x_of(bar_end(element)), bar.value), bar.label
         middles.append(bar_middle(element))
         assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
+        assert abs(text_y(value) - middles[-1]) < 4, bar.label  # and its value
+        end = bar_end(element)  # the value just right of its bar (or whisker), not a mark
+        if bar.spread is not None:
+            ends = [x for x, _ in path_points(next(whiskers))]  # the run's noise, both ways
+            assert close(x_of(ends[0]), bar.spread[0]) and close(x_of(ends[1]), bar.spread[1])
+            end = max(end, *ends)
+        assert 0 < text_x(value) - end < 6, bar.label
         if bar.source is not None:
             row = rows[id(bar.source)]
             assert bar.value in (row["gb_per_s"], row["median_ms"])
+    assert next(whiskers, None) is None  # a whisker only where a bar has a spread
     assert middles == sorted(middles)  # the first bar on top, as a table reads
     for kind in ("expected", "ceiling"):
         assert len(with_prefix(ids, f"{gid}-{kind}-")) == sum(
@@ -697,6 +711,12 @@ def test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today():
             (ROOT / "docs" / "img" / f"{command}.svg").read_text("utf-8"), drawn(stem).svg
         )
     ]
+    from memprof.api import picture_of
+
+    for name, stems in tool.RUNS.items():
+        now = picture_of([load(FIXTURES / f"{stem}.json") for stem in stems]).svg()
+        if not _same_drawing((ROOT / "docs" / "img" / f"{name}.svg").read_text("utf-8"), now):
+            stale.append(name)
     assert stale == [], "run python tools/pictures.py"
 
 

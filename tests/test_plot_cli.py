@@ -184,7 +184,7 @@ def test_strings_from_a_file_are_drawn_literally_never_obeyed():
     named = [
         replace(m, name=HOSTILE) if m.operation == "kernel" else m for m in result.measurements
     ]
-    svg = api.picture_of(replace(result, measurements=named)).svg()
+    svg = api.picture_of([replace(result, measurements=named)]).svg()
     tree = ElementTree.fromstring(svg)
     assert not list(tree.iter("{http://www.w3.org/2000/svg}script"))
     words = ["".join(t.itertext()) for t in tree.iter("{http://www.w3.org/2000/svg}text")]

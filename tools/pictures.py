@@ -6,7 +6,8 @@ test extra's matplotlib):
     python tools/pictures.py            # rewrite docs/img/*.svg, list what changed
     python tools/pictures.py --check    # change nothing; exit 1 if a picture differs
 
-The pictures are drawn exactly as `memprof plot FIXTURE -o docs/img/COMMAND.svg` draws them.
+The pictures are drawn exactly as `memprof plot FIXTURE -o docs/img/COMMAND.svg` draws them
+(and RUNS as `memprof plot FIXTURE FIXTURE -o docs/img/NAME.svg`).
 An SVG is the same byte for byte on every run with one matplotlib version (its ids are
 salted, its date left out); another version may draw the same picture in other bytes, so
 --check is for the machine that made them.
@@ -45,6 +46,8 @@ CHOSEN = {
     "check-pairs": "h200x2_check_pairs",
     "trace": "h200_trace_torch",
 }
+# Pictures of several runs (`memprof plot A.json B.json -o NAME.svg`), the reference first.
+RUNS = {"sweep-runs": ("legacy_v2_sweep", "h200_sweep")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,15 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"pictures: error: no fixture chosen for {', '.join(sorted(missing))}")
     changed = []
     with tempfile.TemporaryDirectory() as folder:
-        for command, stem in CHOSEN.items():
-            drawn = Path(folder) / f"{command}.svg"
-            plot_file(FIXTURES / f"{stem}.json", str(drawn))
+        drawings = {name: [stem] for name, stem in CHOSEN.items()} | RUNS
+        for name, stems in drawings.items():
+            drawn = Path(folder) / f"{name}.svg"
+            plot_file([FIXTURES / f"{stem}.json" for stem in stems], str(drawn))
             path = PICTURES / drawn.name
             if not path.exists() or path.read_bytes() != drawn.read_bytes():
                 changed.append(path.name)
                 if not options.check:
                     path.write_bytes(drawn.read_bytes())
-    stale = sorted(p.name for p in PICTURES.glob("*.svg") if p.stem not in CHOSEN)
+    stale = sorted(p.name for p in PICTURES.glob("*.svg") if p.stem not in drawings)
     verb = "differ" if options.check else "rewritten"
     print(f"{len(changed)} {verb}" + "".join(f"\n  {name}" for name in changed))
     if stale:

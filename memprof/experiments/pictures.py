@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
 from memprof.model.results import OPERATION_QUALIFIERS, Measurement, Result
+from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
 from memprof.output.plot import (
+    RUN_HATCHES,
+    RUN_STYLES,
     Bar,
     Bars,
     Curves,
@@ -54,9 +58,136 @@ def picture(result: Result, summary: Summary) -> Picture:
 
 def title(result: Result) -> str:
     """memprof COMMAND: GPU, date: what a picture is of."""
+    return f"memprof {result.command}: {run_label(result)}"
+
+
+def run_label(result: Result) -> str:
+    """A run as its GPU and date: 'NVIDIA H200, 2026-11-20T10:00:00Z'."""
     gpu = result.device.name if result.device is not None else None
     gpu = gpu or getattr(result.extra, "gpu_name", None) or "no GPU recorded"
-    return f"memprof {result.command}: {gpu}, {result.created_at}"
+    return f"{gpu}, {result.created_at}"
+
+
+def run_labels(results: Sequence[Result]) -> list[str]:
+    """Each run's label (run_label), numbered in the order given where two coincide."""
+    plain = [run_label(result) for result in results]
+    return [
+        name if plain.count(name) == 1 else f"{name} #{index + 1}"
+        for index, name in enumerate(plain)
+    ]
+
+
+# -- several runs on one picture ---------------------------------------------------------------
+
+
+def overlay(
+    results: Sequence[Result], summaries: Sequence[Summary], labels: Sequence[str]
+) -> Picture:
+    """Runs of one command on one picture, panel by panel as each run's own picture draws
+    them: curves overlaid (the first run, the reference, dashed), bars side by side (each
+    run's hatch its own), each figure's noise a band or a whisker; a panel the runs do not
+    share (heat maps, time lines, words, a title that differs) drawn once per run. A panel
+    of words first says which run is which: every label is tagged [1], [2]..."""
+    groups: dict[tuple, list[tuple[int, Panel]]] = {}
+    for run, (result, summary) in enumerate(zip(results, summaries, strict=True)):
+        seen: dict[tuple, int] = {}
+        for panel in picture(result, summary).panels:
+            key = (type(panel).__name__, panel.title, getattr(panel, "unit", None),
+                   getattr(panel, "y_unit", None))  # fmt: skip
+            seen[key] = seen.get(key, -1) + 1
+            groups.setdefault((*key, seen[key]), []).append((run, panel))
+    panels: list[Panel] = []
+    for group in groups.values():
+        first = group[0][1]
+        if len(group) > 1 and isinstance(first, Curves):
+            panels.append(_overlaid_curves(group))
+        elif len(group) > 1 and isinstance(first, Bars):
+            panels.append(_grouped_bars(group))
+        else:
+            for run, panel in group:
+                panel.title = f"[{run + 1}] {panel.title}"
+                panels.append(panel)
+    return Picture(
+        f"memprof {results[0].command}: {len(results)} run{'s' * (len(results) != 1)}",
+        [Words("Runs", _run_words(panels, labels)), *panels],
+    )
+
+
+def _run_words(panels: list[Panel], labels: Sequence[str]) -> list[str]:
+    """Which run is which: its tag, how its lines and bars are drawn, its label."""
+    lines = any(isinstance(p, Curves) and any(x.run is not None for x in p.lines) for p in panels)
+    bars = any(isinstance(p, Bars) and any(x.run is not None for x in p.bars) for p in panels)
+    said = []
+    for run, label in enumerate(labels):
+        styles = [f"{RUN_STYLES[run % len(RUN_STYLES)][1]} lines"] * lines
+        styles += [RUN_HATCHES[run % len(RUN_HATCHES)][2]] * bars
+        drawn = f" ({', '.join(styles)})" if styles else ""
+        said += wrapped(
+            f"[{run + 1}]{drawn}{', the reference' * (run == 0)}: {label}", indent="    "
+        )
+    if lines or bars:
+        said += wrapped(
+            f"Bands and whiskers: each figure's noise, {NOISE_SIGMAS}x its median's (as "
+            "`memprof diff` judges a change)",
+            indent="    ",
+        )
+    return said
+
+
+def _noise_about(value: float, source: Measurement | None) -> tuple[float, float] | None:
+    """The band about a figure its run's noise could explain (statistics.noise_band), from
+    0 where the noise is the figure's size or more (3 samples far apart)."""
+    if source is None:
+        return None
+    noise = noise_band(source.throughput_ms or source.samples_ms)
+    return (max(0.0, value * (1 - noise)), value * (1 + noise))
+
+
+def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
+    """Every run's lines on the first run's axes; a ceiling every run draws alike, once."""
+    panels = [panel for _, panel in group if isinstance(panel, Curves)]
+    first, lines = panels[0], []
+    shared = [
+        line for line in first.lines
+        if line.ceiling and all(_has_line(panel, line) for panel in panels)
+    ]  # fmt: skip
+    for (run, _), panel in zip(group, panels, strict=True):  # one type: the group's key
+        for line in panel.lines:
+            if line.ceiling and any(_same(line, other) for other in shared):
+                continue
+            band = [
+                _noise_about(y, m) for (_, y), m in zip(line.points, line.sources, strict=False)
+            ]
+            whole = len(band) == len(line.points) and None not in band
+            lines.append(replace(line, run=run, band=band if whole else []))
+    return replace(first, lines=lines + shared)
+
+
+def _has_line(panel: Curves, line: Line) -> bool:
+    return any(other.ceiling and _same(line, other) for other in panel.lines)
+
+
+def _same(line: Line, other: Line) -> bool:
+    return (line.label, line.points) == (other.label, other.points)
+
+
+def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
+    """Each bar of every run beside the same bar of the others, in the first run's order;
+    the panel's bound kept where every run draws the same."""
+    panels = [(run, panel) for run, panel in group if isinstance(panel, Bars)]
+    rows: dict[tuple[str, int], list[Bar]] = {}
+    for run, panel in panels:
+        seen: dict[str, int] = {}
+        for bar in panel.bars:
+            seen[bar.label] = seen.get(bar.label, -1) + 1
+            spread = _noise_about(bar.value, bar.source)
+            rows.setdefault((bar.label, seen[bar.label]), []).append(
+                replace(bar, run=run, spread=spread)
+            )
+    first = panels[0][1]
+    alike = all(panel.reference == first.reference for _, panel in panels)
+    shared = first.reference if alike else None
+    return replace(first, bars=[bar for row in rows.values() for bar in row], reference=shared)
 
 
 # -- GB/s against size -----------------------------------------------------------------------------

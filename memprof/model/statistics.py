@@ -79,6 +79,12 @@ def median_noise(samples_ms: Sequence[float]) -> float:
     return _MEDIAN_ERROR * deviation / math.sqrt(count) / median
 
 
+def noise_band(samples_ms: Sequence[float]) -> float:
+    """The relative change one median's own noise could explain: NOISE_SIGMAS times its
+    noise (a run's band in a picture of several, an outlier's margin in the fleet view)."""
+    return NOISE_SIGMAS * median_noise(samples_ms)
+
+
 def repetitions_words(sample_lists: Sequence[Sequence[float]], unit: str = "") -> str:
     """How many samples each of these figures is the median of, and the highest noise among
     them (median_noise), for a footnote: "5 to 40, noise at most 0.8%" ("5 to 40 batches, ..."

@@ -18,7 +18,7 @@ from memprof.model.figures import Figure, figure_finder
 from memprof.model.formatting import format_gb_per_s, format_ms, plural
 from memprof.model.measures import Measure
 from memprof.model.results import Result
-from memprof.model.statistics import NOISE_SIGMAS, median_noise
+from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
 from memprof.output.diff import by_key, measurement_label
 
@@ -108,7 +108,7 @@ def fleet(
         each = []
         for run, f in enumerate(found):
             samples = f.measurement.throughput_ms or f.measurement.samples_ms
-            noise = NOISE_SIGMAS * median_noise(samples) if len(samples) > 1 else 0.0
+            noise = noise_band(samples)
             each.append(
                 Deviation(run, label, _shown(f), f.per_operation_ms / middle, max(limit, noise))
             )

@@ -50,6 +50,17 @@ class Line:
     ceiling: bool = False  # a bound drawn dashed (the link, staging), not a measured series
     sources: list[Any] = field(default_factory=list)
     kind: str | None = None  # the memory kind it is of: its colour (memprof.output.palette)
+    run: int | None = None  # of a picture of several runs: which (0, the reference, dashed)
+    band: list[tuple[float, float]] = field(default_factory=list)  # each point's spread
+
+    @property
+    def shown(self) -> str:
+        return _with_run(self.label, self.run)
+
+    @property
+    def in_legend(self) -> str:
+        """A series is named once for every run; a bound only one run draws, with its run."""
+        return self.label if self.run is not None and not self.ceiling else self.shown
 
 
 @dataclass
@@ -77,6 +88,17 @@ class Bar:
     verdict: str | None = None  # PASS, WARN, FAIL: its colour
     source: Any = None  # the measurement it is a figure of, where it is one
     kind: str | None = None  # the memory kind it is of: its colour (memprof.output.palette)
+    run: int | None = None  # of a picture of several runs: which (0, the reference, plain)
+    spread: tuple[float, float] | None = None  # drawn as a whisker: the run's noise
+
+    @property
+    def shown(self) -> str:
+        return _with_run(self.label, self.run)
+
+
+def _with_run(label: str, run: int | None) -> str:
+    """A series' or bar's label, tagged with its run's number in a picture of several."""
+    return label if run is None else f"{label} [{run + 1}]"
 
 
 @dataclass
@@ -218,9 +240,19 @@ RC = {  # over matplotlib's own defaults (rcParamsDefault), never the user's set
     "legend.fontsize": 7,
 }
 MARKERS = ("o", "s", "^", "D")  # the next ten lines of a panel take the next marker
+# a picture of several runs: each run's lines and bars (the first, the reference, dashed)
+RUN_STYLES = (("--", "dashed"), ("-", "solid"), (":", "dotted"), ("-.", "dash-dotted"))
+RUN_HATCHES = (  # a bar's hatch, a dot's marker (bars drawn as dots), in words
+    ("", "o", "plain bars, round dots"),
+    ("////", "s", "hatched //// bars, square dots"),
+    ("....", "^", "dotted .... bars, triangle dots"),
+    ("xxxx", "D", "crossed xxxx bars, diamond dots"),
+)
 CEILING_STYLES = ("--", ":", "-.")
 # marks on bars: what a bar was expected to reach (black), what bounds it (grey)
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
+# a value beside its bar stays readable where a mark (its ceiling) crosses it
+VALUE_BACKGROUND = {"facecolor": "white", "edgecolor": "none", "pad": 0.3}
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
 DPI = 150  # a PNG's dots per inch
 GIB = 1 << 30
@@ -332,7 +364,7 @@ def _characters(labels: list[str]) -> int:
 def _left_inches(panel: Panel) -> float:
     """Room left of a panel for its row labels (bars, lanes, GPUs) and axis label."""
     if isinstance(panel, Bars):
-        return 0.15 + CHARACTER_INCHES * _characters([bar.label for bar in panel.bars])
+        return 0.15 + CHARACTER_INCHES * _characters([bar.shown for bar in panel.bars])
     if isinstance(panel, Timeline):
         return 0.15 + CHARACTER_INCHES * _characters(panel.lanes)
     if isinstance(panel, HeatMap):
@@ -343,7 +375,7 @@ def _left_inches(panel: Panel) -> float:
 def _right_inches(panel: Panel) -> float:
     """Room right of a panel: a curve's legend stands there."""
     if isinstance(panel, Curves):
-        return 0.55 + CHARACTER_INCHES * _characters([line.label for line in panel.lines])
+        return 0.55 + CHARACTER_INCHES * _characters(_legend_labels(panel))
     return EDGE_INCHES
 
 
@@ -353,23 +385,31 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
     names: set[str] = set()
-    measured = ceilings = 0
-    colour_of = iter(colours([line.kind for line in panel.lines if not line.ceiling]))
+    ceilings = 0
+    measured = [line for line in panel.lines if not line.ceiling]
+    colour_of, series = _series_colours(measured)
     for line in panel.lines:
-        points = [(x, y) for x, y in line.points if x > 0 and y > 0]
-        xs, ys = [x for x, _ in points], [y for _, y in points]
+        kept = [i for i, (x, y) in enumerate(line.points) if x > 0 and y > 0]
+        xs, ys = [line.points[i][0] for i in kept], [line.points[i][1] for i in kept]
         if line.ceiling:
             style = CEILING_STYLES[ceilings % len(CEILING_STYLES)]
             (drawn,) = axes.plot(xs, ys, linestyle=style, color=CEILING, linewidth=1)
             ceilings += 1
         else:
-            marker = MARKERS[measured // len(OTHERS) % len(MARKERS)]
+            colour = colour_of[id(line)]
+            marker = MARKERS[series[id(line)] // len(OTHERS) % len(MARKERS)]
+            style = "-" if line.run is None else RUN_STYLES[line.run % len(RUN_STYLES)][0]
             (drawn,) = axes.plot(
-                xs, ys, marker=marker, markersize=3, linewidth=1.3, color=next(colour_of)
+                xs, ys, marker=marker, markersize=3, linewidth=1.3, color=colour, linestyle=style
             )
-            measured += 1
-        drawn.set_label(_label(line.label))
-        drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.label}", names))
+            if line.band:  # the run's noise about each point, translucent
+                band = axes.fill_between(
+                    xs, [line.band[i][0] for i in kept], [line.band[i][1] for i in kept],
+                    color=colour, alpha=0.18, linewidth=0,
+                )  # fmt: skip
+                band.set_gid(_gid(f"{gid}-band-{line.shown}", names))
+        drawn.set_label(_label(line.in_legend))
+        drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.shown}", names))
     _x_label(axes, panel.x_label)
     _y_label(axes, panel.y_label, 42)
     if panel.linear:
@@ -378,7 +418,37 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
         _log_axes(axes, panel)
     axes.grid(True, which="major", color="0.9", linewidth=0.6)
     if panel.lines:
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        axes.legend(handles=_legend(axes, panel), loc="upper left", bbox_to_anchor=(1.01, 1),
+                    frameon=False)  # fmt: skip
+
+
+def _legend(axes: Any, panel: Curves) -> list[Any]:
+    """A legend entry per series, not per run: the runs' line styles are said in words."""
+    drawn = [line for line in axes.get_lines() if not line.get_label().startswith("_")]
+    shown, seen = [], set()
+    for line, handle in zip(panel.lines, drawn, strict=True):
+        if line.run is None or line.ceiling:
+            shown.append(handle)
+        elif (line.kind, line.label) not in seen:
+            seen.add((line.kind, line.label))
+            (proxy,) = axes.plot([], [], color=handle.get_color(), marker=handle.get_marker(),
+                                 markersize=3, linewidth=1.3, label=handle.get_label())  # fmt: skip
+            shown.append(proxy)
+    return shown
+
+
+def _legend_labels(panel: Curves) -> list[str]:
+    return [line.in_legend for line in panel.lines]
+
+
+def _series_colours(items: list[Any]) -> tuple[dict[int, str], dict[int, int]]:
+    """Each line's or bar's colour (by id), by its kind, and its series' place: one colour
+    for a series in every run of a picture of several (its kind and label say which)."""
+    keys = {id(item): (item.kind, item.label) for item in items}
+    unique = list(dict.fromkeys(keys.values()))
+    chosen = dict(zip(unique, colours([kind for kind, _ in unique]), strict=True))
+    places = {key: index for index, key in enumerate(unique)}
+    return {i: chosen[key] for i, key in keys.items()}, {i: places[key] for i, key in keys.items()}
 
 
 def _linear_axes(axes: Any, panel: Curves) -> None:
@@ -486,6 +556,7 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     reference = [panel.reference.value] if panel.reference is not None else []
     everything = values + reference
     everything += [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
+    everything += [v for bar in panel.bars for v in bar.spread or () if v > 0]
     dots = bool(values) and max(everything) / min(everything) >= DOTS_FROM
     if dots:
         axes.set_xscale("log")
@@ -496,33 +567,43 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     base = min(everything) / 2 if dots else 0.0
     positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
     names: set[str] = set()
-    kinds = iter(colours([bar.kind for bar in panel.bars]))
-    fills = [VERDICT_COLOURS.get(bar.verdict or "") or next(kinds) for bar in panel.bars]
+    colour_of, _ = _series_colours(panel.bars)
+    fills = [VERDICT_COLOURS.get(bar.verdict or "") or colour_of[id(bar)] for bar in panel.bars]
     if dots:  # a dot at each value, on a faint line from the axis: no length to misread
         axes.hlines(positions, base, [bar.value for bar in panel.bars], color="0.85", lw=0.8)
         for y, bar, fill in zip(positions, panel.bars, fills, strict=True):
-            (dot,) = axes.plot([bar.value], [y], linestyle="none", marker="o", markersize=5,
+            marker = "o" if bar.run is None else RUN_HATCHES[bar.run % len(RUN_HATCHES)][1]
+            (dot,) = axes.plot([bar.value], [y], linestyle="none", marker=marker, markersize=5,
                                color=fill)  # fmt: skip
-            dot.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
+            dot.set_gid(_gid(f"{gid}-bar-{bar.shown}", names))
     else:
+        runs = {}  # a picture of several runs: each run's hatch, in white
+        if any(bar.run is not None for bar in panel.bars):
+            hatches = [RUN_HATCHES[(bar.run or 0) % len(RUN_HATCHES)][0] for bar in panel.bars]
+            runs = {"hatch": hatches, "edgecolor": "white", "linewidth": 0}
         rectangles = axes.barh(
-            positions, [bar.value for bar in panel.bars], height=0.6, color=fills
+            positions, [bar.value for bar in panel.bars], height=0.6, color=fills, **runs
         )
         for bar, rectangle in zip(panel.bars, rectangles, strict=True):
-            rectangle.set_gid(_gid(f"{gid}-bar-{bar.label}", names))
-    beside = axes.transData + _points(axes, 3, 0)  # a value just right of its bar
+            rectangle.set_gid(_gid(f"{gid}-bar-{bar.shown}", names))
+    beside = axes.transData + _points(axes, 5 if dots else 3, 0)  # just right of its bar or dot
     for y, bar in zip(positions, panel.bars, strict=True):
         for kind, _, colour in MARKS:
             mark = getattr(bar, kind)
             if mark:
                 (drawn,) = axes.plot([mark], [y], linestyle="none", marker="|", markersize=11,
                                      markeredgewidth=1.5, color=colour)  # fmt: skip
-                drawn.set_gid(_gid(f"{gid}-{kind}-{bar.label}", names))
+                drawn.set_gid(_gid(f"{gid}-{kind}-{bar.shown}", names))
+        if bar.spread is not None:  # a whisker over the run's noise, capped at both ends
+            (whisker,) = axes.plot(list(bar.spread), [y, y], color="black", linewidth=0.8,
+                                   marker="|", markersize=5)  # fmt: skip
+            whisker.set_gid(_gid(f"{gid}-spread-{bar.shown}", names))
         shown = _value_text(bar.value, panel.unit)
-        after = max(bar.value, base, bar.expected or 0, bar.ceiling or 0)  # right of the marks
+        after = max(bar.value, base, *(bar.spread or ()))  # at its own bar (and whisker)
         axes.text(
             after, y, f"{bar.verdict} {shown}" if bar.verdict else shown, va="center",
-            fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.label}", names),
+            fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.shown}", names),
+            bbox=VALUE_BACKGROUND,
         )  # fmt: skip
     if panel.reference is not None:
         line = axes.axvline(panel.reference.value, color=CEILING, linestyle="--", linewidth=1)
@@ -531,8 +612,8 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     left_of_axes = axes.get_yaxis_transform()  # x in the axes' width, y in the bars'
     for y, bar in zip(positions, panel.bars, strict=True):
         axes.text(
-            -0.01, y, _label(bar.label), transform=left_of_axes, ha="right", va="center",
-            gid=_gid(f"{gid}-label-{bar.label}", names),
+            -0.01, y, _label(bar.shown), transform=left_of_axes, ha="right", va="center",
+            gid=_gid(f"{gid}-label-{bar.shown}", names),
         )  # fmt: skip
     axes.set_ylim(-0.6, len(panel.bars) - 0.4)
     marks = []
