@@ -318,7 +318,6 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     from memprof.output.plot import format_of, matplotlib_for
 
     matplotlib_for()
-    names = _labels(labels or None, len(sources), "--label")
     source = sources[0]
     if output is not None:
         found, option = destination(output, "--output"), "--output"
@@ -342,8 +341,14 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     format_of(target)
     check_destination(target, option)
     check_distinct({option: found}, inputs=sources)
-    loaded = [load(one) for one in sources]
-    _one_command(loaded, [str(one) for one in sources])
+    loaded, names_of = [], []
+    for one in sources:  # a run of --device all: each GPU's run (not the one over all at once)
+        runs = load_all(one)
+        runs = [run for run in runs if run.command == runs[0].command]
+        loaded += runs
+        names_of += [str(one) if len(runs) == 1 else f"{one}: GPU {r.gpu_index}" for r in runs]
+    _one_command(loaded, names_of)
+    names = _labels(labels or None, len(loaded), "--label")
     drawn = picture_of(loaded, names)
     save_picture(drawn, target)
     return target

@@ -211,3 +211,30 @@ def test_a_note_one_run_repeats_in_its_own_tables_stays_in_each():
     tables = [Table("t", ["a"], notes=["x"]), Table("u", ["a"], notes=["x"])]
     kept = notes_once(Summary(tables=tables), memprof.load(CHECKS[0]), {})
     assert [table.notes for table in kept.tables] == [["x"], ["x"]]
+
+
+def test_plot_of_a_run_of_every_gpu_draws_each_gpus_run_told_apart_by_its_gpu(tmp_path):
+    pytest.importorskip("matplotlib", reason="memprof plot needs matplotlib (the plot extra)")
+    import xml.etree.ElementTree as ElementTree
+
+    from tests.test_plot import texts
+
+    source = saved(tmp_path, members())  # four GPUs' checks, then the check-pairs run
+    target = tmp_path / "all.svg"
+    ran = runner.invoke(cli.app, ["plot", str(source), "-o", str(target)])
+    assert ran.exit_code == 0, ran.output
+    words = texts(ElementTree.parse(target).getroot())
+    assert "memprof check: 4 runs" in words  # each GPU's check; check-pairs is report's
+    for gpu in range(4):
+        assert any(w.startswith(f"[{gpu + 1}]") and f": GPU {gpu}: NVIDIA H200" in w for w in words)
+    ran = runner.invoke(cli.app, ["plot", str(source), "-o", str(target), "--label", "a"])
+    assert ran.exit_code == 2 and "--label: 1 given for 4 runs" in ran.output
+
+
+def test_runs_are_led_by_their_gpu_only_where_they_are_of_several_gpus():
+    from memprof.experiments.pictures import run_label, run_labels
+
+    gpus = [memprof.load(path) for path in CHECKS[:2]]
+    assert run_labels(gpus) == [f"GPU {i}: {run_label(r)}" for i, r in enumerate(gpus)]
+    one_gpu = [gpus[0], memprof.load(FIXTURES / "h200_check.json")]  # both device 0
+    assert run_labels(one_gpu) == [run_label(r) for r in one_gpu]

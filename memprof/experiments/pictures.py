@@ -69,8 +69,14 @@ def run_label(result: Result) -> str:
 
 
 def run_labels(results: Sequence[Result]) -> list[str]:
-    """Each run's label (run_label), numbered in the order given where two coincide."""
-    plain = [run_label(result) for result in results]
+    """Each run's label (run_label), led by its GPU where the runs are of several GPUs (a
+    run of `--device all`, a fleet's files), numbered in the order given where two
+    coincide."""
+    several = len({result.gpu_index for result in results}) > 1
+    plain = [
+        f"GPU {result.gpu_index}: {run_label(result)}" if several else run_label(result)
+        for result in results
+    ]
     return [
         name if plain.count(name) == 1 else f"{name} #{index + 1}"
         for index, name in enumerate(plain)
