@@ -135,6 +135,31 @@ def test_a_measurement_without_figures_is_no_row():
     assert len(rows_of(result)) == len(result.measurements)
 
 
+def test_hostlinks_totals_are_rows_naming_each_gpus_copies():
+    """Every GPU's GB/s added up is a row of its own, its parts named by GPU, and the total
+    at once over the total alone a ratio of those two rows."""
+    result = load(FIXTURES / "h200x2_hostlink.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    alone = [r for r in rows if r["group"] == "gpu" and r["operation"] == "h2d"]
+    together = [r for r in rows if r["group"] == "gpu" and r["operation"] == "h2d_at_once"]
+    by_name = {r["name"]: r for r in rows if r["group"] == "derived"}
+    total = by_name["h2d, every GPU alone"]
+    assert total["operation"] == "total" and "gpu_index" not in total  # of no one GPU
+    assert total["gb_per_s"] == pytest.approx(math.fsum(r["gb_per_s"] for r in alone))
+    assert total["derived_from"] == (
+        "[CUDA memcpy HtoD] (pinned, GPU 0) + [CUDA memcpy HtoD] (pinned, GPU 1)"
+    )
+    at_once = by_name["h2d, every GPU all at once"]["gb_per_s"]
+    assert at_once == pytest.approx(math.fsum(r["gb_per_s"] for r in together))
+    assert by_name["h2d, at once / alone"]["ratio"] == pytest.approx(at_once / total["gb_per_s"])
+    one = by_name["h2d, GPU 0: at once / alone"]
+    assert one["derived_from"] == (
+        "[CUDA memcpy HtoD] (h2d, pinned) / [CUDA memcpy HtoD] (h2d_at_once, pinned)"
+    )
+    assert one["ratio"] == pytest.approx(together[0]["gb_per_s"] / alone[0]["gb_per_s"])
+
+
 # -- every figure a table prints is in the CSV row of a measurement it shows -------------------
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
@@ -209,7 +234,6 @@ PENDING = {
     ("alloc", "Growing a buffer"),
     ("check", "Health of GPU"),
     ("check-pairs", "Health of every pair"),
-    ("hostlink", "Pinned copies of "),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
     ("pinlimit", "Each call, and registering"),

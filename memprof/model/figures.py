@@ -145,16 +145,22 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
 class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
-    copy), each time the sum of its parts'; "ratio": how many times faster the second part
-    ran than the first (pinned's "vs pageable"), their per-operation times' ratio."""
+    copy, a stage's chunks), each time the sum of its parts'; "total": work done by parts at
+    once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
+    faster the second part ran than the first (pinned's "vs pageable"): the first's
+    per-operation time over the second's, or the second's GB/s over the first's where the
+    parts are totals."""
 
     name: str
-    parts: tuple[Figure, ...]
-    formula: Literal["sum", "ratio"] = "sum"
+    parts: tuple[Figure | Derived, ...]
+    formula: Literal["sum", "total", "ratio"] = "sum"
 
     @property
     def ratio(self) -> float:
-        return self.parts[0].per_operation_ms / self.parts[1].per_operation_ms
+        first, second = self.parts
+        if isinstance(first, Derived) and first.formula == "total":
+            return second.gb_per_s / first.gb_per_s
+        return first.per_operation_ms / second.per_operation_ms
 
     @property
     def median_ms(self) -> float:
@@ -163,6 +169,12 @@ class Derived:
     @property
     def per_operation_ms(self) -> float:
         return math.fsum(part.per_operation_ms for part in self.parts)
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """A total's: its parts' GB/s added up (None: a part moves nothing)."""
+        rates = [part.gb_per_s for part in self.parts]
+        return None if self.formula != "total" or None in rates else math.fsum(rates)
 
 
 FigureOf = Callable[[Measurement], Figure]
