@@ -189,7 +189,7 @@ def printed_forms(row: dict) -> set[str]:
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
     if row.get("ratio", "") != "":  # a derived ratio: how many times faster
-        forms.add(format_ratio(row["ratio"]))
+        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}  # or a share
     if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
@@ -213,9 +213,9 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
-                declared = any(getattr(one, "formula", "") == "ratio" for one in table.sources[r])
-                if (RATIO.match(part) and declared) or (
-                    figure and not DERIVED_HEADERS.search(table.headers[c])
+                formulas = {getattr(one, "formula", None) for one in table.sources[r]}
+                if (RATIO.match(part) and "ratio" in formulas) or (
+                    figure and (formulas - {None} or not DERIVED_HEADERS.search(table.headers[c]))
                 ):
                     found.append((r, c, part))
                 elif figure or RATIO.match(part) or WITH_UNIT.search(part):
@@ -239,8 +239,6 @@ PENDING = {
     ("pinlimit", "Each call, and registering"),
     ("pinlimit", "Pinning as it grows"),
     ("pinlimit", "What pinning takes from the host"),
-    ("streams", "Stages on one stream"),
-    ("streams", "Whole pipeline"),
     ("trace", "Copies by memory kind"),
     ("trace", "Longest idle gaps"),
     ("trace", "Where: "),

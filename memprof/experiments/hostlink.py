@@ -203,7 +203,6 @@ def summarize(result: Result) -> Summary:
         ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone", "Of ceiling"],
     )
     links = {index: pcie_ceiling(result, index) for index in devices}
-    derived: list[Derived] = []
 
     def cell(key) -> str:
         return format_gb_per_s(found[key].gb_per_s) if key in found else "-"
@@ -217,8 +216,8 @@ def summarize(result: Result) -> Summary:
             ratio = "-"
             if alone in found and together in found:
                 pair = (found[alone], found[together])
-                derived.append(Derived(f"{direction}, GPU {index}: at once / alone", pair, "ratio"))
-                ratio, sources = format_ratio(derived[-1].ratio), (*sources, derived[-1])
+                against = Derived(f"{direction}, GPU {index}: at once / alone", pair, "ratio")
+                ratio, sources = format_ratio(against.ratio), (*sources, against)
             reached = "-"
             if alone in found:
                 reached = ceiling_cell(found[alone].ceiling, found[alone].gb_per_s)
@@ -227,7 +226,6 @@ def summarize(result: Result) -> Summary:
             )
         summed = total_figures(result, direction)
         if summed is not None:
-            derived += summed
             alone, together, ratio = summed
             table.add_row(
                 "total",
@@ -247,9 +245,7 @@ def summarize(result: Result) -> Summary:
         "Total alone: the sum of each GPU's figure measured on its own.",
         *_ceiling_notes(links),
     ]
-    return Summary(
-        tables=[table], conclusions=_conclusions(result), show_profile=False, derived=derived
-    )
+    return Summary(tables=[table], conclusions=_conclusions(result), show_profile=False)
 
 
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:

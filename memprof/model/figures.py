@@ -145,15 +145,16 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
 class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
-    copy, a stage's chunks), each time the sum of its parts'; "total": work done by parts at
-    once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
+    copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
+    stages) ideally overlapped, ideal_overlapped_ms of their times; "total": work done by
+    parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
     faster the second part ran than the first (pinned's "vs pageable"): the first's
     per-operation time over the second's, or the second's GB/s over the first's where the
     parts are totals."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
-    formula: Literal["sum", "total", "ratio"] = "sum"
+    formula: Literal["sum", "overlap", "total", "ratio"] = "sum"
 
     @property
     def ratio(self) -> float:
@@ -164,17 +165,34 @@ class Derived:
 
     @property
     def median_ms(self) -> float:
-        return math.fsum(part.median_ms for part in self.parts)
+        return self._time("median_ms")
 
     @property
     def per_operation_ms(self) -> float:
-        return math.fsum(part.per_operation_ms for part in self.parts)
+        return self._time("per_operation_ms")
+
+    def _time(self, which: str) -> float:
+        times = [getattr(part, which) for part in self.parts]
+        if self.formula != "overlap":
+            return math.fsum(times)
+        chunks = [len(part.parts) for part in self.parts]
+        return ideal_overlapped_ms([(t, t / n) for t, n in zip(times, chunks, strict=True)])
 
     @property
     def gb_per_s(self) -> float | None:
         """A total's: its parts' GB/s added up (None: a part moves nothing)."""
         rates = [part.gb_per_s for part in self.parts]
         return None if self.formula != "total" or None in rates else math.fsum(rates)
+
+
+def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
+    """Stages of a pipeline, each (its total, its time per chunk), ideally overlapped: the
+    longest stage's total plus one chunk of each other stage (the pipeline's fill and
+    drain)."""
+    longest = max(range(len(stages)), key=lambda stage: stages[stage][0])
+    return stages[longest][0] + math.fsum(
+        per_chunk for stage, (_, per_chunk) in enumerate(stages) if stage != longest
+    )
 
 
 FigureOf = Callable[[Measurement], Figure]

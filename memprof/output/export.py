@@ -127,6 +127,7 @@ def csv_rows(
 
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "sum": ("median_ms", "per_operation_ms"),
+    "overlap": ("median_ms", "per_operation_ms"),
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
 }
@@ -148,7 +149,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         "name": literal(one.name),
         "operation": one.formula,
         **{column: _blank(getattr(one, column)) for column in FORMULA_FIGURES[one.formula]},
-        "derived_from": (" / " if one.formula == "ratio" else " + ").join(
+        "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
             _part_name(
                 part,
                 "gpu_index" not in row,
