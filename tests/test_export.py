@@ -229,8 +229,6 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
 # not listed prints an unsourced figure, or if one listed no longer does.
 PENDING = {
     ("alloc", "Allocate, use, free, sync"),
-    ("alloc", "Allocate time, "),
-    ("alloc", "Free time, "),
     ("alloc", "Growing a buffer"),
     ("check", "Health of GPU"),
     ("check-pairs", "Health of every pair"),

@@ -34,6 +34,7 @@ from memprof.model.statistics import Statistics
 # from before it, one memcpy between two pageable buffers.
 STAGING_OPERATIONS = {"staging_h2d": "h2d", "staging_d2h": "d2h"}
 OLDER_HOST_MEMCPY = "memcpy"
+GIB = 1 << 30
 # Kinds whose copies the driver stages through its own pinned buffer before the DMA that CUPTI
 # records: the caller waits for the whole call (6.68 us for 1 KiB on the H200, its DMA 0.83).
 STAGED_KINDS = ("pageable",)
@@ -146,7 +147,8 @@ class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
     copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
-    stages) ideally overlapped, ideal_overlapped_ms of their times; "total": work done by
+    stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": one part's
+    times scaled to a GiB (an allocation's cost per GiB); "total": work done by
     parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
     faster the second part ran than the first (pinned's "vs pageable"): the first's
     per-operation time over the second's, or the second's GB/s over the first's where the
@@ -154,7 +156,7 @@ class Derived:
 
     name: str
     parts: tuple[Figure | Derived, ...]
-    formula: Literal["sum", "overlap", "total", "ratio"] = "sum"
+    formula: Literal["sum", "overlap", "per_gib", "total", "ratio"] = "sum"
 
     @property
     def ratio(self) -> float:
@@ -173,6 +175,8 @@ class Derived:
 
     def _time(self, which: str) -> float:
         times = [getattr(part, which) for part in self.parts]
+        if self.formula == "per_gib":
+            return times[0] * GIB / self.parts[0].measurement.bytes
         if self.formula != "overlap":
             return math.fsum(times)
         chunks = [len(part.parts) for part in self.parts]

@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from memprof.model.figures import Derived, Figure
+from memprof.model.figures import GIB, Derived, Figure
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
@@ -128,6 +128,7 @@ def csv_rows(
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "sum": ("median_ms", "per_operation_ms"),
     "overlap": ("median_ms", "per_operation_ms"),
+    "per_gib": ("median_ms", "per_operation_ms"),
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
 }
@@ -148,6 +149,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         "group": "derived",
         "name": literal(one.name),
         "operation": one.formula,
+        **({"bytes": GIB} if one.formula == "per_gib" else {}),
         **{column: _blank(getattr(one, column)) for column in FORMULA_FIGURES[one.formula]},
         "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
             _part_name(
