@@ -148,7 +148,8 @@ class Derived:
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
     copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
     stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": one part's
-    times scaled to a GiB (an allocation's cost per GiB); "total": work done by
+    times scaled to a GiB (an allocation's cost per GiB); "steady": one part's samples
+    once the first (cold) one is behind, steady_ms of them; "total": work done by
     parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
     faster the second part ran than the first (pinned's "vs pageable"): the first's
     per-operation time over the second's, or the second's GB/s over the first's where the
@@ -156,7 +157,7 @@ class Derived:
 
     name: str
     parts: tuple[Figure | Derived, ...]
-    formula: Literal["sum", "overlap", "per_gib", "total", "ratio"] = "sum"
+    formula: Literal["sum", "overlap", "per_gib", "steady", "total", "ratio"] = "sum"
 
     @property
     def ratio(self) -> float:
@@ -177,6 +178,8 @@ class Derived:
         times = [getattr(part, which) for part in self.parts]
         if self.formula == "per_gib":
             return times[0] * GIB / self.parts[0].measurement.bytes
+        if self.formula == "steady":
+            return steady_ms(self.parts[0].measurement.samples_ms)
         if self.formula != "overlap":
             return math.fsum(times)
         chunks = [len(part.parts) for part in self.parts]
@@ -187,6 +190,12 @@ class Derived:
         """A total's: its parts' GB/s added up (None: a part moves nothing)."""
         rates = [part.gb_per_s for part in self.parts]
         return None if self.formula != "total" or None in rates else math.fsum(rates)
+
+
+def steady_ms(samples_ms: Sequence[float]) -> float:
+    """Repeated work once the first (cold) time is behind: the median of the others (an
+    allocator loop's first iteration finds its pools empty)."""
+    return _median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
 
 
 def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:

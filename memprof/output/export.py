@@ -129,6 +129,7 @@ FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "sum": ("median_ms", "per_operation_ms"),
     "overlap": ("median_ms", "per_operation_ms"),
     "per_gib": ("median_ms", "per_operation_ms"),
+    "steady": ("median_ms", "per_operation_ms"),
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
 }
