@@ -233,7 +233,6 @@ PENDING = {
     ("check-pairs", "Health of every pair"),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
-    ("pinlimit", "Each call, and registering"),
     ("pinlimit", "Pinning as it grows"),
     ("pinlimit", "What pinning takes from the host"),
     ("trace", "Copies by memory kind"),
