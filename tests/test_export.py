@@ -168,6 +168,7 @@ DERIVED_HEADERS = re.compile(r"vs |/ |(?<![a-z])x\b|ratio|Total|total|per GiB|90
 TIME = re.compile(r"^\d+(\.\d+)?(ns|us|ms|s)$")
 MARK = re.compile(r"[*†]$")  # pools' "*": a call near the floor of its timing
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?$")
+GB_PER_S = re.compile(r"(?<=\d) GB/s$")
 SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
 
 
@@ -212,6 +213,7 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             cell = MARK.sub("", cell)
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
+                part = GB_PER_S.sub("", part)  # a rate with its unit: pinlimit's host table
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
                 formulas = {getattr(one, "formula", None) for one in table.sources[r]}
                 ratio = RATIO.match(part) if "ratio" in formulas else None
@@ -234,7 +236,6 @@ PENDING = {
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
     ("pinlimit", "Pinning as it grows"),
-    ("pinlimit", "What pinning takes from the host"),
     ("trace", "Copies by memory kind"),
     ("trace", "Longest idle gaps"),
     ("trace", "Where: "),
