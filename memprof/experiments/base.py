@@ -227,6 +227,16 @@ ONE_COPY = {  # a copy of a whole buffer, alone, per direction
     )
     for direction, words in DIRECTIONS.items()
 }
+# cuMemPrefetchAsync of managed memory to the GPU (managed's a, b and res; compare's buffer):
+# its GPU time, and the host's in the calls (common.prefetch_to_gpu records both)
+PREFETCH = Measure(
+    "gpu", "prefetch", "cuMemPrefetchAsync of managed memory to the GPU", "one operation", False,
+    name="[Unified Memory prefetch HtoD]",
+)  # fmt: skip
+PREFETCH_CALLS = Measure(
+    "api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False, 0,
+    name="cuMemPrefetchAsync",
+)  # fmt: skip
 HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock", arrays=1)
 HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock", arrays=1)
 ALLOCATIONS = (  # allocating and freeing a buffer of each kind

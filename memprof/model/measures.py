@@ -62,6 +62,9 @@ class Measure:
     # the "api" operation timing the same copies' calls on the host clock: a staged copy's
     # (pageable) figures are its call's, never CUPTI's record of its DMA alone
     call: str | None = None
+    # the name its measurements are recorded and printed under, as nvprof names them (None:
+    # each experiment names its own); spelled here once for every command that records it
+    name: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
