@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from memprof.core.measure import Profiler, Span, StreamOperation, StreamsRun
 
 STAGES = {
-    "h2d": ("[CUDA memcpy HtoD]", "H"),
+    "h2d": (base.COPY_NAMES["h2d"], "H"),
     "kernel": ("busyWork", "K"),
-    "d2h": ("[CUDA memcpy DtoH]", "D"),
+    "d2h": (base.COPY_NAMES["d2h"], "D"),
 }
 MODES = {
     "serial": "pinned, 1 stream",

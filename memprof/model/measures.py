@@ -85,6 +85,9 @@ class Measure:
         return self.bound
 
 
+# The host copies' names, as nvprof prints them: spelled here once for every command.
+COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
+
 ABOVE_BOUND = 1.05  # a figure this far above a physical bound is not a measurement
 # Back-to-back operations overlap their launch, never their transfer: per operation, a
 # batch takes less than this share of one operation alone, as CUPTI records it, only where

@@ -1,8 +1,12 @@
-"""managed's and compare's prefetch: one declaration (base.PREFETCH, its name spelled there
-once) and one procedure (common.prefetch_to_gpu), run here on the stand-in GPU."""
+"""A measurement's name as nvprof prints it is spelled once in memprof (the host copies' in
+memprof.model.measures.COPY_NAMES, the prefetch's in base.PREFETCH); managed's and compare's
+prefetch are one declaration and one procedure (common.prefetch_to_gpu), run here on the
+stand-in GPU."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -42,3 +46,19 @@ def test_the_one_procedure_records_the_declared_figures(monkeypatch, experiment,
         1024 * count,
     )
     assert (calls.name, calls.kind) == ("cuMemPrefetchAsync", "managed prefetched")
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memprof"
+
+
+@pytest.mark.parametrize(
+    "name", ["[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]", "[Unified Memory prefetch HtoD]"]
+)
+def test_each_name_is_spelled_in_one_place(name):
+    spelled = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value == name
+    ]
+    assert len(spelled) == 1, spelled
