@@ -14,6 +14,7 @@ import sys
 
 import memprof
 from memprof.experiments import device, streams
+from memprof.model.figures import ideal_overlapped_ms
 
 
 def main() -> int:
@@ -39,7 +40,7 @@ def main() -> int:
     for count in (4, 8):
         result = memprof.run("streams", power=26, streams=count, repeat=7)
         times = streams.stage_times(result, "serial")
-        ideal = streams.ideal_overlapped_ms(times)
+        ideal = ideal_overlapped_ms(list(times.values()))
         labels = streams.mode_labels(count)
         overlapped = result.find("total", labels["overlapped"], "span").stats.median_ms
         serial = result.find("total", labels["serial"], "span").stats.median_ms

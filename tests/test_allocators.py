@@ -32,6 +32,7 @@ from memprof.experiments import alloc, compare, experiment_named, pools, shape_o
 from memprof.experiments.alloc import Alloc, AllocExtra, AllocParams
 from memprof.experiments.base import RunContext
 from memprof.experiments.common import stops_at
+from memprof.model.figures import steady_ms
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
@@ -393,8 +394,8 @@ def test_a_pool_pays_from_the_iteration_where_its_total_falls_below_cuMemAllocs(
     assert pools.pays_from([10.0, 1, 1, 1, 1], [3.0] * 5) == 5  # 14 < 15
     assert pools.pays_from([10.0, 1, 1, 1], [3.0] * 4) is None  # 13 > 12: not yet
     assert pools.pays_from([1.0], [2.0]) == 1
-    assert pools.steady_ms([50.0, 1, 2, 3]) == 2  # the cold first iteration left out
-    assert pools.steady_ms([4.0]) == 4 and pools.steady_ms([]) is None
+    assert steady_ms([50.0, 1, 2, 3]) == 2  # the cold first iteration left out
+    assert steady_ms([4.0]) == 4
 
 
 def synthetic_loop_result(

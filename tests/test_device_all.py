@@ -230,7 +230,7 @@ def test_hostlink_sums_each_mode_and_says_which_direction_is_shared():
     assert alone == pytest.approx(108.0) and together == pytest.approx(58.0)
     summary = hostlink.summarize(result)
     rows = [row for row in summary.tables[0].rows if row[0] == "total"]
-    assert rows[0][1:5] == ["host → device", "108", "58.0", "0.54"]
+    assert rows[0][1:5] == ["host → device", "108", "58.0", "0.54x"]
     h2d, d2h = summary.conclusions
     assert "2 GPUs at once moved 58.0 GB/s in total, 54% of the 108 GB/s" in h2d
     assert "they share something on the way" in h2d

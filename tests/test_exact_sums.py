@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from memprof.experiments.streams import ideal_overlapped_ms
+from memprof.model.figures import ideal_overlapped_ms
 from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement
 from memprof.output.profile import profile_rows
@@ -38,7 +38,7 @@ def test_a_lines_gpu_and_host_totals_are_exact():
 
 def test_the_ideal_overlap_adds_each_stages_chunk_exactly():
     times = {"h2d": (0.1, 0.1)} | {f"stage{i}": (0.1, 0.1) for i in range(10)}  # h2d first
-    assert ideal_overlapped_ms(times) == 1.1  # 1.0999999999999999 with 3.11's sum()
+    assert ideal_overlapped_ms(list(times.values())) == 1.1  # 1.0999999999999999 with 3.11's sum()
 
 
 def test_the_profiles_time_shares_are_of_the_exact_total():
@@ -54,6 +54,7 @@ def test_the_profiles_time_shares_are_of_the_exact_total():
 # Every sum() in memprof adds integers (counts, bytes, widths, flags, NVLink MB/s, CUPTI's
 # nanoseconds), exact on every Python; a total of floats goes through math.fsum.
 INTEGER_SUMS = {  # (file under memprof/, the call as written)
+    ("experiments/common.py", "sum(buffer.nbytes for buffer in buffers)"),
     ("core/activity.py", "sum(values)"),
     ("core/activity.py", "sum(duration for _, duration in records)"),
     ("experiments/check.py", "sum(line.verdict == verdict for line in found)"),

@@ -1,6 +1,7 @@
 """streams, device, compare and sweep rendered from results recorded on the H200."""
 
 from memprof.experiments import compare, device, streams, sweep
+from memprof.model.figures import ideal_overlapped_ms
 from memprof.model.formatting import bandwidth_gb_per_s, format_gb_per_s
 from memprof.model.results import Result
 from tests.conftest import array_bytes, load_fixture, load_legacy, render_text
@@ -17,7 +18,7 @@ def rendered(name: str) -> str:
 def test_streams_ideal_and_achieved_fraction_follow_the_stage_times():
     result = load("streams")
     times = streams.stage_times(result, "serial")
-    ideal = streams.ideal_overlapped_ms(times)
+    ideal = ideal_overlapped_ms(list(times.values()))
     longest = max(total for total, _ in times.values())
     assert ideal > longest
     labels = streams.mode_labels(result.parameters.streams)

@@ -5,11 +5,11 @@ import pytest
 
 from memprof.experiments.streams import (
     chunk_bounds,
-    ideal_overlapped_ms,
     mode_labels,
     reference,
     timeline_lines,
 )
+from memprof.model.figures import ideal_overlapped_ms
 
 
 def test_chunks_cover_every_element_once():
@@ -23,7 +23,7 @@ def test_chunks_cover_every_element_once():
 
 def test_ideal_is_the_longest_stage_plus_one_chunk_of_the_others():
     times = {"h2d": (4.0, 1.0), "kernel": (8.0, 2.0), "d2h": (4.0, 1.0)}
-    assert ideal_overlapped_ms(times) == 8.0 + 1.0 + 1.0
+    assert ideal_overlapped_ms(list(times.values())) == 8.0 + 1.0 + 1.0
 
 
 def test_text_timeline_draws_each_stage_where_it_ran():

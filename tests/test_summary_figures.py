@@ -674,14 +674,14 @@ def test_hostlink_alone_at_once_and_their_ratio():
             assert row(table, f"GPU {gpu}", label)[2:] == [
                 format_gb_per_s(alone[gpu]),
                 format_gb_per_s(together[gpu]),
-                f"{together[gpu] / alone[gpu]:.2f}",  # at once over alone: below 1 when shared
+                f"{together[gpu] / alone[gpu]:.2f}x",  # at once over alone: below 1 when shared
                 share(alone[gpu], pcie_link(result, gpu), "PCIe"),  # alone, against its link
             ]
         total_alone, total_together = sum(alone.values()), sum(together.values())
         assert row(table, "total", label)[2:] == [
             format_gb_per_s(total_alone),
             format_gb_per_s(total_together),
-            f"{total_together / total_alone:.2f}",
+            f"{total_together / total_alone:.2f}x",
             "",  # a sum over several links has no one ceiling
         ]
         assert said(

@@ -169,4 +169,4 @@ def test_growing_in_place_against_a_new_buffer_and_a_copy():
     line = conclusion(summarize(result), "Growing a")
     assert f"took {format_ms(in_place)} in place" in line
     assert f"against {format_ms(by_copy)} for cuMemAlloc" in line
-    assert line.endswith(f"({by_copy / in_place:.1f}x).")
+    assert line.endswith(f"({by_copy / in_place:.2f}x).")

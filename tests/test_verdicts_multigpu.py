@@ -76,11 +76,11 @@ def test_hostlink_sums_every_gpu_and_divides_at_once_by_alone():
     t = table(summarize(result), "each GPU alone and all")
     for gpu in (0, 1):
         ratio = figure(result, "h2d_at_once", gpu) / figure(result, "h2d", gpu)
-        assert cell(t, "At once / alone", f"GPU {gpu}", WORDS["h2d"]) == f"{ratio:.2f}"
+        assert cell(t, "At once / alone", f"GPU {gpu}", WORDS["h2d"]) == f"{ratio:.2f}x"
     alone, together = sums(result, "h2d")
     assert cell(t, "All at once, GB/s", "total", WORDS["h2d"]) == format_gb_per_s(together)
     assert cell(t, "Alone, GB/s", "total", WORDS["h2d"]) == format_gb_per_s(alone)
-    assert cell(t, "At once / alone", "total", WORDS["h2d"]) == f"{together / alone:.2f}"
+    assert cell(t, "At once / alone", "total", WORDS["h2d"]) == f"{together / alone:.2f}x"
     assert SHARED in conclusion(summarize(result), LABELS["h2d"])
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from memprof.errors import EnvironmentProblem, OutOfMemory
 from memprof.model.device import KIND_NEEDS
 from memprof.model.formatting import format_bytes
+from memprof.model.measures import COPY_NAMES
 from memprof.model.results import Group
 
 if TYPE_CHECKING:
@@ -598,10 +599,10 @@ def copy(
             destination.device_pointer, source.device_pointer, nbytes, stream
         )
     elif destination.on_device:
-        name, default_operation, host = "[CUDA memcpy HtoD]", "h2d", source
+        name, default_operation, host = COPY_NAMES["h2d"], "h2d", source
         call, action = host_copy(cuda, "h2d", source, destination.device_pointer)
     elif source.on_device:
-        name, default_operation, host = "[CUDA memcpy DtoH]", "d2h", destination
+        name, default_operation, host = COPY_NAMES["d2h"], "d2h", destination
         call, action = host_copy(cuda, "d2h", destination, source.device_pointer)
     else:
         raise ValueError("host-to-host copies are not something memprof measures")

@@ -182,7 +182,7 @@ def shape_of(command: str) -> ResultShape | None:
 def summarize(result: Result) -> Summary:
     """The tables and conclusions of a Result, by its command's experiment, and every
     measurement's figures as its declarations read them."""
-    from memprof.model.figures import Derived, figures
+    from memprof.model.figures import figures
     from memprof.model.measures import moved_during_run
     from memprof.model.summary import one_time_unit_per_column
 
@@ -191,9 +191,21 @@ def summarize(result: Result) -> Summary:
     summary.header += moved_during_run(result, experiment.declared())
     summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
     summary.figures_of = functools.partial(figures, result, experiment.declared())
-    shown = (one for table in summary.tables for row in table.sources for one in row)
-    summary.derived = list({id(one): one for one in shown if isinstance(one, Derived)}.values())
+    shown = [one for table in summary.tables for row in table.sources for one in row]
+    summary.derived = list(_with_parts_first(shown, {}).values())
     return summary
+
+
+def _with_parts_first(found: list, made: dict) -> dict:
+    """The Derived figures among `found`, each after the derived figures it is made of (the
+    CSV's row of one names its parts' rows), each once."""
+    from memprof.model.figures import Derived
+
+    for one in found:
+        if isinstance(one, Derived) and id(one) not in made:
+            _with_parts_first(list(one.parts), made)
+            made[id(one)] = one
+    return made
 
 
 def load(path: Path) -> Result:

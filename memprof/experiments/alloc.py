@@ -27,13 +27,13 @@ from memprof.experiments import base
 from memprof.experiments.common import size_label
 from memprof.experiments.pools import MEASURES as ALLOCATOR_MEASURES
 from memprof.experiments.pools import AllocatorsRecord, summary_parts
+from memprof.model.figures import Derived, figure_finder
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import param
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, NON_EMPTY, ByteCount, SchemaError
 from memprof.model.summary import Summary, Table
 
-GIB = 1 << 30
 HOST_ONCE_FROM_BYTES = 256 << 20  # host memory from this size on: one allocation, no warm-up
 # the kinds whose allocation is host memory (memory.MEMORY_KINDS' host_copies), by name: a
 # saved file is read without importing the GPU side (tests/test_allocators.py holds them equal)
@@ -247,9 +247,13 @@ def _kinds_table(result: Result, operation: str, title: str, kinds: list[str]) -
         row = [found(kind, nbytes) for kind in kinds]
         cells = (format_ms(m.stats.median_ms) for m in row)
         table.add_row(format_bytes(nbytes), *cells, source=tuple(row))
+    of = figure_finder(result, Alloc.measures)
+    per_gib = [
+        Derived(f"{kind} {operation}, per GiB", (of(found(kind, largest)),), "per_gib")
+        for kind in kinds
+    ]
     table.add_row(
-        "per GiB, largest",
-        *(format_ms(found(kind, largest).stats.median_ms * GIB / largest) for kind in kinds),
+        "per GiB, largest", *(format_ms(one.median_ms) for one in per_gib), source=tuple(per_gib)
     )
     return table
 

@@ -39,6 +39,7 @@ from memprof.model.device import DeviceFacts
 from memprof.model.figures import check_bounds
 from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
+from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
 from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
@@ -149,9 +150,8 @@ class NoExtra:
 
 # -- what an experiment records ---------------------------------------------------------------
 
-# The two directions of host copies: in words, and as nvprof names the copies.
+# The two directions of host copies in words (COPY_NAMES: as nvprof names the copies).
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
-COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 
 
 # CUPTI's records of every driver call the timed operations made (nvprof's API rows).
@@ -227,6 +227,16 @@ ONE_COPY = {  # a copy of a whole buffer, alone, per direction
     )
     for direction, words in DIRECTIONS.items()
 }
+# cuMemPrefetchAsync of managed memory to the GPU (managed's a, b and res; compare's buffer):
+# its GPU time, and the host's in the calls (common.prefetch_to_gpu records both)
+PREFETCH = Measure(
+    "gpu", "prefetch", "cuMemPrefetchAsync of managed memory to the GPU", "one operation", False,
+    name="[Unified Memory prefetch HtoD]",
+)  # fmt: skip
+PREFETCH_CALLS = Measure(
+    "api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False, 0,
+    name="cuMemPrefetchAsync",
+)  # fmt: skip
 HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock", arrays=1)
 HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock", arrays=1)
 ALLOCATIONS = (  # allocating and freeing a buffer of each kind

@@ -11,12 +11,13 @@ cuda-bindings have them).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from memprof.core import memory
 from memprof.experiments import base
-from memprof.experiments.common import gpu_timing, measure_host_staging
+from memprof.experiments.common import gpu_timing, measure_host_staging, prefetch_to_gpu
 from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Figure, figure_finder, host_side
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
@@ -102,9 +103,8 @@ class Compare(base.Experiment):
         base.HOST_READ,
         *base.ONE_COPY.values(),
         KERNEL_READ,
-        base.Measure(
-            "gpu", "prefetch", "cuMemPrefetchAsync of the managed buffer", "one operation", False, 1
-        ),
+        dataclasses.replace(base.PREFETCH, arrays=1),  # the managed buffer
+        base.PREFETCH_CALLS,
         base.LAUNCH_CALL,
         *base.COPY_CALLS,
         *base.HOST_SIDE,
@@ -241,7 +241,6 @@ def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> N
 def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
     import numpy as np
 
-    from memprof.core import driver
     from memprof.core.verify import compare_arrays
 
     profiler = session.profiler
@@ -266,14 +265,7 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
         def prefetched() -> None:
             session.synchronize()
             np.copyto(buffer.array, values)  # pages back on the host
-            with profiler.events(
-                "gpu",
-                "[Unified Memory prefetch HtoD]",
-                "prefetch",
-                "managed prefetched",
-                buffer.nbytes,
-            ):
-                driver.prefetch(buffer.device_pointer, buffer.nbytes, session.device_index)
+            prefetch_to_gpu(session, (buffer,), "managed prefetched")
             access.read(buffer.device_pointer, elements, "managed prefetched")
 
         repeat(prefetched)

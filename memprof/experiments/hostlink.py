@@ -11,7 +11,6 @@ this. Every copy is verified.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from memprof.experiments import base
@@ -19,8 +18,14 @@ from memprof.experiments.common import CheckedCopies, figures_by_key, largest_ba
 from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
 from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
-from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
+from memprof.model.figures import Derived, Figure
+from memprof.model.formatting import (
+    format_bytes,
+    format_gb_per_s,
+    format_ratio,
+    gpu_names,
+    said_once,
+)
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Summary, Table
 
@@ -171,22 +176,33 @@ def figures(result: Result) -> dict[tuple[str, str, int], float]:
     return {key: one.gb_per_s for key, one in copy_figures(result).items()}
 
 
+def total_figures(result: Result, direction: str) -> tuple[Derived, Derived, Derived] | None:
+    """Every GPU's GB/s alone added up, the same all at once, and the second over the first
+    (None if a copy is missing)."""
+    found = copy_figures(result)
+    keys = {mode: [(mode, direction, index) for index in devices_of(result)] for mode in MODES}
+    if not all(key in found for key in keys["alone"] + keys["together"]):
+        return None
+    alone, together = (
+        Derived(
+            f"{direction}, every GPU {MODES[mode].lower()}",
+            tuple(map(found.get, keys[mode])),
+            "total",
+        )
+        for mode in MODES
+    )
+    return alone, together, Derived(f"{direction}, at once / alone", (alone, together), "ratio")
+
+
 def totals(result: Result, direction: str) -> tuple[float, float] | None:
     """(sum of every GPU alone, sum of every GPU at once) in GB/s; None if one is missing."""
-    cells = figures(result)
-    devices = devices_of(result)
-    keys = [(mode, direction, index) for mode in MODES for index in devices]
-    if not all(key in cells for key in keys):
-        return None
-    alone = math.fsum(cells["alone", direction, index] for index in devices)
-    together = math.fsum(cells["together", direction, index] for index in devices)
-    return alone, together
+    found = total_figures(result, direction)
+    return None if found is None else (found[0].gb_per_s, found[1].gb_per_s)
 
 
 def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     found = copy_figures(result)
-    cells = {key: one.gb_per_s for key, one in found.items()}
     nbytes = base.array_bytes(result.parameters)
     table = Table(
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",
@@ -195,30 +211,36 @@ def summarize(result: Result) -> Summary:
     links = {index: pcie_ceiling(result, index) for index in devices}
 
     def cell(key) -> str:
-        return format_gb_per_s(cells[key]) if key in cells else "-"
+        return format_gb_per_s(found[key].gb_per_s) if key in found else "-"
 
     for direction, label in DIRECTION_LABELS.items():
         for index in devices:
             alone, together = ("alone", direction, index), ("together", direction, index)
-            ratio = (
-                f"{cells[together] / cells[alone]:.2f}"
-                if alone in cells and together in cells
-                else "-"
+            sources: tuple = tuple(
+                found[key].measurement for key in (alone, together) if key in found
             )
-            reached = ceiling_cell(found[alone].ceiling, cells[alone]) if alone in cells else "-"
-            measured = tuple(found[key].measurement for key in (alone, together) if key in found)
+            ratio = "-"
+            if alone in found and together in found:
+                pair = (found[alone], found[together])
+                against = Derived(f"{direction}, GPU {index}: at once / alone", pair, "ratio")
+                ratio, sources = format_ratio(against.ratio), (*sources, against)
+            reached = "-"
+            if alone in found:
+                reached = ceiling_cell(found[alone].ceiling, found[alone].gb_per_s)
             table.add_row(
-                f"GPU {index}", label, cell(alone), cell(together), ratio, reached, source=measured
+                f"GPU {index}", label, cell(alone), cell(together), ratio, reached, source=sources
             )
-        summed = totals(result, direction)
+        summed = total_figures(result, direction)
         if summed is not None:
+            alone, together, ratio = summed
             table.add_row(
                 "total",
                 label,
-                format_gb_per_s(summed[0]),
-                format_gb_per_s(summed[1]),
-                f"{summed[1] / summed[0]:.2f}",
+                format_gb_per_s(alone.gb_per_s),
+                format_gb_per_s(together.gb_per_s),
+                format_ratio(ratio.ratio),
                 "",
+                source=summed,
             )
     table.notes += [
         f"GB/s = 10^9 bytes/s: batches of {largest_batch(result)} back-to-back copies from "

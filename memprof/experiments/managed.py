@@ -13,12 +13,13 @@ Each cycle starts with the host writing the inputs, which brings the pages back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from memprof.experiments import base
-from memprof.experiments.common import SumArrays, gpu_timing
+from memprof.experiments.common import SumArrays, gpu_timing, prefetch_to_gpu
 from memprof.model.figures import Figure, figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
@@ -62,9 +63,7 @@ KERNEL_FIRST = base.Measure(
 KERNEL = base.Measure(
     "gpu", "kernel", "the next launch (pages resident)", "one operation", arrays=3, traffic=0
 )
-PREFETCH = base.Measure(
-    "gpu", "prefetch", "cuMemPrefetchAsync of a, b, res", "one operation", False, 3
-)
+PREFETCH = dataclasses.replace(base.PREFETCH, arrays=3)  # a, b and res
 END_TO_END = base.Measure(
     "span", "end_to_end", "explicit copies: 2 HtoD + kernel + DtoH", "end to end", arrays=3
 )
@@ -86,7 +85,7 @@ class Managed(base.Experiment):
         ),
         END_TO_END,
         PREFETCH,
-        base.Measure("api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False, 0),
+        base.PREFETCH_CALLS,
         base.Measure("api", "advise", "cuMemAdvise calls", "host clock", False, 0),
         *base.CORE_RECORDS,
     )  # fmt: skip
@@ -222,16 +221,7 @@ class _ManagedFlow:
 
     def prefetch(self, kind: str) -> None:
         """cuMemPrefetchAsync of a, b and res to the GPU, before the kernel needs them."""
-        from memprof.core import driver
-
-        profiler = self.session.profiler
-        name = "[Unified Memory prefetch HtoD]"
-        with (
-            profiler.events("gpu", name, "prefetch", kind, 3 * self.nbytes),
-            profiler.api("cuMemPrefetchAsync", "prefetch", kind),
-        ):
-            for buffer in (self.a, self.b, self.res):
-                driver.prefetch(buffer.device_pointer, self.nbytes, self.session.device_index)
+        prefetch_to_gpu(self.session, (self.a, self.b, self.res), kind)
 
     @contextlib.contextmanager
     def advised(self, advice: str) -> Iterator[None]:

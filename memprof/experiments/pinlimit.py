@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
 from memprof.errors import OutOfMemory
 from memprof.experiments import base
-from memprof.model.figures import Figure, figure
+from memprof.model.figures import Derived, Figure, figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Result
@@ -627,14 +627,16 @@ def release_table(result: Result) -> Table:
         ("cuMemHostRegister", WHOLE, "registered", " at once"),
         ("cuMemHostUnregister", UNREGISTER_WHOLE, "registered", " at once"),
     ]
+    of = figure_finder(result, Pinlimit.measures)
     for label, measure, kind, how in rows:
         for m in (m for m in base.find_all(result, measure) if m.kind == kind):
-            median_ms = m.stats.median_ms
+            per_gib = Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")
             table.add_row(
                 f"{label}, {format_bytes(m.bytes)}{how}",
                 str(m.stats.count),
-                format_ms(median_ms),
-                format_ms(median_ms / (m.bytes / GIB)),
+                format_ms(m.stats.median_ms),
+                format_ms(per_gib.median_ms),
+                source=(m, per_gib),
             )
     if not base.find_all(result, WHOLE):
         table.notes.append("One call over every half step needs two steps or more: not made.")

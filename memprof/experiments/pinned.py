@@ -145,8 +145,9 @@ class Pinned(base.Experiment):
             synchronous = memory.MEMORY_KINDS[kind].synchronous_copies
             _, h2d = memory.host_copy(session.cuda, "h2d", a, d_a.device_pointer)
             _, d2h = memory.host_copy(session.cuda, "d2h", res, d_res.device_pointer)
-            profiler.throughput("[CUDA memcpy HtoD]", "h2d", kind, nbytes, h2d, synchronous)
-            profiler.throughput("[CUDA memcpy DtoH]", "d2h", kind, nbytes, d2h, synchronous)
+            for direction, copy in (("h2d", h2d), ("d2h", d2h)):
+                name = base.COPY_NAMES[direction]
+                profiler.throughput(name, direction, kind, nbytes, copy, synchronous)
             for buffer in (a, b, res):
                 buffer.free()
         for buffer in (d_a, d_b, d_res):

@@ -36,8 +36,9 @@ from typing import Annotated, Any, Literal
 
 from memprof.experiments import base
 from memprof.experiments.common import stops_at
-from memprof.model.formatting import format_bytes, format_ms
-from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.figures import Derived, figure_finder, steady_ms
+from memprof.model.formatting import format_bytes, format_ms, format_ratio
+from memprof.model.results import Check, Measurement, MissingMeasurement, Result
 from memprof.model.schema import DISTINCT, ByteCount, Count
 from memprof.model.summary import Table
 
@@ -725,15 +726,33 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         ],
     )
     for nbytes in _sizes(result):
-        found = [
-            _found(result, "api", "grow_in_place", "vmm", nbytes),
-            _found(result, "api", "grow_by_copy", "device", nbytes),
-        ]
-        in_place, by_copy = (None if m is None else m.stats.median_ms for m in found)
-        ratio = f"{by_copy / in_place:.1f}x faster" if in_place and by_copy else "-"
-        sources = tuple(m for m in found if m is not None)
-        growth.add_row(_label(nbytes), _cell(in_place), _cell(by_copy), ratio, source=sources)
+        in_place, by_copy = _growth(result, nbytes)
+        sources = tuple(m for m in (in_place, by_copy) if m is not None)
+        ratio = "-"
+        if in_place is not None and by_copy is not None:
+            faster = _faster_in_place(result, in_place, by_copy)
+            ratio, sources = f"{format_ratio(faster.ratio)} faster", (*sources, faster)
+        growth.add_row(
+            _label(nbytes), *(_cell(m and m.stats.median_ms) for m in (in_place, by_copy)), ratio,
+            source=sources,
+        )  # fmt: skip
     return [table, growth]
+
+
+def _growth(result: Result, nbytes: int) -> tuple[Any, Any]:
+    """Growing a buffer of `nbytes` in place, and by a copy (None: not measured)."""
+    return (
+        _found(result, "api", "grow_in_place", "vmm", nbytes),
+        _found(result, "api", "grow_by_copy", "device", nbytes),
+    )
+
+
+def _faster_in_place(result: Result, in_place: Measurement, by_copy: Measurement) -> Derived:
+    """How many times faster growing in place was than by a copy."""
+    of = figure_finder(result, MEASURES)
+    return Derived(
+        f"{_label(in_place.bytes)}: by copy / in place", (of(by_copy), of(in_place)), "ratio"
+    )
 
 
 def first_use_table(result: Result, record: AllocatorsRecord) -> Table:
@@ -765,9 +784,15 @@ def loop_table(result: Result, record: AllocatorsRecord) -> Table:
             "cuMemSetAccess, memset, synchronize, cuMemUnmap, cuMemRelease."
         ],
     )
+    of = figure_finder(result, MEASURES)
     for nbytes in _sizes(result):
-        cells = [_cell(steady_ms(_loop(result, kind, nbytes))) for kind in record.loop_kinds]
-        table.add_row(_label(nbytes), *cells)
+        found = [_found(result, "host", "loop", kind, nbytes) for kind in record.loop_kinds]
+        steady = [
+            None if m is None else Derived(f"{m.kind} loop, steady", (of(m),), "steady")
+            for m in found
+        ]
+        cells = [_cell(one and one.median_ms) for one in steady]
+        table.add_row(_label(nbytes), *cells, source=tuple(one for one in steady if one))
     return table
 
 
@@ -776,13 +801,6 @@ def _loop(result: Result, kind: str, nbytes: int) -> list[float]:
         return list(result.find("loop", kind, "host", nbytes).samples_ms)
     except MissingMeasurement:
         return []
-
-
-def steady_ms(samples: list[float]) -> float | None:
-    """An iteration once the first (cold) one is behind: the median of the others."""
-    if not samples:
-        return None
-    return statistics.median(samples[1:]) if len(samples) > 1 else samples[0]
 
 
 def pays_from(pool_ms: list[float], device_ms: list[float]) -> int | None:
@@ -889,12 +907,13 @@ def _growth_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
     if not record.vmm:
         return None
     largest = max(_sizes(result))
-    in_place = _median(result, "api", "grow_in_place", "vmm", largest)
-    by_copy = _median(result, "api", "grow_by_copy", "device", largest)
-    if not in_place or not by_copy:
+    in_place, by_copy = _growth(result, largest)
+    if in_place is None or by_copy is None:
         return None
+    faster = _faster_in_place(result, in_place, by_copy)
     return (
-        f"Growing a {_label(largest)} buffer to twice its size took {format_ms(in_place)} in "
-        f"place with virtual memory management against {format_ms(by_copy)} for cuMemAlloc, "
-        f"a copy and cuMemFree ({by_copy / in_place:.1f}x)."
+        f"Growing a {_label(largest)} buffer to twice its size took "
+        f"{format_ms(in_place.stats.median_ms)} in place with virtual memory management "
+        f"against {format_ms(by_copy.stats.median_ms)} for cuMemAlloc, a copy and cuMemFree "
+        f"({format_ratio(faster.ratio)})."
     )

@@ -20,7 +20,6 @@ pipeline's start and end.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 from functools import partial
@@ -28,8 +27,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memprof.experiments import base
 from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import Figure, combined_gb_per_s, figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.figures import Derived, Figure, combined_gb_per_s, figure
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import MAX_COUNT, Count, Milliseconds, SchemaError
@@ -41,9 +40,9 @@ if TYPE_CHECKING:
     from memprof.core.measure import Profiler, Span, StreamOperation, StreamsRun
 
 STAGES = {
-    "h2d": ("[CUDA memcpy HtoD]", "H"),
+    "h2d": (base.COPY_NAMES["h2d"], "H"),
     "kernel": ("busyWork", "K"),
-    "d2h": ("[CUDA memcpy DtoH]", "D"),
+    "d2h": (base.COPY_NAMES["d2h"], "D"),
 }
 MODES = {
     "serial": "pinned, 1 stream",
@@ -411,21 +410,20 @@ def stage_figures(result: Result, mode: str) -> dict[str, list[Figure]]:
     }
 
 
+def stage_sums(result: Result, mode: str) -> dict[str, Derived]:
+    """Per stage: its chunks' median times added up, in the mode's run (the CSV row's kind)."""
+    return {
+        stage: Derived(f"{STAGES[stage][0]}, every chunk", tuple(parts))
+        for stage, parts in stage_figures(result, mode).items()
+    }
+
+
 def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
     """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
-    times = {}
-    for stage, parts in stage_figures(result, mode).items():
-        medians = [part.median_ms for part in parts]
-        times[stage] = (math.fsum(medians), math.fsum(medians) / len(medians))
-    return times
-
-
-def ideal_overlapped_ms(times: dict[str, tuple[float, float]]) -> float:
-    """The longest stage's total plus one chunk of each other stage (pipeline fill and drain)."""
-    longest = max(times, key=lambda stage: times[stage][0])
-    return times[longest][0] + math.fsum(
-        per_chunk for stage, (_, per_chunk) in times.items() if stage != longest
-    )
+    return {
+        stage: (summed.median_ms, summed.median_ms / len(summed.parts))
+        for stage, summed in stage_sums(result, mode).items()
+    }
 
 
 TIMELINE_COLUMNS = 72  # the widest a timeline is drawn (the 120-column layout)
@@ -490,10 +488,10 @@ def profile_note(result: Result) -> str | None:
 def summarize(result: Result) -> Summary:
     streams = result.parameters.streams
     attributes = result.device.attributes
-    serial_stages = stage_times(result, "serial")
+    stages = stage_sums(result, "serial")
     labels = mode_labels(streams)
-    totals = {mode: base.find(result, TOTAL, labels[mode]).stats.median_ms for mode in MODES}
-    ideal = ideal_overlapped_ms(serial_stages)
+    totals = {mode: figure(result, base.find(result, TOTAL, labels[mode]), TOTAL) for mode in MODES}
+    ideal = Derived("ideal overlap of the one-stream stages", tuple(stages.values()), "overlap")
     bracket = (
         "Events on the legacy default stream bracket each run."
         if result.extra.timeline_source == "ungated events"
@@ -505,48 +503,61 @@ def summarize(result: Result) -> Summary:
         "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)",
         ["Issue", "Median time", "vs serial", "Ideal / measured"],
         notes=[
-            f"Ideal overlapped time {format_ms(ideal)}: the longest stage's total plus one chunk "
-            "of each other stage, from the one-stream stage times above.",
+            f"Ideal overlapped time {format_ms(ideal.median_ms)}: the longest stage's total "
+            "plus one chunk of each other stage, from the one-stream stage times above.",
             f"This GPU: asyncEngineCount = {attributes.get('asyncEngineCount')} (copy engines), "
             f"concurrentKernels = {attributes.get('concurrentKernels')}. {bracket}",
         ],
     )
+    against = {  # how many times faster than one stream, and the ideal's share of each
+        mode: Derived(f"{labels[mode]} vs serial", (totals["serial"], totals[mode]), "ratio")
+        for mode in MODES
+    }
+    reached = {
+        mode: Derived(f"ideal / {labels[mode]}", (ideal, totals[mode]), "ratio") for mode in MODES
+    }
     for mode in MODES:
         modes.add_row(
             labels[mode],
-            format_ms(totals[mode]),
-            f"{totals['serial'] / totals[mode]:.2f}x",
-            f"{ideal / totals[mode]:.0%}",
+            format_ms(totals[mode].median_ms),
+            format_ratio(against[mode].ratio),
+            f"{reached[mode].ratio:.0%}",
+            source=(totals[mode].measurement, against[mode], reached[mode]),
         )
-    modes.add_row("ideal overlap", format_ms(ideal), f"{totals['serial'] / ideal:.2f}x", "100%")
-    achieved = ideal / totals["overlapped"]
+    against["ideal"] = Derived("ideal overlap vs serial", (totals["serial"], ideal), "ratio")
+    modes.add_row(
+        "ideal overlap",
+        format_ms(ideal.median_ms),
+        format_ratio(against["ideal"].ratio),
+        "-",
+        source=(ideal, against["ideal"]),
+    )
+    serial, overlapped, pageable = (totals[mode].median_ms for mode in MODES)
     conclusion = (
-        f"{streams} streams ran the pipeline in {format_ms(totals['overlapped'])} against "
-        f"{format_ms(totals['serial'])} on one stream "
-        f"({totals['serial'] / totals['overlapped']:.2f}x), "
-        f"{achieved:.0%} of the ideal overlap; from pageable memory the same issue order took "
-        f"{format_ms(totals['pageable'])}: "
+        f"{streams} streams ran the pipeline in {format_ms(overlapped)} against "
+        f"{format_ms(serial)} on one stream ({format_ratio(against['overlapped'].ratio)}), "
+        f"{reached['overlapped'].ratio:.0%} of the ideal overlap; from pageable memory the "
+        f"same issue order took {format_ms(pageable)}: "
         + (
             "overlap needs pinned memory."
-            if totals["pageable"] > 1.15 * totals["overlapped"]
+            if pageable > 1.15 * overlapped
             else "here pageable memory kept most of the overlap."
         )
     )
     return Summary(
-        tables=[stages_table(result, serial_stages), modes],
+        tables=[stages_table(result, stages), modes],
         conclusions=[conclusion],
         charts=timeline_charts(result),
         timing_note=profile_note(result),
     )
 
 
-def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) -> Table:
+def stages_table(result: Result, stages: dict[str, Derived]) -> Table:
     """The stage times on one stream, and how the kernel was tuned and the stages timed."""
     nbytes = base.array_bytes(result.parameters)
     link = pcie_ceiling(result)
     chunks = chunk_elements(result.parameters)
-    parts = stage_figures(result, "serial")
-    stages = Table(
+    table = Table(
         f"Stages on one stream: {format_bytes(nbytes)} in {len(chunks)} chunks",
         ["Stage", "Total", "Per chunk", "GB/s", "Of ceiling"],
         notes=[
@@ -561,17 +572,18 @@ def stages_table(result: Result, serial_stages: dict[str, tuple[float, float]]) 
             f"Of ceiling: the copies (pinned) against the link, {detail_of(link)}.",
         ],
     )
-    for stage, (total, per_chunk) in serial_stages.items():
-        gb_per_s = combined_gb_per_s(parts[stage])
-        stages.add_row(
+    for stage, summed in stages.items():
+        parts = summed.parts
+        gb_per_s = combined_gb_per_s(parts)
+        table.add_row(
             STAGES[stage][0],
-            format_ms(total),
-            format_ms(per_chunk),
+            format_ms(summed.median_ms),
+            format_ms(summed.median_ms / len(parts)),
             format_gb_per_s(gb_per_s) if gb_per_s is not None else "-",
-            cell(parts[stage][0].ceiling, gb_per_s) if gb_per_s is not None else "-",
-            source=tuple({id(p.measurement): p.measurement for p in parts[stage]}.values()),
+            cell(parts[0].ceiling, gb_per_s) if gb_per_s is not None else "-",
+            source=(*{id(p.measurement): p.measurement for p in parts}.values(), summed),
         )
-    return stages
+    return table
 
 
 def timeline_charts(result: Result) -> list[Chart]:

@@ -40,8 +40,7 @@ SweepKind = Literal[SWEEP_KINDS]  # type: ignore[valid-type]
 ALLOCATED_AS = {ZEROCOPY: "mapped"}
 DIRECTIONS = base.DIRECTIONS
 NAMES = {
-    ("copy", "h2d"): "[CUDA memcpy HtoD]",
-    ("copy", "d2h"): "[CUDA memcpy DtoH]",
+    **{("copy", direction): name for direction, name in base.COPY_NAMES.items()},
     ("zerocopy", "h2d"): "readSum(float*, float*, long long)",
     ("zerocopy", "d2h"): "fillValue(float*, float, long long)",
 }

@@ -34,6 +34,7 @@ from memprof.model.statistics import Statistics
 # from before it, one memcpy between two pageable buffers.
 STAGING_OPERATIONS = {"staging_h2d": "h2d", "staging_d2h": "d2h"}
 OLDER_HOST_MEMCPY = "memcpy"
+GIB = 1 << 30
 # Kinds whose copies the driver stages through its own pinned buffer before the DMA that CUPTI
 # records: the caller waits for the whole call (6.68 us for 1 KiB on the H200, its DMA 0.83).
 STAGED_KINDS = ("pageable",)
@@ -145,24 +146,66 @@ def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
 class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
-    copy), each time the sum of its parts'; "ratio": how many times faster the second part
-    ran than the first (pinned's "vs pageable"), their per-operation times' ratio."""
+    copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
+    stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": one part's
+    times scaled to a GiB (an allocation's cost per GiB); "steady": one part's samples
+    once the first (cold) one is behind, steady_ms of them; "total": work done by
+    parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
+    faster the second part ran than the first (pinned's "vs pageable"): the first's
+    per-operation time over the second's, or the second's GB/s over the first's where the
+    parts are totals."""
 
     name: str
-    parts: tuple[Figure, ...]
-    formula: Literal["sum", "ratio"] = "sum"
+    parts: tuple[Figure | Derived, ...]
+    formula: Literal["sum", "overlap", "per_gib", "steady", "total", "ratio"] = "sum"
 
     @property
     def ratio(self) -> float:
-        return self.parts[0].per_operation_ms / self.parts[1].per_operation_ms
+        first, second = self.parts
+        if isinstance(first, Derived) and first.formula == "total":
+            return second.gb_per_s / first.gb_per_s
+        return first.per_operation_ms / second.per_operation_ms
 
     @property
     def median_ms(self) -> float:
-        return math.fsum(part.median_ms for part in self.parts)
+        return self._time("median_ms")
 
     @property
     def per_operation_ms(self) -> float:
-        return math.fsum(part.per_operation_ms for part in self.parts)
+        return self._time("per_operation_ms")
+
+    def _time(self, which: str) -> float:
+        times = [getattr(part, which) for part in self.parts]
+        if self.formula == "per_gib":
+            return times[0] * GIB / self.parts[0].measurement.bytes
+        if self.formula == "steady":
+            return steady_ms(self.parts[0].measurement.samples_ms)
+        if self.formula != "overlap":
+            return math.fsum(times)
+        chunks = [len(part.parts) for part in self.parts]
+        return ideal_overlapped_ms([(t, t / n) for t, n in zip(times, chunks, strict=True)])
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """A total's: its parts' GB/s added up (None: a part moves nothing)."""
+        rates = [part.gb_per_s for part in self.parts]
+        return None if self.formula != "total" or None in rates else math.fsum(rates)
+
+
+def steady_ms(samples_ms: Sequence[float]) -> float:
+    """Repeated work once the first (cold) time is behind: the median of the others (an
+    allocator loop's first iteration finds its pools empty)."""
+    return _median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
+
+
+def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
+    """Stages of a pipeline, each (its total, its time per chunk), ideally overlapped: the
+    longest stage's total plus one chunk of each other stage (the pipeline's fill and
+    drain)."""
+    longest = max(range(len(stages)), key=lambda stage: stages[stage][0])
+    return stages[longest][0] + math.fsum(
+        per_chunk for stage, (_, per_chunk) in enumerate(stages) if stage != longest
+    )
 
 
 FigureOf = Callable[[Measurement], Figure]

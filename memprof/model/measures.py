@@ -62,6 +62,9 @@ class Measure:
     # the "api" operation timing the same copies' calls on the host clock: a staged copy's
     # (pageable) figures are its call's, never CUPTI's record of its DMA alone
     call: str | None = None
+    # the name its measurements are recorded and printed under, as nvprof names them (None:
+    # each experiment names its own); spelled here once for every command that records it
+    name: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,6 +84,9 @@ class Measure:
             return self.bound.get(kind or "")
         return self.bound
 
+
+# The host copies' names, as nvprof prints them: spelled here once for every command.
+COPY_NAMES = {"h2d": "[CUDA memcpy HtoD]", "d2h": "[CUDA memcpy DtoH]"}
 
 ABOVE_BOUND = 1.05  # a figure this far above a physical bound is not a measurement
 # Back-to-back operations overlap their launch, never their transfer: per operation, a

@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from memprof.model.figures import Derived, Figure
+from memprof.model.figures import GIB, Derived, Figure
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
@@ -25,7 +25,8 @@ from memprof.output.literal import literal
 # copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
 # group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
-# a ratio (how many times faster the second part ran) is in ratio; derived_from names them.
+# a total's gb_per_s is its parts' added up (hostlink's GPUs), a ratio (how many times faster
+# the second part ran) is in ratio; derived_from names them.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -119,29 +120,57 @@ def csv_rows(
             }
         )
     rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
-    return rows + [_derived_row(one, rows_of) for one in derived] + _line_rows(result, run)
+    for one in derived:  # a derived figure's parts come before it
+        rows_of[id(one)] = _derived_row(one, rows_of)
+    return rows + [rows_of[id(one)] for one in derived] + _line_rows(result, run)
+
+
+FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
+    "sum": ("median_ms", "per_operation_ms"),
+    "overlap": ("median_ms", "per_operation_ms"),
+    "per_gib": ("median_ms", "per_operation_ms"),
+    "steady": ("median_ms", "per_operation_ms"),
+    "total": ("gb_per_s",),
+    "ratio": ("ratio",),
+}
 
 
 def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[str, object]:
     """A Derived figure's row: the run, GPU, kind and bytes its parts share, its figure, its
-    parts named."""
-    parts = [rows_of[id(part.measurement)] for part in one.parts]
+    parts named (a part itself derived: by its own row)."""
+    parts = [rows_of[id(getattr(part, "measurement", part))] for part in one.parts]
     shared = (*CSV_COLUMNS[:7], "kind", "bytes")
+    row = {
+        c: parts[0][c]
+        for c in shared
+        if c in parts[0] and all(p.get(c) == parts[0][c] for p in parts)
+    }
     return {
-        **{c: parts[0][c] for c in shared if all(part[c] == parts[0][c] for part in parts)},
+        **row,
         "group": "derived",
         "name": literal(one.name),
         "operation": one.formula,
-        **(
-            {"ratio": one.ratio}
-            if one.formula == "ratio"
-            else {"median_ms": one.median_ms, "per_operation_ms": one.per_operation_ms}
-        ),
-        "derived_from": (" / " if one.formula == "ratio" else " + ").join(
-            f"{part['name']} ({part['kind']})" if part["kind"] else str(part["name"])
+        **({"bytes": GIB} if one.formula == "per_gib" else {}),
+        **{column: _blank(getattr(one, column)) for column in FORMULA_FIGURES[one.formula]},
+        "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
+            _part_name(
+                part,
+                "gpu_index" not in row,
+                len({(p["name"], p["operation"]) for p in parts}) > len({p["name"] for p in parts}),
+            )
             for part in parts
         ),
     }
+
+
+def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
+    """A derived figure's part as derived_from names it: its name, memory kind and, where
+    parts of one name differ in it, its operation, where they are of several GPUs, its GPU."""
+    named = [row["operation"]] if operation else []
+    named += [row["kind"]] if row.get("kind") else []
+    if gpu and row.get("gpu_index", "") != "":
+        named.append(f"GPU {row['gpu_index']}")
+    return f"{row['name']} ({', '.join(map(str, named))})" if named else str(row["name"])
 
 
 def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:

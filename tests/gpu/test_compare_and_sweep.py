@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memprof import api
-from memprof.experiments import compare, sweep
+from memprof.experiments import base, compare, sweep
 from memprof.experiments import parse as parse_result
 from tests.gpu.test_commands import memprof
 
@@ -24,6 +24,13 @@ def test_compare_fills_every_row_and_verifies():
         assert any(cell != "-" for cell in row[1:]), row
     assert len(summary.conclusions) == 4
     assert len(table.highlighted) == len(compare.COLUMNS)
+    # the prefetch managed records too, by the one procedure (where the GPU can prefetch)
+    prefetched = [m for m in result.measurements if m.operation == "prefetch"]
+    if prefetched:
+        assert {(m.group, m.name, m.kind) for m in prefetched} == {
+            ("gpu", base.PREFETCH.name, "managed prefetched"),
+            ("api", base.PREFETCH_CALLS.name, "managed prefetched"),
+        }
 
 
 def test_sweep_every_kind_both_directions_small_sizes():
