@@ -633,3 +633,64 @@ def test_each_allocator_cause_has_its_own_sentence():
         sentences.add(said.split(": ", 3)[-1])
     assert len(sentences) == len(cases)
     assert "cudaFree waits" not in summary.line_advice([calls("free", "cudaFree")], [])[0]
+
+
+def copied(kind: str, *chains: tuple[int, list[int]], direction: str = "HtoD") -> SourceLine:
+    """A helper's copy line (upload at helpers.py:27) whose calls came up the chains given
+    as (calls, [caller lines in train.py, innermost first])."""
+    source, destination = (kind, "device") if direction == "HtoD" else ("device", kind)
+    made = line(
+        f"{direction} {source} -> {destination}",
+        number=27,
+        calls=sum(calls for calls, _ in chains) or 3,
+        file="helpers.py",
+    )
+    made.chains = [
+        CallChain(calls, [Frame("train.py", number, "main") for number in numbers])
+        for calls, numbers in chains
+    ]
+    return made
+
+
+@pytest.mark.parametrize(
+    ("pageable", "beside", "named"),
+    [
+        # a helper making pinned copies for line 40 and pageable ones for line 36
+        (
+            copied("pageable", (3, [36, 90])),
+            [copied("pinned", (2, [40, 90]))],
+            [("train.py:36", 3)],
+        ),
+        # two callers, no pinned copy at the helper: both chose pageable memory
+        (copied("pageable", (3, [36]), (2, [40])), [], [("train.py:36", 3), ("train.py:40", 2)]),
+        (copied("pageable", (3, [36, 90])), [], []),  # one caller: the copy's line is enough
+        (copied("pageable"), [copied("pinned", (2, [40]))], []),  # no chain recorded
+        # the same caller passes both: they part one frame further up, at line 70
+        (
+            copied("pageable", (3, [36, 70])),
+            [copied("pinned", (2, [36, 80]))],
+            [("train.py:70", 3)],
+        ),
+        (copied("pageable", (3, [36])), [copied("pinned", (2, [36]))], []),  # no parting shown
+        # pinned copies the other way tell nothing of where this way's memory came from
+        (
+            copied("pageable", (3, [36])),
+            [copied("pinned", (2, [40]), direction="DtoH")],
+            [],
+        ),
+    ],
+)
+def test_a_helpers_pageable_copies_name_the_caller_that_chose_pageable(pageable, beside, named):
+    assert summary.pageable_callers(pageable, [pageable, *beside]) == named
+
+
+def test_the_advice_on_a_helpers_pageable_copies_names_the_line_to_change():
+    helper = copied("pageable", (3, [36, 90]))
+    pinned = copied("pinned", (2, [40, 90]))
+    (said,) = summary.line_advice([helper, pinned], ["torch"])
+    assert said.startswith("helpers.py:27: 3 pageable HtoD copies of 4 MiB")
+    assert said.endswith(
+        "; the pageable memory came from train.py:36 (3 copies): the line to change."
+    )
+    (alone,) = summary.line_advice([copied("pageable", (3, [36, 90]))], ["torch"])
+    assert "came from" not in alone

@@ -1402,6 +1402,9 @@ def line_advice(
 def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     """(line, what it did, what to do) of each line worth advice, finding by finding."""
     said = []
+    at_place: dict[tuple, list[SourceLine]] = {}
+    for line in lines:
+        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     pageable = _ranked(
         lines,
         lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
@@ -1411,6 +1414,12 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
             (library, None), PAGEABLE_REMEDY[None, None]
         )
+        callers = pageable_callers(line, at_place[line.origin, line.file, line.line, line.function])
+        if callers:
+            named = ", ".join(
+                f"{place} ({plural(calls, 'copy', 'copies')})" for place, calls in callers
+            )
+            remedy += f"; the pageable memory came from {named}: the line to change"
         copies = plural(line.calls, f"pageable {direction} copy", f"pageable {direction} copies")
         said.append((line, f"{copies} of {_size_words(line)}", remedy))
     small = _ranked(
@@ -1422,9 +1431,6 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
         said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
-    at_place: dict[tuple, list[SourceLine]] = {}
-    for line in lines:
-        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     for line in waits:
         beside = at_place[line.origin, line.file, line.line, line.function]
         remedy = wait_remedy(line, beside, library)
@@ -1434,6 +1440,38 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
         said.append((line, what, CALL_REMEDY[call_cause(line, library)]))
     return said
+
+
+def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[str, int]]:
+    """Where a line copies for its callers (a helper), the caller lines that chose pageable
+    memory, with their copies: for each of its pageable copies' recorded chains, the first
+    frame up it where it parts from every chain of the same line's pinned copies the same
+    way. Without pinned copies there, the callers, where there are two or more; [] where the
+    chains do not tell (one caller, no chains, or chains no different from the pinned)."""
+    direction = line.copy_ends()[0]
+    pinned = [
+        chain.frames
+        for other in beside
+        if other.host_kind() == "pinned" and other.copy_ends()[0] == direction
+        for chain in other.chains
+    ]
+    calls: dict[str, int] = {}
+    for chain in line.chains:
+        frames = chain.frames
+        parting = next(
+            (
+                frame
+                for depth, frame in enumerate(frames)
+                if not any(other[: depth + 1] == frames[: depth + 1] for other in pinned)
+            ),
+            None,
+        )
+        if parting is not None:
+            place = f"{parting.file}:{parting.line}"
+            calls[place] = calls.get(place, 0) + chain.calls
+    if not pinned and len(calls) < 2:
+        return []
+    return sorted(calls.items(), key=lambda item: -item[1])
 
 
 def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:
