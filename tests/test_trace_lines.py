@@ -577,3 +577,120 @@ def test_a_recorded_traces_findings_carry_the_shares_the_profile_gives():
     gpu = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
     assert f"({100 * row.gpu_ms / gpu:.2f}% of all)" in first
     assert f"({100 * row.host_ms / (result.extra.wall_s * 1e3):.2f}% of the run)" in first
+
+
+def calls(activity: str, *api: str) -> SourceLine:
+    return line(activity, calls=3, api=api)
+
+
+@pytest.mark.parametrize(
+    ("made", "library", "cause"),
+    [
+        (calls("free", "cudaFree"), None, "free"),
+        (calls("free", "cuMemFree", "cuMemFreeHost"), None, "free"),
+        (calls("free", "cudaFreeHost"), "torch", "free"),  # pinned memory: not the cache's
+        (calls("free", "cudaFree"), "torch", "torch free"),
+        (calls("free", "cudaFree"), "cupy", "free"),
+        (calls("free", "cudaFreeAsync"), None, "pool"),
+        (calls("free", "cuMemFreeAsync"), "torch", "pool"),
+        (calls("free", "cudaFreeAsync", "cudaFree"), None, "free"),  # one device-wide is enough
+        (calls("free", "cuMemRelease"), None, "other free"),
+        (calls("alloc", "cudaMalloc"), None, "alloc"),
+        (calls("alloc", "cuMemAlloc"), "torch", "alloc"),  # the driver's: not the cache's
+        (calls("alloc", "cudaMalloc"), "torch", "torch alloc"),
+        (calls("alloc", "cudaMallocAsync"), "torch", "pool"),
+        (calls("alloc", "cuMemAllocFromPoolAsync", "cuMemAllocAsync"), None, "pool"),
+        (calls("alloc", "cuMemAllocAsync", "cuMemAlloc"), None, "alloc"),
+        (calls("alloc", "cudaHostAlloc"), "torch", "pin"),
+        (calls("alloc", "cuMemHostAlloc", "cudaMallocHost"), None, "pin"),
+        (calls("alloc", "cuMemHostAlloc", "cuMemCreate"), None, "alloc"),
+        (calls("register", "cuMemHostRegister"), None, "register"),
+        (calls("register", "cuMemHostRegister", "cuMemHostUnregister"), None, "unregister"),
+        (calls("register", "cudaHostUnregister"), "torch", "unregister"),
+    ],
+)
+def test_each_allocator_call_gets_the_cause_its_calls_and_library_show(made, library, cause):
+    assert summary.call_cause(made, library) == cause
+
+
+def test_each_allocator_cause_has_its_own_sentence():
+    cases = {
+        "free": (calls("free", "cudaFree"), [], "every stream of the GPU", "cudaMallocAsync"),
+        "torch free": (calls("free", "cudaFree"), ["torch"], "empty_cache() in the loop"),
+        "pool": (calls("free", "cudaFreeAsync"), [], "wait for no other work"),
+        "other free": (calls("free", "cuMemRelease"), [], "free once, after the loop"),
+        "alloc": (calls("alloc", "cudaMalloc"), [], "can wait for the GPU", "cuMemPool"),
+        "torch alloc": (calls("alloc", "cudaMalloc"), ["torch"], "a new shape"),
+        "pin": (calls("alloc", "cudaHostAlloc"), [], "pins the pages of a new host buffer"),
+        "register": (calls("register", "cuMemHostRegister"), [], "register the buffer once"),
+        "unregister": (calls("register", "cuMemHostUnregister"), [], "unregister it after"),
+    }
+    sentences = set()
+    for cause, (made, libraries, *words) in cases.items():
+        (said,) = summary.line_advice([made], libraries)
+        assert said.startswith(f"train.py:42: 3 {summary.CALL_WORDS[made.activity]}"), said
+        assert all(word in said for word in words), (cause, said)
+        sentences.add(said.split(": ", 3)[-1])
+    assert len(sentences) == len(cases)
+    assert "cudaFree waits" not in summary.line_advice([calls("free", "cudaFree")], [])[0]
+
+
+def copied(kind: str, *chains: tuple[int, list[int]], direction: str = "HtoD") -> SourceLine:
+    """A helper's copy line (upload at helpers.py:27) whose calls came up the chains given
+    as (calls, [caller lines in train.py, innermost first])."""
+    source, destination = (kind, "device") if direction == "HtoD" else ("device", kind)
+    made = line(
+        f"{direction} {source} -> {destination}",
+        number=27,
+        calls=sum(calls for calls, _ in chains) or 3,
+        file="helpers.py",
+    )
+    made.chains = [
+        CallChain(calls, [Frame("train.py", number, "main") for number in numbers])
+        for calls, numbers in chains
+    ]
+    return made
+
+
+@pytest.mark.parametrize(
+    ("pageable", "beside", "named"),
+    [
+        # a helper making pinned copies for line 40 and pageable ones for line 36
+        (
+            copied("pageable", (3, [36, 90])),
+            [copied("pinned", (2, [40, 90]))],
+            [("train.py:36", 3)],
+        ),
+        # two callers, no pinned copy at the helper: both chose pageable memory
+        (copied("pageable", (3, [36]), (2, [40])), [], [("train.py:36", 3), ("train.py:40", 2)]),
+        (copied("pageable", (3, [36, 90])), [], []),  # one caller: the copy's line is enough
+        (copied("pageable"), [copied("pinned", (2, [40]))], []),  # no chain recorded
+        # the same caller passes both: they part one frame further up, at line 70
+        (
+            copied("pageable", (3, [36, 70])),
+            [copied("pinned", (2, [36, 80]))],
+            [("train.py:70", 3)],
+        ),
+        (copied("pageable", (3, [36])), [copied("pinned", (2, [36]))], []),  # no parting shown
+        # pinned copies the other way tell nothing of where this way's memory came from
+        (
+            copied("pageable", (3, [36])),
+            [copied("pinned", (2, [40]), direction="DtoH")],
+            [],
+        ),
+    ],
+)
+def test_a_helpers_pageable_copies_name_the_caller_that_chose_pageable(pageable, beside, named):
+    assert summary.pageable_callers(pageable, [pageable, *beside]) == named
+
+
+def test_the_advice_on_a_helpers_pageable_copies_names_the_line_to_change():
+    helper = copied("pageable", (3, [36, 90]))
+    pinned = copied("pinned", (2, [40, 90]))
+    (said,) = summary.line_advice([helper, pinned], ["torch"])
+    assert said.startswith("helpers.py:27: 3 pageable HtoD copies of 4 MiB")
+    assert said.endswith(
+        "; the pageable memory came from train.py:36 (3 copies): the line to change."
+    )
+    (alone,) = summary.line_advice([copied("pageable", (3, [36, 90]))], ["torch"])
+    assert "came from" not in alone

@@ -1253,11 +1253,71 @@ def wait_remedy(wait: SourceLine, beside: list[SourceLine], library: str | None)
     return WAIT_REMEDY[cause].format(size=size, **words)
 
 
+# What an allocator call costs, by the calls a line made (names without version suffixes):
+# a free of device or pinned memory, and an unregistration, wait for the work queued on every
+# stream of the GPU; a cudaMalloc may wait too, where the driver takes back memory freed
+# before; a stream-ordered call (cudaMallocAsync, cuMemFreeAsync) waits for nothing.
+DEVICE_WIDE_FREES = ("cudaFree", "cuMemFree", "cudaFreeHost", "cuMemFreeHost", "cudaFreeArray")
+PINNING_ALLOCS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost")
+UNREGISTERS = ("cudaHostUnregister", "cuMemHostUnregister")
+POOL_REMEDY = "a stream-ordered pool (cudaMallocAsync and cudaFreeAsync, cuMemPool)"
 CALL_REMEDY = {
-    "alloc": "allocate once, before the loop, and reuse the memory (or a stream-ordered pool)",
-    "free": "free once, after the loop: freeing device memory also waits for the GPU",
+    "alloc": (
+        "each can wait for the GPU too (where the driver takes back memory freed before) "
+        f"and costs the host every call: allocate once, before the loop, and reuse the "
+        f"memory, or allocate from {POOL_REMEDY}"
+    ),
+    "pin": (
+        "each pins the pages of a new host buffer, at a host cost that grows with its size: "
+        "allocate it once, before the loop, and reuse it"
+    ),
+    "pool": (
+        "these are stream-ordered, from a pool, and wait for no other work, but each still "
+        "costs the host: allocate once, before the loop, where the sizes allow"
+    ),
+    "free": (
+        "each waits for all the work queued on every stream of the GPU before it frees: free "
+        f"once, after the loop, or allocate from {POOL_REMEDY}, whose frees wait for nothing"
+    ),
+    "other free": "free once, after the loop, and reuse the memory meanwhile",
+    "torch alloc": (
+        "PyTorch's caching allocator asks CUDA for memory only where its cache holds no free "
+        "block that fits (a first step, a new shape, or after torch.cuda.empty_cache()): keep "
+        "the step's shapes fixed and do not call empty_cache() in the loop"
+    ),
+    "torch free": (
+        "PyTorch's caching allocator returns memory to CUDA only in torch.cuda.empty_cache() "
+        "or when an allocation finds no room and it frees its cache to retry, and each "
+        "cudaFree waits for all the work queued on every stream of the GPU: do not call "
+        "empty_cache() in the loop, and keep the step's memory below the GPU's"
+    ),
     "register": "register the buffer once and reuse it: registering pins its pages each time",
+    "unregister": (
+        "register the buffer once and unregister it after the loop: registering pins its "
+        "pages each time, and unregistering waits for all the work queued on every stream "
+        "of the GPU"
+    ),
 }
+
+
+def call_cause(line: SourceLine, library: str | None) -> str:
+    """Which CALL_REMEDY sentence a line's allocations, frees or registrations get, from
+    the calls it made and the library that made them: the costliest call it made decides
+    (a device-wide free among stream-ordered ones is still a device-wide free)."""
+    names = set(line.api)
+    if line.activity == "register":
+        return "unregister" if names & set(UNREGISTERS) else "register"
+    if names and all(name.endswith("Async") for name in names):
+        return "pool"
+    if line.activity == "free":
+        if not names & set(DEVICE_WIDE_FREES):
+            return "other free"
+        return "torch free" if library == "torch" and "cudaFree" in names else "free"
+    if names <= set(PINNING_ALLOCS):
+        return "pin"
+    return "torch alloc" if library == "torch" and "cudaMalloc" in names else "alloc"
+
+
 CALL_WORDS = {"alloc": "allocation", "free": "free", "register": "registration"}
 
 
@@ -1342,6 +1402,9 @@ def line_advice(
 def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     """(line, what it did, what to do) of each line worth advice, finding by finding."""
     said = []
+    at_place: dict[tuple, list[SourceLine]] = {}
+    for line in lines:
+        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     pageable = _ranked(
         lines,
         lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
@@ -1351,6 +1414,12 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
             (library, None), PAGEABLE_REMEDY[None, None]
         )
+        callers = pageable_callers(line, at_place[line.origin, line.file, line.line, line.function])
+        if callers:
+            named = ", ".join(
+                f"{place} ({plural(calls, 'copy', 'copies')})" for place, calls in callers
+            )
+            remedy += f"; the pageable memory came from {named}: the line to change"
         copies = plural(line.calls, f"pageable {direction} copy", f"pageable {direction} copies")
         said.append((line, f"{copies} of {_size_words(line)}", remedy))
     small = _ranked(
@@ -1362,18 +1431,47 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
         said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
-    at_place: dict[tuple, list[SourceLine]] = {}
-    for line in lines:
-        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
     for line in waits:
         beside = at_place[line.origin, line.file, line.line, line.function]
         remedy = wait_remedy(line, beside, library)
         said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
-    repeated = _ranked(lines, lambda s: s.activity in CALL_REMEDY and s.calls >= REPEATED)
+    repeated = _ranked(lines, lambda s: s.activity in CALL_WORDS and s.calls >= REPEATED)
     for line in repeated:
         what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
-        said.append((line, what, CALL_REMEDY[line.activity]))
+        said.append((line, what, CALL_REMEDY[call_cause(line, library)]))
     return said
+
+
+def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[str, int]]:
+    """Where a line copies for its callers (a helper), the caller lines that chose pageable
+    memory, with their copies: for each of its pageable copies' recorded chains, the first
+    frame up it where it parts from every chain of the same line's pinned copies the same
+    way. Without pinned copies there, the callers, where there are two or more; [] where the
+    chains do not tell (one caller, no chains, or chains no different from the pinned)."""
+    direction = line.copy_ends()[0]
+    pinned = [
+        chain.frames
+        for other in beside
+        if other.host_kind() == "pinned" and other.copy_ends()[0] == direction
+        for chain in other.chains
+    ]
+    calls: dict[str, int] = {}
+    for chain in line.chains:
+        frames = chain.frames
+        parting = next(
+            (
+                frame
+                for depth, frame in enumerate(frames)
+                if not any(other[: depth + 1] == frames[: depth + 1] for other in pinned)
+            ),
+            None,
+        )
+        if parting is not None:
+            place = f"{parting.file}:{parting.line}"
+            calls[place] = calls.get(place, 0) + chain.calls
+    if not pinned and len(calls) < 2:
+        return []
+    return sorted(calls.items(), key=lambda item: -item[1])
 
 
 def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:

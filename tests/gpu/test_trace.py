@@ -381,3 +381,23 @@ def test_resnet_trainings_first_verdict_is_what_its_own_timing_allows(tmp_path):
     assert item in text and images in text
     assert "each reads one value back" in text[text.index(item) :].split(". ")[0]
     assert "waits of blocking copies" in text[text.index(images) :].split(". ")[0]
+
+
+def test_a_helpers_pageable_copies_are_advised_at_the_caller_that_chose_them(tmp_path):
+    """examples/torch_helper.py copies pageable and pinned memory through one helper line:
+    the advice on its pageable copies names the caller that passed pageable memory."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    example = "examples/torch_helper.py"
+    completed, result = trace(tmp_path, "--bandwidth", "none", example)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert program_report(completed)["correct"]
+    marks = marked_lines(ROOT / example)
+    helper, chose, pinned = (
+        f"{file}:{number}" for file, number in (marks["helper"], marks["chose"], marks["pinned"])
+    )
+    advice = unfolded_advice(result)
+    print(advice)
+    (said,) = [s for s in advice.splitlines() if s.startswith(f"{helper}: ") and "pageable" in s]
+    assert f"came from {chose} (4 copies): the line to change" in said
+    assert pinned not in said
