@@ -71,7 +71,6 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("experiments/trace.py", "sum(line.calls for line in rest)"),
     ("experiments/trace.py", "sum(line.bytes for line in rest)"),
     ("experiments/trace.py", "sum(c.calls for c in copies)"),
-    ("model/timeline.py", "sum(end - start for start, end in merged(intervals))"),
     ("model/ceilings.py", "sum(link.speed_mb_per_s or 0 for link in reaching)"),
     ("model/figures.py", "sum(moved)"),
     ("model/gpustate.py", "sum(speeds)"),
