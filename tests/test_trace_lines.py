@@ -577,3 +577,24 @@ def test_a_recorded_traces_findings_carry_the_shares_the_profile_gives():
     gpu = sum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
     assert f"({100 * row.gpu_ms / gpu:.2f}% of all)" in first
     assert f"({100 * row.host_ms / (result.extra.wall_s * 1e3):.2f}% of the run)" in first
+
+
+def test_the_trace_ends_each_stack_walk_at_the_code_that_runs_the_program(
+    fake_gpu, tmp_path, monkeypatch
+):
+    """Issue 38, item 7: the recorder is told where memprof's runner is, so a walk ends
+    there rather than at the bottom of memprof's CLI; the lines are the same (the tests of
+    this file)."""
+    made = []
+
+    class Kept(stacks_module.StackRecorder):
+        def __init__(self, *arguments, **options):
+            super().__init__(*arguments, **options)
+            made.append(self)
+
+    monkeypatch.setattr(tracing, "StackRecorder", Kept)
+    ran = run_trace("--json", tmp_path / "t.json", two_files(tmp_path))
+    assert ran.exit_code == 0, ran.output
+    (recorder,) = made
+    assert recorder.runner is tracing.run_program.__code__
+    assert recorder.stacks  # it recorded
