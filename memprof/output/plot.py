@@ -268,6 +268,7 @@ CURVES_INCHES = 2.4
 STACKED_INCHES = 1.8
 MARK_POINTS = 10  # a Stacked panel's marks: each its own row above the bars, from the top
 CHARACTER_INCHES = 0.075  # a label's character at 8 points, at most about (capitals too)
+LOG_LABEL_INCHES = 0.5  # a log axis' tick label ("100 us") and room beside it
 EDGE_INCHES = 0.3
 LEGEND_BELOW_POINTS = 32  # a time line's legend, below its axis and axis label
 
@@ -492,12 +493,17 @@ def _y_label(axes: Any, text: str, left_points: float) -> None:
     )  # fmt: skip
 
 
-def _log_subs(decades: float) -> tuple[float, ...]:
-    """Ticks within each decade of a log axis: 1, 2 and 5 where it spans few decades, fewer
-    where it spans more, so their labels never run into each other."""
-    if decades <= 3:
+def _log_subs(decades: float, across_inches: float = math.inf) -> tuple[float, ...]:
+    """Ticks within each decade of a log axis `across_inches` wide: 1, 2 and 5 where it
+    spans few decades, fewer where it spans more or is narrow (a trace's bars beside long
+    source lines), so their labels never run into each other: "100 us" takes half an inch,
+    and 1 to 2 is 0.3 of a decade, 1 to 3 about half."""
+    per_decade = across_inches / max(decades, 1e-9)
+    if decades <= 3 and per_decade >= LOG_LABEL_INCHES / 0.3:
         return (1.0, 2.0, 5.0)
-    return (1.0, 3.0) if decades <= 4.5 else (1.0,)
+    if decades <= 4.5 and per_decade >= LOG_LABEL_INCHES / 0.47:
+        return (1.0, 3.0)
+    return (1.0,)
 
 
 def _spread_log_limits(axes: Any, values: list[float]) -> None:
@@ -524,7 +530,8 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     if dots:
         axes.set_xscale("log")
         decades = math.log10(max(everything) * 8 / min(everything))  # the limits set below
-        axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades)))
+        across = axes.get_position().width * axes.figure.get_figwidth()
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades, across)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
     base = min(everything) / 2 if dots else 0.0
