@@ -1,10 +1,10 @@
 """Pictures of Results: what `memprof plot` and memprof.plot() draw, with matplotlib.
 
 What a command's picture shows is plain data (a Picture of panels: curves, bars, heat maps,
-time lines, words), chosen by memprof.experiments.pictures from the figures its tables show;
-this module only draws it. matplotlib is an optional extra (`pip install -e ".[plot]"`),
-imported when a picture is drawn and by nothing else; pyplot is never imported, so a
-notebook's own matplotlib backend is left as it was.
+time lines, shares of time stacked per bin, words), chosen by memprof.experiments.pictures
+from the figures its tables show; this module only draws it. matplotlib is an optional
+extra (`pip install -e ".[plot]"`), imported when a picture is drawn and by nothing else;
+pyplot is never imported, so a notebook's own matplotlib backend is left as it was.
 
 The SVG keeps text as text (svg.fonttype none) and every series, bar, cell and span carries
 an id naming what it is (`p1-line-pinned`), so a picture can be read back: the tests parse
