@@ -75,7 +75,6 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("experiments/trace.py", "sum(gap.duration_ns for gap in long)"),
     ("experiments/trace.py", "sum(len(m.samples_ms) for m in tuning)"),
     ("experiments/trace.py", "sum(line.calls for line in runtime)"),
-    ("model/timeline.py", "sum(end - start for start, end in merged(intervals))"),
     ("model/ceilings.py", "sum(link.speed_mb_per_s or 0 for link in reaching)"),
     ("model/figures.py", "sum(moved)"),
     ("model/gpustate.py", "sum(speeds)"),

@@ -26,7 +26,7 @@ from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Summary
 from memprof.output.export import csv_rows
-from memprof.output.plot import Bars, Curves, HeatMap, Picture, Timeline, Words
+from memprof.output.plot import Bars, Curves, HeatMap, Picture, Stacked, Timeline, Words
 from tests.conftest import FIXTURES, as_printed, render_text, replace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +74,9 @@ UNITS_BYTES = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 
 
 
 def tick_value(label: str) -> float:
-    """A tick label as a number: '4 KiB' -> 4096 bytes, '10 us' -> 0.01 ms, '1,000' -> 1000."""
-    number, _, unit = label.replace(",", "").partition(" ")
+    """A tick label as a number: '4 KiB' -> 4096 bytes, '10 us' -> 0.01 ms, '1,000' -> 1000,
+    '40%' -> 40."""
+    number, _, unit = label.replace(",", "").removesuffix("%").partition(" ")
     if unit in UNITS_MS:
         return float(number) * UNITS_MS[unit]
     if unit in UNITS_BYTES:
@@ -247,6 +248,33 @@ def check_timeline(panel: Timeline, axes, ids, gid, words, rows) -> None:
         assert abs(sum(ys) / 4 - lanes[panel.lanes[span.lane]]) < 1  # on its stream's row
 
 
+def check_stacked(panel: Stacked, axes, ids, gid, words, rows) -> None:
+    """Each bin's parts read back through the axes' ticks: where the bin lies, and each
+    part's share of it, stacked in order (the last part, idle, up to where the bars stop)."""
+    from memprof.output.plot import stacked_scale
+
+    assert set(panel.parts.values()) <= set(words)
+    assert len(with_prefix(ids, f"{gid}-mark-number-")) == len(panel.marks)
+    x_of, y_of = scale(axes, "x"), scale(axes, "y")
+    shares = [[100 * ms / panel.width_ms(k) for ms in one] for k, one in enumerate(panel.bins)]
+    _, cut = stacked_scale(shares)
+    for at, part in enumerate(panel.parts):
+        drawn = with_prefix(ids, f"{gid}-part-{part}-")
+        assert len(drawn) == len(panel.bins)
+        for k, element in enumerate(drawn):
+            xs, ys = zip(*path_points(element)[:4], strict=True)
+            low, high = sorted((y_of(min(ys)), y_of(max(ys))), key=float)
+            below = math.fsum(shares[k][:at])
+            assert math.isclose(low, min(below, cut), abs_tol=1e-3 * cut), (part, k)
+            expected = min(shares[k][at], max(cut - below, 0))
+            assert math.isclose(high - low, expected, abs_tol=1e-3 * cut), (part, k)
+            start = k * panel.bin_ms
+            assert math.isclose(x_of(min(xs)), start, abs_tol=1e-4 * panel.until_ms)
+            assert math.isclose(
+                x_of(max(xs)), start + panel.width_ms(k), abs_tol=1e-4 * panel.until_ms
+            )
+
+
 def check_words(panel: Words, axes, ids, gid, words, rows) -> None:
     assert len(with_prefix(ids, f"{gid}-words-")) == len(panel.lines)
 
@@ -256,6 +284,7 @@ CHECKS = {
     Bars: check_bars,
     HeatMap: check_heat_map,
     Timeline: check_timeline,
+    Stacked: check_stacked,
     Words: check_words,
 }
 
@@ -615,9 +644,12 @@ def test_a_trace_draws_the_source_lines_that_spent_its_gpu_time():
             d.result, extra=replace(d.result.extra, lines=d.result.extra.lines[:1], timeline=None)
         )
     )
-    assert len(fewer.picture.panels) == 2 and len(fewer.picture.panels[1].bars) == 1
+    assert len(fewer.picture.panels) == 3 and len(fewer.picture.panels[1].bars) == 1
     no_lines = replace(d.result.extra, lines=[], timeline=None)
-    assert draw(replace(d.result, extra=no_lines)).picture.panels[1:] == []
+    assert [type(p) for p in draw(replace(d.result, extra=no_lines)).picture.panels] == [
+        Bars,
+        Words,  # no timeline: why not (its own test)
+    ]
 
 
 def test_many_source_lines_are_cut_to_the_most_and_the_title_says_of_how_many(monkeypatch):
@@ -647,7 +679,11 @@ def test_every_panel_title_starts_at_the_pictures_left_edge():
     for stem in ("h200_trace_torch", "h200_compare", "h200_streams"):
         d = drawn(stem)
         tree = ElementTree.fromstring(d.svg)
-        starts = {"".join(t.itertext()): float(t.get("x")) for t in tree.iter(f"{SVG}text")}
+        starts = {
+            "".join(t.itertext()): float(t.get("x"))
+            for t in tree.iter(f"{SVG}text")
+            if t.get("x") is not None  # a rotated axis label is placed by its transform
+        }
         for panel in d.picture.panels:
             assert close(starts[panel.title], EDGE_INCHES * 72), (stem, panel.title)
 
@@ -766,3 +802,124 @@ def test_compare_draws_a_panel_per_operation_with_a_bar_per_memory_kind():
         labels = [texts(e)[0] for e in with_prefix(d.ids, f"p{index}-label-")]
         values = [texts(e)[0].removesuffix(" GB/s") for e in with_prefix(d.ids, f"p{index}-value-")]
         assert dict(zip(labels, values, strict=True)) == shown, column
+
+
+# -- a trace's run over time -------------------------------------------------------------------
+
+
+TRACES_WITH_TIMELINES = ["h200_trace_torch", "h200_trace_pycuda", "h200_trace_managed"]
+
+
+@pytest.mark.parametrize("stem", TRACES_WITH_TIMELINES)
+def test_a_traces_bins_add_up_to_where_the_time_went(stem):
+    """Issue 38, item 6: the picture's bins are cut by the Where table's own rule, so each
+    part summed over them is the table's figure; its gaps are the table's, marked where
+    they are; its words print the table's cells."""
+    from memprof.model.formatting import format_ms
+
+    d = drawn(stem)
+    where = table(d.summary, "Where the time went")
+    gaps = next((t for t in d.summary.tables if t.title == "Longest idle gaps"), None)
+    gap_rows = gaps.rows if gaps is not None else []
+    stacked = [p for p in d.picture.panels if isinstance(p, Stacked)]
+    assert len(stacked) == len(where.rows) >= 1
+    for panel, row in zip(stacked, where.rows, strict=True):
+        for at, cell in enumerate(row[1:4]):  # computing, copying, both: every bin holds
+            summed = math.fsum(one[at] for one in panel.bins)
+            assert format_ms(summed) == cell.split()[0], (panel.title, at)
+        at_gpu = [cells for cells in gap_rows if cells[0] == row[0]]
+        assert len(panel.marks) == len(at_gpu)
+        for mark, cells in zip(panel.marks, at_gpu, strict=True):
+            start = as_printed(cells[1], gaps.headers[1])
+            length = as_printed(cells[2], gaps.headers[2])
+            assert format_ms(mark.start_ms) == start
+            assert format_ms(mark.end_ms - mark.start_ms) == length
+        index = d.picture.panels.index(panel)
+        words = d.picture.panels[index + 1]
+        said = " ".join(" ".join(words.lines).split())  # lines joined where they wrapped
+        assert all(f"{part} {cell}" in said for part, cell in zip(
+            ("computing", "copying", "both at once", "idle"), row[1:], strict=True
+        ))  # fmt: skip
+        assert all(cells[3] in said for cells in at_gpu)
+
+
+def test_the_drawn_idle_is_the_tables_but_for_what_lies_outside_the_recorded_events():
+    from memprof.model.timeline import breakdown, over_time
+
+    d = drawn("h200_trace_torch")
+    timeline = d.result.extra.timeline
+    (share,) = breakdown(timeline, round(d.result.extra.wall_s * 1e9))
+    (binned,) = over_time(timeline)
+    drawn_idle = sum(binned.idle_ns(k) for k in range(len(binned.parts)))
+    assert share.idle_ns - drawn_idle == share.wall_ns - binned.end_ns > 0  # start-up, exit
+    (panel,) = [p for p in d.picture.panels if isinstance(p, Stacked)]
+    assert math.isclose(math.fsum(one[3] for one in panel.bins), drawn_idle / 1e6)
+    assert close(panel.until_ms, binned.end_ns / 1e6)
+
+
+def test_a_trace_saved_without_a_timeline_is_drawn_with_why_it_has_no_run_over_time():
+    """Decided: draw what the file holds (its GPU time by activity and by line) and say in
+    words why the run over time is not drawn, rather than refuse the whole picture."""
+    from memprof.output.timeline import timeline_missing
+
+    d = drawn("legacy_v2_trace_pycuda")
+    assert not any(isinstance(p, Stacked) for p in d.picture.panels)
+    last = d.picture.panels[-1]
+    assert isinstance(last, Words) and last.title == "Where the time went"
+    assert " ".join(last.lines) == timeline_missing(d.result)
+    assert isinstance(d.picture.panels[0], Bars)
+
+
+def test_every_gpu_of_a_trace_is_drawn_on_one_time_axis():
+    result = load(FIXTURES / "h200_trace_torch.json")
+    timeline = result.extra.timeline
+    second = [(*row[:4], 1, *row[5:]) for row in timeline.gpu[: len(timeline.gpu) // 2]]
+    two = replace(result, extra=replace(result.extra, timeline=replace(timeline, gpu=[
+        *timeline.gpu, *second
+    ])))  # fmt: skip
+    d = draw(two)
+    stacked = [p for p in d.picture.panels if isinstance(p, Stacked)]
+    assert [p.title.split()[1] for p in stacked] == ["0", "1"]
+    assert stacked[0].until_ms == stacked[1].until_ms and stacked[0].bin_ms == stacked[1].bin_ms
+    assert text_faults_of(d) == []
+
+
+def text_faults_of(d: Drawn) -> list[str]:
+    from tests.test_plot_style import text_faults
+
+    return text_faults(d.picture)
+
+
+def test_a_mostly_idle_gpus_bars_stop_a_quarter_above_its_busiest_bin():
+    """The DataLoader's GPU was busy at most 13% of a bin: bars up to 100% would show its
+    work as a line. Its idle is drawn up to the cut, which the axis label says."""
+    from memprof.output.plot import stacked_scale
+
+    result = load(FIXTURES / "h200_trace_torch.json")
+    timeline = result.extra.timeline
+    spread = [(*row[:2], row[2] * 40, *row[3:]) for row in timeline.gpu]  # 40x the idle
+    api = [(row[0], row[1] * 40, *row[2:]) for row in timeline.api]
+    d = draw(replace(result, extra=replace(result.extra, timeline=replace(
+        timeline, gpu=spread, api=api
+    ))))  # fmt: skip
+    (index,) = [i for i, p in enumerate(d.picture.panels) if isinstance(p, Stacked)]
+    panel = d.picture.panels[index]
+    shares = [[100 * ms / panel.width_ms(k) for ms in one] for k, one in enumerate(panel.bins)]
+    ticks, cut = stacked_scale(shares)
+    busiest = max(math.fsum(one[:3]) for one in shares)
+    assert busiest * 1.25 <= cut < 100 and ticks[-1] == cut
+    assert f"idle drawn up to {cut:g}%" in " ".join(texts(d.ids[f"p{index}"]))
+    check_stacked(panel, d.ids[f"p{index}"], d.ids, f"p{index}", texts(d.ids[f"p{index}"]), {})
+    assert text_faults_of(d) == []
+
+
+@pytest.mark.parametrize(
+    ("busiest", "cut"),
+    [(12.8, 16.0), (12.81, 20.0), (64.0, 80.0), (64.01, 100.0), (80.0, 100.0), (100.0, 100.0)],
+)
+def test_the_bars_stop_at_the_round_share_a_quarter_above_the_busiest_bin(busiest, cut):
+    """On each side of a round share (16% for up to 12.8% busy, then 20%), and 100% at most."""
+    from memprof.output.plot import stacked_scale
+
+    ticks, found = stacked_scale([[busiest / 2, 0, busiest / 2, 100 - busiest], [1, 1, 1, 97]])
+    assert found == cut and ticks[0] == 0 and ticks[-1] == cut

@@ -223,3 +223,24 @@ def test_texts_past_the_edge_or_on_each_other_are_found(monkeypatch):
     monkeypatch.setattr(plot, "ROW_INCHES", 0.02)  # bars too close for their labels
     crowded = Picture("t", [Bars("b", "GB/s", [Bar("one", 1.0), Bar("two", 2.0)])])
     assert "overlap: one / two" in text_faults(crowded)
+
+
+def test_a_log_axis_beside_long_labels_has_fewer_ticks_so_they_do_not_meet():
+    """The H200's DataLoader trace: its source lines' bars, 7.6 us to 877 us beside labels
+    of 48 characters, wrote '100 us' into '200 us' on an axis 3.4 inches wide."""
+    label = "torch_dataloader.py:84 (other thread) DtoD device -> device"
+    found = (0.876545, 0.292224, 0.246463, 0.073853, 0.030402, 0.028573, 0.007552)  # its ms
+    bars = [Bar(f"{label} {i}", ms) for i, ms in enumerate(found)]
+    shown = Picture("t", [Bars("GPU time by source line", "GPU time", bars, unit="ms")])
+    assert text_faults(shown) == []
+
+
+@pytest.mark.parametrize(
+    ("decades", "across_inches", "subs"),
+    [(3.0, 5.0, (1.0, 2.0, 5.0)), (3.0, 4.99, (1.0, 3.0)), (2.6, 3.45, (1.0, 3.0)),
+     (4.0, 4.26, (1.0, 3.0)), (4.0, 4.25, (1.0,))],
+)  # fmt: skip
+def test_a_narrow_log_axis_has_fewer_ticks_in_each_decade(decades, across_inches, subs):
+    from memprof.output.plot import _log_subs
+
+    assert _log_subs(decades, across_inches) == subs

@@ -694,3 +694,24 @@ def test_the_advice_on_a_helpers_pageable_copies_names_the_line_to_change():
     )
     (alone,) = summary.line_advice([copied("pageable", (3, [36, 90]))], ["torch"])
     assert "came from" not in alone
+
+
+def test_the_trace_ends_each_stack_walk_at_the_code_that_runs_the_program(
+    fake_gpu, tmp_path, monkeypatch
+):
+    """Issue 38, item 7: the recorder is told where memprof's runner is, so a walk ends
+    there rather than at the bottom of memprof's CLI; the lines are the same (the tests of
+    this file)."""
+    made = []
+
+    class Kept(stacks_module.StackRecorder):
+        def __init__(self, *arguments, **options):
+            super().__init__(*arguments, **options)
+            made.append(self)
+
+    monkeypatch.setattr(tracing, "StackRecorder", Kept)
+    ran = run_trace("--json", tmp_path / "t.json", two_files(tmp_path))
+    assert ran.exit_code == 0, ran.output
+    (recorder,) = made
+    assert recorder.runner is tracing.run_program.__code__
+    assert recorder.stacks  # it recorded

@@ -18,7 +18,15 @@ from memprof.errors import ExitCode
 from memprof.experiments import load as load_result
 from memprof.experiments import trace as trace_summary
 from memprof.experiments.trace import dominant, time_verdict
-from memprof.model.timeline import Breakdown, Timeline, breakdown
+from memprof.model.timeline import (
+    Breakdown,
+    Covered,
+    Timeline,
+    bin_ns,
+    breakdown,
+    merged,
+    over_time,
+)
 from memprof.output import files
 from memprof.output.timeline import GPU_PID_BASE, HOST_PID
 from tests.test_trace_lines import fake_gpu, line_of  # noqa: F401  (a fixture)
@@ -342,3 +350,56 @@ def test_the_time_tables_fit_80_columns(traced):
     assert "Longest idle gaps" in shown and max(map(len, shown.splitlines())) <= 80
     verdict = ran.output[ran.output.index("GPU 0 sat idle") :].split("\n\n")[0]
     assert max(map(len, verdict.splitlines())) <= 80
+
+
+# -- the run over time (memprof plot) ------------------------------------------------------------
+
+
+def test_a_window_of_intervals_covers_what_clipping_each_one_does():
+    """Covered.within bisects and differences running totals; clipping each interval to
+    the window and adding up is the plain rule it must agree with, at every edge."""
+    import random
+
+    rng = random.Random(38)
+    for _ in range(200):
+        intervals = []
+        for _ in range(rng.randrange(0, 8)):
+            start = rng.randrange(0, 60)
+            intervals.append((start, start + rng.randrange(0, 15)))
+        covered = Covered(intervals)
+        union = merged(intervals)
+        for lo in range(-1, 80, 3):
+            for hi in range(lo, 82, 4):
+                plain = sum(max(0, min(e, hi) - max(s, lo)) for s, e in union)
+                assert covered.within(lo, hi) == plain, (intervals, lo, hi)
+        assert covered.within() == sum(e - s for s, e in union)
+
+
+def test_the_bins_add_up_to_the_breakdown_exactly():
+    timeline = timeline_of(
+        [(0, 0, 10, 0, 7), (0, 5, 12, 0, 9), (1, 8, 20, 0, 7), (2, 30, 35, 0, 7),
+         (0, 0, 50, 1, 7)],
+        [(40, 61, -1)],
+    )  # fmt: skip
+    shares = breakdown(timeline, 100)
+    binned = over_time(timeline, at_most=4)  # 61 ns in bins of 20: the last one 1 ns
+    assert [b.device for b in binned] == [0, 1] and binned[0].bin_ns == 20
+    assert [b.width_ns(k) for b in binned[:1] for k in range(4)] == [20, 20, 20, 1]
+    assert binned[0].parts == [(8, 8, 4), (0, 5, 0), (0, 0, 0), (0, 0, 0)]
+    for share, bins in zip(shares, binned, strict=True):
+        parts = (share.computing_ns, share.copying_ns, share.both_ns)
+        assert tuple(sum(p[i] for p in bins.parts) for i in range(3)) == parts
+        idle = sum(bins.idle_ns(k) for k in range(len(bins.parts)))
+        assert share.idle_ns - idle == share.wall_ns - bins.end_ns == 100 - 61
+
+
+@pytest.mark.parametrize(
+    ("span_ns", "width_ns"),
+    [(0, 1), (100, 1), (101, 2), (200, 2), (201, 5), (500, 5), (501, 10),
+     (9_801_253_132, 100_000_000), (10_000_000_000, 100_000_000),
+     (10_000_000_001, 200_000_000), (50_000_000, 500_000), (4_973_523_937, 50_000_000)],
+)  # fmt: skip
+def test_the_bin_is_the_shortest_round_one_that_makes_a_hundred_at_most(span_ns, width_ns):
+    """A 9.8 s run in bins of 100 ms, a 50 ms one in bins of 500 us: each about 100."""
+    assert bin_ns(span_ns) == width_ns
+    assert -(-span_ns // width_ns) <= 100

@@ -308,6 +308,48 @@ def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path, di
     assert recorder.recorded()[correlation][0] == "program"
 
 
+RUNNER = """\
+def run(program, gpu):
+    return program.loop(gpu, 1)  # line: runner
+
+def caller(program, gpu):
+    return run(program, gpu)  # line: caller
+"""
+
+
+def test_no_frame_below_the_runner_is_walked_once_a_line_is_met(tmp_path):
+    """Issue 38, item 7: the callback's walk up the stack went on through memprof's CLI
+    (twenty frames under a training step's few) to the bottom. It ends at the code that
+    runs the program (collect.run_program); what is recorded above it is the same. A file
+    of the program's folder calls the runner here, so a walk past it would keep its lines."""
+    recorder, cupti = recorder_for(tmp_path, depth=7)
+    program = program_module(tmp_path, "steps", PROGRAM)
+    runner = program_module(tmp_path, "runner", RUNNER)
+    places = []
+    for given in (None, runner.run.__code__):
+        recorder.runner = given
+        (correlation,) = runner.caller(program, FakeLibrary(cupti))
+        origin, frames = recorder.recorded()[correlation]
+        assert origin == "program"
+        places.append([(f.file, f.function) for f in frames])
+    walked_past, ended = places
+    assert walked_past[-2:] == [("runner.py", "run"), ("runner.py", "caller")]
+    assert ended == walked_past[:-2] and {file for file, _ in ended} == {"steps.py"}
+
+
+def test_a_call_with_only_memprofs_frames_below_the_runner_is_still_memprofs_own(tmp_path, direct):
+    """The runner ends the walk only once anyone's frame is met: a call made by memprof
+    itself (its frames the runner's and below) is memprof's own, as without the runner."""
+    recorder, cupti = recorder_for(tmp_path, direct=direct, own=(TESTS,))
+
+    def runs_the_program():
+        return cupti.call("cuCtxSynchronize")
+
+    recorder.runner = runs_the_program.__code__
+    correlation = runs_the_program()
+    assert correlation in recorder.own and correlation not in recorder.stacks
+
+
 def test_a_call_with_no_frame_but_memprofs_is_memprofs_own(tmp_path, direct):
     recorder, cupti = recorder_for(
         tmp_path, direct=direct, own=(TESTS,)

@@ -32,10 +32,12 @@ from memprof.output.plot import (
     Curves,
     HeatMap,
     Line,
+    Mark,
     Panel,
     Picture,
     Reference,
     Span,
+    Stacked,
     Timeline,
     Words,
     wrapped,
@@ -451,7 +453,78 @@ def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     if not shown:
         return [Words(heading, ["The program did no GPU work that CUPTI recorded."])]
     bars = [Bar(name, total_ms) for name, total_ms in shown]
-    return [Bars(heading, "GPU time, every call summed", bars, unit="ms"), *_line_panels(result)]
+    panels = [Bars(heading, "GPU time, every call summed", bars, unit="ms"), *_line_panels(result)]
+    return panels + _time_panels(result, summary)
+
+
+PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at once",
+              "idle": "idle"}  # fmt: skip
+
+
+def _time_panels(result: Result, summary: Summary) -> list[Panel]:
+    """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
+    over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
+    and beside it the table's own figures and gaps; where the trace kept no timeline, why."""
+    from memprof.experiments.trace import GAPS_SHOWN
+    from memprof.model.timeline import breakdown, over_time
+    from memprof.output.timeline import timeline_missing
+
+    timeline = result.extra.timeline
+    if timeline is None:
+        return [Words("Where the time went", wrapped(timeline_missing(result) or ""))]
+    tables = {table.title: table for table in summary.tables}
+    if not timeline.gpu or "Where the time went" not in tables:
+        return []
+    gap_rows = tables["Longest idle gaps"].rows if "Longest idle gaps" in tables else []
+    shares = breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
+    panels: list[Panel] = []
+    for share, binned, row in zip(
+        shares, over_time(timeline), tables["Where the time went"].rows, strict=True
+    ):
+        gaps = [cells for cells in gap_rows if cells[0] == str(share.device)]
+        marks = [
+            Mark(gap.start_ns / 1e6, (gap.start_ns + gap.duration_ns) / 1e6, number)
+            for number, gap in enumerate(share.gaps, 1)
+        ]
+        bins = [
+            [ns / 1e6 for ns in (*parts, binned.idle_ns(index))]
+            for index, parts in enumerate(binned.parts)
+        ]
+        panels.append(
+            Stacked(
+                f"GPU {share.device} over the run: computing, copying, both at once, idle",
+                binned.bin_ns / 1e6,
+                binned.end_ns / 1e6,
+                PART_WORDS,
+                bins,
+                marks,
+            )
+        )
+        totals = ", ".join(
+            f"{words} {cell}" for words, cell in zip(PART_WORDS.values(), row[1:], strict=True)
+        )
+        lines = wrapped(
+            f"The run, as Where the time went prints it: {totals}. Drawn from the first "
+            "recorded event to the end of the last: before it (start-up) and after, the GPU "
+            "was idle too.",
+            indent="  ",
+        )
+        headers = tables["Longest idle gaps"].headers if gaps else []
+        for number, cells in enumerate(gaps, 1):
+            _, at, idle_for, host_at = (
+                _with_unit(c, h) for c, h in zip(cells, headers, strict=True)
+            )
+            lines += wrapped(
+                f"{number}  idle for {idle_for} at {at}: host at {host_at}", indent="   "
+            )
+        panels.append(Words(f"GPU {share.device}: the run and its longest idle gaps", lines))
+    return panels
+
+
+def _with_unit(cell: str, header: str) -> str:
+    """A table's cell as it reads under its header: 4181.9 under "Idle for (ms)", 4181.9 ms."""
+    unit = _TIME_UNIT.search(header)
+    return f"{cell} {unit[1]}" if unit and re.fullmatch(r"[\d.]+", cell) else cell
 
 
 def _line_panels(result: Result) -> list[Panel]:

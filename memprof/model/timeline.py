@@ -12,6 +12,7 @@ of integers per event, names by index, times in CUPTI's nanoseconds from the fir
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -81,22 +82,76 @@ def merged(intervals: list[Interval]) -> list[Interval]:
     return out
 
 
-def covered_ns(intervals: list[Interval]) -> int:
-    return sum(end - start for start, end in merged(intervals))
-
-
-def overlap_ns(first: list[Interval], second: list[Interval]) -> int:
-    """How long both unions hold at once."""
+def intersection(first: list[Interval], second: list[Interval]) -> list[Interval]:
+    """Where both unions hold at once, as disjoint intervals in order."""
     a, b = merged(first), merged(second)
-    total, i, j = 0, 0, 0
+    out: list[Interval] = []
+    i, j = 0, 0
     while i < len(a) and j < len(b):
         low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0, high - low)
+        if high > low:
+            out.append((low, high))
         if a[i][1] < b[j][1]:
             i += 1
         else:
             j += 1
-    return total
+    return out
+
+
+class Covered:
+    """Disjoint intervals in order, and how much of any window they cover: a bisection and
+    a difference of running totals, so a run of 100,000 events is cut into bins at once."""
+
+    def __init__(self, intervals: list[Interval]) -> None:
+        self.intervals = merged(intervals)
+        self.starts = [start for start, _ in self.intervals]
+        self.ends = [end for _, end in self.intervals]
+        self.running = [0, *itertools.accumulate(e - s for s, e in self.intervals)]
+
+    def within(self, start_ns: int | None = None, end_ns: int | None = None) -> int:
+        """Nanoseconds covered in [start_ns, end_ns) (None: unbounded on that side)."""
+        first = 0 if start_ns is None else bisect.bisect_right(self.ends, start_ns)
+        after = len(self.starts) if end_ns is None else bisect.bisect_left(self.starts, end_ns)
+        if first >= after:
+            return 0
+        total = self.running[after] - self.running[first]
+        if start_ns is not None:
+            total -= max(0, start_ns - self.starts[first])
+        if end_ns is not None:
+            total -= max(0, self.ends[after - 1] - end_ns)
+        return total
+
+
+@dataclass(frozen=True)
+class Work:
+    """One GPU's work: its kernels, its copies and memsets, and the two at once, each a
+    union (its streams merged). What the Where table sums over the run and the picture
+    (`memprof plot`) per bin of time, by one rule, so the bins add up to the table."""
+
+    kernels: Covered
+    memory: Covered
+    both: Covered
+    busy: list[Interval]
+
+    @classmethod
+    def of(cls, timeline: Timeline, device: int) -> Work:
+        rows = [row for row in timeline.gpu if row[4] == device]
+        kernels = [(r[2], r[2] + r[3]) for r in rows if r[0] == 0]
+        memory = [(r[2], r[2] + r[3]) for r in rows if r[0] != 0]
+        both = intersection(kernels, memory)
+        return cls(Covered(kernels), Covered(memory), Covered(both), merged(kernels + memory))
+
+    def parts_ns(self, start_ns: int | None = None, end_ns: int | None = None) -> Parts:
+        """(computing alone, copying alone, both at once) in [start_ns, end_ns)."""
+        both = self.both.within(start_ns, end_ns)
+        return (
+            self.kernels.within(start_ns, end_ns) - both,
+            self.memory.within(start_ns, end_ns) - both,
+            both,
+        )
+
+
+Parts = tuple[int, int, int]  # computing alone, copying alone, both at once: ns
 
 
 @dataclass(frozen=True)
@@ -143,11 +198,9 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = 3) -> list[Breakdown
     ]  # start, end, line
     out = []
     for device in devices:
-        rows = [row for row in timeline.gpu if row[4] == device]
-        kernels = [(r[2], r[2] + r[3]) for r in rows if r[0] == 0]
-        memory = [(r[2], r[2] + r[3]) for r in rows if r[0] != 0]
-        both = overlap_ns(kernels, memory)
-        busy = merged(kernels + memory)
+        work = Work.of(timeline, device)
+        computing, copying, both = work.parts_ns()
+        busy = work.busy
         wall = max(wall_ns, busy[-1][1] - busy[0][0] if busy else 0)
         idle = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
         longest = sorted(idle, key=lambda g: (g[0] - g[1], g[0]))[:gaps]
@@ -155,8 +208,8 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = 3) -> list[Breakdown
             Breakdown(
                 device=device,
                 wall_ns=wall,
-                computing_ns=covered_ns(kernels) - both,
-                copying_ns=covered_ns(memory) - both,
+                computing_ns=computing,
+                copying_ns=copying,
                 both_ns=both,
                 gaps=[Gap(a, b - a, *host_line(calls, a, b)) for a, b in longest],
                 outside_ns=wall - (busy[-1][1] - busy[0][0] if busy else 0),
@@ -177,3 +230,53 @@ def host_line(calls: list[tuple[int, int, int]], start_ns: int, end_ns: int) -> 
         elif call_end <= start_ns and (before is None or call_end >= before):
             before, last = call_end, call_line
     return (line, True) if best > 0 else (last, False)
+
+
+BINS_AT_MOST = 100  # bins of time a picture of a run is cut into, at most
+
+
+def bin_ns(span_ns: int, at_most: int = BINS_AT_MOST) -> int:
+    """The shortest round bin (1, 2 or 5 times a power of ten ns) that cuts span_ns into at
+    most `at_most` bins: a 9.8 s run into 98 bins of 100 ms, a 50 ms one into 100 of 500 us."""
+    wanted = max(1, -(-span_ns // at_most))
+    power = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * power >= wanted:
+                return step * power
+        power *= 10
+
+
+@dataclass(frozen=True)
+class Binned:
+    """A GPU's parts of the run per bin of time, from the first recorded event to the end
+    of the last (the bins' idle: each bin's time its parts leave; the last bin may be
+    shorter). The rest of the run's wall time, before the first recorded event (start-up)
+    and after the last, is idle that no bin holds."""
+
+    device: int
+    bin_ns: int
+    end_ns: int
+    parts: list[Parts]
+
+    def width_ns(self, index: int) -> int:
+        return min(self.bin_ns, self.end_ns - index * self.bin_ns)
+
+    def idle_ns(self, index: int) -> int:
+        computing, copying, both = self.parts[index]
+        return self.width_ns(index) - computing - copying - both
+
+
+def over_time(timeline: Timeline, at_most: int = BINS_AT_MOST) -> list[Binned]:
+    """Each GPU's parts per bin, on one time axis for every GPU (breakdown's, by device id):
+    the bins of a GPU add up to its breakdown's computing, copying and both."""
+    ends = [row[2] + row[3] for row in timeline.gpu] + [row[1] + row[2] for row in timeline.api]
+    end_ns = max(ends, default=0)
+    width = bin_ns(end_ns, at_most)
+    count = -(-end_ns // width)
+    out = []
+    for device in sorted({row[4] for row in timeline.gpu}):
+        work = Work.of(timeline, device)
+        parts = [work.parts_ns(k * width, min((k + 1) * width, end_ns)) for k in range(count)]
+        out.append(Binned(device, width, end_ns, parts))
+    return out

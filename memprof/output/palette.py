@@ -25,6 +25,7 @@ KIND_COLOURS = {
 }
 OTHERS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
           "#5254a3", "#b5cf6b", "#e7ba52", "#ad494a", "#a55194")  # fmt: skip
+IDLE = "0.88"  # time in which nothing was done: a trace's idle GPU, light grey
 CEILING = "0.4"  # a bound drawn dashed: the link, staging, HBM
 
 

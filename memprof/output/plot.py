@@ -1,10 +1,10 @@
 """Pictures of Results: what `memprof plot` and memprof.plot() draw, with matplotlib.
 
 What a command's picture shows is plain data (a Picture of panels: curves, bars, heat maps,
-time lines, words), chosen by memprof.experiments.pictures from the figures its tables show;
-this module only draws it. matplotlib is an optional extra (`pip install -e ".[plot]"`),
-imported when a picture is drawn and by nothing else; pyplot is never imported, so a
-notebook's own matplotlib backend is left as it was.
+time lines, shares of time stacked per bin, words), chosen by memprof.experiments.pictures
+from the figures its tables show; this module only draws it. matplotlib is an optional
+extra (`pip install -e ".[plot]"`), imported when a picture is drawn and by nothing else;
+pyplot is never imported, so a notebook's own matplotlib backend is left as it was.
 
 The SVG keeps text as text (svg.fonttype none) and every series, bar, cell and span carries
 an id naming what it is (`p1-line-pinned`), so a picture can be read back: the tests parse
@@ -31,7 +31,7 @@ from memprof.errors import InvalidArgument, require_package
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.output.files import write_bytes_atomic
 from memprof.output.literal import literal
-from memprof.output.palette import CEILING, OTHERS, colours
+from memprof.output.palette import CEILING, IDLE, OTHERS, colours
 
 MATPLOTLIB_AT_LEAST = (3, 7)
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".html": "html"}
@@ -157,6 +157,33 @@ class Timeline:
 
 
 @dataclass
+class Mark:
+    """A stretch of time marked above a Stacked panel's bars, numbered (a trace's idle gap:
+    the words beside the picture say what each number is)."""
+
+    start_ms: float
+    end_ms: float
+    number: int
+
+
+@dataclass
+class Stacked:
+    """What one thing did in each bin of time, as shares of the bin stacked from the first
+    part up: a trace's GPU computing, copying, both at once and idle. The y axis stops a
+    little above the tallest stack of the parts but the last (idle, the rest of each bin)."""
+
+    title: str
+    bin_ms: float  # each bin's width, the last bin's up to until_ms
+    until_ms: float
+    parts: dict[str, str]  # a part -> its legend words, bottom first
+    bins: list[list[float]]  # each bin's ms of each part, in parts' order
+    marks: list[Mark] = field(default_factory=list)
+
+    def width_ms(self, index: int) -> float:
+        return min(self.bin_ms, self.until_ms - index * self.bin_ms)
+
+
+@dataclass
 class Words:
     """Lines of text: verdicts, or the facts of a command that measures nothing."""
 
@@ -164,7 +191,7 @@ class Words:
     lines: list[str]
 
 
-Panel = Curves | Bars | HeatMap | Timeline | Words
+Panel = Curves | Bars | HeatMap | Timeline | Stacked | Words
 
 
 @dataclass(repr=False)
@@ -270,7 +297,10 @@ ROW_INCHES = 0.22  # a bar's height
 LANE_INCHES = 0.3  # a stream's
 CELL_INCHES = (0.95, 0.35)  # a heat map's cell
 CURVES_INCHES = 2.4
+STACKED_INCHES = 1.8
+MARK_POINTS = 10  # a Stacked panel's marks: each its own row above the bars, from the top
 CHARACTER_INCHES = 0.075  # a label's character at 8 points, at most about (capitals too)
+LOG_LABEL_INCHES = 0.5  # a log axis' tick label ("100 us") and room beside it
 EDGE_INCHES = 0.3
 LEGEND_BELOW_POINTS = 32  # a time line's legend, below its axis and axis label
 
@@ -306,7 +336,8 @@ def draw(picture: Picture) -> Any:
     from matplotlib.figure import Figure
 
     panels, width = picture.panels, picture.width_inches
-    left = max([_left_inches(panel) for panel in panels if not isinstance(panel, Words)] or [0])
+    own_left = (Words, Stacked)  # panels left where their own labels need, not at the bars'
+    left = max([_left_inches(panel) for panel in panels if not isinstance(panel, own_left)] or [0])
     left = max(left, EDGE_INCHES)
     height = TOP_INCHES + math.fsum(_total_inches(panel) for panel in panels) + 0.1
     with _fixed_settings(matplotlib):
@@ -316,7 +347,7 @@ def draw(picture: Picture) -> Any:
         for index, panel in enumerate(panels):
             top -= TITLE_INCHES
             inside = _inside_inches(panel)
-            start = EDGE_INCHES if isinstance(panel, Words) else left
+            start = max(_left_inches(panel), EDGE_INCHES) if isinstance(panel, own_left) else left
             across = min(width - start - _right_inches(panel), _widest_inches(panel))
             box = (start / width, (top - inside) / height, across / width, inside / height)
             axes = figure.add_axes(box)
@@ -333,6 +364,8 @@ def _inside_inches(panel: Panel) -> float:
         return 0.15 + ROW_INCHES * len(panel.bars)
     if isinstance(panel, Timeline):
         return 0.2 + LANE_INCHES * len(panel.lanes)
+    if isinstance(panel, Stacked):
+        return STACKED_INCHES
     if isinstance(panel, Words):
         return 0.17 * max(len(panel.lines), 1)
     if isinstance(panel, HeatMap):
@@ -341,7 +374,7 @@ def _inside_inches(panel: Panel) -> float:
 
 
 def _below_inches(panel: Panel) -> float:
-    if isinstance(panel, Timeline):  # its legend stands under its axis label
+    if isinstance(panel, Timeline | Stacked):  # its legend stands under its axis label
         return BELOW_INCHES + LEGEND_BELOW_POINTS / 72 - 0.15
     return 0.1 if isinstance(panel, Words) else BELOW_INCHES
 
@@ -369,6 +402,8 @@ def _left_inches(panel: Panel) -> float:
         return 0.15 + CHARACTER_INCHES * _characters(panel.lanes)
     if isinstance(panel, HeatMap):
         return 0.45 + CHARACTER_INCHES * _characters(panel.rows)
+    if isinstance(panel, Words):
+        return EDGE_INCHES
     return 0.8
 
 
@@ -528,12 +563,17 @@ def _y_label(axes: Any, text: str, left_points: float) -> None:
     )  # fmt: skip
 
 
-def _log_subs(decades: float) -> tuple[float, ...]:
-    """Ticks within each decade of a log axis: 1, 2 and 5 where it spans few decades, fewer
-    where it spans more, so their labels never run into each other."""
-    if decades <= 3:
+def _log_subs(decades: float, across_inches: float = math.inf) -> tuple[float, ...]:
+    """Ticks within each decade of a log axis `across_inches` wide: 1, 2 and 5 where it
+    spans few decades, fewer where it spans more or is narrow (a trace's bars beside long
+    source lines), so their labels never run into each other: "100 us" takes half an inch,
+    and 1 to 2 is 0.3 of a decade, 1 to 3 about half."""
+    per_decade = across_inches / max(decades, 1e-9)
+    if decades <= 3 and per_decade >= LOG_LABEL_INCHES / 0.3:
         return (1.0, 2.0, 5.0)
-    return (1.0, 3.0) if decades <= 4.5 else (1.0,)
+    if decades <= 4.5 and per_decade >= LOG_LABEL_INCHES / 0.47:
+        return (1.0, 3.0)
+    return (1.0,)
 
 
 def _spread_log_limits(axes: Any, values: list[float]) -> None:
@@ -561,7 +601,8 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     if dots:
         axes.set_xscale("log")
         decades = math.log10(max(everything) * 8 / min(everything))  # the limits set below
-        axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades)))
+        across = axes.get_position().width * axes.figure.get_figwidth()
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades, across)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
     base = min(everything) / 2 if dots else 0.0
@@ -697,6 +738,71 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     )  # fmt: skip
 
 
+def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
+    from matplotlib.transforms import blended_transform_factory
+
+    _title(axes, panel.title)
+    fills = dict(zip(panel.parts, [*colours([None] * (len(panel.parts) - 1)), IDLE], strict=True))
+    lefts = [index * panel.bin_ms for index in range(len(panel.bins))]
+    widths = [panel.width_ms(index) for index in range(len(panel.bins))]
+    shares = [
+        [100 * ms / width for ms in one] for one, width in zip(panel.bins, widths, strict=True)
+    ]
+    ticks, cut = stacked_scale(shares)
+    bottoms = [0.0] * len(panel.bins)
+    names: set[str] = set()
+    for at, part in enumerate(panel.parts):
+        heights = [min(one[at], cut - bottom) for one, bottom in zip(shares, bottoms, strict=True)]
+        drawn = axes.bar(lefts, heights, widths, bottom=bottoms, align="edge", linewidth=0,
+                         color=fills[part])  # fmt: skip
+        for index, rectangle in enumerate(drawn):
+            rectangle.set_gid(_gid(f"{gid}-part-{part}-{index}", names))
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    height_points = axes.get_position().height * axes.figure.get_figheight() * 72
+    strip_points = MARK_POINTS * len(panel.marks) + (4 if panel.marks else 0)
+    axes.set_ylim(0, cut * height_points / (height_points - strip_points))  # marks above
+    axes.set_yticks(ticks)
+    axes.set_xlim(0, panel.until_ms)
+    across = blended_transform_factory(axes.transData, axes.transAxes)
+    for row, mark in enumerate(panel.marks):
+        height = 1 - MARK_POINTS * (row + 0.5) / height_points
+        (line,) = axes.plot([mark.start_ms, mark.end_ms], [height, height], transform=across,
+                            color="black", linewidth=1.2, marker="|", markersize=6)  # fmt: skip
+        line.set_gid(_gid(f"{gid}-mark-{mark.number}", names))
+        axes.text(
+            mark.start_ms, height, f"{mark.number} ", transform=across, ha="right",
+            va="center", fontsize=7, gid=_gid(f"{gid}-mark-number-{mark.number}", names),
+        )  # fmt: skip
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
+    cut_words = f"; idle drawn up to {cut:g}%" if cut < 100 else ""
+    _x_label(
+        axes,
+        f"time from the first recorded event, in bins of {_time_tick(panel.bin_ms)}{cut_words}",
+    )
+    _y_label(axes, "share of each bin", 34)
+    axes.legend(
+        handles=[Patch(color=fills[part], label=words) for part, words in panel.parts.items()],
+        loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.parts),
+        borderaxespad=0, bbox_transform=axes.transAxes + _points(axes, 0, -LEGEND_BELOW_POINTS),
+    )  # fmt: skip
+
+
+def stacked_scale(shares: list[list[float]]) -> tuple[list[float], float]:
+    """The y ticks of a Stacked panel, in %, and where its bars are cut: a round share a
+    quarter above the tallest stack of its parts but the last (idle), 100% at most, so a GPU
+    busy 2% of a bin shows as more than a line."""
+    from matplotlib.ticker import MaxNLocator
+
+    tallest = max((math.fsum(one[:-1]) for one in shares), default=0.0)
+    top = max(tallest * 1.25, 1e-3)
+    ticks = [float(t) for t in MaxNLocator(4).tick_values(0, top) if t >= 0]
+    cut = min(100.0, ticks[-1])
+    return [t for t in ticks if t < cut] + [cut], cut
+
+
 def _words(axes: Any, panel: Words, gid: str) -> None:
     axes.set_axis_off()
     _title(axes, panel.title)
@@ -713,6 +819,7 @@ DRAWERS = {
     "Bars": _bars,
     "HeatMap": _heat_map,
     "Timeline": _timeline,
+    "Stacked": _stacked,
     "Words": _words,
 }
 

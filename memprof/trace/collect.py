@@ -973,7 +973,7 @@ def trace(
         if options.lines.stack_depth > 0:
             with as_python_runs(program):  # a -m module's folder is found as Python finds it
                 code = CodeFilter.for_program(program.script, program.module)
-            recorder = StackRecorder(code, options.lines.stack_depth)
+            recorder = StackRecorder(code, options.lines.stack_depth, run_program.__code__)
         record_call = None if options.all_calls else is_work_call
         collector = CuptiCollector(options.device, recorder, record_call)
     collector.start()

@@ -219,9 +219,15 @@ class StackRecorder:
     The callback must never disturb the program: anything it raises is counted, not passed
     on (`failures`), and a Ctrl-C landing in it is delivered again where the program runs."""
 
-    def __init__(self, code_filter: CodeFilter, depth: int = DEFAULT_STACK_DEPTH) -> None:
+    def __init__(
+        self,
+        code_filter: CodeFilter,
+        depth: int = DEFAULT_STACK_DEPTH,
+        runner: CodeType | None = None,
+    ) -> None:
         self.filter = code_filter
         self.depth = depth
+        self.runner = runner  # the code that runs the program: no frame below it is its
         self.stacks: dict[int, RawStack] = {}
         self.own: set[int] = set()  # calls of memprof's own (its last synchronize)
         self.failures = 0
@@ -371,13 +377,19 @@ class StackRecorder:
     def _walk(self, frame: FrameType | None) -> tuple[Any, RawFrame | None]:
         """The innermost frames of the program's (up to depth), and the innermost library
         frame (where there is none of the program's); OWN where the innermost frame that is
-        anyone's is memprof's."""
+        anyone's is memprof's. The walk ends at the runner's frame once it has met anyone's
+        frame (a program's or a library's line is then known, and every frame below is
+        memprof's CLI and what called it, none of them the program's): a training step's
+        stack is a few frames deep, the CLI's under it twenty."""
         verdicts, classify, depth = self._verdicts, self.filter.classify, self.depth
+        runner = self.runner
         found: list[RawFrame] = []
         library = None
         anyones = False
         while frame is not None:
             code = frame.f_code
+            if code is runner and anyones:  # below: memprof's CLI, no line of the program's
+                break
             verdict = verdicts.get(code.co_filename)
             if verdict is None:
                 verdict = verdicts[code.co_filename] = classify(code.co_filename)
