@@ -37,7 +37,7 @@ def rows_of(result: Result) -> list[dict]:
     return [
         row
         for row in csv_rows(result, summarize(result).figures)
-        if row["group"] not in ("line", "derived")
+        if row["group"] not in ("line", "derived", "reference")
     ]
 
 
@@ -163,8 +163,10 @@ def printed_forms(row: dict) -> set[str]:
             forms.add(format_bytes(row[column]))
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
-    if row.get("ratio", "") != "":  # a derived ratio: how many times faster
-        forms.add(format_ratio(row["ratio"]))
+    if row.get("ratio", "") != "":  # a derived ratio: how many times faster (check: a share)
+        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}
+    if row.get("ceiling_gb_per_s", "") != "":  # check's "of PCIe's 63.0"
+        forms.add(format_gb_per_s(row["ceiling_gb_per_s"]))
     if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
@@ -173,6 +175,9 @@ def printed_forms(row: dict) -> set[str]:
 
 RATIO = re.compile(r"^\d[\d,]*(\.\d+)?x\b")  # 4.93x, 3.2x faster
 WITH_UNIT = re.compile(r"\d GB/s")  # a verdict's figure in words: 55.3 GB/s (88%)
+CHANGE = re.compile(r"^[+-]\d+(\.\d+)?%$")  # a difference of two figures: +3.1%
+# each figure in such words (not a name's digits: Gen5, x16, h200.json)
+IN_WORDS = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?%?(?![\w.])")
 
 
 def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
@@ -185,6 +190,9 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             if c == 0:
                 continue
             cell = MARK.sub("", cell)
+            if WITH_UNIT.search(cell) and table.sources[r]:  # words: each figure in them
+                found += [(r, c, part) for part in IN_WORDS.findall(cell)]
+                continue
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
@@ -193,7 +201,7 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
                     figure and not DERIVED_HEADERS.search(table.headers[c])
                 ):
                     found.append((r, c, part))
-                elif figure or RATIO.match(part) or WITH_UNIT.search(part):
+                elif figure or RATIO.match(part) or WITH_UNIT.search(part) or CHANGE.match(part):
                     unchecked.append((r, c, part))
     return found, unchecked
 
@@ -207,8 +215,6 @@ PENDING = {
     ("alloc", "Allocate time, "),
     ("alloc", "Free time, "),
     ("alloc", "Growing a buffer"),
-    ("check", "Health of GPU"),
-    ("check-pairs", "Health of every pair"),
     ("hostlink", "Pinned copies of "),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
@@ -233,10 +239,11 @@ UNSOURCED: dict[str, set[tuple[str, str]]] = {}
 
 
 def csv_row_finder(result: Result, summary) -> dict[int, dict]:
-    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived")."""
+    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived"; a
+    check's reference figure: "reference")."""
     rows = csv_rows(result, summary.figures, summary.derived)
-    measured = [row for row in rows if row["group"] not in ("line", "derived")]
-    derived = [row for row in rows if row["group"] == "derived"]
+    measured = [row for row in rows if row["group"] not in ("line", "derived", "reference")]
+    derived = [row for row in rows if row["group"] in ("derived", "reference")]
     lines = [row for row in rows if row["group"] == "line"]
     found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
     found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
@@ -282,3 +289,37 @@ def test_the_csv_reads_back_as_numbers():
     rows = list(csv.DictReader(io.StringIO(text)))
     gb = [float(row["gb_per_s"]) for row in rows if row["gb_per_s"]]
     assert gb and all(math.isfinite(value) and value > 0 for value in gb)
+
+
+def test_a_checks_csv_holds_the_figures_its_verdicts_judged():
+    """One number: each throughput line's expected GB/s (a "floor" row), its reference (a
+    "reference" row named as the line it judges) and both at once's shares (ratio rows) are
+    the figures the verdict compared."""
+    from memprof.experiments import check
+
+    result = load(FIXTURES / "h200_check.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    reference, _ = check.reference_in_use(result)
+    found = {line.what: line for line in check.lines(result, reference)}
+    floors = {row["derived_from"]: row for row in rows if row["operation"] == "floor"}
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["gb_per_s"] == pytest.approx(
+        0.85 * 63.01538461538462
+    )
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["ceiling_share"] == 0.85
+    judged = found["Pinned host → device"].judged[0]
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["gb_per_s"] == judged[2]
+    assert (
+        floors["[CUDA memcpy DtoD] (device)"]["gb_per_s"]
+        == found["Device copy (read + write)"].judged[0][2]
+    )
+    kept = {row["operation"]: row for row in rows if row["group"] == "reference"}
+    assert set(kept) == {"h2d", "d2h", "d2d"}
+    assert kept["h2d"]["name"] == "[CUDA memcpy HtoD]"
+    assert kept["h2d"]["gb_per_s"] == check.known_good(result, reference)["h2d"]
+    shares = [row for row in rows if row["operation"] == "ratio"]
+    both = found["Both directions at once"].judged
+    assert [row["ratio"] for row in shares] == pytest.approx([j[1] / (j[2] / 0.8) for j in both])
+    assert shares[0]["derived_from"] == (
+        "[CUDA memcpy HtoD] (pinned) h2d / [CUDA memcpy HtoD] (pinned) h2d_at_once"
+    )

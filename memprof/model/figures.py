@@ -146,11 +146,24 @@ class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
     copy), each time the sum of its parts'; "ratio": how many times faster the second part
-    ran than the first (pinned's "vs pageable"), their per-operation times' ratio."""
+    ran than the first (pinned's "vs pageable"), their per-operation times' ratio; "floor":
+    the least GB/s a check expects of its one part, `share` of the part's ceiling;
+    "reference": a known-good machine's GB/s (`share` of nothing: `reference_gb_per_s`) for
+    the line its one part is measured in."""
 
     name: str
     parts: tuple[Figure, ...]
-    formula: Literal["sum", "ratio"] = "sum"
+    formula: Literal["sum", "ratio", "floor", "reference"] = "sum"
+    share: float | None = None  # "floor": of the part's ceiling
+    reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """A floor's GB/s (its share of its part's ceiling) or a reference's; else None."""
+        ceiling = self.parts[0].ceiling
+        if self.formula == "floor" and ceiling is not None and self.share is not None:
+            return self.share * ceiling.gb_per_s
+        return self.reference_gb_per_s if self.formula == "reference" else None
 
     @property
     def ratio(self) -> float:

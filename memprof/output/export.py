@@ -25,7 +25,10 @@ from memprof.output.literal import literal
 # copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
 # group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
-# a ratio (how many times faster the second part ran) is in ratio; derived_from names them.
+# a ratio (how many times faster the second part ran) is in ratio; derived_from names them. A
+# check's expected GB/s is a derived row of operation "floor" (gb_per_s: ceiling_share, its
+# floor, of ceiling_gb_per_s); the reference figure it is held to, a row of group "reference"
+# named as the line it judges. Only a first attempt's figures are rows (--retries: not yet).
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -127,6 +130,21 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
     parts named."""
     parts = [rows_of[id(part.measurement)] for part in one.parts]
     shared = (*CSV_COLUMNS[:7], "kind", "bytes")
+    if one.formula in ("floor", "reference"):  # a GB/s of the line its one part is measured in
+        (part,) = parts
+        ceiling = one.parts[0].ceiling if one.formula == "floor" else None
+        named = {"group": "derived", "name": literal(one.name), "operation": "floor"}
+        if one.formula == "reference":  # named as the line it judges
+            named = {"group": "reference", "name": part["name"], "operation": part["operation"]}
+        return {
+            **{c: part[c] for c in (*shared, "source_gpu", "destination_gpu")},
+            **named,
+            "gb_per_s": _blank(one.gb_per_s),
+            "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
+            "ceiling_share": one.share if ceiling is not None else "",
+            "limiter": ceiling.limiter if ceiling is not None else "",
+            "derived_from": _named([part])[0],
+        }
     return {
         **{c: parts[0][c] for c in shared if all(part[c] == parts[0][c] for part in parts)},
         "group": "derived",
@@ -137,11 +155,17 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
             if one.formula == "ratio"
             else {"median_ms": one.median_ms, "per_operation_ms": one.per_operation_ms}
         ),
-        "derived_from": (" / " if one.formula == "ratio" else " + ").join(
-            f"{part['name']} ({part['kind']})" if part["kind"] else str(part["name"])
-            for part in parts
-        ),
+        "derived_from": (" / " if one.formula == "ratio" else " + ").join(_named(parts)),
     }
+
+
+def _named(parts: list[dict[str, object]]) -> list[str]:
+    """Each part by name and kind; and operation, where that alone tells them apart (check's
+    copy of one direction alone and at once)."""
+    named = [f"{p['name']} ({p['kind']})" if p["kind"] else str(p["name"]) for p in parts]
+    if len(set(named)) < len(named):
+        named = [f"{one} {part['operation']}" for one, part in zip(named, parts, strict=True)]
+    return named
 
 
 def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
