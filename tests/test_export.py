@@ -240,10 +240,11 @@ UNSOURCED: dict[str, set[tuple[str, str]]] = {}
 
 def csv_row_finder(result: Result, summary) -> dict[int, dict]:
     """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived"; a
-    check's reference figure: "reference")."""
+    check's reference figure: "reference"; a retry's copies: "retry")."""
     rows = csv_rows(result, summary.figures, summary.derived)
-    measured = [row for row in rows if row["group"] not in ("line", "derived", "reference")]
-    derived = [row for row in rows if row["group"] in ("derived", "reference")]
+    made = ("derived", "reference", "retry")
+    measured = [row for row in rows if row["group"] not in ("line", *made)]
+    derived = [row for row in rows if row["group"] in made]
     lines = [row for row in rows if row["group"] == "line"]
     found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
     found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
@@ -253,6 +254,14 @@ def csv_row_finder(result: Result, summary) -> dict[int, dict]:
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
     result = load(path)
+    checked, unsourced = tables_against_csv(result)
+    assert unsourced <= PENDING, unsourced - PENDING
+    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
+
+
+def tables_against_csv(result: Result) -> tuple[int, set[tuple[str, str]]]:
+    """How many printed figures were found in their CSV rows (any other fails the test), and
+    the tables that print a figure of no declared source."""
     summary = summarize(result)
     rows = csv_row_finder(result, summary)
     checked, unsourced = 0, set()
@@ -268,8 +277,7 @@ def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
             forms = set().union(*(printed_forms(rows[id(m)]) for m in sources))
             assert cell in forms, (table.title, table.headers[c], table.rows[r][0], cell)
             checked += 1
-    assert unsourced <= PENDING, unsourced - PENDING
-    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
+    return checked, unsourced
 
 
 def test_the_csv_equals_the_tables_over_many_figures():
@@ -323,3 +331,30 @@ def test_a_checks_csv_holds_the_figures_its_verdicts_judged():
     assert shares[0]["derived_from"] == (
         "[CUDA memcpy HtoD] (pinned) h2d / [CUDA memcpy HtoD] (pinned) h2d_at_once"
     )
+
+
+def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
+    """--retries: the table shows the attempt that decided each line; its copies are rows of
+    group "retry" (as a measurement's, named for the attempt), and every figure of the table
+    is in them: the GB/s and share a retry measured, its floor's and its shares at once."""
+    from tests.test_check_gates import retried, retry
+
+    result = load(FIXTURES / "h200_check.json")
+    result = retried(result, retry(result, "h2d", 1, h2d=50.0), retry(result, "at_once", 1))
+    summary = summarize(result)
+    assert "50.0 GB/s (79%)" in summary.tables[0].rows[1]
+    checked, unsourced = tables_against_csv(result)
+    assert (checked, unsourced) == (22, set())
+    rows = csv_rows(result, summary.figures, summary.derived)
+    again = [row for row in rows if row["group"] == "retry"]
+    assert [(row["operation"], row["derived_from"]) for row in again] == [
+        ("h2d", "retry 1"),
+        ("h2d_at_once", "retry 1"),
+        ("d2h_at_once", "retry 1"),
+        ("h2d", "retry 1"),
+        ("d2h", "retry 1"),
+    ]
+    assert again[0]["gb_per_s"] == pytest.approx(50.0)
+    assert again[0]["ceiling_share"] == pytest.approx(50.0 / 63.01538461538462)
+    shares = [row for row in rows if row["operation"] == "ratio"]
+    assert all(" / " in row["derived_from"] for row in shares)

@@ -657,8 +657,8 @@ class Line:
     expected: str
     # the GB/s it judged, for pictures: (what, measured, the least expected) per figure
     judged: tuple[tuple[str, float, float], ...] = ()
-    # the measurements and derived figures its cells print (the CSV rows they are in); none
-    # for an attempt measured again (its copies are no measurement of the run)
+    # the measurements and derived figures its cells print (the CSV rows they are in; a
+    # retry's copies: the declared attempt, a row of group "retry")
     sources: tuple[Any, ...] = ()
 
 
@@ -694,36 +694,43 @@ def _rate(value: float | None) -> str:
     return f"{format_gb_per_s(value)} GB/s" if value is not None else "not measured"
 
 
+Retried = dict[int, figures.Derived]  # a retry's figure (by id) as its declared attempt
+
+
+def _shown(found: figures.Figure, retried: Retried | None) -> Any:
+    """What a figure's cells are sourced to: its measurement, or a retry's declared attempt."""
+    return (retried or {}).get(id(found), found.measurement)
+
+
 def _throughput_line(
     what: str,
     found: figures.Figure | None,
     floor: float,
     reference: float | None,
     source: str = "",
-    sourced: bool = True,
+    retried: Retried | None = None,
 ) -> Line:
     """A figure against `floor` of its ceiling (a declared floor, the CSV's too); `source`
-    names the file that set the floor; `sourced`: its figure is a measurement of the run."""
+    names the file that set the floor."""
     measured = found.gb_per_s if found is not None else None
     if found is None or measured is None:
         return Line("FAIL", what, "not measured", "a figure")
     ceiling, share = found.ceiling, found.share
     if ceiling is None or share is None:
         shown, expected = _rate(measured), "unknown: the ceiling was not recorded"
-        return Line("WARN", what, shown, expected, sources=(found.measurement,) if sourced else ())
+        return Line("WARN", what, shown, expected, sources=(_shown(found, retried),))
     least = figures.Derived(f"{what}: expected", (found,), "floor", share=floor)
     expected = (
         f">= {format_gb_per_s(least.gb_per_s)} GB/s ({source + ': ' if source else ''}"
         f"{floor:.0%} of {ceiling.limiter}'s {format_gb_per_s(ceiling.gb_per_s)})"
     )
-    sources: tuple[Any, ...] = (found.measurement, least)
+    sources: tuple[Any, ...] = (_shown(found, retried), least)
     if reference is not None:
         expected += f"; reference {format_gb_per_s(reference)}"
         kept = figures.Derived("reference", (found,), "reference", reference_gb_per_s=reference)
         sources += (kept,)
     shown = f"{_rate(measured)} ({share:.0%})"
     judged = ((what, measured, least.gb_per_s),)
-    sources = sources if sourced else ()
     if share > ABOVE_BOUND:  # faster than what bounds it: not a figure
         expected += ", never above the ceiling"
         return Line("FAIL", what, shown, expected, judged, sources)
@@ -840,16 +847,21 @@ def _retried(result: Result, copies: RetriedCopies) -> Measurement:
 
 
 def throughput_line(
-    result: Result, line: str, found: Attempt, known: Figures, floor: float, first: bool = True
+    result: Result,
+    line: str,
+    found: Attempt,
+    known: Figures,
+    floor: float,
+    retried: Retried | None = None,
 ) -> Line:
-    """One throughput line judged from one attempt's figures (`first`: the run's own)."""
+    """One throughput line judged from one attempt's figures (`retried`: a retry's)."""
     source = floor_source(result, line)
     if line == "at_once":
-        return _at_once_line(found, floor, source, first)
+        return _at_once_line(found, floor, source, retried)
     what = {"h2d": "Pinned host → device", "d2h": "Pinned device → host"}.get(
         line, "Device copy (read + write)"
     )
-    return _throughput_line(what, found[line], floor, known.get(line), source, first)
+    return _throughput_line(what, found[line], floor, known.get(line), source, retried)
 
 
 def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
@@ -859,8 +871,13 @@ def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
     found = [throughput_line(result, line, first, known, floor)]
     for retry in result.extra.retries:
         if retry.line == line:
-            again = {**first, **{c.operation: retried_figure(result, c) for c in retry.copies}}
-            found.append(throughput_line(result, line, again, known, floor, first=False))
+            copies = {c.operation: retried_figure(result, c) for c in retry.copies}
+            marked = {
+                id(one): figures.Derived(f"retry {retry.attempt}", (one,), "attempt")
+                for one in copies.values()
+            }
+            again = {**first, **copies}
+            found.append(throughput_line(result, line, again, known, floor, marked))
     return found
 
 
@@ -899,13 +916,13 @@ def lines(result: Result, reference: Reference) -> list[Line]:
 
 
 def _at_once_line(
-    found: Attempt, floor: float = AT_ONCE_FLOOR, source: str = "", sourced: bool = True
+    found: Attempt, floor: float = AT_ONCE_FLOOR, source: str = "", retried: Retried | None = None
 ) -> Line:
     what = "Both directions at once"
     words = base.DIRECTIONS  # h2d -> "host → device"
     pairs = {words[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
     expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
-    return _both_at_once(what, pairs, floor, expected, sourced)
+    return _both_at_once(what, pairs, floor, expected, retried)
 
 
 def _both_at_once(
@@ -913,7 +930,7 @@ def _both_at_once(
     pairs: dict[str, tuple[figures.Figure | None, figures.Figure | None]],
     floor: float,
     expected: str,
-    sourced: bool = True,
+    retried: Retried | None = None,
 ) -> Line:
     """Two directions' copies at once, each judged by its share of its rate alone: a declared
     ratio (the CSV's too) of its copy alone over at once, per-copy times of as many bytes."""
@@ -926,12 +943,12 @@ def _both_at_once(
         f"({', '.join(f'{share.ratio:.0%}' for share in shares.values())})"
     )
     judged = tuple((f"{what}: {key}", rate[1], floor * rate[0]) for key, rate in rates.items())
-    sources = (
-        *(pair[1].measurement for pair in pairs.values()),  # at once
-        *shares.values(),
-    )
+    # at once; and a retry's copies alone, whose rows come before the ratios that divide them
+    again = retried or {}
+    shown = [_shown(pair[1], retried) for pair in pairs.values()]
+    shown += [again[id(pair[0])] for pair in pairs.values() if id(pair[0]) in again]
     worst = min(share.ratio for share in shares.values())
-    return Line(judge(worst, floor), what, measured, expected, judged, sources if sourced else ())
+    return Line(judge(worst, floor), what, measured, expected, judged, (*shown, *shares.values()))
 
 
 # -- references -------------------------------------------------------------------------------

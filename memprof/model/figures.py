@@ -148,12 +148,13 @@ class Derived:
     copy), each time the sum of its parts'; "ratio": how many times faster the second part
     ran than the first (pinned's "vs pageable"), their per-operation times' ratio; "floor":
     the least GB/s a check expects of its one part, `share` of the part's ceiling;
-    "reference": a known-good machine's GB/s (`share` of nothing: `reference_gb_per_s`) for
-    the line its one part is measured in."""
+    "reference": a known-good machine's GB/s (`reference_gb_per_s`) for the line its one part
+    is measured in; "attempt": its one part's own figures, a line measured again (check
+    --retries), whose copies are no measurement of the run."""
 
     name: str
     parts: tuple[Figure, ...]
-    formula: Literal["sum", "ratio", "floor", "reference"] = "sum"
+    formula: Literal["sum", "ratio", "floor", "reference", "attempt"] = "sum"
     share: float | None = None  # "floor": of the part's ceiling
     reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure
 
