@@ -27,6 +27,7 @@ from memprof.experiments.check import (
     reference_figures,
     retry_until_pass,
 )
+from memprof.model.ceilings import hbm_ceiling, pcie_ceiling
 from memprof.model.results import Result
 from tests.check_results import check_result, slower
 from tests.conftest import replace
@@ -109,7 +110,7 @@ def report(result: Result, tmp_path, *options: str):
 )
 def test_a_line_passes_at_its_own_floor_and_warns_just_above_it(field, what, operation):
     result = watched(check_result())
-    ceiling = check.pcie_ceiling(result) if operation != "d2d" else check.hbm_ceiling(result.device)
+    ceiling = pcie_ceiling(result) if operation != "d2d" else hbm_ceiling(result.device)
     share = figure(result, operation) / ceiling.gb_per_s  # 0.881 of the link, 0.891 of HBM
     at, above = int(share * 100), int(share * 100) + 1
     assert verdict(with_params(watched(check_result()), **{field: at}), what) == "PASS"

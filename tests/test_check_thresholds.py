@@ -24,6 +24,7 @@ from memprof.experiments.check_thresholds import (
     read_thresholds,
     thresholds_for,
 )
+from memprof.model.ceilings import hbm_ceiling, pcie_ceiling
 from tests.check_results import check_result, slower
 from tests.fakegpu import FakeSession
 from tests.test_gpu_state import healthy
@@ -82,7 +83,7 @@ def share_pct(result, line: str) -> float:
     """The line's figure in percent of what its floor is a share of."""
     if line == "at_once":
         return 100 * min(figure(result, f"{o}_at_once") / figure(result, o) for o in ("h2d", "d2h"))
-    ceiling = check.hbm_ceiling(result.device) if line == "d2d" else check.pcie_ceiling(result)
+    ceiling = hbm_ceiling(result.device) if line == "d2d" else pcie_ceiling(result)
     return 100 * figure(result, line) / ceiling.gb_per_s
 
 

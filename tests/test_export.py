@@ -37,7 +37,7 @@ def rows_of(result: Result) -> list[dict]:
     return [
         row
         for row in csv_rows(result, summarize(result).figures)
-        if row["group"] not in ("line", "derived")
+        if row["group"] not in ("line", "derived", "reference")
     ]
 
 
@@ -189,8 +189,10 @@ def printed_forms(row: dict) -> set[str]:
             forms.add(format_bytes(row[column]))
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
-    if row.get("ratio", "") != "":  # a derived ratio: how many times faster
-        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}  # or a share
+    if row.get("ratio", "") != "":  # a derived ratio: how many times faster (or a share)
+        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}
+    if row.get("ceiling_gb_per_s", "") != "":  # check's "of PCIe's 63.0"
+        forms.add(format_gb_per_s(row["ceiling_gb_per_s"]))
     if row.get("ceiling_share", "") != "":
         share = row["ceiling_share"]
         forms |= {f"{share:.0%}", f"{share:.1%}", f"{share:.0%} {row['limiter']}"}
@@ -199,6 +201,9 @@ def printed_forms(row: dict) -> set[str]:
 
 RATIO = re.compile(r"^\d[\d,]*(\.\d+)?x\b")  # 4.93x, 3.2x faster
 WITH_UNIT = re.compile(r"\d GB/s")  # a verdict's figure in words: 55.3 GB/s (88%)
+CHANGE = re.compile(r"^[+-]\d+(\.\d+)?%$")  # a difference of two figures: +3.1%
+# each figure in such words (not a name's digits: Gen5, x16, h200.json)
+IN_WORDS = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?%?(?![\w.])")
 
 
 def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
@@ -211,6 +216,9 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             if c == 0:
                 continue
             cell = MARK.sub("", cell)
+            if WITH_UNIT.search(cell) and table.sources[r]:  # words: each figure in them
+                found += [(r, c, part) for part in IN_WORDS.findall(cell)]
+                continue
             parts = [part.strip() for part in cell.split(",")] if "%" in cell else [cell]
             for part in parts:
                 part = GB_PER_S.sub("", part)  # a rate with its unit: pinlimit's host table
@@ -221,7 +229,7 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
                     found.append((r, c, ratio[0]))
                 elif figure and (formulas - {None} or not DERIVED_HEADERS.search(table.headers[c])):
                     found.append((r, c, part))
-                elif figure or RATIO.match(part) or WITH_UNIT.search(part):
+                elif figure or RATIO.match(part) or WITH_UNIT.search(part) or CHANGE.match(part):
                     unchecked.append((r, c, part))
     return found, unchecked
 
@@ -231,11 +239,10 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
 # table leaves this list when all its figures are declared ones; the tests fail if a table
 # not listed prints an unsourced figure, or if one listed no longer does.
 PENDING = {
-    ("check", "Health of GPU"),
-    ("check-pairs", "Health of every pair"),
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
     ("pinlimit", "Pinning as it grows"),
+    ("pinlimit", "What pinning takes from the host"),  # Held vs both: no declared figure yet
     ("trace", "Copies by memory kind"),
     ("trace", "Longest idle gaps"),
     ("trace", "Where: "),
@@ -252,10 +259,12 @@ UNSOURCED: dict[str, set[tuple[str, str]]] = {}
 
 
 def csv_row_finder(result: Result, summary) -> dict[int, dict]:
-    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived")."""
+    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived"; a
+    check's reference figure: "reference"; a retry's copies: "retry")."""
     rows = csv_rows(result, summary.figures, summary.derived)
-    measured = [row for row in rows if row["group"] not in ("line", "derived")]
-    derived = [row for row in rows if row["group"] == "derived"]
+    made = ("derived", "reference", "retry")
+    measured = [row for row in rows if row["group"] not in ("line", *made)]
+    derived = [row for row in rows if row["group"] in made]
     lines = [row for row in rows if row["group"] == "line"]
     found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
     found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
@@ -265,6 +274,14 @@ def csv_row_finder(result: Result, summary) -> dict[int, dict]:
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
     result = load(path)
+    checked, unsourced = tables_against_csv(result)
+    assert unsourced <= PENDING, unsourced - PENDING
+    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
+
+
+def tables_against_csv(result: Result) -> tuple[int, set[tuple[str, str]]]:
+    """How many printed figures were found in their CSV rows (any other fails the test), and
+    the tables that print a figure of no declared source."""
     summary = summarize(result)
     rows = csv_row_finder(result, summary)
     checked, unsourced = 0, set()
@@ -280,8 +297,7 @@ def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
             forms = set().union(*(printed_forms(rows[id(m)]) for m in sources))
             assert cell in forms, (table.title, table.headers[c], table.rows[r][0], cell)
             checked += 1
-    assert unsourced <= PENDING, unsourced - PENDING
-    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
+    return checked, unsourced
 
 
 def test_the_csv_equals_the_tables_over_many_figures():
@@ -301,3 +317,64 @@ def test_the_csv_reads_back_as_numbers():
     rows = list(csv.DictReader(io.StringIO(text)))
     gb = [float(row["gb_per_s"]) for row in rows if row["gb_per_s"]]
     assert gb and all(math.isfinite(value) and value > 0 for value in gb)
+
+
+def test_a_checks_csv_holds_the_figures_its_verdicts_judged():
+    """One number: each throughput line's expected GB/s (a "floor" row), its reference (a
+    "reference" row named as the line it judges) and both at once's shares (ratio rows) are
+    the figures the verdict compared."""
+    from memprof.experiments import check
+
+    result = load(FIXTURES / "h200_check.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    reference, _ = check.reference_in_use(result)
+    found = {line.what: line for line in check.lines(result, reference)}
+    floors = {row["derived_from"]: row for row in rows if row["operation"] == "floor"}
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["gb_per_s"] == pytest.approx(
+        0.85 * 63.01538461538462
+    )
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["ceiling_share"] == 0.85
+    judged = found["Pinned host → device"].judged[0]
+    assert floors["[CUDA memcpy HtoD] (pinned)"]["gb_per_s"] == judged[2]
+    assert (
+        floors["[CUDA memcpy DtoD] (device)"]["gb_per_s"]
+        == found["Device copy (read + write)"].judged[0][2]
+    )
+    kept = {row["operation"]: row for row in rows if row["group"] == "reference"}
+    assert set(kept) == {"h2d", "d2h", "d2d"}
+    assert kept["h2d"]["name"] == "[CUDA memcpy HtoD]"
+    assert kept["h2d"]["gb_per_s"] == check.known_good(result, reference)["h2d"]
+    shares = [row for row in rows if row["operation"] == "ratio"]
+    both = found["Both directions at once"].judged
+    assert [row["ratio"] for row in shares] == pytest.approx([j[1] / (j[2] / 0.8) for j in both])
+    assert shares[0]["derived_from"] == (
+        "[CUDA memcpy HtoD] (h2d, pinned) / [CUDA memcpy HtoD] (h2d_at_once, pinned)"
+    )
+
+
+def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
+    """--retries: the table shows the attempt that decided each line; its copies are rows of
+    group "retry" (as a measurement's, named for the attempt), and every figure of the table
+    is in them: the GB/s and share a retry measured, its floor's and its shares at once."""
+    from tests.test_check_gates import retried, retry
+
+    result = load(FIXTURES / "h200_check.json")
+    result = retried(result, retry(result, "h2d", 1, h2d=50.0), retry(result, "at_once", 1))
+    summary = summarize(result)
+    assert "50.0 GB/s (79%)" in summary.tables[0].rows[1]
+    checked, unsourced = tables_against_csv(result)
+    assert (checked, unsourced) == (22, set())
+    rows = csv_rows(result, summary.figures, summary.derived)
+    again = [row for row in rows if row["group"] == "retry"]
+    assert [(row["operation"], row["derived_from"]) for row in again] == [
+        ("h2d", "retry 1"),
+        ("h2d_at_once", "retry 1"),
+        ("d2h_at_once", "retry 1"),
+        ("h2d", "retry 1"),
+        ("d2h", "retry 1"),
+    ]
+    assert again[0]["gb_per_s"] == pytest.approx(50.0)
+    assert again[0]["ceiling_share"] == pytest.approx(50.0 / 63.01538461538462)
+    shares = [row for row in rows if row["operation"] == "ratio"]
+    assert all(" / " in row["derived_from"] for row in shares)

@@ -41,7 +41,7 @@ from memprof.experiments.check_thresholds import (
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
 from memprof.model import figures
-from memprof.model.ceilings import Ceiling, hbm_ceiling, link_of, pcie_ceiling, peer_ceiling
+from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes, format_gb_per_s, plural
 from memprof.model.gpustate import GpuState, link_words, reason_words
@@ -657,6 +657,9 @@ class Line:
     expected: str
     # the GB/s it judged, for pictures: (what, measured, the least expected) per figure
     judged: tuple[tuple[str, float, float], ...] = ()
+    # the measurements and derived figures its cells print (the CSV rows they are in; a
+    # retry's copies: the declared attempt, a row of group "retry")
+    sources: tuple[Any, ...] = ()
 
 
 def judge(measured: float, floor: float, reference: float | None = None) -> Verdict:
@@ -672,43 +675,67 @@ def judge(measured: float, floor: float, reference: float | None = None) -> Verd
 DECLARED = {measure.operation: measure for measure in (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)}
 
 
-def figure(result: Result, operation: str) -> float | None:
-    """GB/s of a check's copies (median of its batches; a device copy counts read and write)."""
+def figure_of(result: Result, operation: str) -> figures.Figure | None:
+    """The figures of a check's copies (GB/s: median of its batches; a device copy counts
+    read and write)."""
     for m in result.measurements:
         if m.group == "gpu" and m.operation == operation and not m.gpus:
-            return figures.figure(result, m, DECLARED[operation]).gb_per_s
+            return figures.figure(result, m, DECLARED[operation])
     return None
+
+
+def figure(result: Result, operation: str) -> float | None:
+    """GB/s of a check's copies (figure_of)."""
+    found = figure_of(result, operation)
+    return found.gb_per_s if found is not None else None
 
 
 def _rate(value: float | None) -> str:
     return f"{format_gb_per_s(value)} GB/s" if value is not None else "not measured"
 
 
+Retried = dict[int, figures.Derived]  # a retry's figure (by id) as its declared attempt
+
+
+def _shown(found: figures.Figure, retried: Retried | None) -> Any:
+    """What a figure's cells are sourced to: its measurement, or a retry's declared attempt."""
+    return (retried or {}).get(id(found), found.measurement)
+
+
 def _throughput_line(
     what: str,
-    measured: float | None,
-    ceiling: Ceiling | None,
+    found: figures.Figure | None,
     floor: float,
     reference: float | None,
     source: str = "",
+    retried: Retried | None = None,
 ) -> Line:
-    """A figure against `floor` of its ceiling; `source` names the file that set the floor."""
-    if measured is None:
+    """A figure against `floor` of its ceiling (a declared floor, the CSV's too); `source`
+    names the file that set the floor."""
+    measured = found.gb_per_s if found is not None else None
+    if found is None or measured is None:
         return Line("FAIL", what, "not measured", "a figure")
-    if ceiling is None:
-        return Line("WARN", what, _rate(measured), "unknown: the ceiling was not recorded")
-    least = floor * ceiling.gb_per_s
+    ceiling, share = found.ceiling, found.share
+    if ceiling is None or share is None:
+        shown, expected = _rate(measured), "unknown: the ceiling was not recorded"
+        return Line("WARN", what, shown, expected, sources=(_shown(found, retried),))
+    least = figures.Derived(f"{what}: expected", (found,), "floor", share=floor)
     expected = (
-        f">= {format_gb_per_s(least)} GB/s ({source + ': ' if source else ''}{floor:.0%} of "
-        f"{ceiling.limiter}'s {format_gb_per_s(ceiling.gb_per_s)})"
+        f">= {format_gb_per_s(least.gb_per_s)} GB/s ({source + ': ' if source else ''}"
+        f"{floor:.0%} of {ceiling.limiter}'s {format_gb_per_s(ceiling.gb_per_s)})"
     )
+    sources: tuple[Any, ...] = (_shown(found, retried), least)
     if reference is not None:
         expected += f"; reference {format_gb_per_s(reference)}"
-    shown = f"{_rate(measured)} ({ceiling.fraction(measured):.0%})"
-    judged = ((what, measured, least),)
-    if ceiling.fraction(measured) > ABOVE_BOUND:  # faster than what bounds it: not a figure
-        return Line("FAIL", what, shown, expected + ", never above the ceiling", judged)
-    return Line(judge(measured, least, reference), what, shown, expected, judged)
+        kept = figures.Derived("reference", (found,), "reference", reference_gb_per_s=reference)
+        sources += (kept,)
+    shown = f"{_rate(measured)} ({share:.0%})"
+    judged = ((what, measured, least.gb_per_s),)
+    if share > ABOVE_BOUND:  # faster than what bounds it: not a figure
+        expected += ", never above the ceiling"
+        return Line("FAIL", what, shown, expected, judged, sources)
+    verdict = judge(measured, least.gb_per_s, reference)
+    return Line(verdict, what, shown, expected, judged, sources)
 
 
 def link_line(result: Result, index: int | None = None) -> Line:
@@ -757,6 +784,7 @@ def processes_line(result: Result, index: int | None = None) -> Line:
 
 Reference = Result | CheckReference | None  # a shipped reference, or the one of --reference
 Figures = dict[str, float | None]  # GB/s by operation
+Attempt = dict[str, figures.Figure | None]  # one attempt's figures by operation
 
 
 def floors(result: Result) -> dict[str, float]:
@@ -798,14 +826,14 @@ def known_good(result: Result, reference: Reference) -> Figures:
     }
 
 
-def first_figures(result: Result) -> Figures:
-    """GB/s of every operation's first attempt: the run's measurements."""
-    return {operation: figure(result, operation) for operation in get_args(Operation)}
+def first_figures(result: Result) -> Attempt:
+    """The figures of every operation's first attempt: the run's measurements."""
+    return {operation: figure_of(result, operation) for operation in get_args(Operation)}
 
 
-def retried_gb_per_s(result: Result, copies: RetriedCopies) -> float:
-    """GB/s of a retry's copies, as figure() makes it of a measurement (median batch)."""
-    return figures.figure(result, _retried(result, copies), DECLARED[copies.operation]).gb_per_s
+def retried_figure(result: Result, copies: RetriedCopies) -> figures.Figure:
+    """The figures of a retry's copies, as figure_of() makes them of a measurement."""
+    return figures.figure(result, _retried(result, copies), DECLARED[copies.operation])
 
 
 def _retried(result: Result, copies: RetriedCopies) -> Measurement:
@@ -819,29 +847,37 @@ def _retried(result: Result, copies: RetriedCopies) -> Measurement:
 
 
 def throughput_line(
-    result: Result, line: str, figures: Figures, known: Figures, floor: float
+    result: Result,
+    line: str,
+    found: Attempt,
+    known: Figures,
+    floor: float,
+    retried: Retried | None = None,
 ) -> Line:
-    """One throughput line judged from one attempt's figures."""
+    """One throughput line judged from one attempt's figures (`retried`: a retry's)."""
     source = floor_source(result, line)
     if line == "at_once":
-        return _at_once_line(figures, floor, source)
-    if line == "d2d":
-        ceiling, what = hbm_ceiling(result.device), "Device copy (read + write)"
-    else:
-        ceiling = pcie_ceiling(result)
-        what = "Pinned host → device" if line == "h2d" else "Pinned device → host"
-    return _throughput_line(what, figures[line], ceiling, floor, known.get(line), source)
+        return _at_once_line(found, floor, source, retried)
+    what = {"h2d": "Pinned host → device", "d2h": "Pinned device → host"}.get(
+        line, "Device copy (read + write)"
+    )
+    return _throughput_line(what, found[line], floor, known.get(line), source, retried)
 
 
 def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
     """Every attempt of a throughput line, judged: the first, then each retry in order."""
     known, floor = known_good(result, reference), floors(result)[line]
-    figures = first_figures(result)
-    found = [throughput_line(result, line, figures, known, floor)]
+    first = first_figures(result)
+    found = [throughput_line(result, line, first, known, floor)]
     for retry in result.extra.retries:
         if retry.line == line:
-            again = {**figures, **{c.operation: retried_gb_per_s(result, c) for c in retry.copies}}
-            found.append(throughput_line(result, line, again, known, floor))
+            copies = {c.operation: retried_figure(result, c) for c in retry.copies}
+            marked = {
+                id(one): figures.Derived(f"retry {retry.attempt}", (one,), "attempt")
+                for one in copies.values()
+            }
+            again = {**first, **copies}
+            found.append(throughput_line(result, line, again, known, floor, marked))
     return found
 
 
@@ -879,34 +915,40 @@ def lines(result: Result, reference: Reference) -> list[Line]:
     return found
 
 
-def _at_once_line(figures: Figures, floor: float = AT_ONCE_FLOOR, source: str = "") -> Line:
+def _at_once_line(
+    found: Attempt, floor: float = AT_ONCE_FLOOR, source: str = "", retried: Retried | None = None
+) -> Line:
     what = "Both directions at once"
-    rates = {operation: figures[operation] for operation in ("h2d", "d2h")}
-    together = {operation: figures[f"{operation}_at_once"] for operation in ("h2d", "d2h")}
-    if None in rates.values() or None in together.values():
-        return Line("FAIL", what, "not measured", "a figure")
-    shares = {operation: together[operation] / rates[operation] for operation in rates}
-    worst = min(shares.values())
-    measured = (
-        f"{format_gb_per_s(together['h2d'])} + {format_gb_per_s(together['d2h'])} GB/s "
-        f"({shares['h2d']:.0%}, {shares['d2h']:.0%})"
-    )
-    expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
     words = base.DIRECTIONS  # h2d -> "host → device"
-    judged = _at_once(
-        what,
-        {words[k]: v for k, v in together.items()},
-        {words[k]: v for k, v in rates.items()},
-        floor,
+    pairs = {words[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
+    expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
+    return _both_at_once(what, pairs, floor, expected, retried)
+
+
+def _both_at_once(
+    what: str,
+    pairs: dict[str, tuple[figures.Figure | None, figures.Figure | None]],
+    floor: float,
+    expected: str,
+    retried: Retried | None = None,
+) -> Line:
+    """Two directions' copies at once, each judged by its share of its rate alone: a declared
+    ratio (the CSV's too) of its copy alone over at once, per-copy times of as many bytes."""
+    rates = {key: [part.gb_per_s if part else None for part in pair] for key, pair in pairs.items()}
+    if any(None in rate for rate in rates.values()):
+        return Line("FAIL", what, "not measured", "a figure")
+    shares = {key: figures.Derived(f"{what}: {key}", pair, "ratio") for key, pair in pairs.items()}
+    measured = (
+        f"{' + '.join(format_gb_per_s(rate[1]) for rate in rates.values())} GB/s "
+        f"({', '.join(f'{share.ratio:.0%}' for share in shares.values())})"
     )
-    return Line(judge(worst, floor), what, measured, expected, judged)
-
-
-def _at_once(
-    what: str, together: dict, alone: dict, floor: float
-) -> tuple[tuple[str, float, float], ...]:
-    """Each direction's GB/s at once, against `floor` of its rate alone."""
-    return tuple((f"{what}: {key}", together[key], floor * alone[key]) for key in together)
+    judged = tuple((f"{what}: {key}", rate[1], floor * rate[0]) for key, rate in rates.items())
+    # at once; and a retry's copies alone, whose rows come before the ratios that divide them
+    again = retried or {}
+    shown = [_shown(pair[1], retried) for pair in pairs.values()]
+    shown += [again[id(pair[0])] for pair in pairs.values() if id(pair[0]) in again]
+    worst = min(share.ratio for share in shares.values())
+    return Line(judge(worst, floor), what, measured, expected, judged, (*shown, *shares.values()))
 
 
 # -- references -------------------------------------------------------------------------------
@@ -1040,7 +1082,7 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
 def verdict_table(title: str, found: list[Line], notes: list[str]) -> Table:
     table = Table(title, ["Verdict", "Check", "Measured", "Expected"], notes=notes)
     for line in found:
-        table.add_row(line.verdict, line.what, line.measured, line.expected)
+        table.add_row(line.verdict, line.what, line.measured, line.expected, source=line.sources)
     return table
 
 
@@ -1250,10 +1292,10 @@ class _PeerBuffers:
                 target.free()
 
 
-def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], float]:
+def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], figures.Figure]:
     measure = PEER if operation == PEER.operation else PEER_AT_ONCE
     return {
-        m.gpus: figures.figure(result, m, measure).gb_per_s
+        m.gpus: figures.figure(result, m, measure)
         for m in result.measurements
         if m.group == "gpu" and m.operation == operation and len(m.gpus) == 2
     }
@@ -1273,41 +1315,16 @@ def pair_lines(result: Result) -> list[Line]:
                 Line("WARN", f"GPU {a} ↔ GPU {b} peer access", "no (cuDeviceCanAccessPeer)", "yes")
             )
             continue
-        for x, y in ((a, b), (b, a)):
+        keys = ((a, b), (b, a))
+        for x, y in keys:
             found.append(
-                _throughput_line(
-                    f"GPU {x} → GPU {y}",
-                    alone.get((x, y)),
-                    peer_ceiling(result, x, y),
-                    PEER_FLOOR,
-                    None,
-                )
+                _throughput_line(f"GPU {x} → GPU {y}", alone.get((x, y)), PEER_FLOOR, None)
             )
-        if all(key in alone and key in together for key in ((a, b), (b, a))):
-            keys = ((a, b), (b, a))
-            shares = [together[key] / alone[key] for key in keys]
-            measured = (
-                f"{format_gb_per_s(together[a, b])} + {format_gb_per_s(together[b, a])} GB/s "
-                f"({shares[0]:.0%}, {shares[1]:.0%})"
-            )
-            found.append(
-                Line(
-                    judge(min(shares), AT_ONCE_FLOOR),
-                    f"GPU {a} ↔ GPU {b} both at once",
-                    measured,
-                    f"each >= {AT_ONCE_FLOOR:.0%} of its rate alone",
-                    _at_once(
-                        f"GPU {a} ↔ GPU {b} both at once",
-                        {f"GPU {x} → GPU {y}": together[x, y] for x, y in keys},
-                        {f"GPU {x} → GPU {y}": alone[x, y] for x, y in keys},
-                        AT_ONCE_FLOOR,
-                    ),
-                )
-            )
-        else:
-            found.append(
-                Line("FAIL", f"GPU {a} ↔ GPU {b} both at once", "not measured", "a figure")
-            )
+        pairs = {f"GPU {x} → GPU {y}": (alone.get((x, y)), together.get((x, y))) for x, y in keys}
+        expected = f"each >= {AT_ONCE_FLOOR:.0%} of its rate alone"
+        found.append(
+            _both_at_once(f"GPU {a} ↔ GPU {b} both at once", pairs, AT_ONCE_FLOOR, expected)
+        )
     return found
 
 

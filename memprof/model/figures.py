@@ -153,11 +153,18 @@ class Derived:
     parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
     faster the second part ran than the first (pinned's "vs pageable"): the first's
     per-operation time over the second's, or the second's GB/s over the first's where the
-    parts are totals."""
+    parts are totals; "floor": the least GB/s a check expects of its one part, `share` of the
+    part's ceiling; "reference": a known-good machine's GB/s (`reference_gb_per_s`) for the
+    line its one part is measured in; "attempt": its one part's own figures, a line measured
+    again (check --retries), whose copies are no measurement of the run."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
-    formula: Literal["sum", "overlap", "per_gib", "steady", "total", "ratio"] = "sum"
+    formula: Literal[
+        "sum", "overlap", "per_gib", "steady", "total", "ratio", "floor", "reference", "attempt"
+    ] = "sum"
+    share: float | None = None  # "floor": of the part's ceiling
+    reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure
 
     @property
     def ratio(self) -> float:
@@ -187,9 +194,15 @@ class Derived:
 
     @property
     def gb_per_s(self) -> float | None:
-        """A total's: its parts' GB/s added up (None: a part moves nothing)."""
-        rates = [part.gb_per_s for part in self.parts]
-        return None if self.formula != "total" or None in rates else math.fsum(rates)
+        """A total's (its parts' GB/s added up; None: a part moves nothing), a floor's (its
+        share of its part's ceiling) or a reference's; else None."""
+        if self.formula == "total":
+            rates = [part.gb_per_s for part in self.parts]
+            return None if None in rates else math.fsum(rates)
+        ceiling = self.parts[0].ceiling
+        if self.formula == "floor" and ceiling is not None and self.share is not None:
+            return self.share * ceiling.gb_per_s
+        return self.reference_gb_per_s if self.formula == "reference" else None
 
 
 def steady_ms(samples_ms: Sequence[float]) -> float:

@@ -26,7 +26,11 @@ from memprof.output.literal import literal
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
 # group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
 # a total's gb_per_s is its parts' added up (hostlink's GPUs), a ratio (how many times faster
-# the second part ran) is in ratio; derived_from names them.
+# the second part ran) is in ratio; derived_from names them. A check's expected GB/s is a
+# derived row of operation "floor" (gb_per_s: ceiling_share, its floor, of ceiling_gb_per_s);
+# the reference figure it is held to, a row of group "reference" named as the line it judges;
+# the copies of a retry that decided a line (check --retries), a row of group "retry" as a
+# measurement's, derived_from naming the attempt ("retry 1").
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -84,45 +88,52 @@ def csv_rows(
     if own is not None:  # a trace's source lines too are of the run's GPU
         run |= {"gpu_index": own, "gpu_pci_bus_id": _bus_id(result, own)}
     names = {record.index: record.name for record in getattr(result.extra, "devices", None) or []}
-    rows = []
-    for one in figures:
+
+    def row_of(one: Figure) -> dict[str, object]:
         m, stats = one.measurement, one.stats
         gpus = m.gpus or ((own,) if own is not None else ())
         gpu = gpus[0] if gpus else ""
         ceiling = one.ceiling
-        rows.append(
-            {
-                **run,
-                "gpu_index": gpu,
-                "gpu_pci_bus_id": _bus_id(result, gpu),
-                "gpu_name": literal(names[gpu]) if gpu in names else run["gpu_name"],
-                "source_gpu": m.gpus[0] if len(m.gpus) == 2 else "",
-                "destination_gpu": m.gpus[1] if len(m.gpus) == 2 else "",
-                "group": literal(m.group),
-                "name": literal(m.name),
-                "operation": literal(m.operation),
-                "kind": literal(m.kind or ""),
-                "bytes": m.bytes,
-                "moved_bytes": _blank(one.moved_bytes),
-                "calls": stats.count,
-                "timing_source": m.source,
-                "median_ms": stats.median_ms,
-                "min_ms": stats.min_ms,
-                "max_ms": stats.max_ms,
-                "mean_ms": stats.mean_ms,
-                "stdev_ms": stats.stdev_ms,
-                "per_operation_ms": one.per_operation_ms,
-                "gb_per_s": _blank(one.gb_per_s),
-                "gb_per_s_from": _basis(one) if one.gb_per_s is not None else "",
-                "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
-                "ceiling_share": _blank(one.share),
-                "limiter": ceiling.limiter if ceiling is not None else "",
-            }
-        )
+        return {
+            **run,
+            "gpu_index": gpu,
+            "gpu_pci_bus_id": _bus_id(result, gpu),
+            "gpu_name": literal(names[gpu]) if gpu in names else run["gpu_name"],
+            "source_gpu": m.gpus[0] if len(m.gpus) == 2 else "",
+            "destination_gpu": m.gpus[1] if len(m.gpus) == 2 else "",
+            "group": literal(m.group),
+            "name": literal(m.name),
+            "operation": literal(m.operation),
+            "kind": literal(m.kind or ""),
+            "bytes": m.bytes,
+            "moved_bytes": _blank(one.moved_bytes),
+            "calls": stats.count,
+            "timing_source": m.source,
+            "median_ms": stats.median_ms,
+            "min_ms": stats.min_ms,
+            "max_ms": stats.max_ms,
+            "mean_ms": stats.mean_ms,
+            "stdev_ms": stats.stdev_ms,
+            "per_operation_ms": one.per_operation_ms,
+            "gb_per_s": _blank(one.gb_per_s),
+            "gb_per_s_from": _basis(one) if one.gb_per_s is not None else "",
+            "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
+            "ceiling_share": _blank(one.share),
+            "limiter": ceiling.limiter if ceiling is not None else "",
+        }
+
+    rows = [row_of(one) for one in figures]
     rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    made = []
     for one in derived:  # a derived figure's parts come before it
-        rows_of[id(one)] = _derived_row(one, rows_of)
-    return rows + [rows_of[id(one)] for one in derived] + _line_rows(result, run)
+        if one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
+            row = {**row_of(one.parts[0]), "group": "retry", "derived_from": one.name}
+            rows_of[id(one.parts[0].measurement)] = row
+        else:
+            row = _derived_row(one, rows_of)
+        rows_of[id(one)] = row
+        made.append(row)
+    return rows + made + _line_rows(result, run)
 
 
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
@@ -140,6 +151,21 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
     parts named (a part itself derived: by its own row)."""
     parts = [rows_of[id(getattr(part, "measurement", part))] for part in one.parts]
     shared = (*CSV_COLUMNS[:7], "kind", "bytes")
+    if one.formula in ("floor", "reference"):  # a GB/s of the line its one part is measured in
+        (part,) = parts
+        ceiling = one.parts[0].ceiling if one.formula == "floor" else None
+        named = {"group": "derived", "name": literal(one.name), "operation": "floor"}
+        if one.formula == "reference":  # named as the line it judges
+            named = {"group": "reference", "name": part["name"], "operation": part["operation"]}
+        return {
+            **{c: part[c] for c in (*shared, "source_gpu", "destination_gpu")},
+            **named,
+            "gb_per_s": _blank(one.gb_per_s),
+            "ceiling_gb_per_s": ceiling.gb_per_s if ceiling is not None else "",
+            "ceiling_share": one.share if ceiling is not None else "",
+            "limiter": ceiling.limiter if ceiling is not None else "",
+            "derived_from": _part_name(part, False, False),
+        }
     row = {
         c: parts[0][c]
         for c in shared
