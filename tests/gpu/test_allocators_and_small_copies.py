@@ -95,7 +95,9 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def test_the_trace_advice_cites_this_gpus_measured_gain_and_caches_it(tmp_path):
+def test_the_trace_advice_cites_this_gpus_measured_gain_and_caches_it(tmp_path, unfolded_advice):
+    """The advice's words, however little of this short program the copies cost (they fold
+    under 1% of the run otherwise: 1.5 ms of host time in 0.2 s on the H200)."""
     program = tmp_path / "small_copies_program.py"
     program.write_text(PROGRAM)
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
