@@ -9,9 +9,10 @@ from rich.console import Console
 
 from memprof.experiments import peer
 from memprof.model.device import DeviceRecord
-from memprof.model.formatting import gpu_names, said_once
+from memprof.model.formatting import format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Result
 from memprof.output.render import render_result
+from tests.conftest import FIXTURES
 from tests.test_ceilings import switch_links
 from tests.test_gpu_state import healthy
 from tests.test_peer import _measurement
@@ -128,3 +129,51 @@ def test_gpus_whose_state_reads_alike_share_one_header_line():
         "NVML: GPU 3 PCIe Gen",
     ]
     assert lines[1][1] and not lines[2][1]  # GPU 1 with its warning; GPU 3's clock differs
+
+
+def test_peer_on_four_recorded_gpus_concludes_once_per_finding_with_its_range():
+    """The four H200s recorded on one NVSwitch: 12 copy, 6 at-once and 12 read sentences
+    become one each, their ranges those of the tables (the slowest pair named)."""
+    result = load_fixture_file("h200x4_peer.json")
+    lines = peer.summarize(result).conclusions
+    assert len(lines) == 3
+    on = {pair: one.gb_per_s for pair, one in peer.method_figures(result, "ce_on").items()}
+    slowest = min(on, key=on.get)
+    low, high = format_gb_per_s(min(on.values())), format_gb_per_s(max(on.values()))
+    assert lines[0].startswith(f"Every pair, each way: {low}-{high} GB/s with peer access (82%")
+    assert f"slowest GPU {slowest[0]} → GPU {slowest[1]} ({low} GB/s)" in lines[0]
+    assert lines[1].startswith("Every pair at once: 780 GB/s in total")
+    assert lines[1].endswith("the link carries both directions in full.")
+    reads = peer.latencies_us(result)
+    across = [us for (a, b), us in reads.items() if a != b]
+    assert f"takes {min(across):.2f}-{max(across):.2f} µs" in lines[2]  # every read, both ways
+
+
+def test_two_gpus_conclude_pair_by_pair_as_before():
+    lines = peer.summarize(load_fixture_file("h200x2_peer.json")).conclusions
+    assert lines[0].startswith("GPU 0 → GPU 1: ") and lines[1].startswith("GPU 1 → GPU 0: ")
+    assert not any(line.startswith("Every pair") for line in lines)
+
+
+def test_a_pair_whose_link_is_shared_keeps_its_own_sentence_beside_the_range():
+    full = [((0, 1), True, 780e0, 1.98), ((0, 2), True, 781e0, 1.99)]
+    shared = [((1, 2), False, 400e0, 1.02)]
+    lines = peer._range_conclusions([], full + shared, [])
+    assert lines == [
+        "GPU 0 ↔ GPU 1, GPU 0 ↔ GPU 2 at once: 780-781 GB/s in total, 1.98-1.99x one "
+        "direction: the link carries both directions in full.",
+        "GPU 1 ↔ GPU 2 at once: 400 GB/s in total, 1.02x one direction: the link is shared.",
+    ]
+    copies = [((0, 1), "NVLink ceiling", 0.82, 393.0, 34.0), ((1, 0), None, None, 30.0, 20.0)]
+    mixed = peer._range_conclusions(copies, [], [])  # a pair without a ceiling: its own line
+    assert mixed == [
+        "GPU 0 → GPU 1: 393 GB/s with peer access (82% of its NVLink ceiling), 34.0 GB/s "
+        "without (11.6x).",
+        "GPU 1 → GPU 0: 30.0 GB/s with peer access, 20.0 GB/s without (1.5x).",
+    ]
+
+
+def load_fixture_file(name: str) -> Result:
+    from memprof.experiments import load
+
+    return load(FIXTURES / name)

@@ -16,6 +16,7 @@ copy, read and write is verified; destinations are poisoned before each method.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -520,12 +521,12 @@ def summarize(result: Result) -> Summary:
         if method == "ce_on":
             table.notes += _ceiling_notes(found)
         if method == "ce_bidir":
-            for a, b in unordered_pairs(devices):
-                if (a, b) in cells and (b, a) in cells:
-                    table.notes.append(
-                        f"GPU {a} ↔ GPU {b}: {format_gb_per_s(cells[a, b] + cells[b, a])} GB/s "
-                        "in total."
-                    )
+            totals = [
+                ((a, b), f"{format_gb_per_s(cells[a, b] + cells[b, a])} GB/s in total.")
+                for a, b in unordered_pairs(devices)
+                if (a, b) in cells and (b, a) in cells
+            ]
+            table.notes += said_once(totals, lambda pairs: _pairs_named(pairs), "every pair")
         tables.append(table)
     latency = latencies_us(result)
     if latency:
@@ -573,35 +574,121 @@ def _pair_names(pairs: list[tuple[int, int]]) -> str:
 
 
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
+    """What the copies and reads concluded, pair by pair; with more than two GPUs, one line per
+    kind of finding over the pairs that share its verdict (their figures as a range, the
+    slowest and fastest pair named), so that eight GPUs' 56 pairs fit a screen."""
     on_figures = method_figures(result, "ce_on")
     on = {pair: one.gb_per_s for pair, one in on_figures.items()}
     off, bidir = figures(result, "ce_off"), figures(result, "ce_bidir")
     latency = latencies_us(result)
-    lines = []
+    copies, at_once = [], []
     for a, b in ordered_pairs(devices):
         if (a, b) in on and (a, b) in off:
             ceiling = on_figures[a, b].ceiling
-            share = (
-                f" ({on_figures[a, b].share:.0%} of its {ceiling.limiter} ceiling)"
-                if ceiling is not None
-                else ""
-            )
-            lines.append(
-                f"GPU {a} → GPU {b}: {format_gb_per_s(on[a, b])} GB/s with peer access{share}, "
-                f"{format_gb_per_s(off[a, b])} GB/s without ({on[a, b] / off[a, b]:.1f}x)."
-            )
+            limit = f"{ceiling.limiter} ceiling" if ceiling is not None else None
+            copies.append(((a, b), limit, on_figures[a, b].share, on[a, b], off[a, b]))
     for a, b in unordered_pairs(devices):
         if (a, b) in bidir and (b, a) in bidir and (a, b) in on and (b, a) in on:
-            total = bidir[a, b] + bidir[b, a]
-            one_way = max(on[a, b], on[b, a])
-            lines.append(
-                f"GPU {a} ↔ GPU {b} at once: {format_gb_per_s(total)} GB/s in total, "
-                f"{total / one_way:.2f}x one direction: the link "
-                + ("carries both directions in full." if total >= 1.8 * one_way else "is shared.")
-            )
-        if (a, b) in latency and (b, b) in latency:
-            lines.append(
-                f"One read of GPU {a}'s memory from GPU {b} takes {latency[a, b]:.2f} µs, "
-                f"{latency[a, b] / latency[b, b]:.1f}x a read of its own ({latency[b, b]:.2f} µs)."
-            )
+            total, one_way = bidir[a, b] + bidir[b, a], max(on[a, b], on[b, a])
+            full = total >= 1.8 * one_way
+            at_once.append(((a, b), full, total, total / one_way))
+    # each pair's read one way (two GPUs: the one sentence said until now), else every read
+    pairs = unordered_pairs(devices) if len(devices) <= 2 else ordered_pairs(devices)
+    reads = [((a, b), latency[a, b], latency[b, b]) for a, b in pairs
+             if (a, b) in latency and (b, b) in latency]  # fmt: skip
+    if len(devices) <= 2:
+        return _pair_conclusions(copies, at_once, reads)
+    return _range_conclusions(copies, at_once, reads)
+
+
+def _share(limit: str | None, share: float | None) -> str:
+    return f" ({share:.0%} of its {limit})" if limit is not None and share is not None else ""
+
+
+def _link_words(full: bool) -> str:
+    return "carries both directions in full." if full else "is shared."
+
+
+def _pair_conclusions(copies: list, at_once: list, reads: list) -> list[str]:
+    lines = [
+        f"GPU {a} → GPU {b}: {format_gb_per_s(with_access)} GB/s with peer access"
+        f"{_share(limit, share)}, {format_gb_per_s(without)} GB/s without "
+        f"({with_access / without:.1f}x)."
+        for (a, b), limit, share, with_access, without in copies
+    ]
+    for (a, b), full, total, times in at_once:
+        lines.append(
+            f"GPU {a} ↔ GPU {b} at once: {format_gb_per_s(total)} GB/s in total, "
+            f"{times:.2f}x one direction: the link {_link_words(full)}"
+        )
+    for (a, b), other_us, own_us in reads:
+        lines.append(
+            f"One read of GPU {a}'s memory from GPU {b} takes {other_us:.2f} µs, "
+            f"{other_us / own_us:.1f}x a read of its own ({own_us:.2f} µs)."
+        )
     return lines
+
+
+def _span(values: list[float], show: Callable[[float], str]) -> str:
+    """'392-394', or one figure where the range prints as one."""
+    low, high = show(min(values)), show(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def _range_conclusions(copies: list, at_once: list, reads: list) -> list[str]:
+    lines = []
+    by_limit: dict[str | None, list] = {}
+    for copy in copies:
+        by_limit.setdefault(copy[1], []).append(copy)
+    for limit, group in by_limit.items():
+        if len(group) == 1:
+            lines += _pair_conclusions(group, [], [])
+            continue
+        slowest = min(group, key=lambda copy: copy[3])
+        fastest = max(group, key=lambda copy: copy[3])
+        shares = [copy[2] for copy in group if copy[2] is not None]
+        share = (
+            f" ({_span(shares, lambda x: f'{x:.0%}')} of its {limit})" if limit and shares else ""
+        )
+        whom = "every pair" if len(group) == len(copies) else f"{len(group)} pairs"
+        lines.append(
+            f"{whom.capitalize()}, each way: {_span([c[3] for c in group], format_gb_per_s)} GB/s "
+            f"with peer access{share}, {_span([c[4] for c in group], format_gb_per_s)} GB/s "
+            f"without ({_span([c[3] / c[4] for c in group], lambda x: f'{x:.1f}')}x); slowest "
+            f"GPU {slowest[0][0]} → GPU {slowest[0][1]} ({format_gb_per_s(slowest[3])} GB/s), "
+            f"fastest GPU {fastest[0][0]} → GPU {fastest[0][1]} "
+            f"({format_gb_per_s(fastest[3])} GB/s)."
+        )
+    for full in (True, False):
+        group = [one for one in at_once if one[1] == full]
+        if len(group) == 1:
+            lines += _pair_conclusions([], group, [])
+        elif group:
+            whom = "every pair" if len(group) == len(at_once) else _pairs_named(group)
+            lines.append(
+                f"{whom[0].upper()}{whom[1:]} at once: "
+                f"{_span([one[2] for one in group], format_gb_per_s)} GB/s in total, "
+                f"{_span([one[3] for one in group], lambda x: f'{x:.2f}')}x one direction: "
+                f"the link {_link_words(full)}"
+            )
+    if len(reads) == 1:
+        lines += _pair_conclusions([], [], reads)
+    elif reads:
+        slowest = max(reads, key=lambda read: read[1])
+        lines.append(
+            f"One read of another GPU's memory takes {_span([r[1] for r in reads], _us)} µs, "
+            f"{_span([r[1] / r[2] for r in reads], lambda x: f'{x:.1f}')}x a read of its own "
+            f"({_span([r[2] for r in reads], _us)} µs); slowest: GPU {slowest[0][0]}'s memory "
+            f"from GPU {slowest[0][1]} ({_us(slowest[1])} µs)."
+        )
+    return lines
+
+
+def _us(microseconds: float) -> str:
+    return f"{microseconds:.2f}"
+
+
+def _pairs_named(group: list) -> str:
+    """Unordered pairs, or findings led by theirs: 'GPU 0 ↔ GPU 1, GPU 2 ↔ GPU 3'."""
+    pairs = [one if isinstance(one[0], int) else one[0] for one in group]
+    return ", ".join(f"GPU {a} ↔ GPU {b}" for a, b in pairs)
