@@ -37,6 +37,7 @@ BUDGETS_S = {
     "managed": 5.0,
     "smallcopies": 3.0,
     "check": 2.0,
+    "pinlimit": 30.0,  # issue 41, at its default cap
 }
 # Bytecode goes to a cache of this run's own, as an installed memprof has it (see startup.py).
 BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-budgets-pycache-")

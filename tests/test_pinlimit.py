@@ -143,6 +143,13 @@ def test_the_default_cap_is_a_quarter_of_memavailable_in_whole_steps():
     assert hostlimits.plan(host(120), None, 4, 2 * GIB).steps == 7
 
 
+def test_the_default_cap_is_at_most_32_gib_however_large_the_host():
+    assert hostlimits.plan(host(128, 140), None, 1, 2 * GIB).cap_bytes == 32 * GIB
+    assert hostlimits.plan(host(132, 140), None, 1, 2 * GIB).cap_bytes == 32 * GIB
+    assert hostlimits.plan(host(500, 512), None, 1, 2 * GIB).cap_bytes == 32 * GIB
+    assert hostlimits.plan(host(500, 512), 100, 1, 2 * GIB).cap_bytes == 100 * GIB  # --cap
+
+
 def test_the_default_cap_never_enters_the_margin():
     # 10 GiB available on a 40 GiB host: a quarter (2.5) fits; on a host whose margin
     # leaves less than a quarter, the room left is the cap

@@ -21,7 +21,9 @@ GIB = 1 << 30
 CAP_IPC_LOCK_BIT = 14  # linux/capability.h: lets a process lock memory beyond RLIMIT_MEMLOCK
 # cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit number
 UNLIMITED_FROM_BYTES = 1 << 60
-DEFAULT_SHARE = 0.25  # the default cap: a quarter of the memory available
+DEFAULT_SHARE = 0.25  # the default cap: a quarter of the memory available...
+DEFAULT_MOST_BYTES = 32 * GIB  # ...and no more: 25 s on the H200's 128 GiB host (86 s at a
+# quarter of a 512 GiB one); --cap climbs further
 MARGIN_SHARE = 0.10  # the host keeps a tenth of its memory...
 MARGIN_LEAST_BYTES = 4 * GIB  # ...and never less than 4 GiB
 
@@ -186,8 +188,8 @@ def margin_bytes(mem_total_bytes: int) -> int:
 
 def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes: int) -> Plan:
     """The climb's cap: --cap where it leaves the margin (OutOfMemory, exit 4, where it does
-    not), else DEFAULT_SHARE of the memory available, in whole steps. `workload_bytes`: the
-    pageable buffers the run holds beside what it pins."""
+    not), else DEFAULT_SHARE of the memory available up to DEFAULT_MOST_BYTES, in whole steps.
+    `workload_bytes`: the pageable buffers the run holds beside what it pins."""
     step = step_gib * GIB
     margin = margin_bytes(limits.mem_total_bytes)
     available = limits.available_bytes
@@ -205,7 +207,7 @@ def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes:
         if cap < step:
             raise InvalidArgument(f"--cap {cap_gib} is below one --step of {step_gib} GiB")
         return Plan(cap - cap % step, step, margin)
-    cap = min(int(available * DEFAULT_SHARE), most)
+    cap = min(int(available * DEFAULT_SHARE), DEFAULT_MOST_BYTES, most)
     cap -= cap % step
     if cap < step:
         raise OutOfMemory(

@@ -40,8 +40,8 @@ REGISTER_FLAGS_WORDS = "DEVICEMAP | PORTABLE"
 class PinlimitParams:
     cap: Annotated[int, Range(1, 1 << 20)] | None = param(
         None,
-        "GiB to pin at most (default: a quarter of MemAvailable, never within the host's "
-        "margin; a larger cap is refused before anything is allocated).",
+        "GiB to pin at most (default: a quarter of MemAvailable, at most 32 GiB, never "
+        "within the host's margin; a larger cap is refused before anything is allocated).",
         flags=("--cap",),
     )
     step: Annotated[int, Range(1, 1024)] = param(
@@ -144,7 +144,8 @@ CLIMB = (ALLOC, TOUCH, REGISTER, FREE, UNREGISTER)
 class Pinlimit(base.Experiment):
     name = "pinlimit"
     description = (
-        "The default cap is a quarter of MemAvailable; --cap pins more, never within the "
+        "The default cap is a quarter of MemAvailable, at most 32 GiB; --cap pins more, never "
+        "within the "
         "host's margin (a tenth of MemTotal, at least 4 GiB): a cap beyond it is refused "
         "(exit 4) before anything is allocated."
     )

@@ -3,13 +3,11 @@ length; a cap beyond the margin refused before anything is allocated."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from memprof import api
 from memprof.core import hostlimits
-from memprof.experiments import parse, pinlimit, summarize
+from memprof.experiments import load, parse, pinlimit, summarize
 from tests.gpu.test_commands import memprof
 
 pytestmark = pytest.mark.gpu
@@ -30,12 +28,12 @@ def test_a_small_climb_pins_frees_and_loads_back():
     assert pinlimit.base.find_all(result, pinlimit.WHOLE)[0].bytes == 2 << 30
 
 
-def test_the_default_run_ends_within_30_s(tmp_path):
-    started = time.monotonic()
+def test_the_default_run_pins_at_most_32_gib_and_loads(tmp_path):
+    """Its time is a budget in benchmarks/budgets.py (30 s on the H200), not asserted here."""
     done = memprof("pinlimit", "--json", str(tmp_path / "p.json"), timeout=120)
-    elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
-    assert elapsed < 30, f"memprof pinlimit took {elapsed:.1f} s"
+    result = load(tmp_path / "p.json")
+    assert 0 < max(result.extra.held_bytes) <= 32 << 30
     print(done.stdout)  # the tables, for the lead to read with -s
 
 
