@@ -219,6 +219,7 @@ def main() -> int:
             [sys.executable, "benchmarks/torch_profiler_run.py", "--out", str(profiled),
              EXAMPLE, "--steps", str(steps)]
         )  # fmt: skip
+        profiler_counts = json.loads(profiled.read_text())  # before its folder goes
         print(completed.stderr)  # the last traced run of ResNet, as the user sees it
         if "callback failed" in " ".join(completed.stderr.split()):
             FAILURES.append("memprof's callback failed on some calls: their lines are missing")
@@ -235,7 +236,7 @@ def main() -> int:
         f"{profiled_loop:.3f} s ({profiled_loop / bare:.3f}x bare), "
         f"steady step {steady_step_s(profiler_report) * 1e3:.2f} ms"
     )
-    by_kind = {**seen[EXAMPLE], "torch.profiler": json.loads(profiled.read_text())}
+    by_kind = {**seen[EXAMPLE], "torch.profiler": profiler_counts}
     print("\nCounts of ResNet (kernels, memsets, copies by direction and memory kinds):")
     for label, figures in by_kind.items():
         print(f"  {label:<15} {json.dumps({k: figures[k] for k in ('kernels', 'memsets')})}")
