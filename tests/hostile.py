@@ -272,6 +272,8 @@ FIXTURE_ORDER = (
     "legacy_v3_check.json",
     "h100_sweep_link_changed.json",
     "h200_pinlimit.json",
+    "h200x4_peer.json",
+    "h200x4_hostlink.json",
 )
 
 
