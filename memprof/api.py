@@ -233,9 +233,10 @@ def declared(result: Result) -> tuple:
 
 
 def frame(results: Result | Iterable[Result]) -> Any:
-    """One pandas DataFrame of one Result or several: the CSV's columns (--csv), a row per
-    measurement, numbers as numbers (Result.to_frame() for one). pandas is an optional extra:
-    without it, MissingPackage (an ImportError) says how to install it."""
+    """One pandas DataFrame of one Result or several (Result.to_frame() for one): the rows
+    and columns of --csv (a row per measurement, then the figures the tables make of
+    several), numbers as numbers. pandas is an optional extra: without it, MissingPackage
+    (an ImportError) says how to install it."""
     from memprof.output.frames import frame as frame_of
 
     if isinstance(results, Result):
@@ -244,7 +245,7 @@ def frame(results: Result | Iterable[Result]) -> Any:
         chosen = [_a_result(one, f"memprof.frame: results[{i}]") for i, one in enumerate(results)]
     else:
         _a_result(results, "memprof.frame: results", "a Result or a list of Results")
-    return frame_of(chosen, [summarize(result).figures for result in chosen])
+    return frame_of(chosen, [summarize(result) for result in chosen])
 
 
 def plot(

@@ -17,7 +17,7 @@ import memprof
 from memprof import api
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.experiments import COMMANDS, experiment_class
+from memprof.experiments import COMMANDS, experiment_class, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PINNED = FIXTURES / "h200_pinned_p20.json"
@@ -54,8 +54,9 @@ def test_anything_but_a_result_is_a_type_error_naming_the_argument(function, arg
 def test_frame_still_takes_one_result_or_several():
     pytest.importorskip("pandas")
     one = memprof.load(PINNED)
-    assert len(memprof.frame(one)) == len(memprof.frame((one,))) == len(one.measurements)
-    assert len(memprof.frame(iter([one, one]))) == 2 * len(one.measurements)
+    rows = len(one.measurements) + len(summarize(one).derived)  # the CSV's: pinned's ratios
+    assert len(memprof.frame(one)) == len(memprof.frame((one,))) == rows
+    assert len(memprof.frame(iter([one, one]))) == 2 * rows
 
 
 @pytest.fixture

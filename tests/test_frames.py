@@ -21,17 +21,19 @@ from tests.conftest import FIXTURES, replace
 
 pandas = pytest.importorskip("pandas", reason="frames need pandas (the frames extra)")
 
-SEVERAL = ("h200_sweep", "h200x2_peer", "h200_trace_torch", "legacy_v1_streams")
+SEVERAL = ("h200_sweep", "h200x2_peer", "h200_trace_torch", "legacy_v1_streams", "h200_check",
+           "h200x2_hostlink", "h200_pinned_p20")  # fmt: skip
 
 
 @pytest.mark.parametrize("stem", SEVERAL)
 def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
     result = load(FIXTURES / f"{stem}.json")
-    frame = result.to_frame()
-    rows = list(csv.DictReader(io.StringIO(csv_text([result], [summarize(result).figures]))))
+    frame, summary = result.to_frame(), summarize(result)
+    written = csv_text([result], [summary.figures], [summary.derived])  # as --csv writes it
+    rows = list(csv.DictReader(io.StringIO(written)))
     assert list(frame.columns) == list(CSV_COLUMNS)
     lines = [row for row in rows if row["group"] == "line"]  # a trace's source lines
-    assert len(frame) == len(rows) == len(result.measurements) + len(lines)
+    assert len(frame) == len(rows) == len(result.measurements) + len(lines) + len(summary.derived)
     for column in CSV_COLUMNS:
         for found, written in zip(frame[column], (row[column] for row in rows), strict=True):
             if column in FLOAT_COLUMNS:
@@ -49,7 +51,8 @@ def test_a_frame_of_several_results_holds_each_ones_rows():
     first, second = load(FIXTURES / "h200_device.json"), load(FIXTURES / "h200_uva.json")
     frame = memprof.frame([first, second])
     assert list(frame["command"].unique()) == ["device", "uva"]
-    assert len(frame) == len(first.measurements) + len(second.measurements)
+    derived = len(summarize(first).derived) + len(summarize(second).derived)
+    assert len(frame) == len(first.measurements) + len(second.measurements) + derived
     assert memprof.frame(first).equals(first.to_frame())
     peer = load(FIXTURES / "h200x2_peer.json").to_frame()
     on = peer[peer["operation"] == "ce_on"]

@@ -752,7 +752,7 @@ class ResultViews:
         from memprof.experiments import summarize
         from memprof.output.frames import frame
 
-        return frame([result], [summarize(result).figures])
+        return frame([result], [summarize(result)])
 
     def html(self, result: Result) -> str:
         from memprof.experiments import summarize

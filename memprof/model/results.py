@@ -372,7 +372,7 @@ class Result(msgspec.Struct, dict=True):
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
-        """A pandas DataFrame of this Result: the CSV's columns, a row per measurement, numbers
+        """A pandas DataFrame of this Result: the CSV's rows and columns, numbers
         as numbers (memprof.output.frames; memprof.frame() for several Results at once).
         Without pandas: MissingPackage, an ImportError saying how to install it."""
         return self._views().frame(self)

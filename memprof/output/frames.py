@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memprof.errors import require_package
-from memprof.model.figures import Figure
 from memprof.model.results import Result
+from memprof.model.summary import Summary
 from memprof.output.export import CSV_COLUMNS, csv_rows
 
 PANDAS_AT_LEAST = (2, 0)
@@ -38,6 +38,7 @@ FLOAT_COLUMNS = (
     "gb_per_s",
     "ceiling_gb_per_s",
     "ceiling_share",
+    "ratio",
     "gpu_ms",
     "host_ms",
 )
@@ -48,14 +49,15 @@ def pandas_for(purpose: str = "Result.to_frame()") -> Any:
     return require_package("pandas", PANDAS_AT_LEAST, "frames", purpose)
 
 
-def frame(results: Sequence[Result], figures: Sequence[Sequence[Figure]]) -> Any:
-    """One DataFrame row per measurement of every result, in the CSV's columns (figures:
-    each result's, as its summary computed them)."""
+def frame(results: Sequence[Result], summaries: Sequence[Summary]) -> Any:
+    """The CSV's rows of every result (each measurement's, then the figures its tables make
+    of several: derived, reference and retry rows), in its columns (summaries: each
+    result's, whose figures they are)."""
     pandas = pandas_for()
     rows = [
         row
-        for result, found in zip(results, figures, strict=True)
-        for row in csv_rows(result, found)
+        for result, summary in zip(results, summaries, strict=True)
+        for row in csv_rows(result, summary.figures, summary.derived)
     ]
     columns: dict[str, Any] = {}
     for name in CSV_COLUMNS:
