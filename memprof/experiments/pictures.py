@@ -20,8 +20,8 @@ from dataclasses import replace
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, in_unit
-from memprof.model.results import OPERATION_QUALIFIERS, Measurement, Result
+from memprof.model.formatting import format_gb_per_s, format_ms, in_unit
+from memprof.model.results import Measurement, Result
 from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
 from memprof.output.plot import (
@@ -700,15 +700,6 @@ def managed_panels(result: Result, summary: Summary) -> list[Panel]:
         if isinstance(panel, Bars) and panel.unit == "GB/s" and link is not None:
             panel.reference = Reference(link.gb_per_s, f"{link.limiter}, one direction")
     return _with_exceeded(panels) or default_panels(result, summary)
-
-
-def bar_label(m: Measurement) -> str:
-    """A measurement as a bar's label, what tells bars apart first (labels are cut at the
-    end): '4 MiB, pinned: [CUDA memcpy HtoD]'."""
-    route = " → ".join(f"GPU {index}" for index in m.gpus)
-    qualifiers = [m.kind, OPERATION_QUALIFIERS.get(m.operation), route]
-    words = ", ".join([format_bytes(m.bytes)] * bool(m.bytes) + [q for q in qualifiers if q])
-    return f"{words}: {m.name}" if words else m.name
 
 
 def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:

@@ -363,11 +363,6 @@ def _write_in_place(target: Path, data: bytes) -> None:
             raise
 
 
-def describe_os_error(error: OSError) -> str:
-    """An OSError as a short phrase: "No space left on device"."""
-    return _reason(error)
-
-
 def _stat_or_none(path: Path) -> os.stat_result | None:
     try:
         return os.stat(path)
