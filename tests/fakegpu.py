@@ -110,6 +110,13 @@ class HostAllocation:
         return self.data.ctypes.data
 
 
+class ManagedAllocation(HostAllocation):
+    """managed_empty's base: int() its address (host and GPU see the same pages here)."""
+
+    def __int__(self) -> int:
+        return self.data.ctypes.data
+
+
 class FakeStream:
     handles = itertools.count(0x1000)
 
@@ -152,6 +159,7 @@ class FakeCuda:
     Error = FakeDriverError
     MemoryError = type("MemoryError", (FakeDriverError,), {})
     host_alloc_flags = SimpleNamespace(PORTABLE=1, DEVICEMAP=2, WRITECOMBINED=4)
+    mem_attach_flags = SimpleNamespace(GLOBAL=1)
     Stream, Event = FakeStream, FakeEvent
 
     def __init__(self, gpu: FakeGpu) -> None:
@@ -164,6 +172,9 @@ class FakeCuda:
 
     def pagelocked_empty(self, count: int, dtype: Any, mem_flags: int = 0) -> np.ndarray:
         return np.asarray(HostAllocation(self.gpu, count, dtype))
+
+    def managed_empty(self, count: int, dtype: Any, mem_flags: int = 0) -> np.ndarray:
+        return np.asarray(ManagedAllocation(self.gpu, count, dtype))
 
     def mem_get_info(self) -> tuple[int, int]:
         return 64 << 30, 80 << 30

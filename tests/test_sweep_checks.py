@@ -80,3 +80,41 @@ def test_a_sweep_of_one_direction_loads_and_one_missing_an_asked_direction_is_re
     one = tmp_path / "h2d.json"
     one.write_text(json.dumps(data))
     assert {m.operation for m in load(one).measurements if m.group == "gpu"} == {"h2d"}
+
+
+def test_a_zero_copy_read_that_leaves_the_last_element_out_fails_its_sum(monkeypatch):
+    from memprof.core.access import DirectAccess
+
+    real = DirectAccess.read
+
+    def short(self, pointer, elements, kind, stream=None, operation="kernel_read"):
+        if kind == "zerocopy" and elements > 16:  # every size but the smallest
+            elements -= 1
+        return real(self, pointer, elements, kind, stream, operation)
+
+    monkeypatch.setattr(DirectAccess, "read", short)
+    failed = {name: check for name, check in sweep(monkeypatch).items() if not check.passed}
+    assert list(failed) == ["zerocopy host → device"]
+    assert failed["zerocopy host → device"].detail.startswith(f"{size_label(6)}: sum ")
+
+
+@pytest.mark.parametrize("sizes", [(16, 64, 1024, 4096), (4096, 16, 1024, 64), (64, 64, 16)])
+def test_each_sizes_expected_sum_is_numpys_sum_of_its_values(monkeypatch, sizes):
+    import numpy as np
+
+    from memprof.core import access
+    from memprof.experiments import sweep as module
+
+    values = np.random.default_rng(3).random(4096, dtype=np.float32)
+    session = FakeSession(ATTRIBUTES)
+    checker = module._Checker(session, values, np.zeros_like(values))
+    summed = []
+    real = access.float64_sum
+    monkeypatch.setattr(access, "float64_sum", lambda part: summed.append(part.size) or real(part))
+    for n in sizes:
+        expected = float(values[:n].sum(dtype=np.float64))
+        assert checker.sum_of_first(n) == pytest.approx(expected, rel=1e-12), n
+    checker.free()
+    session.close()
+    if sizes == tuple(sorted(sizes)):  # smallest first: each value summed once
+        assert sum(summed) == max(sizes)

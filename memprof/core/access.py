@@ -15,6 +15,12 @@ BLOCK_SIZE = 256
 BLOCKS_PER_SM = 8
 
 
+def float64_sum(values: np.ndarray) -> float:
+    """numpy's float64 sum of float32 values (no float64 copy of a 1 GiB array): what a
+    readSum over them should find."""
+    return float(values.sum(dtype=np.float64))
+
+
 class DirectAccess:
     """readSum and fillValue over any address a kernel can use, with their partial sums."""
 
@@ -67,21 +73,22 @@ class DirectAccess:
             operation=operation,
         )
 
-    def check_sum(self, name: str, values: np.ndarray) -> Check:
-        """Compare the last readSum's partial sums with numpy's sum of what it should have read."""
+    def check_sum(self, name: str, elements: int, expected_sum: float) -> Check:
+        """Compare the last readSum's partial sums, over `elements` floats, with
+        `expected_sum`: float64_sum of what it should have read, which its caller computes
+        once for every read of the same values."""
         self.session.synchronize()
         partial = np.empty(self.blocks, np.float32)
         self.session.cuda.memcpy_dtoh(partial, self.partial.device_pointer)
-        used = self.grid(values.size)
+        used = self.grid(elements)
         gpu = float(partial[:used].sum(dtype=np.float64))
-        expected = float(values.sum(dtype=np.float64))  # no float64 copy of a 1 GiB array
-        error = abs(gpu - expected) / max(abs(expected), 1e-30)
+        error = abs(gpu - expected_sum) / max(abs(expected_sum), 1e-30)
         passed = bool(error <= 1e-4)
         return Check(
             name,
             passed,
-            int(values.size),
-            f"sum {gpu:.6g} vs numpy {expected:.6g} (relative error {error:.1e})",
+            int(elements),
+            f"sum {gpu:.6g} vs numpy {expected_sum:.6g} (relative error {error:.1e})",
         )
 
     def free(self) -> None:

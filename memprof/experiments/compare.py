@@ -21,7 +21,7 @@ from memprof.experiments.common import gpu_timing, measure_host_staging, prefetc
 from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Figure, figure_finder, host_side
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
-from memprof.model.results import Result
+from memprof.model.results import Check, Result
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 
@@ -170,11 +170,12 @@ class _EveryKind:
     def __init__(self, ctx: base.RunContext, elements: int) -> None:
         import numpy as np
 
-        from memprof.core.access import DirectAccess
+        from memprof.core.access import DirectAccess, float64_sum
 
         self.ctx, self.session, self.elements = ctx, ctx.session, elements
         self.access = DirectAccess(self.session)
         self.values = np.random.default_rng(5).random(elements, dtype=np.float32)
+        self.values_sum = float64_sum(self.values)  # what every kernel read should find
         self.scratch = np.zeros(elements, np.float32)
         self.device_buffer = memory.allocate(self.session, "device", elements)
 
@@ -185,6 +186,10 @@ class _EveryKind:
         """Time allocating and freeing the kind, then allocate one to measure with."""
         self.repeat(lambda: memory.allocate(self.session, kind, self.elements).free())
         return memory.allocate(self.session, kind, self.elements)
+
+    def check_sum(self, name: str) -> Check:
+        """The last kernel read's sum against the values'."""
+        return self.access.check_sum(name, self.elements, self.values_sum)
 
     def host_kind(self, kind_class: memory.MemoryKind, skipped: list[str]) -> None:
         """Allocation, host writes and reads, copies both ways, and a kernel reading it."""
@@ -205,19 +210,17 @@ class _EveryKind:
         )
         if kind_class.kernel_access:
             self.repeat(lambda: access.read(buffer.device_pointer, self.elements, kind))
-            ctx.check(access.check_sum(f"kernel read, {ROWS[kind]}", values))
+            ctx.check(self.check_sum(f"kernel read, {ROWS[kind]}"))
         if kind == "mapped":  # the same memory through the host pointer (UVA)
             if session.attribute("UNIFIED_ADDRESSING"):
                 self.repeat(lambda: access.read(buffer.array.ctypes.data, self.elements, "uva"))
-                ctx.check(access.check_sum(f"kernel read, {ROWS['uva']}", values))
+                ctx.check(self.check_sum(f"kernel read, {ROWS['uva']}"))
             else:
                 skipped.append("UVA: unifiedAddressing is 0 on this GPU")
         buffer.free()
 
     def managed(self, skipped: list[str]) -> None:
-        self.ctx.checks += _managed(
-            self.session, self.access, self.values, self.repeat, self.allocation_cost, skipped
-        )
+        self.ctx.checks += _managed(self, skipped)
 
     def device(self, kind: str) -> None:
         """Device memory's allocation (cuMemAlloc, a pool's, or mapped by hand) and a kernel
@@ -225,7 +228,7 @@ class _EveryKind:
         d = self.allocation_cost(kind)
         self.session.cuda.memcpy_htod(d.device_pointer, self.values)
         self.repeat(lambda: self.access.read(d.device_pointer, self.elements, kind))
-        self.ctx.check(self.access.check_sum(f"kernel read, {ROWS[kind]}", self.values))
+        self.ctx.check(self.check_sum(f"kernel read, {ROWS[kind]}"))
         d.free()
 
 
@@ -238,14 +241,15 @@ def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> N
         np.copyto(destination, source)
 
 
-def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
+def _managed(every: _EveryKind, skipped: list[str]) -> list[Check]:
     import numpy as np
 
     from memprof.core.verify import compare_arrays
 
+    session, access, values, repeat = every.session, every.access, every.values, every.repeat
     profiler = session.profiler
     elements = values.size
-    buffer = allocation_cost("managed")
+    buffer = every.allocation_cost("managed")
     scratch = np.zeros_like(values)
     concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
 
@@ -258,7 +262,7 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
         _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
 
     repeat(cycle)
-    checks = [access.check_sum(f"kernel read, {ROWS['managed resident']}", values)]
+    checks = [every.check_sum(f"kernel read, {ROWS['managed resident']}")]
     checks.append(compare_arrays(f"host read back, {ROWS['managed first touch']}", scratch, values))
     if concurrent:
 
@@ -269,7 +273,7 @@ def _managed(session, access, values, repeat, allocation_cost, skipped) -> list:
             access.read(buffer.device_pointer, elements, "managed prefetched")
 
         repeat(prefetched)
-        checks.append(access.check_sum(f"kernel read, {ROWS['managed prefetched']}", values))
+        checks.append(every.check_sum(f"kernel read, {ROWS['managed prefetched']}"))
     else:
         skipped.append("managed prefetched: needs concurrentManagedAccess")
     buffer.free()

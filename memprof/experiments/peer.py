@@ -343,6 +343,8 @@ def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: 
 
 def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
+    from memprof.core.access import float64_sum
+
     reader = state[b]
     pointer = state[a].source.device_pointer
     with reader.session.active() as session:
@@ -360,8 +362,9 @@ def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
                 4 * elements,
                 lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
             )
+        values = state[a].values
         return reader.access.check_sum(
-            f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", state[a].values
+            f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", values.size, float64_sum(values)
         )
 
 

@@ -1,0 +1,102 @@
+"""compare on the stand-in GPU (tests/fakegpu.py): what it verifies, and that it does no work
+twice that its figures never needed (issue 40: compare within its 3 s budget on the H200)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from memprof.core import access, bindings, driver, memory
+from memprof.experiments import compare
+from memprof.experiments.base import RunContext
+from memprof.experiments.compare import Compare, CompareParams
+from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
+from tests.test_progress import ATTRIBUTES as FAKE_ATTRIBUTES
+
+ATTRIBUTES = {**FAKE_ATTRIBUTES, "managedMemory": 1, "concurrentManagedAccess": 1}
+
+PARAMS = CompareParams(power=10, repeat=2, warmup=1)
+
+
+def run_compare(monkeypatch) -> tuple[RunContext, list]:
+    """A small compare on the fake GPU: its context (checks) and its measurements."""
+    session = FakeSession(ATTRIBUTES, Compare.declared_keys())
+    fake = FakeBindings(session.gpu)
+    monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
+    library = FakeLibcuda(session.gpu)
+    monkeypatch.setattr(driver, "libcuda", lambda: library)
+    monkeypatch.setattr(driver, "prefetch", lambda *arguments: None)  # one pool of pages here
+    bindings._allocation_properties.cache_clear()
+    bindings._access.cache_clear()
+    facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
+    ctx = RunContext(PARAMS, session=session, facts={0: facts})
+    try:
+        Compare().run(ctx)
+        measurements = session.profiler.measurements()
+    finally:
+        session.close()
+        bindings._allocation_properties.cache_clear()
+        bindings._access.cache_clear()
+    assert session.gpu.leaks() == {}
+    return ctx, measurements
+
+
+def test_every_check_of_a_compare_that_did_its_work_passes(monkeypatch):
+    ctx, _ = run_compare(monkeypatch)
+    assert len(ctx.checks) > 10
+    assert all(check.passed for check in ctx.checks), [c for c in ctx.checks if not c.passed]
+
+
+def test_the_values_are_summed_once_for_every_kernel_read(monkeypatch):
+    summed = []
+    real = access.float64_sum
+    monkeypatch.setattr(access, "float64_sum", lambda values: summed.append(values) or real(values))
+    ctx, _ = run_compare(monkeypatch)
+    reads = [check for check in ctx.checks if check.name.startswith("kernel read")]
+    assert len(reads) >= 5 and len(summed) == 1
+
+
+def test_a_kernel_read_of_other_values_fails_its_check(monkeypatch):
+    real = compare._EveryKind.__init__
+
+    def wrong_sum(self, ctx, elements):
+        real(self, ctx, elements)
+        self.values_sum *= 1.001  # as if the buffers held other values than these
+
+    monkeypatch.setattr(compare._EveryKind, "__init__", wrong_sum)
+    ctx, _ = run_compare(monkeypatch)
+    failed = {check.name for check in ctx.checks if not check.passed}
+    assert failed == {check.name for check in ctx.checks if check.name.startswith("kernel read")}
+
+
+def sum_check(values: np.ndarray, stored: np.ndarray) -> bool:
+    """Whether DirectAccess.check_sum passes a readSum of `stored` against `values`' sum."""
+    session = FakeSession(ATTRIBUTES, Compare.declared_keys())
+    try:
+        reader = access.DirectAccess(session)
+        buffer = memory.allocate(session, "device", stored.size)
+        session.cuda.memcpy_htod(buffer.device_pointer, stored)
+        reader.read(buffer.device_pointer, stored.size, "device")
+        passed = reader.check_sum("read", values.size, access.float64_sum(values)).passed
+        buffer.free()
+        reader.free()
+    finally:
+        session.close()
+    return passed
+
+
+@pytest.mark.parametrize(
+    ("change", "passes"),
+    [
+        (lambda v: v, True),
+        (lambda v: np.where(np.arange(v.size) == 7, v * (1 + 2e-5), v), True),  # within 1e-4
+        (lambda v: np.where(np.arange(v.size) == 7, v + 1, v), False),
+        (lambda v: np.where(np.arange(v.size) == 7, np.nan, v), False),
+    ],
+)
+def test_a_sum_check_passes_within_its_tolerance_and_never_on_nan(change, passes):
+    values = np.random.default_rng(1).random(4096, dtype=np.float32) + 0.5
+    stored = change(values).astype(np.float32)
+    assert sum_check(values, stored) is passes
