@@ -49,6 +49,24 @@ def test_every_check_of_a_compare_that_did_its_work_passes(monkeypatch):
     assert all(check.passed for check in ctx.checks), [c for c in ctx.checks if not c.passed]
 
 
+def test_each_kind_is_allocated_only_as_often_as_its_allocation_is_timed(monkeypatch):
+    made: dict[str, int] = {}
+    real = memory.allocate
+
+    def counting(session, kind_name, count, *arguments, **keywords):
+        if count == 1 << PARAMS.power:
+            made[kind_name] = made.get(kind_name, 0) + 1
+        return real(session, kind_name, count, *arguments, **keywords)
+
+    monkeypatch.setattr(memory, "allocate", counting)
+    _, measurements = run_compare(monkeypatch)
+    timed = {m.kind: len(m.samples_ms) for m in measurements if m.operation == "alloc"}
+    assert set(timed) >= {"pageable", "pinned", "managed", "device"}
+    for kind, samples in timed.items():  # the warm-up's, the timed ones, none thrown away
+        extra = 1 if kind == "device" else 0  # the buffer the host kinds' copies use
+        assert made[kind] == PARAMS.warmup + samples + extra, kind
+
+
 def test_the_values_are_summed_once_for_every_kernel_read(monkeypatch):
     summed = []
     real = access.float64_sum

@@ -183,9 +183,18 @@ class _EveryKind:
         self.ctx.measure.repeat(action, self.ctx.params.warmup, self.ctx.params.repeat)
 
     def allocation_cost(self, kind: str) -> memory.Buffer:
-        """Time allocating and freeing the kind, then allocate one to measure with."""
-        self.repeat(lambda: memory.allocate(self.session, kind, self.elements).free())
-        return memory.allocate(self.session, kind, self.elements)
+        """Time allocating the kind, each buffer freed before the next is allocated, and
+        measure with the last one: allocating one more only to measure with cost as much
+        as one of the timed allocations (a pinned 64 MiB one is milliseconds)."""
+        kept: list[memory.Buffer] = []
+
+        def allocate() -> None:
+            if kept:
+                kept.pop().free()
+            kept.append(memory.allocate(self.session, kind, self.elements))
+
+        self.repeat(allocate)
+        return kept.pop()
 
     def check_sum(self, name: str) -> Check:
         """The last kernel read's sum against the values'."""
