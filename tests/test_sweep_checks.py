@@ -20,7 +20,9 @@ LABEL = {"h2d": "host → device", "d2h": "device → host"}
 KINDS = ("pageable", "pinned", "writecombined", "mapped", "zerocopy")
 
 
-def sweep(monkeypatch, short: tuple[str, str] | None = None) -> dict:
+def sweep(
+    monkeypatch, short: tuple[str, str] | None = None, directions: tuple[str, ...] = ("h2d", "d2h")
+) -> dict:
     """The checks of a small sweep, by name; `short`: (kind, direction) whose copies leave
     the last element out."""
     real = memory.host_copy
@@ -32,7 +34,7 @@ def sweep(monkeypatch, short: tuple[str, str] | None = None) -> dict:
 
     monkeypatch.setattr(memory, "host_copy", copy)
     session = FakeSession(ATTRIBUTES, Sweep.declared_keys())
-    params = SweepParams(powers=(4, 6), kinds=KINDS, repeat=2, warmup=1)
+    params = SweepParams(powers=(4, 6), kinds=KINDS, directions=directions, repeat=2, warmup=1)
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
     ctx = RunContext(params, session=session, facts={0: facts})
     try:
@@ -46,6 +48,12 @@ def sweep(monkeypatch, short: tuple[str, str] | None = None) -> dict:
 def test_a_sweep_of_copies_that_do_their_work_passes_every_check(monkeypatch):
     checks = sweep(monkeypatch)
     assert len(checks) == 2 * len(KINDS)
+    assert all(check.passed for check in checks.values()), checks
+
+
+def test_a_sweep_of_device_to_host_alone_copies_the_values_from_the_start(monkeypatch):
+    checks = sweep(monkeypatch, directions=("d2h",))
+    assert len(checks) == len(KINDS)
     assert all(check.passed for check in checks.values()), checks
 
 

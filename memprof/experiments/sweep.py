@@ -101,9 +101,9 @@ class Sweep(base.Experiment):
         access = DirectAccess(session)
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
         received = np.zeros(largest, np.float32)
-        device = memory.allocate(session, "device", largest)
-        session.cuda.memcpy_htod(device.device_pointer, values)
         checker = _Checker(session, values, received)
+        device = memory.allocate(session, "device", largest)
+        checker.restore(device.device_pointer, largest)  # from the checked reference, on the GPU
         total = len(kinds) * len(params.powers)
         for kind_index, kind in enumerate(kinds):
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
@@ -303,8 +303,12 @@ class _Checker:
             if direction == "d2h":  # (where every element came, they hold the values already)
                 host.array[:n] = values[:n]
             else:
-                cuda.memcpy_dtod(device.device_pointer, self.reference.device_pointer, nbytes)
+                self.restore(device.device_pointer, n)
         return f"element {wrong} differs" if wrong is not None else ""
+
+    def restore(self, address: int, n: int) -> None:
+        """The first n values into device memory at `address`, copied from the reference."""
+        self.cuda.memcpy_dtod(address, self.reference.device_pointer, n * base.FLOAT32_BYTES)
 
     def free(self) -> None:
         self.reference.free()
