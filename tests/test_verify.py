@@ -51,6 +51,26 @@ def test_a_shape_mismatch_says_both_shapes_in_order():
     assert not check.passed
 
 
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 13])
+def test_a_comparison_a_chunk_at_a_time_finds_any_element_wrong_or_nan(size, monkeypatch):
+    monkeypatch.setattr(verify, "EQUAL_CHUNK", 4)  # several chunks, the last one short
+    expected = np.arange(1, size + 1, dtype=np.float32)
+    assert compare_arrays("sum", expected.copy(), expected).passed
+    for place in range(size):
+        for wrong in (np.float32(0.5), np.float32(np.nan)):
+            actual = expected.copy()
+            actual[place] = wrong
+            check = compare_arrays("sum", actual, expected)
+            assert not check.passed and f"first at index {place}:" in check.detail
+    both_nan = expected.copy()
+    both_nan[-1] = np.nan
+    assert not compare_arrays("sum", both_nan, both_nan.copy()).passed  # NaN equals nothing
+
+
+def test_an_empty_comparison_passes():
+    assert compare_arrays("sum", np.ones(0, np.float32), np.ones(0, np.float32)).passed
+
+
 # -- compare_constant: gigabytes against one byte value, eight bytes at a time ------------------
 
 

@@ -19,6 +19,8 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray) -> Check
     """
     if actual.shape != expected.shape:
         return Check(name, False, int(expected.size), f"shape {actual.shape} != {expected.shape}")
+    if _all_equal(actual, expected):
+        return Check(name, True, int(expected.size), SUCCESS)
     mismatches = np.flatnonzero(actual != expected)
     if mismatches.size == 0:
         return Check(name, True, int(expected.size), SUCCESS)
@@ -30,6 +32,24 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray) -> Check
         f"Arrays do not match! {mismatches.size} of {expected.size} elements differ; "
         f"first at index {first}: host {expected[first]}, gpu {actual[first]}",
     )
+
+
+EQUAL_CHUNK = 1 << 16  # elements compared at a time: their result stays in the CPU's cache
+
+
+def _all_equal(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether every element of two 1-D arrays compares equal (NaN never does), a chunk at a
+    time: one pass over both, where comparing them whole wrote an array-sized result and went
+    over it twice more (compare_arrays' 64 MiB checks were 0.2 s of compare's run)."""
+    if actual.ndim != 1 or expected.ndim != 1:
+        return False  # compare_arrays compares them whole
+    same = np.empty(min(EQUAL_CHUNK, actual.size), bool)
+    for start in range(0, actual.size, EQUAL_CHUNK):
+        part = same[: min(EQUAL_CHUNK, actual.size - start)]
+        np.equal(actual[start : start + part.size], expected[start : start + part.size], out=part)
+        if not part.all():
+            return False
+    return True
 
 
 CHUNK_BYTES = 64 << 20  # compared at a time: the temporary it needs stays small
