@@ -126,3 +126,24 @@ def test_each_sizes_expected_sum_is_numpys_sum_of_its_values(monkeypatch, sizes)
     session.close()
     if sizes == tuple(sorted(sizes)):  # smallest first: each value summed once
         assert sum(summed) == max(sizes)
+
+
+@pytest.mark.parametrize("kind", ["pageable", "pinned", "writecombined", "mapped"])
+def test_a_host_buffer_is_poisoned_with_nan_and_filled_with_the_values_up_to_n(kind):
+    import numpy as np
+
+    from memprof.experiments import sweep as module
+
+    values = np.random.default_rng(3).random(64, dtype=np.float32)
+    session = FakeSession(ATTRIBUTES)
+    checker = module._Checker(session, values, np.zeros_like(values))
+    host = memory.allocate(session, kind, values.size)
+    host.array[:] = 7.0
+    checker.fill_host(host, 16, poison=True)
+    assert np.isnan(host.array[:16]).all() and (host.array[16:] == 7.0).all()
+    checker.fill_host(host, 32)
+    assert (host.array[:32] == values[:32]).all() and (host.array[32:] == 7.0).all()
+    host.free()
+    checker.free()
+    session.close()
+    assert session.gpu.leaks() == {}
