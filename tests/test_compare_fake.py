@@ -118,3 +118,23 @@ def test_a_sum_check_passes_within_its_tolerance_and_never_on_nan(change, passes
     values = np.random.default_rng(1).random(4096, dtype=np.float32) + 0.5
     stored = change(values).astype(np.float32)
     assert sum_check(values, stored) is passes
+
+
+@pytest.mark.parametrize("direction", ["htod", "dtoh"])
+def test_a_copy_that_writes_nothing_fails_the_round_trip_check(monkeypatch, direction):
+    """Each direction's destination holds NaN before its copies: the device buffer held the
+    previous kind's values (pageable's, before pinned's copies) and the host buffer its
+    own, which a copy writing nothing would have kept."""
+    real = memory.copy
+
+    def lazy(session, destination, source, *arguments, **keywords):
+        host = source if destination.on_device else destination
+        if host.kind.name == "pinned" and destination.on_device == (direction == "htod"):
+            return None  # pinned memory's copies this way write nothing
+        return real(session, destination, source, *arguments, **keywords)
+
+    monkeypatch.setattr(memory, "copy", lazy)
+    ctx, _ = run_compare(monkeypatch)
+    trips = {c.name: c.passed for c in ctx.checks if c.name.startswith("copied to the device")}
+    failed = [name for name, passed in trips.items() if not passed]
+    assert len(failed) == 1 and "pinned" in failed[0], trips

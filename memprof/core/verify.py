@@ -52,6 +52,8 @@ def _all_equal(actual: np.ndarray, expected: np.ndarray) -> bool:
     return True
 
 
+NAN_BITS = 0x7FC00000  # a float32 NaN: equal to nothing, so an element never written fails
+
 CHUNK_BYTES = 64 << 20  # compared at a time: the temporary it needs stays small
 
 

@@ -202,7 +202,9 @@ class _EveryKind:
 
     def host_kind(self, kind_class: memory.MemoryKind, skipped: list[str]) -> None:
         """Allocation, host writes and reads, copies both ways, and a kernel reading it."""
-        from memprof.core.verify import compare_arrays
+        import numpy as np
+
+        from memprof.core.verify import NAN_BITS, compare_arrays
 
         ctx, session, profiler, values = self.ctx, self.session, self.ctx.measure, self.values
         kind, d, access = kind_class.name, self.device_buffer, self.access
@@ -212,7 +214,11 @@ class _EveryKind:
         ctx.check(compare_arrays(f"host read back, {ROWS[kind]}", self.scratch, values))
         if kind == "pageable":  # the pageable copies' host side, at their size
             measure_host_staging(profiler, self.scratch)
+        # NaN where each direction's copies must write: a copy that wrote nothing fails the
+        # check (the device buffer held the previous kind's values, this buffer its own)
+        session.cuda.memset_d32(d.device_pointer, NAN_BITS, self.elements)
         self.repeat(lambda: memory.copy(session, d, buffer))
+        buffer.array.fill(np.nan)
         self.repeat(lambda: memory.copy(session, buffer, d))
         ctx.check(
             compare_arrays(f"copied to the device and back, {ROWS[kind]}", buffer.array, values)

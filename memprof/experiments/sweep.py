@@ -169,7 +169,7 @@ def _measure_size(
         if direction == "d2h" and kind != ZEROCOPY:
             checker.fill_host(host, n, poison=True)  # the copies must write every element
         elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
-            cuda.memset_d32(device.device_pointer, int(NAN_BITS), n)
+            checker.poison_device(device, n)
 
         def step(
             action=action,
@@ -225,9 +225,6 @@ PARALLEL_VERIFY_BYTES = 16 << 20  # smaller arrays: one thread (a pool costs its
 VERIFY_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
-NAN_BITS = 0x7FC00000  # a float32 NaN: equal to nothing, so an element never written fails
-
-
 def _fill_value(power: int) -> float:
     return 1.5 + power  # exact in float32, different for every size
 
@@ -252,7 +249,7 @@ class _Checker:
     once."""
 
     def __init__(self, session, values, received) -> None:
-        from memprof.core.verify import GpuVerifier
+        from memprof.core.verify import NAN_BITS, GpuVerifier
 
         self.cuda, self.values, self.received = session.cuda, values, received
         self.gpu = GpuVerifier(session)
@@ -307,6 +304,12 @@ class _Checker:
             else:
                 self.restore(device.device_pointer, n)
         return f"element {wrong} differs" if wrong is not None else ""
+
+    def poison_device(self, device, n: int) -> None:
+        """NaN over the first n elements of a device buffer (what copies into it must overwrite)."""
+        from memprof.core.verify import NAN_BITS
+
+        self.cuda.memset_d32(device.device_pointer, NAN_BITS, n)
 
     def fill_host(self, host, n: int, poison: bool = False) -> None:
         """The first n elements of a host buffer set to the values, or to NaN (poison: what
