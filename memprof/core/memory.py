@@ -276,21 +276,16 @@ class Registered(MemoryKind):
     required_attribute = KIND_NEEDS["registered"]
 
     def allocate_raw(self, cuda, count, dtype):
-        from memprof.core import driver
+        from memprof.core import bindings
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data
-        try:
-            driver.host_register(address, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
-        except driver.DriverCallFailed as error:
-            if "OUT_OF_MEMORY" in str(error):
-                raise MemoryError(str(error)) from error
-            raise
+        bindings.host_register(address, array.nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
         # The closure keeps the array alive until it is unregistered.
         return (
             array,
-            driver.host_device_pointer(address),
-            lambda: driver.host_unregister(array.ctypes.data),
+            bindings.host_device_pointer(address),
+            lambda: bindings.host_unregister(array.ctypes.data),
         )
 
 
