@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.core import api_callbacks
+from memprof.core import activity_buffers, api_callbacks
 from memprof.trace.stacks import CodeFilter, StackRecorder
 from tests.fake_cupti import CBID, NO_LIBCUPTI, CallbackData, FakeCupti
 
@@ -61,9 +61,9 @@ def test_without_tables_of_callback_ids_both_domains_are_switched_on(tmp_path, m
 
 
 def test_no_libcupti_to_reach_means_no_stacks_and_says_why(tmp_path, monkeypatch):
-    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: None)
+    monkeypatch.setattr(activity_buffers, "loaded_library", lambda prefix: None)
     assert api_callbacks.connect() is None  # none loaded
-    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: str(tmp_path / "x.so"))
+    monkeypatch.setattr(activity_buffers, "loaded_library", lambda prefix: str(tmp_path / "x.so"))
     assert api_callbacks.connect() is None  # one that cannot be opened
     assert api_callbacks.connect(NO_LIBCUPTI) is None  # its symbols missing
     no_unsubscribe = SimpleNamespace(

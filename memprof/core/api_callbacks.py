@@ -19,7 +19,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from memprof.core.activity_buffers import loaded_library
+from memprof.core import activity_buffers
 
 CUPTI_SUCCESS = 0
 API_ENTER = 0  # CUpti_ApiCallbackSite: CUPTI_API_ENTER, CUPTI_API_EXIT = 1
@@ -112,10 +112,10 @@ def connect(library: Any = None) -> Subscription | None:
     cupti-python found), or None where that cannot be reached."""
     try:
         if library is None:
-            path = loaded_library("libcupti.so")
-            if path is None:
+            found = activity_buffers.libcupti()
+            if found is None:
                 return None
-            library = ctypes.CDLL(path)
+            library = found[0]
         return Subscription(library)
     except (OSError, AttributeError, ValueError):
         return None
