@@ -455,17 +455,13 @@ def single_gpu_kinds() -> list[MemoryKind]:
 
 
 def supported_kinds(
-    attributes: Mapping[str, int],
-    kinds: Iterable[MemoryKind],
-    bindings_missing: str | None = None,
+    attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
 ) -> tuple[list[MemoryKind], list[str]]:
-    """(kinds this GPU supports, one reason for each it does not), from its capability flags;
-    where cuda-bindings is missing (`bindings_missing` says why), the kinds that need it too."""
+    """(kinds this GPU supports, one reason for each it does not), from its capability flags
+    (read through cuda-bindings: a run has it, or stopped saying how to install it)."""
     supported, skipped = [], []
     for kind in kinds:
         reason = kind.unsupported_reason(attributes)
-        if reason is None and kind.via_bindings and bindings_missing:
-            reason = f"{kind.name} memory: {bindings_missing}"
         if reason is None:
             supported.append(kind)
         else:
