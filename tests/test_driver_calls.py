@@ -128,25 +128,37 @@ def test_without_cuda_bindings_a_driver_call_says_how_to_install_it(monkeypatch)
 # -- the trace collector's start --------------------------------------------------------------
 
 
-def test_the_trace_starts_the_driver_and_counts_its_devices(fake, monkeypatch):
-    monkeypatch.setattr(session, "driver_installed", lambda: True)
+@pytest.fixture
+def libcuda(monkeypatch):
+    """libcuda.so.1 loads (set loads False: it does not)."""
+    state = {"loads": True}
+
+    def load():
+        if not state["loads"]:
+            raise OSError("libcuda.so.1: cannot open shared object file")
+        return object()
+
+    monkeypatch.setattr(driver, "libcuda", load)
+    return state
+
+
+def test_the_trace_starts_the_driver_and_counts_its_devices(fake, libcuda):
     _, fake_bindings = fake(devices=3)
     assert collect._cuda_init() == 3
     assert fake_bindings.initialized
 
 
-def test_a_driver_that_sees_no_gpu_is_one_line(fake, monkeypatch):
-    monkeypatch.setattr(session, "driver_installed", lambda: True)
+def test_a_driver_that_sees_no_gpu_is_one_line(fake, libcuda):
     fake(devices=0)
     with pytest.raises(EnvironmentProblem, match="no usable CUDA device: cuInit failed: CUDA_ERR"):
         collect._cuda_init()
 
 
-def test_no_driver_and_no_bindings_each_say_so(fake, monkeypatch):
-    monkeypatch.setattr(session, "driver_installed", lambda: False)
+def test_no_driver_and_no_bindings_each_say_so(libcuda, monkeypatch):
+    libcuda["loads"] = False
     with pytest.raises(EnvironmentProblem, match=r"libcuda.so.1\) was not found"):
         collect._cuda_init()
-    monkeypatch.setattr(session, "driver_installed", lambda: True)
+    libcuda["loads"] = True
     monkeypatch.setattr(bindings, "_import", lambda: (None, "cuda-bindings is not installed"))
     with pytest.raises(EnvironmentProblem, match="cuda-bindings is not installed"):
         collect._cuda_init()
@@ -155,6 +167,28 @@ def test_no_driver_and_no_bindings_each_say_so(fake, monkeypatch):
 def test_the_driver_is_installed_where_its_library_loads(monkeypatch):
     monkeypatch.setattr(driver, "libcuda", lambda: object())
     assert session.driver_installed()
+
+
+def test_a_function_the_driver_lacks_is_one_line_even_where_the_driver_cannot_say_more(
+    fake, monkeypatch
+):
+    """cuda-bindings raises RuntimeError for a function the driver does not export (or no
+    driver at all): one line, with the CUDA version the driver supports where it can say."""
+    fake(driver_version=12020)
+
+    def missing(*arguments):
+        raise RuntimeError("Function cuMemcpyBatchAsync not found")
+
+    monkeypatch.setattr(FakeBindings, "cuMemcpyBatchAsync", missing)
+    with pytest.raises(
+        EnvironmentProblem, match=r"not in this CUDA driver \(it supports CUDA 12\.2\)"
+    ):
+        bindings.call("cuMemcpyBatchAsync")
+    monkeypatch.setattr(FakeBindings, "cuDriverGetVersion", missing)
+    with pytest.raises(
+        EnvironmentProblem, match=r"^cuMemcpyBatchAsync is not in this CUDA driver: "
+    ):
+        bindings.call("cuMemcpyBatchAsync")
 
 
 def test_the_gpus_name_ends_at_its_first_nul(fake, monkeypatch):

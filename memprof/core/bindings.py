@@ -111,11 +111,17 @@ def call(name: str, *arguments: Any) -> Any:
     try:
         returned = function(*arguments)
     except RuntimeError as error:  # cuda-bindings: the driver does not export the function
-        raise EnvironmentProblem(
-            f"{name} is not in this CUDA driver (it supports CUDA "
-            f"{version_text(driver_version())}): {error}"
-        ) from error
+        supports = "" if name == "cuDriverGetVersion" else _supported_version()
+        raise EnvironmentProblem(f"{name} is not in this CUDA driver{supports}: {error}") from error
     return unpack(name, returned)
+
+
+def _supported_version() -> str:
+    """' (it supports CUDA 12.8)', or nothing where the driver cannot say."""
+    try:
+        return f" (it supports CUDA {version_text(driver_version())})"
+    except MemprofError:
+        return ""
 
 
 def bindings_version() -> str:

@@ -318,13 +318,15 @@ class CuptiCollector:
 
 def _cuda_init() -> int:
     """cuInit (CUPTI needs the driver up before it is enabled) and the device count."""
-    from memprof.core import bindings, session
+    from memprof.core import bindings, driver
 
-    if not session.driver_installed():
+    try:
+        driver.libcuda()  # what cuda-bindings loads: its absence said in memprof's words
+    except OSError as error:
         raise EnvironmentProblem(
             "the CUDA driver (libcuda.so.1) was not found: memprof needs a machine with an "
             "NVIDIA GPU and its driver installed"
-        )
+        ) from error
     try:
         bindings.call("cuInit", 0)
         count = int(bindings.call("cuDeviceGetCount"))
