@@ -1,7 +1,8 @@
 """A stand-in for cupti-python's `cupti` module, with a driver that makes records as CUPTI does.
 
 Only what memprof.core.activity and memprof.trace.stacks read is here, named as cupti-python
-names it. A subscriber's callback runs at the entry and exit of each enabled call, on the
+names it; CUPTI's callbacks are libcupti's (FakeLibcupti, as memprof.core.api_callbacks
+reaches them). A subscriber's callback runs at the entry and exit of each enabled call, on the
 calling thread, with the call's correlation id, as CUPTI's Callback API does. The records
 are the unit inputs CUPTI would deliver: every driver call gets a correlation id (unrelated
 to memprof's external ids, as in CUPTI), an API record, the GPU records of what it enqueued,
@@ -130,13 +131,11 @@ class FakeCupti:
         self.flushes = 0
         self.subscriber: tuple | None = None  # (callback, userdata) while subscribed
         self.subscribed = 0  # subscriptions made, unsubscribed or not
-        self.refuse_subscribe = ""  # CUPTI's words when another tool holds the callbacks
         self.callbacks_on: set[tuple[int, int]] = set()  # (domain, cbid) enabled
         self.domains_on: set[int] = set()
         self.records_off: set[tuple[ActivityKind, int]] = set()  # (DRIVER or RUNTIME, cbid)
         self.refuse_switch: set[int] = set()  # cbids whose records cannot be switched off
-        self.library = FakeLibcupti(self)  # the same CUPTI through libcupti's C functions
-        self.raw = False  # the subscriber is the library's: it takes CUpti_CallbackData
+        self.library = FakeLibcupti(self)  # its callbacks, through libcupti's C functions
         self.thread_id = 4242  # the calling thread's id in API records
         self.device_id = 0  # the GPU of GPU records
 
@@ -198,25 +197,6 @@ class FakeCupti:
         self.names_asked += 1
         return CALLBACK_IDS[domain, cbid]
 
-    def subscribe(self, callback, userdata) -> int:
-        if self.refuse_subscribe:
-            raise RuntimeError(self.refuse_subscribe)
-        self.subscriber = (callback, userdata)
-        self.subscribed += 1
-        return 77
-
-    def enable_callback(self, enable: int, subscriber: int, domain, cbid: int) -> None:
-        assert subscriber == 77 and enable == 1
-        self.callbacks_on.add((int(domain), int(cbid)))
-
-    def enable_domain(self, enable: int, subscriber: int, domain) -> None:
-        assert subscriber == 77 and enable == 1
-        self.domains_on.add(int(domain))
-
-    def unsubscribe(self, subscriber: int) -> None:
-        assert subscriber == 77
-        self.subscriber = None
-
     def _callback(self, name: str, site: ApiCallbackSite, correlation: int) -> None:
         """The subscriber's callback, if this call's is enabled, as CUPTI calls it."""
         domain, cbid = int(DOMAIN[name]), CBID[name]
@@ -225,12 +205,8 @@ class FakeCupti:
         if (domain, cbid) not in self.callbacks_on and domain not in self.domains_on:
             return
         callback, userdata = self.subscriber
-        if self.raw:  # a CUpti_CallbackData in C memory, through the ctypes callback
-            data = callback_data(site, correlation)
-            callback(userdata, domain, cbid, ctypes.addressof(data))
-            return
-        data = SimpleNamespace(callback_site=site, correlation_id=correlation, function_name=name)
-        callback(userdata, domain, cbid, data)
+        data = callback_data(site, correlation)  # a CUpti_CallbackData in C memory
+        callback(userdata, domain, cbid, ctypes.addressof(data))
 
     def enter_from_a_c_thread(self, name: str) -> int:
         """The entry callback of a call made by a thread with no Python frame at all (the
@@ -241,16 +217,8 @@ class FakeCupti:
         self.correlation += 7
         domain, cbid = int(DOMAIN[name]), CBID[name]
         callback, userdata = self.subscriber
-        data = SimpleNamespace(
-            callback_site=ApiCallbackSite.API_ENTER,
-            correlation_id=self.correlation,
-            function_name=name,
-        )
-        if self.raw:
-            struct = callback_data(ApiCallbackSite.API_ENTER, self.correlation)
-            data = ctypes.addressof(struct)
-        argument_type = ctypes.c_void_p if self.raw else ctypes.py_object
-        start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, argument_type)
+        struct = callback_data(ApiCallbackSite.API_ENTER, self.correlation)
+        start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
         # a C function object calls the callback: no Python frame under it (the library's
         # callback is a ctypes function itself, called through C again)
         routine = start_routine(functools.partial(callback, userdata, domain, cbid))
@@ -260,8 +228,7 @@ class FakeCupti:
                            ctypes.c_void_p]  # fmt: skip
         join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
         thread = ctypes.c_ulong()
-        argument = data if self.raw else id(data)  # the routine's one argument: the data
-        assert create(ctypes.byref(thread), None, routine, argument) == 0
+        assert create(ctypes.byref(thread), None, routine, ctypes.addressof(struct)) == 0
         assert join(thread, None) == 0
         return self.correlation
 
@@ -412,6 +379,7 @@ _SUBSCRIBE = ctypes.CFUNCTYPE(
 _ENABLE_CALLBACK = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
 )
+_ENABLE_DOMAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int)
 _UNSUBSCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _RESULT_STRING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
 # void (*)(void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *cbdata)
@@ -426,14 +394,14 @@ def c_function(prototype, implementation):
     return ctypes.CFUNCTYPE(ctypes.c_int)(address), thunk
 
 
-NO_LIBCUPTI = SimpleNamespace()  # a library without libcupti's functions: cupti-python's path
+NO_LIBCUPTI = SimpleNamespace()  # a library without libcupti's functions
 
 
 class FakeLibcupti:
-    """libcupti's callback functions (cuptiSubscribe, cuptiEnableCallback, cuptiUnsubscribe,
-    cuptiGetResultString) over a FakeCupti's state, called as C functions: a subscriber is
-    kept as the address CUPTI would keep, and called through it with the address of a
-    CUpti_CallbackData, so a callback its maker let go of is not kept alive here."""
+    """libcupti's callback functions (cuptiSubscribe, cuptiEnableCallback, cuptiEnableDomain,
+    cuptiUnsubscribe, cuptiGetResultString) over a FakeCupti's state, called as C functions:
+    a subscriber is kept as the address CUPTI would keep, and called through it with the
+    address of a CUpti_CallbackData, so a callback its maker let go of is not kept alive."""
 
     HANDLE = 77
 
@@ -447,6 +415,7 @@ class FakeLibcupti:
         for name, prototype in (
             ("cuptiSubscribe", _SUBSCRIBE),
             ("cuptiEnableCallback", _ENABLE_CALLBACK),
+            ("cuptiEnableDomain", _ENABLE_DOMAIN),
             ("cuptiUnsubscribe", _UNSUBSCRIBE),
             ("cuptiGetResultString", _RESULT_STRING),
         ):
@@ -460,7 +429,6 @@ class FakeLibcupti:
         handle[0] = self.HANDLE
         self.callback_address = function_address
         self.cupti.subscriber = (_CALLBACK(function_address), userdata)
-        self.cupti.raw = True
         self.cupti.subscribed += 1
         return 0
 
@@ -471,9 +439,14 @@ class FakeLibcupti:
         self.cupti.callbacks_on.add((int(domain), int(cbid)))
         return 0
 
+    def _cuptiEnableDomain(self, enable, handle, domain) -> int:
+        assert handle == self.HANDLE and enable == 1
+        self.cupti.domains_on.add(int(domain))
+        return 0
+
     def _cuptiUnsubscribe(self, handle) -> int:
         assert handle == self.HANDLE
-        self.cupti.subscriber, self.cupti.raw = None, False
+        self.cupti.subscriber = None
         return 0
 
     def _cuptiGetResultString(self, code, text) -> int:

@@ -41,6 +41,10 @@ class FakeGpu:
         self.mappings: dict[int, tuple[int, int]] = {}  # address -> (size, handle)
         self.accessible: set[int] = set()  # mapped addresses with access granted
         self.pools: list[Any] = []
+        self.registered: dict[
+            int, tuple[int, int]
+        ] = {}  # cuMemHostRegister: address -> (size, flags)
+        self.peers: set[int] = set()  # contexts the current one has peer access to
         self.calls: list[str] = []
         self._handles = itertools.count(1)
 
@@ -52,6 +56,7 @@ class FakeGpu:
             "physical memory": len(self.handles),
             "mappings": len(self.mappings),
             "pools": sum(1 for pool in self.pools if not pool.default and not pool.destroyed),
+            "registered host memory": len(self.registered),
         }
         return {what: count for what, count in found.items() if count}
 
@@ -340,7 +345,20 @@ class CUresult(enum.IntEnum):
     CUDA_SUCCESS = 0
     CUDA_ERROR_INVALID_VALUE = 1
     CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
+    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713
     CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+class CUmem_advise(enum.IntEnum):
+    CU_MEM_ADVISE_SET_READ_MOSTLY = 1
+    CU_MEM_ADVISE_UNSET_READ_MOSTLY = 2
+    CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3
+    CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4
+    CU_MEM_ADVISE_SET_ACCESSED_BY = 5
+    CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6
 
 
 OK = CUresult.CUDA_SUCCESS
@@ -348,7 +366,18 @@ INVALID = CUresult.CUDA_ERROR_INVALID_VALUE
 
 
 class Handle(int):
-    """CUstream, CUdeviceptr, CUdevice, CUmemGenericAllocationHandle: an int underneath."""
+    """CUstream, CUdeviceptr, CUdevice, CUcontext, CUmemGenericAllocationHandle: an int
+    underneath."""
+
+
+class Location(SimpleNamespace):
+    """CUmemLocation: a type (1 a device, 2 the host) and an id."""
+
+    def __init__(self) -> None:
+        super().__init__(type=0, id=0)
+
+
+HOST_REGISTER_DEVICEMAP = 0x02
 
 
 class FakePool:
@@ -364,12 +393,19 @@ class FakeBindings:
     """cuda.bindings.driver: every call returns (CUresult, values...), as the real one does."""
 
     CUresult = CUresult
-    CUstream = CUdeviceptr = Handle
+    CUstream = CUdeviceptr = CUcontext = Handle
+    CUmemLocation = Location
+    CUmem_advise = CUmem_advise
+    CUdevice_attribute = SimpleNamespace(
+        CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED=99,
+        CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=102,
+        CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED=115,
+    )
     CUmemPoolProps = CUmemAllocationProp = CUmemAccessDesc = staticmethod(_struct())
     CUmemcpyAttributes = staticmethod(_struct(srcAccessOrder=0))
     cuuint64_t = int
     CUmemAllocationType = SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED=1)
-    CUmemLocationType = SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE=1)
+    CUmemLocationType = SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE=1, CU_MEM_LOCATION_TYPE_HOST=2)
     CUmemPool_attribute = SimpleNamespace(
         CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=4, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT=5
     )
@@ -377,12 +413,31 @@ class FakeBindings:
     CUmemAllocationGranularity_flags = SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM=0)
     CUmemcpySrcAccessOrder = SimpleNamespace(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM=1)
 
-    def __init__(self, gpu: FakeGpu, driver_version: int = 13000, batch: bool = True) -> None:
-        self.gpu, self.version = gpu, driver_version
+    def __init__(
+        self,
+        gpu: FakeGpu,
+        driver_version: int = 13000,
+        batch: bool = True,
+        major: int = 13,
+        devices: int = 1,
+        attributes: dict[int, int] | None = None,
+        names: dict[int, bytes] | None = None,
+    ) -> None:
+        """major: cuda-bindings 13 names the CUmemLocation forms of prefetch and advise
+        cuMemPrefetchAsync and cuMemAdvise; 12 calls those ..._v2, its plain names taking a
+        device ordinal. attributes: cuDeviceGetAttribute's answers by number (1 otherwise)."""
+        self.gpu, self.version, self.devices = gpu, driver_version, devices
+        self.attributes, self.names = attributes or {}, names or {}
+        self.initialized, self.context = False, 0
         self.default_pool = FakePool(default=True)
         gpu.pools.append(self.default_pool)
         if not batch:
             self.cuMemcpyBatchAsync = None  # as a cuda-bindings older than 12.8
+        if major < 13:
+            self.cuMemPrefetchAsync_v2, self.cuMemAdvise_v2 = self._prefetch, self._advise
+            self.cuMemPrefetchAsync, self.cuMemAdvise = self._prefetch_12, self._advise_12
+        else:
+            self.cuMemPrefetchAsync, self.cuMemAdvise = self._prefetch, self._advise
 
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
@@ -392,6 +447,96 @@ class FakeBindings:
 
     def cuDriverGetVersion(self):
         return OK, self.version
+
+    def cuInit(self, flags):
+        if flags != 0:
+            return (INVALID,)
+        self.initialized = True
+        return (OK,) if self.devices else (CUresult.CUDA_ERROR_NO_DEVICE,)
+
+    def cuDeviceGetCount(self):
+        return OK, self.devices
+
+    def cuDeviceGetName(self, length, device):
+        name = self.names.get(int(device), b"Fake GPU")
+        return OK, name[: length - 1].ljust(length, b"\0")  # the whole buffer, as CUDA's
+
+    def cuCtxGetCurrent(self):
+        return OK, Handle(self.context)
+
+    def cuCtxSynchronize(self):
+        self.gpu.calls.append("synchronized")
+        return (OK,)
+
+    def cuDeviceGetAttribute(self, attribute, device):
+        if not isinstance(device, Handle) or int(device) >= self.devices:
+            return INVALID, None
+        return OK, self.attributes.get(int(attribute), 1)
+
+    def cuMemHostRegister(self, address, nbytes, flags):
+        if not isinstance(address, int) or nbytes <= 0:
+            return (INVALID,)
+        if any(
+            a < address + nbytes and address < a + n for a, (n, _) in self.gpu.registered.items()
+        ):
+            return (CUresult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,)
+        self.gpu.registered[address] = (nbytes, flags)
+        return (OK,)
+
+    def cuMemHostUnregister(self, address):
+        if self.gpu.registered.pop(address, None) is None:
+            return (CUresult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,)
+        return (OK,)
+
+    def cuMemHostGetDevicePointer(self, address, flags):
+        registered = self.gpu.registered.get(address)
+        if registered is None or flags != 0 or not registered[1] & HOST_REGISTER_DEVICEMAP:
+            return INVALID, None
+        return OK, Handle(address)  # under UVA: the host's address
+
+    def _prefetch(self, pointer, nbytes, location, flags, stream):
+        """cuMemPrefetchAsync with a CUmemLocation (CUDA 12.2 and newer)."""
+        if not isinstance(location, Location) or location.type not in (1, 2) or flags != 0:
+            return (INVALID,)
+        if not isinstance(pointer, Handle) or not isinstance(stream, Handle):
+            return (INVALID,)
+        self.gpu.prefetched = getattr(self.gpu, "prefetched", [])
+        self.gpu.prefetched.append((int(pointer), nbytes, location.type, location.id))
+        return (OK,)
+
+    def _prefetch_12(self, pointer, nbytes, device, stream):
+        """cuda-bindings 12's cuMemPrefetchAsync: a device ordinal, never a location."""
+        return (INVALID,)
+
+    def _advise(self, pointer, nbytes, advice, location):
+        if not isinstance(location, Location) or not isinstance(advice, CUmem_advise):
+            return (INVALID,)
+        self.gpu.advised = getattr(self.gpu, "advised", [])
+        self.gpu.advised.append((int(pointer), nbytes, advice, location.type, location.id))
+        return (OK,)
+
+    def _advise_12(self, pointer, nbytes, advice, device):
+        return (INVALID,)
+
+    def cuDeviceCanAccessPeer(self, device, peer):
+        if not isinstance(device, Handle) or not isinstance(peer, Handle) or device == peer:
+            return INVALID, None
+        return OK, 1
+
+    def cuCtxEnablePeerAccess(self, context, flags):
+        if not isinstance(context, Handle) or flags != 0:
+            return (INVALID,)
+        if int(context) in self.gpu.peers:
+            return (CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,)
+        self.gpu.peers.add(int(context))
+        return (OK,)
+
+    def cuMemcpyPeerAsync(self, destination, to_context, source, from_context, nbytes, stream):
+        handles = (destination, to_context, source, from_context, stream)
+        if not all(isinstance(handle, Handle) for handle in handles):
+            return (INVALID,)
+        ctypes.memmove(int(destination), int(source), nbytes)
+        return (OK,)
 
     def cuCtxGetDevice(self):
         return OK, Handle(0)

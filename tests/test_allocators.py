@@ -230,13 +230,13 @@ def test_virtual_memory_without_pools_still_gets_its_tables(fake_gpu):
     assert session.gpu.leaks() == {}
 
 
-def test_without_cuda_bindings_the_new_kinds_are_skipped_saying_how_to_install(monkeypatch):
+def test_without_cuda_bindings_a_run_stops_saying_how_to_install_it(monkeypatch):
+    """The capability flags every run records (memprof.core.devicefacts) include three that
+    only cuda-bindings reads: a run without it stops there, in one line."""
     why = f"cuda-bindings is not installed ({install_command(bindings.BINDINGS)})"
     monkeypatch.setattr(bindings, "_import", lambda: (None, why))
-    kinds = memory.kinds_where(lambda kind: kind.devices_needed == 1)
-    supported, skipped = memory.supported_kinds(EVERYTHING, kinds, bindings.missing_reason())
-    assert "pool" not in [kind.name for kind in supported]
-    assert skipped[-3:] == [f"{name} memory: {why}" for name in ("pool", "pool_kept", "vmm")]
+    with pytest.raises(EnvironmentProblem, match="cuda-bindings is not installed"):
+        bindings.device_attribute("MEMORY_POOLS_SUPPORTED", 0)
     with pytest.raises(EnvironmentProblem) as raised:
         bindings.driver()
     assert raised.value.exit_code == ExitCode.ENVIRONMENT

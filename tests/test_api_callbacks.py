@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.core import api_callbacks
+from memprof.core import activity_buffers, api_callbacks
 from memprof.trace.stacks import CodeFilter, StackRecorder
 from tests.fake_cupti import CBID, NO_LIBCUPTI, CallbackData, FakeCupti
 
@@ -41,7 +41,7 @@ def test_callback_ids_refused_through_libcupti_are_skipped_alone(tmp_path):
     cupti = FakeCupti()
     cupti.library.refuse_ids = {CBID["cuMemcpyHtoD_v2"]}
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti, cupti.library) is None and cupti.raw
+    assert recorder.start(cupti, cupti.library) is None and cupti.subscriber is not None
     assert (1, CBID["cuMemcpyDtoH_v2"]) in cupti.callbacks_on
     assert (1, CBID["cuMemcpyHtoD_v2"]) not in cupti.callbacks_on
 
@@ -52,18 +52,18 @@ def test_callback_ids_refused_through_libcupti_are_skipped_alone(tmp_path):
     assert cupti.subscriber is None  # given back
 
 
-def test_without_tables_of_callback_ids_cupti_pythons_subscriber_is_kept(tmp_path, monkeypatch):
+def test_without_tables_of_callback_ids_both_domains_are_switched_on(tmp_path, monkeypatch):
     cupti = FakeCupti()
     monkeypatch.delattr(type(cupti), "driver_api_trace_cbid")
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
     assert recorder.start(cupti, cupti.library) is None
-    assert not cupti.raw and cupti.domains_on == {1, 2}  # sorted by name in its callback
+    assert cupti.domains_on == {1, 2} and not cupti.callbacks_on  # sorted by name in it
 
 
-def test_no_libcupti_to_reach_means_cupti_pythons_subscriber(tmp_path, monkeypatch):
-    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: None)
+def test_no_libcupti_to_reach_means_no_stacks_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(activity_buffers, "loaded_library", lambda prefix: None)
     assert api_callbacks.connect() is None  # none loaded
-    monkeypatch.setattr(api_callbacks, "loaded_library", lambda prefix: str(tmp_path / "x.so"))
+    monkeypatch.setattr(activity_buffers, "loaded_library", lambda prefix: str(tmp_path / "x.so"))
     assert api_callbacks.connect() is None  # one that cannot be opened
     assert api_callbacks.connect(NO_LIBCUPTI) is None  # its symbols missing
     no_unsubscribe = SimpleNamespace(
@@ -74,8 +74,10 @@ def test_no_libcupti_to_reach_means_cupti_pythons_subscriber(tmp_path, monkeypat
     assert api_callbacks.connect(no_unsubscribe) is None
     cupti = FakeCupti()
     recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti, NO_LIBCUPTI) is None
-    assert not cupti.raw and cupti.subscriber is not None
+    assert recorder.start(cupti, NO_LIBCUPTI) == (
+        "CUPTI's callbacks cannot be reached: this process has no libcupti, or two"
+    )
+    assert cupti.subscriber is None
 
 
 def test_the_callback_given_to_cupti_outlives_the_subscription(tmp_path):

@@ -128,11 +128,15 @@ def test_the_driver_is_found_by_its_library_or_its_devices(loads, devices, insta
     import ctypes
     import glob
 
+    from memprof.core import driver
+
     def cdll(name):
+        assert name == "libcuda.so.1"
         if not loads:
             raise OSError(f"{name}: cannot open shared object file")
 
     monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(driver, "libcuda", driver.libcuda.__wrapped__)  # loaded again, here
     monkeypatch.setattr(glob, "glob", lambda pattern: devices)
     assert session.driver_installed() is installed
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.core import driver
+from memprof.core import bindings
 from memprof.experiments import base
 from memprof.experiments.common import prefetch_to_gpu
 from memprof.experiments.compare import Compare
@@ -30,9 +30,8 @@ def test_both_commands_declare_the_one_prefetch(experiment, arrays):
 @pytest.mark.parametrize(("experiment", "count"), [(Managed, 3), (Compare, 1)])
 def test_the_one_procedure_records_the_declared_figures(monkeypatch, experiment, count):
     moved = []
-    monkeypatch.setattr(
-        driver, "prefetch", lambda address, nbytes, device: moved.append((address, nbytes, device))
-    )
+    prefetch = lambda address, nbytes, device: moved.append((address, nbytes, device))  # noqa: E731
+    monkeypatch.setattr(bindings, "prefetch", prefetch)
     session = FakeSession({}, experiment.declared_keys())
     buffers = [SimpleNamespace(device_pointer=4096 * (i + 1), nbytes=1024) for i in range(count)]
     with session.profiler.timed():

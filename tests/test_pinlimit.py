@@ -16,15 +16,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.core import driver, hostlimits
+from memprof.core import bindings, hostlimits
 from memprof.core.hostlimits import GIB, HostLimits, Plan
-from memprof.errors import ExitCode, InvalidArgument, OutOfMemory
+from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, OutOfMemory
 from memprof.experiments import parse, pinlimit, summarize
 from memprof.experiments.base import RunContext
 from memprof.experiments.pictures import picture
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
-from tests.fakegpu import FakeSession
+from tests.fakegpu import CUresult, FakeSession
 from tests.verdict_tools import fixture
 
 MIB = 1 << 20
@@ -206,15 +206,20 @@ def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatc
 class Registrations:
     """cuMemHostRegister and cuMemHostUnregister, keeping what is registered."""
 
-    def __init__(self, fail_at: int | None = None, interrupt_at: int | None = None) -> None:
+    def __init__(
+        self,
+        fail_at: int | None = None,
+        interrupt_at: int | None = None,
+        failure: CUresult = CUresult.CUDA_ERROR_OUT_OF_MEMORY,
+    ) -> None:
         self.now: dict[int, int] = {}
         self.calls = 0
-        self.fail_at, self.interrupt_at = fail_at, interrupt_at
+        self.fail_at, self.interrupt_at, self.failure = fail_at, interrupt_at, failure
 
     def register(self, address: int, nbytes: int, flags: int) -> None:
         self.calls += 1
         if self.calls == self.fail_at:
-            raise driver.DriverCallFailed("cuMemHostRegister failed: CUDA_ERROR_OUT_OF_MEMORY")
+            raise bindings.failure("cuMemHostRegister", self.failure)
         assert address % 4096 == 0 and address not in self.now
         self.now[address] = nbytes
         if self.calls == self.interrupt_at:
@@ -232,10 +237,11 @@ def climbed(
     fail_register_at=None,
     margin=0,
     interrupt_at=None,
+    register_failure=CUresult.CUDA_ERROR_OUT_OF_MEMORY,
 ):
-    registrations = Registrations(fail_register_at, interrupt_at)
-    monkeypatch.setattr(driver, "host_register", registrations.register)
-    monkeypatch.setattr(driver, "host_unregister", registrations.unregister)
+    registrations = Registrations(fail_register_at, interrupt_at, register_failure)
+    monkeypatch.setattr(bindings, "host_register", registrations.register)
+    monkeypatch.setattr(bindings, "host_unregister", registrations.unregister)
     session = FakeSession({}, pinlimit.Pinlimit.declared_keys())
     if fail_alloc_at is not None:
         allocate, calls = session.cuda.pagelocked_empty, []
@@ -314,6 +320,13 @@ def test_a_failed_registration_ends_the_climb_and_frees_that_steps_allocation(mo
     assert found["api", "alloc", "pinned", MIB] == found["api", "free", "pinned", MIB] == 2
     assert found["api", "register", "registered", MIB] == 1
     assert not any(op == "register_whole" for _, op, _, _ in found)
+
+
+def test_a_registration_this_driver_cannot_do_is_an_error_not_a_limit(monkeypatch):
+    """CUDA_ERROR_NOT_SUPPORTED (or cuda-bindings missing) says nothing of how much can be
+    pinned: the command stops with that line, and nothing is left pinned or registered."""
+    with pytest.raises(EnvironmentProblem, match="does not support it"):
+        climbed(monkeypatch, fail_register_at=2, register_failure=CUresult.CUDA_ERROR_NOT_SUPPORTED)
 
 
 def test_ctrl_c_in_the_middle_of_the_climb_frees_everything(monkeypatch):

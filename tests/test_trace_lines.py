@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
+from memprof.core import api_callbacks
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
@@ -46,6 +47,8 @@ def fake_gpu(monkeypatch, tmp_path):
     module.cupti = cupti
     monkeypatch.setitem(sys.modules, "cupti", module)
     monkeypatch.setattr(tracing, "_cuda_init", lambda: 1)
+    connect = api_callbacks.connect  # the fake's libcupti, as this process's
+    monkeypatch.setattr(api_callbacks, "connect", lambda library=None: connect(cupti.library))
     # memprof's own wait for the program's work (its code is memprof's): never a line
     made = {"cupti": cupti}
     exec(
@@ -172,7 +175,7 @@ def test_stack_depth_is_refused_outside_its_range(fake_gpu, tmp_path):
 
 
 def test_cupti_refusing_its_callbacks_leaves_the_profile_and_says_why(fake_gpu, tmp_path):
-    fake_gpu.refuse_subscribe = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+    fake_gpu.library.refuse_subscribe = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
     ran = run_trace(two_files(tmp_path))
     assert ran.exit_code == 0, ran.output
     assert "Profiling result:" in ran.stderr

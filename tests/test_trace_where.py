@@ -33,7 +33,7 @@ from memprof.trace.stacks import (
 )
 from memprof.trace.where import source_lines
 from tests import fake_cupti
-from tests.fake_cupti import CBID, NO_LIBCUPTI, FakeCupti
+from tests.fake_cupti import CBID, FakeCupti
 from tests.fake_library import FakeLibrary
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -226,23 +226,15 @@ def line_of(path: Path, marker: str) -> int:
     return number
 
 
-@pytest.fixture(params=["cupti-python", "libcupti"])
-def direct(request) -> bool:
-    """A recorder test through each subscriber: cupti-python's, and libcupti's own functions
-    (memprof.core.api_callbacks), whose callback reads CUpti_CallbackData in C memory."""
-    return request.param == "libcupti"
-
-
-def recorder_for(
-    tmp_path: Path, depth: int = 5, direct: bool = False, **folders
-) -> tuple[StackRecorder, FakeCupti]:
+def recorder_for(tmp_path: Path, depth: int = 5, **folders) -> tuple[StackRecorder, FakeCupti]:
+    """A recorder subscribed through libcupti's own functions (memprof.core.api_callbacks),
+    whose callback reads CUpti_CallbackData in C memory."""
     cupti = FakeCupti()
     folders.setdefault("libraries", tuple(stacks_module.python_library_folders()))
     folders.setdefault("skipped", (DRIVER,))
     code = CodeFilter(str(tmp_path.resolve()), named=(TESTS,), **folders)
     recorder = StackRecorder(code, depth)
-    assert recorder.start(cupti, cupti.library if direct else NO_LIBCUPTI) is None
-    assert cupti.raw == direct  # the subscriber asked for
+    assert recorder.start(cupti, cupti.library) is None
     return recorder, cupti
 
 
@@ -260,8 +252,8 @@ def loop(gpu, times):
 """
 
 
-def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path, direct):
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path):
+    recorder, cupti = recorder_for(tmp_path)
     enabled = {name for name, cbid in CBID.items() if any(c == cbid for _, c in cupti.callbacks_on)}
     assert enabled == {
         "cuMemcpyHtoDAsync_v2",
@@ -281,8 +273,8 @@ def test_only_the_calls_of_the_recorded_kinds_are_enabled(tmp_path, direct):
     assert cupti.subscriber is None
 
 
-def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_path, direct):
-    recorder, cupti = recorder_for(tmp_path, direct=direct, depth=2)
+def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_path):
+    recorder, cupti = recorder_for(tmp_path, depth=2)
     program = program_module(tmp_path, "steps", PROGRAM)
     correlations = program.loop(FakeLibrary(cupti), 3)
     path = tmp_path / "steps.py"
@@ -297,8 +289,8 @@ def test_each_call_keeps_the_programs_innermost_frames_by_correlation_id(tmp_pat
     assert len(recorded) == 3  # launches are not enabled: no stack taken for them
 
 
-def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path, direct):
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+def test_a_runtime_call_and_the_driver_call_inside_it_are_one_stack(tmp_path):
+    recorder, cupti = recorder_for(tmp_path)
     program = program_module(tmp_path, "once", PROGRAM)
     walks = []
     original = recorder._walk
@@ -337,10 +329,10 @@ def test_no_frame_below_the_runner_is_walked_once_a_line_is_met(tmp_path):
     assert ended == walked_past[:-2] and {file for file, _ in ended} == {"steps.py"}
 
 
-def test_a_call_with_only_memprofs_frames_below_the_runner_is_still_memprofs_own(tmp_path, direct):
+def test_a_call_with_only_memprofs_frames_below_the_runner_is_still_memprofs_own(tmp_path):
     """The runner ends the walk only once anyone's frame is met: a call made by memprof
     itself (its frames the runner's and below) is memprof's own, as without the runner."""
-    recorder, cupti = recorder_for(tmp_path, direct=direct, own=(TESTS,))
+    recorder, cupti = recorder_for(tmp_path, own=(TESTS,))
 
     def runs_the_program():
         return cupti.call("cuCtxSynchronize")
@@ -350,16 +342,14 @@ def test_a_call_with_only_memprofs_frames_below_the_runner_is_still_memprofs_own
     assert correlation in recorder.own and correlation not in recorder.stacks
 
 
-def test_a_call_with_no_frame_but_memprofs_is_memprofs_own(tmp_path, direct):
-    recorder, cupti = recorder_for(
-        tmp_path, direct=direct, own=(TESTS,)
-    )  # this file stands for memprof
+def test_a_call_with_no_frame_but_memprofs_is_memprofs_own(tmp_path):
+    recorder, cupti = recorder_for(tmp_path, own=(TESTS,))  # this file stands for memprof
     correlation = cupti.call("cuCtxSynchronize")
     assert correlation in recorder.own and correlation not in recorder.stacks
 
 
-def test_a_call_from_a_library_thread_names_the_library_line(tmp_path, direct):
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+def test_a_call_from_a_library_thread_names_the_library_line(tmp_path):
+    recorder, cupti = recorder_for(tmp_path)
     library = FakeLibrary(cupti)
     made = []
     worker = threading.Thread(target=lambda: made.append(library.to_device(MiB)))
@@ -373,11 +363,11 @@ def test_a_call_from_a_library_thread_names_the_library_line(tmp_path, direct):
     assert frame.function == ("FakeLibrary.to_device" if qualified else "to_device")
 
 
-def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path, direct):
+def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path):
     # threading's own frames count as none (a C thread has none): the stack is then the
     # main thread's, waiting at the program's line
     stdlib = os.path.dirname(os.path.realpath(threading.__file__))
-    recorder, cupti = recorder_for(tmp_path, direct=direct, skipped=(TESTS, stdlib))
+    recorder, cupti = recorder_for(tmp_path, skipped=(TESTS, stdlib))
     program = program_module(
         tmp_path,
         "backward",
@@ -395,10 +385,10 @@ def test_a_thread_without_python_frames_borrows_the_main_threads_line(tmp_path, 
     )
 
 
-def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path, direct):
+def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path):
     # on the H200, ResNet's backward pass made 1,474 such calls: each ended the callback in
     # "call stack is not deep enough" and its line was lost
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+    recorder, cupti = recorder_for(tmp_path)
     program = program_module(
         tmp_path,
         "native",
@@ -414,8 +404,8 @@ def test_a_call_from_a_c_thread_borrows_the_main_threads_line(tmp_path, direct):
     )
 
 
-def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path, direct):
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path):
+    recorder, cupti = recorder_for(tmp_path)
 
     def broken(filename: str) -> int:
         raise OSError("no such folder")
@@ -429,11 +419,11 @@ def test_a_failing_callback_is_counted_and_the_program_runs_on(tmp_path, direct)
 
 
 def test_ctrl_c_inside_the_callback_is_delivered_again_by_memprofs_entry_point(
-    tmp_path, direct, monkeypatch
+    tmp_path, monkeypatch
 ):
     from memprof import interrupts
 
-    recorder, cupti = recorder_for(tmp_path, direct=direct)
+    recorder, cupti = recorder_for(tmp_path)
 
     def pressed(filename: str) -> int:
         raise KeyboardInterrupt
@@ -462,21 +452,12 @@ def test_ctrl_c_inside_the_callback_is_delivered_again_by_memprofs_entry_point(
     interrupts.forget_presses()
 
 
-def test_a_refused_subscription_says_why_in_cuptis_words(tmp_path):
-    cupti = FakeCupti()
-    cupti.refuse_subscribe = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-    recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti, NO_LIBCUPTI) == (
-        "CUPTI refused its callbacks (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"
-    )
-
-
 def test_without_tables_of_callback_ids_every_call_is_sorted_by_name(tmp_path, monkeypatch):
     cupti = FakeCupti()
     monkeypatch.delattr(type(cupti), "runtime_api_trace_cbid")
     code = CodeFilter(str(tmp_path.resolve()), skipped=(DRIVER,), named=(TESTS,))
     recorder = StackRecorder(code, 5)
-    assert recorder.start(cupti, NO_LIBCUPTI) is None
+    assert recorder.start(cupti, cupti.library) is None
     assert cupti.domains_on == {1, 2} and not cupti.callbacks_on
     program = program_module(tmp_path, "named", PROGRAM)
     library = FakeLibrary(cupti)
@@ -577,30 +558,3 @@ def test_a_line_keeps_its_ten_commonest_callers():
     assert len(line.chains) == 10
     assert line.chains[0].calls == 2 and line.chains[0].frames[0].line == 111
     assert sum(chain.calls for chain in line.chains) == 11  # one caller's call is not shown
-
-
-def test_callback_ids_this_driver_refuses_are_skipped_alone(tmp_path, monkeypatch):
-    cupti = FakeCupti()
-    enable = cupti.enable_callback
-
-    def refuse_some(enable_flag, subscriber, domain, cbid):
-        if cbid == CBID["cuMemcpyHtoD_v2"]:
-            raise RuntimeError("CUPTI_ERROR_INVALID_PARAMETER")
-        enable(enable_flag, subscriber, domain, cbid)
-
-    monkeypatch.setattr(cupti, "enable_callback", refuse_some)
-    recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert recorder.start(cupti, NO_LIBCUPTI) is None
-    assert (1, CBID["cuMemcpyDtoH_v2"]) in cupti.callbacks_on
-
-    def refuse_all(*arguments):
-        raise RuntimeError("CUPTI_ERROR_INVALID_PARAMETER")
-
-    cupti = FakeCupti()
-    monkeypatch.setattr(cupti, "enable_callback", refuse_all)
-    recorder = StackRecorder(CodeFilter(str(tmp_path)), 5)
-    assert (
-        recorder.start(cupti, NO_LIBCUPTI)
-        == "CUPTI refused its callbacks (CUPTI_ERROR_INVALID_PARAMETER)"
-    )
-    assert cupti.subscriber is None  # given back

@@ -6,7 +6,9 @@ enqueued; CUPTI then links that id to the driver call (API record) and to what t
 counters (bytes migrated, page faults) are process-wide and configured before the context.
 
 cupti-python is optional: without it, or where the driver refuses, ActivityLog.start()
-says why and memprof times with gated CUDA events instead.
+says why and memprof times with gated CUDA events instead. Records are read where CUPTI
+wrote them (memprof.core.activity_buffers), else from cupti-python's record objects: chosen
+once, in start() (activity_buffers says why the second stays).
 """
 
 from __future__ import annotations

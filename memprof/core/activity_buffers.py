@@ -9,7 +9,12 @@ offsets of cupti-python's dtypes, the first record of each kind also read by num
 same dtype, as cupti-python's attributes read it.
 
 register() answers None wherever this cannot be done (no libcupti in the process, or two, a
-symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks.
+symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks, chosen in
+one place (ActivityLog.start). That fallback stays because nothing guarantees this path on a
+supported install: a process that loaded a second libcupti before memprof (PyTorch's own,
+for memprof's Python API in a notebook) or a cupti-python whose dtypes are not plain
+integers still gets CUPTI's records, at cupti-python's cost. libcupti() here is memprof's
+one loading site of libcupti, for these buffers and for the API callbacks alike.
 """
 
 from __future__ import annotations
@@ -142,14 +147,22 @@ def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
     process's libcupti cannot be reached (call after cupti-python has loaded it)."""
     try:
         if not _BUFFERS:
-            path = loaded_library("libcupti.so")
-            if path is None:
+            found = libcupti()
+            if found is None:
                 return None
-            _BUFFERS.append(Buffers(ctypes.CDLL(path), ctypes.PyDLL(path)))
+            _BUFFERS.append(Buffers(*found))
         buffers = _BUFFERS[0]
         return buffers if buffers.start(deliver, buffer_bytes) else None
     except (OSError, AttributeError, ValueError):
         return None
+
+
+def libcupti() -> tuple[ctypes.CDLL, ctypes.PyDLL] | None:
+    """The libcupti this process loaded (cupti-python's), twice over: called with the GIL let
+    go (CDLL) and held (PyDLL); None where none, or more than one, is loaded. OSError where
+    it cannot be opened."""
+    path = loaded_library("libcupti.so")
+    return None if path is None else (ctypes.CDLL(path), ctypes.PyDLL(path))
 
 
 def loaded_library(prefix: str, maps: Path = Path("/proc/self/maps")) -> str | None:

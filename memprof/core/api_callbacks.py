@@ -1,14 +1,16 @@
-"""CUPTI's API callbacks through libcupti's own functions, their data read where CUPTI wrote it.
+"""CUPTI's API callbacks through libcupti's own functions, their data read where CUPTI wrote it:
+memprof's one subscriber of CUPTI's callbacks (memprof.trace.stacks).
 
-cupti-python makes a Python object of each call's CUpti_CallbackData before its subscriber
-runs, and reading the object's fields costs more again. On the H100, 10,000 pageable
-copies of 4 KiB took 7.2 us each bare; with a cupti-python subscriber of the copy calls
-that does nothing, 13.5 us; reading the call site and correlation id too, 22.3 us. The same
-subscriber here (ctypes, the libcupti cupti-python loaded) took 8.1 and 9.0 us, and
-memprof's stack recorder 10.8 us against 24.3 (.device probe, medians of 3 processes).
+Why not cupti-python's subscriber: it makes a Python object of each call's
+CUpti_CallbackData before the subscriber runs, and reading the object's fields costs more
+again. On the H100, 10,000 pageable copies of 4 KiB took 7.2 us each bare; with a
+cupti-python subscriber of the copy calls that does nothing, 13.5 us; reading the call site
+and correlation id too, 22.3 us. The same subscriber here (ctypes, the libcupti cupti-python
+loaded) took 8.1 and 9.0 us, and memprof's stack recorder 10.8 us against 24.3 (.device
+probe, medians of 3 processes).
 
 connect() answers None wherever this cannot be done (no libcupti in the process, or two, a
-symbol missing): the recorder then keeps cupti-python's subscriber.
+symbol missing): the trace then goes without stacks, and says why.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from memprof.core.activity_buffers import loaded_library
+from memprof.core import activity_buffers
 
 CUPTI_SUCCESS = 0
 API_ENTER = 0  # CUpti_ApiCallbackSite: CUPTI_API_ENTER, CUPTI_API_EXIT = 1
@@ -61,6 +63,9 @@ class Subscription:
         self._enable = library.cuptiEnableCallback
         self._enable.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
         self._enable.restype = ctypes.c_int
+        self._enable_domain = library.cuptiEnableDomain
+        self._enable_domain.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int]
+        self._enable_domain.restype = ctypes.c_int
         self._unsubscribe = library.cuptiUnsubscribe
         self._unsubscribe.argtypes = [ctypes.c_void_p]
         self._unsubscribe.restype = ctypes.c_int
@@ -78,6 +83,11 @@ class Subscription:
     def enable(self, domain: int, callback_id: int) -> None:
         """Switch on the callbacks of one call; RuntimeError in CUPTI's words if refused."""
         self._check(self._enable(1, self._handle, int(domain), int(callback_id)))
+
+    def enable_domain(self, domain: int) -> None:
+        """Switch on the callbacks of every call of a domain (where cupti-python lists no
+        callback ids to pick calls by); RuntimeError in CUPTI's words if refused."""
+        self._check(self._enable_domain(1, self._handle, int(domain)))
 
     def unsubscribe(self) -> None:
         """No more callbacks (none from this subscriber once it returns)."""
@@ -102,10 +112,10 @@ def connect(library: Any = None) -> Subscription | None:
     cupti-python found), or None where that cannot be reached."""
     try:
         if library is None:
-            path = loaded_library("libcupti.so")
-            if path is None:
+            found = activity_buffers.libcupti()
+            if found is None:
                 return None
-            library = ctypes.CDLL(path)
+            library = found[0]
         return Subscription(library)
     except (OSError, AttributeError, ValueError):
         return None

@@ -1,5 +1,6 @@
-"""NVIDIA's cuda-bindings for the driver calls PyCUDA lacks: stream-ordered pools, virtual
-memory management and batched copies.
+"""NVIDIA's cuda-bindings for every driver call PyCUDA lacks or gets wrong: host memory
+registration, managed-memory prefetch and advice, peer access and copies, device attributes
+PyCUDA does not name, stream-ordered pools, virtual memory management and batched copies.
 
 They act on the current context, which is PyCUDA's (the GpuSession makes it current), and
 on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call returns a tuple
@@ -7,9 +8,10 @@ on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call return
 the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
 cuda-bindings is imported on first use, so importing this module costs nothing.
 
-One call goes around cuda-bindings: cuMemcpyBatchAsync, through ctypes on libcuda with its
-argument arrays built once (BatchCopy), since cuda-bindings converts every list on every call
-and a program that batches copies builds them once.
+One call goes around cuda-bindings: cuMemcpyBatchAsync, through ctypes on libcuda (loaded
+in memprof.core.driver, its one loading site) with its argument arrays built once (BatchCopy),
+since cuda-bindings converts every list on every call and a program that batches copies
+builds them once: that per-call cost is the figure memprof smallcopies measures.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def install_hint() -> str:
     """The line a command that needs cuda-bindings ends with where it is missing."""
     return (
         f"cuda-bindings is not installed: {install_command(BINDINGS)} (NVIDIA's cuda-bindings, "
-        "for stream-ordered pools, virtual memory management and batched copies)"
+        "for the driver calls PyCUDA lacks: registered and managed memory, peers, pools, "
+        "virtual memory and batched copies)"
     )
 
 
@@ -108,11 +111,17 @@ def call(name: str, *arguments: Any) -> Any:
     try:
         returned = function(*arguments)
     except RuntimeError as error:  # cuda-bindings: the driver does not export the function
-        raise EnvironmentProblem(
-            f"{name} is not in this CUDA driver (it supports CUDA "
-            f"{version_text(driver_version())}): {error}"
-        ) from error
+        supports = "" if name == "cuDriverGetVersion" else _supported_version()
+        raise EnvironmentProblem(f"{name} is not in this CUDA driver{supports}: {error}") from error
     return unpack(name, returned)
+
+
+def _supported_version() -> str:
+    """' (it supports CUDA 12.8)', or nothing where the driver cannot say."""
+    try:
+        return f" (it supports CUDA {version_text(driver_version())})"
+    except MemprofError:
+        return ""
 
 
 def bindings_version() -> str:
@@ -147,6 +156,115 @@ def stream(pycuda_stream: Any) -> Any:
 
 def pointer(address: int) -> Any:
     return driver().CUdeviceptr(int(address))
+
+
+def device_attribute(name: str, ordinal: int) -> int:
+    """cuDeviceGetAttribute of an attribute by its cuda.h name without prefix
+    (HOST_REGISTER_SUPPORTED): those PyCUDA does not name."""
+    cu = driver()
+    attribute = getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+    return int(call("cuDeviceGetAttribute", attribute, call("cuDeviceGet", ordinal)))
+
+
+# -- host memory registration (PyCUDA's register_host_memory is broken with numpy 2) ----------
+
+HOST_REGISTER_PORTABLE = 0x01
+HOST_REGISTER_DEVICEMAP = 0x02
+# What memprof registers with: usable by every context, and mapped for kernels.
+HOST_REGISTER_MAPPED_PORTABLE = HOST_REGISTER_DEVICEMAP | HOST_REGISTER_PORTABLE
+
+
+def host_register(address: int, nbytes: int, flags: int) -> None:
+    """Page-lock existing host memory (cuMemHostRegister)."""
+    call("cuMemHostRegister", int(address), nbytes, flags)
+
+
+def host_unregister(address: int) -> None:
+    call("cuMemHostUnregister", int(address))
+
+
+def host_device_pointer(address: int) -> int:
+    """The device address of page-locked, mapped host memory (cuMemHostGetDevicePointer)."""
+    return int(call("cuMemHostGetDevicePointer", int(address), 0))
+
+
+# -- managed memory: PyCUDA wraps neither prefetch nor advise ---------------------------------
+
+# CUmem_advise "set" values; the matching "unset" is one more.
+ADVICE = {"read-mostly": 1, "preferred-location": 3, "accessed-by": 5}
+
+
+def _location(device_ordinal: int | None) -> Any:
+    """CUmemLocation: a device by its ordinal, or the host for None."""
+    cu = driver()
+    location = cu.CUmemLocation()
+    types = cu.CUmemLocationType
+    if device_ordinal is None:
+        location.type, location.id = types.CU_MEM_LOCATION_TYPE_HOST, 0
+    else:
+        location.type, location.id = types.CU_MEM_LOCATION_TYPE_DEVICE, device_ordinal
+    return location
+
+
+def _by_location(name: str) -> str:
+    """The form of `name` that takes a CUmemLocation: cuda-bindings 12 calls it `name`_v2
+    (its `name` takes a device ordinal), cuda-bindings 13 `name` itself."""
+    return f"{name}_v2" if hasattr(driver(), f"{name}_v2") else name
+
+
+def prefetch(address: int, nbytes: int, device_ordinal: int | None, stream_handle: int = 0) -> None:
+    """Migrate managed memory to a device (or to the host for None) on a stream."""
+    location = _location(device_ordinal)
+    cu_stream = driver().CUstream(int(stream_handle))
+    call(_by_location("cuMemPrefetchAsync"), pointer(address), nbytes, location, 0, cu_stream)
+
+
+def advise(
+    address: int, nbytes: int, advice: str, device_ordinal: int | None, unset: bool = False
+) -> None:
+    """cuMemAdvise one of ADVICE for a managed range (unset=True undoes it)."""
+    value = driver().CUmem_advise(ADVICE[advice] + (1 if unset else 0))
+    location = _location(device_ordinal)
+    call(_by_location("cuMemAdvise"), pointer(address), nbytes, value, location)
+
+
+# -- several GPUs: peer access and copies (PyCUDA's memcpy_peer crashes with default arguments)
+
+
+def can_access_peer(accessor: int, owner: int) -> bool:
+    """cuDeviceCanAccessPeer: can `accessor` map `owner`'s memory (NVLink or PCIe P2P)?"""
+    devices = call("cuDeviceGet", accessor), call("cuDeviceGet", owner)
+    return bool(call("cuDeviceCanAccessPeer", *devices))
+
+
+def enable_peer_access(peer_context_handle: int) -> None:
+    """cuCtxEnablePeerAccess from the current context to the peer's (already on: fine)."""
+    cu = driver()
+    returned = cu.cuCtxEnablePeerAccess(cu.CUcontext(int(peer_context_handle)), 0)
+    status = returned[0] if isinstance(returned, tuple) else returned
+    if error_name(status) != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED":
+        unpack("cuCtxEnablePeerAccess", returned)
+
+
+def memcpy_peer_async(
+    destination: int,
+    destination_context: int,
+    source: int,
+    source_context: int,
+    nbytes: int,
+    stream_handle: int,
+) -> None:
+    """cuMemcpyPeerAsync: direct over the link with peer access on, staged by the driver off."""
+    cu = driver()
+    call(
+        "cuMemcpyPeerAsync",
+        pointer(destination),
+        cu.CUcontext(int(destination_context)),
+        pointer(source),
+        cu.CUcontext(int(source_context)),
+        nbytes,
+        cu.CUstream(int(stream_handle)),
+    )
 
 
 # -- stream-ordered pools -------------------------------------------------------------------

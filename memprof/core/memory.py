@@ -276,21 +276,16 @@ class Registered(MemoryKind):
     required_attribute = KIND_NEEDS["registered"]
 
     def allocate_raw(self, cuda, count, dtype):
-        from memprof.core import driver
+        from memprof.core import bindings
 
         array = page_aligned_empty(count, dtype)
         address = array.ctypes.data
-        try:
-            driver.host_register(address, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
-        except driver.DriverCallFailed as error:
-            if "OUT_OF_MEMORY" in str(error):
-                raise MemoryError(str(error)) from error
-            raise
+        bindings.host_register(address, array.nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
         # The closure keeps the array alive until it is unregistered.
         return (
             array,
-            driver.host_device_pointer(address),
-            lambda: driver.host_unregister(array.ctypes.data),
+            bindings.host_device_pointer(address),
+            lambda: bindings.host_unregister(array.ctypes.data),
         )
 
 
@@ -460,17 +455,13 @@ def single_gpu_kinds() -> list[MemoryKind]:
 
 
 def supported_kinds(
-    attributes: Mapping[str, int],
-    kinds: Iterable[MemoryKind],
-    bindings_missing: str | None = None,
+    attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
 ) -> tuple[list[MemoryKind], list[str]]:
-    """(kinds this GPU supports, one reason for each it does not), from its capability flags;
-    where cuda-bindings is missing (`bindings_missing` says why), the kinds that need it too."""
+    """(kinds this GPU supports, one reason for each it does not), from its capability flags
+    (read through cuda-bindings: a run has it, or stopped saying how to install it)."""
     supported, skipped = [], []
     for kind in kinds:
         reason = kind.unsupported_reason(attributes)
-        if reason is None and kind.via_bindings and bindings_missing:
-            reason = f"{kind.name} memory: {bindings_missing}"
         if reason is None:
             supported.append(kind)
         else:

@@ -40,11 +40,12 @@ def no_driver_line() -> str:
 
 def driver_installed() -> bool:
     """Whether this machine has NVIDIA's driver: its library loads or its devices exist."""
-    import ctypes
     import glob
 
+    from memprof.core import driver
+
     try:
-        ctypes.CDLL("libcuda.so.1")
+        driver.libcuda()
     except OSError:
         return bool(glob.glob("/dev/nvidia*"))
     return True
@@ -186,9 +187,9 @@ class GpuSession:
         attribute = getattr(self.cuda.device_attribute, name, None)
         if attribute is not None:
             return int(self.device.get_attribute(attribute))
-        from memprof.core import driver  # PyCUDA does not name every attribute: ask libcuda
+        from memprof.core import bindings  # PyCUDA does not name every attribute
 
-        return driver.device_attribute(driver.DEVICE_ATTRIBUTE_NUMBERS[name], self.device_index)
+        return bindings.device_attribute(name, self.device_index)
 
     def synchronize(self) -> None:
         """Wait for all GPU work (a gate held closed is released first: it would never end)."""
@@ -346,12 +347,12 @@ class Devices:
 
     def enable_peer_access(self, accessor: int, owner: int) -> None:
         """Let `accessor`'s context read and write `owner`'s memory directly (once)."""
-        from memprof.core import driver
+        from memprof.core import bindings
 
         if (accessor, owner) in self.peer_enabled:
             return
         with self.sessions[accessor].active():
-            driver.enable_peer_access(self.sessions[owner].context.handle)
+            bindings.enable_peer_access(self.sessions[owner].context.handle)
         self.peer_enabled.add((accessor, owner))
 
     def close(self) -> None:

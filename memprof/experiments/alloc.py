@@ -73,7 +73,7 @@ class Alloc(base.Experiment):
     )
 
     def run(self, ctx: base.RunContext) -> AllocExtra:
-        from memprof.core import bindings, memory
+        from memprof.core import memory
         from memprof.experiments import pools
 
         session, params = ctx.session, ctx.params
@@ -83,9 +83,7 @@ class Alloc(base.Experiment):
         # the GPU, so it counts there.
         memory.require_memory(session, device_bytes=3 * largest, host_bytes=2 * largest)
         supported, skipped = memory.supported_kinds(
-            ctx.facts[session.device_index].attributes,
-            memory.single_gpu_kinds(),
-            bindings.missing_reason(),
+            ctx.facts[session.device_index].attributes, memory.single_gpu_kinds()
         )
         kinds = [kind.name for kind in supported]
         modern = [kind.name for kind in supported if kind.via_bindings]

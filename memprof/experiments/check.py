@@ -1174,7 +1174,7 @@ class CheckPairs(base.Experiment):
     measures = (PEER, PEER_AT_ONCE)
 
     def run(self, ctx: base.RunContext) -> CheckPairsExtra:
-        from memprof.core.driver import can_access_peer
+        from memprof.core.bindings import can_access_peer
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
@@ -1250,7 +1250,7 @@ class _PeerBuffers:
 
     def lane(self, a: int, b: int, operation: str) -> Any:
         """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
-        from memprof.core.driver import memcpy_peer_async
+        from memprof.core.bindings import memcpy_peer_async
         from memprof.core.measure import Lane
 
         session, source, _ = self.held[a]

@@ -35,7 +35,7 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 def prefetch_to_gpu(session: Any, buffers: Iterable[Any], kind: str) -> None:
     """cuMemPrefetchAsync of managed `buffers` (each with device_pointer and nbytes) to the
     session's GPU, recorded as base.PREFETCH (its GPU time) and base.PREFETCH_CALLS."""
-    from memprof.core import driver
+    from memprof.core import bindings
 
     buffers = list(buffers)
     gpu, calls, profiler = base.PREFETCH, base.PREFETCH_CALLS, session.profiler
@@ -45,7 +45,7 @@ def prefetch_to_gpu(session: Any, buffers: Iterable[Any], kind: str) -> None:
         profiler.api(calls.name, calls.operation, kind),
     ):
         for buffer in buffers:
-            driver.prefetch(buffer.device_pointer, buffer.nbytes, session.device_index)
+            bindings.prefetch(buffer.device_pointer, buffer.nbytes, session.device_index)
 
 
 POISON_BYTE = 0xFF  # 0xFFFFFFFF is a float32 NaN: an element the kernel skipped never passes

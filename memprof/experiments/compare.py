@@ -48,7 +48,7 @@ def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
 
 ROWS = table_rows(SINGLE_GPU_KINDS)
 # Kinds allocated through cuda-bindings have a row where a run measured them: results saved
-# before memprof knew them (and runs without cuda-bindings) never list them.
+# before memprof knew them never list them.
 MEASURED_ONLY = frozenset(kind.name for kind in SINGLE_GPU_KINDS if kind.via_bindings)
 COLUMNS = {  # operation: (header, larger is better)
     "alloc": ("Allocate", False),
@@ -115,12 +115,8 @@ class Compare(base.Experiment):
         nbytes = base.FLOAT32_BYTES << params.power
         # one host kind at a time, plus the values, a scratch array and the managed buffer
         memory.require_memory(session, device_bytes=3 * nbytes, host_bytes=6 * nbytes)
-        from memprof.core import bindings
-
         attributes = ctx.facts[session.device_index].attributes
-        supported, skipped = memory.supported_kinds(
-            attributes, SINGLE_GPU_KINDS, bindings.missing_reason()
-        )
+        supported, skipped = memory.supported_kinds(attributes, SINGLE_GPU_KINDS)
         host_kinds = [kind for kind in supported if kind.host_copies]
         device_kinds = [kind.name for kind in supported if kind.on_device]
         step = ctx.steps(len(host_kinds) + 1 + len(device_kinds))

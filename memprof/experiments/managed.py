@@ -27,7 +27,7 @@ from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, SchemaError
 from memprof.model.summary import Summary, Table
 
-Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.driver.ADVICE
+Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.bindings.ADVICE
 ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
 
 
@@ -226,17 +226,17 @@ class _ManagedFlow:
     @contextlib.contextmanager
     def advised(self, advice: str) -> Iterator[None]:
         """a, b and res under one cuMemAdvise hint inside, the hint undone afterwards."""
-        from memprof.core import driver
+        from memprof.core import bindings
 
         session = self.session
         location = None if advice == "read-mostly" else session.device_index
         for buffer in (self.a, self.b, self.res):
             with session.profiler.api("cuMemAdvise", "advise", f"managed+{advice}"):
-                driver.advise(buffer.device_pointer, self.nbytes, advice, location)
+                bindings.advise(buffer.device_pointer, self.nbytes, advice, location)
         yield
         session.synchronize()
         for buffer in (self.a, self.b, self.res):
-            driver.advise(buffer.device_pointer, self.nbytes, advice, location, unset=True)
+            bindings.advise(buffer.device_pointer, self.nbytes, advice, location, unset=True)
 
     def read_resident_host_memory(self) -> None:
         """The reference for a host read: numpy memory that never left the host."""

@@ -105,7 +105,7 @@ class Peer(base.Experiment):
     )
 
     def run(self, ctx: base.RunContext) -> PeerExtra:
-        from memprof.core.driver import can_access_peer
+        from memprof.core.bindings import can_access_peer
 
         devices, params = ctx.devices, ctx.params
         indices = devices.indices
@@ -310,7 +310,7 @@ def _check(name: str, received: Any, expected: Any) -> Check:
 
 
 def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
-    from memprof.core.driver import memcpy_peer_async
+    from memprof.core.bindings import memcpy_peer_async
 
     source, destination = state[a], state[b]
     arguments = (

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
-from memprof.errors import OutOfMemory
+from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.figures import Derived, Figure, figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
@@ -179,7 +179,7 @@ def climb(
     available(): MemAvailable now. Every buffer is the session's: Ctrl-C frees them all."""
     import numpy as np
 
-    from memprof.core import driver, memory
+    from memprof.core import memory
 
     session, profiler = ctx.session, ctx.measure
     half = plan.step_bytes // 2
@@ -218,8 +218,10 @@ def climb(
             try:
                 with profiler.api("cuMemHostRegister", "register", "registered", half):
                     release.register(half)
-            except driver.DriverCallFailed as error:
+            except MemprofError as error:
                 session.disown(handle)
+                if isinstance(error, EnvironmentProblem):
+                    raise  # cuda-bindings or the call missing: no limit found
                 failure = Failure("cuMemHostRegister", half, str(error))
                 break
             registered.append(memory.adopt(session, "registered", chunk, None, release))
@@ -309,34 +311,34 @@ class _Registration:
         self.address, self.registered = address, False
 
     def register(self, nbytes: int) -> None:
-        from memprof.core import driver
+        from memprof.core import bindings
 
         self.registered = True  # before the call: a Ctrl-C as it returns still unregisters
         try:
-            driver.host_register(self.address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
-        except driver.DriverCallFailed:
+            bindings.host_register(self.address, nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
+        except MemprofError:
             self.registered = False
             raise
 
     def __call__(self) -> None:
-        from memprof.core import driver
+        from memprof.core import bindings
 
         if self.registered:
             self.registered = False
-            driver.host_unregister(self.address)
+            bindings.host_unregister(self.address)
 
 
 def _register_at_once(session: Any, memory_to_pin: Any) -> None:
     """The halves registered one by one, registered again in one call, and unregistered."""
-    from memprof.core import driver
+    from memprof.core import bindings
 
     profiler, address, nbytes = session.profiler, memory_to_pin.ctypes.data, memory_to_pin.nbytes
     with profiler.api("cuMemHostRegister", "register_whole", "registered", nbytes):
-        driver.host_register(address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
-    handle = session.own(lambda: driver.host_unregister(address))  # Ctrl-C unregisters it
+        bindings.host_register(address, nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
+    handle = session.own(lambda: bindings.host_unregister(address))  # Ctrl-C unregisters it
     session.disown(handle)
     with profiler.api("cuMemHostUnregister", "unregister_whole", "registered", nbytes):
-        driver.host_unregister(address)
+        bindings.host_unregister(address)
 
 
 def _cuda_words(error: BaseException) -> str:

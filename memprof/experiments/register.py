@@ -128,22 +128,22 @@ class Register(base.Experiment):
 
 def _register_and_unregister(ctx: base.RunContext, array) -> None:
     """cuMemHostRegister and cuMemHostUnregister of the whole array, each timed."""
-    from memprof.core import driver
+    from memprof.core import bindings
 
     address, nbytes, profiler = array.ctypes.data, array.nbytes, ctx.measure
     with profiler.api("cuMemHostRegister", "register", "registered", nbytes):
-        driver.host_register(address, nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
+        bindings.host_register(address, nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
     with profiler.api("cuMemHostUnregister", "unregister", "registered", nbytes):
-        driver.host_unregister(address)
+        bindings.host_unregister(address)
 
 
 def _registered(session, array):
     """The array page-locked in place and mapped, as a Buffer the session unregisters."""
-    from memprof.core import driver, memory
+    from memprof.core import bindings, memory
 
-    driver.host_register(array.ctypes.data, array.nbytes, driver.HOST_REGISTER_MAPPED_PORTABLE)
-    device_pointer = driver.host_device_pointer(array.ctypes.data)
-    release = lambda: driver.host_unregister(array.ctypes.data)  # noqa: E731
+    bindings.host_register(array.ctypes.data, array.nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
+    device_pointer = bindings.host_device_pointer(array.ctypes.data)
+    release = lambda: bindings.host_unregister(array.ctypes.data)  # noqa: E731
     return memory.adopt(session, "registered", array, device_pointer, release)
 
 

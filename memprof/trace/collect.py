@@ -14,7 +14,6 @@ means for the user (tables, advice) is memprof.experiments.trace.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import json
 import math
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
-from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument
+from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, MemprofError
 from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement, Result, TimingInfo
 from memprof.model.schema import (
@@ -317,60 +316,52 @@ class CuptiCollector:
         )
 
 
-def _libcuda() -> ctypes.CDLL:
-    from memprof.core import driver
+def _cuda_init() -> int:
+    """cuInit (CUPTI needs the driver up before it is enabled) and the device count."""
+    from memprof.core import bindings, driver
 
     try:
-        return driver.libcuda()
+        driver.libcuda()  # what cuda-bindings loads: its absence said in memprof's words
     except OSError as error:
         raise EnvironmentProblem(
             "the CUDA driver (libcuda.so.1) was not found: memprof needs a machine with an "
             "NVIDIA GPU and its driver installed"
         ) from error
-
-
-def _cuda_init() -> int:
-    """cuInit (CUPTI needs the driver up before it is enabled) and the device count."""
-    from memprof.core.driver import error_text
-
-    libcuda = _libcuda()
-    code = libcuda.cuInit(0)
-    if code != 0:
-        raise EnvironmentProblem(f"no usable CUDA device: cuInit failed: {error_text(code)}")
-    count = ctypes.c_int()
-    code = libcuda.cuDeviceGetCount(ctypes.byref(count))
-    if code != 0 or count.value == 0:
+    try:
+        bindings.call("cuInit", 0)
+        count = int(bindings.call("cuDeviceGetCount"))
+    except EnvironmentProblem:
+        raise  # cuda-bindings missing: how to install it
+    except MemprofError as error:
+        raise EnvironmentProblem(f"no usable CUDA device: {error}") from error
+    if count == 0:
         raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
-    return count.value
+    return count
 
 
 def _synchronize_current_context() -> None:
     """Let the program's queued GPU work finish, so its records are complete."""
+    from memprof.core import bindings
+
     with contextlib.suppress(Exception):
-        libcuda = _libcuda()
-        context = ctypes.c_void_p()
-        if libcuda.cuCtxGetCurrent(ctypes.byref(context)) == 0 and context.value:
-            libcuda.cuCtxSynchronize()
+        if int(bindings.call("cuCtxGetCurrent")):
+            bindings.call("cuCtxSynchronize")
 
 
 def device_identity(device_index: int) -> tuple[str, str]:
     """(GPU name, driver version): the key under which this GPU's bandwidth is cached."""
+    from memprof.core import bindings
     from memprof.core.devicefacts import _kernel_driver_version
 
     name = ""
     with contextlib.suppress(Exception):
-        libcuda = _libcuda()
-        device = ctypes.c_int()
-        buffer = ctypes.create_string_buffer(256)
-        if libcuda.cuDeviceGet(ctypes.byref(device), device_index) == 0:
-            libcuda.cuDeviceGetName(buffer, 256, device)
-            name = buffer.value.decode(errors="replace")
+        device = bindings.call("cuDeviceGet", device_index)
+        text = bindings.call("cuDeviceGetName", 256, device)
+        name = text.split(b"\0", 1)[0].decode(errors="replace")
     driver = _kernel_driver_version() or ""
     if not driver:
         with contextlib.suppress(Exception):
-            version = ctypes.c_int()
-            _libcuda().cuDriverGetVersion(ctypes.byref(version))
-            driver = f"CUDA {version.value // 1000}.{version.value % 1000 // 10}"
+            driver = f"CUDA {bindings.version_text(bindings.driver_version())}"
     return name, driver
 
 

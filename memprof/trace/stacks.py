@@ -235,50 +235,44 @@ class StackRecorder:
         self._verdicts: dict[str, int] = {}  # by file name: hashing a code object is costly
         self._main = threading.main_thread().ident
         self._cupti: Any = None
-        self._subscriber: Any = None  # cupti-python's handle, where its subscriber is used
-        self._direct: api_callbacks.Subscription | None = None  # else libcupti's own
-        self._enter = 0
+        self._direct: api_callbacks.Subscription | None = None  # libcupti's subscriber
         self._wanted: dict[tuple[int, int], bool] | None = None  # by (domain, cbid), if asked
 
     # -- subscription ---------------------------------------------------------------------
 
     def start(self, cupti: Any, library: Any = None) -> str | None:
         """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not. Through
-        libcupti's own functions where this process's libcupti (or `library`) can be
-        reached and cupti-python lists the callback ids (memprof.core.api_callbacks: a
-        fifth of the cost per call), else through cupti-python's subscriber."""
+        libcupti's own functions, this process's libcupti (or `library`), the one that
+        cupti-python loaded (memprof.core.api_callbacks: a fifth of the cost per call of
+        cupti-python's subscriber, which memprof does not use)."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
             (domains.RUNTIME_API, getattr(cupti, "runtime_api_trace_cbid", None)),
         )
-        direct = None
-        if all(table is not None for _, table in tables):
-            direct = api_callbacks.connect(library)
+        direct = api_callbacks.connect(library)
+        if direct is None:
+            return "CUPTI's callbacks cannot be reached: this process has no libcupti, or two"
         try:
-            self._enter = int(cupti.ApiCallbackSite.API_ENTER)
-            if direct is not None:
-                direct.subscribe(self._on_raw)
-                self._direct = direct
-            else:
-                self._subscriber = cupti.subscribe(self._on_api, None)
+            direct.subscribe(self._on_raw)
         except Exception as error:
             return f"CUPTI refused its callbacks ({_reason(error)})"
-        self._cupti = cupti
+        self._cupti, self._direct = cupti, direct
         try:
-            self._enable(cupti, tables)
+            self._enable(tables)
         except Exception as error:
             self.stop()
             return f"CUPTI refused its callbacks ({_reason(error)})"
         return None
 
-    def _enable(self, cupti: Any, tables: tuple[tuple[Any, Any], ...]) -> None:
+    def _enable(self, tables: tuple[tuple[Any, Any], ...]) -> None:
         """Enable each callback id whose call is of CALL_KINDS; where this cupti-python does
         not list the ids, every call of both domains, picked by name in the callback."""
+        assert self._direct is not None
         if any(table is None for _, table in tables):
             self._wanted = {}
             for domain, _ in tables:
-                cupti.enable_domain(1, self._subscriber, domain)
+                self._direct.enable_domain(int(domain))
             return
         enabled, refusal = 0, None
         for domain, table in tables:
@@ -286,10 +280,7 @@ class StackRecorder:
                 if call_kind(member.name) is None:
                     continue
                 try:  # an id this driver lacks is refused alone
-                    if self._direct is not None:
-                        self._direct.enable(int(domain), int(member))
-                    else:
-                        cupti.enable_callback(1, self._subscriber, domain, int(member))
+                    self._direct.enable(int(domain), int(member))
                     enabled += 1
                 except Exception as error:
                     refusal = error
@@ -302,10 +293,6 @@ class StackRecorder:
             with contextlib.suppress(Exception):
                 self._direct.unsubscribe()
             self._direct = None
-        if self._subscriber is not None and self._cupti is not None:
-            with contextlib.suppress(Exception):
-                self._cupti.unsubscribe(self._subscriber)
-        self._subscriber = None
 
     # -- at each call ---------------------------------------------------------------------
 
@@ -314,6 +301,8 @@ class StackRecorder:
         try:
             if api_callbacks.callback_site(data_address) != api_callbacks.API_ENTER:
                 return
+            if self._wanted is not None and not self._is_wanted(domain, cbid):
+                return
             correlation = api_callbacks.correlation_id(data_address)
             self._entered(correlation, sys._getframe().f_back)  # None on a thread born in C
         except KeyboardInterrupt:
@@ -321,19 +310,6 @@ class StackRecorder:
                 deliver_ctrl_c_again()
             except KeyboardInterrupt:  # no exception passes out of a ctypes callback
                 interrupt_main_soon()
-        except Exception as error:
-            self._failed(error)
-
-    def _on_api(self, userdata: Any, domain: int, cbid: int, data: Any) -> None:
-        """CUPTI's call through cupti-python's subscriber."""
-        try:
-            if data.callback_site != self._enter:
-                return
-            if self._wanted is not None and not self._is_wanted(domain, cbid):
-                return
-            self._entered(data.correlation_id, sys._getframe().f_back)
-        except KeyboardInterrupt:
-            deliver_ctrl_c_again()
         except Exception as error:
             self._failed(error)
 
