@@ -27,7 +27,6 @@ def run_compare(monkeypatch) -> tuple[RunContext, list]:
     monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
     library = FakeLibcuda(session.gpu)
     monkeypatch.setattr(driver, "libcuda", lambda: library)
-    monkeypatch.setattr(driver, "prefetch", lambda *arguments: None)  # one pool of pages here
     bindings._allocation_properties.cache_clear()
     bindings._access.cache_clear()
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
