@@ -1,0 +1,46 @@
+"""The one table builder (memprof.model.summary.table): each cell as its column declares, each
+row's sources the figures its cells show."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from memprof.model.ceilings import Ceiling
+from memprof.model.summary import Column, table
+
+COLUMNS = (
+    Column("Memory", "kind"),
+    Column("One copy", "copy", "latency_ms"),
+    Column("Blocked", "blocked", "median_ms"),
+    Column("GB/s", "copy", "gb_per_s"),
+    Column("vs pageable", "against", "ratio"),
+    Column("Of ceiling", "copy", "share"),
+)
+
+
+def copy_figure(gb_per_s: float | None, ceiling: Ceiling | None) -> SimpleNamespace:
+    measurement = SimpleNamespace(name="HtoD")
+    return SimpleNamespace(measurement=measurement, latency_ms=0.25, gb_per_s=gb_per_s,
+                           ceiling=ceiling)  # fmt: skip
+
+
+def test_each_cell_is_its_columns_figure_in_its_unit():
+    link = Ceiling(64.0, "PCIe", "Gen5 x16")
+    copy = copy_figure(48.0, link)
+    blocked = SimpleNamespace(stats=SimpleNamespace(median_ms=1.5))  # a bare measurement
+    against = SimpleNamespace(ratio=2.345)
+    made = table("T", COLUMNS, [{"kind": "pinned", "copy": copy, "blocked": blocked,
+                                 "against": against}])  # fmt: skip
+    assert made.headers == [column.header for column in COLUMNS]
+    assert made.rows == [["pinned", "250.00us", "1.5000ms", "48.0", "2.35x", "75% PCIe"]]
+    # the figure's measurement, not the figure; each once, in column order; no label
+    assert made.sources == [(copy.measurement, blocked, against)]
+
+
+def test_a_figure_a_row_lacks_or_that_moves_nothing_is_a_dash():
+    copy = copy_figure(None, None)
+    made = table("T", COLUMNS, [{"kind": "staging", "copy": copy}])
+    assert made.rows == [["staging", "250.00us", "-", "-", "-", "-"]]
+    assert made.sources == [(copy.measurement,)]
+    unbounded = table("T", COLUMNS, [{"kind": "memcpy", "copy": copy_figure(9.0, None)}])
+    assert unbounded.rows[0][3:] == ["9.00", "-", "-"]
