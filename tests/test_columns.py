@@ -44,3 +44,12 @@ def test_a_figure_a_row_lacks_or_that_moves_nothing_is_a_dash():
     assert made.sources == [(copy.measurement,)]
     unbounded = table("T", COLUMNS, [{"kind": "memcpy", "copy": copy_figure(9.0, None)}])
     assert unbounded.rows[0][3:] == ["9.00", "-", "-"]
+
+
+def test_each_statistic_and_share_reads_its_own_figure():
+    stats = SimpleNamespace(min_ms=1.0, mean_ms=2.0, median_ms=3.0, max_ms=4.0, count=7)
+    one = SimpleNamespace(stats=stats, share=0.8766, moved_bytes=3 << 20, gb_per_s=1.0,
+                          ceiling=None, median_ms=3.0)  # fmt: skip
+    shows = ("min_ms", "mean_ms", "median_ms", "max_ms", "count", "percent", "moved_bytes")
+    made = table("T", [Column(name, "one", name) for name in shows], [{"one": one}])
+    assert made.rows == [["1.0000ms", "2.0000ms", "3.0000ms", "4.0000ms", "7", "87.7%", "3 MiB"]]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from memprof.model.formatting import (
     TIME_UNITS_NS,
+    format_bytes,
     format_gb_per_s,
     format_ms,
     format_ratio,
@@ -61,15 +62,19 @@ SHOWS: dict[str, Callable[[Any], str]] = {
     "latency_ms": lambda one: format_ms(one.latency_ms),
     "median_ms": lambda one: format_ms(_median_ms(one)),
     "min_ms": lambda one: format_ms(one.stats.min_ms),
+    "max_ms": lambda one: format_ms(one.stats.max_ms),
+    "mean_ms": lambda one: format_ms(one.stats.mean_ms),
     "per_operation_ms": lambda one: format_ms(one.per_operation_ms),
     "gb_per_s": lambda one: "-" if one.gb_per_s is None else format_gb_per_s(one.gb_per_s),
     "ratio": lambda one: format_ratio(one.ratio),
     "share": _share,
+    "percent": lambda one: "-" if one.share is None else f"{one.share:.1%}",  # of its ceiling
+    "moved_bytes": lambda one: "-" if one.moved_bytes is None else format_bytes(one.moved_bytes),
     "count": lambda one: str(one.stats.count),
 }
 Shows = Literal[
-    "label", "latency_ms", "median_ms", "min_ms", "per_operation_ms", "gb_per_s", "ratio",
-    "share", "count",
+    "label", "latency_ms", "median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms",
+    "gb_per_s", "ratio", "share", "percent", "moved_bytes", "count",
 ]  # fmt: skip
 
 
