@@ -67,6 +67,7 @@ SHOWS: dict[str, Callable[[Any], str]] = {
     "per_operation_ms": lambda one: format_ms(one.per_operation_ms),
     "gb_per_s": lambda one: "-" if one.gb_per_s is None else format_gb_per_s(one.gb_per_s),
     "ratio": lambda one: format_ratio(one.ratio),
+    "ratio_percent": lambda one: f"{one.ratio:.0%}",  # a ratio below 1: the ideal's share
     "share": _share,
     "percent": lambda one: "-" if one.share is None else f"{one.share:.1%}",  # of its ceiling
     "moved_bytes": lambda one: "-" if one.moved_bytes is None else format_bytes(one.moved_bytes),
@@ -74,7 +75,7 @@ SHOWS: dict[str, Callable[[Any], str]] = {
 }
 Shows = Literal[
     "label", "latency_ms", "median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms",
-    "gb_per_s", "ratio", "share", "percent", "moved_bytes", "count",
+    "gb_per_s", "ratio", "ratio_percent", "share", "percent", "moved_bytes", "count",
 ]  # fmt: skip
 
 
