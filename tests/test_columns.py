@@ -53,3 +53,9 @@ def test_each_statistic_and_share_reads_its_own_figure():
     shows = ("min_ms", "mean_ms", "median_ms", "max_ms", "count", "percent", "moved_bytes")
     made = table("T", [Column(name, "one", name) for name in shows], [{"one": one}])
     assert made.rows == [["1.0000ms", "2.0000ms", "3.0000ms", "4.0000ms", "7", "87.7%", "3 MiB"]]
+
+
+def test_a_figure_of_no_one_ceiling_shows_a_dash_for_its_share():
+    total = SimpleNamespace(gb_per_s=222.0)  # a Derived total: its parts each have their own
+    made = table("T", [Column("Of ceiling", "total", "share")], [{"total": total}])
+    assert made.rows == [["-"]]

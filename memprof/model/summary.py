@@ -50,10 +50,12 @@ def _median_ms(one: Any) -> float:
 
 
 def _share(one: Any) -> str:
-    """'85% PCIe': GB/s as a share of its ceiling (memprof.model.ceilings.Ceiling.cell)."""
-    if one.ceiling is None or one.gb_per_s is None:
+    """'85% PCIe': GB/s as a share of its ceiling (memprof.model.ceilings.Ceiling.cell); '-'
+    for a figure bounded by none (a Derived total: its parts each by their own)."""
+    ceiling = getattr(one, "ceiling", None)
+    if ceiling is None or one.gb_per_s is None:
         return "-"
-    return one.ceiling.cell(one.gb_per_s)
+    return ceiling.cell(one.gb_per_s)
 
 
 # What a column shows of its figure, each in its unit and precision: a time as nvprof
