@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from memprof.model.ceilings import Ceiling
 from memprof.model.summary import Column, table
 
@@ -59,3 +61,8 @@ def test_a_figure_of_no_one_ceiling_shows_a_dash_for_its_share():
     total = SimpleNamespace(gb_per_s=222.0)  # a Derived total: its parts each have their own
     made = table("T", [Column("Of ceiling", "total", "share")], [{"total": total}])
     assert made.rows == [["-"]]
+
+
+def test_a_column_that_shows_nothing_declared_is_refused_when_declared():
+    with pytest.raises(ValueError, match="gbps"):
+        Column("GB/s", "copy", "gbps")
