@@ -66,3 +66,11 @@ def test_a_figure_of_no_one_ceiling_shows_a_dash_for_its_share():
 def test_a_column_that_shows_nothing_declared_is_refused_when_declared():
     with pytest.raises(ValueError, match="gbps"):
         Column("GB/s", "copy", "gbps")
+
+
+def test_a_command_may_write_a_figure_its_own_way():
+    faster = SimpleNamespace(ratio=3.0)
+    column = Column("In place is", "faster", lambda one: f"{one.ratio:.2f}x faster")
+    made = table("T", [column], [{"faster": faster}, {}])
+    assert made.rows == [["3.00x faster"], ["-"]]
+    assert made.sources == [(faster,), ()]

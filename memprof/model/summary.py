@@ -81,22 +81,25 @@ SHOWS: dict[str, Callable[[Any], str]] = {
 @dataclass(frozen=True)
 class Column:
     """A declared column: its header, the figure of each row it reads (`of`: the row's key
-    for a Figure, a Derived or a Measurement) and what it shows of it (SHOWS); "label":
-    the row's words under that key, printed as they are."""
+    for a Figure, a Derived or a Measurement) and what it shows of it: a name in SHOWS, or
+    a command's own way of writing it (pools' calls marked near their floor); "label": the
+    row's words under that key, printed as they are."""
 
     header: str
     of: str
-    shows: str = "label"
+    shows: str | Callable[[Any], str] = "label"
 
     def __post_init__(self) -> None:
-        if self.shows != "label" and self.shows not in SHOWS:  # a declaration's typo, at import
+        if isinstance(self.shows, str) and self.shows != "label" and self.shows not in SHOWS:
             raise ValueError(f"column {self.header!r} shows {self.shows!r}: not one of SHOWS")
 
     def cell(self, row: Mapping[str, Any]) -> str:
         one = row.get(self.of)
         if one is None:
             return "-"
-        return one if self.shows == "label" else SHOWS[self.shows](one)
+        if self.shows == "label":
+            return one
+        return SHOWS[self.shows](one) if isinstance(self.shows, str) else self.shows(one)
 
 
 def table(
