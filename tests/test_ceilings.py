@@ -372,7 +372,14 @@ def test_hostlink_shows_each_gpu_against_its_own_link():
     result.gpu_states = [healthy(0), healthy(1, pci_bus_id="0000:00:07.0", pcie_generation=4)]
     table = summarize(result).tables[0]
     # GPU 1's copies beat its Gen4 link by 76%: that link does not bound them, and no share says so
-    assert column(table, "Of ceiling") == ["88% PCIe", "over PCIe", "", "88% PCIe", "over PCIe", ""]
+    assert column(table, "Of ceiling") == [
+        "88% PCIe",
+        "over PCIe",
+        "-",
+        "88% PCIe",
+        "over PCIe",
+        "-",
+    ]
 
 
 def test_device_memorys_percent_of_peak_is_hbms_ceiling():

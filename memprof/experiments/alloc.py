@@ -32,7 +32,7 @@ from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import param
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, NON_EMPTY, ByteCount, SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 HOST_ONCE_FROM_BYTES = 256 << 20  # host memory from this size on: one allocation, no warm-up
 # the kinds whose allocation is host memory (memory.MEMORY_KINDS' host_copies), by name: a
@@ -239,21 +239,18 @@ def _kinds_table(result: Result, operation: str, title: str, kinds: list[str]) -
     def found(kind: str, nbytes: int):
         return result.find(operation, kind, byte_count=nbytes)
 
-    table = Table(title, ["Size", *kinds])
-    for power in powers:
-        nbytes = base.FLOAT32_BYTES << power
-        row = [found(kind, nbytes) for kind in kinds]
-        cells = (format_ms(m.stats.median_ms) for m in row)
-        table.add_row(format_bytes(nbytes), *cells, source=tuple(row))
-    of = figure_finder(result, Alloc.measures)
-    per_gib = [
-        Derived(f"{kind} {operation}, per GiB", (of(found(kind, largest)),), "per_gib")
-        for kind in kinds
+    rows = [
+        {"size": format_bytes(nbytes), **{kind: found(kind, nbytes) for kind in kinds}}
+        for nbytes in (base.FLOAT32_BYTES << power for power in powers)
     ]
-    table.add_row(
-        "per GiB, largest", *(format_ms(one.median_ms) for one in per_gib), source=tuple(per_gib)
-    )
-    return table
+    of = figure_finder(result, Alloc.measures)
+    per_gib = {
+        kind: Derived(f"{kind} {operation}, per GiB", (of(found(kind, largest)),), "per_gib")
+        for kind in kinds
+    }
+    rows.append({"size": "per GiB, largest", **per_gib})
+    columns = [Column("Size", "size"), *(Column(kind, kind, "median_ms") for kind in kinds)]
+    return table(title, columns, rows)
 
 
 def _cheapest_and_dearest(result: Result) -> str:

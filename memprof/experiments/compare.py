@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from memprof.core import memory
 from memprof.experiments import base
 from memprof.experiments.common import gpu_timing, measure_host_staging, prefetch_to_gpu
-from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
+from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Figure, figure_finder, host_side
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Check, Result
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 SINGLE_GPU_KINDS = memory.single_gpu_kinds()
 # Rows that are not memory kinds: ways of using one (a migrating kind shows three moments).
@@ -50,14 +50,22 @@ ROWS = table_rows(SINGLE_GPU_KINDS)
 # Kinds allocated through cuda-bindings have a row where a run measured them: results saved
 # before memprof knew them never list them.
 MEASURED_ONLY = frozenset(kind.name for kind in SINGLE_GPU_KINDS if kind.via_bindings)
-COLUMNS = {  # operation: (header, larger is better)
-    "alloc": ("Allocate", False),
-    "h2d": ("HtoD GB/s", True),
-    "d2h": ("DtoH GB/s", True),
-    "kernel_read": ("Kernel read GB/s", True),
-    "host_write": ("Host write GB/s", True),
-    "host_read": ("Host read GB/s", True),
-}
+KINDS_TABLE = (  # each column's key: the operation whose figure it shows
+    Column("Memory", "memory"),
+    Column("Allocate", "alloc", "median_ms"),  # the one column where smaller is better
+    Column("HtoD GB/s", "h2d", "gb_per_s"),
+    Column("DtoH GB/s", "d2h", "gb_per_s"),
+    Column("Kernel read GB/s", "kernel_read", "gb_per_s"),
+    Column("Host write GB/s", "host_write", "gb_per_s"),
+    Column("Host read GB/s", "host_read", "gb_per_s"),
+)
+COLUMNS = tuple(column.of for column in KINDS_TABLE[1:])
+AGAINST_CEILINGS = (
+    Column("Memory", "memory"),
+    Column("HtoD", "h2d", "share"),
+    Column("DtoH", "d2h", "share"),
+    Column("Kernel read", "kernel_read", "share"),
+)
 
 
 @dataclass(frozen=True)
@@ -329,66 +337,52 @@ def summarize(result: Result) -> Summary:
     found = _cell_figures(result)
     figures = _values(found)
     rows = shown_rows(figures)
-    table = Table(
-        f"Every memory kind, {format_bytes(nbytes)} per buffer "
-        f"(2^{result.parameters.power} floats)",
-        ["Memory", *(header for header, _ in COLUMNS.values())],
-        notes=[
-            "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "
-            "yet). Copies and kernel reads: "
-            + gpu_timing(result)
-            + "; host reads and writes: host clock. "
-            f"Medians of {base.repetitions(result)}; GB/s = 10^9 bytes/s; best of each column "
-            "in bold.",
-            "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
-            "Managed first touch: pages migrate to the GPU during the read; host read after it: "
-            "they migrate back.",
-        ]
-        + [f"Skipped: {reason}." for reason in result.extra.skipped],
+    notes = [
+        "Allocate: host clock around allocation, median (managed: cuMemAllocManaged, no pages "
+        "yet). Copies and kernel reads: "
+        + gpu_timing(result)
+        + "; host reads and writes: host clock. "
+        f"Medians of {base.repetitions(result)}; GB/s = 10^9 bytes/s; best of each column "
+        "in bold.",
+        "Kernel read: readSum over the buffer from the GPU, 16-byte loads, its sum verified. "
+        "Managed first touch: pages migrate to the GPU during the read; host read after it: "
+        "they migrate back.",
+        *(f"Skipped: {reason}." for reason in result.extra.skipped),
+    ]
+    title = (
+        f"Every memory kind, {format_bytes(nbytes)} per buffer (2^{result.parameters.power} floats)"
     )
-    for row, label in rows.items():
-        cells = []
-        for operation in COLUMNS:
-            value = figures.get((row, operation))
-            if value is None:
-                cells.append("-")
-            else:
-                cells.append(format_ms(value) if operation == "alloc" else format_gb_per_s(value))
-        sources = tuple(found[row, op].measurement for op in COLUMNS if (row, op) in found)
-        table.add_row(label, *cells, source=sources)
-    for column, (operation, (_, larger_is_better)) in enumerate(COLUMNS.items(), start=1):
+    kinds = _table(title, KINDS_TABLE, rows, found, notes)
+    for column, operation in enumerate(COLUMNS, start=1):
         present = [
             (figures[row, operation], index)
             for index, row in enumerate(rows)
             if (row, operation) in figures
         ]
         if present:
-            _, best_row = max(present) if larger_is_better else min(present)
-            table.highlighted.append((best_row, column))
-    tables = [table, _against_ceilings(result, found)]
+            _, best_row = min(present) if operation == "alloc" else max(present)
+            kinds.highlighted.append((best_row, column))
+    ceilings = [
+        "Copies, and kernels reading host memory, against the link: "
+        f"{detail_of(pcie_ceiling(result))}.",
+        "Kernels reading device memory (device, managed once resident) against HBM: "
+        f"{detail_of(hbm_ceiling(result.device), 'unknown')}.",
+        _pageable_note(result, nbytes),
+    ]
+    tables = [
+        kinds,
+        _table("Against each figure's ceiling", AGAINST_CEILINGS, rows, found, ceilings),
+    ]
     return Summary(tables=tables, conclusions=recommendations(figures, nbytes), show_profile=False)
 
 
-def _against_ceilings(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """Each copy and kernel read as a share of what bounds it (memprof.model.ceilings)."""
-    nbytes = base.array_bytes(result.parameters)
-    table = Table(
-        "Against each figure's ceiling",
-        ["Memory", "HtoD", "DtoH", "Kernel read"],
-        notes=[
-            "Copies, and kernels reading host memory, against the link: "
-            f"{detail_of(pcie_ceiling(result))}.",
-            "Kernels reading device memory (device, managed once resident) against HBM: "
-            f"{detail_of(hbm_ceiling(result.device), 'unknown')}.",
-            _pageable_note(result, nbytes),
-        ],
-    )
-    for row, label in shown_rows(found).items():
-        shown = [found.get((row, operation)) for operation in ("h2d", "d2h", "kernel_read")]
-        cells = ["-" if one is None else cell(one.ceiling, one.gb_per_s) for one in shown]
-        sources = tuple(one.measurement for one in shown if one is not None)
-        table.add_row(label, *cells, source=sources)
-    return table
+def _table(title: str, columns, rows: dict[str, str], found: dict, notes: list[str]) -> Table:
+    """A row per memory kind shown, each cell its (kind, operation)'s figure."""
+    made = [
+        {"memory": label, **{op: found.get((row, op)) for op in COLUMNS}}
+        for row, label in rows.items()
+    ]
+    return table(title, columns, made, notes)
 
 
 def _pageable_note(result: Result, nbytes: int) -> str:

@@ -15,16 +15,14 @@ from typing import Any, Literal
 from memprof.experiments import base
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
-from memprof.model.figures import Figure, figure_finder
+from memprof.model.figures import figure_finder
 from memprof.model.formatting import (
     format_bytes,
-    format_gb_per_s,
-    format_ms,
 )
 from memprof.model.params import param
 from memprof.model.results import Check, Result
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 SCALAR = 0.4  # BabelStream's scalar: keeps repeated runs from growing or vanishing
 DTYPES = {"float32": "f32", "float64": "f64"}
@@ -313,8 +311,8 @@ def _close(name: str, actual, expected, tolerance: float) -> Check:
     )
 
 
-def _operations(result: Result) -> list[tuple[str, str, Figure]]:
-    """(label, how bytes count, figures) for every timed operation."""
+def _operations(result: Result) -> list[dict]:
+    """Every timed operation: its label, how its bytes count, its figures."""
     figure_of = figure_finder(result, DeviceBandwidth.measures)
     rows = [
         ("cuMemcpyDtoD", "read + write", figure_of(base.find(result, D2D, "device"))),
@@ -327,17 +325,31 @@ def _operations(result: Result) -> list[tuple[str, str, Figure]]:
             if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
         )
         rows.append((f"{name}  {formula}", f"{arrays} arrays", figure_of(kernel)))
-    return rows
+    return [{"operation": label, "counted": counted, "figure": one} for label, counted, one in rows]
+
+
+OPERATIONS = (
+    Column("Operation", "operation"),
+    Column("Bytes counted", "counted"),
+    Column("Bytes", "figure", "moved_bytes"),
+    Column("Min", "figure", "min_ms"),
+    Column("Avg", "figure", "mean_ms"),
+    Column("Max", "figure", "max_ms"),
+    Column("Best GB/s", "figure", "gb_per_s"),
+    Column("% of peak", "figure", "percent"),
+)
 
 
 def summarize(result: Result) -> Summary:
     params = result.parameters
     nbytes = base.array_bytes(params, DeviceBandwidth().element_bytes(params))
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
-    table = Table(
+    rows = _operations(result)
+    operations = table(
         f"Device memory, {format_bytes(nbytes)} per array ({params.dtype}), "
         f"{base.repetitions(result, 'timed run')}",
-        ["Operation", "Bytes counted", "Bytes", "Min", "Avg", "Max", "Best GB/s", "% of peak"],
+        OPERATIONS,
+        rows,
         notes=[
             "Bytes count every array read or written once per call: a copy counts its read and "
             "its write, a memset its write. Best GB/s = bytes over the minimum time, as STREAM "
@@ -347,21 +359,7 @@ def summarize(result: Result) -> Summary:
             "per block, verified against numpy on random data before timing.",
         ],
     )
-    best = {}
-    for label, counting, one in _operations(result):
-        stats = one.stats
-        best[label.split()[0]] = one
-        table.add_row(
-            label,
-            counting,
-            format_bytes(one.moved_bytes),
-            format_ms(stats.min_ms),
-            format_ms(stats.mean_ms),
-            format_ms(stats.max_ms),
-            format_gb_per_s(one.gb_per_s),
-            f"{one.share:.1%}",
-            source=one.measurement,
-        )
+    best = {row["operation"].split()[0]: row["figure"] for row in rows}
     triad, copy, d2d = (best[name].gb_per_s for name in ("triad", "copy", "cuMemcpyDtoD"))
     conclusion = (
         f"Triad reached {triad:,.0f} GB/s, {best['triad'].share:.1%} of the theoretical "
@@ -369,4 +367,4 @@ def summarize(result: Result) -> Summary:
         f"triad) and cuMemcpyDtoD {d2d:,.0f} GB/s. That is the ceiling for any "
         "memory-bound kernel on this GPU: measure yours against it, not against the datasheet."
     )
-    return Summary(tables=[table], conclusions=[conclusion])
+    return Summary(tables=[operations], conclusions=[conclusion])

@@ -16,18 +16,16 @@ from dataclasses import dataclass
 from memprof.experiments import base
 from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
 from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
-from memprof.model.ceilings import cell as ceiling_cell
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Derived, Figure
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
-    format_ratio,
     gpu_names,
     said_once,
 )
 from memprof.model.results import Measurement, Result
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 MODES = {"alone": "Alone", "together": "All at once"}
 DIRECTIONS = base.COPY_NAMES  # direction -> the copies' name
@@ -204,45 +202,24 @@ def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     found = copy_figures(result)
     nbytes = base.array_bytes(result.parameters)
-    table = Table(
-        f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once",
-        ["GPU", "Direction", "Alone, GB/s", "All at once, GB/s", "At once / alone", "Of ceiling"],
-    )
-    links = {index: pcie_ceiling(result, index) for index in devices}
-
-    def cell(key) -> str:
-        return format_gb_per_s(found[key].gb_per_s) if key in found else "-"
-
+    rows = []
     for direction, label in DIRECTION_LABELS.items():
         for index in devices:
-            alone, together = ("alone", direction, index), ("together", direction, index)
-            sources: tuple = tuple(
-                found[key].measurement for key in (alone, together) if key in found
-            )
-            ratio = "-"
-            if alone in found and together in found:
-                pair = (found[alone], found[together])
-                against = Derived(f"{direction}, GPU {index}: at once / alone", pair, "ratio")
-                ratio, sources = format_ratio(against.ratio), (*sources, against)
-            reached = "-"
-            if alone in found:
-                reached = ceiling_cell(found[alone].ceiling, found[alone].gb_per_s)
-            table.add_row(
-                f"GPU {index}", label, cell(alone), cell(together), ratio, reached, source=sources
-            )
+            alone, together = (found.get((when, direction, index)) for when in MODES)
+            row = {"gpu": f"GPU {index}", "direction": label, "alone": alone, "together": together}
+            if alone is not None and together is not None:
+                name = f"{direction}, GPU {index}: at once / alone"
+                row["against"] = Derived(name, (alone, together), "ratio")
+            rows.append(row)
         summed = total_figures(result, direction)
-        if summed is not None:
-            alone, together, ratio = summed
-            table.add_row(
-                "total",
-                label,
-                format_gb_per_s(alone.gb_per_s),
-                format_gb_per_s(together.gb_per_s),
-                format_ratio(ratio.ratio),
-                "",
-                source=summed,
-            )
-    table.notes += [
+        if summed is not None:  # a total has no one ceiling
+            rows.append(dict(zip(("alone", "together", "against"), summed, strict=True)))
+            rows[-1] |= {"gpu": "total", "direction": label}
+    links = {index: pcie_ceiling(result, index) for index in devices}
+    title = (
+        f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once"
+    )
+    notes = [
         f"GB/s = 10^9 bytes/s: batches of {largest_batch(result)} back-to-back copies from "
         "pinned memory, "
         "each GPU between its own event pair behind its own GPU-side gate; at once: the "
@@ -251,7 +228,18 @@ def summarize(result: Result) -> Summary:
         "Total alone: the sum of each GPU's figure measured on its own.",
         *_ceiling_notes(links),
     ]
-    return Summary(tables=[table], conclusions=_conclusions(result), show_profile=False)
+    tables = [table(title, COPIES, rows, notes)]
+    return Summary(tables=tables, conclusions=_conclusions(result), show_profile=False)
+
+
+COPIES = (
+    Column("GPU", "gpu"),
+    Column("Direction", "direction"),
+    Column("Alone, GB/s", "alone", "gb_per_s"),
+    Column("All at once, GB/s", "together", "gb_per_s"),
+    Column("At once / alone", "against", "ratio"),
+    Column("Of ceiling", "alone", "share"),
+)
 
 
 def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:

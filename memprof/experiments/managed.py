@@ -25,7 +25,7 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 Advice = Literal["read-mostly", "preferred-location", "accessed-by"]  # memprof.core.bindings.ADVICE
 ADVICE_CHOICES: tuple[Advice, ...] = get_args(Advice)
@@ -272,17 +272,6 @@ class _ManagedFlow:
 
 def summarize(result: Result) -> Summary:
     nbytes = base.array_bytes(result.parameters)
-    table = Table(
-        f"sumArrays over managed a, b, res of {format_bytes(nbytes)} each, written by the host",
-        ["Step", "Median", "Moved", "Effective GB/s"],
-        notes=[
-            "Kernels and prefetch: " + gpu_timing(result) + "; host reads: host clock (numpy "
-            "copyto). Medians.",
-            "Effective GB/s (10^9 B/s) = the bytes a step had to bring over, over its time: "
-            "a first launch needs a, b and res on the GPU; a host read needs res on the host.",
-        ]
-        + [f"Skipped {reason}." for reason in result.extra.skipped],
-    )
     declared = {measure.key: measure for measure in Managed.measures}
 
     def find(group: str, operation: str, kind: str) -> Figure | None:
@@ -292,15 +281,10 @@ def summarize(result: Result) -> Summary:
             return None
         return figure(result, found, declared[group, operation])
 
+    rows = []
+
     def add(step: str, step_figure: Figure) -> None:
-        moved = step_figure.moved_bytes
-        table.add_row(
-            step,
-            format_ms(step_figure.median_ms),
-            format_bytes(moved) if moved else "-",
-            format_gb_per_s(step_figure.gb_per_s) if moved else "-",
-            source=step_figure.measurement,
-        )
+        rows.append({"step": step, "figure": step_figure})
 
     variants = [("managed", "on demand")]
     if find("gpu", "kernel_first", "managed+prefetch") is not None:
@@ -326,7 +310,23 @@ def summarize(result: Result) -> Summary:
     resident = find("gpu", "kernel", "managed")
     prefetch = find("gpu", "prefetch", "managed+prefetch")
     conclusion = _conclusion(first, resident, explicit, prefetch)
-    return Summary(tables=[table], conclusions=[conclusion])
+    notes = [
+        "Kernels and prefetch: " + gpu_timing(result) + "; host reads: host clock (numpy "
+        "copyto). Medians.",
+        "Effective GB/s (10^9 B/s) = the bytes a step had to bring over, over its time: "
+        "a first launch needs a, b and res on the GPU; a host read needs res on the host.",
+        *(f"Skipped {reason}." for reason in result.extra.skipped),
+    ]
+    title = f"sumArrays over managed a, b, res of {format_bytes(nbytes)} each, written by the host"
+    return Summary(tables=[table(title, STEPS, rows, notes)], conclusions=[conclusion])
+
+
+STEPS = (
+    Column("Step", "step"),
+    Column("Median", "figure", "median_ms"),
+    Column("Moved", "figure", "moved_bytes"),
+    Column("Effective GB/s", "figure", "gb_per_s"),
+)
 
 
 def _conclusion(

@@ -28,7 +28,7 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, said_once
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 COPY_NAME = "[CUDA memcpy PtoP]"  # nvprof's name for peer-to-peer copies
 PEER = "peer"
@@ -492,22 +492,16 @@ def latencies_us(result: Result) -> dict[tuple[int, int], float]:
 
 
 def matrix_table(
-    title: str,
-    devices: list[int],
-    cells: dict[tuple[int, int], float],
-    unit_format,
-    sources: dict[tuple[int, int], object] | None = None,
+    title: str, devices: list[int], found: dict[tuple[int, int], Figure], shows: str
 ) -> Table:
     """A GPU x GPU table: rows are sources, columns destinations; '-' where nothing ran."""
-    table = Table(title, ["from \\ to", *(f"GPU {d}" for d in devices)])
-    for source in devices:
-        row = [
-            unit_format(cells[source, destination]) if (source, destination) in cells else "-"
-            for destination in devices
-        ]
-        measured = [sources[source, d] for d in devices if sources and (source, d) in sources]
-        table.add_row(f"GPU {source}", *row, source=tuple(measured))
-    return table
+    columns = [Column("from \\ to", "from")]
+    columns += [Column(f"GPU {d}", f"GPU {d}", shows) for d in devices]
+    rows = [
+        {"from": f"GPU {one}", **{f"GPU {d}": found.get((one, d)) for d in devices}}
+        for one in devices
+    ]
+    return table(title, columns, rows)
 
 
 def summarize(result: Result) -> Summary:
@@ -519,8 +513,7 @@ def summarize(result: Result) -> Summary:
         if not found:
             continue
         cells = {pair: one.gb_per_s for pair, one in found.items()}
-        measured = {pair: one.measurement for pair, one in found.items()}
-        table = matrix_table(f"{title}, GB/s", devices, cells, format_gb_per_s, measured)
+        table = matrix_table(f"{title}, GB/s", devices, found, "gb_per_s")
         if method == "ce_on":
             table.notes += _ceiling_notes(found)
         if method == "ce_bidir":
@@ -531,7 +524,7 @@ def summarize(result: Result) -> Summary:
             ]
             table.notes += said_once(totals, lambda pairs: _pairs_named(pairs), "every pair")
         tables.append(table)
-    latency = latencies_us(result)
+    latency = latency_figures(result)
     if latency:
         tables.append(
             matrix_table(
@@ -539,8 +532,7 @@ def summarize(result: Result) -> Summary:
                 "(diagonal: the GPU's own memory)",
                 devices,
                 latency,
-                lambda us: f"{us:.2f}",
-                {pair: one.measurement for pair, one in latency_figures(result).items()},
+                "per_operation_us",
             )
         )
         tables[-1].notes.append(

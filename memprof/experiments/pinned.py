@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memprof.experiments import base
-from memprof.model.ceilings import ceiling_remark, cell, detail_of, pcie_ceiling
+from memprof.model.ceilings import ceiling_remark, detail_of, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
-    format_ratio,
 )
 from memprof.model.params import param
 from memprof.model.results import Result
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 HOST_KINDS = ("pageable", "pinned")
 DIRECTIONS = base.DIRECTIONS
@@ -70,6 +69,25 @@ FREE_HOST = base.Measure("host", "free", "freeing numpy's array", "host clock", 
 ALLOC = base.Measure("api", "alloc", "cuMemHostAlloc", "host clock", arrays=1)
 FREE = base.Measure("api", "free", "cuMemFreeHost", "host clock", arrays=1)
 FLOW = base.Measure("span", "flow", "2 HtoD + sumArrays + DtoH", "end to end", arrays=3)
+
+
+TRANSFERS = (
+    Column("Memory", "kind"),
+    Column("Direction", "direction"),
+    Column("One copy", "copy", "latency_ms"),
+    Column("Host blocked", "blocked", "median_ms"),
+    Column("GB/s", "copy", "gb_per_s"),
+    Column("vs pageable", "against", "ratio"),
+    Column("Of ceiling", "copy", "share"),
+)
+COSTS = (
+    Column("Memory", "kind"),
+    Column("Allocate", "allocate", "median_ms"),
+    Column("Free", "free", "median_ms"),
+    Column("Calls", "allocate", "count"),
+    Column("Flow (2 HtoD + kernel + DtoH)", "flow", "median_ms"),
+    Column("Result", "check"),
+)
 
 
 class Pinned(base.Experiment):
@@ -172,9 +190,20 @@ def summarize(result: Result) -> Summary:
     }
     transfers, remarks = _transfers(result, copies)
 
-    costs = Table(
+    allocations = [
+        {
+            "kind": kind,
+            "allocate": result.find("alloc", kind),  # host (pageable) or api (pinned)
+            "free": result.find("free", kind),
+            "flow": base.find(result, FLOW, kind),
+            "check": _verdict(result, kind),
+        }
+        for kind in HOST_KINDS
+    ]
+    costs = table(
         f"Allocation of {format_bytes(nbytes)}",
-        ["Memory", "Allocate", "Free", "Calls", "Flow (2 HtoD + kernel + DtoH)", "Result"],
+        COSTS,
+        allocations,
         notes=[
             "Allocate/free: host clock around the call, median. Pageable = numpy.empty plus a "
             "write to every page; after the first, malloc and the kernel reuse freed pages, "
@@ -182,27 +211,20 @@ def summarize(result: Result) -> Summary:
             "Flow: CUDA events around the whole sequence, median.",
         ],
     )
-    round_trip = {}
-    for kind in HOST_KINDS:
-        allocation = result.find("alloc", kind)  # host (pageable) or api (pinned)
-        release = result.find("free", kind)
-        flow = base.find(result, FLOW, kind)
-        check = next((c for c in result.checks if kind in c.name), None)
-        round_trip[kind] = allocation.stats.median_ms + release.stats.median_ms
-        costs.add_row(
-            kind,
-            format_ms(allocation.stats.median_ms),
-            format_ms(release.stats.median_ms),
-            str(allocation.stats.count),
-            format_ms(flow.stats.median_ms),
-            "no check recorded" if check is None else "verified" if check.passed else "FAILED",
-            source=(allocation, release, flow),
-        )
+    round_trip = {
+        row["kind"]: row["allocate"].stats.median_ms + row["free"].stats.median_ms
+        for row in allocations
+    }
     per_copy_ms = {key: copy.per_operation_ms for key, copy in copies.items()}
     h2d = {kind: copies[kind, "h2d"].gb_per_s for kind in HOST_KINDS}
     conclusions = [_conclusion(per_copy_ms, round_trip, nbytes, h2d)]
     conclusions += [remark for remark in remarks if remark]
     return Summary(tables=[transfers, costs], conclusions=conclusions)
+
+
+def _verdict(result: Result, kind: str) -> str:
+    check = next((c for c in result.checks if kind in c.name), None)
+    return "no check recorded" if check is None else "verified" if check.passed else "FAILED"
 
 
 def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[Table, list]:
@@ -216,52 +238,40 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
     link = pcie_ceiling(result)
     sides = {direction: host_side(result, nbytes, direction) for direction in DIRECTIONS}
     recorded = [side for side in sides.values() if side is not None]
-    transfers = Table(
-        f"Transfers of {format_bytes(nbytes)}",
-        ["Memory", "Direction", "One copy", "Host blocked", "GB/s", "vs pageable", "Of ceiling"],
-        notes=[
-            f"One copy: GPU time of a single copy, median, from {source}.",
-            "Host blocked: host clock around the driver call (pageable copies block until "
-            "the driver has staged them; pinned ones return once queued).",
-            "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one "
-            "event pair.",
-            *_ceiling_notes(link, recorded[0].staged if recorded else None),
-        ],
-    )
-    remarks = []
+    rows, remarks = [], []
     for kind in HOST_KINDS:
         for direction, label in DIRECTIONS.items():
-            copy = copies[kind, direction]
-            blocked = base.find(result, BLOCKED[direction], kind)
-            pageable = copies["pageable", direction]
-            against = Derived(f"{kind} {direction} vs pageable", (pageable, copy), "ratio")
-            transfers.add_row(
-                kind,
-                label,
-                format_ms(copy.latency_ms),
-                format_ms(blocked.stats.median_ms),
-                format_gb_per_s(copy.gb_per_s),
-                format_ratio(against.ratio),
-                cell(copy.ceiling, copy.gb_per_s),
-                source=(copy.measurement, blocked, against),
+            copy, pageable = copies[kind, direction], copies["pageable", direction]
+            rows.append(
+                {
+                    "kind": kind,
+                    "direction": label,
+                    "copy": copy,
+                    "blocked": base.find(result, BLOCKED[direction], kind),
+                    "against": Derived(
+                        f"{kind} {direction} vs pageable", (pageable, copy), "ratio"
+                    ),
+                }
             )
             if kind == "pinned" or recorded:  # pageable without its host side: half a ceiling
                 what = f"{kind.capitalize()} {label}"
                 remarks.append(ceiling_remark(what, copy.gb_per_s, copy.ceiling))
     if recorded and not recorded[0].staged:  # an older file's one memcpy, host to host
-        older = recorded[0]
-        rate = format_gb_per_s(older.gb_per_s)
-        ms = format_ms(older.measurement.stats.median_ms)
-        transfers.add_row(
-            "memcpy", "host → host", ms, "-", rate, "-", "-", source=older.measurement
-        )
+        rows.append({"kind": "memcpy", "direction": "host → host", "copy": recorded[0]})
     else:
-        for direction, side in sides.items():
-            if side is not None:
-                ms = format_ms(side.measurement.stats.median_ms)
-                rate = format_gb_per_s(side.gb_per_s)
-                row = ("staging", DIRECTIONS[direction], ms, "-", rate, "-", "-")
-                transfers.add_row(*row, source=side.measurement)
+        rows += [
+            {"kind": "staging", "direction": DIRECTIONS[direction], "copy": side}
+            for direction, side in sides.items()
+            if side is not None
+        ]
+    notes = [
+        f"One copy: GPU time of a single copy, median, from {source}.",
+        "Host blocked: host clock around the driver call (pageable copies block until "
+        "the driver has staged them; pinned ones return once queued).",
+        "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one event pair.",
+        *_ceiling_notes(link, recorded[0].staged if recorded else None),
+    ]
+    transfers = table(f"Transfers of {format_bytes(nbytes)}", TRANSFERS, rows, notes)
     return transfers, remarks
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from memprof.experiments import base
@@ -40,7 +41,7 @@ from memprof.model.figures import Derived, figure_finder, steady_ms
 from memprof.model.formatting import format_bytes, format_ms, format_ratio
 from memprof.model.results import Check, Measurement, MissingMeasurement, Result
 from memprof.model.schema import DISTINCT, ByteCount, Count
-from memprof.model.summary import Table
+from memprof.model.summary import Column, Table, table
 
 LOOP_ITERATIONS = 50  # iterations of the loop at each size: the first is the cold one
 POOL_KINDS = ("pool", "pool_kept")
@@ -536,10 +537,6 @@ def _median(result: Result, group: str, operation: str, kind: str, nbytes: int) 
     return None if found is None else found.stats.median_ms
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else format_ms(value)
-
-
 def _sizes(result: Result) -> list[int]:
     return [4 << power for power in result.parameters.powers]
 
@@ -615,16 +612,21 @@ def _table(
 ) -> Table:
     """One row per size; each column (header, group, operation, kind) a median, a driver
     call's marked where it is near the floor; the row's measurements its sources."""
-    table = Table(title, ["Size", *(header for header, *_ in columns)])
-    for nbytes in _sizes(result):
-        found = [_found(result, group, op, kind, nbytes) for _, group, op, kind in columns]
-        medians = [None if m is None else m.stats.median_ms for m in found]
-        cells = [
-            _call_cell(median, floor_ms) if group == "api" and op in CALLS else _cell(median)
-            for (_, group, op, _), median in zip(columns, medians, strict=True)
-        ]
-        table.add_row(_label(nbytes), *cells, source=tuple(m for m in found if m is not None))
-    return table
+    declared = [Column("Size", "size")]
+    for header, group, op, _ in columns:
+        call = group == "api" and op in CALLS
+        marked = partial(_call_cell_of, floor_ms=floor_ms)
+        declared.append(Column(header, header, marked if call else "median_ms"))
+    rows = [
+        {"size": _label(nbytes),
+         **{header: _found(result, group, op, kind, nbytes) for header, group, op, kind in columns}}
+        for nbytes in _sizes(result)
+    ]  # fmt: skip
+    return table(title, declared, rows)
+
+
+def _call_cell_of(m: Measurement, floor_ms: float | None) -> str:
+    return _call_cell(m.stats.median_ms, floor_ms)
 
 
 def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
@@ -701,13 +703,13 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     ]
     granularity = record.granularity_bytes or 0
     floor = call_floor_ms(result)
-    table = _table(
+    vmm = _table(
         result,
         f"Virtual memory management, median of {repeat}",
         [(header, "api", operation, "vmm") for header, operation in steps],
         floor,
     )
-    table.notes = [
+    vmm.notes = [
         f"Driver calls: {_call_source(result, tuple(op for _, op in steps))}.",
         _floor_note(result, floor, first=not record.pools),  # in full where no pool table is
         "Reserve: cuMemAddressReserve; Create: cuMemCreate (physical memory); Map: cuMemMap; "
@@ -715,28 +717,30 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         "cuMemRelease; Free range: cuMemAddressFree. Sizes round up to the allocation "
         f"granularity, {format_bytes(granularity)} here.",
     ]
-    growth = Table(
-        f"Growing a buffer to twice its size, median of {repeat}",
-        ["Size", "In place (VMM)", "New + copy + free", "In place is"],
-        notes=[
-            "Host clock around each. In place: cuMemCreate, cuMemMap and cuMemSetAccess of the "
-            "added half, after the buffer (its addresses reserved at twice the size, as a "
-            "growing allocator reserves them). New + copy + free: cuMemAlloc of twice the size, "
-            "cuMemcpyDtoDAsync of the data, cuMemFree of the old buffer, the copy waited for."
-        ],
-    )
+    rows = []
     for nbytes in _sizes(result):
         in_place, by_copy = _growth(result, nbytes)
-        sources = tuple(m for m in (in_place, by_copy) if m is not None)
-        ratio = "-"
+        faster = None
         if in_place is not None and by_copy is not None:
             faster = _faster_in_place(result, in_place, by_copy)
-            ratio, sources = f"{format_ratio(faster.ratio)} faster", (*sources, faster)
-        growth.add_row(
-            _label(nbytes), *(_cell(m and m.stats.median_ms) for m in (in_place, by_copy)), ratio,
-            source=sources,
-        )  # fmt: skip
-    return [table, growth]
+        rows.append({"size": _label(nbytes), "in place": in_place, "by copy": by_copy,
+                     "faster": faster})  # fmt: skip
+    notes = [
+        "Host clock around each. In place: cuMemCreate, cuMemMap and cuMemSetAccess of the "
+        "added half, after the buffer (its addresses reserved at twice the size, as a "
+        "growing allocator reserves them). New + copy + free: cuMemAlloc of twice the size, "
+        "cuMemcpyDtoDAsync of the data, cuMemFree of the old buffer, the copy waited for."
+    ]
+    growth = table(f"Growing a buffer to twice its size, median of {repeat}", GROWTH, rows, notes)
+    return [vmm, growth]
+
+
+GROWTH = (
+    Column("Size", "size"),
+    Column("In place (VMM)", "in place", "median_ms"),
+    Column("New + copy + free", "by copy", "median_ms"),
+    Column("In place is", "faster", lambda one: f"{format_ratio(one.ratio)} faster"),
+)
 
 
 def _growth(result: Result, nbytes: int) -> tuple[Any, Any]:
@@ -763,37 +767,37 @@ def first_use_table(result: Result, record: AllocatorsRecord) -> Table:
     columns += [(SHORT[kind], "gpu", "first_use", kind) for kind in record.pools]
     if record.vmm:
         columns.append(("VMM", "gpu", "first_use", "vmm"))
-    table = _table(result, f"First use, median of {base.repetitions(result)}", columns)
-    table.notes = [
+    first = _table(result, f"First use, median of {base.repetitions(result)}", columns)
+    first.notes = [
         "A memset of the whole new buffer (the size asked for), its GPU time: CUPTI's record "
         "of it, or gated CUDA events. cuMemAlloc again: a second memset of the same memory."
     ]
-    return table
+    return first
 
 
 def loop_table(result: Result, record: AllocatorsRecord) -> Table:
     iterations = record.loop_iterations
-    table = Table(
-        f"Allocate, use, free, sync, {iterations} times: per iteration",
-        ["Size", *(LOOP_LABELS[kind] for kind in record.loop_kinds)],
-        notes=[
-            "Host clock around each whole iteration (Python's calls included), median of "
-            f"iterations 2 to {iterations}: the first one finds the pools empty. An iteration: "
-            "allocate one buffer, memset it, free it, synchronize the stream, as a training "
-            "step does. VMM remap: the address range kept; cuMemCreate, cuMemMap, "
-            "cuMemSetAccess, memset, synchronize, cuMemUnmap, cuMemRelease."
-        ],
-    )
     of = figure_finder(result, MEASURES)
+    rows = []
     for nbytes in _sizes(result):
         found = [_found(result, "host", "loop", kind, nbytes) for kind in record.loop_kinds]
-        steady = [
-            None if m is None else Derived(f"{m.kind} loop, steady", (of(m),), "steady")
+        steady = {
+            m.kind: Derived(f"{m.kind} loop, steady", (of(m),), "steady")
             for m in found
-        ]
-        cells = [_cell(one and one.median_ms) for one in steady]
-        table.add_row(_label(nbytes), *cells, source=tuple(one for one in steady if one))
-    return table
+            if m is not None
+        }
+        rows.append({"size": _label(nbytes), **steady})
+    columns = [Column("Size", "size")]
+    columns += [Column(LOOP_LABELS[kind], kind, "median_ms") for kind in record.loop_kinds]
+    notes = [
+        "Host clock around each whole iteration (Python's calls included), median of "
+        f"iterations 2 to {iterations}: the first one finds the pools empty. An iteration: "
+        "allocate one buffer, memset it, free it, synchronize the stream, as a training "
+        "step does. VMM remap: the address range kept; cuMemCreate, cuMemMap, "
+        "cuMemSetAccess, memset, synchronize, cuMemUnmap, cuMemRelease."
+    ]
+    title = f"Allocate, use, free, sync, {iterations} times: per iteration"
+    return table(title, columns, rows, notes)
 
 
 def _loop(result: Result, kind: str, nbytes: int) -> list[float]:

@@ -22,7 +22,7 @@ from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 BUFFERS = ("portable", "pinned")  # memory kinds: PORTABLE, and pinned in the owner's context
 BATCH_TARGET_MS = 20.0  # about 4 copies of 256 MiB on PCIe Gen5
@@ -174,24 +174,22 @@ def summarize(result: Result) -> Summary:
     found = copy_figures(result)
     cells = {key: one.gb_per_s for key, one in found.items()}
     nbytes = base.array_bytes(result.parameters)
-    table = Table(
-        f"Pinned host memory of {format_bytes(nbytes)} used from each GPU's context, GB/s",
-        ["Buffer", "Used from", *(f"{DIRECTION_LABELS[d]}" for d in DIRECTIONS), "Of ceiling"],
-    )
-    links = {index: pcie_ceiling(result, index) for index in devices}
+    rows = []
     for kind in BUFFERS:
         for index in devices:
-            where = f"GPU {index}" + (" (its owner)" if index == owner else "")
-            row = [
-                format_gb_per_s(cells[kind, d, index]) if (kind, d, index) in cells else "-"
-                for d in DIRECTIONS
-            ]
-            copies = [found[kind, d, index] for d in DIRECTIONS if (kind, d, index) in found]
-            reached = [f"{copy.share:.0%}" for copy in copies if copy.share is not None]
-            shown = f"{', '.join(reached)} PCIe" if reached else "-"
-            sources = tuple(copy.measurement for copy in copies)
-            table.add_row(buffer_label(kind, owner), where, *row, shown, source=sources)
-    table.notes += [
+            copies = {d: found[kind, d, index] for d in DIRECTIONS if (kind, d, index) in found}
+            reached = [f"{copy.share:.0%}" for copy in copies.values() if copy.share is not None]
+            rows.append(
+                {"buffer": buffer_label(kind, owner),
+                 "where": f"GPU {index}" + (" (its owner)" if index == owner else ""),
+                 "reached": f"{', '.join(reached)} PCIe" if reached else "-", **copies}
+            )  # fmt: skip
+    columns = [Column("Buffer", "buffer"), Column("Used from", "where")]
+    columns += [Column(DIRECTION_LABELS[d], d, "gb_per_s") for d in DIRECTIONS]
+    columns.append(Column("Of ceiling", "reached"))  # both directions' shares in one cell
+    title = f"Pinned host memory of {format_bytes(nbytes)} used from each GPU's context, GB/s"
+    links = {index: pcie_ceiling(result, index) for index in devices}
+    notes = [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "
         f"of {base.repetitions(result, 'batch', 'batches', batches=True)}; GB/s = 10^9 bytes/s.",
@@ -207,7 +205,9 @@ def summarize(result: Result) -> Summary:
         ),
     ]
     return Summary(
-        tables=[table], conclusions=_conclusions(result, devices, owner, cells), show_profile=False
+        tables=[table(title, columns, rows, notes)],
+        conclusions=_conclusions(result, devices, owner, cells),
+        show_profile=False,
     )
 
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
-from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
     format_ms,
-    format_ratio,
 )
 from memprof.model.results import Result
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 TRANSFER_KINDS = {
     "pageable": "the numpy array, pageable",
@@ -186,80 +185,59 @@ def summarize(result: Result) -> Summary:
         f"{format_gb_per_s(h2d['pinned'].gb_per_s)} for cuMemHostAlloc memory: "
         f"{pays}. Register buffers you did not allocate yourself and transfer repeatedly."
     )
-    tables = [
-        _costs(nbytes, register, unregister),
-        _transfers(result, copies),
-        _against_ceilings(result, copies),
+    calls = [
+        {"call": "cuMemHostRegister", "figure": register},
+        {"call": "cuMemHostUnregister", "figure": unregister},
     ]
+    costs_notes = ["Host clock around each driver call (flags DEVICEMAP | PORTABLE)."]
+    pinning = f"Pinning an existing array of {format_bytes(nbytes)} in place"
+    rows = [
+        {"memory": label, "h2d": copies[kind, "h2d"], "d2h": copies[kind, "d2h"],
+         "against": Derived(f"{kind} h2d vs pageable", (h2d["pageable"], h2d[kind]), "ratio")}
+        for kind, label in TRANSFER_KINDS.items()
+    ]  # fmt: skip
+    sides = [host_side(result, nbytes, direction) for direction in base.DIRECTIONS]
+    tables = [
+        table(pinning, COSTS, calls, costs_notes),
+        table("Transfers", TRANSFERS, rows, _transfer_notes(result)),
+        table("Transfers against their ceiling", AGAINST_CEILINGS, rows,
+              _ceiling_notes(pcie_ceiling(result), sides)),
+    ]  # fmt: skip
     return Summary(tables=tables, conclusions=[conclusion])
 
 
-def _costs(nbytes: int, register, unregister) -> Table:
-    """What registering and unregistering the array cost (their host-clock statistics)."""
-    costs = Table(
-        f"Pinning an existing array of {format_bytes(nbytes)} in place",
-        ["Call", "Median", "Min", "Max", "Calls"],
-        notes=["Host clock around each driver call (flags DEVICEMAP | PORTABLE)."],
-    )
-    for name, call in (("cuMemHostRegister", register), ("cuMemHostUnregister", unregister)):
-        stats = call.stats
-        costs.add_row(
-            name,
-            format_ms(stats.median_ms),
-            format_ms(stats.min_ms),
-            format_ms(stats.max_ms),
-            str(stats.count),
-            source=call,
-        )
-    return costs
+COSTS = (
+    Column("Call", "call"),
+    Column("Median", "figure", "median_ms"),
+    Column("Min", "figure", "min_ms"),
+    Column("Max", "figure", "max_ms"),
+    Column("Calls", "figure", "count"),
+)
+TRANSFERS = (
+    Column("Memory", "memory"),
+    Column("HtoD median", "h2d", "latency_ms"),
+    Column("HtoD GB/s", "h2d", "gb_per_s"),
+    Column("DtoH median", "d2h", "latency_ms"),
+    Column("DtoH GB/s", "d2h", "gb_per_s"),
+    Column("HtoD vs pageable", "against", "ratio"),
+)
+AGAINST_CEILINGS = (
+    Column("Memory", "memory"),
+    Column("HtoD", "h2d", "share"),
+    Column("DtoH", "d2h", "share"),
+)
 
 
-def _transfers(result: Result, copies: dict) -> Table:
-    """Each kind's copies both ways, and the kernel reading the registered arrays in a note."""
-    transfers = Table(
-        "Transfers",
-        ["Memory", "HtoD median", "HtoD GB/s", "DtoH median", "DtoH GB/s", "HtoD vs pageable"],
-        notes=[
-            f"{gpu_timing(result)}, medians (pageable: the host clock around its call, the "
-            "driver's staging included). GB/s = 10^9 bytes/s."
-        ],
-    )
-    for kind, label in TRANSFER_KINDS.items():
-        h2d, d2h = copies[kind, "h2d"], copies[kind, "d2h"]
-        against = Derived(f"{kind} h2d vs pageable", (copies["pageable", "h2d"], h2d), "ratio")
-        transfers.add_row(
-            label,
-            format_ms(h2d.latency_ms),
-            format_gb_per_s(h2d.gb_per_s),
-            format_ms(d2h.latency_ms),
-            format_gb_per_s(d2h.gb_per_s),
-            format_ratio(against.ratio),
-            source=(h2d.measurement, d2h.measurement, against),
-        )
+def _transfer_notes(result: Result) -> list[str]:
+    """How the copies were timed, and the kernel reading the registered arrays."""
     kernel = figure(result, base.find(result, KERNEL, "registered"), KERNEL)
-    transfers.notes.append(
+    return [
+        f"{gpu_timing(result)}, medians (pageable: the host clock around its call, the "
+        "driver's staging included). GB/s = 10^9 bytes/s.",
         f"A kernel reading two registered arrays through DEVICEMAP took "
         f"{format_ms(kernel.median_ms)} ({format_gb_per_s(kernel.gb_per_s)} GB/s over PCIe"
-        + (f", {kernel.share:.0%} of the link)." if kernel.share is not None else ").")
-    )
-    return transfers
-
-
-def _against_ceilings(result: Result, copies: dict) -> Table:
-    """Each kind's copies as a share of what bounds them (memprof.model.ceilings)."""
-    nbytes = base.array_bytes(result.parameters)
-    against = Table(
-        "Transfers against their ceiling",
-        ["Memory", "HtoD", "DtoH"],
-        notes=_ceiling_notes(
-            pcie_ceiling(result), [host_side(result, nbytes, d) for d in base.DIRECTIONS]
-        ),
-    )
-    for kind, label in TRANSFER_KINDS.items():
-        row = [copies[kind, direction] for direction in base.DIRECTIONS]
-        cells = [cell(copy.ceiling, copy.gb_per_s) for copy in row]
-        against.add_row(label, *cells, source=tuple(copy.measurement for copy in row))
-    return against
+        + (f", {kernel.share:.0%} of the link)." if kernel.share is not None else ")."),
+    ]
 
 
 def _ceiling_notes(link, sides: list) -> list[str]:

@@ -40,7 +40,7 @@ from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import Range, param
 from memprof.model.results import Check, MissingMeasurement, Result
 from memprof.model.schema import INCREASING, NON_EMPTY, SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
 WAY_NAMES = {
@@ -592,33 +592,32 @@ def _direction_tables(result: Result, direction: str) -> list[Table]:
     """Wall clock per copy, GPU time per copy and in all: each cell a figure's (per
     operation: per copy; the median: all N), each row's figures its sources."""
     of, ways, words = _finder(result), result.extra.ways, DIRECTIONS[direction]
-    headers = ["Size", *ways]
     count = result.parameters.copies
-    wall_table = Table(f"{count} copies {words}: wall clock per copy", headers)
-    per_copy = Table(f"{count} copies {words}: GPU time per copy", headers)
-    total = Table(f"{count} copies {words}: GPU time, total", headers)
+    rows: tuple[list, list, list] = ([], [], [])
     for nbytes in sizes(result):
         walls = [wall(result, way, direction, nbytes, of) for way in ways]
         costs = [cost(result, way, direction, nbytes, of) for way in ways]
-        label = format_bytes(nbytes)
-        for table, found, per_operation in (
-            (wall_table, walls, True),
-            (per_copy, costs, True),
-            (total, costs, False),
-        ):
-            values = [
-                None if f is None else f.per_operation_ms if per_operation else f.median_ms
-                for f in found
+        for found, made in zip((walls, costs, costs), rows, strict=True):
+            made.append({"size": format_bytes(nbytes), **dict(zip(ways, found, strict=True))})
+    tables = []
+    for what, shows, made in zip(
+        ("wall clock per copy", "GPU time per copy", "GPU time, total"),
+        ("per_operation_ms", "per_operation_ms", "median_ms"),
+        rows,
+        strict=True,
+    ):
+        columns = [Column("Size", "size"), *(Column(way, way, shows) for way in ways)]
+        one = table(f"{count} copies {words}: {what}", columns, made)
+        for index, row in enumerate(made):  # the best of a row: the least time
+            present = [
+                (getattr(row[way], shows), n)
+                for n, way in enumerate(ways, 1)
+                if row[way] is not None
             ]
-            cells = ("-" if value is None else format_ms(value) for value in values)
-            sources = tuple(
-                f if isinstance(f, Derived) else f.measurement for f in found if f is not None
-            )
-            table.add_row(label, *cells, source=sources)
-            present = [(v, column) for column, v in enumerate(values, 1) if v is not None]
             if present:
-                table.highlighted.append((len(table.rows) - 1, min(present)[1]))
-    return [wall_table, per_copy, total]
+                one.highlighted.append((index, min(present)[1]))
+        tables.append(one)
+    return tables
 
 
 def _wall_notes(result: Result) -> list[str]:

@@ -32,7 +32,7 @@ from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, f
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import MAX_COUNT, Count, Milliseconds, SchemaError
-from memprof.model.summary import Chart, Summary, Table
+from memprof.model.summary import Chart, Column, Summary, Table, table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -499,16 +499,6 @@ def summarize(result: Result) -> Summary:
         "from pageable memory block the host, so the pageable run cannot wait behind the "
         "gate: it is queued as the calls return."
     )
-    modes = Table(
-        "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)",
-        ["Issue", "Median time", "vs serial", "Ideal / measured"],
-        notes=[
-            f"Ideal overlapped time {format_ms(ideal.median_ms)}: the longest stage's total "
-            "plus one chunk of each other stage, from the one-stream stage times above.",
-            f"This GPU: asyncEngineCount = {attributes.get('asyncEngineCount')} (copy engines), "
-            f"concurrentKernels = {attributes.get('concurrentKernels')}. {bracket}",
-        ],
-    )
     against = {  # how many times faster than one stream, and the ideal's share of each
         mode: Derived(f"{labels[mode]} vs serial", (totals["serial"], totals[mode]), "ratio")
         for mode in MODES
@@ -516,21 +506,20 @@ def summarize(result: Result) -> Summary:
     reached = {
         mode: Derived(f"ideal / {labels[mode]}", (ideal, totals[mode]), "ratio") for mode in MODES
     }
-    for mode in MODES:
-        modes.add_row(
-            labels[mode],
-            format_ms(totals[mode].median_ms),
-            format_ratio(against[mode].ratio),
-            f"{reached[mode].ratio:.0%}",
-            source=(totals[mode].measurement, against[mode], reached[mode]),
-        )
     against["ideal"] = Derived("ideal overlap vs serial", (totals["serial"], ideal), "ratio")
-    modes.add_row(
-        "ideal overlap",
-        format_ms(ideal.median_ms),
-        format_ratio(against["ideal"].ratio),
-        "-",
-        source=(ideal, against["ideal"]),
+    rows = [
+        {"issue": labels[mode], "total": totals[mode], "against": against[mode],
+         "reached": reached[mode]}
+        for mode in MODES
+    ] + [{"issue": "ideal overlap", "total": ideal, "against": against["ideal"]}]  # fmt: skip
+    notes = [
+        f"Ideal overlapped time {format_ms(ideal.median_ms)}: the longest stage's total "
+        "plus one chunk of each other stage, from the one-stream stage times above.",
+        f"This GPU: asyncEngineCount = {attributes.get('asyncEngineCount')} (copy engines), "
+        f"concurrentKernels = {attributes.get('concurrentKernels')}. {bracket}",
+    ]
+    modes = table(
+        "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)", MODES_TABLE, rows, notes
     )
     serial, overlapped, pageable = (totals[mode].median_ms for mode in MODES)
     conclusion = (
@@ -550,6 +539,14 @@ def summarize(result: Result) -> Summary:
         charts=timeline_charts(result),
         timing_note=profile_note(result),
     )
+
+
+MODES_TABLE = (
+    Column("Issue", "issue"),
+    Column("Median time", "total", "median_ms"),
+    Column("vs serial", "against", "ratio"),
+    Column("Ideal / measured", "reached", "ratio_percent"),
+)
 
 
 def stages_table(result: Result, stages: dict[str, Derived]) -> Table:

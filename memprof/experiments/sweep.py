@@ -20,18 +20,17 @@ from memprof.core import memory
 from memprof.errors import MemprofError
 from memprof.experiments import base
 from memprof.experiments.common import measure_host_staging, size_label
-from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Figure, HostSide, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
-    format_ms,
     plural,
 )
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, NON_EMPTY, SchemaError
-from memprof.model.summary import Chart, Summary, Table
+from memprof.model.summary import Chart, Column, Summary, Table, table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
 ZEROCOPY, ZEROCOPY_MARKER = "zerocopy", "Z"
@@ -485,36 +484,28 @@ def summarize(result: Result) -> Summary:
             )
         )
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
-    shape = Table(
-        "Per kind: latency, peak, and where 90% of the peak is reached",
-        ["Kind", "Direction", "Latency at smallest", "Peak GB/s", "at", "90% of peak from"],
-        notes=[
-            "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
-            "memory. GB/s: throughput of back-to-back operations, batches between one event "
-            "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
-            "they return). Latency: one operation, median of "
-            f"{base.repetitions(result)}, from {_source(result)}; pageable: its call's, back "
-            "to back (CUPTI records the DMA of data the driver has staged already).",
-        ]
-        + [f"Skipped: {reason}." for reason in result.extra.skipped or []],
-    )
+    rows = []
     for kind in kinds:
         for direction in directions:
-            points = found[kind, direction]
-            peak_index = max(range(len(points)), key=lambda index: points[index][2])
-            peak_power, _, peak = points[peak_index]
-            shape.add_row(
-                kind,
-                DIRECTIONS[direction],
-                format_ms(points[0][1]),
-                format_gb_per_s(peak),
-                size_label(peak_power),
-                size_label(_ninety_percent_size(points)),
-                source=(
-                    figures[kind, direction][0].measurement,
-                    figures[kind, direction][peak_index].measurement,
-                ),
-            )
+            points, shown = found[kind, direction], figures[kind, direction]
+            peak = max(range(len(points)), key=lambda index: points[index][2])
+            rows.append(
+                {"kind": kind, "direction": DIRECTIONS[direction], "first": shown[0],
+                 "peak": shown[peak], "at": size_label(points[peak][0]),
+                 "ninety": size_label(_ninety_percent_size(points))}
+            )  # fmt: skip
+    notes = [
+        "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
+        "memory. GB/s: throughput of back-to-back operations, batches between one event "
+        "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
+        "they return). Latency: one operation, median of "
+        f"{base.repetitions(result)}, from {_source(result)}; pageable: its call's, back "
+        "to back (CUPTI records the DMA of data the driver has staged already).",
+        *(f"Skipped: {reason}." for reason in result.extra.skipped or []),
+    ]
+    shape = table(
+        "Per kind: latency, peak, and where 90% of the peak is reached", SHAPE, rows, notes
+    )
     tables += [shape, _against_ceilings(result, figures, sides is not None)]
     if not conclusions:
         conclusions.append("No crossovers: the order of the kinds was the same at every size.")
@@ -540,6 +531,16 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
 # The kinds whose curves differ, then pinned memory allocated other ways beside pinned: two
 # tables that each fit a terminal of 80 columns where one of every kind would not.
 PINNED_VARIANTS = ("portable", "writecombined", "mapped", "registered")
+
+
+SHAPE = (
+    Column("Kind", "kind"),
+    Column("Direction", "direction"),
+    Column("Latency at smallest", "first", "latency_ms"),
+    Column("Peak GB/s", "peak", "gb_per_s"),
+    Column("at", "at"),
+    Column("90% of peak from", "ninety"),
+)
 
 
 def _bandwidth_tables(
@@ -575,39 +576,32 @@ def _bandwidth_table(
     (sides: size's power -> HostSide)."""
     staged = sides is not None and next(iter(sides.values())).staged
     host_column = "staging" if staged else "memcpy"
-    columns = [(kind, column) for kind in kinds for column in _columns(kind, sides, host_column)]
-    table = Table(title, ["Size", *(column for _, column in columns)])
-    for index, power in enumerate(result.parameters.powers):
-        shown = [figures[kind, direction][index] for kind in kinds]
-        table.add_row(
-            format_bytes(base.FLOAT32_BYTES << power),
-            *(
-                format_gb_per_s(
-                    figures[kind, direction][index].gb_per_s
-                    if column == kind
-                    else sides[power].gb_per_s
-                )
-                for kind, column in columns
-            ),
-            source=(
-                *(one.measurement for one in shown),
-                *([sides[power].measurement] if sides is not None else []),
-            ),
-        )
+    columns = [Column("Size", "size")]
+    for kind in kinds:
+        columns.append(Column(kind, kind, "gb_per_s"))
+        if kind == "pageable" and sides is not None:  # its host side beside it
+            columns.append(Column(host_column, "host side", "gb_per_s"))
+    rows = [
+        {"size": format_bytes(base.FLOAT32_BYTES << power),
+         "host side": sides[power] if sides is not None else None,
+         **{kind: figures[kind, direction][index] for kind in kinds}}
+        for index, power in enumerate(result.parameters.powers)
+    ]  # fmt: skip
+    made = table(title, columns, rows)
     if staged:
-        table.notes.append(
+        made.notes.append(
             "staging: one host thread copying the pageable buffer "
             + ("into" if direction == "h2d" else "out of")
             + " a 256 KiB buffer chunk by chunk, this run: the host side of pageable copies, "
             "which the driver stages so."
         )
     elif sides is not None:
-        table.notes.append(
+        made.notes.append(
             "memcpy: one host thread copying between two pageable buffers of that size, "
             "this run (a file from an older memprof: pageable copies can beat it, "
             "docs/ceilings.md)."
         )
-    return table
+    return made
 
 
 def _against_ceilings(
@@ -615,24 +609,16 @@ def _against_ceilings(
 ) -> Table:
     """Each kind's peak as a share of its ceiling (pageable: at the peak's own size)."""
     kinds, directions = measured_kinds(result), result.parameters.directions
-    against = Table(
-        "Each kind's peak against its ceiling",
-        ["Kind", *(DIRECTIONS[direction] for direction in directions)],
-        notes=_ceiling_notes(pcie_ceiling(result), with_host_side, "pageable" in kinds),
-    )
-    for kind in kinds:
-        peaks = [max(figures[kind, d], key=lambda one: one.gb_per_s) for d in directions]
-        against.add_row(
-            kind,
-            *(cell(peak.ceiling, peak.gb_per_s) for peak in peaks),
-            source=tuple(peak.measurement for peak in peaks),
-        )
-    return against
-
-
-def _columns(kind: str, sides: dict | None, host_column: str) -> list[str]:
-    """A kind's columns in the bandwidth tables: pageable has its host side beside it."""
-    return [kind, host_column] if kind == "pageable" and sides is not None else [kind]
+    columns = [Column("Kind", "kind"), *(Column(DIRECTIONS[d], d, "share") for d in directions)]
+    rows = [
+        {
+            "kind": kind,
+            **{d: max(figures[kind, d], key=lambda one: one.gb_per_s) for d in directions},
+        }
+        for kind in kinds
+    ]
+    notes = _ceiling_notes(pcie_ceiling(result), with_host_side, "pageable" in kinds)
+    return table("Each kind's peak against its ceiling", columns, rows, notes)
 
 
 def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:

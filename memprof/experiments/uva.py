@@ -14,17 +14,15 @@ from typing import Annotated
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
-from memprof.model.ceilings import cell, detail_of, hbm_ceiling, pcie_ceiling
+from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure
 from memprof.model.formatting import (
     format_bytes,
-    format_gb_per_s,
     format_ms,
-    format_ratio,
 )
 from memprof.model.results import Result
 from memprof.model.schema import MAX_COUNT, Range
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 PATHS = {
     "uva": "mapped memory, host pointer (UVA)",
@@ -169,38 +167,30 @@ def _addresses(result: Result) -> tuple[Table, bool]:
     return pointers, all_equal
 
 
+KERNELS = (
+    Column("Kernel reads a and b from", "path"),
+    Column("Median", "kernel", "median_ms"),
+    Column("Min", "kernel", "min_ms"),
+    Column("Read (GB/s)", "kernel", "gb_per_s"),
+    Column("vs device memory", "against", "ratio"),
+    Column("Of ceiling", "kernel", "share"),
+)
+
+
 def _kernels(result: Result, found: dict[str, Figure]) -> Table:
     """sumArrays through each path: its times, the GB/s it read, against device memory and
     against what bounds it (the link for mapped memory, HBM for device memory)."""
     nbytes = base.array_bytes(result.parameters)
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
-    kernels = Table(
-        f"sumArrays over {format_bytes(nbytes)} per array",
-        [
-            "Kernel reads a and b from",
-            "Median",
-            "Min",
-            "Read (GB/s)",
-            "vs device memory",
-            "Of ceiling",
-        ],
-        notes=[
-            f"{gpu_timing(result)}; read = the two input arrays' bytes over the time.",
-            f"Of ceiling: mapped memory against the link, "
-            f"{detail_of(link, 'not recorded in this file')}; device memory against "
-            f"{detail_of(hbm, 'HBM')}.",
-        ],
-    )
-    for path, label in PATHS.items():
-        kernel = found[path]
-        against = Derived(f"{path} vs device memory", (kernel, found["device"]), "ratio")
-        kernels.add_row(
-            label,
-            format_ms(kernel.median_ms),
-            format_ms(kernel.stats.min_ms),
-            format_gb_per_s(kernel.gb_per_s),
-            format_ratio(against.ratio),
-            cell(kernel.ceiling, kernel.gb_per_s),
-            source=(kernel.measurement, against),
-        )
-    return kernels
+    rows = [
+        {"path": label, "kernel": found[path],
+         "against": Derived(f"{path} vs device memory", (found[path], found["device"]), "ratio")}
+        for path, label in PATHS.items()
+    ]  # fmt: skip
+    notes = [
+        f"{gpu_timing(result)}; read = the two input arrays' bytes over the time.",
+        f"Of ceiling: mapped memory against the link, "
+        f"{detail_of(link, 'not recorded in this file')}; device memory against "
+        f"{detail_of(hbm, 'HBM')}.",
+    ]
+    return table(f"sumArrays over {format_bytes(nbytes)} per array", KERNELS, rows, notes)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
-from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Result
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 # cached pinned memory, mapped so the same buffers serve the kernel; and write-combined
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
@@ -154,52 +154,48 @@ def summarize(result: Result) -> Summary:
     )
 
 
-def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """Every operation on cached and on write-combined memory: times, GB/s and the speed-up."""
-    nbytes = base.array_bytes(result.parameters)
-    table = Table(
-        f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer",
-        [
-            "Operation",
-            "Cached: median",
-            "Cached GB/s",
-            "Write-combined: median",
-            "WC GB/s",
-            "WC vs cached",
-        ],
-        notes=[
-            "Copies and kernels: " + gpu_timing(result) + "; host reads and writes (numpy "
-            "copyto): host clock. "
-            "Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
-            "WC vs cached: how many times faster write-combined was (below 1x: slower).",
-        ],
-    )
+SIDE_BY_SIDE = (
+    Column("Operation", "operation"),
+    Column("Cached: median", "mapped", "median_ms"),
+    Column("Cached GB/s", "mapped", "gb_per_s"),
+    Column("Write-combined: median", "writecombined", "median_ms"),
+    Column("WC GB/s", "writecombined", "gb_per_s"),
+    Column("WC vs cached", "against", "ratio"),
+)
+AGAINST_CEILING = (
+    Column("Operation", "operation"),
+    Column("Cached", "mapped", "share"),
+    Column("Write-combined", "writecombined", "share"),
+)
+
+
+def _rows(found: dict[tuple[str, str], Figure]) -> list[dict]:
+    """Every operation's figures on each kind, and how many times faster write-combined was."""
+    rows = []
     for measure, label in ROWS:
         cached, combined = (found[measure.operation, kind] for kind in KINDS)
         against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
-        table.add_row(
-            label,
-            format_ms(cached.median_ms),
-            format_gb_per_s(cached.gb_per_s),
-            format_ms(combined.median_ms),
-            format_gb_per_s(combined.gb_per_s),
-            format_ratio(against.ratio),
-            source=(cached.measurement, combined.measurement, against),
-        )
-    return table
+        row = {"operation": label, "mapped": cached, "writecombined": combined}
+        rows.append(row | {"against": against, "over the link": measure.bound is not None})
+    return rows
+
+
+def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
+    """Every operation on cached and on write-combined memory: times, GB/s and the speed-up."""
+    nbytes = base.array_bytes(result.parameters)
+    notes = [
+        "Copies and kernels: " + gpu_timing(result) + "; host reads and writes (numpy "
+        "copyto): host clock. "
+        "Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
+        "WC vs cached: how many times faster write-combined was (below 1x: slower).",
+    ]
+    title = f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer"
+    return table(title, SIDE_BY_SIDE, _rows(found), notes)
 
 
 def _against_ceiling(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """What crosses the link (copies and kernel reads) as a share of it, per kind."""
-    against = Table(
-        "Over the link, against its ceiling",
-        ["Operation", "Cached", "Write-combined"],
-        notes=[f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."],
-    )
-    for measure, label in ROWS:
-        if measure.bound is None:
-            continue  # host reads and writes stay on the host
-        row = [found[measure.operation, kind] for kind in KINDS]
-        cells = [cell(one.ceiling, one.gb_per_s) for one in row]
-        against.add_row(label, *cells, source=tuple(one.measurement for one in row))
-    return against
+    """What crosses the link (copies and kernel reads) as a share of it, per kind (host reads
+    and writes stay on the host)."""
+    rows = [row for row in _rows(found) if row["over the link"]]
+    notes = [f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."]
+    return table("Over the link, against its ceiling", AGAINST_CEILING, rows, notes)

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
-from memprof.model.ceilings import cell, detail_of, pcie_ceiling
+from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
+from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import param
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, table
 
 SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
 
@@ -156,73 +156,62 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
     return checks
 
 
+KERNELS = (
+    Column("Size", "size"),
+    Column("Kernel: device", "device", "median_ms"),
+    Column("Kernel: zero-copy", "mapped", "median_ms"),
+    Column("Zero-copy read GB/s", "mapped", "gb_per_s"),
+    Column("Of ceiling", "mapped", "share"),
+)
+PATHS = (
+    Column("Size", "size"),
+    Column("Device", "device", "median_ms"),
+    Column("Zero-copy", "mapped", "median_ms"),
+    Column("Pageable", "pageable", "median_ms"),
+    Column("Zero-copy / device", "against", "ratio"),
+)
+
+
 def summarize(result: Result) -> Summary:
-    powers = result.parameters.powers
-    link = pcie_ceiling(result)
-    kernels = Table(
-        "sumArrays on device memory against zero-copy reads of mapped host memory",
-        ["Size", "Kernel: device", "Kernel: zero-copy", "Zero-copy read GB/s", "Of ceiling"],
-        notes=[
-            f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}.",
-            "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
-            "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
-            f"ceiling is {detail_of(link, 'the link, unknown here')}.",
-        ],
-    )
-    paths = Table(
-        "End to end: each path from its copies in to its copy out",
-        ["Size", "Device", "Zero-copy", "Pageable", "Zero-copy / device"],
-        notes=[
-            "Gated CUDA events around the whole path (device: 2 HtoD + kernel + DtoH from "
-            "pinned memory; pageable: the same copies from numpy arrays; zero-copy: kernel + "
-            "DtoH), medians. Zero-copy / device: against the pinned device path.",
-        ],
-    )
-    rows = []
+    kernels, paths, rows = [], [], []
     against_pageable = []  # (power, zero-copy end to end / pageable end to end)
-    for power in powers:
+    for power in result.parameters.powers:
         nbytes = base.FLOAT32_BYTES << power
-        found = {
-            (measure.operation, kind): base.find(result, measure, kind, 3 * nbytes)
+        size = format_bytes(nbytes)
+        kernel, e2e = (
+            {kind: figure(result, base.find(result, measure, kind, 3 * nbytes), measure)
+             for kind in ("device", "mapped")}
             for measure in (KERNEL, END_TO_END)
-            for kind in ("device", "mapped")
-        }
-        zero = figure(result, found["kernel", "mapped"], KERNEL)
-        kernel_device = found["kernel", "device"].stats.median_ms
-        e2e_device = found["end_to_end", "device"].stats.median_ms
-        e2e_zero = found["end_to_end", "mapped"].stats.median_ms
-        paths_of = [
-            figure(result, found["end_to_end", k], END_TO_END) for k in ("mapped", "device")
-        ]
-        against = Derived(f"{format_bytes(nbytes)}: zero-copy / device", (*paths_of,), "ratio")
+        )  # fmt: skip
+        against = Derived(f"{size}: zero-copy / device", (e2e["mapped"], e2e["device"]), "ratio")
         pageable = _pageable_or_none(result, 3 * nbytes)
+        kernels.append({"size": size, **kernel})
+        paths.append({"size": size, **e2e, "pageable": pageable, "against": against})
         h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
-        rows.append((power, nbytes, kernel_device, zero.median_ms, e2e_device, e2e_zero, h2d))
+        e2e_device, e2e_zero = e2e["device"].median_ms, e2e["mapped"].median_ms
+        medians = (kernel["device"].median_ms, kernel["mapped"].median_ms, e2e_device, e2e_zero)
+        rows.append((power, nbytes, *medians, h2d))
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
-        kernels.add_row(
-            format_bytes(nbytes),
-            format_ms(kernel_device),
-            format_ms(zero.median_ms),
-            format_gb_per_s(zero.gb_per_s),
-            cell(zero.ceiling, zero.gb_per_s),
-            source=(found["kernel", "device"], found["kernel", "mapped"]),
-        )
-        paths.add_row(
-            format_bytes(nbytes),
-            format_ms(e2e_device),
-            format_ms(e2e_zero),
-            format_ms(pageable.stats.median_ms) if pageable is not None else "-",
-            format_ratio(against.ratio),
-            source=(
-                found["end_to_end", "device"],
-                found["end_to_end", "mapped"],
-                against,
-                *([pageable] if pageable is not None else []),
-            ),
-        )
+    link = pcie_ceiling(result)
+    kernel_notes = [
+        f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}.",
+        "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
+        "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
+        f"ceiling is {detail_of(link, 'the link, unknown here')}.",
+    ]
+    path_notes = [
+        "Gated CUDA events around the whole path (device: 2 HtoD + kernel + DtoH from "
+        "pinned memory; pageable: the same copies from numpy arrays; zero-copy: kernel + "
+        "DtoH), medians. Zero-copy / device: against the pinned device path.",
+    ]
+    kernels_title = "sumArrays on device memory against zero-copy reads of mapped host memory"
+    paths_title = "End to end: each path from its copies in to its copy out"
     return Summary(
-        tables=[kernels, paths],
+        tables=[
+            table(kernels_title, KERNELS, kernels, kernel_notes),
+            table(paths_title, PATHS, paths, path_notes),
+        ],
         conclusions=_conclusions(rows) + _pageable_conclusion(against_pageable),
         show_profile=result.parameters.single_size,
     )

@@ -325,6 +325,12 @@ class HostSide:
     measurement: Measurement
     gb_per_s: float
     staged: bool  # False: the older whole-buffer memcpy
+    ceiling: None = None  # itself a ceiling (of pageable copies), bounded by none here
+
+    @property
+    def latency_ms(self) -> float:
+        """One memcpy's time, as a table's copy column reads it."""
+        return self.measurement.stats.median_ms
 
 
 def host_side(result: Result, nbytes: int, direction: str) -> HostSide | None:

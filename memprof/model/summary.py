@@ -9,11 +9,19 @@ from __future__ import annotations
 import functools
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memprof.model.formatting import TIME_UNITS_NS, in_unit, nvprof_unit
+from memprof.model.formatting import (
+    TIME_UNITS_NS,
+    format_bytes,
+    format_gb_per_s,
+    format_ms,
+    format_ratio,
+    in_unit,
+    nvprof_unit,
+)
 
 
 @dataclass
@@ -34,6 +42,85 @@ class Table:
             )
         self.rows.append(list(cells))
         self.sources.append(source if isinstance(source, tuple) else (source,))
+
+
+def _median_ms(one: Any) -> float:
+    """A Figure's or Derived's median, or a bare Measurement's (its samples')."""
+    return one.median_ms if hasattr(one, "median_ms") else one.stats.median_ms
+
+
+def _share(one: Any) -> str:
+    """'85% PCIe': GB/s as a share of its ceiling (memprof.model.ceilings.Ceiling.cell); '-'
+    for a figure bounded by none (a Derived total: its parts each by their own)."""
+    ceiling = getattr(one, "ceiling", None)
+    if ceiling is None or one.gb_per_s is None:
+        return "-"
+    return ceiling.cell(one.gb_per_s)
+
+
+# What a column shows of its figure, each in its unit and precision: a time as nvprof
+# writes it, GB/s to three digits, a ratio to two decimals, a share of the ceiling.
+SHOWS: dict[str, Callable[[Any], str]] = {
+    "latency_ms": lambda one: format_ms(one.latency_ms),
+    "median_ms": lambda one: format_ms(_median_ms(one)),
+    "min_ms": lambda one: format_ms(one.stats.min_ms),
+    "max_ms": lambda one: format_ms(one.stats.max_ms),
+    "mean_ms": lambda one: format_ms(one.stats.mean_ms),
+    "per_operation_ms": lambda one: format_ms(one.per_operation_ms),
+    "per_operation_us": lambda one: f"{one.per_operation_ms * 1e3:.2f}",  # a column in µs
+    "gb_per_s": lambda one: "-" if one.gb_per_s is None else format_gb_per_s(one.gb_per_s),
+    "ratio": lambda one: format_ratio(one.ratio),
+    "ratio_percent": lambda one: f"{one.ratio:.0%}",  # a ratio below 1: the ideal's share
+    "share": _share,
+    "percent": lambda one: "-" if one.share is None else f"{one.share:.1%}",  # of its ceiling
+    "moved_bytes": lambda one: "-" if one.moved_bytes is None else format_bytes(one.moved_bytes),
+    "count": lambda one: str(one.stats.count),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A declared column: its header, the figure of each row it reads (`of`: the row's key
+    for a Figure, a Derived or a Measurement) and what it shows of it: a name in SHOWS, or
+    a command's own way of writing it (pools' calls marked near their floor); "label": the
+    row's words under that key, printed as they are."""
+
+    header: str
+    of: str
+    shows: str | Callable[[Any], str] = "label"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shows, str) and self.shows != "label" and self.shows not in SHOWS:
+            raise ValueError(f"column {self.header!r} shows {self.shows!r}: not one of SHOWS")
+
+    def cell(self, row: Mapping[str, Any]) -> str:
+        one = row.get(self.of)
+        if one is None:
+            return "-"
+        if self.shows == "label":
+            return one
+        return SHOWS[self.shows](one) if isinstance(self.shows, str) else self.shows(one)
+
+
+def table(
+    title: str,
+    columns: Sequence[Column],
+    rows: Iterable[Mapping[str, Any]],
+    notes: Sequence[str] = (),
+) -> Table:
+    """The one builder of figure tables: a row per mapping of `rows` (its labels and figures
+    by name), each cell as its column declares; a row's sources are the figures its cells
+    show (a Figure's measurement), in column order, each once, so the CSV holds every one."""
+    made = Table(title, [column.header for column in columns], notes=list(notes))
+    for row in rows:
+        sources: dict[int, Any] = {}
+        for column in columns:
+            one = row.get(column.of) if column.shows != "label" else None
+            if one is not None:
+                one = getattr(one, "measurement", one)  # a Figure: its measurement
+                sources.setdefault(id(one), one)
+        made.add_row(*(column.cell(row) for column in columns), source=tuple(sources.values()))
+    return made
 
 
 @dataclass
