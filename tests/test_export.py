@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
+from memprof.experiments.pinlimit import PHASES
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -160,6 +161,40 @@ def test_hostlinks_totals_are_rows_naming_each_gpus_copies():
     assert one["ratio"] == pytest.approx(together[0]["gb_per_s"] / alone[0]["gb_per_s"])
 
 
+def test_pinlimits_steps_and_held_vs_both_are_rows_of_their_samples():
+    """Each step of the climb is a row of that step's call and touch (not their medians), per
+    GiB of the half step they pinned; held vs both, the held copy's time over the slower of
+    before and after."""
+    result = load(FIXTURES / "h200_pinlimit.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    by_name = {r["name"]: r for r in rows if r["group"] == "derived"}
+    found = {(m.operation, m.kind): m for m in result.measurements if m.group != "api" or m.kind}
+    alloc, touch = found["alloc", "pinned"], found["touch", "pinned"]
+    half_gib = alloc.bytes / (1 << 30)
+    third = by_name["HostAlloc+touch, step 3 (3 GiB pinned)"]
+    assert third["median_ms"] == pytest.approx(
+        (alloc.samples_ms[2] + touch.samples_ms[2]) / half_gib
+    )
+    assert third["derived_from"] == "cuMemHostAlloc (pinned) + first touch (pinned)"
+    register = found["register", "registered"]
+    last = by_name["touch+Register, step 31 (31 GiB pinned)"]
+    assert last["median_ms"] == pytest.approx(
+        (found["touch", "registered"].samples_ms[30] + register.samples_ms[30]) / half_gib
+    )
+    for work, operation, group in (("numpy copy", "copy", "host"), ("pageable copy", "h2d", "api")):
+        idle, held, after = (  # the pageable copy's time: its call's, the staging included
+            next(
+                m
+                for m in result.measurements
+                if (m.operation, m.group) == (f"{operation}_{p}", group)
+            ).stats.median_ms
+            for p in PHASES
+        )
+        held_vs_both = next(r for name, r in by_name.items() if name.startswith(work))["ratio"]
+        assert held_vs_both == pytest.approx(held / max(idle, after))
+
+
 # -- every figure a table prints is in the CSV row of a measurement it shows -------------------
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
@@ -190,7 +225,7 @@ def printed_forms(row: dict) -> set[str]:
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
     if row.get("ratio", "") != "":  # a derived ratio: how many times faster (or a share)
-        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}
+        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}", f"{row['ratio'] - 1:+.1%}"}
     if row.get("ceiling_gb_per_s", "") != "":  # check's "of PCIe's 63.0"
         forms.add(format_gb_per_s(row["ceiling_gb_per_s"]))
     if row.get("ceiling_share", "") != "":
@@ -224,8 +259,8 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
                 part = GB_PER_S.sub("", part)  # a rate with its unit: pinlimit's host table
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
                 formulas = {getattr(one, "formula", None) for one in table.sources[r]}
-                ratio = RATIO.match(part) if "ratio" in formulas else None
-                if ratio:  # its figure, without the words after it ("3.20x faster")
+                ratio = RATIO.match(part) or CHANGE.match(part) if "ratio" in formulas else None
+                if ratio:  # its figure, without the words after it ("3.20x faster", "+3.1%")
                     found.append((r, c, ratio[0]))
                 elif figure and (formulas - {None} or not DERIVED_HEADERS.search(table.headers[c])):
                     found.append((r, c, part))
@@ -241,8 +276,6 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
 PENDING = {
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
-    ("pinlimit", "Pinning as it grows"),
-    ("pinlimit", "What pinning takes from the host"),  # Held vs both: no declared figure yet
     ("trace", "Copies by memory kind"),
     ("trace", "Longest idle gaps"),
     ("trace", "Where: "),

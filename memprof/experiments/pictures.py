@@ -712,7 +712,9 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
     if climb is not None:
         ways = {"cuMemHostAlloc + touch": climb.alloc, "touch + cuMemHostRegister": climb.register}
         lines = [
-            Line(way, list(zip(climb.held_bytes, costs, strict=True)))
+            Line(
+                way, [(n, cost.median_ms) for n, cost in zip(climb.held_bytes, costs, strict=True)]
+            )
             for way, costs in ways.items()
         ]
         panels.append(
