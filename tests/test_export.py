@@ -38,7 +38,7 @@ def rows_of(result: Result) -> list[dict]:
     return [
         row
         for row in csv_rows(result, summarize(result).figures)
-        if row["group"] not in ("line", "derived", "reference")
+        if row["group"] not in ("line", "copies", "gap", "derived", "reference")
     ]
 
 
@@ -111,10 +111,15 @@ def test_a_traced_programs_rows_name_the_gpu_it_ran_on():
     for and the name its run recorded, so two traces on two GPUs are told apart."""
     result = load_fixture("trace_torch")
     rows = csv_rows(result, summarize(result).figures)
-    assert {row["group"] for row in rows} == {"gpu", "api", "line"}
+    assert {row["group"] for row in rows} == {"gpu", "api", "copies", "gap", "line"}
     assert {(row["gpu_index"], row["gpu_name"]) for row in rows} == {(0, "NVIDIA H200")}
     moved = replace(result, parameters=replace(result.parameters, device=1))
-    assert {row["gpu_index"] for row in csv_rows(moved, summarize(moved).figures)} == {1}
+    rows = csv_rows(moved, summarize(moved).figures)
+    assert {row["gpu_index"] for row in rows if row["group"] != "gap"} == {1}
+    # an idle gap is of the GPU CUPTI recorded it on, as Where the time went shows it
+    assert {(row["gpu_index"], row["gpu_name"]) for row in rows if row["group"] == "gap"} == {
+        (0, "")
+    }
 
 
 def test_the_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):
@@ -195,6 +200,35 @@ def test_pinlimits_steps_and_held_vs_both_are_rows_of_their_samples():
         assert held_vs_both == pytest.approx(held / max(idle, after))
 
 
+def test_a_traces_copy_groups_idle_gaps_and_other_lines_are_rows_of_their_own():
+    """What the trace's tables print beyond its measurements and lines: a row per copy
+    group (its GB/s over its GPU time), per idle gap (of the timeline's GPU) and per Where
+    table's other lines summed, which names them."""
+    result = load_fixture("trace_torch")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    copies = [row for row in rows if row["group"] == "copies"]
+    assert [row["name"] for row in copies] == [
+        f"{g.direction} {g.source} -> {g.destination}" for g in result.extra.copies
+    ]
+    for row, g in zip(copies, result.extra.copies, strict=True):
+        assert row["gb_per_s"] == pytest.approx(g.bytes / g.gpu_ms / 1e6)
+        assert (row["calls"], row["blocking_copies"], row["small_copies"]) == (
+            g.calls,
+            g.blocking_copies,
+            g.small_calls,
+        )
+    gaps = [row for row in rows if row["group"] == "gap"]
+    assert len(gaps) == 3 and all(row["idle_ms"] > 0 for row in gaps)
+    assert [row["idle_ms"] for row in gaps] == sorted(
+        (row["idle_ms"] for row in gaps), reverse=True
+    )
+    (others,) = [row for row in rows if row["operation"] == "lines"]
+    (line,) = [row for row in rows if row["name"] == "torch_copies.py:89 main"]
+    assert others["derived_from"] == "torch_copies.py:89 main (program)"
+    assert (others["calls"], others["host_ms"], others["gpu_ms"]) == (1, line["host_ms"], "")
+
+
 # -- every figure a table prints is in the CSV row of a measurement it shows -------------------
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
@@ -212,8 +246,10 @@ def printed_forms(row: dict) -> set[str]:
     forms = {str(row.get("calls"))}
     if row.get("per_operation_ms", "") != "":
         forms.add(f"{row['per_operation_ms'] * 1e3:.2f}")  # and per read in µs
+    forms |= {str(row.get(column)) for column in ("blocking_copies", "small_copies")}
     times = ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms")
-    for column in (*times, "gpu_ms", "host_ms"):  # the last two: a traced program's line
+    # and a traced program's lines, copies and idle gaps
+    for column in (*times, "gpu_ms", "host_ms", "start_ms", "idle_ms"):
         if row.get(column, "") == "":
             continue
         forms.add(format_ms(row[column]))
@@ -276,9 +312,6 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
 PENDING = {
     ("info", "Device 0"),
     ("info", "Memory capabilities"),
-    ("trace", "Copies by memory kind"),
-    ("trace", "Longest idle gaps"),
-    ("trace", "Where: "),
 }
 
 
@@ -292,15 +325,25 @@ UNSOURCED: dict[str, set[tuple[str, str]]] = {}
 
 
 def csv_row_finder(result: Result, summary) -> dict[int, dict]:
-    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived"; a
-    check's reference figure: "reference"; a retry's copies: "retry")."""
+    """id(source) -> its CSV row: a measurement's, a derived figure's (group "derived"; a
+    check's reference figure: "reference"; a retry's copies: "retry"), a traced program's
+    source line, copy group or idle gap ("line", "copies", "gap")."""
     rows = csv_rows(result, summary.figures, summary.derived)
-    made = ("derived", "reference", "retry")
-    measured = [row for row in rows if row["group"] not in ("line", *made)]
+    made, traced = ("derived", "reference", "retry"), ("line", "copies", "gap")
+    measured = [row for row in rows if row["group"] not in (*made, *traced)]
     derived = [row for row in rows if row["group"] in made]
-    lines = [row for row in rows if row["group"] == "line"]
     found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
-    found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
+    gaps = [  # the gaps the table shows, in its order: the CSV's
+        gap
+        for t in summary.tables
+        if t.title == "Longest idle gaps"
+        for row in t.sources
+        for gap in row
+    ]
+    copies = result.extra.copies if result.command == "trace" else []
+    for group, sources in (("line", lines_of(result) or []), ("copies", copies), ("gap", gaps)):
+        of_group = [row for row in rows if row["group"] == group]
+        found |= {id(one): row for one, row in zip(sources, of_group, strict=True)}
     return found | {id(one): row for one, row in zip(summary.derived, derived, strict=True)}
 
 

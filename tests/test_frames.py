@@ -32,8 +32,9 @@ def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
     written = csv_text([result], [summary.figures], [summary.derived])  # as --csv writes it
     rows = list(csv.DictReader(io.StringIO(written)))
     assert list(frame.columns) == list(CSV_COLUMNS)
-    lines = [row for row in rows if row["group"] == "line"]  # a trace's source lines
-    assert len(frame) == len(rows) == len(result.measurements) + len(lines) + len(summary.derived)
+    # a trace's source lines, copy groups and idle gaps
+    traced = [row for row in rows if row["group"] in ("line", "copies", "gap")]
+    assert len(frame) == len(rows) == len(result.measurements) + len(traced) + len(summary.derived)
     for column in CSV_COLUMNS:
         for found, written in zip(frame[column], (row[column] for row in rows), strict=True):
             if column in FLOAT_COLUMNS:

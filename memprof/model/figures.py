@@ -158,16 +158,36 @@ class Derived:
     parts are totals; "floor": the least GB/s a check expects of its one part, `share` of the
     part's ceiling; "reference": a known-good machine's GB/s (`reference_gb_per_s`) for the
     line its one part is measured in; "attempt": its one part's own figures, a line measured
-    again (check --retries), whose copies are no measurement of the run."""
+    again (check --retries), whose copies are no measurement of the run; "lines": a traced
+    program's source lines (memprof.model.lines.SourceLine) summed, line_total of them (a
+    Where table's other lines)."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
     formula: Literal[
-        "sum", "overlap", "per_gib", "steady", "total", "ratio", "floor", "reference", "attempt"
+        "sum",
+        "overlap",
+        "per_gib",
+        "steady",
+        "total",
+        "ratio",
+        "floor",
+        "reference",
+        "attempt",
+        "lines",
     ] = "sum"
     share: float | None = None  # "floor": of the part's ceiling
     reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure
     step: int | None = None  # "per_gib": the index of the one sample of each part it adds up
+
+    def line_total(self, figure: str) -> float | None:
+        """A "lines" figure's (calls, bytes, gpu_ms, host_ms): its lines' added up (None: a
+        time none of them recorded, as the calls without GPU work have)."""
+        if figure in ("gpu_ms", "host_ms"):
+            if not any(getattr(line, f"{figure}_each") for line in self.parts):
+                return None
+            return math.fsum(getattr(line, figure) for line in self.parts)
+        return sum(getattr(line, figure) for line in self.parts)
 
     @property
     def ratio(self) -> float:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memprof.model.figures import GIB, Derived, Figure
+from memprof.model.lines import lines_of
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
@@ -62,13 +63,19 @@ CSV_COLUMNS = (
     "limiter",
     "ratio",
     "derived_from",
-    # a traced program's source lines (memprof trace): one row each, group "line"
+    # a traced program's source lines (memprof trace): one row each, group "line"; its copies
+    # by memory kind, group "copies" (gpu_ms: summed; host_ms: the blocking copies' calls);
+    # each GPU's longest idle gaps, group "gap" (start_ms: from the first recorded event)
     "source_file",
     "source_line",
     "source_function",
     "gpu_ms",
     "host_ms",
     "callers",
+    "blocking_copies",
+    "small_copies",
+    "start_ms",
+    "idle_ms",
 )
 
 
@@ -124,6 +131,9 @@ def csv_rows(
 
     rows = [row_of(one) for one in figures]
     rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    traced = _trace_rows(result, run, own)
+    lines = [row for row in traced if row["group"] == "line"]
+    rows_of |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
     made = []
     for one in derived:  # a derived figure's parts come before it
         if one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
@@ -133,7 +143,7 @@ def csv_rows(
             row = _derived_row(one, rows_of)
         rows_of[id(one)] = row
         made.append(row)
-    return rows + made + _line_rows(result, run)
+    return rows + made + traced
 
 
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
@@ -143,6 +153,7 @@ FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "steady": ("median_ms", "per_operation_ms"),
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
+    "lines": ("calls", "bytes", "gpu_ms", "host_ms"),
 }
 
 
@@ -177,7 +188,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         "name": literal(one.name),
         "operation": one.formula,
         **({"bytes": GIB} if one.formula == "per_gib" else {}),
-        **{column: _blank(getattr(one, column)) for column in FORMULA_FIGURES[one.formula]},
+        **{column: _blank(figure_of(one, column)) for column in FORMULA_FIGURES[one.formula]},
         "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
             _part_name(
                 part,
@@ -187,6 +198,11 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
             for part in parts
         ),
     }
+
+
+def figure_of(one: Derived, column: str) -> object:
+    """A derived figure's value for its CSV column."""
+    return one.line_total(column) if one.formula == "lines" else getattr(one, column)
 
 
 def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
@@ -199,11 +215,13 @@ def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
     return f"{row['name']} ({', '.join(map(str, named))})" if named else str(row["name"])
 
 
-def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
-    """A trace's source lines (memprof.output.where), in the CSV's columns."""
-    from memprof.output.where import where_rows
+def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list[dict[str, object]]:
+    """A trace's copies by memory kind, idle gaps and source lines (memprof.output.where),
+    in the CSV's columns."""
+    from memprof.output.where import copy_group_rows, gap_rows, where_rows
 
-    return [
+    copies = getattr(result.extra, "copies", None) if result.command == "trace" else None
+    lines = [
         {
             **run,
             "group": "line",
@@ -220,6 +238,20 @@ def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]
             "callers": row["callers"],
         }
         for row in where_rows(result)
+    ]
+    return [
+        *({**run, "group": "copies", **row} for row in copy_group_rows(copies or [])),
+        *(
+            {  # of the GPU CUPTI recorded, as the Where the time went table shows it
+                **run,
+                "group": "gap",
+                **row,
+                "gpu_pci_bus_id": _bus_id(result, row["gpu_index"]),
+                "gpu_name": run["gpu_name"] if row["gpu_index"] == own else "",
+            }
+            for row in gap_rows(result)
+        ),
+        *lines,
     ]
 
 

@@ -27,6 +27,8 @@ INTEGER_COLUMNS = (
     "moved_bytes",
     "calls",
     "source_line",
+    "blocking_copies",
+    "small_copies",
 )
 FLOAT_COLUMNS = (
     "median_ms",
@@ -41,6 +43,8 @@ FLOAT_COLUMNS = (
     "ratio",
     "gpu_ms",
     "host_ms",
+    "start_ms",
+    "idle_ms",
 )
 
 
