@@ -14,6 +14,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+from memprof.model.device import DeviceFact
 from memprof.model.figures import GIB, Derived, Figure
 from memprof.model.lines import lines_of
 from memprof.model.results import Result
@@ -31,7 +32,9 @@ from memprof.output.literal import literal
 # derived row of operation "floor" (gb_per_s: ceiling_share, its floor, of ceiling_gb_per_s);
 # the reference figure it is held to, a row of group "reference" named as the line it judges;
 # the copies of a retry that decided a line (check --retries), a row of group "retry" as a
-# measurement's, derived_from naming the attempt ("retry 1").
+# measurement's, derived_from naming the attempt ("retry 1"). `memprof info`'s device facts
+# (memprof.model.device.DeviceFact) are rows of group "device": a value (a count, flag,
+# version, or the unit its name says), bytes or gb_per_s.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -62,6 +65,7 @@ CSV_COLUMNS = (
     "ceiling_share",
     "limiter",
     "ratio",
+    "value",
     "derived_from",
     # a traced program's source lines (memprof trace): one row each, group "line"; its copies
     # by memory kind, group "copies" (gpu_ms: summed; host_ms: the blocking copies' calls);
@@ -136,7 +140,10 @@ def csv_rows(
     rows_of |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
     made = []
     for one in derived:  # a derived figure's parts come before it
-        if one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
+        if isinstance(one, DeviceFact):  # memprof info's: a row of its own
+            row = {**run, "group": "device", "name": literal(one.name), "operation": "fact"}
+            row |= {c: _blank(getattr(one, c)) for c in ("value", "bytes", "gb_per_s")}
+        elif one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
             row = {**row_of(one.parts[0]), "group": "retry", "derived_from": one.name}
             rows_of[id(one.parts[0].measurement)] = row
         else:
@@ -284,7 +291,7 @@ def _bus_id(result: Result, gpu: object) -> str:
 def csv_text(
     results: Sequence[Result],
     figures: Sequence[Sequence[Figure]],
-    derived: Sequence[Sequence[Derived]] | None = None,
+    derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> str:
     """The CSV file's whole text: a header and one row per measurement of every result
     (figures: each result's, as its summary computed them), then each derived figure's."""
@@ -301,7 +308,7 @@ def write_csv(
     results: Sequence[Result],
     figures: Sequence[Sequence[Figure]],
     path: Path,
-    derived: Sequence[Sequence[Derived]] | None = None,
+    derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> None:
     """Save as CSV atomically: an existing file is replaced whole or left as it was."""
     write_text_atomic(path, csv_text(results, figures, derived))

@@ -41,6 +41,7 @@ FLOAT_COLUMNS = (
     "ceiling_gb_per_s",
     "ceiling_share",
     "ratio",
+    "value",
     "gpu_ms",
     "host_ms",
     "start_ms",
