@@ -59,6 +59,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("core/activity.py", "sum(duration for _, duration in records)"),
     ("experiments/check.py", "sum(line.verdict == verdict for line in found)"),
     ("experiments/pinlimit.py", "sum(len(m.samples_ms) for m in found)"),
+    ("model/figures.py", "sum(getattr(line, figure) for line in self.parts)"),  # calls, bytes
     ("experiments/trace.py", "sum(g.small_calls for g in small)"),
     ("experiments/trace.py", "sum(g.small_bytes for g in small)"),
     ("experiments/trace.py", "sum(g.blocking_calls for g in copies)"),
@@ -69,8 +70,6 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("experiments/trace.py", "sum(len(m.samples_ms) for m in rows)"),
     ("experiments/trace.py", "sum(len(m.samples_ms) for m in small)"),
     ("experiments/trace.py", "sum(m.bytes * len(m.samples_ms) for m in small)"),
-    ("experiments/trace.py", "sum(line.calls for line in rest)"),
-    ("experiments/trace.py", "sum(line.bytes for line in rest)"),
     ("experiments/trace.py", "sum(c.calls for c in copies)"),
     ("experiments/trace.py", "sum(gap.duration_ns for gap in long)"),
     ("experiments/trace.py", "sum(len(m.samples_ms) for m in tuning)"),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
+from memprof.experiments.pinlimit import PHASES
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -37,7 +38,7 @@ def rows_of(result: Result) -> list[dict]:
     return [
         row
         for row in csv_rows(result, summarize(result).figures)
-        if row["group"] not in ("line", "derived", "reference")
+        if row["group"] not in ("line", "copies", "gap", "derived", "reference")
     ]
 
 
@@ -110,10 +111,15 @@ def test_a_traced_programs_rows_name_the_gpu_it_ran_on():
     for and the name its run recorded, so two traces on two GPUs are told apart."""
     result = load_fixture("trace_torch")
     rows = csv_rows(result, summarize(result).figures)
-    assert {row["group"] for row in rows} == {"gpu", "api", "line"}
+    assert {row["group"] for row in rows} == {"gpu", "api", "copies", "gap", "line"}
     assert {(row["gpu_index"], row["gpu_name"]) for row in rows} == {(0, "NVIDIA H200")}
     moved = replace(result, parameters=replace(result.parameters, device=1))
-    assert {row["gpu_index"] for row in csv_rows(moved, summarize(moved).figures)} == {1}
+    rows = csv_rows(moved, summarize(moved).figures)
+    assert {row["gpu_index"] for row in rows if row["group"] != "gap"} == {1}
+    # an idle gap is of the GPU CUPTI recorded it on, as Where the time went shows it
+    assert {(row["gpu_index"], row["gpu_name"]) for row in rows if row["group"] == "gap"} == {
+        (0, "")
+    }
 
 
 def test_the_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):
@@ -160,6 +166,69 @@ def test_hostlinks_totals_are_rows_naming_each_gpus_copies():
     assert one["ratio"] == pytest.approx(together[0]["gb_per_s"] / alone[0]["gb_per_s"])
 
 
+def test_pinlimits_steps_and_held_vs_both_are_rows_of_their_samples():
+    """Each step of the climb is a row of that step's call and touch (not their medians), per
+    GiB of the half step they pinned; held vs both, the held copy's time over the slower of
+    before and after."""
+    result = load(FIXTURES / "h200_pinlimit.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    by_name = {r["name"]: r for r in rows if r["group"] == "derived"}
+    found = {(m.operation, m.kind): m for m in result.measurements if m.group != "api" or m.kind}
+    alloc, touch = found["alloc", "pinned"], found["touch", "pinned"]
+    half_gib = alloc.bytes / (1 << 30)
+    third = by_name["HostAlloc+touch, step 3 (3 GiB pinned)"]
+    assert third["median_ms"] == pytest.approx(
+        (alloc.samples_ms[2] + touch.samples_ms[2]) / half_gib
+    )
+    assert third["derived_from"] == "cuMemHostAlloc (pinned) + first touch (pinned)"
+    register = found["register", "registered"]
+    last = by_name["touch+Register, step 31 (31 GiB pinned)"]
+    assert last["median_ms"] == pytest.approx(
+        (found["touch", "registered"].samples_ms[30] + register.samples_ms[30]) / half_gib
+    )
+    for work, operation, group in (("numpy copy", "copy", "host"), ("pageable copy", "h2d", "api")):
+        idle, held, after = (  # the pageable copy's time: its call's, the staging included
+            next(
+                m
+                for m in result.measurements
+                if (m.operation, m.group) == (f"{operation}_{p}", group)
+            ).stats.median_ms
+            for p in PHASES
+        )
+        held_vs_both = next(r for name, r in by_name.items() if name.startswith(work))["ratio"]
+        assert held_vs_both == pytest.approx(held / max(idle, after))
+
+
+def test_a_traces_copy_groups_idle_gaps_and_other_lines_are_rows_of_their_own():
+    """What the trace's tables print beyond its measurements and lines: a row per copy
+    group (its GB/s over its GPU time), per idle gap (of the timeline's GPU) and per Where
+    table's other lines summed, which names them."""
+    result = load_fixture("trace_torch")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    copies = [row for row in rows if row["group"] == "copies"]
+    assert [row["name"] for row in copies] == [
+        f"{g.direction} {g.source} -> {g.destination}" for g in result.extra.copies
+    ]
+    for row, g in zip(copies, result.extra.copies, strict=True):
+        assert row["gb_per_s"] == pytest.approx(g.bytes / g.gpu_ms / 1e6)
+        assert (row["calls"], row["blocking_copies"], row["small_copies"]) == (
+            g.calls,
+            g.blocking_copies,
+            g.small_calls,
+        )
+    gaps = [row for row in rows if row["group"] == "gap"]
+    assert len(gaps) == 3 and all(row["idle_ms"] > 0 for row in gaps)
+    assert [row["idle_ms"] for row in gaps] == sorted(
+        (row["idle_ms"] for row in gaps), reverse=True
+    )
+    (others,) = [row for row in rows if row["operation"] == "lines"]
+    (line,) = [row for row in rows if row["name"] == "torch_copies.py:89 main"]
+    assert others["derived_from"] == "torch_copies.py:89 main (program)"
+    assert (others["calls"], others["host_ms"], others["gpu_ms"]) == (1, line["host_ms"], "")
+
+
 # -- every figure a table prints is in the CSV row of a measurement it shows -------------------
 
 # Cells that are not one measurement's figure: a comparison of two (ratios, "vs pageable"), a
@@ -175,10 +244,14 @@ SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
 def printed_forms(row: dict) -> set[str]:
     """Each figure of a CSV row as a table may print it."""
     forms = {str(row.get("calls"))}
+    if row.get("value", "") != "":  # a device fact: a count, flag, version, MHz
+        forms |= {str(row["value"]), f"{row['value']:g}"}
     if row.get("per_operation_ms", "") != "":
         forms.add(f"{row['per_operation_ms'] * 1e3:.2f}")  # and per read in µs
+    forms |= {str(row.get(column)) for column in ("blocking_copies", "small_copies")}
     times = ("median_ms", "min_ms", "max_ms", "mean_ms", "per_operation_ms")
-    for column in (*times, "gpu_ms", "host_ms"):  # the last two: a traced program's line
+    # and a traced program's lines, copies and idle gaps
+    for column in (*times, "gpu_ms", "host_ms", "start_ms", "idle_ms"):
         if row.get(column, "") == "":
             continue
         forms.add(format_ms(row[column]))
@@ -190,7 +263,7 @@ def printed_forms(row: dict) -> set[str]:
     if row.get("gb_per_s", "") != "":
         forms |= {format_gb_per_s(row["gb_per_s"]), f"{row['gb_per_s']:,.0f}"}
     if row.get("ratio", "") != "":  # a derived ratio: how many times faster (or a share)
-        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}"}
+        forms |= {format_ratio(row["ratio"]), f"{row['ratio']:.0%}", f"{row['ratio'] - 1:+.1%}"}
     if row.get("ceiling_gb_per_s", "") != "":  # check's "of PCIe's 63.0"
         forms.add(format_gb_per_s(row["ceiling_gb_per_s"]))
     if row.get("ceiling_share", "") != "":
@@ -208,9 +281,9 @@ IN_WORDS = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?%?(?![\w.])")
 
 def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
     """(row, column, cell) of every cell that prints a figure of its row's sources (a ratio:
-    where one is a derived ratio); and of every figure the test cannot yet hold to a CSV row
-    (a ratio no source declares, a column of DERIVED_HEADERS)."""
-    found, unchecked = [], []
+    where one is a derived ratio); and of every figure no source declares (a ratio or change
+    of no declared ratio, a column of DERIVED_HEADERS of no declared figure)."""
+    found, undeclared = [], []
     for r, cells in enumerate(table.rows):
         for c, cell in enumerate(cells):
             if c == 0:
@@ -224,91 +297,75 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
                 part = GB_PER_S.sub("", part)  # a rate with its unit: pinlimit's host table
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
                 formulas = {getattr(one, "formula", None) for one in table.sources[r]}
-                ratio = RATIO.match(part) if "ratio" in formulas else None
-                if ratio:  # its figure, without the words after it ("3.20x faster")
+                ratio = RATIO.match(part) or CHANGE.match(part) if "ratio" in formulas else None
+                if ratio:  # its figure, without the words after it ("3.20x faster", "+3.1%")
                     found.append((r, c, ratio[0]))
                 elif figure and (formulas - {None} or not DERIVED_HEADERS.search(table.headers[c])):
                     found.append((r, c, part))
                 elif figure or RATIO.match(part) or WITH_UNIT.search(part) or CHANGE.match(part):
-                    unchecked.append((r, c, part))
-    return found, unchecked
-
-
-# Tables (command, title as it begins) that print a figure the CSV does not yet hold as a
-# declared figure: a ratio, a sum, a count or a verdict's figure (issue 36's remainder). A
-# table leaves this list when all its figures are declared ones; the tests fail if a table
-# not listed prints an unsourced figure, or if one listed no longer does.
-PENDING = {
-    ("info", "Device 0"),
-    ("info", "Memory capabilities"),
-    ("pinlimit", "Pinning as it grows"),
-    ("pinlimit", "What pinning takes from the host"),  # Held vs both: no declared figure yet
-    ("trace", "Copies by memory kind"),
-    ("trace", "Longest idle gaps"),
-    ("trace", "Where: "),
-}
-
-
-def pending_key(command: str, title: str) -> tuple[str, str]:
-    found = [key for key in PENDING if key[0] == command and title.startswith(key[1])]
-    return found[0] if found else (command, title)
+                    undeclared.append((r, c, part))
+    return found, undeclared
 
 
 CHECKED: dict[str, int] = {}
-UNSOURCED: dict[str, set[tuple[str, str]]] = {}
 
 
 def csv_row_finder(result: Result, summary) -> dict[int, dict]:
-    """id(source) -> its CSV row: a measurement's, or a derived figure's (group "derived"; a
-    check's reference figure: "reference"; a retry's copies: "retry")."""
+    """id(source) -> its CSV row: a measurement's, a derived figure's (group "derived"; a
+    check's reference figure: "reference"; a retry's copies: "retry"; info's device facts:
+    "device"), a traced program's source line, copy group or idle gap ("line", "copies",
+    "gap")."""
     rows = csv_rows(result, summary.figures, summary.derived)
-    made = ("derived", "reference", "retry")
-    measured = [row for row in rows if row["group"] not in ("line", *made)]
+    made, traced = ("derived", "reference", "retry", "device"), ("line", "copies", "gap")
+    measured = [row for row in rows if row["group"] not in (*made, *traced)]
     derived = [row for row in rows if row["group"] in made]
-    lines = [row for row in rows if row["group"] == "line"]
     found = {id(f.measurement): row for f, row in zip(summary.figures, measured, strict=True)}
-    found |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
+    gaps = [  # the gaps the table shows, in its order: the CSV's
+        gap
+        for t in summary.tables
+        if t.title == "Longest idle gaps"
+        for row in t.sources
+        for gap in row
+    ]
+    copies = result.extra.copies if result.command == "trace" else []
+    for group, sources in (("line", lines_of(result) or []), ("copies", copies), ("gap", gaps)):
+        of_group = [row for row in rows if row["group"] == group]
+        found |= {id(one): row for one, row in zip(sources, of_group, strict=True)}
     return found | {id(one): row for one, row in zip(summary.derived, derived, strict=True)}
 
 
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_every_printed_figure_is_in_the_csv_row_it_came_from(path: Path):
-    result = load(path)
-    checked, unsourced = tables_against_csv(result)
-    assert unsourced <= PENDING, unsourced - PENDING
-    CHECKED[path.stem], UNSOURCED[path.stem] = checked, unsourced
+    CHECKED[path.stem] = tables_against_csv(load(path))
 
 
-def tables_against_csv(result: Result) -> tuple[int, set[tuple[str, str]]]:
-    """How many printed figures were found in their CSV rows (any other fails the test), and
-    the tables that print a figure of no declared source."""
+def tables_against_csv(result: Result) -> int:
+    """How many printed figures were found in their CSV rows; a figure of no declared
+    source, or not in its source's row at the printed precision, fails."""
     summary = summarize(result)
     rows = csv_row_finder(result, summary)
-    checked, unsourced = 0, set()
+    checked = 0
     for table in summary.tables:
-        found, unchecked = figure_cells(table)
-        if unchecked:
-            unsourced.add(pending_key(result.command, table.title))
+        found, undeclared = figure_cells(table)
+        undeclared += [(r, c, cell) for r, c, cell in found if not table.sources[r]]
+        assert not undeclared, (
+            table.title,
+            [f"{table.rows[r][0]}: {cell}" for r, _, cell in undeclared],
+        )
         for r, c, cell in found:
-            sources = table.sources[r]
-            if not sources:
-                unsourced.add(pending_key(result.command, table.title))
-                continue
-            forms = set().union(*(printed_forms(rows[id(m)]) for m in sources))
+            forms = set().union(*(printed_forms(rows[id(m)]) for m in table.sources[r]))
             assert cell in forms, (table.title, table.headers[c], table.rows[r][0], cell)
             checked += 1
-    return checked, unsourced
+    return checked
 
 
 def test_the_csv_equals_the_tables_over_many_figures():
-    """Not vacuous: the test above read thousands of figures across the fixtures, and every
-    table still listed in PENDING still prints a figure the CSV does not hold."""
+    """Not vacuous: the test above read thousands of figures across the fixtures."""
     for path in FIXTURE_PATHS:
         if path.stem not in CHECKED:
             test_every_printed_figure_is_in_the_csv_row_it_came_from(path)
     assert sum(CHECKED.values()) > 1000
     assert sum(1 for count in CHECKED.values() if count) >= 30
-    assert set().union(*UNSOURCED.values()) == PENDING
 
 
 def test_the_csv_reads_back_as_numbers():
@@ -353,6 +410,20 @@ def test_a_checks_csv_holds_the_figures_its_verdicts_judged():
     )
 
 
+def test_infos_link_below_its_maximum_prints_two_declared_rates():
+    """The NVML row of a link that ran below its maximum prints both rates: each is a device
+    fact, a CSV row, so the table holds to the CSV there too."""
+    result = load(FIXTURES / "h200_info.json")
+    (state,) = result.gpu_states
+    slow = replace(result, gpu_states=[replace(state, pcie_generation=4)])
+    summary = summarize(slow)
+    (row,) = [cells for cells in summary.tables[0].rows if cells[0] == "PCIe link during the run"]
+    assert "31.5 GB/s per direction instead of 63.0 GB/s" in row[1]
+    assert tables_against_csv(slow) >= 10
+    rates = {r["name"]: r["gb_per_s"] for r in csv_rows(slow, [], summary.derived)}
+    assert rates["PCIe link during the run (per direction) [NVML]"] == pytest.approx(31.5, 0.01)
+
+
 def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
     """--retries: the table shows the attempt that decided each line; its copies are rows of
     group "retry" (as a measurement's, named for the attempt), and every figure of the table
@@ -363,8 +434,7 @@ def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
     result = retried(result, retry(result, "h2d", 1, h2d=50.0), retry(result, "at_once", 1))
     summary = summarize(result)
     assert "50.0 GB/s (79%)" in summary.tables[0].rows[1]
-    checked, unsourced = tables_against_csv(result)
-    assert (checked, unsourced) == (22, set())
+    assert tables_against_csv(result) == 22
     rows = csv_rows(result, summary.figures, summary.derived)
     again = [row for row in rows if row["group"] == "retry"]
     assert [(row["operation"], row["derived_from"]) for row in again] == [

@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES, replace
 pandas = pytest.importorskip("pandas", reason="frames need pandas (the frames extra)")
 
 SEVERAL = ("h200_sweep", "h200x2_peer", "h200_trace_torch", "legacy_v1_streams", "h200_check",
-           "h200x2_hostlink", "h200_pinned_p20")  # fmt: skip
+           "h200x2_hostlink", "h200_pinned_p20", "h200_info")  # fmt: skip
 
 
 @pytest.mark.parametrize("stem", SEVERAL)
@@ -32,8 +32,9 @@ def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
     written = csv_text([result], [summary.figures], [summary.derived])  # as --csv writes it
     rows = list(csv.DictReader(io.StringIO(written)))
     assert list(frame.columns) == list(CSV_COLUMNS)
-    lines = [row for row in rows if row["group"] == "line"]  # a trace's source lines
-    assert len(frame) == len(rows) == len(result.measurements) + len(lines) + len(summary.derived)
+    # a trace's source lines, copy groups and idle gaps
+    traced = [row for row in rows if row["group"] in ("line", "copies", "gap")]
+    assert len(frame) == len(rows) == len(result.measurements) + len(traced) + len(summary.derived)
     for column in CSV_COLUMNS:
         for found, written in zip(frame[column], (row[column] for row in rows), strict=True):
             if column in FLOAT_COLUMNS:
@@ -59,9 +60,20 @@ def test_a_frame_of_several_results_holds_each_ones_rows():
     assert sorted(zip(on["source_gpu"], on["destination_gpu"], strict=True)) == [(0, 1), (1, 0)]
 
 
-def test_a_result_without_measurements_is_an_empty_frame_with_every_column():
-    frame = load(FIXTURES / "h200_info.json").to_frame()
+def test_no_results_are_an_empty_frame_with_every_column():
+    frame = memprof.frame([])
     assert frame.empty and list(frame.columns) == list(CSV_COLUMNS)
+
+
+def test_infos_frame_is_the_device_facts_its_tables_print():
+    """A run without measurements: its rows are the facts memprof info prints."""
+    result = load(FIXTURES / "h200_info.json")
+    frame = result.to_frame()
+    assert set(frame["group"]) == {"device"}
+    by_name = frame.set_index("name")
+    assert by_name.loc["multiprocessors", "value"] == result.device.multiprocessors
+    assert by_name.loc["L2 cache", "bytes"] == result.device.l2_cache_bytes
+    assert by_name.loc["asyncEngineCount", "value"] == result.device.attributes["asyncEngineCount"]
 
 
 def test_without_pandas_the_error_says_how_to_install_it(monkeypatch):

@@ -157,7 +157,11 @@ def close(a: float, b: float) -> bool:
 
 def csv_of(result: Result, summary: Summary) -> dict[int, dict]:
     """Each measurement's CSV row (the figures the tables show), by the measurement's id."""
-    rows = [row for row in csv_rows(result, summary.figures) if row["group"] != "line"]
+    rows = [
+        row
+        for row in csv_rows(result, summary.figures)
+        if row["group"] not in ("line", "copies", "gap")
+    ]
     return {id(f.measurement): row for f, row in zip(summary.figures, rows, strict=True)}
 
 

@@ -492,7 +492,7 @@ def test_the_csv_holds_a_traces_lines_beside_its_measurements():
     result = traced([100.0, 200.0])
     rows = csv_rows(result, summarize(result).figures)
     lines = [row for row in rows if row["group"] == "line"]
-    assert len(rows) == len(result.measurements) + 1
+    assert len(rows) == len(result.measurements) + len(result.extra.copies) + 1  # and its copies
     (line,) = lines
     assert (line["source_file"], line["source_line"], line["calls"]) == ("train.py", 42, 2)
     assert line["gpu_ms"] == pytest.approx(0.3)

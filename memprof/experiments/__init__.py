@@ -198,12 +198,13 @@ def summarize(result: Result) -> Summary:
 
 def _with_parts_first(found: list, made: dict) -> dict:
     """The Derived figures among `found`, each after the derived figures it is made of (the
-    CSV's row of one names its parts' rows), each once."""
+    CSV's row of one names its parts' rows), and the device facts, each once."""
+    from memprof.model.device import DeviceFact
     from memprof.model.figures import Derived
 
     for one in found:
-        if isinstance(one, Derived) and id(one) not in made:
-            _with_parts_first(list(one.parts), made)
+        if isinstance(one, Derived | DeviceFact) and id(one) not in made:
+            _with_parts_first(list(getattr(one, "parts", ())), made)
             made[id(one)] = one
     return made
 

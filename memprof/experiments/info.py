@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from memprof.experiments import base
-from memprof.model.device import capability_meaning, pcie_bandwidth_gb_per_s
-from memprof.model.formatting import format_bytes
-from memprof.model.gpustate import state_rows
+from memprof.model.device import DeviceFact, capability_meaning, pcie_bandwidth_gb_per_s
+from memprof.model.formatting import format_bytes, format_gb_per_s
+from memprof.model.gpustate import LINK_LABEL, GpuState, state_rows
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, Count
 from memprof.model.summary import Summary, Table
@@ -54,32 +54,59 @@ class Info(base.Experiment):
 def summarize(result: Result) -> Summary:
     d = result.device
     major, minor = d.compute_capability
+    fact = DeviceFact  # each printed figure's declaration: its cell's source, a CSV row
     device = Table(f"Device {d.index}: {d.name}", ["Property", "Value"])
-    device.add_row("Compute capability", f"{major}.{minor}")
-    device.add_row("Multiprocessors (SMs)", str(d.multiprocessors))
+    capability = fact("compute capability", value=float(f"{major}.{minor}"))
+    device.add_row("Compute capability", f"{major}.{minor}", source=capability)
+    sms = fact("multiprocessors", value=d.multiprocessors)
+    device.add_row("Multiprocessors (SMs)", str(sms.value), source=sms)
+    total = fact("memory total", bytes=d.memory_total_bytes)
+    free = fact("memory free", bytes=d.memory_free_bytes)
     device.add_row(
         "Memory",
-        f"{format_bytes(d.memory_total_bytes)} total, {format_bytes(d.memory_free_bytes)} free",
+        f"{format_bytes(total.bytes)} total, {format_bytes(free.bytes)} free",
+        source=(total, free),
     )
-    device.add_row("L2 cache", format_bytes(d.l2_cache_bytes))
+    l2 = fact("L2 cache", bytes=d.l2_cache_bytes)
+    device.add_row("L2 cache", format_bytes(l2.bytes), source=l2)
+    rate = fact("memory bandwidth (theoretical)", gb_per_s=d.theoretical_memory_bandwidth_gb_per_s)
+    clock = fact("memory clock (MHz)", value=d.memory_clock_khz / 1000)
+    bus = fact("memory bus width (bits)", value=d.memory_bus_width_bits)
     device.add_row(
         "Device memory bandwidth (theoretical)",
-        f"{d.theoretical_memory_bandwidth_gb_per_s:,.0f} GB/s = 2 x "
-        f"{d.memory_clock_khz / 1000:.0f} MHz x {d.memory_bus_width_bits}-bit bus / 8",
+        f"{rate.gb_per_s:,.0f} GB/s ({clock.value:g} MHz, {bus.value}-bit bus)",
+        source=(rate, clock, bus),
     )
-    device.add_row("PCIe link", _link_text(d))
-    for label, text in state_rows(result.gpu_state()):
-        device.add_row(label, text)
+    link = pcie_bandwidth_gb_per_s(d.pcie_max_generation, d.pcie_max_width)
+    link_fact = fact(f"PCIe link (theoretical, per direction) [{d.pcie_source}]", gb_per_s=link)
+    device.add_row("PCIe link", _link_text(d, link), source=link_fact if link else ())
+    state = result.gpu_state()
+    for label, text in state_rows(state):
+        device.add_row(label, text, source=_state_facts(label, state))
     device.add_row("PCI bus id", d.pci_bus_id)
     device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.affinity))
     device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")
     device.add_row("PyCUDA", f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")
-    device.notes.append("GB/s = 10^9 bytes per second; theoretical figures are upper bounds.")
+    device.notes.append(
+        "GB/s = 10^9 bytes per second; theoretical figures are upper bounds. Device memory "
+        "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
+    )
 
     flags = Table("Memory capabilities", ["Flag", "Value", "Decides"])
     for name, value in d.attributes.items():  # what the result recorded, never a lookup
-        flags.add_row(name, str(value), capability_meaning(name))
+        flags.add_row(name, str(value), capability_meaning(name), source=fact(name, value=value))
     return Summary(tables=[device, flags], show_profile=False)
+
+
+def _state_facts(label: str, state: GpuState | None) -> tuple[DeviceFact, ...]:
+    """The rates the NVML link row prints: the link's during the run, and its maximum's
+    where it ran below it."""
+    if label != LINK_LABEL or state is None or state.link is None:
+        return ()
+    during = [("PCIe link during the run (per direction) [NVML]", state.link)]
+    if state.link_below_max:
+        during.append(("PCIe link's maximum (per direction) [NVML]", state.link_max))
+    return tuple(DeviceFact(name, gb_per_s=pcie_bandwidth_gb_per_s(*link)) for name, link in during)
 
 
 def _affinity_text(recorded: AffinityRecord | None) -> str:
@@ -90,14 +117,12 @@ def _affinity_text(recorded: AffinityRecord | None) -> str:
     return Affinity(recorded.numa_node, tuple(recorded.local_cpus)).describe() + " [sysfs]"
 
 
-def _link_text(d) -> str:
+def _link_text(d, gb_per_s: float | None) -> str:
+    """The link at its maximum and its rate (the "PCIe link" fact's), as sysfs or NVML said."""
     if d.pcie_max_generation is None:
         return f"unknown (no link figures from {d.pcie_source})"
-    bandwidth = pcie_bandwidth_gb_per_s(d.pcie_max_generation, d.pcie_max_width)
-    text = (
-        f"Gen{d.pcie_max_generation} x{d.pcie_max_width}: {bandwidth:.1f} GB/s per direction "
-        "(theoretical)"
-    )
+    rate = f"{format_gb_per_s(gb_per_s)} GB/s" if gb_per_s else "unknown rate"
+    text = f"Gen{d.pcie_max_generation} x{d.pcie_max_width}: {rate} per direction (theoretical)"
     if (d.pcie_generation, d.pcie_width) != (d.pcie_max_generation, d.pcie_max_width):
         text += (
             f"; running at Gen{d.pcie_generation} x{d.pcie_width} now (links slow down when idle)"

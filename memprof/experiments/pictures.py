@@ -465,8 +465,7 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
     over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
     and beside it the table's own figures and gaps; where the trace kept no timeline, why."""
-    from memprof.experiments.trace import GAPS_SHOWN
-    from memprof.model.timeline import breakdown, over_time
+    from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
 
     timeline = result.extra.timeline
@@ -476,7 +475,7 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     if not timeline.gpu or "Where the time went" not in tables:
         return []
     gap_rows = tables["Longest idle gaps"].rows if "Longest idle gaps" in tables else []
-    shares = breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
+    shares = breakdown_of(result)
     panels: list[Panel] = []
     for share, binned, row in zip(
         shares, over_time(timeline), tables["Where the time went"].rows, strict=True
@@ -712,7 +711,9 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
     if climb is not None:
         ways = {"cuMemHostAlloc + touch": climb.alloc, "touch + cuMemHostRegister": climb.register}
         lines = [
-            Line(way, list(zip(climb.held_bytes, costs, strict=True)))
+            Line(
+                way, [(n, cost.median_ms) for n, cost in zip(climb.held_bytes, costs, strict=True)]
+            )
             for way, costs in ways.items()
         ]
         panels.append(

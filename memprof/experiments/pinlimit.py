@@ -14,6 +14,7 @@ CUDA's error are kept in the Result.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -427,11 +428,12 @@ def check(result: Result) -> None:
 
 @dataclass(frozen=True)
 class Climb:
-    """Per GiB costs of each whole step, from the samples (ms per GiB)."""
+    """Per GiB costs of each whole step, each one step's samples (memprof.model.figures's
+    "per_gib" with its step: the table's cells and the CSV's rows)."""
 
     held_bytes: list[int]
-    alloc: list[float]  # cuMemHostAlloc and the touch of its pages
-    register: list[float]  # numpy's touch and cuMemHostRegister
+    alloc: list[Derived]  # cuMemHostAlloc and the touch of its pages
+    register: list[Derived]  # numpy's touch and cuMemHostRegister
     pinning_ms: float  # every whole step's calls and touches
 
     @property
@@ -439,33 +441,47 @@ class Climb:
         return self.pinning_ms / (self.held_bytes[-1] / GIB)
 
 
-def samples(result: Result, measure: base.Measure, kind: str) -> list[float]:
-    found = [m for m in base.find_all(result, measure) if m.kind == kind]
-    return found[0].samples_ms if found else []
+CLIMB_WAYS = {  # each way of pinning half a step: its call and its touch, as the table heads it
+    "HostAlloc+touch": ((ALLOC, "pinned"), (TOUCH, "pinned")),
+    "touch+Register": ((TOUCH, "registered"), (REGISTER, "registered")),
+}
 
 
 def climb_of(result: Result) -> Climb | None:
     """The climb's costs per GiB of each whole step (None: not one step was made)."""
-    extra = result.extra
-    steps = len(extra.held_bytes)
-    if not steps:
+    held = result.extra.held_bytes
+    if not held:
         return None
-    half_gib = half_step(result) / GIB
-    parts = [
-        samples(result, ALLOC, "pinned")[:steps],
-        samples(result, TOUCH, "pinned")[:steps],
-        samples(result, TOUCH, "registered")[:steps],
-        samples(result, REGISTER, "registered")[:steps],
-    ]
-    alloc = [(a + t) / half_gib for a, t in zip(parts[0], parts[1], strict=True)]
-    register = [(t + r) / half_gib for t, r in zip(parts[2], parts[3], strict=True)]
-    return Climb(extra.held_bytes, alloc, register, math.fsum(math.fsum(p) for p in parts))
+    of = figure_finder(result, Pinlimit.measures)
+    ways = []
+    for way, parts in CLIMB_WAYS.items():
+        found = tuple(
+            of(next(m for m in base.find_all(result, measure) if m.kind == kind))
+            for measure, kind in parts
+        )
+        ways.append(
+            [
+                Derived(
+                    f"{way}, step {step + 1} ({format_bytes(nbytes)} pinned)",
+                    found,
+                    "per_gib",
+                    step=step,
+                )
+                for step, nbytes in enumerate(held)
+            ]
+        )
+    pinning_ms = math.fsum(
+        math.fsum(part.measurement.samples_ms[: len(held)])
+        for part in ways[0][0].parts + ways[1][0].parts
+    )
+    return Climb(held, *ways, pinning_ms)
 
 
 @dataclass(frozen=True)
 class HostWork:
     """One host workload's figures before the climb, held and after, and what pinning did."""
 
+    name: str
     idle: Figure
     held: Figure
     after: Figure
@@ -473,13 +489,18 @@ class HostWork:
     @property
     def baseline(self) -> Figure:
         """The slower of before and after: a slowdown is pinning's only beyond both."""
-        return max(self.idle, self.after, key=lambda f: f.latency_ms)
+        return max(self.idle, self.after, key=lambda f: f.per_operation_ms)
+
+    @functools.cached_property
+    def held_vs_both(self) -> Derived:
+        """The held work's time over the baseline's (the table's "Held vs both", a CSV row)."""
+        return Derived(f"{self.name}: held vs both", (self.held, self.baseline), "ratio")
 
     @property
     def slowdown(self) -> float:
         """How much longer the work took with memory pinned than without, before or after:
         0.04 for 4% slower (against the slower of the two)."""
-        return self.held.latency_ms / self.baseline.latency_ms - 1
+        return self.held_vs_both.ratio - 1
 
     @property
     def noise(self) -> float:
@@ -498,7 +519,7 @@ def host_figures(result: Result) -> dict[str, HostWork]:
     measures = {"numpy copy": HOST_COPY, "pageable copy to the GPU": H2D}
     return {
         name: HostWork(
-            *(figure(result, base.find(result, of[p], "pageable"), of[p]) for p in PHASES)
+            name, *(figure(result, base.find(result, of[p], "pageable"), of[p]) for p in PHASES)
         )
         for name, of in measures.items()
     }
@@ -597,7 +618,7 @@ def climb_table(result: Result, climb: Climb) -> Table:
     extra = result.extra
     table = Table(
         "Pinning as it grows, per GiB",
-        ["Pinned", "MemAvailable", "HostAlloc+touch", "touch+Register"],
+        ["Pinned", "MemAvailable", *CLIMB_WAYS],
         notes=[
             f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
             "a byte written in every page; half by writing a byte in every page of a numpy "
@@ -610,7 +631,11 @@ def climb_table(result: Result, climb: Climb) -> Table:
         climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
     ):
         table.add_row(
-            format_bytes(held), format_bytes(available), format_ms(alloc), format_ms(register)
+            format_bytes(held),
+            format_bytes(available),
+            format_ms(alloc.median_ms),
+            format_ms(register.median_ms),
+            source=(alloc, register),
         )
     return table
 
@@ -667,7 +692,10 @@ def host_table(result: Result) -> Table:
             name,
             *(f"{format_gb_per_s(f.gb_per_s)} GB/s" for f in (work.idle, work.held, work.after)),
             f"{work.slowdown:+.1%}",
-            source=(work.idle.measurement, work.held.measurement, work.after.measurement),
+            source=(
+                *(f.measurement for f in (work.idle, work.held, work.after)),
+                work.held_vs_both,
+            ),
         )
     after = format_bytes(extra.available_bytes[-1]) if extra.available_bytes else "-"
     table.add_row("MemAvailable", format_bytes(extra.available_idle_bytes), after, "-", "")

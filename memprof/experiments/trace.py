@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from memprof.errors import InvalidArgument
 from memprof.experiments import base
 from memprof.experiments.smallcopies import SmallCopies, per_copy_walls
+from memprof.model.figures import Derived
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
     format_bytes,
@@ -33,9 +34,10 @@ from memprof.model.params import CliOption
 from memprof.model.results import Result
 from memprof.model.schema import Range, SchemaError
 from memprof.model.summary import Summary, Table
-from memprof.model.timeline import NO_LINE, Breakdown, Gap, breakdown
+from memprof.model.timeline import Breakdown, breakdown_of
 from memprof.output.files import destination
 from memprof.output.render import LOWER_BOUNDS
+from memprof.output.where import copy_group_rows, gap_place
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
@@ -330,17 +332,18 @@ def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> T
             "copy (- where the trace did not record it)."
         ],
     )
-    for g in copies:
-        rate = bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else 0.0
+    for g, row in zip(copies, copy_group_rows(copies), strict=True):  # the CSV's rows: "copies"
+        rate, blocked = row["gb_per_s"], row["host_ms"]
         table.add_row(
-            f"{g.direction} {g.source} -> {g.destination}",
-            str(g.calls),
+            str(row["name"]),
+            str(row["calls"]),
             format_bytes(g.bytes),
             format_ms(g.gpu_ms),
-            format_gb_per_s(rate),
-            str(g.blocking_copies),
-            format_ms(g.blocked_ms) if g.blocked_ms > 0 else "-",
-            str(g.small_calls),
+            format_gb_per_s(rate) if isinstance(rate, float) else "-",
+            str(row["blocking_copies"]),
+            format_ms(blocked) if isinstance(blocked, float) else "-",
+            str(row["small_copies"]),
+            source=g,
         )
     h2d, d2h = pinned_gb_per_s(bandwidth, "HtoD"), pinned_gb_per_s(bandwidth, "DtoH")
     how = (bandwidth or {}).get("how", "not measured")
@@ -390,7 +393,6 @@ WORK_CALLS_NOTE = (
 
 # -- where the time went ---------------------------------------------------------------------
 
-GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
 LONG_GAP_SHARE = 0.1  # an idle gap of a tenth of the run or more: a pause, said in the verdict
 PARTS = ("computing", "copying", "both", "idle")  # a Breakdown's parts, in the table's order
 BREAKDOWN_NOTE = (
@@ -471,8 +473,8 @@ def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
     long = [gap for gap in share.gaps if share.share(gap.duration_ns) >= LONG_GAP_SHARE]
     for gap in long:
         said.append(
-            f"{part(gap.duration_ns)} in one pause at {format_ms(gap.start_ns / 1e6)}, the "
-            f"host at {_gap_place(gap, lines)}"
+            f"{part(gap.duration_ns)} in one pause at {format_ms(gap.start_ms)}, the "
+            f"host at {gap_place(gap, lines)}"
         )
     rest_ns = share.idle_ns - share.outside_ns - sum(gap.duration_ns for gap in long)
     listed = "Its longest idle gaps are listed with the line the host was at." if share.gaps else ""
@@ -488,20 +490,12 @@ def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
     return f"Of the run, {'; '.join(said)}: {once}, not each step's.{rest} {listed}".strip()
 
 
-def _gap_place(gap: Gap, lines: list[SourceLine]) -> str:
-    if gap.line == NO_LINE:
-        return "(no recorded call)"
-    line = lines[gap.line]
-    return f"{'' if gap.during else 'after '}{line.place} ({line.activity})"
-
-
 def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     """The breakdown of the run per GPU and its longest idle gaps, and what it means;
     nothing for a trace saved without a timeline, or whose GPU did no work."""
-    timeline = result.extra.timeline
-    if timeline is None or not timeline.gpu:
+    shares = breakdown_of(result)
+    if not shares:
         return [], []
-    shares = breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
     table = Table("Where the time went", ["GPU", "Computing", "Copying", "Both", "Idle"])
     gaps = Table("Longest idle gaps", ["GPU", "At", "Idle for", "Host at"])
     lines = result.extra.lines or []
@@ -511,10 +505,9 @@ def time_tables(result: Result) -> tuple[list[Table], list[str]]:
             for ns in _parts_ns(share).values()
         ]
         table.add_row(str(share.device), *cells)
-        for gap in share.gaps:
-            at = format_ms(gap.start_ns / 1e6)
-            place = _gap_place(gap, lines)
-            gaps.add_row(str(share.device), at, format_ms(gap.duration_ns / 1e6), place)
+        for gap in share.gaps:  # its CSV row: group "gap" (memprof.output.where)
+            at, idle = format_ms(gap.start_ms), format_ms(gap.idle_ms)
+            gaps.add_row(str(share.device), at, idle, gap_place(gap, lines), source=gap)
     table.notes.append(BREAKDOWN_NOTE)
     gaps.notes.append("At: from the first recorded event.")
     tables = [table, gaps] if gaps.rows else [table]
@@ -1119,13 +1112,15 @@ def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Ta
                 table.add_row(*(row.get(column, "") for column in headers))
     table.highlighted = [(row, headers.index(column)) for column, (_, row) in best.items()]
     rest = [line for line in lines if all(line is not s for s in shown)]
-    if rest:
+    if rest:  # its CSV row: a derived one, the lines summed
+        others = Derived(f"Where: {title}, {plural(len(rest), 'other line')}", tuple(rest), "lines")
+        gpu_ms, host_ms = others.line_total("gpu_ms"), others.line_total("host_ms")
         row = {"Line": f"({plural(len(rest), 'other line')})"}
-        row["Calls"] = str(sum(line.calls for line in rest))
-        row["Bytes"] = format_bytes(sum(line.bytes for line in rest))
-        row["GPU time"] = format_ms(math.fsum(line.gpu_ms for line in rest))
-        row["Host"] = format_ms(math.fsum(line.host_ms for line in rest))
-        table.add_row(*(row.get(column, "") for column in headers))
+        row["Calls"] = str(others.line_total("calls"))
+        row["Bytes"] = format_bytes(others.line_total("bytes"))
+        row["GPU time"] = "-" if gpu_ms is None else format_ms(gpu_ms)
+        row["Host"] = "-" if host_ms is None else format_ms(host_ms)
+        table.add_row(*(row.get(column, "") for column in headers), source=others)
     return table
 
 

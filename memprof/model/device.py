@@ -197,6 +197,18 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
 
 
 @dataclass(frozen=True)
+class DeviceFact:
+    """One fact of a GPU that `memprof info` prints, declared once for its table's cell and
+    the CSV's row (group "device"): a count, flag, version or a unit its name says (value),
+    a size (bytes) or a rate (gb_per_s)."""
+
+    name: str
+    value: float | None = None
+    bytes: int | None = None
+    gb_per_s: float | None = None
+
+
+@dataclass(frozen=True)
 class DeviceRecord:
     """One GPU of a run on several (peer, hostlink, portable): its index, name and bus id."""
 

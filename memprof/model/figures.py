@@ -147,8 +147,10 @@ class Derived:
     """A figure made of others, its formula written here once for the table's cell and the
     CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
     copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
-    stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": one part's
-    times scaled to a GiB (an allocation's cost per GiB); "steady": one part's samples
+    stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": its parts'
+    times added up and scaled to a GiB of the first's bytes (an allocation's cost per GiB;
+    with `step`, one step of pinlimit's climb: each part's sample of that step, not its
+    median, a call and a touch of the same pages); "steady": one part's samples
     once the first (cold) one is behind, steady_ms of them; "total": work done by
     parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
     faster the second part ran than the first (pinned's "vs pageable"): the first's
@@ -156,15 +158,36 @@ class Derived:
     parts are totals; "floor": the least GB/s a check expects of its one part, `share` of the
     part's ceiling; "reference": a known-good machine's GB/s (`reference_gb_per_s`) for the
     line its one part is measured in; "attempt": its one part's own figures, a line measured
-    again (check --retries), whose copies are no measurement of the run."""
+    again (check --retries), whose copies are no measurement of the run; "lines": a traced
+    program's source lines (memprof.model.lines.SourceLine) summed, line_total of them (a
+    Where table's other lines)."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
     formula: Literal[
-        "sum", "overlap", "per_gib", "steady", "total", "ratio", "floor", "reference", "attempt"
+        "sum",
+        "overlap",
+        "per_gib",
+        "steady",
+        "total",
+        "ratio",
+        "floor",
+        "reference",
+        "attempt",
+        "lines",
     ] = "sum"
     share: float | None = None  # "floor": of the part's ceiling
     reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure
+    step: int | None = None  # "per_gib": the index of the one sample of each part it adds up
+
+    def line_total(self, figure: str) -> float | None:
+        """A "lines" figure's (calls, bytes, gpu_ms, host_ms): its lines' added up (None: a
+        time none of them recorded, as the calls without GPU work have)."""
+        if figure in ("gpu_ms", "host_ms"):
+            if not any(getattr(line, f"{figure}_each") for line in self.parts):
+                return None
+            return math.fsum(getattr(line, figure) for line in self.parts)
+        return sum(getattr(line, figure) for line in self.parts)
 
     @property
     def ratio(self) -> float:
@@ -182,9 +205,12 @@ class Derived:
         return self._time("per_operation_ms")
 
     def _time(self, which: str) -> float:
-        times = [getattr(part, which) for part in self.parts]
+        if self.step is not None:
+            times = [part.measurement.samples_ms[self.step] for part in self.parts]
+        else:
+            times = [getattr(part, which) for part in self.parts]
         if self.formula == "per_gib":
-            return times[0] * GIB / self.parts[0].measurement.bytes
+            return math.fsum(times) * GIB / self.parts[0].measurement.bytes
         if self.formula == "steady":
             return steady_ms(self.parts[0].measurement.samples_ms)
         if self.formula != "overlap":

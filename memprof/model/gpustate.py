@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from memprof.model.device import PcieGeneration, PcieWidth, pcie_bandwidth_gb_per_s
-from memprof.model.formatting import format_bytes, gpu_names
+from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names
 from memprof.model.schema import Count, GpuIndex, Range, SchemaError
 
 Megahertz = Annotated[int, Range(0, 100_000)]  # a clock: far above any GPU's
@@ -187,7 +187,7 @@ def link_words(link: tuple[int, int] | None) -> str:
 
 def link_rate_words(link: tuple[int, int] | None) -> str:
     rate = pcie_bandwidth_gb_per_s(*link) if link else None
-    return f"{rate:.1f} GB/s" if rate else "unknown"
+    return f"{format_gb_per_s(rate)} GB/s" if rate else "unknown"
 
 
 def pcie_words(state: GpuState) -> str:
@@ -292,6 +292,9 @@ def _state_words(state: GpuState) -> str:
     )
 
 
+LINK_LABEL = "PCIe link during the run"
+
+
 def state_rows(state: GpuState | None) -> list[tuple[str, str]]:
     """`memprof info`'s rows of a GPU's state."""
     label = "GPU state (NVML)"
@@ -300,7 +303,7 @@ def state_rows(state: GpuState | None) -> list[tuple[str, str]]:
     if state.unavailable:
         return [(label, f"unknown: {state.unavailable}")]
     return [
-        ("PCIe link during the run", pcie_words(state) + " [NVML]"),
+        (LINK_LABEL, pcie_words(state) + " [NVML]"),
         ("Clocks: when the run ended, of maximum", clocks_words(state)),
         ("Clock events during the run", reasons_words(state)),
         ("NVLink", nvlink_words(state)),

@@ -151,8 +151,9 @@ class Summary:
     # every measurement's figures (memprof.model.figures), what the CSV and frames hold: made
     # when first asked (the terminal shows a large trace's 100,000 in a few profile rows)
     figures_of: Callable[[], list[Any]] = field(default=list, repr=False)
-    # the figures made of several (memprof.model.figures.Derived) its tables show, found in
-    # their sources: the CSV's rows after the measurements'
+    # the figures made of several (memprof.model.figures.Derived) and the device's facts
+    # (memprof.model.device.DeviceFact) its tables show, found in their sources: the CSV's
+    # rows after the measurements'
     derived: list[Any] = field(default_factory=list)
 
     @functools.cached_property

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from memprof.model.schema import MAX_COUNT, Range, SchemaError
 
@@ -165,6 +165,15 @@ class Gap:
     line: int
     during: bool
 
+    @property
+    def start_ms(self) -> float:
+        """From the first recorded event."""
+        return self.start_ns / 1e6
+
+    @property
+    def idle_ms(self) -> float:
+        return self.duration_ns / 1e6
+
 
 @dataclass(frozen=True)
 class Breakdown:
@@ -189,7 +198,19 @@ class Breakdown:
         return part_ns / self.wall_ns if self.wall_ns > 0 else 0.0
 
 
-def breakdown(timeline: Timeline, wall_ns: int, gaps: int = 3) -> list[Breakdown]:
+GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
+
+
+def breakdown_of(result: Any) -> list[Breakdown]:
+    """A trace's breakdown per GPU, with its GAPS_SHOWN longest idle gaps, as its tables,
+    pictures and CSV show it (none: saved without a timeline, or its GPU did no work)."""
+    timeline = getattr(result.extra, "timeline", None)
+    if timeline is None or not timeline.gpu:
+        return []
+    return breakdown(timeline, round(result.extra.wall_s * 1e9), GAPS_SHOWN)
+
+
+def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[Breakdown]:
     """Each GPU's breakdown of the program's wall time (wall_ns: the host's clock around the
     program; its GPU work, in CUPTI's clock, lies within it), by device id."""
     devices = sorted({row[4] for row in timeline.gpu})

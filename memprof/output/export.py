@@ -14,7 +14,9 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+from memprof.model.device import DeviceFact
 from memprof.model.figures import GIB, Derived, Figure
+from memprof.model.lines import lines_of
 from memprof.model.results import Result
 from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
@@ -30,7 +32,9 @@ from memprof.output.literal import literal
 # derived row of operation "floor" (gb_per_s: ceiling_share, its floor, of ceiling_gb_per_s);
 # the reference figure it is held to, a row of group "reference" named as the line it judges;
 # the copies of a retry that decided a line (check --retries), a row of group "retry" as a
-# measurement's, derived_from naming the attempt ("retry 1").
+# measurement's, derived_from naming the attempt ("retry 1"). `memprof info`'s device facts
+# (memprof.model.device.DeviceFact) are rows of group "device": a value (a count, flag,
+# version, or the unit its name says), bytes or gb_per_s.
 CSV_COLUMNS = (
     "command",
     "created_at",
@@ -61,14 +65,21 @@ CSV_COLUMNS = (
     "ceiling_share",
     "limiter",
     "ratio",
+    "value",
     "derived_from",
-    # a traced program's source lines (memprof trace): one row each, group "line"
+    # a traced program's source lines (memprof trace): one row each, group "line"; its copies
+    # by memory kind, group "copies" (gpu_ms: summed; host_ms: the blocking copies' calls);
+    # each GPU's longest idle gaps, group "gap" (start_ms: from the first recorded event)
     "source_file",
     "source_line",
     "source_function",
     "gpu_ms",
     "host_ms",
     "callers",
+    "blocking_copies",
+    "small_copies",
+    "start_ms",
+    "idle_ms",
 )
 
 
@@ -124,16 +135,22 @@ def csv_rows(
 
     rows = [row_of(one) for one in figures]
     rows_of = {id(f.measurement): row for f, row in zip(figures, rows, strict=True)}
+    traced = _trace_rows(result, run, own)
+    lines = [row for row in traced if row["group"] == "line"]
+    rows_of |= {id(line): row for line, row in zip(lines_of(result) or [], lines, strict=True)}
     made = []
     for one in derived:  # a derived figure's parts come before it
-        if one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
+        if isinstance(one, DeviceFact):  # memprof info's: a row of its own
+            row = {**run, "group": "device", "name": literal(one.name), "operation": "fact"}
+            row |= {c: _blank(getattr(one, c)) for c in ("value", "bytes", "gb_per_s")}
+        elif one.formula == "attempt":  # a retry's copies: their own row, as a measurement's
             row = {**row_of(one.parts[0]), "group": "retry", "derived_from": one.name}
             rows_of[id(one.parts[0].measurement)] = row
         else:
             row = _derived_row(one, rows_of)
         rows_of[id(one)] = row
         made.append(row)
-    return rows + made + _line_rows(result, run)
+    return rows + made + traced
 
 
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
@@ -143,6 +160,7 @@ FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "steady": ("median_ms", "per_operation_ms"),
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
+    "lines": ("calls", "bytes", "gpu_ms", "host_ms"),
 }
 
 
@@ -177,7 +195,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         "name": literal(one.name),
         "operation": one.formula,
         **({"bytes": GIB} if one.formula == "per_gib" else {}),
-        **{column: _blank(getattr(one, column)) for column in FORMULA_FIGURES[one.formula]},
+        **{column: _blank(figure_of(one, column)) for column in FORMULA_FIGURES[one.formula]},
         "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
             _part_name(
                 part,
@@ -187,6 +205,11 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
             for part in parts
         ),
     }
+
+
+def figure_of(one: Derived, column: str) -> object:
+    """A derived figure's value for its CSV column."""
+    return one.line_total(column) if one.formula == "lines" else getattr(one, column)
 
 
 def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
@@ -199,11 +222,13 @@ def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
     return f"{row['name']} ({', '.join(map(str, named))})" if named else str(row["name"])
 
 
-def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]]:
-    """A trace's source lines (memprof.output.where), in the CSV's columns."""
-    from memprof.output.where import where_rows
+def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list[dict[str, object]]:
+    """A trace's copies by memory kind, idle gaps and source lines (memprof.output.where),
+    in the CSV's columns."""
+    from memprof.output.where import copy_group_rows, gap_rows, where_rows
 
-    return [
+    copies = getattr(result.extra, "copies", None) if result.command == "trace" else None
+    lines = [
         {
             **run,
             "group": "line",
@@ -220,6 +245,20 @@ def _line_rows(result: Result, run: dict[str, object]) -> list[dict[str, object]
             "callers": row["callers"],
         }
         for row in where_rows(result)
+    ]
+    return [
+        *({**run, "group": "copies", **row} for row in copy_group_rows(copies or [])),
+        *(
+            {  # of the GPU CUPTI recorded, as the Where the time went table shows it
+                **run,
+                "group": "gap",
+                **row,
+                "gpu_pci_bus_id": _bus_id(result, row["gpu_index"]),
+                "gpu_name": run["gpu_name"] if row["gpu_index"] == own else "",
+            }
+            for row in gap_rows(result)
+        ),
+        *lines,
     ]
 
 
@@ -252,7 +291,7 @@ def _bus_id(result: Result, gpu: object) -> str:
 def csv_text(
     results: Sequence[Result],
     figures: Sequence[Sequence[Figure]],
-    derived: Sequence[Sequence[Derived]] | None = None,
+    derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> str:
     """The CSV file's whole text: a header and one row per measurement of every result
     (figures: each result's, as its summary computed them), then each derived figure's."""
@@ -269,7 +308,7 @@ def write_csv(
     results: Sequence[Result],
     figures: Sequence[Sequence[Figure]],
     path: Path,
-    derived: Sequence[Sequence[Derived]] | None = None,
+    derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> None:
     """Save as CSV atomically: an existing file is replaced whole or left as it was."""
     write_text_atomic(path, csv_text(results, figures, derived))

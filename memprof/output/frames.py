@@ -27,6 +27,8 @@ INTEGER_COLUMNS = (
     "moved_bytes",
     "calls",
     "source_line",
+    "blocking_copies",
+    "small_copies",
 )
 FLOAT_COLUMNS = (
     "median_ms",
@@ -39,8 +41,11 @@ FLOAT_COLUMNS = (
     "ceiling_gb_per_s",
     "ceiling_share",
     "ratio",
+    "value",
     "gpu_ms",
     "host_ms",
+    "start_ms",
+    "idle_ms",
 )
 
 

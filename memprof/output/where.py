@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
+from memprof.model.timeline import NO_LINE, Gap, breakdown_of
 from memprof.output.literal import literal
 
 WHERE_COLUMNS = (
@@ -60,6 +62,52 @@ def where_rows(result: object) -> list[dict[str, object]]:
             }
         )
     return rows
+
+
+def copy_group_rows(copies: list) -> list[dict[str, object]]:
+    """One row per copy group of a trace (memprof.trace.collect.CopyGroup), what its Copies
+    by memory kind table prints: its calls, bytes, GPU time summed and GB/s over it, the
+    copies the host waited for and their calls' time (host_ms), and the small ones."""
+    return [
+        {
+            "name": f"{g.direction} {g.source} -> {g.destination}",
+            "operation": g.direction,
+            "kind": g.host_kind or "",
+            "bytes": g.bytes,
+            "calls": g.calls,
+            "gpu_ms": g.gpu_ms,
+            "gb_per_s": bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else "",
+            "blocking_copies": g.blocking_copies,
+            "host_ms": g.blocked_ms if g.blocked_ms > 0 else "",
+            "small_copies": g.small_calls,
+        }
+        for g in copies
+    ]
+
+
+def gap_place(gap: Gap, lines: list[SourceLine]) -> str:
+    """The line the host was at during an idle gap, or before it."""
+    if gap.line == NO_LINE:
+        return "(no recorded call)"
+    line = lines[gap.line]
+    return f"{'' if gap.during else 'after '}{line.place} ({line.activity})"
+
+
+def gap_rows(result: object) -> list[dict[str, object]]:
+    """Each GPU's longest idle gaps (memprof.model.timeline.breakdown_of), as the trace's
+    Longest idle gaps table prints them, the place literally."""
+    lines = lines_of(result) or []
+    return [
+        {
+            "gpu_index": share.device,
+            "name": literal(gap_place(gap, lines)),
+            "operation": "idle",
+            "start_ms": gap.start_ms,
+            "idle_ms": gap.idle_ms,
+        }
+        for share in (breakdown_of(result) if getattr(result, "command", "") == "trace" else [])
+        for gap in share.gaps
+    ]
 
 
 @dataclass
