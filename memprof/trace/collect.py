@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from memprof.output.emit import Output
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
-BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
 BANDWIDTH_MODES = ("cache", "measure", "none")
 CUPTI_INSTALL_HINT = "pip install cupti-python (NVIDIA's CUPTI for Python, CUDA 12 or newer)"
 

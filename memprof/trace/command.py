@@ -21,7 +21,6 @@ from memprof.errors import InvalidArgument
 from memprof.model.params import CliOption
 from memprof.model.schema import Range
 from memprof.trace.collect import (
-    BANDWIDTH_PROBE_POWER,
     LineOptions,
     TraceOptions,
     parse_target,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from memprof.model.results import Result
 
 DESCRIPTION = "memprof's options go before SCRIPT; the program's output and exit code pass through."
+BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
 # everything after SCRIPT is the program's, --help and --json included
 CONTEXT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": True}
 PYTHON_M = "Run a module, as python -m does."
