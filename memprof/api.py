@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
 from memprof.errors import InvalidArgument, SaveFailed
-from memprof.experiments import experiment_named, summarize
+from memprof.experiments import PROGRAM_COMMAND, experiment_named, summarize
 from memprof.experiments import load as load_result
 from memprof.experiments.base import Progress, RunOptions, no_progress
 from memprof.experiments.base import run as run_experiment
@@ -45,7 +45,7 @@ def run(
             f"memprof.run: command must be a str such as 'pinned', not {_kind(command)}"
         )
     experiment = experiment_named(command)
-    if experiment.runs_a_program:
+    if experiment.name == PROGRAM_COMMAND:
         raise InvalidArgument(f"memprof.run: {command} runs a program: use `memprof {command}`")
     if max_noise is not None and params.get("repeat") is not None:
         raise InvalidArgument(

@@ -1,10 +1,11 @@
 """The `memprof` command line, made from the experiment registry.
 
 Each experiment becomes one command: its options are its Params fields (memprof.model.params
-says how each is offered and checked; `trace` declares its own) plus the shared options it
-takes, defined once in memprof.cli_options. `report` and `diff` read files and are
-written out here. Each is built when first needed (memprof.cli_commands): `memprof --help`
-lists every command from the registry's lines without importing any experiment.
+says how each is offered and checked) plus the shared options it takes, defined once in
+memprof.cli_options. `report`, `diff` and `plot` read files and are written out here;
+`trace` runs the user's program (memprof.trace.command). Each is built when first needed
+(memprof.cli_commands): `memprof --help` lists every command from the registry's lines
+without importing any experiment.
 
 Every way a command can end is decided in one place (`run_command`): one line on stderr at
 most and a documented exit code (ExitCode).
@@ -25,7 +26,7 @@ from typer.core import TyperGroup
 
 from memprof.cli_commands import HELP, OnDemandGroup, build, command, epilog, on_demand
 from memprof.errors import ExitCode, MemprofError
-from memprof.experiments import COMMANDS, experiment_class, experiment_named
+from memprof.experiments import COMMANDS, PROGRAM_COMMAND, experiment_class, experiment_named
 from memprof.interrupts import caused_by_ctrl_c, pressed
 from memprof.output import console as terminal
 from memprof.version import __version__
@@ -176,9 +177,7 @@ def experiment_command(name: str) -> Any:
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = noise_target(values)
-        output.check(inputs=experiment.inputs(values))  # its files, the program traced too
-        if experiment.runs_a_program:  # memprof trace: the user's program under CUPTI
-            raise typer.Exit(experiment().run_program(device=device, output=output, **values))
+        output.check(inputs=experiment.inputs(values))  # its files (check's --reference)
         params = declared.from_cli(experiment.Params, values)
         _run(experiment.name, params, device, output, timing, affinity, max_noise)
 
@@ -188,11 +187,21 @@ def experiment_command(name: str) -> Any:
     parameters = params_options(experiment) + gpu_options(experiment) + output_options()
     if experiment.name in gates.JUNIT_COMMANDS:
         parameters.append(gates.junit_option())
-    return build(name, measure, help, parameters, {"context_settings": experiment.context_settings})
+    return build(name, measure, help, parameters, {})
+
+
+def trace_command() -> Any:
+    """`memprof trace`, built when first needed: the user's program under CUPTI."""
+    from memprof.trace.command import click_command
+
+    return click_command()
 
 
 def add_experiment(line: Any) -> None:
     """A registry line's command and its aliases: listed now, built when first needed."""
+    if line.name == PROGRAM_COMMAND:  # trace: its Experiment only reads its Results
+        on_demand(line.name, line.help, trace_command)
+        return
     for name in (line.name, *line.aliases):
         help = line.help if name == line.name else f"Alias of {line.name}."
         on_demand(name, help, functools.partial(experiment_command, name))

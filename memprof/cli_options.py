@@ -161,19 +161,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
         )
     elif experiment.gpus == "one":
-        read = one_device(experiment.name)
-        options.append(
-            option(
-                "device",
-                str,
-                "0",
-                "-d",
-                "--device",
-                callback=read,
-                help=DEVICE_HELP,
-                metavar="<int>",
-            )
-        )
+        options.append(device_option(experiment.name))
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
     if until_noise_target(experiment):
@@ -190,6 +178,14 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     if experiment.affinity_option:
         options.append(option("no_affinity", bool, False, help=AFFINITY_HELP))
     return options
+
+
+def device_option(command: str) -> inspect.Parameter:
+    """--device of a command that measures one GPU."""
+    read = one_device(command)
+    return option(
+        "device", str, "0", "-d", "--device", callback=read, help=DEVICE_HELP, metavar="<int>"
+    )
 
 
 def until_noise_target(experiment: type[Experiment]) -> bool:
@@ -216,8 +212,16 @@ AFFINITY_HELP = (
 
 def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     """The experiment's own options (its Params fields: memprof.model.params says how)."""
+    return declared_options(declared.cli_options(experiment.Params), experiment.Params)
+
+
+def declared_options(
+    faces: list[declared.CliOption], params: type | None = None
+) -> list[inspect.Parameter]:
+    """Options as memprof.model.params declares them (CliOption), for typer; `params`: the
+    Params whose sweeps and lists of choices the defaults shown name."""
     options = []
-    for face in experiment.options():
+    for face in faces:
         if face.argument:
             options.append(argument(face.name, face.kind, face.default, face.help))
             continue
@@ -226,7 +230,7 @@ def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
             members = {name.replace("-", "_"): name for name in face.choices}
             kind = Enum(face.name, members, type=str)
             default, check = kind(default), None
-        shown = shown_default(experiment, face.name, default)
+        shown = shown_default(params, face.name, default) if params else None
         named = {"metavar": METAVARS[face.name]} if face.name in METAVARS else {}
         options.append(
             option(
@@ -243,19 +247,17 @@ def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     return options
 
 
-def shown_default(experiment: type[Experiment], name: str, default: Any) -> str | None:
+def shown_default(params: type, name: str, default: Any) -> str | None:
     """What `[default: ...]` says where the value itself would not read whole in help: a
     comma-separated list of every choice is "all" (click breaks a long word anywhere), and a
     sweep's --from/--to, whose value is "not given", say the sizes the sweep then takes."""
     if isinstance(default, str) and "," in default:
         chosen = default.split(",")
-        field = next(f for f in dataclasses.fields(experiment.Params) if f.name == name)
-        every = declared.choices_of(declared.hints(experiment.Params)[field.name]) or ()
+        field = next(f for f in dataclasses.fields(params) if f.name == name)
+        every = declared.choices_of(declared.hints(params)[field.name]) or ()
         return "all" if set(chosen) == set(every) else ", ".join(chosen)
     if name in ("from_power", "to_power") and default is None:
-        sweep = next(
-            (f.default for f in dataclasses.fields(experiment.Params) if _is_sweep(f)), None
-        )
+        sweep = next((f.default for f in dataclasses.fields(params) if _is_sweep(f)), None)
         if sweep:
             return str(min(sweep) if name == "from_power" else max(sweep))
     return None

@@ -17,7 +17,7 @@ import memprof
 from memprof import api
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
-from memprof.experiments import COMMANDS, experiment_class, summarize
+from memprof.experiments import COMMANDS, PROGRAM_COMMAND, experiment_class, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PINNED = FIXTURES / "h200_pinned_p20.json"
@@ -149,7 +149,7 @@ def test_device_all_runs_or_names_the_commands_that_take_it(command, monkeypatch
     experiment = experiment_class(command)
     program = tmp_path / "x.py"
     program.write_text("pass\n")
-    line = [command, "--device", "all"] + ([str(program)] if experiment.runs_a_program else [])
+    line = [command, "--device", "all"] + ([str(program)] if command == PROGRAM_COMMAND else [])
     ran = runner.invoke(app, line)
     if experiment.gpus == "one_or_every":
         assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output  # taken: on to PyCUDA

@@ -19,6 +19,7 @@ from memprof.cli import app
 from memprof.experiments import load as load_result
 from memprof.experiments import trace as trace_summary
 from memprof.trace import collect
+from memprof.trace import command as tracing
 from memprof.trace.collect import SmallCopyCost, SmallCopyFigures
 from tests.test_kernels import FakeDriver, compiled
 from tests.test_trace_cli import FakeCollector
@@ -166,8 +167,9 @@ def test_without_a_home_there_is_no_cache_and_one_note(homeless, capsys, monkeyp
     assert cache.cache_directory() is None
     monkeypatch.setattr(kernels, "_nvcc", lambda session, source, name, arch: b"CUBIN x")
     assert compiled(FakeDriver()) == compiled(FakeDriver()) == b"CUBIN x"  # no crash
-    figures = collect.pinned_bandwidth(0, *GPU, "cache", None)
-    assert figures["how"].startswith("not measured")  # measuring, not crashing
+    measured = {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 49.0, "bytes": 64 * MiB}
+    figures = collect.pinned_bandwidth(0, *GPU, "cache", lambda device: measured)
+    assert figures["how"].startswith("measured now")  # measuring, not crashing
     [line] = warnings_in(capsys.readouterr().err)
     assert line.startswith("memprof: warning: no cache: HOME is not set")
 
@@ -222,6 +224,10 @@ def write_cache(path: Path, entry: object) -> None:
     path.write_text(json.dumps({KEY: entry}))
 
 
+def never_measured(device_index: int) -> dict:
+    raise AssertionError("a good cached figure is measured again")
+
+
 def bad(entry: dict, **changes) -> dict:
     return {**entry, **changes}
 
@@ -261,7 +267,7 @@ def test_a_cached_pinned_figure_that_makes_no_sense_is_measured_again(tmp_path, 
 def test_a_good_cached_figure_is_used_and_says_whose(tmp_path, capsys):
     path = tmp_path / "pinned_bandwidth.json"
     write_cache(path, {**GOOD_PINNED, "extra": "not copied into the Result"})
-    figures = collect.pinned_bandwidth(0, *GPU, "cache", path)
+    figures = collect.pinned_bandwidth(0, *GPU, "cache", never_measured, path)
     assert figures["h2d_gb_per_s"] == 51.0 and "extra" not in figures
     assert figures["how"] == (
         f"cached in {path}, measured on NVIDIA H200 (driver 580.1) 2026-11-23T05:09:36+00:00"
@@ -342,12 +348,12 @@ def test_a_trace_with_bad_caches_keeps_its_programs_exit_code_and_saves(tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(collect, "CuptiCollector", FakeCollector)
     monkeypatch.setattr(
-        collect,
+        tracing,
         "measure_pinned_bandwidth",
         lambda device: {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 49.0, "bytes": 64 * MiB},
     )
     small = {k: GOOD_SMALL[k] for k in ("copies", "costs", "clock")}
-    monkeypatch.setattr(trace_summary, "measure_small_copies", lambda device: small)
+    monkeypatch.setattr(tracing, "measure_small_copies", lambda device: small)
     program = tmp_path / "program.py"
     program.write_text("import sys\nprint('ran')\nsys.exit(3)\n")
     saved = tmp_path / "trace.json"

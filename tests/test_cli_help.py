@@ -78,7 +78,11 @@ def sweep_default(experiment) -> tuple[int, ...]:
 
 @pytest.mark.parametrize(
     "experiment",
-    [e for e in every_experiment() if any(o.name == "from_power" for o in e.options())],
+    [
+        e
+        for e in every_experiment()
+        if any(o.name == "from_power" for o in declared.cli_options(e.Params))
+    ],
     ids=lambda e: e.name,
 )
 def test_from_and_to_say_their_defaults(experiment):

@@ -28,6 +28,7 @@ from memprof.model import params as declared
 from memprof.model.schema import check_dataclass
 from memprof.output.profile import profile_rows
 from memprof.output.render import render_result
+from memprof.trace import command as tracing
 from tests.conftest import FIXTURES, plain
 
 EXPERIMENTS = {experiment.name: experiment for experiment in every_experiment()}
@@ -57,13 +58,14 @@ def test_params_round_trip_and_declare_their_command_line(name):
 
 
 def test_trace_declares_its_command_line_beside_what_it_records():
-    """trace's Params record what ran (program, arguments, device), not its options: those it
-    declares in options(), and the command takes exactly them and the shared ones."""
+    """trace's Params record what ran (program, arguments, device), not its options: its
+    command (memprof.trace.command) declares those, and takes exactly them and the shared
+    ones; its Experiment only reads what it saved."""
     experiment = EXPERIMENTS["trace"]
     defaults = experiment.Params()
     saved = json.loads(json.dumps(plain(defaults)))
     assert check_dataclass(saved, experiment.Params, "parameters") == defaults
-    own = experiment.options()
+    own = tracing.own_options()
     assert all(option.help.strip() for option in own)
     command = typer.main.get_command(cli.app).commands["trace"]
     names = {parameter.name for parameter in command.params} - {"help"}

@@ -16,7 +16,8 @@ LAYERS = [
     ("memprof.core", "memprof.output", "memprof.cache"),  # cache warns through output
     ("memprof.trace",),
     ("memprof.experiments",),
-    ("memprof.api", "memprof.cli_options", "memprof.cli_commands"),
+    # trace's command runs experiments for its advice (memprof.run), as the API does
+    ("memprof.api", "memprof.cli_options", "memprof.cli_commands", "memprof.trace.command"),
     ("memprof.cli", "memprof.__main__", "memprof"),
 ]
 

@@ -32,6 +32,7 @@ from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
 from memprof.trace import collect
+from memprof.trace import command as tracing
 from memprof.trace.collect import CopyGroup, SmallCopyCost, SmallCopyFigures
 from tests.conftest import FIXTURES, load_fixture, load_older, printed_rows, render_text
 from tests.fakegpu import FakeBindings, FakeFunction, FakeLibcuda, FakeSession
@@ -544,7 +545,7 @@ def test_a_damaged_cache_or_a_failed_measurement_says_why(tmp_path):
 
 def test_the_cached_costs_come_from_a_smallcopies_result():
     result = synthetic_result({4 * KiB: costs(3.0, 1.0), 64 * KiB: costs(4.0, 2.0)}, copies=10)
-    figures = trace_summary.small_copy_costs(result)
+    figures = tracing.small_copy_costs(result)
     assert figures["copies"] == 10
     assert figures["costs"][0] == {
         "bytes": 4 * KiB,

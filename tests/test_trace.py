@@ -24,11 +24,11 @@ from memprof.trace.collect import (
     Outcome,
     Program,
     Recording,
-    bandwidth_from_sweep,
     copy_direction,
     copy_groups,
     measurements_from_records,
     pinned_bandwidth,
+    pinned_bandwidth_of,
     trace_result,
 )
 from tests.conftest import FIXTURES, render_text
@@ -317,41 +317,39 @@ def test_a_malformed_copy_group_is_one_clear_error(tmp_path):
 
 
 def test_pinned_bandwidth_comes_from_memprof_sweep_at_its_largest_size():
-    figures = bandwidth_from_sweep((FIXTURES / "h200_sweep.json").read_text())
+    figures = pinned_bandwidth_of(load_result(FIXTURES / "h200_sweep.json"))
     assert figures["bytes"] == 256 * MiB
     assert 40 < figures["h2d_gb_per_s"] < 70  # the H200's PCIe Gen5 x16 plateau
     assert 40 < figures["d2h_gb_per_s"] < 70
 
 
-def test_pinned_bandwidth_is_measured_once_per_gpu_and_driver(tmp_path, monkeypatch):
+def test_pinned_bandwidth_is_measured_once_per_gpu_and_driver(tmp_path):
     calls = []
 
     def measure(device_index: int) -> dict:
         calls.append(device_index)
         return {"h2d_gb_per_s": 51.0, "d2h_gb_per_s": 52.0, "bytes": 64 * MiB}
 
-    monkeypatch.setattr("memprof.trace.collect.measure_pinned_bandwidth", measure)
     cache = tmp_path / "memprof" / "pinned_bandwidth.json"
-    first = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", cache)
+    first = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", measure, cache)
     assert first["how"].startswith("measured now")
-    second = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", cache)
+    second = pinned_bandwidth(0, "NVIDIA H200", "580.1", "cache", measure, cache)
     assert second["h2d_gb_per_s"] == 51.0 and second["how"].startswith("cached in")
     assert len(calls) == 1
-    pinned_bandwidth(0, "NVIDIA H200", "590.2", "cache", cache)  # another driver
-    pinned_bandwidth(1, "NVIDIA H200", "580.1", "measure", cache)  # asked to measure
+    pinned_bandwidth(0, "NVIDIA H200", "590.2", "cache", measure, cache)  # another driver
+    pinned_bandwidth(1, "NVIDIA H200", "580.1", "measure", measure, cache)  # asked to measure
     assert calls == [0, 0, 1]
     assert len(json.loads(cache.read_text())) == 2
-    assert pinned_bandwidth(0, "NVIDIA H200", "580.1", "none", cache) == {
+    assert pinned_bandwidth(0, "NVIDIA H200", "580.1", "none", measure, cache) == {
         "how": "not measured (--bandwidth none)"
     }
 
 
-def test_a_failed_bandwidth_measurement_says_why(tmp_path, monkeypatch):
+def test_a_failed_bandwidth_measurement_says_why(tmp_path):
     def fail(device_index: int) -> dict:
         raise RuntimeError("memprof: error: PyCUDA is not installed")
 
-    monkeypatch.setattr("memprof.trace.collect.measure_pinned_bandwidth", fail)
-    figures = pinned_bandwidth(0, "GPU", "1", "cache", tmp_path / "cache.json")
+    figures = pinned_bandwidth(0, "GPU", "1", "cache", fail, tmp_path / "cache.json")
     assert figures == {
         "how": "not measured: memprof sweep failed (memprof: error: PyCUDA is not installed)"
     }

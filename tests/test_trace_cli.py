@@ -216,3 +216,48 @@ def test_a_file_of_work_calls_holding_another_call_is_refused(tmp_path, fake_cup
     data["parameters"]["all_calls"] = True  # every call: any call belongs
     saved.write_text(json.dumps(data))
     assert load_result(saved).parameters.all_calls is True
+
+
+def test_the_advice_figures_are_measured_by_memprof_run_in_this_process(
+    tmp_path, monkeypatch, fake_cupti
+):
+    """With no cache, trace measures this GPU's pinned bandwidth and small-copy costs with
+    memprof's own sweep and smallcopies through memprof.run, in this process (no subprocess),
+    on the program's GPU, and saves the figures those Results give."""
+    import subprocess
+
+    from memprof import api
+    from memprof.experiments import experiment_named
+    from memprof.model import params as declared
+    from memprof.trace import command
+    from tests.conftest import load_fixture
+
+    recorded = {name: load_fixture(name) for name in ("sweep", "smallcopies")}
+    asked = []
+
+    def run(name: str, *, device: int = 0, **params) -> object:
+        declared.make(experiment_named(name).Params, **params)  # as memprof.run checks them
+        asked.append((name, device, params))
+        return recorded[name]
+
+    def no_subprocess(*arguments, **settings):
+        raise AssertionError("trace started a process")
+
+    monkeypatch.setattr(api, "run", run)
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    saved = tmp_path / "trace.json"
+    program = script(tmp_path, "print('ran')\n")
+    ran = runner.invoke(app, ["trace", "--device", "1", "--json", str(saved), str(program)])
+    assert ran.exit_code == 0, ran.output
+    sweep = {"powers": (24,), "kinds": ("pinned",), "repeat": 5, "warmup": 1}
+    assert asked == [("sweep", 1, sweep), ("smallcopies", 1, {"directions": ("h2d",)})]
+    extra = load_result(saved).extra
+    figures = tracing.pinned_bandwidth_of(recorded["sweep"])
+    assert {k: extra.pinned_bandwidth[k] for k in figures} == figures
+    assert extra.pinned_bandwidth["how"] == "measured now with memprof sweep (then cached)"
+    costs = command.small_copy_costs(recorded["smallcopies"])
+    assert extra.small_copies.copies == costs["copies"] == 128
+    powers = recorded["smallcopies"].parameters.powers  # of float32: 4 KiB to 256 KiB
+    assert [cost.bytes for cost in extra.small_copies.costs] == [4 << p for p in powers]
+    assert extra.small_copies.costs[0].pinned_ms == costs["costs"][0]["pinned_ms"]

@@ -141,6 +141,9 @@ COMMANDS: tuple[Command, ...] = (
         "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU.",
     ),
 )
+# The command that runs the user's program (memprof.trace.command) instead of measuring: its
+# Experiment reads the Results it saves, and nothing runs it (memprof.run refuses it)
+PROGRAM_COMMAND = "trace"
 _BY_NAME = {name: command for command in COMMANDS for name in (command.name, *command.aliases)}
 
 

@@ -41,7 +41,7 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
+from memprof.model.params import NamedSets, Range, Sizes, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -315,24 +315,15 @@ class Experiment:
     needs_two_gpus: ClassVar[str] = ""
     timing_option: ClassVar[bool] = True  # takes --timing
     affinity_option: ClassVar[bool] = True  # takes --no-affinity
-    records_device: ClassVar[bool] = True  # a Result holds its GPU's facts (trace's does not)
     # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
     every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
-    # `memprof trace`: the command runs the user's program, with options of its own (options())
-    runs_a_program: ClassVar[bool] = False
-    context_settings: ClassVar[dict[str, Any]] = {}  # how the command line is parsed
-
-    @classmethod
-    def options(cls) -> list[CliOption]:
-        """The command's own options: its Params fields (memprof.model.params says how)."""
-        return cli_options(cls.Params)
 
     @classmethod
     def inputs(cls, values: dict[str, Any]) -> list[Path]:
-        """The files the command reads, from its command-line values (check's --reference,
-        the program trace runs and its arguments): no output is written over one."""
+        """The files the command reads, from its command-line values (check's --reference):
+        no output is written over one."""
         return []
 
     def read_inputs(self, params: Any) -> Any:
@@ -346,11 +337,6 @@ class Experiment:
 
     def summarize(self, result: Result) -> Summary:
         """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
-        raise NotImplementedError
-
-    def run_program(self, **options: Any) -> int:
-        """An experiment that runs the user's program (runs_a_program) instead of measuring:
-        the whole command, given its options; the program's exit code."""
         raise NotImplementedError
 
     def check_consistency(self, result: Result) -> None:
@@ -379,47 +365,9 @@ class Experiment:
     def check_result(self, result: Result) -> None:
         """Every agreement a loaded Result of this experiment keeps: what its declarations
         say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
-        if self.records_device and result.device is None:
+        if result.device is None:
             raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
-        seen: dict[tuple, int] = {}
-        for index, m in enumerate(result.measurements):
-            if m.gpus and self.gpus != "every":
-                raise SchemaError(
-                    f"measurements[{index}].gpus",
-                    f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
-                )
-            if self.gpus == "every" and m.group != "gpu":
-                continue  # each GPU's profiler records its own driver calls alike
-            # a profiler keeps one measurement per name, operation, kind, size and GPUs
-            key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-            if key in seen:
-                raise SchemaError(
-                    f"measurements[{index}]",
-                    f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
-                    f"{m.kind}, {m.bytes} bytes)",
-                )
-            seen[key] = index
-        one_gpu = self.gpus != "every"
-        if one_gpu:  # the records the ceilings come from, before the figures they bound
-            check_gpu_states(result, one_gpu=True)
-            _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
-        declared = self.declared()
-        params = result.parameters
-        check_declared(
-            result, declared, lambda m: self.sizes(params, m), several_gpus=self.gpus == "every"
-        )
-        check_bounds(result, declared)
-        self.check_consistency(result)
-        if not one_gpu:  # after the experiment's own check of which GPUs ran
-            check_gpu_states(result, one_gpu=False)
-        _check_noise_target(result)
-        if result.timing is not None and result.timing.source == "events":
-            for index, m in enumerate(result.measurements):
-                if m.source == "cupti":
-                    raise SchemaError(
-                        f"measurements[{index}].source",
-                        "is 'cupti', but timing.source says this run timed with events",
-                    )
+        check_recorded(self, result)
 
     @classmethod
     def declared(cls) -> tuple[Measure, ...]:
@@ -435,6 +383,52 @@ class Experiment:
         """What a saved Result of this command must hold, from the declarations above."""
         experiment = cls()
         return ResultShape(cls.Params, cls.Extra, experiment.check_result, experiment.derived)
+
+
+def check_recorded(experiment: Experiment, result: Result) -> None:
+    """What check_result holds every Result to beyond its GPU's facts (a trace has none)."""
+    seen: dict[tuple, int] = {}
+    for index, m in enumerate(result.measurements):
+        if m.gpus and experiment.gpus != "every":
+            raise SchemaError(
+                f"measurements[{index}].gpus",
+                f"names GPUs {list(m.gpus)}, but a {experiment.name} run measures one GPU",
+            )
+        if experiment.gpus == "every" and m.group != "gpu":
+            continue  # each GPU's profiler records its own driver calls alike
+        # a profiler keeps one measurement per name, operation, kind, size and GPUs
+        key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
+        if key in seen:
+            raise SchemaError(
+                f"measurements[{index}]",
+                f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
+                f"{m.kind}, {m.bytes} bytes)",
+            )
+        seen[key] = index
+    one_gpu = experiment.gpus != "every"
+    if one_gpu:  # the records the ceilings come from, before the figures they bound
+        check_gpu_states(result, one_gpu=True)
+        _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
+    declared = experiment.declared()
+    params = result.parameters
+    check_declared(
+        result,
+        declared,
+        lambda m: experiment.sizes(params, m),
+        several_gpus=experiment.gpus == "every",
+    )
+    check_bounds(result, declared)
+    experiment.check_consistency(result)
+    if not one_gpu:  # after the experiment's own check of which GPUs ran
+        check_gpu_states(result, one_gpu=False)
+    _check_noise_target(result)
+    if result.timing is not None and result.timing.source == "events":
+        for index, m in enumerate(result.measurements):
+            if m.source == "cupti":
+                raise SchemaError(
+                    f"measurements[{index}].source",
+                    "is 'cupti', but timing.source says this run timed with events",
+                )
 
 
 NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")

@@ -9,17 +9,11 @@ and `diff` show traces saved on the GPU machine.
 from __future__ import annotations
 
 import math
-import os
 import re
-import sys
-import tempfile
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
-from memprof.errors import InvalidArgument
 from memprof.experiments import base
-from memprof.experiments.smallcopies import SmallCopies, per_copy_walls
 from memprof.model.figures import Derived
 from memprof.model.formatting import (
     bandwidth_gb_per_s,
@@ -30,28 +24,21 @@ from memprof.model.formatting import (
     plural,
 )
 from memprof.model.lines import CALL_KINDS, SourceLine
-from memprof.model.params import CliOption
 from memprof.model.results import Result
-from memprof.model.schema import Range, SchemaError
+from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 from memprof.model.timeline import Breakdown, breakdown_of
-from memprof.output.files import destination
 from memprof.output.render import LOWER_BOUNDS
 from memprof.output.where import copy_group_rows, gap_place
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
     CopyGroup,
-    LineOptions,
     SmallCopyFigures,
     TraceExtra,
-    TraceOptions,
     TraceParams,
-    parse_target,
-    run_memprof,
-    trace,
 )
-from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, is_work_call
+from memprof.trace.stacks import is_work_call
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -71,9 +58,6 @@ COPY_KINDS = (
     "Unknown",
 )
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
-
-if TYPE_CHECKING:
-    from memprof.output.emit import Output
 
 
 def copies_of(result: Result) -> list[CopyGroup]:
@@ -591,42 +575,6 @@ def runtime_lines(result: Result) -> list[SourceLine]:
     return [line for line in lines if line.origin == "thread"] if xla_ran(result) else []
 
 
-def program_files(target: list[str], module: str | None) -> list[Path]:
-    """The files of the program traced: its script (or module) and each argument naming a
-    file (`--data=x.csv` too), which no output of memprof's may be written over."""
-    if module is None:
-        program, arguments = target[:1], target[1:]
-        program += [os.path.join(word, "__main__.py") for word in program if os.path.isdir(word)]
-    else:
-        program, arguments = module_file(module), target
-    named = [word.partition("=")[2] if word.startswith("-") else word for word in arguments]
-    return [Path(word) for word in program + named if word and os.path.isfile(word)]
-
-
-def module_file(module: str) -> list[str]:
-    """The file `python -m module` runs, found as Python finds it, importing nothing (a
-    package's __init__ is not run to find its submodule); none where it cannot be found."""
-    from importlib.machinery import PathFinder
-
-    from memprof.trace.collect import Program, as_python_runs
-
-    places: list[str] | None = None
-    spec = None
-    try:
-        with as_python_runs(Program(None, module, ())):
-            for name in module.split("."):
-                spec = PathFinder.find_spec(name, places)
-                if spec is None:
-                    return []  # trace says so, as Python would
-                places = list(spec.submodule_search_locations or [])
-        if spec is not None and spec.submodule_search_locations:  # a package: its __main__
-            spec = PathFinder.find_spec("__main__", list(spec.submodule_search_locations))
-    except (ImportError, ValueError):  # a name Python refuses: trace says so
-        return []
-    origin = getattr(spec, "origin", None)
-    return [origin] if origin and os.path.isfile(origin) else []
-
-
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
@@ -655,24 +603,12 @@ def summarize(result: Result) -> Summary:
 
 
 class Trace(base.Experiment):
-    """Your own program under CUPTI (memprof.trace records it); this reads the Result."""
+    """Your own program under CUPTI: this reads the Result that memprof.trace.collect
+    records (the command is memprof.trace.command's)."""
 
     name = "trace"
-    description = (
-        "memprof's options go before SCRIPT; the program's output and exit code pass through."
-    )
-    Params = TraceParams  # what a trace records; its command line is options() below
-    runs_a_program = True
-    # everything after SCRIPT is the program's, --help and --json included
-    context_settings: ClassVar[dict[str, Any]] = {
-        "allow_interspersed_args": False,
-        "ignore_unknown_options": True,
-    }
+    Params = TraceParams  # what a trace records: what ran, not the command line
     Extra = TraceExtra
-    gpus = "one"
-    timing_option = False  # always CUPTI: the program's own calls cannot be gated
-    affinity_option = False
-    records_device = False  # the program chose its GPU: gpu_name and driver_version say which
     measures = (
         base.Measure(
             "gpu",
@@ -707,72 +643,10 @@ class Trace(base.Experiment):
     def summarize(self, result: Result) -> Summary:
         return summarize(result)
 
-    @classmethod
-    def inputs(cls, values: dict[str, Any]) -> list[Path]:
-        return program_files(values.get("target") or [], values.get("module"))
-
-    def run_program(
-        self,
-        target: list[str] | None,
-        module: str | None,
-        bandwidth: str,
-        device: int,
-        output: Output,
-        stack_depth: int = DEFAULT_STACK_DEPTH,
-        stacks: bool = False,
-        all_calls: bool = False,
-        timeline: str | None = None,
-    ) -> int:
-        """The command: trace the program (memprof.trace.collect records it), then show and
-        save its Result as every command does; the program's own exit code."""
-        if stacks and stack_depth == 0:  # before the program runs, not after
-            raise InvalidArgument(
-                "--stacks shows each line's callers, but --stack-depth 0 records no lines: "
-                "give a depth of 1 or more"
-            )
-        program = parse_target(target or [], module)
-        if timeline is not None:
-            output = replace(output, timeline=destination(timeline, "--timeline"))
-        lines = LineOptions(stack_depth, stacks)
-        options = TraceOptions(
-            device, bandwidth, lines, output, measure_small_copies, all_calls=all_calls
-        )
-        return trace(program, options, self.summarize)
-
-    @classmethod
-    def options(cls) -> list[CliOption]:
-        program = "SCRIPT.py and its arguments (or the module's)."
-        bandwidth = (
-            "This GPU's pinned bandwidth and small-copy costs for the advice: cache (measured "
-            "once, then cached per GPU and driver), measure (now), none."
-        )
-        depth = (
-            "Frames of your program kept for each copy, memset, allocation, free, registration, "
-            "prefetch and wait: the line that made the call and its callers (the Where tables). "
-            "0: no lines, and no CUPTI callbacks."
-        )
-        stacks = "Show each line's callers under it in the Where tables."
-        all_calls = (
-            "Record every driver and runtime call (cudaGetDevice, cuCtxGetCurrent, ...), as "
-            "nvprof did. Without it, only calls that launch, copy, set, allocate, free, "
-            "register, prefetch or wait: the others cost a launch-bound program time."
-        )
-        return [
-            CliOption("target", list[str] | None, None, (), program, argument=True),
-            CliOption("module", str | None, None, ("-m", "--module"), PYTHON_M),
-            CliOption("bandwidth", str, "cache", ("--bandwidth",), bandwidth),
-            CliOption(
-                "stack_depth",
-                int,
-                DEFAULT_STACK_DEPTH,
-                ("--stack-depth",),
-                depth,
-                Range(0, MAX_STACK_DEPTH),
-            ),
-            CliOption("stacks", bool, False, ("--stacks",), stacks),
-            CliOption("all_calls", bool, False, ("--all-calls",), all_calls),
-            CliOption("timeline", str | None, None, ("--timeline",), TIMELINE_HELP),
-        ]
+    def check_result(self, result: Result) -> None:
+        """As every Result's, but without the GPU's facts: the program chose its GPU, and
+        extra.gpu_name and driver_version say which."""
+        base.check_recorded(self, result)
 
     def check_consistency(self, result: Result) -> None:
         if result.extra.error and result.extra.exit_code == 0:
@@ -1007,14 +881,6 @@ def check_timeline(result: Result) -> None:
                 f"({format_ms(math.fsum(found))}), but the profile measured {len(wanted)} "
                 f"({format_ms(math.fsum(wanted))})",
             )
-
-
-PYTHON_M = "Run a module, as python -m does."
-TIMELINE_HELP = (
-    "Also save the run's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
-    "chrome://tracing: kernels, copies and memsets on their GPU streams, the calls on their "
-    "host threads, each with its line."
-)
 
 
 # -- where: the program's lines behind the copies, memsets, allocations and waits ------------
@@ -1474,38 +1340,3 @@ def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = 
     blocked 41ms: pass pin_memory=True...`"""
     cost = _cost(line, scale)
     return f"{line.place}: {what}{', ' + cost if cost else ''}: {remedy}."
-
-
-# -- this GPU's small copies, for the advice -------------------------------------------------
-
-
-def small_copy_costs(result: Result) -> dict[str, Any]:
-    """The wall clock per copy host to device of a `memprof smallcopies` Result (what a
-    program waits, as smallcopies ranks the ways), as cached."""
-    costs = []
-    for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items()):
-        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
-            costs.append(
-                {
-                    "bytes": nbytes,
-                    "pinned_ms": by_way["pinned"],
-                    "pageable_ms": by_way["pageable"],
-                    "gathered_ms": by_way["gathered"],
-                    "batched_ms": by_way.get("batched"),
-                }
-            )
-    if not costs:
-        raise KeyError("no size with pinned, pageable and gathered copies in the result")
-    return {"copies": result.parameters.copies, "costs": costs, "clock": "wall"}
-
-
-def measure_small_copies(device_index: int) -> dict[str, Any]:
-    """Run `memprof smallcopies` host to device in a fresh process (a few seconds)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "smallcopies.json"
-        command = [sys.executable, "-m", "memprof", "smallcopies", "--direction", "h2d"]
-        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
-        run_memprof(command, path)
-        shape = SmallCopies.result_shape()
-        result = Result.load(path, lambda name: shape if name == SmallCopies.name else None)
-        return small_copy_costs(result)

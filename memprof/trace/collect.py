@@ -22,7 +22,6 @@ import runpy
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
     from memprof.output.emit import Output
 
 SMALL_COPY_BYTES = 64 << 10  # below this a copy's time is mostly latency, not bandwidth
-BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
 BANDWIDTH_MODES = ("cache", "measure", "none")
 CUPTI_INSTALL_HINT = "pip install cupti-python (NVIDIA's CUPTI for Python, CUDA 12 or newer)"
 
@@ -676,17 +674,15 @@ def cache_path() -> Path | None:
     return None if folder is None else folder / "pinned_bandwidth.json"
 
 
-def bandwidth_from_sweep(text: str) -> dict[str, float]:
-    """GB/s of pinned HtoD and DtoH at the largest size of a saved sweep (back to back)."""
+def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
+    """GB/s of pinned HtoD and DtoH at the largest size of a sweep (back to back)."""
     from memprof.model.formatting import bandwidth_gb_per_s
-    from memprof.model.schema import check
 
-    measurements = check(json.loads(text).get("measurements"), list[Measurement], "measurements")
     figures: dict[str, float] = {}
     for direction in ("h2d", "d2h"):
         copies = [
             m
-            for m in measurements
+            for m in sweep.measurements
             if m.operation == direction and m.kind == "pinned" and m.group == "gpu"
         ]
         if not copies:
@@ -699,38 +695,16 @@ def bandwidth_from_sweep(text: str) -> dict[str, float]:
     return figures
 
 
-def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
-    """Run memprof's own sweep of pinned copies at 64 MiB in a fresh process (a few seconds)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "sweep.json"
-        power = str(BANDWIDTH_PROBE_POWER)
-        command = [sys.executable, "-m", "memprof", "sweep", "--from", power, "--to", power]
-        command += ["--kinds", "pinned", "--repeat", "5", "--warmup", "1"]
-        command += ["--device", str(device_index), "--json", str(path), "--quiet"]
-        run_memprof(command, path)
-        return bandwidth_from_sweep(path.read_text())
-
-
-def run_memprof(command: list[str], path: Path) -> None:
-    """Run a memprof command in a fresh process that writes `path`; its last line if not."""
-    package_root = str(Path(__file__).resolve().parent.parent)
-    python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-    completed = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": python_path},
-    )
-    if completed.returncode != 0 or not path.exists():
-        lines = (completed.stderr or completed.stdout).strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"exit code {completed.returncode}")
-
-
 def pinned_bandwidth(
-    device_index: int, gpu_name: str, driver_version: str, mode: str, cache: Path | None = None
+    device_index: int,
+    gpu_name: str,
+    driver_version: str,
+    mode: str,
+    measure: Callable[[int], dict[str, Any]],
+    cache: Path | None = None,
 ) -> dict[str, Any]:
-    """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came from.
+    """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came from;
+    `measure(device_index)` runs `memprof sweep` where they must be measured.
 
     mode "cache": the cached figures, measured now if there are none; "measure": measured
     now (and cached); "none": not measured (the advice then gives no pinned estimate).
@@ -739,7 +713,7 @@ def pinned_bandwidth(
         cache or cache_path(),
         (gpu_name, driver_version),
         mode,
-        lambda: measure_pinned_bandwidth(device_index),
+        lambda: measure(device_index),
         "memprof sweep",
         pinned_problem,
     )
@@ -920,13 +894,14 @@ def small_copy_figures(
 
 @dataclass
 class TraceOptions:
+    # how this GPU's figures for the advice are measured where no cache holds them:
+    # memprof.trace.command runs `memprof sweep` and `smallcopies` in this process
+    measure_pinned_bandwidth: Callable[[int], dict[str, Any]]
+    measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0
     bandwidth: str = "cache"
     lines: LineOptions = field(default_factory=lambda: LineOptions(DEFAULT_STACK_DEPTH))
     output: Output | None = None  # where results go besides stderr; None: nowhere
-    # this GPU's small-copy costs for the advice (memprof.experiments.trace runs
-    # `memprof smallcopies`); None: the advice goes without them
-    measure_small_copies: Callable[[int], dict[str, Any]] | None = None
     # every driver and runtime call recorded (--all-calls); False: the work calls alone
     # (is_work_call), which costs a launch-bound program far less
     all_calls: bool = False
@@ -975,11 +950,10 @@ def trace(
     if not options.all_calls:  # those CUPTI could not switch off, too
         recording.api = [call for call in recording.api if is_work_call(call.name)]
     this_gpu = (options.device, recording.gpu_name, recording.driver_version, options.bandwidth)
-    bandwidth = pinned_bandwidth(*this_gpu)
+    bandwidth = pinned_bandwidth(*this_gpu, options.measure_pinned_bandwidth)
     small = None  # measured only for a program that made small copies: the advice needs it
-    measure = options.measure_small_copies
-    if measure and any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
-        small = small_copy_figures(*this_gpu, measure)
+    if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
+        small = small_copy_figures(*this_gpu, options.measure_small_copies)
     result = trace_result(
         program,
         outcome,

@@ -93,6 +93,21 @@ def test_trace_holds_exactly_the_copies_the_program_made(tmp_path, example, libr
     assert pageable and all(c.calls > 0 for c in pageable)
 
 
+def test_the_advice_figures_are_measured_after_the_program_in_its_process(tmp_path, monkeypatch):
+    """No cache: memprof's sweep and smallcopies run in trace's own process once the program
+    has ended (memprof.run, after the program's context and CUPTI's tracing of it), give
+    figures the cache takes, and add no copy of theirs to the program's profile."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    completed, result = trace(tmp_path, "examples/small_copies.py", "2000")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    bandwidth, small = result.extra.pinned_bandwidth, result.extra.small_copies
+    assert bandwidth["how"] == "measured now with memprof sweep (then cached)", bandwidth
+    assert small.how == "measured now with memprof smallcopies (then cached)", small.how
+    assert small.costs and bandwidth["bytes"] == 4 << 24
+    made = sum(c["count"] for c in program_report(completed)["copies"])
+    assert sum(group.calls for group in result.extra.copies) == made
+
+
 def test_trace_passes_the_exit_code_through_on_the_gpu(tmp_path):
     program = tmp_path / "exits.py"
     program.write_text(

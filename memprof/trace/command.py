@@ -1,0 +1,216 @@
+"""`memprof trace`: a command of its own, beside report, diff and plot.
+
+It runs the user's program instead of an experiment: its options are its own (everything
+after SCRIPT is the program's, --help and --json included), memprof.trace.collect records
+the program, and memprof.experiments.trace reads the Result it saves, as `report` does.
+
+The advice's figures for this GPU (pinned bandwidth, small-copy costs) are measured, where
+no cache holds them, by memprof's own sweep and smallcopies in this process (memprof.run):
+the program has ended and its records are read by then. This module sits beside the API
+(tests/test_layers.py): it runs experiments, which memprof.trace's other modules never do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memprof.errors import InvalidArgument
+from memprof.model.params import CliOption
+from memprof.model.schema import Range
+from memprof.trace.collect import (
+    LineOptions,
+    TraceOptions,
+    parse_target,
+    pinned_bandwidth_of,
+    trace,
+)
+from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH
+
+if TYPE_CHECKING:
+    from memprof.model.results import Result
+
+DESCRIPTION = "memprof's options go before SCRIPT; the program's output and exit code pass through."
+BANDWIDTH_PROBE_POWER = 24  # 2^24 float32 = 64 MiB per copy: the bandwidth plateau
+# everything after SCRIPT is the program's, --help and --json included
+CONTEXT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": True}
+PYTHON_M = "Run a module, as python -m does."
+TIMELINE_HELP = (
+    "Also save the run's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing: kernels, copies and memsets on their GPU streams, the calls on their "
+    "host threads, each with its line."
+)
+
+
+def own_options() -> list[CliOption]:
+    """trace's own options (its Params record what ran, not how it was asked)."""
+    program = "SCRIPT.py and its arguments (or the module's)."
+    bandwidth = (
+        "This GPU's pinned bandwidth and small-copy costs for the advice: cache (measured "
+        "once, then cached per GPU and driver), measure (now), none."
+    )
+    depth = (
+        "Frames of your program kept for each copy, memset, allocation, free, registration, "
+        "prefetch and wait: the line that made the call and its callers (the Where tables). "
+        "0: no lines, and no CUPTI callbacks."
+    )
+    stacks = "Show each line's callers under it in the Where tables."
+    all_calls = (
+        "Record every driver and runtime call (cudaGetDevice, cuCtxGetCurrent, ...), as "
+        "nvprof did. Without it, only calls that launch, copy, set, allocate, free, "
+        "register, prefetch or wait: the others cost a launch-bound program time."
+    )
+    return [
+        CliOption("target", list[str] | None, None, (), program, argument=True),
+        CliOption("module", str | None, None, ("-m", "--module"), PYTHON_M),
+        CliOption("bandwidth", str, "cache", ("--bandwidth",), bandwidth),
+        CliOption(
+            "stack_depth",
+            int,
+            DEFAULT_STACK_DEPTH,
+            ("--stack-depth",),
+            depth,
+            Range(0, MAX_STACK_DEPTH),
+        ),
+        CliOption("stacks", bool, False, ("--stacks",), stacks),
+        CliOption("all_calls", bool, False, ("--all-calls",), all_calls),
+        CliOption("timeline", str | None, None, ("--timeline",), TIMELINE_HELP),
+    ]
+
+
+def click_command() -> Any:
+    """The command as memprof.cli lists it: trace's own options, --device and the output
+    options; the program's exit code is its own."""
+    import typer
+
+    from memprof.cli_commands import HELP, build
+    from memprof.cli_options import declared_options, device_option, output_options
+
+    def trace(**values: Any) -> None:
+        raise typer.Exit(command(**values))
+
+    options = [*declared_options(own_options()), device_option("trace"), *output_options()]
+    help = f"{HELP['trace']}\n\n{DESCRIPTION}"
+    return build("trace", trace, help, options, {"context_settings": CONTEXT_SETTINGS})
+
+
+def command(
+    target: list[str] | None,
+    module: str | None,
+    bandwidth: str,
+    stack_depth: int,
+    stacks: bool,
+    all_calls: bool,
+    timeline: str | None,
+    device: int,
+    json: str | None,
+    csv: str | None,
+    quiet: bool,
+    no_color: bool,
+    verbose: bool,
+) -> int:
+    """Trace the program (memprof.trace.collect records it), then show and save its Result
+    as every command does; the program's own exit code."""
+    from memprof.experiments.trace import summarize
+    from memprof.output.emit import Output
+    from memprof.output.files import destination
+
+    output = replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
+    output.check(inputs=program_files(target or [], module))
+    if stacks and stack_depth == 0:  # before the program runs, not after
+        raise InvalidArgument(
+            "--stacks shows each line's callers, but --stack-depth 0 records no lines: "
+            "give a depth of 1 or more"
+        )
+    program = parse_target(target or [], module)
+    if timeline is not None:
+        output = replace(output, timeline=destination(timeline, "--timeline"))
+    lines = LineOptions(stack_depth, stacks)
+    options = TraceOptions(
+        measure_pinned_bandwidth, measure_small_copies, device, bandwidth, lines, output, all_calls
+    )
+    return trace(program, options, summarize)
+
+
+# -- this GPU's figures for the advice, measured in this process -----------------------------
+
+
+def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
+    """memprof's own sweep of pinned copies at 64 MiB, 5 timed after 1 warm-up (seconds)."""
+    from memprof.api import run as measure
+
+    power = BANDWIDTH_PROBE_POWER
+    sweep = measure(
+        "sweep", device=device_index, powers=(power,), kinds=("pinned",), repeat=5, warmup=1
+    )
+    return pinned_bandwidth_of(sweep)
+
+
+def measure_small_copies(device_index: int) -> dict[str, Any]:
+    """`memprof smallcopies` host to device (a few seconds): what each copy costs."""
+    from memprof.api import run as measure
+
+    return small_copy_costs(measure("smallcopies", device=device_index, directions=("h2d",)))
+
+
+def small_copy_costs(result: Result) -> dict[str, Any]:
+    """The wall clock per copy host to device of a `memprof smallcopies` Result (what a
+    program waits, as smallcopies ranks the ways), as cached."""
+    from memprof.experiments.smallcopies import per_copy_walls
+
+    costs = []
+    for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items()):
+        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
+            costs.append(
+                {
+                    "bytes": nbytes,
+                    "pinned_ms": by_way["pinned"],
+                    "pageable_ms": by_way["pageable"],
+                    "gathered_ms": by_way["gathered"],
+                    "batched_ms": by_way.get("batched"),
+                }
+            )
+    if not costs:
+        raise KeyError("no size with pinned, pageable and gathered copies in the result")
+    return {"copies": result.parameters.copies, "costs": costs, "clock": "wall"}
+
+
+# -- the files the program reads: no output of memprof's is written over one -----------------
+
+
+def program_files(target: list[str], module: str | None) -> list[Path]:
+    """The files of the program traced: its script (or module) and each argument naming a
+    file (`--data=x.csv` too), which no output of memprof's may be written over."""
+    if module is None:
+        program, arguments = target[:1], target[1:]
+        program += [os.path.join(word, "__main__.py") for word in program if os.path.isdir(word)]
+    else:
+        program, arguments = module_file(module), target
+    named = [word.partition("=")[2] if word.startswith("-") else word for word in arguments]
+    return [Path(word) for word in program + named if word and os.path.isfile(word)]
+
+
+def module_file(module: str) -> list[str]:
+    """The file `python -m module` runs, found as Python finds it, importing nothing (a
+    package's __init__ is not run to find its submodule); none where it cannot be found."""
+    from importlib.machinery import PathFinder
+
+    from memprof.trace.collect import Program, as_python_runs
+
+    places: list[str] | None = None
+    spec = None
+    try:
+        with as_python_runs(Program(None, module, ())):
+            for name in module.split("."):
+                spec = PathFinder.find_spec(name, places)
+                if spec is None:
+                    return []  # trace says so, as Python would
+                places = list(spec.submodule_search_locations or [])
+        if spec is not None and spec.submodule_search_locations:  # a package: its __main__
+            spec = PathFinder.find_spec("__main__", list(spec.submodule_search_locations))
+    except (ImportError, ValueError):  # a name Python refuses: trace says so
+        return []
+    origin = getattr(spec, "origin", None)
+    return [origin] if origin and os.path.isfile(origin) else []
