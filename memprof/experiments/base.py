@@ -9,8 +9,8 @@ An Experiment declares:
   measuring core refuses anything else, and a loaded file must hold every required one;
 - which GPUs it uses (one, one or every in turn, or every GPU at once) and which shared
   options it takes;
-- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and
-  summarize(result) -> Summary, which needs no GPU.
+- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and its module's
+  summarize(result) -> Summary, which needs no GPU (the class need not forward to it).
 
 Experiment modules import nothing heavier than memprof.model (and the measuring core's
 constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `memprof
@@ -20,6 +20,7 @@ constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -345,8 +346,9 @@ class Experiment:
         raise NotImplementedError
 
     def summarize(self, result: Result) -> Summary:
-        """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
-        raise NotImplementedError
+        """Tables and conclusions from a Result (fresh or loaded), without a GPU: its module's
+        summarize(result), unless the class says otherwise (a module of two commands)."""
+        return sys.modules[type(self).__module__].summarize(result)
 
     def run_program(self, **options: Any) -> int:
         """An experiment that runs the user's program (runs_a_program) instead of measuring:

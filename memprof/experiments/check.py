@@ -254,9 +254,6 @@ class CheckGpu(base.Experiment):
             copies.free()
         return extra
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": host_bytes(result), "device_copy_bytes": device_bytes(result)}
 

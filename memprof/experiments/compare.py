@@ -139,9 +139,6 @@ class Compare(base.Experiment):
         step("done")
         return CompareExtra(skipped=skipped)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
 

@@ -125,9 +125,6 @@ class DeviceBandwidth(base.Experiment):
         step("done")
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def element_bytes(self, params: DeviceParams) -> int:
         return 4 if params.dtype == "float32" else 8
 

@@ -124,9 +124,6 @@ class Hostlink(base.Experiment):
         step("done")
         return HostlinkExtra(devices=devices)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
 

@@ -159,9 +159,6 @@ class Peer(base.Experiment):
             skipped=skipped,
         )
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         params = result.parameters
         return {"bytes_per_array": base.array_bytes(params), "latency_steps": params.latency_steps}

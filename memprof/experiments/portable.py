@@ -94,9 +94,6 @@ class Portable(base.Experiment):
         step("done")
         return PortableExtra(devices, bool(unified))
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {
             "owner": result.device and result.device.index,  # the first GPU (run_devices)

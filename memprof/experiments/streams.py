@@ -220,9 +220,6 @@ class Streams(base.Experiment):
             timeline_source="cupti" if median.source == "cupti" else "gated events",
         )
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def sizes(self, params: StreamsParams, measure: base.Measure) -> list[int]:
         if measure.size == "chunks":
             return sorted({base.FLOAT32_BYTES * count for count in chunk_elements(params)})

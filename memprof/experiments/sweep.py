@@ -127,9 +127,6 @@ class Sweep(base.Experiment):
         ctx.progress("done", total, total)
         return SweepExtra(skipped=skipped)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"kinds": measured_kinds(result)}
 

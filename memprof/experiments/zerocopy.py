@@ -92,9 +92,6 @@ class ZeroCopy(base.Experiment):
         ctx.progress("done", len(powers), len(powers))
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def check_consistency(self, result: Result) -> None:
         powers = result.parameters.powers
         if result.parameters.single_size and len(powers) != 1:
