@@ -317,15 +317,16 @@ def shape_of(command: str) -> ResultShape | None:
 def summarize(result: Result) -> Summary:
     """The tables and conclusions of a Result, by its command's experiment, and every
     measurement's figures as its declarations read them."""
+    from memprof.experiments.base import declared_measures
     from memprof.model.figures import figures
     from memprof.model.measures import moved_during_run
     from memprof.model.summary import one_time_unit_per_column
 
     experiment = experiment_named(result.command)
     summary = experiment.summarize(result)
-    summary.header += moved_during_run(result, experiment.declared())
+    summary.header += moved_during_run(result, declared_measures(experiment))
     summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
-    summary.figures_of = functools.partial(figures, result, experiment.declared())
+    summary.figures_of = functools.partial(figures, result, declared_measures(experiment))
     shown = [one for table in summary.tables for row in table.sources for one in row]
     summary.derived = list(_with_parts_first(shown, {}).values())
     return summary

@@ -20,6 +20,7 @@ constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -257,9 +258,15 @@ ALLOCATIONS = (  # allocating and freeing a buffer of each kind
 )
 
 
-def array_bytes(params: Any, element_bytes: int = FLOAT32_BYTES) -> int:
+def element_bytes(params: Any) -> int:
+    """The bytes of one element of a run's arrays: float32, unless its Params say
+    (an `element_bytes` property, as device's --dtype)."""
+    return getattr(params, "element_bytes", FLOAT32_BYTES)
+
+
+def array_bytes(params: Any) -> int:
     """The bytes of one array of a run on arrays of one size (Params.power)."""
-    return element_bytes << params.power
+    return element_bytes(params) << params.power
 
 
 # What the core records beside the figures: they do not say what a figure is the median of.
@@ -360,10 +367,6 @@ class Experiment:
         what its declarations say (check_result holds every file to those): a SchemaError
         naming the field that contradicts another. summarize() may rely on both."""
 
-    def element_bytes(self, params: Any) -> int:
-        """The bytes of one element of its arrays (float32 unless its Params say)."""
-        return FLOAT32_BYTES
-
     def sizes(self, params: Any, measure: Measure) -> list[int]:
         """The bytes of one array at each size a run makes, for a measure sized by the
         Params field it names (power: one size, or each size where the Params sweep them)."""
@@ -371,72 +374,77 @@ class Experiment:
         if powers is None and measure.size == "power":
             powers = params.powers
         powers = powers if isinstance(powers, tuple) else (powers,)
-        return [self.element_bytes(params) << power for power in powers]
+        return [element_bytes(params) << power for power in powers]
 
     def derived(self, result: Result) -> dict[str, Any]:
         """What an older file's extra held that the parameters and measurements now
         determine, as today's memprof derives it (memprof.model.upgrade checks it)."""
         return {}
 
-    def check_result(self, result: Result) -> None:
-        """Every agreement a loaded Result of this experiment keeps: what its declarations
-        say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
-        if self.records_device and result.device is None:
-            raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
-        seen: dict[tuple, int] = {}
-        for index, m in enumerate(result.measurements):
-            if m.gpus and self.gpus != "every":
-                raise SchemaError(
-                    f"measurements[{index}].gpus",
-                    f"names GPUs {list(m.gpus)}, but a {self.name} run measures one GPU",
-                )
-            if self.gpus == "every" and m.group != "gpu":
-                continue  # each GPU's profiler records its own driver calls alike
-            # a profiler keeps one measurement per name, operation, kind, size and GPUs
-            key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-            if key in seen:
-                raise SchemaError(
-                    f"measurements[{index}]",
-                    f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
-                    f"{m.kind}, {m.bytes} bytes)",
-                )
-            seen[key] = index
-        one_gpu = self.gpus != "every"
-        if one_gpu:  # the records the ceilings come from, before the figures they bound
-            check_gpu_states(result, one_gpu=True)
-            _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
-        declared = self.declared()
-        params = result.parameters
-        check_declared(
-            result, declared, lambda m: self.sizes(params, m), several_gpus=self.gpus == "every"
-        )
-        check_bounds(result, declared)
-        self.check_consistency(result)
-        if not one_gpu:  # after the experiment's own check of which GPUs ran
-            check_gpu_states(result, one_gpu=False)
-        _check_noise_target(result)
-        if result.timing is not None and result.timing.source == "events":
-            for index, m in enumerate(result.measurements):
-                if m.source == "cupti":
-                    raise SchemaError(
-                        f"measurements[{index}].source",
-                        "is 'cupti', but timing.source says this run timed with events",
-                    )
-
-    @classmethod
-    def declared(cls) -> tuple[Measure, ...]:
-        """Everything a run may record: its own measures and the driver calls behind them."""
-        return (*cls.measures, DRIVER_CALLS)
-
-    @classmethod
-    def declared_keys(cls) -> frozenset[tuple[str, str]]:
-        return frozenset(measure.key for measure in cls.declared())
-
     @classmethod
     def result_shape(cls) -> ResultShape:
         """What a saved Result of this command must hold, from the declarations above."""
         experiment = cls()
-        return ResultShape(cls.Params, cls.Extra, experiment.check_result, experiment.derived)
+        check = functools.partial(check_result, experiment)
+        return ResultShape(cls.Params, cls.Extra, check, experiment.derived)
+
+
+def declared_measures(experiment: type[Experiment] | Experiment) -> tuple[Measure, ...]:
+    """Everything a run may record: its own measures and the driver calls behind them."""
+    return (*experiment.measures, DRIVER_CALLS)
+
+
+def declared_keys(experiment: type[Experiment] | Experiment) -> frozenset[tuple[str, str]]:
+    return frozenset(measure.key for measure in declared_measures(experiment))
+
+
+def check_result(experiment: Experiment, result: Result) -> None:
+    """Every agreement a loaded Result of this experiment keeps: what its declarations
+    say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
+    if experiment.records_device and result.device is None:
+        raise SchemaError("device", f"is null, but every {experiment.name} run records its GPU")
+    seen: dict[tuple, int] = {}
+    for index, m in enumerate(result.measurements):
+        if m.gpus and experiment.gpus != "every":
+            raise SchemaError(
+                f"measurements[{index}].gpus",
+                f"names GPUs {list(m.gpus)}, but a {experiment.name} run measures one GPU",
+            )
+        if experiment.gpus == "every" and m.group != "gpu":
+            continue  # each GPU's profiler records its own driver calls alike
+        # a profiler keeps one measurement per name, operation, kind, size and GPUs
+        key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
+        if key in seen:
+            raise SchemaError(
+                f"measurements[{index}]",
+                f"is measurements[{seen[key]}] again ({m.group} {m.name!r}, "
+                f"{m.kind}, {m.bytes} bytes)",
+            )
+        seen[key] = index
+    one_gpu = experiment.gpus != "every"
+    if one_gpu:  # the records the ceilings come from, before the figures they bound
+        check_gpu_states(result, one_gpu=True)
+        _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
+    declared = declared_measures(experiment)
+    params = result.parameters
+    check_declared(
+        result,
+        declared,
+        lambda m: experiment.sizes(params, m),
+        several_gpus=experiment.gpus == "every",
+    )
+    check_bounds(result, declared)
+    experiment.check_consistency(result)
+    if not one_gpu:  # after the experiment's own check of which GPUs ran
+        check_gpu_states(result, one_gpu=False)
+    _check_noise_target(result)
+    if result.timing is not None and result.timing.source == "events":
+        for index, m in enumerate(result.measurements):
+            if m.source == "cupti":
+                raise SchemaError(
+                    f"measurements[{index}].source",
+                    "is 'cupti', but timing.source says this run timed with events",
+                )
 
 
 NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")
@@ -715,7 +723,7 @@ def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int
     experiments of gpus "every", else a GpuSession on options.device."""
     from memprof.core.session import Devices, GpuSession, device_count
 
-    declared = experiment.declared_keys()
+    declared = declared_keys(experiment)
     if experiment.gpus == "every":
         indices = list(range(device_count()))
         if len(indices) < 2 and experiment.needs_two_gpus:

@@ -624,7 +624,9 @@ def _retry(ctx: base.RunContext, copies: _CheckCopies, extra: CheckExtra) -> Che
         nonlocal done
         ctx.progress(f"retry {attempt} of {copies.words(line)}", done, total)
         done += 1
-        profiler = Profiler(ctx.session, gate=ctx.measure.gate(), declared=CheckGpu.declared_keys())
+        profiler = Profiler(
+            ctx.session, gate=ctx.measure.gate(), declared=base.declared_keys(CheckGpu)
+        )
         try:
             copies.measure(line, profiler, f"retry {attempt}, ")
             measured = {m.operation: m for m in profiler.measurements() if m.group == "gpu"}
