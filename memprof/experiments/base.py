@@ -264,6 +264,19 @@ def element_bytes(params: Any) -> int:
     return getattr(params, "element_bytes", FLOAT32_BYTES)
 
 
+def sizes(params: Any, measure: Measure) -> list[int]:
+    """The bytes of one array at each size a run makes, for a measure sized by the Params
+    field it names (power: one size, or each size where the Params sweep them); a name
+    ending in _bytes is a Params property giving the bytes themselves (streams' chunks)."""
+    if measure.size.endswith("_bytes"):
+        return list(getattr(params, measure.size))
+    powers = getattr(params, measure.size, None)
+    if powers is None and measure.size == "power":
+        powers = params.powers
+    powers = powers if isinstance(powers, tuple) else (powers,)
+    return [element_bytes(params) << power for power in powers]
+
+
 def array_bytes(params: Any) -> int:
     """The bytes of one array of a run on arrays of one size (Params.power)."""
     return element_bytes(params) << params.power
@@ -367,15 +380,6 @@ class Experiment:
         what its declarations say (check_result holds every file to those): a SchemaError
         naming the field that contradicts another. summarize() may rely on both."""
 
-    def sizes(self, params: Any, measure: Measure) -> list[int]:
-        """The bytes of one array at each size a run makes, for a measure sized by the
-        Params field it names (power: one size, or each size where the Params sweep them)."""
-        powers = getattr(params, measure.size, None)
-        if powers is None and measure.size == "power":
-            powers = params.powers
-        powers = powers if isinstance(powers, tuple) else (powers,)
-        return [element_bytes(params) << power for power in powers]
-
     def derived(self, result: Result) -> dict[str, Any]:
         """What an older file's extra held that the parameters and measurements now
         determine, as today's memprof derives it (memprof.model.upgrade checks it)."""
@@ -430,7 +434,7 @@ def check_result(experiment: Experiment, result: Result) -> None:
     check_declared(
         result,
         declared,
-        lambda m: experiment.sizes(params, m),
+        lambda m: sizes(params, m),
         several_gpus=experiment.gpus == "every",
     )
     check_bounds(result, declared)

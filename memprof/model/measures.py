@@ -44,7 +44,9 @@ class Measure:
     # 0: nothing; a Params field's name: as many as it says (smallcopies' copies); None: not
     # declared (an allocator's size)
     arrays: int | tuple[int, ...] | str | None = None
-    size: str = "power"  # the Params field that sizes its arrays (power, powers, ...)
+    # the Params field that sizes its arrays (power, powers, ...), or a Params property
+    # ending in _bytes that gives the bytes (memprof.experiments.base.sizes)
+    size: str = "power"
     # bytes its GB/s counts per byte it records: a copy within device memory reads and
     # writes each (2); a kernel reading 2 of its 3 arrays over the link counts those (2/3);
     # 0: nothing to count (pages already resident). A mapping: by memory kind (else 1).
