@@ -127,7 +127,7 @@ def test_every_experiment_has_a_recorded_fixture_holding_what_it_declares(name):
     for path in paths:
         result = load(path)
         found = {(m.group, m.operation) for m in result.measurements}
-        required = {m.key for m in declared_measures(experiment) if m.required}
+        required = {m.key for m in declared_measures(experiment) if m.required is True}
         assert required <= found, path.name
         assert found <= declared_keys(experiment), path.name
 

@@ -43,7 +43,15 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import CliOption, NamedSets, Range, Sizes, cli_options, param
+from memprof.model.params import (
+    CliOption,
+    NamedSets,
+    Range,
+    Sizes,
+    cli_options,
+    option_of,
+    param,
+)
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -438,6 +446,9 @@ def check_result(experiment: Experiment, result: Result) -> None:
         several_gpus=experiment.gpus == "every",
     )
     check_bounds(result, declared)
+    _check_single_sizes(params)
+    if not one_gpu:
+        run_devices(result)
     experiment.check_consistency(result)
     if not one_gpu:  # after the experiment's own check of which GPUs ran
         check_gpu_states(result, one_gpu=False)
@@ -448,6 +459,19 @@ def check_result(experiment: Experiment, result: Result) -> None:
                 raise SchemaError(
                     f"measurements[{index}].source",
                     "is 'cupti', but timing.source says this run timed with events",
+                )
+
+
+def _check_single_sizes(params: Any) -> None:
+    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single)."""
+    for one in dataclasses.fields(params):
+        form = option_of(one).form
+        if isinstance(form, Sizes) and form.single and getattr(params, form.single):
+            powers = getattr(params, one.name)
+            if len(powers) != 1:
+                raise SchemaError(
+                    f"parameters.{one.name}",
+                    f"has {len(powers)} sizes, but {form.single} says one",
                 )
 
 

@@ -1216,7 +1216,7 @@ class CheckPairs(base.Experiment):
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
 
     def check_consistency(self, result: Result) -> None:
-        devices = base.run_devices(result)
+        devices = [device.index for device in result.extra.devices]  # (base.run_devices)
         access = base.access_matrix(result, devices)
         for index, m in enumerate(result.measurements):
             a, b = m.gpus if m.group == "gpu" else (None, None)

@@ -127,9 +127,6 @@ class Hostlink(base.Experiment):
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
 
-    def check_consistency(self, result: Result) -> None:
-        base.run_devices(result)
-
 
 class _Gpu(CheckedCopies):
     """One GPU's side of the experiment: its session, its pinned and device buffers, the

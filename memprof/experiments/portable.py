@@ -101,7 +101,6 @@ class Portable(base.Experiment):
         }
 
     def check_consistency(self, result: Result) -> None:
-        base.run_devices(result)
         if result.extra.unified_addressing and not result.device.attributes.get(
             "unifiedAddressing", 1
         ):
