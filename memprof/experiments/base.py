@@ -348,7 +348,6 @@ class Experiment:
     # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
-    every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
     # `memprof trace`: the command runs the user's program, with options of its own (options())
     runs_a_program: ClassVar[bool] = False
     context_settings: ClassVar[dict[str, Any]] = {}  # how the command line is parsed

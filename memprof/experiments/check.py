@@ -216,7 +216,6 @@ class CheckGpu(base.Experiment):
     Extra = CheckExtra
     gpus = "one_or_every"
     every_gpu_then = "check-pairs"
-    every_gpu_words = "every pair of GPUs against its link (memprof check-pairs)"
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
