@@ -13,7 +13,7 @@ from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
 from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import PROGRAM_COMMAND, experiment_named, summarize
 from memprof.experiments import load as load_result
-from memprof.experiments.base import Progress, RunOptions, no_progress
+from memprof.experiments.base import Progress, RunOptions, declared_measures, no_progress
 from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
@@ -227,7 +227,7 @@ def declared(result: Result) -> tuple:
     from memprof.experiments import experiment_class
 
     try:
-        return experiment_class(result.command).declared()
+        return declared_measures(experiment_class(result.command))
     except InvalidArgument:  # no such command: its figures have no GB/s
         return ()
 

@@ -44,53 +44,15 @@ BUILDERS: dict[str, Callable[[], Any]] = {}
 # -- examples at the end of every --help --------------------------------------------------------
 
 # Real command lines, each one `memprof COMMAND ...` as a person types it (tests/test_cli_help.py
-# parses every one). A command without its own gets the generic pair below.
+# parses every one): the command line's own and those of the commands that run no experiment;
+# an experiment's are its registry line's (memprof.experiments.Command.examples). A command
+# without any gets the generic pair below.
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "": (
         "memprof info",
         "memprof pinned --power 20 --json run.json",
         "memprof report run.json",
         "memprof diff before.json after.json --fail-above 5",
-    ),
-    "info": ("memprof info", "memprof info --device 1 --json info.json"),
-    "check": (
-        "memprof check",
-        "memprof check --retries 2 --json check.json --junit check.xml",
-        "memprof check --reference my-gpu.json --h2d-floor 80",
-        "memprof check --device all --quiet",
-    ),
-    "pinned": (
-        "memprof pinned --power 20",
-        "memprof pinned --host-buffer malloc --timing events",
-        "memprof pinned --device all --csv pinned.csv",
-    ),
-    "zerocopy": (
-        "memprof zerocopy",
-        "memprof zerocopy --power 20",
-        "memprof zerocopy --from 10 --to 20",
-    ),
-    "uva": ("memprof uva", "memprof uva --power 20 --json uva.json"),
-    "managed": ("memprof managed", "memprof managed --no-prefetch --advise read-mostly"),
-    "writecombined": ("memprof writecombined", "memprof wc --power 24"),
-    "register": ("memprof register", "memprof register --power 24 --repeat 20"),
-    "pinlimit": ("memprof pinlimit", "memprof pinlimit --cap 32 --step 2 --json pinlimit.json"),
-    "alloc": ("memprof alloc", "memprof alloc --from 20 --to 24 --json alloc.json"),
-    "streams": ("memprof streams", "memprof streams --streams 8 --kernel-ms 2"),
-    "device": ("memprof device", "memprof device --dtype float32 --power 26"),
-    "compare": ("memprof compare", "memprof compare --power 20 --json compare.json"),
-    "sweep": (
-        "memprof sweep",
-        "memprof sweep --kinds pinned,pageable --direction h2d",
-        "memprof sweep --from 10 --to 24 --step 2 --csv sweep.csv",
-    ),
-    "smallcopies": ("memprof smallcopies", "memprof smallcopies --from 10 --to 14 --copies 64"),
-    "peer": ("memprof peer", "memprof peer --power 24"),
-    "hostlink": ("memprof hostlink", "memprof hostlink --power 24"),
-    "portable": ("memprof portable", "memprof portable --power 24"),
-    "check-pairs": ("memprof check-pairs", "memprof check-pairs --junit pairs.xml"),
-    "trace": (
-        "memprof trace train.py --epochs 1",
-        "memprof trace --json run.json --module mypackage.train",
     ),
     "report": (
         "memprof report run.json",
@@ -114,9 +76,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def examples_of(command: str) -> tuple[str, ...]:
     """The command's examples (the command line's own for ""), or the generic pair."""
-    return EXAMPLES.get(command) or (
-        f"memprof {command}",
-        f"memprof {command} --json {command}.json",
+    from memprof.experiments import COMMANDS
+
+    own = {line.name: line.examples for line in COMMANDS}.get(command)
+    return (
+        EXAMPLES.get(command)
+        or own
+        or (
+            f"memprof {command}",
+            f"memprof {command} --json {command}.json",
+        )
     )
 
 

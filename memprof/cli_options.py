@@ -155,7 +155,7 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
     if experiment.gpus == "one_or_every":
         help = (
             "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
-            f"{experiment.every_gpu_words}."
+            f"memprof {experiment.every_gpu_then} on them all at once."
         )
         options.append(
             option("device", str, "0", "-d", "--device", callback=device_choice, help=help)

@@ -30,7 +30,7 @@ from memprof.errors import (
 )
 from memprof.experiments import alloc, compare, experiment_named, pools, shape_of, summarize
 from memprof.experiments.alloc import Alloc, AllocExtra, AllocParams
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys, declared_measures
 from memprof.experiments.common import stops_at
 from memprof.model.figures import steady_ms
 from memprof.model.formatting import format_ms
@@ -55,7 +55,7 @@ def fake_gpu(monkeypatch):
     """make(attributes, experiment, **bindings options) -> a FakeSession with fake cuda-bindings."""
 
     def make(attributes=EVERYTHING, experiment=Alloc, **options):
-        session = FakeSession(attributes, experiment.declared_keys())
+        session = FakeSession(attributes, declared_keys(experiment))
         fake = FakeBindings(session.gpu, **options)
         monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
         return session
@@ -463,7 +463,7 @@ def test_compare_shows_an_allocators_row_where_a_run_measured_it():
 
 
 def test_every_allocator_measure_is_declared_optional_and_loads_back():
-    declared = experiment_named("alloc").declared()
+    declared = declared_measures(experiment_named("alloc"))
     for measure in pools.MEASURES:
         assert measure in declared and not measure.required
     fixture = json.loads(load_legacy("alloc").to_json())

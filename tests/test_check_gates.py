@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.errors import InvalidArgument
 from memprof.experiments import check, load, shape_of
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.check import (
     CheckGpu,
     CheckParams,
@@ -278,7 +278,7 @@ def fake_run(monkeypatch, verdicts: dict[str, list[str]], retries: int = 2):
         return verdicts.get(line, ["PASS"])[made[line]]
 
     monkeypatch.setattr(check, "_latest", latest)
-    session = FakeSession({}, CheckGpu.declared_keys())
+    session = FakeSession({}, declared_keys(CheckGpu))
     facts = SimpleNamespace(name="NVIDIA H200", attributes={})
     seen = []
     params = CheckParams(power=10, device_power=10, repeat=2, retries=retries)

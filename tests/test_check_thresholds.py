@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.errors import InvalidArgument
 from memprof.experiments import check, load
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.check import CheckGpu, CheckInputs, CheckParams, figure, lines
 from memprof.experiments.check_thresholds import (
     MAX_FILE_BYTES,
@@ -302,7 +302,7 @@ def test_a_run_keeps_its_gpus_entry_and_decides_retries_by_it(monkeypatch):
 
     monkeypatch.setattr(check, "_latest", latest)
     models = {"NVIDIA H200": {"d2d_floor_pct": 90}}
-    session = FakeSession({}, CheckGpu.declared_keys())
+    session = FakeSession({}, declared_keys(CheckGpu))
     facts = SimpleNamespace(name="NVIDIA H200", attributes={})
     params = CheckParams(power=10, device_power=10, repeat=2, retries=1, thresholds="g.json")
     ctx = RunContext(

@@ -10,7 +10,7 @@ import pytest
 
 from memprof.core import access, bindings, driver, memory
 from memprof.experiments import compare
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.compare import Compare, CompareParams
 from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
 from tests.test_progress import ATTRIBUTES as FAKE_ATTRIBUTES
@@ -22,7 +22,7 @@ PARAMS = CompareParams(power=10, repeat=2, warmup=1)
 
 def run_compare(monkeypatch) -> tuple[RunContext, list]:
     """A small compare on the fake GPU: its context (checks) and its measurements."""
-    session = FakeSession(ATTRIBUTES, Compare.declared_keys())
+    session = FakeSession(ATTRIBUTES, declared_keys(Compare))
     fake = FakeBindings(session.gpu)
     monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
     library = FakeLibcuda(session.gpu)
@@ -90,7 +90,7 @@ def test_a_kernel_read_of_other_values_fails_its_check(monkeypatch):
 
 def sum_check(values: np.ndarray, stored: np.ndarray) -> bool:
     """Whether DirectAccess.check_sum passes a readSum of `stored` against `values`' sum."""
-    session = FakeSession(ATTRIBUTES, Compare.declared_keys())
+    session = FakeSession(ATTRIBUTES, declared_keys(Compare))
     try:
         reader = access.DirectAccess(session)
         buffer = memory.allocate(session, "device", stored.size)

@@ -49,6 +49,14 @@ def each(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
     return change
 
 
+def drop_all(**wanted) -> Callable[[dict], None]:
+    def change(document: dict) -> None:
+        kept = [m for m in document["measurements"] if not wanted.items() <= m.items()]
+        document["measurements"] = kept
+
+    return change
+
+
 def swap_timeline_lane(document: dict) -> None:
     document["extra"]["timelines"]["serial"][0][0] = 3
 
@@ -211,6 +219,11 @@ CASES = {
         "h200_sweep",
         setting("parameters", "directions", value=["h2d"]),
         "operation is 'd2h', which parameters.directions did not ask for",
+    ),
+    "sweep direction asked for, not measured": (
+        "h200_sweep",
+        drop_all(group="gpu", operation="d2h"),
+        "measurements has no gpu 'd2h', which parameters.directions asked for",
     ),
     "sweep sizes twice": (
         "h200_sweep",

@@ -24,6 +24,7 @@ from rich.console import Console
 from memprof import cli
 from memprof.cli_gates import JUNIT_COMMANDS
 from memprof.experiments import command_named, every_experiment, load, shape_of, summarize
+from memprof.experiments.base import declared_keys, declared_measures
 from memprof.model import params as declared
 from memprof.model.schema import check_dataclass
 from memprof.output.profile import profile_rows
@@ -128,9 +129,9 @@ def test_every_experiment_has_a_recorded_fixture_holding_what_it_declares(name):
     for path in paths:
         result = load(path)
         found = {(m.group, m.operation) for m in result.measurements}
-        required = {m.key for m in experiment.declared() if m.required}
+        required = {m.key for m in declared_measures(experiment) if m.required is True}
         assert required <= found, path.name
-        assert found <= experiment.declared_keys(), path.name
+        assert found <= declared_keys(experiment), path.name
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])

@@ -13,6 +13,7 @@ import pytest
 
 from memprof.core import bindings
 from memprof.experiments import base
+from memprof.experiments.base import declared_keys
 from memprof.experiments.common import prefetch_to_gpu
 from memprof.experiments.compare import Compare
 from memprof.experiments.managed import Managed
@@ -32,7 +33,7 @@ def test_the_one_procedure_records_the_declared_figures(monkeypatch, experiment,
     moved = []
     prefetch = lambda address, nbytes, device: moved.append((address, nbytes, device))  # noqa: E731
     monkeypatch.setattr(bindings, "prefetch", prefetch)
-    session = FakeSession({}, experiment.declared_keys())
+    session = FakeSession({}, declared_keys(experiment))
     buffers = [SimpleNamespace(device_pointer=4096 * (i + 1), nbytes=1024) for i in range(count)]
     with session.profiler.timed():
         prefetch_to_gpu(session, buffers, "managed prefetched")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from memprof.experiments import experiment_named, load
+from memprof.experiments.base import declared_measures
 from memprof.model.ceilings import Ceiling, hbm_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
@@ -87,7 +88,9 @@ def test_a_sample_of_several_operations_gives_each_ones_time_and_gb_per_s():
     result = load(FIXTURES / "h200_smallcopies.json")
     batch = result.find("h2d", "batched", "span", 4096)
     wall = result.find("h2d_wall", "batched", "host", 4096)
-    declared = {measure.key: measure for measure in experiment_named("smallcopies").declared()}
+    declared = {
+        measure.key: measure for measure in declared_measures(experiment_named("smallcopies"))
+    }
     copies = figure(result, batch, declared["span", "h2d"])
     waited = figure(result, wall, declared["host", "h2d_wall"])
     assert copies.per_operation_ms == pytest.approx(batch.stats.median_ms / 128)
@@ -100,7 +103,7 @@ def test_a_staged_copys_figures_are_its_calls_never_cuptis_record_of_its_dma():
     """A pageable copy blocks its caller while the driver stages it; CUPTI records only the
     DMA after that. zerocopy's 4 MiB: the call 0.358 ms (11.7 GB/s), the DMA 0.275 ms."""
     result = load(FIXTURES / "h200_zerocopy_p20.json")
-    declared = {measure.key: measure for measure in experiment_named("zerocopy").declared()}
+    declared = {measure.key: measure for measure in declared_measures(experiment_named("zerocopy"))}
     for kind in ("pageable", "device"):
         copy = next(m for m in result.measurements if (m.group, m.kind) == ("gpu", kind))
         found = figure(result, copy, declared["gpu", copy.operation])
@@ -112,7 +115,7 @@ def test_a_staged_copys_figures_are_its_calls_never_cuptis_record_of_its_dma():
             assert found.latency_ms == found.median_ms == found.per_operation_ms
     sweep = load(FIXTURES / "h200_sweep.json")
     smallest = sweep.find("h2d", "pageable", "gpu", min(sweep_sizes(sweep)))
-    found = figure(sweep, smallest, experiment_named("sweep").declared()[0])
+    found = figure(sweep, smallest, declared_measures(experiment_named("sweep"))[0])
     # no call recorded: back to back, timed as the calls return (6.68 us; the DMA 0.832)
     assert format_ms(found.latency_ms) == "6.6827us" and found.median_ms == 0.000832
 
@@ -175,7 +178,7 @@ def above_by(result, index: int, share: float):
 def DEVICE_MEASURES():
     from memprof.experiments import experiment_class
 
-    return experiment_class("device").declared()
+    return declared_measures(experiment_class("device"))
 
 
 def test_a_figure_up_to_its_noise_allowance_above_its_bound_loads_and_beyond_is_refused(

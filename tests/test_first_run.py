@@ -28,9 +28,9 @@ def test_where_a_summary_failed_names_memprofs_file_from_a_checkout_named_mempro
     planted = tmp_path / "memprof" / "tests" / "planted.py"
     planted.parent.mkdir(parents=True)
     namespace: dict = {}
-    code = "def broken(result):\n    return result.parameters.power / 0\n"
+    code = "def broken(result, *rest):\n    return result.parameters.power / 0\n"
     exec(compile(code, str(planted), "exec"), namespace)
-    monkeypatch.setattr(pinned, "summarize", namespace["broken"])
+    monkeypatch.setattr(pinned, "figure", namespace["broken"])  # what its summary calls
     ran = CliRunner().invoke(app, ["report", str(PINNED)])
     assert ran.exit_code == 2
     assert "(ZeroDivisionError: division by zero, in pinned.py:" in ran.output

@@ -377,10 +377,10 @@ def test_a_closed_stdout_is_exit_5_in_one_line_with_the_files_saved(tmp_path):
 def test_a_summary_that_fails_on_a_checked_file_says_where_and_that_it_is_memprofs(monkeypatch):
     from memprof.experiments import pinned
 
-    def broken(result):
-        return result.parameters.power / 0  # a bug planted in the summary
+    def broken(result, *rest):
+        return result.parameters.power / 0  # a bug planted in what the summary calls
 
-    monkeypatch.setattr(pinned, "summarize", broken)
+    monkeypatch.setattr(pinned, "figure", broken)
     path = FIXTURES / "h200_pinned_p20.json"
     code, stdout, stderr = report(path)
     assert (code, stdout) == (2, "")

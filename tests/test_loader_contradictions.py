@@ -11,6 +11,7 @@ import pytest
 
 from memprof.errors import InvalidArgument
 from memprof.experiments import experiment_class, load_summarized, parse
+from memprof.experiments.base import declared_measures
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.figures import CACHE_BOUND, figure
 from memprof.model.gpustate import CLOCK_REASONS
@@ -141,7 +142,7 @@ def times_checked(m) -> None:
     from memprof.experiments.sweep import Sweep
     from memprof.model.measures import _check_times
 
-    measure = next(measure for measure in Sweep.declared() if measure.key == ("gpu", "h2d"))
+    measure = next(measure for measure in declared_measures(Sweep) if measure.key == ("gpu", "h2d"))
     _check_times(m, measure, "measurements[0]")
 
 
@@ -156,7 +157,7 @@ def test_batches_faster_than_half_of_cuptis_one_copy_load_with_a_warning():
     def warned(source: str, alone_ms: float, back_to_back_ms: float) -> list[str]:
         copy = copy_of_1_kib(source, alone_ms, back_to_back_ms)
         times_checked(copy)  # loads
-        return moved_during_run(SimpleNamespace(measurements=[copy]), Sweep.declared())
+        return moved_during_run(SimpleNamespace(measurements=[copy]), declared_measures(Sweep))
 
     assert warned("cupti", 0.002, 0.001) == []  # at half: what batches can do
     assert warned("cupti", 0.002, 0.00099) == [
@@ -194,7 +195,7 @@ def test_a_kernel_on_data_the_l2_cache_holds_is_bounded_by_the_cache_too():
     )
     assert m.bytes == 64 << 20 < 2 * result.device.l2_cache_bytes
     measure = next(
-        d for d in experiment_class("compare").declared() if d.key == ("gpu", m.operation)
+        d for d in declared_measures(experiment_class("compare")) if d.key == ("gpu", m.operation)
     )
     reached = figure(result, m, measure).gb_per_s / hbm_ceiling(result.device).gb_per_s
 

@@ -20,7 +20,7 @@ from memprof.core import bindings, hostlimits
 from memprof.core.hostlimits import GIB, HostLimits, Plan
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, OutOfMemory
 from memprof.experiments import parse, pinlimit, summarize
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.pictures import picture
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
@@ -242,7 +242,7 @@ def climbed(
     registrations = Registrations(fail_register_at, interrupt_at, register_failure)
     monkeypatch.setattr(bindings, "host_register", registrations.register)
     monkeypatch.setattr(bindings, "host_unregister", registrations.unregister)
-    session = FakeSession({}, pinlimit.Pinlimit.declared_keys())
+    session = FakeSession({}, declared_keys(pinlimit.Pinlimit))
     if fail_alloc_at is not None:
         allocate, calls = session.cuda.pagelocked_empty, []
 

@@ -746,7 +746,7 @@ def test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today():
     spec.loader.exec_module(tool)
     stale = [
         command
-        for command, stem in tool.CHOSEN.items()
+        for command, stem in tool.chosen().items()
         if not _same_drawing(
             (ROOT / "docs" / "img" / f"{command}.svg").read_text("utf-8"), drawn(stem).svg
         )

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from memprof.core import bindings, driver
 from memprof.experiments import experiment_named
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.output import console as terminal
 from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
 
@@ -36,7 +36,7 @@ SIZE = re.compile(r"\d+ (B|KiB|MiB|GiB)")
 
 def steps_of(name: str, monkeypatch) -> list[tuple[str, int, int]]:
     experiment = experiment_named(name)
-    session = FakeSession(ATTRIBUTES, type(experiment).declared_keys())
+    session = FakeSession(ATTRIBUTES, declared_keys(type(experiment)))
     fake = FakeBindings(session.gpu)
     monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
     library = FakeLibcuda(session.gpu)  # cuMemcpyBatchAsync, through ctypes

@@ -25,7 +25,7 @@ from memprof.errors import InvalidArgument, MemprofError
 from memprof.experiments import shape_of, summarize
 from memprof.experiments import smallcopies as small
 from memprof.experiments import trace as trace_summary
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.smallcopies import SmallCopies, SmallCopiesExtra, SmallCopiesParams
 from memprof.model import params as declared
 from memprof.model.formatting import format_ms
@@ -44,7 +44,7 @@ KiB = 1 << 10
 @pytest.fixture
 def fake_gpu(monkeypatch):
     def make(attributes=MAPPING, fail_index=False, **options):
-        session = FakeSession(attributes, SmallCopies.declared_keys())
+        session = FakeSession(attributes, declared_keys(SmallCopies))
         fake = FakeBindings(session.gpu, **options)
         monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
         library = FakeLibcuda(session.gpu, fail_index)

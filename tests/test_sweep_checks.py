@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from memprof.core import memory
-from memprof.experiments.base import RunContext
+from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.common import size_label
 from memprof.experiments.sweep import Sweep, SweepParams
 from tests.fakegpu import FakeSession
@@ -33,7 +33,7 @@ def sweep(
         return real(cuda, direction, host, device_pointer, elements)
 
     monkeypatch.setattr(memory, "host_copy", copy)
-    session = FakeSession(ATTRIBUTES, Sweep.declared_keys())
+    session = FakeSession(ATTRIBUTES, declared_keys(Sweep))
     params = SweepParams(powers=(4, 6), kinds=KINDS, directions=directions, repeat=2, warmup=1)
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
     ctx = RunContext(params, session=session, facts={0: facts})

@@ -23,31 +23,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 PICTURES = ROOT / "docs" / "img"
-# The fixture each command's picture is drawn from (the fullest of its recordings).
-CHOSEN = {
-    "info": "h200_info",
-    "check": "h200_check",
-    "pinned": "h200_pinned_p20",
-    "zerocopy": "h200_zerocopy_sweep",
-    "uva": "h200_uva",
-    "managed": "h200_managed",
-    "writecombined": "h200_writecombined",
-    "register": "h200_register",
-    "pinlimit": "h200_pinlimit",
-    "alloc": "h200_alloc",
-    "streams": "h200_streams",
-    "device": "h200_device",
-    "compare": "h200_compare",
-    "sweep": "h200_sweep",
-    "smallcopies": "h200_smallcopies",
-    "peer": "h200x2_peer",
-    "hostlink": "h200x2_hostlink",
-    "portable": "h200x2_portable",
-    "check-pairs": "h200x2_check_pairs",
-    "trace": "h200_trace_torch",
-}
 # Pictures of several runs (`memprof plot A.json B.json -o NAME.svg`), the reference first.
 RUNS = {"sweep-runs": ("legacy_v2_sweep", "h200_sweep")}
+
+
+def chosen() -> dict[str, str]:
+    """The fixture each command's picture is drawn from (the fullest of its recordings): its
+    registry line's (memprof.experiments.Command.fixture)."""
+    sys.path.insert(0, str(ROOT))
+    from memprof.experiments import COMMANDS
+
+    return {command.name: command.fixture for command in COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,14 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from memprof.api import plot_file
-    from memprof.experiments import COMMANDS
 
-    missing = {command.name for command in COMMANDS} - set(CHOSEN)
+    missing = sorted(name for name, stem in chosen().items() if not stem)
     if missing:
-        raise SystemExit(f"pictures: error: no fixture chosen for {', '.join(sorted(missing))}")
+        raise SystemExit(f"pictures: error: no fixture chosen for {', '.join(missing)}")
     changed = []
     with tempfile.TemporaryDirectory() as folder:
-        drawings = {name: [stem] for name, stem in CHOSEN.items()} | RUNS
+        drawings = {name: [stem] for name, stem in chosen().items()} | RUNS
         for name, stems in drawings.items():
             drawn = Path(folder) / f"{name}.svg"
             plot_file([FIXTURES / f"{stem}.json" for stem in stems], str(drawn))

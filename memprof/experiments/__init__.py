@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memprof.errors import InvalidArgument
 
@@ -27,12 +27,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Command:
-    """One command of the registry: `where` is "module:Class" inside memprof.experiments."""
+    """One command of the registry, its only record: everything keyed by a command's name (its
+    --help's examples, the fixture its picture in docs/img is drawn from, its picture) is read
+    from here. `where` and `picture` are "module:name" inside memprof.experiments."""
 
     name: str
     where: str
     help: str  # one line: the command list's entry (`memprof CMD --help` adds its description)
     aliases: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # real command lines, each as a person types it
+    fixture: str = ""  # the tests/fixtures recording (its stem) that docs/img draws
+    picture: str = ""  # its panels(result, summary) for `memprof plot`; else its tables'
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -40,105 +45,178 @@ COMMANDS: tuple[Command, ...] = (
         "info",
         "info:Info",
         "The GPU, its theoretical memory and PCIe bandwidth, and which memory kinds it supports.",
+        examples=("memprof info", "memprof info --device 1 --json info.json"),
+        fixture="h200_info",
+        picture="pictures:info_panels",
     ),
     Command(
         "check",
         "check:CheckGpu",
         "Health check of this GPU's memory paths: PASS/WARN/FAIL per line, exit 1 on FAIL.",
+        examples=(
+            "memprof check",
+            "memprof check --retries 2 --json check.json --junit check.xml",
+            "memprof check --reference my-gpu.json --h2d-floor 80",
+            "memprof check --device all --quiet",
+        ),
+        fixture="h200_check",
+        picture="pictures:check_panels",
     ),
     Command(
         "pinned",
         "pinned:Pinned",
         "Pageable vs pinned host memory: allocation cost, HtoD/DtoH bandwidth, sumArrays flow.",
+        examples=(
+            "memprof pinned --power 20",
+            "memprof pinned --host-buffer malloc --timing events",
+            "memprof pinned --device all --csv pinned.csv",
+        ),
+        fixture="h200_pinned_p20",
     ),
     Command(
         "zerocopy",
         "zerocopy:ZeroCopy",
         "Mapped (zero-copy) host memory read by a kernel vs device memory after explicit copies.",
+        examples=(
+            "memprof zerocopy",
+            "memprof zerocopy --power 20",
+            "memprof zerocopy --from 10 --to 20",
+        ),
+        fixture="h200_zerocopy_sweep",
+        picture="pictures:zerocopy_panels",
     ),
     Command(
         "uva",
         "uva:Uva",
         "Unified virtual addressing: the mapped host pointer passed to a kernel as it is.",
+        examples=("memprof uva", "memprof uva --power 20 --json uva.json"),
+        fixture="h200_uva",
     ),
     Command(
         "managed",
         "managed:Managed",
         "Unified (managed) memory: on-demand page migration, prefetch and advice, vs copies.",
+        examples=("memprof managed", "memprof managed --no-prefetch --advise read-mostly"),
+        fixture="h200_managed",
+        picture="pictures:managed_panels",
     ),
     Command(
         "writecombined",
         "writecombined:WriteCombined",
         "Cached vs write-combined pinned memory: transfers, host writes and (slow) host reads.",
         aliases=("wc",),
+        examples=("memprof writecombined", "memprof wc --power 24"),
+        fixture="h200_writecombined",
     ),
     Command(
         "register",
         "register:Register",
         "Pin an existing numpy array in place (cuMemHostRegister): its cost and its bandwidth.",
+        examples=("memprof register", "memprof register --power 24 --repeat 20"),
+        fixture="h200_register",
     ),
     Command(
         "pinlimit",
         "pinlimit:Pinlimit",
         "How much memory can be pinned here, what pinning costs as it grows, and what it "
         "takes from the host's pageable copies.",
+        examples=("memprof pinlimit", "memprof pinlimit --cap 32 --step 2 --json pinlimit.json"),
+        fixture="h200_pinlimit",
+        picture="pictures:pinlimit_panels",
     ),
     Command(
         "alloc",
         "alloc:Alloc",
         "Allocation and free time of every memory kind across sizes (default 2^16 to 2^28 "
         "floats), stream-ordered pools and virtual memory included.",
+        examples=("memprof alloc", "memprof alloc --from 20 --to 24 --json alloc.json"),
+        fixture="h200_alloc",
+        picture="pictures:alloc_panels",
     ),
     Command(
         "streams",
         "streams:Streams",
         "Overlap copies with kernels on streams: serial, overlapped, pageable, and a timeline.",
+        examples=("memprof streams", "memprof streams --streams 8 --kernel-ms 2"),
+        fixture="h200_streams",
+        picture="pictures:streams_panels",
     ),
     Command(
         "device",
         "device:DeviceBandwidth",
         "Device-memory bandwidth: cuMemcpyDtoD, cuMemset and STREAM copy/mul/add/triad/dot.",
+        examples=("memprof device", "memprof device --dtype float32 --power 26"),
+        fixture="h200_device",
     ),
     Command(
         "compare",
         "compare:Compare",
         "Every memory kind side by side, and which to use for what, from the measured figures.",
+        examples=("memprof compare", "memprof compare --power 20 --json compare.json"),
+        fixture="h200_compare",
+        picture="pictures:compare_panels",
     ),
     Command(
         "sweep",
         "sweep:Sweep",
         "Bandwidth against size per kind (default 2^8 to 2^26 floats): chart, table, crossovers.",
+        examples=(
+            "memprof sweep",
+            "memprof sweep --kinds pinned,pageable --direction h2d",
+            "memprof sweep --from 10 --to 24 --step 2 --csv sweep.csv",
+        ),
+        fixture="h200_sweep",
+        picture="pictures:sweep_panels",
     ),
     Command(
         "smallcopies",
         "smallcopies:SmallCopies",
         "N small copies host <-> device done five ways (one call each from pinned or pageable, "
         "batched, gathered, a zero-copy kernel): cost per copy, and where batching stops paying.",
+        examples=("memprof smallcopies", "memprof smallcopies --from 10 --to 14 --copies 64"),
+        fixture="h200_smallcopies",
+        picture="pictures:smallcopies_panels",
     ),
     Command(
         "peer",
         "peer:Peer",
         "Copies between every pair of GPUs: copy engine and kernels, peer access on/off, latency.",
+        examples=("memprof peer", "memprof peer --power 24"),
+        fixture="h200x2_peer",
+        picture="pictures:peer_panels",
     ),
     Command(
         "hostlink",
         "hostlink:Hostlink",
         "Every GPU's pinned HtoD and DtoH alone, then all at once: is the host link shared?",
+        examples=("memprof hostlink", "memprof hostlink --power 24"),
+        fixture="h200x2_hostlink",
     ),
     Command(
         "portable",
         "portable:Portable",
         "One pinned buffer used from every GPU's context: PORTABLE against pinned in one only.",
+        examples=("memprof portable", "memprof portable --power 24"),
+        fixture="h200x2_portable",
     ),
     Command(
         "check-pairs",
         "check:CheckPairs",
         "Health check of every pair of GPUs: peer copies against their NVLink or PCIe link.",
+        examples=("memprof check-pairs", "memprof check-pairs --junit pairs.xml"),
+        fixture="h200x2_check_pairs",
+        picture="pictures:check_panels",
     ),
     Command(
         "trace",
         "trace:Trace",
         "Run your Python program under CUPTI: nvprof's profile of it, with advice for this GPU.",
+        examples=(
+            "memprof trace train.py --epochs 1",
+            "memprof trace --json run.json --module mypackage.train",
+        ),
+        fixture="h200_trace_torch",
+        picture="pictures:trace_panels",
     ),
 )
 # The command that runs the user's program (memprof.trace.command) instead of measuring: its
@@ -158,10 +236,22 @@ def command_named(name: str) -> Command:
 def experiment_class(name: str) -> type[Experiment]:
     """The Experiment class of a command (or an alias), its module imported now."""
     command = command_named(name)
-    module, _, class_name = command.where.partition(":")
-    experiment = getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+    experiment = _named(command.where)
     assert experiment.name == command.name, f"{command.where} is named {experiment.name!r}"
     return experiment
+
+
+def _named(where: str) -> Any:
+    """What a registry line's "module:name" names, its module imported now."""
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def picture_maker(command: str) -> Any:
+    """The function drawing a command's picture (its registry line's), or None where the
+    picture is its tables' (memprof.experiments.pictures.default_panels)."""
+    where = _BY_NAME[command].picture if command in _BY_NAME else ""
+    return _named(where) if where else None
 
 
 def experiment_named(name: str) -> Experiment:
@@ -185,15 +275,16 @@ def shape_of(command: str) -> ResultShape | None:
 def summarize(result: Result) -> Summary:
     """The tables and conclusions of a Result, by its command's experiment, and every
     measurement's figures as its declarations read them."""
+    from memprof.experiments.base import declared_measures
     from memprof.model.figures import figures
     from memprof.model.measures import moved_during_run
     from memprof.model.summary import one_time_unit_per_column
 
     experiment = experiment_named(result.command)
     summary = experiment.summarize(result)
-    summary.header += moved_during_run(result, experiment.declared())
+    summary.header += moved_during_run(result, declared_measures(experiment))
     summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
-    summary.figures_of = functools.partial(figures, result, experiment.declared())
+    summary.figures_of = functools.partial(figures, result, declared_measures(experiment))
     shown = [one for table in summary.tables for row in table.sources for one in row]
     summary.derived = list(_with_parts_first(shown, {}).values())
     return summary

@@ -115,9 +115,6 @@ class Alloc(base.Experiment):
         ctx.progress("done", total, total)
         return AllocExtra(kinds, skipped, record, HOST_ONCE_FROM_BYTES)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def check_consistency(self, result: Result) -> None:
         record = result.extra.allocators
         kinds = result.extra.kinds

@@ -9,8 +9,8 @@ An Experiment declares:
   measuring core refuses anything else, and a loaded file must hold every required one;
 - which GPUs it uses (one, one or every in turn, or every GPU at once) and which shared
   options it takes;
-- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and
-  summarize(result) -> Summary, which needs no GPU.
+- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and its module's
+  summarize(result) -> Summary, which needs no GPU (the class need not forward to it).
 
 Experiment modules import nothing heavier than memprof.model (and the measuring core's
 constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `memprof
@@ -20,6 +20,8 @@ constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,7 +43,13 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import NamedSets, Range, Sizes, param
+from memprof.model.params import (
+    NamedSets,
+    Range,
+    Sizes,
+    option_of,
+    param,
+)
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -256,9 +264,28 @@ ALLOCATIONS = (  # allocating and freeing a buffer of each kind
 )
 
 
-def array_bytes(params: Any, element_bytes: int = FLOAT32_BYTES) -> int:
+def element_bytes(params: Any) -> int:
+    """The bytes of one element of a run's arrays: float32, unless its Params say
+    (an `element_bytes` property, as device's --dtype)."""
+    return getattr(params, "element_bytes", FLOAT32_BYTES)
+
+
+def sizes(params: Any, measure: Measure) -> list[int]:
+    """The bytes of one array at each size a run makes, for a measure sized by the Params
+    field it names (power: one size, or each size where the Params sweep them); a name
+    ending in _bytes is a Params property giving the bytes themselves (streams' chunks)."""
+    if measure.size.endswith("_bytes"):
+        return list(getattr(params, measure.size))
+    powers = getattr(params, measure.size, None)
+    if powers is None and measure.size == "power":
+        powers = params.powers
+    powers = powers if isinstance(powers, tuple) else (powers,)
+    return [element_bytes(params) << power for power in powers]
+
+
+def array_bytes(params: Any) -> int:
     """The bytes of one array of a run on arrays of one size (Params.power)."""
-    return element_bytes << params.power
+    return element_bytes(params) << params.power
 
 
 # What the core records beside the figures: they do not say what a figure is the median of.
@@ -318,7 +345,6 @@ class Experiment:
     # gpus "one_or_every": what `--device all` runs after each GPU in turn, with its default
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
-    every_gpu_words: ClassVar[str] = "every GPU's pinned copies at the same time"  # its help
 
     @classmethod
     def inputs(cls, values: dict[str, Any]) -> list[Path]:
@@ -336,53 +362,43 @@ class Experiment:
         raise NotImplementedError
 
     def summarize(self, result: Result) -> Summary:
-        """Tables and conclusions from a Result (fresh or loaded), without a GPU."""
-        raise NotImplementedError
+        """Tables and conclusions from a Result (fresh or loaded), without a GPU: its module's
+        summarize(result), unless the class says otherwise (a module of two commands)."""
+        return sys.modules[type(self).__module__].summarize(result)
 
     def check_consistency(self, result: Result) -> None:
         """What this experiment's Params, Extra and measurements must say together beyond
         what its declarations say (check_result holds every file to those): a SchemaError
         naming the field that contradicts another. summarize() may rely on both."""
 
-    def element_bytes(self, params: Any) -> int:
-        """The bytes of one element of its arrays (float32 unless its Params say)."""
-        return FLOAT32_BYTES
-
-    def sizes(self, params: Any, measure: Measure) -> list[int]:
-        """The bytes of one array at each size a run makes, for a measure sized by the
-        Params field it names (power: one size, or each size where the Params sweep them)."""
-        powers = getattr(params, measure.size, None)
-        if powers is None and measure.size == "power":
-            powers = params.powers
-        powers = powers if isinstance(powers, tuple) else (powers,)
-        return [self.element_bytes(params) << power for power in powers]
-
     def derived(self, result: Result) -> dict[str, Any]:
         """What an older file's extra held that the parameters and measurements now
         determine, as today's memprof derives it (memprof.model.upgrade checks it)."""
         return {}
 
-    def check_result(self, result: Result) -> None:
-        """Every agreement a loaded Result of this experiment keeps: what its declarations
-        say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
-        if result.device is None:
-            raise SchemaError("device", f"is null, but every {self.name} run records its GPU")
-        check_recorded(self, result)
-
-    @classmethod
-    def declared(cls) -> tuple[Measure, ...]:
-        """Everything a run may record: its own measures and the driver calls behind them."""
-        return (*cls.measures, DRIVER_CALLS)
-
-    @classmethod
-    def declared_keys(cls) -> frozenset[tuple[str, str]]:
-        return frozenset(measure.key for measure in cls.declared())
-
     @classmethod
     def result_shape(cls) -> ResultShape:
         """What a saved Result of this command must hold, from the declarations above."""
         experiment = cls()
-        return ResultShape(cls.Params, cls.Extra, experiment.check_result, experiment.derived)
+        check = functools.partial(check_result, experiment)
+        return ResultShape(cls.Params, cls.Extra, check, experiment.derived)
+
+
+def declared_measures(experiment: type[Experiment] | Experiment) -> tuple[Measure, ...]:
+    """Everything a run may record: its own measures and the driver calls behind them."""
+    return (*experiment.measures, DRIVER_CALLS)
+
+
+def declared_keys(experiment: type[Experiment] | Experiment) -> frozenset[tuple[str, str]]:
+    return frozenset(measure.key for measure in declared_measures(experiment))
+
+
+def check_result(experiment: Experiment, result: Result) -> None:
+    """Every agreement a loaded Result of this experiment keeps: what its declarations
+    say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
+    if result.device is None:
+        raise SchemaError("device", f"is null, but every {experiment.name} run records its GPU")
+    check_recorded(experiment, result)
 
 
 def check_recorded(experiment: Experiment, result: Result) -> None:
@@ -409,15 +425,18 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
     if one_gpu:  # the records the ceilings come from, before the figures they bound
         check_gpu_states(result, one_gpu=True)
         _check_kinds_the_gpu_has(result)  # several GPUs' runs record the first one's flags
-    declared = experiment.declared()
+    declared = declared_measures(experiment)
     params = result.parameters
     check_declared(
         result,
         declared,
-        lambda m: experiment.sizes(params, m),
+        lambda m: sizes(params, m),
         several_gpus=experiment.gpus == "every",
     )
     check_bounds(result, declared)
+    _check_single_sizes(params)
+    if not one_gpu:
+        run_devices(result)
     experiment.check_consistency(result)
     if not one_gpu:  # after the experiment's own check of which GPUs ran
         check_gpu_states(result, one_gpu=False)
@@ -428,6 +447,19 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
                 raise SchemaError(
                     f"measurements[{index}].source",
                     "is 'cupti', but timing.source says this run timed with events",
+                )
+
+
+def _check_single_sizes(params: Any) -> None:
+    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single)."""
+    for one in dataclasses.fields(params):
+        form = option_of(one).form
+        if isinstance(form, Sizes) and form.single and getattr(params, form.single):
+            powers = getattr(params, one.name)
+            if len(powers) != 1:
+                raise SchemaError(
+                    f"parameters.{one.name}",
+                    f"has {len(powers)} sizes, but {form.single} says one",
                 )
 
 
@@ -707,7 +739,7 @@ def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int
     experiments of gpus "every", else a GpuSession on options.device."""
     from memprof.core.session import Devices, GpuSession, device_count
 
-    declared = experiment.declared_keys()
+    declared = declared_keys(experiment)
     if experiment.gpus == "every":
         indices = list(range(device_count()))
         if len(indices) < 2 and experiment.needs_two_gpus:

@@ -216,7 +216,6 @@ class CheckGpu(base.Experiment):
     Extra = CheckExtra
     gpus = "one_or_every"
     every_gpu_then = "check-pairs"
-    every_gpu_words = "every pair of GPUs against its link (memprof check-pairs)"
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
 
@@ -253,9 +252,6 @@ class CheckGpu(base.Experiment):
         finally:
             copies.free()
         return extra
-
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": host_bytes(result), "device_copy_bytes": device_bytes(result)}
@@ -627,7 +623,9 @@ def _retry(ctx: base.RunContext, copies: _CheckCopies, extra: CheckExtra) -> Che
         nonlocal done
         ctx.progress(f"retry {attempt} of {copies.words(line)}", done, total)
         done += 1
-        profiler = Profiler(ctx.session, gate=ctx.measure.gate(), declared=CheckGpu.declared_keys())
+        profiler = Profiler(
+            ctx.session, gate=ctx.measure.gate(), declared=base.declared_keys(CheckGpu)
+        )
         try:
             copies.measure(line, profiler, f"retry {attempt}, ")
             measured = {m.operation: m for m in profiler.measurements() if m.group == "gpu"}
@@ -1217,7 +1215,7 @@ class CheckPairs(base.Experiment):
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
 
     def check_consistency(self, result: Result) -> None:
-        devices = base.run_devices(result)
+        devices = [device.index for device in result.extra.devices]  # (base.run_devices)
         access = base.access_matrix(result, devices)
         for index, m in enumerate(result.measurements):
             a, b = m.gpus if m.group == "gpu" else (None, None)

@@ -22,7 +22,6 @@ from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Figure, figure_finder, host_side
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Check, Result
-from memprof.model.schema import SchemaError
 from memprof.model.summary import Column, Summary, Table, table
 
 SINGLE_GPU_KINDS = memory.single_gpu_kinds()
@@ -105,12 +104,13 @@ class Compare(base.Experiment):
     Params = CompareParams
     Extra = CompareExtra
     gpus = "one_or_every"
-    measures = (
+    measures = (  # every GPU has pinned, pageable and device memory: the recommendations' basis
         *base.ALLOCATIONS,
-        base.HOST_WRITE,
-        base.HOST_READ,
-        *base.ONE_COPY.values(),
-        KERNEL_READ,
+        *(
+            dataclasses.replace(m, required_kinds=("pinned", "pageable"))
+            for m in (base.HOST_WRITE, base.HOST_READ, *base.ONE_COPY.values())
+        ),
+        dataclasses.replace(KERNEL_READ, required_kinds=("device",)),
         dataclasses.replace(base.PREFETCH, arrays=1),  # the managed buffer
         base.PREFETCH_CALLS,
         base.LAUNCH_CALL,
@@ -143,29 +143,8 @@ class Compare(base.Experiment):
         step("done")
         return CompareExtra(skipped=skipped)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
-
-    def check_consistency(self, result: Result) -> None:
-        needed = [  # every GPU has them: the recommendations' basis
-            (group, operation, kind)
-            for kind in ("pinned", "pageable")
-            for group, operation in COPIES_AND_HOST
-        ] + [("gpu", "kernel_read", "device")]
-        present = {(m.group, m.operation, m.kind) for m in result.measurements}
-        for group, operation, kind in needed:
-            if (group, operation, kind) not in present:
-                raise SchemaError(
-                    "measurements",
-                    f"has no {group} {operation!r} of kind {kind!r}, which every compare run "
-                    "records",
-                )
-
-
-COPIES_AND_HOST = (("gpu", "h2d"), ("gpu", "d2h"), ("host", "host_write"), ("host", "host_read"))
 
 
 class _EveryKind:

@@ -49,6 +49,11 @@ class DeviceParams:
     repeat: base.Repeat = base.repeat_param(20)
     warmup: base.Warmup = base.warmup_param(3)
 
+    @property
+    def element_bytes(self) -> int:
+        """The bytes of one element of --dtype (base.element_bytes reads it)."""
+        return 4 if self.dtype == "float32" else 8
+
 
 BYTES_PER_THREAD_ACCESS = 16  # the kernels' loads and stores
 
@@ -123,12 +128,6 @@ class DeviceBandwidth(base.Experiment):
         step("done")
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
-    def element_bytes(self, params: DeviceParams) -> int:
-        return 4 if params.dtype == "float32" else 8
-
     def derived(self, result: Result) -> dict:
         params = result.parameters
         launch = result.device and {  # (a file without device facts is refused)
@@ -137,12 +136,12 @@ class DeviceBandwidth(base.Experiment):
             "dot_blocks": result.device.multiprocessors * DOT_BLOCKS_PER_SM,
             "bytes_per_thread_access": BYTES_PER_THREAD_ACCESS,
         }
-        return {"bytes_per_array": base.array_bytes(params, self.element_bytes(params)),
+        return {"bytes_per_array": base.array_bytes(params),
                 "launch": launch}  # fmt: skip
 
     def check_consistency(self, result: Result) -> None:
         params, facts = result.parameters, result.device
-        nbytes = base.array_bytes(params, self.element_bytes(params))
+        nbytes = base.array_bytes(params)
         for field in ("memory_clock_khz", "memory_bus_width_bits"):
             if not getattr(facts, field):
                 raise SchemaError(
@@ -342,7 +341,7 @@ OPERATIONS = (
 
 def summarize(result: Result) -> Summary:
     params = result.parameters
-    nbytes = base.array_bytes(params, DeviceBandwidth().element_bytes(params))
+    nbytes = base.array_bytes(params)
     peak = hbm_ceiling(result.device).gb_per_s  # the one place ceilings are made
     rows = _operations(result)
     operations = table(

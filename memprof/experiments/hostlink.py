@@ -122,14 +122,8 @@ class Hostlink(base.Experiment):
         step("done")
         return HostlinkExtra(devices=devices)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
-
-    def check_consistency(self, result: Result) -> None:
-        base.run_devices(result)
 
 
 class _Gpu(CheckedCopies):

@@ -47,9 +47,6 @@ class Info(base.Experiment):
             return InfoExtra()
         return InfoExtra(AffinityRecord(affinity.numa_node, list(affinity.local_cpus)))
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
 
 def summarize(result: Result) -> Summary:
     d = result.device

@@ -134,9 +134,6 @@ class Managed(base.Experiment):
         step("done")
         return ManagedExtra(skipped)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         derived = {"bytes_per_array": base.array_bytes(result.parameters)}
         concurrent = result.device.attributes.get(CONCURRENT) if result.device else None

@@ -159,15 +159,12 @@ class Peer(base.Experiment):
             skipped=skipped,
         )
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         params = result.parameters
         return {"bytes_per_array": base.array_bytes(params), "latency_steps": params.latency_steps}
 
     def check_consistency(self, result: Result) -> None:
-        devices = base.run_devices(result)
+        devices = [device.index for device in result.extra.devices]  # (base.run_devices)
         access = base.access_matrix(result, devices)
         for index, m in enumerate(result.measurements):
             if m.group != "gpu":

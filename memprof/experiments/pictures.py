@@ -52,7 +52,9 @@ MOST_LINES = 12  # a trace's source lines drawn, the most GPU time first
 
 def picture(result: Result, summary: Summary) -> Picture:
     """The picture of `result`, from its summary's figures (memprof.experiments.summarize)."""
-    make = PICTURES.get(result.command, default_panels)
+    from memprof.experiments import picture_maker
+
+    make = picture_maker(result.command) or default_panels
     if make in AGAINST_SIZE and len(result.parameters.powers) < 2:
         make = default_panels  # one size: nothing to draw a line through
     return Picture(title=title(result), panels=make(result, summary))
@@ -737,19 +739,4 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
     return panels
 
 
-PICTURES: dict[str, Callable[[Result, Summary], list[Panel]]] = {
-    "pinlimit": pinlimit_panels,
-    "sweep": sweep_panels,
-    "zerocopy": zerocopy_panels,
-    "managed": managed_panels,
-    "compare": compare_panels,
-    "info": info_panels,
-    "alloc": alloc_panels,
-    "smallcopies": smallcopies_panels,
-    "peer": peer_panels,
-    "streams": streams_panels,
-    "check": check_panels,
-    "check-pairs": check_panels,
-    "trace": trace_panels,
-}
 AGAINST_SIZE = (sweep_panels, zerocopy_panels, alloc_panels, smallcopies_panels)

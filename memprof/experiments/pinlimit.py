@@ -165,9 +165,6 @@ class Pinlimit(base.Experiment):
         memory.MEMORY_KINDS["registered"].check_supported(ctx.session)  # DEVICEMAP's flag
         return climb(ctx, limits, plan, hostlimits.mem_available)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def check_consistency(self, result: Result) -> None:
         check(result)
 

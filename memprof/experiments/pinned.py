@@ -173,9 +173,6 @@ class Pinned(base.Experiment):
         ctx.progress("done", 2 * len(HOST_KINDS), 2 * len(HOST_KINDS))
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         nbytes = base.array_bytes(result.parameters)
         return {"elements": nbytes // base.FLOAT32_BYTES, "bytes_per_array": nbytes}

@@ -94,9 +94,6 @@ class Portable(base.Experiment):
         step("done")
         return PortableExtra(devices, bool(unified))
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {
             "owner": result.device and result.device.index,  # the first GPU (run_devices)
@@ -104,7 +101,6 @@ class Portable(base.Experiment):
         }
 
     def check_consistency(self, result: Result) -> None:
-        base.run_devices(result)
         if result.extra.unified_addressing and not result.device.attributes.get(
             "unifiedAddressing", 1
         ):

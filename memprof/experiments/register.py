@@ -118,9 +118,6 @@ class Register(base.Experiment):
         step("done")
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
 

@@ -123,9 +123,6 @@ class SmallCopies(base.Experiment):
     def run(self, ctx: base.RunContext) -> SmallCopiesExtra:
         return measure(ctx)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def check_consistency(self, result: Result) -> None:
         extra = result.extra
         for index, way in enumerate(extra.ways):

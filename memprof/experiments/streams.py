@@ -70,6 +70,11 @@ class StreamsParams:
     repeat: base.Repeat = base.repeat_param(5)
     warmup: base.Warmup = base.warmup_param(1)
 
+    @property
+    def chunk_bytes(self) -> list[int]:
+        """The bytes of one chunk of each size the cut makes (its measures' sizes)."""
+        return sorted({base.FLOAT32_BYTES * count for count in chunk_elements(self)})
+
 
 Stage = Literal["h2d", "kernel", "d2h"]  # STAGES' keys
 Lane = Annotated[int, Range(0, 31)]  # a stream: at most 32
@@ -127,15 +132,15 @@ def reference(values: np.ndarray, iterations: int) -> np.ndarray:
 # the kernel moves nothing over the link.
 STAGE_MEASURES = {
     "h2d": base.Measure(
-        "gpu", "h2d", "each chunk's copy in", "one operation", arrays=1, size="chunks",
+        "gpu", "h2d", "each chunk's copy in", "one operation", arrays=1, size="chunk_bytes",
         bound="link",
     ),
     "kernel": base.Measure(
-        "gpu", "kernel", "each chunk's busyWork", "one operation", arrays=1, size="chunks",
+        "gpu", "kernel", "each chunk's busyWork", "one operation", arrays=1, size="chunk_bytes",
         traffic=0,
     ),
     "d2h": base.Measure(
-        "gpu", "d2h", "each chunk's copy out", "one operation", arrays=1, size="chunks",
+        "gpu", "d2h", "each chunk's copy out", "one operation", arrays=1, size="chunk_bytes",
         bound="link",
     ),
 }  # fmt: skip
@@ -219,14 +224,6 @@ class Streams(base.Experiment):
             timelines=Timelines(**timelines),
             timeline_source="cupti" if median.source == "cupti" else "gated events",
         )
-
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
-    def sizes(self, params: StreamsParams, measure: base.Measure) -> list[int]:
-        if measure.size == "chunks":
-            return sorted({base.FLOAT32_BYTES * count for count in chunk_elements(params)})
-        return super().sizes(params, measure)
 
     def derived(self, result: Result) -> dict:
         params = result.parameters

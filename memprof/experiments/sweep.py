@@ -29,7 +29,7 @@ from memprof.model.formatting import (
 )
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
-from memprof.model.schema import DISTINCT, NON_EMPTY, SchemaError
+from memprof.model.schema import DISTINCT, NON_EMPTY
 from memprof.model.summary import Chart, Column, Summary, Table, table
 
 # zerocopy is not a kind but a way of using mapped memory: a kernel reads or writes it.
@@ -67,7 +67,7 @@ H2D, D2H = (
     base.Measure(
         "gpu", direction, f"a copy or a zero-copy {way} {words}, at every size", "one operation",
         arrays=1, kinds="kinds", shows="throughput", bound="link",
-        required=False,  # only the directions asked for: check_consistency holds those
+        required="directions",  # recorded exactly where parameters.directions asks
     )
     for direction, words, way in (
         ("h2d", "host → device", "read"), ("d2h", "device → host", "write")
@@ -127,26 +127,8 @@ class Sweep(base.Experiment):
         ctx.progress("done", total, total)
         return SweepExtra(skipped=skipped)
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"kinds": measured_kinds(result)}
-
-    def check_consistency(self, result: Result) -> None:
-        for index, m in enumerate(result.measurements):
-            if m.group == "gpu" and m.operation not in result.parameters.directions:
-                raise SchemaError(
-                    f"measurements[{index}].operation",
-                    f"is {m.operation!r}, which parameters.directions did not ask for",
-                )
-        measured = {m.operation for m in result.measurements if m.group == "gpu"}
-        for direction in result.parameters.directions:
-            if direction not in measured:
-                raise SchemaError(
-                    "measurements",
-                    f"has no gpu {direction!r}, which parameters.directions asked for",
-                )
 
 
 def _measure_size(

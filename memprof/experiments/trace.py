@@ -8,6 +8,7 @@ and `diff` show traces saved on the GPU machine.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from memprof.model.formatting import (
     plural,
 )
 from memprof.model.lines import CALL_KINDS, SourceLine
-from memprof.model.results import Result
+from memprof.model.results import Result, ResultShape
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
 from memprof.model.timeline import Breakdown, breakdown_of
@@ -640,13 +641,13 @@ class Trace(base.Experiment):
         ),
     )
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
-    def check_result(self, result: Result) -> None:
-        """As every Result's, but without the GPU's facts: the program chose its GPU, and
-        extra.gpu_name and driver_version say which."""
-        base.check_recorded(self, result)
+    @classmethod
+    def result_shape(cls) -> ResultShape:
+        """As every command's, but checked without the GPU's facts: the program chose its
+        GPU, and extra.gpu_name and driver_version say which."""
+        experiment = cls()
+        check = functools.partial(base.check_recorded, experiment)
+        return ResultShape(cls.Params, cls.Extra, check, experiment.derived)
 
     def check_consistency(self, result: Result) -> None:
         if result.extra.error and result.extra.exit_code == 0:

@@ -119,9 +119,6 @@ class Uva(base.Experiment):
             ),
         )
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
 

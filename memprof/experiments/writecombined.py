@@ -105,9 +105,6 @@ class WriteCombined(base.Experiment):
         ctx.progress("done", len(KINDS), len(KINDS))
         return base.NoExtra()
 
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
 

@@ -20,7 +20,6 @@ from memprof.model.figures import Derived, figure
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import param
 from memprof.model.results import Measurement, Result
-from memprof.model.schema import SchemaError
 from memprof.model.summary import Column, Summary, table
 
 SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
@@ -91,16 +90,6 @@ class ZeroCopy(base.Experiment):
                 ctx.check(check)
         ctx.progress("done", len(powers), len(powers))
         return base.NoExtra()
-
-    def summarize(self, result: Result) -> Summary:
-        return summarize(result)
-
-    def check_consistency(self, result: Result) -> None:
-        powers = result.parameters.powers
-        if result.parameters.single_size and len(powers) != 1:
-            raise SchemaError(
-                "parameters.powers", f"has {len(powers)} sizes, but single_size says one"
-            )
 
 
 def _measure_size(session, power: int, params: ZeroCopyParams) -> list:

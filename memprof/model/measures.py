@@ -39,12 +39,16 @@ class Measure:
     operation: str
     what: str
     basis: Basis
-    required: bool = True  # False: only some runs record it (an option, a GPU capability)
+    # False: only some runs record it (an option, a GPU capability); a Params field's name:
+    # exactly the runs whose field lists its operation (sweep's directions)
+    required: bool | str = True
     # What its bytes hold: that many arrays of the run's size (a tuple: one of these counts);
     # 0: nothing; a Params field's name: as many as it says (smallcopies' copies); None: not
     # declared (an allocator's size)
     arrays: int | tuple[int, ...] | str | None = None
-    size: str = "power"  # the Params field that sizes its arrays (power, powers, ...)
+    # the Params field that sizes its arrays (power, powers, ...), or a Params property
+    # ending in _bytes that gives the bytes (memprof.experiments.base.sizes)
+    size: str = "power"
     # bytes its GB/s counts per byte it records: a copy within device memory reads and
     # writes each (2); a kernel reading 2 of its 3 arrays over the link counts those (2/3);
     # 0: nothing to count (pages already resident). A mapping: by memory kind (else 1).
@@ -65,6 +69,8 @@ class Measure:
     # the name its measurements are recorded and printed under, as nvprof names them (None:
     # each experiment names its own); spelled here once for every command that records it
     name: str | None = None
+    # memory kinds every run records it of (compare's recommendations rest on them)
+    required_kinds: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -120,15 +126,37 @@ def check_declared(
                 f"{result.command} does not record",
             )
         found.add(plan.measure.key)
+        found.add((*plan.measure.key, m.kind))
+        asked = plan.measure.required
+        if isinstance(asked, str) and m.operation not in getattr(params, asked):
+            raise SchemaError(
+                f"measurements[{index}].operation",
+                f"is {m.operation!r}, which parameters.{asked} did not ask for",
+            )
         if plan.anything_to_check:
             plan.check(m, f"measurements[{index}]", repeat)
     for measure in declared:
-        if measure.required and measure.key not in found:
+        asked = measure.required
+        if isinstance(asked, str) and measure.operation in getattr(params, asked):
+            if measure.key not in found:
+                raise SchemaError(
+                    "measurements",
+                    f"has no {measure.group} {measure.operation!r}, which parameters.{asked} "
+                    "asked for",
+                )
+        elif asked is True and measure.key not in found:
             raise SchemaError(
                 "measurements",
                 f"has no {measure.group} {measure.operation!r}, which every {result.command} "
                 "run records",
             )
+        for kind in measure.required_kinds:
+            if (*measure.key, kind) not in found:
+                raise SchemaError(
+                    "measurements",
+                    f"has no {measure.group} {measure.operation!r} of kind {kind!r}, which "
+                    f"every {result.command} run records",
+                )
 
 
 class _Plan:

@@ -1,0 +1,90 @@
+"""A new experiment is one module and one registry line (docs/adding-an-experiment.md): a toy
+added so to a copy of this tree, with a fixture made of a real recording's measurements and
+its generated files made by the tools, passes the tests that iterate over every command and
+every fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE = """    Command(
+        "toy",
+        "toy:Toy",
+        "Pinned copies each way: the smallest experiment.",
+        examples=("memprof toy", "memprof toy --power 20 --json toy.json"),
+        fixture="h200_toy",
+    ),
+"""
+# The tests that iterate over every command or every fixture.
+EVERY_COMMAND = (
+    "tests/test_contract.py",
+    "tests/test_cli_help.py",
+    "tests/test_golden.py",
+    "tests/test_hostile_assignment.py",
+    "tests/test_json_schema.py",
+    "tests/test_plot.py::test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today",
+)
+
+
+def toy_fixture() -> dict:
+    """h200_pinned_p20's pinned copies, their calls and allocation, as a toy run of them."""
+    document = json.loads((ROOT / "tests" / "fixtures" / "h200_pinned_p20.json").read_text())
+    keep = {("gpu", "h2d"), ("gpu", "d2h"), ("api", "h2d"), ("api", "d2h")}
+    keep |= {("api", "alloc"), ("api", "free")}
+    document["measurements"] = [
+        m
+        for m in document["measurements"]
+        if (m["group"], m["operation"]) == ("api", "driver_call")
+        or ((m["group"], m["operation"]) in keep and m["kind"] == "pinned")
+    ]
+    document["command"] = "toy"
+    document["parameters"] = {k: document["parameters"][k] for k in ("power", "repeat", "warmup")}
+    return document
+
+
+def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
+    tree = tmp_path / "tree"
+    for folder in ("memprof", "tests", "tools", "docs", "kernels", "examples"):
+        if (ROOT / folder).exists():
+            shutil.copytree(
+                ROOT / folder, tree / folder, ignore=shutil.ignore_patterns("__pycache__")
+            )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copy(ROOT / "tests" / "toy" / "toy.py", tree / "memprof" / "experiments" / "toy.py")
+    registry = tree / "memprof" / "experiments" / "__init__.py"
+    text = registry.read_text()
+    end = text.index("\n)\n", text.index("COMMANDS: tuple[Command, ...] = ("))  # its last line
+    registry.write_text(text[:end] + "\n" + LINE.rstrip("\n") + text[end:])
+    # recorded on the GPU: its fixture, its place in the hostile sweep, its generated files
+    fixture = tree / "tests" / "fixtures" / "h200_toy.json"
+    fixture.write_text(json.dumps(toy_fixture(), indent=1))
+    hostile = tree / "tests" / "hostile.py"
+    order = hostile.read_text().replace(
+        '    "h200x4_hostlink.json",\n)', '    "h200x4_hostlink.json",\n    "h200_toy.json",\n)'
+    )
+    hostile.write_text(order)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+
+    def run(*command: str) -> str:
+        done = subprocess.run(
+            command, cwd=tree, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        return done.stdout
+
+    run(sys.executable, "tools/golden.py")
+    run(sys.executable, "tools/pictures.py")
+    run(sys.executable, "-m", "memprof.experiments.json_schema")
+    shown = run(sys.executable, "-m", "memprof", "report", str(fixture))
+    assert "Pinned copies of 4 MiB" in shown
+    ran = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *EVERY_COMMAND)
+    assert (tree / "tests" / "golden" / "h200_toy.80.txt").exists()
+    assert (tree / "docs" / "img" / "toy.svg").exists()
+    assert " passed" in ran and "failed" not in ran
