@@ -27,6 +27,7 @@ from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary, Table
+from memprof.output.console import ASCII_LOOKALIKES
 from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 
@@ -34,27 +35,6 @@ PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Nam
 _GAP = "  "  # between profile columns, as nvprof
 _NAME_INDENT = 4  # where a name on a line of its own starts
 _MIN_TABLE_COLUMN = 4  # narrower text columns are not worth a wrapped cell
-
-# The few non-ASCII characters memprof prints, for consoles that cannot show them.
-ASCII_REPLACEMENTS = {
-    "→": "->",
-    "←": "<-",
-    "µ": "u",
-    "×": "x",
-    "≈": "~",
-    "…": "...",
-    "—": "-",
-    "–": "-",
-    "±": "+/-",
-    "≤": "<=",
-    "≥": ">=",
-    "‘": "'",
-    "’": "'",
-    "“": '"',
-    "”": '"',
-    "·": ".",
-    "°": " deg",
-}
 
 # box.SIMPLE_HEAD drawn with "-": rich's own ASCII fallback would draw a full grid.
 ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
@@ -79,7 +59,7 @@ def console_text(console: Console) -> Callable[[str], str]:
             character.encode(encoding)
             return character
         except UnicodeEncodeError:
-            return ASCII_REPLACEMENTS.get(character, "?")
+            return ASCII_LOOKALIKES.get(character, "?")
 
     def safe(text: str) -> str:
         text = literal(text)
