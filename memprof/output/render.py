@@ -27,7 +27,7 @@ from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary, Table
-from memprof.output.console import ASCII_LOOKALIKES
+from memprof.output.console import ERROR_HANDLER
 from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 
@@ -53,23 +53,7 @@ def console_text(console: Console) -> Callable[[str], str]:
         encoding = "ascii"
     if encoding.startswith("utf"):
         return literal
-
-    def shown(character: str) -> str:
-        try:
-            character.encode(encoding)
-            return character
-        except UnicodeEncodeError:
-            return ASCII_LOOKALIKES.get(character, "?")
-
-    def safe(text: str) -> str:
-        text = literal(text)
-        try:
-            text.encode(encoding)
-            return text
-        except UnicodeEncodeError:
-            return "".join(shown(character) for character in text)
-
-    return safe
+    return lambda text: literal(text).encode(encoding, ERROR_HANDLER).decode(encoding)
 
 
 def _table_box(console: Console) -> box.Box:
