@@ -157,23 +157,11 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
             "CUDA device index, as nvidia-smi numbers them, or 'all': every GPU in turn, then "
             f"{experiment.every_gpu_words}."
         )
-        options.append(
-            option("device", str, "0", "-d", "--device", callback=device_choice, help=help)
-        )
-    elif experiment.gpus == "one":
-        read = one_device(experiment.name)
-        options.append(
-            option(
-                "device",
-                str,
-                "0",
-                "-d",
-                "--device",
-                callback=read,
-                help=DEVICE_HELP,
-                metavar="<int>",
-            )
-        )
+        device = {"callback": device_choice, "help": help}
+    else:
+        device = {"callback": one_device(experiment.name), "help": DEVICE_HELP, "metavar": "<int>"}
+    if experiment.gpus != "every":
+        options.append(option("device", str, "0", "-d", "--device", **device))
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
     if until_noise_target(experiment):
