@@ -17,6 +17,7 @@ from memprof.experiments.base import Progress, RunOptions, declared_measures, no
 from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
+from memprof.model.schema import MAX_GPU_INDEX
 from memprof.output.files import check_destination
 
 if TYPE_CHECKING:
@@ -80,12 +81,9 @@ def _device(device: Any, gpus: str) -> int | None:
         )
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"memprof.run: device must be a GPU index (int), not {_kind(device)}")
-    if not 0 <= device <= MAX_DEVICE:
-        raise InvalidArgument(f"memprof.run: device={device}: a GPU index is 0 to {MAX_DEVICE}")
+    if not 0 <= device <= MAX_GPU_INDEX:
+        raise InvalidArgument(f"memprof.run: device={device}: a GPU index is 0 to {MAX_GPU_INDEX}")
     return device
-
-
-MAX_DEVICE = 63  # as --device allows
 
 
 def _timing(timing: Any) -> str:
@@ -154,6 +152,15 @@ def _a_result(value: Any, what: str, must: str = "a Result") -> Result:
             + (" (memprof.load reads a file)" if named else "")
         )
     return value
+
+
+def _results(results: Any, function: str) -> list[Result]:
+    """One Result or several as a list, each a Result; else the TypeError naming it."""
+    if isinstance(results, Result):
+        return [results]
+    if isinstance(results, Iterable) and not isinstance(results, str | bytes | dict):
+        return [_a_result(one, f"{function}: results[{i}]") for i, one in enumerate(results)]
+    return [_a_result(results, f"{function}: results", "a Result or a list of Results")]
 
 
 def _console(console: Any, function: str) -> Any:
@@ -239,12 +246,7 @@ def frame(results: Result | Iterable[Result]) -> Any:
     (an ImportError) says how to install it."""
     from memprof.output.frames import frame as frame_of
 
-    if isinstance(results, Result):
-        chosen = [results]
-    elif isinstance(results, Iterable) and not isinstance(results, str | bytes | dict):
-        chosen = [_a_result(one, f"memprof.frame: results[{i}]") for i, one in enumerate(results)]
-    else:
-        _a_result(results, "memprof.frame: results", "a Result or a list of Results")
+    chosen = _results(results, "memprof.frame")
     return frame_of(chosen, [summarize(result) for result in chosen])
 
 
@@ -262,12 +264,7 @@ def plot(
     from memprof.output.files import Destination, check_distinct
     from memprof.output.plot import format_of, matplotlib_for
 
-    if isinstance(results, Result):
-        chosen = [results]
-    elif isinstance(results, Iterable) and not isinstance(results, str | bytes | dict):
-        chosen = [_a_result(one, f"memprof.plot: results[{i}]") for i, one in enumerate(results)]
-    else:
-        chosen = [_a_result(results, "memprof.plot: results", "a Result or a list of Results")]
+    chosen = _results(results, "memprof.plot")
     if path is not None and not isinstance(path, str | os.PathLike):
         raise TypeError(f"memprof.plot: path must be a str or a path, not {_kind(path)}")
     names = _labels(labels, len(chosen))

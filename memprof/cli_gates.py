@@ -167,18 +167,13 @@ def fleet_report(
 
 
 def save_junit(text: str, output: Output) -> None:
-    """Write the JUnit file (atomically) or stream; a failure is one line and exit 5."""
-    from memprof.output.emit import note_saved
-    from memprof.output.files import write_output
+    """Write the JUnit file (atomically) or stream, as --json's; a failure is exit 5."""
+    from memprof.output.emit import save_each
 
-    path = output.junit
-    if path is None:
-        return
-    try:
-        write_output(path, text)
-    except OSError as error:
-        raise SaveFailed(f"--junit {path}: not saved: {error.strerror or error}") from None
-    note_saved(path, output)
+    if output.junit is not None:
+        problems = save_each({"--junit": output.junit}, {"--junit": lambda: text}, output)
+        if problems:
+            raise SaveFailed("; ".join(problems))
 
 
 @contextlib.contextmanager

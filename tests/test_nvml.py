@@ -93,6 +93,13 @@ def test_a_counter_that_grew_between_the_samples_reveals_an_event_neither_saw():
     assert "counters" in state.clock_reasons_basis
 
 
+def test_a_reason_both_sampled_and_counted_is_named_once():
+    # hardware thermal slowdown (0x40) seen when the run ended, and its counter grew too
+    counters = [{74: 5, 269: 0, 270: 100, 271: 0}, {74: 5, 269: 0, 270: 900, 271: 0}]
+    (state,) = watch(FakeGpu(reasons=[0, 0x40], counters=counters))
+    assert state.clock_reasons == ["hw_thermal_slowdown"]
+
+
 def test_without_counters_the_basis_says_only_samples():
     (state,) = watch(FakeGpu(reasons=[0, 0], counters=[{}, {}]))
     assert state.clock_reasons == []

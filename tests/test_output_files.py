@@ -181,6 +181,15 @@ def test_a_failed_save_still_shows_the_run_and_exits_5(tmp_path):
     assert load_result(kept) == load_result(PINNED)  # the other file was saved
 
 
+def test_a_failed_junit_save_is_one_line_and_exit_5_after_the_rest_is_saved(tmp_path):
+    kept = tmp_path / "kept.json"
+    result = invoke("report", PINNED, "--junit", "/dev/full", "--json", kept)
+    assert result.exit_code == ExitCode.SAVE_FAILED == 5
+    line = one_error_line(result)
+    assert line == "memprof: error: --junit /dev/full: not saved: No space left on device"
+    assert load_result(kept) == load_result(PINNED)
+
+
 def test_a_failed_render_still_saves(tmp_path, monkeypatch):
     import memprof.output.render
 

@@ -18,6 +18,7 @@ from memprof.experiments import summarize
 from memprof.experiments.info import InfoParams
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.summary import Table
+from memprof.output.console import ERROR_HANDLER
 from memprof.output.profile import profile_rows
 from memprof.output.render import (
     ASCII_SIMPLE_HEAD,
@@ -290,6 +291,18 @@ def test_console_text_replaces_only_what_the_encoding_cannot_show():
     assert console_text(ascii_console)(sample) == "5 us -> 3x ~ ... ?"
     assert console_text(latin_console)(sample) == "5 µs -> 3× ~ ... ?"
     assert console_text(utf8_console)(sample) == sample
+
+
+def test_tables_and_error_lines_use_one_ascii_lookalike_for_each_character():
+    """A table cell on an ASCII console and a line written to an ASCII stream (an error, a
+    note) read the same: "GPU 0 <-> GPU 1", never "GPU 0 ? GPU 1" in one of them."""
+    sample = "GPU 0 ↔ GPU 1, “90°”, ✓ ‘ok’"
+    ascii_console = Console(file=io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors=ERROR_HANDLER)
+    stream.write(sample)
+    stream.flush()
+    written = stream.buffer.getvalue().decode("ascii")
+    assert console_text(ascii_console)(sample) == written == "GPU 0 <-> GPU 1, \"90 deg\", ok 'ok'"
 
 
 def test_ascii_box_draws_only_the_header_rule():

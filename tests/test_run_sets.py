@@ -238,3 +238,19 @@ def test_runs_are_led_by_their_gpu_only_where_they_are_of_several_gpus():
     assert run_labels(gpus) == [f"GPU {i}: {run_label(r)}" for i, r in enumerate(gpus)]
     one_gpu = [gpus[0], memprof.load(FIXTURES / "h200_check.json")]  # both device 0
     assert run_labels(one_gpu) == [run_label(r) for r in one_gpu]
+
+
+def test_a_run_is_labelled_by_the_gpu_its_result_names():
+    """A measured run by its device facts' GPU, a traced program (no device facts) by the GPU
+    its trace recorded, a run that names none as such: never another run's words."""
+    import dataclasses
+
+    from memprof.experiments.pictures import run_label
+
+    measured = memprof.load(FIXTURES / "h200_check.json")
+    traced = memprof.load(FIXTURES / "h200_trace_pycuda.json")
+    assert traced.device is None and measured.device is not None
+    assert run_label(measured) == f"{measured.device.name}, {measured.created_at}"
+    assert run_label(traced) == f"NVIDIA H200, {traced.created_at}"
+    traced.extra = dataclasses.replace(traced.extra, gpu_name="")
+    assert run_label(traced) == f"no GPU recorded, {traced.created_at}"

@@ -81,7 +81,6 @@ class MemoryKind(ABC):
     migrates: ClassVar[bool] = False  # pages move between host and GPU on demand (managed)
     devices_needed: ClassVar[int] = 1  # peer memory needs a second GPU
     required_attribute: ClassVar[str | None] = None  # device attribute that must be non-zero
-    stream_ordered: ClassVar[bool] = False  # allocated and freed in stream order (a pool)
     via_bindings: ClassVar[bool] = False  # allocated through cuda-bindings (PyCUDA lacks it)
 
     def unsupported_reason(self, attributes: Mapping[str, int]) -> str | None:
@@ -327,7 +326,6 @@ class StreamOrdered(MemoryKind):
     marker = "S"
     on_device = True
     kernel_access = True
-    stream_ordered = True
     via_bindings = True
     description = (
         "device memory from the device's default pool, allocated and freed in stream order "
@@ -600,17 +598,11 @@ def copy(
     operation = operation or default_operation
     kind = host.kind.name if host is not None else "device"
     synchronous = host is not None and host.kind.synchronous_copies
-    if not synchronous:
-        asynchronous_action = action
-        action = lambda: asynchronous_action(stream)  # noqa: E731
-    else:
-        synchronous_action = action
-        action = lambda: synchronous_action(None)  # noqa: E731
     with (
         profiler.events("gpu", name, operation, kind, nbytes, stream, synchronous=synchronous),
         profiler.api(call, operation, kind, nbytes),
     ):
-        action()
+        action(None if synchronous else stream)
     if not profiler.gate_closed:  # callers may use the host buffer next, as after a cuMemcpy
         stream.synchronize()
 

@@ -348,13 +348,9 @@ def _unexpected(error: Exception) -> str:
 
 def _enabled(value: Any) -> bool | None:
     """NVML's enable state (or [current, pending]) as a bool; None unknown."""
-    if value is None:
-        return None
     if isinstance(value, list | tuple):
         value = value[0] if value else None
-        if value is None:
-            return None
-    return bool(value)
+    return None if value is None else bool(value)
 
 
 def seen_reasons(first: _Sample, last: _Sample) -> tuple[list[str] | None, str]:
@@ -363,14 +359,11 @@ def seen_reasons(first: _Sample, last: _Sample) -> tuple[list[str] | None, str]:
         return None, ""
     mask = (first.reasons or 0) | (last.reasons or 0)
     seen = reasons_in(mask)
-    grew = [
+    seen += [
         name
         for name, value in last.counters.items()
-        if name in first.counters and value > first.counters[name]
+        if name in first.counters and value > first.counters[name] and name not in seen
     ]
-    for name in grew:
-        if name not in seen:
-            seen.append(name)
     basis = "sampled when the run started and when it ended"
     if set(first.counters) & set(last.counters):
         basis += ", and NVML's cumulative clock-event counters compared between them"

@@ -67,9 +67,7 @@ def title(result: Result) -> str:
 
 def run_label(result: Result) -> str:
     """A run as its GPU and date: 'NVIDIA H200, 2026-11-20T10:00:00Z'."""
-    gpu = result.device.name if result.device is not None else None
-    gpu = gpu or getattr(result.extra, "gpu_name", None) or "no GPU recorded"
-    return f"{gpu}, {result.created_at}"
+    return f"{result.gpu_name or 'no GPU recorded'}, {result.created_at}"
 
 
 def run_labels(results: Sequence[Result]) -> list[str]:

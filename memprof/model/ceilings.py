@@ -94,21 +94,16 @@ class Link:
     source: str  # "NVML", "sysfs", "nvml": where the figures come from
 
 
-def _facts_of(result: Result, index: int | None) -> DeviceFacts | None:
-    facts = result.device
-    if facts is not None and (index is None or facts.index == index):
-        return facts
-    return None
-
-
 def link_of(result: Result, index: int | None = None) -> Link | None:
     """GPU `index`'s link (the run's own GPU where None): NVML's samples during the run where
     recorded, else the device facts read when the run started."""
     state = result.gpu_state(index)
     if state is not None and state.link is not None:
         return Link(state.link, state.link_max, "NVML")
-    facts = _facts_of(result, index)
-    if facts is not None and facts.pcie_generation and facts.pcie_width:
+    facts = result.device
+    if facts is None or (index is not None and facts.index != index):
+        return None
+    if facts.pcie_generation and facts.pcie_width:
         most = (
             (facts.pcie_max_generation, facts.pcie_max_width)
             if facts.pcie_max_generation and facts.pcie_max_width
@@ -215,19 +210,13 @@ def host_ceiling(
     memcpy between two pageable buffers of the copies' size."""
     if host_gb_per_s is None or not math.isfinite(host_gb_per_s) or host_gb_per_s <= 0:
         return link
-    rate = format_gb_per_s(host_gb_per_s)
-    host = (
-        Ceiling(
-            host_gb_per_s,
-            "staging",
-            f"one host thread staging the copy through a 256 KiB buffer, this run: {rate} GB/s",
-        )
+    limiter, words = (
+        ("staging", "one host thread staging the copy through a 256 KiB buffer")
         if staged
-        else Ceiling(
-            host_gb_per_s,
-            "memcpy",
-            f"host memcpy, one thread, pageable to pageable, same size, this run: {rate} GB/s",
-        )
+        else ("memcpy", "host memcpy, one thread, pageable to pageable, same size")
+    )
+    host = Ceiling(
+        host_gb_per_s, limiter, f"{words}, this run: {format_gb_per_s(host_gb_per_s)} GB/s"
     )
     if link is not None and link.gb_per_s < host.gb_per_s:
         return link

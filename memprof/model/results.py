@@ -391,10 +391,7 @@ class Result(msgspec.Struct, dict=True):
         return Result.views
 
     def to_json(self) -> str:
-        """The Result as JSON, ASCII only: a file people `cat` never carries a control
-        character, a bidi override or an escape sequence, only their \\u escapes."""
-        encoded = msgspec.json.format(msgspec.json.encode(self, enc_hook=_plain), indent=1)
-        return _NOT_PLAIN_ASCII.sub(_escaped, encoded.decode())
+        return _ascii_json(self)
 
     def save(self, path: Path) -> None:
         path.write_text(self.to_json() + "\n")
@@ -457,7 +454,13 @@ class Result(msgspec.Struct, dict=True):
 def results_to_json(results: Sequence[Result]) -> str:
     """Several Results as one file (RUN_SET_FORMAT), ASCII only as Result.to_json writes."""
     document = {"format": RUN_SET_FORMAT, "format_version": RUN_SET_VERSION, "results": results}
-    encoded = msgspec.json.format(msgspec.json.encode(document, enc_hook=_plain), indent=1)
+    return _ascii_json(document)
+
+
+def _ascii_json(value: Any) -> str:
+    """JSON, ASCII only: a file people `cat` never carries a control character, a bidi
+    override or an escape sequence, only their \\u escapes."""
+    encoded = msgspec.json.format(msgspec.json.encode(value, enc_hook=_plain), indent=1)
     return _NOT_PLAIN_ASCII.sub(_escaped, encoded.decode())
 
 
@@ -669,17 +672,16 @@ def _head(raw: bytes) -> _Head:
     if head.schema_version is msgspec.UNSET:
         raise SchemaError("", "is not a memprof result: no schema_version")
     version = head.schema_version
-    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
-        if type(version) is not int:
-            raise SchemaError("schema_version", f"is {describe(version)}", "an integer")
+    if type(version) is not int:
+        raise SchemaError("schema_version", f"is {describe(version)}", "an integer")
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise SchemaError(
             "",
             f"has result schema version {version}, which this memprof {__version__} cannot read "
             f"(it reads versions {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
         )
-    for key in ("command", "parameters"):
-        if key == "command" and head.command is msgspec.UNSET:
-            raise SchemaError(key, "is missing")
+    if head.command is msgspec.UNSET:
+        raise SchemaError("command", "is missing")
     if not isinstance(head.command, str):
         raise SchemaError("command", f"is {describe(head.command)}", "a string")
     return head
@@ -695,12 +697,11 @@ def _refuse_numbers_json_lacks(raw: bytes) -> None:
     if isinstance(data, dict) and data.get("schema_version") in READABLE_SCHEMA_VERSIONS:
         from memprof.model import upgrade
 
+        today = upgrade.to_today(data, SCHEMA_VERSION)
         try:
-            msgspec.convert(upgrade.to_today(data, SCHEMA_VERSION), _result_file())
+            msgspec.convert(today, _result_file())
         except msgspec.ValidationError as error:
-            raise from_msgspec(
-                error, upgrade.to_today(data, SCHEMA_VERSION), hint=_result_file()
-            ) from None
+            raise from_msgspec(error, today, hint=_result_file()) from None
 
 
 def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:

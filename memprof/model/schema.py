@@ -122,7 +122,6 @@ INCREASING = Increasing()
 Count = Annotated[int, Range(0, MAX_COUNT)]  # elements, bytes, calls: never negative
 ByteCount = Count
 GpuIndex = Annotated[int, Range(0, MAX_GPU_INDEX)]
-NonNegative = Annotated[float, Range(0, 1e15)]  # finite, never negative, never absurd
 Milliseconds = Annotated[float, Range(0, MAX_MS, unit="ms")]
 Seconds = Annotated[float, Range(0, MAX_MS / 1000, unit="s")]
 Samples = Annotated[list[Milliseconds], NON_EMPTY]  # a measurement has at least one sample

@@ -24,7 +24,7 @@ from memprof.output.literal import literal
 PIPE_WIDTH = 160
 
 ERROR_HANDLER = "memprof-ascii"
-ASCII_LOOKALIKES = {
+ASCII_LOOKALIKES = {  # what memprof prints beyond ASCII, for streams that cannot show it
     "\u00a0": " ",  # a no-break space (help keeps "[default: 8]" on one line)
     "→": "->",
     "←": "<-",
@@ -52,6 +52,11 @@ ASCII_LOOKALIKES = {
     "•": "*",
     "✓": "ok",
     "✗": "x",
+    "‘": "'",
+    "’": "'",
+    "“": '"',
+    "”": '"',
+    "°": " deg",
 }
 
 

@@ -138,23 +138,10 @@ def compared(
             medians = (s.median_ms if s else None for s in (a_stats, b_stats))
             found.append(Compared(label, *medians, None, None, a.group))
             continue
-        moved = {
-            "group": a.group,
-            "a_gb_per_s": a_figure(a).gb_per_s,
-            "b_gb_per_s": b_figure(b).gb_per_s,
-            "b_share": b_figure(b).share,
-        }
-        ratio = ratio_of_medians(a_stats, b_stats)
-        found.append(
-            Compared(
-                label,
-                a_stats.median_ms,
-                b_stats.median_ms,
-                ratio,
-                noise(a_times, b_times),
-                **moved,
-            )
-        )
+        medians = (a_stats.median_ms, b_stats.median_ms, ratio_of_medians(a_stats, b_stats))
+        a_moved, b_moved = a_figure(a), b_figure(b)
+        moved = (a_moved.gb_per_s, b_moved.gb_per_s, b_moved.share)
+        found.append(Compared(label, *medians, noise(a_times, b_times), a.group, *moved))
     return found
 
 

@@ -244,10 +244,10 @@ def _show_then_save(
         if not output.quiet:
             problems += _show(render, output.no_color, output.shown_on_stderr)
     except BaseException:
-        for problem in _save(wanted, texts, output):  # the run is kept even when showing fails
+        for problem in save_each(wanted, texts, output):  # the run is kept even when showing fails
             print_error(problem, output.no_color)
         raise
-    problems += _save(wanted, texts, output)
+    problems += save_each(wanted, texts, output)
     if problems:
         raise SaveFailed("; ".join(problems))
 
@@ -288,7 +288,7 @@ def _show(render: Callable[[Console], None], no_color: bool, on_stderr: bool) ->
     return []
 
 
-def _save(
+def save_each(
     wanted: dict[str, Destination], texts: dict[str, Callable[[], str]], output: Output
 ) -> list[str]:
     """Write every wanted file atomically (a stream through its descriptor); the problems,

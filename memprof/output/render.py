@@ -27,6 +27,7 @@ from memprof.model.gpustate import describe_all
 from memprof.model.results import Check, Result
 from memprof.model.statistics import repetitions_words
 from memprof.model.summary import Summary, Table
+from memprof.output.console import ERROR_HANDLER
 from memprof.output.literal import literal
 from memprof.output.profile import UNIFIED_MEMORY_HEADERS, profile_rows, unified_memory_rows
 
@@ -34,27 +35,6 @@ PROFILE_COLUMNS = ("Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Nam
 _GAP = "  "  # between profile columns, as nvprof
 _NAME_INDENT = 4  # where a name on a line of its own starts
 _MIN_TABLE_COLUMN = 4  # narrower text columns are not worth a wrapped cell
-
-# The few non-ASCII characters memprof prints, for consoles that cannot show them.
-ASCII_REPLACEMENTS = {
-    "→": "->",
-    "←": "<-",
-    "µ": "u",
-    "×": "x",
-    "≈": "~",
-    "…": "...",
-    "—": "-",
-    "–": "-",
-    "±": "+/-",
-    "≤": "<=",
-    "≥": ">=",
-    "‘": "'",
-    "’": "'",
-    "“": '"',
-    "”": '"',
-    "·": ".",
-    "°": " deg",
-}
 
 # box.SIMPLE_HEAD drawn with "-": rich's own ASCII fallback would draw a full grid.
 ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
@@ -73,23 +53,7 @@ def console_text(console: Console) -> Callable[[str], str]:
         encoding = "ascii"
     if encoding.startswith("utf"):
         return literal
-
-    def shown(character: str) -> str:
-        try:
-            character.encode(encoding)
-            return character
-        except UnicodeEncodeError:
-            return ASCII_REPLACEMENTS.get(character, "?")
-
-    def safe(text: str) -> str:
-        text = literal(text)
-        try:
-            text.encode(encoding)
-            return text
-        except UnicodeEncodeError:
-            return "".join(shown(character) for character in text)
-
-    return safe
+    return lambda text: literal(text).encode(encoding, ERROR_HANDLER).decode(encoding)
 
 
 def _table_box(console: Console) -> box.Box:

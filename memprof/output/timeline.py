@@ -21,10 +21,6 @@ HOST_PID = 0  # the program's process; GPU d is process d + 1
 GPU_PID_BASE = 1
 
 
-def _us(ns: int) -> float:
-    return ns / 1000
-
-
 def _meta(kind: str, pid: int, tid: int, name: str, sort: int) -> list[dict[str, Any]]:
     """A process's or thread's name and place, as complete-event-shaped metadata."""
     base = {"ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": tid}
@@ -55,32 +51,20 @@ def chrome_events(timeline: Timeline, lines: list[SourceLine], title: str, gpu: 
         for stream in sorted({row[5] for row in timeline.gpu if row[4] == device}):
             events += _meta("thread", pid, stream, f"stream {stream}", stream)
     for name, start, duration, thread, line in timeline.api:
-        events.append(
-            {
-                "name": timeline.names[name],
-                "cat": "api",
-                "ph": "X",
-                "ts": _us(start),
-                "dur": _us(duration),
-                "pid": HOST_PID,
-                "tid": thread,
-                "args": _args(line, lines),
-            }
-        )
+        where = (HOST_PID, thread, _args(line, lines))
+        events.append(_complete(timeline.names[name], "api", start, duration, *where))
     for category, name, start, duration, device, stream, nbytes, line in timeline.gpu:
-        events.append(
-            {
-                "name": timeline.names[name],
-                "cat": GPU_CATEGORIES[category],
-                "ph": "X",
-                "ts": _us(start),
-                "dur": _us(duration),
-                "pid": GPU_PID_BASE + device,
-                "tid": stream,
-                "args": _args(line, lines, nbytes),
-            }
-        )
+        what = (timeline.names[name], GPU_CATEGORIES[category], start, duration)
+        events.append(_complete(*what, GPU_PID_BASE + device, stream, _args(line, lines, nbytes)))
     return events
+
+
+def _complete(
+    name: str, category: str, start_ns: int, duration_ns: int, pid: int, tid: int, args: dict
+) -> dict[str, Any]:
+    """A complete event ("X"), its times in microseconds."""
+    times = {"ts": start_ns / 1000, "dur": duration_ns / 1000}
+    return {"name": name, "cat": category, "ph": "X", **times, "pid": pid, "tid": tid, "args": args}
 
 
 def chrome_trace(result: Result) -> str:
