@@ -177,7 +177,7 @@ def experiment_command(name: str) -> Any:
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = noise_target(values)
-        output.check(inputs=experiment.inputs(values))  # its files (check's --reference)
+        output.check(inputs=declared.input_files(experiment.Params, values))  # --reference
         params = declared.from_cli(experiment.Params, values)
         _run(experiment.name, params, device, output, timing, affinity, max_noise)
 

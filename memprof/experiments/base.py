@@ -25,7 +25,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from memprof.core.repetitions import (
@@ -346,15 +345,9 @@ class Experiment:
     # Params (every GPU's copies at once; `check` checks each pair of GPUs)
     every_gpu_then: ClassVar[str] = "hostlink"
 
-    @classmethod
-    def inputs(cls, values: dict[str, Any]) -> list[Path]:
-        """The files the command reads, from its command-line values (check's --reference):
-        no output is written over one."""
-        return []
-
     def read_inputs(self, params: Any) -> Any:
-        """What run() needs from files (ctx.inputs), read and checked before any GPU work,
-        so that a bad file is refused (exit 2) without a GPU."""
+        """What run() needs from files (ctx.inputs; its Params fields declared reads_file),
+        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU."""
         return None
 
     def run(self, ctx: RunContext) -> Any:

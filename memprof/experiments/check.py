@@ -107,6 +107,7 @@ class CheckParams:
         "to expect its figures instead of the reference memprof ships; WARN under "
         f"{MARGIN:.0%} of them.",
         flags=("--reference",),
+        reads_file=True,
     )
     thresholds: str | None = param(
         None,
@@ -114,6 +115,7 @@ class CheckParams:
         "entry naming this GPU sets the floors it lists, over --h2d-floor...; a GPU it does "
         "not name keeps them.",
         flags=("--thresholds",),
+        reads_file=True,
     )
 
 
@@ -218,10 +220,6 @@ class CheckGpu(base.Experiment):
     every_gpu_then = "check-pairs"
     timing_option = False  # every figure is a batch between gated events
     measures = (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)
-
-    @classmethod
-    def inputs(cls, values: dict[str, Any]) -> list[Path]:
-        return [Path(values[name]) for name in ("reference", "thresholds") if values.get(name)]
 
     def read_inputs(self, params: CheckParams) -> CheckInputs:
         return CheckInputs(read_reference(params.reference), read_thresholds(params.thresholds))

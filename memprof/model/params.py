@@ -23,6 +23,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
@@ -89,6 +90,7 @@ class Option:
     flags: tuple[str, ...] = ()  # "--power", "-p"; empty: --field-name
     form: Sizes | CommaList | NamedSets | None = None
     hidden_from_cli: bool = False  # set by another option (Sizes.single), never given itself
+    reads_file: bool = False  # its value names a file the command reads: never written over
 
 
 def param(
@@ -98,12 +100,23 @@ def param(
     flags: tuple[str, ...] = (),
     form: Sizes | CommaList | NamedSets | None = None,
     hidden_from_cli: bool = False,
+    reads_file: bool = False,
 ) -> Any:
     """A Params field: its default, and how the command line offers it."""
     return dataclasses.field(
         default=default,
-        metadata={"option": Option(help, flags, form, hidden_from_cli)},
+        metadata={"option": Option(help, flags, form, hidden_from_cli, reads_file)},
     )
+
+
+def input_files(params_type: type, values: dict[str, Any]) -> list[Path]:
+    """The files a command reads, from its command-line values (check's --reference): the
+    fields declared reads_file, where given, so that no output is written over one."""
+    return [
+        Path(values[one.name])
+        for one in dataclasses.fields(params_type)
+        if option_of(one).reads_file and values.get(one.name)
+    ]
 
 
 def option_of(field: dataclasses.Field) -> Option:
