@@ -416,14 +416,6 @@ def stage_sums(result: Result, mode: str) -> dict[str, Derived]:
     }
 
 
-def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
-    """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
-    return {
-        stage: (summed.median_ms, summed.median_ms / len(summed.parts))
-        for stage, summed in stage_sums(result, mode).items()
-    }
-
-
 TIMELINE_COLUMNS = 72  # the widest a timeline is drawn (the 120-column layout)
 MIN_TIMELINE_COLUMNS = 24  # narrower says nothing: the chart is then wider than the console
 TIMELINE_FRAME = len("stream 0  |") + len("|")  # what each row adds to its columns
