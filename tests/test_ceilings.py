@@ -14,7 +14,6 @@ from memprof.experiments.common import HOST_STAGING_NAMES
 from memprof.model.ceilings import (
     Ceiling,
     ceiling_remark,
-    cell,
     hbm_ceiling,
     host_ceiling,
     link_of,
@@ -104,7 +103,6 @@ def test_a_gpu_with_no_recorded_link_has_no_ceiling():
     result = load_legacy("pinned_p20")
     result.device = replace(result.device, pcie_generation=None, pcie_width=None)
     assert pcie_ceiling(result) is None
-    assert cell(None, 50.0) == "-"
     # a state without link figures does not hide the facts
     result = load_legacy("pinned_p20")
     result.gpu_states = [GpuState(0, "0000:00:06.0")]

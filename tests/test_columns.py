@@ -74,3 +74,12 @@ def test_a_command_may_write_a_figure_its_own_way():
     made = table("T", [column], [{"faster": faster}, {}])
     assert made.rows == [["3.00x faster"], ["-"]]
     assert made.sources == [(faster,), ()]
+
+
+def test_words_a_row_holds_in_a_figures_column_are_printed_as_they_are_and_no_source():
+    """pinlimit's MemAvailable row beside GB/s: words, read by no column's way of writing."""
+    copy = copy_figure(48.0, None)
+    rows = [{"kind": "pinned", "copy": copy}, {"kind": "MemAvailable", "copy": "1.5 TiB"}]
+    made = table("T", COLUMNS[:2], rows)
+    assert made.rows == [["pinned", "250.00us"], ["MemAvailable", "1.5 TiB"]]
+    assert made.sources == [(copy.measurement,), ()]

@@ -79,6 +79,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("model/gpustate.py", "sum(speeds)"),
     ("model/lines.py", "sum(chain.calls for chain in self.chains)"),
     ("output/diff.py", "sum(figure.worse_beyond(fail_above) for figure in figures)"),
+    ("output/export.py", 'sum(p["bytes"] for p in parts)'),  # a streams stage's chunks'
     ("output/junit.py", "sum(len(suite.cases) for suite in suites)"),
     ("output/junit.py", "sum(suite.failures for suite in suites)"),
     ("output/junit.py", "sum(case.failure is not None for case in self.cases)"),

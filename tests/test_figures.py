@@ -12,9 +12,9 @@ from memprof.experiments.base import declared_measures
 from memprof.model.ceilings import Ceiling, hbm_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
+    Derived,
     ceiling_of,
     check_bounds,
-    combined_gb_per_s,
     direction_of,
     figure,
     hard_ceiling,
@@ -214,11 +214,27 @@ def test_the_bytes_a_gb_per_s_counts_are_its_bytes_times_its_traffic():
 
 def test_a_pipelines_gb_per_s_is_all_its_bytes_over_all_its_time():
     result = SimpleNamespace(device=None, gpu_states=None)
-    parts = [figure(result, measured([t], nbytes=MIB), COPY) for t in (1.0, 3.0)]
-    assert combined_gb_per_s(parts) == pytest.approx(2 * MIB / 4e-3 / 1e9)
-    assert combined_gb_per_s([]) is None
+    parts = tuple(figure(result, measured([t], nbytes=MIB), COPY) for t in (1.0, 3.0))
+    chunks = Derived("copies", parts, "chunks")
+    assert (chunks.median_ms, chunks.moved_bytes) == (4.0, 2 * MIB)
+    # not the mean of its chunks' GB/s (1 MiB in 1 ms and in 3 ms)
+    assert chunks.gb_per_s == pytest.approx(2 * MIB / 4e-3 / 1e9)
+    assert Derived("per chunk", parts, "mean").median_ms == 2.0
+    assert Derived("none", (), "chunks").gb_per_s is None
     nothing = figure(result, measured([1.0]), replace(COPY, arrays=0))
-    assert combined_gb_per_s([parts[0], nothing]) is None
+    assert Derived("copy and launch", (parts[0], nothing), "chunks").gb_per_s is None
+    # a sum of work on the same bytes (smallcopies' gathering and its copy) has no GB/s
+    assert Derived("gathered and copied", parts).gb_per_s is None
+
+
+def test_a_pipelines_ceiling_is_the_one_its_chunks_share_and_none_of_several():
+    result = SimpleNamespace(device=None, gpu_states=None)
+    link, staging = Ceiling(60.0, "PCIe", "the link"), Ceiling(30.0, "staging", "a memcpy")
+    parts = [replace(figure(result, measured([t]), COPY), ceiling=link) for t in (1.0, 3.0)]
+    assert Derived("copies", tuple(parts), "chunks").ceiling == link
+    assert Derived("sum", tuple(parts)).ceiling is None  # no GB/s, so nothing bounds it
+    mixed = (parts[0], replace(parts[1], ceiling=staging))
+    assert Derived("copies", mixed, "chunks").ceiling is None
 
 
 def test_the_refusal_names_the_times_the_figure_came_from(device_run):

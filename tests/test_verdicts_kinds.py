@@ -24,12 +24,14 @@ from memprof.model.formatting import format_gb_per_s
 from memprof.model.results import Result
 from tests.conftest import replace
 from tests.verdict_tools import (
+    cell,
     conclusion,
     edited,
     fixture,
     gb_per_s,
     per_operation_ms,
     scaled,
+    table,
     the,
     with_samples,
 )
@@ -272,6 +274,10 @@ def test_uva_says_whether_the_addresses_were_equal_and_how_far_apart_the_pointer
         .conclusions[0]
         .startswith("The device addresses differ from the host ones, yet under UVA")
     )
+    pairs = table(summarize(apart), "Addresses of the mapped buffers")
+    assert (cell(pairs, "Equal", "a"), cell(pairs, "Equal", "b")) == ("no", "yes")
+    moved = f"0x{pointers.a.device + 4096:x}"
+    assert cell(pairs, "Device pointer (cuMemHostGetDevicePointer)", "a") == moved
 
 
 # -- write-combined ---------------------------------------------------------------------------

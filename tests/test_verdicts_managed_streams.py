@@ -22,6 +22,7 @@ from memprof.core.repetitions import Repetitions
 from memprof.experiments import streams, summarize
 from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Result
+from memprof.output.export import csv_rows
 from tests.conftest import array_bytes, replace
 from tests.verdict_tools import cell, conclusion, fixture, scaled, table, the, with_samples
 
@@ -242,6 +243,24 @@ def test_stage_times_of_uneven_chunks_are_summed_and_averaged_per_chunk():
     )
     note = table(summarize(result), "Whole pipeline").notes[0]
     assert note.startswith(f"Ideal overlapped time {format_ms(ideal)}: ")
+
+
+def test_uneven_chunks_per_chunk_and_gb_per_s_are_the_csvs_declared_figures():
+    """The stages table's per-chunk time and GB/s of chunks of two sizes are declared figures
+    (a "mean" and a "chunks" row), found in the CSV at the printed precision."""
+    from tests.test_export import tables_against_csv
+
+    result = uneven_chunks(pipeline())
+    assert tables_against_csv(result) > 0
+    summary = summarize(result)
+    rows = {row["name"]: row for row in csv_rows(result, summary.figures, summary.derived)}
+    h2d = rows["[CUDA memcpy HtoD], every chunk"]
+    assert h2d["bytes"] == 4 * (1 << result.parameters.power)  # every chunk's
+    assert h2d["gb_per_s"] == pytest.approx(h2d["moved_bytes"] / h2d["median_ms"] / 1e6)
+    stages = table(summary, "Stages on one stream")
+    assert cell(stages, "GB/s", "[CUDA memcpy HtoD]") == format_gb_per_s(h2d["gb_per_s"])
+    assert cell(stages, "Of ceiling", "[CUDA memcpy HtoD]").endswith(f" {h2d['limiter']}")
+    assert h2d["ceiling_share"] == pytest.approx(h2d["gb_per_s"] / h2d["ceiling_gb_per_s"])
 
 
 def test_a_prefetch_as_slow_as_on_demand_does_not_pay_and_one_unmeasured_says_nothing():

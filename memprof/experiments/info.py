@@ -11,7 +11,7 @@ from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.gpustate import LINK_LABEL, GpuState, state_rows
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, Count
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,19 @@ def summarize(result: Result) -> Summary:
         "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
     )
 
-    flags = Table("Memory capabilities", ["Flag", "Value", "Decides"])
-    for name, value in d.attributes.items():  # what the result recorded, never a lookup
-        flags.add_row(name, str(value), capability_meaning(name), source=fact(name, value=value))
+    rows = [  # what the result recorded, never a lookup
+        {"flag": name, "fact": fact(name, value=value), "decides": capability_meaning(name)}
+        for name, value in d.attributes.items()
+    ]
+    flags = table("Memory capabilities", FLAGS, rows)
     return Summary(tables=[device, flags], show_profile=False)
+
+
+FLAGS = (
+    Column("Flag", "flag"),
+    Column("Value", "fact", lambda fact: str(fact.value)),
+    Column("Decides", "decides"),
+)
 
 
 def _state_facts(label: str, state: GpuState | None) -> tuple[DeviceFact, ...]:

@@ -24,12 +24,12 @@ from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_fo
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.figures import Derived, Figure, figure, figure_finder
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount, SchemaError
 from memprof.model.statistics import NOISE_SIGMAS, median_noise
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 # A copy held to be slower beyond this: within it, the medians of host work and pageable
 # copies move between runs of the same code (memprof diff's notes).
@@ -571,80 +571,89 @@ def _limit(value: int | None, unlimited: str = "unlimited") -> str:
     return unlimited if value is None else format_bytes(value)
 
 
+LABELS = (Column("Limit", "limit"), Column("Value", "value"), Column("What it bounds", "bounds"))
+
+
 def limits_table(extra: PinlimitExtra) -> Table:
     limits = extra.limits
     binds = "binds mlock()" if limits.memlock_binds else "does not bind (root or CAP_IPC_LOCK)"
-    table = Table("Limits on pinned memory", ["Limit", "Value", "What it bounds"])
-    table.add_row("RLIMIT_MEMLOCK soft", _limit(limits.memlock_soft_bytes), binds)
-    table.add_row("RLIMIT_MEMLOCK hard", _limit(limits.memlock_hard_bytes), "the soft limit")
     who = "root" if limits.root else "not root"
-    table.add_row(
-        "Process", f"{who}, {'' if limits.cap_ipc_lock else 'no '}CAP_IPC_LOCK", "RLIMIT_MEMLOCK"
-    )
+    rows = [
+        ("RLIMIT_MEMLOCK soft", _limit(limits.memlock_soft_bytes), binds),
+        ("RLIMIT_MEMLOCK hard", _limit(limits.memlock_hard_bytes), "the soft limit"),
+        ("Process", f"{who}, {'' if limits.cap_ipc_lock else 'no '}CAP_IPC_LOCK", "RLIMIT_MEMLOCK"),
+    ]
     if limits.cgroup_version is None:
-        table.add_row("cgroup memory", "none found", "")
+        rows.append(("cgroup memory", "none found", ""))
     else:
         used = _limit(limits.cgroup_usage_bytes, "?")
-        table.add_row(
-            f"cgroup v{limits.cgroup_version} memory",
-            f"{_limit(limits.cgroup_limit_bytes, 'no limit')}, {used} used"
-            if limits.cgroup_limit_bytes is not None
-            else "no limit",
-            "both calls",
+        rows.append(
+            (
+                f"cgroup v{limits.cgroup_version} memory",
+                f"{_limit(limits.cgroup_limit_bytes, 'no limit')}, {used} used"
+                if limits.cgroup_limit_bytes is not None
+                else "no limit",
+                "both calls",
+            )
         )
-    table.add_row("MemTotal", format_bytes(limits.mem_total_bytes), "both calls")
-    table.add_row("MemAvailable", format_bytes(limits.mem_available_bytes), "both calls")
-    margin = margin_bytes(limits.mem_total_bytes)
-    table.add_row("Host's margin", format_bytes(margin), "the cap")
-    table.add_row("Cap", format_bytes(extra.cap_bytes), "the climb")
-    table.notes.append(
+    rows += [
+        ("MemTotal", format_bytes(limits.mem_total_bytes), "both calls"),
+        ("MemAvailable", format_bytes(limits.mem_available_bytes), "both calls"),
+        ("Host's margin", format_bytes(margin_bytes(limits.mem_total_bytes)), "the cap"),
+        ("Cap", format_bytes(extra.cap_bytes), "the climb"),
+    ]
+    notes = [
         "Both calls: cuMemHostAlloc and cuMemHostRegister. Pinned pages are this process's "
         "memory: the cgroup's limit and MemAvailable bound both."
-    )
+    ]
     held = extra.held_bytes[-1] if extra.held_bytes else 0
     soft = limits.memlock_soft_bytes
     if soft is not None and held > soft:
-        table.notes.append(
+        notes.append(
             f"This run pinned {format_bytes(held)}, above RLIMIT_MEMLOCK's "
             f"{format_bytes(soft)}: the driver did not charge its pinning to it."
         )
-    return table
+    named = [dict(zip(("limit", "value", "bounds"), row, strict=True)) for row in rows]
+    return table("Limits on pinned memory", LABELS, named, notes)
+
+
+CLIMB = (
+    Column("Pinned", "held"),
+    Column("MemAvailable", "available"),
+    *(Column(way, way, "median_ms") for way in CLIMB_WAYS),
+)
 
 
 def climb_table(result: Result, climb: Climb) -> Table:
     extra = result.extra
-    table = Table(
-        "Pinning as it grows, per GiB",
-        ["Pinned", "MemAvailable", *CLIMB_WAYS],
-        notes=[
-            f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
-            "a byte written in every page; half by writing a byte in every page of a numpy "
-            f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
-            "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
-            "MemAvailable read after the step.",
-        ],
-    )
-    for held, available, alloc, register in zip(
-        climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
-    ):
-        table.add_row(
-            format_bytes(held),
-            format_bytes(available),
-            format_ms(alloc.median_ms),
-            format_ms(register.median_ms),
-            source=(alloc, register),
+    notes = [
+        f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
+        "a byte written in every page; half by writing a byte in every page of a numpy "
+        f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
+        "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
+        "MemAvailable read after the step.",
+    ]
+    rows = [
+        {"held": format_bytes(held), "available": format_bytes(available),
+         **dict(zip(CLIMB_WAYS, ways, strict=True))}
+        for held, available, *ways in zip(
+            climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
         )
-    return table
+    ]  # fmt: skip
+    return table("Pinning as it grows, per GiB", CLIMB, rows, notes)
+
+
+RELEASE = (
+    Column("Call", "call"),
+    Column("Calls", "figure", "count"),
+    Column("Median", "figure", "median_ms"),
+    Column("Per GiB", "per_gib", "median_ms"),
+)
 
 
 def release_table(result: Result) -> Table:
     """Each call's median and per GiB, and the halves registered again in one call."""
-    table = Table(
-        "Each call, and registering in one call",
-        ["Call", "Calls", "Median", "Per GiB"],
-        notes=["Host clock around each call; medians."],
-    )
-    rows = [
+    calls = [
         ("cuMemHostAlloc", ALLOC, "pinned", ""),
         ("cuMemHostRegister", REGISTER, "registered", ""),
         ("cuMemFreeHost", FREE, "pinned", ""),
@@ -653,50 +662,54 @@ def release_table(result: Result) -> Table:
         ("cuMemHostUnregister", UNREGISTER_WHOLE, "registered", " at once"),
     ]
     of = figure_finder(result, Pinlimit.measures)
-    for label, measure, kind, how in rows:
-        for m in (m for m in base.find_all(result, measure) if m.kind == kind):
-            per_gib = Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")
-            table.add_row(
-                f"{label}, {format_bytes(m.bytes)}{how}",
-                str(m.stats.count),
-                format_ms(m.stats.median_ms),
-                format_ms(per_gib.median_ms),
-                source=(m, per_gib),
-            )
+    rows = [
+        {"call": f"{label}, {format_bytes(m.bytes)}{how}", "figure": of(m),
+         "per_gib": Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")}
+        for label, measure, kind, how in calls
+        for m in base.find_all(result, measure)
+        if m.kind == kind
+    ]  # fmt: skip
+    notes = ["Host clock around each call; medians."]
     if not base.find_all(result, WHOLE):
-        table.notes.append("One call over every half step needs two steps or more: not made.")
-    return table
+        notes.append("One call over every half step needs two steps or more: not made.")
+    return table("Each call, and registering in one call", RELEASE, rows, notes)
+
+
+def _gb_per_s(one: Figure) -> str:
+    return f"{format_gb_per_s(one.gb_per_s)} GB/s"
 
 
 def host_table(result: Result) -> Table:
     extra = result.extra
     held = format_bytes(extra.held_bytes[-1]) if extra.held_bytes else "nothing"
     nbytes = base.FLOAT32_BYTES << result.parameters.copy_power
-    table = Table(
-        f"What pinning takes from the host ({format_bytes(nbytes)} buffers)",
-        ["Work", "Nothing pinned", f"{held} pinned", "Freed again", "Held vs both"],
-        notes=[
-            "GB/s = 10^9 bytes/s of each copy's median time "
-            f"({base.repetitions(result)} of each): numpy copyto on the host clock; the "
-            "pageable copy as its call took, entry to exit (the driver's staging included: "
-            "CUPTI's record of its DMA alone leaves it out). Held vs both: the held copy's "
-            "time against the slower of before and after; it is pinning's only where it is "
-            f"slower than both, beyond {SLOWER_FROM:.0%} and the medians' noise.",
-        ],
+    columns = (
+        Column("Work", "work"),
+        Column("Nothing pinned", "idle", _gb_per_s),
+        Column(f"{held} pinned", "held", _gb_per_s),
+        Column("Freed again", "after", _gb_per_s),
+        Column("Held vs both", "against", lambda against: f"{against.ratio - 1:+.1%}"),
     )
-    for name, work in host_figures(result).items():
-        table.add_row(
-            name,
-            *(f"{format_gb_per_s(f.gb_per_s)} GB/s" for f in (work.idle, work.held, work.after)),
-            f"{work.slowdown:+.1%}",
-            source=(
-                *(f.measurement for f in (work.idle, work.held, work.after)),
-                work.held_vs_both,
-            ),
-        )
+    rows: list[dict[str, Any]] = [
+        {"work": name, "idle": work.idle, "held": work.held, "after": work.after,
+         "against": work.held_vs_both}
+        for name, work in host_figures(result).items()
+    ]  # fmt: skip
     after = format_bytes(extra.available_bytes[-1]) if extra.available_bytes else "-"
-    table.add_row("MemAvailable", format_bytes(extra.available_idle_bytes), after, "-", "")
-    return table
+    rows.append(  # words in the columns of figures: MemAvailable before and while held
+        {"work": "MemAvailable", "idle": format_bytes(extra.available_idle_bytes), "held": after,
+         "against": ""}
+    )  # fmt: skip
+    notes = [
+        "GB/s = 10^9 bytes/s of each copy's median time "
+        f"({base.repetitions(result)} of each): numpy copyto on the host clock; the "
+        "pageable copy as its call took, entry to exit (the driver's staging included: "
+        "CUPTI's record of its DMA alone leaves it out). Held vs both: the held copy's "
+        "time against the slower of before and after; it is pinning's only where it is "
+        f"slower than both, beyond {SLOWER_FROM:.0%} and the medians' noise.",
+    ]
+    title = f"What pinning takes from the host ({format_bytes(nbytes)} buffers)"
+    return table(title, columns, rows, notes)
 
 
 def summarize(result: Result) -> Summary:

@@ -26,9 +26,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memprof.experiments import base
-from memprof.model.ceilings import cell, detail_of, pcie_ceiling
-from memprof.model.figures import Derived, Figure, combined_gb_per_s, figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms, format_ratio
+from memprof.model.ceilings import detail_of, pcie_ceiling
+from memprof.model.figures import Derived, Figure, figure
+from memprof.model.formatting import format_bytes, format_ms, format_ratio
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import MAX_COUNT, Count, Milliseconds, SchemaError
@@ -408,18 +408,11 @@ def stage_figures(result: Result, mode: str) -> dict[str, list[Figure]]:
 
 
 def stage_sums(result: Result, mode: str) -> dict[str, Derived]:
-    """Per stage: its chunks' median times added up, in the mode's run (the CSV row's kind)."""
+    """Per stage: its chunks' median times added up and their GB/s, in the mode's run (the
+    CSV row's kind)."""
     return {
-        stage: Derived(f"{STAGES[stage][0]}, every chunk", tuple(parts))
+        stage: Derived(f"{STAGES[stage][0]}, every chunk", tuple(parts), "chunks")
         for stage, parts in stage_figures(result, mode).items()
-    }
-
-
-def stage_times(result: Result, mode: str) -> dict[str, tuple[float, float]]:
-    """Per stage: (total over all chunks, mean per chunk), from each chunk's median time."""
-    return {
-        stage: (summed.median_ms, summed.median_ms / len(summed.parts))
-        for stage, summed in stage_sums(result, mode).items()
     }
 
 
@@ -546,38 +539,37 @@ MODES_TABLE = (
 )
 
 
+STAGES_TABLE = (
+    Column("Stage", "stage"),
+    Column("Total", "total", "median_ms"),
+    Column("Per chunk", "per_chunk", "median_ms"),
+    Column("GB/s", "total", "gb_per_s"),
+    Column("Of ceiling", "total", "share"),
+)
+
+
 def stages_table(result: Result, stages: dict[str, Derived]) -> Table:
     """The stage times on one stream, and how the kernel was tuned and the stages timed."""
     nbytes = base.array_bytes(result.parameters)
-    link = pcie_ceiling(result)
-    chunks = chunk_elements(result.parameters)
-    table = Table(
-        f"Stages on one stream: {format_bytes(nbytes)} in {len(chunks)} chunks",
-        ["Stage", "Total", "Per chunk", "GB/s", "Of ceiling"],
-        notes=[
-            f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
-            f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
-            + (
-                "(the measured HtoD time of the whole data)."
-                if result.parameters.kernel_ms is None
-                else "(--kernel-ms)."
-            ),
-            f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
-            f"Of ceiling: the copies (pinned) against the link, {detail_of(link)}.",
-        ],
-    )
-    for stage, summed in stages.items():
-        parts = summed.parts
-        gb_per_s = combined_gb_per_s(parts)
-        table.add_row(
-            STAGES[stage][0],
-            format_ms(summed.median_ms),
-            format_ms(summed.median_ms / len(parts)),
-            format_gb_per_s(gb_per_s) if gb_per_s is not None else "-",
-            cell(parts[0].ceiling, gb_per_s) if gb_per_s is not None else "-",
-            source=(*{id(p.measurement): p.measurement for p in parts}.values(), summed),
-        )
-    return table
+    rows = [
+        {"stage": STAGES[stage][0], "total": summed,
+         "per_chunk": Derived(f"{STAGES[stage][0]}, per chunk", summed.parts, "mean")}
+        for stage, summed in stages.items()
+    ]  # fmt: skip
+    notes = [
+        f"busyWork runs {result.extra.iterations} iterations per element, tuned to take "
+        f"about {format_ms(result.extra.kernel_target_ms)} over all the data "
+        + (
+            "(the measured HtoD time of the whole data)."
+            if result.parameters.kernel_ms is None
+            else "(--kernel-ms)."
+        ),
+        f"{STAGE_TIMES[result.extra.timeline_source]}; medians per chunk, summed.",
+        f"Of ceiling: the copies (pinned) against the link, {detail_of(pcie_ceiling(result))}.",
+    ]
+    chunks = len(chunk_elements(result.parameters))
+    title = f"Stages on one stream: {format_bytes(nbytes)} in {chunks} chunks"
+    return table(title, STAGES_TABLE, rows, notes)
 
 
 def timeline_charts(result: Result) -> list[Chart]:

@@ -142,26 +142,25 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=[pointers, _kernels(result, kernels)], conclusions=[conclusion])
 
 
+ADDRESSES = (
+    Column("Buffer", "buffer"),
+    Column("Host pointer (cuMemHostAlloc)", "host"),
+    Column("Device pointer (cuMemHostGetDevicePointer)", "device"),
+    Column("Equal", "equal"),
+)
+
+
 def _addresses(result: Result) -> tuple[Table, bool]:
     """Each mapped buffer's host and device pointers, and whether every pair is equal."""
-    pointers = Table(
-        "Addresses of the mapped buffers",
-        [
-            "Buffer",
-            "Host pointer (cuMemHostAlloc)",
-            "Device pointer (cuMemHostGetDevicePointer)",
-            "Equal",
-        ],
-        notes=["Equal addresses are what UVA promises: the host pointer works in kernels as is."],
-    )
-    all_equal = True
-    for name, addresses in (("a", result.extra.pointers.a), ("b", result.extra.pointers.b)):
-        equal = addresses.host == addresses.device
-        all_equal &= equal
-        pointers.add_row(
-            name, f"0x{addresses.host:x}", f"0x{addresses.device:x}", "yes" if equal else "no"
-        )
-    return pointers, all_equal
+    buffers = {"a": result.extra.pointers.a, "b": result.extra.pointers.b}
+    equal = {name: addresses.host == addresses.device for name, addresses in buffers.items()}
+    rows = [
+        {"buffer": name, "host": f"0x{addresses.host:x}", "device": f"0x{addresses.device:x}",
+         "equal": "yes" if equal[name] else "no"}
+        for name, addresses in buffers.items()
+    ]  # fmt: skip
+    notes = ["Equal addresses are what UVA promises: the host pointer works in kernels as is."]
+    return table("Addresses of the mapped buffers", ADDRESSES, rows, notes), all(equal.values())
 
 
 KERNELS = (

@@ -61,11 +61,6 @@ class Ceiling:
         return self.fraction(figure_gb_per_s) < FAR_BELOW
 
 
-def cell(ceiling: Ceiling | None, figure_gb_per_s: float) -> str:
-    """A table cell: the share of the ceiling, or '-' where the ceiling is unknown."""
-    return ceiling.cell(figure_gb_per_s) if ceiling is not None else "-"
-
-
 UNKNOWN_LINK = "unknown (no link figures recorded)"
 NO_GPU_STATE = "not recorded in this file (no GPU state from NVML)"  # a GPU but the run's own
 

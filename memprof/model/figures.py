@@ -132,40 +132,33 @@ def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
     return [figure(result, m, by_key.get((m.group, m.operation))) for m in result.measurements]
 
 
-def combined_gb_per_s(parts: Iterable[Figure]) -> float | None:
-    """GB/s of work done in parts one after another (a pipeline's chunks): the bytes they
-    all moved over the sum of their times (None where they move nothing)."""
-    parts = list(parts)
-    moved = [part.moved_bytes for part in parts]
-    if not parts or None in moved:
-        return None
-    return bandwidth_gb_per_s(sum(moved), math.fsum(part.per_operation_ms for part in parts))
-
-
 @dataclass(frozen=True)
 class Derived:
-    """A figure made of others, its formula written here once for the table's cell and the
-    CSV's row. "sum": work done in parts one after another (smallcopies' gathering and its
-    copy, a stage's chunks), each time the sum of its parts'; "overlap": sums (a pipeline's
-    stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": its parts'
-    times added up and scaled to a GiB of the first's bytes (an allocation's cost per GiB;
-    with `step`, one step of pinlimit's climb: each part's sample of that step, not its
-    median, a call and a touch of the same pages); "steady": one part's samples
-    once the first (cold) one is behind, steady_ms of them; "total": work done by
-    parts at once or apart (hostlink's GPUs), its GB/s the sum of theirs; "ratio": how many times
-    faster the second part ran than the first (pinned's "vs pageable"): the first's
-    per-operation time over the second's, or the second's GB/s over the first's where the
-    parts are totals; "floor": the least GB/s a check expects of its one part, `share` of the
-    part's ceiling; "reference": a known-good machine's GB/s (`reference_gb_per_s`) for the
-    line its one part is measured in; "attempt": its one part's own figures, a line measured
-    again (check --retries), whose copies are no measurement of the run; "lines": a traced
-    program's source lines (memprof.model.lines.SourceLine) summed, line_total of them (a
-    Where table's other lines)."""
+    """A figure made of others, its formula written here once for the table's cell and the CSV's
+    row. "sum": work done in parts one after another (smallcopies' gathering and its copy), each
+    time the sum of its parts'; "chunks": a sum of parts that each move their own bytes (a pipeline
+    stage's chunks), its GB/s all their bytes over all their time, bounded by the ceiling they
+    share; "mean": its parts' times averaged (a stage's time per chunk); "overlap": sums (a
+    pipeline's stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": its parts'
+    times added up and scaled to a GiB of the first's bytes (an allocation's cost per GiB; with
+    `step`, one step of pinlimit's climb: each part's sample of that step, not its median, a call
+    and a touch of the same pages); "steady": one part's samples once the first (cold) one is
+    behind, steady_ms of them; "total": work done by parts at once or apart (hostlink's GPUs), its
+    GB/s the sum of theirs; "ratio": how many times faster the second part ran than the first
+    (pinned's "vs pageable"): the first's per-operation time over the second's, or the second's GB/s
+    over the first's where the parts are totals; "floor": the least GB/s a check expects of its one
+    part, `share` of the part's ceiling; "reference": a known-good machine's GB/s
+    (`reference_gb_per_s`) for the line its one part is measured in; "attempt": its one part's own
+    figures, a line measured again (check --retries), whose copies are no measurement of the run;
+    "lines": a traced program's source lines (memprof.model.lines.SourceLine) summed, line_total of
+    them (a Where table's other lines)."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
     formula: Literal[
         "sum",
+        "chunks",
+        "mean",
         "overlap",
         "per_gib",
         "steady",
@@ -213,21 +206,39 @@ class Derived:
             return math.fsum(times) * GIB / self.parts[0].measurement.bytes
         if self.formula == "steady":
             return steady_ms(self.parts[0].measurement.samples_ms)
+        if self.formula == "mean":
+            return math.fsum(times) / len(times)
         if self.formula != "overlap":
             return math.fsum(times)
         chunks = [len(part.parts) for part in self.parts]
         return ideal_overlapped_ms([(t, t / n) for t, n in zip(times, chunks, strict=True)])
 
     @property
+    def moved_bytes(self) -> int | None:
+        """The bytes a "chunks" figure's GB/s counts: its parts' (None: a part moves none)."""
+        moved = [part.moved_bytes for part in self.parts] if self.formula == "chunks" else [None]
+        return None if None in moved else sum(moved)
+
+    @property
+    def ceiling(self) -> Ceiling | None:
+        """What bounds a "chunks" figure: the ceiling its parts share (None: none, or several)."""
+        found = {part.ceiling for part in self.parts} if self.formula == "chunks" else set()
+        return found.pop() if len(found) == 1 else None
+
+    @property
     def gb_per_s(self) -> float | None:
-        """A total's (its parts' GB/s added up; None: a part moves nothing), a floor's (its
-        share of its part's ceiling) or a reference's; else None."""
+        """A "chunks" figure's (its bytes over its time), a total's (its parts' GB/s added up;
+        None: a part moves nothing), a floor's (its share of its part's ceiling) or a
+        reference's; else None."""
+        if self.formula == "chunks":
+            moved, took_ms = self.moved_bytes, self.per_operation_ms
+            return None if moved is None or took_ms <= 0 else bandwidth_gb_per_s(moved, took_ms)
         if self.formula == "total":
             rates = [part.gb_per_s for part in self.parts]
             return None if None in rates else math.fsum(rates)
-        ceiling = self.parts[0].ceiling
-        if self.formula == "floor" and ceiling is not None and self.share is not None:
-            return self.share * ceiling.gb_per_s
+        if self.formula == "floor":
+            ceiling = self.parts[0].ceiling
+            return None if ceiling is None or self.share is None else self.share * ceiling.gb_per_s
         return self.reference_gb_per_s if self.formula == "reference" else None
 
 

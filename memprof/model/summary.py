@@ -83,7 +83,8 @@ class Column:
     """A declared column: its header, the figure of each row it reads (`of`: the row's key
     for a Figure, a Derived or a Measurement) and what it shows of it: a name in SHOWS, or
     a command's own way of writing it (pools' calls marked near their floor); "label": the
-    row's words under that key, printed as they are."""
+    row's words under that key, printed as they are (as are words a row holds in place of a
+    figure: pinlimit's MemAvailable beside GB/s)."""
 
     header: str
     of: str
@@ -97,7 +98,7 @@ class Column:
         one = row.get(self.of)
         if one is None:
             return "-"
-        if self.shows == "label":
+        if self.shows == "label" or isinstance(one, str):
             return one
         return SHOWS[self.shows](one) if isinstance(self.shows, str) else self.shows(one)
 
@@ -116,7 +117,7 @@ def table(
         sources: dict[int, Any] = {}
         for column in columns:
             one = row.get(column.of) if column.shows != "label" else None
-            if one is not None:
+            if one is not None and not isinstance(one, str):
                 one = getattr(one, "measurement", one)  # a Figure: its measurement
                 sources.setdefault(id(one), one)
         made.add_row(*(column.cell(row) for column in columns), source=tuple(sources.values()))

@@ -27,7 +27,9 @@ from memprof.output.literal import literal
 # copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
 # measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
 # group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
-# a total's gb_per_s is its parts' added up (hostlink's GPUs), a ratio (how many times faster
+# a mean's their average (streams' per chunk); a "chunks" row (a streams stage) also holds all
+# its chunks' bytes and moved_bytes, gb_per_s over its time and the ceiling they share; a
+# total's gb_per_s is its parts' added up (hostlink's GPUs), a ratio (how many times faster
 # the second part ran) is in ratio; derived_from names them. A check's expected GB/s is a
 # derived row of operation "floor" (gb_per_s: ceiling_share, its floor, of ceiling_gb_per_s);
 # the reference figure it is held to, a row of group "reference" named as the line it judges;
@@ -155,6 +157,8 @@ def csv_rows(
 
 FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "sum": ("median_ms", "per_operation_ms"),
+    "chunks": ("moved_bytes", "median_ms", "per_operation_ms", "gb_per_s"),
+    "mean": ("median_ms", "per_operation_ms"),
     "overlap": ("median_ms", "per_operation_ms"),
     "per_gib": ("median_ms", "per_operation_ms"),
     "steady": ("median_ms", "per_operation_ms"),
@@ -162,6 +166,9 @@ FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "ratio": ("ratio",),
     "lines": ("calls", "bytes", "gpu_ms", "host_ms"),
 }
+
+
+DERIVED_FROM = {"ratio": " / ", "overlap": ", ", "mean": ", "}  # how a row names its parts
 
 
 def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[str, object]:
@@ -195,8 +202,10 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         "name": literal(one.name),
         "operation": one.formula,
         **({"bytes": GIB} if one.formula == "per_gib" else {}),
+        **({"bytes": sum(p["bytes"] for p in parts)} if one.formula == "chunks" else {}),
         **{column: _blank(figure_of(one, column)) for column in FORMULA_FIGURES[one.formula]},
-        "derived_from": {"ratio": " / ", "overlap": ", "}.get(one.formula, " + ").join(
+        **_ceiling_columns(one),
+        "derived_from": DERIVED_FROM.get(one.formula, " + ").join(
             _part_name(
                 part,
                 "gpu_index" not in row,
@@ -204,6 +213,19 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
             )
             for part in parts
         ),
+    }
+
+
+def _ceiling_columns(one: Derived) -> dict[str, object]:
+    """A derived GB/s's ceiling, its share of it and its limiter, where it has one."""
+    ceiling = one.ceiling
+    gb_per_s = one.gb_per_s if ceiling is not None else None
+    if ceiling is None or gb_per_s is None or ceiling.gb_per_s <= 0:
+        return {}
+    return {
+        "ceiling_gb_per_s": ceiling.gb_per_s,
+        "ceiling_share": gb_per_s / ceiling.gb_per_s,
+        "limiter": ceiling.limiter,
     }
 
 

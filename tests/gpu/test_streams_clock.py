@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load
-from memprof.experiments.streams import MODES, mode_labels, stage_times
+from memprof.experiments.streams import MODES, mode_labels, stage_sums
 
 pytestmark = pytest.mark.gpu
 
@@ -125,7 +125,7 @@ def test_the_two_timings_agree_on_the_totals(runs):
         totals[timing] = {
             m.kind: m.stats.median_ms for m in result.measurements if m.operation == "total"
         }
-        stages[timing] = sum(total for total, _ in stage_times(result, "serial").values())
+        stages[timing] = sum(s.median_ms for s in stage_sums(result, "serial").values())
         serial = totals[timing][labels["serial"]]
         print(f"{timing:6} iterations {result.extra.iterations}: serial total {serial:.4f} ms, "
               f"its stages {stages[timing]:.4f} ms")  # fmt: skip
