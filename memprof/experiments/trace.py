@@ -28,7 +28,7 @@ from memprof.model.lines import CALL_KINDS, SourceLine
 from memprof.model.results import Result, ResultShape
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
-from memprof.model.timeline import Breakdown, breakdown_of
+from memprof.model.timeline import GPU_CATEGORIES, Breakdown, breakdown_of
 from memprof.output.render import LOWER_BOUNDS
 from memprof.output.where import copy_group_rows, gap_place
 from memprof.trace.collect import (
@@ -532,8 +532,9 @@ RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
 
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
     """The framework's own work, told apart from the program's: XLA's autotuning, with its
-    share of the GPU's work (JAX runs it once per compiled program), and the calls XLA's
-    runtime made on its own threads, which no advice on lines names."""
+    share of the GPU's work (JAX runs it once per compiled program), the calls XLA's
+    runtime made on its own threads, which no advice on lines names, and cuDNN's
+    autotuning."""
     said = []
     tuning = _tuning(result)
     if tuning:
@@ -566,7 +567,52 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
             "program's): the program changes them only through what it asks of JAX (the "
             "arrays it moves between host and GPU, and how often it reads a result back)."
         )
-    return said
+    return said + cudnn_verdict(result, scale)
+
+
+def cudnn_tuning(result: Result) -> list[str]:
+    """The kernels cuDNN ran only while it timed its algorithms (torch.backends.cudnn.benchmark
+    on): cuDNN's, none launched after the last first launch of any of cuDNN's kernels (the
+    end of the first pass through the program's convolution shapes), where others of
+    cuDNN's recur after it (the steps). None without the setting on or a timeline."""
+    timeline = result.extra.timeline
+    if not result.extra.cudnn_benchmark or timeline is None:
+        return []
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    kernel = GPU_CATEGORIES.index("kernel")
+    for category, name, start_ns, *_ in timeline.gpu:
+        if category == kernel and "cudnn" in timeline.names[name]:
+            first.setdefault(name, start_ns)
+            last[name] = start_ns
+    if not first:
+        return []
+    pass_end_ns = max(first.values())
+    if all(at <= pass_end_ns for at in last.values()):
+        return []  # nothing recurs: the program's convolutions ran once, tuning unseen
+    return [timeline.names[name] for name, at in last.items() if at <= pass_end_ns]
+
+
+def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
+    """cuDNN's autotuning, with its share of the GPU's work (once per convolution shape),
+    and when torch.backends.cudnn.benchmark pays; nothing with it off."""
+    names = set(cudnn_tuning(result))
+    tuning = [m for m in result.measurements if m.group == "gpu" and m.name in names]
+    if not tuning:
+        return []
+    kernels = sum(len(m.samples_ms) for m in tuning)
+    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    return [
+        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least "
+        f"{plural(kernels, 'kernel')} of {plural(len(tuning), 'kind')} that the program's "
+        f"later steps never ran: {format_ms(tuning_ms)}, {share} of the GPU's "
+        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), spent "
+        "timing each new convolution shape's algorithms, once per shape, not per step. It "
+        "pays when shapes stay fixed (each step then runs the fastest algorithm); where "
+        "batch or image sizes vary, each new shape is timed again: set "
+        "torch.backends.cudnn.benchmark = False there."
+    ]
 
 
 def runtime_lines(result: Result) -> list[SourceLine]:
