@@ -38,19 +38,25 @@ def cudnn_launches(result: Result) -> dict[str, list[int]]:
     return starts
 
 
-def first_pass_end_ns(result: Result) -> int:
-    return max(starts[0] for starts in cudnn_launches(result).values())
+def launch_times_ns(result: Result) -> list[int]:
+    """cuDNN's launches' times, in order."""
+    return sorted(at for starts in cudnn_launches(result).values() for at in starts)
 
 
 def add_kernel(result: Result, name: str, starts_ns: list[int], ms: float) -> None:
     """The kernel launched at starts_ns, each taking ms: in the profile and the timeline."""
     timeline = result.extra.timeline
-    timeline.names.append(name)
-    index = len(timeline.names) - 1
+    if name not in timeline.names:
+        timeline.names.append(name)
+    index = timeline.names.index(name)
     device, stream = timeline.gpu[0][4], timeline.gpu[0][5]
     rows = [(KERNEL, index, at, round(ms * 1e6), device, stream, 0, NO_LINE) for at in starts_ns]
     timeline.gpu = sorted([*timeline.gpu, *rows], key=lambda row: row[2])
     samples = [ms] * len(starts_ns)
+    for m in result.measurements:
+        if m.group == "gpu" and m.name == name:
+            m.samples_ms = [*m.samples_ms, *samples]
+            return
     result.measurements.append(Measurement("gpu", name, "kernel", None, 0, samples, "cupti"))
 
 
@@ -94,33 +100,53 @@ def test_nothing_is_said_with_benchmark_off_or_unknown(benchmark):
     assert not said(tuned(benchmark))
 
 
-@pytest.mark.parametrize(
-    ("after_pass_ns", "counted"),
-    [
-        (0, True),  # launched again at the first pass's end: still the first pass
-        (1, False),  # again 1 ns after it: a step's kernel, never tuning
-    ],
-)
-def test_a_kernel_launched_again_after_the_first_pass_is_the_programs(after_pass_ns, counted):
+@pytest.mark.parametrize("steady", [False, True])
+def test_a_kernel_launched_in_the_steps_is_the_programs(steady):
     result = tuned(True)
-    first_ns = min(starts[0] for starts in cudnn_launches(result).values())
-    again_ns = first_pass_end_ns(result) + after_pass_ns
-    add_kernel(result, CANDIDATE + "_2", [first_ns, again_ns], 0.5)
-    expected = [CANDIDATE, CANDIDATE + "_2"] if counted else [CANDIDATE]
-    assert sorted(cudnn_tuning(result)) == expected
+    first_ns = launch_times_ns(result)[0]
+    name = max(cudnn_launches(result).items(), key=lambda item: len(item[1]))[0]
+    name = name if steady else CANDIDATE + "_2"  # one each step, or timed twice at first
+    add_kernel(result, name, [first_ns + 5000, first_ns + 6000], 0.5)
+    expected = [CANDIDATE] if steady else [CANDIDATE, CANDIDATE + "_2"]
+    assert cudnn_tuning(result) == expected
 
 
-def test_a_kernel_not_cudnns_is_never_counted():
-    result = load_trace("resnet_train")
-    first_ns = min(starts[0] for starts in cudnn_launches(result).values())
-    add_kernel(result, CANDIDATE.replace("cudnn", "cublas"), [first_ns], 0.25)
-    result.extra.cudnn_benchmark = True
+def test_a_shape_met_in_the_last_step_says_nothing():
+    """A smaller last batch: timed in the last step, after which the earlier steps'
+    kernels never run; no steps follow it, so nothing is told apart (none overcounted)."""
+    result = tuned(True)
+    last_step_ns = launch_times_ns(result)[-100]
+    add_kernel(result, CANDIDATE + "_late", [last_step_ns + 1], 0.25)
+    assert not cudnn_tuning(result)
+    assert not said(result)
+
+
+def test_a_kernel_run_over_several_steps_mid_run_says_nothing():
+    """A phase in mid-run (an evaluation's shapes) whose kernel ran over several steps and
+    then stopped: the steps that follow begin long after cuDNN's last new kernel, so that
+    kernel is not told from timing (without the bound it was counted as tuning)."""
+    result = tuned(True)
+    times = launch_times_ns(result)
+    middle = len(times) // 2
+    add_kernel(result, CANDIDATE + "_eval", [times[middle + i] + 1 for i in (0, 500, 1000)], 0.25)
     assert not cudnn_tuning(result)
 
 
-def test_convolutions_run_once_tell_no_tuning_apart():
-    result = tuned(True)  # keep only the first pass: nothing of cuDNN's recurs
-    end_ns = first_pass_end_ns(result)
+def test_a_kernel_not_cudnns_is_never_counted():
+    result = tuned(True)
+    first_ns = launch_times_ns(result)[0]
+    add_kernel(result, CANDIDATE.replace("cudnn", "cublas"), [first_ns + 5000], 0.25)
+    assert cudnn_tuning(result) == [CANDIDATE]
+
+
+@pytest.mark.parametrize("after_last_new", [0, 3, 40])
+def test_convolutions_run_once_tell_no_tuning_apart(after_last_new):
+    """Only the first step kept, up to a few launches after its last new kernel: without
+    the steps repeating, the chosen kernels are not told from the timed ones."""
+    result = tuned(True)
+    times = launch_times_ns(result)
+    last_new_ns = max(starts[0] for starts in cudnn_launches(result).values())
+    end_ns = times[times.index(last_new_ns) + after_last_new]
     timeline = result.extra.timeline
     timeline.gpu = [row for row in timeline.gpu if row[2] <= end_ns]
     assert not cudnn_tuning(result)

@@ -572,25 +572,43 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
 
 def cudnn_tuning(result: Result) -> list[str]:
     """The kernels cuDNN ran only while it timed its algorithms (torch.backends.cudnn.benchmark
-    on): cuDNN's, none launched after the last first launch of any of cuDNN's kernels (the
-    end of the first pass through the program's convolution shapes), where others of
-    cuDNN's recur after it (the steps). None without the setting on or a timeline."""
+    on): cuDNN's, none launched once its launches settle into the program's steps
+    (steady_start). None without the setting on, a timeline, or steps: a program whose
+    convolutions ran once, or that met a new shape in its last steps, says nothing."""
     timeline = result.extra.timeline
     if not result.extra.cudnn_benchmark or timeline is None:
         return []
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
     kernel = GPU_CATEGORIES.index("kernel")
-    for category, name, start_ns, *_ in timeline.gpu:
-        if category == kernel and "cudnn" in timeline.names[name]:
-            first.setdefault(name, start_ns)
-            last[name] = start_ns
-    if not first:
+    launches = [
+        name
+        for category, name, *_ in timeline.gpu  # in order of start
+        if category == kernel and "cudnn" in timeline.names[name]
+    ]
+    firsts: dict[int, int] = {}
+    for at, name in enumerate(launches):
+        firsts.setdefault(name, at)
+    start = steady_start(launches, max(firsts.values(), default=0))
+    if start is None:
         return []
-    pass_end_ns = max(first.values())
-    if all(at <= pass_end_ns for at in last.values()):
-        return []  # nothing recurs: the program's convolutions ran once, tuning unseen
-    return [timeline.names[name] for name, at in last.items() if at <= pass_end_ns]
+    steady = set(launches[start:])
+    return [timeline.names[name] for name in firsts if name not in steady]
+
+
+def steady_start(launches: list[int], last_new: int) -> int | None:
+    """Where the launches become the steps: from there to the end the shortest sequence
+    that repeats at least twice to the end repeats, and it begins within one repetition of
+    the last new kernel (at last_new); None where it does not."""
+    end = len(launches) - 1
+    for period in range(1, len(launches) // 2 + 1):
+        if launches[end - period] != launches[end]:
+            continue
+        at = end - period
+        while at >= 0 and launches[at] == launches[at + period]:
+            at -= 1
+        start = at + 1
+        if len(launches) - start >= 2 * period:  # the steps' own, not a multiple of it
+            return start if start <= last_new + period else None
+    return None
 
 
 def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:

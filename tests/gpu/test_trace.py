@@ -279,7 +279,7 @@ def test_resnet_training_names_cudnns_autotuning_only_with_benchmark_on(tmp_path
 
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed here")
-    arguments = ("examples/resnet_train.py", "--steps", "3", "--batch", "8", "--size", "32")
+    arguments = ("examples/resnet_train.py", "--steps", "6", "--batch", "8", "--size", "32")
     said = {}
     for benchmark in (False, True):
         folder = tmp_path / str(benchmark)
