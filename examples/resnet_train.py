@@ -4,6 +4,8 @@ A ResNet-18 (basic blocks, 2-2-2-2, 64 to 512 channels) trained with SGD on synt
 images from a DataLoader, as a training script does it: each batch copied to the GPU from
 pageable memory (`--pin-memory` pins it and copies with non_blocking=True), the loss read
 with .item() every step. Only torch itself is needed (no torchvision, no data set).
+`--cudnn-benchmark` sets torch.backends.cudnn.benchmark: cuDNN then times its algorithms on
+each new convolution shape in the first step, which the trace names as cuDNN's autotuning.
 
 It prints one line with what it did and its own timings, which
 benchmarks/trace_overhead.py compares bare and traced:
@@ -14,6 +16,7 @@ loop_s is the training loop alone (first batch to the last step's .item(), which
 the GPU), step_s each step's share of it (the first steps load kernels and plan); the lines
 carrying `# memprof-line: NAME` are those the trace should name.
 Usage: python examples/resnet_train.py [--steps 30] [--batch 64] [--size 64] [--pin-memory]
+       [--cudnn-benchmark]
 """
 
 from __future__ import annotations
@@ -78,7 +81,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--size", type=int, default=64, help="image height and width")
     parser.add_argument("--pin-memory", action="store_true")
+    parser.add_argument("--cudnn-benchmark", action="store_true", help="time cuDNN's algorithms")
     options = parser.parse_args()
+    if options.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     device = torch.device("cuda")
     images = torch.randn(options.steps * options.batch, 3, options.size, options.size)
@@ -110,6 +116,7 @@ def main() -> None:
         "steps": len(losses),
         "batch": options.batch,
         "pin_memory": options.pin_memory,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "loop_s": loop_s,
         "step_s": [end - start for start, end in zip(starts, step_ends, strict=True)],
         "wall_s": time.perf_counter() - START,

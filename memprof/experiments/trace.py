@@ -28,7 +28,7 @@ from memprof.model.lines import CALL_KINDS, SourceLine
 from memprof.model.results import Result, ResultShape
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Summary, Table
-from memprof.model.timeline import Breakdown, breakdown_of
+from memprof.model.timeline import GPU_CATEGORIES, Breakdown, breakdown_of
 from memprof.output.render import LOWER_BOUNDS
 from memprof.output.where import copy_group_rows, gap_place
 from memprof.trace.collect import (
@@ -532,8 +532,9 @@ RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
 
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
     """The framework's own work, told apart from the program's: XLA's autotuning, with its
-    share of the GPU's work (JAX runs it once per compiled program), and the calls XLA's
-    runtime made on its own threads, which no advice on lines names."""
+    share of the GPU's work (JAX runs it once per compiled program), the calls XLA's
+    runtime made on its own threads, which no advice on lines names, and cuDNN's
+    autotuning."""
     said = []
     tuning = _tuning(result)
     if tuning:
@@ -566,7 +567,70 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
             "program's): the program changes them only through what it asks of JAX (the "
             "arrays it moves between host and GPU, and how often it reads a result back)."
         )
-    return said
+    return said + cudnn_verdict(result, scale)
+
+
+def cudnn_tuning(result: Result) -> list[str]:
+    """The kernels cuDNN ran only while it timed its algorithms (torch.backends.cudnn.benchmark
+    on): cuDNN's, none launched once its launches settle into the program's steps
+    (steady_start). None without the setting on, a timeline, or steps: a program whose
+    convolutions ran once, or that met a new shape in its last steps, says nothing."""
+    timeline = result.extra.timeline
+    if not result.extra.cudnn_benchmark or timeline is None:
+        return []
+    kernel = GPU_CATEGORIES.index("kernel")
+    launches = [
+        name
+        for category, name, *_ in timeline.gpu  # in order of start
+        if category == kernel and "cudnn" in timeline.names[name]
+    ]
+    firsts: dict[int, int] = {}
+    for at, name in enumerate(launches):
+        firsts.setdefault(name, at)
+    start = steady_start(launches, max(firsts.values(), default=0))
+    if start is None:
+        return []
+    steady = set(launches[start:])
+    return [timeline.names[name] for name in firsts if name not in steady]
+
+
+def steady_start(launches: list[int], last_new: int) -> int | None:
+    """Where the launches become the steps: from there to the end the shortest sequence
+    that repeats at least twice to the end repeats, and it begins within one repetition of
+    the last new kernel (at last_new); None where it does not."""
+    end = len(launches) - 1
+    for period in range(1, len(launches) // 2 + 1):
+        if launches[end - period] != launches[end]:
+            continue
+        at = end - period
+        while at >= 0 and launches[at] == launches[at + period]:
+            at -= 1
+        start = at + 1
+        if len(launches) - start >= 2 * period:  # the steps' own, not a multiple of it
+            return start if start <= last_new + period else None
+    return None
+
+
+def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
+    """cuDNN's autotuning, with its share of the GPU's work (once per convolution shape),
+    and when torch.backends.cudnn.benchmark pays; nothing with it off."""
+    names = set(cudnn_tuning(result))
+    tuning = [m for m in result.measurements if m.group == "gpu" and m.name in names]
+    if not tuning:
+        return []
+    kernels = sum(len(m.samples_ms) for m in tuning)
+    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    return [
+        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least "
+        f"{plural(kernels, 'kernel')} of {plural(len(tuning), 'kind')} that the program's "
+        f"later steps never ran: {format_ms(tuning_ms)}, {share} of the GPU's "
+        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), spent "
+        "timing each new convolution shape's algorithms, once per shape, not per step. It "
+        "pays when shapes stay fixed (each step then runs the fastest algorithm); where "
+        "batch or image sizes vary, each new shape is timed again: set "
+        "torch.backends.cudnn.benchmark = False there."
+    ]
 
 
 def runtime_lines(result: Result) -> list[SourceLine]:

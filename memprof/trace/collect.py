@@ -153,6 +153,7 @@ class Outcome:
     error: BaseException | None = None  # an uncaught exception (Ctrl-C included)
     wall_s: float = 0.0
     libraries: tuple[str, ...] = ()  # the GPU libraries it imported (PROGRAM_LIBRARIES)
+    cudnn_benchmark: bool | None = None  # torch.backends.cudnn.benchmark at its end
 
 
 # The GPU libraries whose use the advice names in their own words (memprof imports none).
@@ -204,9 +205,19 @@ def run_program(program: Program) -> Outcome:
         outcome.wall_s = time.perf_counter() - start
         new = set(sys.modules) - imported
         outcome.libraries = tuple(name for name in PROGRAM_LIBRARIES if name in new)
+        outcome.cudnn_benchmark = cudnn_benchmark() if "torch" in new else None
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     return outcome
+
+
+def cudnn_benchmark() -> bool | None:
+    """torch.backends.cudnn.benchmark as the program left it: whether cuDNN timed its
+    algorithms on each new convolution shape (None: unreadable)."""
+    with contextlib.suppress(Exception):
+        value = sys.modules["torch"].backends.cudnn.benchmark
+        return value if isinstance(value, bool) else None
+    return None
 
 
 _RUNNER_MODULES = {"runpy", __name__}  # runpy's file is "<frozen runpy>" in 3.11+
@@ -600,6 +611,9 @@ class TraceExtra:
     lines_note: str | None = None  # why there are no lines, or why some are missing
     # the GPU libraries the program imported, for the advice's words
     libraries: list[ProgramLibrary] = field(default_factory=list)
+    # torch.backends.cudnn.benchmark at the program's end (None: it did not import torch,
+    # or traced before memprof read it)
+    cudnn_benchmark: bool | None = None
     # every kernel, copy, memset and recorded call in time, for --timeline and the
     # breakdown of the run (None: traced before memprof kept them)
     timeline: Timeline | None = None
@@ -651,6 +665,7 @@ def trace_result(
             lines=source,
             lines_note=note,
             libraries=sorted(set(outcome.libraries)),
+            cudnn_benchmark=outcome.cudnn_benchmark,
             timeline=timeline_of(
                 recording.gpu, recording.api, recording.stacks, source, recording.own_calls
             ),

@@ -271,6 +271,37 @@ def test_resnet_training_names_its_copy_lines_and_counts_as_without_them(tmp_pat
     assert images in text and "pin_memory=True" in text
 
 
+def test_resnet_training_names_cudnns_autotuning_only_with_benchmark_on(tmp_path):
+    """With --cudnn-benchmark cuDNN times its algorithms in the first step: the trace records
+    the setting and names its one-time kernels as cuDNN's autotuning; without, nothing is
+    said, and every one of cuDNN's kernels recurs in the later steps."""
+    from memprof.experiments import trace as trace_summary
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    arguments = ("examples/resnet_train.py", "--steps", "6", "--batch", "8", "--size", "32")
+    said = {}
+    for benchmark in (False, True):
+        folder = tmp_path / str(benchmark)
+        folder.mkdir()
+        on = ("--cudnn-benchmark",) if benchmark else ()
+        completed, result = trace(folder, "--bandwidth", "none", *arguments, *on)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert program_report(completed)["cudnn_benchmark"] is benchmark
+        assert result.extra.cudnn_benchmark is benchmark
+        conclusions = trace_summary.summarize(result).conclusions
+        said[benchmark] = [c for c in conclusions if c.startswith("cuDNN's autotuning")]
+        if not benchmark:
+            result.extra.cudnn_benchmark = True  # the kernels alone: none is one-time
+            assert trace_summary.cudnn_tuning(result) == []
+        else:
+            tuning = trace_summary.cudnn_tuning(result)
+            print(f"benchmark on: {len(tuning)} one-time kernels of cuDNN's: {said[True]}")
+            assert tuning and all("cudnn" in name for name in tuning)
+    assert said[False] == []
+    assert len(said[True]) == 1 and "torch.backends.cudnn.benchmark = False" in said[True][0]
+
+
 CALLS_RECORDED = """
 import ctypes, json
 import numpy as np
