@@ -705,6 +705,25 @@ def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
 
 
+def test_a_table_drawn_as_bars_draws_every_time_it_shows_marked_near_the_floor_or_not():
+    """alloc of one size draws its tables (default_panels): a call printed near its floor
+    ("1.1770*") is a figure of the table as any other, drawn under its row and column."""
+    from memprof.experiments.pictures import default_panels
+
+    d = drawn("h200_alloc")
+    calls = table(d.summary, "Stream-ordered allocation")
+    drawn_bars = next(p for p in default_panels(d.result, d.summary) if p.title == calls.title)
+    names = [re.sub(r" \((ns|us|ms|s)\)$", "", header) for header in calls.headers]
+    shown = [
+        (f"{row[0]}: {name}", as_printed(cell, header).rstrip("*"))
+        for row in calls.rows
+        for cell, header, name in zip(row[1:], calls.headers[1:], names[1:], strict=True)
+        if cell != "-"
+    ]
+    assert any(cell.endswith("*") for row in calls.rows for cell in row)
+    assert [(bar.label, format_ms(bar.value)) for bar in drawn_bars.bars] == shown
+
+
 def test_info_draws_the_ceilings_its_table_prints():
     """info's picture was its tables typed out in monospace."""
     d = drawn("h200_info")

@@ -12,6 +12,7 @@ its tables as words. This module sits beside the experiments because it reads th
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +21,7 @@ from dataclasses import replace
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_gb_per_s, format_ms, in_unit
+from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
@@ -520,6 +521,9 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     return panels
 
 
+_TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Idle for (ms)": a column of times in one unit
+
+
 def _with_unit(cell: str, header: str) -> str:
     """A table's cell as it reads under its header: 4181.9 under "Idle for (ms)", 4181.9 ms."""
     unit = _TIME_UNIT.search(header)
@@ -578,48 +582,51 @@ def default_panels(result: Result, summary: Summary) -> list[Panel]:
     ] or [Words("Nothing measured", ["This result holds no measurement to draw."])]
 
 
-_TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Median (us)": a column of times in one unit
-_NOT_A_LABEL = re.compile(r"^(-|[\d.,]+(ns|us|ms|s|x|%)?[*†]?)$")  # a printed figure
+NAMING = ("label", "moved_bytes")  # a table's leading columns of words and sizes name its row
+# What a declared column shows of its figure (memprof.model.summary.SHOWS), as a value drawn in
+# a unit: the table's GB/s where it shows any, else its times
+DRAWN = (
+    ("GB/s", {"gb_per_s": lambda f: f.gb_per_s}),
+    ("ms", {"median_ms": lambda f: f.median_ms, "per_operation_ms": lambda f: f.per_operation_ms}),
+)
 
 
 def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -> list[Panel]:
-    """A table's figures, as bars: of each row, every figure of its measurements (its
-    sources) that it prints, GB/s where the table prints any, else times; a bar is labelled
-    by the row's leading words and, where the row prints several, the column. `by_column`:
-    a panel per column instead, a bar per row (compare: every memory kind, per operation)."""
-    for unit in ("GB/s", "ms"):
+    """A built table's figures (memprof.model.summary.table), as bars: of each row, every
+    figure of a measurement that a column declares it shows, GB/s where the table shows any,
+    else times, each figure once; a bar is labelled by the row's leading labels and, where the
+    row shows several, the column. `by_column`: a panel per column instead, a bar per row
+    (compare: every memory kind, per operation)."""
+    naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
+    for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
-        for row, sources in zip(table.rows, table.sources, strict=True):
-            found, taken = [], set()  # a column prints one figure: the first of its sources
-            for f in (of.get(id(m)) for m in sources if m is not None):
-                for column, value in _printed(table, row, f, unit) if f is not None else ():
-                    if column not in taken:
-                        found.append((column, f, value))
-                        taken.add(column)
-                        break
-            words = ", ".join(_leading_words(row))
-            for column, f, value in found:
-                header = _TIME_UNIT.sub("", table.headers[column])
-                several = len(found) > 1 and not by_column
-                label = f"{words}: {header}" if several else words
+        for row in table.figures:
+            found = []
+            for index, column in enumerate(table.columns):
+                one = row.get(column.of) if column.shows in values else None
+                f = of.get(id(getattr(one, "measurement", one))) if one is not None else None
+                value = values[column.shows](f) if f is not None else None
+                if value is not None:
+                    found.append((index, f, value))
+            words = ", ".join(c.cell(row) for c in naming if c.cell(row) != "-")
+            for index, f, value in found:
+                header = table.columns[index].header
+                label = f"{words}: {header}" if len(found) > 1 and not by_column else words
                 ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
-                bars.setdefault(column if by_column else -1, []).append(
+                bars.setdefault(index if by_column else -1, []).append(
                     Bar(
                         label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
                     )
                 )
         if bars:
-            value_label = GB_PER_S if unit == "GB/s" else "time"
             return [
                 Bars(
-                    f"{table.title}: {_TIME_UNIT.sub('', table.headers[column])}"
-                    if by_column
-                    else table.title,
-                    value_label,
+                    f"{table.title}: {table.columns[index].header}" if by_column else table.title,
+                    GB_PER_S if unit == "GB/s" else "time",
                     found,
                     unit=unit,
                 )
-                for column, found in sorted(bars.items())
+                for index, found in sorted(bars.items())
             ]
     return []
 
@@ -630,39 +637,6 @@ def compare_panels(result: Result, summary: Summary) -> list[Panel]:
     of = {id(f.measurement): f for f in summary.figures}
     panels = [p for t in summary.tables[:1] for p in table_panels(t, of, by_column=True)]
     return _with_exceeded(panels) or default_panels(result, summary)
-
-
-def _leading_words(row: list[str]) -> list[str]:
-    """The cells a row starts with that name it, up to its first figure."""
-    words = []
-    for cell in row:
-        if _NOT_A_LABEL.match(cell):
-            break
-        words.append(cell)
-    return words or row[:1]
-
-
-def _printed(table: Table, row: list[str], f: Figure, unit: str) -> list[tuple[int, float]]:
-    """(column, value) of each cell of `row` that prints a figure of `f` in `unit`: its
-    GB/s, or its median or per-operation time as the column writes times."""
-    if unit == "GB/s":
-        candidates = {format_gb_per_s(f.gb_per_s): f.gb_per_s} if f.gb_per_s else {}
-    else:
-        candidates = {}
-        for value in (f.per_operation_ms, f.median_ms):
-            candidates[format_ms(value)] = value
-    found = []
-    for column, cell in enumerate(row):
-        header = table.headers[column]
-        if unit == "GB/s" and "GB/s" not in header + table.title:
-            continue
-        written = _TIME_UNIT.search(header)
-        for text, value in candidates.items():
-            shown = in_unit(text, written[1]) if written and unit == "ms" else text
-            if cell.rstrip("*†") == shown:
-                found.append((column, value))
-                break
-    return found
 
 
 def _with_exceeded(panels: list[Panel]) -> list[Panel]:
