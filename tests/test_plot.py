@@ -830,7 +830,12 @@ def test_compare_draws_a_panel_per_operation_with_a_bar_per_memory_kind():
 # -- a trace's run over time -------------------------------------------------------------------
 
 
-TRACES_WITH_TIMELINES = ["h200_trace_torch", "h200_trace_pycuda", "h200_trace_managed"]
+TRACES_WITH_TIMELINES = [
+    "h200_trace_torch",
+    "h200_trace_pycuda",
+    "h200_trace_managed",
+    "traces/h200_trace_torch_dataloader",
+]  # its gaps: a column in ms
 
 
 @pytest.mark.parametrize("stem", TRACES_WITH_TIMELINES)
@@ -863,7 +868,9 @@ def test_a_traces_bins_add_up_to_where_the_time_went(stem):
         assert all(f"{part} {cell}" in said for part, cell in zip(
             ("computing", "copying", "both at once", "idle"), row[1:], strict=True
         ))  # fmt: skip
-        assert all(cells[3] in said for cells in at_gpu)
+        for number, cells in enumerate(at_gpu, 1):  # each time as nvprof writes it
+            start, length = (as_printed(cells[i], gaps.headers[i]) for i in (1, 2))
+            assert f"{number} idle for {length} at {start}: host at {cells[3]}" in said
 
 
 def test_the_drawn_idle_is_the_tables_but_for_what_lies_outside_the_recorded_events():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
@@ -465,9 +464,11 @@ PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at o
 def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
     over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
-    and beside it the table's own figures and gaps; where the trace kept no timeline, why."""
+    and beside it the table's cells and the gaps as Longest idle gaps lists them (each time
+    as nvprof writes it); where the trace kept no timeline, why."""
     from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
+    from memprof.output.where import gap_place
 
     timeline = result.extra.timeline
     if timeline is None:
@@ -475,13 +476,11 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     tables = {table.title: table for table in summary.tables}
     if not timeline.gpu or "Where the time went" not in tables:
         return []
-    gap_rows = tables["Longest idle gaps"].rows if "Longest idle gaps" in tables else []
     shares = breakdown_of(result)
     panels: list[Panel] = []
     for share, binned, row in zip(
         shares, over_time(timeline), tables["Where the time went"].rows, strict=True
     ):
-        gaps = [cells for cells in gap_rows if cells[0] == str(share.device)]
         marks = [
             Mark(gap.start_ns / 1e6, (gap.start_ns + gap.duration_ns) / 1e6, number)
             for number, gap in enumerate(share.gaps, 1)
@@ -509,25 +508,14 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
             "was idle too.",
             indent="  ",
         )
-        headers = tables["Longest idle gaps"].headers if gaps else []
-        for number, cells in enumerate(gaps, 1):
-            _, at, idle_for, host_at = (
-                _with_unit(c, h) for c, h in zip(cells, headers, strict=True)
-            )
+        for number, gap in enumerate(share.gaps, 1):  # as Longest idle gaps lists them
             lines += wrapped(
-                f"{number}  idle for {idle_for} at {at}: host at {host_at}", indent="   "
+                f"{number}  idle for {format_ms(gap.idle_ms)} at {format_ms(gap.start_ms)}: "
+                f"host at {gap_place(gap, result.extra.lines or [])}",
+                indent="   ",
             )
         panels.append(Words(f"GPU {share.device}: the run and its longest idle gaps", lines))
     return panels
-
-
-_TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Idle for (ms)": a column of times in one unit
-
-
-def _with_unit(cell: str, header: str) -> str:
-    """A table's cell as it reads under its header: 4181.9 under "Idle for (ms)", 4181.9 ms."""
-    unit = _TIME_UNIT.search(header)
-    return f"{cell} {unit[1]}" if unit and re.fullmatch(r"[\d.]+", cell) else cell
 
 
 def _line_panels(result: Result) -> list[Panel]:
