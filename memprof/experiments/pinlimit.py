@@ -24,12 +24,12 @@ from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_fo
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.figures import Derived, Figure, figure, figure_finder
-from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
 from memprof.model.results import Result
 from memprof.model.schema import ByteCount, SchemaError
 from memprof.model.statistics import NOISE_SIGMAS, median_noise
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 # A copy held to be slower beyond this: within it, the medians of host work and pageable
 # copies move between runs of the same code (memprof diff's notes).
@@ -612,39 +612,36 @@ def limits_table(extra: PinlimitExtra) -> Table:
 
 
 def climb_table(result: Result, climb: Climb) -> Table:
-    extra = result.extra
-    table = Table(
-        "Pinning as it grows, per GiB",
-        ["Pinned", "MemAvailable", *CLIMB_WAYS],
-        notes=[
-            f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
-            "a byte written in every page; half by writing a byte in every page of a numpy "
-            f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
-            "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
-            "MemAvailable read after the step.",
-        ],
-    )
-    for held, available, alloc, register in zip(
-        climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
-    ):
-        table.add_row(
-            format_bytes(held),
-            format_bytes(available),
-            format_ms(alloc.median_ms),
-            format_ms(register.median_ms),
-            source=(alloc, register),
+    rows = [
+        {
+            "pinned": format_bytes(held),
+            "available": format_bytes(available),
+            **dict(zip(CLIMB_WAYS, costs, strict=True)),
+        }
+        for held, available, *costs in zip(
+            climb.held_bytes, result.extra.available_bytes, climb.alloc, climb.register, strict=True
         )
-    return table
+    ]
+    columns = [Column("Pinned", "pinned"), Column("MemAvailable", "available")]
+    columns += [Column(way, way, "median_ms") for way in CLIMB_WAYS]
+    notes = [
+        f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
+        "a byte written in every page; half by writing a byte in every page of a numpy "
+        f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
+        "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
+        "MemAvailable read after the step.",
+    ]
+    return table("Pinning as it grows, per GiB", columns, rows, notes)
+
+
+RELEASE = (Column("Call", "name"), Column("Calls", "call", "count"),
+           Column("Median", "call", "median_ms"),
+           Column("Per GiB", "per GiB", "median_ms"))  # fmt: skip
 
 
 def release_table(result: Result) -> Table:
     """Each call's median and per GiB, and the halves registered again in one call."""
-    table = Table(
-        "Each call, and registering in one call",
-        ["Call", "Calls", "Median", "Per GiB"],
-        notes=["Host clock around each call; medians."],
-    )
-    rows = [
+    calls = [
         ("cuMemHostAlloc", ALLOC, "pinned", ""),
         ("cuMemHostRegister", REGISTER, "registered", ""),
         ("cuMemFreeHost", FREE, "pinned", ""),
@@ -653,19 +650,17 @@ def release_table(result: Result) -> Table:
         ("cuMemHostUnregister", UNREGISTER_WHOLE, "registered", " at once"),
     ]
     of = figure_finder(result, Pinlimit.measures)
-    for label, measure, kind, how in rows:
-        for m in (m for m in base.find_all(result, measure) if m.kind == kind):
-            per_gib = Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")
-            table.add_row(
-                f"{label}, {format_bytes(m.bytes)}{how}",
-                str(m.stats.count),
-                format_ms(m.stats.median_ms),
-                format_ms(per_gib.median_ms),
-                source=(m, per_gib),
-            )
+    rows = [
+        {"name": f"{label}, {format_bytes(m.bytes)}{how}", "call": m,
+         "per GiB": Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")}
+        for label, measure, kind, how in calls
+        for m in base.find_all(result, measure)
+        if m.kind == kind
+    ]  # fmt: skip
+    notes = ["Host clock around each call; medians."]
     if not base.find_all(result, WHOLE):
-        table.notes.append("One call over every half step needs two steps or more: not made.")
-    return table
+        notes.append("One call over every half step needs two steps or more: not made.")
+    return table("Each call, and registering in one call", RELEASE, rows, notes)
 
 
 def host_table(result: Result) -> Table:
