@@ -560,8 +560,7 @@ def info_panels(result: Result, summary: Summary) -> list[Panel]:
 def default_panels(result: Result, summary: Summary) -> list[Panel]:
     """Each table's figures as it prints them (table_panels), ceilings exceeded said in
     words; a command whose tables print no figure of a measurement: its tables, as words."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
+    panels = table_panels(summary, summary.tables)
     if panels:
         return _with_exceeded(panels)
     return [
@@ -579,12 +578,18 @@ DRAWN = (
 )
 
 
-def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -> list[Panel]:
-    """A built table's figures (memprof.model.summary.table), as bars: of each row, every
-    figure of a measurement that a column declares it shows, GB/s where the table shows any,
-    else times, each figure once; a bar is labelled by the row's leading labels and, where the
-    row shows several, the column. `by_column`: a panel per column instead, a bar per row
-    (compare: every memory kind, per operation)."""
+def table_panels(summary: Summary, tables: list[Table], by_column: bool = False) -> list[Panel]:
+    """Each built table's figures (memprof.model.summary.table), as bars (_bars)."""
+    of = {id(f.measurement): f for f in summary.figures}
+    return [panel for table in tables for panel in _bars(table, of, by_column)]
+
+
+def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
+    """Of each row, every figure of a measurement (`of`: the summary's figure of each) that
+    a column declares it shows, GB/s where the table shows any, else times; a bar is labelled
+    by the row's leading words and sizes and, where the row shows several, the column.
+    `by_column`: a panel per column instead, a bar per row (compare: every memory kind, per
+    operation)."""
     naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
     for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
@@ -622,8 +627,7 @@ def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -
 def compare_panels(result: Result, summary: Summary) -> list[Panel]:
     """Its first table a panel per operation (HtoD, DtoH, kernel read, host write and read),
     a bar per memory kind: the kinds compared where they differ."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [p for t in summary.tables[:1] for p in table_panels(t, of, by_column=True)]
+    panels = table_panels(summary, summary.tables[:1], by_column=True)
     return _with_exceeded(panels) or default_panels(result, summary)
 
 
@@ -654,8 +658,7 @@ def _with_exceeded(panels: list[Panel]) -> list[Panel]:
 
 def managed_panels(result: Result, summary: Summary) -> list[Panel]:
     """Its table's GB/s, against the link every page brought over crosses (one direction)."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
+    panels = table_panels(summary, summary.tables)
     link = pcie_ceiling(result)
     for panel in panels:
         if isinstance(panel, Bars) and panel.unit == "GB/s" and link is not None:
