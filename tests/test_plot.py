@@ -705,6 +705,25 @@ def test_a_command_without_its_own_picture_draws_the_gb_per_s_its_tables_show():
     assert not any("cuMemHostAlloc" in label for label in labels)  # a time, not a GB/s
 
 
+def test_a_table_drawn_as_bars_draws_every_time_it_shows_marked_near_the_floor_or_not():
+    """alloc of one size draws its tables (default_panels): a call printed near its floor
+    ("1.1770*") is a figure of the table as any other, drawn under its row and column."""
+    from memprof.experiments.pictures import default_panels
+
+    d = drawn("h200_alloc")
+    calls = table(d.summary, "Stream-ordered allocation")
+    drawn_bars = next(p for p in default_panels(d.result, d.summary) if p.title == calls.title)
+    names = [re.sub(r" \((ns|us|ms|s)\)$", "", header) for header in calls.headers]
+    shown = [
+        (f"{row[0]}: {name}", as_printed(cell, header).rstrip("*"))
+        for row in calls.rows
+        for cell, header, name in zip(row[1:], calls.headers[1:], names[1:], strict=True)
+        if cell != "-"
+    ]
+    assert any(cell.endswith("*") for row in calls.rows for cell in row)
+    assert [(bar.label, format_ms(bar.value)) for bar in drawn_bars.bars] == shown
+
+
 def test_info_draws_the_ceilings_its_table_prints():
     """info's picture was its tables typed out in monospace."""
     d = drawn("h200_info")
@@ -811,7 +830,12 @@ def test_compare_draws_a_panel_per_operation_with_a_bar_per_memory_kind():
 # -- a trace's run over time -------------------------------------------------------------------
 
 
-TRACES_WITH_TIMELINES = ["h200_trace_torch", "h200_trace_pycuda", "h200_trace_managed"]
+TRACES_WITH_TIMELINES = [
+    "h200_trace_torch",
+    "h200_trace_pycuda",
+    "h200_trace_managed",
+    "traces/h200_trace_torch_dataloader",
+]  # its gaps: a column in ms
 
 
 @pytest.mark.parametrize("stem", TRACES_WITH_TIMELINES)
@@ -844,7 +868,9 @@ def test_a_traces_bins_add_up_to_where_the_time_went(stem):
         assert all(f"{part} {cell}" in said for part, cell in zip(
             ("computing", "copying", "both at once", "idle"), row[1:], strict=True
         ))  # fmt: skip
-        assert all(cells[3] in said for cells in at_gpu)
+        for number, cells in enumerate(at_gpu, 1):  # each time as nvprof writes it
+            start, length = (as_printed(cells[i], gaps.headers[i]) for i in (1, 2))
+            assert f"{number} idle for {length} at {start}: host at {cells[3]}" in said
 
 
 def test_the_drawn_idle_is_the_tables_but_for_what_lies_outside_the_recorded_events():

@@ -12,15 +12,15 @@ its tables as words. This module sits beside the experiments because it reads th
 
 from __future__ import annotations
 
+import itertools
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_gb_per_s, format_ms, in_unit
+from memprof.model.formatting import format_gb_per_s, format_ms
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
@@ -464,9 +464,11 @@ PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at o
 def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
     over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
-    and beside it the table's own figures and gaps; where the trace kept no timeline, why."""
+    and beside it the table's cells and the gaps as Longest idle gaps lists them (each time
+    as nvprof writes it); where the trace kept no timeline, why."""
     from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
+    from memprof.output.where import gap_place
 
     timeline = result.extra.timeline
     if timeline is None:
@@ -474,13 +476,11 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
     tables = {table.title: table for table in summary.tables}
     if not timeline.gpu or "Where the time went" not in tables:
         return []
-    gap_rows = tables["Longest idle gaps"].rows if "Longest idle gaps" in tables else []
     shares = breakdown_of(result)
     panels: list[Panel] = []
     for share, binned, row in zip(
         shares, over_time(timeline), tables["Where the time went"].rows, strict=True
     ):
-        gaps = [cells for cells in gap_rows if cells[0] == str(share.device)]
         marks = [
             Mark(gap.start_ns / 1e6, (gap.start_ns + gap.duration_ns) / 1e6, number)
             for number, gap in enumerate(share.gaps, 1)
@@ -508,22 +508,14 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
             "was idle too.",
             indent="  ",
         )
-        headers = tables["Longest idle gaps"].headers if gaps else []
-        for number, cells in enumerate(gaps, 1):
-            _, at, idle_for, host_at = (
-                _with_unit(c, h) for c, h in zip(cells, headers, strict=True)
-            )
+        for number, gap in enumerate(share.gaps, 1):  # as Longest idle gaps lists them
             lines += wrapped(
-                f"{number}  idle for {idle_for} at {at}: host at {host_at}", indent="   "
+                f"{number}  idle for {format_ms(gap.idle_ms)} at {format_ms(gap.start_ms)}: "
+                f"host at {gap_place(gap, result.extra.lines or [])}",
+                indent="   ",
             )
         panels.append(Words(f"GPU {share.device}: the run and its longest idle gaps", lines))
     return panels
-
-
-def _with_unit(cell: str, header: str) -> str:
-    """A table's cell as it reads under its header: 4181.9 under "Idle for (ms)", 4181.9 ms."""
-    unit = _TIME_UNIT.search(header)
-    return f"{cell} {unit[1]}" if unit and re.fullmatch(r"[\d.]+", cell) else cell
 
 
 def _line_panels(result: Result) -> list[Panel]:
@@ -568,8 +560,7 @@ def info_panels(result: Result, summary: Summary) -> list[Panel]:
 def default_panels(result: Result, summary: Summary) -> list[Panel]:
     """Each table's figures as it prints them (table_panels), ceilings exceeded said in
     words; a command whose tables print no figure of a measurement: its tables, as words."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
+    panels = table_panels(summary, summary.tables)
     if panels:
         return _with_exceeded(panels)
     return [
@@ -578,48 +569,57 @@ def default_panels(result: Result, summary: Summary) -> list[Panel]:
     ] or [Words("Nothing measured", ["This result holds no measurement to draw."])]
 
 
-_TIME_UNIT = re.compile(r" \((ns|us|ms|s)\)$")  # "Median (us)": a column of times in one unit
-_NOT_A_LABEL = re.compile(r"^(-|[\d.,]+(ns|us|ms|s|x|%)?[*†]?)$")  # a printed figure
+NAMING = ("label", "moved_bytes")  # a table's leading columns of words and sizes name its row
+# What a declared column shows of its figure (memprof.model.summary.SHOWS), as a value drawn in
+# a unit: the table's GB/s where it shows any, else its times
+DRAWN = (
+    ("GB/s", {"gb_per_s": lambda f: f.gb_per_s}),
+    ("ms", {"median_ms": lambda f: f.median_ms, "per_operation_ms": lambda f: f.per_operation_ms}),
+)
 
 
-def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -> list[Panel]:
-    """A table's figures, as bars: of each row, every figure of its measurements (its
-    sources) that it prints, GB/s where the table prints any, else times; a bar is labelled
-    by the row's leading words and, where the row prints several, the column. `by_column`:
-    a panel per column instead, a bar per row (compare: every memory kind, per operation)."""
-    for unit in ("GB/s", "ms"):
+def table_panels(summary: Summary, tables: list[Table], by_column: bool = False) -> list[Panel]:
+    """Each built table's figures (memprof.model.summary.table), as bars (_bars)."""
+    of = {id(f.measurement): f for f in summary.figures}
+    return [panel for table in tables for panel in _bars(table, of, by_column)]
+
+
+def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
+    """Of each row, every figure of a measurement (`of`: the summary's figure of each) that
+    a column declares it shows, GB/s where the table shows any, else times; a bar is labelled
+    by the row's leading words and sizes and, where the row shows several, the column.
+    `by_column`: a panel per column instead, a bar per row (compare: every memory kind, per
+    operation)."""
+    naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
+    for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
-        for row, sources in zip(table.rows, table.sources, strict=True):
-            found, taken = [], set()  # a column prints one figure: the first of its sources
-            for f in (of.get(id(m)) for m in sources if m is not None):
-                for column, value in _printed(table, row, f, unit) if f is not None else ():
-                    if column not in taken:
-                        found.append((column, f, value))
-                        taken.add(column)
-                        break
-            words = ", ".join(_leading_words(row))
-            for column, f, value in found:
-                header = _TIME_UNIT.sub("", table.headers[column])
-                several = len(found) > 1 and not by_column
-                label = f"{words}: {header}" if several else words
+        for row in table.figures:
+            found = []
+            for index, column in enumerate(table.columns):
+                one = row.get(column.of) if column.shows in values else None
+                f = of.get(id(getattr(one, "measurement", one))) if one is not None else None
+                value = values[column.shows](f) if f is not None else None
+                if value is not None:
+                    found.append((index, f, value))
+            words = ", ".join(c.cell(row) for c in naming if c.cell(row) != "-")
+            for index, f, value in found:
+                header = table.columns[index].header
+                label = f"{words}: {header}" if len(found) > 1 and not by_column else words
                 ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
-                bars.setdefault(column if by_column else -1, []).append(
+                bars.setdefault(index if by_column else -1, []).append(
                     Bar(
                         label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
                     )
                 )
         if bars:
-            value_label = GB_PER_S if unit == "GB/s" else "time"
             return [
                 Bars(
-                    f"{table.title}: {_TIME_UNIT.sub('', table.headers[column])}"
-                    if by_column
-                    else table.title,
-                    value_label,
+                    f"{table.title}: {table.columns[index].header}" if by_column else table.title,
+                    GB_PER_S if unit == "GB/s" else "time",
                     found,
                     unit=unit,
                 )
-                for column, found in sorted(bars.items())
+                for index, found in sorted(bars.items())
             ]
     return []
 
@@ -627,42 +627,8 @@ def table_panels(table: Table, of: dict[int, Figure], by_column: bool = False) -
 def compare_panels(result: Result, summary: Summary) -> list[Panel]:
     """Its first table a panel per operation (HtoD, DtoH, kernel read, host write and read),
     a bar per memory kind: the kinds compared where they differ."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [p for t in summary.tables[:1] for p in table_panels(t, of, by_column=True)]
+    panels = table_panels(summary, summary.tables[:1], by_column=True)
     return _with_exceeded(panels) or default_panels(result, summary)
-
-
-def _leading_words(row: list[str]) -> list[str]:
-    """The cells a row starts with that name it, up to its first figure."""
-    words = []
-    for cell in row:
-        if _NOT_A_LABEL.match(cell):
-            break
-        words.append(cell)
-    return words or row[:1]
-
-
-def _printed(table: Table, row: list[str], f: Figure, unit: str) -> list[tuple[int, float]]:
-    """(column, value) of each cell of `row` that prints a figure of `f` in `unit`: its
-    GB/s, or its median or per-operation time as the column writes times."""
-    if unit == "GB/s":
-        candidates = {format_gb_per_s(f.gb_per_s): f.gb_per_s} if f.gb_per_s else {}
-    else:
-        candidates = {}
-        for value in (f.per_operation_ms, f.median_ms):
-            candidates[format_ms(value)] = value
-    found = []
-    for column, cell in enumerate(row):
-        header = table.headers[column]
-        if unit == "GB/s" and "GB/s" not in header + table.title:
-            continue
-        written = _TIME_UNIT.search(header)
-        for text, value in candidates.items():
-            shown = in_unit(text, written[1]) if written and unit == "ms" else text
-            if cell.rstrip("*†") == shown:
-                found.append((column, value))
-                break
-    return found
 
 
 def _with_exceeded(panels: list[Panel]) -> list[Panel]:
@@ -692,8 +658,7 @@ def _with_exceeded(panels: list[Panel]) -> list[Panel]:
 
 def managed_panels(result: Result, summary: Summary) -> list[Panel]:
     """Its table's GB/s, against the link every page brought over crosses (one direction)."""
-    of = {id(f.measurement): f for f in summary.figures}
-    panels = [panel for table in summary.tables for panel in table_panels(table, of)]
+    panels = table_panels(summary, summary.tables)
     link = pcie_ceiling(result)
     for panel in panels:
         if isinstance(panel, Bars) and panel.unit == "GB/s" and link is not None:

@@ -615,8 +615,8 @@ def _table(
     declared = [Column("Size", "size")]
     for header, group, op, _ in columns:
         call = group == "api" and op in CALLS
-        marked = partial(_call_cell_of, floor_ms=floor_ms)
-        declared.append(Column(header, header, marked if call else "median_ms"))
+        marked = partial(_near_floor_mark, floor_ms=floor_ms) if call else None
+        declared.append(Column(header, header, "median_ms", mark=marked))
     rows = [
         {"size": _label(nbytes),
          **{header: _found(result, group, op, kind, nbytes) for header, group, op, kind in columns}}
@@ -625,8 +625,8 @@ def _table(
     return table(title, declared, rows)
 
 
-def _call_cell_of(m: Measurement, floor_ms: float | None) -> str:
-    return _call_cell(m.stats.median_ms, floor_ms)
+def _near_floor_mark(m: Measurement, floor_ms: float | None) -> str:
+    return NEAR_FLOOR if near_floor(m.stats.median_ms, floor_ms) else ""
 
 
 def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:

@@ -33,6 +33,10 @@ class Table:
     highlighted: list[tuple[int, int]] = field(default_factory=list)  # (row, column): the best
     # each row's measurements, whose figures its cells show (the CSV rows it came from)
     sources: list[tuple[Any, ...]] = field(default_factory=list)
+    # a built table's (table()) declared columns and each row's figures by name, so a picture
+    # reads the figures its cells show, not the cells
+    columns: list[Column] = field(default_factory=list)
+    figures: list[Mapping[str, Any]] = field(default_factory=list)
 
     def add_row(self, *cells: str, source: Any = ()) -> None:
         """A row of cells; `source`: the measurement (or measurements) its figures are of."""
@@ -82,13 +86,14 @@ SHOWS: dict[str, Callable[[Any], str]] = {
 class Column:
     """A declared column: its header, the figure of each row it reads (`of`: the row's key
     for a Figure, a Derived or a Measurement) and what it shows of it: a name in SHOWS, or
-    a command's own way of writing it (pools' calls marked near their floor); "label": the
-    row's words under that key, printed as they are (as are words a row holds in place of a
-    figure: pinlimit's MemAvailable beside GB/s)."""
+    a command's own way of writing it; "label": the row's words under that key, printed as
+    they are (as are words a row holds in place of a figure: pinlimit's MemAvailable beside
+    GB/s). `mark`: what follows a figure's cell (pools' "*": a call near its floor)."""
 
     header: str
     of: str
     shows: str | Callable[[Any], str] = "label"
+    mark: Callable[[Any], str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.shows, str) and self.shows != "label" and self.shows not in SHOWS:
@@ -100,7 +105,8 @@ class Column:
             return "-"
         if self.shows == "label" or isinstance(one, str):
             return one
-        return SHOWS[self.shows](one) if isinstance(self.shows, str) else self.shows(one)
+        shown = SHOWS[self.shows](one) if isinstance(self.shows, str) else self.shows(one)
+        return shown + self.mark(one) if self.mark is not None else shown
 
 
 def table(
@@ -113,7 +119,9 @@ def table(
     by name), each cell as its column declares; a row's sources are the figures its cells
     show (a Figure's measurement), in column order, each once, so the CSV holds every one."""
     made = Table(title, [column.header for column in columns], notes=list(notes))
+    made.columns = list(columns)
     for row in rows:
+        made.figures.append(row)
         sources: dict[int, Any] = {}
         for column in columns:
             one = row.get(column.of) if column.shows != "label" else None
