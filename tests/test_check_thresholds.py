@@ -395,3 +395,23 @@ def test_a_model_named_beyond_ascii_is_printed_as_written():
 def test_without_a_file_or_its_floors_nothing_is_kept():
     assert thresholds_for("g.json", None, "NVIDIA H200") is None
     assert thresholds_for(None, {"NVIDIA H200": {"h2d_floor_pct": 90}}, "NVIDIA H200") is None
+
+
+def test_an_endless_file_is_read_no_further_than_its_limit(monkeypatch):
+    """--thresholds /dev/zero (or a pipe) is refused after MAX_FILE_BYTES + 1 bytes, not read
+    whole into memory."""
+
+    class Endless:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, size=-1):
+            assert size is not None and size >= 0, "read an endless file whole"
+            return b" " * size
+
+    monkeypatch.setattr(check_thresholds, "open", lambda path, mode: Endless(), raising=False)
+    with pytest.raises(InvalidArgument, match=f"is over {MAX_FILE_BYTES} bytes"):
+        read_thresholds("/dev/zero")
