@@ -1,5 +1,3 @@
-
-
 def test_the_files_a_command_reads_are_its_fields_declared_reads_file():
     from pathlib import Path
 
