@@ -473,3 +473,41 @@ def test_links_of_different_rates_are_said_to_be_summed():
     ceiling = nvlink_ceiling(healthy(0, nvlinks=links), healthy(1, pci_bus_id="0000:00:07.0"))
     assert ceiling.gb_per_s == 45.0
     assert "2 active links to the other GPU, summed = 45.0 GB/s per direction" in ceiling.detail
+
+
+def test_a_generation_without_named_encoding_shows_its_efficiency():
+    assert pcie_formula(6, 16) == "64 GT/s x 16 lanes x 0.945 / 8"  # 242/256 (FLIT)
+
+
+def test_a_link_below_its_maximum_says_both_whole():
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(pcie_generation=4, pcie_width=8)]
+    assert pcie_ceiling(result).detail == (
+        "PCIe Gen4 x8 as negotiated, 16 GT/s x 8 lanes x 128b/130b / 8 = 15.8 GB/s per "
+        "direction, below what the link can do (Gen5 x16: 63.0 GB/s) [NVML]"
+    )
+
+
+def test_a_link_whose_maximum_is_unknown_says_neither_below_nor_its_maximum():
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_max_generation=None, pcie_max_width=None)
+    assert pcie_ceiling(result).detail == (
+        "PCIe Gen5 x16 as negotiated, 32 GT/s x 16 lanes x 128b/130b / 8 = 63.0 GB/s per "
+        "direction [sysfs]"
+    )
+
+
+@pytest.mark.parametrize(("generation", "width"), [(5, None), (None, 16)])
+def test_a_link_half_known_from_the_facts_is_no_link(generation, width):
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_generation=generation, pcie_width=width)
+    assert link_of(result) is None
+
+
+def test_a_host_ceiling_says_how_it_was_measured():
+    assert host_ceiling(10.0, None).detail == (
+        "one host thread staging the copy through a 256 KiB buffer, this run: 10.0 GB/s"
+    )
+    assert host_ceiling(10.0, None, staged=False).detail == (
+        "host memcpy, one thread, pageable to pageable, same size, this run: 10.0 GB/s"
+    )
