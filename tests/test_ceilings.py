@@ -446,3 +446,66 @@ def test_a_slow_ceiling_still_gives_a_share_and_a_slow_host_side_still_bounds():
     link = Ceiling(30.0, "PCIe", "the link")
     assert host_ceiling(0.5, link).gb_per_s == 0.5  # a staging thread at 0.5 GB/s bounds
     assert host_ceiling(0.0, link) is link and host_ceiling(None, link) is link
+
+
+def test_peers_are_bounded_by_the_slower_link_whichever_gpu_copies():
+    """GPU 1's link is the slower: it bounds copies from GPU 1 too, not the run's own GPU 0's."""
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(0), healthy(1, pcie_generation=4)]
+    assert round(peer_ceiling(result, 1, 0).gb_per_s, 1) == 31.5
+
+
+def test_a_peer_without_recorded_state_has_no_ceiling_from_either_side():
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(1, pcie_generation=4)]  # GPU 0's state is missing
+    assert peer_ceiling(result, 0, 1) is None
+    assert nvlink_ceiling(None, healthy(1)) is None
+    assert nvlink_ceiling(healthy(0, nvlinks=switch_links(18)), None) is None
+
+
+def test_links_of_different_rates_are_said_to_be_summed():
+    links = [
+        NvLink(0, True, "4.0", 25000, "0000:00:07.0", "gpu"),
+        NvLink(1, True, "3.0", 20000, "0000:00:07.0", "gpu"),
+    ]
+    ceiling = nvlink_ceiling(healthy(0, nvlinks=links), healthy(1, pci_bus_id="0000:00:07.0"))
+    assert ceiling.gb_per_s == 45.0
+    assert "2 active links to the other GPU, summed = 45.0 GB/s per direction" in ceiling.detail
+
+
+def test_a_generation_without_named_encoding_shows_its_efficiency():
+    assert pcie_formula(6, 16) == "64 GT/s x 16 lanes x 0.945 / 8"  # 242/256 (FLIT)
+
+
+def test_a_link_below_its_maximum_says_both_whole():
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(pcie_generation=4, pcie_width=8)]
+    assert pcie_ceiling(result).detail == (
+        "PCIe Gen4 x8 as negotiated, 16 GT/s x 8 lanes x 128b/130b / 8 = 15.8 GB/s per "
+        "direction, below what the link can do (Gen5 x16: 63.0 GB/s) [NVML]"
+    )
+
+
+def test_a_link_whose_maximum_is_unknown_says_neither_below_nor_its_maximum():
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_max_generation=None, pcie_max_width=None)
+    assert pcie_ceiling(result).detail == (
+        "PCIe Gen5 x16 as negotiated, 32 GT/s x 16 lanes x 128b/130b / 8 = 63.0 GB/s per "
+        "direction [sysfs]"
+    )
+
+
+@pytest.mark.parametrize(("generation", "width"), [(5, None), (None, 16)])
+def test_a_link_half_known_from_the_facts_is_no_link(generation, width):
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_generation=generation, pcie_width=width)
+    assert link_of(result) is None
+
+
+def test_a_host_ceiling_says_how_it_was_measured():
+    assert host_ceiling(10.0, None).detail == (
+        "one host thread staging the copy through a 256 KiB buffer, this run: 10.0 GB/s"
+    )
+    assert host_ceiling(10.0, None, staged=False).detail == (
+        "host memcpy, one thread, pageable to pageable, same size, this run: 10.0 GB/s"
+    )

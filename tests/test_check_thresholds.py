@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import InvalidArgument
-from memprof.experiments import check, load
+from memprof.experiments import check, check_thresholds, load
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.check import CheckGpu, CheckInputs, CheckParams, figure, lines
 from memprof.experiments.check_thresholds import (
@@ -350,3 +350,68 @@ def test_the_picture_judges_each_line_as_the_table_does(tmp_path):
     for verdict, what, measured, expected in table.rows:
         said = f"{verdict:<4}  {what}: {measured} (expected {expected})"
         assert " ".join(said.split()) in " ".join(words.split())
+
+
+# -- the refusals' whole words (mutation testing: a word added or lost is a changed message) ------
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff{}", "is not UTF-8 text"),
+        ("[]", 'holds no GPU model: write {"NVIDIA H200": {"h2d_floor_pct": 85}}'),
+        (
+            {"NVIDIA H200": {"d2h_floor_pct": 0}},
+            '"NVIDIA H200" d2h_floor_pct is 0: a whole percentage of its ceiling, 1 to 100',
+        ),
+        (
+            {"A": []},
+            '"A" is not an object of floors '
+            "(h2d_floor_pct, d2h_floor_pct, at_once_floor_pct, d2d_floor_pct)",
+        ),
+    ],
+)
+def test_a_refusal_is_the_file_and_its_whole_reason(tmp_path, content, said):
+    path = written(tmp_path, content)
+    with pytest.raises(InvalidArgument) as refused:
+        read_thresholds(path)
+    assert str(refused.value) == f"--thresholds {path}: {said}"
+
+
+def test_an_unreadable_file_is_refused_with_the_systems_reason_alone(tmp_path):
+    path = str(tmp_path / "absent.json")
+    with pytest.raises(InvalidArgument) as refused:
+        read_thresholds(path)
+    assert str(refused.value) == f"--thresholds {path}: cannot be read (No such file or directory)"
+
+
+def test_a_model_named_beyond_ascii_is_printed_as_written():
+    """A name stays as written ("ä", where json by default prints "\\u00e4")."""
+    kept = thresholds_for("g.json", {"NVIDIA Hä": {"h2d_floor_pct": 90}}, "nvidia hä")
+    assert kept == CheckThresholds("g.json", "NVIDIA Hä", h2d_floor_pct=90)
+    assert 'its entry "NVIDIA Hä": h2d_floor_pct 90;' in check_thresholds.note(kept, "nvidia hä")
+
+
+def test_without_a_file_or_its_floors_nothing_is_kept():
+    assert thresholds_for("g.json", None, "NVIDIA H200") is None
+    assert thresholds_for(None, {"NVIDIA H200": {"h2d_floor_pct": 90}}, "NVIDIA H200") is None
+
+
+def test_an_endless_file_is_read_no_further_than_its_limit(monkeypatch):
+    """--thresholds /dev/zero (or a pipe) is refused after MAX_FILE_BYTES + 1 bytes, not read
+    whole into memory."""
+
+    class Endless:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, size=-1):
+            assert size is not None and size >= 0, "read an endless file whole"
+            return b" " * size
+
+    monkeypatch.setattr(check_thresholds, "open", lambda path, mode: Endless(), raising=False)
+    with pytest.raises(InvalidArgument, match=f"is over {MAX_FILE_BYTES} bytes"):
+        read_thresholds("/dev/zero")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -15,6 +16,7 @@ from memprof.api import declared
 from memprof.cli import app
 from memprof.errors import ExitCode
 from memprof.experiments import load
+from memprof.output.diff import measurement_label
 from memprof.output.fleet import fleet, run_names
 from tests.conftest import FIXTURES
 
@@ -144,3 +146,157 @@ def test_four_recorded_gpus_are_one_fleet_and_a_planted_slow_one_is_found(tmp_pa
     assert "memprof: outlier: vm GPU 2: [CUDA memcpy HtoD] (pinned) [gpu], 64 MiB" in ran.stderr
     assert ran.stderr.strip().endswith("beyond --fail-outliers 10%: vm GPU 2")
     assert report("--fail-outliers", 30, *planted).exit_code == 0
+
+
+# -- the fleet view's words and figures, whole (mutation testing: tests/README_verdicts.md) -------
+
+
+def saved(tmp_path: Path, fixture: Path, name: str, slower: dict[int, float]) -> object:
+    """`fixture` as another node saved it, measurement i taking slower[i] times as long."""
+    data = json.loads(fixture.read_text())
+    for index, factor in slower.items():
+        m = data["measurements"][index]
+        for field in ("samples_ms", "throughput_ms", "events_ms"):
+            m[field] = [t * factor for t in m.get(field) or []]
+    for key in ("h2d_floor_pct", "d2h_floor_pct", "d2d_floor_pct", "at_once_floor_pct"):
+        if key in data["parameters"]:
+            data["parameters"][key] = 10  # the fleet judges it, not check's floors
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return load(path)
+
+
+def rows(summary) -> list[list]:
+    return [[table.title, table.headers, table.rows, table.notes] for table in summary.tables]
+
+
+def test_five_recorded_gpus_two_slow_in_one_figure_read_as_these_words(tmp_path):
+    """GPU 2's and GPU 3's host to device copies 1.25x and 1.3x as slow, GPU 1's device copy
+    0.92x (faster, within 10%), GPU 0 given twice: each cell and sentence, whole."""
+    results = [
+        load(RECORDED[0]),
+        saved(tmp_path, RECORDED[1], "g1", {4: 0.92}),
+        saved(tmp_path, RECORDED[2], "g2", {0: 1.25}),
+        saved(tmp_path, RECORDED[3], "g3", {0: 1.3}),
+        load(RECORDED[0]),
+    ]
+    found = fleet(results, declared)
+    dtoh, dtod = "[CUDA memcpy DtoH] (pinned) [gpu], 64 MiB", "[CUDA memcpy DtoD] (device) [gpu]"
+    htod = "[CUDA memcpy HtoD] (pinned) [gpu], 64 MiB"
+    assert rows(found.summary) == [
+        [
+            "memprof check: 5 runs against the fleet's median",
+            ["Run", "GPU", "Outliers", "Furthest from the median"],
+            [
+                ["vm GPU 0 #1", "NVIDIA H200", "0", f"{dtoh}: 50.5 GB/s (+0.1%)"],
+                ["vm GPU 1", "NVIDIA H200", "0", f"{dtod}, 1 GiB: 4612 GB/s (-8.0%)"],
+                ["vm GPU 2", "NVIDIA H200", "1", f"{htod}: 44.2 GB/s (+25.0%)"],
+                ["vm GPU 3", "NVIDIA H200", "1", f"{htod}: 42.6 GB/s (+29.9%)"],
+                ["vm GPU 0 #5", "NVIDIA H200", "0", f"{dtoh}: 50.5 GB/s (+0.1%)"],
+            ],
+            [
+                "Outlier: a figure's time per operation more than 10% from the median of the "
+                "fleet's and beyond 3x its run's own noise; GB/s where it moves bytes. Furthest: "
+                "the run's figure furthest from the median, and by how much (+: slower)."
+            ],
+        ],
+        [
+            "Figures with an outlier: the fleet's median and the runs beyond it",
+            ["Figure", "Fleet median", "Outliers"],
+            [[htod, "55.3 GB/s", "vm GPU 2: 44.2 GB/s (+25%); vm GPU 3: 42.6 GB/s (+30%)"]],
+            [],
+        ],
+    ]
+    assert found.summary.conclusions == [
+        "5 figures in all 5 runs.",
+        "Slower than the fleet beyond 10% and their noise: vm GPU 2, vm GPU 3.",
+    ]
+
+
+ALLOC = FIXTURES / "h200_alloc.json"
+
+
+def test_three_runs_are_judged_a_time_is_shown_as_one_and_more_than_twelve_are_counted(tmp_path):
+    alloc = load(ALLOC)
+    cu_mem_alloc = 154  # cuMemAlloc of 256 KiB: a time, no GB/s
+    found = fleet([alloc, saved(tmp_path, ALLOC, "b", {cu_mem_alloc: 5.0}), alloc], declared)
+    assert found.summary.tables[1].rows == [
+        ["cuMemAlloc (device) [api], 256 KiB", "80.301us", "vm GPU 0 #2: 401.50us (+400%)"]
+    ]
+    assert found.summary.tables[1].notes == []
+    assert [d.run for d in found.slower] == [1]
+    everything = {index: 1.3 for index in range(len(alloc.measurements))}
+    found = fleet([alloc, saved(tmp_path, ALLOC, "c", everything), alloc], declared)
+    assert len(found.summary.tables[1].rows) == 12
+    assert found.summary.tables[1].notes == ["332 more figures have an outlier."]
+    labels = [measurement_label(m) for m in alloc.measurements]
+    flagged = [
+        d.label
+        for d in found.deviations
+        if d.run == 1 and d.outlier and labels.count(d.label) == 1  # one measurement each
+    ]
+    for count, notes in [(12, []), (13, ["1 more figures have an outlier."])]:
+        slower = {index: 1.3 for index, label in enumerate(labels) if label in flagged[:count]}
+        found = fleet([alloc, saved(tmp_path, ALLOC, f"d{count}", slower), alloc], declared)
+        assert len(found.slower) == count and found.summary.tables[1].notes == notes
+
+
+def test_runs_of_other_commands_and_an_unknown_gpu_are_said_and_share_no_figure():
+    nameless = load(RECORDED[1])
+    nameless.device = None
+    found = fleet([load(RECORDED[0]), load(ALLOC), nameless], declared)
+    assert found.summary.tables[0].title == "memprof check: 3 runs against the fleet's median"
+    assert [row[1:] for row in found.summary.tables[0].rows] == [
+        ["NVIDIA H200", "0", "-"],
+        ["NVIDIA H200", "0", "-"],
+        ["-", "0", "-"],
+    ]
+    assert found.summary.conclusions == [
+        "0 figures in all 3 runs.",
+        "The runs are of different commands (alloc, check).",
+        "The runs are of different GPU models (NVIDIA H200, an unknown GPU): an outlier may be "
+        "its model, not its GPU.",
+        "Slower than the fleet beyond 10% and their noise: none.",
+    ]
+
+
+def test_only_figures_every_run_holds_and_timed_above_zero_are_compared():
+    """The first run lacks one figure, the second another, the third timed one at zero: the
+    two left are compared, each in the first run's order."""
+    runs = [load(RECORDED[n]) for n in range(3)]
+    del runs[0].measurements[1]
+    del runs[1].measurements[3]
+    zero = runs[2].measurements[2]
+    runs[2].measurements[2] = msgspec.structs.replace(
+        zero, samples_ms=[0.0] * len(zero.samples_ms), throughput_ms=[], events_ms=[]
+    )
+    found = fleet(runs, declared)
+    assert found.summary.conclusions[0] == "2 figures in all 3 runs."
+    assert [d.label for d in found.deviations[::3]] == [
+        "[CUDA memcpy HtoD] (pinned) [gpu], 64 MiB",
+        "[CUDA memcpy DtoD] (device) [gpu], 1 GiB",
+    ]
+
+
+def test_a_figures_noise_is_that_of_the_batches_its_median_is_of(tmp_path):
+    """Its back-to-back batches (throughput_ms) noisy, its single copies quiet: 15% slow is
+    within the batches' noise, so not an outlier."""
+    runs = [load(RECORDED[n]) for n in range(3)]
+    data = json.loads(RECORDED[3].read_text())
+    m = data["measurements"][4]
+    spread = [0.6, 0.8, 1.15, 1.6, 2.2]
+    m["throughput_ms"] = [t * s for t, s in zip(m["throughput_ms"], spread, strict=True)]
+    m["samples_ms"] = [t * 1.15 for t in m["samples_ms"]]
+    m["events_ms"] = [t * 1.15 for t in m.get("events_ms") or []]
+    (tmp_path / "gpu3.json").write_text(json.dumps(data))
+    found = fleet([*runs, load(tmp_path / "gpu3.json")], declared)
+    mine = [d for d in found.deviations if d.run == 3 and "DtoD" in d.label]
+    assert mine[0].ratio > 1.10 and not mine[0].outlier
+
+
+def test_two_runs_name_no_outlier_in_either_table(tmp_path):
+    """A median of two cannot single one out: GPU 1 1.3x as slow is neither counted nor listed."""
+    found = fleet([load(RECORDED[0]), saved(tmp_path, RECORDED[1], "g1", {0: 1.3})], declared)
+    [per_run] = found.summary.tables  # no table of figures with an outlier
+    assert [row[2] for row in per_run.rows] == ["0", "0"]
+    assert per_run.rows[1][3].endswith("(+13.0%)") and found.slower == []  # 1.3 / 1.15

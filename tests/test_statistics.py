@@ -70,3 +70,13 @@ def test_invalid_samples_are_refused(samples):
 
 def test_a_zero_sample_is_valid():
     assert Statistics.of([0.0, 2.0]).min_ms == 0.0
+
+
+def test_a_refusal_names_what_was_wrong_and_the_samples():
+    """The message is what an internal error or a refused file shows: it names the samples."""
+    with pytest.raises(ValueError) as refused:
+        Statistics.of([])
+    assert str(refused.value) == "no samples to summarise"
+    with pytest.raises(ValueError) as refused:
+        Statistics.of([1.0, -0.5])
+    assert str(refused.value) == "invalid timing sample in [1.0, -0.5]"
