@@ -181,3 +181,25 @@ def test_a_program_without_torch_records_no_setting(tmp_path):
     (tmp_path / "main.py").write_text("x = 1\n")
     outcome = run_program(Program(str(tmp_path / "main.py"), None))
     assert outcome.cudnn_benchmark is None
+
+
+def test_the_h200s_resnet_with_benchmark_on_names_the_kernels_only_its_first_steps_ran():
+    """Recorded on the H200 (examples/resnet_train.py --cudnn-benchmark, 30 steps of 64
+    images): cuDNN timed candidates it never ran again. Each kernel named ran only before the
+    steady steps began, each cuDNN kernel of those steps is left out, and one sentence says
+    so with their GPU time."""
+    result = load_trace("resnet_benchmark")
+    assert result.extra.cudnn_benchmark is True
+    named = cudnn_tuning(result)
+    launches = cudnn_launches(result)
+    assert len(named) >= 10 and set(named) < set(launches)
+    last_tuning = max(max(launches[name]) for name in named)
+    steady = [name for name, starts in launches.items() if max(starts) > last_tuning]
+    assert steady and not set(steady) & set(named)
+    said = [c for c in summarize(result).conclusions if c.startswith("cuDNN's autotuning")]
+    tuning_ms = math.fsum(
+        s for m in result.measurements if m.group == "gpu" and m.name in named for s in m.samples_ms
+    )
+    assert len(said) == 1 and format_ms(tuning_ms) in said[0]
+    result.extra.cudnn_benchmark = False  # the same kernels, the setting off: nothing is said
+    assert cudnn_tuning(result) == []
