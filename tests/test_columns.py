@@ -83,3 +83,15 @@ def test_words_a_row_holds_in_a_figures_column_are_printed_as_they_are_and_no_so
     made = table("T", COLUMNS[:2], rows)
     assert made.rows == [["pinned", "250.00us"], ["MemAvailable", "1.5 TiB"]]
     assert made.sources == [(copy.measurement,), ()]
+
+
+def test_a_cell_printing_several_figures_sources_each_and_one_printing_none_sources_nothing():
+    """check's Line: its Measured cell prints its `sources` (a copy, its floor, a reference);
+    a line of words (the PCIe link's) prints no figure, and is no source itself."""
+    copy, floor = SimpleNamespace(name="HtoD"), SimpleNamespace(ratio=0.8)
+    judged = SimpleNamespace(measured="48.0 GB/s (75%)", sources=(copy, floor, copy))
+    link = SimpleNamespace(measured="Gen5 x16", sources=())
+    column = Column("Measured", "line", lambda line: line.measured)
+    made = table("T", [column], [{"line": judged}, {"line": link}])
+    assert made.rows == [["48.0 GB/s (75%)"], ["Gen5 x16"]]
+    assert made.sources == [(copy, floor), ()]

@@ -49,7 +49,7 @@ from memprof.model.measures import ABOVE_BOUND
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import ByteCount, Samples, SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 
 Verdict = Literal["PASS", "WARN", "FAIL"]
 PCIE_FLOOR = 0.85  # pinned copies reach at least this share of the link's theoretical rate
@@ -1075,11 +1075,21 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
     return where, lines(result, reference), again
 
 
+# A check's table: a row per Line; its Measured cell prints the line's figures (its sources)
+VERDICTS = [
+    Column("Verdict", "verdict"),
+    Column("Check", "what"),
+    Column("Measured", "line", lambda line: line.measured),
+    Column("Expected", "expected"),
+]
+
+
 def verdict_table(title: str, found: list[Line], notes: list[str]) -> Table:
-    table = Table(title, ["Verdict", "Check", "Measured", "Expected"], notes=notes)
-    for line in found:
-        table.add_row(line.verdict, line.what, line.measured, line.expected, source=line.sources)
-    return table
+    rows = [
+        {"verdict": line.verdict, "what": line.what, "line": line, "expected": line.expected}
+        for line in found
+    ]
+    return table(title, VERDICTS, rows, notes)
 
 
 def failures(found: list[Line], where: str) -> list[str]:
@@ -1121,9 +1131,8 @@ def summarize(result: Result) -> Summary:
             f"--retries {result.parameters.retries}: a throughput line that WARNed or FAILed "
             "was measured again until it PASSed; the table shows its last attempt."
         )
-    table = verdict_table(f"Health of {where}", found, notes)
     return Summary(
-        tables=[table],
+        tables=[verdict_table(f"Health of {where}", found, notes)],
         conclusions=[*retried, tally(found, where, len(retried))],
         show_profile=False,
         header=[said] if kept is not None and kept.model is None else [],  # a warning
@@ -1334,9 +1343,8 @@ def summarize_pairs(result: Result) -> Summary:
         "rate per direction), or the slower PCIe link where NVML says there is no NVLink.",
         f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
     ]
-    table = verdict_table("Health of every pair of GPUs", found, notes)
     return Summary(
-        tables=[table],
+        tables=[verdict_table("Health of every pair of GPUs", found, notes)],
         conclusions=[tally(found, "every pair of GPUs")],
         show_profile=False,
         failed=failures(found, "pairs"),

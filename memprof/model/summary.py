@@ -117,7 +117,8 @@ def table(
 ) -> Table:
     """The one builder of figure tables: a row per mapping of `rows` (its labels and figures
     by name), each cell as its column declares; a row's sources are the figures its cells
-    show (a Figure's measurement), in column order, each once, so the CSV holds every one."""
+    show (a Figure's measurement; a cell printing several, as check's Line: its `sources`), in
+    column order, each once, so the CSV holds every one."""
     made = Table(title, [column.header for column in columns], notes=list(notes))
     made.columns = list(columns)
     for row in rows:
@@ -126,8 +127,12 @@ def table(
         for column in columns:
             one = row.get(column.of) if column.shows != "label" else None
             if one is not None and not isinstance(one, str):
-                one = getattr(one, "measurement", one)  # a Figure: its measurement
-                sources.setdefault(id(one), one)
+                # a Figure: its measurement; a cell of several (check's Line): its `sources`
+                parts = (
+                    one.sources if hasattr(one, "sources") else (getattr(one, "measurement", one),)
+                )
+                for part in parts:
+                    sources.setdefault(id(part), part)
         made.add_row(*(column.cell(row) for column in columns), source=tuple(sources.values()))
     return made
 
