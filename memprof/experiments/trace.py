@@ -27,7 +27,7 @@ from memprof.model.formatting import (
 from memprof.model.lines import CALL_KINDS, SourceLine
 from memprof.model.results import Result, ResultShape
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 from memprof.model.timeline import GPU_CATEGORIES, Breakdown, breakdown_of
 from memprof.output.render import LOWER_BOUNDS
 from memprof.output.where import copy_group_rows, gap_place
@@ -475,27 +475,39 @@ def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
     return f"Of the run, {'; '.join(said)}: {once}, not each step's.{rest} {listed}".strip()
 
 
+TIME_COLUMNS = [Column("GPU", "gpu")] + [Column(part.capitalize(), part) for part in PARTS]
+GAP_COLUMNS = [
+    Column("GPU", "gpu"),
+    Column("At", "gap", lambda gap: format_ms(gap.start_ms)),
+    Column("Idle for", "gap", lambda gap: format_ms(gap.idle_ms)),
+    Column("Host at", "place"),
+]
+GAPS_NOTE = "At: from the first recorded event."
+
+
 def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     """The breakdown of the run per GPU and its longest idle gaps, and what it means;
     nothing for a trace saved without a timeline, or whose GPU did no work."""
     shares = breakdown_of(result)
     if not shares:
         return [], []
-    table = Table("Where the time went", ["GPU", "Computing", "Copying", "Both", "Idle"])
-    gaps = Table("Longest idle gaps", ["GPU", "At", "Idle for", "Host at"])
     lines = result.extra.lines or []
-    for share in shares:
-        cells = [
-            f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
-            for ns in _parts_ns(share).values()
-        ]
-        table.add_row(str(share.device), *cells)
-        for gap in share.gaps:  # its CSV row: group "gap" (memprof.output.where)
-            at, idle = format_ms(gap.start_ms), format_ms(gap.idle_ms)
-            gaps.add_row(str(share.device), at, idle, gap_place(gap, lines), source=gap)
-    table.notes.append(BREAKDOWN_NOTE)
-    gaps.notes.append("At: from the first recorded event.")
-    tables = [table, gaps] if gaps.rows else [table]
+    parts = [
+        {"gpu": str(share.device)}
+        | {
+            name: f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
+            for name, ns in _parts_ns(share).items()
+        }
+        for share in shares
+    ]
+    tables = [table("Where the time went", TIME_COLUMNS, parts, [BREAKDOWN_NOTE])]
+    gaps = [  # each its CSV row: group "gap" (memprof.output.where)
+        {"gpu": str(share.device), "gap": gap, "place": gap_place(gap, lines)}
+        for share in shares
+        for gap in share.gaps
+    ]
+    if gaps:
+        tables.append(table("Longest idle gaps", GAP_COLUMNS, gaps, [GAPS_NOTE]))
     return tables, [time_verdict(share, lines) for share in shares]
 
 
