@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from memprof.model.schema import SchemaError
 from memprof.model.summary import Column, Summary, Table, table
 from memprof.model.timeline import GPU_CATEGORIES, Breakdown, breakdown_of
 from memprof.output.render import LOWER_BOUNDS
-from memprof.output.where import copy_group_rows, gap_place
+from memprof.output.where import copy_blocked_ms, copy_gb_per_s, copy_name, gap_place
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
@@ -295,52 +296,45 @@ def _small_cost_ms(copies: list[CopyGroup]) -> float:
     return max(gpu, host)
 
 
+COPY_COLUMNS = [
+    Column("Copy", "group", copy_name),
+    Column("Calls", "group", lambda g: str(g.calls)),
+    Column("Bytes", "group", lambda g: format_bytes(g.bytes)),
+    Column("GPU time", "group", lambda g: format_ms(g.gpu_ms)),
+    Column("GB/s", "group", lambda g: _or_dash(copy_gb_per_s(g), format_gb_per_s)),
+    Column("Blocking", "group", lambda g: str(g.blocking_copies)),
+    Column("Host blocked", "group", lambda g: _or_dash(copy_blocked_ms(g), format_ms)),
+    Column(f"Under {SMALL_LABEL}", "group", lambda g: str(g.small_calls)),
+]
+COPIES_NOTE = (
+    "GPU time: CUPTI's record of each copy on the GPU (the DMA alone), summed; GB/s: "
+    "bytes over that time (10^9 bytes/s). Blocking: copies the host waited for (a "
+    "synchronous call, or from or to pageable memory, which the driver stages through "
+    "its own pinned buffer). Host blocked: those copies' calls, entry to exit, summed: "
+    "staging included, what the program waited and what it measures around such a "
+    "copy (- where the trace did not record it)."
+)
+
+
+def _or_dash(value: float | None, shown: Callable[[float], str]) -> str:
+    return "-" if value is None else shown(value)
+
+
 def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> Table:
-    table = Table(
-        "Copies by memory kind",
-        [
-            "Copy",
-            "Calls",
-            "Bytes",
-            "GPU time",
-            "GB/s",
-            "Blocking",
-            "Host blocked",
-            f"Under {SMALL_LABEL}",
-        ],
-        notes=[
-            "GPU time: CUPTI's record of each copy on the GPU (the DMA alone), summed; GB/s: "
-            "bytes over that time (10^9 bytes/s). Blocking: copies the host waited for (a "
-            "synchronous call, or from or to pageable memory, which the driver stages through "
-            "its own pinned buffer). Host blocked: those copies' calls, entry to exit, summed: "
-            "staging included, what the program waited and what it measures around such a "
-            "copy (- where the trace did not record it)."
-        ],
-    )
-    for g, row in zip(copies, copy_group_rows(copies), strict=True):  # the CSV's rows: "copies"
-        rate, blocked = row["gb_per_s"], row["host_ms"]
-        table.add_row(
-            str(row["name"]),
-            str(row["calls"]),
-            format_bytes(g.bytes),
-            format_ms(g.gpu_ms),
-            format_gb_per_s(rate) if isinstance(rate, float) else "-",
-            str(row["blocking_copies"]),
-            format_ms(blocked) if isinstance(blocked, float) else "-",
-            str(row["small_copies"]),
-            source=g,
-        )
+    """Each copy group's row, its CSV row the group's (group "copies": copy_group_rows)."""
+    rows = [{"group": g} for g in copies]
+    copies_by_kind = table("Copies by memory kind", COPY_COLUMNS, rows, [COPIES_NOTE])
     h2d, d2h = pinned_gb_per_s(bandwidth, "HtoD"), pinned_gb_per_s(bandwidth, "DtoH")
     how = (bandwidth or {}).get("how", "not measured")
     if h2d and d2h:
         size = format_bytes(int((bandwidth or {}).get("bytes", 0)))
-        table.notes.append(
+        copies_by_kind.notes.append(
             f"This GPU's pinned bandwidth, for the advice: HtoD {format_gb_per_s(h2d)} GB/s, "
             f"DtoH {format_gb_per_s(d2h)} GB/s ({size} copies; {how})."
         )
     else:
-        table.notes.append(f"This GPU's pinned bandwidth: {how}.")
-    return table
+        copies_by_kind.notes.append(f"This GPU's pinned bandwidth: {how}.")
+    return copies_by_kind
 
 
 def outcome_line(result: Result) -> str:
