@@ -1020,53 +1020,66 @@ def _size_words(line: SourceLine) -> str:
     return f"{format_bytes(line.smallest_bytes)} to {format_bytes(line.largest_bytes)}"
 
 
+def _lines_column(header: str, figure: str, shown: Callable[[Any], str]) -> Column:
+    """A Where column: one line's figure, or the other lines' summed (a Derived); - for a
+    time none of them recorded."""
+
+    def cell(one: SourceLine | Derived) -> str:
+        lines = one if isinstance(one, Derived) else Derived("", (one,), "lines")
+        return _or_dash(lines.line_total(figure), shown)
+
+    return Column(header, figure, cell)
+
+
+WHERE_FIGURES = ("calls", "bytes", "gpu_ms", "host_ms")  # each a column's key
+WHERE_WORK = [  # copies and memsets: bytes and GPU time
+    Column("Line", "place"),
+    _lines_column("Calls", "calls", str),
+    _lines_column("Bytes", "bytes", format_bytes),
+    _lines_column("GPU time", "gpu_ms", format_ms),
+    _lines_column("Host", "host_ms", format_ms),
+]
+WHERE_CALLS = [  # the other calls: which call, and how long the host spent in it
+    Column("Line", "place"),
+    Column("Call", "call"),
+    _lines_column("Calls", "calls", str),
+    _lines_column("Host", "host_ms", format_ms),
+]
+
+
 def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
     """One activity's lines: the top ones (with their callers on request), then the rest
     summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
     work = activity not in CALL_KINDS or activity == "memset"
-    if work:
-        headers = ["Line", "Calls", "Bytes", "GPU time", "Host"]
-    else:
-        headers = ["Line", "Call", "Calls", "Host"]
+    columns = WHERE_WORK if work else WHERE_CALLS
     title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
-    table = Table(f"Where: {title}", headers)
+    blank = dict.fromkeys(("call", *WHERE_FIGURES), "")
+    rows: list[dict[str, Any]] = []
+    best: dict[str, tuple[float, int]] = {}  # figure -> (the most, its row)
     shown = top_lines(lines)
-    best: dict[str, tuple[float, int]] = {}  # column -> (the most, its row)
     for line in shown:
-        figures = {"Calls": line.calls, "Bytes": line.bytes, "GPU time": line.gpu_ms}
-        figures["Host"] = line.host_ms
-        for column, value in figures.items():
-            if column in headers and value > best.get(column, (0, -1))[0]:
-                best[column] = (value, len(table.rows))
-        cells = _cells(line, work)
-        if show_chains and line.chains:
-            cells[0] += f" {line.function}"
-        table.add_row(*cells, source=line)  # its CSV row: the line's (group "line")
+        for figure in WHERE_FIGURES:
+            value = getattr(line, figure)
+            if value > best.get(figure, (0, -1))[0]:
+                best[figure] = (value, len(rows))
+        place = f"{line.place} {line.function}" if show_chains and line.chains else line.place
+        call = ", ".join(line.api) or "-"
+        # its CSV row: the line's (group "line")
+        rows.append(dict.fromkeys(WHERE_FIGURES, line) | {"place": place, "call": call})
         for chain in line.chains if show_chains else ():
             for index, frame in enumerate(chain.frames):
-                row = {"Line": f"  ← {frame.file}:{frame.line} {frame.function}"}
-                row["Calls"] = str(chain.calls) if index == 0 else ""
-                table.add_row(*(row.get(column, "") for column in headers))
-    table.highlighted = [(row, headers.index(column)) for column, (_, row) in best.items()]
+                calls = str(chain.calls) if index == 0 else ""
+                place = f"  ← {frame.file}:{frame.line} {frame.function}"
+                rows.append(blank | {"place": place, "calls": calls})
     rest = [line for line in lines if all(line is not s for s in shown)]
     if rest:  # its CSV row: a derived one, the lines summed
         others = Derived(f"Where: {title}, {plural(len(rest), 'other line')}", tuple(rest), "lines")
-        gpu_ms, host_ms = others.line_total("gpu_ms"), others.line_total("host_ms")
-        row = {"Line": f"({plural(len(rest), 'other line')})"}
-        row["Calls"] = str(others.line_total("calls"))
-        row["Bytes"] = format_bytes(others.line_total("bytes"))
-        row["GPU time"] = "-" if gpu_ms is None else format_ms(gpu_ms)
-        row["Host"] = "-" if host_ms is None else format_ms(host_ms)
-        table.add_row(*(row.get(column, "") for column in headers), source=others)
-    return table
-
-
-def _cells(line: SourceLine, work: bool) -> list[str]:
-    host = format_ms(line.host_ms) if line.host_ms_each else "-"
-    if work:
-        gpu = format_ms(line.gpu_ms) if line.gpu_ms_each else "-"
-        return [line.place, str(line.calls), format_bytes(line.bytes), gpu, host]
-    return [line.place, ", ".join(line.api) or "-", str(line.calls), host]
+        place = f"({plural(len(rest), 'other line')})"
+        rows.append(dict.fromkeys(WHERE_FIGURES, others) | {"place": place, "call": ""})
+    made = table(f"Where: {title}", columns, rows)
+    keys = [column.of for column in columns]
+    made.highlighted = [(row, keys.index(key)) for key, (_, row) in best.items() if key in keys]
+    return made
 
 
 def where_tables(lines: list[SourceLine], show_chains: bool) -> list[Table]:
