@@ -9,15 +9,12 @@ anyone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
 from memprof.model.timeline import NO_LINE, Gap, breakdown_of
 from memprof.output.literal import literal
-
-if TYPE_CHECKING:
-    from memprof.trace.collect import CopyGroup
 
 WHERE_COLUMNS = (
     "command",
@@ -68,17 +65,17 @@ def where_rows(result: object) -> list[dict[str, object]]:
     return rows
 
 
-def copy_name(g: CopyGroup) -> str:
-    """A copy group as the table and its CSV row both name it."""
+def copy_name(g: Any) -> str:
+    """A copy group (memprof.trace.collect.CopyGroup) as its table and CSV row name it."""
     return f"{g.direction} {g.source} -> {g.destination}"
 
 
-def copy_gb_per_s(g: CopyGroup) -> float | None:
+def copy_gb_per_s(g: Any) -> float | None:
     """A copy group's bytes over its GPU time; None where CUPTI recorded none."""
     return bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else None
 
 
-def copy_blocked_ms(g: CopyGroup) -> float | None:
+def copy_blocked_ms(g: Any) -> float | None:
     """Its blocking copies' calls, summed; None where the trace did not record them."""
     return g.blocked_ms if g.blocked_ms > 0 else None
 
