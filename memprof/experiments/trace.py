@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,10 @@ from memprof.model.formatting import (
 from memprof.model.lines import CALL_KINDS, SourceLine
 from memprof.model.results import Result, ResultShape
 from memprof.model.schema import SchemaError
-from memprof.model.summary import Summary, Table
+from memprof.model.summary import Column, Summary, Table, table
 from memprof.model.timeline import GPU_CATEGORIES, Breakdown, breakdown_of
 from memprof.output.render import LOWER_BOUNDS
-from memprof.output.where import copy_group_rows, gap_place
+from memprof.output.where import copy_blocked_ms, copy_gb_per_s, copy_name, gap_place
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
@@ -295,52 +296,45 @@ def _small_cost_ms(copies: list[CopyGroup]) -> float:
     return max(gpu, host)
 
 
+COPY_COLUMNS = [
+    Column("Copy", "group", copy_name),
+    Column("Calls", "group", lambda g: str(g.calls)),
+    Column("Bytes", "group", lambda g: format_bytes(g.bytes)),
+    Column("GPU time", "group", lambda g: format_ms(g.gpu_ms)),
+    Column("GB/s", "group", lambda g: _or_dash(copy_gb_per_s(g), format_gb_per_s)),
+    Column("Blocking", "group", lambda g: str(g.blocking_copies)),
+    Column("Host blocked", "group", lambda g: _or_dash(copy_blocked_ms(g), format_ms)),
+    Column(f"Under {SMALL_LABEL}", "group", lambda g: str(g.small_calls)),
+]
+COPIES_NOTE = (
+    "GPU time: CUPTI's record of each copy on the GPU (the DMA alone), summed; GB/s: "
+    "bytes over that time (10^9 bytes/s). Blocking: copies the host waited for (a "
+    "synchronous call, or from or to pageable memory, which the driver stages through "
+    "its own pinned buffer). Host blocked: those copies' calls, entry to exit, summed: "
+    "staging included, what the program waited and what it measures around such a "
+    "copy (- where the trace did not record it)."
+)
+
+
+def _or_dash(value: float | None, shown: Callable[[float], str]) -> str:
+    return "-" if value is None else shown(value)
+
+
 def copies_table(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -> Table:
-    table = Table(
-        "Copies by memory kind",
-        [
-            "Copy",
-            "Calls",
-            "Bytes",
-            "GPU time",
-            "GB/s",
-            "Blocking",
-            "Host blocked",
-            f"Under {SMALL_LABEL}",
-        ],
-        notes=[
-            "GPU time: CUPTI's record of each copy on the GPU (the DMA alone), summed; GB/s: "
-            "bytes over that time (10^9 bytes/s). Blocking: copies the host waited for (a "
-            "synchronous call, or from or to pageable memory, which the driver stages through "
-            "its own pinned buffer). Host blocked: those copies' calls, entry to exit, summed: "
-            "staging included, what the program waited and what it measures around such a "
-            "copy (- where the trace did not record it)."
-        ],
-    )
-    for g, row in zip(copies, copy_group_rows(copies), strict=True):  # the CSV's rows: "copies"
-        rate, blocked = row["gb_per_s"], row["host_ms"]
-        table.add_row(
-            str(row["name"]),
-            str(row["calls"]),
-            format_bytes(g.bytes),
-            format_ms(g.gpu_ms),
-            format_gb_per_s(rate) if isinstance(rate, float) else "-",
-            str(row["blocking_copies"]),
-            format_ms(blocked) if isinstance(blocked, float) else "-",
-            str(row["small_copies"]),
-            source=g,
-        )
+    """Each copy group's row, its CSV row the group's (group "copies": copy_group_rows)."""
+    rows = [{"group": g} for g in copies]
+    copies_by_kind = table("Copies by memory kind", COPY_COLUMNS, rows, [COPIES_NOTE])
     h2d, d2h = pinned_gb_per_s(bandwidth, "HtoD"), pinned_gb_per_s(bandwidth, "DtoH")
     how = (bandwidth or {}).get("how", "not measured")
     if h2d and d2h:
         size = format_bytes(int((bandwidth or {}).get("bytes", 0)))
-        table.notes.append(
+        copies_by_kind.notes.append(
             f"This GPU's pinned bandwidth, for the advice: HtoD {format_gb_per_s(h2d)} GB/s, "
             f"DtoH {format_gb_per_s(d2h)} GB/s ({size} copies; {how})."
         )
     else:
-        table.notes.append(f"This GPU's pinned bandwidth: {how}.")
-    return table
+        copies_by_kind.notes.append(f"This GPU's pinned bandwidth: {how}.")
+    return copies_by_kind
 
 
 def outcome_line(result: Result) -> str:
@@ -475,27 +469,39 @@ def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
     return f"Of the run, {'; '.join(said)}: {once}, not each step's.{rest} {listed}".strip()
 
 
+TIME_COLUMNS = [Column("GPU", "gpu")] + [Column(part.capitalize(), part) for part in PARTS]
+GAP_COLUMNS = [
+    Column("GPU", "gpu"),
+    Column("At", "gap", lambda gap: format_ms(gap.start_ms)),
+    Column("Idle for", "gap", lambda gap: format_ms(gap.idle_ms)),
+    Column("Host at", "place"),
+]
+GAPS_NOTE = "At: from the first recorded event."
+
+
 def time_tables(result: Result) -> tuple[list[Table], list[str]]:
     """The breakdown of the run per GPU and its longest idle gaps, and what it means;
     nothing for a trace saved without a timeline, or whose GPU did no work."""
     shares = breakdown_of(result)
     if not shares:
         return [], []
-    table = Table("Where the time went", ["GPU", "Computing", "Copying", "Both", "Idle"])
-    gaps = Table("Longest idle gaps", ["GPU", "At", "Idle for", "Host at"])
     lines = result.extra.lines or []
-    for share in shares:
-        cells = [
-            f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
-            for ns in _parts_ns(share).values()
-        ]
-        table.add_row(str(share.device), *cells)
-        for gap in share.gaps:  # its CSV row: group "gap" (memprof.output.where)
-            at, idle = format_ms(gap.start_ms), format_ms(gap.idle_ms)
-            gaps.add_row(str(share.device), at, idle, gap_place(gap, lines), source=gap)
-    table.notes.append(BREAKDOWN_NOTE)
-    gaps.notes.append("At: from the first recorded event.")
-    tables = [table, gaps] if gaps.rows else [table]
+    parts = [
+        {"gpu": str(share.device)}
+        | {
+            name: f"{format_ms(ns / 1e6)} {format_percent(share.share(ns))}"
+            for name, ns in _parts_ns(share).items()
+        }
+        for share in shares
+    ]
+    tables = [table("Where the time went", TIME_COLUMNS, parts, [BREAKDOWN_NOTE])]
+    gaps = [  # each its CSV row: group "gap" (memprof.output.where)
+        {"gpu": str(share.device), "gap": gap, "place": gap_place(gap, lines)}
+        for share in shares
+        for gap in share.gaps
+    ]
+    if gaps:
+        tables.append(table("Longest idle gaps", GAP_COLUMNS, gaps, [GAPS_NOTE]))
     return tables, [time_verdict(share, lines) for share in shares]
 
 
@@ -1014,53 +1020,66 @@ def _size_words(line: SourceLine) -> str:
     return f"{format_bytes(line.smallest_bytes)} to {format_bytes(line.largest_bytes)}"
 
 
+def _lines_column(header: str, figure: str, shown: Callable[[Any], str]) -> Column:
+    """A Where column: one line's figure, or the other lines' summed (a Derived); - for a
+    time none of them recorded."""
+
+    def cell(one: SourceLine | Derived) -> str:
+        lines = one if isinstance(one, Derived) else Derived("", (one,), "lines")
+        return _or_dash(lines.line_total(figure), shown)
+
+    return Column(header, figure, cell)
+
+
+WHERE_FIGURES = ("calls", "bytes", "gpu_ms", "host_ms")  # each a column's key
+WHERE_WORK = [  # copies and memsets: bytes and GPU time
+    Column("Line", "place"),
+    _lines_column("Calls", "calls", str),
+    _lines_column("Bytes", "bytes", format_bytes),
+    _lines_column("GPU time", "gpu_ms", format_ms),
+    _lines_column("Host", "host_ms", format_ms),
+]
+WHERE_CALLS = [  # the other calls: which call, and how long the host spent in it
+    Column("Line", "place"),
+    Column("Call", "call"),
+    _lines_column("Calls", "calls", str),
+    _lines_column("Host", "host_ms", format_ms),
+]
+
+
 def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
     """One activity's lines: the top ones (with their callers on request), then the rest
     summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
     work = activity not in CALL_KINDS or activity == "memset"
-    if work:
-        headers = ["Line", "Calls", "Bytes", "GPU time", "Host"]
-    else:
-        headers = ["Line", "Call", "Calls", "Host"]
+    columns = WHERE_WORK if work else WHERE_CALLS
     title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
-    table = Table(f"Where: {title}", headers)
+    blank = dict.fromkeys(("call", *WHERE_FIGURES), "")
+    rows: list[dict[str, Any]] = []
+    best: dict[str, tuple[float, int]] = {}  # figure -> (the most, its row)
     shown = top_lines(lines)
-    best: dict[str, tuple[float, int]] = {}  # column -> (the most, its row)
     for line in shown:
-        figures = {"Calls": line.calls, "Bytes": line.bytes, "GPU time": line.gpu_ms}
-        figures["Host"] = line.host_ms
-        for column, value in figures.items():
-            if column in headers and value > best.get(column, (0, -1))[0]:
-                best[column] = (value, len(table.rows))
-        cells = _cells(line, work)
-        if show_chains and line.chains:
-            cells[0] += f" {line.function}"
-        table.add_row(*cells, source=line)  # its CSV row: the line's (group "line")
+        for figure in WHERE_FIGURES:
+            value = getattr(line, figure)
+            if value > best.get(figure, (0, -1))[0]:
+                best[figure] = (value, len(rows))
+        place = f"{line.place} {line.function}" if show_chains and line.chains else line.place
+        call = ", ".join(line.api) or "-"
+        # its CSV row: the line's (group "line")
+        rows.append(dict.fromkeys(WHERE_FIGURES, line) | {"place": place, "call": call})
         for chain in line.chains if show_chains else ():
             for index, frame in enumerate(chain.frames):
-                row = {"Line": f"  ← {frame.file}:{frame.line} {frame.function}"}
-                row["Calls"] = str(chain.calls) if index == 0 else ""
-                table.add_row(*(row.get(column, "") for column in headers))
-    table.highlighted = [(row, headers.index(column)) for column, (_, row) in best.items()]
+                calls = str(chain.calls) if index == 0 else ""
+                place = f"  ← {frame.file}:{frame.line} {frame.function}"
+                rows.append(blank | {"place": place, "calls": calls})
     rest = [line for line in lines if all(line is not s for s in shown)]
     if rest:  # its CSV row: a derived one, the lines summed
         others = Derived(f"Where: {title}, {plural(len(rest), 'other line')}", tuple(rest), "lines")
-        gpu_ms, host_ms = others.line_total("gpu_ms"), others.line_total("host_ms")
-        row = {"Line": f"({plural(len(rest), 'other line')})"}
-        row["Calls"] = str(others.line_total("calls"))
-        row["Bytes"] = format_bytes(others.line_total("bytes"))
-        row["GPU time"] = "-" if gpu_ms is None else format_ms(gpu_ms)
-        row["Host"] = "-" if host_ms is None else format_ms(host_ms)
-        table.add_row(*(row.get(column, "") for column in headers), source=others)
-    return table
-
-
-def _cells(line: SourceLine, work: bool) -> list[str]:
-    host = format_ms(line.host_ms) if line.host_ms_each else "-"
-    if work:
-        gpu = format_ms(line.gpu_ms) if line.gpu_ms_each else "-"
-        return [line.place, str(line.calls), format_bytes(line.bytes), gpu, host]
-    return [line.place, ", ".join(line.api) or "-", str(line.calls), host]
+        place = f"({plural(len(rest), 'other line')})"
+        rows.append(dict.fromkeys(WHERE_FIGURES, others) | {"place": place, "call": ""})
+    made = table(f"Where: {title}", columns, rows)
+    keys = [column.of for column in columns]
+    made.highlighted = [(row, keys.index(key)) for key, (_, row) in best.items() if key in keys]
+    return made
 
 
 def where_tables(lines: list[SourceLine], show_chains: bool) -> list[Table]:

@@ -9,6 +9,7 @@ anyone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
@@ -64,21 +65,36 @@ def where_rows(result: object) -> list[dict[str, object]]:
     return rows
 
 
+def copy_name(g: Any) -> str:
+    """A copy group (memprof.trace.collect.CopyGroup) as its table and CSV row name it."""
+    return f"{g.direction} {g.source} -> {g.destination}"
+
+
+def copy_gb_per_s(g: Any) -> float | None:
+    """A copy group's bytes over its GPU time; None where CUPTI recorded none."""
+    return bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else None
+
+
+def copy_blocked_ms(g: Any) -> float | None:
+    """Its blocking copies' calls, summed; None where the trace did not record them."""
+    return g.blocked_ms if g.blocked_ms > 0 else None
+
+
 def copy_group_rows(copies: list) -> list[dict[str, object]]:
     """One row per copy group of a trace (memprof.trace.collect.CopyGroup), what its Copies
     by memory kind table prints: its calls, bytes, GPU time summed and GB/s over it, the
     copies the host waited for and their calls' time (host_ms), and the small ones."""
     return [
         {
-            "name": f"{g.direction} {g.source} -> {g.destination}",
+            "name": copy_name(g),
             "operation": g.direction,
             "kind": g.host_kind or "",
             "bytes": g.bytes,
             "calls": g.calls,
             "gpu_ms": g.gpu_ms,
-            "gb_per_s": bandwidth_gb_per_s(g.bytes, g.gpu_ms) if g.gpu_ms > 0 else "",
+            "gb_per_s": "" if copy_gb_per_s(g) is None else copy_gb_per_s(g),
             "blocking_copies": g.blocking_copies,
-            "host_ms": g.blocked_ms if g.blocked_ms > 0 else "",
+            "host_ms": "" if copy_blocked_ms(g) is None else copy_blocked_ms(g),
             "small_copies": g.small_calls,
         }
         for g in copies
