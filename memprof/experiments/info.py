@@ -11,7 +11,7 @@ from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.gpustate import LINK_LABEL, GpuState, state_rows
 from memprof.model.results import Result
 from memprof.model.schema import DISTINCT, Count
-from memprof.model.summary import Column, Summary, Table, table
+from memprof.model.summary import Column, Summary, table
 
 
 @dataclass(frozen=True)
@@ -52,41 +52,49 @@ def summarize(result: Result) -> Summary:
     d = result.device
     major, minor = d.compute_capability
     fact = DeviceFact  # each printed figure's declaration: its cell's source, a CSV row
-    device = Table(f"Device {d.index}: {d.name}", ["Property", "Value"])
     capability = fact("compute capability", value=float(f"{major}.{minor}"))
-    device.add_row("Compute capability", f"{major}.{minor}", source=capability)
     sms = fact("multiprocessors", value=d.multiprocessors)
-    device.add_row("Multiprocessors (SMs)", str(sms.value), source=sms)
     total = fact("memory total", bytes=d.memory_total_bytes)
     free = fact("memory free", bytes=d.memory_free_bytes)
-    device.add_row(
-        "Memory",
-        f"{format_bytes(total.bytes)} total, {format_bytes(free.bytes)} free",
-        source=(total, free),
-    )
     l2 = fact("L2 cache", bytes=d.l2_cache_bytes)
-    device.add_row("L2 cache", format_bytes(l2.bytes), source=l2)
     rate = fact("memory bandwidth (theoretical)", gb_per_s=d.theoretical_memory_bandwidth_gb_per_s)
     clock = fact("memory clock (MHz)", value=d.memory_clock_khz / 1000)
     bus = fact("memory bus width (bits)", value=d.memory_bus_width_bits)
-    device.add_row(
-        "Device memory bandwidth (theoretical)",
-        f"{rate.gb_per_s:,.0f} GB/s ({clock.value:g} MHz, {bus.value}-bit bus)",
-        source=(rate, clock, bus),
-    )
     link = pcie_bandwidth_gb_per_s(d.pcie_max_generation, d.pcie_max_width)
     link_fact = fact(f"PCIe link (theoretical, per direction) [{d.pcie_source}]", gb_per_s=link)
-    device.add_row("PCIe link", _link_text(d, link), source=link_fact if link else ())
     state = result.gpu_state()
-    for label, text in state_rows(state):
-        device.add_row(label, text, source=_state_facts(label, state))
-    device.add_row("PCI bus id", d.pci_bus_id)
-    device.add_row("NUMA node, local CPUs", _affinity_text(result.extra.affinity))
-    device.add_row("Driver", f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")
-    device.add_row("PyCUDA", f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")
-    device.notes.append(
-        "GB/s = 10^9 bytes per second; theoretical figures are upper bounds. Device memory "
-        "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
+    stated = [
+        ("Compute capability", Stated(f"{major}.{minor}", (capability,))),
+        ("Multiprocessors (SMs)", Stated(str(sms.value), (sms,))),
+        (
+            "Memory",
+            Stated(
+                f"{format_bytes(total.bytes)} total, {format_bytes(free.bytes)} free", (total, free)
+            ),
+        ),
+        ("L2 cache", Stated(format_bytes(l2.bytes), (l2,))),
+        (
+            "Device memory bandwidth (theoretical)",
+            Stated(
+                f"{rate.gb_per_s:,.0f} GB/s ({clock.value:g} MHz, {bus.value}-bit bus)",
+                (rate, clock, bus),
+            ),
+        ),
+        ("PCIe link", Stated(_link_text(d, link), (link_fact,) if link else ())),
+        *((label, Stated(text, _state_facts(label, state))) for label, text in state_rows(state)),
+        ("PCI bus id", Stated(d.pci_bus_id)),
+        ("NUMA node, local CPUs", Stated(_affinity_text(result.extra.affinity))),
+        ("Driver", Stated(f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")),
+        ("PyCUDA", Stated(f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")),
+    ]
+    device = table(
+        f"Device {d.index}: {d.name}",
+        DEVICE,
+        [{"property": label, "value": value} for label, value in stated],
+        notes=[
+            "GB/s = 10^9 bytes per second; theoretical figures are upper bounds. Device memory "
+            "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
+        ],
     )
 
     rows = [  # what the result recorded, never a lookup
@@ -97,6 +105,16 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=[device, flags], show_profile=False)
 
 
+@dataclass(frozen=True)
+class Stated:
+    """A Value cell of the device table: its words, and the device facts whose figures they
+    print (the cell's CSV rows; none for words alone, as the driver's version)."""
+
+    text: str
+    sources: tuple[DeviceFact, ...] = ()
+
+
+DEVICE = (Column("Property", "property"), Column("Value", "value", lambda value: value.text))
 FLAGS = (
     Column("Flag", "flag"),
     Column("Value", "fact", lambda fact: str(fact.value)),
