@@ -3,7 +3,7 @@
 Each experiment becomes one command: its options are its Params fields (memprof.model.params
 says how each is offered and checked) plus the shared options it takes, defined once in
 memprof.cli_options. `report`, `diff` and `plot` read files and are written out here;
-`trace` runs the user's program (memprof.trace.command). Each is built when first needed
+`trace` runs the user's program (memprof.cli_trace). Each is built when first needed
 (memprof.cli_commands): `memprof --help` lists every command from the registry's lines
 without importing any experiment.
 
@@ -192,7 +192,7 @@ def experiment_command(name: str) -> Any:
 
 def trace_command() -> Any:
     """`memprof trace`, built when first needed: the user's program under CUPTI."""
-    from memprof.trace.command import click_command
+    from memprof.cli_trace import click_command
 
     return click_command()
 

@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof import cache
+from memprof import cli_trace as tracing
 from memprof.cli import app
 from memprof.experiments import load as load_result
 from memprof.experiments import trace as trace_summary
 from memprof.trace import collect
-from memprof.trace import command as tracing
 from memprof.trace.collect import SmallCopyCost, SmallCopyFigures
 from tests.test_kernels import FakeDriver, compiled
 from tests.test_trace_cli import FakeCollector

@@ -22,6 +22,7 @@ import typer.testing
 from rich.console import Console
 
 from memprof import cli
+from memprof import cli_trace as tracing
 from memprof.cli_gates import JUNIT_COMMANDS
 from memprof.experiments import command_named, every_experiment, load, shape_of, summarize
 from memprof.experiments.base import declared_keys, declared_measures
@@ -29,7 +30,6 @@ from memprof.model import params as declared
 from memprof.model.schema import check_dataclass
 from memprof.output.profile import profile_rows
 from memprof.output.render import render_result
-from memprof.trace import command as tracing
 from tests.conftest import FIXTURES, plain
 
 EXPERIMENTS = {experiment.name: experiment for experiment in every_experiment()}
@@ -60,7 +60,7 @@ def test_params_round_trip_and_declare_their_command_line(name):
 
 def test_trace_declares_its_command_line_beside_what_it_records():
     """trace's Params record what ran (program, arguments, device), not its options: its
-    command (memprof.trace.command) declares those, and takes exactly them and the shared
+    command (memprof.cli_trace) declares those, and takes exactly them and the shared
     ones; its Experiment only reads what it saved."""
     experiment = EXPERIMENTS["trace"]
     defaults = experiment.Params()

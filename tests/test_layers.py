@@ -17,7 +17,7 @@ LAYERS = [
     ("memprof.trace",),
     ("memprof.experiments",),
     # trace's command runs experiments for its advice (memprof.run), as the API does
-    ("memprof.api", "memprof.cli_options", "memprof.cli_commands", "memprof.trace.command"),
+    ("memprof.api", "memprof.cli_options", "memprof.cli_commands", "memprof.cli_trace"),
     ("memprof.cli", "memprof.__main__", "memprof"),
 ]
 

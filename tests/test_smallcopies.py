@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from memprof import cli_trace as tracing
 from memprof.cli import app
 from memprof.core import bindings, driver
 from memprof.errors import InvalidArgument, MemprofError
@@ -32,7 +33,6 @@ from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.output.profile import profile_rows
 from memprof.trace import collect
-from memprof.trace import command as tracing
 from memprof.trace.collect import CopyGroup, SmallCopyCost, SmallCopyFigures
 from tests.conftest import FIXTURES, load_fixture, load_older, printed_rows, render_text
 from tests.fakegpu import FakeBindings, FakeFunction, FakeLibcuda, FakeSession

@@ -227,9 +227,9 @@ def test_the_advice_figures_are_measured_by_memprof_run_in_this_process(
     import subprocess
 
     from memprof import api
+    from memprof import cli_trace as command
     from memprof.experiments import experiment_named
     from memprof.model import params as declared
-    from memprof.trace import command
     from tests.conftest import load_fixture
 
     recorded = {name: load_fixture(name) for name in ("sweep", "smallcopies")}

@@ -219,7 +219,7 @@ COMMANDS: tuple[Command, ...] = (
         picture="pictures:trace_panels",
     ),
 )
-# The command that runs the user's program (memprof.trace.command) instead of measuring: its
+# The command that runs the user's program (memprof.cli_trace) instead of measuring: its
 # Experiment reads the Results it saves, and nothing runs it (memprof.run refuses it)
 PROGRAM_COMMAND = "trace"
 _BY_NAME = {name: command for command in COMMANDS for name in (command.name, *command.aliases)}

@@ -675,7 +675,7 @@ def summarize(result: Result) -> Summary:
 
 class Trace(base.Experiment):
     """Your own program under CUPTI: this reads the Result that memprof.trace.collect
-    records (the command is memprof.trace.command's)."""
+    records (the command is memprof.cli_trace's)."""
 
     name = "trace"
     Params = TraceParams  # what a trace records: what ran, not the command line

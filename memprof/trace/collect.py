@@ -910,7 +910,7 @@ def small_copy_figures(
 @dataclass
 class TraceOptions:
     # how this GPU's figures for the advice are measured where no cache holds them:
-    # memprof.trace.command runs `memprof sweep` and `smallcopies` in this process
+    # memprof.cli_trace runs `memprof sweep` and `smallcopies` in this process
     measure_pinned_bandwidth: Callable[[int], dict[str, Any]]
     measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0

@@ -6,8 +6,9 @@ the program, and memprof.experiments.trace reads the Result it saves, as `report
 
 The advice's figures for this GPU (pinned bandwidth, small-copy costs) are measured, where
 no cache holds them, by memprof's own sweep and smallcopies in this process (memprof.run):
-the program has ended and its records are read by then. This module sits beside the API
-(tests/test_layers.py): it runs experiments, which memprof.trace's other modules never do.
+the program has ended and its records are read by then. It sits beside the API and the
+other command-line modules (tests/test_layers.py), above the experiments it runs: memprof.trace
+itself lies below them (experiments/trace.py reads what it records).
 """
 
 from __future__ import annotations
