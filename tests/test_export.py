@@ -448,3 +448,29 @@ def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
     assert again[0]["ceiling_share"] == pytest.approx(50.0 / 63.01538461538462)
     shares = [row for row in rows if row["operation"] == "ratio"]
     assert all(" / " in row["derived_from"] for row in shares)
+
+
+def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
+    """Each step's MemAvailable in the climb table, and the host table's before and at the
+    top, is a CSV row of that table row's sources whose bytes format_bytes prints as the
+    cell: the step's reading, not another's."""
+    result = load(FIXTURES / "h200_pinlimit.json")
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    extra = result.extra
+    climb, host = (t for t in summary.tables if t.title.startswith(("Pinning", "What pinning")))
+    assert len(climb.rows) == len(extra.available_bytes) == 31
+    for step, (cells, sources) in enumerate(zip(climb.rows, climb.sources, strict=True), 1):
+        facts = [rows[id(one)] for one in sources if rows[id(one)]["group"] == "device"]
+        ((name, nbytes),) = [(row["name"], row["bytes"]) for row in facts]
+        cell = cells[1]
+        assert name.startswith(f"MemAvailable after step {step} (")
+        assert nbytes == extra.available_bytes[step - 1] and cell == format_bytes(nbytes)
+    ((_, idle), (_, top)) = [
+        (rows[id(one)]["name"], rows[id(one)]["bytes"]) for one in host.sources[-1]
+    ]
+    assert (idle, top) == (extra.available_idle_bytes, extra.available_bytes[-1])
+    assert host.rows[-1][1:3] == [format_bytes(idle), format_bytes(top)]
+    text = csv_text([result], [summary.figures], [summary.derived])
+    written = [row for row in csv.DictReader(io.StringIO(text)) if row["group"] == "device"]
+    assert [int(row["bytes"]) for row in written] == [*extra.available_bytes, idle]

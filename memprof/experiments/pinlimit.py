@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
+from memprof.model.device import DeviceFact
 from memprof.model.figures import Derived, Figure, figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.params import Range, param
@@ -617,15 +618,29 @@ def limits_table(extra: PinlimitExtra) -> Table:
     return table("Limits on pinned memory", LABELS, named, notes)
 
 
+def _size(fact: DeviceFact) -> str:
+    return format_bytes(fact.bytes)
+
+
 CLIMB = (
     Column("Pinned", "held"),
-    Column("MemAvailable", "available"),
+    Column("MemAvailable", "available", _size),
     *(Column(way, way, "median_ms") for way in CLIMB_WAYS),
 )
 
 
-def climb_table(result: Result, climb: Climb) -> Table:
-    extra = result.extra
+def available_facts(extra: PinlimitExtra) -> list[DeviceFact]:
+    """MemAvailable after each whole step: the climb table's cells and the CSV's rows (the
+    last one also the host table's, as the same row)."""
+    return [
+        DeviceFact(f"MemAvailable after step {step} ({format_bytes(held)} pinned)", bytes=free)
+        for step, (held, free) in enumerate(
+            zip(extra.held_bytes, extra.available_bytes, strict=True), start=1
+        )
+    ]
+
+
+def climb_table(result: Result, climb: Climb, availables: list[DeviceFact]) -> Table:
     notes = [
         f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
         "a byte written in every page; half by writing a byte in every page of a numpy "
@@ -634,10 +649,10 @@ def climb_table(result: Result, climb: Climb) -> Table:
         "MemAvailable read after the step.",
     ]
     rows = [
-        {"held": format_bytes(held), "available": format_bytes(available),
+        {"held": format_bytes(held), "available": available,
          **dict(zip(CLIMB_WAYS, ways, strict=True))}
         for held, available, *ways in zip(
-            climb.held_bytes, extra.available_bytes, climb.alloc, climb.register, strict=True
+            climb.held_bytes, availables, climb.alloc, climb.register, strict=True
         )
     ]  # fmt: skip
     return table("Pinning as it grows, per GiB", CLIMB, rows, notes)
@@ -675,11 +690,14 @@ def release_table(result: Result) -> Table:
     return table("Each call, and registering in one call", RELEASE, rows, notes)
 
 
-def _gb_per_s(one: Figure) -> str:
+def _gb_per_s(one: Figure | DeviceFact) -> str:
+    """A copy's GB/s, or MemAvailable's size in the row beneath them."""
+    if isinstance(one, DeviceFact):
+        return _size(one)
     return f"{format_gb_per_s(one.gb_per_s)} GB/s"
 
 
-def host_table(result: Result) -> Table:
+def host_table(result: Result, availables: list[DeviceFact]) -> Table:
     extra = result.extra
     held = format_bytes(extra.held_bytes[-1]) if extra.held_bytes else "nothing"
     nbytes = base.FLOAT32_BYTES << result.parameters.copy_power
@@ -695,9 +713,9 @@ def host_table(result: Result) -> Table:
          "against": work.held_vs_both}
         for name, work in host_figures(result).items()
     ]  # fmt: skip
-    after = format_bytes(extra.available_bytes[-1]) if extra.available_bytes else "-"
-    rows.append(  # words in the columns of figures: MemAvailable before and while held
-        {"work": "MemAvailable", "idle": format_bytes(extra.available_idle_bytes), "held": after,
+    idle = DeviceFact("MemAvailable with nothing pinned", bytes=extra.available_idle_bytes)
+    rows.append(  # MemAvailable before the climb and at its top: the climb table's last
+        {"work": "MemAvailable", "idle": idle, "held": availables[-1] if availables else "-",
          "against": ""}
     )  # fmt: skip
     notes = [
@@ -714,8 +732,9 @@ def host_table(result: Result) -> Table:
 
 def summarize(result: Result) -> Summary:
     climb = climb_of(result)
+    availables = available_facts(result.extra)
     tables = [limits_table(result.extra)]
     if climb is not None:
-        tables.append(climb_table(result, climb))
-    tables += [release_table(result), host_table(result)]
+        tables.append(climb_table(result, climb, availables))
+    tables += [release_table(result), host_table(result, availables)]
     return Summary(tables=tables, conclusions=[verdict(result)])
