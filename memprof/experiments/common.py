@@ -249,3 +249,13 @@ def stops_at(holds: dict[int, bool]) -> int | None:
             break
         stop = size
     return stop
+
+
+def found_or_none(result: Any, group: str, operation: str, kind: str, nbytes: int) -> Any:
+    """The one measurement of an operation of a kind and size (None: not measured)."""
+    from memprof.model.results import MissingMeasurement
+
+    try:
+        return result.find(operation, kind, group, nbytes)
+    except MissingMeasurement:
+        return None

@@ -147,9 +147,8 @@ class Pinlimit(base.Experiment):
     name = "pinlimit"
     description = (
         "The default cap is a quarter of MemAvailable, at most 32 GiB; --cap pins more, never "
-        "within the "
-        "host's margin (a tenth of MemTotal, at least 4 GiB): a cap beyond it is refused "
-        "(exit 4) before anything is allocated."
+        "within the host's margin (a tenth of MemTotal, at least 4 GiB): a cap beyond it is "
+        "refused (exit 4) before anything is allocated."
     )
     Params = PinlimitParams
     Extra = PinlimitExtra
@@ -355,11 +354,6 @@ def step_bytes(result: Result) -> int:
     return result.parameters.step * GIB
 
 
-def half_step(result: Result) -> int:
-    """What each call of the climb pins: half a step."""
-    return step_bytes(result) // 2
-
-
 # -- a saved file's agreements ------------------------------------------------------------------
 
 
@@ -379,7 +373,8 @@ def check_limits(limits: HostLimits) -> None:
 def check(result: Result) -> None:
     """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
     made before a failed registration), every step of step_bytes, the cap whole steps."""
-    extra, step, half = result.extra, step_bytes(result), half_step(result)
+    extra, step = result.extra, step_bytes(result)
+    half = step // 2  # what each call of the climb pins
     steps = len(extra.held_bytes)
     check_limits(extra.limits)
     if extra.cap_bytes % step or extra.cap_bytes < step:
@@ -622,7 +617,7 @@ def _size(fact: DeviceFact) -> str:
     return format_bytes(fact.bytes)
 
 
-CLIMB = (
+CLIMB_COLUMNS = (
     Column("Pinned", "held"),
     Column("MemAvailable", "available", _size),
     *(Column(way, way, "median_ms") for way in CLIMB_WAYS),
@@ -655,7 +650,7 @@ def climb_table(result: Result, climb: Climb, availables: list[DeviceFact]) -> T
             climb.held_bytes, availables, climb.alloc, climb.register, strict=True
         )
     ]  # fmt: skip
-    return table("Pinning as it grows, per GiB", CLIMB, rows, notes)
+    return table("Pinning as it grows, per GiB", CLIMB_COLUMNS, rows, notes)
 
 
 RELEASE = (

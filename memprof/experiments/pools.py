@@ -36,10 +36,10 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from memprof.experiments import base
-from memprof.experiments.common import stops_at
+from memprof.experiments.common import found_or_none, stops_at
 from memprof.model.figures import Derived, figure_finder, steady_ms
 from memprof.model.formatting import format_bytes, format_ms, format_ratio
-from memprof.model.results import Check, Measurement, MissingMeasurement, Result
+from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import DISTINCT, ByteCount, Count
 from memprof.model.summary import Column, Table, table
 
@@ -497,21 +497,7 @@ EQUIVALENT = 0.05  # a pool within 5% of cuMemAlloc does not help
 FLOOR_SHARE = 0.1  # a call's figure that the floor is more than this share of is marked
 NEAR_FLOOR = "*"  # the mark
 # What driver_call() times, one call each: what the floor (call_floor) is the floor of.
-CALLS = (
-    "alloc_new",
-    "alloc_reused",
-    "alloc_after_sync",
-    "free_call",
-    "sync_after_free",
-    "trim",
-    "reserve",
-    "create",
-    "map",
-    "set_access",
-    "unmap",
-    "release_memory",
-    "address_free",
-)
+CALLS = tuple(m.operation for m in MEASURES if m.basis == _CALL and m.operation != "call_floor")
 SHORT = {"device": "cuMemAlloc", "pool": "pool", "pool_kept": "kept", "vmm": "VMM"}
 LOOP_LABELS = {
     "device": "cuMemAlloc",
@@ -525,24 +511,13 @@ POOL_NAMES = {
 }
 
 
-def _found(result: Result, group: str, operation: str, kind: str, nbytes: int) -> Any:
-    try:
-        return result.find(operation, kind, group, nbytes)  # type: ignore[arg-type]
-    except MissingMeasurement:
-        return None
-
-
 def _median(result: Result, group: str, operation: str, kind: str, nbytes: int) -> float | None:
-    found = _found(result, group, operation, kind, nbytes)
+    found = found_or_none(result, group, operation, kind, nbytes)
     return None if found is None else found.stats.median_ms
 
 
 def _sizes(result: Result) -> list[int]:
     return [4 << power for power in result.parameters.powers]
-
-
-def _label(nbytes: int) -> str:
-    return format_bytes(nbytes)
 
 
 def _sources(result: Result, operations: tuple[str, ...]) -> set[str]:
@@ -618,8 +593,9 @@ def _table(
         marked = partial(_near_floor_mark, floor_ms=floor_ms) if call else None
         declared.append(Column(header, header, "median_ms", mark=marked))
     rows = [
-        {"size": _label(nbytes),
-         **{header: _found(result, group, op, kind, nbytes) for header, group, op, kind in columns}}
+        {"size": format_bytes(nbytes),
+         **{header: found_or_none(result, group, op, kind, nbytes)
+            for header, group, op, kind in columns}}
         for nbytes in _sizes(result)
     ]  # fmt: skip
     return table(title, declared, rows)
@@ -684,8 +660,8 @@ def _stream_side_note(result: Result, record: AllocatorsRecord) -> str:
     figures = "; ".join(parts) or "not measured"
     return (
         "The calls only queue work: what the stream itself spent on an allocation and a free "
-        f"(gated CUDA events around each, less an empty pair's interval) at {_label(largest)}: "
-        f"{figures}."
+        "(gated CUDA events around each, less an empty pair's interval) at "
+        f"{format_bytes(largest)}: {figures}."
     )
 
 
@@ -723,7 +699,7 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
         faster = None
         if in_place is not None and by_copy is not None:
             faster = _faster_in_place(result, in_place, by_copy)
-        rows.append({"size": _label(nbytes), "in place": in_place, "by copy": by_copy,
+        rows.append({"size": format_bytes(nbytes), "in place": in_place, "by copy": by_copy,
                      "faster": faster})  # fmt: skip
     notes = [
         "Host clock around each. In place: cuMemCreate, cuMemMap and cuMemSetAccess of the "
@@ -746,8 +722,8 @@ GROWTH = (
 def _growth(result: Result, nbytes: int) -> tuple[Any, Any]:
     """Growing a buffer of `nbytes` in place, and by a copy (None: not measured)."""
     return (
-        _found(result, "api", "grow_in_place", "vmm", nbytes),
-        _found(result, "api", "grow_by_copy", "device", nbytes),
+        found_or_none(result, "api", "grow_in_place", "vmm", nbytes),
+        found_or_none(result, "api", "grow_by_copy", "device", nbytes),
     )
 
 
@@ -755,7 +731,7 @@ def _faster_in_place(result: Result, in_place: Measurement, by_copy: Measurement
     """How many times faster growing in place was than by a copy."""
     of = figure_finder(result, MEASURES)
     return Derived(
-        f"{_label(in_place.bytes)}: by copy / in place", (of(by_copy), of(in_place)), "ratio"
+        f"{format_bytes(in_place.bytes)}: by copy / in place", (of(by_copy), of(in_place)), "ratio"
     )
 
 
@@ -780,13 +756,13 @@ def loop_table(result: Result, record: AllocatorsRecord) -> Table:
     of = figure_finder(result, MEASURES)
     rows = []
     for nbytes in _sizes(result):
-        found = [_found(result, "host", "loop", kind, nbytes) for kind in record.loop_kinds]
+        found = [found_or_none(result, "host", "loop", kind, nbytes) for kind in record.loop_kinds]
         steady = {
             m.kind: Derived(f"{m.kind} loop, steady", (of(m),), "steady")
             for m in found
             if m is not None
         }
-        rows.append({"size": _label(nbytes), **steady})
+        rows.append({"size": format_bytes(nbytes), **steady})
     columns = [Column("Size", "size")]
     columns += [Column(LOOP_LABELS[kind], kind, "median_ms") for kind in record.loop_kinds]
     notes = [
@@ -798,13 +774,6 @@ def loop_table(result: Result, record: AllocatorsRecord) -> Table:
     ]
     title = f"Allocate, use, free, sync, {iterations} times: per iteration"
     return table(title, columns, rows, notes)
-
-
-def _loop(result: Result, kind: str, nbytes: int) -> list[float]:
-    try:
-        return list(result.find("loop", kind, "host", nbytes).samples_ms)
-    except MissingMeasurement:
-        return []
 
 
 def pays_from(pool_ms: list[float], device_ms: list[float]) -> int | None:
@@ -823,8 +792,9 @@ def loop_verdict(result: Result, record: AllocatorsRecord, kind: str) -> str | N
     """Where a pool stops beating cuMemAlloc/cuMemFree in the loop, in one sentence."""
     steady = {}
     for nbytes in _sizes(result):
-        pool, device = _loop(result, kind, nbytes), _loop(result, "device", nbytes)
-        if pool and device:
+        pool, device = (found_or_none(result, "host", "loop", k, nbytes) for k in (kind, "device"))
+        if pool is not None and device is not None:
+            pool, device = pool.samples_ms, device.samples_ms
             steady[nbytes] = (steady_ms(pool), steady_ms(device), pays_from(pool, device))
     if not steady:
         return None
@@ -834,7 +804,9 @@ def loop_verdict(result: Result, record: AllocatorsRecord, kind: str) -> str | N
 
     def figures(nbytes: int) -> str:
         pool, device, _ = steady[nbytes]
-        return f"{format_ms(pool)} against {format_ms(device)} per iteration at {_label(nbytes)}"
+        return (
+            f"{format_ms(pool)} against {format_ms(device)} per iteration at {format_bytes(nbytes)}"
+        )
 
     def ending(nbytes: int) -> str:
         first = steady[nbytes][2]
@@ -852,8 +824,8 @@ def loop_verdict(result: Result, record: AllocatorsRecord, kind: str) -> str | N
         )
     last = max(below)
     return (
-        f"{opening} helped up to {_label(last)} ({figures(last)}) and stopped helping at "
-        f"{_label(stop)} ({figures(stop)})" + ending(last)
+        f"{opening} helped up to {format_bytes(last)} ({figures(last)}) and stopped helping at "
+        f"{format_bytes(stop)} ({figures(stop)})" + ending(last)
     )
 
 
@@ -895,7 +867,7 @@ def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
         return None
     marked = any(near_floor(value, floor) for value in figures if value is not None)
     return (
-        f"At {_label(largest)} cuMemAlloc took {_call_cell(device, floor)}; a stream-ordered "
+        f"At {format_bytes(largest)} cuMemAlloc took {_call_cell(device, floor)}; a stream-ordered "
         "allocation "
         + "; ".join(parts)
         + ". A pool only saves the allocation while it still holds the memory."
@@ -916,7 +888,7 @@ def _growth_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
         return None
     faster = _faster_in_place(result, in_place, by_copy)
     return (
-        f"Growing a {_label(largest)} buffer to twice its size took "
+        f"Growing a {format_bytes(largest)} buffer to twice its size took "
         f"{format_ms(in_place.stats.median_ms)} in place with virtual memory management "
         f"against {format_ms(by_copy.stats.median_ms)} for cuMemAlloc, a copy and cuMemFree "
         f"({format_ratio(faster.ratio)})."

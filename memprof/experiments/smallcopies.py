@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from memprof.experiments import base
-from memprof.experiments.common import POISON_BYTE, stops_at
+from memprof.experiments.common import POISON_BYTE, found_or_none, stops_at
 from memprof.model.figures import Derived, Figure, FigureOf, figure_finder
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import Range, param
-from memprof.model.results import Check, MissingMeasurement, Result
+from memprof.model.results import Check, Result
 from memprof.model.schema import INCREASING, NON_EMPTY, SchemaError
 from memprof.model.summary import Column, Summary, Table, table
 
@@ -488,13 +488,6 @@ def _one_call_each(
 # -- the summary ----------------------------------------------------------------------------
 
 
-def _find(result: Result, group: str, operation: str, way: str, nbytes: int) -> Any:
-    try:
-        return result.find(operation, way, group, nbytes)  # type: ignore[arg-type]
-    except MissingMeasurement:
-        return None
-
-
 def _finder(result: Result) -> FigureOf:
     return figure_finder(result, SmallCopies.measures)
 
@@ -511,7 +504,7 @@ def cost(
         parts = [("host", "gather" if direction == "h2d" else "scatter"), ("span", direction)]
     else:
         parts = [("span", direction)]
-    found = [_find(result, group, operation, way, nbytes) for group, operation in parts]
+    found = [found_or_none(result, group, operation, way, nbytes) for group, operation in parts]
     if None in found:
         return None
     of = of or _finder(result)
@@ -526,7 +519,7 @@ def wall(
 ) -> Figure | None:
     """What a program waits for all N pieces one way: from its first call until the stream is
     synchronized, on the host clock (the figure the ways are ranked by)."""
-    found = _find(result, "host", f"{direction}_wall", way, nbytes)
+    found = found_or_none(result, "host", f"{direction}_wall", way, nbytes)
     return None if found is None else (of or _finder(result))(found)
 
 
