@@ -137,7 +137,10 @@ def test_peer_on_four_recorded_gpus_concludes_once_per_finding_with_its_range():
     result = load_fixture_file("h200x4_peer.json")
     lines = peer.summarize(result).conclusions
     assert len(lines) == 3
-    on = {pair: one.gb_per_s for pair, one in peer.method_figures(result, "ce_on").items()}
+    on = {
+        pair: one.gb_per_s
+        for pair, one in peer.pair_figures(result, peer.METHOD_MEASURES["ce_on"]).items()
+    }
     slowest = min(on, key=on.get)
     low, high = format_gb_per_s(min(on.values())), format_gb_per_s(max(on.values()))
     assert lines[0].startswith(f"Every pair, each way: {low}-{high} GB/s with peer access (82%")

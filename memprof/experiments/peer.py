@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE
+from memprof.experiments.hostlink import devices_of
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure, figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, said_once
@@ -164,8 +165,7 @@ class Peer(base.Experiment):
         return {"bytes_per_array": base.array_bytes(params), "latency_steps": params.latency_steps}
 
     def check_consistency(self, result: Result) -> None:
-        devices = [device.index for device in result.extra.devices]  # (base.run_devices)
-        access = base.access_matrix(result, devices)
+        access = base.access_matrix(result, devices_of(result))  # (base.run_devices)
         for index, m in enumerate(result.measurements):
             if m.group != "gpu":
                 continue
@@ -456,36 +456,25 @@ def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
 # -- summarizing -----------------------------------------------------------------------------
 
 
-def devices_of(result: Result) -> list[int]:
-    return [device.index for device in result.extra.devices]
-
-
-def method_figures(result: Result, method: str) -> dict[tuple[int, int], Figure]:
-    """(source, destination) -> the figures of one method's operations between them."""
-    return {
-        (m.gpus[0], m.gpus[1]): figure(result, m, METHOD_MEASURES[method])
-        for m in result.measurements
-        if m.operation == method and m.group == "gpu" and len(m.gpus) == 2
-    }
+def pair_figures(result: Result, measure: base.Measure) -> dict[tuple[int, int], Figure]:
+    """(first GPU, second GPU) -> the figures of a measure's operations between them: a
+    method's (source, destination), the latency chain's (memory's GPU, reading GPU)."""
+    return {m.gpus: figure(result, m, measure) for m in base.find_all(result, measure)}
 
 
 def figures(result: Result, method: str) -> dict[tuple[int, int], float]:
     """(source, destination) -> GB/s of back-to-back operations, for one method."""
-    return {pair: one.gb_per_s for pair, one in method_figures(result, method).items()}
-
-
-def latency_figures(result: Result) -> dict[tuple[int, int], Figure]:
-    """(memory's GPU, reading GPU) -> the figures of its chain of dependent reads."""
     return {
-        (m.gpus[0], m.gpus[1]): figure(result, m, LATENCY_CHAIN)
-        for m in result.measurements
-        if m.operation == LATENCY and m.group == "gpu" and len(m.gpus) == 2
+        pair: one.gb_per_s for pair, one in pair_figures(result, METHOD_MEASURES[method]).items()
     }
 
 
 def latencies_us(result: Result) -> dict[tuple[int, int], float]:
     """(memory's GPU, reading GPU) -> microseconds per dependent read, median."""
-    return {pair: one.per_operation_ms * 1e3 for pair, one in latency_figures(result).items()}
+    return {
+        pair: one.per_operation_ms * 1e3
+        for pair, one in pair_figures(result, LATENCY_CHAIN).items()
+    }
 
 
 def matrix_table(
@@ -506,7 +495,7 @@ def summarize(result: Result) -> Summary:
     nbytes = base.array_bytes(result.parameters)
     tables = []
     for method, title in METHODS.items():
-        found = method_figures(result, method)
+        found = pair_figures(result, METHOD_MEASURES[method])
         if not found:
             continue
         cells = {pair: one.gb_per_s for pair, one in found.items()}
@@ -521,7 +510,7 @@ def summarize(result: Result) -> Summary:
             ]
             table.notes += said_once(totals, lambda pairs: _pairs_named(pairs), "every pair")
         tables.append(table)
-    latency = latency_figures(result)
+    latency = pair_figures(result, LATENCY_CHAIN)
     if latency:
         tables.append(
             matrix_table(
@@ -569,7 +558,7 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
     """What the copies and reads concluded, pair by pair; with more than two GPUs, one line per
     kind of finding over the pairs that share its verdict (their figures as a range, the
     slowest and fastest pair named), so that eight GPUs' 56 pairs fit a screen."""
-    on_figures = method_figures(result, "ce_on")
+    on_figures = pair_figures(result, METHOD_MEASURES["ce_on"])
     on = {pair: one.gb_per_s for pair, one in on_figures.items()}
     off, bidir = figures(result, "ce_off"), figures(result, "ce_bidir")
     latency = latencies_us(result)

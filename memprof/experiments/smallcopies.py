@@ -130,9 +130,7 @@ class SmallCopies(base.Experiment):
                 raise SchemaError(
                     f"extra.ways[{index}]", f"is {way!r}: ways are {', '.join(WAYS)}, each once"
                 )
-        moved = {(g, d) for d in DIRECTIONS for g in ("span",)} | {
-            ("api", f"{d}_calls") for d in DIRECTIONS
-        }
+        moved = {key for d in DIRECTIONS for key in (("span", d), ("api", f"{d}_calls"))}
         copies = result.parameters.copies
         for index, m in enumerate(result.measurements):
             counted = _COUNTED.match(m.name)  # "128 x one call per copy ...": what a cost divides
@@ -266,7 +264,7 @@ class Pieces:
         self._buffers.append(buffer)
         return buffer
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *_: Any) -> None:
         self.session.synchronize()
         with self.profiler.paused():
             for buffer in reversed(self._buffers):
