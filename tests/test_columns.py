@@ -77,7 +77,8 @@ def test_a_command_may_write_a_figure_its_own_way():
 
 
 def test_words_a_row_holds_in_a_figures_column_are_printed_as_they_are_and_no_source():
-    """pinlimit's MemAvailable row beside GB/s: words, read by no column's way of writing."""
+    """Words in a column of figures (pinlimit's "-" where no step was pinned): printed as they
+    are, read by no column's way of writing, and no row's source."""
     copy = copy_figure(48.0, None)
     rows = [{"kind": "pinned", "copy": copy}, {"kind": "MemAvailable", "copy": "1.5 TiB"}]
     made = table("T", COLUMNS[:2], rows)

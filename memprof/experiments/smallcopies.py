@@ -311,21 +311,14 @@ class Pieces:
 
         cuda, staging, pieces = self.session.cuda, self.staging, self.pageable_rows
         rows = staging.reshape(self.count, self.nbytes)
-
-        def gather() -> None:
-            np.copyto(rows, pieces)
-
-        def scatter() -> None:
-            np.copyto(pieces, rows)
-
         if h2d:
             return Plan(
                 queue=lambda stream: cuda.memcpy_htod_async(self.device, staging, stream),
-                before=gather,
+                before=lambda: np.copyto(rows, pieces),
             )
         return Plan(
             queue=lambda stream: cuda.memcpy_dtoh_async(staging, self.device, stream),
-            after=scatter,
+            after=lambda: np.copyto(pieces, rows),
         )
 
     def _kernel(self, h2d: bool) -> Any:
