@@ -308,6 +308,26 @@ def test_each_pool_kind_allocates_from_its_own_pool(fake_gpu):
     assert session.gpu.leaks() == {}  # the kept pool destroyed with the session
 
 
+def test_emptying_the_pools_trims_each_kinds_own_pool_to_nothing(fake_gpu, monkeypatch):
+    """A pool's "new" allocation is from an empty pool: the default pool and memprof's own
+    kept pool are each trimmed to nothing, not one of them twice."""
+    session = fake_gpu()
+    fake, _ = bindings._import()
+    trimmed = []
+
+    def trim(pool, keep):
+        trimmed.append((pool, keep))
+        return (CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(fake, "cuMemPoolTrimTo", trim)
+    allocators = pools.Allocators(session, ["pool", "pool_kept"])
+    allocators.empty_pools()
+    kept = memory.MEMORY_KINDS["pool_kept"].pool(session)
+    assert kept is not None and kept is not allocators.default_pool
+    assert trimmed == [(allocators.default_pool, 0), (kept, 0)]
+    session.close()
+
+
 # -- CUPTI's record of a driver call ---------------------------------------------------------
 
 

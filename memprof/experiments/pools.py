@@ -147,10 +147,6 @@ class Allocators:
             loop_iterations=LOOP_ITERATIONS,
         )
 
-    def pool_of(self, kind: str) -> Any:
-        """The pool a kind allocates from (its own, or the device's default)."""
-        return self.kind[kind].pool(self.session) or self.default_pool
-
     def empty_pools(self) -> None:
         """Every pool back to holding nothing, so the next allocation is a pool's first."""
         from memprof.core import bindings
@@ -158,7 +154,7 @@ class Allocators:
         with self.profiler.paused():
             self.stream.synchronize()
             for kind in self.pools:
-                bindings.trim(self.pool_of(kind), 0)
+                bindings.trim(self.kind[kind].pool(self.session) or self.default_pool, 0)
 
     def memset(self, address: int, nbytes: int, operation: str, kind: str) -> None:
         """A memset of the whole buffer on the profiler's stream, timed as a GPU operation."""
