@@ -14,6 +14,7 @@ CUDA's error are kept in the Result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -128,16 +129,8 @@ H2D = {
     )
     for phase, words in PHASES.items()
 }
-H2D_CALLS = tuple(
-    base.Measure(
-        "api",
-        f"h2d_{phase}",
-        "the host in the HtoD copy call",
-        "host clock",
-        False,
-        1,
-        "copy_power",
-    )
+H2D_CALLS = tuple(  # the host in each HtoD copy call: base.COPY_CALLS', sized as the copies
+    dataclasses.replace(base.COPY_CALLS[0], operation=f"h2d_{phase}", size="copy_power")
     for phase in PHASES
 )
 CLIMB = (ALLOC, TOUCH, REGISTER, FREE, UNREGISTER)
