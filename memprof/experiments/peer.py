@@ -508,7 +508,7 @@ def summarize(result: Result) -> Summary:
                 for a, b in unordered_pairs(devices)
                 if (a, b) in cells and (b, a) in cells
             ]
-            table.notes += said_once(totals, lambda pairs: _pairs_named(pairs), "every pair")
+            table.notes += said_once(totals, _pairs_named, "every pair")
         tables.append(table)
     latency = pair_figures(result, LATENCY_CHAIN)
     if latency:
