@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
-from memprof.experiments.pinlimit import PHASES
+from memprof.experiments.pinlimit import PHASES, margin_bytes
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -30,6 +30,7 @@ from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
 from tests.conftest import FIXTURES, load_fixture, replace
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
+MARGIN = "Host's margin"
 
 
 def rows_of(result: Result) -> list[dict]:
@@ -239,6 +240,7 @@ MARK = re.compile(r"[*†]$")  # pools' "*": a call near the floor of its timing
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?$")
 GB_PER_S = re.compile(r"(?<=\d) GB/s$")
 SHARE = re.compile(r"^\d+(\.\d)?%( \w+)?$")
+BYTES = re.compile(r"^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB)$")  # a size in words: 123.1 GiB
 
 
 def printed_forms(row: dict) -> set[str]:
@@ -296,6 +298,7 @@ def figure_cells(table) -> tuple[list[tuple[int, int, str]], list[tuple[int, int
             for part in parts:
                 part = GB_PER_S.sub("", part)  # a rate with its unit: pinlimit's host table
                 figure = TIME.match(part) or NUMBER.match(part) or SHARE.match(part)
+                figure = figure or BYTES.match(part)
                 formulas = {getattr(one, "formula", None) for one in table.sources[r]}
                 ratio = RATIO.match(part) or CHANGE.match(part) if "ratio" in formulas else None
                 if ratio:  # its figure, without the words after it ("3.20x faster", "+3.1%")
@@ -473,4 +476,8 @@ def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
     assert host.rows[-1][1:3] == [format_bytes(idle), format_bytes(top)]
     text = csv_text([result], [summary.figures], [summary.derived])
     written = [row for row in csv.DictReader(io.StringIO(text)) if row["group"] == "device"]
-    assert [int(row["bytes"]) for row in written] == [*extra.available_bytes, idle]
+    limits = extra.limits  # the limits table's sizes first, each a row of its own
+    sizes = [limits.mem_total_bytes, limits.mem_available_bytes]
+    sizes += [margin_bytes(limits.mem_total_bytes), extra.cap_bytes]
+    assert [int(row["bytes"]) for row in written] == [*sizes, *extra.available_bytes, idle]
+    assert [row["name"] for row in written[:4]] == ["MemTotal", "MemAvailable", MARGIN, "Cap"]

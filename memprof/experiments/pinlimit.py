@@ -556,41 +556,52 @@ def ending(extra: PinlimitExtra) -> str:
     )
 
 
-def _limit(value: int | None, unlimited: str = "unlimited") -> str:
-    return unlimited if value is None else format_bytes(value)
+def _limit(name: str, value: int | None, unlimited: str = "unlimited") -> DeviceFact | str:
+    """A limit's size as a fact (its table cell and CSV row), or the words where it has none."""
+    return unlimited if value is None else DeviceFact(name, bytes=value)
 
 
-LABELS = (Column("Limit", "limit"), Column("Value", "value"), Column("What it bounds", "bounds"))
+def _size_or_words(one: DeviceFact | str) -> str:
+    return one if isinstance(one, str) else _size(one)
+
+
+LABELS = (
+    Column("Limit", "limit"),
+    Column("Value", "value", _size_or_words),
+    Column("What it bounds", "bounds"),
+)
 
 
 def limits_table(extra: PinlimitExtra) -> Table:
     limits = extra.limits
     binds = "binds mlock()" if limits.memlock_binds else "does not bind (root or CAP_IPC_LOCK)"
     who = "root" if limits.root else "not root"
+    soft, hard = "RLIMIT_MEMLOCK soft", "RLIMIT_MEMLOCK hard"
     rows = [
-        ("RLIMIT_MEMLOCK soft", _limit(limits.memlock_soft_bytes), binds),
-        ("RLIMIT_MEMLOCK hard", _limit(limits.memlock_hard_bytes), "the soft limit"),
+        (soft, _limit(soft, limits.memlock_soft_bytes), binds),
+        (hard, _limit(hard, limits.memlock_hard_bytes), "the soft limit"),
         ("Process", f"{who}, {'' if limits.cap_ipc_lock else 'no '}CAP_IPC_LOCK", "RLIMIT_MEMLOCK"),
     ]
     if limits.cgroup_version is None:
         rows.append(("cgroup memory", "none found", ""))
     else:
-        used = _limit(limits.cgroup_usage_bytes, "?")
+        used = "?" if limits.cgroup_usage_bytes is None else format_bytes(limits.cgroup_usage_bytes)
         rows.append(
             (
                 f"cgroup v{limits.cgroup_version} memory",
-                f"{_limit(limits.cgroup_limit_bytes, 'no limit')}, {used} used"
+                f"{format_bytes(limits.cgroup_limit_bytes)}, {used} used"
                 if limits.cgroup_limit_bytes is not None
                 else "no limit",
                 "both calls",
             )
         )
-    rows += [
-        ("MemTotal", format_bytes(limits.mem_total_bytes), "both calls"),
-        ("MemAvailable", format_bytes(limits.mem_available_bytes), "both calls"),
-        ("Host's margin", format_bytes(margin_bytes(limits.mem_total_bytes)), "the cap"),
-        ("Cap", format_bytes(extra.cap_bytes), "the climb"),
-    ]
+    sizes = (
+        ("MemTotal", limits.mem_total_bytes, "both calls"),
+        ("MemAvailable", limits.mem_available_bytes, "both calls"),
+        ("Host's margin", margin_bytes(limits.mem_total_bytes), "the cap"),
+        ("Cap", extra.cap_bytes, "the climb"),
+    )
+    rows += [(name, DeviceFact(name, bytes=value), bounds) for name, value, bounds in sizes]
     notes = [
         "Both calls: cuMemHostAlloc and cuMemHostRegister. Pinned pages are this process's "
         "memory: the cgroup's limit and MemAvailable bound both."
