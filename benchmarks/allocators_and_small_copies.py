@@ -42,16 +42,16 @@ import sys
 import time
 from pathlib import Path
 
-import memprof
-from memprof.experiments.pools import call_floor_ms, near_floor
-from memprof.model.results import MissingMeasurement, Result
+from common import Result, nvcc
 
-HERE = Path(__file__).resolve().parent
+import memprof
+
 ALLOC_POWERS = (19, 24)  # 2 MiB (one VMM granule on Hopper) and 64 MiB
 COPY_POWERS, COPIES = (10, 12), 128  # 4 and 16 KiB, as a training step's small tensors
 REPEAT = 30
 ROUNDS = 3
 TOLERANCE, ABSOLUTE_MS = 0.10, 0.0001  # a call: within max(10%, 0.1 us)
+FLOOR_SHARE = 0.10  # memprof marks a call's figure as near its floor past a tenth of it
 WALL_TOLERANCE = 1.3  # batched small copies' wall clock: at most 1.3x native
 GPU_TOLERANCE = 0.10  # the GPU time of small copies: within 10% (issue 17)
 DEFAULTS_LIMIT_S = {"smallcopies": 10.0, "alloc": 8.0}
@@ -62,13 +62,6 @@ def log(out: Path, line: str = "") -> None:
     print(line, flush=True)
     with (out / "summary.txt").open("a") as summary:
         summary.write(line + "\n")
-
-
-def build(source: str, out: Path) -> Path:
-    binary = out / Path(source).stem
-    command = ["nvcc", "-O2", "-std=c++17", "-o", str(binary), str(HERE / source), "-lcuda"]
-    subprocess.run(command, check=True)
-    return binary
 
 
 def reference(binary: Path, arguments: list[int], out: Path, round_: int) -> dict:
@@ -128,17 +121,24 @@ CALLS_ALSO = (  # printed for information, no target
 NATIVE_FLOORS = ("pool_call_floor", "pool_kept_call_floor", "vmm_call_floor")
 
 
+def call_floor_ms(result: Result) -> float | None:
+    """The floor of how a run timed its driver calls: the median of every cuCtxGetDevice
+    (next to nothing) it timed as it timed them; None where it recorded none."""
+    floors = [m for m in result.measurements if (m.group, m.operation) == ("api", "call_floor")]
+    return statistics.median(s for m in floors for s in m.samples_ms) if floors else None
+
+
 def call_verdict(ours_ms: float, theirs_ms: float, floor_ms: float | None) -> str:
     """met: within max(10%, 0.1 us); floor shown: memprof marks it as near its floor."""
     if abs(ours_ms - theirs_ms) <= max(TOLERANCE * theirs_ms, ABSOLUTE_MS):
         return "met"
-    if near_floor(ours_ms, floor_ms):
+    if floor_ms is not None and floor_ms > FLOOR_SHARE * ours_ms:
         return "floor shown"
     return "MISSED"
 
 
 def allocators(out: Path, rounds: int) -> None:
-    binary = build("allocators_reference.cu", out)
+    binary = nvcc("allocators_reference.cu", out, "-std=c++17", "-lcuda")
     ours: dict[tuple[str, str, int], list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     floors: list[float] = []
@@ -162,7 +162,7 @@ def allocators(out: Path, rounds: int) -> None:
                 nbytes = 4 << power
                 try:
                     value = median_of(result, "api", operation, kind, nbytes)
-                except MissingMeasurement:
+                except KeyError:  # memprof's MissingMeasurement: none recorded
                     continue
                 ours.setdefault((operation, kind, nbytes), []).append(value)
     events = saved(
@@ -221,7 +221,7 @@ def smallcopies_events_run(path: Path) -> Result:
 
 
 def small_copies(out: Path, rounds: int) -> None:
-    binary = build("smallcopies_reference.cu", out)
+    binary = nvcc("smallcopies_reference.cu", out, "-std=c++17", "-lcuda")
     sizes = [4 << power for power in COPY_POWERS]
     walls: dict[tuple[str, str, str, int], list[float]] = {}  # (who, way, direction, size)
     gpu: dict[tuple[str, str, str, int], list[float]] = {}

@@ -17,19 +17,14 @@ first one alternating, so neither gains from always going first.
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from targets import allowance, gpu_name, verdict
+from common import ROOT, allowance, bytecode_cache, gpu_name, python_environment, verdict
 
-ROOT = Path(__file__).resolve().parents[1]
 BUDGETS_S = {
     "compare": 3.0,
     "sweep": 6.0,
@@ -39,17 +34,7 @@ BUDGETS_S = {
     "check": 2.0,
     "pinlimit": 30.0,  # issue 41, at its default cap
 }
-# Bytecode goes to a cache of this run's own, as an installed memprof has it (see startup.py).
-BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-budgets-pycache-")
-atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
-
-
-def environment(checkout: Path) -> dict[str, str]:
-    kept = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
-    # the checkout first; what the path held besides (the device kit's PyCUDA) after it
-    others = [p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
-    path = os.pathsep.join([str(checkout), *others])
-    return {**kept, "PYTHONPYCACHEPREFIX": BYTECODE_CACHE, "PYTHONPATH": path}
+BYTECODE_CACHE = bytecode_cache()  # one of this run's own, as an installed memprof has it
 
 
 def wall_s(checkout: Path, command: str) -> float:
@@ -58,7 +43,7 @@ def wall_s(checkout: Path, command: str) -> float:
     done = subprocess.run(
         [sys.executable, "-m", "memprof", command, "--quiet"],
         cwd=checkout,
-        env=environment(checkout),
+        env=python_environment(checkout, BYTECODE_CACHE),
         capture_output=True,
         text=True,
     )

@@ -26,6 +26,7 @@ Prints ratios; exit status 0 when every target is met, 1 otherwise.
 
 from __future__ import annotations
 
+import io
 import statistics
 import subprocess
 import sys
@@ -33,8 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import Misses, Result, nvcc
+from rich.console import Console
+
 import memprof
-from memprof.experiments import summarize
 
 SWEEP_POWERS = tuple(range(10, 27, 2))  # 4 KiB .. 256 MiB
 EXPERIMENT_PARAMS = {
@@ -46,21 +49,16 @@ EXPERIMENT_PARAMS = {
     "sweep": {"powers": SWEEP_POWERS, "kinds": ("pinned", "pageable"), "repeat": 10},
     "streams": {"power": 22},
 }
-FAILURES: list[str] = []
+FAILURES = Misses()
+judge = FAILURES.judge
 
 
-def run(command: str, timing: str):
+def run(command: str, timing: str) -> Result:
     return memprof.run(command, timing=timing, **EXPERIMENT_PARAMS[command])
 
 
-def key(m) -> tuple:
+def key(m: object) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-
-
-def judge(ok: bool, what: str) -> str:
-    if not ok:
-        FAILURES.append(what)
-    return "ok" if ok else "MISSED"
 
 
 def main() -> int:
@@ -105,7 +103,8 @@ def main() -> int:
         print(f"   {command}: {total - len(misses)}/{total} rows within  {verdict}")
         for line in misses[:4]:
             print(f"      {line}")
-        same = _conclusions(cupti_results[command]) == _conclusions(events_results[command])
+        verdicts = _conclusions(cupti_results[command]), _conclusions(events_results[command])
+        same = None not in verdicts and verdicts[0] == verdicts[1]
         print(
             f"   {command}: conclusions identical in both modes: "
             f"{judge(same, f'conclusions differ: {command}')}"
@@ -172,27 +171,29 @@ def main() -> int:
         f"{judge(wall <= 1.0, 'wall time')}"
     )
 
-    print(f"\n{len(FAILURES)} target(s) missed" + (": " + "; ".join(FAILURES) if FAILURES else ""))
-    return 1 if FAILURES else 0
+    return FAILURES.status()
 
 
-def _conclusions(result) -> list[str]:
-    """The sentences' verdicts without their figures: which way each conclusion points."""
-    summary = summarize(result)
-    return [_verdict(line) for line in summary.conclusions]
+def _conclusions(result: Result) -> list[str] | None:
+    """The verdicts of the conclusions memprof.render prints (its paragraphs after the
+    verification line), without their figures: which way each conclusion points; None
+    where no verification line was printed."""
+    console = Console(file=io.StringIO(), width=1000, record=True, color_system=None)
+    memprof.render(result, console)
+    shown = console.export_text()
+    _, verified, after = shown.rpartition("Verified against numpy")
+    return _verdict(after.partition("\n")[2]) if verified else None
 
 
-def _verdict(line: str) -> str:
+def _verdict(text: str) -> list[str]:
     words = ("faster", "slower", "never", "every", "pays", "better", "beat", "overtakes")
-    return " ".join(word for word in line.replace(",", " ").split() if word in words)
+    return [word for word in text.replace(",", " ").split() if word in words]
 
 
 def _native_references() -> dict[int, dict[tuple[str, str], float]]:
-    source = Path(__file__).with_name("native_copies.cu")
     found: dict[int, dict[tuple[str, str], float]] = {}
     with tempfile.TemporaryDirectory() as build:
-        binary = Path(build) / "native_copies"
-        subprocess.run(["nvcc", "-O2", "-o", str(binary), str(source)], check=True)
+        binary = nvcc("native_copies.cu", Path(build))
         for power in sorted({*SWEEP_POWERS, 18, 20, 22, 24}):
             nbytes = 4 << power
             output = subprocess.run(

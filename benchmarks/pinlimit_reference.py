@@ -25,25 +25,25 @@ import sys
 import time
 from pathlib import Path
 
+from common import Result
+
+import memprof
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # this checkout's memprof
-
-from memprof.core.hostlimits import GIB  # noqa: E402
-from memprof.experiments import load, pinlimit  # noqa: E402
-
+GIB = 1 << 30
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 WALL_LIMIT_S = 30.0
 TOLERANCE = 0.10
 TARGETS = ("alloc", "register")  # issue 41: within 10% of native
-SHOWN = (
-    ("alloc", "cuMemHostAlloc"),
-    ("register", "cuMemHostRegister"),
-    ("touch_pinned", "touch, pinned"),
-    ("touch_registered", "touch, numpy"),
-    ("free", "cuMemFreeHost"),
-    ("unregister", "cuMemHostUnregister"),
-    ("register_whole", "Register at once"),
-)
+SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
+    "alloc": ("cuMemHostAlloc", "api", "alloc", "pinned"),
+    "register": ("cuMemHostRegister", "api", "register", "registered"),
+    "touch_pinned": ("touch, pinned", "host", "touch", "pinned"),
+    "touch_registered": ("touch, numpy", "host", "touch", "registered"),
+    "free": ("cuMemFreeHost", "api", "free", "pinned"),
+    "unregister": ("cuMemHostUnregister", "host", "free", "registered"),
+    "register_whole": ("Register at once", "api", "register_whole", "registered"),
+}
 
 
 def build(out: Path) -> Path:
@@ -67,7 +67,7 @@ def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     }
 
 
-def memprof_run(out: Path, name: str, *arguments: str) -> tuple[object, float]:
+def memprof_run(out: Path, name: str, *arguments: str) -> tuple[Result, float]:
     """A memprof pinlimit run as a user makes it: its Result and wall time."""
     path = out / f"{name}.json"
     start = time.monotonic()
@@ -81,23 +81,15 @@ def memprof_run(out: Path, name: str, *arguments: str) -> tuple[object, float]:
     (out / f"{name}.log").write_text(ran.stdout + ran.stderr)
     if ran.returncode != 0:
         sys.exit(f"memprof pinlimit {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
-    return load(path), wall_s
+    return memprof.load(path), wall_s
 
 
-def per_gib(result) -> dict[str, float]:
+def per_gib(result: Result) -> dict[str, float]:
     """memprof's figures as the native program prints them: median ms per GiB."""
     found = {}
-    for name, measure, kind in (
-        ("alloc", pinlimit.ALLOC, "pinned"),
-        ("register", pinlimit.REGISTER, "registered"),
-        ("touch_pinned", pinlimit.TOUCH, "pinned"),
-        ("touch_registered", pinlimit.TOUCH, "registered"),
-        ("free", pinlimit.FREE, "pinned"),
-        ("unregister", pinlimit.UNREGISTER, "registered"),
-        ("register_whole", pinlimit.WHOLE, "registered"),
-    ):
-        for m in pinlimit.base.find_all(result, measure):
-            if m.kind == kind:
+    for name, (_, *key) in SHOWN.items():
+        for m in result.measurements:
+            if [m.group, m.operation, m.kind] == key:
                 found[name] = statistics.median(m.samples_ms) / (m.bytes / GIB)
     return found
 
@@ -136,7 +128,7 @@ def main() -> int:
 
     print(f"\nms per GiB, medians of {args.rounds} rounds' medians (host clock both sides)")
     print(f"{'Call':<22}{'memprof':>10}{'native':>10}{'ratio':>8}  target")
-    for name, words in SHOWN:
+    for name, (words, *_) in SHOWN.items():
         pairs = rounds.get(name)
         if not pairs:
             continue

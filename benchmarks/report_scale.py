@@ -13,25 +13,22 @@ after one untimed run. No GPU needed. Exit status 0 when both targets are met.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, python_environment
 
-from tests.large_result import write_large_trace  # noqa: E402
+from tests.large_result import write_large_trace
 
 TARGET_S = 3.0
 TARGET_RATIO = 1.5
 
 
 def best_s(command: list[str], cache: str, runs: int = 3) -> float:
-    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    environment["PYTHONPYCACHEPREFIX"] = cache
+    environment = python_environment(bytecode=cache)
     times = []
     for run in range(runs + 1):
         started = time.perf_counter()

@@ -20,19 +20,13 @@ Where the time goes: `python -X importtime -m memprof --help`, and benchmarks/wa
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from targets import allowance, gpu_name, verdict
+from common import ROOT, allowance, bytecode_cache, gpu_name, python_environment, verdict
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "h200_pinned_p20.json"
 FLOOR_CLI = "import typer, rich.console"
 FLOOR_GPU = """
@@ -50,16 +44,7 @@ cupti.activity_flush_all(1)
 """
 
 
-# Bytecode goes to a cache of this run's own, so that every command starts as an installed
-# one does (pip writes .pyc files), also where the sources are read-only or a kit installed
-# them with --no-compile: otherwise each process compiles every module again.
-BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-startup-pycache-")
-atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
-ENVIRONMENT = {
-    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-    "PYTHONPYCACHEPREFIX": BYTECODE_CACHE,
-    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-}
+ENVIRONMENT = python_environment(bytecode=bytecode_cache())  # as an installed memprof has it
 
 
 def wall_s(command: list[str], runs: int) -> list[float]:

@@ -33,20 +33,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import Misses, Result, run_example
 
-import memprof  # noqa: E402
-from memprof.model.results import Measurement, Result  # noqa: E402
+import memprof
 
 EXAMPLES = (  # (script, the library it needs)
     ("examples/pycuda_copies.py", "pycuda"),
@@ -57,29 +51,7 @@ OVERHEAD_EXAMPLE = "examples/small_copies.py"
 LARGE_BYTES = 1 << 20
 TIME_TOLERANCE = 0.05
 OVERHEAD_TARGET = 0.10
-PREFIX = "memprof-example: "
-FAILURES: list[str] = []
-
-
-def run(command: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
-    """The program's own report, the process's wall time, and the completed process."""
-    start = time.perf_counter()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=environment()
-    )
-    wall_s = time.perf_counter() - start
-    lines = [line for line in completed.stdout.splitlines() if line.startswith(PREFIX)]
-    if completed.returncode != 0 or len(lines) != 1:
-        raise RuntimeError(
-            f"{' '.join(command)} exited {completed.returncode}:\n"
-            f"{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}"
-        )
-    return json.loads(lines[0][len(PREFIX) :]), wall_s, completed
-
-
-def environment() -> dict[str, str]:
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": python_path, "COLUMNS": "200"}
+FAILURES = Misses()
 
 
 def traced(script: str, json_path: Path) -> list[str]:
@@ -90,9 +62,7 @@ def row_name(copy: dict) -> str:
     return f"[CUDA memcpy {copy['direction']}] {copy['source']} -> {copy['destination']}"
 
 
-def trace_figure(
-    key: tuple[str, int], count: int, m: Measurement | None, blocked: dict
-) -> tuple[float, str]:
+def trace_figure(key: tuple[str, int], count: int, m: object, blocked: dict) -> tuple[float, str]:
     """The trace's time of one row, and which: "blocked" where every copy of it blocked the
     host and was paired with its call, "GPU" (CUPTI's memcpy records) otherwise."""
     row = blocked.get(key)
@@ -172,10 +142,10 @@ def check_overhead(rounds: int) -> None:
             "no lines": [*traced(OVERHEAD_EXAMPLE, path)[:-1], "--stack-depth", "0",
                          OVERHEAD_EXAMPLE],
         }  # fmt: skip
-        run(commands["traced"])  # warm: caches, the bandwidth measurement
+        run_example(commands["traced"])  # warm: caches, the bandwidth measurement
         for _ in range(rounds):
             for label, command in commands.items():
-                report, wall_s, _ = run(command)
+                report, wall_s, _ = run_example(command)
                 runs[label].append((report["loop_s"], report["wall_s"], wall_s))
         copies = sum(copy["count"] for copy in report["copies"])
     median = statistics.median
@@ -222,19 +192,15 @@ def main() -> int:
             continue
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "trace.json"
-            _, bare_wall_s, _ = run([sys.executable, script])
-            report, traced_wall_s, completed = run(traced(script, path))
+            _, bare_wall_s, _ = run_example([sys.executable, script])
+            report, traced_wall_s, completed = run_example(traced(script, path))
             result = memprof.load(path)
         print(f"\n{script}: bare {bare_wall_s:.2f} s, traced {traced_wall_s:.2f} s (process)")
         print(completed.stderr)  # the trace itself, as the user sees it
         check_copies(script, report, result)
     if importlib.util.find_spec("pycuda") is not None:
         check_overhead(rounds)
-    print()
-    for failure in FAILURES:
-        print(f"FAILED: {failure}")
-    print("all targets met" if not FAILURES else f"{len(FAILURES)} targets missed")
-    return 1 if FAILURES else 0
+    return FAILURES.status()
 
 
 if __name__ == "__main__":

@@ -30,49 +30,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, Misses, Result, run_example
 
-import memprof  # noqa: E402
-from memprof.model.results import Result  # noqa: E402
+import memprof
 
 EXAMPLE = "examples/resnet_train.py"
 DATALOADER = "examples/torch_dataloader.py"
 OVERHEAD_TARGET = 1.10
 STEADY_AFTER = 5
-PREFIX = "memprof-example: "
 LABELS = ("bare", "CUPTI client", "traced", "no lines")
-FAILURES: list[str] = []
-
-
-def environment() -> dict[str, str]:
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": python_path, "COLUMNS": "100"}
-
-
-def run(command: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
-    """The program's own report, the process's wall time, and the completed process."""
-    start = time.perf_counter()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=environment()
-    )
-    wall_s = time.perf_counter() - start
-    lines = [line for line in completed.stdout.splitlines() if line.startswith(PREFIX)]
-    if completed.returncode != 0 or len(lines) != 1:
-        raise RuntimeError(
-            f"{' '.join(command)} exited {completed.returncode}:\n"
-            f"{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}"
-        )
-    return json.loads(lines[0][len(PREFIX) :]), wall_s, completed
+FAILURES = Misses()
 
 
 def traced(path: Path, example: str, arguments: list[str], *options: str) -> list[str]:
@@ -211,18 +184,18 @@ def main() -> int:
         folder = Path(name)
         profiled = folder / "profiler.json"
         for example, arguments in examples.items():
-            run([sys.executable, example, *arguments])  # warm: caches, cuDNN plans
+            run_example([sys.executable, example, *arguments])  # warm: caches, cuDNN plans
         for _ in range(rounds):
             for example, arguments in examples.items():
                 for label, command in commands(example, arguments, folder).items():
-                    report, wall_s, ran = run(command)
+                    report, wall_s, ran = run_example(command)
                     runs[example]["loop"][label].append(report["loop_s"])
                     if "step_s" in report:
                         runs[example]["step"][label].append(steady_step_s(report))
                     runs[example]["process"][label].append(wall_s)
                     if example == EXAMPLE and label == "traced":
                         completed = ran
-        profiler_report, _, _ = run(
+        profiler_report, _, _ = run_example(
             [sys.executable, "benchmarks/torch_profiler_run.py", "--out", str(profiled),
              EXAMPLE, "--steps", str(steps)]
         )  # fmt: skip
@@ -259,11 +232,7 @@ def main() -> int:
                     f"{label} {key}: {by_kind[label][key]}, torch.profiler {reference[key]}"
                 )
     check_lines(result, steps)
-    print()
-    for failure in FAILURES:
-        print(f"FAILED: {failure}")
-    print("all counts and lines as expected" if not FAILURES else f"{len(FAILURES)} missed")
-    return 1 if FAILURES else 0
+    return FAILURES.status()
 
 
 if __name__ == "__main__":
