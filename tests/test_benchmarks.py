@@ -73,7 +73,7 @@ def test_run_all_logs_each_benchmark_and_sums_them_up_past_a_failure(tmp_path):
     python.write_text(
         "#!/bin/bash\n"
         'case "$1" in\n'
-        '*report_scale.py) echo "report 1.21x json.load (target 1.5x): met"; echo chatter ;;\n'
+        '*budgets.py) echo "report 1.21x json.load (target 1.5x): met"; echo chatter ;;\n'
         '*startup.py) echo chatter; echo "cannot start"; exit 2 ;;\n'
         "esac\n"
     )
@@ -81,15 +81,15 @@ def test_run_all_logs_each_benchmark_and_sums_them_up_past_a_failure(tmp_path):
     out = tmp_path / "out"
     env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(python)}
     script = str(BENCHMARKS / "run_all.sh")
-    done = subprocess.run(["bash", script, "startup", "report-scale"], env=env, cwd=ROOT)
+    done = subprocess.run(["bash", script, "startup", "budgets"], env=env, cwd=ROOT)
     assert done.returncode == 1  # one failed
     summary = (out / "summary.txt").read_text()
     assert re.search(
         r"== startup: .*\n   exit 2, \d+ s\n   \| chatter\n   \| cannot start\n", summary
     )
     met = r"   \| report 1.21x json.load \(target 1.5x\): met\n$"
-    assert re.search(r"== report-scale: .*\n   exit 0, \d+ s\n" + met, summary)
-    assert (out / "report-scale.log").read_text() == (
+    assert re.search(r"== budgets: .*\n   exit 0, \d+ s\n" + met, summary)
+    assert (out / "budgets.log").read_text() == (
         "report 1.21x json.load (target 1.5x): met\nchatter\n"
     )
 
