@@ -1,31 +1,22 @@
-"""Issues 17, 22 and 24's targets for alloc and smallcopies, measured on the GPU machine, memprof
-and a native C++ program side by side in one run, interleaved.
+"""Issues 17 and 22's targets for alloc and smallcopies on the GPU machine: memprof against
+native C++ programs on the driver API (benchmarks/allocators_reference.cu and
+smallcopies_reference.cu: the same calls, counts and sizes by another route, no Python, no
+CUPTI; std::chrono around host calls, events around gated batches), ROUNDS interleaved
+rounds, each the native program then memprof; medians of the rounds' medians compared.
+
+1. Driver calls of pools and VMM at 2 and 64 MiB (memprof alloc: CUPTI's record of each
+   call). Target (issue 22): within max(10%, 0.1 us) of native, or "floor shown": memprof
+   marks the figure as near the floor of how it times calls (cuCtxGetDevice, timed the same
+   way). Beside: both sides' floors, each figure less its own floor, and memprof's host
+   clock (--timing events, Python's cost included).
+2. Small copies, 128 of 4 and 16 KiB, both directions: wall clock per copy of every way
+   (first call to the stream synchronized), memprof in this process (CUPTI paused while
+   timing), memprof in a fresh process with --timing events (no CUPTI at all; for
+   information) and native. Target (issue 22): batched within 1.3x of native. Beside: GPU
+   time per copy, gated events both sides (issue 17: within 10% host to device).
 
     python3 benchmarks/allocators_and_small_copies.py [--out DIR] [--rounds N]
-
-Builds benchmarks/allocators_reference.cu and benchmarks/smallcopies_reference.cu with nvcc
-(CUDA C++ on the driver API: the same calls, counts and sizes, a different route: no Python,
-no CUPTI, std::chrono around host calls, events around gated back-to-back batches), then runs
-ROUNDS rounds, each the native program and then memprof, and compares the medians of the
-rounds' medians (memprof / native):
-
-1. Driver calls of pools and virtual memory management at 2 MiB and 64 MiB (memprof alloc,
-   CUPTI's record of each call, against std::chrono around each). Target (issue 22): every
-   call under a microsecond within max(10%, 0.1 us) of the native figure, or memprof's output
-   shows the floor of how it times calls (cuCtxGetDevice timed the same way in the same run)
-   and marks that figure as near it ("floor shown"). Printed beside: both floors (the native
-   program times cuCtxGetDevice with its clock too) and each figure less its own side's floor,
-   which says whether the floor is all that separates them; and the same calls on memprof's
-   host clock (--timing events: Python's cost of a call included), for information.
-2. Small copies, 128 of 4 and 16 KiB, both directions: the wall clock per copy of every way
-   (first call to the stream synchronized), memprof's smallcopies in this process (CUPTI
-   loaded, paused while timing), in a fresh process with --timing events (no CUPTI in the
-   process at all, for information: what CUPTI's presence costs), and the native program's.
-   Target (issue 22): batched within 1.3x of native at 4 and 16 KiB. The GPU time per copy of
-   one call each and of the batch, memprof's gated events against the native program's, beside
-   (issue 17: within 10%, host to device).
-
-Every log, reference output and memprof Result goes under DIR ($OUT where set, else
+Every reference output and Result goes under DIR ($OUT where set, else
 ./allocators-and-small-copies). Exit status 0 when every target is met.
 """
 

@@ -1,28 +1,21 @@
 """Does `memprof trace` see exactly what a program did, at the program's own timing? GPU machine.
 
-Each example under examples/ knows by construction how many copies of which kind and size
-it makes, times them itself with CUDA events, and prints one `memprof-example: {json}` line.
-Each runs bare and under `memprof trace --json`; then:
+Each example under examples/ knows how many copies of which kind and size it makes, times
+them itself with CUDA events, and prints one `memprof-example: {json}` line. Each runs bare
+and under `memprof trace --json`; then:
 
 1. Counts and bytes: every (direction, source kind, destination kind, size) the program
    reports has exactly that many copies in the trace, and the trace has no other copies.
-2. Time: for copies of 1 MiB or more, the trace's time against the program's own CUDA
-   events around the same copies. Target: within 5% (per row and in total). Which trace
-   figure depends on the copy, and each row says which it used:
-   - blocking copies (synchronous, or from or to pageable memory): "blocked", the time their
-     calls held the host (CUPTI's API record of the same correlation id). The program's
-     events bracket the call, driver's staging included, which CUPTI's memcpy record (the
-     DMA alone) leaves out;
-   - asynchronous copies (pinned memory, queued behind GPU work): "GPU", CUPTI's memcpy record.
-3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): the program's copy
-   loop traced against bare, median of ROUNDS alternating runs. Target: under 10%, judged on
-   the trace a user gets (lines: a CUPTI callback at each call), with --stack-depth 0
-   (CUPTI's records alone) printed beside it. That loop is where the cost per operation
-   shows. The program's wall time (its first line to its last) and the whole process are
-   printed beside it, not judged: traced, memprof has
-   called cuInit and started CUPTI before the program's first line, so the program's own
-   driver start-up is already paid and its wall time is shorter than bare; and memprof's
-   own start and report are a fixed cost that does not grow with the program.
+2. Time: copies of 1 MiB or more, the trace's time against the program's events around the
+   same copies, within 5% (per row and in total). Blocking copies (synchronous, or pageable)
+   are compared by "blocked", the time their calls held the host (the events bracket the
+   call, staging included, which CUPTI's memcpy record leaves out); asynchronous ones by
+   "GPU", CUPTI's memcpy record.
+3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): its copy loop traced
+   against bare, median of ROUNDS alternating runs. Target: under 10% with lines on (a CUPTI
+   callback at each call); --stack-depth 0 (CUPTI's records alone), the program's wall time
+   and the whole process printed beside, not judged (traced, memprof has started the driver
+   and CUPTI before the program's first line; its own start and report are a fixed cost).
 
     python3 benchmarks/trace_check.py [--rounds N]
 Exit status 0 when every target is met, 1 otherwise. Examples whose library is missing

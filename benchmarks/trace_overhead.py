@@ -1,26 +1,20 @@
 """What `memprof trace` costs a training run beside a bare CUPTI client, and whether it still
 counts what torch.profiler and that client count. GPU machine with PyTorch and cupti-python.
 
-Each example (examples/resnet_train.py: ResNet-18 training, batches copied from pageable
-memory, the loss read every step; examples/torch_dataloader.py: a small transformer fed by
-a DataLoader's workers through pinned memory) runs, alternating, ROUNDS times each: bare;
-under a bare CUPTI client (benchmarks/cupti_client.py: CUPTI's records of kernels, copies
-and memsets only, no callbacks, written apart from memprof); traced (source lines, the
-default); and traced with --stack-depth 0 (no CUPTI callbacks, no lines). ResNet then runs
-once under torch.profiler (benchmarks/torch_profiler_run.py). Then, per example:
+examples/resnet_train.py (ResNet-18 training, batches copied from pageable memory, the loss
+read every step) and examples/torch_dataloader.py (a small transformer fed by a DataLoader's
+workers through pinned memory) run ROUNDS times each, alternating: bare; under a bare CUPTI
+client (benchmarks/cupti_client.py: activity records of kernels, copies and memsets, no
+callbacks, written apart from memprof); traced (lines on, the default); and traced with
+--stack-depth 0. ResNet then runs once under torch.profiler (benchmarks/torch_profiler_run.py).
 
-1. Overhead: the program's loop (its own clock: ResNet's first batch to the last .item(),
-   the DataLoader's first batch to its synchronize), median of the rounds, traced against
-   the CUPTI client's, both times printed. Target (issue 38, item 7): at most 1.10x. Beside
-   it, not judged: each against bare, ResNet's median step after the first five, the loop
-   with --stack-depth 0 (what the lines cost) and under torch.profiler, and the whole
-   process (memprof's own start-up and report are a fixed cost). Timing is printed and
-   said met or MISSED; it never sets the exit status (a shared machine's noise is no bug).
+1. Overhead: the program's loop on its own clock, median of the rounds, traced against the
+   CUPTI client's. Target (issue 38, item 7): at most 1.10x, said met or MISSED but never the
+   exit status (a shared machine's noise is no bug). Beside it: each way against bare,
+   ResNet's median step after the first five, and the whole process.
 2. Counts: kernels, memsets and copies traced (with lines and without) against the CUPTI
-   client's, and for ResNet by direction and memory kinds against torch.profiler's.
-   Target: equal.
-3. Lines (ResNet): the trace names the program's lines (`# memprof-line:` comments) with
-   one copy per step each.
+   client's, and ResNet's by direction and memory kinds against torch.profiler's: equal.
+3. Lines (ResNet): the trace names each `# memprof-line:` line with one copy per step.
 
     python3 benchmarks/trace_overhead.py [--rounds 3] [--steps 30]
 Exit status 0 when every count and line is as expected, 1 otherwise.

@@ -211,7 +211,7 @@ def test_device_bandwidth_is_each_stream_kernels_best_gb_per_s():
 
 def test_streams_overlap_is_the_serial_overlapped_and_ideal_times():
     result = load(FIXTURES / "h200_streams.json")
-    serial, overlapped, ideal = script("overlap_and_bandwidth").overlap_ms(result, 4)
+    serial, overlapped, ideal = script("overlap_and_bandwidth").overlap_ms(result)
     assert serial == result.find("total", "pinned, 1 stream", "span").stats.median_ms
     assert overlapped == result.find("total", "pinned, 4 streams", "span").stats.median_ms
     stages = [  # each stage's total and one chunk: the longest's total plus a chunk of each other
@@ -222,6 +222,28 @@ def test_streams_overlap_is_the_serial_overlapped_and_ideal_times():
     longest = max(stages)
     expected = longest[0] + sum(stage[1] for stage in stages if stage is not longest)
     assert ideal == pytest.approx(expected, rel=0.01)
+
+
+def test_overlap_and_bandwidth_judges_recorded_runs_as_on_the_gpu(monkeypatch, capsys):
+    """Its main, each memprof.run answered by a recorded run: device's triad is 90.8% of the
+    H200's peak and copy 2.5% under triad; streams' 4 streams 4.0% over the ideal."""
+    import msgspec
+
+    import memprof
+
+    ran = {"device": load(FIXTURES / "h200_device.json")}
+    ran["streams"] = load(FIXTURES / "h200_streams.json")
+    monkeypatch.setattr(memprof, "run", lambda command, **_: ran[command], raising=False)
+    assert script("overlap_and_bandwidth").main() == 0
+    shown = capsys.readouterr().out
+    assert "4,373 GB/s   90.8% of peak" in shown
+    assert "target copy within 5% of triad (97.5%): met" in shown
+    assert "ideal 7.300 ms -> +4.0% over ideal (target <= +15%): met" in shown
+    device = ran["device"].device  # its peak: 2 x memory clock x 6,016-bit bus
+    for clock_khz, status in ((3_420_593, 0), (3_420_594, 1)):  # triad 85.0000% / 84.9999%
+        faster = msgspec.structs.replace(device, memory_clock_khz=clock_khz)
+        ran["device"] = msgspec.structs.replace(ran["device"], device=faster)
+        assert script("overlap_and_bandwidth").main() == status
 
 
 @pytest.mark.parametrize("name", ["h200x2_peer.json", "h200x4_peer.json"])
