@@ -292,3 +292,10 @@ def test_a_driver_calls_verdict_on_each_side_of_its_bounds(ours_us, native_us, f
     verdict = script("allocators_and_small_copies").call_verdict
     floor_ms = None if floor_us is None else floor_us / 1e3
     assert verdict(ours_us / 1e3, native_us / 1e3, floor_ms) == expected
+
+
+@pytest.mark.parametrize("floor_us", [0.1, 0.199, 0.2, 0.201, 1.0])
+def test_floor_shown_is_where_memprof_marks_a_figure_near_its_floor(floor_us):
+    ours_ms, native_ms, floor_ms = 2.0e-3, 1.0e-3, floor_us / 1e3  # 2 us against 1: missed
+    verdict = script("allocators_and_small_copies").call_verdict(ours_ms, native_ms, floor_ms)
+    assert (verdict == "floor shown") == pools.near_floor(ours_ms, floor_ms)
