@@ -18,7 +18,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWANCE = {"H200": 1.0, "H100": 1.3}  # issue 24: the H100 is allowed 1.3x the H200's targets
 EXAMPLE_PREFIX = "memprof-example: "  # the line each program under examples/ reports on
-sys.path.insert(0, str(ROOT))  # `import memprof` finds this checkout's
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `import memprof` finds this checkout's
 Result = Any  # what memprof.run and memprof.load return (memprof's public API names no type)
 
 
