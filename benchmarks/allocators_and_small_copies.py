@@ -1,74 +1,47 @@
-"""Issues 17, 22 and 24's targets for alloc and smallcopies, measured on the GPU machine, memprof
-and a native C++ program side by side in one run, interleaved.
+"""Issues 17 and 22's targets for alloc and smallcopies on the GPU machine: memprof against
+native C++ programs on the driver API (benchmarks/allocators_reference.cu and
+smallcopies_reference.cu: the same calls, counts and sizes by another route, no Python, no
+CUPTI; std::chrono around host calls, events around gated batches), ROUNDS interleaved
+rounds, each the native program then memprof; medians of the rounds' medians compared.
+
+1. Driver calls of pools and VMM at 2 and 64 MiB (memprof alloc: CUPTI's record of each
+   call). Target (issue 22): within max(10%, 0.1 us) of native, or "floor shown": memprof
+   marks the figure as near the floor of how it times calls (cuCtxGetDevice, timed the same
+   way). Beside: both sides' floors, each figure less its own floor, and memprof's host
+   clock (--timing events, Python's cost included).
+2. Small copies, 128 of 4 and 16 KiB, both directions: wall clock per copy of every way
+   (first call to the stream synchronized), memprof in this process (CUPTI paused while
+   timing), memprof in a fresh process with --timing events (no CUPTI at all; for
+   information) and native. Target (issue 22): batched within 1.3x of native. Beside: GPU
+   time per copy, gated events both sides (issue 17: within 10% host to device).
 
     python3 benchmarks/allocators_and_small_copies.py [--out DIR] [--rounds N]
-
-Builds benchmarks/allocators_reference.cu and benchmarks/smallcopies_reference.cu with nvcc
-(CUDA C++ on the driver API: the same calls, counts and sizes, a different route: no Python,
-no CUPTI, std::chrono around host calls, events around gated back-to-back batches), then runs
-ROUNDS rounds, each the native program and then memprof, and compares the medians of the
-rounds' medians (memprof / native):
-
-1. Driver calls of pools and virtual memory management at 2 MiB and 64 MiB (memprof alloc,
-   CUPTI's record of each call, against std::chrono around each). Target (issue 22): every
-   call under a microsecond within max(10%, 0.1 us) of the native figure, or memprof's output
-   shows the floor of how it times calls (cuCtxGetDevice timed the same way in the same run)
-   and marks that figure as near it ("floor shown"). Printed beside: both floors (the native
-   program times cuCtxGetDevice with its clock too) and each figure less its own side's floor,
-   which says whether the floor is all that separates them; and the same calls on memprof's
-   host clock (--timing events: Python's cost of a call included), for information.
-2. Small copies, 128 of 4 and 16 KiB, both directions: the wall clock per copy of every way
-   (first call to the stream synchronized), memprof's smallcopies in this process (CUPTI
-   loaded, paused while timing), in a fresh process with --timing events (no CUPTI in the
-   process at all, for information: what CUPTI's presence costs), and the native program's.
-   Target (issue 22): batched within 1.3x of native at 4 and 16 KiB. The GPU time per copy of
-   one call each and of the batch, memprof's gated events against the native program's, beside
-   (issue 17: within 10%, host to device).
-3. Wall time of `memprof smallcopies` and `memprof alloc` with their defaults (the second of two
-   runs, kernel cache warm): smallcopies at most 10 s (issue 17), alloc at most 8 s (issue 24).
-
-Every log, reference output and memprof Result goes under DIR ($OUT where set, else
+Every reference output and Result goes under DIR ($OUT where set, else
 ./allocators-and-small-copies). Exit status 0 when every target is met.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import memprof
-from memprof.experiments.pools import call_floor_ms, near_floor
-from memprof.model.results import MissingMeasurement, Result
+from common import Misses, Result, memprof_json, nvcc
 
-HERE = Path(__file__).resolve().parent
+import memprof
+
 ALLOC_POWERS = (19, 24)  # 2 MiB (one VMM granule on Hopper) and 64 MiB
 COPY_POWERS, COPIES = (10, 12), 128  # 4 and 16 KiB, as a training step's small tensors
 REPEAT = 30
 ROUNDS = 3
 TOLERANCE, ABSOLUTE_MS = 0.10, 0.0001  # a call: within max(10%, 0.1 us)
+FLOOR_SHARE = 0.10  # memprof marks a call's figure as near its floor past a tenth of it
 WALL_TOLERANCE = 1.3  # batched small copies' wall clock: at most 1.3x native
 GPU_TOLERANCE = 0.10  # the GPU time of small copies: within 10% (issue 17)
-DEFAULTS_LIMIT_S = {"smallcopies": 10.0, "alloc": 8.0}
-FAILURES: list[str] = []
-
-
-def log(out: Path, line: str = "") -> None:
-    print(line, flush=True)
-    with (out / "summary.txt").open("a") as summary:
-        summary.write(line + "\n")
-
-
-def build(source: str, out: Path) -> Path:
-    binary = out / Path(source).stem
-    command = ["nvcc", "-O2", "-std=c++17", "-o", str(binary), str(HERE / source), "-lcuda"]
-    subprocess.run(command, check=True)
-    return binary
+FAILURES = Misses()
 
 
 def reference(binary: Path, arguments: list[int], out: Path, round_: int) -> dict:
@@ -97,11 +70,6 @@ def median_of(result: Result, group: str, operation: str, kind: str, nbytes: int
     return result.find(operation, kind, group, nbytes).stats.median_ms
 
 
-def over_rounds(values: list[float]) -> float:
-    """The median of the rounds' medians."""
-    return statistics.median(values)
-
-
 def us(ms: float) -> str:
     return f"{ms * 1e3:.3f} us"
 
@@ -128,17 +96,24 @@ CALLS_ALSO = (  # printed for information, no target
 NATIVE_FLOORS = ("pool_call_floor", "pool_kept_call_floor", "vmm_call_floor")
 
 
+def call_floor_ms(result: Result) -> float | None:
+    """The floor of how a run timed its driver calls: the median of every cuCtxGetDevice
+    (next to nothing) it timed as it timed them; None where it recorded none."""
+    floors = [m for m in result.measurements if (m.group, m.operation) == ("api", "call_floor")]
+    return statistics.median(s for m in floors for s in m.samples_ms) if floors else None
+
+
 def call_verdict(ours_ms: float, theirs_ms: float, floor_ms: float | None) -> str:
     """met: within max(10%, 0.1 us); floor shown: memprof marks it as near its floor."""
     if abs(ours_ms - theirs_ms) <= max(TOLERANCE * theirs_ms, ABSOLUTE_MS):
         return "met"
-    if near_floor(ours_ms, floor_ms):
+    if floor_ms is not None and floor_ms > FLOOR_SHARE * ours_ms:
         return "floor shown"
     return "MISSED"
 
 
 def allocators(out: Path, rounds: int) -> None:
-    binary = build("allocators_reference.cu", out)
+    binary = nvcc("allocators_reference.cu", out, "-std=c++17", "-lcuda")
     ours: dict[tuple[str, str, int], list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     floors: list[float] = []
@@ -162,7 +137,7 @@ def allocators(out: Path, rounds: int) -> None:
                 nbytes = 4 << power
                 try:
                     value = median_of(result, "api", operation, kind, nbytes)
-                except MissingMeasurement:
+                except KeyError:  # memprof's MissingMeasurement: none recorded
                     continue
                 ours.setdefault((operation, kind, nbytes), []).append(value)
     events = saved(
@@ -170,13 +145,14 @@ def allocators(out: Path, rounds: int) -> None:
         out,
         "alloc-events",
     )
-    our_floor = over_rounds(floors)
+    our_floor = statistics.median(floors)
     native_floor = statistics.median(
-        over_rounds(theirs[name, 4 << power]) for name in NATIVE_FLOORS for power in ALLOC_POWERS
+        statistics.median(theirs[name, 4 << power])
+        for name in NATIVE_FLOORS
+        for power in ALLOC_POWERS
     )
-    log(out, f"Driver calls, medians of {REPEAT}, median of {rounds} interleaved rounds")
-    log(
-        out,
+    print(f"Driver calls, medians of {REPEAT}, median of {rounds} interleaved rounds")
+    print(
         f"floor (cuCtxGetDevice): memprof {us(our_floor)} (CUPTI's records), native "
         f"{us(native_floor)} (std::chrono)",
     )
@@ -188,22 +164,21 @@ def allocators(out: Path, rounds: int) -> None:
                 if (operation, kind, nbytes) not in ours:
                     if target:
                         FAILURES.append(what)
-                    log(out, f"{what}: memprof recorded no {operation} of {kind}")
+                    print(f"{what}: memprof recorded no {operation} of {kind}")
                     continue
-                mine = over_rounds(ours[operation, kind, nbytes])
-                native = over_rounds(theirs[name, nbytes])
+                mine = statistics.median(ours[operation, kind, nbytes])
+                native = statistics.median(theirs[name, nbytes])
                 verdict = call_verdict(mine, native, our_floor) if target else "information"
                 if verdict == "MISSED":
                     FAILURES.append(what)
-                log(
-                    out,
+                print(
                     f"{'' if target else '  (also) '}{what}: memprof {us(mine)}, native "
                     f"{us(native)}, ratio {mine / native:.3f} ({verdict}); less each floor: "
                     f"{us(mine - our_floor)} / {us(native - native_floor)}",
                 )
                 if target:
                     host = median_of(events, "api", operation, kind, nbytes)
-                    log(out, f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
+                    print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
 
 
 # -- 2. small copies ----------------------------------------------------------------------------
@@ -213,15 +188,13 @@ WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
 
 def smallcopies_events_run(path: Path) -> Result:
     """memprof smallcopies in a fresh process timed with events: no CUPTI in that process."""
-    command = [sys.executable, "-m", "memprof", "smallcopies", "--from", str(COPY_POWERS[0])]
-    command += ["--to", str(COPY_POWERS[-1]), "--step", "2", "--copies", str(COPIES)]
-    command += ["--repeat", str(REPEAT), "--warmup", "2", "--timing", "events"]
-    subprocess.run([*command, "--json", str(path), "--quiet"], check=True)
-    return memprof.load(path)
+    sizes = ["--from", str(COPY_POWERS[0]), "--to", str(COPY_POWERS[-1]), "--step", "2"]
+    counts = ["--copies", str(COPIES), "--repeat", str(REPEAT), "--warmup", "2"]
+    return memprof_json(path, "smallcopies", *sizes, *counts, "--timing", "events")
 
 
 def small_copies(out: Path, rounds: int) -> None:
-    binary = build("smallcopies_reference.cu", out)
+    binary = nvcc("smallcopies_reference.cu", out, "-std=c++17", "-lcuda")
     sizes = [4 << power for power in COPY_POWERS]
     walls: dict[tuple[str, str, str, int], list[float]] = {}  # (who, way, direction, size)
     gpu: dict[tuple[str, str, str, int], list[float]] = {}
@@ -261,66 +234,37 @@ def small_copies(out: Path, rounds: int) -> None:
                     for way in ("pinned", "batched"):
                         total = median_of(result, "span", direction, way, nbytes)
                         gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
-    log(out, f"{COPIES} small copies, wall clock per copy (first call to stream synchronized),")
-    log(out, f"medians of {REPEAT}, median of {rounds} interleaved rounds: memprof / native")
+    print(f"{COPIES} small copies, wall clock per copy (first call to stream synchronized),")
+    print(f"medians of {REPEAT}, median of {rounds} interleaved rounds: memprof / native")
     for direction in ("h2d", "d2h"):
         for nbytes in sizes:
             for way in WAYS:
-                mine = over_rounds(walls["memprof", way, direction, nbytes])
-                bare = over_rounds(walls["no CUPTI", way, direction, nbytes])
-                native = over_rounds(walls["native", way, direction, nbytes])
+                mine = statistics.median(walls["memprof", way, direction, nbytes])
+                bare = statistics.median(walls["no CUPTI", way, direction, nbytes])
+                native = statistics.median(walls["native", way, direction, nbytes])
                 ratio = mine / native
-                verdict = "information"
                 what = f"{way}, {direction}, {nbytes >> 10} KiB"
+                verdict = "information"
                 if way == "batched":
-                    verdict = "met" if ratio <= WALL_TOLERANCE else "MISSED"
-                    if verdict == "MISSED":
-                        FAILURES.append(f"wall clock of {what}")
-                log(
-                    out,
+                    verdict = FAILURES.judge(ratio <= WALL_TOLERANCE, f"wall clock of {what}")
+                print(
                     f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.2f} "
                     f"({verdict}); without CUPTI in the process {us(bare)} ({bare / native:.2f})",
                 )
-    log(out)
-    log(out, "GPU time per copy (gated events), memprof / native")
+    print()
+    print("GPU time per copy (gated events), memprof / native")
     for direction in ("h2d", "d2h"):
         for nbytes in sizes:
             for way in ("pinned", "batched"):
-                mine = over_rounds(gpu["memprof", way, direction, nbytes])
-                native = over_rounds(gpu["native", way, direction, nbytes])
+                mine = statistics.median(gpu["memprof", way, direction, nbytes])
+                native = statistics.median(gpu["native", way, direction, nbytes])
                 ratio = mine / native
-                target = direction == "h2d"  # issue 17's targets are host to device
+                what = f"{way}, {direction}, {nbytes >> 10} KiB"
                 verdict = "information"
-                if target:
-                    verdict = "met" if abs(ratio - 1) <= GPU_TOLERANCE else "MISSED"
-                    if verdict == "MISSED":
-                        FAILURES.append(f"GPU time of {way}, {direction}, {nbytes >> 10} KiB")
-                log(
-                    out,
-                    f"{way}, {direction}, {nbytes >> 10} KiB: memprof {us(mine)}, native "
-                    f"{us(native)}, ratio {ratio:.3f} ({verdict})",
-                )
-
-
-# -- 3. wall time of the commands ---------------------------------------------------------------
-
-
-def defaults_wall_time(out: Path, command_name: str) -> None:
-    command = [sys.executable, "-m", "memprof", command_name, "--quiet"]
-    subprocess.run(command, check=True)  # the kernel cache warm
-    start = time.perf_counter()
-    path = out / f"{command_name}-defaults.json"
-    subprocess.run([*command, "--json", str(path)], check=True)
-    wall = time.perf_counter() - start
-    limit = DEFAULTS_LIMIT_S[command_name]
-    met = wall <= limit
-    if not met:
-        FAILURES.append(f"{command_name} wall time")
-    verdict = "met" if met else "MISSED"
-    log(
-        out,
-        f"memprof {command_name} (defaults): {wall:.2f} s wall (target <= {limit:g} s): {verdict}",
-    )
+                if direction == "h2d":  # issue 17's targets are host to device
+                    verdict = FAILURES.judge(abs(ratio - 1) <= GPU_TOLERANCE, f"GPU time of {what}")
+                print(f"{what}: memprof {us(mine)}, native {us(native)}, ", end="")
+                print(f"ratio {ratio:.3f} ({verdict})")
 
 
 def main() -> int:
@@ -331,17 +275,10 @@ def main() -> int:
     arguments = parser.parse_args()
     out = arguments.out
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.txt").write_text("")
     allocators(out, arguments.rounds)
-    log(out)
+    print()
     small_copies(out, arguments.rounds)
-    log(out)
-    for command_name in DEFAULTS_LIMIT_S:
-        defaults_wall_time(out, command_name)
-    log(out)
-    log(out, "all targets met" if not FAILURES else f"MISSED: {', '.join(FAILURES)}")
-    (out / "failures.json").write_text(json.dumps(FAILURES) + "\n")
-    return 0 if not FAILURES else 1
+    return FAILURES.status()
 
 
 if __name__ == "__main__":

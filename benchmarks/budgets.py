@@ -1,35 +1,25 @@
 """Every long command's wall time from the shell, beside its budget (issue 24), in one run.
 
-Each command runs as a user runs it (`python -m memprof CMD --quiet`, a fresh process, its
-defaults), --runs times after one untimed run that warms the caches (compiled kernels,
-bytecode). With --baseline DIR (a checkout of an older memprof), the same commands of that
-checkout run too, interleaved with ours, so a busy moment costs both alike: before and after
-in one call.
+Each command runs as a user runs it (`python -m memprof CMD --quiet`, a fresh process),
+--runs times after one untimed run that warms the caches. With --baseline DIR (an older
+checkout), its commands run too, interleaved with ours, the first alternating, so a busy
+moment costs both alike. Prints each command's median wall time (and range) beside its budget
+(the H200's; 1.3x on an H100), met or MISSED. Needs the GPU machine.
 
     python3 benchmarks/budgets.py [--runs 3] [--baseline ../memprof-before] [--only sweep,check]
-
-Needs the GPU machine. Prints one line per command: the median wall time (and the range) of
-this checkout, of the baseline where given, and the budget, met or MISSED. The budgets are the
-H200's; on an H100 each is 1.3x (targets.py). Each round runs the checkouts in turn, the
-first one alternating, so neither gains from always going first.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from targets import allowance, gpu_name, verdict
+from common import ROOT, allowance, bytecode_cache, gpu_name, python_environment, verdict
 
-ROOT = Path(__file__).resolve().parents[1]
 BUDGETS_S = {
     "compare": 3.0,
     "sweep": 6.0,
@@ -38,27 +28,18 @@ BUDGETS_S = {
     "smallcopies": 3.0,
     "check": 2.0,
     "pinlimit": 30.0,  # issue 41, at its default cap
+    "pinned --power 20": 1.0,  # CUPTI on
 }
-# Bytecode goes to a cache of this run's own, as an installed memprof has it (see startup.py).
-BYTECODE_CACHE = tempfile.mkdtemp(prefix="memprof-budgets-pycache-")
-atexit.register(shutil.rmtree, BYTECODE_CACHE, True)
-
-
-def environment(checkout: Path) -> dict[str, str]:
-    kept = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
-    # the checkout first; what the path held besides (the device kit's PyCUDA) after it
-    others = [p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
-    path = os.pathsep.join([str(checkout), *others])
-    return {**kept, "PYTHONPYCACHEPREFIX": BYTECODE_CACHE, "PYTHONPATH": path}
+BYTECODE_CACHE = bytecode_cache()  # one of this run's own, as an installed memprof has it
 
 
 def wall_s(checkout: Path, command: str) -> float:
     """Seconds one `memprof COMMAND --quiet` of that checkout takes, start to exit."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "memprof", command, "--quiet"],
+        [sys.executable, "-m", "memprof", *command.split(), "--quiet"],
         cwd=checkout,
-        env=environment(checkout),
+        env=python_environment(checkout, BYTECODE_CACHE),
         capture_output=True,
         text=True,
     )
@@ -85,7 +66,7 @@ def main() -> int:
     gpu = gpu_name()
     factor = allowance(gpu)
     print(f"GPU: {gpu or 'unknown'}: the H200's budgets x{factor:g}")
-    print(f"{'command':<12} {'budget':>7}  " + "  ".join(f"{n:<22}" for n in checkouts))
+    print(f"{'command':<18} {'budget':>7}  " + "  ".join(f"{n:<22}" for n in checkouts))
     for command in arguments.only.split(","):
         times: dict[str, list[float]] = {name: [] for name in checkouts}
         for checkout in checkouts.values():
@@ -104,7 +85,7 @@ def main() -> int:
             if "baseline" in times
             else ""
         )
-        print(f"{command:<12} {budget:>5.1f} s  {cells}{ratio}  {outcome}", flush=True)
+        print(f"{command:<18} {budget:>5.1f} s  {cells}{ratio}  {outcome}", flush=True)
     return 0 if met else 1
 
 

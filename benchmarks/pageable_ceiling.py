@@ -3,42 +3,40 @@ against the host staging ceiling measured in the same run (docs/ceilings.md).
 
     python3 benchmarks/pageable_ceiling.py pinned_1.json pinned_2.json pinned_3.json
 
-Prints one line per run: pageable HtoD and DtoH GB/s against the host side measured beside
-them (one host thread staging the buffer through a 256 KiB buffer, per direction), each as a
-share of its ceiling (the lower of that and the link). Target (issue 16): every share
-between 50% and 100%; exit status 0 when met.
+Prints one line per run, read from its CSV rows (memprof.frame): pageable HtoD and DtoH GB/s
+against the host staging measured beside them (one host thread copying the buffer through a
+256 KiB buffer), each as the share of its ceiling the table shows. Target (issue 16): every
+share between 50% and 100%; exit status 0 when met.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import rows
 
-from memprof.experiments import base, load  # noqa: E402
-from memprof.experiments.pinned import COPY  # noqa: E402
-from memprof.model.figures import figure, host_side  # noqa: E402
+import memprof
 
 
 def shares(path: Path) -> tuple[str, bool]:
-    result = load(path)
+    """The line printed of one saved run, and whether both its shares are within 50-100%."""
+    result = memprof.load(path)
     if result.command != "pinned":
         return f"{path.name}: a result of memprof {result.command}, not pinned", False
-    nbytes = base.array_bytes(result.parameters)
     cells, met = [], True
-    for direction, measure in COPY.items():
-        side = host_side(result, nbytes, direction)
-        if side is None or not side.staged:
+    for direction in ("h2d", "d2h"):
+        staging = rows(result, group="host", operation=f"staging_{direction}")
+        copy = rows(result, group="gpu", operation=direction, kind="pageable")
+        if len(staging) != 1 or len(copy) != 1:
             return f"{path.name}: no staging memcpy recorded (a file from an older memprof)", False
-        # the figure the table shows, against the ceiling the table shows
-        copy = figure(result, base.find(result, measure, "pageable"), measure)
-        share = copy.share
+        copy, share = copy[0], copy[0]["ceiling_share"]
+        share = None if share is None or math.isnan(share) else share
         met &= share is not None and 0.5 <= share <= 1.0
         cells.append(
-            f"{direction} {copy.gb_per_s:5.1f} of {side.gb_per_s:5.1f} GB/s = "
-            f"{share or 0:4.0%} {copy.ceiling.limiter if copy.ceiling else 'no ceiling'}"
+            f"{direction} {copy['gb_per_s']:5.1f} of {staging[0]['gb_per_s']:5.1f} GB/s = "
+            f"{share or 0:4.0%} {copy['limiter'] if share is not None else 'no ceiling'}"
         )
     line = f"{path.name}: " + " | ".join(cells)
     return line + ("" if met else "   <- outside 50-100%"), met
@@ -49,7 +47,7 @@ def main(paths: list[str]) -> int:
     for line, _ in results:
         print(line)
     met = all(ok for _, ok in results)
-    print("target (every pageable figure 50-100% of its ceiling):", "met" if met else "NOT met")
+    print("target (every pageable figure 50-100% of its ceiling):", "met" if met else "MISSED")
     return 0 if met else 1
 
 

@@ -16,8 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import Result, nvcc, rows
+
 import memprof
-from memprof.experiments import peer
+
+
+def figures(result: Result, method: str) -> dict[tuple[int, int], float]:
+    """(source GPU, destination GPU) -> GB/s of one method's copies, from the Result's CSV."""
+    found = rows(result, group="gpu", operation=method)
+    return {(row["source_gpu"], row["destination_gpu"]): row["gb_per_s"] for row in found}
 
 
 def main() -> None:
@@ -29,16 +36,14 @@ def main() -> None:
     native: dict[str, list[float]] = {}
     seconds = []
     with tempfile.TemporaryDirectory() as build:
-        binary = Path(build) / "peer_reference"
-        source = Path(__file__).with_name("peer_reference.cu")
-        subprocess.run(["nvcc", "-O2", "-o", str(binary), str(source)], check=True)
+        binary = nvcc("peer_reference.cu", Path(build))
         for _ in range(arguments.rounds):
             start = time.perf_counter()
             result = memprof.run("peer", power=arguments.power)
             seconds.append(time.perf_counter() - start)
             assert result.passed, [c.detail for c in result.checks if not c.passed]
             for method in ("ce_on", "ce_bidir"):
-                for (a, b), gbs in peer.figures(result, method).items():
+                for (a, b), gbs in figures(result, method).items():
                     if {a, b} == {0, 1}:
                         ours.setdefault(f"{method} {a}->{b}", []).append(gbs)
             output = subprocess.run(

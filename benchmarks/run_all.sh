@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 export COLUMNS=${COLUMNS:-80}
 NAMES=(gpu-tests check-beside-load pageable-ceiling fidelity overlap-and-bandwidth
     allocators-and-small-copies trace-check trace-overhead peer-reference startup budgets
-    report-scale wall-profile fixture-diff pinlimit-reference)
+    wall-profile fixture-diff pinlimit-reference)
 [ "${1:-}" = --list ] && echo "${NAMES[*]}" && exit 0
 [ $# -gt 0 ] && NAMES=("$@")
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
@@ -71,7 +71,6 @@ for name in "${NAMES[@]}"; do
     startup) bench startup "$PY" benchmarks/startup.py --runs 7 ;;
     budgets) bench budgets "$PY" benchmarks/budgets.py --runs "${RUNS:-3}" \
         ${BASELINE:+--baseline "$BASELINE"} ;;
-    report-scale) bench report-scale "$PY" benchmarks/report_scale.py ;;
     pinlimit-reference) bench pinlimit-reference "$PY" benchmarks/pinlimit_reference.py \
         --out "$OUT/pinlimit-reference" ;;
     wall-profile)

@@ -1,28 +1,21 @@
 """Does `memprof trace` see exactly what a program did, at the program's own timing? GPU machine.
 
-Each example under examples/ knows by construction how many copies of which kind and size
-it makes, times them itself with CUDA events, and prints one `memprof-example: {json}` line.
-Each runs bare and under `memprof trace --json`; then:
+Each example under examples/ knows how many copies of which kind and size it makes, times
+them itself with CUDA events, and prints one `memprof-example: {json}` line. Each runs bare
+and under `memprof trace --json`; then:
 
 1. Counts and bytes: every (direction, source kind, destination kind, size) the program
    reports has exactly that many copies in the trace, and the trace has no other copies.
-2. Time: for copies of 1 MiB or more, the trace's time against the program's own CUDA
-   events around the same copies. Target: within 5% (per row and in total). Which trace
-   figure depends on the copy, and each row says which it used:
-   - blocking copies (synchronous, or from or to pageable memory): "blocked", the time their
-     calls held the host (CUPTI's API record of the same correlation id). The program's
-     events bracket the call, driver's staging included, which CUPTI's memcpy record (the
-     DMA alone) leaves out;
-   - asynchronous copies (pinned memory, queued behind GPU work): "GPU", CUPTI's memcpy record.
-3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): the program's copy
-   loop traced against bare, median of ROUNDS alternating runs. Target: under 10%, judged on
-   the trace a user gets (lines: a CUPTI callback at each call), with --stack-depth 0
-   (CUPTI's records alone) printed beside it. That loop is where the cost per operation
-   shows. The program's wall time (its first line to its last) and the whole process are
-   printed beside it, not judged: traced, memprof has
-   called cuInit and started CUPTI before the program's first line, so the program's own
-   driver start-up is already paid and its wall time is shorter than bare; and memprof's
-   own start and report are a fixed cost that does not grow with the program.
+2. Time: copies of 1 MiB or more, the trace's time against the program's events around the
+   same copies, within 5% (per row and in total). Blocking copies (synchronous, or pageable)
+   are compared by "blocked", the time their calls held the host (the events bracket the
+   call, staging included, which CUPTI's memcpy record leaves out); asynchronous ones by
+   "GPU", CUPTI's memcpy record.
+3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): its copy loop traced
+   against bare, median of ROUNDS alternating runs. Target: under 10% with lines on (a CUPTI
+   callback at each call); --stack-depth 0 (CUPTI's records alone), the program's wall time
+   and the whole process printed beside, not judged (traced, memprof has started the driver
+   and CUPTI before the program's first line; its own start and report are a fixed cost).
 
     python3 benchmarks/trace_check.py [--rounds N]
 Exit status 0 when every target is met, 1 otherwise. Examples whose library is missing
@@ -33,20 +26,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import Misses, Result, run_example
 
-import memprof  # noqa: E402
-from memprof.model.results import Measurement, Result  # noqa: E402
+import memprof
 
 EXAMPLES = (  # (script, the library it needs)
     ("examples/pycuda_copies.py", "pycuda"),
@@ -57,29 +44,7 @@ OVERHEAD_EXAMPLE = "examples/small_copies.py"
 LARGE_BYTES = 1 << 20
 TIME_TOLERANCE = 0.05
 OVERHEAD_TARGET = 0.10
-PREFIX = "memprof-example: "
-FAILURES: list[str] = []
-
-
-def run(command: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
-    """The program's own report, the process's wall time, and the completed process."""
-    start = time.perf_counter()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=environment()
-    )
-    wall_s = time.perf_counter() - start
-    lines = [line for line in completed.stdout.splitlines() if line.startswith(PREFIX)]
-    if completed.returncode != 0 or len(lines) != 1:
-        raise RuntimeError(
-            f"{' '.join(command)} exited {completed.returncode}:\n"
-            f"{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}"
-        )
-    return json.loads(lines[0][len(PREFIX) :]), wall_s, completed
-
-
-def environment() -> dict[str, str]:
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": python_path, "COLUMNS": "200"}
+FAILURES = Misses()
 
 
 def traced(script: str, json_path: Path) -> list[str]:
@@ -90,9 +55,7 @@ def row_name(copy: dict) -> str:
     return f"[CUDA memcpy {copy['direction']}] {copy['source']} -> {copy['destination']}"
 
 
-def trace_figure(
-    key: tuple[str, int], count: int, m: Measurement | None, blocked: dict
-) -> tuple[float, str]:
+def trace_figure(key: tuple[str, int], count: int, m: object, blocked: dict) -> tuple[float, str]:
     """The trace's time of one row, and which: "blocked" where every copy of it blocked the
     host and was paired with its call, "GPU" (CUPTI's memcpy records) otherwise."""
     row = blocked.get(key)
@@ -172,10 +135,10 @@ def check_overhead(rounds: int) -> None:
             "no lines": [*traced(OVERHEAD_EXAMPLE, path)[:-1], "--stack-depth", "0",
                          OVERHEAD_EXAMPLE],
         }  # fmt: skip
-        run(commands["traced"])  # warm: caches, the bandwidth measurement
+        run_example(commands["traced"])  # warm: caches, the bandwidth measurement
         for _ in range(rounds):
             for label, command in commands.items():
-                report, wall_s, _ = run(command)
+                report, wall_s, _ = run_example(command)
                 runs[label].append((report["loop_s"], report["wall_s"], wall_s))
         copies = sum(copy["count"] for copy in report["copies"])
     median = statistics.median
@@ -222,19 +185,15 @@ def main() -> int:
             continue
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "trace.json"
-            _, bare_wall_s, _ = run([sys.executable, script])
-            report, traced_wall_s, completed = run(traced(script, path))
+            _, bare_wall_s, _ = run_example([sys.executable, script])
+            report, traced_wall_s, completed = run_example(traced(script, path))
             result = memprof.load(path)
         print(f"\n{script}: bare {bare_wall_s:.2f} s, traced {traced_wall_s:.2f} s (process)")
         print(completed.stderr)  # the trace itself, as the user sees it
         check_copies(script, report, result)
     if importlib.util.find_spec("pycuda") is not None:
         check_overhead(rounds)
-    print()
-    for failure in FAILURES:
-        print(f"FAILED: {failure}")
-    print("all targets met" if not FAILURES else f"{len(FAILURES)} targets missed")
-    return 1 if FAILURES else 0
+    return FAILURES.status()
 
 
 if __name__ == "__main__":

@@ -1,26 +1,20 @@
 """What `memprof trace` costs a training run beside a bare CUPTI client, and whether it still
 counts what torch.profiler and that client count. GPU machine with PyTorch and cupti-python.
 
-Each example (examples/resnet_train.py: ResNet-18 training, batches copied from pageable
-memory, the loss read every step; examples/torch_dataloader.py: a small transformer fed by
-a DataLoader's workers through pinned memory) runs, alternating, ROUNDS times each: bare;
-under a bare CUPTI client (benchmarks/cupti_client.py: CUPTI's records of kernels, copies
-and memsets only, no callbacks, written apart from memprof); traced (source lines, the
-default); and traced with --stack-depth 0 (no CUPTI callbacks, no lines). ResNet then runs
-once under torch.profiler (benchmarks/torch_profiler_run.py). Then, per example:
+examples/resnet_train.py (ResNet-18 training, batches copied from pageable memory, the loss
+read every step) and examples/torch_dataloader.py (a small transformer fed by a DataLoader's
+workers through pinned memory) run ROUNDS times each, alternating: bare; under a bare CUPTI
+client (benchmarks/cupti_client.py: activity records of kernels, copies and memsets, no
+callbacks, written apart from memprof); traced (lines on, the default); and traced with
+--stack-depth 0. ResNet then runs once under torch.profiler (benchmarks/torch_profiler_run.py).
 
-1. Overhead: the program's loop (its own clock: ResNet's first batch to the last .item(),
-   the DataLoader's first batch to its synchronize), median of the rounds, traced against
-   the CUPTI client's, both times printed. Target (issue 38, item 7): at most 1.10x. Beside
-   it, not judged: each against bare, ResNet's median step after the first five, the loop
-   with --stack-depth 0 (what the lines cost) and under torch.profiler, and the whole
-   process (memprof's own start-up and report are a fixed cost). Timing is printed and
-   said met or MISSED; it never sets the exit status (a shared machine's noise is no bug).
+1. Overhead: the program's loop on its own clock, median of the rounds, traced against the
+   CUPTI client's. Target (issue 38, item 7): at most 1.10x, said met or MISSED but never the
+   exit status (a shared machine's noise is no bug). Beside it: each way against bare,
+   ResNet's median step after the first five, and the whole process.
 2. Counts: kernels, memsets and copies traced (with lines and without) against the CUPTI
-   client's, and for ResNet by direction and memory kinds against torch.profiler's.
-   Target: equal.
-3. Lines (ResNet): the trace names the program's lines (`# memprof-line:` comments) with
-   one copy per step each.
+   client's, and ResNet's by direction and memory kinds against torch.profiler's: equal.
+3. Lines (ResNet): the trace names each `# memprof-line:` line with one copy per step.
 
     python3 benchmarks/trace_overhead.py [--rounds 3] [--steps 30]
 Exit status 0 when every count and line is as expected, 1 otherwise.
@@ -30,49 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, Misses, Result, run_example
 
-import memprof  # noqa: E402
-from memprof.model.results import Result  # noqa: E402
+import memprof
 
 EXAMPLE = "examples/resnet_train.py"
 DATALOADER = "examples/torch_dataloader.py"
 OVERHEAD_TARGET = 1.10
 STEADY_AFTER = 5
-PREFIX = "memprof-example: "
 LABELS = ("bare", "CUPTI client", "traced", "no lines")
-FAILURES: list[str] = []
-
-
-def environment() -> dict[str, str]:
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": python_path, "COLUMNS": "100"}
-
-
-def run(command: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
-    """The program's own report, the process's wall time, and the completed process."""
-    start = time.perf_counter()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=environment()
-    )
-    wall_s = time.perf_counter() - start
-    lines = [line for line in completed.stdout.splitlines() if line.startswith(PREFIX)]
-    if completed.returncode != 0 or len(lines) != 1:
-        raise RuntimeError(
-            f"{' '.join(command)} exited {completed.returncode}:\n"
-            f"{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}"
-        )
-    return json.loads(lines[0][len(PREFIX) :]), wall_s, completed
+FAILURES = Misses()
 
 
 def traced(path: Path, example: str, arguments: list[str], *options: str) -> list[str]:
@@ -211,18 +178,18 @@ def main() -> int:
         folder = Path(name)
         profiled = folder / "profiler.json"
         for example, arguments in examples.items():
-            run([sys.executable, example, *arguments])  # warm: caches, cuDNN plans
+            run_example([sys.executable, example, *arguments])  # warm: caches, cuDNN plans
         for _ in range(rounds):
             for example, arguments in examples.items():
                 for label, command in commands(example, arguments, folder).items():
-                    report, wall_s, ran = run(command)
+                    report, wall_s, ran = run_example(command)
                     runs[example]["loop"][label].append(report["loop_s"])
                     if "step_s" in report:
                         runs[example]["step"][label].append(steady_step_s(report))
                     runs[example]["process"][label].append(wall_s)
                     if example == EXAMPLE and label == "traced":
                         completed = ran
-        profiler_report, _, _ = run(
+        profiler_report, _, _ = run_example(
             [sys.executable, "benchmarks/torch_profiler_run.py", "--out", str(profiled),
              EXAMPLE, "--steps", str(steps)]
         )  # fmt: skip
@@ -259,11 +226,7 @@ def main() -> int:
                     f"{label} {key}: {by_kind[label][key]}, torch.profiler {reference[key]}"
                 )
     check_lines(result, steps)
-    print()
-    for failure in FAILURES:
-        print(f"FAILED: {failure}")
-    print("all counts and lines as expected" if not FAILURES else f"{len(FAILURES)} missed")
-    return 1 if FAILURES else 0
+    return FAILURES.status()
 
 
 if __name__ == "__main__":

@@ -1,17 +1,15 @@
 """Where a memprof command's wall time goes, by sampling its stack every few milliseconds.
 
-cProfile charges every Python call, so a command that reads 100,000 CUPTI records through
-numpy looks several times slower there than it is. This samples instead: a thread of its
-own looks at the main thread's stack every --interval-ms (sys._current_frames; no signal,
-which memprof's Ctrl-C handling owns) and counts each function on it once. A function's
-share is the share of samples with it anywhere on the stack, waiting for the GPU included.
-Pure Python code is seen where it lets the sampler in (the interpreter's switch interval,
-set to the sampling interval meanwhile).
+cProfile charges every Python call, so a command reading 100,000 CUPTI records through numpy
+looks several times slower there than it is. Here a thread looks at the main thread's stack
+every --interval-ms (sys._current_frames; no signal: memprof's Ctrl-C handling owns them) and
+counts each function on it once: its share is the share of samples with it on the stack,
+waiting for the GPU included (the switch interval is the sampling interval meanwhile).
 
     python3 benchmarks/wall_profile.py [--interval-ms 2] [--top 40] -- sweep --quiet
 
 runs `memprof sweep --quiet` in this process and prints the functions most often on the
-stack, memprof's first, with the seconds they stood for.
+stack, with the seconds they stood for.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The copies of tests/fixtures/h200_trace_pycuda.json (their recorded durations, d
 memory kinds and calls) are replayed as CUPTI records, each row at a new size, and passed
 through `memprof trace`'s own collection (records -> measurements, copy groups, blocking
 copies): the file is what memprof writes for a program making that many distinct copies.
-Used by tests/test_scale.py (the structure) and benchmarks/report_scale.py (the time).
+Used by tests/test_scale.py (the structure) and benchmarks/startup.py (the time).
 """
 
 from __future__ import annotations

@@ -3,20 +3,16 @@ each pageable copy's share of its ceiling is the table's "Of ceiling" cell."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from memprof.experiments import load, pinned
+from tests.benchmark_scripts import script as benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-spec = importlib.util.spec_from_file_location(
-    "pageable_ceiling", ROOT / "benchmarks" / "pageable_ceiling.py"
-)
-script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(script)
+script = benchmark("pageable_ceiling")
 
 
 @pytest.mark.parametrize("name", ["h200_pinned_p20.json", "h200_pinned_p20_events.json"])

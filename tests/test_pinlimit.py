@@ -555,12 +555,9 @@ def test_the_climb_needs_no_gpu_to_be_read(monkeypatch):
 
 
 def test_the_benchmark_reads_memprofs_cost_per_gib_as_the_native_program_prints_it():
-    import importlib.util
+    from tests.benchmark_scripts import script as benchmark
 
-    path = Path(__file__).parent.parent / "benchmarks" / "pinlimit_reference.py"
-    spec = importlib.util.spec_from_file_location("pinlimit_reference", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = benchmark("pinlimit_reference")
     found = script.per_gib(roundtrip(synthetic()))  # halves of 1 GiB
     assert found["alloc"] == 250.0 and found["register"] == 12.0
     assert found["touch_pinned"] == found["touch_registered"] == 40.0

@@ -1,6 +1,6 @@
 """A large result loads and renders in time proportional to its size.
 
-Without a timed assertion (timings live in benchmarks/report_scale.py): the work is counted
+Without a timed assertion (timings live in benchmarks/startup.py): the work is counted
 as lines of Python run (a loop's every turn included) to load, check, summarize and render
 a trace of 1,000 and of 8,000 measurements (tests/large_result.py: a recorded trace's copies
 at distinct sizes). Linear work grows 8x; a pass over every measurement per measurement

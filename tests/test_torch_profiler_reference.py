@@ -3,16 +3,13 @@ copy at the operator that launched it, never at a CUDA API call torch also linke
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "torch_profiler_run.py"
-spec = importlib.util.spec_from_file_location("torch_profiler_run", PATH)
-reference = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(reference)
+from tests.benchmark_scripts import script
+
+reference = script("torch_profiler_run")
 
 COPY = SimpleNamespace(name="Memcpy HtoD (Pageable -> Device)")
 KERNEL = SimpleNamespace(name="void at::native::vectorized_elementwise_kernel<4>")

@@ -4,7 +4,6 @@ here, not recordings; trace_check's choice of figure per row is pinned down too.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from memprof.trace.collect import (
     measurements_from_records,
     trace_result,
 )
+from tests.benchmark_scripts import script
 from tests.conftest import load_fixture, render_text
 
 MiB = 1 << 20
@@ -155,11 +155,7 @@ def test_a_recorded_trace_shows_each_blocking_kinds_host_time_beside_its_dma():
 
 
 def load_trace_check():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_check.py"
-    spec = importlib.util.spec_from_file_location("trace_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("trace_check")
 
 
 def test_trace_check_compares_blocking_rows_with_blocked_time_and_others_with_gpu_time():
