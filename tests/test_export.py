@@ -448,3 +448,36 @@ def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
     assert again[0]["ceiling_share"] == pytest.approx(50.0 / 63.01538461538462)
     shares = [row for row in rows if row["operation"] == "ratio"]
     assert all(" / " in row["derived_from"] for row in shares)
+
+
+SWEEPS = [path for path in FIXTURE_PATHS if load(path).command == "sweep"]
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_a_sweeps_sizes_in_words_are_the_bytes_of_the_csv_rows_they_came_from(path: Path):
+    """One truth: a sweep's "at" (the peak's size) and "90% of peak from" are the bytes of a
+    CSV row of the table row's sources (the latter a derived "reach" row), and that row is
+    where the CSV's own GB/s of the curve first reaches 90% of its peak."""
+    result = load(path)
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    measured = [row for row in rows.values() if row["group"] == "gpu"]
+    shape = next(t for t in summary.tables if t.title.startswith("Per kind"))
+    at, ninety = shape.headers.index("at"), shape.headers.index("90% of peak from")
+    directions = {"host → device": "h2d", "device → host": "d2h"}
+    assert shape.rows
+    for cells, sources in zip(shape.rows, shape.sources, strict=True):
+        curve = sorted(
+            (row["bytes"], row["gb_per_s"])
+            for row in measured
+            if (row["kind"], row["operation"]) == (cells[0], directions[cells[1]])
+        )
+        peak = max(gb for _, gb in curve)
+        first = next(nbytes for nbytes, gb in curve if gb >= 0.9 * peak)
+        (reach,) = [rows[id(one)] for one in sources if rows[id(one)]["operation"] == "reach"]
+        assert reach["bytes"] == first
+        floats = (first // 4).bit_length() - 1
+        assert cells[ninety] == f"2^{floats} ({format_bytes(reach['bytes'])})"
+        peak_bytes = next(nbytes for nbytes, gb in curve if gb == peak)
+        assert cells[at].endswith(f"({format_bytes(peak_bytes)})")
+        assert peak_bytes in {rows[id(one)]["bytes"] for one in sources}

@@ -21,7 +21,7 @@ from memprof.errors import MemprofError
 from memprof.experiments import base
 from memprof.experiments.common import measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
-from memprof.model.figures import Figure, HostSide, figure, host_side
+from memprof.model.figures import Derived, Figure, HostSide, figure, host_side
 from memprof.model.formatting import (
     format_bytes,
     format_gb_per_s,
@@ -471,10 +471,11 @@ def summarize(result: Result) -> Summary:
         for direction in directions:
             points, shown = found[kind, direction], figures[kind, direction]
             peak = max(range(len(points)), key=lambda index: points[index][2])
+            ninety = result.parameters.powers.index(_ninety_percent_size(points))
+            reach = Derived(f"{kind} {direction} 90% of peak", (shown[ninety],), "reach")
             rows.append(
                 {"kind": kind, "direction": DIRECTIONS[direction], "first": shown[0],
-                 "peak": shown[peak], "at": size_label(points[peak][0]),
-                 "ninety": size_label(_ninety_percent_size(points))}
+                 "peak": shown[peak], "ninety": reach}
             )  # fmt: skip
     notes = [
         "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
@@ -515,13 +516,20 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
 PINNED_VARIANTS = ("portable", "writecombined", "mapped", "registered")
 
 
+def _size_of(one: Figure | Derived) -> str:
+    """The size of a curve's point in words, from its figure's bytes (a "reach": its part's),
+    so the CSV row the cell comes from holds the bytes it prints."""
+    nbytes = getattr(one, "parts", (one,))[0].measurement.bytes
+    return size_label((nbytes // base.FLOAT32_BYTES).bit_length() - 1)
+
+
 SHAPE = (
     Column("Kind", "kind"),
     Column("Direction", "direction"),
     Column("Latency at smallest", "first", "latency_ms"),
     Column("Peak GB/s", "peak", "gb_per_s"),
-    Column("at", "at"),
-    Column("90% of peak from", "ninety"),
+    Column("at", "peak", _size_of),
+    Column("90% of peak from", "ninety", _size_of),
 )
 
 
