@@ -12,11 +12,7 @@ from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    format_ms,
-)
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Column, Summary, table
 

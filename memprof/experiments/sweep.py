@@ -22,11 +22,7 @@ from memprof.experiments import base
 from memprof.experiments.common import measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, Figure, HostSide, figure, host_side
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    plural,
-)
+from memprof.model.formatting import format_bytes, format_gb_per_s, plural
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, NON_EMPTY
@@ -152,14 +148,7 @@ def _measure_size(
         elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
             checker.poison_device(device, n)
 
-        def step(
-            action=action,
-            name=name,
-            direction=direction,
-            kind=kind,
-            nbytes=nbytes,
-            synchronous=synchronous,
-        ) -> None:
+        def step(action=action, name=name, direction=direction) -> None:
             if kind == ZEROCOPY:  # the kernel launch records itself
                 action(profiler.stream)
                 return
@@ -269,14 +258,9 @@ class _Checker:
             wrong = self.gpu.first_not_word(host.device_pointer, nbytes, fill)
             host.array[:n] = values[:n]  # for the next read (by numpy: its lines as before)
             return f"element {wrong} not written" if wrong is not None else ""
-        if direction == "h2d":
-            wrong = self.gpu.first_difference(
-                device.device_pointer, self.reference.device_pointer, nbytes
-            )
-        elif host.device_pointer is not None:
-            wrong = self.gpu.first_difference(
-                host.device_pointer, self.reference.device_pointer, nbytes
-            )
+        written = device.device_pointer if direction == "h2d" else host.device_pointer
+        if written is not None:  # where the GPU can read what was written
+            wrong = self.gpu.first_difference(written, self.reference.device_pointer, nbytes)
         else:
             wrong = differs_at(host.array[:n], values[:n])
         if wrong is not None:  # restore, so the next direction and size are checked alone

@@ -111,17 +111,11 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
 
     def zero_copy_path() -> None:
         d_res = devices[2]
+        pointers = (a.device_pointer, b.device_pointer, d_res.device_pointer)
         memory.memset(session, d_res, POISON_BYTE)
         with session.profiler.events("span", "zero-copy path", "end_to_end", "mapped", 3 * nbytes):
             sums.kernel.launch(
-                session,
-                elements,
-                a.device_pointer,
-                b.device_pointer,
-                d_res.device_pointer,
-                elements,
-                kind="mapped",
-                nbytes=3 * nbytes,
+                session, elements, *pointers, elements, kind="mapped", nbytes=3 * nbytes
             )
             memory.copy(session, out, d_res)
 
