@@ -356,18 +356,9 @@ def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) ->
     """Iterations of busyWork's loop that make one pass over the data take about target_ms."""
     iterations = CALIBRATION_ITERATIONS
     profiler = session.profiler
+    over_the_data = partial(_busy_work, kernel, d_in.device_pointer, d_out.device_pointer, elements)
     for _ in range(3):
-        measured = profiler.time_once(
-            partial(
-                _busy_work,
-                kernel,
-                d_in.device_pointer,
-                d_out.device_pointer,
-                elements,
-                iterations,
-                profiler.stream,
-            )
-        )
+        measured = profiler.time_once(partial(over_the_data, iterations, profiler.stream))
         iterations = max(1, round(iterations * target_ms / measured))
     return iterations
 
