@@ -8,6 +8,7 @@ the bandwidth.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -34,18 +35,10 @@ class PinnedParams(base.OneSize):
 
 
 COPY = {
-    direction: base.Measure(
-        "gpu",
-        direction,
-        f"one copy {words}, and back-to-back copies",
-        "one operation",
-        arrays=1,
-        kinds=HOST_KINDS,
-        shows="throughput",
-        bound="link",
-        call=direction,
+    direction: dataclasses.replace(
+        copy, what=f"{copy.what}, and back-to-back copies", kinds=HOST_KINDS, shows="throughput"
     )
-    for direction, words in DIRECTIONS.items()
+    for direction, copy in base.ONE_COPY.items()
 }
 BLOCKED = {
     direction: base.Measure(

@@ -8,6 +8,8 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
+import dataclasses
+
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
@@ -23,16 +25,12 @@ TRANSFER_KINDS = {
 }
 RegisterParams = base.OneSize  # register's: one size of arrays
 
-REGISTER = base.Measure(
-    "api",
-    "register",
-    "cuMemHostRegister of the array",
-    "host clock",
-    arrays=1,
-    kinds=("registered",),
-)
-UNREGISTER = base.Measure(
-    "api", "unregister", "cuMemHostUnregister", "host clock", arrays=1, kinds=("registered",)
+REGISTER, UNREGISTER = (
+    base.Measure("api", operation, what, "host clock", arrays=1, kinds=("registered",))
+    for operation, what in (
+        ("register", "cuMemHostRegister of the array"),
+        ("unregister", "cuMemHostUnregister"),
+    )
 )
 # sumArrays reads a and b over the link (2 of the 3 arrays its bytes count)
 KERNEL = base.Measure(
@@ -47,18 +45,8 @@ KERNEL = base.Measure(
     bound="link",
 )
 COPIES = {
-    direction: base.Measure(
-        "gpu",
-        direction,
-        f"one copy {words}",
-        "one operation",
-        arrays=1,
-        kinds=tuple(TRANSFER_KINDS),
-        shows="latency",
-        bound="link",
-        call=direction,
-    )
-    for direction, words in base.DIRECTIONS.items()
+    direction: dataclasses.replace(copy, kinds=tuple(TRANSFER_KINDS), shows="latency")
+    for direction, copy in base.ONE_COPY.items()
 }
 
 

@@ -11,6 +11,7 @@ The pinned device path is the best explicit copies can do; the pageable one what
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from memprof.experiments import base
@@ -59,12 +60,9 @@ END_TO_END = base.Measure(
     kinds=("device", "mapped", "pageable"),
 )
 H2D, D2H = (
-    base.Measure(
-        "gpu", direction, f"a copy {words} (a path's)", "one operation", arrays=1, bound="link",
-        call=direction,
-    )
+    dataclasses.replace(base.ONE_COPY[direction], what=f"a copy {words} (a path's)")
     for direction, words in base.DIRECTIONS.items()
-)  # fmt: skip
+)
 
 
 class ZeroCopy(base.Experiment):
