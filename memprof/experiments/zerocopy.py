@@ -200,10 +200,9 @@ def summarize(result: Result) -> Summary:
 
 def _conclusions(rows: list[tuple]) -> list[str]:
     wins = [r for r in rows if r[5] < r[4]]
-    losses = [r for r in rows if r[5] >= r[4]]
     if not wins:
         headline = "Zero-copy never beat explicit copies end to end at these sizes."
-    elif not losses:
+    elif len(wins) == len(rows):
         headline = "Zero-copy beat explicit copies end to end at every size measured."
     else:
         headline = (
@@ -218,8 +217,8 @@ def _conclusions(rows: list[tuple]) -> list[str]:
         else f"Per kernel, zero-copy took {min(ratios):.1f}x to {max(ratios):.1f}x as long as "
         "device memory"
     ) + (
-        " (2^" + ", 2^".join(str(r[0]) for r in rows[:1]) + f": {ratios[0]:.1f}x): where "
-        "zero-copy wins end to end, it wins by skipping the copies, not by reading faster."
+        f" (2^{rows[0][0]}: {ratios[0]:.1f}x): where zero-copy wins end to end, it wins by "
+        "skipping the copies, not by reading faster."
     )
     power, _, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d = rows[-1]
     kernel_ratio = kernel_zero / kernel_device
