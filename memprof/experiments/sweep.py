@@ -341,8 +341,11 @@ def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
     }
 
 
-def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    """(kind, direction) -> [(power, latency ms, GB/s)] in size order.
+def curves(
+    result: Result, figures: dict[tuple[str, str], list[Figure]] | None = None
+) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
+    """(kind, direction) -> [(power, latency ms, GB/s)] in size order (figures: curve_figures',
+    where the caller has them already).
 
     Latency: the median of single operations (pageable: its call's). GB/s: back-to-back
     throughput where it was measured (a batch between one event pair), else the single
@@ -353,7 +356,7 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
         key: [
             (power, one.latency_ms, one.gb_per_s) for power, one in zip(powers, points, strict=True)
         ]
-        for key, points in curve_figures(result).items()
+        for key, points in (figures or curve_figures(result)).items()
     }
 
 
@@ -433,7 +436,7 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 
 def summarize(result: Result) -> Summary:
     figures = curve_figures(result)
-    found = curves(result)
+    found = curves(result, figures)
     kinds, directions = measured_kinds(result), result.parameters.directions
     tables, charts, conclusions = [], [], []
     sides = _host_sides(result, kinds)
