@@ -456,13 +456,12 @@ def summarize(result: Result) -> Summary:
     rows = []
     for kind in kinds:
         for direction in directions:
-            points, shown = found[kind, direction], figures[kind, direction]
-            peak = max(range(len(points)), key=lambda index: points[index][2])
-            ninety = result.parameters.powers.index(_ninety_percent_size(points))
+            shown = figures[kind, direction]
+            ninety = result.parameters.powers.index(_ninety_percent_size(found[kind, direction]))
             reach = Derived(f"{kind} {direction} 90% of peak", (shown[ninety],), "reach")
             rows.append(
                 {"kind": kind, "direction": DIRECTIONS[direction], "first": shown[0],
-                 "peak": shown[peak], "ninety": reach}
+                 "peak": max(shown, key=lambda one: one.gb_per_s), "ninety": reach}
             )  # fmt: skip
     notes = [
         "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
