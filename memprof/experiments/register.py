@@ -84,9 +84,8 @@ class Register(base.Experiment):
         _copies_both_ways(
             ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values
         )
-        scratch = page_aligned_empty(elements, "float32")  # the pageable copies' host side
-        measure_host_staging(ctx.measure, scratch)
-        del scratch
+        # the pageable copies' host side, in a scratch array of their size
+        measure_host_staging(ctx.measure, page_aligned_empty(elements, "float32"))
         a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
         _copies_both_ways(ctx, "registered", a_reg, d_a, a_values)
         _copies_both_ways(ctx, "pinned", pinned, d_a, a_values)

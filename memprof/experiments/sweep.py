@@ -453,6 +453,8 @@ def summarize(result: Result) -> Summary:
             )
         )
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
+    cupti = result.timing is not None and result.timing.source == "cupti"
+    timed = "CUPTI's records of them" if cupti else "gated CUDA events around each"
     rows = []
     for kind in kinds:
         for direction in directions:
@@ -468,7 +470,7 @@ def summarize(result: Result) -> Summary:
         "memory. GB/s: throughput of back-to-back operations, batches between one event "
         "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
         "they return). Latency: one operation, median of "
-        f"{base.repetitions(result)}, from {_source(result)}; pageable: its call's, back "
+        f"{base.repetitions(result)}, from {timed}; pageable: its call's, back "
         "to back (CUPTI records the DMA of data the driver has staged already).",
         *(f"Skipped: {reason}." for reason in result.extra.skipped or []),
     ]
@@ -609,10 +611,3 @@ def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
             "recorded in this file)."
         )
     return notes
-
-
-def _source(result: Result) -> str:
-    """How single operations were timed, in words."""
-    if result.timing is not None and result.timing.source == "cupti":
-        return "CUPTI's records of them"
-    return "gated CUDA events around each"

@@ -175,8 +175,10 @@ def summarize(result: Result) -> Summary:
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
     link = pcie_ceiling(result)
+    cupti = result.timing is not None and result.timing.source == "cupti"
+    timed = "CUPTI's record of each launch" if cupti else "gated CUDA events around each launch"
     kernel_notes = [
-        f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}.",
+        f"Kernel: {timed}, median of {base.repetitions(result)}.",
         "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
         "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
         f"ceiling is {detail_of(link, 'the link, unknown here')}.",
@@ -246,12 +248,6 @@ def _conclusions(rows: list[tuple]) -> list[str]:
             f"than a pass over device memory, so from {int(passes) + 1} passes on, copy the data."
         )
     return lines
-
-
-def _kernel_source(result: Result) -> str:
-    if result.timing is not None and result.timing.source == "cupti":
-        return "CUPTI's record of each launch"
-    return "gated CUDA events around each launch"
 
 
 def _pageable_or_none(result: Result, nbytes: int) -> Measurement | None:
