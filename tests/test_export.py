@@ -481,3 +481,36 @@ def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
     sizes += [margin_bytes(limits.mem_total_bytes), extra.cap_bytes]
     assert [int(row["bytes"]) for row in written] == [*sizes, *extra.available_bytes, idle]
     assert [row["name"] for row in written[:4]] == ["MemTotal", "MemAvailable", MARGIN, "Cap"]
+
+
+SWEEPS = [path for path in FIXTURE_PATHS if load(path).command == "sweep"]
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_a_sweeps_sizes_in_words_are_the_bytes_of_the_csv_rows_they_came_from(path: Path):
+    """One truth: a sweep's "at" (the peak's size) and "90% of peak from" are the bytes of a
+    CSV row of the table row's sources (the latter a derived "reach" row), and that row is
+    where the CSV's own GB/s of the curve first reaches 90% of its peak."""
+    result = load(path)
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    measured = [row for row in rows.values() if row["group"] == "gpu"]
+    shape = next(t for t in summary.tables if t.title.startswith("Per kind"))
+    at, ninety = shape.headers.index("at"), shape.headers.index("90% of peak from")
+    directions = {"host → device": "h2d", "device → host": "d2h"}
+    assert shape.rows
+    for cells, sources in zip(shape.rows, shape.sources, strict=True):
+        curve = sorted(
+            (row["bytes"], row["gb_per_s"])
+            for row in measured
+            if (row["kind"], row["operation"]) == (cells[0], directions[cells[1]])
+        )
+        peak = max(gb for _, gb in curve)
+        first = next(nbytes for nbytes, gb in curve if gb >= 0.9 * peak)
+        (reach,) = [rows[id(one)] for one in sources if rows[id(one)]["operation"] == "reach"]
+        assert reach["bytes"] == first
+        floats = (first // 4).bit_length() - 1
+        assert cells[ninety] == f"2^{floats} ({format_bytes(reach['bytes'])})"
+        peak_bytes = next(nbytes for nbytes, gb in curve if gb == peak)
+        assert cells[at].endswith(f"({format_bytes(peak_bytes)})")
+        assert peak_bytes in {rows[id(one)]["bytes"] for one in sources}

@@ -651,3 +651,24 @@ def test_a_timeline_that_cannot_be_drawn_is_refused_in_one_line(tmp_path, row, m
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match=message):
         load(path)
+
+
+def test_the_kernel_is_calibrated_over_all_the_data_to_the_target_time():
+    """busyWork over every element on the profiler's stream, its iterations scaled three
+    times toward the target (0.01 ms per iteration beside a fixed 0.5 ms)."""
+    launches = []
+
+    def launch(grid, block, stream, device_in, device_out, count, iterations):
+        launches.append((stream, device_in, device_out, count, iterations))
+
+    def time_once(action):
+        action()
+        return launches[-1][-1] * 0.01 + 0.5  # a fixed cost beside the loop's
+
+    kernel = SimpleNamespace(function=SimpleNamespace(prepared_async_call=launch))
+    session = SimpleNamespace(profiler=SimpleNamespace(stream="stream", time_once=time_once))
+    d_in, d_out = SimpleNamespace(device_pointer=0x1000), SimpleNamespace(device_pointer=0x2000)
+    iterations = streams_module._calibrate(session, kernel, d_in, d_out, 1000, 5.0)
+    assert [launch[:4] for launch in launches] == [("stream", 0x1000, 0x2000, 1000)] * 3
+    assert [launch[4] for launch in launches] == [64, 281, 424]
+    assert iterations == 447

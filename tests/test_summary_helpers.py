@@ -189,6 +189,34 @@ def test_a_tables_note_says_how_its_gpu_operations_were_timed():
     assert gpu_timing(replace(result, timing=None)) == "CUDA events around each operation"
 
 
+@pytest.mark.parametrize(
+    ("fixture", "cupti", "events"),
+    [
+        ("sweep", "from CUPTI's records of them;", "from gated CUDA events around each;"),
+        (
+            "zerocopy_sweep",
+            "Kernel: CUPTI's record of each launch,",
+            "Kernel: gated CUDA events around each launch,",
+        ),
+    ],
+)
+def test_sweep_and_zerocopy_notes_say_how_single_operations_were_timed(fixture, cupti, events):
+    """CUPTI's records where the run had them, else the gated events (None: older files)."""
+    from memprof.experiments import summarize
+
+    result = load_fixture(fixture)
+    assert result.timing.source == "cupti"
+    for timing, words in (
+        (result.timing, cupti),
+        (replace(result.timing, source="events"), events),
+        (None, events),
+    ):
+        notes = " ".join(
+            " ".join(table.notes) for table in summarize(replace(result, timing=timing)).tables
+        )
+        assert words in notes, (timing, words)
+
+
 def test_the_batch_a_note_names_is_the_largest_the_run_made():
     result = load_fixture("pinned_p20")
     batches = [m.batch for m in result.measurements]

@@ -134,7 +134,7 @@ class Compare(base.Experiment):
             every.host_kind(kind, skipped)
         step(f"managed memory, {format_bytes(nbytes)}")
         if any(kind.migrates for kind in supported):
-            every.managed(skipped)
+            ctx.checks += _managed(every, skipped)
         every.device_buffer.free()  # the host kinds' copies are done
         for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
             step(f"{ROWS[kind]}, {format_bytes(nbytes)}")
@@ -216,9 +216,6 @@ class _EveryKind:
             else:
                 skipped.append("UVA: unifiedAddressing is 0 on this GPU")
         buffer.free()
-
-    def managed(self, skipped: list[str]) -> None:
-        self.ctx.checks += _managed(self, skipped)
 
     def device(self, kind: str) -> None:
         """Device memory's allocation (cuMemAlloc, a pool's, or mapped by hand) and a kernel

@@ -9,6 +9,7 @@ numpy, then timed; the best time gives the bandwidth, as STREAM reports it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,11 +17,9 @@ from memprof.experiments import base
 from memprof.experiments.common import gpu_timing
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.figures import figure_finder
-from memprof.model.formatting import (
-    format_bytes,
-)
+from memprof.model.formatting import format_bytes
 from memprof.model.params import param
-from memprof.model.results import Check, Result
+from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Column, Summary, table
 
@@ -72,22 +71,13 @@ D2D = base.Measure(
     bound="hbm",
     at="best",
 )
-MEMSET = base.Measure(
-    "gpu",
-    "memset",
-    "cuMemset of one array",
-    "one operation",
-    arrays=1,
-    kinds=("device",),
-    shows="latency",
-    bound="hbm",
-    at="best",
+MEMSET = dataclasses.replace(D2D, operation="memset", what="cuMemset of one array", traffic=1)
+KERNEL = dataclasses.replace(
+    MEMSET,
+    operation="kernel",
+    what="each STREAM kernel",
+    arrays=tuple(sorted({arrays for _, arrays in STREAM_KERNELS.values()})),
 )
-KERNEL = base.Measure(
-    "gpu", "kernel", "each STREAM kernel", "one operation",
-    arrays=tuple(sorted({arrays for _, arrays in STREAM_KERNELS.values()})), kinds=("device",),
-    shows="latency", bound="hbm", at="best",
-)  # fmt: skip
 
 
 class DeviceBandwidth(base.Experiment):
@@ -148,11 +138,7 @@ class DeviceBandwidth(base.Experiment):
                     f"device.{field}", "is 0: the summary compares with the theoretical bandwidth"
                 )
         for name, (_, arrays) in STREAM_KERNELS.items():
-            found = [
-                (index, m)
-                for index, m in enumerate(result.measurements)
-                if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
-            ]
+            found = _kernels_named(result, name)
             if len(found) != 1:
                 raise SchemaError(
                     "measurements",
@@ -168,10 +154,18 @@ class DeviceBandwidth(base.Experiment):
                 )
 
 
+def _kernels_named(result: Result, name: str) -> list[tuple[int, Measurement]]:
+    """The measurements (and their indices) of STREAM kernel `name`, of either dtype."""
+    return [
+        (index, m)
+        for index, m in enumerate(result.measurements)
+        if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
+    ]
+
+
 def elementwise_blocks(params: DeviceParams) -> int:
     """Blocks of the element-wise kernels: each thread loads BYTES_PER_THREAD_ACCESS at once."""
-    element = 4 if params.dtype == "float32" else 8
-    pack_width = max(1, BYTES_PER_THREAD_ACCESS // element)
+    pack_width = max(1, BYTES_PER_THREAD_ACCESS // params.element_bytes)
     return max(1, -(-(1 << params.power) // pack_width) // BLOCK_SIZE)
 
 
@@ -318,11 +312,7 @@ def _operations(result: Result) -> list[dict]:
         ("cuMemset", "write", figure_of(base.find(result, MEMSET, "device"))),
     ]
     for name, (formula, arrays) in STREAM_KERNELS.items():
-        kernel = next(
-            m
-            for m in result.measurements
-            if m.group == "gpu" and m.name.startswith(f"stream_{name}_")
-        )
+        _, kernel = _kernels_named(result, name)[0]
         rows.append((f"{name}  {formula}", f"{arrays} arrays", figure_of(kernel)))
     return [{"operation": label, "counted": counted, "figure": one} for label, counted, one in rows]
 

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, get_args
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, prefetch_to_gpu
-from memprof.model.figures import Figure, figure
+from memprof.model.figures import Figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
@@ -269,14 +269,14 @@ class _ManagedFlow:
 
 def summarize(result: Result) -> Summary:
     nbytes = base.array_bytes(result.parameters)
-    declared = {measure.key: measure for measure in Managed.measures}
+    figure_of = figure_finder(result, Managed.measures)
 
     def find(group: str, operation: str, kind: str) -> Figure | None:
         try:
             found = result.find(operation, kind, group)
         except KeyError:
             return None
-        return figure(result, found, declared[group, operation])
+        return figure_of(found)
 
     rows = []
 

@@ -2,11 +2,13 @@
 
 For each host kind: the cost of allocating and freeing a buffer (host clock), then
 the seeds' whole flow, timed with CUDA events: copy a and b to the device, run
-sumArrays, copy the result back, verify it against numpy.
+sumArrays, copy the result back, verify it against numpy; then back-to-back copies for
+the bandwidth.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -14,11 +16,7 @@ from typing import Literal
 from memprof.experiments import base
 from memprof.model.ceilings import ceiling_remark, detail_of, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure, host_side
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    format_ms,
-)
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import param
 from memprof.model.results import Result
 from memprof.model.summary import Column, Summary, Table, table
@@ -37,18 +35,10 @@ class PinnedParams(base.OneSize):
 
 
 COPY = {
-    direction: base.Measure(
-        "gpu",
-        direction,
-        f"one copy {words}, and back-to-back copies",
-        "one operation",
-        arrays=1,
-        kinds=HOST_KINDS,
-        shows="throughput",
-        bound="link",
-        call=direction,
+    direction: dataclasses.replace(
+        copy, what=f"{copy.what}, and back-to-back copies", kinds=HOST_KINDS, shows="throughput"
     )
-    for direction, words in DIRECTIONS.items()
+    for direction, copy in base.ONE_COPY.items()
 }
 BLOCKED = {
     direction: base.Measure(
@@ -91,13 +81,6 @@ COSTS = (
 
 
 class Pinned(base.Experiment):
-    """Pageable against pinned host memory (seeds 000, 001, 003).
-
-    For each host kind: the cost of allocating and freeing a buffer (host clock), then the
-    seeds' whole flow: copy a and b to the device, run sumArrays, copy the result back,
-    verify it against numpy; then back-to-back copies for the bandwidth.
-    """
-
     name = "pinned"
     Params = PinnedParams
     gpus = "one_or_every"

@@ -8,15 +8,13 @@ reading registered arrays through their mapped device pointers.
 
 from __future__ import annotations
 
+import dataclasses
+
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    format_ms,
-)
+from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
 from memprof.model.summary import Column, Summary, table
 
@@ -27,16 +25,12 @@ TRANSFER_KINDS = {
 }
 RegisterParams = base.OneSize  # register's: one size of arrays
 
-REGISTER = base.Measure(
-    "api",
-    "register",
-    "cuMemHostRegister of the array",
-    "host clock",
-    arrays=1,
-    kinds=("registered",),
-)
-UNREGISTER = base.Measure(
-    "api", "unregister", "cuMemHostUnregister", "host clock", arrays=1, kinds=("registered",)
+REGISTER, UNREGISTER = (
+    base.Measure("api", operation, what, "host clock", arrays=1, kinds=("registered",))
+    for operation, what in (
+        ("register", "cuMemHostRegister of the array"),
+        ("unregister", "cuMemHostUnregister"),
+    )
 )
 # sumArrays reads a and b over the link (2 of the 3 arrays its bytes count)
 KERNEL = base.Measure(
@@ -51,18 +45,8 @@ KERNEL = base.Measure(
     bound="link",
 )
 COPIES = {
-    direction: base.Measure(
-        "gpu",
-        direction,
-        f"one copy {words}",
-        "one operation",
-        arrays=1,
-        kinds=tuple(TRANSFER_KINDS),
-        shows="latency",
-        bound="link",
-        call=direction,
-    )
-    for direction, words in base.DIRECTIONS.items()
+    direction: dataclasses.replace(copy, kinds=tuple(TRANSFER_KINDS), shows="latency")
+    for direction, copy in base.ONE_COPY.items()
 }
 
 
@@ -100,9 +84,8 @@ class Register(base.Experiment):
         _copies_both_ways(
             ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values
         )
-        scratch = page_aligned_empty(elements, "float32")  # the pageable copies' host side
-        measure_host_staging(ctx.measure, scratch)
-        del scratch
+        # the pageable copies' host side, in a scratch array of their size
+        measure_host_staging(ctx.measure, page_aligned_empty(elements, "float32"))
         a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
         _copies_both_ways(ctx, "registered", a_reg, d_a, a_values)
         _copies_both_ways(ctx, "pinned", pinned, d_a, a_values)

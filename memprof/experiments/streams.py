@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memprof.experiments import base
 from memprof.model.ceilings import detail_of, pcie_ceiling
-from memprof.model.figures import Derived, Figure, figure
+from memprof.model.figures import Derived, figure
 from memprof.model.formatting import format_bytes, format_ms, format_ratio
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -249,10 +249,6 @@ class Streams(base.Experiment):
             check_timeline(getattr(extra.timelines, mode), lanes, len(chunk_elements(params)), mode)
 
 
-def _refuse(where: str, found: str) -> None:
-    raise SchemaError(where, found)
-
-
 def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
     """Each chunk's three stages once, on one of the mode's streams, none ending before it
     starts: what timeline_lines draws."""
@@ -260,20 +256,20 @@ def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:
     seen = set()
     for index, (lane, chunk, stage, start, end) in enumerate(timeline):
         if end < start:
-            _refuse(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
+            raise SchemaError(f"{where}[{index}]", f"ends at {end} ms, before it starts ({start})")
         if lane >= lanes:
-            _refuse(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
+            raise SchemaError(f"{where}[{index}][0]", f"is stream {lane}, but {mode} uses {lanes}")
         if chunk >= chunks:
-            _refuse(
+            raise SchemaError(
                 f"{where}[{index}][1]", f"is chunk {chunk}, but parameters.streams cuts {chunks}"
             )
         if (chunk, stage) in seen:
-            _refuse(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
+            raise SchemaError(f"{where}[{index}]", f"is chunk {chunk}'s {stage} again")
         seen.add((chunk, stage))
     if len(seen) != 3 * chunks:
-        _refuse(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
+        raise SchemaError(where, f"has {len(seen)} stages, but {chunks} chunks make {3 * chunks}")
     if not max(row[4] for row in timeline) > 0:
-        _refuse(where, "ends at 0 ms: a timeline takes time")
+        raise SchemaError(where, "ends at 0 ms: a timeline takes time")
 
 
 def _buffers(session: Any, values: np.ndarray) -> tuple[dict[str, tuple], tuple]:
@@ -360,18 +356,9 @@ def _calibrate(session, kernel, d_in, d_out, elements: int, target_ms: float) ->
     """Iterations of busyWork's loop that make one pass over the data take about target_ms."""
     iterations = CALIBRATION_ITERATIONS
     profiler = session.profiler
+    over_the_data = partial(_busy_work, kernel, d_in.device_pointer, d_out.device_pointer, elements)
     for _ in range(3):
-        measured = profiler.time_once(
-            partial(
-                _busy_work,
-                kernel,
-                d_in.device_pointer,
-                d_out.device_pointer,
-                elements,
-                iterations,
-                profiler.stream,
-            )
-        )
+        measured = profiler.time_once(partial(over_the_data, iterations, profiler.stream))
         iterations = max(1, round(iterations * target_ms / measured))
     return iterations
 
@@ -393,26 +380,20 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
     return check
 
 
-def stage_figures(result: Result, mode: str) -> dict[str, list[Figure]]:
-    """Per stage: each chunk's figures, in the mode's run (chunks of one size share one)."""
-    label = mode_labels(result.parameters.streams)[mode]
-    chunks = chunk_elements(result.parameters)
-    return {
-        stage: [
-            figure(result, result.find(stage, label, "gpu", count * base.FLOAT32_BYTES), measure)
-            for count in sorted(set(chunks))
-            for _ in range(chunks.count(count))
-        ]
-        for stage, measure in STAGE_MEASURES.items()
-    }
-
-
 def stage_sums(result: Result, mode: str) -> dict[str, Derived]:
     """Per stage: its chunks' median times added up and their GB/s, in the mode's run (the
-    CSV row's kind)."""
+    CSV row's kind); chunks of one size share one measurement."""
+    label = mode_labels(result.parameters.streams)[mode]
+    sizes = sorted(base.FLOAT32_BYTES * count for count in chunk_elements(result.parameters))
     return {
-        stage: Derived(f"{STAGES[stage][0]}, every chunk", tuple(parts), "chunks")
-        for stage, parts in stage_figures(result, mode).items()
+        stage: Derived(
+            f"{STAGES[stage][0]}, every chunk",
+            tuple(
+                figure(result, result.find(stage, label, "gpu", size), measure) for size in sizes
+            ),
+            "chunks",
+        )
+        for stage, measure in STAGE_MEASURES.items()
     }
 
 

@@ -21,12 +21,8 @@ from memprof.errors import MemprofError
 from memprof.experiments import base
 from memprof.experiments.common import measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
-from memprof.model.figures import Figure, HostSide, figure, host_side
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    plural,
-)
+from memprof.model.figures import Derived, Figure, HostSide, figure, host_side
+from memprof.model.formatting import format_bytes, format_gb_per_s, plural
 from memprof.model.params import CommaList, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, NON_EMPTY
@@ -152,14 +148,7 @@ def _measure_size(
         elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
             checker.poison_device(device, n)
 
-        def step(
-            action=action,
-            name=name,
-            direction=direction,
-            kind=kind,
-            nbytes=nbytes,
-            synchronous=synchronous,
-        ) -> None:
+        def step(action=action, name=name, direction=direction) -> None:
             if kind == ZEROCOPY:  # the kernel launch records itself
                 action(profiler.stream)
                 return
@@ -269,14 +258,9 @@ class _Checker:
             wrong = self.gpu.first_not_word(host.device_pointer, nbytes, fill)
             host.array[:n] = values[:n]  # for the next read (by numpy: its lines as before)
             return f"element {wrong} not written" if wrong is not None else ""
-        if direction == "h2d":
-            wrong = self.gpu.first_difference(
-                device.device_pointer, self.reference.device_pointer, nbytes
-            )
-        elif host.device_pointer is not None:
-            wrong = self.gpu.first_difference(
-                host.device_pointer, self.reference.device_pointer, nbytes
-            )
+        written = device.device_pointer if direction == "h2d" else host.device_pointer
+        if written is not None:  # where the GPU can read what was written
+            wrong = self.gpu.first_difference(written, self.reference.device_pointer, nbytes)
         else:
             wrong = differs_at(host.array[:n], values[:n])
         if wrong is not None:  # restore, so the next direction and size are checked alone
@@ -357,8 +341,11 @@ def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
     }
 
 
-def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    """(kind, direction) -> [(power, latency ms, GB/s)] in size order.
+def curves(
+    result: Result, figures: dict[tuple[str, str], list[Figure]] | None = None
+) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
+    """(kind, direction) -> [(power, latency ms, GB/s)] in size order (figures: curve_figures',
+    where the caller has them already).
 
     Latency: the median of single operations (pageable: its call's). GB/s: back-to-back
     throughput where it was measured (a batch between one event pair), else the single
@@ -369,7 +356,7 @@ def curves(result: Result) -> dict[tuple[str, str], list[tuple[int, float, float
         key: [
             (power, one.latency_ms, one.gb_per_s) for power, one in zip(powers, points, strict=True)
         ]
-        for key, points in curve_figures(result).items()
+        for key, points in (figures or curve_figures(result)).items()
     }
 
 
@@ -449,7 +436,7 @@ def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
 
 def summarize(result: Result) -> Summary:
     figures = curve_figures(result)
-    found = curves(result)
+    found = curves(result, figures)
     kinds, directions = measured_kinds(result), result.parameters.directions
     tables, charts, conclusions = [], [], []
     sides = _host_sides(result, kinds)
@@ -466,22 +453,24 @@ def summarize(result: Result) -> Summary:
             )
         )
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
+    cupti = result.timing is not None and result.timing.source == "cupti"
+    timed = "CUPTI's records of them" if cupti else "gated CUDA events around each"
     rows = []
     for kind in kinds:
         for direction in directions:
-            points, shown = found[kind, direction], figures[kind, direction]
-            peak = max(range(len(points)), key=lambda index: points[index][2])
+            shown = figures[kind, direction]
+            ninety = result.parameters.powers.index(_ninety_percent_size(found[kind, direction]))
+            reach = Derived(f"{kind} {direction} 90% of peak", (shown[ninety],), "reach")
             rows.append(
                 {"kind": kind, "direction": DIRECTIONS[direction], "first": shown[0],
-                 "peak": shown[peak], "at": size_label(points[peak][0]),
-                 "ninety": size_label(_ninety_percent_size(points))}
+                 "peak": max(shown, key=lambda one: one.gb_per_s), "ninety": reach}
             )  # fmt: skip
     notes = [
         "zerocopy: a kernel reading (host → device) or writing (device → host) mapped host "
         "memory. GB/s: throughput of back-to-back operations, batches between one event "
         "pair queued behind a GPU-side gate (pageable copies block the host: timed as "
         "they return). Latency: one operation, median of "
-        f"{base.repetitions(result)}, from {_source(result)}; pageable: its call's, back "
+        f"{base.repetitions(result)}, from {timed}; pageable: its call's, back "
         "to back (CUPTI records the DMA of data the driver has staged already).",
         *(f"Skipped: {reason}." for reason in result.extra.skipped or []),
     ]
@@ -515,13 +504,20 @@ def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSid
 PINNED_VARIANTS = ("portable", "writecombined", "mapped", "registered")
 
 
+def _size_of(one: Figure | Derived) -> str:
+    """The size of a curve's point in words, from its figure's bytes (a "reach": its part's),
+    so the CSV row the cell comes from holds the bytes it prints."""
+    nbytes = getattr(one, "parts", (one,))[0].measurement.bytes
+    return size_label((nbytes // base.FLOAT32_BYTES).bit_length() - 1)
+
+
 SHAPE = (
     Column("Kind", "kind"),
     Column("Direction", "direction"),
     Column("Latency at smallest", "first", "latency_ms"),
     Column("Peak GB/s", "peak", "gb_per_s"),
-    Column("at", "at"),
-    Column("90% of peak from", "ninety"),
+    Column("at", "peak", _size_of),
+    Column("90% of peak from", "ninety", _size_of),
 )
 
 
@@ -615,10 +611,3 @@ def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
             "recorded in this file)."
         )
     return notes
-
-
-def _source(result: Result) -> str:
-    """How single operations were timed, in words."""
-    if result.timing is not None and result.timing.source == "cupti":
-        return "CUPTI's records of them"
-    return "gated CUDA events around each"

@@ -16,10 +16,7 @@ from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure
-from memprof.model.formatting import (
-    format_bytes,
-    format_ms,
-)
+from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Result
 from memprof.model.schema import MAX_COUNT, Range
 from memprof.model.summary import Column, Summary, Table, table

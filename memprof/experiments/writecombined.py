@@ -9,6 +9,8 @@ through their mapped device pointers.
 
 from __future__ import annotations
 
+import dataclasses
+
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
@@ -21,21 +23,15 @@ from memprof.model.summary import Column, Summary, Table, table
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
 WriteCombinedParams = base.OneSize  # writecombined's: one size of arrays
 
-# (measure, row label): every operation timed on each kind
+# (measure, row label): every operation timed on each kind (no kind of them is staged, so
+# the copies' call, ONE_COPY's for pageable copies, is never read)
 ROWS = (
-    (
-        base.Measure(
-            "gpu", "h2d", "one copy host → device", "one operation", arrays=1, kinds=tuple(KINDS),
-            shows="latency", bound="link",
-        ),
-        "copy host → device",
-    ),
-    (
-        base.Measure(
-            "gpu", "d2h", "one copy device → host", "one operation", arrays=1, kinds=tuple(KINDS),
-            shows="latency", bound="link",
-        ),
-        "copy device → host",
+    *(
+        (
+            dataclasses.replace(copy, kinds=tuple(KINDS), shows="latency"),
+            f"copy {base.DIRECTIONS[direction]}",
+        )
+        for direction, copy in base.ONE_COPY.items()
     ),
     (base.HOST_WRITE, "host writes the buffer"),
     (base.HOST_READ, "host reads the buffer"),

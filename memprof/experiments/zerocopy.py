@@ -11,6 +11,7 @@ The pinned device path is the best explicit copies can do; the pageable one what
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from memprof.experiments import base
@@ -59,12 +60,9 @@ END_TO_END = base.Measure(
     kinds=("device", "mapped", "pageable"),
 )
 H2D, D2H = (
-    base.Measure(
-        "gpu", direction, f"a copy {words} (a path's)", "one operation", arrays=1, bound="link",
-        call=direction,
-    )
+    dataclasses.replace(base.ONE_COPY[direction], what=f"a copy {words} (a path's)")
     for direction, words in base.DIRECTIONS.items()
-)  # fmt: skip
+)
 
 
 class ZeroCopy(base.Experiment):
@@ -111,17 +109,11 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
 
     def zero_copy_path() -> None:
         d_res = devices[2]
+        pointers = (a.device_pointer, b.device_pointer, d_res.device_pointer)
         memory.memset(session, d_res, POISON_BYTE)
         with session.profiler.events("span", "zero-copy path", "end_to_end", "mapped", 3 * nbytes):
             sums.kernel.launch(
-                session,
-                elements,
-                a.device_pointer,
-                b.device_pointer,
-                d_res.device_pointer,
-                elements,
-                kind="mapped",
-                nbytes=3 * nbytes,
+                session, elements, *pointers, elements, kind="mapped", nbytes=3 * nbytes
             )
             memory.copy(session, out, d_res)
 
@@ -183,8 +175,10 @@ def summarize(result: Result) -> Summary:
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
     link = pcie_ceiling(result)
+    cupti = result.timing is not None and result.timing.source == "cupti"
+    timed = "CUPTI's record of each launch" if cupti else "gated CUDA events around each launch"
     kernel_notes = [
-        f"Kernel: {_kernel_source(result)}, median of {base.repetitions(result)}.",
+        f"Kernel: {timed}, median of {base.repetitions(result)}.",
         "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
         "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
         f"ceiling is {detail_of(link, 'the link, unknown here')}.",
@@ -208,10 +202,9 @@ def summarize(result: Result) -> Summary:
 
 def _conclusions(rows: list[tuple]) -> list[str]:
     wins = [r for r in rows if r[5] < r[4]]
-    losses = [r for r in rows if r[5] >= r[4]]
     if not wins:
         headline = "Zero-copy never beat explicit copies end to end at these sizes."
-    elif not losses:
+    elif len(wins) == len(rows):
         headline = "Zero-copy beat explicit copies end to end at every size measured."
     else:
         headline = (
@@ -226,8 +219,8 @@ def _conclusions(rows: list[tuple]) -> list[str]:
         else f"Per kernel, zero-copy took {min(ratios):.1f}x to {max(ratios):.1f}x as long as "
         "device memory"
     ) + (
-        " (2^" + ", 2^".join(str(r[0]) for r in rows[:1]) + f": {ratios[0]:.1f}x): where "
-        "zero-copy wins end to end, it wins by skipping the copies, not by reading faster."
+        f" (2^{rows[0][0]}: {ratios[0]:.1f}x): where zero-copy wins end to end, it wins by "
+        "skipping the copies, not by reading faster."
     )
     power, _, kernel_device, kernel_zero, e2e_device, e2e_zero, h2d = rows[-1]
     kernel_ratio = kernel_zero / kernel_device
@@ -255,12 +248,6 @@ def _conclusions(rows: list[tuple]) -> list[str]:
             f"than a pass over device memory, so from {int(passes) + 1} passes on, copy the data."
         )
     return lines
-
-
-def _kernel_source(result: Result) -> str:
-    if result.timing is not None and result.timing.source == "cupti":
-        return "CUPTI's record of each launch"
-    return "gated CUDA events around each launch"
 
 
 def _pageable_or_none(result: Result, nbytes: int) -> Measurement | None:

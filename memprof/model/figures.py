@@ -151,7 +151,8 @@ class Derived:
     (`reference_gb_per_s`) for the line its one part is measured in; "attempt": its one part's own
     figures, a line measured again (check --retries), whose copies are no measurement of the run;
     "lines": a traced program's source lines (memprof.model.lines.SourceLine) summed, line_total of
-    them (a Where table's other lines)."""
+    them (a Where table's other lines); "reach": the size at which a curve first reaches 90% of its
+    peak (sweep), its one part the figure at that size, whose bytes the CSV row holds."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
@@ -168,6 +169,7 @@ class Derived:
         "reference",
         "attempt",
         "lines",
+        "reach",
     ] = "sum"
     share: float | None = None  # "floor": of the part's ceiling
     reference_gb_per_s: float | None = None  # "reference": the known-good machine's figure

@@ -165,6 +165,7 @@ FORMULA_FIGURES = {  # what a Derived figure's row holds, by its formula
     "total": ("gb_per_s",),
     "ratio": ("ratio",),
     "lines": ("calls", "bytes", "gpu_ms", "host_ms"),
+    "reach": (),  # its bytes: its one part's, the size a curve reaches 90% of its peak from
 }
 
 
