@@ -57,12 +57,7 @@ def picture(result: Result, summary: Summary) -> Picture:
     make = picture_maker(result.command) or default_panels
     if make in AGAINST_SIZE and len(result.parameters.powers) < 2:
         make = default_panels  # one size: nothing to draw a line through
-    return Picture(title=title(result), panels=make(result, summary))
-
-
-def title(result: Result) -> str:
-    """memprof COMMAND: GPU, date: what a picture is of."""
-    return f"memprof {result.command}: {run_label(result)}"
+    return Picture(f"memprof {result.command}: {run_label(result)}", make(result, summary))
 
 
 def run_label(result: Result) -> str:
@@ -155,13 +150,11 @@ def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
     """Every run's lines on the first run's axes; a ceiling every run draws alike, once."""
     panels = [panel for _, panel in group if isinstance(panel, Curves)]
     first, lines = panels[0], []
-    shared = [
-        line for line in first.lines
-        if line.ceiling and all(_has_line(panel, line) for panel in panels)
-    ]  # fmt: skip
+    ceilings = [{_drawn(c) for c in panel.lines if c.ceiling} for panel in panels]
+    shared = [c for c in first.lines if c.ceiling and all(_drawn(c) in d for d in ceilings)]
     for (run, _), panel in zip(group, panels, strict=True):  # one type: the group's key
         for line in panel.lines:
-            if line.ceiling and any(_same(line, other) for other in shared):
+            if line.ceiling and _drawn(line) in {_drawn(c) for c in shared}:
                 continue
             band = [
                 _noise_about(y, m) for (_, y), m in zip(line.points, line.sources, strict=False)
@@ -171,12 +164,9 @@ def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
     return replace(first, lines=lines + shared)
 
 
-def _has_line(panel: Curves, line: Line) -> bool:
-    return any(other.ceiling and _same(line, other) for other in panel.lines)
-
-
-def _same(line: Line, other: Line) -> bool:
-    return (line.label, line.points) == (other.label, other.points)
+def _drawn(line: Line) -> tuple:
+    """What two runs' ceilings must share to be drawn once: their label and points."""
+    return (line.label, tuple(line.points))
 
 
 def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
