@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -49,7 +49,7 @@ from memprof.model.measures import ABOVE_BOUND
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import ByteCount, Samples, SchemaError
-from memprof.model.summary import Column, Summary, Table, table
+from memprof.model.summary import Column, Summary, table
 
 Verdict = Literal["PASS", "WARN", "FAIL"]
 PCIE_FLOOR = 0.85  # pinned copies reach at least this share of the link's theoretical rate
@@ -1034,25 +1034,28 @@ VERDICTS = [
 ]
 
 
-def verdict_table(title: str, found: list[Line], notes: list[str]) -> Table:
+def health(
+    where: str, found: list[Line], notes: list[str], failed_as: str, retried: Sequence[str] = ()
+) -> Summary:
+    """A check's summary: its table of verdicts, each line measured again, the tally of each
+    verdict, and the FAIL lines (the command exits 1), named `failed_as`."""
     rows = [
         {"verdict": line.verdict, "what": line.what, "line": line, "expected": line.expected}
         for line in found
     ]
-    return table(title, VERDICTS, rows, notes)
-
-
-def failures(found: list[Line], where: str) -> list[str]:
-    return [f"{where}: {line.what}: {line.measured}" for line in found if line.verdict == "FAIL"]
-
-
-def tally(found: list[Line], where: str, retried: int = 0) -> str:
     counts = {
         verdict: sum(line.verdict == verdict for line in found) for verdict in get_args(Verdict)
     }
     words = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
-    again = f" ({plural(retried, 'line')} measured again: above)" if retried else ""
-    return f"memprof check, {where}: {words}{again}."
+    again = f" ({plural(len(retried), 'line')} measured again: above)" if retried else ""
+    return Summary(
+        tables=[table(f"Health of {where}", VERDICTS, rows, notes)],
+        conclusions=[*retried, f"memprof check, {where}: {words}{again}."],
+        show_profile=False,
+        failed=[
+            f"{failed_as}: {line.what}: {line.measured}" for line in found if line.verdict == "FAIL"
+        ],
+    )
 
 
 def summarize(result: Result) -> Summary:
@@ -1080,13 +1083,9 @@ def summarize(result: Result) -> Summary:
             f"--retries {result.parameters.retries}: a throughput line that WARNed or FAILed "
             "was measured again until it PASSed; the table shows its last attempt."
         )
-    return Summary(
-        tables=[verdict_table(f"Health of {where}", found, notes)],
-        conclusions=[*retried, tally(found, where, len(retried))],
-        show_profile=False,
-        header=[said] if kept is not None and kept.model is None else [],  # a warning
-        failed=failures(found, where),
-    )
+    summary = health(where, found, notes, where, retried)
+    summary.header = [said] if kept is not None and kept.model is None else []  # a warning
+    return summary
 
 
 # -- every pair of GPUs -------------------------------------------------------------------------
@@ -1292,9 +1291,4 @@ def summarize_pairs(result: Result) -> Summary:
         "rate per direction), or the slower PCIe link where NVML says there is no NVLink.",
         f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
     ]
-    return Summary(
-        tables=[verdict_table("Health of every pair of GPUs", found, notes)],
-        conclusions=[tally(found, "every pair of GPUs")],
-        show_profile=False,
-        failed=failures(found, "pairs"),
-    )
+    return health("every pair of GPUs", found, notes, "pairs")
