@@ -672,10 +672,6 @@ def figure(result: Result, operation: str) -> float | None:
     return found.gb_per_s if found is not None else None
 
 
-def _rate(value: float | None) -> str:
-    return f"{format_gb_per_s(value)} GB/s" if value is not None else "not measured"
-
-
 Retried = dict[int, figures.Derived]  # a retry's figure (by id) as its declared attempt
 
 
@@ -697,10 +693,10 @@ def _throughput_line(
     measured = found.gb_per_s if found is not None else None
     if found is None or measured is None:
         return Line("FAIL", what, "not measured", "a figure")
-    ceiling, share = found.ceiling, found.share
+    ceiling, share, rate = found.ceiling, found.share, f"{format_gb_per_s(measured)} GB/s"
     if ceiling is None or share is None:
-        shown, expected = _rate(measured), "unknown: the ceiling was not recorded"
-        return Line("WARN", what, shown, expected, sources=(_shown(found, retried),))
+        expected = "unknown: the ceiling was not recorded"
+        return Line("WARN", what, rate, expected, sources=(_shown(found, retried),))
     least = figures.Derived(f"{what}: expected", (found,), "floor", share=floor)
     expected = (
         f">= {format_gb_per_s(least.gb_per_s)} GB/s ({source + ': ' if source else ''}"
@@ -711,7 +707,7 @@ def _throughput_line(
         expected += f"; reference {format_gb_per_s(reference)}"
         kept = figures.Derived("reference", (found,), "reference", reference_gb_per_s=reference)
         sources += (kept,)
-    shown = f"{_rate(measured)} ({share:.0%})"
+    shown = f"{rate} ({share:.0%})"
     judged = ((what, measured, least.gb_per_s),)
     if share > ABOVE_BOUND:  # faster than what bounds it: not a figure
         expected += ", never above the ceiling"
