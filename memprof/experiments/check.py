@@ -1160,7 +1160,15 @@ class CheckPairs(base.Experiment):
         )
 
     def summarize(self, result: Result) -> Summary:
-        return summarize_pairs(result)
+        notes = [
+            f"Copies of {format_bytes(base.array_bytes(result.parameters))} with "
+            f"cuMemcpyPeerAsync, peer access on, back to back, median of "
+            f"{result.parameters.repeat} batches; (n%) = share of the link's ceiling: the NVLinks "
+            "from one GPU that reach the other (NVML's raw rate per direction), or the slower "
+            "PCIe link where NVML says there is no NVLink.",
+            f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
+        ]
+        return health("every pair of GPUs", pair_lines(result), notes, "pairs")
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
@@ -1252,14 +1260,11 @@ def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], figure
 
 def pair_lines(result: Result) -> list[Line]:
     indices = [device.index for device in result.extra.devices]
+    access = base.access_matrix(result, indices)
     alone, together = peer_figures(result, "peer"), peer_figures(result, "peer_at_once")
     found = []
     for a, b in itertools.combinations(indices, 2):
-        reachable = all(
-            result.extra.peer_access[indices.index(x)][indices.index(y)]
-            for x, y in ((a, b), (b, a))
-        )
-        if not reachable:
+        if not (access[a, b] and access[b, a]):
             found.append(
                 Line("WARN", f"GPU {a} ↔ GPU {b} peer access", "no (cuDeviceCanAccessPeer)", "yes")
             )
@@ -1275,16 +1280,3 @@ def pair_lines(result: Result) -> list[Line]:
             _both_at_once(f"GPU {a} ↔ GPU {b} both at once", pairs, AT_ONCE_FLOOR, expected)
         )
     return found
-
-
-def summarize_pairs(result: Result) -> Summary:
-    found = pair_lines(result)
-    notes = [
-        f"Copies of {format_bytes(base.array_bytes(result.parameters))} with cuMemcpyPeerAsync, "
-        "peer "
-        f"access on, back to back, median of {result.parameters.repeat} batches; (n%) = share "
-        "of the link's ceiling: the NVLinks from one GPU that reach the other (NVML's raw "
-        "rate per direction), or the slower PCIe link where NVML says there is no NVLink.",
-        f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
-    ]
-    return health("every pair of GPUs", found, notes, "pairs")
