@@ -328,10 +328,8 @@ def refuse_not_comparable(
         )
     if allowed:
         return
-    reasons = (
-        [f"commands: A {first.command}, B {second.command}."]
-        if first.command != second.command
-        else []
+    reasons = [f"commands: A {first.command}, B {second.command}."] * (
+        first.command != second.command
     )
     if gating:
         reasons += differences(first, second)

@@ -172,11 +172,9 @@ def _summary(
             f"A median of {len(results)} runs cannot single one out: give {MIN_RUNS} or more."
         )
     else:
-        slow = sorted({names[d.run] for _, _, each in spread for d in each if d.slower})
+        slow = ", ".join(sorted({names[d.run] for _, _, each in spread for d in each if d.slower}))
         conclusions.append(
-            f"Slower than the fleet beyond {limit:.0%} and their noise: "
-            + (", ".join(slow) if slow else "none")
-            + "."
+            f"Slower than the fleet beyond {limit:.0%} and their noise: {slow or 'none'}."
         )
     return Summary(
         tables=[per_run, *([figures] if figures.rows else [])],
