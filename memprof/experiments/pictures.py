@@ -432,17 +432,16 @@ def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     from memprof.output.profile import PROFILE_GROUPS, profile_rows
 
     rows = [r for r in profile_rows(result.measurements) if r.group == PROFILE_GROUPS["gpu"]]
-    shown = [(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
+    bars = [Bar(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
     if len(rows) > MOST_BARS:
         rest = rows[MOST_BARS:]
-        shown.append((f"{len(rest)} other rows", math.fsum(row.stats.total_ms for row in rest)))
+        bars.append(Bar(f"{len(rest)} other rows", math.fsum(row.stats.total_ms for row in rest)))
     busy = math.fsum(row.stats.total_ms for row in rows)
     heading = (
         f"GPU time by activity: {format_ms(busy)} over the program's {result.extra.wall_s:.2f} s"
     )
-    if not shown:
+    if not bars:
         return [Words(heading, ["The program did no GPU work that CUPTI recorded."])]
-    bars = [Bar(name, total_ms) for name, total_ms in shown]
     panels = [Bars(heading, "GPU time, every call summed", bars, unit="ms"), *_line_panels(result)]
     return panels + _time_panels(result, summary)
 
