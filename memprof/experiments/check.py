@@ -716,9 +716,9 @@ def _throughput_line(
     return Line(verdict, what, shown, expected, judged, sources)
 
 
-def link_line(result: Result, index: int | None = None) -> Line:
+def link_line(result: Result) -> Line:
     what = "PCIe link trained to its capability"
-    link, state = link_of(result, index), result.gpu_state(index)
+    link, state = link_of(result), result.gpu_state()
     if link is None or link.now is None or link.most is None:
         return Line("WARN", what, "unknown", "its maximum (NVML or sysfs did not say)")
     measured = f"{link_words(link.now)} [{link.source}]"
@@ -737,9 +737,9 @@ def _unknown(state: GpuState | None, what: str) -> Line:
     return Line("WARN", what, f"unknown ({why})", "none")
 
 
-def clocks_line(result: Result, index: int | None = None) -> Line:
+def clocks_line(result: Result) -> Line:
     what = "No clock held down during the run"
-    state = result.gpu_state(index)
+    state = result.gpu_state()
     if state is None or state.unavailable or state.clock_reasons is None:
         return _unknown(state, what)
     limiting, severe = state.limiting_reasons or [], state.severe_reasons or []
@@ -749,9 +749,9 @@ def clocks_line(result: Result, index: int | None = None) -> Line:
     return Line("FAIL" if severe else "WARN", what, words, "none")
 
 
-def processes_line(result: Result, index: int | None = None) -> Line:
+def processes_line(result: Result) -> Line:
     what = "No other process on the GPU"
-    state = result.gpu_state(index)
+    state = result.gpu_state()
     if state is None or state.unavailable or state.other_processes is None:
         return _unknown(state, what)
     if not state.other_processes:

@@ -868,6 +868,6 @@ def _value_text(value: float, unit: Unit, with_unit: bool = True) -> str:
     return f"{format_gb_per_s(value)} GB/s" if with_unit else format_gb_per_s(value)
 
 
-def wrapped(text: str, width: int = WORDS_CHARACTERS, indent: str = "") -> list[str]:
+def wrapped(text: str, indent: str = "") -> list[str]:
     """A long line as several for a Words panel, the later ones indented by `indent`."""
-    return textwrap.wrap(literal(text), width, subsequent_indent=indent) or [""]
+    return textwrap.wrap(literal(text), WORDS_CHARACTERS, subsequent_indent=indent) or [""]
