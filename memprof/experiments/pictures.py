@@ -451,10 +451,9 @@ PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at o
 
 
 def _time_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
-    over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
-    and beside it the table's cells and the gaps as Longest idle gaps lists them (each time
-    as nvprof writes it); where the trace kept no timeline, why."""
+    """Where the time went, per GPU: its run in bins (model.timeline.over_time, which adds up
+    to the Where table's breakdown), its longest idle gaps marked and listed as the table
+    lists them; where the trace kept no timeline, why."""
     from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
     from memprof.output.where import gap_place
@@ -574,11 +573,9 @@ def table_panels(summary: Summary, tables: list[Table], by_column: bool = False)
 
 
 def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
-    """Of each row, every figure of a measurement (`of`: the summary's figure of each) that
-    a column declares it shows, GB/s where the table shows any, else times; a bar is labelled
-    by the row's leading words and sizes and, where the row shows several, the column.
-    `by_column`: a panel per column instead, a bar per row (compare: every memory kind, per
-    operation)."""
+    """Each figure a column declares it shows (GB/s where the table shows any, else times), a
+    bar labelled by its row's leading words and sizes (and column, where a row shows several);
+    `by_column`: a panel per column, a bar per row (compare: every kind, per operation)."""
     naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
     for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
