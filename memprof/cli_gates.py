@@ -143,6 +143,7 @@ def fleet_report(
     from memprof.api import declared
     from memprof.experiments import experiment_class
     from memprof.model.formatting import plural
+    from memprof.output.console import print_note
     from memprof.output.emit import emit
     from memprof.output.fleet import fleet
 
@@ -154,10 +155,11 @@ def fleet_report(
     if fail_outliers is None or not found.slower:
         return
     for d in found.slower:
-        print_error_line(
+        print_note(
             f"memprof: outlier: {found.runs[d.run]}: {d.label}: {d.shown}, "
             f"{d.ratio - 1:+.1%} against the fleet's median (limit {d.limit:.1%})",
-            output,
+            output.no_color,
+            "bold red",
         )
     slow = sorted({found.runs[d.run] for d in found.slower})
     raise Regressed(
@@ -326,10 +328,8 @@ def refuse_not_comparable(
         )
     if allowed:
         return
-    reasons = (
-        [f"commands: A {first.command}, B {second.command}."]
-        if first.command != second.command
-        else []
+    reasons = [f"commands: A {first.command}, B {second.command}."] * (
+        first.command != second.command
     )
     if gating:
         reasons += differences(first, second)
@@ -359,22 +359,16 @@ def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Pa
 
 def gate(figures: list[Compared], fail_above: float | None, output: Output) -> None:
     """`--fail-above`: one line per figure that got worse beyond it on stderr, then exit 1."""
+    from memprof.output.console import print_note
     from memprof.output.diff import regressed_line
 
     if fail_above is None:
         return
     worse = [figure for figure in figures if figure.worse_beyond(fail_above)]
     for figure in worse:
-        print_error_line(f"memprof: {regressed_line(figure, fail_above)}", output)
+        print_note(f"memprof: {regressed_line(figure, fail_above)}", output.no_color, "bold red")
     if worse:
         raise Regressed(
             f"{len(worse)} of {len(figures)} figures got slower by more than "
             f"--fail-above {fail_above:.1%} and their noise"
         )
-
-
-def print_error_line(line: str, output: Output) -> None:
-    """A line on stderr that is part of an error (the gate's regressed figures)."""
-    from memprof.output.console import print_note
-
-    print_note(line, output.no_color, "bold red")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -49,7 +49,7 @@ from memprof.model.measures import ABOVE_BOUND
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Measurement, Result
 from memprof.model.schema import ByteCount, Samples, SchemaError
-from memprof.model.summary import Column, Summary, Table, table
+from memprof.model.summary import Column, Summary, table
 
 Verdict = Literal["PASS", "WARN", "FAIL"]
 PCIE_FLOOR = 0.85  # pinned copies reach at least this share of the link's theoretical rate
@@ -270,10 +270,6 @@ def device_bytes(result: Result) -> int:
     return base.FLOAT32_BYTES << result.parameters.device_power
 
 
-def _refuse(where: str, found: str) -> None:
-    raise SchemaError(where, found)
-
-
 def check_retries(result: Result) -> None:
     """What the retries kept in a check's Extra must agree on with the run: attempts 1, 2...
     of each line, no more than --retries, each measuring exactly its line's copies, batch by
@@ -283,36 +279,36 @@ def check_retries(result: Result) -> None:
         where = f"extra.retries[{index}]"
         made[retry.line] = made.get(retry.line, 0) + 1
         if retry.attempt != made[retry.line]:
-            _refuse(
+            raise SchemaError(
                 f"{where}.attempt",
                 f"is {retry.attempt}, but it is retry {made[retry.line]} of {retry.line!r}",
             )
         if retry.attempt > result.parameters.retries:
-            _refuse(
+            raise SchemaError(
                 f"{where}.attempt",
                 f"is {retry.attempt}, but parameters.retries is {result.parameters.retries}",
             )
         operations = [copies.operation for copies in retry.copies]
         if operations != list(LINE_OPERATIONS[retry.line]):
-            _refuse(
+            raise SchemaError(
                 f"{where}.copies",
                 f"measure {operations}, but a retry of {retry.line!r} measures "
                 f"{list(LINE_OPERATIONS[retry.line])}",
             )
         for number, copies in enumerate(retry.copies):
-            batches = len(copies.per_copy_ms)
+            at, batches = f"{where}.copies[{number}].per_copy_ms", len(copies.per_copy_ms)
             if batches != result.parameters.repeat:
-                _refuse(
-                    f"{where}.copies[{number}].per_copy_ms",
+                raise SchemaError(
+                    at,
                     f"holds {batches} batches, but parameters.repeat is {result.parameters.repeat}",
                 )
             if min(copies.per_copy_ms) <= 0:
-                _refuse(f"{where}.copies[{number}].per_copy_ms", "holds a copy that took no time")
-            _within_bound(result, copies, f"{where}.copies[{number}].per_copy_ms")
+                raise SchemaError(at, "holds a copy that took no time")
+            _within_bound(result, copies, at)
     for index, retry in enumerate(result.extra.retries):  # each figure now known to be one
         before = attempts(result, result.extra.reference, retry.line)[retry.attempt - 1]
         if before.verdict == "PASS" and _passed_whatever_reference(result, retry.line, before):
-            _refuse(
+            raise SchemaError(
                 f"extra.retries[{index}]",
                 f"measures {retry.line!r} again, but its attempt before PASSed ({before.measured}):"
                 " only a line that WARNed or FAILed is measured again",
@@ -326,7 +322,7 @@ def _within_bound(result: Result, copies: RetriedCopies, where: str) -> None:
     found = figures.figure(result, again, DECLARED[copies.operation]).gb_per_s
     limit = figures.hard_ceiling(result, again, DECLARED[copies.operation])
     if found is not None and limit is not None and limit.fraction(found) > ABOVE_BOUND:
-        _refuse(
+        raise SchemaError(
             where,
             f"makes {found:,.1f} GB/s, {limit.fraction(found):.0%} of its {limit.limiter} "
             f"ceiling of {limit.gb_per_s:,.1f} GB/s: nothing moves faster than its "
@@ -343,11 +339,8 @@ def _passed_whatever_reference(result: Result, line: str, attempt: Line) -> bool
     judged with the verdict."""
     if line == "at_once":
         return True
-    most = _reference_ceiling(result, line)
-    if line == "d2d":
-        ceiling = hbm_ceiling(result.device)
-        at_start = ceiling.gb_per_s if ceiling is not None else None
-    else:
+    most = at_start = _reference_ceiling(result, line)  # HBM's, for the device copy
+    if line != "d2d":
         device = result.device
         at_start = pcie_bandwidth_gb_per_s(device.pcie_generation, device.pcie_width)
     measured = attempt.judged[0][1] if attempt.judged else None
@@ -376,7 +369,7 @@ def check_kept_reference(result: Result) -> None:
         return
     name = result.device.name if result.device is not None else None
     if kept.gpu != name:
-        _refuse(
+        raise SchemaError(
             "extra.reference.gpu",
             f"is {kept.gpu!r}, but the run measured {name!r}: a reference is a check of the "
             "same GPU model",
@@ -384,7 +377,7 @@ def check_kept_reference(result: Result) -> None:
     for line in ("h2d", "d2h", "d2d"):
         value, most = getattr(kept, f"{line}_gb_per_s"), _reference_ceiling(result, line)
         if most is not None and value > ABOVE_BOUND * most:
-            _refuse(
+            raise SchemaError(
                 f"extra.reference.{line}_gb_per_s",
                 f"is {value:,.1f} GB/s, but a {name} can reach at most {most:,.1f} GB/s there",
             )
@@ -396,7 +389,7 @@ def check_kept_thresholds(result: Result) -> None:
     is the schema's (1 to 100)."""
     kept, given = result.extra.thresholds, result.parameters.thresholds
     if (kept.file if kept else None) != given:
-        _refuse(
+        raise SchemaError(
             "extra.thresholds",
             f"is {'the floors of ' + repr(kept.file) if kept else 'absent'}, but "
             f"parameters.thresholds is {given!r}: a run keeps what its --thresholds decided",
@@ -404,17 +397,19 @@ def check_kept_thresholds(result: Result) -> None:
     if kept is None:
         return
     if not kept.file:
-        _refuse("extra.thresholds.file", "is empty: the file the floors came from is named")
+        raise SchemaError(
+            "extra.thresholds.file", "is empty: the file the floors came from is named"
+        )
     name = result.device.name if result.device is not None else ""
     if kept.model is not None and not thresholds_matches(kept.model, name):
-        _refuse(
+        raise SchemaError(
             "extra.thresholds.model",
             f"is {kept.model!r}, but the run measured {name!r}: the entry kept is the GPU's own",
         )
     if kept.model is not None and not kept.floors_pct():
-        _refuse("extra.thresholds", f"keeps the entry {kept.model!r} but no floor it set")
+        raise SchemaError("extra.thresholds", f"keeps the entry {kept.model!r} but no floor it set")
     if kept.model is None and kept.floors_pct():
-        _refuse("extra.thresholds", "keeps floors but no entry that set them")
+        raise SchemaError("extra.thresholds", "keeps floors but no entry that set them")
 
 
 def _batches(ctx: base.RunContext, *lanes: Any) -> None:
@@ -437,6 +432,7 @@ class _CheckCopies:
         self.ctx, self.cuda, self.elements = ctx, session.cuda, elements
         self.nbytes = elements * base.FLOAT32_BYTES
         self.device_elements = device_elements
+        self.device_copy_bytes = device_elements * base.FLOAT32_BYTES
         self.values = np.random.default_rng(16).random(elements, dtype=np.float32)
         self.buffers: list[Any] = []
         self.host_in, self.host_out = (self._allocate("pinned", elements) for _ in range(2))
@@ -467,37 +463,27 @@ class _CheckCopies:
             "d2d": f"device to device, {device_size}",
         }[line]
 
-    @property
-    def device_copy_bytes(self) -> int:
-        return self.device_elements * base.FLOAT32_BYTES
-
     def measure(self, line: str, profiler: Any, label: str = "") -> None:
         """One attempt of `line`: its copies in back-to-back batches, each verified (`label`
         names a retry's checks)."""
-        if line == "h2d":
-            self._poison_device()
-            self._batches(self._lane(profiler, "h2d"))
-            self._verify(("h2d",), label)
-        elif line == "d2h":
-            self._poison_host()
-            self._batches(self._lane(profiler, "d2h"))
-            self._verify(("d2h",), label)
+        if line in ("h2d", "d2h"):
+            (self._poison_device if line == "h2d" else self._poison_host)()
+            _batches(self.ctx, self._lane(profiler, line))
+            self._verify((line,), label)
         elif line == "at_once":
             if label:  # a retry: each direction alone again, then both at once
                 self.measure("h2d", profiler, label)
                 self.measure("d2h", profiler, label)
             self._poison_device()
             self._poison_host()
-            self._batches(
+            _batches(
+                self.ctx,
                 self._lane(profiler, "h2d_at_once"),
                 self._lane(profiler, "d2h_at_once", self.second),
             )
             self._verify(("h2d", "d2h"), f"{label}both at once, ")
         else:
             self._device_copy(profiler, label)
-
-    def _batches(self, *lanes: Any) -> None:
-        _batches(self.ctx, *lanes)
 
     def _lane(self, profiler: Any, operation: str, stream: Any = None) -> Any:
         from memprof.core.measure import Lane
@@ -543,7 +529,7 @@ class _CheckCopies:
         def d2d(stream: Any) -> None:
             cuda.memcpy_dtod_async(target.device_pointer, source.device_pointer, nbytes, stream)
 
-        self._batches(Lane(profiler, d2d, NAMES["d2d"], "d2d", "device", nbytes))
+        _batches(self.ctx, Lane(profiler, d2d, NAMES["d2d"], "d2d", "device", nbytes))
         self.ctx.check(_check_ends(self.ctx.session, target, self.device_elements, label))
 
     def free(self) -> None:
@@ -686,10 +672,6 @@ def figure(result: Result, operation: str) -> float | None:
     return found.gb_per_s if found is not None else None
 
 
-def _rate(value: float | None) -> str:
-    return f"{format_gb_per_s(value)} GB/s" if value is not None else "not measured"
-
-
 Retried = dict[int, figures.Derived]  # a retry's figure (by id) as its declared attempt
 
 
@@ -711,10 +693,10 @@ def _throughput_line(
     measured = found.gb_per_s if found is not None else None
     if found is None or measured is None:
         return Line("FAIL", what, "not measured", "a figure")
-    ceiling, share = found.ceiling, found.share
+    ceiling, share, rate = found.ceiling, found.share, f"{format_gb_per_s(measured)} GB/s"
     if ceiling is None or share is None:
-        shown, expected = _rate(measured), "unknown: the ceiling was not recorded"
-        return Line("WARN", what, shown, expected, sources=(_shown(found, retried),))
+        expected = "unknown: the ceiling was not recorded"
+        return Line("WARN", what, rate, expected, sources=(_shown(found, retried),))
     least = figures.Derived(f"{what}: expected", (found,), "floor", share=floor)
     expected = (
         f">= {format_gb_per_s(least.gb_per_s)} GB/s ({source + ': ' if source else ''}"
@@ -725,7 +707,7 @@ def _throughput_line(
         expected += f"; reference {format_gb_per_s(reference)}"
         kept = figures.Derived("reference", (found,), "reference", reference_gb_per_s=reference)
         sources += (kept,)
-    shown = f"{_rate(measured)} ({share:.0%})"
+    shown = f"{rate} ({share:.0%})"
     judged = ((what, measured, least.gb_per_s),)
     if share > ABOVE_BOUND:  # faster than what bounds it: not a figure
         expected += ", never above the ceiling"
@@ -734,9 +716,9 @@ def _throughput_line(
     return Line(verdict, what, shown, expected, judged, sources)
 
 
-def link_line(result: Result, index: int | None = None) -> Line:
+def link_line(result: Result) -> Line:
     what = "PCIe link trained to its capability"
-    link, state = link_of(result, index), result.gpu_state(index)
+    link, state = link_of(result), result.gpu_state()
     if link is None or link.now is None or link.most is None:
         return Line("WARN", what, "unknown", "its maximum (NVML or sysfs did not say)")
     measured = f"{link_words(link.now)} [{link.source}]"
@@ -755,9 +737,9 @@ def _unknown(state: GpuState | None, what: str) -> Line:
     return Line("WARN", what, f"unknown ({why})", "none")
 
 
-def clocks_line(result: Result, index: int | None = None) -> Line:
+def clocks_line(result: Result) -> Line:
     what = "No clock held down during the run"
-    state = result.gpu_state(index)
+    state = result.gpu_state()
     if state is None or state.unavailable or state.clock_reasons is None:
         return _unknown(state, what)
     limiting, severe = state.limiting_reasons or [], state.severe_reasons or []
@@ -767,9 +749,9 @@ def clocks_line(result: Result, index: int | None = None) -> Line:
     return Line("FAIL" if severe else "WARN", what, words, "none")
 
 
-def processes_line(result: Result, index: int | None = None) -> Line:
+def processes_line(result: Result) -> Line:
     what = "No other process on the GPU"
-    state = result.gpu_state(index)
+    state = result.gpu_state()
     if state is None or state.unavailable or state.other_processes is None:
         return _unknown(state, what)
     if not state.other_processes:
@@ -804,32 +786,14 @@ def known_good(result: Result, reference: Reference) -> Figures:
     """The reference's figures this run is held to: each at the run's own size only."""
     if reference is None:
         return {}
-    if isinstance(reference, CheckReference):
-        host = reference.bytes_per_copy == host_bytes(result)
-        device = reference.device_copy_bytes == device_bytes(result)
-        figures = {
-            "h2d": reference.h2d_gb_per_s if host else None,
-            "d2h": reference.d2h_gb_per_s if host else None,
-            "d2d": reference.d2d_gb_per_s if device else None,
-        }
-        return figures
-    host = host_bytes(reference) == host_bytes(result)
-    device = device_bytes(reference) == device_bytes(result)
+    kept = _kept(reference, "") if isinstance(reference, Result) else reference
+    host = kept.bytes_per_copy == host_bytes(result)
+    device = kept.device_copy_bytes == device_bytes(result)
     return {
-        "h2d": figure(reference, "h2d") if host else None,
-        "d2h": figure(reference, "d2h") if host else None,
-        "d2d": figure(reference, "d2d") if device else None,
+        "h2d": kept.h2d_gb_per_s if host else None,
+        "d2h": kept.d2h_gb_per_s if host else None,
+        "d2d": kept.d2d_gb_per_s if device else None,
     }
-
-
-def first_figures(result: Result) -> Attempt:
-    """The figures of every operation's first attempt: the run's measurements."""
-    return {operation: figure_of(result, operation) for operation in get_args(Operation)}
-
-
-def retried_figure(result: Result, copies: RetriedCopies) -> figures.Figure:
-    """The figures of a retry's copies, as figure_of() makes them of a measurement."""
-    return figures.figure(result, _retried(result, copies), DECLARED[copies.operation])
 
 
 def _retried(result: Result, copies: RetriedCopies) -> Measurement:
@@ -853,7 +817,9 @@ def throughput_line(
     """One throughput line judged from one attempt's figures (`retried`: a retry's)."""
     source = floor_source(result, line)
     if line == "at_once":
-        return _at_once_line(found, floor, source, retried)
+        pairs = {base.DIRECTIONS[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
+        expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
+        return _both_at_once("Both directions at once", pairs, floor, expected, retried)
     what = {"h2d": "Pinned host → device", "d2h": "Pinned device → host"}.get(
         line, "Device copy (read + write)"
     )
@@ -863,11 +829,14 @@ def throughput_line(
 def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
     """Every attempt of a throughput line, judged: the first, then each retry in order."""
     known, floor = known_good(result, reference), floors(result)[line]
-    first = first_figures(result)
+    first = {operation: figure_of(result, operation) for operation in get_args(Operation)}
     found = [throughput_line(result, line, first, known, floor)]
     for retry in result.extra.retries:
         if retry.line == line:
-            copies = {c.operation: retried_figure(result, c) for c in retry.copies}
+            copies = {
+                c.operation: figures.figure(result, _retried(result, c), DECLARED[c.operation])
+                for c in retry.copies
+            }
             marked = {
                 id(one): figures.Derived(f"retry {retry.attempt}", (one,), "attempt")
                 for one in copies.values()
@@ -879,17 +848,6 @@ def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
 
 def _latest(result: Result, reference: Reference, line: str) -> Verdict:
     return attempts(result, reference, line)[-1].verdict
-
-
-def history(result: Result, reference: Reference) -> list[str]:
-    """One sentence per line measured again: each attempt's verdict and figure, in order
-    ("Pinned host → device: FAIL, then PASS on retry 1 (46.1 GB/s (73%); 55.2 GB/s (88%)).")."""
-    sentences = []
-    for line in LINE_OPERATIONS:
-        found = attempts(result, reference, line)
-        if len(found) > 1:
-            sentences.append(f"{found[0].what}: {_attempts_sentence(found)}")
-    return sentences
 
 
 def _attempts_sentence(found: list[Line]) -> str:
@@ -909,16 +867,6 @@ def lines(result: Result, reference: Reference) -> list[Line]:
     found += [attempts(result, reference, line)[-1] for line in LINE_OPERATIONS]
     found += [clocks_line(result), processes_line(result)]
     return found
-
-
-def _at_once_line(
-    found: Attempt, floor: float = AT_ONCE_FLOOR, source: str = "", retried: Retried | None = None
-) -> Line:
-    what = "Both directions at once"
-    words = base.DIRECTIONS  # h2d -> "host → device"
-    pairs = {words[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
-    expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
-    return _both_at_once(what, pairs, floor, expected, retried)
 
 
 def _both_at_once(
@@ -992,12 +940,15 @@ def reference_for(result: Result) -> tuple[Result | None, list[str]]:
         )
         return None, notes
     file, reference = matches[0]
-    notes.append(
-        f"Reference: memprof/references/{file}, a check of {reference.device.name} recorded "
-        f"{reference.created_at} on {reference.host}; a figure under {MARGIN:.0%} of its "
-        "figure (at the same size) is a WARN."
-    )
+    notes.append(_reference_note(f"memprof/references/{file}", _kept(reference, file)))
     return reference, notes
+
+
+def _reference_note(named: str, kept: CheckReference) -> str:
+    return (
+        f"Reference: {named}, a check of {kept.gpu} recorded {kept.created_at} on {kept.host}; "
+        f"a figure under {MARGIN:.0%} of its figure (at the same size) is a WARN."
+    )
 
 
 def read_reference(path: str | None) -> Result | None:
@@ -1031,18 +982,15 @@ def reference_figures(
             f"--reference {path}: a check of {reference.device.name}, but this GPU is "
             f"{facts.name}: pass a check recorded on this GPU model"
         )
-    figures = {operation: figure(reference, operation) for operation in ("h2d", "d2h", "d2d")}
-    return CheckReference(
-        file=path,
-        gpu=reference.device.name,
-        host=reference.host,
-        created_at=reference.created_at,
-        bytes_per_copy=host_bytes(reference),
-        device_copy_bytes=device_bytes(reference),
-        h2d_gb_per_s=figures["h2d"],
-        d2h_gb_per_s=figures["d2h"],
-        d2d_gb_per_s=figures["d2d"],
-    )
+    return _kept(reference, path)
+
+
+def _kept(reference: Result, file: str) -> CheckReference:
+    """A check's figures as a run keeps its reference's."""
+    rates = (figure(reference, line) for line in ("h2d", "d2h", "d2d"))
+    device = reference.device
+    return CheckReference(file, device.name, reference.host, reference.created_at,
+                          host_bytes(reference), device_bytes(reference), *rates)  # fmt: skip
 
 
 def reference_in_use(result: Result) -> tuple[Reference, list[str]]:
@@ -1051,12 +999,7 @@ def reference_in_use(result: Result) -> tuple[Reference, list[str]]:
     given = result.extra.reference
     if given is None:
         return reference_for(result)
-    note = (
-        f"Reference: {given.file} (--reference), a check of {given.gpu} recorded "
-        f"{given.created_at} on {given.host}; a figure under {MARGIN:.0%} of its figure (at "
-        "the same size) is a WARN."
-    )
-    return given, [note]
+    return given, [_reference_note(f"{given.file} (--reference)", given)]
 
 
 def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
@@ -1065,14 +1008,17 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
     if result.command == "check-pairs":
         return "every pair of GPUs", pair_lines(result), {}
     reference, _ = reference_in_use(result)
-    device = result.device
-    where = f"GPU {device.index} ({device.name})" if device else "the GPU"
     again = {}
     for line in LINE_OPERATIONS:
         found = attempts(result, reference, line)
         if len(found) > 1:
             again[found[0].what] = _attempts_sentence(found)
-    return where, lines(result, reference), again
+    return _where(result), lines(result, reference), again
+
+
+def _where(result: Result) -> str:
+    device = result.device
+    return f"GPU {device.index} ({device.name})" if device else "the GPU"
 
 
 # A check's table: a row per Line; its Measured cell prints the line's figures (its sources)
@@ -1084,33 +1030,35 @@ VERDICTS = [
 ]
 
 
-def verdict_table(title: str, found: list[Line], notes: list[str]) -> Table:
+def health(
+    where: str, found: list[Line], notes: list[str], failed_as: str, retried: Sequence[str] = ()
+) -> Summary:
+    """A check's summary: its table of verdicts, each line measured again, the tally of each
+    verdict, and the FAIL lines (the command exits 1), named `failed_as`."""
     rows = [
         {"verdict": line.verdict, "what": line.what, "line": line, "expected": line.expected}
         for line in found
     ]
-    return table(title, VERDICTS, rows, notes)
-
-
-def failures(found: list[Line], where: str) -> list[str]:
-    return [f"{where}: {line.what}: {line.measured}" for line in found if line.verdict == "FAIL"]
-
-
-def tally(found: list[Line], where: str, retried: int = 0) -> str:
     counts = {
         verdict: sum(line.verdict == verdict for line in found) for verdict in get_args(Verdict)
     }
     words = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
-    again = f" ({plural(retried, 'line')} measured again: above)" if retried else ""
-    return f"memprof check, {where}: {words}{again}."
+    again = f" ({plural(len(retried), 'line')} measured again: above)" if retried else ""
+    return Summary(
+        tables=[table(f"Health of {where}", VERDICTS, rows, notes)],
+        conclusions=[*retried, f"memprof check, {where}: {words}{again}."],
+        show_profile=False,
+        failed=[
+            f"{failed_as}: {line.what}: {line.measured}" for line in found if line.verdict == "FAIL"
+        ],
+    )
 
 
 def summarize(result: Result) -> Summary:
-    reference, reference_notes = reference_in_use(result)
-    found = lines(result, reference)
-    retried = history(result, reference)
+    _, reference_notes = reference_in_use(result)
+    where, found, again = judged(result)
+    retried = [f"{what}: {sentence}" for what, sentence in again.items()]
     device = result.device
-    where = f"GPU {device.index} ({device.name})" if device else "the GPU"
     notes = [
         f"Copies of {format_bytes(host_bytes(result))} from pinned memory and of "
         f"{format_bytes(device_bytes(result))} in device memory, back to back, "
@@ -1131,13 +1079,9 @@ def summarize(result: Result) -> Summary:
             f"--retries {result.parameters.retries}: a throughput line that WARNed or FAILed "
             "was measured again until it PASSed; the table shows its last attempt."
         )
-    return Summary(
-        tables=[verdict_table(f"Health of {where}", found, notes)],
-        conclusions=[*retried, tally(found, where, len(retried))],
-        show_profile=False,
-        header=[said] if kept is not None and kept.model is None else [],  # a warning
-        failed=failures(found, where),
-    )
+    summary = health(where, found, notes, where, retried)
+    summary.header = [said] if kept is not None and kept.model is None else []  # a warning
+    return summary
 
 
 # -- every pair of GPUs -------------------------------------------------------------------------
@@ -1216,7 +1160,15 @@ class CheckPairs(base.Experiment):
         )
 
     def summarize(self, result: Result) -> Summary:
-        return summarize_pairs(result)
+        notes = [
+            f"Copies of {format_bytes(base.array_bytes(result.parameters))} with "
+            f"cuMemcpyPeerAsync, peer access on, back to back, median of "
+            f"{result.parameters.repeat} batches; (n%) = share of the link's ceiling: the NVLinks "
+            "from one GPU that reach the other (NVML's raw rate per direction), or the slower "
+            "PCIe link where NVML says there is no NVLink.",
+            f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
+        ]
+        return health("every pair of GPUs", pair_lines(result), notes, "pairs")
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
@@ -1227,7 +1179,7 @@ class CheckPairs(base.Experiment):
         for index, m in enumerate(result.measurements):
             a, b = m.gpus if m.group == "gpu" else (None, None)
             if a is not None and (a == b or not (access[a, b] and access[b, a])):
-                _refuse(
+                raise SchemaError(
                     f"measurements[{index}].gpus",
                     f"is GPU {a} → GPU {b}, but peer copies need two GPUs that reach each other",
                 )
@@ -1308,14 +1260,11 @@ def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], figure
 
 def pair_lines(result: Result) -> list[Line]:
     indices = [device.index for device in result.extra.devices]
+    access = base.access_matrix(result, indices)
     alone, together = peer_figures(result, "peer"), peer_figures(result, "peer_at_once")
     found = []
     for a, b in itertools.combinations(indices, 2):
-        reachable = all(
-            result.extra.peer_access[indices.index(x)][indices.index(y)]
-            for x, y in ((a, b), (b, a))
-        )
-        if not reachable:
+        if not (access[a, b] and access[b, a]):
             found.append(
                 Line("WARN", f"GPU {a} ↔ GPU {b} peer access", "no (cuDeviceCanAccessPeer)", "yes")
             )
@@ -1331,21 +1280,3 @@ def pair_lines(result: Result) -> list[Line]:
             _both_at_once(f"GPU {a} ↔ GPU {b} both at once", pairs, AT_ONCE_FLOOR, expected)
         )
     return found
-
-
-def summarize_pairs(result: Result) -> Summary:
-    found = pair_lines(result)
-    notes = [
-        f"Copies of {format_bytes(base.array_bytes(result.parameters))} with cuMemcpyPeerAsync, "
-        "peer "
-        f"access on, back to back, median of {result.parameters.repeat} batches; (n%) = share "
-        "of the link's ceiling: the NVLinks from one GPU that reach the other (NVML's raw "
-        "rate per direction), or the slower PCIe link where NVML says there is no NVLink.",
-        f"PASS at or above the expectation; WARN below it; FAIL under {MARGIN:.0%} of it.",
-    ]
-    return Summary(
-        tables=[verdict_table("Health of every pair of GPUs", found, notes)],
-        conclusions=[tally(found, "every pair of GPUs")],
-        show_profile=False,
-        failed=failures(found, "pairs"),
-    )

@@ -57,12 +57,7 @@ def picture(result: Result, summary: Summary) -> Picture:
     make = picture_maker(result.command) or default_panels
     if make in AGAINST_SIZE and len(result.parameters.powers) < 2:
         make = default_panels  # one size: nothing to draw a line through
-    return Picture(title=title(result), panels=make(result, summary))
-
-
-def title(result: Result) -> str:
-    """memprof COMMAND: GPU, date: what a picture is of."""
-    return f"memprof {result.command}: {run_label(result)}"
+    return Picture(f"memprof {result.command}: {run_label(result)}", make(result, summary))
 
 
 def run_label(result: Result) -> str:
@@ -155,13 +150,11 @@ def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
     """Every run's lines on the first run's axes; a ceiling every run draws alike, once."""
     panels = [panel for _, panel in group if isinstance(panel, Curves)]
     first, lines = panels[0], []
-    shared = [
-        line for line in first.lines
-        if line.ceiling and all(_has_line(panel, line) for panel in panels)
-    ]  # fmt: skip
+    ceilings = [{_drawn(c) for c in panel.lines if c.ceiling} for panel in panels]
+    shared = [c for c in first.lines if c.ceiling and all(_drawn(c) in d for d in ceilings)]
     for (run, _), panel in zip(group, panels, strict=True):  # one type: the group's key
         for line in panel.lines:
-            if line.ceiling and any(_same(line, other) for other in shared):
+            if line.ceiling and _drawn(line) in {_drawn(c) for c in shared}:
                 continue
             band = [
                 _noise_about(y, m) for (_, y), m in zip(line.points, line.sources, strict=False)
@@ -171,12 +164,9 @@ def _overlaid_curves(group: list[tuple[int, Panel]]) -> Curves:
     return replace(first, lines=lines + shared)
 
 
-def _has_line(panel: Curves, line: Line) -> bool:
-    return any(other.ceiling and _same(line, other) for other in panel.lines)
-
-
-def _same(line: Line, other: Line) -> bool:
-    return (line.label, line.points) == (other.label, other.points)
+def _drawn(line: Line) -> tuple:
+    """What two runs' ceilings must share to be drawn once: their label and points."""
+    return (line.label, tuple(line.points))
 
 
 def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
@@ -442,17 +432,16 @@ def trace_panels(result: Result, summary: Summary) -> list[Panel]:
     from memprof.output.profile import PROFILE_GROUPS, profile_rows
 
     rows = [r for r in profile_rows(result.measurements) if r.group == PROFILE_GROUPS["gpu"]]
-    shown = [(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
+    bars = [Bar(row.name, row.stats.total_ms) for row in rows[:MOST_BARS]]
     if len(rows) > MOST_BARS:
         rest = rows[MOST_BARS:]
-        shown.append((f"{len(rest)} other rows", math.fsum(row.stats.total_ms for row in rest)))
+        bars.append(Bar(f"{len(rest)} other rows", math.fsum(row.stats.total_ms for row in rest)))
     busy = math.fsum(row.stats.total_ms for row in rows)
     heading = (
         f"GPU time by activity: {format_ms(busy)} over the program's {result.extra.wall_s:.2f} s"
     )
-    if not shown:
+    if not bars:
         return [Words(heading, ["The program did no GPU work that CUPTI recorded."])]
-    bars = [Bar(name, total_ms) for name, total_ms in shown]
     panels = [Bars(heading, "GPU time, every call summed", bars, unit="ms"), *_line_panels(result)]
     return panels + _time_panels(result, summary)
 
@@ -462,10 +451,9 @@ PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at o
 
 
 def _time_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Where the time went, over time: per GPU, its run in bins (memprof.model.timeline's
-    over_time, which adds up to the Where table's breakdown), its longest idle gaps marked,
-    and beside it the table's cells and the gaps as Longest idle gaps lists them (each time
-    as nvprof writes it); where the trace kept no timeline, why."""
+    """Where the time went, per GPU: its run in bins (model.timeline.over_time, which adds up
+    to the Where table's breakdown), its longest idle gaps marked and listed as the table
+    lists them; where the trace kept no timeline, why."""
     from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
     from memprof.output.where import gap_place
@@ -585,11 +573,9 @@ def table_panels(summary: Summary, tables: list[Table], by_column: bool = False)
 
 
 def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
-    """Of each row, every figure of a measurement (`of`: the summary's figure of each) that
-    a column declares it shows, GB/s where the table shows any, else times; a bar is labelled
-    by the row's leading words and sizes and, where the row shows several, the column.
-    `by_column`: a panel per column instead, a bar per row (compare: every memory kind, per
-    operation)."""
+    """Each figure a column declares it shows (GB/s where the table shows any, else times), a
+    bar labelled by its row's leading words and sizes (and column, where a row shows several);
+    `by_column`: a panel per column, a bar per row (compare: every kind, per operation)."""
     naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
     for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1

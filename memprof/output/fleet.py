@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from memprof.model.figures import Figure, figure_finder
+from memprof.model.figures import figure_finder
 from memprof.model.formatting import format_gb_per_s, format_ms, plural
 from memprof.model.measures import Measure
 from memprof.model.results import Result
@@ -57,9 +57,7 @@ class Fleet:
     @property
     def slower(self) -> list[Deviation]:
         """The figures slower than the fleet's median (none where it has too few runs)."""
-        if len(self.runs) < MIN_RUNS:
-            return []
-        return [d for d in self.deviations if d.slower]
+        return [d for d in self.deviations if d.slower] if len(self.runs) >= MIN_RUNS else []
 
 
 def run_names(results: Sequence[Result]) -> list[str]:
@@ -79,10 +77,9 @@ def run_names(results: Sequence[Result]) -> list[str]:
     return names
 
 
-def _shown(found: Figure) -> str:
-    if found.gb_per_s is not None:
-        return f"{format_gb_per_s(found.gb_per_s)} GB/s"
-    return format_ms(found.per_operation_ms)
+def _shown(gb_per_s: float | None, per_operation_ms: float) -> str:
+    """A figure as the table prints it: GB/s where it moves bytes, else its time."""
+    return format_ms(per_operation_ms) if gb_per_s is None else f"{format_gb_per_s(gb_per_s)} GB/s"
 
 
 def fleet(
@@ -96,7 +93,6 @@ def fleet(
     finders = [figure_finder(result, declared_of(result)) for result in results]
     keyed = [by_key(result) for result in results]  # matched as diff matches two runs
     common = [key for key in keyed[0] if all(key in other for other in keyed[1:])]
-    deviations: list[Deviation] = []
     spread: list[tuple[str, str, list[Deviation]]] = []  # label, median shown, each run's
     for key in common:
         found = [finder(run[key]) for finder, run in zip(finders, keyed, strict=True)]
@@ -107,18 +103,15 @@ def fleet(
         label = measurement_label(keyed[0][key])
         each = []
         for run, f in enumerate(found):
-            samples = f.measurement.throughput_ms or f.measurement.samples_ms
-            noise = noise_band(samples)
+            noise = noise_band(f.measurement.throughput_ms or f.measurement.samples_ms)
+            shown = _shown(f.gb_per_s, f.per_operation_ms)
             each.append(
-                Deviation(run, label, _shown(f), f.per_operation_ms / middle, max(limit, noise))
+                Deviation(run, label, shown, f.per_operation_ms / middle, max(limit, noise))
             )
         rates = [f.gb_per_s for f in found]
-        if all(rate is not None for rate in rates):
-            median_shown = f"{format_gb_per_s(statistics.median(rates))} GB/s"
-        else:
-            median_shown = format_ms(middle)
-        deviations += each
-        spread.append((label, median_shown, each))
+        median_rate = None if None in rates else statistics.median(rates)
+        spread.append((label, _shown(median_rate, middle), each))
+    deviations = [d for _, _, each in spread for d in each]
     return Fleet(_summary(results, names, spread, limit), deviations, names)
 
 
@@ -179,11 +172,9 @@ def _summary(
             f"A median of {len(results)} runs cannot single one out: give {MIN_RUNS} or more."
         )
     else:
-        slow = sorted({names[d.run] for _, _, each in spread for d in each if d.slower})
+        slow = ", ".join(sorted({names[d.run] for _, _, each in spread for d in each if d.slower}))
         conclusions.append(
-            f"Slower than the fleet beyond {limit:.0%} and their noise: "
-            + (", ".join(slow) if slow else "none")
-            + "."
+            f"Slower than the fleet beyond {limit:.0%} and their noise: {slow or 'none'}."
         )
     return Summary(
         tables=[per_run, *([figures] if figures.rows else [])],

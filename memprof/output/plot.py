@@ -23,6 +23,7 @@ import math
 import os
 import re
 import textwrap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -339,7 +340,8 @@ def draw(picture: Picture) -> Any:
     own_left = (Words, Stacked)  # panels left where their own labels need, not at the bars'
     left = max([_left_inches(panel) for panel in panels if not isinstance(panel, own_left)] or [0])
     left = max(left, EDGE_INCHES)
-    height = TOP_INCHES + math.fsum(_total_inches(panel) for panel in panels) + 0.1
+    heights = [TITLE_INCHES + _inside_inches(panel) + _below_inches(panel) for panel in panels]
+    height = TOP_INCHES + math.fsum(heights) + 0.1
     with _fixed_settings(matplotlib):
         figure = Figure(figsize=(width, height))
         figure.suptitle(_label(picture.title, 100), fontsize=10, y=1 - 0.12 / height, va="top")
@@ -348,7 +350,9 @@ def draw(picture: Picture) -> Any:
             top -= TITLE_INCHES
             inside = _inside_inches(panel)
             start = max(_left_inches(panel), EDGE_INCHES) if isinstance(panel, own_left) else left
-            across = min(width - start - _right_inches(panel), _widest_inches(panel))
+            across = width - start - _right_inches(panel)
+            if isinstance(panel, HeatMap):  # its cells keep their size
+                across = min(across, CELL_INCHES[0] * max(len(panel.columns), 1))
             box = (start / width, (top - inside) / height, across / width, inside / height)
             axes = figure.add_axes(box)
             axes.set_gid(f"p{index}")
@@ -358,19 +362,30 @@ def draw(picture: Picture) -> Any:
     return figure
 
 
+# Each kind of panel's height inside its axes, and the room left of it for its row labels
+# (bars, lanes, GPUs) and axis label
+INSIDE_INCHES: dict[str, Callable[[Any], float]] = {
+    "Bars": lambda panel: 0.15 + ROW_INCHES * len(panel.bars),
+    "Timeline": lambda panel: 0.2 + LANE_INCHES * len(panel.lanes),
+    "Stacked": lambda panel: STACKED_INCHES,
+    "Words": lambda panel: 0.17 * max(len(panel.lines), 1),
+    "HeatMap": lambda panel: max(0.7, CELL_INCHES[1] * len(panel.rows)),
+    "Curves": lambda panel: CURVES_INCHES,
+}
+LEFT_INCHES: dict[str, Callable[[Any], float]] = {
+    "Bars": lambda panel: 0.15 + CHARACTER_INCHES * _characters(bar.shown for bar in panel.bars),
+    "Timeline": lambda panel: 0.15 + CHARACTER_INCHES * _characters(panel.lanes),
+    "HeatMap": lambda panel: 0.45 + CHARACTER_INCHES * _characters(panel.rows),
+    "Words": lambda panel: EDGE_INCHES,
+}
+
+
 def _inside_inches(panel: Panel) -> float:
-    """The height of a panel's drawing area."""
-    if isinstance(panel, Bars):
-        return 0.15 + ROW_INCHES * len(panel.bars)
-    if isinstance(panel, Timeline):
-        return 0.2 + LANE_INCHES * len(panel.lanes)
-    if isinstance(panel, Stacked):
-        return STACKED_INCHES
-    if isinstance(panel, Words):
-        return 0.17 * max(len(panel.lines), 1)
-    if isinstance(panel, HeatMap):
-        return max(0.7, CELL_INCHES[1] * len(panel.rows))
-    return CURVES_INCHES
+    return INSIDE_INCHES[type(panel).__name__](panel)
+
+
+def _left_inches(panel: Panel) -> float:
+    return LEFT_INCHES.get(type(panel).__name__, lambda panel: 0.8)(panel)
 
 
 def _below_inches(panel: Panel) -> float:
@@ -379,38 +394,14 @@ def _below_inches(panel: Panel) -> float:
     return 0.1 if isinstance(panel, Words) else BELOW_INCHES
 
 
-def _total_inches(panel: Panel) -> float:
-    return TITLE_INCHES + _inside_inches(panel) + _below_inches(panel)
-
-
-def _widest_inches(panel: Panel) -> float:
-    """How wide a panel is drawn at most: a heat map's cells keep their size."""
-    if isinstance(panel, HeatMap):
-        return CELL_INCHES[0] * max(len(panel.columns), 1)
-    return math.inf
-
-
-def _characters(labels: list[str]) -> int:
+def _characters(labels: Iterable[str]) -> int:
     return max((len(_label(label)) for label in labels), default=0)
-
-
-def _left_inches(panel: Panel) -> float:
-    """Room left of a panel for its row labels (bars, lanes, GPUs) and axis label."""
-    if isinstance(panel, Bars):
-        return 0.15 + CHARACTER_INCHES * _characters([bar.shown for bar in panel.bars])
-    if isinstance(panel, Timeline):
-        return 0.15 + CHARACTER_INCHES * _characters(panel.lanes)
-    if isinstance(panel, HeatMap):
-        return 0.45 + CHARACTER_INCHES * _characters(panel.rows)
-    if isinstance(panel, Words):
-        return EDGE_INCHES
-    return 0.8
 
 
 def _right_inches(panel: Panel) -> float:
     """Room right of a panel: a curve's legend stands there."""
     if isinstance(panel, Curves):
-        return 0.55 + CHARACTER_INCHES * _characters(_legend_labels(panel))
+        return 0.55 + CHARACTER_INCHES * _characters(line.in_legend for line in panel.lines)
     return EDGE_INCHES
 
 
@@ -447,10 +438,9 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
         drawn.set_gid(_gid(f"{gid}-{'ceiling' if line.ceiling else 'line'}-{line.shown}", names))
     _x_label(axes, panel.x_label)
     _y_label(axes, panel.y_label, 42)
-    if panel.linear:
-        _linear_axes(axes, panel)
-    else:
-        _log_axes(axes, panel)
+    (_linear_axes if panel.linear else _log_axes)(axes, panel)
+    _ticks(axes.xaxis, panel.x_unit)
+    _ticks(axes.yaxis, panel.y_unit)
     axes.grid(True, which="major", color="0.9", linewidth=0.6)
     if panel.lines:
         axes.legend(handles=_legend(axes, panel), loc="upper left", bbox_to_anchor=(1.01, 1),
@@ -472,10 +462,6 @@ def _legend(axes: Any, panel: Curves) -> list[Any]:
     return shown
 
 
-def _legend_labels(panel: Curves) -> list[str]:
-    return [line.in_legend for line in panel.lines]
-
-
 def _series_colours(items: list[Any]) -> tuple[dict[int, str], dict[int, int]]:
     """Each line's or bar's colour (by id), by its kind, and its series' place: one colour
     for a series in every run of a picture of several (its kind and label say which)."""
@@ -487,7 +473,7 @@ def _series_colours(items: list[Any]) -> tuple[dict[int, str], dict[int, int]]:
 
 
 def _linear_axes(axes: Any, panel: Curves) -> None:
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from matplotlib.ticker import MaxNLocator
 
     top = max((y for line in panel.lines for _, y in line.points), default=1.0)
     axes.set_ylim(0, top * 1.15)
@@ -499,21 +485,17 @@ def _linear_axes(axes: Any, panel: Curves) -> None:
     else:
         axes.xaxis.set_major_locator(MaxNLocator(8))
     axes.yaxis.set_major_locator(MaxNLocator(6))
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.x_unit)))
-    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
 
 
 def _log_axes(axes: Any, panel: Curves) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+    from matplotlib.ticker import LogLocator, NullLocator
 
     sizes = [x for line in panel.lines for x, _ in line.points if x > 0]
     spread = math.log2(max(sizes) / min(sizes)) if sizes else 0
     axes.xaxis.set_major_locator(LogLocator(base=4 if spread <= 14 else 16))  # <= 8 labels
     axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.x_unit)))
     axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axes.yaxis.set_minor_locator(NullLocator())
-    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.y_unit)))
     _spread_log_limits(axes, [y for line in panel.lines for _, y in line.points if y > 0])
 
 
@@ -589,7 +571,7 @@ def _spread_log_limits(axes: Any, values: list[float]) -> None:
 
 
 def _bars(axes: Any, panel: Bars, gid: str) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+    from matplotlib.ticker import LogLocator, NullLocator
 
     _title(axes, panel.title)
     values = [bar.value for bar in panel.bars if bar.value > 0]
@@ -604,7 +586,7 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
         across = axes.get_position().width * axes.figure.get_figwidth()
         axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades, across)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, panel.unit)))
+    _ticks(axes.xaxis, panel.unit)
     base = min(everything) / 2 if dots else 0.0
     positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
     names: set[str] = set()
@@ -666,17 +648,13 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
             marks.append(words)
     words = panel.value_label + "".join(f";  | = {words}" for words in marks)
     if panel.reference is not None:
-        words += f";  dashed: {_reference_words(panel.reference, panel.unit)}"
+        reference = panel.reference
+        words += f";  dashed: {reference.words}, {_value_text(reference.value, panel.unit)}"
     _x_label(axes, words)
     if values:
         axes.set_xlim(base, max(everything) * (4 if dots else 1.3))
     axes.grid(True, axis="x", color="0.9", linewidth=0.6)
     axes.set_axisbelow(True)
-
-
-def _reference_words(reference: Reference, unit: Unit) -> str:
-    """What a panel's dashed bound is, and its value: 'PCIe Gen5 x16, 63.0 GB/s'."""
-    return f"{reference.words}, {_value_text(reference.value, unit)}"
 
 
 def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
@@ -711,9 +689,6 @@ def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
 
 
 def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
-
     _title(axes, panel.title)
     fills = dict(zip(panel.kinds, colours([None] * len(panel.kinds)), strict=True))
     names: set[str] = set()
@@ -728,18 +703,24 @@ def _timeline(axes: Any, panel: Timeline, gid: str) -> None:
     axes.set_yticks(range(len(panel.lanes)), [_label(lane) for lane in panel.lanes])
     axes.set_ylim(len(panel.lanes) - 0.5, -0.5)  # the first lane on top
     _x_label(axes, "time from the run's first operation")
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
+    _ticks(axes.xaxis, "ms")
     until_ms = panel.until_ms or max((span.end_ms for span in panel.spans), default=1)
     axes.set_xlim(0, until_ms * 1.02)
+    _legend_below(axes, fills, panel.kinds)
+
+
+def _legend_below(axes: Any, fills: dict[str, str], words: dict[str, str]) -> None:
+    """A time line's legend, under its axis label: a patch of each part's colour."""
+    from matplotlib.patches import Patch
+
     axes.legend(
-        handles=[Patch(color=fills[kind], label=words) for kind, words in panel.kinds.items()],
-        loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.kinds),
+        handles=[Patch(color=fills[part], label=said) for part, said in words.items()],
+        loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(words),
         borderaxespad=0, bbox_transform=axes.transAxes + _points(axes, 0, -LEGEND_BELOW_POINTS),
     )  # fmt: skip
 
 
 def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
-    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
     from matplotlib.transforms import blended_transform_factory
 
@@ -775,7 +756,7 @@ def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
             mark.start_ms, height, f"{mark.number} ", transform=across, ha="right",
             va="center", fontsize=7, gid=_gid(f"{gid}-mark-number-{mark.number}", names),
         )  # fmt: skip
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, "ms")))
+    _ticks(axes.xaxis, "ms")
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
     cut_words = f"; idle drawn up to {cut:g}%" if cut < 100 else ""
     _x_label(
@@ -783,11 +764,7 @@ def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
         f"time from the first recorded event, in bins of {_time_tick(panel.bin_ms)}{cut_words}",
     )
     _y_label(axes, "share of each bin", 34)
-    axes.legend(
-        handles=[Patch(color=fills[part], label=words) for part, words in panel.parts.items()],
-        loc="upper right", bbox_to_anchor=(1, 0), frameon=False, ncols=len(panel.parts),
-        borderaxespad=0, bbox_transform=axes.transAxes + _points(axes, 0, -LEGEND_BELOW_POINTS),
-    )  # fmt: skip
+    _legend_below(axes, fills, panel.parts)
 
 
 def stacked_scale(shares: list[list[float]]) -> tuple[list[float], float]:
@@ -868,6 +845,13 @@ def _tick(value: float, unit: Unit) -> str:
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
+def _ticks(axis: Any, unit: Unit) -> None:
+    """An axis' tick labels in `unit` (_tick)."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v, unit)))
+
+
 def _time_tick(milliseconds: float) -> str:
     for scale, name in ((1e3, "s"), (1.0, "ms"), (1e-3, "us"), (1e-6, "ns")):
         if milliseconds >= scale * 0.999:
@@ -884,6 +868,6 @@ def _value_text(value: float, unit: Unit, with_unit: bool = True) -> str:
     return f"{format_gb_per_s(value)} GB/s" if with_unit else format_gb_per_s(value)
 
 
-def wrapped(text: str, width: int = WORDS_CHARACTERS, indent: str = "") -> list[str]:
+def wrapped(text: str, indent: str = "") -> list[str]:
     """A long line as several for a Words panel, the later ones indented by `indent`."""
-    return textwrap.wrap(literal(text), width, subsequent_indent=indent) or [""]
+    return textwrap.wrap(literal(text), WORDS_CHARACTERS, subsequent_indent=indent) or [""]
