@@ -342,9 +342,11 @@ def test_ctrl_c_in_the_middle_of_the_climb_frees_everything(monkeypatch):
         climbed(monkeypatch, 4, available)  # its own asserts: no leak, nothing registered
 
 
-def test_ctrl_c_as_a_registration_returns_still_unregisters_it(monkeypatch):
+@pytest.mark.parametrize("at", [2, 5], ids=["a step's half", "the whole at once"])
+def test_ctrl_c_as_a_registration_returns_still_unregisters_it(monkeypatch, at):
+    """4 steps register their halves in calls 1 to 4; call 5 registers them all at once."""
     with pytest.raises(KeyboardInterrupt):
-        climbed(monkeypatch, 4, interrupt_at=2)  # its own asserts: nothing left registered
+        climbed(monkeypatch, 4, interrupt_at=at)  # its own asserts: nothing left registered
 
 
 def test_a_failed_allocations_words_are_pycudas_not_memprofs():

@@ -321,15 +321,14 @@ class _Registration:
 
 def _register_at_once(session: Any, memory_to_pin: Any) -> None:
     """The halves registered one by one, registered again in one call, and unregistered."""
-    from memprof.core import bindings
-
-    profiler, address, nbytes = session.profiler, memory_to_pin.ctypes.data, memory_to_pin.nbytes
+    profiler, nbytes = session.profiler, memory_to_pin.nbytes
+    registration = _Registration(memory_to_pin.ctypes.data)
+    handle = session.own(registration)  # until unregistered: a Ctrl-C meanwhile unregisters
     with profiler.api("cuMemHostRegister", "register_whole", "registered", nbytes):
-        bindings.host_register(address, nbytes, bindings.HOST_REGISTER_MAPPED_PORTABLE)
-    handle = session.own(lambda: bindings.host_unregister(address))  # Ctrl-C unregisters it
-    session.disown(handle)
+        registration.register(nbytes)
     with profiler.api("cuMemHostUnregister", "unregister_whole", "registered", nbytes):
-        bindings.host_unregister(address)
+        registration()
+    session.disown(handle)
 
 
 def _cuda_words(error: BaseException) -> str:
