@@ -522,9 +522,8 @@ def test_an_experiments_log_leaves_out_the_event_calls_of_its_timing_and_keeps_t
      ("cuCtxGetDevice", False), ("cudaEventRecord", False)],
 )  # fmt: skip
 def test_only_the_driver_event_calls_are_left_out_of_an_experiments_records(name, untimed):
-    from memprof.core.activity import experiment_call, untimed_call
+    from memprof.core.activity import experiment_call
 
-    assert untimed_call(name) is untimed
     assert experiment_call(name) is not untimed
 
 

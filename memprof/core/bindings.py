@@ -140,6 +140,7 @@ def driver_version() -> int:
 
 
 def version_text(encoded: int) -> str:
+    """CUDA's integer version (13000) as text (13.0)."""
     return f"{encoded // 1000}.{encoded % 1000 // 10}"
 
 
