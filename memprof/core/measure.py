@@ -296,10 +296,7 @@ class Profiler:
     def untraced(self) -> Iterator[None]:
         """CUPTI paused inside: its timestamps add about a microsecond to every small
         operation, which back-to-back work timed as a whole with gated events must not pay."""
-        if self.activity is None:
-            yield
-            return
-        with self.activity.paused():
+        with self.activity.paused() if self.activity is not None else contextlib.nullcontext():
             yield
 
     @contextmanager
@@ -586,58 +583,24 @@ class Profiler:
             self.activity.flush()
             gpu_records = self.activity.gpu_records()
             api_records = self.activity.api_records()
-        by_measurement: dict[int, list[tuple[float, int | None]]] = {}
-        for measurement, events_ms, tag in self._timed:
-            by_measurement.setdefault(id(measurement), []).append((events_ms, tag))
-        for measurement in self._measurements.values():
-            timed = by_measurement.get(id(measurement))
-            if not timed:
-                continue
-            events_samples = [events_ms for events_ms, _ in timed]
-            tags = [tag for _, tag in timed]
-            if tags and all(tag is not None and gpu_records.get(tag) for tag in tags):
-                measurement.samples_ms = [
-                    math.fsum(record.duration_ms for record in gpu_records[tag]) for tag in tags
-                ]
+        timed = [(m, events_ms, gpu_records.get(tag, [])) for m, events_ms, tag in self._timed]
+        for measurement, events_samples in _settle(timed, "events"):
+            if measurement.source == "cupti":
                 measurement.events_ms = events_samples
-                measurement.source = "cupti"
-            else:
-                measurement.samples_ms = self._corrected(measurement, events_samples)
-                measurement.source = "events"
+            elif measurement.group == "gpu":
+                # gated single operations without CUPTI: less the interval an empty gated
+                # event pair measures, so a microsecond kernel is not read as three
+                overhead_ms = self.event_overhead_ms()
+                measurement.samples_ms = [max(ms - overhead_ms, 0.0) for ms in events_samples]
+        calls = [
+            (m, host_ms, [r for r in api_records.get(tag, ()) if same_call(r.name, m.name)])
+            for m, host_ms, tag in self._calls
+        ]
+        _settle(calls, "host")  # driver_call(): CUPTI's record of each call, else the host's
         self._timed.clear()
-        self._resolve_calls(api_records)
+        self._calls.clear()
         api_rows = self._api_measurements(api_records)
         return [m for m in self._measurements.values() if m.samples_ms] + api_rows
-
-    def _resolve_calls(self, api_records: dict[int, list]) -> None:
-        """driver_call() samples: CUPTI's record of each call where every one has its record,
-        else the host clock around each."""
-        by_measurement: dict[int, list[tuple[float, list]]] = {}
-        for measurement, host_ms, tag in self._calls:
-            name = measurement.name
-            records = [r for r in api_records.get(tag, ()) if same_call(r.name, name)]
-            by_measurement.setdefault(id(measurement), []).append((host_ms, records))
-        for measurement in self._measurements.values():
-            calls = by_measurement.get(id(measurement))
-            if not calls:
-                continue
-            if all(records for _, records in calls):
-                measurement.samples_ms = [
-                    math.fsum(r.duration_ms for r in records) for _, records in calls
-                ]
-                measurement.source = "cupti"
-            else:
-                measurement.samples_ms = [host_ms for host_ms, _ in calls]
-                measurement.source = "host"
-        self._calls.clear()
-
-    def _corrected(self, measurement: Measurement, events_samples: list[float]) -> list[float]:
-        """Gated single operations without CUPTI: less the interval an empty gated event
-        pair measures, so a microsecond kernel is not read as three (spans keep theirs)."""
-        if measurement.group != "gpu":
-            return events_samples
-        overhead_ms = self.event_overhead_ms()
-        return [max(sample - overhead_ms, 0.0) for sample in events_samples]
 
     def _api_measurements(self, api_records: dict[int, list]) -> list[Measurement]:
         """nvprof's API-calls rows: every driver call made by a timed operation, by name."""
@@ -719,6 +682,25 @@ class Profiler:
                 )
             self._measurements[key] = Measurement(group, name, operation, kind, nbytes, gpus=gpus)
         return self._measurements[key]
+
+
+def _settle(
+    samples: list[tuple[Measurement, float, list]], clock: Source
+) -> list[tuple[Measurement, list[float]]]:
+    """Each measurement's samples: the durations of CUPTI's records where every sample has
+    records, else what `clock` read. Returns each measurement with its clock's samples."""
+    by_measurement: dict[int, tuple[Measurement, list[float], list[list]]] = {}
+    for measurement, clock_ms, records in samples:
+        _, read, recorded = by_measurement.setdefault(id(measurement), (measurement, [], []))
+        read.append(clock_ms)
+        recorded.append(records)
+    for measurement, read, recorded in by_measurement.values():
+        if all(recorded):
+            measurement.samples_ms = [math.fsum(r.duration_ms for r in rs) for rs in recorded]
+            measurement.source = "cupti"
+        else:
+            measurement.samples_ms, measurement.source = list(read), clock
+    return [(measurement, read) for measurement, read, _ in by_measurement.values()]
 
 
 def same_call(recorded: str, name: str) -> bool:
