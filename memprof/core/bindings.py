@@ -293,23 +293,22 @@ def create_pool(ordinal: int, release_threshold_bytes: int) -> Any:
     return pool
 
 
+def _pool_attribute(name: str) -> Any:
+    return getattr(driver().CUmemPool_attribute, f"CU_MEMPOOL_ATTR_{name}")
+
+
 def set_release_threshold(pool: Any, nbytes: int) -> None:
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-    call("cuMemPoolSetAttribute", pool, attribute, cu.cuuint64_t(nbytes))
+    attribute = _pool_attribute("RELEASE_THRESHOLD")
+    call("cuMemPoolSetAttribute", pool, attribute, driver().cuuint64_t(nbytes))
 
 
 def release_threshold(pool: Any) -> int:
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-    return int(call("cuMemPoolGetAttribute", pool, attribute))
+    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RELEASE_THRESHOLD")))
 
 
 def reserved_bytes(pool: Any) -> int:
     """Device memory the pool holds now, in use or kept (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)."""
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
-    return int(call("cuMemPoolGetAttribute", pool, attribute))
+    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RESERVED_MEM_CURRENT")))
 
 
 def trim(pool: Any, keep_bytes: int = 0) -> None:

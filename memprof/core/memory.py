@@ -367,20 +367,16 @@ class Virtual(MemoryKind):
         unit = session.once("allocation granularity", lambda: bindings.granularity(ordinal))
         nbytes = bindings.rounded(int(count * dtype.itemsize), unit)
         address = bindings.reserve(nbytes)
+        handles, mapped = [], 0
         try:
-            handle = bindings.create(nbytes, ordinal)
-        except BaseException:
-            bindings.address_free(address, nbytes)
-            raise
-        mapped = 0
-        try:
-            bindings.map_memory(address, nbytes, handle)
+            handles.append(bindings.create(nbytes, ordinal))
+            bindings.map_memory(address, nbytes, handles[0])
             mapped = nbytes
             bindings.set_access(address, nbytes, ordinal)
         except BaseException:
-            bindings.take_apart(address, nbytes, [handle], mapped)
+            bindings.take_apart(address, nbytes, handles, mapped)
             raise
-        return None, address, lambda: bindings.take_apart(address, nbytes, [handle], nbytes)
+        return None, address, lambda: bindings.take_apart(address, nbytes, handles, nbytes)
 
 
 # In the order tables show them: host kinds from plain to special, then the GPU's own.
