@@ -82,10 +82,8 @@ def _parameter_type(parameter: str) -> str:
     words = [w for w in spaced.split() if w not in _QUALIFIERS]
     stars = words.count("*")
     base_words = [w for w in words if w != "*"]
-    if stars == 0:
+    if stars == 0 or len(base_words) > 1:
         base_words = base_words[:-1]  # drop the parameter's name
-    elif base_words and len(base_words) > 1:
-        base_words = base_words[:-1]
     return " ".join(base_words) + "*" * stars
 
 

@@ -87,10 +87,6 @@ class Lane:
     stream: Any = None  # where it queues: the profiler's stream unless given (a second
     # stream of one GPU: both directions of its link at once)
 
-    @property
-    def queue(self) -> Any:
-        return self.stream if self.stream is not None else self.profiler.stream
-
 
 @dataclass(frozen=True)
 class StreamOperation:
@@ -424,10 +420,6 @@ class Profiler:
         if not measurement.samples_ms:
             measurement.samples_ms = list(measurement.throughput_ms)
         measurement.source = "host"
-
-    def active(self) -> AbstractContextManager[Any]:
-        """This profiler's GPU context current for the work inside (several GPUs at once)."""
-        return self._session.active()
 
     def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
         """Milliseconds `action` takes on the GPU, gated between two events; never recorded."""
@@ -769,8 +761,9 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
     queued = []  # a profiler's gate holds all its lanes' streams (generations only grow)
     for lane in lanes:
         profiler = lane.profiler
-        with profiler.active():
-            gate, stream = profiler.gate(), lane.queue
+        with profiler._session.active():  # its GPU's context current (several GPUs at once)
+            gate = profiler.gate()
+            stream = lane.stream if lane.stream is not None else profiler.stream
             if not synchronous:
                 gate.close(stream)
             start, end = profiler._cuda.Event(), profiler._cuda.Event()
@@ -783,7 +776,7 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
         profiler.release_gate()
     times = []
     for profiler, start, end in queued:
-        with profiler.active():
+        with profiler._session.active():
             end.synchronize()
             profiler.gate().check()
             times.append(end.time_since(start))
