@@ -475,13 +475,6 @@ class ActivityLog:
             }
         return totals
 
-    def clear(self) -> None:
-        self._gpu.clear()
-        self._api.clear()
-        self._external.clear()
-        self._unified_memory.clear()
-        self._all_api.clear()
-
     def stop(self) -> None:
         """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
         seconds on the H200, and the next session (if any) registers its own callbacks; the
