@@ -6,12 +6,8 @@ They act on the current context, which is PyCUDA's (the GpuSession makes it curr
 on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call returns a tuple
 (CUresult, values...): `call` checks the CUresult and turns a failure into one line naming
 the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
-cuda-bindings is imported on first use, so importing this module costs nothing.
-
-One call goes around cuda-bindings: cuMemcpyBatchAsync, through ctypes on libcuda (loaded
-in memprof.core.driver, its one loading site) with its argument arrays built once (BatchCopy),
-since cuda-bindings converts every list on every call and a program that batches copies
-builds them once: that per-call cost is the figure memprof smallcopies measures.
+cuda-bindings is imported on first use, so importing this module costs nothing. One call
+goes around it, through ctypes on libcuda: cuMemcpyBatchAsync (BatchCopy says why).
 """
 
 from __future__ import annotations

@@ -321,13 +321,10 @@ class Profiler:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
         start.record(stream)
-        tag, alone = None, group == "gpu" and not self._open_events
+        alone = group == "gpu" and not self._open_events
         self._open_events += 1
         try:
-            if group == "gpu":
-                with self._tag() as tag:
-                    yield
-            else:
+            with self._tag() if group == "gpu" else contextlib.nullcontext() as tag:
                 yield
         finally:
             self._open_events -= 1
@@ -364,17 +361,10 @@ class Profiler:
         action: Callable[[Any], None],
         synchronous: bool = False,
     ) -> None:
-        """Per-operation time of back-to-back batches of `action(stream)`, between one event pair.
-
-        The batch size is chosen so a batch lasts about BATCH_TARGET_MS; the batches repeat
-        as Repetitions.batches says. Synchronous operations cannot be gated: their batch is
-        timed as the calls return.
-
-        Where one operation lasts a batch or more, a batch is that operation alone between a
-        gated event pair (or, synchronous, timed as the call returns): what each single
-        operation of this measurement timed just before was (events(), no span around it).
-        Those are its batches then, and nothing is run again.
-        """
+        """Per-operation time of back-to-back batches of `action(stream)` (concurrent() on
+        one lane). Where one operation lasts a batch or more, the single operations this
+        measurement just timed (events(), no span around them) are its batches: nothing runs
+        again."""
         if self._paused:
             return
         measurement = self._measurement("gpu", name, operation, kind, nbytes)
@@ -443,17 +433,10 @@ class Profiler:
         synchronous: bool = False,
         span: Span | None = None,
     ) -> StreamsRun:
-        """Queue every operation on its lane's stream, wait, and place each on one clock.
-
-        Every stream waits behind one gate until all is queued (as throughput() does), so
-        no stream starts while Python is still queueing the others. Each operation is tagged
-        for CUPTI and bracketed by its stream's events. With CUPTI, an operation's start and
-        end are its GPU records' (the engines' own times, nothing to correct); without, its
-        events', moved to when its engine was free (engine_timeline). Unless paused, each
-        duration is a sample of its measurement and the run's total one of `span`.
-        Synchronous operations (copies from pageable memory) block the host and cannot wait
-        behind a gate: they are queued ungated, so their run is timed as the calls return.
-        """
+        """Queue every operation on its lane's stream, wait, and place each on one clock (the
+        module's docstring says how). Unless paused, each duration is a sample of its
+        measurement and the run's total one of `span`. Synchronous operations (copies from
+        pageable memory) cannot wait behind a gate: their run is timed as the calls return."""
         recording = not self._paused
         tagged = recording and self.activity is not None
         streams = self._lane_streams(1 + max(operation.lane for operation in operations))
@@ -711,11 +694,10 @@ def concurrent(
     """Back-to-back batches on every lane at the same time; each lane's time per operation is
     recorded as its measurement's throughput (and as its samples where it has no others).
 
-    The batch size is chosen from one operation on every lane at once, so a batch lasts
-    about target_ms; longer batches make the skew of opening the gates one after the other
-    negligible. Synchronous operations cannot be gated: one lane, timed as the calls return.
-    `batches` batches where given, else as the first lane's Repetitions.batches says (until
-    every lane's figure is within the noise target).
+    A batch lasts about target_ms (sized from one operation on every lane at once), which
+    makes the skew of opening the gates one after the other negligible. Synchronous
+    operations cannot be gated: one lane, timed as the calls return. `batches` batches where
+    given, else as the first lane's Repetitions.batches says.
     """
     if synchronous and len(lanes) > 1:
         raise ValueError("synchronous operations block the host: they cannot run concurrently")
