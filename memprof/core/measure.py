@@ -166,7 +166,6 @@ class Profiler:
         self._singles: dict[int, list[float]] = {}
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
-        self._tagging = 0
         self._active_tag: int | None = None  # the outermost tag being recorded
         self._calls: list[tuple[Measurement, float, int | None]] = []  # driver_call(): host, tag
         self._recording = 0
@@ -337,18 +336,16 @@ class Profiler:
     @contextmanager
     def _tag(self) -> Iterator[int | None]:
         """Tag the driver calls made inside with a fresh CUPTI external id (outermost only)."""
-        if self.activity is None or self._tagging:
+        if self.activity is None or self._active_tag is not None:
             yield None
             return
         tag = self.activity.new_tag()
         self._tags.append(tag)
         self.activity.push(tag)
-        self._tagging += 1
         self._active_tag = tag
         try:
             yield tag
         finally:
-            self._tagging -= 1
             self._active_tag = None
             self.activity.pop()
 
