@@ -157,12 +157,8 @@ def _compile(session: Any, source: str, file_name: str) -> Any:
     parts = [source, *(p.read_text() for p in sources), arch, *NVCC_OPTIONS]
     parts += [str(cuda.get_driver_version()), CUBIN_HEADER.decode()]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-    folder = cache_directory()
-    path = (
-        None
-        if folder is None
-        else folder / "kernels" / f"{Path(file_name).stem}-{arch}-{key}.cubin"
-    )
+    folder, name = cache_directory(), f"{Path(file_name).stem}-{arch}-{key}.cubin"
+    path = None if folder is None else folder / "kernels" / name
     cached = None if path is None else read_bytes(path, CUBIN_CACHE_BYTES)
     if cached is not None:
         cubin = unframed(cached)

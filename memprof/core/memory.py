@@ -168,11 +168,6 @@ class HugepagePageable(Pageable):
         return _touched(array), None, lambda: None
 
 
-# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
-# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
-PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
-
-
 class HostAlloc(MemoryKind):
     """Page-locked host memory from cuMemHostAlloc: the kinds differ by their flags."""
 
@@ -438,9 +433,13 @@ def label(name: str) -> str:
     return kind.label if kind is not None else name
 
 
-PAGEABLE_BUFFERS.update(
-    numpy=MEMORY_KINDS["pageable"], malloc=MallocPageable(), hugepages=HugepagePageable()
-)
+# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
+# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
+PAGEABLE_BUFFERS: dict[str, MemoryKind] = {
+    "numpy": MEMORY_KINDS["pageable"],
+    "malloc": MallocPageable(),
+    "hugepages": HugepagePageable(),
+}
 
 
 def _libc() -> ctypes.CDLL:
