@@ -588,14 +588,13 @@ class Profiler:
 
     def timing_info(self) -> TimingInfo:
         """Where this run's figures came from, for the Result."""
-        unified_memory = None
-        unified_memory_note = None
-        if self.activity is not None:
-            unified_memory_note = self.activity.unified_memory_refusal
-            if unified_memory_note is None:
-                unified_memory = self.activity.unified_memory_totals()
+        if self.activity is None:
+            unified_memory, unified_memory_note = None, self.fallback_reason or None
         else:
-            unified_memory_note = self.fallback_reason or None
+            unified_memory_note = self.activity.unified_memory_refusal
+            unified_memory = (
+                self.activity.unified_memory_totals() if unified_memory_note is None else None
+            )
         adaptive = self.repetitions.exactly is None
         return TimingInfo(
             source="cupti" if self.activity is not None else "events",
@@ -611,14 +610,8 @@ class Profiler:
     def event_overhead_ms(self) -> float:
         """Median interval between gated back-to-back events with nothing between them."""
         if self._event_overhead_ms is None:
-            gate, stream = self.gate(), self.stream
-            gate.close(stream)
             events = [self._cuda.Event() for _ in range(33)]
-            for event in events:
-                event.record(stream)
-            self.release_gate()
-            events[-1].synchronize()
-            gate.check()
+            self.time_once(lambda: [event.record(self.stream) for event in events])
             intervals = [b.time_since(a) for a, b in itertools.pairwise(events)]
             self._event_overhead_ms = Statistics.of(intervals).median_ms
         return self._event_overhead_ms
