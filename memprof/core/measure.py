@@ -436,7 +436,10 @@ class Profiler:
         pageable memory) cannot wait behind a gate: their run is timed as the calls return."""
         recording = not self._paused
         tagged = recording and self.activity is not None
-        streams = self._lane_streams(1 + max(operation.lane for operation in operations))
+        lanes = 1 + max(operation.lane for operation in operations)
+        while len(self._more_streams) < lanes - 1:  # made once: PyCUDA cannot destroy a stream
+            self._more_streams.append(self._cuda.Stream())
+        streams = [self.stream, *self._more_streams[: lanes - 1]]
         stamped = self._queue_on_streams(operations, streams, synchronous, tagged)
         events_rows = engine_timeline(
             [
@@ -470,13 +473,6 @@ class Profiler:
                 measurement.samples_ms.append(total_ms)
                 measurement.source = source
         return StreamsRun(timeline, total_ms, source)
-
-    def _lane_streams(self, count: int) -> list[Any]:
-        """This profiler's stream and count - 1 more, made once and reused (PyCUDA cannot
-        destroy a stream)."""
-        while len(self._more_streams) < count - 1:
-            self._more_streams.append(self._cuda.Stream())
-        return [self.stream, *self._more_streams[: count - 1]]
 
     def _queue_on_streams(
         self, operations: list[StreamOperation], streams: list[Any], synchronous: bool, tagged: bool
