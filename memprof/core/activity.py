@@ -83,25 +83,13 @@ _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
 # characters (STRING_FIELDS).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _PLACE = ("correlation_id", "device_id", "stream_id")  # whose call, which GPU and stream
+_API_FIELDS = ("kind", "cbid", "start", "end", "correlation_id", "thread_id")
+_COUNTER_FIELDS = ("counter_kind", "value", "start", "end")
+_EXTERNAL_FIELDS = ("correlation_id", "external_id")
 _READ = {
-    "api": (
-        "ActivityAPI",
-        None,
-        "api",
-        ("kind", "cbid", "start", "end", "correlation_id", "thread_id"),
-    ),
-    "external": (
-        "ActivityExternalCorrelation",
-        None,
-        "external_correlation",
-        ("correlation_id", "external_id"),
-    ),
-    "counter": (
-        "ActivityUnifiedMemoryCounter",
-        3,
-        "unified_memory_counter",
-        ("counter_kind", "value", "start", "end"),
-    ),
+    "api": ("ActivityAPI", None, "api", _API_FIELDS),
+    "external": ("ActivityExternalCorrelation", None, "external_correlation", _EXTERNAL_FIELDS),
+    "counter": ("ActivityUnifiedMemoryCounter", 3, "unified_memory_counter", _COUNTER_FIELDS),
     "memcpy": ("ActivityMemcpy", 6, "memcpy", (*_COPY_FIELDS, *_PLACE)),
     "memcpy2": ("ActivityMemcpyPtoP", 4, "memcpy_pto_p", (*_COPY_FIELDS, *_PLACE)),
     "kernel": ("ActivityKernel", 10, "kernel", ("start", "end", "name", *_PLACE)),
