@@ -411,14 +411,9 @@ def supported_kinds(
 ) -> tuple[list[MemoryKind], list[str]]:
     """(kinds this GPU supports, one reason for each it does not), from its capability flags
     (read through cuda-bindings: a run has it, or stopped saying how to install it)."""
-    supported, skipped = [], []
-    for kind in kinds:
-        reason = kind.unsupported_reason(attributes)
-        if reason is None:
-            supported.append(kind)
-        else:
-            skipped.append(reason)
-    return supported, skipped
+    reasons = [(kind, kind.unsupported_reason(attributes)) for kind in kinds]
+    supported = [kind for kind, reason in reasons if reason is None]
+    return supported, [reason for _, reason in reasons if reason is not None]
 
 
 def marker(name: str) -> str:
