@@ -152,8 +152,8 @@ class FieldReader:
                 memory = (ctypes.c_char * self.size).from_address(record.ptr)
             except (AttributeError, TypeError, ValueError, OverflowError):
                 self.unpack = None  # no pointer to read from: the attributes, from now on
-                return self.attributes(record)
-            return self.read_in(memory, 0, lambda: self.attributes(record))
+            else:
+                return self.read_in(memory, 0, lambda: self.attributes(record))
         return self.attributes(record)
 
     def read_at(self, memory: Any, offset: int) -> tuple:

@@ -481,13 +481,12 @@ def allocate(
 
     dtype = np.dtype(dtype)
     nbytes = count * dtype.itemsize
-    cuda = session.cuda
     try:
         with session.profiler.host_clock(
             kind.call_group, kind.alloc_call, "alloc", kind.name, nbytes
         ):
             array, device_pointer, release = kind.allocate_in(session, count, dtype)
-    except (cuda.MemoryError, MemoryError, OutOfMemory) as error:
+    except (session.cuda.MemoryError, MemoryError, OutOfMemory) as error:
         raise OutOfMemory(_allocation_failure(session, kind, nbytes)) from error
     handle = session.own(release)
     return Buffer(kind, nbytes, array, device_pointer, release, session, handle)
