@@ -317,9 +317,6 @@ def test_unified_memory_totals_as_nvprof_printed_them(cupti):
     assert totals["BYTES_TRANSFER_DTOH"] == {
         "count": 0, "total": 0, "min": 0, "max": 0, "time_ms": 0.0,
     }  # fmt: skip
-    log.clear()
-    assert log.unified_memory_totals()["BYTES_TRANSFER_HTOD"]["count"] == 0
-    assert log.gpu_records() == {} and log.all_api_records() == []
 
 
 def test_a_refused_unified_memory_counter_is_said_and_the_rest_works(cupti):
@@ -522,9 +519,8 @@ def test_an_experiments_log_leaves_out_the_event_calls_of_its_timing_and_keeps_t
      ("cuCtxGetDevice", False), ("cudaEventRecord", False)],
 )  # fmt: skip
 def test_only_the_driver_event_calls_are_left_out_of_an_experiments_records(name, untimed):
-    from memprof.core.activity import experiment_call, untimed_call
+    from memprof.core.activity import experiment_call
 
-    assert untimed_call(name) is untimed
     assert experiment_call(name) is not untimed
 
 

@@ -1,7 +1,11 @@
 """Sizes that cannot fit are refused before anything is allocated."""
 
+from pathlib import Path
+
 import pytest
 
+from memprof.core import hostlimits
+from memprof.core.hostlimits import meminfo_bytes
 from memprof.core.memory import MEMORY_KINDS, check_fits, host_available_bytes
 from memprof.errors import ExitCode, OutOfMemory
 
@@ -29,15 +33,19 @@ def test_unknown_free_memory_is_not_a_refusal():
     check_fits("host memory", 1 << 40, None, 1 << 30)
 
 
-def test_host_available_memory_comes_from_meminfo(tmp_path):
+def test_host_available_memory_comes_from_meminfo(tmp_path, monkeypatch):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(
         "MemTotal:       32000000 kB\nMemFree:  100 kB\nMemAvailable:   16000000 kB\n"
     )
-    assert host_available_bytes(meminfo) == 16_000_000 * 1024
-    assert host_available_bytes(tmp_path / "missing") is None
+    assert meminfo_bytes(tmp_path, "MemAvailable") == 16_000_000 * 1024
+    assert meminfo_bytes(tmp_path / "missing", "MemAvailable") is None
     meminfo.write_text("MemTotal: 1 kB\n")
-    assert host_available_bytes(meminfo) is None
+    assert meminfo_bytes(tmp_path, "MemAvailable") is None
+    # what memory's refusals read: /proc's MemAvailable, by the same reading
+    seen = []
+    monkeypatch.setattr(hostlimits, "meminfo_bytes", lambda *where: seen.append(where) or 7)
+    assert host_available_bytes() == 7 and seen == [(Path("/proc"), "MemAvailable")]
 
 
 def test_memory_kinds_are_registered_once_each():
@@ -66,7 +74,7 @@ def test_memory_kinds_are_registered_once_each():
     assert MEMORY_KINDS["managed"].required_attribute == "MANAGED_MEMORY"
     assert MEMORY_KINDS["registered"].required_attribute == "HOST_REGISTER_SUPPORTED"
     for kind in MEMORY_KINDS.values():
-        assert kind.description and kind.alloc_call and kind.free_call
+        assert type(kind).__doc__ and kind.alloc_call and kind.free_call
 
 
 class SessionWithout:

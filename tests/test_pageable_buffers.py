@@ -9,7 +9,7 @@ from memprof.core import memory
 @pytest.mark.parametrize("name", ["numpy", "malloc", "hugepages"])
 def test_every_pageable_buffer_holds_what_is_written(name):
     kind = memory.PAGEABLE_BUFFERS[name]
-    array, device_pointer, release = kind.allocate_raw(None, 5000, np.dtype(np.float32))
+    array, device_pointer, release = kind.allocate_in(None, 5000, np.dtype(np.float32))
     assert kind.name == "pageable" and kind.synchronous_copies
     assert device_pointer is None and array.dtype == np.float32 and array.size == 5000
     array[:] = np.arange(5000, dtype=np.float32)

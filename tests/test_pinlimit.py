@@ -72,6 +72,7 @@ def test_cap_ipc_lock_is_bit_14_of_capeff_and_root_is_euid_0(tmp_path):
 def test_cgroup_v2_takes_the_lowest_limit_of_the_cgroup_and_its_ancestors(tmp_path):
     files = {
         "cgroup.controllers": "memory",
+        "memory.max": str(16 * GIB),
         "a/memory.max": str(8 * GIB),
         "a/b/memory.max": "max",
         "a/b/memory.current": str(3 * GIB),
@@ -83,9 +84,10 @@ def test_cgroup_v2_takes_the_lowest_limit_of_the_cgroup_and_its_ancestors(tmp_pa
 
 
 def test_cgroup_v2_without_a_limit_leaves_meminfo_to_bound(tmp_path):
-    files = {"cgroup.controllers": "memory", "a/memory.max": "max"}
+    files = {"cgroup.controllers": "memory", "a/memory.max": "max", "a/memory.current": "5"}
     limits = limits_of(tmp_path, "0::/a\n", files)
     assert limits.cgroup_version == 2 and limits.cgroup_limit_bytes is None
+    assert limits.cgroup_usage_bytes is None  # a usage without a limit bounds nothing
     assert limits.available_bytes == limits.mem_available_bytes
 
 

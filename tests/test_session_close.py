@@ -197,3 +197,18 @@ def test_a_close_cut_short_by_ctrl_c_lets_go_of_what_it_froze_once(driver, froze
     session.close()  # closed again (as Devices may): pops its context, unfreezes nothing more
     assert freezer.calls == ["freeze", "unfreeze"]
     assert driver.EVENTS[-2:] == ["pop", "detach"]
+
+
+def test_the_cupti_log_several_gpus_share_is_stopped_once_after_every_session(driver, monkeypatch):
+    """A session stopping the shared log would switch its dropped calls back on while the
+    other GPUs still record."""
+    from memprof.core import session as session_module
+
+    stops = []
+    log = type("Log", (), {"stop": lambda self: stops.append(list(driver.EVENTS))})()
+    monkeypatch.setattr(session_module, "start_activity", lambda timing, index: (log, ""))
+    driver.Device.count = staticmethod(lambda: 2)
+    with session_module.Devices([0, 1]):
+        pass
+    assert stops == [driver.EVENTS]  # once, after both contexts were popped and detached
+    assert driver.EVENTS.count("detach") == 2

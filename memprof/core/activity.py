@@ -32,6 +32,8 @@ MEMORY_KIND_NAMES = {
     7: "managed static",
 }
 
+# The activity kinds of GPU work and the driver calls that queue it (paused() stops them).
+GPU_WORK = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "DRIVER")
 UNIFIED_MEMORY_COUNTERS = (
     "BYTES_TRANSFER_HTOD",
     "BYTES_TRANSFER_DTOH",
@@ -81,25 +83,13 @@ _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
 # characters (STRING_FIELDS).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _PLACE = ("correlation_id", "device_id", "stream_id")  # whose call, which GPU and stream
+_API_FIELDS = ("kind", "cbid", "start", "end", "correlation_id", "thread_id")
+_COUNTER_FIELDS = ("counter_kind", "value", "start", "end")
+_EXTERNAL_FIELDS = ("correlation_id", "external_id")
 _READ = {
-    "api": (
-        "ActivityAPI",
-        None,
-        "api",
-        ("kind", "cbid", "start", "end", "correlation_id", "thread_id"),
-    ),
-    "external": (
-        "ActivityExternalCorrelation",
-        None,
-        "external_correlation",
-        ("correlation_id", "external_id"),
-    ),
-    "counter": (
-        "ActivityUnifiedMemoryCounter",
-        3,
-        "unified_memory_counter",
-        ("counter_kind", "value", "start", "end"),
-    ),
+    "api": ("ActivityAPI", None, "api", _API_FIELDS),
+    "external": ("ActivityExternalCorrelation", None, "external_correlation", _EXTERNAL_FIELDS),
+    "counter": ("ActivityUnifiedMemoryCounter", 3, "unified_memory_counter", _COUNTER_FIELDS),
     "memcpy": ("ActivityMemcpy", 6, "memcpy", (*_COPY_FIELDS, *_PLACE)),
     "memcpy2": ("ActivityMemcpyPtoP", 4, "memcpy_pto_p", (*_COPY_FIELDS, *_PLACE)),
     "kernel": ("ActivityKernel", 10, "kernel", ("start", "end", "name", *_PLACE)),
@@ -162,8 +152,8 @@ class FieldReader:
                 memory = (ctypes.c_char * self.size).from_address(record.ptr)
             except (AttributeError, TypeError, ValueError, OverflowError):
                 self.unpack = None  # no pointer to read from: the attributes, from now on
-                return self.attributes(record)
-            return self.read_in(memory, 0, lambda: self.attributes(record))
+            else:
+                return self.read_in(memory, 0, lambda: self.attributes(record))
         return self.attributes(record)
 
     def read_at(self, memory: Any, offset: int) -> tuple:
@@ -242,18 +232,13 @@ def _c_name(name: str, dtype: Any) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def untimed_call(name: str) -> bool:
-    """Whether a driver call is one of the CUDA event calls memprof's timing core makes
-    around operations (create, record, synchronize, elapsed time, destroy): outside every
-    tagged operation, so an experiment never reads their records, yet they were four in five
-    of its API records (34,000 in a sweep), each written at its call and read after the run."""
-    return name.startswith("cuEvent")
-
-
 def experiment_call(name: str) -> bool:
     """The driver and runtime calls memprof's experiments record (ActivityLog.start's
-    record_call): every call but untimed_call's."""
-    return not untimed_call(name)
+    record_call): every call but the CUDA event calls the timing core makes around operations
+    (create, record, synchronize, elapsed time, destroy). Those are outside every tagged
+    operation, so an experiment never reads their records, yet they were four in five of its
+    API records (34,000 in a sweep), each written at its call and read after the run."""
+    return not name.startswith("cuEvent")
 
 
 @dataclass
@@ -297,26 +282,15 @@ class ActivityLog:
         record_call: where given, only the driver and runtime calls it accepts (by name) are
         recorded, as far as this CUPTI can switch calls off one by one (_record_only).
         """
-        try:
-            from cupti import cupti
-        except ImportError as error:
-            return None, f"cupti-python is not installed ({error.name or error})"
-        except Exception as error:  # a broken libcupti raises at import
-            return None, f"cupti-python cannot be loaded: {error}"
+        cupti, why_not = _import_cupti()
+        if cupti is None:
+            return None, why_not
         log = cls(cupti, keep_all=keep_all, buffer_bytes=(32 << 20) if keep_all else (4 << 20))
         kinds = cupti.ActivityKind
-        traced = [
-            kinds.CONCURRENT_KERNEL,
-            kinds.MEMCPY,
-            kinds.MEMSET,
-            kinds.DRIVER,
-            kinds.EXTERNAL_CORRELATION,
-        ]
-        if keep_all:
-            traced.append(kinds.RUNTIME)
+        traced = [*GPU_WORK, "EXTERNAL_CORRELATION", *(["RUNTIME"] if keep_all else [])]
         try:
-            for kind in traced:
-                cupti.activity_enable(kind)
+            for name in traced:
+                cupti.activity_enable(getattr(kinds, name))
             log._buffers = log._read_buffers_here()
             if log._buffers is None:
                 cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
@@ -427,10 +401,8 @@ class ActivityLog:
     def paused(self) -> Iterator[None]:
         """Stop tracing GPU work meanwhile: CUPTI's per-operation timestamps slow
         back-to-back small operations by about a microsecond each."""
-        kinds = self.cupti.ActivityKind
-        traced = [kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET, kinds.DRIVER]
-        if self.peer_copies_traced:
-            traced.append(kinds.MEMCPY2)
+        names = [*GPU_WORK, *(["MEMCPY2"] if self.peer_copies_traced else [])]
+        traced = [getattr(self.cupti.ActivityKind, name) for name in names]
         for kind in traced:
             self.cupti.activity_disable(kind)
         try:
@@ -490,13 +462,6 @@ class ActivityLog:
                 "time_ms": sum(duration for _, duration in records) / 1e6,
             }
         return totals
-
-    def clear(self) -> None:
-        self._gpu.clear()
-        self._api.clear()
-        self._external.clear()
-        self._unified_memory.clear()
-        self._all_api.clear()
 
     def stop(self) -> None:
         """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
@@ -560,58 +525,40 @@ class ActivityLog:
             self._external[correlation] = external
         elif which == "counter":
             self._add_counter(*fields)
-        elif which == "memcpy" or which == "memcpy2":
-            copy = self._memcpy(*fields)
-            self._add(copy.correlation_id, copy)
         elif which == "kernel":
             start, end, name, correlation, device, stream = fields
-            kernel = GpuRecord(
+            record = GpuRecord(
                 "kernel", name, start, end, correlation_id=correlation, device=device,
                 stream=stream,
             )  # fmt: skip
-            self._add(correlation, kernel)
-        else:  # a memset
+            self._gpu.setdefault(correlation, []).append(record)
+        elif which == "memset":
             start, end, nbytes, flags, correlation, device, stream = fields
-            asynchronous = bool(flags & MEMSET_ASYNC_FLAG)
-            memset = GpuRecord(
-                "memset", "memset", start, end, nbytes, asynchronous=asynchronous,
-                correlation_id=correlation, device=device, stream=stream,
+            record = GpuRecord(
+                "memset", "memset", start, end, nbytes,
+                asynchronous=bool(flags & MEMSET_ASYNC_FLAG), correlation_id=correlation,
+                device=device, stream=stream,
             )  # fmt: skip
-            self._add(correlation, memset)
+            self._gpu.setdefault(correlation, []).append(record)
+        else:  # a copy: "memcpy", or "memcpy2" between GPUs
+            copy_kind, start, end, nbytes, src, dst, flags, correlation, device, stream = fields
+            record = GpuRecord(
+                "memcpy", self._copy_kind_name(copy_kind), start, end, nbytes,
+                MEMORY_KIND_NAMES.get(src, "unknown"), MEMORY_KIND_NAMES.get(dst, "unknown"),
+                bool(flags & MEMCPY_ASYNC_FLAG), correlation, device, stream,
+            )  # fmt: skip
+            self._gpu.setdefault(correlation, []).append(record)
 
-    def _memcpy(
-        self,
-        copy_kind: int,
-        start: int,
-        end: int,
-        nbytes: int,
-        src_kind: int,
-        dst_kind: int,
-        flags: int,
-        correlation: int,
-        device: int,
-        stream: int,
-    ) -> GpuRecord:
-        """A copy's record as memprof keeps it, from its fields."""
+    def _copy_kind_name(self, copy_kind: int) -> str:
+        """CUPTI's name of a copy's kind (HTOD); one this cupti-python does not name is kept,
+        by its number."""
         name = self._copy_kind_names.get(copy_kind)
-        if name is None:  # a kind this cupti-python does not name is kept, by its number
+        if name is None:
             kinds = self.cupti.ActivityMemcpyKind
             known = copy_kind in kinds._value2member_map_
             name = kinds(copy_kind).name if known else f"copy kind {copy_kind}"
             self._copy_kind_names[copy_kind] = name
-        return GpuRecord(
-            "memcpy",
-            name,
-            start,
-            end,
-            nbytes,
-            MEMORY_KIND_NAMES.get(src_kind, "unknown"),
-            MEMORY_KIND_NAMES.get(dst_kind, "unknown"),
-            bool(flags & MEMCPY_ASYNC_FLAG),
-            correlation,
-            device,
-            stream,
-        )
+        return name
 
     def _add_counter(self, counter_kind: int, value: int, start: int, end: int) -> None:
         """A unified memory counter record: its value and duration, by counter."""
@@ -624,9 +571,6 @@ class ActivityLog:
         value = 1 if name == "CPU_PAGE_FAULT_COUNT" else int(value)
         duration = max(int(end) - int(start), 0)
         self._unified_memory.setdefault(name, []).append((value, duration))
-
-    def _add(self, correlation: int, record: GpuRecord) -> None:
-        self._gpu.setdefault(correlation, []).append(record)
 
     def _callback_name(self, cbid: int, domain: str = "driver") -> str:
         key = (domain, cbid)
@@ -642,17 +586,8 @@ class ActivityLog:
         return self._callback_names[key]
 
     def _disable_all(self) -> None:
-        names = (
-            "CONCURRENT_KERNEL",
-            "MEMCPY",
-            "MEMCPY2",
-            "MEMSET",
-            "DRIVER",
-            "RUNTIME",
-            "EXTERNAL_CORRELATION",
-            "UNIFIED_MEMORY_COUNTER",
-        )
-        for name in names:
+        others = ("MEMCPY2", "RUNTIME", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER")
+        for name in (*GPU_WORK, *others):
             with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
                 self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))
 
@@ -674,12 +609,17 @@ def _reason(error: BaseException) -> str:
     return text or type(error).__name__
 
 
+def _import_cupti() -> tuple[Any, str | None]:
+    """cupti-python's module, or None and why it cannot be loaded."""
+    try:
+        from cupti import cupti
+    except ImportError as error:
+        return None, f"cupti-python is not installed ({error.name or error})"
+    except Exception as error:  # a broken libcupti raises at import
+        return None, f"cupti-python cannot be loaded: {error}"
+    return cupti, None
+
+
 def cupti_unavailable_reason() -> str | None:
     """Why CUPTI cannot be used here, without touching the GPU (None: importable)."""
-    try:
-        from cupti import cupti  # noqa: F401
-    except ImportError as error:
-        return f"cupti-python is not installed ({error.name or error})"
-    except Exception as error:
-        return f"cupti-python cannot be loaded: {error}"
-    return None
+    return _import_cupti()[1]

@@ -55,23 +55,18 @@ class Buffers:
         """library: libcupti, called with the GIL let go (CUPTI calls back into Python
         meanwhile); walker: the same library, called with the GIL held, for
         cuptiActivityGetNextRecord alone (a call per record, which never calls back)."""
-        self._next_record = (walker or library).cuptiActivityGetNextRecord
-        self._next_record.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.POINTER(ctypes.c_void_p),
-        ]
-        self._next_record.restype = ctypes.c_int
-        self._flush_all = library.cuptiActivityFlushAll
-        self._flush_all.argtypes = [ctypes.c_uint32]
-        self._flush_all.restype = ctypes.c_int
-        self._register = library.cuptiActivityRegisterCallbacks
-        self._register.argtypes = [_REQUESTED, _COMPLETED]
-        self._register.restype = ctypes.c_int
+        int_, size, pointer = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p
+        self._next_record = c_function(
+            walker or library, "cuptiActivityGetNextRecord", int_, pointer, size,
+            ctypes.POINTER(pointer),
+        )  # fmt: skip
+        self._flush_all = c_function(library, "cuptiActivityFlushAll", int_, ctypes.c_uint32)
+        self._register = c_function(
+            library, "cuptiActivityRegisterCallbacks", int_, _REQUESTED, _COMPLETED
+        )
         libc = ctypes.CDLL(None)
-        self._allocate, self._free = libc.aligned_alloc, libc.free
-        self._allocate.argtypes, self._allocate.restype = [ctypes.c_size_t] * 2, ctypes.c_void_p
-        self._free.argtypes, self._free.restype = [ctypes.c_void_p], None
+        self._allocate = c_function(libc, "aligned_alloc", pointer, size, size)
+        self._free = c_function(libc, "free", None, pointer)
         self.buffer_bytes = 4 << 20
         self.deliver: Deliver | None = None
         self.error: BaseException | None = None  # raised by flush(): never into CUPTI
@@ -137,6 +132,13 @@ class Buffers:
             self.error = self.error or error
         finally:
             self._free(buffer)
+
+
+def c_function(library: Any, name: str, restype: Any, *argtypes: Any) -> Any:
+    """A library's C function with its prototype declared, so ctypes converts its arguments."""
+    function = getattr(library, name)
+    function.argtypes, function.restype = list(argtypes), restype
+    return function
 
 
 _BUFFERS: list[Buffers] = []  # the process's one, once made

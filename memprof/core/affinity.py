@@ -9,6 +9,7 @@ on the GPU's local CPUs also places its host memory there. The facts come from s
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,17 +45,12 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
 
 def format_cpulist(cpus: tuple[int, ...]) -> str:
     """CPU numbers as sysfs writes them: runs collapsed ('0-3,8')."""
-    runs: list[str] = []
-    ordered = sorted(set(cpus))
-    start = previous = ordered[0] if ordered else 0
-    for cpu in [*ordered[1:], None]:
-        if cpu is not None and cpu == previous + 1:
-            previous = cpu
-            continue
-        runs.append(str(start) if start == previous else f"{start}-{previous}")
-        if cpu is not None:
-            start = previous = cpu
-    return ",".join(runs) if ordered else ""
+    runs = []  # consecutive CPUs keep the same difference from their place in the order
+    for _, run in itertools.groupby(enumerate(sorted(set(cpus))), lambda at: at[1] - at[0]):
+        members = [cpu for _, cpu in run]
+        first, last = members[0], members[-1]
+        runs.append(str(first) if first == last else f"{first}-{last}")
+    return ",".join(runs)
 
 
 def device_directory(pci_bus_id: str, root: Path = PCI_DEVICES) -> Path:

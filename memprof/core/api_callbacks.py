@@ -16,6 +16,7 @@ symbol missing): the trace then goes without stacks, and says why.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,21 +58,17 @@ class Subscription:
     made, switched on call by call and given back with libcupti's functions."""
 
     def __init__(self, library: Any) -> None:
-        self._subscribe = library.cuptiSubscribe
-        self._subscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), CALLBACK, ctypes.c_void_p]
-        self._subscribe.restype = ctypes.c_int
-        self._enable = library.cuptiEnableCallback
-        self._enable.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
-        self._enable.restype = ctypes.c_int
-        self._enable_domain = library.cuptiEnableDomain
-        self._enable_domain.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int]
-        self._enable_domain.restype = ctypes.c_int
-        self._unsubscribe = library.cuptiUnsubscribe
-        self._unsubscribe.argtypes = [ctypes.c_void_p]
-        self._unsubscribe.restype = ctypes.c_int
-        self._result_string = library.cuptiGetResultString
-        self._result_string.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        self._result_string.restype = ctypes.c_int
+        int_, uint32, pointer = ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p
+        function = functools.partial(activity_buffers.c_function, library)
+        self._subscribe = function(
+            "cuptiSubscribe", int_, ctypes.POINTER(pointer), CALLBACK, pointer
+        )
+        self._enable = function("cuptiEnableCallback", int_, uint32, pointer, int_, uint32)
+        self._enable_domain = function("cuptiEnableDomain", int_, uint32, pointer, int_)
+        self._unsubscribe = function("cuptiUnsubscribe", int_, pointer)
+        self._result_string = function(
+            "cuptiGetResultString", int_, int_, ctypes.POINTER(ctypes.c_char_p)
+        )
         self._handle = ctypes.c_void_p()
 
     def subscribe(self, handler: Handler) -> None:

@@ -6,12 +6,8 @@ They act on the current context, which is PyCUDA's (the GpuSession makes it curr
 on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call returns a tuple
 (CUresult, values...): `call` checks the CUresult and turns a failure into one line naming
 the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
-cuda-bindings is imported on first use, so importing this module costs nothing.
-
-One call goes around cuda-bindings: cuMemcpyBatchAsync, through ctypes on libcuda (loaded
-in memprof.core.driver, its one loading site) with its argument arrays built once (BatchCopy),
-since cuda-bindings converts every list on every call and a program that batches copies
-builds them once: that per-call cost is the figure memprof smallcopies measures.
+cuda-bindings is imported on first use, so importing this module costs nothing. One call
+goes around it, through ctypes on libcuda: cuMemcpyBatchAsync (BatchCopy says why).
 """
 
 from __future__ import annotations
@@ -140,6 +136,7 @@ def driver_version() -> int:
 
 
 def version_text(encoded: int) -> str:
+    """CUDA's integer version (13000) as text (13.0)."""
     return f"{encoded // 1000}.{encoded % 1000 // 10}"
 
 
@@ -292,23 +289,22 @@ def create_pool(ordinal: int, release_threshold_bytes: int) -> Any:
     return pool
 
 
+def _pool_attribute(name: str) -> Any:
+    return getattr(driver().CUmemPool_attribute, f"CU_MEMPOOL_ATTR_{name}")
+
+
 def set_release_threshold(pool: Any, nbytes: int) -> None:
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-    call("cuMemPoolSetAttribute", pool, attribute, cu.cuuint64_t(nbytes))
+    attribute = _pool_attribute("RELEASE_THRESHOLD")
+    call("cuMemPoolSetAttribute", pool, attribute, driver().cuuint64_t(nbytes))
 
 
 def release_threshold(pool: Any) -> int:
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-    return int(call("cuMemPoolGetAttribute", pool, attribute))
+    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RELEASE_THRESHOLD")))
 
 
 def reserved_bytes(pool: Any) -> int:
     """Device memory the pool holds now, in use or kept (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)."""
-    cu = driver()
-    attribute = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
-    return int(call("cuMemPoolGetAttribute", pool, attribute))
+    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RESERVED_MEM_CURRENT")))
 
 
 def trim(pool: Any, keep_bytes: int = 0) -> None:

@@ -6,16 +6,13 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from memprof.model.device import (
-    CAPABILITY_ATTRIBUTES,
-    DeviceFacts,
-    parse_link_speed,
-)
+from memprof.core.affinity import PCI_DEVICES, device_directory
+from memprof.core.bindings import version_text
+from memprof.model.device import CAPABILITY_ATTRIBUTES, DeviceFacts, parse_link_speed
 
 
-def _sysfs_link(pci_bus_id: str, root: Path = Path("/sys/bus/pci/devices")) -> dict | None:
-    domain, _, rest = pci_bus_id.lower().partition(":")
-    device_dir = root / f"{int(domain, 16):04x}:{rest}"
+def _sysfs_link(pci_bus_id: str, root: Path = PCI_DEVICES) -> dict | None:
+    device_dir = device_directory(pci_bus_id, root)
     try:
         return {
             "generation": parse_link_speed((device_dir / "current_link_speed").read_text()),
@@ -57,11 +54,6 @@ def _kernel_driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> 
     return None
 
 
-def _version_text(encoded: int) -> str:
-    """CUDA's integer version (13000) as text (13.0)."""
-    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
-
-
 def collect(session: Any) -> DeviceFacts:
     """Read the device facts through the session's context."""
     import pycuda
@@ -92,8 +84,8 @@ def collect(session: Any) -> DeviceFacts:
         pcie_max_generation=link.get("max_generation"),
         pcie_max_width=link.get("max_width"),
         pcie_source=source,
-        driver_version=_kernel_driver_version() or _version_text(cuda.get_driver_version()),
-        cuda_driver_api_version=_version_text(cuda.get_driver_version()),
+        driver_version=_kernel_driver_version() or version_text(cuda.get_driver_version()),
+        cuda_driver_api_version=version_text(cuda.get_driver_version()),
         cuda_build_version=".".join(str(v) for v in cuda.get_version()),
         pycuda_version=pycuda.VERSION_TEXT,
         attributes={

@@ -1,15 +1,8 @@
-"""libcuda through ctypes: memprof's one loading site of the driver's library, for two uses
-where cuda-bindings (memprof.core.bindings, the route of every other call PyCUDA lacks)
-would cost what is being saved or measured:
-
-- cuInit begun early on a thread of its own (start_in_background): the call spends its 0.1 s
-  outside Python's lock while the main thread imports; importing cuda-bindings there
-  would hold the lock for its own import instead.
-- cuMemcpyBatchAsync (bindings.BatchCopy): its argument arrays built once, so a call pays
-  the driver's work alone; cuda-bindings converts every list on every call, and that
-  per-call cost is the figure memprof smallcopies measures.
-
-Anything else goes through cuda-bindings.
+"""libcuda through ctypes: memprof's one loading site of the driver's library, for the two
+uses where cuda-bindings (memprof.core.bindings, the route of every other call PyCUDA lacks)
+would cost what is being saved or measured: cuInit begun early (start_in_background: importing
+cuda-bindings on that thread would hold Python's lock for its own import instead) and
+cuMemcpyBatchAsync (bindings.BatchCopy says why).
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ class Gate:
         self.flag = cuda.pagelocked_empty(2, np.int64, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
         self.flag[:] = 0
         self._flag_pointer = int(self.flag.base.get_device_pointer())
-        self._handle = session.own(self.flag.base.free)
-        self._session = session
+        session.own(self.flag.base.free)  # freed when the session closes
         self.generation = 0
         self.closed = False
 
@@ -53,7 +52,3 @@ class Gate:
                 "the GPU-side gate timed out before the timed work was queued: the host was "
                 "too slow to enqueue it (try fewer --repeat)"
             )
-
-    def free(self) -> None:
-        self._session.disown(self._handle)
-        self.flag.base.free()

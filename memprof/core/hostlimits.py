@@ -95,11 +95,6 @@ def _number(path: Path) -> int | None:
     return int(text)
 
 
-def _lowest(values: list[int | None]) -> int | None:
-    found = [value for value in values if value is not None]
-    return min(found) if found else None
-
-
 def cgroup_memory(
     proc: Path, cgroup_root: Path
 ) -> tuple[int | None, int | None, Literal[1, 2] | None]:
@@ -112,23 +107,23 @@ def cgroup_memory(
     for line in lines:
         _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
         if controllers == "" and path:  # v2: "0::/path"
-            folders = _ancestors(cgroup_root, path)
-            limit = _lowest([_number(folder / "memory.max") for folder in folders])
-            usage = _number(folders[0] / "memory.current")
+            limit, usage = _cgroup(cgroup_root, path, "memory.max", "memory.current")
             if limit is not None or (cgroup_root / "cgroup.controllers").exists():
-                return limit, usage if limit is not None else None, 2
+                return limit, usage, 2
         if "memory" in controllers.split(","):  # v1: "N:memory:/path"
-            folders = _ancestors(cgroup_root / "memory", path)
-            limit = _lowest([_number(folder / "memory.limit_in_bytes") for folder in folders])
-            usage = _number(folders[0] / "memory.usage_in_bytes")
-            return limit, usage if limit is not None else None, 1
+            root = cgroup_root / "memory"
+            return *_cgroup(root, path, "memory.limit_in_bytes", "memory.usage_in_bytes"), 1
     return None, None, None
 
 
-def _ancestors(root: Path, path: str) -> list[Path]:
-    """The cgroup's folder under root and each folder above it, up to root itself."""
+def _cgroup(root: Path, path: str, limit_file: str, usage_file: str) -> tuple[int | None, ...]:
+    """The lowest limit of the cgroup at `path` under root and of each folder above it, up to
+    root itself, and the cgroup's usage (None where nothing limits it)."""
     parts = [part for part in path.split("/") if part and part != ".."]
-    return [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+    folders = [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+    limits = (_number(folder / limit_file) for folder in folders)
+    limit = min((limit for limit in limits if limit is not None), default=None)
+    return limit, _number(folders[0] / usage_file) if limit is not None else None
 
 
 def _memlock(limit: int) -> int | None:

@@ -82,10 +82,8 @@ def _parameter_type(parameter: str) -> str:
     words = [w for w in spaced.split() if w not in _QUALIFIERS]
     stars = words.count("*")
     base_words = [w for w in words if w != "*"]
-    if stars == 0:
+    if stars == 0 or len(base_words) > 1:
         base_words = base_words[:-1]  # drop the parameter's name
-    elif base_words and len(base_words) > 1:
-        base_words = base_words[:-1]
     return " ".join(base_words) + "*" * stars
 
 
@@ -159,12 +157,8 @@ def _compile(session: Any, source: str, file_name: str) -> Any:
     parts = [source, *(p.read_text() for p in sources), arch, *NVCC_OPTIONS]
     parts += [str(cuda.get_driver_version()), CUBIN_HEADER.decode()]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-    folder = cache_directory()
-    path = (
-        None
-        if folder is None
-        else folder / "kernels" / f"{Path(file_name).stem}-{arch}-{key}.cubin"
-    )
+    folder, name = cache_directory(), f"{Path(file_name).stem}-{arch}-{key}.cubin"
+    path = None if folder is None else folder / "kernels" / name
     cached = None if path is None else read_bytes(path, CUBIN_CACHE_BYTES)
     if cached is not None:
         cubin = unframed(cached)

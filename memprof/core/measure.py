@@ -87,10 +87,6 @@ class Lane:
     stream: Any = None  # where it queues: the profiler's stream unless given (a second
     # stream of one GPU: both directions of its link at once)
 
-    @property
-    def queue(self) -> Any:
-        return self.stream if self.stream is not None else self.profiler.stream
-
 
 @dataclass(frozen=True)
 class StreamOperation:
@@ -170,7 +166,6 @@ class Profiler:
         self._singles: dict[int, list[float]] = {}
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
-        self._tagging = 0
         self._active_tag: int | None = None  # the outermost tag being recorded
         self._calls: list[tuple[Measurement, float, int | None]] = []  # driver_call(): host, tag
         self._recording = 0
@@ -296,10 +291,7 @@ class Profiler:
     def untraced(self) -> Iterator[None]:
         """CUPTI paused inside: its timestamps add about a microsecond to every small
         operation, which back-to-back work timed as a whole with gated events must not pay."""
-        if self.activity is None:
-            yield
-            return
-        with self.activity.paused():
+        with self.activity.paused() if self.activity is not None else contextlib.nullcontext():
             yield
 
     @contextmanager
@@ -328,13 +320,10 @@ class Profiler:
             gate.close(stream)
         start, end = self._cuda.Event(), self._cuda.Event()
         start.record(stream)
-        tag, alone = None, group == "gpu" and not self._open_events
+        alone = group == "gpu" and not self._open_events
         self._open_events += 1
         try:
-            if group == "gpu":
-                with self._tag() as tag:
-                    yield
-            else:
+            with self._tag() if group == "gpu" else contextlib.nullcontext() as tag:
                 yield
         finally:
             self._open_events -= 1
@@ -347,18 +336,16 @@ class Profiler:
     @contextmanager
     def _tag(self) -> Iterator[int | None]:
         """Tag the driver calls made inside with a fresh CUPTI external id (outermost only)."""
-        if self.activity is None or self._tagging:
+        if self.activity is None or self._active_tag is not None:
             yield None
             return
         tag = self.activity.new_tag()
         self._tags.append(tag)
         self.activity.push(tag)
-        self._tagging += 1
         self._active_tag = tag
         try:
             yield tag
         finally:
-            self._tagging -= 1
             self._active_tag = None
             self.activity.pop()
 
@@ -371,17 +358,10 @@ class Profiler:
         action: Callable[[Any], None],
         synchronous: bool = False,
     ) -> None:
-        """Per-operation time of back-to-back batches of `action(stream)`, between one event pair.
-
-        The batch size is chosen so a batch lasts about BATCH_TARGET_MS; the batches repeat
-        as Repetitions.batches says. Synchronous operations cannot be gated: their batch is
-        timed as the calls return.
-
-        Where one operation lasts a batch or more, a batch is that operation alone between a
-        gated event pair (or, synchronous, timed as the call returns): what each single
-        operation of this measurement timed just before was (events(), no span around it).
-        Those are its batches then, and nothing is run again.
-        """
+        """Per-operation time of back-to-back batches of `action(stream)` (concurrent() on
+        one lane). Where one operation lasts a batch or more, the single operations this
+        measurement just timed (events(), no span around them) are its batches: nothing runs
+        again."""
         if self._paused:
             return
         measurement = self._measurement("gpu", name, operation, kind, nbytes)
@@ -428,10 +408,6 @@ class Profiler:
             measurement.samples_ms = list(measurement.throughput_ms)
         measurement.source = "host"
 
-    def active(self) -> AbstractContextManager[Any]:
-        """This profiler's GPU context current for the work inside (several GPUs at once)."""
-        return self._session.active()
-
     def time_once(self, action: Callable[[], None], stream: Any = None) -> float:
         """Milliseconds `action` takes on the GPU, gated between two events; never recorded."""
         stream = stream if stream is not None else self.stream
@@ -454,20 +430,16 @@ class Profiler:
         synchronous: bool = False,
         span: Span | None = None,
     ) -> StreamsRun:
-        """Queue every operation on its lane's stream, wait, and place each on one clock.
-
-        Every stream waits behind one gate until all is queued (as throughput() does), so
-        no stream starts while Python is still queueing the others. Each operation is tagged
-        for CUPTI and bracketed by its stream's events. With CUPTI, an operation's start and
-        end are its GPU records' (the engines' own times, nothing to correct); without, its
-        events', moved to when its engine was free (engine_timeline). Unless paused, each
-        duration is a sample of its measurement and the run's total one of `span`.
-        Synchronous operations (copies from pageable memory) block the host and cannot wait
-        behind a gate: they are queued ungated, so their run is timed as the calls return.
-        """
+        """Queue every operation on its lane's stream, wait, and place each on one clock (the
+        module's docstring says how). Unless paused, each duration is a sample of its
+        measurement and the run's total one of `span`. Synchronous operations (copies from
+        pageable memory) cannot wait behind a gate: their run is timed as the calls return."""
         recording = not self._paused
         tagged = recording and self.activity is not None
-        streams = self._lane_streams(1 + max(operation.lane for operation in operations))
+        lanes = 1 + max(operation.lane for operation in operations)
+        while len(self._more_streams) < lanes - 1:  # made once: PyCUDA cannot destroy a stream
+            self._more_streams.append(self._cuda.Stream())
+        streams = [self.stream, *self._more_streams[: lanes - 1]]
         stamped = self._queue_on_streams(operations, streams, synchronous, tagged)
         events_rows = engine_timeline(
             [
@@ -501,13 +473,6 @@ class Profiler:
                 measurement.samples_ms.append(total_ms)
                 measurement.source = source
         return StreamsRun(timeline, total_ms, source)
-
-    def _lane_streams(self, count: int) -> list[Any]:
-        """This profiler's stream and count - 1 more, made once and reused (PyCUDA cannot
-        destroy a stream)."""
-        while len(self._more_streams) < count - 1:
-            self._more_streams.append(self._cuda.Stream())
-        return [self.stream, *self._more_streams[: count - 1]]
 
     def _queue_on_streams(
         self, operations: list[StreamOperation], streams: list[Any], synchronous: bool, tagged: bool
@@ -586,58 +551,24 @@ class Profiler:
             self.activity.flush()
             gpu_records = self.activity.gpu_records()
             api_records = self.activity.api_records()
-        by_measurement: dict[int, list[tuple[float, int | None]]] = {}
-        for measurement, events_ms, tag in self._timed:
-            by_measurement.setdefault(id(measurement), []).append((events_ms, tag))
-        for measurement in self._measurements.values():
-            timed = by_measurement.get(id(measurement))
-            if not timed:
-                continue
-            events_samples = [events_ms for events_ms, _ in timed]
-            tags = [tag for _, tag in timed]
-            if tags and all(tag is not None and gpu_records.get(tag) for tag in tags):
-                measurement.samples_ms = [
-                    math.fsum(record.duration_ms for record in gpu_records[tag]) for tag in tags
-                ]
+        timed = [(m, events_ms, gpu_records.get(tag, [])) for m, events_ms, tag in self._timed]
+        for measurement, events_samples in _settle(timed, "events"):
+            if measurement.source == "cupti":
                 measurement.events_ms = events_samples
-                measurement.source = "cupti"
-            else:
-                measurement.samples_ms = self._corrected(measurement, events_samples)
-                measurement.source = "events"
+            elif measurement.group == "gpu":
+                # gated single operations without CUPTI: less the interval an empty gated
+                # event pair measures, so a microsecond kernel is not read as three
+                overhead_ms = self.event_overhead_ms()
+                measurement.samples_ms = [max(ms - overhead_ms, 0.0) for ms in events_samples]
+        calls = [
+            (m, host_ms, [r for r in api_records.get(tag, ()) if same_call(r.name, m.name)])
+            for m, host_ms, tag in self._calls
+        ]
+        _settle(calls, "host")  # driver_call(): CUPTI's record of each call, else the host's
         self._timed.clear()
-        self._resolve_calls(api_records)
+        self._calls.clear()
         api_rows = self._api_measurements(api_records)
         return [m for m in self._measurements.values() if m.samples_ms] + api_rows
-
-    def _resolve_calls(self, api_records: dict[int, list]) -> None:
-        """driver_call() samples: CUPTI's record of each call where every one has its record,
-        else the host clock around each."""
-        by_measurement: dict[int, list[tuple[float, list]]] = {}
-        for measurement, host_ms, tag in self._calls:
-            name = measurement.name
-            records = [r for r in api_records.get(tag, ()) if same_call(r.name, name)]
-            by_measurement.setdefault(id(measurement), []).append((host_ms, records))
-        for measurement in self._measurements.values():
-            calls = by_measurement.get(id(measurement))
-            if not calls:
-                continue
-            if all(records for _, records in calls):
-                measurement.samples_ms = [
-                    math.fsum(r.duration_ms for r in records) for _, records in calls
-                ]
-                measurement.source = "cupti"
-            else:
-                measurement.samples_ms = [host_ms for host_ms, _ in calls]
-                measurement.source = "host"
-        self._calls.clear()
-
-    def _corrected(self, measurement: Measurement, events_samples: list[float]) -> list[float]:
-        """Gated single operations without CUPTI: less the interval an empty gated event
-        pair measures, so a microsecond kernel is not read as three (spans keep theirs)."""
-        if measurement.group != "gpu":
-            return events_samples
-        overhead_ms = self.event_overhead_ms()
-        return [max(sample - overhead_ms, 0.0) for sample in events_samples]
 
     def _api_measurements(self, api_records: dict[int, list]) -> list[Measurement]:
         """nvprof's API-calls rows: every driver call made by a timed operation, by name."""
@@ -653,14 +584,13 @@ class Profiler:
 
     def timing_info(self) -> TimingInfo:
         """Where this run's figures came from, for the Result."""
-        unified_memory = None
-        unified_memory_note = None
-        if self.activity is not None:
-            unified_memory_note = self.activity.unified_memory_refusal
-            if unified_memory_note is None:
-                unified_memory = self.activity.unified_memory_totals()
+        if self.activity is None:
+            unified_memory, unified_memory_note = None, self.fallback_reason or None
         else:
-            unified_memory_note = self.fallback_reason or None
+            unified_memory_note = self.activity.unified_memory_refusal
+            unified_memory = (
+                self.activity.unified_memory_totals() if unified_memory_note is None else None
+            )
         adaptive = self.repetitions.exactly is None
         return TimingInfo(
             source="cupti" if self.activity is not None else "events",
@@ -676,14 +606,8 @@ class Profiler:
     def event_overhead_ms(self) -> float:
         """Median interval between gated back-to-back events with nothing between them."""
         if self._event_overhead_ms is None:
-            gate, stream = self.gate(), self.stream
-            gate.close(stream)
             events = [self._cuda.Event() for _ in range(33)]
-            for event in events:
-                event.record(stream)
-            self.release_gate()
-            events[-1].synchronize()
-            gate.check()
+            self.time_once(lambda: [event.record(self.stream) for event in events])
             intervals = [b.time_since(a) for a, b in itertools.pairwise(events)]
             self._event_overhead_ms = Statistics.of(intervals).median_ms
         return self._event_overhead_ms
@@ -721,6 +645,25 @@ class Profiler:
         return self._measurements[key]
 
 
+def _settle(
+    samples: list[tuple[Measurement, float, list]], clock: Source
+) -> list[tuple[Measurement, list[float]]]:
+    """Each measurement's samples: the durations of CUPTI's records where every sample has
+    records, else what `clock` read. Returns each measurement with its clock's samples."""
+    by_measurement: dict[int, tuple[Measurement, list[float], list[list]]] = {}
+    for measurement, clock_ms, records in samples:
+        _, read, recorded = by_measurement.setdefault(id(measurement), (measurement, [], []))
+        read.append(clock_ms)
+        recorded.append(records)
+    for measurement, read, recorded in by_measurement.values():
+        if all(recorded):
+            measurement.samples_ms = [math.fsum(r.duration_ms for r in rs) for rs in recorded]
+            measurement.source = "cupti"
+        else:
+            measurement.samples_ms, measurement.source = list(read), clock
+    return [(measurement, read) for measurement, read, _ in by_measurement.values()]
+
+
 def same_call(recorded: str, name: str) -> bool:
     """Is CUPTI's name of a driver call (cuMemAlloc_v2, cuMemcpyBatchAsync_v2,
     cuMemAllocAsync_ptsz) the call memprof made (cuMemAlloc)?"""
@@ -737,11 +680,10 @@ def concurrent(
     """Back-to-back batches on every lane at the same time; each lane's time per operation is
     recorded as its measurement's throughput (and as its samples where it has no others).
 
-    The batch size is chosen from one operation on every lane at once, so a batch lasts
-    about target_ms; longer batches make the skew of opening the gates one after the other
-    negligible. Synchronous operations cannot be gated: one lane, timed as the calls return.
-    `batches` batches where given, else as the first lane's Repetitions.batches says (until
-    every lane's figure is within the noise target).
+    A batch lasts about target_ms (sized from one operation on every lane at once), which
+    makes the skew of opening the gates one after the other negligible. Synchronous
+    operations cannot be gated: one lane, timed as the calls return. `batches` batches where
+    given, else as the first lane's Repetitions.batches says.
     """
     if synchronous and len(lanes) > 1:
         raise ValueError("synchronous operations block the host: they cannot run concurrently")
@@ -787,8 +729,9 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
     queued = []  # a profiler's gate holds all its lanes' streams (generations only grow)
     for lane in lanes:
         profiler = lane.profiler
-        with profiler.active():
-            gate, stream = profiler.gate(), lane.queue
+        with profiler._session.active():  # its GPU's context current (several GPUs at once)
+            gate = profiler.gate()
+            stream = lane.stream if lane.stream is not None else profiler.stream
             if not synchronous:
                 gate.close(stream)
             start, end = profiler._cuda.Event(), profiler._cuda.Event()
@@ -801,7 +744,7 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
         profiler.release_gate()
     times = []
     for profiler, start, end in queued:
-        with profiler.active():
+        with profiler._session.active():
             end.synchronize()
             profiler.gate().check()
             times.append(end.time_since(start))

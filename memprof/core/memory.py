@@ -68,7 +68,6 @@ class MemoryKind(ABC):
     """How one kind of memory is allocated, addressed and freed."""
 
     name: ClassVar[str]
-    description: ClassVar[str]
     label: ClassVar[str]  # how tables name it: "pinned (cuMemHostAlloc)"
     marker: ClassVar[str]  # one letter in text charts, unique among kinds
     on_device: ClassVar[bool] = False
@@ -106,32 +105,25 @@ class MemoryKind(ABC):
             )
 
     @abstractmethod
-    def allocate_raw(
-        self, cuda: Any, count: int, dtype: np.dtype
-    ) -> tuple[np.ndarray | None, int | None, Callable[[], None]]:
-        """Allocate: (host view, device address, release function)."""
-
     def allocate_in(
         self, session: GpuSession, count: int, dtype: np.dtype
     ) -> tuple[np.ndarray | None, int | None, Callable[[], None]]:
-        """Allocate in a session: most kinds need only the driver; pools need its stream."""
-        return self.allocate_raw(session.cuda, count, dtype)
+        """Allocate in a session: (host view, device address, release function)."""
 
 
 class Pageable(MemoryKind):
+    """Ordinary host memory (numpy): the driver stages every copy through its own pinned buffer."""
+
     name = "pageable"
     label = "pageable (numpy)"
     marker = "p"
     host_copies = True
-    description = (
-        "ordinary host memory (numpy): the driver stages every copy through its own pinned buffer"
-    )
     alloc_call = "numpy.empty + first touch"
     free_call = "numpy free"
     call_group = "host"
     synchronous_copies = True
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         import numpy as np
 
         # numpy's empty() only reserves address space: touching every page counts the cost
@@ -142,11 +134,10 @@ class Pageable(MemoryKind):
 class MallocPageable(Pageable):
     """Pageable memory as a C program gets it: libc malloc, every page written."""
 
-    description = "ordinary host memory from libc malloc (no huge-page advice), every page written"
     alloc_call = "malloc + first touch"
     free_call = "free"
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         import numpy as np
 
         libc = _libc()
@@ -162,11 +153,10 @@ class MallocPageable(Pageable):
 class HugepagePageable(Pageable):
     """Pageable memory on transparent huge pages: anonymous mmap with MADV_HUGEPAGE."""
 
-    description = "ordinary host memory mapped with madvise(MADV_HUGEPAGE): 2 MiB pages"
     alloc_call = "mmap + madvise(HUGEPAGE) + first touch"
     free_call = "munmap"
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         import numpy as np
 
         nbytes = max(count * dtype.itemsize, 1)
@@ -178,11 +168,6 @@ class HugepagePageable(Pageable):
         return _touched(array), None, lambda: None
 
 
-# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
-# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
-PAGEABLE_BUFFERS: dict[str, MemoryKind] = {}
-
-
 class HostAlloc(MemoryKind):
     """Page-locked host memory from cuMemHostAlloc: the kinds differ by their flags."""
 
@@ -191,11 +176,11 @@ class HostAlloc(MemoryKind):
     free_call = "cuMemFreeHost"
     flags: ClassVar[tuple[str, ...]] = ()  # PyCUDA's host_alloc_flags by name
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         flags = 0
         for name in self.flags:
-            flags |= getattr(cuda.host_alloc_flags, name)
-        array = cuda.pagelocked_empty(count, dtype, mem_flags=flags)
+            flags |= getattr(session.cuda.host_alloc_flags, name)
+        array = session.cuda.pagelocked_empty(count, dtype, mem_flags=flags)
         # A mapped buffer's device address may differ from its host one (write-combined memory
         # under UVA): always ask the driver.
         mapped = "DEVICEMAP" in self.flags
@@ -203,78 +188,74 @@ class HostAlloc(MemoryKind):
 
 
 class Pinned(HostAlloc):
+    """Page-locked host memory: DMA straight from it, costly to allocate."""
+
     name = "pinned"
     label = "pinned (cuMemHostAlloc)"
     marker = "P"
-    description = (
-        "page-locked host memory (cuMemHostAlloc): DMA straight from it, costly to allocate"
-    )
 
 
 class Mapped(HostAlloc):
+    """Pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy."""
+
     name = "mapped"
     label = "mapped, zero-copy"
     marker = "M"
     kernel_access = True
-    description = "pinned host memory mapped into the GPU's address space (DEVICEMAP): zero-copy"
     required_attribute = KIND_NEEDS["mapped"]
     flags = ("DEVICEMAP",)
 
 
 class Device(MemoryKind):
+    """GPU global memory: the fastest for kernels, reached by explicit copies."""
+
     name = "device"
     label = "device (cuMemAlloc)"
     marker = "D"
     kernel_access = True
-    description = (
-        "GPU global memory (cuMemAlloc): the fastest for kernels, reached by explicit copies"
-    )
     on_device = True
     alloc_call = "cuMemAlloc"
     free_call = "cuMemFree"
 
-    def allocate_raw(self, cuda, count, dtype):
-        allocation = cuda.mem_alloc(int(count * dtype.itemsize))
+    def allocate_in(self, session, count, dtype):
+        allocation = session.cuda.mem_alloc(int(count * dtype.itemsize))
         return None, int(allocation), allocation.free
 
 
 class WriteCombined(HostAlloc):
+    """Pinned, mapped and not cached by the CPU: fast to fill and send, very slow to read."""
+
     name = "writecombined"
     label = "write-combined pinned"
     marker = "W"
     kernel_access = True
-    description = (
-        "pinned, write-combined and mapped: not cached by the CPU, so fast to fill and send, "
-        "very slow for the CPU to read"
-    )
     required_attribute = KIND_NEEDS["writecombined"]
     flags = ("WRITECOMBINED", "DEVICEMAP")
 
 
 class Portable(HostAlloc):
+    """Pinned memory every CUDA context treats as pinned: one buffer for several GPUs."""
+
     name = "portable"
     label = "portable pinned (every context)"
     marker = "O"
-    description = (
-        "pinned memory that every CUDA context treats as pinned (PORTABLE): one buffer for "
-        "several GPUs"
-    )
     flags = ("PORTABLE",)
 
 
 class Registered(MemoryKind):
+    """An existing numpy array page-locked in place (cuMemHostRegister, mapped)."""
+
     name = "registered"
     label = "registered (cuMemHostRegister)"
     marker = "R"
     host_copies = True
     kernel_access = True
-    description = "an existing numpy array page-locked in place (cuMemHostRegister, mapped)"
     alloc_call = "numpy.empty + first touch + cuMemHostRegister"
     free_call = "cuMemHostUnregister"
     call_group = "host"  # the allocation is numpy's plus a driver call
     required_attribute = KIND_NEEDS["registered"]
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         from memprof.core import bindings
 
         array = page_aligned_empty(count, dtype)
@@ -289,18 +270,20 @@ class Registered(MemoryKind):
 
 
 class Managed(MemoryKind):
+    """Unified memory: one pointer, pages migrate on demand."""
+
     name = "managed"
     label = "managed (cuMemAllocManaged)"
     marker = "U"
     kernel_access = True
     migrates = True
-    description = "unified memory (cuMemAllocManaged): one pointer, pages migrate on demand"
     alloc_call = "cuMemAllocManaged"
     free_call = "cuMemFree"
     required_attribute = KIND_NEEDS["managed"]
 
-    def allocate_raw(self, cuda, count, dtype):
+    def allocate_in(self, session, count, dtype):
         # PyCUDA's default mem_flags=0 is invalid for cuMemAllocManaged: attach globally.
+        cuda = session.cuda
         array = cuda.managed_empty(count, dtype, mem_flags=cuda.mem_attach_flags.GLOBAL)
         return array, int(array.base), array.base.free
 
@@ -309,10 +292,6 @@ class Peer(Device):
     """Device memory of another GPU, as the GPU measuring sees it (memprof peer)."""
 
     name = "peer"
-    description = (
-        "another GPU's global memory (cuMemAlloc in its context), reached over NVLink or PCIe: "
-        "by copies, or by kernels once peer access is enabled"
-    )
     label = "peer device memory"
     marker = "X"
     devices_needed = 2
@@ -327,17 +306,9 @@ class StreamOrdered(MemoryKind):
     on_device = True
     kernel_access = True
     via_bindings = True
-    description = (
-        "device memory from the device's default pool, allocated and freed in stream order "
-        "(cuMemAllocAsync/cuMemFreeAsync), as PyTorch, RMM and CuPy can: freed memory is "
-        "reused at once, and given back at the next synchronization (release threshold 0)"
-    )
     alloc_call = "cuMemAllocAsync"
     free_call = "cuMemFreeAsync"
     required_attribute = KIND_NEEDS["pool"]
-
-    def allocate_raw(self, cuda, count, dtype):
-        raise TypeError("stream-ordered memory needs the session's stream: use allocate_in")
 
     def pool(self, session: GpuSession) -> Any:
         """The pool it allocates from (None: the device's current one, cuMemAllocAsync)."""
@@ -358,11 +329,6 @@ class KeptPool(StreamOrdered):
     name = "pool_kept"
     label = "pool keeping memory (threshold)"
     marker = "K"
-    description = (
-        "device memory from a pool of memprof's own (cuMemPoolCreate) whose release threshold "
-        "keeps freed memory across synchronizations, as PyTorch's caching allocator does: "
-        "cuMemPoolTrimTo gives it back"
-    )
     alloc_call = "cuMemAllocFromPoolAsync"
 
     def pool(self, session: GpuSession) -> Any:
@@ -385,17 +351,9 @@ class Virtual(MemoryKind):
     on_device = True
     kernel_access = True
     via_bindings = True
-    description = (
-        "device memory built by hand with virtual memory management: an address range "
-        "(cuMemAddressReserve), physical memory (cuMemCreate) mapped into it (cuMemMap) and "
-        "made accessible (cuMemSetAccess); sizes round up to the allocation granularity"
-    )
     alloc_call = "cuMemAddressReserve + cuMemCreate + cuMemMap + cuMemSetAccess"
     free_call = "cuMemUnmap + cuMemRelease + cuMemAddressFree"
     required_attribute = KIND_NEEDS["vmm"]
-
-    def allocate_raw(self, cuda, count, dtype):
-        raise TypeError("virtual memory needs the session's device: use allocate_in")
 
     def allocate_in(self, session, count, dtype):
         from memprof.core import bindings
@@ -404,20 +362,16 @@ class Virtual(MemoryKind):
         unit = session.once("allocation granularity", lambda: bindings.granularity(ordinal))
         nbytes = bindings.rounded(int(count * dtype.itemsize), unit)
         address = bindings.reserve(nbytes)
+        handles, mapped = [], 0
         try:
-            handle = bindings.create(nbytes, ordinal)
-        except BaseException:
-            bindings.address_free(address, nbytes)
-            raise
-        mapped = 0
-        try:
-            bindings.map_memory(address, nbytes, handle)
+            handles.append(bindings.create(nbytes, ordinal))
+            bindings.map_memory(address, nbytes, handles[0])
             mapped = nbytes
             bindings.set_access(address, nbytes, ordinal)
         except BaseException:
-            bindings.take_apart(address, nbytes, [handle], mapped)
+            bindings.take_apart(address, nbytes, handles, mapped)
             raise
-        return None, address, lambda: bindings.take_apart(address, nbytes, [handle], nbytes)
+        return None, address, lambda: bindings.take_apart(address, nbytes, handles, nbytes)
 
 
 # In the order tables show them: host kinds from plain to special, then the GPU's own.
@@ -457,14 +411,9 @@ def supported_kinds(
 ) -> tuple[list[MemoryKind], list[str]]:
     """(kinds this GPU supports, one reason for each it does not), from its capability flags
     (read through cuda-bindings: a run has it, or stopped saying how to install it)."""
-    supported, skipped = [], []
-    for kind in kinds:
-        reason = kind.unsupported_reason(attributes)
-        if reason is None:
-            supported.append(kind)
-        else:
-            skipped.append(reason)
-    return supported, skipped
+    reasons = [(kind, kind.unsupported_reason(attributes)) for kind in kinds]
+    supported = [kind for kind, reason in reasons if reason is None]
+    return supported, [reason for _, reason in reasons if reason is not None]
 
 
 def marker(name: str) -> str:
@@ -479,9 +428,13 @@ def label(name: str) -> str:
     return kind.label if kind is not None else name
 
 
-PAGEABLE_BUFFERS.update(
-    numpy=MEMORY_KINDS["pageable"], malloc=MallocPageable(), hugepages=HugepagePageable()
-)
+# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
+# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
+PAGEABLE_BUFFERS: dict[str, MemoryKind] = {
+    "numpy": MEMORY_KINDS["pageable"],
+    "malloc": MallocPageable(),
+    "hugepages": HugepagePageable(),
+}
 
 
 def _libc() -> ctypes.CDLL:
@@ -528,13 +481,12 @@ def allocate(
 
     dtype = np.dtype(dtype)
     nbytes = count * dtype.itemsize
-    cuda = session.cuda
     try:
         with session.profiler.host_clock(
             kind.call_group, kind.alloc_call, "alloc", kind.name, nbytes
         ):
             array, device_pointer, release = kind.allocate_in(session, count, dtype)
-    except (cuda.MemoryError, MemoryError, OutOfMemory) as error:
+    except (session.cuda.MemoryError, MemoryError, OutOfMemory) as error:
         raise OutOfMemory(_allocation_failure(session, kind, nbytes)) from error
     handle = session.own(release)
     return Buffer(kind, nbytes, array, device_pointer, release, session, handle)
@@ -643,15 +595,11 @@ HOST_MARGIN_BYTES = 1 << 30  # keep 1 GiB of host memory for the system and Pyth
 DEVICE_MARGIN_BYTES = 256 << 20  # and 256 MiB of device memory for the context and kernels
 
 
-def host_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+def host_available_bytes() -> int | None:
     """MemAvailable from the kernel: what can be allocated without swapping."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    from memprof.core.hostlimits import meminfo_bytes
+
+    return meminfo_bytes(Path("/proc"), "MemAvailable")
 
 
 def check_fits(what: str, needed_bytes: int, free_bytes: int | None, margin_bytes: int) -> None:

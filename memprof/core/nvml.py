@@ -122,14 +122,6 @@ class Nvml:
                 return not_supported
             return None
 
-    def first(self, names: tuple[str, ...], *args: Any) -> Any:
-        """The first of these calls that answers (the newer name first)."""
-        for name in names:
-            value = self.call(name, *args)
-            if value is not None:
-                return value
-        return None
-
     def fields(self, handle: Any, wanted: list[tuple[int, int]]) -> list[float | None]:
         """NVML field values, (field id, scope id) each; None for every one not answered."""
         if not wanted:
@@ -141,10 +133,6 @@ class Nvml:
             return [_field_number(value) for value in values][: len(wanted)]
         except Exception:
             return [None] * len(wanted)
-
-    def link_count(self, handle: Any) -> int | None:
-        count = self.fields(handle, [(FIELD_NVLINK_LINK_COUNT, 0)])[0]
-        return int(count) if count is not None else None
 
 
 def _field_number(value: Any) -> float | None:
@@ -224,10 +212,9 @@ class Watch:
     def _sample(self, handle: Any) -> _Sample:
         nvml = self._nvml
         assert nvml is not None
-        reasons = nvml.first(
-            ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
-            handle,
-        )
+        reasons = nvml.call("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        if reasons is None:  # its older name
+            reasons = nvml.call("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         counted = nvml.fields(handle, [(field_id, 0) for field_id in EVENT_COUNTERS])
         counters = {
             name: value
@@ -293,7 +280,8 @@ class Watch:
         """Every NVLink: state, then version, rate and the far end of the active ones."""
         nvml = self._nvml
         assert nvml is not None
-        count = nvml.link_count(handle)
+        count = nvml.fields(handle, [(FIELD_NVLINK_LINK_COUNT, 0)])[0]
+        count = int(count) if count is not None else None
         if count == 0:
             return []
         most = count if count is not None else getattr(nvml.module, "NVML_NVLINK_MAX_LINKS", 0)

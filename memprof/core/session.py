@@ -121,12 +121,9 @@ class GpuSession:
                 f"CUDA device{'s' if count > 1 else ''} (0 to {count - 1})"
             )
         self.device = cuda.Device(self.device_index)
-        if self._shared_activity is not None:
-            self.activity, fallback_reason = self._shared_activity
-            self._owns_activity = False
-        else:
-            self.activity, fallback_reason = start_activity(self.timing, self.device_index)
-            self._owns_activity = True
+        self.activity, fallback_reason = self._shared_activity or start_activity(
+            self.timing, self.device_index
+        )
         # Objects older than the session hold none of its GPU memory: frozen, they are not
         # gone through by close()'s collection (15 ms of 53,000 objects after the imports).
         # close() lets them go where nothing was frozen before. Where something was (Python
@@ -246,7 +243,7 @@ class GpuSession:
                 self.cuda.Context.pop()
 
     def _stop_activity(self) -> None:
-        if self.activity is not None and getattr(self, "_owns_activity", True):
+        if self.activity is not None and self._shared_activity is None:  # Devices stops its own
             activity, self.activity = self.activity, None
             with contextlib.suppress(Exception):
                 activity.stop()
