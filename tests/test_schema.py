@@ -85,6 +85,11 @@ def test_a_dataclass_refuses_what_it_does_not_declare(data, message):
     assert str(caught.value).startswith(message)
 
 
+def test_a_list_of_dataclasses_refuses_a_field_one_of_them_does_not_declare():
+    rows = [{"name": "a"}, {"name": "b", "more": 1}]  # the quick pass over whole records too
+    assert refused(rows, list[Row], "rows").startswith("rows[1].more is not a known field")
+
+
 @pytest.mark.parametrize(
     ("value", "hint", "message"),
     [
