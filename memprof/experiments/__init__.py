@@ -303,6 +303,32 @@ def _with_parts_first(found: list, made: dict) -> dict:
     return made
 
 
+def result_frame(result: Result) -> Any:
+    """Result.to_frame: the CSV's rows and columns as a pandas DataFrame."""
+    from memprof.output.frames import frame
+
+    return frame([result], [summarize(result)])
+
+
+def result_html(result: Result) -> str:
+    """Result._repr_html_: what a notebook shows (memprof.output.notebook)."""
+    from memprof.output.notebook import summary_html
+
+    return summary_html(result, summarize(result))
+
+
+def table_lines(result: Result) -> list[str]:
+    """A line per table of the summary, for the Result's repr; none where the Result
+    cannot be summarized (one made by hand, half filled): a repr never raises."""
+    from memprof.output.notebook import table_lines
+
+    try:
+        summary = summarize(result)
+    except Exception:  # a repr must show something whatever the object holds
+        return []
+    return table_lines(summary)
+
+
 def load(path: Path) -> Result:
     """A saved Result, every value checked, its summary built once: a file that does not
     hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""

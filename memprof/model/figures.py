@@ -128,8 +128,7 @@ def _median(samples_ms: Sequence[float]) -> float:
 
 def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
     """Every measurement's figures, in the order recorded."""
-    by_key = {measure.key: measure for measure in declared}
-    return [figure(result, m, by_key.get((m.group, m.operation))) for m in result.measurements]
+    return list(map(figure_finder(result, declared), result.measurements))
 
 
 @dataclass(frozen=True)

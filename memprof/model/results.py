@@ -353,20 +353,20 @@ class Result(msgspec.Struct, dict=True):
 
     # What only the layers above this one make of a Result: its frame and its notebook view
     # need its command's experiment (its figures, its tables), which this model layer does not
-    # import (tests/test_layers.py). memprof.experiments.base gives them when it is imported, as
-    # it is wherever a Result is made or loaded (memprof.experiments.base.ResultViews).
+    # import (tests/test_layers.py): memprof.experiments.base sets views to the registry
+    # (memprof.experiments) when imported, as it is wherever a Result is made or loaded.
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
         """A pandas DataFrame of this Result: the CSV's rows and columns, numbers
         as numbers (memprof.output.frames; memprof.frame() for several Results at once).
         Without pandas: MissingPackage, an ImportError saying how to install it."""
-        return self._views().frame(self)
+        return self._views().result_frame(self)
 
     def _repr_html_(self) -> str | None:
         """What a notebook shows: the command, GPU and date, a line per table (the table
         inside it), the conclusions (memprof.output.notebook)."""
-        return self._views().html(self) if Result.views is not None else None
+        return self._views().result_html(self) if Result.views is not None else None
 
     def _views(self) -> Any:
         if Result.views is None:
