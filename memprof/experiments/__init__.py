@@ -259,11 +259,6 @@ def experiment_named(name: str) -> Experiment:
     return experiment_class(name)()
 
 
-def every_experiment() -> tuple[type[Experiment], ...]:
-    """Every command's Experiment class, in the registry's order (each module imported)."""
-    return tuple(experiment_class(command.name) for command in COMMANDS)
-
-
 def shape_of(command: str) -> ResultShape | None:
     """What a saved Result of `command` must hold, from its experiment's declarations (a file
     names its command, never an alias)."""
