@@ -43,13 +43,7 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import (
-    NamedSets,
-    Range,
-    Sizes,
-    option_of,
-    param,
-)
+from memprof.model.params import NamedSets, Range, Sizes, option_of, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -162,9 +156,9 @@ class NoExtra:
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
-# CUPTI's records of every driver call the timed operations made (nvprof's API rows).
-# CUPTI's record of every driver call made inside timed steps: set-up calls made once (the
-# first repetition creates a pool) are among them, so their count follows no repetition.
+# CUPTI's record (nvprof's API rows) of every driver call made inside timed steps: set-up
+# calls made once (the first repetition creates a pool) are among them, so their count follows
+# no repetition.
 DRIVER_CALLS = Measure(
     "api",
     "driver_call",

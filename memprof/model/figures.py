@@ -16,13 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.model.ceilings import (
-    Ceiling,
-    hbm_ceiling,
-    host_ceiling,
-    pcie_ceiling,
-    peer_ceiling,
-)
+from memprof.model.ceilings import Ceiling, hbm_ceiling, host_ceiling, pcie_ceiling, peer_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.measures import ABOVE_BOUND, Measure
 from memprof.model.results import Measurement, Result
