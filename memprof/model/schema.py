@@ -153,7 +153,7 @@ def describe(value: Any) -> str:
 
 def check(value: Any, hint: Any, where: str = "") -> Any:
     """`value` (plain JSON data) as its type declares it, or SchemaError naming where."""
-    _refuse_unknown_fields(value, hint, where)
+    value = _completed(value, hint, where)
     try:
         made = msgspec.convert(value, hint)
     except msgspec.ValidationError as error:
@@ -391,45 +391,64 @@ def _needs_walk(hint: Any) -> bool:
     return any(_needs_walk(arg) for arg in get_args(base) if arg is not Ellipsis)
 
 
-def _refuse_unknown_fields(value: Any, hint: Any, where: str) -> None:
-    """A field a dataclass inside the data does not declare, refused: msgspec ignores it
-    (Structs that forbid unknown fields refuse it themselves)."""
+def _completed(value: Any, hint: Any, where: str) -> Any:
+    """The data with every dataclass object in it whole: a field the type does not declare
+    refused (msgspec ignores it; Structs that forbid unknown fields refuse it themselves), a
+    field the data lacks given its default (msgspec would leave it to the class, and a value
+    saved again would lack it)."""
     if not _has_dataclass(hint):
-        return
+        return value
     base, _ = _split(hint)
     origin = get_origin(base)
     if origin in (Union, types.UnionType):
         records = [arg for arg in get_args(base) if _has_dataclass(arg)]
-        if len(records) == 1:
-            _refuse_unknown_fields(value, records[0], where)
+        if len(records) == 1 and isinstance(value, dict | list):
+            return _completed(value, records[0], where)
     elif origin in (list, tuple) and isinstance(value, list) and get_args(base):
         item = get_args(base)[0]
-        if not _whole_records(value, item):
-            for index, one in enumerate(value):
-                _refuse_unknown_fields(one, item, f"{where}[{index}]")
+        if _whole_records(value, item):
+            return value
+        return [_completed(one, item, f"{where}[{index}]") for index, one in enumerate(value)]
     elif origin is dict and isinstance(value, dict) and len(get_args(base)) == 2:
-        for key, one in value.items():
-            _refuse_unknown_fields(one, get_args(base)[1], _join(where, f".{key}"))
+        item = get_args(base)[1]
+        return {key: _completed(one, item, _join(where, f".{key}")) for key, one in value.items()}
     elif isinstance(base, type) and dataclasses.is_dataclass(base) and isinstance(value, dict):
         fields = _fields(base)
         unknown = next((key for key in value if key not in fields), None)
         if unknown is not None:
             known = ", ".join(fields) or "no fields"
             raise SchemaError(_join(where, f".{unknown}"), "is not a known field", f"only {known}")
-        for name, one in value.items():
-            _refuse_unknown_fields(one, fields[name], _join(where, f".{name}"))
+        whole = {**_simple_defaults(base), **value}
+        return {
+            name: _completed(one, fields[name], _join(where, f".{name}"))
+            if _has_dataclass(fields[name])
+            else one
+            for name, one in whole.items()
+        }
+    return value
 
 
 def _whole_records(values: list, item: Any) -> bool:
-    """A list of objects holding none but its dataclass's fields, none of them holding a
-    dataclass in turn: nothing to refuse (100,000 of a trace's records at C speed)."""
+    """A list of objects that each hold exactly its dataclass's fields, none of them holding
+    a dataclass in turn: nothing to complete (100,000 of a trace's records at C speed)."""
     base, _ = _split(item)
     if not (isinstance(base, type) and dataclasses.is_dataclass(base)):
         return False
     fields = _fields(base)
     if any(_has_dataclass(hint) for hint in fields.values()):
         return False
-    return all(type(one) is dict and one.keys() <= fields.keys() for one in values)
+    known, count = fields.keys(), len(fields)
+    return all(type(one) is dict and len(one) == count and one.keys() == known for one in values)
+
+
+@functools.cache
+def _simple_defaults(cls: type) -> dict[str, Any]:
+    """A dataclass's fields whose default is a value, not made by a factory."""
+    return {
+        field.name: field.default
+        for field in dataclasses.fields(cls)
+        if field.init and field.default is not dataclasses.MISSING
+    }
 
 
 @functools.cache
