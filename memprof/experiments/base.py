@@ -585,8 +585,6 @@ def _check_kinds_the_gpu_has(result: Result) -> None:
     """No measurement of a memory kind the GPU's recorded flags rule out (mapped memory
     where canMapHostMemory is 0)."""
     lacking = result.device.kinds_it_lacks() if result.device is not None else {}
-    if not lacking:
-        return
     for index, m in enumerate(result.measurements):
         if m.kind in lacking:
             raise SchemaError(

@@ -138,12 +138,8 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
 
     def kinds_it_lacks(self) -> dict[str, str]:
         """The memory kinds this GPU's recorded flags rule out: kind -> the flag that is 0."""
-        lacking = {}
-        for kind, attribute in KIND_NEEDS.items():
-            flag = capability_name(attribute)
-            if self.attributes.get(flag) == 0:
-                lacking[kind] = flag
-        return lacking
+        flags = {kind: capability_name(attribute) for kind, attribute in KIND_NEEDS.items()}
+        return {kind: flag for kind, flag in flags.items() if self.attributes.get(flag) == 0}
 
     @property
     def theoretical_memory_bandwidth_gb_per_s(self) -> float:
