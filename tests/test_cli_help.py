@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from memprof import cli_commands, cli_options
 from memprof.cli import app
-from memprof.experiments import COMMANDS, every_experiment
+from memprof.experiments import COMMANDS, experiment_class
 from memprof.model import params as declared
 
 runner = CliRunner()
@@ -83,7 +83,7 @@ def sweep_default(experiment) -> tuple[int, ...]:
     "experiment",
     [
         e
-        for e in every_experiment()
+        for e in (experiment_class(c.name) for c in COMMANDS)
         if any(o.name == "from_power" for o in declared.cli_options(e.Params))
     ],
     ids=lambda e: e.name,

@@ -24,7 +24,7 @@ from rich.console import Console
 from memprof import cli
 from memprof import cli_trace as tracing
 from memprof.cli_gates import JUNIT_COMMANDS
-from memprof.experiments import command_named, every_experiment, load, shape_of, summarize
+from memprof.experiments import COMMANDS, command_named, experiment_class, load, shape_of, summarize
 from memprof.experiments.base import declared_keys, declared_measures
 from memprof.model import params as declared
 from memprof.model.schema import check_dataclass
@@ -32,7 +32,7 @@ from memprof.output.profile import profile_rows
 from memprof.output.render import render_result
 from tests.conftest import FIXTURES, plain
 
-EXPERIMENTS = {experiment.name: experiment for experiment in every_experiment()}
+EXPERIMENTS = {c.name: experiment_class(c.name) for c in COMMANDS}
 OUTPUT_OPTIONS = {"json", "csv", "quiet", "no_color", "verbose"}
 
 
@@ -108,7 +108,7 @@ def test_the_command_takes_exactly_its_params_and_its_shared_options(name, monke
 
 
 def test_every_hidden_field_is_set_by_another_option():
-    for experiment in every_experiment():
+    for experiment in EXPERIMENTS.values():
         for field in dataclasses.fields(experiment.Params):
             if declared.option_of(field).hidden_from_cli:
                 setters = [

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memprof import api, cli
 from memprof.errors import EnvironmentProblem, ExitCode
-from memprof.experiments import every_experiment, hostlink, portable
+from memprof.experiments import COMMANDS, experiment_class, hostlink, portable
 from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments.base import Experiment, NoExtra, RunOptions
@@ -76,7 +76,9 @@ def every_device(monkeypatch) -> list[tuple]:
     return started
 
 
-EVERY_GPU_AT_ONCE = [e.name for e in every_experiment() if e.gpus == "every"]
+EVERY_GPU_AT_ONCE = [
+    e.name for e in (experiment_class(c.name) for c in COMMANDS) if e.gpus == "every"
+]
 
 
 @pytest.mark.parametrize("command", EVERY_GPU_AT_ONCE)

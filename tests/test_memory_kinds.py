@@ -8,7 +8,7 @@ from memprof.experiments import compare, info, sweep
 from memprof.model.device import CAPABILITIES, CAPABILITY_ATTRIBUTES, capability_name
 from tests.conftest import load_fixture
 
-EVERYTHING = {capability.name: 1 for capability in CAPABILITIES}
+EVERYTHING = dict.fromkeys(CAPABILITIES, 1)
 
 
 def test_every_kind_carries_its_traits_and_a_unique_marker():

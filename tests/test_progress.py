@@ -76,10 +76,12 @@ def test_every_step_is_reported_in_order_up_to_the_total(name, monkeypatch):
 
 
 def test_every_experiment_is_run_on_the_fake_or_on_the_gpu():
-    from memprof.experiments import PROGRAM_COMMAND, every_experiment
+    from memprof.experiments import COMMANDS, PROGRAM_COMMAND, experiment_class
     from tests.gpu.test_progress import ON_THE_GPU
 
-    names = {e.name for e in every_experiment() if e.name != PROGRAM_COMMAND}
+    names = {
+        e.name for e in (experiment_class(c.name) for c in COMMANDS) if e.name != PROGRAM_COMMAND
+    }
     assert names == set(ON_THE_FAKE) | set(ON_THE_GPU) | set(INSTANT)
 
 

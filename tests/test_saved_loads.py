@@ -132,10 +132,10 @@ def test_report_saves_what_it_has_just_loaded_without_checking_it_twice(tmp_path
     of saving a large file again."""
     from typer.testing import CliRunner
 
+    import memprof.experiments
     from memprof.cli import app
-    from memprof.experiments import base
 
-    monkeypatch.setattr(base.ResultViews, "refusal", lambda self, result: "checked twice")
+    monkeypatch.setattr(memprof.experiments, "refusal", lambda result: "checked twice")
     fixture = Path(__file__).parent / "fixtures" / "h200_trace_pycuda.json"
     saved = tmp_path / "again.json"
     ran = CliRunner().invoke(app, ["report", "--quiet", str(fixture), "--json", str(saved)])

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
+import msgspec
 import pytest
 
 from memprof.model.schema import (
@@ -83,6 +84,17 @@ def test_a_dataclass_refuses_what_it_does_not_declare(data, message):
     with pytest.raises(SchemaError) as caught:
         check_dataclass(data, Row, "row")
     assert str(caught.value).startswith(message)
+
+
+def test_a_field_the_data_left_out_is_saved_again():
+    """msgspec leaves a missing field to the class's default, which encoding then skips."""
+    row = check_dataclass({"name": "h", "samples_ms": [1]}, Row, "row")
+    assert msgspec.json.decode(msgspec.json.encode(row))["tag"] == "a"
+
+
+def test_a_list_of_dataclasses_refuses_a_field_one_of_them_does_not_declare():
+    rows = [{"name": "a"}, {"name": "b", "more": 1}]  # the quick pass over whole records too
+    assert refused(rows, list[Row], "rows").startswith("rows[1].more is not a known field")
 
 
 @pytest.mark.parametrize(

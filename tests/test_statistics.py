@@ -15,7 +15,6 @@ def test_statistics_of_samples_whose_mean_is_not_their_median():
     assert stats.median_ms == 3.0  # the mean of the two middle samples, 2 and 4
     variance = sum((s - 4.25) ** 2 for s in (4.0, 1.0, 10.0, 2.0)) / 3  # n - 1
     assert stats.stdev_ms == pytest.approx(math.sqrt(variance))
-    assert stats.relative_spread == pytest.approx(math.sqrt(variance) / 4.25)
 
 
 def test_odd_count_median_is_the_middle_sample():
@@ -28,16 +27,15 @@ def test_a_single_sample_has_no_spread():
     stats = Statistics.of([0.25])
     assert (stats.count, stats.total_ms) == (1, 0.25)
     assert (stats.min_ms, stats.median_ms, stats.max_ms) == (0.25, 0.25, 0.25)
-    assert (stats.stdev_ms, stats.relative_spread) == (0.0, 0.0)
+    assert stats.stdev_ms == 0.0
 
 
 def test_two_samples_use_the_sample_standard_deviation():
     assert Statistics.of([1.0, 3.0]).stdev_ms == pytest.approx(math.sqrt(2))
 
 
-def test_sub_millisecond_samples_have_a_relative_spread():
-    stats = Statistics.of([0.1, 0.3])
-    assert stats.relative_spread == pytest.approx(math.sqrt(0.02) / 0.2)
+def test_sub_millisecond_samples_have_a_spread():
+    assert Statistics.of([0.1, 0.3]).stdev_ms == pytest.approx(math.sqrt(0.02))
 
 
 def test_statistics_are_values_that_cannot_be_changed():
@@ -47,15 +45,14 @@ def test_statistics_are_values_that_cannot_be_changed():
     assert stats == Statistics.of([2.0, 1.0]) and hash(stats) == hash(Statistics.of([1.0, 2.0]))
 
 
-def test_relative_spread_is_over_the_mean_even_when_the_median_is_zero():
+def test_the_spread_is_about_the_mean_even_when_the_median_is_zero():
     stats = Statistics.of([0.0, 0.0, 3.0])
     assert (stats.median_ms, stats.mean_ms) == (0.0, 1.0)
-    assert stats.relative_spread == pytest.approx(math.sqrt(3.0))
+    assert stats.stdev_ms == pytest.approx(math.sqrt(3.0))
 
 
-def test_zero_times_have_no_relative_spread():
-    stats = Statistics.of([0.0, 0.0])
-    assert stats.relative_spread == 0.0
+def test_zero_times_have_no_spread():
+    assert Statistics.of([0.0, 0.0]).stdev_ms == 0.0
 
 
 def test_total_is_exact_over_many_small_samples():

@@ -259,11 +259,6 @@ def experiment_named(name: str) -> Experiment:
     return experiment_class(name)()
 
 
-def every_experiment() -> tuple[type[Experiment], ...]:
-    """Every command's Experiment class, in the registry's order (each module imported)."""
-    return tuple(experiment_class(command.name) for command in COMMANDS)
-
-
 def shape_of(command: str) -> ResultShape | None:
     """What a saved Result of `command` must hold, from its experiment's declarations (a file
     names its command, never an alias)."""
@@ -301,6 +296,32 @@ def _with_parts_first(found: list, made: dict) -> dict:
             _with_parts_first(list(getattr(one, "parts", ())), made)
             made[id(one)] = one
     return made
+
+
+def result_frame(result: Result) -> Any:
+    """Result.to_frame: the CSV's rows and columns as a pandas DataFrame."""
+    from memprof.output.frames import frame
+
+    return frame([result], [summarize(result)])
+
+
+def result_html(result: Result) -> str:
+    """Result._repr_html_: what a notebook shows (memprof.output.notebook)."""
+    from memprof.output.notebook import summary_html
+
+    return summary_html(result, summarize(result))
+
+
+def table_lines(result: Result) -> list[str]:
+    """A line per table of the summary, for the Result's repr; none where the Result
+    cannot be summarized (one made by hand, half filled): a repr never raises."""
+    from memprof.output.notebook import table_lines
+
+    try:
+        summary = summarize(result)
+    except Exception:  # a repr must show something whatever the object holds
+        return []
+    return table_lines(summary)
 
 
 def load(path: Path) -> Result:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,13 +43,7 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import (
-    NamedSets,
-    Range,
-    Sizes,
-    option_of,
-    param,
-)
+from memprof.model.params import NamedSets, Range, Sizes, option_of, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -161,9 +156,9 @@ class NoExtra:
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
-# CUPTI's records of every driver call the timed operations made (nvprof's API rows).
-# CUPTI's record of every driver call made inside timed steps: set-up calls made once (the
-# first repetition creates a pool) are among them, so their count follows no repetition.
+# CUPTI's record (nvprof's API rows) of every driver call made inside timed steps: set-up
+# calls made once (the first repetition creates a pool) are among them, so their count follows
+# no repetition.
 DRIVER_CALLS = Measure(
     "api",
     "driver_call",
@@ -590,8 +585,6 @@ def _check_kinds_the_gpu_has(result: Result) -> None:
     """No measurement of a memory kind the GPU's recorded flags rule out (mapped memory
     where canMapHostMemory is 0)."""
     lacking = result.device.kinds_it_lacks() if result.device is not None else {}
-    if not lacking:
-        return
     for index, m in enumerate(result.measurements):
         if m.kind in lacking:
             raise SchemaError(
@@ -758,50 +751,8 @@ def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo
     return measurements, timing
 
 
-# -- a Result's own views -------------------------------------------------------------------
-# Every experiment module imports this one, and a Result is made or loaded only through one.
-
-
-class ResultViews:
-    """What a Result's own methods make of it with its command's experiment (Result.views,
-    which the model layer holds but cannot fill): its DataFrame, its notebook view, and
-    whether it loads back once saved."""
-
-    def frame(self, result: Result) -> Any:
-        from memprof.experiments import summarize
-        from memprof.output.frames import frame
-
-        return frame([result], [summarize(result)])
-
-    def html(self, result: Result) -> str:
-        from memprof.experiments import summarize
-        from memprof.output.notebook import summary_html
-
-        return summary_html(result, summarize(result))
-
-    def refusal(self, result: Result) -> str | None:
-        """Why the loader would refuse the saved Result (memprof.experiments.refusal)."""
-        from memprof.experiments import refusal
-
-        return refusal(result)
-
-    def not_one_run(self, results: list[Result]) -> str | None:
-        """Why the loader would refuse these Results saved in one file (not_one_run)."""
-        from memprof.experiments import not_one_run
-
-        return not_one_run(results)
-
-    def table_lines(self, result: Result) -> list[str]:
-        """A line per table of the summary, for the Result's repr; none where the Result
-        cannot be summarized (one made by hand, half filled): a repr never raises."""
-        from memprof.experiments import summarize
-        from memprof.output.notebook import table_lines
-
-        try:
-            summary = summarize(result)
-        except Exception:  # a repr must show something whatever the object holds
-            return []
-        return table_lines(summary)
-
-
-Result.views = ResultViews()
+# A Result's own views (Result.views, which the model layer holds but cannot fill: its frame,
+# its notebook view, its repr's lines, whether it loads back once saved) are the registry's
+# functions. Every experiment module imports this one, and a Result is made or loaded only
+# through one.
+Result.views = importlib.import_module("memprof.experiments")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from memprof.experiments import base
-from memprof.model.device import DeviceFact, capability_meaning, pcie_bandwidth_gb_per_s
+from memprof.model.device import CAPABILITIES, DeviceFact, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.gpustate import LINK_LABEL, GpuState, state_rows
 from memprof.model.results import Result
@@ -98,7 +98,7 @@ def summarize(result: Result) -> Summary:
     )
 
     rows = [  # what the result recorded, never a lookup
-        {"flag": name, "fact": fact(name, value=value), "decides": capability_meaning(name)}
+        {"flag": name, "fact": fact(name, value=value), "decides": CAPABILITIES.get(name, "")}
         for name, value in d.attributes.items()
     ]
     flags = table("Memory capabilities", FLAGS, rows)

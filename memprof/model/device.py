@@ -4,6 +4,7 @@ reading of these facts from the GPU is memprof.core.devicefacts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -17,65 +18,27 @@ PcieWidth = Annotated[int, Range(0, 64)]  # lanes
 ComputeCapability = tuple[Annotated[int, Range(1, 99)], Annotated[int, Range(0, 99)]]
 
 
-@dataclass(frozen=True)
-class Capability:
-    """One device flag that decides what memory works: its names and what it decides."""
-
-    name: str  # as CUDA programmers know it from cudaDeviceProp
-    attribute: str  # PyCUDA's device_attribute name (cuda.h's without the prefix)
-    meaning: str  # in the words a person choosing a memory kind needs
-
-
-# The one table of capability flags: info prints it, Results record it, memory kinds name
-# the flag they need by its attribute (a test checks each is here).
-CAPABILITIES = (
-    Capability("canMapHostMemory", "CAN_MAP_HOST_MEMORY", "mapped (zero-copy) host memory"),
-    Capability(
-        "unifiedAddressing",
-        "UNIFIED_ADDRESSING",
-        "UVA: host pointers usable in kernels as they are",
-    ),
-    Capability("managedMemory", "MANAGED_MEMORY", "managed (unified) memory"),
-    Capability(
-        "concurrentManagedAccess",
-        "CONCURRENT_MANAGED_ACCESS",
-        "CPU and GPU may touch managed memory at once; prefetch/advise work",
-    ),
-    Capability(
-        "pageableMemoryAccess",
-        "PAGEABLE_MEMORY_ACCESS",
-        "kernels may read plain malloc'd memory",
-    ),
-    Capability(
-        "pageableMemoryAccessUsesHostPageTables",
-        "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
-        "…through the host's page tables (HMM/ATS)",
-    ),
-    Capability(
-        "hostRegisterSupported",
-        "HOST_REGISTER_SUPPORTED",
-        "cuMemHostRegister: pin an existing buffer",
-    ),
-    Capability(
-        "asyncEngineCount",
-        "ASYNC_ENGINE_COUNT",
-        "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
-    ),
-    Capability(
-        "concurrentKernels", "CONCURRENT_KERNELS", "kernels of different streams may run at once"
-    ),
-    Capability(
-        "memoryPoolsSupported",
-        "MEMORY_POOLS_SUPPORTED",
-        "stream-ordered pools: cuMemAllocAsync, cuMemPool*",
-    ),
-    Capability(
-        "virtualMemoryManagementSupported",
-        "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
-        "virtual memory management: cuMemCreate, cuMemMap",
-    ),
-)
-CAPABILITY_ATTRIBUTES = {capability.name: capability.attribute for capability in CAPABILITIES}
+# The one table of capability flags, by cudaDeviceProp's name, with what each decides in the
+# words a person choosing a memory kind needs: info prints it, Results record it, memory kinds
+# name the flag they need by its PyCUDA attribute (a test checks each is here).
+CAPABILITIES = {
+    "canMapHostMemory": "mapped (zero-copy) host memory",
+    "unifiedAddressing": "UVA: host pointers usable in kernels as they are",
+    "managedMemory": "managed (unified) memory",
+    "concurrentManagedAccess": "CPU and GPU may touch managed memory at once; prefetch/advise work",
+    "pageableMemoryAccess": "kernels may read plain malloc'd memory",
+    "pageableMemoryAccessUsesHostPageTables": "…through the host's page tables (HMM/ATS)",
+    "hostRegisterSupported": "cuMemHostRegister: pin an existing buffer",
+    "asyncEngineCount": "copy engines: 2 lets HtoD and DtoH overlap each other and kernels",
+    "concurrentKernels": "kernels of different streams may run at once",
+    "memoryPoolsSupported": "stream-ordered pools: cuMemAllocAsync, cuMemPool*",
+    "virtualMemoryManagementSupported": "virtual memory management: cuMemCreate, cuMemMap",
+}
+# PyCUDA's device_attribute name of each flag: cuda.h's, the same words in capitals
+# (canMapHostMemory: CAN_MAP_HOST_MEMORY).
+CAPABILITY_ATTRIBUTES = {
+    name: re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() for name in CAPABILITIES
+}
 # The memory kinds a GPU can only have where a flag is 1, by the flag's attribute
 # (memprof.core.memory's kinds name the same: tests/test_memory_kinds.py holds them equal).
 KIND_NEEDS = {
@@ -92,15 +55,7 @@ COUNTED_ATTRIBUTES = {"asyncEngineCount"}  # the flags that count something; the
 
 def capability_name(attribute: str) -> str:
     """cudaDeviceProp's name of a device attribute (the attribute itself if not in the table)."""
-    for capability in CAPABILITIES:
-        if capability.attribute == attribute:
-            return capability.name
-    return attribute
-
-
-def capability_meaning(name: str) -> str:
-    """What a recorded flag decides ('' for one this memprof does not describe)."""
-    return next((c.meaning for c in CAPABILITIES if c.name == name), "")
+    return next((n for n, a in CAPABILITY_ATTRIBUTES.items() if a == attribute), attribute)
 
 
 # PCIe generation by per-lane transfer rate (GT/s), and the share of the raw rate
@@ -183,12 +138,8 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
 
     def kinds_it_lacks(self) -> dict[str, str]:
         """The memory kinds this GPU's recorded flags rule out: kind -> the flag that is 0."""
-        lacking = {}
-        for kind, attribute in KIND_NEEDS.items():
-            flag = capability_name(attribute)
-            if self.attributes.get(flag) == 0:
-                lacking[kind] = flag
-        return lacking
+        flags = {kind: capability_name(attribute) for kind, attribute in KIND_NEEDS.items()}
+        return {kind: flag for kind, flag in flags.items() if self.attributes.get(flag) == 0}
 
     @property
     def theoretical_memory_bandwidth_gb_per_s(self) -> float:

@@ -16,13 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.model.ceilings import (
-    Ceiling,
-    hbm_ceiling,
-    host_ceiling,
-    pcie_ceiling,
-    peer_ceiling,
-)
+from memprof.model.ceilings import Ceiling, hbm_ceiling, host_ceiling, pcie_ceiling, peer_ceiling
 from memprof.model.formatting import bandwidth_gb_per_s
 from memprof.model.measures import ABOVE_BOUND, Measure
 from memprof.model.results import Measurement, Result
@@ -128,8 +122,7 @@ def _median(samples_ms: Sequence[float]) -> float:
 
 def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
     """Every measurement's figures, in the order recorded."""
-    by_key = {measure.key: measure for measure in declared}
-    return [figure(result, m, by_key.get((m.group, m.operation))) for m in result.measurements]
+    return list(map(figure_finder(result, declared), result.measurements))
 
 
 @dataclass(frozen=True)

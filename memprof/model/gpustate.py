@@ -51,8 +51,7 @@ def reasons_in(mask: int) -> list[str]:
 
 
 def reason_words(name: str) -> str:
-    reason = _REASONS.get(name)
-    return reason.words if reason else name
+    return _REASONS[name].words if name in _REASONS else name
 
 
 def normalize_bus_id(text: str) -> str:

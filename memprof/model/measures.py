@@ -212,11 +212,8 @@ def _bytes_allowed(measure: Measure, params: Any, sizes: Sequence[int]) -> set[i
     counts = measure.arrays
     if isinstance(counts, str):
         counts = getattr(params, counts)
-    return {count * size for count in _as_tuple(counts) for size in sizes}
-
-
-def _as_tuple(counts: Any) -> tuple[int, ...]:
-    return counts if isinstance(counts, tuple) else (counts,)
+    counts = counts if isinstance(counts, tuple) else (counts,)
+    return {count * size for count in counts for size in sizes}
 
 
 def _bytes_refusal(m: Measurement, measure: Measure, sizes: Sequence[int]) -> str:

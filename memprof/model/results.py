@@ -96,7 +96,7 @@ class Measurement(msgspec.Struct, forbid_unknown_fields=True):
 
     def check_consistency(self) -> None:
         """What the measuring core always makes true (the loader runs it on every one)."""
-        if not self.samples_ms:
+        if not self.samples_ms:  # its default, where a file leaves it out
             raise SchemaError("samples_ms", "is missing or empty: a measurement holds a sample")
         if bool(self.batch) != bool(self.throughput_ms):
             found = "is 0" if not self.batch else f"is {self.batch}"
@@ -128,15 +128,6 @@ class Measurement(msgspec.Struct, forbid_unknown_fields=True):
         route = " → ".join(f"GPU {index}" for index in self.gpus)
         qualifiers = [q for q in (self.kind, OPERATION_QUALIFIERS.get(self.operation), route) if q]
         return f"{self.name} ({', '.join(qualifiers)})" if qualifiers else self.name
-
-
-def _inconsistent(m: Measurement) -> bool:
-    """A quick test of Measurement.check_consistency, for a file's 100,000 measurements."""
-    return (
-        not m.samples_ms
-        or bool(m.batch) != bool(m.throughput_ms)
-        or (bool(m.events_ms) and (m.source != "cupti" or len(m.events_ms) != len(m.samples_ms)))
-    )
 
 
 class UnifiedMemoryCounter(TypedDict):
@@ -175,29 +166,24 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     def check_consistency(self) -> None:
         """A counter's count, total, smallest and largest value agree."""
         for name, counter in (self.unified_memory or {}).items():
-            unknown = set(counter) - set(UnifiedMemoryCounter.__annotations__)
-            if unknown:
-                raise SchemaError(f"unified_memory.{name}.{min(unknown)}", "is not a known field")
-            _check_counter(counter, f"unified_memory.{name}")
-
-
-def _check_counter(counter: UnifiedMemoryCounter, where: str) -> None:
-    count, total, smallest, largest = (counter[k] for k in ("count", "total", "min", "max"))
-    if count == 0:
-        for key in ("total", "min", "max", "time_ms"):
-            if counter[key]:
-                raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
-        return
-    if smallest < 1:  # a record migrates bytes, or counts a fault: never nothing
-        raise SchemaError(f"{where}.min", f"is {smallest}, but each of its {count} records is one")
-    if smallest > largest:
-        raise SchemaError(f"{where}.min", f"is {smallest}, more than max ({largest})")
-    if not count * smallest <= total <= count * largest:
-        raise SchemaError(
-            f"{where}.total",
-            f"is {total}, but {count} records of {smallest} to {largest} make "
-            f"{count * smallest} to {count * largest}",
-        )
+            where = f"unified_memory.{name}"
+            count, total, least, most = (counter[k] for k in ("count", "total", "min", "max"))
+            if count == 0:
+                for key in ("total", "min", "max", "time_ms"):
+                    if counter[key]:
+                        raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
+            elif least < 1:  # a record migrates bytes, or counts a fault: never nothing
+                raise SchemaError(
+                    f"{where}.min", f"is {least}, but each of its {count} records is one"
+                )
+            elif least > most:
+                raise SchemaError(f"{where}.min", f"is {least}, more than max ({most})")
+            elif not count * least <= total <= count * most:
+                raise SchemaError(
+                    f"{where}.total",
+                    f"is {total}, but {count} records of {least} to {most} make "
+                    f"{count * least} to {count * most}",
+                )
 
 
 class Check(msgspec.Struct, forbid_unknown_fields=True):
@@ -367,20 +353,20 @@ class Result(msgspec.Struct, dict=True):
 
     # What only the layers above this one make of a Result: its frame and its notebook view
     # need its command's experiment (its figures, its tables), which this model layer does not
-    # import (tests/test_layers.py). memprof.experiments.base gives them when it is imported, as
-    # it is wherever a Result is made or loaded (memprof.experiments.base.ResultViews).
+    # import (tests/test_layers.py): memprof.experiments.base sets views to the registry
+    # (memprof.experiments) when imported, as it is wherever a Result is made or loaded.
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
         """A pandas DataFrame of this Result: the CSV's rows and columns, numbers
         as numbers (memprof.output.frames; memprof.frame() for several Results at once).
         Without pandas: MissingPackage, an ImportError saying how to install it."""
-        return self._views().frame(self)
+        return self._views().result_frame(self)
 
     def _repr_html_(self) -> str | None:
         """What a notebook shows: the command, GPU and date, a line per table (the table
         inside it), the conclusions (memprof.output.notebook)."""
-        return self._views().html(self) if Result.views is not None else None
+        return self._views().result_html(self) if Result.views is not None else None
 
     def _views(self) -> Any:
         if Result.views is None:
@@ -532,12 +518,6 @@ def _read_result_bytes(path: Path) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-class _RunSetHead(msgspec.Struct):
-    """What tells a file of several Results from one: its `format`."""
-
-    format: Any = msgspec.UNSET
-
-
 class _RunSetFile(msgspec.Struct, forbid_unknown_fields=True):
     format: str
     format_version: int
@@ -548,7 +528,7 @@ def _is_run_set(raw: bytes) -> bool:
     """Whether the bytes are a JSON object naming a `format` (a Result has none); anything
     else is left to the Result loader to refuse in its words."""
     try:
-        return msgspec.json.decode(raw, type=_RunSetHead).format is not msgspec.UNSET
+        return msgspec.json.decode(raw, type=_Head).format is not msgspec.UNSET
     except (msgspec.DecodeError, RecursionError):  # a ValidationError too: not an object
         return False
 
@@ -581,10 +561,12 @@ def _run_set_members(raw: bytes, name: str) -> list[msgspec.Raw]:
 
 
 class _Head(msgspec.Struct):
-    """What a file must say before anything else is read: its version and its command."""
+    """What a file must say before anything else is read: its version and its command (a
+    file of several Results names its `format` instead)."""
 
     schema_version: Any = msgspec.UNSET
     command: Any = msgspec.UNSET
+    format: Any = msgspec.UNSET
 
 
 @functools.cache
@@ -615,16 +597,15 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
         found = msgspec.json.decode(raw, type=_result_file())
     except (msgspec.DecodeError, RecursionError):
         found = None
-    if found is not None and found.schema_version == SCHEMA_VERSION:
-        head, upgraded = _Head(found.schema_version, found.command), False
-        _refuse_repeated_keys(raw, found)
-    elif (head := _head(raw)).schema_version == SCHEMA_VERSION:
+    upgraded = found is None or found.schema_version != SCHEMA_VERSION
+    if upgraded and (head := _head(raw)).schema_version == SCHEMA_VERSION:
         try:
             found = msgspec.json.decode(raw, type=_result_file())
         except msgspec.ValidationError as error:
             raise from_msgspec(error, _plain_json(raw), hint=_result_file()) from None
-        _refuse_repeated_keys(raw, found)
         upgraded = False
+    if not upgraded:
+        _refuse_repeated_keys(raw, found)
     else:
         plain = _plain_json(raw)
         _refuse_repeated_keys(raw, plain)
@@ -633,7 +614,6 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
             found = msgspec.convert(data, _result_file())
         except msgspec.ValidationError as error:
             raise from_msgspec(error, data, hint=_result_file()) from None
-        upgraded = True
     command = found.command
     shape = shape_of(command)
     if shape is None:
@@ -787,13 +767,12 @@ def _place(raw: bytes, error: msgspec.DecodeError) -> str:
 
 def _check_values(result: Result) -> None:
     """What msgspec does not check in the parts every Result has: each measurement's
-    agreement (100,000 of them: a quick pass first), and every other object's."""
-    bad = next((i for i, m in enumerate(result.measurements) if _inconsistent(m)), None)
-    if bad is not None:
+    agreement, and every other object's."""
+    for index, m in enumerate(result.measurements):
         try:
-            result.measurements[bad].check_consistency()
+            m.check_consistency()
         except SchemaError as error:
-            raise error.within(f"measurements[{bad}]") from None
+            raise error.within(f"measurements[{index}]") from None
     parts = [("device", result.device), ("timing", result.timing)]
     parts += [(f"gpu_states[{i}]", state) for i, state in enumerate(result.gpu_states or [])]
     parts += [(f"checks[{i}]", one) for i, one in enumerate(result.checks)]

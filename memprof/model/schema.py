@@ -93,30 +93,27 @@ def is_range(rule: Any) -> bool:
     return isinstance(rule, msgspec.Meta) and rule.le is not None
 
 
-class Distinct:
-    """A rule for Annotated lists: no item twice."""
-
-    def check(self, value: list | tuple, where: str) -> None:
-        seen = set()
-        for index, item in enumerate(value):
-            if item in seen:
-                raise SchemaError(f"{where}[{index}]", f"is {describe(item)} again")
-            seen.add(item)
+def distinct(value: list | tuple, where: str) -> None:
+    """A rule for Annotated lists (DISTINCT): no item twice."""
+    seen = set()
+    for index, item in enumerate(value):
+        if item in seen:
+            raise SchemaError(f"{where}[{index}]", f"is {describe(item)} again")
+        seen.add(item)
 
 
-class Increasing:
-    """A rule for Annotated lists: each item larger than the one before (a sweep's sizes)."""
-
-    def check(self, value: list | tuple, where: str) -> None:
-        for index in range(1, len(value)):
-            if value[index] <= value[index - 1]:
-                found = f"is {describe(value[index])}, after {describe(value[index - 1])}"
-                raise SchemaError(f"{where}[{index}]", found)
+def increasing(value: list | tuple, where: str) -> None:
+    """A rule for Annotated lists (INCREASING): each item larger than the one before (a
+    sweep's sizes)."""
+    for index in range(1, len(value)):
+        if value[index] <= value[index - 1]:
+            found = f"is {describe(value[index])}, after {describe(value[index - 1])}"
+            raise SchemaError(f"{where}[{index}]", found)
 
 
 NON_EMPTY = msgspec.Meta(min_length=1)
-DISTINCT = Distinct()
-INCREASING = Increasing()
+DISTINCT, INCREASING = distinct, increasing  # the rules msgspec has no word for
+RULES = (DISTINCT, INCREASING)
 
 # Types with the rules a loaded file must keep.
 Count = Annotated[int, Range(0, MAX_COUNT)]  # elements, bytes, calls: never negative
@@ -175,8 +172,8 @@ def check_rules(value: Any, hint: Any, where: str) -> None:
         return
     hint, rules = _split(hint)
     for rule in rules:
-        if isinstance(rule, Distinct | Increasing):
-            rule.check(value, where)
+        if rule in RULES:
+            rule(value, where)
     origin = get_origin(hint)
     if origin in (Union, types.UnionType):
         inner = [arg for arg in get_args(hint) if arg is not type(None)]
@@ -385,7 +382,7 @@ def _fields(cls: type) -> dict[str, Any]:
 def _needs_walk(hint: Any) -> bool:
     """Whether values of this type hold anything check_rules checks."""
     base, rules = _split(hint)
-    if any(isinstance(rule, Distinct | Increasing) for rule in rules):
+    if any(rule in RULES for rule in rules):
         return True
     if _is_record(base):
         return hasattr(base, "check_consistency") or any(

@@ -48,11 +48,6 @@ class Statistics:
             stdev_ms=math.sqrt(squares / (count - 1)),
         )
 
-    @property
-    def relative_spread(self) -> float:
-        """Standard deviation over the mean: how noisy the run was."""
-        return self.stdev_ms / self.mean_ms if self.mean_ms > 0 else 0.0
-
 
 # The standard error of a median of n normal samples is sqrt(pi / 2) sigma / sqrt(n), and
 # 1.4826 x the median absolute deviation estimates sigma without letting outliers in.
