@@ -80,6 +80,17 @@ def ratio_of_medians(a: Statistics, b: Statistics) -> float:
     return 1.0 if b.median_ms == 0 else math.inf
 
 
+def change_of(ratio: float, noise: float) -> str:
+    """'B faster' or 'B slower' where the ratio differs from 1 beyond noise, else 'within noise'."""
+    if abs(ratio - 1) <= noise:
+        return "within noise"
+    return "B faster" if ratio < 1 else "B slower"
+
+
+def ratio_cell(ratio: float | None) -> str:
+    return f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
+
+
 @dataclass(frozen=True)
 class Compared:
     """One figure in both runs: a measurement's median time in A and B, where both have
@@ -97,17 +108,11 @@ class Compared:
     b_gb_per_s: float | None = None
     b_share: float | None = None
 
-    @property
-    def comparable(self) -> bool:
-        return self.ratio is not None
-
     def change(self) -> str:
         """'B faster', 'B slower' beyond noise, else 'within noise'."""
         if self.ratio is None or self.noise is None:
             return "no valid samples"
-        if abs(self.ratio - 1) <= self.noise:
-            return "within noise"
-        return "B faster" if self.ratio < 1 else "B slower"
+        return change_of(self.ratio, self.noise)
 
     def worse_beyond(self, fail_above: float) -> bool:
         """Whether B got worse than A by more than `fail_above` (0.05: 5%) and more than the
@@ -237,19 +242,6 @@ class Comparison:
         return "regressed" if self.regressions else "passed"
 
 
-def diff(
-    first: Result,
-    second: Result,
-    fail_above: float | None = None,
-    only: Sequence[str] = (),
-    verbose: bool = True,
-    declared_a: Iterable[Measure] = (),
-    declared_b: Iterable[Measure] = (),
-) -> Summary:
-    """The Summary of compare(): what `memprof diff` shows."""
-    return compare(first, second, fail_above, only, verbose, declared_a, declared_b).summary
-
-
 def compare(
     first: Result,
     second: Result,
@@ -281,8 +273,6 @@ def compare(
             continue
         name, _, size = figure.label.rpartition(", ")
         medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
-        ratio = figure.ratio
-        shown = f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
         rates = []
         if moving:
             rates = [
@@ -290,7 +280,7 @@ def compare(
                 for rate in (figure.a_gb_per_s, figure.b_gb_per_s)
             ]
             rates.append(f"{figure.b_share:.0%}" if figure.b_share is not None else "-")
-        table.add_row(name, size, *medians, *rates, shown, change)
+        table.add_row(name, size, *medians, *rates, ratio_cell(figure.ratio), change)
     if moving:
         table.notes.append(
             "GB/s: each run's own figure, as its tables print it; B of ceiling: B's GB/s over "
@@ -377,13 +367,11 @@ def source_lines(
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
-        change = "within noise"
-        if abs(ratio - 1) > noise(a_samples, b_samples):
-            change = "B faster" if ratio < 1 else "B slower"
-        elif a_stats.mean_ms > 0 and b_stats.mean_ms > 0:
+        change = change_of(ratio, noise(a_samples, b_samples))
+        if change == "within noise" and a_stats.mean_ms > 0 and b_stats.mean_ms > 0:
             means = b_stats.mean_ms / a_stats.mean_ms
-            if abs(means - 1) > mean_noise(a_stats, b_stats):
-                ratio, change = means, "B faster (mean)" if means < 1 else "B slower (mean)"
+            if change_of(means, mean_noise(a_stats, b_stats)) != "within noise":
+                ratio, change = means, f"{change_of(means, 0)} (mean)"
         if change.startswith("B slower"):
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
         if not verbose and change == "within noise":
@@ -393,7 +381,7 @@ def source_lines(
             calls,
             format_ms(a_stats.median_ms),
             format_ms(b_stats.median_ms),
-            f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
+            ratio_cell(ratio),
             change,
         )
     if any(row[-1].endswith("(mean)") for row in table.rows):
