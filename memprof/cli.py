@@ -266,27 +266,16 @@ def report_options() -> list[inspect.Parameter]:
 
 
 @command("report", "Render saved Results again, on any machine (no GPU needed).", report_options)
-def report(
-    paths: list[Path],
-    json: str | None,
-    csv: str | None,
-    quiet: bool,
-    no_color: bool,
-    verbose: bool,
-    timeline: str | None,
-    junit: str | None,
-    fleet: bool,
-    fail_outliers: float | None,
-):
+def report(paths: list[Path], fleet: bool, fail_outliers: float | None, **outputs: Any) -> None:
     from memprof import cli_gates as gates
     from memprof.cli_options import report_output
     from memprof.experiments import load_all_summarized
     from memprof.output.emit import emit
     from memprof.output.timeline import require_timeline
 
-    output = report_output(paths, json, csv, quiet, no_color, verbose, timeline, junit)
+    output = report_output(paths, **outputs)
     loaded = [one for path in paths for one in load_all_summarized(path)]
-    if timeline is not None:
+    if output.timeline is not None:
         require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(lambda: gates.results_junit(results), output):

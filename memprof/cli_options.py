@@ -35,21 +35,13 @@ def within(rule: Any) -> Callable[[Any], Any]:
     return check
 
 
-def device_choice(text: str) -> int | None:
-    """--device: an index (0 to 63), or `all` (None) on commands that run every GPU in turn."""
-    if text.strip().lower() == ALL_DEVICES:
-        return None
-    try:
-        return within(DEVICE_RANGE)(int(text))
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...) or 'all'") from None
+def one_device(command: str | None) -> Callable[[str], int | None]:
+    """--device: an index (0 to 63); `all` is None where `command` is None (commands that run
+    every GPU in turn), else answered with the commands that take it."""
 
-
-def one_device(command: str) -> Callable[[str], int]:
-    """--device of a command that measures one GPU: an index; `all` is answered with the
-    commands that take it."""
-
-    def read(text: str) -> int:
+    def read(text: str) -> int | None:
+        if text.strip().lower() == ALL_DEVICES and command is None:
+            return None
         if text.strip().lower() == ALL_DEVICES:
             raise typer.BadParameter(
                 f"memprof {command} measures one GPU: give its index (0, 1, ...); "
@@ -58,9 +50,13 @@ def one_device(command: str) -> Callable[[str], int]:
         try:
             return within(DEVICE_RANGE)(int(text))
         except ValueError:
-            raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...)") from None
+            every = " or 'all'" if command is None else ""
+            raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...){every}") from None
 
     return read
+
+
+device_choice = one_device(None)  # --device of the commands that run every GPU in turn
 
 
 def every_gpu_commands() -> list[str]:
