@@ -18,7 +18,7 @@ from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
 from memprof.model.schema import MAX_GPU_INDEX
-from memprof.output.files import check_destination
+from memprof.output.files import Destination, check_destination, check_distinct
 
 if TYPE_CHECKING:
     from memprof.output.diff import Comparison
@@ -132,7 +132,6 @@ def load_all(path: str | Path) -> list[Result]:
 
 
 def _path(path: Any, function: str) -> Path:
-    """`path` as a Path, where it is a str or a path; else the TypeError naming it."""
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"{function}: path must be a str or a path, not {_kind(path)}")
     return Path(path)
@@ -264,7 +263,6 @@ def plot(
     as it is; saved to `path` (.svg, .png, .pdf or .html) where given, atomically, never over
     a file a Result was loaded from. matplotlib is an optional extra: without it,
     MissingPackage (an ImportError) says how to install it."""
-    from memprof.output.files import Destination
     from memprof.output.plot import matplotlib_for
 
     chosen = _results(results, "memprof.plot")
@@ -311,7 +309,7 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
     `output` or, for one, beside the file (its name ending .svg instead of .json); never over
     an input. The picture's path."""
-    from memprof.output.files import Destination, descriptor_named, destination
+    from memprof.output.files import descriptor_named, destination
     from memprof.output.plot import matplotlib_for
 
     matplotlib_for()
@@ -347,10 +345,8 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     return found.path
 
 
-def _check_picture(target: Any, option: str, inputs: list[Path]) -> None:
-    """Before drawing: a picture's file (a Destination) has a known format, can be
-    written, and is none of the inputs."""
-    from memprof.output.files import check_distinct
+def _check_picture(target: Destination, option: str, inputs: list[Path]) -> None:
+    """Before drawing: the picture's file has a known format, can be written, is no input."""
     from memprof.output.plot import format_of
 
     format_of(target.path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import sys
@@ -163,7 +164,7 @@ def experiment_command(name: str) -> Any:
     """The command of an experiment (or an alias), its options from its Params: its module
     is imported here, when the command is first needed."""
     from memprof import cli_gates as gates
-    from memprof.cli_options import gpu_options, noise_target, output_options, params_options
+    from memprof.cli_options import declared_options, gpu_options, noise_target, output_options
     from memprof.model import params as declared
     from memprof.output.emit import Output
 
@@ -184,7 +185,8 @@ def experiment_command(name: str) -> Any:
     help = HELP[name]
     if experiment.description and name == experiment.name:
         help += f"\n\n{experiment.description}"
-    parameters = params_options(experiment) + gpu_options(experiment) + output_options()
+    own = declared_options(declared.cli_options(experiment.Params), experiment.Params)
+    parameters = own + gpu_options(experiment) + output_options()
     if experiment.name in gates.JUNIT_COMMANDS:
         parameters.append(gates.junit_option())
     return build(name, measure, help, parameters, {})
@@ -248,9 +250,15 @@ def _run(
         emit(done.results, summarize, output)
 
 
+REPORT_TIMELINE_HELP = (
+    "Save a trace's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing (- is stdout)."
+)
+
+
 def report_options() -> list[inspect.Parameter]:
     from memprof import cli_gates as gates
-    from memprof.cli_options import argument, output_options, timeline_option
+    from memprof.cli_options import PATH, argument, option, output_options
 
     return [
         argument("paths", list[Path], ..., "Result files written with --json."),
@@ -259,7 +267,7 @@ def report_options() -> list[inspect.Parameter]:
             "Save every measurement of every input as CSV, one row each (- is stdout).",
             "Print nothing but errors: only check the files.",
         ),
-        timeline_option(),
+        option("timeline", str | None, None, metavar=PATH, help=REPORT_TIMELINE_HELP),
         gates.junit_option(),
         *gates.fleet_options(),
     ]
@@ -319,17 +327,11 @@ def diff(**values: Any) -> None:
 # -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----
 
 
-def plot_options() -> list[inspect.Parameter]:
-    from memprof import cli_options  # a command's options: not imported to list commands
-
-    return cli_options.plot_options()
-
-
 @command(
     "plot",
     "Draw a saved Result as a picture, on any machine (no GPU; needs matplotlib): GB/s "
     "against size with the link's ceiling, heat maps of GPU pairs, stream time lines...",
-    plot_options,
+    lambda: importlib.import_module("memprof.cli_options").plot_options(),
 )
 def plot(paths: list[Path], output: str | None, label: list[str] | None) -> None:
     from memprof import api

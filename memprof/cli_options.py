@@ -206,11 +206,6 @@ AFFINITY_HELP = (
 )
 
 
-def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
-    """The experiment's own options (its Params fields: memprof.model.params says how)."""
-    return declared_options(declared.cli_options(experiment.Params), experiment.Params)
-
-
 def declared_options(
     faces: list[declared.CliOption], params: type | None = None
 ) -> list[inspect.Parameter]:
@@ -295,16 +290,6 @@ def plot_options() -> list[inspect.Parameter]:
             help="A run's name in the picture, once per file, in order. Default: its GPU and date.",
         ),
     ]
-
-
-REPORT_TIMELINE_HELP = (
-    "Save a trace's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
-    "chrome://tracing (- is stdout)."
-)
-
-
-def timeline_option() -> inspect.Parameter:
-    return option("timeline", str | None, None, metavar=PATH, help=REPORT_TIMELINE_HELP)
 
 
 def report_output(

@@ -305,16 +305,11 @@ def save_each(
             problems.append(f"{option} {target}: not saved: {error.strerror or error}")
         except Exception as error:  # a value that cannot be written: say so, keep the rest
             problems.append(f"{option} {target}: not saved: {type(error).__name__}: {error}")
-        else:
-            note_saved(target, output)
+        else:  # the "saved" line on stderr, for every destination alike
+            if not output.quiet:
+                where = "to stdout" if target.name == "-" else str(target)
+                print_note(f"saved {where}", output.no_color)
     return problems
-
-
-def note_saved(target: Destination, output: Output) -> None:
-    """The "saved" line on stderr, for every destination alike ("-" is "to stdout")."""
-    if not output.quiet:
-        where = "to stdout" if target.name == "-" else str(target)
-        print_note(f"saved {where}", output.no_color)
 
 
 def _silence(target: Destination) -> None:

@@ -56,10 +56,6 @@ def console_text(console: Console) -> Callable[[str], str]:
     return lambda text: literal(text).encode(encoding, ERROR_HANDLER).decode(encoding)
 
 
-def _table_box(console: Console) -> box.Box:
-    return box.SIMPLE_HEAD if console_text(console)("─") == "─" else ASCII_SIMPLE_HEAD
-
-
 # -- the profile -------------------------------------------------------------------------------
 
 
@@ -471,7 +467,7 @@ def render_summary(
 ) -> None:
     """Tables, charts, verification lines and conclusions."""
     safe = console_text(console)
-    table_box = _table_box(console)
+    table_box = box.SIMPLE_HEAD if safe("─") == "─" else ASCII_SIMPLE_HEAD
     for line in summary.header:
         console.print(Text(safe(line), style="yellow"))
     for table in summary.tables:
