@@ -14,9 +14,10 @@ from __future__ import annotations
 import fnmatch
 import math
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any
 
 from memprof.model.ceilings import link_of
 from memprof.model.figures import figure_finder
@@ -421,10 +422,9 @@ def differences(first: Result, second: Result) -> list[str]:
     if first.gpu_name is not None and second.gpu_name is not None:  # a trace's too
         differ("GPU model", first.gpu_name, second.gpu_name)
     # two traces are of one program run the same way, or they measure different things
-    differ("program", _program(first), _program(second))
-    differ("arguments", _arguments(first), _arguments(second))
-    # a trace of every call against one of the work calls: the others are only in one
-    differ("API calls recorded", _calls_recorded(first), _calls_recorded(second))
+    for what, name, words in TRACE_SETTINGS:
+        a, b = (_parameter(result, name) for result in (first, second))
+        differ(what, *(None if value is None else words(value) for value in (a, b)))
     a_facts, b_facts = first.device, second.device
     if a_facts is not None and b_facts is not None:
         differ(
@@ -495,27 +495,15 @@ def _parameter(result: Result, name: str) -> object:
     return getattr(parameters, name, None)
 
 
-def _program(result: Result) -> str | None:
-    """A traced program by its file's name: a baseline traced as examples/train.py and a CI
-    run of /home/ci/app/examples/train.py are one program."""
-    program = _parameter(result, "program")
-    return None if program is None else PurePath(str(program)).name
-
-
-def _arguments(result: Result) -> str | None:
-    """A traced program's arguments as a shell would take them ('none' for none)."""
-    arguments = _parameter(result, "arguments")
-    if arguments is None:
-        return None
-    return shlex.join(str(argument) for argument in arguments) or "none"
-
-
-def _calls_recorded(result: Result) -> str | None:
-    """Which driver and runtime calls a trace recorded (None: not a trace)."""
-    every = _parameter(result, "all_calls")
-    if every is None:
-        return None
-    return "every call (--all-calls)" if every else "the work calls"
+EVERY_CALL = "every call (--all-calls)"
+# A trace's settings as `differences` names them: what, its parameter, and its words.
+TRACE_SETTINGS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    # by its file's name: examples/train.py and a CI run's /home/ci/app/examples/train.py
+    ("program", "program", lambda program: PurePath(str(program)).name),
+    ("arguments", "arguments", lambda arguments: shlex.join(map(str, arguments)) or "none"),
+    # a trace of every call against one of the work calls: the others are only in one
+    ("API calls recorded", "all_calls", lambda every: EVERY_CALL if every else "the work calls"),
+)
 
 
 def _shown(value: object) -> str:
