@@ -13,7 +13,6 @@ most and a documented exit code (ExitCode).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import inspect
@@ -173,8 +172,9 @@ def experiment_command(name: str) -> Any:
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
         words = ("json", "csv", "quiet", "no_color")
-        output = Output.named(*(values.pop(name) for name in words), values.pop("junit", None))
-        output = dataclasses.replace(output, verbose=values.pop("verbose"))
+        output = Output.named(
+            *(values.pop(name) for name in words), values.pop("junit", None), values.pop("verbose")
+        )
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = noise_target(values)

@@ -304,7 +304,6 @@ def report_output(
 ) -> Any:
     """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
     from memprof.output.emit import Output
-    from memprof.output.files import destination
 
     for option, text in (("--json", json), ("--timeline", timeline)):
         if text is not None and len(paths) > 1:
@@ -312,9 +311,6 @@ def report_output(
                 f"{option} saves one result, and {len(paths)} files were given: "
                 "report them one at a time (--csv takes several)"
             )
-    output = Output.named(json, csv, quiet, no_color, junit)
-    output = dataclasses.replace(output, verbose=verbose)
-    if timeline is not None:
-        output = dataclasses.replace(output, timeline=destination(timeline, "--timeline"))
+    output = Output.named(json, csv, quiet, no_color, junit, verbose, timeline)
     output.check(inputs=paths)
     return output
