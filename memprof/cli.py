@@ -194,9 +194,7 @@ def experiment_command(name: str) -> Any:
 
 def trace_command() -> Any:
     """`memprof trace`, built when first needed: the user's program under CUPTI."""
-    from memprof.cli_trace import click_command
-
-    return click_command()
+    return importlib.import_module("memprof.cli_trace").click_command()
 
 
 def add_experiment(line: Any) -> None:

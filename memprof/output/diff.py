@@ -42,10 +42,6 @@ CHANGE_NOTE = (
 )
 
 
-def _key(m: Measurement) -> tuple:
-    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-
-
 def by_key(result: Result) -> dict[tuple, Measurement]:
     """Each measurement by its key and its place among those of the same key: a run over
     several GPUs keeps each GPU's driver calls apart under one key, and the n-th of A is
@@ -53,7 +49,7 @@ def by_key(result: Result) -> dict[tuple, Measurement]:
     seen: dict[tuple, int] = {}
     by_key = {}
     for m in result.measurements:
-        key = _key(m)
+        key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
         seen[key] = seen.get(key, -1) + 1
         by_key[(*key, seen[key])] = m
     return by_key

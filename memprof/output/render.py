@@ -300,12 +300,9 @@ def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | 
 def _is_numeric_column(table: Table, column: int) -> bool:
     """Figures (1.23ms, 45.6, 2.31x, 2^20 (4 MiB), -) align right; words align left."""
     cells = [row[column] for row in table.rows if row[column].strip() not in ("", "-")]
-    return bool(cells) and all(_is_figure(cell) for cell in cells)
-
-
-def _is_figure(cell: str) -> bool:
-    """A figure, or the words standing for one: a ceiling that does not hold ("over PCIe")."""
-    return cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ")
+    # a figure, or the words standing for one: a ceiling that does not hold ("over PCIe")
+    figures = (cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ") for cell in cells)
+    return bool(cells) and all(figures)
 
 
 # A number, its unit and what it is in brackets: "3.9680us", "4 MiB", "2^20 (4 MiB)"
