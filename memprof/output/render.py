@@ -221,36 +221,21 @@ def _overhead(column_count: int) -> int:
     return 2 * (column_count - 1)
 
 
-def _natural_width(table: Table, column: int) -> int:
-    return max(cell_len(cell) for cell in _column_cells(table, column))
-
-
-def _body_width(table: Table, column: int) -> int:
-    """The widest cell below the header: what the column needs once its header wraps."""
+def _widths(table: Table, column: int) -> tuple[int, int, int]:
+    """A column's natural width (each cell on one line), body width (the widest cell below
+    the header: what it needs once its header wraps) and narrowest (figures keep their cells
+    on one line; words wrap). Cells wrap between words, never inside one, and a figure with
+    its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
     cells = [row[column] for row in table.rows]
-    return max([_minimum_width(table, column), *(cell_len(cell) for cell in cells)])
-
-
-def _minimum_width(table: Table, column: int) -> int:
-    """The longest word of the column: cells wrap between words, never inside one, and a
-    figure with its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
-    cells = _column_cells(table, column)
+    natural = max(cell_len(cell) for cell in [table.headers[column], *cells])
     words = [
-        word for cell in cells for word in ([cell] if _FIGURE.fullmatch(cell) else cell.split())
+        word
+        for cell in [table.headers[column], *cells]
+        for word in ([cell] if _FIGURE.fullmatch(cell) else cell.split())
     ]
-    longest = max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)])
-    return min(longest, _natural_width(table, column))
-
-
-def _narrowest_width(table: Table, column: int) -> int:
-    """Figures keep their cells on one line; words may wrap."""
-    if _is_numeric_column(table, column):
-        return _body_width(table, column)
-    return _minimum_width(table, column)
-
-
-def _column_cells(table: Table, column: int) -> list[str]:
-    return [table.headers[column]] + [row[column] for row in table.rows]
+    minimum = min(max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)]), natural)
+    body = max([minimum, *(cell_len(cell) for cell in cells)])
+    return natural, body, body if _is_numeric_column(table, column) else minimum
 
 
 def _column_parts(table: Table, width: int) -> list[list[int]]:
@@ -260,10 +245,9 @@ def _column_parts(table: Table, width: int) -> list[list[int]]:
     between words; each share then takes as many columns as fit with the cells unwrapped.
     """
     count = len(table.headers)
-    narrowest = sum(_narrowest_width(table, column) for column in range(count))
-    if narrowest + _overhead(count) <= width:
+    _, body, narrowest = zip(*(_widths(table, column) for column in range(count)), strict=True)
+    if sum(narrowest) + _overhead(count) <= width:
         return [list(range(count))]
-    body = [_body_width(table, column) for column in range(count)]
     parts: list[list[int]] = []
     current = [0]
     for column in range(1, count):
@@ -283,12 +267,12 @@ def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | 
 
     Headers wrap first, then the widest text cells, always between words.
     """
-    widths = [_natural_width(table, column) for column in columns]
+    natural, body, narrowest = zip(*(_widths(table, column) for column in columns), strict=True)
+    widths = list(natural)
     available = width - _overhead(len(columns))
     if sum(widths) <= available:
         return None
-    for floor in (_body_width, _narrowest_width):
-        floors = [floor(table, column) for column in columns]
+    for floors in (body, narrowest):
         while sum(widths) > available:
             shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
             if not shrinkable:
