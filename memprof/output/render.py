@@ -138,16 +138,13 @@ class Figures:
         return sum(self.widths[i] for i in columns) + len(_GAP) * (len(columns) - 1)
 
     def lines(self, cells: list[str], room: int) -> list[str]:
-        return [self.line(cells, columns) for columns in self.chunks(room)]
-
-    def chunks(self, room: int) -> list[list[int]]:
-        """The columns of each line: as many as fit in `room`, at least one."""
+        """The cells over lines of as many figures as fit in `room`, at least one each."""
         chunks: list[list[int]] = [[]]
         for column in range(len(self.widths)):
             if chunks[-1] and self.width([*chunks[-1], column]) > room:
                 chunks.append([])
             chunks[-1].append(column)
-        return chunks
+        return [self.line(cells, columns) for columns in chunks]
 
 
 def _name_line(name: str, width: int) -> list[str]:
