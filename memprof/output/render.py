@@ -41,12 +41,9 @@ ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", 
 
 
 def console_text(console: Console) -> Callable[[str], str]:
-    """How text reaches this console: literally (control characters as visible escapes),
-    unchanged where its encoding can show it, else with ASCII look-alikes.
-
-    Every string render.py prints goes through it, so a hostile name never drives the
-    terminal, and LC_ALL=C or PYTHONIOENCODING=ascii never ends in a UnicodeEncodeError.
-    """
+    """Every string render.py prints goes through it: literally (a hostile name never drives
+    the terminal), with ASCII look-alikes where the console's encoding cannot show it
+    (LC_ALL=C or PYTHONIOENCODING=ascii never ends in a UnicodeEncodeError)."""
     try:
         encoding = codecs.lookup(console.encoding).name
     except LookupError:
@@ -60,18 +57,11 @@ def console_text(console: Console) -> Callable[[str], str]:
 
 
 def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) -> list[str]:
-    """The profile as nvprof prints it, in one of four layouts chosen to fit `width`.
-
-    - Everything fits: nvprof's own line per row (Type, Time(%), Time, Calls, Avg, Min,
-      Max, Name).
-    - The names do not fit beside the numbers: each name on its own line under its numbers.
-    - The Type column does not fit either: each group's title on its own line as well.
-    - The numbers do not fit on one line either (30 columns): they go over several lines,
-      split between columns, each line under its own headers.
-    A name is never cut or folded: when a name alone is wider than the console it is printed
-    whole from the first column and the terminal wraps it, as nvprof's long lines did. A
-    figure is never split.
-    """
+    """The profile as nvprof prints it, in the first of four layouts that fits `width`:
+    nvprof's own line per row; each name on its own line under its numbers; each group's
+    title on its own line too; the numbers over several lines, each under its own headers
+    (30 columns). A figure is never split, a name never cut: one wider than the console is
+    printed whole from the first column for the terminal to wrap, as nvprof's were."""
     rows = profile_rows(result.measurements)
     groups = [f"{row.group}:" for row in rows]
     names = [safe(row.name) for row in rows]
