@@ -18,7 +18,7 @@ from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
 from memprof.model.schema import MAX_GPU_INDEX
-from memprof.output.files import check_destination
+from memprof.output.files import Destination, check_destination, check_distinct
 
 if TYPE_CHECKING:
     from memprof.output.diff import Comparison
@@ -120,9 +120,7 @@ def _noise(max_noise: Any) -> float:
 
 def load(path: str | Path) -> Result:
     """A Result saved with --json, every value checked (InvalidArgument if it is not one)."""
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"memprof.load: path must be a str or a path, not {_kind(path)}")
-    return load_result(Path(path))
+    return load_result(_path(path, "memprof.load"))
 
 
 def load_all(path: str | Path) -> list[Result]:
@@ -130,9 +128,13 @@ def load_all(path: str | Path) -> list[Result]:
     (then the run over every GPU at once) in one file, a run on one GPU its one Result."""
     from memprof.experiments import load_all_summarized
 
+    return [result for result, _ in load_all_summarized(_path(path, "memprof.load_all"))]
+
+
+def _path(path: Any, function: str) -> Path:
     if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"memprof.load_all: path must be a str or a path, not {_kind(path)}")
-    return [result for result, _ in load_all_summarized(Path(path))]
+        raise TypeError(f"{function}: path must be a str or a path, not {_kind(path)}")
+    return Path(path)
 
 
 def render(result: Result, console: Any = None) -> None:
@@ -261,21 +263,16 @@ def plot(
     as it is; saved to `path` (.svg, .png, .pdf or .html) where given, atomically, never over
     a file a Result was loaded from. matplotlib is an optional extra: without it,
     MissingPackage (an ImportError) says how to install it."""
-    from memprof.output.files import Destination, check_distinct
-    from memprof.output.plot import format_of, matplotlib_for
+    from memprof.output.plot import matplotlib_for
 
     chosen = _results(results, "memprof.plot")
-    if path is not None and not isinstance(path, str | os.PathLike):
-        raise TypeError(f"memprof.plot: path must be a str or a path, not {_kind(path)}")
+    target = _path(path, "memprof.plot") if path is not None else None
     names = _labels(labels, len(chosen))
     _one_command(chosen, [f"results[{i}]" for i in range(len(chosen))])
     matplotlib_for("memprof.plot()")
-    target = Path(path) if path is not None else None
     if target is not None:
-        format_of(target)
-        check_destination(target, "path")
         sources = [r.loaded_from for r in chosen if r.loaded_from is not None]
-        check_distinct({"path": Destination(str(target))}, inputs=sources)
+        _check_picture(Destination(str(target)), "path", sources)
     drawn = picture_of(chosen, names)
     if target is not None:
         save_picture(drawn, target)
@@ -312,8 +309,8 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
     `output` or, for one, beside the file (its name ending .svg instead of .json); never over
     an input. The picture's path."""
-    from memprof.output.files import Destination, check_distinct, descriptor_named, destination
-    from memprof.output.plot import format_of, matplotlib_for
+    from memprof.output.files import descriptor_named, destination
+    from memprof.output.plot import matplotlib_for
 
     matplotlib_for()
     source = sources[0]
@@ -335,10 +332,7 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
             f"{source} is not a file in a folder of yours, so the picture has no name beside "
             "it: give -o FILE.svg"
         )
-    target = found.path
-    format_of(target)
-    check_destination(target, option)
-    check_distinct({option: found}, inputs=sources)
+    _check_picture(found, option, sources)
     loaded, names_of = [], []
     for one in sources:  # a run of --device all: each GPU's run (not the one over all at once)
         runs = load_all(one)
@@ -347,9 +341,17 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
         names_of += [str(one) if len(runs) == 1 else f"{one}: GPU {r.gpu_index}" for r in runs]
     _one_command(loaded, names_of)
     names = _labels(labels or None, len(loaded), "--label")
-    drawn = picture_of(loaded, names)
-    save_picture(drawn, target)
-    return target
+    save_picture(picture_of(loaded, names), found.path)
+    return found.path
+
+
+def _check_picture(target: Destination, option: str, inputs: list[Path]) -> None:
+    """Before drawing: the picture's file has a known format, can be written, is no input."""
+    from memprof.output.plot import format_of
+
+    format_of(target.path)
+    check_destination(target.path, option)
+    check_distinct({option: target}, inputs=inputs)
 
 
 def picture_of(results: list[Result], labels: list[str] | None = None) -> Picture:

@@ -53,9 +53,8 @@ def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
         if not stat.S_ISREG(status.st_mode):
             warn_once(str(path), f"ignored the cache {path}: it is not a regular file")
             return None
-        data = b""
-        if status.st_size <= limit_bytes:
-            data = _read_at_most(descriptor, limit_bytes + 1)
+        with open(descriptor, "rb", closefd=False) as handle:  # a regular file: it blocks
+            data = handle.read(limit_bytes + 1) if status.st_size <= limit_bytes else b""
         if status.st_size > limit_bytes or len(data) > limit_bytes:
             warn_once(str(path), f"ignored the cache {path}: larger than {limit_bytes} bytes")
             return None
@@ -65,17 +64,6 @@ def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
         return None
     finally:
         os.close(descriptor)
-
-
-def _read_at_most(descriptor: int, count: int) -> bytes:
-    chunks, left = [], count
-    while left > 0:
-        chunk = os.read(descriptor, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def read_json(path: Path, limit_bytes: int = JSON_CACHE_BYTES) -> Any:

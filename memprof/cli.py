@@ -13,8 +13,8 @@ most and a documented exit code (ExitCode).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import sys
@@ -163,7 +163,7 @@ def experiment_command(name: str) -> Any:
     """The command of an experiment (or an alias), its options from its Params: its module
     is imported here, when the command is first needed."""
     from memprof import cli_gates as gates
-    from memprof.cli_options import gpu_options, noise_target, output_options, params_options
+    from memprof.cli_options import declared_options, gpu_options, noise_target, output_options
     from memprof.model import params as declared
     from memprof.output.emit import Output
 
@@ -172,8 +172,9 @@ def experiment_command(name: str) -> Any:
     def measure(**values: Any) -> None:
         values = {name: getattr(value, "value", value) for name, value in values.items()}
         words = ("json", "csv", "quiet", "no_color")
-        output = Output.named(*(values.pop(name) for name in words), values.pop("junit", None))
-        output = dataclasses.replace(output, verbose=values.pop("verbose"))
+        output = Output.named(
+            *(values.pop(name) for name in words), values.pop("junit", None), values.pop("verbose")
+        )
         device, timing = values.pop("device", None), values.pop("timing", "auto")
         affinity = not values.pop("no_affinity", False)
         max_noise = noise_target(values)
@@ -184,7 +185,8 @@ def experiment_command(name: str) -> Any:
     help = HELP[name]
     if experiment.description and name == experiment.name:
         help += f"\n\n{experiment.description}"
-    parameters = params_options(experiment) + gpu_options(experiment) + output_options()
+    own = declared_options(declared.cli_options(experiment.Params), experiment.Params)
+    parameters = own + gpu_options(experiment) + output_options()
     if experiment.name in gates.JUNIT_COMMANDS:
         parameters.append(gates.junit_option())
     return build(name, measure, help, parameters, {})
@@ -192,9 +194,7 @@ def experiment_command(name: str) -> Any:
 
 def trace_command() -> Any:
     """`memprof trace`, built when first needed: the user's program under CUPTI."""
-    from memprof.cli_trace import click_command
-
-    return click_command()
+    return importlib.import_module("memprof.cli_trace").click_command()
 
 
 def add_experiment(line: Any) -> None:
@@ -248,9 +248,15 @@ def _run(
         emit(done.results, summarize, output)
 
 
+REPORT_TIMELINE_HELP = (
+    "Save a trace's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
+    "chrome://tracing (- is stdout)."
+)
+
+
 def report_options() -> list[inspect.Parameter]:
     from memprof import cli_gates as gates
-    from memprof.cli_options import argument, output_options, timeline_option
+    from memprof.cli_options import PATH, argument, option, output_options
 
     return [
         argument("paths", list[Path], ..., "Result files written with --json."),
@@ -259,34 +265,23 @@ def report_options() -> list[inspect.Parameter]:
             "Save every measurement of every input as CSV, one row each (- is stdout).",
             "Print nothing but errors: only check the files.",
         ),
-        timeline_option(),
+        option("timeline", str | None, None, metavar=PATH, help=REPORT_TIMELINE_HELP),
         gates.junit_option(),
         *gates.fleet_options(),
     ]
 
 
 @command("report", "Render saved Results again, on any machine (no GPU needed).", report_options)
-def report(
-    paths: list[Path],
-    json: str | None,
-    csv: str | None,
-    quiet: bool,
-    no_color: bool,
-    verbose: bool,
-    timeline: str | None,
-    junit: str | None,
-    fleet: bool,
-    fail_outliers: float | None,
-):
+def report(paths: list[Path], fleet: bool, fail_outliers: float | None, **outputs: Any) -> None:
     from memprof import cli_gates as gates
     from memprof.cli_options import report_output
     from memprof.experiments import load_all_summarized
     from memprof.output.emit import emit
     from memprof.output.timeline import require_timeline
 
-    output = report_output(paths, json, csv, quiet, no_color, verbose, timeline, junit)
+    output = report_output(paths, **outputs)
     loaded = [one for path in paths for one in load_all_summarized(path)]
-    if timeline is not None:
+    if output.timeline is not None:
         require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(lambda: gates.results_junit(results), output):
@@ -330,17 +325,11 @@ def diff(**values: Any) -> None:
 # -- memprof plot (memprof.experiments.pictures says what each command's picture shows) ----
 
 
-def plot_options() -> list[inspect.Parameter]:
-    from memprof import cli_options  # a command's options: not imported to list commands
-
-    return cli_options.plot_options()
-
-
 @command(
     "plot",
     "Draw a saved Result as a picture, on any machine (no GPU; needs matplotlib): GB/s "
     "against size with the link's ceiling, heat maps of GPU pairs, stream time lines...",
-    plot_options,
+    lambda: importlib.import_module("memprof.cli_options").plot_options(),
 )
 def plot(paths: list[Path], output: str | None, label: list[str] | None) -> None:
     from memprof import api

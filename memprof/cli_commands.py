@@ -201,9 +201,8 @@ def read_plainly(parameters: list[Any]) -> list[Any]:
     (older ones use click's types), is left as typer reads it."""
     for parameter in parameters:
         descriptor = getattr(parameter, "type_descriptor", None)
-        if descriptor is None or isinstance(getattr(parameter, "_runtime_param", 0), PlainValue):
-            continue
-        if not hasattr(parameter, "_runtime_param"):
+        runtime = getattr(parameter, "_runtime_param", PlainValue)  # none: an older typer
+        if descriptor is None or runtime is PlainValue or isinstance(runtime, PlainValue):
             continue
         read = plain_reader(descriptor.annotation, descriptor.parameter_info)
         if read is not None:

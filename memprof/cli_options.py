@@ -35,21 +35,13 @@ def within(rule: Any) -> Callable[[Any], Any]:
     return check
 
 
-def device_choice(text: str) -> int | None:
-    """--device: an index (0 to 63), or `all` (None) on commands that run every GPU in turn."""
-    if text.strip().lower() == ALL_DEVICES:
-        return None
-    try:
-        return within(DEVICE_RANGE)(int(text))
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...) or 'all'") from None
+def one_device(command: str | None) -> Callable[[str], int | None]:
+    """--device: an index (0 to 63); `all` is None where `command` is None (commands that run
+    every GPU in turn), else answered with the commands that take it."""
 
-
-def one_device(command: str) -> Callable[[str], int]:
-    """--device of a command that measures one GPU: an index; `all` is answered with the
-    commands that take it."""
-
-    def read(text: str) -> int:
+    def read(text: str) -> int | None:
+        if text.strip().lower() == ALL_DEVICES and command is None:
+            return None
         if text.strip().lower() == ALL_DEVICES:
             raise typer.BadParameter(
                 f"memprof {command} measures one GPU: give its index (0, 1, ...); "
@@ -58,9 +50,13 @@ def one_device(command: str) -> Callable[[str], int]:
         try:
             return within(DEVICE_RANGE)(int(text))
         except ValueError:
-            raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...)") from None
+            every = " or 'all'" if command is None else ""
+            raise typer.BadParameter(f"{text!r} is not a device index (0, 1, ...){every}") from None
 
     return read
+
+
+device_choice = one_device(None)  # --device of the commands that run every GPU in turn
 
 
 def every_gpu_commands() -> list[str]:
@@ -210,11 +206,6 @@ AFFINITY_HELP = (
 )
 
 
-def params_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
-    """The experiment's own options (its Params fields: memprof.model.params says how)."""
-    return declared_options(declared.cli_options(experiment.Params), experiment.Params)
-
-
 def declared_options(
     faces: list[declared.CliOption], params: type | None = None
 ) -> list[inspect.Parameter]:
@@ -301,16 +292,6 @@ def plot_options() -> list[inspect.Parameter]:
     ]
 
 
-REPORT_TIMELINE_HELP = (
-    "Save a trace's timeline as Chrome trace JSON, for Perfetto (ui.perfetto.dev) or "
-    "chrome://tracing (- is stdout)."
-)
-
-
-def timeline_option() -> inspect.Parameter:
-    return option("timeline", str | None, None, metavar=PATH, help=REPORT_TIMELINE_HELP)
-
-
 def report_output(
     paths: list[Path],
     json: str | None,
@@ -323,7 +304,6 @@ def report_output(
 ) -> Any:
     """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
     from memprof.output.emit import Output
-    from memprof.output.files import destination
 
     for option, text in (("--json", json), ("--timeline", timeline)):
         if text is not None and len(paths) > 1:
@@ -331,9 +311,6 @@ def report_output(
                 f"{option} saves one result, and {len(paths)} files were given: "
                 "report them one at a time (--csv takes several)"
             )
-    output = Output.named(json, csv, quiet, no_color, junit)
-    output = dataclasses.replace(output, verbose=verbose)
-    if timeline is not None:
-        output = dataclasses.replace(output, timeline=destination(timeline, "--timeline"))
+    output = Output.named(json, csv, quiet, no_color, junit, verbose, timeline)
     output.check(inputs=paths)
     return output

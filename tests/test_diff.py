@@ -5,7 +5,7 @@ import math
 import pytest
 
 from memprof.model.results import Measurement, Result
-from memprof.output.diff import diff
+from memprof.output.diff import compare
 from tests.conftest import replace
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -117,6 +117,11 @@ def test_runs_of_different_commands_are_said_to_be():
 def test_zero_medians_are_compared_without_dividing_by_zero(a_ms, b_ms, ratio, change):
     row = only_row(run(h2d([a_ms])), run(h2d([b_ms])))
     assert (row["B / A"], row["Change"]) == (ratio, change)
+
+
+def diff(first, second, *options, **named):
+    """What `memprof diff` shows of two runs."""
+    return compare(first, second, *options, **named).summary
 
 
 @pytest.mark.parametrize("bad", [[math.nan], [1.0, math.inf], [-1.0], []])

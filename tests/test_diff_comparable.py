@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.experiments import load
 from memprof.model.gpustate import OtherProcess
-from memprof.output.diff import diff, differences
+from memprof.output.diff import compare, differences
 from tests.conftest import FIXTURES, plain
 from tests.test_gpu_state import healthy
 
@@ -94,6 +94,11 @@ def test_a_run_against_itself_is_comparable():
 def test_each_difference_is_one_line(tmp_path, edit, line):
     b = load(edited(tmp_path, "b.json", edit))
     assert differences(load(PINNED), b) == [line]
+
+
+def diff(first, second, *options, **named):
+    """What `memprof diff` shows of two runs."""
+    return compare(first, second, *options, **named).summary
 
 
 def test_clocks_held_down_in_one_run_are_a_difference(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import median_noise
-from memprof.output.diff import MIN_CHANGE, diff, noise
+from memprof.output.diff import MIN_CHANGE, compare, noise
 from tests.conftest import load_fixture
 
 
@@ -69,6 +69,11 @@ def test_noise_never_falls_below_two_percent():
 )
 def test_a_change_is_marked_beyond_two_percent_for_steady_runs(b_ms, change):
     assert changes(run(measurement([1.0] * 3)), run(measurement([b_ms] * 3))) == [change]
+
+
+def diff(first, second, *options, **named):
+    """What `memprof diff` shows of two runs."""
+    return compare(first, second, *options, **named).summary
 
 
 def test_a_noisy_run_needs_a_larger_change():

@@ -83,7 +83,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("output/junit.py", "sum(len(suite.cases) for suite in suites)"),
     ("output/junit.py", "sum(suite.failures for suite in suites)"),
     ("output/junit.py", "sum(case.failure is not None for case in self.cases)"),
-    ("output/render.py", "sum(_narrowest_width(table, column) for column in range(count))"),
+    ("output/render.py", "sum(narrowest)"),
     ("output/render.py", "sum(widths)"),
     ("output/render.py", "sum(self.widths[i] for i in columns)"),
     ("output/render.py", "sum(body[c] for c in candidate)"),

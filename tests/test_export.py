@@ -26,7 +26,8 @@ from memprof.model.formatting import (
 )
 from memprof.model.lines import lines_of
 from memprof.model.results import Measurement, Result
-from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text, write_csv
+from memprof.output.export import CSV_COLUMNS, csv_rows, csv_text
+from memprof.output.files import write_text_atomic
 from tests.conftest import FIXTURES, load_fixture, replace
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.json"))
@@ -126,7 +127,7 @@ def test_a_traced_programs_rows_name_the_gpu_it_ran_on():
 def test_the_csv_file_has_the_header_and_one_row_per_measurement_of_every_result(tmp_path):
     results = [load_fixture("pinned_p20"), load_fixture("uva")]
     path = tmp_path / "out.csv"
-    write_csv(results, [summarize(result).figures for result in results], path)
+    write_text_atomic(path, csv_text(results, [summarize(r).figures for r in results]))
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == list(CSV_COLUMNS)

@@ -16,8 +16,14 @@ from memprof.errors import MissingPackage, install_command
 from memprof.experiments import load, summarize
 from memprof.model.results import Result
 from memprof.output.export import CSV_COLUMNS, csv_text
-from memprof.output.frames import FLOAT_COLUMNS, INTEGER_COLUMNS
 from tests.conftest import FIXTURES, replace
+
+# What each column holds, written out here so that a column declared with the wrong type fails.
+INTEGER_COLUMNS = ("pid", "gpu_index", "source_gpu", "destination_gpu", "bytes", "moved_bytes",
+                   "calls", "source_line", "blocking_copies", "small_copies")  # fmt: skip
+FLOAT_COLUMNS = ("median_ms", "min_ms", "max_ms", "mean_ms", "stdev_ms", "per_operation_ms",
+                 "gb_per_s", "ceiling_gb_per_s", "ceiling_share", "ratio", "value", "gpu_ms",
+                 "host_ms", "start_ms", "idle_ms")  # fmt: skip
 
 pandas = pytest.importorskip("pandas", reason="frames need pandas (the frames extra)")
 
@@ -46,6 +52,10 @@ def test_a_frame_is_the_csv_with_numbers_as_numbers(stem):
                 assert found == written, column
     assert {str(frame[c].dtype) for c in INTEGER_COLUMNS} == {"Int64"}
     assert {str(frame[c].dtype) for c in FLOAT_COLUMNS} == {"float64"}
+    assert {c for c, kind in CSV_COLUMNS.items() if kind is not str} == {
+        *INTEGER_COLUMNS,
+        *FLOAT_COLUMNS,
+    }
 
 
 def test_a_frame_of_several_results_holds_each_ones_rows():

@@ -210,9 +210,9 @@ def test_figures_split_between_columns_only_where_they_must():
     assert figures.widths == [7, 8, 5]
     assert figures.width() == 7 + 2 + 8 + 2 + 5
     assert figures.lines(["48.30%", "4.2887ms", "20"], 24) == [" 48.30%  4.2887ms     20"]
-    assert figures.chunks(23) == [[0, 1], [2]]
     assert figures.lines(["48.30%", "4.2887ms", "20"], 23) == [" 48.30%  4.2887ms", "   20"]
-    assert figures.chunks(3) == [[0], [1], [2]]  # one figure a line, never cut
+    # one figure a line, never cut
+    assert figures.lines(["48.30%", "4.2887ms", "20"], 3) == [" 48.30%", "4.2887ms", "   20"]
 
 
 def test_the_results_console_is_160_wide_when_piped_else_the_terminals(monkeypatch):

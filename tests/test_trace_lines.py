@@ -22,7 +22,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
-from memprof.output.diff import diff
+from memprof.output.diff import compare
 from memprof.output.where import WHERE_COLUMNS, where_rows
 from memprof.trace import collect as tracing
 from memprof.trace import stacks as stacks_module
@@ -33,6 +33,11 @@ from tests.fake_library import FakeLibrary
 
 runner = CliRunner()
 KiB, MiB = 1 << 10, 1 << 20
+
+
+def diff(first, second, *options, **named):
+    """What `memprof diff` shows of two runs."""
+    return compare(first, second, *options, **named).summary
 
 
 # -- memprof trace on the fake CUPTI ---------------------------------------------------------

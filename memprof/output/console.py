@@ -104,11 +104,6 @@ def forget_unusable_width() -> None:
             del os.environ[name]
 
 
-def color_disabled(no_color_flag: bool = False) -> bool:
-    """--no-color, or NO_COLOR set to anything non-empty (https://no-color.org)."""
-    return no_color_flag or os.environ.get("NO_COLOR", "") != ""
-
-
 def results_console(no_color: bool = False, stderr: bool = False) -> Console:
     """The console results are rendered on: stdout (stderr for `trace`, whose stdout is the
     program's), full width when piped, plain text without colour."""
@@ -127,7 +122,7 @@ def stderr_console(no_color: bool = False) -> Console:
 
 def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
     # emoji=False: ":smile:" in a file's string (or a file name) stays those seven characters
-    if color_disabled(no_color):
+    if no_color or os.environ.get("NO_COLOR", "") != "":  # set to anything (no-color.org)
         # No colours and no other ANSI styling either: plain text a script can read.
         return Console(stderr=stderr, width=width, color_system=None, no_color=True, emoji=False)
     return Console(stderr=stderr, width=width, emoji=False)
@@ -136,11 +131,7 @@ def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
 def print_error(message: str, no_color: bool = False) -> None:
     """`memprof: error: ...` on stderr, always one line; a closed stderr is ignored. A line
     break inside the message (a file name's) is shown as \\n, as it is spelt."""
-    line = "memprof: error: " + literal(message.strip())
-    with contextlib.suppress(OSError, ValueError):
-        stderr_console(no_color).print(
-            line, style="bold red", markup=False, highlight=False, soft_wrap=True
-        )
+    print_note("memprof: error: " + message.strip(), no_color, "bold red")
 
 
 def print_note(message: str, no_color: bool = False, style: str = "dim") -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import fnmatch
 import math
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any
 
 from memprof.model.ceilings import link_of
 from memprof.model.figures import figure_finder
@@ -41,10 +42,6 @@ CHANGE_NOTE = (
 )
 
 
-def _key(m: Measurement) -> tuple:
-    return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
-
-
 def by_key(result: Result) -> dict[tuple, Measurement]:
     """Each measurement by its key and its place among those of the same key: a run over
     several GPUs keeps each GPU's driver calls apart under one key, and the n-th of A is
@@ -52,7 +49,7 @@ def by_key(result: Result) -> dict[tuple, Measurement]:
     seen: dict[tuple, int] = {}
     by_key = {}
     for m in result.measurements:
-        key = _key(m)
+        key = (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
         seen[key] = seen.get(key, -1) + 1
         by_key[(*key, seen[key])] = m
     return by_key
@@ -80,6 +77,17 @@ def ratio_of_medians(a: Statistics, b: Statistics) -> float:
     return 1.0 if b.median_ms == 0 else math.inf
 
 
+def change_of(ratio: float, noise: float) -> str:
+    """'B faster' or 'B slower' where the ratio differs from 1 beyond noise, else 'within noise'."""
+    if abs(ratio - 1) <= noise:
+        return "within noise"
+    return "B faster" if ratio < 1 else "B slower"
+
+
+def ratio_cell(ratio: float | None) -> str:
+    return f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
+
+
 @dataclass(frozen=True)
 class Compared:
     """One figure in both runs: a measurement's median time in A and B, where both have
@@ -97,17 +105,11 @@ class Compared:
     b_gb_per_s: float | None = None
     b_share: float | None = None
 
-    @property
-    def comparable(self) -> bool:
-        return self.ratio is not None
-
     def change(self) -> str:
         """'B faster', 'B slower' beyond noise, else 'within noise'."""
         if self.ratio is None or self.noise is None:
             return "no valid samples"
-        if abs(self.ratio - 1) <= self.noise:
-            return "within noise"
-        return "B faster" if self.ratio < 1 else "B slower"
+        return change_of(self.ratio, self.noise)
 
     def worse_beyond(self, fail_above: float) -> bool:
         """Whether B got worse than A by more than `fail_above` (0.05: 5%) and more than the
@@ -237,19 +239,6 @@ class Comparison:
         return "regressed" if self.regressions else "passed"
 
 
-def diff(
-    first: Result,
-    second: Result,
-    fail_above: float | None = None,
-    only: Sequence[str] = (),
-    verbose: bool = True,
-    declared_a: Iterable[Measure] = (),
-    declared_b: Iterable[Measure] = (),
-) -> Summary:
-    """The Summary of compare(): what `memprof diff` shows."""
-    return compare(first, second, fail_above, only, verbose, declared_a, declared_b).summary
-
-
 def compare(
     first: Result,
     second: Result,
@@ -281,8 +270,6 @@ def compare(
             continue
         name, _, size = figure.label.rpartition(", ")
         medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
-        ratio = figure.ratio
-        shown = f"{ratio:.3f}x" if ratio is not None and math.isfinite(ratio) else "-"
         rates = []
         if moving:
             rates = [
@@ -290,7 +277,7 @@ def compare(
                 for rate in (figure.a_gb_per_s, figure.b_gb_per_s)
             ]
             rates.append(f"{figure.b_share:.0%}" if figure.b_share is not None else "-")
-        table.add_row(name, size, *medians, *rates, shown, change)
+        table.add_row(name, size, *medians, *rates, ratio_cell(figure.ratio), change)
     if moving:
         table.notes.append(
             "GB/s: each run's own figure, as its tables print it; B of ceiling: B's GB/s over "
@@ -377,13 +364,11 @@ def source_lines(
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
             continue
         ratio = ratio_of_medians(a_stats, b_stats)
-        change = "within noise"
-        if abs(ratio - 1) > noise(a_samples, b_samples):
-            change = "B faster" if ratio < 1 else "B slower"
-        elif a_stats.mean_ms > 0 and b_stats.mean_ms > 0:
+        change = change_of(ratio, noise(a_samples, b_samples))
+        if change == "within noise" and a_stats.mean_ms > 0 and b_stats.mean_ms > 0:
             means = b_stats.mean_ms / a_stats.mean_ms
-            if abs(means - 1) > mean_noise(a_stats, b_stats):
-                ratio, change = means, "B faster (mean)" if means < 1 else "B slower (mean)"
+            if change_of(means, mean_noise(a_stats, b_stats)) != "within noise":
+                ratio, change = means, f"{change_of(means, 0)} (mean)"
         if change.startswith("B slower"):
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
         if not verbose and change == "within noise":
@@ -393,7 +378,7 @@ def source_lines(
             calls,
             format_ms(a_stats.median_ms),
             format_ms(b_stats.median_ms),
-            f"{ratio:.3f}x" if math.isfinite(ratio) else "-",
+            ratio_cell(ratio),
             change,
         )
     if any(row[-1].endswith("(mean)") for row in table.rows):
@@ -433,10 +418,9 @@ def differences(first: Result, second: Result) -> list[str]:
     if first.gpu_name is not None and second.gpu_name is not None:  # a trace's too
         differ("GPU model", first.gpu_name, second.gpu_name)
     # two traces are of one program run the same way, or they measure different things
-    differ("program", _program(first), _program(second))
-    differ("arguments", _arguments(first), _arguments(second))
-    # a trace of every call against one of the work calls: the others are only in one
-    differ("API calls recorded", _calls_recorded(first), _calls_recorded(second))
+    for what, name, words in TRACE_SETTINGS:
+        a, b = (_parameter(result, name) for result in (first, second))
+        differ(what, *(None if value is None else words(value) for value in (a, b)))
     a_facts, b_facts = first.device, second.device
     if a_facts is not None and b_facts is not None:
         differ(
@@ -507,27 +491,15 @@ def _parameter(result: Result, name: str) -> object:
     return getattr(parameters, name, None)
 
 
-def _program(result: Result) -> str | None:
-    """A traced program by its file's name: a baseline traced as examples/train.py and a CI
-    run of /home/ci/app/examples/train.py are one program."""
-    program = _parameter(result, "program")
-    return None if program is None else PurePath(str(program)).name
-
-
-def _arguments(result: Result) -> str | None:
-    """A traced program's arguments as a shell would take them ('none' for none)."""
-    arguments = _parameter(result, "arguments")
-    if arguments is None:
-        return None
-    return shlex.join(str(argument) for argument in arguments) or "none"
-
-
-def _calls_recorded(result: Result) -> str | None:
-    """Which driver and runtime calls a trace recorded (None: not a trace)."""
-    every = _parameter(result, "all_calls")
-    if every is None:
-        return None
-    return "every call (--all-calls)" if every else "the work calls"
+EVERY_CALL = "every call (--all-calls)"
+# A trace's settings as `differences` names them: what, its parameter, and its words.
+TRACE_SETTINGS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    # by its file's name: examples/train.py and a CI run's /home/ci/app/examples/train.py
+    ("program", "program", lambda program: PurePath(str(program)).name),
+    ("arguments", "arguments", lambda arguments: shlex.join(map(str, arguments)) or "none"),
+    # a trace of every call against one of the work calls: the others are only in one
+    ("API calls recorded", "all_calls", lambda every: EVERY_CALL if every else "the work calls"),
+)
 
 
 def _shown(value: object) -> str:

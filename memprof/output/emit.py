@@ -58,11 +58,16 @@ class Output:
         quiet: bool,
         no_color: bool,
         junit: str | None = None,
+        verbose: bool = False,
+        timeline: str | None = None,
     ) -> Output:
         """From the command line's words: a name ending in "/" is refused, not made a file."""
-        names = {"--json": json, "--csv": csv, "--junit": junit}
-        paths = [None if text is None else destination(text, o) for o, text in names.items()]
-        return cls(*paths, quiet=quiet, no_color=no_color)
+        names = {"--json": json, "--csv": csv, "--junit": junit, "--timeline": timeline}
+        json_to, csv_to, junit_to, timeline_to = (
+            None if text is None else destination(text, o) for o, text in names.items()
+        )
+        settings = {"quiet": quiet, "no_color": no_color, "verbose": verbose}
+        return cls(json_to, csv_to, junit_to, timeline=timeline_to, **settings)
 
     def destinations(self) -> dict[str, Destination | None]:
         """Every file or stream the command writes besides what it shows."""
@@ -85,14 +90,15 @@ class Output:
         """Before any work: each destination writable, none an input, no two the same file
         or stream, none stdout where stdout is not memprof's (`trace`)."""
         for option, target in self.destinations().items():
-            if target is not None:
-                check_output(target, option)
-            if target is not None and target.is_stdout and self.on_stderr:
+            if target is None:
+                continue
+            check_output(target, option)
+            if target.is_stdout and self.on_stderr:
                 raise InvalidArgument(  # `trace --json -`: the program's output is there
                     f"{option} {target}: stdout is the traced program's, where the two could "
                     "not be told apart: send it to a file"
                 )
-            if target is not None and target.descriptor == 2 and self.shows_on_stderr:
+            if target.descriptor == 2 and self.shows_on_stderr:
                 raise InvalidArgument(
                     f"{option} {target}: the tables are shown on stderr, where the two could "
                     "not be told apart: send it to a file, or add --quiet"
@@ -305,16 +311,11 @@ def save_each(
             problems.append(f"{option} {target}: not saved: {error.strerror or error}")
         except Exception as error:  # a value that cannot be written: say so, keep the rest
             problems.append(f"{option} {target}: not saved: {type(error).__name__}: {error}")
-        else:
-            note_saved(target, output)
+        else:  # the "saved" line on stderr, for every destination alike
+            if not output.quiet:
+                where = "to stdout" if target.name == "-" else str(target)
+                print_note(f"saved {where}", output.no_color)
     return problems
-
-
-def note_saved(target: Destination, output: Output) -> None:
-    """The "saved" line on stderr, for every destination alike ("-" is "to stdout")."""
-    if not output.quiet:
-        where = "to stdout" if target.name == "-" else str(target)
-        print_note(f"saved {where}", output.no_color)
 
 
 def _silence(target: Destination) -> None:

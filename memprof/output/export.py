@@ -12,13 +12,11 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 
 from memprof.model.device import DeviceFact
 from memprof.model.figures import GIB, Derived, Figure
 from memprof.model.lines import lines_of
 from memprof.model.results import Result
-from memprof.output.files import write_text_atomic
 from memprof.output.literal import literal
 
 # Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
@@ -37,52 +35,53 @@ from memprof.output.literal import literal
 # measurement's, derived_from naming the attempt ("retry 1"). `memprof info`'s device facts
 # (memprof.model.device.DeviceFact) are rows of group "device": a value (a count, flag,
 # version, or the unit its name says), bytes or gb_per_s.
-CSV_COLUMNS = (
-    "command",
-    "created_at",
-    "host",
-    "pid",
-    "gpu_index",
-    "gpu_pci_bus_id",
-    "gpu_name",
-    "source_gpu",
-    "destination_gpu",
-    "group",
-    "name",
-    "operation",
-    "kind",
-    "bytes",
-    "moved_bytes",
-    "calls",
-    "timing_source",
-    "median_ms",
-    "min_ms",
-    "max_ms",
-    "mean_ms",
-    "stdev_ms",
-    "per_operation_ms",
-    "gb_per_s",
-    "gb_per_s_from",
-    "ceiling_gb_per_s",
-    "ceiling_share",
-    "limiter",
-    "ratio",
-    "value",
-    "derived_from",
+# Each column with its type in a DataFrame (memprof.output.frames).
+CSV_COLUMNS: dict[str, type] = {
+    "command": str,
+    "created_at": str,
+    "host": str,
+    "pid": int,
+    "gpu_index": int,
+    "gpu_pci_bus_id": str,
+    "gpu_name": str,
+    "source_gpu": int,
+    "destination_gpu": int,
+    "group": str,
+    "name": str,
+    "operation": str,
+    "kind": str,
+    "bytes": int,
+    "moved_bytes": int,
+    "calls": int,
+    "timing_source": str,
+    "median_ms": float,
+    "min_ms": float,
+    "max_ms": float,
+    "mean_ms": float,
+    "stdev_ms": float,
+    "per_operation_ms": float,
+    "gb_per_s": float,
+    "gb_per_s_from": str,
+    "ceiling_gb_per_s": float,
+    "ceiling_share": float,
+    "limiter": str,
+    "ratio": float,
+    "value": float,
+    "derived_from": str,
     # a traced program's source lines (memprof trace): one row each, group "line"; its copies
     # by memory kind, group "copies" (gpu_ms: summed; host_ms: the blocking copies' calls);
     # each GPU's longest idle gaps, group "gap" (start_ms: from the first recorded event)
-    "source_file",
-    "source_line",
-    "source_function",
-    "gpu_ms",
-    "host_ms",
-    "callers",
-    "blocking_copies",
-    "small_copies",
-    "start_ms",
-    "idle_ms",
-)
+    "source_file": str,
+    "source_line": int,
+    "source_function": str,
+    "gpu_ms": float,
+    "host_ms": float,
+    "callers": str,
+    "blocking_copies": int,
+    "small_copies": int,
+    "start_ms": float,
+    "idle_ms": float,
+}
 
 
 def csv_rows(
@@ -176,7 +175,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
     """A Derived figure's row: the run, GPU, kind and bytes its parts share, its figure, its
     parts named (a part itself derived: by its own row)."""
     parts = [rows_of[id(getattr(part, "measurement", part))] for part in one.parts]
-    shared = (*CSV_COLUMNS[:7], "kind", "bytes")
+    shared = (*list(CSV_COLUMNS)[:7], "kind", "bytes")
     if one.formula in ("floor", "reference"):  # a GB/s of the line its one part is measured in
         (part,) = parts
         ceiling = one.parts[0].ceiling if one.formula == "floor" else None
@@ -325,13 +324,3 @@ def csv_text(
     for result, found, made in zip(results, figures, derived, strict=True):
         writer.writerows(csv_rows(result, found, made))
     return buffer.getvalue()
-
-
-def write_csv(
-    results: Sequence[Result],
-    figures: Sequence[Sequence[Figure]],
-    path: Path,
-    derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
-) -> None:
-    """Save as CSV atomically: an existing file is replaced whole or left as it was."""
-    write_text_atomic(path, csv_text(results, figures, derived))

@@ -1,17 +1,11 @@
 """Strings from a Result, shown literally: the one place untrusted text is made safe to print.
 
-A saved result is untrusted input (people mail `--json` files around), and every string in it
-reaches the terminal: measurement names, the host, the GPU's name, a check's detail, a traced
-program's arguments. A control character there would be obeyed by the terminal (ESC starts
-an escape sequence that clears the screen or sets the window title, BEL rings, CR overwrites
-the line, U+009B is a one-character CSI, U+202E reverses the text that follows). literal()
-writes each such character as the escape Python would (\\n, \\x1b, \\x07, \\u202e), so the name
-is shown exactly as it is spelt and the terminal obeys nothing in it. Rich markup
-(`[bold red]`, `[link=...]`) is not this function's concern: memprof's renderers hand rich
-only Text objects, which rich never parses for markup.
-
-Used by the renderer (every string it prints), by the error and note lines on stderr, and by
-the CSV export (a text file people `cat`; --json files escape these characters already).
+A saved result is untrusted (people mail `--json` files around), and its strings reach the
+terminal, which would obey a control character in them (ESC clears the screen or sets the
+window title, CR overwrites the line, U+202E reverses what follows). literal() writes each as
+the escape Python would (\\n, \\x1b, \\u202e): shown as spelt, obeyed by nothing. For the
+renderer, the lines on stderr and the CSV (a file people `cat`; --json escapes them already).
+Rich markup is not its concern: renderers hand rich Text objects, which it never parses.
 """
 
 from __future__ import annotations

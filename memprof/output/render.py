@@ -41,12 +41,9 @@ ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", 
 
 
 def console_text(console: Console) -> Callable[[str], str]:
-    """How text reaches this console: literally (control characters as visible escapes),
-    unchanged where its encoding can show it, else with ASCII look-alikes.
-
-    Every string render.py prints goes through it, so a hostile name never drives the
-    terminal, and LC_ALL=C or PYTHONIOENCODING=ascii never ends in a UnicodeEncodeError.
-    """
+    """Every string render.py prints goes through it: literally (a hostile name never drives
+    the terminal), with ASCII look-alikes where the console's encoding cannot show it
+    (LC_ALL=C or PYTHONIOENCODING=ascii never ends in a UnicodeEncodeError)."""
     try:
         encoding = codecs.lookup(console.encoding).name
     except LookupError:
@@ -56,26 +53,15 @@ def console_text(console: Console) -> Callable[[str], str]:
     return lambda text: literal(text).encode(encoding, ERROR_HANDLER).decode(encoding)
 
 
-def _table_box(console: Console) -> box.Box:
-    return box.SIMPLE_HEAD if console_text(console)("─") == "─" else ASCII_SIMPLE_HEAD
-
-
 # -- the profile -------------------------------------------------------------------------------
 
 
 def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) -> list[str]:
-    """The profile as nvprof prints it, in one of four layouts chosen to fit `width`.
-
-    - Everything fits: nvprof's own line per row (Type, Time(%), Time, Calls, Avg, Min,
-      Max, Name).
-    - The names do not fit beside the numbers: each name on its own line under its numbers.
-    - The Type column does not fit either: each group's title on its own line as well.
-    - The numbers do not fit on one line either (30 columns): they go over several lines,
-      split between columns, each line under its own headers.
-    A name is never cut or folded: when a name alone is wider than the console it is printed
-    whole from the first column and the terminal wraps it, as nvprof's long lines did. A
-    figure is never split.
-    """
+    """The profile as nvprof prints it, in the first of four layouts that fits `width`:
+    nvprof's own line per row; each name on its own line under its numbers; each group's
+    title on its own line too; the numbers over several lines, each under its own headers
+    (30 columns). A figure is never split, a name never cut: one wider than the console is
+    printed whole from the first column for the terminal to wrap, as nvprof's were."""
     rows = profile_rows(result.measurements)
     groups = [f"{row.group}:" for row in rows]
     names = [safe(row.name) for row in rows]
@@ -142,16 +128,13 @@ class Figures:
         return sum(self.widths[i] for i in columns) + len(_GAP) * (len(columns) - 1)
 
     def lines(self, cells: list[str], room: int) -> list[str]:
-        return [self.line(cells, columns) for columns in self.chunks(room)]
-
-    def chunks(self, room: int) -> list[list[int]]:
-        """The columns of each line: as many as fit in `room`, at least one."""
+        """The cells over lines of as many figures as fit in `room`, at least one each."""
         chunks: list[list[int]] = [[]]
         for column in range(len(self.widths)):
             if chunks[-1] and self.width([*chunks[-1], column]) > room:
                 chunks.append([])
             chunks[-1].append(column)
-        return chunks
+        return [self.line(cells, columns) for columns in chunks]
 
 
 def _name_line(name: str, width: int) -> list[str]:
@@ -225,36 +208,21 @@ def _overhead(column_count: int) -> int:
     return 2 * (column_count - 1)
 
 
-def _natural_width(table: Table, column: int) -> int:
-    return max(cell_len(cell) for cell in _column_cells(table, column))
-
-
-def _body_width(table: Table, column: int) -> int:
-    """The widest cell below the header: what the column needs once its header wraps."""
+def _widths(table: Table, column: int) -> tuple[int, int, int]:
+    """A column's natural width (each cell on one line), body width (the widest cell below
+    the header: what it needs once its header wraps) and narrowest (figures keep their cells
+    on one line; words wrap). Cells wrap between words, never inside one, and a figure with
+    its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
     cells = [row[column] for row in table.rows]
-    return max([_minimum_width(table, column), *(cell_len(cell) for cell in cells)])
-
-
-def _minimum_width(table: Table, column: int) -> int:
-    """The longest word of the column: cells wrap between words, never inside one, and a
-    figure with its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
-    cells = _column_cells(table, column)
+    natural = max(cell_len(cell) for cell in [table.headers[column], *cells])
     words = [
-        word for cell in cells for word in ([cell] if _FIGURE.fullmatch(cell) else cell.split())
+        word
+        for cell in [table.headers[column], *cells]
+        for word in ([cell] if _FIGURE.fullmatch(cell) else cell.split())
     ]
-    longest = max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)])
-    return min(longest, _natural_width(table, column))
-
-
-def _narrowest_width(table: Table, column: int) -> int:
-    """Figures keep their cells on one line; words may wrap."""
-    if _is_numeric_column(table, column):
-        return _body_width(table, column)
-    return _minimum_width(table, column)
-
-
-def _column_cells(table: Table, column: int) -> list[str]:
-    return [table.headers[column]] + [row[column] for row in table.rows]
+    minimum = min(max([_MIN_TABLE_COLUMN, *(cell_len(word) for word in words)]), natural)
+    body = max([minimum, *(cell_len(cell) for cell in cells)])
+    return natural, body, body if _is_numeric_column(table, column) else minimum
 
 
 def _column_parts(table: Table, width: int) -> list[list[int]]:
@@ -264,10 +232,9 @@ def _column_parts(table: Table, width: int) -> list[list[int]]:
     between words; each share then takes as many columns as fit with the cells unwrapped.
     """
     count = len(table.headers)
-    narrowest = sum(_narrowest_width(table, column) for column in range(count))
-    if narrowest + _overhead(count) <= width:
+    _, body, narrowest = zip(*(_widths(table, column) for column in range(count)), strict=True)
+    if sum(narrowest) + _overhead(count) <= width:
         return [list(range(count))]
-    body = [_body_width(table, column) for column in range(count)]
     parts: list[list[int]] = []
     current = [0]
     for column in range(1, count):
@@ -287,12 +254,12 @@ def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | 
 
     Headers wrap first, then the widest text cells, always between words.
     """
-    widths = [_natural_width(table, column) for column in columns]
+    natural, body, narrowest = zip(*(_widths(table, column) for column in columns), strict=True)
+    widths = list(natural)
     available = width - _overhead(len(columns))
     if sum(widths) <= available:
         return None
-    for floor in (_body_width, _narrowest_width):
-        floors = [floor(table, column) for column in columns]
+    for floors in (body, narrowest):
         while sum(widths) > available:
             shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
             if not shrinkable:
@@ -304,12 +271,9 @@ def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | 
 def _is_numeric_column(table: Table, column: int) -> bool:
     """Figures (1.23ms, 45.6, 2.31x, 2^20 (4 MiB), -) align right; words align left."""
     cells = [row[column] for row in table.rows if row[column].strip() not in ("", "-")]
-    return bool(cells) and all(_is_figure(cell) for cell in cells)
-
-
-def _is_figure(cell: str) -> bool:
-    """A figure, or the words standing for one: a ceiling that does not hold ("over PCIe")."""
-    return cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ")
+    # a figure, or the words standing for one: a ceiling that does not hold ("over PCIe")
+    figures = (cell.lstrip("+-~<>")[:1].isdigit() or cell.startswith(f"{OVER} ") for cell in cells)
+    return bool(cells) and all(figures)
 
 
 # A number, its unit and what it is in brackets: "3.9680us", "4 MiB", "2^20 (4 MiB)"
@@ -471,7 +435,7 @@ def render_summary(
 ) -> None:
     """Tables, charts, verification lines and conclusions."""
     safe = console_text(console)
-    table_box = _table_box(console)
+    table_box = box.SIMPLE_HEAD if safe("─") == "─" else ASCII_SIMPLE_HEAD
     for line in summary.header:
         console.print(Text(safe(line), style="yellow"))
     for table in summary.tables:
