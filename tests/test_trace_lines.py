@@ -23,7 +23,7 @@ from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
 from memprof.output.diff import diff
-from memprof.output.where import WHERE_COLUMNS, where_rows
+from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
 from memprof.trace import stacks as stacks_module
 from memprof.trace.collect import LineOptions, Outcome, Program, Recording, trace_result
@@ -461,10 +461,29 @@ def test_a_line_that_got_slower_is_named_by_diff():
     assert all(not t.title.startswith("Source lines") for t in diff(old, traced(steady)).tables)
 
 
+LINE_COLUMNS = (
+    "command",
+    "program",
+    "activity",
+    "file",
+    "line",
+    "function",
+    "origin",
+    "calls",
+    "api",
+    "bytes",
+    "smallest_bytes",
+    "largest_bytes",
+    "gpu_ms",
+    "host_ms",
+    "callers",
+)  # a line's CSV row, what export reads
+
+
 def test_csv_rows_of_lines_are_literal_and_complete():
     result = traced([100.0, 200.0], file="evil\x1b[31m.py")
     (row,) = where_rows(result)
-    assert set(row) == set(WHERE_COLUMNS)
+    assert set(row) == set(LINE_COLUMNS)
     assert row["file"] == "evil\\x1b[31m.py"
     assert (row["calls"], row["bytes"], row["line"]) == (2, 2 * MiB, 42)
     assert row["gpu_ms"] == pytest.approx(0.3)

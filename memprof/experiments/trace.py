@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from memprof.experiments import base
 from memprof.model.figures import Derived
@@ -35,6 +35,7 @@ from memprof.output.where import copy_blocked_ms, copy_gb_per_s, copy_name, gap_
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
+    CopyDirection,
     CopyGroup,
     SmallCopyFigures,
     TraceExtra,
@@ -45,20 +46,6 @@ from memprof.trace.stacks import is_work_call
 UnifiedMemory = dict[str, dict[str, float]]
 
 DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
-# CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them: a trace's operations
-COPY_KINDS = (
-    "HtoD",
-    "DtoH",
-    "HtoA",
-    "AtoH",
-    "AtoA",
-    "AtoD",
-    "DtoA",
-    "DtoD",
-    "HtoH",
-    "PtoP",
-    "Unknown",
-)
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
 
 
@@ -544,15 +531,12 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
     said = []
     tuning = _tuning(result)
     if tuning:
-        kernels = sum(len(m.samples_ms) for m in tuning)
-        tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
-        share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+        kernels, cost = _tuning_cost(tuning, scale)
         said.append(
-            f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
-            f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
-            f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
-            f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done "
-            "once per compiled program, not per step. JAX's persistent compilation cache "
+            f"XLA's autotuning ran at least {kernels} while it compiled the program "
+            "(stream_executor's redzone checks, result comparisons, buffer fills and timing "
+            f"delays): {cost}, done once per compiled program, not per step. JAX's persistent "
+            "compilation cache "
             "(jax_compilation_cache_dir) keeps it out of later runs; "
             "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
         )
@@ -617,6 +601,16 @@ def steady_start(launches: list[int], last_new: int) -> int | None:
     return None
 
 
+def _tuning_cost(tuning: list, scale: RunScale) -> tuple[str, str]:
+    """An autotuner's kernels counted, and their time with its share of all the GPU's work."""
+    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    return plural(sum(len(m.samples_ms) for m in tuning), "kernel"), (
+        f"{format_ms(tuning_ms)}, {share} of the GPU's {format_ms(scale.gpu_ms)} of work "
+        "(kernels, copies and memsets summed)"
+    )
+
+
 def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
     """cuDNN's autotuning, with its share of the GPU's work (once per convolution shape),
     and when torch.backends.cudnn.benchmark pays; nothing with it off."""
@@ -624,15 +618,11 @@ def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
     tuning = [m for m in result.measurements if m.group == "gpu" and m.name in names]
     if not tuning:
         return []
-    kernels = sum(len(m.samples_ms) for m in tuning)
-    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
-    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    kernels, cost = _tuning_cost(tuning, scale)
     return [
-        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least "
-        f"{plural(kernels, 'kernel')} of {plural(len(tuning), 'kind')} that the program's "
-        f"later steps never ran: {format_ms(tuning_ms)}, {share} of the GPU's "
-        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), spent "
-        "timing each new convolution shape's algorithms, once per shape, not per step. It "
+        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least {kernels} of "
+        f"{plural(len(tuning), 'kind')} that the program's later steps never ran: {cost}, "
+        "spent timing each new convolution shape's algorithms, once per shape, not per step. It "
         "pays when shapes stay fixed (each step then runs the fastest algorithm); where "
         "batch or image sizes vary, each new shape is timed again: set "
         "torch.backends.cudnn.benchmark = False there."
@@ -673,6 +663,15 @@ def summarize(result: Result) -> Summary:
     )
 
 
+COPY_MEASURES = {  # the copies of a trace's operations, in this order, before the arrays'
+    "HtoD": "each copy host → device, by memory kinds and size",
+    "DtoH": "each copy device → host",
+    "DtoD": "each copy within the GPU",
+    "HtoH": "each copy within the host",
+    "PtoP": "each copy between GPUs",
+}
+
+
 class Trace(base.Experiment):
     """Your own program under CUPTI: this reads the Result that memprof.trace.collect
     records (the command is memprof.cli_trace's)."""
@@ -681,23 +680,15 @@ class Trace(base.Experiment):
     Params = TraceParams  # what a trace records: what ran, not the command line
     Extra = TraceExtra
     measures = (
-        base.Measure(
-            "gpu",
-            "htod",
-            "each copy host → device, by memory kinds and size",
-            "one operation",
-            False,
-        ),
-        base.Measure("gpu", "dtoh", "each copy device → host", "one operation", False),
-        base.Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
-        base.Measure("gpu", "htoh", "each copy within the host", "one operation", False),
-        base.Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
         *(
             base.Measure(
-                "gpu", kind.lower(), f"each {kind} copy (CUDA arrays)", "one operation", False
+                "gpu",
+                kind.lower(),
+                COPY_MEASURES.get(kind, f"each {kind} copy (CUDA arrays)"),
+                "one operation",
+                False,
             )
-            for kind in COPY_KINDS
-            if kind not in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+            for kind in sorted(get_args(CopyDirection), key=lambda kind: kind not in COPY_MEASURES)
         ),
         base.Measure("gpu", "memset", "each memset", "one operation", False),
         base.Measure("gpu", "kernel", "each kernel, by name", "one operation", False),

@@ -16,24 +16,6 @@ from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
 from memprof.model.timeline import NO_LINE, Gap, breakdown_of
 from memprof.output.literal import literal
 
-WHERE_COLUMNS = (
-    "command",
-    "program",
-    "activity",
-    "file",
-    "line",
-    "function",
-    "origin",
-    "calls",
-    "api",
-    "bytes",
-    "smallest_bytes",
-    "largest_bytes",
-    "gpu_ms",
-    "host_ms",
-    "callers",
-)
-
 
 def where_rows(result: object) -> list[dict[str, object]]:
     """One row per source line of a trace (none for other commands, or a trace without

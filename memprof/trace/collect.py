@@ -53,7 +53,15 @@ from memprof.trace.stacks import (
     is_work_call,
 )
 from memprof.trace.timeline import timeline_of
-from memprof.trace.where import Stacks, copy_direction, copy_row_name, source_lines
+from memprof.trace.where import (
+    Stacks,
+    activity_of,
+    copy_direction,
+    copy_row_name,
+    gpu_row_name,
+    outermost_calls,
+    source_lines,
+)
 
 if TYPE_CHECKING:
     from memprof.output.emit import Output
@@ -401,12 +409,9 @@ def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> lis
     """nvprof's rows as Measurements: one per name and size (profile_rows folds sizes)."""
     rows: dict[tuple[str, str, int], Measurement] = {}
     for record in gpu:
-        if record.category == "memcpy":
-            key = (copy_row_name(record), copy_direction(record.name).lower(), record.bytes)
-        elif record.category == "memset":
-            key = ("[CUDA memset]", "memset", record.bytes)
-        else:
-            key = (record.name, "kernel", 0)
+        key = (gpu_row_name(record), "kernel", 0)
+        if record.category != "kernel":  # a copy's direction ("htod"), or "memset"
+            key = (key[0], activity_of(record).partition(" ")[0].lower(), record.bytes)
         if key not in rows:
             rows[key] = Measurement("gpu", key[0], key[1], None, key[2], source="cupti")
         rows[key].samples_ms.append(record.duration_ms)
@@ -478,16 +483,6 @@ def is_blocking(record: GpuRecord) -> bool:
     return not record.asynchronous or stages(record.src_kind, record.dst_kind)
 
 
-def call_ms_by_correlation(api: list[ApiRecord]) -> dict[int, float]:
-    """Each correlation id's longest API call: where a runtime call (cudaMemcpy) and the
-    driver call it made share the id, the runtime call encloses it and is what held the host."""
-    calls: dict[int, float] = {}
-    for call in api:
-        if call.correlation_id:
-            calls[call.correlation_id] = max(calls.get(call.correlation_id, 0.0), call.duration_ms)
-    return calls
-
-
 @dataclass
 class BlockedCopies:
     """Blocking copies of one profile row and size: the GPU's DMA time and the time their
@@ -503,7 +498,7 @@ class BlockedCopies:
 
 def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCopies]:
     """Every blocking copy paired with its call, by row name and size."""
-    call_ms = call_ms_by_correlation(api)
+    call_ms = {key: call.duration_ms for key, call in outermost_calls(api).items()}
     rows: dict[tuple[str, int], BlockedCopies] = {}
     for record in gpu:
         if record.category != "memcpy" or not is_blocking(record):
@@ -520,7 +515,7 @@ def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCo
 
 def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     """The copies folded by direction and memory kinds, largest GPU time first."""
-    call_ms = call_ms_by_correlation(api)
+    call_ms = {key: call.duration_ms for key, call in outermost_calls(api).items()}
     groups: dict[tuple[str, str, str], CopyGroup] = {}
     for record in gpu:
         if record.category != "memcpy":
@@ -683,10 +678,10 @@ def trace_result(
 # -- this GPU's pinned bandwidth -------------------------------------------------------------
 
 
-def cache_path() -> Path | None:
-    """Where this GPU's pinned bandwidth is cached (None: no cache on this machine)."""
+def cache_path(name: str) -> Path | None:
+    """Where this GPU's figures of one kind are cached (None: no cache on this machine)."""
     folder = cache_directory()
-    return None if folder is None else folder / "pinned_bandwidth.json"
+    return None if folder is None else folder / name
 
 
 def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
@@ -725,7 +720,7 @@ def pinned_bandwidth(
     now (and cached); "none": not measured (the advice then gives no pinned estimate).
     """
     figures = cached_figures(
-        cache or cache_path(),
+        cache or cache_path("pinned_bandwidth.json"),
         (gpu_name, driver_version),
         mode,
         lambda: measure(device_index),
@@ -872,11 +867,6 @@ def whose(entry: dict[str, Any]) -> str:
 # -- this GPU's small copies -----------------------------------------------------------------
 
 
-def small_copies_cache_path() -> Path | None:
-    folder = cache_directory()
-    return None if folder is None else folder / "small_copies.json"
-
-
 def small_copy_figures(
     device_index: int,
     gpu_name: str,
@@ -890,7 +880,7 @@ def small_copy_figures(
     from memprof.model.schema import SchemaError, check_dataclass
 
     entry = cached_figures(
-        cache or small_copies_cache_path(),
+        cache or cache_path("small_copies.json"),
         (gpu_name, driver_version),
         mode,
         lambda: measure(device_index),

@@ -12,16 +12,7 @@ from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import SourceLine
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace.stacks import call_kind
-from memprof.trace.where import Stacks, activity_of, copy_row_name
-
-
-def gpu_row_name(record: GpuRecord) -> str:
-    """The profile row a GPU record is counted in (collect.measurements_from_records)."""
-    if record.category == "memcpy":
-        return copy_row_name(record)
-    if record.category == "memset":
-        return "[CUDA memset]"
-    return record.name
+from memprof.trace.where import Stacks, activity_of, gpu_row_name
 
 
 def timeline_of(

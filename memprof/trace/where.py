@@ -35,6 +35,13 @@ def copy_row_name(record: GpuRecord) -> str:
     return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
 
 
+def gpu_row_name(record: GpuRecord) -> str:
+    """The profile row a GPU record is counted in (collect.measurements_from_records)."""
+    if record.category == "memcpy":
+        return copy_row_name(record)
+    return "[CUDA memset]" if record.category == "memset" else record.name
+
+
 def activity_of(record: GpuRecord) -> str:
     """A copy's activity, `HtoD pageable -> device`, or `memset`."""
     if record.category == "memset":
