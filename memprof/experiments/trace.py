@@ -49,11 +49,6 @@ DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
 
 
-def copies_of(result: Result) -> list[CopyGroup]:
-    """The copy groups of a trace (checked against CopyGroup when a file is loaded)."""
-    return list(result.extra.copies)
-
-
 def pinned_gb_per_s(bandwidth: dict[str, Any] | None, direction: str) -> float | None:
     """This GPU's measured pinned bandwidth for HtoD or DtoH, if it was measured."""
     key = DIRECTION_KEYS.get(direction)
@@ -388,37 +383,43 @@ def dominant(share: Breakdown) -> str:
 def time_verdict(share: Breakdown, lines: list[SourceLine] | None = None) -> str:
     """What the largest part of one GPU's run means for what is worth changing; for an idle
     GPU, where its idle time was: start-up and exit, long pauses, the rest between its work."""
-    parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
-    wall = format_ms(share.wall_ns / 1e6)
-    gpu = f"GPU {share.device}"
-    busy = format_percent(share.share(share.wall_ns - share.idle_ns))
-    if dominant(share) == "idle":
-        return (
-            f"{gpu} sat idle {parts['idle']} of the program's {wall}: it computed "
-            f"{parts['computing']}, copied {parts['copying']} and did both at once "
-            f"{parts['both']}. The host set the run's length (its Python, data loading, "
-            f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
-            f"{busy} it was busy. {idle_split(share, lines or [])}"
-        ).strip()
-    if dominant(share) == "computing":
-        return (
-            f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
-            f"{parts['copying']}, both at once {parts['both']}, idle {parts['idle']}): its "
-            f"kernels set the run's length; the copies below can save at most the "
-            f"{parts['copying']} spent copying alone."
-        )
-    if dominant(share) == "copying":
-        return (
-            f"{gpu} copied, computing nothing, {parts['copying']} of the program's {wall} "
-            f"(computing alone {parts['computing']}, both at once {parts['both']}, idle "
-            f"{parts['idle']}): its copies set the run's length, so the advice on copies "
-            "below is where its time is."
-        )
+    part = dominant(share)
     return (
-        f"{gpu} copied while it computed for {parts['both']} of the program's {wall} "
-        f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
-        f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
+        TIME_VERDICTS[part]
+        .format(
+            gpu=f"GPU {share.device}",
+            wall=format_ms(share.wall_ns / 1e6),
+            busy=format_percent(share.share(share.wall_ns - share.idle_ns)),
+            split=idle_split(share, lines or []) if part == "idle" else "",
+            **{part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()},
+        )
+        .strip()
     )
+
+
+TIME_VERDICTS = {  # by the part of the run that took the most of its wall time
+    "idle": (
+        "{gpu} sat idle {idle} of the program's {wall}: it computed {computing}, copied "
+        "{copying} and did both at once {both}. The host set the run's length (its Python, "
+        "data loading, start-up and waits), not the GPU: faster kernels or copies can save "
+        "at most the {busy} it was busy. {split}"
+    ),
+    "computing": (
+        "{gpu} computed {computing} of the program's {wall} (copying alone {copying}, both "
+        "at once {both}, idle {idle}): its kernels set the run's length; the copies below "
+        "can save at most the {copying} spent copying alone."
+    ),
+    "copying": (
+        "{gpu} copied, computing nothing, {copying} of the program's {wall} (computing alone "
+        "{computing}, both at once {both}, idle {idle}): its copies set the run's length, so "
+        "the advice on copies below is where its time is."
+    ),
+    "both": (
+        "{gpu} copied while it computed for {both} of the program's {wall} (computing alone "
+        "{computing}, copying alone {copying}, idle {idle}): its copies hide behind its "
+        "kernels, which set the run's length."
+    ),
+}
 
 
 def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
@@ -639,7 +640,7 @@ def runtime_lines(result: Result) -> list[SourceLine]:
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
-    copies = copies_of(result)
+    copies = result.extra.copies
     bandwidth = result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
     tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
@@ -729,7 +730,7 @@ class Trace(base.Experiment):
             raise SchemaError(
                 "extra.small_copies.copies", "is 0, but its costs are of copies moved at once"
             )
-        copies = copies_of(result)
+        copies = result.extra.copies
         rows = copy_rows(result)
         by_name = dict(rows)
         seen = set()

@@ -934,11 +934,6 @@ def trace(
     output = replace(options.output or Output(), on_stderr=True)
     output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
-    if not 0 <= options.lines.stack_depth <= MAX_STACK_DEPTH:
-        raise InvalidArgument(
-            f"--stack-depth {options.lines.stack_depth}: choose from 0 (no lines) to "
-            f"{MAX_STACK_DEPTH}"
-        )
     if collector is None:
         recorder = None
         if options.lines.stack_depth > 0:
