@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import math
 import os
 import runpy
 import shutil
@@ -30,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
+from msgspec import Meta
+
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, MemprofError
@@ -42,7 +43,9 @@ from memprof.model.schema import (
     GpuIndex,
     Milliseconds,
     Range,
+    SchemaError,
     Seconds,
+    check,
 )
 from memprof.model.timeline import Timeline
 from memprof.trace.stacks import (
@@ -739,20 +742,20 @@ MAX_CACHED_SIZES = 64
 MAX_CACHED_BYTES = 1 << 40
 
 
-def number_problem(value: Any, low: float, high: float) -> str | None:
-    """Why `value` is not a number in (low, high] (a bool, a string, NaN: each refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"is {json.dumps(value)[:40]}, not a number"
-    if not (math.isfinite(value) and low < value <= high):
-        return f"is {value:g}, outside ({low:g}, {high:g}]"
-    return None
+class CachedPinned(TypedDict):
+    """A cached pinned bandwidth: both directions, at a size where bandwidth sets the time."""
+
+    h2d_gb_per_s: GbPerS
+    d2h_gb_per_s: GbPerS
+    bytes: Annotated[int, Range(SMALL_COPY_BYTES, MAX_CACHED_BYTES)]
 
 
-def count_problem(value: Any, low: int, high: int) -> str | None:
-    """Why `value` is not a whole number from low to high."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"is {json.dumps(value)[:40]}, not a whole number"
-    return None if low <= value <= high else f"is {value}, outside {low} to {high}"
+@dataclass
+class CachedSmallCopies:
+    """Cached small-copy costs: one figure per way and size (their clock checked apart)."""
+
+    copies: Annotated[int, Range(1, MAX_CACHED_COPIES)]
+    costs: Annotated[list[SmallCopyCost], Meta(min_length=1, max_length=MAX_CACHED_SIZES)]
 
 
 def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | None:
@@ -772,44 +775,25 @@ def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | 
 
 def pinned_problem(entry: dict[str, Any]) -> str | None:
     """Why cached pinned-bandwidth figures cannot be used, or None."""
-    for name in ("h2d_gb_per_s", "d2h_gb_per_s"):
-        problem = number_problem(entry.get(name), *HOST_LINK_GB_PER_S)
-        if problem:
-            return f"{name} {problem}"
-    problem = count_problem(entry.get("bytes"), SMALL_COPY_BYTES, MAX_CACHED_BYTES)
-    return f"bytes {problem}" if problem else None
+    try:
+        check(entry, CachedPinned)
+    except SchemaError as error:
+        return str(error)
+    return None
 
 
 def small_copies_problem(entry: dict[str, Any]) -> str | None:
     """Why cached small-copy costs cannot be used, or None."""
     if entry.get("clock") != "wall":
         return "its costs are GPU time, measured before memprof took the wall clock per copy"
-    problem = count_problem(entry.get("copies"), 1, MAX_CACHED_COPIES)
-    if problem:
-        return f"copies {problem}"
-    costs = entry.get("costs")
-    if not isinstance(costs, list) or not 1 <= len(costs) <= MAX_CACHED_SIZES:
-        return f"costs is not a list of 1 to {MAX_CACHED_SIZES} sizes"
-    for index, cost in enumerate(costs):
-        where = f"costs[{index}]"
-        if not isinstance(cost, dict):
-            return f"{where} is not an object"
-        unknown = set(cost) - set(SmallCopyCost.__annotations__)
-        if unknown:
-            return f"{where} has an unknown field {sorted(unknown)[0]!r}"
-        problem = count_problem(cost.get("bytes"), 1, MAX_CACHED_BYTES)
-        if problem:
-            return f"{where}.bytes {problem}"
-        for name in ("pinned_ms", "pageable_ms", "gathered_ms", "batched_ms"):
-            if name == "batched_ms" and cost.get(name) is None:
-                continue  # not measured
-            problem = number_problem(cost.get(name), *SMALL_COPY_MS)
-            if problem:
-                return f"{where}.{name} {problem}"
-    sizes = [cost["bytes"] for cost in costs]
-    if len(set(sizes)) != len(sizes):
-        return "costs has one size twice"
-    return None
+    try:
+        costs = check({k: entry.get(k) for k in ("copies", "costs")}, CachedSmallCopies).costs
+    except SchemaError as error:
+        return str(error)
+    sizes = [cost.bytes for cost in costs]
+    if max(sizes) > MAX_CACHED_BYTES:
+        return f"costs has a size of {max(sizes)} bytes, more than {MAX_CACHED_BYTES}"
+    return "costs has one size twice" if len(set(sizes)) != len(sizes) else None
 
 
 def cached_figures(
@@ -877,8 +861,6 @@ def small_copy_figures(
 ) -> SmallCopyFigures:
     """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is;
     `measure(device_index)` runs `memprof smallcopies` where they must be measured."""
-    from memprof.model.schema import SchemaError, check_dataclass
-
     entry = cached_figures(
         cache or cache_path("small_copies.json"),
         (gpu_name, driver_version),
@@ -889,7 +871,7 @@ def small_copy_figures(
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs", "clock") if k in entry}
     try:
-        return check_dataclass(fields, SmallCopyFigures, "small copies")
+        return check(fields, SmallCopyFigures, "small copies")
     except SchemaError as error:  # what the checks above let through and a Result may not hold
         return SmallCopyFigures(how=f"not usable: {error}")
 
