@@ -22,7 +22,6 @@ from memprof.errors import InvalidArgument
 from memprof.model.params import CliOption
 from memprof.model.schema import Range
 from memprof.trace.collect import (
-    LineOptions,
     TraceOptions,
     parse_target,
     pinned_bandwidth_of,
@@ -128,10 +127,8 @@ def command(
     program = parse_target(target or [], module)
     if timeline is not None:
         output = replace(output, timeline=destination(timeline, "--timeline"))
-    lines = LineOptions(stack_depth, stacks)
-    options = TraceOptions(
-        measure_pinned_bandwidth, measure_small_copies, device, bandwidth, lines, output, all_calls
-    )
+    measures = (measure_pinned_bandwidth, measure_small_copies)
+    options = TraceOptions(*measures, device, bandwidth, stack_depth, stacks, output, all_calls)
     return trace(program, options, summarize)
 
 

@@ -26,7 +26,7 @@ from memprof.output.diff import diff
 from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
 from memprof.trace import stacks as stacks_module
-from memprof.trace.collect import LineOptions, Outcome, Program, Recording, trace_result
+from memprof.trace.collect import Outcome, Program, Recording, trace_result
 from tests.conftest import FIXTURES, render_text
 from tests.fake_cupti import FakeCupti
 from tests.fake_library import FakeLibrary
@@ -439,7 +439,7 @@ def traced(durations_us: list[float], file: str = "train.py") -> tracing.Result:
     stacks = {10 + i: ("program", frames) for i in range(len(durations_us))}
     recording = Recording(gpu, api, None, None, "NVIDIA H200", "580", stacks=stacks)
     program = Program(file, None, ())
-    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, LineOptions(5))
+    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, 5)
     return parse_result(result.to_json())
 
 

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, get_args
 
 from memprof.experiments import base
@@ -520,8 +521,8 @@ def xla_ran(result: Result) -> bool:
     return "jax" in result.extra.libraries or bool(_tuning(result))
 
 
-RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations"}
-RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
+RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations", "free": "frees"}
+RUNTIME_WORDS |= {"wait": "waits", "register": "registrations"}
 
 
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
@@ -990,14 +991,8 @@ def by_activity(lines: list[SourceLine]) -> list[tuple[str, list[SourceLine]]]:
 def top_lines(lines: list[SourceLine], top: int = WHERE_TOP) -> list[SourceLine]:
     """The lines among the `top` of any measure (GPU time, bytes, host time, calls), the
     most time first; a measure every line has none of picks nothing."""
-    measures = (
-        lambda s: s.gpu_ms,
-        lambda s: s.bytes,
-        lambda s: s.host_ms,
-        lambda s: s.calls,
-    )
     picked: dict[int, SourceLine] = {}
-    for measure in measures:
+    for measure in (attrgetter(name) for name in ("gpu_ms", "bytes", "host_ms", "calls")):
         ranked = sorted((s for s in lines if measure(s) > 0), key=measure, reverse=True)
         for line in ranked[:top]:
             picked[id(line)] = line
@@ -1258,10 +1253,6 @@ def call_cause(line: SourceLine, library: str | None) -> str:
 CALL_WORDS = {"alloc": "allocation", "free": "free", "register": "registration"}
 
 
-def _library(libraries: list[str]) -> str | None:
-    return next((name for name in LIBRARY_ORDER if name in libraries), None)
-
-
 FOLD_SHARE = 0.01  # advice whose line cost under 1% of the run, host and GPU alike: one line
 FOLD_PLACES = 5  # places named in that line
 
@@ -1315,7 +1306,7 @@ def line_advice(
     repeated small copies, and the waits, allocations, frees and registrations made again
     and again at one line (a loop's), the costliest first. With the run's scale, each with
     its share of it, all in order of cost, and those under FOLD_SHARE of the run in one line."""
-    said = _line_findings(lines, _library(libraries))
+    said = _line_findings(lines, next((n for n in LIBRARY_ORDER if n in libraries), None))
     if scale is None:
         return [_advised(line, what, remedy) for line, what, remedy in said]
     said.sort(key=lambda found: -scale.cost(found[0]))

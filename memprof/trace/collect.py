@@ -172,15 +172,6 @@ PROGRAM_LIBRARIES = ("torch", "cupy", "numba", "pycuda", "cuda", "jax")
 ProgramLibrary = Literal[PROGRAM_LIBRARIES]  # type: ignore[valid-type]
 
 
-@dataclass(frozen=True)
-class LineOptions:
-    """How lines are recorded: frames kept per call (0: none) and whether the summary
-    shows each line's callers."""
-
-    stack_depth: int = 0
-    stacks: bool = False
-
-
 def exit_code_of(system_exit: SystemExit) -> int:
     """SystemExit's code as Python turns it into a process status (a message means 1)."""
     code = system_exit.code
@@ -624,29 +615,23 @@ def trace_result(
     device_index: int,
     bandwidth: dict[str, Any],
     small_copies: SmallCopyFigures | None = None,
-    lines: LineOptions | None = None,
+    stack_depth: int = 0,
+    stacks: bool = False,
     all_calls: bool = True,
 ) -> Result:
     """The trace as a Result: `report` and `diff` render it like any other command's.
-    all_calls: whether the recording holds every driver and runtime call (False: only the
-    work calls, is_work_call)."""
+    stack_depth, stacks, all_calls: as TraceParams records them."""
     error = outcome.error
-    lines = lines or LineOptions()
     source = None
     if recording.stacks is not None:
         source = source_lines(recording.gpu, recording.api, recording.stacks, recording.own_calls)
     note = recording.stacks_note
-    if lines.stack_depth == 0:
+    if stack_depth == 0:
         note = "not recorded (--stack-depth 0)"
     return Result(
         command="trace",
         parameters=TraceParams(
-            program.label,
-            program.arguments,
-            device_index,
-            lines.stack_depth,
-            lines.stacks,
-            all_calls,
+            program.label, program.arguments, device_index, stack_depth, stacks, all_calls
         ),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
@@ -887,7 +872,8 @@ class TraceOptions:
     measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0
     bandwidth: str = "cache"
-    lines: LineOptions = field(default_factory=lambda: LineOptions(DEFAULT_STACK_DEPTH))
+    stack_depth: int = DEFAULT_STACK_DEPTH  # frames kept per call (0: no lines)
+    stacks: bool = False  # the summary shows each line's callers
     output: Output | None = None  # where results go besides stderr; None: nowhere
     # every driver and runtime call recorded (--all-calls); False: the work calls alone
     # (is_work_call), which costs a launch-bound program far less
@@ -918,10 +904,10 @@ def trace(
     check_program(program)
     if collector is None:
         recorder = None
-        if options.lines.stack_depth > 0:
+        if options.stack_depth > 0:
             with as_python_runs(program):  # a -m module's folder is found as Python finds it
                 code = CodeFilter.for_program(program.script, program.module)
-            recorder = StackRecorder(code, options.lines.stack_depth, run_program.__code__)
+            recorder = StackRecorder(code, options.stack_depth, run_program.__code__)
         record_call = None if options.all_calls else is_work_call
         collector = CuptiCollector(options.device, recorder, record_call)
     collector.start()
@@ -936,15 +922,7 @@ def trace(
     small = None  # measured only for a program that made small copies: the advice needs it
     if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
         small = small_copy_figures(*this_gpu, options.measure_small_copies)
-    result = trace_result(
-        program,
-        outcome,
-        recording,
-        options.device,
-        bandwidth,
-        small,
-        options.lines,
-        options.all_calls,
-    )
+    recorded = (options.stack_depth, options.stacks, options.all_calls)  # as TraceParams
+    result = trace_result(program, outcome, recording, options.device, bandwidth, small, *recorded)
     emit([result], summarize, output)
     return outcome.exit_code
