@@ -158,18 +158,12 @@ def small_copy_costs(result: Result) -> dict[str, Any]:
     program waits, as smallcopies ranks the ways), as cached."""
     from memprof.experiments.smallcopies import per_copy_walls
 
-    costs = []
-    for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items()):
-        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
-            costs.append(
-                {
-                    "bytes": nbytes,
-                    "pinned_ms": by_way["pinned"],
-                    "pageable_ms": by_way["pageable"],
-                    "gathered_ms": by_way["gathered"],
-                    "batched_ms": by_way.get("batched"),
-                }
-            )
+    ways = ("pinned", "pageable", "gathered", "batched")  # batched: where it was measured
+    costs = [
+        {"bytes": nbytes, **{f"{way}_ms": by_way.get(way) for way in ways}}
+        for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items())
+        if all(way in by_way for way in ways[:3])
+    ]
     if not costs:
         raise KeyError("no size with pinned, pageable and gathered copies in the result")
     return {"copies": result.parameters.copies, "costs": costs, "clock": "wall"}

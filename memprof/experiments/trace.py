@@ -924,7 +924,7 @@ def check_timeline(result: Result) -> None:
     if timeline is None:
         return
     lines = len(result.extra.lines or [])
-    beyond = max(timeline.line_indexes(), default=-1)
+    beyond = max([row[7] for row in timeline.gpu] + [row[4] for row in timeline.api], default=-1)
     if beyond >= lines:
         raise SchemaError("extra.timeline", f"names line {beyond}, but there are {lines}")
     measured: dict[tuple[str, str], list[float]] = {}

@@ -95,19 +95,16 @@ class SourceLine:
 
     @property
     def is_copy(self) -> bool:
-        return COPY_ACTIVITY.match(self.activity) is not None
+        return self.copy_ends() is not None
 
-    def copy_ends(self) -> tuple[str, str, str] | None:
+    def copy_ends(self) -> tuple[str, ...] | None:
         """(direction, source kind, destination kind) of a copy line; None otherwise."""
         matched = COPY_ACTIVITY.match(self.activity)
-        return (matched[1], matched[2], matched[3]) if matched else None
+        return matched.groups() if matched else None
 
     def host_kind(self) -> str | None:
         """The host side's memory kind, for copies between host and device."""
-        ends = self.copy_ends()
-        if ends is None:
-            return None
-        direction, source, destination = ends
+        direction, source, destination = self.copy_ends() or ("", "", "")
         return {"HtoD": source, "DtoH": destination}.get(direction)
 
     def check_consistency(self) -> None:

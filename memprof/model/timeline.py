@@ -62,9 +62,6 @@ class Timeline:
                         f"{where}[{index}][{at}]", f"is {row[at]}, but there are {count} names"
                     )
 
-    def line_indexes(self) -> list[int]:
-        return [row[7] for row in self.gpu] + [row[4] for row in self.api]
-
 
 # -- where the time went -------------------------------------------------------------------
 

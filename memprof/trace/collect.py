@@ -459,11 +459,7 @@ class CopyGroup:
     @property
     def host_kind(self) -> str | None:
         """The host side's memory kind, for copies between host and device."""
-        if self.direction == "HtoD":
-            return self.source
-        if self.direction == "DtoH":
-            return self.destination
-        return None
+        return {"HtoD": self.source, "DtoH": self.destination}.get(self.direction)
 
 
 def stages(source: str, destination: str) -> bool:
