@@ -876,10 +876,9 @@ def check_lines(result: Result) -> None:
         raise SchemaError("extra.lines", "holds lines, but parameters.stack_depth is 0")
     seen = set()
     for index, line in enumerate(lines):
-        key = (line.activity, line.origin, line.file, line.line, line.function)
-        if key in seen:
+        if line.key in seen:
             raise SchemaError(f"extra.lines[{index}]", f"is {line.place} {line.activity} again")
-        seen.add(key)
+        seen.add(line.key)
         for number, chain in enumerate(line.chains):
             if len(chain.frames) >= depth:
                 raise SchemaError(
@@ -1332,7 +1331,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     said = []
     at_place: dict[tuple, list[SourceLine]] = {}
     for line in lines:
-        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
+        at_place.setdefault(line.key[1:], []).append(line)
     pageable = _ranked(
         lines,
         lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
@@ -1342,7 +1341,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
             (library, None), PAGEABLE_REMEDY[None, None]
         )
-        callers = pageable_callers(line, at_place[line.origin, line.file, line.line, line.function])
+        callers = pageable_callers(line, at_place[line.key[1:]])
         if callers:
             named = ", ".join(
                 f"{place} ({plural(calls, 'copy', 'copies')})" for place, calls in callers
@@ -1360,7 +1359,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
     for line in waits:
-        beside = at_place[line.origin, line.file, line.line, line.function]
+        beside = at_place[line.key[1:]]
         remedy = wait_remedy(line, beside, library)
         said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
     repeated = _ranked(lines, lambda s: s.activity in CALL_WORDS and s.calls >= REPEATED)

@@ -82,6 +82,11 @@ class SourceLine:
         return math.fsum(self.host_ms_each)
 
     @property
+    def key(self) -> tuple[str, str, str, int, str]:
+        """What makes it one line: its activity and site (memprof.trace.where.line_key)."""
+        return (self.activity, self.origin, self.file, self.line, self.function)
+
+    @property
     def place(self) -> str:
         """`train.py:42`, or what stands for it where the line is not the program's."""
         if self.origin == "none":

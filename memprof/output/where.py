@@ -135,10 +135,6 @@ def paired_lines(first: object, second: object) -> tuple[list[LinePair], int, in
     a_lines, b_lines = lines_of(first), lines_of(second)
     if a_lines is None or b_lines is None:
         return [], 0, 0
-
-    def key(line: SourceLine) -> tuple:
-        return (line.activity, line.origin, line.file, line.line, line.function)
-
-    b_by_key = {key(line): line for line in b_lines}
-    pairs = [LinePair(line, b_by_key[key(line)]) for line in a_lines if key(line) in b_by_key]
+    b_by_key = {line.key: line for line in b_lines}
+    pairs = [LinePair(line, b_by_key[line.key]) for line in a_lines if line.key in b_by_key]
     return pairs, len(a_lines) - len(pairs), len(b_lines) - len(pairs)

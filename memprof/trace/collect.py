@@ -225,12 +225,12 @@ def cudnn_benchmark() -> bool | None:
 _RUNNER_MODULES = {"runpy", __name__}  # runpy's file is "<frozen runpy>" in 3.11+
 
 
-def print_program_traceback(error: BaseException, stream: Any = None) -> None:
+def print_program_traceback(error: BaseException) -> None:
     """The traceback Python would print, starting at the program's own frames."""
     tb = error.__traceback__
     while tb is not None and tb.tb_frame.f_globals.get("__name__") in _RUNNER_MODULES:
         tb = tb.tb_next
-    traceback.print_exception(type(error), error, tb, file=stream or sys.stderr)
+    traceback.print_exception(type(error), error, tb, file=sys.stderr)
 
 
 # -- collecting ------------------------------------------------------------------------------

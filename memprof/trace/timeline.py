@@ -12,7 +12,7 @@ from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import SourceLine
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace.stacks import call_kind
-from memprof.trace.where import Stacks, activity_of, gpu_row_name
+from memprof.trace.where import Stacks, activity_of, gpu_row_name, line_key
 
 
 def timeline_of(
@@ -31,9 +31,7 @@ def timeline_of(
     def name(text: str) -> int:
         return names.setdefault(text, len(names))
 
-    index = {
-        (s.activity, s.origin, s.file, s.line, s.function): at for at, s in enumerate(lines or [])
-    }
+    index = {line.key: at for at, line in enumerate(lines or [])}
     work: dict[int, list[str]] = {}  # correlation id -> the activities of its copies, memsets
     for record in gpu:
         if record.category != "kernel" and record.correlation_id:
@@ -42,9 +40,7 @@ def timeline_of(
     def line(correlation: int, activity: str | None) -> int:
         if activity is None or stacks is None:
             return NO_LINE
-        origin_of, frames = stacks.get(correlation, ("none", ())) if correlation else ("none", ())
-        site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
-        return index.get((activity, origin_of, *site), NO_LINE)
+        return index.get(line_key(stacks, correlation, activity), NO_LINE)
 
     gpu_rows = [
         (

@@ -20,7 +20,7 @@ from memprof.trace.stacks import base_name, call_kind
 
 MAX_CHAINS = 10  # callers kept per line: the commonest
 Stacks = dict[int, tuple[Origin, tuple[Frame, ...]]]  # by correlation id, innermost first
-_NO_SITE = ("", 0, "")
+NONE: tuple[Origin, tuple[Frame, ...]] = ("none", ())  # a call without a recorded stack
 
 
 def copy_direction(copy_kind: str) -> str:
@@ -77,6 +77,14 @@ class _Line:
             self.chains[callers] += 1
 
 
+def line_key(stacks: Stacks, correlation: int, activity: str) -> tuple:
+    """The SourceLine.key a call's work of this activity is counted under: its stack's
+    innermost frame (origin "none": no stack recorded), so the timeline finds its row."""
+    origin, frames = stacks.get(correlation, NONE)
+    site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
+    return (activity, origin, *site)
+
+
 def outermost_calls(api: list[ApiRecord]) -> dict[int, ApiRecord]:
     """Each correlation id's longest call: a runtime call (cudaMemcpy) encloses the driver
     call it made, which shares its id, and is what the program waited for."""
@@ -108,10 +116,11 @@ def source_lines(
     lines: dict[tuple, _Line] = {}
 
     def add(correlation: int, activity: str, records: list[GpuRecord], call: ApiRecord | None):
-        origin, frames = stacks.get(correlation, ("none", ()))
-        site = (frames[0].file, frames[0].line, frames[0].function) if frames else _NO_SITE
+        frames = stacks.get(correlation, NONE)[1]  # innermost first: the line, then callers
         callers = tuple((f.file, f.line, f.function) for f in frames[1:])
-        lines.setdefault((activity, origin, *site), _Line()).add(records, call, callers)
+        lines.setdefault(line_key(stacks, correlation, activity), _Line()).add(
+            records, call, callers
+        )
 
     for correlation, records in work.items():  # memprof's own too: every copy is somewhere
         call = calls.get(correlation)
