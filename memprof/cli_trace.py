@@ -1,14 +1,8 @@
-"""`memprof trace`: a command of its own, beside report, diff and plot.
-
-It runs the user's program instead of an experiment: its options are its own (everything
-after SCRIPT is the program's, --help and --json included), memprof.trace.collect records
-the program, and memprof.experiments.trace reads the Result it saves, as `report` does.
-
-The advice's figures for this GPU (pinned bandwidth, small-copy costs) are measured, where
-no cache holds them, by memprof's own sweep and smallcopies in this process (memprof.run):
-the program has ended and its records are read by then. It sits beside the API and the
-other command-line modules (tests/test_layers.py), above the experiments it runs: memprof.trace
-itself lies below them (experiments/trace.py reads what it records).
+"""`memprof trace`: a command of its own, beside report, diff and plot, that runs the
+user's program (everything after SCRIPT is the program's): memprof.trace.collect records it,
+memprof.experiments.trace reads the Result. The advice's figures for this GPU are measured,
+where no cache holds them, by memprof's own sweep and smallcopies, after the program: so
+this module sits above the experiments (tests/test_layers.py), memprof.trace below them.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """`memprof trace`: run the user's own Python program under CUPTI and keep what it did.
 
-The program runs in memprof's own process (runpy, with sys.argv and sys.path[0] set as
-`python SCRIPT` or `python -m MODULE` would), so CUPTI can be switched on after cuInit and
-before the program makes its first context, whatever it uses: PyCUDA, CuPy, PyTorch, Numba.
-Its output, exit code, uncaught exception (printed as Python prints it) and Ctrl-C pass
-through; the profile goes to stderr afterwards, as nvprof's did, so stdout stays the
-program's own.
-
-This module collects (records -> Measurements and copy groups -> Result); what the Result
-means for the user (tables, advice) is memprof.experiments.trace.
+The program runs in memprof's process (runpy, sys.argv and sys.path[0] as `python` sets
+them), so CUPTI starts after cuInit and before the program's first context, whatever library
+it uses. Its output, exit code, exception and Ctrl-C pass through; the profile goes to
+stderr. This module records the Result; memprof.experiments.trace says what it means.
 """
 
 from __future__ import annotations
@@ -100,12 +95,8 @@ def parse_target(target: list[str], module: str | None) -> Program:
 
 
 def check_program(program: Program) -> None:
-    """Fail before CUPTI starts if the script or module cannot be found, as Python would.
-
-    Nothing of the program runs here: a module is looked for by its top-level name (finding
-    `pkg.tool` would import `pkg`, running its __init__ twice, and an exception there is the
-    program's own, shown as Python shows it once the program runs).
-    """
+    """Fail before CUPTI starts if the script or module cannot be found, as Python would. A
+    module is looked for by its top-level name: finding `pkg.tool` would run pkg's __init__."""
     if program.script is not None:
         path = Path(program.script)
         if not path.exists():
@@ -882,13 +873,9 @@ def trace(
     summarize: Callable[[Result], Any],
     collector: Collector | None = None,
 ) -> int:
-    """Trace the program, print its profile and advice, save it; the program's exit code.
-
-    memprof's own failures (no CUPTI, script missing, CUPTI refused) raise MemprofError
-    before the program starts; once it has started, everything it does passes through.
-    The profile is shown (on stderr: stdout is the program's) and saved as every command
-    shows and saves (memprof.output.emit): a failed save is one line and exit 5.
-    """
+    """Trace the program, show its profile and advice on stderr, save it; its exit code.
+    memprof's own failures raise MemprofError before the program starts; after, everything
+    the program does passes through, and a failed save is one line and exit 5 (emit)."""
     from memprof.output.emit import Output, emit
 
     if options.bandwidth not in BANDWIDTH_MODES:

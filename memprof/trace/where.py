@@ -1,11 +1,7 @@
 """Where a traced program asked for its copies, memsets, allocations, frees, registrations,
-prefetches and waits: CUPTI's records joined by correlation id with the stacks of the calls.
-
-Every driver or runtime call gets a correlation id from CUPTI; its API record, the records
-of the GPU work it enqueued (a copy, a memset) and the callback memprof took its stack in
-all carry it (a runtime call and the driver call it makes share one). So each call is one
-join: its work's GPU time, its own host time (the outermost call, entry to exit), its bytes,
-and the line of the program that made it (memprof.trace.stacks).
+prefetches and waits: CUPTI's records joined with the calls' stacks by correlation id, which
+a call's API record, its GPU work's records and its stack all carry (a runtime call and the
+driver call it makes share one), so each call is one join.
 """
 
 from __future__ import annotations
