@@ -641,16 +641,13 @@ def runtime_lines(result: Result) -> list[SourceLine]:
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
-    copies = result.extra.copies
-    bandwidth = result.extra.pinned_bandwidth
+    copies, bandwidth = result.extra.copies, result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
-    tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
-    # section is the profile's own, as nvprof printed it (memprof.render)
-    small = result.extra.small_copies
+    # the Unified Memory section is the profile's own, as nvprof printed it (memprof.render)
     time, verdicts = time_tables(result)
-    tables = time + tables
+    tables = time + ([copies_table(copies, bandwidth)] if copies else [])
     scale = run_scale(result)
-    said = advice(copies, bandwidth, totals, small, scale)
+    said = advice(copies, bandwidth, totals, result.extra.small_copies, scale)
     conclusions = [outcome_line(result), *verdicts, *framework_verdicts(result, scale), *said]
     lines = result.extra.lines
     if lines is not None:
@@ -1036,8 +1033,7 @@ WHERE_CALLS = [  # the other calls: which call, and how long the host spent in i
 def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
     """One activity's lines: the top ones (with their callers on request), then the rest
     summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
-    work = activity not in CALL_KINDS or activity == "memset"
-    columns = WHERE_WORK if work else WHERE_CALLS
+    columns = WHERE_WORK if lines[0].timed_on_gpu else WHERE_CALLS
     title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
     blank = dict.fromkeys(("call", *WHERE_FIGURES), "")
     rows: list[dict[str, Any]] = []

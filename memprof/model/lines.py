@@ -99,6 +99,11 @@ class SourceLine:
         return where
 
     @property
+    def timed_on_gpu(self) -> bool:
+        """Copies and memsets are timed by their GPU work; the other calls by the host's."""
+        return self.activity not in CALL_KINDS or self.activity == "memset"
+
+    @property
     def is_copy(self) -> bool:
         return self.copy_ends() is not None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.model.formatting import bandwidth_gb_per_s
-from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
+from memprof.model.lines import SourceLine, lines_of
 from memprof.model.timeline import NO_LINE, Gap, breakdown_of
 from memprof.output.literal import literal
 
@@ -119,14 +119,9 @@ class LinePair:
     def label(self) -> str:
         return f"{self.a.place} {self.a.activity}"
 
-    @property
-    def timed_on_gpu(self) -> bool:
-        """Copies and memsets compare their GPU time; the other calls, their host time."""
-        return self.a.activity not in CALL_KINDS or self.a.activity == "memset"
-
     def samples(self, line: SourceLine) -> list[float]:
         """The per-call times compared: GPU time of the work, or the calls' host time."""
-        return line.gpu_ms_each if self.timed_on_gpu else line.host_ms_each
+        return line.gpu_ms_each if self.a.timed_on_gpu else line.host_ms_each
 
 
 def paired_lines(first: object, second: object) -> tuple[list[LinePair], int, int]:
