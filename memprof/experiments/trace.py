@@ -886,19 +886,14 @@ def check_lines(result: Result) -> None:
     measured: dict[str, list] = {}  # activity -> its measurements
     for m in result.measurements:
         named = COPY_NAME.match(m.name) if m.group == "gpu" else None
-        if named:
-            ends = m.name.removeprefix(named[0]).strip()  # "pageable -> device"
-            measured.setdefault(f"{named[1]} {ends}", []).append(m)
-            continue
-        if m.group == "gpu" and m.operation == "memset":
-            measured.setdefault("memset", []).append(m)
-    by_activity: dict[str, list[SourceLine]] = {}
-    for line in lines:
-        by_activity.setdefault(line.activity, []).append(line)
-    for activity in set(measured) | {a for a in by_activity if a not in CALL_KINDS[2:]}:
+        if named or (m.group == "gpu" and m.operation == "memset"):  # "HtoD pageable -> device"
+            activity = f"{named[1]} {m.name[named.end() :].strip()}" if named else "memset"
+            measured.setdefault(activity, []).append(m)
+    grouped = dict(by_activity(lines))
+    for activity in set(measured) | {a for a in grouped if a not in CALL_KINDS[2:]}:
         if activity == "copy":
             continue
-        rows, held = measured.get(activity, []), by_activity.get(activity, [])
+        rows, held = measured.get(activity, []), grouped.get(activity, [])
         nbytes = sum(m.bytes * len(m.samples_ms) for m in rows)
         gpu_ms = math.fsum(s for m in rows for s in m.samples_ms)
         line_bytes = sum(line.bytes for line in held)
