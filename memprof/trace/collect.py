@@ -612,9 +612,7 @@ def trace_result(
     source = None
     if recording.stacks is not None:
         source = source_lines(recording.gpu, recording.api, recording.stacks, recording.own_calls)
-    note = recording.stacks_note
-    if stack_depth == 0:
-        note = "not recorded (--stack-depth 0)"
+    note = "not recorded (--stack-depth 0)" if stack_depth == 0 else recording.stacks_note
     return Result(
         command="trace",
         parameters=TraceParams(
@@ -793,7 +791,11 @@ def cached_figures(
         if isinstance(entry, dict):
             why = identity_problem(entry, identity) or problem(entry)
         if why is None:
-            return {**entry, "how": f"cached in {cache}, {whose(entry)}"}
+            whose = f"{entry['gpu_name']} (driver {entry['driver_version']})"
+            return {
+                **entry,
+                "how": f"cached in {cache}, measured on {whose} {entry['measured_at']}",
+            }
         warn_once(str(cache), f"ignored {key!r} in the cache {cache}: {why} (measured again)")
     try:
         figures = measure()
@@ -811,13 +813,6 @@ def cached_figures(
     if cache is not None:
         store(cache, (json.dumps({**entries, key: entry}, indent=1) + "\n").encode())
     return {**entry, "how": f"measured now with {command} (then cached)"}
-
-
-def whose(entry: dict[str, Any]) -> str:
-    """Whose figures a cached entry holds and when they were measured."""
-    return (
-        f"measured on {entry['gpu_name']} (driver {entry['driver_version']}) {entry['measured_at']}"
-    )
 
 
 # -- this GPU's small copies -----------------------------------------------------------------
