@@ -462,18 +462,13 @@ def test_a_line_that_got_slower_is_named_by_diff():
 
 
 LINE_COLUMNS = (
-    "command",
-    "program",
     "activity",
     "file",
     "line",
     "function",
     "origin",
     "calls",
-    "api",
     "bytes",
-    "smallest_bytes",
-    "largest_bytes",
     "gpu_ms",
     "host_ms",
     "callers",

@@ -20,25 +20,19 @@ from memprof.output.literal import literal
 def where_rows(result: object) -> list[dict[str, object]]:
     """One row per source line of a trace (none for other commands, or a trace without
     lines): its activity, place, calls, bytes, GPU and host time in ms, and its commonest
-    callers (`main.py:80 main < main.py:95 <module>`)."""
+    callers (`main.py:80 main < main.py:95 <module>`), as the CSV's line rows hold them."""
     rows = []
-    program = getattr(getattr(result, "parameters", None), "program", "")
     for line in lines_of(result) or []:
         callers = line.chains[0].frames if line.chains else []
         rows.append(
             {
-                "command": "trace",
-                "program": literal(str(program)),
                 "activity": literal(line.activity),
                 "file": literal(line.file),
                 "line": line.line,
                 "function": literal(line.function),
                 "origin": line.origin,
                 "calls": line.calls,
-                "api": literal(" ".join(line.api)),
                 "bytes": line.bytes,
-                "smallest_bytes": line.smallest_bytes,
-                "largest_bytes": line.largest_bytes,
                 "gpu_ms": line.gpu_ms if line.gpu_ms_each else "",
                 "host_ms": line.host_ms if line.host_ms_each else "",
                 "callers": literal(" < ".join(f"{f.file}:{f.line} {f.function}" for f in callers)),
