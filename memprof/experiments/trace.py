@@ -69,8 +69,7 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
         sizes = f" of {SMALL_LABEL} or more" if group.small_calls else ""
         what = (
             f"{calls} pageable {group.direction} {'copy' if calls == 1 else 'copies'}{sizes} "
-            f"moved {format_bytes(nbytes)} "
-            f"in {format_ms(gpu_ms)} on the GPU"
+            f"moved {format_bytes(nbytes)} in {format_ms(gpu_ms)} on the GPU"
         )
         if group.call_ms > 0 and not group.small_calls:
             what += f" (their calls held the host {format_ms(group.call_ms)})"
@@ -201,10 +200,8 @@ def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
     def counter(name: str, key: str) -> int:
         return int(counters.get(name, {}).get(key, 0))
 
-    to_gpu, to_host = (
-        counter("BYTES_TRANSFER_HTOD", "total"),
-        counter("BYTES_TRANSFER_DTOH", "total"),
-    )
+    to_gpu = counter("BYTES_TRANSFER_HTOD", "total")
+    to_host = counter("BYTES_TRANSFER_DTOH", "total")
     gpu_faults = counter("GPU_PAGE_FAULT", "count")  # one record per fault group
     cpu_faults = counter("CPU_PAGE_FAULT_COUNT", "count")  # one record per fault
     if not (gpu_faults or cpu_faults or to_gpu or to_host):

@@ -119,12 +119,9 @@ def as_python_runs(program: Program) -> Iterator[None]:
     """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them
     (the script's folder, or the working directory), put back afterwards."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    if program.script is not None:
-        sys.argv = [program.script, *program.arguments]
-        sys.path.insert(0, str(Path(program.script).resolve().parent))
-    else:
-        sys.argv = [program.module, *program.arguments]
-        sys.path.insert(0, os.getcwd())
+    script = program.script
+    sys.argv = [script if script is not None else program.module, *program.arguments]
+    sys.path.insert(0, str(Path(script).resolve().parent) if script is not None else os.getcwd())
     try:
         yield
     finally:

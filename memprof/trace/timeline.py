@@ -24,8 +24,7 @@ def timeline_of(
 ) -> Timeline:
     """Every GPU record and API call as a Timeline row, in order of start; the calls in
     `own` (memprof's, which where.source_lines leaves out) without a line."""
-    starts = [r.start_ns for r in gpu] + [c.start_ns for c in api]
-    origin = min(starts, default=0)
+    origin = min([r.start_ns for r in gpu] + [c.start_ns for c in api], default=0)
     names: dict[str, int] = {}
 
     def name(text: str) -> int:
