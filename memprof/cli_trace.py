@@ -1,14 +1,8 @@
-"""`memprof trace`: a command of its own, beside report, diff and plot.
-
-It runs the user's program instead of an experiment: its options are its own (everything
-after SCRIPT is the program's, --help and --json included), memprof.trace.collect records
-the program, and memprof.experiments.trace reads the Result it saves, as `report` does.
-
-The advice's figures for this GPU (pinned bandwidth, small-copy costs) are measured, where
-no cache holds them, by memprof's own sweep and smallcopies in this process (memprof.run):
-the program has ended and its records are read by then. It sits beside the API and the
-other command-line modules (tests/test_layers.py), above the experiments it runs: memprof.trace
-itself lies below them (experiments/trace.py reads what it records).
+"""`memprof trace`: a command of its own, beside report, diff and plot, that runs the
+user's program (everything after SCRIPT is the program's): memprof.trace.collect records it,
+memprof.experiments.trace reads the Result. The advice's figures for this GPU are measured,
+where no cache holds them, by memprof's own sweep and smallcopies, after the program: so
+this module sits above the experiments (tests/test_layers.py), memprof.trace below them.
 """
 
 from __future__ import annotations
@@ -22,7 +16,6 @@ from memprof.errors import InvalidArgument
 from memprof.model.params import CliOption
 from memprof.model.schema import Range
 from memprof.trace.collect import (
-    LineOptions,
     TraceOptions,
     parse_target,
     pinned_bandwidth_of,
@@ -128,10 +121,8 @@ def command(
     program = parse_target(target or [], module)
     if timeline is not None:
         output = replace(output, timeline=destination(timeline, "--timeline"))
-    lines = LineOptions(stack_depth, stacks)
-    options = TraceOptions(
-        measure_pinned_bandwidth, measure_small_copies, device, bandwidth, lines, output, all_calls
-    )
+    measures = (measure_pinned_bandwidth, measure_small_copies)
+    options = TraceOptions(*measures, device, bandwidth, stack_depth, stacks, output, all_calls)
     return trace(program, options, summarize)
 
 
@@ -161,18 +152,12 @@ def small_copy_costs(result: Result) -> dict[str, Any]:
     program waits, as smallcopies ranks the ways), as cached."""
     from memprof.experiments.smallcopies import per_copy_walls
 
-    costs = []
-    for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items()):
-        if all(way in by_way for way in ("pinned", "pageable", "gathered")):
-            costs.append(
-                {
-                    "bytes": nbytes,
-                    "pinned_ms": by_way["pinned"],
-                    "pageable_ms": by_way["pageable"],
-                    "gathered_ms": by_way["gathered"],
-                    "batched_ms": by_way.get("batched"),
-                }
-            )
+    ways = ("pinned", "pageable", "gathered", "batched")  # batched: where it was measured
+    costs = [
+        {"bytes": nbytes, **{f"{way}_ms": by_way.get(way) for way in ways}}
+        for nbytes, by_way in sorted(per_copy_walls(result, "h2d").items())
+        if all(way in by_way for way in ways[:3])
+    ]
     if not costs:
         raise KeyError("no size with pinned, pageable and gathered copies in the result")
     return {"copies": result.parameters.copies, "costs": costs, "clock": "wall"}

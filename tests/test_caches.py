@@ -309,6 +309,7 @@ def test_figures_at_the_edges_of_their_ranges(tmp_path):
         bad(GOOD_SMALL, costs=[{**GOOD_SMALL["costs"][0], "pinned_ms": "0.1"}]),
         bad(GOOD_SMALL, costs=[{**GOOD_SMALL["costs"][0], "surprise": 1}]),
         bad(GOOD_SMALL, costs=[GOOD_SMALL["costs"][0]] * 2),
+        bad(GOOD_SMALL, costs=[{**GOOD_SMALL["costs"][0], "bytes": (1 << 40) + 1}]),
         bad(GOOD_SMALL, costs="many"),
         bad(GOOD_SMALL, clock="gpu"),  # GPU time, cached by a memprof before the wall clock
         {k: v for k, v in GOOD_SMALL.items() if k != "clock"},

@@ -143,9 +143,7 @@ def test_traces_saved_before_the_pairing_still_load_and_render():
 
 def test_a_recorded_trace_shows_each_blocking_kinds_host_time_beside_its_dma():
     result = load_fixture("trace_pycuda")
-    table = trace_summary.copies_table(
-        trace_summary.copies_of(result), result.extra.pinned_bandwidth
-    )
+    table = trace_summary.copies_table(result.extra.copies, result.extra.pinned_bandwidth)
     rows = {row[0]: row for row in table.rows}
     blocked = table.headers.index("Host blocked")
     gpu = table.headers.index("GPU time")

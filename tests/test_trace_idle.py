@@ -84,3 +84,31 @@ def test_a_run_idle_only_outside_its_work_says_no_other_gap_and_lists_none():
         "(imports, start-up, exit): a one-time wait, not each step's."
     )
     assert time_verdict(Breakdown(0, 1000, 10, 0, 0, [], 0)).endswith("it was busy.")
+
+
+@pytest.mark.parametrize(
+    ("parts_ns", "said"),
+    [
+        (
+            (6_000_000, 1_000_000, 500_000),
+            "GPU 0 computed 60.00% of the program's 10.000ms (copying alone 10.00%, both at "
+            "once 5.00%, idle 25.00%): its kernels set the run's length; the copies below can "
+            "save at most the 10.00% spent copying alone.",
+        ),
+        (
+            (1_000_000, 6_000_000, 500_000),
+            "GPU 0 copied, computing nothing, 60.00% of the program's 10.000ms (computing "
+            "alone 10.00%, both at once 5.00%, idle 25.00%): its copies set the run's length, "
+            "so the advice on copies below is where its time is.",
+        ),
+        (
+            (2_000_000, 1_000_000, 6_000_000),
+            "GPU 0 copied while it computed for 60.00% of the program's 10.000ms (computing "
+            "alone 20.00%, copying alone 10.00%, idle 10.00%): its copies hide behind its "
+            "kernels, which set the run's length.",
+        ),
+    ],
+)
+def test_a_busy_gpus_verdict_names_the_part_that_set_the_runs_length(parts_ns, said):
+    """No fixture's GPU computed, copied or did both most of its run: each sentence here."""
+    assert time_verdict(Breakdown(0, 10_000_000, *parts_ns, [])) == said

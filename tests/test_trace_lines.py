@@ -23,10 +23,10 @@ from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
 from memprof.output.diff import compare
-from memprof.output.where import WHERE_COLUMNS, where_rows
+from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
 from memprof.trace import stacks as stacks_module
-from memprof.trace.collect import LineOptions, Outcome, Program, Recording, trace_result
+from memprof.trace.collect import Outcome, Program, Recording, trace_result
 from tests.conftest import FIXTURES, render_text
 from tests.fake_cupti import FakeCupti
 from tests.fake_library import FakeLibrary
@@ -444,7 +444,7 @@ def traced(durations_us: list[float], file: str = "train.py") -> tracing.Result:
     stacks = {10 + i: ("program", frames) for i in range(len(durations_us))}
     recording = Recording(gpu, api, None, None, "NVIDIA H200", "580", stacks=stacks)
     program = Program(file, None, ())
-    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, LineOptions(5))
+    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, 5)
     return parse_result(result.to_json())
 
 
@@ -466,10 +466,24 @@ def test_a_line_that_got_slower_is_named_by_diff():
     assert all(not t.title.startswith("Source lines") for t in diff(old, traced(steady)).tables)
 
 
+LINE_COLUMNS = (
+    "activity",
+    "file",
+    "line",
+    "function",
+    "origin",
+    "calls",
+    "bytes",
+    "gpu_ms",
+    "host_ms",
+    "callers",
+)  # a line's CSV row, what export reads
+
+
 def test_csv_rows_of_lines_are_literal_and_complete():
     result = traced([100.0, 200.0], file="evil\x1b[31m.py")
     (row,) = where_rows(result)
-    assert set(row) == set(WHERE_COLUMNS)
+    assert set(row) == set(LINE_COLUMNS)
     assert row["file"] == "evil\\x1b[31m.py"
     assert (row["calls"], row["bytes"], row["line"]) == (2, 2 * MiB, 42)
     assert row["gpu_ms"] == pytest.approx(0.3)

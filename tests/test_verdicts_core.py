@@ -19,10 +19,10 @@ from memprof.experiments import streams
 from memprof.model.statistics import Statistics
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
-    call_ms_by_correlation,
     copy_groups,
     is_blocking,
 )
+from memprof.trace.where import outermost_calls
 from tests.test_profile import FakeSession
 
 # -- statistics -----------------------------------------------------------------------------
@@ -153,11 +153,11 @@ def test_a_copy_blocks_the_host_when_synchronous_or_from_pageable_memory(record,
 
 
 def test_a_runtime_call_and_the_driver_call_inside_it_count_once_the_longer():
-    calls = call_ms_by_correlation(
+    calls = outermost_calls(
         [ApiRecord("cudaMemcpy", 0.5, 11), ApiRecord("cuMemcpyHtoD_v2", 0.4, 11),
          ApiRecord("cuMemcpyHtoD_v2", 0.2, 12)]
     )  # fmt: skip
-    assert calls == {11: 0.5, 12: 0.2}
+    assert {key: call.duration_ms for key, call in calls.items()} == {11: 0.5, 12: 0.2}
 
 
 def test_a_copy_is_small_under_64_kib_and_not_at_it():

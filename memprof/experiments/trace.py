@@ -13,7 +13,8 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, get_args
 
 from memprof.experiments import base
 from memprof.model.figures import Derived
@@ -35,6 +36,7 @@ from memprof.output.where import copy_blocked_ms, copy_gb_per_s, copy_name, gap_
 from memprof.trace.collect import (
     SMALL_COPY_BYTES,
     BlockedCopies,
+    CopyDirection,
     CopyGroup,
     SmallCopyFigures,
     TraceExtra,
@@ -45,26 +47,7 @@ from memprof.trace.stacks import is_work_call
 UnifiedMemory = dict[str, dict[str, float]]
 
 DIRECTION_KEYS = {"HtoD": "h2d", "DtoH": "d2h"}
-# CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them: a trace's operations
-COPY_KINDS = (
-    "HtoD",
-    "DtoH",
-    "HtoA",
-    "AtoH",
-    "AtoA",
-    "AtoD",
-    "DtoA",
-    "DtoD",
-    "HtoH",
-    "PtoP",
-    "Unknown",
-)
 SMALL_LABEL = format_bytes(SMALL_COPY_BYTES)
-
-
-def copies_of(result: Result) -> list[CopyGroup]:
-    """The copy groups of a trace (checked against CopyGroup when a file is loaded)."""
-    return list(result.extra.copies)
 
 
 def pinned_gb_per_s(bandwidth: dict[str, Any] | None, direction: str) -> float | None:
@@ -86,8 +69,7 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
         sizes = f" of {SMALL_LABEL} or more" if group.small_calls else ""
         what = (
             f"{calls} pageable {group.direction} {'copy' if calls == 1 else 'copies'}{sizes} "
-            f"moved {format_bytes(nbytes)} "
-            f"in {format_ms(gpu_ms)} on the GPU"
+            f"moved {format_bytes(nbytes)} in {format_ms(gpu_ms)} on the GPU"
         )
         if group.call_ms > 0 and not group.small_calls:
             what += f" (their calls held the host {format_ms(group.call_ms)})"
@@ -218,10 +200,8 @@ def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
     def counter(name: str, key: str) -> int:
         return int(counters.get(name, {}).get(key, 0))
 
-    to_gpu, to_host = (
-        counter("BYTES_TRANSFER_HTOD", "total"),
-        counter("BYTES_TRANSFER_DTOH", "total"),
-    )
+    to_gpu = counter("BYTES_TRANSFER_HTOD", "total")
+    to_host = counter("BYTES_TRANSFER_DTOH", "total")
     gpu_faults = counter("GPU_PAGE_FAULT", "count")  # one record per fault group
     cpu_faults = counter("CPU_PAGE_FAULT_COUNT", "count")  # one record per fault
     if not (gpu_faults or cpu_faults or to_gpu or to_host):
@@ -401,37 +381,43 @@ def dominant(share: Breakdown) -> str:
 def time_verdict(share: Breakdown, lines: list[SourceLine] | None = None) -> str:
     """What the largest part of one GPU's run means for what is worth changing; for an idle
     GPU, where its idle time was: start-up and exit, long pauses, the rest between its work."""
-    parts = {part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()}
-    wall = format_ms(share.wall_ns / 1e6)
-    gpu = f"GPU {share.device}"
-    busy = format_percent(share.share(share.wall_ns - share.idle_ns))
-    if dominant(share) == "idle":
-        return (
-            f"{gpu} sat idle {parts['idle']} of the program's {wall}: it computed "
-            f"{parts['computing']}, copied {parts['copying']} and did both at once "
-            f"{parts['both']}. The host set the run's length (its Python, data loading, "
-            f"start-up and waits), not the GPU: faster kernels or copies can save at most the "
-            f"{busy} it was busy. {idle_split(share, lines or [])}"
-        ).strip()
-    if dominant(share) == "computing":
-        return (
-            f"{gpu} computed {parts['computing']} of the program's {wall} (copying alone "
-            f"{parts['copying']}, both at once {parts['both']}, idle {parts['idle']}): its "
-            f"kernels set the run's length; the copies below can save at most the "
-            f"{parts['copying']} spent copying alone."
-        )
-    if dominant(share) == "copying":
-        return (
-            f"{gpu} copied, computing nothing, {parts['copying']} of the program's {wall} "
-            f"(computing alone {parts['computing']}, both at once {parts['both']}, idle "
-            f"{parts['idle']}): its copies set the run's length, so the advice on copies "
-            "below is where its time is."
-        )
+    part = dominant(share)
     return (
-        f"{gpu} copied while it computed for {parts['both']} of the program's {wall} "
-        f"(computing alone {parts['computing']}, copying alone {parts['copying']}, idle "
-        f"{parts['idle']}): its copies hide behind its kernels, which set the run's length."
+        TIME_VERDICTS[part]
+        .format(
+            gpu=f"GPU {share.device}",
+            wall=format_ms(share.wall_ns / 1e6),
+            busy=format_percent(share.share(share.wall_ns - share.idle_ns)),
+            split=idle_split(share, lines or []) if part == "idle" else "",
+            **{part: format_percent(share.share(ns)) for part, ns in _parts_ns(share).items()},
+        )
+        .strip()
     )
+
+
+TIME_VERDICTS = {  # by the part of the run that took the most of its wall time
+    "idle": (
+        "{gpu} sat idle {idle} of the program's {wall}: it computed {computing}, copied "
+        "{copying} and did both at once {both}. The host set the run's length (its Python, "
+        "data loading, start-up and waits), not the GPU: faster kernels or copies can save "
+        "at most the {busy} it was busy. {split}"
+    ),
+    "computing": (
+        "{gpu} computed {computing} of the program's {wall} (copying alone {copying}, both "
+        "at once {both}, idle {idle}): its kernels set the run's length; the copies below "
+        "can save at most the {copying} spent copying alone."
+    ),
+    "copying": (
+        "{gpu} copied, computing nothing, {copying} of the program's {wall} (computing alone "
+        "{computing}, both at once {both}, idle {idle}): its copies set the run's length, so "
+        "the advice on copies below is where its time is."
+    ),
+    "both": (
+        "{gpu} copied while it computed for {both} of the program's {wall} (computing alone "
+        "{computing}, copying alone {copying}, idle {idle}): its copies hide behind its "
+        "kernels, which set the run's length."
+    ),
+}
 
 
 def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
@@ -532,8 +518,8 @@ def xla_ran(result: Result) -> bool:
     return "jax" in result.extra.libraries or bool(_tuning(result))
 
 
-RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations"}
-RUNTIME_WORDS |= {"free": "frees", "wait": "waits", "register": "registrations"}
+RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations", "free": "frees"}
+RUNTIME_WORDS |= {"wait": "waits", "register": "registrations"}
 
 
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
@@ -544,15 +530,12 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
     said = []
     tuning = _tuning(result)
     if tuning:
-        kernels = sum(len(m.samples_ms) for m in tuning)
-        tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
-        share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+        kernels, cost = _tuning_cost(tuning, scale)
         said.append(
-            f"XLA's autotuning ran at least {plural(kernels, 'kernel')} while it compiled the "
-            f"program (stream_executor's redzone checks, result comparisons, buffer fills and "
-            f"timing delays): {format_ms(tuning_ms)}, {share} of the GPU's "
-            f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), done "
-            "once per compiled program, not per step. JAX's persistent compilation cache "
+            f"XLA's autotuning ran at least {kernels} while it compiled the program "
+            "(stream_executor's redzone checks, result comparisons, buffer fills and timing "
+            f"delays): {cost}, done once per compiled program, not per step. JAX's persistent "
+            "compilation cache "
             "(jax_compilation_cache_dir) keeps it out of later runs; "
             "XLA_FLAGS=--xla_gpu_autotune_level=0 skips it, at the risk of slower kernels."
         )
@@ -617,6 +600,16 @@ def steady_start(launches: list[int], last_new: int) -> int | None:
     return None
 
 
+def _tuning_cost(tuning: list, scale: RunScale) -> tuple[str, str]:
+    """An autotuner's kernels counted, and their time with its share of all the GPU's work."""
+    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
+    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    return plural(sum(len(m.samples_ms) for m in tuning), "kernel"), (
+        f"{format_ms(tuning_ms)}, {share} of the GPU's {format_ms(scale.gpu_ms)} of work "
+        "(kernels, copies and memsets summed)"
+    )
+
+
 def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
     """cuDNN's autotuning, with its share of the GPU's work (once per convolution shape),
     and when torch.backends.cudnn.benchmark pays; nothing with it off."""
@@ -624,15 +617,11 @@ def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
     tuning = [m for m in result.measurements if m.group == "gpu" and m.name in names]
     if not tuning:
         return []
-    kernels = sum(len(m.samples_ms) for m in tuning)
-    tuning_ms = math.fsum(s for m in tuning for s in m.samples_ms)
-    share = format_percent(tuning_ms / scale.gpu_ms) if scale.gpu_ms > 0 else "-"
+    kernels, cost = _tuning_cost(tuning, scale)
     return [
-        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least "
-        f"{plural(kernels, 'kernel')} of {plural(len(tuning), 'kind')} that the program's "
-        f"later steps never ran: {format_ms(tuning_ms)}, {share} of the GPU's "
-        f"{format_ms(scale.gpu_ms)} of work (kernels, copies and memsets summed), spent "
-        "timing each new convolution shape's algorithms, once per shape, not per step. It "
+        f"cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least {kernels} of "
+        f"{plural(len(tuning), 'kind')} that the program's later steps never ran: {cost}, "
+        "spent timing each new convolution shape's algorithms, once per shape, not per step. It "
         "pays when shapes stay fixed (each step then runs the fastest algorithm); where "
         "batch or image sizes vary, each new shape is timed again: set "
         "torch.backends.cudnn.benchmark = False there."
@@ -649,16 +638,13 @@ def runtime_lines(result: Result) -> list[SourceLine]:
 def summarize(result: Result) -> Summary:
     """The copies by memory kind, the Unified Memory counters, where in the program the
     copies, memsets, allocations and waits were made, and the advice."""
-    copies = copies_of(result)
-    bandwidth = result.extra.pinned_bandwidth
+    copies, bandwidth = result.extra.copies, result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
-    tables = [copies_table(copies, bandwidth)] if copies else []  # the Unified Memory
-    # section is the profile's own, as nvprof printed it (memprof.render)
-    small = result.extra.small_copies
+    # the Unified Memory section is the profile's own, as nvprof printed it (memprof.render)
     time, verdicts = time_tables(result)
-    tables = time + tables
+    tables = time + ([copies_table(copies, bandwidth)] if copies else [])
     scale = run_scale(result)
-    said = advice(copies, bandwidth, totals, small, scale)
+    said = advice(copies, bandwidth, totals, result.extra.small_copies, scale)
     conclusions = [outcome_line(result), *verdicts, *framework_verdicts(result, scale), *said]
     lines = result.extra.lines
     if lines is not None:
@@ -673,6 +659,15 @@ def summarize(result: Result) -> Summary:
     )
 
 
+COPY_MEASURES = {  # the copies of a trace's operations, in this order, before the arrays'
+    "HtoD": "each copy host → device, by memory kinds and size",
+    "DtoH": "each copy device → host",
+    "DtoD": "each copy within the GPU",
+    "HtoH": "each copy within the host",
+    "PtoP": "each copy between GPUs",
+}
+
+
 class Trace(base.Experiment):
     """Your own program under CUPTI: this reads the Result that memprof.trace.collect
     records (the command is memprof.cli_trace's)."""
@@ -681,23 +676,15 @@ class Trace(base.Experiment):
     Params = TraceParams  # what a trace records: what ran, not the command line
     Extra = TraceExtra
     measures = (
-        base.Measure(
-            "gpu",
-            "htod",
-            "each copy host → device, by memory kinds and size",
-            "one operation",
-            False,
-        ),
-        base.Measure("gpu", "dtoh", "each copy device → host", "one operation", False),
-        base.Measure("gpu", "dtod", "each copy within the GPU", "one operation", False),
-        base.Measure("gpu", "htoh", "each copy within the host", "one operation", False),
-        base.Measure("gpu", "ptop", "each copy between GPUs", "one operation", False),
         *(
             base.Measure(
-                "gpu", kind.lower(), f"each {kind} copy (CUDA arrays)", "one operation", False
+                "gpu",
+                kind.lower(),
+                COPY_MEASURES.get(kind, f"each {kind} copy (CUDA arrays)"),
+                "one operation",
+                False,
             )
-            for kind in COPY_KINDS
-            if kind not in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+            for kind in sorted(get_args(CopyDirection), key=lambda kind: kind not in COPY_MEASURES)
         ),
         base.Measure("gpu", "memset", "each memset", "one operation", False),
         base.Measure("gpu", "kernel", "each kernel, by name", "one operation", False),
@@ -738,7 +725,7 @@ class Trace(base.Experiment):
             raise SchemaError(
                 "extra.small_copies.copies", "is 0, but its costs are of copies moved at once"
             )
-        copies = copies_of(result)
+        copies = result.extra.copies
         rows = copy_rows(result)
         by_name = dict(rows)
         seen = set()
@@ -883,10 +870,9 @@ def check_lines(result: Result) -> None:
         raise SchemaError("extra.lines", "holds lines, but parameters.stack_depth is 0")
     seen = set()
     for index, line in enumerate(lines):
-        key = (line.activity, line.origin, line.file, line.line, line.function)
-        if key in seen:
+        if line.key in seen:
             raise SchemaError(f"extra.lines[{index}]", f"is {line.place} {line.activity} again")
-        seen.add(key)
+        seen.add(line.key)
         for number, chain in enumerate(line.chains):
             if len(chain.frames) >= depth:
                 raise SchemaError(
@@ -897,19 +883,14 @@ def check_lines(result: Result) -> None:
     measured: dict[str, list] = {}  # activity -> its measurements
     for m in result.measurements:
         named = COPY_NAME.match(m.name) if m.group == "gpu" else None
-        if named:
-            ends = m.name.removeprefix(named[0]).strip()  # "pageable -> device"
-            measured.setdefault(f"{named[1]} {ends}", []).append(m)
-            continue
-        if m.group == "gpu" and m.operation == "memset":
-            measured.setdefault("memset", []).append(m)
-    by_activity: dict[str, list[SourceLine]] = {}
-    for line in lines:
-        by_activity.setdefault(line.activity, []).append(line)
-    for activity in set(measured) | {a for a in by_activity if a not in CALL_KINDS[2:]}:
+        if named or (m.group == "gpu" and m.operation == "memset"):  # "HtoD pageable -> device"
+            activity = f"{named[1]} {m.name[named.end() :].strip()}" if named else "memset"
+            measured.setdefault(activity, []).append(m)
+    grouped = dict(by_activity(lines))
+    for activity in set(measured) | {a for a in grouped if a not in CALL_KINDS[2:]}:
         if activity == "copy":
             continue
-        rows, held = measured.get(activity, []), by_activity.get(activity, [])
+        rows, held = measured.get(activity, []), grouped.get(activity, [])
         nbytes = sum(m.bytes * len(m.samples_ms) for m in rows)
         gpu_ms = math.fsum(s for m in rows for s in m.samples_ms)
         line_bytes = sum(line.bytes for line in held)
@@ -931,7 +912,7 @@ def check_timeline(result: Result) -> None:
     if timeline is None:
         return
     lines = len(result.extra.lines or [])
-    beyond = max(timeline.line_indexes(), default=-1)
+    beyond = max([row[7] for row in timeline.gpu] + [row[4] for row in timeline.api], default=-1)
     if beyond >= lines:
         raise SchemaError("extra.timeline", f"names line {beyond}, but there are {lines}")
     measured: dict[tuple[str, str], list[float]] = {}
@@ -998,14 +979,8 @@ def by_activity(lines: list[SourceLine]) -> list[tuple[str, list[SourceLine]]]:
 def top_lines(lines: list[SourceLine], top: int = WHERE_TOP) -> list[SourceLine]:
     """The lines among the `top` of any measure (GPU time, bytes, host time, calls), the
     most time first; a measure every line has none of picks nothing."""
-    measures = (
-        lambda s: s.gpu_ms,
-        lambda s: s.bytes,
-        lambda s: s.host_ms,
-        lambda s: s.calls,
-    )
     picked: dict[int, SourceLine] = {}
-    for measure in measures:
+    for measure in (attrgetter(name) for name in ("gpu_ms", "bytes", "host_ms", "calls")):
         ranked = sorted((s for s in lines if measure(s) > 0), key=measure, reverse=True)
         for line in ranked[:top]:
             picked[id(line)] = line
@@ -1050,8 +1025,7 @@ WHERE_CALLS = [  # the other calls: which call, and how long the host spent in i
 def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
     """One activity's lines: the top ones (with their callers on request), then the rest
     summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
-    work = activity not in CALL_KINDS or activity == "memset"
-    columns = WHERE_WORK if work else WHERE_CALLS
+    columns = WHERE_WORK if lines[0].timed_on_gpu else WHERE_CALLS
     title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
     blank = dict.fromkeys(("call", *WHERE_FIGURES), "")
     rows: list[dict[str, Any]] = []
@@ -1266,10 +1240,6 @@ def call_cause(line: SourceLine, library: str | None) -> str:
 CALL_WORDS = {"alloc": "allocation", "free": "free", "register": "registration"}
 
 
-def _library(libraries: list[str]) -> str | None:
-    return next((name for name in LIBRARY_ORDER if name in libraries), None)
-
-
 FOLD_SHARE = 0.01  # advice whose line cost under 1% of the run, host and GPU alike: one line
 FOLD_PLACES = 5  # places named in that line
 
@@ -1323,7 +1293,7 @@ def line_advice(
     repeated small copies, and the waits, allocations, frees and registrations made again
     and again at one line (a loop's), the costliest first. With the run's scale, each with
     its share of it, all in order of cost, and those under FOLD_SHARE of the run in one line."""
-    said = _line_findings(lines, _library(libraries))
+    said = _line_findings(lines, next((n for n in LIBRARY_ORDER if n in libraries), None))
     if scale is None:
         return [_advised(line, what, remedy) for line, what, remedy in said]
     said.sort(key=lambda found: -scale.cost(found[0]))
@@ -1349,7 +1319,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     said = []
     at_place: dict[tuple, list[SourceLine]] = {}
     for line in lines:
-        at_place.setdefault((line.origin, line.file, line.line, line.function), []).append(line)
+        at_place.setdefault(line.key[1:], []).append(line)
     pageable = _ranked(
         lines,
         lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
@@ -1359,7 +1329,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
             (library, None), PAGEABLE_REMEDY[None, None]
         )
-        callers = pageable_callers(line, at_place[line.origin, line.file, line.line, line.function])
+        callers = pageable_callers(line, at_place[line.key[1:]])
         if callers:
             named = ", ".join(
                 f"{place} ({plural(calls, 'copy', 'copies')})" for place, calls in callers
@@ -1377,7 +1347,7 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
         said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
     waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
     for line in waits:
-        beside = at_place[line.origin, line.file, line.line, line.function]
+        beside = at_place[line.key[1:]]
         remedy = wait_remedy(line, beside, library)
         said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
     repeated = _ranked(lines, lambda s: s.activity in CALL_WORDS and s.calls >= REPEATED)

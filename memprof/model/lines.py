@@ -82,6 +82,11 @@ class SourceLine:
         return math.fsum(self.host_ms_each)
 
     @property
+    def key(self) -> tuple[str, str, str, int, str]:
+        """What makes it one line: its activity and site (memprof.trace.where.line_key)."""
+        return (self.activity, self.origin, self.file, self.line, self.function)
+
+    @property
     def place(self) -> str:
         """`train.py:42`, or what stands for it where the line is not the program's."""
         if self.origin == "none":
@@ -94,20 +99,22 @@ class SourceLine:
         return where
 
     @property
-    def is_copy(self) -> bool:
-        return COPY_ACTIVITY.match(self.activity) is not None
+    def timed_on_gpu(self) -> bool:
+        """Copies and memsets are timed by their GPU work; the other calls by the host's."""
+        return self.activity not in CALL_KINDS or self.activity == "memset"
 
-    def copy_ends(self) -> tuple[str, str, str] | None:
+    @property
+    def is_copy(self) -> bool:
+        return self.copy_ends() is not None
+
+    def copy_ends(self) -> tuple[str, ...] | None:
         """(direction, source kind, destination kind) of a copy line; None otherwise."""
         matched = COPY_ACTIVITY.match(self.activity)
-        return (matched[1], matched[2], matched[3]) if matched else None
+        return matched.groups() if matched else None
 
     def host_kind(self) -> str | None:
         """The host side's memory kind, for copies between host and device."""
-        ends = self.copy_ends()
-        if ends is None:
-            return None
-        direction, source, destination = ends
+        direction, source, destination = self.copy_ends() or ("", "", "")
         return {"HtoD": source, "DtoH": destination}.get(direction)
 
     def check_consistency(self) -> None:

@@ -62,9 +62,6 @@ class Timeline:
                         f"{where}[{index}][{at}]", f"is {row[at]}, but there are {count} names"
                     )
 
-    def line_indexes(self) -> list[int]:
-        return [row[7] for row in self.gpu] + [row[4] for row in self.api]
-
 
 # -- where the time went -------------------------------------------------------------------
 
@@ -79,22 +76,6 @@ def merged(intervals: list[Interval]) -> list[Interval]:
             out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
             out.append((start, end))
-    return out
-
-
-def intersection(first: list[Interval], second: list[Interval]) -> list[Interval]:
-    """Where both unions hold at once, as disjoint intervals in order."""
-    a, b = merged(first), merged(second)
-    out: list[Interval] = []
-    i, j = 0, 0
-    while i < len(a) and j < len(b):
-        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if high > low:
-            out.append((low, high))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
     return out
 
 
@@ -124,31 +105,28 @@ class Covered:
 
 @dataclass(frozen=True)
 class Work:
-    """One GPU's work: its kernels, its copies and memsets, and the two at once, each a
-    union (its streams merged). What the Where table sums over the run and the picture
-    (`memprof plot`) per bin of time, by one rule, so the bins add up to the table."""
+    """One GPU's work: its kernels, its copies and memsets, and either, each a union (its
+    streams merged). What the Where table sums over the run and the picture (`memprof plot`)
+    per bin of time, by one rule, so the bins add up to the table."""
 
     kernels: Covered
     memory: Covered
-    both: Covered
-    busy: list[Interval]
+    busy: Covered
 
     @classmethod
     def of(cls, timeline: Timeline, device: int) -> Work:
         rows = [row for row in timeline.gpu if row[4] == device]
         kernels = [(r[2], r[2] + r[3]) for r in rows if r[0] == 0]
         memory = [(r[2], r[2] + r[3]) for r in rows if r[0] != 0]
-        both = intersection(kernels, memory)
-        return cls(Covered(kernels), Covered(memory), Covered(both), merged(kernels + memory))
+        return cls(Covered(kernels), Covered(memory), Covered(kernels + memory))
 
     def parts_ns(self, start_ns: int | None = None, end_ns: int | None = None) -> Parts:
-        """(computing alone, copying alone, both at once) in [start_ns, end_ns)."""
-        both = self.both.within(start_ns, end_ns)
-        return (
-            self.kernels.within(start_ns, end_ns) - both,
-            self.memory.within(start_ns, end_ns) - both,
-            both,
-        )
+        """(computing alone, copying alone, both at once) in [start_ns, end_ns): the time
+        both held is the time each held, less the time either did."""
+        kernels = self.kernels.within(start_ns, end_ns)
+        memory = self.memory.within(start_ns, end_ns)
+        both = kernels + memory - self.busy.within(start_ns, end_ns)
+        return kernels - both, memory - both, both
 
 
 Parts = tuple[int, int, int]  # computing alone, copying alone, both at once: ns
@@ -221,7 +199,7 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
     for device in devices:
         work = Work.of(timeline, device)
         computing, copying, both = work.parts_ns()
-        busy = work.busy
+        busy = work.busy.intervals
         wall = max(wall_ns, busy[-1][1] - busy[0][0] if busy else 0)
         idle = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
         longest = sorted(idle, key=lambda g: (g[0] - g[1], g[0]))[:gaps]

@@ -12,51 +12,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.model.formatting import bandwidth_gb_per_s
-from memprof.model.lines import CALL_KINDS, SourceLine, lines_of
+from memprof.model.lines import SourceLine, lines_of
 from memprof.model.timeline import NO_LINE, Gap, breakdown_of
 from memprof.output.literal import literal
-
-WHERE_COLUMNS = (
-    "command",
-    "program",
-    "activity",
-    "file",
-    "line",
-    "function",
-    "origin",
-    "calls",
-    "api",
-    "bytes",
-    "smallest_bytes",
-    "largest_bytes",
-    "gpu_ms",
-    "host_ms",
-    "callers",
-)
 
 
 def where_rows(result: object) -> list[dict[str, object]]:
     """One row per source line of a trace (none for other commands, or a trace without
     lines): its activity, place, calls, bytes, GPU and host time in ms, and its commonest
-    callers (`main.py:80 main < main.py:95 <module>`)."""
+    callers (`main.py:80 main < main.py:95 <module>`), as the CSV's line rows hold them."""
     rows = []
-    program = getattr(getattr(result, "parameters", None), "program", "")
     for line in lines_of(result) or []:
         callers = line.chains[0].frames if line.chains else []
         rows.append(
             {
-                "command": "trace",
-                "program": literal(str(program)),
                 "activity": literal(line.activity),
                 "file": literal(line.file),
                 "line": line.line,
                 "function": literal(line.function),
                 "origin": line.origin,
                 "calls": line.calls,
-                "api": literal(" ".join(line.api)),
                 "bytes": line.bytes,
-                "smallest_bytes": line.smallest_bytes,
-                "largest_bytes": line.largest_bytes,
                 "gpu_ms": line.gpu_ms if line.gpu_ms_each else "",
                 "host_ms": line.host_ms if line.host_ms_each else "",
                 "callers": literal(" < ".join(f"{f.file}:{f.line} {f.function}" for f in callers)),
@@ -137,14 +113,9 @@ class LinePair:
     def label(self) -> str:
         return f"{self.a.place} {self.a.activity}"
 
-    @property
-    def timed_on_gpu(self) -> bool:
-        """Copies and memsets compare their GPU time; the other calls, their host time."""
-        return self.a.activity not in CALL_KINDS or self.a.activity == "memset"
-
     def samples(self, line: SourceLine) -> list[float]:
         """The per-call times compared: GPU time of the work, or the calls' host time."""
-        return line.gpu_ms_each if self.timed_on_gpu else line.host_ms_each
+        return line.gpu_ms_each if self.a.timed_on_gpu else line.host_ms_each
 
 
 def paired_lines(first: object, second: object) -> tuple[list[LinePair], int, int]:
@@ -153,10 +124,6 @@ def paired_lines(first: object, second: object) -> tuple[list[LinePair], int, in
     a_lines, b_lines = lines_of(first), lines_of(second)
     if a_lines is None or b_lines is None:
         return [], 0, 0
-
-    def key(line: SourceLine) -> tuple:
-        return (line.activity, line.origin, line.file, line.line, line.function)
-
-    b_by_key = {key(line): line for line in b_lines}
-    pairs = [LinePair(line, b_by_key[key(line)]) for line in a_lines if key(line) in b_by_key]
+    b_by_key = {line.key: line for line in b_lines}
+    pairs = [LinePair(line, b_by_key[line.key]) for line in a_lines if line.key in b_by_key]
     return pairs, len(a_lines) - len(pairs), len(b_lines) - len(pairs)

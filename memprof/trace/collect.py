@@ -1,14 +1,9 @@
 """`memprof trace`: run the user's own Python program under CUPTI and keep what it did.
 
-The program runs in memprof's own process (runpy, with sys.argv and sys.path[0] set as
-`python SCRIPT` or `python -m MODULE` would), so CUPTI can be switched on after cuInit and
-before the program makes its first context, whatever it uses: PyCUDA, CuPy, PyTorch, Numba.
-Its output, exit code, uncaught exception (printed as Python prints it) and Ctrl-C pass
-through; the profile goes to stderr afterwards, as nvprof's did, so stdout stays the
-program's own.
-
-This module collects (records -> Measurements and copy groups -> Result); what the Result
-means for the user (tables, advice) is memprof.experiments.trace.
+The program runs in memprof's process (runpy, sys.argv and sys.path[0] as `python` sets
+them), so CUPTI starts after cuInit and before the program's first context, whatever library
+it uses. Its output, exit code, exception and Ctrl-C pass through; the profile goes to
+stderr. This module records the Result; memprof.experiments.trace says what it means.
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import math
 import os
 import runpy
 import shutil
@@ -30,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
+from msgspec import Meta
+
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, MemprofError
@@ -42,7 +38,9 @@ from memprof.model.schema import (
     GpuIndex,
     Milliseconds,
     Range,
+    SchemaError,
     Seconds,
+    check,
 )
 from memprof.model.timeline import Timeline
 from memprof.trace.stacks import (
@@ -53,7 +51,15 @@ from memprof.trace.stacks import (
     is_work_call,
 )
 from memprof.trace.timeline import timeline_of
-from memprof.trace.where import Stacks, copy_direction, copy_row_name, source_lines
+from memprof.trace.where import (
+    Stacks,
+    activity_of,
+    copy_direction,
+    copy_row_name,
+    gpu_row_name,
+    outermost_calls,
+    source_lines,
+)
 
 if TYPE_CHECKING:
     from memprof.output.emit import Output
@@ -89,12 +95,8 @@ def parse_target(target: list[str], module: str | None) -> Program:
 
 
 def check_program(program: Program) -> None:
-    """Fail before CUPTI starts if the script or module cannot be found, as Python would.
-
-    Nothing of the program runs here: a module is looked for by its top-level name (finding
-    `pkg.tool` would import `pkg`, running its __init__ twice, and an exception there is the
-    program's own, shown as Python shows it once the program runs).
-    """
+    """Fail before CUPTI starts if the script or module cannot be found, as Python would. A
+    module is looked for by its top-level name: finding `pkg.tool` would run pkg's __init__."""
     if program.script is not None:
         path = Path(program.script)
         if not path.exists():
@@ -117,12 +119,9 @@ def as_python_runs(program: Program) -> Iterator[None]:
     """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them
     (the script's folder, or the working directory), put back afterwards."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    if program.script is not None:
-        sys.argv = [program.script, *program.arguments]
-        sys.path.insert(0, str(Path(program.script).resolve().parent))
-    else:
-        sys.argv = [program.module, *program.arguments]
-        sys.path.insert(0, os.getcwd())
+    script = program.script
+    sys.argv = [script if script is not None else program.module, *program.arguments]
+    sys.path.insert(0, str(Path(script).resolve().parent) if script is not None else os.getcwd())
     try:
         yield
     finally:
@@ -159,15 +158,6 @@ class Outcome:
 # The GPU libraries whose use the advice names in their own words (memprof imports none).
 PROGRAM_LIBRARIES = ("torch", "cupy", "numba", "pycuda", "cuda", "jax")
 ProgramLibrary = Literal[PROGRAM_LIBRARIES]  # type: ignore[valid-type]
-
-
-@dataclass(frozen=True)
-class LineOptions:
-    """How lines are recorded: frames kept per call (0: none) and whether the summary
-    shows each line's callers."""
-
-    stack_depth: int = 0
-    stacks: bool = False
 
 
 def exit_code_of(system_exit: SystemExit) -> int:
@@ -223,12 +213,12 @@ def cudnn_benchmark() -> bool | None:
 _RUNNER_MODULES = {"runpy", __name__}  # runpy's file is "<frozen runpy>" in 3.11+
 
 
-def print_program_traceback(error: BaseException, stream: Any = None) -> None:
+def print_program_traceback(error: BaseException) -> None:
     """The traceback Python would print, starting at the program's own frames."""
     tb = error.__traceback__
     while tb is not None and tb.tb_frame.f_globals.get("__name__") in _RUNNER_MODULES:
         tb = tb.tb_next
-    traceback.print_exception(type(error), error, tb, file=stream or sys.stderr)
+    traceback.print_exception(type(error), error, tb, file=sys.stderr)
 
 
 # -- collecting ------------------------------------------------------------------------------
@@ -401,12 +391,9 @@ def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> lis
     """nvprof's rows as Measurements: one per name and size (profile_rows folds sizes)."""
     rows: dict[tuple[str, str, int], Measurement] = {}
     for record in gpu:
-        if record.category == "memcpy":
-            key = (copy_row_name(record), copy_direction(record.name).lower(), record.bytes)
-        elif record.category == "memset":
-            key = ("[CUDA memset]", "memset", record.bytes)
-        else:
-            key = (record.name, "kernel", 0)
+        key = (gpu_row_name(record), "kernel", 0)
+        if record.category != "kernel":  # a copy's direction ("htod"), or "memset"
+            key = (key[0], activity_of(record).partition(" ")[0].lower(), record.bytes)
         if key not in rows:
             rows[key] = Measurement("gpu", key[0], key[1], None, key[2], source="cupti")
         rows[key].samples_ms.append(record.duration_ms)
@@ -460,11 +447,7 @@ class CopyGroup:
     @property
     def host_kind(self) -> str | None:
         """The host side's memory kind, for copies between host and device."""
-        if self.direction == "HtoD":
-            return self.source
-        if self.direction == "DtoH":
-            return self.destination
-        return None
+        return {"HtoD": self.source, "DtoH": self.destination}.get(self.direction)
 
 
 def stages(source: str, destination: str) -> bool:
@@ -476,16 +459,6 @@ def stages(source: str, destination: str) -> bool:
 def is_blocking(record: GpuRecord) -> bool:
     """A copy the host waited for: a synchronous call, or one that stages."""
     return not record.asynchronous or stages(record.src_kind, record.dst_kind)
-
-
-def call_ms_by_correlation(api: list[ApiRecord]) -> dict[int, float]:
-    """Each correlation id's longest API call: where a runtime call (cudaMemcpy) and the
-    driver call it made share the id, the runtime call encloses it and is what held the host."""
-    calls: dict[int, float] = {}
-    for call in api:
-        if call.correlation_id:
-            calls[call.correlation_id] = max(calls.get(call.correlation_id, 0.0), call.duration_ms)
-    return calls
 
 
 @dataclass
@@ -503,7 +476,7 @@ class BlockedCopies:
 
 def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCopies]:
     """Every blocking copy paired with its call, by row name and size."""
-    call_ms = call_ms_by_correlation(api)
+    call_ms = {key: call.duration_ms for key, call in outermost_calls(api).items()}
     rows: dict[tuple[str, int], BlockedCopies] = {}
     for record in gpu:
         if record.category != "memcpy" or not is_blocking(record):
@@ -520,7 +493,7 @@ def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCo
 
 def copy_groups(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[CopyGroup]:
     """The copies folded by direction and memory kinds, largest GPU time first."""
-    call_ms = call_ms_by_correlation(api)
+    call_ms = {key: call.duration_ms for key, call in outermost_calls(api).items()}
     groups: dict[tuple[str, str, str], CopyGroup] = {}
     for record in gpu:
         if record.category != "memcpy":
@@ -626,29 +599,21 @@ def trace_result(
     device_index: int,
     bandwidth: dict[str, Any],
     small_copies: SmallCopyFigures | None = None,
-    lines: LineOptions | None = None,
+    stack_depth: int = 0,
+    stacks: bool = False,
     all_calls: bool = True,
 ) -> Result:
     """The trace as a Result: `report` and `diff` render it like any other command's.
-    all_calls: whether the recording holds every driver and runtime call (False: only the
-    work calls, is_work_call)."""
+    stack_depth, stacks, all_calls: as TraceParams records them."""
     error = outcome.error
-    lines = lines or LineOptions()
     source = None
     if recording.stacks is not None:
         source = source_lines(recording.gpu, recording.api, recording.stacks, recording.own_calls)
-    note = recording.stacks_note
-    if lines.stack_depth == 0:
-        note = "not recorded (--stack-depth 0)"
+    note = "not recorded (--stack-depth 0)" if stack_depth == 0 else recording.stacks_note
     return Result(
         command="trace",
         parameters=TraceParams(
-            program.label,
-            program.arguments,
-            device_index,
-            lines.stack_depth,
-            lines.stacks,
-            all_calls,
+            program.label, program.arguments, device_index, stack_depth, stacks, all_calls
         ),
         device=None,
         measurements=measurements_from_records(recording.gpu, recording.api),
@@ -683,10 +648,10 @@ def trace_result(
 # -- this GPU's pinned bandwidth -------------------------------------------------------------
 
 
-def cache_path() -> Path | None:
-    """Where this GPU's pinned bandwidth is cached (None: no cache on this machine)."""
+def cache_path(name: str) -> Path | None:
+    """Where this GPU's figures of one kind are cached (None: no cache on this machine)."""
     folder = cache_directory()
-    return None if folder is None else folder / "pinned_bandwidth.json"
+    return None if folder is None else folder / name
 
 
 def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
@@ -725,7 +690,7 @@ def pinned_bandwidth(
     now (and cached); "none": not measured (the advice then gives no pinned estimate).
     """
     figures = cached_figures(
-        cache or cache_path(),
+        cache or cache_path("pinned_bandwidth.json"),
         (gpu_name, driver_version),
         mode,
         lambda: measure(device_index),
@@ -744,20 +709,20 @@ MAX_CACHED_SIZES = 64
 MAX_CACHED_BYTES = 1 << 40
 
 
-def number_problem(value: Any, low: float, high: float) -> str | None:
-    """Why `value` is not a number in (low, high] (a bool, a string, NaN: each refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"is {json.dumps(value)[:40]}, not a number"
-    if not (math.isfinite(value) and low < value <= high):
-        return f"is {value:g}, outside ({low:g}, {high:g}]"
-    return None
+class CachedPinned(TypedDict):
+    """A cached pinned bandwidth: both directions, at a size where bandwidth sets the time."""
+
+    h2d_gb_per_s: GbPerS
+    d2h_gb_per_s: GbPerS
+    bytes: Annotated[int, Range(SMALL_COPY_BYTES, MAX_CACHED_BYTES)]
 
 
-def count_problem(value: Any, low: int, high: int) -> str | None:
-    """Why `value` is not a whole number from low to high."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"is {json.dumps(value)[:40]}, not a whole number"
-    return None if low <= value <= high else f"is {value}, outside {low} to {high}"
+@dataclass
+class CachedSmallCopies:
+    """Cached small-copy costs: one figure per way and size (their clock checked apart)."""
+
+    copies: Annotated[int, Range(1, MAX_CACHED_COPIES)]
+    costs: Annotated[list[SmallCopyCost], Meta(min_length=1, max_length=MAX_CACHED_SIZES)]
 
 
 def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | None:
@@ -777,44 +742,25 @@ def identity_problem(entry: dict[str, Any], identity: tuple[str, str]) -> str | 
 
 def pinned_problem(entry: dict[str, Any]) -> str | None:
     """Why cached pinned-bandwidth figures cannot be used, or None."""
-    for name in ("h2d_gb_per_s", "d2h_gb_per_s"):
-        problem = number_problem(entry.get(name), *HOST_LINK_GB_PER_S)
-        if problem:
-            return f"{name} {problem}"
-    problem = count_problem(entry.get("bytes"), SMALL_COPY_BYTES, MAX_CACHED_BYTES)
-    return f"bytes {problem}" if problem else None
+    try:
+        check(entry, CachedPinned)
+    except SchemaError as error:
+        return str(error)
+    return None
 
 
 def small_copies_problem(entry: dict[str, Any]) -> str | None:
     """Why cached small-copy costs cannot be used, or None."""
     if entry.get("clock") != "wall":
         return "its costs are GPU time, measured before memprof took the wall clock per copy"
-    problem = count_problem(entry.get("copies"), 1, MAX_CACHED_COPIES)
-    if problem:
-        return f"copies {problem}"
-    costs = entry.get("costs")
-    if not isinstance(costs, list) or not 1 <= len(costs) <= MAX_CACHED_SIZES:
-        return f"costs is not a list of 1 to {MAX_CACHED_SIZES} sizes"
-    for index, cost in enumerate(costs):
-        where = f"costs[{index}]"
-        if not isinstance(cost, dict):
-            return f"{where} is not an object"
-        unknown = set(cost) - set(SmallCopyCost.__annotations__)
-        if unknown:
-            return f"{where} has an unknown field {sorted(unknown)[0]!r}"
-        problem = count_problem(cost.get("bytes"), 1, MAX_CACHED_BYTES)
-        if problem:
-            return f"{where}.bytes {problem}"
-        for name in ("pinned_ms", "pageable_ms", "gathered_ms", "batched_ms"):
-            if name == "batched_ms" and cost.get(name) is None:
-                continue  # not measured
-            problem = number_problem(cost.get(name), *SMALL_COPY_MS)
-            if problem:
-                return f"{where}.{name} {problem}"
-    sizes = [cost["bytes"] for cost in costs]
-    if len(set(sizes)) != len(sizes):
-        return "costs has one size twice"
-    return None
+    try:
+        costs = check({k: entry.get(k) for k in ("copies", "costs")}, CachedSmallCopies).costs
+    except SchemaError as error:
+        return str(error)
+    sizes = [cost.bytes for cost in costs]
+    if max(sizes) > MAX_CACHED_BYTES:
+        return f"costs has a size of {max(sizes)} bytes, more than {MAX_CACHED_BYTES}"
+    return "costs has one size twice" if len(set(sizes)) != len(sizes) else None
 
 
 def cached_figures(
@@ -842,7 +788,11 @@ def cached_figures(
         if isinstance(entry, dict):
             why = identity_problem(entry, identity) or problem(entry)
         if why is None:
-            return {**entry, "how": f"cached in {cache}, {whose(entry)}"}
+            whose = f"{entry['gpu_name']} (driver {entry['driver_version']})"
+            return {
+                **entry,
+                "how": f"cached in {cache}, measured on {whose} {entry['measured_at']}",
+            }
         warn_once(str(cache), f"ignored {key!r} in the cache {cache}: {why} (measured again)")
     try:
         figures = measure()
@@ -862,19 +812,7 @@ def cached_figures(
     return {**entry, "how": f"measured now with {command} (then cached)"}
 
 
-def whose(entry: dict[str, Any]) -> str:
-    """Whose figures a cached entry holds and when they were measured."""
-    return (
-        f"measured on {entry['gpu_name']} (driver {entry['driver_version']}) {entry['measured_at']}"
-    )
-
-
 # -- this GPU's small copies -----------------------------------------------------------------
-
-
-def small_copies_cache_path() -> Path | None:
-    folder = cache_directory()
-    return None if folder is None else folder / "small_copies.json"
 
 
 def small_copy_figures(
@@ -887,10 +825,8 @@ def small_copy_figures(
 ) -> SmallCopyFigures:
     """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is;
     `measure(device_index)` runs `memprof smallcopies` where they must be measured."""
-    from memprof.model.schema import SchemaError, check_dataclass
-
     entry = cached_figures(
-        cache or small_copies_cache_path(),
+        cache or cache_path("small_copies.json"),
         (gpu_name, driver_version),
         mode,
         lambda: measure(device_index),
@@ -899,7 +835,7 @@ def small_copy_figures(
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs", "clock") if k in entry}
     try:
-        return check_dataclass(fields, SmallCopyFigures, "small copies")
+        return check(fields, SmallCopyFigures, "small copies")
     except SchemaError as error:  # what the checks above let through and a Result may not hold
         return SmallCopyFigures(how=f"not usable: {error}")
 
@@ -915,7 +851,8 @@ class TraceOptions:
     measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0
     bandwidth: str = "cache"
-    lines: LineOptions = field(default_factory=lambda: LineOptions(DEFAULT_STACK_DEPTH))
+    stack_depth: int = DEFAULT_STACK_DEPTH  # frames kept per call (0: no lines)
+    stacks: bool = False  # the summary shows each line's callers
     output: Output | None = None  # where results go besides stderr; None: nowhere
     # every driver and runtime call recorded (--all-calls); False: the work calls alone
     # (is_work_call), which costs a launch-bound program far less
@@ -928,13 +865,9 @@ def trace(
     summarize: Callable[[Result], Any],
     collector: Collector | None = None,
 ) -> int:
-    """Trace the program, print its profile and advice, save it; the program's exit code.
-
-    memprof's own failures (no CUPTI, script missing, CUPTI refused) raise MemprofError
-    before the program starts; once it has started, everything it does passes through.
-    The profile is shown (on stderr: stdout is the program's) and saved as every command
-    shows and saves (memprof.output.emit): a failed save is one line and exit 5.
-    """
+    """Trace the program, show its profile and advice on stderr, save it; its exit code.
+    memprof's own failures raise MemprofError before the program starts; after, everything
+    the program does passes through, and a failed save is one line and exit 5 (emit)."""
     from memprof.output.emit import Output, emit
 
     if options.bandwidth not in BANDWIDTH_MODES:
@@ -944,17 +877,12 @@ def trace(
     output = replace(options.output or Output(), on_stderr=True)
     output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
-    if not 0 <= options.lines.stack_depth <= MAX_STACK_DEPTH:
-        raise InvalidArgument(
-            f"--stack-depth {options.lines.stack_depth}: choose from 0 (no lines) to "
-            f"{MAX_STACK_DEPTH}"
-        )
     if collector is None:
         recorder = None
-        if options.lines.stack_depth > 0:
+        if options.stack_depth > 0:
             with as_python_runs(program):  # a -m module's folder is found as Python finds it
                 code = CodeFilter.for_program(program.script, program.module)
-            recorder = StackRecorder(code, options.lines.stack_depth, run_program.__code__)
+            recorder = StackRecorder(code, options.stack_depth, run_program.__code__)
         record_call = None if options.all_calls else is_work_call
         collector = CuptiCollector(options.device, recorder, record_call)
     collector.start()
@@ -969,15 +897,7 @@ def trace(
     small = None  # measured only for a program that made small copies: the advice needs it
     if any(group.small_calls for group in copy_groups(recording.gpu, recording.api)):
         small = small_copy_figures(*this_gpu, options.measure_small_copies)
-    result = trace_result(
-        program,
-        outcome,
-        recording,
-        options.device,
-        bandwidth,
-        small,
-        options.lines,
-        options.all_calls,
-    )
+    recorded = (options.stack_depth, options.stacks, options.all_calls)  # as TraceParams
+    result = trace_result(program, outcome, recording, options.device, bandwidth, small, *recorded)
     emit([result], summarize, output)
     return outcome.exit_code

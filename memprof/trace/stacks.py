@@ -1,20 +1,11 @@
 """Where in the user's program each copy, memset, allocation, free, registration, prefetch and
 wait was asked for: the Python stack of the CUDA call, taken by a CUPTI callback.
 
-CUPTI's Callback API calls a subscriber at the entry of every driver or runtime function it
-enabled (API_ENTER), inside that function, before it does its work: on the thread that called
-it, with the call's correlation id, which is the id CUPTI's activity records of the call and
-of its GPU work carry. So the callback sees the Python frames that led to the call (the
-thread's own: a C extension that released the GIL gets it back for the callback), and the
-join with the activity records is by that id (memprof.trace.where).
-
-Only the calls of CALL_KINDS are enabled, by callback id, so kernel launches, event queries
-and the many small calls libraries make run no Python at all; each enabled call costs one
-Python call and a walk up the stack to the program's innermost frames.
-
-Calls made on a thread without Python frames (PyTorch's autograd threads run the backward
-pass) have no stack of their own: the program's main thread's frames stand for them (the
-line that waits for that work, `loss.backward()`), and the line says so (origin "thread").
+CUPTI calls the callback at the entry of each enabled driver or runtime call, on the thread
+that made it, with the correlation id its activity records carry (memprof.trace.where joins
+by it). Only CALL_KINDS calls are enabled, so kernel launches and the many small calls run
+no Python at all. A thread without Python frames (PyTorch's autograd threads) is given the
+main thread's frames (`loss.backward()`), and its line says so (origin "thread").
 """
 
 from __future__ import annotations
@@ -138,12 +129,10 @@ def _under(path: str, folders: Iterable[str]) -> bool:
 
 @dataclass
 class CodeFilter:
-    """Which frames are the program's own code: not the standard library, not site-packages,
-    not PyTorch, CuPy, Numba, PyCUDA, NVIDIA's bindings (wherever they are installed), never
-    memprof's or CUPTI's. The program's own files win over site-packages (a program installed
-    there, run with -m, is still the program); they never win over the libraries named.
-
-    Folders are absolute and resolved (os.path.realpath); so is every frame's file, once."""
+    """Which frames are the program's own code: not the standard library, site-packages, the
+    libraries named (wherever installed), memprof's or CUPTI's. The program's files win over
+    site-packages (run with -m from there, it is still the program), never over the libraries
+    named. Folders are resolved (os.path.realpath); so is every frame's file, once."""
 
     program_folder: str  # the script's folder, or the working directory for -m
     program: tuple[str, ...] = ()  # the script, or the -m module's package folder
@@ -242,9 +231,8 @@ class StackRecorder:
 
     def start(self, cupti: Any, library: Any = None) -> str | None:
         """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not. Through
-        libcupti's own functions, this process's libcupti (or `library`), the one that
-        cupti-python loaded (memprof.core.api_callbacks: a fifth of the cost per call of
-        cupti-python's subscriber, which memprof does not use)."""
+        libcupti's own functions (memprof.core.api_callbacks: a fifth of the cost per call of
+        cupti-python's subscriber), of this process's libcupti or `library`."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
@@ -304,28 +292,21 @@ class StackRecorder:
             if self._wanted is not None and not self._is_wanted(domain, cbid):
                 return
             correlation = api_callbacks.correlation_id(data_address)
-            self._entered(correlation, sys._getframe().f_back)  # None on a thread born in C
+            if correlation in self.stacks or correlation in self.own:  # a runtime call's
+                return  # driver call: done
+            stack = self._stack(sys._getframe().f_back)  # None on a thread born in C
+            if stack == OWN:
+                self.own.add(correlation)
+            elif stack is not None:
+                self.stacks[correlation] = stack
         except KeyboardInterrupt:
             try:
                 deliver_ctrl_c_again()
             except KeyboardInterrupt:  # no exception passes out of a ctypes callback
                 interrupt_main_soon()
         except Exception as error:
-            self._failed(error)
-
-    def _entered(self, correlation: int, frame: FrameType | None) -> None:
-        """At an enabled call's entry: the stack from `frame`, the call's caller."""
-        if correlation in self.stacks or correlation in self.own:  # a runtime call's
-            return  # driver call: done
-        stack = self._stack(frame)
-        if stack == OWN:
-            self.own.add(correlation)
-        elif stack is not None:
-            self.stacks[correlation] = stack
-
-    def _failed(self, error: Exception) -> None:
-        self.failures += 1
-        self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
+            self.failures += 1
+            self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
 
     def _is_wanted(self, domain: int, cbid: int) -> bool:
         key = (int(domain), int(cbid))
@@ -351,12 +332,10 @@ class StackRecorder:
         return None
 
     def _walk(self, frame: FrameType | None) -> tuple[Any, RawFrame | None]:
-        """The innermost frames of the program's (up to depth), and the innermost library
-        frame (where there is none of the program's); OWN where the innermost frame that is
-        anyone's is memprof's. The walk ends at the runner's frame once it has met anyone's
-        frame (a program's or a library's line is then known, and every frame below is
-        memprof's CLI and what called it, none of them the program's): a training step's
-        stack is a few frames deep, the CLI's under it twenty."""
+        """The program's innermost frames (up to depth) and the innermost library frame; OWN
+        where the innermost frame that is anyone's is memprof's. The walk ends at the runner's
+        frame once it has met anyone's: below it lie memprof's CLI's twenty frames, never the
+        program's, under a training step's few."""
         verdicts, classify, depth = self._verdicts, self.filter.classify, self.depth
         runner = self.runner
         found: list[RawFrame] = []
@@ -402,10 +381,9 @@ class StackRecorder:
 
 
 def deliver_ctrl_c_again() -> None:
-    """A Ctrl-C raised inside the callback cannot reach the program from there (CUPTI called
-    it, not the program): memprof's entry point (memprof.__main__) delivers it again 5 ms
-    later on SIGALRM, to whatever then runs. Without that entry point, raise it again for
-    whatever called the callback, as Python would."""
+    """A Ctrl-C raised inside the callback cannot reach the program from there: memprof's
+    entry point (memprof.__main__) delivers it again 5 ms later on SIGALRM; without it,
+    raise it again, as Python would."""
     from memprof.interrupts import note_press
 
     note_press()
@@ -417,9 +395,8 @@ def deliver_ctrl_c_again() -> None:
 
 
 def interrupt_main_soon() -> None:
-    """Ctrl-C for the main thread 5 ms from now, from a thread of its own: where no exception
-    can leave the callback (ctypes') and no entry point delivers it, one raised now, even by
-    interrupt_main, would land in the callback again; 5 ms on, the program runs."""
+    """Ctrl-C for the main thread 5 ms from now: where no exception can leave the callback
+    (ctypes') and no entry point delivers it, one raised now would land in it again."""
     timer = threading.Timer(0.005, _thread.interrupt_main)
     timer.daemon = True
     timer.start()

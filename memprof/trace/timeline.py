@@ -12,16 +12,7 @@ from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import SourceLine
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace.stacks import call_kind
-from memprof.trace.where import Stacks, activity_of, copy_row_name
-
-
-def gpu_row_name(record: GpuRecord) -> str:
-    """The profile row a GPU record is counted in (collect.measurements_from_records)."""
-    if record.category == "memcpy":
-        return copy_row_name(record)
-    if record.category == "memset":
-        return "[CUDA memset]"
-    return record.name
+from memprof.trace.where import Stacks, activity_of, gpu_row_name, line_key
 
 
 def timeline_of(
@@ -33,16 +24,13 @@ def timeline_of(
 ) -> Timeline:
     """Every GPU record and API call as a Timeline row, in order of start; the calls in
     `own` (memprof's, which where.source_lines leaves out) without a line."""
-    starts = [r.start_ns for r in gpu] + [c.start_ns for c in api]
-    origin = min(starts, default=0)
+    origin = min([r.start_ns for r in gpu] + [c.start_ns for c in api], default=0)
     names: dict[str, int] = {}
 
     def name(text: str) -> int:
         return names.setdefault(text, len(names))
 
-    index = {
-        (s.activity, s.origin, s.file, s.line, s.function): at for at, s in enumerate(lines or [])
-    }
+    index = {line.key: at for at, line in enumerate(lines or [])}
     work: dict[int, list[str]] = {}  # correlation id -> the activities of its copies, memsets
     for record in gpu:
         if record.category != "kernel" and record.correlation_id:
@@ -51,9 +39,7 @@ def timeline_of(
     def line(correlation: int, activity: str | None) -> int:
         if activity is None or stacks is None:
             return NO_LINE
-        origin_of, frames = stacks.get(correlation, ("none", ())) if correlation else ("none", ())
-        site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
-        return index.get((activity, origin_of, *site), NO_LINE)
+        return index.get(line_key(stacks, correlation, activity), NO_LINE)
 
     gpu_rows = [
         (

@@ -1,11 +1,7 @@
 """Where a traced program asked for its copies, memsets, allocations, frees, registrations,
-prefetches and waits: CUPTI's records joined by correlation id with the stacks of the calls.
-
-Every driver or runtime call gets a correlation id from CUPTI; its API record, the records
-of the GPU work it enqueued (a copy, a memset) and the callback memprof took its stack in
-all carry it (a runtime call and the driver call it makes share one). So each call is one
-join: its work's GPU time, its own host time (the outermost call, entry to exit), its bytes,
-and the line of the program that made it (memprof.trace.stacks).
+prefetches and waits: CUPTI's records joined with the calls' stacks by correlation id, which
+a call's API record, its GPU work's records and its stack all carry (a runtime call and the
+driver call it makes share one), so each call is one join.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from memprof.trace.stacks import base_name, call_kind
 
 MAX_CHAINS = 10  # callers kept per line: the commonest
 Stacks = dict[int, tuple[Origin, tuple[Frame, ...]]]  # by correlation id, innermost first
-_NO_SITE = ("", 0, "")
+NONE: tuple[Origin, tuple[Frame, ...]] = ("none", ())  # a call without a recorded stack
 
 
 def copy_direction(copy_kind: str) -> str:
@@ -33,6 +29,13 @@ def copy_direction(copy_kind: str) -> str:
 def copy_row_name(record: GpuRecord) -> str:
     """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
     return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
+
+
+def gpu_row_name(record: GpuRecord) -> str:
+    """The profile row a GPU record is counted in (collect.measurements_from_records)."""
+    if record.category == "memcpy":
+        return copy_row_name(record)
+    return "[CUDA memset]" if record.category == "memset" else record.name
 
 
 def activity_of(record: GpuRecord) -> str:
@@ -70,6 +73,14 @@ class _Line:
             self.chains[callers] += 1
 
 
+def line_key(stacks: Stacks, correlation: int, activity: str) -> tuple:
+    """The SourceLine.key a call's work of this activity is counted under: its stack's
+    innermost frame (origin "none": no stack recorded), so the timeline finds its row."""
+    origin, frames = stacks.get(correlation, NONE)
+    site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
+    return (activity, origin, *site)
+
+
 def outermost_calls(api: list[ApiRecord]) -> dict[int, ApiRecord]:
     """Each correlation id's longest call: a runtime call (cudaMemcpy) encloses the driver
     call it made, which shares its id, and is what the program waited for."""
@@ -101,10 +112,11 @@ def source_lines(
     lines: dict[tuple, _Line] = {}
 
     def add(correlation: int, activity: str, records: list[GpuRecord], call: ApiRecord | None):
-        origin, frames = stacks.get(correlation, ("none", ()))
-        site = (frames[0].file, frames[0].line, frames[0].function) if frames else _NO_SITE
+        frames = stacks.get(correlation, NONE)[1]  # innermost first: the line, then callers
         callers = tuple((f.file, f.line, f.function) for f in frames[1:])
-        lines.setdefault((activity, origin, *site), _Line()).add(records, call, callers)
+        lines.setdefault(line_key(stacks, correlation, activity), _Line()).add(
+            records, call, callers
+        )
 
     for correlation, records in work.items():  # memprof's own too: every copy is somewhere
         call = calls.get(correlation)
