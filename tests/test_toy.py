@@ -48,6 +48,23 @@ def toy_fixture() -> dict:
     return document
 
 
+def toys_share(tests: list[str]) -> list[str]:
+    """The tests that look at every command or fixture at once, and the cases of the
+    parametrised ones that are the toy's: the suite runs every other case on this same tree."""
+    return [test for test in tests if "[" not in test or "toy" in test.split("[", 1)[1]]
+
+
+def test_the_toys_share_is_every_whole_test_and_only_its_own_cases():
+    tests = [
+        "tests/test_golden.py::test_every_fixture_has_its_golden_renderings",
+        "tests/test_golden.py::test_every_fixture_renders_as_recorded[h200_toy.80]",
+        "tests/test_golden.py::test_every_fixture_renders_as_recorded[h200_pinned_p20.80]",
+        "tests/test_contract.py::test_every_experiment_has_a_recorded_fixture[toy]",
+        "tests/test_contract.py::test_every_experiment_has_a_recorded_fixture[pinned]",
+    ]
+    assert toys_share(tests) == [tests[0], tests[1], tests[3]]
+
+
 def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
     tree = tmp_path / "tree"
     for folder in ("memprof", "tests", "tools", "docs", "kernels", "examples"):
@@ -84,7 +101,11 @@ def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
     run(sys.executable, "-m", "memprof.experiments.json_schema")
     shown = run(sys.executable, "-m", "memprof", "report", str(fixture))
     assert "Pinned copies of 4 MiB" in shown
-    ran = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *EVERY_COMMAND)
+    pytest = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    collected = run(*pytest, "--collect-only", *EVERY_COMMAND).splitlines()
+    chosen = toys_share([line for line in collected if "::" in line])
+    assert any("toy" in test for test in chosen), chosen  # the toy is among their cases
+    ran = run(*pytest, "-rs", *chosen)
     assert (tree / "tests" / "golden" / "h200_toy.80.txt").exists()
     assert (tree / "docs" / "img" / "toy.svg").exists()
     assert " passed" in ran and "failed" not in ran
