@@ -15,6 +15,9 @@ import contextlib
 import ctypes
 import enum
 import itertools
+import math
+import operator
+import struct
 from types import SimpleNamespace
 from typing import Any
 
@@ -218,6 +221,18 @@ class FakeCuda:
             pass
 
 
+def _check_launch(grid: Any, block: Any, pack_format: str, arguments: tuple) -> None:
+    """What PyCUDA and the driver refuse at a launch: a grid or block whose sizes are not whole
+    numbers of at least one, a block of more than 1024 threads, arguments that do not pack as
+    the kernel's parameters (a float, None)."""
+    if len(grid) not in (2, 3) or len(block) != 3:
+        raise ValueError(f"launch of grid {grid}, block {block}: (x, y[, z]) and (x, y, z)")
+    if any(operator.index(size) < 1 for size in (*grid, *block)) or math.prod(block) > 1024:
+        raise ValueError(f"launch of grid {grid}, block {block}")
+    if pack_format:
+        struct.pack(pack_format, *arguments)
+
+
 class FakeFunction:
     """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu and verify.cu, as the
     .cu sources say they behave."""
@@ -229,6 +244,7 @@ class FakeFunction:
         self.pack_format = pack_format
 
     def prepared_async_call(self, grid: Any, block: Any, stream: Any, *arguments: Any) -> None:
+        _check_launch(grid, block, getattr(self, "pack_format", ""), arguments)
         if self.name == "gatherPieces":
             table, out, size, count = arguments
             pointers = np.ctypeslib.as_array((ctypes.c_uint64 * int(count)).from_address(table))
@@ -241,6 +257,8 @@ class FakeFunction:
                 ctypes.memmove(int(pointer), source + index * int(size), int(size))
         elif self.name == "firstDifferentWord":  # kernels/verify.cu
             got, expected, stride, count, first = (int(argument) for argument in arguments)
+            if stride not in (0, 1):  # the kernel reads expected[i * stride]: memprof's are these
+                raise ValueError(f"firstDifferentWord with stride {stride}: 0 or 1")
             words = np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(got))
             wanted = np.ctypeslib.as_array(
                 (ctypes.c_uint32 * (count if stride else 1)).from_address(expected)

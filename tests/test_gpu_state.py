@@ -261,3 +261,82 @@ def test_each_nvml_clock_event_bit_is_the_reason_nvml_documents(bit, name):
     """nvmlClocksEventReason* in nvml.h: a bit read as another reason would PASS a slowdown."""
     assert gpustate.reasons_in(bit) == [name]
     assert gpustate.reasons_in(bit | 0x200) == [name]  # a bit memprof does not know: left out
+
+
+# -- every word a state's reader sees, where a slip would still read plausibly ------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "compared"),
+    [("00000000:1A:00.0", "0000:1a:00.0"),  # NVML's 8-digit domain, CUDA's 4
+     ("00000010:3b:00.0", "0010:3b:00.0"),  # the domain is hex: 16, not 10
+     ("0000000a:3b:00.0", "000a:3b:00.0"),
+     (" 0000:1A:00.0 ", "0000:1a:00.0"),
+     ("NoDomain", "nodomain"),  # not a bus id: compared as written, in lower case
+     ("ZZ:1A:00.0", "zz:1a:00.0")],
+)  # fmt: skip
+def test_a_bus_id_is_compared_as_cuda_writes_it(recorded, compared):
+    """An NVLink's far end matched against a GPU's bus id: a slip names no peer or the wrong one."""
+    assert gpustate.normalize_bus_id(recorded) == compared
+
+
+def test_a_reason_memprof_has_no_words_for_is_shown_by_its_name():
+    assert gpustate.reason_words("sw_power_cap") == "software power cap"
+    assert gpustate.reason_words("a_reason_from_a_later_nvml") == "a_reason_from_a_later_nvml"
+
+
+def test_a_state_with_nothing_known_reads_unknown_in_its_header_line():
+    assert gpustate.state_line(GpuState(index=3, pci_bus_id="0000:00:06.0")) == (
+        "NVML: GPU 3 PCIe unknown (max unknown), SM ?/? MHz, memory ?/? MHz"
+    )
+    assert gpustate.state_line(healthy(sm_clock_mhz=0, memory_clock_max_mhz=None)) == (
+        "NVML: GPU 0 PCIe Gen5 x16 (max Gen5 x16), SM 0/1980 MHz, memory 3201/? MHz"
+    )
+
+
+def test_a_generation_without_a_known_rate_reads_unknown_not_a_figure():
+    later = healthy(pcie_generation=7, pcie_max_generation=7, pcie_gpu_max_generation=7)
+    assert gpustate.pcie_words(later) == "Gen7 x16 (its maximum): unknown per direction"
+
+
+def test_a_link_in_a_slower_slot_is_said_after_the_link():
+    slot = healthy(pcie_generation=4, pcie_max_generation=4)
+    assert gpustate.pcie_words(slot) == (
+        "Gen4 x16 (its maximum): 31.5 GB/s per direction; the GPU could do Gen5, its slot "
+        "allows Gen4"
+    )
+
+
+def test_the_link_warning_gives_both_rates():
+    assert state_warnings(healthy(pcie_width=8)) == [
+        "GPU 0's PCIe link ran at Gen5 x8, below its Gen5 x16 maximum: host copies are capped "
+        "at 31.5 GB/s per direction instead of 63.0 GB/s."
+    ]
+
+
+def test_two_reasons_and_two_processes_are_listed_apart():
+    state = healthy(
+        clock_reasons=["gpu_idle", "sw_power_cap", "hw_slowdown"],
+        other_processes=[OtherProcess(7, "compute", 1 << 30), OtherProcess(8, "graphics", None)],
+    )
+    assert state_warnings(state) == [
+        "GPU 0's clocks were held down during the run (software power cap, hardware slowdown).",
+        "another process used GPU 0 during the run: pid 7 (compute, 1 GiB), pid 8 (graphics).",
+    ]
+    assert gpustate.reasons_words(state) == "software power cap, hardware slowdown"
+    assert gpustate.processes_words(state) == "pid 7 (compute, 1 GiB), pid 8 (graphics)"
+
+
+def test_no_reason_no_link_and_no_process_read_none():
+    idle = healthy(clock_reasons=["gpu_idle"], processes_note="other users' processes unseen")
+    assert gpustate.reasons_words(idle) == "none"  # idle is no event worth a word
+    assert gpustate.nvlink_words(idle) == "none"
+    assert gpustate.processes_words(idle) == "none (other users' processes unseen)"
+
+
+def test_nvlinks_of_two_versions_and_two_rates_say_so_and_total_exactly():
+    links = [NvLink(0, True, "3.0", 25000, None, "gpu"), NvLink(1, True, "4.0", 25520, None, "gpu"),
+             NvLink(2, False, "2.0", 90000, None, "gpu")]  # fmt: skip
+    assert gpustate.nvlink_words(healthy(nvlinks=links)) == (
+        "2 of 3 links active, NVLink 3.0/4.0, various rates each = 51 GB/s per direction"
+    )  # 50.52 GB/s: a total a thousandth off would read 50

@@ -8,8 +8,8 @@ from memprof.core.verify import SUCCESS, compare_arrays, compare_constant
 def test_equal_arrays_pass_with_the_seed_message():
     values = np.arange(10, dtype=np.float32)
     check = compare_arrays("sum", values.copy(), values)
-    assert check.passed and check.detail == SUCCESS == "Check result success!"
-    assert check.elements == 10
+    assert check == verify.Check("sum", True, 10, SUCCESS)
+    assert SUCCESS == "Check result success!"
 
 
 def test_first_mismatch_is_named():
@@ -18,7 +18,7 @@ def test_first_mismatch_is_named():
     actual[3] = 99
     actual[7] = 1
     check = compare_arrays("sum", actual, expected)
-    assert not check.passed
+    assert check.passed is False and check.name == "sum" and check.elements == 10
     assert "2 of 10 elements differ" in check.detail
     assert "first at index 3" in check.detail
     assert "99" in check.detail
@@ -47,13 +47,29 @@ def test_the_mismatch_names_the_host_value_then_the_gpu_value_as_numbers():
 
 def test_a_shape_mismatch_says_both_shapes_in_order():
     check = compare_arrays("sum", np.ones(3), np.ones(4))
-    assert check.detail == "shape (3,) != (4,)" and check.elements == 4
-    assert not check.passed
+    assert check == verify.Check("sum", False, 4, "shape (3,) != (4,)")
 
 
-@pytest.mark.parametrize("size", [1, 3, 4, 5, 13])
+def test_arrays_of_two_dimensions_are_compared_element_by_element_in_order():
+    """The index of a mismatch is flat, and the values beside it are that element's (the
+    old code indexed the first axis with the flat index: an IndexError, or a row)."""
+    expected = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert compare_arrays("grid", expected.copy(), expected) == verify.Check(
+        "grid", True, 12, SUCCESS
+    )
+    actual = expected.copy()
+    actual[1, 2] = 99
+    assert compare_arrays("grid", actual, expected) == verify.Check(
+        "grid",
+        False,
+        12,
+        "Arrays do not match! 1 of 12 elements differ; first at index 6: host 6.0, gpu 99.0",
+    )
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 6, 7, 13])
 def test_a_comparison_a_chunk_at_a_time_finds_any_element_wrong_or_nan(size, monkeypatch):
-    monkeypatch.setattr(verify, "EQUAL_CHUNK", 4)  # several chunks, the last one short
+    monkeypatch.setattr(verify, "EQUAL_CHUNK", 4)  # several chunks, the last one short (1-3)
     expected = np.arange(1, size + 1, dtype=np.float32)
     assert compare_arrays("sum", expected.copy(), expected).passed
     for place in range(size):
@@ -113,3 +129,28 @@ def test_a_constant_of_wider_elements_is_read_as_their_bytes():
     assert compare_constant("c", data, 0).passed and compare_constant("c", data, 0).elements == 40
     data[9] = 1.0  # bytes 00 00 80 3f: the last two differ
     assert "2 of 40 elements differ; first at index 38" in compare_constant("c", data, 0).detail
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+@pytest.mark.parametrize("size", [1, 7, 8, 17, 1000])
+def test_bytes_all_of_the_value_never_take_the_element_by_element_comparison(
+    offset, size, monkeypatch
+):
+    """compare_constant's eight-bytes-at-a-time pass decides a match alone: the element-by-element
+    comparison (an array-sized temporary, several passes) is for a mismatch's detail only."""
+    monkeypatch.setattr(verify, "CHUNK_BYTES", 64)  # several chunks, each aligned as the whole
+
+    def slow(*_: object) -> None:
+        raise AssertionError("compare_constant fell back to compare_arrays on a match")
+
+    monkeypatch.setattr(verify, "compare_arrays", slow)
+    for value in (0, 0x5A, 0xFF):
+        data = np.full(size + offset, value, np.uint8)[offset:]
+        assert compare_constant("c", data, value) == verify.Check("c", True, size, SUCCESS)
+
+
+def test_a_constant_of_two_dimensions_is_read_as_its_bytes_in_order():
+    data = np.zeros((3, 5), np.float32)
+    assert compare_constant("c", data, 0) == verify.Check("c", True, 60, SUCCESS)
+    data[2, 4] = 1.0  # bytes 56-59: 00 00 80 3f
+    assert "2 of 60 elements differ; first at index 58" in compare_constant("c", data, 0).detail

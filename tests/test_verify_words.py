@@ -71,3 +71,21 @@ def test_alloc_leaves_a_range_of_partial_words_to_the_host(session, monkeypatch)
     for offset, nbytes in ((1, 8), (0, 6), (0, 16)):
         check = allocators.check_bytes("memset", buffer.device_pointer + offset, nbytes, 0x5A)
         assert check.passed and check.elements == nbytes
+
+
+def test_a_buffer_longer_than_one_pass_of_the_grid_is_compared_to_its_last_word(session):
+    """More words than the launch's threads (the kernel strides over the rest): the fake
+    refuses a launch PyCUDA would (a grid or an argument not a whole number, a stride
+    other than the array's or the constant's), as the GPU's own test finds on the GPU."""
+    gpu = GpuVerifier(session)
+    words = 132 * 8 * 256 + 5  # the fake's SMs x BLOCKS_PER_SM x BLOCK_SIZE, and a ragged end
+    expected = memory.allocate(session, "device", words, np.uint32)
+    got = memory.allocate(session, "device", words, np.uint32)
+    session.cuda.memcpy_htod(expected.device_pointer, np.arange(words, dtype=np.uint32))
+    session.cuda.memcpy_htod(got.device_pointer, np.arange(words, dtype=np.uint32))
+    assert gpu.first_difference(got.device_pointer, expected.device_pointer, 4 * words) is None
+    session.cuda.memset_d32(got.device_pointer + 4 * (words - 1), 0, 1)
+    found = gpu.first_difference(got.device_pointer, expected.device_pointer, 4 * words)
+    assert found == words - 1
+    session.cuda.memset_d8(got.device_pointer, 0x77, 4 * words)
+    assert gpu.first_not_byte(got.device_pointer, 4 * words, 0x77) is None

@@ -184,8 +184,9 @@ def link_words(link: tuple[int, int] | None) -> str:
     return f"Gen{link[0]} x{link[1]}" if link else "unknown"
 
 
-def link_rate_words(link: tuple[int, int] | None) -> str:
-    rate = pcie_bandwidth_gb_per_s(*link) if link else None
+def link_rate_words(link: tuple[int, int]) -> str:
+    """A known link's rate per direction; 'unknown' for a generation memprof has no rate for."""
+    rate = pcie_bandwidth_gb_per_s(*link)
     return f"{format_gb_per_s(rate)} GB/s" if rate else "unknown"
 
 
