@@ -9,7 +9,7 @@ import pytest
 
 from memprof.experiments import experiment_named, load
 from memprof.experiments.base import declared_measures
-from memprof.model.ceilings import Ceiling, hbm_ceiling
+from memprof.model.ceilings import Ceiling, hbm_ceiling, pcie_ceiling, peer_ceiling
 from memprof.model.figures import (
     CACHE_BOUND,
     Derived,
@@ -17,14 +17,20 @@ from memprof.model.figures import (
     check_bounds,
     direction_of,
     figure,
+    figure_finder,
     hard_ceiling,
     host_side,
+    ideal_overlapped_ms,
+    steady_ms,
 )
 from memprof.model.formatting import format_ms
+from memprof.model.lines import SourceLine
 from memprof.model.measures import ABOVE_BOUND, Measure
 from memprof.model.results import Measurement
 from memprof.model.schema import SchemaError
-from tests.conftest import FIXTURES, replace
+from tests.conftest import FIXTURES, load_legacy, replace
+from tests.test_ceilings import switch_links, with_staging
+from tests.test_gpu_state import healthy
 
 MIB = 1 << 20
 COPY = Measure("gpu", "h2d", "a copy", "back to back", arrays=1, shows="throughput")
@@ -266,3 +272,155 @@ def test_the_host_side_is_of_its_back_to_back_batches_where_it_has_them():
     measurements[index] = batched
     side = host_side(replace(result, measurements=measurements), m.bytes, "h2d")
     assert side.gb_per_s == pytest.approx(m.bytes / 0.5e-3 / 1e9)
+
+
+# -- the edges a mutation run (issue 37) found no test on ------------------------------------
+
+
+def test_an_undeclared_measurement_is_one_operation_per_sample():
+    result = SimpleNamespace(device=None, gpu_states=None)
+    found = figure(result, measured([2.0, 4.0, 3.0]), None)
+    assert (found.per_operation_ms, found.gb_per_s, found.ceiling) == (3.0, None, None)
+
+
+def test_one_byte_is_a_copy_with_a_gb_per_s_and_none_has_no_ceiling(device_run):
+    one = figure(SimpleNamespace(device=None, gpu_states=None), measured([1.0], nbytes=1), COPY)
+    assert one.gb_per_s == pytest.approx(1 / 1e-3 / 1e9)
+    assert figure(device_run, measured([1.0]), KERNEL).ceiling == hbm_ceiling(device_run.device)
+    assert figure(device_run, measured([1.0], nbytes=0), KERNEL).ceiling is None  # no GB/s
+
+
+def test_a_staged_copy_without_its_call_or_batches_keeps_cuptis_time():
+    """No call and no back-to-back batches recorded: nothing but the DMA's record to read."""
+    result = SimpleNamespace(device=None, gpu_states=None, _by_operation=dict)
+    alone = replace(measured([2.0, 4.0, 3.0]), kind="pageable", source="cupti")
+    found = figure(result, alone, replace(COPY, at="best", call="h2d"))
+    assert (found.call_ms, found.latency_ms, found.per_operation_ms) == (None, 3.0, 2.0)
+    batched = replace(measured([2.0, 4.0, 3.0], [1.0]), kind="pageable", source="cupti")
+    assert figure(result, batched, replace(COPY, call="h2d")).latency_ms == 1.0
+
+
+def test_a_steady_figure_leaves_out_the_first_sample_only():
+    result = SimpleNamespace(device=None, gpu_states=None)
+    cold_first = figure(result, measured([100.0, 1.0, 2.0, 3.0]), COPY)
+    assert Derived("loop", (cold_first,), "steady").median_ms == 2.0  # not 2.5, with it
+    assert steady_ms([100.0, 1.0]) == 1.0
+    assert steady_ms([5.0]) == 5.0
+
+
+def test_an_ideal_overlap_is_the_longest_stage_and_one_chunk_of_each_other():
+    # the longest stage by its total (10), not by its chunk (3)
+    assert ideal_overlapped_ms([(10.0, 1.0), (4.0, 2.0), (6.0, 3.0)]) == 15.0
+
+
+def test_a_lines_host_time_is_none_where_no_line_recorded_one():
+    lines = (
+        SourceLine("cudaMalloc", "a.py", 3, "f", "user", 1, ["cudaMalloc"]),
+        SourceLine("cudaFree", "a.py", 4, "f", "user", 2, ["cudaFree"]),
+    )
+    total = Derived("other lines", lines, "lines")
+    assert (total.line_total("calls"), total.line_total("host_ms")) == (3, None)
+    timed = (replace(lines[0], host_ms_each=[0.25]), lines[1])
+    assert Derived("other lines", timed, "lines").line_total("host_ms") == 0.25
+
+
+def test_a_finder_makes_each_measurements_figure_once_and_its_own():
+    result = SimpleNamespace(device=None, gpu_states=None)
+    first, second = measured([1.0]), measured([2.0])
+    of = figure_finder(result, [COPY])
+    assert of(first) is of(first) and of(second) is of(second)
+    assert (of(first).median_ms, of(second).median_ms) == (1.0, 2.0)
+
+
+def test_nothing_declared_has_no_ceiling(device_run):
+    assert ceiling_of(device_run, measured([1.0]), None) is None
+    assert hard_ceiling(device_run, measured([1.0]), None) is None
+
+
+def test_a_pageable_copy_is_bounded_by_the_link_where_its_host_side_is_faster():
+    result = with_staging(load_legacy("pinned_p20"), 4 * MIB, 1000.0, 1000.0)
+    pageable = replace(measured([1.0], nbytes=4 * MIB), kind="pageable")
+    link = replace(COPY, bound="link")
+    assert ceiling_of(result, pageable, link) == pcie_ceiling(result)
+    slow = with_staging(load_legacy("pinned_p20"), 4 * MIB, 5.0, 5.0)
+    assert ceiling_of(slow, pageable, link).limiter == "staging"
+
+
+def test_a_copys_hard_ceiling_is_its_own_gpus_link():
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(0), healthy(1, pcie_generation=4)]
+    link = replace(COPY, bound="link")
+    on_second = hard_ceiling(result, replace(measured([1.0]), gpus=(1,)), link)
+    assert on_second == pcie_ceiling(result, 1) != pcie_ceiling(result, 0)
+
+
+def test_a_peer_copys_hard_ceiling_is_its_nvlink():
+    result = load_legacy("pinned_p20")
+    result.gpu_states = [healthy(0, nvlinks=switch_links(18)), healthy(1, nvlinks=switch_links(18))]
+    pair = replace(measured([1.0]), gpus=(0, 1))
+    assert hard_ceiling(result, pair, replace(COPY, bound="nvlink")) == peer_ceiling(result, 0, 1)
+    assert hard_ceiling(result, pair, replace(COPY, bound="nvlink")) is not None
+
+
+def test_no_device_facts_no_hbm_bound():
+    result = SimpleNamespace(device=None, gpu_states=None)
+    assert hard_ceiling(result, measured([1.0]), KERNEL) is None
+
+
+def test_the_cache_edge_counts_the_traffic_of_the_measurements_kind(device_run):
+    l2 = device_run.device.l2_cache_bytes
+    by_kind = replace(KERNEL, traffic={"pinned": 2})  # measured() records pinned
+    beyond = replace(measured([1.0]), bytes=l2 + 1)
+    assert hard_ceiling(device_run, beyond, by_kind) == hbm_ceiling(device_run.device)
+
+
+BOUNDED = replace(COPY, bound="hbm")  # what check_bounds holds to a ceiling
+
+
+def bounded_run(*measurements: Measurement) -> SimpleNamespace:
+    return SimpleNamespace(device=None, gpu_states=None, measurements=list(measurements))
+
+
+def limited_to(monkeypatch, gb_per_s: float) -> None:
+    """Every hard ceiling at `gb_per_s` (check_bounds' rule, apart from how ceilings are made)."""
+    from memprof.model import figures as module
+
+    limit = Ceiling(gb_per_s, "PCIe", "a link")
+    monkeypatch.setattr(module, "hard_ceiling", lambda result, m, measure: limit)
+
+
+def test_a_figure_exactly_at_its_noise_allowance_loads(monkeypatch):
+    # 2.1 GB/s (2.1e9 bytes in 1 s) against 2.0: exactly ABOVE_BOUND
+    exactly = measured([1000.0], nbytes=2_100_000_000)
+    assert figure(bounded_run(), exactly, BOUNDED).gb_per_s / 2.0 == ABOVE_BOUND
+    limited_to(monkeypatch, 2.0)
+    check_bounds(bounded_run(exactly), [BOUNDED])
+    limited_to(monkeypatch, 1.999)
+    with pytest.raises(SchemaError):
+        check_bounds(bounded_run(exactly), [BOUNDED])
+
+
+def test_a_ceiling_below_one_gb_per_s_still_bounds_and_one_of_zero_none(monkeypatch):
+    limited_to(monkeypatch, 0.5)
+    with pytest.raises(SchemaError, match=r"ceiling of 0\.5 GB/s"):
+        check_bounds(bounded_run(measured([1.0], nbytes=MIB)), [BOUNDED])
+    limited_to(monkeypatch, 0.0)
+    check_bounds(bounded_run(measured([1.0], nbytes=MIB)), [BOUNDED])  # no ZeroDivisionError
+
+
+def test_a_figure_without_gb_per_s_does_not_end_the_bounds_check(monkeypatch):
+    limited_to(monkeypatch, 1.0)
+    untimed = measured([0.0])  # no time: no GB/s
+    with pytest.raises(SchemaError, match=r"^measurements\[1\]\.samples_ms makes "):
+        check_bounds(bounded_run(untimed, measured([0.1])), [BOUNDED])
+
+
+def test_a_refusal_of_back_to_back_copies_names_their_batches(monkeypatch):
+    limited_to(monkeypatch, 1.0)
+    with pytest.raises(SchemaError, match=r"^measurements\[0\]\.throughput_ms makes "):
+        check_bounds(bounded_run(measured([1.0], [0.1])), [BOUNDED])
+
+
+def test_a_host_copys_operation_decides_over_its_name():
+    confusing = replace(measured([1.0]), operation="h2d_wall", name="[CUDA memcpy DtoH]")
+    assert direction_of(confusing) == "h2d"

@@ -303,10 +303,9 @@ def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Cei
     if bound == "link":
         return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
     if bound == "hbm":
-        hbm = hbm_ceiling(result.device)
-        l2 = result.device.l2_cache_bytes if result.device is not None else 0
-        if hbm is None or m.bytes * measure.traffic_of(m.kind) > 2 * l2:  # no cache serves it
-            return hbm
+        hbm = hbm_ceiling(result.device)  # None without the device's facts
+        if hbm is None or m.bytes * measure.traffic_of(m.kind) > 2 * result.device.l2_cache_bytes:
+            return hbm  # no cache serves it
         # data the L2 cache can hold may beat HBM, but no cache serves a thousand times it
         rate = CACHE_BOUND * hbm.gb_per_s
         detail = f"L2 cache: at most {CACHE_BOUND}x HBM's {hbm.gb_per_s:,.0f} GB/s"
@@ -322,7 +321,7 @@ def check_bounds(result: Result, declared: Iterable[Measure]) -> None:
         return
     for index, m in enumerate(result.measurements):
         measure = bounded.get((m.group, m.operation))
-        if measure is None or measure.bound_of(m.kind) is None or not m.bytes:
+        if measure is None or measure.bound_of(m.kind) is None:
             continue
         found = figure(result, m, measure)
         limit = hard_ceiling(result, m, measure)
