@@ -209,11 +209,13 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
     """
     import ctypes
 
+    import numpy as np
+
     nbytes = scratch.nbytes
     chunk = min(STAGING_CHUNK_BYTES, nbytes)
-    buffer = ctypes.create_string_buffer(chunk)  # the chunk's bytes, zeroed: its pages touched
+    buffer = np.ones(chunk, np.uint8)
     steps = [(offset, min(chunk, nbytes - offset)) for offset in range(0, nbytes, chunk)]
-    pageable, staging = scratch.ctypes.data, ctypes.addressof(buffer)
+    pageable, staging = scratch.ctypes.data, buffer.ctypes.data
 
     def into_staging() -> None:
         for offset, length in steps:
