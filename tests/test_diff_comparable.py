@@ -89,6 +89,11 @@ def test_a_run_against_itself_is_comparable():
             lambda data: data["parameters"].update(host_buffer="hugepages"),
             "host buffer: A numpy, B hugepages.",
         ),
+        (
+            lambda data: data["timing"].pop("host_affinity"),  # a run that did not record it
+            "host affinity: A host thread on CPUs 0-15, local to the GPU (no NUMA node), "
+            "B not recorded.",
+        ),
     ],
 )
 def test_each_difference_is_one_line(tmp_path, edit, line):
@@ -108,6 +113,10 @@ def test_clocks_held_down_in_one_run_are_a_difference(tmp_path):
         "clocks: A SM max 1980 MHz, memory 3201 of 3201 MHz, B SM max 1980 MHz, memory 3201 "
         "of 3201 MHz, held down (software power cap)."
     ]
+    both = with_state(clock_reasons=["sw_power_cap", "hw_slowdown"])
+    assert differences(a, load(edited(tmp_path, "both.json", both)))[0].endswith(
+        "held down (software power cap, hardware slowdown)."
+    )
     idle = load(edited(tmp_path, "idle.json", with_state(clock_reasons=["gpu_idle"])))
     assert differences(a, idle) == []  # idle holds nothing down
 
