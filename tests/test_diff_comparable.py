@@ -132,6 +132,19 @@ def test_a_state_recorded_in_one_run_only_is_said_once(tmp_path):
     assert differences(load(PINNED), b) == [
         "clocks and link during the run: not recorded in A (an older memprof)."
     ]
+    assert differences(b, load(PINNED)) == [
+        "clocks and link during the run: not recorded in B (an older memprof)."
+    ]
+
+
+def test_a_run_whose_nvml_could_not_be_read_is_said_to_be(tmp_path):
+    """Its clocks are unknown, not equal: one run's GPU may have been held down."""
+    a = load(edited(tmp_path, "a.json", with_state()))
+    unknown = load(edited(tmp_path, "b.json", with_state(unavailable="NVML not found")))
+    line = "clocks and link during the run: unknown in {} (NVML: NVML not found)."
+    assert differences(a, unknown) == [line.format("B")]
+    assert differences(unknown, a) == [line.format("A")]
+    assert differences(unknown, unknown) == []
 
 
 def test_another_process_on_either_gpu_is_said(tmp_path):

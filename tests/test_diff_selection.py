@@ -87,6 +87,9 @@ def test_only_takes_kinds_and_patterns_and_any_of_several_selects():
     assert labels("*htod*") == [rows[0].label]  # patterns ignore case
     assert labels("*HtoD*", "api") == [rows[0].label, rows[1].label]
     assert labels("*, 4 MiB") == [rows[0].label, rows[2].label, rows[3].label]
+    # a GB/s in one run only (B's command declares none) is no GB/s to compare
+    one_sided = Compared(rows[0].label, 1.0, 1.0, 1.0, 0.02, "gpu", 50.0, None, None)
+    assert selected([one_sided, rows[2]], ["gbps"]) == [rows[2]]
 
 
 def test_only_that_selects_nothing_is_refused_in_one_line():

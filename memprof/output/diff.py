@@ -441,13 +441,17 @@ def differences(first: Result, second: Result) -> list[str]:
 
 
 def _clocks(first: Result, second: Result) -> list[str]:
-    """Clocks: their maxima, the memory clock during the run, and clocks held down."""
+    """Clocks: their maxima, the memory clock during the run, and clocks held down; a run
+    whose NVML could not be read is said to be, as one recorded before NVML is."""
     a, b = first.gpu_state(), second.gpu_state()
     if (a is None) != (b is None):
         which = "A" if a is None else "B"
         return [f"clocks and link during the run: not recorded in {which} (an older memprof)."]
-    if a is None or b is None or a.unavailable or b.unavailable:
+    if a is None or b is None or (a.unavailable and b.unavailable):
         return []
+    if a.unavailable or b.unavailable:
+        which, why = ("A", a.unavailable) if a.unavailable else ("B", b.unavailable)
+        return [f"clocks and link during the run: unknown in {which} (NVML: {why})."]
     shown = {run: _clock_words(state) for run, state in (("A", a), ("B", b))}
     return [] if shown["A"] == shown["B"] else [f"clocks: A {shown['A']}, B {shown['B']}."]
 
