@@ -152,6 +152,9 @@ def test_another_process_on_either_gpu_is_said(tmp_path):
     a = load(edited(tmp_path, "a.json", with_state()))
     b = load(edited(tmp_path, "b.json", busy))
     assert differences(a, b) == ["B shared its GPU with another process (pid 4242)."]
+    two = [OtherProcess(4242, "compute", None), OtherProcess(4343, "graphics", None)]
+    both = load(edited(tmp_path, "both.json", with_state(other_processes=two)))
+    assert differences(both, a) == ["A shared its GPU with another process (pid 4242, 4343)."]
 
 
 def test_diff_prints_the_lines_above_the_table_and_saves_them(tmp_path):
