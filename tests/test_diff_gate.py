@@ -247,3 +247,12 @@ def test_a_figure_without_valid_samples_is_never_a_regression():
 def test_a_regressed_line_names_what_set_its_limit(samples, fail_above, limit):
     figure = one(run(copy(samples)), run(copy([2 * s for s in samples])))
     assert regressed_line(figure, fail_above).endswith(f"B slower by 100.0% ({limit})")
+
+
+def test_the_gate_says_how_many_of_how_many_got_slower_and_that_it_exits_1():
+    first = run(copy([1.0]), copy([1.0], "[CUDA memcpy DtoH]"))
+    second = run(copy([2.0]), copy([1.0], "[CUDA memcpy DtoH]"))
+    assert compare(first, second, fail_above=0.05).summary.conclusions[-1] == (
+        "Gate (--fail-above 5.0%): 1 of 2 measurements got slower beyond it and beyond the "
+        "runs' noise: exit 1."
+    )

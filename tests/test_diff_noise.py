@@ -212,3 +212,17 @@ def test_the_notes_say_what_a_change_is_and_what_each_runs_medians_are_of():
         CHANGE_NOTE,
         f"A's medians: of 5, noise at most 0.0%. B's: of 3, noise at most {spread}.",
     ]
+
+
+def test_the_short_table_says_how_many_rows_within_noise_it_left_out():
+    one_quiet = diff(run(measurement([1.0])), run(measurement([1.0])), verbose=False)
+    assert (
+        "The 1 measurement within noise is not listed: --verbose lists every row."
+        in one_quiet.conclusions
+    )
+    sizes = (1 << 20, 4 << 20)
+    two = run(*(measurement([1.0], nbytes=n) for n in sizes))
+    assert (
+        "The 2 measurements within noise are not listed: --verbose lists every row."
+        in diff(two, two, verbose=False).conclusions
+    )

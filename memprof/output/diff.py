@@ -300,8 +300,8 @@ def compare(
     ]
     if not verbose and quiet:
         conclusions.append(
-            f"The {plural(quiet, 'measurement')} within noise are not listed: --verbose lists "
-            "every row."
+            f"The {plural(quiet, 'measurement')} within noise "
+            f"{'is' if quiet == 1 else 'are'} not listed: --verbose lists every row."
         )
     if unusable:
         conclusions.append(f"{plural(unusable, 'measurement')} had no valid samples to compare.")
