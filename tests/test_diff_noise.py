@@ -198,7 +198,13 @@ def test_unmatched_names_three_and_counts_the_rest():
         "[CUDA memcpy HtoD] (pinned) [gpu], 1 MiB; [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB), "
         "1 only in B ([CUDA memcpy HtoD] (mapped) [gpu], 4 MiB)."
     )
+    assert compare(run(*(measurement([1.0], nbytes=n) for n in sizes[:3])), b).only_b == [
+        "[CUDA memcpy HtoD] (mapped) [gpu], 4 MiB"
+    ]
     four = diff(run(*(measurement([1.0], nbytes=n) for n in sizes)), b)
+    assert compare(b, run(*(measurement([1.0], nbytes=n) for n in sizes))).only_a == [
+        "[CUDA memcpy HtoD] (mapped) [gpu], 4 MiB"
+    ]
     assert four.conclusions[-1].startswith("Unmatched: 4 only in A ([CUDA memcpy HtoD] (pinned)")
     assert "(pinned) [gpu], 4 MiB and 1 more), 1 only in B (" in four.conclusions[-1]
 
@@ -226,3 +232,11 @@ def test_the_short_table_says_how_many_rows_within_noise_it_left_out():
         "The 2 measurements within noise are not listed: --verbose lists every row."
         in diff(two, two, verbose=False).conclusions
     )
+
+
+def test_the_short_table_leaves_out_source_lines_within_noise_too():
+    trace = load_fixture("trace_torch")
+    titles = [table.title for table in diff(trace, trace).tables]
+    assert any(title.startswith("Source lines") for title in titles)
+    short = [table.title for table in diff(trace, trace, verbose=False).tables]
+    assert not any(title.startswith("Source lines") for title in short)

@@ -335,9 +335,7 @@ def compare(
     return Comparison(figures, fail_above, only_a, only_b, summary)
 
 
-def source_lines(
-    first: Result, second: Result, verbose: bool = True
-) -> tuple[list[Table], list[str]]:
+def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Table], list[str]]:
     """Two traces' shared source lines (memprof.output.where), time per call by the same
     rule as the measurements: a line that got slower is named. Its calls may be of several
     sizes (4 KiB and 32 MiB copies on one line), whose median is the small ones': the mean,
