@@ -133,6 +133,15 @@ def test_samples_that_cannot_be_trusted_give_a_row_not_a_crash(bad):
     assert summary.tables[0].rows[1][4:] == ["-", "no valid samples"]
     assert summary.conclusions[0].endswith("slower in 0, and within noise in 1.")
     assert "1 measurement had no valid samples to compare." in summary.conclusions
+    # the figures after it are still compared
+    first_bad = run(h2d(bad, KIB), h2d([1.0], MIB))
+    assert [row.change() for row in compare(first_bad, first).rows] == [
+        "no valid samples",
+        "within noise",
+    ]
+    # still a gpu figure: --only gpu keeps it, and says it could not be compared
+    chosen = compare(first, second, only=["gpu"])
+    assert [row.change() for row in chosen.rows] == ["within noise", "no valid samples"]
 
 
 def test_measurements_of_different_gpus_are_rows_of_their_own():

@@ -89,6 +89,11 @@ def test_a_run_against_itself_is_comparable():
             lambda data: data["parameters"].update(host_buffer="hugepages"),
             "host buffer: A numpy, B hugepages.",
         ),
+        (
+            lambda data: data["timing"].pop("host_affinity"),  # a run that did not record it
+            "host affinity: A host thread on CPUs 0-15, local to the GPU (no NUMA node), "
+            "B not recorded.",
+        ),
     ],
 )
 def test_each_difference_is_one_line(tmp_path, edit, line):
@@ -108,6 +113,10 @@ def test_clocks_held_down_in_one_run_are_a_difference(tmp_path):
         "clocks: A SM max 1980 MHz, memory 3201 of 3201 MHz, B SM max 1980 MHz, memory 3201 "
         "of 3201 MHz, held down (software power cap)."
     ]
+    both = with_state(clock_reasons=["sw_power_cap", "hw_slowdown"])
+    assert differences(a, load(edited(tmp_path, "both.json", both)))[0].endswith(
+        "held down (software power cap, hardware slowdown)."
+    )
     idle = load(edited(tmp_path, "idle.json", with_state(clock_reasons=["gpu_idle"])))
     assert differences(a, idle) == []  # idle holds nothing down
 
@@ -123,6 +132,19 @@ def test_a_state_recorded_in_one_run_only_is_said_once(tmp_path):
     assert differences(load(PINNED), b) == [
         "clocks and link during the run: not recorded in A (an older memprof)."
     ]
+    assert differences(b, load(PINNED)) == [
+        "clocks and link during the run: not recorded in B (an older memprof)."
+    ]
+
+
+def test_a_run_whose_nvml_could_not_be_read_is_said_to_be(tmp_path):
+    """Its clocks are unknown, not equal: one run's GPU may have been held down."""
+    a = load(edited(tmp_path, "a.json", with_state()))
+    unknown = load(edited(tmp_path, "b.json", with_state(unavailable="NVML not found")))
+    line = "clocks and link during the run: unknown in {} (NVML: NVML not found)."
+    assert differences(a, unknown) == [line.format("B")]
+    assert differences(unknown, a) == [line.format("A")]
+    assert differences(unknown, unknown) == []
 
 
 def test_another_process_on_either_gpu_is_said(tmp_path):
@@ -130,6 +152,9 @@ def test_another_process_on_either_gpu_is_said(tmp_path):
     a = load(edited(tmp_path, "a.json", with_state()))
     b = load(edited(tmp_path, "b.json", busy))
     assert differences(a, b) == ["B shared its GPU with another process (pid 4242)."]
+    two = [OtherProcess(4242, "compute", None), OtherProcess(4343, "graphics", None)]
+    both = load(edited(tmp_path, "both.json", with_state(other_processes=two)))
+    assert differences(both, a) == ["A shared its GPU with another process (pid 4242, 4343)."]
 
 
 def test_diff_prints_the_lines_above_the_table_and_saves_them(tmp_path):

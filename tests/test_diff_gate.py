@@ -5,6 +5,7 @@ a Result holds)."""
 from __future__ import annotations
 
 import json
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from memprof.experiments import load
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import Statistics
-from memprof.output.diff import compared
+from memprof.output.diff import compare, compared, regressed_line
 from memprof.output.junit import Case, Suite, junit_xml
 from tests.conftest import replace
 
@@ -223,3 +224,35 @@ def test_a_bandwidth_that_dropped_while_single_copies_kept_their_time_is_slower(
     copy.batch = None
     same = {f.label: f for f in compared(a, b)}["[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"]
     assert same.ratio == 1.0 and same.change() == "within noise"
+
+
+def test_a_figure_without_valid_samples_is_never_a_regression():
+    comparison = compare(run(copy([1.0])), run(copy([math.nan])), fail_above=0.0)
+    assert comparison.regressions == [] and comparison.verdict == "passed"
+    assert comparison.summary.conclusions[-1] == (
+        "Gate (--fail-above 0.0%): 0 of 1 measurement got slower beyond it and beyond the "
+        "runs' noise."
+    )
+
+
+@pytest.mark.parametrize(
+    ("samples", "fail_above", "limit"),
+    [
+        ([1.0], 0.02, "limit 2.0%: --fail-above"),  # the gate equals the 2% noise floor
+        ([1.0], 0.019, "limit 2.0%: the runs' noise"),
+        ([0.9, 1.0, 1.0, 1.4], 0.05, "limit 19.7%: the runs' noise"),
+        ([0.9, 1.0, 1.0, 1.4], 0.25, "limit 25.0%: --fail-above"),
+    ],
+)
+def test_a_regressed_line_names_what_set_its_limit(samples, fail_above, limit):
+    figure = one(run(copy(samples)), run(copy([2 * s for s in samples])))
+    assert regressed_line(figure, fail_above).endswith(f"B slower by 100.0% ({limit})")
+
+
+def test_the_gate_says_how_many_of_how_many_got_slower_and_that_it_exits_1():
+    first = run(copy([1.0]), copy([1.0], "[CUDA memcpy DtoH]"))
+    second = run(copy([2.0]), copy([1.0], "[CUDA memcpy DtoH]"))
+    assert compare(first, second, fail_above=0.05).summary.conclusions[-1] == (
+        "Gate (--fail-above 5.0%): 1 of 2 measurements got slower beyond it and beyond the "
+        "runs' noise: exit 1."
+    )

@@ -8,7 +8,7 @@ import pytest
 
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import median_noise
-from memprof.output.diff import MIN_CHANGE, compare, noise
+from memprof.output.diff import CHANGE_NOTE, MIN_CHANGE, change_of, compare, noise
 from tests.conftest import load_fixture
 
 
@@ -174,3 +174,69 @@ def test_title_names_each_run_by_its_gpu_or_else_its_host():
     [table] = diff(run(measurement([1.0]), host="laptop"), recorded).tables
     assert table.title.startswith("memprof pinned: A = laptop (")
     assert table.title.endswith(f"B = NVIDIA H200 ({recorded.created_at})")
+
+
+@pytest.mark.parametrize(
+    ("ratio", "noise_share", "change"),
+    [
+        (1.5, 0.5, "within noise"),  # exactly at the noise: not beyond it
+        (1.5, 0.4375, "B slower"),
+        (0.5, 0.5, "within noise"),
+        (0.5, 0.4375, "B faster"),
+    ],
+)
+def test_a_ratio_exactly_at_the_noise_is_within_it(ratio, noise_share, change):
+    assert change_of(ratio, noise_share) == change
+
+
+def test_unmatched_names_three_and_counts_the_rest():
+    sizes = [1 << 10, 1 << 20, 4 << 20, 16 << 20]
+    b = run(measurement([1.0], kind="mapped"))
+    three = diff(run(*(measurement([1.0], nbytes=n) for n in sizes[:3])), b)
+    assert three.conclusions[-1] == (
+        "Unmatched: 3 only in A ([CUDA memcpy HtoD] (pinned) [gpu], 1 KiB; "
+        "[CUDA memcpy HtoD] (pinned) [gpu], 1 MiB; [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB), "
+        "1 only in B ([CUDA memcpy HtoD] (mapped) [gpu], 4 MiB)."
+    )
+    assert compare(run(*(measurement([1.0], nbytes=n) for n in sizes[:3])), b).only_b == [
+        "[CUDA memcpy HtoD] (mapped) [gpu], 4 MiB"
+    ]
+    four = diff(run(*(measurement([1.0], nbytes=n) for n in sizes)), b)
+    assert compare(b, run(*(measurement([1.0], nbytes=n) for n in sizes))).only_a == [
+        "[CUDA memcpy HtoD] (mapped) [gpu], 4 MiB"
+    ]
+    assert four.conclusions[-1].startswith("Unmatched: 4 only in A ([CUDA memcpy HtoD] (pinned)")
+    assert "(pinned) [gpu], 4 MiB and 1 more), 1 only in B (" in four.conclusions[-1]
+
+
+def test_the_notes_say_what_a_change_is_and_what_each_runs_medians_are_of():
+    a = run(measurement([1.0] * 5), measurement([2.0] * 5, nbytes=1 << 20))
+    b = run(measurement([1.0, 1.1, 1.3]), measurement([2.0] * 3, nbytes=1 << 20))
+    [table] = diff(a, b).tables
+    spread = f"{median_noise([1.0, 1.1, 1.3]):.1%}"
+    assert table.notes == [
+        CHANGE_NOTE,
+        f"A's medians: of 5, noise at most 0.0%. B's: of 3, noise at most {spread}.",
+    ]
+
+
+def test_the_short_table_says_how_many_rows_within_noise_it_left_out():
+    one_quiet = diff(run(measurement([1.0])), run(measurement([1.0])), verbose=False)
+    assert (
+        "The 1 measurement within noise is not listed: --verbose lists every row."
+        in one_quiet.conclusions
+    )
+    sizes = (1 << 20, 4 << 20)
+    two = run(*(measurement([1.0], nbytes=n) for n in sizes))
+    assert (
+        "The 2 measurements within noise are not listed: --verbose lists every row."
+        in diff(two, two, verbose=False).conclusions
+    )
+
+
+def test_the_short_table_leaves_out_source_lines_within_noise_too():
+    trace = load_fixture("trace_torch")
+    titles = [table.title for table in diff(trace, trace).tables]
+    assert any(title.startswith("Source lines") for title in titles)
+    short = [table.title for table in diff(trace, trace, verbose=False).tables]
+    assert not any(title.startswith("Source lines") for title in short)

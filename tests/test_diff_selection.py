@@ -14,11 +14,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import memprof
+from memprof.api import declared
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
 from memprof.experiments import load, summarize
 from memprof.model.formatting import format_gb_per_s
-from memprof.output.diff import Compared, selected
+from memprof.output.diff import CHANGE_NOTE, Compared, compare, selected
 from tests.conftest import FIXTURES
 
 SWEEP = FIXTURES / "h200_sweep.json"
@@ -86,6 +87,9 @@ def test_only_takes_kinds_and_patterns_and_any_of_several_selects():
     assert labels("*htod*") == [rows[0].label]  # patterns ignore case
     assert labels("*HtoD*", "api") == [rows[0].label, rows[1].label]
     assert labels("*, 4 MiB") == [rows[0].label, rows[2].label, rows[3].label]
+    # a GB/s in one run only (B's command declares none) is no GB/s to compare
+    one_sided = Compared(rows[0].label, 1.0, 1.0, 1.0, 0.02, "gpu", 50.0, None, None)
+    assert selected([one_sided, rows[2]], ["gbps"]) == [rows[2]]
 
 
 def test_only_that_selects_nothing_is_refused_in_one_line():
@@ -179,3 +183,30 @@ def test_the_python_api_refuses_a_gate_outside_the_command_lines_range(fail_abov
     a = load(SWEEP)
     with pytest.raises(InvalidArgument, match="fail_above"):
         memprof.diff(a, a, fail_above=fail_above)
+
+
+def test_a_figure_with_a_gb_per_s_in_one_run_only_gets_the_columns_and_dashes():
+    """B's command declares no measures (a command this memprof does not know): A's GB/s
+    is shown, B's and its share of a ceiling are '-', never another run's figure."""
+    a = load(SWEEP)
+    comparison = compare(a, a, declared_a=declared(a))
+    [table, *_] = comparison.summary.tables
+    assert table.headers[4:7] == ["A GB/s", "B GB/s", "B of ceiling"]
+    row = comparison.rows[0]
+    assert row.a_gb_per_s is not None and row.b_gb_per_s is None
+    assert table.rows[0][4:7] == [format_gb_per_s(row.a_gb_per_s), "-", "-"]
+    assert table.notes[0] == CHANGE_NOTE
+    assert table.notes[1].startswith("GB/s: each run's own figure, as its tables print it;")
+    assert table.notes[1].endswith("B's GB/s over the ceiling B's tables name.")
+    plain_times = compare(a, a).summary.tables[0]
+    assert "A GB/s" not in plain_times.headers
+    assert not any(note.startswith("GB/s") for note in plain_times.notes)
+
+
+def test_the_conclusion_names_what_only_selected():
+    a = load(SWEEP)
+    comparison = compare(a, a, only=("api", "*cuMemcpyHtoD*"))
+    assert comparison.summary.conclusions[0].startswith(
+        f"{len(comparison.rows)} measurements (api, *cuMemcpyHtoD*) in both runs:"
+    )
+    assert compare(a, a).summary.conclusions[0].startswith("311 measurements in both runs:")

@@ -22,7 +22,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
-from memprof.output.diff import compare
+from memprof.output.diff import CHANGE_NOTE, compare
 from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
 from memprof.trace import stacks as stacks_module
@@ -464,6 +464,9 @@ def test_a_line_that_got_slower_is_named_by_diff():
     assert "Source lines unmatched: 1 only in A, 1 only in B." in moved.conclusions
     old = load_result(FIXTURES / "h200_trace_torch.json")
     assert all(not t.title.startswith("Source lines") for t in diff(old, traced(steady)).tables)
+    assert lines_table.headers == ["Line", "Calls A/B", "A median", "B median", "B / A", "Change"]
+    assert lines_table.rows[0][1:5] == ["5/5", "100.00us", "180.00us", "1.800x"]
+    assert lines_table.notes == [CHANGE_NOTE]  # no line moved by its mean alone
 
 
 LINE_COLUMNS = (

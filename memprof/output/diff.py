@@ -300,8 +300,8 @@ def compare(
     ]
     if not verbose and quiet:
         conclusions.append(
-            f"The {plural(quiet, 'measurement')} within noise are not listed: --verbose lists "
-            "every row."
+            f"The {plural(quiet, 'measurement')} within noise "
+            f"{'is' if quiet == 1 else 'are'} not listed: --verbose lists every row."
         )
     if unusable:
         conclusions.append(f"{plural(unusable, 'measurement')} had no valid samples to compare.")
@@ -335,9 +335,7 @@ def compare(
     return Comparison(figures, fail_above, only_a, only_b, summary)
 
 
-def source_lines(
-    first: Result, second: Result, verbose: bool = True
-) -> tuple[list[Table], list[str]]:
+def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Table], list[str]]:
     """Two traces' shared source lines (memprof.output.where), time per call by the same
     rule as the measurements: a line that got slower is named. Its calls may be of several
     sizes (4 KiB and 32 MiB copies on one line), whose median is the small ones': the mean,
@@ -441,13 +439,17 @@ def differences(first: Result, second: Result) -> list[str]:
 
 
 def _clocks(first: Result, second: Result) -> list[str]:
-    """Clocks: their maxima, the memory clock during the run, and clocks held down."""
+    """Clocks: their maxima, the memory clock during the run, and clocks held down; a run
+    whose NVML could not be read is said to be, as one recorded before NVML is."""
     a, b = first.gpu_state(), second.gpu_state()
     if (a is None) != (b is None):
         which = "A" if a is None else "B"
         return [f"clocks and link during the run: not recorded in {which} (an older memprof)."]
-    if a is None or b is None or a.unavailable or b.unavailable:
+    if a is None or b is None or (a.unavailable and b.unavailable):
         return []
+    if a.unavailable or b.unavailable:
+        which, why = ("A", a.unavailable) if a.unavailable else ("B", b.unavailable)
+        return [f"clocks and link during the run: unknown in {which} (NVML: {why})."]
     shown = {run: _clock_words(state) for run, state in (("A", a), ("B", b))}
     return [] if shown["A"] == shown["B"] else [f"clocks: A {shown['A']}, B {shown['B']}."]
 
