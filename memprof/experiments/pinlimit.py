@@ -560,13 +560,13 @@ def _limit(name: str, value: int | None, unlimited: str = "unlimited") -> Device
     return unlimited if value is None else DeviceFact(name, bytes=value)
 
 
-def _size_or_words(one: DeviceFact | str) -> str:
-    return one if isinstance(one, str) else _size(one)
+def _size(fact: DeviceFact) -> str:
+    return format_bytes(fact.bytes)
 
 
 LABELS = (
     Column("Limit", "limit"),
-    Column("Value", "value", _size_or_words),
+    Column("Value", "value", _size),  # words print as they are
     Column("What it bounds", "bounds"),
 )
 
@@ -614,10 +614,6 @@ def limits_table(extra: PinlimitExtra) -> Table:
         )
     named = [dict(zip(("limit", "value", "bounds"), row, strict=True)) for row in rows]
     return table("Limits on pinned memory", LABELS, named, notes)
-
-
-def _size(fact: DeviceFact) -> str:
-    return format_bytes(fact.bytes)
 
 
 CLIMB_COLUMNS = (
