@@ -179,10 +179,15 @@ def main() -> int:
         profiled = folder / "profiler.json"
         for example, arguments in examples.items():
             run_example([sys.executable, example, *arguments])  # warm: caches, cuDNN plans
-        for _ in range(rounds):
+        for round_number in range(1, rounds + 1):
             for example, arguments in examples.items():
                 for label, command in commands(example, arguments, folder).items():
                     report, wall_s, ran = run_example(command)
+                    print(  # progress, kept in the log if a time limit stops the rest
+                        f"round {round_number}/{rounds} {example} {label}: loop "
+                        f"{report['loop_s']:.3f} s",
+                        flush=True,
+                    )
                     runs[example]["loop"][label].append(report["loop_s"])
                     if "step_s" in report:
                         runs[example]["step"][label].append(steady_step_s(report))

@@ -48,13 +48,13 @@ def own_options() -> list[CliOption]:
     depth = (
         "Frames of your program kept for each copy, memset, allocation, free, registration, "
         "prefetch and wait: the line that made the call and its callers (the Where tables). "
-        "0: no lines, and no CUPTI callbacks."
+        "0: no lines (each call's host time is still recorded)."
     )
     stacks = "Show each line's callers under it in the Where tables."
     all_calls = (
-        "Record every driver and runtime call (cudaGetDevice, cuCtxGetCurrent, ...), as "
-        "nvprof did. Without it, only calls that launch, copy, set, allocate, free, "
-        "register, prefetch or wait: the others cost a launch-bound program time."
+        "Record every driver and runtime call (cudaLaunchKernel, cudaGetDevice, ...), as "
+        "nvprof did, at a few microseconds each. Without it, only calls that copy, set, "
+        "allocate, free, register, prefetch or wait: launches are counted by their kernels."
     )
     return [
         CliOption("target", list[str] | None, None, (), program, argument=True),

@@ -247,7 +247,8 @@ class FakeCupti:
         self.correlation += 7  # never equal to memprof's small external ids
         correlation, start = self.correlation, self.clock_ns
         self._callback(name, ApiCallbackSite.API_ENTER, correlation)
-        if inner:
+        if inner:  # inside, a nanosecond after the entry and before the exit
+            self.clock_ns = start + 1
             self._callback(inner, ApiCallbackSite.API_ENTER, correlation)
             self._record(
                 ActivityKind.DRIVER,
@@ -257,8 +258,9 @@ class FakeCupti:
                 end=start + duration_ns - 1,
                 thread_id=self.thread_id,
             )
+            self.clock_ns = start + duration_ns - 1
             self._callback(inner, ApiCallbackSite.API_EXIT, correlation)
-        self.clock_ns += duration_ns
+        self.clock_ns = start + duration_ns
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
         self._record(
             kind,
@@ -382,6 +384,7 @@ _ENABLE_CALLBACK = ctypes.CFUNCTYPE(
 _ENABLE_DOMAIN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int)
 _UNSUBSCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _RESULT_STRING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
+_TIMESTAMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64))
 # void (*)(void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *cbdata)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
 
@@ -399,7 +402,8 @@ NO_LIBCUPTI = SimpleNamespace()  # a library without libcupti's functions
 
 class FakeLibcupti:
     """libcupti's callback functions (cuptiSubscribe, cuptiEnableCallback, cuptiEnableDomain,
-    cuptiUnsubscribe, cuptiGetResultString) over a FakeCupti's state, called as C functions:
+    cuptiUnsubscribe, cuptiGetResultString, cuptiGetTimestamp: the fake's clock) over a
+    FakeCupti's state, called as C functions:
     a subscriber is kept as the address CUPTI would keep, and called through it with the
     address of a CUpti_CallbackData, so a callback its maker let go of is not kept alive."""
 
@@ -418,6 +422,7 @@ class FakeLibcupti:
             ("cuptiEnableDomain", _ENABLE_DOMAIN),
             ("cuptiUnsubscribe", _UNSUBSCRIBE),
             ("cuptiGetResultString", _RESULT_STRING),
+            ("cuptiGetTimestamp", _TIMESTAMP),
         ):
             function, thunk = c_function(prototype, getattr(self, "_" + name))
             setattr(self, name, function)
@@ -447,6 +452,10 @@ class FakeLibcupti:
     def _cuptiUnsubscribe(self, handle) -> int:
         assert handle == self.HANDLE
         self.cupti.subscriber = None
+        return 0
+
+    def _cuptiGetTimestamp(self, stamp) -> int:
+        stamp[0] = self.cupti.clock_ns
         return 0
 
     def _cuptiGetResultString(self, code, text) -> int:

@@ -19,7 +19,6 @@ from memprof.core.activity import (
     MEMORY_KIND_NAMES,
     UNIFIED_MEMORY_COUNTERS,
     ActivityLog,
-    ApiRecord,
     GpuRecord,
     cupti_unavailable_reason,
 )
@@ -244,41 +243,34 @@ def test_gpu_records_come_in_order_of_start_whatever_their_order_of_arrival(cupt
     assert [r.name for r in log.all_gpu_records()] == ["a", "c", "b"]
 
 
-def test_api_records_are_named_by_their_domain_and_kept_in_order_for_a_whole_program(cupti):
-    log = started(cupti, keep_all=True)
-    at = cupti.clock_ns
-    first = cupti.call("cudaMemcpyAsync", 4_000, runtime=True)
-    cupti.thread_id = 99  # another thread: where a timeline draws its calls
-    second = cupti.call("cuMemcpyHtoDAsync_v2", 1_000)
-    third = cupti.call("cudaMemcpyAsync", 6_000, runtime=True)
-    log.flush()
-    assert log.all_api_records() == [
-        ApiRecord("cudaMemcpyAsync", 0.004, first, at, 4242),
-        ApiRecord("cuMemcpyHtoDAsync_v2", 0.001, second, at + 4_000, 99),
-        ApiRecord("cudaMemcpyAsync", 0.006, third, at + 5_000, 99),
-    ]
-    assert cupti.names_asked == 2  # each (domain, cbid) asked once, then remembered
-
-
 def test_an_unknown_callback_id_gets_a_name_that_says_so(cupti):
-    log = started(cupti, keep_all=True)
+    log = started(cupti)
     log._buffer_completed([
         SimpleNamespace(kind=ActivityKind.DRIVER, cbid=9999, correlation_id=1, start=0, end=1),
-        SimpleNamespace(kind=ActivityKind.RUNTIME, cbid=9999, correlation_id=2, start=0, end=1),
     ])  # fmt: skip
-    assert [c.name for c in log.all_api_records()] == ["driver call 9999", "runtime call 9999"]
+    assert log._api[1].name == "driver call 9999"
 
 
-def test_memprofs_own_log_keeps_no_whole_program_list_and_no_runtime_records(cupti):
-    log = started(cupti)
-    assert ActivityKind.RUNTIME not in cupti.enabled
-    cupti.call("cuMemcpyHtoDAsync_v2")
-    log.flush()
-    assert log.all_api_records() == []
-    assert log.buffer_bytes == 4 << 20
+def test_a_whole_program_log_records_the_gpus_work_and_no_call(cupti):
+    """memprof trace times calls by CUPTI's callbacks (memprof.trace.stacks): the DRIVER and
+    RUNTIME records are not switched on at all, in the trace or after a pause."""
     whole = started(cupti, keep_all=True)
-    assert ActivityKind.RUNTIME in cupti.enabled and whole.buffer_bytes == 32 << 20
+    assert ActivityKind.DRIVER not in cupti.enabled
+    assert ActivityKind.RUNTIME not in cupti.enabled
+    assert {
+        ActivityKind.CONCURRENT_KERNEL,
+        ActivityKind.MEMCPY,
+        ActivityKind.MEMSET,
+    } <= cupti.enabled
+    with whole.paused():
+        pass
+    assert ActivityKind.DRIVER not in cupti.enabled
+    cupti.call("cuMemcpyHtoDAsync_v2")
+    whole.flush()
+    assert whole._api == {} and whole.buffer_bytes == 32 << 20
     assert whole._buffer_requested() == (32 << 20, 0)
+    experiments = started(cupti)
+    assert experiments.buffer_bytes == 4 << 20 and "DRIVER" in experiments.work_kinds
 
 
 # -- unified memory counters -------------------------------------------------------------------
@@ -460,33 +452,28 @@ def test_a_layout_the_attributes_contradict_is_never_read_again():
     assert fresh.read(no_pointer) == (6, 1, 2, 3, 4) and fresh.unpack is None
 
 
-def test_only_the_calls_asked_for_are_recorded_where_cupti_can_switch_calls_off(cupti):
-    log, why_not = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+def test_only_the_driver_calls_asked_for_are_recorded_where_cupti_can_switch_calls_off(cupti):
+    log, why_not = ActivityLog.start(0, record_call=is_work_call)
     assert why_not is None and log is not None
-    assert cupti.records_off == {
-        (ActivityKind.DRIVER, CBID["cuEventRecord"]),
-        (ActivityKind.RUNTIME, CBID["cudaGetDevice_v3020"]),
-    }
-    cupti.call("cuEventRecord")
-    cupti.call("cudaGetDevice_v3020", runtime=True)
-    cupti.call("cuMemcpyHtoD_v2")
-    cupti.call("cudaStreamSynchronize_v3020", runtime=True)
+    assert cupti.records_off == {(ActivityKind.DRIVER, CBID["cuEventRecord"])}
+    first = cupti.call("cuEventRecord")
+    second = cupti.call("cuMemcpyHtoD_v2")
     log.flush()
-    names = [call.name for call in log.all_api_records()]
-    assert names == ["cuMemcpyHtoD_v2", "cudaStreamSynchronize_v3020"]
+    assert list(log._api) == [second] and first not in log._api
 
 
 def test_a_call_cupti_will_not_switch_off_stays_recorded_and_the_others_go(cupti):
     cupti.refuse_switch = {CBID["cuEventRecord"]}
-    log, _ = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
-    assert cupti.records_off == {(ActivityKind.RUNTIME, CBID["cudaGetDevice_v3020"])}
-    cupti.call("cuEventRecord")
+    log, _ = ActivityLog.start(0, record_call=lambda n: n not in {"cuEventRecord", "cuMemAlloc_v2"})
+    assert cupti.records_off == {(ActivityKind.DRIVER, CBID["cuMemAlloc_v2"])}
+    event = cupti.call("cuEventRecord")
+    cupti.call("cuMemAlloc_v2")
     log.flush()
-    assert [call.name for call in log.all_api_records()] == ["cuEventRecord"]
+    assert list(log._api) == [event]
 
 
 def test_every_call_is_recorded_where_none_is_refused(cupti):
-    started(cupti, keep_all=True)
+    started(cupti)
     assert cupti.records_off == set()
 
 

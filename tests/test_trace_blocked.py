@@ -125,8 +125,14 @@ def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
     program, outcome = Program("p.py", None), Outcome(0, None, 1.0)
     work = trace_result(program, outcome, recording, 0, {}, all_calls=False)
     note = summarize(work).timing_note
-    assert note.endswith(trace_summary.WORK_CALLS_NOTE)
+    assert note.endswith(trace_summary.WORK_CALLS_NOTE.format(launch=""))
     assert "every driver and runtime call" not in note and "nothing excluded" not in note
+    # a file traced when launches were recorded too says so
+    launched = Recording(gpu, [*api, ApiRecord("cuLaunchKernel", 0.01, 9)], None, None, "H", "1")
+    note = summarize(trace_result(program, outcome, launched, 0, {}, all_calls=False)).timing_note
+    assert note.endswith("API calls: only those that launch, copy, set, allocate, free, "
+                         "register, prefetch or wait, entry to exit (--all-calls records "
+                         "every call).")  # fmt: skip
     pinned = load_fixture("pinned_p20")
     assert summarize(pinned).timing_note is None  # other commands: the run's own
     assert "--repeat" in timing_note(pinned)

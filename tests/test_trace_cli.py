@@ -15,7 +15,7 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.experiments.trace import WORK_CALLS_NOTE
 from memprof.trace import collect as tracing
-from memprof.trace.stacks import is_work_call
+from memprof.trace.stacks import CallRecorder, call_kind
 from tests.test_trace import program_records
 
 runner = CliRunner()
@@ -25,17 +25,20 @@ class FakeCollector:
     """Stands in for CUPTI: records nothing itself, hands back fixed records."""
 
     started = 0
-    record_call: object = None  # what the last one was asked to record
+    calls: CallRecorder | None = None  # the recorder the last one was handed
 
-    def __init__(self, device_index: int = 0, stacks: object = None, record_call=None) -> None:
+    def __init__(self, device_index: int = 0, calls: CallRecorder | None = None) -> None:
         self.device_index = device_index
-        FakeCollector.record_call = record_call
+        FakeCollector.calls = calls
 
     def start(self) -> None:
         FakeCollector.started += 1
 
     def finish(self) -> tracing.Recording:
+        """The calls the recorder would have been called back for (CallRecorder._enable)."""
         gpu, api = program_records()
+        every = self.calls is not None and self.calls.every_call
+        api = [call for call in api if every or call_kind(call.name) is not None]
         return tracing.Recording(gpu, api, None, "no counters here", "Fake GPU", "1.0")
 
 
@@ -187,15 +190,15 @@ def test_only_work_calls_are_recorded_unless_all_calls_is_given(tmp_path, fake_c
     program = script(tmp_path, "pass\n")
     work, every = tmp_path / "work.json", tmp_path / "every.json"
     assert invoke("--json", str(work), "-q", str(program)).exit_code == 0
-    assert fake_cupti.record_call is is_work_call  # CUPTI is asked to leave the others out
+    assert fake_cupti.calls.every_call is False  # CUPTI is asked to leave the others out
     result = load_result(work)
     calls = {m.name for m in result.measurements if m.group == "api"}
     assert calls == {"cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2"}
     assert result.parameters.all_calls is False
     shown = runner.invoke(app, ["report", str(work)])
-    assert WORK_CALLS_NOTE in " ".join(shown.output.split())
+    assert WORK_CALLS_NOTE.format(launch="") in " ".join(shown.output.split())
     assert invoke("--all-calls", "--json", str(every), "-q", str(program)).exit_code == 0
-    assert fake_cupti.record_call is None
+    assert fake_cupti.calls.every_call is True
     result = load_result(every)
     assert "cuCtxCreate_v2" in {m.name for m in result.measurements if m.group == "api"}
     assert result.parameters.all_calls is True

@@ -162,15 +162,16 @@ def test_stacks_show_each_lines_callers(fake_gpu, tmp_path):
     assert "← main.py" not in run_trace(script).stderr
 
 
-def test_stack_depth_zero_takes_no_callbacks_and_says_so(fake_gpu, tmp_path):
+def test_stack_depth_zero_walks_no_stack_and_says_so(fake_gpu, tmp_path):
     saved = tmp_path / "trace.json"
     ran = run_trace("--stack-depth", 0, "--json", saved, two_files(tmp_path))
     assert ran.exit_code == 0, ran.output
-    assert fake_gpu.subscribed == 0
+    assert fake_gpu.subscribed == 1  # the calls' host times are still taken
     assert "Source lines: not recorded (--stack-depth 0)." in ran.stderr
     assert "Where:" not in ran.stderr
     result = load_result(saved)
     assert result.extra.lines is None and result.parameters.stack_depth == 0
+    assert {m.name for m in result.measurements if m.group == "api"} >= {"cuMemcpyAsync"}
 
 
 def test_stack_depth_is_refused_outside_its_range(fake_gpu, tmp_path):
@@ -187,7 +188,8 @@ def test_cupti_refusing_its_callbacks_leaves_the_profile_and_says_why(fake_gpu, 
     text = " ".join(ran.stderr.split())
     assert (
         "Source lines: CUPTI refused its callbacks "
-        "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)." in text
+        "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED): no call's host time or line was "
+        "recorded." in text
     )
 
 
@@ -729,12 +731,12 @@ def test_the_trace_ends_each_stack_walk_at_the_code_that_runs_the_program(
     this file)."""
     made = []
 
-    class Kept(stacks_module.StackRecorder):
+    class Kept(stacks_module.CallRecorder):
         def __init__(self, *arguments, **options):
             super().__init__(*arguments, **options)
             made.append(self)
 
-    monkeypatch.setattr(tracing, "StackRecorder", Kept)
+    monkeypatch.setattr(tracing, "CallRecorder", Kept)
     ran = run_trace("--json", tmp_path / "t.json", two_files(tmp_path))
     assert ran.exit_code == 0, ran.output
     (recorder,) = made

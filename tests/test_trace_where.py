@@ -25,8 +25,8 @@ from memprof.trace.stacks import (
     OWN,
     SKIP,
     USER,
+    CallRecorder,
     CodeFilter,
-    StackRecorder,
     base_name,
     call_kind,
     is_work_call,
@@ -226,14 +226,14 @@ def line_of(path: Path, marker: str) -> int:
     return number
 
 
-def recorder_for(tmp_path: Path, depth: int = 5, **folders) -> tuple[StackRecorder, FakeCupti]:
+def recorder_for(tmp_path: Path, depth: int = 5, **folders) -> tuple[CallRecorder, FakeCupti]:
     """A recorder subscribed through libcupti's own functions (memprof.core.api_callbacks),
     whose callback reads CUpti_CallbackData in C memory."""
     cupti = FakeCupti()
     folders.setdefault("libraries", tuple(stacks_module.python_library_folders()))
     folders.setdefault("skipped", (DRIVER,))
     code = CodeFilter(str(tmp_path.resolve()), named=(TESTS,), **folders)
-    recorder = StackRecorder(code, depth)
+    recorder = CallRecorder(code, depth)
     assert recorder.start(cupti, cupti.library) is None
     return recorder, cupti
 
@@ -456,7 +456,7 @@ def test_without_tables_of_callback_ids_every_call_is_sorted_by_name(tmp_path, m
     cupti = FakeCupti()
     monkeypatch.delattr(type(cupti), "runtime_api_trace_cbid")
     code = CodeFilter(str(tmp_path.resolve()), skipped=(DRIVER,), named=(TESTS,))
-    recorder = StackRecorder(code, 5)
+    recorder = CallRecorder(code, 5)
     assert recorder.start(cupti, cupti.library) is None
     assert cupti.domains_on == {1, 2} and not cupti.callbacks_on
     program = program_module(tmp_path, "named", PROGRAM)

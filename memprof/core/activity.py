@@ -102,7 +102,6 @@ TIMELINE_FIELDS = frozenset({"device_id", "stream_id", "thread_id"})
 # What each kind of record is read as, by CUPTI's activity kind names.
 _READ_BY_KIND = {
     "DRIVER": "api",
-    "RUNTIME": "api",
     "EXTERNAL_CORRELATION": "external",
     "UNIFIED_MEMORY_COUNTER": "counter",
     "MEMCPY": "memcpy",
@@ -247,16 +246,15 @@ class ActivityLog:
 
     cupti: Any
     unified_memory_refusal: str | None = None  # why the counters are missing, if they are
-    # A whole-program trace (memprof trace) keeps every API record, runtime calls too,
-    # in order; memprof's own experiments only read the records of their external ids.
+    # A whole-program trace (memprof trace) keeps every GPU record and records no calls;
+    # memprof's own experiments only read the records of their external ids.
     keep_all: bool = False
     buffer_bytes: int = 4 << 20
-    _all_api: list[ApiRecord] = field(default_factory=list)
     _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
     _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
     _external: dict[int, int] = field(default_factory=dict)  # correlation id -> external id
     _unified_memory: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    _callback_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    _callback_names: dict[int, str] = field(default_factory=dict)  # by callback id
     _last_tag: int = 0
     _readers: dict[str, FieldReader] = field(default_factory=dict)
     _kind_numbers: dict[int, str] | None = None  # _kinds_read()
@@ -277,17 +275,18 @@ class ActivityLog:
     ) -> tuple[ActivityLog | None, str | None]:
         """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
 
-        keep_all: trace a whole program: also CUDA runtime calls (PyTorch, CuPy make those),
-        every API record kept, larger buffers so records are read after the program's work.
-        record_call: where given, only the driver and runtime calls it accepts (by name) are
-        recorded, as far as this CUPTI can switch calls off one by one (_record_only).
+        keep_all: trace a whole program: the GPU's work only, every record kept, in larger
+        buffers so records are read after the program's work. No calls are recorded: the
+        trace times them with CUPTI's callbacks (memprof.trace.stacks says why).
+        record_call: where given, only the driver calls it accepts (by name) are recorded,
+        as far as this CUPTI can switch calls off one by one (_record_only).
         """
         cupti, why_not = _import_cupti()
         if cupti is None:
             return None, why_not
         log = cls(cupti, keep_all=keep_all, buffer_bytes=(32 << 20) if keep_all else (4 << 20))
         kinds = cupti.ActivityKind
-        traced = [*GPU_WORK, "EXTERNAL_CORRELATION", *(["RUNTIME"] if keep_all else [])]
+        traced = [*log.work_kinds, "EXTERNAL_CORRELATION"]
         try:
             for name in traced:
                 cupti.activity_enable(getattr(kinds, name))
@@ -306,6 +305,12 @@ class ActivityLog:
         if record_call is not None:
             log._record_only(record_call)
         return log, None
+
+    @property
+    def work_kinds(self) -> tuple[str, ...]:
+        """The activity kinds switched on (and off in paused()): the GPU's work, and the
+        driver calls that queue it except in a whole-program trace."""
+        return tuple(k for k in GPU_WORK if k != "DRIVER") if self.keep_all else GPU_WORK
 
     def _read_buffers_here(self) -> Any:
         """activity_buffers' reading of CUPTI's buffers, where cupti-python has a class and a
@@ -336,24 +341,19 @@ class ActivityLog:
         return self._classes
 
     def _record_only(self, wanted: Callable[[str], bool]) -> None:
-        """Switch off the records of every driver and runtime call `wanted` refuses, by
-        CUPTI's callback id: each record costs the program's thread time at its call, and
-        memprof's reading of it more. A call this CUPTI cannot switch off stays recorded
-        (the caller drops its records by name)."""
-        cupti = self.cupti
-        tables = (
-            ("driver_api_trace_cbid", "activity_enable_driver_api"),
-            ("runtime_api_trace_cbid", "activity_enable_runtime_api"),
-        )
-        for table_name, switch_name in tables:
-            table, switch = getattr(cupti, table_name, None), getattr(cupti, switch_name, None)
-            if table is None or switch is None:
-                continue
-            for member in table:
-                if not wanted(member.name):
-                    with contextlib.suppress(Exception):  # an id this driver lacks; INVALID
-                        switch(int(member), 0)
-                        self._switched_off.append((switch, int(member)))
+        """Switch off the records of every driver call `wanted` refuses, by CUPTI's callback
+        id: each record costs the program's thread time at its call, and memprof's reading
+        of it more. A call this CUPTI cannot switch off stays recorded (the caller drops its
+        records by name)."""
+        table = getattr(self.cupti, "driver_api_trace_cbid", None)
+        switch = getattr(self.cupti, "activity_enable_driver_api", None)
+        if table is None or switch is None:
+            return
+        for member in table:
+            if not wanted(member.name):
+                with contextlib.suppress(Exception):  # an id this driver lacks; INVALID
+                    switch(int(member), 0)
+                    self._switched_off.append((switch, int(member)))
 
     def _switch_calls(self, enable: int) -> None:
         """Switch _record_only's calls on (1) or off (0) again: enabling the DRIVER kind
@@ -401,7 +401,7 @@ class ActivityLog:
     def paused(self) -> Iterator[None]:
         """Stop tracing GPU work meanwhile: CUPTI's per-operation timestamps slow
         back-to-back small operations by about a microsecond each."""
-        names = [*GPU_WORK, *(["MEMCPY2"] if self.peer_copies_traced else [])]
+        names = [*self.work_kinds, *(["MEMCPY2"] if self.peer_copies_traced else [])]
         traced = [getattr(self.cupti.ActivityKind, name) for name in names]
         for kind in traced:
             self.cupti.activity_disable(kind)
@@ -442,10 +442,6 @@ class ActivityLog:
         """Everything the GPU did while recording, tagged or not, in order of start."""
         records = [record for group in self._gpu.values() for record in group]
         return sorted(records, key=lambda record: record.start_ns)
-
-    def all_api_records(self) -> list[ApiRecord]:
-        """Every driver and runtime call recorded (keep_all only), in order of arrival."""
-        return list(self._all_api)
 
     def unified_memory_totals(self) -> dict[str, dict[str, float]]:
         """Counter name -> count, total, min, max value and total time (ms) of its records,
@@ -513,13 +509,11 @@ class ActivityLog:
     def _keep(self, which: str, fields: tuple) -> None:
         """One record of _READ's kinds, from its fields (in _READ's order)."""
         if which == "api":
-            kind, cbid, start, end, correlation, thread = fields
-            domain = "driver" if kind == self.cupti.ActivityKind.DRIVER else "runtime"
-            name = self._callback_name(cbid, domain)
-            api = ApiRecord(name, (end - start) / 1e6, correlation, start, thread)
-            self._api[correlation] = api
-            if self.keep_all:
-                self._all_api.append(api)
+            _, cbid, start, end, correlation, thread = fields
+            name = self._callback_name(cbid)
+            self._api[correlation] = ApiRecord(
+                name, (end - start) / 1e6, correlation, start, thread
+            )
         elif which == "external":
             correlation, external = fields
             self._external[correlation] = external
@@ -572,21 +566,18 @@ class ActivityLog:
         duration = max(int(end) - int(start), 0)
         self._unified_memory.setdefault(name, []).append((value, duration))
 
-    def _callback_name(self, cbid: int, domain: str = "driver") -> str:
-        key = (domain, cbid)
-        if key not in self._callback_names:
-            domains = self.cupti.CallbackDomain
+    def _callback_name(self, cbid: int) -> str:
+        """CUPTI's name of a driver call (cuMemAlloc_v2)."""
+        if cbid not in self._callback_names:
             try:
-                name = self.cupti.get_callback_name(
-                    domains.DRIVER_API if domain == "driver" else domains.RUNTIME_API, cbid
-                )
+                name = self.cupti.get_callback_name(self.cupti.CallbackDomain.DRIVER_API, cbid)
             except Exception:
-                name = f"{domain} call {cbid}"
-            self._callback_names[key] = str(name)
-        return self._callback_names[key]
+                name = f"driver call {cbid}"
+            self._callback_names[cbid] = str(name)
+        return self._callback_names[cbid]
 
     def _disable_all(self) -> None:
-        others = ("MEMCPY2", "RUNTIME", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER")
+        others = ("MEMCPY2", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER")
         for name in (*GPU_WORK, *others):
             with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
                 self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))

@@ -57,7 +57,9 @@ class Subscription:
     """One subscriber of CUPTI's driver and runtime API callbacks (CUPTI holds one a process),
     made, switched on call by call and given back with libcupti's functions."""
 
-    def __init__(self, library: Any) -> None:
+    def __init__(self, library: Any, clock_library: Any = None) -> None:
+        """`clock_library`: the same libcupti loaded to hold the GIL across its calls
+        (ctypes.PyDLL), for the clock read twice inside every callback; else `library`."""
         int_, uint32, pointer = ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p
         function = functools.partial(activity_buffers.c_function, library)
         self._subscribe = function(
@@ -69,7 +71,18 @@ class Subscription:
         self._result_string = function(
             "cuptiGetResultString", int_, int_, ctypes.POINTER(ctypes.c_char_p)
         )
+        self._timestamp = activity_buffers.c_function(
+            clock_library or library, "cuptiGetTimestamp", int_, ctypes.POINTER(ctypes.c_uint64)
+        )
+        self._stamp = ctypes.c_uint64()
+        self._stamp_at = ctypes.byref(self._stamp)
         self._handle = ctypes.c_void_p()
+
+    def timestamp_ns(self) -> int:
+        """CUPTI's clock now, in which its activity records are stamped (the GPU's work and
+        a call's entry and exit on one time axis)."""
+        self._timestamp(self._stamp_at)
+        return self._stamp.value
 
     def subscribe(self, handler: Handler) -> None:
         """CUPTI calls `handler` at each enabled call's entry and exit from now on."""
@@ -108,11 +121,9 @@ def connect(library: Any = None) -> Subscription | None:
     """A Subscription through `library` (default: the libcupti this process loaded, which
     cupti-python found), or None where that cannot be reached."""
     try:
-        if library is None:
-            found = activity_buffers.libcupti()
-            if found is None:
-                return None
-            library = found[0]
-        return Subscription(library)
+        if library is not None:
+            return Subscription(library)
+        found = activity_buffers.libcupti()
+        return None if found is None else Subscription(*found)
     except (OSError, AttributeError, ValueError):
         return None

@@ -333,6 +333,7 @@ def timing_note(result: Result) -> str:
     """The profile's footnote: what its figures are, where a blocking copy's wait is, and
     which calls the API calls hold."""
     every = result.parameters.all_calls
+    launches = any(m.group == "api" and "Launch" in m.name for m in result.measurements)
     return (
         "Timing: CUPTI's records of the whole program, "
         + ("nothing excluded (start-up calls included)" if every else "start-up included")
@@ -340,12 +341,16 @@ def timing_note(result: Result) -> str:
         "for a copy that is its DMA alone. A blocking copy (a synchronous call, or from or to "
         "pageable memory) held the host longer, staging included: its call's time is in API "
         "calls and, per kind of copy, in Host blocked below. "
-        + ("API calls: every driver and runtime call, entry to exit." if every else WORK_CALLS_NOTE)
+        + (
+            "API calls: every driver and runtime call, entry to exit."
+            if every
+            else WORK_CALLS_NOTE.format(launch="launch, " if launches else "")
+        )
     )
 
 
-WORK_CALLS_NOTE = (
-    "API calls: only those that launch, copy, set, allocate, free, register, prefetch or "
+WORK_CALLS_NOTE = (  # files traced before the callbacks timed calls hold launches too
+    "API calls: only those that {launch}copy, set, allocate, free, register, prefetch or "
     "wait, entry to exit (--all-calls records every call)."
 )
 

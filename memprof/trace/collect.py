@@ -46,9 +46,8 @@ from memprof.model.timeline import Timeline
 from memprof.trace.stacks import (
     DEFAULT_STACK_DEPTH,
     MAX_STACK_DEPTH,
+    CallRecorder,
     CodeFilter,
-    StackRecorder,
-    is_work_call,
 )
 from memprof.trace.timeline import timeline_of
 from memprof.trace.where import (
@@ -133,7 +132,8 @@ class TraceParams:
     """What was traced, as a Result's parameters: the program, its arguments, the device,
     how many of the program's frames each line keeps (0: no lines, as memprof traced before
     it recorded them), whether the summary shows their callers, and whether every driver and
-    runtime call was recorded or only those that launch or are of CALL_KINDS (is_work_call;
+    runtime call was recorded or only the work calls: those of CALL_KINDS, and in files
+    written before memprof timed calls by its callbacks those that launch (is_work_call);
     files written before memprof chose recorded every call)."""
 
     program: str = ""
@@ -249,21 +249,15 @@ class Collector(Protocol):
 
 
 class CuptiCollector:
-    """CUPTI activity tracing of this whole process (memprof.activity, every record kept),
-    and with a StackRecorder the stack of every copy, memset, allocation, free, registration,
-    prefetch and wait (CUPTI's callbacks)."""
+    """CUPTI activity tracing of this whole process's GPU work (memprof.activity, every record
+    kept), and through a CallRecorder (CUPTI's callbacks) the host time of every copy,
+    memset, allocation, free, registration, prefetch and wait, with its stack."""
 
-    def __init__(
-        self,
-        device_index: int = 0,
-        stacks: StackRecorder | None = None,
-        record_call: Callable[[str], bool] | None = None,
-    ) -> None:
+    def __init__(self, device_index: int = 0, calls: CallRecorder | None = None) -> None:
         self.device_index = device_index
         self.log: Any = None
-        self.stacks = stacks
-        self.stacks_note: str | None = None
-        self.record_call = record_call  # None: every driver and runtime call
+        self.calls = calls
+        self.calls_note: str | None = None
 
     def start(self) -> None:
         from memprof.core.activity import ActivityLog, cupti_unavailable_reason
@@ -277,34 +271,37 @@ class CuptiCollector:
                 f"--device {self.device_index} does not exist: this machine has {count} "
                 f"CUDA device{'s' if count != 1 else ''}"
             )
-        self.log, why_not = ActivityLog.start(
-            self.device_index, keep_all=True, record_call=self.record_call
-        )
+        self.log, why_not = ActivityLog.start(self.device_index, keep_all=True)
         if self.log is None:
             raise EnvironmentProblem(why_not or "CUPTI refused activity tracing")
-        if self.stacks is not None:
-            self.stacks_note = self.stacks.start(self.log.cupti)
-            if self.stacks_note is not None:
-                self.stacks = None
+        if self.calls is not None:
+            why_not = self.calls.start(self.log.cupti)
+            if why_not is not None:
+                self.calls_note = f"{why_not}: no call's host time or line was recorded"
+                self.calls = None
 
     def finish(self) -> Recording:
-        """Wait for the program's GPU work, then read every record CUPTI holds."""
+        """Wait for the program's GPU work, then read every record CUPTI holds. The
+        callbacks stop first: memprof's own synchronize is no call of the program's."""
+        calls = self.calls
+        if calls is not None:
+            calls.stop()
         _synchronize_current_context()
         self.log.flush()
-        stacks, own, note = None, frozenset(), self.stacks_note
-        if self.stacks is not None:
-            self.stacks.stop()
-            stacks, own = self.stacks.recorded(), frozenset(self.stacks.own)
-            if self.stacks.failures:
+        stacks, own, api, note = None, frozenset(), [], self.calls_note
+        if calls is not None:
+            api, own = calls.api_records(), frozenset(calls.own)
+            stacks = calls.recorded() if calls.depth > 0 else None
+            if calls.failures:
                 note = (
-                    f"memprof's callback failed on {self.stacks.failures} calls, whose lines "
-                    f"are missing (the first: {self.stacks.first_failure})"
+                    f"memprof's callback failed on {calls.failures} calls, whose lines and "
+                    f"host times are missing (the first: {calls.first_failure})"
                 )
         refusal = self.log.unified_memory_refusal
         name, driver = device_identity(self.device_index)
         return Recording(
             gpu=demangled(self.log.all_gpu_records()),
-            api=self.log.all_api_records(),
+            api=api,
             unified_memory=None if refusal else self.log.unified_memory_totals(),
             unified_memory_note=refusal,
             gpu_name=name,
@@ -609,7 +606,9 @@ def trace_result(
     source = None
     if recording.stacks is not None:
         source = source_lines(recording.gpu, recording.api, recording.stacks, recording.own_calls)
-    note = "not recorded (--stack-depth 0)" if stack_depth == 0 else recording.stacks_note
+    note = recording.stacks_note  # the callbacks' failure first: host times went with it
+    if note is None and stack_depth == 0:
+        note = "not recorded (--stack-depth 0)"
     return Result(
         command="trace",
         parameters=TraceParams(
@@ -854,8 +853,8 @@ class TraceOptions:
     stack_depth: int = DEFAULT_STACK_DEPTH  # frames kept per call (0: no lines)
     stacks: bool = False  # the summary shows each line's callers
     output: Output | None = None  # where results go besides stderr; None: nowhere
-    # every driver and runtime call recorded (--all-calls); False: the work calls alone
-    # (is_work_call), which costs a launch-bound program far less
+    # every driver and runtime call recorded (--all-calls); False: those of CALL_KINDS
+    # alone, which costs a launch-bound program far less
     all_calls: bool = False
 
 
@@ -878,20 +877,17 @@ def trace(
     output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
     if collector is None:
-        recorder = None
+        code = None
         if options.stack_depth > 0:
             with as_python_runs(program):  # a -m module's folder is found as Python finds it
                 code = CodeFilter.for_program(program.script, program.module)
-            recorder = StackRecorder(code, options.stack_depth, run_program.__code__)
-        record_call = None if options.all_calls else is_work_call
-        collector = CuptiCollector(options.device, recorder, record_call)
+        calls = CallRecorder(code, options.stack_depth, run_program.__code__, options.all_calls)
+        collector = CuptiCollector(options.device, calls)
     collector.start()
     outcome = run_program(program)
     if outcome.error is not None:
         print_program_traceback(outcome.error)
     recording = collector.finish()
-    if not options.all_calls:  # those CUPTI could not switch off, too
-        recording.api = [call for call in recording.api if is_work_call(call.name)]
     this_gpu = (options.device, recording.gpu_name, recording.driver_version, options.bandwidth)
     bandwidth = pinned_bandwidth(*this_gpu, options.measure_pinned_bandwidth)
     small = None  # measured only for a program that made small copies: the advice needs it

@@ -1,11 +1,12 @@
 """Where in the user's program each copy, memset, allocation, free, registration, prefetch and
-wait was asked for: the Python stack of the CUDA call, taken by a CUPTI callback.
+wait was asked for, and how long each held the host: CUPTI's callbacks at each call's entry
+(the Python stack) and exit, on the thread that made it.
 
-CUPTI calls the callback at the entry of each enabled driver or runtime call, on the thread
-that made it, with the correlation id its activity records carry (memprof.trace.where joins
-by it). Only CALL_KINDS calls are enabled, so kernel launches and the many small calls run
-no Python at all. A thread without Python frames (PyTorch's autograd threads) is given the
-main thread's frames (`loss.backward()`), and its line says so (origin "thread").
+Each callback carries the correlation id that the call's GPU work's activity records carry
+(memprof.trace.where joins by it). Only CALL_KINDS calls are enabled, so kernel launches and
+the many small calls run no Python at all. A thread without Python frames (PyTorch's
+autograd threads) is given the main thread's frames (`loss.backward()`), and its line says
+so (origin "thread").
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from memprof.core import api_callbacks
+from memprof.core.activity import ApiRecord
 from memprof.model.lines import CALL_KINDS, Frame, Origin
 
 MAX_STACK_DEPTH = 64
@@ -201,38 +203,55 @@ RawFrame = tuple[CodeType, int]  # (code, line): made into a Frame after the pro
 RawStack = tuple[Origin, tuple[RawFrame, ...]]
 
 
-class StackRecorder:
-    """Keeps, per CUPTI correlation id, the innermost frames of the program's code on the
-    stack of each CALL_KINDS call (up to `depth`), from a CUPTI callback at the call's entry.
+class CallRecorder:
+    """The program's driver and runtime calls, from CUPTI's callbacks at each call's entry and
+    exit on the thread that made it: each call's host time (CUPTI's clock at both ends, as
+    its activity records would have it) and, for CALL_KINDS calls, the innermost frames of
+    the program's code on its stack (up to `depth`; none at 0), by correlation id.
+
+    Callbacks rather than CUPTI's API activity records: switching those records on at all
+    slowed a launch-bound training step by a fifth on the H200, even with every call but
+    the work calls switched off; the callbacks of the work calls alone cost next to nothing
+    there (docs/trace.md). Only CALL_KINDS calls are enabled, kernel launches not (a callback
+    at each of a step's hundreds of launches cost more than the records did), unless
+    `every_call` (--all-calls): then every call of both domains.
 
     The callback must never disturb the program: anything it raises is counted, not passed
     on (`failures`), and a Ctrl-C landing in it is delivered again where the program runs."""
 
     def __init__(
         self,
-        code_filter: CodeFilter,
+        code_filter: CodeFilter | None,
         depth: int = DEFAULT_STACK_DEPTH,
         runner: CodeType | None = None,
+        every_call: bool = False,
     ) -> None:
         self.filter = code_filter
-        self.depth = depth
+        self.depth = depth if code_filter is not None else 0
         self.runner = runner  # the code that runs the program: no frame below it is its
+        self.every_call = every_call
         self.stacks: dict[int, RawStack] = {}
         self.own: set[int] = set()  # calls of memprof's own (its last synchronize)
+        # (domain, callback id, correlation id, start, end in CUPTI's ns, thread's system id)
+        self.calls: list[tuple[int, int, int, int, int, int]] = []
         self.failures = 0
         self.first_failure = ""
+        self._started: dict[tuple[int, int], int] = {}  # (domain, correlation) -> entry's ns
         self._verdicts: dict[str, int] = {}  # by file name: hashing a code object is costly
         self._main = threading.main_thread().ident
         self._cupti: Any = None
         self._direct: api_callbacks.Subscription | None = None  # libcupti's subscriber
-        self._wanted: dict[tuple[int, int], bool] | None = None  # by (domain, cbid), if asked
+        # (domain, cbid) -> (record it, walk its stack), asked by name where CUPTI calls
+        # callbacks of calls not picked one by one (every_call, or no callback ids listed)
+        self._picked: dict[tuple[int, int], tuple[bool, bool]] | None = None
+        self._names: dict[tuple[int, int], str] = {}  # (domain, cbid) -> CUPTI's name
 
     # -- subscription ---------------------------------------------------------------------
 
     def start(self, cupti: Any, library: Any = None) -> str | None:
-        """Subscribe to CUPTI's callbacks of CALL_KINDS calls: None, or why not. Through
-        libcupti's own functions (memprof.core.api_callbacks: a fifth of the cost per call of
-        cupti-python's subscriber), of this process's libcupti or `library`."""
+        """Subscribe to CUPTI's callbacks: None, or why not. Through libcupti's own functions
+        (memprof.core.api_callbacks: a fifth of the cost per call of cupti-python's
+        subscriber), of this process's libcupti or `library`."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
@@ -254,11 +273,12 @@ class StackRecorder:
         return None
 
     def _enable(self, tables: tuple[tuple[Any, Any], ...]) -> None:
-        """Enable each callback id whose call is of CALL_KINDS; where this cupti-python does
-        not list the ids, every call of both domains, picked by name in the callback."""
+        """Enable each callback id whose call is of CALL_KINDS; with every_call, or where this
+        cupti-python does not list the ids, every call of both domains, picked by name in
+        the callback."""
         assert self._direct is not None
-        if any(table is None for _, table in tables):
-            self._wanted = {}
+        if self.every_call or any(table is None for _, table in tables):
+            self._picked = {}
             for domain, _ in tables:
                 self._direct.enable_domain(int(domain))
             return
@@ -285,20 +305,33 @@ class StackRecorder:
     # -- at each call ---------------------------------------------------------------------
 
     def _on_raw(self, userdata: Any, domain: int, cbid: int, data_address: int) -> None:
-        """CUPTI's call through libcupti's subscriber: its data read where CUPTI wrote it."""
+        """CUPTI's call through libcupti's subscriber: its data read where CUPTI wrote it.
+        The exit's clock is read first and the entry's last, so the call's time holds none
+        of the callback's own work."""
         try:
-            if api_callbacks.callback_site(data_address) != api_callbacks.API_ENTER:
+            direct = self._direct
+            if direct is None:
                 return
-            if self._wanted is not None and not self._is_wanted(domain, cbid):
+            if api_callbacks.callback_site(data_address) != api_callbacks.API_ENTER:
+                end_ns = direct.timestamp_ns()
+                correlation = api_callbacks.correlation_id(data_address)
+                start_ns = self._started.pop((domain, correlation), None)
+                if start_ns is not None:
+                    thread = threading.get_native_id()
+                    self.calls.append((domain, cbid, correlation, start_ns, end_ns, thread))
+                return
+            record, walk = (True, True) if self._picked is None else self._pick(domain, cbid)
+            if not record:
                 return
             correlation = api_callbacks.correlation_id(data_address)
-            if correlation in self.stacks or correlation in self.own:  # a runtime call's
-                return  # driver call: done
-            stack = self._stack(sys._getframe().f_back)  # None on a thread born in C
-            if stack == OWN:
-                self.own.add(correlation)
-            elif stack is not None:
-                self.stacks[correlation] = stack
+            walked = correlation in self.stacks or correlation in self.own
+            if walk and self.depth and not walked:  # a runtime call's driver call: walked
+                stack = self._stack(sys._getframe().f_back)  # None on a thread born in C
+                if stack == OWN:
+                    self.own.add(correlation)
+                elif stack is not None:
+                    self.stacks[correlation] = stack
+            self._started[domain, correlation] = direct.timestamp_ns()
         except KeyboardInterrupt:
             try:
                 deliver_ctrl_c_again()
@@ -308,13 +341,27 @@ class StackRecorder:
             self.failures += 1
             self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
 
-    def _is_wanted(self, domain: int, cbid: int) -> bool:
+    def _pick(self, domain: int, cbid: int) -> tuple[bool, bool]:
+        """(record it, walk its stack) for a call CUPTI calls back though not picked by id."""
         key = (int(domain), int(cbid))
-        wanted = self._wanted.get(key) if self._wanted is not None else None
-        if wanted is None:
-            name = str(self._cupti.get_callback_name(domain, cbid))
-            wanted = self._wanted[key] = call_kind(name) is not None  # type: ignore[index]
-        return wanted
+        picked = self._picked.get(key) if self._picked is not None else None
+        if picked is None:
+            work = call_kind(self._name(*key)) is not None
+            picked = self._picked[key] = (self.every_call or work, work)  # type: ignore[index]
+        return picked
+
+    def _name(self, domain: int, cbid: int) -> str:
+        """CUPTI's name of a call (cuMemcpyHtoDAsync_v2), asked once per call."""
+        key = (int(domain), int(cbid))
+        name = self._names.get(key)
+        if name is None:
+            try:
+                name = str(self._cupti.get_callback_name(domain, cbid))
+            except Exception:
+                driver = key[0] == int(self._cupti.CallbackDomain.DRIVER_API)
+                name = f"{'driver' if driver else 'runtime'} call {cbid}"
+            self._names[key] = name
+        return name
 
     def _stack(self, frame: FrameType | None) -> RawStack | int | None:
         """The call's stack; OWN where memprof made it; None where nothing is known."""
@@ -378,6 +425,15 @@ class StackRecorder:
             correlation: (origin, tuple(made(raw) for raw in raw_frames))
             for correlation, (origin, raw_frames) in self.stacks.items()
         }
+
+    def api_records(self) -> list[ApiRecord]:
+        """Every call recorded, in the order they returned, named as CUPTI names them."""
+        return [
+            ApiRecord(
+                self._name(domain, cbid), (end_ns - start_ns) / 1e6, correlation, start_ns, thread
+            )
+            for domain, cbid, correlation, start_ns, end_ns, thread in self.calls
+        ]
 
 
 def deliver_ctrl_c_again() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from memprof.experiments import load as load_result
 from memprof.model.results import Result
-from memprof.trace.stacks import base_name, is_work_call
+from memprof.trace.stacks import base_name, call_kind, is_work_call
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,26 +308,33 @@ CALLS_RECORDED = """
 import ctypes, json
 import numpy as np
 from memprof.core.activity import ActivityLog
-from memprof.trace.stacks import is_work_call
+from memprof.trace.stacks import CallRecorder
 ctypes.CDLL("libcuda.so.1").cuInit(0)
-log, why_not = ActivityLog.start(0, keep_all=True, record_call=is_work_call)
+log, why_not = ActivityLog.start(0, keep_all=True)
 assert log is not None, why_not
+calls = CallRecorder(None, 0)
+assert calls.start(log.cupti) is None
 import pycuda.driver as cuda
 context = cuda.Device(0).make_context()  # cuCtxCreate: not a work call
-buffer = cuda.mem_alloc(1 << 20)
-cuda.memcpy_htod(buffer, np.zeros(1 << 18, np.float32))
+buffer = cuda.mem_alloc(64 << 20)
+host = np.ones(16 << 20, np.float32)
+cuda.memcpy_htod(buffer, host)
+cuda.memcpy_dtoh(host, buffer)  # to pageable memory, 64 MiB: returns once it is done
 cuda.Context.get_current()
 context.synchronize()
+calls.stop()
 log.flush()
-print("names: " + json.dumps([call.name for call in log.all_api_records()]))
+copies = [r for r in log.all_gpu_records() if r.category == "memcpy"]
+print("calls: " + json.dumps([[c.name, c.duration_ms, c.start_ns] for c in calls.api_records()]))
+print("copy: " + json.dumps([copies[-1].start_ns, copies[-1].end_ns]))
 buffer.free()
 context.pop()
 """
 
 
-def test_cupti_itself_leaves_out_the_calls_that_ask_for_no_work():
-    """The work calls alone are recorded by CUPTI, not only kept by memprof afterwards: no
-    record of cuCtxCreate, and the allocation, copy and synchronize are there."""
+def test_the_callbacks_time_the_work_calls_alone_around_their_gpu_work():
+    """Only the work calls are called back (no cuCtxCreate, no launch), each timed on CUPTI's
+    clock: a 64 MiB copy to pageable memory's call holds its DMA record's whole interval."""
     completed = subprocess.run(
         [sys.executable, "-c", CALLS_RECORDED],
         capture_output=True,
@@ -339,10 +346,21 @@ def test_cupti_itself_leaves_out_the_calls_that_ask_for_no_work():
         ),
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    (line,) = [line for line in completed.stdout.splitlines() if line.startswith("names: ")]
-    names = json.loads(line.removeprefix("names: "))
-    assert [name for name in names if not is_work_call(name)] == []
-    assert {"cuMemAlloc", "cuMemcpyHtoD", "cuCtxSynchronize"} <= {base_name(n) for n in names}
+    lines = completed.stdout.splitlines()
+    (calls,) = [
+        json.loads(line.removeprefix("calls: ")) for line in lines if line.startswith("calls: ")
+    ]
+    (copy,) = [
+        json.loads(line.removeprefix("copy: ")) for line in lines if line.startswith("copy: ")
+    ]
+    names = [name for name, _, _ in calls]
+    print("calls:", calls, "copy:", copy)
+    assert [name for name in names if call_kind(name) is None] == []
+    assert {"cuMemAlloc", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuCtxSynchronize"} <= {
+        base_name(n) for n in names
+    }
+    (held,) = [(start, start + ms * 1e6) for name, ms, start in calls if "cuMemcpyDtoH" in name]
+    assert held[0] <= copy[0] and copy[1] <= held[1]  # the call waited for its DMA
 
 
 def test_all_calls_records_the_calls_a_default_trace_leaves_out(tmp_path):
