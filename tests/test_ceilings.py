@@ -12,8 +12,10 @@ from memprof.experiments import load, summarize
 from memprof.experiments.base import HOST_MEMCPY, HOST_STAGING, Measure
 from memprof.experiments.common import HOST_STAGING_NAMES
 from memprof.model.ceilings import (
+    UNKNOWN_LINK,
     Ceiling,
     ceiling_remark,
+    detail_of,
     hbm_ceiling,
     host_ceiling,
     link_of,
@@ -509,3 +511,30 @@ def test_a_host_ceiling_says_how_it_was_measured():
     assert host_ceiling(10.0, None, staged=False).detail == (
         "host memcpy, one thread, pageable to pageable, same size, this run: 10.0 GB/s"
     )
+
+
+def test_a_note_gives_a_ceilings_detail_or_the_words_for_unknown():
+    link = Ceiling(63.0, "PCIe", "PCIe Gen5 x16 as negotiated")
+    assert detail_of(link) == "PCIe Gen5 x16 as negotiated"
+    assert detail_of(link, "unknown") == "PCIe Gen5 x16 as negotiated"
+    assert (detail_of(None), detail_of(None, "unknown")) == (UNKNOWN_LINK, "unknown")
+
+
+def test_a_peer_copy_reads_the_state_of_its_destination_not_the_runs_own_gpu():
+    """GPU 1 is not the run's own GPU (0): its links and its NVLink knowledge are its own."""
+    result = load_legacy("pinned_p20")
+    direct = [NvLink(i, True, "4.0", 25000, "0000:00:07.0", "gpu") for i in range(2)]
+    result.gpu_states = [healthy(0, nvlinks=direct), healthy(1)]
+    ceiling = peer_ceiling(result, 0, 1)
+    assert (ceiling.limiter, ceiling.gb_per_s) == ("NVLink", 50.0)
+    result.gpu_states = [healthy(0), healthy(1, nvlinks=None)]  # GPU 1's NVLink unknown
+    assert peer_ceiling(result, 0, 1) is None
+
+
+def test_a_link_whose_far_end_is_unknown_reaches_no_gpu():
+    """Not even one whose bus id the file leaves empty: two unknowns are not one GPU."""
+    unknown = [NvLink(i, True, "4.0", 25000, None, kind) for i, kind in enumerate(["gpu", None])]
+    unknown.append(NvLink(2, True, "4.0", 25000, "", "gpu"))  # as a file may say it
+    source = healthy(0, nvlinks=unknown)
+    assert nvlink_ceiling(source, healthy(1)) is None
+    assert nvlink_ceiling(source, healthy(1, pci_bus_id="")) is None

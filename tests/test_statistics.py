@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from memprof.model.statistics import Statistics
+from memprof.model.statistics import Statistics, median_noise, noise_band
 
 
 def test_statistics_of_samples_whose_mean_is_not_their_median():
@@ -77,3 +77,13 @@ def test_a_refusal_names_what_was_wrong_and_the_samples():
     with pytest.raises(ValueError) as refused:
         Statistics.of([1.0, -0.5])
     assert str(refused.value) == "invalid timing sample in [1.0, -0.5]"
+
+
+def test_a_medians_band_is_three_times_its_noise():
+    """Median 1.0, median absolute deviation 0.05 over 4 samples: noise sqrt(pi/2) x 1.4826
+    x 0.05 / sqrt(4) = 4.65%, a band of 13.9% (what one run's median alone could move)."""
+    samples = [1.0, 1.0, 1.1, 0.9]
+    noise = math.sqrt(math.pi / 2) * 1.4826 * 0.05 / 2
+    assert median_noise(samples) == pytest.approx(noise)
+    assert noise_band(samples) == pytest.approx(3 * noise) == pytest.approx(0.1394, abs=1e-4)
+    assert noise_band([2.0]) == 0.0  # one sample: no spread seen, no band

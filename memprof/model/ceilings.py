@@ -153,11 +153,15 @@ def nvlink_ceiling(source: GpuState | None, destination: GpuState | None) -> Cei
     did not report the links or their rates, or none reaches the other GPU."""
     if source is None or destination is None or source.nvlinks is None:
         return None
-    target = normalize_bus_id(destination.pci_bus_id)
+    target = normalize_bus_id(destination.pci_bus_id) or None  # unknown: no direct link reaches
     reaching = [
         link
         for link in source.active_nvlinks
-        if link.remote_kind == "switch" or normalize_bus_id(link.remote_pci_bus_id or "") == target
+        if link.remote_kind == "switch"
+        or (
+            link.remote_pci_bus_id is not None
+            and normalize_bus_id(link.remote_pci_bus_id) == target
+        )
     ]
     if not reaching or any(not link.speed_mb_per_s for link in reaching):
         return None
