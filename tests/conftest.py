@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -18,6 +22,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # pressed there would never arrive. Python's own handler makes the children's SIGINT default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# Where bytecode may not be written beside the sources (PYTHONDONTWRITEBYTECODE, as on the CI
+# machine), every Python the tests start (several hundred, and pytest-xdist's workers) compiled
+# memprof from source again: 70 ms a process. They share one cache for the session instead,
+# outside the checkout (as benchmarks/common.py does for the pythons it starts).
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
+    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], ignore_errors=True)
 
 
 @functools.cache

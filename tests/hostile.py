@@ -20,6 +20,7 @@ tests/test_hostile_results.py runs them all through `memprof report`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -36,8 +37,15 @@ MARKUP = "[bold red]boom[/][link=https://example.com]click[/link]"
 
 @dataclass(frozen=True)
 class Hostile:
+    """A case whose file is written when its test runs: dumping all 1,250 of them took 6 s,
+    which every pytest-xdist worker paid at collection, for cases most of them never run."""
+
     name: str  # fixture, field and mutator: what a failure names
-    text: str  # the file's content
+    made: Callable[[], str]  # the file's content
+
+    @property
+    def text(self) -> str:
+        return self.made()
 
     def write(self, folder: Path) -> Path:
         path = folder / "hostile.json"
@@ -203,15 +211,15 @@ WHOLE_FILES = {
 
 
 def whole_file_cases() -> Iterator[Hostile]:
-    for name, text in WHOLE_FILES.items():
-        yield Hostile(f"whole file: {name}", text)
     pinned = (FIXTURES / "h200_pinned_p20.json").read_text()
-    yield Hostile("whole file: truncated", pinned[: len(pinned) // 2])
-    yield Hostile("whole file: a byte-order mark", "\ufeff" + pinned)
-    yield Hostile("whole file: twice", pinned + pinned)
-    yield Hostile(
-        "whole file: duplicate keys", pinned.replace('"command"', '"command": 1, "command"', 1)
-    )
+    texts = WHOLE_FILES | {
+        "truncated": pinned[: len(pinned) // 2],
+        "a byte-order mark": "\ufeff" + pinned,
+        "twice": pinned + pinned,
+        "duplicate keys": pinned.replace('"command"', '"command": 1, "command"', 1),
+    }
+    for name, text in texts.items():
+        yield Hostile(f"whole file: {name}", functools.partial(str, text))
 
 
 # The order fixtures claim the places they share: append a new fixture at the end, never in
@@ -294,7 +302,7 @@ def all_cases(fixture_paths: list[Path] | None = None) -> Iterator[Hostile]:
         document = json.loads(fixture.read_text())
         for where, mutator, changed in assigned(fixture.name, document, seen):
             name = f"{fixture.name}: {place_name(where)}: {mutator}"
-            yield Hostile(name, _text_with(document, where, changed))
+            yield Hostile(name, functools.partial(_text_with, document, where, changed))
     yield from whole_file_cases()
 
 

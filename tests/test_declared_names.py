@@ -6,6 +6,7 @@ stand-in GPU."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -51,14 +52,20 @@ def test_the_one_procedure_records_the_declared_figures(monkeypatch, experiment,
 PACKAGE = Path(__file__).resolve().parent.parent / "memprof"
 
 
+@functools.cache
+def constants() -> tuple[tuple[str, object], ...]:
+    """(module, value) of every constant in memprof's code: parsed once for all the names."""
+    return tuple(
+        (path.relative_to(PACKAGE).as_posix(), node.value)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+    )
+
+
 @pytest.mark.parametrize(
     "name", ["[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]", "[Unified Memory prefetch HtoD]"]
 )
 def test_each_name_is_spelled_in_one_place(name):
-    spelled = [
-        path.relative_to(PACKAGE).as_posix()
-        for path in sorted(PACKAGE.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Constant) and node.value == name
-    ]
+    spelled = [module for module, value in constants() if value == name]
     assert len(spelled) == 1, spelled

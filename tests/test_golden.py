@@ -44,3 +44,19 @@ def test_at_80_columns_no_line_is_wider_and_no_table_is_split(golden):
     text = golden.read_text(encoding="utf-8")
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "(continued)" not in text
+
+
+def test_the_tool_records_the_fixtures_it_is_given_and_refuses_one_it_lacks(capsys):
+    """`python tools/golden.py h200_uva` records a new fixture's renderings alone (test_toy
+    records its toy's so)."""
+    import importlib.util
+
+    path = GOLDEN.parent.parent / "tools" / "golden.py"
+    spec = importlib.util.spec_from_file_location("golden", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit, match=r"^golden: error: no fixture h200_none in tests/fix"):
+        tool.main(["--check", "h200_info", "h200_none"])
+    assert capsys.readouterr().out == ""
+    assert tool.main(["--check", "h200_info"]) == 0
+    assert capsys.readouterr().out == "0 differ\n"

@@ -5,6 +5,7 @@ its own, and no modules import each other in a loop."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "memprof"
@@ -55,7 +56,11 @@ def imports_of(module: str) -> set[str]:
     return {name for name in found if name in MODULES and name != module}
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's memprof imports: read when a test asks, not by every pytest-xdist
+    worker as it collects (half a second each)."""
+    return {module: imports_of(module) for module in MODULES}
 
 
 def test_every_module_has_a_layer():
@@ -66,7 +71,7 @@ def test_every_module_has_a_layer():
 def test_no_module_imports_from_a_layer_above_its_own():
     upward = [
         f"{module} -> {imported}"
-        for module, imported_modules in GRAPH.items()
+        for module, imported_modules in graph().items()
         for imported in imported_modules
         if layer_of(imported) > layer_of(module)
     ]
@@ -85,7 +90,7 @@ def test_no_modules_import_each_other_in_a_loop():
 
     def visit(module: str, path: list[str]) -> None:
         state[module] = "open"
-        for imported in sorted(GRAPH[module]):
+        for imported in sorted(graph()[module]):
             if is_face_of(imported, module):
                 continue
             if state.get(imported) == "open":
@@ -94,16 +99,16 @@ def test_no_modules_import_each_other_in_a_loop():
                 visit(imported, [*path, imported])
         state[module] = "done"
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph()):
         if module not in state:
             visit(module, [module])
     assert loops == []
 
 
 def test_the_reader_finds_imports_inside_functions_and_of_submodules():
-    assert "memprof.model.results" in GRAPH["memprof.experiments"]  # inside load()
-    assert "memprof.api" in GRAPH["memprof"]  # imported inside __getattr__
-    assert "memprof.experiments.base" in GRAPH["memprof.experiments.pinned"]
+    assert "memprof.model.results" in graph()["memprof.experiments"]  # inside load()
+    assert "memprof.api" in graph()["memprof"]  # imported inside __getattr__
+    assert "memprof.experiments.base" in graph()["memprof.experiments.pinned"]
 
 
 def test_no_module_defines_a_function_or_class_twice():

@@ -96,8 +96,8 @@ def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         return done.stdout
 
-    run(sys.executable, "tools/golden.py")
-    run(sys.executable, "tools/pictures.py")
+    run(sys.executable, "tools/golden.py", "h200_toy")  # the others': test_golden, test_plot
+    run(sys.executable, "tools/pictures.py", "toy")
     run(sys.executable, "-m", "memprof.experiments.json_schema")
     shown = run(sys.executable, "-m", "memprof", "report", str(fixture))
     assert "Pinned copies of 4 MiB" in shown

@@ -4,6 +4,7 @@ Usage (from the repository root, in the virtual environment README.md installs):
 
     python tools/golden.py            # rewrite tests/golden/*.txt, list what changed
     python tools/golden.py --check    # change nothing; exit 1 if a rendering differs
+    python tools/golden.py h200_uva   # only that fixture's renderings (a new one's)
 
 tests/test_golden.py compares every rendering with these files, so a change to what the user
 sees fails the suite until it is recorded here on purpose, and said in the commit that does.
@@ -38,10 +39,14 @@ def rendering(fixture: Path, width: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Record tests/golden from tests/fixtures.")
     parser.add_argument("--check", action="store_true", help="only say what would change")
+    parser.add_argument("only", nargs="*", metavar="FIXTURE", help="only these (default: all)")
     options = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    fixtures = sorted(FIXTURES.glob("*.json"))
+    if unknown := sorted(set(options.only) - {fixture.stem for fixture in fixtures}):
+        raise SystemExit(f"golden: error: no fixture {', '.join(unknown)} in tests/fixtures")
     changed = []
-    for fixture in sorted(FIXTURES.glob("*.json")):
+    for fixture in [f for f in fixtures if f.stem in options.only] if options.only else fixtures:
         for width in WIDTHS:
             path = GOLDEN / f"{fixture.stem}.{width}.txt"
             text = rendering(fixture, width)

@@ -5,6 +5,7 @@ test extra's matplotlib):
 
     python tools/pictures.py            # rewrite docs/img/*.svg, list what changed
     python tools/pictures.py --check    # change nothing; exit 1 if a picture differs
+    python tools/pictures.py uva        # only that command's picture (a new one's)
 
 The pictures are drawn exactly as `memprof plot FIXTURE -o docs/img/COMMAND.svg` draws them
 (and RUNS as `memprof plot FIXTURE FIXTURE -o docs/img/NAME.svg`).
@@ -39,6 +40,7 @@ def chosen() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Draw docs/img from tests/fixtures.")
     parser.add_argument("--check", action="store_true", help="only say what would change")
+    parser.add_argument("only", nargs="*", metavar="PICTURE", help="only these (default: all)")
     options = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from memprof.api import plot_file
@@ -49,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     changed = []
     with tempfile.TemporaryDirectory() as folder:
         drawings = {name: [stem] for name, stem in chosen().items()} | RUNS
+        if unknown := sorted(set(options.only) - set(drawings)):
+            raise SystemExit(f"pictures: error: no picture {', '.join(unknown)} is drawn")
         for name, stems in drawings.items():
+            if options.only and name not in options.only:
+                continue
             drawn = Path(folder) / f"{name}.svg"
             plot_file([FIXTURES / f"{stem}.json" for stem in stems], str(drawn))
             path = PICTURES / drawn.name
