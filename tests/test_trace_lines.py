@@ -22,6 +22,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
+from memprof.model.schema import SchemaError
 from memprof.output.diff import CHANGE_NOTE, compare
 from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
@@ -238,6 +239,40 @@ def test_saved_lines_that_contradict_the_copies_are_refused(saved_trace, tmp_pat
     data = json.loads(json.dumps(saved_trace))
     data["extra"]["lines"][copies]["activity"] = "teleport"
     assert "not an activity memprof names" in refused(data, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("calls", "smallest", "largest", "total", "kept"),
+    [
+        (1, 5, 5, 5, True),
+        (1, 0, 10**15, 0, False),  # one call of no bytes claiming a 1 PB largest
+        (1, 4, 6, 5, False),  # one call is its own smallest and largest
+        (3, 1, 10, 12, True),  # the largest, and two of the smallest
+        (3, 1, 10, 21, True),  # the smallest, and two of the largest
+        (3, 1, 10, 11, False),
+        (3, 1, 10, 22, False),
+    ],
+)
+def test_a_lines_bytes_hold_its_smallest_and_its_largest_call(
+    calls, smallest, largest, total, kept
+):
+    made = SourceLine(
+        activity="HtoD pageable -> device",
+        file="train.py",
+        line=7,
+        function="step",
+        origin="program",
+        calls=calls,
+        api=["cuMemcpyHtoD"],
+        bytes=total,
+        smallest_bytes=smallest,
+        largest_bytes=largest,
+    )
+    if kept:
+        made.check_consistency()
+    else:
+        with pytest.raises(SchemaError, match="bytes"):
+            made.check_consistency()
 
 
 def test_a_trace_saved_before_lines_loads_and_renders_without_them():

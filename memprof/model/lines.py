@@ -134,7 +134,10 @@ class SourceLine:
             raise SchemaError(
                 "smallest_bytes", f"is {self.smallest_bytes}, more than largest_bytes"
             )
-        low, high = self.calls * self.smallest_bytes, self.calls * self.largest_bytes
+        # the largest call is one of them and the smallest another (the same, of one call)
+        others = self.calls - 1
+        low = self.largest_bytes + others * self.smallest_bytes
+        high = self.smallest_bytes + others * self.largest_bytes
         if not low <= self.bytes <= high:
             raise SchemaError(
                 "bytes",
