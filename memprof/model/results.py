@@ -247,6 +247,18 @@ CreatedAt = Annotated[
     ),
 ]
 
+# A version as memprof's package writes it (0.1.0, 0.2.0.dev3+gabc1234): one word, not prose
+MemprofVersion = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[0-9][0-9A-Za-z.+-]*$",
+        max_length=64,
+        description="the version of memprof that saved it, as 0.1.0",
+    ),
+]
+# The machine's name as platform.node() gives it (a DNS name is at most 253 characters)
+HostName = Annotated[str, msgspec.Meta(max_length=253, description="the machine's name")]
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -269,10 +281,10 @@ class Result(msgspec.Struct, dict=True):
     # its values can be held to (before version 2, warm-ups were recorded too)
     first_schema_version: Annotated[int, msgspec.Meta(ge=1, le=SCHEMA_VERSION)] | None = None
     # Made for this process: a file must hold its own (never taken from these defaults).
-    memprof_version: str = msgspec.field(default_factory=lambda: __version__)
+    memprof_version: MemprofVersion = msgspec.field(default_factory=lambda: __version__)
     pid: Count = msgspec.field(default_factory=os.getpid)
     created_at: CreatedAt = msgspec.field(default_factory=_now)
-    host: str = msgspec.field(default_factory=platform.node)
+    host: HostName = msgspec.field(default_factory=platform.node)
 
     @property
     def passed(self) -> bool:
