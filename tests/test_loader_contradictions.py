@@ -326,3 +326,31 @@ def test_the_version_and_host_a_header_prints_are_held_to_their_shape(field, val
         assert getattr(parse(text), field) == value
     else:
         assert refusal(text).startswith(f"run.json: {field} is the string")
+
+
+@pytest.mark.parametrize(
+    ("field", "most"),
+    [
+        ("multiprocessors", 4096),
+        ("memory_clock_khz", 50_000_000),
+        ("memory_bus_width_bits", 65_536),
+        ("l2_cache_bytes", 2**32),
+        ("attributes.asyncEngineCount", 64),
+    ],
+)
+def test_device_facts_past_any_gpus_are_refused_at_their_edge(field, most):
+    """A check's ceilings are made of these: a lie here would decide its verdict."""
+
+    def plant(value):
+        def edit(data):
+            facts = data["device"]
+            *inside, last = field.split(".")
+            for step in inside:
+                facts = facts[step]
+            facts[last] = value
+
+        return edit
+
+    assert parse(edited("h200_check", plant(most)))
+    shown = refusal(edited("h200_check", plant(most + 1)))
+    assert shown.startswith(f"run.json: device.{field} is {most + 1}"), shown
