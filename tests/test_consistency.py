@@ -117,6 +117,16 @@ CASES = {
             ]["count"]
         ),
     ),
+    "counter max no record reached": (  # the largest is one record: the rest sum at least 1 each
+        "h200_managed",
+        setting("timing", "unified_memory", "CPU_PAGE_FAULT_COUNT", "max", value=2),
+        "CPU_PAGE_FAULT_COUNT.total is 65759, but 65759 records of 1 to 2 make 65760 to 131517",
+    ),
+    "counter min no record reached": (  # every record at max but one at min
+        "h200_managed",
+        setting("timing", "unified_memory", "GPU_PAGE_FAULT", "total", value=2711 * 17),
+        "GPU_PAGE_FAULT.total is 46087, but 2711 records of 1 to 17 make 2727 to 46071",
+    ),
     "register bytes": (
         "h200_register",
         lambda d: measurement(d, group="api", operation="register").update(bytes=4096),

@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaError
+from memprof.model.schema import (
+    ByteCount,
+    Count,
+    Milliseconds,
+    Range,
+    SchemaError,
+    totals_possible,
+)
 
 # The kinds of calls whose line is recorded, as the Where tables name them. A copy's activity
 # is its direction and memory kinds instead ("HtoD pageable -> device"): COPY_ACTIVITY.
@@ -134,10 +141,7 @@ class SourceLine:
             raise SchemaError(
                 "smallest_bytes", f"is {self.smallest_bytes}, more than largest_bytes"
             )
-        # the largest call is one of them and the smallest another (the same, of one call)
-        others = self.calls - 1
-        low = self.largest_bytes + others * self.smallest_bytes
-        high = self.smallest_bytes + others * self.largest_bytes
+        low, high = totals_possible(self.calls, self.smallest_bytes, self.largest_bytes)
         if not low <= self.bytes <= high:
             raise SchemaError(
                 "bytes",

@@ -37,6 +37,7 @@ from memprof.model.schema import (
     check,
     describe,
     from_msgspec,
+    totals_possible,
 )
 from memprof.model.statistics import Statistics
 from memprof.version import __version__
@@ -172,17 +173,18 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
                 for key in ("total", "min", "max", "time_ms"):
                     if counter[key]:
                         raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
-            elif least < 1:  # a record migrates bytes, or counts a fault: never nothing
+                continue
+            if least < 1:  # a record migrates bytes, or counts a fault: never nothing
                 raise SchemaError(
                     f"{where}.min", f"is {least}, but each of its {count} records is one"
                 )
-            elif least > most:
+            if least > most:
                 raise SchemaError(f"{where}.min", f"is {least}, more than max ({most})")
-            elif not count * least <= total <= count * most:
+            low, high = totals_possible(count, least, most)
+            if not low <= total <= high:
                 raise SchemaError(
                     f"{where}.total",
-                    f"is {total}, but {count} records of {least} to {most} make "
-                    f"{count * least} to {count * most}",
+                    f"is {total}, but {count} records of {least} to {most} make {low} to {high}",
                 )
 
 
