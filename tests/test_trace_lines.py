@@ -275,6 +275,26 @@ def test_a_lines_bytes_hold_its_smallest_and_its_largest_call(
             made.check_consistency()
 
 
+def test_no_call_of_a_programs_line_outlasts_the_program(tmp_path):
+    """A call's host time is within the program's wall time; another thread's may go on."""
+    data = json.loads((FIXTURES / "h200_trace_pycuda.json").read_text())
+    wall_ms = data["extra"]["wall_s"] * 1e3
+    index = next(i for i, s in enumerate(data["extra"]["lines"]) if s["host_ms_each"])
+
+    def saved(call_ms: float, origin: str = "program") -> dict:
+        edited = json.loads(json.dumps(data))
+        edited["extra"]["lines"][index]["host_ms_each"][0] = call_ms
+        edited["extra"]["lines"][index]["origin"] = origin
+        return edited
+
+    assert parse_result(json.dumps(saved(wall_ms)))
+    shown = refused(saved(wall_ms * 1.001), tmp_path)
+    assert f"extra.lines[{index}].host_ms_each holds a call of 242.27ms, longer than the " in shown
+    assert shown.endswith("program's 242.03ms (extra.wall_s)")
+    assert refused(saved(wall_ms * 1.001, "library"), tmp_path)
+    assert parse_result(json.dumps(saved(wall_ms * 2, "thread")))
+
+
 def test_a_trace_saved_before_lines_loads_and_renders_without_them():
     result = load_result(FIXTURES / "legacy_v2_trace_torch.json")
     assert result.extra.lines is None and result.extra.lines_note is None
@@ -481,7 +501,7 @@ def traced(durations_us: list[float], file: str = "train.py") -> tracing.Result:
     stacks = {10 + i: ("program", frames) for i in range(len(durations_us))}
     recording = Recording(gpu, api, None, None, "NVIDIA H200", "580", stacks=stacks)
     program = Program(file, None, ())
-    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, 5)
+    result = trace_result(program, Outcome(0, None, 1.0), recording, 0, {"how": "test"}, None, 5)
     return parse_result(result.to_json())
 
 

@@ -874,10 +874,18 @@ def check_lines(result: Result) -> None:
     if depth == 0:
         raise SchemaError("extra.lines", "holds lines, but parameters.stack_depth is 0")
     seen = set()
+    wall_ms = result.extra.wall_s * 1e3
     for index, line in enumerate(lines):
         if line.key in seen:
             raise SchemaError(f"extra.lines[{index}]", f"is {line.place} {line.activity} again")
         seen.add(line.key)
+        longest_ms = max(line.host_ms_each, default=0.0)
+        if line.origin != "thread" and longest_ms > wall_ms and not _close(longest_ms, wall_ms):
+            raise SchemaError(  # another thread may call on after the program's end
+                f"extra.lines[{index}].host_ms_each",
+                f"holds a call of {format_ms(longest_ms)}, longer than the program's "
+                f"{format_ms(wall_ms)} (extra.wall_s)",
+            )
         for number, chain in enumerate(line.chains):
             if len(chain.frames) >= depth:
                 raise SchemaError(
