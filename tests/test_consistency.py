@@ -522,3 +522,25 @@ def test_a_copy_is_refused_exactly_where_its_median_is_zero(samples, refused):
             _check_times(copy, declared, "measurements[0]")
     else:
         _check_times(copy, declared, "measurements[0]")
+
+
+@pytest.mark.parametrize(("past_ms", "kept"), [(0.0, True), (1e-3, False)])
+def test_a_streams_timeline_ends_within_the_longest_run_its_span_measured(past_ms, kept):
+    """The timeline drawn is one of the runs: never longer than the longest of them."""
+    document = json.loads((FIXTURES / "h200_streams.json").read_text())
+    longest_ms = max(
+        max(m["samples_ms"])
+        for m in document["measurements"]
+        if m["group"] == "span" and m["kind"] == "pinned, 4 streams"
+    )
+    last = max(document["extra"]["timelines"]["overlapped"], key=lambda row: row[4])
+    last[4] = longest_ms + past_ms
+    if kept:
+        assert parse(json.dumps(document))
+        return
+    with pytest.raises(InvalidArgument) as refused:
+        parse(json.dumps(document))
+    assert str(refused.value).endswith(
+        f"extra.timelines.overlapped ends at {longest_ms + past_ms} ms, but the longest run "
+        f"of 'pinned, 4 streams' took {longest_ms} ms"
+    )
