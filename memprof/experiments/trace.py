@@ -835,15 +835,26 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
 def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
     """Blocking copies by row and size: copies that were measured, as many as each group
     blocked on, their calls' time the group's."""
-    measured = {(m.name, m.bytes): len(m.samples_ms) for name in rows for m in rows[name]}
+    measured = {(m.name, m.bytes): m.samples_ms for name in rows for m in rows[name]}
     calls: dict[str, int] = {}
     waited: dict[str, list[float]] = {}
     for index, row in enumerate(blocked):
         where = f"extra.blocked[{index}]"
-        count = measured.get((row.name, row.bytes), 0)
+        samples_ms = measured.get((row.name, row.bytes), [])
+        count = len(samples_ms)
         if row.calls > count:
             raise SchemaError(
                 f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
+            )
+        ordered = sorted(samples_ms)  # its calls' copies are row.calls of these
+        least_ms, most_ms = math.fsum(ordered[: row.calls]), math.fsum(ordered[count - row.calls :])
+        if not least_ms <= row.gpu_ms <= most_ms and not any(
+            _close(row.gpu_ms, edge) for edge in (least_ms, most_ms)
+        ):
+            raise SchemaError(
+                f"{where}.gpu_ms",
+                f"is {row.gpu_ms}, but {row.calls} of its {count} measured copies took "
+                f"{least_ms} to {most_ms}",
             )
         if row.paired > row.calls:
             raise SchemaError(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
