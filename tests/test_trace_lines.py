@@ -295,6 +295,26 @@ def test_no_call_of_a_programs_line_outlasts_the_program(tmp_path):
     assert parse_result(json.dumps(saved(wall_ms * 2, "thread")))
 
 
+@pytest.mark.parametrize(
+    ("fixture", "call", "more", "shown"),
+    [
+        ("h200_trace_managed", "cuMemAllocManaged", 0, None),
+        ("h200_trace_managed", "cuMemAllocManaged", 1, "hold 2 calls of cuMemAllocManaged"),
+        ("h200_trace_pycuda", "cuMemAlloc", 1, "hold 4 calls of cuMemAlloc"),  # 2 + 1 + 1
+    ],
+)
+def test_the_lines_make_no_more_calls_than_the_profile_counts(tmp_path, fixture, call, more, shown):
+    """Summed over every line that made only that call (two lines allocate: 2 and 1 calls)."""
+    data = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    line = next(s for s in data["extra"]["lines"] if s["api"] == [call])
+    line["calls"] += more
+    if shown is None:
+        assert parse_result(json.dumps(data))
+        return
+    counted = 1 if call == "cuMemAllocManaged" else 3
+    assert refused(data, tmp_path).endswith(f"{shown}, but the profile counts {counted}")
+
+
 def test_a_trace_saved_before_lines_loads_and_renders_without_them():
     result = load_result(FIXTURES / "legacy_v2_trace_torch.json")
     assert result.extra.lines is None and result.extra.lines_note is None

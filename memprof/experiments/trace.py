@@ -42,7 +42,7 @@ from memprof.trace.collect import (
     TraceExtra,
     TraceParams,
 )
-from memprof.trace.stacks import is_work_call
+from memprof.trace.stacks import base_name, is_work_call
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -904,6 +904,7 @@ def check_lines(result: Result) -> None:
                     f"has {len(chain.frames)} frames, but a stack depth of {depth} keeps "
                     f"{depth - 1} callers",
                 )
+    check_line_calls(result, lines)
     measured: dict[str, list] = {}  # activity -> its measurements
     for m in result.measurements:
         named = COPY_NAME.match(m.name) if m.group == "gpu" else None
@@ -926,6 +927,26 @@ def check_lines(result: Result) -> None:
         if not _close(line_ms, gpu_ms):
             raise SchemaError(
                 "extra.lines", f"hold {line_ms} ms of {activity}, but it measured {gpu_ms}"
+            )
+
+
+def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
+    """The lines that made only one driver call between them made no more of it than the
+    profile counts, where it counts that call at all."""
+    profiled: dict[str, int] = {}  # a call's name without its version -> calls
+    for m in result.measurements:
+        if m.group == "api":
+            name = base_name(m.name)
+            profiled[name] = profiled.get(name, 0) + len(m.samples_ms)
+    made: dict[str, int] = {}
+    for line in lines:
+        if len(line.api) == 1 and line.api[0] in profiled:
+            made[line.api[0]] = made.get(line.api[0], 0) + line.calls
+    for name, calls in made.items():
+        if calls > profiled[name]:
+            raise SchemaError(
+                "extra.lines",
+                f"hold {calls} calls of {name}, but the profile counts {profiled[name]}",
             )
 
 
