@@ -266,6 +266,8 @@ def plot(
     from memprof.output.plot import matplotlib_for
 
     chosen = _results(results, "memprof.plot")
+    if not chosen:
+        raise InvalidArgument("memprof.plot: results is empty: give a Result or a list of them")
     target = _path(path, "memprof.plot") if path is not None else None
     names = _labels(labels, len(chosen))
     _one_command(chosen, [f"results[{i}]" for i in range(len(chosen))])

@@ -149,6 +149,11 @@ def fleet_report(
 
     after = experiment_class(results[0].command).every_gpu_then  # a file of --device all's
     results = [result for result in results if result.command != after]  # each GPU's runs
+    commands = sorted({result.command for result in results})
+    if fail_outliers is not None and len(commands) > 1:  # they share no figure to judge
+        raise InvalidArgument(
+            f"--fail-outliers gates runs of one command; these are of {', '.join(commands)}"
+        )
     threshold = None if fail_outliers is None else fail_outliers / 100
     found = fleet(results, declared, threshold)
     emit(results, lambda result: summaries[id(result)], output, found.summary, loaded=True)

@@ -59,6 +59,12 @@ def test_frame_still_takes_one_result_or_several():
     assert len(memprof.frame(iter([one, one]))) == 2 * rows
 
 
+def test_a_picture_of_no_results_is_refused_in_a_sentence():
+    for nothing in ([], (), iter([])):
+        with pytest.raises(InvalidArgument, match=r"memprof\.plot: results is empty"):
+            memprof.plot(nothing)
+
+
 @pytest.fixture
 def saved(tmp_path):
     """A Result saved under a picture's name, as a user might, and loaded from there."""

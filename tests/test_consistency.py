@@ -117,6 +117,16 @@ CASES = {
             ]["count"]
         ),
     ),
+    "counter max no record reached": (  # the largest is one record: the rest sum at least 1 each
+        "h200_managed",
+        setting("timing", "unified_memory", "CPU_PAGE_FAULT_COUNT", "max", value=2),
+        "CPU_PAGE_FAULT_COUNT.total is 65759, but 65759 records of 1 to 2 make 65760 to 131517",
+    ),
+    "counter min no record reached": (  # every record at max but one at min
+        "h200_managed",
+        setting("timing", "unified_memory", "GPU_PAGE_FAULT", "total", value=2711 * 17),
+        "GPU_PAGE_FAULT.total is 46087, but 2711 records of 1 to 17 make 2727 to 46071",
+    ),
     "register bytes": (
         "h200_register",
         lambda d: measurement(d, group="api", operation="register").update(bytes=4096),
@@ -512,3 +522,25 @@ def test_a_copy_is_refused_exactly_where_its_median_is_zero(samples, refused):
             _check_times(copy, declared, "measurements[0]")
     else:
         _check_times(copy, declared, "measurements[0]")
+
+
+@pytest.mark.parametrize(("past_ms", "kept"), [(0.0, True), (1e-3, False)])
+def test_a_streams_timeline_ends_within_the_longest_run_its_span_measured(past_ms, kept):
+    """The timeline drawn is one of the runs: never longer than the longest of them."""
+    document = json.loads((FIXTURES / "h200_streams.json").read_text())
+    longest_ms = max(
+        max(m["samples_ms"])
+        for m in document["measurements"]
+        if m["group"] == "span" and m["kind"] == "pinned, 4 streams"
+    )
+    last = max(document["extra"]["timelines"]["overlapped"], key=lambda row: row[4])
+    last[4] = longest_ms + past_ms
+    if kept:
+        assert parse(json.dumps(document))
+        return
+    with pytest.raises(InvalidArgument) as refused:
+        parse(json.dumps(document))
+    assert str(refused.value).endswith(
+        f"extra.timelines.overlapped ends at {longest_ms + past_ms} ms, but the longest run "
+        f"of 'pinned, 4 streams' took {longest_ms} ms"
+    )

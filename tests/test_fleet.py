@@ -101,6 +101,18 @@ def test_two_runs_are_shown_but_never_judged(tmp_path):
     assert "A median of 2 runs cannot single one out: give 3 or more." in ran.stdout
 
 
+def test_a_gate_over_runs_of_different_commands_is_refused_a_fleet_view_says_so(four):
+    """Runs of another command share no figure: the gate could never judge them."""
+    gated = report("--fail-outliers", 10, *four, ALLOC)
+    assert gated.exit_code == ExitCode.USAGE and gated.stdout == ""
+    assert gated.stderr.strip().splitlines() == [
+        "memprof: error: --fail-outliers gates runs of one command; these are of alloc, check"
+    ]
+    assert report("--fail-outliers", 10, *four).exit_code == ExitCode.CHECK_FAILED
+    shown = report("--fleet", *four, ALLOC)
+    assert shown.exit_code == 0 and "different commands (alloc, check)" in shown.stdout
+
+
 def test_runs_of_different_models_are_said(tmp_path):
     runs = [node(tmp_path, f"node-{n}") for n in "ab"] + [FIXTURES / "h100_check.json"]
     ran = report("--fleet", *runs)

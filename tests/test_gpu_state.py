@@ -100,6 +100,40 @@ def test_a_bad_gpu_state_is_refused_naming_the_field(tmp_path, field, value, whe
     assert str(refused.value).startswith(f"{path}: {where} ")
 
 
+def nvlink(link: int, speed_mb_per_s: int) -> dict:
+    return {
+        "link": link,
+        "active": True,
+        "version": "4.0",
+        "speed_mb_per_s": speed_mb_per_s,
+        "remote_pci_bus_id": None,
+        "remote_kind": "gpu",
+    }
+
+
+@pytest.mark.parametrize(
+    ("links", "refused"),
+    [
+        ([nvlink(63, 1_000_000), nvlink(0, 0)], None),  # the edges: a peer ceiling's rates
+        ([nvlink(64, 26_562)], "gpu_states[0].nvlinks[0].link is 64"),
+        ([nvlink(0, 1_000_001)], "gpu_states[0].nvlinks[0].speed_mb_per_s is 1000001"),
+        ([nvlink(3, 26_562), nvlink(3, 53_124)], "gpu_states[0].nvlinks[1].link is 3 again"),
+    ],
+)
+def test_nvlinks_are_numbered_once_each_and_held_to_a_links_rates(tmp_path, links, refused):
+    data = json.loads(load_fixture("pinned_p20").to_json())
+    data["gpu_states"] = [plain(healthy())]
+    data["gpu_states"][0]["nvlinks"] = links
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    if refused is None:
+        assert len(load(path).gpu_states[0].nvlinks) == len(links)
+        return
+    with pytest.raises(InvalidArgument) as error:
+        load(path)
+    assert str(error.value).startswith(f"{path}: {refused}")
+
+
 def test_a_healthy_gpu_gives_one_line_and_no_warning():
     result = load_fixture("pinned_p20")
     result.gpu_states = [healthy()]

@@ -301,3 +301,56 @@ def test_a_measurement_no_declaration_has_and_a_created_at_out_of_format_say_so(
         "run.json: created_at is the string 'yesterday': expected a date and time with its "
         "offset, as 2026-11-25T15:26:52+00:00"
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "kept"),
+    [
+        ("memprof_version", "0.2.0.dev3+gabc1234", True),
+        ("memprof_version", "1" * 64, True),
+        ("memprof_version", "1" * 65, False),  # a header line no terminal holds
+        ("memprof_version", "9" * 10_000, False),
+        ("memprof_version", "0.1.0 (patched)", False),  # prose, not a version
+        ("memprof_version", "", False),
+        ("memprof_version", "v0.1.0", False),
+        ("host", "n" * 253, True),  # the longest DNS name
+        ("host", "n" * 254, False),
+    ],
+)
+def test_the_version_and_host_a_header_prints_are_held_to_their_shape(field, value, kept):
+    def plant(data):
+        data[field] = value
+
+    text = edited("h200_pinned_p20", plant)
+    if kept:
+        assert getattr(parse(text), field) == value
+    else:
+        assert refusal(text).startswith(f"run.json: {field} is the string")
+
+
+@pytest.mark.parametrize(
+    ("field", "most"),
+    [
+        ("multiprocessors", 4096),
+        ("memory_clock_khz", 50_000_000),
+        ("memory_bus_width_bits", 65_536),
+        ("l2_cache_bytes", 2**32),
+        ("attributes.asyncEngineCount", 64),
+    ],
+)
+def test_device_facts_past_any_gpus_are_refused_at_their_edge(field, most):
+    """A check's ceilings are made of these: a lie here would decide its verdict."""
+
+    def plant(value):
+        def edit(data):
+            facts = data["device"]
+            *inside, last = field.split(".")
+            for step in inside:
+                facts = facts[step]
+            facts[last] = value
+
+        return edit
+
+    assert parse(edited("h200_check", plant(most)))
+    shown = refusal(edited("h200_check", plant(most + 1)))
+    assert shown.startswith(f"run.json: device.{field} is {most + 1}"), shown

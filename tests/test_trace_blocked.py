@@ -14,6 +14,7 @@ from memprof.experiments import summarize
 from memprof.experiments import trace as trace_summary
 from memprof.model.formatting import format_ms
 from memprof.model.results import Measurement, Result
+from memprof.model.schema import SchemaError
 from memprof.output.profile import profile_rows
 from memprof.output.render import timing_note
 from memprof.trace.collect import (
@@ -29,6 +30,8 @@ from memprof.trace.collect import (
 )
 from tests.benchmark_scripts import script
 from tests.conftest import load_fixture, render_text
+
+ROW = "[CUDA memcpy HtoD] pageable -> device"
 
 MiB = 1 << 20
 PAGEABLE_HTOD = "[CUDA memcpy HtoD] pageable -> device"
@@ -172,3 +175,26 @@ def test_trace_check_compares_blocking_rows_with_blocked_time_and_others_with_gp
     assert check.trace_figure(key, 2, dma, half) == (pytest.approx(0.61), "GPU")
     assert check.trace_figure(key, 2, dma, {}) == (pytest.approx(0.61), "GPU")
     assert check.trace_figure(key, 2, None, {}) == (0.0, "GPU")
+
+
+@pytest.mark.parametrize(
+    ("calls", "gpu_ms", "kept"),
+    [
+        (4, 4 + 3 + 2 + 1, True),  # every copy: their sum
+        (4, 10.1, False),
+        (2, 1 + 2, True),  # two of four: the shortest two
+        (2, 3 + 4, True),  # the longest two
+        (2, 2.9, False),
+        (2, 7.1, False),
+        (0, 0.0, True),
+        (0, 0.5, False),  # no blocking copy, but their DMA time
+    ],
+)
+def test_a_blocked_rows_dma_time_is_that_of_as_many_of_its_measured_copies(calls, gpu_ms, kept):
+    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [4.0, 1.0, 3.0, 2.0])
+    row = BlockedCopies(ROW, 4096, calls, gpu_ms, 0.0, calls)
+    if kept:
+        trace_summary.check_blocked([row], [], {ROW: [copies]})
+    else:
+        with pytest.raises(SchemaError, match=r"extra\.blocked\[0\]\.gpu_ms is "):
+            trace_summary.check_blocked([row], [], {ROW: [copies]})

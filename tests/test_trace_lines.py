@@ -22,6 +22,7 @@ from memprof.experiments import load as load_result
 from memprof.experiments import parse as parse_result
 from memprof.experiments import trace as summary
 from memprof.model.lines import CallChain, Frame, SourceLine
+from memprof.model.schema import SchemaError
 from memprof.output.diff import CHANGE_NOTE, compare
 from memprof.output.where import where_rows
 from memprof.trace import collect as tracing
@@ -240,6 +241,80 @@ def test_saved_lines_that_contradict_the_copies_are_refused(saved_trace, tmp_pat
     assert "not an activity memprof names" in refused(data, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("calls", "smallest", "largest", "total", "kept"),
+    [
+        (1, 5, 5, 5, True),
+        (1, 0, 10**15, 0, False),  # one call of no bytes claiming a 1 PB largest
+        (1, 4, 6, 5, False),  # one call is its own smallest and largest
+        (3, 1, 10, 12, True),  # the largest, and two of the smallest
+        (3, 1, 10, 21, True),  # the smallest, and two of the largest
+        (3, 1, 10, 11, False),
+        (3, 1, 10, 22, False),
+    ],
+)
+def test_a_lines_bytes_hold_its_smallest_and_its_largest_call(
+    calls, smallest, largest, total, kept
+):
+    made = SourceLine(
+        activity="HtoD pageable -> device",
+        file="train.py",
+        line=7,
+        function="step",
+        origin="program",
+        calls=calls,
+        api=["cuMemcpyHtoD"],
+        bytes=total,
+        smallest_bytes=smallest,
+        largest_bytes=largest,
+    )
+    if kept:
+        made.check_consistency()
+    else:
+        with pytest.raises(SchemaError, match="bytes"):
+            made.check_consistency()
+
+
+def test_no_call_of_a_programs_line_outlasts_the_program(tmp_path):
+    """A call's host time is within the program's wall time; another thread's may go on."""
+    data = json.loads((FIXTURES / "h200_trace_pycuda.json").read_text())
+    wall_ms = data["extra"]["wall_s"] * 1e3
+    index = next(i for i, s in enumerate(data["extra"]["lines"]) if s["host_ms_each"])
+
+    def saved(call_ms: float, origin: str = "program") -> dict:
+        edited = json.loads(json.dumps(data))
+        edited["extra"]["lines"][index]["host_ms_each"][0] = call_ms
+        edited["extra"]["lines"][index]["origin"] = origin
+        return edited
+
+    assert parse_result(json.dumps(saved(wall_ms)))
+    shown = refused(saved(wall_ms * 1.001), tmp_path)
+    assert f"extra.lines[{index}].host_ms_each holds a call of 242.27ms, longer than the " in shown
+    assert shown.endswith("program's 242.03ms (extra.wall_s)")
+    assert refused(saved(wall_ms * 1.001, "library"), tmp_path)
+    assert parse_result(json.dumps(saved(wall_ms * 2, "thread")))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "call", "more", "shown"),
+    [
+        ("h200_trace_managed", "cuMemAllocManaged", 0, None),
+        ("h200_trace_managed", "cuMemAllocManaged", 1, "hold 2 calls of cuMemAllocManaged"),
+        ("h200_trace_pycuda", "cuMemAlloc", 1, "hold 4 calls of cuMemAlloc"),  # 2 + 1 + 1
+    ],
+)
+def test_the_lines_make_no_more_calls_than_the_profile_counts(tmp_path, fixture, call, more, shown):
+    """Summed over every line that made only that call (two lines allocate: 2 and 1 calls)."""
+    data = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    line = next(s for s in data["extra"]["lines"] if s["api"] == [call])
+    line["calls"] += more
+    if shown is None:
+        assert parse_result(json.dumps(data))
+        return
+    counted = 1 if call == "cuMemAllocManaged" else 3
+    assert refused(data, tmp_path).endswith(f"{shown}, but the profile counts {counted}")
+
+
 def test_a_trace_saved_before_lines_loads_and_renders_without_them():
     result = load_result(FIXTURES / "legacy_v2_trace_torch.json")
     assert result.extra.lines is None and result.extra.lines_note is None
@@ -446,7 +521,7 @@ def traced(durations_us: list[float], file: str = "train.py") -> tracing.Result:
     stacks = {10 + i: ("program", frames) for i in range(len(durations_us))}
     recording = Recording(gpu, api, None, None, "NVIDIA H200", "580", stacks=stacks)
     program = Program(file, None, ())
-    result = trace_result(program, Outcome(0), recording, 0, {"how": "test"}, None, 5)
+    result = trace_result(program, Outcome(0, None, 1.0), recording, 0, {"how": "test"}, None, 5)
     return parse_result(result.to_json())
 
 

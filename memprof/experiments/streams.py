@@ -244,9 +244,21 @@ class Streams(base.Experiment):
                 f"is {extra.kernel_target_ms!r}, but parameters.kernel_ms asked for "
                 f"{params.kernel_ms!r}",
             )
-        for mode in MODES:
+        spans = {m.kind: m.samples_ms for m in result.measurements if m.group == "span"}
+        for mode, label in mode_labels(params.streams).items():
             lanes = 1 if mode == "serial" else params.streams
-            check_timeline(getattr(extra.timelines, mode), lanes, len(chunk_elements(params)), mode)
+            timeline = getattr(extra.timelines, mode)
+            check_timeline(timeline, lanes, len(chunk_elements(params)), mode)
+            runs_ms = spans.get(label)
+            end_ms = max(row[4] for row in timeline)
+            if runs_ms and end_ms > max(runs_ms) + EPSILON_MS:
+                raise SchemaError(  # it is one of the runs its span measured end to end
+                    f"extra.timelines.{mode}",
+                    f"ends at {end_ms} ms, but the longest run of {label!r} took {max(runs_ms)} ms",
+                )
+
+
+EPSILON_MS = 1e-6  # a timeline's end and its run's span: the same times, summed apart
 
 
 def check_timeline(timeline: list, lanes: int, chunks: int, mode: str) -> None:

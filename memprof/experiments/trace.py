@@ -42,7 +42,7 @@ from memprof.trace.collect import (
     TraceExtra,
     TraceParams,
 )
-from memprof.trace.stacks import is_work_call
+from memprof.trace.stacks import base_name, is_work_call
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -835,15 +835,26 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
 def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
     """Blocking copies by row and size: copies that were measured, as many as each group
     blocked on, their calls' time the group's."""
-    measured = {(m.name, m.bytes): len(m.samples_ms) for name in rows for m in rows[name]}
+    measured = {(m.name, m.bytes): m.samples_ms for name in rows for m in rows[name]}
     calls: dict[str, int] = {}
     waited: dict[str, list[float]] = {}
     for index, row in enumerate(blocked):
         where = f"extra.blocked[{index}]"
-        count = measured.get((row.name, row.bytes), 0)
+        samples_ms = measured.get((row.name, row.bytes), [])
+        count = len(samples_ms)
         if row.calls > count:
             raise SchemaError(
                 f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
+            )
+        ordered = sorted(samples_ms)  # its calls' copies are row.calls of these
+        least_ms, most_ms = math.fsum(ordered[: row.calls]), math.fsum(ordered[count - row.calls :])
+        if not least_ms <= row.gpu_ms <= most_ms and not any(
+            _close(row.gpu_ms, edge) for edge in (least_ms, most_ms)
+        ):
+            raise SchemaError(
+                f"{where}.gpu_ms",
+                f"is {row.gpu_ms}, but {row.calls} of its {count} measured copies took "
+                f"{least_ms} to {most_ms}",
             )
         if row.paired > row.calls:
             raise SchemaError(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
@@ -874,10 +885,18 @@ def check_lines(result: Result) -> None:
     if depth == 0:
         raise SchemaError("extra.lines", "holds lines, but parameters.stack_depth is 0")
     seen = set()
+    wall_ms = result.extra.wall_s * 1e3
     for index, line in enumerate(lines):
         if line.key in seen:
             raise SchemaError(f"extra.lines[{index}]", f"is {line.place} {line.activity} again")
         seen.add(line.key)
+        longest_ms = max(line.host_ms_each, default=0.0)
+        if line.origin != "thread" and longest_ms > wall_ms and not _close(longest_ms, wall_ms):
+            raise SchemaError(  # another thread may call on after the program's end
+                f"extra.lines[{index}].host_ms_each",
+                f"holds a call of {format_ms(longest_ms)}, longer than the program's "
+                f"{format_ms(wall_ms)} (extra.wall_s)",
+            )
         for number, chain in enumerate(line.chains):
             if len(chain.frames) >= depth:
                 raise SchemaError(
@@ -885,6 +904,7 @@ def check_lines(result: Result) -> None:
                     f"has {len(chain.frames)} frames, but a stack depth of {depth} keeps "
                     f"{depth - 1} callers",
                 )
+    check_line_calls(result, lines)
     measured: dict[str, list] = {}  # activity -> its measurements
     for m in result.measurements:
         named = COPY_NAME.match(m.name) if m.group == "gpu" else None
@@ -907,6 +927,26 @@ def check_lines(result: Result) -> None:
         if not _close(line_ms, gpu_ms):
             raise SchemaError(
                 "extra.lines", f"hold {line_ms} ms of {activity}, but it measured {gpu_ms}"
+            )
+
+
+def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
+    """The lines that made only one driver call between them made no more of it than the
+    profile counts, where it counts that call at all."""
+    profiled: dict[str, int] = {}  # a call's name without its version -> calls
+    for m in result.measurements:
+        if m.group == "api":
+            name = base_name(m.name)
+            profiled[name] = profiled.get(name, 0) + len(m.samples_ms)
+    made: dict[str, int] = {}
+    for line in lines:
+        if len(line.api) == 1 and line.api[0] in profiled:
+            made[line.api[0]] = made.get(line.api[0], 0) + line.calls
+    for name, calls in made.items():
+        if calls > profiled[name]:
+            raise SchemaError(
+                "extra.lines",
+                f"hold {calls} calls of {name}, but the profile counts {profiled[name]}",
             )
 
 

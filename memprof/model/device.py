@@ -15,6 +15,15 @@ from memprof.model.schema import MAX_COUNT, Count, GpuIndex, Range, SchemaError
 AtLeastOne = Annotated[int, Range(1, MAX_COUNT)]
 PcieGeneration = Annotated[int, Range(0, 16)]  # 0: what a tool may say where it cannot tell
 PcieWidth = Annotated[int, Range(0, 64)]  # lanes
+# What a GPU has, with room for GPUs far beyond today's (an H200: 132 multiprocessors, HBM3e
+# at 3,201,000 kHz on a 6016-bit bus, 60 MiB of L2, 3 copy engines): a figure past these is
+# not a GPU's, and the ceilings a check is judged against are made of them. A clock or a
+# width of 0 is what a driver says where it cannot tell.
+Multiprocessors = Annotated[int, Range(1, 4096)]
+MemoryClockKhz = Annotated[int, Range(0, 50_000_000)]
+BusWidthBits = Annotated[int, Range(0, 65_536)]
+L2CacheBytes = Annotated[int, Range(0, 2**32)]
+MAX_COPY_ENGINES = 64
 ComputeCapability = tuple[Annotated[int, Range(1, 99)], Annotated[int, Range(0, 99)]]
 
 
@@ -90,12 +99,12 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     pci_bus_id: str
     compute_capability: ComputeCapability
-    multiprocessors: AtLeastOne
+    multiprocessors: Multiprocessors
     memory_total_bytes: AtLeastOne
     memory_free_bytes: Count
-    memory_clock_khz: Count
-    memory_bus_width_bits: Count
-    l2_cache_bytes: Count
+    memory_clock_khz: MemoryClockKhz
+    memory_bus_width_bits: BusWidthBits
+    l2_cache_bytes: L2CacheBytes
     pcie_generation: PcieGeneration | None
     pcie_width: PcieWidth | None
     pcie_max_generation: PcieGeneration | None
@@ -126,6 +135,10 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
         for name, value in self.attributes.items():
             if name not in COUNTED_ATTRIBUTES and value not in (0, 1):
                 raise SchemaError(f"attributes.{name}", f"is {value}: a capability flag is 0 or 1")
+            if name in COUNTED_ATTRIBUTES and value > MAX_COPY_ENGINES:
+                raise SchemaError(
+                    f"attributes.{name}", f"is {value}: no GPU has over {MAX_COPY_ENGINES}"
+                )
         known = [name for name, value in link.items() if value is not None]
         if self.pcie_source == "unavailable" and known:
             raise SchemaError(known[0], "is given, but pcie_source says the link was unavailable")

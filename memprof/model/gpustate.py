@@ -65,13 +65,19 @@ def normalize_bus_id(text: str) -> str:
         return text.strip().lower()
 
 
+# NVML numbers a GPU's links from 0 (an H200 has 18, each 26,562 MB/s a direction): room for
+# GPUs far beyond it, and no more, since ceilings of peer copies are made of these rates
+NvLinkIndex = Annotated[int, Range(0, 63)]
+NvLinkSpeed = Annotated[int, Range(0, 1_000_000)]
+
+
 class NvLink(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One NVLink of a GPU, as NVML reports it."""
 
-    link: Count
+    link: NvLinkIndex
     active: bool | None
     version: str | None  # "4.0"
-    speed_mb_per_s: Count | None  # NVML's link speed per direction, 10^6 bytes/s, raw
+    speed_mb_per_s: NvLinkSpeed | None  # NVML's link speed per direction, 10^6 bytes/s, raw
     remote_pci_bus_id: str | None  # the device at the other end
     remote_kind: Literal["gpu", "switch", "npu", "unknown"] | None
 
@@ -122,6 +128,10 @@ class GpuState(msgspec.Struct, forbid_unknown_fields=True):
             low, high = getattr(self, lower), getattr(self, higher)
             if low is not None and high is not None and low > high:
                 raise SchemaError(lower, f"is {low}, more than {higher} ({high})")
+        numbers = [link.link for link in self.nvlinks or []]
+        for index, number in enumerate(numbers):
+            if number in numbers[:index]:
+                raise SchemaError(f"nvlinks[{index}].link", f"is {number} again")
         for index, name in enumerate(self.clock_reasons or []):  # NVML's, as reasons_in names
             if name not in _REASONS:  # an unknown reason would read as none: a PASS
                 raise SchemaError(

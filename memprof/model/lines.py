@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaError
+from memprof.model.schema import (
+    ByteCount,
+    Count,
+    Milliseconds,
+    Range,
+    SchemaError,
+    totals_possible,
+)
 
 # The kinds of calls whose line is recorded, as the Where tables name them. A copy's activity
 # is its direction and memory kinds instead ("HtoD pageable -> device"): COPY_ACTIVITY.
@@ -134,7 +141,7 @@ class SourceLine:
             raise SchemaError(
                 "smallest_bytes", f"is {self.smallest_bytes}, more than largest_bytes"
             )
-        low, high = self.calls * self.smallest_bytes, self.calls * self.largest_bytes
+        low, high = totals_possible(self.calls, self.smallest_bytes, self.largest_bytes)
         if not low <= self.bytes <= high:
             raise SchemaError(
                 "bytes",

@@ -37,6 +37,7 @@ from memprof.model.schema import (
     check,
     describe,
     from_msgspec,
+    totals_possible,
 )
 from memprof.model.statistics import Statistics
 from memprof.version import __version__
@@ -172,17 +173,18 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
                 for key in ("total", "min", "max", "time_ms"):
                     if counter[key]:
                         raise SchemaError(f"{where}.{key}", f"is {counter[key]}, but count is 0")
-            elif least < 1:  # a record migrates bytes, or counts a fault: never nothing
+                continue
+            if least < 1:  # a record migrates bytes, or counts a fault: never nothing
                 raise SchemaError(
                     f"{where}.min", f"is {least}, but each of its {count} records is one"
                 )
-            elif least > most:
+            if least > most:
                 raise SchemaError(f"{where}.min", f"is {least}, more than max ({most})")
-            elif not count * least <= total <= count * most:
+            low, high = totals_possible(count, least, most)
+            if not low <= total <= high:
                 raise SchemaError(
                     f"{where}.total",
-                    f"is {total}, but {count} records of {least} to {most} make "
-                    f"{count * least} to {count * most}",
+                    f"is {total}, but {count} records of {least} to {most} make {low} to {high}",
                 )
 
 
@@ -247,6 +249,18 @@ CreatedAt = Annotated[
     ),
 ]
 
+# A version as memprof's package writes it (0.1.0, 0.2.0.dev3+gabc1234): one word, not prose
+MemprofVersion = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[0-9][0-9A-Za-z.+-]*$",
+        max_length=64,
+        description="the version of memprof that saved it, as 0.1.0",
+    ),
+]
+# The machine's name as platform.node() gives it (a DNS name is at most 253 characters)
+HostName = Annotated[str, msgspec.Meta(max_length=253, description="the machine's name")]
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -269,10 +283,10 @@ class Result(msgspec.Struct, dict=True):
     # its values can be held to (before version 2, warm-ups were recorded too)
     first_schema_version: Annotated[int, msgspec.Meta(ge=1, le=SCHEMA_VERSION)] | None = None
     # Made for this process: a file must hold its own (never taken from these defaults).
-    memprof_version: str = msgspec.field(default_factory=lambda: __version__)
+    memprof_version: MemprofVersion = msgspec.field(default_factory=lambda: __version__)
     pid: Count = msgspec.field(default_factory=os.getpid)
     created_at: CreatedAt = msgspec.field(default_factory=_now)
-    host: str = msgspec.field(default_factory=platform.node)
+    host: HostName = msgspec.field(default_factory=platform.node)
 
     @property
     def passed(self) -> bool:

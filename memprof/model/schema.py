@@ -111,6 +111,13 @@ def increasing(value: list | tuple, where: str) -> None:
             raise SchemaError(f"{where}[{index}]", found)
 
 
+def totals_possible(count: int, least: int, most: int) -> tuple[int, int]:
+    """The totals `count` values from `least` to `most` can sum to, the smallest and the
+    largest each one of them (all three the same value where there is one)."""
+    others = count - 1
+    return most + others * least, least + others * most
+
+
 NON_EMPTY = msgspec.Meta(min_length=1)
 DISTINCT, INCREASING = distinct, increasing  # the rules msgspec has no word for
 RULES = (DISTINCT, INCREASING)
