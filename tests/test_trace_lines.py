@@ -560,11 +560,13 @@ def test_a_line_without_gpu_times_in_one_trace_is_a_row_and_the_next_is_compared
 
 
 def test_a_line_that_took_no_time_in_a_is_named_slower_without_a_ratio():
-    table, conclusions = lines_diff([[0.0] * 5], [[0.1] * 5])
-    assert table.rows[0][-2:] == ["-", "B slower"]
+    steady = [0.100, 0.101, 0.099, 0.1005, 0.0995]
+    twice = [value * 2 for value in steady]
+    table, conclusions = lines_diff([[0.0] * 5, steady], [[0.1] * 5, twice])
+    assert [row[-2:] for row in table.rows] == [["-", "B slower"], ["2.000x", "B slower"]]
     assert (
-        "Source lines: 1 line in both traces, B slower at 1: train.py:42 HtoD pageable -> "
-        "device." in conclusions
+        "Source lines: 2 lines in both traces, B slower at 2: train.py:42 HtoD pageable -> "
+        "device; train.py:43 HtoD pageable -> device (2.00x)." in conclusions
     )
 
 
@@ -593,6 +595,12 @@ def test_a_line_whose_large_calls_alone_got_slower_is_named_by_its_mean():
     (lines_table,) = [t for t in shown.tables if t.title.startswith("Source lines")]
     assert lines_table.rows[0][-1] == "B slower (mean)"
     assert lines_table.rows[0][-2] == f"{sum(large_slower) / sum(mixed):.3f}x"
+    assert lines_table.notes == [
+        CHANGE_NOTE,
+        "(mean): the line's time over all its calls moved beyond its own noise (the standard "
+        "error of each mean) while its median call did not: its larger calls alone changed. "
+        "B / A is then of the means.",
+    ]
     assert any("B slower at 1: train.py:42" in line for line in shown.conclusions)
     unchanged = diff(traced(mixed), traced([5.0, 5.0, 4.95, 5.1, 5.0, 2001.0, 2000.5]))
     (lines_table,) = [t for t in unchanged.tables if t.title.startswith("Source lines")]
