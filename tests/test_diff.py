@@ -5,7 +5,7 @@ import math
 import pytest
 
 from memprof.model.results import Measurement, Result
-from memprof.output.diff import compare
+from memprof.output.diff import compare, differences
 from tests.conftest import replace
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -38,6 +38,23 @@ def test_the_ratio_is_of_medians_not_means():
     assert row["B / A"] == "2.000x"
     assert row["A median"] == "1.0000ms"
     assert row["B median"] == "2.0000ms"
+
+
+def test_a_row_names_its_measurement_and_bytes_under_their_headers():
+    row = only_row(run(h2d(SKEWED)), run(h2d(SKEWED)))
+    assert (row["Measurement"], row["Bytes"]) == ("[CUDA memcpy HtoD] (pinned) [gpu]", "1 MiB")
+
+
+def test_runs_whose_parameters_are_a_dict_are_compared_by_them_too():
+    """Results built in Python (memprof.api) may hold their parameters as a dict."""
+
+    def buffered(host_buffer: str) -> Result:
+        return Result("pinned", {"host_buffer": host_buffer}, None, [h2d(SKEWED)])
+
+    assert differences(buffered("numpy"), buffered("numpy")) == []
+    assert differences(buffered("numpy"), buffered("hugepages")) == [
+        "host buffer: A numpy, B hugepages."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -197,6 +197,19 @@ def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_pa
     ]
 
 
+def test_a_trace_whose_gpu_name_could_not_be_read_is_not_called_another_gpu(tmp_path):
+    """cuDeviceGetName failed in one trace: its GPU is unknown, not another model."""
+    torch_trace = load(FIXTURES / "h200_trace_torch.json")
+
+    def unnamed(data):
+        data["extra"]["gpu_name"] = ""
+
+    unknown = load(edited(tmp_path, "unnamed.json", unnamed, "h200_trace_torch"))
+    assert unknown.gpu_name is None and torch_trace.gpu_name == "NVIDIA H200"
+    assert differences(torch_trace, unknown) == []
+    assert differences(unknown, torch_trace) == []
+
+
 def test_a_trace_of_every_call_and_one_of_the_work_calls_are_not_comparable(tmp_path):
     work = load(FIXTURES / "h200_trace_torch.json")  # recorded holding the work calls
 

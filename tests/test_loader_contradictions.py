@@ -287,12 +287,11 @@ def test_smallcopies_names_its_copies_as_many_as_its_parameters_say():
 
 
 def test_a_measurement_no_declaration_has_and_a_created_at_out_of_format_say_so():
-    def operation(data):
-        index = next(i for i, m in enumerate(data["measurements"]) if m["group"] == "api")
-        data["measurements"][index]["operation"] = "bogus"
-
-    shown = refusal(edited("h200_pinned_p20", operation))
-    assert shown.endswith("is of group 'api', operation 'bogus', which pinned does not record")
+    bogus = in_measurements("api", "memset", operation="bogus")
+    assert refusal(edited("h200_pinned_p20", bogus)) == (
+        f"run.json: measurements[{index_of('h200_pinned_p20', 'api', 'memset')}] is of group "
+        "'api', operation 'bogus', which pinned does not record"
+    )
 
     def created(data):
         data["created_at"] = "yesterday"
@@ -354,3 +353,234 @@ def test_device_facts_past_any_gpus_are_refused_at_their_edge(field, most):
     assert parse(edited("h200_check", plant(most)))
     shown = refusal(edited("h200_check", plant(most + 1)))
     assert shown.startswith(f"run.json: device.{field} is {most + 1}"), shown
+
+
+# -- what a measure's declaration holds each measurement to (memprof.model.measures) --------
+
+
+def index_of(stem: str, group: str, operation: str) -> int:
+    """Where the fixture's first measurement of (group, operation) is."""
+    measurements = json.loads((FIXTURES / f"{stem}.json").read_text())["measurements"]
+    return next(
+        i for i, m in enumerate(measurements) if (m["group"], m["operation"]) == (group, operation)
+    )
+
+
+def in_measurements(group: str, operation_: str, **values):
+    """An edit setting `values` in the fixture's first measurement of (group, operation_)."""
+
+    def edit(data):
+        found = (
+            m for m in data["measurements"] if (m["group"], m["operation"]) == (group, operation_)
+        )
+        next(found).update(values)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("stem", "refused"),
+    [("legacy_v1_pinned_p20", False), ("legacy_v2_pinned_p20", True), ("h200_pinned_p20", True)],
+)
+def test_a_sample_count_its_repetitions_do_not_make_is_refused_from_schema_2_on(stem, refused):
+    """Files before schema 2 recorded warm-ups among the samples: their counts say nothing.
+    A launch (which moves no bytes and has no kind) is held to its count too."""
+    for operation in ("alloc", "launch"):
+        group = "host" if operation == "alloc" else "api"
+        index = index_of(stem, group, operation)
+        assert parse(edited(stem, in_measurements(group, operation, samples_ms=[0.5] * 20)))
+        nine = edited(stem, in_measurements(group, operation, samples_ms=[0.5] * 9))
+        if not refused:
+            assert parse(nine)
+            continue
+        assert refusal(nine) == (
+            f"run.json: measurements[{index}].samples_ms holds 9 samples, but parameters.repeat "
+            "10 makes a multiple of 10"
+        )
+
+
+@pytest.mark.parametrize("stem", ["legacy_v1_pinned_p20", "h200_pinned_p20"])
+def test_a_launch_that_moves_bytes_is_refused_and_one_of_none_loads(stem):
+    """LAUNCH_CALL declares arrays=0: bytes 0 and nothing else, repetitions counted or not."""
+    index = index_of(stem, "api", "launch")
+    assert parse(edited(stem, in_measurements("api", "launch", bytes=0)))
+    assert refusal(edited(stem, in_measurements("api", "launch", bytes=4096))) == (
+        f"run.json: measurements[{index}].bytes is 4096, but a api 'launch' moves no bytes"
+    )
+
+
+def test_a_measurement_every_run_records_missing_is_refused_naming_it():
+    def without_copy_calls(data):
+        data["measurements"] = [
+            m for m in data["measurements"] if (m["group"], m["operation"]) != ("api", "h2d")
+        ]
+
+    assert refusal(edited("h200_pinned_p20", without_copy_calls)) == (
+        "run.json: measurements has no api 'h2d', which every pinned run records"
+    )
+
+
+def declared_check(measure, *measurements, several_gpus=False, **params) -> str:
+    """check_declared on a run of one declared measure, these measurements and Params
+    (power 10's array: 1 KiB; repeat only where given): its refusal, or '' where it loads."""
+    from types import SimpleNamespace
+
+    from memprof.model.measures import check_declared
+
+    run = SimpleNamespace(
+        parameters=SimpleNamespace(**params),
+        written_as=4,
+        measurements=list(measurements),
+        command="test",
+    )
+    try:
+        check_declared(run, [measure], lambda _: [1024], several_gpus)
+    except SchemaError as refused:
+        return str(refused)
+    return ""
+
+
+def timed(bytes_: int = 1024, kind: str | None = None, gpus=(), samples=(0.5,), **more):
+    from memprof.model.results import Measurement
+
+    return Measurement("gpu", "x", "x", kind, bytes_, list(samples), gpus=gpus, **more)
+
+
+def test_arrays_named_by_a_params_field_are_that_many_of_the_size():
+    from memprof.model.measures import Measure
+
+    each = Measure("gpu", "x", "copies", "one operation", arrays="copies")
+    assert declared_check(each, timed(4 * 1024), copies=4) == ""
+    assert declared_check(each, timed(1024), copies=4) == (
+        "measurements[0].bytes is 1024, but a gpu 'x' of this run moves copies x one array "
+        "of parameters.power (1 KiB)"
+    )
+
+
+def test_a_kind_alone_is_checked_without_repetitions_or_bytes():
+    from memprof.model.measures import Measure
+
+    pinned = Measure("gpu", "x", "a kind", "one operation", kinds=("pinned",), per_repeat=False)
+    assert declared_check(pinned, timed(0, "pinned")) == ""
+    assert declared_check(pinned, timed(0, "device")) == (
+        "measurements[0].kind is 'device', but a gpu 'x' of this experiment is one of 'pinned'"
+    )
+
+
+def test_the_gpus_a_measure_names_are_held_on_a_run_of_several_gpus_only():
+    from memprof.model.measures import Measure
+
+    pair = Measure("gpu", "x", "a pair", "one operation", gpus=2, per_repeat=False)
+    assert declared_check(pair, timed(0, gpus=(0, 1)), several_gpus=True) == ""
+    assert declared_check(pair, timed(0, gpus=(0,)), several_gpus=True) == (
+        "measurements[0].gpus names 1 GPUs, but a 'x' runs on 2"
+    )
+    assert declared_check(pair, timed(0), several_gpus=False) == ""  # one GPU: names none
+
+
+@pytest.mark.parametrize(
+    ("arrays", "sizes", "said"),
+    [
+        (1, [1024], "moves one array of parameters.power (1 KiB)"),
+        (2, [1024], "moves 2 x one array of parameters.power (1 KiB)"),
+        ((2, 3), [1024], "moves 2 or 3 x one array of parameters.power (1 KiB)"),
+        (
+            1,
+            [4096, 1024, 3072, 2048],
+            "moves one array of parameters.power (1 KiB, 2 KiB, 3 KiB, 4 KiB)",
+        ),  # four: all
+        (
+            1,
+            [5120, 4096, 1024, 3072, 2048],
+            "moves one array of parameters.power (1 KiB, 2 KiB, 3 KiB, 4 KiB, ...)",
+        ),
+    ],
+)
+def test_bytes_no_size_makes_are_refused_saying_what_the_run_moves(arrays, sizes, said):
+    from memprof.model.measures import Measure, _bytes_refusal
+
+    refused = _bytes_refusal(
+        timed(7), Measure("gpu", "x", "", "one operation", arrays=arrays), sizes
+    )
+    assert refused == f"is 7, but a gpu 'x' of this run {said}"
+
+
+@pytest.mark.parametrize(
+    ("basis", "alone_ms", "refused"),
+    [("one operation", [0.0, 0.0, 1.0], True), ("one operation", [1.0, 1.0, 0.0], False),
+     ("back to back", [0.0, 0.0, 1.0], False)],
+)  # fmt: skip
+def test_one_operation_alone_must_take_time_where_its_batches_did(basis, alone_ms, refused):
+    """Batches timed, one alone of median 0 is refused; a measure timed back to back is
+    its batches' figure (its operations alone may be too short to see)."""
+    from memprof.model.measures import Measure, _check_times
+
+    copy = timed(1024, samples=alone_ms, throughput_ms=[0.25, 0.25], batch=8)
+    measure = Measure("gpu", "x", "a copy", basis, arrays=1)
+    if not refused:
+        _check_times(copy, measure, "measurements[3]")
+        return
+    with pytest.raises(SchemaError) as caught:
+        _check_times(copy, measure, "measurements[3]")
+    assert str(caught.value) == (
+        "measurements[3].samples_ms has a median of 0 ms, but moving 1024 bytes takes time "
+        "(back to back: 0.25 ms each)"
+    )
+
+
+def test_a_copy_of_single_operations_with_a_median_of_0_names_its_samples():
+    from memprof.model.measures import Measure
+
+    copy = Measure("gpu", "x", "a copy", "one operation", arrays=1)
+    assert declared_check(copy, timed(1024, samples=[0.0])) == (
+        "measurements[0].samples_ms has a median of 0 ms, but moving 1024 bytes takes time"
+    )
+
+
+def test_repetitions_alone_are_checked_without_bytes_or_kinds():
+    from memprof.model.measures import Measure
+
+    call = Measure("gpu", "x", "a call", "one operation")
+    assert declared_check(call, timed(0, samples=[0.5] * 10), repeat=10) == ""
+    assert declared_check(call, timed(0, samples=[0.5] * 9), repeat=10) == (
+        "measurements[0].samples_ms holds 9 samples, but parameters.repeat 10 makes a multiple "
+        "of 10"
+    )
+
+
+def test_only_a_declared_transfer_timed_one_way_and_back_to_back_can_have_moved():
+    """Skipped, whatever their times: a measurement no measure declares, one of a measure
+    timed back to back, one that moves no bytes. A copy of no kind is named without one."""
+    from types import SimpleNamespace
+
+    from memprof.model.measures import Measure, moved_during_run
+    from memprof.model.results import Measurement
+
+    def copy(operation: str, kind: str | None) -> Measurement:
+        return Measurement(
+            "gpu", "[CUDA memcpy HtoD]", operation, kind, 1024, [0.002], source="cupti",
+            events_ms=[0.002], throughput_ms=[0.0001], batch=8,
+        )  # fmt: skip
+
+    declared = [
+        Measure("gpu", "batched", "", "back to back", arrays=1),
+        Measure("gpu", "launch", "", "one operation", arrays=0),
+        Measure("gpu", "h2d", "", "one operation", arrays=1),
+    ]
+    run = SimpleNamespace(
+        measurements=[copy(op, "pinned") for op in ("undeclared", "batched", "launch")]
+        + [copy("h2d", None)]
+    )
+    assert moved_during_run(run, declared) == [
+        "warning: [CUDA memcpy HtoD], 1 KiB: one alone took 2.0000us, back to back 100ns each, "
+        "less than 50% of that: the link or the GPU changed speed during the run, so its "
+        "figures disagree; measure again"
+    ]
+
+
+def test_a_kind_a_traffic_mapping_leaves_out_counts_each_byte_once():
+    from memprof.experiments.managed import KERNEL_FIRST
+
+    assert KERNEL_FIRST.traffic_of("managed+prefetch") == 0  # already resident: nothing moved
+    assert KERNEL_FIRST.traffic_of("managed") == 1
+    assert KERNEL_FIRST.traffic_of(None) == 1

@@ -6,6 +6,7 @@ slower, the CSV rows, and old traces without lines.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
@@ -598,6 +599,68 @@ def test_the_csv_holds_a_traces_lines_beside_its_measurements():
     assert line["name"] == "train.py:42 step"
 
 
+def lines_diff(a_ms: list[list[float]], b_ms: list[list[float]], verbose: bool = True):
+    """diff's Source lines table and conclusions of two traces whose lines train.py:42,
+    :43, ... took these GPU times per call."""
+    a, b = traced([1.0] * 5), traced([1.0] * 5)
+    for result, times in ((a, a_ms), (b, b_ms)):
+        first = result.extra.lines[0]
+        result.extra.lines[:] = [
+            dataclasses.replace(first, line=42 + n, gpu_ms_each=each)
+            for n, each in enumerate(times)
+        ]
+    shown = diff(a, b, verbose=verbose)
+    (lines_table,) = [t for t in shown.tables if t.title.startswith("Source lines")]
+    return lines_table, shown.conclusions
+
+
+def test_a_line_without_gpu_times_in_one_trace_is_a_row_and_the_next_is_compared():
+    """CUPTI may drop a copy's records: its line has calls but no GPU time in that trace.
+    It is said to have none, in its own row, and the lines after it are still compared."""
+    steady = [0.100, 0.101, 0.099, 0.1005, 0.0995]
+    slower = [value * 1.8 for value in steady]
+    table, conclusions = lines_diff([[], steady], [slower, slower, slower])
+    assert table.rows == [
+        ["train.py:42 HtoD pageable -> device", "5/5", "-", "-", "-", "no valid samples"],
+        [
+            "train.py:43 HtoD pageable -> device",
+            "5/5",
+            "100.00us",
+            "180.00us",
+            "1.800x",
+            "B slower",
+        ],
+    ]
+    assert "Source lines unmatched: 0 only in A, 1 only in B." in conclusions
+
+
+def test_a_line_that_took_no_time_in_a_is_named_slower_without_a_ratio():
+    steady = [0.100, 0.101, 0.099, 0.1005, 0.0995]
+    twice = [value * 2 for value in steady]
+    table, conclusions = lines_diff([[0.0] * 5, steady], [[0.1] * 5, twice])
+    assert [row[-2:] for row in table.rows] == [["-", "B slower"], ["2.000x", "B slower"]]
+    assert (
+        "Source lines: 2 lines in both traces, B slower at 2: train.py:42 HtoD pageable -> "
+        "device; train.py:43 HtoD pageable -> device (2.00x)." in conclusions
+    )
+
+
+@pytest.mark.parametrize(
+    ("a_ms", "b_ms"),
+    [([0.0, 0.0, 0.0, 0.1, 0.1], [0.0] * 5), ([0.0] * 5, [0.0, 0.0, 0.0, 0.1, 0.1])],
+)
+def test_a_line_whose_mean_is_zero_in_one_trace_is_not_held_to_its_mean(a_ms, b_ms):
+    """Both medians 0: within noise; a mean of 0 has no relative error to compare by."""
+    table, _ = lines_diff([a_ms], [b_ms])
+    assert table.rows[0][-2:] == ["1.000x", "within noise"]
+
+
+def test_the_short_table_lists_a_changed_line_after_one_within_noise():
+    steady = [0.100, 0.101, 0.099, 0.1005, 0.0995]
+    table, _ = lines_diff([steady, steady], [steady, [value * 2 for value in steady]], False)
+    assert [row[0] for row in table.rows] == ["train.py:43 HtoD pageable -> device"]
+
+
 def test_a_line_whose_large_calls_alone_got_slower_is_named_by_its_mean():
     """4 KiB and 32 MiB copies on one line: the median is a small copy's, so a slowdown of
     the large ones alone is seen in the mean (the line's total over its calls)."""
@@ -607,6 +670,12 @@ def test_a_line_whose_large_calls_alone_got_slower_is_named_by_its_mean():
     (lines_table,) = [t for t in shown.tables if t.title.startswith("Source lines")]
     assert lines_table.rows[0][-1] == "B slower (mean)"
     assert lines_table.rows[0][-2] == f"{sum(large_slower) / sum(mixed):.3f}x"
+    assert lines_table.notes == [
+        CHANGE_NOTE,
+        "(mean): the line's time over all its calls moved beyond its own noise (the standard "
+        "error of each mean) while its median call did not: its larger calls alone changed. "
+        "B / A is then of the means.",
+    ]
     assert any("B slower at 1: train.py:42" in line for line in shown.conclusions)
     unchanged = diff(traced(mixed), traced([5.0, 5.0, 4.95, 5.1, 5.0, 2001.0, 2000.5]))
     (lines_table,) = [t for t in unchanged.tables if t.title.startswith("Source lines")]
