@@ -197,8 +197,9 @@ def test_traces_of_another_program_or_arguments_or_gpu_are_not_comparable(tmp_pa
     ]
 
 
-def test_a_trace_whose_gpu_name_could_not_be_read_is_not_called_another_gpu(tmp_path):
-    """cuDeviceGetName failed in one trace: its GPU is unknown, not another model."""
+def test_a_trace_whose_gpu_name_could_not_be_read_is_not_comparable_to_a_named_one(tmp_path):
+    """cuDeviceGetName failed in one trace: its GPU is unknown, so the two cannot be said to
+    have run on one model (as of a GPU state one run lacks); two unnamed ones are alike."""
     torch_trace = load(FIXTURES / "h200_trace_torch.json")
 
     def unnamed(data):
@@ -206,8 +207,9 @@ def test_a_trace_whose_gpu_name_could_not_be_read_is_not_called_another_gpu(tmp_
 
     unknown = load(edited(tmp_path, "unnamed.json", unnamed, "h200_trace_torch"))
     assert unknown.gpu_name is None and torch_trace.gpu_name == "NVIDIA H200"
-    assert differences(torch_trace, unknown) == []
-    assert differences(unknown, torch_trace) == []
+    assert differences(torch_trace, unknown) == ["GPU model: unknown in B."]
+    assert differences(unknown, torch_trace) == ["GPU model: unknown in A."]
+    assert differences(unknown, unknown) == []
 
 
 def test_a_trace_of_every_call_and_one_of_the_work_calls_are_not_comparable(tmp_path):

@@ -413,8 +413,11 @@ def differences(first: Result, second: Result) -> list[str]:
         if a != b:
             lines.append(f"{what}: A {_shown(a)}, B {_shown(b)}.")
 
-    if first.gpu_name is not None and second.gpu_name is not None:  # a trace's too
-        differ("GPU model", first.gpu_name, second.gpu_name)
+    a_name, b_name = first.gpu_name, second.gpu_name  # a trace's too
+    if (a_name is None) != (b_name is None):  # as _clocks says of a state one run lacks
+        lines.append(f"GPU model: unknown in {'A' if a_name is None else 'B'}.")
+    else:
+        differ("GPU model", a_name, b_name)
     # two traces are of one program run the same way, or they measure different things
     for what, name, words in TRACE_SETTINGS:
         a, b = (_parameter(result, name) for result in (first, second))
