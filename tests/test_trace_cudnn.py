@@ -13,7 +13,15 @@ import sys
 
 import pytest
 
-from memprof.experiments.trace import cudnn_tuning, framework_verdicts, run_scale, summarize
+from memprof.experiments.trace import (
+    RunScale,
+    _tuning_cost,
+    cudnn_tuning,
+    framework_verdicts,
+    run_scale,
+    steady_start,
+    summarize,
+)
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Measurement, Result
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE
@@ -150,6 +158,37 @@ def test_convolutions_run_once_tell_no_tuning_apart(after_last_new):
     timeline = result.extra.timeline
     timeline.gpu = [row for row in timeline.gpu if row[2] <= end_ns]
     assert not cudnn_tuning(result)
+
+
+@pytest.mark.parametrize(
+    ("launches", "last_new", "start"),
+    [
+        ([5, 7, 7], 1, 1),  # a step of one kernel, run twice
+        ([1, 2, 1, 2], 1, 0),  # a step of two, twice, from the first launch
+        ([3, 1, 2, 1, 2, 1], 2, 1),  # the steps may end within one
+        ([1, 2, 1], 1, None),  # fewer than two steps
+        ([9, 1, 2, 3, 1, 2, 3], 3, 1),  # a step of len // 2 kernels: the longest tried
+        ([1, 2, 2, 1, 1], 2, 3),  # the steps begin one step after the last new kernel
+        ([1, 2, 2, 1, 1], 1, None),  # ... and more than one step after it
+    ],
+)
+def test_the_steps_begin_where_the_shortest_sequence_repeating_to_the_end_does(
+    launches, last_new, start
+):
+    """steady_start's periods, its walk back to the first launch, its two repetitions and
+    its bound of one step after the last new kernel, each on both sides."""
+    assert steady_start(launches, last_new) == start
+
+
+def test_an_autotuners_cost_is_its_kernels_time_and_share_of_all_the_gpus_work():
+    tuning = [Measurement("gpu", CANDIDATE, "kernel", None, 0, [0.125, 0.125], "cupti")]
+    kernels, cost = _tuning_cost(tuning, RunScale(wall_ms=100.0, gpu_ms=0.5))
+    assert kernels == "2 kernels"
+    assert cost == (
+        f"{format_ms(0.25)}, 50.00% of the GPU's {format_ms(0.5)} of work "
+        "(kernels, copies and memsets summed)"
+    )  # under a millisecond of GPU work is still a share
+    assert ", - of the GPU's" in _tuning_cost(tuning, RunScale(100.0, 0.0))[1]
 
 
 def test_a_torch_trace_without_a_timeline_says_nothing():

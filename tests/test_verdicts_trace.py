@@ -14,8 +14,10 @@ from __future__ import annotations
 import pytest
 
 from memprof.experiments import summarize
+from memprof.experiments.trace import measured_gain
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
+from memprof.trace.collect import SmallCopyCost, SmallCopyFigures
 from tests.conftest import replace
 from tests.verdict_tools import conclusion, fixture
 
@@ -180,6 +182,26 @@ def test_the_size_cited_is_the_measured_one_nearest_the_average_small_copy(avera
         f"128 copies of {format_bytes(cited)} from pageable memory cost "
         f"{format_ms(cost.pageable_ms)} per copy"
     ) in small_line(result)
+
+
+def test_pinned_copies_where_no_batch_was_measured_are_set_against_gathering():
+    """A GPU or driver without cuMemcpyBatchAsync: its copies from pinned memory are set
+    against the one way left, gathered from pageable memory into one pinned copy."""
+    cost = SmallCopyCost(4096, pinned_ms=0.02, pageable_ms=0.03, gathered_ms=0.005)
+    measured = SmallCopyFigures("measured now", 128, [cost], "wall")
+    assert measured_gain(measured, 4096, from_pageable=False) == (
+        f"On this GPU 128 copies of 4 KiB from pinned memory cost {format_ms(0.02)} per copy "
+        f"one call each and {format_ms(0.005)} gathered from pageable memory into one pinned "
+        "buffer and copied once (wall clock per copy): 4.0x faster (`memprof smallcopies`, "
+        "measured now)."
+    )
+
+
+def test_copies_of_a_byte_cite_the_size_of_a_byte():
+    """The nearest size on a log scale holds at its floor too: 1 B is nearer 1 B than 2 B."""
+    costs = [SmallCopyCost(n, 0.02, 0.03, 0.01) for n in (2, 1)]
+    said = measured_gain(SmallCopyFigures("measured now", 64, costs, "wall"), 1, True)
+    assert said.startswith("On this GPU 64 copies of 1 B from pageable memory")
 
 
 def test_batching_that_was_no_faster_is_said_to_have_not_paid():
