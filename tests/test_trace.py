@@ -146,6 +146,18 @@ def test_a_copy_of_exactly_64_kib_is_not_small():
 BANDWIDTH = {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 40.0, "bytes": 64 * MiB, "how": "test"}
 
 
+@pytest.mark.parametrize(
+    ("measured", "rate"), [(0.5, 0.5), (7, 7.0), (0, None), (-1.0, None), ("50", None)]
+)
+def test_a_pinned_bandwidth_is_a_positive_number_for_its_own_direction(measured, rate):
+    """A saved file's figure: zero, negative or not a number is unknown, never a rate."""
+    bandwidth = {"h2d_gb_per_s": measured, "d2h_gb_per_s": 40.0}
+    assert trace_summary.pinned_gb_per_s(bandwidth, "HtoD") == rate
+    assert trace_summary.pinned_gb_per_s(bandwidth, "DtoH") == 40.0
+    assert trace_summary.pinned_gb_per_s(bandwidth, "DtoD") is None
+    assert trace_summary.pinned_gb_per_s(None, "HtoD") is None
+
+
 def test_pageable_advice_estimates_pinned_time_at_the_measured_bandwidth():
     group = CopyGroup("HtoD", "pageable", "device", 10, 1_000_000_000, 60.0, 70.0, 10)
     (line,) = trace_summary.pageable_advice([group], BANDWIDTH)

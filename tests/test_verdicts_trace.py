@@ -277,6 +277,15 @@ def test_advice_on_copies_folds_below_one_percent_of_the_run_and_only_then(monke
     assert not any(
         "cost under" in line for line in advice([unknown], bandwidth, None, None, second)
     )
+    # small copies cost their share of their group's call time: 2 of 4 calls of 20 ms, 1%
+    for call_ms, said_alone in ((20.0, True), (19.98, False)):
+        small = CopyGroup(
+            "HtoD", "pinned", "device", calls=4, bytes=2 * 1024 + 2 * (1 << 20),
+            gpu_ms=0.2, call_ms=call_ms, small_calls=2, small_bytes=2 * 1024,
+            small_gpu_ms=0.002,
+        )  # fmt: skip
+        (line,) = advice([small], bandwidth, None, None, second)
+        assert line.startswith("2 copies under 64 KiB") == said_alone, line
     managed = {"BYTES_TRANSFER_HTOD": {"total": 1 << 20}}
     kept = advice([pageable(1.0)], bandwidth, managed, None, second)
     assert kept[-1].startswith("Managed memory migrated at least 1 MiB")  # never folded
