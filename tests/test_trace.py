@@ -263,7 +263,17 @@ def test_unified_memory_advice_only_when_pages_moved():
 def test_nothing_to_advise_is_said_once():
     pinned = [CopyGroup("HtoD", "pinned", "device", 1, MiB, 0.02)]
     (line,) = trace_summary.advice(pinned, BANDWIDTH, None)
-    assert line.startswith("No copy from pageable memory")
+    assert line == (
+        "No copy from pageable memory, none under 64 KiB, none blocking the host and no "
+        "managed-memory fault recorded: nothing to advise on memory."
+    )
+
+
+def test_the_advice_on_small_copies_sets_them_against_this_gpus_bandwidth():
+    gpu, api = program_records()
+    said = trace_summary.advice(copy_groups(gpu, api), BANDWIDTH, None)
+    small = next(line for line in said if "under 64 KiB" in line)
+    assert "against 50.0 GB/s for large pinned copies here" in small
 
 
 def recorded_trace(unified_memory: dict | None = None, error: BaseException | None = None):

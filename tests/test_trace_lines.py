@@ -627,6 +627,11 @@ def test_findings_under_1_percent_of_the_run_fold_into_one_line(host_ms, folded)
     assert "(2.0000ms and 19.980ms together)" in one
 
 
+def test_a_share_of_the_run_is_of_any_wall_time_above_zero():
+    assert summary.RunScale(wall_ms=0.5, gpu_ms=1.0).of_run(0.25) == 0.5
+    assert summary.RunScale(wall_ms=0.0, gpu_ms=1.0).of_run(0.25) == 0.0  # not recorded
+
+
 @pytest.mark.parametrize(("findings", "more"), [(5, ""), (6, " and 1 more")])
 def test_a_folded_line_names_five_places_and_counts_the_rest(findings, more):
     """Three pageable lines (the most advised of one finding), then small copies."""

@@ -286,6 +286,16 @@ def test_advice_on_copies_folds_below_one_percent_of_the_run_and_only_then(monke
         )  # fmt: skip
         (line,) = advice([small], bandwidth, None, None, second)
         assert line.startswith("2 copies under 64 KiB") == said_alone, line
+    assert folded[0].endswith("GPU or host time): the Copies by memory kind table holds them.")
+    # large pageable copies cost their own GPU time, the small ones' left out: 10 ms less
+    # 0.02 ms of small copies is under 1%
+    for gpu_ms, said_alone in ((10.02, True), (10.0, False)):
+        mixed = CopyGroup(
+            "HtoD", "pageable", "device", calls=4, bytes=(64 << 20) + 1024, gpu_ms=gpu_ms,
+            small_calls=1, small_bytes=1024, small_gpu_ms=0.02,
+        )  # fmt: skip
+        said = advice([mixed], bandwidth, None, None, second)
+        assert said[0].startswith("3 pageable HtoD copies of 64 KiB or more") == said_alone
     managed = {"BYTES_TRANSFER_HTOD": {"total": 1 << 20}}
     kept = advice([pageable(1.0)], bandwidth, managed, None, second)
     assert kept[-1].startswith("Managed memory migrated at least 1 MiB")  # never folded
