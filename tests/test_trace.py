@@ -230,6 +230,36 @@ def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
     assert trace_summary.blocking_advice(groups[2:]) == []
 
 
+REMEDY = (
+    "A blocked copy overlaps nothing: use the Async calls on a stream (non_blocking=True in "
+    "PyTorch) with pinned host memory."
+)
+
+
+@pytest.mark.parametrize(
+    ("group", "said"),
+    [
+        (
+            CopyGroup("HtoD", "pinned", "device", calls=1, blocking_calls=1),
+            "1 copy blocked the host until it finished: 1 made with a synchronous call "
+            "(cuMemcpyHtoD, cudaMemcpy).",
+        ),
+        (
+            CopyGroup("DtoH", "device", "pinned", calls=2, blocking_calls=2),
+            "2 copies blocked the host until they finished: 2 made with synchronous calls "
+            "(cuMemcpyHtoD, cudaMemcpy).",
+        ),
+        (
+            CopyGroup("HtoD", "pageable", "device", calls=1, blocking_calls=0),
+            "1 copy blocked the host until it finished: 1 asynchronous call from or to "
+            "pageable memory, which the driver stages synchronously.",
+        ),
+    ],
+)
+def test_one_blocked_copy_and_two_are_said_in_their_own_words(group, said):
+    assert trace_summary.blocking_advice([group]) == [f"{said} {REMEDY}"]
+
+
 def counters(**values: tuple[int, int]) -> dict[str, dict[str, float]]:
     """ActivityLog.unified_memory_totals' shape: counter -> (records, total value)."""
     names = ("BYTES_TRANSFER_HTOD", "BYTES_TRANSFER_DTOH", "GPU_PAGE_FAULT", "CPU_PAGE_FAULT_COUNT")
