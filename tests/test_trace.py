@@ -227,6 +227,7 @@ def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
     assert line.startswith("9 copies blocked the host")
     assert "6 made with synchronous calls" in line
     assert "3 asynchronous calls from or to pageable memory" in line
+    assert "synchronous calls (cuMemcpyHtoD, cudaMemcpy) and 3 asynchronous calls" in line
     assert trace_summary.blocking_advice(groups[2:]) == []
 
 

@@ -197,6 +197,15 @@ def test_pinned_copies_where_no_batch_was_measured_are_set_against_gathering():
     )
 
 
+@pytest.mark.parametrize(("batched_ms", "paid"), [(0.0199, True), (0.02, False), (0.0, False)])
+def test_batching_pays_only_where_it_was_faster_and_took_any_time(batched_ms, paid):
+    """As fast as one call each is no gain; a batch timed at zero is no figure to divide by."""
+    cost = SmallCopyCost(4096, 0.02, 0.03, 0.01, batched_ms=batched_ms)
+    said = measured_gain(SmallCopyFigures("measured now", 128, [cost], "wall"), 4096, False)
+    assert said.startswith("On this GPU batching did not pay: ") != paid
+    assert ("x faster (`memprof smallcopies`, measured now)." in said) == paid
+
+
 def test_copies_of_a_byte_cite_the_size_of_a_byte():
     """The nearest size on a log scale holds at its floor too: 1 B is nearer 1 B than 2 B."""
     costs = [SmallCopyCost(n, 0.02, 0.03, 0.01) for n in (2, 1)]
