@@ -24,6 +24,7 @@ from memprof.trace.collect import (
     Outcome,
     Program,
     Recording,
+    SmallCopyFigures,
     copy_direction,
     copy_groups,
     measurements_from_records,
@@ -215,6 +216,50 @@ def test_small_copy_advice_counts_only_copies_under_64_kib():
     assert "against 50.0 GB/s for large pinned copies" in line
     large = [CopyGroup("HtoD", "pinned", "device", 1, MiB, 1.0)]
     assert trace_summary.small_copy_advice(large, BANDWIDTH) == []
+
+
+def test_one_small_copy_is_said_whole_with_what_gathering_gains():
+    one = CopyGroup(
+        "HtoD", "pinned", "device", calls=1, bytes=4 * KiB, gpu_ms=0.004,
+        small_calls=1, small_bytes=4 * KiB, small_gpu_ms=0.004,
+    )  # fmt: skip
+    unmeasured = SmallCopyFigures("not measured (--bandwidth none)")
+    assert trace_summary.small_copy_advice([one], BANDWIDTH, unmeasured) == [
+        "1 copy under 64 KiB (1 HtoD pinned -> device) moved 4 KiB in 4.0000us on the GPU, "
+        "4.0000us each: 1.02 GB/s against 50.0 GB/s for large pinned copies here. Their time "
+        "is latency, not bandwidth (and each call costs the host more than the GPU): gather "
+        "them into one buffer and one copy, or keep the data on the GPU. `memprof "
+        "smallcopies` measures what gathering gains on this GPU (not measured (--bandwidth "
+        "none))."
+    ]
+
+
+def test_small_copies_name_the_kinds_that_made_the_most_first_and_no_rate_without_time():
+    """Copies timed at 0 on the GPU (a file that kept no durations) have no GB/s."""
+    groups = [
+        CopyGroup("HtoD", "pinned", "device", 1, KiB, 0.0, small_calls=1, small_bytes=KiB),
+        CopyGroup(
+            "DtoH", "device", "pageable", 3, 3 * KiB, 0.0, small_calls=3, small_bytes=3 * KiB
+        ),
+    ]
+    (line,) = trace_summary.small_copy_advice(groups, BANDWIDTH)
+    assert line.startswith(
+        "4 copies under 64 KiB (3 DtoH device -> pageable, 1 HtoD pinned -> device) moved "
+        "4 KiB in 0ns on the GPU, 0ns each. Their time is latency"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call_ms", "held"), [(0.5, " (their calls held the host 500.00us)"), (0.0, "")]
+)
+def test_one_pageable_copy_says_how_long_its_call_held_the_host_if_at_all(call_ms, held):
+    group = CopyGroup("HtoD", "pageable", "device", 1, 1 << 30, 100.0, call_ms)
+    (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
+    assert line.startswith(
+        f"1 pageable HtoD copy moved 1 GiB in 100.00ms on the GPU{held}; from pinned"
+    )
+    (unknown,) = trace_summary.pageable_advice([group], None)
+    assert "This GPU's pinned bandwidth is unknown (not measured): pinned memory" in unknown
 
 
 def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
