@@ -184,6 +184,35 @@ def test_pageable_advice_does_not_promise_what_pinned_memory_cannot_give():
     assert trace_summary.pageable_advice([pinned, device], BANDWIDTH) == []
 
 
+@pytest.mark.parametrize(
+    ("gpu_ms", "said"),
+    [
+        (20.0, "in 20.000ms on the GPU, at 50.0 GB/s: no slower than pinned copies"),  # equal
+        (0.5, "in 500.00us on the GPU, at 2000 GB/s: no slower than pinned copies"),
+        (20.001, "in 20.001ms on the GPU; from pinned memory they would take about 20.000ms"),
+    ],
+)
+def test_pinning_is_advised_only_where_pinned_copies_would_take_less_time(gpu_ms, said):
+    """1e9 bytes at 50 GB/s take 20 ms exactly: as fast as pinned is no reason to pin."""
+    group = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, gpu_ms)
+    (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
+    assert said in line
+
+
+def test_each_direction_is_advised_on_whether_its_own_bandwidth_is_known():
+    back = CopyGroup("DtoH", "device", "pageable", 1, 1_000_000_000, 30.0)
+    to_gpu = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, 30.0)
+    only_h2d = {"h2d_gb_per_s": 50.0, "how": "test"}
+    assert trace_summary.pageable_advice([back, to_gpu], only_h2d) == [
+        "1 pageable DtoH copy moved 953.7 MiB in 30.000ms on the GPU. This GPU's pinned "
+        "bandwidth is unknown (test): pinned memory is often 2-3x faster; `memprof pinned` "
+        "measures it.",
+        "1 pageable HtoD copy moved 953.7 MiB in 30.000ms on the GPU; from pinned memory they "
+        "would take about 20.000ms at this GPU's 50.0 GB/s. Allocate those host buffers "
+        "pinned (cuMemHostAlloc, torch pin_memory=True) once, and reuse them.",
+    ]
+
+
 def test_pageable_advice_leaves_small_copies_to_the_latency_advice():
     only_small = CopyGroup(
         "DtoH", "device", "pageable", 4, 16 * KiB, 0.02, 0.05, 4, 4, 16 * KiB, 0.02
