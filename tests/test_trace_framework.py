@@ -129,6 +129,25 @@ def test_a_runtime_call_of_a_kind_without_a_plural_is_named_by_its_kind():
     assert "(copies, allocations, frees, memsets, prefetch, waits;" in said
 
 
+def test_runtime_calls_at_five_places_name_them_all_and_count_none_more():
+    result = load_trace("jax_mlp")
+    thread = [line for line in result.extra.lines if line.origin == "thread"]
+    places = list(dict.fromkeys(f"{line.file}:{line.line}" for line in thread))[:5]
+    result.extra.lines = [
+        line
+        for line in result.extra.lines
+        if line.origin != "thread" or f"{line.file}:{line.line}" in places
+    ]
+    (said,) = runtime_said(summarize(result).conclusions)
+    assert f"in the Where tables, at {', '.join(places)}): " in said
+    assert said.endswith(
+        "of host time on those threads. JAX makes these calls for the program, so no advice "
+        "on lines names them (the advice on copies by memory kind counts their copies with "
+        "the program's): the program changes them only through what it asks of JAX (the "
+        "arrays it moves between host and GPU, and how often it reads a result back)."
+    )
+
+
 def test_the_same_threads_are_the_programs_where_xla_did_not_run(unfolded_advice):
     result = load_trace("jax_mlp")
     result.measurements = [m for m in result.measurements if "stream_executor" not in m.name]
