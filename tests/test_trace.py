@@ -24,6 +24,7 @@ from memprof.trace.collect import (
     Outcome,
     Program,
     Recording,
+    SmallCopyFigures,
     copy_direction,
     copy_groups,
     measurements_from_records,
@@ -146,6 +147,18 @@ def test_a_copy_of_exactly_64_kib_is_not_small():
 BANDWIDTH = {"h2d_gb_per_s": 50.0, "d2h_gb_per_s": 40.0, "bytes": 64 * MiB, "how": "test"}
 
 
+@pytest.mark.parametrize(
+    ("measured", "rate"), [(0.5, 0.5), (7, 7.0), (0, None), (-1.0, None), ("50", None)]
+)
+def test_a_pinned_bandwidth_is_a_positive_number_for_its_own_direction(measured, rate):
+    """A saved file's figure: zero, negative or not a number is unknown, never a rate."""
+    bandwidth = {"h2d_gb_per_s": measured, "d2h_gb_per_s": 40.0}
+    assert trace_summary.pinned_gb_per_s(bandwidth, "HtoD") == rate
+    assert trace_summary.pinned_gb_per_s(bandwidth, "DtoH") == 40.0
+    assert trace_summary.pinned_gb_per_s(bandwidth, "DtoD") is None
+    assert trace_summary.pinned_gb_per_s(None, "HtoD") is None
+
+
 def test_pageable_advice_estimates_pinned_time_at_the_measured_bandwidth():
     group = CopyGroup("HtoD", "pageable", "device", 10, 1_000_000_000, 60.0, 70.0, 10)
     (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
@@ -169,6 +182,35 @@ def test_pageable_advice_does_not_promise_what_pinned_memory_cannot_give():
     pinned = CopyGroup("HtoD", "pinned", "device", 1, MiB, 1.0)
     device = CopyGroup("DtoD", "device", "device", 1, MiB, 1.0)
     assert trace_summary.pageable_advice([pinned, device], BANDWIDTH) == []
+
+
+@pytest.mark.parametrize(
+    ("gpu_ms", "said"),
+    [
+        (20.0, "in 20.000ms on the GPU, at 50.0 GB/s: no slower than pinned copies"),  # equal
+        (0.5, "in 500.00us on the GPU, at 2000 GB/s: no slower than pinned copies"),
+        (20.001, "in 20.001ms on the GPU; from pinned memory they would take about 20.000ms"),
+    ],
+)
+def test_pinning_is_advised_only_where_pinned_copies_would_take_less_time(gpu_ms, said):
+    """1e9 bytes at 50 GB/s take 20 ms exactly: as fast as pinned is no reason to pin."""
+    group = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, gpu_ms)
+    (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
+    assert said in line
+
+
+def test_each_direction_is_advised_on_whether_its_own_bandwidth_is_known():
+    back = CopyGroup("DtoH", "device", "pageable", 1, 1_000_000_000, 30.0)
+    to_gpu = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, 30.0)
+    only_h2d = {"h2d_gb_per_s": 50.0, "how": "test"}
+    assert trace_summary.pageable_advice([back, to_gpu], only_h2d) == [
+        "1 pageable DtoH copy moved 953.7 MiB in 30.000ms on the GPU. This GPU's pinned "
+        "bandwidth is unknown (test): pinned memory is often 2-3x faster; `memprof pinned` "
+        "measures it.",
+        "1 pageable HtoD copy moved 953.7 MiB in 30.000ms on the GPU; from pinned memory they "
+        "would take about 20.000ms at this GPU's 50.0 GB/s. Allocate those host buffers "
+        "pinned (cuMemHostAlloc, torch pin_memory=True) once, and reuse them.",
+    ]
 
 
 def test_pageable_advice_leaves_small_copies_to_the_latency_advice():
@@ -205,6 +247,50 @@ def test_small_copy_advice_counts_only_copies_under_64_kib():
     assert trace_summary.small_copy_advice(large, BANDWIDTH) == []
 
 
+def test_one_small_copy_is_said_whole_with_what_gathering_gains():
+    one = CopyGroup(
+        "HtoD", "pinned", "device", calls=1, bytes=4 * KiB, gpu_ms=0.004,
+        small_calls=1, small_bytes=4 * KiB, small_gpu_ms=0.004,
+    )  # fmt: skip
+    unmeasured = SmallCopyFigures("not measured (--bandwidth none)")
+    assert trace_summary.small_copy_advice([one], BANDWIDTH, unmeasured) == [
+        "1 copy under 64 KiB (1 HtoD pinned -> device) moved 4 KiB in 4.0000us on the GPU, "
+        "4.0000us each: 1.02 GB/s against 50.0 GB/s for large pinned copies here. Their time "
+        "is latency, not bandwidth (and each call costs the host more than the GPU): gather "
+        "them into one buffer and one copy, or keep the data on the GPU. `memprof "
+        "smallcopies` measures what gathering gains on this GPU (not measured (--bandwidth "
+        "none))."
+    ]
+
+
+def test_small_copies_name_the_kinds_that_made_the_most_first_and_no_rate_without_time():
+    """Copies timed at 0 on the GPU (a file that kept no durations) have no GB/s."""
+    groups = [
+        CopyGroup("HtoD", "pinned", "device", 1, KiB, 0.0, small_calls=1, small_bytes=KiB),
+        CopyGroup(
+            "DtoH", "device", "pageable", 3, 3 * KiB, 0.0, small_calls=3, small_bytes=3 * KiB
+        ),
+    ]
+    (line,) = trace_summary.small_copy_advice(groups, BANDWIDTH)
+    assert line.startswith(
+        "4 copies under 64 KiB (3 DtoH device -> pageable, 1 HtoD pinned -> device) moved "
+        "4 KiB in 0ns on the GPU, 0ns each. Their time is latency"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call_ms", "held"), [(0.5, " (their calls held the host 500.00us)"), (0.0, "")]
+)
+def test_one_pageable_copy_says_how_long_its_call_held_the_host_if_at_all(call_ms, held):
+    group = CopyGroup("HtoD", "pageable", "device", 1, 1 << 30, 100.0, call_ms)
+    (line,) = trace_summary.pageable_advice([group], BANDWIDTH)
+    assert line.startswith(
+        f"1 pageable HtoD copy moved 1 GiB in 100.00ms on the GPU{held}; from pinned"
+    )
+    (unknown,) = trace_summary.pageable_advice([group], None)
+    assert "This GPU's pinned bandwidth is unknown (not measured): pinned memory" in unknown
+
+
 def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
     groups = [
         CopyGroup("HtoD", "pageable", "device", calls=5, blocking_calls=2),  # 3 async, staged
@@ -215,7 +301,38 @@ def test_blocking_advice_counts_synchronous_calls_and_staged_pageable_ones():
     assert line.startswith("9 copies blocked the host")
     assert "6 made with synchronous calls" in line
     assert "3 asynchronous calls from or to pageable memory" in line
+    assert "synchronous calls (cuMemcpyHtoD, cudaMemcpy) and 3 asynchronous calls" in line
     assert trace_summary.blocking_advice(groups[2:]) == []
+
+
+REMEDY = (
+    "A blocked copy overlaps nothing: use the Async calls on a stream (non_blocking=True in "
+    "PyTorch) with pinned host memory."
+)
+
+
+@pytest.mark.parametrize(
+    ("group", "said"),
+    [
+        (
+            CopyGroup("HtoD", "pinned", "device", calls=1, blocking_calls=1),
+            "1 copy blocked the host until it finished: 1 made with a synchronous call "
+            "(cuMemcpyHtoD, cudaMemcpy).",
+        ),
+        (
+            CopyGroup("DtoH", "device", "pinned", calls=2, blocking_calls=2),
+            "2 copies blocked the host until they finished: 2 made with synchronous calls "
+            "(cuMemcpyHtoD, cudaMemcpy).",
+        ),
+        (
+            CopyGroup("HtoD", "pageable", "device", calls=1, blocking_calls=0),
+            "1 copy blocked the host until it finished: 1 asynchronous call from or to "
+            "pageable memory, which the driver stages synchronously.",
+        ),
+    ],
+)
+def test_one_blocked_copy_and_two_are_said_in_their_own_words(group, said):
+    assert trace_summary.blocking_advice([group]) == [f"{said} {REMEDY}"]
 
 
 def counters(**values: tuple[int, int]) -> dict[str, dict[str, float]]:
@@ -251,7 +368,17 @@ def test_unified_memory_advice_only_when_pages_moved():
 def test_nothing_to_advise_is_said_once():
     pinned = [CopyGroup("HtoD", "pinned", "device", 1, MiB, 0.02)]
     (line,) = trace_summary.advice(pinned, BANDWIDTH, None)
-    assert line.startswith("No copy from pageable memory")
+    assert line == (
+        "No copy from pageable memory, none under 64 KiB, none blocking the host and no "
+        "managed-memory fault recorded: nothing to advise on memory."
+    )
+
+
+def test_the_advice_on_small_copies_sets_them_against_this_gpus_bandwidth():
+    gpu, api = program_records()
+    said = trace_summary.advice(copy_groups(gpu, api), BANDWIDTH, None)
+    small = next(line for line in said if "under 64 KiB" in line)
+    assert "against 50.0 GB/s for large pinned copies here" in small
 
 
 def recorded_trace(unified_memory: dict | None = None, error: BaseException | None = None):

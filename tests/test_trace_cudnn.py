@@ -13,7 +13,15 @@ import sys
 
 import pytest
 
-from memprof.experiments.trace import cudnn_tuning, framework_verdicts, run_scale, summarize
+from memprof.experiments.trace import (
+    RunScale,
+    _tuning_cost,
+    cudnn_tuning,
+    framework_verdicts,
+    run_scale,
+    steady_start,
+    summarize,
+)
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Measurement, Result
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE
@@ -90,8 +98,15 @@ def test_the_autotunings_kernels_are_named_with_their_share_and_the_setting():
     assert "ran at least 4 kernels of 1 kind that the program's later steps never ran" in line
     assert f": {format_ms(1.0)}, {format_percent(1.0 / gpu_ms)} of the GPU's" in line
     assert f"GPU's {format_ms(gpu_ms)} of work" in line
-    assert "torch.backends.cudnn.benchmark = False" in line
-    assert "once per shape, not per step" in line
+    assert line == (
+        "cuDNN's autotuning (torch.backends.cudnn.benchmark on) ran at least 4 kernels of 1 "
+        f"kind that the program's later steps never ran: {format_ms(1.0)}, "
+        f"{format_percent(1.0 / gpu_ms)} of the GPU's {format_ms(gpu_ms)} of work (kernels, "
+        "copies and memsets summed), spent timing each new convolution shape's algorithms, "
+        "once per shape, not per step. It pays when shapes stay fixed (each step then runs "
+        "the fastest algorithm); where batch or image sizes vary, each new shape is timed "
+        "again: set torch.backends.cudnn.benchmark = False there."
+    )
     assert line in framework_verdicts(result, run_scale(result))
 
 
@@ -150,6 +165,52 @@ def test_convolutions_run_once_tell_no_tuning_apart(after_last_new):
     timeline = result.extra.timeline
     timeline.gpu = [row for row in timeline.gpu if row[2] <= end_ns]
     assert not cudnn_tuning(result)
+
+
+@pytest.mark.parametrize(
+    ("launches", "last_new", "start"),
+    [
+        ([5, 7, 7], 1, 1),  # a step of one kernel, run twice
+        ([1, 2, 1, 2], 1, 0),  # a step of two, twice, from the first launch
+        ([3, 1, 2, 1, 2, 1], 2, 1),  # the steps may end within one
+        ([1, 2, 1], 1, None),  # fewer than two steps
+        ([9, 1, 2, 3, 1, 2, 3], 3, 1),  # a step of len // 2 kernels: the longest tried
+        ([1, 2, 2, 1, 1], 2, 3),  # the steps begin one step after the last new kernel
+        ([1, 2, 2, 1, 1], 1, None),  # ... and more than one step after it
+    ],
+)
+def test_the_steps_begin_where_the_shortest_sequence_repeating_to_the_end_does(
+    launches, last_new, start
+):
+    """steady_start's periods, its walk back to the first launch, its two repetitions and
+    its bound of one step after the last new kernel, each on both sides."""
+    assert steady_start(launches, last_new) == start
+
+
+def test_an_autotuners_cost_is_its_kernels_time_and_share_of_all_the_gpus_work():
+    tuning = [Measurement("gpu", CANDIDATE, "kernel", None, 0, [0.125, 0.125], "cupti")]
+    kernels, cost = _tuning_cost(tuning, RunScale(wall_ms=100.0, gpu_ms=0.5))
+    assert kernels == "2 kernels"
+    assert cost == (
+        f"{format_ms(0.25)}, 50.00% of the GPU's {format_ms(0.5)} of work "
+        "(kernels, copies and memsets summed)"
+    )  # under a millisecond of GPU work is still a share
+    assert ", - of the GPU's" in _tuning_cost(tuning, RunScale(100.0, 0.0))[1]
+
+
+def test_a_program_without_cudnn_kernels_says_nothing_with_benchmark_on():
+    result = load_trace("jax_mlp")
+    result.extra.cudnn_benchmark = True
+    assert not any("cudnn" in name for name in result.extra.timeline.names)
+    assert cudnn_tuning(result) == []
+
+
+def test_the_runs_scale_is_its_wall_time_in_ms_and_all_the_gpus_work():
+    result = load_trace("resnet_train")
+    gpu_ms = math.fsum(s for m in result.measurements if m.group == "gpu" for s in m.samples_ms)
+    scale = run_scale(result)
+    assert scale.gpu_ms == gpu_ms  # every kernel, copy and memset
+    assert scale.wall_ms == pytest.approx(result.extra.wall_s * 1000, rel=1e-9)
 
 
 def test_a_torch_trace_without_a_timeline_says_nothing():

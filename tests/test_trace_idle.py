@@ -37,7 +37,35 @@ def test_a_pause_is_a_tenth_of_the_run_or_more(gap_ns, named):
 
 def test_without_start_up_or_pauses_only_the_gaps_table_is_pointed_to():
     assert idle_split(idle(99, outside_ns=0), []) == LISTED
-    assert time_verdict(idle(99, outside_ns=0)).endswith(f"busy. {LISTED}")
+    assert time_verdict(idle(99, outside_ns=0)).endswith(
+        f"can save at most the 1.00% it was busy. {LISTED}"
+    )  # busy: the 10 ns of 1000 it computed
+
+
+def test_an_idle_gpus_split_is_said_whole_with_each_part_in_milliseconds():
+    """1.00005 ms before and after its work: ns / 1e6 exactly, at a rounding boundary."""
+    pause = Gap(3_000_000, 2_000_000, NO_LINE, False)
+    share = Breakdown(0, 20_000_000, 100_010, 0, 0, [pause], 1_000_050)
+    assert idle_split(share, []) == (
+        "Of the run, 1.0001ms (5.00%) came before its first piece of work or after its last "
+        "(imports, start-up, exit); 2.0000ms (10.00%) in one pause at 3.0000ms, the host at "
+        "(no recorded call): one-time waits, not each step's. The other 16.900ms (84.50%) of "
+        "idle time fell in shorter gaps between its work, a loop's steps' waits among them. "
+        f"{LISTED}"
+    )
+
+
+@pytest.mark.parametrize(("outside_ns", "said"), [(1, True), (0, False)])
+def test_a_nanosecond_outside_the_gpus_work_is_said(outside_ns, said):
+    assert ("came before its first piece" in idle_split(idle(100, outside_ns), [])) == said
+
+
+@pytest.mark.parametrize(("outside_ns", "said"), [(889, True), (890, False)])
+def test_a_nanosecond_of_idle_time_left_in_shorter_gaps_is_said(outside_ns, said):
+    """Idle 990 ns: outside_ns and a pause of 100 ns leave 1 ns, or none."""
+    split = idle_split(idle(100, outside_ns), [])
+    assert ("The other 1ns (0.10%) of idle time" in split) == said
+    assert ("The other" in split) == said
 
 
 def test_the_dataloaders_first_verdict_is_its_start_up_and_its_first_batch():

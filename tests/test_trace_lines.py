@@ -437,6 +437,29 @@ def test_pageable_copies_of_64_kib_are_advised_as_pageable_smaller_ones_as_small
     (said,) = summary.line_advice([below], [])
     assert "pageable" not in said and "gather them into one buffer" in said
     assert summary.line_advice([line(nbytes=4 * KiB, calls=1)], []) == []  # once: no loop
+    (once,) = summary.line_advice([line(calls=1)], [])
+    assert once.startswith("train.py:42: 1 pageable HtoD copy of 4 MiB, ")
+
+
+@pytest.mark.parametrize(("nbytes", "advised"), [(1, True), (0, False)])
+def test_repeated_copies_of_a_byte_are_small_and_of_none_are_not_advised(nbytes, advised):
+    said = summary.line_advice([line(nbytes=nbytes, calls=2)], [])
+    assert said == (
+        [
+            "train.py:42: 2 copies of 1 B, 1.0000ms of GPU time, the host blocked 1.0000ms: "
+            "each is latency, not bandwidth; gather them into one buffer and copy it once."
+        ]
+        if advised
+        else []
+    )
+
+
+def test_the_small_copies_advised_are_the_three_lines_that_made_the_most():
+    """The most calls first, not the most time: each is latency, paid per call."""
+    lines = [line(number=n, nbytes=KiB, calls=n + 1, gpu_ms=10.0 / n) for n in range(1, 5)]
+    said = summary.line_advice(lines, [])
+    assert [s.split(":")[1] for s in said] == ["4", "3", "2"]
+    assert said[0].startswith("train.py:4: 5 copies of 1 KiB")
 
 
 def test_waits_allocations_and_frees_are_advised_where_a_line_repeats_them():
@@ -445,6 +468,11 @@ def test_waits_allocations_and_frees_are_advised_where_a_line_repeats_them():
         (said,) = summary.line_advice([line(activity, calls=2, api=("x",))], [])
         assert said.startswith(f"train.py:42: 2 {words} (x), the host blocked 1.0000ms: ")
     assert summary.line_advice([line("prefetch", calls=9, api=("x",))], []) == []
+    both = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
+    (waits,) = summary.line_advice([line("wait", calls=2, api=both)], [])
+    assert waits.startswith(f"train.py:42: 2 waits ({both[0]}, {both[1]}), the host")
+    (allocs,) = summary.line_advice([line("alloc", calls=2, api=("cuMemAlloc", "x"))], [])
+    assert allocs.startswith("train.py:42: 2 allocations (cuMemAlloc, x), the host")
     torch_wait = summary.line_advice([line("wait", calls=2, api=("x",))], ["torch"])[0]
     assert torch_wait.endswith("synchronize only where it needs a result.")
 
@@ -732,10 +760,32 @@ def test_findings_under_1_percent_of_the_run_fold_into_one_line(host_ms, folded)
     said = summary.line_advice(lines, [], scale)
     if not folded:
         assert len(said) == 2 and all("(1.00% of the run)" in s for s in said)
+        assert said[0] == (
+            "train.py:7: 2 pageable HtoD copies of 4 MiB, 1.0000ms of GPU time (2.00% of "
+            "all), the host blocked 10.000ms (1.00% of the run): allocate the host buffer "
+            "pinned (cudaHostAlloc, cuMemHostAlloc) once and reuse it."
+        )
         return
     (one,) = said
     assert one.startswith("2 findings at train.py:7, train.py:8 cost under 1% of the program's")
     assert "(2.0000ms and 19.980ms together)" in one
+
+
+def test_a_share_of_the_run_is_of_any_wall_time_above_zero():
+    assert summary.RunScale(wall_ms=0.5, gpu_ms=1.0).of_run(0.25) == 0.5
+    assert summary.RunScale(wall_ms=0.0, gpu_ms=1.0).of_run(0.25) == 0.0  # not recorded
+
+
+@pytest.mark.parametrize(("findings", "more"), [(5, ""), (6, " and 1 more")])
+def test_a_folded_line_names_five_places_and_counts_the_rest(findings, more):
+    """Three pageable lines (the most advised of one finding), then small copies."""
+    lines = [
+        line(number=n, calls=2, nbytes=4 * MiB if n <= 3 else KiB, gpu_ms=0.5, host_ms=0.5)
+        for n in range(1, findings + 1)
+    ]
+    (said,) = summary.line_advice(lines, [], summary.RunScale(wall_ms=1000.0, gpu_ms=50.0))
+    places = ", ".join(f"train.py:{n}" for n in range(1, 6))
+    assert said.startswith(f"{findings} findings at {places}{more} cost under 1% of the")
 
 
 def test_a_recorded_traces_findings_carry_the_shares_the_profile_gives():
@@ -775,6 +825,7 @@ def calls(activity: str, *api: str) -> SourceLine:
         (calls("alloc", "cudaHostAlloc"), "torch", "pin"),
         (calls("alloc", "cuMemHostAlloc", "cudaMallocHost"), None, "pin"),
         (calls("alloc", "cuMemHostAlloc", "cuMemCreate"), None, "alloc"),
+        (calls("alloc", *summary.PINNING_ALLOCS), None, "pin"),  # every pinning call
         (calls("register", "cuMemHostRegister"), None, "register"),
         (calls("register", "cuMemHostRegister", "cuMemHostUnregister"), None, "unregister"),
         (calls("register", "cudaHostUnregister"), "torch", "unregister"),
@@ -862,6 +913,11 @@ def test_the_advice_on_a_helpers_pageable_copies_names_the_line_to_change():
     assert said.startswith("helpers.py:27: 3 pageable HtoD copies of 4 MiB")
     assert said.endswith(
         "; the pageable memory came from train.py:36 (3 copies): the line to change."
+    )
+    (two,) = summary.line_advice([copied("pageable", (2, [36]), (1, [40]))], ["torch"])
+    assert two.endswith(
+        "non_blocking=True; the pageable memory came from train.py:36 (2 copies), "
+        "train.py:40 (1 copy): the line to change."
     )
     (alone,) = summary.line_advice([copied("pageable", (3, [36, 90]))], ["torch"])
     assert "came from" not in alone

@@ -315,6 +315,9 @@ def parts(computing: int, copying: int, both: int, idle: int) -> Breakdown:
         (parts(100, 400, 0, 401), "idle", "sat idle 44.51%"),
         (parts(100, 300, 301, 300), "both", "copied while it computed for 30.07%"),
         (parts(100, 301, 300, 300), "copying", "copied, computing nothing, 30.07%"),
+        (parts(400, 400, 0, 200), "computing", "GPU 0 computed 40.00%"),  # ties: the first
+        (parts(0, 300, 300, 300), "copying", "copied, computing nothing, 33.33%"),
+        (parts(100, 0, 300, 300), "both", "copied while it computed for 42.86%"),
     ],
 )
 def test_the_first_verdict_is_the_largest_part_on_either_side_of_a_tie(share, verdict, words):

@@ -14,8 +14,10 @@ from __future__ import annotations
 import pytest
 
 from memprof.experiments import summarize
+from memprof.experiments.trace import measured_gain
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.results import Result
+from memprof.trace.collect import SmallCopyCost, SmallCopyFigures
 from tests.conftest import replace
 from tests.verdict_tools import conclusion, fixture
 
@@ -182,6 +184,35 @@ def test_the_size_cited_is_the_measured_one_nearest_the_average_small_copy(avera
     ) in small_line(result)
 
 
+def test_pinned_copies_where_no_batch_was_measured_are_set_against_gathering():
+    """A GPU or driver without cuMemcpyBatchAsync: its copies from pinned memory are set
+    against the one way left, gathered from pageable memory into one pinned copy."""
+    cost = SmallCopyCost(4096, pinned_ms=0.02, pageable_ms=0.03, gathered_ms=0.005)
+    measured = SmallCopyFigures("measured now", 128, [cost], "wall")
+    assert measured_gain(measured, 4096, from_pageable=False) == (
+        f"On this GPU 128 copies of 4 KiB from pinned memory cost {format_ms(0.02)} per copy "
+        f"one call each and {format_ms(0.005)} gathered from pageable memory into one pinned "
+        "buffer and copied once (wall clock per copy): 4.0x faster (`memprof smallcopies`, "
+        "measured now)."
+    )
+
+
+@pytest.mark.parametrize(("batched_ms", "paid"), [(0.0199, True), (0.02, False), (0.0, False)])
+def test_batching_pays_only_where_it_was_faster_and_took_any_time(batched_ms, paid):
+    """As fast as one call each is no gain; a batch timed at zero is no figure to divide by."""
+    cost = SmallCopyCost(4096, 0.02, 0.03, 0.01, batched_ms=batched_ms)
+    said = measured_gain(SmallCopyFigures("measured now", 128, [cost], "wall"), 4096, False)
+    assert said.startswith("On this GPU batching did not pay: ") != paid
+    assert ("x faster (`memprof smallcopies`, measured now)." in said) == paid
+
+
+def test_copies_of_a_byte_cite_the_size_of_a_byte():
+    """The nearest size on a log scale holds at its floor too: 1 B is nearer 1 B than 2 B."""
+    costs = [SmallCopyCost(n, 0.02, 0.03, 0.01) for n in (2, 1)]
+    said = measured_gain(SmallCopyFigures("measured now", 64, costs, "wall"), 1, True)
+    assert said.startswith("On this GPU 64 copies of 1 B from pageable memory")
+
+
 def test_batching_that_was_no_faster_is_said_to_have_not_paid():
     result = pycuda()
     costs = [replace(c, gathered_ms=c.pageable_ms * 1.01) for c in result.extra.small_copies.costs]
@@ -255,6 +286,25 @@ def test_advice_on_copies_folds_below_one_percent_of_the_run_and_only_then(monke
     assert not any(
         "cost under" in line for line in advice([unknown], bandwidth, None, None, second)
     )
+    # small copies cost their share of their group's call time: 2 of 4 calls of 20 ms, 1%
+    for call_ms, said_alone in ((20.0, True), (19.98, False)):
+        small = CopyGroup(
+            "HtoD", "pinned", "device", calls=4, bytes=2 * 1024 + 2 * (1 << 20),
+            gpu_ms=0.2, call_ms=call_ms, small_calls=2, small_bytes=2 * 1024,
+            small_gpu_ms=0.002,
+        )  # fmt: skip
+        (line,) = advice([small], bandwidth, None, None, second)
+        assert line.startswith("2 copies under 64 KiB") == said_alone, line
+    assert folded[0].endswith("GPU or host time): the Copies by memory kind table holds them.")
+    # large pageable copies cost their own GPU time, the small ones' left out: 10 ms less
+    # 0.02 ms of small copies is under 1%
+    for gpu_ms, said_alone in ((10.02, True), (10.0, False)):
+        mixed = CopyGroup(
+            "HtoD", "pageable", "device", calls=4, bytes=(64 << 20) + 1024, gpu_ms=gpu_ms,
+            small_calls=1, small_bytes=1024, small_gpu_ms=0.02,
+        )  # fmt: skip
+        said = advice([mixed], bandwidth, None, None, second)
+        assert said[0].startswith("3 pageable HtoD copies of 64 KiB or more") == said_alone
     managed = {"BYTES_TRANSFER_HTOD": {"total": 1 << 20}}
     kept = advice([pageable(1.0)], bandwidth, managed, None, second)
     assert kept[-1].startswith("Managed memory migrated at least 1 MiB")  # never folded
