@@ -199,6 +199,17 @@ def test_pinning_is_advised_only_where_pinned_copies_would_take_less_time(gpu_ms
     assert said in line
 
 
+def test_copies_without_gpu_time_are_not_said_to_be_as_fast_as_pinned():
+    """0 ns is no speed: neither 'no slower than pinned' nor a saving can follow from it."""
+    group = CopyGroup("HtoD", "pageable", "device", 2, 1_000_000_000, 0.0)
+    assert trace_summary.pageable_advice([group], BANDWIDTH) == [
+        "2 pageable HtoD copies moved 953.7 MiB in 0ns on the GPU: with no GPU time, how "
+        "pinned copies compare is not known."
+    ]
+    least = CopyGroup("HtoD", "pageable", "device", 2, 1_000_000_000, 1e-6)  # 1 ns
+    assert "no slower than pinned copies" in trace_summary.pageable_advice([least], BANDWIDTH)[0]
+
+
 def test_each_direction_is_advised_on_whether_its_own_bandwidth_is_known():
     back = CopyGroup("DtoH", "device", "pageable", 1, 1_000_000_000, 30.0)
     to_gpu = CopyGroup("HtoD", "pageable", "device", 1, 1_000_000_000, 30.0)

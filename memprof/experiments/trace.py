@@ -73,6 +73,9 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
         )
         if group.call_ms > 0 and not group.small_calls:
             what += f" (their calls held the host {format_ms(group.call_ms)})"
+        if gpu_ms <= 0:  # no speed to set against pinned copies' (a file that lost it)
+            lines.append(f"{what}: with no GPU time, how pinned copies compare is not known.")
+            continue
         pinned = pinned_gb_per_s(bandwidth, group.direction)
         if pinned is None:
             how = (bandwidth or {}).get("how", "not measured")
@@ -82,7 +85,7 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
             )
             continue
         pinned_ms = nbytes / (pinned * 1e9) * 1e3
-        achieved = bandwidth_gb_per_s(nbytes, gpu_ms) if gpu_ms > 0 else 0.0
+        achieved = bandwidth_gb_per_s(nbytes, gpu_ms)
         if pinned_ms < gpu_ms:
             lines.append(
                 f"{what}; from pinned memory they would take about {format_ms(pinned_ms)} at "
