@@ -64,6 +64,7 @@ class FakeGpu:
     # remote type) per link
     nvlinks: list[tuple] | None = None
     link_count_field: Any = None  # NVML_FI_DEV_NVLINK_LINK_COUNT; None: not answered
+    speed_common_field: Any = None  # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON; None: not answered
 
 
 def _raise_or(value: Any) -> Any:
@@ -135,10 +136,12 @@ class FakePynvml:
         values = []
         for field_id, scope in field_ids:
             number = None
-            if field_id in counters:
+            if field_id in counters and scope == 0:  # a device's fields have scope 0
                 number = counters[field_id]
-            elif field_id == 91:
+            elif field_id == 91 and scope == 0:
                 number = gpu.link_count_field
+            elif field_id == 90 and scope == 0:
+                number = gpu.speed_common_field
             elif field_id == 164 and gpu.nvlinks is not None and scope < len(gpu.nvlinks):
                 number = gpu.nvlinks[scope][2]
             values.append(_field(number))
@@ -198,13 +201,14 @@ class FakePynvml:
         return int(self._nvlink(handle, link)[0])
 
     def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:
-        return self._nvlink(handle, link)[1]
+        return _raise_or(self._nvlink(handle, link)[1])
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
-        return SimpleNamespace(busId=self._nvlink(handle, link)[3].encode())
+        bus = _raise_or(self._nvlink(handle, link)[3])
+        return SimpleNamespace(busId=bus if isinstance(bus, bytes) else bus.encode())
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
-        return self._nvlink(handle, link)[4]
+        return _raise_or(self._nvlink(handle, link)[4])
 
 
 def _field(number: Any) -> Any:

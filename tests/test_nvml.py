@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from memprof.core import nvml
 from memprof.core.nvml import Watch
+from memprof.model.gpustate import NvLink, OtherProcess
 from tests.fake_nvml import (
     NOT_SUPPORTED,
     NVML_ERROR_LIBRARY_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
     FakeGpu,
     FakePynvml,
     NVMLError,
@@ -238,3 +242,237 @@ def test_an_answer_in_a_shape_no_binding_gives_is_that_gpus_unknown_not_a_traceb
     # ... and where the first is
     (state,) = watch(FakeGpu(compute=[[(None, 1)], []]))
     assert state.unavailable.startswith("NVML answered unexpectedly (TypeError")
+
+
+def test_a_field_value_is_read_from_the_member_its_type_names():
+    # NVML's union holds one number; each type's member differs here, so a wrong one shows
+    members = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+    union = SimpleNamespace(**{member: index * 10 + 1 for index, member in enumerate(members)})
+    for value_type in range(len(members)):
+        value = SimpleNamespace(nvmlReturn=0, valueType=value_type, value=union)
+        assert nvml._field_number(value) == value_type * 10 + 1, members[value_type]
+    refused = SimpleNamespace(nvmlReturn=NVML_ERROR_NOT_SUPPORTED, valueType=3, value=union)
+    assert nvml._field_number(refused) is None
+
+
+def test_a_reason_read_at_only_one_of_the_samples_is_still_seen():
+    broken = NVMLError(999)
+    for reasons in ([broken, 0x4], [0x4, broken]):
+        (state,) = watch(FakeGpu(reasons=reasons, counters=[{}, {}]))
+        assert state.clock_reasons == ["sw_power_cap"], reasons
+        assert state.clock_reasons_basis == "sampled when the run started and when it ended"
+    (state,) = watch(FakeGpu(reasons=[broken, broken]))
+    assert (state.clock_reasons, state.clock_reasons_basis) == (None, "")
+
+
+def test_the_counters_are_named_as_a_basis_only_where_both_samples_had_them():
+    samples = "sampled when the run started and when it ended"
+    (state,) = watch(FakeGpu(reasons=[0, 0], counters=[{74: 5}, {}]))
+    assert state.clock_reasons_basis == samples
+    (state,) = watch(FakeGpu(reasons=[0, 0], counters=[{}, {74: 5}]))
+    assert state.clock_reasons_basis == samples
+    (state,) = watch(FakeGpu(reasons=[0, 0], counters=[{74: 5}, {74: 5}]))
+    assert state.clock_reasons_basis == (
+        samples + ", and NVML's cumulative clock-event counters compared between them"
+    )
+    assert state.clock_reasons == []  # a counter that did not grow adds nothing
+
+
+def test_each_way_the_process_lists_fall_short_says_so_in_its_own_words():
+    other = OtherProcess(77, "compute", None)
+    assert nvml.others(None, None, OWN_PID) == (None, "")
+    assert nvml.others([other], None, OWN_PID) == ([other], "listed when the run started only")
+    assert nvml.others(None, [other], OWN_PID) == (
+        None,
+        "NVML's process ids are not this process's",
+    )
+    assert nvml.others([other], [other], OWN_PID) == (
+        [other],
+        "NVML's process ids are not this process's (a container?): processes that "
+        "started during the run are not counted",
+    )
+
+
+def test_ecc_and_mig_are_their_current_mode_not_the_pending_one():
+    (state,) = watch(FakeGpu(ecc=(0, 1), mig=(1, 0)))
+    assert (state.ecc_enabled, state.mig_enabled) == (False, True)
+    (state,) = watch(FakeGpu(ecc=(1, 0), mig=(0, 1)))
+    assert (state.ecc_enabled, state.mig_enabled) == (True, False)
+    assert nvml._enabled([]) is None  # an empty answer is unknown, not an IndexError
+
+
+def test_the_link_count_bounds_the_links_read_and_a_link_it_counts_unread_is_unknown():
+    up = (1, 6, 26562, "00000000:00:07.0", 0)
+    # NVML counts 3 links: link 1's state fails, link 2 is not there to ask
+    gpu = FakeGpu(nvlinks=[up, (NVMLError(999), 6, 26562, "", 0)], link_count_field=3)
+    (state,) = watch(gpu)
+    assert [link.link for link in state.nvlinks] == [0, 1, 2]
+    assert [link.active for link in state.nvlinks] == [True, None, None]
+    assert state.nvlinks[1] == NvLink(1, None, None, None, None, None)
+    assert state.nvlinks[2] == NvLink(2, None, None, None, None, None)
+    (state,) = watch(FakeGpu(nvlinks=[up] * 4, link_count_field=2))
+    assert [link.link for link in state.nvlinks] == [0, 1]
+    (state,) = watch(FakeGpu(nvlinks=[up], link_count_field=1))  # one link is not none
+    assert [(link.link, link.active) for link in state.nvlinks] == [(0, True)]
+    (state,) = watch(FakeGpu(nvlinks=[up], link_count_field=0))
+    assert state.nvlinks == []
+
+
+def test_without_a_link_count_the_bindings_maximum_bounds_the_links_read():
+    up = (1, 6, 26562, "00000000:00:07.0", 0)
+    module = FakePynvml(FakeGpu(nvlinks=[up] * 4))
+    module.NVML_NVLINK_MAX_LINKS = 2  # an older binding's maximum
+    (state,) = watch(module=module)
+    assert [link.link for link in state.nvlinks] == [0, 1]
+    module = FakePynvml(FakeGpu(nvlinks=[up] * 20))
+    module.NVML_NVLINK_MAX_LINKS = None  # no maximum known: memprof's own
+    (state,) = watch(module=module)
+    assert len(state.nvlinks) == nvml.MAX_NVLINKS
+
+
+def test_a_driver_without_per_link_rates_gives_every_active_link_the_common_rate():
+    up = (1, 6, None, "00000000:00:07.0", 0)
+    gpu = FakeGpu(nvlinks=[up, (0, 6, None, "", 0), up], link_count_field=3)
+    gpu.speed_common_field = 25000
+    (state,) = watch(gpu)
+    assert [link.speed_mb_per_s for link in state.nvlinks] == [25000, None, 25000]
+    (state,) = watch(FakeGpu(nvlinks=[up], link_count_field=1))  # no rate at all: unknown
+    assert state.unavailable is None
+    assert state.nvlinks[0].speed_mb_per_s is None
+
+
+def test_an_active_link_whose_far_end_nvml_cannot_name_is_unknown_there():
+    broken = NVMLError(999)
+    gpu = FakeGpu(nvlinks=[(1, broken, 26562, broken, broken)], link_count_field=1)
+    (state,) = watch(gpu)
+    assert state.unavailable is None
+    assert state.nvlinks == [NvLink(0, True, None, 26562, None, None)]
+    gpu = FakeGpu(nvlinks=[(1, 6, 26562, b"0000:00:07.\xff", 7)], link_count_field=1)
+    (state,) = watch(gpu)  # a type NVML adds later; a bus id that is not UTF-8
+    assert state.nvlinks[0].remote_kind == "unknown"
+    assert state.nvlinks[0].remote_pci_bus_id == "0000:00:07.\ufffd"
+
+
+def test_a_gpu_without_graphics_lists_its_compute_processes_and_without_compute_none():
+    gpu = FakeGpu(compute=[[(77, None)], [(77, None), (OWN_PID, 1)]], graphics=[NOT_SUPPORTED])
+    (state,) = watch(gpu)
+    assert [p.pid for p in state.other_processes] == [77]
+    gpu = FakeGpu(compute=[NOT_SUPPORTED], graphics=[[(55, None)], [(55, None)]])
+    (state,) = watch(gpu)
+    assert state.other_processes is None
+
+
+def test_pid_0_is_a_process_and_an_entry_without_a_pid_is_skipped_not_fatal():
+    class Odd(FakePynvml):
+        def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
+            return [SimpleNamespace(usedGpuMemory=5), SimpleNamespace(pid=0)]
+
+    gpu = FakeGpu(compute=[[], [(OWN_PID, 1)]])
+    (state,) = watch(module=Odd(gpu))
+    assert state.unavailable is None
+    assert [(p.pid, p.kind, p.memory_bytes) for p in state.other_processes] == [
+        (0, "graphics", None)
+    ]
+
+
+def test_memprof_is_recognised_by_its_own_pid_when_none_is_given():
+    gpu = FakeGpu(compute=[[], [(os.getpid(), 1)]])
+    with Watch({0: BUS}, FakePynvml(gpu)) as seen:
+        (state,) = seen.finish()
+    assert (state.other_processes, state.processes_note) == ([], "")
+
+
+def test_a_gpu_nvml_cannot_read_first_leaves_the_next_one_read():
+    other = FakeGpu(bus_id="00000000:00:07.0")
+    states = watch(other, buses={0: "0000:00:09.0", 1: "0000:00:07.0"})
+    assert [(s.index, s.pci_bus_id, s.unavailable) for s in states] == [
+        (0, "0000:00:09.0", "NVML does not know bus id 0000:00:09.0"),
+        (1, "0000:00:07.0", None),
+    ]
+    odd = FakeGpu(compute=[[(None, 1)], []])
+    states = watch(odd, other, buses={0: BUS, 1: "0000:00:07.0"})
+    assert [(s.index, s.pci_bus_id) for s in states] == [(0, BUS), (1, "0000:00:07.0")]
+    assert states[0].unavailable.startswith("NVML answered unexpectedly")
+    assert states[1].unavailable is None
+    odd = FakeGpu(compute=[[], [(None, 1)]])  # fails at its last sample
+    (state,) = watch(odd)
+    assert (state.index, state.pci_bus_id) == (0, BUS)
+
+
+def test_nvml_that_cannot_start_without_words_is_named_by_its_error():
+    (state,) = watch(module=FakePynvml(init_error=RuntimeError()))
+    assert state.unavailable == "NVML: RuntimeError"
+
+
+def test_nvml_registers_its_shut_down_at_exit_once_whatever_number_of_bindings_start(
+    monkeypatch,
+):
+    registered = []
+    monkeypatch.setattr(nvml.atexit, "register", registered.append)
+    nvml.shut_down()  # nothing started yet in this process
+    watch(FakeGpu())
+    assert registered == [nvml.shut_down]
+    watch(FakeGpu())  # another binding: NVML already has its shut-down
+    assert registered == [nvml.shut_down]
+    nvml.shut_down()
+
+
+def test_a_binding_that_breaks_on_import_says_how(monkeypatch):
+    real_import = __import__
+
+    def broken(name, *args, **kwargs):
+        if name == "pynvml":
+            raise OSError("libnvidia-ml.so: bad ELF")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.__import__", broken)
+    assert nvml.import_nvml() == (
+        None,
+        "nvidia-ml-py cannot be imported (OSError: libnvidia-ml.so: bad ELF)",
+    )
+
+
+def test_field_values_of_a_type_no_binding_gives_are_unknown_not_fatal():
+    class Odd(FakePynvml):
+        def nvmlDeviceGetFieldValues(self, handle, field_ids):
+            union = SimpleNamespace(uiVal=1, ullVal=1)
+            return [SimpleNamespace(nvmlReturn=0, valueType=99, value=union) for _ in field_ids]
+
+    (state,) = watch(module=Odd(FakeGpu(counters=[{74: 5}, {74: 9}])))
+    assert state.unavailable is None
+    assert state.clock_reasons == []
+    assert "counters" not in state.clock_reasons_basis
+
+
+def test_a_link_read_without_its_width_or_generation_is_unknown_not_fatal():
+    for link in ((5, None), (None, 16)):
+        (state,) = watch(FakeGpu(link=[link, link]))
+        assert state.unavailable is None, link
+        assert (state.pcie_generation, state.pcie_width) == (None, None), link
+
+
+def test_a_binding_without_a_maximum_link_count_reads_memprofs_own_maximum():
+    up = (1, 6, 26562, "00000000:00:07.0", 0)
+    module = without(FakePynvml(FakeGpu(nvlinks=[up] * 20)), "NVML_NVLINK_MAX_LINKS")
+    (state,) = watch(module=module)
+    assert len(state.nvlinks) == nvml.MAX_NVLINKS
+
+
+class ShortAnswers(FakePynvml):
+    """A binding answering fewer field values than asked, where `short` are among them."""
+
+    short = (74,)
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        values = super().nvmlDeviceGetFieldValues(handle, field_ids)
+        return values[:-1] if any(i in self.short for i, _ in field_ids) else values
+
+
+def test_field_values_fewer_than_asked_make_that_gpu_unknown_not_a_partial_state():
+    (state,) = watch(module=ShortAnswers(FakeGpu(counters=[{74: 5}, {74: 9}])))
+    assert state.unavailable.startswith("NVML answered unexpectedly (ValueError")
+    up = (1, 6, 26562, "00000000:00:07.0", 0)
+    module = ShortAnswers(FakeGpu(nvlinks=[up, up], link_count_field=2))
+    module.short = (164,)  # the links' rates
+    (state,) = watch(module=module)
+    assert state.unavailable.startswith("NVML answered unexpectedly (ValueError")
