@@ -20,6 +20,7 @@ from memprof.core.activity import (
     UNIFIED_MEMORY_COUNTERS,
     ActivityLog,
     GpuRecord,
+    callback_name,
     cupti_unavailable_reason,
 )
 from memprof.trace.stacks import is_work_call
@@ -249,6 +250,13 @@ def test_an_unknown_callback_id_gets_a_name_that_says_so(cupti):
         SimpleNamespace(kind=ActivityKind.DRIVER, cbid=9999, correlation_id=1, start=0, end=1),
     ])  # fmt: skip
     assert log._api[1].name == "driver call 9999"
+
+
+def test_a_call_cupti_cannot_name_is_named_by_its_domain_and_id(cupti):
+    """One rule names calls for the experiments' records and trace's callbacks alike."""
+    assert callback_name(cupti, 1, CBID["cuMemAlloc_v2"]) == "cuMemAlloc_v2"
+    assert callback_name(cupti, 1, 9999) == "driver call 9999"
+    assert callback_name(cupti, 2, 9999) == "runtime call 9999"
 
 
 def test_a_whole_program_log_records_the_gpus_work_and_no_call(cupti):

@@ -231,6 +231,16 @@ def _c_name(name: str, dtype: Any) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def callback_name(cupti: Any, domain: int, cbid: int) -> str:
+    """CUPTI's name of a driver or runtime call by its callback id (cuMemcpyHtoDAsync_v2), or
+    words that say which id it was where this CUPTI has no name for it."""
+    try:
+        return str(cupti.get_callback_name(domain, cbid))
+    except Exception:
+        driver = int(domain) == int(cupti.CallbackDomain.DRIVER_API)
+        return f"{'driver' if driver else 'runtime'} call {cbid}"
+
+
 def experiment_call(name: str) -> bool:
     """The driver and runtime calls memprof's experiments record (ActivityLog.start's
     record_call): every call but the CUDA event calls the timing core makes around operations
@@ -567,13 +577,10 @@ class ActivityLog:
         self._unified_memory.setdefault(name, []).append((value, duration))
 
     def _callback_name(self, cbid: int) -> str:
-        """CUPTI's name of a driver call (cuMemAlloc_v2)."""
+        """CUPTI's name of a driver call (cuMemAlloc_v2), asked once per call."""
         if cbid not in self._callback_names:
-            try:
-                name = self.cupti.get_callback_name(self.cupti.CallbackDomain.DRIVER_API, cbid)
-            except Exception:
-                name = f"driver call {cbid}"
-            self._callback_names[cbid] = str(name)
+            domain = self.cupti.CallbackDomain.DRIVER_API
+            self._callback_names[cbid] = callback_name(self.cupti, domain, cbid)
         return self._callback_names[cbid]
 
     def _disable_all(self) -> None:

@@ -27,7 +27,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from memprof.core import api_callbacks
-from memprof.core.activity import ApiRecord
+from memprof.core.activity import ApiRecord, callback_name
 from memprof.model.lines import CALL_KINDS, Frame, Origin
 
 MAX_STACK_DEPTH = 64
@@ -353,15 +353,9 @@ class CallRecorder:
     def _name(self, domain: int, cbid: int) -> str:
         """CUPTI's name of a call (cuMemcpyHtoDAsync_v2), asked once per call."""
         key = (int(domain), int(cbid))
-        name = self._names.get(key)
-        if name is None:
-            try:
-                name = str(self._cupti.get_callback_name(domain, cbid))
-            except Exception:
-                driver = key[0] == int(self._cupti.CallbackDomain.DRIVER_API)
-                name = f"{'driver' if driver else 'runtime'} call {cbid}"
-            self._names[key] = name
-        return name
+        if key not in self._names:
+            self._names[key] = callback_name(self._cupti, domain, cbid)
+        return self._names[key]
 
     def _stack(self, frame: FrameType | None) -> RawStack | int | None:
         """The call's stack; OWN where memprof made it; None where nothing is known."""
