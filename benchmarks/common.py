@@ -52,19 +52,28 @@ def verdict(value: float, h200_target: float, factor: float = 1.0) -> str:
 
 
 class Misses(list):
-    """The targets a benchmark missed, each by what it is; the exit status follows them."""
+    """The targets a benchmark missed, each by what it is; the exit status follows them.
+    Timing targets (`timing`) are printed alike but never decide the exit status: a shared
+    machine's noise is no bug."""
 
-    def judge(self, met: bool, what: str) -> str:
+    def __init__(self) -> None:
+        super().__init__()
+        self.timing: list[str] = []
+
+    def judge(self, met: bool, what: str, timing: bool = False) -> str:
         if not met:
-            self.append(what)
+            (self.timing if timing else self).append(what)
         return "met" if met else "MISSED"
 
     def status(self) -> int:
-        """Print each target missed, or that all were met; 1 where any was missed."""
+        """Print each target missed, or that all were met; 1 where any but a timing one was."""
         print()
         for what in self:
             print(f"MISSED: {what}")
-        print("all targets met" if not self else f"{len(self)} target(s) missed")
+        for what in self.timing:
+            print(f"MISSED (timing, not the exit status): {what}")
+        missed = len(self) + len(self.timing)
+        print("all targets met" if not missed else f"{missed} target(s) missed")
         return 1 if self else 0
 
 

@@ -133,7 +133,9 @@ def overhead_lines(example: str, runs: dict[str, dict[str, list[float]]], rounds
         )
     traced_loop = median(loops["traced"])
     ratio = traced_loop / client
-    verdict = "met" if ratio <= OVERHEAD_TARGET else "MISSED"
+    verdict = FAILURES.judge(
+        ratio <= OVERHEAD_TARGET, f"{example}: traced {ratio:.3f}x the CUPTI client", timing=True
+    )
     print(
         f"  target: traced at most {OVERHEAD_TARGET:.2f}x the CUPTI client: "
         f"{traced_loop:.3f} s against {client:.3f} s, {ratio:.3f}x: {verdict}"

@@ -167,6 +167,17 @@ def test_misses_set_the_exit_status_and_are_each_printed(capsys):
     assert "MISSED: copy against triad\n1 target(s) missed" in capsys.readouterr().out
 
 
+def test_a_missed_timing_target_is_said_but_leaves_the_exit_status_alone(capsys):
+    misses = script("common").Misses()
+    assert misses.judge(False, "traced 1.198x the client", timing=True) == "MISSED"
+    assert misses.status() == 0
+    said = capsys.readouterr().out
+    assert "MISSED (timing, not the exit status): traced 1.198x the client" in said
+    assert "all targets met" not in said and "1 target(s) missed" in said
+    misses.judge(False, "counts differ")
+    assert misses.status() == 1 and "2 target(s) missed" in capsys.readouterr().out
+
+
 def test_rows_are_the_csvs_rows_holding_every_value_asked():
     common = script("common")
     result = load(FIXTURES / "h200x2_peer.json")
