@@ -54,7 +54,12 @@ def run(
             "exactly: give one of them"
         )
     noise = DEFAULT_MAX_NOISE_PCT if max_noise is None else _noise(max_noise)
-    options = RunOptions(_device(device, experiment.gpus), _timing(timing), _flag(affinity), noise)
+    options = RunOptions(
+        _device(device, experiment.gpus),
+        _timing(timing),
+        _flag(affinity, "memprof.run: affinity"),
+        noise,
+    )
     if not callable(progress):
         raise TypeError(
             f"memprof.run: progress must be a function (description, done, total), "
@@ -97,11 +102,12 @@ def _timing(timing: Any) -> str:
 TIMINGS = ("auto", "cupti", "events")
 
 
-def _flag(affinity: Any) -> bool:
-    affinity = params_model.plain(affinity)
-    if not isinstance(affinity, bool):
-        raise TypeError(f"memprof.run: affinity must be True or False, not {_kind(affinity)}")
-    return affinity
+def _flag(value: Any, what: str) -> bool:
+    """True or False (a numpy bool too); else the TypeError naming the argument `what`."""
+    value = params_model.plain(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, not {_kind(value)}")
+    return value
 
 
 def _noise(max_noise: Any) -> float:
@@ -204,13 +210,14 @@ def diff(
             f"memprof.diff: fail_above is a percentage from 0 to {MAX_FAIL_ABOVE_PCT:g}, "
             f"not {fail_above!r}"
         )
-    chosen = (only,) if isinstance(only, str) else tuple(only)
+    several = isinstance(only, Iterable) and not isinstance(only, str)
+    chosen = tuple(only) if several else (only,)
     if not all(isinstance(what, str) for what in chosen):
         raise TypeError(
             "memprof.diff: only must be a str or strings (gbps, gpu, api, host, or a pattern)"
         )
     share = None if fail_above is None else fail_above / 100
-    comparison = compare(first, second, share, chosen, _flag(verbose))
+    comparison = compare(first, second, share, chosen, _flag(verbose, "memprof.diff: verbose"))
     render_summary(comparison.summary, shown_on)
     return comparison
 

@@ -97,3 +97,24 @@ def test_max_noise_is_a_target_unless_repeat_fixes_the_count(runs):
     with pytest.raises(InvalidArgument, match=r"max_noise decides .* repeat=N repeats exactly"):
         memprof.run("pinned", repeat=5, max_noise=2)
     assert len(runs) == 3
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ({"verbose": "yes"}, "memprof.diff: verbose must be True or False, not str"),
+        ({"verbose": None}, "memprof.diff: verbose must be True or False, not None"),
+        ({"only": 5}, r"memprof.diff: only must be a str or strings"),
+        ({"only": [b"gpu"]}, r"memprof.diff: only must be a str or strings"),
+    ],
+)
+def test_diff_names_its_own_wrong_argument(keywords, words):
+    """Not another function's argument (affinity), nor Python's 'int is not iterable'."""
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(TypeError, match=words):
+        memprof.diff(result, result, **keywords)
+
+
+def test_diff_takes_a_numpy_bool_for_verbose():
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    assert memprof.diff(result, result, verbose=numpy.bool_(True)).verdict == "passed"
