@@ -140,6 +140,8 @@ def load_all(path: str | Path) -> list[Result]:
 def _path(path: Any, function: str) -> Path:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"{function}: path must be a str or a path, not {_kind(path)}")
+    if not os.fspath(path):  # Path("") would be ".", the working folder
+        raise InvalidArgument(f"{function}: path is empty")
     return Path(path)
 
 

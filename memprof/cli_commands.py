@@ -299,6 +299,8 @@ def _plain_path(info: Any) -> bool:
 
 
 def _path(value: Any) -> Path:
+    if not isinstance(value, Path) and not os.fsdecode(value):  # Path("") would be "."
+        raise ValueError("the file name is empty")
     path = Path(os.fsdecode(value)) if not isinstance(value, Path) else value
     if os.path.exists(path) and not os.access(path, os.R_OK):
         raise ValueError(f"path {os.fsdecode(path)!r} is not readable.")

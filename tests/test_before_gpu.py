@@ -89,3 +89,43 @@ def test_every_output_is_checked_before_the_gpu(command, option, tmp_path):
     assert ran.stderr.count("\n") == 1 and "does not exist" in ran.stderr
     ran = runner.invoke(app, [command, option, str(tmp_path / "x.out")])
     assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output  # the same run, a good path
+
+
+PINNED = str(FIXTURES / "h200_pinned_p20.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["report", ""], "Invalid value for 'paths': the file name is empty"),
+        (["report", PINNED, ""], "Invalid value for 'paths': the file name is empty"),
+        (["diff", PINNED, ""], "Invalid value for 'second': the file name is empty"),
+        (["plot", "", "-o", "x.svg"], "Invalid value for 'paths': the file name is empty"),
+        (["check", "--reference", ""], "--reference: the file name is empty"),
+        (["check", "--device", "all", "--reference", ""], "--reference: the file name is empty"),
+        (["check", "--thresholds", ""], "--thresholds: the file name is empty"),
+        (["trace", ""], "memprof trace: the program's file name is empty"),
+        (["trace", "-m", ""], "-m '': not a module name"),
+    ],
+)
+def test_an_empty_name_is_refused_as_empty_not_read_as_the_working_folder(args, words):
+    """Path("") is ".": read as a name, it was 'cannot read .: Is a directory' (or, traced,
+    'a folder without __main__.py'), naming neither the option nor what was wrong."""
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1 and words in ran.stderr, ran.stderr
+    assert "cannot read ." not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: memprof.load(""), "memprof.load: path is empty"),
+        (lambda: memprof.load_all(""), "memprof.load_all: path is empty"),
+        (lambda: memprof.plot(memprof.load(PINNED), ""), "memprof.plot: path is empty"),
+        (lambda: memprof.run("check", reference=""), "--reference: the file name is empty"),
+    ],
+)
+def test_the_api_refuses_an_empty_name_naming_the_argument(call, words):
+    with pytest.raises(InvalidArgument, match=words):
+        call()

@@ -60,6 +60,8 @@ def read_thresholds(path: str | None) -> Models | None:
     def refuse(why: str) -> InvalidArgument:
         return InvalidArgument(f"--thresholds {path}: {why}")
 
+    if not path:
+        raise InvalidArgument("--thresholds: the file name is empty")
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)
