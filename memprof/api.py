@@ -277,16 +277,18 @@ def plot(
     chosen = _results(results, "memprof.plot")
     if not chosen:
         raise InvalidArgument("memprof.plot: results is empty: give a Result or a list of them")
-    target = _path(path, "memprof.plot") if path is not None else None
+    if path is not None:
+        _path(path, "memprof.plot")
+        target = picture_file(os.fspath(path), "memprof.plot: path")
     names = _labels(labels, len(chosen))
     _one_command(chosen, [f"results[{i}]" for i in range(len(chosen))])
     matplotlib_for("memprof.plot()")
-    if target is not None:
+    if path is not None:
         sources = [r.loaded_from for r in chosen if r.loaded_from is not None]
-        _check_picture(Destination(str(target)), "path", sources)
+        _check_picture(target, "path", sources)
     drawn = picture_of(chosen, names)
-    if target is not None:
-        save_picture(drawn, target)
+    if path is not None:
+        save_picture(drawn, target.path)
     return drawn
 
 
@@ -320,18 +322,13 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
     `output` or, for one, beside the file (its name ending .svg instead of .json); never over
     an input. The picture's path."""
-    from memprof.output.files import descriptor_named, destination
+    from memprof.output.files import descriptor_named
     from memprof.output.plot import matplotlib_for
 
     matplotlib_for()
     source = sources[0]
     if output is not None:
-        found, option = destination(output, "--output"), "--output"
-        if found.descriptor is not None:
-            raise InvalidArgument(
-                f"--output {output}: a picture is written to a file, whose name says its "
-                "format: give -o FILE.svg, .png, .pdf or .html"
-            )
+        found, option = picture_file(output, "--output"), "--output"
     elif len(sources) > 1:
         raise InvalidArgument(
             f"{len(sources)} runs make one picture, which has no name of its own: give -o FILE.svg"
@@ -354,6 +351,20 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     names = _labels(labels or None, len(loaded), "--label")
     save_picture(picture_of(loaded, names), found.path)
     return found.path
+
+
+def picture_file(name: str, option: str) -> Destination:
+    """Where a picture goes: a file, named as given ("x.svg/" is a folder, not x.svg; "" is
+    no name), never a stream, since the name says the format."""
+    from memprof.output.files import destination
+
+    found = destination(name, option)
+    if found.descriptor is not None:
+        raise InvalidArgument(
+            f"{option} {name}: a picture is written to a file, whose name says its "
+            "format: give FILE.svg, .png, .pdf or .html"
+        )
+    return found
 
 
 def _check_picture(target: Destination, option: str, inputs: list[Path]) -> None:

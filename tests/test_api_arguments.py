@@ -4,6 +4,8 @@ the Python values they hold, and numpy floats refused where an integer is declar
 
 from __future__ import annotations
 
+import re
+
 import numpy
 import pytest
 
@@ -118,3 +120,22 @@ def test_diff_names_its_own_wrong_argument(keywords, words):
 def test_diff_takes_a_numpy_bool_for_verbose():
     result = memprof.load(FIXTURES / "h200_pinned_p20.json")
     assert memprof.diff(result, result, verbose=numpy.bool_(True)).verdict == "passed"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("run.svg/", "path run.svg/: names a directory (it ends in /)"),
+        ("-", "path -: a picture is written to a file"),
+        ("/dev/stdout", "path /dev/stdout: a picture is written to a file"),
+    ],
+)
+def test_plot_takes_a_picture_name_as_the_command_line_does(tmp_path, monkeypatch, name, words):
+    """As `plot -o`: a name ending in / is a folder, never the file run.svg (Path() drops
+    the slash), and a stream is no picture's file."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(InvalidArgument, match=re.escape(f"memprof.plot: {words}")):
+        memprof.plot(result, name)
+    assert list(tmp_path.iterdir()) == []
