@@ -322,10 +322,11 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
     `output` or, for one, beside the file (its name ending .svg instead of .json); never over
     an input. The picture's path."""
-    from memprof.output.files import descriptor_named
+    from memprof.output.files import check_each_once, descriptor_named
     from memprof.output.plot import matplotlib_for
 
     matplotlib_for()
+    check_each_once(sources)
     source = sources[0]
     if output is not None:
         found, option = picture_file(output, "--output"), "--output"

@@ -302,9 +302,12 @@ def report_output(
     timeline: str | None,
     junit: str | None,
 ) -> Any:
-    """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
+    """`report`'s Output, checked: --json saves one result and --timeline draws one trace;
+    each input once."""
     from memprof.output.emit import Output
+    from memprof.output.files import check_each_once
 
+    check_each_once(paths)
     for option, text in (("--json", json), ("--timeline", timeline)):
         if text is not None and len(paths) > 1:
             raise InvalidArgument(

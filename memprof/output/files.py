@@ -226,6 +226,17 @@ def check_distinct(
         seen.update(dict.fromkeys(identities, label))
 
 
+def check_each_once(paths: Iterable[Path]) -> None:
+    """Refuse an input given twice, however spelt (a link, ./x): its runs would be shown,
+    exported and counted in a fleet's median twice, as if two GPUs had measured them."""
+    seen: dict[tuple, Path] = {}
+    for path in paths:
+        first = seen.setdefault(_identity(path), path)
+        if first is not path:
+            again = "twice" if str(first) == str(path) else f"twice (as {first} and {path})"
+            raise InvalidArgument(f"{first} is given {again}: give each file once")
+
+
 def _identities(target: Destination) -> list[tuple]:
     """Every way a destination could meet another: a file's inode; a stream's descriptor
     and what it is open on (only a regular file there can be an input of the command)."""
