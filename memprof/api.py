@@ -320,8 +320,8 @@ def _one_command(results: list[Result], names: list[str]) -> None:
 
 def plot_file(sources: list[Path], output: str | None, labels: list[str] | None = None) -> Path:
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
-    `output` or, for one, beside the file (its name ending .svg instead of .json); never over
-    an input. The picture's path."""
+    `output` or, for one, beside the file (its name ending .svg instead of .json) where no
+    file has that name; never over an input. The picture's path."""
     from memprof.output.files import check_each_once, descriptor_named
     from memprof.output.plot import matplotlib_for
 
@@ -342,6 +342,10 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
             "it: give -o FILE.svg"
         )
     _check_picture(found, option, sources)
+    if output is None and os.path.lexists(found.path):  # a name not given: over no file
+        raise InvalidArgument(
+            f"{found} already exists: give -o {found} to replace it, or -o another name"
+        )
     loaded, names_of = [], []
     for one in sources:  # a run of --device all: each GPU's run (not the one over all at once)
         runs = load_all(one)

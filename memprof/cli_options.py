@@ -278,7 +278,7 @@ def plot_options() -> list[inspect.Parameter]:
             help=(
                 "The picture: a name ending .svg, .png (150 dpi), .pdf or .html (a page holding "
                 "the SVG). Default: the result's own name ending .svg, beside it (one result "
-                "only). Never an input."
+                "only), where no file has that name. Never an input."
             ),
         ),
         option(
