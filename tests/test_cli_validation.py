@@ -247,3 +247,37 @@ def test_max_noise_beside_an_exact_repeat_is_one_line_before_any_gpu_work(runs):
     assert runs.pop()[-1] == 2.0  # the noise target given
     assert invoke("pinned", "--repeat", "5").exit_code == 0
     assert runs.pop()[-1] is None  # none given: the run's own default, or exactly 5
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["pinned", "--power", "20", "--power", "21"], "--power / -p"),
+        (["pinned", "-p", "20", "--power", "21"], "--power / -p"),
+        (["check", "--device", "all", "-d", "0"], "-d / --device"),
+        (["report", "r.json", "--json", "a.json", "--json", "b.json"], "--json"),
+        (["sweep", "--kinds", "pinned", "--kinds", "pageable"], "--kinds"),
+        (["trace", "--json", "a.json", "--json", "b.json", "s.py"], "--json"),
+    ],
+)
+def test_an_option_given_twice_is_refused_naming_it(args, named):
+    """Click keeps the last value: `--json a.json --json b.json` saved only b.json and
+    `--power 20 --power 21` measured 21, silently; refused before any work (exit 2)."""
+    ran = runner.invoke(cli.app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1
+    assert f"memprof: error: {named} is given twice: give it once" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diff", "A", "B", "--only", "gpu", "--only", "api"],  # repeatable, as its help says
+        ["report", "r.json", "-q", "-q"],  # a flag: said twice, meant once
+        ["plot", "r.json", "--label", "a", "--label", "b"],  # once per file
+        ["trace", "s.py", "--json", "x"],  # the program's own arguments
+    ],
+)
+def test_options_meant_to_repeat_and_a_programs_arguments_are_not_refused(args):
+    ran = runner.invoke(cli.app, args)
+    assert "given twice" not in ran.output
