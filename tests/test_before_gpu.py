@@ -129,3 +129,15 @@ def test_an_empty_name_is_refused_as_empty_not_read_as_the_working_folder(args, 
 def test_the_api_refuses_an_empty_name_naming_the_argument(call, words):
     with pytest.raises(InvalidArgument, match=words):
         call()
+
+
+def test_a_cap_below_one_step_is_refused_before_the_gpu():
+    """pinlimit's plan refused it inside the GPU session: on a machine without PyCUDA, a
+    wrong pair of arguments was answered 'PyCUDA is not installed' (exit 3)."""
+    ran = runner.invoke(app, ["pinlimit", "--step", "10", "--cap", "9"])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.strip() == "memprof: error: --cap 9 is below one --step of 10 GiB"
+    with pytest.raises(InvalidArgument, match="--cap 1 is below one --step of 2 GiB"):
+        memprof.run("pinlimit", cap=1, step=2)
+    ran = runner.invoke(app, ["pinlimit", "--step", "10", "--cap", "10"])  # one step: measured
+    assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output
