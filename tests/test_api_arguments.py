@@ -139,3 +139,13 @@ def test_plot_takes_a_picture_name_as_the_command_line_does(tmp_path, monkeypatc
     with pytest.raises(InvalidArgument, match=re.escape(f"memprof.plot: {words}")):
         memprof.plot(result, name)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_size_with_several_sizes_is_refused_before_a_run_the_loader_would_refuse(runs):
+    """single_size (what --power sets) with two powers was measured, and its saved Result was
+    then refused by memprof.load ('parameters.powers has 2 sizes, but single_size says one')."""
+    with pytest.raises(InvalidArgument, match="powers has 2 sizes, but single_size says one"):
+        memprof.run("zerocopy", powers=(5, 6), single_size=True)
+    memprof.run("zerocopy", powers=(5,), single_size=True)
+    memprof.run("zerocopy", powers=(5, 6))
+    assert [params.powers for _, params, _ in runs] == [(5,), (5, 6)]

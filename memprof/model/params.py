@@ -172,7 +172,22 @@ def validated(params: Any) -> Any:
             check(value, hint, field.name)
         except SchemaError as error:
             raise InvalidArgument(_refusal(field.name, hint, value, error)) from None
+    try:
+        check_single_sizes(params)
+    except SchemaError as error:  # memprof.run("zerocopy", powers=(5, 6), single_size=True)
+        raise InvalidArgument(str(error)) from None
     return params
+
+
+def check_single_sizes(params: Any) -> None:
+    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single): for a
+    run's Params and a saved run's alike (SchemaError naming the field)."""
+    for one in dataclasses.fields(params):
+        form = option_of(one).form
+        if isinstance(form, Sizes) and form.single and getattr(params, form.single):
+            powers = getattr(params, one.name)
+            if len(powers) != 1:
+                raise SchemaError(one.name, f"has {len(powers)} sizes, but {form.single} says one")
 
 
 def _refusal(name: str, hint: Any, value: Any, error: SchemaError) -> str:
