@@ -281,3 +281,25 @@ def test_an_option_given_twice_is_refused_naming_it(args, named):
 def test_options_meant_to_repeat_and_a_programs_arguments_are_not_refused(args):
     ran = runner.invoke(cli.app, args)
     assert "given twice" not in ran.output
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["alloc", "--step", "3"],
+        ["sweep", "--step", "1"],
+        ["zerocopy", "--power", "5", "--step", "3"],
+    ],
+)
+def test_a_step_without_from_and_to_is_refused_not_ignored(runs, arguments):
+    """--step shapes only a sweep given --from/--to: the default sweep and --power ran as if it
+    had not been given (alloc --step 3 measured 2^4, 2^6, ... as --step 2 does)."""
+    result = invoke(*arguments)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "--step is the step from --from to --to: give them too" in result.stderr
+    assert runs == []
+
+
+def test_a_sweeps_default_step_is_its_own_where_none_is_given(runs):
+    assert params_of(runs, "alloc", "--from", "4", "--to", "9").powers == (4, 6, 8)
+    assert params_of(runs, "sweep", "--from", "4", "--to", "6").powers == (4, 5, 6)

@@ -262,7 +262,8 @@ def cli_options(params_type: type) -> list[CliOption]:
                     CliOption(f"{name}_power", int | None, None, (f"--{name}",), help, rule)
                 )
             step = Range(1, rule.le if rule else 64)
-            options.append(CliOption("step", int, form.step, ("--step",), "Sweep: step.", step))
+            help = f"Sweep: step, with --from and --to (default {form.step})."
+            options.append(CliOption("step", int | None, None, ("--step",), help, step))
         elif isinstance(form, CommaList):
             help = f"{face.help} Comma-separated, from: {', '.join(choices)}."
             options.append(CliOption(field.name, str, ",".join(field.default), flags, help))
@@ -294,7 +295,10 @@ def from_cli(params_type: type, values: dict[str, Any]) -> Any:
             power, sizes = values.get("power"), (values["from_power"], values["to_power"])
             if power is not None and sizes != (None, None):
                 raise InvalidArgument("use either --power or --from/--to, not both")
-            fields[field.name] = form.value(*sizes, values["step"], field.default)
+            if values["step"] is not None and sizes == (None, None):  # ignored, it was
+                raise InvalidArgument("--step is the step from --from to --to: give them too")
+            step = form.step if values["step"] is None else values["step"]
+            fields[field.name] = form.value(*sizes, step, field.default)
             if power is not None:
                 fields[field.name], fields[form.single] = (power,), True
         elif isinstance(form, CommaList):
