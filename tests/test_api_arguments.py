@@ -149,3 +149,24 @@ def test_one_size_with_several_sizes_is_refused_before_a_run_the_loader_would_re
     memprof.run("zerocopy", powers=(5,), single_size=True)
     memprof.run("zerocopy", powers=(5, 6))
     assert [params.powers for _, params, _ in runs] == [(5,), (5, 6)]
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: memprof.load("run.json\0"), "cannot read run.json"),
+        (lambda: memprof.load_all("run.json\0"), "cannot read run.json"),
+        (lambda: memprof.run("check", reference="run.json\0"), "--reference: cannot read"),
+        (lambda: memprof.run("check", thresholds="t.json\0"), "--thresholds t.json"),
+        (
+            lambda: memprof.plot(memprof.load(FIXTURES / "h200_info.json"), "x\0.svg"),
+            r"memprof.plot: path 'x\x00.svg': a file name cannot hold a NUL character",
+        ),
+    ],
+)
+def test_a_nul_in_a_file_name_is_refused_naming_it(call, words):
+    """Python's open() raised ValueError('embedded null byte') from inside memprof (check's
+    files are read before the GPU is asked for: no GPU is needed here)."""
+    with pytest.raises(InvalidArgument) as refused:
+        call()
+    assert words in str(refused.value)

@@ -498,6 +498,8 @@ def _read_result_bytes(path: Path) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+    except ValueError as error:  # a NUL in the name (from Python: no shell passes one)
+        raise InvalidArgument(f"cannot read {path}: {error}") from error
     try:
         status = os.fstat(descriptor)
         for is_kind, what in _NOT_FILES.items():

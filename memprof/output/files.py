@@ -76,6 +76,8 @@ def destination(text: str, option: str) -> Destination:
     one is refused (Path() would drop the slash: `--json newdir/` would make a file newdir)."""
     if not text:
         raise InvalidArgument(f"{option}: the file name is empty")
+    if "\0" in text:  # from Python: no shell passes one
+        raise InvalidArgument(f"{option} {text!r}: a file name cannot hold a NUL character")
     if text == STDOUT:
         return Destination(text, 1)
     if text.endswith(("/", os.sep)):
