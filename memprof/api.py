@@ -285,7 +285,7 @@ def plot(
     matplotlib_for("memprof.plot()")
     if path is not None:
         sources = [r.loaded_from for r in chosen if r.loaded_from is not None]
-        _check_picture(target, "path", sources)
+        _check_picture(target, "memprof.plot: path", sources)
     drawn = picture_of(chosen, names)
     if path is not None:
         save_picture(drawn, target.path)
@@ -376,7 +376,7 @@ def _check_picture(target: Destination, option: str, inputs: list[Path]) -> None
     """Before drawing: the picture's file has a known format, can be written, is no input."""
     from memprof.output.plot import format_of
 
-    format_of(target.path)
+    format_of(target.path, option)
     check_destination(target.path, option)
     check_distinct({option: target}, inputs=inputs)
 

@@ -212,3 +212,15 @@ def test_the_default_picture_replaces_no_file_only_one_named_with_o(tmp_path):
     picture.write_text("the user's own drawing")
     assert invoke("plot", str(source), "-o", str(picture)).exit_code == 0
     assert picture.read_text().startswith("<?xml")
+
+
+def test_a_name_of_no_picture_format_is_refused_naming_its_option(source, tmp_path):
+    ran = invoke("plot", str(source), "-o", str(tmp_path / "run.jpeg"))
+    assert ran.exit_code == 2 and ran.stderr.count("\n") == 1
+    assert f"--output {tmp_path / 'run.jpeg'}: a picture is one of" in ran.stderr
+    result = memprof.load(source)
+    for name, words in (("run.jpeg", "a picture is one of"), ("no/run.svg", "does not exist")):
+        with pytest.raises(InvalidArgument) as refused:
+            memprof.plot(result, tmp_path / name)
+        said = str(refused.value)
+        assert said.startswith(f"memprof.plot: path {tmp_path / name}: ") and words in said
