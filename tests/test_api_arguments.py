@@ -5,6 +5,7 @@ the Python values they hold, and numpy floats refused where an integer is declar
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy
 import pytest
@@ -170,3 +171,16 @@ def test_a_nul_in_a_file_name_is_refused_naming_it(call, words):
     with pytest.raises(InvalidArgument) as refused:
         call()
     assert words in str(refused.value)
+
+
+def test_a_file_the_run_reads_may_be_a_path_as_memprof_load_takes(runs):
+    """reference=Path(...) was refused ('reference is PosixPath: expected a string'), though
+    memprof.load and memprof.plot take a Path; it is kept as its str."""
+    memprof.run("check", reference=FIXTURES / "h200_check.json", thresholds=Path("t.json"))
+    [(_, params, _)] = runs
+    assert params.reference == str(FIXTURES / "h200_check.json")
+    assert params.thresholds == "t.json"
+    with pytest.raises(InvalidArgument, match="reference is 5: expected a string"):
+        memprof.run("check", reference=5)
+    with pytest.raises(InvalidArgument, match="host_buffer is PosixPath"):
+        memprof.run("pinned", host_buffer=Path("numpy"))  # not a file: as it was

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -210,8 +211,14 @@ def make(params_type: type, **values: Any) -> Any:
         raise InvalidArgument(
             f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
         )
-    converted = {k: plain(v) for k, v in values.items()}
+    files = {f.name for f in dataclasses.fields(params_type) if option_of(f).reads_file}
+    converted = {k: _file_name(v) if k in files else plain(v) for k, v in values.items()}
     return validated(params_type(**converted))
+
+
+def _file_name(value: Any) -> Any:
+    """A file's name as the str its field keeps, from a Path too (as memprof.load takes)."""
+    return os.fsdecode(value) if isinstance(value, os.PathLike | bytes) else value
 
 
 def plain(value: Any) -> Any:
