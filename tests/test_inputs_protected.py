@@ -163,3 +163,17 @@ def test_a_file_given_twice_is_refused_however_spelt(tmp_path, monkeypatch, comm
         assert ran.stderr.count("\n") == 1 and f"r.json is given {words}" in ran.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "r.json"]
     assert runner.invoke(app, ["diff", "r.json", "link.json"]).exit_code == 0
+
+
+def test_a_result_named_dash_points_at_dev_stdin(tmp_path, monkeypatch):
+    """`--json -` is stdout, so a user reads `report -` as stdin: it said only 'No such file'."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["report", "-"], ["diff", str(PINNED), "-"]):
+        ran = runner.invoke(app, command)
+        assert ran.exit_code == ExitCode.USAGE, ran.output
+        assert ran.stderr.strip() == (
+            "memprof: error: cannot read -: No such file or directory (standard input is "
+            "/dev/stdin)"
+        )
+    Path("-").write_bytes(PINNED.read_bytes())  # a file named "-" is read as any other
+    assert runner.invoke(app, ["report", "-q", "-"]).exit_code == 0
