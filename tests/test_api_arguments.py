@@ -184,3 +184,23 @@ def test_a_file_the_run_reads_may_be_a_path_as_memprof_load_takes(runs):
         memprof.run("check", reference=5)
     with pytest.raises(InvalidArgument, match="host_buffer is PosixPath"):
         memprof.run("pinned", host_buffer=Path("numpy"))  # not a file: as it was
+
+
+@pytest.mark.parametrize(
+    ("command", "keywords", "hint"),
+    [
+        ("zerocopy", {"power": 20}, "; --power N is powers=(N,), single_size=True)"),
+        ("sweep", {"from_": 10, "to": 12}, "(the sizes are powers=(N, ...), powers of two"),
+        ("alloc", {"step": 2}, "(the sizes are powers=(N, ...), powers of two of floats)"),
+    ],
+)
+def test_a_sweeps_command_line_sizes_as_keywords_say_how_they_are_spelt(
+    runs, command, keywords, hint
+):
+    """docs/python-api.md: keywords are the options' names, but a sweep's --power, --from,
+    --to and --step are one tuple: 'unknown parameter' alone left the user to guess."""
+    with pytest.raises(InvalidArgument, match=re.escape(hint)):
+        memprof.run(command, **keywords)
+    with pytest.raises(InvalidArgument) as plain:
+        memprof.run("pinned", step=1)  # no sweep: nothing to hint at
+    assert str(plain.value).endswith("choose from host_buffer, power, repeat, warmup")

@@ -210,6 +210,7 @@ def make(params_type: type, **values: Any) -> Any:
     if unknown:
         raise InvalidArgument(
             f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
+            + _sizes_hint(params_type, unknown[0])
         )
     files = {f.name for f in dataclasses.fields(params_type) if option_of(f).reads_file}
     converted = {k: _file_name(v) if k in files else plain(v) for k, v in values.items()}
@@ -219,6 +220,21 @@ def make(params_type: type, **values: Any) -> Any:
 def _file_name(value: Any) -> Any:
     """A file's name as the str its field keeps, from a Path too (as memprof.load takes)."""
     return os.fsdecode(value) if isinstance(value, os.PathLike | bytes) else value
+
+
+SIZE_OPTION_NAMES = ("power", "from", "from_", "from_power", "to", "to_power", "step")
+
+
+def _sizes_hint(params_type: type, name: str) -> str:
+    """How a sweep's --power, --from/--to/--step are spelt as keywords, for one who tried."""
+    if name not in SIZE_OPTION_NAMES:
+        return ""
+    for one in dataclasses.fields(params_type):
+        form = option_of(one).form
+        if isinstance(form, Sizes):
+            single = f"; --power N is {one.name}=(N,), {form.single}=True" if form.single else ""
+            return f" (the sizes are {one.name}=(N, ...), powers of two of floats{single})"
+    return ""
 
 
 def plain(value: Any) -> Any:
