@@ -192,11 +192,14 @@ def diff(
     fail_above: float | None = None,
     only: str | Iterable[str] = (),
     verbose: bool = False,
+    allow_not_comparable: bool = False,
 ) -> Comparison:
     """Print two Results compared as `memprof diff` does, and return the Comparison: its
     rows, regressions, improvements and verdict ('regressed' or 'passed'). fail_above is a
-    percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only and
-    verbose are --only's and --verbose's (a kind or a pattern, or several)."""
+    percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only,
+    verbose and allow_not_comparable are --only's, --verbose's and --allow-not-comparable's
+    (runs with nothing in common, or of two commands, or measured apart under a gate, are
+    refused as the command line refuses them)."""
     from memprof.output.diff import MAX_FAIL_ABOVE_PCT
     from memprof.output.render import render_summary
 
@@ -219,9 +222,48 @@ def diff(
             "memprof.diff: only must be a str or strings (gbps, gpu, api, host, or a pattern)"
         )
     share = None if fail_above is None else fail_above / 100
+    allowed = _flag(allow_not_comparable, "memprof.diff: allow_not_comparable")
+    refuse_not_comparable(
+        first, second, fail_above is not None, allowed, allow="allow_not_comparable=True"
+    )
     comparison = compare(first, second, share, chosen, _flag(verbose, "memprof.diff: verbose"))
     render_summary(comparison.summary, shown_on)
     return comparison
+
+
+def refuse_not_comparable(
+    first: Result,
+    second: Result,
+    gating: bool,
+    allowed: bool,
+    gpu: str = "",
+    allow: str = "--allow-not-comparable",
+) -> None:
+    """InvalidArgument (exit 2) for runs a diff cannot compare, in one line naming the GPU
+    whose runs they are (files of --device all): nothing in common; unless `allowed`, runs of
+    two commands, or, where a gate judges them, runs that differ in how they were measured
+    (memprof.output.diff.differences). `allow`: the option that allows them."""
+    from memprof.output.diff import compared, differences
+
+    where = f"{gpu}: " if gpu else ""
+    if not compared(first, second):
+        raise InvalidArgument(
+            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
+            "nothing to compare (diff two runs of one command, at the same sizes)"
+        )
+    if allowed:
+        return
+    reasons = [f"commands: A {first.command}, B {second.command}."] * (
+        first.command != second.command
+    )
+    if gating:
+        reasons += differences(first, second)
+    if reasons:
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        raise InvalidArgument(
+            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
+            f"{allow} compares them anyway"
+        )
 
 
 def compare(

@@ -267,7 +267,7 @@ def diff(
     no_color: bool,
 ) -> None:
     """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
-    from memprof.api import compare
+    from memprof.api import compare, refuse_not_comparable
     from memprof.output.diff import ONLY_KINDS
     from memprof.output.emit import emit_diff
 
@@ -338,34 +338,6 @@ def each_gpu_compared(comparisons: list[tuple[str, Any]]) -> tuple[Summary, list
             dataclasses.replace(row, label=f"{gpu}: {row.label}") for row in comparison.rows
         ]
     return summary, figures
-
-
-def refuse_not_comparable(
-    first: Result, second: Result, gating: bool, allowed: bool, gpu: str = ""
-) -> None:
-    """Exit 2 for runs a diff cannot compare (docstring at the top), in one line (naming the
-    GPU whose runs they are, in files of --device all)."""
-    from memprof.output.diff import compared, differences
-
-    where = f"{gpu}: " if gpu else ""
-    if not compared(first, second):
-        raise InvalidArgument(
-            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
-            "nothing to compare (diff two runs of one command, at the same sizes)"
-        )
-    if allowed:
-        return
-    reasons = [f"commands: A {first.command}, B {second.command}."] * (
-        first.command != second.command
-    )
-    if gating:
-        reasons += differences(first, second)
-    if reasons:
-        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        raise InvalidArgument(
-            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
-            "--allow-not-comparable compares them anyway"
-        )
 
 
 def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Path) -> str:

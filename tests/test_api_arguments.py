@@ -4,11 +4,13 @@ the Python values they hold, and numpy floats refused where an integer is declar
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import numpy
 import pytest
+from rich.console import Console
 
 import memprof
 from memprof import api
@@ -204,3 +206,24 @@ def test_a_sweeps_command_line_sizes_as_keywords_say_how_they_are_spelt(
     with pytest.raises(InvalidArgument) as plain:
         memprof.run("pinned", step=1)  # no sweep: nothing to hint at
     assert str(plain.value).endswith("choose from host_buffer, power, repeat, warmup")
+
+
+def test_diff_refuses_what_the_command_line_refuses_so_a_gate_cannot_pass_on_nothing():
+    """memprof.diff(pinned, check, fail_above=5) compared no figure and returned 'passed';
+    a gate over runs timed apart (CUPTI against events) returned a verdict where
+    `memprof diff --fail-above` exits 2. allow_not_comparable=True is the option's."""
+    quiet = Console(file=io.StringIO())
+    pinned = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    events = memprof.load(FIXTURES / "h200_pinned_p20_events.json")
+    check = memprof.load(FIXTURES / "h200_check.json")
+    for allowed in (False, True):
+        with pytest.raises(InvalidArgument, match=r"A \(pinned\) and B \(check\) have no measure"):
+            memprof.diff(pinned, check, quiet, fail_above=5, allow_not_comparable=allowed)
+    with pytest.raises(InvalidArgument, match="allow_not_comparable=True compares them anyway"):
+        memprof.diff(pinned, events, quiet, fail_above=5)
+    gated = memprof.diff(pinned, events, quiet, fail_above=5, allow_not_comparable=True)
+    assert gated.verdict == "regressed" and gated.rows
+    assert memprof.diff(pinned, events, quiet).rows  # no gate: shown, their differences said
+    assert memprof.diff(pinned, pinned, quiet, fail_above=5).verdict == "passed"
+    with pytest.raises(TypeError, match="allow_not_comparable must be True or False, not str"):
+        memprof.diff(pinned, events, quiet, allow_not_comparable="yes")
