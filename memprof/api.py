@@ -200,7 +200,7 @@ def diff(
     verbose and allow_not_comparable are --only's, --verbose's and --allow-not-comparable's
     (runs with nothing in common, or of two commands, or measured apart under a gate, are
     refused as the command line refuses them)."""
-    from memprof.output.diff import MAX_FAIL_ABOVE_PCT
+    from memprof.output.diff import MAX_FAIL_ABOVE_PCT, ONLY_KINDS
     from memprof.output.render import render_summary
 
     _a_result(first, "memprof.diff: first")
@@ -227,6 +227,11 @@ def diff(
         first, second, fail_above is not None, allowed, allow="allow_not_comparable=True"
     )
     comparison = compare(first, second, share, chosen, _flag(verbose, "memprof.diff: verbose"))
+    if not comparison.rows:  # a gate over no figure would pass whatever the runs hold
+        raise InvalidArgument(
+            f"memprof.diff: only={only!r}: no figure in both runs is of that kind or matches "
+            f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
+        )
     render_summary(comparison.summary, shown_on)
     return comparison
 

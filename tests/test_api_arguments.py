@@ -227,3 +227,13 @@ def test_diff_refuses_what_the_command_line_refuses_so_a_gate_cannot_pass_on_not
     assert memprof.diff(pinned, pinned, quiet, fail_above=5).verdict == "passed"
     with pytest.raises(TypeError, match="allow_not_comparable must be True or False, not str"):
         memprof.diff(pinned, events, quiet, allow_not_comparable="yes")
+
+
+def test_diff_refuses_an_only_that_selects_no_figure():
+    """fail_above=5 with only='bogus' judged no figure and returned 'passed'; the command line
+    refuses --only bogus (exit 2)."""
+    quiet = Console(file=io.StringIO())
+    pinned = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(InvalidArgument, match=r"only='bogus': no figure in both runs is of"):
+        memprof.diff(pinned, pinned, quiet, fail_above=5, only="bogus")
+    assert memprof.diff(pinned, pinned, quiet, fail_above=5, only="gpu").rows
