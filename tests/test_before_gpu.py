@@ -141,3 +141,23 @@ def test_a_cap_below_one_step_is_refused_before_the_gpu():
         memprof.run("pinlimit", cap=1, step=2)
     ran = runner.invoke(app, ["pinlimit", "--step", "10", "--cap", "10"])  # one step: measured
     assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output
+
+
+@pytest.mark.parametrize(
+    ("power", "streams", "made"), [(0, 32, 1), (3, 5, 4), (6, 28, 22), (4, 17, 16)]
+)
+def test_more_streams_than_the_cut_makes_chunks_is_refused_before_the_gpu(power, streams, made):
+    """2^power floats cut into chunks of ceil(2^power / K) make fewer than K where K does not
+    fit: the run went on with fewer chunks, its tables saying 'pinned, K streams'."""
+    args = ["streams", "--power", str(power), "--streams", str(streams)]
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1 and f"make {made}, not {streams}:" in ran.stderr
+    with pytest.raises(InvalidArgument, match=f"--streams {streams}: 2\\^{power} floats"):
+        memprof.run("streams", power=power, streams=streams)
+
+
+@pytest.mark.parametrize(("power", "streams"), [(3, 4), (5, 32), (22, 3), (22, 32), (4, 16)])
+def test_as_many_chunks_as_streams_get_as_far_as_the_gpu(power, streams):
+    ran = runner.invoke(app, ["streams", "--power", str(power), "--streams", str(streams)])
+    assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output

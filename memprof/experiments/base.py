@@ -342,7 +342,8 @@ class Experiment:
 
     def read_inputs(self, params: Any) -> Any:
         """What run() needs from files (ctx.inputs; its Params fields declared reads_file),
-        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU."""
+        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU;
+        and where one parameter bounds another (pinlimit's --cap and --step), that check."""
         return None
 
     def run(self, ctx: RunContext) -> Any:
