@@ -54,7 +54,12 @@ def run(
             "exactly: give one of them"
         )
     noise = DEFAULT_MAX_NOISE_PCT if max_noise is None else _noise(max_noise)
-    options = RunOptions(_device(device, experiment.gpus), _timing(timing), _flag(affinity), noise)
+    options = RunOptions(
+        _device(device, experiment.gpus),
+        _timing(timing),
+        _flag(affinity, "memprof.run: affinity"),
+        noise,
+    )
     if not callable(progress):
         raise TypeError(
             f"memprof.run: progress must be a function (description, done, total), "
@@ -97,11 +102,12 @@ def _timing(timing: Any) -> str:
 TIMINGS = ("auto", "cupti", "events")
 
 
-def _flag(affinity: Any) -> bool:
-    affinity = params_model.plain(affinity)
-    if not isinstance(affinity, bool):
-        raise TypeError(f"memprof.run: affinity must be True or False, not {_kind(affinity)}")
-    return affinity
+def _flag(value: Any, what: str) -> bool:
+    """True or False (a numpy bool too); else the TypeError naming the argument `what`."""
+    value = params_model.plain(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, not {_kind(value)}")
+    return value
 
 
 def _noise(max_noise: Any) -> float:
@@ -134,6 +140,8 @@ def load_all(path: str | Path) -> list[Result]:
 def _path(path: Any, function: str) -> Path:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"{function}: path must be a str or a path, not {_kind(path)}")
+    if not os.fspath(path):  # Path("") would be ".", the working folder
+        raise InvalidArgument(f"{function}: path is empty")
     return Path(path)
 
 
@@ -184,12 +192,15 @@ def diff(
     fail_above: float | None = None,
     only: str | Iterable[str] = (),
     verbose: bool = False,
+    allow_not_comparable: bool = False,
 ) -> Comparison:
     """Print two Results compared as `memprof diff` does, and return the Comparison: its
     rows, regressions, improvements and verdict ('regressed' or 'passed'). fail_above is a
-    percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only and
-    verbose are --only's and --verbose's (a kind or a pattern, or several)."""
-    from memprof.output.diff import MAX_FAIL_ABOVE_PCT
+    percentage as --fail-above's (5: B slower by over 5% and its noise regressed); only,
+    verbose and allow_not_comparable are --only's, --verbose's and --allow-not-comparable's
+    (runs with nothing in common, or of two commands, or measured apart under a gate, are
+    refused as the command line refuses them)."""
+    from memprof.output.diff import MAX_FAIL_ABOVE_PCT, ONLY_KINDS
     from memprof.output.render import render_summary
 
     _a_result(first, "memprof.diff: first")
@@ -204,15 +215,60 @@ def diff(
             f"memprof.diff: fail_above is a percentage from 0 to {MAX_FAIL_ABOVE_PCT:g}, "
             f"not {fail_above!r}"
         )
-    chosen = (only,) if isinstance(only, str) else tuple(only)
+    several = isinstance(only, Iterable) and not isinstance(only, str)
+    chosen = tuple(only) if several else (only,)
     if not all(isinstance(what, str) for what in chosen):
         raise TypeError(
             "memprof.diff: only must be a str or strings (gbps, gpu, api, host, or a pattern)"
         )
     share = None if fail_above is None else fail_above / 100
-    comparison = compare(first, second, share, chosen, _flag(verbose))
+    allowed = _flag(allow_not_comparable, "memprof.diff: allow_not_comparable")
+    refuse_not_comparable(
+        first, second, fail_above is not None, allowed, allow="allow_not_comparable=True"
+    )
+    comparison = compare(first, second, share, chosen, _flag(verbose, "memprof.diff: verbose"))
+    if not comparison.rows:  # a gate over no figure would pass whatever the runs hold
+        raise InvalidArgument(
+            f"memprof.diff: only={only!r}: no figure in both runs is of that kind or matches "
+            f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
+        )
     render_summary(comparison.summary, shown_on)
     return comparison
+
+
+def refuse_not_comparable(
+    first: Result,
+    second: Result,
+    gating: bool,
+    allowed: bool,
+    gpu: str = "",
+    allow: str = "--allow-not-comparable",
+) -> None:
+    """InvalidArgument (exit 2) for runs a diff cannot compare, in one line naming the GPU
+    whose runs they are (files of --device all): nothing in common; unless `allowed`, runs of
+    two commands, or, where a gate judges them, runs that differ in how they were measured
+    (memprof.output.diff.differences). `allow`: the option that allows them."""
+    from memprof.output.diff import compared, differences
+
+    where = f"{gpu}: " if gpu else ""
+    if not compared(first, second):
+        raise InvalidArgument(
+            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
+            "nothing to compare (diff two runs of one command, at the same sizes)"
+        )
+    if allowed:
+        return
+    reasons = [f"commands: A {first.command}, B {second.command}."] * (
+        first.command != second.command
+    )
+    if gating:
+        reasons += differences(first, second)
+    if reasons:
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        raise InvalidArgument(
+            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
+            f"{allow} compares them anyway"
+        )
 
 
 def compare(
@@ -268,16 +324,18 @@ def plot(
     chosen = _results(results, "memprof.plot")
     if not chosen:
         raise InvalidArgument("memprof.plot: results is empty: give a Result or a list of them")
-    target = _path(path, "memprof.plot") if path is not None else None
+    if path is not None:
+        _path(path, "memprof.plot")
+        target = picture_file(os.fspath(path), "memprof.plot: path")
     names = _labels(labels, len(chosen))
     _one_command(chosen, [f"results[{i}]" for i in range(len(chosen))])
     matplotlib_for("memprof.plot()")
-    if target is not None:
+    if path is not None:
         sources = [r.loaded_from for r in chosen if r.loaded_from is not None]
-        _check_picture(Destination(str(target)), "path", sources)
+        _check_picture(target, "memprof.plot: path", sources)
     drawn = picture_of(chosen, names)
-    if target is not None:
-        save_picture(drawn, target)
+    if path is not None:
+        save_picture(drawn, target.path)
     return drawn
 
 
@@ -309,20 +367,16 @@ def _one_command(results: list[Result], names: list[str]) -> None:
 
 def plot_file(sources: list[Path], output: str | None, labels: list[str] | None = None) -> Path:
     """`memprof plot`: the picture of saved Results (several: one picture of them all), in
-    `output` or, for one, beside the file (its name ending .svg instead of .json); never over
-    an input. The picture's path."""
-    from memprof.output.files import descriptor_named, destination
+    `output` or, for one, beside the file (its name ending .svg instead of .json) where no
+    file has that name; never over an input. The picture's path."""
+    from memprof.output.files import check_each_once, descriptor_named
     from memprof.output.plot import matplotlib_for
 
     matplotlib_for()
+    check_each_once(sources)
     source = sources[0]
     if output is not None:
-        found, option = destination(output, "--output"), "--output"
-        if found.descriptor is not None:
-            raise InvalidArgument(
-                f"--output {output}: a picture is written to a file, whose name says its "
-                "format: give -o FILE.svg, .png, .pdf or .html"
-            )
+        found, option = picture_file(output, "--output"), "--output"
     elif len(sources) > 1:
         raise InvalidArgument(
             f"{len(sources)} runs make one picture, which has no name of its own: give -o FILE.svg"
@@ -335,6 +389,10 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
             "it: give -o FILE.svg"
         )
     _check_picture(found, option, sources)
+    if output is None and os.path.lexists(found.path):  # a name not given: over no file
+        raise InvalidArgument(
+            f"{found} already exists: give -o {found} to replace it, or -o another name"
+        )
     loaded, names_of = [], []
     for one in sources:  # a run of --device all: each GPU's run (not the one over all at once)
         runs = load_all(one)
@@ -347,11 +405,25 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
     return found.path
 
 
+def picture_file(name: str, option: str) -> Destination:
+    """Where a picture goes: a file, named as given ("x.svg/" is a folder, not x.svg; "" is
+    no name), never a stream, since the name says the format."""
+    from memprof.output.files import destination
+
+    found = destination(name, option)
+    if found.descriptor is not None:
+        raise InvalidArgument(
+            f"{option} {name}: a picture is written to a file, whose name says its "
+            "format: give FILE.svg, .png, .pdf or .html"
+        )
+    return found
+
+
 def _check_picture(target: Destination, option: str, inputs: list[Path]) -> None:
     """Before drawing: the picture's file has a known format, can be written, is no input."""
     from memprof.output.plot import format_of
 
-    format_of(target.path)
+    format_of(target.path, option)
     check_destination(target.path, option)
     check_distinct({option: target}, inputs=inputs)
 

@@ -163,6 +163,24 @@ class PlainCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         return read_plainly(super().get_params(ctx))
 
+    def make_parser(self, ctx: Any) -> Any:
+        """Click's parser, refusing an option given twice (click keeps the last: `--json
+        a.json --json b.json` saved only b.json, and `--power 20 --power 21` measured 21)."""
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_once(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            for param in order:
+                if param.param_type_name != "option" or param.multiple or param.is_flag:
+                    continue  # an argument, --label (once per file), -q: as often as wanted
+                if order.count(param) > 1:
+                    ctx.fail(f"{' / '.join(param.opts)} is given twice: give it once")
+            return opts, rest, order
+
+        parser.parse_args = parse_once
+        return parser
+
     def get_help_option(self, ctx: Any) -> Any:
         kept = getattr(self, "_help_option", None)
         if kept is not None and set(kept.opts) != set(self.get_help_option_names(ctx)):
@@ -299,6 +317,8 @@ def _plain_path(info: Any) -> bool:
 
 
 def _path(value: Any) -> Path:
+    if not isinstance(value, Path) and not os.fsdecode(value):  # Path("") would be "."
+        raise ValueError("the file name is empty")
     path = Path(os.fsdecode(value)) if not isinstance(value, Path) else value
     if os.path.exists(path) and not os.access(path, os.R_OK):
         raise ValueError(f"path {os.fsdecode(path)!r} is not readable.")

@@ -145,7 +145,7 @@ def fleet_report(
     from memprof.model.formatting import plural
     from memprof.output.console import print_note
     from memprof.output.emit import emit
-    from memprof.output.fleet import fleet
+    from memprof.output.fleet import MIN_RUNS, fleet
 
     after = experiment_class(results[0].command).every_gpu_then  # a file of --device all's
     results = [result for result in results if result.command != after]  # each GPU's runs
@@ -154,6 +154,13 @@ def fleet_report(
         raise InvalidArgument(
             f"--fail-outliers gates runs of one command; these are of {', '.join(commands)}"
         )
+    if fail_outliers is not None and len(results) < MIN_RUNS:
+        raise InvalidArgument(
+            f"--fail-outliers judges each run against the median of {MIN_RUNS} or more, and "
+            f"{plural(len(results), 'run')} {'was' if len(results) == 1 else 'were'} given: "
+            "a gate that could judge none (--fleet shows them)"
+        )
+    _each_run_once(results)
     threshold = None if fail_outliers is None else fail_outliers / 100
     found = fleet(results, declared, threshold)
     emit(results, lambda result: summaries[id(result)], output, found.summary, loaded=True)
@@ -171,6 +178,21 @@ def fleet_report(
         f"{plural(len(slow), 'run')} slower than the fleet beyond --fail-outliers "
         f"{fail_outliers:g}%: {', '.join(slow)}"
     )
+
+
+def _each_run_once(results: list[Result]) -> None:
+    """Refuse one run in two files (a copy): the fleet's median would count it twice, and a
+    run held thrice beside one other is that median."""
+    seen: dict[tuple, Result] = {}
+    for result in results:
+        first = seen.setdefault(
+            (result.host, result.pid, result.created_at, result.gpu_index), result
+        )
+        if first is not result:
+            raise InvalidArgument(
+                f"{first.loaded_from} and {result.loaded_from} hold one run ({result.host}, "
+                f"GPU {result.gpu_index}, {result.created_at}): give each run once"
+            )
 
 
 def save_junit(text: str, output: Output) -> None:
@@ -245,7 +267,7 @@ def diff(
     no_color: bool,
 ) -> None:
     """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
-    from memprof.api import compare
+    from memprof.api import compare, refuse_not_comparable
     from memprof.output.diff import ONLY_KINDS
     from memprof.output.emit import emit_diff
 
@@ -316,34 +338,6 @@ def each_gpu_compared(comparisons: list[tuple[str, Any]]) -> tuple[Summary, list
             dataclasses.replace(row, label=f"{gpu}: {row.label}") for row in comparison.rows
         ]
     return summary, figures
-
-
-def refuse_not_comparable(
-    first: Result, second: Result, gating: bool, allowed: bool, gpu: str = ""
-) -> None:
-    """Exit 2 for runs a diff cannot compare (docstring at the top), in one line (naming the
-    GPU whose runs they are, in files of --device all)."""
-    from memprof.output.diff import compared, differences
-
-    where = f"{gpu}: " if gpu else ""
-    if not compared(first, second):
-        raise InvalidArgument(
-            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
-            "nothing to compare (diff two runs of one command, at the same sizes)"
-        )
-    if allowed:
-        return
-    reasons = [f"commands: A {first.command}, B {second.command}."] * (
-        first.command != second.command
-    )
-    if gating:
-        reasons += differences(first, second)
-    if reasons:
-        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        raise InvalidArgument(
-            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
-            "--allow-not-comparable compares them anyway"
-        )
 
 
 def diff_junit(figures: list[Compared], fail_above: float | None, a: Path, b: Path) -> str:

@@ -278,7 +278,7 @@ def plot_options() -> list[inspect.Parameter]:
             help=(
                 "The picture: a name ending .svg, .png (150 dpi), .pdf or .html (a page holding "
                 "the SVG). Default: the result's own name ending .svg, beside it (one result "
-                "only). Never an input."
+                "only), where no file has that name. Never an input."
             ),
         ),
         option(
@@ -302,9 +302,12 @@ def report_output(
     timeline: str | None,
     junit: str | None,
 ) -> Any:
-    """`report`'s Output, checked: --json saves one result and --timeline draws one trace."""
+    """`report`'s Output, checked: --json saves one result and --timeline draws one trace;
+    each input once."""
     from memprof.output.emit import Output
+    from memprof.output.files import check_each_once
 
+    check_each_once(paths)
     for option, text in (("--json", json), ("--timeline", timeline)):
         if text is not None and len(paths) > 1:
             raise InvalidArgument(

@@ -4,8 +4,13 @@ the Python values they hold, and numpy floats refused where an integer is declar
 
 from __future__ import annotations
 
+import io
+import re
+from pathlib import Path
+
 import numpy
 import pytest
+from rich.console import Console
 
 import memprof
 from memprof import api
@@ -97,3 +102,138 @@ def test_max_noise_is_a_target_unless_repeat_fixes_the_count(runs):
     with pytest.raises(InvalidArgument, match=r"max_noise decides .* repeat=N repeats exactly"):
         memprof.run("pinned", repeat=5, max_noise=2)
     assert len(runs) == 3
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ({"verbose": "yes"}, "memprof.diff: verbose must be True or False, not str"),
+        ({"verbose": None}, "memprof.diff: verbose must be True or False, not None"),
+        ({"only": 5}, r"memprof.diff: only must be a str or strings"),
+        ({"only": [b"gpu"]}, r"memprof.diff: only must be a str or strings"),
+    ],
+)
+def test_diff_names_its_own_wrong_argument(keywords, words):
+    """Not another function's argument (affinity), nor Python's 'int is not iterable'."""
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(TypeError, match=words):
+        memprof.diff(result, result, **keywords)
+
+
+def test_diff_takes_a_numpy_bool_for_verbose():
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    assert memprof.diff(result, result, verbose=numpy.bool_(True)).verdict == "passed"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("run.svg/", "path run.svg/: names a directory (it ends in /)"),
+        ("-", "path -: a picture is written to a file"),
+        ("/dev/stdout", "path /dev/stdout: a picture is written to a file"),
+    ],
+)
+def test_plot_takes_a_picture_name_as_the_command_line_does(tmp_path, monkeypatch, name, words):
+    """As `plot -o`: a name ending in / is a folder, never the file run.svg (Path() drops
+    the slash), and a stream is no picture's file."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    result = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(InvalidArgument, match=re.escape(f"memprof.plot: {words}")):
+        memprof.plot(result, name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_size_with_several_sizes_is_refused_before_a_run_the_loader_would_refuse(runs):
+    """single_size (what --power sets) with two powers was measured, and its saved Result was
+    then refused by memprof.load ('parameters.powers has 2 sizes, but single_size says one')."""
+    with pytest.raises(InvalidArgument, match="powers has 2 sizes, but single_size says one"):
+        memprof.run("zerocopy", powers=(5, 6), single_size=True)
+    memprof.run("zerocopy", powers=(5,), single_size=True)
+    memprof.run("zerocopy", powers=(5, 6))
+    assert [params.powers for _, params, _ in runs] == [(5,), (5, 6)]
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: memprof.load("run.json\0"), "cannot read run.json"),
+        (lambda: memprof.load_all("run.json\0"), "cannot read run.json"),
+        (lambda: memprof.run("check", reference="run.json\0"), "--reference: cannot read"),
+        (lambda: memprof.run("check", thresholds="t.json\0"), "--thresholds t.json"),
+        (
+            lambda: memprof.plot(memprof.load(FIXTURES / "h200_info.json"), "x\0.svg"),
+            r"memprof.plot: path 'x\x00.svg': a file name cannot hold a NUL character",
+        ),
+    ],
+)
+def test_a_nul_in_a_file_name_is_refused_naming_it(call, words):
+    """Python's open() raised ValueError('embedded null byte') from inside memprof (check's
+    files are read before the GPU is asked for: no GPU is needed here)."""
+    with pytest.raises(InvalidArgument) as refused:
+        call()
+    assert words in str(refused.value)
+
+
+def test_a_file_the_run_reads_may_be_a_path_as_memprof_load_takes(runs):
+    """reference=Path(...) was refused ('reference is PosixPath: expected a string'), though
+    memprof.load and memprof.plot take a Path; it is kept as its str."""
+    memprof.run("check", reference=FIXTURES / "h200_check.json", thresholds=Path("t.json"))
+    [(_, params, _)] = runs
+    assert params.reference == str(FIXTURES / "h200_check.json")
+    assert params.thresholds == "t.json"
+    with pytest.raises(InvalidArgument, match="reference is 5: expected a string"):
+        memprof.run("check", reference=5)
+    with pytest.raises(InvalidArgument, match="host_buffer is PosixPath"):
+        memprof.run("pinned", host_buffer=Path("numpy"))  # not a file: as it was
+
+
+@pytest.mark.parametrize(
+    ("command", "keywords", "hint"),
+    [
+        ("zerocopy", {"power": 20}, "; --power N is powers=(N,), single_size=True)"),
+        ("sweep", {"from_": 10, "to": 12}, "(the sizes are powers=(N, ...), powers of two"),
+        ("alloc", {"step": 2}, "(the sizes are powers=(N, ...), powers of two of floats)"),
+    ],
+)
+def test_a_sweeps_command_line_sizes_as_keywords_say_how_they_are_spelt(
+    runs, command, keywords, hint
+):
+    """docs/python-api.md: keywords are the options' names, but a sweep's --power, --from,
+    --to and --step are one tuple: 'unknown parameter' alone left the user to guess."""
+    with pytest.raises(InvalidArgument, match=re.escape(hint)):
+        memprof.run(command, **keywords)
+    with pytest.raises(InvalidArgument) as plain:
+        memprof.run("pinned", step=1)  # no sweep: nothing to hint at
+    assert str(plain.value).endswith("choose from host_buffer, power, repeat, warmup")
+
+
+def test_diff_refuses_what_the_command_line_refuses_so_a_gate_cannot_pass_on_nothing():
+    """memprof.diff(pinned, check, fail_above=5) compared no figure and returned 'passed';
+    a gate over runs timed apart (CUPTI against events) returned a verdict where
+    `memprof diff --fail-above` exits 2. allow_not_comparable=True is the option's."""
+    quiet = Console(file=io.StringIO())
+    pinned = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    events = memprof.load(FIXTURES / "h200_pinned_p20_events.json")
+    check = memprof.load(FIXTURES / "h200_check.json")
+    for allowed in (False, True):
+        with pytest.raises(InvalidArgument, match=r"A \(pinned\) and B \(check\) have no measure"):
+            memprof.diff(pinned, check, quiet, fail_above=5, allow_not_comparable=allowed)
+    with pytest.raises(InvalidArgument, match="allow_not_comparable=True compares them anyway"):
+        memprof.diff(pinned, events, quiet, fail_above=5)
+    gated = memprof.diff(pinned, events, quiet, fail_above=5, allow_not_comparable=True)
+    assert gated.verdict == "regressed" and gated.rows
+    assert memprof.diff(pinned, events, quiet).rows  # no gate: shown, their differences said
+    assert memprof.diff(pinned, pinned, quiet, fail_above=5).verdict == "passed"
+    with pytest.raises(TypeError, match="allow_not_comparable must be True or False, not str"):
+        memprof.diff(pinned, events, quiet, allow_not_comparable="yes")
+
+
+def test_diff_refuses_an_only_that_selects_no_figure():
+    """fail_above=5 with only='bogus' judged no figure and returned 'passed'; the command line
+    refuses --only bogus (exit 2)."""
+    quiet = Console(file=io.StringIO())
+    pinned = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    with pytest.raises(InvalidArgument, match=r"only='bogus': no figure in both runs is of"):
+        memprof.diff(pinned, pinned, quiet, fail_above=5, only="bogus")
+    assert memprof.diff(pinned, pinned, quiet, fail_above=5, only="gpu").rows

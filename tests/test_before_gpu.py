@@ -89,3 +89,75 @@ def test_every_output_is_checked_before_the_gpu(command, option, tmp_path):
     assert ran.stderr.count("\n") == 1 and "does not exist" in ran.stderr
     ran = runner.invoke(app, [command, option, str(tmp_path / "x.out")])
     assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output  # the same run, a good path
+
+
+PINNED = str(FIXTURES / "h200_pinned_p20.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["report", ""], "Invalid value for 'paths': the file name is empty"),
+        (["report", PINNED, ""], "Invalid value for 'paths': the file name is empty"),
+        (["diff", PINNED, ""], "Invalid value for 'second': the file name is empty"),
+        (["plot", "", "-o", "x.svg"], "Invalid value for 'paths': the file name is empty"),
+        (["check", "--reference", ""], "--reference: the file name is empty"),
+        (["check", "--device", "all", "--reference", ""], "--reference: the file name is empty"),
+        (["check", "--thresholds", ""], "--thresholds: the file name is empty"),
+        (["trace", ""], "memprof trace: the program's file name is empty"),
+        (["trace", "-m", ""], "-m '': not a module name"),
+    ],
+)
+def test_an_empty_name_is_refused_as_empty_not_read_as_the_working_folder(args, words):
+    """Path("") is ".": read as a name, it was 'cannot read .: Is a directory' (or, traced,
+    'a folder without __main__.py'), naming neither the option nor what was wrong."""
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1 and words in ran.stderr, ran.stderr
+    assert "cannot read ." not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: memprof.load(""), "memprof.load: path is empty"),
+        (lambda: memprof.load_all(""), "memprof.load_all: path is empty"),
+        (lambda: memprof.plot(memprof.load(PINNED), ""), "memprof.plot: path is empty"),
+        (lambda: memprof.run("check", reference=""), "--reference: the file name is empty"),
+    ],
+)
+def test_the_api_refuses_an_empty_name_naming_the_argument(call, words):
+    with pytest.raises(InvalidArgument, match=words):
+        call()
+
+
+def test_a_cap_below_one_step_is_refused_before_the_gpu():
+    """pinlimit's plan refused it inside the GPU session: on a machine without PyCUDA, a
+    wrong pair of arguments was answered 'PyCUDA is not installed' (exit 3)."""
+    ran = runner.invoke(app, ["pinlimit", "--step", "10", "--cap", "9"])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.strip() == "memprof: error: --cap 9 is below one --step of 10 GiB"
+    with pytest.raises(InvalidArgument, match="--cap 1 is below one --step of 2 GiB"):
+        memprof.run("pinlimit", cap=1, step=2)
+    ran = runner.invoke(app, ["pinlimit", "--step", "10", "--cap", "10"])  # one step: measured
+    assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output
+
+
+@pytest.mark.parametrize(
+    ("power", "streams", "made"), [(0, 32, 1), (3, 5, 4), (6, 28, 22), (4, 17, 16)]
+)
+def test_more_streams_than_the_cut_makes_chunks_is_refused_before_the_gpu(power, streams, made):
+    """2^power floats cut into chunks of ceil(2^power / K) make fewer than K where K does not
+    fit: the run went on with fewer chunks, its tables saying 'pinned, K streams'."""
+    args = ["streams", "--power", str(power), "--streams", str(streams)]
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1 and f"make {made}, not {streams}:" in ran.stderr
+    with pytest.raises(InvalidArgument, match=f"--streams {streams}: 2\\^{power} floats"):
+        memprof.run("streams", power=power, streams=streams)
+
+
+@pytest.mark.parametrize(("power", "streams"), [(3, 4), (5, 32), (22, 3), (22, 32), (4, 16)])
+def test_as_many_chunks_as_streams_get_as_far_as_the_gpu(power, streams):
+    ran = runner.invoke(app, ["streams", "--power", str(power), "--streams", str(streams)])
+    assert ran.exit_code == ExitCode.ENVIRONMENT, ran.output

@@ -247,3 +247,59 @@ def test_max_noise_beside_an_exact_repeat_is_one_line_before_any_gpu_work(runs):
     assert runs.pop()[-1] == 2.0  # the noise target given
     assert invoke("pinned", "--repeat", "5").exit_code == 0
     assert runs.pop()[-1] is None  # none given: the run's own default, or exactly 5
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["pinned", "--power", "20", "--power", "21"], "--power / -p"),
+        (["pinned", "-p", "20", "--power", "21"], "--power / -p"),
+        (["check", "--device", "all", "-d", "0"], "-d / --device"),
+        (["report", "r.json", "--json", "a.json", "--json", "b.json"], "--json"),
+        (["sweep", "--kinds", "pinned", "--kinds", "pageable"], "--kinds"),
+        (["trace", "--json", "a.json", "--json", "b.json", "s.py"], "--json"),
+    ],
+)
+def test_an_option_given_twice_is_refused_naming_it(args, named):
+    """Click keeps the last value: `--json a.json --json b.json` saved only b.json and
+    `--power 20 --power 21` measured 21, silently; refused before any work (exit 2)."""
+    ran = runner.invoke(cli.app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr.count("\n") == 1
+    assert f"memprof: error: {named} is given twice: give it once" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diff", "A", "B", "--only", "gpu", "--only", "api"],  # repeatable, as its help says
+        ["report", "r.json", "-q", "-q"],  # a flag: said twice, meant once
+        ["plot", "r.json", "--label", "a", "--label", "b"],  # once per file
+        ["trace", "s.py", "--json", "x"],  # the program's own arguments
+    ],
+)
+def test_options_meant_to_repeat_and_a_programs_arguments_are_not_refused(args):
+    ran = runner.invoke(cli.app, args)
+    assert "given twice" not in ran.output
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["alloc", "--step", "3"],
+        ["sweep", "--step", "1"],
+        ["zerocopy", "--power", "5", "--step", "3"],
+    ],
+)
+def test_a_step_without_from_and_to_is_refused_not_ignored(runs, arguments):
+    """--step shapes only a sweep given --from/--to: the default sweep and --power ran as if it
+    had not been given (alloc --step 3 measured 2^4, 2^6, ... as --step 2 does)."""
+    result = invoke(*arguments)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "--step is the step from --from to --to: give them too" in result.stderr
+    assert runs == []
+
+
+def test_a_sweeps_default_step_is_its_own_where_none_is_given(runs):
+    assert params_of(runs, "alloc", "--from", "4", "--to", "9").powers == (4, 6, 8)
+    assert params_of(runs, "sweep", "--from", "4", "--to", "6").powers == (4, 5, 6)

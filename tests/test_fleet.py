@@ -96,9 +96,48 @@ def test_a_noisy_figure_is_not_taken_for_a_slow_gpu(tmp_path):
 
 def test_two_runs_are_shown_but_never_judged(tmp_path):
     runs = [node(tmp_path, "node-a"), node(tmp_path, "node-b", 1.3, 4)]
-    ran = report("--fail-outliers", 10, *runs)
+    ran = report("--fleet", *runs)
     assert ran.exit_code == 0, ran.output
     assert "A median of 2 runs cannot single one out: give 3 or more." in ran.stdout
+    one = report("--fleet", runs[0])
+    assert one.exit_code == 0, one.output
+    assert "5 figures in the one run." in one.stdout
+    assert "A median of 1 run cannot single one out: give 3 or more." in one.stdout
+
+
+@pytest.mark.parametrize("given", [1, 2])
+def test_a_gate_over_fewer_runs_than_a_median_can_judge_is_refused(tmp_path, given):
+    """Under three runs --fail-outliers could never fail (node-b 1.3x as slow passed, exit 0):
+    refused, as a gate over runs of different commands is; three are judged."""
+    runs = [node(tmp_path, "node-a"), node(tmp_path, "node-b", 1.3, 4), node(tmp_path, "node-c")]
+    gated = report("--fail-outliers", 10, *runs[:given])
+    assert gated.exit_code == ExitCode.USAGE and gated.stdout == "", gated.output
+    assert gated.stderr.strip().splitlines() == [
+        "memprof: error: --fail-outliers judges each run against the median of 3 or more, and "
+        f"{given} run{'s were' if given == 2 else ' was'} given: a gate that could judge none "
+        "(--fleet shows them)"
+    ]
+    assert report("--fail-outliers", 10, *runs).exit_code == ExitCode.CHECK_FAILED
+
+
+def test_one_run_in_two_files_is_refused_it_would_be_the_fleets_median(tmp_path):
+    """node-a copied twice beside node-b 1.3x as slow: a median of a, a, b is a's, and b was
+    named an outlier of a fleet of two GPUs. A file given twice is refused as well."""
+    a, b = node(tmp_path, "node-a"), node(tmp_path, "node-b", 1.3, 4)
+    copy = tmp_path / "copy-of-a.json"
+    copy.write_bytes(a.read_bytes())
+    for options in (["--fleet"], ["--fail-outliers", 10]):
+        ran = report(*options, a, copy, b)
+        assert ran.exit_code == ExitCode.USAGE and ran.stdout == "", ran.output
+        assert ran.stderr.strip().splitlines() == [
+            f"memprof: error: {a} and {copy} hold one run (node-a, GPU 0, "
+            f"{load(a).created_at}): give each run once"
+        ]
+        twice = report(*options, a, b, a)
+        assert twice.exit_code == ExitCode.USAGE and twice.stdout == "", twice.output
+        assert twice.stderr.strip().splitlines() == [
+            f"memprof: error: {a} is given twice: give each file once"
+        ]
 
 
 def test_a_gate_over_runs_of_different_commands_is_refused_a_fleet_view_says_so(four):

@@ -143,3 +143,37 @@ def test_plot_never_draws_into_the_cache_folder(folder, no_gpu):
     ran = runner.invoke(app, ["plot", "a.json", "-o", str(cache / "a.svg")])
     assert ran.exit_code == ExitCode.USAGE, ran.output
     assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report"], ["report", "--csv", "out.csv"], ["plot", "-o", "out.svg"]],
+)
+def test_a_file_given_twice_is_refused_however_spelt(tmp_path, monkeypatch, command):
+    """Twice, report showed and exported every row twice (as two GPUs' runs) and plot drew
+    it twice; diff compares a file with itself, which is how its noise is seen."""
+    if command[0] == "plot":
+        pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    Path("r.json").write_bytes(PINNED.read_bytes())
+    Path("link.json").symlink_to("r.json")
+    for second, words in (("r.json", "twice"), ("./r.json", "twice"), ("link.json", "twice (as")):
+        ran = runner.invoke(app, [command[0], "r.json", second, *command[1:]])
+        assert ran.exit_code == ExitCode.USAGE, ran.output
+        assert ran.stderr.count("\n") == 1 and f"r.json is given {words}" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "r.json"]
+    assert runner.invoke(app, ["diff", "r.json", "link.json"]).exit_code == 0
+
+
+def test_a_result_named_dash_points_at_dev_stdin(tmp_path, monkeypatch):
+    """`--json -` is stdout, so a user reads `report -` as stdin: it said only 'No such file'."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["report", "-"], ["diff", str(PINNED), "-"]):
+        ran = runner.invoke(app, command)
+        assert ran.exit_code == ExitCode.USAGE, ran.output
+        assert ran.stderr.strip() == (
+            "memprof: error: cannot read -: No such file or directory (standard input is "
+            "/dev/stdin)"
+        )
+    Path("-").write_bytes(PINNED.read_bytes())  # a file named "-" is read as any other
+    assert runner.invoke(app, ["report", "-q", "-"]).exit_code == 0

@@ -190,3 +190,37 @@ def test_strings_from_a_file_are_drawn_literally_never_obeyed():
     words = ["".join(t.itertext()) for t in tree.iter("{http://www.w3.org/2000/svg}text")]
     assert "$x^2$ <script>\\x1b&" in words
     assert "\x1b" not in svg
+
+
+def test_the_default_picture_replaces_no_file_only_one_named_with_o(tmp_path):
+    """`plot run.json` names run.svg itself: where a file (or a link) has that name, it is
+    refused and left as it was; `-o run.svg` replaces it."""
+    source = tmp_path / "run.json"
+    shutil.copy(SMALL, source)
+    assert invoke("plot", str(source)).exit_code == 0
+    picture = tmp_path / "run.svg"
+    picture.write_text("the user's own drawing")
+    ran = invoke("plot", str(source))
+    assert ran.exit_code == 2 and ran.stderr.count("\n") == 1
+    assert f"{picture} already exists: give -o {picture} to replace it" in ran.stderr
+    assert picture.read_text() == "the user's own drawing"
+    picture.unlink()
+    picture.symlink_to(tmp_path / "elsewhere.svg")  # dangling: writing would create it
+    assert invoke("plot", str(source)).exit_code == 2
+    assert not (tmp_path / "elsewhere.svg").exists()
+    picture.unlink()
+    picture.write_text("the user's own drawing")
+    assert invoke("plot", str(source), "-o", str(picture)).exit_code == 0
+    assert picture.read_text().startswith("<?xml")
+
+
+def test_a_name_of_no_picture_format_is_refused_naming_its_option(source, tmp_path):
+    ran = invoke("plot", str(source), "-o", str(tmp_path / "run.jpeg"))
+    assert ran.exit_code == 2 and ran.stderr.count("\n") == 1
+    assert f"--output {tmp_path / 'run.jpeg'}: a picture is one of" in ran.stderr
+    result = memprof.load(source)
+    for name, words in (("run.jpeg", "a picture is one of"), ("no/run.svg", "does not exist")):
+        with pytest.raises(InvalidArgument) as refused:
+            memprof.plot(result, tmp_path / name)
+        said = str(refused.value)
+        assert said.startswith(f"memprof.plot: path {tmp_path / name}: ") and words in said

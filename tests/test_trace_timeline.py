@@ -245,8 +245,9 @@ def test_a_recorded_traces_timeline_is_its_profile(path, tmp_path):
 
 def test_a_timeline_is_drawn_from_one_trace_at_a_time(traced, tmp_path):
     _, saved, _ = traced
-    drawn = tmp_path / "t.json"
-    ran = run("report", saved, saved, "--timeline", drawn)
+    drawn, other = tmp_path / "t.json", tmp_path / "other.json"
+    other.write_bytes(Path(saved).read_bytes())  # a second trace (one file twice is refused)
+    ran = run("report", saved, other, "--timeline", drawn)
     assert ran.exit_code == ExitCode.USAGE and "--timeline saves one result" in ran.output
     assert not drawn.exists()
 

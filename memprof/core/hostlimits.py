@@ -181,6 +181,13 @@ def margin_bytes(mem_total_bytes: int) -> int:
     return max(MARGIN_LEAST_BYTES, int(mem_total_bytes * MARGIN_SHARE))
 
 
+def check_cap(cap_gib: int | None, step_gib: int) -> None:
+    """--cap holds one --step at least: needing nothing of the host, checked before any GPU
+    work (the experiment's read_inputs) and by plan."""
+    if cap_gib is not None and cap_gib < step_gib:
+        raise InvalidArgument(f"--cap {cap_gib} is below one --step of {step_gib} GiB")
+
+
 def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes: int) -> Plan:
     """The climb's cap: --cap where it leaves the margin (OutOfMemory, exit 4, where it does
     not), else DEFAULT_SHARE of the memory available up to DEFAULT_MOST_BYTES, in whole steps.
@@ -199,8 +206,7 @@ def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes:
                 f"{format_bytes(workload_bytes)}, so at most {format_bytes(max(most, 0))} "
                 "here"
             )
-        if cap < step:
-            raise InvalidArgument(f"--cap {cap_gib} is below one --step of {step_gib} GiB")
+        check_cap(cap_gib, step_gib)
         return Plan(cap - cap % step, step, margin)
     cap = min(int(available * DEFAULT_SHARE), DEFAULT_MOST_BYTES, most)
     cap -= cap % step

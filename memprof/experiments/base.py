@@ -43,7 +43,7 @@ from memprof.model.formatting import format_bytes, plural
 from memprof.model.gpustate import GpuState
 from memprof.model.measures import COPY_NAMES as COPY_NAMES  # the commands read it here
 from memprof.model.measures import Basis, Measure, check_declared
-from memprof.model.params import NamedSets, Range, Sizes, option_of, param
+from memprof.model.params import NamedSets, Range, Sizes, check_single_sizes, param
 from memprof.model.results import Check, Measurement, Result, ResultShape, TimingInfo
 from memprof.model.schema import DISTINCT, INCREASING, NON_EMPTY, SchemaError
 from memprof.model.statistics import repetitions_words
@@ -342,7 +342,8 @@ class Experiment:
 
     def read_inputs(self, params: Any) -> Any:
         """What run() needs from files (ctx.inputs; its Params fields declared reads_file),
-        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU."""
+        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU;
+        and where one parameter bounds another (pinlimit's --cap and --step), that check."""
         return None
 
     def run(self, ctx: RunContext) -> Any:
@@ -440,15 +441,10 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
 
 def _check_single_sizes(params: Any) -> None:
     """A sweep's sizes are one where the flag its --power sets says so (Sizes.single)."""
-    for one in dataclasses.fields(params):
-        form = option_of(one).form
-        if isinstance(form, Sizes) and form.single and getattr(params, form.single):
-            powers = getattr(params, one.name)
-            if len(powers) != 1:
-                raise SchemaError(
-                    f"parameters.{one.name}",
-                    f"has {len(powers)} sizes, but {form.single} says one",
-                )
+    try:
+        check_single_sizes(params)
+    except SchemaError as error:
+        raise error.within("parameters") from None
 
 
 NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")

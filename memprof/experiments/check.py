@@ -959,7 +959,12 @@ def read_reference(path: str | None) -> Result | None:
     from memprof.errors import InvalidArgument
     from memprof.experiments import load
 
-    reference = load(Path(path))  # checked as `memprof report` checks it
+    if not path:  # Path("") would be ".", the working folder
+        raise InvalidArgument("--reference: the file name is empty")
+    try:
+        reference = load(Path(path))  # checked as `memprof report` checks it
+    except InvalidArgument as error:
+        raise InvalidArgument(f"--reference: {error}") from error
     if reference.command != "check" or reference.device is None:
         raise InvalidArgument(
             f"--reference {path}: a result of memprof {reference.command}, not of memprof "

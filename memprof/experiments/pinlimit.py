@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from memprof.core.hostlimits import GIB, HostLimits, Plan, margin_bytes, room_for_step
+from memprof.core.hostlimits import (
+    GIB,
+    HostLimits,
+    Plan,
+    check_cap,
+    margin_bytes,
+    room_for_step,
+)
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.device import DeviceFact
@@ -145,6 +152,11 @@ class Pinlimit(base.Experiment):
     )
     Params = PinlimitParams
     Extra = PinlimitExtra
+
+    def read_inputs(self, params: PinlimitParams) -> None:
+        """No file: a --cap below one --step is refused here, before the GPU is asked for."""
+        check_cap(params.cap, params.step)
+
     measures = (
         *CLIMB, WHOLE, UNREGISTER_WHOLE, *HOST_COPY.values(), *H2D.values(), *H2D_CALLS,
     )  # fmt: skip

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from memprof.errors import InvalidArgument
 from memprof.experiments import base
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure
@@ -167,6 +168,18 @@ class Streams(base.Experiment):
             for operation in ("alloc", "free")
         ),
     )
+
+    def read_inputs(self, params: StreamsParams) -> None:
+        """No file: --streams K where the cut makes fewer chunks than K (2^power under K, or
+        rounding: 8 floats in 5 make 4 of 2) is refused before the GPU is asked for; its
+        tables would say K streams where fewer ran."""
+        made = len(chunk_elements(params))
+        if made != params.streams:
+            raise InvalidArgument(
+                f"--streams {params.streams}: 2^{params.power} floats cut into chunks of "
+                f"{-(-(1 << params.power) // params.streams)} make {made}, not "
+                f"{params.streams}: give a larger --power or fewer --streams"
+            )
 
     def run(self, ctx: base.RunContext) -> StreamsExtra:
         import numpy as np

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -172,7 +173,22 @@ def validated(params: Any) -> Any:
             check(value, hint, field.name)
         except SchemaError as error:
             raise InvalidArgument(_refusal(field.name, hint, value, error)) from None
+    try:
+        check_single_sizes(params)
+    except SchemaError as error:  # memprof.run("zerocopy", powers=(5, 6), single_size=True)
+        raise InvalidArgument(str(error)) from None
     return params
+
+
+def check_single_sizes(params: Any) -> None:
+    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single): for a
+    run's Params and a saved run's alike (SchemaError naming the field)."""
+    for one in dataclasses.fields(params):
+        form = option_of(one).form
+        if isinstance(form, Sizes) and form.single and getattr(params, form.single):
+            powers = getattr(params, one.name)
+            if len(powers) != 1:
+                raise SchemaError(one.name, f"has {len(powers)} sizes, but {form.single} says one")
 
 
 def _refusal(name: str, hint: Any, value: Any, error: SchemaError) -> str:
@@ -194,9 +210,31 @@ def make(params_type: type, **values: Any) -> Any:
     if unknown:
         raise InvalidArgument(
             f"unknown parameter {unknown[0]!r}: choose from {', '.join(sorted(names)) or 'none'}"
+            + _sizes_hint(params_type, unknown[0])
         )
-    converted = {k: plain(v) for k, v in values.items()}
+    files = {f.name for f in dataclasses.fields(params_type) if option_of(f).reads_file}
+    converted = {k: _file_name(v) if k in files else plain(v) for k, v in values.items()}
     return validated(params_type(**converted))
+
+
+def _file_name(value: Any) -> Any:
+    """A file's name as the str its field keeps, from a Path too (as memprof.load takes)."""
+    return os.fsdecode(value) if isinstance(value, os.PathLike | bytes) else value
+
+
+SIZE_OPTION_NAMES = ("power", "from", "from_", "from_power", "to", "to_power", "step")
+
+
+def _sizes_hint(params_type: type, name: str) -> str:
+    """How a sweep's --power, --from/--to/--step are spelt as keywords, for one who tried."""
+    if name not in SIZE_OPTION_NAMES:
+        return ""
+    for one in dataclasses.fields(params_type):
+        form = option_of(one).form
+        if isinstance(form, Sizes):
+            single = f"; --power N is {one.name}=(N,), {form.single}=True" if form.single else ""
+            return f" (the sizes are {one.name}=(N, ...), powers of two of floats{single})"
+    return ""
 
 
 def plain(value: Any) -> Any:
@@ -247,7 +285,8 @@ def cli_options(params_type: type) -> list[CliOption]:
                     CliOption(f"{name}_power", int | None, None, (f"--{name}",), help, rule)
                 )
             step = Range(1, rule.le if rule else 64)
-            options.append(CliOption("step", int, form.step, ("--step",), "Sweep: step.", step))
+            help = f"Sweep: step, with --from and --to (default {form.step})."
+            options.append(CliOption("step", int | None, None, ("--step",), help, step))
         elif isinstance(form, CommaList):
             help = f"{face.help} Comma-separated, from: {', '.join(choices)}."
             options.append(CliOption(field.name, str, ",".join(field.default), flags, help))
@@ -279,7 +318,10 @@ def from_cli(params_type: type, values: dict[str, Any]) -> Any:
             power, sizes = values.get("power"), (values["from_power"], values["to_power"])
             if power is not None and sizes != (None, None):
                 raise InvalidArgument("use either --power or --from/--to, not both")
-            fields[field.name] = form.value(*sizes, values["step"], field.default)
+            if values["step"] is not None and sizes == (None, None):  # ignored, it was
+                raise InvalidArgument("--step is the step from --from to --to: give them too")
+            step = form.step if values["step"] is None else values["step"]
+            fields[field.name] = form.value(*sizes, step, field.default)
             if power is not None:
                 fields[field.name], fields[form.single] = (power,), True
         elif isinstance(form, CommaList):

@@ -497,7 +497,10 @@ def _read_result_bytes(path: Path) -> bytes:
         # O_NONBLOCK: opening a FIFO nobody writes to does not wait for a writer
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
-        raise InvalidArgument(f"cannot read {path}: {error.strerror}") from error
+        stdin = " (standard input is /dev/stdin)" if str(path) == "-" else ""
+        raise InvalidArgument(f"cannot read {path}: {error.strerror}{stdin}") from error
+    except ValueError as error:  # a NUL in the name (from Python: no shell passes one)
+        raise InvalidArgument(f"cannot read {path}: {error}") from error
     try:
         status = os.fstat(descriptor)
         for is_kind, what in _NOT_FILES.items():

@@ -76,6 +76,8 @@ def destination(text: str, option: str) -> Destination:
     one is refused (Path() would drop the slash: `--json newdir/` would make a file newdir)."""
     if not text:
         raise InvalidArgument(f"{option}: the file name is empty")
+    if "\0" in text:  # from Python: no shell passes one
+        raise InvalidArgument(f"{option} {text!r}: a file name cannot hold a NUL character")
     if text == STDOUT:
         return Destination(text, 1)
     if text.endswith(("/", os.sep)):
@@ -224,6 +226,17 @@ def check_distinct(
             )
         label = f"{option} file" if target.descriptor is None else f"{option} output"
         seen.update(dict.fromkeys(identities, label))
+
+
+def check_each_once(paths: Iterable[Path]) -> None:
+    """Refuse an input given twice, however spelt (a link, ./x): its runs would be shown,
+    exported and counted in a fleet's median twice, as if two GPUs had measured them."""
+    seen: dict[tuple, Path] = {}
+    for path in paths:
+        first = seen.setdefault(_identity(path), path)
+        if first is not path:
+            again = "twice" if str(first) == str(path) else f"twice (as {first} and {path})"
+            raise InvalidArgument(f"{first} is given {again}: give each file once")
 
 
 def _identities(target: Destination) -> list[tuple]:

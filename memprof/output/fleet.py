@@ -124,7 +124,7 @@ def _summary(
     command = results[0].command
     judged = len(results) >= MIN_RUNS
     per_run = Table(
-        f"memprof {command}: {len(results)} runs against the fleet's median",
+        f"memprof {command}: {plural(len(results), 'run')} against the fleet's median",
         ["Run", "GPU", "Outliers", "Furthest from the median"],
         notes=[
             f"Outlier: a figure's time per operation more than {limit:.0%} from the median of "
@@ -159,7 +159,8 @@ def _summary(
         figures.notes.append(f"{len(flagged) - SHOWN_FIGURES} more figures have an outlier.")
     commands = sorted({result.command for result in results})
     models = sorted({result.gpu_name or "an unknown GPU" for result in results})
-    conclusions = [f"{plural(len(spread), 'figure')} in all {len(results)} runs."]
+    runs = "the one run" if len(results) == 1 else f"all {len(results)} runs"
+    conclusions = [f"{plural(len(spread), 'figure')} in {runs}."]
     if len(commands) > 1:
         conclusions.append(f"The runs are of different commands ({', '.join(commands)}).")
     if len(models) > 1:
@@ -169,7 +170,8 @@ def _summary(
         )
     if not judged:
         conclusions.append(
-            f"A median of {len(results)} runs cannot single one out: give {MIN_RUNS} or more."
+            f"A median of {plural(len(results), 'run')} cannot single one out: give "
+            f"{MIN_RUNS} or more."
         )
     else:
         slow = ", ".join(sorted({names[d.run] for _, _, each in spread for d in each if d.slower}))

@@ -247,12 +247,14 @@ class Picture:
         return f"<memprof picture: {self.title!r}, panels: {kinds}>"
 
 
-def format_of(path: Path) -> str:
-    """'svg', 'png', 'pdf' or 'html', by the file's name: InvalidArgument for any other."""
+def format_of(path: Path, option: str = "") -> str:
+    """'svg', 'png', 'pdf' or 'html', by the file's name: InvalidArgument for any other,
+    naming the option that gave it."""
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         choices = ", ".join(FORMATS)
-        raise InvalidArgument(f"{path}: a picture is one of {choices}; name the file so")
+        named = f"{option} {path}" if option else str(path)
+        raise InvalidArgument(f"{named}: a picture is one of {choices}; name the file so")
     return kind
 
 

@@ -97,6 +97,8 @@ def check_program(program: Program) -> None:
     """Fail before CUPTI starts if the script or module cannot be found, as Python would. A
     module is looked for by its top-level name: finding `pkg.tool` would run pkg's __init__."""
     if program.script is not None:
+        if not program.script:  # Path("") would be ".", the working folder
+            raise InvalidArgument("memprof trace: the program's file name is empty")
         path = Path(program.script)
         if not path.exists():
             raise InvalidArgument(f"cannot open {program.script}: no such file")
@@ -104,6 +106,8 @@ def check_program(program: Program) -> None:
             raise InvalidArgument(f"cannot run {program.script}: a folder without __main__.py")
         return
     top = program.module.partition(".")[0]
+    if not top:
+        raise InvalidArgument(f"-m {program.module!r}: not a module name (such as pkg.tool)")
     with as_python_runs(program):  # the working directory first on sys.path, as for -m
         try:
             found = importlib.util.find_spec(top)
