@@ -374,3 +374,34 @@ def test_a_run_without_cupti_says_its_calls_are_on_the_host_clock():
             "Driver calls: the host clock around each call (no CUPTI: Python's cost of a call "
             "included)."
         )
+
+
+@pytest.mark.parametrize("missing", ["pool", "device"])
+def test_the_loop_verdict_reads_only_the_sizes_where_both_allocators_ran(missing):
+    result = synthetic_loop_result({"device": [50, 55, 60, 280], "pool": [5, 5, 59, 300]})
+    stop = 4 << 20  # where the pool stopped helping: without it, it helped wherever both ran
+    result.measurements = [m for m in result.measurements if (m.kind, m.bytes) != (missing, stop)]
+    verdict = pools.loop_verdict(result, result.extra.allocators, "pool")
+    assert verdict == (
+        "In the loop the default pool (cuMemAllocAsync) helped up to 1 MiB (5.0000us against "
+        "55.000us per iteration at 1 MiB) and stopped helping at 16 MiB (300.00us against "
+        "280.00us per iteration at 16 MiB); its total fell below cuMemAlloc's from iteration 10."
+    )
+
+
+def test_virtual_memory_alone_in_a_file_without_a_floor_says_why_in_full():
+    older = load_older("alloc")
+    record = replace(older.extra.allocators, pools=[])
+    vmm, _ = pools.vmm_tables(older, record)
+    assert vmm.notes[1].startswith("No floor: an older memprof did not time a call that does")
+
+
+def test_growing_not_measured_one_way_at_a_size_leaves_its_cells_empty():
+    result = without(recorded(), operation="grow_by_copy", nbytes=1 << 20)
+    rows = cells(found(result, "Growing a buffer"))
+    in_place = median(result, "api", "grow_in_place", "vmm", 1 << 20)
+    assert rows["1 MiB"] == {
+        "In place (VMM)": format_ms(in_place),
+        "New + copy + free": "-",
+        "In place is": "-",
+    }
