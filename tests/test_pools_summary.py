@@ -17,7 +17,7 @@ from memprof.model.results import Result
 from memprof.model.summary import Table
 from tests.conftest import load_fixture, load_older, printed_rows, replace
 from tests.test_allocators import synthetic_loop_result
-from tests.verdict_tools import matches, the
+from tests.verdict_tools import matches, the, with_samples
 
 MARK = "*"
 # each table's columns after Size: header (its unit left off) -> what it shows
@@ -405,3 +405,38 @@ def test_growing_not_measured_one_way_at_a_size_leaves_its_cells_empty():
         "New + copy + free": "-",
         "In place is": "-",
     }
+
+
+def pool_conclusion(result: Result) -> str | None:
+    return next((c for c in summarize(result).conclusions if "cuMemAlloc took" in c), None)
+
+
+def test_the_pool_conclusion_names_only_the_pools_with_both_figures_at_the_largest():
+    result = without(recorded(), operation="alloc_after_sync", kind="pool", nbytes=1 << 30)
+    line = pool_conclusion(result)
+    assert "from the default pool" not in line and " - " not in line
+    assert "; a stream-ordered allocation from the pool keeping freed memory" in line
+    reused = without(result, operation="alloc_reused", kind="pool_kept", nbytes=1 << 30)
+    assert pool_conclusion(reused) is None  # no pool left to set against cuMemAlloc
+
+
+def test_the_pool_conclusion_needs_cumemallocs_figure_at_the_largest():
+    assert pool_conclusion(recorded()) is not None
+    result = without(recorded(), operation="alloc_new", kind="device", nbytes=1 << 30)
+    assert pool_conclusion(result) is None
+
+
+def test_the_pool_conclusion_explains_the_mark_where_only_cumemallocs_figure_has_it():
+    result = recorded()
+    largest, floor = 1 << 30, floor_ms(result)
+    # cuMemAlloc moved to 2x the floor (marked), the pools' figures to 20x (unmarked)
+    result = with_samples(result, [2 * floor], operation="alloc_new", kind="device", nbytes=largest)
+    for kind in ("pool", "pool_kept"):
+        for operation in ("alloc_reused", "alloc_after_sync"):
+            result = with_samples(
+                result, [20 * floor], operation=operation, kind=kind, nbytes=largest
+            )
+    line = pool_conclusion(result)
+    assert f"cuMemAlloc took {format_ms(2 * floor)}*;" in line
+    assert f"{format_ms(20 * floor)} reused" in line
+    assert line.endswith(f"(*: near the floor of how calls are timed, {format_ms(floor)}.)")
