@@ -82,8 +82,9 @@ def found(result: Result, title: str) -> Table:
 
 
 def cells(t: Table) -> dict[str, dict[str, str]]:
-    """size -> header (without its unit) -> the cell as printed."""
+    """size -> header (without its unit) -> the cell as printed; the first column: Size."""
     headers = [re.sub(r" \((ns|us|ms|s)\)$", "", h) for h in t.headers]
+    assert headers[0] == "Size"
     return {row[0]: dict(zip(headers[1:], row[1:], strict=True)) for row in printed_rows(t)}
 
 
