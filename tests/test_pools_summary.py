@@ -441,3 +441,19 @@ def test_the_pool_conclusion_explains_the_mark_where_only_cumemallocs_figure_has
     assert f"cuMemAlloc took {format_ms(2 * floor)}*;" in line
     assert f"{format_ms(20 * floor)} reused" in line
     assert line.endswith(f"(*: near the floor of how calls are timed, {format_ms(floor)}.)")
+
+
+def test_the_pool_conclusion_with_nothing_marked_ends_without_the_marks_words():
+    older = load_older("alloc")  # no floor: nothing marked
+    assert pool_conclusion(older).endswith(
+        "after a synchronization. A pool only saves the allocation while it still holds the memory."
+    )
+
+
+@pytest.mark.parametrize("missing", ["grow_in_place", "grow_by_copy"])
+def test_growing_measured_one_way_alone_at_the_largest_concludes_nothing(missing):
+    def growth(result: Result) -> list[str]:
+        return [c for c in summarize(result).conclusions if c.startswith("Growing a")]
+
+    assert len(growth(recorded())) == 1
+    assert growth(without(recorded(), operation=missing, nbytes=1 << 30)) == []
