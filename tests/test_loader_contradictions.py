@@ -584,3 +584,21 @@ def test_a_kind_a_traffic_mapping_leaves_out_counts_each_byte_once():
     assert KERNEL_FIRST.traffic_of("managed+prefetch") == 0  # already resident: nothing moved
     assert KERNEL_FIRST.traffic_of("managed") == 1
     assert KERNEL_FIRST.traffic_of(None) == 1
+
+
+@pytest.mark.parametrize(("vmm", "granularity"), [(True, None), (True, 0), (False, 2 << 20)])
+def test_a_granularity_that_contradicts_whether_vmm_ran_is_refused(vmm, granularity):
+    """A run that measured VMM printed 'granularity, 0 B here' from a null granularity."""
+
+    def edit(data):
+        data["extra"]["allocators"].update(vmm=vmm, granularity_bytes=granularity)
+
+    said = refusal(edited("h200_alloc", edit))
+    assert said.startswith(f"run.json: extra.allocators.granularity_bytes is {granularity}, but")
+    assert f"extra.allocators.vmm is {str(vmm).lower()}" in said
+
+
+def test_the_recorded_granularity_of_a_vmm_run_loads():
+    data = json.loads((FIXTURES / "h200_alloc.json").read_text())["extra"]["allocators"]
+    assert data["vmm"] and data["granularity_bytes"] > 0
+    assert parse((FIXTURES / "h200_alloc.json").read_text())

@@ -118,6 +118,13 @@ class Alloc(base.Experiment):
     def check_consistency(self, result: Result) -> None:
         record = result.extra.allocators
         kinds = result.extra.kinds
+        if record is not None and record.vmm != bool(record.granularity_bytes):
+            raise SchemaError(
+                "extra.allocators.granularity_bytes",
+                f"is {record.granularity_bytes}, but extra.allocators.vmm is "
+                f"{str(record.vmm).lower()}: a run that measured virtual memory management "
+                "records its granularity (a positive byte count), one that did not records null",
+            )
         for index, m in enumerate(result.measurements):
             allocation = (m.group, m.operation) in ALLOCATION_KEYS
             if allocation and m.kind not in kinds:
