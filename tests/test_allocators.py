@@ -446,7 +446,7 @@ def synthetic_loop_result(
 
 def test_the_loop_says_at_which_size_a_pool_stops_helping():
     result = synthetic_loop_result({"device": [50, 55, 60, 280], "pool": [5, 5, 59, 300]})
-    verdict = pools.loop_verdict(result, result.extra.allocators, "pool")
+    verdict = pools.loop_verdict(result, "pool")
     assert verdict == (
         "In the loop the default pool (cuMemAllocAsync) helped up to 1 MiB (5.0000us against "
         "55.000us per iteration at 1 MiB) and stopped helping at 4 MiB (59.000us against "
@@ -458,13 +458,12 @@ def test_the_loop_says_when_a_pool_helped_everywhere_or_nowhere():
     result = synthetic_loop_result(
         {"device": [50, 55, 60, 280], "pool": [60, 60, 60, 300], "pool_kept": [5, 5, 5, 5]}
     )
-    record = result.extra.allocators
-    kept = pools.loop_verdict(result, record, "pool_kept")
+    kept = pools.loop_verdict(result, "pool_kept")
     assert kept.startswith(
         "In the loop the pool keeping freed memory (cuMemAllocFromPoolAsync) beat "
         "cuMemAlloc/cuMemFree at every size (5.0000us against 280.00us per iteration at 16 MiB)"
     )
-    default = pools.loop_verdict(result, record, "pool")
+    default = pools.loop_verdict(result, "pool")
     assert default.startswith("In the loop the default pool (cuMemAllocAsync) never beat")
 
 

@@ -268,7 +268,7 @@ def test_a_pool_exactly_five_percent_under_cumemalloc_does_not_help():
     result = synthetic_loop_result({"device": [100, 100, 100, 100], "pool": [95, 95, 95, 94]})
     edge = 100 / 1000 * (1 - pools.EQUIVALENT)
     assert edge == 95 / 1000  # on the edge, in floats too
-    verdict = pools.loop_verdict(result, result.extra.allocators, "pool")
+    verdict = pools.loop_verdict(result, "pool")
     assert verdict == (
         "In the loop the default pool (cuMemAllocAsync) beat cuMemAlloc/cuMemFree at the "
         "largest, not every, size (94.000us against 100.00us per iteration at 16 MiB)."
@@ -382,7 +382,7 @@ def test_the_loop_verdict_reads_only_the_sizes_where_both_allocators_ran(missing
     result = synthetic_loop_result({"device": [50, 55, 60, 280], "pool": [5, 5, 59, 300]})
     stop = 4 << 20  # where the pool stopped helping: without it, it helped wherever both ran
     result.measurements = [m for m in result.measurements if (m.kind, m.bytes) != (missing, stop)]
-    verdict = pools.loop_verdict(result, result.extra.allocators, "pool")
+    verdict = pools.loop_verdict(result, "pool")
     assert verdict == (
         "In the loop the default pool (cuMemAllocAsync) helped up to 1 MiB (5.0000us against "
         "55.000us per iteration at 1 MiB) and stopped helping at 16 MiB (300.00us against "

@@ -784,7 +784,7 @@ def pays_from(pool_ms: list[float], device_ms: list[float]) -> int | None:
     return None
 
 
-def loop_verdict(result: Result, record: AllocatorsRecord, kind: str) -> str | None:
+def loop_verdict(result: Result, kind: str) -> str | None:
     """Where a pool stops beating cuMemAlloc/cuMemFree in the loop, in one sentence."""
     steady = {}
     for nbytes in _sizes(result):
@@ -838,7 +838,7 @@ def summary_parts(result: Result, record: AllocatorsRecord) -> tuple[list[Table]
         for line in (
             _pool_conclusion(result, record),
             _growth_conclusion(result, record),
-            *(loop_verdict(result, record, kind) for kind in record.pools),
+            *(loop_verdict(result, kind) for kind in record.pools),
         )
         if line
     ]
