@@ -7,13 +7,20 @@ reach. Each rule is tried on both sides of its boundary."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import msgspec
 import pytest
 
 from memprof.errors import InvalidArgument
 from memprof.experiments import shape_of
-from memprof.experiments.check import MARGIN, CheckReference, device_bytes, host_bytes
+from memprof.experiments.check import (
+    MARGIN,
+    CheckReference,
+    device_bytes,
+    figure,
+    host_bytes,
+)
 from memprof.model.ceilings import hbm_ceiling
 from memprof.model.measures import ABOVE_BOUND
 from memprof.model.results import Result
@@ -167,3 +174,79 @@ def test_a_reference_from_a_better_slot_of_the_same_model_is_kept():
     result.gpu_states = [healthy(**gen4)]
     result.device = msgspec.structs.replace(result.device, pcie_generation=4, pcie_max_generation=4)
     refused(result, "can reach at most 31.5 GB/s")  # a Gen4 GPU, whatever its slot
+
+
+def exactly(result: Result, operation: str, gb_per_s: float, later: int = 0) -> Result:
+    """The result with one figure's copies at exactly `gb_per_s` (the per-copy time nearest
+    the plain division that gives it), or `later` such times faster."""
+    slower(result, operation, gb_per_s)
+    m = next(m for m in result.measurements if m.operation == operation)
+    start = m.throughput_ms[0]
+    for step in range(-300, 301):
+        ms = start
+        for _ in range(abs(step)):
+            ms = math.nextafter(ms, math.copysign(math.inf, step))
+        m.throughput_ms = [ms] * len(m.throughput_ms)
+        if figure(result, operation) == gb_per_s:
+            break
+    else:
+        raise AssertionError(f"no time per copy makes exactly {gb_per_s!r} GB/s")
+    for _ in range(later):
+        while figure(result, operation) <= gb_per_s:
+            ms = math.nextafter(ms, 0)
+            m.throughput_ms = [ms] * len(m.throughput_ms)
+    m.samples_ms = list(m.throughput_ms)
+    return result
+
+
+def test_a_retry_is_refused_exactly_at_the_least_figure_certain_to_have_passed():
+    certain = MARGIN * ABOVE_BOUND * PCIE_GEN5_X16  # the edge the test above goes round
+    result = exactly(watched(check_result()), "h2d", certain)
+    refused(retried(result, retry(result, "h2d", 1)), "its attempt before PASSed")
+
+
+def test_a_retry_is_refused_up_to_exactly_the_bound_of_the_link_the_run_started_on():
+    # a Gen6 x16 GPU and slot (121.0 GB/s): a figure of exactly ABOVE_BOUND of it passed;
+    # one a time per copy faster is no figure at all
+    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
+    for later, words in ((0, "its attempt before PASSed"), (1, "nothing moves faster")):
+        result = check_result()
+        result.device = msgspec.structs.replace(result.device, **gen6)
+        result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
+        result = exactly(result, "h2d", ABOVE_BOUND * 121.0, later)
+        refused(retried(result, retry(result, "h2d", 1)), words)
+
+
+def test_a_device_copy_is_held_to_hbm_when_deciding_whether_it_passed():
+    # a figure certain to pass against HBM, far above any PCIe link
+    for share, kept in ((0.995, True), (1.0, False)):
+        result = slower(watched(check_result()), "d2d", share * MARGIN * ABOVE_BOUND * HBM_H200)
+        result = retried(result, retry(result, "d2d", 1))
+        if kept:
+            assert loads(result).extra.retries
+        else:
+            refused(result, r"retries\[0\] measures 'd2d' again, but its attempt before PASSed")
+
+
+def test_a_retry_stands_where_the_link_the_run_started_on_is_unknown():
+    result = slower(watched(check_result()), "h2d", 60.0)  # PASSed against NVML's link
+    result.device = msgspec.structs.replace(result.device, pcie_generation=None)
+    assert loads(retried(result, retry(result, "h2d", 1))).extra.retries
+
+
+def test_without_nvml_a_reference_is_held_to_the_fastest_link_memprof_knows():
+    gen6_x16 = 64 * 242 / 256 * 16 / 8  # 121.0 GB/s
+    for factor, kept in ((0.99, True), (1.01, False)):
+        result = with_reference(check_result(), h2d=factor * ABOVE_BOUND * gen6_x16)
+        assert not result.gpu_states
+        if kept:
+            assert loads(result).extra.reference == result.extra.reference
+        else:
+            refused(result, "extra.reference.h2d_gb_per_s is .* can reach at most 121.0 GB/s")
+
+
+def test_a_reference_of_a_gpu_whose_hbm_rate_is_unknown_holds_its_device_copy_to_nothing():
+    result = watched(check_result())
+    result.device = msgspec.structs.replace(result.device, memory_clock_khz=0)
+    result = with_reference(result, h2d=55.0, d2d=1e5)
+    assert loads(result).extra.reference.d2d_gb_per_s == 1e5
