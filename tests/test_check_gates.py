@@ -342,6 +342,46 @@ def test_a_run_without_retries_or_failures_measures_each_line_once(monkeypatch):
     assert extra.retries == [] and len(calls) == 4
 
 
+def test_a_run_measures_again_by_the_reference_it_is_held_to(
+    monkeypatch, tmp_path, no_shipped_references
+):
+    """What fails and what passes on a retry is judged against the reference the run keeps
+    (--reference), else the one memprof ships for the GPU model; never against none."""
+    shipped = check_result()
+    (no_shipped_references / "h200.json").write_text(shipped.to_json())
+    given = slower(check_result(), "h2d", 60.0)
+    path = tmp_path / "mine.json"
+    path.write_text(given.to_json())
+    facts = SimpleNamespace(name="NVIDIA H200", attributes={})
+    held = []  # the reference each verdict was asked against
+
+    def latest(result, reference, line):
+        held.append(reference)
+        tried = [r for r in result.extra.retries if r.line == line]
+        return "PASS" if tried or line != "h2d" else "WARN"
+
+    monkeypatch.setattr(check, "_latest", latest)
+    for reference, expected in ((None, shipped), (str(path), given)):
+        held.clear()
+        session = FakeSession({}, declared_keys(CheckGpu))
+        params = CheckParams(power=10, device_power=10, repeat=2, retries=1, reference=reference)
+        inputs = CheckGpu().read_inputs(params)
+        ctx = RunContext(
+            params, lambda *step: None, session=session, facts={0: facts}, inputs=inputs
+        )
+        extra = CheckGpu().run(ctx)
+        session.close()
+        assert [(r.line, r.attempt) for r in extra.retries] == [("h2d", 1)]
+        assert len(held) == 4 + 1  # which lines failed, then h2d before its one retry
+        if reference is None:
+            assert extra.reference is None
+            assert all(one.to_json() == expected.to_json() for one in held)
+        else:
+            assert extra.reference == load_reference(reference, facts)
+            assert all(one == extra.reference for one in held)
+        assert extra.reference is None or extra.reference.h2d_gb_per_s == pytest.approx(60.0)
+
+
 # -- what a retried run says -----------------------------------------------------------------
 
 
