@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.experiments import check, load, summarize
 from memprof.experiments.check import judge, lines, pair_lines, reference_for
-from memprof.model.gpustate import NvLink, OtherProcess
+from memprof.model.gpustate import GpuState, NvLink, OtherProcess
 from memprof.model.results import Result
 from memprof.output.render import render_result
 from tests.check_results import check_result, pairs_result, slower
@@ -140,6 +140,18 @@ def test_without_nvml_the_state_lines_warn_unknown():
     assert found["No other process on the GPU"] == "WARN"
     assert found["PCIe link trained to its capability"] == "PASS"  # sysfs said so
     assert measured(result, "No other process on the GPU") == "unknown (not recorded)"
+
+
+def test_where_nvml_could_not_be_read_the_state_lines_say_why():
+    result = check_result()
+    result.gpu_states = [GpuState(0, "0000:00:06.0", unavailable="NVML_ERROR_NO_PERMISSION")]
+    for what in ("No clock held down during the run", "No other process on the GPU"):
+        (line,) = [line for line in lines(result, None) if line.what == what]
+        assert (line.verdict, line.measured, line.expected) == (
+            "WARN",
+            "unknown (NVML_ERROR_NO_PERMISSION)",
+            "none",
+        )
 
 
 def test_judge_bands():

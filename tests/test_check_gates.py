@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import InvalidArgument
-from memprof.experiments import check, load, shape_of
+from memprof.experiments import check, load, shape_of, summarize
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.check import (
     CheckGpu,
@@ -396,6 +396,32 @@ def test_a_passing_slowdown_reads_fail_then_pass_on_retry_1(tmp_path):
         "Pinned host → device: FAIL, then PASS on retry 1 (40.0 GB/s (63%); 55.5 GB/s (88%))."
     ) in text
     assert "7 PASS, 0 WARN, 0 FAIL (1 line measured again: above)." in text
+
+
+def test_a_line_that_warned_against_its_reference_reads_warn_then_pass(tmp_path):
+    known_good = slower(watched(check_result()), "h2d", 62.0)
+    path = tmp_path / "mine.json"
+    path.write_text(known_good.to_json())
+    result = watched(check_result())  # 55.5 GB/s: over the floor, under 90% of 62
+    reference = load_reference(str(path), result.device)
+    result.extra = dataclasses.replace(result.extra, reference=reference)
+    result = retried(result, retry(result, "h2d", 1, h2d=58.0))
+    summary = summarize(result)
+    assert summary.conclusions[0] == (
+        "Pinned host → device: WARN, then PASS on retry 1 (55.5 GB/s (88%); 58.0 GB/s (92%))."
+    )
+    notes = summary.tables[0].notes
+    assert notes[0].endswith(", median of 5; GB/s = 10^9 bytes/s; (n%) = share of the ceiling "
+                             "(docs/ceilings.md).")  # fmt: skip
+    assert notes[1] == (
+        "PASS at or above the expectation; WARN below it (or under 90% of the reference's "
+        "figure); FAIL under 90% of it. Clocks and processes: NVML, during the run."
+    )
+    assert notes[2].startswith(f"Reference: {path} (--reference), a check of NVIDIA H200")
+    assert notes[3] == (
+        "--retries 1: a throughput line that WARNed or FAILed was measured again until it "
+        "PASSed; the table shows its last attempt."
+    )
 
 
 def test_the_last_attempt_stands_and_a_fail_on_the_last_retry_fails_the_run(tmp_path):
