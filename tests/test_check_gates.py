@@ -281,7 +281,7 @@ def fake_run(monkeypatch, verdicts: dict[str, list[str]], retries: int = 2):
     session = FakeSession({}, declared_keys(CheckGpu))
     facts = SimpleNamespace(name="NVIDIA H200", attributes={})
     seen = []
-    params = CheckParams(power=10, device_power=10, repeat=2, retries=retries)
+    params = CheckParams(power=10, device_power=11, repeat=2, retries=retries)
     ctx = RunContext(params, lambda *step: seen.append(step), session=session, facts={0: facts})
     calls = []
     monkeypatch.setattr(
@@ -328,10 +328,29 @@ def test_a_run_measures_a_failing_line_again_on_its_own_profiler_and_keeps_each_
         ("d2h", "retry 1, "),
     ]
     assert session.gpu.leaks() == {}
-    # progress: the four lines, then each retry, in order, ending at the total
-    assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
-    assert seen[-1][1] == seen[-1][2] == 4 + 2 * 2
-    assert seen[4][0] == "retry 1 of pinned host → device, 4 KiB"
+    # progress: the four lines, then each retry, in order, out of 2 retries of each line
+    # that did not pass, ending at that total
+    assert seen == [
+        ("pinned host → device, 4 KiB", 0, 4),
+        ("pinned device → host, 4 KiB", 1, 4),
+        ("pinned, both directions at once, 4 KiB", 2, 4),
+        ("device to device, 8 KiB", 3, 4),
+        ("retry 1 of pinned host → device, 4 KiB", 4, 4 + 2 * 2),
+        ("retry 2 of pinned host → device, 4 KiB", 5, 8),
+        ("retry 1 of pinned, both directions at once, 4 KiB", 6, 8),
+        ("done", 8, 8),
+    ]
+
+
+def test_a_run_asks_for_the_memory_its_buffers_take_before_it_allocates(monkeypatch):
+    from memprof.core import memory
+
+    asked = []
+    monkeypatch.setattr(memory, "require_memory", lambda session, **need: asked.append(need))
+    fake_run(monkeypatch, {})
+    # 4 KiB host copies (power 10), an 8 KiB device copy (device_power 11): two pinned
+    # buffers and the values they hold; two device buffers of each size
+    assert asked == [{"device_bytes": 2 * 4096 + 2 * 8192, "host_bytes": 3 * 4096}]
 
 
 def test_a_run_without_retries_or_failures_measures_each_line_once(monkeypatch):
