@@ -154,6 +154,100 @@ def test_where_nvml_could_not_be_read_the_state_lines_say_why():
         )
 
 
+def whole(line) -> tuple:
+    return (line.verdict, line.what, line.measured, line.expected)
+
+
+def test_each_state_line_reads_whole():
+    link, *_, clocks, processes = lines(watched(check_result()), None)
+    assert whole(link) == (
+        "PASS",
+        "PCIe link trained to its capability",
+        "Gen5 x16 [NVML]",
+        "Gen5 x16, its maximum",
+    )
+    assert whole(clocks) == ("PASS", "No clock held down during the run", "none", "none")
+    assert whole(processes) == ("PASS", "No other process on the GPU", "none", "none")
+    below = lines(watched(check_result(), pcie_generation=4), None)[0]
+    assert (below.verdict, below.expected) == ("FAIL", "Gen5 x16, its maximum")
+    slot = watched(check_result(), pcie_max_generation=4, pcie_generation=4)
+    assert lines(slot, None)[0].expected == "Gen5: the GPU can, its slot allows Gen4"
+    two = watched(
+        check_result(),
+        clock_reasons=["sw_power_cap", "sw_thermal_slowdown"],
+        other_processes=[OtherProcess(4242, "compute", 1 << 30), OtherProcess(7, "graphics", 0)],
+    )
+    *_, clocks, processes = lines(two, None)
+    assert whole(clocks) == (
+        "FAIL",
+        "No clock held down during the run",
+        "software power cap, software thermal slowdown",
+        "none",
+    )
+    assert whole(processes) == (
+        "WARN",
+        "No other process on the GPU",
+        "pid 4242 (compute), pid 7 (graphics)",
+        "none",
+    )
+
+
+@pytest.mark.parametrize("field", ["clock_reasons", "other_processes"])
+def test_a_state_nvml_read_without_a_lines_part_warns_unknown(field):
+    what = {"clock_reasons": "No clock held down during the run"}.get(
+        field, "No other process on the GPU"
+    )
+    (line,) = [x for x in lines(watched(check_result(), **{field: None}), None) if x.what == what]
+    assert whole(line) == ("WARN", what, "unknown (not recorded)", "none")
+
+
+def test_a_figure_not_measured_fails_and_one_without_a_ceiling_warns():
+    result = check_result()
+    result.measurements = [
+        m for m in result.measurements if m.operation not in ("h2d", "h2d_at_once")
+    ]
+    found = {line.what: line for line in lines(result, None)}
+    for what in ("Pinned host → device", "Both directions at once"):
+        assert whole(found[what]) == ("FAIL", what, "not measured", "a figure")
+        assert found[what].judged == found[what].sources == ()
+    result = check_result()
+    result.measurements[0] = replace(result.measurements[0], bytes=0)  # no GB/s to judge
+    assert whole(lines(result, None)[1]) == (
+        "FAIL",
+        "Pinned host → device",
+        "not measured",
+        "a figure",
+    )
+    # the link the GPU trained at known, not its maximum
+    result = check_result()
+    result.device = replace(result.device, pcie_max_generation=None)
+    assert lines(result, None)[0].measured == "unknown"
+    # no link recorded at all: neither NVML's nor the device facts'
+    result = check_result()
+    result.device = replace(result.device, pcie_generation=None, pcie_max_generation=None)
+    link, h2d = lines(result, None)[:2]
+    assert whole(link) == (
+        "WARN",
+        "PCIe link trained to its capability",
+        "unknown",
+        "its maximum (NVML or sysfs did not say)",
+    )
+    assert whole(h2d) == (
+        "WARN",
+        "Pinned host → device",
+        "55.5 GB/s",
+        "unknown: the ceiling was not recorded",
+    )
+    assert h2d.sources == (check.figure_of(result, "h2d").measurement,)
+    # a retry's copies: the cells are the attempt's
+    from tests.test_check_gates import retried, retry
+
+    again = retried(result, retry(result, "h2d", 1, h2d=50.0))
+    line = lines(again, None)[1]
+    assert line.measured == "50.0 GB/s"
+    assert [one.name for one in line.sources] == ["retry 1"]
+
+
 def test_judge_bands():
     assert judge(100, 100) == "PASS"
     assert judge(99.9, 100) == "WARN"
@@ -161,6 +255,8 @@ def test_judge_bands():
     assert judge(89.9, 100) == "FAIL"
     assert judge(100, 90, reference=112) == "WARN"  # under 90% of a known-good figure
     assert judge(101, 90, reference=112) == "PASS"
+    assert judge(90, 80, reference=100) == "PASS"  # exactly 90% of a known-good figure
+    assert judge(89.99, 80, reference=100) == "WARN"
 
 
 def save(result: Result, path: Path) -> Path:
