@@ -536,4 +536,6 @@ def test_a_reference_file_at_another_size_is_not_compared(tmp_path):
     ] == "WARN"
     found = {line.what: line for line in lines(result, at_another_size)}
     assert found["Pinned host → device"].verdict == "PASS"
-    assert "reference" not in found["Pinned host → device"].expected
+    for what in ("Pinned host → device", "Pinned device → host"):
+        assert "reference" not in found[what].expected
+    assert "reference" in found["Device copy (read + write)"].expected  # its own size: the same

@@ -13,15 +13,17 @@ import msgspec
 import pytest
 
 from memprof.errors import InvalidArgument
-from memprof.experiments import shape_of
+from memprof.experiments import check, shape_of
 from memprof.experiments.check import (
     MARGIN,
     CheckReference,
     device_bytes,
     figure,
     host_bytes,
+    lines,
 )
 from memprof.model.ceilings import hbm_ceiling
+from memprof.model.device import pcie_bandwidth_gb_per_s
 from memprof.model.measures import ABOVE_BOUND
 from memprof.model.results import Result
 from tests.check_results import check_result, slower
@@ -83,7 +85,12 @@ def test_a_retrys_copies_are_held_to_what_bounds_them(line, operation, ceiling):
 
 def test_a_line_that_passed_at_once_is_never_measured_again():
     result = watched(check_result())  # both at once: PASS
-    refused(retried(result, retry(result, "at_once", 1)), "its attempt before PASSed")
+    refused(
+        retried(result, retry(result, "at_once", 1)),
+        r"^check\.json: extra\.retries\[0\] measures 'at_once' again, but its attempt before "
+        r"PASSed \(53\.3 \+ 54\.7 GB/s \(96%, 99%\)\): only a line that WARNed or FAILed is "
+        r"measured again$",
+    )
     failed = slower(watched(check_result()), "h2d_at_once", 20.0)
     assert loads(retried(failed, retry(failed, "at_once", 1))).extra.retries
 
@@ -146,7 +153,11 @@ def test_without_a_kept_reference_a_retry_stands_where_a_shipped_one_could_have_
 def test_a_kept_reference_is_a_check_of_the_runs_gpu_model():
     loads(with_reference(watched(check_result()), h2d=55.0))
     other = with_reference(watched(check_result()), h2d=55.0, gpu="NVIDIA H100 80GB HBM3")
-    refused(other, r"extra.reference.gpu is 'NVIDIA H100 80GB HBM3', but the run measured")
+    refused(
+        other,
+        r"^check\.json: extra\.reference\.gpu is 'NVIDIA H100 80GB HBM3', but the run measured "
+        r"'NVIDIA H200': a reference is a check of the same GPU model$",
+    )
 
 
 @pytest.mark.parametrize("field", ["h2d", "d2d"])
@@ -250,3 +261,36 @@ def test_a_reference_of_a_gpu_whose_hbm_rate_is_unknown_holds_its_device_copy_to
     result.device = msgspec.structs.replace(result.device, memory_clock_khz=0)
     result = with_reference(result, h2d=55.0, d2d=1e5)
     assert loads(result).extra.reference.d2d_gb_per_s == 1e5
+
+
+def test_a_kept_reference_exactly_at_the_bound_of_what_such_a_gpu_reaches_is_kept():
+    most = pcie_bandwidth_gb_per_s(5, 16)  # the GPU's own highest generation, x16
+    assert most == pytest.approx(PCIE_GEN5_X16)
+    result = with_reference(watched(check_result()), h2d=ABOVE_BOUND * most)
+    assert loads(result).extra.reference.h2d_gb_per_s == ABOVE_BOUND * most
+
+
+def test_a_line_exactly_at_the_bound_of_its_ceiling_is_judged_and_one_faster_fails():
+    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
+    for later, verdict in ((0, "PASS"), (1, "FAIL")):
+        result = check_result()
+        result.device = msgspec.structs.replace(result.device, **gen6)
+        result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
+        result = exactly(result, "h2d", ABOVE_BOUND * 121.0, later)
+        line = lines(result, None)[1]
+        assert line.verdict == verdict
+        assert line.judged == (("Pinned host → device", figure(result, "h2d"), 0.85 * 121.0),)
+        assert [getattr(one, "name", "measured") for one in line.sources] == [
+            "[CUDA memcpy HtoD]",
+            "Pinned host → device: expected",
+        ]
+        assert line.expected.endswith(", never above the ceiling") == (verdict == "FAIL")
+
+
+def test_a_lines_reference_is_a_source_of_its_cells_named_so():
+    result = with_reference(watched(check_result()), h2d=62.0)
+    line = lines(result, result.extra.reference)[1]
+    assert line.verdict == "WARN"  # 55.5 GB/s: under 90% of 62
+    assert [one.name for one in line.sources[1:]] == ["Pinned host → device: expected", "reference"]
+    assert check._latest(result, result.extra.reference, "h2d") == "WARN"
+    assert check._latest(result, None, "h2d") == "PASS"
