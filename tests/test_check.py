@@ -397,6 +397,37 @@ def test_gpus_without_peer_access_warn():
     }
 
 
+def test_a_pair_without_peer_access_expects_it_and_the_pairs_after_it_are_judged():
+    from memprof.cli_gates import results_junit
+
+    result = paired(pairs_result())
+    third = replace(result.extra.devices[1], index=2, pci_bus_id="0000:00:08.0")
+    access = [[True, False, True], [False, True, True], [True, True, True]]
+    result.extra = replace(result.extra, devices=[*result.extra.devices, third], peer_access=access)
+    found = pair_lines(result)
+    assert whole(found[0]) == (
+        "WARN",
+        "GPU 0 ↔ GPU 1 peer access",
+        "no (cuDeviceCanAccessPeer)",
+        "yes",
+    )
+    assert [line.what for line in found[1:]] == [
+        "GPU 0 → GPU 2",
+        "GPU 2 → GPU 0",
+        "GPU 0 ↔ GPU 2 both at once",
+        "GPU 1 → GPU 2",
+        "GPU 2 → GPU 1",
+        "GPU 1 ↔ GPU 2 both at once",
+    ]
+    both = pair_lines(paired(pairs_result()))[2]
+    assert (both.what, both.expected) == (
+        "GPU 0 ↔ GPU 1 both at once",
+        "each >= 80% of its rate alone",
+    )
+    xml = results_junit([paired(pairs_result())])
+    assert '<testsuite name="memprof check-pairs, every pair of GPUs"' in xml
+
+
 def test_check_on_every_gpu_ends_with_its_pairs():
     from memprof.experiments import experiment_named
 

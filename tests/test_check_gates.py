@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -214,7 +215,8 @@ def test_a_reference_of_another_gpu_or_command_is_refused_in_one_line(tmp_path):
     with pytest.raises(InvalidArgument, match="a check of NVIDIA H100 80GB HBM3, but this GPU"):
         load_reference(str(path), check_result().device)
     pinned = check.Path(__file__).parent / "fixtures" / "h200_pinned_p20.json"
-    with pytest.raises(InvalidArgument, match="a result of memprof pinned, not of memprof check"):
+    whole = f"--reference {pinned}: a result of memprof pinned, not of memprof check on one GPU"
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(whole)}$"):
         load_reference(str(pinned), check_result().device)
     assert load_reference(None, check_result().device) is None
 
