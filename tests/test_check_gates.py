@@ -344,6 +344,19 @@ def test_a_run_measures_a_failing_line_again_on_its_own_profiler_and_keeps_each_
     ]
 
 
+def test_a_run_verifies_every_copy_it_measures_each_named_for_its_attempt(monkeypatch):
+    _, ctx, _, _, _ = fake_run(monkeypatch, {"d2d": ["FAIL", "PASS"]}, retries=1)
+    assert [c.name for c in ctx.checks] == [
+        "host → device, pinned, 4 KiB",
+        "device → host, pinned, 4 KiB",
+        "both at once, host → device, pinned, 4 KiB",
+        "both at once, device → host, pinned, 4 KiB",
+        "device → device, 8 KiB, its first and last 8 KiB",
+        "retry 1, device → device, 8 KiB, its first and last 8 KiB",
+    ]
+    assert all(c.passed for c in ctx.checks)
+
+
 def test_a_run_asks_for_the_memory_its_buffers_take_before_it_allocates(monkeypatch):
     from memprof.core import memory
 

@@ -17,6 +17,8 @@ from memprof.experiments import check, shape_of
 from memprof.experiments.check import (
     MARGIN,
     CheckReference,
+    CheckRetry,
+    RetriedCopies,
     device_bytes,
     figure,
     host_bytes,
@@ -294,3 +296,24 @@ def test_a_lines_reference_is_a_source_of_its_cells_named_so():
     assert [one.name for one in line.sources[1:]] == ["Pinned host → device: expected", "reference"]
     assert check._latest(result, result.extra.reference, "h2d") == "WARN"
     assert check._latest(result, None, "h2d") == "PASS"
+
+
+def test_a_retrys_copies_exactly_at_the_bound_of_their_link_are_kept():
+    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
+
+    def on_gen6() -> Result:
+        result = check_result()
+        result.device = msgspec.structs.replace(result.device, **gen6)
+        result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
+        return result
+
+    for later, kept in ((0, True), (1, False)):
+        at = exactly(on_gen6(), "h2d", ABOVE_BOUND * 121.0, later)
+        (per_copy_ms,) = {tuple(m.throughput_ms) for m in at.measurements if m.operation == "h2d"}
+        result = slower(on_gen6(), "h2d", 40.0)  # the first attempt: a FAIL
+        again = CheckRetry("h2d", 1, [RetriedCopies("h2d", 17, list(per_copy_ms))])
+        result = retried(result, again)
+        if kept:
+            assert loads(result).extra.retries == [again]
+        else:
+            refused(result, r"retries\[0\]\.copies\[0\]\.per_copy_ms makes .* nothing moves faster")
