@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 from memprof.experiments import check, load, summarize
 from memprof.experiments.check import judge, lines, pair_lines, reference_for
-from memprof.model.gpustate import NvLink, OtherProcess
+from memprof.model.gpustate import GpuState, NvLink, OtherProcess
 from memprof.model.results import Result
 from memprof.output.render import render_result
 from tests.check_results import check_result, pairs_result, slower
@@ -142,6 +142,112 @@ def test_without_nvml_the_state_lines_warn_unknown():
     assert measured(result, "No other process on the GPU") == "unknown (not recorded)"
 
 
+def test_where_nvml_could_not_be_read_the_state_lines_say_why():
+    result = check_result()
+    result.gpu_states = [GpuState(0, "0000:00:06.0", unavailable="NVML_ERROR_NO_PERMISSION")]
+    for what in ("No clock held down during the run", "No other process on the GPU"):
+        (line,) = [line for line in lines(result, None) if line.what == what]
+        assert (line.verdict, line.measured, line.expected) == (
+            "WARN",
+            "unknown (NVML_ERROR_NO_PERMISSION)",
+            "none",
+        )
+
+
+def whole(line) -> tuple:
+    return (line.verdict, line.what, line.measured, line.expected)
+
+
+def test_each_state_line_reads_whole():
+    link, *_, clocks, processes = lines(watched(check_result()), None)
+    assert whole(link) == (
+        "PASS",
+        "PCIe link trained to its capability",
+        "Gen5 x16 [NVML]",
+        "Gen5 x16, its maximum",
+    )
+    assert whole(clocks) == ("PASS", "No clock held down during the run", "none", "none")
+    assert whole(processes) == ("PASS", "No other process on the GPU", "none", "none")
+    below = lines(watched(check_result(), pcie_generation=4), None)[0]
+    assert (below.verdict, below.expected) == ("FAIL", "Gen5 x16, its maximum")
+    slot = watched(check_result(), pcie_max_generation=4, pcie_generation=4)
+    assert lines(slot, None)[0].expected == "Gen5: the GPU can, its slot allows Gen4"
+    two = watched(
+        check_result(),
+        clock_reasons=["sw_power_cap", "sw_thermal_slowdown"],
+        other_processes=[OtherProcess(4242, "compute", 1 << 30), OtherProcess(7, "graphics", 0)],
+    )
+    *_, clocks, processes = lines(two, None)
+    assert whole(clocks) == (
+        "FAIL",
+        "No clock held down during the run",
+        "software power cap, software thermal slowdown",
+        "none",
+    )
+    assert whole(processes) == (
+        "WARN",
+        "No other process on the GPU",
+        "pid 4242 (compute), pid 7 (graphics)",
+        "none",
+    )
+
+
+@pytest.mark.parametrize("field", ["clock_reasons", "other_processes"])
+def test_a_state_nvml_read_without_a_lines_part_warns_unknown(field):
+    what = {"clock_reasons": "No clock held down during the run"}.get(
+        field, "No other process on the GPU"
+    )
+    (line,) = [x for x in lines(watched(check_result(), **{field: None}), None) if x.what == what]
+    assert whole(line) == ("WARN", what, "unknown (not recorded)", "none")
+
+
+def test_a_figure_not_measured_fails_and_one_without_a_ceiling_warns():
+    result = check_result()
+    result.measurements = [
+        m for m in result.measurements if m.operation not in ("h2d", "h2d_at_once")
+    ]
+    found = {line.what: line for line in lines(result, None)}
+    for what in ("Pinned host → device", "Both directions at once"):
+        assert whole(found[what]) == ("FAIL", what, "not measured", "a figure")
+        assert found[what].judged == found[what].sources == ()
+    result = check_result()
+    result.measurements[0] = replace(result.measurements[0], bytes=0)  # no GB/s to judge
+    assert whole(lines(result, None)[1]) == (
+        "FAIL",
+        "Pinned host → device",
+        "not measured",
+        "a figure",
+    )
+    # the link the GPU trained at known, not its maximum
+    result = check_result()
+    result.device = replace(result.device, pcie_max_generation=None)
+    assert lines(result, None)[0].measured == "unknown"
+    # no link recorded at all: neither NVML's nor the device facts'
+    result = check_result()
+    result.device = replace(result.device, pcie_generation=None, pcie_max_generation=None)
+    link, h2d = lines(result, None)[:2]
+    assert whole(link) == (
+        "WARN",
+        "PCIe link trained to its capability",
+        "unknown",
+        "its maximum (NVML or sysfs did not say)",
+    )
+    assert whole(h2d) == (
+        "WARN",
+        "Pinned host → device",
+        "55.5 GB/s",
+        "unknown: the ceiling was not recorded",
+    )
+    assert h2d.sources == (check.figure_of(result, "h2d").measurement,)
+    # a retry's copies: the cells are the attempt's
+    from tests.test_check_gates import retried, retry
+
+    again = retried(result, retry(result, "h2d", 1, h2d=50.0))
+    line = lines(again, None)[1]
+    assert line.measured == "50.0 GB/s"
+    assert [one.name for one in line.sources] == ["retry 1"]
+
+
 def test_judge_bands():
     assert judge(100, 100) == "PASS"
     assert judge(99.9, 100) == "WARN"
@@ -149,6 +255,8 @@ def test_judge_bands():
     assert judge(89.9, 100) == "FAIL"
     assert judge(100, 90, reference=112) == "WARN"  # under 90% of a known-good figure
     assert judge(101, 90, reference=112) == "PASS"
+    assert judge(90, 80, reference=100) == "PASS"  # exactly 90% of a known-good figure
+    assert judge(89.99, 80, reference=100) == "WARN"
 
 
 def save(result: Result, path: Path) -> Path:
@@ -287,6 +395,37 @@ def test_gpus_without_peer_access_warn():
     assert pair_verdicts(result) == {
         "GPU 0 ↔ GPU 1 peer access": ("WARN", "no (cuDeviceCanAccessPeer)")
     }
+
+
+def test_a_pair_without_peer_access_expects_it_and_the_pairs_after_it_are_judged():
+    from memprof.cli_gates import results_junit
+
+    result = paired(pairs_result())
+    third = replace(result.extra.devices[1], index=2, pci_bus_id="0000:00:08.0")
+    access = [[True, False, True], [False, True, True], [True, True, True]]
+    result.extra = replace(result.extra, devices=[*result.extra.devices, third], peer_access=access)
+    found = pair_lines(result)
+    assert whole(found[0]) == (
+        "WARN",
+        "GPU 0 ↔ GPU 1 peer access",
+        "no (cuDeviceCanAccessPeer)",
+        "yes",
+    )
+    assert [line.what for line in found[1:]] == [
+        "GPU 0 → GPU 2",
+        "GPU 2 → GPU 0",
+        "GPU 0 ↔ GPU 2 both at once",
+        "GPU 1 → GPU 2",
+        "GPU 2 → GPU 1",
+        "GPU 1 ↔ GPU 2 both at once",
+    ]
+    both = pair_lines(paired(pairs_result()))[2]
+    assert (both.what, both.expected) == (
+        "GPU 0 ↔ GPU 1 both at once",
+        "each >= 80% of its rate alone",
+    )
+    xml = results_junit([paired(pairs_result())])
+    assert '<testsuite name="memprof check-pairs, every pair of GPUs"' in xml
 
 
 def test_check_on_every_gpu_ends_with_its_pairs():

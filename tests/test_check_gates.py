@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.errors import InvalidArgument
-from memprof.experiments import check, load, shape_of
+from memprof.experiments import check, load, shape_of, summarize
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.check import (
     CheckGpu,
@@ -214,7 +215,8 @@ def test_a_reference_of_another_gpu_or_command_is_refused_in_one_line(tmp_path):
     with pytest.raises(InvalidArgument, match="a check of NVIDIA H100 80GB HBM3, but this GPU"):
         load_reference(str(path), check_result().device)
     pinned = check.Path(__file__).parent / "fixtures" / "h200_pinned_p20.json"
-    with pytest.raises(InvalidArgument, match="a result of memprof pinned, not of memprof check"):
+    whole = f"--reference {pinned}: a result of memprof pinned, not of memprof check on one GPU"
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(whole)}$"):
         load_reference(str(pinned), check_result().device)
     assert load_reference(None, check_result().device) is None
 
@@ -281,7 +283,7 @@ def fake_run(monkeypatch, verdicts: dict[str, list[str]], retries: int = 2):
     session = FakeSession({}, declared_keys(CheckGpu))
     facts = SimpleNamespace(name="NVIDIA H200", attributes={})
     seen = []
-    params = CheckParams(power=10, device_power=10, repeat=2, retries=retries)
+    params = CheckParams(power=10, device_power=11, repeat=2, retries=retries)
     ctx = RunContext(params, lambda *step: seen.append(step), session=session, facts={0: facts})
     calls = []
     monkeypatch.setattr(
@@ -328,10 +330,42 @@ def test_a_run_measures_a_failing_line_again_on_its_own_profiler_and_keeps_each_
         ("d2h", "retry 1, "),
     ]
     assert session.gpu.leaks() == {}
-    # progress: the four lines, then each retry, in order, ending at the total
-    assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
-    assert seen[-1][1] == seen[-1][2] == 4 + 2 * 2
-    assert seen[4][0] == "retry 1 of pinned host → device, 4 KiB"
+    # progress: the four lines, then each retry, in order, out of 2 retries of each line
+    # that did not pass, ending at that total
+    assert seen == [
+        ("pinned host → device, 4 KiB", 0, 4),
+        ("pinned device → host, 4 KiB", 1, 4),
+        ("pinned, both directions at once, 4 KiB", 2, 4),
+        ("device to device, 8 KiB", 3, 4),
+        ("retry 1 of pinned host → device, 4 KiB", 4, 4 + 2 * 2),
+        ("retry 2 of pinned host → device, 4 KiB", 5, 8),
+        ("retry 1 of pinned, both directions at once, 4 KiB", 6, 8),
+        ("done", 8, 8),
+    ]
+
+
+def test_a_run_verifies_every_copy_it_measures_each_named_for_its_attempt(monkeypatch):
+    _, ctx, _, _, _ = fake_run(monkeypatch, {"d2d": ["FAIL", "PASS"]}, retries=1)
+    assert [c.name for c in ctx.checks] == [
+        "host → device, pinned, 4 KiB",
+        "device → host, pinned, 4 KiB",
+        "both at once, host → device, pinned, 4 KiB",
+        "both at once, device → host, pinned, 4 KiB",
+        "device → device, 8 KiB, its first and last 8 KiB",
+        "retry 1, device → device, 8 KiB, its first and last 8 KiB",
+    ]
+    assert all(c.passed for c in ctx.checks)
+
+
+def test_a_run_asks_for_the_memory_its_buffers_take_before_it_allocates(monkeypatch):
+    from memprof.core import memory
+
+    asked = []
+    monkeypatch.setattr(memory, "require_memory", lambda session, **need: asked.append(need))
+    fake_run(monkeypatch, {})
+    # 4 KiB host copies (power 10), an 8 KiB device copy (device_power 11): two pinned
+    # buffers and the values they hold; two device buffers of each size
+    assert asked == [{"device_bytes": 2 * 4096 + 2 * 8192, "host_bytes": 3 * 4096}]
 
 
 def test_a_run_without_retries_or_failures_measures_each_line_once(monkeypatch):
@@ -340,6 +374,46 @@ def test_a_run_without_retries_or_failures_measures_each_line_once(monkeypatch):
     assert seen[-1] == ("done", 4, 4)
     extra, _, _, calls, _ = fake_run(monkeypatch, {}, retries=2)
     assert extra.retries == [] and len(calls) == 4
+
+
+def test_a_run_measures_again_by_the_reference_it_is_held_to(
+    monkeypatch, tmp_path, no_shipped_references
+):
+    """What fails and what passes on a retry is judged against the reference the run keeps
+    (--reference), else the one memprof ships for the GPU model; never against none."""
+    shipped = check_result()
+    (no_shipped_references / "h200.json").write_text(shipped.to_json())
+    given = slower(check_result(), "h2d", 60.0)
+    path = tmp_path / "mine.json"
+    path.write_text(given.to_json())
+    facts = SimpleNamespace(name="NVIDIA H200", attributes={})
+    held = []  # the reference each verdict was asked against
+
+    def latest(result, reference, line):
+        held.append(reference)
+        tried = [r for r in result.extra.retries if r.line == line]
+        return "PASS" if tried or line != "h2d" else "WARN"
+
+    monkeypatch.setattr(check, "_latest", latest)
+    for reference, expected in ((None, shipped), (str(path), given)):
+        held.clear()
+        session = FakeSession({}, declared_keys(CheckGpu))
+        params = CheckParams(power=10, device_power=10, repeat=2, retries=1, reference=reference)
+        inputs = CheckGpu().read_inputs(params)
+        ctx = RunContext(
+            params, lambda *step: None, session=session, facts={0: facts}, inputs=inputs
+        )
+        extra = CheckGpu().run(ctx)
+        session.close()
+        assert [(r.line, r.attempt) for r in extra.retries] == [("h2d", 1)]
+        assert len(held) == 4 + 1  # which lines failed, then h2d before its one retry
+        if reference is None:
+            assert extra.reference is None
+            assert all(one.to_json() == expected.to_json() for one in held)
+        else:
+            assert extra.reference == load_reference(reference, facts)
+            assert all(one == extra.reference for one in held)
+        assert extra.reference is None or extra.reference.h2d_gb_per_s == pytest.approx(60.0)
 
 
 # -- what a retried run says -----------------------------------------------------------------
@@ -356,6 +430,32 @@ def test_a_passing_slowdown_reads_fail_then_pass_on_retry_1(tmp_path):
         "Pinned host → device: FAIL, then PASS on retry 1 (40.0 GB/s (63%); 55.5 GB/s (88%))."
     ) in text
     assert "7 PASS, 0 WARN, 0 FAIL (1 line measured again: above)." in text
+
+
+def test_a_line_that_warned_against_its_reference_reads_warn_then_pass(tmp_path):
+    known_good = slower(watched(check_result()), "h2d", 62.0)
+    path = tmp_path / "mine.json"
+    path.write_text(known_good.to_json())
+    result = watched(check_result())  # 55.5 GB/s: over the floor, under 90% of 62
+    reference = load_reference(str(path), result.device)
+    result.extra = dataclasses.replace(result.extra, reference=reference)
+    result = retried(result, retry(result, "h2d", 1, h2d=58.0))
+    summary = summarize(result)
+    assert summary.conclusions[0] == (
+        "Pinned host → device: WARN, then PASS on retry 1 (55.5 GB/s (88%); 58.0 GB/s (92%))."
+    )
+    notes = summary.tables[0].notes
+    assert notes[0].endswith(", median of 5; GB/s = 10^9 bytes/s; (n%) = share of the ceiling "
+                             "(docs/ceilings.md).")  # fmt: skip
+    assert notes[1] == (
+        "PASS at or above the expectation; WARN below it (or under 90% of the reference's "
+        "figure); FAIL under 90% of it. Clocks and processes: NVML, during the run."
+    )
+    assert notes[2].startswith(f"Reference: {path} (--reference), a check of NVIDIA H200")
+    assert notes[3] == (
+        "--retries 1: a throughput line that WARNed or FAILed was measured again until it "
+        "PASSed; the table shows its last attempt."
+    )
 
 
 def test_the_last_attempt_stands_and_a_fail_on_the_last_retry_fails_the_run(tmp_path):
@@ -383,26 +483,30 @@ def test_the_loader_keeps_every_attempt_and_refuses_retries_that_disagree(tmp_pa
     assert loaded.extra.retries == result.extra.retries
 
     def refused(edit) -> str:
+        """The one line the loader refuses the edited file with, less the file's name."""
         document = json.loads(result.to_json())
         edit(document["extra"]["retries"][0], document)
+        load_path = tmp_path / "edited.json"
+        load_path.write_text(json.dumps(document))
         with pytest.raises(InvalidArgument) as raised:
-            load_path = tmp_path / "edited.json"
-            load_path.write_text(json.dumps(document))
             load(load_path)
-        return str(raised.value)
+        return str(raised.value).removeprefix(f"{load_path}: ")
 
-    assert "extra.retries[0].attempt is 2, but it is retry 1 of 'h2d'" in refused(
-        lambda r, d: r.update(attempt=2)
+    # each refusal names the field it refuses, whole
+    assert refused(lambda r, d: r.update(attempt=2)) == (
+        "extra.retries[0].attempt is 2, but it is retry 1 of 'h2d'"
     )
-    assert "but parameters.retries is 0" in refused(lambda r, d: d["parameters"].update(retries=0))
-    assert "but a retry of 'h2d' measures ['h2d']" in refused(
-        lambda r, d: r["copies"][0].update(operation="d2h")
+    assert refused(lambda r, d: d["parameters"].update(retries=0)) == (
+        "extra.retries[0].attempt is 1, but parameters.retries is 0"
     )
-    assert "holds 2 batches, but parameters.repeat is 5" in refused(
-        lambda r, d: r["copies"][0].update(per_copy_ms=[1.0, 1.0])
+    assert refused(lambda r, d: r["copies"][0].update(operation="d2h")) == (
+        "extra.retries[0].copies measure ['d2h'], but a retry of 'h2d' measures ['h2d']"
     )
-    assert "holds a copy that took no time" in refused(
-        lambda r, d: r["copies"][0].update(per_copy_ms=[0.0] * 5)
+    assert refused(lambda r, d: r["copies"][0].update(per_copy_ms=[1.0, 1.0])) == (
+        "extra.retries[0].copies[0].per_copy_ms holds 2 batches, but parameters.repeat is 5"
+    )
+    assert refused(lambda r, d: r["copies"][0].update(per_copy_ms=[1.0] * 4 + [0.0])) == (
+        "extra.retries[0].copies[0].per_copy_ms holds a copy that took no time"
     )
 
 
@@ -447,4 +551,6 @@ def test_a_reference_file_at_another_size_is_not_compared(tmp_path):
     ] == "WARN"
     found = {line.what: line for line in lines(result, at_another_size)}
     assert found["Pinned host → device"].verdict == "PASS"
-    assert "reference" not in found["Pinned host → device"].expected
+    for what in ("Pinned host → device", "Pinned device → host"):
+        assert "reference" not in found[what].expected
+    assert "reference" in found["Device copy (read + write)"].expected  # its own size: the same

@@ -244,12 +244,28 @@ def test_a_saved_run_is_judged_by_its_kept_floors_wherever_it_is_read(tmp_path):
 @pytest.mark.parametrize(
     ("kept", "why"),
     [
-        (CheckThresholds("g.json", "NVIDIA H100 80GB HBM3", h2d_floor_pct=90), "the run measured"),
-        (CheckThresholds("g.json", "NVIDIA H200"), "but no floor it set"),
-        (CheckThresholds("g.json", None, d2d_floor_pct=90), "keeps floors but no entry"),
+        (
+            CheckThresholds("g.json", "NVIDIA H100 80GB HBM3", h2d_floor_pct=90),
+            re.escape(
+                ".model is 'NVIDIA H100 80GB HBM3', but the run measured 'NVIDIA H200': the "
+                "entry kept is the GPU's own"
+            )
+            + "$",
+        ),
+        (
+            CheckThresholds("g.json", "NVIDIA H200"),
+            re.escape(" keeps the entry 'NVIDIA H200' but no floor it set") + "$",
+        ),
+        (
+            CheckThresholds("g.json", None, d2d_floor_pct=90),
+            " keeps floors but no entry that set them$",
+        ),
         (CheckThresholds("g.json", "NVIDIA H200", h2d_floor_pct=101), "h2d_floor_pct"),
         (CheckThresholds("g.json", "NVIDIA H200", d2d_floor_pct=0), "d2d_floor_pct"),
-        (CheckThresholds("", "NVIDIA H200", d2d_floor_pct=90), "file is empty"),
+        (
+            CheckThresholds("", "NVIDIA H200", d2d_floor_pct=90),
+            r"\.file is empty: the file the floors came from is named$",
+        ),
     ],
 )
 def test_the_loader_refuses_kept_floors_that_could_not_have_judged_the_run(tmp_path, kept, why):
@@ -258,6 +274,11 @@ def test_the_loader_refuses_kept_floors_that_could_not_have_judged_the_run(tmp_p
     path.write_text(result.to_json())
     with pytest.raises(InvalidArgument, match=f"check.json: extra.thresholds.*{why}"):
         load(path)
+    if why.endswith("$"):  # the line whole: the field it refuses, then why
+        with pytest.raises(
+            InvalidArgument, match=f"^{re.escape(str(path))}: extra.thresholds{why}"
+        ):
+            load(path)
 
 
 def test_the_loader_refuses_floors_kept_of_another_file_or_none_kept_of_one(tmp_path):
@@ -265,7 +286,11 @@ def test_the_loader_refuses_floors_kept_of_another_file_or_none_kept_of_one(tmp_
     result.parameters = dataclasses.replace(result.parameters, thresholds="other.json")
     path = tmp_path / "check.json"
     path.write_text(result.to_json())
-    with pytest.raises(InvalidArgument, match=re.escape("parameters.thresholds is 'other.json'")):
+    whole = (
+        f"{path}: extra.thresholds is the floors of 'g.json', but parameters.thresholds is "
+        "'other.json': a run keeps what its --thresholds decided"
+    )
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(whole)}$"):
         load(path)
     result = keeping(check_result(), None)
     result.parameters = dataclasses.replace(result.parameters, thresholds="g.json")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memprof.experiments import load, summarize
+from memprof.experiments.check import device_bytes, host_bytes
 from memprof.experiments.pinlimit import PHASES, margin_bytes
 from memprof.model.formatting import (
     format_bytes,
@@ -453,6 +454,36 @@ def test_a_retried_checks_csv_holds_the_attempts_its_table_shows():
     assert again[0]["ceiling_share"] == pytest.approx(50.0 / 63.01538461538462)
     shares = [row for row in rows if row["operation"] == "ratio"]
     assert all(" / " in row["derived_from"] for row in shares)
+
+
+def test_a_retrys_row_describes_its_copies_as_the_first_attempts_row_does():
+    """A retry's copies are the same copies as its line's first attempt, a device copy's of
+    the device copy's size (1 GiB here, the host copies' 64 MiB): its CSV row says so, the
+    same name, kind, bytes and basis, and only its timings and GB/s its own."""
+    from tests.test_check_gates import retried, retry
+
+    result = load(FIXTURES / "h200_check.json")
+    assert host_bytes(result) != device_bytes(result)
+    result = retried(
+        result,
+        retry(result, "h2d", 1, h2d=50.0),
+        retry(result, "at_once", 1, h2d_at_once=20.0),
+        retry(result, "d2d", 1, d2d=3e3),
+    )
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    first = {r["operation"]: r for r in rows if r["group"] == "gpu"}
+    again = [r for r in rows if r["group"] == "retry"]
+    assert len(again) == 1 + 4 + 1
+    same = ("name", "kind", "bytes", "moved_bytes", "calls", "timing_source", "gb_per_s_from")
+    same += ("ceiling_gb_per_s", "limiter")
+    for row in again:
+        assert {key: row[key] for key in same} == {
+            key: first[row["operation"]][key] for key in same
+        }
+    assert first["d2d"]["gb_per_s_from"] == "back-to-back median"
+    rates = {row["operation"]: row["gb_per_s"] for row in again}
+    assert rates["d2d"] == pytest.approx(3e3) and rates["h2d_at_once"] == pytest.approx(20.0)
 
 
 def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
