@@ -42,7 +42,6 @@ class Drawn:
     picture: Picture
     svg: str
     ids: dict[str, ElementTree.Element]
-    faults: list[str] | None = None  # test_plot_style.text_faults of the Figure, once let go
 
 
 def draw(result: Result) -> Drawn:
@@ -57,21 +56,25 @@ def _saved(result: Result, summary: Summary, shown: Picture) -> Drawn:
 
 
 @functools.cache
+def pictured(stem: str) -> tuple[Result, Summary, Picture]:
+    """A fixture's picture, its Figure drawn when first asked for: a test of the Figure alone
+    (test_plot_style's text_faults) does without the SVG, half the time."""
+    result = load(FIXTURES / f"{stem}.json")
+    summary = summarize(result)
+    return result, summary, picture(result, summary)
+
+
+@functools.cache
 def drawn(stem: str) -> Drawn:
-    """A fixture's picture drawn once: saved as SVG and read back, its texts' faults found,
-    and its Figure let go. A worker holding every fixture's Figure held 500,000 objects
-    more, which each of its full collections went through."""
-    d = draw(load(FIXTURES / f"{stem}.json"))
-    return let_go(d)
-
-
-def let_go(d: Drawn) -> Drawn:
-    """`d` with the faults of its texts (test_plot_style) and without its Figure."""
-    from tests.test_plot_style import text_faults
-
-    d.faults = text_faults(d.picture)
-    del d.picture.__dict__["_figure"]  # Picture.figure() draws it again if asked
+    d = _saved(*pictured(stem))
+    let_go(d.picture)
     return d
+
+
+def let_go(shown: Picture) -> None:
+    """A cached picture without its Figure, drawn again if asked for: a worker holding every
+    fixture's Figure held 500,000 objects more, which each full collection went through."""
+    shown.__dict__.pop("_figure", None)
 
 
 # -- reading a picture -------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from tests.test_plot import (
     texts,
     with_prefix,
 )
-from tests.test_plot_style import colour_of
+from tests.test_plot_style import colour_of, text_faults
 
 # Two runs of each command that draws curves or bars: a recording of today against an older
 # one (or another GPU's: h100_sweep_link_changed), the fleet's GPUs against each other.
@@ -65,7 +65,8 @@ def drawn_runs(stems: tuple[str, ...]) -> Drawn:
     svg = shown.svg()
     tree = ElementTree.fromstring(svg)
     ids = {e.get("id"): e for e in tree.iter() if e.get("id")}
-    return let_go(Drawn(results[0], summaries[0], shown, svg, ids))
+    let_go(shown)
+    return Drawn(results[0], summaries[0], shown, svg, ids)
 
 
 @pytest.mark.parametrize("stems", PAIRS, ids="+".join)
@@ -245,7 +246,10 @@ def test_a_ceiling_the_runs_share_is_drawn_once_one_they_do_not_with_its_run():
 
 @pytest.mark.parametrize("stems", [*PAIRS, ("h200_sweep",) * 3], ids="+".join)
 def test_no_text_of_a_picture_of_runs_is_cut_or_runs_into_another(stems):
-    assert drawn_runs(stems).faults == []
+    shown = drawn_runs(stems).picture
+    faults = text_faults(shown)
+    let_go(shown)
+    assert faults == []
 
 
 def test_runs_whose_labels_coincide_are_numbered():
