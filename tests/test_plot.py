@@ -57,8 +57,8 @@ def _saved(result: Result, summary: Summary, shown: Picture) -> Drawn:
 
 @functools.cache
 def pictured(stem: str) -> tuple[Result, Summary, Picture]:
-    """A fixture's picture, its Figure drawn when first asked for: a test of the Figure alone
-    (test_plot_style's text_faults) does without the SVG, half the time."""
+    """A fixture's picture, its Figure drawn when first asked for but not saved: a test of the
+    Figure alone (test_plot_style's text_faults) does without the SVG, half the time."""
     result = load(FIXTURES / f"{stem}.json")
     summary = summarize(result)
     return result, summary, picture(result, summary)
@@ -66,15 +66,7 @@ def pictured(stem: str) -> tuple[Result, Summary, Picture]:
 
 @functools.cache
 def drawn(stem: str) -> Drawn:
-    d = _saved(*pictured(stem))
-    let_go(d.picture)
-    return d
-
-
-def let_go(shown: Picture) -> None:
-    """A cached picture without its Figure, drawn again if asked for: a worker holding every
-    fixture's Figure held 500,000 objects more, which each full collection went through."""
-    shown.__dict__.pop("_figure", None)
+    return _saved(*pictured(stem))
 
 
 # -- reading a picture -------------------------------------------------------------------------

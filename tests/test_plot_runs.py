@@ -29,7 +29,6 @@ from tests.test_plot import (
     Drawn,
     close,
     drawn_values,
-    let_go,
     path_points,
     printed,
     scale,
@@ -65,7 +64,6 @@ def drawn_runs(stems: tuple[str, ...]) -> Drawn:
     svg = shown.svg()
     tree = ElementTree.fromstring(svg)
     ids = {e.get("id"): e for e in tree.iter() if e.get("id")}
-    let_go(shown)
     return Drawn(results[0], summaries[0], shown, svg, ids)
 
 
@@ -246,10 +244,7 @@ def test_a_ceiling_the_runs_share_is_drawn_once_one_they_do_not_with_its_run():
 
 @pytest.mark.parametrize("stems", [*PAIRS, ("h200_sweep",) * 3], ids="+".join)
 def test_no_text_of_a_picture_of_runs_is_cut_or_runs_into_another(stems):
-    shown = drawn_runs(stems).picture
-    faults = text_faults(shown)
-    let_go(shown)
-    assert faults == []
+    assert text_faults(drawn_runs(stems).picture) == []
 
 
 def test_runs_whose_labels_coincide_are_numbered():

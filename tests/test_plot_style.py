@@ -20,7 +20,7 @@ from memprof.experiments.pictures import picture
 from memprof.output.palette import KIND_COLOURS, OTHERS, colours, kind_of
 from memprof.output.plot import DPI, Bar, Bars, Line, Picture, Words
 from tests.conftest import FIXTURES
-from tests.test_plot import SVG, drawn, let_go, pictured
+from tests.test_plot import SVG, drawn, pictured
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,10 +214,7 @@ def text_faults(shown: Picture) -> list[str]:
 def test_no_text_is_cut_or_runs_into_another(stem):
     """Values and verdicts were cut at the frame (check's longest verdict, a dot's value);
     tick labels ran into each other."""
-    shown = pictured(stem)[2]
-    faults = text_faults(shown)
-    let_go(shown)
-    assert faults == []
+    assert text_faults(pictured(stem)[2]) == []
 
 
 def test_texts_past_the_edge_or_on_each_other_are_found(monkeypatch):
