@@ -3,6 +3,7 @@ cases depend on itself and the fixtures listed before it, never on a newcomer.""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -63,3 +64,15 @@ def test_the_cases_are_the_assignments_and_leave_the_fixture_as_it_was():
     names = [case.name for case in hostile.all_cases([hostile.FIXTURES / "h200_info.json"])]
     fields = [name for name in names if not name.startswith("whole file:")]
     assert fields == hostile.assignments([hostile.FIXTURES / "h200_info.json"])
+
+
+def test_the_files_are_written_as_json_dumps_indents_them():
+    """hostile.indented's quick way and json's own, character for character: every fixture,
+    and every mutator's value of a number, a string, a list and an object."""
+    values = [0, 3, 1.5, "name é", [1, 2], {"a": 1, "b": [2.5, None]}, True, None]
+    changed = [mutate(value) for mutate in hostile.MUTATORS.values() for value in values]
+    changed = [value for value in changed if value is not hostile.SKIP]
+    documents = [json.loads(path.read_text()) for path in hostile.fixtures()]
+    for document in [*documents, {"values": changed, "empty": [{}, [], ""]}]:
+        expected = json.dumps(document, indent=1, allow_nan=True, ensure_ascii=False)
+        assert hostile.indented(document) == expected

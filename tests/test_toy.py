@@ -54,6 +54,15 @@ def toys_share(tests: list[str]) -> list[str]:
     return [test for test in tests if "[" not in test or "toy" in test.split("[", 1)[1]]
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Of the tests collected, the toy's share only, where this module is a plugin (-p
+    tests.test_toy, as the toy's pytest below runs): one pytest, where one listing the
+    tests and another running them collected them twice."""
+    chosen = set(toys_share([item.nodeid for item in items]))
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in chosen])
+    items[:] = [item for item in items if item.nodeid in chosen]
+
+
 def test_the_toys_share_is_every_whole_test_and_only_its_own_cases():
     tests = [
         "tests/test_golden.py::test_every_fixture_has_its_golden_renderings",
@@ -101,11 +110,10 @@ def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
     run(sys.executable, "-m", "memprof.experiments.json_schema")
     shown = run(sys.executable, "-m", "memprof", "report", str(fixture))
     assert "Pinned copies of 4 MiB" in shown
-    pytest = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
-    collected = run(*pytest, "--collect-only", *EVERY_COMMAND).splitlines()
-    chosen = toys_share([line for line in collected if "::" in line])
-    assert any("toy" in test for test in chosen), chosen  # the toy is among their cases
-    ran = run(*pytest, "-rs", *chosen)
+    share = ("-p", "tests.test_toy", "-p", "no:cacheprovider", "-v", "-rs")
+    ran = run(sys.executable, "-m", "pytest", *share, *EVERY_COMMAND).splitlines()
+    passed = [line.split()[0] for line in ran if line.split()[1:2] == ["PASSED"]]
+    assert toys_share(passed) == passed, passed  # the whole tests and the toy's cases only
+    assert any("[" in test for test in passed), passed  # the toy is among their cases
     assert (tree / "tests" / "golden" / "h200_toy.80.txt").exists()
     assert (tree / "docs" / "img" / "toy.svg").exists()
-    assert " passed" in ran and "failed" not in ran
