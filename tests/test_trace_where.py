@@ -452,6 +452,39 @@ def test_ctrl_c_inside_the_callback_is_delivered_again_by_memprofs_entry_point(
     interrupts.forget_presses()
 
 
+def test_a_frame_inside_cuptis_callback_is_told_from_one_outside(tmp_path):
+    recorder, cupti = recorder_for(tmp_path)
+    seen, classify = [], recorder.filter.classify
+
+    def spy(filename: str) -> int:
+        seen.append(sys._getframe())
+        return classify(filename)
+
+    recorder.filter.classify = spy
+    FakeLibrary(cupti).allocate()
+    assert seen and all(stacks_module.inside_callback(frame) for frame in seen)
+    assert not stacks_module.inside_callback(sys._getframe())
+    assert not stacks_module.inside_callback(None)
+
+
+def test_a_ctrl_c_waits_until_the_main_thread_has_left_the_callback(monkeypatch):
+    """A timer of a fixed 5 ms fired, on a loaded machine, while the callback that set it
+    was still returning: the KeyboardInterrupt raised there was dropped by ctypes."""
+    answers, delivered = [True, True, False], threading.Event()
+    looked = []
+
+    def inside(frame) -> bool:
+        looked.append(frame)
+        return answers.pop(0)
+
+    monkeypatch.setattr(stacks_module, "inside_callback", inside)
+    monkeypatch.setattr(stacks_module._thread, "interrupt_main", delivered.set)
+    stacks_module.interrupt_main_soon()
+    assert delivered.wait(10)
+    assert len(looked) == 3 and not answers  # delivered on the first look outside it
+    assert all(frame is not None for frame in looked)  # the main thread's, looked at
+
+
 def test_without_tables_of_callback_ids_every_call_is_sorted_by_name(tmp_path, monkeypatch):
     cupti = FakeCupti()
     monkeypatch.delattr(type(cupti), "runtime_api_trace_cbid")

@@ -21,6 +21,7 @@ import site
 import sys
 import sysconfig
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
@@ -445,11 +446,35 @@ def deliver_ctrl_c_again() -> None:
 
 
 def interrupt_main_soon() -> None:
-    """Ctrl-C for the main thread 5 ms from now: where no exception can leave the callback
-    (ctypes') and no entry point delivers it, one raised now would land in it again."""
-    timer = threading.Timer(0.005, _thread.interrupt_main)
-    timer.daemon = True
-    timer.start()
+    """Ctrl-C for the main thread once it has left the callback, looked at every 5 ms: where
+    no exception can leave the callback (ctypes') and no entry point delivers it, one raised
+    inside it would be lost. A timer of a fixed 5 ms lost it on a loaded machine, firing
+    before the callback had returned."""
+    main = threading.main_thread().ident
+
+    def deliver() -> None:
+        while True:
+            time.sleep(0.005)
+            if not inside_callback(sys._current_frames().get(main)):
+                _thread.interrupt_main()
+                return
+
+    threading.Thread(target=deliver, name="memprof-ctrl-c", daemon=True).start()
+
+
+def inside_callback(frame: FrameType | None) -> bool:
+    """Whether `frame` or one of its callers is CUPTI's callback, where a KeyboardInterrupt
+    raised would be printed by ctypes and dropped."""
+    while frame is not None:
+        if frame.f_code in _CALLBACK_CODES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_CALLBACK_CODES = frozenset(  # a frame of any is inside CUPTI's callback
+    (CallRecorder._on_raw.__code__, deliver_ctrl_c_again.__code__, interrupt_main_soon.__code__)
+)
 
 
 def _reason(error: BaseException) -> str:
