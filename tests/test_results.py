@@ -340,6 +340,10 @@ BAD_BYTES = {
     "no schema version": (b'{"command": "pinned"}', "is not a memprof result: no schema_version"),
     "nested too deeply": (b"[" * 100_000, "JSON nested too deeply"),
     "only a version": (b'{"schema_version": 2}', "command is missing"),
+    "a byte-order mark": (
+        b"\xef\xbb\xbf" + (FIXTURES / "h200_pinned_p20.json").read_bytes(),
+        "it starts with a UTF-8 byte-order mark (an editor's): save it without one",
+    ),
 }
 
 

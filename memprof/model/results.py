@@ -433,6 +433,11 @@ class Result(msgspec.Struct, dict=True):
                 f"{path} is not a memprof result: not UTF-8 text "
                 f"(byte 0x{byte:02x} at offset {error.start})"
             ) from None
+        if raw.startswith(b"\xef\xbb\xbf"):  # memprof never writes one; an editor may
+            raise InvalidArgument(
+                f"{path} is not a memprof result as saved: it starts with a UTF-8 byte-order "
+                "mark (an editor's): save it without one"
+            )
         if _is_run_set(raw):
             found = [
                 cls.from_json(bytes(member), shape_of, f"{path}: results[{index}]")
