@@ -52,3 +52,26 @@ def test_reference_is_float32_arithmetic_without_fusion():
     assert reference(values, 0).tolist() == values.tolist()
     with pytest.raises(TypeError):
         reference(values, None)
+
+
+@pytest.mark.parametrize(("power", "streams", "refused"), [(3, 5, True), (3, 4, False)])
+def test_a_saved_run_of_more_streams_than_chunks_is_refused(power, streams, refused):
+    """memprof refuses to run `--power 3 --streams 5` (4 chunks of 2): a file saying so
+    would print 'pinned, 5 streams' over 4 chunks."""
+    import dataclasses
+
+    from memprof.experiments import experiment_class, load_summarized
+    from memprof.model.schema import SchemaError
+    from tests.conftest import FIXTURES
+
+    result, _ = load_summarized(FIXTURES / "h200_streams.json")
+    result.parameters = dataclasses.replace(result.parameters, power=power, streams=streams)
+    check = experiment_class("streams")().check_consistency
+    if not refused:
+        check(result)
+        return
+    with pytest.raises(SchemaError) as caught:
+        check(result)
+    assert str(caught.value) == (
+        "parameters.streams is 5: 2^3 floats cut into chunks of 2 make 4, not 5"
+    )
