@@ -13,7 +13,13 @@ from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
 from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import PROGRAM_COMMAND, experiment_named, summarize
 from memprof.experiments import load as load_result
-from memprof.experiments.base import Progress, RunOptions, declared_measures, no_progress
+from memprof.experiments.base import (
+    Experiment,
+    Progress,
+    RunOptions,
+    declared_measures,
+    no_progress,
+)
 from memprof.experiments.base import run as run_experiment
 from memprof.model import params as params_model
 from memprof.model.results import Result
@@ -28,19 +34,20 @@ if TYPE_CHECKING:
 def run(
     command: str,
     *,
-    device: int = 0,
+    device: int | None = None,
     timing: str = "auto",
     affinity: bool = True,
     progress: Progress = no_progress,
     max_noise: float | None = None,
     **params: Any,
 ) -> Result:
-    """Measure one command's experiment on GPU `device` and return its Result (printing
-    nothing). Keyword parameters are the command's options (power=20, repeat=5...), checked
-    as the command line checks them (numpy integers and bools taken as the Python values
-    they hold); a failed verification is in result.checks. Without repeat=N, each
-    measurement repeats until its median's noise is below max_noise percent (1 where not
-    given; with repeat=N, which repeats exactly, it is refused)."""
+    """Measure one command's experiment on GPU `device` (0 where not given; none for an
+    experiment over every GPU at once) and return its Result (printing nothing). Keyword
+    parameters are the command's options (power=20, repeat=5...), checked as the command
+    line checks them (numpy integers and bools taken as the Python values they hold); a
+    failed verification is in result.checks. Without repeat=N, each measurement repeats
+    until its median's noise is below max_noise percent (1 where not given; with repeat=N,
+    which repeats exactly, it is refused)."""
     if not isinstance(command, str):
         raise TypeError(
             f"memprof.run: command must be a str such as 'pinned', not {_kind(command)}"
@@ -55,7 +62,7 @@ def run(
         )
     noise = DEFAULT_MAX_NOISE_PCT if max_noise is None else _noise(max_noise)
     options = RunOptions(
-        _device(device, experiment.gpus),
+        _device(device, experiment),
         _timing(timing),
         _flag(affinity, "memprof.run: affinity"),
         noise,
@@ -74,12 +81,20 @@ def _kind(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def _device(device: Any, gpus: str) -> int | None:
-    """A GPU index 0 to 63 (a numpy integer too); any for experiments over every GPU."""
-    if gpus == "every":
-        return None
+def _device(device: Any, experiment: Experiment) -> int | None:
+    """A GPU index 0 to 63 (a numpy integer too; 0 where not given); none for experiments
+    over every GPU at once, which refuse one: they would measure every GPU whatever it said."""
     device = params_model.plain(device)
-    if device is None or device == "all":
+    if experiment.gpus == "every":
+        if device is not None:
+            raise InvalidArgument(
+                f"memprof.run: device={device!r}: {experiment.name} measures every GPU at "
+                "once and takes no device"
+            )
+        return None
+    if device is None:
+        return 0
+    if device == "all":
         raise InvalidArgument(
             f"memprof.run: device={device!r}: give one GPU's index (0, 1, ...); "
             "memprof.api.run_each_gpu runs every GPU in turn"

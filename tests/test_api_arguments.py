@@ -52,7 +52,7 @@ def test_a_float_or_bool_for_an_integer_field_is_still_refused(runs, value):
     ("call", "error", "words"),
     [
         (lambda: memprof.run(None), TypeError, "memprof.run: command must be a str"),
-        (lambda: memprof.run("pinned", device=None), InvalidArgument, "device=None"),
+        (lambda: memprof.run("pinned", device="all"), InvalidArgument, "run_each_gpu"),
         (lambda: memprof.run("pinned", device="0"), TypeError, "device must be a GPU index"),
         (lambda: memprof.run("pinned", device=True), TypeError, "device must be a GPU index"),
         (lambda: memprof.run("pinned", device=64), InvalidArgument, "device=64: a GPU index"),
@@ -88,8 +88,24 @@ def test_render_refuses_a_console_that_is_not_one():
 
 
 def test_an_experiment_over_every_gpu_takes_no_device(runs):
-    memprof.run("peer", device=None)
-    assert runs[0][2].device is None
+    memprof.run("peer")
+    memprof.run("hostlink", device=None)
+    assert [options.device for _, _, options in runs] == [None, None]
+    for device in (0, 3, numpy.int64(1)):  # measured every GPU whatever it said
+        with pytest.raises(InvalidArgument) as refused:
+            memprof.run("peer", device=device)
+        assert str(refused.value) == (
+            f"memprof.run: device={int(device)}: peer measures every GPU at once and takes "
+            "no device"
+        )
+    assert len(runs) == 2
+
+
+def test_one_gpus_experiment_measures_gpu_0_where_no_device_is_given(runs):
+    memprof.run("pinned")
+    memprof.run("pinned", device=None)
+    memprof.run("pinned", device=numpy.int64(2))
+    assert [options.device for _, _, options in runs] == [0, 0, 2]
 
 
 def test_max_noise_is_a_target_unless_repeat_fixes_the_count(runs):
