@@ -25,6 +25,7 @@ from memprof.experiments.sweep import SWEEP_KINDS, SweepParams
 from memprof.experiments.uva import UvaParams
 from memprof.experiments.writecombined import WriteCombinedParams
 from memprof.experiments.zerocopy import ZeroCopyParams
+from tests.conftest import FIXTURES
 
 runner = CliRunner()
 
@@ -303,3 +304,27 @@ def test_a_step_without_from_and_to_is_refused_not_ignored(runs, arguments):
 def test_a_sweeps_default_step_is_its_own_where_none_is_given(runs):
     assert params_of(runs, "alloc", "--from", "4", "--to", "9").powers == (4, 6, 8)
     assert params_of(runs, "sweep", "--from", "4", "--to", "6").powers == (4, 5, 6)
+
+
+QUIET_AND_VERBOSE = "--quiet prints nothing but errors and --verbose prints every verification"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["pinned", "-q", "-v"],
+        ["zerocopy", "--verbose", "--quiet"],
+        ["report", str(FIXTURES / "h200_pinned_p20.json"), "-q", "--verbose"],
+    ],
+)
+def test_quiet_beside_verbose_is_refused_in_one_line(args):
+    """Both said: the run stayed quiet, the verifications asked for never shown."""
+    ran = runner.invoke(cli.app, args)
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr == f"memprof: error: {QUIET_AND_VERBOSE}: give one of them\n"
+
+
+@pytest.mark.parametrize("flag", ["-q", "-v"])
+def test_quiet_or_verbose_alone_is_taken(flag):
+    ran = runner.invoke(cli.app, ["report", str(FIXTURES / "h200_pinned_p20.json"), flag])
+    assert ran.exit_code == 0 and QUIET_AND_VERBOSE not in ran.output

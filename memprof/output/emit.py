@@ -61,7 +61,13 @@ class Output:
         verbose: bool = False,
         timeline: str | None = None,
     ) -> Output:
-        """From the command line's words: a name ending in "/" is refused, not made a file."""
+        """From the command line's words: a name ending in "/" is refused, not made a file;
+        --quiet beside --verbose is refused, not left quiet."""
+        if quiet and verbose:
+            raise InvalidArgument(
+                "--quiet prints nothing but errors and --verbose prints every verification: "
+                "give one of them"
+            )
         names = {"--json": json, "--csv": csv, "--junit": junit, "--timeline": timeline}
         json_to, csv_to, junit_to, timeline_to = (
             None if text is None else destination(text, o) for o, text in names.items()
