@@ -444,6 +444,35 @@ def test_a_where_tables_tie_marks_the_first_row_shown():
     assert sorted(table.highlighted) == [(0, 2), (0, 3)]  # calls tie: the first shown
 
 
+def test_where_tables_put_copies_first_the_most_gpu_time_first_then_calls_in_their_order():
+    """Copies by GPU time (1 ms after 5), then the calls in CALL_KINDS' order, not by name
+    (memset before alloc), and how to read them under the last, with its top said."""
+    lines = [
+        line("wait", 1, api=()),
+        line("alloc", 2, api=()),
+        line("HtoD pageable -> device", 3, gpu_ms=1.0),
+        line("DtoH device -> pinned", 4, gpu_ms=5.0),
+        line("memset", 5, api=()),
+    ]
+    assert [activity for activity, _ in summary.by_activity(lines)] == [
+        "DtoH device -> pinned",
+        "HtoD pageable -> device",
+        "memset",
+        "alloc",
+        "wait",
+    ]
+    tables = summary.where_tables(lines, show_chains=True)
+    assert [table.title for table in tables] == [
+        "Where: copies DtoH device -> pinned",
+        "Where: copies HtoD pageable -> device",
+        "Where: memsets",
+        "Where: allocations",
+        "Where: waits for the GPU",
+    ]
+    assert tables[-1].notes == [summary.WHERE_NOTE.format(top=3)]
+    assert "Shown: the 3 lines with the most GPU time" in tables[-1].notes[0]
+
+
 def test_lines_not_of_the_program_say_what_they_are():
     assert line(origin="thread").place == "train.py:42 (other thread)"
     assert line(origin="library", file="torch/x.py").place == "torch/x.py:42 (library)"
