@@ -125,6 +125,11 @@ def test_the_copies_table_shows_gpu_time_and_host_blocked_side_by_side():
             "This GPU's pinned bandwidth, for the advice: HtoD 25.0 GB/s, DtoH 20.5 GB/s "
             "(64 MiB copies; cache).",
         ),
+        (
+            {"h2d_gb_per_s": 25.0, "d2h_gb_per_s": 20.5},
+            "This GPU's pinned bandwidth, for the advice: HtoD 25.0 GB/s, DtoH 20.5 GB/s "
+            "(0 B copies; not measured).",
+        ),
         ({"d2h_gb_per_s": 20.5, "how": "measured"}, "This GPU's pinned bandwidth: measured."),
         ({"h2d_gb_per_s": 25.0, "how": "measured"}, "This GPU's pinned bandwidth: measured."),
         (None, "This GPU's pinned bandwidth: not measured."),
