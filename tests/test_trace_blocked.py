@@ -117,6 +117,31 @@ def test_the_copies_table_shows_gpu_time_and_host_blocked_side_by_side():
     assert "DMA alone" in table.notes[0] and "Host blocked" in table.notes[0]
 
 
+@pytest.mark.parametrize(
+    ("bandwidth", "said"),
+    [
+        (
+            {"h2d_gb_per_s": 25.0, "d2h_gb_per_s": 20.5, "bytes": 64 << 20, "how": "cache"},
+            "This GPU's pinned bandwidth, for the advice: HtoD 25.0 GB/s, DtoH 20.5 GB/s "
+            "(64 MiB copies; cache).",
+        ),
+        (
+            {"h2d_gb_per_s": 25.0, "d2h_gb_per_s": 20.5},
+            "This GPU's pinned bandwidth, for the advice: HtoD 25.0 GB/s, DtoH 20.5 GB/s "
+            "(0 B copies; not measured).",
+        ),
+        ({"d2h_gb_per_s": 20.5, "how": "measured"}, "This GPU's pinned bandwidth: measured."),
+        ({"h2d_gb_per_s": 25.0, "how": "measured"}, "This GPU's pinned bandwidth: measured."),
+        (None, "This GPU's pinned bandwidth: not measured."),
+    ],
+)
+def test_the_copies_table_says_the_pinned_bandwidth_only_with_both_directions(bandwidth, said):
+    """Each direction's figure in its own place, and the advice's source where either is
+    missing: HtoD and DtoH told apart (25.0 against 20.5)."""
+    table = trace_summary.copies_table(copy_groups(*records()), bandwidth)
+    assert table.notes[1:] == [said]
+
+
 def test_the_profile_footnote_names_dma_and_blocked_time_for_a_trace():
     note = summarize(traced()).timing_note
     assert "DMA alone" in note and "Host blocked" in note

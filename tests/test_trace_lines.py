@@ -379,6 +379,11 @@ def test_the_top_lines_are_those_leading_any_column():
     assert summary.top_lines(waits, top=1) == [waits[1]]  # no GPU time or bytes to lead
 
 
+def test_top_lines_of_equal_time_put_the_more_called_first():
+    once, often = line(number=1, calls=1), line(number=2, calls=5)  # 2 ms each
+    assert summary.top_lines([once, often]) == [often, once]
+
+
 def test_a_where_table_sums_the_lines_it_does_not_show_and_marks_each_columns_most():
     lines = [line(number=n, calls=n, gpu_ms=float(n), host_ms=n / 2) for n in range(1, 7)]
     table = summary.where_table("HtoD pageable -> device", lines, False)
@@ -396,6 +401,76 @@ def test_a_where_table_sums_the_lines_it_does_not_show_and_marks_each_columns_mo
     waits = summary.where_table("wait", [line("wait", api=("cudaStreamSynchronize",))], False)
     assert waits.headers == ["Line", "Call", "Calls", "Host"]
     assert waits.rows == [["train.py:42", "cudaStreamSynchronize", "1", "1.0000ms"]]
+
+
+def test_a_where_table_of_calls_shows_each_callers_frames_and_its_other_lines_whole():
+    """A wait table with callers, every cell: the title of its kind, a line's calls joined
+    (or -), its function beside it, each chain's frames below it with the chain's calls only
+    beside the first, and the other lines' row, blank where it has no call to name."""
+    chain = CallChain(2, [Frame("loop.py", 10, "outer"), Frame("main.py", 20, "main")])
+    two = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
+    top = dataclasses.replace(line("wait", 4, calls=4, host_ms=4.0, api=two), chains=[chain])
+    waits = [top, *(line("wait", n, calls=n, host_ms=float(n), api=()) for n in (3, 2, 1))]
+    table = summary.where_table("wait", waits, True)
+    assert table.title == "Where: waits for the GPU"
+    assert table.rows == [
+        ["train.py:4 step", "cudaStreamSynchronize, cudaDeviceSynchronize", "4", "4.0000ms"],
+        ["  ← loop.py:10 outer", "", "2", ""],
+        ["  ← main.py:20 main", "", "", ""],
+        ["train.py:3", "-", "3", "3.0000ms"],
+        ["train.py:2", "-", "2", "2.0000ms"],
+        ["(1 other line)", "", "1", "1.0000ms"],
+    ]
+    others = table.figures[-1]["calls"]
+    assert (others.name, others.parts, others.formula) == (
+        "Where: waits for the GPU, 1 other line",
+        (waits[-1],),
+        "lines",
+    )
+    assert summary.where_table("wait", waits, False).rows[0][0] == "train.py:4"
+
+
+@pytest.mark.parametrize(("host_ms", "marked"), [(0.5, True), (0.0, False)])
+def test_a_where_tables_most_is_marked_below_a_millisecond_and_not_at_none(host_ms, marked):
+    table = summary.where_table("wait", [line("wait", host_ms=host_ms, api=())], False)
+    assert ((0, 3) in table.highlighted) == marked  # Host, its fourth column
+    assert (0, 2) in table.highlighted  # its one call
+
+
+def test_a_where_tables_tie_marks_the_first_row_shown():
+    first, second = (line("wait", n, calls=5, host_ms=3.0 - n) for n in (1, 2))
+    table = summary.where_table("wait", [second, first], False)
+    assert [row[0] for row in table.rows] == ["train.py:1", "train.py:2"]
+    assert sorted(table.highlighted) == [(0, 2), (0, 3)]  # calls tie: the first shown
+
+
+def test_where_tables_put_copies_first_the_most_gpu_time_first_then_calls_in_their_order():
+    """Copies by GPU time (1 ms after 5), then the calls in CALL_KINDS' order, not by name
+    (memset before alloc), and how to read them under the last, with its top said."""
+    lines = [
+        line("wait", 1, api=()),
+        line("alloc", 2, api=()),
+        line("HtoD pageable -> device", 3, gpu_ms=1.0),
+        line("DtoH device -> pinned", 4, gpu_ms=5.0),
+        line("memset", 5, api=()),
+    ]
+    assert [activity for activity, _ in summary.by_activity(lines)] == [
+        "DtoH device -> pinned",
+        "HtoD pageable -> device",
+        "memset",
+        "alloc",
+        "wait",
+    ]
+    tables = summary.where_tables(lines, show_chains=True)
+    assert [table.title for table in tables] == [
+        "Where: copies DtoH device -> pinned",
+        "Where: copies HtoD pageable -> device",
+        "Where: memsets",
+        "Where: allocations",
+        "Where: waits for the GPU",
+    ]
+    assert tables[-1].notes == [summary.WHERE_NOTE.format(top=3)]
+    assert "Shown: the 3 lines with the most GPU time" in tables[-1].notes[0]
 
 
 def test_lines_not_of_the_program_say_what_they_are():

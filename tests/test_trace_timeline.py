@@ -409,3 +409,33 @@ def test_the_bin_is_the_shortest_round_one_that_makes_a_hundred_at_most(span_ns,
     """A 9.8 s run in bins of 100 ms, a 50 ms one in bins of 500 us: each about 100."""
     assert bin_ns(span_ns) == width_ns
     assert -(-span_ns // width_ns) <= 100
+
+
+def test_the_time_tables_cells_are_each_gpus_parts_and_gaps(monkeypatch):
+    """Each cell whole, for two GPUs numbered neither 0 nor alike: the GPU's number, each
+    part in ms (1.000051 ms, where a millionth less says 1.0000ms) and its share of its own
+    run, each gap's start, length and line, and both tables' notes."""
+    from types import SimpleNamespace
+
+    from memprof.model.timeline import NO_LINE, Gap
+
+    gap = Gap(2_500_000, 1_250_000, NO_LINE, False)
+    shares = [
+        Breakdown(1, 4_000_000, 1_000_051, 1_000_000, 500_000, [gap]),
+        Breakdown(3, 2_000_000, 0, 500_000, 0, []),
+    ]
+    monkeypatch.setattr(trace_summary, "breakdown_of", lambda result: shares)
+    result = SimpleNamespace(extra=SimpleNamespace(lines=[]))
+    (parts_table, gaps_table), verdicts = trace_summary.time_tables(result)
+    assert parts_table.title == "Where the time went"
+    assert parts_table.headers == ["GPU", "Computing", "Copying", "Both", "Idle"]
+    assert parts_table.rows == [
+        ["1", "1.0001ms 25.00%", "1.0000ms 25.00%", "500.00us 12.50%", "1.4999ms 37.50%"],
+        ["3", "0ns 0.00%", "500.00us 25.00%", "0ns 0.00%", "1.5000ms 75.00%"],
+    ]
+    assert parts_table.notes == [trace_summary.BREAKDOWN_NOTE]
+    assert gaps_table.title == "Longest idle gaps"
+    assert gaps_table.headers == ["GPU", "At", "Idle for", "Host at"]
+    assert gaps_table.rows == [["1", "2.5000ms", "1.2500ms", "(no recorded call)"]]
+    assert gaps_table.notes == [trace_summary.GAPS_NOTE]
+    assert verdicts == [time_verdict(share) for share in shares]
