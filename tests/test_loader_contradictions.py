@@ -602,3 +602,29 @@ def test_the_recorded_granularity_of_a_vmm_run_loads():
     data = json.loads((FIXTURES / "h200_alloc.json").read_text())["extra"]["allocators"]
     assert data["vmm"] and data["granularity_bytes"] > 0
     assert parse((FIXTURES / "h200_alloc.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [("bytes", None, "missing"), ("how", None, "missing"), ("how", "", "''")],
+)
+def test_a_traces_bandwidth_without_its_size_or_source_is_refused(field, value, said):
+    """Its Copies table said 'HtoD 53.3 GB/s, DtoH 55.2 GB/s (0 B copies; not measured)'."""
+
+    def edit(data):
+        bandwidth = data["extra"]["pinned_bandwidth"]
+        bandwidth.pop(field) if value is None else bandwidth.update({field: value})
+
+    assert refusal(edited("h200_trace_torch", edit)) == (
+        f"run.json: extra.pinned_bandwidth.{field} is {said}, but "
+        "extra.pinned_bandwidth.h2d_gb_per_s is there: a measured bandwidth keeps its "
+        "copies' size and how it was had"
+    )
+
+
+def test_a_traces_bandwidth_that_was_not_measured_needs_only_how():
+    def edit(data):
+        data["extra"]["pinned_bandwidth"] = {"how": "not measured (--bandwidth none)"}
+
+    assert parse(edited("h200_trace_torch", edit))
+    assert parse((FIXTURES / "h200_trace_torch.json").read_text())  # all of it kept

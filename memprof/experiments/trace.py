@@ -728,6 +728,16 @@ class Trace(base.Experiment):
                     f"is {whose!r}, but the program ran with {ran!r}: the advice would use "
                     "another GPU's figures",
                 )
+        measured = [key for key in ("h2d_gb_per_s", "d2h_gb_per_s") if key in bandwidth]
+        for name in ("bytes", "how"):  # the Copies table says at what size and how
+            value = bandwidth.get(name)
+            if measured and not value:
+                raise SchemaError(
+                    f"extra.pinned_bandwidth.{name}",
+                    f"is {'missing' if value is None else repr(value)}, but "
+                    f"extra.pinned_bandwidth.{measured[0]} is there: a measured bandwidth "
+                    "keeps its copies' size and how it was had",
+                )
         small = result.extra.small_copies
         if small is not None and small.costs and small.copies < 1:
             raise SchemaError(
