@@ -1,9 +1,7 @@
-"""A trace's timeline in the Chrome trace event format, to open in Perfetto (ui.perfetto.dev)
-or chrome://tracing: each GPU a process and each of its streams a thread, holding the
-kernels, copies and memsets; the program's host threads in one process, holding the
-recorded driver and runtime calls. Every event is a complete event ("X") with its start and
-duration in microseconds from the first event, and its source line in args where the trace
-recorded one (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+"""A trace's timeline in the Chrome trace event format, for Perfetto or chrome://tracing:
+each GPU a process and each stream a thread; the program's host threads in one process.
+Every event is complete ("X"), in microseconds from the first, its source line in args
+(https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 """
 
 from __future__ import annotations
