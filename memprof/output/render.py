@@ -79,31 +79,23 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     type_fits = type_width + len(_GAP) + numbers_width <= width
     one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
 
-    lines = []
-    if type_fits:
-        header = [PROFILE_COLUMNS[0].ljust(type_width) + _GAP + figures.line(number_headers)]
-    else:
-        header = [_GAP + line for line in figures.lines(number_headers, width - len(_GAP))]
-    if one_line:
-        lines.append(header[0] + _GAP + PROFILE_COLUMNS[-1])
-    else:
-        lines += [*header, *_name_line(PROFILE_COLUMNS[-1], width)]
+    def row(label: str, cells: list[str], name: str) -> list[str]:
+        """A row (the headers' too) in the layout chosen: its type column only where it fits."""
+        if one_line:
+            return [label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name]
+        if type_fits:
+            return [label.ljust(type_width) + _GAP + figures.line(cells), *_name_line(name, width)]
+        split = [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
+        return [*split, *_name_line(name, width)]
+
+    lines = row(PROFILE_COLUMNS[0], number_headers, PROFILE_COLUMNS[-1])
     previous = None
     for group, name, cells in zip(groups, names, numbers, strict=True):
         label = group if group != previous else ""
         previous = group
         if not type_fits and label:
             lines.append(label)
-        if one_line:
-            lines.append(label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name)
-        elif type_fits:
-            lines += [
-                label.ljust(type_width) + _GAP + figures.line(cells),
-                *_name_line(name, width),
-            ]
-        else:
-            lines += [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
-            lines += _name_line(name, width)
+        lines += row(label, cells, name)
     return [line.rstrip() for line in lines]
 
 
@@ -269,12 +261,7 @@ def _rich_table(
 ) -> RichTable:
     """The columns as a rich table, without its title: titles wrap at the console's width
     (draw_table), not at the table's, where a long title would fold into a narrow column."""
-    rich_table = RichTable(
-        box=table_box,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    rich_table = RichTable(box=table_box, show_edge=False, pad_edge=False, collapse_padding=True)
     for position, column in enumerate(columns):
         rich_table.add_column(
             Text(table.headers[column]),
