@@ -252,12 +252,9 @@ def compare(
             continue
         name, _, size = figure.label.rpartition(", ")
         medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
-        rates = []
+        shown = [figure.a_gb_per_s, figure.b_gb_per_s] if moving else []
+        rates = [format_gb_per_s(rate) if rate is not None else "-" for rate in shown]
         if moving:
-            rates = [
-                format_gb_per_s(rate) if rate is not None else "-"
-                for rate in (figure.a_gb_per_s, figure.b_gb_per_s)
-            ]
             rates.append(f"{figure.b_share:.0%}" if figure.b_share is not None else "-")
         table.add_row(name, size, *medians, *rates, ratio_cell(figure.ratio), change)
     if moving:
@@ -336,8 +333,7 @@ def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Tab
     slower = []
     for pair in pairs:
         a_samples, b_samples = pair.samples(pair.a), pair.samples(pair.b)
-        a_stats = _stats_of(a_samples)
-        b_stats = _stats_of(b_samples)
+        a_stats, b_stats = _stats_of(a_samples), _stats_of(b_samples)
         calls = f"{pair.a.calls}/{pair.b.calls}"
         if a_stats is None or b_stats is None:
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")
