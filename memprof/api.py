@@ -14,6 +14,7 @@ from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import PROGRAM_COMMAND, experiment_named, summarize
 from memprof.experiments import load as load_result
 from memprof.experiments.base import (
+    UNREAD,
     Experiment,
     Progress,
     RunOptions,
@@ -489,18 +490,14 @@ def run_each_gpu(
     experiment = experiment_named(command)
     inputs = experiment.read_inputs(chosen)  # a bad file refused before the driver is asked
     count = device_count() if count is None else count
-    done = EveryDevice()
-    for index in range(count):
+    runs = [(experiment, chosen, index, inputs) for index in range(count)]
+    if count >= 2:  # then the experiment over every GPU at once, its inputs its own
+        after = experiment_named(experiment.every_gpu_then)
+        runs.append((after, after.Params(), None, UNREAD))
+    done = EveryDevice(notes=[] if count >= 2 else [ONE_GPU])
+    for each, params, index, read in runs:
         options = RunOptions(index, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(experiment, chosen, options, progress, inputs=inputs)
-        done.results.append(result)
-        done.cleanup_failures += failures
-    if count < 2:
-        done.notes.append(ONE_GPU)
-    else:
-        after = experiment_named(experiment_named(command).every_gpu_then)
-        options = RunOptions(None, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(after, after.Params(), options, progress)
+        result, failures = run_experiment(each, params, options, progress, inputs=read)
         done.results.append(result)
         done.cleanup_failures += failures
     return done
