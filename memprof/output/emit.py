@@ -95,17 +95,12 @@ class Output:
                     f"{option} {target}: stdout is the traced program's, where the two could "
                     "not be told apart: send it to a file"
                 )
-            if target.descriptor == 2 and self.shows_on_stderr:
+            if target.descriptor == 2 and not self.quiet and self.shown_on_stderr:
                 raise InvalidArgument(
                     f"{option} {target}: the tables are shown on stderr, where the two could "
                     "not be told apart: send it to a file, or add --quiet"
                 )
         check_distinct(self.destinations(), inputs)
-
-    @property
-    def shows_on_stderr(self) -> bool:
-        """Whether the tables go to stderr: shown (not --quiet) and on stderr."""
-        return not self.quiet and self.shown_on_stderr
 
 
 def emit(
