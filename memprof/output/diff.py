@@ -196,8 +196,7 @@ def regressed_line(figure: Compared, fail_above: float) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two runs compared: the figures in both (those --only selected), what got slower and
-    faster, and the Summary `memprof diff` shows of them."""
+    """Two runs compared: the figures in both (those --only selected), and their Summary."""
 
     rows: list[Compared]
     fail_above: float | None  # the gate (0.05: 5%), or None
@@ -207,8 +206,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Compared]:
-        """The figures B made worse: beyond the gate and the noise where there is a gate,
-        else beyond the noise."""
+        """The figures B made worse: beyond the noise, and the gate where there is one."""
         if self.fail_above is not None:
             return [row for row in self.rows if row.worse_beyond(self.fail_above)]
         return [row for row in self.rows if row.change() == "B slower"]

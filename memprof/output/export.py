@@ -69,8 +69,7 @@ CSV_COLUMNS: dict[str, type] = {
 def csv_rows(
     result: Result, figures: Sequence[Figure], derived: Sequence[Derived] = ()
 ) -> list[dict[str, object]]:
-    """Every measurement of `result` with the figures its experiment's summary computed, then
-    the figures its tables make of several (`derived`)."""
+    """A row per measurement of `result` (its summary's figures), then each derived figure's."""
     run = {
         "command": literal(result.command),
         "created_at": literal(result.created_at),
@@ -227,8 +226,7 @@ def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
 
 
 def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list[dict[str, object]]:
-    """A trace's copies by memory kind, idle gaps and source lines (memprof.output.where),
-    in the CSV's columns."""
+    """A trace's copies by memory kind, idle gaps and source lines, in the CSV's columns."""
     from memprof.output.where import copy_group_rows, gap_rows, where_rows
 
     copies = getattr(result.extra, "copies", None) if result.command == "trace" else None
@@ -297,8 +295,7 @@ def csv_text(
     figures: Sequence[Sequence[Figure]],
     derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> str:
-    """The CSV file's whole text: a header and one row per measurement of every result
-    (figures: each result's, as its summary computed them), then each derived figure's."""
+    """The CSV file's whole text: a header, then every result's rows (csv_rows)."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval="")
     writer.writeheader()

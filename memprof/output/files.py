@@ -100,8 +100,7 @@ def descriptor_named(text: str, option: str = "") -> int | None:
 
 
 def check_output(target: Destination, option: str) -> None:
-    """Raise InvalidArgument unless `target` can be written now (a stream: its descriptor
-    open for writing; a file: check_destination)."""
+    """Raise InvalidArgument unless `target` can be written now (a stream: open to write)."""
     if target.descriptor is None:
         check_destination(target.path, option)
         return
@@ -223,8 +222,7 @@ def check_each_once(paths: Iterable[Path]) -> None:
 
 
 def _identities(target: Destination) -> list[tuple]:
-    """Every way a destination could meet another: a file's inode; a stream's descriptor and
-    what it is open on."""
+    """Every way a destination could meet another: its inode, or descriptor and what it is on."""
     if target.descriptor is None:
         return [_identity(target.path)]
     identities: list[tuple] = [("descriptor", target.descriptor)]

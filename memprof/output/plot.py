@@ -229,8 +229,7 @@ class Picture:
         data = self.html() if kind == "html" else _saved(self, kind)
         write_bytes_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
 
-    def _repr_svg_(self) -> str:  # a notebook shows the picture itself
-        return self.svg()
+    _repr_svg_ = svg  # a notebook shows the picture itself
 
     def __repr__(self) -> str:
         kinds = ", ".join(type(panel).__name__ for panel in self.panels)

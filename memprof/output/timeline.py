@@ -38,8 +38,7 @@ def _args(line: int, lines: list[SourceLine], nbytes: int | None = None) -> dict
 
 
 def chrome_events(timeline: Timeline, lines: list[SourceLine], title: str, gpu: str) -> list:
-    """The timeline's events: names of processes and threads, then every call and GPU
-    operation, each with ph, ts, dur, pid and tid."""
+    """The names of processes and threads, then every call and GPU operation."""
     events: list[dict[str, Any]] = _meta("process", HOST_PID, 0, f"host: {title}", 0)
     for thread in sorted({row[3] for row in timeline.api}):
         events += _meta("thread", HOST_PID, thread, f"thread {thread}", thread)
