@@ -307,9 +307,7 @@ def render_result(
         _print_prose(console, safe(note), "dim")
         unified = unified_memory_lines(result, console.width)
         if unified:
-            console.print(
-                f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
-            )
+            console.print(Text(f"=={result.pid}== Unified Memory profiling result:"))
             for line in unified:  # figures fit by layout; the notes wrap
                 _print_prose(console, safe(line))
     render_summary(summary, console, result.checks, verbose)
