@@ -14,6 +14,7 @@ from memprof.errors import InvalidArgument, SaveFailed
 from memprof.experiments import PROGRAM_COMMAND, experiment_named, summarize
 from memprof.experiments import load as load_result
 from memprof.experiments.base import (
+    UNREAD,
     Experiment,
     Progress,
     RunOptions,
@@ -82,8 +83,8 @@ def _kind(value: object) -> str:
 
 
 def _device(device: Any, experiment: Experiment) -> int | None:
-    """A GPU index 0 to 63 (a numpy integer too; 0 where not given); none for experiments
-    over every GPU at once, which refuse one: they would measure every GPU whatever it said."""
+    """A GPU index 0 to 63 (0 where not given); None for experiments over every GPU at once,
+    which refuse one (they would measure every GPU whatever it said)."""
     device = params_model.plain(device)
     if experiment.gpus == "every":
         if device is not None:
@@ -259,10 +260,9 @@ def refuse_not_comparable(
     gpu: str = "",
     allow: str = "--allow-not-comparable",
 ) -> None:
-    """InvalidArgument (exit 2) for runs a diff cannot compare, in one line naming the GPU
-    whose runs they are (files of --device all): nothing in common; unless `allowed`, runs of
-    two commands, or, where a gate judges them, runs that differ in how they were measured
-    (memprof.output.diff.differences). `allow`: the option that allows them."""
+    """InvalidArgument (exit 2) for runs a diff cannot compare: nothing in common; unless
+    `allowed` (by the option `allow`), runs of two commands, or, where a gate judges them, runs
+    measured apart (memprof.output.diff.differences). `gpu`: whose runs (--device all)."""
     from memprof.output.diff import compared, differences
 
     where = f"{gpu}: " if gpu else ""
@@ -381,9 +381,8 @@ def _one_command(results: list[Result], names: list[str]) -> None:
 
 
 def plot_file(sources: list[Path], output: str | None, labels: list[str] | None = None) -> Path:
-    """`memprof plot`: the picture of saved Results (several: one picture of them all), in
-    `output` or, for one, beside the file (its name ending .svg instead of .json) where no
-    file has that name; never over an input. The picture's path."""
+    """`memprof plot`: the picture of saved Results, in `output` or, for one, beside it (.svg
+    for .json) where no file has that name; never over an input. The picture's path."""
     from memprof.output.files import check_each_once, descriptor_named
     from memprof.output.plot import matplotlib_for
 
@@ -421,8 +420,7 @@ def plot_file(sources: list[Path], output: str | None, labels: list[str] | None 
 
 
 def picture_file(name: str, option: str) -> Destination:
-    """Where a picture goes: a file, named as given ("x.svg/" is a folder, not x.svg; "" is
-    no name), never a stream, since the name says the format."""
+    """Where a picture goes: a file named as given, never a stream (the name says the format)."""
     from memprof.output.files import destination
 
     found = destination(name, option)
@@ -485,26 +483,21 @@ def run_each_gpu(
     ends_process: bool = False,
 ) -> EveryDevice:
     """`--device all`: `command` on every GPU in turn (count: how many; the driver's when None),
-    then, with two or more, what the experiment runs over every GPU at once (its
-    `every_gpu_then`: every GPU's pinned copies at once, memprof hostlink, for most).
-    ends_process: as RunOptions' (the command line's process ends with the runs)."""
+    then, with two or more, its `every_gpu_then` over every GPU at once (memprof hostlink for
+    most). ends_process: as RunOptions'."""
     from memprof.core.session import device_count
 
     experiment = experiment_named(command)
     inputs = experiment.read_inputs(chosen)  # a bad file refused before the driver is asked
     count = device_count() if count is None else count
-    done = EveryDevice()
-    for index in range(count):
+    runs = [(experiment, chosen, index, inputs) for index in range(count)]
+    if count >= 2:  # then the experiment over every GPU at once, its inputs its own
+        after = experiment_named(experiment.every_gpu_then)
+        runs.append((after, after.Params(), None, UNREAD))
+    done = EveryDevice(notes=[] if count >= 2 else [ONE_GPU])
+    for each, params, index, read in runs:
         options = RunOptions(index, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(experiment, chosen, options, progress, inputs=inputs)
-        done.results.append(result)
-        done.cleanup_failures += failures
-    if count < 2:
-        done.notes.append(ONE_GPU)
-    else:
-        after = experiment_named(experiment_named(command).every_gpu_then)
-        options = RunOptions(None, timing, affinity, max_noise_pct, ends_process)
-        result, failures = run_experiment(after, after.Params(), options, progress)
+        result, failures = run_experiment(each, params, options, progress, inputs=read)
         done.results.append(result)
         done.cleanup_failures += failures
     return done

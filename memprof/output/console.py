@@ -1,9 +1,7 @@
 """The one place memprof's terminal output is set up: width, colour and encoding.
 
-stdout carries results, stderr errors, warnings and progress. Both honour --no-color and
-NO_COLOR, and both survive a terminal or locale that cannot encode UTF-8 (LC_ALL=C without
-UTF-8 mode, PYTHONIOENCODING=ascii): characters the stream cannot encode are written as
-ASCII look-alikes ("->" for an arrow) instead of raising UnicodeEncodeError.
+stdout carries results, stderr errors, warnings and progress; both honour --no-color and
+NO_COLOR, and write ASCII look-alikes where their encoding cannot show a character (LC_ALL=C).
 """
 
 from __future__ import annotations
@@ -77,13 +75,8 @@ def _raise_broken_pipe(console: Console) -> None:
 
 
 def prepare_streams() -> None:
-    """Let stdout and stderr write any character, and make a closed pipe an exception.
-
-    rich exits with status 1 when the reader closes the pipe (Console.on_broken_pipe), which
-    reads as "verification failed". A closed pipe is the reader's choice, so every Console,
-    typer's help included, raises BrokenPipeError instead and the caller decides.
-    A COLUMNS that is not a width (0, negative, not a number) is treated as unset.
-    """
+    """Let stdout and stderr write any character, and make a closed pipe an exception: rich
+    would exit 1 (Console.on_broken_pipe), which reads as "verification failed"."""
     Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     forget_unusable_width()
     for stream in (sys.stdout, sys.stderr):
@@ -95,9 +88,7 @@ def prepare_streams() -> None:
 
 def forget_unusable_width() -> None:
     """Drop COLUMNS and LINES unless they are positive numbers: rich takes COLUMNS=0 as a
-    width of 0 and prints nothing (typer's help and the error line included), and ignores
-    a negative or garbled one only to fall back to 80 columns where a pipe gets 160.
-    Dropping them here, once, is what every Console (typer's too) then sees."""
+    width of 0 and prints nothing, and a garbled one as 80 columns where a pipe gets 160."""
     for name in ("COLUMNS", "LINES"):
         value = os.environ.get(name)
         if value is not None and not (value.isdigit() and int(value) > 0):
@@ -143,11 +134,8 @@ def print_note(message: str, no_color: bool = False, style: str = "dim") -> None
 
 
 def silence_closed_stdout(stderr: bool = False) -> None:
-    """After the reader closed stdout (`memprof ... | head`), or stderr where results went
-    there, send what is left to /dev/null.
-
-    Python would otherwise report the broken pipe again when it flushes stdout at exit.
-    """
+    """After the reader closed stdout (`memprof ... | head`), or stderr, send what is left to
+    /dev/null: Python would report the broken pipe again when it flushes at exit."""
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
@@ -158,13 +146,9 @@ def silence_closed_stdout(stderr: bool = False) -> None:
 def progress_bar(
     enabled: bool = True, starting: str = "starting"
 ) -> Iterator[Callable[[str, int, int], None]]:
-    """A transient progress line on stderr, only on a terminal: the step the experiment says
-    it is on (what, which memory, what size), done of total, and the time elapsed; gone once
-    the run ends, Ctrl-C included. `starting`: what it says before the first step.
-
-    Each step is drawn as it is reported, not only by rich's refresh thread, which a long
-    driver call holding the GIL would keep from drawing anything. Where nothing would be
-    drawn, rich's progress module is not even imported (a short run's start-up)."""
+    """A transient progress line on stderr, only on a terminal: the experiment's step, done of
+    total and the time elapsed. Each step is drawn as reported: rich's refresh thread cannot
+    draw while a long driver call holds the GIL."""
     console = stderr_console()
     if not (enabled and console.is_terminal):
         yield lambda description, done, total: None

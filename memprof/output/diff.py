@@ -1,12 +1,9 @@
 """`memprof diff`: two runs (two machines, two drivers, before and after) side by side.
 
-Measurements are matched by what they are (group, name, operation, memory kind, bytes).
-A change is marked only beyond the runs' own noise: the ratio of medians must differ from 1
-by more than three times the two medians' combined noise (memprof.model.statistics.
-median_noise, what each run repeated until: a robust standard error, from the saved
-samples), and by at least 2%. That noise is within each run's process; a second process of
-the same code lands further off than it for short driver calls, host work and pageable
-copies (docs/ci.md, Choosing the numbers), which the table's note says.
+Measurements are matched by what they are (group, name, operation, memory kind, bytes). A
+change is marked only where the ratio of medians differs from 1 by more than three times the
+medians' combined noise (median_noise, from the saved samples) and by at least 2%. That noise
+is within each run's process: another process lands further off (docs/ci.md), as the note says.
 """
 
 from __future__ import annotations
@@ -43,9 +40,8 @@ CHANGE_NOTE = (
 
 
 def by_key(result: Result) -> dict[tuple, Measurement]:
-    """Each measurement by its key and its place among those of the same key: a run over
-    several GPUs keeps each GPU's driver calls apart under one key, and the n-th of A is
-    compared with the n-th of B, never hidden by it."""
+    """Each measurement by its key and its place among those of that key (each GPU's driver
+    calls of a run over several): the n-th of A is compared with the n-th of B."""
     seen: dict[tuple, int] = {}
     by_key = {}
     for m in result.measurements:
@@ -62,10 +58,8 @@ def noise(a_samples_ms: Sequence[float], b_samples_ms: Sequence[float]) -> float
 
 
 def mean_noise(a: Statistics, b: Statistics) -> float:
-    """The relative change of two means their own spread could explain: each mean's standard
-    error (its samples' deviation over the square root of their count) relative to it,
-    combined (never below MIN_CHANGE). A line's calls of several sizes vary as much as their
-    sizes do; the mean of a few large ones moves with them."""
+    """The relative change of two means their standard errors could explain (never below
+    MIN_CHANGE): a line's calls of several sizes vary as much as their sizes do."""
     errors = (s.stdev_ms / math.sqrt(s.count) / s.mean_ms for s in (a, b))
     return max(MIN_CHANGE, NOISE_SIGMAS * math.hypot(*errors))
 
@@ -112,9 +106,8 @@ class Compared:
         return change_of(self.ratio, self.noise)
 
     def worse_beyond(self, fail_above: float) -> bool:
-        """Whether B got worse than A by more than `fail_above` (0.05: 5%) and more than the
-        runs' noise. Every figure diff compares is a median time, so worse is slower (a
-        GB/s is its bytes over such a time: lower GB/s is the same slower time)."""
+        """Whether B got slower than A by more than `fail_above` (0.05: 5%) and the runs'
+        noise (every figure compared is a median time: a lower GB/s is a slower time)."""
         if self.ratio is None or self.noise is None:
             return False
         return self.ratio - 1 > max(fail_above, self.noise)
@@ -126,8 +119,8 @@ def compared(
     declared_a: Iterable[Measure] = (),
     declared_b: Iterable[Measure] = (),
 ) -> list[Compared]:
-    """Every measurement in both runs, matched by what it is, in A's order; with each run's
-    declared measures (its command's), each one's GB/s as that run's tables print it."""
+    """Every measurement in both runs, in A's order; with each run's declared measures, each
+    one's GB/s as that run's tables print it."""
     a_by_key, b_by_key = by_key(first), by_key(second)
     a_figure, b_figure = figure_finder(first, declared_a), figure_finder(second, declared_b)
     found = []
@@ -181,15 +174,6 @@ def compared_times(a: Measurement, b: Measurement) -> tuple[list[float], list[fl
     return a.samples_ms, b.samples_ms
 
 
-def unmatched(first: Result, second: Result) -> tuple[list[str], list[str]]:
-    """The measurements only in A, and only in B, by the labels the table would print."""
-    a_by_key, b_by_key = by_key(first), by_key(second)
-    return (
-        [measurement_label(m) for key, m in a_by_key.items() if key not in b_by_key],
-        [measurement_label(m) for key, m in b_by_key.items() if key not in a_by_key],
-    )
-
-
 UNMATCHED_NAMED = 3  # named in the conclusion; the rest counted
 
 
@@ -212,8 +196,7 @@ def regressed_line(figure: Compared, fail_above: float) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two runs compared: the figures in both (those --only selected), what got slower and
-    faster, and the Summary `memprof diff` shows of them."""
+    """Two runs compared: the figures in both (those --only selected), and their Summary."""
 
     rows: list[Compared]
     fail_above: float | None  # the gate (0.05: 5%), or None
@@ -223,8 +206,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Compared]:
-        """The figures B made worse: beyond the gate and the noise where there is a gate,
-        else beyond the noise."""
+        """The figures B made worse: beyond the noise, and the gate where there is one."""
         if self.fail_above is not None:
             return [row for row in self.rows if row.worse_beyond(self.fail_above)]
         return [row for row in self.rows if row.change() == "B slower"]
@@ -249,10 +231,8 @@ def compare(
     declared_b: Iterable[Measure] = (),
 ) -> Comparison:
     """Every measurement in both runs (those `only` selects) with the ratio and whether it
-    changed; with `fail_above` (0.05: 5%), a conclusion naming how many got worse beyond it.
-    Not `verbose`: the table keeps only the rows that changed beyond noise, and says how
-    many it left out (two runs of one build fit a screen). With the runs' declared measures,
-    each row's GB/s as each run's tables print it, and B's share of its ceiling."""
+    changed; with `fail_above` (0.05: 5%), how many got worse beyond it. Not `verbose`: only
+    the rows that changed beyond noise (two runs of one build fit a screen)."""
     a_name, b_name = first.gpu_name or first.host, second.gpu_name or second.host
     figures = selected(compared(first, second, declared_a, declared_b), only)
     moving = any(f.a_gb_per_s is not None or f.b_gb_per_s is not None for f in figures)
@@ -270,12 +250,9 @@ def compare(
             continue
         name, _, size = figure.label.rpartition(", ")
         medians = (format_ms(ms) if ms is not None else "-" for ms in (figure.a_ms, figure.b_ms))
-        rates = []
+        shown = [figure.a_gb_per_s, figure.b_gb_per_s] if moving else []
+        rates = [format_gb_per_s(rate) if rate is not None else "-" for rate in shown]
         if moving:
-            rates = [
-                format_gb_per_s(rate) if rate is not None else "-"
-                for rate in (figure.a_gb_per_s, figure.b_gb_per_s)
-            ]
             rates.append(f"{figure.b_share:.0%}" if figure.b_share is not None else "-")
         table.add_row(name, size, *medians, *rates, ratio_cell(figure.ratio), change)
     if moving:
@@ -292,7 +269,8 @@ def compare(
         pairs = [compared_times(a_by_key[key], b_by_key[key]) for key in common]
         a_words, b_words = (repetitions_words([pair[side] for pair in pairs]) for side in (0, 1))
         table.notes.append(f"A's medians: of {a_words}. B's: of {b_words}.")
-    only_a, only_b = unmatched(first, second)
+    only_a = [measurement_label(m) for key, m in a_by_key.items() if key not in b_by_key]
+    only_b = [measurement_label(m) for key, m in b_by_key.items() if key not in a_by_key]
     chosen = f" ({', '.join(only)})" if only else ""
     conclusions = [
         f"{plural(len(figures), 'measurement')}{chosen} in both runs: B was faster in "
@@ -336,11 +314,9 @@ def compare(
 
 
 def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Table], list[str]]:
-    """Two traces' shared source lines (memprof.output.where), time per call by the same
-    rule as the measurements: a line that got slower is named. Its calls may be of several
-    sizes (4 KiB and 32 MiB copies on one line), whose median is the small ones': the mean,
-    its total over its calls (what the program paid), is held to the same noise, so larger
-    calls that slowed alone are named too, as "B slower (mean)"."""
+    """Two traces' shared source lines, time per call compared as the measurements are. A
+    line's median call is its small ones' (4 KiB and 32 MiB copies on one line): its mean is
+    held to the same noise, so larger calls that slowed alone are named, "B slower (mean)"."""
     pairs, only_a, only_b = paired_lines(first, second)
     unmatched = []
     if only_a or only_b:
@@ -355,8 +331,7 @@ def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Tab
     slower = []
     for pair in pairs:
         a_samples, b_samples = pair.samples(pair.a), pair.samples(pair.b)
-        a_stats = _stats_of(a_samples)
-        b_stats = _stats_of(b_samples)
+        a_stats, b_stats = _stats_of(a_samples), _stats_of(b_samples)
         calls = f"{pair.a.calls}/{pair.b.calls}"
         if a_stats is None or b_stats is None:
             table.add_row(pair.label, calls, "-", "-", "-", "no valid samples")

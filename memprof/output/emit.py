@@ -1,11 +1,9 @@
 """Where a command's results go: the terminal, --json and --csv, in an order that loses nothing.
 
-Destinations are checked before any work (Output.check). Afterwards results are shown
-first, so a run is seen even if saving fails, and saved even if showing fails or the
-reader closed the pipe; a failed save is one line and exit code 5, after the output, and so
-is output that could not be shown (stdout closed, or on a full disk), the files saved.
-Only what loads is saved: a result the loader would refuse is shown, kept beside the output
-for a bug report, and exit code 70 names the check (a file no later step reads is no run).
+Destinations are checked before any work (Output.check). Results are shown first, so a run
+is seen even if saving fails, then saved even if showing failed; either failure is one line
+and exit code 5, after the output. Only what loads is saved: a result the loader would refuse
+is kept beside the output for a bug report, and exit code 70 names the check.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from memprof.output.files import (
 )
 
 DIFF_FORMAT = "memprof diff"
+DESTINATIONS = ("json", "csv", "junit", "timeline")  # Output's files, as their options name them
 
 
 @dataclass(frozen=True)
@@ -68,21 +67,13 @@ class Output:
                 "--quiet prints nothing but errors and --verbose prints every verification: "
                 "give one of them"
             )
-        names = {"--json": json, "--csv": csv, "--junit": junit, "--timeline": timeline}
-        json_to, csv_to, junit_to, timeline_to = (
-            None if text is None else destination(text, o) for o, text in names.items()
-        )
-        settings = {"quiet": quiet, "no_color": no_color, "verbose": verbose}
-        return cls(json_to, csv_to, junit_to, timeline=timeline_to, **settings)
+        names = {"json": json, "csv": csv, "junit": junit, "timeline": timeline}
+        targets = {k: None if t is None else destination(t, f"--{k}") for k, t in names.items()}
+        return cls(**targets, quiet=quiet, no_color=no_color, verbose=verbose)
 
     def destinations(self) -> dict[str, Destination | None]:
         """Every file or stream the command writes besides what it shows."""
-        return {
-            "--json": self.json,
-            "--csv": self.csv,
-            "--junit": self.junit,
-            "--timeline": self.timeline,
-        }
+        return {f"--{name}": getattr(self, name) for name in DESTINATIONS}
 
     @property
     def shown_on_stderr(self) -> bool:
@@ -104,17 +95,12 @@ class Output:
                     f"{option} {target}: stdout is the traced program's, where the two could "
                     "not be told apart: send it to a file"
                 )
-            if target.descriptor == 2 and self.shows_on_stderr:
+            if target.descriptor == 2 and not self.quiet and self.shown_on_stderr:
                 raise InvalidArgument(
                     f"{option} {target}: the tables are shown on stderr, where the two could "
                     "not be told apart: send it to a file, or add --quiet"
                 )
         check_distinct(self.destinations(), inputs)
-
-    @property
-    def shows_on_stderr(self) -> bool:
-        """Whether the tables go to stderr: shown (not --quiet) and on stderr."""
-        return not self.quiet and self.shown_on_stderr
 
 
 def emit(
@@ -124,13 +110,9 @@ def emit(
     together: Summary | None = None,
     loaded: bool = False,
 ) -> None:
-    """Show, save, then fail if a save failed (exit 5), a result did not verify or its
-    summary judged something failed (memprof check's FAIL lines): exit 1.
-
-    summarize: each Result's tables and conclusions (its experiment's). together: one
-    Summary of all of them shown instead of each one's (report --fleet).
-    loaded: the results were just read by the loader (`memprof report`), so its checks held.
-    """
+    """Show, save, then fail: exit 5 if a save failed, 1 if a result did not verify or its
+    summary judged something failed (memprof check's FAIL lines). together: one Summary shown
+    instead of each one's (report --fleet); loaded: just read by the loader, which held."""
     from memprof.output.export import csv_text
     from memprof.output.render import render_result, render_summary
     from memprof.output.timeline import chrome_trace
@@ -172,8 +154,8 @@ def emit(
 
 
 def notes_once(summary: Summary, result: Result, shown: dict[str, Result]) -> Summary:
-    """The summary with the table notes an earlier run's tables showed left out, and a line
-    saying whose they were (every GPU's check of --device all has the same footnotes)."""
+    """The summary without the table notes an earlier run showed, saying whose they were
+    (every GPU's check of --device all has the same footnotes)."""
     tables, earlier, before = [], [], dict(shown)  # a run's own tables may repeat a note
     for table in summary.tables:
         notes = [note for note in table.notes if note not in before]
@@ -207,8 +189,8 @@ def emit_diff(summary: Summary, first: Path, second: Path, output: Output) -> No
 
 
 def _refused(results: list[Result], output: Output) -> list[tuple[Result, str]]:
-    """The results to be saved that the loader would refuse, each with its check's words:
-    none is written (the CSV holds them all), lest a run be kept that no later step reads."""
+    """The results to be saved that the loader would refuse, each with its check's words
+    (then none is written, lest a run be kept that no later step reads)."""
     if Result.views is None or not any(output.destinations().values()):
         return []
     found = ((result, Result.views.refusal(result)) for result in results)
@@ -220,8 +202,7 @@ def _refused(results: list[Result], output: Output) -> list[tuple[Result, str]]:
 
 
 def _unsaved(refused: list[tuple[Result, str]], output: Output) -> MemprofError:
-    """Exit 70 naming the failed check; each refused result's records kept beside the
-    intended output for a bug report, and where said."""
+    """Exit 70 naming the failed check; each refused result kept beside the output."""
     target = output.json or output.csv
     assert target is not None
     kept = []

@@ -1,10 +1,8 @@
 """Results as CSV, for spreadsheets, scripts and DataFrames: one row per measurement, each
 figure the tables show for it, computed once (memprof.model.figures), never here.
 
-Text cells are written as the terminal shows them (memprof.output.literal): a CSV is a text
-file people `cat` and `head`, so a control character in a hostile result's name is written
-as its escape (\\x1b) rather than obeyed by the terminal; memprof itself never puts one in
-a name, so nothing real is lost, and --json keeps every string exactly (JSON escapes them).
+Text cells are written literally (memprof.output.literal): people `cat` a CSV, so a control
+character in a hostile result's name is written as its escape, never obeyed by the terminal.
 """
 
 from __future__ import annotations
@@ -19,23 +17,9 @@ from memprof.model.lines import lines_of
 from memprof.model.results import Result
 from memprof.output.literal import literal
 
-# Units in the names: ms, bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85).
-# per_operation_ms: what GB/s divides by (back-to-back batches' per-operation time where the run
-# timed some, else one operation's; per copy or read where a sample times several: smallcopies'
-# copies, the reads of a latency chain; a staged copy's: its call's). A figure made of several
-# measurements' (memprof.model.figures.Derived: smallcopies' gathering and its copy) is a row of
-# group "derived" after the measurements': a sum's median_ms and per_operation_ms are its parts',
-# a mean's their average (streams' per chunk); a "chunks" row (a streams stage) also holds all
-# its chunks' bytes and moved_bytes, gb_per_s over its time and the ceiling they share; a
-# total's gb_per_s is its parts' added up (hostlink's GPUs), a ratio (how many times faster
-# the second part ran) is in ratio; derived_from names them. A check's expected GB/s is a
-# derived row of operation "floor" (gb_per_s: ceiling_share, its floor, of ceiling_gb_per_s);
-# the reference figure it is held to, a row of group "reference" named as the line it judges;
-# the copies of a retry that decided a line (check --retries), a row of group "retry" as a
-# measurement's, derived_from naming the attempt ("retry 1"). `memprof info`'s device facts
-# (memprof.model.device.DeviceFact) are rows of group "device": a value (a count, flag,
-# version, or the unit its name says), bytes or gb_per_s.
-# Each column with its type in a DataFrame (memprof.output.frames).
+# Each column with its type in a DataFrame (memprof.output.frames). Units in the names: ms,
+# bytes, GB/s (10^9 bytes per second); a share is a fraction (0.85). What each column and group
+# of rows holds: docs/formats.md.
 CSV_COLUMNS: dict[str, type] = {
     "command": str,
     "created_at": str,
@@ -68,9 +52,7 @@ CSV_COLUMNS: dict[str, type] = {
     "ratio": float,
     "value": float,
     "derived_from": str,
-    # a traced program's source lines (memprof trace): one row each, group "line"; its copies
-    # by memory kind, group "copies" (gpu_ms: summed; host_ms: the blocking copies' calls);
-    # each GPU's longest idle gaps, group "gap" (start_ms: from the first recorded event)
+    # a trace's source lines (group "line"), copies by memory kind ("copies"), idle gaps ("gap")
     "source_file": str,
     "source_line": int,
     "source_function": str,
@@ -87,8 +69,7 @@ CSV_COLUMNS: dict[str, type] = {
 def csv_rows(
     result: Result, figures: Sequence[Figure], derived: Sequence[Derived] = ()
 ) -> list[dict[str, object]]:
-    """Every measurement of `result` with the figures its experiment's summary computed, then
-    the figures its tables make of several (`derived`)."""
+    """A row per measurement of `result` (its summary's figures), then each derived figure's."""
     run = {
         "command": literal(result.command),
         "created_at": literal(result.created_at),
@@ -245,8 +226,7 @@ def _part_name(row: dict[str, object], gpu: bool, operation: bool) -> str:
 
 
 def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list[dict[str, object]]:
-    """A trace's copies by memory kind, idle gaps and source lines (memprof.output.where),
-    in the CSV's columns."""
+    """A trace's copies by memory kind, idle gaps and source lines, in the CSV's columns."""
     from memprof.output.where import copy_group_rows, gap_rows, where_rows
 
     copies = getattr(result.extra, "copies", None) if result.command == "trace" else None
@@ -315,8 +295,7 @@ def csv_text(
     figures: Sequence[Sequence[Figure]],
     derived: Sequence[Sequence[Derived | DeviceFact]] | None = None,
 ) -> str:
-    """The CSV file's whole text: a header and one row per measurement of every result
-    (figures: each result's, as its summary computed them), then each derived figure's."""
+    """The CSV file's whole text: a header, then every result's rows (csv_rows)."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval="")
     writer.writeheader()

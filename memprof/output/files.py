@@ -1,26 +1,12 @@
 """Output files that never cost a run: checked before any GPU work, written atomically.
 
-A destination is refused up front (one line, exit 2) when it cannot be written: a
-directory (a name ending in "/" included), a missing or read-only directory, a name too
-long, a read-only file, an input of the same command (a traced program and its arguments
-too), or a file in memprof's cache folder (what runs read). What is written is the file a
-destination names: a symbolic link is followed (to its target, through any chain of links)
-and stays a link. Regular files are written to a temporary file in the target's own
-directory and renamed over the target, keeping its permissions, so a crash or a full disk
-mid-write leaves the previous file whole, as editors save. Devices and pipes (a FIFO, a
-terminal) are written in place.
-
-A stream is written through the descriptor the process already holds, never reopened by
-name or renamed over: "-" (stdout), /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, or
-a link to one of them. Resolving /dev/stdout to a file name would rename over what the shell
-opened (`--json /dev/stdout >> log.txt` would replace log.txt) or name a pipe that cannot be
-renamed into; through the descriptor, `>>` appends and `| wc -c` gets every byte.
-
-A file with several hard links is written in place instead: a rename would give the name
-a new file and leave the other links holding the old one (a silent fork of the data).
-In place, every link sees the new content. It is still safe: the whole text is first
-written and synced to a temporary file beside it (so a full disk fails there, before the
-target is touched), and if writing the target fails anyway its previous content is put back.
+A destination that cannot be written is refused up front (one line, exit 2). A regular file
+(a link's target) is written to a temporary file beside it and renamed over it, keeping its
+permissions, so a crash or full disk leaves the previous file whole; devices and pipes are
+written in place. A stream ("-", /dev/stdout, /dev/fd/N, a link to one) is written through the
+descriptor the process holds: renaming over /dev/stdout's file would replace what `>>` meant
+to append to. A hard-linked file is written in place (a rename would fork it from its other
+links), after the whole text proved the space beside it, its old content put back on failure.
 """
 
 from __future__ import annotations
@@ -71,9 +57,8 @@ class Destination:
 
 
 def destination(text: str, option: str) -> Destination:
-    """What an option names: "-" is stdout; a name of an open descriptor (/dev/stdout,
-    /dev/fd/N, a link to one) is that stream; a name ending in "/" (a directory) or an empty
-    one is refused (Path() would drop the slash: `--json newdir/` would make a file newdir)."""
+    """What an option names: "-" or a name of an open descriptor is that stream; an empty name
+    or one ending in "/" is refused (Path() would drop the slash and make a file newdir)."""
     if not text:
         raise InvalidArgument(f"{option}: the file name is empty")
     if "\0" in text:  # from Python: no shell passes one
@@ -88,9 +73,8 @@ def destination(text: str, option: str) -> Destination:
 
 
 def descriptor_named(text: str, option: str = "") -> int | None:
-    """The descriptor of this process a name reaches (through any chain of links), or None
-    for any other name. Only the name is read, never the file it stands for: a pipe behind
-    /proc/self/fd/1 has no name of its own to follow."""
+    """The descriptor of this process a name reaches (through any chain of links), or None.
+    Only names are read: a pipe behind /proc/self/fd/1 has no name of its own to follow."""
     path = os.path.abspath(text)
     for _ in range(LINK_HOPS):
         folder, name = os.path.split(path)
@@ -116,8 +100,7 @@ def descriptor_named(text: str, option: str = "") -> int | None:
 
 
 def check_output(target: Destination, option: str) -> None:
-    """Raise InvalidArgument unless `target` can be written now (a stream: its descriptor
-    open for writing; a file: check_destination)."""
+    """Raise InvalidArgument unless `target` can be written now (a stream: open to write)."""
     if target.descriptor is None:
         check_destination(target.path, option)
         return
@@ -176,8 +159,8 @@ def check_destination(path: Path, option: str) -> None:
 
 
 def cache_folder() -> Path | None:
-    """Where memprof keeps its caches (memprof.cache): $XDG_CACHE_HOME/memprof, else
-    ~/.cache/memprof; None where this user has no home. Here, since no output may go there."""
+    """$XDG_CACHE_HOME/memprof, else ~/.cache/memprof (memprof.cache), where no output may go;
+    None where this user has no home."""
     root = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(root):  # "relative paths are invalid and should be ignored" (XDG)
         return Path(root) / "memprof"
@@ -189,8 +172,7 @@ def cache_folder() -> Path | None:
 
 
 def _refuse_cache(path: Path, option: str) -> None:
-    """memprof's cache folder holds inputs of the run (kernels, this GPU's figures), which
-    the run may read and rewrite: no output goes there."""
+    """No output in memprof's cache folder: it holds the run's inputs, which it may rewrite."""
     folder = cache_folder()
     if folder is None:
         return
@@ -240,8 +222,7 @@ def check_each_once(paths: Iterable[Path]) -> None:
 
 
 def _identities(target: Destination) -> list[tuple]:
-    """Every way a destination could meet another: a file's inode; a stream's descriptor
-    and what it is open on (only a regular file there can be an input of the command)."""
+    """Every way a destination could meet another: its inode, or descriptor and what it is on."""
     if target.descriptor is None:
         return [_identity(target.path)]
     identities: list[tuple] = [("descriptor", target.descriptor)]
@@ -257,8 +238,8 @@ def _identities(target: Destination) -> list[tuple]:
 
 
 def write_output(target: Destination, text: str) -> None:
-    """Write `text` (UTF-8) where `target` says: a file atomically (write_text_atomic), a
-    stream through its open descriptor (appending where it was opened to append)."""
+    """Write `text` (UTF-8) where `target` says: a file atomically, a stream through its
+    open descriptor (appending where it was opened to append)."""
     if target.descriptor is None:
         write_text_atomic(target.path, text)
     elif target.name == STDOUT:
@@ -268,9 +249,8 @@ def write_output(target: Destination, text: str) -> None:
 
 
 def _write_stdout(text: str) -> None:
-    """To sys.stdout: through its descriptor where it has one, every byte even where it was
-    left non-blocking (a CI runner's pipe: a buffered write there keeps the first 64 KiB and
-    drops the rest); else as bytes to its buffer (so no encoding changes a character)."""
+    """To sys.stdout: through its descriptor, every byte even where it is non-blocking (a CI
+    runner's pipe, where a buffered write drops all past 64 KiB); else as bytes to its buffer."""
     stream = sys.stdout
     try:
         descriptor = stream.fileno()
@@ -308,8 +288,7 @@ def _write_descriptor(descriptor: int, data: bytes) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` (UTF-8) to the file `path` names: all of it or, on any failure, nothing
-    changed. A link is followed; a hard-linked file is written in place (module docstring)."""
+    """Write `text` (UTF-8) to the file `path` names: all of it or, on failure, nothing."""
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
@@ -336,8 +315,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 
 def resolved(path: Path) -> Path:
-    """The file a name stands for: a symbolic link's target (through any chain of links),
-    or the name itself. A link to nowhere resolves to where its target would be."""
+    """The file a name stands for: a symbolic link's target (where it would be), or itself."""
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
@@ -404,9 +382,8 @@ def _reason(error: OSError) -> str:
 
 
 def write_new_beside(target: Destination, suffix: str, text: str) -> Path:
-    """Write `text` to a new file next to where `target` points (the temporary folder for a
-    stream), named after it with `suffix`, never over a file: kept records for a bug report.
-    OSError where neither place takes it."""
+    """Write `text` to a new file named after `target` with `suffix`, beside it (else in the
+    temporary folder), never over a file; OSError where neither place takes it."""
     beside = target.descriptor is None
     folder = resolved(target.path).parent if beside else Path(tempfile.gettempdir())
     stem = resolved(target.path).name if beside else "memprof"

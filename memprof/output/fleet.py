@@ -1,10 +1,7 @@
-"""`memprof report --fleet`: many runs of one command (one per GPU or node, as a scheduler
-gathers them) side by side, each GPU's figures against the fleet's median, outliers named.
-
-A figure is an outlier where its per-operation time (what its GB/s is of) differs from the
-median of the fleet's by more than the threshold (10%, or --fail-outliers PCT) and more than
-three times its own run's noise: a quiet GPU 11% slow is named, a noisy one is not. A median
-needs three runs to single one out: with two, each is as far from it as the other.
+"""`memprof report --fleet`: many runs of one command side by side, each GPU's figures
+against the fleet's median. An outlier's per-operation time differs from the median by more
+than the threshold (10%, or --fail-outliers) and three times its run's noise; a median needs
+three runs to single one out (with two, each is as far from it as the other).
 """
 
 from __future__ import annotations
@@ -61,8 +58,7 @@ class Fleet:
 
 
 def run_names(results: Sequence[Result]) -> list[str]:
-    """Each run as host and GPU; where those repeat, with its PCI bus id, and where that
-    repeats too, numbered in the order given."""
+    """Each run as host and GPU, then its PCI bus id, then its number, where they repeat."""
     plain = [f"{r.host} GPU {r.gpu_index if r.gpu_index is not None else '?'}" for r in results]
     buses = [r.device.pci_bus_id if r.device is not None else "" for r in results]
     pairs = list(zip(plain, buses, strict=True))

@@ -1,10 +1,6 @@
-"""Results as pandas DataFrames, for notebooks: the CSV's rows and columns, numbers as numbers.
-
-A frame is memprof.output.export's rows, so it holds what the tables show and the CSV holds,
-computed once (memprof.model.figures). Counts and GPU indices are integers (pandas' Int64,
-empty where a row has none), times, GB/s and shares floats (NaN where a row has none), text
-as the terminal shows it. pandas is an optional extra (`pip install -e ".[frames]"`),
-imported here only when a frame is made.
+"""Results as pandas DataFrames, for notebooks: the CSV's rows and columns (export.py's),
+numbers as numbers (counts as Int64, the rest float, empty or NaN where a row has none).
+pandas is an optional extra, imported only when a frame is made.
 """
 
 from __future__ import annotations
@@ -21,9 +17,7 @@ PANDAS_AT_LEAST = (2, 0)
 
 
 def frame(results: Sequence[Result], summaries: Sequence[Summary]) -> Any:
-    """The CSV's rows of every result (each measurement's, then the figures its tables make
-    of several: derived, reference and retry rows), in its columns (summaries: each
-    result's, whose figures they are)."""
+    """The CSV's rows of every result, in its columns (summaries: each result's)."""
     pandas = require_package("pandas", PANDAS_AT_LEAST, "frames", "Result.to_frame()")
     rows = [
         row

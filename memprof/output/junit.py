@@ -1,10 +1,6 @@
-"""JUnit XML, the report CI systems read (GitHub Actions, GitLab, Jenkins): `--junit FILE` on
-`check`, `check-pairs`, `report` and `diff`, one test case per check line or compared figure.
-
-The strings come from Results, which are untrusted (a GPU's name, a host, a file name...):
-each is written literally (memprof.output.literal: control characters, lone surrogates and
-non-characters as visible escapes, which XML 1.0 could not hold at all) and then escaped for
-XML, so the file is well-formed whatever a Result holds.
+"""JUnit XML, the report CI systems read: `--junit FILE`, one test case per check line or
+compared figure. Each untrusted string is written literally (control characters and lone
+surrogates as escapes, which XML 1.0 cannot hold), then escaped: always well-formed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Strings from a Result, shown literally: the one place untrusted text is made safe to print.
 
-A saved result is untrusted (people mail `--json` files around), and its strings reach the
-terminal, which would obey a control character in them (ESC clears the screen or sets the
-window title, CR overwrites the line, U+202E reverses what follows). literal() writes each as
-the escape Python would (\\n, \\x1b, \\u202e): shown as spelt, obeyed by nothing. For the
-renderer, the lines on stderr and the CSV (a file people `cat`; --json escapes them already).
-Rich markup is not its concern: renderers hand rich Text objects, which it never parses.
+A saved result is untrusted, and a terminal obeys control characters (ESC sets the window
+title, CR overwrites the line, U+202E reverses what follows): literal() writes each as the
+escape Python would (\\n, \\x1b, \\u202e), shown as spelt, obeyed by nothing.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""A Result as a notebook shows it (Result._repr_html_): what it is in one line, one line per
-table (click it for the table itself), the checks that failed and the conclusions.
-
-HTML only, no script and nothing fetched: it renders the same in Jupyter, VS Code and a
-saved notebook on GitHub. Every string is escaped twice over: shown literally (no control
-character obeyed, memprof.output.literal), then as HTML text (a result file may hold
-`<script>` in a name; it is shown, never run).
+"""A Result as a notebook shows it (Result._repr_html_): a headline, a line per table (click
+it for the table), the failed checks and the conclusions. HTML only, no script, nothing
+fetched; every string literal, then escaped (a name may hold `<script>`: shown, never run).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The colours of memprof's pictures: one per memory kind, the same in every picture, so
-pinned memory is the same blue in sweep, smallcopies, alloc and compare.
-
-A series that is not of a memory kind (smallcopies' batched ways, a trace's activities) takes
-the next colour of OTHERS, which no kind uses. A managed variant (managed+prefetch) is drawn
-in managed's colour: the picture's labels tell the variants apart.
+"""The colours of memprof's pictures: one per memory kind, the same in every picture; a
+series of no kind (a trace's activities) takes the next of OTHERS, which no kind uses.
 """
 
 from __future__ import annotations

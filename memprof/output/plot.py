@@ -1,17 +1,10 @@
 """Pictures of Results: what `memprof plot` and memprof.plot() draw, with matplotlib.
 
-What a command's picture shows is plain data (a Picture of panels: curves, bars, heat maps,
-time lines, shares of time stacked per bin, words), chosen by memprof.experiments.pictures
-from the figures its tables show; this module only draws it. matplotlib is an optional
-extra (`pip install -e ".[plot]"`), imported when a picture is drawn and by nothing else;
-pyplot is never imported, so a notebook's own matplotlib backend is left as it was.
-
-The SVG keeps text as text (svg.fonttype none) and every series, bar, cell and span carries
-an id naming what it is (`p1-line-pinned`), so a picture can be read back: the tests parse
-it for its labels, its series and the value of a point. Strings from a result file are
-drawn literally (memprof.output.literal), never as TeX or mathtext, and every picture is
-drawn with one fixed configuration (matplotlib's own defaults and RC), whatever the user's
-matplotlibrc, style or MPLBACKEND say. Colours: memprof.output.palette, one per memory kind.
+memprof.experiments.pictures chooses what a picture shows (a Picture of panels); this module
+only draws it, with matplotlib (an optional extra) but never pyplot, so a notebook's backend
+is left as it was. Every element of the SVG has an id naming it (`p1-line-pinned`) and its
+text stays text, so tests read a picture back; result strings are drawn literally, never as
+TeX or mathtext, with one fixed configuration whatever the user's matplotlibrc says.
 """
 
 from __future__ import annotations
@@ -159,8 +152,7 @@ class Timeline:
 
 @dataclass
 class Mark:
-    """A stretch of time marked above a Stacked panel's bars, numbered (a trace's idle gap:
-    the words beside the picture say what each number is)."""
+    """A numbered stretch of time above a Stacked panel's bars (a trace's idle gap)."""
 
     start_ms: float
     end_ms: float
@@ -169,9 +161,8 @@ class Mark:
 
 @dataclass
 class Stacked:
-    """What one thing did in each bin of time, as shares of the bin stacked from the first
-    part up: a trace's GPU computing, copying, both at once and idle. The y axis stops a
-    little above the tallest stack of the parts but the last (idle, the rest of each bin)."""
+    """Each bin of time's shares, stacked: a trace's GPU computing, copying, both and idle
+    (the last part, whose bars are cut a little above the others' tallest stack)."""
 
     title: str
     bin_ms: float  # each bin's width, the last bin's up to until_ms
@@ -197,8 +188,7 @@ Panel = Curves | Bars | HeatMap | Timeline | Stacked | Words
 
 @dataclass(repr=False)
 class Picture:
-    """A Result's picture: a title and panels, top to bottom. Drawn only when asked for
-    (svg(), png(), html(), save(), or shown in a notebook)."""
+    """A Result's picture: a title and panels, top to bottom, drawn only when asked for."""
 
     title: str
     panels: list[Panel]
@@ -239,8 +229,7 @@ class Picture:
         data = self.html() if kind == "html" else _saved(self, kind)
         write_bytes_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
 
-    def _repr_svg_(self) -> str:  # a notebook shows the picture itself
-        return self.svg()
+    _repr_svg_ = svg  # a notebook shows the picture itself
 
     def __repr__(self) -> str:
         kinds = ", ".join(type(panel).__name__ for panel in self.panels)
@@ -248,8 +237,7 @@ class Picture:
 
 
 def format_of(path: Path, option: str = "") -> str:
-    """'svg', 'png', 'pdf' or 'html', by the file's name: InvalidArgument for any other,
-    naming the option that gave it."""
+    """'svg', 'png', 'pdf' or 'html', by the file's name; InvalidArgument for any other."""
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         choices = ", ".join(FORMATS)
@@ -309,9 +297,8 @@ LEGEND_BELOW_POINTS = 32  # a time line's legend, below its axis and axis label
 
 
 def matplotlib_for(purpose: str = "memprof plot") -> Any:
-    """matplotlib, or MissingPackage (exit 3) saying how to install it. Imported without
-    MPLBACKEND (matplotlib refuses to import where it names no backend, and memprof chooses
-    none: it draws on a Figure of its own, never through pyplot)."""
+    """matplotlib, or MissingPackage (exit 3), imported without MPLBACKEND (which it refuses
+    where that names no backend; memprof needs none: it never draws through pyplot)."""
     backend = os.environ.pop("MPLBACKEND", None)
     try:
         return require_package("matplotlib", MATPLOTLIB_AT_LEAST, "plot", purpose)
@@ -322,8 +309,7 @@ def matplotlib_for(purpose: str = "memprof plot") -> Any:
 
 @contextlib.contextmanager
 def _fixed_settings(matplotlib: Any) -> Any:
-    """matplotlib's own defaults and RC while a picture is drawn or saved, whatever the
-    user's matplotlibrc, style or rcParams say (text.usetex among them); theirs after."""
+    """matplotlib's own defaults and RC while a picture is drawn or saved, not the user's."""
     with matplotlib.rc_context():
         matplotlib.rcdefaults()  # matplotlib's own, not the user's file (backend aside)
         matplotlib.rcParams.update(RC)
@@ -331,10 +317,8 @@ def _fixed_settings(matplotlib: Any) -> Any:
 
 
 def draw(picture: Picture) -> Any:
-    """The picture as a matplotlib Figure (no pyplot: no backend is chosen or changed).
-
-    Laid out by hand, in inches (matplotlib's constrained layout would draw everything twice,
-    which doubles the time a picture takes)."""
+    """The picture as a Figure, laid out by hand in inches (constrained layout would draw
+    everything twice, doubling a picture's time)."""
     matplotlib = matplotlib_for()
     from matplotlib.figure import Figure
 
@@ -450,7 +434,7 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
 
 
 def _legend(axes: Any, panel: Curves) -> list[Any]:
-    """A legend entry per series, not per run: the runs' line styles are said in words."""
+    """A legend entry per series, not per run (the runs' line styles are said in words)."""
     drawn = [line for line in axes.get_lines() if not line.get_label().startswith("_")]
     shown, seen = [], set()
     for line, handle in zip(panel.lines, drawn, strict=True):
@@ -465,8 +449,8 @@ def _legend(axes: Any, panel: Curves) -> list[Any]:
 
 
 def _series_colours(items: list[Any]) -> tuple[dict[int, str], dict[int, int]]:
-    """Each line's or bar's colour (by id), by its kind, and its series' place: one colour
-    for a series in every run of a picture of several (its kind and label say which)."""
+    """Each line's or bar's colour and its series' place, by id: a series (kind and label)
+    has one colour in every run."""
     keys = {id(item): (item.kind, item.label) for item in items}
     unique = list(dict.fromkeys(keys.values()))
     chosen = dict(zip(unique, colours([kind for kind, _ in unique]), strict=True))
@@ -501,13 +485,9 @@ def _log_axes(axes: Any, panel: Curves) -> None:
     _spread_log_limits(axes, [y for line in panel.lines for _, y in line.points if y > 0])
 
 
-# Titles and axis labels are placed at fixed distances from the axes: set_title and
-# set_xlabel measure every tick label first to place them, a fifth of a picture's time.
-
-
 def _no_automatic_placing(axes: Any) -> None:
-    """Fixed places for matplotlib's own (empty) title and axis labels: otherwise each is
-    placed by measuring every tick label, at every drawing."""
+    """Fixed places for matplotlib's own (empty) title and axis labels: placing them measures
+    every tick label, a fifth of a picture's time."""
     axes.set_title("", y=1.0)
     axes.xaxis.set_label_coords(0.5, -0.1)
     axes.yaxis.set_label_coords(-0.1, 0.5)
@@ -521,8 +501,7 @@ def _points(axes: Any, x: float, y: float) -> Any:
 
 
 def _title(axes: Any, text: str) -> None:
-    """A panel's title, above it, from the picture's left edge: the whole width is the
-    title's, however much of it the row labels take."""
+    """A panel's title, from the picture's left edge, however wide the row labels are."""
     from matplotlib.transforms import blended_transform_factory
 
     figure = axes.figure
@@ -548,10 +527,8 @@ def _y_label(axes: Any, text: str, left_points: float) -> None:
 
 
 def _log_subs(decades: float, across_inches: float = math.inf) -> tuple[float, ...]:
-    """Ticks within each decade of a log axis `across_inches` wide: 1, 2 and 5 where it
-    spans few decades, fewer where it spans more or is narrow (a trace's bars beside long
-    source lines), so their labels never run into each other: "100 us" takes half an inch,
-    and 1 to 2 is 0.3 of a decade, 1 to 3 about half."""
+    """Ticks within each decade of a log axis `across_inches` wide: 1, 2, 5 or fewer, so
+    labels never meet ("100 us" takes half an inch; 1 to 2 is 0.3 of a decade, 1 to 3 half)."""
     per_decade = across_inches / max(decades, 1e-9)
     if decades <= 3 and per_decade >= LOG_LABEL_INCHES / 0.3:
         return (1.0, 2.0, 5.0)
@@ -561,8 +538,7 @@ def _log_subs(decades: float, across_inches: float = math.inf) -> tuple[float, .
 
 
 def _spread_log_limits(axes: Any, values: list[float]) -> None:
-    """Y limits a factor 3 or more apart (with room above and below), so a log axis always
-    shows labelled ticks, even for figures close together."""
+    """Y limits a factor 3 or more apart, so a log axis always shows labelled ticks."""
     if not values:
         return
     low, high = min(values) / 1.3, max(values) * 1.3
@@ -770,9 +746,8 @@ def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
 
 
 def stacked_scale(shares: list[list[float]]) -> tuple[list[float], float]:
-    """The y ticks of a Stacked panel, in %, and where its bars are cut: a round share a
-    quarter above the tallest stack of its parts but the last (idle), 100% at most, so a GPU
-    busy 2% of a bin shows as more than a line."""
+    """A Stacked panel's y ticks in %, and its cut: a round share a quarter above the tallest
+    stack but idle, 100% at most, so a GPU busy 2% of a bin shows as more than a line."""
     from matplotlib.ticker import MaxNLocator
 
     tallest = max((math.fsum(one[:-1]) for one in shares), default=0.0)
@@ -816,8 +791,7 @@ def _saved(picture: Picture, kind: str) -> bytes:
 
 
 def _label(text: str, limit: int = LABEL_CHARACTERS) -> str:
-    """A string from a result as it is drawn: literal (no control character obeyed), one line,
-    at most `limit` characters."""
+    """A result's string as drawn: literal, one line, at most `limit` characters."""
     shown = literal(text).replace("\n", " ")
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 

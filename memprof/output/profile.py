@@ -26,13 +26,9 @@ DRIVER_CALL_ROWS = ("driver_call", "api_call")
 
 
 def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
-    """nvprof's rows: GPU activities then API calls, each sorted by total time, largest first.
-
-    Measurements of one name and kind at several sizes fold into one row, as nvprof
-    folds every call of one name. Where CUPTI recorded the driver calls, the API rows are
-    CUPTI's (every driver call, PyCUDA's implicit ones too; the figures memprof took of single
-    calls are in its tables); otherwise memprof's host clock.
-    """
+    """nvprof's rows: GPU activities then API calls, each by total time, largest first, one
+    row per name and kind (sizes folded, as nvprof folds calls); the API rows are CUPTI's
+    records of every driver call where it made them, else memprof's host clock."""
     cupti_api = any(m.group == "api" and m.operation in DRIVER_CALL_ROWS for m in measurements)
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
@@ -73,7 +69,6 @@ _MIGRATIONS = {"BYTES_TRANSFER_HTOD": "Host To Device", "BYTES_TRANSFER_DTOH": "
 
 def unified_memory_rows(counters: dict[str, dict[str, float]]) -> tuple[list[list[str]], str]:
     """nvprof's `Unified Memory profiling result` rows, and its CPU page-fault line."""
-
     rows = []
     for counter, name in _MIGRATIONS.items():
         stats = counters.get(counter)

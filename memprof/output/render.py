@@ -1,11 +1,8 @@
 """Draws Results in the terminal with rich: nvprof's profile layout, summary tables, checks.
 
-Renderers never touch CUDA: they take a Result (fresh or loaded from JSON). They fit the
-console they are given: its width (a name, a word or a number is never cut or folded; what
-does not fit moves to its own line or to a second table, and what is wider than the whole
-console is printed whole for the terminal to wrap) and its encoding (ASCII where it is not
-UTF-8). A Result may come from anyone: every string reaches rich as a Text (never parsed for
-markup) and through console_text (control characters shown as escapes: memprof.output.literal).
+Fitted to the console's width (a name, word or number is never cut or folded: what does not
+fit moves to its own line or table) and encoding. A Result may come from anyone: every string
+reaches rich as a Text (never parsed for markup) through console_text (literally).
 """
 
 from __future__ import annotations
@@ -57,11 +54,9 @@ def console_text(console: Console) -> Callable[[str], str]:
 
 
 def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) -> list[str]:
-    """The profile as nvprof prints it, in the first of four layouts that fits `width`:
-    nvprof's own line per row; each name on its own line under its numbers; each group's
-    title on its own line too; the numbers over several lines, each under its own headers
-    (30 columns). A figure is never split, a name never cut: one wider than the console is
-    printed whole from the first column for the terminal to wrap, as nvprof's were."""
+    """The profile as nvprof prints it, in the first of four layouts that fits `width`: a
+    line per row; each name on its own line; each group's title too; the numbers over several
+    lines. A name wider than the console is printed whole for the terminal to wrap."""
     rows = profile_rows(result.measurements)
     groups = [f"{row.group}:" for row in rows]
     names = [safe(row.name) for row in rows]
@@ -84,31 +79,23 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     type_fits = type_width + len(_GAP) + numbers_width <= width
     one_line = type_fits and type_width + 2 * len(_GAP) + numbers_width + name_width <= width
 
-    lines = []
-    if type_fits:
-        header = [PROFILE_COLUMNS[0].ljust(type_width) + _GAP + figures.line(number_headers)]
-    else:
-        header = [_GAP + line for line in figures.lines(number_headers, width - len(_GAP))]
-    if one_line:
-        lines.append(header[0] + _GAP + PROFILE_COLUMNS[-1])
-    else:
-        lines += [*header, *_name_line(PROFILE_COLUMNS[-1], width)]
+    def row(label: str, cells: list[str], name: str) -> list[str]:
+        """A row (the headers' too) in the layout chosen: its type column only where it fits."""
+        if one_line:
+            return [label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name]
+        if type_fits:
+            return [label.ljust(type_width) + _GAP + figures.line(cells), *_name_line(name, width)]
+        split = [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
+        return [*split, *_name_line(name, width)]
+
+    lines = row(PROFILE_COLUMNS[0], number_headers, PROFILE_COLUMNS[-1])
     previous = None
     for group, name, cells in zip(groups, names, numbers, strict=True):
         label = group if group != previous else ""
         previous = group
         if not type_fits and label:
             lines.append(label)
-        if one_line:
-            lines.append(label.ljust(type_width) + _GAP + figures.line(cells) + _GAP + name)
-        elif type_fits:
-            lines += [
-                label.ljust(type_width) + _GAP + figures.line(cells),
-                *_name_line(name, width),
-            ]
-        else:
-            lines += [_GAP + line for line in figures.lines(cells, width - len(_GAP))]
-            lines += _name_line(name, width)
+        lines += row(label, cells, name)
     return [line.rstrip() for line in lines]
 
 
@@ -155,8 +142,8 @@ def _name_line(name: str, width: int) -> list[str]:
 
 @dataclass
 class TablePart:
-    """A share of a summary table's columns: its title, and a rich table or, on a console too
-    narrow for the label beside even one figure, lines with each label above its figure."""
+    """A share of a summary table's columns: a rich table, or lines with each label above its
+    figure (a console too narrow for a label beside one figure)."""
 
     title: str
     table: RichTable | None = None
@@ -166,12 +153,8 @@ class TablePart:
 def summary_table(
     table: Table, width: int, table_box: box.Box = box.SIMPLE_HEAD
 ) -> list[TablePart]:
-    """A summary table as rich tables that fit `width`, never folding a number or a word.
-
-    Text cells wrap between words. When even that does not fit, the columns are split over
-    several tables, each repeating the first (label) column. Where a label and one column
-    cannot sit side by side (a console of 30 columns), each label goes above its figure.
-    """
+    """A summary table as rich tables that fit `width`: text cells wrap between words, then
+    the columns are split over tables that each repeat the label column (_column_parts)."""
     parts = []
     for columns in _column_parts(table, width):
         widths = _fitted_widths(table, columns, width)
@@ -209,10 +192,8 @@ def _overhead(column_count: int) -> int:
 
 
 def _widths(table: Table, column: int) -> tuple[int, int, int]:
-    """A column's natural width (each cell on one line), body width (the widest cell below
-    the header: what it needs once its header wraps) and narrowest (figures keep their cells
-    on one line; words wrap). Cells wrap between words, never inside one, and a figure with
-    its unit ("2^20 (4 MiB)", "63.0 GB/s (Gen5 x16)") counts as one word."""
+    """A column's natural width, body width (once its header wraps) and narrowest (figures
+    keep their cells whole; words wrap, a figure with its unit counting as one word)."""
     cells = [row[column] for row in table.rows]
     natural = max(cell_len(cell) for cell in [table.headers[column], *cells])
     words = [
@@ -226,11 +207,8 @@ def _widths(table: Table, column: int) -> tuple[int, int, int]:
 
 
 def _column_parts(table: Table, width: int) -> list[list[int]]:
-    """Column indices of each table to draw: all at once if they fit, else label + a share.
-
-    A table is split only when its columns cannot fit even with every text cell wrapped
-    between words; each share then takes as many columns as fit with the cells unwrapped.
-    """
+    """Column indices of each table to draw: all where they fit with text cells wrapped, else
+    the label and as many columns as fit unwrapped, in each share."""
     count = len(table.headers)
     _, body, narrowest = zip(*(_widths(table, column) for column in range(count)), strict=True)
     if sum(narrowest) + _overhead(count) <= width:
@@ -250,10 +228,8 @@ def _column_parts(table: Table, width: int) -> list[list[int]]:
 
 
 def _fitted_widths(table: Table, columns: list[int], width: int) -> list[int] | None:
-    """Column widths within `width`, or None where the table fits as it is.
-
-    Headers wrap first, then the widest text cells, always between words.
-    """
+    """Column widths within `width` (headers wrap first, then the widest text cells), or
+    None where the table fits as it is."""
     natural, body, narrowest = zip(*(_widths(table, column) for column in columns), strict=True)
     widths = list(natural)
     available = width - _overhead(len(columns))
@@ -285,12 +261,7 @@ def _rich_table(
 ) -> RichTable:
     """The columns as a rich table, without its title: titles wrap at the console's width
     (draw_table), not at the table's, where a long title would fold into a narrow column."""
-    rich_table = RichTable(
-        box=table_box,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    rich_table = RichTable(box=table_box, show_edge=False, pad_edge=False, collapse_padding=True)
     for position, column in enumerate(columns):
         rich_table.add_column(
             Text(table.headers[column]),
@@ -319,11 +290,7 @@ def render_result(
     show_profile: bool | None = None,
     verbose: bool = False,
 ) -> None:
-    """Header, profile (nvprof layout), summary tables, verification and conclusions.
-
-    summary: the Result's tables and conclusions, from its experiment's summarize().
-    verbose: every verification on its own line (verification_lines).
-    """
+    """Header, profile (nvprof layout), then the summary's tables, checks and conclusions."""
     safe = console_text(console)
     _print_prose(console, safe(_headline(result)), "bold")
     if result.timing is not None and result.timing.host_affinity:
@@ -340,9 +307,7 @@ def render_result(
         _print_prose(console, safe(note), "dim")
         unified = unified_memory_lines(result, console.width)
         if unified:
-            console.print(
-                f"=={result.pid}== Unified Memory profiling result:", highlight=False, markup=False
-            )
+            console.print(Text(f"=={result.pid}== Unified Memory profiling result:"))
             for line in unified:  # figures fit by layout; the notes wrap
                 _print_prose(console, safe(line))
     render_summary(summary, console, result.checks, verbose)
@@ -395,10 +360,8 @@ LOWER_BOUNDS = (
 
 
 def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
-    """nvprof's Unified Memory section, or CUPTI's reason for its absence (managed runs).
-
-    As in the profile, names go on lines of their own where a row is wider than `width`.
-    """
+    """nvprof's Unified Memory section (names on lines of their own where rows are wider
+    than `width`), or CUPTI's reason for its absence (managed runs)."""
     timing = result.timing
     if timing is None:
         return []
@@ -457,9 +420,8 @@ def render_summary(
 
 
 def verification_lines(checks: list[Check], verbose: bool = False) -> list[tuple[str, bool]]:
-    """What the screen says of a run's verifications against numpy, each line with whether it
-    reads as passed: one line when every result matched; otherwise that line, then every
-    result that did not match, in full; with `verbose`, every verification on its own line."""
+    """The lines of a run's verifications, each with whether it passed: one line where all
+    matched, else also each that did not; with `verbose`, every verification."""
     if verbose:
         return [(f"{check.name}: {check.detail}", check.passed) for check in checks]
     failed = [check for check in checks if not check.passed]
@@ -506,9 +468,8 @@ _AFTER_COMMA = re.compile(r"[^,]*,\s*|[^,]+")
 
 
 def _wrapped(text: Text, width: int, indent: int = 0) -> list[Text]:
-    """`text` in lines of at most `width` cells, broken between words as rich breaks them,
-    each line indented by `indent` spaces. A word wider than a line is never folded: it is
-    broken after its commas if it has any (powers=8,9,10,...), else kept whole on its line."""
+    """`text` in lines of at most `width` cells, broken between words as rich breaks them; a
+    word wider than a line breaks after its commas (powers=8,9,10,...), else stays whole."""
     breaks, used = [], 0
     for start, piece in _pieces(text.plain, width):
         if used and used + cell_len(piece.rstrip()) > width:
@@ -522,8 +483,7 @@ def _wrapped(text: Text, width: int, indent: int = 0) -> list[Text]:
 
 
 def _pieces(plain: str, width: int) -> Iterator[tuple[int, str]]:
-    """Where a line may break: each word (with its spaces), and after each comma of a word
-    too wide for a line."""
+    """Where a line may break: each word, and after each comma of a word too wide."""
     for word in _WORD.finditer(plain):
         if cell_len(word.group().strip()) <= width or "," not in word.group():
             yield word.start(), word.group()

@@ -1,9 +1,7 @@
-"""A trace's timeline in the Chrome trace event format, to open in Perfetto (ui.perfetto.dev)
-or chrome://tracing: each GPU a process and each of its streams a thread, holding the
-kernels, copies and memsets; the program's host threads in one process, holding the
-recorded driver and runtime calls. Every event is a complete event ("X") with its start and
-duration in microseconds from the first event, and its source line in args where the trace
-recorded one (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+"""A trace's timeline in the Chrome trace event format, for Perfetto or chrome://tracing:
+each GPU a process and each stream a thread; the program's host threads in one process.
+Every event is complete ("X"), in microseconds from the first, its source line in args
+(https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ def _args(line: int, lines: list[SourceLine], nbytes: int | None = None) -> dict
 
 
 def chrome_events(timeline: Timeline, lines: list[SourceLine], title: str, gpu: str) -> list:
-    """The timeline's events: names of processes and threads, then every call and GPU
-    operation, each with ph, ts, dur, pid and tid."""
+    """The names of processes and threads, then every call and GPU operation."""
     events: list[dict[str, Any]] = _meta("process", HOST_PID, 0, f"host: {title}", 0)
     for thread in sorted({row[3] for row in timeline.api}):
         events += _meta("thread", HOST_PID, thread, f"thread {thread}", thread)

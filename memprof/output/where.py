@@ -1,9 +1,5 @@
-"""A trace's source lines for the CSV and for `diff`: plain rows, and the lines two traces
-share, paired (memprof.model.lines holds what a line is).
-
-Text cells are written as the terminal shows them (memprof.output.literal), as export.py
-writes the measurements: a file name is the program's, and a saved Result may come from
-anyone.
+"""A trace's source lines for the CSV and for `diff`: plain rows (text literally, as
+export.py writes it), and the lines two traces share, paired (memprof.model.lines).
 """
 
 from __future__ import annotations
@@ -18,9 +14,8 @@ from memprof.output.literal import literal
 
 
 def where_rows(result: object) -> list[dict[str, object]]:
-    """One row per source line of a trace (none for other commands, or a trace without
-    lines): its activity, place, calls, bytes, GPU and host time in ms, and its commonest
-    callers (`main.py:80 main < main.py:95 <module>`), as the CSV's line rows hold them."""
+    """One row per source line of a trace, as the CSV's line rows hold them: its commonest
+    callers as `main.py:80 main < main.py:95 <module>`."""
     rows = []
     for line in lines_of(result) or []:
         callers = line.chains[0].frames if line.chains else []
@@ -57,9 +52,8 @@ def copy_blocked_ms(g: Any) -> float | None:
 
 
 def copy_group_rows(copies: list) -> list[dict[str, object]]:
-    """One row per copy group of a trace (memprof.trace.collect.CopyGroup), what its Copies
-    by memory kind table prints: its calls, bytes, GPU time summed and GB/s over it, the
-    copies the host waited for and their calls' time (host_ms), and the small ones."""
+    """One row per copy group of a trace (memprof.trace.collect.CopyGroup), as its Copies
+    by memory kind table prints it (host_ms: the blocking copies' calls)."""
     return [
         {
             "name": copy_name(g),
