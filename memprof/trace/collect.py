@@ -422,9 +422,8 @@ class CopyGroup:
     small_calls: Count = 0  # under SMALL_COPY_BYTES
     small_bytes: ByteCount = 0
     small_gpu_ms: Milliseconds = 0.0
-    # The blocking copies' calls (synchronous, or from or to pageable memory), entry to exit,
-    # summed: how long the host waited, staging included, where gpu_ms is the DMA alone.
-    # 0 in files written before memprof kept it.
+    # The blocking copies' calls, entry to exit, summed: how long the host waited, staging
+    # included, where gpu_ms is the DMA alone (0 in files written before memprof kept it).
     blocked_ms: Milliseconds = 0.0
 
     @property
@@ -566,11 +565,9 @@ class TraceExtra:
     wall_s: Seconds
     copies: list[CopyGroup]
     pinned_bandwidth: PinnedBandwidth  # GB/s by direction, bytes, and how measured
-    # blocking copies by row and size, with their calls' time (None: traced before memprof
-    # paired copies and calls)
+    # blocking copies by row and size, with their calls' time (None: traced before that)
     blocked: list[BlockedCopies] | None = None
-    # this GPU's measured small-copy costs (None: no small copies, or traced before memprof
-    # measured them)
+    # this GPU's measured small-copy costs (None: no small copies, or traced before that)
     small_copies: SmallCopyFigures | None = None
     # the lines of the program behind every copy, memset, allocation, free, registration,
     # prefetch and wait (None: traced before memprof recorded them, or without: lines_note)
@@ -578,11 +575,9 @@ class TraceExtra:
     lines_note: str | None = None  # why there are no lines, or why some are missing
     # the GPU libraries the program imported, for the advice's words
     libraries: list[ProgramLibrary] = field(default_factory=list)
-    # torch.backends.cudnn.benchmark at the program's end (None: it did not import torch,
-    # or traced before memprof read it)
+    # torch.backends.cudnn.benchmark at its end (None: no torch, or traced before that)
     cudnn_benchmark: bool | None = None
-    # every kernel, copy, memset and recorded call in time, for --timeline and the
-    # breakdown of the run (None: traced before memprof kept them)
+    # every kernel, copy, memset and recorded call in time (None: traced before that)
     timeline: Timeline | None = None
 
 
@@ -836,8 +831,7 @@ def small_copy_figures(
 
 @dataclass
 class TraceOptions:
-    # how this GPU's figures for the advice are measured where no cache holds them:
-    # memprof.cli_trace runs `memprof sweep` and `smallcopies` in this process
+    # where no cache holds this GPU's figures: memprof.cli_trace runs sweep and smallcopies
     measure_pinned_bandwidth: Callable[[int], dict[str, Any]]
     measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0
@@ -845,8 +839,7 @@ class TraceOptions:
     stack_depth: int = DEFAULT_STACK_DEPTH  # frames kept per call (0: no lines)
     stacks: bool = False  # the summary shows each line's callers
     output: Output | None = None  # where results go besides stderr; None: nowhere
-    # every driver and runtime call recorded (--all-calls); False: those of CALL_KINDS
-    # alone, which costs a launch-bound program far less
+    # every driver and runtime call recorded (--all-calls); False: CALL_KINDS' alone
     all_calls: bool = False
 
 
