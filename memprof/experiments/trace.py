@@ -781,15 +781,11 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
     """A group's totals are its copies', the small ones apart; a host → device copy reads no
     GPU memory and writes no host memory (and back)."""
     ends = {"HtoD": (GPU_ONLY, HOST_ONLY), "DtoH": (HOST_ONLY, GPU_ONLY)}
-    if group.direction in ends:
-        for field, kind, impossible in zip(
-            ("source", "destination"),
-            (group.source, group.destination),
-            ends[group.direction],
-            strict=True,
-        ):
-            if kind in impossible:
-                raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
+    impossible = ends.get(group.direction, ((), ()))
+    for field, kinds in zip(("source", "destination"), impossible, strict=True):
+        kind = getattr(group, field)
+        if kind in kinds:
+            raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
     small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
     totals = {
         "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
