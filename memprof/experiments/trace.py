@@ -43,6 +43,7 @@ from memprof.trace.collect import (
     TraceParams,
 )
 from memprof.trace.stacks import base_name, is_work_call
+from memprof.trace.where import copy_row_name
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -721,7 +722,7 @@ class Trace(base.Experiment):
         by_name = dict(rows)
         seen = set()
         for index, group in enumerate(copies):
-            name = row_name(group)
+            name = copy_row_name(group.direction, group.source, group.destination)
             if name in seen:
                 raise SchemaError(f"extra.copies[{index}]", f"is {name!r} again")
             seen.add(name)
@@ -741,11 +742,6 @@ class Trace(base.Experiment):
                         "parameters.all_calls is false",
                     )
         check_timeline(result)
-
-
-def row_name(group: CopyGroup) -> str:
-    """The profile row of a copy group's copies (memprof.trace.where.copy_row_name)."""
-    return f"[CUDA memcpy {group.direction}] {group.source} -> {group.destination}"
 
 
 def copy_rows(result: Result) -> dict[str, list]:
@@ -841,7 +837,7 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
         calls[row.name] = calls.get(row.name, 0) + row.calls
         waited.setdefault(row.name, []).append(row.blocked_ms)
     for index, group in enumerate(copies):
-        name = row_name(group)
+        name = copy_row_name(group.direction, group.source, group.destination)
         if calls.get(name, 0) != group.blocking_copies:
             raise SchemaError(
                 f"extra.copies[{index}]",

@@ -54,7 +54,6 @@ from memprof.trace.where import (
     Stacks,
     activity_of,
     copy_direction,
-    copy_row_name,
     gpu_row_name,
     outermost_calls,
     source_lines,
@@ -474,7 +473,7 @@ def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCo
     for record in gpu:
         if record.category != "memcpy" or not is_blocking(record):
             continue
-        key = (copy_row_name(record), record.bytes)
+        key = (gpu_row_name(record), record.bytes)
         row = rows.setdefault(key, BlockedCopies(*key))
         row.calls += 1
         row.gpu_ms += record.duration_ms

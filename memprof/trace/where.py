@@ -26,15 +26,15 @@ def copy_direction(copy_kind: str) -> str:
     return copy_kind.title()
 
 
-def copy_row_name(record: GpuRecord) -> str:
-    """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
-    return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
+def copy_row_name(direction: str, source: str, destination: str) -> str:
+    """`[CUDA memcpy HtoD] pageable -> device`: a copy's profile row, a copy group's too."""
+    return f"[CUDA memcpy {direction}] {source} -> {destination}"
 
 
 def gpu_row_name(record: GpuRecord) -> str:
     """The profile row a GPU record is counted in (collect.measurements_from_records)."""
     if record.category == "memcpy":
-        return copy_row_name(record)
+        return copy_row_name(copy_direction(record.name), record.src_kind, record.dst_kind)
     return "[CUDA memset]" if record.category == "memset" else record.name
 
 
