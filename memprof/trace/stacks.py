@@ -254,13 +254,10 @@ class CallRecorder:
             return "CUPTI's callbacks cannot be reached: this process has no libcupti, or two"
         try:
             direct.subscribe(self._on_raw)
-        except Exception as error:
-            return f"CUPTI refused its callbacks ({_reason(error)})"
-        self._cupti, self._direct = cupti, direct
-        try:
+            self._cupti, self._direct = cupti, direct
             self._enable(tables)
         except Exception as error:
-            self.stop()
+            self.stop()  # nothing to stop where the subscription itself was refused
             return f"CUPTI refused its callbacks ({_reason(error)})"
         return None
 
