@@ -75,8 +75,7 @@ def own_options() -> list[CliOption]:
 
 
 def click_command() -> Any:
-    """The command as memprof.cli lists it: trace's own options, --device and the output
-    options; the program's exit code is its own."""
+    """The command as memprof.cli lists it; the program's exit code is its own."""
     import typer
 
     from memprof.cli_commands import HELP, build
@@ -105,8 +104,7 @@ def command(
     no_color: bool,
     verbose: bool,
 ) -> int:
-    """Trace the program (memprof.trace.collect records it), then show and save its Result
-    as every command does; the program's own exit code."""
+    """Trace the program, then show and save its Result; the program's own exit code."""
     from memprof.experiments.trace import summarize
     from memprof.output.emit import Output
     from memprof.output.files import destination
@@ -148,8 +146,7 @@ def measure_small_copies(device_index: int) -> dict[str, Any]:
 
 
 def small_copy_costs(result: Result) -> dict[str, Any]:
-    """The wall clock per copy host to device of a `memprof smallcopies` Result (what a
-    program waits, as smallcopies ranks the ways), as cached."""
+    """The wall clock per copy host to device of a `memprof smallcopies` Result, as cached."""
     from memprof.experiments.smallcopies import per_copy_walls
 
     ways = ("pinned", "pageable", "gathered", "batched")  # batched: where it was measured
@@ -167,8 +164,8 @@ def small_copy_costs(result: Result) -> dict[str, Any]:
 
 
 def program_files(target: list[str], module: str | None) -> list[Path]:
-    """The files of the program traced: its script (or module) and each argument naming a
-    file (`--data=x.csv` too), which no output of memprof's may be written over."""
+    """The program's script (or module) and each argument naming a file (`--data=x.csv`
+    too), which no output of memprof's may be written over."""
     if module is None:
         program, arguments = target[:1], target[1:]
         program += [os.path.join(word, "__main__.py") for word in program if os.path.isdir(word)]
@@ -179,8 +176,7 @@ def program_files(target: list[str], module: str | None) -> list[Path]:
 
 
 def module_file(module: str) -> list[str]:
-    """The file `python -m module` runs, found as Python finds it, importing nothing (a
-    package's __init__ is not run to find its submodule); none where it cannot be found."""
+    """The file `python -m module` runs, found as Python finds it but importing nothing."""
     from importlib.machinery import PathFinder
 
     from memprof.trace.collect import Program, as_python_runs

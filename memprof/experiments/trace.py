@@ -43,6 +43,7 @@ from memprof.trace.collect import (
     TraceParams,
 )
 from memprof.trace.stacks import base_name, is_work_call
+from memprof.trace.where import copy_row_name
 
 UnifiedMemory = dict[str, dict[str, float]]
 
@@ -105,9 +106,8 @@ def small_copy_advice(
     bandwidth: dict[str, Any] | None,
     measured: SmallCopyFigures | None = None,
 ) -> list[str]:
-    """Copies under 64 KiB: their time is per-copy latency, so fewer, larger copies win;
-    with this GPU's measured small-copy costs, by how much (None: a trace saved before
-    memprof measured them)."""
+    """Copies under 64 KiB are latency-bound: fewer, larger copies win; `measured` says by
+    how much on this GPU (None: a trace saved before memprof measured it)."""
     small = [g for g in copies if g.small_calls]
     calls = sum(g.small_calls for g in small)
     if not calls:
@@ -140,10 +140,8 @@ def small_copy_advice(
 
 
 def measured_gain(measured: SmallCopyFigures, average_bytes: float, from_pageable: bool) -> str:
-    """What batching saved per copy on this GPU at the measured size nearest the program's
-    average small copy, or the command that measures it. Copies from pageable memory are set
-    against gathering them into one pinned buffer and one copy (numpy's time included); from
-    pinned memory, against one cuMemcpyBatchAsync where it was measured."""
+    """What batching saved per copy here at the measured size nearest the average small copy:
+    pageable copies against one gathered pinned copy, pinned ones against cuMemcpyBatchAsync."""
     if not measured.costs:
         return f"`memprof smallcopies` measures what gathering gains on this GPU ({measured.how})."
     nearest = min(
@@ -194,9 +192,8 @@ def blocking_advice(copies: list[CopyGroup]) -> list[str]:
 
 
 def unified_memory_advice(counters: UnifiedMemory | None) -> list[str]:
-    """What managed memory did, from CUPTI's counters, each a lower bound (LOWER_BOUNDS):
-    bytes migrated each way and the faults behind them; the advice is the same whichever is
-    zero (prefetch), since a zero may be a migration CUPTI missed."""
+    """Managed memory's migrations and faults from CUPTI's counters, each a lower bound: the
+    advice is the same whichever is zero, since a zero may be a migration CUPTI missed."""
     if not counters:
         return []
 
@@ -229,10 +226,9 @@ def advice(
     small_copies: SmallCopyFigures | None = None,
     scale: RunScale | None = None,
 ) -> list[str]:
-    """Every piece of advice the trace supports, or a line saying there is none. With the
-    run's scale, advice on copies that cost under FOLD_SHARE of the run (their GPU time or the
-    host time they held, the larger) folds into one line, as the line advice does: a model
-    uploaded once from pageable memory is no reason to pin a DataLoader's batches."""
+    """Every piece of advice the trace supports, or a line saying there is none; advice on
+    copies under FOLD_SHARE of the run folds into one line (a model uploaded once from
+    pageable memory is no reason to pin a DataLoader's batches)."""
     on_copies = [
         *zip(pageable_advice(copies, bandwidth), _pageable_costs_ms(copies), strict=True),
         *(
@@ -262,8 +258,7 @@ def advice(
 
 
 def _pageable_costs_ms(copies: list[CopyGroup]) -> list[float]:
-    """What each line of pageable_advice is about cost: its large copies' GPU time or the
-    host time its copies held, the larger (pageable_advice's groups, in its order)."""
+    """Each pageable_advice line's cost, in its order: large copies' GPU or held host time."""
     return [
         max(g.gpu_ms - g.small_gpu_ms, g.blocked_ms)
         for g in copies
@@ -272,8 +267,7 @@ def _pageable_costs_ms(copies: list[CopyGroup]) -> list[float]:
 
 
 def _small_cost_ms(copies: list[CopyGroup]) -> float:
-    """The small copies' GPU time or their calls' host time (their share of each group's
-    calls), the larger."""
+    """The small copies' GPU time or their calls' share of host time, the larger."""
     gpu = math.fsum(g.small_gpu_ms for g in copies)
     host = math.fsum(g.call_ms * g.small_calls / g.calls for g in copies if g.calls)
     return max(gpu, host)
@@ -333,8 +327,7 @@ def outcome_line(result: Result) -> str:
 
 
 def timing_note(result: Result) -> str:
-    """The profile's footnote: what its figures are, where a blocking copy's wait is, and
-    which calls the API calls hold."""
+    """The profile's footnote: what its figures are and which calls it holds."""
     every = result.parameters.all_calls
     launches = any(m.group == "api" and "Launch" in m.name for m in result.measurements)
     return (
@@ -372,12 +365,7 @@ BREAKDOWN_NOTE = (
 
 
 def _parts_ns(share: Breakdown) -> dict[str, int]:
-    return {
-        "computing": share.computing_ns,
-        "copying": share.copying_ns,
-        "both": share.both_ns,
-        "idle": share.idle_ns,
-    }
+    return {part: getattr(share, f"{part}_ns") for part in PARTS}
 
 
 def dominant(share: Breakdown) -> str:
@@ -387,8 +375,7 @@ def dominant(share: Breakdown) -> str:
 
 
 def time_verdict(share: Breakdown, lines: list[SourceLine] | None = None) -> str:
-    """What the largest part of one GPU's run means for what is worth changing; for an idle
-    GPU, where its idle time was: start-up and exit, long pauses, the rest between its work."""
+    """What the largest part of one GPU's run means for what is worth changing."""
     part = dominant(share)
     return (
         TIME_VERDICTS[part]
@@ -429,10 +416,8 @@ TIME_VERDICTS = {  # by the part of the run that took the most of its wall time
 
 
 def idle_split(share: Breakdown, lines: list[SourceLine]) -> str:
-    """Where an idle GPU's time went: before its first work and after its last (start-up,
-    imports, exit: once per run), in each pause of LONG_GAP_SHARE of the run or more (once
-    each, and where the host was), and in its other gaps between its work, where a loop's
-    steps wait: one-time waits told apart from those a step repeats."""
+    """Where an idle GPU's time went: one-time waits (start-up, exit, long pauses) told apart
+    from the gaps between its work, where a loop's steps wait."""
 
     def part(ns: int) -> str:
         return f"{format_ms(ns / 1e6)} ({format_percent(share.share(ns))})"
@@ -474,8 +459,8 @@ GAPS_NOTE = "At: from the first recorded event."
 
 
 def time_tables(result: Result) -> tuple[list[Table], list[str]]:
-    """The breakdown of the run per GPU and its longest idle gaps, and what it means;
-    nothing for a trace saved without a timeline, or whose GPU did no work."""
+    """The run's breakdown per GPU, its longest idle gaps, and what they mean (none without
+    a timeline or GPU work)."""
     shares = breakdown_of(result)
     if not shares:
         return [], []
@@ -521,8 +506,7 @@ def _tuning(result: Result) -> list:
 
 
 def xla_ran(result: Result) -> bool:
-    """Whether XLA ran the program's GPU work: it imported jax, or its autotuner's kernels
-    were recorded (a trace saved before memprof named jax)."""
+    """Whether XLA ran the program's GPU work: it imported jax, or its autotuner ran."""
     return "jax" in result.extra.libraries or bool(_tuning(result))
 
 
@@ -531,10 +515,8 @@ RUNTIME_WORDS |= {"wait": "waits", "register": "registrations"}
 
 
 def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
-    """The framework's own work, told apart from the program's: XLA's autotuning, with its
-    share of the GPU's work (JAX runs it once per compiled program), the calls XLA's
-    runtime made on its own threads, which no advice on lines names, and cuDNN's
-    autotuning."""
+    """The framework's own work, told apart from the program's: XLA's and cuDNN's
+    autotuning, and the calls XLA's runtime made on its own threads."""
     said = []
     tuning = _tuning(result)
     if tuning:
@@ -568,10 +550,8 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
 
 
 def cudnn_tuning(result: Result) -> list[str]:
-    """The kernels cuDNN ran only while it timed its algorithms (torch.backends.cudnn.benchmark
-    on): cuDNN's, none launched once its launches settle into the program's steps
-    (steady_start). None without the setting on, a timeline, or steps: a program whose
-    convolutions ran once, or that met a new shape in its last steps, says nothing."""
+    """The cuDNN kernels that ran only while cuDNN timed its algorithms (benchmark on):
+    never launched once the launches settle into steps (steady_start); none without steps."""
     timeline = result.extra.timeline
     if not result.extra.cudnn_benchmark or timeline is None:
         return []
@@ -592,9 +572,8 @@ def cudnn_tuning(result: Result) -> list[str]:
 
 
 def steady_start(launches: list[int], last_new: int) -> int | None:
-    """Where the launches become the steps: from there to the end the shortest sequence
-    that repeats at least twice to the end repeats, and it begins within one repetition of
-    the last new kernel (at last_new); None where it does not."""
+    """Where the launches become steps: the shortest sequence repeating at least twice to
+    the end, begun within one repetition of the last new kernel; None where there is none."""
     end = len(launches) - 1
     for period in range(1, len(launches) // 2 + 1):
         if launches[end - period] != launches[end]:
@@ -619,8 +598,7 @@ def _tuning_cost(tuning: list, scale: RunScale) -> tuple[str, str]:
 
 
 def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
-    """cuDNN's autotuning, with its share of the GPU's work (once per convolution shape),
-    and when torch.backends.cudnn.benchmark pays; nothing with it off."""
+    """cuDNN's autotuning and when torch.backends.cudnn.benchmark pays; nothing with it off."""
     names = set(cudnn_tuning(result))
     tuning = [m for m in result.measurements if m.group == "gpu" and m.name in names]
     if not tuning:
@@ -637,15 +615,13 @@ def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
 
 
 def runtime_lines(result: Result) -> list[SourceLine]:
-    """The lines of calls made on XLA's runtime threads (threads without Python frames, in a
-    program XLA ran): JAX's calls, not the program's."""
+    """Lines of calls on XLA's runtime threads (no Python frames): JAX's, not the program's."""
     lines = result.extra.lines or []
     return [line for line in lines if line.origin == "thread"] if xla_ran(result) else []
 
 
 def summarize(result: Result) -> Summary:
-    """The copies by memory kind, the Unified Memory counters, where in the program the
-    copies, memsets, allocations and waits were made, and the advice."""
+    """The trace's tables (time, copies by memory kind, Where) and its advice."""
     copies, bandwidth = result.extra.copies, result.extra.pinned_bandwidth
     totals = result.timing.unified_memory if result.timing else None
     # the Unified Memory section is the profile's own, as nvprof printed it (memprof.render)
@@ -677,8 +653,7 @@ COPY_MEASURES = {  # the copies of a trace's operations, in this order, before t
 
 
 class Trace(base.Experiment):
-    """Your own program under CUPTI: this reads the Result that memprof.trace.collect
-    records (the command is memprof.cli_trace's)."""
+    """Your own program under CUPTI: the Result memprof.trace.collect records."""
 
     name = "trace"
     Params = TraceParams  # what a trace records: what ran, not the command line
@@ -708,8 +683,7 @@ class Trace(base.Experiment):
 
     @classmethod
     def result_shape(cls) -> ResultShape:
-        """As every command's, but checked without the GPU's facts: the program chose its
-        GPU, and extra.gpu_name and driver_version say which."""
+        """Checked without the GPU's facts: extra.gpu_name and driver_version say which."""
         experiment = cls()
         check = functools.partial(base.check_recorded, experiment)
         return ResultShape(cls.Params, cls.Extra, check, experiment.derived)
@@ -748,7 +722,7 @@ class Trace(base.Experiment):
         by_name = dict(rows)
         seen = set()
         for index, group in enumerate(copies):
-            name = row_name(group)
+            name = copy_row_name(group.direction, group.source, group.destination)
             if name in seen:
                 raise SchemaError(f"extra.copies[{index}]", f"is {name!r} again")
             seen.add(name)
@@ -770,14 +744,8 @@ class Trace(base.Experiment):
         check_timeline(result)
 
 
-def row_name(group: CopyGroup) -> str:
-    """The profile row of a copy group's copies (memprof.trace.where.copy_row_name)."""
-    return f"[CUDA memcpy {group.direction}] {group.source} -> {group.destination}"
-
-
 def copy_rows(result: Result) -> dict[str, list]:
-    """The copy measurements by profile row: one per size (SchemaError for a copy whose
-    operation is not the direction its name says)."""
+    """The copy measurements by profile row, one per size; each of the direction it names."""
     rows: dict[str, list] = {}
     for m in result.measurements:
         if m.group == "gpu" and m.name.startswith("[CUDA memcpy "):
@@ -806,18 +774,14 @@ HOST_ONLY, GPU_ONLY = {"pageable", "pinned"}, {"device", "device static", "array
 
 
 def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
-    """A group's totals are its copies': calls, bytes and GPU time, the small ones apart;
-    a host → device copy reads no GPU memory and writes no host memory (and back)."""
+    """A group's totals are its copies', the small ones apart; a host → device copy reads no
+    GPU memory and writes no host memory (and back)."""
     ends = {"HtoD": (GPU_ONLY, HOST_ONLY), "DtoH": (HOST_ONLY, GPU_ONLY)}
-    if group.direction in ends:
-        for field, kind, impossible in zip(
-            ("source", "destination"),
-            (group.source, group.destination),
-            ends[group.direction],
-            strict=True,
-        ):
-            if kind in impossible:
-                raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
+    impossible = ends.get(group.direction, ((), ()))
+    for field, kinds in zip(("source", "destination"), impossible, strict=True):
+        kind = getattr(group, field)
+        if kind in kinds:
+            raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
     small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
     totals = {
         "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
@@ -846,8 +810,7 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
 
 
 def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
-    """Blocking copies by row and size: copies that were measured, as many as each group
-    blocked on, their calls' time the group's."""
+    """Blocking copies by row and size: measured, as many as each group blocked on."""
     measured = {(m.name, m.bytes): m.samples_ms for name in rows for m in rows[name]}
     calls: dict[str, int] = {}
     waited: dict[str, list[float]] = {}
@@ -874,7 +837,7 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
         calls[row.name] = calls.get(row.name, 0) + row.calls
         waited.setdefault(row.name, []).append(row.blocked_ms)
     for index, group in enumerate(copies):
-        name = row_name(group)
+        name = copy_row_name(group.direction, group.source, group.destination)
         if calls.get(name, 0) != group.blocking_copies:
             raise SchemaError(
                 f"extra.copies[{index}]",
@@ -890,8 +853,8 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
 
 
 def check_lines(result: Result) -> None:
-    """A trace's lines hold every copy and memset it measured, once; each line once; no
-    more callers than the stack depth kept; none where no stacks were taken."""
+    """The lines hold every copy and memset measured, once; each line once; no more callers
+    than the stack depth kept."""
     lines, depth = result.extra.lines, result.parameters.stack_depth
     if lines is None:
         return
@@ -944,8 +907,7 @@ def check_lines(result: Result) -> None:
 
 
 def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
-    """The lines that made only one driver call between them made no more of it than the
-    profile counts, where it counts that call at all."""
+    """Lines of one driver call made no more of it than the profile counts (where it does)."""
     profiled: dict[str, int] = {}  # a call's name without its version -> calls
     for m in result.measurements:
         if m.group == "api":
@@ -964,8 +926,8 @@ def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
 
 
 def check_timeline(result: Result) -> None:
-    """A trace's timeline holds every GPU operation and recorded call it measured, once,
-    each as long as the profile says, and only lines the trace has."""
+    """The timeline holds every GPU operation and call measured, once, as long as the
+    profile says, and only lines the trace has."""
     timeline = result.extra.timeline
     if timeline is None:
         return
@@ -1036,7 +998,7 @@ def by_activity(lines: list[SourceLine]) -> list[tuple[str, list[SourceLine]]]:
 
 def top_lines(lines: list[SourceLine], top: int = WHERE_TOP) -> list[SourceLine]:
     """The lines among the `top` of any measure (GPU time, bytes, host time, calls), the
-    most time first; a measure every line has none of picks nothing."""
+    most time first."""
     picked: dict[int, SourceLine] = {}
     for measure in (attrgetter(name) for name in ("gpu_ms", "bytes", "host_ms", "calls")):
         ranked = sorted((s for s in lines if measure(s) > 0), key=measure, reverse=True)
@@ -1054,8 +1016,7 @@ def _size_words(line: SourceLine) -> str:
 
 
 def _lines_column(header: str, figure: str, shown: Callable[[Any], str]) -> Column:
-    """A Where column: one line's figure, or the other lines' summed (a Derived); - for a
-    time none of them recorded."""
+    """A Where column: one line's figure, or the other lines' summed (a Derived)."""
 
     def cell(one: SourceLine | Derived) -> str:
         lines = one if isinstance(one, Derived) else Derived("", (one,), "lines")
@@ -1081,8 +1042,7 @@ WHERE_CALLS = [  # the other calls: which call, and how long the host spent in i
 
 
 def where_table(activity: str, lines: list[SourceLine], show_chains: bool) -> Table:
-    """One activity's lines: the top ones (with their callers on request), then the rest
-    summed in one row. Copies and memsets have bytes and GPU time; the other calls do not."""
+    """One activity's top lines (with their callers on request), then the rest summed."""
     columns = WHERE_WORK if lines[0].timed_on_gpu else WHERE_CALLS
     title = CALL_TITLES[activity] if activity in CALL_KINDS else f"copies {activity}"
     blank = dict.fromkeys(("call", *WHERE_FIGURES), "")
@@ -1209,9 +1169,8 @@ WAIT_WORDS = {  # the library's own words in the sentences above, the CUDA API's
 
 
 def wait_cause(wait: SourceLine, beside: list[SourceLine]) -> str:
-    """What a line's waits were, from their calls and the copies the same line made: the
-    stream waits of as many blocking copies (of one value back: a read such as .item()),
-    else the broadest scope its calls waited on (a device, a stream, an event)."""
+    """What a line's waits were: as many stream waits as blocking copies there (of one value
+    back: .item()), else the broadest scope its calls waited on."""
     scopes = {SYNC_SCOPES.get(name) for name in wait.api}
     copies = [line for line in beside if line.is_copy]
     if scopes == {"stream"} and copies and wait.calls <= sum(c.calls for c in copies):
@@ -1278,9 +1237,8 @@ CALL_REMEDY = {
 
 
 def call_cause(line: SourceLine, library: str | None) -> str:
-    """Which CALL_REMEDY sentence a line's allocations, frees or registrations get, from
-    the calls it made and the library that made them: the costliest call it made decides
-    (a device-wide free among stream-ordered ones is still a device-wide free)."""
+    """Which CALL_REMEDY sentence a line gets: its costliest call decides (a device-wide
+    free among stream-ordered ones is still a device-wide free)."""
     names = set(line.api)
     if line.activity == "register":
         return "unregister" if names & set(UNREGISTERS) else "register"
@@ -1323,8 +1281,7 @@ def run_scale(result: Result) -> RunScale:
 
 
 def _cost(line: SourceLine, scale: RunScale | None = None) -> str:
-    """`38.6 ms of GPU time, the host blocked 41 ms`, from what was recorded; with each
-    one's share (of all the GPU's time; of the run's wall time) where the scale is known."""
+    """`38.6 ms of GPU time, the host blocked 41 ms`, with their shares where scale is known."""
     parts = []
     if line.gpu_ms_each:
         share = f" ({format_percent(line.gpu_ms / scale.gpu_ms)} of all)" if scale else ""
@@ -1347,10 +1304,8 @@ def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
 def line_advice(
     lines: list[SourceLine], libraries: list[str], scale: RunScale | None = None
 ) -> list[str]:
-    """The advice, line by line: the program's lines behind its pageable copies, its
-    repeated small copies, and the waits, allocations, frees and registrations made again
-    and again at one line (a loop's), the costliest first. With the run's scale, each with
-    its share of it, all in order of cost, and those under FOLD_SHARE of the run in one line."""
+    """The advice, line by line: pageable copies, repeated small copies, waits and calls
+    made again and again at one line, the costliest first; under FOLD_SHARE in one line."""
     said = _line_findings(lines, next((n for n in LIBRARY_ORDER if n in libraries), None))
     if scale is None:
         return [_advised(line, what, remedy) for line, what, remedy in said]
@@ -1416,11 +1371,9 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
 
 
 def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[str, int]]:
-    """Where a line copies for its callers (a helper), the caller lines that chose pageable
-    memory, with their copies: for each of its pageable copies' recorded chains, the first
-    frame up it where it parts from every chain of the same line's pinned copies the same
-    way. Without pinned copies there, the callers, where there are two or more; [] where the
-    chains do not tell (one caller, no chains, or chains no different from the pinned)."""
+    """Where a helper line copies for its callers, the callers that chose pageable memory:
+    each chain's first frame that parts from every pinned copy's chain at that line ([]
+    where the chains do not tell: one caller, or none different from the pinned)."""
     direction = line.copy_ends()[0]
     pinned = [
         chain.frames
@@ -1448,7 +1401,6 @@ def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[s
 
 
 def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:
-    """`train.py:42: 134 pageable HtoD copies of 4 MiB, 38.6ms of GPU time, the host
-    blocked 41ms: pass pin_memory=True...`"""
+    """`train.py:42: 134 pageable HtoD copies of 4 MiB, 38.6ms of GPU time, ...: remedy.`"""
     cost = _cost(line, scale)
     return f"{line.place}: {what}{', ' + cost if cost else ''}: {remedy}."

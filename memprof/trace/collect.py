@@ -54,7 +54,6 @@ from memprof.trace.where import (
     Stacks,
     activity_of,
     copy_direction,
-    copy_row_name,
     gpu_row_name,
     outermost_calls,
     source_lines,
@@ -133,12 +132,9 @@ def as_python_runs(program: Program) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class TraceParams:
-    """What was traced, as a Result's parameters: the program, its arguments, the device,
-    how many of the program's frames each line keeps (0: no lines, as memprof traced before
-    it recorded them), whether the summary shows their callers, and whether every driver and
-    runtime call was recorded or only the work calls: those of CALL_KINDS, and in files
-    written before memprof timed calls by its callbacks those that launch (is_work_call);
-    files written before memprof chose recorded every call)."""
+    """What was traced, as a Result's parameters. stack_depth 0: no lines (as before memprof
+    recorded them); all_calls false: only the work calls (is_work_call), true in files
+    written before memprof chose."""
 
     program: str = ""
     arguments: tuple[str, ...] = ()
@@ -177,9 +173,7 @@ def exit_code_of(system_exit: SystemExit) -> int:
 
 def run_program(program: Program) -> Outcome:
     """Run the program as `python` would, in this process; never raises what it raises.
-
-    The script runs by its absolute path, as `python SCRIPT` has run it since Python 3.9
-    (its __file__ and its frames' files are absolute; sys.argv[0] stays as given)."""
+    The script runs by its absolute path, as `python SCRIPT` has since Python 3.9."""
     start = time.perf_counter()
     outcome = Outcome(0)
     imported = set(sys.modules)
@@ -206,8 +200,7 @@ def run_program(program: Program) -> Outcome:
 
 
 def cudnn_benchmark() -> bool | None:
-    """torch.backends.cudnn.benchmark as the program left it: whether cuDNN timed its
-    algorithms on each new convolution shape (None: unreadable)."""
+    """torch.backends.cudnn.benchmark as the program left it (None: unreadable)."""
     with contextlib.suppress(Exception):
         value = sys.modules["torch"].backends.cudnn.benchmark
         return value if isinstance(value, bool) else None
@@ -253,9 +246,8 @@ class Collector(Protocol):
 
 
 class CuptiCollector:
-    """CUPTI activity tracing of this whole process's GPU work (memprof.activity, every record
-    kept), and through a CallRecorder (CUPTI's callbacks) the host time of every copy,
-    memset, allocation, free, registration, prefetch and wait, with its stack."""
+    """CUPTI activity tracing of this whole process's GPU work, every record kept, and the
+    work calls' host times and stacks through a CallRecorder (CUPTI's callbacks)."""
 
     def __init__(self, device_index: int = 0, calls: CallRecorder | None = None) -> None:
         self.device_index = device_index
@@ -429,15 +421,14 @@ class CopyGroup:
     small_calls: Count = 0  # under SMALL_COPY_BYTES
     small_bytes: ByteCount = 0
     small_gpu_ms: Milliseconds = 0.0
-    # The blocking copies' calls (synchronous, or from or to pageable memory), entry to exit,
-    # summed: how long the host waited, staging included, where gpu_ms is the DMA alone.
-    # 0 in files written before memprof kept it.
+    # The blocking copies' calls, entry to exit, summed: how long the host waited, staging
+    # included, where gpu_ms is the DMA alone (0 in files written before memprof kept it).
     blocked_ms: Milliseconds = 0.0
 
     @property
     def blocking_copies(self) -> int:
-        """Copies the host waited for, as is_blocking counts them: synchronous calls, and
-        every copy from or to pageable memory (host to host included: XLA's), Async or not."""
+        """Copies the host waited for (is_blocking): synchronous calls, and every copy from or
+        to pageable memory (host to host included: XLA's), Async or not."""
         return self.calls if stages(self.source, self.destination) else self.blocking_calls
 
     @property
@@ -482,7 +473,7 @@ def blocked_copies(gpu: list[GpuRecord], api: list[ApiRecord]) -> list[BlockedCo
     for record in gpu:
         if record.category != "memcpy" or not is_blocking(record):
             continue
-        key = (copy_row_name(record), record.bytes)
+        key = (gpu_row_name(record), record.bytes)
         row = rows.setdefault(key, BlockedCopies(*key))
         row.calls += 1
         row.gpu_ms += record.duration_ms
@@ -573,11 +564,9 @@ class TraceExtra:
     wall_s: Seconds
     copies: list[CopyGroup]
     pinned_bandwidth: PinnedBandwidth  # GB/s by direction, bytes, and how measured
-    # blocking copies by row and size, with their calls' time (None: traced before memprof
-    # paired copies and calls)
+    # blocking copies by row and size, with their calls' time (None: traced before that)
     blocked: list[BlockedCopies] | None = None
-    # this GPU's measured small-copy costs (None: no small copies, or traced before memprof
-    # measured them)
+    # this GPU's measured small-copy costs (None: no small copies, or traced before that)
     small_copies: SmallCopyFigures | None = None
     # the lines of the program behind every copy, memset, allocation, free, registration,
     # prefetch and wait (None: traced before memprof recorded them, or without: lines_note)
@@ -585,11 +574,9 @@ class TraceExtra:
     lines_note: str | None = None  # why there are no lines, or why some are missing
     # the GPU libraries the program imported, for the advice's words
     libraries: list[ProgramLibrary] = field(default_factory=list)
-    # torch.backends.cudnn.benchmark at the program's end (None: it did not import torch,
-    # or traced before memprof read it)
+    # torch.backends.cudnn.benchmark at its end (None: no torch, or traced before that)
     cudnn_benchmark: bool | None = None
-    # every kernel, copy, memset and recorded call in time, for --timeline and the
-    # breakdown of the run (None: traced before memprof kept them)
+    # every kernel, copy, memset and recorded call in time (None: traced before that)
     timeline: Timeline | None = None
 
 
@@ -604,8 +591,7 @@ def trace_result(
     stacks: bool = False,
     all_calls: bool = True,
 ) -> Result:
-    """The trace as a Result: `report` and `diff` render it like any other command's.
-    stack_depth, stacks, all_calls: as TraceParams records them."""
+    """The trace as a Result, which `report` and `diff` render like any other command's."""
     error = outcome.error
     source = None
     if recording.stacks is not None:
@@ -686,12 +672,8 @@ def pinned_bandwidth(
     measure: Callable[[int], dict[str, Any]],
     cache: Path | None = None,
 ) -> dict[str, Any]:
-    """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came from;
-    `measure(device_index)` runs `memprof sweep` where they must be measured.
-
-    mode "cache": the cached figures, measured now if there are none; "measure": measured
-    now (and cached); "none": not measured (the advice then gives no pinned estimate).
-    """
+    """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came
+    from; `measure(device_index)` runs `memprof sweep` (modes: cached_figures')."""
     figures = cached_figures(
         cache or cache_path("pinned_bandwidth.json"),
         (gpu_name, driver_version),
@@ -774,9 +756,9 @@ def cached_figures(
     command: str,
     problem: Callable[[dict[str, Any]], str | None],
 ) -> dict[str, Any]:
-    """Figures of this GPU (name, driver) from `cache`, or measured by `command` and cached;
-    "how" says which, and whose (mode as pinned_bandwidth's). A cached entry that `problem`
-    finds fault with, or of another GPU or driver, is one warning and measured again."""
+    """Figures of this GPU (name, driver) from `cache` ("cache"), or measured by `command` and
+    cached ("measure", or none cached), or "none"; "how" says which. A cached entry that
+    `problem` finds fault with, or of another GPU or driver, is one warning and measured again."""
     if mode == "none":
         return {"how": "not measured (--bandwidth none)"}
     gpu_name, driver_version = identity
@@ -826,8 +808,8 @@ def small_copy_figures(
     measure: Callable[[int], dict[str, Any]],
     cache: Path | None = None,
 ) -> SmallCopyFigures:
-    """This GPU's small-copy costs, cached per GPU name and driver as the pinned bandwidth is;
-    `measure(device_index)` runs `memprof smallcopies` where they must be measured."""
+    """This GPU's small-copy costs, cached as the pinned bandwidth is; `measure(device_index)`
+    runs `memprof smallcopies`."""
     entry = cached_figures(
         cache or cache_path("small_copies.json"),
         (gpu_name, driver_version),
@@ -848,8 +830,7 @@ def small_copy_figures(
 
 @dataclass
 class TraceOptions:
-    # how this GPU's figures for the advice are measured where no cache holds them:
-    # memprof.cli_trace runs `memprof sweep` and `smallcopies` in this process
+    # where no cache holds this GPU's figures: memprof.cli_trace runs sweep and smallcopies
     measure_pinned_bandwidth: Callable[[int], dict[str, Any]]
     measure_small_copies: Callable[[int], dict[str, Any]]
     device: int = 0
@@ -857,8 +838,7 @@ class TraceOptions:
     stack_depth: int = DEFAULT_STACK_DEPTH  # frames kept per call (0: no lines)
     stacks: bool = False  # the summary shows each line's callers
     output: Output | None = None  # where results go besides stderr; None: nowhere
-    # every driver and runtime call recorded (--all-calls); False: those of CALL_KINDS
-    # alone, which costs a launch-bound program far less
+    # every driver and runtime call recorded (--all-calls); False: CALL_KINDS' alone
     all_calls: bool = False
 
 
@@ -869,8 +849,7 @@ def trace(
     collector: Collector | None = None,
 ) -> int:
     """Trace the program, show its profile and advice on stderr, save it; its exit code.
-    memprof's own failures raise MemprofError before the program starts; after, everything
-    the program does passes through, and a failed save is one line and exit 5 (emit)."""
+    memprof's own failures raise before the program starts; after, all passes through."""
     from memprof.output.emit import Output, emit
 
     if options.bandwidth not in BANDWIDTH_MODES:

@@ -72,10 +72,8 @@ def call_kind(name: str) -> str | None:
 
 
 def is_work_call(name: str) -> bool:
-    """A call that launches work or is of CALL_KINDS (copies, memsets, allocations, frees,
-    registrations, prefetches, waits): the calls whose records a trace keeps unless asked
-    for every call (--all-calls). cudaGetDevice, cuCtxGetCurrent and the like are not: a
-    training step makes hundreds of them, and their records cost the program time."""
+    """A call that launches work or is of CALL_KINDS: what a trace keeps without --all-calls
+    (a training step makes hundreds of cudaGetDevice and the like, which cost it time)."""
     return "Launch" in name or call_kind(name) is not None
 
 
@@ -133,9 +131,8 @@ def _under(path: str, folders: Iterable[str]) -> bool:
 @dataclass
 class CodeFilter:
     """Which frames are the program's own code: not the standard library, site-packages, the
-    libraries named (wherever installed), memprof's or CUPTI's. The program's files win over
-    site-packages (run with -m from there, it is still the program), never over the libraries
-    named. Folders are resolved (os.path.realpath); so is every frame's file, once."""
+    libraries named, memprof's or CUPTI's. The program's files win over site-packages (run
+    with -m from there), never over the libraries named. Paths are resolved, each once."""
 
     program_folder: str  # the script's folder, or the working directory for -m
     program: tuple[str, ...] = ()  # the script, or the -m module's package folder
@@ -147,8 +144,7 @@ class CodeFilter:
 
     @classmethod
     def for_program(cls, script: str | None, module: str | None) -> CodeFilter:
-        """The filter of a program run as `python SCRIPT` or `python -m MODULE`: call it
-        with sys.path set as the program's (memprof.trace.collect.as_python_runs)."""
+        """The filter of `python SCRIPT` or `python -m MODULE`, with sys.path the program's."""
         if script is not None:
             path = os.path.realpath(script)
             folder, program = os.path.dirname(path), (path,)
@@ -184,8 +180,8 @@ class CodeFilter:
         return USER
 
     def display(self, filename: str) -> str:
-        """A frame's file as a Result keeps it: relative to the program's folder where it is
-        inside it, a library's from its package (`torch/utils/data/...`), else absolute."""
+        """A frame's file as a Result keeps it: relative to the program's folder, a library's
+        from its package (`torch/utils/data/...`), else absolute."""
         if filename.startswith("<"):
             return filename
         path = self.real(filename)
@@ -205,20 +201,16 @@ RawStack = tuple[Origin, tuple[RawFrame, ...]]
 
 
 class CallRecorder:
-    """The program's driver and runtime calls, from CUPTI's callbacks at each call's entry and
-    exit on the thread that made it: each call's host time (CUPTI's clock at both ends, as
-    its activity records would have it) and, for CALL_KINDS calls, the innermost frames of
-    the program's code on its stack (up to `depth`; none at 0), by correlation id.
+    """Each driver and runtime call's host time (CUPTI's clock at entry and exit) and, for
+    CALL_KINDS calls, the program's innermost frames (up to `depth`), by correlation id.
 
-    Callbacks rather than CUPTI's API activity records: switching those records on at all
-    slowed a launch-bound training step by a fifth on the H200, even with every call but
-    the work calls switched off; the callbacks of the work calls alone cost next to nothing
-    there (docs/trace.md). Only CALL_KINDS calls are enabled, kernel launches not (a callback
-    at each of a step's hundreds of launches cost more than the records did), unless
-    `every_call` (--all-calls): then every call of both domains.
+    Callbacks rather than CUPTI's API activity records: switching those on at all slowed a
+    launch-bound training step by a fifth on the H200; the work calls' callbacks cost next to
+    nothing (docs/trace.md). Launches are enabled only with `every_call` (--all-calls): a
+    callback at each of a step's hundreds of launches cost more than the records did.
 
-    The callback must never disturb the program: anything it raises is counted, not passed
-    on (`failures`), and a Ctrl-C landing in it is delivered again where the program runs."""
+    Anything the callback raises is counted (`failures`), never passed to the program, and
+    a Ctrl-C landing in it is delivered again where the program runs."""
 
     def __init__(
         self,
@@ -250,9 +242,8 @@ class CallRecorder:
     # -- subscription ---------------------------------------------------------------------
 
     def start(self, cupti: Any, library: Any = None) -> str | None:
-        """Subscribe to CUPTI's callbacks: None, or why not. Through libcupti's own functions
-        (memprof.core.api_callbacks: a fifth of the cost per call of cupti-python's
-        subscriber), of this process's libcupti or `library`."""
+        """Subscribe to CUPTI's callbacks through libcupti's own functions (a fifth of the cost
+        per call of cupti-python's subscriber): None, or why not."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
@@ -263,20 +254,16 @@ class CallRecorder:
             return "CUPTI's callbacks cannot be reached: this process has no libcupti, or two"
         try:
             direct.subscribe(self._on_raw)
-        except Exception as error:
-            return f"CUPTI refused its callbacks ({_reason(error)})"
-        self._cupti, self._direct = cupti, direct
-        try:
+            self._cupti, self._direct = cupti, direct
             self._enable(tables)
         except Exception as error:
-            self.stop()
+            self.stop()  # nothing to stop where the subscription itself was refused
             return f"CUPTI refused its callbacks ({_reason(error)})"
         return None
 
     def _enable(self, tables: tuple[tuple[Any, Any], ...]) -> None:
-        """Enable each callback id whose call is of CALL_KINDS; with every_call, or where this
-        cupti-python does not list the ids, every call of both domains, picked by name in
-        the callback."""
+        """Enable each CALL_KINDS callback id; with every_call, or where cupti-python lists no
+        ids, every call of both domains, picked by name in the callback."""
         assert self._direct is not None
         if self.every_call or any(table is None for _, table in tables):
             self._picked = {}
@@ -375,9 +362,8 @@ class CallRecorder:
 
     def _walk(self, frame: FrameType | None) -> tuple[Any, RawFrame | None]:
         """The program's innermost frames (up to depth) and the innermost library frame; OWN
-        where the innermost frame that is anyone's is memprof's. The walk ends at the runner's
-        frame once it has met anyone's: below it lie memprof's CLI's twenty frames, never the
-        program's, under a training step's few."""
+        where the innermost that is anyone's is memprof's. The walk ends at the runner's frame:
+        below it lie memprof's CLI's twenty frames, under a training step's few."""
         verdicts, classify, depth = self._verdicts, self.filter.classify, self.depth
         runner = self.runner
         found: list[RawFrame] = []
@@ -433,8 +419,7 @@ class CallRecorder:
 
 def deliver_ctrl_c_again() -> None:
     """A Ctrl-C raised inside the callback cannot reach the program from there: memprof's
-    entry point (memprof.__main__) delivers it again 5 ms later on SIGALRM; without it,
-    raise it again, as Python would."""
+    entry point delivers it again 5 ms later on SIGALRM; without it, raise it again."""
     from memprof.interrupts import note_press
 
     note_press()

@@ -1,9 +1,5 @@
-"""A trace's Timeline (memprof.model.timeline) from CUPTI's records: each event's time,
-GPU and stream or host thread, and the index of its line among the trace's source lines.
-
-A call's line is found as memprof.trace.where files it: by the call's correlation id, its
-stack and its activity (a copy's direction and memory kinds, a memset, or the kind of call),
-so an event and the Where table's row it is counted in are the same line.
+"""A trace's Timeline (memprof.model.timeline) from CUPTI's records. Each event's line is
+found by where.line_key, so an event and the Where table's row it is counted in agree.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ def timeline_of(
     lines: list[SourceLine] | None,
     own: frozenset[int] = frozenset(),
 ) -> Timeline:
-    """Every GPU record and API call as a Timeline row, in order of start; the calls in
-    `own` (memprof's, which where.source_lines leaves out) without a line."""
+    """Every GPU record and API call as a Timeline row, in order of start; `own` without a line."""
     origin = min([r.start_ns for r in gpu] + [c.start_ns for c in api], default=0)
     names: dict[str, int] = {}
 

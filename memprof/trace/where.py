@@ -26,15 +26,15 @@ def copy_direction(copy_kind: str) -> str:
     return copy_kind.title()
 
 
-def copy_row_name(record: GpuRecord) -> str:
-    """`[CUDA memcpy HtoD] pageable -> device`: direction with both memory kinds."""
-    return f"[CUDA memcpy {copy_direction(record.name)}] {record.src_kind} -> {record.dst_kind}"
+def copy_row_name(direction: str, source: str, destination: str) -> str:
+    """`[CUDA memcpy HtoD] pageable -> device`: a copy's profile row, a copy group's too."""
+    return f"[CUDA memcpy {direction}] {source} -> {destination}"
 
 
 def gpu_row_name(record: GpuRecord) -> str:
     """The profile row a GPU record is counted in (collect.measurements_from_records)."""
     if record.category == "memcpy":
-        return copy_row_name(record)
+        return copy_row_name(copy_direction(record.name), record.src_kind, record.dst_kind)
     return "[CUDA memset]" if record.category == "memset" else record.name
 
 
@@ -74,8 +74,7 @@ class _Line:
 
 
 def line_key(stacks: Stacks, correlation: int, activity: str) -> tuple:
-    """The SourceLine.key a call's work of this activity is counted under: its stack's
-    innermost frame (origin "none": no stack recorded), so the timeline finds its row."""
+    """The SourceLine.key a call's work of this activity is counted under (timeline's too)."""
     origin, frames = stacks.get(correlation, NONE)
     site = (frames[0].file, frames[0].line, frames[0].function) if frames else ("", 0, "")
     return (activity, origin, *site)
@@ -96,10 +95,8 @@ def source_lines(
     gpu: list[GpuRecord], api: list[ApiRecord], stacks: Stacks, own: frozenset[int] = frozenset()
 ) -> list[SourceLine]:
     """Every copy, memset and CALL_KINDS call, folded by activity and by the line that made
-    it; calls without a stack under origin "none". Calls in `own` (memprof's: its last
-    synchronize) are left out, unless they made GPU work, which every copy and memset
-    measured must be found in (then under "none"). A call whose work spans activities (a
-    batch of copies of two kinds) counts once in each; its host time goes to the first."""
+    it. Calls in `own` (memprof's) are left out unless they made GPU work: every copy and
+    memset is somewhere. A batch of two activities counts in each, its host time in the first."""
     calls = outermost_calls(api)
     work: dict[int, list[GpuRecord]] = {}
     unlinked: list[GpuRecord] = []  # no correlation id: no call to join with
