@@ -125,7 +125,7 @@ class SourceLine:
         return {"HtoD": source, "DtoH": destination}.get(direction)
 
     def check_consistency(self) -> None:
-        """What the recording always makes true (schema.check_dataclass runs it)."""
+        """What the recording always makes true (schema.check runs it)."""
         if self.activity not in CALL_KINDS and not self.is_copy:
             raise SchemaError("activity", f"is {self.activity!r}, not an activity memprof names")
         if (self.origin == "none") != (self.file == ""):

@@ -53,7 +53,7 @@ class Timeline:
     api: list[ApiEvent] = field(default_factory=list)
 
     def check_consistency(self) -> None:
-        """Every name index names something (schema.check_dataclass runs it)."""
+        """Every name index names something (schema.check runs it)."""
         count = len(self.names)
         for rows, at, where in ((self.gpu, 1, "gpu"), (self.api, 0, "api")):
             for index, row in enumerate(rows):
