@@ -1,11 +1,8 @@
 """Every figure of a measurement, from its declaration: the one place a time becomes GB/s and
-GB/s a share of a ceiling.
+GB/s a share of a ceiling, so tables, CSV, frames and pictures agree.
 
-A table cell, a CSV column, a DataFrame column and a point of a picture all come from a
-Figure, so they agree: a time is the median of the samples (one operation each); GB/s is the
-bytes an operation moves (times its declared traffic) over the per-operation time of its
-back-to-back batches where the run timed some, else over one operation's; the ceiling is
-the one its measure declares (memprof.model.ceilings), and the share is GB/s over it.
+GB/s is the bytes an operation moves (times its traffic) over the per-operation time of its
+back-to-back batches where timed, else of one operation; the ceiling is its measure's.
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.statistics import Statistics
 
-# The host side of pageable copies, per direction (memprof.experiments.common measures it):
-# one host thread copying the buffer through a 256 KiB one, chunk by chunk; and, in files
-# from before it, one memcpy between two pageable buffers.
+# The host side of pageable copies, per direction (memprof.experiments.common), and in older
+# files one memcpy between two pageable buffers.
 STAGING_OPERATIONS = {"staging_h2d": "h2d", "staging_d2h": "d2h"}
 OLDER_HOST_MEMCPY = "memcpy"
 GIB = 1 << 30
@@ -57,8 +53,7 @@ class Figure:
 
     @functools.cached_property
     def stats(self) -> Statistics:
-        """Of its samples, one operation each (made when first asked: a report of 100,000
-        measurements shows none of them one by one)."""
+        """Of its samples, one operation each (made when first asked: a large report asks few)."""
         return self.measurement.stats
 
     @property
@@ -222,9 +217,7 @@ class Derived:
 
     @property
     def gb_per_s(self) -> float | None:
-        """A "chunks" figure's (its bytes over its time), a total's (its parts' GB/s added up;
-        None: a part moves nothing), a floor's (its share of its part's ceiling) or a
-        reference's; else None."""
+        """A "chunks", "total", "floor" or "reference" figure's GB/s (see the class); else None."""
         if self.formula == "chunks":
             moved, took_ms = self.moved_bytes, self.per_operation_ms
             return None if moved is None or took_ms <= 0 else bandwidth_gb_per_s(moved, took_ms)
@@ -244,9 +237,8 @@ def steady_ms(samples_ms: Sequence[float]) -> float:
 
 
 def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
-    """Stages of a pipeline, each (its total, its time per chunk), ideally overlapped: the
-    longest stage's total plus one chunk of each other stage (the pipeline's fill and
-    drain)."""
+    """Stages of a pipeline, each (total, per chunk), ideally overlapped: the longest stage's
+    total plus one chunk of each other (fill and drain)."""
     longest = max(range(len(stages)), key=lambda stage: stages[stage][0])
     return stages[longest][0] + math.fsum(
         per_chunk for stage, (_, per_chunk) in enumerate(stages) if stage != longest
@@ -274,8 +266,7 @@ def figure_finder(result: Result, declared: Iterable[Measure]) -> FigureOf:
 
 
 def ceiling_of(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
-    """What bounds measurement `m`, as its measure declares (None: nothing declared or the
-    file lacks the figures: no link recorded, no NVML state)."""
+    """What bounds measurement `m`, as its measure declares (None: not declared or known)."""
     bound = measure.bound_of(m.kind) if measure is not None else None
     if bound == "link":
         link = pcie_ceiling(result, m.gpus[0] if m.gpus else None)
@@ -297,8 +288,8 @@ CACHE_BOUND = 8
 
 
 def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
-    """The physical bound a figure can never pass (the link, NVLink, HBM beyond the L2
-    cache), unlike a model's (staging, which pageable copies have beaten: docs/ceilings.md)."""
+    """The physical bound a figure can never pass, unlike a model's (staging, which pageable
+    copies have beaten: docs/ceilings.md)."""
     bound = measure.bound_of(m.kind) if measure is not None else None
     if bound == "link":
         return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
@@ -350,8 +341,7 @@ def direction_of(m: Measurement) -> str:
 
 @dataclass(frozen=True)
 class HostSide:
-    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
-    direction, or (files from before it) one memcpy between two pageable buffers."""
+    """The host side of pageable copies: one direction's staging, or older files' memcpy."""
 
     measurement: Measurement
     gb_per_s: float
