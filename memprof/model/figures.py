@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Literal
 
 from memprof.model.ceilings import Ceiling, hbm_ceiling, host_ceiling, pcie_ceiling, peer_ceiling
@@ -82,7 +83,7 @@ def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
     count = measure.per_sample if measure is not None else 1
     if isinstance(count, str):  # a sample times as many operations as a Params field says
         count = getattr(result.parameters, count)
-    per_operation_ms = (min(times) if best else _median(times)) / count
+    per_operation_ms = (min(times) if best else median(times)) / count
     call_ms = _call_ms(result, m, measure, per_operation_ms)
     if call_ms is not None and not m.throughput_ms:
         per_operation_ms = call_ms
@@ -102,17 +103,8 @@ def _call_ms(
         return None
     for call in result._by_operation().get(measure.call or "", ()):
         if (call.group, call.kind, call.bytes) == ("api", m.kind, m.bytes):
-            return _median(call.samples_ms)
+            return median(call.samples_ms)
     return per_operation_ms if m.throughput_ms else None
-
-
-def _median(samples_ms: Sequence[float]) -> float:
-    """Statistics.of(samples).median_ms, without the rest."""
-    if len(samples_ms) == 1:
-        return samples_ms[0]
-    ordered = sorted(samples_ms)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
@@ -233,7 +225,7 @@ class Derived:
 def steady_ms(samples_ms: Sequence[float]) -> float:
     """Repeated work once the first (cold) time is behind: the median of the others (an
     allocator loop's first iteration finds its pools empty)."""
-    return _median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
+    return median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
 
 
 def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
