@@ -1,9 +1,6 @@
 """A traced program's source lines: which line of the user's program asked the GPU for each
-copy, memset, allocation, free, registration, prefetch and wait, and what that cost.
-
-`memprof trace` records them (memprof.trace.where joins CUPTI's records of the work with the
-Python stack of the call that asked for it, by CUPTI's correlation id); the trace's summary,
-`diff` and the CSV read them here, as plain data, so none of them needs the trace's code.
+copy, memset, allocation, free, registration, prefetch and wait, and what that cost (recorded
+by memprof.trace.where; plain data here, so reading them needs none of the trace's code).
 """
 
 from __future__ import annotations
@@ -151,8 +148,7 @@ class SourceLine:
 
 
 def lines_of(result: Any) -> list[SourceLine] | None:
-    """A Result's source lines: a trace's, where it recorded them (None: a trace saved
-    before memprof recorded lines, traced with --stack-depth 0, or another command)."""
+    """A trace's source lines, where it recorded them (None: none recorded, or no trace)."""
     if getattr(result, "command", None) != "trace":
         return None
     return getattr(result.extra, "lines", None)
