@@ -220,16 +220,10 @@ def from_msgspec(
     return SchemaError(place, f"is {describe(value)}: {message[0].lower()}{message[1:]}")
 
 
-# msgspec's names of JSON types, in words
-_TYPE_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "str": "a string",
-    "bool": "true or false",
-    "array": "a list",
-    "object": "an object",
-    "null": "null",
-}
+# JSON's types in words: by Python's type, and by msgspec's name
+_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_TYPE_WORDS = {kind.__name__: words for kind, words in _WORDS.items()}
+_TYPE_WORDS.update(array="a list", object="an object", null="null")
 
 
 _KIND_TESTS = {
@@ -285,8 +279,7 @@ def _declared_words(hint: Any) -> str:
         return " or ".join(words) if all(words) else ""
     if origin is typing.Literal:
         return "one of " + ", ".join(str(arg) for arg in get_args(base))
-    words = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-             type(None): "null"}.get(base)  # fmt: skip
+    words = "null" if base is type(None) else _WORDS.get(base)
     if words is None:
         return ""
     described = next((rule.description for rule in rules if getattr(rule, "description", None)), "")
