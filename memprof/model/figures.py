@@ -115,24 +115,12 @@ def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
 @dataclass(frozen=True)
 class Derived:
     """A figure made of others, its formula written here once for the table's cell and the CSV's
-    row. "sum": work done in parts one after another (smallcopies' gathering and its copy), each
-    time the sum of its parts'; "chunks": a sum of parts that each move their own bytes (a pipeline
-    stage's chunks), its GB/s all their bytes over all their time, bounded by the ceiling they
-    share; "mean": its parts' times averaged (a stage's time per chunk); "overlap": sums (a
-    pipeline's stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": its parts'
-    times added up and scaled to a GiB of the first's bytes (an allocation's cost per GiB; with
-    `step`, one step of pinlimit's climb: each part's sample of that step, not its median, a call
-    and a touch of the same pages); "steady": one part's samples once the first (cold) one is
-    behind, steady_ms of them; "total": work done by parts at once or apart (hostlink's GPUs), its
-    GB/s the sum of theirs; "ratio": how many times faster the second part ran than the first
-    (pinned's "vs pageable"): the first's per-operation time over the second's, or the second's GB/s
-    over the first's where the parts are totals; "floor": the least GB/s a check expects of its one
-    part, `share` of the part's ceiling; "reference": a known-good machine's GB/s
-    (`reference_gb_per_s`) for the line its one part is measured in; "attempt": its one part's own
-    figures, a line measured again (check --retries), whose copies are no measurement of the run;
-    "lines": a traced program's source lines (memprof.model.lines.SourceLine) summed, line_total of
-    them (a Where table's other lines); "reach": the size at which a curve first reaches 90% of its
-    peak (sweep), its one part the figure at that size, whose bytes the CSV row holds."""
+    row (the arithmetic of each is below). Beyond the code: "sum" is parts done one after another;
+    "chunks" parts that each move their own bytes, bounded by the ceiling they share; "per_gib"
+    with `step` one step of pinlimit's climb (each part's sample of it, not its median); "total"
+    parts done at once or apart (hostlink's GPUs); "attempt" a line measured again (check
+    --retries), no measurement of the run; "lines" a trace's source lines summed (line_total);
+    "reach" the size where a sweep's curve first reaches 90% of its peak, its one part there."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
