@@ -71,8 +71,7 @@ def powers_param(default: tuple[int, ...], step: int, single: str | None = None)
 
 
 def repeat_param(most: int) -> Any:
-    """--repeat N: exactly N repetitions; without it, until the noise target, at most `most`
-    (kept in the field's metadata for repetitions_of)."""
+    """--repeat N: exactly N repetitions; without it, the noise target, at most `most` times."""
     least = min(MIN_COUNT, most)
     counts = f"{least} to {most} times" if least < most else f"{most} times"
     slow = f", {FEWEST} where those take over {TIME_CAP_S:g} s" if most > FEWEST else ""
@@ -85,8 +84,7 @@ def repeat_param(most: int) -> Any:
 
 
 def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
-    """How the run repeats each measurement: its Params' repeat, the noise target where that
-    is None, once where it has no repeat field."""
+    """Its Params' repeat, the noise target where that is None, once where it has none."""
     field = next((f for f in dataclasses.fields(params) if f.name == "repeat"), None)
     if field is None:
         return Repetitions(1)
@@ -94,12 +92,11 @@ def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
     return Repetitions(params.repeat, max_noise_pct, most=most)
 
 
-def warmup_param(default: int, help: str = "") -> Any:
-    return param(
-        default,
-        help
-        or "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000).",
-    )
+WARMUP_HELP = "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000)."
+
+
+def warmup_param(default: int, help: str = WARMUP_HELP) -> Any:
+    return param(default, help)
 
 
 Directions = Annotated[tuple[Literal["h2d", "d2h"], ...], NON_EMPTY, DISTINCT]
@@ -323,8 +320,7 @@ class Experiment:
     every_gpu_then: ClassVar[str] = "hostlink"
 
     def read_inputs(self, params: Any) -> Any:
-        """What run() reads from files (ctx.inputs), and checks between parameters, made
-        before any GPU work: a bad file is refused (exit 2) without a GPU."""
+        """What run() reads from files (ctx.inputs), read and checked before any GPU work."""
         return None
 
     def run(self, ctx: RunContext) -> Any:
@@ -423,8 +419,7 @@ NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")
 
 
 def _check_noise_target(result: Result) -> None:
-    """A run under the noise target (parameters.repeat null) records the target, its time cap
-    and its most repetitions; a run of --repeat N none of them."""
+    """A run under the noise target records it, its time cap and its most; --repeat N none."""
     params, timing = result.parameters, result.timing
     fields = {f.name for f in dataclasses.fields(params)}
     adaptive = "repeat" in fields and params.repeat is None
@@ -609,8 +604,7 @@ class RunContext:
 
     @contextmanager
     def near_gpu(self, index: int) -> Iterator[str]:
-        """The host thread on GPU `index`'s local CPUs, so host memory lands on its NUMA node
-        (unless --no-affinity); yields the line saying so."""
+        """The host thread on GPU `index`'s NUMA node (unless --no-affinity); yields the line."""
         from memprof.core.affinity import near_gpu
 
         with near_gpu(self.facts[index].pci_bus_id, self.affinity) as placed:

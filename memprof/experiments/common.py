@@ -30,8 +30,7 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 
 
 def prefetch_to_gpu(session: Any, buffers: Iterable[Any], kind: str) -> None:
-    """cuMemPrefetchAsync of managed `buffers` to the session's GPU, recorded as
-    base.PREFETCH and base.PREFETCH_CALLS."""
+    """cuMemPrefetchAsync of managed `buffers` to the GPU, as PREFETCH and PREFETCH_CALLS."""
     from memprof.core import bindings
 
     buffers = list(buffers)
@@ -118,8 +117,7 @@ class CheckedCopies:
     values: Any  # numpy array: what the copies must move
 
     def prepare(self, direction: str) -> None:
-        """The values in the source; poison where the copies land, so a copy that did not
-        happen never verifies."""
+        """The values in the source; poison where they land, so a copy not made never verifies."""
         import numpy as np
 
         cuda = self.session.cuda

@@ -60,8 +60,7 @@ def run_label(result: Result) -> str:
 
 
 def run_labels(results: Sequence[Result]) -> list[str]:
-    """Each run's label, led by its GPU where the runs are of several, numbered where two
-    coincide."""
+    """Each run's label, led by its GPU where there are several, numbered where two coincide."""
     several = len({result.gpu_index for result in results}) > 1
     plain = [
         f"GPU {result.gpu_index}: {run_label(result)}" if several else run_label(result)
@@ -592,8 +591,7 @@ def compare_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def _with_exceeded(panels: list[Panel]) -> list[Panel]:
-    """Each panel of bars followed by words naming every figure above its ceiling or bound:
-    a ceiling that does not hold is said, not hidden."""
+    """Each panel of bars followed by words naming every figure above its ceiling or bound."""
     shown: list[Panel] = []
     for panel in panels:
         shown.append(panel)

@@ -320,8 +320,7 @@ class Result(msgspec.Struct, dict=True):
         group: Group | None = None,
         byte_count: int | None = None,
     ) -> Measurement:
-        """The one measurement of this operation (and kind, group, size), else
-        MissingMeasurement."""
+        """The one measurement of this operation (and kind, group, size), or MissingMeasurement."""
         matches = [
             m
             for m in self._by_operation().get(operation, ())
@@ -336,8 +335,7 @@ class Result(msgspec.Struct, dict=True):
         return matches[0]
 
     def _by_operation(self) -> dict[str, list[Measurement]]:
-        """The measurements by operation, made once per list: no pass over all of them per
-        row looked up."""
+        """The measurements by operation, made once per list, not once per row looked up."""
         key = (id(self.measurements), len(self.measurements))
         cached = self.__dict__.get("_index")
         if cached is None or cached[0] != key:
@@ -477,8 +475,7 @@ _READ_CHUNK = 1 << 20  # a pipe is read in chunks: no buffer of MAX_RESULT_BYTES
 
 
 def _read_result_bytes(path: Path) -> bytes:
-    """The bytes of a result file or pipe; a device or anything too large is refused
-    before it is read whole."""
+    """The bytes of a result file or pipe; a device or anything too large is refused first."""
     try:
         # O_NONBLOCK: opening a FIFO nobody writes to does not wait for a writer
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
