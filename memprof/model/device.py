@@ -124,12 +124,8 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
                 f"is {self.memory_free_bytes}, more than memory_total_bytes "
                 f"({self.memory_total_bytes})",
             )
-        link = {
-            "pcie_generation": self.pcie_generation,
-            "pcie_width": self.pcie_width,
-            "pcie_max_generation": self.pcie_max_generation,
-            "pcie_max_width": self.pcie_max_width,
-        }
+        names = ("pcie_generation", "pcie_width", "pcie_max_generation", "pcie_max_width")
+        link = {name: getattr(self, name) for name in names}
         for name, value in self.attributes.items():
             if name not in COUNTED_ATTRIBUTES and value not in (0, 1):
                 raise SchemaError(f"attributes.{name}", f"is {value}: a capability flag is 0 or 1")

@@ -95,12 +95,8 @@ class SourceLine:
         """`train.py:42`, or what stands for it where the line is not the program's."""
         if self.origin == "none":
             return "(no stack recorded)"
-        where = f"{self.file}:{self.line}"
-        if self.origin == "thread":
-            return f"{where} (other thread)"
-        if self.origin == "library":
-            return f"{where} (library)"
-        return where
+        whose = {"thread": " (other thread)", "library": " (library)"}.get(self.origin, "")
+        return f"{self.file}:{self.line}{whose}"
 
     @property
     def timed_on_gpu(self) -> bool:

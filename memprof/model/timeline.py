@@ -181,15 +181,15 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
     """Each GPU's breakdown of the program's wall time (wall_ns: the host's clock around the
     program; its GPU work, in CUPTI's clock, lies within it), by device id."""
     devices = sorted({row[4] for row in timeline.gpu})
-    calls = [
-        (row[1], row[1] + row[2], row[4]) for row in timeline.api if row[4] != NO_LINE
-    ]  # start, end, line
+    # start, end, line
+    calls = [(row[1], row[1] + row[2], row[4]) for row in timeline.api if row[4] != NO_LINE]
     out = []
     for device in devices:
         work = Work.of(timeline, device)
         computing, copying, both = work.parts_ns()
         busy = work.busy.intervals
-        wall = max(wall_ns, busy[-1][1] - busy[0][0] if busy else 0)
+        span = busy[-1][1] - busy[0][0] if busy else 0
+        wall = max(wall_ns, span)
         idle = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
         longest = sorted(idle, key=lambda g: (g[0] - g[1], g[0]))[:gaps]
         out.append(
@@ -200,7 +200,7 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
                 copying_ns=copying,
                 both_ns=both,
                 gaps=[Gap(a, b - a, *host_line(calls, a, b)) for a, b in longest],
-                outside_ns=wall - (busy[-1][1] - busy[0][0] if busy else 0),
+                outside_ns=wall - span,
             )
         )
     return out
