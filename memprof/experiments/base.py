@@ -320,7 +320,8 @@ class Experiment:
     every_gpu_then: ClassVar[str] = "hostlink"
 
     def read_inputs(self, params: Any) -> Any:
-        """What run() reads from files (ctx.inputs), read and checked before any GPU work."""
+        """What run() reads from files (ctx.inputs), and checks of one parameter against
+        another (pinlimit's --cap and --step), made before any GPU work."""
         return None
 
     def run(self, ctx: RunContext) -> Any:

@@ -680,7 +680,8 @@ def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
     """Refuse a key twice in one object: JSON readers differ on which one counts.
 
     Fast path: a file with more colons than its decoded form re-encoded names a key twice
-    (strings hold the same colons, as ':' or '\\u003a'); only then is the key looked for.
+    (strings hold the same colons, as ':' or '\\u003a'); only then is the key looked for (a
+    file leaving out fields that have defaults can hide one from the count).
     """
     colons = raw.count(b":")
     if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
