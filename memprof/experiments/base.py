@@ -391,10 +391,7 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
     declared = declared_measures(experiment)
     params = result.parameters
     check_declared(
-        result,
-        declared,
-        lambda m: sizes(params, m),
-        several_gpus=experiment.gpus == "every",
+        result, declared, lambda m: sizes(params, m), several_gpus=experiment.gpus == "every"
     )
     check_bounds(result, declared)
     try:

@@ -177,9 +177,7 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
         return None
     slower = min(links, key=lambda ceiling: ceiling.gb_per_s)
     return Ceiling(
-        slower.gb_per_s,
-        "PCIe",
-        "no NVLink between the two: the slower PCIe link, " + slower.detail,
+        slower.gb_per_s, "PCIe", "no NVLink between the two: the slower PCIe link, " + slower.detail
     )
 
 

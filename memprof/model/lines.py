@@ -10,14 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from memprof.model.schema import (
-    ByteCount,
-    Count,
-    Milliseconds,
-    Range,
-    SchemaError,
-    totals_possible,
-)
+from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaError, totals_possible
 
 # The kinds of calls whose line is recorded, as the Where tables name them. A copy's activity
 # is its direction and memory kinds instead ("HtoD pageable -> device"): COPY_ACTIVITY.

@@ -97,8 +97,7 @@ def param(
 ) -> Any:
     """A Params field: its default, and how the command line offers it."""
     return dataclasses.field(
-        default=default,
-        metadata={"option": Option(help, flags, form, hidden_from_cli, reads_file)},
+        default=default, metadata={"option": Option(help, flags, form, hidden_from_cli, reads_file)}
     )
 
 
