@@ -27,7 +27,7 @@ from memprof.cli_gates import JUNIT_COMMANDS
 from memprof.experiments import COMMANDS, command_named, experiment_class, load, shape_of, summarize
 from memprof.experiments.base import declared_keys, declared_measures
 from memprof.model import params as declared
-from memprof.model.schema import check_dataclass
+from memprof.model.schema import check
 from memprof.output.profile import profile_rows
 from memprof.output.render import render_result
 from tests.conftest import FIXTURES, plain
@@ -50,7 +50,7 @@ def test_params_round_trip_and_declare_their_command_line(name):
     experiment = EXPERIMENTS[name]
     defaults = experiment.Params()
     saved = json.loads(json.dumps(plain(defaults)))
-    assert check_dataclass(saved, experiment.Params, "parameters") == defaults
+    assert check(saved, experiment.Params, "parameters") == defaults
     assert declared.validated(defaults) is defaults  # the defaults keep their own rules
     for field in dataclasses.fields(experiment.Params):
         face = declared.option_of(field)
@@ -65,7 +65,7 @@ def test_trace_declares_its_command_line_beside_what_it_records():
     experiment = EXPERIMENTS["trace"]
     defaults = experiment.Params()
     saved = json.loads(json.dumps(plain(defaults)))
-    assert check_dataclass(saved, experiment.Params, "parameters") == defaults
+    assert check(saved, experiment.Params, "parameters") == defaults
     own = tracing.own_options()
     assert all(option.help.strip() for option in own)
     command = typer.main.get_command(cli.app).commands["trace"]

@@ -14,7 +14,6 @@ from memprof.model.schema import (
     SchemaError,
     allows,
     check,
-    check_dataclass,
     phrase,
     refusal,
 )
@@ -39,9 +38,9 @@ def refused(value, hint, where="x") -> str:
 
 
 def test_a_dataclass_is_built_with_its_defaults_for_fields_added_later():
-    row = check_dataclass({"name": "h2d", "samples_ms": [1, 2.5]}, Row, "row")
+    row = check({"name": "h2d", "samples_ms": [1, 2.5]}, Row, "row")
     assert row == Row("h2d", [1, 2.5])
-    assert check_dataclass({"name": "h", "samples_ms": [1], "size": [2, 3]}, Row, "r").size == (
+    assert check({"name": "h", "samples_ms": [1], "size": [2, 3]}, Row, "r").size == (
         2,
         3,
     )
@@ -82,13 +81,13 @@ def test_a_dataclass_is_built_with_its_defaults_for_fields_added_later():
 )
 def test_a_dataclass_refuses_what_it_does_not_declare(data, message):
     with pytest.raises(SchemaError) as caught:
-        check_dataclass(data, Row, "row")
+        check(data, Row, "row")
     assert str(caught.value).startswith(message)
 
 
 def test_a_field_the_data_left_out_is_saved_again():
     """msgspec leaves a missing field to the class's default, which encoding then skips."""
-    row = check_dataclass({"name": "h", "samples_ms": [1]}, Row, "row")
+    row = check({"name": "h", "samples_ms": [1]}, Row, "row")
     assert msgspec.json.decode(msgspec.json.encode(row))["tag"] == "a"
 
 

@@ -1,10 +1,7 @@
 """The registry: every command, in the order `memprof --help` lists them.
 
-A new command is one module with one Experiment class, and one line here: its name, where its
-class lives, its one-line help (this line is the only copy: the command list shows it without
-importing any experiment) and its aliases. Only the experiment a command needs is imported,
-so `memprof --help` loads none and `memprof report X.json` loads X's alone. The command line,
-the Python API, `report` and `diff` all find experiments here and nowhere else.
+A new command is one Experiment module and one line here. Only the experiment a command needs
+is imported, so `memprof --help` loads none and `memprof report X.json` loads X's alone.
 """
 
 from __future__ import annotations
@@ -27,9 +24,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Command:
-    """One command of the registry, its only record: everything keyed by a command's name (its
-    --help's examples, the fixture its picture in docs/img is drawn from, its picture) is read
-    from here. `where` and `picture` are "module:name" inside memprof.experiments."""
+    """One command's only record. `where` and `picture`: "module:name" in memprof.experiments."""
 
     name: str
     where: str
@@ -219,8 +214,7 @@ COMMANDS: tuple[Command, ...] = (
         picture="pictures:trace_panels",
     ),
 )
-# The command that runs the user's program (memprof.cli_trace) instead of measuring: its
-# Experiment reads the Results it saves, and nothing runs it (memprof.run refuses it)
+# The command that runs the user's program (memprof.cli_trace): memprof.run refuses it
 PROGRAM_COMMAND = "trace"
 _BY_NAME = {name: command for command in COMMANDS for name in (command.name, *command.aliases)}
 
@@ -248,8 +242,7 @@ def _named(where: str) -> Any:
 
 
 def picture_maker(command: str) -> Any:
-    """The function drawing a command's picture (its registry line's), or None where the
-    picture is its tables' (memprof.experiments.pictures.default_panels)."""
+    """The function drawing a command's picture, or None where it draws its tables."""
     where = _BY_NAME[command].picture if command in _BY_NAME else ""
     return _named(where) if where else None
 
@@ -260,16 +253,14 @@ def experiment_named(name: str) -> Experiment:
 
 
 def shape_of(command: str) -> ResultShape | None:
-    """What a saved Result of `command` must hold, from its experiment's declarations (a file
-    names its command, never an alias)."""
+    """What a saved Result of `command` (never an alias) must hold."""
     if command not in _BY_NAME or _BY_NAME[command].name != command:
         return None
     return experiment_class(command).result_shape()
 
 
 def summarize(result: Result) -> Summary:
-    """The tables and conclusions of a Result, by its command's experiment, and every
-    measurement's figures as its declarations read them."""
+    """The tables, conclusions and figures of a Result, by its command's experiment."""
     from memprof.experiments.base import declared_measures
     from memprof.model.figures import figures
     from memprof.model.measures import moved_during_run
@@ -286,8 +277,8 @@ def summarize(result: Result) -> Summary:
 
 
 def _with_parts_first(found: list, made: dict) -> dict:
-    """The Derived figures among `found`, each after the derived figures it is made of (the
-    CSV's row of one names its parts' rows), and the device facts, each once."""
+    """The Derived figures and device facts among `found`, each once, after its parts (the
+    CSV's row of one names its parts' rows)."""
     from memprof.model.device import DeviceFact
     from memprof.model.figures import Derived
 
@@ -313,8 +304,7 @@ def result_html(result: Result) -> str:
 
 
 def table_lines(result: Result) -> list[str]:
-    """A line per table of the summary, for the Result's repr; none where the Result
-    cannot be summarized (one made by hand, half filled): a repr never raises."""
+    """A line per table of the summary, for the repr; none where it cannot be built."""
     from memprof.output.notebook import table_lines
 
     try:
@@ -325,22 +315,19 @@ def table_lines(result: Result) -> list[str]:
 
 
 def load(path: Path) -> Result:
-    """A saved Result, every value checked, its summary built once: a file that does not
-    hold what its command needs is one line naming the file (InvalidArgument, exit 2)."""
+    """A saved Result, every value checked: InvalidArgument naming the file if not."""
     return load_summarized(path)[0]
 
 
 def load_summarized(path: Path) -> tuple[Result, Summary]:
-    """load(), with the summary it built (`memprof report` shows it rather than build it
-    again: over a file of 100,000 measurements that is a second)."""
+    """load(), with the summary it built (a second over 100,000 measurements: built once)."""
     from memprof.model.results import Result
 
     return _summarizable(Result.load(path, shape_of), str(path))
 
 
 def load_all_summarized(path: Path) -> list[tuple[Result, Summary]]:
-    """Every Result of a file with its summary: a Result file's one, or each of a run of
-    `--device all` (memprof.model.results.RUN_SET_FORMAT), held to being one run."""
+    """Every Result of a file with its summary, a file of several held to being one run."""
     from memprof.model.results import Result
 
     found = Result.load_all(path, shape_of)
@@ -353,9 +340,8 @@ def load_all_summarized(path: Path) -> list[tuple[Result, Summary]]:
 
 
 def not_one_run(results: Sequence[Result]) -> str | None:
-    """Why these Results cannot be one run of `--device all` (None where they can): each GPU's
-    Result of one command, a GPU of its own each, then at most one run over every GPU at once
-    (the command's every_gpu_then), all on one host."""
+    """Why these Results cannot be one run of `--device all` (None where they can): one
+    command's, a GPU each, then at most one every_gpu_then run, all on one host."""
     if len(results) < 2:
         return None
     first = results[0]
@@ -390,8 +376,7 @@ def parse(text: str, name: str = "result") -> Result:
 
 
 def refusal(result: Result) -> str | None:
-    """Why the loader would refuse `result` once saved (its checks and its summary, as
-    `memprof report` applies them), or None: a run is held to it before it is written."""
+    """Why the loader would refuse `result` once saved, or None (checked before writing)."""
     try:
         text = result.to_json()
     except (TypeError, ValueError, OverflowError) as error:
@@ -404,14 +389,8 @@ def refusal(result: Result) -> str | None:
 
 
 def _summarizable(result: Result, path: str) -> tuple[Result, Summary]:
-    """The Result, and its summary once built from it without error.
-
-    Every value was checked against its type and its experiment's check_consistency before
-    this: a summary that still fails met a file no check foresaw. That is refused (exit 2),
-    as the file's fault, in a line that says where the summary failed, and MEMPROF_DEBUG=1
-    raises it instead, so it is found and a check added (tests/test_hostile_results.py fails
-    on any file that gets this far).
-    """
+    """The Result and its summary. A summary that fails met a file no check foresaw: refused
+    (exit 2) saying where, or raised under MEMPROF_DEBUG=1 so a check is added."""
     from memprof.model.results import MissingMeasurement
 
     try:
@@ -439,8 +418,7 @@ def _summarizable(result: Result, path: str) -> tuple[Result, Summary]:
     return result, summary
 
 
-# memprof's own package folder: a checkout may itself sit in a folder named memprof (as the
-# README clones it), so "a path containing /memprof/" would name the tests' files too.
+# The package's own folder: a checkout may itself be named memprof (as the README clones it).
 PACKAGE_FOLDER = os.path.realpath(Path(__file__).parent.parent)
 
 

@@ -1,20 +1,10 @@
 """The contract every command keeps, and the one way any of them runs.
 
-An Experiment declares:
-- its name (its one-line help and aliases are in the registry, memprof.experiments);
-- Params: a frozen dataclass whose fields carry their default, allowed values and help
-  (memprof.model.params). The command line, `memprof.run()` and a loaded file use it alike;
-- Extra: a dataclass of the plain data its summary needs beside the measurements;
-- measures: every (group, operation) it records, what it is and how it is timed. The
-  measuring core refuses anything else, and a loaded file must hold every required one;
-- which GPUs it uses (one, one or every in turn, or every GPU at once) and which shared
-  options it takes;
-- run(ctx) -> Extra, measuring on the GPU through ctx (a RunContext), and its module's
-  summarize(result) -> Summary, which needs no GPU (the class need not forward to it).
-
-Experiment modules import nothing heavier than memprof.model (and the measuring core's
-constants) at their top: numpy, PyCUDA and CUPTI are imported inside run(), so `memprof
---help` and `memprof report` start fast.
+An Experiment declares its name, Params (memprof.model.params), Extra (the plain data its
+summary needs), measures (every (group, operation) it may record: the core refuses others, a
+loaded file must hold the required ones), which GPUs it uses, and run(ctx) -> Extra; its
+module's summarize(result) -> Summary needs no GPU. Experiment modules import numpy, PyCUDA
+and CUPTI inside run() only, so `memprof --help` and `memprof report` start fast.
 """
 
 from __future__ import annotations
@@ -81,9 +71,7 @@ def powers_param(default: tuple[int, ...], step: int, single: str | None = None)
 
 
 def repeat_param(most: int) -> Any:
-    """--repeat N: exactly N timed repetitions; without it, until the noise target, at most
-    `most` times (what the experiment repeated before the noise target: its field's
-    metadata, which run() reads)."""
+    """--repeat N: exactly N repetitions; without it, the noise target, at most `most` times."""
     least = min(MIN_COUNT, most)
     counts = f"{least} to {most} times" if least < most else f"{most} times"
     slow = f", {FEWEST} where those take over {TIME_CAP_S:g} s" if most > FEWEST else ""
@@ -96,9 +84,7 @@ def repeat_param(most: int) -> Any:
 
 
 def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
-    """How the run repeats each measurement: exactly its Params' repeat where it is a count;
-    until the noise target where it is None (at most its field's `most`); once where the
-    experiment has no repeat field (it repeats nothing)."""
+    """Its Params' repeat, the noise target where that is None, once where it has none."""
     field = next((f for f in dataclasses.fields(params) if f.name == "repeat"), None)
     if field is None:
         return Repetitions(1)
@@ -106,12 +92,11 @@ def repetitions_of(params: Any, max_noise_pct: float) -> Repetitions:
     return Repetitions(params.repeat, max_noise_pct, most=most)
 
 
-def warmup_param(default: int, help: str = "") -> Any:
-    return param(
-        default,
-        help
-        or "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000).",
-    )
+WARMUP_HELP = "Untimed runs before timing: compilation and first-touch costs stay out (0 to 1000)."
+
+
+def warmup_param(default: int, help: str = WARMUP_HELP) -> Any:
+    return param(default, help)
 
 
 Directions = Annotated[tuple[Literal["h2d", "d2h"], ...], NON_EMPTY, DISTINCT]
@@ -156,9 +141,8 @@ class NoExtra:
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 
 
-# CUPTI's record (nvprof's API rows) of every driver call made inside timed steps: set-up
-# calls made once (the first repetition creates a pool) are among them, so their count follows
-# no repetition.
+# CUPTI's record of every driver call inside timed steps: set-up calls made once (a pool's
+# creation) are among them, so their count follows no repetition.
 DRIVER_CALLS = Measure(
     "api",
     "driver_call",
@@ -181,9 +165,8 @@ COPY_CALLS = (
 )
 CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
 # that launch kernels on poisoned outputs and copy
-# The host side of pageable copies (memprof.model.ceilings): one host thread copying the
-# copies' pageable buffer through a small buffer, chunk by chunk, as the driver stages them,
-# per direction, in the same run (absent from older files): batches as every throughput figure.
+# The host side of pageable copies (memprof.model.ceilings): one thread copying the buffer
+# through a small one chunk by chunk, as the driver stages them (absent from older files).
 HOST_STAGING = {
     direction: Measure(
         "host",
@@ -259,15 +242,13 @@ ALLOCATIONS = (  # allocating and freeing a buffer of each kind
 
 
 def element_bytes(params: Any) -> int:
-    """The bytes of one element of a run's arrays: float32, unless its Params say
-    (an `element_bytes` property, as device's --dtype)."""
+    """The bytes of one element: float32, unless the Params say (device's --dtype)."""
     return getattr(params, "element_bytes", FLOAT32_BYTES)
 
 
 def sizes(params: Any, measure: Measure) -> list[int]:
-    """The bytes of one array at each size a run makes, for a measure sized by the Params
-    field it names (power: one size, or each size where the Params sweep them); a name
-    ending in _bytes is a Params property giving the bytes themselves (streams' chunks)."""
+    """The bytes of one array at each size a run makes, by the Params field the measure names
+    (powers; a name ending in _bytes gives the bytes themselves: streams' chunks)."""
     if measure.size.endswith("_bytes"):
         return list(getattr(params, measure.size))
     powers = getattr(params, measure.size, None)
@@ -287,10 +268,8 @@ SIDE_RECORDS = frozenset(m.key for m in (DRIVER_CALLS, LAUNCH_CALL, MEMSET_CALL,
 
 
 def repetitions(result: Result, unit: str = "", units: str = "", batches: bool = False) -> str:
-    """What each figure is the median of, for a footnote: --repeat N's count ("10", or with a
-    unit "5 batches"); where the measurements repeated until the noise target, the counts
-    they reached and the highest noise among them, from the saved samples ("5 to 40 batches,
-    noise at most 0.8%"). batches: the figures are back-to-back batches (throughput)."""
+    """What each figure is the median of, for a footnote: "10", "5 batches", or under the noise
+    target "5 to 40 batches, noise at most 0.8%". batches: the figures are throughput's."""
     repeat = getattr(result.parameters, "repeat", None)
     units = units or (f"{unit}s" if unit else "")
     if repeat is not None:
@@ -341,9 +320,8 @@ class Experiment:
     every_gpu_then: ClassVar[str] = "hostlink"
 
     def read_inputs(self, params: Any) -> Any:
-        """What run() needs from files (ctx.inputs; its Params fields declared reads_file),
-        read and checked before any GPU work, so a bad file is refused (exit 2) without a GPU;
-        and where one parameter bounds another (pinlimit's --cap and --step), that check."""
+        """What run() reads from files (ctx.inputs), and checks of one parameter against
+        another (pinlimit's --cap and --step), made before any GPU work."""
         return None
 
     def run(self, ctx: RunContext) -> Any:
@@ -351,18 +329,15 @@ class Experiment:
         raise NotImplementedError
 
     def summarize(self, result: Result) -> Summary:
-        """Tables and conclusions from a Result (fresh or loaded), without a GPU: its module's
-        summarize(result), unless the class says otherwise (a module of two commands)."""
+        """Tables and conclusions from a Result, without a GPU: its module's summarize()."""
         return sys.modules[type(self).__module__].summarize(result)
 
     def check_consistency(self, result: Result) -> None:
-        """What this experiment's Params, Extra and measurements must say together beyond
-        what its declarations say (check_result holds every file to those): a SchemaError
-        naming the field that contradicts another. summarize() may rely on both."""
+        """What its Params, Extra and measurements must say together beyond its declarations:
+        a SchemaError naming the field that contradicts. summarize() may rely on it."""
 
     def derived(self, result: Result) -> dict[str, Any]:
-        """What an older file's extra held that the parameters and measurements now
-        determine, as today's memprof derives it (memprof.model.upgrade checks it)."""
+        """What an older file's extra held that is now derived (memprof.model.upgrade)."""
         return {}
 
     @classmethod
@@ -383,8 +358,7 @@ def declared_keys(experiment: type[Experiment] | Experiment) -> frozenset[tuple[
 
 
 def check_result(experiment: Experiment, result: Result) -> None:
-    """Every agreement a loaded Result of this experiment keeps: what its declarations
-    say (memprof.model.measures, .figures), then its own (the registry's load runs it)."""
+    """Every agreement a loaded Result keeps: its declarations', then its experiment's."""
     if result.device is None:
         raise SchemaError("device", f"is null, but every {experiment.name} run records its GPU")
     check_recorded(experiment, result)
@@ -417,13 +391,13 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
     declared = declared_measures(experiment)
     params = result.parameters
     check_declared(
-        result,
-        declared,
-        lambda m: sizes(params, m),
-        several_gpus=experiment.gpus == "every",
+        result, declared, lambda m: sizes(params, m), several_gpus=experiment.gpus == "every"
     )
     check_bounds(result, declared)
-    _check_single_sizes(params)
+    try:
+        check_single_sizes(params)
+    except SchemaError as error:
+        raise error.within("parameters") from None
     if not one_gpu:
         run_devices(result)
     experiment.check_consistency(result)
@@ -439,21 +413,11 @@ def check_recorded(experiment: Experiment, result: Result) -> None:
                 )
 
 
-def _check_single_sizes(params: Any) -> None:
-    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single)."""
-    try:
-        check_single_sizes(params)
-    except SchemaError as error:
-        raise error.within("parameters") from None
-
-
 NOISE_TARGET_FIELDS = ("max_noise_pct", "time_cap_s", "max_count")
 
 
 def _check_noise_target(result: Result) -> None:
-    """A run repeated until the noise target (no --repeat: parameters.repeat null) records
-    the target, its time cap and its most repetitions, which its footnotes state; a run of
-    --repeat N records none of them."""
+    """A run under the noise target records it, its time cap and its most; --repeat N none."""
     params, timing = result.parameters, result.timing
     fields = {f.name for f in dataclasses.fields(params)}
     adaptive = "repeat" in fields and params.repeat is None
@@ -478,8 +442,7 @@ def _check_noise_target(result: Result) -> None:
 
 
 def run_devices(result: Result) -> list[int]:
-    """The GPUs of a run on every GPU at once (its extra.devices): at least two, each once,
-    the first the one whose facts the Result records."""
+    """A run's GPUs (extra.devices): at least two, each once, the first the device's."""
     devices = [device.index for device in result.extra.devices]
     if len(devices) < 2:
         raise SchemaError(
@@ -519,8 +482,7 @@ def run_devices(result: Result) -> list[int]:
 
 
 def access_matrix(result: Result, devices: list[int]) -> dict[tuple[int, int], bool]:
-    """extra.peer_access as (GPU, GPU whose memory) -> can access: one row and column per
-    GPU, each GPU reaching its own memory."""
+    """extra.peer_access as (GPU, GPU whose memory) -> can access, each reaching its own."""
     rows = result.extra.peer_access
     if len(rows) != len(devices) or any(len(row) != len(devices) for row in rows):
         raise SchemaError(
@@ -535,8 +497,7 @@ def access_matrix(result: Result, devices: list[int]) -> dict[tuple[int, int], b
 
 
 def check_gpu_states(result: Result, one_gpu: bool) -> None:
-    """One state per GPU, each of a GPU of the run: the run's own on one GPU, with the bus id
-    the run recorded for it."""
+    """One state per GPU of the run (on one GPU, the run's own, with its bus id)."""
     seen: dict[int, int] = {}
     device = result.device
     for index, state in enumerate(result.gpu_states or []):
@@ -550,18 +511,19 @@ def check_gpu_states(result: Result, one_gpu: bool) -> None:
             raise SchemaError(
                 f"{where}.index", f"is {state.index}, but the run was on GPU {device.index}"
             )
-        if state.index == device.index and state.pci_bus_id != device.pci_bus_id:
+        if state.index != device.index:
+            continue
+        if state.pci_bus_id != device.pci_bus_id:
             raise SchemaError(
                 f"{where}.pci_bus_id",
                 f"is {state.pci_bus_id!r}, but device.pci_bus_id is {device.pci_bus_id!r}",
             )
-        if state.index == device.index:
-            _check_link_against_facts(state, device, where)
+        _check_link_against_facts(state, device, where)
 
 
 def _check_link_against_facts(state: GpuState, device: DeviceFacts, where: str) -> None:
-    """NVML's samples and the device facts describe one link: neither saw it run faster than
-    the other says it can (the current link may differ: an idle link slows down)."""
+    """Neither NVML nor the device facts saw the link run faster than the other allows (the
+    current link may differ: an idle link slows down)."""
     for part in ("generation", "width"):
         for now, most, now_of, most_of in (
             (state, device, where, "device"),
@@ -578,8 +540,7 @@ def _check_link_against_facts(state: GpuState, device: DeviceFacts, where: str) 
 
 
 def _check_kinds_the_gpu_has(result: Result) -> None:
-    """No measurement of a memory kind the GPU's recorded flags rule out (mapped memory
-    where canMapHostMemory is 0)."""
+    """No measurement of a kind the GPU's flags rule out (mapped: canMapHostMemory 0)."""
     lacking = result.device.kinds_it_lacks() if result.device is not None else {}
     for index, m in enumerate(result.measurements):
         if m.kind in lacking:
@@ -605,8 +566,7 @@ class RunOptions:
 
 @dataclass
 class RunContext:
-    """What run() measures with: the Params, the GPU (or GPUs), the measuring core, and the
-    checks against numpy it collects."""
+    """What run() measures with: Params, GPUs, the measuring core, the checks it collects."""
 
     params: Any
     progress: Progress = no_progress
@@ -625,8 +585,7 @@ class RunContext:
         return self.session.profiler
 
     def steps(self, total: int) -> Callable[[str], None]:
-        """Progress in `total` steps: each call of the returned step(description) starts
-        the next one (peer, hostlink, portable and check count theirs so)."""
+        """Progress in `total` steps: each call of step(description) starts the next."""
         done = 0
 
         def step(description: str) -> None:
@@ -643,8 +602,7 @@ class RunContext:
 
     @contextmanager
     def near_gpu(self, index: int) -> Iterator[str]:
-        """The host thread on GPU `index`'s local CPUs inside, so host memory allocated
-        there lands on its NUMA node (unless --no-affinity); yields the line saying so."""
+        """The host thread on GPU `index`'s NUMA node (unless --no-affinity); yields the line."""
         from memprof.core.affinity import near_gpu
 
         with near_gpu(self.facts[index].pci_bus_id, self.affinity) as placed:
@@ -663,12 +621,7 @@ def run(
     inputs: Any = UNREAD,
 ) -> tuple[Result, list[str]]:
     """Run one experiment and make its Result; also what failed to be freed, for a warning.
-
-    One GPU: a GpuSession on options.device, the host thread near it. Every GPU at once: a
-    session per GPU (memprof.core.session.Devices); the experiment places its own threads.
-    inputs: its read_inputs(params), where the caller read them (once for every GPU); else
-    read here, before anything touches the driver.
-    """
+    inputs: its read_inputs(params) where the caller read them; else read here, first."""
     from memprof.core import driver
 
     if inputs is UNREAD:
@@ -717,8 +670,7 @@ def run(
 
 
 def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int], Any]:
-    """The GPUs a run uses and their sessions, not yet opened: a Devices over every GPU for
-    experiments of gpus "every", else a GpuSession on options.device."""
+    """The GPUs a run uses and their sessions, not yet opened."""
     from memprof.core.session import Devices, GpuSession, device_count
 
     declared = declared_keys(experiment)
@@ -747,8 +699,5 @@ def _recorded(sessions: list[GpuSession]) -> tuple[list[Measurement], TimingInfo
     return measurements, timing
 
 
-# A Result's own views (Result.views, which the model layer holds but cannot fill: its frame,
-# its notebook view, its repr's lines, whether it loads back once saved) are the registry's
-# functions. Every experiment module imports this one, and a Result is made or loaded only
-# through one.
+# Result.views, which the model layer cannot fill: every experiment module imports this one.
 Result.views = importlib.import_module("memprof.experiments")

@@ -1,8 +1,5 @@
-"""What several experiments share: sizes, input data, and the sumArrays kernel.
-
-Light at import, as every experiment module is: numpy is imported by the functions that
-run on the GPU side.
-"""
+"""What several experiments share: sizes, input data, and the sumArrays kernel (numpy is
+imported inside the functions, as every experiment module keeps import light)."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def input_arrays(elements: int, seed: int = 2018) -> tuple[np.ndarray, np.ndarra
 
 
 def prefetch_to_gpu(session: Any, buffers: Iterable[Any], kind: str) -> None:
-    """cuMemPrefetchAsync of managed `buffers` (each with device_pointer and nbytes) to the
-    session's GPU, recorded as base.PREFETCH (its GPU time) and base.PREFETCH_CALLS."""
+    """cuMemPrefetchAsync of managed `buffers` to the GPU, as PREFETCH and PREFETCH_CALLS."""
     from memprof.core import bindings
 
     buffers = list(buffers)
@@ -112,9 +108,8 @@ class SumArrays:
 
 @dataclass
 class CheckedCopies:
-    """One GPU's host buffer and device buffer, between which copies move `values`: the
-    destination poisoned before, what arrived compared with `values` after (hostlink and
-    portable, which copy whole buffers both ways from every GPU)."""
+    """One GPU's host and device buffers, between which copies move `values`: the destination
+    poisoned before, what arrived compared after (hostlink, portable)."""
 
     session: Any
     host: Any  # memory.Buffer
@@ -122,8 +117,7 @@ class CheckedCopies:
     values: Any  # numpy array: what the copies must move
 
     def prepare(self, direction: str) -> None:
-        """The values in the source; poison where the copies land, so a copy that did not
-        happen never verifies."""
+        """The values in the source; poison where they land, so a copy not made never verifies."""
         import numpy as np
 
         cuda = self.session.cuda
@@ -166,11 +160,8 @@ def gpu_timing(result) -> str:
 def figures_by_key(
     result: Any, declared: Iterable[base.Measure], key_of: Callable[[Any], Any]
 ) -> dict[Any, Any]:
-    """The figures (memprof.model.figures) of every GPU operation that `key_of(measurement)`
-    gives a key (None: not one of them).
-
-    A file without one such operation is not a run of that experiment: ValueError.
-    """
+    """The figures of every GPU operation `key_of(measurement)` keys (None: not one); a file
+    without one is not a run of that experiment: ValueError."""
     from memprof.model.figures import figure_finder
 
     figure_of = figure_finder(result, declared)
@@ -198,14 +189,11 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
     """The host side of pageable copies of `scratch.nbytes`, in the same run, per direction.
 
     The driver copies a pageable buffer chunk by chunk, with one host thread, through a small
-    pinned buffer that stays in the CPU's cache, and DMAs each chunk from (or into) it. This
-    does that thread's work without the DMA: `scratch` (pageable; overwritten) into a 256 KiB
-    buffer chunk by chunk (HtoD), and back out (DtoH), back to back on the host clock. A CPU
-    copies from or into a buffer in its cache at one speed, pinned or not, so the buffer is a
-    plain one. One memcpy between two pageable buffers of the size, memprof's ceiling before,
-    was beaten by the copies it bounded (benchmarks/pageable_staging.py, docs/ceilings.md).
-    Batches as every throughput figure's: until the noise target, at least three; three with
-    --repeat (on the H100, 1% was reached in three or four, where five were always made).
+    pinned buffer in the CPU's cache, DMAing each chunk. This does that thread's work without
+    the DMA: `scratch` (overwritten) into a 256 KiB buffer and back out, on the host clock. A
+    CPU copies into a cached buffer at one speed, pinned or not, so the buffer is a plain one
+    (one whole-buffer memcpy, the ceiling before, was beaten: docs/ceilings.md). Batches as
+    every throughput figure's: at least three; three with --repeat (the H100 reached 1% in 3-4).
     """
     import ctypes
 
@@ -237,12 +225,8 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
 
 
 def stops_at(holds: dict[int, bool]) -> int | None:
-    """The smallest size from which something no longer holds at any larger size (a pool
-    helping, a way of copying losing), or None where it still holds at the largest size.
-
-    holds: size -> whether it held there. A size where it held again above an earlier
-    miss moves the answer up to after that size: the answer is where it stops for good.
-    """
+    """The smallest size from which something (holds: size -> whether) no longer holds at any
+    larger size, or None where it holds at the largest: where it stops for good."""
     stop = None
     for size in sorted(holds, reverse=True):
         if holds[size]:

@@ -1,13 +1,7 @@
-"""What `memprof plot` draws for each command: the figures its tables show, as a Picture that
-memprof.output.plot draws.
+"""What `memprof plot` draws for each command, as a Picture memprof.output.plot draws.
 
-Every value drawn is one a table prints: a figure the command's summary computed
-(memprof.model.figures) or one of the experiment's own functions for its tables (check's judged
-lines, smallcopies' cost per copy), never arithmetic of its own. Commands without a picture of
-their own draw their tables: each row's figures the row prints (its GB/s, else its times),
-labelled by the row and, where a row prints several, the column; one that measures nothing,
-its tables as words. This module sits beside the experiments because it reads them; drawing
-(and matplotlib) stays in the output layer.
+Every value drawn is one a table prints (a summary's Figure, or the experiment's own function
+for its table), never arithmetic of its own; a command without a picture draws its tables.
 """
 
 from __future__ import annotations
@@ -66,9 +60,7 @@ def run_label(result: Result) -> str:
 
 
 def run_labels(results: Sequence[Result]) -> list[str]:
-    """Each run's label (run_label), led by its GPU where the runs are of several GPUs (a
-    run of `--device all`, a fleet's files), numbered in the order given where two
-    coincide."""
+    """Each run's label, led by its GPU where there are several, numbered where two coincide."""
     several = len({result.gpu_index for result in results}) > 1
     plain = [
         f"GPU {result.gpu_index}: {run_label(result)}" if several else run_label(result)
@@ -86,11 +78,8 @@ def run_labels(results: Sequence[Result]) -> list[str]:
 def overlay(
     results: Sequence[Result], summaries: Sequence[Summary], labels: Sequence[str]
 ) -> Picture:
-    """Runs of one command on one picture, panel by panel as each run's own picture draws
-    them: curves overlaid (the first run, the reference, dashed), bars side by side (each
-    run's hatch its own), each figure's noise a band or a whisker; a panel the runs do not
-    share (heat maps, time lines, words, a title that differs) drawn once per run. A panel
-    of words first says which run is which: every label is tagged [1], [2]..."""
+    """Runs of one command on one picture: curves overlaid, bars side by side, each figure's
+    noise a band or whisker; a panel the runs do not share drawn once per run, tagged [1]..."""
     groups: dict[tuple, list[tuple[int, Panel]]] = {}
     for run, (result, summary) in enumerate(zip(results, summaries, strict=True)):
         seen: dict[tuple, int] = {}
@@ -138,8 +127,7 @@ def _run_words(panels: list[Panel], labels: Sequence[str]) -> list[str]:
 
 
 def _noise_about(value: float, source: Measurement | None) -> tuple[float, float] | None:
-    """The band about a figure its run's noise could explain (statistics.noise_band), from
-    0 where the noise is the figure's size or more (3 samples far apart)."""
+    """The band about a figure its run's noise could explain (statistics.noise_band)."""
     if source is None:
         return None
     noise = noise_band(source.throughput_ms or source.samples_ms)
@@ -170,8 +158,7 @@ def _drawn(line: Line) -> tuple:
 
 
 def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
-    """Each bar of every run beside the same bar of the others, in the first run's order;
-    the panel's bound kept where every run draws the same."""
+    """Each bar of every run beside the same bar of the others, in the first run's order."""
     panels = [(run, panel) for run, panel in group if isinstance(panel, Bars)]
     rows: dict[tuple[str, int], list[Bar]] = {}
     for run, panel in panels:
@@ -194,8 +181,7 @@ def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
 def rate_curves(
     title: str, series: dict[str, list[Figure]], size: Callable[[Figure], int] | None = None
 ) -> Curves:
-    """GB/s against size, a line per series, and each ceiling the figures declare (the link,
-    pageable copies' staging) as a dashed line, named with its value where it has one."""
+    """GB/s against size, a line per series, and each ceiling the figures declare, dashed."""
     size = size or _size
     lines, ceilings = [], {}
     for label, found in series.items():
@@ -251,8 +237,7 @@ def sweep_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Its two tables: the zero-copy kernel's read GB/s against the link, and each path's
-    time end to end (device memory with copies, zero-copy, pageable copies)."""
+    """The zero-copy kernel's read GB/s, and each path's time end to end."""
     reads = [f for f in _of(summary, "gpu", ["kernel"]) if f.measurement.kind == "mapped"]
     rates = rate_curves(
         "Zero-copy read GB/s against size: the sumArrays kernel reading mapped host memory",
@@ -271,8 +256,7 @@ def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def _array_bytes(one: Figure) -> int:
-    """The size of one of the arrays a measurement's bytes hold, as its measure declares
-    them (the tables' Size), or its bytes where it declares no count."""
+    """The size of one of the arrays its measure declares (the tables' Size), else its bytes."""
     arrays = one.measure.arrays if one.measure is not None else None
     return one.measurement.bytes // arrays if isinstance(arrays, int) and arrays else _size(one)
 
@@ -309,8 +293,7 @@ def alloc_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Wall clock per copy against its size, a line per way, per direction (the table the
-    ways are ranked by)."""
+    """Wall clock per copy against its size, a line per way, per direction."""
     from memprof.experiments.smallcopies import per_copy_walls
 
     copies, panels = result.parameters.copies, []
@@ -337,9 +320,8 @@ def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def peer_panels(result: Result, summary: Summary) -> list[Panel]:
-    """A heat map of GB/s per method (its table), source GPU by destination GPU, all on one
-    colour scale: from 0 to the NVLink ceiling the figures declare (or the fastest figure,
-    where it is faster or no ceiling is known)."""
+    """A heat map of GB/s per method, on one scale: 0 to the NVLink ceiling, or the fastest
+    figure where it is faster or no ceiling is known."""
     from memprof.experiments.peer import METHODS
 
     indices = [device.index for device in result.extra.devices]
@@ -374,8 +356,7 @@ def peer_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def streams_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Each mode's run of median time: every chunk's copies and kernel on its stream, all
-    on one time axis (the longest run's), so the modes' lengths compare by eye."""
+    """Each mode's run of median time, all on the longest one's axis so they compare."""
     from memprof.experiments.streams import MODES, mode_labels
 
     labels, streams = mode_labels(result.parameters.streams), result.parameters.streams
@@ -426,9 +407,7 @@ def check_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def trace_panels(result: Result, summary: Summary) -> list[Panel]:
-    """GPU time by activity over the whole program: the profile's GPU rows (copies by memory
-    kinds, each kernel, memsets), largest first, as `memprof trace` prints them; then the
-    source lines that spent it."""
+    """GPU time by activity (the profile's GPU rows), then the source lines that spent it."""
     from memprof.output.profile import PROFILE_GROUPS, profile_rows
 
     rows = [r for r in profile_rows(result.measurements) if r.group == PROFILE_GROUPS["gpu"]]
@@ -451,9 +430,8 @@ PART_WORDS = {"computing": "computing", "copying": "copying", "both": "both at o
 
 
 def _time_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Where the time went, per GPU: its run in bins (model.timeline.over_time, which adds up
-    to the Where table's breakdown), its longest idle gaps marked and listed as the table
-    lists them; where the trace kept no timeline, why."""
+    """Where the time went, per GPU: its run in bins (adding up to the Where table's), its
+    longest idle gaps marked and listed; where no timeline was kept, why."""
     from memprof.model.timeline import breakdown_of, over_time
     from memprof.output.timeline import timeline_missing
     from memprof.output.where import gap_place
@@ -507,8 +485,7 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def _line_panels(result: Result) -> list[Panel]:
-    """The program's source lines with the most GPU time (the Where tables' lines, each
-    activity of a line a bar of its own): where in the program the GPU time was spent."""
+    """The program's source lines with the most GPU time, a bar per line's activity."""
     from memprof.model.lines import lines_of
 
     timed = sorted(
@@ -526,8 +503,7 @@ def _line_panels(result: Result) -> list[Panel]:
 
 
 def info_panels(result: Result, summary: Summary) -> list[Panel]:
-    """The ceilings its table prints: device memory's and the PCIe link's (per direction),
-    theoretical; its tables as words where the file holds neither."""
+    """The theoretical ceilings its table prints: device memory's and the PCIe link's."""
     from memprof.model.ceilings import hbm_ceiling
 
     found = [
@@ -546,8 +522,7 @@ def info_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def default_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Each table's figures as it prints them (table_panels), ceilings exceeded said in
-    words; a command whose tables print no figure of a measurement: its tables, as words."""
+    """Each table's figures as bars, ceilings exceeded said; else its tables as words."""
     panels = table_panels(summary, summary.tables)
     if panels:
         return _with_exceeded(panels)
@@ -573,9 +548,8 @@ def table_panels(summary: Summary, tables: list[Table], by_column: bool = False)
 
 
 def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
-    """Each figure a column declares it shows (GB/s where the table shows any, else times), a
-    bar labelled by its row's leading words and sizes (and column, where a row shows several);
-    `by_column`: a panel per column, a bar per row (compare: every kind, per operation)."""
+    """Each figure a column shows (GB/s where any, else times), a bar labelled by its row
+    (and column where a row shows several); `by_column`: a panel per column."""
     naming = list(itertools.takewhile(lambda c: c.shows in NAMING, table.columns))
     for unit, values in DRAWN:
         bars: dict[int, list[Bar]] = {}  # by column where by_column, else all under -1
@@ -611,15 +585,13 @@ def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
 
 
 def compare_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Its first table a panel per operation (HtoD, DtoH, kernel read, host write and read),
-    a bar per memory kind: the kinds compared where they differ."""
+    """Its first table a panel per operation, a bar per memory kind."""
     panels = table_panels(summary, summary.tables[:1], by_column=True)
     return _with_exceeded(panels) or default_panels(result, summary)
 
 
 def _with_exceeded(panels: list[Panel]) -> list[Panel]:
-    """Each panel of bars followed by words naming every figure above its ceiling or the
-    panel's bound: a share above 100% means a ceiling that does not hold, said, not hidden."""
+    """Each panel of bars followed by words naming every figure above its ceiling or bound."""
     shown: list[Panel] = []
     for panel in panels:
         shown.append(panel)
@@ -653,8 +625,7 @@ def managed_panels(result: Result, summary: Summary) -> list[Panel]:
 
 
 def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
-    """Time per GiB against the amount pinned, a line per way of pinning; the host's copies
-    with nothing pinned and with everything held (memprof.experiments.pinlimit's figures)."""
+    """Time per GiB against the amount pinned, a line per way; the host's copies by phase."""
     from memprof.experiments import pinlimit
 
     panels: list[Panel] = []

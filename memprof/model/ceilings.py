@@ -1,16 +1,6 @@
 """Every throughput figure against its ceiling: what bounds it, how fast that is, how much of it
-was reached. The one place the ceiling arithmetic lives (docs/ceilings.md explains it).
-
-- Host <-> device copies and zero-copy access: the PCIe link as negotiated, per direction
-  (transfer rate x lanes x line-encoding efficiency / 8), shown beside what the link can do.
-- Device memory: HBM's theoretical rate (2 transfers per memory clock x bus width / 8).
-- Peer copies: the NVLinks from one GPU that reach the other (directly or through a switch),
-  each at NVML's per-direction rate; PCIe where there is no NVLink.
-- Pageable copies: the driver stages them chunk by chunk through its own small pinned buffer
-  with one host thread, so that thread's staging memcpy of the same size, measured in the same
-  run per direction, bounds them (as does the link: the lower of the two is the ceiling).
-
-Pure functions of a Result's recorded facts: no GPU, tested on the CPU.
+was reached. The one place the ceiling arithmetic lives (docs/ceilings.md explains it): pure
+functions of a Result's recorded facts, no GPU.
 """
 
 from __future__ import annotations
@@ -46,9 +36,8 @@ class Ceiling:
         return figure_gb_per_s / self.gb_per_s if self.gb_per_s > 0 else math.inf
 
     def cell(self, figure_gb_per_s: float) -> str:
-        """'85% PCIe': the share of the ceiling reached, and what the ceiling is. Never a share
-        above 100%: within noise of it (ABOVE) '~100% PCIe'; beyond, 'over staging', as a
-        ceiling that does not hold there (ceiling_remark says by how much, and the notes why)."""
+        """'85% PCIe': the share reached and of what. Never above 100%: within noise (ABOVE)
+        '~100% PCIe', beyond 'over staging' (ceiling_remark says by how much)."""
         fraction = self.fraction(figure_gb_per_s)
         if not math.isfinite(fraction):
             return "-"
@@ -90,8 +79,7 @@ class Link:
 
 
 def link_of(result: Result, index: int | None = None) -> Link | None:
-    """GPU `index`'s link (the run's own GPU where None): NVML's samples during the run where
-    recorded, else the device facts read when the run started."""
+    """GPU `index`'s link (the run's own where None): NVML's, else the device facts'."""
     state = result.gpu_state(index)
     if state is not None and state.link is not None:
         return Link(state.link, state.link_max, "NVML")
@@ -149,8 +137,7 @@ def hbm_ceiling(facts: DeviceFacts | None) -> Ceiling | None:
 
 def nvlink_ceiling(source: GpuState | None, destination: GpuState | None) -> Ceiling | None:
     """The active NVLinks of `source` that reach `destination` (directly, or through an
-    NVSwitch, which reaches every GPU), each at NVML's per-direction rate. None where NVML
-    did not report the links or their rates, or none reaches the other GPU."""
+    NVSwitch, which reaches every GPU), each at NVML's per-direction rate; None: unknown."""
     if source is None or destination is None or source.nvlinks is None:
         return None
     target = normalize_bus_id(destination.pci_bus_id) or None  # unknown: no direct link reaches
@@ -178,8 +165,7 @@ def nvlink_ceiling(source: GpuState | None, destination: GpuState | None) -> Cei
 
 
 def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | None:
-    """Copies between two GPUs: their NVLinks, else the slower of their PCIe links (where
-    NVML says there is no NVLink between them)."""
+    """Copies between two GPUs: their NVLinks, else (none, says NVML) the slower PCIe link."""
     a, b = result.gpu_state(source), result.gpu_state(destination)
     nvlink = nvlink_ceiling(a, b)
     if nvlink is not None:
@@ -191,9 +177,7 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
         return None
     slower = min(links, key=lambda ceiling: ceiling.gb_per_s)
     return Ceiling(
-        slower.gb_per_s,
-        "PCIe",
-        "no NVLink between the two: the slower PCIe link, " + slower.detail,
+        slower.gb_per_s, "PCIe", "no NVLink between the two: the slower PCIe link, " + slower.detail
     )
 
 
@@ -203,10 +187,9 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
 def host_ceiling(
     host_gb_per_s: float | None, link: Ceiling | None, staged: bool = True
 ) -> Ceiling | None:
-    """Pageable copies: the driver stages them chunk by chunk through its small pinned buffer
-    with one host thread, so that thread's staging memcpy bounds them, as the link does: the
-    lower one. staged=False: a file from before the staging model, whose host figure is one
-    memcpy between two pageable buffers of the copies' size."""
+    """Pageable copies: the driver stages them chunk by chunk through a small pinned buffer
+    with one host thread, so that thread's staging bounds them, as the link does: the lower.
+    staged=False: an older file's host figure, one pageable-to-pageable memcpy."""
     if host_gb_per_s is None or not math.isfinite(host_gb_per_s) or host_gb_per_s <= 0:
         return link
     limiter, words = (
@@ -223,8 +206,7 @@ def host_ceiling(
 
 
 def ceiling_remark(what: str, figure_gb_per_s: float, ceiling: Ceiling | None) -> str | None:
-    """A sentence naming a figure far below its ceiling (under FAR_BELOW) or above it (over
-    ABOVE: the ceiling's model does not hold there), else None."""
+    """A sentence naming a figure far below its ceiling or above it, else None."""
     if ceiling is None:
         return None
     figure, limit = format_gb_per_s(figure_gb_per_s), format_gb_per_s(ceiling.gb_per_s)

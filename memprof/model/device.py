@@ -1,6 +1,5 @@
-"""What a GPU is, as a Result records it: its facts, the capability flags that decide which
-memory kinds work, and the theoretical rates of its links. Plain data and arithmetic: the
-reading of these facts from the GPU is memprof.core.devicefacts."""
+"""What a GPU is, as a Result records it (memprof.core.devicefacts reads it): its facts, the
+capability flags that decide which memory kinds work, and its links' theoretical rates."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ MAX_COPY_ENGINES = 64
 ComputeCapability = tuple[Annotated[int, Range(1, 99)], Annotated[int, Range(0, 99)]]
 
 
-# The one table of capability flags, by cudaDeviceProp's name, with what each decides in the
-# words a person choosing a memory kind needs: info prints it, Results record it, memory kinds
-# name the flag they need by its PyCUDA attribute (a test checks each is here).
+# The one table of capability flags, by cudaDeviceProp's name, with what each decides for a
+# person choosing a memory kind (memory kinds name theirs by PyCUDA attribute: a test checks).
 CAPABILITIES = {
     "canMapHostMemory": "mapped (zero-copy) host memory",
     "unifiedAddressing": "UVA: host pointers usable in kernels as they are",
@@ -126,12 +124,8 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
                 f"is {self.memory_free_bytes}, more than memory_total_bytes "
                 f"({self.memory_total_bytes})",
             )
-        link = {
-            "pcie_generation": self.pcie_generation,
-            "pcie_width": self.pcie_width,
-            "pcie_max_generation": self.pcie_max_generation,
-            "pcie_max_width": self.pcie_max_width,
-        }
+        names = ("pcie_generation", "pcie_width", "pcie_max_generation", "pcie_max_width")
+        link = {name: getattr(self, name) for name in names}
         for name, value in self.attributes.items():
             if name not in COUNTED_ATTRIBUTES and value not in (0, 1):
                 raise SchemaError(f"attributes.{name}", f"is {value}: a capability flag is 0 or 1")
@@ -162,9 +156,8 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
 
 @dataclass(frozen=True)
 class DeviceFact:
-    """One fact of a GPU that `memprof info` prints, declared once for its table's cell and
-    the CSV's row (group "device"): a count, flag, version or a unit its name says (value),
-    a size (bytes) or a rate (gb_per_s)."""
+    """One fact `memprof info` prints, once for its cell and its CSV row: a value in the unit
+    its name says, a size (bytes) or a rate (gb_per_s)."""
 
     name: str
     value: float | None = None

@@ -1,11 +1,8 @@
 """Every figure of a measurement, from its declaration: the one place a time becomes GB/s and
-GB/s a share of a ceiling.
+GB/s a share of a ceiling, so tables, CSV, frames and pictures agree.
 
-A table cell, a CSV column, a DataFrame column and a point of a picture all come from a
-Figure, so they agree: a time is the median of the samples (one operation each); GB/s is the
-bytes an operation moves (times its declared traffic) over the per-operation time of its
-back-to-back batches where the run timed some, else over one operation's; the ceiling is
-the one its measure declares (memprof.model.ceilings), and the share is GB/s over it.
+GB/s is the bytes an operation moves (times its traffic) over the per-operation time of its
+back-to-back batches where timed, else of one operation; the ceiling is its measure's.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Literal
 
 from memprof.model.ceilings import Ceiling, hbm_ceiling, host_ceiling, pcie_ceiling, peer_ceiling
@@ -23,9 +21,8 @@ from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.statistics import Statistics
 
-# The host side of pageable copies, per direction (memprof.experiments.common measures it):
-# one host thread copying the buffer through a 256 KiB one, chunk by chunk; and, in files
-# from before it, one memcpy between two pageable buffers.
+# The host side of pageable copies, per direction (memprof.experiments.common), and in older
+# files one memcpy between two pageable buffers.
 STAGING_OPERATIONS = {"staging_h2d": "h2d", "staging_d2h": "d2h"}
 OLDER_HOST_MEMCPY = "memcpy"
 GIB = 1 << 30
@@ -57,8 +54,7 @@ class Figure:
 
     @functools.cached_property
     def stats(self) -> Statistics:
-        """Of its samples, one operation each (made when first asked: a report of 100,000
-        measurements shows none of them one by one)."""
+        """Of its samples, one operation each (made when first asked: a large report asks few)."""
         return self.measurement.stats
 
     @property
@@ -87,7 +83,7 @@ def figure(result: Result, m: Measurement, measure: Measure | None) -> Figure:
     count = measure.per_sample if measure is not None else 1
     if isinstance(count, str):  # a sample times as many operations as a Params field says
         count = getattr(result.parameters, count)
-    per_operation_ms = (min(times) if best else _median(times)) / count
+    per_operation_ms = (min(times) if best else median(times)) / count
     call_ms = _call_ms(result, m, measure, per_operation_ms)
     if call_ms is not None and not m.throughput_ms:
         per_operation_ms = call_ms
@@ -107,17 +103,8 @@ def _call_ms(
         return None
     for call in result._by_operation().get(measure.call or "", ()):
         if (call.group, call.kind, call.bytes) == ("api", m.kind, m.bytes):
-            return _median(call.samples_ms)
+            return median(call.samples_ms)
     return per_operation_ms if m.throughput_ms else None
-
-
-def _median(samples_ms: Sequence[float]) -> float:
-    """Statistics.of(samples).median_ms, without the rest."""
-    if len(samples_ms) == 1:
-        return samples_ms[0]
-    ordered = sorted(samples_ms)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
@@ -128,24 +115,12 @@ def figures(result: Result, declared: Iterable[Measure]) -> list[Figure]:
 @dataclass(frozen=True)
 class Derived:
     """A figure made of others, its formula written here once for the table's cell and the CSV's
-    row. "sum": work done in parts one after another (smallcopies' gathering and its copy), each
-    time the sum of its parts'; "chunks": a sum of parts that each move their own bytes (a pipeline
-    stage's chunks), its GB/s all their bytes over all their time, bounded by the ceiling they
-    share; "mean": its parts' times averaged (a stage's time per chunk); "overlap": sums (a
-    pipeline's stages) ideally overlapped, ideal_overlapped_ms of their times; "per_gib": its parts'
-    times added up and scaled to a GiB of the first's bytes (an allocation's cost per GiB; with
-    `step`, one step of pinlimit's climb: each part's sample of that step, not its median, a call
-    and a touch of the same pages); "steady": one part's samples once the first (cold) one is
-    behind, steady_ms of them; "total": work done by parts at once or apart (hostlink's GPUs), its
-    GB/s the sum of theirs; "ratio": how many times faster the second part ran than the first
-    (pinned's "vs pageable"): the first's per-operation time over the second's, or the second's GB/s
-    over the first's where the parts are totals; "floor": the least GB/s a check expects of its one
-    part, `share` of the part's ceiling; "reference": a known-good machine's GB/s
-    (`reference_gb_per_s`) for the line its one part is measured in; "attempt": its one part's own
-    figures, a line measured again (check --retries), whose copies are no measurement of the run;
-    "lines": a traced program's source lines (memprof.model.lines.SourceLine) summed, line_total of
-    them (a Where table's other lines); "reach": the size at which a curve first reaches 90% of its
-    peak (sweep), its one part the figure at that size, whose bytes the CSV row holds."""
+    row (the arithmetic of each is below). Beyond the code: "sum" is parts done one after another;
+    "chunks" parts that each move their own bytes, bounded by the ceiling they share; "per_gib"
+    with `step` one step of pinlimit's climb (each part's sample of it, not its median); "total"
+    parts done at once or apart (hostlink's GPUs); "attempt" a line measured again (check
+    --retries), no measurement of the run; "lines" a trace's source lines summed (line_total);
+    "reach" the size where a sweep's curve first reaches 90% of its peak, its one part there."""
 
     name: str
     parts: tuple[Figure | Derived, ...]
@@ -222,9 +197,7 @@ class Derived:
 
     @property
     def gb_per_s(self) -> float | None:
-        """A "chunks" figure's (its bytes over its time), a total's (its parts' GB/s added up;
-        None: a part moves nothing), a floor's (its share of its part's ceiling) or a
-        reference's; else None."""
+        """A "chunks", "total", "floor" or "reference" figure's GB/s (see the class); else None."""
         if self.formula == "chunks":
             moved, took_ms = self.moved_bytes, self.per_operation_ms
             return None if moved is None or took_ms <= 0 else bandwidth_gb_per_s(moved, took_ms)
@@ -240,13 +213,12 @@ class Derived:
 def steady_ms(samples_ms: Sequence[float]) -> float:
     """Repeated work once the first (cold) time is behind: the median of the others (an
     allocator loop's first iteration finds its pools empty)."""
-    return _median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
+    return median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
 
 
 def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
-    """Stages of a pipeline, each (its total, its time per chunk), ideally overlapped: the
-    longest stage's total plus one chunk of each other stage (the pipeline's fill and
-    drain)."""
+    """Stages of a pipeline, each (total, per chunk), ideally overlapped: the longest stage's
+    total plus one chunk of each other (fill and drain)."""
     longest = max(range(len(stages)), key=lambda stage: stages[stage][0])
     return stages[longest][0] + math.fsum(
         per_chunk for stage, (_, per_chunk) in enumerate(stages) if stage != longest
@@ -274,8 +246,7 @@ def figure_finder(result: Result, declared: Iterable[Measure]) -> FigureOf:
 
 
 def ceiling_of(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
-    """What bounds measurement `m`, as its measure declares (None: nothing declared or the
-    file lacks the figures: no link recorded, no NVML state)."""
+    """What bounds measurement `m`, as its measure declares (None: not declared or known)."""
     bound = measure.bound_of(m.kind) if measure is not None else None
     if bound == "link":
         link = pcie_ceiling(result, m.gpus[0] if m.gpus else None)
@@ -297,8 +268,8 @@ CACHE_BOUND = 8
 
 
 def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
-    """The physical bound a figure can never pass (the link, NVLink, HBM beyond the L2
-    cache), unlike a model's (staging, which pageable copies have beaten: docs/ceilings.md)."""
+    """The physical bound a figure can never pass, unlike a model's (staging, which pageable
+    copies have beaten: docs/ceilings.md)."""
     bound = measure.bound_of(m.kind) if measure is not None else None
     if bound == "link":
         return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
@@ -350,8 +321,7 @@ def direction_of(m: Measurement) -> str:
 
 @dataclass(frozen=True)
 class HostSide:
-    """The host side of pageable copies as a Result recorded it: the staging memcpy of one
-    direction, or (files from before it) one memcpy between two pageable buffers."""
+    """The host side of pageable copies: one direction's staging, or older files' memcpy."""
 
     measurement: Measurement
     gb_per_s: float

@@ -13,12 +13,8 @@ K = TypeVar("K")  # what a sentence is said of: a GPU's index, a pair of them
 
 
 def format_nvprof_time(nanoseconds: float) -> str:
-    """Format a duration the way nvprof prints it: 666ns, 41.022us, 5.7688ms, 127.27ms.
-
-    Under one microsecond: integer nanoseconds. Above: five significant digits
-    (never fewer decimals than zero) with the largest unit that keeps the
-    integer part under 1000.
-    """
+    """A duration as nvprof prints it: 666ns, 41.022us, 5.7688ms, 127.27ms (under 1 us whole
+    nanoseconds; above, five significant digits in the unit keeping the integer under 1000)."""
     if not math.isfinite(nanoseconds) or nanoseconds < 0:
         raise ValueError(f"not a duration: {nanoseconds!r}")
     if round(nanoseconds) < 1000:
@@ -56,8 +52,7 @@ def nvprof_unit(nanoseconds: float) -> str:
 
 
 def in_unit(time_text: str, unit: str) -> str:
-    """A time as nvprof printed it ("658ns", "16.720us") written as a number of `unit`,
-    the same digits, the point moved: "0.658" (us), "0.016720" (ms)."""
+    """A time as nvprof printed it, in `unit`, the same digits: "16.720us" -> "0.016720" (ms)."""
     digits = time_text.rstrip("nsmu")
     shift = round(math.log10(TIME_UNITS_NS[time_text[len(digits) :]] / TIME_UNITS_NS[unit]))
     scaled = Decimal(digits).scaleb(shift)
@@ -135,10 +130,8 @@ def said_once(
     every: str = "",
     others: str = "",
 ) -> list[str]:
-    """A line per distinct sentence, after the names of what it is said of, so that four
-    GPUs' or twelve pairs' identical notes are one line: "GPUs 0-3: ...". With `every`, a
-    sentence said of all of several is said of it ("every pair: ..."); with `others`, one said
-    of more than half of them comes last, said of "the other N {others}"."""
+    """A line per distinct sentence, after what it is said of ("GPUs 0-3: ..."). `every`: a
+    sentence said of all is said of it; `others`: one said of most comes last, of "the other N"."""
     groups: dict[str, list[K]] = {}
     for key, text in said:
         groups.setdefault(text, []).append(key)

@@ -1,9 +1,5 @@
-"""The state a GPU was in during a run, as NVML reported it, and what in it is worth a warning.
-
-Plain data and words: memprof.core.nvml reads it, every Result records it (one per GPU the run
-used), `info` lists it, every run's header warns from it and `memprof check` judges it. Every
-field may be unknown (None): NVML is optional, older drivers lack calls, virtual machines
-refuse some. Unknown is never taken for good or bad: it is shown as unknown.
+"""The state a GPU was in during a run, as NVML reported it (memprof.core.nvml reads it), and
+what in it is worth a warning. Any field may be unknown (None): never taken for good or bad.
 """
 
 from __future__ import annotations
@@ -323,8 +319,7 @@ def state_rows(state: GpuState | None) -> list[tuple[str, str]]:
 
 
 def state_warnings(state: GpuState) -> list[str]:
-    """One line per thing that makes this run's figures suspect: a link below its maximum,
-    clocks held down, a throttle event, another process on the GPU."""
+    """One line per thing that makes this run's figures suspect."""
     if state.unavailable:
         return []
     gpu = f"GPU {state.index}"
@@ -352,8 +347,7 @@ def state_warnings(state: GpuState) -> list[str]:
 
 
 def describe_all(states: list[GpuState] | None) -> list[tuple[str, list[str]]]:
-    """(state line, warnings) for each GPU of a run; one line for the GPUs whose link and
-    clocks read alike and that have no warning ("NVML: GPUs 0-7 PCIe Gen5 x16 ...")."""
+    """(state line, warnings) per GPU; one line for the GPUs alike without warnings."""
     alike: dict[str, list[int]] = {}
     lines: list[tuple[str | int, list[str]]] = []
     for state in states or []:

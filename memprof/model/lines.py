@@ -1,9 +1,6 @@
 """A traced program's source lines: which line of the user's program asked the GPU for each
-copy, memset, allocation, free, registration, prefetch and wait, and what that cost.
-
-`memprof trace` records them (memprof.trace.where joins CUPTI's records of the work with the
-Python stack of the call that asked for it, by CUPTI's correlation id); the trace's summary,
-`diff` and the CSV read them here, as plain data, so none of them needs the trace's code.
+copy, memset, allocation, free, registration, prefetch and wait, and what that cost (recorded
+by memprof.trace.where; plain data here, so reading them needs none of the trace's code).
 """
 
 from __future__ import annotations
@@ -13,14 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from memprof.model.schema import (
-    ByteCount,
-    Count,
-    Milliseconds,
-    Range,
-    SchemaError,
-    totals_possible,
-)
+from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaError, totals_possible
 
 # The kinds of calls whose line is recorded, as the Where tables name them. A copy's activity
 # is its direction and memory kinds instead ("HtoD pageable -> device"): COPY_ACTIVITY.
@@ -98,12 +88,8 @@ class SourceLine:
         """`train.py:42`, or what stands for it where the line is not the program's."""
         if self.origin == "none":
             return "(no stack recorded)"
-        where = f"{self.file}:{self.line}"
-        if self.origin == "thread":
-            return f"{where} (other thread)"
-        if self.origin == "library":
-            return f"{where} (library)"
-        return where
+        whose = {"thread": " (other thread)", "library": " (library)"}.get(self.origin, "")
+        return f"{self.file}:{self.line}{whose}"
 
     @property
     def timed_on_gpu(self) -> bool:
@@ -125,7 +111,7 @@ class SourceLine:
         return {"HtoD": source, "DtoH": destination}.get(direction)
 
     def check_consistency(self) -> None:
-        """What the recording always makes true (schema.check_dataclass runs it)."""
+        """What the recording always makes true (schema.check runs it)."""
         if self.activity not in CALL_KINDS and not self.is_copy:
             raise SchemaError("activity", f"is {self.activity!r}, not an activity memprof names")
         if (self.origin == "none") != (self.file == ""):
@@ -151,8 +137,7 @@ class SourceLine:
 
 
 def lines_of(result: Any) -> list[SourceLine] | None:
-    """A Result's source lines: a trace's, where it recorded them (None: a trace saved
-    before memprof recorded lines, traced with --stack-depth 0, or another command)."""
+    """A trace's source lines, where it recorded them (None: none recorded, or no trace)."""
     if getattr(result, "command", None) != "trace":
         return None
     return getattr(result.extra, "lines", None)

@@ -1,13 +1,8 @@
 """What an experiment records, declared once per measure, and a loaded file held to it.
 
-A Measure says what one operation is (its group and operation, in words), what it moves (its
-bytes are `arrays` arrays of the size the Params field `size` names; a copy within one memory
-reads and writes each byte: `traffic` 2, BabelStream's weight), of which memory kinds it may
-be, how its figure reads (a throughput of back-to-back operations, one operation's latency,
-or a time), and what bounds it (the PCIe link, HBM, NVLink). memprof.model.figures computes
-every figure from these declarations; tables, the CSV, DataFrames and pictures show those;
-and check_declared() refuses a file whose measurements contradict them, for every
-experiment at once.
+A Measure says what one operation is, what it moves, of which memory kinds, how its figure
+reads and what bounds it: memprof.model.figures computes every figure from it, and
+check_declared() refuses a file that contradicts it, for every experiment at once.
 """
 
 from __future__ import annotations
@@ -106,10 +101,7 @@ SizesOf = Callable[[Measure], Sequence[int]]  # the bytes of one array at each s
 def check_declared(
     result: Result, declared: Sequence[Measure], sizes_of: SizesOf, several_gpus: bool
 ) -> None:
-    """Refuse a file whose measurements contradict what its experiment declares: a
-    measurement it does not record or one it always records missing, bytes its Params do not
-    make, a memory kind it does not use, a sample count its repetitions do not make, GPUs it
-    does not name, no time for bytes moved."""
+    """Refuse a file whose measurements contradict what its experiment declares."""
     params = result.parameters
     # files of memprof before schema 2 recorded warm-ups too: their counts say nothing
     repeat = getattr(params, "repeat", None) if result.written_as >= 2 else None
@@ -135,27 +127,21 @@ def check_declared(
             )
         if plan.anything_to_check:
             plan.check(m, f"measurements[{index}]", repeat)
+    every_run = f"every {result.command} run records"
     for measure in declared:
         asked = measure.required
-        if isinstance(asked, str) and measure.operation in getattr(params, asked):
-            if measure.key not in found:
-                raise SchemaError(
-                    "measurements",
-                    f"has no {measure.group} {measure.operation!r}, which parameters.{asked} "
-                    "asked for",
-                )
-        elif asked is True and measure.key not in found:
+        by_params = isinstance(asked, str) and measure.operation in getattr(params, asked)
+        if (by_params or asked is True) and measure.key not in found:
+            who = f"parameters.{asked} asked for" if by_params else every_run
             raise SchemaError(
-                "measurements",
-                f"has no {measure.group} {measure.operation!r}, which every {result.command} "
-                "run records",
+                "measurements", f"has no {measure.group} {measure.operation!r}, which {who}"
             )
         for kind in measure.required_kinds:
             if (*measure.key, kind) not in found:
                 raise SchemaError(
                     "measurements",
                     f"has no {measure.group} {measure.operation!r} of kind {kind!r}, which "
-                    f"every {result.command} run records",
+                    + every_run,
                 )
 
 
@@ -232,9 +218,7 @@ def _bytes_refusal(m: Measurement, measure: Measure, sizes: Sequence[int]) -> st
 
 
 def _check_times(m: Measurement, measure: Measure, where: str) -> None:
-    """Moving bytes takes time. (Back to back faster than half of one operation alone is
-    what a GPU did too, where its link changed speed during the run: moved_during_run says
-    so, and the file loads.)"""
+    """Moving bytes takes time (back to back far faster than alone loads: moved_during_run)."""
     if not m.bytes or not measure.moves():
         return
     times = m.throughput_ms or m.samples_ms
@@ -263,10 +247,8 @@ def _alone_and_each(m: Measurement) -> tuple[float, float]:
 
 def moved_during_run(result: Result, declared: Sequence[Measure]) -> list[str]:
     """A warning for each transfer whose back-to-back operations took less than
-    BATCH_AT_LEAST of one alone as CUPTI recorded it. Batches overlap launches, never
-    transfers, so the link or the GPU changed speed between the single operations and the
-    batches: an H100's link did so during a sweep (2026-11-27), a 256 KiB copy 36.6 us
-    alone, then 13.1 us each back to back. Both are what the GPU did, but not in one state."""
+    BATCH_AT_LEAST of one alone (CUPTI's): batches overlap launches, never transfers, so the
+    link or GPU changed speed (an H100 sweep, 2026-11-27: 36.6 us alone, 13.1 us each)."""
     from memprof.model.formatting import format_ms
 
     measures = {measure.key: measure for measure in declared}

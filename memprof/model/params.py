@@ -1,17 +1,9 @@
 """What an experiment's Params field declares: its default, the values it allows, and its help.
 
-Each experiment has one frozen Params dataclass. A field is written
-
     power: Power = param(22, "Size: 2^N float32 elements per array", flags=("--power", "-p"))
 
-and that one line is what the command line offers (memprof.cli builds the option from it),
-what `memprof.run()` and the command line refuse (a value outside the rule), and what a saved
-file must hold (memprof.model.schema checks `Annotated` rules such as Range when it loads one).
-
-Fields are plain values: ints, floats, strings, bools, or tuples of them. A few fields take a
-different shape on the command line, declared with `form=`: a tuple of sizes is `--from/--to/
---step` (Sizes), a tuple of names a comma-separated list (CommaList), a tuple chosen by name
-one of several named sets (NamedSets).
+is what the command line offers, what `memprof.run()` refuses and what a saved file must hold.
+`form=` gives a field another shape on the command line: Sizes, CommaList, NamedSets.
 """
 
 from __future__ import annotations
@@ -105,14 +97,12 @@ def param(
 ) -> Any:
     """A Params field: its default, and how the command line offers it."""
     return dataclasses.field(
-        default=default,
-        metadata={"option": Option(help, flags, form, hidden_from_cli, reads_file)},
+        default=default, metadata={"option": Option(help, flags, form, hidden_from_cli, reads_file)}
     )
 
 
 def input_files(params_type: type, values: dict[str, Any]) -> list[Path]:
-    """The files a command reads, from its command-line values (check's --reference): the
-    fields declared reads_file, where given, so that no output is written over one."""
+    """The files a command reads (fields declared reads_file): no output is written over one."""
     return [
         Path(values[one.name])
         for one in dataclasses.fields(params_type)
@@ -181,8 +171,7 @@ def validated(params: Any) -> Any:
 
 
 def check_single_sizes(params: Any) -> None:
-    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single): for a
-    run's Params and a saved run's alike (SchemaError naming the field)."""
+    """A sweep's sizes are one where the flag its --power sets says so (Sizes.single)."""
     for one in dataclasses.fields(params):
         form = option_of(one).form
         if isinstance(form, Sizes) and form.single and getattr(params, form.single):
@@ -238,9 +227,7 @@ def _sizes_hint(params_type: type, name: str) -> str:
 
 
 def plain(value: Any) -> Any:
-    """numpy's scalars as the Python values they hold (numpy.int64(20) -> 20, numpy.bool_ ->
-    bool, numpy.float64 -> float, which an int field still refuses), and a list or array as
-    a tuple of them; anything else as it is."""
+    """numpy's scalars as the Python values they hold, a list or array as a tuple of them."""
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         value = value.tolist()  # a scalar's Python value, an array's nested lists
     if isinstance(value, list | tuple):

@@ -1,9 +1,7 @@
 """Plain Result data and its JSON round trip. Experiments produce it, renderers read it.
 
-A Result file may come from anywhere (another machine, an older memprof, a hand edit), so
-loading decodes it against the types below (memprof.model.schema), brings an older version to
-today's shape in one step (memprof.model.upgrade), and runs the checks its command declares:
-a bad file is one line naming the file and the field, before anything is printed.
+A file may come from anywhere: loading decodes it (model.schema), upgrades an older version
+(model.upgrade) and runs its command's checks; a bad file is one line naming the field.
 """
 
 from __future__ import annotations
@@ -156,10 +154,8 @@ class TimingInfo(msgspec.Struct, forbid_unknown_fields=True):
     unified_memory_note: str | None  # why the counters are missing, if they are
     # where the host thread ran (memprof.affinity's line); None: not recorded (older files)
     host_affinity: str | None = None
-    # Repetitions until the noise target (memprof.core.repetitions.Repetitions): each measurement
-    # repeated until its median's noise was at most max_noise_pct percent, or time_cap_s was
-    # spent on it, or max_count repetitions were done. None: exactly --repeat N times (and in
-    # files of older memprof).
+    # The noise target (memprof.core.repetitions): repeated until the median's noise is at most
+    # max_noise_pct, or time_cap_s, or max_count. None: exactly --repeat N (and older files).
     max_noise_pct: Percent | None = None
     time_cap_s: Seconds | None = None
     max_count: Count | None = None
@@ -226,10 +222,8 @@ class MissingMeasurement(KeyError):
 
 @dataclass(frozen=True)
 class ResultShape:
-    """What one command's saved Result must hold (its experiment declares it): the types of
-    its parameters and extra, and what its values must say together (SchemaError naming
-    the field that contradicts), and what an older file's extra held that today's
-    parameters and measurements determine (memprof.model.upgrade)."""
+    """What one command's saved Result must hold: its parameters' and extra's types, its
+    cross-checks, and what an older file's extra held that is now derived (model.upgrade)."""
 
     params: type
     extra: type
@@ -299,8 +293,7 @@ class Result(msgspec.Struct, dict=True):
 
     @property
     def gpu_index(self) -> int | None:
-        """The GPU the run measured: its device facts' index, else (a traced program, which
-        records no device facts) the device it was asked for."""
+        """The GPU the run measured: its facts' index, else (a trace has none) the one asked."""
         if self.device is not None:
             return self.device.index
         asked = getattr(self.parameters, "device", None)
@@ -327,8 +320,7 @@ class Result(msgspec.Struct, dict=True):
         group: Group | None = None,
         byte_count: int | None = None,
     ) -> Measurement:
-        """The one measurement of this operation (and kind, group, size): MissingMeasurement
-        (a KeyError) if there is none or more than one."""
+        """The one measurement of this operation (and kind, group, size), or MissingMeasurement."""
         matches = [
             m
             for m in self._by_operation().get(operation, ())
@@ -343,8 +335,7 @@ class Result(msgspec.Struct, dict=True):
         return matches[0]
 
     def _by_operation(self) -> dict[str, list[Measurement]]:
-        """The measurements by operation, made once per list: a summary looks up a row per
-        size and kind, and a large file must not cost a pass over everything per row."""
+        """The measurements by operation, made once per list, not once per row looked up."""
         key = (id(self.measurements), len(self.measurements))
         cached = self.__dict__.get("_index")
         if cached is None or cached[0] != key:
@@ -355,8 +346,7 @@ class Result(msgspec.Struct, dict=True):
         return cached[1]
 
     def __repr__(self) -> str:
-        """Short, for a notebook: the command, GPU and date, how much it holds, and a line
-        per table of its summary (their titles and sizes) where its experiment is loaded."""
+        """Short: the command, GPU, date and size, and a line per table of its summary."""
         headline = (
             f"<memprof {self.command!r} Result: {self.gpu_name or 'no GPU recorded'}, "
             f"{self.created_at}, {len(self.measurements)} measurements, "
@@ -365,21 +355,16 @@ class Result(msgspec.Struct, dict=True):
         lines = Result.views.table_lines(self) if Result.views is not None else []
         return "\n".join([headline, *(f"  {line}" for line in lines)])
 
-    # What only the layers above this one make of a Result: its frame and its notebook view
-    # need its command's experiment (its figures, its tables), which this model layer does not
-    # import (tests/test_layers.py): memprof.experiments.base sets views to the registry
-    # (memprof.experiments) when imported, as it is wherever a Result is made or loaded.
+    # The registry (memprof.experiments), which this layer may not import (tests/test_layers.py):
+    # memprof.experiments.base sets it, for the frame, notebook view and repr's tables.
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
-        """A pandas DataFrame of this Result: the CSV's rows and columns, numbers
-        as numbers (memprof.output.frames; memprof.frame() for several Results at once).
-        Without pandas: MissingPackage, an ImportError saying how to install it."""
+        """A pandas DataFrame of the CSV's rows and columns (memprof.output.frames)."""
         return self._views().result_frame(self)
 
     def _repr_html_(self) -> str | None:
-        """What a notebook shows: the command, GPU and date, a line per table (the table
-        inside it), the conclusions (memprof.output.notebook)."""
+        """What a notebook shows (memprof.output.notebook)."""
         return self._views().result_html(self) if Result.views is not None else None
 
     def _views(self) -> Any:
@@ -398,8 +383,7 @@ class Result(msgspec.Struct, dict=True):
 
     @classmethod
     def from_json(cls, text: str | bytes, shape_of: ShapeOf, name: str = "result") -> Result:
-        """A Result from JSON text, every value checked against the command's shape:
-        InvalidArgument naming `name` and the field if not."""
+        """A Result from JSON text, every value checked: InvalidArgument naming the field."""
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         try:
             return _decoded(raw, shape_of)
@@ -409,8 +393,7 @@ class Result(msgspec.Struct, dict=True):
 
     @classmethod
     def load(cls, path: Path, shape_of: ShapeOf) -> Result:
-        """A Result file, checked as from_json does; any problem is one line naming the file.
-        A file of several (load_all's) is refused, naming how many it holds."""
+        """A Result file, checked as from_json does; a file of several is refused."""
         found = cls.load_all(path, shape_of)
         if len(found) > 1:
             raise InvalidArgument(
@@ -421,8 +404,7 @@ class Result(msgspec.Struct, dict=True):
 
     @classmethod
     def load_all(cls, path: Path, shape_of: ShapeOf) -> list[Result]:
-        """Every Result of a file: the one of a Result file, or each of a file of several
-        (RUN_SET_FORMAT), every one checked as from_json does."""
+        """Every Result of a file (one, or each of a RUN_SET_FORMAT file), each checked."""
         raw = _read_result_bytes(path)
         try:
             if not raw.isascii():  # memprof writes ASCII, which needs no more checking
@@ -451,8 +433,7 @@ class Result(msgspec.Struct, dict=True):
 
     @property
     def loaded_from(self) -> Path | None:
-        """The file this Result was read from (Result.load); None for one made otherwise. A
-        picture of it (memprof.plot) is never written over that file."""
+        """The file this Result was read from (None: made otherwise): never written over."""
         return self.__dict__.get("_loaded_from")
 
 
@@ -463,8 +444,7 @@ def results_to_json(results: Sequence[Result]) -> str:
 
 
 def _ascii_json(value: Any) -> str:
-    """JSON, ASCII only: a file people `cat` never carries a control character, a bidi
-    override or an escape sequence, only their \\u escapes."""
+    """JSON, ASCII only: a file people `cat` never carries a control or bidi character."""
     encoded = msgspec.json.format(msgspec.json.encode(value, enc_hook=_plain), indent=1)
     return _NOT_PLAIN_ASCII.sub(_escaped, encoded.decode())
 
@@ -485,8 +465,7 @@ def _plain(value: Any) -> Any:
 
 # -- reading a file --------------------------------------------------------------------------------
 
-# What a path that is not a file is, for the refusal: a pipe (`<(...)`, /dev/stdin piped) is
-# read like a file, at most MAX_RESULT_BYTES of it.
+# Paths refused as no file; a pipe (`<(...)`) is read like one, at most MAX_RESULT_BYTES.
 _NOT_FILES = {
     stat.S_ISCHR: "a character device",
     stat.S_ISBLK: "a block device",
@@ -496,8 +475,7 @@ _READ_CHUNK = 1 << 20  # a pipe is read in chunks: no buffer of MAX_RESULT_BYTES
 
 
 def _read_result_bytes(path: Path) -> bytes:
-    """The bytes of a result file or pipe: InvalidArgument for a device (/dev/zero, a
-    terminal) or anything larger than a result can be, before reading it whole."""
+    """The bytes of a result file or pipe; a device or anything too large is refused first."""
     try:
         # O_NONBLOCK: opening a FIFO nobody writes to does not wait for a writer
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -513,10 +491,9 @@ def _read_result_bytes(path: Path) -> bytes:
                 raise InvalidArgument(f"cannot read {path}: it is {what}, not a result file")
         if stat.S_ISDIR(status.st_mode):
             raise InvalidArgument(f"cannot read {path}: Is a directory")
+        too_large = f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
         if stat.S_ISREG(status.st_mode) and status.st_size > MAX_RESULT_BYTES:
-            raise InvalidArgument(
-                f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
-            )
+            raise InvalidArgument(too_large)
         os.set_blocking(descriptor, True)
         chunks, size = [], 0
         # a file in one read (and no join), as large as it says it is and one byte more
@@ -532,9 +509,7 @@ def _read_result_bytes(path: Path) -> bytes:
     finally:
         os.close(descriptor)
     if size > MAX_RESULT_BYTES:
-        raise InvalidArgument(
-            f"{path} is not a memprof result: larger than {MAX_RESULT_BYTES >> 20} MiB"
-        )
+        raise InvalidArgument(too_large)
     if not size:
         raise InvalidArgument(f"{path} is not a memprof result: it is empty")
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -547,8 +522,7 @@ class _RunSetFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def _is_run_set(raw: bytes) -> bool:
-    """Whether the bytes are a JSON object naming a `format` (a Result has none); anything
-    else is left to the Result loader to refuse in its words."""
+    """Whether the bytes are a JSON object naming a `format` (a Result has none)."""
     try:
         return msgspec.json.decode(raw, type=_Head).format is not msgspec.UNSET
     except (msgspec.DecodeError, RecursionError):  # a ValidationError too: not an object
@@ -556,8 +530,7 @@ def _is_run_set(raw: bytes) -> bool:
 
 
 def _run_set_members(raw: bytes, name: str) -> list[msgspec.Raw]:
-    """The members of a file of several Results, each still to be loaded as a Result; the
-    envelope checked first: its format and version, at least one member, no key twice."""
+    """The members of a file of several Results, its envelope checked first."""
     try:
         found = msgspec.json.decode(raw, type=_RunSetFile)
     except msgspec.ValidationError as error:
@@ -583,8 +556,7 @@ def _run_set_members(raw: bytes, name: str) -> list[msgspec.Raw]:
 
 
 class _Head(msgspec.Struct):
-    """What a file must say before anything else is read: its version and its command (a
-    file of several Results names its `format` instead)."""
+    """What a file says first: its version and command (a file of several: its format)."""
 
     schema_version: Any = msgspec.UNSET
     command: Any = msgspec.UNSET
@@ -593,8 +565,7 @@ class _Head(msgspec.Struct):
 
 @functools.cache
 def _result_file() -> type:
-    """Result as a file holds it: the fields made for this process (pid, host, creation
-    time, version) must be the file's own, so they have no default here."""
+    """Result as a file holds it: no default for the fields made per process (pid, host...)."""
     fields: list[tuple] = []
     for field in msgspec.structs.fields(Result):
         made_here = field.default_factory not in (msgspec.NODEFAULT, list, dict)
@@ -611,8 +582,8 @@ def _result_file() -> type:
 
 
 def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
-    """A Result from a file's bytes: its version and command first, since what the rest
-    must be depends on them; an older version upgraded to today's shape; then every check."""
+    """A Result from a file's bytes: version and command first (the rest depends on them),
+    an older version upgraded, then every check."""
     from memprof.model import upgrade
 
     try:  # a file of today's version, read once (most are)
@@ -690,8 +661,7 @@ def _head(raw: bytes) -> _Head:
 
 
 def _refuse_numbers_json_lacks(raw: bytes) -> None:
-    """A file Python's json wrote with NaN or Infinity in it (JSON has neither): refused
-    naming the field that holds one, as any value out of its range."""
+    """A file with NaN or Infinity (Python's json writes them): refused naming the field."""
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -707,14 +677,11 @@ def _refuse_numbers_json_lacks(raw: bytes) -> None:
 
 
 def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
-    """Refuse a file that names a key twice in one object: JSON readers differ on which one
-    counts (memprof's decoder, like jq, keeps the last), so the file can show one figure here
-    and another elsewhere; memprof never writes one.
+    """Refuse a key twice in one object: JSON readers differ on which one counts.
 
-    Found by counting, as fast as the file is read: each key is followed by one colon and the
-    strings hold the same colons once decoded (written as ':' or '\\u003a'), so a file with
-    more colons than its decoded form written again names a key twice; then the key is looked
-    for (a file that also leaves out fields memprof always writes can hide one from the count).
+    Fast path: a file with more colons than its decoded form re-encoded names a key twice
+    (strings hold the same colons, as ':' or '\\u003a'); only then is the key looked for (a
+    file leaving out fields that have defaults can hide one from the count).
     """
     colons = raw.count(b":")
     if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
@@ -788,8 +755,7 @@ def _place(raw: bytes, error: msgspec.DecodeError) -> str:
 
 
 def _check_values(result: Result) -> None:
-    """What msgspec does not check in the parts every Result has: each measurement's
-    agreement, and every other object's."""
+    """The check_consistency() of every part each Result has (msgspec does not run it)."""
     for index, m in enumerate(result.measurements):
         try:
             m.check_consistency()

@@ -1,13 +1,8 @@
 """The types a Result file's values must have, and the one place plain JSON data becomes them.
 
-A Result file is read by `memprof report` and `memprof diff` on any machine, so every value is
-checked before anything is drawn from it. The types are the annotations themselves: msgspec
-(https://jcristharif.com/msgspec/) decodes and checks them in C, ranges included, because a
-range is a msgspec `Meta` (`Annotated[int, Range(0, 30)]`). What msgspec has no word for is
-checked once the values are decoded: each item once (DISTINCT), sizes in increasing order
-(INCREASING), no field a type does not declare (for dataclasses; Structs refuse those
-themselves), and what a type's fields must agree on, which it says in `check_consistency()`.
-The first problem found is one SchemaError saying where it is:
+msgspec checks the annotations in C, ranges included (a Range is a msgspec Meta); what it has
+no word for is checked after: DISTINCT, INCREASING, unknown dataclass fields, and each type's
+check_consistency(). The first problem is one SchemaError saying where it is:
 `measurements[3].samples_ms[0] is -1: expected a number >= 0`.
 """
 
@@ -103,8 +98,7 @@ def distinct(value: list | tuple, where: str) -> None:
 
 
 def increasing(value: list | tuple, where: str) -> None:
-    """A rule for Annotated lists (INCREASING): each item larger than the one before (a
-    sweep's sizes)."""
+    """A rule for Annotated lists (INCREASING): each item larger than the one before."""
     for index in range(1, len(value)):
         if value[index] <= value[index - 1]:
             found = f"is {describe(value[index])}, after {describe(value[index - 1])}"
@@ -112,8 +106,7 @@ def increasing(value: list | tuple, where: str) -> None:
 
 
 def totals_possible(count: int, least: int, most: int) -> tuple[int, int]:
-    """The totals `count` values from `least` to `most` can sum to, the smallest and the
-    largest each one of them (all three the same value where there is one)."""
+    """The least and most `count` values from `least` to `most`, each one of them, sum to."""
     others = count - 1
     return most + others * least, least + others * most
 
@@ -169,9 +162,6 @@ def check(value: Any, hint: Any, where: str = "") -> Any:
     return made
 
 
-check_dataclass = check  # an instance of a dataclass from a JSON object, every field checked
-
-
 def check_rules(value: Any, hint: Any, where: str) -> None:
     """What msgspec does not check: DISTINCT and INCREASING, and each object's
     check_consistency(), inside `value` as `hint` declares it."""
@@ -210,8 +200,7 @@ def check_rules(value: Any, hint: Any, where: str) -> None:
 def from_msgspec(
     error: msgspec.ValidationError, data: Any, where: str = "", hint: Any = None
 ) -> SchemaError:
-    """msgspec's refusal as a SchemaError: where it is, the value found, what was expected
-    (in the words of the type `hint` declares there, where given)."""
+    """msgspec's refusal as a SchemaError: where, the value found, what `hint` expects there."""
     message, _, path = str(error).partition(" - at `$")
     steps = _path_steps(path.rstrip("`"))
     if "[...]" in path:  # a value of a mapping: msgspec does not say which one
@@ -231,16 +220,10 @@ def from_msgspec(
     return SchemaError(place, f"is {describe(value)}: {message[0].lower()}{message[1:]}")
 
 
-# msgspec's names of JSON types, in words
-_TYPE_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "str": "a string",
-    "bool": "true or false",
-    "array": "a list",
-    "object": "an object",
-    "null": "null",
-}
+# JSON's types in words: by Python's type, and by msgspec's name
+_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_TYPE_WORDS = {kind.__name__: words for kind, words in _WORDS.items()}
+_TYPE_WORDS.update(array="a list", object="an object", null="null")
 
 
 _KIND_TESTS = {
@@ -296,8 +279,7 @@ def _declared_words(hint: Any) -> str:
         return " or ".join(words) if all(words) else ""
     if origin is typing.Literal:
         return "one of " + ", ".join(str(arg) for arg in get_args(base))
-    words = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-             type(None): "null"}.get(base)  # fmt: skip
+    words = "null" if base is type(None) else _WORDS.get(base)
     if words is None:
         return ""
     described = next((rule.description for rule in rules if getattr(rule, "description", None)), "")
@@ -399,10 +381,8 @@ def _needs_walk(hint: Any) -> bool:
 
 
 def _completed(value: Any, hint: Any, where: str) -> Any:
-    """The data with every dataclass object in it whole: a field the type does not declare
-    refused (msgspec ignores it; Structs that forbid unknown fields refuse it themselves), a
-    field the data lacks given its default (msgspec would leave it to the class, and a value
-    saved again would lack it)."""
+    """The data with every dataclass object whole: an unknown field refused (msgspec ignores
+    it), a missing one given its default (else a value saved again would lack it)."""
     if not _has_dataclass(hint):
         return value
     base, _ = _split(hint)
@@ -436,8 +416,8 @@ def _completed(value: Any, hint: Any, where: str) -> Any:
 
 
 def _whole_records(values: list, item: Any) -> bool:
-    """A list of objects that each hold exactly its dataclass's fields, none of them holding
-    a dataclass in turn: nothing to complete (100,000 of a trace's records at C speed)."""
+    """Objects that each hold exactly their dataclass's fields, none a dataclass: nothing to
+    complete (100,000 of a trace's records at C speed)."""
     base, _ = _split(item)
     if not (isinstance(base, type) and dataclasses.is_dataclass(base)):
         return False

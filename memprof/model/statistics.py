@@ -57,13 +57,8 @@ NOISE_SIGMAS = 3
 
 
 def median_noise(samples_ms: Sequence[float]) -> float:
-    """The relative noise of the samples' median, as a fraction: a robust estimate of its
-    standard error (from the median absolute deviation) over the median itself.
-
-    memprof repeats a measurement until this is below --max-noise, reports it beside each
-    figure's count, and `memprof diff` marks a change only beyond it. 0 for fewer than two
-    samples (no spread seen) and for a median of 0 (nothing to be relative to).
-    """
+    """The relative noise of the samples' median: a robust estimate of its standard error
+    (from the median absolute deviation) over the median; 0 under two samples or at 0."""
     count = len(samples_ms)
     if count < 2:
         return 0.0
@@ -75,15 +70,12 @@ def median_noise(samples_ms: Sequence[float]) -> float:
 
 
 def noise_band(samples_ms: Sequence[float]) -> float:
-    """The relative change one median's own noise could explain: NOISE_SIGMAS times its
-    noise (a run's band in a picture of several, an outlier's margin in the fleet view)."""
+    """The relative change one median's own noise could explain: NOISE_SIGMAS times it."""
     return NOISE_SIGMAS * median_noise(samples_ms)
 
 
 def repetitions_words(sample_lists: Sequence[Sequence[float]], unit: str = "") -> str:
-    """How many samples each of these figures is the median of, and the highest noise among
-    them (median_noise), for a footnote: "5 to 40, noise at most 0.8%" ("5 to 40 batches, ..."
-    with a unit); "" where there are none."""
+    """For a footnote: "5 to 40 batches, noise at most 0.8%" ("" where there are none)."""
     counts = sorted({len(samples) for samples in sample_lists})
     if not counts:
         return ""

@@ -1,8 +1,4 @@
-"""The plain shape of what a command shows after its profile: tables and conclusions.
-
-Experiments turn a Result into a Summary with pure functions; render.py draws it,
-and later CSV or other outputs can read the same cells.
-"""
+"""The plain shape of what a command shows after its profile: tables and conclusions."""
 
 from __future__ import annotations
 
@@ -33,8 +29,7 @@ class Table:
     highlighted: list[tuple[int, int]] = field(default_factory=list)  # (row, column): the best
     # each row's measurements, whose figures its cells show (the CSV rows it came from)
     sources: list[tuple[Any, ...]] = field(default_factory=list)
-    # a built table's (table()) declared columns and each row's figures by name, so a picture
-    # reads the figures its cells show, not the cells
+    # a built table's columns and each row's figures by name: a picture reads these, not cells
     columns: list[Column] = field(default_factory=list)
     figures: list[Mapping[str, Any]] = field(default_factory=list)
 
@@ -54,8 +49,7 @@ def _median_ms(one: Any) -> float:
 
 
 def _share(one: Any) -> str:
-    """'85% PCIe': GB/s as a share of its ceiling (memprof.model.ceilings.Ceiling.cell); '-'
-    for a figure bounded by none (a Derived total: its parts each by their own)."""
+    """'85% PCIe' (Ceiling.cell); '-' for a figure bounded by none (a Derived total)."""
     ceiling = getattr(one, "ceiling", None)
     if ceiling is None or one.gb_per_s is None:
         return "-"
@@ -84,11 +78,9 @@ SHOWS: dict[str, Callable[[Any], str]] = {
 
 @dataclass(frozen=True)
 class Column:
-    """A declared column: its header, the figure of each row it reads (`of`: the row's key
-    for a Figure, a Derived or a Measurement) and what it shows of it: a name in SHOWS, or
-    a command's own way of writing it; "label": the row's words under that key, printed as
-    they are (as are words a row holds in place of a figure: pinlimit's MemAvailable beside
-    GB/s). `mark`: what follows a figure's cell (pools' "*": a call near its floor)."""
+    """A declared column: its header, the row's key it reads (`of`) and what it shows: a name
+    in SHOWS, a function, or "label" (words, printed as they are, as is a str in place of a
+    figure). `mark`: what follows a figure's cell (pools' "*": a call near its floor)."""
 
     header: str
     of: str
@@ -115,10 +107,8 @@ def table(
     rows: Iterable[Mapping[str, Any]],
     notes: Sequence[str] = (),
 ) -> Table:
-    """The one builder of figure tables: a row per mapping of `rows` (its labels and figures
-    by name), each cell as its column declares; a row's sources are the figures its cells
-    show (a Figure's measurement; a cell printing several, as check's Line: its `sources`), in
-    column order, each once, so the CSV holds every one."""
+    """The one builder of figure tables: a row per mapping of `rows`, each cell as its column
+    declares; a row's sources are its cells' measurements, each once, so the CSV holds them."""
     made = Table(title, [column.header for column in columns], notes=list(notes))
     made.columns = list(columns)
     for row in rows:
@@ -139,8 +129,7 @@ def table(
 
 @dataclass
 class Chart:
-    """Lines drawn in the terminal (a timeline, a bandwidth curve): preformatted `lines`, or
-    `draw(width)`, which draws them for the console's width so the chart fits any console."""
+    """Lines drawn in the terminal: preformatted `lines`, or `draw(width)` for the console's."""
 
     title: str
     lines: list[str] = field(default_factory=list)
@@ -180,10 +169,8 @@ _TIME = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)([*†]?)$")
 
 
 def one_time_unit_per_column(table: Table) -> Table:
-    """The table with its columns of times written one unit each, named in the header
-    ("Median (ms)"), each time with the digits it was printed with, where any of them mixes
-    units (16.720us above 9.5137ms): a column is read down, and a unit that changes
-    mid-column misleads; its neighbours follow, so the table reads one way."""
+    """Where any column mixes units (16.720us above 9.5137ms), every column of times written
+    in one unit, named in its header ("Median (ms)"): a column is read down."""
     columns = {}
     for column in range(1, len(table.headers)):
         cells = [row[column] for row in table.rows if row[column] != "-"]

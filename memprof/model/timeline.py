@@ -1,13 +1,8 @@
 """A traced program's events in time: every kernel, copy and memset on its GPU stream, every
-recorded driver and runtime call on its host thread, each with the line that made it.
+recorded call on its host thread, each with the line that made it (memprof.trace.timeline).
 
-`memprof trace` keeps them (memprof.trace.timeline makes them from CUPTI's records) so that
-a saved trace can be drawn as a timeline (`--timeline`, memprof.output.timeline) and its
-wall time split into GPU computing, copying and idle (breakdown), on any machine.
-
-A training loop makes hundreds of thousands of events, so they are kept compact: one row
-of integers per event, names by index, times in CUPTI's nanoseconds from the first event.
-`version` says what the rows hold; a reader refuses a version it does not know.
+A training loop makes hundreds of thousands of events, so a row of integers each, names by
+index, times in CUPTI's nanoseconds from the first event; `version` says what rows hold.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from memprof.model.schema import MAX_COUNT, Range, SchemaError
+from memprof.model.schema import MAX_COUNT, Count, Range, SchemaError
 
 TIMELINE_VERSION = 1
 GPU_CATEGORIES = ("kernel", "memcpy", "memset")  # a GPU row's category, by index
@@ -25,11 +20,10 @@ MAX_NS = 7 * 24 * 3600 * 10**9  # a week, as schema.MAX_MS
 NO_LINE = -1
 
 Category = Annotated[int, Range(0, len(GPU_CATEGORIES) - 1)]
-Index = Annotated[int, Range(0, MAX_COUNT)]
+Index = ByteCount = Count
 LineIndex = Annotated[int, Range(NO_LINE, MAX_COUNT)]
 Nanoseconds = Annotated[int, Range(0, MAX_NS)]
 Id = Annotated[int, Range(0, 2**63 - 1)]  # CUPTI's device, stream and thread ids
-ByteCount = Annotated[int, Range(0, MAX_COUNT)]
 
 # category, name, start_ns, duration_ns, device, stream, bytes, line
 GpuEvent = tuple[Category, Index, Nanoseconds, Nanoseconds, Id, Id, ByteCount, LineIndex]
@@ -53,7 +47,7 @@ class Timeline:
     api: list[ApiEvent] = field(default_factory=list)
 
     def check_consistency(self) -> None:
-        """Every name index names something (schema.check_dataclass runs it)."""
+        """Every name index names something (schema.check runs it)."""
         count = len(self.names)
         for rows, at, where in ((self.gpu, 1, "gpu"), (self.api, 0, "api")):
             for index, row in enumerate(rows):
@@ -80,8 +74,8 @@ def merged(intervals: list[Interval]) -> list[Interval]:
 
 
 class Covered:
-    """Disjoint intervals in order, and how much of any window they cover: a bisection and
-    a difference of running totals, so a run of 100,000 events is cut into bins at once."""
+    """Disjoint intervals in order, and how much of any window they cover: by bisection and
+    running totals, so 100,000 events are cut into bins at once."""
 
     def __init__(self, intervals: list[Interval]) -> None:
         self.intervals = merged(intervals)
@@ -105,9 +99,8 @@ class Covered:
 
 @dataclass(frozen=True)
 class Work:
-    """One GPU's work: its kernels, its copies and memsets, and either, each a union (its
-    streams merged). What the Where table sums over the run and the picture (`memprof plot`)
-    per bin of time, by one rule, so the bins add up to the table."""
+    """One GPU's kernels, copies and memsets, and either, each a union of its streams: one
+    rule for the Where table and the picture's bins, so the bins add up to the table."""
 
     kernels: Covered
     memory: Covered
@@ -134,9 +127,7 @@ Parts = tuple[int, int, int]  # computing alone, copying alone, both at once: ns
 
 @dataclass(frozen=True)
 class Gap:
-    """A stretch in which a GPU did nothing, and the line the host was at: the recorded call
-    with a line that overlapped it most (during), else the last one before it (NO_LINE:
-    none)."""
+    """A stretch in which a GPU did nothing, and the line the host was at (host_line)."""
 
     start_ns: int
     duration_ns: int
@@ -155,10 +146,8 @@ class Gap:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """One GPU's share of the run: wall_ns split into only computing (kernels), only
-    copying (copies and memsets), both at once, and idle; the longest idle gaps between its
-    work, longest first; and the idle time outside them all, before its first piece of work
-    and after its last (the program's start-up and exit)."""
+    """One GPU's share of the run: wall_ns split into computing alone, copying alone, both
+    and idle; its longest idle gaps; and the idle before its first work and after its last."""
 
     device: int
     wall_ns: int
@@ -180,8 +169,8 @@ GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
 
 
 def breakdown_of(result: Any) -> list[Breakdown]:
-    """A trace's breakdown per GPU, with its GAPS_SHOWN longest idle gaps, as its tables,
-    pictures and CSV show it (none: saved without a timeline, or its GPU did no work)."""
+    """A trace's breakdown per GPU, as its tables, pictures and CSV show it (none: no
+    timeline, or no GPU work)."""
     timeline = getattr(result.extra, "timeline", None)
     if timeline is None or not timeline.gpu:
         return []
@@ -192,15 +181,15 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
     """Each GPU's breakdown of the program's wall time (wall_ns: the host's clock around the
     program; its GPU work, in CUPTI's clock, lies within it), by device id."""
     devices = sorted({row[4] for row in timeline.gpu})
-    calls = [
-        (row[1], row[1] + row[2], row[4]) for row in timeline.api if row[4] != NO_LINE
-    ]  # start, end, line
+    # start, end, line
+    calls = [(row[1], row[1] + row[2], row[4]) for row in timeline.api if row[4] != NO_LINE]
     out = []
     for device in devices:
         work = Work.of(timeline, device)
         computing, copying, both = work.parts_ns()
         busy = work.busy.intervals
-        wall = max(wall_ns, busy[-1][1] - busy[0][0] if busy else 0)
+        span = busy[-1][1] - busy[0][0] if busy else 0
+        wall = max(wall_ns, span)
         idle = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
         longest = sorted(idle, key=lambda g: (g[0] - g[1], g[0]))[:gaps]
         out.append(
@@ -211,7 +200,7 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
                 copying_ns=copying,
                 both_ns=both,
                 gaps=[Gap(a, b - a, *host_line(calls, a, b)) for a, b in longest],
-                outside_ns=wall - (busy[-1][1] - busy[0][0] if busy else 0),
+                outside_ns=wall - span,
             )
         )
     return out
@@ -235,8 +224,7 @@ BINS_AT_MOST = 100  # bins of time a picture of a run is cut into, at most
 
 
 def bin_ns(span_ns: int, at_most: int = BINS_AT_MOST) -> int:
-    """The shortest round bin (1, 2 or 5 times a power of ten ns) that cuts span_ns into at
-    most `at_most` bins: a 9.8 s run into 98 bins of 100 ms, a 50 ms one into 100 of 500 us."""
+    """The shortest round bin (1, 2 or 5 x 10^k ns) cutting span_ns into at most `at_most`."""
     wanted = max(1, -(-span_ns // at_most))
     power = 1
     while True:
@@ -248,10 +236,8 @@ def bin_ns(span_ns: int, at_most: int = BINS_AT_MOST) -> int:
 
 @dataclass(frozen=True)
 class Binned:
-    """A GPU's parts of the run per bin of time, from the first recorded event to the end
-    of the last (the bins' idle: each bin's time its parts leave; the last bin may be
-    shorter). The rest of the run's wall time, before the first recorded event (start-up)
-    and after the last, is idle that no bin holds."""
+    """A GPU's parts of the run per bin, from the first recorded event to the end of the last
+    (the last bin may be shorter); start-up and exit are idle no bin holds."""
 
     device: int
     bin_ns: int
@@ -267,8 +253,7 @@ class Binned:
 
 
 def over_time(timeline: Timeline, at_most: int = BINS_AT_MOST) -> list[Binned]:
-    """Each GPU's parts per bin, on one time axis for every GPU (breakdown's, by device id):
-    the bins of a GPU add up to its breakdown's computing, copying and both."""
+    """Each GPU's parts per bin, on one axis for every GPU: they add up to its breakdown."""
     ends = [row[2] + row[3] for row in timeline.gpu] + [row[1] + row[2] for row in timeline.api]
     end_ns = max(ends, default=0)
     width = bin_ns(end_ns, at_most)

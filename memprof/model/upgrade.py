@@ -19,8 +19,7 @@ from memprof.model.schema import SchemaError, describe
 
 
 def to_today(data: Any, today: int) -> Any:
-    """A file's JSON object in the shape of schema version `today` (anything but an object
-    is left for the checks to refuse)."""
+    """A file's JSON object in the shape of schema version `today` (a non-object: as it is)."""
     if not isinstance(data, dict):
         return data
     version = data.get("schema_version")
@@ -64,8 +63,7 @@ def without_derived(extra: Any, result: Any, shape: Any) -> Any:
 
 
 def check_derived(extra: Any, result: Any, shape: Any) -> None:
-    """Each value an older file's extra held that today's memprof derives from the parameters
-    and measurements must be what it derives: otherwise the file contradicted itself."""
+    """Each derived value an older file's extra held must be what memprof derives now."""
     if not isinstance(extra, dict):
         return
     for key, wanted in shape.derived(result).items():
