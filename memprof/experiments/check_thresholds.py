@@ -1,10 +1,9 @@
 """`memprof check --thresholds FILE`: per-model floors kept in the user's repository.
 
-The file is JSON: an object per GPU model, named as the driver names it (`memprof info`
-prints it), each setting some of check's throughput floors in percent of their ceiling, as
---h2d-floor... do. The whole file is validated before the GPU is opened (exit 2, one line);
-the entry of the GPU checked is kept in the Result (CheckExtra.thresholds), so `memprof
-report` judges a saved run by the floors that judged it. docs/check.md shows a file.
+A JSON object per GPU model (as `memprof info` names it) setting some of check's floors, in
+percent of their ceiling, as --h2d-floor... do; validated before the GPU is opened (exit 2).
+The GPU's entry is kept in the Result, so `memprof report` judges a saved run by the floors
+that judged it. docs/check.md shows a file.
 """
 
 from __future__ import annotations

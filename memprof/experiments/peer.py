@@ -1,16 +1,10 @@
 """`memprof peer`: copies between every pair of GPUs, as the bandwidth tools measure them.
 
-For each ordered pair (source → destination), with one context per GPU (memprof.multigpu):
-- copy engine, peer access off: cuMemcpyPeerAsync, which the driver stages through host
-  memory (timed as the calls return: a staged copy may block the host, so it is not gated);
-- copy engine, peer access on: the same call, now straight over NVLink or PCIe;
-- both directions at once (peer access on), each direction timed on its own GPU's stream;
-- a kernel on the destination reading the source's memory (readSum), and one on the source
-  writing the destination's memory (fillValue), through peer access;
-- the latency of one small read of the source's memory from the destination (a dependent
-  chain of 4-byte uncached loads), beside the same chain in the GPU's own memory.
-GB/s come from back-to-back batches behind the GPU-side gate (Profiler.throughput). Every
-copy, read and write is verified; destinations are poisoned before each method.
+For each ordered pair, one context per GPU: cuMemcpyPeerAsync with peer access off (the
+driver stages through host memory; timed as the calls return, since it may block the host)
+and on, both directions at once, a kernel reading and one writing the other GPU's memory, and
+the latency of a dependent chain of 4-byte loads beside the same chain in the GPU's own
+memory. GB/s from back-to-back batches behind the GPU-side gate; everything is verified.
 """
 
 from __future__ import annotations

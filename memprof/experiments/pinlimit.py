@@ -1,15 +1,10 @@
 """`memprof pinlimit`: how much can be pinned here, what pinning costs as it grows, and what it
 takes from the host (seed 004: "pinned memory is a scarce resource").
 
-The limits come first, read without a GPU (memprof.core.hostlimits): RLIMIT_MEMLOCK, root and
-CAP_IPC_LOCK, the cgroup's memory limit, MemTotal and MemAvailable. The climb pins --step GiB
-at a time up to the cap, half with cuMemHostAlloc (then every page touched) and half by
-touching a numpy buffer and registering it with cuMemHostRegister, each call timed on the host
-clock; MemAvailable is read before every step and the climb stops before the host's margin.
-At the top, a numpy copy and a pageable copy to the GPU are timed again, against the same
-copies made before anything was pinned; then everything is freed, timed, and the registered
-memory registered again in one call. An allocation that fails ends the climb: its size and
-CUDA's error are kept in the Result.
+The limits are read first, without a GPU (memprof.core.hostlimits); the climb pins --step GiB
+at a time up to the cap, half with cuMemHostAlloc and half with cuMemHostRegister, each call
+timed on the host clock, stopping before the host's margin or at a failed call (kept in the
+Result). Host copies are timed before, at the top and after. docs/pinlimit.md says more.
 """
 
 from __future__ import annotations

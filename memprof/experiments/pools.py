@@ -1,31 +1,13 @@
-"""What `memprof alloc` measures of the allocators programs use today: stream-ordered pools,
-virtual memory management, and the loop a training step runs.
+"""What `memprof alloc` measures of the allocators programs use today: stream-ordered pools
+(the device's default pool, and one of memprof's own that keeps freed memory), virtual memory
+management (each step, and growing a buffer in place against cuMemAlloc, a copy and
+cuMemFree), first use, and the allocate-use-free-sync loop a training step runs.
+docs/allocators.md says how each figure is timed.
 
-- Pools: the device's default pool (cuMemAllocAsync; release threshold 0, so it gives freed
-  memory back at the next synchronization) and a pool of memprof's own that keeps it
-  (cuMemAllocFromPoolAsync, threshold: everything). For each: an allocation from an empty
-  pool, one right after cuMemFreeAsync (reused in stream order), one after the free and a
-  synchronization, the free, that synchronization, and trimming the pool that kept memory.
-- Virtual memory management: reserving addresses, creating physical memory, mapping it and
-  granting access; unmapping, releasing and freeing the range; and growing a buffer to twice
-  its size in place against cuMemAlloc of the larger size, a copy and cuMemFree.
-- First use: a memset of the new memory, against cuMemAlloc's memory used first and again.
-- The loop: allocate, memset, free, synchronize, one size again and again, with cuMemAlloc,
-  each pool and a VMM remap: time per iteration, and from which size a pool stops helping.
-
-How each figure is timed: a driver call by CUPTI's record of it where CUPTI runs (the call in
-the driver, without Python's cost of making it), else the host clock; what a stream-ordered
-call costs the stream itself by gated CUDA events around it; a memset by CUPTI's record (or
-gated events); growing and the loop by the host clock around everything they do.
-
-A driver call's figure has a floor: CUPTI's record of a call holds CUPTI's own bookkeeping
-(on the H200, calls under a microsecond read 0.4-0.5 us above a C++ program's clock, while
-calls of tens of microseconds agree), and the host clock holds Python's cost of the call.
-So each cycle also times cuCtxGetDevice, a call that does next to nothing, the same way: its
-median is the floor no call can read under in this run, shown beside the tables, and a
-figure the floor is more than a tenth of is marked (read it as "under" that figure).
-The GPU side (Allocators) imports its GPU modules inside its methods; the tables and
-conclusions below read a Result anywhere.
+A driver call's figure has a floor (CUPTI's own bookkeeping: on the H200, calls under a
+microsecond read 0.4-0.5 us above a C++ program's clock; on the host clock, Python's cost of
+the call): each cycle also times cuCtxGetDevice, which does next to nothing, the same way, and
+a figure that floor is more than a tenth of is marked (read it as "under").
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """`memprof smallcopies`: N copies of S bytes between host and device, done five ways.
 
-A training loop moves many small tensors: a ResNet-18 step traced by memprof made 104
-pageable copies under 64 KiB. Each copy's time is mostly fixed cost, so how they are made
-decides what they cost. For every size, in each direction:
-
-1. pinned: one driver call per copy (cuMemcpyHtoDAsync) from pinned memory;
-2. pageable: one call per copy from pageable numpy arrays (cuMemcpyHtoD: the driver stages
-   each through its own pinned buffer, and the host waits);
-3. batched: one cuMemcpyBatchAsync of all N from pinned memory (CUDA 12.8 and newer);
-4. gathered: numpy gathers the pageable pieces into one pinned staging buffer, then one
-   copy (device to host: one copy, then numpy scatters the pieces);
-5. kernel: one kernel reads the N pieces from mapped host memory (zero-copy) and writes
-   them to device memory (device to host: writes them into mapped host memory).
-
-The pieces lie apart in host memory (256 bytes apart in a pageable, a pinned or a mapped arena)
-and side by side in device memory. Every way's data is verified.
-
-How each is timed, and ranked: by the wall clock of each way, what a program waits, from its
-first call until the stream is synchronized (host clock, Python's calls included). What a
-program builds once and reuses is built before the clock starts, as a program would: the
-batch's argument arrays (BatchCopy) and the views gathering reads and writes through; one
-call per copy pays its call N times, as any program does. Beside it, the GPU time: the
-copies, the batch, the kernel and the staging copy queued behind a GPU-side gate between two
-CUDA events, CUPTI paused, and released at once (their GPU time back to back); pageable
-copies block the host: CUPTI's records of the calls (the driver's staging included), else the
-host clock around them; numpy's gathering and scattering: host clock, added.
+A training loop moves many small tensors (a ResNet-18 step traced by memprof made 104
+pageable copies under 64 KiB), each mostly fixed cost: one call per copy from pinned or from
+pageable memory, one cuMemcpyBatchAsync, numpy gathering into one pinned buffer then one copy,
+or one kernel through zero-copy memory. Ways are ranked by their wall clock, from the first
+call until the stream is synchronized, what a program reuses built beforehand; their GPU time
+(gated CUDA events) beside it. Every way's data is verified. docs/small-copies.md says more.
 """
 
 from __future__ import annotations
