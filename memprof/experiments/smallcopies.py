@@ -277,11 +277,7 @@ class Pieces:
 
         host = [piece.ctypes.data for piece in self.pinned]
         sizes = [self.nbytes] * self.count
-        batch = (
-            bindings.BatchCopy.of(device, host, sizes)
-            if h2d
-            else bindings.BatchCopy.of(host, device, sizes)
-        )
+        batch = bindings.BatchCopy.of(*((device, host) if h2d else (host, device)), sizes)
         handle = int(self.profiler.stream.handle)  # the stream every plan is queued on
         return lambda stream: batch.enqueue(handle)
 
@@ -321,10 +317,8 @@ class Pieces:
     # -- timing and checking -----------------------------------------------------------------
 
     def measure(self, way: str, direction: str, warmup: int, repeat: int | None) -> str | None:
-        """Time one way (its GPU time and host work, then its wall clock), each verified;
-        what went wrong with the data (None: nothing). The sources hold the data already
-        (sources(direction)); the destination is poisoned first. The wall clock times the
-        same calls the timed repetitions just made: they are warm, so it has no warm-ups."""
+        """Time one way's GPU time and host work, then its wall clock (the same calls, warm:
+        no warm-ups), on sources() filled and destinations poisoned; what went wrong, if any."""
         plan = self.plan(way, direction)
         self._poison(way, direction)
         for timing, warm in ((self._timed, warmup), (self._wall, 0)):  # gated, then not
@@ -429,30 +423,20 @@ def _one_call_each(
     cuda: Any, h2d: bool, device: list[int], host: list[Any], asynchronous: bool
 ) -> Any:
     """One driver call per piece: asynchronous on the stream given, or blocking."""
-    pairs = list(zip(device, host, strict=True))
-    if asynchronous and h2d:
+    pairs = [(d, h) if h2d else (h, d) for d, h in zip(device, host, strict=True)]
+    call = cuda.memcpy_htod if h2d else cuda.memcpy_dtoh
+    if asynchronous:
+        call = cuda.memcpy_htod_async if h2d else cuda.memcpy_dtoh_async
 
         def copies(stream: Any) -> None:
-            for address, piece in pairs:
-                cuda.memcpy_htod_async(address, piece, stream)
-
-    elif asynchronous:
-
-        def copies(stream: Any) -> None:
-            for address, piece in pairs:
-                cuda.memcpy_dtoh_async(piece, address, stream)
-
-    elif h2d:
-
-        def copies() -> None:
-            for address, piece in pairs:
-                cuda.memcpy_htod(address, piece)
+            for destination, source in pairs:
+                call(destination, source, stream)
 
     else:
 
         def copies() -> None:
-            for address, piece in pairs:
-                cuda.memcpy_dtoh(piece, address)
+            for destination, source in pairs:
+                call(destination, source)
 
     return copies
 
@@ -467,9 +451,8 @@ def _finder(result: Result) -> FigureOf:
 def cost(
     result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
 ) -> Figure | Derived | None:
-    """What moving all N pieces one way cost: its GPU time back to back, plus the host work
-    it needs (numpy gathering or scattering, a Derived sum); pageable: the blocking calls
-    themselves. None: not measured."""
+    """All N pieces' GPU time back to back, plus numpy's gathering or scattering (a Derived
+    sum); pageable: the blocking calls themselves. None: not measured."""
     if way == "pageable":
         parts = [("api", f"{direction}_calls")]
     elif way == "gathered":
@@ -500,8 +483,7 @@ def sizes(result: Result) -> list[int]:
 
 
 def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
-    """size -> way -> the per-copy time of figure(result, way, direction, size, of), where
-    it was measured."""
+    """size -> way -> figure(result, way, direction, size, of) per copy, where measured."""
     of = _finder(result)
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
