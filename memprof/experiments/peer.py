@@ -93,11 +93,7 @@ class Peer(base.Experiment):
     Extra = PeerExtra
     gpus = "every"
     needs_two_gpus = "so there is nothing to measure"
-    measures = (
-        *METHOD_MEASURES.values(),
-        LATENCY_CHAIN,
-        base.LAUNCH_CALL,
-    )
+    measures = (*METHOD_MEASURES.values(), LATENCY_CHAIN, base.LAUNCH_CALL)
 
     def run(self, ctx: base.RunContext) -> PeerExtra:
         from memprof.core.bindings import can_access_peer
@@ -314,6 +310,14 @@ def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
     return lambda stream: memcpy_peer_async(*arguments, stream.handle)
 
 
+def _timed(session, params, a, b, once, name, method, nbytes, batch, sync=False) -> None:
+    """once() repeated as params say, then back-to-back batches of batch(stream), a → b."""
+    profiler = session.profiler
+    with profiler.on_gpus(a, b):
+        profiler.repeat(once, params.warmup, params.repeat)
+        profiler.throughput(name, method, PEER, nbytes, batch, sync)
+
+
 def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
     """cuMemcpyPeerAsync a → b on the source GPU's stream: single copies, then batches."""
     state[b].poison()
@@ -325,9 +329,7 @@ def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: 
             with profiler.events("gpu", COPY_NAME, method, PEER, nbytes, synchronous=synchronous):
                 action(profiler.stream)
 
-        with profiler.on_gpus(a, b):
-            profiler.repeat(step, params.warmup, params.repeat)
-            profiler.throughput(COPY_NAME, method, PEER, nbytes, action, synchronous)
+        _timed(session, params, a, b, step, COPY_NAME, method, nbytes, action, synchronous)
         session.synchronize()
     return _check(f"{METHODS[method]}: GPU {a} → GPU {b}", state[b].received(), state[a].values)
 
@@ -336,25 +338,16 @@ def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
     from memprof.core.access import float64_sum
 
-    reader = state[b]
-    pointer = state[a].source.device_pointer
-    with reader.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(
-                lambda: reader.access.read(pointer, elements, PEER, operation="kernel_read"),
-                params.warmup,
-                params.repeat,
-            )
-            profiler.throughput(
-                reader.access.reader.signature.display,
-                "kernel_read",
-                PEER,
-                4 * elements,
-                lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
-            )
+    access, pointer = state[b].access, state[a].source.device_pointer
+
+    def read(stream: Any = None) -> None:
+        access.read(pointer, elements, PEER, stream, "kernel_read")
+
+    with state[b].session.active() as session:
+        name = access.reader.signature.display
+        _timed(session, params, a, b, read, name, "kernel_read", 4 * elements, read)
         values = state[a].values
-        return reader.access.check_sum(
+        return access.check_sum(
             f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", values.size, float64_sum(values)
         )
 
@@ -369,12 +362,8 @@ def _kernel_write(state, params, a: int, b: int, elements: int) -> Check:
         writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, "kernel_write")
 
     with writer.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(write, params.warmup, params.repeat)
-            profiler.throughput(
-                writer.access.writer.signature.display, "kernel_write", PEER, 4 * elements, write
-            )
+        name = writer.access.writer.signature.display
+        _timed(session, params, a, b, write, name, "kernel_write", 4 * elements, write)
         session.synchronize()
     name = f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}"
     return _check(name, state[b].received(), FILL_VALUE)
