@@ -16,14 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from memprof.core.hostlimits import (
-    GIB,
-    HostLimits,
-    Plan,
-    check_cap,
-    margin_bytes,
-    room_for_step,
-)
+from memprof.core.hostlimits import GIB, HostLimits, Plan, check_cap, margin_bytes, room_for_step
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.device import DeviceFact
@@ -241,15 +234,7 @@ def climb(
     copies.free()
     del raw, numpy_memory
     ctx.progress("done", total, total)
-    return PinlimitExtra(
-        limits,
-        plan.cap_bytes,
-        held,
-        availables,
-        available_idle,
-        stopped,
-        failure,
-    )
+    return PinlimitExtra(limits, plan.cap_bytes, held, availables, available_idle, stopped, failure)
 
 
 class _HostCopies:
