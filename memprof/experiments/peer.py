@@ -296,18 +296,18 @@ def _check(name: str, received: Any, expected: Any) -> Check:
     return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
-def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
+def peer_copy(source_session: Any, source: Any, target_session: Any, target: Any, nbytes: int):
+    """cuMemcpyPeerAsync of nbytes from a buffer of one GPU to one of another: action(stream)."""
     from memprof.core.bindings import memcpy_peer_async
 
-    source, destination = state[a], state[b]
-    arguments = (
-        destination.destination.device_pointer,
-        destination.session.context.handle,
-        source.source.device_pointer,
-        source.session.context.handle,
-        nbytes,
-    )
-    return lambda stream: memcpy_peer_async(*arguments, stream.handle)
+    to = (target.device_pointer, target_session.context.handle)
+    start = (source.device_pointer, source_session.context.handle)
+    return lambda stream: memcpy_peer_async(*to, *start, nbytes, stream.handle)
+
+
+def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
+    source, target = state[a], state[b]
+    return peer_copy(source.session, source.source, target.session, target.destination, nbytes)
 
 
 def _timed(session, params, a, b, once, name, method, nbytes, batch, sync=False) -> None:
