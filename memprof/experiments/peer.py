@@ -211,11 +211,8 @@ def unordered_pairs(devices: list[int]) -> list[tuple[int, int]]:
 
 
 def pointer_chain(elements: int, stride: int, seed: int = 11) -> tuple[Any, Any]:
-    """(next, order): next[i] is the index read after i; order is the cycle from index 0.
-
-    The hops visit every stride-th element once in a random order, so each load depends
-    on the previous one and the hardware cannot guess the next address.
-    """
+    """(next, order): next[i] is the index read after i, order the cycle from index 0. The hops
+    visit every stride-th element once in random order: the hardware cannot guess the next."""
     import numpy as np
 
     positions = np.arange(0, elements, stride, dtype=np.uint32)
@@ -538,9 +535,8 @@ def _pair_names(pairs: list[tuple[int, int]]) -> str:
 
 
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
-    """What the copies and reads concluded, pair by pair; with more than two GPUs, one line per
-    kind of finding over the pairs that share its verdict (their figures as a range, the
-    slowest and fastest pair named), so that eight GPUs' 56 pairs fit a screen."""
+    """What the copies and reads concluded, pair by pair; past two GPUs, a line per finding
+    over the pairs sharing it (a range, slowest and fastest named): 56 pairs fit a screen."""
     on_figures = pair_figures(result, METHOD_MEASURES["ce_on"])
     on = {pair: one.gb_per_s for pair, one in on_figures.items()}
     off, bidir = figures(result, "ce_off"), figures(result, "ce_bidir")

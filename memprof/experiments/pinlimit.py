@@ -165,9 +165,8 @@ class Pinlimit(base.Experiment):
 def climb(
     ctx: base.RunContext, limits: HostLimits, plan: Plan, available: Callable[[], int]
 ) -> PinlimitExtra:
-    """The host copies with nothing pinned, the climb, the copies again with it held, then
-    everything freed (timed) and the registered memory registered again in one call.
-    available(): MemAvailable now. Every buffer is the session's: Ctrl-C frees them all."""
+    """Host copies, the climb, copies held, all freed (timed) and registered again in one
+    call, copies again. available(): MemAvailable now. Ctrl-C frees every buffer (session's)."""
     import numpy as np
 
     from memprof.core import memory
@@ -201,10 +200,9 @@ def climb(
             with profiler.host_clock("host", "first touch", "touch", "pinned", half):
                 buffer.array[:: memory.PAGE_BYTES] = 1
             chunk = numpy_memory[index * half : (index + 1) * half]
-            address = chunk.ctypes.data
             with profiler.host_clock("host", "first touch", "touch", "registered", half):
                 chunk[:: memory.PAGE_BYTES] = 1
-            release = _Registration(address)
+            release = _Registration(chunk.ctypes.data)
             handle = session.own(release)  # owned before the call: a Ctrl-C as it returns
             try:
                 with profiler.api("cuMemHostRegister", "register", "registered", half):
@@ -405,8 +403,7 @@ def check(result: Result) -> None:
 
 @dataclass(frozen=True)
 class Climb:
-    """Per GiB costs of each whole step, each one step's samples (memprof.model.figures's
-    "per_gib" with its step: the table's cells and the CSV's rows)."""
+    """Per GiB costs of each whole step ("per_gib" figures: the table's cells, the CSV's rows)."""
 
     held_bytes: list[int]
     alloc: list[Derived]  # cuMemHostAlloc and the touch of its pages
@@ -475,14 +472,12 @@ class HostWork:
 
     @property
     def slowdown(self) -> float:
-        """How much longer the work took with memory pinned than without, before or after:
-        0.04 for 4% slower (against the slower of the two)."""
+        """How much longer the held work took than the baseline: 0.04 for 4% slower."""
         return self.held_vs_both.ratio - 1
 
     @property
     def noise(self) -> float:
-        """The change the two medians' own noise explains (as memprof diff's: three times
-        their combined standard errors, from the samples)."""
+        """The change the medians' noise explains, as memprof diff's (NOISE_SIGMAS errors)."""
         errors = (median_noise(f.measurement.samples_ms) for f in (self.baseline, self.held))
         return NOISE_SIGMAS * math.hypot(*errors)
 
@@ -616,8 +611,7 @@ CLIMB_COLUMNS = (
 
 
 def available_facts(extra: PinlimitExtra) -> list[DeviceFact]:
-    """MemAvailable after each whole step: the climb table's cells and the CSV's rows (the
-    last one also the host table's, as the same row)."""
+    """MemAvailable after each whole step: the climb table's cells and the CSV's rows."""
     return [
         DeviceFact(f"MemAvailable after step {step} ({format_bytes(held)} pinned)", bytes=free)
         for step, (held, free) in enumerate(
