@@ -97,30 +97,25 @@ UNREGISTER_WHOLE = _climb_measure(
 # slowdown is pinning's only where the held copies are slower than both (on the H200, an 8 GiB
 # run's copies were 32% slower held than before; a run's later copies can be slower anyway).
 PHASES = {"idle": "nothing pinned", "held": "everything pinned", "after": "everything freed"}
+COPIED = {"arrays": 1, "size": "copy_power", "kinds": ("pageable",), "shows": "latency"}
 HOST_COPY = {
     phase: base.Measure(
         "host",
         f"copy_{phase}",
         f"numpy copyto between two pageable buffers, {words}",
         "host clock",
-        arrays=1,
-        size="copy_power",
-        kinds=("pageable",),
-        shows="latency",
+        **COPIED,
     )
     for phase, words in PHASES.items()
 }
-H2D = {
+H2D = {  # timed as the call took: the driver's staging is in it
     phase: base.Measure(
         "gpu",
         f"h2d_{phase}",
         f"one pageable copy host → device, {words}",
         "one operation",
-        arrays=1,
-        size="copy_power",
-        kinds=("pageable",),
-        shows="latency",
-        call=f"h2d_{phase}",  # the call's time: the driver's staging is in it
+        call=f"h2d_{phase}",
+        **COPIED,
     )
     for phase, words in PHASES.items()
 }
