@@ -752,12 +752,6 @@ def floors(result: Result) -> dict[str, float]:
     return found | {line: pct / 100 for line, pct in (kept.floors_pct() if kept else {}).items()}
 
 
-def floor_source(result: Result, line: str) -> str:
-    """The file that set a line's floor (its name, as the table marks it), or "" for the run's."""
-    kept = result.extra.thresholds
-    return Path(kept.file).name if kept and line in kept.floors_pct() else ""
-
-
 def known_good(result: Result, reference: Reference) -> Figures:
     """The reference's figures this run is held to: each at the run's own size only."""
     if reference is None:
@@ -791,7 +785,8 @@ def throughput_line(
     retried: Retried | None = None,
 ) -> Line:
     """One throughput line judged from one attempt's figures (`retried`: a retry's)."""
-    source = floor_source(result, line)
+    kept = result.extra.thresholds  # the file that set the floor, named as the table marks it
+    source = Path(kept.file).name if kept and line in kept.floors_pct() else ""
     if line == "at_once":
         pairs = {base.DIRECTIONS[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
         expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
@@ -993,12 +988,9 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
         found = attempts(result, reference, line)
         if len(found) > 1:
             again[found[0].what] = _attempts_sentence(found)
-    return _where(result), lines(result, reference), again
-
-
-def _where(result: Result) -> str:
     device = result.device
-    return f"GPU {device.index} ({device.name})" if device else "the GPU"
+    where = f"GPU {device.index} ({device.name})" if device else "the GPU"
+    return where, lines(result, reference), again
 
 
 # A check's table: a row per Line; its Measured cell prints the line's figures (its sources)
