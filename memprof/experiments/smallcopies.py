@@ -591,20 +591,14 @@ def _wall_notes(result: Result) -> list[str]:
 
 
 def _gpu_notes(result: Result) -> list[str]:
+    sources = {m.source for m in result.measurements if m.operation.endswith("_calls")}
+    calls = "CUPTI's records of them" if sources == {"cupti"} else "the host clock around them"
     return [
         "GPU time: the GPU work queued behind a GPU-side gate between two CUDA events (CUPTI "
-        "paused), back to back; pageable: the blocking calls themselves ("
-        + _calls_source(result)
-        + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
+        f"paused), back to back; pageable: the blocking calls themselves ({calls}, staging "
+        "included); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
         f"{base.repetitions(result)}; best of each row in bold.",
     ]
-
-
-def _calls_source(result: Result) -> str:
-    sources = {m.source for m in result.measurements if m.operation.endswith("_calls")}
-    if sources == {"cupti"}:
-        return "CUPTI's records of them, staging included"
-    return "the host clock around them, staging included"
 
 
 def _verdicts(result: Result, direction: str) -> list[str]:
