@@ -428,17 +428,8 @@ def climb_of(result: Result) -> Climb | None:
             of(next(m for m in base.find_all(result, measure) if m.kind == kind))
             for measure, kind in parts
         )
-        ways.append(
-            [
-                Derived(
-                    f"{way}, step {step + 1} ({format_bytes(nbytes)} pinned)",
-                    found,
-                    "per_gib",
-                    step=step,
-                )
-                for step, nbytes in enumerate(held)
-            ]
-        )
+        names = [f"{way}, step {step} ({format_bytes(n)} pinned)" for step, n in enumerate(held, 1)]
+        ways.append([Derived(name, found, "per_gib", step=step) for step, name in enumerate(names)])
     pinning_ms = math.fsum(
         math.fsum(part.measurement.samples_ms[: len(held)])
         for part in ways[0][0].parts + ways[1][0].parts
@@ -567,15 +558,9 @@ def limits_table(extra: PinlimitExtra) -> Table:
         rows.append(("cgroup memory", "none found", ""))
     else:
         used = "?" if limits.cgroup_usage_bytes is None else format_bytes(limits.cgroup_usage_bytes)
-        rows.append(
-            (
-                f"cgroup v{limits.cgroup_version} memory",
-                f"{format_bytes(limits.cgroup_limit_bytes)}, {used} used"
-                if limits.cgroup_limit_bytes is not None
-                else "no limit",
-                "both calls",
-            )
-        )
+        limit = limits.cgroup_limit_bytes
+        value = "no limit" if limit is None else f"{format_bytes(limit)}, {used} used"
+        rows.append((f"cgroup v{limits.cgroup_version} memory", value, "both calls"))
     sizes = (
         ("MemTotal", limits.mem_total_bytes, "both calls"),
         ("MemAvailable", limits.mem_available_bytes, "both calls"),
