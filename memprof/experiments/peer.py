@@ -407,29 +407,17 @@ def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
     """a → b and b → a together, each on its source's stream behind its own gate."""
     from memprof.core.measure import Lane, concurrent
 
-    directions = ((a, b), (b, a))
-    for _, destination in directions:
-        state[destination].poison()
-    lanes = [
-        Lane(
-            state[source].session.profiler,
-            _copy_action(state, source, destination, nbytes),
-            COPY_NAME,
-            "ce_bidir",
-            PEER,
-            nbytes,
-            (source, destination),
-        )
-        for source, destination in directions
-    ]
+    directions, lanes = ((a, b), (b, a)), []
+    for source, target in directions:
+        state[target].poison()
+        profiler = state[source].session.profiler
+        action = _copy_action(state, source, target, nbytes)
+        lanes.append(Lane(profiler, action, COPY_NAME, "ce_bidir", PEER, nbytes, (source, target)))
     concurrent(lanes, target_ms=BIDIR_TARGET_MS)
+    what = METHODS["ce_bidir"]
     return [
-        _check(
-            f"{METHODS['ce_bidir']}: GPU {source} → GPU {destination}",
-            state[destination].received(),
-            state[source].values,
-        )
-        for source, destination in directions
+        _check(f"{what}: GPU {x} → GPU {y}", state[y].received(), state[x].values)
+        for x, y in directions
     ]
 
 
