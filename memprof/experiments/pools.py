@@ -806,16 +806,9 @@ def summary_parts(result: Result, record: AllocatorsRecord) -> tuple[list[Table]
     if record.vmm:
         tables += vmm_tables(result, record)
     tables += [first_use_table(result, record), loop_table(result, record)]
-    conclusions = [
-        line
-        for line in (
-            _pool_conclusion(result, record),
-            _growth_conclusion(result, record),
-            *(loop_verdict(result, kind) for kind in record.pools),
-        )
-        if line
-    ]
-    return tables, conclusions
+    found = [_pool_conclusion(result, record), _growth_conclusion(result, record)]
+    found += [loop_verdict(result, kind) for kind in record.pools]
+    return tables, [line for line in found if line]
 
 
 def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
