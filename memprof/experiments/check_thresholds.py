@@ -64,10 +64,8 @@ def read_thresholds(path: str | None) -> Models | None:
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise refuse(f"cannot be read ({error.strerror or error})") from None
-    except ValueError as error:  # a NUL in the name
-        raise refuse(f"cannot be read ({error})") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+        raise refuse(f"cannot be read ({getattr(error, 'strerror', None) or error})") from None
     if len(data) > MAX_FILE_BYTES:
         raise refuse(f"is over {MAX_FILE_BYTES} bytes: not a file of floors")
     try:
