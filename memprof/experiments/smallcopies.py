@@ -140,18 +140,14 @@ def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
     """(the ways this GPU, driver and cuda-bindings can do, why each other one cannot)."""
     from memprof.core import bindings, memory
 
-    ways, skipped = [], []
-    for way in WAYS:
-        reason = None
-        if way == "batched":
-            reason = bindings.batch_copy_missing_reason()
-        elif way == "kernel":
-            reason = memory.MEMORY_KINDS["mapped"].unsupported_reason(attributes)
-        if reason is None:
-            ways.append(way)
-        else:
-            skipped.append(f"{way} ({WAY_NAMES[way]}): {reason}")
-    return ways, skipped
+    reasons = {
+        "batched": bindings.batch_copy_missing_reason(),
+        "kernel": memory.MEMORY_KINDS["mapped"].unsupported_reason(attributes),
+    }
+    skipped = [
+        f"{way} ({WAY_NAMES[way]}): {why}" for way, why in reasons.items() if why is not None
+    ]
+    return [way for way in WAYS if reasons.get(way) is None], skipped
 
 
 def measure(ctx: base.RunContext) -> SmallCopiesExtra:
