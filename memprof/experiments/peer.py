@@ -480,15 +480,11 @@ def summarize(result: Result) -> Summary:
         tables.append(table)
     latency = pair_figures(result, LATENCY_CHAIN)
     if latency:
-        tables.append(
-            matrix_table(
-                "Latency of one 4-byte read, µs: rows hold the memory, columns read it "
-                "(diagonal: the GPU's own memory)",
-                devices,
-                latency,
-                "per_operation_us",
-            )
+        title = (
+            "Latency of one 4-byte read, µs: rows hold the memory, columns read it "
+            "(diagonal: the GPU's own memory)"
         )
+        tables.append(matrix_table(title, devices, latency, "per_operation_us"))
         tables[-1].notes.append(
             f"A single thread follows a chain of {result.parameters.latency_steps} dependent "
             "uncached loads, 256 bytes apart in 1 MiB; kernel time / loads, median of "
