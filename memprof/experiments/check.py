@@ -1,22 +1,12 @@
 """`memprof check`: a health run of this machine's memory paths in seconds, line by line.
 
-Each line reads PASS, WARN or FAIL with the measured figure and what was expected:
-- the PCIe link trained to its capability (NVML's link during the run, else sysfs');
-- pinned host → device and device → host copies at >= 85% of the link's theoretical rate;
-- both directions at once (each on its own stream) holding >= 80% of each alone;
-- a device-to-device copy at >= 80% of HBM's theoretical rate;
-- no clock held down during the run, and no other process on the GPU (NVML).
-
-Expectations come from the device's own theoretical figures (memprof.model.ceilings) and,
-where a reference Result of `check` recorded on the same GPU model ships inside memprof
-(memprof/references/*.json), from its figures too; `--reference FILE` takes a check saved on
-the user's own machine instead, and each throughput line's floor can be set (--h2d-floor...).
-A throughput line that WARNs or FAILs is measured again, up to `--retries N` times, until it
-PASSes: every attempt is kept in the Result (CheckExtra.retries) and the last one stands.
-The verdicts are made from the Result when it is shown (a saved file is judged again by
-`memprof report`, with the floors and reference the run used), and a FAIL makes the command
-exit 1. `--device all` checks every GPU in turn, then every pair of GPUs against their link
-(memprof check-pairs). docs/check.md says why each expectation is what it is.
+Each line reads PASS, WARN or FAIL with the measured figure and what was expected: the PCIe
+link trained to its capability; pinned copies each way at >= 85% of the link's theoretical
+rate, and both at once at >= 80% of each alone; a device copy at >= 80% of HBM's; no clock
+held down and no other process on the GPU (NVML). Expectations come from the device's
+theoretical figures and a reference check of the same GPU model (shipped in
+memprof/references, or --reference). Verdicts are made from the Result when it is shown, so
+`memprof report` judges a saved run as it was judged; a FAIL exits 1. docs/check.md says why.
 """
 
 from __future__ import annotations
@@ -271,9 +261,8 @@ def device_bytes(result: Result) -> int:
 
 
 def check_retries(result: Result) -> None:
-    """What the retries kept in a check's Extra must agree on with the run: attempts 1, 2...
-    of each line, no more than --retries, each measuring exactly its line's copies, batch by
-    batch as often as --repeat says, in time that passed."""
+    """The retries kept must agree with the run: attempts 1, 2... of a line that did not PASS,
+    at most --retries, each its line's copies, --repeat batches, in time that passed."""
     made: dict[str, int] = {}
     for index, retry in enumerate(result.extra.retries):
         where = f"extra.retries[{index}]"
@@ -316,8 +305,7 @@ def check_retries(result: Result) -> None:
 
 
 def _within_bound(result: Result, copies: RetriedCopies, where: str) -> None:
-    """A retry's copies held to what bounds its operation, as a measurement's are
-    (memprof.model.figures.check_bounds)."""
+    """A retry's copies held to their bound, as figures.check_bounds holds a measurement."""
     again = _retried(result, copies)
     found = figures.figure(result, again, DECLARED[copies.operation]).gb_per_s
     limit = figures.hard_ceiling(result, again, DECLARED[copies.operation])
@@ -331,12 +319,10 @@ def _within_bound(result: Result, copies: RetriedCopies, where: str) -> None:
 
 
 def _passed_whatever_reference(result: Result, line: str, attempt: Line) -> bool:
-    """Whether an attempt PASSed however the run judged it. Both at once is judged from the
-    file's own figures. The others also by a ceiling (the run took the link from the device
-    facts; NVML's samples came after) and a reference (memprof's own, not kept): certain only
-    for a figure at or above MARGIN of what any reference may hold (ABOVE_BOUND of the most
-    such a GPU reaches) and within ABOVE_BOUND of the link the run started on; its floor was
-    judged with the verdict."""
+    """Whether an attempt PASSed however the run judged it: both at once from the file's own
+    figures; the others also by the link the run started on and a reference not kept, so only
+    a figure at or above MARGIN of any reference's (ABOVE_BOUND of _reference_ceiling) and
+    within ABOVE_BOUND of that link is certain."""
     if line == "at_once":
         return True
     most = at_start = _reference_ceiling(result, line)  # HBM's, for the device copy
@@ -362,8 +348,7 @@ def _reference_ceiling(result: Result, line: str) -> float | None:
 
 
 def check_kept_reference(result: Result) -> None:
-    """The --reference a check kept must be a check of the run's GPU model, its figures ones
-    such a GPU can reach (_reference_ceiling): it decides verdicts wherever the file is read."""
+    """The --reference kept is a check of the run's GPU model, its figures within reach."""
     kept = result.extra.reference
     if kept is None:
         return
@@ -384,9 +369,8 @@ def check_kept_reference(result: Result) -> None:
 
 
 def check_kept_thresholds(result: Result) -> None:
-    """What a check kept of --thresholds is of the file its parameters name; its entry must
-    name the run's GPU and set a floor, and without an entry it sets none. Each floor's range
-    is the schema's (1 to 100)."""
+    """What a check kept of --thresholds is of the file its parameters name; an entry names
+    the run's GPU and sets a floor, no entry sets none (each floor's range: the schema's)."""
     kept, given = result.extra.thresholds, result.parameters.thresholds
     if (kept.file if kept else None) != given:
         raise SchemaError(
@@ -420,8 +404,7 @@ def _batches(ctx: base.RunContext, *lanes: Any) -> None:
 
 
 class _CheckCopies:
-    """The check's buffers, and each throughput line's copies: measured (on the profiler
-    given: the run's, or a retry's own), then verified, the same way at every attempt."""
+    """The check's buffers, and each line's copies, measured then verified at every attempt."""
 
     def __init__(self, ctx: base.RunContext, elements: int, device_elements: int) -> None:
         import numpy as np
@@ -429,7 +412,7 @@ class _CheckCopies:
         from memprof.core import memory
 
         session = ctx.session
-        self.ctx, self.cuda, self.elements = ctx, session.cuda, elements
+        self.ctx, self.cuda = ctx, session.cuda
         self.nbytes = elements * base.FLOAT32_BYTES
         self.device_elements = device_elements
         self.device_copy_bytes = device_elements * base.FLOAT32_BYTES
@@ -454,7 +437,6 @@ class _CheckCopies:
         return buffer
 
     def words(self, line: str) -> str:
-        """The progress line's words for one line's copies: what, which memory, what size."""
         size, device_size = format_bytes(self.nbytes), format_bytes(self.device_copy_bytes)
         return {
             "h2d": f"pinned host → device, {size}",
@@ -464,8 +446,7 @@ class _CheckCopies:
         }[line]
 
     def measure(self, line: str, profiler: Any, label: str = "") -> None:
-        """One attempt of `line`: its copies in back-to-back batches, each verified (`label`
-        names a retry's checks)."""
+        """One attempt of `line`, verified (`label` names a retry's checks)."""
         if line in ("h2d", "d2h"):
             (self._poison_device if line == "h2d" else self._poison_host)()
             _batches(self.ctx, self._lane(profiler, line))
@@ -570,10 +551,9 @@ def retry_until_pass(
     retries: int,
     lines: tuple[str, ...] = tuple(LINE_OPERATIONS),
 ) -> None:
-    """Each line whose latest attempt is not a PASS measured again, up to `retries` times,
-    stopping at its first PASS; verdict(line) judges its latest attempt (the retries made so
-    far included), measure_again(line, attempt) makes attempt 1, 2... Lines are retried after
-    every line's first attempt, in their order: a passing slowdown has had time to pass."""
+    """Each line not PASSing measured again (measure_again(line, attempt)), up to `retries`
+    times, until verdict(line) PASSes; after every line's first attempt, so that a passing
+    slowdown has had time to pass."""
     for line in lines:
         attempt = 0
         while attempt < retries and verdict(line) != "PASS":
@@ -582,8 +562,7 @@ def retry_until_pass(
 
 
 def _retry(ctx: base.RunContext, copies: _CheckCopies, extra: CheckExtra) -> CheckExtra:
-    """The retries of `--retries N`, each measured on a profiler of its own (so the run's
-    measurements stay its first attempts) and kept in the Extra."""
+    """--retries N, each on a profiler of its own: the run's measurements stay its first."""
     from memprof.core.measure import Profiler
 
     first = Result(
@@ -645,8 +624,7 @@ class Line:
 
 
 def judge(measured: float, floor: float, reference: float | None = None) -> Verdict:
-    """FAIL well below the floor (under MARGIN of it); WARN below it, or below MARGIN of a
-    known-good machine's figure; PASS otherwise."""
+    """FAIL under MARGIN of the floor; WARN under it or MARGIN of a reference; else PASS."""
     if measured < MARGIN * floor:
         return "FAIL"
     if measured < floor or (reference is not None and measured < MARGIN * reference):
@@ -654,12 +632,11 @@ def judge(measured: float, floor: float, reference: float | None = None) -> Verd
     return "PASS"
 
 
-DECLARED = {measure.operation: measure for measure in (H2D, D2H, H2D_AT_ONCE, D2H_AT_ONCE, D2D)}
+DECLARED = {measure.operation: measure for measure in CheckGpu.measures}
 
 
 def figure_of(result: Result, operation: str) -> figures.Figure | None:
-    """The figures of a check's copies (GB/s: median of its batches; a device copy counts
-    read and write)."""
+    """A check's copies' figure (median of its batches; a device copy counts both ends)."""
     for m in result.measurements:
         if m.group == "gpu" and m.operation == operation and not m.gpus:
             return figures.figure(result, m, DECLARED[operation])
@@ -766,20 +743,13 @@ Attempt = dict[str, figures.Figure | None]  # one attempt's figures by operation
 
 
 def floors(result: Result) -> dict[str, float]:
-    """Each throughput line's floor, as a share of its ceiling: the run's own (--h2d-floor...,
-    which a file written before they could be set holds as the defaults), or where the entry of
-    --thresholds for its GPU sets one, that."""
+    """Each throughput line's floor, a share of its ceiling: --thresholds' entry for the GPU
+    where it sets one, else the run's own (--h2d-floor...; older files hold the defaults)."""
     found = {
         line: getattr(result.parameters, f"{line}_floor_pct") / 100 for line in LINE_OPERATIONS
     }
     kept = result.extra.thresholds
     return found | {line: pct / 100 for line, pct in (kept.floors_pct() if kept else {}).items()}
-
-
-def floor_source(result: Result, line: str) -> str:
-    """The file that set a line's floor (its name, as the table marks it), or "" for the run's."""
-    kept = result.extra.thresholds
-    return Path(kept.file).name if kept and line in kept.floors_pct() else ""
 
 
 def known_good(result: Result, reference: Reference) -> Figures:
@@ -815,7 +785,8 @@ def throughput_line(
     retried: Retried | None = None,
 ) -> Line:
     """One throughput line judged from one attempt's figures (`retried`: a retry's)."""
-    source = floor_source(result, line)
+    kept = result.extra.thresholds  # the file that set the floor, named as the table marks it
+    source = Path(kept.file).name if kept and line in kept.floors_pct() else ""
     if line == "at_once":
         pairs = {base.DIRECTIONS[k]: (found[k], found[f"{k}_at_once"]) for k in ("h2d", "d2h")}
         expected = f"each >= {floor:.0%} of its rate alone" + (f" ({source})" if source else "")
@@ -861,8 +832,7 @@ def _attempts_sentence(found: list[Line]) -> str:
 
 
 def lines(result: Result, reference: Reference) -> list[Line]:
-    """Every line of one GPU's check, judged from its Result (and a reference, if any): each
-    throughput line by its last attempt."""
+    """Every line of one GPU's check judged, each throughput line by its last attempt."""
     found = [link_line(result)]
     found += [attempts(result, reference, line)[-1] for line in LINE_OPERATIONS]
     found += [clocks_line(result), processes_line(result)]
@@ -1018,12 +988,9 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
         found = attempts(result, reference, line)
         if len(found) > 1:
             again[found[0].what] = _attempts_sentence(found)
-    return _where(result), lines(result, reference), again
-
-
-def _where(result: Result) -> str:
     device = result.device
-    return f"GPU {device.index} ({device.name})" if device else "the GPU"
+    where = f"GPU {device.index} ({device.name})" if device else "the GPU"
+    return where, lines(result, reference), again
 
 
 # A check's table: a row per Line; its Measured cell prints the line's figures (its sources)
@@ -1212,19 +1179,12 @@ class _PeerBuffers:
 
     def lane(self, a: int, b: int, operation: str) -> Any:
         """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
-        from memprof.core.bindings import memcpy_peer_async
         from memprof.core.measure import Lane
+        from memprof.experiments.peer import peer_copy
 
         session, source, _ = self.held[a]
         peer_session, _, target = self.held[b]
-        arguments = (
-            target.device_pointer,
-            peer_session.context.handle,
-            source.device_pointer,
-            session.context.handle,
-            self.nbytes,
-        )
-        action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
+        action = peer_copy(session, source, peer_session, target, self.nbytes)
         return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
 
     def poison(self, *targets: int) -> None:

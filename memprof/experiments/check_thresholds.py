@@ -1,10 +1,9 @@
 """`memprof check --thresholds FILE`: per-model floors kept in the user's repository.
 
-The file is JSON: an object per GPU model, named as the driver names it (`memprof info`
-prints it), each setting some of check's throughput floors in percent of their ceiling, as
---h2d-floor... do. The whole file is validated before the GPU is opened (exit 2, one line);
-the entry of the GPU checked is kept in the Result (CheckExtra.thresholds), so `memprof
-report` judges a saved run by the floors that judged it. docs/check.md shows a file.
+A JSON object per GPU model (as `memprof info` names it) setting some of check's floors, in
+percent of their ceiling, as --h2d-floor... do; validated before the GPU is opened (exit 2).
+The GPU's entry is kept in the Result, so `memprof report` judges a saved run by the floors
+that judged it. docs/check.md shows a file.
 """
 
 from __future__ import annotations
@@ -65,10 +64,8 @@ def read_thresholds(path: str | None) -> Models | None:
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise refuse(f"cannot be read ({error.strerror or error})") from None
-    except ValueError as error:  # a NUL in the name
-        raise refuse(f"cannot be read ({error})") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+        raise refuse(f"cannot be read ({getattr(error, 'strerror', None) or error})") from None
     if len(data) > MAX_FILE_BYTES:
         raise refuse(f"is over {MAX_FILE_BYTES} bytes: not a file of floors")
     try:

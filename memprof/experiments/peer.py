@@ -1,16 +1,10 @@
 """`memprof peer`: copies between every pair of GPUs, as the bandwidth tools measure them.
 
-For each ordered pair (source → destination), with one context per GPU (memprof.multigpu):
-- copy engine, peer access off: cuMemcpyPeerAsync, which the driver stages through host
-  memory (timed as the calls return: a staged copy may block the host, so it is not gated);
-- copy engine, peer access on: the same call, now straight over NVLink or PCIe;
-- both directions at once (peer access on), each direction timed on its own GPU's stream;
-- a kernel on the destination reading the source's memory (readSum), and one on the source
-  writing the destination's memory (fillValue), through peer access;
-- the latency of one small read of the source's memory from the destination (a dependent
-  chain of 4-byte uncached loads), beside the same chain in the GPU's own memory.
-GB/s come from back-to-back batches behind the GPU-side gate (Profiler.throughput). Every
-copy, read and write is verified; destinations are poisoned before each method.
+For each ordered pair, one context per GPU: cuMemcpyPeerAsync with peer access off (the
+driver stages through host memory; timed as the calls return, since it may block the host)
+and on, both directions at once, a kernel reading and one writing the other GPU's memory, and
+the latency of a dependent chain of 4-byte loads beside the same chain in the GPU's own
+memory. GB/s from back-to-back batches behind the GPU-side gate; everything is verified.
 """
 
 from __future__ import annotations
@@ -99,11 +93,7 @@ class Peer(base.Experiment):
     Extra = PeerExtra
     gpus = "every"
     needs_two_gpus = "so there is nothing to measure"
-    measures = (
-        *METHOD_MEASURES.values(),
-        LATENCY_CHAIN,
-        base.LAUNCH_CALL,
-    )
+    measures = (*METHOD_MEASURES.values(), LATENCY_CHAIN, base.LAUNCH_CALL)
 
     def run(self, ctx: base.RunContext) -> PeerExtra:
         from memprof.core.bindings import can_access_peer
@@ -221,11 +211,8 @@ def unordered_pairs(devices: list[int]) -> list[tuple[int, int]]:
 
 
 def pointer_chain(elements: int, stride: int, seed: int = 11) -> tuple[Any, Any]:
-    """(next, order): next[i] is the index read after i; order is the cycle from index 0.
-
-    The hops visit every stride-th element once in a random order, so each load depends
-    on the previous one and the hardware cannot guess the next address.
-    """
+    """(next, order): next[i] is the index read after i, order the cycle from index 0. The hops
+    visit every stride-th element once in random order: the hardware cannot guess the next."""
     import numpy as np
 
     positions = np.arange(0, elements, stride, dtype=np.uint32)
@@ -306,18 +293,26 @@ def _check(name: str, received: Any, expected: Any) -> Check:
     return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
-def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
+def peer_copy(source_session: Any, source: Any, target_session: Any, target: Any, nbytes: int):
+    """cuMemcpyPeerAsync of nbytes from a buffer of one GPU to one of another: action(stream)."""
     from memprof.core.bindings import memcpy_peer_async
 
-    source, destination = state[a], state[b]
-    arguments = (
-        destination.destination.device_pointer,
-        destination.session.context.handle,
-        source.source.device_pointer,
-        source.session.context.handle,
-        nbytes,
-    )
-    return lambda stream: memcpy_peer_async(*arguments, stream.handle)
+    to = (target.device_pointer, target_session.context.handle)
+    start = (source.device_pointer, source_session.context.handle)
+    return lambda stream: memcpy_peer_async(*to, *start, nbytes, stream.handle)
+
+
+def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
+    source, target = state[a], state[b]
+    return peer_copy(source.session, source.source, target.session, target.destination, nbytes)
+
+
+def _timed(session, params, a, b, once, name, method, nbytes, batch, sync=False) -> None:
+    """once() repeated as params say, then back-to-back batches of batch(stream), a → b."""
+    profiler = session.profiler
+    with profiler.on_gpus(a, b):
+        profiler.repeat(once, params.warmup, params.repeat)
+        profiler.throughput(name, method, PEER, nbytes, batch, sync)
 
 
 def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
@@ -331,9 +326,7 @@ def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: 
             with profiler.events("gpu", COPY_NAME, method, PEER, nbytes, synchronous=synchronous):
                 action(profiler.stream)
 
-        with profiler.on_gpus(a, b):
-            profiler.repeat(step, params.warmup, params.repeat)
-            profiler.throughput(COPY_NAME, method, PEER, nbytes, action, synchronous)
+        _timed(session, params, a, b, step, COPY_NAME, method, nbytes, action, synchronous)
         session.synchronize()
     return _check(f"{METHODS[method]}: GPU {a} → GPU {b}", state[b].received(), state[a].values)
 
@@ -342,25 +335,16 @@ def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
     from memprof.core.access import float64_sum
 
-    reader = state[b]
-    pointer = state[a].source.device_pointer
-    with reader.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(
-                lambda: reader.access.read(pointer, elements, PEER, operation="kernel_read"),
-                params.warmup,
-                params.repeat,
-            )
-            profiler.throughput(
-                reader.access.reader.signature.display,
-                "kernel_read",
-                PEER,
-                4 * elements,
-                lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
-            )
+    access, pointer = state[b].access, state[a].source.device_pointer
+
+    def read(stream: Any = None) -> None:
+        access.read(pointer, elements, PEER, stream, "kernel_read")
+
+    with state[b].session.active() as session:
+        name = access.reader.signature.display
+        _timed(session, params, a, b, read, name, "kernel_read", 4 * elements, read)
         values = state[a].values
-        return reader.access.check_sum(
+        return access.check_sum(
             f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", values.size, float64_sum(values)
         )
 
@@ -375,12 +359,8 @@ def _kernel_write(state, params, a: int, b: int, elements: int) -> Check:
         writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, "kernel_write")
 
     with writer.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(write, params.warmup, params.repeat)
-            profiler.throughput(
-                writer.access.writer.signature.display, "kernel_write", PEER, 4 * elements, write
-            )
+        name = writer.access.writer.signature.display
+        _timed(session, params, a, b, write, name, "kernel_write", 4 * elements, write)
         session.synchronize()
     name = f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}"
     return _check(name, state[b].received(), FILL_VALUE)
@@ -427,29 +407,17 @@ def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
     """a → b and b → a together, each on its source's stream behind its own gate."""
     from memprof.core.measure import Lane, concurrent
 
-    directions = ((a, b), (b, a))
-    for _, destination in directions:
-        state[destination].poison()
-    lanes = [
-        Lane(
-            state[source].session.profiler,
-            _copy_action(state, source, destination, nbytes),
-            COPY_NAME,
-            "ce_bidir",
-            PEER,
-            nbytes,
-            (source, destination),
-        )
-        for source, destination in directions
-    ]
+    directions, lanes = ((a, b), (b, a)), []
+    for source, target in directions:
+        state[target].poison()
+        profiler = state[source].session.profiler
+        action = _copy_action(state, source, target, nbytes)
+        lanes.append(Lane(profiler, action, COPY_NAME, "ce_bidir", PEER, nbytes, (source, target)))
     concurrent(lanes, target_ms=BIDIR_TARGET_MS)
+    what = METHODS["ce_bidir"]
     return [
-        _check(
-            f"{METHODS['ce_bidir']}: GPU {source} → GPU {destination}",
-            state[destination].received(),
-            state[source].values,
-        )
-        for source, destination in directions
+        _check(f"{what}: GPU {x} → GPU {y}", state[y].received(), state[x].values)
+        for x, y in directions
     ]
 
 
@@ -512,15 +480,11 @@ def summarize(result: Result) -> Summary:
         tables.append(table)
     latency = pair_figures(result, LATENCY_CHAIN)
     if latency:
-        tables.append(
-            matrix_table(
-                "Latency of one 4-byte read, µs: rows hold the memory, columns read it "
-                "(diagonal: the GPU's own memory)",
-                devices,
-                latency,
-                "per_operation_us",
-            )
+        title = (
+            "Latency of one 4-byte read, µs: rows hold the memory, columns read it "
+            "(diagonal: the GPU's own memory)"
         )
+        tables.append(matrix_table(title, devices, latency, "per_operation_us"))
         tables[-1].notes.append(
             f"A single thread follows a chain of {result.parameters.latency_steps} dependent "
             "uncached loads, 256 bytes apart in 1 MiB; kernel time / loads, median of "
@@ -555,9 +519,8 @@ def _pair_names(pairs: list[tuple[int, int]]) -> str:
 
 
 def _conclusions(result: Result, devices: list[int]) -> list[str]:
-    """What the copies and reads concluded, pair by pair; with more than two GPUs, one line per
-    kind of finding over the pairs that share its verdict (their figures as a range, the
-    slowest and fastest pair named), so that eight GPUs' 56 pairs fit a screen."""
+    """What the copies and reads concluded, pair by pair; past two GPUs, a line per finding
+    over the pairs sharing it (a range, slowest and fastest named): 56 pairs fit a screen."""
     on_figures = pair_figures(result, METHOD_MEASURES["ce_on"])
     on = {pair: one.gb_per_s for pair, one in on_figures.items()}
     off, bidir = figures(result, "ce_off"), figures(result, "ce_bidir")

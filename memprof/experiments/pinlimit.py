@@ -1,15 +1,10 @@
 """`memprof pinlimit`: how much can be pinned here, what pinning costs as it grows, and what it
 takes from the host (seed 004: "pinned memory is a scarce resource").
 
-The limits come first, read without a GPU (memprof.core.hostlimits): RLIMIT_MEMLOCK, root and
-CAP_IPC_LOCK, the cgroup's memory limit, MemTotal and MemAvailable. The climb pins --step GiB
-at a time up to the cap, half with cuMemHostAlloc (then every page touched) and half by
-touching a numpy buffer and registering it with cuMemHostRegister, each call timed on the host
-clock; MemAvailable is read before every step and the climb stops before the host's margin.
-At the top, a numpy copy and a pageable copy to the GPU are timed again, against the same
-copies made before anything was pinned; then everything is freed, timed, and the registered
-memory registered again in one call. An allocation that fails ends the climb: its size and
-CUDA's error are kept in the Result.
+The limits are read first, without a GPU (memprof.core.hostlimits); the climb pins --step GiB
+at a time up to the cap, half with cuMemHostAlloc and half with cuMemHostRegister, each call
+timed on the host clock, stopping before the host's margin or at a failed call (kept in the
+Result). Host copies are timed before, at the top and after. docs/pinlimit.md says more.
 """
 
 from __future__ import annotations
@@ -21,14 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from memprof.core.hostlimits import (
-    GIB,
-    HostLimits,
-    Plan,
-    check_cap,
-    margin_bytes,
-    room_for_step,
-)
+from memprof.core.hostlimits import GIB, HostLimits, Plan, check_cap, margin_bytes, room_for_step
 from memprof.errors import EnvironmentProblem, MemprofError, OutOfMemory
 from memprof.experiments import base
 from memprof.model.device import DeviceFact
@@ -109,30 +97,25 @@ UNREGISTER_WHOLE = _climb_measure(
 # slowdown is pinning's only where the held copies are slower than both (on the H200, an 8 GiB
 # run's copies were 32% slower held than before; a run's later copies can be slower anyway).
 PHASES = {"idle": "nothing pinned", "held": "everything pinned", "after": "everything freed"}
+COPIED = {"arrays": 1, "size": "copy_power", "kinds": ("pageable",), "shows": "latency"}
 HOST_COPY = {
     phase: base.Measure(
         "host",
         f"copy_{phase}",
         f"numpy copyto between two pageable buffers, {words}",
         "host clock",
-        arrays=1,
-        size="copy_power",
-        kinds=("pageable",),
-        shows="latency",
+        **COPIED,
     )
     for phase, words in PHASES.items()
 }
-H2D = {
+H2D = {  # timed as the call took: the driver's staging is in it
     phase: base.Measure(
         "gpu",
         f"h2d_{phase}",
         f"one pageable copy host → device, {words}",
         "one operation",
-        arrays=1,
-        size="copy_power",
-        kinds=("pageable",),
-        shows="latency",
-        call=f"h2d_{phase}",  # the call's time: the driver's staging is in it
+        call=f"h2d_{phase}",
+        **COPIED,
     )
     for phase, words in PHASES.items()
 }
@@ -177,9 +160,8 @@ class Pinlimit(base.Experiment):
 def climb(
     ctx: base.RunContext, limits: HostLimits, plan: Plan, available: Callable[[], int]
 ) -> PinlimitExtra:
-    """The host copies with nothing pinned, the climb, the copies again with it held, then
-    everything freed (timed) and the registered memory registered again in one call.
-    available(): MemAvailable now. Every buffer is the session's: Ctrl-C frees them all."""
+    """Host copies, the climb, copies held, all freed (timed) and registered again in one
+    call, copies again. available(): MemAvailable now. Ctrl-C frees every buffer (session's)."""
     import numpy as np
 
     from memprof.core import memory
@@ -213,10 +195,9 @@ def climb(
             with profiler.host_clock("host", "first touch", "touch", "pinned", half):
                 buffer.array[:: memory.PAGE_BYTES] = 1
             chunk = numpy_memory[index * half : (index + 1) * half]
-            address = chunk.ctypes.data
             with profiler.host_clock("host", "first touch", "touch", "registered", half):
                 chunk[:: memory.PAGE_BYTES] = 1
-            release = _Registration(address)
+            release = _Registration(chunk.ctypes.data)
             handle = session.own(release)  # owned before the call: a Ctrl-C as it returns
             try:
                 with profiler.api("cuMemHostRegister", "register", "registered", half):
@@ -246,15 +227,7 @@ def climb(
     copies.free()
     del raw, numpy_memory
     ctx.progress("done", total, total)
-    return PinlimitExtra(
-        limits,
-        plan.cap_bytes,
-        held,
-        availables,
-        available_idle,
-        stopped,
-        failure,
-    )
+    return PinlimitExtra(limits, plan.cap_bytes, held, availables, available_idle, stopped, failure)
 
 
 class _HostCopies:
@@ -425,8 +398,7 @@ def check(result: Result) -> None:
 
 @dataclass(frozen=True)
 class Climb:
-    """Per GiB costs of each whole step, each one step's samples (memprof.model.figures's
-    "per_gib" with its step: the table's cells and the CSV's rows)."""
+    """Per GiB costs of each whole step ("per_gib" figures: the table's cells, the CSV's rows)."""
 
     held_bytes: list[int]
     alloc: list[Derived]  # cuMemHostAlloc and the touch of its pages
@@ -456,17 +428,8 @@ def climb_of(result: Result) -> Climb | None:
             of(next(m for m in base.find_all(result, measure) if m.kind == kind))
             for measure, kind in parts
         )
-        ways.append(
-            [
-                Derived(
-                    f"{way}, step {step + 1} ({format_bytes(nbytes)} pinned)",
-                    found,
-                    "per_gib",
-                    step=step,
-                )
-                for step, nbytes in enumerate(held)
-            ]
-        )
+        names = [f"{way}, step {step} ({format_bytes(n)} pinned)" for step, n in enumerate(held, 1)]
+        ways.append([Derived(name, found, "per_gib", step=step) for step, name in enumerate(names)])
     pinning_ms = math.fsum(
         math.fsum(part.measurement.samples_ms[: len(held)])
         for part in ways[0][0].parts + ways[1][0].parts
@@ -495,14 +458,12 @@ class HostWork:
 
     @property
     def slowdown(self) -> float:
-        """How much longer the work took with memory pinned than without, before or after:
-        0.04 for 4% slower (against the slower of the two)."""
+        """How much longer the held work took than the baseline: 0.04 for 4% slower."""
         return self.held_vs_both.ratio - 1
 
     @property
     def noise(self) -> float:
-        """The change the two medians' own noise explains (as memprof diff's: three times
-        their combined standard errors, from the samples)."""
+        """The change the medians' noise explains, as memprof diff's (NOISE_SIGMAS errors)."""
         errors = (median_noise(f.measurement.samples_ms) for f in (self.baseline, self.held))
         return NOISE_SIGMAS * math.hypot(*errors)
 
@@ -597,15 +558,9 @@ def limits_table(extra: PinlimitExtra) -> Table:
         rows.append(("cgroup memory", "none found", ""))
     else:
         used = "?" if limits.cgroup_usage_bytes is None else format_bytes(limits.cgroup_usage_bytes)
-        rows.append(
-            (
-                f"cgroup v{limits.cgroup_version} memory",
-                f"{format_bytes(limits.cgroup_limit_bytes)}, {used} used"
-                if limits.cgroup_limit_bytes is not None
-                else "no limit",
-                "both calls",
-            )
-        )
+        limit = limits.cgroup_limit_bytes
+        value = "no limit" if limit is None else f"{format_bytes(limit)}, {used} used"
+        rows.append((f"cgroup v{limits.cgroup_version} memory", value, "both calls"))
     sizes = (
         ("MemTotal", limits.mem_total_bytes, "both calls"),
         ("MemAvailable", limits.mem_available_bytes, "both calls"),
@@ -636,8 +591,7 @@ CLIMB_COLUMNS = (
 
 
 def available_facts(extra: PinlimitExtra) -> list[DeviceFact]:
-    """MemAvailable after each whole step: the climb table's cells and the CSV's rows (the
-    last one also the host table's, as the same row)."""
+    """MemAvailable after each whole step: the climb table's cells and the CSV's rows."""
     return [
         DeviceFact(f"MemAvailable after step {step} ({format_bytes(held)} pinned)", bytes=free)
         for step, (held, free) in enumerate(

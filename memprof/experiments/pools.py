@@ -1,31 +1,13 @@
-"""What `memprof alloc` measures of the allocators programs use today: stream-ordered pools,
-virtual memory management, and the loop a training step runs.
+"""What `memprof alloc` measures of the allocators programs use today: stream-ordered pools
+(the device's default pool, and one of memprof's own that keeps freed memory), virtual memory
+management (each step, and growing a buffer in place against cuMemAlloc, a copy and
+cuMemFree), first use, and the allocate-use-free-sync loop a training step runs.
+docs/allocators.md says how each figure is timed.
 
-- Pools: the device's default pool (cuMemAllocAsync; release threshold 0, so it gives freed
-  memory back at the next synchronization) and a pool of memprof's own that keeps it
-  (cuMemAllocFromPoolAsync, threshold: everything). For each: an allocation from an empty
-  pool, one right after cuMemFreeAsync (reused in stream order), one after the free and a
-  synchronization, the free, that synchronization, and trimming the pool that kept memory.
-- Virtual memory management: reserving addresses, creating physical memory, mapping it and
-  granting access; unmapping, releasing and freeing the range; and growing a buffer to twice
-  its size in place against cuMemAlloc of the larger size, a copy and cuMemFree.
-- First use: a memset of the new memory, against cuMemAlloc's memory used first and again.
-- The loop: allocate, memset, free, synchronize, one size again and again, with cuMemAlloc,
-  each pool and a VMM remap: time per iteration, and from which size a pool stops helping.
-
-How each figure is timed: a driver call by CUPTI's record of it where CUPTI runs (the call in
-the driver, without Python's cost of making it), else the host clock; what a stream-ordered
-call costs the stream itself by gated CUDA events around it; a memset by CUPTI's record (or
-gated events); growing and the loop by the host clock around everything they do.
-
-A driver call's figure has a floor: CUPTI's record of a call holds CUPTI's own bookkeeping
-(on the H200, calls under a microsecond read 0.4-0.5 us above a C++ program's clock, while
-calls of tens of microseconds agree), and the host clock holds Python's cost of the call.
-So each cycle also times cuCtxGetDevice, a call that does next to nothing, the same way: its
-median is the floor no call can read under in this run, shown beside the tables, and a
-figure the floor is more than a tenth of is marked (read it as "under" that figure).
-The GPU side (Allocators) imports its GPU modules inside its methods; the tables and
-conclusions below read a Result anywhere.
+A driver call's figure has a floor (CUPTI's own bookkeeping: on the H200, calls under a
+microsecond read 0.4-0.5 us above a C++ program's clock; on the host clock, Python's cost of
+the call): each cycle also times cuCtxGetDevice, which does next to nothing, the same way, and
+a figure that floor is more than a tenth of is marked (read it as "under").
 """
 
 from __future__ import annotations
@@ -123,9 +105,8 @@ class Allocators:
         self.readback_bytes = 0  # the most any check of this run reads back, where known
 
     def readback(self, nbytes: int) -> Any:
-        """nbytes of host memory to read device memory back into, for a check: one buffer
-        for every check (readback_bytes, made at the first), so the OS provides its pages
-        once, not at every check."""
+        """nbytes of host memory for a check to read into: one buffer for every check, so the
+        OS provides its pages once."""
         import numpy as np
 
         if self._host is None or self._host.size < nbytes:
@@ -165,8 +146,7 @@ class Allocators:
     # -- one repetition of each measurement ------------------------------------------------
 
     def device_cycle(self, nbytes: int) -> None:
-        """cuMemAlloc and cuMemFree timed as the pools' calls are, and its memory's first and
-        second use."""
+        """cuMemAlloc and cuMemFree timed as the pools' calls are; its memory used twice."""
         cuda, profiler = self.session.cuda, self.profiler
         with profiler.driver_call("cuMemAlloc", "alloc_new", "device", nbytes):
             allocation = cuda.mem_alloc(nbytes)
@@ -179,10 +159,9 @@ class Allocators:
                 allocation.free()
 
     def pool_cycle(self, kind: str, nbytes: int) -> None:
-        """A pool's allocation when empty, reused, after a synchronization; its free, the
-        synchronization that gives memory back, what the stream itself spends on an
-        allocation and a free, and trimming (a pool that keeps memory). No call is timed
-        while the stream is held behind the gate: each meets the stream as a program's would."""
+        """A pool's allocation empty, reused and after a sync; its free, the sync giving memory
+        back, the stream's side of both, and trimming. No call is timed while the stream is
+        held behind the gate: each meets the stream as a program's would."""
         from memprof.core import bindings
 
         profiler, stream, cu_stream = self.profiler, self.stream, self.cu_stream
@@ -215,8 +194,7 @@ class Allocators:
         self.call_floor(kind, nbytes)
 
     def call_floor(self, kind: str, nbytes: int) -> None:
-        """cuCtxGetDevice, a call that does next to nothing, timed as the cycle's calls are:
-        what the way they are timed adds to every call (its floor), in the same run."""
+        """cuCtxGetDevice, next to nothing, timed as the cycle's calls: what timing adds."""
         from memprof.core import bindings
 
         with self.profiler.driver_call("cuCtxGetDevice", "call_floor", kind, nbytes):
@@ -334,9 +312,8 @@ class Allocators:
             self._gpu = None
 
     def check_bytes(self, name: str, address: int, nbytes: int, value: int) -> Any:
-        """A Check that every byte of device memory at `address` is `value`: the GPU looks
-        (GpuVerifier), and only where it finds a difference is the memory read back, for
-        compare_constant's account of it."""
+        """A Check that every byte at `address` is `value`: the GPU looks, and only where it
+        finds a difference is the memory read back for compare_constant's account."""
         from memprof.core.verify import SUCCESS, compare_constant
         from memprof.model.results import Check
 
@@ -409,9 +386,8 @@ class Allocators:
 
 
 def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
-    """Every measurement of the modern allocators at every size of ctx.params.powers, and
-    their checks. kinds: those this GPU and cuda-bindings support, among pool, pool_kept and
-    vmm. progress(description) is called before each part."""
+    """Every measurement of the modern allocators at every size, and their checks; kinds:
+    those supported here among pool, pool_kept and vmm."""
     params = ctx.params
     allocators = Allocators(ctx.session, kinds)
     allocators.prepare_checks()  # before anything is timed
@@ -447,8 +423,7 @@ def _calls_and_growth(
     params: Any,
     grown: dict[str, list[str]],
 ) -> None:
-    """One size's driver calls, first uses and growth, each repeated as params say; what went
-    wrong with a grown buffer's data goes into `grown`."""
+    """One size's calls, first uses and growth; a grown buffer's wrong data into `grown`."""
     profiler = allocators.profiler
 
     def repeat(step: Any) -> None:
@@ -531,9 +506,8 @@ def _call_source(result: Result, operations: tuple[str, ...]) -> str:
 
 
 def call_floor_ms(result: Result) -> float | None:
-    """The floor of how this run timed its driver calls: the median of every cuCtxGetDevice
-    (next to nothing) it timed as it timed them. None: files before it, or not on the
-    calls' clock (CUPTI kept no record of it where it kept theirs)."""
+    """The median cuCtxGetDevice, timed as the run's driver calls were (None: files before
+    it, or not on their clock: CUPTI kept no record of it where it kept theirs)."""
     floors = [m for m in result.measurements if (m.group, m.operation) == ("api", "call_floor")]
     if not floors or {m.source for m in floors} != _sources(result, CALLS):
         return None
@@ -581,8 +555,8 @@ def _table(
     columns: list[tuple[str, str, str, str]],
     floor_ms: float | None = None,
 ) -> Table:
-    """One row per size; each column (header, group, operation, kind) a median, a driver
-    call's marked where it is near the floor; the row's measurements its sources."""
+    """A row per size, a median per column (header, group, operation, kind), a driver call's
+    marked near the floor."""
     declared = [Column("Size", "size")]
     for header, group, op, _ in columns:
         call = group == "api" and op in CALLS
@@ -773,8 +747,7 @@ def loop_table(result: Result, record: AllocatorsRecord) -> Table:
 
 
 def pays_from(pool_ms: list[float], device_ms: list[float]) -> int | None:
-    """The first iteration after which the pool's total time is below cuMemAlloc's (1-based),
-    or None if it never was within the iterations run."""
+    """The first iteration (1-based) after which the pool's total is below cuMemAlloc's."""
     pool_total = device_total = 0.0
     for iteration, (pool, device) in enumerate(zip(pool_ms, device_ms, strict=False), start=1):
         pool_total += pool
@@ -833,16 +806,9 @@ def summary_parts(result: Result, record: AllocatorsRecord) -> tuple[list[Table]
     if record.vmm:
         tables += vmm_tables(result, record)
     tables += [first_use_table(result, record), loop_table(result, record)]
-    conclusions = [
-        line
-        for line in (
-            _pool_conclusion(result, record),
-            _growth_conclusion(result, record),
-            *(loop_verdict(result, kind) for kind in record.pools),
-        )
-        if line
-    ]
-    return tables, conclusions
+    found = [_pool_conclusion(result, record), _growth_conclusion(result, record)]
+    found += [loop_verdict(result, kind) for kind in record.pools]
+    return tables, [line for line in found if line]
 
 
 def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:

@@ -1,30 +1,11 @@
 """`memprof smallcopies`: N copies of S bytes between host and device, done five ways.
 
-A training loop moves many small tensors: a ResNet-18 step traced by memprof made 104
-pageable copies under 64 KiB. Each copy's time is mostly fixed cost, so how they are made
-decides what they cost. For every size, in each direction:
-
-1. pinned: one driver call per copy (cuMemcpyHtoDAsync) from pinned memory;
-2. pageable: one call per copy from pageable numpy arrays (cuMemcpyHtoD: the driver stages
-   each through its own pinned buffer, and the host waits);
-3. batched: one cuMemcpyBatchAsync of all N from pinned memory (CUDA 12.8 and newer);
-4. gathered: numpy gathers the pageable pieces into one pinned staging buffer, then one
-   copy (device to host: one copy, then numpy scatters the pieces);
-5. kernel: one kernel reads the N pieces from mapped host memory (zero-copy) and writes
-   them to device memory (device to host: writes them into mapped host memory).
-
-The pieces lie apart in host memory (256 bytes apart in a pageable, a pinned or a mapped arena)
-and side by side in device memory. Every way's data is verified.
-
-How each is timed, and ranked: by the wall clock of each way, what a program waits, from its
-first call until the stream is synchronized (host clock, Python's calls included). What a
-program builds once and reuses is built before the clock starts, as a program would: the
-batch's argument arrays (BatchCopy) and the views gathering reads and writes through; one
-call per copy pays its call N times, as any program does. Beside it, the GPU time: the
-copies, the batch, the kernel and the staging copy queued behind a GPU-side gate between two
-CUDA events, CUPTI paused, and released at once (their GPU time back to back); pageable
-copies block the host: CUPTI's records of the calls (the driver's staging included), else the
-host clock around them; numpy's gathering and scattering: host clock, added.
+A training loop moves many small tensors (a ResNet-18 step traced by memprof made 104
+pageable copies under 64 KiB), each mostly fixed cost: one call per copy from pinned or from
+pageable memory, one cuMemcpyBatchAsync, numpy gathering into one pinned buffer then one copy,
+or one kernel through zero-copy memory. Ways are ranked by their wall clock, from the first
+call until the stream is synchronized, what a program reuses built beforehand; their GPU time
+(gated CUDA events) beside it. Every way's data is verified. docs/small-copies.md says more.
 """
 
 from __future__ import annotations
@@ -159,18 +140,14 @@ def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
     """(the ways this GPU, driver and cuda-bindings can do, why each other one cannot)."""
     from memprof.core import bindings, memory
 
-    ways, skipped = [], []
-    for way in WAYS:
-        reason = None
-        if way == "batched":
-            reason = bindings.batch_copy_missing_reason()
-        elif way == "kernel":
-            reason = memory.MEMORY_KINDS["mapped"].unsupported_reason(attributes)
-        if reason is None:
-            ways.append(way)
-        else:
-            skipped.append(f"{way} ({WAY_NAMES[way]}): {reason}")
-    return ways, skipped
+    reasons = {
+        "batched": bindings.batch_copy_missing_reason(),
+        "kernel": memory.MEMORY_KINDS["mapped"].unsupported_reason(attributes),
+    }
+    skipped = [
+        f"{way} ({WAY_NAMES[way]}): {why}" for way, why in reasons.items() if why is not None
+    ]
+    return [way for way in WAYS if reasons.get(way) is None], skipped
 
 
 def measure(ctx: base.RunContext) -> SmallCopiesExtra:
@@ -296,11 +273,7 @@ class Pieces:
 
         host = [piece.ctypes.data for piece in self.pinned]
         sizes = [self.nbytes] * self.count
-        batch = (
-            bindings.BatchCopy.of(device, host, sizes)
-            if h2d
-            else bindings.BatchCopy.of(host, device, sizes)
-        )
+        batch = bindings.BatchCopy.of(*((device, host) if h2d else (host, device)), sizes)
         handle = int(self.profiler.stream.handle)  # the stream every plan is queued on
         return lambda stream: batch.enqueue(handle)
 
@@ -340,10 +313,8 @@ class Pieces:
     # -- timing and checking -----------------------------------------------------------------
 
     def measure(self, way: str, direction: str, warmup: int, repeat: int | None) -> str | None:
-        """Time one way (its GPU time and host work, then its wall clock), each verified;
-        what went wrong with the data (None: nothing). The sources hold the data already
-        (sources(direction)); the destination is poisoned first. The wall clock times the
-        same calls the timed repetitions just made: they are warm, so it has no warm-ups."""
+        """Time one way's GPU time and host work, then its wall clock (the same calls, warm:
+        no warm-ups), on sources() filled and destinations poisoned; what went wrong, if any."""
         plan = self.plan(way, direction)
         self._poison(way, direction)
         for timing, warm in ((self._timed, warmup), (self._wall, 0)):  # gated, then not
@@ -448,30 +419,20 @@ def _one_call_each(
     cuda: Any, h2d: bool, device: list[int], host: list[Any], asynchronous: bool
 ) -> Any:
     """One driver call per piece: asynchronous on the stream given, or blocking."""
-    pairs = list(zip(device, host, strict=True))
-    if asynchronous and h2d:
+    pairs = [(d, h) if h2d else (h, d) for d, h in zip(device, host, strict=True)]
+    call = cuda.memcpy_htod if h2d else cuda.memcpy_dtoh
+    if asynchronous:
+        call = cuda.memcpy_htod_async if h2d else cuda.memcpy_dtoh_async
 
         def copies(stream: Any) -> None:
-            for address, piece in pairs:
-                cuda.memcpy_htod_async(address, piece, stream)
-
-    elif asynchronous:
-
-        def copies(stream: Any) -> None:
-            for address, piece in pairs:
-                cuda.memcpy_dtoh_async(piece, address, stream)
-
-    elif h2d:
-
-        def copies() -> None:
-            for address, piece in pairs:
-                cuda.memcpy_htod(address, piece)
+            for destination, source in pairs:
+                call(destination, source, stream)
 
     else:
 
         def copies() -> None:
-            for address, piece in pairs:
-                cuda.memcpy_dtoh(piece, address)
+            for destination, source in pairs:
+                call(destination, source)
 
     return copies
 
@@ -486,9 +447,8 @@ def _finder(result: Result) -> FigureOf:
 def cost(
     result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
 ) -> Figure | Derived | None:
-    """What moving all N pieces one way cost: its GPU time back to back, plus the host work
-    it needs (numpy gathering or scattering, a Derived sum); pageable: the blocking calls
-    themselves. None: not measured."""
+    """All N pieces' GPU time back to back, plus numpy's gathering or scattering (a Derived
+    sum); pageable: the blocking calls themselves. None: not measured."""
     if way == "pageable":
         parts = [("api", f"{direction}_calls")]
     elif way == "gathered":
@@ -519,8 +479,7 @@ def sizes(result: Result) -> list[int]:
 
 
 def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
-    """size -> way -> the per-copy time of figure(result, way, direction, size, of), where
-    it was measured."""
+    """size -> way -> figure(result, way, direction, size, of) per copy, where measured."""
     of = _finder(result)
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
@@ -628,20 +587,14 @@ def _wall_notes(result: Result) -> list[str]:
 
 
 def _gpu_notes(result: Result) -> list[str]:
+    sources = {m.source for m in result.measurements if m.operation.endswith("_calls")}
+    calls = "CUPTI's records of them" if sources == {"cupti"} else "the host clock around them"
     return [
         "GPU time: the GPU work queued behind a GPU-side gate between two CUDA events (CUPTI "
-        "paused), back to back; pageable: the blocking calls themselves ("
-        + _calls_source(result)
-        + "); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
+        f"paused), back to back; pageable: the blocking calls themselves ({calls}, staging "
+        "included); gathered: numpy's host clock added. Per copy: total / copies. Medians of "
         f"{base.repetitions(result)}; best of each row in bold.",
     ]
-
-
-def _calls_source(result: Result) -> str:
-    sources = {m.source for m in result.measurements if m.operation.endswith("_calls")}
-    if sources == {"cupti"}:
-        return "CUPTI's records of them, staging included"
-    return "the host clock around them, staging included"
 
 
 def _verdicts(result: Result, direction: str) -> list[str]:
