@@ -1179,12 +1179,19 @@ class _PeerBuffers:
 
     def lane(self, a: int, b: int, operation: str) -> Any:
         """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
+        from memprof.core.bindings import memcpy_peer_async
         from memprof.core.measure import Lane
-        from memprof.experiments.peer import peer_copy
 
         session, source, _ = self.held[a]
         peer_session, _, target = self.held[b]
-        action = peer_copy(session, source, peer_session, target, self.nbytes)
+        arguments = (
+            target.device_pointer,
+            peer_session.context.handle,
+            source.device_pointer,
+            session.context.handle,
+            self.nbytes,
+        )
+        action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
         return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
 
     def poison(self, *targets: int) -> None:

@@ -93,7 +93,11 @@ class Peer(base.Experiment):
     Extra = PeerExtra
     gpus = "every"
     needs_two_gpus = "so there is nothing to measure"
-    measures = (*METHOD_MEASURES.values(), LATENCY_CHAIN, base.LAUNCH_CALL)
+    measures = (
+        *METHOD_MEASURES.values(),
+        LATENCY_CHAIN,
+        base.LAUNCH_CALL,
+    )
 
     def run(self, ctx: base.RunContext) -> PeerExtra:
         from memprof.core.bindings import can_access_peer
@@ -293,26 +297,18 @@ def _check(name: str, received: Any, expected: Any) -> Check:
     return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
-def peer_copy(source_session: Any, source: Any, target_session: Any, target: Any, nbytes: int):
-    """cuMemcpyPeerAsync of nbytes from a buffer of one GPU to one of another: action(stream)."""
+def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
     from memprof.core.bindings import memcpy_peer_async
 
-    to = (target.device_pointer, target_session.context.handle)
-    start = (source.device_pointer, source_session.context.handle)
-    return lambda stream: memcpy_peer_async(*to, *start, nbytes, stream.handle)
-
-
-def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
-    source, target = state[a], state[b]
-    return peer_copy(source.session, source.source, target.session, target.destination, nbytes)
-
-
-def _timed(session, params, a, b, once, name, method, nbytes, batch, sync=False) -> None:
-    """once() repeated as params say, then back-to-back batches of batch(stream), a → b."""
-    profiler = session.profiler
-    with profiler.on_gpus(a, b):
-        profiler.repeat(once, params.warmup, params.repeat)
-        profiler.throughput(name, method, PEER, nbytes, batch, sync)
+    source, destination = state[a], state[b]
+    arguments = (
+        destination.destination.device_pointer,
+        destination.session.context.handle,
+        source.source.device_pointer,
+        source.session.context.handle,
+        nbytes,
+    )
+    return lambda stream: memcpy_peer_async(*arguments, stream.handle)
 
 
 def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
@@ -326,7 +322,9 @@ def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: 
             with profiler.events("gpu", COPY_NAME, method, PEER, nbytes, synchronous=synchronous):
                 action(profiler.stream)
 
-        _timed(session, params, a, b, step, COPY_NAME, method, nbytes, action, synchronous)
+        with profiler.on_gpus(a, b):
+            profiler.repeat(step, params.warmup, params.repeat)
+            profiler.throughput(COPY_NAME, method, PEER, nbytes, action, synchronous)
         session.synchronize()
     return _check(f"{METHODS[method]}: GPU {a} → GPU {b}", state[b].received(), state[a].values)
 
@@ -335,16 +333,25 @@ def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
     from memprof.core.access import float64_sum
 
-    access, pointer = state[b].access, state[a].source.device_pointer
-
-    def read(stream: Any = None) -> None:
-        access.read(pointer, elements, PEER, stream, "kernel_read")
-
-    with state[b].session.active() as session:
-        name = access.reader.signature.display
-        _timed(session, params, a, b, read, name, "kernel_read", 4 * elements, read)
+    reader = state[b]
+    pointer = state[a].source.device_pointer
+    with reader.session.active() as session:
+        profiler = session.profiler
+        with profiler.on_gpus(a, b):
+            profiler.repeat(
+                lambda: reader.access.read(pointer, elements, PEER, operation="kernel_read"),
+                params.warmup,
+                params.repeat,
+            )
+            profiler.throughput(
+                reader.access.reader.signature.display,
+                "kernel_read",
+                PEER,
+                4 * elements,
+                lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
+            )
         values = state[a].values
-        return access.check_sum(
+        return reader.access.check_sum(
             f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", values.size, float64_sum(values)
         )
 
@@ -359,8 +366,12 @@ def _kernel_write(state, params, a: int, b: int, elements: int) -> Check:
         writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, "kernel_write")
 
     with writer.session.active() as session:
-        name = writer.access.writer.signature.display
-        _timed(session, params, a, b, write, name, "kernel_write", 4 * elements, write)
+        profiler = session.profiler
+        with profiler.on_gpus(a, b):
+            profiler.repeat(write, params.warmup, params.repeat)
+            profiler.throughput(
+                writer.access.writer.signature.display, "kernel_write", PEER, 4 * elements, write
+            )
         session.synchronize()
     name = f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}"
     return _check(name, state[b].received(), FILL_VALUE)
@@ -407,17 +418,29 @@ def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
     """a → b and b → a together, each on its source's stream behind its own gate."""
     from memprof.core.measure import Lane, concurrent
 
-    directions, lanes = ((a, b), (b, a)), []
-    for source, target in directions:
-        state[target].poison()
-        profiler = state[source].session.profiler
-        action = _copy_action(state, source, target, nbytes)
-        lanes.append(Lane(profiler, action, COPY_NAME, "ce_bidir", PEER, nbytes, (source, target)))
+    directions = ((a, b), (b, a))
+    for _, destination in directions:
+        state[destination].poison()
+    lanes = [
+        Lane(
+            state[source].session.profiler,
+            _copy_action(state, source, destination, nbytes),
+            COPY_NAME,
+            "ce_bidir",
+            PEER,
+            nbytes,
+            (source, destination),
+        )
+        for source, destination in directions
+    ]
     concurrent(lanes, target_ms=BIDIR_TARGET_MS)
-    what = METHODS["ce_bidir"]
     return [
-        _check(f"{what}: GPU {x} → GPU {y}", state[y].received(), state[x].values)
-        for x, y in directions
+        _check(
+            f"{METHODS['ce_bidir']}: GPU {source} → GPU {destination}",
+            state[destination].received(),
+            state[source].values,
+        )
+        for source, destination in directions
     ]
 
 
