@@ -1,12 +1,9 @@
 """`memprof portable`: one pinned buffer used from every GPU's context (seed 004).
 
-cuMemHostAlloc(PORTABLE) pins memory for every CUDA context; without the flag, CUDA says
-the memory is pinned for the allocating context only, so another GPU's context may treat
-it as pageable and stage its copies. Both buffers are allocated in the first GPU's context
-(with the host thread on its local CPUs unless --no-affinity); each GPU copies from and to
-both, and every copy is verified. The copies are the synchronous calls (cuMemcpyHtoD/DtoH):
-a copy the driver stages would block behind a GPU-side gate, so the measuring core times
-them as the calls return, one at a time and in back-to-back batches.
+Without PORTABLE, CUDA pins memory for the allocating context only, so another GPU's context
+may treat it as pageable and stage its copies. Both buffers are allocated in the first GPU's
+context; each GPU copies from and to both, verified. The copies are the synchronous calls:
+one the driver stages would block behind a GPU-side gate, so they are timed as they return.
 """
 
 from __future__ import annotations

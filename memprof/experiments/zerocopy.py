@@ -91,8 +91,8 @@ class ZeroCopy(base.Experiment):
 
 
 def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
-    """The three paths at one size, each verified: device memory after copies from pinned
-    memory, zero-copy, and device memory after copies from pageable memory."""
+    """The three paths at one size (module docstring), each verified."""
+
     import numpy as np
 
     from memprof.core import memory
