@@ -1,9 +1,7 @@
 """`memprof uva`: seed 000's unified virtual addressing, the host pointer passed to a kernel as is.
 
-Under UVA, mapped pinned memory has one address for host and device, so the kernel can
-take the pointer cuMemHostAlloc returned, with no cuMemHostGetDevicePointer. The kernel
-is timed three ways: host pointer (UVA), the driver's device pointer (zero-copy), and
-device memory after explicit copies.
+Under UVA mapped memory has one address for host and device, so a kernel can take the pointer
+cuMemHostAlloc returned; timed against the driver's device pointer and device memory.
 """
 
 from __future__ import annotations
@@ -171,8 +169,7 @@ KERNELS = (
 
 
 def _kernels(result: Result, found: dict[str, Figure]) -> Table:
-    """sumArrays through each path: its times, the GB/s it read, against device memory and
-    against what bounds it (the link for mapped memory, HBM for device memory)."""
+    """sumArrays through each path: times, GB/s read, against device memory and its ceiling."""
     nbytes = base.array_bytes(result.parameters)
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     rows = [

@@ -1,10 +1,8 @@
 """`memprof writecombined` (alias `wc`): cached vs write-combined pinned memory (seeds 002, 004).
 
-Write-combined memory bypasses the CPU's caches: host writes stream straight out and
-transfers skip PCIe snooping, but every host read goes uncached to DRAM, which is the
-documented trap. Measured for cached pinned and write-combined buffers alike: HtoD and
-DtoH bandwidth, host write and host read throughput, and a kernel reading the buffers
-through their mapped device pointers.
+Write-combined memory bypasses the CPU's caches: host writes stream out and transfers skip PCIe
+snooping, but every host read goes uncached to DRAM (the documented trap). Each kind: copies
+both ways, host writes and reads, and a kernel reading it through its mapped device pointer.
 """
 
 from __future__ import annotations
@@ -187,8 +185,7 @@ def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table
 
 
 def _against_ceiling(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """What crosses the link (copies and kernel reads) as a share of it, per kind (host reads
-    and writes stay on the host)."""
+    """What crosses the link (copies and kernel reads) as a share of it, per kind."""
     rows = [row for row in _rows(found) if row["over the link"]]
     notes = [f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."]
     return table("Over the link, against its ceiling", AGAINST_CEILING, rows, notes)
