@@ -144,19 +144,20 @@ class Alloc(base.Experiment):
 ALLOCATION_KEYS = frozenset(measure.key for measure in base.ALLOCATIONS)
 
 
+def _once(kind: str, nbytes: int, threshold: int | None) -> bool:
+    """Whether an allocation is made once: host memory from `threshold` (None: never) on."""
+    return kind in HOST_KINDS and threshold is not None and nbytes >= threshold
+
+
 def repetitions(kind: str, nbytes: int, params: AllocParams) -> tuple[int, int]:
-    """(warm-ups, timed repetitions) of one kind's allocation at one size: host memory from
-    HOST_ONCE_FROM_BYTES on once, no warm-up; everything else as params say."""
-    if kind in HOST_KINDS and nbytes >= HOST_ONCE_FROM_BYTES:
-        return 0, 1
-    return params.warmup, params.repeat
+    """(warm-ups, timed repetitions) of one kind's allocation at one size."""
+    return (0, 1) if _once(kind, nbytes, HOST_ONCE_FROM_BYTES) else (params.warmup, params.repeat)
 
 
 def allocations(result: Result, kind: str, nbytes: int) -> int:
     """How many timed allocations of a kind at a size a saved run holds."""
-    threshold = result.extra.host_once_from_bytes
-    host = kind in HOST_KINDS
-    return 1 if host and threshold is not None and nbytes >= threshold else result.parameters.repeat
+    once = _once(kind, nbytes, result.extra.host_once_from_bytes)
+    return 1 if once else result.parameters.repeat
 
 
 def once_note(result: Result) -> str | None:
