@@ -7,6 +7,7 @@ cuMemHostAlloc returned; timed against the driver's device pointer and device me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
@@ -96,13 +97,8 @@ class Uva(base.Experiment):
         }
         for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
             ctx.progress(f"{PATHS[path]}, {format_bytes(nbytes)}", done, len(pointers))
-            ctx.measure.repeat(
-                lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: sums.launch(
-                    a_pointer, b_pointer, d_res, path
-                ),
-                params.warmup,
-                params.repeat,
-            )
+            launch = partial(sums.launch, a_pointer, b_pointer, d_res, path)
+            ctx.measure.repeat(launch, params.warmup, params.repeat)
             ctx.check(sums.verify(d_res, f"sumArrays {size_label(params.power)}, {PATHS[path]}"))
         for buffer in (a, b, d_a, d_b, d_res):
             buffer.free()

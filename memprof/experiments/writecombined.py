@@ -8,6 +8,7 @@ both ways, host writes and reads, and a kernel reading it through its mapped dev
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
@@ -83,13 +84,8 @@ class WriteCombined(base.Experiment):
             profiler.repeat(lambda a=a: memory.copy(session, d_a, a), params.warmup, params.repeat)
             profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
             a.array[:] = a_values  # the DtoH copies overwrote it
-            profiler.repeat(
-                lambda kind=kind, a=a, b=b: sums.launch(
-                    a.device_pointer, b.device_pointer, d_res, kind
-                ),
-                params.warmup,
-                params.repeat,
-            )
+            launch = partial(sums.launch, a.device_pointer, b.device_pointer, d_res, kind)
+            profiler.repeat(launch, params.warmup, params.repeat)
             name = f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped"
             ctx.check(sums.verify(d_res, name))
             a.free()
