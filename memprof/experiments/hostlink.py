@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
-from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
+from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Derived, Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
@@ -199,7 +199,6 @@ def summarize(result: Result) -> Summary:
         if summed is not None:  # a total has no one ceiling
             rows.append(dict(zip(("alone", "together", "against"), summed, strict=True)))
             rows[-1] |= {"gpu": "total", "direction": label}
-    links = {index: pcie_ceiling(result, index) for index in devices}
     title = (
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once"
     )
@@ -210,7 +209,7 @@ def summarize(result: Result) -> Summary:
         "gates opened back to back; median of "
         f"{base.repetitions(result, 'batch', 'batches', batches=True)}.",
         "Total alone: the sum of each GPU's figure measured on its own.",
-        *_ceiling_notes(links),
+        *ceiling_notes(result, "each GPU alone"),
     ]
     tables = [table(title, COPIES, rows, notes)]
     return Summary(tables=tables, conclusions=_conclusions(result), show_profile=False)
@@ -226,12 +225,14 @@ COPIES = (
 )
 
 
-def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
-    """Each GPU's own link, one line for the GPUs whose links are alike."""
-
-    said = [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()]
+def ceiling_notes(result: Result, compared: str) -> list[str]:
+    """Each GPU's own link, one line for the GPUs whose links are alike (hostlink, portable)."""
+    said = [
+        (index, f"{detail_of(pcie_ceiling(result, index), NO_GPU_STATE)}.")
+        for index in devices_of(result)
+    ]
     return [
-        f"Of ceiling (each GPU alone against its own link), {line}"
+        f"Of ceiling ({compared} against its own link), {line}"
         for line in said_once(said, gpu_names)
     ]
 
