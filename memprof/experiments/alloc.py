@@ -1,20 +1,11 @@
 """`memprof alloc`: what allocating and freeing each memory kind costs as sizes grow (seed 000).
 
-Every kind in memory.MEMORY_KINDS that this GPU supports is allocated and freed at every
-size, timed on the host clock: numpy (with the first touch of every page, which is when the
-OS really provides memory), cuMemAlloc, cuMemHostAlloc (default, mapped, write-combined,
-portable), cuMemAllocManaged, numpy plus cuMemHostRegister, and the allocators programs use
-today (through NVIDIA's cuda-bindings): stream-ordered pools and virtual memory management.
-Those get their own tables (memprof.experiments.pools): a pool's first allocation, its reuse,
-its release at a synchronization and trimming; each step of virtual memory management and
-growing a buffer in place; the first use of new memory; and a loop that allocates, uses and
-frees one size again and again, as a training step does. Sizes that would not fit in free
-device or host memory are refused before anything is allocated.
-
-Host memory from 256 MiB up (HOST_ONCE_FROM_BYTES) is allocated once per kind and size, not
-warmed up: each such allocation takes a tenth of a second or more, its cost is its pages
-(the same every time: three allocations of 1 GiB on the H200 mostly agreed within 4%), and
-repeating it was most of alloc's time. Every other allocation is repeated as --repeat says.
+Every kind this GPU supports is allocated and freed at every size on the host clock (numpy
+with the first touch of every page, when the OS really provides memory); pools and virtual
+memory management get their own tables (memprof.experiments.pools). Host memory from
+HOST_ONCE_FROM_BYTES up is allocated once, not warmed up: its cost is its pages, the same
+every time (three 1 GiB allocations on the H200 mostly agreed within 4%), and repeating it
+was most of alloc's time.
 """
 
 from __future__ import annotations
@@ -153,19 +144,20 @@ class Alloc(base.Experiment):
 ALLOCATION_KEYS = frozenset(measure.key for measure in base.ALLOCATIONS)
 
 
+def _once(kind: str, nbytes: int, threshold: int | None) -> bool:
+    """Whether an allocation is made once: host memory from `threshold` (None: never) on."""
+    return kind in HOST_KINDS and threshold is not None and nbytes >= threshold
+
+
 def repetitions(kind: str, nbytes: int, params: AllocParams) -> tuple[int, int]:
-    """(warm-ups, timed repetitions) of one kind's allocation at one size: host memory from
-    HOST_ONCE_FROM_BYTES on once, no warm-up; everything else as params say."""
-    if kind in HOST_KINDS and nbytes >= HOST_ONCE_FROM_BYTES:
-        return 0, 1
-    return params.warmup, params.repeat
+    """(warm-ups, timed repetitions) of one kind's allocation at one size."""
+    return (0, 1) if _once(kind, nbytes, HOST_ONCE_FROM_BYTES) else (params.warmup, params.repeat)
 
 
 def allocations(result: Result, kind: str, nbytes: int) -> int:
     """How many timed allocations of a kind at a size a saved run holds."""
-    threshold = result.extra.host_once_from_bytes
-    host = kind in HOST_KINDS
-    return 1 if host and threshold is not None and nbytes >= threshold else result.parameters.repeat
+    once = _once(kind, nbytes, result.extra.host_once_from_bytes)
+    return 1 if once else result.parameters.repeat
 
 
 def once_note(result: Result) -> str | None:

@@ -166,9 +166,8 @@ class _EveryKind:
         self.ctx.measure.repeat(action, self.ctx.params.warmup, self.ctx.params.repeat)
 
     def allocation_cost(self, kind: str) -> memory.Buffer:
-        """Time allocating the kind, each buffer freed before the next is allocated, and
-        measure with the last one: allocating one more only to measure with cost as much
-        as one of the timed allocations (a pinned 64 MiB one is milliseconds)."""
+        """Time allocating the kind, each buffer freed before the next, and keep the last one
+        to measure with (one more allocation would cost as much as a timed one)."""
         kept: list[memory.Buffer] = []
 
         def allocate() -> None:
@@ -218,8 +217,7 @@ class _EveryKind:
         buffer.free()
 
     def device(self, kind: str) -> None:
-        """Device memory's allocation (cuMemAlloc, a pool's, or mapped by hand) and a kernel
-        reading it."""
+        """Device memory's allocation (cuMemAlloc, a pool's, or VMM) and a kernel reading it."""
         d = self.allocation_cost(kind)
         self.session.cuda.memcpy_htod(d.device_pointer, self.values)
         self.repeat(lambda: self.access.read(d.device_pointer, self.elements, kind))
@@ -289,14 +287,13 @@ def _cell_figures(result: Result) -> dict[tuple[str, str], Figure]:
     return found
 
 
-def _values(found: dict[tuple[str, str], Figure]) -> dict[tuple[str, str], float]:
-    """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
-    return {key: one.median_ms if key[1] == "alloc" else one.gb_per_s for key, one in found.items()}
-
-
 def _figures(result: Result) -> dict[tuple[str, str], float]:
     """(row, operation) -> GB/s for bandwidths, median ms for allocation."""
     return _values(_cell_figures(result))
+
+
+def _values(found: dict[tuple[str, str], Figure]) -> dict[tuple[str, str], float]:
+    return {key: one.median_ms if key[1] == "alloc" else one.gb_per_s for key, one in found.items()}
 
 
 def shown_rows(figures: dict[tuple[str, str], object]) -> dict[str, str]:
@@ -438,12 +435,9 @@ TRAPS = {
 
 
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
-    """One recommendation per use: the fastest measured way, with the times that justify it.
+    """One recommendation per use: the fastest measured way, the first listed of those within
+    5% (so noise never picks a kind with a known trap), never one of TRAPS."""
 
-    Options within 5% of the fastest count as equal, and the one listed first (the simpler
-    or safer) is recommended, so run-to-run noise never picks a kind with a known trap; a way
-    the docs forbid for the use (TRAPS) is never recommended, however fast it measured.
-    """
     return [sentence(use, ways, figures, nbytes) for use, ways in USES]
 
 

@@ -105,7 +105,7 @@ class DeviceBandwidth(base.Experiment):
         step = ctx.steps(3)
 
         step(f"device memory, {format_bytes(nbytes)}: verifying the kernels")
-        for check in _verify(session, stream.launch, *stream.arrays):
+        for check in _verify(stream):
             ctx.check(check)
         step(f"device memory, {format_bytes(nbytes)}: cuMemcpyDtoD and cuMemset")
         a, c = stream.a, stream.c
@@ -193,12 +193,6 @@ class _Stream:
         self.scalar = self.dtype.type(SCALAR)
         self.elementwise_blocks = elementwise_blocks(params)
 
-    @property
-    def arrays(self) -> tuple:
-        """What _verify needs: the arrays, the partial sums, their size, type and scalar."""
-        arrays = (self.a, self.b, self.c)
-        return arrays, self.partial, self.elements, self.dtype, self.scalar
-
     def launch(self, name: str) -> None:
         a, b, c = (buffer.device_pointer for buffer in (self.a, self.b, self.c))
         arguments = {
@@ -239,16 +233,18 @@ class _Stream:
             buffer.free()
 
 
-def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[Check]:
+def _verify(stream: _Stream) -> list[Check]:
     """One BabelStream round on random data, every result checked against numpy."""
     import numpy as np
 
     from memprof.core.verify import compare_arrays
 
-    cuda = session.cuda
+    session, launch, partial, scalar = stream.session, stream.launch, stream.partial, stream.scalar
+    elements, dtype, cuda = stream.elements, stream.dtype, session.cuda
+    a, b, c = stream.a, stream.b, stream.c
     rng = np.random.default_rng(7)
     host = {name: rng.random(elements).astype(dtype) + dtype.type(0.5) for name in "abc"}
-    for name, buffer in zip("abc", arrays, strict=True):
+    for name, buffer in zip("abc", (a, b, c), strict=True):
         cuda.memcpy_htod(buffer.device_pointer, host[name])
 
     def fetch(buffer) -> np.ndarray:
@@ -256,7 +252,6 @@ def _verify(session, launch, arrays, partial, elements, dtype, scalar) -> list[C
         cuda.memcpy_dtoh(out, buffer.device_pointer)
         return out
 
-    a, b, c = arrays
     host_a, host_b, host_c = host["a"], host["b"], host["c"]
     # float32 a+b and s*c round identically on both sides; triad may fuse into one FMA.
     tolerance = 4 * np.finfo(dtype).eps

@@ -1,12 +1,9 @@
 """`memprof hostlink`: every GPU's pinned HtoD and DtoH alone, then all GPUs at the same time.
 
-One context per GPU, each with its own pinned host buffer (allocated with the host thread on
-that GPU's local CPUs, unless --no-affinity) and device buffer. Alone: each GPU's batches of
-back-to-back copies in turn. At once: every GPU's batch queued behind its own GPU-side gate,
-the gates opened back to back (the measuring core's concurrent batches). If the GPUs together
-move less than the sum of what each moves alone, they share something on the way: the host's
-PCIe root, its memory, or a switch. `--device all` on pinned, sweep and compare ends with
-this. Every copy is verified.
+Each GPU's batches of back-to-back copies from its own pinned buffer (allocated near it unless
+--no-affinity), alone in turn, then all at once behind GPU-side gates opened back to back: if
+together they move less than the sum alone, they share the host's PCIe root, memory or a
+switch. `--device all` on pinned, sweep and compare ends with this. Every copy is verified.
 """
 
 from __future__ import annotations
@@ -15,15 +12,10 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
-from memprof.model.ceilings import NO_GPU_STATE, Ceiling, detail_of, pcie_ceiling
+from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Derived, Figure
-from memprof.model.formatting import (
-    format_bytes,
-    format_gb_per_s,
-    gpu_names,
-    said_once,
-)
+from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
 from memprof.model.results import Measurement, Result
 from memprof.model.summary import Column, Summary, table
 
@@ -127,8 +119,7 @@ class Hostlink(base.Experiment):
 
 
 class _Gpu(CheckedCopies):
-    """One GPU's side of the experiment: its session, its pinned and device buffers, the
-    values its copies move."""
+    """One GPU's session, pinned and device buffers, and the values its copies move."""
 
     def action(self, direction: str):
         from memprof.core import memory
@@ -169,8 +160,7 @@ def figures(result: Result) -> dict[tuple[str, str, int], float]:
 
 
 def total_figures(result: Result, direction: str) -> tuple[Derived, Derived, Derived] | None:
-    """Every GPU's GB/s alone added up, the same all at once, and the second over the first
-    (None if a copy is missing)."""
+    """(sum alone, sum at once, at once / alone); None if a copy is missing."""
     found = copy_figures(result)
     keys = {mode: [(mode, direction, index) for index in devices_of(result)] for mode in MODES}
     if not all(key in found for key in keys["alone"] + keys["together"]):
@@ -209,7 +199,6 @@ def summarize(result: Result) -> Summary:
         if summed is not None:  # a total has no one ceiling
             rows.append(dict(zip(("alone", "together", "against"), summed, strict=True)))
             rows[-1] |= {"gpu": "total", "direction": label}
-    links = {index: pcie_ceiling(result, index) for index in devices}
     title = (
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once"
     )
@@ -220,7 +209,7 @@ def summarize(result: Result) -> Summary:
         "gates opened back to back; median of "
         f"{base.repetitions(result, 'batch', 'batches', batches=True)}.",
         "Total alone: the sum of each GPU's figure measured on its own.",
-        *_ceiling_notes(links),
+        *ceiling_notes(result, "each GPU alone"),
     ]
     tables = [table(title, COPIES, rows, notes)]
     return Summary(tables=tables, conclusions=_conclusions(result), show_profile=False)
@@ -236,12 +225,14 @@ COPIES = (
 )
 
 
-def _ceiling_notes(links: dict[int, Ceiling | None]) -> list[str]:
-    """Each GPU's own link, what its copies alone are compared with: one line for the GPUs
-    whose links are alike."""
-    said = [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()]
+def ceiling_notes(result: Result, compared: str) -> list[str]:
+    """Each GPU's own link, one line for the GPUs whose links are alike (hostlink, portable)."""
+    said = [
+        (index, f"{detail_of(pcie_ceiling(result, index), NO_GPU_STATE)}.")
+        for index in devices_of(result)
+    ]
     return [
-        f"Of ceiling (each GPU alone against its own link), {line}"
+        f"Of ceiling ({compared} against its own link), {line}"
         for line in said_once(said, gpu_names)
     ]
 

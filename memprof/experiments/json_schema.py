@@ -1,10 +1,7 @@
-"""The published contract of a saved Result: a JSON Schema made from the typed structures the
-loader decodes with (msgspec), one variant per command, its parameters and extra those of the
-command's experiment. memprof/result.schema.json ships it, and tests/test_json_schema.py holds
-it equal to what this makes. The loader checks more than a schema can say (what values must
-say together: memprof.experiments.base.check_result), and reads older schema versions too.
-
-Written again after a change to the structures: python -m memprof.experiments.json_schema
+"""The published contract of a saved Result: a JSON Schema made from the structures the loader
+decodes with (msgspec), one variant per command; memprof/result.schema.json ships it (the loader
+checks more: base.check_result). Written again after a change to the structures:
+python -m memprof.experiments.json_schema
 """
 
 from __future__ import annotations
@@ -78,8 +75,8 @@ def result_schema() -> dict[str, Any]:
 
 
 def _dataclasses(types: list[type]) -> set[str]:
-    """The names of the dataclasses these types hold, at any depth (msgspec's own structures
-    say additionalProperties themselves; a TypedDict takes keys it does not name)."""
+    """The names of the dataclasses these types hold, at any depth (msgspec's Structs say
+    additionalProperties themselves)."""
     import msgspec.inspect
 
     names: set[str] = set()
@@ -171,8 +168,7 @@ def _number(value: float) -> str:
 
 
 def fields_markdown(schema: dict[str, Any] | None = None) -> str:
-    """Every field of every structure of a saved Result, with its type, unit and bounds: the
-    block docs/formats.md holds between its markers."""
+    """Every field of every structure with its type, unit and bounds (docs/formats.md's block)."""
     schema = schema or result_schema()
     lines = []
     for name, structure in sorted(schema["$defs"].items()):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from memprof.experiments import base
-from memprof.experiments.common import SumArrays, gpu_timing, prefetch_to_gpu
+from memprof.experiments.common import SumArrays, found_or_none, gpu_timing, prefetch_to_gpu
 from memprof.model.figures import Figure, figure_finder
 from memprof.model.formatting import format_bytes, format_gb_per_s, format_ms
 from memprof.model.params import CommaList, param
@@ -272,11 +272,8 @@ def summarize(result: Result) -> Summary:
     figure_of = figure_finder(result, Managed.measures)
 
     def find(group: str, operation: str, kind: str) -> Figure | None:
-        try:
-            found = result.find(operation, kind, group)
-        except KeyError:
-            return None
-        return figure_of(found)
+        found = found_or_none(result, group, operation, kind, None)
+        return None if found is None else figure_of(found)
 
     rows = []
 

@@ -1,9 +1,7 @@
 """`memprof pinned`: pageable against pinned host memory (seeds 000, 001, 003).
 
-For each host kind: the cost of allocating and freeing a buffer (host clock), then
-the seeds' whole flow, timed with CUDA events: copy a and b to the device, run
-sumArrays, copy the result back, verify it against numpy; then back-to-back copies for
-the bandwidth.
+For each host kind: allocating and freeing a buffer (host clock), the seeds' verified flow
+(2 HtoD, sumArrays, DtoH) end to end, then back-to-back copies for the bandwidth.
 """
 
 from __future__ import annotations
@@ -256,8 +254,7 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
 
 
 def _ceiling_notes(link, staged: bool | None) -> list[str]:
-    """What each row's ceiling is (memprof.model.ceilings; docs/ceilings.md); staged: how
-    the file recorded the host side of pageable copies (None: not at all)."""
+    """What each row's ceiling is; staged: how the file recorded pageable's host side."""
     notes = [f"Of ceiling: pinned copies against the link: {detail_of(link)}."]
     if staged:
         notes.append(

@@ -1,12 +1,9 @@
 """`memprof portable`: one pinned buffer used from every GPU's context (seed 004).
 
-cuMemHostAlloc(PORTABLE) pins memory for every CUDA context; without the flag, CUDA says
-the memory is pinned for the allocating context only, so another GPU's context may treat
-it as pageable and stage its copies. Both buffers are allocated in the first GPU's context
-(with the host thread on its local CPUs unless --no-affinity); each GPU copies from and to
-both, and every copy is verified. The copies are the synchronous calls (cuMemcpyHtoD/DtoH):
-a copy the driver stages would block behind a GPU-side gate, so the measuring core times
-them as the calls return, one at a time and in back-to-back batches.
+Without PORTABLE, CUDA pins memory for the allocating context only, so another GPU's context
+may treat it as pageable and stage its copies. Both buffers are allocated in the first GPU's
+context; each GPU copies from and to both, verified. The copies are the synchronous calls:
+one the driver stages would block behind a GPU-side gate, so they are timed as they return.
 """
 
 from __future__ import annotations
@@ -15,11 +12,10 @@ from dataclasses import dataclass
 
 from memprof.experiments import base
 from memprof.experiments.common import CheckedCopies, figures_by_key, largest_batch
-from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, devices_of
-from memprof.model.ceilings import NO_GPU_STATE, detail_of, pcie_ceiling
+from memprof.experiments.hostlink import DIRECTION_LABELS, DIRECTIONS, ceiling_notes, devices_of
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names, said_once
+from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Measurement, Result
 from memprof.model.schema import SchemaError
 from memprof.model.summary import Column, Summary, table
@@ -184,7 +180,6 @@ def summarize(result: Result) -> Summary:
     columns += [Column(DIRECTION_LABELS[d], d, "gb_per_s") for d in DIRECTIONS]
     columns.append(Column("Of ceiling", "reached"))  # both directions' shares in one cell
     title = f"Pinned host memory of {format_bytes(nbytes)} used from each GPU's context, GB/s"
-    links = {index: pcie_ceiling(result, index) for index in devices}
     notes = [
         f"Both buffers allocated by cuMemHostAlloc in GPU {owner}'s context; copies are "
         f"cuMemcpyHtoD/DtoH in batches of {largest_batch(result)} between one event pair, median "
@@ -192,13 +187,7 @@ def summarize(result: Result) -> Summary:
         "Unified addressing on every GPU: "
         + ("yes" if result.extra.unified_addressing else "no")
         + " (with it, CUDA documents every cuMemHostAlloc buffer as usable by every GPU).",
-        *(
-            f"Of ceiling (both directions, each GPU's copies against its own link), {line}"
-            for line in said_once(
-                [(index, f"{detail_of(link, NO_GPU_STATE)}.") for index, link in links.items()],
-                gpu_names,
-            )
-        ),
+        *ceiling_notes(result, "both directions, each GPU's copies"),
     ]
     return Summary(
         tables=[table(title, columns, rows, notes)],

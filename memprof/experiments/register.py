@@ -1,9 +1,7 @@
 """`memprof register`: pin an existing numpy array in place with cuMemHostRegister (seed 004).
 
-cudaHostRegister turns memory you already have into pinned memory, without copying it.
-Measured: what registering and unregistering cost, the array's HtoD and DtoH bandwidth
-before (pageable) and after (registered) against cuMemHostAlloc memory, and a kernel
-reading registered arrays through their mapped device pointers.
+Measured: registering and unregistering, the array's copies before (pageable) and after
+(registered) against cuMemHostAlloc memory, and a kernel reading registered arrays (mapped).
 """
 
 from __future__ import annotations

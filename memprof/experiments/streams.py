@@ -1,21 +1,11 @@
 """`memprof streams`: hiding copies behind kernels with streams (seed 004).
 
-The data is cut into K chunks; each chunk is copied in (HtoD), worked on by a kernel whose
-time is tuned to match a copy, and copied out (DtoH). Three ways:
-  serial:     every chunk on one stream, so nothing overlaps;
-  overlapped: chunk i on stream i (pinned memory), so one chunk's kernel runs while the
-              next chunk copies in and the previous one copies out, on separate engines;
-  pageable:   the overlapped issue order from pageable memory, where the driver makes
-              every copy synchronous and the overlap is lost.
-The measuring core queues every chunk at once (memprof.core.measure, Profiler.on_streams)
-and places each copy and kernel on one clock, giving a timeline per stream: CUPTI's records
-of them (the engines' own times), or without CUPTI gated CUDA events, each operation moved to
-when its engine was free. Copies from pageable memory block the host, so that run cannot
-wait behind the gate: it is queued, and timed, as the calls return.
-
-Ideal overlapped time, from the serial run's stage times: the longest stage's total
-(all chunks) plus one chunk of each of the two other stages, which cannot overlap at the
-pipeline's start and end.
+The data is cut into K chunks; each is copied in, worked on by a kernel tuned to take as
+long as a copy, and copied out: serial (one stream), overlapped (chunk i on stream i, pinned)
+and pageable (the overlapped order from pageable memory, whose copies are synchronous: that
+run cannot wait behind the gate and is timed as the calls return). Profiler.on_streams places
+every operation on one clock: CUPTI's records, or gated events moved to when the engine was free.
+Ideal overlapped time: the longest serial stage's total plus one chunk of each other stage.
 """
 
 from __future__ import annotations
@@ -132,18 +122,15 @@ def reference(values: np.ndarray, iterations: int) -> np.ndarray:
 # Each chunk's stages, of one chunk's bytes, in the mode it ran in (kinds: the mode's label);
 # the kernel moves nothing over the link.
 STAGE_MEASURES = {
-    "h2d": base.Measure(
-        "gpu", "h2d", "each chunk's copy in", "one operation", arrays=1, size="chunk_bytes",
-        bound="link",
-    ),
-    "kernel": base.Measure(
-        "gpu", "kernel", "each chunk's busyWork", "one operation", arrays=1, size="chunk_bytes",
-        traffic=0,
-    ),
-    "d2h": base.Measure(
-        "gpu", "d2h", "each chunk's copy out", "one operation", arrays=1, size="chunk_bytes",
-        bound="link",
-    ),
+    stage: base.Measure(
+        "gpu", stage, f"each chunk's {what}", "one operation", arrays=1, size="chunk_bytes",
+        **moves,
+    )
+    for stage, what, moves in (
+        ("h2d", "copy in", {"bound": "link"}),
+        ("kernel", "busyWork", {"traffic": 0}),
+        ("d2h", "copy out", {"bound": "link"}),
+    )
 }  # fmt: skip
 
 
@@ -182,9 +169,8 @@ class Streams(base.Experiment):
     )
 
     def read_inputs(self, params: StreamsParams) -> None:
-        """No file: --streams K where the cut makes fewer chunks than K (2^power under K, or
-        rounding: 8 floats in 5 make 4 of 2) is refused before the GPU is asked for; its
-        tables would say K streams where fewer ran."""
+        """--streams K where the cut makes fewer chunks than K (8 floats in 5 make 4 of 2) is
+        refused before the GPU is asked for: its tables would say K streams where fewer ran."""
         fewer = fewer_chunks(params)
         if fewer:
             raise InvalidArgument(f"--streams {fewer}: give a larger --power or fewer --streams")
@@ -331,8 +317,7 @@ def _median_run(
     target: np.ndarray,
 ) -> StreamsRun:
     """Warm-ups unrecorded, then the recorded runs, the target poisoned before each so every
-    chunk must come back; the run of median total time. Copies from pageable memory block
-    the host, so a pageable run cannot wait behind the gate (synchronous)."""
+    chunk must come back; the run of median total time (pageable: not gated, synchronous)."""
     import numpy as np
 
     with profiler.paused():
@@ -357,8 +342,8 @@ def _pipeline(
     lanes: int,
     kind: str,
 ) -> list[StreamOperation]:
-    """Every chunk's copy in, busyWork and copy out, chunk i on stream i mod lanes, in the
-    order a program would issue them (chunk by chunk)."""
+    """Every chunk's copy in, busyWork and copy out, chunk i on stream i mod lanes, chunk by
+    chunk as a program would issue them."""
     from memprof.core.measure import StreamOperation
 
     (source, target), (d_in, d_out) = host_arrays, device
@@ -417,8 +402,7 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
 
 
 def stage_sums(result: Result, mode: str) -> dict[str, Derived]:
-    """Per stage: its chunks' median times added up and their GB/s, in the mode's run (the
-    CSV row's kind); chunks of one size share one measurement."""
+    """Per stage: its chunks' median times added up and their GB/s, in the mode's run."""
     label = mode_labels(result.parameters.streams)[mode]
     sizes = sorted(base.FLOAT32_BYTES * count for count in chunk_elements(result.parameters))
     return {
@@ -479,9 +463,9 @@ def fitted_timeline_lines(timeline: list, streams: int, console_width: int) -> l
 
 
 def profile_note(result: Result) -> str | None:
-    """The profile's footnote where the run-wide one would not tell the truth: files saved
-    before streams timed through the measuring core hold ungated events, whatever the
-    run's source (its other commands' figures were CUPTI's or gated events)."""
+    """The profile's footnote where the run-wide one would be wrong: older files' ungated
+    events."""
+
     if result.extra.timeline_source != "ungated events" or result.timing is None:
         return None  # the run-wide note is true (a file without a timing source says events)
     return (

@@ -1,11 +1,8 @@
 """`memprof sweep`: bandwidth against transfer size for each memory kind (bandwidthTest's shmoo).
 
-Copies between device memory and each host kind, and for `zerocopy` a kernel reading
-(host → device) or writing (device → host) mapped memory directly. Except from pageable
-memory, every timed operation is queued behind a GPU-side gate (memprof.gate) and released
-at once, so CUDA events time the operations alone, not Python's launch cost: that is what
-makes small sizes honest. Pageable copies are synchronous and cannot be queued: they are
-timed one by one. Every size is verified.
+Copies, and for `zerocopy` a kernel reading or writing mapped memory, are queued behind a
+GPU-side gate so events time the operations, not Python's launch cost; pageable copies are
+synchronous and timed one by one. Every size is verified.
 """
 
 from __future__ import annotations
@@ -211,12 +208,8 @@ def _action(cuda, access, kind, direction, host, device, n: int, power: int):
 
 
 class _Checker:
-    """Whether a size's operations did what they should. Where the GPU can read the memory
-    written (the device buffer after host → device copies, mapped host memory after device →
-    host ones), the GPU compares it with a reference copy of the values in device memory
-    (memprof.core.verify.GpuVerifier); pinned, portable and pageable memory is compared on
-    the host. The reference is itself read back and compared with the values on the host,
-    once."""
+    """Whether a size's operations did what they should: on the GPU against a device copy of
+    the values where it can read what was written, else on the host."""
 
     def __init__(self, session, values, received) -> None:
         from memprof.core.verify import NAN_BITS, GpuVerifier
@@ -235,8 +228,7 @@ class _Checker:
         self.sums: dict[int, float] = {0: 0.0}  # element count -> float64 sum of the first ones
 
     def sum_of_first(self, n: int) -> float:
-        """The float64 sum of the first n values, from the longest prefix summed before: the
-        sizes of a sweep, smallest first, sum each value once, not once per larger size."""
+        """The float64 sum of the first n values, extending the longest prefix summed before."""
         from memprof.core.access import float64_sum
 
         if n not in self.sums:
@@ -277,12 +269,10 @@ class _Checker:
         self.cuda.memset_d32(device.device_pointer, NAN_BITS, n)
 
     def fill_host(self, host, n: int, poison: bool = False) -> None:
-        """The first n elements of a host buffer set to the values, or to NaN (poison: what
-        the copies into it must overwrite). Page-locked memory is filled by a DMA from device
-        memory: numpy writing NaN over every size of five page-locked kinds, at one CPU
-        thread's speed, was most of _measure_size's own 0.5 s in the H200's wall profile.
-        Pageable memory is written by numpy, as before: the driver's staging copies into it
-        with the CPU, which finds those lines in its cache."""
+        """The first n elements of a host buffer set to the values, or to NaN (poison).
+        Page-locked memory is filled by a DMA from device memory (numpy at one thread's speed
+        was most of a size's time on the H200); pageable memory by numpy, so the driver's
+        staging finds its lines in the CPU's cache."""
         import numpy as np
 
         if host.kind.synchronous_copies:
@@ -302,11 +292,9 @@ class _Checker:
 
 
 def differs_at(got, expected) -> int | None:
-    """The first element whose bits differ from what was expected (None: every one is the
-    same), compared as integers eight bytes at a time, large arrays in VERIFY_THREADS parts
-    at once (numpy lets go of the GIL while it compares): a sweep compares up to 2^26 floats
-    on the host per size of pinned, portable and pageable copies to the host, and one
-    thread's memory bandwidth made its verification a quarter of its run on the H100."""
+    """The first element whose bits differ from what was expected (None: none), compared
+    eight bytes at a time, large arrays in VERIFY_THREADS parts at once (numpy releases the
+    GIL): one thread's memory bandwidth made verification a quarter of a sweep on the H100."""
     import numpy as np
 
     a, b = np.ascontiguousarray(got).view(np.uint32), np.ascontiguousarray(expected).view(np.uint32)
@@ -345,12 +333,8 @@ def curves(
     result: Result, figures: dict[tuple[str, str], list[Figure]] | None = None
 ) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
     """(kind, direction) -> [(power, latency ms, GB/s)] in size order (figures: curve_figures',
-    where the caller has them already).
-
-    Latency: the median of single operations (pageable: its call's). GB/s: back-to-back
-    throughput where it was measured (a batch between one event pair), else the single
-    operations.
-    """
+    where the caller has them). GB/s: back-to-back throughput where measured, else single
+    operations."""
     powers = result.parameters.powers
     return {
         key: [
@@ -367,11 +351,8 @@ LABEL_WIDTH = 9  # "   55.5 |": the GB/s label and the axis line
 def chart_lines(
     series: dict[str, list[tuple[int, float, float]]], width: int = 120, height: int = 12
 ) -> list[str]:
-    """A bandwidth-against-size plot in text, log scale on both axes (sizes are powers of 2),
-    no wider than `width` (sizes squeezed to 3, 2 or 1 columns each, as the console allows).
-
-    One marker letter per kind; `*` where several kinds fall on one point.
-    """
+    """A bandwidth-against-size plot in text, log scale on both axes, no wider than `width`
+    (3, 2 or 1 columns per size); a marker letter per kind, `*` where several meet."""
     powers = [power for power, _, _ in next(iter(series.values()))]
     values = [gbs for points in series.values() for _, _, gbs in points if gbs > 0]
     low, high = math.log10(min(values)), math.log10(max(values))
@@ -410,11 +391,8 @@ CLEAR_LEAD = 0.05  # a kind leads another only when it is at least 5% faster
 
 
 def crossovers(series: dict[str, list[tuple[int, float, float]]]) -> list[str]:
-    """Where one kind stops clearly beating another (by CLEAR_LEAD) between sizes.
-
-    Sizes where the two are within 5% of each other lead to nothing, so curves that lie
-    on top of each other (pinned, registered, write-combined) produce no false crossings.
-    """
+    """Where one kind stops clearly beating another (by CLEAR_LEAD) between sizes; sizes
+    within 5% lead to nothing, so curves on top of each other make no false crossings."""
     found = []
     kinds = list(series)
     for i, first in enumerate(kinds):
@@ -484,8 +462,8 @@ def summarize(result: Result) -> Summary:
 
 
 def _host_sides(result: Result, kinds: list[str]) -> dict[str, dict[int, HostSide]] | None:
-    """Pageable's host side per direction and size, to show beside it; None where pageable
-    was not swept or a size lacks it (or a file mixes the older memcpy with staging)."""
+    """Pageable's host side per direction and size; None where pageable was not swept, a
+    size lacks it, or a file mixes the older memcpy with staging."""
     if "pageable" not in kinds:
         return None
     sides: dict[str, dict[int, HostSide]] = {}
@@ -505,8 +483,7 @@ PINNED_VARIANTS = ("portable", "writecombined", "mapped", "registered")
 
 
 def _size_of(one: Figure | Derived) -> str:
-    """The size of a curve's point in words, from its figure's bytes (a "reach": its part's),
-    so the CSV row the cell comes from holds the bytes it prints."""
+    """A point's size in words from its figure's bytes, as the cell's CSV row holds them."""
     nbytes = getattr(one, "parts", (one,))[0].measurement.bytes
     return size_label((nbytes // base.FLOAT32_BYTES).bit_length() - 1)
 
@@ -524,8 +501,7 @@ SHAPE = (
 def _bandwidth_tables(
     result: Result, figures: dict[tuple[str, str], list[Figure]], direction: str, sides
 ) -> list[Table]:
-    """The bandwidth tables of one direction: the kinds that differ, then pinned memory's
-    variants beside pinned (where both were swept)."""
+    """One direction's bandwidth tables: the kinds that differ, then pinned's variants."""
     kinds = measured_kinds(result)
     variants = [kind for kind in kinds if kind in PINNED_VARIANTS]
     main = [kind for kind in kinds if kind not in PINNED_VARIANTS]
@@ -595,14 +571,8 @@ def _against_ceilings(
         }
         for kind in kinds
     ]
-    notes = _ceiling_notes(pcie_ceiling(result), with_host_side, "pageable" in kinds)
-    return table("Each kind's peak against its ceiling", columns, rows, notes)
-
-
-def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
-    """What each peak is compared with (memprof.model.ceilings; docs/ceilings.md)."""
-    notes = [f"Each kind's peak GB/s as a share of the link, {detail_of(link)}."]
-    if pageable:
+    notes = [f"Each kind's peak GB/s as a share of the link, {detail_of(pcie_ceiling(result))}."]
+    if "pageable" in kinds:
         notes.append(
             "pageable: of the lower of the link and its host side (the column beside it) at "
             "the peak's size; above 100%, that model does not hold there."
@@ -610,4 +580,4 @@ def _ceiling_notes(link, with_host_side: bool, pageable: bool) -> list[str]:
             else "pageable: of the link only (the host side of pageable copies was not "
             "recorded in this file)."
         )
-    return notes
+    return table("Each kind's peak against its ceiling", columns, rows, notes)

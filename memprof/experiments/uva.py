@@ -1,14 +1,13 @@
 """`memprof uva`: seed 000's unified virtual addressing, the host pointer passed to a kernel as is.
 
-Under UVA, mapped pinned memory has one address for host and device, so the kernel can
-take the pointer cuMemHostAlloc returned, with no cuMemHostGetDevicePointer. The kernel
-is timed three ways: host pointer (UVA), the driver's device pointer (zero-copy), and
-device memory after explicit copies.
+Under UVA mapped memory has one address for host and device, so a kernel can take the pointer
+cuMemHostAlloc returned; timed against the driver's device pointer and device memory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
@@ -98,13 +97,8 @@ class Uva(base.Experiment):
         }
         for done, (path, (a_pointer, b_pointer)) in enumerate(pointers.items()):
             ctx.progress(f"{PATHS[path]}, {format_bytes(nbytes)}", done, len(pointers))
-            ctx.measure.repeat(
-                lambda a_pointer=a_pointer, b_pointer=b_pointer, path=path: sums.launch(
-                    a_pointer, b_pointer, d_res, path
-                ),
-                params.warmup,
-                params.repeat,
-            )
+            launch = partial(sums.launch, a_pointer, b_pointer, d_res, path)
+            ctx.measure.repeat(launch, params.warmup, params.repeat)
             ctx.check(sums.verify(d_res, f"sumArrays {size_label(params.power)}, {PATHS[path]}"))
         for buffer in (a, b, d_a, d_b, d_res):
             buffer.free()
@@ -171,8 +165,7 @@ KERNELS = (
 
 
 def _kernels(result: Result, found: dict[str, Figure]) -> Table:
-    """sumArrays through each path: its times, the GB/s it read, against device memory and
-    against what bounds it (the link for mapped memory, HBM for device memory)."""
+    """sumArrays through each path: times, GB/s read, against device memory and its ceiling."""
     nbytes = base.array_bytes(result.parameters)
     link, hbm = pcie_ceiling(result), hbm_ceiling(result.device)
     rows = [

@@ -1,15 +1,14 @@
 """`memprof writecombined` (alias `wc`): cached vs write-combined pinned memory (seeds 002, 004).
 
-Write-combined memory bypasses the CPU's caches: host writes stream straight out and
-transfers skip PCIe snooping, but every host read goes uncached to DRAM, which is the
-documented trap. Measured for cached pinned and write-combined buffers alike: HtoD and
-DtoH bandwidth, host write and host read throughput, and a kernel reading the buffers
-through their mapped device pointers.
+Write-combined memory bypasses the CPU's caches: host writes stream out and transfers skip PCIe
+snooping, but every host read goes uncached to DRAM (the documented trap). Each kind: copies
+both ways, host writes and reads, and a kernel reading it through its mapped device pointer.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
@@ -85,13 +84,8 @@ class WriteCombined(base.Experiment):
             profiler.repeat(lambda a=a: memory.copy(session, d_a, a), params.warmup, params.repeat)
             profiler.repeat(lambda a=a: memory.copy(session, a, d_a), params.warmup, params.repeat)
             a.array[:] = a_values  # the DtoH copies overwrote it
-            profiler.repeat(
-                lambda kind=kind, a=a, b=b: sums.launch(
-                    a.device_pointer, b.device_pointer, d_res, kind
-                ),
-                params.warmup,
-                params.repeat,
-            )
+            launch = partial(sums.launch, a.device_pointer, b.device_pointer, d_res, kind)
+            profiler.repeat(launch, params.warmup, params.repeat)
             name = f"sumArrays {size_label(params.power)}, {KINDS[kind]} mapped"
             ctx.check(sums.verify(d_res, name))
             a.free()
@@ -187,8 +181,7 @@ def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table
 
 
 def _against_ceiling(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """What crosses the link (copies and kernel reads) as a share of it, per kind (host reads
-    and writes stay on the host)."""
+    """What crosses the link (copies and kernel reads) as a share of it, per kind."""
     rows = [row for row in _rows(found) if row["over the link"]]
     notes = [f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."]
     return table("Over the link, against its ceiling", AGAINST_CEILING, rows, notes)

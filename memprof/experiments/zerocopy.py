@@ -15,12 +15,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from memprof.experiments import base
-from memprof.experiments.common import POISON_BYTE, SumArrays, size_label
+from memprof.experiments.common import POISON_BYTE, SumArrays, found_or_none, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.params import param
-from memprof.model.results import Measurement, Result
+from memprof.model.results import Result
 from memprof.model.summary import Column, Summary, table
 
 SEED_SWEEP_POWERS = (10, 12, 14, 16, 18, 20, 22, 24)
@@ -91,8 +91,8 @@ class ZeroCopy(base.Experiment):
 
 
 def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
-    """The three paths at one size, each verified: device memory after copies from pinned
-    memory, zero-copy, and device memory after copies from pageable memory."""
+    """The three paths at one size (module docstring), each verified."""
+
     import numpy as np
 
     from memprof.core import memory
@@ -165,7 +165,8 @@ def summarize(result: Result) -> Summary:
             for measure in (KERNEL, END_TO_END)
         )  # fmt: skip
         against = Derived(f"{size}: zero-copy / device", (e2e["mapped"], e2e["device"]), "ratio")
-        pageable = _pageable_or_none(result, 3 * nbytes)
+        # the pageable path's end to end (results recorded before it existed lack it)
+        pageable = found_or_none(result, "span", "end_to_end", "pageable", 3 * nbytes)
         kernels.append({"size": size, **kernel})
         paths.append({"size": size, **e2e, "pageable": pageable, "against": against})
         h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
@@ -248,14 +249,6 @@ def _conclusions(rows: list[tuple]) -> list[str]:
             f"than a pass over device memory, so from {int(passes) + 1} passes on, copy the data."
         )
     return lines
-
-
-def _pageable_or_none(result: Result, nbytes: int) -> Measurement | None:
-    """The pageable path's end to end (results recorded before it existed lack it)."""
-    try:
-        return base.find(result, END_TO_END, "pageable", nbytes)
-    except KeyError:
-        return None
 
 
 def _pageable_conclusion(against_pageable: list[tuple[int, float]]) -> list[str]:
