@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
-# Has a change moved any figure? Each fixture's command (tools/record_fixtures.sh) recorded on
-# this GPU by an older memprof (BASELINE: A), by this one (B) and by this one again (B'), the
-# three one after another per command; then `memprof diff` A -> B and B -> B'. The second
-# says how many figures two runs of the same code move beyond their own noise on this
-# machine, the yardstick for the first (issue 24: every re-recorded fixture diffed against
-# today's, no figure moved beyond noise). Run from the repository root, on the GPU machine:
+# Has a change moved any figure? Each fixture's command (tools/record_fixtures.sh) recorded by
+# an older memprof (BASELINE: A), by this one (B) and by this one again (B'), one after another
+# per command; then `memprof diff --fail-above 10` A -> B and B -> B': the second, what two runs
+# of the same code move on this machine, is the yardstick for the first (issue 24). From the
+# repository root, on the GPU machine:
 #
 #     BASELINE=../memprof-before OUT=/some/dir bash benchmarks/fixture_diff.sh [NAME...]
 #     PREFIX=h100 OUT=/some/dir bash benchmarks/fixture_diff.sh --summary-only   # anywhere
 #
-# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/NAME-{ab,bb}.{txt,json} each diff (with
-# --fail-above 10), summary.txt one line per fixture. --summary-only diffs recordings made
-# before (PREFIX: the GPU their names start with). The exit status is 1 if a recording or a
-# diff failed.
+# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/ each diff, summary.txt one line per fixture.
+# --summary-only diffs earlier recordings (PREFIX: their GPU). Exit 1 if any run failed.
 set -u
 OUT=${OUT:-fixture-diff}
 mkdir -p "$OUT/diff"
