@@ -3,11 +3,9 @@ which `memprof trace` is set against (benchmarks/trace_overhead.py). GPU machine
 
     python3 benchmarks/cupti_client.py --out PATH SCRIPT [ARGS...]
 
-Written apart from memprof's recorder, on cupti-python's own API only: CUPTI's activity
-records of kernels, copies and memsets (no driver or runtime calls, no callbacks, no
-stacks), each record's kind, start, end and bytes kept in a list as CUPTI hands its buffers
-over, as a tracer that keeps what it saw must. The program runs as `python SCRIPT ARGS`
-would (its output passes through; its exit status is this script's). PATH gets
+cupti-python's API only, apart from memprof: activity records of kernels, copies and memsets
+(no callbacks, no stacks), each kept in a list as CUPTI hands them over, as a tracer must. The
+program runs as `python SCRIPT ARGS` would, exit status included. PATH gets
 {"kernels": N, "copies": N, "memsets": N}.
 """
 

@@ -1,17 +1,12 @@
-"""Issue 41's targets for memprof pinlimit, on the GPU machine: memprof and a native C program
-side by side in one run.
+"""Issue 41's targets for memprof pinlimit, GPU machine: memprof against a native C program
+(benchmarks/pinlimit_reference.c: the climb's calls, flags, sizes and order, clock_gettime
+around each), --rounds rounds at the default run's cap and step, alternating. Target, medians
+of the rounds' medians per GiB: cuMemHostAlloc and cuMemHostRegister within 10% of native;
+first touches, frees and the registration at once beside. The default run's wall time is
+printed (budgets.py holds it to 30 s).
 
     python3 benchmarks/pinlimit_reference.py [--out DIR] [--rounds N]
-
-Runs the default `memprof pinlimit` (its wall time printed; budgets.py holds it to 30 s),
-builds benchmarks/pinlimit_reference.c (the CUDA driver API from C, clock_gettime around each
-call: the same calls, flags, sizes and order as the climb) and runs ROUNDS rounds at the
-default run's cap and step, each the native program then memprof, alternating. Target, the
-medians of the rounds' medians per GiB: cuMemHostAlloc and cuMemHostRegister within 10% of
-the native program's; the first touches, frees and the registration at once beside.
-
-Every log, reference output and Result goes under DIR ($OUT where set, else ./pinlimit-ref).
-Exit status 0 when every target is met.
+Logs, reference outputs and Results go under DIR ($OUT where set, else ./pinlimit-ref).
 """
 
 from __future__ import annotations
