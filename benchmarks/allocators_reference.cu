@@ -1,13 +1,12 @@
-// Native reference for memprof alloc's stream-ordered pools and virtual memory management, by
-// a route memprof does not use: the CUDA driver API from C++, timed with std::chrono around
-// each call (memprof: cuda-bindings from Python, timed by CUPTI's record of each call). The
-// same calls in the same order and state as memprof.experiments.pools (each cycle repeated
-// on its own, as memprof's _calls_and_growth repeats it):
-//   pool cycle (the default pool, then a pool with release threshold UINT64_MAX):
-//     synchronize, trim to 0 (an empty pool); allocate [new]; memset; cuMemFreeAsync [free];
-//     allocate [reused]; synchronize; free; cuStreamSynchronize [sync]; allocate [after sync];
-//     free; synchronize; kept pool: cuMemPoolTrimTo(0) [trim]; cuCtxGetDevice [call_floor]
-//   vmm cycle: reserve, create, map, set access, memset, synchronize, unmap, release, free range,
+// Native reference for memprof alloc's pools and virtual memory management by a route memprof
+// does not use: the CUDA driver API from C++, std::chrono around each call (memprof: CUPTI's
+// record of each). The calls, order and state of memprof.experiments.pools, each cycle
+// repeated on its own (as its _calls_and_growth):
+//   pool (the default pool, then one with release threshold UINT64_MAX): synchronize, trim
+//     to 0; allocate [new]; memset; cuMemFreeAsync [free]; allocate [reused]; synchronize;
+//     free; cuStreamSynchronize [sync]; allocate [after sync]; free; synchronize; kept pool:
+//     cuMemPoolTrimTo(0) [trim]; cuCtxGetDevice [call_floor]
+//   vmm: reserve, create, map, set access, memset, synchronize, unmap, release, free range,
 //     cuCtxGetDevice [call_floor] (a call that does next to nothing: the clock's own floor)
 //   device: cuMemAlloc [alloc], memset twice, synchronize, cuMemFree [free]
 // Usage: allocators_reference BYTES REPEATS  ->  lines "NAME BYTES MEDIAN_MS"
