@@ -100,16 +100,11 @@ def blocks(path: Path) -> list[Block]:
 
 @functools.cache
 def rendering(fixture: str, columns: int) -> tuple[str, ...]:
-    """What `COLUMNS=columns memprof report FIXTURE | cat` prints, line by line, each line's
-    trailing spaces dropped (as the docs keep them)."""
-    from typer.testing import CliRunner
+    """What `COLUMNS=columns memprof report FIXTURE | cat` prints (made as tools/golden.py
+    makes it), line by line, each line's trailing spaces dropped (as the docs keep them)."""
+    from tools.golden import rendering as report
 
-    from memprof.cli import app
-
-    ran = CliRunner().invoke(app, ["report", str(ROOT / fixture)], env={"COLUMNS": str(columns)})
-    if ran.exit_code != 0:
-        raise SystemExit(f"docblocks: error: {fixture} at {columns}: exit {ran.exit_code}")
-    return tuple(line.rstrip() for line in ran.stdout.splitlines())
+    return tuple(line.rstrip() for line in report(ROOT / fixture, columns).splitlines())
 
 
 def expected(block: Block, shown: list[str]) -> list[str]:
