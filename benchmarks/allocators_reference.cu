@@ -11,27 +11,13 @@
 //   device: cuMemAlloc [alloc], memset twice, synchronize, cuMemFree [free]
 // Usage: allocators_reference BYTES REPEATS  ->  lines "NAME BYTES MEDIAN_MS"
 // Build: nvcc -O2 -std=c++17 -o allocators_reference allocators_reference.cu -lcuda
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
-#include <vector>
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        CUresult status = (call);                                                       \
-        if (status != CUDA_SUCCESS) {                                                   \
-            const char* name = nullptr;                                                 \
-            cuGetErrorName(status, &name);                                              \
-            std::fprintf(stderr, "%s failed: %s\n", #call, name ? name : "?");          \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
+#include "reference.h"  // CHECK, median
 
 static std::map<std::string, std::vector<double>> samples;
 static bool recording = false;
@@ -45,12 +31,6 @@ static bool recording = false;
         if (recording)                                                                  \
             samples[name].push_back(std::chrono::duration<double, std::milli>(end - start).count()); \
     } while (0)
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void pool_cycle(const std::string& kind, CUmemoryPool pool, bool own_pool, size_t bytes,
                        CUstream stream, CUmemoryPool default_pool, CUmemoryPool kept) {

@@ -12,29 +12,14 @@
 // Usage: smallcopies_reference BYTES COPIES REPEATS -> lines "WAY DIRECTION BYTES MS" (GPU
 //   time) and "wall WAY DIRECTION BYTES MS", per copy, medians of REPEATS after two warm-ups
 // Build: nvcc -O2 -std=c++17 -o smallcopies_reference smallcopies_reference.cu -lcuda
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "../kernels/small_copies.cu"
-
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        CUresult status = (CUresult)(call);                                             \
-        if (status != CUDA_SUCCESS) {                                                   \
-            const char* name = nullptr;                                                 \
-            cuGetErrorName(status, &name);                                              \
-            std::fprintf(stderr, "%s failed: %s\n", #call, name ? name : "?");          \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
+#include "reference.h"  // CHECK, median
 
 __global__ void spin(volatile int* flag, long long timeout_ns) {
     unsigned long long start, now;
@@ -43,12 +28,6 @@ __global__ void spin(volatile int* flag, long long timeout_ns) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
         if ((long long)(now - start) > timeout_ns) { flag[1] = 1; break; }
     }
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Setup {
