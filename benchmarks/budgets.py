@@ -78,11 +78,8 @@ def main() -> int:
         outcome = verdict(ours, BUDGETS_S[command], factor)
         met &= outcome == "met"
         cells = "  ".join(f"{shown(t):<22}" for t in times.values())
-        ratio = (
-            f"  {ours / statistics.median(times['baseline']):.2f}x the baseline"
-            if "baseline" in times
-            else ""
-        )
+        baseline = times.get("baseline")
+        ratio = f"  {ours / statistics.median(baseline):.2f}x the baseline" if baseline else ""
         print(f"{command:<18} {budget:>5.1f} s  {cells}{ratio}  {outcome}", flush=True)
     return 0 if met else 1
 

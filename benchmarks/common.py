@@ -26,10 +26,7 @@ Result = Any  # what memprof.run and memprof.load return (memprof's public API n
 def allowance(gpu_name: str) -> float:
     """What the H200's targets are multiplied by on this GPU: 1.0 where the issue names no
     allowance (another GPU is held to the H200's targets)."""
-    for model, factor in ALLOWANCE.items():
-        if model in gpu_name:
-            return factor
-    return 1.0
+    return next((factor for model, factor in ALLOWANCE.items() if model in gpu_name), 1.0)
 
 
 def gpu_name() -> str:

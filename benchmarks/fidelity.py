@@ -44,17 +44,13 @@ FAILURES = Misses()
 judge = FAILURES.judge
 
 
-def run(command: str, timing: str) -> Result:
-    return memprof.run(command, timing=timing, **EXPERIMENT_PARAMS[command])
-
-
 def key(m: object) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
 def main() -> int:
-    cupti_results = {c: run(c, "cupti") for c in EXPERIMENT_PARAMS}
-    events_results = {c: run(c, "events") for c in EXPERIMENT_PARAMS}
+    cupti_results = {c: memprof.run(c, timing="cupti", **p) for c, p in EXPERIMENT_PARAMS.items()}
+    events_results = {c: memprof.run(c, timing="events", **p) for c, p in EXPERIMENT_PARAMS.items()}
 
     print("1. CUPTI run: gated events beside CUPTI's records of the same operations")
     worst = []

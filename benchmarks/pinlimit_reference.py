@@ -52,12 +52,9 @@ def build(out: Path) -> Path:
 
 def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     """name -> median ms per GiB, from lines "NAME MS_PER_GIB"."""
-    ran = subprocess.run(
-        [str(binary), str(step_gib), str(steps)], check=True, capture_output=True, text=True
-    )
-    return {
-        name: float(value) for name, value in (line.split() for line in ran.stdout.splitlines())
-    }
+    ran = subprocess.run([binary, str(step_gib), str(steps)], capture_output=True, text=True)
+    ran.check_returncode()
+    return {name: float(value) for name, value in map(str.split, ran.stdout.splitlines())}
 
 
 def memprof_run(out: Path, name: str, *arguments: str) -> tuple[Result, float]:
