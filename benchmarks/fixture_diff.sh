@@ -55,39 +55,34 @@ from pathlib import Path
 
 folder, names = Path(sys.argv[1]), sys.argv[2:]
 def counts(path):
-    """(figures, beyond noise, got more than 10% slower beyond noise, beyond noise by group)"""
-    if not path.exists():
-        return None
-    figures = beyond = slower = 0
-    groups = Counter()
+    """Figures, those beyond noise, those more than 10% slower beyond it, and "group G" each"""
+    found = Counter()
     for table in json.loads(path.read_text())["tables"]:
-        if "Change" not in table["headers"]:
-            continue
-        for row in table["rows"]:
+        for row in table["rows"] if "Change" in table["headers"] else []:
             name, ratio, change = row[0], row[-2], row[-1]
-            figures += 1
+            found["figures"] += 1
             if change in ("B slower", "B faster"):
-                beyond += 1
+                found["beyond"] += 1
                 group = name.rsplit("[", 1)[-1].rstrip("]") if name.endswith("]") else "other"
-                groups[group] += 1
-                slower += change == "B slower" and float(ratio.rstrip("x")) > 1.10
-    return figures, beyond, slower, groups
+                found[f"group {group}"] += 1
+                found["slower"] += change == "B slower" and float(ratio.rstrip("x")) > 1.10
+    return found
 def cell(found):
-    return "-" if found is None else f"{found[1]} of {found[0]} ({found[2]})"
+    return "-" if found is None else f"{found['beyond']} of {found['figures']} ({found['slower']})"
 print("figures beyond diff's noise (of those in both runs), and in brackets those more than")
 print("10% slower, which `diff --fail-above 10` fails")
 print(f"{'fixture':<20}{'A (baseline) -> B (this)':>26}{'B -> B' + chr(39) + ' (this, again)':>26}")
-totals = {"ab": [0, 0, 0, Counter()], "bb": [0, 0, 0, Counter()]}
+totals = {"ab": Counter(), "bb": Counter()}
 for name in names:
-    found = {tag: counts(folder / f"{name}-{tag}.json") for tag in totals}
-    for tag, value in found.items():
-        if value is not None:
-            for index in range(4):
-                totals[tag][index] += value[index]
+    found = {}
+    for tag in totals:
+        path = folder / f"{name}-{tag}.json"
+        found[tag] = counts(path) if path.exists() else None
+        totals[tag] += found[tag] or Counter()
     print(f"{name:<20}{cell(found['ab']):>26}{cell(found['bb']):>26}")
 print(f"{'all':<20}{cell(totals['ab']):>26}{cell(totals['bb']):>26}")
 for tag, words in (("ab", "A -> B"), ("bb", "B -> B'")):
-    groups = ", ".join(f"{group} {count}" for group, count in sorted(totals[tag][3].items()))
-    print(f"{words} beyond noise, by group: {groups}")
+    groups = sorted((key[6:], n) for key, n in totals[tag].items() if key.startswith("group "))
+    print(f"{words} beyond noise, by group: {', '.join(f'{group} {n}' for group, n in groups)}")
 SUMMARY
 exit $status
