@@ -20,6 +20,7 @@ Every reference output and Result goes under DIR ($OUT where set, else
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -118,6 +119,7 @@ def allocators(out: Path, rounds: int) -> None:
     ours: dict[tuple[str, str, int], list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     floors: list[float] = []
+    rows_shown = (*CALL_TARGETS, *CALLS_ALSO)
     for round_ in range(rounds):
         for power in ALLOC_POWERS:
             for key, ms in reference(binary, [4 << power, REPEAT], out, round_).items():
@@ -129,14 +131,13 @@ def allocators(out: Path, rounds: int) -> None:
         if floor is None:
             sys.exit("memprof alloc recorded no floor of its driver calls (call_floor)")
         floors.append(floor)
-        for _, operation, kind, _ in (*CALL_TARGETS, *CALLS_ALSO):
-            for power in ALLOC_POWERS:
-                nbytes = 4 << power
-                try:
-                    value = median_of(result, "api", operation, kind, nbytes)
-                except KeyError:  # memprof's MissingMeasurement: none recorded
-                    continue
-                ours.setdefault((operation, kind, nbytes), []).append(value)
+        for (_, operation, kind, _), power in itertools.product(rows_shown, ALLOC_POWERS):
+            nbytes = 4 << power
+            try:
+                value = median_of(result, "api", operation, kind, nbytes)
+            except KeyError:  # memprof's MissingMeasurement: none recorded
+                continue
+            ours.setdefault((operation, kind, nbytes), []).append(value)
     events = saved(out, "alloc-events", "alloc", timing="events", **ALLOC)
     our_floor = statistics.median(floors)
     native_floor = statistics.median(
@@ -149,39 +150,40 @@ def allocators(out: Path, rounds: int) -> None:
         f"floor (cuCtxGetDevice): memprof {us(our_floor)} (CUPTI's records), native "
         f"{us(native_floor)} (std::chrono)",
     )
-    for rows, target in ((CALL_TARGETS, True), (CALLS_ALSO, False)):
-        for label, operation, kind, name in rows:
-            for power in ALLOC_POWERS:
-                nbytes = 4 << power
-                what = f"{label}, {nbytes >> 20} MiB"
-                if (operation, kind, nbytes) not in ours:
-                    if target:
-                        FAILURES.append(what)
-                    print(f"{what}: memprof recorded no {operation} of {kind}")
-                    continue
-                mine = statistics.median(ours[operation, kind, nbytes])
-                native = statistics.median(theirs[name, nbytes])
-                verdict = call_verdict(mine, native, our_floor) if target else "information"
-                if verdict == "MISSED":
-                    FAILURES.append(what)
-                print(
-                    f"{'' if target else '  (also) '}{what}: memprof {us(mine)}, native "
-                    f"{us(native)}, ratio {mine / native:.3f} ({verdict}); less each floor: "
-                    f"{us(mine - our_floor)} / {us(native - native_floor)}",
-                )
-                if target:
-                    host = median_of(events, "api", operation, kind, nbytes)
-                    print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
+    for (label, operation, kind, name), power in itertools.product(rows_shown, ALLOC_POWERS):
+        nbytes = 4 << power
+        target = (label, operation, kind, name) in CALL_TARGETS  # CALLS_ALSO: information
+        what = f"{label}, {nbytes >> 20} MiB"
+        if (operation, kind, nbytes) not in ours:
+            if target:
+                FAILURES.append(what)
+            print(f"{what}: memprof recorded no {operation} of {kind}")
+            continue
+        mine = statistics.median(ours[operation, kind, nbytes])
+        native = statistics.median(theirs[name, nbytes])
+        verdict = call_verdict(mine, native, our_floor) if target else "information"
+        if verdict == "MISSED":
+            FAILURES.append(what)
+        print(
+            f"{'' if target else '  (also) '}{what}: memprof {us(mine)}, native "
+            f"{us(native)}, ratio {mine / native:.3f} ({verdict}); less each floor: "
+            f"{us(mine - our_floor)} / {us(native - native_floor)}",
+        )
+        if target:
+            host = median_of(events, "api", operation, kind, nbytes)
+            print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
 
 
 # -- 2. small copies ----------------------------------------------------------------------------
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
+GATED = ("pinned", "batched")  # the ways whose GPU time both sides take between gated events
 
 
 def small_copies(out: Path, rounds: int) -> None:
     binary = nvcc("smallcopies_reference.cu", out, "-std=c++17", "-lcuda")
     sizes = [4 << power for power in COPY_POWERS]
+    cases = list(itertools.product(("h2d", "d2h"), sizes, WAYS))  # in the order printed
     fresh = ["--from", str(COPY_POWERS[0]), "--to", str(COPY_POWERS[-1]), "--step", "2"]
     fresh += ["--copies", str(COPIES), "--repeat", str(REPEAT), "--warmup", "2"]
     fresh += ["--timing", "events"]  # a fresh process timed with events: no CUPTI in it
@@ -190,12 +192,10 @@ def small_copies(out: Path, rounds: int) -> None:
     for round_ in range(rounds):
         for nbytes in sizes:
             native = reference(binary, [nbytes, COPIES, REPEAT], out, round_)
-            for direction in ("h2d", "d2h"):
-                for way in WAYS:
-                    key = ("native", way, direction, nbytes)
-                    walls.setdefault(key, []).append(native[f"wall_{way}_{direction}", nbytes])
-                for way in ("pinned", "batched"):
-                    key = ("native", way, direction, nbytes)
+            for direction, way in itertools.product(("h2d", "d2h"), WAYS):
+                key = ("native", way, direction, nbytes)
+                walls.setdefault(key, []).append(native[f"wall_{way}_{direction}", nbytes])
+                if way in GATED:
                     gpu.setdefault(key, []).append(native[f"{way}_{direction}", nbytes])
         bare = out / f"smallcopies-events-round{round_}.json"
         runs = {
@@ -205,45 +205,38 @@ def small_copies(out: Path, rounds: int) -> None:
         for who, result in runs.items():
             if "batched" not in result.extra.ways:
                 sys.exit(f"cuMemcpyBatchAsync skipped: {result.extra.skipped}")
-            for direction in ("h2d", "d2h"):
-                for nbytes in sizes:
-                    for way in WAYS:
-                        wall = median_of(result, "host", f"{direction}_wall", way, nbytes)
-                        walls.setdefault((who, way, direction, nbytes), []).append(wall / COPIES)
-                    for way in ("pinned", "batched"):
-                        total = median_of(result, "span", direction, way, nbytes)
-                        gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
+            for direction, nbytes, way in cases:
+                wall = median_of(result, "host", f"{direction}_wall", way, nbytes)
+                walls.setdefault((who, way, direction, nbytes), []).append(wall / COPIES)
+                if way in GATED:
+                    total = median_of(result, "span", direction, way, nbytes)
+                    gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
     print(f"{COPIES} small copies, wall clock per copy (first call to stream synchronized),")
     print(f"medians of {REPEAT}, median of {rounds} interleaved rounds: memprof / native")
-    for direction in ("h2d", "d2h"):
-        for nbytes in sizes:
-            for way in WAYS:
-                mine = statistics.median(walls["memprof", way, direction, nbytes])
-                bare = statistics.median(walls["no CUPTI", way, direction, nbytes])
-                native = statistics.median(walls["native", way, direction, nbytes])
-                ratio = mine / native
-                what = f"{way}, {direction}, {nbytes >> 10} KiB"
-                verdict = "information"
-                if way == "batched":
-                    verdict = FAILURES.judge(ratio <= WALL_TOLERANCE, f"wall clock of {what}")
-                print(
-                    f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.2f} "
-                    f"({verdict}); without CUPTI in the process {us(bare)} ({bare / native:.2f})",
-                )
+    for direction, nbytes, way in cases:
+        mine = statistics.median(walls["memprof", way, direction, nbytes])
+        bare = statistics.median(walls["no CUPTI", way, direction, nbytes])
+        native = statistics.median(walls["native", way, direction, nbytes])
+        ratio = mine / native
+        what = f"{way}, {direction}, {nbytes >> 10} KiB"
+        verdict = "information"
+        if way == "batched":
+            verdict = FAILURES.judge(ratio <= WALL_TOLERANCE, f"wall clock of {what}")
+        print(
+            f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.2f} "
+            f"({verdict}); without CUPTI in the process {us(bare)} ({bare / native:.2f})",
+        )
     print()
     print("GPU time per copy (gated events), memprof / native")
-    for direction in ("h2d", "d2h"):
-        for nbytes in sizes:
-            for way in ("pinned", "batched"):
-                mine = statistics.median(gpu["memprof", way, direction, nbytes])
-                native = statistics.median(gpu["native", way, direction, nbytes])
-                ratio = mine / native
-                what = f"{way}, {direction}, {nbytes >> 10} KiB"
-                verdict = "information"
-                if direction == "h2d":  # issue 17's targets are host to device
-                    verdict = FAILURES.judge(abs(ratio - 1) <= GPU_TOLERANCE, f"GPU time of {what}")
-                print(f"{what}: memprof {us(mine)}, native {us(native)}, ", end="")
-                print(f"ratio {ratio:.3f} ({verdict})")
+    for direction, nbytes, way in (case for case in cases if case[2] in GATED):
+        mine = statistics.median(gpu["memprof", way, direction, nbytes])
+        native = statistics.median(gpu["native", way, direction, nbytes])
+        ratio = mine / native
+        what = f"{way}, {direction}, {nbytes >> 10} KiB"
+        verdict = "information"
+        if direction == "h2d":  # issue 17's targets are host to device
+            verdict = FAILURES.judge(abs(ratio - 1) <= GPU_TOLERANCE, f"GPU time of {what}")
+        print(f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.3f} ({verdict})")
 
 
 def main() -> int:
