@@ -17,6 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWANCE = {"H200": 1.0, "H100": 1.3}  # issue 24: the H100 is allowed 1.3x the H200's targets
+NVIDIA_SMI_NAME = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"]
 EXAMPLE_PREFIX = "memprof-example: "  # the line each program under examples/ reports on
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `import memprof` finds this checkout's
@@ -32,12 +33,7 @@ def allowance(gpu_name: str) -> float:
 def gpu_name() -> str:
     """GPU 0's name as nvidia-smi gives it; "" where there is none."""
     try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        done = subprocess.run(NVIDIA_SMI_NAME, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""

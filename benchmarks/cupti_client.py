@@ -34,9 +34,6 @@ def main() -> int:
              int(kinds.MEMSET): "memsets"}  # fmt: skip
     kept: list[tuple[int, int, int, int]] = []
 
-    def requested() -> tuple[int, int]:
-        return BUFFER_BYTES, 0
-
     def completed(activities: list) -> None:
         for record in activities:
             kind = int(record.kind)
@@ -45,7 +42,7 @@ def main() -> int:
     ctypes.CDLL("libcuda.so.1").cuInit(0)  # as any tracer: the driver up, no context yet
     for kind in names:
         cupti.activity_enable(kind)
-    cupti.activity_register_callbacks(requested, completed)
+    cupti.activity_register_callbacks(lambda: (BUFFER_BYTES, 0), completed)
     sys.argv = [options.script, *options.arguments]
     sys.path[0] = os.path.dirname(os.path.abspath(options.script))
     status = 0
