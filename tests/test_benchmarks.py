@@ -310,3 +310,52 @@ def test_floor_shown_is_where_memprof_marks_a_figure_near_its_floor(floor_us):
     ours_ms, native_ms, floor_ms = 2.0e-3, 1.0e-3, floor_us / 1e3  # 2 us against 1: missed
     verdict = script("allocators_and_small_copies").call_verdict(ours_ms, native_ms, floor_ms)
     assert (verdict == "floor shown") == pools.near_floor(ours_ms, floor_ms)
+
+
+def _program_report(result, off: dict) -> dict:
+    """What examples/pycuda_copies.py would report of the copies `result` traced: each row's
+    count, and its events timing the copies as the trace does ('blocked' where they blocked the
+    host, else CUPTI's GPU time), but for the rows in `off`: name -> (count added, time x)."""
+    blocked = {(b.name, b.bytes): b.blocked_ms for b in result.extra.blocked}
+    copies = []
+    for m in result.measurements:
+        if m.name.startswith("[CUDA memcpy"):
+            direction, kinds = m.name.removeprefix("[CUDA memcpy ").split("] ")
+            source, destination = kinds.split(" -> ")
+            added, scale = off.get(f"{m.name} {m.bytes}", (0, 1.0))
+            event_ms = blocked.get((m.name, m.bytes), sum(m.samples_ms)) / scale
+            copy = {"direction": direction, "source": source, "destination": destination}
+            count = len(m.samples_ms) + added
+            copies.append({**copy, "bytes": m.bytes, "count": count, "event_ms": event_ms})
+    return {"copies": copies, "memsets": [{"bytes": 32 << 20, "count": 3}]}
+
+
+PINNED_32 = "[CUDA memcpy HtoD] pinned -> device 33554432"  # timed by CUPTI's records
+PAGEABLE_32 = "[CUDA memcpy HtoD] pageable -> device 33554432"  # blocked the host: by that
+TRACED_BYTES = 1_510_359_040
+
+
+@pytest.mark.parametrize(
+    ("off", "missed"),
+    [
+        ({}, []),
+        ({PINNED_32: (0, 1.049), PAGEABLE_32: (0, 0.951)}, []),
+        ({PINNED_32: (0, 1.051)}, [f"{PINNED_32} B: GPU +5.1% against events"]),
+        ({PAGEABLE_32: (0, 0.949)}, [f"{PAGEABLE_32} B: blocked -5.1% against events"]),
+        (
+            {PINNED_32: (1, 1.0)},
+            [
+                f"{PINNED_32} B: 4 traced, 5 made",
+                f"{TRACED_BYTES} bytes traced, {TRACED_BYTES + (32 << 20)} copied",
+            ],
+        ),
+    ],
+)
+def test_trace_check_holds_counts_exact_and_large_copies_within_5_percent(off, missed, capsys):
+    """trace_check.py against a recorded trace and the report of the program it traced: a
+    count or a byte off, or a copy of 1 MiB or more past 5% of the program's events, fails."""
+    check = script("trace_check")
+    result = load(FIXTURES / "h200_trace_pycuda.json")
+    check.check_copies("pycuda", _program_report(result, off), result)
+    assert [f"pycuda: {what}" for what in missed] == check.FAILURES
+    assert "copies of 1 MiB or more: events" in capsys.readouterr().out
