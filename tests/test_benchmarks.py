@@ -359,3 +359,54 @@ def test_trace_check_holds_counts_exact_and_large_copies_within_5_percent(off, m
     check.check_copies("pycuda", _program_report(result, off), result)
     assert [f"pycuda: {what}" for what in missed] == check.FAILURES
     assert "copies of 1 MiB or more: events" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("wall_x", "gpu_x", "missed"),
+    [
+        (1.29, 1.09, []),
+        (
+            1.31,
+            0.91,
+            [f"wall clock of batched, {d}, {k} KiB" for d in ("h2d", "d2h") for k in (4, 16)],
+        ),
+        (
+            1.0,
+            1.11,
+            [f"GPU time of {w}, h2d, {k} KiB" for k in (4, 16) for w in ("pinned", "batched")],
+        ),
+        (
+            1.0,
+            0.89,
+            [f"GPU time of {w}, h2d, {k} KiB" for k in (4, 16) for w in ("pinned", "batched")],
+        ),
+    ],
+)
+def test_small_copies_are_judged_against_the_native_program_on_both_sides(
+    wall_x, gpu_x, missed, monkeypatch, tmp_path, capsys
+):
+    """allocators_and_small_copies.py's small copies, memprof's side a recorded run and the
+    native program's its figures divided by wall_x and gpu_x: batched copies' wall clock
+    within 1.3x of native, host-to-device GPU time within 10% (issues 22 and 17)."""
+    import itertools
+
+    bench = script("allocators_and_small_copies")
+    small = load(FIXTURES / "h200_smallcopies.json")
+
+    def native(binary, arguments, out, round_):
+        nbytes, found = arguments[0], {}
+        for direction, way in itertools.product(("h2d", "d2h"), bench.WAYS):
+            wall = small.find(f"{direction}_wall", way, "host", nbytes).stats.median_ms
+            found[f"wall_{way}_{direction}", nbytes] = wall / bench.COPIES / wall_x
+            if way in bench.GATED:
+                gpu = small.find(direction, way, "span", nbytes).stats.median_ms
+                found[f"{way}_{direction}", nbytes] = gpu / bench.COPIES / gpu_x
+        return found
+
+    monkeypatch.setattr(bench, "nvcc", lambda *_: Path("smallcopies_reference"))
+    monkeypatch.setattr(bench, "reference", native)
+    monkeypatch.setattr(bench, "saved", lambda *_, **__: small)
+    monkeypatch.setattr(bench, "memprof_json", lambda *_: small)
+    bench.small_copies(tmp_path, 2)
+    assert sorted(bench.FAILURES) == sorted(missed)
+    assert "batched, h2d, 4 KiB: memprof " in capsys.readouterr().out
