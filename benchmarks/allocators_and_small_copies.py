@@ -186,7 +186,7 @@ def small_copies(out: Path, rounds: int) -> None:
     cases = list(itertools.product(("h2d", "d2h"), sizes, WAYS))  # in the order printed
     fresh = ["--from", str(COPY_POWERS[0]), "--to", str(COPY_POWERS[-1]), "--step", "2"]
     fresh += ["--copies", str(COPIES), "--repeat", str(REPEAT), "--warmup", "2"]
-    fresh += ["--timing", "events"]  # a fresh process timed with events: no CUPTI in it
+    fresh += ["--timing", "events", "--quiet"]  # a fresh process timed with events: no CUPTI
     walls: dict[tuple[str, str, str, int], list[float]] = {}  # (who, way, direction, size)
     gpu: dict[tuple[str, str, str, int], list[float]] = {}
     for round_ in range(rounds):
@@ -200,7 +200,7 @@ def small_copies(out: Path, rounds: int) -> None:
         bare = out / f"smallcopies-events-round{round_}.json"
         runs = {
             "memprof": saved(out, f"smallcopies-round{round_}", "smallcopies", **SMALLCOPIES),
-            "no CUPTI": memprof_json(bare, "smallcopies", *fresh),
+            "no CUPTI": memprof_json(bare, "smallcopies", *fresh)[0],
         }
         for who, result in runs.items():
             if "batched" not in result.extra.ways:

@@ -97,13 +97,21 @@ def bytecode_cache() -> str:
     return folder
 
 
-def memprof_json(path: Path, *arguments: str) -> Result:
-    """`memprof ARGUMENTS --json PATH --quiet` run as a user runs it, and the Result it saved."""
+def memprof_json(path: Path, *arguments: str) -> tuple[Result, float]:
+    """`memprof ARGUMENTS --json PATH` run as a user runs it, its output kept beside PATH as
+    .log: the Result it saved and its wall time (a run that fails ends the benchmark)."""
     import memprof
 
-    command = [sys.executable, "-m", "memprof", *arguments, "--json", str(path), "--quiet"]
-    subprocess.run(command, check=True, cwd=ROOT, env=python_environment())
-    return memprof.load(path)
+    command = [sys.executable, "-m", "memprof", *arguments, "--json", str(path)]
+    start = time.perf_counter()
+    ran = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=python_environment()
+    )
+    wall_s = time.perf_counter() - start
+    path.with_suffix(".log").write_text(ran.stdout + ran.stderr)
+    if ran.returncode != 0:
+        sys.exit(f"memprof {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
+    return memprof.load(path), wall_s
 
 
 def rows(result: Result, **columns: object) -> list[dict]:

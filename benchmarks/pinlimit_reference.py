@@ -16,12 +16,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from common import Misses, Result
-
-import memprof
+from common import Misses, Result, memprof_json
 
 HERE = Path(__file__).resolve().parent
 GIB = 1 << 30
@@ -57,23 +54,6 @@ def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     return {name: float(value) for name, value in map(str.split, ran.stdout.splitlines())}
 
 
-def memprof_run(out: Path, name: str, *arguments: str) -> tuple[Result, float]:
-    """A memprof pinlimit run as a user makes it: its Result and wall time."""
-    path = out / f"{name}.json"
-    start = time.monotonic()
-    ran = subprocess.run(
-        [sys.executable, "-m", "memprof", "pinlimit", "--json", str(path), *arguments],
-        capture_output=True,
-        text=True,
-        cwd=HERE.parent,
-    )
-    wall_s = time.monotonic() - start
-    (out / f"{name}.log").write_text(ran.stdout + ran.stderr)
-    if ran.returncode != 0:
-        sys.exit(f"memprof pinlimit {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
-    return memprof.load(path), wall_s
-
-
 def per_gib(result: Result) -> dict[str, float]:
     """memprof's figures as the native program prints them: median ms per GiB."""
     found = {}
@@ -92,7 +72,7 @@ def main() -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     failures = Misses()
-    default, wall_s = memprof_run(out, "default")
+    default, wall_s = memprof_json(out / "default.json", "pinlimit")
     print(f"memprof pinlimit (defaults): {wall_s:.1f} s wall")
     extra = default.extra
     step_gib, steps = default.parameters.step, len(extra.held_bytes)
@@ -105,8 +85,8 @@ def main() -> int:
     rounds: dict[str, list[tuple[float, float]]] = {}
     for round_ in range(args.rounds):
         theirs = native(binary, step_gib, steps)
-        ours = per_gib(memprof_run(out, f"round{round_}", "--cap", str(steps * step_gib),
-                                   "--step", str(step_gib))[0])  # fmt: skip
+        sizes = ["--cap", str(steps * step_gib), "--step", str(step_gib)]
+        ours = per_gib(memprof_json(out / f"round{round_}.json", "pinlimit", *sizes)[0])
         for name in theirs.keys() & ours.keys():
             rounds.setdefault(name, []).append((ours[name], theirs[name]))
 

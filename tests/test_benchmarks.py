@@ -197,6 +197,17 @@ def test_a_python_started_by_a_benchmark_finds_the_checkout_first(monkeypatch):
     assert "PYTHONDONTWRITEBYTECODE" not in other and other["COLUMNS"] == "100"
 
 
+def test_a_memprof_run_keeps_its_result_output_and_wall_time_and_a_failed_one_ends_it(tmp_path):
+    common = script("common")
+    fixture = FIXTURES / "h200_pinned_p20.json"
+    result, wall_s = common.memprof_json(tmp_path / "again.json", "report", str(fixture))
+    assert result == load(fixture) and 0 < wall_s < 60
+    assert "Verified against numpy" in (tmp_path / "again.log").read_text()
+    with pytest.raises(SystemExit, match=r"^memprof report \S+nothing.json: exit [1-9]\d*: "):
+        common.memprof_json(tmp_path / "none.json", "report", str(tmp_path / "nothing.json"))
+    assert "nothing.json" in (tmp_path / "none.log").read_text()
+
+
 def test_an_examples_report_is_read_and_a_failed_program_said(tmp_path):
     common = script("common")
     program = tmp_path / "program.py"
@@ -406,7 +417,7 @@ def test_small_copies_are_judged_against_the_native_program_on_both_sides(
     monkeypatch.setattr(bench, "nvcc", lambda *_: Path("smallcopies_reference"))
     monkeypatch.setattr(bench, "reference", native)
     monkeypatch.setattr(bench, "saved", lambda *_, **__: small)
-    monkeypatch.setattr(bench, "memprof_json", lambda *_: small)
+    monkeypatch.setattr(bench, "memprof_json", lambda *_: (small, 1.0))
     bench.small_copies(tmp_path, 2)
     assert sorted(bench.FAILURES) == sorted(missed)
     assert "batched, h2d, 4 KiB: memprof " in capsys.readouterr().out
