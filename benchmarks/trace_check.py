@@ -40,8 +40,8 @@ OVERHEAD_TARGET = 0.10
 FAILURES = Misses()
 
 
-def traced(script: str, json_path: Path) -> list[str]:
-    return [sys.executable, "-m", "memprof", "trace", "--json", str(json_path), script]
+def traced(script: str, json_path: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "memprof", "trace", "--json", str(json_path), *options, script]
 
 
 def row_name(copy: dict) -> str:
@@ -125,9 +125,8 @@ def check_overhead(rounds: int) -> None:
         commands = {
             "bare": [sys.executable, OVERHEAD_EXAMPLE],
             "traced": traced(OVERHEAD_EXAMPLE, path),
-            "no lines": [*traced(OVERHEAD_EXAMPLE, path)[:-1], "--stack-depth", "0",
-                         OVERHEAD_EXAMPLE],
-        }  # fmt: skip
+            "no lines": traced(OVERHEAD_EXAMPLE, path, "--stack-depth", "0"),
+        }
         run_example(commands["traced"])  # warm: caches, the bandwidth measurement
         for _ in range(rounds):
             for label, command in commands.items():
