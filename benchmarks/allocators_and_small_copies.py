@@ -1,19 +1,16 @@
-"""Issues 17 and 22's targets for alloc and smallcopies on the GPU machine: memprof against
-native C++ programs on the driver API (benchmarks/allocators_reference.cu and
-smallcopies_reference.cu: the same calls, counts and sizes by another route, no Python, no
-CUPTI; std::chrono around host calls, events around gated batches), ROUNDS interleaved
-rounds, each the native program then memprof; medians of the rounds' medians compared.
+"""Issues 17 and 22's targets for alloc and smallcopies, GPU machine: memprof against native
+C++ programs on the driver API (benchmarks/allocators_reference.cu, smallcopies_reference.cu:
+the same calls, counts and sizes, no Python, no CUPTI), --rounds interleaved rounds, each the
+native program then memprof; medians of the rounds' medians compared.
 
-1. Driver calls of pools and VMM at 2 and 64 MiB (memprof alloc: CUPTI's record of each
-   call). Target (issue 22): within max(10%, 0.1 us) of native, or "floor shown": memprof
-   marks the figure as near the floor of how it times calls (cuCtxGetDevice, timed the same
-   way). Beside: both sides' floors, each figure less its own floor, and memprof's host
-   clock (--timing events, Python's cost included).
-2. Small copies, 128 of 4 and 16 KiB, both directions: wall clock per copy of every way
-   (first call to the stream synchronized), memprof in this process (CUPTI paused while
-   timing), memprof in a fresh process with --timing events (no CUPTI at all; for
-   information) and native. Target (issue 22): batched within 1.3x of native. Beside: GPU
-   time per copy, gated events both sides (issue 17: within 10% host to device).
+1. Driver calls of pools and VMM at 2 and 64 MiB (CUPTI's record of each call): within
+   max(10%, 0.1 us) of native, or "floor shown" where memprof marks the figure as near the
+   floor of how it times calls (cuCtxGetDevice). Beside: both floors, each figure less its
+   own, and memprof's host clock (--timing events).
+2. Small copies, 128 of 4 and 16 KiB, both directions, wall clock per copy (first call to
+   the stream synchronized): batched within 1.3x of native (issue 22); memprof in a fresh
+   process with --timing events (no CUPTI) beside. GPU time per copy, gated events both
+   sides: host to device within 10% (issue 17).
 
     python3 benchmarks/allocators_and_small_copies.py [--out DIR] [--rounds N]
 Every reference output and Result goes under DIR ($OUT where set, else
@@ -23,6 +20,7 @@ Every reference output and Result goes under DIR ($OUT where set, else
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -37,6 +35,8 @@ ALLOC_POWERS = (19, 24)  # 2 MiB (one VMM granule on Hopper) and 64 MiB
 COPY_POWERS, COPIES = (10, 12), 128  # 4 and 16 KiB, as a training step's small tensors
 REPEAT = 30
 ROUNDS = 3
+ALLOC = {"powers": ALLOC_POWERS, "repeat": REPEAT, "warmup": 2}  # memprof.run's parameters
+SMALLCOPIES = {**ALLOC, "powers": COPY_POWERS, "copies": COPIES, "directions": ("h2d", "d2h")}
 TOLERANCE, ABSOLUTE_MS = 0.10, 0.0001  # a call: within max(10%, 0.1 us)
 FLOOR_SHARE = 0.10  # memprof marks a call's figure as near its floor past a tenth of it
 WALL_TOLERANCE = 1.3  # batched small copies' wall clock: at most 1.3x native
@@ -58,7 +58,9 @@ def reference(binary: Path, arguments: list[int], out: Path, round_: int) -> dic
     return found
 
 
-def saved(result: Result, out: Path, name: str) -> Result:
+def saved(out: Path, name: str, command: str, **parameters: object) -> Result:
+    """memprof.run(COMMAND, PARAMETERS), kept as DIR/NAME.json; its verification must pass."""
+    result = memprof.run(command, **parameters)
     (out / f"{name}.json").write_text(result.to_json() + "\n")
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
@@ -117,34 +119,26 @@ def allocators(out: Path, rounds: int) -> None:
     ours: dict[tuple[str, str, int], list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     floors: list[float] = []
+    rows_shown = (*CALL_TARGETS, *CALLS_ALSO)
     for round_ in range(rounds):
         for power in ALLOC_POWERS:
             for key, ms in reference(binary, [4 << power, REPEAT], out, round_).items():
                 theirs.setdefault(key, []).append(ms)
-        result = saved(
-            memprof.run("alloc", powers=ALLOC_POWERS, repeat=REPEAT, warmup=2, timing="cupti"),
-            out,
-            f"alloc-cupti-round{round_}",
-        )
+        result = saved(out, f"alloc-cupti-round{round_}", "alloc", timing="cupti", **ALLOC)
         if result.extra.allocators is None:
             sys.exit(f"this GPU or driver measured no pool and no VMM: {result.extra.skipped}")
         floor = call_floor_ms(result)
         if floor is None:
             sys.exit("memprof alloc recorded no floor of its driver calls (call_floor)")
         floors.append(floor)
-        for _, operation, kind, _ in (*CALL_TARGETS, *CALLS_ALSO):
-            for power in ALLOC_POWERS:
-                nbytes = 4 << power
-                try:
-                    value = median_of(result, "api", operation, kind, nbytes)
-                except KeyError:  # memprof's MissingMeasurement: none recorded
-                    continue
-                ours.setdefault((operation, kind, nbytes), []).append(value)
-    events = saved(
-        memprof.run("alloc", powers=ALLOC_POWERS, repeat=REPEAT, warmup=2, timing="events"),
-        out,
-        "alloc-events",
-    )
+        for (_, operation, kind, _), power in itertools.product(rows_shown, ALLOC_POWERS):
+            nbytes = 4 << power
+            try:
+                value = median_of(result, "api", operation, kind, nbytes)
+            except KeyError:  # memprof's MissingMeasurement: none recorded
+                continue
+            ours.setdefault((operation, kind, nbytes), []).append(value)
+    events = saved(out, "alloc-events", "alloc", timing="events", **ALLOC)
     our_floor = statistics.median(floors)
     native_floor = statistics.median(
         statistics.median(theirs[name, 4 << power])
@@ -156,115 +150,93 @@ def allocators(out: Path, rounds: int) -> None:
         f"floor (cuCtxGetDevice): memprof {us(our_floor)} (CUPTI's records), native "
         f"{us(native_floor)} (std::chrono)",
     )
-    for rows, target in ((CALL_TARGETS, True), (CALLS_ALSO, False)):
-        for label, operation, kind, name in rows:
-            for power in ALLOC_POWERS:
-                nbytes = 4 << power
-                what = f"{label}, {nbytes >> 20} MiB"
-                if (operation, kind, nbytes) not in ours:
-                    if target:
-                        FAILURES.append(what)
-                    print(f"{what}: memprof recorded no {operation} of {kind}")
-                    continue
-                mine = statistics.median(ours[operation, kind, nbytes])
-                native = statistics.median(theirs[name, nbytes])
-                verdict = call_verdict(mine, native, our_floor) if target else "information"
-                if verdict == "MISSED":
-                    FAILURES.append(what)
-                print(
-                    f"{'' if target else '  (also) '}{what}: memprof {us(mine)}, native "
-                    f"{us(native)}, ratio {mine / native:.3f} ({verdict}); less each floor: "
-                    f"{us(mine - our_floor)} / {us(native - native_floor)}",
-                )
-                if target:
-                    host = median_of(events, "api", operation, kind, nbytes)
-                    print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
+    for (label, operation, kind, name), power in itertools.product(rows_shown, ALLOC_POWERS):
+        nbytes = 4 << power
+        target = (label, operation, kind, name) in CALL_TARGETS  # CALLS_ALSO: information
+        what = f"{label}, {nbytes >> 20} MiB"
+        if (operation, kind, nbytes) not in ours:
+            if target:
+                FAILURES.append(what)
+            print(f"{what}: memprof recorded no {operation} of {kind}")
+            continue
+        mine = statistics.median(ours[operation, kind, nbytes])
+        native = statistics.median(theirs[name, nbytes])
+        verdict = call_verdict(mine, native, our_floor) if target else "information"
+        if verdict == "MISSED":
+            FAILURES.append(what)
+        print(
+            f"{'' if target else '  (also) '}{what}: memprof {us(mine)}, native "
+            f"{us(native)}, ratio {mine / native:.3f} ({verdict}); less each floor: "
+            f"{us(mine - our_floor)} / {us(native - native_floor)}",
+        )
+        if target:
+            host = median_of(events, "api", operation, kind, nbytes)
+            print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
 
 
 # -- 2. small copies ----------------------------------------------------------------------------
 
 WAYS = ("pinned", "pageable", "batched", "gathered", "kernel")
-
-
-def smallcopies_events_run(path: Path) -> Result:
-    """memprof smallcopies in a fresh process timed with events: no CUPTI in that process."""
-    sizes = ["--from", str(COPY_POWERS[0]), "--to", str(COPY_POWERS[-1]), "--step", "2"]
-    counts = ["--copies", str(COPIES), "--repeat", str(REPEAT), "--warmup", "2"]
-    return memprof_json(path, "smallcopies", *sizes, *counts, "--timing", "events")
+GATED = ("pinned", "batched")  # the ways whose GPU time both sides take between gated events
 
 
 def small_copies(out: Path, rounds: int) -> None:
     binary = nvcc("smallcopies_reference.cu", out, "-std=c++17", "-lcuda")
     sizes = [4 << power for power in COPY_POWERS]
+    cases = list(itertools.product(("h2d", "d2h"), sizes, WAYS))  # in the order printed
+    fresh = ["--from", str(COPY_POWERS[0]), "--to", str(COPY_POWERS[-1]), "--step", "2"]
+    fresh += ["--copies", str(COPIES), "--repeat", str(REPEAT), "--warmup", "2"]
+    fresh += ["--timing", "events", "--quiet"]  # a fresh process timed with events: no CUPTI
     walls: dict[tuple[str, str, str, int], list[float]] = {}  # (who, way, direction, size)
     gpu: dict[tuple[str, str, str, int], list[float]] = {}
     for round_ in range(rounds):
         for nbytes in sizes:
             native = reference(binary, [nbytes, COPIES, REPEAT], out, round_)
-            for direction in ("h2d", "d2h"):
-                for way in WAYS:
-                    key = ("native", way, direction, nbytes)
-                    walls.setdefault(key, []).append(native[f"wall_{way}_{direction}", nbytes])
-                for way in ("pinned", "batched"):
-                    key = ("native", way, direction, nbytes)
+            for direction, way in itertools.product(("h2d", "d2h"), WAYS):
+                key = ("native", way, direction, nbytes)
+                walls.setdefault(key, []).append(native[f"wall_{way}_{direction}", nbytes])
+                if way in GATED:
                     gpu.setdefault(key, []).append(native[f"{way}_{direction}", nbytes])
+        bare = out / f"smallcopies-events-round{round_}.json"
         runs = {
-            "memprof": saved(
-                memprof.run(
-                    "smallcopies",
-                    powers=COPY_POWERS,
-                    copies=COPIES,
-                    directions=("h2d", "d2h"),
-                    repeat=REPEAT,
-                    warmup=2,
-                ),
-                out,
-                f"smallcopies-round{round_}",
-            ),
-            "no CUPTI": smallcopies_events_run(out / f"smallcopies-events-round{round_}.json"),
+            "memprof": saved(out, f"smallcopies-round{round_}", "smallcopies", **SMALLCOPIES),
+            "no CUPTI": memprof_json(bare, "smallcopies", *fresh)[0],
         }
         for who, result in runs.items():
             if "batched" not in result.extra.ways:
                 sys.exit(f"cuMemcpyBatchAsync skipped: {result.extra.skipped}")
-            for direction in ("h2d", "d2h"):
-                for nbytes in sizes:
-                    for way in WAYS:
-                        wall = median_of(result, "host", f"{direction}_wall", way, nbytes)
-                        walls.setdefault((who, way, direction, nbytes), []).append(wall / COPIES)
-                    for way in ("pinned", "batched"):
-                        total = median_of(result, "span", direction, way, nbytes)
-                        gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
+            for direction, nbytes, way in cases:
+                wall = median_of(result, "host", f"{direction}_wall", way, nbytes)
+                walls.setdefault((who, way, direction, nbytes), []).append(wall / COPIES)
+                if way in GATED:
+                    total = median_of(result, "span", direction, way, nbytes)
+                    gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
     print(f"{COPIES} small copies, wall clock per copy (first call to stream synchronized),")
     print(f"medians of {REPEAT}, median of {rounds} interleaved rounds: memprof / native")
-    for direction in ("h2d", "d2h"):
-        for nbytes in sizes:
-            for way in WAYS:
-                mine = statistics.median(walls["memprof", way, direction, nbytes])
-                bare = statistics.median(walls["no CUPTI", way, direction, nbytes])
-                native = statistics.median(walls["native", way, direction, nbytes])
-                ratio = mine / native
-                what = f"{way}, {direction}, {nbytes >> 10} KiB"
-                verdict = "information"
-                if way == "batched":
-                    verdict = FAILURES.judge(ratio <= WALL_TOLERANCE, f"wall clock of {what}")
-                print(
-                    f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.2f} "
-                    f"({verdict}); without CUPTI in the process {us(bare)} ({bare / native:.2f})",
-                )
+    for direction, nbytes, way in cases:
+        mine = statistics.median(walls["memprof", way, direction, nbytes])
+        bare = statistics.median(walls["no CUPTI", way, direction, nbytes])
+        native = statistics.median(walls["native", way, direction, nbytes])
+        ratio = mine / native
+        what = f"{way}, {direction}, {nbytes >> 10} KiB"
+        verdict = "information"
+        if way == "batched":
+            verdict = FAILURES.judge(ratio <= WALL_TOLERANCE, f"wall clock of {what}")
+        print(
+            f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.2f} "
+            f"({verdict}); without CUPTI in the process {us(bare)} ({bare / native:.2f})",
+        )
     print()
     print("GPU time per copy (gated events), memprof / native")
-    for direction in ("h2d", "d2h"):
-        for nbytes in sizes:
-            for way in ("pinned", "batched"):
-                mine = statistics.median(gpu["memprof", way, direction, nbytes])
-                native = statistics.median(gpu["native", way, direction, nbytes])
-                ratio = mine / native
-                what = f"{way}, {direction}, {nbytes >> 10} KiB"
-                verdict = "information"
-                if direction == "h2d":  # issue 17's targets are host to device
-                    verdict = FAILURES.judge(abs(ratio - 1) <= GPU_TOLERANCE, f"GPU time of {what}")
-                print(f"{what}: memprof {us(mine)}, native {us(native)}, ", end="")
-                print(f"ratio {ratio:.3f} ({verdict})")
+    for direction, nbytes, way in (case for case in cases if case[2] in GATED):
+        mine = statistics.median(gpu["memprof", way, direction, nbytes])
+        native = statistics.median(gpu["native", way, direction, nbytes])
+        ratio = mine / native
+        what = f"{way}, {direction}, {nbytes >> 10} KiB"
+        verdict = "information"
+        if direction == "h2d":  # issue 17's targets are host to device
+            verdict = FAILURES.judge(abs(ratio - 1) <= GPU_TOLERANCE, f"GPU time of {what}")
+        print(f"{what}: memprof {us(mine)}, native {us(native)}, ratio {ratio:.3f} ({verdict})")
 
 
 def main() -> int:

@@ -1,38 +1,23 @@
-// Native reference for memprof alloc's stream-ordered pools and virtual memory management, by
-// a route memprof does not use: the CUDA driver API from C++, timed with std::chrono around
-// each call (memprof: cuda-bindings from Python, timed by CUPTI's record of each call). The
-// same calls in the same order and state as memprof.experiments.pools (each cycle repeated
-// on its own, as memprof's _calls_and_growth repeats it):
-//   pool cycle (the default pool, then a pool with release threshold UINT64_MAX):
-//     synchronize, trim to 0 (an empty pool); allocate [new]; memset; cuMemFreeAsync [free];
-//     allocate [reused]; synchronize; free; cuStreamSynchronize [sync]; allocate [after sync];
-//     free; synchronize; kept pool: cuMemPoolTrimTo(0) [trim]; cuCtxGetDevice [call_floor]
-//   vmm cycle: reserve, create, map, set access, memset, synchronize, unmap, release, free range,
+// Native reference for memprof alloc's pools and virtual memory management by a route memprof
+// does not use: the CUDA driver API from C++, std::chrono around each call (memprof: CUPTI's
+// record of each). The calls, order and state of memprof.experiments.pools, each cycle
+// repeated on its own (as its _calls_and_growth):
+//   pool (the default pool, then one with release threshold UINT64_MAX): synchronize, trim
+//     to 0; allocate [new]; memset; cuMemFreeAsync [free]; allocate [reused]; synchronize;
+//     free; cuStreamSynchronize [sync]; allocate [after sync]; free; synchronize; kept pool:
+//     cuMemPoolTrimTo(0) [trim]; cuCtxGetDevice [call_floor]
+//   vmm: reserve, create, map, set access, memset, synchronize, unmap, release, free range,
 //     cuCtxGetDevice [call_floor] (a call that does next to nothing: the clock's own floor)
 //   device: cuMemAlloc [alloc], memset twice, synchronize, cuMemFree [free]
 // Usage: allocators_reference BYTES REPEATS  ->  lines "NAME BYTES MEDIAN_MS"
 // Build: nvcc -O2 -std=c++17 -o allocators_reference allocators_reference.cu -lcuda
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
-#include <vector>
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        CUresult status = (call);                                                       \
-        if (status != CUDA_SUCCESS) {                                                   \
-            const char* name = nullptr;                                                 \
-            cuGetErrorName(status, &name);                                              \
-            std::fprintf(stderr, "%s failed: %s\n", #call, name ? name : "?");          \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
+#include "reference.h"  // CHECK, median
 
 static std::map<std::string, std::vector<double>> samples;
 static bool recording = false;
@@ -46,12 +31,6 @@ static bool recording = false;
         if (recording)                                                                  \
             samples[name].push_back(std::chrono::duration<double, std::milli>(end - start).count()); \
     } while (0)
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void pool_cycle(const std::string& kind, CUmemoryPool pool, bool own_pool, size_t bytes,
                        CUstream stream, CUmemoryPool default_pool, CUmemoryPool kept) {

@@ -1,10 +1,8 @@
 """Every long command's wall time from the shell, beside its budget (issue 24), in one run.
 
-Each command runs as a user runs it (`python -m memprof CMD --quiet`, a fresh process),
---runs times after one untimed run that warms the caches. With --baseline DIR (an older
-checkout), its commands run too, interleaved with ours, the first alternating, so a busy
-moment costs both alike. Prints each command's median wall time (and range) beside its budget
-(the H200's; 1.3x on an H100), met or MISSED. Needs the GPU machine.
+Each command runs as a user runs it (`python -m memprof CMD --quiet`, a fresh process), --runs
+times after an untimed warm run; with --baseline DIR, an older checkout's interleaved with ours.
+Prints each median (and range) beside its budget (the H200's; 1.3x on an H100), met or MISSED.
 
     python3 benchmarks/budgets.py [--runs 3] [--baseline ../memprof-before] [--only sweep,check]
 """
@@ -80,11 +78,8 @@ def main() -> int:
         outcome = verdict(ours, BUDGETS_S[command], factor)
         met &= outcome == "met"
         cells = "  ".join(f"{shown(t):<22}" for t in times.values())
-        ratio = (
-            f"  {ours / statistics.median(times['baseline']):.2f}x the baseline"
-            if "baseline" in times
-            else ""
-        )
+        baseline = times.get("baseline")
+        ratio = f"  {ours / statistics.median(baseline):.2f}x the baseline" if baseline else ""
         print(f"{command:<18} {budget:>5.1f} s  {cells}{ratio}  {outcome}", flush=True)
     return 0 if met else 1
 

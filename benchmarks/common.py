@@ -17,6 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWANCE = {"H200": 1.0, "H100": 1.3}  # issue 24: the H100 is allowed 1.3x the H200's targets
+NVIDIA_SMI_NAME = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"]
 EXAMPLE_PREFIX = "memprof-example: "  # the line each program under examples/ reports on
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `import memprof` finds this checkout's
@@ -26,21 +27,13 @@ Result = Any  # what memprof.run and memprof.load return (memprof's public API n
 def allowance(gpu_name: str) -> float:
     """What the H200's targets are multiplied by on this GPU: 1.0 where the issue names no
     allowance (another GPU is held to the H200's targets)."""
-    for model, factor in ALLOWANCE.items():
-        if model in gpu_name:
-            return factor
-    return 1.0
+    return next((factor for model, factor in ALLOWANCE.items() if model in gpu_name), 1.0)
 
 
 def gpu_name() -> str:
     """GPU 0's name as nvidia-smi gives it; "" where there is none."""
     try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        done = subprocess.run(NVIDIA_SMI_NAME, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
@@ -104,13 +97,21 @@ def bytecode_cache() -> str:
     return folder
 
 
-def memprof_json(path: Path, *arguments: str) -> Result:
-    """`memprof ARGUMENTS --json PATH --quiet` run as a user runs it, and the Result it saved."""
+def memprof_json(path: Path, *arguments: str) -> tuple[Result, float]:
+    """`memprof ARGUMENTS --json PATH` run as a user runs it, its output kept beside PATH as
+    .log: the Result it saved and its wall time (a run that fails ends the benchmark)."""
     import memprof
 
-    command = [sys.executable, "-m", "memprof", *arguments, "--json", str(path), "--quiet"]
-    subprocess.run(command, check=True, cwd=ROOT, env=python_environment())
-    return memprof.load(path)
+    command = [sys.executable, "-m", "memprof", *arguments, "--json", str(path)]
+    start = time.perf_counter()
+    ran = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=python_environment()
+    )
+    wall_s = time.perf_counter() - start
+    path.with_suffix(".log").write_text(ran.stdout + ran.stderr)
+    if ran.returncode != 0:
+        sys.exit(f"memprof {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
+    return memprof.load(path), wall_s
 
 
 def rows(result: Result, **columns: object) -> list[dict]:

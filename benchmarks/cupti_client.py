@@ -3,11 +3,9 @@ which `memprof trace` is set against (benchmarks/trace_overhead.py). GPU machine
 
     python3 benchmarks/cupti_client.py --out PATH SCRIPT [ARGS...]
 
-Written apart from memprof's recorder, on cupti-python's own API only: CUPTI's activity
-records of kernels, copies and memsets (no driver or runtime calls, no callbacks, no
-stacks), each record's kind, start, end and bytes kept in a list as CUPTI hands its buffers
-over, as a tracer that keeps what it saw must. The program runs as `python SCRIPT ARGS`
-would (its output passes through; its exit status is this script's). PATH gets
+cupti-python's API only, apart from memprof: activity records of kernels, copies and memsets
+(no callbacks, no stacks), each kept in a list as CUPTI hands them over, as a tracer must. The
+program runs as `python SCRIPT ARGS` would, exit status included. PATH gets
 {"kernels": N, "copies": N, "memsets": N}.
 """
 
@@ -36,9 +34,6 @@ def main() -> int:
              int(kinds.MEMSET): "memsets"}  # fmt: skip
     kept: list[tuple[int, int, int, int]] = []
 
-    def requested() -> tuple[int, int]:
-        return BUFFER_BYTES, 0
-
     def completed(activities: list) -> None:
         for record in activities:
             kind = int(record.kind)
@@ -47,7 +42,7 @@ def main() -> int:
     ctypes.CDLL("libcuda.so.1").cuInit(0)  # as any tracer: the driver up, no context yet
     for kind in names:
         cupti.activity_enable(kind)
-    cupti.activity_register_callbacks(requested, completed)
+    cupti.activity_register_callbacks(lambda: (BUFFER_BYTES, 0), completed)
     sys.argv = [options.script, *options.arguments]
     sys.path[0] = os.path.dirname(os.path.abspath(options.script))
     status = 0

@@ -44,17 +44,13 @@ FAILURES = Misses()
 judge = FAILURES.judge
 
 
-def run(command: str, timing: str) -> Result:
-    return memprof.run(command, timing=timing, **EXPERIMENT_PARAMS[command])
-
-
 def key(m: object) -> tuple:
     return (m.group, m.name, m.operation, m.kind, m.bytes, m.gpus)
 
 
 def main() -> int:
-    cupti_results = {c: run(c, "cupti") for c in EXPERIMENT_PARAMS}
-    events_results = {c: run(c, "events") for c in EXPERIMENT_PARAMS}
+    cupti_results = {c: memprof.run(c, timing="cupti", **p) for c, p in EXPERIMENT_PARAMS.items()}
+    events_results = {c: memprof.run(c, timing="events", **p) for c, p in EXPERIMENT_PARAMS.items()}
 
     print("1. CUPTI run: gated events beside CUPTI's records of the same operations")
     worst = []
@@ -168,18 +164,16 @@ def _verdict(text: str) -> list[str]:
 
 
 def _native_references() -> dict[int, dict[tuple[str, str], float]]:
-    found: dict[int, dict[tuple[str, str], float]] = {}
+    """bytes -> (kind, direction) -> ms of benchmarks/native_copies.cu, at every size used."""
+    found = {}
     with tempfile.TemporaryDirectory() as build:
         binary = nvcc("native_copies.cu", Path(build))
         for power in sorted({*SWEEP_POWERS, 18, 20, 22, 24}):
-            nbytes = 4 << power
-            output = subprocess.run(
-                [str(binary), str(nbytes)], check=True, capture_output=True, text=True
-            ).stdout
-            found[nbytes] = {}
-            for line in output.splitlines():
-                kind, direction, _, milliseconds = line.split()
-                found[nbytes][kind, direction] = float(milliseconds)
+            ran = subprocess.run(
+                [binary, str(4 << power)], check=True, capture_output=True, text=True
+            )
+            lines = map(str.split, ran.stdout.splitlines())  # "KIND DIRECTION WHAT MS"
+            found[4 << power] = {(kind, direction): float(ms) for kind, direction, _, ms in lines}
     return found
 
 

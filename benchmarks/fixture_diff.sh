@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
-# Has a change moved any figure? Each fixture's command (tools/record_fixtures.sh) recorded on
-# this GPU by an older memprof (BASELINE: A), by this one (B) and by this one again (B'), the
-# three one after another per command; then `memprof diff` A -> B and B -> B'. The second
-# says how many figures two runs of the same code move beyond their own noise on this
-# machine, the yardstick for the first (issue 24: every re-recorded fixture diffed against
-# today's, no figure moved beyond noise). Run from the repository root, on the GPU machine:
+# Has a change moved any figure? Each fixture's command (tools/record_fixtures.sh) recorded by
+# an older memprof (BASELINE: A), by this one (B) and by this one again (B'), one after another
+# per command; then `memprof diff --fail-above 10` A -> B and B -> B': the second, what two runs
+# of the same code move on this machine, is the yardstick for the first (issue 24). From the
+# repository root, on the GPU machine:
 #
 #     BASELINE=../memprof-before OUT=/some/dir bash benchmarks/fixture_diff.sh [NAME...]
 #     PREFIX=h100 OUT=/some/dir bash benchmarks/fixture_diff.sh --summary-only   # anywhere
 #
-# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/NAME-{ab,bb}.{txt,json} each diff (with
-# --fail-above 10), summary.txt one line per fixture. --summary-only diffs recordings made
-# before (PREFIX: the GPU their names start with). The exit status is 1 if a recording or a
-# diff failed.
+# $OUT/{a,b,b2}/ hold the recordings, $OUT/diff/ each diff, summary.txt one line per fixture.
+# --summary-only diffs earlier recordings (PREFIX: their GPU). Exit 1 if any run failed.
 set -u
 OUT=${OUT:-fixture-diff}
 mkdir -p "$OUT/diff"
@@ -58,39 +55,34 @@ from pathlib import Path
 
 folder, names = Path(sys.argv[1]), sys.argv[2:]
 def counts(path):
-    """(figures, beyond noise, got more than 10% slower beyond noise, beyond noise by group)"""
-    if not path.exists():
-        return None
-    figures = beyond = slower = 0
-    groups = Counter()
+    """Figures, those beyond noise, those more than 10% slower beyond it, and "group G" each"""
+    found = Counter()
     for table in json.loads(path.read_text())["tables"]:
-        if "Change" not in table["headers"]:
-            continue
-        for row in table["rows"]:
+        for row in table["rows"] if "Change" in table["headers"] else []:
             name, ratio, change = row[0], row[-2], row[-1]
-            figures += 1
+            found["figures"] += 1
             if change in ("B slower", "B faster"):
-                beyond += 1
+                found["beyond"] += 1
                 group = name.rsplit("[", 1)[-1].rstrip("]") if name.endswith("]") else "other"
-                groups[group] += 1
-                slower += change == "B slower" and float(ratio.rstrip("x")) > 1.10
-    return figures, beyond, slower, groups
+                found[f"group {group}"] += 1
+                found["slower"] += change == "B slower" and float(ratio.rstrip("x")) > 1.10
+    return found
 def cell(found):
-    return "-" if found is None else f"{found[1]} of {found[0]} ({found[2]})"
+    return "-" if found is None else f"{found['beyond']} of {found['figures']} ({found['slower']})"
 print("figures beyond diff's noise (of those in both runs), and in brackets those more than")
 print("10% slower, which `diff --fail-above 10` fails")
 print(f"{'fixture':<20}{'A (baseline) -> B (this)':>26}{'B -> B' + chr(39) + ' (this, again)':>26}")
-totals = {"ab": [0, 0, 0, Counter()], "bb": [0, 0, 0, Counter()]}
+totals = {"ab": Counter(), "bb": Counter()}
 for name in names:
-    found = {tag: counts(folder / f"{name}-{tag}.json") for tag in totals}
-    for tag, value in found.items():
-        if value is not None:
-            for index in range(4):
-                totals[tag][index] += value[index]
+    found = {}
+    for tag in totals:
+        path = folder / f"{name}-{tag}.json"
+        found[tag] = counts(path) if path.exists() else None
+        totals[tag] += found[tag] or Counter()
     print(f"{name:<20}{cell(found['ab']):>26}{cell(found['bb']):>26}")
 print(f"{'all':<20}{cell(totals['ab']):>26}{cell(totals['bb']):>26}")
 for tag, words in (("ab", "A -> B"), ("bb", "B -> B'")):
-    groups = ", ".join(f"{group} {count}" for group, count in sorted(totals[tag][3].items()))
-    print(f"{words} beyond noise, by group: {groups}")
+    groups = sorted((key[6:], n) for key, n in totals[tag].items() if key.startswith("group "))
+    print(f"{words} beyond noise, by group: {', '.join(f'{group} {n}' for group, n in groups)}")
 SUMMARY
 exit $status

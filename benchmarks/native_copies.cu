@@ -1,13 +1,10 @@
-// Native references for memprof's transfer figures, by a route memprof does not use: the CUDA
-// runtime API from C++ (memprof uses PyCUDA's driver calls).
-//   throughput: N back-to-back cudaMemcpyAsync from pinned memory queued behind a spinning
+// Native references for memprof's transfer figures by a route memprof does not use: the CUDA
+// runtime API from C++ (memprof: PyCUDA's driver calls).
+//   throughput: back-to-back cudaMemcpyAsync from pinned memory queued behind a spinning
 //               kernel, between one event pair (as bandwidth tools time them), per copy.
-//   blocking:   std::chrono around a synchronous cudaMemcpy from malloc'd, touched memory:
-//               how long the host thread is blocked, median. memprof's pageable buffers are
-//               numpy arrays, and numpy advises huge pages (madvise MADV_HUGEPAGE) for arrays
-//               of 4 MiB or more; so does "pageable" here, to time the same kind of buffer.
-//               "pageable4k" is the same copy from plain malloc'd memory (no advice), for the
-//               record: the driver stages 4 KiB pages more slowly where THP is "madvise".
+//   blocking:   std::chrono around a synchronous cudaMemcpy from malloc'd, touched memory,
+//               median: "pageable" advises huge pages from 4 MiB, as numpy does for its
+//               arrays; "pageable4k" is plain malloc'd memory, for the record.
 // Usage: native_copies BYTES  ->  lines "pinned h2d|d2h throughput MS" and
 //        "pageable|pageable4k h2d|d2h blocking MS"
 #include <cuda_runtime.h>

@@ -1,12 +1,8 @@
-"""Does the pageable ceiling explain the runs? Each pageable figure of `memprof pinned` runs
-against the host staging ceiling measured in the same run (docs/ceilings.md).
+"""Does the pageable ceiling explain the runs? Each saved `memprof pinned` run's pageable HtoD
+and DtoH GB/s (its CSV rows) as the share of the host staging ceiling measured beside them
+(docs/ceilings.md). Target (issue 16): every share within 50-100%; exit status 0 when met.
 
     python3 benchmarks/pageable_ceiling.py pinned_1.json pinned_2.json pinned_3.json
-
-Prints one line per run, read from its CSV rows (memprof.frame): pageable HtoD and DtoH GB/s
-against the host staging measured beside them (one host thread copying the buffer through a
-256 KiB buffer), each as the share of its ceiling the table shows. Target (issue 16): every
-share between 50% and 100%; exit status 0 when met.
 """
 
 from __future__ import annotations

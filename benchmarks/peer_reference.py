@@ -1,8 +1,8 @@
 """Is `memprof peer` within 5% of a native program? Run on a machine with two GPUs.
 
-Builds benchmarks/peer_reference.cu (cudaMemcpyPeerAsync, peer access on, same size),
-then alternates over rounds: memprof's peer experiment in this process, the native
-program in its own. Prints each direction's GB/s (median over rounds) and the ratio.
+Builds benchmarks/peer_reference.cu (cudaMemcpyPeerAsync, peer access on, same size), then
+alternates memprof's peer experiment (this process) and the native program over --rounds;
+prints each direction's GB/s (median over rounds) and the ratio.
 
     python3 benchmarks/peer_reference.py [--rounds 3] [--power 26]
 """

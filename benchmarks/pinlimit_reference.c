@@ -1,13 +1,11 @@
-/* Native reference for memprof pinlimit's climb, by a route memprof does not use: the CUDA
- * driver API from C, clock_gettime(CLOCK_MONOTONIC) around each call (memprof: PyCUDA's
- * pagelocked_empty and ctypes' cuMemHostRegister, time.perf_counter_ns around each). The same
- * calls, flags, sizes and order as memprof.experiments.pinlimit.climb:
+/* Native reference for memprof pinlimit's climb by a route memprof does not use: the CUDA
+ * driver API from C, clock_gettime(CLOCK_MONOTONIC) around each call. The calls, flags, sizes
+ * and order of memprof.experiments.pinlimit.climb:
  *   per step: cuMemHostAlloc(half, 0) [alloc]; a byte written in every page [touch_pinned];
  *     a byte written in every page of the next half of one anonymous mapping [touch_registered];
  *     cuMemHostRegister(that half, DEVICEMAP | PORTABLE) [register]
- *   then: cuMemFreeHost of each half [free]; cuMemHostUnregister of each half [unregister];
- *     cuMemHostRegister of every half at once [register_whole]; its cuMemHostUnregister
- *     [unregister_whole]
+ *   then: cuMemFreeHost of each half [free]; cuMemHostUnregister of each [unregister];
+ *     cuMemHostRegister of every half at once [register_whole]; its unregister [unregister_whole]
  * Usage: pinlimit_reference STEP_GIB STEPS  ->  lines "NAME MEDIAN_MS_PER_GIB"
  * Build: cc -O2 -I/usr/local/cuda/include -o pinlimit_reference pinlimit_reference.c \
  *          -L/usr/local/cuda/lib64/stubs -lcuda     (or nvcc -O2 ... -lcuda)

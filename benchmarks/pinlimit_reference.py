@@ -1,17 +1,12 @@
-"""Issue 41's targets for memprof pinlimit, on the GPU machine: memprof and a native C program
-side by side in one run.
+"""Issue 41's targets for memprof pinlimit, GPU machine: memprof against a native C program
+(benchmarks/pinlimit_reference.c: the climb's calls, flags, sizes and order, clock_gettime
+around each), --rounds rounds at the default run's cap and step, alternating. Target, medians
+of the rounds' medians per GiB: cuMemHostAlloc and cuMemHostRegister within 10% of native;
+first touches, frees and the registration at once beside. The default run's wall time is
+printed (budgets.py holds it to 30 s).
 
     python3 benchmarks/pinlimit_reference.py [--out DIR] [--rounds N]
-
-Runs the default `memprof pinlimit` (its wall time printed; budgets.py holds it to 30 s),
-builds benchmarks/pinlimit_reference.c (the CUDA driver API from C, clock_gettime around each
-call: the same calls, flags, sizes and order as the climb) and runs ROUNDS rounds at the
-default run's cap and step, each the native program then memprof, alternating. Target, the
-medians of the rounds' medians per GiB: cuMemHostAlloc and cuMemHostRegister within 10% of
-the native program's; the first touches, frees and the registration at once beside.
-
-Every log, reference output and Result goes under DIR ($OUT where set, else ./pinlimit-ref).
-Exit status 0 when every target is met.
+Logs, reference outputs and Results go under DIR ($OUT where set, else ./pinlimit-ref).
 """
 
 from __future__ import annotations
@@ -21,12 +16,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from common import Misses, Result
-
-import memprof
+from common import Misses, Result, memprof_json
 
 HERE = Path(__file__).resolve().parent
 GIB = 1 << 30
@@ -57,29 +49,9 @@ def build(out: Path) -> Path:
 
 def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     """name -> median ms per GiB, from lines "NAME MS_PER_GIB"."""
-    ran = subprocess.run(
-        [str(binary), str(step_gib), str(steps)], check=True, capture_output=True, text=True
-    )
-    return {
-        name: float(value) for name, value in (line.split() for line in ran.stdout.splitlines())
-    }
-
-
-def memprof_run(out: Path, name: str, *arguments: str) -> tuple[Result, float]:
-    """A memprof pinlimit run as a user makes it: its Result and wall time."""
-    path = out / f"{name}.json"
-    start = time.monotonic()
-    ran = subprocess.run(
-        [sys.executable, "-m", "memprof", "pinlimit", "--json", str(path), *arguments],
-        capture_output=True,
-        text=True,
-        cwd=HERE.parent,
-    )
-    wall_s = time.monotonic() - start
-    (out / f"{name}.log").write_text(ran.stdout + ran.stderr)
-    if ran.returncode != 0:
-        sys.exit(f"memprof pinlimit {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
-    return memprof.load(path), wall_s
+    ran = subprocess.run([binary, str(step_gib), str(steps)], capture_output=True, text=True)
+    ran.check_returncode()
+    return {name: float(value) for name, value in map(str.split, ran.stdout.splitlines())}
 
 
 def per_gib(result: Result) -> dict[str, float]:
@@ -100,7 +72,7 @@ def main() -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     failures = Misses()
-    default, wall_s = memprof_run(out, "default")
+    default, wall_s = memprof_json(out / "default.json", "pinlimit")
     print(f"memprof pinlimit (defaults): {wall_s:.1f} s wall")
     extra = default.extra
     step_gib, steps = default.parameters.step, len(extra.held_bytes)
@@ -113,8 +85,8 @@ def main() -> int:
     rounds: dict[str, list[tuple[float, float]]] = {}
     for round_ in range(args.rounds):
         theirs = native(binary, step_gib, steps)
-        ours = per_gib(memprof_run(out, f"round{round_}", "--cap", str(steps * step_gib),
-                                   "--step", str(step_gib))[0])  # fmt: skip
+        sizes = ["--cap", str(steps * step_gib), "--step", str(step_gib)]
+        ours = per_gib(memprof_json(out / f"round{round_}.json", "pinlimit", *sizes)[0])
         for name in theirs.keys() & ours.keys():
             rounds.setdefault(name, []).append((ours[name], theirs[name]))
 

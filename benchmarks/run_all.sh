@@ -5,12 +5,10 @@
 #     bash benchmarks/run_all.sh startup budgets   # some, by name (names: --list)
 #     BASELINE=../memprof-before bash benchmarks/run_all.sh budgets fixture-diff
 #
-# Each benchmark's output goes to $OUT/NAME.log (OUT defaults to ./bench-out); $OUT/summary.txt
-# lists each one's exit code, wall time and the lines it printed that judge (a target met or
-# MISSED, PASS/FAIL/WARN, a ratio), and a failed one's last lines. A benchmark that fails does
-# not stop the others; the exit status is 1 if any failed. BASELINE (an older checkout) is
-# timed beside this one by budgets and fixture-diff (which needs it); peer-reference runs
-# where there are two GPUs.
+# $OUT (./bench-out) gets NAME.log of each and summary.txt: each one's exit code, wall time,
+# the lines that judge (met or MISSED, PASS/FAIL/WARN, a ratio) and a failed one's last lines.
+# A failure does not stop the others; the exit status is 1 if any failed. BASELINE, an older
+# checkout, is timed beside this one by budgets and fixture-diff (which needs it).
 set -u
 OUT=${OUT:-bench-out}
 PY=${PYTHON:-python3}

@@ -1,47 +1,25 @@
-// Native reference for memprof smallcopies, by a route memprof does not use: the CUDA driver
-// API from C++ (memprof: PyCUDA, ctypes and numpy from Python). COPIES pieces of BYTES lie
-// 256 bytes apart in one pageable, one pinned and one mapped buffer (as memprof's arenas) and
-// side by side in device memory.
-//
-// GPU time: each way queued behind a kernel spinning on a flag in mapped memory, between two
-// events, then released: the GPU's time for the whole batch, back to back, divided by COPIES.
-//   pinned:  one cuMemcpyHtoDAsync (DtoH) per piece
-//   batched: one cuMemcpyBatchAsync of every piece (source order: stream)
-// Wall clock: what a program waits, std::chrono from the first call until the stream is
-// synchronized (host work after the copy, as gathered's scattering, included), per copy, as
-// memprof's wall clock is taken (experiments/smallcopies.py, Pieces._wall), for every way:
-//   pinned, pageable (one cuMemcpyHtoD / cuMemcpyDtoH per piece from the pageable buffer),
-//   batched (its argument arrays built once, before), gathered (memcpy of every piece into a
-//   pinned staging buffer, one copy; back: one copy, then memcpy out), kernel (memprof's
-//   kernels/small_copies.cu through mapped memory).
-// Every way's data is checked after its runs; a mismatch ends the program with status 1.
-// Usage: smallcopies_reference BYTES COPIES REPEATS
-//   -> lines "WAY DIRECTION BYTES PER_COPY_MS" (GPU time) and "wall WAY DIRECTION BYTES
-//      PER_COPY_MS" (medians of REPEATS after two warm-ups)
+// Native reference for memprof smallcopies by a route memprof does not use: the CUDA driver
+// API from C++. COPIES pieces of BYTES lie 256 bytes apart in one pageable, one pinned and one
+// mapped buffer (as memprof's arenas) and side by side in device memory.
+// GPU time per copy: a batch queued behind a kernel spinning on a mapped flag, between two
+// events: pinned (one cuMemcpyHtoDAsync / DtoHAsync per piece) and batched (one
+// cuMemcpyBatchAsync of every piece, source order: stream).
+// Wall clock per copy, std::chrono from the first call until the stream is synchronized and
+// the host work after it done (as memprof's Pieces._wall): pinned; pageable (cuMemcpyHtoD /
+// DtoH per piece); batched (its arrays built before); gathered (memcpy into a pinned staging
+// buffer, one copy; back: one copy, memcpy out); kernel (kernels/small_copies.cu, mapped).
+// Every way's data is checked after its runs; a mismatch exits with status 1.
+// Usage: smallcopies_reference BYTES COPIES REPEATS -> lines "WAY DIRECTION BYTES MS" (GPU
+//   time) and "wall WAY DIRECTION BYTES MS", per copy, medians of REPEATS after two warm-ups
 // Build: nvcc -O2 -std=c++17 -o smallcopies_reference smallcopies_reference.cu -lcuda
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "../kernels/small_copies.cu"
-
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        CUresult status = (CUresult)(call);                                             \
-        if (status != CUDA_SUCCESS) {                                                   \
-            const char* name = nullptr;                                                 \
-            cuGetErrorName(status, &name);                                              \
-            std::fprintf(stderr, "%s failed: %s\n", #call, name ? name : "?");          \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
+#include "reference.h"  // CHECK, median
 
 __global__ void spin(volatile int* flag, long long timeout_ns) {
     unsigned long long start, now;
@@ -50,12 +28,6 @@ __global__ void spin(volatile int* flag, long long timeout_ns) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
         if ((long long)(now - start) > timeout_ns) { flag[1] = 1; break; }
     }
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Setup {

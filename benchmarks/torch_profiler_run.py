@@ -3,21 +3,12 @@ reference `memprof trace` is set against on a PyTorch program. GPU machine.
 
     python3 benchmarks/torch_profiler_run.py --out PATH SCRIPT [ARGS...]
 
-The program runs as `python SCRIPT ARGS` would (its output passes through), inside one
-torch.profiler.profile of CPU and CUDA activities. PATH gets:
-
-    {"kernels": N, "memsets": N, "copies": {"HtoD pageable -> device": N, ...},
-     "copy_functions": {"file.py:upload": N, ...}}
-
-copies are named as memprof's Where tables name them. copy_functions: each copy's function,
-the first frame of the operator that made it, or of the nearest operator around it that has a
-stack (torch's stack is innermost first), in a file under
-the script's folder, as `memprof trace` names them (paths relative to that folder);
-copies whose operator has no such frame count under "(none)"; a copy torch also links to a CUDA
-API call is counted at its operator only (copies_made); where the copies counted by function
-are not the timeline's, a line on stderr says so. A record_function range that
-torch draws on the GPU's timeline (optimizer.step's, once a step) is no kernel: it is counted
-apart, under gpu_annotations_not_counted.
+The program runs as `python SCRIPT ARGS` would, inside one profile of CPU and CUDA
+activities. PATH gets {"kernels": N, "memsets": N, "copies": {"HtoD pageable -> device": N},
+"copy_functions": {"file.py:upload": N}, ...}: copies named as memprof's Where tables name
+them; copy_functions counts each copy at the first frame under the script's folder of the
+operator that made it ("(none)" where none has one). A record_function range torch draws on
+the GPU (optimizer.step's) is no kernel: it goes under gpu_annotations_not_counted.
 """
 
 from __future__ import annotations
@@ -43,11 +34,8 @@ def copy_activity(name: str) -> str | None:
 
 
 def program_function(stack: list[str], folder: str) -> str:
-    """The innermost entry of the stack in a file under `folder`, as `file.py:function`.
-
-    By function, not line: torch's Python tracer gives each frame its function's first line
-    (`torch_lines.py(26): upload` for a copy made on line 27), where memprof names the line.
-    A file name torch gives without its folder is looked for in `folder`."""
+    """The innermost entry of the stack in a file under `folder`, as `file.py:function`: by
+    function, as torch's tracer gives a frame its function's first line, not the copy's."""
     for entry in stack:
         matched = STACK_ENTRY.match(entry)
         if matched is None:
@@ -60,14 +48,9 @@ def program_function(stack: list[str], folder: str) -> str:
 
 
 def copies_made(event) -> int:
-    """How many copies a CPU event launched, as torch links them; none for a CUDA API call.
-
-    torch links a GPU activity to every CPU event whose id is the id of the operator that
-    launched it, and an API call recorded outside any operator keeps CUPTI's correlation id
-    as its id: where the two numbers meet, one copy is linked twice. On two H100s
-    (torch_lines.py) cudaGetDeviceProperties_v2, called by torch.cuda.init(), "made" a copy
-    that aten::to had made. In a torch program the operator around an API call is what
-    launches, so only operators count."""
+    """How many copies a CPU event launched; none for a CUDA API call, which torch may link
+    to a copy an operator made (an API call outside any operator keeps CUPTI's correlation
+    id as its id: on two H100s cudaGetDeviceProperties_v2 "made" aten::to's copy)."""
     if API_CALL.match(event.name):
         return 0
     return sum(1 for kernel in event.kernels if copy_activity(kernel.name) is not None)

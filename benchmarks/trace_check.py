@@ -1,25 +1,18 @@
 """Does `memprof trace` see exactly what a program did, at the program's own timing? GPU machine.
 
-Each example under examples/ knows how many copies of which kind and size it makes, times
-them itself with CUDA events, and prints one `memprof-example: {json}` line. Each runs bare
-and under `memprof trace --json`; then:
-
+Each example under examples/ makes known copies, times them itself with CUDA events and prints
+one `memprof-example: {json}` line; each runs bare and under `memprof trace --json`:
 1. Counts and bytes: every (direction, source kind, destination kind, size) the program
    reports has exactly that many copies in the trace, and the trace has no other copies.
-2. Time: copies of 1 MiB or more, the trace's time against the program's events around the
-   same copies, within 5% (per row and in total). Blocking copies (synchronous, or pageable)
-   are compared by "blocked", the time their calls held the host (the events bracket the
-   call, staging included, which CUPTI's memcpy record leaves out); asynchronous ones by
-   "GPU", CUPTI's memcpy record.
+2. Time: copies of 1 MiB or more within 5% of the program's events (per row and in total):
+   blocking copies (synchronous, or pageable) by "blocked", the time their calls held the
+   host (as the events bracket them, staging included); asynchronous ones by "GPU" (CUPTI's).
 3. Overhead, examples/small_copies.py (10,000 pageable copies of 4 KiB): its copy loop traced
-   against bare, median of ROUNDS alternating runs. Target: under 10% with lines on (a CUPTI
-   callback at each call); --stack-depth 0 (CUPTI's records alone), the program's wall time
-   and the whole process printed beside, not judged (traced, memprof has started the driver
-   and CUPTI before the program's first line; its own start and report are a fixed cost).
+   against bare, median of --rounds alternating runs: under 10% with lines on; --stack-depth 0
+   and the program's and the process's wall times printed beside, not judged.
 
     python3 benchmarks/trace_check.py [--rounds N]
-Exit status 0 when every target is met, 1 otherwise. Examples whose library is missing
-(torch) are reported as skipped.
+Exit status 0 when every target is met. Examples whose library (torch) is missing are skipped.
 """
 
 from __future__ import annotations
@@ -47,8 +40,8 @@ OVERHEAD_TARGET = 0.10
 FAILURES = Misses()
 
 
-def traced(script: str, json_path: Path) -> list[str]:
-    return [sys.executable, "-m", "memprof", "trace", "--json", str(json_path), script]
+def traced(script: str, json_path: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "memprof", "trace", "--json", str(json_path), *options, script]
 
 
 def row_name(copy: dict) -> str:
@@ -132,9 +125,8 @@ def check_overhead(rounds: int) -> None:
         commands = {
             "bare": [sys.executable, OVERHEAD_EXAMPLE],
             "traced": traced(OVERHEAD_EXAMPLE, path),
-            "no lines": [*traced(OVERHEAD_EXAMPLE, path)[:-1], "--stack-depth", "0",
-                         OVERHEAD_EXAMPLE],
-        }  # fmt: skip
+            "no lines": traced(OVERHEAD_EXAMPLE, path, "--stack-depth", "0"),
+        }
         run_example(commands["traced"])  # warm: caches, the bandwidth measurement
         for _ in range(rounds):
             for label, command in commands.items():

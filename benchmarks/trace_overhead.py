@@ -1,20 +1,15 @@
-"""What `memprof trace` costs a training run beside a bare CUPTI client, and whether it still
-counts what torch.profiler and that client count. GPU machine with PyTorch and cupti-python.
+"""What `memprof trace` costs a training run beside a bare CUPTI client, and whether it counts
+what that client and torch.profiler count. GPU machine with PyTorch and cupti-python.
 
-examples/resnet_train.py (ResNet-18 training, batches copied from pageable memory, the loss
-read every step) and examples/torch_dataloader.py (a small transformer fed by a DataLoader's
-workers through pinned memory) run ROUNDS times each, alternating: bare; under a bare CUPTI
-client (benchmarks/cupti_client.py: activity records of kernels, copies and memsets, no
-callbacks, written apart from memprof); traced (lines on, the default); and traced with
---stack-depth 0. ResNet then runs once under torch.profiler (benchmarks/torch_profiler_run.py).
-
-1. Overhead: the program's loop on its own clock, median of the rounds, traced against the
-   CUPTI client's. Target (issue 38, item 7): at most 1.10x, said met or MISSED but never the
-   exit status (a shared machine's noise is no bug). Beside it: each way against bare,
-   ResNet's median step after the first five, and the whole process.
-2. Counts: kernels, memsets and copies traced (with lines and without) against the CUPTI
-   client's, and ResNet's by direction and memory kinds against torch.profiler's: equal.
-3. Lines (ResNet): the trace names each `# memprof-line:` line with one copy per step.
+examples/resnet_train.py and examples/torch_dataloader.py run --rounds times each, alternating
+bare, under benchmarks/cupti_client.py (kernels, copies, memsets; no callbacks), traced (lines
+on) and traced with --stack-depth 0; then ResNet once under benchmarks/torch_profiler_run.py.
+1. Overhead: the program's loop, median of the rounds, traced against the client: at most
+   1.10x (issue 38, item 7), said met or MISSED, never the exit status. Beside: each way
+   against bare, ResNet's median step after the first five, the whole process.
+2. Counts: traced (both ways) equal to the client's; ResNet's by direction and memory kinds
+   equal to torch.profiler's.
+3. Lines: the trace names each `# memprof-line:` line of ResNet with one copy per step.
 
     python3 benchmarks/trace_overhead.py [--rounds 3] [--steps 30]
 Exit status 0 when every count and line is as expected, 1 otherwise.
@@ -42,11 +37,6 @@ LABELS = ("bare", "CUPTI client", "traced", "no lines")
 FAILURES = Misses()
 
 
-def traced(path: Path, example: str, arguments: list[str], *options: str) -> list[str]:
-    command = [sys.executable, "-m", "memprof", "trace", "--bandwidth", "none"]
-    return [*command, "--json", str(path), *options, example, *arguments]
-
-
 def steady_step_s(report: dict) -> float:
     """The median step after the first STEADY_AFTER (which load kernels and plan
     convolutions): what tracing costs a long training run per step."""
@@ -69,7 +59,7 @@ def counts(result: Result) -> dict:
             direction = m.name.split("]")[0].removeprefix("[CUDA memcpy ")
             activity = f"{direction} {m.name.split('] ', 1)[1]}"
             copies[activity] = copies.get(activity, 0) + len(m.samples_ms)
-    return {"kernels": kernels, "memsets": memsets, "copies": copies}
+    return {"kernels": kernels, "copies": copies, "memsets": memsets}
 
 
 def marked_lines() -> dict[str, str]:
@@ -99,18 +89,14 @@ def commands(example: str, arguments: list[str], folder: Path) -> dict[str, list
     """Each way one example runs, by label; each writes what it recorded into `folder`."""
     stem = Path(example).stem
     client = [sys.executable, "benchmarks/cupti_client.py", "--out", str(folder / f"{stem}.c")]
+    traced = [sys.executable, "-m", "memprof", "trace", "--bandwidth", "none", "--json"]
+    flat = [*traced, str(folder / f"{stem}.flat.json"), "--stack-depth", "0"]
     return {
         "bare": [sys.executable, example, *arguments],
         "CUPTI client": [*client, example, *arguments],
-        "traced": traced(folder / f"{stem}.lines.json", example, arguments),
-        "no lines": traced(folder / f"{stem}.flat.json", example, arguments, "--stack-depth", "0"),
+        "traced": [*traced, str(folder / f"{stem}.lines.json"), example, *arguments],
+        "no lines": [*flat, example, *arguments],
     }
-
-
-def totals(figures: dict) -> dict[str, int]:
-    """Kernels, copies and memsets in all: what the CUPTI client counts."""
-    copies = sum(figures["copies"].values())
-    return {"kernels": figures["kernels"], "copies": copies, "memsets": figures["memsets"]}
 
 
 def overhead_lines(example: str, runs: dict[str, dict[str, list[float]]], rounds: int) -> None:
@@ -152,9 +138,10 @@ def compare_counts(example: str, folder: Path) -> dict[str, dict]:
     }
     print(f"  counts: CUPTI client {json.dumps(client)}")
     for label, figures in seen.items():
-        print(f"          {label:<12} {json.dumps(totals(figures))}")
-        if totals(figures) != client:
-            FAILURES.append(f"{example} {label}: {totals(figures)}, the CUPTI client {client}")
+        total = {**figures, "copies": sum(figures["copies"].values())}  # as the client counts
+        print(f"          {label:<12} {json.dumps(total)}")
+        if total != client:
+            FAILURES.append(f"{example} {label}: {total}, the CUPTI client {client}")
     return seen
 
 

@@ -1,15 +1,11 @@
 """Where a memprof command's wall time goes, by sampling its stack every few milliseconds.
 
-cProfile charges every Python call, so a command reading 100,000 CUPTI records through numpy
-looks several times slower there than it is. Here a thread looks at the main thread's stack
-every --interval-ms (sys._current_frames; no signal: memprof's Ctrl-C handling owns them) and
-counts each function on it once: its share is the share of samples with it on the stack,
-waiting for the GPU included (the switch interval is the sampling interval meanwhile).
+cProfile charges every Python call, which makes numpy-heavy commands look slower than they are.
+Here a thread reads the main thread's stack (sys._current_frames; no signals: memprof's Ctrl-C
+handling owns them) every --interval-ms and counts each function on it once: its share of the
+samples is its share of the wall time, waiting for the GPU included.
 
     python3 benchmarks/wall_profile.py [--interval-ms 2] [--top 40] -- sweep --quiet
-
-runs `memprof sweep --quiet` in this process and prints the functions most often on the
-stack, with the seconds they stood for.
 """
 
 from __future__ import annotations

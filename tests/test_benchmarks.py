@@ -197,6 +197,17 @@ def test_a_python_started_by_a_benchmark_finds_the_checkout_first(monkeypatch):
     assert "PYTHONDONTWRITEBYTECODE" not in other and other["COLUMNS"] == "100"
 
 
+def test_a_memprof_run_keeps_its_result_output_and_wall_time_and_a_failed_one_ends_it(tmp_path):
+    common = script("common")
+    fixture = FIXTURES / "h200_pinned_p20.json"
+    result, wall_s = common.memprof_json(tmp_path / "again.json", "report", str(fixture))
+    assert result == load(fixture) and 0 < wall_s < 60
+    assert "Verified against numpy" in (tmp_path / "again.log").read_text()
+    with pytest.raises(SystemExit, match=r"^memprof report \S+nothing.json: exit [1-9]\d*: "):
+        common.memprof_json(tmp_path / "none.json", "report", str(tmp_path / "nothing.json"))
+    assert "nothing.json" in (tmp_path / "none.log").read_text()
+
+
 def test_an_examples_report_is_read_and_a_failed_program_said(tmp_path):
     common = script("common")
     program = tmp_path / "program.py"
@@ -310,3 +321,103 @@ def test_floor_shown_is_where_memprof_marks_a_figure_near_its_floor(floor_us):
     ours_ms, native_ms, floor_ms = 2.0e-3, 1.0e-3, floor_us / 1e3  # 2 us against 1: missed
     verdict = script("allocators_and_small_copies").call_verdict(ours_ms, native_ms, floor_ms)
     assert (verdict == "floor shown") == pools.near_floor(ours_ms, floor_ms)
+
+
+def _program_report(result, off: dict) -> dict:
+    """What examples/pycuda_copies.py would report of the copies `result` traced: each row's
+    count, and its events timing the copies as the trace does ('blocked' where they blocked the
+    host, else CUPTI's GPU time), but for the rows in `off`: name -> (count added, time x)."""
+    blocked = {(b.name, b.bytes): b.blocked_ms for b in result.extra.blocked}
+    copies = []
+    for m in result.measurements:
+        if m.name.startswith("[CUDA memcpy"):
+            direction, kinds = m.name.removeprefix("[CUDA memcpy ").split("] ")
+            source, destination = kinds.split(" -> ")
+            added, scale = off.get(f"{m.name} {m.bytes}", (0, 1.0))
+            event_ms = blocked.get((m.name, m.bytes), sum(m.samples_ms)) / scale
+            copy = {"direction": direction, "source": source, "destination": destination}
+            count = len(m.samples_ms) + added
+            copies.append({**copy, "bytes": m.bytes, "count": count, "event_ms": event_ms})
+    return {"copies": copies, "memsets": [{"bytes": 32 << 20, "count": 3}]}
+
+
+PINNED_32 = "[CUDA memcpy HtoD] pinned -> device 33554432"  # timed by CUPTI's records
+PAGEABLE_32 = "[CUDA memcpy HtoD] pageable -> device 33554432"  # blocked the host: by that
+TRACED_BYTES = 1_510_359_040
+
+
+@pytest.mark.parametrize(
+    ("off", "missed"),
+    [
+        ({}, []),
+        ({PINNED_32: (0, 1.049), PAGEABLE_32: (0, 0.951)}, []),
+        ({PINNED_32: (0, 1.051)}, [f"{PINNED_32} B: GPU +5.1% against events"]),
+        ({PAGEABLE_32: (0, 0.949)}, [f"{PAGEABLE_32} B: blocked -5.1% against events"]),
+        (
+            {PINNED_32: (1, 1.0)},
+            [
+                f"{PINNED_32} B: 4 traced, 5 made",
+                f"{TRACED_BYTES} bytes traced, {TRACED_BYTES + (32 << 20)} copied",
+            ],
+        ),
+    ],
+)
+def test_trace_check_holds_counts_exact_and_large_copies_within_5_percent(off, missed, capsys):
+    """trace_check.py against a recorded trace and the report of the program it traced: a
+    count or a byte off, or a copy of 1 MiB or more past 5% of the program's events, fails."""
+    check = script("trace_check")
+    result = load(FIXTURES / "h200_trace_pycuda.json")
+    check.check_copies("pycuda", _program_report(result, off), result)
+    assert [f"pycuda: {what}" for what in missed] == check.FAILURES
+    assert "copies of 1 MiB or more: events" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("wall_x", "gpu_x", "missed"),
+    [
+        (1.29, 1.09, []),
+        (
+            1.31,
+            0.91,
+            [f"wall clock of batched, {d}, {k} KiB" for d in ("h2d", "d2h") for k in (4, 16)],
+        ),
+        (
+            1.0,
+            1.11,
+            [f"GPU time of {w}, h2d, {k} KiB" for k in (4, 16) for w in ("pinned", "batched")],
+        ),
+        (
+            1.0,
+            0.89,
+            [f"GPU time of {w}, h2d, {k} KiB" for k in (4, 16) for w in ("pinned", "batched")],
+        ),
+    ],
+)
+def test_small_copies_are_judged_against_the_native_program_on_both_sides(
+    wall_x, gpu_x, missed, monkeypatch, tmp_path, capsys
+):
+    """allocators_and_small_copies.py's small copies, memprof's side a recorded run and the
+    native program's its figures divided by wall_x and gpu_x: batched copies' wall clock
+    within 1.3x of native, host-to-device GPU time within 10% (issues 22 and 17)."""
+    import itertools
+
+    bench = script("allocators_and_small_copies")
+    small = load(FIXTURES / "h200_smallcopies.json")
+
+    def native(binary, arguments, out, round_):
+        nbytes, found = arguments[0], {}
+        for direction, way in itertools.product(("h2d", "d2h"), bench.WAYS):
+            wall = small.find(f"{direction}_wall", way, "host", nbytes).stats.median_ms
+            found[f"wall_{way}_{direction}", nbytes] = wall / bench.COPIES / wall_x
+            if way in bench.GATED:
+                gpu = small.find(direction, way, "span", nbytes).stats.median_ms
+                found[f"{way}_{direction}", nbytes] = gpu / bench.COPIES / gpu_x
+        return found
+
+    monkeypatch.setattr(bench, "nvcc", lambda *_: Path("smallcopies_reference"))
+    monkeypatch.setattr(bench, "reference", native)
+    monkeypatch.setattr(bench, "saved", lambda *_, **__: small)
+    monkeypatch.setattr(bench, "memprof_json", lambda *_: (small, 1.0))
+    bench.small_copies(tmp_path, 2)
+    assert sorted(bench.FAILURES) == sorted(missed)
+    assert "batched, h2d, 4 KiB: memprof " in capsys.readouterr().out

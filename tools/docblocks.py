@@ -1,31 +1,24 @@
 """Keep the output shown in README.md and docs/*.md true: render each block again from the
-recorded fixture it names.
-
-A block of output in the docs is preceded by a comment naming how it was rendered:
+recorded fixture it names. A block (fenced ```text, or indented 4 spaces) follows a marker
 
     <!-- memprof report tests/fixtures/h200_check.json COLUMNS=80 from "Health" to "memprof" -->
 
-(a fixture under tests/fixtures/ or tests/fixtures/traces/), followed (blank lines allowed
-between) by a fenced block (```text ... ```) or an indented one (4 spaces). The block holds
-the lines of `COLUMNS=N memprof report FIXTURE` (100 columns unless COLUMNS is given) from
-the first line that holds the `from` words to the first line after it that holds the `to`
-words (the whole output without them). Lines the
-block begins with that start with "$ " show the command typed and are kept as written.
-
-Usage (from the repository root, in the virtual environment README.md installs):
+and holds `COLUMNS=N memprof report FIXTURE` (100 columns unless given), from the first line
+holding the `from` words to the first after it holding the `to` words (default: all of it).
+Lines it begins with that start with "$ " show the command typed and are kept as written.
 
     python tools/docblocks.py            # render every marked block again, list what changed
     python tools/docblocks.py --check    # change nothing; exit 1 if a block differs
 
-tests/test_docs.py compares every marked block with its rendering, so a change to what the
-user sees fails the suite until the docs are rendered again here (as tools/golden.py does
-for tests/golden).
+tests/test_docs.py compares every marked block with its rendering (as tests/test_golden.py
+does tests/golden, which tools/golden.py records).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import re
 import sys
 from dataclasses import dataclass
@@ -99,43 +92,24 @@ def blocks(path: Path) -> list[Block]:
             raise SystemExit(
                 f"docblocks: error: {path.name}:{index + 1}: no block after the marker"
             )
-        found.append(
-            Block(
-                path,
-                index,
-                start,
-                end,
-                indented,
-                marked["fixture"],
-                int(marked["columns"] or DEFAULT_COLUMNS),
-                marked["first"],
-                marked["last"],
-            )
-        )
+        columns = int(marked["columns"] or DEFAULT_COLUMNS)
+        bounds = marked["first"], marked["last"]
+        found.append(Block(path, index, start, end, indented, marked["fixture"], columns, *bounds))
     return found
 
 
 @functools.cache
 def rendering(fixture: str, columns: int) -> tuple[str, ...]:
-    """What `COLUMNS=columns memprof report FIXTURE | cat` prints, line by line, each line's
-    trailing spaces dropped (as the docs keep them)."""
-    from typer.testing import CliRunner
+    """What `COLUMNS=columns memprof report FIXTURE | cat` prints (made as tools/golden.py
+    makes it), line by line, each line's trailing spaces dropped (as the docs keep them)."""
+    from tools.golden import rendering as report
 
-    from memprof.cli import app
-
-    ran = CliRunner().invoke(app, ["report", str(ROOT / fixture)], env={"COLUMNS": str(columns)})
-    if ran.exit_code != 0:
-        raise SystemExit(f"docblocks: error: {fixture} at {columns}: exit {ran.exit_code}")
-    return tuple(line.rstrip() for line in ran.stdout.splitlines())
+    return tuple(line.rstrip() for line in report(ROOT / fixture, columns).splitlines())
 
 
 def expected(block: Block, shown: list[str]) -> list[str]:
     """What the block must hold: its "$ " lines as written, then its part of the rendering."""
-    prompts = []
-    for line in shown:
-        if not line.startswith("$ "):
-            break
-        prompts.append(line)
+    prompts = list(itertools.takewhile(lambda line: line.startswith("$ "), shown))
     rendered = list(rendering(block.fixture, block.columns))
     start = 0
     if block.first is not None:

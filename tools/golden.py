@@ -1,15 +1,11 @@
-"""Record tests/golden again: `memprof report FIXTURE` of every fixture at 80 and 120 columns.
-
-Usage (from the repository root, in the virtual environment README.md installs):
+"""Record tests/golden again: `memprof report FIXTURE` of every fixture at 80 and 120 columns,
+made as tests/test_golden.py makes them (the CLI in this process, COLUMNS set, no terminal).
 
     python tools/golden.py            # rewrite tests/golden/*.txt, list what changed
     python tools/golden.py --check    # change nothing; exit 1 if a rendering differs
     python tools/golden.py h200_uva   # only that fixture's renderings (a new one's)
 
-tests/test_golden.py compares every rendering with these files, so a change to what the user
-sees fails the suite until it is recorded here on purpose, and said in the commit that does.
-The renderings are made exactly as that test makes them (the CLI in this process, COLUMNS
-set, output not a terminal), so the two never disagree about a byte.
+A change to what the user sees fails that test until it is recorded here on purpose.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Draw docs/img again: `memprof plot` of one recorded fixture per command, as SVG.
-
-Usage (from the repository root, in the virtual environment README.md installs, with the
-test extra's matplotlib):
+"""Draw docs/img again: `memprof plot FIXTURE -o docs/img/COMMAND.svg` of one recorded fixture
+per command (RUNS: several fixtures in one picture). Needs the test extra's matplotlib.
 
     python tools/pictures.py            # rewrite docs/img/*.svg, list what changed
     python tools/pictures.py --check    # change nothing; exit 1 if a picture differs
     python tools/pictures.py uva        # only that command's picture (a new one's)
 
-The pictures are drawn exactly as `memprof plot FIXTURE -o docs/img/COMMAND.svg` draws them
-(and RUNS as `memprof plot FIXTURE FIXTURE -o docs/img/NAME.svg`).
-An SVG is the same byte for byte on every run with one matplotlib version (its ids are
-salted, its date left out); another version may draw the same picture in other bytes, so
---check is for the machine that made them.
+An SVG is the same byte for byte with one matplotlib version, so --check is for the machine
+that drew them.
 """
 
 from __future__ import annotations
@@ -42,15 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only say what would change")
     parser.add_argument("only", nargs="*", metavar="PICTURE", help="only these (default: all)")
     options = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from memprof.api import plot_file
-
-    missing = sorted(name for name, stem in chosen().items() if not stem)
-    if missing:
+    drawings = {name: [stem] for name, stem in chosen().items()}
+    if missing := sorted(name for name, (stem,) in drawings.items() if not stem):
         raise SystemExit(f"pictures: error: no fixture chosen for {', '.join(missing)}")
+    drawings |= RUNS
+    from memprof.api import plot_file  # after chosen(), which puts this checkout on the path
+
     changed = []
     with tempfile.TemporaryDirectory() as folder:
-        drawings = {name: [stem] for name, stem in chosen().items()} | RUNS
         if unknown := sorted(set(options.only) - set(drawings)):
             raise SystemExit(f"pictures: error: no picture {', '.join(unknown)} is drawn")
         for name, stems in drawings.items():

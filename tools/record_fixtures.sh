@@ -1,22 +1,16 @@
 #!/usr/bin/env bash
-# Record the test fixtures on the GPU machine: one `memprof CMD --json` per fixture, as a
-# user runs it (defaults: each figure repeated until the noise target) except where a test
-# needs a fixed count. Run from the repository root, on the GPU machine:
+# Record the test fixtures on the GPU machine: one `memprof CMD --json` per fixture, as a user
+# runs it (a fixed count only where a test needs one). From the repository root:
 #
 #     OUT=/some/dir bash tools/record_fixtures.sh h200           # every one-GPU fixture
-#     OUT=/some/dir bash tools/record_fixtures.sh h200 sweep     # some, by name after PREFIX_
-#     OUT=/some/dir bash tools/record_fixtures.sh h100 check
-#     CHECKOUT=../older OUT=/some/dir bash tools/record_fixtures.sh h100 sweep
+#     OUT=/some/dir bash tools/record_fixtures.sh h100 sweep     # some, by name after PREFIX_
+#     CHECKOUT=../older OUT=/some/dir bash tools/record_fixtures.sh h200 sweep
 #     bash tools/record_fixtures.sh --names                     # the fixtures' names
 #
-# CHECKOUT: the memprof that records (a checkout of another version; default this one), run
-# from its own folder so that its package is the one imported; the traced examples are this
-# checkout's.
-# Each goes to $OUT/PREFIX_NAME.json, its output to $OUT/PREFIX_NAME.log; recorded.log says
-# each one's exit code and wall time. Copy the files into tests/fixtures/, then run
-# `python tools/golden.py` and `python tools/docblocks.py` and read the differences
-# (docs/adding-an-experiment.md). A fixture that fails does not stop the others; the exit
-# status is 1 if any failed.
+# CHECKOUT: another memprof to record with, run from its folder (the traced examples are this
+# checkout's). $OUT gets PREFIX_NAME.json and .log, and recorded.log (exit codes, wall times);
+# the exit status is 1 if any failed. Copy the files into tests/fixtures/, then run
+# tools/golden.py and tools/docblocks.py and read the differences (docs/adding-an-experiment.md).
 set -u
 ROOT=$PWD
 CHECKOUT=$(cd "${CHECKOUT:-.}" && pwd)
