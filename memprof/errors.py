@@ -31,6 +31,11 @@ class MemprofError(Exception):
             self.exit_code = exit_code
 
 
+def error_words(error: BaseException) -> str:
+    """An error's own words, else its type's name: 'ERROR_NOT_READY (13)', 'RuntimeError'."""
+    return str(error).strip() or type(error).__name__
+
+
 class EnvironmentProblem(MemprofError):
     """Something outside memprof is missing: PyCUDA, the driver, a GPU, nvcc, a capability."""
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memprof.errors import error_words
+
 # CUPTI's memory kinds (CUpti_ActivityMemoryKind) by number, as nvprof named them.
 MEMORY_KIND_NAMES = {
     0: "unknown",
@@ -305,7 +307,7 @@ class ActivityLog:
                 cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
             log._disable_all()
-            return None, f"CUPTI refused activity tracing: {_reason(error)}"
+            return None, f"CUPTI refused activity tracing: {error_words(error)}"
         # Copies between two GPUs come as records of their own kind (without it, peer
         # copies have no record and are timed by events); a CUPTI without it still traces.
         with contextlib.suppress(Exception):
@@ -389,7 +391,7 @@ class ActivityLog:
             cupti.activity_configure_unified_memory_counter(config.ptr, len(counters))
             cupti.activity_enable(cupti.ActivityKind.UNIFIED_MEMORY_COUNTER)
         except Exception as error:
-            return f"CUPTI refused unified-memory counters: {_reason(error)}"
+            return f"CUPTI refused unified-memory counters: {error_words(error)}"
         return None
 
     # -- tagging --------------------------------------------------------------------------
@@ -540,7 +542,7 @@ class ActivityLog:
             start, end, nbytes, flags, correlation, device, stream = fields
             record = GpuRecord(
                 "memset", "memset", start, end, nbytes,
-                asynchronous=bool(flags & MEMSET_ASYNC_FLAG), correlation_id=correlation,
+                asynchronous=bool(flags & ASYNC_FLAG), correlation_id=correlation,
                 device=device, stream=stream,
             )  # fmt: skip
             self._gpu.setdefault(correlation, []).append(record)
@@ -549,7 +551,7 @@ class ActivityLog:
             record = GpuRecord(
                 "memcpy", self._copy_kind_name(copy_kind), start, end, nbytes,
                 MEMORY_KIND_NAMES.get(src, "unknown"), MEMORY_KIND_NAMES.get(dst, "unknown"),
-                bool(flags & MEMCPY_ASYNC_FLAG), correlation, device, stream,
+                bool(flags & ASYNC_FLAG), correlation, device, stream,
             )  # fmt: skip
             self._gpu.setdefault(correlation, []).append(record)
 
@@ -590,21 +592,14 @@ class ActivityLog:
                 self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))
 
 
-# CUpti_ActivityFlag bits of memcpy and memset records (cupti_activity.h).
-MEMCPY_ASYNC_FLAG = 1 << 0
-MEMSET_ASYNC_FLAG = 1 << 0
+# CUpti_ActivityFlag's bit of memcpy and memset records alike (cupti_activity.h).
+ASYNC_FLAG = 1 << 0
 
 
 def _flags(record: Any) -> int:
     """A record's flags: cupti-python names the field `flags_` (`flags` in older builds)."""
     flags = getattr(record, "flags_", None)
     return int(flags if flags is not None else getattr(record, "flags", 1))
-
-
-def _reason(error: BaseException) -> str:
-    """CUPTI's own words for a refusal: 'ERROR_NOT_READY (13)'."""
-    text = str(error).strip()
-    return text or type(error).__name__
 
 
 def _import_cupti() -> tuple[Any, str | None]:

@@ -34,6 +34,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.errors import error_words
 from memprof.model.gpustate import GpuState, NvLink, OtherProcess, normalize_bus_id, reasons_in
 
 NOT_INSTALLED = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
@@ -84,7 +85,7 @@ def opened(module: Any = None) -> tuple[Nvml | None, str]:
         try:
             module.nvmlInit()
         except Exception as error:
-            why = f"NVML: {str(error).strip() or type(error).__name__}"
+            why = f"NVML: {error_words(error)}"
             _OPENED[id(module)] = (module, None, why)
         else:
             if not _OPENED:

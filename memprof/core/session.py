@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from memprof.core.measure import Profiler
-from memprof.errors import EnvironmentProblem, InvalidArgument, install_command
+from memprof.errors import EnvironmentProblem, InvalidArgument, error_words, install_command
 
 
 def install_hint() -> str:
@@ -144,7 +144,7 @@ class GpuSession:
             if isinstance(error, cuda.Error):
                 raise EnvironmentProblem(
                     f"cannot create a CUDA context on device {self.device_index}: "
-                    f"{_driver_message(error)}"
+                    f"{error_words(error)}"
                 ) from error
             raise
         return self
@@ -256,7 +256,7 @@ def device_count() -> int:
         _init(cuda)
         count = cuda.Device.count()
     except cuda.Error as error:
-        raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
+        raise EnvironmentProblem(f"no usable CUDA device: {error_words(error)}") from error
     if count == 0:
         raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
     return count
@@ -399,7 +399,3 @@ def _sigint_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received:
             raise KeyboardInterrupt
-
-
-def _driver_message(error: BaseException) -> str:
-    return str(error).strip() or type(error).__name__
