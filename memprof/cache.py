@@ -1,12 +1,7 @@
-"""Where memprof keeps what it can make again: compiled kernels, this GPU's reference figures.
-
-$XDG_CACHE_HOME/memprof (~/.cache/memprof by default). Everything here may be deleted at any
-time. A cache is input like any file: it is read only where it is a regular file (opened
-without blocking, so a FIFO in its place never hangs a run and a link to /dev/zero is not
-read), no larger than its cap, and its values are checked by whoever reads them. A cache
-that fails any of that is ignored with one warning line and made again; it never ends a run.
-Without a home (HOME unset for a user with no passwd entry, as containers run `--user N`)
-there is no cache, said once. A relative XDG_CACHE_HOME is ignored, as the XDG rules say.
+"""Where memprof keeps what it can make again (compiled kernels, this GPU's figures), in
+$XDG_CACHE_HOME/memprof. A cache is untrusted input: read only where it is a regular file
+(opened without blocking: a FIFO never hangs a run), no larger than its cap, its values
+checked by the reader; one that fails is ignored with one warning and made again.
 """
 
 from __future__ import annotations
