@@ -408,14 +408,12 @@ def supported_kinds(
 
 def marker(name: str) -> str:
     """A kind's chart letter; '?' for a name this memprof does not know (an old result)."""
-    kind = MEMORY_KINDS.get(name)
-    return kind.marker if kind is not None else "?"
+    return getattr(MEMORY_KINDS.get(name), "marker", "?")
 
 
 def label(name: str) -> str:
     """A kind's table label; the name itself for one this memprof does not know."""
-    kind = MEMORY_KINDS.get(name)
-    return kind.label if kind is not None else name
+    return getattr(MEMORY_KINDS.get(name), "label", name)
 
 
 # Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
