@@ -36,14 +36,9 @@ def cache_directory() -> Path | None:
 
 def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
     """A cache file's bytes, or None: absent (silently), or unusable (one warning)."""
+    descriptor = None
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
-        return None
-    try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             warn_once(str(path), f"ignored the cache {path}: it is not a regular file")
@@ -54,11 +49,14 @@ def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
             warn_once(str(path), f"ignored the cache {path}: larger than {limit_bytes} bytes")
             return None
         return data
+    except FileNotFoundError:
+        return None
     except OSError as error:
         warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
         return None
     finally:
-        os.close(descriptor)
+        if descriptor is not None:
+            os.close(descriptor)
 
 
 def read_json(path: Path, limit_bytes: int = JSON_CACHE_BYTES) -> Any:
