@@ -1,17 +1,11 @@
 """The `memprof` entry point (console script and `python -m memprof`).
 
-Ctrl-C is memprof's from this module's first instruction: until main() runs, nothing is
-allocated, and a press ends the process at once with one line and exit 130; from main() on,
-a press raises KeyboardInterrupt (and is noted, memprof.interrupts), so the command frees
-what it holds and ends with one line and exit 130, even when the press landed inside numpy's
-import and came back as an ImportError. Once the command has ended, a late Ctrl-C is
-ignored: there is nothing left to stop.
-
-The installed `memprof` command is scripts/memprof, not an installer-written script (which
-imports re and this package before any memprof code): its first instruction takes Ctrl-C
-the same way, so a press while memprof is still importing is one line and 130. Before that
-(the interpreter's own start-up and site, a few milliseconds; under `python -m`, runpy and
-memprof/__init__.py too), Ctrl-C is CPython's to report.
+Ctrl-C is memprof's from this module's first instruction: before main() nothing is allocated
+and a press ends the process at once; from main() on it raises KeyboardInterrupt (noted in
+memprof.interrupts, as numpy's import may turn it into an ImportError), so the command frees
+what it holds; either way one line and exit 130. After the command a late Ctrl-C is ignored.
+The installed command is scripts/memprof, whose first instruction does the same (an
+installer-written script imports re and this package first).
 """
 
 import _signal  # first: the C module, which imports nothing and cannot be interrupted
@@ -64,19 +58,13 @@ def main() -> None:
 
 
 def _handle_ctrl_c() -> None:
-    """Ctrl-C raises KeyboardInterrupt, as by default, except where Python would drop it.
-
-    Raised inside importlib's weakref callback or a __del__ (or anything they call), the
-    exception is printed as "Exception ignored" and lost, and the command runs on. There
-    Ctrl-C is delivered again 5 ms later (SIGALRM), to whatever handles SIGINT then; and
-    where Python drops it all the same (any other weakref callback, a finalizer), its
-    unraisable-exception hook delivers it again instead of printing it.
-    """
+    """Ctrl-C raises KeyboardInterrupt, except where Python would print it as "Exception
+    ignored" and run on (inside a __del__ or importlib's weakref callback): there it is
+    delivered again 5 ms later (SIGALRM), and the unraisable hook redelivers any other."""
     import signal
 
     def dropped_there(frame: object) -> bool:
-        """Whether an exception raised in `frame` would end in a __del__ or importlib's
-        weakref callback, anywhere up the stack (a function they call passes it up)."""
+        """Whether `frame` or a caller is a __del__ or importlib's weakref callback."""
         while frame is not None:
             code = getattr(frame, "f_code", None)
             name = getattr(code, "co_name", "")
@@ -128,8 +116,8 @@ def _say(line: str) -> None:
 
 
 def _flush_stdout() -> bool:
-    """Flush now, so a reader that closed the pipe costs no 'Exception ignored' at exit:
-    False where what was left could not be written (a full disk; a closed pipe is fine)."""
+    """Flush now, so a closed pipe costs no 'Exception ignored' at exit: False where what was
+    left could not be written (a full disk; a closed pipe is fine)."""
     if sys.stdout is None:  # closed before memprof started (`>&-`): nothing was written
         return True
     try:

@@ -1,12 +1,7 @@
-"""Where memprof keeps what it can make again: compiled kernels, this GPU's reference figures.
-
-$XDG_CACHE_HOME/memprof (~/.cache/memprof by default). Everything here may be deleted at any
-time. A cache is input like any file: it is read only where it is a regular file (opened
-without blocking, so a FIFO in its place never hangs a run and a link to /dev/zero is not
-read), no larger than its cap, and its values are checked by whoever reads them. A cache
-that fails any of that is ignored with one warning line and made again; it never ends a run.
-Without a home (HOME unset for a user with no passwd entry, as containers run `--user N`)
-there is no cache, said once. A relative XDG_CACHE_HOME is ignored, as the XDG rules say.
+"""Where memprof keeps what it can make again (compiled kernels, this GPU's figures), in
+$XDG_CACHE_HOME/memprof. A cache is untrusted input: read only where it is a regular file
+(opened without blocking: a FIFO never hangs a run), no larger than its cap, its values
+checked by the reader; one that fails is ignored with one warning and made again.
 """
 
 from __future__ import annotations
@@ -41,14 +36,9 @@ def cache_directory() -> Path | None:
 
 def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
     """A cache file's bytes, or None: absent (silently), or unusable (one warning)."""
+    descriptor = None
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
-        return None
-    try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             warn_once(str(path), f"ignored the cache {path}: it is not a regular file")
@@ -59,11 +49,14 @@ def read_bytes(path: Path, limit_bytes: int) -> bytes | None:
             warn_once(str(path), f"ignored the cache {path}: larger than {limit_bytes} bytes")
             return None
         return data
+    except FileNotFoundError:
+        return None
     except OSError as error:
         warn_once(str(path), f"ignored the cache {path}: {error.strerror or error}")
         return None
     finally:
-        os.close(descriptor)
+        if descriptor is not None:
+            os.close(descriptor)
 
 
 def read_json(path: Path, limit_bytes: int = JSON_CACHE_BYTES) -> Any:

@@ -1,14 +1,7 @@
-"""The `memprof` command line, made from the experiment registry.
-
-Each experiment becomes one command: its options are its Params fields (memprof.model.params
-says how each is offered and checked) plus the shared options it takes, defined once in
-memprof.cli_options. `report`, `diff` and `plot` read files and are written out here;
-`trace` runs the user's program (memprof.cli_trace). Each is built when first needed
-(memprof.cli_commands): `memprof --help` lists every command from the registry's lines
-without importing any experiment.
-
-Every way a command can end is decided in one place (`run_command`): one line on stderr at
-most and a documented exit code (ExitCode).
+"""The `memprof` command line, made from the experiment registry: each experiment's options
+are its Params fields plus the shared ones (memprof.cli_options); `report`, `diff` and `plot`
+are written out here. Every way a command can end is decided in `run_command`: one line on
+stderr at most and a documented exit code (ExitCode).
 """
 
 from __future__ import annotations
@@ -45,8 +38,7 @@ INTERRUPTED = "interrupted: everything memprof allocated was freed"
 
 
 class MemprofGroup(OnDemandGroup):
-    """The group of every command (each built when first needed: memprof.cli_commands),
-    ending every command in one place: an exit code and at most one line."""
+    """The group of every command, ending each in run_command."""
 
     def main(self, args=None, prog_name=None, standalone_mode=True, **extra):  # type: ignore[override]
         complete_var = extra.pop("complete_var", None)
@@ -94,11 +86,8 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
     except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
         terminal.silence_closed_stdout()
         return ExitCode.OK
-    except (KeyboardInterrupt, *Aborts):
-        terminal.print_error(INTERRUPTED)
-        return ExitCode.INTERRUPTED
-    except Exception as error:
-        if caused_by_ctrl_c(error):
+    except (KeyboardInterrupt, Exception) as error:
+        if isinstance(error, Aborts) or caused_by_ctrl_c(error):
             terminal.print_error(INTERRUPTED)
             return ExitCode.INTERRUPTED
         from memprof.output.emit import stdout_failed
@@ -160,8 +149,7 @@ def _main(
 
 
 def experiment_command(name: str) -> Any:
-    """The command of an experiment (or an alias), its options from its Params: its module
-    is imported here, when the command is first needed."""
+    """The command of an experiment (or an alias), its module imported when first needed."""
     from memprof import cli_gates as gates
     from memprof.cli_options import declared_options, gpu_options, noise_target, output_options
     from memprof.model import params as declared
@@ -220,8 +208,8 @@ def _run(
     affinity: bool,
     max_noise: float | None = None,
 ) -> None:
-    """Measure, then show and save: on GPU `device`; where it is None, each GPU in turn
-    (--device all) or, for an experiment over every GPU at once (peer), one run of them all."""
+    """Measure, then show and save: on GPU `device`; None: each GPU in turn (--device all),
+    or one run of them all for an experiment over every GPU at once (peer)."""
     from memprof import api
     from memprof import cli_gates as gates
     from memprof.experiments import summarize

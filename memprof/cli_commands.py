@@ -1,18 +1,7 @@
-"""How the command line's commands are made: each built when first needed, its values read
-without pydantic. memprof.cli registers them (`command`) and runs them.
-
-On demand: `memprof --help` lists every command from its one-line help, and a command is built
-(its experiment imported, its options made by typer) only when it is looked up, so `--help`
-imports no experiment and `memprof report X.json` imports X's alone (OnDemandGroup).
-
-Values: typer 0.2x reads every value (a string from the command line, or a default) through a
-pydantic TypeAdapter, and importing pydantic takes longer than all the rest of `memprof
-report`. memprof's options are integers, floats, strings, flags, paths and choices (enums),
-which PlainValue reads as click did, in click's words for a bad value ("'many' is not a valid
-integer."), for every parameter of every command, --help included.
-
-Examples: every --help ends with real command lines (EXAMPLES), kept here with the list so that
-`memprof --help` does not import the options module (memprof.cli_options) to end its own.
+"""How the command line's commands are made: each built only when looked up, so `--help`
+imports no experiment and `memprof report X.json` imports X's alone (OnDemandGroup); values
+read without pydantic (PlainValue), whose import took longer than the rest of `memprof
+report`, in click's words for a bad value; every --help ending with real command lines.
 """
 
 from __future__ import annotations
@@ -43,10 +32,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {}
 
 # -- examples at the end of every --help --------------------------------------------------------
 
-# Real command lines, each one `memprof COMMAND ...` as a person types it (tests/test_cli_help.py
-# parses every one): the command line's own and those of the commands that run no experiment;
-# an experiment's are its registry line's (memprof.experiments.Command.examples). A command
-# without any gets the generic pair below.
+# Real command lines (tests/test_cli_help.py parses every one) of the commands that run no
+# experiment, kept here so `memprof --help` does not import memprof.cli_options; an
+# experiment's are its registry line's (memprof.experiments.Command.examples).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "": (
         "memprof info",
@@ -90,14 +78,12 @@ def examples_of(command: str) -> tuple[str, ...]:
 
 
 def epilog(command: str) -> str:
-    """The end of a command's --help: its examples, one per line, as typed ("\b" keeps click
-    from joining them into one paragraph)."""
+    """The end of a command's --help: its examples ("\b" keeps click from joining them)."""
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in examples_of(command))
 
 
 def command(name: str, help: str, options: Callable[[], list[inspect.Parameter]], **settings: Any):
-    """Register `body(**values)` as the command `name`: listed from the start with `help`,
-    built when first needed, its options then made by options()."""
+    """Register `body(**values)` as the command `name`, built with options() when first needed."""
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
         on_demand(name, help, lambda: build(name, body, help, options(), settings))
@@ -119,8 +105,7 @@ def build(
     parameters: list[inspect.Parameter],
     settings: dict[str, Any],
 ) -> Any:
-    """The click command typer makes of `body(**values)` whose options are `parameters`,
-    its --help ending with the command's examples (epilog)."""
+    """The click command typer makes of `body(**values)` whose options are `parameters`."""
     body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
     one.command(name, help=help, epilog=epilog(name), cls=PlainCommand, **settings)(body)
@@ -128,8 +113,7 @@ def build(
 
 
 class OnDemand(MutableMapping):
-    """A group's commands by name: every registered name is known from the start, and its
-    command is built the first time it is looked up."""
+    """A group's commands by name: every registered name known, each built when looked up."""
 
     def __init__(self, built: MutableMapping[str, Any]) -> None:
         self._built = dict(built)
@@ -189,16 +173,15 @@ class PlainCommand(TyperCommand):
 
 
 class OnDemandGroup(TyperGroup):
-    """Typer's group, its commands built when first looked up (OnDemand) and listed in
-    --help without being built; its own values read by PlainValue."""
+    """Typer's group, its commands built when first looked up (OnDemand), its values read by
+    PlainValue."""
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self.commands = OnDemand(self.commands)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        """Every parameter, --help and those typer adds after making the group (completion's)
-        included, read by PlainValue."""
+        """Every parameter, --help and completion's included, read by PlainValue."""
         return read_plainly(super().get_params(ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -214,9 +197,8 @@ class OnDemandGroup(TyperGroup):
 
 
 def read_plainly(parameters: list[Any]) -> list[Any]:
-    """The parameters, each read by PlainValue instead of typer's adapters where typer has
-    them (0.2x); one of a kind PlainValue does not read, or a typer without those adapters
-    (older ones use click's types), is left as typer reads it."""
+    """The parameters, each read by PlainValue instead of typer 0.2x's adapters where it has a
+    reader of that kind; the rest (and an older typer's, click's types) left to typer."""
     for parameter in parameters:
         descriptor = getattr(parameter, "type_descriptor", None)
         runtime = getattr(parameter, "_runtime_param", PlainValue)  # none: an older typer

@@ -40,9 +40,9 @@ def one_device(command: str | None) -> Callable[[str], int | None]:
     every GPU in turn), else answered with the commands that take it."""
 
     def read(text: str) -> int | None:
-        if text.strip().lower() == ALL_DEVICES and command is None:
-            return None
         if text.strip().lower() == ALL_DEVICES:
+            if command is None:
+                return None
             raise typer.BadParameter(
                 f"memprof {command} measures one GPU: give its index (0, 1, ...); "
                 f"'all' is taken by {', '.join(every_gpu_commands())}"
@@ -74,8 +74,8 @@ Timing = Enum("Timing", {mode: mode for mode in ("auto", "cupti", "events")}, ty
 def option(
     name: str, kind: Any, default: Any, *flags: str, shown: str | None = None, **settings: Any
 ) -> inspect.Parameter:
-    """One command parameter, as typer reads it from a signature; its default written at the
-    end of its help by default_words (`shown` where given)."""
+    """One command parameter, as typer reads it from a signature, its default at the end of its
+    help."""
     flags = flags or (f"--{name.replace('_', '-')}",)
     words = shown if shown is not None else default_words(default, flags)
     if words and settings.get("help"):
@@ -90,8 +90,7 @@ NO_BREAK = "\u00a0"
 
 
 def noise_target(values: dict[str, Any]) -> float | None:
-    """--max-noise as given, taken out of a command's values (None: not given, the run's
-    default then); refused beside --repeat N, which repeats exactly."""
+    """--max-noise taken out of a command's values (None: not given); refused beside --repeat."""
     max_noise = values.pop("max_noise", None)
     if max_noise is not None and values.get("repeat") is not None:
         raise InvalidArgument(
@@ -102,8 +101,8 @@ def noise_target(values: dict[str, Any]) -> float | None:
 
 
 def default_words(default: Any, flags: tuple[str, ...]) -> str:
-    """A default as help shows it: the value (an Enum's own), a pair of flags' chosen one
-    (--prefetch / --no-prefetch: "prefetch"); nothing for an unset value or a plain flag off."""
+    """A default as help shows it: the value (an Enum's own), or a pair of flags' chosen one
+    ("prefetch"); nothing for an unset value or a plain flag off."""
     if default is None or (default is False and not any("/" in flag for flag in flags)):
         return ""
     if isinstance(default, bool):
@@ -185,8 +184,8 @@ def device_option(command: str) -> inspect.Parameter:
 
 
 def until_noise_target(experiment: type[Experiment]) -> bool:
-    """Whether the experiment's measurements repeat until the noise target where --repeat is
-    not given (its Params' repeat defaults to None), so it takes --max-noise."""
+    """Whether the experiment repeats until the noise target (its Params' repeat defaults to
+    None), so it takes --max-noise."""
     fields = dataclasses.fields(experiment.Params)
     return any(field.name == "repeat" and field.default is None for field in fields)
 
@@ -210,7 +209,7 @@ def declared_options(
     faces: list[declared.CliOption], params: type | None = None
 ) -> list[inspect.Parameter]:
     """Options as memprof.model.params declares them (CliOption), for typer; `params`: the
-    Params whose sweeps and lists of choices the defaults shown name."""
+    Params whose defaults they show."""
     options = []
     for face in faces:
         if face.argument:
@@ -239,9 +238,8 @@ def declared_options(
 
 
 def shown_default(params: type, name: str, default: Any) -> str | None:
-    """What `[default: ...]` says where the value itself would not read whole in help: a
-    comma-separated list of every choice is "all" (click breaks a long word anywhere), and a
-    sweep's --from/--to, whose value is "not given", say the sizes the sweep then takes."""
+    """What `[default: ...]` says where the value would not read whole: a list of every choice
+    is "all" (click breaks a long word anywhere), and a sweep's --from/--to its sizes."""
     if isinstance(default, str) and "," in default:
         chosen = default.split(",")
         field = next(f for f in dataclasses.fields(params) if f.name == name)
@@ -302,8 +300,7 @@ def report_output(
     timeline: str | None,
     junit: str | None,
 ) -> Any:
-    """`report`'s Output, checked: --json saves one result and --timeline draws one trace;
-    each input once."""
+    """`report`'s Output, checked: --json and --timeline take one input; each input once."""
     from memprof.output.emit import Output
     from memprof.output.files import check_each_once
 

@@ -31,6 +31,11 @@ class MemprofError(Exception):
             self.exit_code = exit_code
 
 
+def error_words(error: BaseException) -> str:
+    """An error's own words, else its type's name: 'ERROR_NOT_READY (13)', 'RuntimeError'."""
+    return str(error).strip() or type(error).__name__
+
+
 class EnvironmentProblem(MemprofError):
     """Something outside memprof is missing: PyCUDA, the driver, a GPU, nvcc, a capability."""
 
@@ -66,13 +71,8 @@ CUDA_PACKAGES = '"pycuda>=2024.1" "cupti-python>=13.0" "nvidia-ml-py>=12.0" "cud
 
 
 def install_command(packages: str = CUDA_PACKAGES, extra: str = "cuda") -> str:
-    """The command that installs one of memprof's extras where this memprof runs from.
-
-    memprof is not published: `pip install "memprof[cuda]"` fetches an unrelated project of
-    that name. From a checkout (pyproject.toml beside the package, as `pip install -e .`
-    leaves it) the extra is installed from that folder, wherever the command is typed;
-    installed any other way, `packages` are named themselves.
-    """
+    """The command that installs one of memprof's extras: from the checkout where memprof runs
+    from one (`pip install "memprof[cuda]"` fetches an unrelated project), else `packages`."""
     import shlex
     from pathlib import Path
 
@@ -95,7 +95,7 @@ class MissingPackage(EnvironmentProblem, ImportError):
 
 def require_package(module: str, minimum: tuple[int, ...], extra: str, purpose: str) -> Any:
     """`module` imported, at least version `minimum`, or MissingPackage saying how to install
-    it: the extra of memprof that holds it (from memprof's checkout), or the package itself."""
+    it."""
     import importlib
 
     wanted = ".".join(map(str, minimum))

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from memprof.core import activity as activity_module
 from memprof.core.activity import (
     MEMORY_KIND_NAMES,
     UNIFIED_MEMORY_COUNTERS,
@@ -23,6 +22,7 @@ from memprof.core.activity import (
     callback_name,
     cupti_unavailable_reason,
 )
+from memprof.errors import error_words
 from memprof.trace.stacks import is_work_call
 from tests.fake_cupti import CBID, ActivityKind, ActivityUnifiedMemoryCounterScope, FakeCupti
 from tests.test_profile import FakeEvent, make_profiler
@@ -403,8 +403,8 @@ def test_tags_are_fresh_and_pushed_as_memprofs_own_kind(cupti):
 
 
 def test_reasons_are_cuptis_own_words():
-    assert activity_module._reason(RuntimeError(" ERROR_NOT_READY (13) ")) == "ERROR_NOT_READY (13)"
-    assert activity_module._reason(RuntimeError()) == "RuntimeError"
+    assert error_words(RuntimeError(" ERROR_NOT_READY (13) ")) == "ERROR_NOT_READY (13)"
+    assert error_words(RuntimeError()) == "RuntimeError"
 
 
 # -- reading records from their memory -----------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from memprof import cli
@@ -200,9 +201,10 @@ def test_memprof_alone_prints_the_help():
     assert "error" not in result.output
 
 
-def test_an_interrupt_in_a_command_is_one_line_and_130(monkeypatch):
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, typer.Abort])
+def test_an_interrupt_in_a_command_is_one_line_and_130(monkeypatch, interrupt):
     def interrupted(*arguments):
-        raise KeyboardInterrupt
+        raise interrupt
 
     monkeypatch.setattr(cli, "_run", interrupted)
     result = invoke("pinned")

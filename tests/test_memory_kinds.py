@@ -113,3 +113,8 @@ def test_the_flag_a_kind_needs_is_the_one_a_saved_run_is_held_to():
 
     needed = {name: kind.required_attribute for name, kind in MEMORY_KINDS.items()}
     assert {name: flag for name, flag in needed.items() if flag} == KIND_NEEDS
+
+
+def test_a_kind_this_memprof_does_not_know_is_named_by_itself_with_a_question_mark():
+    assert memory.marker("pinned") == "P" and memory.label("pinned") == "pinned (cuMemHostAlloc)"
+    assert memory.marker("ancient") == "?" and memory.label("ancient") == "ancient"

@@ -1,14 +1,9 @@
 """The GPU's own record of what memprof timed: CUPTI activity records, as nvprof printed them.
 
-memprof tags every timed operation with a CUPTI external correlation id while it is
-enqueued; CUPTI then links that id to the driver call (API record) and to what the GPU did
-(kernel, memcpy and memset records, start and end in GPU nanoseconds). Unified-memory
-counters (bytes migrated, page faults) are process-wide and configured before the context.
-
-cupti-python is optional: without it, or where the driver refuses, ActivityLog.start()
-says why and memprof times with gated CUDA events instead. Records are read where CUPTI
-wrote them (memprof.core.activity_buffers), else from cupti-python's record objects: chosen
-once, in start() (activity_buffers says why the second stays).
+Each timed operation is enqueued under a CUPTI external correlation id, which CUPTI links to
+its driver call and to what the GPU did (start and end in GPU nanoseconds). Unified-memory
+counters are process-wide and configured before the context. Without cupti-python, or where
+the driver refuses, start() says why and memprof times with gated CUDA events instead.
 """
 
 from __future__ import annotations
@@ -19,6 +14,8 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from memprof.errors import error_words
 
 # CUPTI's memory kinds (CUpti_ActivityMemoryKind) by number, as nvprof named them.
 MEMORY_KIND_NAMES = {
@@ -113,13 +110,10 @@ _KIND = struct.Struct("<I")  # every record begins with its kind (CUpti_Activity
 
 
 class FieldReader:
-    """Some fields of one kind of CUPTI activity record, read from the record's memory at the
-    offsets cupti-python's own dtype gives: a field read through the record's attribute costs
-    microseconds (a numpy record underneath), and a sweep makes 21,000 records. The first
-    record read is held against a reading of it the slow way (its attributes; numpy, on the
-    dtype, for a record in a buffer memprof walks itself); where any field differs, or the
-    layout is not plain integers, every record is read the slow way. A field of
-    STRING_FIELDS holds a pointer to characters, read as the text they are."""
+    """Some fields of one kind of CUPTI record, read from its memory at the offsets of
+    cupti-python's dtype: an attribute costs microseconds, and a sweep makes 21,000 records.
+    The first record is checked against the slow reading (attributes, or numpy on the dtype);
+    where a field differs, or the layout is not plain integers, every record is read slowly."""
 
     def __init__(self, dtype: Any, names: tuple[str, ...]) -> None:
         self.names = names  # the records' attribute names, snake_case
@@ -160,8 +154,7 @@ class FieldReader:
         return self.read_in(memory, offset, lambda: self.numpy_fields(memory, offset))
 
     def read_in(self, memory: Any, offset: int, slowly: Callable[[], tuple]) -> tuple:
-        """The fields of the record at `offset` in `memory`; slowly() reads them the slow
-        way, for the first record and wherever the memory is not read."""
+        """The fields of the record at `offset` in `memory`; slowly() reads them the slow way."""
         if self.unpack is None:
             return slowly()
         found = self.unpack(memory, offset)
@@ -182,8 +175,7 @@ class FieldReader:
         return expected
 
     def numpy_fields(self, memory: Any, offset: int) -> tuple:
-        """The fields of the record at `offset`, read by numpy on the dtype (as cupti-python's
-        attributes read them)."""
+        """The fields of the record at `offset`, as cupti-python reads them (numpy, dtype)."""
         import numpy as np
 
         item = np.frombuffer(memory, self.dtype, count=1, offset=offset)[0]
@@ -242,11 +234,9 @@ def callback_name(cupti: Any, domain: int, cbid: int) -> str:
 
 
 def experiment_call(name: str) -> bool:
-    """The driver and runtime calls memprof's experiments record (ActivityLog.start's
-    record_call): every call but the CUDA event calls the timing core makes around operations
-    (create, record, synchronize, elapsed time, destroy). Those are outside every tagged
-    operation, so an experiment never reads their records, yet they were four in five of its
-    API records (34,000 in a sweep), each written at its call and read after the run."""
+    """The calls memprof's experiments record: all but the timing core's CUDA event calls,
+    which lie outside every tagged operation yet were four in five API records (34,000 in a
+    sweep), each written at its call and read after the run."""
     return not name.startswith("cuEvent")
 
 
@@ -285,11 +275,9 @@ class ActivityLog:
     ) -> tuple[ActivityLog | None, str | None]:
         """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
 
-        keep_all: trace a whole program: the GPU's work only, every record kept, in larger
-        buffers so records are read after the program's work. No calls are recorded: the
-        trace times them with CUPTI's callbacks (memprof.trace.stacks says why).
-        record_call: where given, only the driver calls it accepts (by name) are recorded,
-        as far as this CUPTI can switch calls off one by one (_record_only).
+        keep_all: a whole program's trace: the GPU's work only (calls are timed by CUPTI's
+        callbacks, memprof.trace.stacks), every record kept, in larger buffers.
+        record_call: only the driver calls it accepts (by name) are recorded, where possible.
         """
         cupti, why_not = _import_cupti()
         if cupti is None:
@@ -305,7 +293,7 @@ class ActivityLog:
                 cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
             log._disable_all()
-            return None, f"CUPTI refused activity tracing: {_reason(error)}"
+            return None, f"CUPTI refused activity tracing: {error_words(error)}"
         # Copies between two GPUs come as records of their own kind (without it, peer
         # copies have no record and are timed by events); a CUPTI without it still traces.
         with contextlib.suppress(Exception):
@@ -323,8 +311,8 @@ class ActivityLog:
         return tuple(k for k in GPU_WORK if k != "DRIVER") if self.keep_all else GPU_WORK
 
     def _read_buffers_here(self) -> Any:
-        """activity_buffers' reading of CUPTI's buffers, where cupti-python has a class and a
-        plain-integer dtype of every kind memprof keeps; None: cupti-python's callbacks."""
+        """activity_buffers' reading of CUPTI's buffers where every kind memprof keeps has a
+        plain-integer dtype; None: cupti-python's callbacks."""
         for which in set(self._kinds_read().values()):
             if self._record_classes().get(which) is None or self._reader(which).unpack is None:
                 return None
@@ -333,8 +321,7 @@ class ActivityLog:
         return activity_buffers.register(self._records_at, self.buffer_bytes)
 
     def _kinds_read(self) -> dict[int, str]:
-        """Activity kind number -> what its records are read as (_READ's key), for the kinds
-        this cupti-python has."""
+        """Activity kind number -> _READ's key, for the kinds this cupti-python has."""
         if self._kind_numbers is None:
             kinds = self.cupti.ActivityKind
             self._kind_numbers = {
@@ -351,10 +338,8 @@ class ActivityLog:
         return self._classes
 
     def _record_only(self, wanted: Callable[[str], bool]) -> None:
-        """Switch off the records of every driver call `wanted` refuses, by CUPTI's callback
-        id: each record costs the program's thread time at its call, and memprof's reading
-        of it more. A call this CUPTI cannot switch off stays recorded (the caller drops its
-        records by name)."""
+        """Switch off the records of every driver call `wanted` refuses: each costs time at
+        its call and when read. One this CUPTI cannot switch off stays (dropped by name)."""
         table = getattr(self.cupti, "driver_api_trace_cbid", None)
         switch = getattr(self.cupti, "activity_enable_driver_api", None)
         if table is None or switch is None:
@@ -389,7 +374,7 @@ class ActivityLog:
             cupti.activity_configure_unified_memory_counter(config.ptr, len(counters))
             cupti.activity_enable(cupti.ActivityKind.UNIFIED_MEMORY_COUNTER)
         except Exception as error:
-            return f"CUPTI refused unified-memory counters: {_reason(error)}"
+            return f"CUPTI refused unified-memory counters: {error_words(error)}"
         return None
 
     # -- tagging --------------------------------------------------------------------------
@@ -454,8 +439,8 @@ class ActivityLog:
         return sorted(records, key=lambda record: record.start_ns)
 
     def unified_memory_totals(self) -> dict[str, dict[str, float]]:
-        """Counter name -> count, total, min, max value and total time (ms) of its records,
-        since recording began: what nvprof's Unified Memory section printed."""
+        """Counter name -> count, total, min, max and time (ms) of its records: nvprof's
+        Unified Memory section."""
         totals = {}
         for name in UNIFIED_MEMORY_COUNTERS:
             records = self._unified_memory.get(name, [])
@@ -496,9 +481,8 @@ class ActivityLog:
                 self._keep(which, self._reader(which).attributes(record))
 
     def _records_at(self, memory: Any, base: int, addresses: list[int]) -> None:
-        """The records of one buffer CUPTI filled, read where they lie (activity_buffers):
-        `memory` holds the buffer that begins at address `base`. A kind memprof does not
-        keep is passed over."""
+        """The records of one buffer CUPTI filled (activity_buffers): `memory` holds the
+        buffer that begins at address `base`; kinds memprof does not keep are passed over."""
         kinds_read = self._kinds_read()
         readers = {which: self._reader(which) for which in set(kinds_read.values())}
         for address in addresses:
@@ -540,7 +524,7 @@ class ActivityLog:
             start, end, nbytes, flags, correlation, device, stream = fields
             record = GpuRecord(
                 "memset", "memset", start, end, nbytes,
-                asynchronous=bool(flags & MEMSET_ASYNC_FLAG), correlation_id=correlation,
+                asynchronous=bool(flags & ASYNC_FLAG), correlation_id=correlation,
                 device=device, stream=stream,
             )  # fmt: skip
             self._gpu.setdefault(correlation, []).append(record)
@@ -549,13 +533,12 @@ class ActivityLog:
             record = GpuRecord(
                 "memcpy", self._copy_kind_name(copy_kind), start, end, nbytes,
                 MEMORY_KIND_NAMES.get(src, "unknown"), MEMORY_KIND_NAMES.get(dst, "unknown"),
-                bool(flags & MEMCPY_ASYNC_FLAG), correlation, device, stream,
+                bool(flags & ASYNC_FLAG), correlation, device, stream,
             )  # fmt: skip
             self._gpu.setdefault(correlation, []).append(record)
 
     def _copy_kind_name(self, copy_kind: int) -> str:
-        """CUPTI's name of a copy's kind (HTOD); one this cupti-python does not name is kept,
-        by its number."""
+        """CUPTI's name of a copy's kind (HTOD), or its number where cupti-python has none."""
         name = self._copy_kind_names.get(copy_kind)
         if name is None:
             kinds = self.cupti.ActivityMemcpyKind
@@ -590,21 +573,14 @@ class ActivityLog:
                 self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))
 
 
-# CUpti_ActivityFlag bits of memcpy and memset records (cupti_activity.h).
-MEMCPY_ASYNC_FLAG = 1 << 0
-MEMSET_ASYNC_FLAG = 1 << 0
+# CUpti_ActivityFlag's bit of memcpy and memset records alike (cupti_activity.h).
+ASYNC_FLAG = 1 << 0
 
 
 def _flags(record: Any) -> int:
     """A record's flags: cupti-python names the field `flags_` (`flags` in older builds)."""
     flags = getattr(record, "flags_", None)
     return int(flags if flags is not None else getattr(record, "flags", 1))
-
-
-def _reason(error: BaseException) -> str:
-    """CUPTI's own words for a refusal: 'ERROR_NOT_READY (13)'."""
-    text = str(error).strip()
-    return text or type(error).__name__
 
 
 def _import_cupti() -> tuple[Any, str | None]:

@@ -1,20 +1,13 @@
 """CUPTI's activity buffers, read where CUPTI wrote them.
 
-cupti-python hands its buffer callback a Python object for every record, each made before
-memprof reads any of it: about 20 us a record, and a sweep makes 21,000 (a second of its
-run). Here memprof registers buffer callbacks of its own with the libcupti that cupti-python
-loaded (ctypes), walks each completed buffer with cuptiActivityGetNextRecord and hands over
-each record's address; ActivityLog unpacks the few fields it keeps (FieldReader) at the
-offsets of cupti-python's dtypes, the first record of each kind also read by numpy on the
-same dtype, as cupti-python's attributes read it.
+cupti-python makes a Python object of every record before memprof reads any: about 20 us a
+record, and a sweep makes 21,000. Here buffer callbacks of memprof's own, registered with the
+libcupti cupti-python loaded (ctypes), hand over each record's address to ActivityLog.
 
-register() answers None wherever this cannot be done (no libcupti in the process, or two, a
-symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks, chosen in
-one place (ActivityLog.start). That fallback stays because nothing guarantees this path on a
-supported install: a process that loaded a second libcupti before memprof (PyTorch's own,
-for memprof's Python API in a notebook) or a cupti-python whose dtypes are not plain
-integers still gets CUPTI's records, at cupti-python's cost. libcupti() here is memprof's
-one loading site of libcupti, for these buffers and for the API callbacks alike.
+register() answers None where this cannot be done (no libcupti in the process, or two, a
+symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks. That
+fallback stays: a process that loaded a second libcupti first (PyTorch's, in a notebook) or a
+cupti-python whose dtypes are not plain integers still gets its records, at its cost.
 """
 
 from __future__ import annotations
@@ -47,9 +40,8 @@ Deliver = Callable[[Any, int, list[int]], None]
 
 
 class Buffers:
-    """The buffers CUPTI fills, for one process: CUPTI holds one pair of buffer callbacks
-    per process, so there is one Buffers per process (register()), whose records go to the
-    log that registered last."""
+    """The buffers CUPTI fills: one per process, as CUPTI's callbacks are (register()); records
+    go to the log that registered last."""
 
     def __init__(self, library: Any, walker: Any = None) -> None:
         """library: libcupti, called with the GIL let go (CUPTI calls back into Python
@@ -77,8 +69,7 @@ class Buffers:
 
     def start(self, deliver: Deliver, buffer_bytes: int) -> bool:
         """Records from now on go to `deliver`, in buffers of `buffer_bytes`; False where
-        CUPTI refuses the callbacks. What CUPTI still holds when Python exits is delivered
-        before (atexit), while Python can still take it."""
+        CUPTI refuses. What CUPTI holds at exit is delivered while Python can still take it."""
         self.deliver, self.buffer_bytes, self.error = deliver, buffer_bytes, None
         if self._register(*self._callbacks) != CUPTI_SUCCESS:
             return False
@@ -160,17 +151,15 @@ def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
 
 
 def libcupti() -> tuple[ctypes.CDLL, ctypes.PyDLL] | None:
-    """The libcupti this process loaded (cupti-python's), twice over: called with the GIL let
-    go (CDLL) and held (PyDLL); None where none, or more than one, is loaded. OSError where
-    it cannot be opened."""
+    """The libcupti this process loaded (cupti-python's), memprof's one loading site of it:
+    called with the GIL let go (CDLL) and held (PyDLL); None where none, or several, is."""
     path = loaded_library("libcupti.so")
     return None if path is None else (ctypes.CDLL(path), ctypes.PyDLL(path))
 
 
 def loaded_library(prefix: str, maps: Path = Path("/proc/self/maps")) -> str | None:
-    """The path of the shared library named `prefix`... that this process has loaded (the
-    one cupti-python found, wherever that was); None where it has loaded none, or more than
-    one (which of them cupti-python enabled cannot be told)."""
+    """The path of the one shared library named `prefix`... this process has loaded; None
+    where none or several (which one cupti-python enabled cannot be told)."""
     try:
         lines = maps.read_text().splitlines()
     except OSError:

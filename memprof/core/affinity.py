@@ -102,11 +102,8 @@ def near_gpu(
     get_cpus: Callable[[int], CpuSet] = os.sched_getaffinity,
     set_cpus: Callable[[int, CpuSet], None] = os.sched_setaffinity,
 ) -> Iterator[str]:
-    """The host thread on the GPU's local CPUs inside (first touch then lands on its node).
-
-    Yields the header's line; the CPUs the thread had before come back afterwards, so the
-    next GPU of `--device all` is placed from the same starting set.
-    """
+    """The host thread on the GPU's local CPUs inside, yielding the header's line; its CPUs
+    before come back after, so the next GPU of `--device all` starts from the same set."""
     if not enabled:
         yield NOT_ASKED
         return

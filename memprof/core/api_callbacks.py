@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from memprof.core import activity_buffers
+from memprof.core.activity_buffers import CUPTI_SUCCESS
 
-CUPTI_SUCCESS = 0
 API_ENTER = 0  # CUpti_ApiCallbackSite: CUPTI_API_ENTER, CUPTI_API_EXIT = 1
 
 # void (*)(void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *cbdata)
@@ -54,8 +54,7 @@ def correlation_id(data_address: int) -> int:
 
 
 class Subscription:
-    """One subscriber of CUPTI's driver and runtime API callbacks (CUPTI holds one a process),
-    made, switched on call by call and given back with libcupti's functions."""
+    """One subscriber of CUPTI's driver and runtime API callbacks (CUPTI holds one a process)."""
 
     def __init__(self, library: Any, clock_library: Any = None) -> None:
         """`clock_library`: the same libcupti loaded to hold the GIL across its calls
@@ -79,8 +78,8 @@ class Subscription:
         self._handle = ctypes.c_void_p()
 
     def timestamp_ns(self) -> int:
-        """CUPTI's clock now, in which its activity records are stamped (the GPU's work and
-        a call's entry and exit on one time axis)."""
+        """CUPTI's clock now, as its activity records are stamped (calls and GPU work on one
+        axis)."""
         self._timestamp(self._stamp_at)
         return self._stamp.value
 
@@ -118,8 +117,8 @@ class Subscription:
 
 
 def connect(library: Any = None) -> Subscription | None:
-    """A Subscription through `library` (default: the libcupti this process loaded, which
-    cupti-python found), or None where that cannot be reached."""
+    """A Subscription through `library` (default: the libcupti this process loaded), or None
+    where that cannot be reached."""
     try:
         if library is not None:
             return Subscription(library)

@@ -1,13 +1,6 @@
-"""NVIDIA's cuda-bindings for every driver call PyCUDA lacks or gets wrong: host memory
-registration, managed-memory prefetch and advice, peer access and copies, device attributes
-PyCUDA does not name, stream-ordered pools, virtual memory management and batched copies.
-
-They act on the current context, which is PyCUDA's (the GpuSession makes it current), and
-on PyCUDA's streams (a stream's handle wrapped as a CUstream). Every call returns a tuple
-(CUresult, values...): `call` checks the CUresult and turns a failure into one line naming
-the call and CUDA's error (out of memory: exit 4; not supported: exit 3; else exit 1).
-cuda-bindings is imported on first use, so importing this module costs nothing. One call
-goes around it, through ctypes on libcuda: cuMemcpyBatchAsync (BatchCopy says why).
+"""NVIDIA's cuda-bindings for every driver call PyCUDA lacks or gets wrong, on PyCUDA's current
+context and streams. `call` turns a failed CUresult into one line naming the call and CUDA's
+error. Imported on first use. cuMemcpyBatchAsync goes through ctypes (BatchCopy says why).
 """
 
 from __future__ import annotations
@@ -84,8 +77,8 @@ def failure(call_name: str, status: Any) -> MemprofError:
 
 
 def unpack(call_name: str, returned: Any) -> Any:
-    """The values a cuda-bindings call returned after its CUresult: None, one value, or a
-    tuple; the CUresult checked (a failure raises the call's one-line error)."""
+    """The values a cuda-bindings call returned after its CUresult (checked): None, one value,
+    or a tuple."""
     if not isinstance(returned, tuple):
         returned = (returned,)
     status, values = returned[0], returned[1:]
@@ -141,8 +134,8 @@ def version_text(encoded: int) -> str:
 
 
 def current_device() -> int:
-    """cuCtxGetDevice: a driver call that does next to nothing, so timing it the way the other
-    calls are timed measures the floor of that way of timing (memprof.experiments.pools)."""
+    """cuCtxGetDevice: a call that does next to nothing, so timing it measures the floor of
+    the timing itself (memprof.experiments.pools)."""
     return int(call("cuCtxGetDevice"))
 
 
@@ -156,8 +149,7 @@ def pointer(address: int) -> Any:
 
 
 def device_attribute(name: str, ordinal: int) -> int:
-    """cuDeviceGetAttribute of an attribute by its cuda.h name without prefix
-    (HOST_REGISTER_SUPPORTED): those PyCUDA does not name."""
+    """cuDeviceGetAttribute by cuda.h name without prefix (HOST_REGISTER_SUPPORTED)."""
     cu = driver()
     attribute = getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
     return int(call("cuDeviceGetAttribute", attribute, call("cuDeviceGet", ordinal)))
@@ -273,8 +265,7 @@ def default_pool(ordinal: int) -> Any:
 
 
 def create_pool(ordinal: int, release_threshold_bytes: int) -> Any:
-    """A pool of device memory on `ordinal` that keeps up to `release_threshold_bytes` of
-    freed memory across synchronizations (cuMemPoolCreate + CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)."""
+    """A device pool keeping up to `release_threshold_bytes` freed across synchronizations."""
     cu = driver()
     properties = cu.CUmemPoolProps()
     properties.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
@@ -393,8 +384,7 @@ def address_free(address: int, nbytes: int) -> None:
 
 
 def take_apart(address: int, reserved_bytes: int, handles: list[Any], mapped_bytes: int) -> None:
-    """Undo virtual memory built by hand, as far as it got: unmap the first mapped_bytes of
-    the range (whole mappings), release each physical allocation, free the range."""
+    """Undo virtual memory built by hand, as far as it got (mapped_bytes of the range)."""
     try:
         if mapped_bytes:
             unmap(address, mapped_bytes)
@@ -431,8 +421,7 @@ def batch_copy_missing_reason() -> str | None:
 
 
 class _MemcpyAttributes(ctypes.Structure):
-    """CUmemcpyAttributes (cuda.h, CUDA 12.8 and newer): the order in which sources are read,
-    a location hint for each side (CUmemLocation: type, id) and flags."""
+    """CUmemcpyAttributes (cuda.h, CUDA 12.8 and newer)."""
 
     _fields_ = [
         ("src_access_order", ctypes.c_int),

@@ -25,8 +25,7 @@ def _sysfs_link(pci_bus_id: str, root: Path = PCI_DEVICES) -> dict | None:
 
 
 def _nvml_link(pci_bus_id: str, module: Any = None) -> dict | None:
-    """The link as NVML reports it (NVML started once per process: memprof.core.nvml), or
-    None where NVML cannot say all of it."""
+    """The link as NVML reports it, or None where NVML cannot say all of it."""
     from memprof.core.nvml import opened
 
     nvml, _ = opened(module)
@@ -47,8 +46,7 @@ def _nvml_link(pci_bus_id: str, module: Any = None) -> dict | None:
 def _kernel_driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
     """The NVIDIA kernel module's version (580.95.05), from its proc file."""
     with contextlib.suppress(OSError):
-        words = path.read_text().split()
-        for word in words:
+        for word in path.read_text().split():
             if word.count(".") >= 1 and word.replace(".", "").isdigit():
                 return word
     return None

@@ -1,8 +1,6 @@
-"""libcuda through ctypes: memprof's one loading site of the driver's library, for the two
-uses where cuda-bindings (memprof.core.bindings, the route of every other call PyCUDA lacks)
-would cost what is being saved or measured: cuInit begun early (start_in_background: importing
-cuda-bindings on that thread would hold Python's lock for its own import instead) and
-cuMemcpyBatchAsync (bindings.BatchCopy says why).
+"""libcuda through ctypes, for the two uses where cuda-bindings would cost what is being saved
+or measured: cuInit begun early (importing cuda-bindings on that thread would hold Python's
+lock) and cuMemcpyBatchAsync (bindings.BatchCopy says why).
 """
 
 from __future__ import annotations
@@ -27,11 +25,9 @@ _start_ended: threading.Event | None = None  # set once the early cuInit has ret
 
 
 def start_in_background() -> None:
-    """Begin cuInit, the driver's start (0.1 s on an H100, spent outside Python's lock), on a
-    daemon thread of its own, so that the imports a run does next (PyCUDA and numpy, CUPTI)
-    are done meanwhile. Once per process. PyCUDA's own cuInit, after wait_for_start(), then
-    finds the driver started, or fails as it would have (no driver, no GPU): its error is the
-    one memprof reports. The process never ends while the start runs (atexit waits for it)."""
+    """Begin cuInit (0.1 s on an H100, outside Python's lock) on a daemon thread, once per
+    process, while the run imports PyCUDA, numpy and CUPTI. PyCUDA's own cuInit, after
+    wait_for_start(), finds the driver started or reports the failure as it would have."""
     global _start_ended
     with _start_lock:
         if _start_ended is not None:

@@ -182,16 +182,14 @@ def margin_bytes(mem_total_bytes: int) -> int:
 
 
 def check_cap(cap_gib: int | None, step_gib: int) -> None:
-    """--cap holds one --step at least: needing nothing of the host, checked before any GPU
-    work (the experiment's read_inputs) and by plan."""
+    """--cap holds one --step at least: checked before any GPU work, and by plan."""
     if cap_gib is not None and cap_gib < step_gib:
         raise InvalidArgument(f"--cap {cap_gib} is below one --step of {step_gib} GiB")
 
 
 def plan(limits: HostLimits, cap_gib: int | None, step_gib: int, workload_bytes: int) -> Plan:
-    """The climb's cap: --cap where it leaves the margin (OutOfMemory, exit 4, where it does
-    not), else DEFAULT_SHARE of the memory available up to DEFAULT_MOST_BYTES, in whole steps.
-    `workload_bytes`: the pageable buffers the run holds beside what it pins."""
+    """The climb's cap, in whole steps: --cap where it leaves the margin, else DEFAULT_SHARE of
+    what is available up to DEFAULT_MOST_BYTES; `workload_bytes`: the run's pageable buffers."""
     step = step_gib * GIB
     margin = margin_bytes(limits.mem_total_bytes)
     available = limits.available_bytes

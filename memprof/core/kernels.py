@@ -106,10 +106,8 @@ class Kernel:
         operation: str = "kernel",
         blocks: int | None = None,
     ) -> None:
-        """Launch one thread per element (or `blocks` blocks, for grid-stride kernels), recorded.
-
-        `kind` names the memory the kernel reads; `nbytes` is what it reads plus writes.
-        """
+        """Launch one thread per element (or `blocks` blocks, for grid-stride kernels), recorded:
+        `kind` names the memory the kernel reads; `nbytes` is what it reads plus writes."""
         grid = (blocks or (elements + block_size - 1) // block_size, 1)
         profiler = session.profiler
         stream = stream if stream is not None else profiler.stream
@@ -141,11 +139,9 @@ CUBIN_HEADER = b"memprof cubin sha256 "  # then the cubin's digest in hex, a new
 
 
 def _compile(session: Any, source: str, file_name: str) -> Any:
-    """The module of a kernels/ source: its cubin from memprof's cache where this source (and
-    every file beside it), these options, this GPU's architecture and this driver made one
-    before; else compiled by nvcc and cached. The cache spares each run nvcc's version check
-    and PyCUDA's compiler (about 0.1 s of start-up). A cached cubin is used only whole: its
-    digest is checked before the driver, which reads an image without knowing its length,
+    """The module of a kernels/ source, its cubin cached by source, options, architecture and
+    driver: the cache spares each run nvcc's version check and PyCUDA's compiler (about 0.1 s).
+    A cubin's digest is checked before the driver, which reads it without knowing its length,
     sees it; a damaged one is one warning, then compiled again."""
     from memprof.cache import cache_directory, read_bytes, store, warn_once
 

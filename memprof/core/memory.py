@@ -1,12 +1,8 @@
 """The memory kinds memprof measures, and the copies between them.
 
-Each kind is one class saying how it is allocated, how a kernel addresses it and how
-it is freed, and carrying the traits the experiments ask about (its label and chart
-marker, whether its copies block the host, whether a kernel reads and writes it through a
-device pointer, the capability it needs). Experiments iterate MEMORY_KINDS, so adding a
-kind (portable, peer) is one more class and one more entry there, nothing else. Every
-allocation, free, copy and memset is timed through the session's profiler and owned by
-the session, so nothing leaks.
+Each kind is one class: how it is allocated, addressed and freed, and the traits experiments
+ask about; adding one is a class and an entry in MEMORY_KINDS. Every allocation, free, copy
+and memset is timed through the session's profiler and owned by the session: nothing leaks.
 """
 
 from __future__ import annotations
@@ -83,11 +79,8 @@ class MemoryKind(ABC):
     via_bindings: ClassVar[bool] = False  # allocated through cuda-bindings (PyCUDA lacks it)
 
     def unsupported_reason(self, attributes: Mapping[str, int]) -> str | None:
-        """Why this GPU cannot use the kind, from its recorded capability flags (None: it can).
-
-        `attributes` are DeviceFacts.attributes (CUDA's camelCase names); a flag memprof
-        did not record counts as missing, never as an error.
-        """
+        """Why this GPU cannot use the kind, from DeviceFacts.attributes (None: it can); a flag
+        memprof did not record counts as missing, never as an error."""
         if not self.required_attribute:
             return None
         from memprof.model.device import capability_name
@@ -394,11 +387,9 @@ MEMORY_KINDS: dict[str, MemoryKind] = {
 }
 
 
-def kinds_where(
-    predicate: Callable[[MemoryKind], bool], kinds: Iterable[MemoryKind] | None = None
-) -> list[MemoryKind]:
+def kinds_where(predicate: Callable[[MemoryKind], bool]) -> list[MemoryKind]:
     """The registered kinds (in table order) for which `predicate` holds."""
-    return [kind for kind in (kinds or MEMORY_KINDS.values()) if predicate(kind)]
+    return [kind for kind in MEMORY_KINDS.values() if predicate(kind)]
 
 
 def single_gpu_kinds() -> list[MemoryKind]:
@@ -409,8 +400,7 @@ def single_gpu_kinds() -> list[MemoryKind]:
 def supported_kinds(
     attributes: Mapping[str, int], kinds: Iterable[MemoryKind]
 ) -> tuple[list[MemoryKind], list[str]]:
-    """(kinds this GPU supports, one reason for each it does not), from its capability flags
-    (read through cuda-bindings: a run has it, or stopped saying how to install it)."""
+    """(kinds this GPU supports, one reason for each it does not), from its capability flags."""
     reasons = [(kind, kind.unsupported_reason(attributes)) for kind in kinds]
     supported = [kind for kind, reason in reasons if reason is None]
     return supported, [reason for _, reason in reasons if reason is not None]
@@ -418,14 +408,12 @@ def supported_kinds(
 
 def marker(name: str) -> str:
     """A kind's chart letter; '?' for a name this memprof does not know (an old result)."""
-    kind = MEMORY_KINDS.get(name)
-    return kind.marker if kind is not None else "?"
+    return getattr(MEMORY_KINDS.get(name), "marker", "?")
 
 
 def label(name: str) -> str:
     """A kind's table label; the name itself for one this memprof does not know."""
-    kind = MEMORY_KINDS.get(name)
-    return kind.label if kind is not None else name
+    return getattr(MEMORY_KINDS.get(name), "label", name)
 
 
 # Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
@@ -471,10 +459,7 @@ def allocate(
     dtype: np.dtype | type | str = "float32",
     host_buffer: str = "numpy",
 ) -> Buffer:
-    """Allocate `count` elements of one memory kind, timed, and owned by the session.
-
-    host_buffer: where pageable memory comes from (numpy, malloc, hugepages).
-    """
+    """`count` elements of one memory kind (pageable from `host_buffer`), timed and owned."""
     kind = PAGEABLE_BUFFERS[host_buffer] if kind_name == "pageable" else MEMORY_KINDS[kind_name]
     kind.check_supported(session)
     import numpy as np
@@ -525,12 +510,9 @@ def copy(
     stream: Any = None,
     operation: str | None = None,
 ) -> None:
-    """Copy a whole buffer on `stream` (the profiler's by default), named as nvprof would.
-
-    Copies from or to pageable memory block the host while the driver stages them; the
-    profiler times those as synchronous calls. operation: recorded under another key than
-    its direction (pinlimit's copies before and while memory is pinned).
-    """
+    """Copy a whole buffer on `stream` (the profiler's by default), named as nvprof would;
+    `operation`: a key other than its direction (pinlimit's copies while memory is pinned).
+    Pageable copies block the host while the driver stages them: timed as synchronous."""
     cuda, profiler = session.cuda, session.profiler
     stream = stream if stream is not None else profiler.stream
     nbytes = min(destination.nbytes, source.nbytes)
@@ -563,11 +545,8 @@ def host_copy(
     cuda: Any, direction: str, host: Buffer, device_pointer: int, elements: int | None = None
 ) -> tuple[str, Callable[[Any], None]]:
     """(driver call, action(stream)) copying `elements` (all) between host and device memory.
-
-    Pageable memory is copied with the synchronous call programs use (cuMemcpyHtoD): its
-    asynchronous form stages pageable memory more slowly. Every other kind is queued on the
-    stream the action is given.
-    """
+    Pageable memory takes the synchronous call programs use (cuMemcpyHtoD): its asynchronous
+    form stages pageable memory more slowly."""
     array = host.array if elements is None else host.array[:elements]
     if host.kind.synchronous_copies:
         if direction == "h2d":

@@ -1,30 +1,16 @@
-"""GPU state from NVML, through NVIDIA's own binding (nvidia-ml-py: `import pynvml`).
+"""GPU state from NVML (nvidia-ml-py), sampled when a run starts, before memprof's contexts
+exist, and when its work is done: one GpuState per GPU, recorded in every Result.
 
-A Watch takes its first samples when a run starts, before memprof makes any CUDA context,
-and its last when the run's work is done (memprof's contexts still open). From them it makes
-one GpuState per GPU (memprof.model.gpustate), which every Result records.
+- Throttling: the clock-event reasons of both samples OR-ed, plus each of the driver's
+  cumulative clock-event counters that grew between them (an event neither sample caught);
+  `clock_reasons_basis` says whether the counters were there.
+- Other processes: those NVML lists at both samples but memprof. Where memprof is not in the
+  last, NVML's pids are not ours (a container's namespace): the first sample alone counts.
+- The PCIe link: the fastest generation and widest width sampled (an idle link slows down).
 
-- Throttling during the run: NVML's current clock-event reasons are read at both samples
-  and OR-ed. Where the driver keeps its cumulative clock-event counters (time spent in each
-  reason since it loaded: NVML_FI_DEV_CLOCKS_EVENT_REASON_*), a counter that grew between
-  the samples adds its reason too, so an event in the middle of the run is seen even when
-  neither sample caught it. Without the counters such an event is missed; the state's
-  `clock_reasons_basis` says which way they were seen.
-- Other processes: the compute and graphics processes NVML lists at both samples, memprof's
-  own pid left out. The first sample is taken before memprof's context exists, so nothing
-  in it is memprof. Where memprof does not find itself in the last sample, NVML's process ids
-  are not this process's (a container's own pid namespace): only the first sample counts,
-  and the state says so.
-- The PCIe link: the fastest generation and widest width seen in the samples (a link may
-  slow down while it idles; the last sample follows the run's own transfers).
-
-Every NVML failure (nvidia-ml-py not installed, no driver, NVML_ERROR_NOT_SUPPORTED, a call
-an older binding or driver lacks) leaves its field unknown (None), never raises: the state
-is a record of what could be seen. pynvml is imported when a Watch starts, never at import.
-
-NVML is started once per process, when first needed (`opened`), and shut down at exit:
-nvmlInit enumerates every GPU, which each run of `--device all` (and each call of
-memprof.run in a notebook) must not pay again.
+Every NVML failure leaves its field unknown (None), never raises. NVML is started once per
+process (`opened`) and shut down at exit: nvmlInit enumerates every GPU, which each run of
+`--device all` (or memprof.run in a notebook) must not pay again.
 """
 
 from __future__ import annotations
@@ -34,6 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.errors import error_words
 from memprof.model.gpustate import GpuState, NvLink, OtherProcess, normalize_bus_id, reasons_in
 
 NOT_INSTALLED = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
@@ -73,9 +60,8 @@ _OPENED: dict[int, tuple[Any, Nvml | None, str]] = {}
 
 
 def opened(module: Any = None) -> tuple[Nvml | None, str]:
-    """NVML started (nvmlInit) the first time this process asks for it, through `module`
-    (pynvml where None); the same Nvml every later time, until exit. None and why not where
-    the binding is missing or NVML cannot start."""
+    """NVML started once per process through `module` (pynvml where None), or None and why
+    not."""
     if module is None:
         module, why = import_nvml()
         if module is None:
@@ -84,7 +70,7 @@ def opened(module: Any = None) -> tuple[Nvml | None, str]:
         try:
             module.nvmlInit()
         except Exception as error:
-            why = f"NVML: {str(error).strip() or type(error).__name__}"
+            why = f"NVML: {error_words(error)}"
             _OPENED[id(module)] = (module, None, why)
         else:
             if not _OPENED:
@@ -110,8 +96,8 @@ class Nvml:
         self.module = module
 
     def call(self, name: str, *args: Any, not_supported: Any = None) -> Any:
-        """`module.name(*args)`; `not_supported` where NVML says NOT_SUPPORTED, None on any
-        other failure (the binding lacks the call, the driver lacks the symbol...)."""
+        """`module.name(*args)`; `not_supported` where NVML says NOT_SUPPORTED, else None on
+        any failure."""
         function = getattr(self.module, name, None)
         if function is None:
             return None

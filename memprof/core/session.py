@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from memprof.core.measure import Profiler
-from memprof.errors import EnvironmentProblem, InvalidArgument, install_command
+from memprof.errors import EnvironmentProblem, InvalidArgument, error_words, install_command
 
 
 def install_hint() -> str:
@@ -77,12 +77,9 @@ TIMING_MODES = ("auto", "cupti", "events")
 class GpuSession:
     """One CUDA context on one device, and everything owned inside it.
 
-    timing: "cupti" takes GPU activities from CUPTI's records (an error where CUPTI is
-    missing), "events" from gated CUDA events, "auto" CUPTI where it works, else events.
-    declared: the (group, operation) pairs the experiment records (memprof.core.measure).
-    activity: CUPTI's log, where several sessions share one (memprof.core.session.Devices).
-    ends_process: the process ends with the session (the command line's): the objects older
-    than it are frozen even where the process had frozen some already, and then stay so.
+    timing: one of TIMING_MODES (--timing). declared: the (group, operation) pairs the
+    experiment records. activity: CUPTI's log, where several sessions share one (Devices).
+    ends_process: the process ends with the session (see the gc.freeze in __enter__).
     """
 
     def __init__(
@@ -124,13 +121,10 @@ class GpuSession:
         self.activity, fallback_reason = self._shared_activity or start_activity(
             self.timing, self.device_index
         )
-        # Objects older than the session hold none of its GPU memory: frozen, they are not
-        # gone through by close()'s collection (15 ms of 53,000 objects after the imports).
-        # close() lets them go where nothing was frozen before. Where something was (Python
-        # 3.12 freezes 375 tuples of its own at start; a server its start-up state), they
-        # would stay frozen: gc.unfreeze() cannot let go of ours alone, and would undo theirs.
-        # Reference counting would still free them, but cycles among them made garbage later
-        # never: only where the process ends with the run (ends_process) are they frozen then.
+        # Objects older than the session hold none of its GPU memory: frozen, close()'s
+        # collection skips them (15 ms of 53,000 objects after the imports). Where the process
+        # froze some already (Python 3.12's own 375 tuples), gc.unfreeze() would undo theirs
+        # too and ours would never be collected: frozen then only where the process ends.
         try:
             self._unfreeze_at_close = gc.get_freeze_count() == 0
             if self._unfreeze_at_close or self.ends_process:
@@ -144,7 +138,7 @@ class GpuSession:
             if isinstance(error, cuda.Error):
                 raise EnvironmentProblem(
                     f"cannot create a CUDA context on device {self.device_index}: "
-                    f"{_driver_message(error)}"
+                    f"{error_words(error)}"
                 ) from error
             raise
         return self
@@ -163,13 +157,11 @@ class GpuSession:
         self._owned.pop(handle, None)
 
     def module(self, key: str, build: Callable[[], Any]) -> Any:
-        """A compiled module, built once per session (memprof.core.kernels caches cubins on
-        disk too)."""
+        """A compiled module, built once per session (kernels.py caches cubins on disk too)."""
         return self.once(key, build)
 
     def once(self, key: str, build: Callable[[], Any]) -> Any:
-        """Something made once per session (a compiled module, a memory pool, a device
-        figure); what must be released registers itself with own()."""
+        """Something made once per session; what must be released registers with own()."""
         if key not in self._modules:
             self._modules[key] = build()
         return self._modules[key]
@@ -229,8 +221,8 @@ class GpuSession:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[GpuSession]:
-        """This session's context current for the work inside: already so for a session of
-        its own; pushed and popped for one of several (Devices keeps them off the stack)."""
+        """This session's context current for the work inside (pushed and popped where
+        Devices keeps it off the stack)."""
         if not self.detached:
             yield self
             return
@@ -256,15 +248,14 @@ def device_count() -> int:
         _init(cuda)
         count = cuda.Device.count()
     except cuda.Error as error:
-        raise EnvironmentProblem(f"no usable CUDA device: {_driver_message(error)}") from error
+        raise EnvironmentProblem(f"no usable CUDA device: {error_words(error)}") from error
     if count == 0:
         raise EnvironmentProblem("no CUDA device found: the driver sees no GPU")
     return count
 
 
 def _init(cuda: ModuleType) -> None:
-    """PyCUDA's cuInit, once the start memprof may have begun early has ended
-    (memprof.core.driver.start_in_background)."""
+    """PyCUDA's cuInit, once driver.start_in_background's early start has ended."""
     from memprof.core import driver
 
     driver.wait_for_start()
@@ -290,14 +281,9 @@ def pci_bus_ids(indices: list[int]) -> dict[int, str]:
 
 
 class Devices:
-    """Several GPUs in one process: a GpuSession per device, none current between uses.
-
-    A driver call acts on whichever context is current, and peer copies need two alive at
-    once, so each session's context is pushed around the work done there
-    (`session(i).active()`). CUPTI is started once, before the first context, and every
-    session records into the same log. Closing pushes each context again before its session
-    frees what it owns and pops it, so every context stack ends empty, on Ctrl-C too.
-    """
+    """Several GPUs in one process: a GpuSession per device, none current between uses
+    (peer copies need two contexts alive; `session(i).active()` pushes one around its work).
+    CUPTI is started once, before the first context, and every session shares its log."""
 
     def __init__(
         self,
@@ -399,7 +385,3 @@ def _sigint_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received:
             raise KeyboardInterrupt
-
-
-def _driver_message(error: BaseException) -> str:
-    return str(error).strip() or type(error).__name__

@@ -13,11 +13,8 @@ SUCCESS = "Check result success!"
 
 
 def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray) -> Check:
-    """Exact comparison (float32 a+b rounds identically on GPU and CPU); NaN never passes.
-
-    Outputs are poisoned before each run, so an element the GPU never wrote fails too. Arrays
-    of any shape are compared as their elements in order: a mismatch's index is flat.
-    """
+    """Exact comparison (float32 a+b rounds identically on GPU and CPU); NaN never passes, and
+    outputs are poisoned before each run, so an element never written fails. Indexes are flat."""
     if actual.shape != expected.shape:
         return Check(name, False, int(expected.size), f"shape {actual.shape} != {expected.shape}")
     actual, expected = actual.reshape(-1), expected.reshape(-1)
@@ -56,9 +53,8 @@ CHUNK_BYTES = 64 << 20  # compared at a time: the temporary it needs stays small
 
 
 def compare_constant(name: str, actual: np.ndarray, value: int) -> Check:
-    """compare_arrays of bytes against one byte value everywhere, as exact and fast enough
-    for gigabytes: eight bytes at a time, a chunk at a time, against the value repeated; the
-    first chunk that differs gets compare_arrays' detail (the count over the whole array)."""
+    """compare_arrays of bytes against one byte value, fast enough for gigabytes: eight bytes
+    at a time, a chunk at a time; the first chunk that differs gets compare_arrays' detail."""
     data = actual.reshape(-1).view(np.uint8)
     word = np.uint64(int.from_bytes(bytes([value]) * 8, "little"))
     expected = np.broadcast_to(np.uint8(value), data.shape)
@@ -78,11 +74,9 @@ WORD_BYTES = 4  # the GPU compares 32-bit words (kernels/verify.cu)
 
 class GpuVerifier:
     """Where memory the GPU can read differs from what it should hold, found by the GPU
-    (kernels/verify.cu): no read-back to the host, no host compare. Checking a grown buffer
-    or a sweep's copies on the host was a third of alloc's run and of sweep's verification;
-    on the GPU, a gigabyte of device memory takes under a millisecond. Addresses are device
-    addresses (device memory, or host memory mapped for the GPU); sizes are whole words.
-    The kernel's launches are not measurements (they sit outside every timed operation)."""
+    (kernels/verify.cu): on the host this was a third of alloc's run and of sweep's
+    verification; on the GPU a gigabyte takes under a millisecond. Addresses are device
+    addresses; sizes whole words. Its launches lie outside every timed operation."""
 
     def __init__(self, session: Any) -> None:
         from memprof.core import memory
