@@ -77,13 +77,18 @@ def in_pythons_frames(ending) -> bool:
     """A KeyboardInterrupt traceback whose every frame is CPython's frozen start-up code
     (`<frozen site>` reading the .pth files; importlib's weakref callback, where CPython
     prints "Exception ignored" and starts the command after all; zipimport asked whether
-    the script's path is an archive): the press came before the command's first
-    instruction, whenever the clock says it came."""
-    frames = frames_of(ending)
+    the script's path is an archive) or the script's own frame at line 0 (CPython raised
+    the pending press as the frame began, before its first instruction: seen on the H200,
+    2026-11-29): the press came before the command's first instruction, whenever the clock
+    says it came."""
+    frames = re.findall(r'File "([^"]*)", line (\d+)', ending.stderr)
     last = ending.stderr.rstrip().splitlines()[-1] if ending.stderr.strip() else ""
     return (
         bool(frames)
-        and all(frame.startswith("<frozen ") for frame in frames)
+        and all(
+            file.startswith("<frozen ") or (line == "0" and not in_memprof(file))
+            for file, line in frames
+        )
         and last.startswith("KeyboardInterrupt")
     )
 
