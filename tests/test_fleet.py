@@ -170,6 +170,14 @@ def test_runs_are_named_apart_by_host_then_bus_then_order():
     assert run_names([result, result]) == ["vm GPU 0 #1", "vm GPU 0 #2"]
 
 
+def test_a_run_without_a_gpu_index_or_a_device_is_named_without_inventing_them():
+    result, unindexed = load(CHECK), load(CHECK)
+    unindexed.device = None  # neither its index nor its bus known
+    trace = load(FIXTURES / "h200_trace_pycuda.json")  # GPU 0 as asked, no device facts
+    assert run_names([unindexed, result]) == ["vm GPU ?", "vm GPU 0"]
+    assert run_names([trace, result]) == ["vm GPU 0 #1", "vm GPU 0 (0000:00:06.0)"]
+
+
 @pytest.mark.parametrize("percent", ["0", "-5", "101", "x"])
 def test_a_threshold_outside_its_range_is_refused(percent):
     ran = report("--fail-outliers", percent, CHECK, CHECK, CHECK)
