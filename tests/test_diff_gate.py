@@ -256,3 +256,65 @@ def test_the_gate_says_how_many_of_how_many_got_slower_and_that_it_exits_1():
         "Gate (--fail-above 5.0%): 1 of 2 measurements got slower beyond it and beyond the "
         "runs' noise: exit 1."
     )
+
+
+def test_diff_junit_reads_each_figures_change_and_fails_only_the_regressed():
+    from memprof.cli_gates import diff_junit
+
+    first = run(copy([1.0]), copy([1.0], "[CUDA memcpy DtoH]"), copy([1.0], "[CUDA memcpy DtoD]"))
+    second = run(
+        copy([1.5]), copy([1.0], "[CUDA memcpy DtoH]"), copy([math.nan], "[CUDA memcpy DtoD]")
+    )
+    figures = compared(first, second)
+    suite = 'classname="memprof diff a.json b.json" name="[CUDA memcpy'
+    regressed = (
+        "regressed: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB: 1.0000ms -&gt; 1.5000ms, 1.500x, "
+        "B slower by 50.0% (limit 5.0%: --fail-above)"
+    )
+    assert diff_junit(figures, 0.05, Path("a.json"), Path("b.json")).splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites name="memprof diff" tests="3" failures="1">',
+        '  <testsuite name="memprof diff a.json b.json" tests="3" failures="1" errors="0" '
+        'skipped="0">',
+        f'    <testcase {suite} HtoD] (pinned) [gpu], 1 MiB">',
+        f'      <failure message="{regressed}">{regressed}</failure>',
+        "      <system-out>B / A 1.500x, noise 2.0%: B slower</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite} DtoH] (pinned) [gpu], 1 MiB">',
+        "      <system-out>B / A 1.000x, noise 2.0%: within noise</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite} DtoD] (pinned) [gpu], 1 MiB">',
+        "      <system-out>no valid samples</system-out>",  # no B / A: nothing to compare
+        "    </testcase>",
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+    ungated = diff_junit(figures, None, Path("a.json"), Path("b.json"))
+    assert 'failures="0"' in ungated and "<failure" not in ungated  # no gate: nothing fails
+
+
+def test_report_junit_fails_a_failed_verification_alone_and_names_a_run_without_a_gpu():
+    from memprof.cli_gates import results_junit
+
+    pinned = load(PINNED)
+    pinned.checks[1] = replace(pinned.checks[1], passed=False, detail="element 7: 2.0 != 3.0")
+    trace = load(FIXTURES / "h200_trace_pycuda.json")  # no device facts: its host names it
+    suite = 'classname="memprof pinned, GPU 0 (NVIDIA H200)" name="verified: sumArrays, p'
+    assert results_junit([pinned, trace]).splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites name="memprof pinned" tests="2" failures="1">',
+        '  <testsuite name="memprof pinned, GPU 0 (NVIDIA H200)" tests="2" failures="1" '
+        'errors="0" skipped="0">',
+        f'    <testcase {suite}ageable host memory">',
+        "      <system-out>Check result success!</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite}inned host memory">',
+        '      <failure message="element 7: 2.0 != 3.0">element 7: 2.0 != 3.0</failure>',
+        "      <system-out>element 7: 2.0 != 3.0</system-out>",
+        "    </testcase>",
+        "  </testsuite>",
+        '  <testsuite name="memprof trace, vm" tests="0" failures="0" errors="0" skipped="0">',
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+    assert '<testsuites name="memprof" tests="0" failures="0">' in results_junit([])

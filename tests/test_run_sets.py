@@ -169,6 +169,18 @@ def test_diff_refuses_files_of_different_gpus_in_one_line(tmp_path):
     assert len(ran.output.strip().splitlines()) == 1
 
 
+def test_diff_names_the_run_over_every_gpu_and_a_file_of_one_run_as_it_refuses_them(tmp_path):
+    a = saved(tmp_path, members(), "a.json")  # four checks, then check-pairs over every GPU
+    b = saved(tmp_path, [*members()[:3], members()[4]], "b.json")
+    for first, second, held in [
+        (a, b, "A holds GPU 0, GPU 1, GPU 2, GPU 3, every GPU (check-pairs) and B GPU 0, GPU 1, "),
+        (CHECKS[0], b, "A holds GPU 0 and B GPU 0, GPU 1, GPU 2, every GPU (check-pairs): "),
+    ]:
+        ran = runner.invoke(cli.app, ["diff", str(first), str(second)], env={"COLUMNS": "300"})
+        assert ran.exit_code == ExitCode.USAGE, ran.output
+        assert ran.stderr.startswith(f"memprof: error: {held}")
+
+
 def test_a_file_of_several_is_valid_under_the_shipped_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed here")
     from memprof.experiments.json_schema import SCHEMA_FILE
