@@ -114,6 +114,23 @@ def test_each_regressed_figure_is_named_in_one_line_and_the_gate_exits_1(tmp_pat
     assert diff(PINNED, slow).exit_code == 0  # no gate: a comparison
 
 
+def test_each_regressed_line_is_a_red_note_that_heeds_no_color(tmp_path, monkeypatch):
+    from memprof.output import console
+
+    notes = []
+    monkeypatch.setattr(console, "print_note", lambda *said: notes.append(said))
+    slow = regressed_copy(tmp_path, 1.5, ("[CUDA memcpy HtoD] (pinned)",))
+    for options, no_color in [(["--no-color"], True), ([], False)]:
+        notes.clear()
+        ran = runner.invoke(
+            app, ["diff", str(PINNED), str(slow), "--fail-above", "5", "-q", *options], color=True
+        )
+        assert ran.exit_code == 1, ran.output
+        [(line, told, style)] = [said for said in notes if "regressed" in said[0]]
+        assert line.startswith("memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: ")
+        assert (told, style) == (no_color, "bold red")
+
+
 def test_a_gate_refuses_runs_that_are_not_comparable_unless_asked(tmp_path):
     events = FIXTURES / "h200_pinned_p20_events.json"
     ran = diff(PINNED, events, "--fail-above", "5")

@@ -69,6 +69,38 @@ def test_fail_outliers_gates_on_both_sides_of_its_threshold(four, percent, fails
         assert "outlier" not in ran.stderr
 
 
+def test_the_gate_names_each_slow_run_its_figure_and_limit_in_red_then_all_of_them(
+    tmp_path, monkeypatch
+):
+    from memprof.output import console
+
+    notes = []
+    monkeypatch.setattr(console, "print_note", lambda *said: notes.append(said))
+    runs = [node(tmp_path, f"node-{n}") for n in "abe"]
+    runs += [node(tmp_path, "node-c", 1.3, 4), node(tmp_path, "node-d", 1.25, 4)]
+    ran = report("--fail-outliers", 20, "--no-color", *runs)
+    assert ran.exit_code == ExitCode.CHECK_FAILED, ran.output
+    copy = "[CUDA memcpy DtoD] (device) [gpu], 1 GiB"
+    assert [said for said in notes if said[0].startswith("memprof: outlier: ")] == [
+        (
+            f"memprof: outlier: node-c GPU 0: {copy}: 3264 GB/s, +30.0% against the fleet's "
+            "median (limit 20.0%)",
+            True,
+            "bold red",
+        ),
+        (
+            f"memprof: outlier: node-d GPU 0: {copy}: 3395 GB/s, +25.0% against the fleet's "
+            "median (limit 20.0%)",
+            True,
+            "bold red",
+        ),
+    ]
+    assert notes[-1][0] == (  # the error line, last
+        "memprof: error: 2 runs slower than the fleet beyond --fail-outliers 20%: node-c GPU 0, "
+        "node-d GPU 0"
+    )
+
+
 def test_a_faster_gpu_is_marked_but_never_fails_the_gate(tmp_path):
     runs = [node(tmp_path, f"node-{n}") for n in "abc"] + [node(tmp_path, "node-d", 0.9, 4)]
     ran = report("--fail-outliers", 5, *runs)
