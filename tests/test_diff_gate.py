@@ -335,3 +335,41 @@ def test_report_junit_fails_a_failed_verification_alone_and_names_a_run_without_
         "</testsuites>",
     ]
     assert '<testsuites name="memprof" tests="0" failures="0">' in results_junit([])
+
+
+def test_several_gpus_comparisons_are_one_summary_each_line_named_by_its_gpu():
+    import dataclasses
+    from types import SimpleNamespace
+
+    from memprof.cli_gates import each_gpu_compared
+
+    def gpu(header: str, *factors: float) -> SimpleNamespace:
+        names = ["[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]"][: len(factors)]
+        a = run(*(copy([1.0], name) for name in names))
+        b = run(*(copy([f], name) for f, name in zip(factors, names, strict=True)))
+        made = compare(a, b, fail_above=0.05)
+        return SimpleNamespace(
+            summary=dataclasses.replace(made.summary, header=[header]), rows=made.rows
+        )
+
+    zero, one = gpu("driver: A 1, B 2", 2.0), gpu("clocks: A x, B y", 1.0, 1.0)
+    summary, figures = each_gpu_compared([("GPU 0", zero), ("GPU 1", one)])
+    assert summary.header == ["GPU 0: driver: A 1, B 2", "GPU 1: clocks: A x, B y"]
+    title = zero.summary.tables[0].title
+    assert [table.title for table in summary.tables] == [f"GPU 0: {title}", f"GPU 1: {title}"]
+    assert summary.conclusions == [
+        "GPU 0: 1 measurement in both runs: B was faster in 0, slower in 1, and within noise in 0.",
+        "GPU 0: Gate (--fail-above 5.0%): 1 of 1 measurement got slower beyond it and beyond "
+        "the runs' noise: exit 1.",
+        "GPU 1: 2 measurements in both runs: B was faster in 0, slower in 0, and within noise "
+        "in 2.",
+        "GPU 1: Gate (--fail-above 5.0%): 0 of 2 measurements got slower beyond it and beyond "
+        "the runs' noise.",
+    ]
+    assert [figure.label for figure in figures] == [
+        "GPU 0: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB",
+        "GPU 1: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB",
+        "GPU 1: [CUDA memcpy DtoH] (pinned) [gpu], 1 MiB",
+    ]
+    assert zero.summary.header == ["driver: A 1, B 2"] and len(zero.summary.conclusions) == 2
+    assert each_gpu_compared([("", zero)]) == (zero.summary, zero.rows)  # one GPU: as it is
