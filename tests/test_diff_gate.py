@@ -123,11 +123,12 @@ def test_each_regressed_line_is_a_red_note_that_heeds_no_color(tmp_path, monkeyp
     for options, no_color in [(["--no-color"], True), ([], False)]:
         notes.clear()
         ran = runner.invoke(
-            app, ["diff", str(PINNED), str(slow), "--fail-above", "5", "-q", *options], color=True
+            app, ["diff", str(PINNED), str(slow), "--fail-above", "40", "-q", *options], color=True
         )
         assert ran.exit_code == 1, ran.output
         [(line, told, style)] = [said for said in notes if "regressed" in said[0]]
         assert line.startswith("memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: ")
+        assert line.endswith("B slower by 50.0% (limit 40.0%: --fail-above)")  # 40 of 100
         assert (told, style) == (no_color, "bold red")
 
 
@@ -172,6 +173,7 @@ def test_diff_junit_has_a_case_per_figure_and_fails_the_regressed(tmp_path):
     suite = ET.parse(path).getroot().find("testsuite")
     cases = list(suite.iter("testcase"))
     assert len(cases) == 29 and suite.get("failures") == "1"
+    assert suite.get("name") == f"memprof diff {PINNED} {slow}"
     (failed,) = [case for case in cases if case.find("failure") is not None]
     assert failed.get("name") == "[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"
     assert "B slower by 50.0%" in failed.find("failure").get("message")
@@ -373,3 +375,12 @@ def test_several_gpus_comparisons_are_one_summary_each_line_named_by_its_gpu():
     ]
     assert zero.summary.header == ["driver: A 1, B 2"] and len(zero.summary.conclusions) == 2
     assert each_gpu_compared([("", zero)]) == (zero.summary, zero.rows)  # one GPU: as it is
+
+
+def test_only_that_selects_no_figure_is_refused_naming_each_pattern_and_the_kinds():
+    ran = diff(PINNED, PINNED, "--only", "*nothing*", "--only", "*none*")
+    assert ran.exit_code == 2 and ran.stdout == "", ran.output
+    assert ran.stderr == (
+        "memprof: error: --only *nothing* *none*: no figure in both runs is of that kind or "
+        "matches that pattern (kinds: gbps, gpu, api, host)\n"
+    )

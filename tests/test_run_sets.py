@@ -179,6 +179,23 @@ def test_diff_names_the_run_over_every_gpu_and_a_file_of_one_run_as_it_refuses_t
         ran = runner.invoke(cli.app, ["diff", str(first), str(second)], env={"COLUMNS": "300"})
         assert ran.exit_code == ExitCode.USAGE, ran.output
         assert ran.stderr.startswith(f"memprof: error: {held}")
+        assert ran.stderr.endswith(
+            ": a diff of runs of --device all compares each GPU with the same GPU in the other, "
+            "so both files must hold the same GPUs' runs\n"
+        )
+
+
+def test_a_gate_refusing_one_gpus_runs_of_a_device_all_diff_names_that_gpu(tmp_path):
+    a = saved(tmp_path, members()[:4], "a.json")
+    found = members()[:4]
+    found[1]["device"]["driver_version"] = "999.1"
+    b = saved(tmp_path, found, "b.json")
+    ran = runner.invoke(cli.app, ["diff", str(a), str(b), "--fail-above", "5"])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr == (
+        "memprof: error: GPU 1: A and B are not comparable: driver: A 580.159.04 (CUDA 13.0), "
+        "B 999.1 (CUDA 13.0); --allow-not-comparable compares them anyway\n"
+    )
 
 
 def test_a_file_of_several_is_valid_under_the_shipped_schema(tmp_path):
