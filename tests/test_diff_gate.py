@@ -159,10 +159,19 @@ def test_runs_of_two_commands_are_refused_and_nothing_in_common_always(tmp_path)
         assert "have no measurement in common: nothing to compare" in ran.output
 
 
-def test_fail_above_is_a_percentage_from_0_to_1000():
-    ran = diff(PINNED, PINNED, "--fail-above", "-1")
-    assert ran.exit_code == 2
-    assert "-1 is outside the allowed range 0 to 1000 (percent)" in ran.output
+@pytest.mark.parametrize("percent", ["0", "1000"])
+def test_fail_above_takes_0_and_1000(percent):
+    assert diff(PINNED, PINNED, "--fail-above", percent, "-q").exit_code == 0
+
+
+@pytest.mark.parametrize("percent", ["-1", "-0.5", "1000.5"])
+def test_fail_above_is_refused_outside_0_to_1000(percent):
+    ran = diff(PINNED, PINNED, "--fail-above", percent)
+    assert ran.exit_code == 2 and ran.stdout == ""
+    assert ran.stderr == (
+        f"memprof: error: Invalid value for '--fail-above': {percent} is outside the allowed "
+        "range 0 to 1000 (percent) (see 'memprof diff --help')\n"
+    )
 
 
 def test_diff_junit_has_a_case_per_figure_and_fails_the_regressed(tmp_path):

@@ -210,10 +210,20 @@ def test_a_run_without_a_gpu_index_or_a_device_is_named_without_inventing_them()
     assert run_names([trace, result]) == ["vm GPU 0 #1", "vm GPU 0 (0000:00:06.0)"]
 
 
-@pytest.mark.parametrize("percent", ["0", "-5", "101", "x"])
+@pytest.mark.parametrize("percent", ["0", "-5", "101", "100.5", "x"])
 def test_a_threshold_outside_its_range_is_refused(percent):
     ran = report("--fail-outliers", percent, CHECK, CHECK, CHECK)
     assert ran.exit_code == ExitCode.USAGE
+    if percent != "x":
+        assert ran.stderr == (
+            f"memprof: error: Invalid value for '--fail-outliers': {percent} is outside the "
+            "allowed range 0 to 100 (percent) (see 'memprof report --help')\n"
+        )
+
+
+@pytest.mark.parametrize("percent", ["0.01", "100"])
+def test_a_threshold_just_above_0_and_of_100_is_taken(percent):
+    assert report("--fail-outliers", percent, *RECORDED[:3], "-q").exit_code == 0
 
 
 RECORDED = sorted((FIXTURES / "fleet").glob("h200x4_check_gpu*.json"))  # one H200 each
