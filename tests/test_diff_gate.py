@@ -393,3 +393,40 @@ def test_only_that_selects_no_figure_is_refused_naming_each_pattern_and_the_kind
         "memprof: error: --only *nothing* *none*: no figure in both runs is of that kind or "
         "matches that pattern (kinds: gbps, gpu, api, host)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "lines"),
+    [
+        (
+            "diff",
+            [
+                "--fail-above <percent> Exit 1 when a figure in both runs got slower (a longer "
+                "median time, so a lower GB/s) by more than this percentage",
+                "--allow-not-comparable Compare and gate runs that are not comparable (another "
+                "command, GPU model,",
+                "--only <what> Compare and gate only these figures (repeatable;",
+                "-v, --verbose List every figure in both runs, also those within noise.",
+                "--junit <path> Also save a JUnit XML report for CI systems: one test case per "
+                "figure in both runs, failed where",
+            ],
+        ),
+        (
+            "report",
+            [
+                "--fleet Many runs of one command (one per GPU or node,",
+                "--fail-outliers <percent> Exit 1 when a run's figure is slower than the fleet's "
+                "median by more than this percentage",
+                "--junit <path> Also save a JUnit XML report for CI systems: one test case per "
+                "check line (a FAIL fails it) and per verification against numpy.",
+            ],
+        ),
+        ("check", ["--junit <path> Also save a JUnit XML report for CI systems: one test case"]),
+    ],
+)
+def test_the_gates_options_are_in_the_help_each_with_its_value_and_words(command, lines):
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())
+    for line in lines:
+        assert line in text
