@@ -524,9 +524,9 @@ def test_junit_says_every_attempt_and_fails_only_a_final_fail(tmp_path):
     assert suite.get("name") == "memprof check, GPU 0 (NVIDIA H200)"
     assert suite.get("tests") == str(7 + len(result.checks)) and suite.get("failures") == "1"
     assert cases["Pinned host → device"].find("failure") is None
-    assert "measured again: FAIL, then PASS on retry 1" in cases["Pinned host → device"].findtext(
-        "system-out"
-    )
+    said = cases["Pinned host → device"].findtext("system-out")
+    assert said.startswith("PASS: ") and "; expected >= " in said  # the line, then its attempts
+    assert "; measured again: FAIL, then PASS on retry 1" in said
     failure = cases["Pinned device → host"].find("failure")
     assert failure.get("message").startswith("FAIL: 40.0 GB/s (63%); expected >= 53.6 GB/s")
 

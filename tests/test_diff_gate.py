@@ -114,6 +114,24 @@ def test_each_regressed_figure_is_named_in_one_line_and_the_gate_exits_1(tmp_pat
     assert diff(PINNED, slow).exit_code == 0  # no gate: a comparison
 
 
+def test_each_regressed_line_is_a_red_note_that_heeds_no_color(tmp_path, monkeypatch):
+    from memprof.output import console
+
+    notes = []
+    monkeypatch.setattr(console, "print_note", lambda *said: notes.append(said))
+    slow = regressed_copy(tmp_path, 1.5, ("[CUDA memcpy HtoD] (pinned)",))
+    for options, no_color in [(["--no-color"], True), ([], False)]:
+        notes.clear()
+        ran = runner.invoke(
+            app, ["diff", str(PINNED), str(slow), "--fail-above", "40", "-q", *options], color=True
+        )
+        assert ran.exit_code == 1, ran.output
+        [(line, told, style)] = [said for said in notes if "regressed" in said[0]]
+        assert line.startswith("memprof: regressed: [CUDA memcpy HtoD] (pinned) [gpu], 4 MiB: ")
+        assert line.endswith("B slower by 50.0% (limit 40.0%: --fail-above)")  # 40 of 100
+        assert (told, style) == (no_color, "bold red")
+
+
 def test_a_gate_refuses_runs_that_are_not_comparable_unless_asked(tmp_path):
     events = FIXTURES / "h200_pinned_p20_events.json"
     ran = diff(PINNED, events, "--fail-above", "5")
@@ -141,10 +159,19 @@ def test_runs_of_two_commands_are_refused_and_nothing_in_common_always(tmp_path)
         assert "have no measurement in common: nothing to compare" in ran.output
 
 
-def test_fail_above_is_a_percentage_from_0_to_1000():
-    ran = diff(PINNED, PINNED, "--fail-above", "-1")
-    assert ran.exit_code == 2
-    assert "-1 is outside the allowed range 0 to 1000 (percent)" in ran.output
+@pytest.mark.parametrize("percent", ["0", "1000"])
+def test_fail_above_takes_0_and_1000(percent):
+    assert diff(PINNED, PINNED, "--fail-above", percent, "-q").exit_code == 0
+
+
+@pytest.mark.parametrize("percent", ["-1", "-0.5", "1000.5"])
+def test_fail_above_is_refused_outside_0_to_1000(percent):
+    ran = diff(PINNED, PINNED, "--fail-above", percent)
+    assert ran.exit_code == 2 and ran.stdout == ""
+    assert ran.stderr == (
+        f"memprof: error: Invalid value for '--fail-above': {percent} is outside the allowed "
+        "range 0 to 1000 (percent) (see 'memprof diff --help')\n"
+    )
 
 
 def test_diff_junit_has_a_case_per_figure_and_fails_the_regressed(tmp_path):
@@ -155,6 +182,7 @@ def test_diff_junit_has_a_case_per_figure_and_fails_the_regressed(tmp_path):
     suite = ET.parse(path).getroot().find("testsuite")
     cases = list(suite.iter("testcase"))
     assert len(cases) == 29 and suite.get("failures") == "1"
+    assert suite.get("name") == f"memprof diff {PINNED} {slow}"
     (failed,) = [case for case in cases if case.find("failure") is not None]
     assert failed.get("name") == "[CUDA memcpy HtoD] (pinned) [gpu], 4 MiB"
     assert "B slower by 50.0%" in failed.find("failure").get("message")
@@ -256,3 +284,149 @@ def test_the_gate_says_how_many_of_how_many_got_slower_and_that_it_exits_1():
         "Gate (--fail-above 5.0%): 1 of 2 measurements got slower beyond it and beyond the "
         "runs' noise: exit 1."
     )
+
+
+def test_diff_junit_reads_each_figures_change_and_fails_only_the_regressed():
+    from memprof.cli_gates import diff_junit
+
+    first = run(copy([1.0]), copy([1.0], "[CUDA memcpy DtoH]"), copy([1.0], "[CUDA memcpy DtoD]"))
+    second = run(
+        copy([1.5]), copy([1.0], "[CUDA memcpy DtoH]"), copy([math.nan], "[CUDA memcpy DtoD]")
+    )
+    figures = compared(first, second)
+    suite = 'classname="memprof diff a.json b.json" name="[CUDA memcpy'
+    regressed = (
+        "regressed: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB: 1.0000ms -&gt; 1.5000ms, 1.500x, "
+        "B slower by 50.0% (limit 5.0%: --fail-above)"
+    )
+    assert diff_junit(figures, 0.05, Path("a.json"), Path("b.json")).splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites name="memprof diff" tests="3" failures="1">',
+        '  <testsuite name="memprof diff a.json b.json" tests="3" failures="1" errors="0" '
+        'skipped="0">',
+        f'    <testcase {suite} HtoD] (pinned) [gpu], 1 MiB">',
+        f'      <failure message="{regressed}">{regressed}</failure>',
+        "      <system-out>B / A 1.500x, noise 2.0%: B slower</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite} DtoH] (pinned) [gpu], 1 MiB">',
+        "      <system-out>B / A 1.000x, noise 2.0%: within noise</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite} DtoD] (pinned) [gpu], 1 MiB">',
+        "      <system-out>no valid samples</system-out>",  # no B / A: nothing to compare
+        "    </testcase>",
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+    ungated = diff_junit(figures, None, Path("a.json"), Path("b.json"))
+    assert 'failures="0"' in ungated and "<failure" not in ungated  # no gate: nothing fails
+
+
+def test_report_junit_fails_a_failed_verification_alone_and_names_a_run_without_a_gpu():
+    from memprof.cli_gates import results_junit
+
+    pinned = load(PINNED)
+    pinned.checks[1] = replace(pinned.checks[1], passed=False, detail="element 7: 2.0 != 3.0")
+    trace = load(FIXTURES / "h200_trace_pycuda.json")  # no device facts: its host names it
+    suite = 'classname="memprof pinned, GPU 0 (NVIDIA H200)" name="verified: sumArrays, p'
+    assert results_junit([pinned, trace]).splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites name="memprof pinned" tests="2" failures="1">',
+        '  <testsuite name="memprof pinned, GPU 0 (NVIDIA H200)" tests="2" failures="1" '
+        'errors="0" skipped="0">',
+        f'    <testcase {suite}ageable host memory">',
+        "      <system-out>Check result success!</system-out>",
+        "    </testcase>",
+        f'    <testcase {suite}inned host memory">',
+        '      <failure message="element 7: 2.0 != 3.0">element 7: 2.0 != 3.0</failure>',
+        "      <system-out>element 7: 2.0 != 3.0</system-out>",
+        "    </testcase>",
+        "  </testsuite>",
+        '  <testsuite name="memprof trace, vm" tests="0" failures="0" errors="0" skipped="0">',
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+    assert '<testsuites name="memprof" tests="0" failures="0">' in results_junit([])
+
+
+def test_several_gpus_comparisons_are_one_summary_each_line_named_by_its_gpu():
+    import dataclasses
+    from types import SimpleNamespace
+
+    from memprof.cli_gates import each_gpu_compared
+
+    def gpu(header: str, *factors: float) -> SimpleNamespace:
+        names = ["[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]"][: len(factors)]
+        a = run(*(copy([1.0], name) for name in names))
+        b = run(*(copy([f], name) for f, name in zip(factors, names, strict=True)))
+        made = compare(a, b, fail_above=0.05)
+        return SimpleNamespace(
+            summary=dataclasses.replace(made.summary, header=[header]), rows=made.rows
+        )
+
+    zero, one = gpu("driver: A 1, B 2", 2.0), gpu("clocks: A x, B y", 1.0, 1.0)
+    summary, figures = each_gpu_compared([("GPU 0", zero), ("GPU 1", one)])
+    assert summary.header == ["GPU 0: driver: A 1, B 2", "GPU 1: clocks: A x, B y"]
+    title = zero.summary.tables[0].title
+    assert [table.title for table in summary.tables] == [f"GPU 0: {title}", f"GPU 1: {title}"]
+    assert summary.conclusions == [
+        "GPU 0: 1 measurement in both runs: B was faster in 0, slower in 1, and within noise in 0.",
+        "GPU 0: Gate (--fail-above 5.0%): 1 of 1 measurement got slower beyond it and beyond "
+        "the runs' noise: exit 1.",
+        "GPU 1: 2 measurements in both runs: B was faster in 0, slower in 0, and within noise "
+        "in 2.",
+        "GPU 1: Gate (--fail-above 5.0%): 0 of 2 measurements got slower beyond it and beyond "
+        "the runs' noise.",
+    ]
+    assert [figure.label for figure in figures] == [
+        "GPU 0: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB",
+        "GPU 1: [CUDA memcpy HtoD] (pinned) [gpu], 1 MiB",
+        "GPU 1: [CUDA memcpy DtoH] (pinned) [gpu], 1 MiB",
+    ]
+    assert zero.summary.header == ["driver: A 1, B 2"] and len(zero.summary.conclusions) == 2
+    assert each_gpu_compared([("", zero)]) == (zero.summary, zero.rows)  # one GPU: as it is
+
+
+def test_only_that_selects_no_figure_is_refused_naming_each_pattern_and_the_kinds():
+    ran = diff(PINNED, PINNED, "--only", "*nothing*", "--only", "*none*")
+    assert ran.exit_code == 2 and ran.stdout == "", ran.output
+    assert ran.stderr == (
+        "memprof: error: --only *nothing* *none*: no figure in both runs is of that kind or "
+        "matches that pattern (kinds: gbps, gpu, api, host)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "lines"),
+    [
+        (
+            "diff",
+            [
+                "--fail-above <percent> Exit 1 when a figure in both runs got slower (a longer "
+                "median time, so a lower GB/s) by more than this percentage",
+                "--allow-not-comparable Compare and gate runs that are not comparable (another "
+                "command, GPU model,",
+                "--only <what> Compare and gate only these figures (repeatable;",
+                "-v, --verbose List every figure in both runs, also those within noise.",
+                "--junit <path> Also save a JUnit XML report for CI systems: one test case per "
+                "figure in both runs, failed where",
+            ],
+        ),
+        (
+            "report",
+            [
+                "--fleet Many runs of one command (one per GPU or node,",
+                "--fail-outliers <percent> Exit 1 when a run's figure is slower than the fleet's "
+                "median by more than this percentage",
+                "--junit <path> Also save a JUnit XML report for CI systems: one test case per "
+                "check line (a FAIL fails it) and per verification against numpy.",
+            ],
+        ),
+        ("check", ["--junit <path> Also save a JUnit XML report for CI systems: one test case"]),
+    ],
+)
+def test_the_gates_options_are_in_the_help_each_with_its_value_and_words(command, lines):
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())
+    for line in lines:
+        assert line in text

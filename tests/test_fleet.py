@@ -69,6 +69,38 @@ def test_fail_outliers_gates_on_both_sides_of_its_threshold(four, percent, fails
         assert "outlier" not in ran.stderr
 
 
+def test_the_gate_names_each_slow_run_its_figure_and_limit_in_red_then_all_of_them(
+    tmp_path, monkeypatch
+):
+    from memprof.output import console
+
+    notes = []
+    monkeypatch.setattr(console, "print_note", lambda *said: notes.append(said))
+    runs = [node(tmp_path, f"node-{n}") for n in "abe"]
+    runs += [node(tmp_path, "node-c", 1.3, 4), node(tmp_path, "node-d", 1.25, 4)]
+    ran = report("--fail-outliers", 20, "--no-color", *runs)
+    assert ran.exit_code == ExitCode.CHECK_FAILED, ran.output
+    copy = "[CUDA memcpy DtoD] (device) [gpu], 1 GiB"
+    assert [said for said in notes if said[0].startswith("memprof: outlier: ")] == [
+        (
+            f"memprof: outlier: node-c GPU 0: {copy}: 3264 GB/s, +30.0% against the fleet's "
+            "median (limit 20.0%)",
+            True,
+            "bold red",
+        ),
+        (
+            f"memprof: outlier: node-d GPU 0: {copy}: 3395 GB/s, +25.0% against the fleet's "
+            "median (limit 20.0%)",
+            True,
+            "bold red",
+        ),
+    ]
+    assert notes[-1][0] == (  # the error line, last
+        "memprof: error: 2 runs slower than the fleet beyond --fail-outliers 20%: node-c GPU 0, "
+        "node-d GPU 0"
+    )
+
+
 def test_a_faster_gpu_is_marked_but_never_fails_the_gate(tmp_path):
     runs = [node(tmp_path, f"node-{n}") for n in "abc"] + [node(tmp_path, "node-d", 0.9, 4)]
     ran = report("--fail-outliers", 5, *runs)
@@ -170,10 +202,28 @@ def test_runs_are_named_apart_by_host_then_bus_then_order():
     assert run_names([result, result]) == ["vm GPU 0 #1", "vm GPU 0 #2"]
 
 
-@pytest.mark.parametrize("percent", ["0", "-5", "101", "x"])
+def test_a_run_without_a_gpu_index_or_a_device_is_named_without_inventing_them():
+    result, unindexed = load(CHECK), load(CHECK)
+    unindexed.device = None  # neither its index nor its bus known
+    trace = load(FIXTURES / "h200_trace_pycuda.json")  # GPU 0 as asked, no device facts
+    assert run_names([unindexed, result]) == ["vm GPU ?", "vm GPU 0"]
+    assert run_names([trace, result]) == ["vm GPU 0 #1", "vm GPU 0 (0000:00:06.0)"]
+
+
+@pytest.mark.parametrize("percent", ["0", "-5", "101", "100.5", "x"])
 def test_a_threshold_outside_its_range_is_refused(percent):
     ran = report("--fail-outliers", percent, CHECK, CHECK, CHECK)
     assert ran.exit_code == ExitCode.USAGE
+    if percent != "x":
+        assert ran.stderr == (
+            f"memprof: error: Invalid value for '--fail-outliers': {percent} is outside the "
+            "allowed range 0 to 100 (percent) (see 'memprof report --help')\n"
+        )
+
+
+@pytest.mark.parametrize("percent", ["0.01", "100"])
+def test_a_threshold_just_above_0_and_of_100_is_taken(percent):
+    assert report("--fail-outliers", percent, *RECORDED[:3], "-q").exit_code == 0
 
 
 RECORDED = sorted((FIXTURES / "fleet").glob("h200x4_check_gpu*.json"))  # one H200 each

@@ -126,6 +126,48 @@ def test_the_time_cap_ends_a_measurement_that_never_settles():
     assert MIN_COUNT < len(samples(made)) < 40
 
 
+def looped(policy: Repetitions, settles_at: int, spent_s: float = 0.0) -> tuple[int, list[int]]:
+    """The policy's loop over a figure whose noise is 10.4% until `settles_at` repetitions and
+    0 from then on, the host clock `spent_s` on from its start at every look: the count it
+    stops at, and the counts at which it looked at the noise."""
+    from memprof.core import repetitions
+
+    looked: list[int] = []
+    clock = itertools.chain([100.0], itertools.repeat(100.0 + spent_s))
+
+    def series() -> list[list[float]]:
+        looked.append(loop.count)
+        return [NOISY if loop.count < settles_at else [1.0] * 5]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(repetitions.time, "perf_counter", lambda: next(clock))
+        loop = policy.loop()
+        while loop.more(series):
+            pass
+    return loop.count, looked
+
+
+def test_the_noise_is_looked_at_each_count_to_16_then_each_time_it_grew_by_an_eighth():
+    # 16 // 8 = 2: 16, 18, ...; 24 // 8 = 3: 24, 27, 30; 33 // 8 = 4: 33, 37
+    policy = Repetitions(max_noise_pct=1.0, cap_s=3600.0)
+    count, looked = looped(policy, 38)
+    assert looked == [*range(5, 17), 18, 20, 22, 24, 27, 30, 33, 37, 41] and count == 41
+    for settles_at, stops_at in [(6, 6), (10, 10), (16, 16), (17, 18), (18, 18), (25, 27)]:
+        assert looped(policy, settles_at)[0] == stops_at, settles_at
+
+
+def test_the_time_cap_stops_the_loop_at_its_value_and_not_just_before_it():
+    policy = Repetitions(max_noise_pct=1.0, cap_s=5.0)
+    assert looped(policy, 6, 5.0) == (FEWEST, [])  # 5 s spent: a median and its spread
+    assert looped(policy, 6, 4.999) == (6, [5, 6])  # under it: on to the noise target
+
+
+def test_batches_are_at_least_three_where_the_experiment_repeated_fewer():
+    policy = Repetitions(max_noise_pct=1.0, most=2).batches(None)
+    assert policy == Repetitions(None, 1.0, minimum=THROUGHPUT_BATCHES, most=THROUGHPUT_BATCHES)
+    assert looped(policy, 1000)[0] == THROUGHPUT_BATCHES
+
+
 def test_with_cupti_the_loop_stops_on_its_events_and_keeps_cuptis_records():
     # the gated events are steady, so the loop stops at the least count; what is saved is
     # CUPTI's record of each copy (arriving only after the loop), noisy as they are

@@ -169,6 +169,35 @@ def test_diff_refuses_files_of_different_gpus_in_one_line(tmp_path):
     assert len(ran.output.strip().splitlines()) == 1
 
 
+def test_diff_names_the_run_over_every_gpu_and_a_file_of_one_run_as_it_refuses_them(tmp_path):
+    a = saved(tmp_path, members(), "a.json")  # four checks, then check-pairs over every GPU
+    b = saved(tmp_path, [*members()[:3], members()[4]], "b.json")
+    for first, second, held in [
+        (a, b, "A holds GPU 0, GPU 1, GPU 2, GPU 3, every GPU (check-pairs) and B GPU 0, GPU 1, "),
+        (CHECKS[0], b, "A holds GPU 0 and B GPU 0, GPU 1, GPU 2, every GPU (check-pairs): "),
+    ]:
+        ran = runner.invoke(cli.app, ["diff", str(first), str(second)], env={"COLUMNS": "300"})
+        assert ran.exit_code == ExitCode.USAGE, ran.output
+        assert ran.stderr.startswith(f"memprof: error: {held}")
+        assert ran.stderr.endswith(
+            ": a diff of runs of --device all compares each GPU with the same GPU in the other, "
+            "so both files must hold the same GPUs' runs\n"
+        )
+
+
+def test_a_gate_refusing_one_gpus_runs_of_a_device_all_diff_names_that_gpu(tmp_path):
+    a = saved(tmp_path, members()[:4], "a.json")
+    found = members()[:4]
+    found[1]["device"]["driver_version"] = "999.1"
+    b = saved(tmp_path, found, "b.json")
+    ran = runner.invoke(cli.app, ["diff", str(a), str(b), "--fail-above", "5"])
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert ran.stderr == (
+        "memprof: error: GPU 1: A and B are not comparable: driver: A 580.159.04 (CUDA 13.0), "
+        "B 999.1 (CUDA 13.0); --allow-not-comparable compares them anyway\n"
+    )
+
+
 def test_a_file_of_several_is_valid_under_the_shipped_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed here")
     from memprof.experiments.json_schema import SCHEMA_FILE
