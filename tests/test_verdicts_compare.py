@@ -13,6 +13,7 @@ import statistics
 import pytest
 
 from memprof.experiments import summarize
+from memprof.experiments.compare import sentence
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
 from tests.conftest import as_printed
@@ -164,3 +165,29 @@ def milliseconds(text: str) -> float:
         if text.endswith(unit):
             return float(text.removesuffix(unit)) * scale
     raise ValueError(text)
+
+
+# Two ways of one use, each a single step of 10^9 bytes: a way's time is 1000 / its GB/s ms.
+TWO_WAYS = (
+    ("first", "use the first", (("a", "op", 1),)),
+    ("second", "use the second", (("b", "op", 1),)),
+)
+
+
+def test_a_way_exactly_five_percent_slower_is_as_good_and_one_past_it_is_not():
+    """The first-listed way at exactly 1.05x the fastest (1050 ms against 1000) is within 5%
+    and recommended; at 1050.1 ms (5.01%) the faster way is."""
+    at = sentence("Use", TWO_WAYS, {("a", "op"): 100 / 105, ("b", "op"): 1.0}, 10**9)
+    assert at == (
+        "Use: use the first (1.0500s for 953.7 MiB; second 1.0000s); second came within 5%, "
+        "as good here."
+    )
+    past = sentence("Use", TWO_WAYS, {("a", "op"): 1000 / 1050.1, ("b", "op"): 1.0}, 10**9)
+    assert past == "Use: use the second (1.0000s for 953.7 MiB; first 1.0501s)."
+
+
+def test_a_ways_time_is_its_bytes_over_its_gb_per_s_to_the_last_digit_shown():
+    """1 MB at 1 / 1.0000500001 GB/s takes 1.0000500001 ms: 1.0001ms, where a billionth
+    less (a GB of 10^9 + 1 bytes) would say 1.0000ms."""
+    line = sentence("Use", TWO_WAYS, {("a", "op"): 1 / 1.0000500001, ("b", "op"): 0.5}, 10**6)
+    assert line == "Use: use the first (1.0001ms for 976.6 KiB; second 2.0000ms)."
