@@ -16,6 +16,7 @@ from memprof.experiments.common import size_label
 from memprof.experiments.sweep import crossovers
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import cell, fixture, gb_per_s, matches, scaled, table
 
 WORDS = {"h2d": "host → device", "d2h": "device → host"}
@@ -145,3 +146,20 @@ def test_each_chart_is_drawn_for_the_consoles_width(width):
         lines = chart.lines_for(width)
         assert max(len(line) for line in lines) <= width < max(len(line) for line in chart.lines)
         assert lines[-1].endswith("(2^n floats)")
+
+
+@pytest.mark.parametrize(
+    ("skipped", "said"),
+    [
+        (
+            ["managed: no concurrent managed access"],
+            ["Skipped: managed: no concurrent managed access."],
+        ),
+        ([], []),
+        (None, []),  # an older file
+    ],
+)
+def test_the_kinds_skipped_are_said_under_the_per_kind_table(skipped, said):
+    result = recorded()
+    result = replace(result, extra=replace(result.extra, skipped=skipped))
+    assert table(summarize(result), "Per kind").notes[1:] == said
