@@ -290,6 +290,21 @@ def test_compare_bounds_kernel_reads_of_device_memory_by_hbm_and_of_host_memory_
     assert rows["device (cuMemAlloc)"][2] == "81% HBM"
     assert rows["managed, resident"][2] == "80% HBM"
     assert rows["managed, first touch"][2] == "9% PCIe"
+    assert table.notes[-1] == (
+        "Pageable copies against the lower of the link and one host thread's memcpy between "
+        "two pageable buffers of this size, this run: 12.0 GB/s (a file from an older "
+        "memprof: pageable copies can beat it, docs/ceilings.md)."
+    )
+
+
+def test_compare_without_the_hbm_clock_says_its_ceiling_is_unknown():
+    result = load_legacy("compare")
+    result = replace(result, device=replace(result.device, memory_clock_khz=0))
+    table = table_named(result, "Against each figure's ceiling")
+    assert table.notes[1] == (
+        "Kernels reading device memory (device, managed once resident) against HBM: unknown."
+    )
+    assert [row[1:] for row in table.rows if row[0] == "device (cuMemAlloc)"] == [["-"] * 3]
 
 
 def test_sweep_puts_memcpy_beside_pageable_and_each_peak_against_its_ceiling():

@@ -424,3 +424,25 @@ def test_a_refusal_of_back_to_back_copies_names_their_batches(monkeypatch):
 def test_a_host_copys_operation_decides_over_its_name():
     confusing = replace(measured([1.0]), operation="h2d_wall", name="[CUDA memcpy DtoH]")
     assert direction_of(confusing) == "h2d"
+
+
+def test_only_chunks_count_bytes_and_a_total_or_floor_lacking_a_part_has_no_gb_per_s():
+    """Bytes are counted for "chunks" alone (a mean or a total of copies moves no bytes of
+    its own); a "total" with a part of no GB/s, or a "floor" without its share or its part's
+    ceiling, has none."""
+    result = SimpleNamespace(device=None, gpu_states=None)
+    link = Ceiling(60.0, "PCIe", "the link")
+    parts = tuple(
+        replace(figure(result, measured([t], nbytes=MIB), COPY), ceiling=link) for t in (1.0, 2.0)
+    )
+    for formula in ("sum", "mean", "total", "floor", "reference"):
+        assert Derived("copies", parts, formula).moved_bytes is None, formula
+    assert Derived("copies", parts, "total").gb_per_s == pytest.approx(
+        MIB / 1e-3 / 1e9 + MIB / 2e-3 / 1e9
+    )
+    nothing = figure(result, measured([1.0]), replace(COPY, arrays=0))
+    assert Derived("copy and launch", (parts[0], nothing), "total").gb_per_s is None
+    assert Derived("floor", parts[:1], "floor", share=0.5).gb_per_s == 30.0
+    assert Derived("floor", parts[:1], "floor").gb_per_s is None
+    unbounded = (replace(parts[0], ceiling=None),)
+    assert Derived("floor", unbounded, "floor", share=0.5).gb_per_s is None

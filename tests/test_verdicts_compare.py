@@ -12,7 +12,8 @@ import statistics
 
 import pytest
 
-from memprof.experiments import summarize
+from memprof.experiments import compare, summarize
+from memprof.experiments.compare import sentence
 from memprof.model.formatting import format_ms
 from memprof.model.results import Result
 from tests.conftest import as_printed
@@ -164,3 +165,51 @@ def milliseconds(text: str) -> float:
         if text.endswith(unit):
             return float(text.removesuffix(unit)) * scale
     raise ValueError(text)
+
+
+# Two ways of one use, each a single step of 10^9 bytes: a way's time is 1000 / its GB/s ms.
+TWO_WAYS = (
+    ("first", "use the first", (("a", "op", 1),)),
+    ("second", "use the second", (("b", "op", 1),)),
+)
+
+
+def test_a_way_exactly_five_percent_slower_is_as_good_and_one_past_it_is_not():
+    """The first-listed way at exactly 1.05x the fastest (1050 ms against 1000) is within 5%
+    and recommended; at 1050.1 ms (5.01%) the faster way is."""
+    at = sentence("Use", TWO_WAYS, {("a", "op"): 100 / 105, ("b", "op"): 1.0}, 10**9)
+    assert at == (
+        "Use: use the first (1.0500s for 953.7 MiB; second 1.0000s); second came within 5%, "
+        "as good here."
+    )
+    past = sentence("Use", TWO_WAYS, {("a", "op"): 1000 / 1050.1, ("b", "op"): 1.0}, 10**9)
+    assert past == "Use: use the second (1.0000s for 953.7 MiB; first 1.0501s)."
+
+
+def test_a_ways_time_is_its_bytes_over_its_gb_per_s_to_the_last_digit_shown():
+    """1 MB at 1 / 1.0000500001 GB/s takes 1.0000500001 ms: 1.0001ms, where a billionth
+    less (a GB of 10^9 + 1 bytes) would say 1.0000ms."""
+    line = sentence("Use", TWO_WAYS, {("a", "op"): 1 / 1.0000500001, ("b", "op"): 0.5}, 10**6)
+    assert line == "Use: use the first (1.0001ms for 976.6 KiB; second 2.0000ms)."
+
+
+def test_every_way_within_five_percent_but_the_choice_is_named():
+    three = (*TWO_WAYS, ("third", "use the third", (("c", "op", 1),)))
+    line = sentence("Use", three, {("a", "op"): 1.0, ("b", "op"): 1.0, ("c", "op"): 1.0}, 10**9)
+    assert line == (
+        "Use: use the first (1.0000s for 953.7 MiB; second 1.0000s, third 1.0000s); second and "
+        "third came within 5%, as good here."
+    )
+
+
+def test_a_trap_as_fast_as_the_choice_came_within_five_percent_and_was_not_faster():
+    """Results read back from write-combined memory exactly as fast as from pinned (2 s each):
+    the trap came within 5%; only a faster one 'was faster'."""
+    use, ways = "Results the CPU reads back", dict(compare.USES)["Results the CPU reads back"]
+    rates = {(kind, op): 1.0 for kind in ("pinned", "writecombined") for op in ("d2h", "host_read")}
+    assert sentence(use, ways, rates, 10**9) == (
+        "Results the CPU reads back: copy them into pinned memory (2.0000s for 953.7 MiB; "
+        "writecombined 2.0000s); writecombined came within 5% only because this platform hid "
+        "the write-combined trap: where the memory is really write-combined, CPU reads of it "
+        "are many times slower, so never read it back (docs/write-combined.md)."
+    )

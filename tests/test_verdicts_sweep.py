@@ -16,6 +16,7 @@ from memprof.experiments.common import size_label
 from memprof.experiments.sweep import crossovers
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Result
+from tests.conftest import replace
 from tests.verdict_tools import cell, fixture, gb_per_s, matches, scaled, table
 
 WORDS = {"h2d": "host → device", "d2h": "device → host"}
@@ -133,3 +134,32 @@ def test_ninety_percent_of_the_peak_is_reached_at_exactly_ninety_percent():
     points = [(10, 0.0, 5.0), (11, 0.0, 9.0), (12, 0.0, 9.5), (13, 0.0, 10.0)]
     assert _ninety_percent_size(points) == 11  # 9.0 = 0.9 x 10.0
     assert _ninety_percent_size([(10, 0.0, 8.99), *points[2:]]) == 12
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_each_chart_is_drawn_for_the_consoles_width(width):
+    """A console narrower than the chart's own 120 columns gets one drawn for it: every line
+    fits, the axis note included."""
+    summary = summarize(recorded())
+    assert len(summary.charts) == 2  # one per direction
+    for chart in summary.charts:
+        lines = chart.lines_for(width)
+        assert max(len(line) for line in lines) <= width < max(len(line) for line in chart.lines)
+        assert lines[-1].endswith("(2^n floats)")
+
+
+@pytest.mark.parametrize(
+    ("skipped", "said"),
+    [
+        (
+            ["managed: no concurrent managed access"],
+            ["Skipped: managed: no concurrent managed access."],
+        ),
+        ([], []),
+        (None, []),  # an older file
+    ],
+)
+def test_the_kinds_skipped_are_said_under_the_per_kind_table(skipped, said):
+    result = recorded()
+    result = replace(result, extra=replace(result.extra, skipped=skipped))
+    assert table(summarize(result), "Per kind").notes[1:] == said
