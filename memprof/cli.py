@@ -56,6 +56,9 @@ class MemprofGroup(OnDemandGroup):
 def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra: dict) -> int:
     """Run the command line; every outcome becomes an exit code and at most one stderr line."""
     terminal.prepare_streams()
+    # the last line plain where --no-color was asked, however the command ended (a bad
+    # value is refused before its options are read)
+    plain = "--no-color" in args
     try:
         with group.make_context(prog_name or "memprof", args, **extra) as context:
             group.invoke(context)
@@ -77,34 +80,35 @@ def run_command(group: TyperGroup, args: list[str], prog_name: str | None, extra
             message = error.format_message()
         except Exception:  # some typer and click pairings fail to describe their own error
             message = str(error) or type(error).__name__
-        terminal.print_error(f"{message} (see '{command} --help')")
+        terminal.print_error(f"{message} (see '{command} --help')", plain)
         return error.exit_code
     except MemprofError as error:
         interrupted = pressed()  # a Ctrl-C that came back as another error
-        terminal.print_error(INTERRUPTED if interrupted else str(error))
+        terminal.print_error(INTERRUPTED if interrupted else str(error), plain)
         return ExitCode.INTERRUPTED if interrupted else error.exit_code
     except BrokenPipeError:  # the reader closed stdout (`memprof --help | head -1`)
         terminal.silence_closed_stdout()
         return ExitCode.OK
     except (KeyboardInterrupt, Exception) as error:
         if isinstance(error, Aborts) or caused_by_ctrl_c(error):
-            terminal.print_error(INTERRUPTED)
+            terminal.print_error(INTERRUPTED, plain)
             return ExitCode.INTERRUPTED
         from memprof.output.emit import stdout_failed
 
         lost = stdout_failed(error)  # `> /dev/full`: output lost, as an unsaved file is
         if lost:
-            terminal.print_error(lost)
+            terminal.print_error(lost, plain)
             return ExitCode.SAVE_FAILED
         cuda = sys.modules.get("pycuda.driver")
         if cuda is not None and isinstance(error, cuda.Error):
-            terminal.print_error(f"CUDA driver error: {str(error).strip()}")
+            terminal.print_error(f"CUDA driver error: {str(error).strip()}", plain)
             return ExitCode.CHECK_FAILED
         if os.environ.get("MEMPROF_DEBUG"):
             raise
         terminal.print_error(
             f"internal error, a bug in memprof: {type(error).__name__}: {error} "
-            "(MEMPROF_DEBUG=1 shows where)"
+            "(MEMPROF_DEBUG=1 shows where)",
+            plain,
         )
         return ExitCode.INTERNAL
 

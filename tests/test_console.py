@@ -57,6 +57,24 @@ def test_an_error_line_honours_no_color_too():
     assert ESCAPE not in result.output
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["pinned", "--power", "99"],  # refused while its options are read
+        ["report", "missing.json"],  # refused once they are
+        ["diff", str(FIXTURES / "h200_info.json"), str(FIXTURES / "h200_pinned_p20.json")],
+    ],
+)
+def test_the_flag_takes_the_colour_off_the_last_line_too(arguments):
+    """--no-color asked on the command line: the error line is as plain as the output (it
+    was bold red on a terminal whatever the flag said)."""
+    coloured = runner.invoke(app, arguments, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    plain = runner.invoke(app, [*arguments, "--no-color"], env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert coloured.exit_code == plain.exit_code != 0
+    assert ESCAPE in coloured.output and "memprof: error: " in coloured.output
+    assert ESCAPE not in plain.output and "memprof: error: " in plain.output
+
+
 def test_an_ascii_only_stream_gets_ascii_lookalikes_not_a_crash():
     result = memprof("report", *ALL_FIXTURES, PYTHONIOENCODING="ascii")
     assert result.returncode == 0, result.stderr.decode()
