@@ -190,6 +190,40 @@ def test_a_step_is_taken_only_where_it_leaves_the_margin():
     assert not hostlimits.room_for_step(10 * GIB - 1, GIB, 9 * GIB)
 
 
+def test_the_room_is_memavailable_or_the_cgroups_whichever_is_less():
+    def room(limit_gib, usage_gib):
+        cgroup = dict(cgroup_limit_bytes=limit_gib * GIB, cgroup_version=2)
+        usage = None if usage_gib is None else usage_gib * GIB
+        return host(100, cgroup_usage_bytes=usage, **cgroup).available_bytes
+
+    assert room(40, 10) == 30 * GIB  # the cgroup's room, below MemAvailable
+    assert room(200, 10) == 100 * GIB  # MemAvailable, below the cgroup's room
+    assert room(40, 50) == 0  # a cgroup already beyond its limit has no room, not less
+    assert room(40, None) == 100 * GIB  # a limit without its usage: MemAvailable bounds
+
+
+def test_memlock_binds_only_a_process_without_root_or_cap_ipc_lock_under_a_limit():
+    def binds(root, cap_ipc_lock, soft):
+        return host(100, root=root, cap_ipc_lock=cap_ipc_lock, memlock_soft_bytes=soft)
+
+    assert binds(False, False, 64 * 1024).memlock_binds
+    assert not binds(False, True, 64 * 1024).memlock_binds
+    assert not binds(True, False, 64 * 1024).memlock_binds
+    assert not binds(False, False, None).memlock_binds  # unlimited
+
+
+def test_a_cap_that_exactly_fills_the_room_left_runs_and_a_step_more_is_refused():
+    limits = host(20, 40)  # at most 20 - 4 (the margin) - 1 = 15 GiB
+    assert hostlimits.plan(limits, 15, 1, GIB).cap_bytes == 15 * GIB
+    assert hostlimits.plan(limits, 15, 15, GIB).steps == 1  # the cap equal to one step
+    with pytest.raises(OutOfMemory) as refused:
+        hostlimits.plan(limits, 16, 1, GIB)
+    assert str(refused.value) == (
+        "--cap 16 would pin 16 GiB where 20 GiB is available: the host keeps 4 GiB and the "
+        "run's copies 1 GiB, so at most 15 GiB here"
+    )
+
+
 def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatch):
     class Untouchable:
         def __getattr__(self, name):
