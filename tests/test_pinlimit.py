@@ -106,11 +106,90 @@ def test_cgroup_v1_limit_and_its_unlimited_value(tmp_path):
     assert limits_of(tmp_path / "b", cgroup, just_below).cgroup_limit_bytes == (1 << 60) - 4096
 
 
+def test_a_hard_memlock_limit_is_read_and_the_defaults_are_this_processs(tmp_path, monkeypatch):
+    limits = limits_of(tmp_path / "a", "", {}, memlock=(65536, 131072))
+    assert (limits.memlock_soft_bytes, limits.memlock_hard_bytes) == (65536, 131072)
+    monkeypatch.setattr(resource, "getrlimit", {resource.RLIMIT_MEMLOCK: (4096, 8192)}.get)
+    monkeypatch.setattr(hostlimits.os, "geteuid", lambda: 0)
+    proc = fake_host(tmp_path / "b", "", {})
+    limits = hostlimits.read_limits(proc, tmp_path / "b" / "cgroup")
+    assert (limits.memlock_soft_bytes, limits.memlock_hard_bytes, limits.root) == (4096, 8192, True)
+
+
+def test_no_capeff_or_no_status_is_no_cap_ipc_lock(tmp_path):
+    proc = fake_host(tmp_path, "", {})
+    (proc / "self" / "status").write_text("Name:\tpython\n")
+    assert not hostlimits.read_limits(proc, tmp_path / "cgroup", (0, 0), 1000).cap_ipc_lock
+    (proc / "self" / "status").unlink()
+    assert not hostlimits.read_limits(proc, tmp_path / "cgroup", (0, 0), 1000).cap_ipc_lock
+
+
+def test_the_climbs_memavailable_is_procs_and_none_readable_is_none_left(monkeypatch):
+    asked = []
+    monkeypatch.setattr(hostlimits, "meminfo_bytes", lambda *where: asked.append(where) or 7)
+    assert hostlimits.mem_available() == 7
+    assert asked == [(Path("/proc"), "MemAvailable")]
+    monkeypatch.setattr(hostlimits, "meminfo_bytes", lambda *where: None)
+    assert hostlimits.mem_available() == 0  # the climb then stops: no step leaves the margin
+
+
+def test_cgroup_v1s_unlimited_value_begins_at_exactly_2_to_the_60(tmp_path):
+    cgroup = "4:memory:/x\n"
+    at = {"memory/x/memory.limit_in_bytes": str(1 << 60)}
+    assert limits_of(tmp_path, cgroup, at).cgroup_limit_bytes is None
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "version"),
+    [
+        ("12:blkio:/other\n4:cpu,memory:/docker/x\n", 1),  # memory beside another controller
+        ("junk\n4:memory:/docker/x\n", 1),  # a line of no fields is passed over
+        ("junk\n0::/docker/x\n", 2),
+        ("0::/../../docker/x\n", 2),  # a namespace's path above its root: from the root down
+        ("0::/docker/x:y\n", 2),  # a colon in the path is the path's
+    ],
+)
+def test_the_memory_cgroup_is_found_in_each_line_form(tmp_path, cgroup, version):
+    path = "docker/x:y" if "x:y" in cgroup else "docker/x"
+    under = "memory/" if version == 1 else ""
+    limit_file, usage_file = (
+        ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        if version == 1
+        else ("memory.max", "memory.current")
+    )
+    files = {f"{under}{path}/{limit_file}": str(2 * GIB), f"{under}{path}/{usage_file}": str(GIB)}
+    files["memory/other/memory.limit_in_bytes"] = str(GIB)  # another path's: not this process's
+    if version == 2:
+        files["cgroup.controllers"] = "memory"  # the v2 root: a line's cgroup is found under it
+    limits = limits_of(tmp_path, cgroup, files)
+    assert (limits.cgroup_version, limits.cgroup_limit_bytes, limits.cgroup_usage_bytes) == (
+        version,
+        2 * GIB,
+        GIB,
+    )
+
+
+def test_a_v2_line_is_v2_by_its_limit_or_the_controllers_file_and_else_no_cgroup(tmp_path):
+    limited = {"a/memory.max": str(2 * GIB), "a/memory.current": str(GIB)}
+    limits = limits_of(tmp_path / "l", "0::/a\n", limited)  # no cgroup.controllers
+    assert (limits.cgroup_version, limits.cgroup_limit_bytes) == (2, 2 * GIB)
+    bare = limits_of(tmp_path / "b", "0::/a\n", {"a/memory.current": str(GIB)})
+    assert (bare.cgroup_version, bare.cgroup_limit_bytes, bare.cgroup_usage_bytes) == (
+        None,
+        None,
+        None,
+    )
+
+
 def test_no_meminfo_is_refused_in_one_line(tmp_path):
     proc = fake_host(tmp_path, "", {})
     (proc / "meminfo").write_text("MemTotal: 1 kB\n")
-    with pytest.raises(OutOfMemory, match="MemAvailable"):
+    with pytest.raises(OutOfMemory) as refused:
         hostlimits.read_limits(proc, tmp_path / "cgroup", (0, 0), 0)
+    assert str(refused.value) == (
+        f"{proc / 'meminfo'} says no MemTotal and MemAvailable: memprof pinlimit pins memory "
+        "only where it can see how much is left"
+    )
 
 
 # -- the plan -------------------------------------------------------------------------------------
@@ -222,6 +301,30 @@ def test_a_cap_that_exactly_fills_the_room_left_runs_and_a_step_more_is_refused(
         "--cap 16 would pin 16 GiB where 20 GiB is available: the host keeps 4 GiB and the "
         "run's copies 1 GiB, so at most 15 GiB here"
     )
+
+
+def test_the_plan_keeps_the_hosts_margin_for_the_climb_to_stop_at():
+    assert hostlimits.plan(host(100, 126), None, 1, GIB).margin_bytes == int(12.6 * GIB)
+    assert hostlimits.plan(host(100, 126), 20, 1, GIB).margin_bytes == int(12.6 * GIB)
+
+
+def test_a_host_with_no_room_says_so_in_numbers_never_below_nothing():
+    with pytest.raises(OutOfMemory) as refused:
+        hostlimits.plan(host(3, 40), 1, 1, GIB)  # 3 - 4 - 1: at most 0, not -2 GiB
+    assert str(refused.value).endswith(
+        "the host keeps 4 GiB and the run's copies 1 GiB, so at most 0 B here"
+    )
+    with pytest.raises(OutOfMemory) as refused:
+        hostlimits.plan(host(5, 40), None, 1, GIB)
+    assert str(refused.value) == (
+        "5 GiB is available: a quarter of it, within the host's margin of 4 GiB, holds no step "
+        "of 1 GiB"
+    )
+
+
+def test_the_runs_copies_are_its_two_pageable_buffers():
+    assert pinlimit.workload_bytes(pinlimit.PinlimitParams(copy_power=27)) == GIB  # 2 x 512 MiB
+    assert pinlimit.workload_bytes(pinlimit.PinlimitParams(copy_power=10)) == 8 * 1024
 
 
 def test_a_cap_beyond_the_margin_is_refused_before_the_gpu_is_touched(monkeypatch):
