@@ -644,35 +644,107 @@ def tampered(**changes) -> str:
     return result.to_json()
 
 
+GROWS = "extra.held_bytes does not grow by parameters.step GiB each step"
+FAILURE = "extra.failure is given where stopped is not 'failed', or missing"
+ABOVE_HARD = "extra.limits.memlock_soft_bytes is above the hard limit"
+
+
 @pytest.mark.parametrize(
-    "changes",
+    ("changes", "said"),
     [
-        {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB, 9 * GIB]},
-        {"available_bytes": [GIB]},
-        {"stopped": "gave up"},
-        {"stopped": "failed"},
-        {"failure": pinlimit.Failure("cuMemHostAlloc", GIB, "x")},
-        {"limits": host(127)},  # MemAvailable above MemTotal
-        {"available_idle_bytes": 127 * GIB},
-        {"limits": host(120, cgroup_usage_bytes=GIB)},  # usage of no limit
-        {"limits": host(120, memlock_soft_bytes=2 * GIB, memlock_hard_bytes=GIB)},
-        {"limits": host(120, memlock_hard_bytes=GIB)},  # soft unlimited under a hard limit
-        {"limits": host(120, cgroup_limit_bytes=GIB)},  # a limit of no cgroup version
-        {"cap_bytes": 6 * GIB},
-        {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB]},
+        ({"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB, 9 * GIB]}, GROWS),
+        ({"available_bytes": [GIB]}, "extra.available_bytes holds not one value per step (4)"),
+        ({"stopped": "gave up"}, "extra.stopped is the string 'gave up'"),
+        ({"stopped": "failed"}, FAILURE),
+        ({"failure": pinlimit.Failure("cuMemHostAlloc", GIB, "x")}, FAILURE),
+        ({"limits": host(127)}, "extra.limits.mem_available_bytes is above mem_total_bytes"),
+        (
+            {"available_idle_bytes": 127 * GIB},
+            "extra.available_bytes holds more than limits.mem_total_bytes",
+        ),
+        (
+            {"limits": host(120, cgroup_usage_bytes=GIB)},
+            "extra.limits.cgroup_usage_bytes is given without a cgroup limit",
+        ),
+        ({"limits": host(120, memlock_soft_bytes=2 * GIB, memlock_hard_bytes=GIB)}, ABOVE_HARD),
+        ({"limits": host(120, memlock_hard_bytes=GIB)}, ABOVE_HARD),  # unlimited under a limit
+        (
+            {"limits": host(120, cgroup_limit_bytes=GIB)},
+            "extra.limits.cgroup_version is null beside a cgroup limit",
+        ),
+        ({"cap_bytes": 6 * GIB}, "extra.held_bytes goes beyond extra.cap_bytes"),  # 8 held
+        ({"cap_bytes": 9 * GIB}, "extra.cap_bytes is not a whole number of parameters.step GiB"),
+        ({"cap_bytes": 10 * GIB}, "extra.stopped is 'cap', but the steps do not reach it"),
+        (
+            {"held_bytes": [2 * GIB, 4 * GIB, 6 * GIB]},
+            "extra.available_bytes holds not one value per step (3)",
+        ),
     ],
 )
-def test_a_tampered_result_is_refused_in_one_line(changes):
+def test_a_tampered_result_is_refused_in_one_line_naming_its_field(changes, said):
     with pytest.raises((InvalidArgument, SchemaError)) as refused:
         parse(tampered(**changes))
     assert "\n" not in str(refused.value)
+    assert str(refused.value).startswith(f"result: {said}")
 
 
 def test_a_sample_more_than_its_steps_is_refused():
     result = synthetic()
     result.measurements[3].samples_ms.append(12.0)  # a fifth registration of four steps
-    with pytest.raises((InvalidArgument, SchemaError), match="register"):
+    with pytest.raises((InvalidArgument, SchemaError)) as refused:
         parse(result.to_json())
+    assert str(refused.value) == (
+        "result: measurements hold 5 samples of register (registered), not 4 of half a step "
+        f"({GIB} bytes)"
+    )
+
+
+def whole_changed(steps: int, **changes) -> Result:
+    """A result whose call over every step (register_whole) is changed, or added to one step."""
+    result = synthetic(steps=steps)
+    whole = Measurement("api", "cuMemHostRegister", "register_whole", "registered", GIB, [11.0])
+    found = [m for m in result.measurements if m.operation == "register_whole"]
+    if not found:
+        result.measurements.append(whole)
+        found = [whole]
+    for name, value in changes.items():
+        setattr(found[0], name, value)
+    return result
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        whole_changed(1),  # one step: no call over every step can be made
+        whole_changed(4, bytes=3 * GIB),  # not every step's bytes
+        whole_changed(4, samples_ms=[44.0, 44.0]),  # more than one call
+    ],
+)
+def test_a_call_over_every_step_is_one_call_of_every_steps_bytes_on_two_steps_or_more(result):
+    with pytest.raises((InvalidArgument, SchemaError)) as refused:
+        parse(result.to_json())
+    assert str(refused.value) == (
+        "result: measurements register_whole is not one call over every step"
+    )
+
+
+def at_the_edges(result: Result, **changes) -> Result:
+    result.extra = dataclasses.replace(result.extra, **changes)
+    return result
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        synthetic(steps=1),  # a cap of exactly one step
+        synthetic(steps=2),  # the call over every step on two steps, the fewest it needs
+        synthetic(stopped="failed", failure=pinlimit.Failure("cuMemHostAlloc", GIB, "x")),
+        at_the_edges(synthetic(), limits=host(120, memlock_soft_bytes=GIB, memlock_hard_bytes=GIB)),
+        at_the_edges(synthetic(), limits=host(120, 120), available_idle_bytes=120 * GIB),
+    ],
+)
+def test_a_result_at_each_checks_edge_loads(result):
+    assert parse(result.to_json()).to_json() == result.to_json()
 
 
 def test_the_limits_table_says_when_the_driver_did_not_charge_memlock():
