@@ -759,6 +759,101 @@ def test_the_limits_table_says_when_the_driver_did_not_charge_memlock():
     assert not any("RLIMIT_MEMLOCK's" in n for n in summarize(roundtrip(capped)).tables[0].notes)
 
 
+def test_a_climb_that_pinned_nothing_says_so_in_each_table_and_its_verdict():
+    failure = pinlimit.Failure("cuMemHostAlloc", GIB, "cuMemHostAlloc failed: out of memory")
+    result = synthetic(steps=0, stopped="failed", failure=failure)
+    result.measurements = [m for m in result.measurements if m.samples_ms]  # no step begun
+    limits = host(120, memlock_soft_bytes=0, memlock_hard_bytes=0, root=False, cap_ipc_lock=False)
+    result.extra = dataclasses.replace(result.extra, limits=limits)
+    summary = summarize(roundtrip(result))
+    assert summary.conclusions == [
+        "Nothing could be pinned, and left the host's pageable copies as fast (within 5% and "
+        "their noise: numpy copy +0%, pageable copy to the GPU +0%). With nothing pinned, "
+        "cuMemHostAlloc of 1 GiB failed: cuMemHostAlloc failed: out of memory."
+    ]
+    limits_table, release, host_work = summary.tables  # no climb table
+    assert len(limits_table.notes) == 1  # nothing pinned is not above a soft limit of 0 B
+    assert "One call over every half step needs two steps or more: not made." in release.notes
+    assert host_work.headers[2] == "nothing pinned"
+    assert host_work.rows[-1] == ["MemAvailable", "120 GiB", "-", "-", ""]
+    assert host_work.figures[-1]["idle"].name == "MemAvailable with nothing pinned"  # its CSV row
+
+
+def limits_rows(**changes) -> list[list[str]]:
+    result = synthetic()
+    result.extra = dataclasses.replace(result.extra, limits=host(120, **changes))
+    return summarize(roundtrip(result)).tables[0].rows
+
+
+def test_the_limits_table_says_each_limit_and_who_it_binds():
+    unprivileged = limits_rows(
+        memlock_soft_bytes=64 * 1024,
+        memlock_hard_bytes=128 * 1024,
+        root=False,
+        cap_ipc_lock=False,
+        cgroup_limit_bytes=40 * GIB,
+        cgroup_version=1,
+    )
+    assert unprivileged[:4] == [
+        ["RLIMIT_MEMLOCK soft", "64 KiB", "binds mlock()"],
+        ["RLIMIT_MEMLOCK hard", "128 KiB", "the soft limit"],
+        ["Process", "not root, no CAP_IPC_LOCK", "RLIMIT_MEMLOCK"],
+        ["cgroup v1 memory", "40 GiB, ? used", "both calls"],  # its usage unread
+    ]
+    privileged = limits_rows(cgroup_version=2)
+    assert privileged[:4] == [
+        ["RLIMIT_MEMLOCK soft", "unlimited", "does not bind (root or CAP_IPC_LOCK)"],
+        ["RLIMIT_MEMLOCK hard", "unlimited", "the soft limit"],
+        ["Process", "root, CAP_IPC_LOCK", "RLIMIT_MEMLOCK"],
+        ["cgroup v2 memory", "no limit", "both calls"],
+    ]
+    assert limits_rows()[3] == ["cgroup memory", "none found", ""]
+
+
+def test_the_limits_tables_memlock_sizes_are_named_facts_for_the_csv():
+    result = synthetic()
+    limits = host(120, memlock_soft_bytes=64 * 1024, memlock_hard_bytes=128 * 1024)
+    result.extra = dataclasses.replace(result.extra, limits=limits)
+    figures = summarize(roundtrip(result)).tables[0].figures
+    assert [(f["value"].name, f["value"].bytes) for f in figures[:2]] == [
+        ("RLIMIT_MEMLOCK soft", 64 * 1024),
+        ("RLIMIT_MEMLOCK hard", 128 * 1024),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("soft", "noted"), [(8 * GIB, False), (8 * GIB - 1, True), (6 * GIB, True)]
+)
+def test_the_memlock_note_is_for_a_top_above_the_soft_limit_not_at_it(soft, noted):
+    result = synthetic()  # 8 GiB held at the top, 6 GiB a step below
+    result.extra = dataclasses.replace(result.extra, limits=host(120, memlock_soft_bytes=soft))
+    notes = summarize(roundtrip(result)).tables[0].notes
+    assert any("This run pinned 8 GiB, above RLIMIT_MEMLOCK's" in n for n in notes) is noted
+
+
+def test_the_verdict_rounds_the_total_and_the_cost_per_gib_from_milliseconds():
+    result = synthetic(steps=1, alloc_ms=1000.5, touch_ms=20.0, register_ms=10.0)
+    said = summarize(roundtrip(result)).conclusions[0]  # 1050.5 ms for 2 GiB
+    assert said.startswith("Pinning 2 GiB took 1.1 s, 0.53 s per GiB, and left")
+
+
+def test_the_verdict_names_every_copy_made_slower():
+    result = synthetic(copy_ms=(100.0, 120.0), h2d_ms=(150.0, 180.0))
+    said = summarize(roundtrip(result)).conclusions[0]
+    assert said == (
+        "Pinning 8 GiB took 1.4 s, 0.17 s per GiB, and left the host's numpy copy 20% slower "
+        "and pageable copy to the GPU 20% slower. It stopped at its cap of 8 GiB."
+    )
+
+
+def test_a_failed_calls_words_are_its_own_where_it_has_no_cause():
+    assert pinlimit._cuda_words(RuntimeError("cuMemHostAlloc failed: x")) == (
+        "cuMemHostAlloc failed: x"
+    )
+    assert pinlimit._cuda_words(OutOfMemory("no room")) == "no room"
+    assert pinlimit._cuda_words(MemoryError()) == "MemoryError"
+
+
 def test_the_climb_needs_no_gpu_to_be_read(monkeypatch):
     SimpleNamespace()  # summarize imports no PyCUDA: the registry's report path
     import sys
