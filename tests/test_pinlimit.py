@@ -352,6 +352,7 @@ class Registrations:
         failure: CUresult = CUresult.CUDA_ERROR_OUT_OF_MEMORY,
     ) -> None:
         self.now: dict[int, int] = {}
+        self.sizes: list[int] = []  # each registration's bytes, in order
         self.calls = 0
         self.fail_at, self.interrupt_at, self.failure = fail_at, interrupt_at, failure
 
@@ -360,7 +361,9 @@ class Registrations:
         if self.calls == self.fail_at:
             raise bindings.failure("cuMemHostRegister", self.failure)
         assert address % 4096 == 0 and address not in self.now
+        assert flags == bindings.HOST_REGISTER_MAPPED_PORTABLE  # DEVICEMAP | PORTABLE
         self.now[address] = nbytes
+        self.sizes.append(nbytes)
         if self.calls == self.interrupt_at:
             raise KeyboardInterrupt  # pressed during the call: raised as it returns
 
@@ -402,6 +405,7 @@ def climbed(
     finally:  # also where the climb raised (Ctrl-C): what the session's close leaves
         session.close()
         assert session.gpu.leaks() == {} and registrations.now == {}
+    climbed.registrations = registrations  # the last climb's, for a test to read
     return extra, measurements, ctx, seen
 
 
@@ -432,6 +436,95 @@ def test_the_climb_pins_every_step_frees_it_and_registers_it_again_at_once(monke
     assert seen[-1][1] == seen[-1][2] == 8
 
 
+def test_two_steps_are_registered_again_in_one_call_and_the_climb_says_each_stage(monkeypatch):
+    extra, measurements, _, seen = climbed(monkeypatch, 2)
+    assert counts(measurements)["api", "register_whole", "registered", 2 * MIB] == 1
+    assert (extra.limits, extra.cap_bytes, extra.available_idle_bytes) == (
+        host(100),
+        4 * MIB,
+        100 * GIB,
+    )
+    assert seen == [
+        ("4 KiB host copies, nothing pinned", 0, 6),
+        ("pinning 2 MiB", 1, 6),
+        ("pinning 4 MiB", 2, 6),
+        ("4 KiB host copies, 4 MiB pinned", 3, 6),
+        ("freeing 4 MiB", 4, 6),
+        ("4 KiB host copies, everything freed", 5, 6),
+        ("done", 6, 6),
+    ]
+
+
+def test_a_climb_stopped_before_its_first_step_says_nothing_was_pinned(monkeypatch):
+    readings = iter([100 * GIB, GIB - 1])  # idle; before step 1: a step would enter the margin
+    extra, _, _, seen = climbed(monkeypatch, 4, lambda: next(readings), margin=GIB - 2 * MIB)
+    assert (extra.stopped, extra.held_bytes, extra.available_idle_bytes) == (
+        "margin",
+        [],
+        100 * GIB,
+    )
+    assert [words for words, _, _ in seen[1:3]] == [
+        "4 KiB host copies, nothing pinned",
+        "freeing 0 B",
+    ]
+
+
+def test_each_half_step_is_registered_at_its_size_and_the_whole_at_every_steps(monkeypatch):
+    _, measurements, _, _ = climbed(monkeypatch, 2)
+    assert climbed.registrations.sizes == [MIB, MIB, 2 * MIB]
+    names = {(m.operation, m.kind): m.name for m in measurements}
+    assert {key: names[key] for key in CALL_NAMES} == CALL_NAMES
+
+
+CALL_NAMES = {  # what a profile and a diff call each measurement of the climb
+    ("alloc", "pinned"): "cuMemHostAlloc",
+    ("touch", "pinned"): "first touch",
+    ("touch", "registered"): "first touch",
+    ("register", "registered"): "cuMemHostRegister",
+    ("free", "pinned"): "cuMemFreeHost",
+    ("free", "registered"): "cuMemHostUnregister",
+    ("register_whole", "registered"): "cuMemHostRegister",
+    ("unregister_whole", "registered"): "cuMemHostUnregister",
+    ("copy_idle", "pageable"): "numpy copyto",
+}
+
+
+def test_the_run_climbs_with_its_limits_plan_and_memavailable_once_registration_is_possible(
+    monkeypatch,
+):
+    limits, asked = host(100), []
+    monkeypatch.setattr(hostlimits, "read_limits", lambda: limits)
+    monkeypatch.setattr(pinlimit, "climb", lambda *given: asked.append(given) or "climbed")
+    params = pinlimit.PinlimitParams(cap=2, copy_power=10)
+    session = FakeSession({}, declared_keys(pinlimit.Pinlimit))
+    ctx = RunContext(params, session=session)
+    assert pinlimit.Pinlimit().run(ctx) == "climbed"
+    assert asked == [(ctx, limits, Plan(2 * GIB, GIB, int(12.6 * GIB)), hostlimits.mem_available)]
+    monkeypatch.setattr(session, "attribute", lambda name: 0)  # no DEVICEMAP here
+    with pytest.raises(EnvironmentProblem, match="registered memory needs"):
+        pinlimit.Pinlimit().run(ctx)
+    assert len(asked) == 1
+    session.close()
+
+
+def test_a_registration_is_undone_once_and_only_where_it_was_made(monkeypatch):
+    registrations = Registrations(fail_at=2)
+    monkeypatch.setattr(bindings, "host_register", registrations.register)
+    monkeypatch.setattr(bindings, "host_unregister", registrations.unregister)  # KeyError: twice
+    never = pinlimit._Registration(4096)
+    never()  # released before its call: nothing to undo
+    made = pinlimit._Registration(8192)
+    made.register(MIB)
+    made()
+    made()  # the session and the Buffer both release it
+    assert registrations.now == {}
+    failed = pinlimit._Registration(12288)
+    with pytest.raises(OutOfMemory):
+        failed.register(MIB)
+    failed()  # a failed call registered nothing
+    assert registrations.sizes == [MIB] and registrations.now == {}
+
+
 def test_the_climb_stops_before_the_margin(monkeypatch):
     # idle; before step 1 (exactly a step above the margin); after it; before step 2
     readings = iter([100 * GIB, GIB, GIB, GIB - 1])
@@ -455,6 +548,7 @@ def test_a_failed_registration_ends_the_climb_and_frees_that_steps_allocation(mo
     extra, measurements, _, _ = climbed(monkeypatch, fail_register_at=2)
     assert extra.stopped == "failed" and extra.held_bytes == [2 * MIB]
     assert extra.failure.call == "cuMemHostRegister" and "OUT_OF_MEMORY" in extra.failure.error
+    assert extra.failure.bytes == MIB  # the half step it asked for
     found = counts(measurements)
     assert found["api", "alloc", "pinned", MIB] == found["api", "free", "pinned", MIB] == 2
     assert found["api", "register", "registered", MIB] == 1
