@@ -685,11 +685,25 @@ def test_the_host_is_called_slower_only_beyond_5_percent(held_ms, slower):
     assert ("as fast (within 5%" in said) is not slower
 
 
-@pytest.mark.parametrize(("spread", "slower"), [(0.01, True), (0.3, False)])
+# 3 errors of the two medians, each 1.07 x spread / sqrt(3): 0.091 at 2%, 0.137 at 3%
+@pytest.mark.parametrize(
+    ("spread", "slower"), [(0.01, True), (0.02, True), (0.03, False), (0.3, False)]
+)
 def test_a_slowdown_within_the_copies_own_noise_is_not_called_one(spread, slower):
     said = summarize(roundtrip(synthetic(copy_ms=(100.0, 110.0), spread=spread))).conclusions[0]
     assert ("numpy copy 10% slower" in said) is slower
     assert ("as fast (within 5% and their noise: numpy copy +10%" in said) is not slower
+
+
+def test_the_noise_is_the_baselines_and_the_held_copies_together():
+    """Held 10% slower, its own samples exact: the noise is the baseline's (3 x 0.054 at a
+    5% spread), which explains it; the held copies' alone would not."""
+    result = synthetic(copy_ms=(100.0, 110.0), spread=0.05)
+    held = next(m for m in result.measurements if m.operation == "copy_held")
+    held.samples_ms = [110.0] * 3
+    work = pinlimit.host_figures(roundtrip(result))["numpy copy"]
+    assert work.noise == pytest.approx(3 * 1.0728112200080876 * 0.05, rel=1e-6)
+    assert not work.slower
 
 
 @pytest.mark.parametrize(
