@@ -123,3 +123,31 @@ def test_verify_checks_a_sample_from_the_first_element_to_the_last(elements, che
         bad[wrong] += np.float32(1.0)
         failed = _verify(bad, values, 2, "pinned, 1 stream")
         assert (failed.name, failed.passed) == ("pinned, 1 stream", False), wrong
+
+
+@pytest.mark.parametrize(("power", "streams", "refused"), [(3, 5, True), (3, 4, False)])
+def test_more_streams_than_the_cut_makes_chunks_are_refused_before_the_gpu(power, streams, refused):
+    from memprof.errors import InvalidArgument
+    from memprof.experiments.streams import Streams, StreamsParams
+
+    params = StreamsParams(power=power, streams=streams)
+    if not refused:
+        assert Streams().read_inputs(params) is None
+        return
+    with pytest.raises(InvalidArgument) as caught:
+        Streams().read_inputs(params)
+    assert str(caught.value) == (
+        "--streams 5: 2^3 floats cut into chunks of 2 make 4, not 5: give a larger --power or "
+        "fewer --streams"
+    )
+
+
+@pytest.mark.parametrize(
+    ("power", "streams", "chunk_bytes"),
+    [(4, 6, [4, 12]), (4, 3, [16, 24]), (4, 4, [16]), (10, 3, [1360, 1368]), (5, 7, [8, 20])],
+)
+def test_the_stage_measures_sizes_are_each_chunk_size_in_bytes_once(power, streams, chunk_bytes):
+    """16 floats for 6 streams: five chunks of 3 and one of 1; smallest first."""
+    from memprof.experiments.streams import StreamsParams
+
+    assert StreamsParams(power=power, streams=streams).chunk_bytes == chunk_bytes
