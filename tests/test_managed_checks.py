@@ -72,3 +72,26 @@ def test_a_variant_without_its_first_launch_needs_nothing_else():
         fixture("h200_managed"), ("gpu", "kernel_first", kind), ("host", "host_read", kind)
     )
     Managed().check_consistency(result)
+
+
+def test_a_file_without_prefetch_or_hints_shows_on_demand_steps_alone():
+    """As --no-prefetch --advise '' saves it, or a GPU without concurrentManagedAccess."""
+    from memprof.experiments import summarize
+    from tests.verdict_tools import conclusion, table
+
+    result = fixture("h200_managed")
+    kept = [m for m in result.measurements if not (m.kind or "").startswith("managed+")]
+    parameters = replace(result.parameters, prefetch=False, advice=())
+    result = replace(result, measurements=kept, parameters=parameters)
+    Managed().check_consistency(result)
+    summary = summarize(result)
+    steps = [row[0] for row in table(summary, "sumArrays over managed").rows]
+    assert steps == [
+        "on demand: first launch",
+        "on demand: next launch",
+        "on demand: host reads res",
+        "host reads resident host memory (reference)",
+        "device memory: kernel alone",
+        "device memory: 2 HtoD + kernel + DtoH",
+    ]
+    assert "Prefetch" not in conclusion(summary, "On-demand migration")
