@@ -75,3 +75,79 @@ def test_a_saved_run_of_more_streams_than_chunks_is_refused(power, streams, refu
     assert str(caught.value) == (
         "parameters.streams is 5: 2^3 floats cut into chunks of 2 make 4, not 5"
     )
+
+
+def test_an_operation_too_short_for_a_column_still_shows_in_one():
+    """An instant (end = start, which check_timeline accepts) takes the column it starts in;
+    one at the very end takes the last column, never one past it."""
+    timeline = [[0, 0, "h2d", 0.0, 4.0], [1, 0, "kernel", 2.0, 2.0], [1, 0, "d2h", 4.0, 4.0]]
+    lines = timeline_lines(timeline, streams=2, width=8)
+    assert lines[:2] == ["stream 0  |HHHHHHHH|", "stream 1  |    K  D|"]
+
+
+def test_verify_names_the_first_element_never_copied_back():
+    import numpy as np
+
+    from memprof.experiments.streams import _verify
+
+    values = np.arange(8, dtype=np.float32)
+    received = reference(values, 3)
+    received[[5, 6]] = np.nan  # the poison left where no chunk came back
+    check = _verify(received, values, 3, "pinned, 4 streams")
+    assert (check.name, check.passed, check.elements, check.detail) == (
+        "pinned, 4 streams",
+        False,
+        8,
+        "element 5 was never copied back",
+    )
+
+
+@pytest.mark.parametrize(("elements", "checked"), [(5000, 4096), (100, 100)])
+def test_verify_checks_a_sample_from_the_first_element_to_the_last(elements, checked):
+    """At most SAMPLE_ELEMENTS (4096) compared exactly, the first and the last among them."""
+    import numpy as np
+
+    from memprof.experiments.streams import _verify
+
+    values = np.random.default_rng(1).random(elements, dtype=np.float32)
+    received = reference(values, 2)
+    check = _verify(received, values, 2, "pinned, 1 stream")
+    assert (check.name, check.passed, check.elements, check.detail) == (
+        "pinned, 1 stream",
+        True,
+        elements,
+        f"Check result success! (all written; {checked} elements checked exactly)",
+    )
+    for wrong in (0, elements - 1):
+        bad = received.copy()
+        bad[wrong] += np.float32(1.0)
+        failed = _verify(bad, values, 2, "pinned, 1 stream")
+        assert (failed.name, failed.passed) == ("pinned, 1 stream", False), wrong
+
+
+@pytest.mark.parametrize(("power", "streams", "refused"), [(3, 5, True), (3, 4, False)])
+def test_more_streams_than_the_cut_makes_chunks_are_refused_before_the_gpu(power, streams, refused):
+    from memprof.errors import InvalidArgument
+    from memprof.experiments.streams import Streams, StreamsParams
+
+    params = StreamsParams(power=power, streams=streams)
+    if not refused:
+        assert Streams().read_inputs(params) is None
+        return
+    with pytest.raises(InvalidArgument) as caught:
+        Streams().read_inputs(params)
+    assert str(caught.value) == (
+        "--streams 5: 2^3 floats cut into chunks of 2 make 4, not 5: give a larger --power or "
+        "fewer --streams"
+    )
+
+
+@pytest.mark.parametrize(
+    ("power", "streams", "chunk_bytes"),
+    [(4, 6, [4, 12]), (4, 3, [16, 24]), (4, 4, [16]), (10, 3, [1360, 1368]), (5, 7, [8, 20])],
+)
+def test_the_stage_measures_sizes_are_each_chunk_size_in_bytes_once(power, streams, chunk_bytes):
+    """16 floats for 6 streams: five chunks of 3 and one of 1; smallest first."""
+    from memprof.experiments.streams import StreamsParams
+
+    assert StreamsParams(power=power, streams=streams).chunk_bytes == chunk_bytes

@@ -672,3 +672,21 @@ def test_the_kernel_is_calibrated_over_all_the_data_to_the_target_time():
     assert [launch[:4] for launch in launches] == [("stream", 0x1000, 0x2000, 1000)] * 3
     assert [launch[4] for launch in launches] == [64, 281, 424]
     assert iterations == 447
+
+
+def test_busywork_runs_at_least_once_and_on_blocks_of_256_threads():
+    """A target far below one loop's time calibrates to 1 iteration, never 0 (nor 2); and each
+    launch covers `count` elements with one-dimensional blocks of 256 (257 take 2)."""
+    launches = []
+
+    def launch(grid, block, stream, device_in, device_out, count, iterations):
+        launches.append((grid, block, count, iterations))
+
+    kernel = SimpleNamespace(function=SimpleNamespace(prepared_async_call=launch))
+    session = SimpleNamespace(
+        profiler=SimpleNamespace(stream="stream", time_once=lambda action: action() or 100.0)
+    )
+    d_in, d_out = SimpleNamespace(device_pointer=0x1000), SimpleNamespace(device_pointer=0x2000)
+    assert streams_module._calibrate(session, kernel, d_in, d_out, 257, 0.001) == 1
+    assert launches[0] == ((2, 1), (256, 1, 1), 257, 64)
+    assert [iterations for *_, iterations in launches] == [64, 1, 1]

@@ -11,6 +11,7 @@ runs (tests/fixtures/h200_managed.json, h200_streams.json) with one step moved:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 from types import SimpleNamespace
 
@@ -89,6 +90,16 @@ def test_the_first_launch_is_set_against_a_resident_one_and_what_it_moved():
     )
     explicit = median(result, "span", "end_to_end", "device")
     assert f"in {format_ms(explicit)}." in line
+
+
+def test_a_file_without_its_device_says_nothing_of_concurrent_managed_access():
+    from memprof.experiments.managed import Managed
+
+    result = managed()
+    assert Managed().derived(result)["concurrent_managed_access"] is True  # the H200's
+    assert Managed().derived(replace(result, device=None)) == {
+        "bytes_per_array": array_bytes(result)
+    }
 
 
 # -- streams ----------------------------------------------------------------------------------
@@ -182,6 +193,33 @@ def test_the_run_kept_is_the_one_of_median_total_time(totals):
     run = streams._median_run(_Profiler(totals), [], None, False, params, np.zeros(4, np.float32))
     timed = totals[1:]  # the first is the warm-up's
     assert run.total_ms == sorted(timed)[len(timed) // 2]
+
+
+class _Recorder(_Profiler):
+    """Runs of one settled total (as many as asked), each call's arguments kept."""
+
+    def __init__(self) -> None:
+        super().__init__(itertools.repeat(2.0))
+        self.calls: list[tuple] = []
+
+    def on_streams(self, operations, pageable, span) -> StreamsRun:
+        self.calls.append((operations, pageable, span))
+        return super().on_streams(operations, pageable, span)
+
+
+@pytest.mark.parametrize("pageable", [False, True])
+def test_every_run_warm_or_timed_is_of_the_operations_mode_and_span_given(pageable):
+    """Without --repeat the runs go on until their total settles: a settled one stops at the
+    noise target's minimum."""
+    profiler, operations, span = _Recorder(), ["h2d", "kernel", "d2h"], object()
+    params = SimpleNamespace(warmup=2, repeat=None)
+    target = np.zeros(4, np.float32)
+    run = streams._median_run(profiler, operations, span, pageable, params, target)
+    assert run.total_ms == 2.0
+    assert len(profiler.calls) == 2 + Repetitions().minimum
+    assert set(map(id, (call[0] for call in profiler.calls))) == {id(operations)}
+    assert {call[1:] for call in profiler.calls} == {(pageable, span)}
+    assert np.isnan(target).all()  # poisoned before each timed run
 
 
 def chunk_sizes(elements: int, chunks: int) -> list[int]:
@@ -300,3 +338,54 @@ def test_pageable_exactly_fifteen_percent_slower_keeps_the_overlap():
     )
     line = conclusion(summarize(at_edge), "streams ran the pipeline")
     assert line.endswith("here pageable memory kept most of the overlap.")
+
+
+def test_stage_sums_add_up_the_chunks_of_the_mode_asked_for():
+    result = pipeline()  # 4 chunks of one size: each stage's sum is 4 of its chunk's median
+    sums = {mode: streams.stage_sums(result, mode) for mode in streams.MODES}
+    for mode, label in streams.mode_labels(4).items():
+        for stage in ("h2d", "kernel", "d2h"):
+            chunk_ms = median(result, "gpu", stage, label)
+            assert sums[mode][stage].median_ms == pytest.approx(4 * chunk_ms), (mode, stage)
+    assert sums["overlapped"]["h2d"].median_ms != sums["serial"]["h2d"].median_ms  # apart
+
+
+def test_the_csv_names_the_ideal_and_its_ratio_as_the_table_shows_them():
+    result = pipeline()
+    summary = summarize(result)
+    rows = {row["name"]: row for row in csv_rows(result, summary.figures, summary.derived)}
+    ideal, serial = ideal_ms(result), total_ms(result, "pinned, 1 stream")
+    assert rows["ideal overlap of the one-stream stages"]["median_ms"] == pytest.approx(ideal)
+    against = rows["ideal overlap vs serial"]
+    assert against["ratio"] == pytest.approx(serial / ideal)
+    assert against["derived_from"] == (
+        "all chunks (pinned, 1 stream) / ideal overlap of the one-stream stages (pinned, 1 stream)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel_ms", "why"),
+    [(None, "(the measured HtoD time of the whole data)."), (2.5, "(--kernel-ms).")],
+)
+def test_the_kernel_note_says_what_its_time_was_tuned_to(kernel_ms, why):
+    result = pipeline()
+    target_ms = result.extra.kernel_target_ms if kernel_ms is None else kernel_ms
+    result = replace(
+        result,
+        parameters=replace(result.parameters, kernel_ms=kernel_ms),
+        extra=replace(result.extra, kernel_target_ms=target_ms),
+    )
+    assert table(summarize(result), "Stages on one stream").notes[0] == (
+        f"busyWork runs {result.extra.iterations} iterations per element, tuned to take about "
+        f"{format_ms(target_ms)} over all the data {why}"
+    )
+
+
+def test_the_csv_names_each_stages_per_chunk_time_by_its_operation():
+    result = pipeline()
+    summary = summarize(result)
+    rows = {row["name"]: row for row in csv_rows(result, summary.figures, summary.derived)}
+    for stage, name in (("h2d", "[CUDA memcpy HtoD]"), ("kernel", "busyWork"),
+                        ("d2h", "[CUDA memcpy DtoH]")):  # fmt: skip
+        chunk_ms = stage_ms(result, stage)
+        assert rows[f"{name}, per chunk"]["median_ms"] == pytest.approx(chunk_ms), stage
