@@ -123,6 +123,12 @@ def test_verify_checks_a_sample_from_the_first_element_to_the_last(elements, che
         bad[wrong] += np.float32(1.0)
         failed = _verify(bad, values, 2, "pinned, 1 stream")
         assert (failed.name, failed.passed) == ("pinned, 1 stream", False), wrong
+        # the element named is the array's, not its place in the sample (the last one was
+        # named 4095 of 5000)
+        assert failed.detail == (
+            f"Arrays do not match! 1 of {checked} sampled elements differ; first at index "
+            f"{wrong}: host {received[wrong]}, gpu {bad[wrong]}"
+        )
 
 
 @pytest.mark.parametrize(("power", "streams", "refused"), [(3, 5, True), (3, 4, False)])

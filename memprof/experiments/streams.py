@@ -394,10 +394,18 @@ def _verify(received: np.ndarray, values: np.ndarray, iterations: int, name: str
         missing = int(np.flatnonzero(np.isnan(received))[0])
         return Check(name, False, received.size, f"element {missing} was never copied back")
     picks = np.linspace(0, received.size - 1, min(SAMPLE_ELEMENTS, received.size)).astype(np.int64)
-    check = compare_arrays(name, received[picks], reference(values[picks], iterations))
+    got, expected = received[picks], reference(values[picks], iterations)
+    check = compare_arrays(name, got, expected)
     check.elements = received.size
     if check.passed:
         check.detail = f"Check result success! (all written; {picks.size} elements checked exactly)"
+    else:  # named by its place in the array, not in the sample
+        wrong = np.flatnonzero(got != expected)
+        first = int(wrong[0])
+        check.detail = (
+            f"Arrays do not match! {wrong.size} of {picks.size} sampled elements differ; first "
+            f"at index {int(picks[first])}: host {expected[first]}, gpu {got[first]}"
+        )
     return check
 
 
