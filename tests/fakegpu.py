@@ -18,6 +18,7 @@ import itertools
 import math
 import operator
 import struct
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -721,3 +722,22 @@ class FakeLibcuda:
         for destination, source, length in zip(targets, origins, lengths, strict=True):
             ctypes.memmove(destination, source, length)
         return int(OK)
+
+
+@contextlib.contextmanager
+def driver_calls_on(gpu: FakeGpu, monkeypatch: Any) -> Iterator[None]:
+    """Inside, cuda-bindings and libcuda's ctypes calls (cuMemcpyBatchAsync) are answered by
+    `gpu`; bindings' caches are empty on the way in and out, so no fake outlives the test."""
+    from memprof.core import bindings, driver
+
+    fake, library = FakeBindings(gpu), FakeLibcuda(gpu)
+    monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
+    monkeypatch.setattr(driver, "libcuda", lambda: library)
+    caches = (bindings._allocation_properties, bindings._access)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        yield
+    finally:
+        for cache in caches:
+            cache.cache_clear()

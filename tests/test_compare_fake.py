@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from memprof.core import access, bindings, driver, memory
+from memprof.core import access, memory
 from memprof.experiments import compare
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.compare import Compare, CompareParams
-from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
+from tests.fakegpu import FakeSession, driver_calls_on
 from tests.test_progress import ATTRIBUTES as FAKE_ATTRIBUTES
 
 ATTRIBUTES = {**FAKE_ATTRIBUTES, "managedMemory": 1, "concurrentManagedAccess": 1}
@@ -23,21 +23,14 @@ PARAMS = CompareParams(power=10, repeat=2, warmup=1)
 def run_compare(monkeypatch) -> tuple[RunContext, list]:
     """A small compare on the fake GPU: its context (checks) and its measurements."""
     session = FakeSession(ATTRIBUTES, declared_keys(Compare))
-    fake = FakeBindings(session.gpu)
-    monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
-    library = FakeLibcuda(session.gpu)
-    monkeypatch.setattr(driver, "libcuda", lambda: library)
-    bindings._allocation_properties.cache_clear()
-    bindings._access.cache_clear()
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
     ctx = RunContext(PARAMS, session=session, facts={0: facts})
-    try:
-        Compare().run(ctx)
-        measurements = session.profiler.measurements()
-    finally:
-        session.close()
-        bindings._allocation_properties.cache_clear()
-        bindings._access.cache_clear()
+    with driver_calls_on(session.gpu, monkeypatch):
+        try:
+            Compare().run(ctx)
+            measurements = session.profiler.measurements()
+        finally:
+            session.close()
     assert session.gpu.leaks() == {}
     return ctx, measurements
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from memprof.core import bindings, driver, memory
+from memprof.core import memory
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.experiments.managed import Managed, ManagedParams
-from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
+from tests.fakegpu import FakeSession, driver_calls_on
 from tests.test_compare_fake import ATTRIBUTES
 
 LACKS = "needs concurrentManagedAccess, which this GPU lacks"
@@ -24,12 +24,6 @@ def run_managed(monkeypatch, params: ManagedParams, concurrent: int):
     session.attribute = lambda name: (
         concurrent if name == "CONCURRENT_MANAGED_ACCESS" else read(name)
     )
-    fake = FakeBindings(session.gpu)
-    monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
-    library = FakeLibcuda(session.gpu)
-    monkeypatch.setattr(driver, "libcuda", lambda: library)
-    bindings._allocation_properties.cache_clear()
-    bindings._access.cache_clear()
     facts = SimpleNamespace(name="NVIDIA H200", attributes=attributes)
     steps: list[tuple] = []
 
@@ -37,13 +31,12 @@ def run_managed(monkeypatch, params: ManagedParams, concurrent: int):
         steps.append(step)
 
     ctx = RunContext(params, progress, session=session, facts={0: facts})
-    try:
-        extra = Managed().run(ctx)
-        measurements = session.profiler.measurements()
-    finally:
-        session.close()
-        bindings._allocation_properties.cache_clear()
-        bindings._access.cache_clear()
+    with driver_calls_on(session.gpu, monkeypatch):
+        try:
+            extra = Managed().run(ctx)
+            measurements = session.profiler.measurements()
+        finally:
+            session.close()
     assert session.gpu.leaks() == {}
     return ctx, extra, measurements, steps
 

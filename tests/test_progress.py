@@ -14,11 +14,10 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memprof.core import bindings, driver
 from memprof.experiments import experiment_named
 from memprof.experiments.base import RunContext, declared_keys
 from memprof.output import console as terminal
-from tests.fakegpu import FakeBindings, FakeLibcuda, FakeSession
+from tests.fakegpu import FakeSession, driver_calls_on
 
 ATTRIBUTES = {
     "canMapHostMemory": 1,
@@ -37,12 +36,6 @@ SIZE = re.compile(r"\d+ (B|KiB|MiB|GiB)")
 def steps_of(name: str, monkeypatch) -> list[tuple[str, int, int]]:
     experiment = experiment_named(name)
     session = FakeSession(ATTRIBUTES, declared_keys(type(experiment)))
-    fake = FakeBindings(session.gpu)
-    monkeypatch.setattr(bindings, "_import", lambda: (fake, None))
-    library = FakeLibcuda(session.gpu)  # cuMemcpyBatchAsync, through ctypes
-    monkeypatch.setattr(driver, "libcuda", lambda: library)
-    bindings._allocation_properties.cache_clear()
-    bindings._access.cache_clear()
     fields = {f.name for f in dataclasses.fields(experiment.Params)}
     params = experiment.Params(**{k: v for k, v in SMALL.items() if k in fields})
     if "device_power" in fields:
@@ -50,12 +43,11 @@ def steps_of(name: str, monkeypatch) -> list[tuple[str, int, int]]:
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
     seen: list[tuple[str, int, int]] = []
     ctx = RunContext(params, lambda *step: seen.append(step), session=session, facts={0: facts})
-    try:
-        experiment.run(ctx)
-    finally:
-        session.close()
-        bindings._allocation_properties.cache_clear()
-        bindings._access.cache_clear()
+    with driver_calls_on(session.gpu, monkeypatch):
+        try:
+            experiment.run(ctx)
+        finally:
+            session.close()
     assert session.gpu.leaks() == {}
     return seen
 
