@@ -218,15 +218,20 @@ def test_a_retry_is_refused_exactly_at_the_least_figure_certain_to_have_passed()
     refused(retried(result, retry(result, "h2d", 1)), "its attempt before PASSed")
 
 
+def on_gen6_x16():
+    """check's run on a Gen6 x16 GPU in a Gen6 slot, as NVML saw it (121.0 GB/s)."""
+    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
+    result = check_result()
+    result.device = msgspec.structs.replace(result.device, **gen6)
+    result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
+    return result
+
+
 def test_a_retry_is_refused_up_to_exactly_the_bound_of_the_link_the_run_started_on():
     # a Gen6 x16 GPU and slot (121.0 GB/s): a figure of exactly ABOVE_BOUND of it passed;
     # one a time per copy faster is no figure at all
-    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
     for later, words in ((0, "its attempt before PASSed"), (1, "nothing moves faster")):
-        result = check_result()
-        result.device = msgspec.structs.replace(result.device, **gen6)
-        result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
-        result = exactly(result, "h2d", ABOVE_BOUND * 121.0, later)
+        result = exactly(on_gen6_x16(), "h2d", ABOVE_BOUND * 121.0, later)
         refused(retried(result, retry(result, "h2d", 1)), words)
 
 
@@ -273,12 +278,8 @@ def test_a_kept_reference_exactly_at_the_bound_of_what_such_a_gpu_reaches_is_kep
 
 
 def test_a_line_exactly_at_the_bound_of_its_ceiling_is_judged_and_one_faster_fails():
-    gen6 = {"pcie_generation": 6, "pcie_max_generation": 6}
     for later, verdict in ((0, "PASS"), (1, "FAIL")):
-        result = check_result()
-        result.device = msgspec.structs.replace(result.device, **gen6)
-        result.gpu_states = [healthy(**gen6, pcie_gpu_max_generation=6)]
-        result = exactly(result, "h2d", ABOVE_BOUND * 121.0, later)
+        result = exactly(on_gen6_x16(), "h2d", ABOVE_BOUND * 121.0, later)
         line = lines(result, None)[1]
         assert line.verdict == verdict
         assert line.judged == (("Pinned host → device", figure(result, "h2d"), 0.85 * 121.0),)
