@@ -166,7 +166,7 @@ def summarize(result: Result) -> Summary:
         )  # fmt: skip
         against = Derived(f"{size}: zero-copy / device", (e2e["mapped"], e2e["device"]), "ratio")
         # the pageable path's end to end (results recorded before it existed lack it)
-        pageable = found_or_none(result, "span", "end_to_end", "pageable", 3 * nbytes)
+        pageable = found_or_none(result, *END_TO_END.key, "pageable", 3 * nbytes)
         kernels.append({"size": size, **kernel})
         paths.append({"size": size, **e2e, "pageable": pageable, "against": against})
         h2d = base.find(result, H2D, "mapped", nbytes).stats.median_ms
