@@ -18,11 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import Misses, Result, memprof_json
+from common import Misses, Result, memprof_json, nvcc
 
-HERE = Path(__file__).resolve().parent
 GIB = 1 << 30
-CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 TOLERANCE = 0.10
 TARGETS = ("alloc", "register")  # issue 41: within 10% of native
 SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
@@ -34,17 +32,6 @@ SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
     "unregister": ("cuMemHostUnregister", "host", "free", "registered"),
     "register_whole": ("Register at once", "api", "register_whole", "registered"),
 }
-
-
-def build(out: Path) -> Path:
-    binary = out / "pinlimit_reference"
-    source = str(HERE / "pinlimit_reference.c")
-    command = [
-        "cc", "-O2", f"-I{CUDA / 'include'}", "-o", str(binary), source,
-        f"-L{CUDA / 'lib64' / 'stubs'}", "-lcuda",
-    ]  # fmt: skip
-    subprocess.run(command, check=True)
-    return binary
 
 
 def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
@@ -81,7 +68,7 @@ def main() -> int:
     if steps < 2:
         sys.exit("the default run made fewer than two steps: nothing to compare")
 
-    binary = build(out)
+    binary = nvcc("pinlimit_reference.c", out, "-cudart", "none", "-lcuda")  # by gcc -O2
     rounds: dict[str, list[tuple[float, float]]] = {}
     for round_ in range(args.rounds):
         theirs = native(binary, step_gib, steps)
