@@ -56,8 +56,7 @@ def counts(result: Result) -> dict:
         elif m.operation == "memset":
             memsets += len(m.samples_ms)
         elif m.name.startswith("[CUDA memcpy "):
-            direction = m.name.split("]")[0].removeprefix("[CUDA memcpy ")
-            activity = f"{direction} {m.name.split('] ', 1)[1]}"
+            activity = m.name.removeprefix("[CUDA memcpy ").replace("] ", " ", 1)  # HtoD a -> b
             copies[activity] = copies.get(activity, 0) + len(m.samples_ms)
     return {"kernels": kernels, "copies": copies, "memsets": memsets}
 
@@ -107,10 +106,8 @@ def overhead_lines(example: str, runs: dict[str, dict[str, list[float]]], rounds
     print(f"{example}: median of {rounds} alternating rounds, the program's loop")
     for label in LABELS:
         loop = median(loops[label])
-        steady = ""
-        if runs["step"][label]:
-            step = median(runs["step"][label])
-            steady = f", steady step {step * 1e3:.2f} ms"
+        steps = runs["step"][label]
+        steady = f", steady step {median(steps) * 1e3:.2f} ms" if steps else ""
         spread = f"{min(loops[label]):.3f}-{max(loops[label]):.3f}"
         print(
             f"  {label:<13} loop {loop:.3f} s ({spread}; {loop / bare:.3f}x bare, "
