@@ -5,15 +5,13 @@
 2. --timing events: each GPU-activity row's median against part 1's CUPTI median.
    Target: within max(5%, 1 us); every conclusion printed points the same way in both modes.
 3. zerocopy's kernel ratio (zero-copy / device) per size, events against CUPTI: within 10%.
-4. `sweep`'s pinned HtoD/DtoH throughput against benchmarks/native_copies.cu (CUDA runtime,
-   copies queued behind a spin kernel): within 5% at every size 4 KiB..256 MiB.
-5. Pageable host-blocking time against the native program's std::chrono around cudaMemcpy
-   from malloc'd, touched memory (huge pages from 4 MiB, as numpy's; 4 KiB pages beside):
+4. `sweep`'s pinned HtoD/DtoH throughput against benchmarks/native_copies.cu's: within 5% at
+   every size 4 KiB..256 MiB.
+5. Pageable host-blocking time against native_copies.cu's cudaMemcpy from malloc'd memory:
    within 5%. Not met on the H200's host, where these times move 2x run to run for memprof
    and the native program alike (docs/pageable-and-pinned.md).
 
-    python3 benchmarks/fidelity.py
-Exit status 0 when every target is met, 1 otherwise.
+    python3 benchmarks/fidelity.py      (exit status 0 when every target is met)
 """
 
 from __future__ import annotations
