@@ -18,6 +18,7 @@ Exit status 0 when every count and line is as expected, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import statistics
@@ -210,12 +211,10 @@ def main() -> int:
     reference = by_kind["torch.profiler"]
     for name, count in sorted(reference.get("gpu_annotations_not_counted", {}).items()):
         print(f"  {'':<15} (a range torch draws on the GPU, not a kernel: {name} x{count})")
-    for label in ("traced", "no lines"):
-        for key in ("kernels", "memsets", "copies"):
-            if by_kind[label][key] != reference[key]:
-                FAILURES.append(
-                    f"{label} {key}: {by_kind[label][key]}, torch.profiler {reference[key]}"
-                )
+    for label, key in itertools.product(("traced", "no lines"), ("kernels", "memsets", "copies")):
+        ours = by_kind[label][key]
+        if ours != reference[key]:
+            FAILURES.append(f"{label} {key}: {ours}, torch.profiler {reference[key]}")
     check_lines(result, steps)
     return FAILURES.status()
 
