@@ -48,6 +48,15 @@ def row_name(copy: dict) -> str:
     return f"[CUDA memcpy {copy['direction']}] {copy['source']} -> {copy['destination']}"
 
 
+def trace_figure(key: tuple[str, int], count: int, m: object, blocked: dict) -> tuple[float, str]:
+    """The trace's time of one row, and which: "blocked" where every copy of it blocked the
+    host and was paired with its call, "GPU" (CUPTI's memcpy records) otherwise."""
+    row = blocked.get(key)
+    if row is not None and row.calls == count and row.paired == count:
+        return row.blocked_ms, "blocked"
+    return (sum(m.samples_ms) if m else 0.0), "GPU"
+
+
 def check_copies(name: str, report: dict, result: Result) -> None:
     """Counts and bytes exact, and copy time of >= 1 MiB within 5% of the program's events."""
     traced_copies = {
@@ -65,13 +74,8 @@ def check_copies(name: str, report: dict, result: Result) -> None:
         m = traced_copies.get(key)
         calls = len(m.samples_ms) if m else 0
         gpu_ms = sum(m.samples_ms) if m else 0.0
-        row = blocked.get(key)
-        blocked_text = f"{row.blocked_ms:.4f}" if row is not None else "-"
-        # the trace's time: "blocked" where every copy blocked the host and was paired with
-        # its call, else "GPU" (CUPTI's memcpy records)
-        trace_ms, which = gpu_ms, "GPU"
-        if row is not None and row.calls == row.paired == copy["count"]:
-            trace_ms, which = row.blocked_ms, "blocked"
+        blocked_text = f"{blocked[key].blocked_ms:.4f}" if key in blocked else "-"
+        trace_ms, which = trace_figure(key, copy["count"], m, blocked)
         event_ms = copy["event_ms"]
         ratio = ""
         if event_ms is not None and copy["bytes"] >= LARGE_BYTES:
