@@ -33,10 +33,7 @@ declare -A ARGS=(  # the command of each fixture whose command is not its name a
 ORDER=(info check pinned_p20 pinned_p20_events zerocopy_p20 zerocopy_sweep uva managed
     writecombined register pinlimit alloc streams device compare sweep smallcopies trace_pycuda
     trace_torch trace_managed)
-if [ "$PREFIX" = --names ]; then  # the fixtures' names, in order (benchmarks/fixture_diff.sh)
-    echo "${ORDER[*]}"
-    exit 0
-fi
+[ "$PREFIX" = --names ] && { echo "${ORDER[*]}"; exit 0; }  # in order, for fixture_diff.sh
 NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=("${ORDER[@]}")
 
