@@ -23,11 +23,10 @@ import argparse
 import itertools
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from common import Misses, Result, memprof_json, nvcc
+from common import Misses, Result, memprof_json, nvcc, reference_output
 
 import memprof
 
@@ -46,13 +45,11 @@ FAILURES = Misses()
 
 def reference(binary: Path, arguments: list[int], out: Path, round_: int) -> dict:
     """name -> median ms, from lines "NAME... BYTES MS" (the name's words joined by _)."""
-    ran = subprocess.run(
-        [str(binary), *map(str, arguments)], check=True, capture_output=True, text=True
-    )
+    output = reference_output(binary, *arguments)
     name = f"{binary.name}-{'-'.join(map(str, arguments))}-round{round_}.txt"
-    (out / name).write_text(ran.stdout)
+    (out / name).write_text(output)
     found = {}
-    for line in ran.stdout.splitlines():
+    for line in output.splitlines():
         *words, nbytes, ms = line.split()
         found["_".join(words), int(nbytes)] = float(ms)
     return found

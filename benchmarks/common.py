@@ -1,6 +1,6 @@
 """What the benchmarks share (`python3 benchmarks/X.py` puts this folder on the path): the
-H200's targets and this GPU's allowance on them, the tally of targets missed, building a CUDA
-reference, and running memprof's command line or an example program as a user does."""
+H200's targets and this GPU's allowance on them, the tally of targets missed, building and
+running a reference, and running memprof's command line or an example program as a user does."""
 
 from __future__ import annotations
 
@@ -76,6 +76,12 @@ def nvcc(source: str, out: Path, *flags: str) -> Path:
     command = ["nvcc", "-O2", "-o", str(binary), str(ROOT / "benchmarks" / source), *flags]
     subprocess.run(command, check=True)
     return binary
+
+
+def reference_output(binary: Path, *arguments: object) -> str:
+    """What a reference program run with ARGUMENTS prints (a failed run raises)."""
+    command = [str(binary), *map(str, arguments)]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
 
 def python_environment(checkout: Path = ROOT, bytecode: str = "", **extra: str) -> dict[str, str]:

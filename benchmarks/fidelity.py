@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import io
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import Misses, Result, nvcc
+from common import Misses, Result, nvcc, reference_output
 from rich.console import Console
 
 import memprof
@@ -167,10 +166,8 @@ def _native_references() -> dict[int, dict[tuple[str, str], float]]:
     with tempfile.TemporaryDirectory() as build:
         binary = nvcc("native_copies.cu", Path(build))
         for power in sorted({*SWEEP_POWERS, 18, 20, 22, 24}):
-            ran = subprocess.run(
-                [binary, str(4 << power)], check=True, capture_output=True, text=True
-            )
-            lines = map(str.split, ran.stdout.splitlines())  # "KIND DIRECTION WHAT MS"
+            output = reference_output(binary, 4 << power)  # lines "KIND DIRECTION WHAT MS"
+            lines = map(str.split, output.splitlines())
             found[4 << power] = {(kind, direction): float(ms) for kind, direction, _, ms in lines}
     return found
 

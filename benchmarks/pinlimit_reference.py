@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from common import Misses, Result, memprof_json, nvcc
+from common import Misses, Result, memprof_json, nvcc, reference_output
 
 GIB = 1 << 30
 TOLERANCE = 0.10
@@ -36,9 +35,8 @@ SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
 
 def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     """name -> median ms per GiB, from lines "NAME MS_PER_GIB"."""
-    ran = subprocess.run([binary, str(step_gib), str(steps)], capture_output=True, text=True)
-    ran.check_returncode()
-    return {name: float(value) for name, value in map(str.split, ran.stdout.splitlines())}
+    lines = reference_output(binary, step_gib, steps).splitlines()
+    return {name: float(value) for name, value in map(str.split, lines)}
 
 
 def per_gib(result: Result) -> dict[str, float]:
