@@ -23,11 +23,10 @@ import argparse
 import itertools
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from common import Misses, Result, memprof_json, nvcc
+from common import Misses, Result, memprof_json, nvcc, reference_output
 
 import memprof
 
@@ -46,13 +45,11 @@ FAILURES = Misses()
 
 def reference(binary: Path, arguments: list[int], out: Path, round_: int) -> dict:
     """name -> median ms, from lines "NAME... BYTES MS" (the name's words joined by _)."""
-    ran = subprocess.run(
-        [str(binary), *map(str, arguments)], check=True, capture_output=True, text=True
-    )
+    output = reference_output(binary, *arguments)
     name = f"{binary.name}-{'-'.join(map(str, arguments))}-round{round_}.txt"
-    (out / name).write_text(ran.stdout)
+    (out / name).write_text(output)
     found = {}
-    for line in ran.stdout.splitlines():
+    for line in output.splitlines():
         *words, nbytes, ms = line.split()
         found["_".join(words), int(nbytes)] = float(ms)
     return found
@@ -66,10 +63,6 @@ def saved(out: Path, name: str, command: str, **parameters: object) -> Result:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         sys.exit(f"memprof's own verification failed ({name}): {failed}")
     return result
-
-
-def median_of(result: Result, group: str, operation: str, kind: str, nbytes: int) -> float:
-    return result.find(operation, kind, group, nbytes).stats.median_ms
 
 
 def us(ms: float) -> str:
@@ -134,7 +127,7 @@ def allocators(out: Path, rounds: int) -> None:
         for (_, operation, kind, _), power in itertools.product(rows_shown, ALLOC_POWERS):
             nbytes = 4 << power
             try:
-                value = median_of(result, "api", operation, kind, nbytes)
+                value = result.find(operation, kind, "api", nbytes).stats.median_ms
             except KeyError:  # memprof's MissingMeasurement: none recorded
                 continue
             ours.setdefault((operation, kind, nbytes), []).append(value)
@@ -170,7 +163,7 @@ def allocators(out: Path, rounds: int) -> None:
             f"{us(mine - our_floor)} / {us(native - native_floor)}",
         )
         if target:
-            host = median_of(events, "api", operation, kind, nbytes)
+            host = events.find(operation, kind, "api", nbytes).stats.median_ms
             print(f"  same, memprof's host clock: {us(host)}, ratio {host / native:.3f}")
 
 
@@ -206,10 +199,10 @@ def small_copies(out: Path, rounds: int) -> None:
             if "batched" not in result.extra.ways:
                 sys.exit(f"cuMemcpyBatchAsync skipped: {result.extra.skipped}")
             for direction, nbytes, way in cases:
-                wall = median_of(result, "host", f"{direction}_wall", way, nbytes)
+                wall = result.find(f"{direction}_wall", way, "host", nbytes).stats.median_ms
                 walls.setdefault((who, way, direction, nbytes), []).append(wall / COPIES)
                 if way in GATED:
-                    total = median_of(result, "span", direction, way, nbytes)
+                    total = result.find(direction, way, "span", nbytes).stats.median_ms
                     gpu.setdefault((who, way, direction, nbytes), []).append(total / COPIES)
     print(f"{COPIES} small copies, wall clock per copy (first call to stream synchronized),")
     print(f"medians of {REPEAT}, median of {rounds} interleaved rounds: memprof / native")

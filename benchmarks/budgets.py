@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from common import ROOT, allowance, bytecode_cache, gpu_name, python_environment, verdict
+from common import ROOT, allowance, bytecode_cache, gpu_name, python_environment, timed, verdict
 
 BUDGETS_S = {
     "compare": 3.0,
@@ -33,15 +31,8 @@ BYTECODE_CACHE = bytecode_cache()  # one of this run's own, as an installed memp
 
 def wall_s(checkout: Path, command: str) -> float:
     """Seconds one `memprof COMMAND --quiet` of that checkout takes, start to exit."""
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "memprof", *command.split(), "--quiet"],
-        cwd=checkout,
-        env=python_environment(checkout, BYTECODE_CACHE),
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.perf_counter() - started
+    run = [sys.executable, "-m", "memprof", *command.split(), "--quiet"]
+    done, elapsed = timed(run, cwd=checkout, env=python_environment(checkout, BYTECODE_CACHE))
     if done.returncode not in (0, 1):  # 1: a check that failed still ran in full
         raise SystemExit(f"{checkout}: memprof {command} exited {done.returncode}: {done.stderr}")
     return elapsed

@@ -1,6 +1,6 @@
 """What the benchmarks share (`python3 benchmarks/X.py` puts this folder on the path): the
-H200's targets and this GPU's allowance on them, the tally of targets missed, building a CUDA
-reference, and running memprof's command line or an example program as a user does."""
+H200's targets and this GPU's allowance on them, the tally of targets missed, building and
+running a reference, and running memprof's command line or an example program as a user does."""
 
 from __future__ import annotations
 
@@ -78,6 +78,12 @@ def nvcc(source: str, out: Path, *flags: str) -> Path:
     return binary
 
 
+def reference_output(binary: Path, *arguments: object) -> str:
+    """What a reference program run with ARGUMENTS prints (a failed run raises)."""
+    command = [str(binary), *map(str, arguments)]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
 def python_environment(checkout: Path = ROOT, bytecode: str = "", **extra: str) -> dict[str, str]:
     """This environment with `checkout` first on PYTHONPATH (a kit's packages after it); with
     `bytecode`, the folder .pyc files go to, so that each command starts as an installed one
@@ -97,17 +103,20 @@ def bytecode_cache() -> str:
     return folder
 
 
+def timed(command: list[str], **options: Any) -> tuple[subprocess.CompletedProcess, float]:
+    """COMMAND run to its end, its output captured (text), and its wall time."""
+    start = time.perf_counter()
+    ran = subprocess.run(command, capture_output=True, text=True, **options)
+    return ran, time.perf_counter() - start
+
+
 def memprof_json(path: Path, *arguments: str) -> tuple[Result, float]:
     """`memprof ARGUMENTS --json PATH` run as a user runs it, its output kept beside PATH as
     .log: the Result it saved and its wall time (a run that fails ends the benchmark)."""
     import memprof
 
     command = [sys.executable, "-m", "memprof", *arguments, "--json", str(path)]
-    start = time.perf_counter()
-    ran = subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, env=python_environment()
-    )
-    wall_s = time.perf_counter() - start
+    ran, wall_s = timed(command, cwd=ROOT, env=python_environment())
     path.with_suffix(".log").write_text(ran.stdout + ran.stderr)
     if ran.returncode != 0:
         sys.exit(f"memprof {' '.join(arguments)}: exit {ran.returncode}: {ran.stderr}")
@@ -127,16 +136,7 @@ def rows(result: Result, **columns: object) -> list[dict]:
 def run_example(command: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
     """A program of examples/ (bare or under a recorder): its own report, the process's wall
     time, and the completed process."""
-    start = time.perf_counter()
-    completed = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-        env=python_environment(COLUMNS="100"),
-    )
-    wall_s = time.perf_counter() - start
+    completed, wall_s = timed(command, cwd=ROOT, timeout=600, env=python_environment(COLUMNS="100"))
     lines = [line for line in completed.stdout.splitlines() if line.startswith(EXAMPLE_PREFIX)]
     if completed.returncode != 0 or len(lines) != 1:
         raise RuntimeError(

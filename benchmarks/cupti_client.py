@@ -54,10 +54,7 @@ def main() -> int:
         cupti.activity_flush_all(1)
         for kind in names:
             cupti.activity_disable(kind)
-    counts = dict.fromkeys(names.values(), 0)
-    for kind, *_ in kept:
-        if kind in names:
-            counts[names[kind]] += 1
+    counts = {name: sum(1 for kind, *_ in kept if kind == number) for number, name in names.items()}
     with open(options.out, "w", encoding="utf-8") as out:
         json.dump(counts, out)
     return status

@@ -5,27 +5,24 @@
 2. --timing events: each GPU-activity row's median against part 1's CUPTI median.
    Target: within max(5%, 1 us); every conclusion printed points the same way in both modes.
 3. zerocopy's kernel ratio (zero-copy / device) per size, events against CUPTI: within 10%.
-4. `sweep`'s pinned HtoD/DtoH throughput against benchmarks/native_copies.cu (CUDA runtime,
-   copies queued behind a spin kernel): within 5% at every size 4 KiB..256 MiB.
-5. Pageable host-blocking time against the native program's std::chrono around cudaMemcpy
-   from malloc'd, touched memory (huge pages from 4 MiB, as numpy's; 4 KiB pages beside):
+4. `sweep`'s pinned HtoD/DtoH throughput against benchmarks/native_copies.cu's: within 5% at
+   every size 4 KiB..256 MiB.
+5. Pageable host-blocking time against native_copies.cu's cudaMemcpy from malloc'd memory:
    within 5%. Not met on the H200's host, where these times move 2x run to run for memprof
    and the native program alike (docs/pageable-and-pinned.md).
 
-    python3 benchmarks/fidelity.py
-Exit status 0 when every target is met, 1 otherwise.
+    python3 benchmarks/fidelity.py      (exit status 0 when every target is met)
 """
 
 from __future__ import annotations
 
 import io
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import Misses, Result, nvcc
+from common import Misses, Result, nvcc, reference_output
 from rich.console import Console
 
 import memprof
@@ -169,10 +166,8 @@ def _native_references() -> dict[int, dict[tuple[str, str], float]]:
     with tempfile.TemporaryDirectory() as build:
         binary = nvcc("native_copies.cu", Path(build))
         for power in sorted({*SWEEP_POWERS, 18, 20, 22, 24}):
-            ran = subprocess.run(
-                [binary, str(4 << power)], check=True, capture_output=True, text=True
-            )
-            lines = map(str.split, ran.stdout.splitlines())  # "KIND DIRECTION WHAT MS"
+            output = reference_output(binary, 4 << power)  # lines "KIND DIRECTION WHAT MS"
+            lines = map(str.split, output.splitlines())
             found[4 << power] = {(kind, direction): float(ms) for kind, direction, _, ms in lines}
     return found
 

@@ -8,37 +8,26 @@
 // Usage: native_copies BYTES  ->  lines "pinned h2d|d2h throughput MS" and
 //        "pageable|pageable4k h2d|d2h blocking MS"
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
 #include <cstdint>
-#include <vector>
 
-#define CHECK(call) do { cudaError_t s = (call); if (s != cudaSuccess) { \
-    std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(s)); std::exit(1); } } while (0)
+#include "reference.h"  // RT_CHECK, median
 
 __global__ void spin(volatile int* flag) { while (*flag == 0) {} }
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double throughput_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream, int* flag_host, int* flag_device) {
     cudaEvent_t start, stop;
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&stop));
-    CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
-    CHECK(cudaStreamSynchronize(stream));
+    RT_CHECK(cudaEventCreate(&start));
+    RT_CHECK(cudaEventCreate(&stop));
+    RT_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    RT_CHECK(cudaStreamSynchronize(stream));
     cudaEventRecord(start, stream);
-    CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    RT_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
     cudaEventRecord(stop, stream);
-    CHECK(cudaEventSynchronize(stop));
+    RT_CHECK(cudaEventSynchronize(stop));
     float one = 0;
     cudaEventElapsedTime(&one, start, stop);
     int count = std::max(1, std::min(128, (int)(1.0 / std::max(one, 1e-4f)) + 1));
@@ -47,10 +36,10 @@ static double throughput_ms(void* dst, const void* src, size_t bytes, cudaMemcpy
         *flag_host = 0;
         spin<<<1, 1, 0, stream>>>(flag_device);
         cudaEventRecord(start, stream);
-        for (int i = 0; i < count; ++i) CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+        for (int i = 0; i < count; ++i) RT_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
         cudaEventRecord(stop, stream);
         *flag_host = 1;
-        CHECK(cudaEventSynchronize(stop));
+        RT_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
         cudaEventElapsedTime(&ms, start, stop);
         samples.push_back(ms / count);
@@ -59,11 +48,11 @@ static double throughput_ms(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 static double blocking_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    for (int i = 0; i < 2; ++i) CHECK(cudaMemcpy(dst, src, bytes, kind));
+    for (int i = 0; i < 2; ++i) RT_CHECK(cudaMemcpy(dst, src, bytes, kind));
     std::vector<double> samples;
     for (int i = 0; i < 11; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        CHECK(cudaMemcpy(dst, src, bytes, kind));
+        RT_CHECK(cudaMemcpy(dst, src, bytes, kind));
         auto t1 = std::chrono::steady_clock::now();
         samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
@@ -73,16 +62,16 @@ static double blocking_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKi
 int main(int argc, char** argv) {
     if (argc != 2) { std::fprintf(stderr, "usage: %s BYTES\n", argv[0]); return 2; }
     size_t bytes = std::strtoull(argv[1], nullptr, 10);
-    CHECK(cudaSetDevice(0));
+    RT_CHECK(cudaSetDevice(0));
     void *device, *pinned;
     int *flag_host, *flag_device;
-    CHECK(cudaMalloc(&device, bytes));
-    CHECK(cudaMallocHost(&pinned, bytes));
+    RT_CHECK(cudaMalloc(&device, bytes));
+    RT_CHECK(cudaMallocHost(&pinned, bytes));
     std::memset(pinned, 1, bytes);
-    CHECK(cudaHostAlloc((void**)&flag_host, sizeof(int), cudaHostAllocMapped));
-    CHECK(cudaHostGetDevicePointer((void**)&flag_device, flag_host, 0));
+    RT_CHECK(cudaHostAlloc((void**)&flag_host, sizeof(int), cudaHostAllocMapped));
+    RT_CHECK(cudaHostGetDevicePointer((void**)&flag_device, flag_host, 0));
     cudaStream_t stream;
-    CHECK(cudaStreamCreate(&stream));
+    RT_CHECK(cudaStreamCreate(&stream));
     void* plain = std::malloc(bytes);
     std::memset(plain, 1, bytes);
     void* pageable = std::malloc(bytes);

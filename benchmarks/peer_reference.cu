@@ -3,13 +3,8 @@
 // median of 3 batches after a warm-up; each direction alone, then both at once.
 // nvcc -O2 -o peer_reference peer_reference.cu && ./peer_reference [power]
 #include <cuda_runtime.h>
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#define CHECK(call) do { cudaError_t e = (call); if (e != cudaSuccess) { \
-    std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); std::exit(1); } } while (0)
+#include "reference.h"  // RT_CHECK
 
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
@@ -19,12 +14,12 @@ int main(int argc, char** argv) {
     const int batch = 16;
     void* src[2]; void* dst[2]; cudaStream_t stream[2]; cudaEvent_t start[2], end[2];
     for (int d = 0; d < 2; ++d) {
-        CHECK(cudaSetDevice(d));
-        CHECK(cudaDeviceEnablePeerAccess(1 - d, 0));
-        CHECK(cudaMalloc(&src[d], bytes)); CHECK(cudaMalloc(&dst[d], bytes));
-        CHECK(cudaMemset(src[d], d + 1, bytes));
-        CHECK(cudaStreamCreateWithFlags(&stream[d], cudaStreamNonBlocking));
-        CHECK(cudaEventCreate(&start[d])); CHECK(cudaEventCreate(&end[d]));
+        RT_CHECK(cudaSetDevice(d));
+        RT_CHECK(cudaDeviceEnablePeerAccess(1 - d, 0));
+        RT_CHECK(cudaMalloc(&src[d], bytes)); RT_CHECK(cudaMalloc(&dst[d], bytes));
+        RT_CHECK(cudaMemset(src[d], d + 1, bytes));
+        RT_CHECK(cudaStreamCreateWithFlags(&stream[d], cudaStreamNonBlocking));
+        RT_CHECK(cudaEventCreate(&start[d])); RT_CHECK(cudaEventCreate(&end[d]));
     }
     for (int both = 0; both < 2; ++both) {
         for (int first = 0; first < (both ? 1 : 2); ++first) {
@@ -32,17 +27,18 @@ int main(int argc, char** argv) {
             for (int round = 0; round < 4; ++round) {
                 for (int d = 0; d < 2; ++d) {
                     if (!both && d != first) continue;
-                    CHECK(cudaSetDevice(d));
-                    CHECK(cudaEventRecord(start[d], stream[d]));
+                    RT_CHECK(cudaSetDevice(d));
+                    RT_CHECK(cudaEventRecord(start[d], stream[d]));
                     for (int i = 0; i < batch; ++i)
-                        CHECK(cudaMemcpyPeerAsync(dst[1 - d], 1 - d, src[d], d, bytes, stream[d]));
-                    CHECK(cudaEventRecord(end[d], stream[d]));
+                        RT_CHECK(cudaMemcpyPeerAsync(dst[1 - d], 1 - d, src[d], d, bytes,
+                                                     stream[d]));
+                    RT_CHECK(cudaEventRecord(end[d], stream[d]));
                 }
                 for (int d = 0; d < 2; ++d) {
                     if (!both && d != first) continue;
-                    CHECK(cudaSetDevice(d));
-                    CHECK(cudaEventSynchronize(end[d]));
-                    float ms; CHECK(cudaEventElapsedTime(&ms, start[d], end[d]));
+                    RT_CHECK(cudaSetDevice(d));
+                    RT_CHECK(cudaEventSynchronize(end[d]));
+                    float ms; RT_CHECK(cudaEventElapsedTime(&ms, start[d], end[d]));
                     if (round > 0) per_copy[d].push_back(ms / batch);  // round 0 warms up
                 }
             }

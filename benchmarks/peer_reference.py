@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from common import Result, nvcc, rows
+from common import Result, nvcc, reference_output, rows
 
 import memprof
 
@@ -46,10 +45,7 @@ def main() -> None:
                 for (a, b), gbs in figures(result, method).items():
                     if {a, b} == {0, 1}:
                         ours.setdefault(f"{method} {a}->{b}", []).append(gbs)
-            output = subprocess.run(
-                [str(binary), str(arguments.power)], check=True, capture_output=True, text=True
-            ).stdout
-            for line in output.splitlines():
+            for line in reference_output(binary, arguments.power).splitlines():
                 method, pair, gbs, _ = line.split()
                 key = f"{'ce_bidir' if method == 'bidir' else method} {pair}"
                 native.setdefault(key, []).append(float(gbs))

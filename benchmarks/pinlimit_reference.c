@@ -7,8 +7,8 @@
  *   then: cuMemFreeHost of each half [free]; cuMemHostUnregister of each [unregister];
  *     cuMemHostRegister of every half at once [register_whole]; its unregister [unregister_whole]
  * Usage: pinlimit_reference STEP_GIB STEPS  ->  lines "NAME MEDIAN_MS_PER_GIB"
- * Build: cc -O2 -I/usr/local/cuda/include -o pinlimit_reference pinlimit_reference.c \
- *          -L/usr/local/cuda/lib64/stubs -lcuda     (or nvcc -O2 ... -lcuda)
+ * Build: nvcc -O2 -cudart none -o pinlimit_reference pinlimit_reference.c -lcuda (nvcc hands
+ *   a .c to gcc -O2), or cc -O2 -I$CUDA/include ... -L$CUDA/lib64/stubs -lcuda
  */
 #define _GNU_SOURCE  /* MAP_ANONYMOUS, clock_gettime under -std=c11 */
 #include <cuda.h>

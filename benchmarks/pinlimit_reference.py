@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from common import Misses, Result, memprof_json
+from common import Misses, Result, memprof_json, nvcc, reference_output
 
-HERE = Path(__file__).resolve().parent
 GIB = 1 << 30
-CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 TOLERANCE = 0.10
 TARGETS = ("alloc", "register")  # issue 41: within 10% of native
 SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
@@ -36,22 +33,10 @@ SHOWN = {  # name -> (its words, the measurement's group, operation and kind)
 }
 
 
-def build(out: Path) -> Path:
-    binary = out / "pinlimit_reference"
-    source = str(HERE / "pinlimit_reference.c")
-    command = [
-        "cc", "-O2", f"-I{CUDA / 'include'}", "-o", str(binary), source,
-        f"-L{CUDA / 'lib64' / 'stubs'}", "-lcuda",
-    ]  # fmt: skip
-    subprocess.run(command, check=True)
-    return binary
-
-
 def native(binary: Path, step_gib: int, steps: int) -> dict[str, float]:
     """name -> median ms per GiB, from lines "NAME MS_PER_GIB"."""
-    ran = subprocess.run([binary, str(step_gib), str(steps)], capture_output=True, text=True)
-    ran.check_returncode()
-    return {name: float(value) for name, value in map(str.split, ran.stdout.splitlines())}
+    lines = reference_output(binary, step_gib, steps).splitlines()
+    return {name: float(value) for name, value in map(str.split, lines)}
 
 
 def per_gib(result: Result) -> dict[str, float]:
@@ -81,7 +66,7 @@ def main() -> int:
     if steps < 2:
         sys.exit("the default run made fewer than two steps: nothing to compare")
 
-    binary = build(out)
+    binary = nvcc("pinlimit_reference.c", out, "-cudart", "none", "-lcuda")  # by gcc -O2
     rounds: dict[str, list[tuple[float, float]]] = {}
     for round_ in range(args.rounds):
         theirs = native(binary, step_gib, steps)

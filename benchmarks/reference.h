@@ -1,5 +1,5 @@
-// What the driver API's C++ references (allocators_, smallcopies_reference.cu) share: a call
-// checked (where it fails: its error's name, exit status 1), and the median of samples.
+// What the C++ references share: a driver API call checked (CHECK) or a runtime API one
+// (RT_CHECK; where either fails: its error, exit status 1), and the median of samples.
 #pragma once
 #include <cuda.h>
 #include <algorithm>
@@ -17,6 +17,8 @@
             std::exit(1);                                                               \
         }                                                                               \
     } while (0)
+#define RT_CHECK(call) do { cudaError_t s = (call); if (s != cudaSuccess) { \
+    std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(s)); std::exit(1); } } while (0)
 
 static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -87,33 +87,25 @@ def compare(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    arguments = parser.parse_args()
+    runs = parser.parse_args().runs
     python = [sys.executable]
     memprof = [sys.executable, "-m", "memprof"]
     floor = [*python, "-c", FLOOR_CLI]
-    met = compare("memprof --help", [*memprof, "--help"], floor, 1.5, arguments.runs)
-    met &= compare(
-        "memprof pinned --help", [*memprof, "pinned", "--help"], floor, 2.0, arguments.runs
-    )
-    met &= compare("memprof report", [*memprof, "report", str(FIXTURE)], floor, 2.0, arguments.runs)
+    met = compare("memprof --help", [*memprof, "--help"], floor, 1.5, runs)
+    met &= compare("memprof pinned --help", [*memprof, "pinned", "--help"], floor, 2.0, runs)
+    met &= compare("memprof report", [*memprof, "report", str(FIXTURE)], floor, 2.0, runs)
     with tempfile.TemporaryDirectory() as folder:
         large = write_large_trace(Path(folder) / "large.json", SCALE_MEASUREMENTS)
         load = [*python, "-c", f"import json; json.load(open({str(large)!r}))"]
         report = [*memprof, "report", str(large)]
         name = f"memprof report of {SCALE_MEASUREMENTS:,} measurements against json.load"
-        met &= compare(name, report, load, 1.5, min(arguments.runs, 3), under_s=3.0)
+        met &= compare(name, report, load, 1.5, min(runs, 3), under_s=3.0)
     name = gpu_name()
     if name:
         pinned = [*memprof, "pinned", "--power", "20", "--quiet"]
+        floor_gpu = [*python, "-c", FLOOR_GPU]
         print(f"GPU: {name}")
-        met &= compare(
-            "memprof pinned --power 20",
-            pinned,
-            [*python, "-c", FLOOR_GPU],
-            1.3,
-            arguments.runs,
-            allowance(name),
-        )
+        met &= compare("memprof pinned --power 20", pinned, floor_gpu, 1.3, runs, allowance(name))
     else:
         print("memprof pinned --power 20: skipped (no GPU here)")
     return 0 if met else 1

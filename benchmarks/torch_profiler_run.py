@@ -28,9 +28,7 @@ API_CALL = re.compile(r"^cu(da)?[A-Z]\w*$")  # cudaGetDeviceProperties_v2, cuLau
 
 def copy_activity(name: str) -> str | None:
     matched = COPY_NAME.match(name)
-    if matched is None:
-        return None
-    return f"{matched[1]} {matched[2].lower()} -> {matched[3].lower()}"
+    return f"{matched[1]} {matched[2].lower()} -> {matched[3].lower()}" if matched else None
 
 
 def program_function(stack: list[str], folder: str) -> str:
@@ -117,10 +115,9 @@ def main() -> int:
         if event.device_type != DeviceType.CPU:
             continue
         made = copies_made(event)
-        if event.kernels and API_CALL.match(event.name):
-            linked = sum(1 for kernel in event.kernels if copy_activity(kernel.name))
-            if linked:
-                api_links[event.name] += linked
+        linked = sum(1 for kernel in event.kernels if copy_activity(kernel.name))
+        if linked and API_CALL.match(event.name):
+            api_links[event.name] += linked
         if made:
             lines[program_function(stack_of(event), folder)] += made
             chain, parent = [], event

@@ -116,9 +116,8 @@ def check_copies(name: str, report: dict, result: Result) -> None:
 
 
 def check_overhead(rounds: int) -> None:
-    """The 10,000-copy program's copy loop bare, traced as a user traces it (lines: a CUPTI
-    callback at each copy call) and traced with --stack-depth 0 (CUPTI's records alone),
-    alternating; the default is judged, the walls and the other printed beside it."""
+    """Part 3: the copy loop bare, traced (lines on: a CUPTI callback at each copy call;
+    judged) and with --stack-depth 0 (CUPTI's records alone), alternating."""
     runs = {"bare": [], "traced": [], "no lines": []}  # (loop, program wall, process wall)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trace.json"

@@ -39,14 +39,11 @@ def main() -> int:
         while not done.wait(interval_s):
             frame = sys._current_frames().get(main_thread)
             samples += 1
-            seen = set()
+            seen = set()  # each function once a sample, however deep it recurses
             while frame is not None:
-                code = frame.f_code
-                key = (Path(code.co_filename).name, code.co_qualname)
-                if key not in seen:
-                    seen.add(key)
-                    inclusive[key] += 1
+                seen.add((Path(frame.f_code.co_filename).name, frame.f_code.co_qualname))
                 frame = frame.f_back
+            inclusive.update(seen)
 
     sys.argv = ["memprof", *command]
     sys.path.insert(0, str(ROOT))

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     fixtures = sorted(FIXTURES.glob("*.json"))
-    if unknown := sorted(set(options.only) - {fixture.stem for fixture in fixtures}):
+    known = {fixture.stem for fixture in fixtures}
+    if unknown := sorted(set(options.only) - known):
         raise SystemExit(f"golden: error: no fixture {', '.join(unknown)} in tests/fixtures")
     changed = []
     for fixture in [f for f in fixtures if f.stem in options.only] if options.only else fixtures:
@@ -50,11 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 changed.append(path.name)
                 if not options.check:
                     path.write_text(text)
-    stale = sorted(
-        path.name
-        for path in GOLDEN.glob("*.txt")
-        if not (FIXTURES / f"{path.name.rsplit('.', 2)[0]}.json").exists()
-    )
+    stale = sorted(p.name for p in GOLDEN.glob("*.txt") if p.name.rsplit(".", 2)[0] not in known)
     verb = "differ" if options.check else "rewritten"
     print(f"{len(changed)} {verb}" + "".join(f"\n  {name}" for name in changed))
     if stale:

@@ -21,24 +21,11 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 status=0
 
-declare -A ARGS=(
-    [info]="info"
-    [check]="check"
+declare -A ARGS=(  # the command of each fixture whose command is not its name alone
     [pinned_p20]="pinned --power 20 --repeat 10"
     [pinned_p20_events]="pinned --power 20 --repeat 10 --timing events"
     [zerocopy_p20]="zerocopy --power 20 --repeat 10"
     [zerocopy_sweep]="zerocopy"
-    [uva]="uva"
-    [managed]="managed"
-    [writecombined]="writecombined"
-    [register]="register"
-    [pinlimit]="pinlimit"
-    [alloc]="alloc"
-    [streams]="streams"
-    [device]="device"
-    [compare]="compare"
-    [sweep]="sweep"
-    [smallcopies]="smallcopies"
     [trace_pycuda]="trace examples/pycuda_copies.py"
     [trace_torch]="trace examples/torch_copies.py"
     [trace_managed]="trace examples/managed_touch.py"
@@ -46,27 +33,25 @@ declare -A ARGS=(
 ORDER=(info check pinned_p20 pinned_p20_events zerocopy_p20 zerocopy_sweep uva managed
     writecombined register pinlimit alloc streams device compare sweep smallcopies trace_pycuda
     trace_torch trace_managed)
-if [ "$PREFIX" = --names ]; then  # the fixtures' names, in order (benchmarks/fixture_diff.sh)
-    echo "${ORDER[*]}"
-    exit 0
-fi
+[ "$PREFIX" = --names ] && { echo "${ORDER[*]}"; exit 0; }  # in order, for fixture_diff.sh
 NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=("${ORDER[@]}")
 
 for name in "${NAMES[@]}"; do
-    if [ -z "${ARGS[$name]+set}" ]; then
+    if [[ $name = *" "* || " ${ORDER[*]} " != *" $name "* ]]; then  # not one of ORDER
         echo "no fixture named $name (names: ${ORDER[*]})" | tee -a "$OUT/recorded.log"
         status=1
         continue
     fi
-    read -r -a words <<<"${ARGS[$name]//examples\//$ROOT/examples/}"
+    args=${ARGS[$name]:-$name}
+    read -r -a words <<<"${args//examples\//$ROOT/examples/}"
     target="$OUT/${PREFIX}_$name.json"
     start=$SECONDS
     # the --json option goes before a traced program's own arguments
     (cd "$CHECKOUT" && PYTHONPATH="$CHECKOUT${PYTHONPATH:+:$PYTHONPATH}" \
         python3 -m memprof "${words[0]}" --json "$target" "${words[@]:1}") >"${target%.json}.log" 2>&1
     code=$?
-    echo "${PREFIX}_$name: memprof ${ARGS[$name]}: exit $code after $((SECONDS - start)) s" \
+    echo "${PREFIX}_$name: memprof $args: exit $code after $((SECONDS - start)) s" \
         | tee -a "$OUT/recorded.log"
     # check exits 1 on a FAIL line: the run itself was recorded
     if [ "$code" -ne 0 ] && ! { [ "$code" -eq 1 ] && [ -f "$target" ]; }; then
