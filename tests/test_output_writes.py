@@ -380,3 +380,45 @@ def test_records_no_folder_takes_raise_the_last_folders_error(
     with pytest.raises(OSError) as failed:
         files.write_new_beside(files.Destination(str(tmp_path / "run.json")), ".x", "{}\n")
     assert failed.value.errno == errno.EROFS
+
+
+class RestoreFails:
+    """A file handle whose second write (putting the old content back) fails."""
+
+    def __init__(self, handle) -> None:
+        self.handle, self.writes = handle, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.handle.close()
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        if self.writes == 2:
+            raise OSError(errno.EIO, "Input/output error")
+        return self.handle.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.handle, name)
+
+
+def test_a_hard_linked_file_whose_restore_fails_too_raises_the_writes_error(tmp_path, monkeypatch):
+    """The error that stopped the save is the one the user is told, not the restore's."""
+    first, second = tmp_path / "run.csv", tmp_path / "other.csv"
+    first.write_text("the previous run\n")
+    os.link(first, second)
+    syncs = []
+
+    def fails_on_the_target(descriptor):
+        syncs.append(descriptor)
+        if len(syncs) == 2:  # the temporary file synced fine; the target's write fails
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_open = Path.open
+    monkeypatch.setattr(files.os, "fsync", fails_on_the_target)
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: RestoreFails(real_open(self, *a, **k)))
+    with pytest.raises(OSError) as failed:
+        files.write_text_atomic(first, "a new run\n")
+    assert failed.value.errno == errno.ENOSPC
