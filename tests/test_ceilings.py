@@ -113,6 +113,19 @@ def test_a_gpu_with_no_recorded_link_has_no_ceiling():
     assert pcie_ceiling(result, 1) is None
 
 
+def test_a_summary_without_link_figures_says_so_in_words_and_shows_no_share():
+    """A file with neither NVML's link nor the device facts': no share, and the note says why
+    in UNKNOWN_LINK's words (not a bare 'unknown' that reads as a broken link)."""
+    result = load_legacy("pinned_p20")
+    result.device = replace(result.device, pcie_generation=None, pcie_width=None)
+    result.gpu_states = []
+    transfers = table_named(result, "Transfers of")
+    assert column(transfers, "Of ceiling") == ["-"] * 4
+    assert "Of ceiling: pinned copies against the link: unknown (no link figures recorded)." in (
+        transfers.notes
+    )
+
+
 def test_hbm_is_two_transfers_per_clock_over_the_bus():
     ceiling = hbm_ceiling(load_legacy("device").device)
     assert ceiling.gb_per_s == pytest.approx(2 * 3201e6 * 6016 / 8 / 1e9)
