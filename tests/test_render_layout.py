@@ -7,6 +7,7 @@ or folded, and nothing but a name wider than the console itself is wider than th
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from dataclasses import asdict
@@ -35,6 +36,7 @@ NAMES = sorted(path.stem.removeprefix("h200_") for path in FIXTURES.glob("h200_*
 WIDTHS = [60, 80, 120, 160, None]
 
 
+@functools.cache  # tests read the same renderings: 62 of 166 were made again
 def rendered(name: str, width: int | None) -> tuple[str, int]:
     console = Console(width=width, file=io.StringIO(), color_system=None)
     result = load_fixture(name)
