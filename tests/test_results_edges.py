@@ -1,0 +1,116 @@
+"""model/results.py where the recorded fixtures cannot tell a bug from the code: a lookup
+after the measurements change, the edge between one Result and several, refusals whose
+words or field a plain fixture hides, and the saved file's shape."""
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import memprof
+from memprof.errors import InvalidArgument
+from memprof.experiments import load as load_result
+from memprof.model.results import (
+    RUN_SET_FORMAT,
+    MissingMeasurement,
+    Result,
+    results_to_json,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PINNED = FIXTURES / "h200_pinned_p20.json"
+CHECKS = [FIXTURES / "fleet" / f"h200x4_check_gpu{i}.json" for i in range(2)]
+
+
+def test_a_missing_measurement_names_the_command_and_that_one_was_expected():
+    result = load_result(PINNED)
+    with pytest.raises(MissingMeasurement) as caught:
+        result.find("h2d", "managed")
+    assert str(caught.value) == (
+        "0 measurements with operation='h2d', kind='managed' in the 'pinned' result "
+        "(expected exactly one)"
+    )
+    assert (caught.value.command, caught.value.count) == ("pinned", 0)
+
+
+def test_find_reads_the_measurements_as_they_are_now():
+    """find's index is made once per list: a list replaced (even by one of the same length)
+    or grown after a first lookup is read again, never the index of the old one."""
+    result = load_result(PINNED)
+    pinned_h2d = result.find("h2d", "pinned", "gpu")
+    others = [m for m in result.measurements if m is not pinned_h2d]
+    moved = msgspec.structs.replace(pinned_h2d, kind="managed")
+    result.measurements = [*others, moved]  # the same length, another list
+    assert result.find("h2d", "managed", "gpu") is moved
+    with pytest.raises(MissingMeasurement):
+        result.find("h2d", "pinned", "gpu")
+    added = msgspec.structs.replace(pinned_h2d, kind="mapped")
+    result.measurements.append(added)  # the same list, one longer
+    assert result.find("h2d", "mapped", "gpu") is added
+
+
+def test_load_takes_one_result_and_refuses_two(tmp_path):
+    """The edge: a file of one Result is what load reads; one of two (the fewest a run of
+    --device all saves) is refused in one line, and load_all reads both."""
+    loaded = [memprof.load(path) for path in CHECKS]
+    one = tmp_path / "one.json"
+    one.write_text(results_to_json(loaded[:1]))
+    assert memprof.load(one).to_json() == loaded[0].to_json()
+    two = tmp_path / "two.json"
+    two.write_text(results_to_json(loaded))
+    with pytest.raises(InvalidArgument) as caught:
+        memprof.load(two)
+    assert str(caught.value) == (
+        f"{two} holds 2 results (a run of --device all), not one: memprof report shows them "
+        "all, memprof.load_all reads them"
+    )
+    assert [r.gpu_index for r in memprof.load_all(two)] == [0, 1]
+
+
+def test_an_envelope_value_of_the_wrong_type_is_named_with_what_it_is(tmp_path):
+    document = json.loads(results_to_json([memprof.load(CHECKS[0])]))
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps({**document, "format_version": "1"}))
+    assert document["format"] == RUN_SET_FORMAT
+    with pytest.raises(InvalidArgument) as caught:
+        memprof.load_all(path)
+    assert str(caught.value) == (f"{path}: format_version is the string '1': expected an integer")
+
+
+def test_a_nan_is_refused_at_its_field_wherever_the_version_is_written(tmp_path):
+    """Python's json writes NaN; the loader reads such a file as the version it says, so the
+    sample is named whether schema_version comes last (as memprof writes) or first."""
+    data = json.loads(PINNED.read_text())
+    data["measurements"][3]["samples_ms"][1] = float("nan")
+    first = {"schema_version": data.pop("schema_version"), **data}
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(first))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value).startswith(f"{path}: measurements[3].samples_ms[1] is NaN: expected")
+
+
+def test_an_older_file_with_an_integer_json_cannot_hold_is_one_line(tmp_path):
+    """An older version is read as plain JSON before it is upgraded: what that refuses is
+    said in the words it has for today's files."""
+    text = (FIXTURES / "legacy_v2_pinned_p20.json").read_text()
+    assert '"repeat": 10' in text
+    path = tmp_path / "old.json"
+    path.write_text(text.replace('"repeat": 10', '"repeat": 1' + "0" * 5000, 1))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value) == (
+        f"{path} is not a memprof result: it holds an integer beyond 64 bits: no figure is "
+        "that large"
+    )
+
+
+def test_a_saved_result_is_indented_one_space_a_level(tmp_path):
+    """One space a level: a person can read it, and 100,000 measurements stay small."""
+    path = tmp_path / "saved.json"
+    load_result(PINNED).save(path)
+    lines = path.read_text().splitlines()
+    assert lines[0] == "{" and lines[1] == ' "command": "pinned",'
+    assert ' "parameters": {' in lines and '  "power": 20,' in lines
+    assert Result.to_json(load_result(PINNED)) + "\n" == path.read_text()
