@@ -114,3 +114,19 @@ def test_a_saved_result_is_indented_one_space_a_level(tmp_path):
     assert lines[0] == "{" and lines[1] == ' "command": "pinned",'
     assert ' "parameters": {' in lines and '  "power": 20,' in lines
     assert Result.to_json(load_result(PINNED)) + "\n" == path.read_text()
+
+
+@pytest.mark.parametrize("stem", ["h200_pinned_p20", "legacy_v2_pinned_p20"])
+@pytest.mark.parametrize("number", ["1e400", "-1e400"])
+def test_a_number_beyond_a_float_is_refused_in_words_not_msgspecs_path(tmp_path, stem, number):
+    """1e400 is JSON no float holds: said as the integer beyond 64 bits is, not as msgspec's
+    'number out of range - at `$[...][...]`'."""
+    text = (FIXTURES / f"{stem}.json").read_text()
+    path = tmp_path / "huge.json"
+    path.write_text(text.replace('"repeat": 10', f'"repeat": {number}', 1))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value) == (
+        f"{path} is not a memprof result: it holds a number beyond a 64-bit float's range: "
+        "no figure is that large"
+    )
