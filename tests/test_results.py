@@ -370,6 +370,10 @@ BAD_BYTES = {
     "a string": (b'"pinned"', NOT_A_RESULT + "the JSON is the string 'pinned', not an object"),
     "no schema version": (b'{"command": "pinned"}', NOT_A_RESULT + "no schema_version"),
     "nested too deeply": (b"[" * 100_000, NOT_A_RESULT + "JSON nested too deeply"),
+    "nested too deeply in an object": (
+        b'{"schema_version": 4, "command": "pinned", "host": ' + b"[" * 100_000,
+        NOT_A_RESULT + "JSON nested too deeply",
+    ),
     "only a version": (b'{"schema_version": 2}', ": command is missing"),
     "a byte-order mark": (
         b"\xef\xbb\xbf" + (FIXTURES / "h200_pinned_p20.json").read_bytes(),

@@ -17,6 +17,7 @@ from memprof.model.results import (
     Result,
     results_to_json,
 )
+from memprof.version import __version__
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PINNED = FIXTURES / "h200_pinned_p20.json"
@@ -130,3 +131,37 @@ def test_a_number_beyond_a_float_is_refused_in_words_not_msgspecs_path(tmp_path,
         f"{path} is not a memprof result: it holds a number beyond a 64-bit float's range: "
         "no figure is that large"
     )
+
+
+def test_the_state_of_each_gpu_is_its_own():
+    """A run over four GPUs: each index finds that GPU's state, no index the run's own."""
+    result = load_result(FIXTURES / "h200x4_peer.json")
+    assert result.device.index == 0
+    assert [result.gpu_state(index).index for index in (2, 3, 1)] == [2, 3, 1]
+    assert result.gpu_state().index == 0
+    assert result.gpu_state(7) is None
+
+
+@pytest.mark.parametrize("version", [0, 5])
+def test_a_version_outside_those_read_is_refused_naming_them(tmp_path, version):
+    """Versions 1 to 4 are read (every fixture is one of them); 0 and 5 are not."""
+    data = json.loads(PINNED.read_text())
+    path = tmp_path / "version.json"
+    path.write_text(json.dumps({**data, "schema_version": version}))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value) == (
+        f"{path} has result schema version {version}, which this memprof {__version__} cannot "
+        "read (it reads versions 1, 2, 3, 4)"
+    )
+
+
+@pytest.mark.parametrize("version", ["4", 4.0, None])
+def test_a_version_that_is_no_integer_is_refused_as_such(tmp_path, version):
+    data = json.loads(PINNED.read_text())
+    path = tmp_path / "version.json"
+    path.write_text(json.dumps({**data, "schema_version": version}))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    shown = {"4": "the string '4'", 4.0: "4.0", None: "null"}[version]
+    assert str(caught.value) == f"{path}: schema_version is {shown}: expected an integer"
