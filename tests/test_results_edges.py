@@ -165,3 +165,28 @@ def test_a_version_that_is_no_integer_is_refused_as_such(tmp_path, version):
         load_result(path)
     shown = {"4": "the string '4'", 4.0: "4.0", None: "null"}[version]
     assert str(caught.value) == f"{path}: schema_version is {shown}: expected an integer"
+
+
+def test_repr_says_whether_the_run_was_verified_and_on_which_gpu():
+    """The first line of repr is a verdict: one check failed is FAILED, all passed is
+    verified; a run without device facts says no GPU was recorded."""
+    result = load_result(PINNED)
+    head = "<memprof 'pinned' Result: {}, 2026-11-25T15:25:58+00:00, 29 measurements, {}>"
+    assert repr(result).splitlines()[0] == head.format("NVIDIA H200", "verified")
+    result.checks[1].passed = False
+    assert repr(result).splitlines()[0] == head.format("NVIDIA H200", "FAILED verification")
+    result.checks[1].passed = True
+    result.device = None
+    assert repr(result).splitlines()[0] == head.format("no GPU recorded", "verified")
+
+
+def test_a_result_without_the_experiments_says_how_to_get_its_frame(monkeypatch):
+    result = load_result(PINNED)
+    monkeypatch.setattr(Result, "views", None)
+    assert result._repr_html_() is None
+    with pytest.raises(TypeError) as caught:
+        result.to_frame()
+    assert str(caught.value) == (
+        "this Result's frame and tables need memprof.experiments: import memprof and use "
+        "memprof.load or memprof.run, which load it"
+    )
