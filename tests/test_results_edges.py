@@ -2,7 +2,11 @@
 after the measurements change, the edge between one Result and several, refusals whose
 words or field a plain fixture hides, and the saved file's shape."""
 
+import functools
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import msgspec
@@ -11,6 +15,7 @@ import pytest
 import memprof
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
+from memprof.model import results
 from memprof.model.results import (
     RUN_SET_FORMAT,
     MissingMeasurement,
@@ -190,3 +195,101 @@ def test_a_result_without_the_experiments_says_how_to_get_its_frame(monkeypatch)
         "this Result's frame and tables need memprof.experiments: import memprof and use "
         "memprof.load or memprof.run, which load it"
     )
+
+
+# -- reading the bytes: a pipe's pieces and the size limit -----------------------------------------
+
+
+@pytest.fixture
+def pipe_of(monkeypatch):
+    """A pipe holding the data given (its writer closed), whose reads give at most `piece`
+    bytes: a pipe may hand a reader less than it asked for."""
+    opened: list[int] = []
+
+    def make(data: bytes, piece: int) -> Path:
+        assert len(data) < 1 << 16  # the whole of it fits in the pipe before anyone reads
+        read_end, write_end = os.pipe()
+        opened.append(read_end)
+        os.write(write_end, data)
+        os.close(write_end)
+        monkeypatch.setattr(os, "read", functools.partial(_read_at_most, READ, piece))
+        return Path(f"/dev/fd/{read_end}")
+
+    yield make
+    for descriptor in opened:
+        os.close(descriptor)
+
+
+READ = os.read
+
+
+def _read_at_most(read, piece: int, descriptor: int, wanted: int) -> bytes:
+    return read(descriptor, min(wanted, piece))
+
+
+@pytest.mark.parametrize("pieces", [2, 3])
+def test_a_result_read_in_pieces_loads_whole(pipe_of, pieces):
+    data = PINNED.read_bytes()
+    pipe = pipe_of(data, piece=-(-len(data) // pieces))
+    assert load_result(pipe).to_json() == load_result(PINNED).to_json()
+
+
+def test_a_pipe_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(pipe_of, monkeypatch):
+    """The limit read from a pipe, whose size is known only by reading it: a piece that
+    reaches the limit exactly is read past, and the byte after it refused."""
+    data = PINNED.read_bytes()
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", len(data))
+    assert load_result(pipe_of(data, piece=len(data) - 1)).command == "pinned"
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", len(data) - 1)
+    pipe = pipe_of(data, piece=len(data) - 1)
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(pipe)
+    assert str(caught.value) == f"{pipe} is not a memprof result: larger than 0 MiB"
+
+
+@pytest.mark.parametrize(("size_mib", "over"), [(3, 0), (3, 1)])
+def test_a_file_at_the_limit_is_read_and_one_byte_over_refused_unread(
+    tmp_path, monkeypatch, size_mib, over
+):
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", size_mib << 20)
+    path = tmp_path / "spaces.json"
+    path.write_bytes(b" " * ((size_mib << 20) + over))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    read = f"{path} is not a memprof result: invalid JSON (input data was truncated)"
+    refused = f"{path} is not a memprof result: larger than {size_mib} MiB"
+    assert str(caught.value) == (refused if over else read)
+
+
+def test_a_pipe_whose_writer_is_slow_is_waited_for(tmp_path):
+    """Opened without waiting for a writer, then read blocking: the data comes later."""
+    read_end, write_end = os.pipe()
+
+    def write_late() -> None:
+        time.sleep(0.5)
+        os.write(write_end, PINNED.read_bytes())
+        os.close(write_end)
+
+    writer = threading.Thread(target=write_late)
+    writer.start()
+    try:
+        assert load_result(Path(f"/dev/fd/{read_end}")).command == "pinned"
+    finally:
+        writer.join()
+        os.close(read_end)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("-", "cannot read -: No such file or directory (standard input is /dev/stdin)"),
+        ("missing.json", "cannot read missing.json: No such file or directory"),
+        ("a\0b", "cannot read a\x00b: embedded null byte"),
+        ("/proc/self/mem", "cannot read /proc/self/mem: Input/output error"),
+    ],
+)
+def test_a_path_that_cannot_be_read_says_why_in_one_line(tmp_path, monkeypatch, name, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(Path(name))
+    assert str(caught.value) == message
