@@ -17,6 +17,8 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
 from memprof.model import results
 from memprof.model.results import (
+    FAILURE_WORDS,
+    PASSED_DETAIL,
     RUN_SET_FORMAT,
     MissingMeasurement,
     Result,
@@ -293,3 +295,95 @@ def test_a_path_that_cannot_be_read_says_why_in_one_line(tmp_path, monkeypatch, 
     with pytest.raises(InvalidArgument) as caught:
         load_result(Path(name))
     assert str(caught.value) == message
+
+
+# -- what each part of a file must make true (check_consistency) ---------------------------------
+
+
+def _refusal_of(tmp_path: Path, change) -> str:
+    data = json.loads(PINNED.read_text())
+    change(data)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    prefix = f"{path}: "
+    assert str(caught.value).startswith(prefix)
+    return str(caught.value).removeprefix(prefix)
+
+
+def _loads(tmp_path: Path, change) -> Result:
+    data = json.loads(PINNED.read_text())
+    change(data)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    return load_result(path)
+
+
+def _check(index: int, passed: bool, detail: str):
+    return lambda data: data["checks"][index].update(passed=passed, detail=detail)
+
+
+@pytest.mark.parametrize("word", FAILURE_WORDS)
+@pytest.mark.parametrize("case", [str.lower, str.upper])
+def test_a_check_that_passed_but_says_it_failed_is_refused(tmp_path, word, case):
+    detail = f"sumArrays: {case(word)} at element 3"
+    assert _refusal_of(tmp_path, _check(0, True, detail)) == (
+        f"checks[0].passed is true, but detail says it failed: {detail!r}"
+    )
+
+
+def test_a_check_that_failed_but_says_it_succeeded_is_refused(tmp_path):
+    assert _refusal_of(tmp_path, _check(1, False, PASSED_DETAIL)) == (
+        "checks[1].passed is false, but detail says 'Check result success!'"
+    )
+
+
+def test_a_check_whose_words_agree_with_it_loads(tmp_path):
+    """Just inside both refusals: a failure in failure's words, a success in success's."""
+    failed = "3 of 1048576 elements differ; first at index 7"
+    result = _loads(tmp_path, _check(0, False, failed))
+    assert (result.checks[0].passed, result.checks[0].detail) == (False, failed)
+    assert not result.passed
+    result = _loads(tmp_path, _check(1, True, "Check result success! 1048576 elements"))
+    assert result.passed
+
+
+def _measurement(index: int, **values):
+    return lambda data: data["measurements"][index].update(values)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            _measurement(7, batch=0),
+            "measurements[7].batch is 0, but throughput_ms holds back-to-back batches",
+        ),
+        (
+            _measurement(4, batch=4),
+            "measurements[4].batch is 4, but throughput_ms holds no back-to-back batch",
+        ),
+        (
+            _measurement(4, events_ms=[0.01] * 20),
+            "measurements[4].events_ms holds events beside CUPTI's records, but source is 'host'",
+        ),
+        (
+            _measurement(5, events_ms=[0.01] * 19),
+            "measurements[5].events_ms has 19 samples, one per operation, but samples_ms has 20",
+        ),
+        (
+            lambda data: data["measurements"][5].pop("samples_ms"),
+            "measurements[5].samples_ms is missing or empty: a measurement holds a sample",
+        ),
+    ],
+    ids=[
+        "batch 0 with batches",
+        "batch 4 without",
+        "events not CUPTI's",
+        "events short",
+        "no samples",
+    ],
+)
+def test_a_measurement_contradicting_itself_is_refused_naming_the_field(tmp_path, change, message):
+    assert _refusal_of(tmp_path, change) == message
