@@ -387,3 +387,61 @@ def _measurement(index: int, **values):
 )
 def test_a_measurement_contradicting_itself_is_refused_naming_the_field(tmp_path, change, message):
     assert _refusal_of(tmp_path, change) == message
+
+
+@pytest.mark.parametrize(
+    ("stem", "first"),
+    [("legacy_v1_pinned_p20", 1), ("legacy_v2_pinned_p20", 2), ("h200_pinned_p20", None)],
+)
+def test_the_version_a_run_was_first_saved_in_is_kept_when_it_is_saved_again(tmp_path, stem, first):
+    """What an older run's values are held to (written_as) survives its upgrade and a save
+    by today's memprof; a run saved today has none."""
+    result = load_result(FIXTURES / f"{stem}.json")
+    assert (result.schema_version, result.first_schema_version) == (4, first)
+    assert result.written_as == (first or 4)
+    path = tmp_path / "again.json"
+    result.save(path)
+    assert json.loads(path.read_text())["first_schema_version"] == first
+    again = load_result(path)
+    assert (again.first_schema_version, again.written_as) == (first, first or 4)
+
+
+MANAGED = FIXTURES / "h200_managed.json"
+
+
+def _managed_refusal(tmp_path: Path, change) -> str | None:
+    """The loader's refusal of the managed fixture changed so (None: it loads)."""
+    data = json.loads(MANAGED.read_text())
+    change(data["timing"]["unified_memory"])
+    path = tmp_path / "managed.json"
+    path.write_text(json.dumps(data))
+    try:
+        load_result(path)
+    except InvalidArgument as refused:
+        return str(refused).removeprefix(f"{path}: ")
+    return None
+
+
+def test_a_counter_of_no_records_does_not_end_the_check_of_the_others(tmp_path):
+    def change(counters: dict) -> None:
+        counters["BYTES_TRANSFER_HTOD"].update(count=0, total=0, min=0, max=0, time_ms=0.0)
+        counters["GPU_PAGE_FAULT"].update(min=99)  # after it in the file
+
+    assert _managed_refusal(tmp_path, change) == (
+        "timing.unified_memory.GPU_PAGE_FAULT.min is 99, more than max (17)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("total", "refused"), [(2726, True), (2727, False), (46071, False), (46072, True)]
+)
+def test_a_counters_total_is_held_to_what_its_records_can_sum_to(tmp_path, total, refused):
+    """2711 faults of 1 to 17: one record at 17 and the rest at 1 make 2727, one at 1 and
+    the rest at 17 make 46071; each is possible, one past it is not."""
+    message = _managed_refusal(tmp_path, lambda c: c["GPU_PAGE_FAULT"].update(total=total))
+    assert message == (
+        f"timing.unified_memory.GPU_PAGE_FAULT.total is {total}, but 2711 records of 1 to 17 "
+        "make 2727 to 46071"
+        if refused
+        else None
+    )
