@@ -445,3 +445,24 @@ def test_a_counters_total_is_held_to_what_its_records_can_sum_to(tmp_path, total
         if refused
         else None
     )
+
+
+@pytest.mark.parametrize(
+    ("created_at", "refused"),
+    [
+        ("2026-11-25T15:25:58Z", False),  # UTC written as Z
+        ("2026-02-28T23:59:59.5+01:00", False),
+        ("2026-02-30T00:00:00+00:00", True),  # the format, but no such day
+        ("2026-11-25T24:00:00Z", True),
+    ],
+)
+def test_created_at_is_a_real_date_and_time(tmp_path, created_at, refused):
+    data = json.loads(PINNED.read_text())
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({**data, "created_at": created_at}))
+    if not refused:
+        assert load_result(path).created_at == created_at
+        return
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value) == f"{path}: created_at is the string {created_at!r}: not a date"
