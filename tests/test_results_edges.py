@@ -466,3 +466,27 @@ def test_created_at_is_a_real_date_and_time(tmp_path, created_at, refused):
     with pytest.raises(InvalidArgument) as caught:
         load_result(path)
     assert str(caught.value) == f"{path}: created_at is the string {created_at!r}: not a date"
+
+
+@pytest.mark.parametrize("stem", ["h200_pinned_p20", "legacy_v2_pinned_p20"])
+def test_an_extra_of_null_reads_as_an_extra_of_nothing(tmp_path, stem):
+    """memprof writes {} for a command with nothing extra; null (an older or hand-made
+    file) means the same, not a refusal."""
+    data = json.loads((FIXTURES / f"{stem}.json").read_text())
+    path = tmp_path / "null.json"
+    path.write_text(json.dumps({**data, "extra": None}))
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({**data, "extra": {}}))
+    assert load_result(path).extra == load_result(empty).extra
+
+
+def test_an_older_files_bad_value_is_named_with_its_declared_range(tmp_path):
+    data = json.loads((FIXTURES / "legacy_v2_pinned_p20.json").read_text())
+    data["measurements"][2]["bytes"] = "4096"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    assert str(caught.value) == (
+        f"{path}: measurements[2].bytes is the string '4096': expected an integer 0 to 2^53"
+    )
