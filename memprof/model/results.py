@@ -743,8 +743,8 @@ def _place(raw: bytes, error: msgspec.DecodeError) -> str:
     if lone is not None:
         found, reason = None, "a lone UTF-16 surrogate in a string, which is no character"
         offset = lone.end() - 6
-    elif reason == "Number out of range":
-        return "(a number out of range)"
+    elif reason.startswith("Number out of range"):  # msgspec adds " - at `$[...][...]`"
+        return "(it holds a number beyond a 64-bit float's range: no figure is that large)"
     elif found is None:
         return f"({reason[0].lower() + reason[1:]})" if reason else ""
     else:
