@@ -490,3 +490,20 @@ def test_an_older_files_bad_value_is_named_with_its_declared_range(tmp_path):
     assert str(caught.value) == (
         f"{path}: measurements[2].bytes is the string '4096': expected an integer 0 to 2^53"
     )
+
+
+def test_text_with_a_lone_surrogate_is_refused_in_one_line_naming_its_byte():
+    """memprof.experiments.parse (and Result.from_json) of a str: a lone surrogate ends in the
+    loader's refusal, as a file's bad byte does, never in msgspec's UnicodeDecodeError."""
+    from memprof.experiments import parse
+
+    text = PINNED.read_text()
+    place = text.index('"pinned"')
+    spoiled = text[:place] + '"pin\udc80ned"' + text[place + len('"pinned"') :]
+    with pytest.raises(InvalidArgument) as caught:
+        parse(spoiled, "pasted")
+    offset = len(text[: place + 4].encode())
+    assert str(caught.value) == (
+        f"pasted is not a memprof result: not UTF-8 text (byte 0xed at offset {offset})"
+    )
+    assert parse(text, "pasted").command == "pinned"  # the same text, whole, loads

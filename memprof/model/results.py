@@ -385,6 +385,7 @@ class Result(msgspec.Struct, dict=True):
     def from_json(cls, text: str | bytes, shape_of: ShapeOf, name: str = "result") -> Result:
         """A Result from JSON text, every value checked: InvalidArgument naming the field."""
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        _require_utf8(raw, name)  # a str's lone surrogate too: msgspec's error names no place
         try:
             return _decoded(raw, shape_of)
         except SchemaError as error:
@@ -406,15 +407,7 @@ class Result(msgspec.Struct, dict=True):
     def load_all(cls, path: Path, shape_of: ShapeOf) -> list[Result]:
         """Every Result of a file (one, or each of a RUN_SET_FORMAT file), each checked."""
         raw = _read_result_bytes(path)
-        try:
-            if not raw.isascii():  # memprof writes ASCII, which needs no more checking
-                raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            byte = raw[error.start]
-            raise InvalidArgument(
-                f"{path} is not a memprof result: not UTF-8 text "
-                f"(byte 0x{byte:02x} at offset {error.start})"
-            ) from None
+        _require_utf8(raw, str(path))
         if raw.startswith(b"\xef\xbb\xbf"):  # memprof never writes one; an editor may
             raise InvalidArgument(
                 f"{path} is not a memprof result as saved: it starts with a UTF-8 byte-order "
@@ -579,6 +572,18 @@ def _result_file() -> type:
     return msgspec.defstruct(
         "ResultFile", fields, forbid_unknown_fields=True, kw_only=True, module=__name__
     )
+
+
+def _require_utf8(raw: bytes, name: str) -> None:
+    """InvalidArgument naming the first byte that is not UTF-8 (memprof writes ASCII)."""
+    try:
+        if not raw.isascii():
+            raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidArgument(
+            f"{name} is not a memprof result: not UTF-8 text "
+            f"(byte 0x{raw[error.start]:02x} at offset {error.start})"
+        ) from None
 
 
 def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
