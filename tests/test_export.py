@@ -548,3 +548,102 @@ def test_a_sweeps_sizes_in_words_are_the_bytes_of_the_csv_rows_they_came_from(pa
         peak_bytes = next(nbytes for nbytes, gb in curve if gb == peak)
         assert cells[at].endswith(f"({format_bytes(peak_bytes)})")
         assert peak_bytes in {rows[id(one)]["bytes"] for one in sources}
+
+
+# -- each derived row's own columns: what its formula holds and nothing it does not ----------
+
+
+def derived_rows(stem: str) -> list[dict]:
+    result = load(FIXTURES / f"{stem}.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    return [row for row in rows if row["group"] in ("derived", "reference")]
+
+
+def test_a_checks_expected_rate_names_its_ceiling_and_its_reference_none():
+    """A floor row is a share of its line's ceiling: it names that ceiling's GB/s and limiter
+    (PCIe's 63.0 for a host copy, HBM's for the device copy); a reference row is the known-good
+    machine's figure, of no ceiling, and says none."""
+    rows = derived_rows("h200_check")
+    floors = {row["derived_from"]: row for row in rows if row["operation"] == "floor"}
+    pcie = 32 * 16 * 128 / 130 / 8
+    for name in ("[CUDA memcpy HtoD] (pinned)", "[CUDA memcpy DtoH] (pinned)"):
+        assert floors[name]["ceiling_gb_per_s"] == pytest.approx(pcie)
+        assert floors[name]["limiter"] == "PCIe"
+    device = floors["[CUDA memcpy DtoD] (device)"]
+    assert device["limiter"] == "HBM"
+    assert device["gb_per_s"] == pytest.approx(0.8 * device["ceiling_gb_per_s"])
+    kept = [row for row in rows if row["group"] == "reference"]
+    assert len(kept) == 3
+    assert all((row["ceiling_gb_per_s"], row["ceiling_share"], row["limiter"]) == ("", "", "")
+               for row in kept)  # fmt: skip
+
+
+def test_a_per_gib_row_is_of_one_gib_and_a_ratios_of_its_parts_bytes():
+    """bytes says what a derived time is of: pinlimit's steps per GiB are of 1 GiB (their
+    parts of half a GiB, or a registered 15.5 GiB, each), a ratio of two copies of 64 MiB is
+    of 64 MiB (not their 128 MiB together), and only chunks add their parts' bytes up."""
+    result = load(FIXTURES / "h200_pinlimit.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    steps = [one for one in summary.derived if getattr(one, "formula", "") == "per_gib"]
+    assert 1 << 30 not in {part.measurement.bytes for one in steps for part in one.parts}
+    per_gib = [row for row in rows if row["operation"] == "per_gib"]
+    assert len(per_gib) == len(steps) > 0
+    assert {row["bytes"] for row in per_gib} == {1 << 30}
+    ratios = [row for row in derived_rows("h200_check") if row["operation"] == "ratio"]
+    assert [row["bytes"] for row in ratios] == [64 << 20, 64 << 20]
+    (chunks,) = [row for row in derived_rows("h200_streams") if row["operation"] == "chunks"][:1]
+    assert chunks["bytes"] == 4 * (64 << 20)
+
+
+def chunked(**part_changes) -> tuple[Result, list, list]:
+    """The streams run's figures and derived ones, its first chunks figure's parts changed."""
+    from memprof.model.figures import Derived
+
+    result = load(FIXTURES / "h200_streams.json")
+    summary = summarize(result)
+    one = next(d for d in summary.derived if d.formula == "chunks")
+    parts = tuple(replace(part, **part_changes) for part in one.parts)
+    return result, summary.figures, [Derived(one.name, parts, "chunks")]
+
+
+def test_chunks_without_a_rate_or_of_a_ceiling_of_nothing_have_no_share_of_it():
+    """A chunks figure's ceiling columns need its GB/s and a ceiling above 0 GB/s: chunks that
+    took no measurable time (no GB/s), or a link read as 0 GB/s, give a row without ceiling,
+    share or limiter, never a crash or a share of nothing."""
+    from memprof.model.ceilings import Ceiling
+
+    result, figures, made = chunked()
+    (row,) = csv_rows(result, figures, made)[len(figures) :]
+    assert row["ceiling_share"] == pytest.approx(row["gb_per_s"] / row["ceiling_gb_per_s"])
+    assert row["limiter"] == "PCIe"
+    for changes in ({"per_operation_ms": 0.0}, {"ceiling": Ceiling(0.0, "PCIe", "read as 0")}):
+        result, figures, made = chunked(**changes)
+        (row,) = csv_rows(result, figures, made)[len(figures) :]
+        assert (row.get("ceiling_gb_per_s"), row.get("ceiling_share"), row.get("limiter")) == (
+            None,
+            None,
+            None,
+        ), changes
+    assert row["gb_per_s"] > 0  # the rate itself is kept where its ceiling is nothing
+
+
+def test_the_csv_ends_each_record_with_crlf():
+    """As RFC 4180 and Python's csv module write it (and a spreadsheet reads it): the text
+    keeps csv.writer's line ends, not a newline translation's."""
+    result = load_fixture("uva")
+    text = csv_text([result], [summarize(result).figures])
+    assert text.count("\r\n") == len(result.measurements) + 1
+    assert text.endswith("\r\n") and "\n" not in text.replace("\r\n", "")
+
+
+def test_a_result_without_its_figures_is_refused_not_dropped():
+    """csv_text pairs each result with its figures and derived figures: one list shorter than
+    the results is an error, never a result's rows silently left out."""
+    results = [load_fixture("pinned_p20"), load_fixture("uva")]
+    figures = [summarize(r).figures for r in results]
+    with pytest.raises(ValueError, match="zip"):
+        csv_text(results, figures[:1])
+    with pytest.raises(ValueError, match="zip"):
+        csv_text(results, figures, [()])
