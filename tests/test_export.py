@@ -647,3 +647,36 @@ def test_a_result_without_its_figures_is_refused_not_dropped():
         csv_text(results, figures[:1])
     with pytest.raises(ValueError, match="zip"):
         csv_text(results, figures, [()])
+
+
+def basis_of(stem: str, operation: str, kind: str, nbytes: int, **changes) -> str:
+    """gb_per_s_from of the first figure of `stem` of that operation, kind and size (its
+    Figure changed by `changes`: a figure no fixture records)."""
+    import dataclasses
+
+    result = load(FIXTURES / f"{stem}.json")
+    (one,) = [
+        f
+        for f in summarize(result).figures
+        if (f.measurement.operation, f.measurement.kind, f.measurement.bytes, f.measurement.group)
+        == (operation, kind, nbytes, "gpu")
+    ][:1]
+    (row,) = csv_rows(result, [dataclasses.replace(one, **changes)])
+    return row["gb_per_s_from"]
+
+
+@pytest.mark.parametrize(
+    ("stem", "operation", "kind", "nbytes", "changes", "basis"),
+    [  # each where the other bases' conditions differ from its own
+        ("h200_pinned_p20", "h2d", "pageable", 4 << 20, {}, "back-to-back median"),  # a call too
+        ("legacy_v2_zerocopy_sweep", "h2d", "pageable", 4096, {}, "the call median"),
+        ("h200_sweep", "h2d", "pinned", 1024, {"back_to_back": False}, "one operation median"),
+        ("h200_device", "d2d", "device", 256 << 20, {}, "one operation best"),
+        ("h200_device", "d2d", "device", 256 << 20, {"back_to_back": True}, "back-to-back best"),
+    ],
+)
+def test_a_rate_names_the_time_it_is_of(stem, operation, kind, nbytes, changes, basis):
+    """gb_per_s_from says which time a GB/s divides: a staged copy's call where its batches
+    were not timed, else its back-to-back batches' or one operation's, median or best (as its
+    measure reads it): a script filters on these words."""
+    assert basis_of(stem, operation, kind, nbytes, **changes) == basis
