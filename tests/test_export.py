@@ -680,3 +680,31 @@ def test_a_rate_names_the_time_it_is_of(stem, operation, kind, nbytes, changes, 
     were not timed, else its back-to-back batches' or one operation's, median or best (as its
     measure reads it): a script filters on these words."""
     assert basis_of(stem, operation, kind, nbytes, **changes) == basis
+
+
+def test_a_part_with_no_kind_is_named_by_its_name_alone():
+    """derived_from qualifies a part only with what it has: driver calls and kernels have no
+    memory kind, so a figure made of them names each bare, not 'cuLaunchKernel ()'."""
+    from memprof.model.figures import Derived
+
+    result = load_fixture("pinned_p20")
+    figures = summarize(result).figures
+    launch, kernel = (
+        next(f for f in figures if f.measurement.operation == operation)
+        for operation in ("launch", "kernel")
+    )
+    assert launch.measurement.kind is None and kernel.measurement.kind is None
+    made = Derived("launch and kernel", (launch, kernel), "sum")
+    (row,) = csv_rows(result, figures, [made])[len(figures) :]
+    assert row["derived_from"] == "cuLaunchKernel + sumArraysGPU(float*, float*, float*, int)"
+    assert row["median_ms"] == pytest.approx(launch.median_ms + kernel.median_ms)
+
+
+def test_a_derived_row_names_a_copys_source_gpu_only_with_its_destination():
+    """A pair's expected rate (a floor row) is of one direction: it names both GPUs as its
+    copy's row does; a row of several copies names neither half of a pair alone."""
+    rows = derived_rows("h200x2_check_pairs")
+    floors = [row for row in rows if row["operation"] == "floor"]
+    assert [(row["source_gpu"], row["destination_gpu"]) for row in floors] == [(0, 1), (1, 0)]
+    for row in rows:
+        assert ("source_gpu" in row) == ("destination_gpu" in row), row["name"]
