@@ -708,3 +708,50 @@ def test_a_derived_row_names_a_copys_source_gpu_only_with_its_destination():
     assert [(row["source_gpu"], row["destination_gpu"]) for row in floors] == [(0, 1), (1, 0)]
     for row in rows:
         assert ("source_gpu" in row) == ("destination_gpu" in row), row["name"]
+
+
+def test_each_derived_time_is_both_its_median_and_its_per_operation_time():
+    """A mean, an ideal overlap and a steady loop are times of one operation: their rows hold
+    them in median_ms and per_operation_ms alike (a script reads either, as for a measurement),
+    and name their parts with commas, since none of them is their sum."""
+    from statistics import median
+
+    result = load(FIXTURES / "h200_alloc.json")
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    steady = [one for one in summary.derived if getattr(one, "formula", "") == "steady"]
+    assert steady
+    for one in steady:
+        loop = median(one.parts[0].measurement.samples_ms[1:])  # the first, cold, left out
+        assert (rows[id(one)]["median_ms"], rows[id(one)]["per_operation_ms"]) == (loop, loop)
+    result = load(FIXTURES / "h200_streams.json")
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    for formula in ("mean", "overlap"):
+        made = [one for one in summary.derived if one.formula == formula]
+        assert made, formula
+        for one in made:
+            row = rows[id(one)]
+            times = [part.per_operation_ms for part in one.parts]
+            if formula == "mean":
+                assert row["per_operation_ms"] == pytest.approx(math.fsum(times) / len(times))
+            assert row["median_ms"] == row["per_operation_ms"] < math.fsum(times), formula
+            assert row["derived_from"].count(", ") >= len(one.parts) - 1
+            assert " + " not in row["derived_from"], formula
+
+
+def test_a_figure_of_several_source_lines_holds_their_bytes_added_up():
+    """A "lines" row (Where's other lines summed) holds its lines' calls, bytes and times added
+    up: the bytes of two lines that copied 40 MiB and 168.2 MiB, not one of them or none."""
+    from memprof.model.figures import Derived
+
+    result = load_fixture("trace_torch")
+    summary = summarize(result)
+    copies = [line for line in lines_of(result) if line.bytes][:3:2]
+    assert len({line.bytes for line in copies}) == 2
+    made = Derived("two lines", tuple(copies), "lines")
+    row = csv_rows(result, summary.figures, [made])[len(summary.figures)]
+    assert (row["name"], row["operation"]) == ("two lines", "lines")
+    assert row["bytes"] == copies[0].bytes + copies[1].bytes == (40 << 20) + 176365568
+    assert row["calls"] == copies[0].calls + copies[1].calls == 74
+    assert row["host_ms"] == pytest.approx(copies[0].host_ms + copies[1].host_ms)
