@@ -755,3 +755,25 @@ def test_a_figure_of_several_source_lines_holds_their_bytes_added_up():
     assert row["bytes"] == copies[0].bytes + copies[1].bytes == (40 << 20) + 176365568
     assert row["calls"] == copies[0].calls + copies[1].calls == 74
     assert row["host_ms"] == pytest.approx(copies[0].host_ms + copies[1].host_ms)
+
+
+def test_each_rows_bus_id_is_what_the_result_recorded_of_its_gpu_wherever_it_did():
+    """gpu_pci_bus_id comes from the run's device facts, else the several GPUs' list, else
+    the GPU's NVML state (a trace records no device facts): each alone is enough, and a GPU
+    none of them records has none."""
+    result = replace(load_fixture("pinned_p20"), gpu_states=[])  # the device facts alone
+    assert {row["gpu_pci_bus_id"] for row in rows_of(result)} == {"0000:00:06.0"}
+    result = replace(load(FIXTURES / "h200x2_hostlink.json"), gpu_states=[])
+    rows = rows_of(result)
+    assert {(row["gpu_index"], row["gpu_pci_bus_id"]) for row in rows} == {
+        (0, "0000:00:06.0"),
+        (1, "0000:00:07.0"),  # from extra.devices alone
+    }
+    (state,) = load_fixture("pinned_p20").gpu_states
+    trace = replace(load_fixture("trace_torch"), gpu_states=[replace(state, pci_bus_id="b\x1b")])
+    assert trace.device is None
+    rows = csv_rows(trace, summarize(trace).figures)
+    assert {row["gpu_pci_bus_id"] for row in rows} == {"b\\x1b"}  # literally
+    moved = replace(trace, parameters=replace(trace.parameters, device=1))
+    rows = csv_rows(moved, summarize(moved).figures)
+    assert {(row["gpu_index"], row["gpu_pci_bus_id"]) for row in rows} == {(1, ""), (0, "b\\x1b")}
