@@ -627,6 +627,10 @@ def test_chunks_without_a_rate_or_of_a_ceiling_of_nothing_have_no_share_of_it():
             None,
         ), changes
     assert row["gb_per_s"] > 0  # the rate itself is kept where its ceiling is nothing
+    result, figures, made = chunked(ceiling=Ceiling(0.5, "slow", "just above nothing"))
+    (row,) = csv_rows(result, figures, made)[len(figures) :]
+    assert (row["ceiling_gb_per_s"], row["limiter"]) == (0.5, "slow")
+    assert row["ceiling_share"] == pytest.approx(row["gb_per_s"] / 0.5)
 
 
 def test_the_csv_ends_each_record_with_crlf():
