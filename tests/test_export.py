@@ -781,3 +781,27 @@ def test_each_rows_bus_id_is_what_the_result_recorded_of_its_gpu_wherever_it_did
     moved = replace(trace, parameters=replace(trace.parameters, device=1))
     rows = csv_rows(moved, summarize(moved).figures)
     assert {(row["gpu_index"], row["gpu_pci_bus_id"]) for row in rows} == {(1, ""), (0, "b\\x1b")}
+
+
+def test_a_trace_whose_gpu_name_was_not_read_has_rows_of_no_gpu_name():
+    """A traced program's run that could not read its GPU's name: its rows say none, not a
+    placeholder a script would take for a GPU."""
+    trace = load_fixture("trace_torch")
+    unnamed = replace(trace, extra=replace(trace.extra, gpu_name=""))
+    assert unnamed.gpu_name is None
+    rows = csv_rows(unnamed, summarize(unnamed).figures)
+    assert {row["group"] for row in rows} == {"gpu", "api", "copies", "gap", "line"}
+    assert {row["gpu_name"] for row in rows} == {""}
+
+
+def test_a_result_of_no_recorded_gpu_has_rows_of_none():
+    """A Result built in Python with no device facts and no GPU asked for (memprof.api): its
+    rows name no GPU, index, bus or name, rather than fail or make one up."""
+    from memprof.model.figures import figures
+
+    copy = Measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 1 << 20, [0.1, 0.3])
+    result = Result("pinned", {}, None, [copy], host="a-host")
+    assert result.gpu_index is None
+    (row,) = csv_rows(result, figures(result, []))
+    assert (row["gpu_index"], row["gpu_pci_bus_id"], row["gpu_name"]) == ("", "", "")
+    assert (row["name"], row["bytes"], row["median_ms"]) == ("[CUDA memcpy HtoD]", 1 << 20, 0.2)
