@@ -82,6 +82,7 @@ def test_a_row_of_what_moves_nothing_has_no_rate():
     launch = next(m for m in result.measurements if m.operation == "launch")
     row = rows_of(result)[result.measurements.index(launch)]
     assert (row["bytes"], row["gb_per_s"], row["ceiling_share"], row["limiter"]) == (0, "", "", "")
+    assert (row["gb_per_s_from"], row["ceiling_gb_per_s"]) == ("", "")  # no rate, of no time
 
 
 def test_peer_rows_name_their_source_and_destination_gpu_and_bus():
