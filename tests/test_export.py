@@ -515,6 +515,7 @@ def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
     sizes += [margin_bytes(limits.mem_total_bytes), extra.cap_bytes]
     assert [int(row["bytes"]) for row in written] == [*sizes, *extra.available_bytes, idle]
     assert [row["name"] for row in written[:4]] == ["MemTotal", "MemAvailable", MARGIN, "Cap"]
+    assert {row["operation"] for row in written} == {"fact"}  # what a script filters them by
 
 
 # by the command the file names (what load keeps): loading all 57 took every worker 0.6 s
