@@ -430,3 +430,28 @@ def test_the_gates_options_are_in_the_help_each_with_its_value_and_words(command
     text = " ".join(shown.stdout.split())
     for line in lines:
         assert line in text
+
+
+def test_memprof_diffs_comparison_lists_the_regressions_and_improvements_its_verdict_reads():
+    """What memprof.diff returns a script: without a gate every figure slower beyond noise is a
+    regression and the verdict 'regressed'; with one only those beyond it too (50% slower is
+    not beyond --fail-above 50%, is beyond 49%); a faster figure is an improvement either way."""
+    names = ("[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]", "[CUDA memcpy DtoD]")
+    first = run(*(copy([1.0] * 3, name) for name in names))
+    second = run(*(copy([t] * 3, name) for t, name in zip((1.5, 0.5, 1.0), names, strict=True)))
+    labels = {figure.label.split(" (")[0] for figure in compared(first, second)}
+    assert labels == set(names)
+
+    def found(comparison) -> tuple[list[str], list[str], str]:
+        return (
+            [figure.label.split(" (")[0] for figure in comparison.regressions],
+            [figure.label.split(" (")[0] for figure in comparison.improvements],
+            comparison.verdict,
+        )
+
+    slower, faster = ["[CUDA memcpy HtoD]"], ["[CUDA memcpy DtoH]"]
+    assert found(compare(first, second)) == (slower, faster, "regressed")
+    assert found(compare(first, second, fail_above=0.49)) == (slower, faster, "regressed")
+    assert found(compare(first, second, fail_above=0.5)) == ([], faster, "passed")
+    assert found(compare(first, first)) == ([], [], "passed")
+    assert found(compare(second, first)) == (faster, slower, "regressed")

@@ -82,6 +82,7 @@ def test_a_row_of_what_moves_nothing_has_no_rate():
     launch = next(m for m in result.measurements if m.operation == "launch")
     row = rows_of(result)[result.measurements.index(launch)]
     assert (row["bytes"], row["gb_per_s"], row["ceiling_share"], row["limiter"]) == (0, "", "", "")
+    assert (row["gb_per_s_from"], row["ceiling_gb_per_s"]) == ("", "")  # no rate, of no time
 
 
 def test_peer_rows_name_their_source_and_destination_gpu_and_bus():
@@ -514,6 +515,7 @@ def test_pinlimits_memavailable_cells_are_the_csv_rows_they_came_from():
     sizes += [margin_bytes(limits.mem_total_bytes), extra.cap_bytes]
     assert [int(row["bytes"]) for row in written] == [*sizes, *extra.available_bytes, idle]
     assert [row["name"] for row in written[:4]] == ["MemTotal", "MemAvailable", MARGIN, "Cap"]
+    assert {row["operation"] for row in written} == {"fact"}  # what a script filters them by
 
 
 # by the command the file names (what load keeps): loading all 57 took every worker 0.6 s
@@ -548,3 +550,260 @@ def test_a_sweeps_sizes_in_words_are_the_bytes_of_the_csv_rows_they_came_from(pa
         peak_bytes = next(nbytes for nbytes, gb in curve if gb == peak)
         assert cells[at].endswith(f"({format_bytes(peak_bytes)})")
         assert peak_bytes in {rows[id(one)]["bytes"] for one in sources}
+
+
+# -- each derived row's own columns: what its formula holds and nothing it does not ----------
+
+
+def derived_rows(stem: str) -> list[dict]:
+    result = load(FIXTURES / f"{stem}.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    return [row for row in rows if row["group"] in ("derived", "reference")]
+
+
+def test_a_checks_expected_rate_names_its_ceiling_and_its_reference_none():
+    """A floor row is a share of its line's ceiling: it names that ceiling's GB/s and limiter
+    (PCIe's 63.0 for a host copy, HBM's for the device copy); a reference row is the known-good
+    machine's figure, of no ceiling, and says none."""
+    rows = derived_rows("h200_check")
+    floors = {row["derived_from"]: row for row in rows if row["operation"] == "floor"}
+    pcie = 32 * 16 * 128 / 130 / 8
+    for name in ("[CUDA memcpy HtoD] (pinned)", "[CUDA memcpy DtoH] (pinned)"):
+        assert floors[name]["ceiling_gb_per_s"] == pytest.approx(pcie)
+        assert floors[name]["limiter"] == "PCIe"
+    device = floors["[CUDA memcpy DtoD] (device)"]
+    assert device["limiter"] == "HBM"
+    assert device["gb_per_s"] == pytest.approx(0.8 * device["ceiling_gb_per_s"])
+    kept = [row for row in rows if row["group"] == "reference"]
+    assert len(kept) == 3
+    assert all((row["ceiling_gb_per_s"], row["ceiling_share"], row["limiter"]) == ("", "", "")
+               for row in kept)  # fmt: skip
+
+
+def test_a_per_gib_row_is_of_one_gib_and_a_ratios_of_its_parts_bytes():
+    """bytes says what a derived time is of: pinlimit's steps per GiB are of 1 GiB (their
+    parts of half a GiB, or a registered 15.5 GiB, each), a ratio of two copies of 64 MiB is
+    of 64 MiB (not their 128 MiB together), and only chunks add their parts' bytes up."""
+    result = load(FIXTURES / "h200_pinlimit.json")
+    summary = summarize(result)
+    rows = csv_rows(result, summary.figures, summary.derived)
+    steps = [one for one in summary.derived if getattr(one, "formula", "") == "per_gib"]
+    assert 1 << 30 not in {part.measurement.bytes for one in steps for part in one.parts}
+    per_gib = [row for row in rows if row["operation"] == "per_gib"]
+    assert len(per_gib) == len(steps) > 0
+    assert {row["bytes"] for row in per_gib} == {1 << 30}
+    ratios = [row for row in derived_rows("h200_check") if row["operation"] == "ratio"]
+    assert [row["bytes"] for row in ratios] == [64 << 20, 64 << 20]
+    (chunks,) = [row for row in derived_rows("h200_streams") if row["operation"] == "chunks"][:1]
+    assert chunks["bytes"] == 4 * (64 << 20)
+
+
+def chunked(**part_changes) -> tuple[Result, list, list]:
+    """The streams run's figures and derived ones, its first chunks figure's parts changed."""
+    from memprof.model.figures import Derived
+
+    result = load(FIXTURES / "h200_streams.json")
+    summary = summarize(result)
+    one = next(d for d in summary.derived if d.formula == "chunks")
+    parts = tuple(replace(part, **part_changes) for part in one.parts)
+    return result, summary.figures, [Derived(one.name, parts, "chunks")]
+
+
+def test_chunks_without_a_rate_or_of_a_ceiling_of_nothing_have_no_share_of_it():
+    """A chunks figure's ceiling columns need its GB/s and a ceiling above 0 GB/s: chunks that
+    took no measurable time (no GB/s), or a link read as 0 GB/s, give a row without ceiling,
+    share or limiter, never a crash or a share of nothing."""
+    from memprof.model.ceilings import Ceiling
+
+    result, figures, made = chunked()
+    (row,) = csv_rows(result, figures, made)[len(figures) :]
+    assert row["ceiling_share"] == pytest.approx(row["gb_per_s"] / row["ceiling_gb_per_s"])
+    assert row["limiter"] == "PCIe"
+    for changes in ({"per_operation_ms": 0.0}, {"ceiling": Ceiling(0.0, "PCIe", "read as 0")}):
+        result, figures, made = chunked(**changes)
+        (row,) = csv_rows(result, figures, made)[len(figures) :]
+        assert (row.get("ceiling_gb_per_s"), row.get("ceiling_share"), row.get("limiter")) == (
+            None,
+            None,
+            None,
+        ), changes
+    assert row["gb_per_s"] > 0  # the rate itself is kept where its ceiling is nothing
+    result, figures, made = chunked(ceiling=Ceiling(0.5, "slow", "just above nothing"))
+    (row,) = csv_rows(result, figures, made)[len(figures) :]
+    assert (row["ceiling_gb_per_s"], row["limiter"]) == (0.5, "slow")
+    assert row["ceiling_share"] == pytest.approx(row["gb_per_s"] / 0.5)
+
+
+def test_the_csv_ends_each_record_with_crlf():
+    """As RFC 4180 and Python's csv module write it (and a spreadsheet reads it): the text
+    keeps csv.writer's line ends, not a newline translation's."""
+    result = load_fixture("uva")
+    text = csv_text([result], [summarize(result).figures])
+    assert text.count("\r\n") == len(result.measurements) + 1
+    assert text.endswith("\r\n") and "\n" not in text.replace("\r\n", "")
+
+
+def test_a_result_without_its_figures_is_refused_not_dropped():
+    """csv_text pairs each result with its figures and derived figures: one list shorter than
+    the results is an error, never a result's rows silently left out."""
+    results = [load_fixture("pinned_p20"), load_fixture("uva")]
+    figures = [summarize(r).figures for r in results]
+    with pytest.raises(ValueError, match="zip"):
+        csv_text(results, figures[:1])
+    with pytest.raises(ValueError, match="zip"):
+        csv_text(results, figures, [()])
+
+
+def basis_of(stem: str, operation: str, kind: str, nbytes: int, **changes) -> str:
+    """gb_per_s_from of the first figure of `stem` of that operation, kind and size (its
+    Figure changed by `changes`: a figure no fixture records)."""
+    import dataclasses
+
+    result = load(FIXTURES / f"{stem}.json")
+    (one,) = [
+        f
+        for f in summarize(result).figures
+        if (f.measurement.operation, f.measurement.kind, f.measurement.bytes, f.measurement.group)
+        == (operation, kind, nbytes, "gpu")
+    ][:1]
+    (row,) = csv_rows(result, [dataclasses.replace(one, **changes)])
+    return row["gb_per_s_from"]
+
+
+@pytest.mark.parametrize(
+    ("stem", "operation", "kind", "nbytes", "changes", "basis"),
+    [  # each where the other bases' conditions differ from its own
+        ("h200_pinned_p20", "h2d", "pageable", 4 << 20, {}, "back-to-back median"),  # a call too
+        ("legacy_v2_zerocopy_sweep", "h2d", "pageable", 4096, {}, "the call median"),
+        ("h200_sweep", "h2d", "pinned", 1024, {"back_to_back": False}, "one operation median"),
+        ("h200_device", "d2d", "device", 256 << 20, {}, "one operation best"),
+        ("h200_device", "d2d", "device", 256 << 20, {"back_to_back": True}, "back-to-back best"),
+    ],
+)
+def test_a_rate_names_the_time_it_is_of(stem, operation, kind, nbytes, changes, basis):
+    """gb_per_s_from says which time a GB/s divides: a staged copy's call where its batches
+    were not timed, else its back-to-back batches' or one operation's, median or best (as its
+    measure reads it): a script filters on these words."""
+    assert basis_of(stem, operation, kind, nbytes, **changes) == basis
+
+
+def test_a_part_with_no_kind_is_named_by_its_name_alone():
+    """derived_from qualifies a part only with what it has: driver calls and kernels have no
+    memory kind, so a figure made of them names each bare, not 'cuLaunchKernel ()'."""
+    from memprof.model.figures import Derived
+
+    result = load_fixture("pinned_p20")
+    figures = summarize(result).figures
+    launch, kernel = (
+        next(f for f in figures if f.measurement.operation == operation)
+        for operation in ("launch", "kernel")
+    )
+    assert launch.measurement.kind is None and kernel.measurement.kind is None
+    made = Derived("launch and kernel", (launch, kernel), "sum")
+    (row,) = csv_rows(result, figures, [made])[len(figures) :]
+    assert row["derived_from"] == "cuLaunchKernel + sumArraysGPU(float*, float*, float*, int)"
+    assert row["median_ms"] == pytest.approx(launch.median_ms + kernel.median_ms)
+
+
+def test_a_derived_row_names_a_copys_source_gpu_only_with_its_destination():
+    """A pair's expected rate (a floor row) is of one direction: it names both GPUs as its
+    copy's row does; a row of several copies names neither half of a pair alone."""
+    rows = derived_rows("h200x2_check_pairs")
+    floors = [row for row in rows if row["operation"] == "floor"]
+    assert [(row["source_gpu"], row["destination_gpu"]) for row in floors] == [(0, 1), (1, 0)]
+    for row in rows:
+        assert ("source_gpu" in row) == ("destination_gpu" in row), row["name"]
+
+
+def test_each_derived_time_is_both_its_median_and_its_per_operation_time():
+    """A mean, an ideal overlap and a steady loop are times of one operation: their rows hold
+    them in median_ms and per_operation_ms alike (a script reads either, as for a measurement),
+    and name their parts with commas, since none of them is their sum."""
+    from statistics import median
+
+    result = load(FIXTURES / "h200_alloc.json")
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    steady = [one for one in summary.derived if getattr(one, "formula", "") == "steady"]
+    assert steady
+    for one in steady:
+        loop = median(one.parts[0].measurement.samples_ms[1:])  # the first, cold, left out
+        assert (rows[id(one)]["median_ms"], rows[id(one)]["per_operation_ms"]) == (loop, loop)
+    result = load(FIXTURES / "h200_streams.json")
+    summary = summarize(result)
+    rows = csv_row_finder(result, summary)
+    for formula in ("mean", "overlap"):
+        made = [one for one in summary.derived if one.formula == formula]
+        assert made, formula
+        for one in made:
+            row = rows[id(one)]
+            times = [part.per_operation_ms for part in one.parts]
+            if formula == "mean":
+                assert row["per_operation_ms"] == pytest.approx(math.fsum(times) / len(times))
+            assert row["median_ms"] == row["per_operation_ms"] < math.fsum(times), formula
+            assert row["derived_from"].count(", ") >= len(one.parts) - 1
+            assert " + " not in row["derived_from"], formula
+
+
+def test_a_figure_of_several_source_lines_holds_their_bytes_added_up():
+    """A "lines" row (Where's other lines summed) holds its lines' calls, bytes and times added
+    up: the bytes of two lines that copied 40 MiB and 168.2 MiB, not one of them or none."""
+    from memprof.model.figures import Derived
+
+    result = load_fixture("trace_torch")
+    summary = summarize(result)
+    copies = [line for line in lines_of(result) if line.bytes][:3:2]
+    assert len({line.bytes for line in copies}) == 2
+    made = Derived("two lines", tuple(copies), "lines")
+    row = csv_rows(result, summary.figures, [made])[len(summary.figures)]
+    assert (row["name"], row["operation"]) == ("two lines", "lines")
+    assert row["bytes"] == copies[0].bytes + copies[1].bytes == (40 << 20) + 176365568
+    assert row["calls"] == copies[0].calls + copies[1].calls == 74
+    assert row["host_ms"] == pytest.approx(copies[0].host_ms + copies[1].host_ms)
+
+
+def test_each_rows_bus_id_is_what_the_result_recorded_of_its_gpu_wherever_it_did():
+    """gpu_pci_bus_id comes from the run's device facts, else the several GPUs' list, else
+    the GPU's NVML state (a trace records no device facts): each alone is enough, and a GPU
+    none of them records has none."""
+    result = replace(load_fixture("pinned_p20"), gpu_states=[])  # the device facts alone
+    assert {row["gpu_pci_bus_id"] for row in rows_of(result)} == {"0000:00:06.0"}
+    result = replace(load(FIXTURES / "h200x2_hostlink.json"), gpu_states=[])
+    rows = rows_of(result)
+    assert {(row["gpu_index"], row["gpu_pci_bus_id"]) for row in rows} == {
+        (0, "0000:00:06.0"),
+        (1, "0000:00:07.0"),  # from extra.devices alone
+    }
+    (state,) = load_fixture("pinned_p20").gpu_states
+    trace = replace(load_fixture("trace_torch"), gpu_states=[replace(state, pci_bus_id="b\x1b")])
+    assert trace.device is None
+    rows = csv_rows(trace, summarize(trace).figures)
+    assert {row["gpu_pci_bus_id"] for row in rows} == {"b\\x1b"}  # literally
+    moved = replace(trace, parameters=replace(trace.parameters, device=1))
+    rows = csv_rows(moved, summarize(moved).figures)
+    assert {(row["gpu_index"], row["gpu_pci_bus_id"]) for row in rows} == {(1, ""), (0, "b\\x1b")}
+
+
+def test_a_trace_whose_gpu_name_was_not_read_has_rows_of_no_gpu_name():
+    """A traced program's run that could not read its GPU's name: its rows say none, not a
+    placeholder a script would take for a GPU."""
+    trace = load_fixture("trace_torch")
+    unnamed = replace(trace, extra=replace(trace.extra, gpu_name=""))
+    assert unnamed.gpu_name is None
+    rows = csv_rows(unnamed, summarize(unnamed).figures)
+    assert {row["group"] for row in rows} == {"gpu", "api", "copies", "gap", "line"}
+    assert {row["gpu_name"] for row in rows} == {""}
+
+
+def test_a_result_of_no_recorded_gpu_has_rows_of_none():
+    """A Result built in Python with no device facts and no GPU asked for (memprof.api): its
+    rows name no GPU, index, bus or name, rather than fail or make one up."""
+    from memprof.model.figures import figures
+
+    copy = Measurement("gpu", "[CUDA memcpy HtoD]", "h2d", "pinned", 1 << 20, [0.1, 0.3])
+    result = Result("pinned", {}, None, [copy], host="a-host")
+    assert result.gpu_index is None
+    (row,) = csv_rows(result, figures(result, []))
+    assert (row["gpu_index"], row["gpu_pci_bus_id"], row["gpu_name"]) == ("", "", "")
+    assert (row["name"], row["bytes"], row["median_ms"]) == ("[CUDA memcpy HtoD]", 1 << 20, 0.2)
