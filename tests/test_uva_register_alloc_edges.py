@@ -1,11 +1,15 @@
 """uva, register and alloc summaries where no recorded fixture tells a right answer from a
 wrong one (issue 37's mutation round on their modules): uva's ceiling note for a file without
-link or HBM figures, and register's conclusion whole where registration saved nothing."""
+link or HBM figures, register's conclusion whole where registration saved nothing, its
+kernel note without a link, and its ceiling note for a file with one direction's staging."""
 
 from __future__ import annotations
 
+import pytest
+
 from memprof.experiments import summarize
 from tests.conftest import replace
+from tests.test_kinds_edges import dropped, loaded
 from tests.verdict_tools import fixture, table, with_samples
 
 
@@ -29,3 +33,23 @@ def test_registration_that_saved_nothing_says_so_in_its_sentence_whole():
     line = summarize(result).conclusions[0]
     start, end = line.index(": registration"), line.index(". Register buffers")
     assert line[start:end] == ": registration did not speed up copies here"
+
+
+def test_registers_kernel_note_gives_no_share_of_a_link_not_recorded():
+    result = fixture("h200_register")
+    result = replace(result, device=replace(result.device, pcie_generation=None), gpu_states=None)
+    (transfers,) = [t for t in summarize(result).tables if t.title == "Transfers"]
+    note = transfers.notes[1]
+    assert note.startswith("A kernel reading two registered arrays through DEVICEMAP took ")
+    assert note.endswith(" GB/s over PCIe).") and "of the link" not in note
+
+
+@pytest.mark.parametrize("gone", ["staging_h2d", "staging_d2h"])
+def test_one_directions_staging_alone_holds_the_pageable_array_to_the_link_only(tmp_path, gone):
+    """The staged note names both directions' host side: with one missing, the link alone."""
+    result = loaded(tmp_path, "h200_register", dropped(gone))
+    notes = table(summarize(result), "Transfers against their ceiling").notes
+    assert notes[1] == (
+        "The pageable array against the link only: the host side of pageable copies was not "
+        "recorded (a file from an older memprof)."
+    )
