@@ -1,7 +1,8 @@
 """uva, register and alloc summaries where no recorded fixture tells a right answer from a
 wrong one (issue 37's mutation round on their modules): uva's ceiling note for a file without
 link or HBM figures, register's conclusion whole where registration saved nothing, its
-kernel note without a link, and its ceiling note for a file with one direction's staging."""
+kernel note without a link, and its ceiling note for a file with one direction's staging and
+for an older file's one memcpy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from memprof.experiments import summarize
 from tests.conftest import replace
-from tests.test_kinds_edges import dropped, loaded
+from tests.test_kinds_edges import both, dropped, host_gb_per_s, loaded, renamed
 from tests.verdict_tools import fixture, table, with_samples
 
 
@@ -52,4 +53,23 @@ def test_one_directions_staging_alone_holds_the_pageable_array_to_the_link_only(
     assert notes[1] == (
         "The pageable array against the link only: the host side of pageable copies was not "
         "recorded (a file from an older memprof)."
+    )
+
+
+def test_an_older_files_memcpy_holds_the_pageable_array_to_it_in_its_own_words(tmp_path):
+    result = loaded(
+        tmp_path, "h200_register", both(renamed("staging_h2d", "memcpy"), dropped("staging_d2h"))
+    )
+    notes = table(summarize(result), "Transfers against their ceiling").notes
+    assert notes[1] == (
+        "The pageable array against the lower of the link and one host thread's memcpy "
+        "between two pageable buffers of its size, this run: "
+        f"{host_gb_per_s(result, 'memcpy')} GB/s (a file from an older memprof: pageable "
+        "copies can beat it, docs/ceilings.md)."
+    )
+    staged = table(summarize(fixture("h200_register")), "Transfers against their ceiling")
+    assert staged.notes[1].startswith(
+        "The pageable array against the lower of the link and its host side: one host "
+        "thread staging it through a 256 KiB buffer, chunk by chunk, as the driver does, "
+        "this run: "
     )
