@@ -2,7 +2,7 @@
 wrong one (issue 37's mutation round on their modules): uva's ceiling note for a file without
 link or HBM figures, register's conclusion whole where registration saved nothing, its
 kernel note without a link, and its ceiling note for a file with one direction's staging and
-for an older file's one memcpy."""
+for an older file's one memcpy; alloc's refusals of a saved file in their words whole."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from memprof.experiments import summarize
 from tests.conftest import replace
 from tests.test_kinds_edges import both, dropped, host_gb_per_s, loaded, renamed
+from tests.test_loader_contradictions import edited, refusal
 from tests.verdict_tools import fixture, table, with_samples
 
 
@@ -72,4 +73,15 @@ def test_an_older_files_memcpy_holds_the_pageable_array_to_it_in_its_own_words(t
         "The pageable array against the lower of the link and its host side: one host "
         "thread staging it through a 256 KiB buffer, chunk by chunk, as the driver does, "
         "this run: "
+    )
+
+
+def test_alloc_refuses_a_granularity_against_vmm_saying_what_each_run_records():
+    def edit(data: dict) -> None:
+        data["extra"]["allocators"].update(vmm=False, granularity_bytes=2 << 20)
+
+    assert refusal(edited("h200_alloc", edit)) == (
+        "run.json: extra.allocators.granularity_bytes is 2097152, but extra.allocators.vmm is "
+        "false: a run that measured virtual memory management records its granularity (a "
+        "positive byte count), one that did not records null"
     )
