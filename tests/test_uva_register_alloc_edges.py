@@ -6,10 +6,12 @@ for an older file's one memcpy; alloc's refusals of a saved file in their words 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memprof.experiments import summarize
-from tests.conftest import replace
+from tests.conftest import FIXTURES, replace
 from tests.test_kinds_edges import both, dropped, host_gb_per_s, loaded, renamed
 from tests.test_loader_contradictions import edited, refusal
 from tests.verdict_tools import fixture, table, with_samples
@@ -84,4 +86,30 @@ def test_alloc_refuses_a_granularity_against_vmm_saying_what_each_run_records():
         "run.json: extra.allocators.granularity_bytes is 2097152, but extra.allocators.vmm is "
         "false: a run that measured virtual memory management records its granularity (a "
         "positive byte count), one that did not records null"
+    )
+
+
+def test_alloc_refuses_an_allocation_of_a_kind_not_run_naming_every_kind_it_ran():
+    def edit(data: dict) -> None:
+        data["extra"]["kinds"] = ["pageable", "device"]
+
+    said = refusal(edited("h200_alloc", edit))
+    assert said.endswith(
+        ".kind is 'pinned', but an allocation of this run is one of 'pageable', 'device'"
+    )
+
+
+@pytest.mark.parametrize("operation", ["alloc", "free"])
+def test_alloc_refuses_a_free_or_an_allocation_timed_more_often_than_the_run_says(operation):
+    document = json.loads((FIXTURES / "h200_alloc.json").read_text(encoding="utf-8"))
+    index, m = next(
+        (i, m)
+        for i, m in enumerate(document["measurements"])
+        if (m["operation"], m["kind"]) == (operation, "pinned")
+    )
+    m["samples_ms"].append(m["samples_ms"][0])
+    held = len(m["samples_ms"])
+    assert refusal(json.dumps(document)) == (
+        f"run.json: measurements[{index}].samples_ms holds {held} allocations of pinned memory, "
+        f"but parameters.repeat and extra.host_once_from_bytes say {held - 1}"
     )
