@@ -113,3 +113,20 @@ def test_alloc_refuses_a_free_or_an_allocation_timed_more_often_than_the_run_say
         f"run.json: measurements[{index}].samples_ms holds {held} allocations of pinned memory, "
         f"but parameters.repeat and extra.host_once_from_bytes say {held - 1}"
     )
+
+
+def test_allocs_conclusion_compares_pinned_with_numpy_only_where_both_ran(tmp_path):
+    def without_pageable(data: dict) -> None:
+        data["extra"]["kinds"].remove("pageable")
+        kept = [m for m in data["measurements"] if m["kind"] != "pageable"]
+        data["measurements"] = kept
+
+    both_ran = summarize(fixture("h200_alloc")).conclusions[0]
+    assert "x numpy's " in both_ran
+    assert both_ran.endswith(
+        " with every page touched. Allocate pinned and device memory once, outside loops, "
+        "and reuse it."
+    )
+    line = summarize(loaded(tmp_path, "h200_alloc", without_pageable)).conclusions[0]
+    assert "pinned memory (cuMemHostAlloc) took" not in line and "numpy" not in line
+    assert line.endswith(". Allocate pinned and device memory once, outside loops, and reuse it.")
