@@ -12,8 +12,10 @@ from memprof.core import memory
 from memprof.errors import EnvironmentProblem
 from memprof.experiments import alloc, uva
 from memprof.experiments.common import SumArrays
+from tests import test_kinds_fake as kinds_fake
 from tests.fakegpu import FakeSession
 from tests.test_kinds_fake import KERNEL, MEMSET, REPEAT, WARMUP, checked, recorded, run_on_fake
+from tests.test_progress import ATTRIBUTES
 
 NBYTES = 4 << 10  # power 10: 1024 floats
 
@@ -178,3 +180,15 @@ def test_alloc_times_every_kind_at_every_size_host_memory_once_from_its_threshol
     assert [step[1:] for step in steps] == [(done, total) for done in range(total + 1)]
     assert steps[-1] == ("done", total, total)
     assert all(check.passed for check in checks) and len(checks) == 5
+
+
+def test_alloc_without_pools_or_virtual_memory_counts_the_kinds_phase_alone(monkeypatch):
+    """A GPU without pools or VMM: no pools phase, and progress out of the kinds' steps alone."""
+    attributes = {**ATTRIBUTES, "memoryPoolsSupported": 0, "virtualMemoryManagementSupported": 0}
+    monkeypatch.setattr(kinds_fake, "ATTRIBUTES", attributes)
+    _, measurements, checks, steps = run_on_fake("alloc", monkeypatch, powers=(10,))
+    kinds = ["pageable", "pinned", "portable", "writecombined", "mapped", "device"]
+    assert [m.kind for m in measurements] == [kind for kind in kinds for _ in range(2)]
+    total = len(kinds)
+    assert [step[1:] for step in steps] == [(done, total) for done in range(total + 1)]
+    assert steps[-1] == ("done", total, total) and checks == []
