@@ -148,6 +148,10 @@ def test_alloc_times_every_kind_at_every_size_host_memory_once_from_its_threshol
     assert asked == [{"device_bytes": 3 * largest, "host_bytes": 2 * largest}]
     (extra,) = returned
     assert extra.kinds == KINDS and extra.allocators is not None
+    assert extra.skipped == [  # the stand-in's attributes say neither is there
+        "registered memory needs hostRegisterSupported (HOST_REGISTER_SUPPORTED), which is 0 here",
+        "managed memory needs managedMemory (MANAGED_MEMORY), which is 0 here",
+    ]
     assert extra.host_once_from_bytes == (once_from or alloc.HOST_ONCE_FROM_BYTES)
     once = {kind for kind in alloc.HOST_KINDS if once_from == largest}
 
@@ -176,6 +180,7 @@ def test_alloc_times_every_kind_at_every_size_host_memory_once_from_its_threshol
         ("pageable memory, 2^12 (16 KiB): allocate and free", 0, total),
         ("pinned memory, 2^12 (16 KiB): allocate and free", 1, total),
     ]
+    assert steps[len(KINDS) * 2] == ("pools and virtual memory, 16 KiB", 18, total)
     assert steps[len(KINDS) * 2 - 1] == ("vmm memory, 2^10 (4 KiB): allocate and free", 17, total)
     assert [step[1:] for step in steps] == [(done, total) for done in range(total + 1)]
     assert steps[-1] == ("done", total, total)
@@ -186,7 +191,11 @@ def test_alloc_without_pools_or_virtual_memory_counts_the_kinds_phase_alone(monk
     """A GPU without pools or VMM: no pools phase, and progress out of the kinds' steps alone."""
     attributes = {**ATTRIBUTES, "memoryPoolsSupported": 0, "virtualMemoryManagementSupported": 0}
     monkeypatch.setattr(kinds_fake, "ATTRIBUTES", attributes)
+    returned: list = []
+    real_run = alloc.Alloc.run
+    monkeypatch.setattr(alloc.Alloc, "run", lambda self, ctx: returned.append(real_run(self, ctx)))
     _, measurements, checks, steps = run_on_fake("alloc", monkeypatch, powers=(10,))
+    assert returned[0].allocators is None  # nothing of pools or VMM measured
     kinds = ["pageable", "pinned", "portable", "writecombined", "mapped", "device"]
     assert [m.kind for m in measurements] == [kind for kind in kinds for _ in range(2)]
     total = len(kinds)
