@@ -493,7 +493,14 @@ class FakeBindings:
         return OK, self.attributes.get(int(attribute), 1)
 
     def cuMemHostRegister(self, address, nbytes, flags):
-        if not isinstance(address, int) or nbytes <= 0:
+        # flags: CU_MEMHOSTREGISTER_PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY (an int, as the
+        # driver's unsigned int; cuda-bindings refuses None)
+        if (
+            not isinstance(address, int)
+            or nbytes <= 0
+            or not isinstance(flags, int)
+            or flags & ~0xF
+        ):
             return (INVALID,)
         if any(
             a < address + nbytes and address < a + n for a, (n, _) in self.gpu.registered.items()

@@ -201,3 +201,21 @@ def test_alloc_without_pools_or_virtual_memory_counts_the_kinds_phase_alone(monk
     total = len(kinds)
     assert [step[1:] for step in steps] == [(done, total) for done in range(total + 1)]
     assert steps[-1] == ("done", total, total) and checks == []
+
+
+def test_register_registers_with_the_flags_its_table_names(monkeypatch):
+    """The costs table's note says "flags DEVICEMAP | PORTABLE": every registration the run
+    makes, timed or kept for the kernel, passes exactly those (the cost depends on them)."""
+    from memprof.core import bindings
+
+    flags_passed: list[int] = []
+    real = bindings.host_register
+
+    def host_register(address: int, nbytes: int, flags: int) -> None:
+        flags_passed.append(flags)
+        real(address, nbytes, flags)
+
+    monkeypatch.setattr(bindings, "host_register", host_register)
+    run_on_fake("register", monkeypatch, power=10)
+    assert len(flags_passed) == REPEAT + WARMUP + 2  # timed, warm-up, a and b for the kernel
+    assert set(flags_passed) == {bindings.HOST_REGISTER_DEVICEMAP | bindings.HOST_REGISTER_PORTABLE}
