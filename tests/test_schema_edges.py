@@ -1,0 +1,182 @@
+"""The validation helper at the edges its other tests never reach: each rule's bounds, the
+words of every kind of value, and where a refusal deep inside a type says it is."""
+
+import datetime
+from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from memprof.model.schema import (
+    DISTINCT,
+    NON_EMPTY,
+    Range,
+    SchemaError,
+    allows,
+    check,
+    describe,
+    from_msgspec,
+    is_range,
+    phrase,
+    refusal,
+)
+
+Distinct = Annotated[list[int], DISTINCT]
+
+
+def refused(value, hint, *where: str) -> str:
+    with pytest.raises(SchemaError) as caught:
+        check(value, hint, *where)
+    return str(caught.value)
+
+
+def test_a_schema_error_reads_without_a_place_or_an_expectation():
+    assert str(SchemaError("", "is bad")) == "is bad"
+    assert str(SchemaError("x", "is bad")) == "x is bad"
+    assert str(SchemaError("x", "is 1", "2")) == "x is 1: expected 2"
+    assert str(SchemaError("", "is bad").within("rows[2]")) == "rows[2] is bad"
+    assert str(SchemaError("a", "is bad").within("")) == "a is bad"
+
+
+def test_a_range_built_now_keeps_its_bounds_its_unit_and_its_openness():
+    closed, opened = Range(0, 10), Range(1, 10, low_open=True, unit="ms")
+    assert (closed.ge, closed.gt, closed.le, closed.extra) == (0, None, 10, {})
+    assert (opened.ge, opened.gt, opened.le, opened.extra) == (None, 1, 10, {"unit": "ms"})
+    assert check(0, Annotated[float, closed]) == 0
+    assert check(10, Annotated[float, closed]) == 10
+    assert refused(10.5, Annotated[float, closed], "x") == "x is 10.5: expected a number 0 to 10"
+    assert refused(1, Annotated[float, opened], "x") == "x is 1: expected a number (1, 10] ms"
+    assert allows(closed, 0) and not allows(opened, 1) and allows(opened, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (Range(0.5, 10), "0.5 to 10"),  # not a whole number: never rounded to 0
+        (Range(0, 1e16), "0 to 1e+16"),  # a whole number too long to write out
+        (Range(0, 9999999999999998), "0 to 9999999999999998"),
+        (Range(0, (1 << 20) + 2), "0 to 1048578"),
+    ],
+)
+def test_a_bound_is_written_as_a_person_reads_it(rule, words):
+    assert phrase(rule) == words
+
+
+def test_a_refusal_of_a_range_shows_an_integer_whole_and_a_float_briefly():
+    assert refusal(Range(0, 10), 1234567) == "1234567 is outside the allowed range 0 to 10"
+    assert refusal(Range(0, 0.25), 0.1 + 0.2) == "0.3 is outside the allowed range 0 to 0.25"
+
+
+def test_only_a_rule_with_a_top_is_a_range():
+    assert is_range(Range(0, 1))
+    assert not is_range(NON_EMPTY)
+    assert not is_range("0 to 1")
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (None, "null"),
+        (True, "true"),
+        (False, "false"),
+        (float("inf"), "Infinity"),
+        (float("-inf"), "-Infinity"),
+        (float("nan"), "NaN"),
+        (2**63, "9223372036854775808"),  # 64 bits: still shown
+        (2**64, "an integer of about 20 digits"),
+        (-(2**64), "a negative integer of about 20 digits"),
+        (2**200, "an integer of about 61 digits"),
+        (0.5, "0.5"),
+        ("a" * 40, "the string '" + "a" * 40 + "'"),
+        ("a" * 41, "the string '" + "a" * 37 + "...'"),
+        ([], "an empty list"),
+        ([1], "a list of 1 item"),
+        ([1, 2], "a list of 2 items"),
+        ((1, 2), "a list of 2 items"),
+        ({}, "an object"),
+        (b"x", "bytes"),
+    ],
+)
+def test_each_kind_of_value_is_described_in_its_words(value, words):
+    assert describe(value) == words
+
+
+def test_distinct_refuses_an_item_seen_before_and_allows_any_order():
+    assert check([3, 1, 2], Distinct) == [3, 1, 2]
+    assert refused([1, 2, 1], Distinct, "x") == "x[2] is 1 again"
+    assert refused([None, None], Annotated[list[int | None], DISTINCT], "x") == (
+        "x[1] is null again"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "hint", "where", "message"),
+    [
+        ([1, 1], Distinct | None, "x", "x[1] is 1 again"),
+        ([[1, 2], [3, 3]], list[Distinct], "x", "x[1][1] is 3 again"),
+        (([1], [2, 2]), tuple[Distinct, ...], "x", "x[1][1] is 2 again"),
+        ({"a": [1], "b": [2, 2]}, dict[str, Distinct], "x", "x.b[1] is 2 again"),
+        ({"a": [1], "b": [2, 2]}, dict[str, Distinct], "", "b[1] is 2 again"),
+    ],
+)
+def test_a_rule_inside_a_type_is_kept_and_placed(value, hint, where, message):
+    assert refused(value, hint, where) == message
+
+
+@dataclass
+class Inner:
+    items: Distinct
+
+
+@dataclass
+class Holder:
+    inner: Inner
+    count: int
+
+    def check_consistency(self) -> None:
+        if self.count > len(self.inner.items):
+            raise SchemaError("count", f"is {self.count}, more than the items")
+
+
+def test_a_record_places_its_fields_problems_and_its_own():
+    assert refused({"inner": {"items": [1, 1]}, "count": 0}, Holder) == (
+        "inner.items[1] is 1 again"
+    )
+    assert refused({"inner": {"items": [1]}, "count": 2}, Holder) == (
+        "count is 2, more than the items"
+    )
+    assert refused({"inner": {"items": [1]}, "count": 2}, Holder, "rows[2]") == (
+        "rows[2].count is 2, more than the items"
+    )
+    assert check({"inner": {"items": [1]}, "count": 1}, Holder) == Holder(Inner([1]), 1)
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True):
+    a: int
+
+
+def test_a_struct_names_a_field_it_does_not_know_and_one_that_is_missing():
+    assert refused({"a": 1, "b": 2}, Strict, "s") == "s.b is not a known field"
+    assert refused({}, Strict, "s") == "s.a is missing"
+
+
+def test_a_refusal_msgspec_words_itself_is_shown_in_its_words():
+    assert refused("nope", datetime.datetime, "x") == (
+        "x is the string 'nope': invalid RFC3339 encoded datetime"
+    )
+
+
+def error_of(value, hint) -> msgspec.ValidationError:
+    with pytest.raises(msgspec.ValidationError) as caught:
+        msgspec.convert(value, hint)
+    return caught.value
+
+
+def test_msgspec_refusal_without_a_place_or_a_type_says_what_msgspec_wanted():
+    error = error_of({"a": "v"}, dict[str, int])
+    assert str(from_msgspec(error, {"a": "v"})) == "a is the string 'v': expected an integer"
+    error = error_of([1, "v"], list[int])
+    assert str(from_msgspec(error, [], "x")) == "x[1] is not an integer"
+    error = error_of(["nope"], list[datetime.datetime])
+    assert str(from_msgspec(error, [], "x")) == "x[0] Invalid RFC3339 encoded datetime"
