@@ -3,7 +3,7 @@ words of every kind of value, and where a refusal deep inside a type says it is.
 
 import datetime
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal, TypedDict
 
 import msgspec
 import pytest
@@ -180,3 +180,119 @@ def test_msgspec_refusal_without_a_place_or_a_type_says_what_msgspec_wanted():
     assert str(from_msgspec(error, [], "x")) == "x[1] is not an integer"
     error = error_of(["nope"], list[datetime.datetime])
     assert str(from_msgspec(error, [], "x")) == "x[0] Invalid RFC3339 encoded datetime"
+
+
+@dataclass
+class Row:
+    name: str
+    size: int = 0
+
+
+@dataclass
+class Empty:
+    pass
+
+
+ROW_FIELDS = "expected only name, size"
+
+
+@pytest.mark.parametrize(
+    ("value", "hint", "where", "message"),
+    [
+        ({"name": "h", "more": 1}, Row | None, "x", f"x.more is not a known field: {ROW_FIELDS}"),
+        ({"a": {"name": "h", "more": 1}}, dict[str, Row], "x", "x.a.more is not a known field"),
+        ({"a": {"name": "h", "more": 1}}, dict[str, Row], "", "a.more is not a known field"),
+        ([{"name": "h", "more": 1}], list[Row | None], "x", "x[0].more is not a known field"),
+        ({"a": 1}, Empty, "x", "x.a is not a known field: expected only no fields"),
+        ({"name": "h"}, list[Row], "x", "x is an object: expected a list"),
+        ([1], dict[str, Row], "x", "x is a list of 1 item: expected an object"),
+        ("v", tuple[Row, int], "x", "x is the string 'v': expected a list"),
+        # as many fields as the record, one of them unknown: not a whole record
+        ([{"name": "h", "more": 1}], list[Row], "x", "x[0].more is not a known field"),
+        (
+            [{"inner": {"items": [1], "more": 1}, "count": 1}],
+            list[Holder],
+            "x",
+            "x[0].inner.more is not a known field: expected only items",
+        ),
+        (
+            {"inner": {"items": [1], "more": 1}, "count": 1},
+            Holder,
+            "",
+            "inner.more is not a known field: expected only items",
+        ),
+    ],
+)
+def test_an_unknown_field_is_refused_wherever_its_record_is(value, hint, where, message):
+    assert refused(value, hint, where).startswith(message)
+
+
+def test_a_record_left_out_of_fields_gets_its_defaults_wherever_it_is():
+    assert check({"name": "h"}, Row | None) == Row("h")
+    assert check({"a": {"name": "h"}}, dict[str, Row]) == {"a": Row("h")}
+
+
+class Typed(TypedDict):
+    a: Annotated[int, Range(0, 3)]
+
+
+Low, High = Annotated[int, Range(0, 3)], Annotated[int, Range(5, 9)]
+
+
+@pytest.mark.parametrize(
+    ("value", "hint", "message"),
+    [
+        ("v", Low | None, "x is the string 'v': expected an integer 0 to 3 or null"),
+        ([1, 5], list[Low] | None, "x[1] is 5: expected an integer 0 to 3"),
+        ([1, 2], tuple[Low, High], "x[1] is 2: expected an integer 5 to 9"),
+        ([1, 5], tuple[Low, ...], "x[1] is 5: expected an integer 0 to 3"),
+        ({"a": 5}, dict[str, Low], "x.a is 5: expected an integer 0 to 3"),
+        ({"a": 1, "b": "v"}, dict[str, int], "x.b is the string 'v': expected an integer"),
+        ({"a": 5}, Typed, "x.a is 5: expected an integer 0 to 3"),
+        (5, Annotated[str, msgspec.Meta(description="a date")], "x is 5: expected a date"),
+        ([], tuple[int], "x is an empty list: expected a list of 1 item"),
+    ],
+)
+def test_a_refusal_says_what_the_declared_type_allows_where_it_is(value, hint, message):
+    assert refused(value, hint, "x") == message
+
+
+@pytest.mark.parametrize(
+    ("value", "hint", "message"),
+    [
+        (
+            "c",
+            Literal["a", "b"],
+            "x is the string 'c': expected one of the values this field allows",
+        ),
+        ("v", int | None, "x is the string 'v': expected an integer or null"),
+        (5, datetime.datetime, "x is 5: expected datetime"),
+        (
+            [1, 2, 3],
+            Annotated[list[int], msgspec.Meta(max_length=2)],
+            "x is a list of 3 items: expected a list of at most 2 items",
+        ),
+        ([], tuple[int], "x is an empty list: expected a list of 1 item"),
+        (
+            "b",
+            Annotated[str, msgspec.Meta(pattern="^a$")],
+            "x is the string 'b': expected a string in its format",
+        ),
+        (5, Annotated[int, msgspec.Meta(le=3)], "x is 5: expected an integer <= 3"),
+        (
+            1 << 21,
+            Annotated[int, msgspec.Meta(le=1 << 20)],
+            "x is 2097152: expected an integer <= 2^20",
+        ),
+    ],
+)
+def test_msgspec_refusal_without_a_type_says_what_its_message_wanted(value, hint, message):
+    error = error_of(value, hint)
+    assert str(from_msgspec(error, value, "x")) == message
+
+
+def test_a_type_that_leaves_the_path_says_what_msgspec_wanted():
+    error = error_of([1, "v"], list[int])
+    assert str(from_msgspec(error, [1, "v"], "x", int)) == (
+        "x[1] is the string 'v': expected an integer"
+    )
