@@ -20,6 +20,7 @@ from memprof.model.schema import (
     is_range,
     phrase,
     refusal,
+    totals_possible,
 )
 
 Distinct = Annotated[list[int], DISTINCT]
@@ -37,6 +38,7 @@ def test_a_schema_error_reads_without_a_place_or_an_expectation():
     assert str(SchemaError("x", "is 1", "2")) == "x is 1: expected 2"
     assert str(SchemaError("", "is bad").within("rows[2]")) == "rows[2] is bad"
     assert str(SchemaError("a", "is bad").within("")) == "a is bad"
+    assert str(SchemaError("a", "is 1", "2").within("row")) == "row.a is 1: expected 2"
 
 
 def test_a_range_built_now_keeps_its_bounds_its_unit_and_its_openness():
@@ -296,3 +298,16 @@ def test_a_type_that_leaves_the_path_says_what_msgspec_wanted():
     assert str(from_msgspec(error, [1, "v"], "x", int)) == (
         "x[1] is the string 'v': expected an integer"
     )
+
+
+@pytest.mark.parametrize(
+    ("count", "least", "most", "totals"),
+    [
+        (1, 5, 5, (5, 5)),  # one call is both the smallest and the largest
+        (2, 2, 7, (9, 9)),
+        (3, 2, 7, (11, 16)),  # 7+2+2 at least, 2+7+7 at most
+        (4, 1, 10, (13, 31)),
+    ],
+)
+def test_the_totals_calls_can_make_with_their_smallest_and_largest(count, least, most, totals):
+    assert totals_possible(count, least, most) == totals
