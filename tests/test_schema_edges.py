@@ -311,3 +311,16 @@ def test_a_type_that_leaves_the_path_says_what_msgspec_wanted():
 )
 def test_the_totals_calls_can_make_with_their_smallest_and_largest(count, least, most, totals):
     assert totals_possible(count, least, most) == totals
+
+
+@pytest.mark.parametrize(
+    ("value", "hint", "message"),
+    [
+        ({"a": 1, "b": 5}, dict[str, Low], "x.b is 5: expected an integer 0 to 3"),
+        ({"a": 1, "b": 5}, dict[str, Low] | None, "x.b is 5: expected an integer 0 to 3"),
+        ({"a": [1], "b": "v"}, dict[str, list[int]], "x.b is the string 'v': expected a list"),
+        ({"a": 1, "b": 2, "c": 9}, dict[str, Low], "x.c is 9: expected an integer 0 to 3"),
+    ],
+)
+def test_a_mapping_names_the_value_it_refuses_not_its_first(value, hint, message):
+    assert refused(value, hint, "x") == message
