@@ -324,3 +324,9 @@ def test_the_totals_calls_can_make_with_their_smallest_and_largest(count, least,
 )
 def test_a_mapping_names_the_value_it_refuses_not_its_first(value, hint, message):
     assert refused(value, hint, "x") == message
+
+
+def test_a_mapping_without_a_declared_type_names_the_value_of_the_wrong_kind():
+    data = {"a": 1, "b": "v", "c": "w"}
+    error = error_of(data, dict[str, int])
+    assert str(from_msgspec(error, data, "x")) == "x.b is the string 'v': expected an integer"
