@@ -204,7 +204,7 @@ def from_msgspec(
     message, _, path = str(error).partition(" - at `$")
     steps = _path_steps(path.rstrip("`"))
     if "[...]" in path:  # a value of a mapping: msgspec does not say which one
-        steps.append(_bad_key(_value_at(data, steps), _wanted(message)))
+        steps.append(_bad_key(_value_at(data, steps), _wanted(message), _item_hint(hint, steps)))
     place = _join(where, "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps))
     field = re.fullmatch(r"Object (contains unknown|missing required) field `(.*)`", message)
     if field:
@@ -234,13 +234,35 @@ _KIND_TESTS = {
 }
 
 
-def _bad_key(mapping: Any, wanted: str) -> str:
-    """The first key of a mapping whose value is not what msgspec wanted there."""
+def _bad_key(mapping: Any, wanted: str, item: Any = None) -> str:
+    """The first key of a mapping whose value is not what msgspec wanted there: by the
+    values' declared type where known (a value out of its range is of the right kind)."""
     if not isinstance(mapping, dict) or not mapping:
         return "..."
+    if item is not None:
+        bad = [key for key, value in mapping.items() if not _converts(value, item)]
+        return str(bad[0] if bad else next(iter(mapping)))
     test = next((t for words, t in _KIND_TESTS.items() if wanted.startswith(words)), None)
     bad = [key for key, value in mapping.items() if test is None or not test(value)]
     return str(bad[0] if bad else next(iter(mapping)))
+
+
+def _converts(value: Any, hint: Any) -> bool:
+    try:
+        msgspec.convert(value, hint)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _item_hint(hint: Any, steps: list[str | int]) -> Any:
+    """The declared type of the values of the mapping at `steps` (None where not known)."""
+    base, _ = _split(_hint_at(hint, steps)) if hint is not None else (None, ())
+    if get_origin(base) in (Union, types.UnionType):
+        inner = [arg for arg in get_args(base) if arg is not type(None)]
+        base = _split(inner[0])[0] if len(inner) == 1 else None
+    args = get_args(base) if get_origin(base) is dict else ()
+    return args[1] if len(args) == 2 else None
 
 
 def _hint_at(hint: Any, steps: list[str | int]) -> Any:
