@@ -289,12 +289,12 @@ def test_a_failed_rename_raises_its_own_error_and_leaves_no_temporary_file(tmp_p
     assert target.read_text() == "old\n"
 
 
+def unlink_fails(path):
+    raise OSError(errno.EACCES, "Permission denied")
+
+
 def test_a_failed_rename_whose_cleanup_fails_too_raises_the_renames_error(tmp_path, monkeypatch):
     """The error the user is told is the one that stopped the save, not the cleanup's."""
-
-    def unlink_fails(path):
-        raise OSError(errno.EACCES, "Permission denied")
-
     monkeypatch.setattr(files.os, "replace", rename_fails)
     monkeypatch.setattr(files.os, "unlink", unlink_fails)
     with pytest.raises(OSError) as failed:
@@ -305,9 +305,6 @@ def test_a_failed_rename_whose_cleanup_fails_too_raises_the_renames_error(tmp_pa
 def test_a_failed_write_whose_cleanup_fails_too_raises_the_writes_error(tmp_path, monkeypatch):
     def disk_full(descriptor):
         raise OSError(errno.ENOSPC, "No space left on device")
-
-    def unlink_fails(path):
-        raise OSError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(files.os, "fsync", disk_full)
     monkeypatch.setattr(files.os, "unlink", unlink_fails)

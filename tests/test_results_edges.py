@@ -149,15 +149,20 @@ def test_the_state_of_each_gpu_is_its_own():
     assert result.gpu_state(7) is None
 
 
+def refusal_of_version(tmp_path: Path, version: object) -> tuple[Path, str]:
+    """The pinned fixture saved with another schema_version, and the loader's refusal of it."""
+    path = tmp_path / "version.json"
+    path.write_text(json.dumps({**json.loads(PINNED.read_text()), "schema_version": version}))
+    with pytest.raises(InvalidArgument) as caught:
+        load_result(path)
+    return path, str(caught.value)
+
+
 @pytest.mark.parametrize("version", [0, 5])
 def test_a_version_outside_those_read_is_refused_naming_them(tmp_path, version):
     """Versions 1 to 4 are read (every fixture is one of them); 0 and 5 are not."""
-    data = json.loads(PINNED.read_text())
-    path = tmp_path / "version.json"
-    path.write_text(json.dumps({**data, "schema_version": version}))
-    with pytest.raises(InvalidArgument) as caught:
-        load_result(path)
-    assert str(caught.value) == (
+    path, refusal = refusal_of_version(tmp_path, version)
+    assert refusal == (
         f"{path} has result schema version {version}, which this memprof {__version__} cannot "
         "read (it reads versions 1, 2, 3, 4)"
     )
@@ -165,13 +170,9 @@ def test_a_version_outside_those_read_is_refused_naming_them(tmp_path, version):
 
 @pytest.mark.parametrize("version", ["4", 4.0, None])
 def test_a_version_that_is_no_integer_is_refused_as_such(tmp_path, version):
-    data = json.loads(PINNED.read_text())
-    path = tmp_path / "version.json"
-    path.write_text(json.dumps({**data, "schema_version": version}))
-    with pytest.raises(InvalidArgument) as caught:
-        load_result(path)
+    path, refusal = refusal_of_version(tmp_path, version)
     shown = {"4": "the string '4'", 4.0: "4.0", None: "null"}[version]
-    assert str(caught.value) == f"{path}: schema_version is {shown}: expected an integer"
+    assert refusal == f"{path}: schema_version is {shown}: expected an integer"
 
 
 def test_repr_says_whether_the_run_was_verified_and_on_which_gpu():
