@@ -30,6 +30,7 @@ from memprof.experiments.check_thresholds import (
 )
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
+from memprof.experiments.common import CheckedCopies
 from memprof.model import figures
 from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -418,15 +419,21 @@ class _CheckCopies:
         self.device_copy_bytes = device_elements * base.FLOAT32_BYTES
         self.values = np.random.default_rng(16).random(elements, dtype=np.float32)
         self.buffers: list[Any] = []
-        self.host_in, self.host_out = (self._allocate("pinned", elements) for _ in range(2))
-        self.device_in, self.device_out = (self._allocate("device", elements) for _ in range(2))
+        host_in, host_out = (self._allocate("pinned", elements) for _ in range(2))
+        device_in, device_out = (self._allocate("device", elements) for _ in range(2))
         self.source, self.target = (self._allocate("device", device_elements) for _ in range(2))
-        self.host_in.array[:] = self.values
-        self.cuda.memcpy_htod(self.device_out.device_pointer, self.values)  # what DtoH brings
         one_and_a_half = int(np.float32(1.5).view(np.uint32))
         self.cuda.memset_d32(self.source.device_pointer, one_and_a_half, device_elements)
-        self.h2d = memory.host_copy(self.cuda, "h2d", self.host_in, self.device_in.device_pointer)
-        self.d2h = memory.host_copy(self.cuda, "d2h", self.host_out, self.device_out.device_pointer)
+        self.copies = {  # each direction's buffers, prepared and verified at every attempt
+            "h2d": CheckedCopies(session, host_in, device_in, self.values),
+            "d2h": CheckedCopies(session, host_out, device_out, self.values),
+        }
+        self.actions = {
+            direction: memory.host_copy(
+                self.cuda, direction, copies.host, copies.device.device_pointer
+            )[1]
+            for direction, copies in self.copies.items()
+        }
         self.second = self.cuda.Stream()  # DtoH beside HtoD: each direction on its own stream
 
     def _allocate(self, kind: str, elements: int) -> Any:
@@ -448,15 +455,15 @@ class _CheckCopies:
     def measure(self, line: str, profiler: Any, label: str = "") -> None:
         """One attempt of `line`, verified (`label` names a retry's checks)."""
         if line in ("h2d", "d2h"):
-            (self._poison_device if line == "h2d" else self._poison_host)()
+            self.copies[line].prepare(line)
             _batches(self.ctx, self._lane(profiler, line))
             self._verify((line,), label)
         elif line == "at_once":
             if label:  # a retry: each direction alone again, then both at once
                 self.measure("h2d", profiler, label)
                 self.measure("d2h", profiler, label)
-            self._poison_device()
-            self._poison_host()
+            for direction, copies in self.copies.items():
+                copies.prepare(direction)
             _batches(
                 self.ctx,
                 self._lane(profiler, "h2d_at_once"),
@@ -469,34 +476,15 @@ class _CheckCopies:
     def _lane(self, profiler: Any, operation: str, stream: Any = None) -> Any:
         from memprof.core.measure import Lane
 
-        action = (self.h2d if operation.startswith("h2d") else self.d2h)[1]
+        action = self.actions[operation[:3]]
         name = NAMES[operation.removesuffix("_at_once")]
         return Lane(profiler, action, name, operation, "pinned", self.nbytes, stream=stream)
 
-    def _poison_device(self) -> None:
-        from memprof.experiments.common import POISON_BYTE
-
-        self.cuda.memset_d8(self.device_in.device_pointer, POISON_BYTE, self.nbytes)
-
-    def _poison_host(self) -> None:
-        import numpy as np
-
-        self.host_out.array.fill(np.nan)
-
     def _verify(self, directions: tuple[str, ...], label: str) -> None:
-        import numpy as np
-
-        from memprof.core.verify import compare_arrays
-
-        self.ctx.session.synchronize()
         what = f"pinned, {format_bytes(self.nbytes)}"
-        if "h2d" in directions:
-            received = np.empty_like(self.values)
-            self.cuda.memcpy_dtoh(received, self.device_in.device_pointer)
-            self.ctx.check(compare_arrays(f"{label}host → device, {what}", received, self.values))
-        if "d2h" in directions:
-            arrived = self.host_out.array
-            self.ctx.check(compare_arrays(f"{label}device → host, {what}", arrived, self.values))
+        for direction in directions:
+            name = f"{label}{base.DIRECTIONS[direction]}, {what}"
+            self.ctx.check(self.copies[direction].verify(direction, name))
 
     def _device_copy(self, profiler: Any, label: str) -> None:
         """Back-to-back cuMemcpyDtoD of the device buffers, verified at both ends."""
