@@ -49,10 +49,9 @@ AT_ONCE_FLOOR = 0.80  # each direction at once keeps at least this share of its 
 PEER_FLOOR = 0.70  # peer copies reach at least this share of their link (NVLink's raw rate)
 MARGIN = 0.90  # below MARGIN x the floor: FAIL; below the floor or MARGIN x a reference: WARN
 BATCH_TARGET_MS = 20.0  # a batch of back-to-back copies lasts about this long
+END_ELEMENTS = 1 << 20  # a device copy is verified at its first and last 4 MiB
+MAX_RETRIES = 10  # --retries at most
 Repeat = Annotated[int, Range(1, 100)]
-
-
-MAX_RETRIES = 10
 
 
 def floor_param(default: float, flag: str, line: str, ceiling: str) -> Any:
@@ -121,6 +120,7 @@ LINE_OPERATIONS: dict[str, tuple[Operation, ...]] = {
     "d2d": ("d2d",),
 }
 BatchCopies = Annotated[int, Range(1, 1 << 20)]
+GbPerS = Annotated[float, Range(0, 1e6, low_open=True)]
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,6 @@ class CheckRetry:
     line: RetriedLine
     attempt: Annotated[int, Range(1, MAX_RETRIES)]
     copies: list[RetriedCopies]
-
-
-GbPerS = Annotated[float, Range(0, 1e6, low_open=True)]
 
 
 @dataclass(frozen=True)
@@ -216,18 +213,11 @@ class CheckGpu(base.Experiment):
         return CheckInputs(read_reference(params.reference), read_thresholds(params.thresholds))
 
     def run(self, ctx: base.RunContext) -> CheckExtra:
-        from memprof.core import memory
-
         facts = ctx.facts[ctx.session.device_index]
         inputs = ctx.inputs or CheckInputs()
         reference = reference_figures(ctx.params.reference, inputs.reference, facts)
         thresholds = thresholds_for(ctx.params.thresholds, inputs.thresholds, facts.name)
-        elements, device_elements = 1 << ctx.params.power, 1 << ctx.params.device_power
-        nbytes, device_bytes = elements * base.FLOAT32_BYTES, device_elements * base.FLOAT32_BYTES
-        memory.require_memory(
-            ctx.session, device_bytes=2 * nbytes + 2 * device_bytes, host_bytes=3 * nbytes
-        )
-        copies = _CheckCopies(ctx, elements, device_elements)
+        copies = _CheckCopies(ctx)
         try:
             step = ctx.steps(len(LINE_OPERATIONS))
             for line in LINE_OPERATIONS:
@@ -407,16 +397,21 @@ def _batches(ctx: base.RunContext, *lanes: Any) -> None:
 class _CheckCopies:
     """The check's buffers, and each line's copies, measured then verified at every attempt."""
 
-    def __init__(self, ctx: base.RunContext, elements: int, device_elements: int) -> None:
+    def __init__(self, ctx: base.RunContext) -> None:
         import numpy as np
 
         from memprof.core import memory
 
-        session = ctx.session
+        session, params = ctx.session, ctx.params
         self.ctx, self.cuda = ctx, session.cuda
-        self.nbytes = elements * base.FLOAT32_BYTES
-        self.device_elements = device_elements
+        elements, device_elements = 1 << params.power, 1 << params.device_power
+        self.nbytes, self.device_elements = elements * base.FLOAT32_BYTES, device_elements
         self.device_copy_bytes = device_elements * base.FLOAT32_BYTES
+        memory.require_memory(
+            session,
+            device_bytes=2 * self.nbytes + 2 * self.device_copy_bytes,
+            host_bytes=3 * self.nbytes,
+        )
         self.values = np.random.default_rng(16).random(elements, dtype=np.float32)
         self.buffers: list[Any] = []
         host_in, host_out = (self._allocate("pinned", elements) for _ in range(2))
@@ -487,8 +482,12 @@ class _CheckCopies:
             self.ctx.check(self.copies[direction].verify(direction, name))
 
     def _device_copy(self, profiler: Any, label: str) -> None:
-        """Back-to-back cuMemcpyDtoD of the device buffers, verified at both ends."""
+        """Back-to-back cuMemcpyDtoD of the device buffers, verified at both ends: their first
+        and last elements all 1.5 (the whole of a small copy)."""
+        import numpy as np
+
         from memprof.core.measure import Lane
+        from memprof.core.verify import compare_arrays
         from memprof.experiments.common import POISON_BYTE
 
         cuda, source, target = self.cuda, self.source, self.target
@@ -499,35 +498,20 @@ class _CheckCopies:
             cuda.memcpy_dtod_async(target.device_pointer, source.device_pointer, nbytes, stream)
 
         _batches(self.ctx, Lane(profiler, d2d, NAMES["d2d"], "d2d", "device", nbytes))
-        self.ctx.check(_check_ends(self.ctx.session, target, self.device_elements, label))
+        self.ctx.session.synchronize()
+        elements = self.device_elements
+        count = min(END_ELEMENTS, elements)
+        ends = np.empty(2 * count, np.float32)
+        cuda.memcpy_dtoh(ends[:count], target.device_pointer)
+        cuda.memcpy_dtoh(ends[count:], target.device_pointer + (elements - count) * 4)
+        ends_bytes, expected = format_bytes(count * 4), np.full(2 * count, 1.5, np.float32)
+        name = f"{label}device → device, {format_bytes(nbytes)}, its first and last {ends_bytes}"
+        self.ctx.check(compare_arrays(name, ends, expected))
 
     def free(self) -> None:
         for buffer in reversed(self.buffers):
             buffer.free()
         self.buffers = []
-
-
-END_ELEMENTS = 1 << 20  # a device copy is verified at its first and last 4 MiB
-
-
-def _check_ends(session: Any, target: Any, elements: int, label: str = "") -> Check:
-    """The device copy's first and last elements all 1.5 (the whole of a small copy)."""
-    import numpy as np
-
-    from memprof.core.verify import compare_arrays
-
-    session.synchronize()
-    count = min(END_ELEMENTS, elements)
-    ends = np.empty(2 * count, np.float32)
-    session.cuda.memcpy_dtoh(ends[:count], target.device_pointer)
-    session.cuda.memcpy_dtoh(ends[count:], target.device_pointer + (elements - count) * 4)
-    expected = np.full(2 * count, 1.5, np.float32)
-    return compare_arrays(
-        f"{label}device → device, {format_bytes(elements * 4)}, its first and last "
-        f"{format_bytes(count * 4)}",
-        ends,
-        expected,
-    )
 
 
 # -- retries ---------------------------------------------------------------------------------
