@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, Any, Literal
 
 from memprof.experiments import base
@@ -519,11 +518,13 @@ def near_floor(value_ms: float, floor_ms: float | None) -> bool:
     return floor_ms is not None and floor_ms > FLOOR_SHARE * value_ms
 
 
-def _call_cell(value: float | None, floor_ms: float | None) -> str:
+def _call_cell(value_ms: float, floor_ms: float | None) -> str:
     """A driver call's figure, marked where it is near the floor of how it was timed."""
-    if value is None:
-        return "-"
-    return format_ms(value) + (NEAR_FLOOR if near_floor(value, floor_ms) else "")
+    return format_ms(value_ms) + _mark(value_ms, floor_ms)
+
+
+def _mark(value_ms: float, floor_ms: float | None) -> str:
+    return NEAR_FLOOR if near_floor(value_ms, floor_ms) else ""
 
 
 def _floor_note(result: Result, floor_ms: float | None, first: bool) -> str:
@@ -560,7 +561,7 @@ def _table(
     declared = [Column("Size", "size")]
     for header, group, op, _ in columns:
         call = group == "api" and op in CALLS
-        marked = partial(_near_floor_mark, floor_ms=floor_ms) if call else None
+        marked = (lambda m: _mark(m.stats.median_ms, floor_ms)) if call else None
         declared.append(Column(header, header, "median_ms", mark=marked))
     rows = [
         {"size": format_bytes(nbytes),
@@ -571,8 +572,13 @@ def _table(
     return table(title, declared, rows)
 
 
-def _near_floor_mark(m: Measurement, floor_ms: float | None) -> str:
-    return NEAR_FLOOR if near_floor(m.stats.median_ms, floor_ms) else ""
+# a pool's columns: (header after the pool's short name, operation)
+POOL_ALLOCATIONS = (
+    ("new", "alloc_new"),
+    ("reused", "alloc_reused"),
+    ("after sync", "alloc_after_sync"),
+)
+POOL_FREES = (("free", "free_call"), ("sync", "sync_after_free"), ("trim", "trim"))
 
 
 def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
@@ -581,18 +587,9 @@ def pool_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     allocation = [("cuMemAlloc", "api", "alloc_new", "device")]
     free = [("cuMemFree", "api", "free_call", "device")]
     for kind in record.pools:
-        name = SHORT[kind]
-        allocation += [
-            (f"{name} new", "api", "alloc_new", kind),
-            (f"{name} reused", "api", "alloc_reused", kind),
-            (f"{name} after sync", "api", "alloc_after_sync", kind),
-        ]
-        free += [
-            (f"{name} free", "api", "free_call", kind),
-            (f"{name} sync", "api", "sync_after_free", kind),
-        ]
-        if kind == "pool_kept":
-            free.append((f"{name} trim", "api", "trim", kind))
+        frees = POOL_FREES if kind == "pool_kept" else POOL_FREES[:2]  # a pool it keeps: trim
+        allocation += [(f"{SHORT[kind]} {w}", "api", op, kind) for w, op in POOL_ALLOCATIONS]
+        free += [(f"{SHORT[kind]} {w}", "api", op, kind) for w, op in frees]
     calls = _call_source(result, ("alloc_new", "alloc_reused", "free_call", "trim"))
     floor = call_floor_ms(result)
     first = _table(result, f"Stream-ordered allocation, median of {repeat}", allocation, floor)
@@ -827,18 +824,14 @@ def _pool_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
             )
     if device is None or not parts:
         return None
-    marked = any(near_floor(value, floor) for value in figures if value is not None)
-    return (
+    said = (
         f"At {format_bytes(largest)} cuMemAlloc took {_call_cell(device, floor)}; a stream-ordered "
-        "allocation "
-        + "; ".join(parts)
-        + ". A pool only saves the allocation while it still holds the memory."
-        + (
-            f" ({NEAR_FLOOR}: near the floor of how calls are timed, {format_ms(floor)}.)"
-            if marked and floor is not None
-            else ""
-        )
+        f"allocation {'; '.join(parts)}. A pool only saves the allocation while it still holds "
+        "the memory."
     )
+    if floor is not None and any(near_floor(value, floor) for value in figures):
+        said += f" ({NEAR_FLOOR}: near the floor of how calls are timed, {format_ms(floor)}.)"
+    return said
 
 
 def _growth_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
