@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from memprof.errors import EnvironmentProblem
+from memprof.errors import EnvironmentProblem, InvalidArgument, MemprofError
 from memprof.experiments import base
 from memprof.experiments.check_thresholds import (
     CheckThresholds,
@@ -30,7 +30,7 @@ from memprof.experiments.check_thresholds import (
 )
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
-from memprof.experiments.common import CheckedCopies
+from memprof.experiments.common import POISON_BYTE, CheckedCopies
 from memprof.model import figures
 from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -488,7 +488,6 @@ class _CheckCopies:
 
         from memprof.core.measure import Lane
         from memprof.core.verify import compare_arrays
-        from memprof.experiments.common import POISON_BYTE
 
         cuda, source, target = self.cuda, self.source, self.target
         nbytes = self.device_copy_bytes
@@ -849,7 +848,6 @@ def _references(folder: Path | None) -> tuple[tuple[tuple[str, Result], ...], tu
     """Every reference shipped (name, Result), and one line per file that could not be read."""
     from importlib import resources
 
-    from memprof.errors import MemprofError
     from memprof.experiments import shape_of
 
     place: Any = folder if folder is not None else resources.files("memprof.references")
@@ -898,7 +896,6 @@ def read_reference(path: str | None) -> Result | None:
     line (exit 2) unless it is a check of one GPU."""
     if path is None:
         return None
-    from memprof.errors import InvalidArgument
     from memprof.experiments import load
 
     if not path:  # Path("") would be ".", the working folder
@@ -922,8 +919,6 @@ def reference_figures(
     refused in one line (exit 2) unless it is a check of this GPU's model."""
     if path is None or reference is None:
         return None
-    from memprof.errors import InvalidArgument
-
     if reference.device.name != facts.name:
         raise InvalidArgument(
             f"--reference {path}: a check of {reference.device.name}, but this GPU is "
@@ -1167,8 +1162,6 @@ class _PeerBuffers:
         return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
 
     def poison(self, *targets: int) -> None:
-        from memprof.experiments.common import POISON_BYTE
-
         for index in targets:
             session, _, target = self.held[index]
             with session.active():

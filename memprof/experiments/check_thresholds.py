@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Annotated
 
+from memprof.errors import InvalidArgument
 from memprof.model.params import Range
 
 Percent = Annotated[int, Range(1, 100)]
@@ -54,7 +55,6 @@ def read_thresholds(path: str | None) -> Models | None:
     refused in one line (exit 2) naming the file and the first bad key or value."""
     if path is None:
         return None
-    from memprof.errors import InvalidArgument
 
     def refuse(why: str) -> InvalidArgument:
         return InvalidArgument(f"--thresholds {path}: {why}")
