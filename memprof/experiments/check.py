@@ -1,12 +1,7 @@
-"""`memprof check`: a health run of this machine's memory paths in seconds, line by line.
-
-Each line reads PASS, WARN or FAIL with the measured figure and what was expected: the PCIe
-link trained to its capability; pinned copies each way at >= 85% of the link's theoretical
-rate, and both at once at >= 80% of each alone; a device copy at >= 80% of HBM's; no clock
-held down and no other process on the GPU (NVML). Expectations come from the device's
-theoretical figures and a reference check of the same GPU model (shipped in
-memprof/references, or --reference). Verdicts are made from the Result when it is shown, so
-`memprof report` judges a saved run as it was judged; a FAIL exits 1. docs/check.md says why.
+"""`memprof check`: a health run of this machine's memory paths in seconds, line by line,
+each PASS, WARN or FAIL with the figure and what was expected (CheckGpu.description; the
+floors below). Verdicts are made from the Result when it is shown, so `memprof report` judges
+a saved run as it was judged; a FAIL exits 1. docs/check.md says why.
 """
 
 from __future__ import annotations
