@@ -365,6 +365,42 @@ class Allocators:
 
         return step
 
+    def calls_and_growth(self, nbytes: int, params: Any, grown: dict[str, list[str]]) -> None:
+        """One size's calls, first uses and growth; a grown buffer's wrong data into `grown`."""
+        profiler = self.profiler
+
+        def repeat(step: Any) -> None:
+            profiler.repeat(step, params.warmup, params.repeat)
+
+        repeat(lambda: self.device_cycle(nbytes))
+        for kind in self.pools:
+            repeat(lambda kind=kind: self.pool_cycle(kind, nbytes))
+        growing = [("device", self.grow_by_copy)]
+        if "vmm" in self.kinds:
+            repeat(lambda: self.vmm_cycle(nbytes))
+            growing.append(("vmm", self.grow_in_place))
+        for kind, grow in growing:
+            repeat(lambda grow=grow: grow(nbytes, False))
+            with profiler.paused():
+                problem = grow(nbytes, True)
+            if problem:
+                grown[kind].append(f"{format_bytes(nbytes)}: {problem}")
+
+    def loop_at(self, nbytes: int, kinds: list[str]) -> None:
+        """The loop at one size with every allocator, each starting with empty pools."""
+        from memprof.core.bindings import address_free, reserve
+
+        for kind in kinds:
+            self.empty_pools()
+            size = self.vmm_bytes(nbytes) if kind == "vmm" else 0
+            reserved = reserve(size) if kind == "vmm" else None
+            try:
+                with self.profiler.untraced():  # CUPTI's timestamps would slow every call
+                    self.profiler.repeat(self.loop_step(kind, nbytes, reserved), 0, LOOP_ITERATIONS)
+            finally:
+                if reserved is not None:
+                    address_free(reserved, size)
+
     def verify(self, kind: str, nbytes: int) -> Any:
         """A Check that memory of this kind holds what a memset wrote into all of it."""
         import numpy as np
@@ -392,15 +428,15 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
     allocators.prepare_checks()  # before anything is timed
     record = allocators.record()
     largest = 4 << max(params.powers)
-    grown_largest = allocators.vmm_bytes(largest) if record.vmm else largest
-    allocators.readback_bytes = max(largest, grown_largest)  # a half of a grown buffer
+    # a half of a grown buffer: VMM's is rounded up to the granularity
+    allocators.readback_bytes = allocators.vmm_bytes(largest) if record.vmm else largest
     grown: dict[str, list[str]] = {"vmm": [], "device": []}
     for power in params.powers:
         nbytes = 4 << power
         progress(f"pools and virtual memory, {format_bytes(nbytes)}")
-        _calls_and_growth(allocators, record, nbytes, params, grown)
+        allocators.calls_and_growth(nbytes, params, grown)
         progress(f"allocate-use-free loop, {format_bytes(nbytes)}")
-        _loop_at(allocators, record, nbytes)
+        allocators.loop_at(nbytes, record.loop_kinds)
     allocators.empty_pools()
     for kind in kinds:
         progress(f"checking what a memset wrote, {kind} {format_bytes(largest)}")
@@ -413,52 +449,6 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
             detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
             ctx.check(Check(f"grown to twice the size, {label}", not problems, sizes, detail))
     return record
-
-
-def _calls_and_growth(
-    allocators: Allocators,
-    record: AllocatorsRecord,
-    nbytes: int,
-    params: Any,
-    grown: dict[str, list[str]],
-) -> None:
-    """One size's calls, first uses and growth; a grown buffer's wrong data into `grown`."""
-    profiler = allocators.profiler
-
-    def repeat(step: Any) -> None:
-        profiler.repeat(step, params.warmup, params.repeat)
-
-    repeat(lambda: allocators.device_cycle(nbytes))
-    for kind in allocators.pools:
-        repeat(lambda kind=kind: allocators.pool_cycle(kind, nbytes))
-    growing = [("device", allocators.grow_by_copy)]
-    if record.vmm:
-        repeat(lambda: allocators.vmm_cycle(nbytes))
-        growing.append(("vmm", allocators.grow_in_place))
-    for kind, grow in growing:
-        repeat(lambda grow=grow: grow(nbytes, False))
-        with profiler.paused():
-            problem = grow(nbytes, True)
-        if problem:
-            grown[kind].append(f"{format_bytes(nbytes)}: {problem}")
-
-
-def _loop_at(allocators: Allocators, record: AllocatorsRecord, nbytes: int) -> None:
-    """The loop at one size with every allocator, each starting with empty pools."""
-    from memprof.core.bindings import address_free, reserve
-
-    profiler = allocators.profiler
-    for kind in record.loop_kinds:
-        allocators.empty_pools()
-        size = allocators.vmm_bytes(nbytes) if kind == "vmm" else 0
-        reserved = reserve(size) if kind == "vmm" else None
-        try:
-            with profiler.untraced():  # CUPTI's timestamps would slow every call
-                step = allocators.loop_step(kind, nbytes, reserved)
-                profiler.repeat(step, 0, record.loop_iterations)
-        finally:
-            if reserved is not None:
-                address_free(reserved, size)
 
 
 # -- the summary ------------------------------------------------------------------------------
