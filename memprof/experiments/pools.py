@@ -20,7 +20,7 @@ from memprof.experiments import base
 from memprof.experiments.common import found_or_none, stops_at
 from memprof.model.figures import Derived, figure_finder, steady_ms
 from memprof.model.formatting import format_bytes, format_ms, format_ratio
-from memprof.model.results import Check, Measurement, Result
+from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, ByteCount, Count
 from memprof.model.summary import Column, Table, table
 
@@ -652,10 +652,7 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     ]
     rows = []
     for nbytes in _sizes(result):
-        in_place, by_copy = _growth(result, nbytes)
-        faster = None
-        if in_place is not None and by_copy is not None:
-            faster = _faster_in_place(result, in_place, by_copy)
+        in_place, by_copy, faster = _growth(result, nbytes)
         rows.append({"size": format_bytes(nbytes), "in place": in_place, "by copy": by_copy,
                      "faster": faster})  # fmt: skip
     notes = [
@@ -676,20 +673,16 @@ GROWTH = (
 )
 
 
-def _growth(result: Result, nbytes: int) -> tuple[Any, Any]:
-    """Growing a buffer of `nbytes` in place, and by a copy (None: not measured)."""
-    return (
-        found_or_none(result, "api", "grow_in_place", "vmm", nbytes),
-        found_or_none(result, "api", "grow_by_copy", "device", nbytes),
-    )
-
-
-def _faster_in_place(result: Result, in_place: Measurement, by_copy: Measurement) -> Derived:
-    """How many times faster growing in place was than by a copy."""
+def _growth(result: Result, nbytes: int) -> tuple[Any, Any, Derived | None]:
+    """Growing a buffer of `nbytes` in place, and by a copy (None: not measured), and how many
+    times faster in place was (None: not both measured)."""
+    in_place = found_or_none(result, "api", "grow_in_place", "vmm", nbytes)
+    by_copy = found_or_none(result, "api", "grow_by_copy", "device", nbytes)
+    if in_place is None or by_copy is None:
+        return in_place, by_copy, None
     of = figure_finder(result, MEASURES)
-    return Derived(
-        f"{format_bytes(in_place.bytes)}: by copy / in place", (of(by_copy), of(in_place)), "ratio"
-    )
+    name = f"{format_bytes(nbytes)}: by copy / in place"
+    return in_place, by_copy, Derived(name, (of(by_copy), of(in_place)), "ratio")
 
 
 def first_use_table(result: Result, record: AllocatorsRecord) -> Table:
@@ -828,10 +821,9 @@ def _growth_conclusion(result: Result, record: AllocatorsRecord) -> str | None:
     if not record.vmm:
         return None
     largest = max(_sizes(result))
-    in_place, by_copy = _growth(result, largest)
-    if in_place is None or by_copy is None:
+    in_place, by_copy, faster = _growth(result, largest)
+    if faster is None:
         return None
-    faster = _faster_in_place(result, in_place, by_copy)
     return (
         f"Growing a {format_bytes(largest)} buffer to twice its size took "
         f"{format_ms(in_place.stats.median_ms)} in place with virtual memory management "
