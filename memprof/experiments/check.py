@@ -955,12 +955,12 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
     return where, lines(result, reference), again
 
 
-# A check's table: a row per Line; its Measured cell prints the line's figures (its sources)
+# A check's table: a row per Line, its cells the Line's words; the CSV holds its sources
 VERDICTS = [
-    Column("Verdict", "verdict"),
-    Column("Check", "what"),
+    Column("Verdict", "line", lambda line: line.verdict),
+    Column("Check", "line", lambda line: line.what),
     Column("Measured", "line", lambda line: line.measured),
-    Column("Expected", "expected"),
+    Column("Expected", "line", lambda line: line.expected),
 ]
 
 
@@ -969,10 +969,7 @@ def health(
 ) -> Summary:
     """A check's summary: its table of verdicts, each line measured again, the tally of each
     verdict, and the FAIL lines (the command exits 1), named `failed_as`."""
-    rows = [
-        {"verdict": line.verdict, "what": line.what, "line": line, "expected": line.expected}
-        for line in found
-    ]
+    rows = [{"line": line} for line in found]
     counts = {
         verdict: sum(line.verdict == verdict for line in found) for verdict in get_args(Verdict)
     }
