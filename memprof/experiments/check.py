@@ -1069,16 +1069,14 @@ class CheckPairs(base.Experiment):
         for a, b in both:
             devices.enable_peer_access(a, b)
             devices.enable_peer_access(b, a)
-        step = ctx.steps(3 * len(both))
+        step, size = ctx.steps(3 * len(both)), format_bytes(buffers.nbytes)
         for a, b in both:
             for source, destination in ((a, b), (b, a)):
-                step(
-                    f"GPU {source} → GPU {destination}, {format_bytes(buffers.nbytes)}: peer copies"
-                )
+                step(f"GPU {source} → GPU {destination}, {size}: peer copies")
                 buffers.poison(destination)
                 _batches(ctx, buffers.lane(source, destination, "peer"))
                 ctx.check(buffers.verify(source, destination, "one direction"))
-            step(f"GPU {a} ↔ GPU {b}, {format_bytes(buffers.nbytes)}: both directions at once")
+            step(f"GPU {a} ↔ GPU {b}, {size}: both directions at once")
             buffers.poison(a, b)
             _batches(ctx, buffers.lane(a, b, "peer_at_once"), buffers.lane(b, a, "peer_at_once"))
             ctx.check(buffers.verify(a, b, "both at once"))
@@ -1178,19 +1176,18 @@ class _PeerBuffers:
                 target.free()
 
 
-def peer_figures(result: Result, operation: str) -> dict[tuple[int, int], figures.Figure]:
-    measure = PEER if operation == PEER.operation else PEER_AT_ONCE
+def peer_figures(result: Result, measure: base.Measure) -> dict[tuple[int, int], figures.Figure]:
     return {
         m.gpus: figures.figure(result, m, measure)
         for m in result.measurements
-        if m.group == "gpu" and m.operation == operation and len(m.gpus) == 2
+        if m.group == "gpu" and m.operation == measure.operation and len(m.gpus) == 2
     }
 
 
 def pair_lines(result: Result) -> list[Line]:
     indices = [device.index for device in result.extra.devices]
     access = base.access_matrix(result, indices)
-    alone, together = peer_figures(result, "peer"), peer_figures(result, "peer_at_once")
+    alone, together = peer_figures(result, PEER), peer_figures(result, PEER_AT_ONCE)
     found = []
     for a, b in itertools.combinations(indices, 2):
         if not (access[a, b] and access[b, a]):
