@@ -418,12 +418,6 @@ class _CheckCopies:
             "h2d": CheckedCopies(session, host_in, device_in, self.values),
             "d2h": CheckedCopies(session, host_out, device_out, self.values),
         }
-        self.actions = {
-            direction: memory.host_copy(
-                self.cuda, direction, copies.host, copies.device.device_pointer
-            )[1]
-            for direction, copies in self.copies.items()
-        }
         self.second = self.cuda.Stream()  # DtoH beside HtoD: each direction on its own stream
 
     def _allocate(self, kind: str, elements: int) -> Any:
@@ -465,8 +459,11 @@ class _CheckCopies:
 
     def _lane(self, profiler: Any, operation: str, stream: Any = None) -> Any:
         from memprof.core.measure import Lane
+        from memprof.core.memory import host_copy
 
-        action = self.actions[operation[:3]]
+        direction = operation[:3]
+        copies = self.copies[direction]
+        _, action = host_copy(self.cuda, direction, copies.host, copies.device.device_pointer)
         name = NAMES[operation.removesuffix("_at_once")]
         return Lane(profiler, action, name, operation, "pinned", self.nbytes, stream=stream)
 
