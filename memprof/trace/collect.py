@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
@@ -235,14 +235,6 @@ class Recording:
     stacks: Stacks | None = None
     own_calls: frozenset[int] = frozenset()  # memprof's own calls after the program
     stacks_note: str | None = None  # why there are no stacks, or what went wrong taking them
-
-
-class Collector(Protocol):
-    """Starts recording before the program, returns what was recorded after it."""
-
-    def start(self) -> None: ...
-
-    def finish(self) -> Recording: ...
 
 
 class CuptiCollector:
@@ -846,7 +838,6 @@ def trace(
     program: Program,
     options: TraceOptions,
     summarize: Callable[[Result], Any],
-    collector: Collector | None = None,
 ) -> int:
     """Trace the program, show its profile and advice on stderr, save it; its exit code.
     memprof's own failures raise before the program starts; after, all passes through."""
@@ -859,13 +850,12 @@ def trace(
     output = replace(options.output or Output(), on_stderr=True)
     output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
-    if collector is None:
-        code = None
-        if options.stack_depth > 0:
-            with as_python_runs(program):  # a -m module's folder is found as Python finds it
-                code = CodeFilter.for_program(program.script, program.module)
-        calls = CallRecorder(code, options.stack_depth, run_program.__code__, options.all_calls)
-        collector = CuptiCollector(options.device, calls)
+    code = None
+    if options.stack_depth > 0:
+        with as_python_runs(program):  # a -m module's folder is found as Python finds it
+            code = CodeFilter.for_program(program.script, program.module)
+    calls = CallRecorder(code, options.stack_depth, run_program.__code__, options.all_calls)
+    collector = CuptiCollector(options.device, calls)
     collector.start()
     outcome = run_program(program)
     if outcome.error is not None:
