@@ -15,12 +15,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.errors import InvalidArgument
 from memprof.model.params import CliOption
 from memprof.model.schema import Range
-from memprof.trace.collect import (
-    TraceOptions,
-    parse_target,
-    pinned_bandwidth_of,
-    trace,
-)
+from memprof.trace.collect import TraceOptions, parse_target, trace
 from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH
 
 if TYPE_CHECKING:
@@ -136,6 +131,24 @@ def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
         "sweep", device=device_index, powers=(power,), kinds=("pinned",), repeat=5, warmup=1
     )
     return pinned_bandwidth_of(sweep)
+
+
+def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
+    """GB/s of pinned HtoD and DtoH at the largest size of a sweep, as its tables read them."""
+    from memprof.experiments.sweep import Sweep
+    from memprof.model.figures import figure_finder
+
+    figure_of = figure_finder(sweep, Sweep.measures)
+    figures: dict[str, float] = {}
+    for direction in ("h2d", "d2h"):
+        key = ("gpu", direction, "pinned")
+        copies = [m for m in sweep.measurements if (m.group, m.operation, m.kind) == key]
+        if not copies:
+            raise KeyError(f"no pinned {direction} copies in the sweep")
+        largest = max(copies, key=lambda m: m.bytes)
+        figures[f"{direction}_gb_per_s"] = figure_of(largest).gb_per_s
+        figures["bytes"] = largest.bytes
+    return figures
 
 
 def measure_small_copies(device_index: int) -> dict[str, Any]:

@@ -1,9 +1,6 @@
-"""`memprof trace`: run the user's own Python program under CUPTI and keep what it did.
-
-The program runs in memprof's process (runpy, sys.argv and sys.path[0] as `python` sets
-them), so CUPTI starts after cuInit and before the program's first context, whatever library
-it uses. Its output, exit code, exception and Ctrl-C pass through; the profile goes to
-stderr. This module records the Result; memprof.experiments.trace says what it means.
+"""`memprof trace`: run the user's Python program in this process under CUPTI (started
+before its first context, whatever library it uses) and record the Result; its output, exit
+code, exception and Ctrl-C pass through. memprof.experiments.trace says what it means.
 """
 
 from __future__ import annotations
@@ -118,8 +115,7 @@ def check_program(program: Program) -> None:
 
 @contextlib.contextmanager
 def as_python_runs(program: Program) -> Iterator[None]:
-    """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them
-    (the script's folder, or the working directory), put back afterwards."""
+    """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     script = program.script
     sys.argv = [script if script is not None else program.module, *program.arguments]
@@ -635,27 +631,6 @@ def cache_path(name: str) -> Path | None:
     return None if folder is None else folder / name
 
 
-def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
-    """GB/s of pinned HtoD and DtoH at the largest size of a sweep (back to back)."""
-    from memprof.model.formatting import bandwidth_gb_per_s
-
-    figures: dict[str, float] = {}
-    for direction in ("h2d", "d2h"):
-        copies = [
-            m
-            for m in sweep.measurements
-            if m.operation == direction and m.kind == "pinned" and m.group == "gpu"
-        ]
-        if not copies:
-            raise KeyError(f"no pinned {direction} copies in the sweep")
-        largest = max(copies, key=lambda m: m.bytes)
-        throughput = largest.throughput_stats
-        per_copy_ms = throughput.median_ms if throughput else largest.stats.median_ms
-        figures[f"{direction}_gb_per_s"] = bandwidth_gb_per_s(largest.bytes, per_copy_ms)
-        figures["bytes"] = largest.bytes
-    return figures
-
-
 def pinned_bandwidth(
     device_index: int,
     gpu_name: str,
@@ -665,7 +640,7 @@ def pinned_bandwidth(
     cache: Path | None = None,
 ) -> dict[str, Any]:
     """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came
-    from; `measure(device_index)` runs `memprof sweep` (modes: cached_figures')."""
+    from; `measure(device_index)` runs `memprof sweep` (cli_trace.pinned_bandwidth_of)."""
     figures = cached_figures(
         cache or cache_path("pinned_bandwidth.json"),
         (gpu_name, driver_version),
