@@ -8,7 +8,6 @@ this module sits above the experiments (tests/test_layers.py), memprof.trace bel
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,9 +101,8 @@ def command(
     """Trace the program, then show and save its Result; the program's own exit code."""
     from memprof.experiments.trace import summarize
     from memprof.output.emit import Output
-    from memprof.output.files import destination
 
-    output = replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
+    output = Output.named(json, csv, quiet, no_color, verbose=verbose, timeline=timeline)
     output.check(inputs=program_files(target or [], module))
     if stacks and stack_depth == 0:  # before the program runs, not after
         raise InvalidArgument(
@@ -112,8 +110,6 @@ def command(
             "give a depth of 1 or more"
         )
     program = parse_target(target or [], module)
-    if timeline is not None:
-        output = replace(output, timeline=destination(timeline, "--timeline"))
     measures = (measure_pinned_bandwidth, measure_small_copies)
     options = TraceOptions(*measures, device, bandwidth, stack_depth, stacks, output, all_calls)
     return trace(program, options, summarize)
