@@ -91,21 +91,23 @@ def outermost_calls(api: list[ApiRecord]) -> dict[int, ApiRecord]:
     return calls
 
 
+def work_by_call(gpu: list[GpuRecord]) -> dict[int, list[GpuRecord]]:
+    """Each call's copies and memsets, by correlation id (kernels are launched, not asked)."""
+    work: dict[int, list[GpuRecord]] = {}
+    for record in gpu:
+        if record.category != "kernel" and record.correlation_id:
+            work.setdefault(record.correlation_id, []).append(record)
+    return work
+
+
 def source_lines(
     gpu: list[GpuRecord], api: list[ApiRecord], stacks: Stacks, own: frozenset[int] = frozenset()
 ) -> list[SourceLine]:
     """Every copy, memset and CALL_KINDS call, folded by activity and by the line that made
     it. Calls in `own` (memprof's) are left out unless they made GPU work: every copy and
     memset is somewhere. A batch of two activities counts in each, its host time in the first."""
-    calls = outermost_calls(api)
-    work: dict[int, list[GpuRecord]] = {}
-    unlinked: list[GpuRecord] = []  # no correlation id: no call to join with
-    for record in gpu:
-        if record.category in ("memcpy", "memset"):
-            if record.correlation_id:
-                work.setdefault(record.correlation_id, []).append(record)
-            else:
-                unlinked.append(record)
+    calls, work = outermost_calls(api), work_by_call(gpu)
+    unlinked = [r for r in gpu if r.category != "kernel" and not r.correlation_id]  # no call
     lines: dict[tuple, _Line] = {}
 
     def add(correlation: int, activity: str, records: list[GpuRecord], call: ApiRecord | None):
