@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
@@ -900,15 +901,14 @@ def check_lines(result: Result) -> None:
 
 def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
     """Lines of one driver call made no more of it than the profile counts (where it does)."""
-    profiled: dict[str, int] = {}  # a call's name without its version -> calls
+    profiled: Counter[str] = Counter()  # a call's name without its version -> calls
     for m in result.measurements:
         if m.group == "api":
-            name = base_name(m.name)
-            profiled[name] = profiled.get(name, 0) + len(m.samples_ms)
-    made: dict[str, int] = {}
+            profiled[base_name(m.name)] += len(m.samples_ms)
+    made: Counter[str] = Counter()
     for line in lines:
         if len(line.api) == 1 and line.api[0] in profiled:
-            made[line.api[0]] = made.get(line.api[0], 0) + line.calls
+            made[line.api[0]] += line.calls
     for name, calls in made.items():
         if calls > profiled[name]:
             raise SchemaError(
@@ -1291,11 +1291,7 @@ def _cost(line: SourceLine, scale: RunScale | None = None) -> str:
     return ", ".join(parts)
 
 
-def _time(line: SourceLine) -> float:
-    return line.gpu_ms + line.host_ms
-
-
-def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
+def _ranked(lines: list[SourceLine], keep, key=lambda s: s.gpu_ms + s.host_ms) -> list[SourceLine]:
     chosen = [s for s in lines if s.origin in ADVISED_ORIGINS and keep(s)]
     return sorted(chosen, key=key, reverse=True)[:LINES_ADVISED]
 
@@ -1378,7 +1374,7 @@ def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[s
         if other.host_kind() == "pinned" and other.copy_ends()[0] == direction
         for chain in other.chains
     ]
-    calls: dict[str, int] = {}
+    calls: Counter[str] = Counter()
     for chain in line.chains:
         frames = chain.frames
         parting = next(
@@ -1390,11 +1386,10 @@ def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[s
             None,
         )
         if parting is not None:
-            place = f"{parting.file}:{parting.line}"
-            calls[place] = calls.get(place, 0) + chain.calls
+            calls[f"{parting.file}:{parting.line}"] += chain.calls
     if not pinned and len(calls) < 2:
         return []
-    return sorted(calls.items(), key=lambda item: -item[1])
+    return calls.most_common()
 
 
 def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:
