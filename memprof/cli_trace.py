@@ -8,19 +8,13 @@ this module sits above the experiments (tests/test_layers.py), memprof.trace bel
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memprof.errors import InvalidArgument
 from memprof.model.params import CliOption
 from memprof.model.schema import Range
-from memprof.trace.collect import (
-    TraceOptions,
-    parse_target,
-    pinned_bandwidth_of,
-    trace,
-)
+from memprof.trace.collect import TraceOptions, parse_target, trace
 from memprof.trace.stacks import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH
 
 if TYPE_CHECKING:
@@ -107,9 +101,8 @@ def command(
     """Trace the program, then show and save its Result; the program's own exit code."""
     from memprof.experiments.trace import summarize
     from memprof.output.emit import Output
-    from memprof.output.files import destination
 
-    output = replace(Output.named(json, csv, quiet, no_color), verbose=verbose)
+    output = Output.named(json, csv, quiet, no_color, verbose=verbose, timeline=timeline)
     output.check(inputs=program_files(target or [], module))
     if stacks and stack_depth == 0:  # before the program runs, not after
         raise InvalidArgument(
@@ -117,8 +110,6 @@ def command(
             "give a depth of 1 or more"
         )
     program = parse_target(target or [], module)
-    if timeline is not None:
-        output = replace(output, timeline=destination(timeline, "--timeline"))
     measures = (measure_pinned_bandwidth, measure_small_copies)
     options = TraceOptions(*measures, device, bandwidth, stack_depth, stacks, output, all_calls)
     return trace(program, options, summarize)
@@ -136,6 +127,24 @@ def measure_pinned_bandwidth(device_index: int) -> dict[str, float]:
         "sweep", device=device_index, powers=(power,), kinds=("pinned",), repeat=5, warmup=1
     )
     return pinned_bandwidth_of(sweep)
+
+
+def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
+    """GB/s of pinned HtoD and DtoH at the largest size of a sweep, as its tables read them."""
+    from memprof.experiments.sweep import Sweep
+    from memprof.model.figures import figure_finder
+
+    figure_of = figure_finder(sweep, Sweep.measures)
+    figures: dict[str, float] = {}
+    for direction in ("h2d", "d2h"):
+        key = ("gpu", direction, "pinned")
+        copies = [m for m in sweep.measurements if (m.group, m.operation, m.kind) == key]
+        if not copies:
+            raise KeyError(f"no pinned {direction} copies in the sweep")
+        largest = max(copies, key=lambda m: m.bytes)
+        figures[f"{direction}_gb_per_s"] = figure_of(largest).gb_per_s
+        figures["bytes"] = largest.bytes
+    return figures
 
 
 def measure_small_copies(device_index: int) -> dict[str, Any]:

@@ -317,6 +317,7 @@ QUIET_AND_VERBOSE = "--quiet prints nothing but errors and --verbose prints ever
         ["pinned", "-q", "-v"],
         ["zerocopy", "--verbose", "--quiet"],
         ["report", str(FIXTURES / "h200_pinned_p20.json"), "-q", "--verbose"],
+        ["trace", "-q", "-v", "program.py"],
     ],
 )
 def test_quiet_beside_verbose_is_refused_in_one_line(args):

@@ -88,6 +88,7 @@ INTEGER_SUMS = {  # (file under memprof/, the call as written)
     ("output/render.py", "sum(self.widths[i] for i in columns)"),
     ("output/render.py", "sum(body[c] for c in candidate)"),
     ("trace/where.py", "sum(record.bytes for record in records)"),
+    ("trace/where.py", "sum(sizes)"),
 }
 
 

@@ -73,7 +73,7 @@ OPTIONS = {  # the outputs each command takes
     "report": ("--json", "--csv", "--junit"),
     "diff": ("--json", "--junit"),
     "check": ("--json", "--csv", "--junit"),
-    "trace": ("--json", "--csv"),
+    "trace": ("--json", "--csv", "--timeline"),
 }
 CASES = [
     pytest.param(line, aimed, option, id=f"{' '.join(line[:2])}-{aimed}-{option}")

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from memprof.cli_trace import pinned_bandwidth_of
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.errors import InvalidArgument
 from memprof.experiments import load as load_result
@@ -29,7 +30,6 @@ from memprof.trace.collect import (
     copy_groups,
     measurements_from_records,
     pinned_bandwidth,
-    pinned_bandwidth_of,
     trace_result,
 )
 from tests.conftest import FIXTURES, render_text

@@ -256,7 +256,7 @@ def test_the_advice_figures_are_measured_by_memprof_run_in_this_process(
     sweep = {"powers": (24,), "kinds": ("pinned",), "repeat": 5, "warmup": 1}
     assert asked == [("sweep", 1, sweep), ("smallcopies", 1, {"directions": ("h2d",)})]
     extra = load_result(saved).extra
-    figures = tracing.pinned_bandwidth_of(recorded["sweep"])
+    figures = command.pinned_bandwidth_of(recorded["sweep"])
     assert {k: extra.pinned_bandwidth[k] for k in figures} == figures
     assert extra.pinned_bandwidth["how"] == "measured now with memprof sweep (then cached)"
     costs = command.small_copy_costs(recorded["smallcopies"])

@@ -960,6 +960,8 @@ def copied(kind: str, *chains: tuple[int, list[int]], direction: str = "HtoD") -
         ),
         # two callers, no pinned copy at the helper: both chose pageable memory
         (copied("pageable", (3, [36]), (2, [40])), [], [("train.py:36", 3), ("train.py:40", 2)]),
+        # the caller of the most copies first, whatever the order of the chains and names
+        (copied("pageable", (2, [36]), (3, [40])), [], [("train.py:40", 3), ("train.py:36", 2)]),
         (copied("pageable", (3, [36, 90])), [], []),  # one caller: the copy's line is enough
         (copied("pageable"), [copied("pinned", (2, [40]))], []),  # no chain recorded
         # the same caller passes both: they part one frame further up, at line 70

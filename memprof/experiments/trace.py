@@ -1,9 +1,7 @@
 """`memprof trace`: what the user's own program did with memory, and what it would cost otherwise.
 
-The recording is memprof.trace's (CUPTI, whole program); this module only reads the Result:
-nvprof's profile (the measurements), the copies by memory kind, the Unified Memory
-counters, and advice from this GPU's own pinned bandwidth. It runs anywhere, so `report`
-and `diff` show traces saved on the GPU machine.
+memprof.trace records the Result; this module only reads it (so `report` and `diff` show a
+trace anywhere): its tables, its checks, and advice from this GPU's own figures.
 """
 
 from __future__ import annotations
@@ -11,7 +9,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, get_args
@@ -62,10 +61,8 @@ def pageable_advice(copies: list[CopyGroup], bandwidth: dict[str, Any] | None) -
     """For each direction: what the pageable copies of 64 KiB or more took, and what pinned
     ones would take at this GPU's measured bandwidth (smaller ones are latency-bound)."""
     lines = []
-    for group in copies:
+    for group in _large_pageable(copies):
         calls = group.calls - group.small_calls  # small ones are latency: small_copy_advice
-        if group.host_kind != "pageable" or calls == 0:
-            continue
         nbytes, gpu_ms = group.bytes - group.small_bytes, group.gpu_ms - group.small_gpu_ms
         sizes = f" of {SMALL_LABEL} or more" if group.small_calls else ""
         what = (
@@ -229,8 +226,9 @@ def advice(
     """Every piece of advice the trace supports, or a line saying there is none; advice on
     copies under FOLD_SHARE of the run folds into one line (a model uploaded once from
     pageable memory is no reason to pin a DataLoader's batches)."""
+    pageable_ms = [max(g.gpu_ms - g.small_gpu_ms, g.blocked_ms) for g in _large_pageable(copies)]
     on_copies = [
-        *zip(pageable_advice(copies, bandwidth), _pageable_costs_ms(copies), strict=True),
+        *zip(pageable_advice(copies, bandwidth), pageable_ms, strict=True),
         *(
             (said, _small_cost_ms(copies))
             for said in small_copy_advice(copies, bandwidth, small_copies)
@@ -257,13 +255,9 @@ def advice(
     ]
 
 
-def _pageable_costs_ms(copies: list[CopyGroup]) -> list[float]:
-    """Each pageable_advice line's cost, in its order: large copies' GPU or held host time."""
-    return [
-        max(g.gpu_ms - g.small_gpu_ms, g.blocked_ms)
-        for g in copies
-        if g.host_kind == "pageable" and g.calls - g.small_calls
-    ]
+def _large_pageable(copies: list[CopyGroup]) -> list[CopyGroup]:
+    """Groups of pageable copies with some of SMALL_COPY_BYTES or more (pageable_advice's)."""
+    return [g for g in copies if g.host_kind == "pageable" and g.calls > g.small_calls]
 
 
 def _small_cost_ms(copies: list[CopyGroup]) -> float:
@@ -534,11 +528,10 @@ def framework_verdicts(result: Result, scale: RunScale) -> list[str]:
         calls = sum(line.calls for line in runtime)
         kinds = dict.fromkeys("copy" if line.is_copy else line.activity for line in runtime)
         what = ", ".join(RUNTIME_WORDS.get(kind, kind) for kind in kinds)
-        places = list(dict.fromkeys(f"{line.file}:{line.line}" for line in runtime))
-        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        places = _places(f"{line.file}:{line.line}" for line in runtime)
         said.append(
             f"XLA's runtime made {plural(calls, 'call')} on its own threads ({what}; marked "
-            f"(other thread) in the Where tables, at {', '.join(places[:FOLD_PLACES])}{more}): "
+            f"(other thread) in the Where tables, at {places}): "
             f"{format_ms(math.fsum(line.gpu_ms for line in runtime))} of GPU time and "
             f"{format_ms(math.fsum(line.host_ms for line in runtime))} of host time on those "
             "threads. JAX makes these calls for the program, so no advice on lines names "
@@ -908,15 +901,14 @@ def check_lines(result: Result) -> None:
 
 def check_line_calls(result: Result, lines: list[SourceLine]) -> None:
     """Lines of one driver call made no more of it than the profile counts (where it does)."""
-    profiled: dict[str, int] = {}  # a call's name without its version -> calls
+    profiled: Counter[str] = Counter()  # a call's name without its version -> calls
     for m in result.measurements:
         if m.group == "api":
-            name = base_name(m.name)
-            profiled[name] = profiled.get(name, 0) + len(m.samples_ms)
-    made: dict[str, int] = {}
+            profiled[base_name(m.name)] += len(m.samples_ms)
+    made: Counter[str] = Counter()
     for line in lines:
         if len(line.api) == 1 and line.api[0] in profiled:
-            made[line.api[0]] = made.get(line.api[0], 0) + line.calls
+            made[line.api[0]] += line.calls
     for name, calls in made.items():
         if calls > profiled[name]:
             raise SchemaError(
@@ -1260,6 +1252,13 @@ FOLD_SHARE = 0.01  # advice whose line cost under 1% of the run, host and GPU al
 FOLD_PLACES = 5  # places named in that line
 
 
+def _places(places: Iterable[str]) -> str:
+    """The first FOLD_PLACES places, each once: `a.py:1, a.py:7 and 3 more`."""
+    named = list(dict.fromkeys(places))
+    more = f" and {len(named) - FOLD_PLACES} more" if len(named) > FOLD_PLACES else ""
+    return ", ".join(named[:FOLD_PLACES]) + more
+
+
 @dataclass(frozen=True)
 class RunScale:
     """What a line's cost is a share of: the program's wall time and all the GPU's time."""
@@ -1292,11 +1291,7 @@ def _cost(line: SourceLine, scale: RunScale | None = None) -> str:
     return ", ".join(parts)
 
 
-def _time(line: SourceLine) -> float:
-    return line.gpu_ms + line.host_ms
-
-
-def _ranked(lines: list[SourceLine], keep, key=_time) -> list[SourceLine]:
+def _ranked(lines: list[SourceLine], keep, key=lambda s: s.gpu_ms + s.host_ms) -> list[SourceLine]:
     chosen = [s for s in lines if s.origin in ADVISED_ORIGINS and keep(s)]
     return sorted(chosen, key=key, reverse=True)[:LINES_ADVISED]
 
@@ -1314,13 +1309,11 @@ def line_advice(
     out = [_advised(line, what, remedy, scale) for line, what, remedy in costly]
     cheap = [found[0] for found in said[len(costly) :]]
     if cheap:
-        places = list(dict.fromkeys(line.place for line in cheap))
-        named = ", ".join(places[:FOLD_PLACES])
-        more = f" and {len(places) - FOLD_PLACES} more" if len(places) > FOLD_PLACES else ""
+        places = _places(line.place for line in cheap)
         gpu = format_ms(math.fsum(line.gpu_ms for line in cheap))
         host = format_ms(math.fsum(line.host_ms for line in cheap))
         out.append(
-            f"{plural(len(cheap), 'finding')} at {named}{more} cost under {FOLD_SHARE:.0%} "
+            f"{plural(len(cheap), 'finding')} at {places} cost under {FOLD_SHARE:.0%} "
             f"of the program's {format_ms(scale.wall_ms)} each, in GPU time and in host time "
             f"blocked ({gpu} and {host} together): the Where tables hold them."
         )
@@ -1381,7 +1374,7 @@ def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[s
         if other.host_kind() == "pinned" and other.copy_ends()[0] == direction
         for chain in other.chains
     ]
-    calls: dict[str, int] = {}
+    calls: Counter[str] = Counter()
     for chain in line.chains:
         frames = chain.frames
         parting = next(
@@ -1393,11 +1386,10 @@ def pageable_callers(line: SourceLine, beside: list[SourceLine]) -> list[tuple[s
             None,
         )
         if parting is not None:
-            place = f"{parting.file}:{parting.line}"
-            calls[place] = calls.get(place, 0) + chain.calls
+            calls[f"{parting.file}:{parting.line}"] += chain.calls
     if not pinned and len(calls) < 2:
         return []
-    return sorted(calls.items(), key=lambda item: -item[1])
+    return calls.most_common()
 
 
 def _advised(line: SourceLine, what: str, remedy: str, scale: RunScale | None = None) -> str:

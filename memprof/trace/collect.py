@@ -1,9 +1,6 @@
-"""`memprof trace`: run the user's own Python program under CUPTI and keep what it did.
-
-The program runs in memprof's process (runpy, sys.argv and sys.path[0] as `python` sets
-them), so CUPTI starts after cuInit and before the program's first context, whatever library
-it uses. Its output, exit code, exception and Ctrl-C pass through; the profile goes to
-stderr. This module records the Result; memprof.experiments.trace says what it means.
+"""`memprof trace`: run the user's Python program in this process under CUPTI (started
+before its first context, whatever library it uses) and record the Result; its output, exit
+code, exception and Ctrl-C pass through. memprof.experiments.trace says what it means.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
@@ -118,8 +115,7 @@ def check_program(program: Program) -> None:
 
 @contextlib.contextmanager
 def as_python_runs(program: Program) -> Iterator[None]:
-    """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them
-    (the script's folder, or the working directory), put back afterwards."""
+    """sys.argv and sys.path[0] inside as `python SCRIPT` or `python -m MODULE` sets them."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     script = program.script
     sys.argv = [script if script is not None else program.module, *program.arguments]
@@ -235,14 +231,6 @@ class Recording:
     stacks: Stacks | None = None
     own_calls: frozenset[int] = frozenset()  # memprof's own calls after the program
     stacks_note: str | None = None  # why there are no stacks, or what went wrong taking them
-
-
-class Collector(Protocol):
-    """Starts recording before the program, returns what was recorded after it."""
-
-    def start(self) -> None: ...
-
-    def finish(self) -> Recording: ...
 
 
 class CuptiCollector:
@@ -643,27 +631,6 @@ def cache_path(name: str) -> Path | None:
     return None if folder is None else folder / name
 
 
-def pinned_bandwidth_of(sweep: Result) -> dict[str, float]:
-    """GB/s of pinned HtoD and DtoH at the largest size of a sweep (back to back)."""
-    from memprof.model.formatting import bandwidth_gb_per_s
-
-    figures: dict[str, float] = {}
-    for direction in ("h2d", "d2h"):
-        copies = [
-            m
-            for m in sweep.measurements
-            if m.operation == direction and m.kind == "pinned" and m.group == "gpu"
-        ]
-        if not copies:
-            raise KeyError(f"no pinned {direction} copies in the sweep")
-        largest = max(copies, key=lambda m: m.bytes)
-        throughput = largest.throughput_stats
-        per_copy_ms = throughput.median_ms if throughput else largest.stats.median_ms
-        figures[f"{direction}_gb_per_s"] = bandwidth_gb_per_s(largest.bytes, per_copy_ms)
-        figures["bytes"] = largest.bytes
-    return figures
-
-
 def pinned_bandwidth(
     device_index: int,
     gpu_name: str,
@@ -673,7 +640,7 @@ def pinned_bandwidth(
     cache: Path | None = None,
 ) -> dict[str, Any]:
     """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came
-    from; `measure(device_index)` runs `memprof sweep` (modes: cached_figures')."""
+    from; `measure(device_index)` runs `memprof sweep` (cli_trace.pinned_bandwidth_of)."""
     figures = cached_figures(
         cache or cache_path("pinned_bandwidth.json"),
         (gpu_name, driver_version),
@@ -846,7 +813,6 @@ def trace(
     program: Program,
     options: TraceOptions,
     summarize: Callable[[Result], Any],
-    collector: Collector | None = None,
 ) -> int:
     """Trace the program, show its profile and advice on stderr, save it; its exit code.
     memprof's own failures raise before the program starts; after, all passes through."""
@@ -859,13 +825,12 @@ def trace(
     output = replace(options.output or Output(), on_stderr=True)
     output.check(inputs=[Path(program.script)] if program.script else [])
     check_program(program)
-    if collector is None:
-        code = None
-        if options.stack_depth > 0:
-            with as_python_runs(program):  # a -m module's folder is found as Python finds it
-                code = CodeFilter.for_program(program.script, program.module)
-        calls = CallRecorder(code, options.stack_depth, run_program.__code__, options.all_calls)
-        collector = CuptiCollector(options.device, calls)
+    code = None
+    if options.stack_depth > 0:
+        with as_python_runs(program):  # a -m module's folder is found as Python finds it
+            code = CodeFilter.for_program(program.script, program.module)
+    calls = CallRecorder(code, options.stack_depth, run_program.__code__, options.all_calls)
+    collector = CuptiCollector(options.device, calls)
     collector.start()
     outcome = run_program(program)
     if outcome.error is not None:

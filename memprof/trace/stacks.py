@@ -1,12 +1,7 @@
-"""Where in the user's program each copy, memset, allocation, free, registration, prefetch and
-wait was asked for, and how long each held the host: CUPTI's callbacks at each call's entry
-(the Python stack) and exit, on the thread that made it.
-
-Each callback carries the correlation id that the call's GPU work's activity records carry
-(memprof.trace.where joins by it). Only CALL_KINDS calls are enabled, so kernel launches and
-the many small calls run no Python at all. A thread without Python frames (PyTorch's
-autograd threads) is given the main thread's frames (`loss.backward()`), and its line says
-so (origin "thread").
+"""Where in the user's program each CALL_KINDS call was asked for, and how long it held the
+host: CUPTI's callbacks at each call's entry (the Python stack) and exit, by correlation id
+(memprof.trace.where joins by it). Only CALL_KINDS calls are enabled, so launches run no
+Python. A thread without Python frames is given the main thread's (origin "thread").
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ from typing import Any
 
 from memprof.core import api_callbacks
 from memprof.core.activity import ApiRecord, callback_name
+from memprof.errors import error_words
 from memprof.model.lines import CALL_KINDS, Frame, Origin
 
 MAX_STACK_DEPTH = 64
@@ -65,10 +61,7 @@ def base_name(name: str) -> str:
 def call_kind(name: str) -> str | None:
     """What a driver or runtime call asks for (a CALL_KINDS entry), None for anything else."""
     base = base_name(name)
-    for kind, pattern in _CALL_PATTERNS:
-        if pattern.search(base):
-            return kind
-    return None
+    return next((kind for kind, pattern in _CALL_PATTERNS if pattern.search(base)), None)
 
 
 def is_work_call(name: str) -> bool:
@@ -201,15 +194,10 @@ RawStack = tuple[Origin, tuple[RawFrame, ...]]
 
 
 class CallRecorder:
-    """Each driver and runtime call's host time (CUPTI's clock at entry and exit) and, for
-    CALL_KINDS calls, the program's innermost frames (up to `depth`), by correlation id.
-
-    Callbacks rather than CUPTI's API activity records: switching those on at all slowed a
-    launch-bound training step by a fifth on the H200; the work calls' callbacks cost next to
-    nothing (docs/trace.md). Launches are enabled only with `every_call` (--all-calls): a
-    callback at each of a step's hundreds of launches cost more than the records did.
-
-    Anything the callback raises is counted (`failures`), never passed to the program, and
+    """Each call's host time (CUPTI's clock at entry and exit) and, for CALL_KINDS calls, the
+    program's innermost frames (up to `depth`), by correlation id. Callbacks, not CUPTI's API
+    records: those slowed a launch-bound step by a fifth on the H200 (docs/trace.md); launches
+    only with `every_call`. What the callback raises is counted (`failures`), never passed on;
     a Ctrl-C landing in it is delivered again where the program runs."""
 
     def __init__(
@@ -242,8 +230,8 @@ class CallRecorder:
     # -- subscription ---------------------------------------------------------------------
 
     def start(self, cupti: Any, library: Any = None) -> str | None:
-        """Subscribe to CUPTI's callbacks through libcupti's own functions (a fifth of the cost
-        per call of cupti-python's subscriber): None, or why not."""
+        """Subscribe through libcupti's own functions (a fifth of the cost per call of
+        cupti-python's subscriber): None, or why not."""
         domains = cupti.CallbackDomain
         tables = (
             (domains.DRIVER_API, getattr(cupti, "driver_api_trace_cbid", None)),
@@ -258,7 +246,7 @@ class CallRecorder:
             self._enable(tables)
         except Exception as error:
             self.stop()  # nothing to stop where the subscription itself was refused
-            return f"CUPTI refused its callbacks ({_reason(error)})"
+            return f"CUPTI refused its callbacks ({error_words(error)})"
         return None
 
     def _enable(self, tables: tuple[tuple[Any, Any], ...]) -> None:
@@ -293,9 +281,8 @@ class CallRecorder:
     # -- at each call ---------------------------------------------------------------------
 
     def _on_raw(self, userdata: Any, domain: int, cbid: int, data_address: int) -> None:
-        """CUPTI's call through libcupti's subscriber: its data read where CUPTI wrote it.
-        The exit's clock is read first and the entry's last, so the call's time holds none
-        of the callback's own work."""
+        """CUPTI's call through libcupti's subscriber. The exit's clock is read first and the
+        entry's last, so the call's time holds none of the callback's own work."""
         try:
             direct = self._direct
             if direct is None:
@@ -431,10 +418,8 @@ def deliver_ctrl_c_again() -> None:
 
 
 def interrupt_main_soon() -> None:
-    """Ctrl-C for the main thread once it has left the callback, looked at every 5 ms: where
-    no exception can leave the callback (ctypes') and no entry point delivers it, one raised
-    inside it would be lost. A timer of a fixed 5 ms lost it on a loaded machine, firing
-    before the callback had returned."""
+    """Ctrl-C for the main thread once it has left the callback, looked at every 5 ms (a fixed
+    5 ms timer lost it on a loaded machine, firing before the callback had returned)."""
     main = threading.main_thread().ident
 
     def deliver() -> None:
@@ -448,8 +433,7 @@ def interrupt_main_soon() -> None:
 
 
 def inside_callback(frame: FrameType | None) -> bool:
-    """Whether `frame` or one of its callers is CUPTI's callback, where a KeyboardInterrupt
-    raised would be printed by ctypes and dropped."""
+    """Whether `frame` or a caller is CUPTI's callback, where ctypes drops a KeyboardInterrupt."""
     while frame is not None:
         if frame.f_code in _CALLBACK_CODES:
             return True
@@ -460,8 +444,3 @@ def inside_callback(frame: FrameType | None) -> bool:
 _CALLBACK_CODES = frozenset(  # a frame of any is inside CUPTI's callback
     (CallRecorder._on_raw.__code__, deliver_ctrl_c_again.__code__, interrupt_main_soon.__code__)
 )
-
-
-def _reason(error: BaseException) -> str:
-    text = str(error).strip()
-    return text or type(error).__name__

@@ -8,7 +8,7 @@ from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import SourceLine
 from memprof.model.timeline import GPU_CATEGORIES, NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace.stacks import call_kind
-from memprof.trace.where import Stacks, activity_of, gpu_row_name, line_key
+from memprof.trace.where import Stacks, activity_of, gpu_row_name, line_key, work_by_call
 
 
 def timeline_of(
@@ -26,10 +26,7 @@ def timeline_of(
         return names.setdefault(text, len(names))
 
     index = {line.key: at for at, line in enumerate(lines or [])}
-    work: dict[int, list[str]] = {}  # correlation id -> the activities of its copies, memsets
-    for record in gpu:
-        if record.category != "kernel" and record.correlation_id:
-            work.setdefault(record.correlation_id, []).append(activity_of(record))
+    work = work_by_call(gpu)
 
     def line(correlation: int, activity: str | None) -> int:
         if activity is None or stacks is None:
@@ -51,7 +48,7 @@ def timeline_of(
     ]
     api_rows = []
     for call in sorted(api, key=lambda c: c.start_ns):
-        activities = work.get(call.correlation_id)
+        activities = [activity_of(record) for record in work.get(call.correlation_id, [])]
         activity = min(activities) if activities else call_kind(call.name)
         if not activities and call.correlation_id in own:
             activity = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
 
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import CallChain, Frame, Origin, SourceLine
@@ -45,34 +44,6 @@ def activity_of(record: GpuRecord) -> str:
     return f"{copy_direction(record.name)} {record.src_kind} -> {record.dst_kind}"
 
 
-@dataclass
-class _Line:
-    """A SourceLine while calls are added to it."""
-
-    calls: int = 0
-    bytes: int = 0
-    smallest: int | None = None
-    largest: int = 0
-    gpu: list[float] = field(default_factory=list)
-    host: list[float] = field(default_factory=list)
-    api: set[str] = field(default_factory=set)
-    chains: Counter = field(default_factory=Counter)
-
-    def add(self, records: list[GpuRecord], call: ApiRecord | None, callers: tuple) -> None:
-        self.calls += 1
-        nbytes = sum(record.bytes for record in records)
-        self.bytes += nbytes
-        self.smallest = nbytes if self.smallest is None else min(self.smallest, nbytes)
-        self.largest = max(self.largest, nbytes)
-        if records:
-            self.gpu.append(math.fsum(record.duration_ms for record in records))
-        if call is not None:
-            self.host.append(call.duration_ms)
-            self.api.add(base_name(call.name))
-        if callers:
-            self.chains[callers] += 1
-
-
 def line_key(stacks: Stacks, correlation: int, activity: str) -> tuple:
     """The SourceLine.key a call's work of this activity is counted under (timeline's too)."""
     origin, frames = stacks.get(correlation, NONE)
@@ -91,28 +62,33 @@ def outermost_calls(api: list[ApiRecord]) -> dict[int, ApiRecord]:
     return calls
 
 
+def work_by_call(gpu: list[GpuRecord]) -> dict[int, list[GpuRecord]]:
+    """Each call's copies and memsets, by correlation id (kernels are launched, not asked)."""
+    work: dict[int, list[GpuRecord]] = {}
+    for record in gpu:
+        if record.category != "kernel" and record.correlation_id:
+            work.setdefault(record.correlation_id, []).append(record)
+    return work
+
+
 def source_lines(
     gpu: list[GpuRecord], api: list[ApiRecord], stacks: Stacks, own: frozenset[int] = frozenset()
 ) -> list[SourceLine]:
     """Every copy, memset and CALL_KINDS call, folded by activity and by the line that made
     it. Calls in `own` (memprof's) are left out unless they made GPU work: every copy and
     memset is somewhere. A batch of two activities counts in each, its host time in the first."""
-    calls = outermost_calls(api)
-    work: dict[int, list[GpuRecord]] = {}
-    unlinked: list[GpuRecord] = []  # no correlation id: no call to join with
-    for record in gpu:
-        if record.category in ("memcpy", "memset"):
-            if record.correlation_id:
-                work.setdefault(record.correlation_id, []).append(record)
-            else:
-                unlinked.append(record)
-    lines: dict[tuple, _Line] = {}
+    calls, work = outermost_calls(api), work_by_call(gpu)
+    unlinked = [r for r in gpu if r.category != "kernel" and not r.correlation_id]  # no call
+    lines: dict[tuple, list[tuple]] = {}  # line_key -> its calls, as _made reads them
 
     def add(correlation: int, activity: str, records: list[GpuRecord], call: ApiRecord | None):
         frames = stacks.get(correlation, NONE)[1]  # innermost first: the line, then callers
         callers = tuple((f.file, f.line, f.function) for f in frames[1:])
-        lines.setdefault(line_key(stacks, correlation, activity), _Line()).add(
-            records, call, callers
+        gpu_ms = math.fsum(record.duration_ms for record in records) if records else None
+        host = None if call is None else (call.duration_ms, base_name(call.name))
+        nbytes = sum(record.bytes for record in records)
+        lines.setdefault(line_key(stacks, correlation, activity), []).append(
+            (nbytes, gpu_ms, host, callers)
         )
 
     for correlation, records in work.items():  # memprof's own too: every copy is somewhere
@@ -130,29 +106,32 @@ def source_lines(
     for record in unlinked:
         add(0, activity_of(record), [record], None)
     return sorted(
-        (_made(key, line) for key, line in lines.items()),
+        (_made(key, calls) for key, calls in lines.items()),
         key=lambda s: (s.activity, -(s.gpu_ms + s.host_ms), s.file, s.line),
     )
 
 
-def _made(key: tuple, line: _Line) -> SourceLine:
+def _made(key: tuple, calls: list[tuple]) -> SourceLine:
+    """A line from its calls' (bytes, GPU ms or None, (host ms, call name) or None, callers)."""
     activity, origin, file, number, function = key
-    chains = [
-        CallChain(calls, [Frame(*frame) for frame in callers])
-        for callers, calls in line.chains.most_common(MAX_CHAINS)
-    ]
+    sizes = [nbytes for nbytes, _, _, _ in calls]
+    hosts = [host for _, _, host, _ in calls if host is not None]
+    chains = Counter(callers for _, _, _, callers in calls if callers)
     return SourceLine(
         activity=activity,
         file=file,
         line=number,
         function=function,
         origin=origin,
-        calls=line.calls,
-        api=sorted(line.api),
-        bytes=line.bytes,
-        smallest_bytes=line.smallest or 0,
-        largest_bytes=line.largest,
-        gpu_ms_each=line.gpu,
-        host_ms_each=line.host,
-        chains=chains,
+        calls=len(calls),
+        api=sorted({name for _, name in hosts}),
+        bytes=sum(sizes),
+        smallest_bytes=min(sizes),
+        largest_bytes=max(sizes),
+        gpu_ms_each=[gpu_ms for _, gpu_ms, _, _ in calls if gpu_ms is not None],
+        host_ms_each=[host_ms for host_ms, _ in hosts],
+        chains=[
+            CallChain(count, [Frame(*frame) for frame in callers])
+            for callers, count in chains.most_common(MAX_CHAINS)
+        ],
     )
