@@ -134,7 +134,7 @@ class Compare(base.Experiment):
             every.host_kind(kind, skipped)
         step(f"managed memory, {format_bytes(nbytes)}")
         if any(kind.migrates for kind in supported):
-            ctx.checks += _managed(every, skipped)
+            every.managed(skipped)
         every.device_buffer.free()  # the host kinds' copies are done
         for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
             step(f"{ROWS[kind]}, {format_bytes(nbytes)}")
@@ -224,6 +224,43 @@ class _EveryKind:
         self.ctx.check(self.check_sum(f"kernel read, {ROWS[kind]}"))
         d.free()
 
+    def managed(self, skipped: list[str]) -> None:
+        """Managed memory's first touch, resident read and (where it can) prefetched read."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        session, access, values, elements = self.session, self.access, self.values, self.elements
+        profiler = session.profiler
+        buffer = self.allocation_cost("managed")
+        scratch = np.zeros_like(values)
+
+        def cycle() -> None:
+            session.synchronize()
+            _timed_copyto(profiler, "host_write", "managed first touch", buffer.array, values)
+            access.read(buffer.device_pointer, elements, "managed first touch")
+            access.read(buffer.device_pointer, elements, "managed resident")
+            session.synchronize()
+            _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
+
+        self.repeat(cycle)
+        self.ctx.check(self.check_sum(f"kernel read, {ROWS['managed resident']}"))
+        name = f"host read back, {ROWS['managed first touch']}"
+        self.ctx.check(compare_arrays(name, scratch, values))
+        if session.attribute("CONCURRENT_MANAGED_ACCESS"):
+
+            def prefetched() -> None:
+                session.synchronize()
+                np.copyto(buffer.array, values)  # pages back on the host
+                prefetch_to_gpu(session, (buffer,), "managed prefetched")
+                access.read(buffer.device_pointer, elements, "managed prefetched")
+
+            self.repeat(prefetched)
+            self.ctx.check(self.check_sum(f"kernel read, {ROWS['managed prefetched']}"))
+        else:
+            skipped.append("managed prefetched: needs concurrentManagedAccess")
+        buffer.free()
+
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
     import numpy as np
@@ -232,45 +269,6 @@ def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> N
         "host", f"host {operation.split('_')[1]} (numpy copyto)", operation, kind, source.nbytes
     ):
         np.copyto(destination, source)
-
-
-def _managed(every: _EveryKind, skipped: list[str]) -> list[Check]:
-    import numpy as np
-
-    from memprof.core.verify import compare_arrays
-
-    session, access, values, repeat = every.session, every.access, every.values, every.repeat
-    profiler = session.profiler
-    elements = values.size
-    buffer = every.allocation_cost("managed")
-    scratch = np.zeros_like(values)
-    concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
-
-    def cycle() -> None:
-        session.synchronize()
-        _timed_copyto(profiler, "host_write", "managed first touch", buffer.array, values)
-        access.read(buffer.device_pointer, elements, "managed first touch")
-        access.read(buffer.device_pointer, elements, "managed resident")
-        session.synchronize()
-        _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
-
-    repeat(cycle)
-    checks = [every.check_sum(f"kernel read, {ROWS['managed resident']}")]
-    checks.append(compare_arrays(f"host read back, {ROWS['managed first touch']}", scratch, values))
-    if concurrent:
-
-        def prefetched() -> None:
-            session.synchronize()
-            np.copyto(buffer.array, values)  # pages back on the host
-            prefetch_to_gpu(session, (buffer,), "managed prefetched")
-            access.read(buffer.device_pointer, elements, "managed prefetched")
-
-        repeat(prefetched)
-        checks.append(every.check_sum(f"kernel read, {ROWS['managed prefetched']}"))
-    else:
-        skipped.append("managed prefetched: needs concurrentManagedAccess")
-    buffer.free()
-    return checks
 
 
 def _cell_figures(result: Result) -> dict[tuple[str, str], Figure]:
