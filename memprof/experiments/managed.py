@@ -275,32 +275,28 @@ def summarize(result: Result) -> Summary:
         found = found_or_none(result, group, operation, kind, None)
         return None if found is None else figure_of(found)
 
-    rows = []
-
-    def add(step: str, step_figure: Figure) -> None:
-        rows.append({"step": step, "figure": step_figure})
-
-    variants = [("managed", "on demand")]
-    if find("gpu", "kernel_first", "managed+prefetch") is not None:
-        variants.append(("managed+prefetch", "after cuMemPrefetchAsync"))
-    variants += [
-        (f"managed+{advice}", f"cuMemAdvise {advice}")
-        for advice in result.parameters.advice
-        if find("gpu", "kernel_first", f"managed+{advice}") is not None
+    variants = [
+        ("managed", "on demand"),  # every run's (check_consistency)
+        ("managed+prefetch", "after cuMemPrefetchAsync"),
+        *((f"managed+{advice}", f"cuMemAdvise {advice}") for advice in result.parameters.advice),
     ]
+    steps: dict[str, Figure | None] = {}  # each row's step and figure, in the table's order
     first = {}
     for kind, label in variants:
+        launch = find("gpu", "kernel_first", kind)
+        if launch is None:
+            continue
+        first[kind] = launch
         if kind == "managed+prefetch":
-            add(f"{label}: prefetch a, b, res", find("gpu", "prefetch", kind))
-        first[kind] = find("gpu", "kernel_first", kind)
-        add(f"{label}: first launch", first[kind])
-        add(f"{label}: next launch", find("gpu", "kernel", kind))
-        add(f"{label}: host reads res", find("host", "host_read", kind))
-    add("host reads resident host memory (reference)", find("host", "host_read", "pageable"))
+            steps[f"{label}: prefetch a, b, res"] = find("gpu", "prefetch", kind)
+        steps[f"{label}: first launch"] = launch
+        steps[f"{label}: next launch"] = find("gpu", "kernel", kind)
+        steps[f"{label}: host reads res"] = find("host", "host_read", kind)
+    steps["host reads resident host memory (reference)"] = find("host", "host_read", "pageable")
     explicit = find("span", "end_to_end", "device")
-    add("device memory: kernel alone", find("gpu", "kernel", "device"))
-    add("device memory: 2 HtoD + kernel + DtoH", explicit)
-
+    steps["device memory: kernel alone"] = find("gpu", "kernel", "device")
+    steps["device memory: 2 HtoD + kernel + DtoH"] = explicit
+    rows = [{"step": step, "figure": one} for step, one in steps.items()]
     resident = find("gpu", "kernel", "managed")
     prefetch = find("gpu", "prefetch", "managed+prefetch")
     conclusion = _conclusion(first, resident, explicit, prefetch)
