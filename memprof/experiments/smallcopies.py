@@ -445,7 +445,7 @@ def _finder(result: Result) -> FigureOf:
 
 
 def cost(
-    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
+    result: Result, way: str, direction: str, nbytes: int, of: FigureOf
 ) -> Figure | Derived | None:
     """All N pieces' GPU time back to back, plus numpy's gathering or scattering (a Derived
     sum); pageable: the blocking calls themselves. None: not measured."""
@@ -458,20 +458,17 @@ def cost(
     found = [found_or_none(result, group, operation, way, nbytes) for group, operation in parts]
     if None in found:
         return None
-    of = of or _finder(result)
     if len(found) == 1:
         return of(found[0])
     name = f"{result.parameters.copies} x {WAY_NAMES[way]}, numpy's part added"
     return Derived(name, tuple(of(m) for m in found))
 
 
-def wall(
-    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
-) -> Figure | None:
+def wall(result: Result, way: str, direction: str, nbytes: int, of: FigureOf) -> Figure | None:
     """What a program waits for all N pieces one way: from its first call until the stream is
     synchronized, on the host clock (the figure the ways are ranked by)."""
     found = found_or_none(result, "host", f"{direction}_wall", way, nbytes)
-    return None if found is None else (of or _finder(result))(found)
+    return None if found is None else of(found)
 
 
 def sizes(result: Result) -> list[int]:
