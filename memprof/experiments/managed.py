@@ -49,8 +49,7 @@ class ManagedExtra:
 
 
 # What each step brings over: a first launch needs a, b and res on the GPU (a prefetch already
-# brought them), the next finds them there; a host read needs res on the host.
-HOST_READ = base.Measure("host", "host_read", "the host reading res", "host clock", arrays=1)
+# brought them), the next finds them there; a host read needs res on the host (base.HOST_READ).
 KERNEL_FIRST = base.Measure(
     "gpu",
     "kernel_first",
@@ -75,14 +74,10 @@ class Managed(base.Experiment):
     Extra = ManagedExtra
     measures = (
         base.Measure("host", "host_write", "the host writing a, b, res", "host clock", arrays=3),
-        HOST_READ,
+        base.HOST_READ,
         KERNEL_FIRST,
         KERNEL,
-        *(
-            base.Measure("gpu", way, f"explicit copies: {words}", "one operation", arrays=1,
-                         bound="link")
-            for way, words in base.DIRECTIONS.items()
-        ),
+        *base.ONE_COPY.values(),  # the explicit copies'
         END_TO_END,
         PREFETCH,
         base.PREFETCH_CALLS,
