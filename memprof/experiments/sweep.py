@@ -82,7 +82,6 @@ class Sweep(base.Experiment):
         from memprof.core.access import DirectAccess
 
         session, params = ctx.session, ctx.params
-        facts = ctx.facts[session.device_index]
         largest = 1 << max(params.powers)
         memory.require_memory(
             session,
@@ -90,7 +89,7 @@ class Sweep(base.Experiment):
             device_bytes=3 * base.FLOAT32_BYTES * largest,
             host_bytes=4 * base.FLOAT32_BYTES * largest,
         )
-        kinds, skipped = _supported(params.kinds, facts.attributes)
+        kinds, skipped = _supported(params.kinds, ctx.facts[session.device_index].attributes)
         access = DirectAccess(session)
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
         received = np.zeros(largest, np.float32)
@@ -129,6 +128,7 @@ def _measure_size(
 ) -> dict[str, str]:
     """One kind at one size, each direction timed one operation at a time, then back to
     back, then verified: direction -> '' or what went wrong."""
+    from memprof.core.verify import NAN_BITS
 
     cuda, profiler, params = ctx.session.cuda, ctx.measure, ctx.params
     synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
@@ -143,7 +143,7 @@ def _measure_size(
         if direction == "d2h" and kind != ZEROCOPY:
             checker.fill_host(host, n, poison=True)  # the copies must write every element
         elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
-            checker.poison_device(device, n)
+            cuda.memset_d32(device.device_pointer, NAN_BITS, n)
 
         def step(action=action, name=name, direction=direction) -> None:
             if kind == ZEROCOPY:  # the kernel launch records itself
@@ -262,12 +262,6 @@ class _Checker:
                 self.restore(device.device_pointer, n)
         return f"element {wrong} differs" if wrong is not None else ""
 
-    def poison_device(self, device, n: int) -> None:
-        """NaN over the first n elements of a device buffer (what copies into it must overwrite)."""
-        from memprof.core.verify import NAN_BITS
-
-        self.cuda.memset_d32(device.device_pointer, NAN_BITS, n)
-
     def fill_host(self, host, n: int, poison: bool = False) -> None:
         """The first n elements of a host buffer set to the values, or to NaN (poison).
         Page-locked memory is filled by a DMA from device memory (numpy at one thread's speed
@@ -311,9 +305,7 @@ def differs_at(got, expected) -> int | None:
             same = all(
                 pool.map(lambda part: np.array_equal(x[slice(*part)], y[slice(*part)]), parts)
             )
-    if same:
-        return None
-    return int(np.argmax(a != b))
+    return None if same else int(np.argmax(a != b))
 
 
 def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
