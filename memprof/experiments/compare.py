@@ -1,12 +1,9 @@
 """`memprof compare`: every memory kind side by side at one size, and what to use when.
 
-For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH copy
-bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
-the host's write and read throughput (numpy copyto). Managed memory appears three times:
-read by a kernel right after the host wrote it (pages migrate on demand), read again
-(resident), and read after cuMemPrefetchAsync. Device memory appears once per allocator:
-cuMemAlloc, the stream-ordered pools and virtual memory management (where the GPU and
-cuda-bindings have them).
+Each kind's allocation, copies, kernel read (readSum, verified) and host reads and writes
+(numpy copyto), where it applies. Managed memory is three rows (first touch, resident,
+prefetched); device memory one per allocator the GPU and cuda-bindings have (cuMemAlloc, the
+stream-ordered pools, virtual memory management).
 """
 
 from __future__ import annotations
@@ -435,7 +432,6 @@ TRAPS = {
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
     """One recommendation per use: the fastest measured way, the first listed of those within
     5% (so noise never picks a kind with a known trap), never one of TRAPS."""
-
     return [sentence(use, ways, figures, nbytes) for use, ways in USES]
 
 

@@ -1,13 +1,9 @@
 """`memprof managed`: seed 000's unified memory, and what its page migration costs.
 
-With managed a, b and res that the host has just written, sumArrays is timed
-  (a) first launch: every page the kernel touches migrates to the GPU on demand,
-  (b) next launch: the pages are resident,
-  (c) the same work with cuMemAlloc and explicit copies,
-  (d) first launch after cuMemPrefetchAsync moved the pages ahead of time,
-  (e) the host's first read of the result afterwards (pages migrate back),
-  (f) the first launch under each cuMemAdvise hint.
-Each cycle starts with the host writing the inputs, which brings the pages back.
+sumArrays over managed a, b and res the host has just written (which brings the pages back):
+its first launch (the pages migrate on demand) and the next (resident), the host's read of res
+(they migrate back), against cuMemAlloc with explicit copies, a cuMemPrefetchAsync first and
+each cuMemAdvise hint.
 """
 
 from __future__ import annotations
