@@ -489,16 +489,14 @@ def verdict(result: Result) -> str:
             f"{climb.pinning_ms / 1000:.1f} s, {per_gib_ms / 1000:.2f} s per GiB"
         )
     works = host_figures(result)
-    changes = {name: work.slowdown for name, work in works.items()}
-    slower = {name: work.slowdown for name, work in works.items() if work.slower}
+    slower = [f"{name} {work.slowdown:.0%} slower" for name, work in works.items() if work.slower]
     if slower:
-        host = "and left the host's " + " and ".join(
-            f"{name} {change:.0%} slower" for name, change in slower.items()
-        )
+        host = "and left the host's " + " and ".join(slower)
     else:
+        changes = ", ".join(f"{name} {work.slowdown:+.0%}" for name, work in works.items())
         host = (
             f"and left the host's pageable copies as fast (within {SLOWER_FROM:.0%} and their "
-            "noise: " + ", ".join(f"{name} {change:+.0%}" for name, change in changes.items()) + ")"
+            f"noise: {changes})"
         )
     return f"{pinned[0].upper()}{pinned[1:]}, {host}. {ending(extra)}"
 
