@@ -155,11 +155,9 @@ class Managed(base.Experiment):
             needed += [("gpu", "kernel", kind), ("host", "host_read", kind)]
             if kind == "managed+prefetch":
                 needed.append(("gpu", "prefetch", kind))
+        present = {(m.group, m.operation, m.kind) for m in result.measurements}
         for group, operation, kind in needed:
-            if not any(
-                (m.group, m.operation, m.kind) == (group, operation, kind)
-                for m in result.measurements
-            ):
+            if (group, operation, kind) not in present:
                 raise SchemaError(
                     "measurements",
                     f"has no {group} {operation!r} of kind {kind!r}, which the managed summary "
