@@ -165,30 +165,26 @@ def measure(ctx: base.RunContext) -> SmallCopiesExtra:
         host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
     )
     ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
-    steps = len(params.powers) * len(params.directions) * len(ways)
+    step = ctx.steps(len(params.powers) * len(params.directions) * len(ways))
     problems: dict[tuple[str, str], list[str]] = {
         (direction, way): [] for direction in params.directions for way in ways
     }
-    done = 0
     for power in params.powers:
         nbytes = base.FLOAT32_BYTES << power
         with Pieces(session, count, nbytes, seed=power) as pieces:
             for direction in params.directions:
                 pieces.sources(direction)
                 for way in ways:
-                    ctx.progress(
-                        f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}", done, steps
-                    )
+                    step(f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}")
                     problem = pieces.measure(way, direction, params.warmup, params.repeat)
                     if problem:
                         problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
-                    done += 1
     sizes = len(params.powers)
     for (direction, way), found in problems.items():
         detail = found[0] if found else f"Check result success! ({sizes} sizes)"
         name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
         ctx.check(Check(name, not found, sizes * count, detail))
-    ctx.progress("done", steps, steps)
+    step("done")
     return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
 
