@@ -96,17 +96,13 @@ class Sweep(base.Experiment):
         checker = _Checker(session, values, received)
         device = memory.allocate(session, "device", largest)
         checker.restore(device.device_pointer, largest)  # from the checked reference, on the GPU
-        total = len(kinds) * len(params.powers)
-        for kind_index, kind in enumerate(kinds):
+        step = ctx.steps(len(kinds) * len(params.powers))
+        for kind in kinds:
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
             checker.fill_host(host, largest)
             failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
-            for power_index, power in enumerate(params.powers):
-                ctx.progress(
-                    f"{kind} {size_label(power)}",
-                    kind_index * len(params.powers) + power_index,
-                    total,
-                )
+            for power in params.powers:
+                step(f"{kind} {size_label(power)}")
                 found = _measure_size(ctx, access, checker, kind, host, device, power)
                 for direction, problem in found.items():
                     if problem:
@@ -116,7 +112,7 @@ class Sweep(base.Experiment):
         device.free()
         checker.free()
         access.free()
-        ctx.progress("done", total, total)
+        step("done")
         return SweepExtra(skipped=skipped)
 
     def derived(self, result: Result) -> dict:
