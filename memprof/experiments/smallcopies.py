@@ -102,7 +102,41 @@ class SmallCopies(base.Experiment):
     measures = _measures()
 
     def run(self, ctx: base.RunContext) -> SmallCopiesExtra:
-        return measure(ctx)
+        """Every way at every size in every direction, each verified."""
+        from memprof.core import memory
+
+        session, params = ctx.session, ctx.params
+        largest = base.FLOAT32_BYTES << max(params.powers)
+        count = params.copies
+        # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
+        # and a read-back; device: the pieces side by side and their pointer table
+        memory.require_memory(
+            session,
+            device_bytes=count * largest + 8 * count,
+            host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
+        )
+        ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
+        step = ctx.steps(len(params.powers) * len(params.directions) * len(ways))
+        problems: dict[tuple[str, str], list[str]] = {
+            (direction, way): [] for direction in params.directions for way in ways
+        }
+        for power in params.powers:
+            nbytes = base.FLOAT32_BYTES << power
+            with Pieces(session, count, nbytes, seed=power) as pieces:
+                for direction in params.directions:
+                    pieces.sources(direction)
+                    for way in ways:
+                        step(f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}")
+                        problem = pieces.measure(way, direction, params.warmup, params.repeat)
+                        if problem:
+                            problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
+        sizes = len(params.powers)
+        for (direction, way), found in problems.items():
+            detail = found[0] if found else f"Check result success! ({sizes} sizes)"
+            name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
+            ctx.check(Check(name, not found, sizes * count, detail))
+        step("done")
+        return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
     def check_consistency(self, result: Result) -> None:
         extra = result.extra
@@ -148,44 +182,6 @@ def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
         f"{way} ({WAY_NAMES[way]}): {why}" for way, why in reasons.items() if why is not None
     ]
     return [way for way in WAYS if reasons.get(way) is None], skipped
-
-
-def measure(ctx: base.RunContext) -> SmallCopiesExtra:
-    """Every way at every size in every direction, each verified."""
-    from memprof.core import memory
-
-    session, params = ctx.session, ctx.params
-    largest = base.FLOAT32_BYTES << max(params.powers)
-    count = params.copies
-    # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
-    # and a read-back; device: the pieces side by side and their pointer table
-    memory.require_memory(
-        session,
-        device_bytes=count * largest + 8 * count,
-        host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
-    )
-    ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
-    step = ctx.steps(len(params.powers) * len(params.directions) * len(ways))
-    problems: dict[tuple[str, str], list[str]] = {
-        (direction, way): [] for direction in params.directions for way in ways
-    }
-    for power in params.powers:
-        nbytes = base.FLOAT32_BYTES << power
-        with Pieces(session, count, nbytes, seed=power) as pieces:
-            for direction in params.directions:
-                pieces.sources(direction)
-                for way in ways:
-                    step(f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}")
-                    problem = pieces.measure(way, direction, params.warmup, params.repeat)
-                    if problem:
-                        problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
-    sizes = len(params.powers)
-    for (direction, way), found in problems.items():
-        detail = found[0] if found else f"Check result success! ({sizes} sizes)"
-        name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
-        ctx.check(Check(name, not found, sizes * count, detail))
-    step("done")
-    return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
 
 class Pieces:
