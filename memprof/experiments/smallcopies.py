@@ -432,10 +432,6 @@ def _one_call_each(
 # -- the summary ----------------------------------------------------------------------------
 
 
-def _finder(result: Result) -> FigureOf:
-    return figure_finder(result, SmallCopies.measures)
-
-
 def cost(
     result: Result, way: str, direction: str, nbytes: int, of: FigureOf
 ) -> Figure | Derived | None:
@@ -469,7 +465,7 @@ def sizes(result: Result) -> list[int]:
 
 def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
     """size -> way -> figure(result, way, direction, size, of) per copy, where measured."""
-    of = _finder(result)
+    of = figure_finder(result, SmallCopies.measures)
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
         for way in result.extra.ways:
@@ -503,7 +499,7 @@ def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int
 def _require_every_way(result: Result) -> None:
     """A run measures every way it lists at every size, both ways it was asked: a file that
     lacks one is not such a run (it rendered as empty tables)."""
-    of = _finder(result)
+    of = figure_finder(result, SmallCopies.measures)
     for direction in result.parameters.directions:
         for nbytes in sizes(result):
             for way in result.extra.ways:
@@ -520,7 +516,8 @@ def _require_every_way(result: Result) -> None:
 def _direction_tables(result: Result, direction: str) -> list[Table]:
     """Wall clock per copy, GPU time per copy and in all: each cell a figure's (per
     operation: per copy; the median: all N), each row's figures its sources."""
-    of, ways, words = _finder(result), result.extra.ways, DIRECTIONS[direction]
+    of = figure_finder(result, SmallCopies.measures)
+    ways, words = result.extra.ways, DIRECTIONS[direction]
     count = result.parameters.copies
     rows: tuple[list, list, list] = ([], [], [])
     for nbytes in sizes(result):
