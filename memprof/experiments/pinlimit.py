@@ -327,18 +327,14 @@ def workload_bytes(params: PinlimitParams) -> int:
     return 2 * (base.FLOAT32_BYTES << params.copy_power)
 
 
-def step_bytes(result: Result) -> int:
-    return result.parameters.step * GIB
-
-
 # -- a saved file's agreements ------------------------------------------------------------------
 
 
 def check(result: Result) -> None:
     """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
-    made before a failed registration), every step of step_bytes, the cap whole steps; the
-    limits as the kernel reports them."""
-    extra, step = result.extra, step_bytes(result)
+    made before a failed registration), every step of parameters.step GiB, the cap whole
+    steps; the limits as the kernel reports them."""
+    extra, step = result.extra, result.parameters.step * GIB
     half = step // 2  # what each call of the climb pins
     steps = len(extra.held_bytes)
     limits = extra.limits
@@ -594,8 +590,8 @@ def available_facts(extra: PinlimitExtra) -> list[DeviceFact]:
 
 def climb_table(result: Result, climb: Climb, availables: list[DeviceFact]) -> Table:
     notes = [
-        f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
-        "a byte written in every page; half by writing a byte in every page of a numpy "
+        f"Each step pins {format_bytes(result.parameters.step * GIB)}: half with cuMemHostAlloc, "
+        "then a byte written in every page; half by writing a byte in every page of a numpy "
         f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
         "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
         "MemAvailable read after the step.",
