@@ -517,12 +517,11 @@ def _bandwidth_table(
     """GB/s of these kinds at every size, pageable's host side beside it where recorded
     (sides: size's power -> HostSide)."""
     staged = sides is not None and next(iter(sides.values())).staged
-    host_column = "staging" if staged else "memcpy"
     columns = [Column("Size", "size")]
     for kind in kinds:
         columns.append(Column(kind, kind, "gb_per_s"))
         if kind == "pageable" and sides is not None:  # its host side beside it
-            columns.append(Column(host_column, "host side", "gb_per_s"))
+            columns.append(Column("staging" if staged else "memcpy", "host side", "gb_per_s"))
     rows = [
         {"size": format_bytes(base.FLOAT32_BYTES << power),
          "host side": sides[power] if sides is not None else None,
