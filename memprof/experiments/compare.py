@@ -458,8 +458,7 @@ def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int)
         for name, time in sorted(totals.items(), key=lambda item: item[1])
         if name != choice
     )
-    size = format_bytes(nbytes)
-    text = f"{use}: {phrase} ({format_ms(totals[choice])} for {size}; {others})"
+    text = f"{use}: {phrase} ({format_ms(totals[choice])} for {format_bytes(nbytes)}; {others})"
     if len(equal) > 1:
         also = " and ".join(name for name in equal if name != choice)
         text += f"; {also} came within 5%, as good here"
