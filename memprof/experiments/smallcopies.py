@@ -616,15 +616,13 @@ def _figure(by_way: dict[str, float], way: str) -> str:
 def _crossover(
     walls: dict[int, dict[str, float]], gpu: dict[int, dict[str, float]], words: str
 ) -> str:
-    def best_batched(nbytes: int) -> str:
-        found = {w: walls[nbytes][w] for w in BATCHED_WAYS if w in walls[nbytes]}
-        return min(found, key=found.get)
-
-    def figures(nbytes: int, way: str, named: bool = True) -> str:
-        pinned, gpu_of = walls[nbytes]["pinned"], gpu.get(nbytes, {})
+    def figures(nbytes: int, named: bool = True) -> str:
+        """One call per copy from pinned memory against the best batched way at nbytes."""
+        by_way, gpu_of = walls[nbytes], gpu.get(nbytes, {})
+        way = min((w for w in BATCHED_WAYS if w in by_way), key=by_way.get)
         name = f" {WAY_NAMES[way]}" if named else ""
         return (
-            f"{format_ms(pinned)} per copy against {format_ms(walls[nbytes][way])}{name}; GPU "
+            f"{format_ms(by_way['pinned'])} per copy against {format_ms(by_way[way])}{name}; GPU "
             f"time {_figure(gpu_of, 'pinned')} against {_figure(gpu_of, way)}"
         )
 
@@ -641,16 +639,16 @@ def _crossover(
     if stop is None:
         return (
             f"{opening} lost at every size up to {format_bytes(largest)} "
-            f"({figures(largest, best_batched(largest))}): batch copies of any size measured."
+            f"({figures(largest)}): batch copies of any size measured."
         )
     if stop == smallest:
         return (
             f"{opening} never lost by more than {EQUIVALENT:.0%} to a batched way "
-            f"({format_bytes(stop)}: {figures(stop, best_batched(stop), named=False)})."
+            f"({format_bytes(stop)}: {figures(stop, named=False)})."
         )
     return (
-        f"{opening} stops losing at {format_bytes(stop)} ({figures(stop, best_batched(stop))}): "
-        "batch copies smaller than that."
+        f"{opening} stops losing at {format_bytes(stop)} ({figures(stop)}): batch copies smaller "
+        "than that."
     )
 
 
