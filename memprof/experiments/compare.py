@@ -1,12 +1,9 @@
 """`memprof compare`: every memory kind side by side at one size, and what to use when.
 
-For each kind, where it applies: what allocating the buffer costs, HtoD and DtoH copy
-bandwidth, the bandwidth of a kernel reading the buffer directly (readSum, verified), and
-the host's write and read throughput (numpy copyto). Managed memory appears three times:
-read by a kernel right after the host wrote it (pages migrate on demand), read again
-(resident), and read after cuMemPrefetchAsync. Device memory appears once per allocator:
-cuMemAlloc, the stream-ordered pools and virtual memory management (where the GPU and
-cuda-bindings have them).
+Each kind's allocation, copies, kernel read (readSum, verified) and host reads and writes
+(numpy copyto), where it applies. Managed memory is three rows (first touch, resident,
+prefetched); device memory one per allocator the GPU and cuda-bindings have (cuMemAlloc, the
+stream-ordered pools, virtual memory management).
 """
 
 from __future__ import annotations
@@ -134,7 +131,7 @@ class Compare(base.Experiment):
             every.host_kind(kind, skipped)
         step(f"managed memory, {format_bytes(nbytes)}")
         if any(kind.migrates for kind in supported):
-            ctx.checks += _managed(every, skipped)
+            every.managed(skipped)
         every.device_buffer.free()  # the host kinds' copies are done
         for kind in device_kinds:  # cuMemAlloc, then each pool and virtual memory
             step(f"{ROWS[kind]}, {format_bytes(nbytes)}")
@@ -224,6 +221,43 @@ class _EveryKind:
         self.ctx.check(self.check_sum(f"kernel read, {ROWS[kind]}"))
         d.free()
 
+    def managed(self, skipped: list[str]) -> None:
+        """Managed memory's first touch, resident read and (where it can) prefetched read."""
+        import numpy as np
+
+        from memprof.core.verify import compare_arrays
+
+        session, access, values, elements = self.session, self.access, self.values, self.elements
+        profiler = session.profiler
+        buffer = self.allocation_cost("managed")
+        scratch = np.zeros_like(values)
+
+        def cycle() -> None:
+            session.synchronize()
+            _timed_copyto(profiler, "host_write", "managed first touch", buffer.array, values)
+            access.read(buffer.device_pointer, elements, "managed first touch")
+            access.read(buffer.device_pointer, elements, "managed resident")
+            session.synchronize()
+            _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
+
+        self.repeat(cycle)
+        self.ctx.check(self.check_sum(f"kernel read, {ROWS['managed resident']}"))
+        name = f"host read back, {ROWS['managed first touch']}"
+        self.ctx.check(compare_arrays(name, scratch, values))
+        if session.attribute("CONCURRENT_MANAGED_ACCESS"):
+
+            def prefetched() -> None:
+                session.synchronize()
+                np.copyto(buffer.array, values)  # pages back on the host
+                prefetch_to_gpu(session, (buffer,), "managed prefetched")
+                access.read(buffer.device_pointer, elements, "managed prefetched")
+
+            self.repeat(prefetched)
+            self.ctx.check(self.check_sum(f"kernel read, {ROWS['managed prefetched']}"))
+        else:
+            skipped.append("managed prefetched: needs concurrentManagedAccess")
+        buffer.free()
+
 
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
     import numpy as np
@@ -232,45 +266,6 @@ def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> N
         "host", f"host {operation.split('_')[1]} (numpy copyto)", operation, kind, source.nbytes
     ):
         np.copyto(destination, source)
-
-
-def _managed(every: _EveryKind, skipped: list[str]) -> list[Check]:
-    import numpy as np
-
-    from memprof.core.verify import compare_arrays
-
-    session, access, values, repeat = every.session, every.access, every.values, every.repeat
-    profiler = session.profiler
-    elements = values.size
-    buffer = every.allocation_cost("managed")
-    scratch = np.zeros_like(values)
-    concurrent = bool(session.attribute("CONCURRENT_MANAGED_ACCESS"))
-
-    def cycle() -> None:
-        session.synchronize()
-        _timed_copyto(profiler, "host_write", "managed first touch", buffer.array, values)
-        access.read(buffer.device_pointer, elements, "managed first touch")
-        access.read(buffer.device_pointer, elements, "managed resident")
-        session.synchronize()
-        _timed_copyto(profiler, "host_read", "managed first touch", scratch, buffer.array)
-
-    repeat(cycle)
-    checks = [every.check_sum(f"kernel read, {ROWS['managed resident']}")]
-    checks.append(compare_arrays(f"host read back, {ROWS['managed first touch']}", scratch, values))
-    if concurrent:
-
-        def prefetched() -> None:
-            session.synchronize()
-            np.copyto(buffer.array, values)  # pages back on the host
-            prefetch_to_gpu(session, (buffer,), "managed prefetched")
-            access.read(buffer.device_pointer, elements, "managed prefetched")
-
-        repeat(prefetched)
-        checks.append(every.check_sum(f"kernel read, {ROWS['managed prefetched']}"))
-    else:
-        skipped.append("managed prefetched: needs concurrentManagedAccess")
-    buffer.free()
-    return checks
 
 
 def _cell_figures(result: Result) -> dict[tuple[str, str], Figure]:
@@ -437,7 +432,6 @@ TRAPS = {
 def recommendations(figures: dict[tuple[str, str], float], nbytes: int) -> list[str]:
     """One recommendation per use: the fastest measured way, the first listed of those within
     5% (so noise never picks a kind with a known trap), never one of TRAPS."""
-
     return [sentence(use, ways, figures, nbytes) for use, ways in USES]
 
 
@@ -464,8 +458,7 @@ def sentence(use: str, ways, figures: dict[tuple[str, str], float], nbytes: int)
         for name, time in sorted(totals.items(), key=lambda item: item[1])
         if name != choice
     )
-    size = format_bytes(nbytes)
-    text = f"{use}: {phrase} ({format_ms(totals[choice])} for {size}; {others})"
+    text = f"{use}: {phrase} ({format_ms(totals[choice])} for {format_bytes(nbytes)}; {others})"
     if len(equal) > 1:
         also = " and ".join(name for name in equal if name != choice)
         text += f"; {also} came within 5%, as good here"

@@ -1,13 +1,9 @@
 """`memprof managed`: seed 000's unified memory, and what its page migration costs.
 
-With managed a, b and res that the host has just written, sumArrays is timed
-  (a) first launch: every page the kernel touches migrates to the GPU on demand,
-  (b) next launch: the pages are resident,
-  (c) the same work with cuMemAlloc and explicit copies,
-  (d) first launch after cuMemPrefetchAsync moved the pages ahead of time,
-  (e) the host's first read of the result afterwards (pages migrate back),
-  (f) the first launch under each cuMemAdvise hint.
-Each cycle starts with the host writing the inputs, which brings the pages back.
+sumArrays over managed a, b and res the host has just written (which brings the pages back):
+its first launch (the pages migrate on demand) and the next (resident), the host's read of res
+(they migrate back), against cuMemAlloc with explicit copies, a cuMemPrefetchAsync first and
+each cuMemAdvise hint.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ class ManagedExtra:
 
 
 # What each step brings over: a first launch needs a, b and res on the GPU (a prefetch already
-# brought them), the next finds them there; a host read needs res on the host.
-HOST_READ = base.Measure("host", "host_read", "the host reading res", "host clock", arrays=1)
+# brought them), the next finds them there; a host read needs res on the host (base.HOST_READ).
 KERNEL_FIRST = base.Measure(
     "gpu",
     "kernel_first",
@@ -75,14 +70,10 @@ class Managed(base.Experiment):
     Extra = ManagedExtra
     measures = (
         base.Measure("host", "host_write", "the host writing a, b, res", "host clock", arrays=3),
-        HOST_READ,
+        base.HOST_READ,
         KERNEL_FIRST,
         KERNEL,
-        *(
-            base.Measure("gpu", way, f"explicit copies: {words}", "one operation", arrays=1,
-                         bound="link")
-            for way, words in base.DIRECTIONS.items()
-        ),
+        *base.ONE_COPY.values(),  # the explicit copies'
         END_TO_END,
         PREFETCH,
         base.PREFETCH_CALLS,
@@ -164,11 +155,9 @@ class Managed(base.Experiment):
             needed += [("gpu", "kernel", kind), ("host", "host_read", kind)]
             if kind == "managed+prefetch":
                 needed.append(("gpu", "prefetch", kind))
+        present = {(m.group, m.operation, m.kind) for m in result.measurements}
         for group, operation, kind in needed:
-            if not any(
-                (m.group, m.operation, m.kind) == (group, operation, kind)
-                for m in result.measurements
-            ):
+            if (group, operation, kind) not in present:
                 raise SchemaError(
                     "measurements",
                     f"has no {group} {operation!r} of kind {kind!r}, which the managed summary "
@@ -275,32 +264,28 @@ def summarize(result: Result) -> Summary:
         found = found_or_none(result, group, operation, kind, None)
         return None if found is None else figure_of(found)
 
-    rows = []
-
-    def add(step: str, step_figure: Figure) -> None:
-        rows.append({"step": step, "figure": step_figure})
-
-    variants = [("managed", "on demand")]
-    if find("gpu", "kernel_first", "managed+prefetch") is not None:
-        variants.append(("managed+prefetch", "after cuMemPrefetchAsync"))
-    variants += [
-        (f"managed+{advice}", f"cuMemAdvise {advice}")
-        for advice in result.parameters.advice
-        if find("gpu", "kernel_first", f"managed+{advice}") is not None
+    variants = [
+        ("managed", "on demand"),  # every run's (check_consistency)
+        ("managed+prefetch", "after cuMemPrefetchAsync"),
+        *((f"managed+{advice}", f"cuMemAdvise {advice}") for advice in result.parameters.advice),
     ]
+    steps: dict[str, Figure | None] = {}  # each row's step and figure, in the table's order
     first = {}
     for kind, label in variants:
+        launch = find("gpu", "kernel_first", kind)
+        if launch is None:
+            continue
+        first[kind] = launch
         if kind == "managed+prefetch":
-            add(f"{label}: prefetch a, b, res", find("gpu", "prefetch", kind))
-        first[kind] = find("gpu", "kernel_first", kind)
-        add(f"{label}: first launch", first[kind])
-        add(f"{label}: next launch", find("gpu", "kernel", kind))
-        add(f"{label}: host reads res", find("host", "host_read", kind))
-    add("host reads resident host memory (reference)", find("host", "host_read", "pageable"))
+            steps[f"{label}: prefetch a, b, res"] = find("gpu", "prefetch", kind)
+        steps[f"{label}: first launch"] = launch
+        steps[f"{label}: next launch"] = find("gpu", "kernel", kind)
+        steps[f"{label}: host reads res"] = find("host", "host_read", kind)
+    steps["host reads resident host memory (reference)"] = find("host", "host_read", "pageable")
     explicit = find("span", "end_to_end", "device")
-    add("device memory: kernel alone", find("gpu", "kernel", "device"))
-    add("device memory: 2 HtoD + kernel + DtoH", explicit)
-
+    steps["device memory: kernel alone"] = find("gpu", "kernel", "device")
+    steps["device memory: 2 HtoD + kernel + DtoH"] = explicit
+    rows = [{"step": step, "figure": one} for step, one in steps.items()]
     resident = find("gpu", "kernel", "managed")
     prefetch = find("gpu", "prefetch", "managed+prefetch")
     conclusion = _conclusion(first, resident, explicit, prefetch)

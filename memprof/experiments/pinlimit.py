@@ -172,7 +172,7 @@ def climb(
     copies = _HostCopies(ctx, 1 << ctx.params.copy_power)
     available_idle = available()
     ctx.progress(copies.words("nothing pinned"), done, total)
-    copies.measure("idle", "nothing pinned")
+    copies.measure("idle")
     # One numpy buffer for the registered halves, each half's pages untouched until its step
     raw = np.empty(plan.steps * half + memory.PAGE_BYTES, np.uint8)
     offset = -raw.ctypes.data % memory.PAGE_BYTES
@@ -215,7 +215,7 @@ def climb(
     stopped = "failed" if failure is not None else stopped
     pinned_words = format_bytes(held[-1]) if held else "nothing"
     ctx.progress(copies.words(f"{pinned_words} pinned"), plan.steps + 1, total)
-    copies.measure("held", "everything pinned")  # its warm-ups unrecorded: outside timed()
+    copies.measure("held")  # its warm-ups unrecorded: outside timed()
     ctx.progress(f"freeing {format_bytes(held[-1] if held else 0)}", plan.steps + 2, total)
     with profiler.timed():
         for buffer in (*pinned, *registered):
@@ -223,7 +223,7 @@ def climb(
         if len(registered) >= 2:
             _register_at_once(session, numpy_memory[: len(registered) * half])
     ctx.progress(copies.words("everything freed"), plan.steps + 3, total)
-    copies.measure("after", "everything freed")
+    copies.measure("after")
     copies.free()
     del raw, numpy_memory
     ctx.progress("done", total, total)
@@ -248,14 +248,14 @@ class _HostCopies:
     def words(self, held: str) -> str:
         return f"{format_bytes(self.source.nbytes)} host copies, {held}"
 
-    def measure(self, phase: str, words: str) -> None:
+    def measure(self, phase: str) -> None:
         import numpy as np
 
         from memprof.core import memory
         from memprof.core.verify import compare_arrays
 
         ctx, source, destination = self.ctx, self.source, self.destination
-        profiler, repeat = ctx.measure, ctx.params.repeat
+        profiler, repeat, words = ctx.measure, ctx.params.repeat, PHASES[phase]
         nbytes = source.nbytes
 
         def numpy_copy() -> None:
@@ -327,15 +327,17 @@ def workload_bytes(params: PinlimitParams) -> int:
     return 2 * (base.FLOAT32_BYTES << params.copy_power)
 
 
-def step_bytes(result: Result) -> int:
-    return result.parameters.step * GIB
-
-
 # -- a saved file's agreements ------------------------------------------------------------------
 
 
-def check_limits(limits: HostLimits) -> None:
-    """The limits read together as the kernel reports them."""
+def check(result: Result) -> None:
+    """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
+    made before a failed registration), every step of parameters.step GiB, the cap whole
+    steps; the limits as the kernel reports them."""
+    extra, step = result.extra, result.parameters.step * GIB
+    half = step // 2  # what each call of the climb pins
+    steps = len(extra.held_bytes)
+    limits = extra.limits
     soft, hard = limits.memlock_soft_bytes, limits.memlock_hard_bytes  # None: unlimited
     if hard is not None and (soft is None or soft > hard):
         raise SchemaError("extra.limits.memlock_soft_bytes", "is above the hard limit")
@@ -345,15 +347,6 @@ def check_limits(limits: HostLimits) -> None:
         raise SchemaError("extra.limits.cgroup_usage_bytes", "is given without a cgroup limit")
     if limits.cgroup_limit_bytes is not None and limits.cgroup_version is None:
         raise SchemaError("extra.limits.cgroup_version", "is null beside a cgroup limit")
-
-
-def check(result: Result) -> None:
-    """Steps, samples and sizes agree: a sample per whole step of each call (one more of those
-    made before a failed registration), every step of step_bytes, the cap whole steps."""
-    extra, step = result.extra, step_bytes(result)
-    half = step // 2  # what each call of the climb pins
-    steps = len(extra.held_bytes)
-    check_limits(extra.limits)
     if extra.cap_bytes % step or extra.cap_bytes < step:
         raise SchemaError("extra.cap_bytes", "is not a whole number of parameters.step GiB")
     if [step * (i + 1) for i in range(steps)] != extra.held_bytes:
@@ -404,10 +397,6 @@ class Climb:
     alloc: list[Derived]  # cuMemHostAlloc and the touch of its pages
     register: list[Derived]  # numpy's touch and cuMemHostRegister
     pinning_ms: float  # every whole step's calls and touches
-
-    @property
-    def per_gib_ms(self) -> float:
-        return self.pinning_ms / (self.held_bytes[-1] / GIB)
 
 
 CLIMB_WAYS = {  # each way of pinning half a step: its call and its touch, as the table heads it
@@ -490,21 +479,20 @@ def verdict(result: Result) -> str:
     if climb is None:
         pinned = "nothing could be pinned"
     else:
+        per_gib_ms = climb.pinning_ms / (climb.held_bytes[-1] / GIB)
         pinned = (
             f"pinning {format_bytes(climb.held_bytes[-1])} took "
-            f"{climb.pinning_ms / 1000:.1f} s, {climb.per_gib_ms / 1000:.2f} s per GiB"
+            f"{climb.pinning_ms / 1000:.1f} s, {per_gib_ms / 1000:.2f} s per GiB"
         )
     works = host_figures(result)
-    changes = {name: work.slowdown for name, work in works.items()}
-    slower = {name: work.slowdown for name, work in works.items() if work.slower}
+    slower = [f"{name} {work.slowdown:.0%} slower" for name, work in works.items() if work.slower]
     if slower:
-        host = "and left the host's " + " and ".join(
-            f"{name} {change:.0%} slower" for name, change in slower.items()
-        )
+        host = "and left the host's " + " and ".join(slower)
     else:
+        changes = ", ".join(f"{name} {work.slowdown:+.0%}" for name, work in works.items())
         host = (
             f"and left the host's pageable copies as fast (within {SLOWER_FROM:.0%} and their "
-            "noise: " + ", ".join(f"{name} {change:+.0%}" for name, change in changes.items()) + ")"
+            f"noise: {changes})"
         )
     return f"{pinned[0].upper()}{pinned[1:]}, {host}. {ending(extra)}"
 
@@ -528,9 +516,9 @@ def ending(extra: PinlimitExtra) -> str:
     )
 
 
-def _limit(name: str, value: int | None, unlimited: str = "unlimited") -> DeviceFact | str:
-    """A limit's size as a fact (its table cell and CSV row), or the words where it has none."""
-    return unlimited if value is None else DeviceFact(name, bytes=value)
+def _limit(name: str, value: int | None) -> DeviceFact | str:
+    """A limit's size as a fact (its table cell and CSV row), or "unlimited"."""
+    return "unlimited" if value is None else DeviceFact(name, bytes=value)
 
 
 def _size(fact: DeviceFact) -> str:
@@ -602,8 +590,8 @@ def available_facts(extra: PinlimitExtra) -> list[DeviceFact]:
 
 def climb_table(result: Result, climb: Climb, availables: list[DeviceFact]) -> Table:
     notes = [
-        f"Each step pins {format_bytes(step_bytes(result))}: half with cuMemHostAlloc, then "
-        "a byte written in every page; half by writing a byte in every page of a numpy "
+        f"Each step pins {format_bytes(result.parameters.step * GIB)}: half with cuMemHostAlloc, "
+        "then a byte written in every page; half by writing a byte in every page of a numpy "
         f"buffer and registering it (cuMemHostRegister, {REGISTER_FLAGS_WORDS}).",
         "Host clock (time.perf_counter_ns) around each call and each touch, per GiB; "
         "MemAvailable read after the step.",
@@ -628,21 +616,20 @@ RELEASE = (
 
 def release_table(result: Result) -> Table:
     """Each call's median and per GiB, and the halves registered again in one call."""
-    calls = [
-        ("cuMemHostAlloc", ALLOC, "pinned", ""),
-        ("cuMemHostRegister", REGISTER, "registered", ""),
-        ("cuMemFreeHost", FREE, "pinned", ""),
-        ("cuMemHostUnregister", UNREGISTER, "registered", ""),
-        ("cuMemHostRegister", WHOLE, "registered", " at once"),
-        ("cuMemHostUnregister", UNREGISTER_WHOLE, "registered", " at once"),
+    calls = [  # each measure of one kind, which the loader holds its measurements to
+        ("cuMemHostAlloc", ALLOC, ""),
+        ("cuMemHostRegister", REGISTER, ""),
+        ("cuMemFreeHost", FREE, ""),
+        ("cuMemHostUnregister", UNREGISTER, ""),
+        ("cuMemHostRegister", WHOLE, " at once"),
+        ("cuMemHostUnregister", UNREGISTER_WHOLE, " at once"),
     ]
     of = figure_finder(result, Pinlimit.measures)
     rows = [
         {"call": f"{label}, {format_bytes(m.bytes)}{how}", "figure": of(m),
          "per_gib": Derived(f"{label}{how}, per GiB", (of(m),), "per_gib")}
-        for label, measure, kind, how in calls
+        for label, measure, how in calls
         for m in base.find_all(result, measure)
-        if m.kind == kind
     ]  # fmt: skip
     notes = ["Host clock around each call; medians."]
     if not base.find_all(result, WHOLE):

@@ -102,7 +102,41 @@ class SmallCopies(base.Experiment):
     measures = _measures()
 
     def run(self, ctx: base.RunContext) -> SmallCopiesExtra:
-        return measure(ctx)
+        """Every way at every size in every direction, each verified."""
+        from memprof.core import memory
+
+        session, params = ctx.session, ctx.params
+        largest = base.FLOAT32_BYTES << max(params.powers)
+        count = params.copies
+        # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
+        # and a read-back; device: the pieces side by side and their pointer table
+        memory.require_memory(
+            session,
+            device_bytes=count * largest + 8 * count,
+            host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
+        )
+        ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
+        step = ctx.steps(len(params.powers) * len(params.directions) * len(ways))
+        problems: dict[tuple[str, str], list[str]] = {
+            (direction, way): [] for direction in params.directions for way in ways
+        }
+        for power in params.powers:
+            nbytes = base.FLOAT32_BYTES << power
+            with Pieces(session, count, nbytes, seed=power) as pieces:
+                for direction in params.directions:
+                    pieces.sources(direction)
+                    for way in ways:
+                        step(f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}")
+                        problem = pieces.measure(way, direction, params.warmup, params.repeat)
+                        if problem:
+                            problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
+        sizes = len(params.powers)
+        for (direction, way), found in problems.items():
+            detail = found[0] if found else f"Check result success! ({sizes} sizes)"
+            name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
+            ctx.check(Check(name, not found, sizes * count, detail))
+        step("done")
+        return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
     def check_consistency(self, result: Result) -> None:
         extra = result.extra
@@ -148,48 +182,6 @@ def available_ways(attributes: dict[str, int]) -> tuple[list[str], list[str]]:
         f"{way} ({WAY_NAMES[way]}): {why}" for way, why in reasons.items() if why is not None
     ]
     return [way for way in WAYS if reasons.get(way) is None], skipped
-
-
-def measure(ctx: base.RunContext) -> SmallCopiesExtra:
-    """Every way at every size in every direction, each verified."""
-    from memprof.core import memory
-
-    session, params = ctx.session, ctx.params
-    largest = base.FLOAT32_BYTES << max(params.powers)
-    count = params.copies
-    # host: a pinned and a mapped arena, the staging buffer, the pageable pieces, the data
-    # and a read-back; device: the pieces side by side and their pointer table
-    memory.require_memory(
-        session,
-        device_bytes=count * largest + 8 * count,
-        host_bytes=2 * count * (largest + 2 * PIECE_GAP) + 4 * count * largest,
-    )
-    ways, skipped = available_ways(ctx.facts[session.device_index].attributes)
-    steps = len(params.powers) * len(params.directions) * len(ways)
-    problems: dict[tuple[str, str], list[str]] = {
-        (direction, way): [] for direction in params.directions for way in ways
-    }
-    done = 0
-    for power in params.powers:
-        nbytes = base.FLOAT32_BYTES << power
-        with Pieces(session, count, nbytes, seed=power) as pieces:
-            for direction in params.directions:
-                pieces.sources(direction)
-                for way in ways:
-                    ctx.progress(
-                        f"{way} {DIRECTIONS[direction]}, {format_bytes(nbytes)}", done, steps
-                    )
-                    problem = pieces.measure(way, direction, params.warmup, params.repeat)
-                    if problem:
-                        problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
-                    done += 1
-    sizes = len(params.powers)
-    for (direction, way), found in problems.items():
-        detail = found[0] if found else f"Check result success! ({sizes} sizes)"
-        name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
-        ctx.check(Check(name, not found, sizes * count, detail))
-    ctx.progress("done", steps, steps)
-    return SmallCopiesExtra(ways=ways, skipped=skipped, arguments_prebuilt=True)
 
 
 class Pieces:
@@ -440,12 +432,8 @@ def _one_call_each(
 # -- the summary ----------------------------------------------------------------------------
 
 
-def _finder(result: Result) -> FigureOf:
-    return figure_finder(result, SmallCopies.measures)
-
-
 def cost(
-    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
+    result: Result, way: str, direction: str, nbytes: int, of: FigureOf
 ) -> Figure | Derived | None:
     """All N pieces' GPU time back to back, plus numpy's gathering or scattering (a Derived
     sum); pageable: the blocking calls themselves. None: not measured."""
@@ -458,20 +446,17 @@ def cost(
     found = [found_or_none(result, group, operation, way, nbytes) for group, operation in parts]
     if None in found:
         return None
-    of = of or _finder(result)
     if len(found) == 1:
         return of(found[0])
     name = f"{result.parameters.copies} x {WAY_NAMES[way]}, numpy's part added"
     return Derived(name, tuple(of(m) for m in found))
 
 
-def wall(
-    result: Result, way: str, direction: str, nbytes: int, of: FigureOf | None = None
-) -> Figure | None:
+def wall(result: Result, way: str, direction: str, nbytes: int, of: FigureOf) -> Figure | None:
     """What a program waits for all N pieces one way: from its first call until the stream is
     synchronized, on the host clock (the figure the ways are ranked by)."""
     found = found_or_none(result, "host", f"{direction}_wall", way, nbytes)
-    return None if found is None else (of or _finder(result))(found)
+    return None if found is None else of(found)
 
 
 def sizes(result: Result) -> list[int]:
@@ -480,7 +465,7 @@ def sizes(result: Result) -> list[int]:
 
 def _per_copy(result: Result, direction: str, figure: Any) -> dict[int, dict[str, float]]:
     """size -> way -> figure(result, way, direction, size, of) per copy, where measured."""
-    of = _finder(result)
+    of = figure_finder(result, SmallCopies.measures)
     found: dict[int, dict[str, float]] = {}
     for nbytes in sizes(result):
         for way in result.extra.ways:
@@ -514,7 +499,7 @@ def stops_losing(costs: dict[int, dict[str, float]], way: str = "pinned") -> int
 def _require_every_way(result: Result) -> None:
     """A run measures every way it lists at every size, both ways it was asked: a file that
     lacks one is not such a run (it rendered as empty tables)."""
-    of = _finder(result)
+    of = figure_finder(result, SmallCopies.measures)
     for direction in result.parameters.directions:
         for nbytes in sizes(result):
             for way in result.extra.ways:
@@ -531,7 +516,8 @@ def _require_every_way(result: Result) -> None:
 def _direction_tables(result: Result, direction: str) -> list[Table]:
     """Wall clock per copy, GPU time per copy and in all: each cell a figure's (per
     operation: per copy; the median: all N), each row's figures its sources."""
-    of, ways, words = _finder(result), result.extra.ways, DIRECTIONS[direction]
+    of = figure_finder(result, SmallCopies.measures)
+    ways, words = result.extra.ways, DIRECTIONS[direction]
     count = result.parameters.copies
     rows: tuple[list, list, list] = ([], [], [])
     for nbytes in sizes(result):
@@ -630,15 +616,13 @@ def _figure(by_way: dict[str, float], way: str) -> str:
 def _crossover(
     walls: dict[int, dict[str, float]], gpu: dict[int, dict[str, float]], words: str
 ) -> str:
-    def best_batched(nbytes: int) -> str:
-        found = {w: walls[nbytes][w] for w in BATCHED_WAYS if w in walls[nbytes]}
-        return min(found, key=found.get)
-
-    def figures(nbytes: int, way: str, named: bool = True) -> str:
-        pinned, gpu_of = walls[nbytes]["pinned"], gpu.get(nbytes, {})
+    def figures(nbytes: int, named: bool = True) -> str:
+        """One call per copy from pinned memory against the best batched way at nbytes."""
+        by_way, gpu_of = walls[nbytes], gpu.get(nbytes, {})
+        way = min((w for w in BATCHED_WAYS if w in by_way), key=by_way.get)
         name = f" {WAY_NAMES[way]}" if named else ""
         return (
-            f"{format_ms(pinned)} per copy against {format_ms(walls[nbytes][way])}{name}; GPU "
+            f"{format_ms(by_way['pinned'])} per copy against {format_ms(by_way[way])}{name}; GPU "
             f"time {_figure(gpu_of, 'pinned')} against {_figure(gpu_of, way)}"
         )
 
@@ -655,16 +639,16 @@ def _crossover(
     if stop is None:
         return (
             f"{opening} lost at every size up to {format_bytes(largest)} "
-            f"({figures(largest, best_batched(largest))}): batch copies of any size measured."
+            f"({figures(largest)}): batch copies of any size measured."
         )
     if stop == smallest:
         return (
             f"{opening} never lost by more than {EQUIVALENT:.0%} to a batched way "
-            f"({format_bytes(stop)}: {figures(stop, best_batched(stop), named=False)})."
+            f"({format_bytes(stop)}: {figures(stop, named=False)})."
         )
     return (
-        f"{opening} stops losing at {format_bytes(stop)} ({figures(stop, best_batched(stop))}): "
-        "batch copies smaller than that."
+        f"{opening} stops losing at {format_bytes(stop)} ({figures(stop)}): batch copies smaller "
+        "than that."
     )
 
 

@@ -5,7 +5,6 @@ long as a copy, and copied out: serial (one stream), overlapped (chunk i on stre
 and pageable (the overlapped order from pageable memory, whose copies are synchronous: that
 run cannot wait behind the gate and is timed as the calls return). Profiler.on_streams places
 every operation on one clock: CUPTI's records, or gated events moved to when the engine was free.
-Ideal overlapped time: the longest serial stage's total plus one chunk of each other stage.
 """
 
 from __future__ import annotations
@@ -473,7 +472,6 @@ def fitted_timeline_lines(timeline: list, streams: int, console_width: int) -> l
 def profile_note(result: Result) -> str | None:
     """The profile's footnote where the run-wide one would be wrong: older files' ungated
     events."""
-
     if result.extra.timeline_source != "ungated events" or result.timing is None:
         return None  # the run-wide note is true (a file without a timing source says events)
     return (

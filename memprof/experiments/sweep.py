@@ -82,7 +82,6 @@ class Sweep(base.Experiment):
         from memprof.core.access import DirectAccess
 
         session, params = ctx.session, ctx.params
-        facts = ctx.facts[session.device_index]
         largest = 1 << max(params.powers)
         memory.require_memory(
             session,
@@ -90,24 +89,20 @@ class Sweep(base.Experiment):
             device_bytes=3 * base.FLOAT32_BYTES * largest,
             host_bytes=4 * base.FLOAT32_BYTES * largest,
         )
-        kinds, skipped = _supported(params.kinds, facts.attributes)
+        kinds, skipped = _supported(params.kinds, ctx.facts[session.device_index].attributes)
         access = DirectAccess(session)
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
         received = np.zeros(largest, np.float32)
         checker = _Checker(session, values, received)
         device = memory.allocate(session, "device", largest)
         checker.restore(device.device_pointer, largest)  # from the checked reference, on the GPU
-        total = len(kinds) * len(params.powers)
-        for kind_index, kind in enumerate(kinds):
+        step = ctx.steps(len(kinds) * len(params.powers))
+        for kind in kinds:
             host = memory.allocate(session, ALLOCATED_AS.get(kind, kind), largest)
             checker.fill_host(host, largest)
             failures: dict[str, list[str]] = {direction: [] for direction in params.directions}
-            for power_index, power in enumerate(params.powers):
-                ctx.progress(
-                    f"{kind} {size_label(power)}",
-                    kind_index * len(params.powers) + power_index,
-                    total,
-                )
+            for power in params.powers:
+                step(f"{kind} {size_label(power)}")
                 found = _measure_size(ctx, access, checker, kind, host, device, power)
                 for direction, problem in found.items():
                     if problem:
@@ -117,7 +112,7 @@ class Sweep(base.Experiment):
         device.free()
         checker.free()
         access.free()
-        ctx.progress("done", total, total)
+        step("done")
         return SweepExtra(skipped=skipped)
 
     def derived(self, result: Result) -> dict:
@@ -129,6 +124,7 @@ def _measure_size(
 ) -> dict[str, str]:
     """One kind at one size, each direction timed one operation at a time, then back to
     back, then verified: direction -> '' or what went wrong."""
+    from memprof.core.verify import NAN_BITS
 
     cuda, profiler, params = ctx.session.cuda, ctx.measure, ctx.params
     synchronous = memory.MEMORY_KINDS[ALLOCATED_AS.get(kind, kind)].synchronous_copies
@@ -143,7 +139,7 @@ def _measure_size(
         if direction == "d2h" and kind != ZEROCOPY:
             checker.fill_host(host, n, poison=True)  # the copies must write every element
         elif kind != ZEROCOPY:  # the device buffer held the values already: poison it too
-            checker.poison_device(device, n)
+            cuda.memset_d32(device.device_pointer, NAN_BITS, n)
 
         def step(action=action, name=name, direction=direction) -> None:
             if kind == ZEROCOPY:  # the kernel launch records itself
@@ -262,12 +258,6 @@ class _Checker:
                 self.restore(device.device_pointer, n)
         return f"element {wrong} differs" if wrong is not None else ""
 
-    def poison_device(self, device, n: int) -> None:
-        """NaN over the first n elements of a device buffer (what copies into it must overwrite)."""
-        from memprof.core.verify import NAN_BITS
-
-        self.cuda.memset_d32(device.device_pointer, NAN_BITS, n)
-
     def fill_host(self, host, n: int, poison: bool = False) -> None:
         """The first n elements of a host buffer set to the values, or to NaN (poison).
         Page-locked memory is filled by a DMA from device memory (numpy at one thread's speed
@@ -311,9 +301,7 @@ def differs_at(got, expected) -> int | None:
             same = all(
                 pool.map(lambda part: np.array_equal(x[slice(*part)], y[slice(*part)]), parts)
             )
-    if same:
-        return None
-    return int(np.argmax(a != b))
+    return None if same else int(np.argmax(a != b))
 
 
 def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
@@ -529,12 +517,11 @@ def _bandwidth_table(
     """GB/s of these kinds at every size, pageable's host side beside it where recorded
     (sides: size's power -> HostSide)."""
     staged = sides is not None and next(iter(sides.values())).staged
-    host_column = "staging" if staged else "memcpy"
     columns = [Column("Size", "size")]
     for kind in kinds:
         columns.append(Column(kind, kind, "gb_per_s"))
         if kind == "pageable" and sides is not None:  # its host side beside it
-            columns.append(Column(host_column, "host side", "gb_per_s"))
+            columns.append(Column("staging" if staged else "memcpy", "host side", "gb_per_s"))
     rows = [
         {"size": format_bytes(base.FLOAT32_BYTES << power),
          "host side": sides[power] if sides is not None else None,
