@@ -74,10 +74,8 @@ class ApiRecord:
 _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
     "u4": "I", "i4": "i", "u8": "Q", "i8": "q"
 }  # fmt: skip
-# The records memprof reads, by FieldReader: cupti-python's class of each (its name, and the
-# oldest version memprof knows: the newest cupti-python has is used, as cupti-python itself
-# makes it), its dtype's stem, and the fields read. A kernel's name is a pointer to its
-# characters (STRING_FIELDS).
+# The records FieldReader reads: cupti-python's class (its name and the oldest version memprof
+# knows: its newest is used), its dtype's stem, and the fields (a kernel's name: a pointer).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _PLACE = ("correlation_id", "device_id", "stream_id")  # whose call, which GPU and stream
 _API_FIELDS = ("kind", "cbid", "start", "end", "correlation_id", "thread_id")
@@ -234,9 +232,8 @@ def callback_name(cupti: Any, domain: int, cbid: int) -> str:
 
 
 def experiment_call(name: str) -> bool:
-    """The calls memprof's experiments record: all but the timing core's CUDA event calls,
-    which lie outside every tagged operation yet were four in five API records (34,000 in a
-    sweep), each written at its call and read after the run."""
+    """The calls memprof's experiments record: all but the timing core's cuEvent calls, which
+    lie outside every tagged operation yet were four in five API records (34,000 in a sweep)."""
     return not name.startswith("cuEvent")
 
 
@@ -246,9 +243,7 @@ class ActivityLog:
 
     cupti: Any
     unified_memory_refusal: str | None = None  # why the counters are missing, if they are
-    # A whole-program trace (memprof trace) keeps every GPU record and records no calls;
-    # memprof's own experiments only read the records of their external ids.
-    keep_all: bool = False
+    keep_all: bool = False  # memprof trace: every GPU record kept, no calls recorded
     buffer_bytes: int = 4 << 20
     _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
     _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
