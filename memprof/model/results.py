@@ -635,18 +635,13 @@ def _head(raw: bytes) -> _Head:
     """The file's schema version and command, or why it is not a memprof result."""
     try:
         head = msgspec.json.decode(raw, type=_Head)
-    except msgspec.ValidationError as error:  # a DecodeError too: first
-        found = _plain_json(raw)
+    except (msgspec.DecodeError, RecursionError) as error:  # a ValidationError too
+        found = _plain_json(raw)  # where the JSON itself is wrong, refused here
         if not isinstance(found, dict):
             raise SchemaError(
                 "", f"is not a memprof result: the JSON is {describe(found)}, not an object"
             ) from None
         raise from_msgspec(error, found) from None
-    except msgspec.DecodeError as error:
-        _refuse_numbers_json_lacks(raw)
-        raise SchemaError("", f"is not a memprof result: {_not_json(raw, error)}") from None
-    except RecursionError:
-        raise SchemaError("", "is not a memprof result: JSON nested too deeply") from None
     if head.schema_version is msgspec.UNSET:
         raise SchemaError("", "is not a memprof result: no schema_version")
     version = head.schema_version
