@@ -1,8 +1,7 @@
 """What an experiment records, declared once per measure, and a loaded file held to it.
 
-A Measure says what one operation is, what it moves, of which memory kinds, how its figure
-reads and what bounds it: memprof.model.figures computes every figure from it, and
-check_declared() refuses a file that contradicts it, for every experiment at once.
+A Measure says what one operation is, moves, of which kinds, how its figure reads and what
+bounds it: memprof.model.figures computes from it, check_declared() refuses a file against it.
 """
 
 from __future__ import annotations
@@ -246,9 +245,8 @@ def _alone_and_each(m: Measurement) -> tuple[float, float]:
 
 
 def moved_during_run(result: Result, declared: Sequence[Measure]) -> list[str]:
-    """A warning for each transfer whose back-to-back operations took less than
-    BATCH_AT_LEAST of one alone (CUPTI's): batches overlap launches, never transfers, so the
-    link or GPU changed speed (an H100 sweep, 2026-11-27: 36.6 us alone, 13.1 us each)."""
+    """A warning for each transfer whose back-to-back operations took less than BATCH_AT_LEAST
+    of one alone (an H100 sweep, 2026-11-27: 36.6 us alone, 13.1 us each)."""
     from memprof.model.formatting import format_ms
 
     measures = {measure.key: measure for measure in declared}

@@ -47,8 +47,7 @@ SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)  # older versions are upgraded when loaded
 # A result of 100,000 measurements is about 40 MB: anything this large is not one.
 MAX_RESULT_BYTES = 256 << 20
-# A file of several Results, each a whole Result file's content: what `--json` saves for a
-# run of `--device all` (each GPU's Result, then the run over every GPU at once).
+# A file of several Results: what `--json` saves for `--device all` (each GPU's, then all's).
 RUN_SET_FORMAT = "memprof results"
 RUN_SET_VERSION = 1
 
@@ -355,8 +354,7 @@ class Result(msgspec.Struct, dict=True):
         lines = Result.views.table_lines(self) if Result.views is not None else []
         return "\n".join([headline, *(f"  {line}" for line in lines)])
 
-    # The registry (memprof.experiments), which this layer may not import (tests/test_layers.py):
-    # memprof.experiments.base sets it, for the frame, notebook view and repr's tables.
+    # The registry, which this layer may not import: memprof.experiments.base sets it.
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
