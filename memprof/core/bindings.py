@@ -290,11 +290,6 @@ def release_threshold(pool: Any) -> int:
     return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RELEASE_THRESHOLD")))
 
 
-def reserved_bytes(pool: Any) -> int:
-    """Device memory the pool holds now, in use or kept (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)."""
-    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RESERVED_MEM_CURRENT")))
-
-
 def trim(pool: Any, keep_bytes: int = 0) -> None:
     """Give the pool's unused memory back to the driver, down to keep_bytes."""
     call("cuMemPoolTrimTo", pool, keep_bytes)
