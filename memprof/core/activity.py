@@ -108,10 +108,9 @@ _KIND = struct.Struct("<I")  # every record begins with its kind (CUpti_Activity
 
 
 class FieldReader:
-    """Some fields of one kind of CUPTI record, read from its memory at the offsets of
-    cupti-python's dtype: an attribute costs microseconds, and a sweep makes 21,000 records.
-    The first record is checked against the slow reading (attributes, or numpy on the dtype);
-    where a field differs, or the layout is not plain integers, every record is read slowly."""
+    """Some fields of one kind of CUPTI record, read at the offsets of cupti-python's dtype (an
+    attribute costs microseconds, and a sweep makes 21,000 records); where the first record's
+    slow reading differs, or the layout is not plain integers, every record is read slowly."""
 
     def __init__(self, dtype: Any, names: tuple[str, ...]) -> None:
         self.names = names  # the records' attribute names, snake_case
@@ -268,12 +267,9 @@ class ActivityLog:
         keep_all: bool = False,
         record_call: Callable[[str], bool] | None = None,
     ) -> tuple[ActivityLog | None, str | None]:
-        """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
-
-        keep_all: a whole program's trace: the GPU's work only (calls are timed by CUPTI's
-        callbacks, memprof.trace.stacks), every record kept, in larger buffers.
-        record_call: only the driver calls it accepts (by name) are recorded, where possible.
-        """
+        """Enable CUPTI (after cuInit, before the context): (log, None) or (None, why not).
+        keep_all: a whole program's trace, every GPU record kept in larger buffers (its calls
+        are memprof.trace.stacks'); record_call: which driver calls (by name) are recorded."""
         cupti, why_not = _import_cupti()
         if cupti is None:
             return None, why_not
@@ -450,9 +446,8 @@ class ActivityLog:
         return totals
 
     def stop(self) -> None:
-        """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
-        seconds on the H200, and the next session (if any) registers its own callbacks; the
-        calls _record_only switched off are switched on again, for a log that wants them."""
+        """Deliver what CUPTI still holds, _record_only's calls on again. Tracing stays enabled:
+        switching it off costs two seconds on the H200."""
         self.flush()
         self._switch_calls(1)
         self._switched_off.clear()

@@ -675,12 +675,9 @@ def _refuse_numbers_json_lacks(raw: bytes) -> None:
 
 
 def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
-    """Refuse a key twice in one object: JSON readers differ on which one counts.
-
-    Fast path: a file with more colons than its decoded form re-encoded names a key twice
-    (strings hold the same colons, as ':' or '\\u003a'); only then is the key looked for (a
-    file leaving out fields that have defaults can hide one from the count).
-    """
+    """Refuse a key twice in one object: JSON readers differ on which one counts. Only a file
+    with more colons (':' or '\\u003a') than its decoded form re-encoded is searched: a file
+    leaving out fields that have defaults can hide a repeated key from the count."""
     colons = raw.count(b":")
     if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
         colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
