@@ -720,33 +720,26 @@ _LONE_SURROGATE = re.compile(
 
 
 def _not_json(raw: bytes, error: msgspec.DecodeError) -> str:
-    """Why a file's bytes are no JSON memprof reads, in the words of its refusal."""
-    place = _place(raw, error)
-    if place.startswith("(it holds"):
-        return place[1:-1]
-    return f"invalid JSON {place}"
-
-
-def _place(raw: bytes, error: msgspec.DecodeError) -> str:
-    """Where the JSON went wrong, as an editor counts: 'at line 3 column 7 (...)'."""
+    """Why a file's bytes are no JSON memprof reads, where as an editor counts: 'invalid JSON
+    at line 3 column 7 (...)'."""
     message = str(error)
     found = re.search(r"\(byte (\d+)\)", message)
     reason = re.sub(r"^JSON is malformed: |\s*\(byte \d+\)$", "", message)
     lone = _LONE_SURROGATE.search(raw)
     if reason.startswith("Integer value out of range"):
-        return "(it holds an integer beyond 64 bits: no figure is that large)"
+        return "it holds an integer beyond 64 bits: no figure is that large"
     if lone is not None:
         found, reason = None, "a lone UTF-16 surrogate in a string, which is no character"
         offset = lone.end() - 6
     elif reason.startswith("Number out of range"):  # msgspec adds " - at `$[...][...]`"
-        return "(it holds a number beyond a 64-bit float's range: no figure is that large)"
+        return "it holds a number beyond a 64-bit float's range: no figure is that large"
     elif found is None:
-        return f"({reason[0].lower() + reason[1:]})" if reason else ""
+        return f"invalid JSON ({reason[0].lower() + reason[1:]})" if reason else "invalid JSON "
     else:
         offset = int(found[1])
     line = raw.count(b"\n", 0, offset) + 1
     column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
-    return f"at line {line} column {column} ({reason})"
+    return f"invalid JSON at line {line} column {column} ({reason})"
 
 
 def _check_values(result: Result) -> None:
