@@ -283,7 +283,9 @@ class ActivityLog:
             if log._buffers is None:
                 cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
-            log._disable_all()
+            for name in (*GPU_WORK, "MEMCPY2", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER"):
+                with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
+                    cupti.activity_disable(getattr(kinds, name))
             return None, f"CUPTI refused activity tracing: {error_words(error)}"
         # Copies between two GPUs come as records of their own kind (without it, peer
         # copies have no record and are timed by events); a CUPTI without it still traces.
@@ -555,12 +557,6 @@ class ActivityLog:
             domain = self.cupti.CallbackDomain.DRIVER_API
             self._callback_names[cbid] = callback_name(self.cupti, domain, cbid)
         return self._callback_names[cbid]
-
-    def _disable_all(self) -> None:
-        others = ("MEMCPY2", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER")
-        for name in (*GPU_WORK, *others):
-            with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
-                self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))
 
 
 # CUpti_ActivityFlag's bit of memcpy and memset records alike (cupti_activity.h).
