@@ -12,6 +12,7 @@ from memprof.model.device import (
     PCIE_ENCODING_EFFICIENCY,
     PCIE_RATE_GT_PER_S,
     DeviceFacts,
+    known_link,
     pcie_bandwidth_gb_per_s,
 )
 from memprof.model.formatting import format_gb_per_s
@@ -85,14 +86,9 @@ def link_of(result: Result, index: int | None = None) -> Link | None:
     facts = result.device
     if facts is None or (index is not None and facts.index != index):
         return None
-    if facts.pcie_generation and facts.pcie_width:
-        most = (
-            (facts.pcie_max_generation, facts.pcie_max_width)
-            if facts.pcie_max_generation and facts.pcie_max_width
-            else None
-        )
-        return Link((facts.pcie_generation, facts.pcie_width), most, facts.pcie_source)
-    return None
+    now = known_link(facts.pcie_generation, facts.pcie_width)
+    most = known_link(facts.pcie_max_generation, facts.pcie_max_width)
+    return Link(now, most, facts.pcie_source) if now is not None else None
 
 
 def pcie_ceiling(result: Result, index: int | None = None) -> Ceiling | None:

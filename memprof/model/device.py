@@ -70,6 +70,11 @@ PCIE_RATE_GT_PER_S = {gen: rate for rate, gen in PCIE_GENERATION_BY_RATE.items()
 PCIE_ENCODING_EFFICIENCY = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
 
 
+def known_link(generation: int | None, width: int | None) -> tuple[int, int] | None:
+    """(generation, width) where both are known (0 is what a tool says where it cannot tell)."""
+    return (generation, width) if generation and width else None
+
+
 def pcie_bandwidth_gb_per_s(generation: int | None, width: int | None) -> float | None:
     """Theoretical PCIe bandwidth per direction in GB/s: Gen5 x16 gives 63.0."""
     if not generation or not width or generation not in PCIE_RATE_GT_PER_S:
