@@ -425,9 +425,7 @@ class FakeBindings:
     cuuint64_t = int
     CUmemAllocationType = SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED=1)
     CUmemLocationType = SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE=1, CU_MEM_LOCATION_TYPE_HOST=2)
-    CUmemPool_attribute = SimpleNamespace(
-        CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=4, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT=5
-    )
+    CUmemPool_attribute = SimpleNamespace(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=4)
     CUmemAccess_flags = SimpleNamespace(CU_MEM_ACCESS_FLAGS_PROT_READWRITE=3)
     CUmemAllocationGranularity_flags = SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM=0)
     CUmemcpySrcAccessOrder = SimpleNamespace(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM=1)

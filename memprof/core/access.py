@@ -74,9 +74,8 @@ class DirectAccess:
         )
 
     def check_sum(self, name: str, elements: int, expected_sum: float) -> Check:
-        """Compare the last readSum's partial sums, over `elements` floats, with
-        `expected_sum`: float64_sum of what it should have read, which its caller computes
-        once for every read of the same values."""
+        """The last readSum's partial sums over `elements` floats against `expected_sum`
+        (float64_sum of what it read, computed once for every read of the same values)."""
         self.session.synchronize()
         partial = np.empty(self.blocks, np.float32)
         self.session.cuda.memcpy_dtoh(partial, self.partial.device_pointer)

@@ -74,10 +74,8 @@ class ApiRecord:
 _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h"} | {
     "u4": "I", "i4": "i", "u8": "Q", "i8": "q"
 }  # fmt: skip
-# The records memprof reads, by FieldReader: cupti-python's class of each (its name, and the
-# oldest version memprof knows: the newest cupti-python has is used, as cupti-python itself
-# makes it), its dtype's stem, and the fields read. A kernel's name is a pointer to its
-# characters (STRING_FIELDS).
+# The records FieldReader reads: cupti-python's class (its name and the oldest version memprof
+# knows: its newest is used), its dtype's stem, and the fields (a kernel's name: a pointer).
 _COPY_FIELDS = ("copy_kind", "start", "end", "bytes", "src_kind", "dst_kind", "flags_")
 _PLACE = ("correlation_id", "device_id", "stream_id")  # whose call, which GPU and stream
 _API_FIELDS = ("kind", "cbid", "start", "end", "correlation_id", "thread_id")
@@ -110,10 +108,9 @@ _KIND = struct.Struct("<I")  # every record begins with its kind (CUpti_Activity
 
 
 class FieldReader:
-    """Some fields of one kind of CUPTI record, read from its memory at the offsets of
-    cupti-python's dtype: an attribute costs microseconds, and a sweep makes 21,000 records.
-    The first record is checked against the slow reading (attributes, or numpy on the dtype);
-    where a field differs, or the layout is not plain integers, every record is read slowly."""
+    """Some fields of one kind of CUPTI record, read at the offsets of cupti-python's dtype (an
+    attribute costs microseconds, and a sweep makes 21,000 records); where the first record's
+    slow reading differs, or the layout is not plain integers, every record is read slowly."""
 
     def __init__(self, dtype: Any, names: tuple[str, ...]) -> None:
         self.names = names  # the records' attribute names, snake_case
@@ -234,9 +231,8 @@ def callback_name(cupti: Any, domain: int, cbid: int) -> str:
 
 
 def experiment_call(name: str) -> bool:
-    """The calls memprof's experiments record: all but the timing core's CUDA event calls,
-    which lie outside every tagged operation yet were four in five API records (34,000 in a
-    sweep), each written at its call and read after the run."""
+    """The calls memprof's experiments record: all but the timing core's cuEvent calls, which
+    lie outside every tagged operation yet were four in five API records (34,000 in a sweep)."""
     return not name.startswith("cuEvent")
 
 
@@ -246,9 +242,7 @@ class ActivityLog:
 
     cupti: Any
     unified_memory_refusal: str | None = None  # why the counters are missing, if they are
-    # A whole-program trace (memprof trace) keeps every GPU record and records no calls;
-    # memprof's own experiments only read the records of their external ids.
-    keep_all: bool = False
+    keep_all: bool = False  # memprof trace: every GPU record kept, no calls recorded
     buffer_bytes: int = 4 << 20
     _gpu: dict[int, list[GpuRecord]] = field(default_factory=dict)  # by correlation id
     _api: dict[int, ApiRecord] = field(default_factory=dict)  # by correlation id
@@ -273,12 +267,9 @@ class ActivityLog:
         keep_all: bool = False,
         record_call: Callable[[str], bool] | None = None,
     ) -> tuple[ActivityLog | None, str | None]:
-        """Enable CUPTI (call after cuInit, before the context): (log, None) or (None, why not).
-
-        keep_all: a whole program's trace: the GPU's work only (calls are timed by CUPTI's
-        callbacks, memprof.trace.stacks), every record kept, in larger buffers.
-        record_call: only the driver calls it accepts (by name) are recorded, where possible.
-        """
+        """Enable CUPTI (after cuInit, before the context): (log, None) or (None, why not).
+        keep_all: a whole program's trace, every GPU record kept in larger buffers (its calls
+        are memprof.trace.stacks'); record_call: which driver calls (by name) are recorded."""
         cupti, why_not = _import_cupti()
         if cupti is None:
             return None, why_not
@@ -292,7 +283,9 @@ class ActivityLog:
             if log._buffers is None:
                 cupti.activity_register_callbacks(log._buffer_requested, log._buffer_completed)
         except Exception as error:
-            log._disable_all()
+            for name in (*GPU_WORK, "MEMCPY2", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER"):
+                with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
+                    cupti.activity_disable(getattr(kinds, name))
             return None, f"CUPTI refused activity tracing: {error_words(error)}"
         # Copies between two GPUs come as records of their own kind (without it, peer
         # copies have no record and are timed by events); a CUPTI without it still traces.
@@ -455,9 +448,8 @@ class ActivityLog:
         return totals
 
     def stop(self) -> None:
-        """Deliver what CUPTI still holds. Tracing stays enabled: switching it off costs two
-        seconds on the H200, and the next session (if any) registers its own callbacks; the
-        calls _record_only switched off are switched on again, for a log that wants them."""
+        """Deliver what CUPTI still holds, _record_only's calls on again. Tracing stays enabled:
+        switching it off costs two seconds on the H200."""
         self.flush()
         self._switch_calls(1)
         self._switched_off.clear()
@@ -565,12 +557,6 @@ class ActivityLog:
             domain = self.cupti.CallbackDomain.DRIVER_API
             self._callback_names[cbid] = callback_name(self.cupti, domain, cbid)
         return self._callback_names[cbid]
-
-    def _disable_all(self) -> None:
-        others = ("MEMCPY2", "EXTERNAL_CORRELATION", "UNIFIED_MEMORY_COUNTER")
-        for name in (*GPU_WORK, *others):
-            with contextlib.suppress(Exception):  # one this CUPTI lacks (MEMCPY2) included
-                self.cupti.activity_disable(getattr(self.cupti.ActivityKind, name))
 
 
 # CUpti_ActivityFlag's bit of memcpy and memset records alike (cupti_activity.h).

@@ -1,13 +1,11 @@
 """CUPTI's activity buffers, read where CUPTI wrote them.
 
-cupti-python makes a Python object of every record before memprof reads any: about 20 us a
-record, and a sweep makes 21,000. Here buffer callbacks of memprof's own, registered with the
-libcupti cupti-python loaded (ctypes), hand over each record's address to ActivityLog.
-
-register() answers None where this cannot be done (no libcupti in the process, or two, a
-symbol missing, CUPTI refusing): ActivityLog then keeps cupti-python's callbacks. That
-fallback stays: a process that loaded a second libcupti first (PyTorch's, in a notebook) or a
-cupti-python whose dtypes are not plain integers still gets its records, at its cost.
+cupti-python makes a Python object of every record first: about 20 us a record, and a sweep
+makes 21,000. Here memprof's own buffer callbacks (ctypes, the libcupti cupti-python loaded)
+hand each record's address to ActivityLog. register() answers None where this cannot be done
+(no libcupti in the process, or two, a symbol missing, CUPTI refusing): ActivityLog then keeps
+cupti-python's callbacks, which still serve a process that loaded a second libcupti (PyTorch's)
+or a cupti-python whose dtypes are not plain integers.
 """
 
 from __future__ import annotations
@@ -44,9 +42,8 @@ class Buffers:
     go to the log that registered last."""
 
     def __init__(self, library: Any, walker: Any = None) -> None:
-        """library: libcupti, called with the GIL let go (CUPTI calls back into Python
-        meanwhile); walker: the same library, called with the GIL held, for
-        cuptiActivityGetNextRecord alone (a call per record, which never calls back)."""
+        """library: libcupti, called with the GIL let go (CUPTI calls back into Python);
+        walker: the same with the GIL held, for cuptiActivityGetNextRecord (never calls back)."""
         int_, size, pointer = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p
         self._next_record = c_function(
             walker or library, "cuptiActivityGetNextRecord", int_, pointer, size,
@@ -158,8 +155,8 @@ def libcupti() -> tuple[ctypes.CDLL, ctypes.PyDLL] | None:
 
 
 def loaded_library(prefix: str, maps: Path = Path("/proc/self/maps")) -> str | None:
-    """The path of the one shared library named `prefix`... this process has loaded; None
-    where none or several (which one cupti-python enabled cannot be told)."""
+    """The one shared library named `prefix`... this process loaded; None where none or
+    several (which one cupti-python enabled cannot be told)."""
     try:
         lines = maps.read_text().splitlines()
     except OSError:

@@ -1,10 +1,8 @@
 """Which CPUs and NUMA node a GPU hangs off, and running the host thread there.
 
-On a multi-socket server, pinned memory on the far socket's node costs up to 3x in copy
-bandwidth. Linux allocates a page on the node of the CPU that first touches it, and the
-driver touches (pins) cuMemHostAlloc's pages in the calling thread: so running the thread
-on the GPU's local CPUs also places its host memory there. The facts come from sysfs
-(/sys/bus/pci/devices/<bus id>/numa_node and local_cpulist).
+Pinned memory on the far socket's node costs up to 3x in copy bandwidth. Linux places a page
+on the node of the CPU that first touches it, and the driver pins in the calling thread: so
+running it on the GPU's local CPUs (sysfs' numa_node and local_cpulist) places memory there.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """CUPTI's API callbacks through libcupti's own functions, their data read where CUPTI wrote it:
 memprof's one subscriber of CUPTI's callbacks (memprof.trace.stacks).
 
-Why not cupti-python's subscriber: it makes a Python object of each call's
-CUpti_CallbackData before the subscriber runs, and reading the object's fields costs more
-again. On the H100, 10,000 pageable copies of 4 KiB took 7.2 us each bare; with a
-cupti-python subscriber of the copy calls that does nothing, 13.5 us; reading the call site
-and correlation id too, 22.3 us. The same subscriber here (ctypes, the libcupti cupti-python
-loaded) took 8.1 and 9.0 us, and memprof's stack recorder 10.8 us against 24.3 (.device
-probe, medians of 3 processes).
+Why not cupti-python's subscriber: it makes a Python object of each call's data first. On
+the H100, a 4 KiB pageable copy took 7.2 us bare, 13.5 us with a cupti-python subscriber doing
+nothing and 22.3 us reading the call site and correlation id; 8.1 and 9.0 us here (medians of
+3 processes).
 
 connect() answers None wherever this cannot be done (no libcupti in the process, or two, a
 symbol missing): the trace then goes without stacks, and says why.
@@ -57,8 +54,8 @@ class Subscription:
     """One subscriber of CUPTI's driver and runtime API callbacks (CUPTI holds one a process)."""
 
     def __init__(self, library: Any, clock_library: Any = None) -> None:
-        """`clock_library`: the same libcupti loaded to hold the GIL across its calls
-        (ctypes.PyDLL), for the clock read twice inside every callback; else `library`."""
+        """`clock_library`: libcupti as a ctypes.PyDLL (the GIL held across its calls), for the
+        clock read twice in every callback; else `library`."""
         int_, uint32, pointer = ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p
         function = functools.partial(activity_buffers.c_function, library)
         self._subscribe = function(
@@ -78,8 +75,7 @@ class Subscription:
         self._handle = ctypes.c_void_p()
 
     def timestamp_ns(self) -> int:
-        """CUPTI's clock now, as its activity records are stamped (calls and GPU work on one
-        axis)."""
+        """CUPTI's clock now, as its activity records are stamped (calls and GPU on one axis)."""
         self._timestamp(self._stamp_at)
         return self._stamp.value
 
@@ -90,12 +86,11 @@ class Subscription:
         self._check(self._subscribe(ctypes.byref(self._handle), function, None))
 
     def enable(self, domain: int, callback_id: int) -> None:
-        """Switch on the callbacks of one call; RuntimeError in CUPTI's words if refused."""
+        """Switch on one call's callbacks; RuntimeError in CUPTI's words if refused."""
         self._check(self._enable(1, self._handle, int(domain), int(callback_id)))
 
     def enable_domain(self, domain: int) -> None:
-        """Switch on the callbacks of every call of a domain (where cupti-python lists no
-        callback ids to pick calls by); RuntimeError in CUPTI's words if refused."""
+        """enable() for every call of a domain (where cupti-python lists no callback ids)."""
         self._check(self._enable_domain(1, self._handle, int(domain)))
 
     def unsubscribe(self) -> None:
@@ -117,8 +112,7 @@ class Subscription:
 
 
 def connect(library: Any = None) -> Subscription | None:
-    """A Subscription through `library` (default: the libcupti this process loaded), or None
-    where that cannot be reached."""
+    """A Subscription through `library` (default: this process's libcupti), or None."""
     try:
         if library is not None:
             return Subscription(library)

@@ -77,8 +77,7 @@ def failure(call_name: str, status: Any) -> MemprofError:
 
 
 def unpack(call_name: str, returned: Any) -> Any:
-    """The values a cuda-bindings call returned after its CUresult (checked): None, one value,
-    or a tuple."""
+    """A cuda-bindings call's values after its CUresult (checked): None, one, or a tuple."""
     if not isinstance(returned, tuple):
         returned = (returned,)
     status, values = returned[0], returned[1:]
@@ -134,8 +133,7 @@ def version_text(encoded: int) -> str:
 
 
 def current_device() -> int:
-    """cuCtxGetDevice: a call that does next to nothing, so timing it measures the floor of
-    the timing itself (memprof.experiments.pools)."""
+    """cuCtxGetDevice: next to nothing, so its time is the timing's floor (pools)."""
     return int(call("cuCtxGetDevice"))
 
 
@@ -196,8 +194,7 @@ def _location(device_ordinal: int | None) -> Any:
 
 
 def _by_location(name: str) -> str:
-    """The form of `name` that takes a CUmemLocation: cuda-bindings 12 calls it `name`_v2
-    (its `name` takes a device ordinal), cuda-bindings 13 `name` itself."""
+    """The form of `name` taking a CUmemLocation: `name`_v2 in cuda-bindings 12, else `name`."""
     return f"{name}_v2" if hasattr(driver(), f"{name}_v2") else name
 
 
@@ -291,11 +288,6 @@ def set_release_threshold(pool: Any, nbytes: int) -> None:
 
 def release_threshold(pool: Any) -> int:
     return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RELEASE_THRESHOLD")))
-
-
-def reserved_bytes(pool: Any) -> int:
-    """Device memory the pool holds now, in use or kept (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)."""
-    return int(call("cuMemPoolGetAttribute", pool, _pool_attribute("RESERVED_MEM_CURRENT")))
 
 
 def trim(pool: Any, keep_bytes: int = 0) -> None:
@@ -437,8 +429,7 @@ SRC_ACCESS_ORDER_STREAM = 1  # CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: sources read i
 
 
 def _batch_function() -> tuple[Any, bool]:
-    """libcuda's cuMemcpyBatchAsync through ctypes, and whether it takes failIdx: CUDA 13's
-    cuMemcpyBatchAsync_v2 dropped it, the 12.8 form (the unversioned symbol) has it."""
+    """libcuda's cuMemcpyBatchAsync (ctypes), and whether it takes failIdx (13's _v2 does not)."""
     from memprof.core.driver import libcuda
 
     library = libcuda()
@@ -458,9 +449,8 @@ def _batch_function() -> tuple[Any, bool]:
 
 @dataclass(frozen=True)
 class BatchCopy:
-    """One cuMemcpyBatchAsync of many pieces, every argument array built once, as a program
-    that reuses them does: a call pays the driver's work alone. (cuda-bindings converts its
-    lists of N pointers and sizes on every call: Python's cost, not the copies'.)"""
+    """One cuMemcpyBatchAsync of many pieces, its argument arrays built once, as a program
+    reusing them does (cuda-bindings converts its lists on every call: Python's cost)."""
 
     function: Any  # the driver's function, through ctypes
     arguments: tuple[int, ...]  # every argument before the stream: addresses and counts
@@ -468,8 +458,7 @@ class BatchCopy:
 
     @classmethod
     def of(cls, destinations: list[int], sources: list[int], sizes: list[int]) -> BatchCopy:
-        """Copies source[i] -> destination[i] of sizes[i] bytes; the sources are read in
-        stream order (pinned or device memory that earlier work in the stream may write)."""
+        """Copies source[i] -> destination[i] of sizes[i] bytes, read in stream order."""
         function, fail_index = _batch_function()
         count = len(sizes)
         targets = (ctypes.c_uint64 * count)(*destinations)

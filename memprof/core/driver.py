@@ -25,9 +25,8 @@ _start_ended: threading.Event | None = None  # set once the early cuInit has ret
 
 
 def start_in_background() -> None:
-    """Begin cuInit (0.1 s on an H100, outside Python's lock) on a daemon thread, once per
-    process, while the run imports PyCUDA, numpy and CUPTI. PyCUDA's own cuInit, after
-    wait_for_start(), finds the driver started or reports the failure as it would have."""
+    """Begin cuInit (0.1 s on an H100) on a daemon thread, once per process, while the run
+    imports PyCUDA, numpy and CUPTI; PyCUDA's own cuInit, after wait_for_start(), follows."""
     global _start_ended
     with _start_lock:
         if _start_ended is not None:

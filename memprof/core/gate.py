@@ -1,9 +1,8 @@
 """A GPU-side gate, so CUDA events time GPU work and never Python (as nvbandwidth does).
 
-A one-thread kernel spins on a generation number in mapped host memory while the timed
-operations and their events are queued behind it; then the host writes the generation and
-everything runs back to back. The spin gives up after GATE_TIMEOUT_NS and says so, so a
-gate never hangs the GPU. Only memprof.core.measure uses it.
+A one-thread kernel spins on a generation number in mapped host memory while the timed work
+is queued behind it; the host's write releases it all back to back. The spin gives up after
+GATE_TIMEOUT_NS and says so: a gate never hangs the GPU.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ class Gate:
         self.closed = False
 
     def close(self, *streams: Any) -> None:
-        """Hold back everything queued on each of `streams` from now until open(): one gate
-        kernel per stream, all waiting for the same generation, so one write releases them."""
+        """Hold back what is queued on `streams` until open(): a gate kernel per stream."""
         self.generation += 1
         for stream in streams:
             self.kernel.function.prepared_async_call(

@@ -1,8 +1,7 @@
 """The host's limits on pinned memory, read without a GPU, and `memprof pinlimit`'s plan.
 
-Pure: every reading takes the /proc and /sys trees as paths (tests give fake ones) and the
-rlimit and user id as values, so planning is tested on both sides of every boundary on any
-machine. Nothing here allocates.
+Pure: readings take /proc and /sys as paths and the rlimit and user id as values, so tests
+hold planning on both sides of every boundary on any machine. Nothing here allocates.
 """
 
 from __future__ import annotations
@@ -98,8 +97,7 @@ def _number(path: Path) -> int | None:
 def cgroup_memory(
     proc: Path, cgroup_root: Path
 ) -> tuple[int | None, int | None, Literal[1, 2] | None]:
-    """(limit, usage, version) of this process's cgroup: the lowest limit of it and its
-    ancestors (a container's own root where its namespace hides the host's path)."""
+    """(limit, usage, version) of this process's cgroup: the lowest of it and its ancestors."""
     try:
         lines = (proc / "self" / "cgroup").read_text().splitlines()
     except OSError:
@@ -117,8 +115,8 @@ def cgroup_memory(
 
 
 def _cgroup(root: Path, path: str, limit_file: str, usage_file: str) -> tuple[int | None, ...]:
-    """The lowest limit of the cgroup at `path` under root and of each folder above it, up to
-    root itself, and the cgroup's usage (None where nothing limits it)."""
+    """The lowest limit of the cgroup at `path` and each folder above it up to root, and its
+    usage (None where nothing limits it)."""
     parts = [part for part in path.split("/") if part and part != ".."]
     folders = [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
     limits = (_number(folder / limit_file) for folder in folders)

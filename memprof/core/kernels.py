@@ -1,8 +1,7 @@
 """CUDA kernels: find kernels/*.cu (in a checkout or inside the installed wheel), compile, launch.
 
-Kernels are written `extern "C" __global__` so their names are not mangled; the
-signature parsed from the source gives both the profile name nvprof would print
-(`sumArraysGPU(float*, float*, float*, int)`) and the argument packing for launches.
+Kernels are `extern "C" __global__` (names not mangled); the signature parsed from the source
+gives the profile name nvprof would print and the argument packing for launches.
 """
 
 from __future__ import annotations
@@ -106,8 +105,8 @@ class Kernel:
         operation: str = "kernel",
         blocks: int | None = None,
     ) -> None:
-        """Launch one thread per element (or `blocks` blocks, for grid-stride kernels), recorded:
-        `kind` names the memory the kernel reads; `nbytes` is what it reads plus writes."""
+        """One thread per element (or `blocks` blocks, grid-stride), recorded: `kind` is the
+        memory it reads; `nbytes` what it reads plus writes."""
         grid = (blocks or (elements + block_size - 1) // block_size, 1)
         profiler = session.profiler
         stream = stream if stream is not None else profiler.stream
@@ -140,9 +139,8 @@ CUBIN_HEADER = b"memprof cubin sha256 "  # then the cubin's digest in hex, a new
 
 def _compile(session: Any, source: str, file_name: str) -> Any:
     """The module of a kernels/ source, its cubin cached by source, options, architecture and
-    driver: the cache spares each run nvcc's version check and PyCUDA's compiler (about 0.1 s).
-    A cubin's digest is checked before the driver, which reads it without knowing its length,
-    sees it; a damaged one is one warning, then compiled again."""
+    driver (sparing nvcc, about 0.1 s), its digest checked before the driver reads it: a
+    damaged one is one warning, then compiled again."""
     from memprof.cache import cache_directory, read_bytes, store, warn_once
 
     cuda = session.cuda

@@ -5,14 +5,10 @@ unrecorded, then its timed repetitions, and only those are recorded (so Calls is
 timed repetitions). Inside a step, `events()` marks one GPU operation, `host_clock()`/`api()`
 host work or a driver call, and `events("span", ...)` several operations end to end.
 
-How many repetitions (memprof.core.repetitions): exactly --repeat N where it is given;
-otherwise each measurement repeats until the relative noise of its median (memprof.model.
-statistics.median_noise) is at most --max-noise, at least MIN_COUNT times, and no longer than
-its time cap. Back-to-back batches (throughput, concurrent) stop the same way. The stopping decision
-reads the samples available while the loop runs: the gated events' times and the host clock.
-CUPTI's records arrive only when its buffers are flushed, after the loop, so a measurement
-timed by CUPTI stops on its gated events (which time the same operation) and its saved
-samples, and the noise reported from them, are CUPTI's.
+How many repetitions: memprof.core.repetitions. Its stopping rule reads the samples known
+while the loop runs (the gated events' times and the host clock): CUPTI's records arrive when
+its buffers are flushed, after the loop, so a measurement timed by CUPTI stops on its gated
+events (which time the same operation), and its saved samples and their noise are CUPTI's.
 
 How a GPU operation is timed:
 - It is queued behind a GPU-side gate (memprof.gate) with a CUDA event before and after, so
@@ -22,16 +18,9 @@ How a GPU operation is timed:
   memset duration nvprof printed. The gated events are kept beside it as a check.
 - Synchronous operations (copies from pageable memory) cannot wait behind a gate: their
   events bracket the call, staging included; CUPTI's record is the DMA alone.
-- `throughput()` times N back-to-back operations between one event pair (behind the gate),
-  as bandwidth tools do; bandwidth columns use it, latency columns the single operation.
-- `concurrent()` is the same for several lanes at once (each lane: a GPU's profiler and an
-  operation): every lane's batch waits behind its own gate, the gates open back to back, and
-  each lane's events time its own batch. One copy, both directions of a link, or every GPU's
-  copies at once are the same call (as nvbandwidth's doMemcpyCore).
-- `on_streams()` queues work on several streams of one GPU at once (a pipeline of copies and
-  kernels), every stream behind one gate, and places each operation on one clock: CUPTI's
-  records of it (the engines' own start and end), or without CUPTI its events, each start
-  moved to when its engine was free (engine_timeline).
+- Back to back, as bandwidth tools time it: `throughput()` and `concurrent()` (several lanes
+  at once, as nvbandwidth's doMemcpyCore); `on_streams()` places work spread over several
+  streams of one GPU on one clock. Bandwidth columns use these, latency columns one operation.
 
 An experiment declares the (group, operation) pairs it records (memprof.experiments.base);
 recording anything else is a bug in memprof and raises, so a Result holds what it declares.
@@ -74,8 +63,7 @@ class UndeclaredMeasurement(MemprofError):
 
 @dataclass(frozen=True)
 class Lane:
-    """One stream of back-to-back work in a concurrent batch: whose profiler queues it, what
-    one operation is (action(stream)), and the measurement its per-operation time goes to."""
+    """One stream of back-to-back work in a concurrent batch, and its measurement."""
 
     profiler: Profiler
     action: Callable[[Any], None]
@@ -84,18 +72,16 @@ class Lane:
     kind: str | None
     nbytes: int
     gpus: tuple[int, ...] = ()  # the GPUs it runs between, as Measurement.gpus
-    stream: Any = None  # where it queues: the profiler's stream unless given (a second
-    # stream of one GPU: both directions of its link at once)
+    stream: Any = None  # the profiler's stream unless given (both directions of a link)
 
 
 @dataclass(frozen=True)
 class StreamOperation:
-    """One GPU operation of work spread over several streams of one GPU (Profiler.on_streams):
-    the stream (lane) it is queued on, the piece of the work it belongs to (chunk), the
-    measurement its duration goes to, and action(stream), which queues it."""
+    """One GPU operation of work spread over several streams of one GPU (Profiler.on_streams),
+    queued by action(stream)."""
 
-    lane: int
-    chunk: int
+    lane: int  # the stream it is queued on
+    chunk: int  # the piece of the work it belongs to
     operation: str  # the stage ("h2d", "kernel", "d2h"): its Measurement's operation
     name: str  # the profile row's name
     kind: str | None
@@ -157,12 +143,10 @@ class Profiler:
         self.fallback_reason = fallback_reason
         self._gate: Any = gate  # made on first use: it compiles a kernel
         self._measurements: dict[_Key, Measurement] = {}
-        # events queued, not yet resolved: measurement, start, end, CUPTI tag, and whether
-        # it was a GPU operation timed alone (no span around it)
+        # queued events: measurement, start, end, CUPTI tag, a GPU operation timed alone?
         self._pending: list[tuple[Measurement, Any, Any, int | None, bool]] = []
         self._open_events = 0  # events() contexts open now (a span's operations: 1 and more)
-        # the gated events of GPU operations timed alone, by id(measurement): what throughput()
-        # takes for its batches where a batch would be one operation
+        # gated events of GPU operations timed alone, by id(measurement): throughput()'s batches
         self._singles: dict[int, list[float]] = {}
         self._timed: list[tuple[Measurement, float, int | None]] = []  # events sample, tag
         self._tags: list[int] = []  # external ids of every timed operation
@@ -173,8 +157,7 @@ class Profiler:
         self._event_overhead_ms: float | None = None
         self._gpus: tuple[int, ...] = ()  # what on_gpus() labels measurements with
         self.repetitions = Repetitions()  # the run's (memprof.experiments.base.run sets it)
-        # the samples each measurement got in the repeat() loop running now (events and host
-        # clock: what is known before CUPTI's flush), by id(measurement); None: no loop
+        # the running repeat() loop's samples known before CUPTI's flush, by id(measurement)
         self._loop: dict[int, tuple[Measurement, list[float]]] | None = None
 
     # -- what is recorded ------------------------------------------------------------------
@@ -214,10 +197,8 @@ class Profiler:
 
     def repeat(self, step: Callable[[], None], warmup: int, repeat: int | None = None) -> None:
         """Run `step` warmup times unrecorded, then recorded: exactly `repeat` times where it
-        is given, else as self.repetitions says (until every measurement the step records is
-        within the noise target; driver calls timed beside GPU work or host work do not hold
-        the loop up). The stopping decision reads the gated events and the host clock (see
-        the module's docstring: CUPTI's records come after the loop)."""
+        is given, else as self.repetitions says (driver calls timed beside GPU or host work
+        do not hold the loop up: _loop_series)."""
         for _ in range(warmup):
             step()
         loop = self.repetitions.given(repeat).loop()
@@ -231,8 +212,8 @@ class Profiler:
             self._loop = outer
 
     def _loop_series(self) -> list[list[float]]:
-        """The samples the running loop's figures got so far (its queued events resolved
-        first): every measurement but driver calls ("api") where it records anything else."""
+        """The samples so far of the running loop's measurements but driver calls ("api"),
+        where it records anything else."""
         assert self._loop is not None
         self.resolve()
         seen = self._loop.values()
@@ -272,9 +253,8 @@ class Profiler:
     def driver_call(
         self, name: str, operation: str, kind: str | None = None, nbytes: int = 0
     ) -> Iterator[None]:
-        """Time one driver call named `name` (cuMemAllocAsync) made inside: CUPTI's record of
-        it where CUPTI runs (the call itself inside the driver, without Python's cost of
-        making it, about a microsecond), else the host clock around it."""
+        """Time one driver call named `name` made inside: CUPTI's record of it where CUPTI
+        runs (without Python's microsecond of making it), else the host clock around it."""
         if not self.recording:
             yield
             return
@@ -359,9 +339,8 @@ class Profiler:
         synchronous: bool = False,
     ) -> None:
         """Per-operation time of back-to-back batches of `action(stream)` (concurrent() on
-        one lane). Where one operation lasts a batch or more, the single operations this
-        measurement just timed (events(), no span around them) are its batches: nothing runs
-        again."""
+        one lane); where one operation lasts a batch or more, the single operations just
+        timed are its batches."""
         if self._paused:
             return
         measurement = self._measurement("gpu", name, operation, kind, nbytes)
@@ -382,9 +361,8 @@ class Profiler:
         target_ms: float = BATCH_TARGET_MS,
         batches: int | None = None,
     ) -> None:
-        """throughput() for host work (the memcpy that bounds pageable copies): per-operation
-        time of back-to-back batches of `action()` on the host's monotonic clock (as many
-        batches as Repetitions.batches says)."""
+        """throughput() for host work (the memcpy that bounds pageable copies), on the host's
+        monotonic clock."""
         if self._paused:
             return
         measurement = self._measurement("host", name, operation, kind, nbytes)
@@ -430,10 +408,10 @@ class Profiler:
         synchronous: bool = False,
         span: Span | None = None,
     ) -> StreamsRun:
-        """Queue every operation on its lane's stream, wait, and place each on one clock (the
-        module's docstring says how). Unless paused, each duration is a sample of its
-        measurement and the run's total one of `span`. Synchronous operations (copies from
-        pageable memory) cannot wait behind a gate: their run is timed as the calls return."""
+        """Queue every operation on its lane's stream, wait, and place each on one clock:
+        CUPTI's records, else its events moved to when its engine was free (engine_timeline).
+        Unless paused, each duration is a sample of its measurement and the total one of
+        `span`. Synchronous operations (pageable copies) are timed as the calls return."""
         recording = not self._paused
         tagged = recording and self.activity is not None
         lanes = 1 + max(operation.lane for operation in operations)
@@ -477,9 +455,9 @@ class Profiler:
     def _queue_on_streams(
         self, operations: list[StreamOperation], streams: list[Any], synchronous: bool, tagged: bool
     ) -> list[tuple[StreamOperation, float, float, int | None]]:
-        """Queue the operations, each between two events of its stream (one event ends an
-        operation and starts the next), behind one gate unless synchronous; wait for all.
-        Returns (operation, start, end in ms from the first event, CUPTI tag) for each."""
+        """(operation, start, end in ms from the first event, CUPTI tag) of each, queued
+        between two events of its stream (one ends an operation and starts the next), behind
+        one gate unless synchronous."""
         gate = self.gate()
         if synchronous:
             self.release_gate()  # a blocking call behind a closed gate would wait forever
@@ -648,8 +626,8 @@ class Profiler:
 def _settle(
     samples: list[tuple[Measurement, float, list]], clock: Source
 ) -> list[tuple[Measurement, list[float]]]:
-    """Each measurement's samples: the durations of CUPTI's records where every sample has
-    records, else what `clock` read. Returns each measurement with its clock's samples."""
+    """Each measurement's samples: CUPTI's records' durations where every sample has records,
+    else what `clock` read, which is returned beside each measurement."""
     by_measurement: dict[int, tuple[Measurement, list[float], list[list]]] = {}
     for measurement, clock_ms, records in samples:
         _, read, recorded = by_measurement.setdefault(id(measurement), (measurement, [], []))
@@ -677,14 +655,10 @@ def concurrent(
     batches: int | None = None,
     warmup: int = 0,
 ) -> None:
-    """Back-to-back batches on every lane at the same time; each lane's time per operation is
-    recorded as its measurement's throughput (and as its samples where it has no others).
-
-    A batch lasts about target_ms (sized from one operation on every lane at once), which
-    makes the skew of opening the gates one after the other negligible. Synchronous
-    operations cannot be gated: one lane, timed as the calls return. `batches` batches where
-    given, else as the first lane's Repetitions.batches says.
-    """
+    """Back-to-back batches on every lane at once, each lane's time per operation recorded as
+    its measurement's throughput (and samples where it has no others). A batch lasts about
+    target_ms, which makes the skew of opening the gates one after another negligible.
+    Synchronous operations cannot be gated: one lane, timed as the calls return."""
     if synchronous and len(lanes) > 1:
         raise ValueError("synchronous operations block the host: they cannot run concurrently")
     measurements = [
@@ -755,13 +729,9 @@ def _batch_times(lanes: list[Lane], count: int, synchronous: bool) -> list[float
 
 
 def engine_timeline(rows: list[Placed]) -> list[Placed]:
-    """Events' times moved to when an engine took each operation, in the order given.
-
-    An event before an operation records when its stream reached it, not when an engine
-    took it: operations of one kind (copies in, kernels, copies out) wait for each other. So
-    each starts at the later of its stream's event and the end of the operation of the same
-    kind that finished before it (one engine per kind; CUPTI's records need no such guess).
-    """
+    """Events' times moved to when an engine took each operation, in the order given: an
+    event records when its stream reached the operation, so each starts at the later of that
+    and the end of the one of its kind (one engine per kind) that finished before it."""
     corrected: dict[int, Placed] = {}
     for operation in {row.operation for row in rows}:
         previous_end = -math.inf
@@ -776,10 +746,9 @@ def engine_timeline(rows: list[Placed]) -> list[Placed]:
 def records_timeline(
     tagged: list[tuple[StreamOperation, int | None]], records: dict[int, list]
 ) -> tuple[list[Placed], list[float]]:
-    """Each operation where CUPTI's records place it (the first record's start to the last
-    one's end, in ms from the earliest start of all) and its duration (the records' own, as
-    Profiler.measurements sums them), in the order given. Every operation needs a record:
-    a timeline on one clock cannot fill a gap with another clock's time."""
+    """Each operation where CUPTI's records place it (ms from the earliest start) and its
+    duration (the records' own), in the order given. Every operation needs a record: a
+    timeline on one clock cannot fill a gap with another clock's time."""
     missing = [op for op, tag in tagged if tag is None or not records.get(tag)]
     if missing:
         raise MissingRecords(
@@ -801,8 +770,7 @@ def records_timeline(
 
 
 def on_one_clock(rows: list[Placed]) -> tuple[list[Placed], float]:
-    """The rows in ms from the earliest start, by lane then start, and the total: the
-    earliest start to the latest end."""
+    """The rows in ms from the earliest start, by lane then start, and the latest end."""
     origin_ms = min(row.start_ms for row in rows)
     shifted = [
         Placed(r.lane, r.chunk, r.operation, r.start_ms - origin_ms, r.end_ms - origin_ms)

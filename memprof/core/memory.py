@@ -80,7 +80,7 @@ class MemoryKind(ABC):
 
     def unsupported_reason(self, attributes: Mapping[str, int]) -> str | None:
         """Why this GPU cannot use the kind, from DeviceFacts.attributes (None: it can); a flag
-        memprof did not record counts as missing, never as an error."""
+        not recorded counts as missing."""
         if not self.required_attribute:
             return None
         from memprof.model.device import capability_name
@@ -119,8 +119,7 @@ class Pageable(MemoryKind):
     def allocate_in(self, session, count, dtype):
         import numpy as np
 
-        # numpy's empty() only reserves address space: touching every page counts the cost
-        # of really getting the memory, as cuMemHostAlloc's is.
+        # numpy's empty() only reserves address space: touching it costs what cuMemHostAlloc does
         return _touched(np.empty(count, dtype)), None, lambda: None
 
 
@@ -174,8 +173,7 @@ class HostAlloc(MemoryKind):
         for name in self.flags:
             flags |= getattr(session.cuda.host_alloc_flags, name)
         array = session.cuda.pagelocked_empty(count, dtype, mem_flags=flags)
-        # A mapped buffer's device address may differ from its host one (write-combined memory
-        # under UVA): always ask the driver.
+        # a mapped buffer's device address may differ from its host one (write-combined, UVA)
         mapped = "DEVICEMAP" in self.flags
         return array, int(array.base.get_device_pointer()) if mapped else None, array.base.free
 
@@ -416,8 +414,7 @@ def label(name: str) -> str:
     return getattr(MEMORY_KINDS.get(name), "label", name)
 
 
-# Where pageable buffers come from (--host-buffer); "numpy" is what memprof always used:
-# numpy asks for huge pages itself (madvise) for arrays of 4 MiB and more.
+# Where pageable buffers come from (--host-buffer); numpy madvises huge pages from 4 MiB.
 PAGEABLE_BUFFERS: dict[str, MemoryKind] = {
     "numpy": MEMORY_KINDS["pageable"],
     "malloc": MallocPageable(),
@@ -511,8 +508,7 @@ def copy(
     operation: str | None = None,
 ) -> None:
     """Copy a whole buffer on `stream` (the profiler's by default), named as nvprof would;
-    `operation`: a key other than its direction (pinlimit's copies while memory is pinned).
-    Pageable copies block the host while the driver stages them: timed as synchronous."""
+    `operation`: a key other than its direction (pinlimit's). Pageable copies are synchronous."""
     cuda, profiler = session.cuda, session.profiler
     stream = stream if stream is not None else profiler.stream
     nbytes = min(destination.nbytes, source.nbytes)
@@ -544,9 +540,8 @@ def copy(
 def host_copy(
     cuda: Any, direction: str, host: Buffer, device_pointer: int, elements: int | None = None
 ) -> tuple[str, Callable[[Any], None]]:
-    """(driver call, action(stream)) copying `elements` (all) between host and device memory.
-    Pageable memory takes the synchronous call programs use (cuMemcpyHtoD): its asynchronous
-    form stages pageable memory more slowly."""
+    """(driver call, action(stream)) copying `elements` (all) between host and device memory;
+    pageable memory the synchronous call programs use (its async form stages more slowly)."""
     array = host.array if elements is None else host.array[:elements]
     if host.kind.synchronous_copies:
         if direction == "h2d":

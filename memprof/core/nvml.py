@@ -9,8 +9,7 @@ exist, and when its work is done: one GpuState per GPU, recorded in every Result
 - The PCIe link: the fastest generation and widest width sampled (an idle link slows down).
 
 Every NVML failure leaves its field unknown (None), never raises. NVML is started once per
-process (`opened`) and shut down at exit: nvmlInit enumerates every GPU, which each run of
-`--device all` (or memprof.run in a notebook) must not pay again.
+process (`opened`): nvmlInit enumerates every GPU, which `--device all` must not pay again.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ _OPENED: dict[int, tuple[Any, Nvml | None, str]] = {}
 
 
 def opened(module: Any = None) -> tuple[Nvml | None, str]:
-    """NVML started once per process through `module` (pynvml where None), or None and why
-    not."""
+    """NVML started once per process through `module` (pynvml where None), or None and why."""
     if module is None:
         module, why = import_nvml()
         if module is None:
@@ -96,8 +94,7 @@ class Nvml:
         self.module = module
 
     def call(self, name: str, *args: Any, not_supported: Any = None) -> Any:
-        """`module.name(*args)`; `not_supported` where NVML says NOT_SUPPORTED, else None on
-        any failure."""
+        """`module.name(*args)`; `not_supported` where NVML says NOT_SUPPORTED, else None."""
         function = getattr(self.module, name, None)
         if function is None:
             return None
@@ -140,8 +137,8 @@ class _Sample:
 
 
 class Watch:
-    """NVML's view of the GPUs of one run: `with Watch(bus_ids) as watch:` samples before
-    the run's contexts exist; `watch.finish()`, after the work, returns each GPU's state."""
+    """NVML's view of one run's GPUs: sampled on entering (before the contexts exist);
+    finish(), after the work, returns each GPU's state."""
 
     def __init__(self, bus_ids: dict[int, str], module: Any = None, own_pid: int | None = None):
         self.bus_ids = dict(bus_ids)

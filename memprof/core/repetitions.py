@@ -1,8 +1,7 @@
 """How many times a measurement repeats: the policy (Repetitions) and its loop.
 
-Apart from the timing core (memprof.core.measure) so that what only reads a policy, the
-defaults of `--max-noise` and the words a Result's footnote prints, does not import the
-core's machinery: `memprof report` starts without it.
+Apart from the timing core (memprof.core.measure) so that what only reads a policy
+(`--max-noise`'s default, a footnote's words) does not import it: `memprof report`.
 """
 
 from __future__ import annotations
@@ -16,14 +15,10 @@ from memprof.model.statistics import median_noise
 
 THROUGHPUT_BATCHES = 3  # batches per throughput figure with --repeat N, and at least this many
 
-# Repetitions until the noise target, from benchmarks/noise.py on the H200 (--repeat 60, every
-# long command, 2026-11-25): at 1% most figures settle in 5 to 9 samples and the replayed runs
-# save 11.4 s against the old counts; 0.5% saves 4.8 s, with 20 of alloc's 27 allocation
-# figures never getting there in 60; 2% saves 14.0 s but lets pinned copies move by more than
-# the 1% nvbandwidth agreement. On the H100 (--repeat 40, the same commands, 2026-11-27): at 1%
-# the median count is 5 to 7 in 46 of 87 kinds of figure, 11 never get there in 40, and the
-# replay saves 6.4 s; 0.5% saves 3.1 s, half of sweep's copy sizes never getting there; 2%
-# saves 8.9 s.
+# The noise target, from benchmarks/noise.py (every long command, 2026-11-25/27): at 1% most
+# figures settle in 5 to 9 samples, saving 11.4 s on the H200 (6.4 s on the H100); 0.5% saves
+# 4.8 s (3.1 s), many figures never getting there; 2% saves 14.0 s (8.9 s) but lets pinned
+# copies move by more than the 1% nvbandwidth agreement.
 DEFAULT_MAX_NOISE_PCT = 1.0  # --max-noise: the relative noise of each median, in percent
 MIN_COUNT = 5  # repetitions before the noise is trusted (a median of fewer says little)
 FEWEST = 3  # ...or this many, where they already took the time cap (a median and its spread)
@@ -33,13 +28,10 @@ MAX_COUNT = 10_000  # as --repeat allows
 
 @dataclass(frozen=True)
 class Repetitions:
-    """How many times a measurement repeats: exactly `exactly` (--repeat N), or, where it is
-    None, until the relative noise of its median is at most max_noise_pct percent, or until
-    cap_s seconds are spent on it, or `most` repetitions, whichever comes first, and at least
-    `minimum` times (FEWEST where those take longer than the cap: an allocation of 1 GiB).
-
-    `most` is the count each experiment repeated before the noise target (its Params' repeat
-    field says it): stopping at the noise target only ever saves time."""
+    """How many times a measurement repeats: exactly `exactly` (--repeat N), or until the
+    relative noise of its median is at most max_noise_pct percent, cap_s seconds are spent or
+    `most` repetitions made (its Params' repeat: the noise target only ever saves time), and
+    at least `minimum` times (FEWEST where those take longer than the cap: 1 GiB allocations)."""
 
     exactly: int | None = None
     max_noise_pct: float = DEFAULT_MAX_NOISE_PCT
@@ -52,9 +44,8 @@ class Repetitions:
         return self if repeat is None else dataclasses.replace(self, exactly=repeat)
 
     def batches(self, batches: int | None) -> Repetitions:
-        """The policy of back-to-back batches: `batches` exactly where given; with --repeat N,
-        THROUGHPUT_BATCHES exactly (as before the noise target); else until the noise target,
-        at least THROUGHPUT_BATCHES."""
+        """The policy of back-to-back batches: `batches` where given; THROUGHPUT_BATCHES with
+        --repeat N; else until the noise target, at least THROUGHPUT_BATCHES."""
         if batches is not None:
             return Repetitions(batches)
         if self.exactly is not None:
@@ -67,11 +58,9 @@ class Repetitions:
 
 
 class RepetitionLoop:
-    """One measurement's repetitions under a policy: `while loop.more(series): repeat once`.
-
-    series() gives the samples so far, one list per figure the loop records; it is asked for
-    only where the noise is checked: after the least count, then each time the count has grown
-    by an eighth (the noise of n samples costs a sort of n)."""
+    """One measurement's repetitions: `while loop.more(series): repeat once`. series(), the
+    samples so far per figure, is asked for only after the least count, then each time the
+    count has grown by an eighth (the noise of n samples costs a sort of n)."""
 
     def __init__(self, policy: Repetitions) -> None:
         self.policy = policy

@@ -1,8 +1,7 @@
 """The GPU session: PyCUDA import guard and the one place a CUDA context is made and undone.
 
-Everything a command allocates, compiles or records goes through a GpuSession, which
-frees it and pops the context on success, on any exception and on Ctrl-C, so
-PyCUDA never aborts with "context stack was not empty".
+Everything a command allocates, compiles or records goes through a GpuSession, which frees it
+and pops the context on success, any exception and Ctrl-C ("context stack was not empty").
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ def install_hint() -> str:
 
 
 def no_driver_line() -> str:
-    """The line a GPU command ends with on a machine with no NVIDIA driver: what still works
-    here, and what to install on a GPU machine (building PyCUDA here would gain nothing)."""
+    """A GPU command's last line on a machine with no NVIDIA driver: what still works here,
+    and what to install on a GPU machine."""
     return (
         "this machine has no NVIDIA driver (no libcuda.so.1, no /dev/nvidia*): measuring needs "
         "an NVIDIA GPU; here memprof report, diff and plot read saved results. On a GPU "
@@ -75,12 +74,9 @@ TIMING_MODES = ("auto", "cupti", "events")
 
 
 class GpuSession:
-    """One CUDA context on one device, and everything owned inside it.
-
-    timing: one of TIMING_MODES (--timing). declared: the (group, operation) pairs the
-    experiment records. activity: CUPTI's log, where several sessions share one (Devices).
-    ends_process: the process ends with the session (see the gc.freeze in __enter__).
-    """
+    """One CUDA context on one device, and everything owned inside it. declared: the (group,
+    operation) pairs the experiment records; activity: CUPTI's log shared by Devices;
+    ends_process: the process ends with the session (the gc.freeze in __enter__)."""
 
     def __init__(
         self,
@@ -121,10 +117,9 @@ class GpuSession:
         self.activity, fallback_reason = self._shared_activity or start_activity(
             self.timing, self.device_index
         )
-        # Objects older than the session hold none of its GPU memory: frozen, close()'s
-        # collection skips them (15 ms of 53,000 objects after the imports). Where the process
-        # froze some already (Python 3.12's own 375 tuples), gc.unfreeze() would undo theirs
-        # too and ours would never be collected: frozen then only where the process ends.
+        # Older objects hold no GPU memory: frozen, close()'s collection skips them (15 ms of
+        # 53,000). Where the process froze some already (Python 3.12's), unfreezing would undo
+        # theirs too: frozen then only where the process ends.
         try:
             self._unfreeze_at_close = gc.get_freeze_count() == 0
             if self._unfreeze_at_close or self.ends_process:
@@ -221,8 +216,7 @@ class GpuSession:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[GpuSession]:
-        """This session's context current for the work inside (pushed and popped where
-        Devices keeps it off the stack)."""
+        """This session's context current inside (pushed and popped where Devices keeps it)."""
         if not self.detached:
             yield self
             return
@@ -266,9 +260,8 @@ _BUS_IDS: dict[int, str] = {}  # by GPU index: a GPU keeps its bus id while the 
 
 
 def pci_bus_ids(indices: list[int]) -> dict[int, str]:
-    """Each GPU's PCI bus id, read without making a context (so NVML can be asked about it
-    before memprof's own context shows up there), once per process; {} where the driver
-    cannot say."""
+    """Each GPU's PCI bus id, once per process, without a context (NVML is asked before
+    memprof's shows up there); {} where the driver cannot say."""
     try:
         missing = [index for index in indices if index not in _BUS_IDS]
         if missing:
@@ -282,8 +275,7 @@ def pci_bus_ids(indices: list[int]) -> dict[int, str]:
 
 class Devices:
     """Several GPUs in one process: a GpuSession per device, none current between uses
-    (peer copies need two contexts alive; `session(i).active()` pushes one around its work).
-    CUPTI is started once, before the first context, and every session shares its log."""
+    (`session(i).active()` pushes one around its work), sharing one CUPTI log."""
 
     def __init__(
         self,
@@ -357,8 +349,8 @@ class Devices:
 
 
 def start_activity(timing: str, device_index: int) -> tuple[Any, str]:
-    """CUPTI's log for this process, or None and why (call after cuInit, before any context:
-    CUPTI needs that for unified-memory counters). "cupti" refuses to go on without it."""
+    """CUPTI's log for this process, or None and why (after cuInit, before any context, for
+    unified-memory counters). "cupti" refuses to go on without it."""
     if timing == "events":
         return None, "--timing events"
     from memprof.core.activity import ActivityLog, experiment_call

@@ -35,9 +35,8 @@ EQUAL_CHUNK = 1 << 16  # elements compared at a time: their result stays in the 
 
 
 def _all_equal(actual: np.ndarray, expected: np.ndarray) -> bool:
-    """Whether every element of two 1-D arrays compares equal (NaN never does), a chunk at a
-    time: one pass over both, where comparing them whole wrote an array-sized result and went
-    over it twice more (compare_arrays' 64 MiB checks were 0.2 s of compare's run)."""
+    """Whether two 1-D arrays are equal (NaN never is), a chunk at a time: one pass, where a
+    whole comparison wrote and read an array-sized result (0.2 s of compare's run)."""
     same = np.empty(min(EQUAL_CHUNK, actual.size), bool)
     for start in range(0, actual.size, EQUAL_CHUNK):
         part = same[: min(EQUAL_CHUNK, actual.size - start)]
@@ -73,10 +72,9 @@ WORD_BYTES = 4  # the GPU compares 32-bit words (kernels/verify.cu)
 
 
 class GpuVerifier:
-    """Where memory the GPU can read differs from what it should hold, found by the GPU
-    (kernels/verify.cu): on the host this was a third of alloc's run and of sweep's
-    verification; on the GPU a gigabyte takes under a millisecond. Addresses are device
-    addresses; sizes whole words. Its launches lie outside every timed operation."""
+    """Where device-readable memory differs from what it should hold, found by the GPU
+    (kernels/verify.cu: a gigabyte in under a millisecond, where the host took a third of
+    alloc's run). Device addresses, whole words; never inside a timed operation."""
 
     def __init__(self, session: Any) -> None:
         from memprof.core import memory

@@ -12,6 +12,7 @@ from memprof.model.device import (
     PCIE_ENCODING_EFFICIENCY,
     PCIE_RATE_GT_PER_S,
     DeviceFacts,
+    known_link,
     pcie_bandwidth_gb_per_s,
 )
 from memprof.model.formatting import format_gb_per_s
@@ -36,8 +37,7 @@ class Ceiling:
         return figure_gb_per_s / self.gb_per_s if self.gb_per_s > 0 else math.inf
 
     def cell(self, figure_gb_per_s: float) -> str:
-        """'85% PCIe': the share reached and of what. Never above 100%: within noise (ABOVE)
-        '~100% PCIe', beyond 'over staging' (ceiling_remark says by how much)."""
+        """'85% PCIe'; never above 100%: '~100% PCIe' within noise (ABOVE), else 'over PCIe'."""
         fraction = self.fraction(figure_gb_per_s)
         if not math.isfinite(fraction):
             return "-"
@@ -86,14 +86,9 @@ def link_of(result: Result, index: int | None = None) -> Link | None:
     facts = result.device
     if facts is None or (index is not None and facts.index != index):
         return None
-    if facts.pcie_generation and facts.pcie_width:
-        most = (
-            (facts.pcie_max_generation, facts.pcie_max_width)
-            if facts.pcie_max_generation and facts.pcie_max_width
-            else None
-        )
-        return Link((facts.pcie_generation, facts.pcie_width), most, facts.pcie_source)
-    return None
+    now = known_link(facts.pcie_generation, facts.pcie_width)
+    most = known_link(facts.pcie_max_generation, facts.pcie_max_width)
+    return Link(now, most, facts.pcie_source) if now is not None else None
 
 
 def pcie_ceiling(result: Result, index: int | None = None) -> Ceiling | None:
@@ -136,8 +131,8 @@ def hbm_ceiling(facts: DeviceFacts | None) -> Ceiling | None:
 
 
 def nvlink_ceiling(source: GpuState | None, destination: GpuState | None) -> Ceiling | None:
-    """The active NVLinks of `source` that reach `destination` (directly, or through an
-    NVSwitch, which reaches every GPU), each at NVML's per-direction rate; None: unknown."""
+    """The active NVLinks of `source` reaching `destination` (directly or by NVSwitch), at
+    NVML's per-direction rate; None: unknown."""
     if source is None or destination is None or source.nvlinks is None:
         return None
     target = normalize_bus_id(destination.pci_bus_id) or None  # unknown: no direct link reaches
@@ -187,9 +182,8 @@ def peer_ceiling(result: Result, source: int, destination: int) -> Ceiling | Non
 def host_ceiling(
     host_gb_per_s: float | None, link: Ceiling | None, staged: bool = True
 ) -> Ceiling | None:
-    """Pageable copies: the driver stages them chunk by chunk through a small pinned buffer
-    with one host thread, so that thread's staging bounds them, as the link does: the lower.
-    staged=False: an older file's host figure, one pageable-to-pageable memcpy."""
+    """Pageable copies: one host thread stages them through a small pinned buffer, so the
+    lower of its staging and the link bounds them (staged=False: an older file's memcpy)."""
     if host_gb_per_s is None or not math.isfinite(host_gb_per_s) or host_gb_per_s <= 0:
         return link
     limiter, words = (

@@ -14,10 +14,9 @@ from memprof.model.schema import MAX_COUNT, Count, GpuIndex, Range, SchemaError
 AtLeastOne = Annotated[int, Range(1, MAX_COUNT)]
 PcieGeneration = Annotated[int, Range(0, 16)]  # 0: what a tool may say where it cannot tell
 PcieWidth = Annotated[int, Range(0, 64)]  # lanes
-# What a GPU has, with room for GPUs far beyond today's (an H200: 132 multiprocessors, HBM3e
-# at 3,201,000 kHz on a 6016-bit bus, 60 MiB of L2, 3 copy engines): a figure past these is
-# not a GPU's, and the ceilings a check is judged against are made of them. A clock or a
-# width of 0 is what a driver says where it cannot tell.
+# What a GPU has, with room far beyond an H200's (132 multiprocessors, 3,201,000 kHz on a
+# 6016-bit bus, 60 MiB of L2, 3 copy engines): a figure past these is not a GPU's, and ceilings
+# are made of them. A clock or a width of 0 is what a driver says where it cannot tell.
 Multiprocessors = Annotated[int, Range(1, 4096)]
 MemoryClockKhz = Annotated[int, Range(0, 50_000_000)]
 BusWidthBits = Annotated[int, Range(0, 65_536)]
@@ -41,13 +40,11 @@ CAPABILITIES = {
     "memoryPoolsSupported": "stream-ordered pools: cuMemAllocAsync, cuMemPool*",
     "virtualMemoryManagementSupported": "virtual memory management: cuMemCreate, cuMemMap",
 }
-# PyCUDA's device_attribute name of each flag: cuda.h's, the same words in capitals
-# (canMapHostMemory: CAN_MAP_HOST_MEMORY).
+# PyCUDA's device_attribute name of each flag, as cuda.h's: CAN_MAP_HOST_MEMORY.
 CAPABILITY_ATTRIBUTES = {
     name: re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() for name in CAPABILITIES
 }
-# The memory kinds a GPU can only have where a flag is 1, by the flag's attribute
-# (memprof.core.memory's kinds name the same: tests/test_memory_kinds.py holds them equal).
+# The memory kinds a GPU has only where a flag is 1 (memprof.core.memory's kinds name the same).
 KIND_NEEDS = {
     "mapped": "CAN_MAP_HOST_MEMORY",
     "writecombined": "CAN_MAP_HOST_MEMORY",
@@ -71,6 +68,11 @@ def capability_name(attribute: str) -> str:
 PCIE_GENERATION_BY_RATE = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 PCIE_RATE_GT_PER_S = {gen: rate for rate, gen in PCIE_GENERATION_BY_RATE.items()}
 PCIE_ENCODING_EFFICIENCY = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+
+
+def known_link(generation: int | None, width: int | None) -> tuple[int, int] | None:
+    """(generation, width) where both are known (0 is what a tool says where it cannot tell)."""
+    return (generation, width) if generation and width else None
 
 
 def pcie_bandwidth_gb_per_s(generation: int | None, width: int | None) -> float | None:

@@ -144,8 +144,8 @@ class Derived:
     step: int | None = None  # "per_gib": the index of the one sample of each part it adds up
 
     def line_total(self, figure: str) -> float | None:
-        """A "lines" figure's (calls, bytes, gpu_ms, host_ms): its lines' added up (None: a
-        time none of them recorded, as the calls without GPU work have)."""
+        """A "lines" figure's calls, bytes, gpu_ms or host_ms: its lines' summed (None: a time
+        none of them recorded)."""
         if figure in ("gpu_ms", "host_ms"):
             if not any(getattr(line, f"{figure}_each") for line in self.parts):
                 return None
@@ -211,14 +211,13 @@ class Derived:
 
 
 def steady_ms(samples_ms: Sequence[float]) -> float:
-    """Repeated work once the first (cold) time is behind: the median of the others (an
-    allocator loop's first iteration finds its pools empty)."""
+    """The median of all but the first (cold) time: an allocator's first finds its pools empty."""
     return median(samples_ms[1:]) if len(samples_ms) > 1 else samples_ms[0]
 
 
 def ideal_overlapped_ms(stages: Sequence[tuple[float, float]]) -> float:
-    """Stages of a pipeline, each (total, per chunk), ideally overlapped: the longest stage's
-    total plus one chunk of each other (fill and drain)."""
+    """A pipeline's stages (total, per chunk) ideally overlapped: the longest stage's total
+    plus one chunk of each other (fill and drain)."""
     longest = max(range(len(stages)), key=lambda stage: stages[stage][0])
     return stages[longest][0] + math.fsum(
         per_chunk for stage, (_, per_chunk) in enumerate(stages) if stage != longest
@@ -261,15 +260,13 @@ def ceiling_of(result: Result, m: Measurement, measure: Measure | None) -> Ceili
     return None
 
 
-# What an L2 cache serves at most, as a multiple of its GPU's HBM (or GDDR) rate: generous (the
-# figures recorded on the H200 and H100 stay under 1x; a large L2 beside slow GDDR reaches about
-# 5x), so only an impossible figure is refused.
+# What an L2 cache serves at most, as a multiple of its HBM (or GDDR) rate: generous (the H200's
+# and H100's stay under 1x, a large L2 beside slow GDDR about 5x): only the impossible is refused.
 CACHE_BOUND = 8
 
 
 def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Ceiling | None:
-    """The physical bound a figure can never pass, unlike a model's (staging, which pageable
-    copies have beaten: docs/ceilings.md)."""
+    """The physical bound a figure can never pass, unlike a model's (docs/ceilings.md)."""
     bound = measure.bound_of(m.kind) if measure is not None else None
     if bound == "link":
         return pcie_ceiling(result, m.gpus[0] if m.gpus else None)
@@ -285,8 +282,7 @@ def hard_ceiling(result: Result, m: Measurement, measure: Measure | None) -> Cei
 
 
 def check_bounds(result: Result, declared: Iterable[Measure]) -> None:
-    """Refuse a figure above a physical bound by more than measurement noise allows
-    (ABOVE_BOUND): a copy faster than its link is not a measurement."""
+    """Refuse a figure above a physical bound beyond noise (ABOVE_BOUND): not a measurement."""
     bounded = {measure.key: measure for measure in declared if measure.bound is not None}
     if not bounded:
         return

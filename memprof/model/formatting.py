@@ -70,13 +70,11 @@ _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 def format_bytes(count: int | float) -> str:
     """Binary units, as sizes are chosen in powers of two: 16 MiB, 1.5 GiB, 4 KiB."""
     value = float(count)
-    for unit in _BYTE_UNITS:
-        if abs(value) < 1024 or unit == _BYTE_UNITS[-1]:
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.4g} {unit}"
+    for unit in _BYTE_UNITS[:-1]:
+        if abs(value) < 1024:
+            return f"{int(value)} B" if unit == "B" else f"{value:.4g} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")
+    return f"{value:.4g} {_BYTE_UNITS[-1]}"
 
 
 def bandwidth_gb_per_s(byte_count: float, milliseconds: float) -> float:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from memprof.model.device import PcieGeneration, PcieWidth, pcie_bandwidth_gb_per_s
+from memprof.model.device import PcieGeneration, PcieWidth, known_link, pcie_bandwidth_gb_per_s
 from memprof.model.formatting import format_bytes, format_gb_per_s, gpu_names
 from memprof.model.schema import Count, GpuIndex, Range, SchemaError
 
@@ -155,15 +155,11 @@ class GpuState(msgspec.Struct, forbid_unknown_fields=True):
 
     @property
     def link(self) -> tuple[int, int] | None:
-        if self.pcie_generation and self.pcie_width:
-            return (self.pcie_generation, self.pcie_width)
-        return None
+        return known_link(self.pcie_generation, self.pcie_width)
 
     @property
     def link_max(self) -> tuple[int, int] | None:
-        if self.pcie_max_generation and self.pcie_max_width:
-            return (self.pcie_max_generation, self.pcie_max_width)
-        return None
+        return known_link(self.pcie_max_generation, self.pcie_max_width)
 
     @property
     def link_below_max(self) -> bool | None:

@@ -17,13 +17,9 @@ from memprof.model.schema import ByteCount, Count, Milliseconds, Range, SchemaEr
 CALL_KINDS = ("copy", "memset", "alloc", "free", "register", "prefetch", "wait")
 COPY_ACTIVITY = re.compile(r"^(\w+) ([\w ]+) -> ([\w ]+)$")
 
-# Where a line's frames came from:
-# program: the program's own innermost frames on the thread that made the call;
-# thread:  made on a thread without Python frames (PyTorch's autograd threads, a library's
-#          own): the program's main thread's frames at that moment, its best guess;
-# library: no frame of the program's on the calling thread (a library's Python thread):
-#          the innermost library frame;
-# none:    no stack was recorded for the call.
+# Where a line's frames came from: "program", its innermost on the calling thread; "thread",
+# a thread without Python frames (PyTorch's autograd): the main thread's then, a best guess;
+# "library", none of the program's on the calling thread: the innermost library frame; "none".
 Origin = Literal["program", "thread", "library", "none"]
 LineNumber = Annotated[int, Range(0, 10**9)]
 

@@ -1,8 +1,7 @@
 """What an experiment records, declared once per measure, and a loaded file held to it.
 
-A Measure says what one operation is, what it moves, of which memory kinds, how its figure
-reads and what bounds it: memprof.model.figures computes every figure from it, and
-check_declared() refuses a file that contradicts it, for every experiment at once.
+A Measure says what one operation is, moves, of which kinds, how its figure reads and what
+bounds it: memprof.model.figures computes from it, check_declared() refuses a file against it.
 """
 
 from __future__ import annotations
@@ -37,13 +36,10 @@ class Measure:
     # False: only some runs record it (an option, a GPU capability); a Params field's name:
     # exactly the runs whose field lists its operation (sweep's directions)
     required: bool | str = True
-    # What its bytes hold: that many arrays of the run's size (a tuple: one of these counts);
-    # 0: nothing; a Params field's name: as many as it says (smallcopies' copies); None: not
-    # declared (an allocator's size)
+    # What its bytes hold: that many arrays of the run's size (a tuple: one of these counts;
+    # a Params field's name: as many as it says); 0: nothing; None: not declared (allocators)
     arrays: int | tuple[int, ...] | str | None = None
-    # the Params field that sizes its arrays (power, powers, ...), or a Params property
-    # ending in _bytes that gives the bytes (memprof.experiments.base.sizes)
-    size: str = "power"
+    size: str = "power"  # the Params field sizing its arrays, or a property ending in _bytes
     # bytes its GB/s counts per byte it records: a copy within device memory reads and
     # writes each (2); a kernel reading 2 of its 3 arrays over the link counts those (2/3);
     # 0: nothing to count (pages already resident). A mapping: by memory kind (else 1).
@@ -51,9 +47,7 @@ class Measure:
     kinds: tuple[str, ...] | str | None = None  # its memory kinds; a str: a Params field
     gpus: int = 0  # on a run of several GPUs: the GPUs it names (1: with the host, 2: a pair)
     shows: Shows = "time"
-    # operations one sample times (a Params field's name: smallcopies' copies, the steps of a
-    # latency chain): a figure per operation divides by it
-    per_sample: int | str = 1
+    per_sample: int | str = 1  # operations one sample times (or a Params field's name)
     # which time its GB/s is of: the median, or the best (the minimum, as STREAM reports it)
     at: Literal["median", "best"] = "median"
     bound: Bound | Mapping[str, Bound] | None = None  # a mapping: by memory kind
@@ -61,11 +55,8 @@ class Measure:
     # the "api" operation timing the same copies' calls on the host clock: a staged copy's
     # (pageable) figures are its call's, never CUPTI's record of its DMA alone
     call: str | None = None
-    # the name its measurements are recorded and printed under, as nvprof names them (None:
-    # each experiment names its own); spelled here once for every command that records it
-    name: str | None = None
-    # memory kinds every run records it of (compare's recommendations rest on them)
-    required_kinds: tuple[str, ...] = ()
+    name: str | None = None  # its measurements' nvprof name, for every command (None: their own)
+    required_kinds: tuple[str, ...] = ()  # memory kinds every run records it of (compare's)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -246,9 +237,8 @@ def _alone_and_each(m: Measurement) -> tuple[float, float]:
 
 
 def moved_during_run(result: Result, declared: Sequence[Measure]) -> list[str]:
-    """A warning for each transfer whose back-to-back operations took less than
-    BATCH_AT_LEAST of one alone (CUPTI's): batches overlap launches, never transfers, so the
-    link or GPU changed speed (an H100 sweep, 2026-11-27: 36.6 us alone, 13.1 us each)."""
+    """A warning for each transfer whose back-to-back operations took less than BATCH_AT_LEAST
+    of one alone (an H100 sweep, 2026-11-27: 36.6 us alone, 13.1 us each)."""
     from memprof.model.formatting import format_ms
 
     measures = {measure.key: measure for measure in declared}

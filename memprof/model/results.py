@@ -47,8 +47,7 @@ SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)  # older versions are upgraded when loaded
 # A result of 100,000 measurements is about 40 MB: anything this large is not one.
 MAX_RESULT_BYTES = 256 << 20
-# A file of several Results, each a whole Result file's content: what `--json` saves for a
-# run of `--device all` (each GPU's Result, then the run over every GPU at once).
+# A file of several Results: what `--json` saves for `--device all` (each GPU's, then all's).
 RUN_SET_FORMAT = "memprof results"
 RUN_SET_VERSION = 1
 
@@ -355,8 +354,7 @@ class Result(msgspec.Struct, dict=True):
         lines = Result.views.table_lines(self) if Result.views is not None else []
         return "\n".join([headline, *(f"  {line}" for line in lines)])
 
-    # The registry (memprof.experiments), which this layer may not import (tests/test_layers.py):
-    # memprof.experiments.base sets it, for the frame, notebook view and repr's tables.
+    # The registry, which this layer may not import: memprof.experiments.base sets it.
     views: ClassVar[Any] = None
 
     def to_frame(self) -> Any:
@@ -635,18 +633,13 @@ def _head(raw: bytes) -> _Head:
     """The file's schema version and command, or why it is not a memprof result."""
     try:
         head = msgspec.json.decode(raw, type=_Head)
-    except msgspec.ValidationError as error:  # a DecodeError too: first
-        found = _plain_json(raw)
+    except (msgspec.DecodeError, RecursionError) as error:  # a ValidationError too
+        found = _plain_json(raw)  # where the JSON itself is wrong, refused here
         if not isinstance(found, dict):
             raise SchemaError(
                 "", f"is not a memprof result: the JSON is {describe(found)}, not an object"
             ) from None
         raise from_msgspec(error, found) from None
-    except msgspec.DecodeError as error:
-        _refuse_numbers_json_lacks(raw)
-        raise SchemaError("", f"is not a memprof result: {_not_json(raw, error)}") from None
-    except RecursionError:
-        raise SchemaError("", "is not a memprof result: JSON nested too deeply") from None
     if head.schema_version is msgspec.UNSET:
         raise SchemaError("", "is not a memprof result: no schema_version")
     version = head.schema_version
@@ -682,12 +675,9 @@ def _refuse_numbers_json_lacks(raw: bytes) -> None:
 
 
 def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
-    """Refuse a key twice in one object: JSON readers differ on which one counts.
-
-    Fast path: a file with more colons than its decoded form re-encoded names a key twice
-    (strings hold the same colons, as ':' or '\\u003a'); only then is the key looked for (a
-    file leaving out fields that have defaults can hide one from the count).
-    """
+    """Refuse a key twice in one object: JSON readers differ on which one counts. Only a file
+    with more colons (':' or '\\u003a') than its decoded form re-encoded is searched: a file
+    leaving out fields that have defaults can hide a repeated key from the count."""
     colons = raw.count(b":")
     if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
         colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
@@ -730,33 +720,26 @@ _LONE_SURROGATE = re.compile(
 
 
 def _not_json(raw: bytes, error: msgspec.DecodeError) -> str:
-    """Why a file's bytes are no JSON memprof reads, in the words of its refusal."""
-    place = _place(raw, error)
-    if place.startswith("(it holds"):
-        return place[1:-1]
-    return f"invalid JSON {place}"
-
-
-def _place(raw: bytes, error: msgspec.DecodeError) -> str:
-    """Where the JSON went wrong, as an editor counts: 'at line 3 column 7 (...)'."""
+    """Why a file's bytes are no JSON memprof reads, where as an editor counts: 'invalid JSON
+    at line 3 column 7 (...)'."""
     message = str(error)
     found = re.search(r"\(byte (\d+)\)", message)
     reason = re.sub(r"^JSON is malformed: |\s*\(byte \d+\)$", "", message)
     lone = _LONE_SURROGATE.search(raw)
     if reason.startswith("Integer value out of range"):
-        return "(it holds an integer beyond 64 bits: no figure is that large)"
+        return "it holds an integer beyond 64 bits: no figure is that large"
     if lone is not None:
         found, reason = None, "a lone UTF-16 surrogate in a string, which is no character"
         offset = lone.end() - 6
     elif reason.startswith("Number out of range"):  # msgspec adds " - at `$[...][...]`"
-        return "(it holds a number beyond a 64-bit float's range: no figure is that large)"
+        return "it holds a number beyond a 64-bit float's range: no figure is that large"
     elif found is None:
-        return f"({reason[0].lower() + reason[1:]})" if reason else ""
+        return f"invalid JSON ({reason[0].lower() + reason[1:]})" if reason else "invalid JSON "
     else:
         offset = int(found[1])
     line = raw.count(b"\n", 0, offset) + 1
     column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
-    return f"at line {line} column {column} ({reason})"
+    return f"invalid JSON at line {line} column {column} ({reason})"
 
 
 def _check_values(result: Result) -> None:

@@ -183,12 +183,11 @@ def check_rules(value: Any, hint: Any, where: str) -> None:
             check_rules(one, item, f"{where}[{index}]")
     elif origin is dict and len(get_args(hint)) == 2 and _needs_walk(get_args(hint)[1]):
         for key, one in value.items():
-            check_rules(one, get_args(hint)[1], f"{where}.{key}" if where else key)
+            check_rules(one, get_args(hint)[1], _join(where, f".{key}"))
     elif _is_record(hint):
         for name, field_hint in _fields(hint).items():
-            inner_where = f"{where}.{name}" if where else name
             if _needs_walk(field_hint):
-                check_rules(getattr(value, name), field_hint, inner_where)
+                check_rules(getattr(value, name), field_hint, _join(where, f".{name}"))
         consistent = getattr(value, "check_consistency", None)
         if consistent is not None:
             try:

@@ -107,8 +107,8 @@ def table(
     rows: Iterable[Mapping[str, Any]],
     notes: Sequence[str] = (),
 ) -> Table:
-    """The one builder of figure tables: a row per mapping of `rows`, each cell as its column
-    declares; a row's sources are its cells' measurements, each once, so the CSV holds them."""
+    """The one builder of figure tables: a row per mapping, each cell as its column declares,
+    its sources its cells' measurements (each once: the CSV holds them)."""
     made = Table(title, [column.header for column in columns], notes=list(notes))
     made.columns = list(columns)
     for row in rows:
@@ -151,12 +151,9 @@ class Summary:
     header: list[str] = field(default_factory=list)  # warnings before the tables
     # what the summary judged failed (memprof check's FAIL lines): the command exits 1
     failed: list[str] = field(default_factory=list)
-    # every measurement's figures (memprof.model.figures), what the CSV and frames hold: made
-    # when first asked (the terminal shows a large trace's 100,000 in a few profile rows)
+    # every measurement's figures, the CSV's and frames': made when first asked (a large trace)
     figures_of: Callable[[], list[Any]] = field(default=list, repr=False)
-    # the figures made of several (memprof.model.figures.Derived) and the device's facts
-    # (memprof.model.device.DeviceFact) its tables show, found in their sources: the CSV's
-    # rows after the measurements'
+    # the Derived figures and DeviceFacts its tables show: the CSV's rows after the measurements'
     derived: list[Any] = field(default_factory=list)
 
     @functools.cached_property
@@ -169,8 +166,8 @@ _TIME = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)([*†]?)$")
 
 
 def one_time_unit_per_column(table: Table) -> Table:
-    """Where any column mixes units (16.720us above 9.5137ms), every column of times written
-    in one unit, named in its header ("Median (ms)"): a column is read down."""
+    """Where a column mixes units (16.720us above 9.5137ms), every column of times in one unit
+    named in its header ("Median (ms)")."""
     columns = {}
     for column in range(1, len(table.headers)):
         cells = [row[column] for row in table.rows if row[column] != "-"]

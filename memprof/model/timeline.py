@@ -1,8 +1,8 @@
 """A traced program's events in time: every kernel, copy and memset on its GPU stream, every
 recorded call on its host thread, each with the line that made it (memprof.trace.timeline).
 
-A training loop makes hundreds of thousands of events, so a row of integers each, names by
-index, times in CUPTI's nanoseconds from the first event; `version` says what rows hold.
+Hundreds of thousands of events: a row of integers each, names by index, CUPTI's nanoseconds
+from the first event.
 """
 
 from __future__ import annotations
@@ -169,8 +169,7 @@ GAPS_SHOWN = 3  # idle gaps named per GPU, the longest first
 
 
 def breakdown_of(result: Any) -> list[Breakdown]:
-    """A trace's breakdown per GPU, as its tables, pictures and CSV show it (none: no
-    timeline, or no GPU work)."""
+    """A trace's breakdown per GPU, as tables, pictures and CSV show it (none: no GPU work)."""
     timeline = getattr(result.extra, "timeline", None)
     if timeline is None or not timeline.gpu:
         return []
@@ -178,8 +177,7 @@ def breakdown_of(result: Any) -> list[Breakdown]:
 
 
 def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[Breakdown]:
-    """Each GPU's breakdown of the program's wall time (wall_ns: the host's clock around the
-    program; its GPU work, in CUPTI's clock, lies within it), by device id."""
+    """Each GPU's breakdown of the program's wall time (the host's clock around it), by id."""
     devices = sorted({row[4] for row in timeline.gpu})
     # start, end, line
     calls = [(row[1], row[1] + row[2], row[4]) for row in timeline.api if row[4] != NO_LINE]
@@ -207,8 +205,8 @@ def breakdown(timeline: Timeline, wall_ns: int, gaps: int = GAPS_SHOWN) -> list[
 
 
 def host_line(calls: list[tuple[int, int, int]], start_ns: int, end_ns: int) -> tuple[int, bool]:
-    """(line, during) of the call that overlapped [start_ns, end_ns) most; where none did,
-    the last call that ended before it, not during; (NO_LINE, False) where none did either."""
+    """(line, True) of the call overlapping [start_ns, end_ns) most, else (line, False) of the
+    last that ended before it, else (NO_LINE, False)."""
     best, line = 0, NO_LINE
     before, last = None, NO_LINE
     for call_start, call_end, call_line in calls:
@@ -236,8 +234,8 @@ def bin_ns(span_ns: int, at_most: int = BINS_AT_MOST) -> int:
 
 @dataclass(frozen=True)
 class Binned:
-    """A GPU's parts of the run per bin, from the first recorded event to the end of the last
-    (the last bin may be shorter); start-up and exit are idle no bin holds."""
+    """A GPU's parts per bin, from the first recorded event to the end of the last (the last
+    bin may be shorter)."""
 
     device: int
     bin_ns: int
