@@ -530,19 +530,14 @@ def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
                 header = table.columns[index].header
                 label = f"{words}: {header}" if len(found) > 1 and not by_column else words
                 ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
-                bars.setdefault(index if by_column else -1, []).append(
-                    Bar(
-                        label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
-                    )
-                )
-        if bars:
+                kind = f.measurement.kind
+                bar = Bar(label, value, ceiling=ceiling, source=f.measurement, kind=kind)
+                bars.setdefault(index if by_column else -1, []).append(bar)
+        if bars:  # titled by their column (by_column), else by the table (under -1)
+            titles = {i: f"{table.title}: {c.header}" for i, c in enumerate(table.columns)}
+            value_label = GB_PER_S if unit == "GB/s" else "time"
             return [
-                Bars(
-                    f"{table.title}: {table.columns[index].header}" if by_column else table.title,
-                    GB_PER_S if unit == "GB/s" else "time",
-                    found,
-                    unit=unit,
-                )
+                Bars(titles.get(index, table.title), value_label, found, unit=unit)
                 for index, found in sorted(bars.items())
             ]
     return []
