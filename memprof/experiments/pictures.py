@@ -14,7 +14,7 @@ from dataclasses import replace
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_gb_per_s, format_ms
+from memprof.model.formatting import format_gb_per_s, format_ms, plural
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
@@ -99,10 +99,8 @@ def overlay(
             for run, panel in group:
                 panel.title = f"[{run + 1}] {panel.title}"
                 panels.append(panel)
-    return Picture(
-        f"memprof {results[0].command}: {len(results)} run{'s' * (len(results) != 1)}",
-        [Words("Runs", _run_words(panels, labels)), *panels],
-    )
+    title = f"memprof {results[0].command}: {plural(len(results), 'run')}"
+    return Picture(title, [Words("Runs", _run_words(panels, labels)), *panels])
 
 
 def _run_words(panels: list[Panel], labels: Sequence[str]) -> list[str]:
