@@ -1,9 +1,6 @@
-"""`memprof diff`: two runs (two machines, two drivers, before and after) side by side.
-
-Measurements are matched by what they are (group, name, operation, memory kind, bytes). A
-change is marked only where the ratio of medians differs from 1 by more than three times the
-medians' combined noise (median_noise, from the saved samples) and by at least 2%. That noise
-is within each run's process: another process lands further off (docs/ci.md), as the note says.
+"""`memprof diff`: two runs (two machines, two drivers, before and after) side by side, each
+measurement matched by what it is (by_key), a change marked as CHANGE_NOTE says: beyond the
+medians' noise within each run's process, which another process can exceed (docs/ci.md).
 """
 
 from __future__ import annotations
