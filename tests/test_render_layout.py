@@ -444,6 +444,28 @@ def test_unified_memory_section_fits_with_every_counter_name_whole(width):
     assert "    Gpu page fault groups" in lines
 
 
+@pytest.mark.parametrize("width", [40, 50])
+def test_unified_memory_figures_wider_than_the_console_go_over_indented_lines(width):
+    from memprof.output.render import unified_memory_lines
+
+    result = load_fixture("managed")
+    wide = unified_memory_lines(result)
+    lines = unified_memory_lines(result, width)
+    assert min(len(row.rsplit("  ", 1)[0]) for row in wide[:-2]) > width  # each must split
+    assert lines[-2:] == wide[-2:]
+    body, at = lines[:-2], 0
+    for row in wide[:-2]:
+        numbers, name = row.rsplit("  ", 1)
+        shown = []
+        while body[at] != "    " + name.strip():  # its figures, then its name
+            assert body[at].startswith("  ") and len(body[at]) <= width
+            shown.append(body[at])
+            at += 1
+        assert len(shown) > 1 and " ".join(shown).split() == numbers.split()
+        at += 1
+    assert at == len(body)
+
+
 @pytest.mark.parametrize("width", [60, 80])
 @pytest.mark.parametrize("name", NAMES)
 def test_only_names_and_preformatted_charts_are_wider_than_the_console(name, width):

@@ -331,7 +331,9 @@ def test_a_recorded_trace_names_its_lines_on_screen_and_one_csv_row_each():
     assert "Where:" in render_text(result)
     rows = where_rows(result)
     assert len(rows) == len(lines)
-    assert {(row["file"], row["line"]) for row in rows} == {(s.file, s.line) for s in lines}
+    assert {(row["source_file"], row["source_line"]) for row in rows} == {
+        (s.file, s.line) for s in lines
+    }
 
 
 # -- the Where tables and the advice --------------------------------------------------------
@@ -651,13 +653,14 @@ def test_a_line_that_got_slower_is_named_by_diff():
 
 
 LINE_COLUMNS = (
-    "activity",
-    "file",
-    "line",
-    "function",
-    "origin",
-    "calls",
+    "name",
+    "operation",
+    "kind",
     "bytes",
+    "calls",
+    "source_file",
+    "source_line",
+    "source_function",
     "gpu_ms",
     "host_ms",
     "callers",
@@ -668,8 +671,8 @@ def test_csv_rows_of_lines_are_literal_and_complete():
     result = traced([100.0, 200.0], file="evil\x1b[31m.py")
     (row,) = where_rows(result)
     assert set(row) == set(LINE_COLUMNS)
-    assert row["file"] == "evil\\x1b[31m.py"
-    assert (row["calls"], row["bytes"], row["line"]) == (2, 2 * MiB, 42)
+    assert row["source_file"] == "evil\\x1b[31m.py"
+    assert (row["calls"], row["bytes"], row["source_line"]) == (2, 2 * MiB, 42)
     assert row["gpu_ms"] == pytest.approx(0.3)
     assert row["callers"] == "evil\\x1b[31m.py:80 main"
     assert where_rows(load_result(FIXTURES / "legacy_v2_trace_pycuda.json")) == []

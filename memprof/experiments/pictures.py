@@ -14,7 +14,7 @@ from dataclasses import replace
 from memprof.experiments import base
 from memprof.model.ceilings import pcie_ceiling
 from memprof.model.figures import Figure
-from memprof.model.formatting import format_gb_per_s, format_ms
+from memprof.model.formatting import format_gb_per_s, format_ms, plural
 from memprof.model.results import Measurement, Result
 from memprof.model.statistics import NOISE_SIGMAS, noise_band
 from memprof.model.summary import Summary, Table
@@ -99,10 +99,8 @@ def overlay(
             for run, panel in group:
                 panel.title = f"[{run + 1}] {panel.title}"
                 panels.append(panel)
-    return Picture(
-        f"memprof {results[0].command}: {len(results)} run{'s' * (len(results) != 1)}",
-        [Words("Runs", _run_words(panels, labels)), *panels],
-    )
+    title = f"memprof {results[0].command}: {plural(len(results), 'run')}"
+    return Picture(title, [Words("Runs", _run_words(panels, labels)), *panels])
 
 
 def _run_words(panels: list[Panel], labels: Sequence[str]) -> list[str]:
@@ -239,18 +237,12 @@ def sweep_panels(result: Result, summary: Summary) -> list[Panel]:
 def zerocopy_panels(result: Result, summary: Summary) -> list[Panel]:
     """The zero-copy kernel's read GB/s, and each path's time end to end."""
     reads = [f for f in _of(summary, "gpu", ["kernel"]) if f.measurement.kind == "mapped"]
-    rates = rate_curves(
-        "Zero-copy read GB/s against size: the sumArrays kernel reading mapped host memory",
-        {"zero-copy read": reads},
-        _array_bytes,
-    )
+    title = "Zero-copy read GB/s against size: the sumArrays kernel reading mapped host memory"
+    rates = rate_curves(title, {"zero-copy read": reads}, _array_bytes)
     rates.x_label = ARRAY
     paths = _of(summary, "span", ["end_to_end"])
-    lines = []
-    for kind in dict.fromkeys(f.measurement.kind for f in paths):
-        mine = sorted((f for f in paths if f.measurement.kind == kind), key=_size)
-        points = [(_array_bytes(f), f.median_ms) for f in mine]
-        lines.append(_line(mine[0].measurement.name, points, mine))
+    kinds = dict.fromkeys(f.measurement.kind for f in paths)
+    lines = _time_lines(paths, kinds, _array_bytes, lambda f: f.measurement.name)
     title = "End to end: each path from its copies in to its copy out, median time"
     return [rates] + [Curves(title, ARRAY, "time", lines, y_unit="ms")] * bool(lines)
 
@@ -275,21 +267,25 @@ def alloc_panels(result: Result, summary: Summary) -> list[Panel]:
             if (f.measurement.group, f.measurement.operation) in keys
             and f.measurement.operation == operation
         ]
-        lines = []
-        for kind in result.extra.kinds:
-            mine = sorted((f for f in found if f.measurement.kind == kind), key=_size)
-            if mine:
-                lines.append(_line(kind, [(f.measurement.bytes, f.median_ms) for f in mine], mine))
-        panels.append(
-            Curves(
-                f"{words} time against size (median of {result.parameters.repeat})",
-                "size allocated",
-                "time",
-                lines,
-                y_unit="ms",
-            )
-        )
+        lines = _time_lines(found, result.extra.kinds, _size, lambda f: f.measurement.kind)
+        title = f"{words} time against size (median of {result.parameters.repeat})"
+        panels.append(Curves(title, "size allocated", "time", lines, y_unit="ms"))
     return panels
+
+
+def _time_lines(
+    found: list[Figure],
+    kinds: Iterable[str],
+    size: Callable[[Figure], int],
+    label: Callable[[Figure], str],
+) -> list[Line]:
+    """A line per memory kind of `found` that has any: its median times against `size`."""
+    lines = []
+    for kind in kinds:
+        mine = sorted((f for f in found if f.measurement.kind == kind), key=_size)
+        if mine:
+            lines.append(_line(label(mine[0]), [(size(f), f.median_ms) for f in mine], mine))
+    return lines
 
 
 def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
@@ -304,15 +300,8 @@ def smallcopies_panels(result: Result, summary: Summary) -> list[Panel]:
             points = [(nbytes, by_way[way]) for nbytes, by_way in costs.items() if way in by_way]
             if points:
                 lines.append(Line(way, sorted(points), kind=way))
-        panels.append(
-            Curves(
-                f"{copies} copies {base.DIRECTIONS[direction]}: wall clock per copy, by way",
-                "size of each copy",
-                "wall clock per copy",
-                lines,
-                y_unit="ms",
-            )
-        )
+        title = f"{copies} copies {base.DIRECTIONS[direction]}: wall clock per copy, by way"
+        panels.append(Curves(title, "size of each copy", "wall clock per copy", lines, y_unit="ms"))
     return panels
 
 
@@ -339,17 +328,9 @@ def peer_panels(result: Result, summary: Summary) -> list[Panel]:
     if ceiling is not None and ceiling.gb_per_s >= brightest:
         brightest = ceiling.gb_per_s
         scale = f"0 to the {ceiling.limiter} ceiling, {format_gb_per_s(brightest)} GB/s"
+    pairs = ("from (source)", "to (destination)", names, names)  # rows and columns
     panels: list[Panel] = [
-        HeatMap(
-            f"{METHODS[method]}, GB/s",
-            "from (source)",
-            "to (destination)",
-            names,
-            names,
-            grid,
-            brightest,
-            scale_words=scale,
-        )
+        HeatMap(f"{METHODS[method]}, GB/s", *pairs, grid, brightest, scale_words=scale)
         for method, grid in maps.items()
     ]
     return panels or default_panels(result, summary)
@@ -364,16 +345,10 @@ def streams_panels(result: Result, summary: Summary) -> list[Panel]:
     panels: list[Panel] = []
     for mode in MODES:
         timeline = getattr(result.extra.timelines, mode)
-        lanes = 1 if mode == "serial" else streams
+        lanes = [f"stream {lane}" for lane in range(1 if mode == "serial" else streams)]
         spans = [Span(lane, start, end, stage) for lane, _, stage, start, end in timeline]
-        panels.append(
-            Timeline(
-                f"{labels[mode]}: the run of median time ({result.extra.timeline_source})",
-                [f"stream {lane}" for lane in range(lanes)],
-                spans,
-                kinds,
-            )
-        )
+        title = f"{labels[mode]}: the run of median time ({result.extra.timeline_source})"
+        panels.append(Timeline(title, lanes, spans, kinds))
     longest = max((span.end_ms for panel in panels for span in panel.spans), default=None)
     for panel in panels:
         panel.until_ms = longest
@@ -385,17 +360,11 @@ def check_panels(result: Result, summary: Summary) -> list[Panel]:
     from memprof.experiments import check
 
     _, found, _ = check.judged(result)  # as the table: the run's own reference and floors
-    verdicts = Words(
-        "Verdicts",
-        [
-            part
-            for line in found
-            for part in wrapped(
-                f"{line.verdict:<4}  {line.what}: {line.measured} (expected {line.expected})",
-                indent=" " * 6,
-            )
-        ],
-    )
+    said = [
+        f"{line.verdict:<4}  {line.what}: {line.measured} (expected {line.expected})"
+        for line in found
+    ]
+    verdicts = Words("Verdicts", [part for one in said for part in wrapped(one, indent=" " * 6)])
     bars = [
         Bar(what, measured, expected=least, verdict=line.verdict)
         for line in found
@@ -455,16 +424,9 @@ def _time_panels(result: Result, summary: Summary) -> list[Panel]:
             [ns / 1e6 for ns in (*parts, binned.idle_ns(index))]
             for index, parts in enumerate(binned.parts)
         ]
-        panels.append(
-            Stacked(
-                f"GPU {share.device} over the run: computing, copying, both at once, idle",
-                binned.bin_ns / 1e6,
-                binned.end_ns / 1e6,
-                PART_WORDS,
-                bins,
-                marks,
-            )
-        )
+        title = f"GPU {share.device} over the run: {', '.join(PART_WORDS.values())}"
+        ends_ms = (binned.bin_ns / 1e6, binned.end_ns / 1e6)
+        panels.append(Stacked(title, *ends_ms, PART_WORDS, bins, marks))
         totals = ", ".join(
             f"{words} {cell}" for words, cell in zip(PART_WORDS.values(), row[1:], strict=True)
         )
@@ -566,19 +528,14 @@ def _bars(table: Table, of: dict[int, Figure], by_column: bool) -> list[Panel]:
                 header = table.columns[index].header
                 label = f"{words}: {header}" if len(found) > 1 and not by_column else words
                 ceiling = f.ceiling.gb_per_s if unit == "GB/s" and f.ceiling else None
-                bars.setdefault(index if by_column else -1, []).append(
-                    Bar(
-                        label, value, ceiling=ceiling, source=f.measurement, kind=f.measurement.kind
-                    )
-                )
-        if bars:
+                kind = f.measurement.kind
+                bar = Bar(label, value, ceiling=ceiling, source=f.measurement, kind=kind)
+                bars.setdefault(index if by_column else -1, []).append(bar)
+        if bars:  # titled by their column (by_column), else by the table (under -1)
+            titles = {i: f"{table.title}: {c.header}" for i, c in enumerate(table.columns)}
+            value_label = GB_PER_S if unit == "GB/s" else "time"
             return [
-                Bars(
-                    f"{table.title}: {table.columns[index].header}" if by_column else table.title,
-                    GB_PER_S if unit == "GB/s" else "time",
-                    found,
-                    unit=unit,
-                )
+                Bars(titles.get(index, table.title), value_label, found, unit=unit)
                 for index, found in sorted(bars.items())
             ]
     return []
@@ -638,21 +595,13 @@ def pinlimit_panels(result: Result, summary: Summary) -> list[Panel]:
             )
             for way, costs in ways.items()
         ]
-        panels.append(
-            Curves(
-                "Time per GiB as pinned memory grows",
-                "pinned",
-                "ms per GiB",
-                lines,
-                y_unit="ms",
-                linear=True,
-            )
-        )
-    phases = {"idle": "nothing pinned", "held": "all pinned", "after": "freed again"}
+        title = "Time per GiB as pinned memory grows"
+        panels.append(Curves(title, "pinned", "ms per GiB", lines, y_unit="ms", linear=True))
+    phases = ("nothing pinned", "all pinned", "freed again")  # idle, held, after
     bars = [
         Bar(f"{name}, {words}", f.gb_per_s, source=f.measurement)
         for name, work in pinlimit.host_figures(result).items()
-        for f, words in zip((work.idle, work.held, work.after), phases.values(), strict=True)
+        for f, words in zip((work.idle, work.held, work.after), phases, strict=True)
         if f.gb_per_s is not None
     ]
     panels.append(Bars("The host's pageable copies", GB_PER_S, bars))

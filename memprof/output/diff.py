@@ -1,9 +1,6 @@
-"""`memprof diff`: two runs (two machines, two drivers, before and after) side by side.
-
-Measurements are matched by what they are (group, name, operation, memory kind, bytes). A
-change is marked only where the ratio of medians differs from 1 by more than three times the
-medians' combined noise (median_noise, from the saved samples) and by at least 2%. That noise
-is within each run's process: another process lands further off (docs/ci.md), as the note says.
+"""`memprof diff`: two runs (two machines, two drivers, before and after) side by side, each
+measurement matched by what it is (by_key), a change marked as CHANGE_NOTE says: beyond the
+medians' noise within each run's process, which another process can exceed (docs/ci.md).
 """
 
 from __future__ import annotations
@@ -346,14 +343,8 @@ def source_lines(first: Result, second: Result, verbose: bool) -> tuple[list[Tab
             slower.append(f"{pair.label} ({ratio:.2f}x)" if math.isfinite(ratio) else pair.label)
         if not verbose and change == "within noise":
             continue
-        table.add_row(
-            pair.label,
-            calls,
-            format_ms(a_stats.median_ms),
-            format_ms(b_stats.median_ms),
-            ratio_cell(ratio),
-            change,
-        )
+        medians = (format_ms(a_stats.median_ms), format_ms(b_stats.median_ms))
+        table.add_row(pair.label, calls, *medians, ratio_cell(ratio), change)
     if any(row[-1].endswith("(mean)") for row in table.rows):
         table.notes.append(
             "(mean): the line's time over all its calls moved beyond its own noise (the "
@@ -397,19 +388,15 @@ def differences(first: Result, second: Result) -> list[str]:
     for what, name, words in TRACE_SETTINGS:
         a, b = (_parameter(result, name) for result in (first, second))
         differ(what, *(None if value is None else words(value) for value in (a, b)))
-    a_facts, b_facts = first.device, second.device
-    if a_facts is not None and b_facts is not None:
-        differ(
-            "driver",
-            f"{a_facts.driver_version} (CUDA {a_facts.cuda_driver_api_version})",
-            f"{b_facts.driver_version} (CUDA {b_facts.cuda_driver_api_version})",
-        )
+    devices = (first.device, second.device)
+    if None not in devices:
+        drivers = (f"{d.driver_version} (CUDA {d.cuda_driver_api_version})" for d in devices)
+        differ("driver", *drivers)
     lines += _clocks(first, second)
     a_link, b_link = link_of(first), link_of(second)
     if a_link is not None and b_link is not None:
         differ("PCIe link", link_words(a_link.now), link_words(b_link.now))
-    a_timing, b_timing = first.timing, second.timing
-    differ("host affinity", _placement(a_timing), _placement(b_timing))
+    differ("host affinity", _placement(first.timing), _placement(second.timing))
     differ("timing source", _source(first), _source(second))
     differ("host buffer", _parameter(first, "host_buffer"), _parameter(second, "host_buffer"))
     lines += _others(first, second)

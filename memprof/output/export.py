@@ -230,24 +230,6 @@ def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list
     from memprof.output.where import copy_group_rows, gap_rows, where_rows
 
     copies = getattr(result.extra, "copies", None) if result.command == "trace" else None
-    lines = [
-        {
-            **run,
-            "group": "line",
-            "name": f"{row['file']}:{row['line']} {row['function']}",
-            "operation": row["activity"],
-            "kind": row["origin"],
-            "bytes": row["bytes"],
-            "calls": row["calls"],
-            "source_file": row["file"],
-            "source_line": row["line"],
-            "source_function": row["function"],
-            "gpu_ms": row["gpu_ms"],
-            "host_ms": row["host_ms"],
-            "callers": row["callers"],
-        }
-        for row in where_rows(result)
-    ]
     return [
         *({**run, "group": "copies", **row} for row in copy_group_rows(copies or [])),
         *(
@@ -260,7 +242,7 @@ def _trace_rows(result: Result, run: dict[str, object], own: int | None) -> list
             }
             for row in gap_rows(result)
         ),
-        *lines,
+        *({**run, "group": "line", **row} for row in where_rows(result)),
     ]
 
 

@@ -63,10 +63,9 @@ class Curves:
     steps of one size, as pinlimit's climb, and the message is the figure's drift)."""
 
     title: str
-    x_label: str
+    x_label: str  # of sizes, in bytes
     y_label: str
     lines: list[Line]
-    x_unit: Unit = "bytes"
     y_unit: Unit = "GB/s"
     linear: bool = False
 
@@ -127,7 +126,6 @@ class HeatMap:
     columns: list[str]
     values: list[list[float | None]]
     scale_max: float  # the brightest colour's value: one scale for every heat map of a picture
-    unit: Unit = "GB/s"
     scale_words: str = ""  # what the colour bar's scale runs over: "GB/s, 0 to NVLink's 478"
 
 
@@ -425,7 +423,7 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
     _x_label(axes, panel.x_label)
     _y_label(axes, panel.y_label, 42)
     (_linear_axes if panel.linear else _log_axes)(axes, panel)
-    _ticks(axes.xaxis, panel.x_unit)
+    _ticks(axes.xaxis, "bytes")
     _ticks(axes.yaxis, panel.y_unit)
     axes.grid(True, which="major", color="0.9", linewidth=0.6)
     if panel.lines:
@@ -464,12 +462,9 @@ def _linear_axes(axes: Any, panel: Curves) -> None:
     top = max((y for line in panel.lines for _, y in line.points), default=1.0)
     axes.set_ylim(0, top * 1.15)
     axes.set_xlim(left=0)
-    if panel.x_unit == "bytes":  # ticks at whole GiB, at most 4 of them
-        right = max((x for line in panel.lines for x, _ in line.points), default=GIB)
-        step = GIB << max(0, math.ceil(math.log2(max(right / GIB, 1) / 4)))
-        axes.set_xticks(range(step, int(right) + 1, step))
-    else:
-        axes.xaxis.set_major_locator(MaxNLocator(8))
+    right = max((x for line in panel.lines for x, _ in line.points), default=GIB)
+    step = GIB << max(0, math.ceil(math.log2(max(right / GIB, 1) / 4)))  # whole GiB, 4 at most
+    axes.set_xticks(range(step, int(right) + 1, step))
     axes.yaxis.set_major_locator(MaxNLocator(6))
 
 
@@ -655,7 +650,7 @@ def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
         for c, value in enumerate(row):
             bright = value is not None and value > 0.6 * panel.scale_max
             axes.text(
-                c, r, "-" if value is None else _value_text(value, panel.unit, with_unit=False),
+                c, r, "-" if value is None else format_gb_per_s(value),
                 ha="center", va="center", fontsize=8,
                 color="0.3" if value is None else ("black" if bright else "white"),
                 gid=f"{gid}-cell-{r}-{c}",
@@ -835,13 +830,9 @@ def _time_tick(milliseconds: float) -> str:
     return f"{milliseconds / 1e-6:g} ns"
 
 
-def _value_text(value: float, unit: Unit, with_unit: bool = True) -> str:
-    """A value as the tables print it: 53.4 GB/s, 78.0us, 4 MiB."""
-    if unit == "ms":
-        return format_ms(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    return f"{format_gb_per_s(value)} GB/s" if with_unit else format_gb_per_s(value)
+def _value_text(value: float, unit: Unit) -> str:
+    """A bar's value as the tables print it: 53.4 GB/s, 78.0us."""
+    return format_ms(value) if unit == "ms" else f"{format_gb_per_s(value)} GB/s"
 
 
 def wrapped(text: str, indent: str = "") -> list[str]:

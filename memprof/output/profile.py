@@ -72,18 +72,10 @@ def unified_memory_rows(counters: dict[str, dict[str, float]]) -> tuple[list[lis
     rows = []
     for counter, name in _MIGRATIONS.items():
         stats = counters.get(counter)
-        if stats and stats["count"]:
-            rows.append(
-                [
-                    str(int(stats["count"])),
-                    format_bytes(int(stats["total"] / stats["count"])),
-                    format_bytes(int(stats["min"])),
-                    format_bytes(int(stats["max"])),
-                    format_bytes(int(stats["total"])),
-                    format_ms(stats["time_ms"]),
-                    name,
-                ]
-            )
+        if stats and stats["count"]:  # average, smallest, largest and total bytes
+            sizes = (stats["total"] / stats["count"], stats["min"], stats["max"], stats["total"])
+            shown = [format_bytes(int(size)) for size in sizes]
+            rows.append([str(int(stats["count"])), *shown, format_ms(stats["time_ms"]), name])
     faults = counters.get("GPU_PAGE_FAULT")
     if faults and faults["count"]:
         rows.append(

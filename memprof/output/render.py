@@ -61,14 +61,8 @@ def profile_lines(result: Result, width: int, safe: Callable[[str], str] = str) 
     groups = [f"{row.group}:" for row in rows]
     names = [safe(row.name) for row in rows]
     numbers = [
-        [
-            format_percent(row.time_fraction),
-            format_ms(row.stats.total_ms),
-            str(row.stats.count),
-            format_ms(row.stats.mean_ms),
-            format_ms(row.stats.min_ms),
-            format_ms(row.stats.max_ms),
-        ]
+        [format_percent(row.time_fraction), format_ms(row.stats.total_ms), str(row.stats.count)]
+        + [format_ms(ms) for ms in (row.stats.mean_ms, row.stats.min_ms, row.stats.max_ms)]
         for row in rows
     ]
     number_headers = list(PROFILE_COLUMNS[1:-1])
@@ -377,16 +371,11 @@ def unified_memory_lines(result: Result, width: int | None = None) -> list[str]:
     if width is None or all(figures.width() + 2 + cell_len(r[-1]) <= width for r in table):
         lines = [f"{figures.line(r)}  {r[-1]}" for r in table]
     else:  # the name under its figures, and those over several lines where they must be
-        room = width if figures.width() <= width else width - len(_GAP)
         indent = "" if figures.width() <= width else _GAP
-        lines = [
-            line
-            for r in table
-            for line in (
-                *(indent + text for text in figures.lines(r, room)),
-                *_name_line(r[-1], width),
-            )
-        ]
+        lines = []
+        for r in table:
+            lines += [indent + text for text in figures.lines(r, width - len(indent))]
+            lines += _name_line(r[-1], width)
     lines.append(cpu_faults)
     if result.command == "trace":
         return [*lines, f"(the whole program: CUPTI's counters are process-wide; {LOWER_BOUNDS})"]

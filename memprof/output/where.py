@@ -14,20 +14,22 @@ from memprof.output.literal import literal
 
 
 def where_rows(result: object) -> list[dict[str, object]]:
-    """One row per source line of a trace, as the CSV's line rows hold them: its commonest
-    callers as `main.py:80 main < main.py:95 <module>`."""
+    """One row per source line of a trace, in the CSV's columns: its commonest callers as
+    `main.py:80 main < main.py:95 <module>`."""
     rows = []
     for line in lines_of(result) or []:
         callers = line.chains[0].frames if line.chains else []
+        file, function = literal(line.file), literal(line.function)
         rows.append(
             {
-                "activity": literal(line.activity),
-                "file": literal(line.file),
-                "line": line.line,
-                "function": literal(line.function),
-                "origin": line.origin,
-                "calls": line.calls,
+                "name": f"{file}:{line.line} {function}",
+                "operation": literal(line.activity),
+                "kind": line.origin,
                 "bytes": line.bytes,
+                "calls": line.calls,
+                "source_file": file,
+                "source_line": line.line,
+                "source_function": function,
                 "gpu_ms": line.gpu_ms if line.gpu_ms_each else "",
                 "host_ms": line.host_ms if line.host_ms_each else "",
                 "callers": literal(" < ".join(f"{f.file}:{f.line} {f.function}" for f in callers)),
