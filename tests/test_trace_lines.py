@@ -334,6 +334,8 @@ def test_a_recorded_trace_names_its_lines_on_screen_and_one_csv_row_each():
     assert {(row["source_file"], row["source_line"]) for row in rows} == {
         (s.file, s.line) for s in lines
     }
+    # each row named as its callers are written: file:line function
+    assert [row["name"] for row in rows] == [f"{s.file}:{s.line} {s.function}" for s in lines]
 
 
 # -- the Where tables and the advice --------------------------------------------------------
