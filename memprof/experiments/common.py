@@ -186,15 +186,10 @@ HOST_SIDE_TARGET_MS = 5.0
 
 
 def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
-    """The host side of pageable copies of `scratch.nbytes`, in the same run, per direction.
-
-    The driver copies a pageable buffer chunk by chunk, with one host thread, through a small
-    pinned buffer in the CPU's cache, DMAing each chunk. This does that thread's work without
-    the DMA: `scratch` (overwritten) into a 256 KiB buffer and back out, on the host clock. A
-    CPU copies into a cached buffer at one speed, pinned or not, so the buffer is a plain one
-    (one whole-buffer memcpy, the ceiling before, was beaten: docs/ceilings.md). Batches as
-    every throughput figure's: at least three; three with --repeat (the H100 reached 1% in 3-4).
-    """
+    """The host side of pageable copies of `scratch.nbytes` (overwritten), per direction: the
+    driver's one host thread copying chunk by chunk through a small buffer in the CPU's cache,
+    without the DMA (docs/ceilings.md). A CPU copies into a cached buffer at one speed, pinned
+    or not, so the buffer is a plain one. Batches as every throughput figure's."""
     import ctypes
 
     import numpy as np
