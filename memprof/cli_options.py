@@ -283,27 +283,19 @@ def plot_options() -> list[inspect.Parameter]:
     ]
 
 
-def report_output(
-    paths: list[Path],
-    json: str | None,
-    csv: str | None,
-    quiet: bool,
-    no_color: bool,
-    verbose: bool,
-    timeline: str | None,
-    junit: str | None,
-) -> Any:
-    """`report`'s Output, checked: --json and --timeline take one input; each input once."""
+def report_output(paths: list[Path], **outputs: Any) -> Any:
+    """`report`'s Output, of Output.named's options, checked: --json and --timeline take one
+    input; each input once."""
     from memprof.output.emit import Output
     from memprof.output.files import check_each_once
 
     check_each_once(paths)
-    for option, text in (("--json", json), ("--timeline", timeline)):
-        if text is not None and len(paths) > 1:
+    for option in ("json", "timeline"):
+        if outputs[option] is not None and len(paths) > 1:
             raise InvalidArgument(
-                f"{option} saves one result, and {len(paths)} files were given: "
+                f"--{option} saves one result, and {len(paths)} files were given: "
                 "report them one at a time (--csv takes several)"
             )
-    output = Output.named(json, csv, quiet, no_color, junit, verbose, timeline)
+    output = Output.named(**outputs)
     output.check(inputs=paths)
     return output
