@@ -189,18 +189,14 @@ def trace_command() -> Any:
     return importlib.import_module("memprof.cli_trace").click_command()
 
 
-def add_experiment(line: Any) -> None:
-    """A registry line's command and its aliases: listed now, built when first needed."""
-    if line.name == PROGRAM_COMMAND:  # trace: its Experiment only reads its Results
-        on_demand(line.name, line.help, trace_command)
-        return
-    for name in (line.name, *line.aliases):
-        help = line.help if name == line.name else f"Alias of {line.name}."
-        on_demand(name, help, functools.partial(experiment_command, name))
-
-
+# Each registry line's command and its aliases: listed now, built when first needed
 for _line in COMMANDS:
-    add_experiment(_line)
+    if _line.name == PROGRAM_COMMAND:  # trace: its Experiment only reads its Results
+        on_demand(_line.name, _line.help, trace_command)
+        continue
+    for _name in (_line.name, *_line.aliases):
+        _help = _line.help if _name == _line.name else f"Alias of {_line.name}."
+        on_demand(_name, _help, functools.partial(experiment_command, _name))
 
 
 def _run(

@@ -1,16 +1,7 @@
 """What makes memprof a CI gate: `diff --fail-above`, and `--junit FILE` on check, check-pairs,
-report and diff (docs/ci.md shows a job that uses both).
-
-- `memprof diff A B --fail-above PCT` exits 1 when a figure in both runs got slower by more
-  than PCT percent and more than the two runs' own noise (memprof.output.diff), after one
-  line on stderr per such figure. Runs that are not comparable (another command, GPU model,
-  driver, clocks, link, timing source... as diff's header lists them) are refused with exit
-  2 unless --allow-not-comparable: a gate over two machines gates on the machines. A plain
-  diff (no gate) compares two machines on purpose, and refuses only runs of two commands.
-  Runs with no measurement in common are refused either way: there is nothing to compare.
-- JUnit XML: one test case per check line (a FAIL is a failure; a line measured again says
-  every attempt) and per verification of a Result, or per figure of a diff (a failure where
-  the gate failed it). The file is written after the output, also when the command fails.
+report and diff (docs/ci.md shows a job that uses both). A gate refuses runs that are not
+comparable (diff's header lists why) unless --allow-not-comparable: a gate over two machines
+gates on the machines. The JUnit file is written after the output, also when the command fails.
 """
 
 from __future__ import annotations
@@ -68,29 +59,27 @@ def junit_option(help: str = JUNIT_HELP) -> inspect.Parameter:
     return option("junit", str | None, None, metavar=PATH, help=help)
 
 
-def gate_options() -> list[inspect.Parameter]:
-    """diff's --fail-above, --allow-not-comparable and --junit."""
+def percent_option(name: str, help: str, most: float, zero: bool = True) -> inspect.Parameter:
+    """A percentage option, refused outside 0 (where `zero`, else above it) to `most`."""
 
-    def percent(value: float | None) -> float | None:
-        import typer
+    def check(value: float | None) -> float | None:
+        if value is not None and not (0 <= value <= most and (zero or value > 0)):
+            import typer
 
-        from memprof.output.diff import MAX_FAIL_ABOVE_PCT
-
-        if value is not None and not 0 <= value <= MAX_FAIL_ABOVE_PCT:
             raise typer.BadParameter(
-                f"{value:g} is outside the allowed range 0 to {MAX_FAIL_ABOVE_PCT:g} (percent)"
+                f"{value:g} is outside the allowed range 0 to {most:g} (percent)"
             )
         return value
 
+    return option(name, float | None, None, metavar="<percent>", callback=check, help=help)
+
+
+def gate_options() -> list[inspect.Parameter]:
+    """diff's --fail-above, --allow-not-comparable and --junit."""
+    from memprof.output.diff import MAX_FAIL_ABOVE_PCT
+
     return [
-        option(
-            "fail_above",
-            float | None,
-            None,
-            metavar="<percent>",
-            callback=percent,
-            help=FAIL_ABOVE_HELP,
-        ),
+        percent_option("fail_above", FAIL_ABOVE_HELP, MAX_FAIL_ABOVE_PCT),
         option("allow_not_comparable", bool, False, help=ALLOW_HELP),
         option("only", list[str] | None, None, metavar="<what>", help=ONLY_HELP),
         option("verbose", bool, False, "--verbose", "-v", help=DIFF_VERBOSE_HELP),
@@ -112,24 +101,9 @@ FAIL_OUTLIERS_HELP = (
 
 def fleet_options() -> list[inspect.Parameter]:
     """report's --fleet and --fail-outliers."""
-
-    def percent(value: float | None) -> float | None:
-        import typer
-
-        if value is not None and not 0 < value <= 100:
-            raise typer.BadParameter(f"{value:g} is outside the allowed range 0 to 100 (percent)")
-        return value
-
     return [
         option("fleet", bool, False, help=FLEET_HELP),
-        option(
-            "fail_outliers",
-            float | None,
-            None,
-            metavar="<percent>",
-            callback=percent,
-            help=FAIL_OUTLIERS_HELP,
-        ),
+        percent_option("fail_outliers", FAIL_OUTLIERS_HELP, 100, zero=False),
     ]
 
 
@@ -195,37 +169,32 @@ def _each_run_once(results: list[Result]) -> None:
             )
 
 
-def save_junit(text: str, output: Output) -> None:
-    """Write the JUnit file (atomically) or stream, as --json's; a failure is exit 5."""
+def save_junit(made: str | None, output: Output) -> None:
+    """Write output.junit, as --json's, where there is a report (None: the run itself failed,
+    nothing to report); a failure is exit 5."""
     from memprof.output.emit import save_each
 
-    if output.junit is not None:
-        problems = save_each({"--junit": output.junit}, {"--junit": lambda: text}, output)
+    if output.junit is not None and made is not None:
+        problems = save_each({"--junit": output.junit}, {"--junit": lambda: made}, output)
         if problems:
             raise SaveFailed("; ".join(problems))
 
 
 @contextlib.contextmanager
 def junit_after(text: Callable[[], str | None], output: Output) -> Iterator[None]:
-    """Save output.junit when the command's work inside is done, also when it failed (a
-    FAIL, a failed verification, a gate): text() makes it (None: there is nothing to report,
-    the run itself failed). A save that fails is one line, and exit 5 if nothing else failed."""
-    if output.junit is None:
-        yield
-        return
+    """Save output.junit, which text() makes, when the command's work inside is done, also when
+    it failed (a FAIL, a failed verification, a gate): a save that fails then is one line."""
+    report = text if output.junit is not None else lambda: None
     try:
         yield
     except BaseException:
-        made = text()
-        if made is not None:
-            try:
-                save_junit(made, output)
-            except MemprofError as problem:
-                print_error(str(problem), output.no_color)
+        made = report()
+        try:
+            save_junit(made, output)
+        except MemprofError as problem:
+            print_error(str(problem), output.no_color)
         raise
-    made = text()
-    if made is not None:
-        save_junit(made, output)
+    save_junit(report(), output)
 
 
 def results_junit(results: list[Result]) -> str:

@@ -159,7 +159,9 @@ def gpu_options(experiment: type[Experiment]) -> list[inspect.Parameter]:
         options.append(device_option(experiment.name))
     if experiment.timing_option:
         options.append(option("timing", Timing, Timing.auto, help=TIMING_HELP))
-    if until_noise_target(experiment):
+    fields = dataclasses.fields(experiment.Params)
+    if any(field.name == "repeat" and field.default is None for field in fields):
+        # it repeats until the noise target where --repeat is not given
         from memprof.core.repetitions import DEFAULT_MAX_NOISE_PCT
         from memprof.model.results import Percent
 
@@ -181,13 +183,6 @@ def device_option(command: str) -> inspect.Parameter:
     return option(
         "device", str, "0", "-d", "--device", callback=read, help=DEVICE_HELP, metavar="<int>"
     )
-
-
-def until_noise_target(experiment: type[Experiment]) -> bool:
-    """Whether the experiment repeats until the noise target (its Params' repeat defaults to
-    None), so it takes --max-noise."""
-    fields = dataclasses.fields(experiment.Params)
-    return any(field.name == "repeat" and field.default is None for field in fields)
 
 
 MAX_NOISE_HELP = (
@@ -246,14 +241,12 @@ def shown_default(params: type, name: str, default: Any) -> str | None:
         every = declared.choices_of(declared.hints(params)[field.name]) or ()
         return "all" if set(chosen) == set(every) else ", ".join(chosen)
     if name in ("from_power", "to_power") and default is None:
-        sweep = next((f.default for f in dataclasses.fields(params) if _is_sweep(f)), None)
+        fields = dataclasses.fields(params)
+        forms = ((f.default, declared.option_of(f).form) for f in fields)
+        sweep = next((default for default, form in forms if isinstance(form, declared.Sizes)), None)
         if sweep:
             return str(min(sweep) if name == "from_power" else max(sweep))
     return None
-
-
-def _is_sweep(field: dataclasses.Field) -> bool:
-    return isinstance(declared.option_of(field).form, declared.Sizes)
 
 
 def plot_options() -> list[inspect.Parameter]:
@@ -290,27 +283,19 @@ def plot_options() -> list[inspect.Parameter]:
     ]
 
 
-def report_output(
-    paths: list[Path],
-    json: str | None,
-    csv: str | None,
-    quiet: bool,
-    no_color: bool,
-    verbose: bool,
-    timeline: str | None,
-    junit: str | None,
-) -> Any:
-    """`report`'s Output, checked: --json and --timeline take one input; each input once."""
+def report_output(paths: list[Path], **outputs: Any) -> Any:
+    """`report`'s Output, of Output.named's options, checked: --json and --timeline take one
+    input; each input once."""
     from memprof.output.emit import Output
     from memprof.output.files import check_each_once
 
     check_each_once(paths)
-    for option, text in (("--json", json), ("--timeline", timeline)):
-        if text is not None and len(paths) > 1:
+    for option in ("json", "timeline"):
+        if outputs[option] is not None and len(paths) > 1:
             raise InvalidArgument(
-                f"{option} saves one result, and {len(paths)} files were given: "
+                f"--{option} saves one result, and {len(paths)} files were given: "
                 "report them one at a time (--csv takes several)"
             )
-    output = Output.named(json, csv, quiet, no_color, junit, verbose, timeline)
+    output = Output.named(**outputs)
     output.check(inputs=paths)
     return output

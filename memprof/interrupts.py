@@ -1,10 +1,8 @@
 """Whether a command was interrupted. Imports nothing, so the entry point can use it first thing.
 
-A Ctrl-C does not always arrive as a KeyboardInterrupt: raised inside a C extension's import
-(numpy's, while it loads the datetime capsule) it comes back as an ImportError that does not
-name it, and raised in a __del__ it is printed and dropped. So the entry point's handler
-notes every press here (note_press), and whatever a command ends with after one is reported
-as the interruption it is: one line, exit 130.
+A Ctrl-C does not always arrive as a KeyboardInterrupt (inside a C extension's import it comes
+back as an ImportError, in a __del__ it is dropped), so the entry point's handler notes every
+press here, and whatever a command ends with after one is the interruption: one line, exit 130.
 """
 
 _pressed = [False]

@@ -267,10 +267,11 @@ def summarize(result: Result) -> Summary:
     from memprof.model.summary import one_time_unit_per_column
 
     experiment = experiment_named(result.command)
+    declared = declared_measures(experiment)
     summary = experiment.summarize(result)
-    summary.header += moved_during_run(result, declared_measures(experiment))
+    summary.header += moved_during_run(result, declared)
     summary.tables = [one_time_unit_per_column(table) for table in summary.tables]
-    summary.figures_of = functools.partial(figures, result, declared_measures(experiment))
+    summary.figures_of = functools.partial(figures, result, declared)
     shown = [one for table in summary.tables for row in table.sources for one in row]
     summary.derived = list(_with_parts_first(shown, {}).values())
     return summary
@@ -388,6 +389,10 @@ def refusal(result: Result) -> str | None:
     return None
 
 
+# What a summary raises on a file no check foresaw
+UNFORESEEN = (LookupError, StopIteration, ValueError, ArithmeticError, TypeError, AttributeError)
+
+
 def _summarizable(result: Result, path: str) -> tuple[Result, Summary]:
     """The Result and its summary. A summary that fails met a file no check foresaw: refused
     (exit 2) saying where, or raised under MEMPROF_DEBUG=1 so a check is added."""
@@ -400,14 +405,7 @@ def _summarizable(result: Result, path: str) -> tuple[Result, Summary]:
             f"{path}: the {result.command} summary needs exactly one measurement with "
             f"{error.wanted}; the file has {error.count}"
         ) from None
-    except (
-        LookupError,
-        StopIteration,
-        ValueError,
-        ArithmeticError,
-        TypeError,
-        AttributeError,
-    ) as error:
+    except UNFORESEEN as error:
         if os.environ.get("MEMPROF_DEBUG"):
             raise
         raise InvalidArgument(

@@ -163,8 +163,8 @@ COPY_CALLS = (
     Measure("api", "h2d", "the host in the HtoD copy call", "host clock", False, 1),
     Measure("api", "d2h", "the host in the DtoH copy call", "host clock", False, 1),
 )
-CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)  # all of them, for experiments
-# that launch kernels on poisoned outputs and copy
+# all of them, for experiments that launch kernels on poisoned outputs and copy
+CORE_RECORDS = (POISON, LAUNCH_CALL, MEMSET_CALL, *COPY_CALLS)
 # The host side of pageable copies (memprof.model.ceilings): one thread copying the buffer
 # through a small one chunk by chunk, as the driver stages them (absent from older files).
 HOST_STAGING = {
@@ -224,20 +224,14 @@ PREFETCH_CALLS = Measure(
 )  # fmt: skip
 HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock", arrays=1)
 HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock", arrays=1)
-ALLOCATIONS = (  # allocating and freeing a buffer of each kind
-    Measure(
-        "api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)", "host clock", True, 1
-    ),
-    Measure("api", "free", "its free", "host clock", True, 1),
-    Measure(
-        "host",
-        "alloc",
-        "numpy.empty and every page written (+ registration)",
-        "host clock",
-        True,
-        1,
-    ),
-    Measure("host", "free", "its free (and unregistration)", "host clock", True, 1),
+ALLOCATIONS = tuple(  # allocating and freeing a buffer of each kind
+    Measure(group, operation, what, "host clock", True, 1)
+    for group, operation, what in (
+        ("api", "alloc", "a driver allocation (cuMemAlloc, cuMemHostAlloc...)"),
+        ("api", "free", "its free"),
+        ("host", "alloc", "numpy.empty and every page written (+ registration)"),
+        ("host", "free", "its free (and unregistration)"),
+    )
 )
 
 

@@ -62,15 +62,14 @@ class SumArrays:
         from memprof.core import memory
 
         memory.memset(self.session, result, POISON_BYTE)
+        self._sum(a_pointer, b_pointer, result.device_pointer, kind)
+
+    def _sum(self, a_pointer: int, b_pointer: int, result_pointer: int, kind: Any) -> None:
+        """sumArrays over the three arrays at these addresses: its bytes are all three."""
+        nbytes = 3 * self.elements * base.FLOAT32_BYTES
+        pointers = (a_pointer, b_pointer, result_pointer)
         self.kernel.launch(
-            self.session,
-            self.elements,
-            a_pointer,
-            b_pointer,
-            result.device_pointer,
-            self.elements,
-            kind=kind,
-            nbytes=3 * self.elements * base.FLOAT32_BYTES,
+            self.session, self.elements, *pointers, self.elements, kind=kind, nbytes=nbytes
         )
 
     def flow(self, sources: tuple, out: Any, devices: tuple, span: tuple, kernel_kind: Any) -> None:
@@ -84,15 +83,7 @@ class SumArrays:
         with session.profiler.events("span", *span, 3 * nbytes):
             memory.copy(session, d_a, a)
             memory.copy(session, d_b, b)
-            pointers = (d_a.device_pointer, d_b.device_pointer, d_res.device_pointer)
-            self.kernel.launch(
-                session,
-                self.elements,
-                *pointers,
-                self.elements,
-                kind=kernel_kind,
-                nbytes=3 * nbytes,
-            )
+            self._sum(d_a.device_pointer, d_b.device_pointer, d_res.device_pointer, kernel_kind)
             memory.copy(session, out, d_res)
 
     def verify(self, result: Any, name: str) -> Any:
@@ -186,15 +177,10 @@ HOST_SIDE_TARGET_MS = 5.0
 
 
 def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
-    """The host side of pageable copies of `scratch.nbytes`, in the same run, per direction.
-
-    The driver copies a pageable buffer chunk by chunk, with one host thread, through a small
-    pinned buffer in the CPU's cache, DMAing each chunk. This does that thread's work without
-    the DMA: `scratch` (overwritten) into a 256 KiB buffer and back out, on the host clock. A
-    CPU copies into a cached buffer at one speed, pinned or not, so the buffer is a plain one
-    (one whole-buffer memcpy, the ceiling before, was beaten: docs/ceilings.md). Batches as
-    every throughput figure's: at least three; three with --repeat (the H100 reached 1% in 3-4).
-    """
+    """The host side of pageable copies of `scratch.nbytes` (overwritten), per direction: the
+    driver's one host thread copying chunk by chunk through a small buffer in the CPU's cache,
+    without the DMA (docs/ceilings.md). A CPU copies into a cached buffer at one speed, pinned
+    or not, so the buffer is a plain one. Batches as every throughput figure's."""
     import ctypes
 
     import numpy as np
