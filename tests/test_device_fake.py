@@ -221,8 +221,72 @@ def test_close_passes_an_error_at_its_tolerance_and_fails_one_past_it(dtype):
         broken = expected.copy()
         broken[2] = bad
         check = device._close("triad", broken, expected, tolerance)
-        assert (check.passed, check.elements, check.detail) == (
+        assert (check.name, check.passed, check.elements, check.detail) == (
+            "triad",
             False,
             3,
             "NaN or infinity in the result",
         )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_arrays_and_dots_partial_sums_are_of_the_dtype(dtype, monkeypatch):
+    allocated: list[tuple] = []
+    real = memory.allocate
+
+    def allocate(session, kind, count, *dtypes):
+        allocated.append((kind, count, *map(np.dtype, dtypes)))
+        return real(session, kind, count, *dtypes)
+
+    monkeypatch.setattr(memory, "allocate", allocate)
+    run_device(monkeypatch, power=10, dtype=dtype)
+    element = np.dtype(dtype)
+    assert allocated == [("device", 1024, element)] * 3 + [("device", MULTIPROCESSORS * 8, element)]
+
+
+def test_the_verified_arrays_hold_no_value_near_zero(monkeypatch):
+    """Random values from 0.5 to 1.5: a relative error is measured against no zero."""
+    sent: list[np.ndarray] = []
+    real = FakeSession.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        htod = self.cuda.memcpy_htod
+        self.cuda.memcpy_htod = lambda to, source: sent.append(source.copy()) or htod(to, source)
+
+    monkeypatch.setattr(FakeSession, "__init__", init)
+    run_device(monkeypatch, power=10, dtype="float64")
+    assert len(sent) == 3 and all(array.size == 1024 for array in sent)
+    assert all(array.min() >= 0.5 and array.max() < 1.5 for array in sent)
+    assert len({array.tobytes() for array in sent}) == 3
+
+
+@pytest.mark.parametrize(
+    ("dtype", "ulps", "passed"),
+    [("float32", 1, True), ("float64", 3, True), ("float64", 5, False)],
+)
+def test_triad_is_held_to_4_epsilons_of_its_dtype(dtype, ulps, passed, monkeypatch):
+    """triad's result moved `ulps` units in the last place at a value from 1.05 to 1.2: a
+    relative error of ulps x eps / value (5 ulps: 4.2 to 4.8 eps)."""
+    real_call = FakeFunction.prepared_async_call
+    moved: list[int] = []
+
+    def off(self, grid, block, stream, *arguments):
+        real_call(self, grid, block, stream, *arguments)
+        if self.name.startswith("stream_triad") and not moved:  # the verifying round's
+            a = np.ctypeslib.as_array(
+                (np.ctypeslib.as_ctypes_type(np.dtype(dtype)) * 1024).from_address(
+                    int(arguments[0])
+                )
+            )
+            index = int(np.flatnonzero((a >= 1.05) & (a < 1.2))[0])
+            for _ in range(ulps):
+                a[index] = np.nextafter(a[index], np.inf)
+            moved.append(index)
+
+    monkeypatch.setattr(FakeFunction, "prepared_async_call", off)
+    _, _, checks, _ = run_device(monkeypatch, power=10, dtype=dtype)
+    triad = checks[3]
+    assert (triad.name, triad.passed) == ("triad a = b + s*c", passed), triad.detail
+    limit = 4 * np.finfo(dtype).eps
+    assert triad.detail.endswith(f"(limit {limit:.1e})")
