@@ -6,6 +6,7 @@ progress step by step. The figures and sentences are test_verdicts_kinds'."""
 
 from __future__ import annotations
 
+import ctypes
 from types import SimpleNamespace
 
 import numpy as np
@@ -290,3 +291,21 @@ def test_triad_is_held_to_4_epsilons_of_its_dtype(dtype, ulps, passed, monkeypat
     assert (triad.name, triad.passed) == ("triad a = b + s*c", passed), triad.detail
     limit = 4 * np.finfo(dtype).eps
     assert triad.detail.endswith(f"(limit {limit:.1e})")
+
+
+def test_dots_partial_sums_are_added_in_float64(monkeypatch):
+    """float32 partial sums, one of them beside 2^25 and its negative: added in float32 the
+    sum would keep dot's whole part alone (an error near 1e-3, over the limit)."""
+    real_call = FakeFunction.prepared_async_call
+
+    def spread(self, grid, block, stream, *arguments):
+        real_call(self, grid, block, stream, *arguments)
+        if self.name.startswith("stream_dot"):
+            sums = np.ctypeslib.as_array((ctypes.c_float * grid[0]).from_address(int(arguments[2])))
+            sums[:3] = (2.0**25, sums[0], -(2.0**25))
+
+    monkeypatch.setattr(FakeFunction, "prepared_async_call", spread)
+    _, _, checks, _ = run_device(monkeypatch, power=10, dtype="float32")
+    dot = checks[4]
+    assert dot.passed, dot.detail
+    assert float(dot.detail.split()[2]) < 1e-6, dot.detail  # float32's rounding of the sum
