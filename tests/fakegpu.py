@@ -234,9 +234,40 @@ def _check_launch(grid: Any, block: Any, pack_format: str, arguments: tuple) -> 
         struct.pack(pack_format, *arguments)
 
 
+def _stream_kernel(name: str, blocks: int, arguments: tuple) -> None:
+    """stream.cu's BabelStream kernels; dot leaves one partial sum a block (here the first
+    block's holds the whole sum, the others 0)."""
+    _, operation, suffix = name.split("_")
+    ctype = {"f32": ctypes.c_float, "f64": ctypes.c_double}[suffix]
+    *used, count = arguments
+
+    def array(pointer: Any, size: int = int(count)) -> np.ndarray:
+        return np.ctypeslib.as_array((ctype * size).from_address(int(pointer)))
+
+    if operation == "copy":
+        a, c = used
+        array(c)[:] = array(a)
+    elif operation == "mul":
+        b, c, scalar = used
+        array(b)[:] = scalar * array(c)
+    elif operation == "add":
+        a, b, c = used
+        array(c)[:] = array(a) + array(b)
+    elif operation == "triad":
+        a, b, c, scalar = used
+        array(a)[:] = array(b) + scalar * array(c)
+    elif operation == "dot":
+        a, b, partial = used
+        sums = array(partial, blocks)
+        sums[:] = 0
+        sums[0] = np.dot(array(a), array(b))
+    else:
+        raise FakeDriverError(f"no fake for kernel {name}")
+
+
 class FakeFunction:
-    """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu and verify.cu, as the
-    .cu sources say they behave."""
+    """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu, verify.cu and
+    stream.cu, as the .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -280,6 +311,8 @@ class FakeFunction:
             a, b, out, count = (int(argument) for argument in arguments)
             floats = [_floats(address, count) for address in (a, b, out)]
             np.add(floats[0], floats[1], out=floats[2])
+        elif self.name.startswith("stream_"):
+            _stream_kernel(self.name, int(grid[0]), arguments)
         else:
             raise FakeDriverError(f"no fake for kernel {self.name}")
 
