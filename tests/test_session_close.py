@@ -95,8 +95,10 @@ def frozen_at_start(monkeypatch):
     process holds is frozen for real meanwhile, as a session freezes it, so the session's
     gc.collect goes through what the test made, not the whole suite's heap (seconds late in
     a worker); what the test makes in the session is collected as before."""
-    unfreeze = gc.unfreeze if gc.get_freeze_count() == 0 else None
-    gc.freeze()
+    unfreeze = None
+    if gc.get_freeze_count() == 0:  # else Python's own are frozen (3.12): left as they are
+        gc.freeze()
+        unfreeze = gc.unfreeze
 
     def make(frozen: int) -> Freezer:
         freezer = Freezer(frozen)
