@@ -7,6 +7,7 @@ Measured: registering and unregistering, the array's copies before (pageable) an
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
@@ -129,13 +130,9 @@ def _copies_both_ways(ctx: base.RunContext, kind: str, buffer, device_buffer, va
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
 
-    session, params = ctx.session, ctx.params
-    ctx.measure.repeat(
-        lambda: memory.copy(session, device_buffer, buffer), params.warmup, params.repeat
-    )
-    ctx.measure.repeat(
-        lambda: memory.copy(session, buffer, device_buffer), params.warmup, params.repeat
-    )
+    for into, source in ((device_buffer, buffer), (buffer, device_buffer)):
+        copy = partial(memory.copy, ctx.session, into, source)
+        ctx.measure.repeat(copy, ctx.params.warmup, ctx.params.repeat)
     ctx.check(compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, values))
 
 
