@@ -103,12 +103,8 @@ class Uva(base.Experiment):
         for buffer in (a, b, d_a, d_b, d_res):
             buffer.free()
         ctx.progress("done", len(pointers), len(pointers))
-        return UvaExtra(
-            pointers=Pointers(
-                a=Addresses(host=pointers["uva"][0], device=pointers["mapped"][0]),
-                b=Addresses(host=pointers["uva"][1], device=pointers["mapped"][1]),
-            ),
-        )
+        a_addresses, b_addresses = map(Addresses, pointers["uva"], pointers["mapped"])
+        return UvaExtra(Pointers(a_addresses, b_addresses))
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}
