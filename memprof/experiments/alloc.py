@@ -106,14 +106,13 @@ class Alloc(base.Experiment):
                 "records its granularity (a positive byte count), one that did not records null",
             )
         for index, m in enumerate(result.measurements):
-            allocation = (m.group, m.operation) in ALLOCATION_KEYS
-            if allocation and m.kind not in kinds:
-                raise SchemaError(
-                    f"measurements[{index}].kind",
-                    f"is {m.kind!r}, but an allocation of this run is one of "
-                    + ", ".join(repr(kind) for kind in kinds),
-                )
-            if (m.operation in ("alloc", "free")) and m.kind in result.extra.kinds:
+            if (m.group, m.operation) in ALLOCATION_KEYS:
+                if m.kind not in kinds:
+                    raise SchemaError(
+                        f"measurements[{index}].kind",
+                        f"is {m.kind!r}, but an allocation of this run is one of "
+                        + ", ".join(repr(kind) for kind in kinds),
+                    )
                 expected = allocations(result, m.kind, m.bytes)
                 if len(m.samples_ms) != expected:
                     raise SchemaError(
