@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from memprof.experiments import base
+from memprof.experiments import base, zerocopy
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
@@ -31,16 +31,10 @@ REGISTER, UNREGISTER = (
         ("unregister", "cuMemHostUnregister"),
     )
 )
-# sumArrays reads a and b over the link (2 of the 3 arrays its bytes count)
-KERNEL = base.Measure(
-    "gpu",
-    "kernel",
-    "sumArrays reading the registered arrays",
-    "one operation",
-    arrays=3,
-    traffic=2 / 3,
+KERNEL = dataclasses.replace(
+    zerocopy.KERNEL,
+    what="sumArrays reading the registered arrays",
     kinds=("registered",),
-    shows="latency",
     bound="link",
 )
 COPIES = {

@@ -34,8 +34,8 @@ class ZeroCopyParams:
 
 DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind) of the span
 PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
-# Its GB/s counts the two input arrays it reads (2 of the 3 its bytes count): over the link
-# from mapped memory.
+# sumArrays' (uva, register and writecombined time it too): its GB/s counts the two input
+# arrays it reads (2 of the 3 its bytes count), over the link from mapped memory.
 KERNEL = base.Measure(
     "gpu",
     "kernel",
