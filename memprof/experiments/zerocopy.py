@@ -168,14 +168,13 @@ def summarize(result: Result) -> Summary:
         rows.append((power, nbytes, *medians, h2d))
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
-    link = pcie_ceiling(result)
     cupti = result.timing is not None and result.timing.source == "cupti"
     timed = "CUPTI's record of each launch" if cupti else "gated CUDA events around each launch"
     kernel_notes = [
         f"Kernel: {timed}, median of {base.repetitions(result)}.",
         "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
         "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
-        f"ceiling is {detail_of(link, 'the link, unknown here')}.",
+        f"ceiling is {detail_of(pcie_ceiling(result), 'the link, unknown here')}.",
     ]
     path_notes = [
         "Gated CUDA events around the whole path (device: 2 HtoD + kernel + DtoH from "
