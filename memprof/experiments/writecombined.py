@@ -105,11 +105,16 @@ def summarize(result: Result) -> Summary:
         for measure, _ in ROWS
         for kind in KINDS
     }
-    speedups = {
-        measure.operation: found[measure.operation, "mapped"].median_ms
-        / found[measure.operation, "writecombined"].median_ms
-        for measure, _ in ROWS
-    }
+    rows, over_link = [], []  # every operation; what crosses the link (copies, kernel reads)
+    speedups = {}  # operation -> how many times faster write-combined was, the table's ratio
+    for measure, label in ROWS:
+        cached, combined = (found[measure.operation, kind] for kind in KINDS)
+        against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
+        speedups[measure.operation] = against.ratio
+        rows.append({"operation": label, "mapped": cached, "writecombined": combined,
+                     "against": against})  # fmt: skip
+        if measure.bound is not None:
+            over_link.append(rows[-1])
     read_slowdown = 1 / speedups["host_read"]
     transfers = (
         f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
@@ -130,14 +135,6 @@ def summarize(result: Result) -> Summary:
             "(virtual machines among them) map it as ordinary cached memory; where it is really "
             "write-combined, CPU reads of it are many times slower: never read it back."
         )
-    rows, over_link = [], []  # every operation; what crosses the link (copies, kernel reads)
-    for measure, label in ROWS:
-        cached, combined = (found[measure.operation, kind] for kind in KINDS)
-        against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
-        rows.append({"operation": label, "mapped": cached, "writecombined": combined,
-                     "against": against})  # fmt: skip
-        if measure.bound is not None:
-            over_link.append(rows[-1])
     notes = [
         f"Copies and kernels: {gpu_timing(result)}; host reads and writes (numpy copyto): host "
         "clock. Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
