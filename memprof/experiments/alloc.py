@@ -1,11 +1,9 @@
 """`memprof alloc`: what allocating and freeing each memory kind costs as sizes grow (seed 000).
 
-Every kind this GPU supports is allocated and freed at every size on the host clock (numpy
-with the first touch of every page, when the OS really provides memory); pools and virtual
-memory management get their own tables (memprof.experiments.pools). Host memory from
-HOST_ONCE_FROM_BYTES up is allocated once, not warmed up: its cost is its pages, the same
-every time (three 1 GiB allocations on the H200 mostly agreed within 4%), and repeating it
-was most of alloc's time.
+Each kind at each size on the host clock (numpy's with every page touched: that is when the OS
+provides memory); pools and virtual memory: memprof.experiments.pools. Host memory from
+HOST_ONCE_FROM_BYTES up is allocated once: its cost is its pages, the same every time (three
+1 GiB allocations on the H200 mostly agreed within 4%), and repeating it was most of alloc's time.
 """
 
 from __future__ import annotations
@@ -81,10 +79,10 @@ class Alloc(base.Experiment):
         # the kinds phase, then per size the pools and the loop, then a check per kind
         total = len(kinds) * len(params.powers)
         total += 2 * len(params.powers) + len(modern) if modern else 0
-        done = 0
+        step = ctx.steps(total)
         for power in params.powers:
             for kind in kinds:
-                ctx.progress(f"{kind} memory, {size_label(power)}: allocate and free", done, total)
+                step(f"{kind} memory, {size_label(power)}: allocate and free")
                 warmup, repeat = repetitions(kind, base.FLOAT32_BYTES << power, params)
                 session.profiler.repeat(
                     lambda kind=kind, power=power: memory.allocate(
@@ -93,17 +91,8 @@ class Alloc(base.Experiment):
                     warmup,
                     repeat,
                 )
-                done += 1
-        record = None
-        if modern:
-
-            def progress(description: str) -> None:
-                nonlocal done
-                ctx.progress(description, done, total)
-                done += 1
-
-            record = pools.measure(ctx, modern, progress)
-        ctx.progress("done", total, total)
+        record = pools.measure(ctx, modern, step) if modern else None
+        step("done")
         return AllocExtra(kinds, skipped, record, HOST_ONCE_FROM_BYTES)
 
     def check_consistency(self, result: Result) -> None:
@@ -117,14 +106,13 @@ class Alloc(base.Experiment):
                 "records its granularity (a positive byte count), one that did not records null",
             )
         for index, m in enumerate(result.measurements):
-            allocation = (m.group, m.operation) in ALLOCATION_KEYS
-            if allocation and m.kind not in kinds:
-                raise SchemaError(
-                    f"measurements[{index}].kind",
-                    f"is {m.kind!r}, but an allocation of this run is one of "
-                    + ", ".join(repr(kind) for kind in kinds),
-                )
-            if (m.operation in ("alloc", "free")) and m.kind in result.extra.kinds:
+            if (m.group, m.operation) in ALLOCATION_KEYS:
+                if m.kind not in kinds:
+                    raise SchemaError(
+                        f"measurements[{index}].kind",
+                        f"is {m.kind!r}, but an allocation of this run is one of "
+                        + ", ".join(repr(kind) for kind in kinds),
+                    )
                 expected = allocations(result, m.kind, m.bytes)
                 if len(m.samples_ms) != expected:
                     raise SchemaError(

@@ -63,23 +63,14 @@ def summarize(result: Result) -> Summary:
     link = pcie_bandwidth_gb_per_s(d.pcie_max_generation, d.pcie_max_width)
     link_fact = fact(f"PCIe link (theoretical, per direction) [{d.pcie_source}]", gb_per_s=link)
     state = result.gpu_state()
+    memory = f"{format_bytes(total.bytes)} total, {format_bytes(free.bytes)} free"
+    bandwidth = f"{rate.gb_per_s:,.0f} GB/s ({clock.value:g} MHz, {bus.value}-bit bus)"
     stated = [
         ("Compute capability", Stated(f"{major}.{minor}", (capability,))),
         ("Multiprocessors (SMs)", Stated(str(sms.value), (sms,))),
-        (
-            "Memory",
-            Stated(
-                f"{format_bytes(total.bytes)} total, {format_bytes(free.bytes)} free", (total, free)
-            ),
-        ),
+        ("Memory", Stated(memory, (total, free))),
         ("L2 cache", Stated(format_bytes(l2.bytes), (l2,))),
-        (
-            "Device memory bandwidth (theoretical)",
-            Stated(
-                f"{rate.gb_per_s:,.0f} GB/s ({clock.value:g} MHz, {bus.value}-bit bus)",
-                (rate, clock, bus),
-            ),
-        ),
+        ("Device memory bandwidth (theoretical)", Stated(bandwidth, (rate, clock, bus))),
         ("PCIe link", Stated(_link_text(d, link), (link_fact,) if link else ())),
         *((label, Stated(text, _state_facts(label, state))) for label, text in state_rows(state)),
         ("PCI bus id", Stated(d.pci_bus_id)),
@@ -107,8 +98,7 @@ def summarize(result: Result) -> Summary:
 
 @dataclass(frozen=True)
 class Stated:
-    """A Value cell of the device table: its words, and the device facts whose figures they
-    print (the cell's CSV rows; none for words alone, as the driver's version)."""
+    """A Value cell of the device table: its words and the facts they print (its CSV rows)."""
 
     text: str
     sources: tuple[DeviceFact, ...] = ()
@@ -123,8 +113,7 @@ FLAGS = (
 
 
 def _state_facts(label: str, state: GpuState | None) -> tuple[DeviceFact, ...]:
-    """The rates the NVML link row prints: the link's during the run, and its maximum's
-    where it ran below it."""
+    """The NVML link row's rates: during the run, and the maximum where it ran below it."""
     if label != LINK_LABEL or state is None or state.link is None:
         return ()
     during = [("PCIe link during the run (per direction) [NVML]", state.link)]

@@ -150,11 +150,8 @@ def _limits(schema: dict[str, Any]) -> str:
             return _limits(option)
     if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
         return _limits(schema["items"])
-    words = []
-    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-                      ("exclusiveMaximum", "<")):  # fmt: skip
-        if key in schema:
-            words.append(f"{sign} {_number(schema[key])}")
+    signs = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+    words = [f"{sign} {_number(schema[key])}" for key, sign in signs.items() if key in schema]
     return ", ".join(words)
 
 

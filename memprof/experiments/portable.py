@@ -164,7 +164,6 @@ def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     owner = devices[0]
     found = copy_figures(result)
-    cells = {key: one.gb_per_s for key, one in found.items()}
     nbytes = base.array_bytes(result.parameters)
     rows = []
     for kind in BUFFERS:
@@ -191,16 +190,14 @@ def summarize(result: Result) -> Summary:
     ]
     return Summary(
         tables=[table(title, columns, rows, notes)],
-        conclusions=_conclusions(result, devices, owner, cells),
+        conclusions=_conclusions(devices, owner, figures(result)),
         show_profile=False,
     )
 
 
-def _conclusions(result, devices, owner, cells) -> list[str]:
+def _conclusions(devices: list[int], owner: int, cells: dict) -> list[str]:
     lines = []
-    for index in devices:
-        if index == owner:
-            continue
+    for index in (index for index in devices if index != owner):
         for direction, label in DIRECTION_LABELS.items():
             portable = cells.get(("portable", direction, index))
             foreign = cells.get(("pinned", direction, index))

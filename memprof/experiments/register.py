@@ -7,8 +7,9 @@ Measured: registering and unregistering, the array's copies before (pageable) an
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
-from memprof.experiments import base
+from memprof.experiments import base, zerocopy
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
@@ -30,16 +31,10 @@ REGISTER, UNREGISTER = (
         ("unregister", "cuMemHostUnregister"),
     )
 )
-# sumArrays reads a and b over the link (2 of the 3 arrays its bytes count)
-KERNEL = base.Measure(
-    "gpu",
-    "kernel",
-    "sumArrays reading the registered arrays",
-    "one operation",
-    arrays=3,
-    traffic=2 / 3,
+KERNEL = dataclasses.replace(
+    zerocopy.KERNEL,
+    what="sumArrays reading the registered arrays",
     kinds=("registered",),
-    shows="latency",
     bound="link",
 )
 COPIES = {
@@ -129,13 +124,9 @@ def _copies_both_ways(ctx: base.RunContext, kind: str, buffer, device_buffer, va
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
 
-    session, params = ctx.session, ctx.params
-    ctx.measure.repeat(
-        lambda: memory.copy(session, device_buffer, buffer), params.warmup, params.repeat
-    )
-    ctx.measure.repeat(
-        lambda: memory.copy(session, buffer, device_buffer), params.warmup, params.repeat
-    )
+    for into, source in ((device_buffer, buffer), (buffer, device_buffer)):
+        copy = partial(memory.copy, ctx.session, into, source)
+        ctx.measure.repeat(copy, ctx.params.warmup, ctx.params.repeat)
     ctx.check(compare_arrays(f"copied back, {TRANSFER_KINDS[kind]}", buffer.array, values))
 
 

@@ -6,12 +6,13 @@ cuMemHostAlloc returned; timed against the driver's device pointer and device me
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base
+from memprof.experiments import base, zerocopy
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure
@@ -50,17 +51,10 @@ class UvaExtra:
     pointers: Pointers
 
 
-# Its GB/s counts the two arrays it reads (2 of the 3 its bytes count): over the link from
-# mapped memory, from HBM after copies.
-KERNEL = base.Measure(
-    "gpu",
-    "kernel",
-    "sumArrays reading a and b through each path",
-    "one operation",
-    arrays=3,
-    traffic=2 / 3,
+KERNEL = dataclasses.replace(
+    zerocopy.KERNEL,
+    what="sumArrays reading a and b through each path",
     kinds=tuple(PATHS),
-    shows="latency",
     bound={"uva": "link", "mapped": "link", "device": "hbm"},
 )
 
@@ -103,12 +97,8 @@ class Uva(base.Experiment):
         for buffer in (a, b, d_a, d_b, d_res):
             buffer.free()
         ctx.progress("done", len(pointers), len(pointers))
-        return UvaExtra(
-            pointers=Pointers(
-                a=Addresses(host=pointers["uva"][0], device=pointers["mapped"][0]),
-                b=Addresses(host=pointers["uva"][1], device=pointers["mapped"][1]),
-            ),
-        )
+        a_addresses, b_addresses = map(Addresses, pointers["uva"], pointers["mapped"])
+        return UvaExtra(Pointers(a_addresses, b_addresses))
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_array": base.array_bytes(result.parameters)}

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from memprof.experiments import base
+from memprof.experiments import base, zerocopy
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
-from memprof.model.figures import Derived, Figure, figure
+from memprof.model.figures import Derived, figure
 from memprof.model.formatting import format_bytes, format_gb_per_s
 from memprof.model.results import Result
-from memprof.model.summary import Column, Summary, Table, table
+from memprof.model.summary import Column, Summary, table
 
 # cached pinned memory, mapped so the same buffers serve the kernel; and write-combined
 KINDS = {"mapped": "cached pinned", "writecombined": "write-combined pinned"}
@@ -34,10 +34,10 @@ ROWS = (
     ),
     (base.HOST_WRITE, "host writes the buffer"),
     (base.HOST_READ, "host reads the buffer"),
-    (  # its GB/s counts the two input arrays it reads over the link (2 of its 3)
-        base.Measure(
-            "gpu", "kernel", "sumArrays reading a and b (mapped)", "one operation", arrays=3,
-            traffic=2 / 3, kinds=tuple(KINDS), shows="latency", bound="link",
+    (
+        dataclasses.replace(
+            zerocopy.KERNEL, what="sumArrays reading a and b (mapped)", kinds=tuple(KINDS),
+            bound="link",
         ),
         "kernel reads a and b (mapped)",
     ),
@@ -99,22 +99,22 @@ class WriteCombined(base.Experiment):
         return {"bytes_per_array": base.array_bytes(result.parameters)}
 
 
-def _figures(result: Result) -> dict[tuple[str, str], Figure]:
-    """(operation, kind) -> its figures, for every row's operation on each kind."""
-    return {
+def summarize(result: Result) -> Summary:
+    found = {
         (measure.operation, kind): figure(result, base.find(result, measure, kind), measure)
         for measure, _ in ROWS
         for kind in KINDS
     }
-
-
-def summarize(result: Result) -> Summary:
-    found = _figures(result)
-    speedups = {
-        measure.operation: found[measure.operation, "mapped"].median_ms
-        / found[measure.operation, "writecombined"].median_ms
-        for measure, _ in ROWS
-    }
+    rows, over_link = [], []  # every operation; what crosses the link (copies, kernel reads)
+    speedups = {}  # operation -> how many times faster write-combined was, the table's ratio
+    for measure, label in ROWS:
+        cached, combined = (found[measure.operation, kind] for kind in KINDS)
+        against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
+        speedups[measure.operation] = against.ratio
+        rows.append({"operation": label, "mapped": cached, "writecombined": combined,
+                     "against": against})  # fmt: skip
+        if measure.bound is not None:
+            over_link.append(rows[-1])
     read_slowdown = 1 / speedups["host_read"]
     transfers = (
         f"copies to the device ran at {speedups['h2d']:.2f}x and host writes at "
@@ -135,8 +135,19 @@ def summarize(result: Result) -> Summary:
             "(virtual machines among them) map it as ordinary cached memory; where it is really "
             "write-combined, CPU reads of it are many times slower: never read it back."
         )
+    notes = [
+        f"Copies and kernels: {gpu_timing(result)}; host reads and writes (numpy copyto): host "
+        "clock. Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
+        "WC vs cached: how many times faster write-combined was (below 1x: slower).",
+    ]
+    nbytes = base.array_bytes(result.parameters)
+    title = f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer"
+    link_notes = [f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."]
     return Summary(
-        tables=[_side_by_side(result, found), _against_ceiling(result, found)],
+        tables=[
+            table(title, SIDE_BY_SIDE, rows, notes),
+            table("Over the link, against its ceiling", AGAINST_CEILING, over_link, link_notes),
+        ],
         conclusions=[conclusion],
     )
 
@@ -154,34 +165,3 @@ AGAINST_CEILING = (
     Column("Cached", "mapped", "share"),
     Column("Write-combined", "writecombined", "share"),
 )
-
-
-def _rows(found: dict[tuple[str, str], Figure]) -> list[dict]:
-    """Every operation's figures on each kind, and how many times faster write-combined was."""
-    rows = []
-    for measure, label in ROWS:
-        cached, combined = (found[measure.operation, kind] for kind in KINDS)
-        against = Derived(f"{measure.operation}: WC vs cached", (cached, combined), "ratio")
-        row = {"operation": label, "mapped": cached, "writecombined": combined}
-        rows.append(row | {"against": against, "over the link": measure.bound is not None})
-    return rows
-
-
-def _side_by_side(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """Every operation on cached and on write-combined memory: times, GB/s and the speed-up."""
-    nbytes = base.array_bytes(result.parameters)
-    notes = [
-        "Copies and kernels: " + gpu_timing(result) + "; host reads and writes (numpy "
-        "copyto): host clock. "
-        "Medians. GB/s = 10^9 bytes/s; the kernel's GB/s counts the two input arrays.",
-        "WC vs cached: how many times faster write-combined was (below 1x: slower).",
-    ]
-    title = f"Cached vs write-combined pinned memory, {format_bytes(nbytes)} per buffer"
-    return table(title, SIDE_BY_SIDE, _rows(found), notes)
-
-
-def _against_ceiling(result: Result, found: dict[tuple[str, str], Figure]) -> Table:
-    """What crosses the link (copies and kernel reads) as a share of it, per kind."""
-    rows = [row for row in _rows(found) if row["over the link"]]
-    notes = [f"Copies and kernel reads cross the link: {detail_of(pcie_ceiling(result))}."]
-    return table("Over the link, against its ceiling", AGAINST_CEILING, rows, notes)

@@ -1,12 +1,9 @@
 """`memprof zerocopy`: seed 000's experiment, mapped host memory read by a kernel.
 
-Per size, sumArrays runs two ways and both results are verified:
-  device path:    a, b copied to device memory (2 HtoD), kernel, result copied back (DtoH)
-  zero-copy path: the kernel reads a and b from mapped pinned host memory over PCIe
-                  through the device pointer, result copied back (DtoH)
-  device path from pageable memory: the same explicit copies from ordinary numpy arrays,
-                  as seed 000's program copies them
-The pinned device path is the best explicit copies can do; the pageable one what most code does.
+Per size, sumArrays runs three ways, each verified: the device path (a and b copied in from
+pinned memory, the kernel, the result copied back), zero-copy (the kernel reads a and b from
+mapped pinned memory over PCIe, the result copied back) and the device path from pageable numpy
+arrays, as seed 000's program copies them: the best explicit copies can do, and what most code does.
 """
 
 from __future__ import annotations
@@ -37,8 +34,8 @@ class ZeroCopyParams:
 
 DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind) of the span
 PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
-# Its GB/s counts the two input arrays it reads (2 of the 3 its bytes count): over the link
-# from mapped memory.
+# sumArrays' (uva, register and writecombined time it too): its GB/s counts the two input
+# arrays it reads (2 of the 3 its bytes count), over the link from mapped memory.
 KERNEL = base.Measure(
     "gpu",
     "kernel",
@@ -72,7 +69,6 @@ class ZeroCopy(base.Experiment):
         f"{', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
     Params = ZeroCopyParams
-    Extra = base.NoExtra
     measures = (KERNEL, END_TO_END, H2D, D2H, *base.CORE_RECORDS)
 
     def run(self, ctx: base.RunContext) -> base.NoExtra:
@@ -84,20 +80,19 @@ class ZeroCopy(base.Experiment):
         memory.MEMORY_KINDS["mapped"].check_supported(session)
         for done, power in enumerate(powers):
             ctx.progress(f"zero-copy and device memory, {size_label(power)}", done, len(powers))
-            for check in _measure_size(session, power, ctx.params):
-                ctx.check(check)
+            _measure_size(ctx, power)
         ctx.progress("done", len(powers), len(powers))
         return base.NoExtra()
 
 
-def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
+def _measure_size(ctx: base.RunContext, power: int) -> None:
     """The three paths at one size (module docstring), each verified."""
-
     import numpy as np
 
     from memprof.core import memory
     from memprof.core.verify import compare_arrays
 
+    session, params = ctx.session, ctx.params
     elements, nbytes = 1 << power, base.FLOAT32_BYTES << power
     sums = SumArrays(session, elements)
     a, b = (memory.allocate(session, "mapped", elements) for _ in range(2))
@@ -126,15 +121,13 @@ def _measure_size(session, power: int, params: ZeroCopyParams) -> list:
             lambda: sums.flow(pageable[:2], pageable[2], devices, PAGEABLE_PATH, "device"),
         ),
     )
-    checks = []
     for name, result, path in paths:
         result.array.fill(np.nan)
         session.profiler.repeat(path, params.warmup, params.repeat)
         label = f"sumArrays {size_label(power)}, {name}"
-        checks.append(compare_arrays(label, result.array, sums.expected))
+        ctx.check(compare_arrays(label, result.array, sums.expected))
     for buffer in (a, b, out, *pageable, *devices):
         buffer.free()
-    return checks
 
 
 KERNELS = (
@@ -175,14 +168,13 @@ def summarize(result: Result) -> Summary:
         rows.append((power, nbytes, *medians, h2d))
         if pageable is not None:
             against_pageable.append((power, e2e_zero / pageable.stats.median_ms))
-    link = pcie_ceiling(result)
     cupti = result.timing is not None and result.timing.source == "cupti"
     timed = "CUPTI's record of each launch" if cupti else "gated CUDA events around each launch"
     kernel_notes = [
         f"Kernel: {timed}, median of {base.repetitions(result)}.",
         "Zero-copy read: the 2 input arrays' bytes over the zero-copy kernel's time "
         "(GB/s = 10^9 bytes/s); every read crosses the link host → device, so its "
-        f"ceiling is {detail_of(link, 'the link, unknown here')}.",
+        f"ceiling is {detail_of(pcie_ceiling(result), 'the link, unknown here')}.",
     ]
     path_notes = [
         "Gated CUDA events around the whole path (device: 2 HtoD + kernel + DtoH from "
