@@ -222,6 +222,19 @@ PREFETCH_CALLS = Measure(
     "api", "prefetch", "cuMemPrefetchAsync calls", "host clock", False, 0,
     name="cuMemPrefetchAsync",
 )  # fmt: skip
+# sumArrays (a + b into res) as zerocopy times it; register, uva and writecombined replace
+# its words, kinds and bound
+SUM_ARRAYS = Measure(
+    "gpu",
+    "kernel",
+    "sumArrays reading device or mapped memory",
+    "one operation",
+    arrays=3,
+    traffic=2 / 3,
+    kinds=("device", "mapped"),
+    shows="latency",
+    bound={"mapped": "link"},
+)
 HOST_WRITE = Measure("host", "host_write", "numpy copyto into the buffer", "host clock", arrays=1)
 HOST_READ = Measure("host", "host_read", "numpy copyto out of the buffer", "host clock", arrays=1)
 ALLOCATIONS = tuple(  # allocating and freeing a buffer of each kind

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from memprof.experiments import base, zerocopy
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, measure_host_staging, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure, host_side
@@ -32,7 +32,7 @@ REGISTER, UNREGISTER = (
     )
 )
 KERNEL = dataclasses.replace(
-    zerocopy.KERNEL,
+    base.SUM_ARRAYS,
     what="sumArrays reading the registered arrays",
     kinds=("registered",),
     bound="link",

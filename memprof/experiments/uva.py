@@ -12,7 +12,7 @@ from functools import partial
 from typing import Annotated
 
 from memprof.errors import EnvironmentProblem
-from memprof.experiments import base, zerocopy
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, hbm_ceiling, pcie_ceiling
 from memprof.model.figures import Derived, Figure, figure
@@ -52,7 +52,7 @@ class UvaExtra:
 
 
 KERNEL = dataclasses.replace(
-    zerocopy.KERNEL,
+    base.SUM_ARRAYS,
     what="sumArrays reading a and b through each path",
     kinds=tuple(PATHS),
     bound={"uva": "link", "mapped": "link", "device": "hbm"},

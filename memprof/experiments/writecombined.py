@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from memprof.experiments import base, zerocopy
+from memprof.experiments import base
 from memprof.experiments.common import SumArrays, gpu_timing, size_label
 from memprof.model.ceilings import detail_of, pcie_ceiling
 from memprof.model.figures import Derived, figure
@@ -36,7 +36,7 @@ ROWS = (
     (base.HOST_READ, "host reads the buffer"),
     (
         dataclasses.replace(
-            zerocopy.KERNEL, what="sumArrays reading a and b (mapped)", kinds=tuple(KINDS),
+            base.SUM_ARRAYS, what="sumArrays reading a and b (mapped)", kinds=tuple(KINDS),
             bound="link",
         ),
         "kernel reads a and b (mapped)",

@@ -36,17 +36,6 @@ DEVICE_PATH = ("device path", "end_to_end", "device")  # (name, operation, kind)
 PAGEABLE_PATH = ("pageable path", "end_to_end", "pageable")
 # sumArrays' (uva, register and writecombined time it too): its GB/s counts the two input
 # arrays it reads (2 of the 3 its bytes count), over the link from mapped memory.
-KERNEL = base.Measure(
-    "gpu",
-    "kernel",
-    "sumArrays reading device or mapped memory",
-    "one operation",
-    arrays=3,
-    traffic=2 / 3,
-    kinds=("device", "mapped"),
-    shows="latency",
-    bound={"mapped": "link"},
-)
 # A path moves a and b in and res out: 3 arrays.
 END_TO_END = base.Measure(
     "span",
@@ -69,7 +58,7 @@ class ZeroCopy(base.Experiment):
         f"{', '.join(map(str, SEED_SWEEP_POWERS))}."
     )
     Params = ZeroCopyParams
-    measures = (KERNEL, END_TO_END, H2D, D2H, *base.CORE_RECORDS)
+    measures = (base.SUM_ARRAYS, END_TO_END, H2D, D2H, *base.CORE_RECORDS)
 
     def run(self, ctx: base.RunContext) -> base.NoExtra:
         from memprof.core import memory
@@ -155,7 +144,7 @@ def summarize(result: Result) -> Summary:
         kernel, e2e = (
             {kind: figure(result, base.find(result, measure, kind, 3 * nbytes), measure)
              for kind in ("device", "mapped")}
-            for measure in (KERNEL, END_TO_END)
+            for measure in (base.SUM_ARRAYS, END_TO_END)
         )  # fmt: skip
         against = Derived(f"{size}: zero-copy / device", (e2e["mapped"], e2e["device"]), "ratio")
         # the pageable path's end to end (results recorded before it existed lack it)
