@@ -587,8 +587,6 @@ def _require_utf8(raw: bytes, name: str) -> None:
 def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
     """A Result from a file's bytes: version and command first (the rest depends on them),
     an older version upgraded, then every check."""
-    from memprof.model import upgrade
-
     try:  # a file of today's version, read once (most are)
         found = msgspec.json.decode(raw, type=_result_file())
     except (msgspec.DecodeError, RecursionError):
@@ -603,6 +601,8 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
     if not upgraded:
         _refuse_repeated_keys(raw, found)
     else:
+        from memprof.model import upgrade  # here: today's files (most) need none of it
+
         plain = _plain_json(raw)
         _refuse_repeated_keys(raw, plain)
         data = upgrade.to_today(plain, SCHEMA_VERSION)
