@@ -679,7 +679,7 @@ def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
     with more colons (':' or '\\u003a') than its decoded form re-encoded is searched: a file
     leaving out fields that have defaults can hide a repeated key from the count."""
     colons = raw.count(b":")
-    if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
+    if b"\\" in raw and b"\\u003" in raw:  # rare (memprof escapes only control bytes); memchr first
         colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
     if colons <= msgspec.json.encode(decoded).count(b":"):
         return
