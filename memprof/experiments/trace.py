@@ -496,7 +496,10 @@ XLA_KERNELS = re.compile(
 
 
 def _tuning(result: Result) -> list:
-    return [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
+    """XLA's autotuning kernels: each name matched once (a trace's 10^5 records repeat few)."""
+    gpu = [m for m in result.measurements if m.group == "gpu"]
+    tuning = {name for name in {m.name for m in gpu} if XLA_KERNELS.match(name)}
+    return [m for m in gpu if m.name in tuning] if tuning else []
 
 
 def xla_ran(result: Result) -> bool:
