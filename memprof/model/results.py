@@ -6,13 +6,15 @@ A file may come from anywhere: loading decodes it (model.schema), upgrades an ol
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import os
 import platform
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -385,7 +387,8 @@ class Result(msgspec.Struct, dict=True):
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         _require_utf8(raw, name)  # a str's lone surrogate too: msgspec's error names no place
         try:
-            return _decoded(raw, shape_of)
+            with _collector_paused():
+                return _decoded(raw, shape_of)
         except SchemaError as error:
             # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
             raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
@@ -582,6 +585,21 @@ def _require_utf8(raw: bytes, name: str) -> None:
             f"{name} is not a memprof result: not UTF-8 text "
             f"(byte 0x{raw[error.start]:02x} at offset {error.start})"
         ) from None
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a file is read and checked: decoding makes objects
+    by the 10^5, none in a cycle, and each collection the allocations trigger walks all made
+    so far (on a 100,000-measurement trace's decode, 270 ms with it, 130 ms without)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
