@@ -265,11 +265,12 @@ def report(paths: list[Path], fleet: bool, fail_outliers: float | None, **output
     from memprof.cli_options import report_output
     from memprof.experiments import load_all_summarized
     from memprof.output.emit import emit
-    from memprof.output.timeline import require_timeline
 
     output = report_output(paths, **outputs)
     loaded = [one for path in paths for one in load_all_summarized(path)]
     if output.timeline is not None:
+        from memprof.output.timeline import require_timeline
+
         require_timeline(loaded[0][0], paths[0])
     results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
     with gates.junit_after(lambda: gates.results_junit(results), output):

@@ -30,6 +30,8 @@ def run(*args):
     assert code == 0, (args, code)
     loaded = sorted(m for m in sys.modules if m.startswith("memprof.experiments."))
     others = ("pydantic", "memprof.output.diff", "memprof.output.junit")  # diff's, --junit's
+    others += ("memprof.output.export", "memprof.output.timeline")  # --csv's, --timeline's
+    others += ("memprof.model.upgrade",)  # an older file's
     options = ("memprof.cli_options", "memprof.model.params", "msgspec")  # a command's own
     print(
         " ".join(loaded) or "-",

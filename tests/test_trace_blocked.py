@@ -223,3 +223,18 @@ def test_a_blocked_rows_dma_time_is_that_of_as_many_of_its_measured_copies(calls
     else:
         with pytest.raises(SchemaError, match=r"extra\.blocked\[0\]\.gpu_ms is "):
             trace_summary.check_blocked([row], [], {ROW: [copies]})
+
+
+@pytest.mark.parametrize(
+    ("calls", "gpu_ms", "kept"),
+    [(1, 2.0, True), (1, 2.1, False), (1, 1.9, False), (0, 0.0, True), (0, 2.0, False)],
+)
+def test_a_size_copied_once_is_held_to_its_one_copy_or_to_none(calls, gpu_ms, kept):
+    """Most of a trace's sizes are copied once: the same bounds as above, without sorting."""
+    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [2.0])
+    row = BlockedCopies(ROW, 4096, calls, gpu_ms, 0.0, calls)
+    if kept:
+        trace_summary.check_blocked([row], [], {ROW: [copies]})
+    else:
+        with pytest.raises(SchemaError, match=r"extra\.blocked\[0\]\.gpu_ms is "):
+            trace_summary.check_blocked([row], [], {ROW: [copies]})

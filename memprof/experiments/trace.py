@@ -496,7 +496,10 @@ XLA_KERNELS = re.compile(
 
 
 def _tuning(result: Result) -> list:
-    return [m for m in result.measurements if m.group == "gpu" and XLA_KERNELS.match(m.name)]
+    """XLA's autotuning kernels: each name matched once (a trace's 10^5 records repeat few)."""
+    gpu = [m for m in result.measurements if m.group == "gpu"]
+    tuning = {name for name in {m.name for m in gpu} if XLA_KERNELS.match(name)}
+    return [m for m in gpu if m.name in tuning] if tuning else []
 
 
 def xla_ran(result: Result) -> bool:
@@ -808,25 +811,32 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
     calls: dict[str, int] = {}
     waited: dict[str, list[float]] = {}
     for index, row in enumerate(blocked):
-        where = f"extra.blocked[{index}]"
         samples_ms = measured.get((row.name, row.bytes), [])
         count = len(samples_ms)
         if row.calls > count:
             raise SchemaError(
-                f"{where}.calls", f"is {row.calls}, but {count} such copies were measured"
+                f"extra.blocked[{index}].calls",
+                f"is {row.calls}, but {count} such copies were measured",
             )
-        ordered = sorted(samples_ms)  # its calls' copies are row.calls of these
-        least_ms, most_ms = math.fsum(ordered[: row.calls]), math.fsum(ordered[count - row.calls :])
+        if count == 1:  # most sizes are copied once: the sums below without sorting
+            least_ms = most_ms = math.fsum(samples_ms) if row.calls else 0.0
+        else:
+            ordered = sorted(samples_ms)  # its calls' copies are row.calls of these
+            least_ms = math.fsum(ordered[: row.calls])
+            most_ms = math.fsum(ordered[count - row.calls :])
         if not least_ms <= row.gpu_ms <= most_ms and not any(
             _close(row.gpu_ms, edge) for edge in (least_ms, most_ms)
         ):
+            where = f"extra.blocked[{index}]"
             raise SchemaError(
                 f"{where}.gpu_ms",
                 f"is {row.gpu_ms}, but {row.calls} of its {count} measured copies took "
                 f"{least_ms} to {most_ms}",
             )
         if row.paired > row.calls:
-            raise SchemaError(f"{where}.paired", f"is {row.paired}, more than calls ({row.calls})")
+            raise SchemaError(
+                f"extra.blocked[{index}].paired", f"is {row.paired}, more than calls ({row.calls})"
+            )
         calls[row.name] = calls.get(row.name, 0) + row.calls
         waited.setdefault(row.name, []).append(row.blocked_ms)
     for index, group in enumerate(copies):

@@ -6,13 +6,15 @@ A file may come from anywhere: loading decodes it (model.schema), upgrades an ol
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import os
 import platform
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -385,7 +387,8 @@ class Result(msgspec.Struct, dict=True):
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         _require_utf8(raw, name)  # a str's lone surrogate too: msgspec's error names no place
         try:
-            return _decoded(raw, shape_of)
+            with _collector_paused():
+                return _decoded(raw, shape_of)
         except SchemaError as error:
             # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
             raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
@@ -584,11 +587,24 @@ def _require_utf8(raw: bytes, name: str) -> None:
         ) from None
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a file is read and checked: decoding makes objects
+    by the 10^5, none in a cycle, and each collection the allocations trigger walks all made
+    so far (on a 100,000-measurement trace's decode, 270 ms with it, 130 ms without)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
     """A Result from a file's bytes: version and command first (the rest depends on them),
     an older version upgraded, then every check."""
-    from memprof.model import upgrade
-
     try:  # a file of today's version, read once (most are)
         found = msgspec.json.decode(raw, type=_result_file())
     except (msgspec.DecodeError, RecursionError):
@@ -603,6 +619,8 @@ def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
     if not upgraded:
         _refuse_repeated_keys(raw, found)
     else:
+        from memprof.model import upgrade  # here: today's files (most) need none of it
+
         plain = _plain_json(raw)
         _refuse_repeated_keys(raw, plain)
         data = upgrade.to_today(plain, SCHEMA_VERSION)
@@ -679,7 +697,7 @@ def _refuse_repeated_keys(raw: bytes, decoded: Any) -> None:
     with more colons (':' or '\\u003a') than its decoded form re-encoded is searched: a file
     leaving out fields that have defaults can hide a repeated key from the count."""
     colons = raw.count(b":")
-    if b"\\u003" in raw:  # rare: memprof escapes nothing under 0x7f but control bytes
+    if b"\\" in raw and b"\\u003" in raw:  # rare (memprof escapes only control bytes); memchr first
         colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
     if colons <= msgspec.json.encode(decoded).count(b":"):
         return

@@ -113,9 +113,7 @@ def emit(
     """Show, save, then fail: exit 5 if a save failed, 1 if a result did not verify or its
     summary judged something failed (memprof check's FAIL lines). together: one Summary shown
     instead of each one's (report --fleet); loaded: just read by the loader, which held."""
-    from memprof.output.export import csv_text
     from memprof.output.render import render_result, render_summary
-    from memprof.output.timeline import chrome_trace
 
     summaries = [summarize(result) for result in results]
 
@@ -134,10 +132,8 @@ def emit(
         "--json": lambda: (
             (results[0].to_json() if len(results) == 1 else results_to_json(results)) + "\n"
         ),
-        "--csv": lambda: csv_text(
-            results, [summary.figures for summary in summaries], [s.derived for s in summaries]
-        ),
-        "--timeline": lambda: chrome_trace(results[0]),
+        "--csv": lambda: _csv_text(results, summaries),
+        "--timeline": lambda: _chrome_trace(results[0]),
     }
     refused = [] if loaded else _refused(results, output)
     _show_then_save(render, {} if refused else texts, output)
@@ -151,6 +147,22 @@ def emit(
     if judged:
         more = f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""
         raise VerificationFailed(f"check failed: {judged[0]}{more}")
+
+
+def _csv_text(results: list[Result], summaries: list[Summary]) -> str:
+    """Imported where --csv asks for it: report without it loads none of export's modules."""
+    from memprof.output.export import csv_text
+
+    return csv_text(
+        results, [summary.figures for summary in summaries], [s.derived for s in summaries]
+    )
+
+
+def _chrome_trace(result: Result) -> str:
+    """Imported where --timeline asks for it, as _csv_text."""
+    from memprof.output.timeline import chrome_trace
+
+    return chrome_trace(result)
 
 
 def notes_once(summary: Summary, result: Result, shown: dict[str, Result]) -> Summary:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
 
 from memprof.model.formatting import format_bytes, format_ms
 from memprof.model.results import Measurement
@@ -30,27 +31,25 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
     row per name and kind (sizes folded, as nvprof folds calls); the API rows are CUPTI's
     records of every driver call where it made them, else memprof's host clock."""
     cupti_api = any(m.group == "api" and m.operation in DRIVER_CALL_ROWS for m in measurements)
+    by_group: dict[str, dict[str, list[float]]] = {group: {} for group in PROFILE_GROUPS}
+    names: dict[tuple, str] = {}  # what display_name reads -> it, once per row's kind
+    for m in measurements:  # one pass: a large trace holds 10^5 of them
+        samples_by_name = by_group.get(m.group)
+        timed_call = m.group == "api" and m.operation not in DRIVER_CALL_ROWS
+        if samples_by_name is None or (cupti_api and timed_call):
+            continue
+        key = (m.name, m.kind, m.operation, tuple(m.gpus))
+        name = names.get(key) or names.setdefault(key, m.display_name)
+        samples_by_name.setdefault(name, []).extend(m.samples_ms)
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
-        samples_by_name: dict[str, list[float]] = {}
-        names: dict[tuple, str] = {}  # what display_name reads -> it, once per row's kind
-        for m in measurements:
-            timed_call = group == "api" and m.operation not in DRIVER_CALL_ROWS
-            if m.group != group or (cupti_api and timed_call):
-                continue
-            key = (m.name, m.kind, m.operation, tuple(m.gpus))
-            name = names.get(key) or names.setdefault(key, m.display_name)
-            samples_by_name.setdefault(name, []).extend(m.samples_ms)
-        group_total = math.fsum(s for samples in samples_by_name.values() for s in samples)
-        group_rows = [
-            ProfileRow(
-                title,
-                name,
-                Statistics.of(samples),
-                math.fsum(samples) / group_total if group_total > 0 else 0.0,
-            )
-            for name, samples in samples_by_name.items()
-        ]
+        samples_by_name = by_group[group]
+        group_total = math.fsum(chain.from_iterable(samples_by_name.values()))
+        group_rows = []
+        for name, samples in samples_by_name.items():
+            stats = Statistics.of(samples)  # its total_ms is math.fsum(samples), exactly
+            fraction = stats.total_ms / group_total if group_total > 0 else 0.0
+            group_rows.append(ProfileRow(title, name, stats, fraction))
         rows.extend(sorted(group_rows, key=lambda r: (-r.stats.total_ms, r.name)))
     return rows
 
