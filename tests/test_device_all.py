@@ -245,6 +245,33 @@ def test_hostlink_without_every_figure_leaves_the_total_out():
     assert len(hostlink.summarize(hostlink_result(figures)).conclusions) == 1
 
 
+OWN, SHARES = "nothing on the way is shared", "they share something on the way"
+
+
+@pytest.mark.parametrize(
+    ("together_gb_per_s", "against_ninety_percent", "words"),
+    [
+        (54.0, 0, OWN),  # 108 of 120 GB/s: exactly 90%
+        (53.99999999999999, -1, SHARES),
+        (54.0000000000001, 1, OWN),
+    ],
+)
+def test_hostlink_shares_something_only_under_ninety_percent_of_the_sum_alone(
+    together_gb_per_s, against_ninety_percent, words
+):
+    figures = dict.fromkeys(SHARED, 60.0) | {
+        "together h2d 0": together_gb_per_s,
+        "together h2d 1": together_gb_per_s,
+    }
+    result = hostlink_result(figures)
+    alone, together = hostlink.totals(result, "h2d")
+    ratio = together / alone
+    assert (ratio > 0.9) - (ratio < 0.9) == against_ninety_percent  # where the data lies
+    h2d, d2h = hostlink.summarize(result).conclusions
+    assert words in h2d and "moved 108 GB/s in total, 90% of the 120 GB/s" in h2d
+    assert OWN in d2h and "moved 120 GB/s in total, 100% of the 120 GB/s" in d2h
+
+
 # -- portable --------------------------------------------------------------------------------
 
 
