@@ -316,3 +316,118 @@ def test_one_way_peer_access_refuses_each_figure_that_needs_the_missing_way(oper
         f"result: measurements[{index}].gpus is GPU {a} → GPU {b} by {operation}, but "
         "extra.peer_access says GPU 0 cannot access GPU 1"
     )
+
+
+# -- the summary of files with figures missing, and of more than two GPUs ---------------------
+
+
+def _loaded(document: dict) -> Result:
+    import json
+
+    from memprof.experiments import parse
+
+    return parse(json.dumps(document))
+
+
+def _without(document: dict, *keys: tuple[str, list[int]]) -> dict:
+    document["measurements"] = [
+        m for m in document["measurements"] if (m["operation"], m["gpus"]) not in keys
+    ]
+    return document
+
+
+def test_one_way_peer_access_is_said_with_what_was_skipped():
+    document = _without(_one_way(_saved_peer()), *NEEDS_0_TO_1)
+    skipped = "GPU 0 cannot access GPU 1's memory (cuDeviceCanAccessPeer = 0)"
+    document["extra"]["skipped"] = [skipped]
+    notes = peer.summarize(_loaded(document)).tables[0].notes
+    assert (
+        "Peer access possible between every pair (cuDeviceCanAccessPeer): not for every pair."
+        in notes
+    )
+    assert f"Skipped: {skipped}." in notes
+    every = peer.summarize(_loaded(_saved_peer())).tables[0].notes
+    assert "Peer access possible between every pair (cuDeviceCanAccessPeer): yes." in every
+
+
+def test_both_ways_at_once_need_both_directions_to_say_a_total():
+    summary = peer.summarize(_loaded(_without(_saved_peer(), ("ce_bidir", [1, 0]))))
+    bidir = next(t for t in summary.tables if t.title.startswith("Copy engine, both"))
+    assert not any("in total" in note for note in bidir.notes)
+    assert not any("at once" in line for line in summary.conclusions)
+
+
+def test_a_read_of_another_gpus_memory_needs_the_readers_own_to_compare():
+    summary = peer.summarize(_loaded(_without(_saved_peer(), ("latency", [1, 1]))))
+    assert not any(line.startswith("One read") for line in summary.conclusions)
+    latency = summary.tables[-1]
+    assert latency.rows[1][2] == "-"  # GPU 1's own memory, read by GPU 1
+
+
+def _saved_four() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "fixtures" / "h200x4_peer.json").read_text())
+
+
+def _three_of_four() -> dict:
+    """The H200 x4 run as if GPU 3 had not been there."""
+    document = _saved_four()
+    document["measurements"] = [m for m in document["measurements"] if 3 not in m["gpus"]]
+    document["extra"]["devices"] = document["extra"]["devices"][:3]
+    document["extra"]["peer_access"] = [row[:3] for row in document["extra"]["peer_access"][:3]]
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    return document
+
+
+def test_past_two_gpus_a_line_per_finding_says_its_range_over_every_pair():
+    result = _loaded(_three_of_four())
+    copies, at_once, reads = peer.summarize(result).conclusions
+    on = peer.figures(result, "ce_on")
+    slowest, fastest = min(on, key=on.get), max(on, key=on.get)
+    assert copies.startswith("Every pair, each way: 392-393 GB/s with peer access (82% of its ")
+    assert f"slowest GPU {slowest[0]} → GPU {slowest[1]} (392 GB/s)" in copies
+    assert f"fastest GPU {fastest[0]} → GPU {fastest[1]} (393 GB/s)." in copies
+    assert at_once.startswith("Every pair at once: 780 GB/s in total")
+    assert reads.startswith("One read of another GPU's memory takes 0.80-0.86 µs")
+
+
+def test_the_slowest_pair_is_the_slowest_with_peer_access_not_without():
+    document = _saved_four()
+    result = _loaded(document)
+    on = peer.figures(result, "ce_on")
+    fastest = max(on, key=on.get)
+    for m in document["measurements"]:  # the fastest pair with access, the slowest without
+        if (m["operation"], tuple(m["gpus"])) == ("ce_off", fastest):
+            for field in ("samples_ms", "throughput_ms", "events_ms"):
+                m[field] = [3 * ms for ms in m[field]]
+    result = _loaded(document)
+    assert min(peer.figures(result, "ce_off").items(), key=lambda item: item[1])[0] == fastest
+    slowest = min(on, key=on.get)
+    line = peer.summarize(result).conclusions[0]
+    assert f"slowest GPU {slowest[0]} → GPU {slowest[1]} ({on[slowest]:.0f} GB/s)" in line
+    assert f"fastest GPU {fastest[0]} → GPU {fastest[1]}" in line
+
+
+def test_pairs_without_a_ceiling_are_said_apart_from_those_with_one():
+    document = _saved_four()
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    with_ceiling, without, *_ = peer.summarize(_loaded(document)).conclusions
+    assert with_ceiling.startswith("6 pairs, each way: 392-393 GB/s with peer access (82% of its")
+    assert without.startswith("6 pairs, each way: 392-394 GB/s with peer access, 33.6")
+    document["gpu_states"] = []
+    (every, *_) = peer.summarize(_loaded(document)).conclusions
+    assert every.startswith("Every pair, each way: 392-394 GB/s with peer access, 33.6")
+
+
+def test_past_two_gpus_a_single_read_across_gpus_is_said_of_its_pair():
+    document = _saved_four()
+    document["measurements"] = [
+        m
+        for m in document["measurements"]
+        if m["operation"] != "latency" or m["gpus"] in ([0, 1], [1, 1]) or m["kind"] == "device"
+    ]
+    copies, at_once, read = peer.summarize(_loaded(document)).conclusions  # said after the rest
+    assert copies.startswith("Every pair, each way: ") and at_once.startswith("Every pair at once")
+    assert read.startswith("One read of GPU 0's memory from GPU 1 takes 0.")
