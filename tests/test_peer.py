@@ -431,3 +431,14 @@ def test_past_two_gpus_a_single_read_across_gpus_is_said_of_its_pair():
     copies, at_once, read = peer.summarize(_loaded(document)).conclusions  # said after the rest
     assert copies.startswith("Every pair, each way: ") and at_once.startswith("Every pair at once")
     assert read.startswith("One read of GPU 0's memory from GPU 1 takes 0.")
+
+
+def test_a_link_ceiling_said_of_every_pair_is_said_only_where_every_pair_has_one():
+    document = _saved_four()
+    every = next(t for t in peer.summarize(_loaded(document)).tables if "access on" in t.title)
+    assert every.notes[0].startswith("every pair, each way: 82% of its ceiling, NVLink")
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    summary = peer.summarize(_loaded(document))
+    (note,) = next(t for t in summary.tables if "access on" in t.title).notes
+    named = ", ".join(f"GPU {a} → GPU {b}" for a, b in peer.ordered_pairs([0, 1, 2]))
+    assert note.startswith(f"{named}: 82% of its ceiling, NVLink")  # GPU 3's pairs: none
