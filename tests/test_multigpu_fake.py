@@ -21,6 +21,7 @@ from tests.test_progress import ATTRIBUTES
 
 POWER = 12  # 16 KiB copies
 NBYTES = 4 << POWER
+REPEAT = 4  # samples per figure: none of the measuring core's defaults
 
 
 class FakeGpus:
@@ -82,7 +83,7 @@ def run_on(experiment, params, gpus: FakeGpus, progress=None) -> tuple[Result, R
 
 
 def _hostlink(gpus: FakeGpus, progress=None) -> tuple[Result, RunContext]:
-    params = hostlink.HostlinkParams(power=POWER, repeat=2, warmup=1)
+    params = hostlink.HostlinkParams(power=POWER, repeat=REPEAT, warmup=1)
     return run_on(hostlink.Hostlink(), params, gpus, progress)
 
 
@@ -102,6 +103,9 @@ def test_hostlink_copies_each_gpu_alone_then_all_at_once_and_verifies_every_copy
         for index in range(count)
     }
     assert len(result.measurements) == 4 * count
+    for m in result.measurements:  # nvprof's names; every batch of each repetition kept
+        assert m.name == hostlink.DIRECTIONS[m.operation.removesuffix("_at_once")]
+        assert len(m.samples_ms) == len(m.throughput_ms) == REPEAT
     indices = range(count)
     assert [(c.name, c.passed) for c in result.checks] == [
         (f"Pinned {words}, GPU {index} {mode}", True)
@@ -131,6 +135,24 @@ def test_hostlink_copies_each_gpu_alone_then_all_at_once_and_verifies_every_copy
         f"affinity: {named}: off (--no-affinity): the host thread ran wherever the OS put it"
     )
     assert hostlink.summarize(result).conclusions  # every total there: a verdict each way
+
+
+def test_hostlink_names_each_gpus_placement_where_they_differ(fake_bindings, monkeypatch):
+    import contextlib
+
+    from memprof.experiments.base import RunContext
+
+    @contextlib.contextmanager
+    def near_gpu(ctx, index):
+        yield f"affinity: host thread on CPUs {8 * index}-{8 * index + 7}"
+
+    monkeypatch.setattr(RunContext, "near_gpu", near_gpu)
+    gpus = FakeGpus(hostlink.Hostlink, 2)
+    fake_bindings(gpus)
+    _, ctx = _hostlink(gpus)
+    assert ctx.placement == (
+        "affinity: GPU 0: host thread on CPUs 0-7; GPU 1: host thread on CPUs 8-15"
+    )
 
 
 def test_hostlink_fails_the_checks_of_the_gpu_whose_copies_move_nothing(fake_bindings, monkeypatch):
@@ -169,7 +191,7 @@ METHOD_WORDS = {
 
 
 def _peer(gpus: FakeGpus, progress=None) -> Result:
-    params = peer.PeerParams(power=POWER, repeat=2, warmup=1, latency_steps=STEPS)
+    params = peer.PeerParams(power=POWER, repeat=REPEAT, warmup=1, latency_steps=STEPS)
     result, _ = run_on(peer.Peer(), params, gpus, progress)
     return result
 
@@ -213,6 +235,14 @@ def test_peer_measures_every_method_between_every_pair_and_verifies_each(count, 
             for a, b in (pair, pair[::-1])
         ),
     ]
+    names = {"ce_off": peer.COPY_NAME, "ce_on": peer.COPY_NAME, "ce_bidir": peer.COPY_NAME}
+    names |= {"kernel_read": "readSum(float*, float*, long long)"}
+    names |= {"kernel_write": "fillValue(float*, float, long long)"}
+    names |= {"latency": "chaseChain(unsigned int*, long long, unsigned int*)"}
+    for m in result.measurements:
+        if m.group == "gpu":
+            assert m.name == names[m.operation]
+            assert m.operation == "ce_bidir" or len(m.samples_ms) == REPEAT, m
     assert gpus.peer_enabled == pairs
     assert result.extra.peer_access == [[True] * count for _ in range(count)]
     assert result.extra.skipped == []
