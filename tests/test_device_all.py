@@ -317,6 +317,15 @@ def test_a_saved_hostlink_copy_is_judged_by_its_back_to_back_batches_alone():
     assert "measurements[0].throughput_ms has a median of 0 ms" in batches
 
 
+def test_hostlink_says_what_its_figures_are_the_median_of_one_batch_or_several():
+    one = hostlink.summarize(hostlink_result(SHARED)).tables[0].notes[0]  # --repeat 1
+    assert "; median of 1 batch." in one
+    several = hostlink.summarize(load_result(FIXTURES / "h200x2_hostlink.json")).tables[0]
+    assert "; median of 5 batches." in several.notes[0]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
 # -- portable --------------------------------------------------------------------------------
 
 
