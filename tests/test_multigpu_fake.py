@@ -322,3 +322,29 @@ def test_peer_fails_the_checks_of_copies_over_the_link_that_move_nothing(
         *(f"Latency chain: GPU {i} reading its own memory" for i in (0, 1)),
         *(METHOD_WORDS["ce_bidir"].format(a=a, b=b) for a, b in ((0, 1), (1, 0))),
     ]
+
+
+@pytest.mark.parametrize("command", ["hostlink", "peer"])
+def test_each_gpu_is_asked_for_all_the_memory_it_will_use_before_allocating(
+    command, fake_bindings, monkeypatch
+):
+    """hostlink: a device buffer on each GPU and a pinned one per GPU plus one more in host
+    memory; peer: source and destination (8 bytes an element) and the 1 MiB latency chain."""
+    from memprof.core import memory
+
+    asked = []
+    real = memory.require_memory
+
+    def require(session, device_bytes=0, host_bytes=0):
+        asked.append((session.device_index, device_bytes, host_bytes))
+        real(session, device_bytes=device_bytes, host_bytes=host_bytes)
+
+    monkeypatch.setattr(memory, "require_memory", require)
+    experiment = {"hostlink": hostlink.Hostlink, "peer": peer.Peer}[command]
+    gpus = FakeGpus(experiment, 3)
+    fake_bindings(gpus)
+    (_hostlink if command == "hostlink" else _peer)(gpus)
+    if command == "hostlink":
+        assert asked == [(i, NBYTES, 4 * NBYTES) for i in range(3)]
+    else:
+        assert asked == [(i, 2 * NBYTES + peer.CHAIN_BYTES, 0) for i in range(3)]
