@@ -312,7 +312,12 @@ def test_peer_fails_the_checks_of_copies_over_the_link_that_move_nothing(
 
     monkeypatch.setattr(bindings, "memcpy_peer_async", staged_only)
     monkeypatch.setattr(peer, "chain_end", lambda order, steps: -1)  # no chain ends there
-    failed = [check.name for check in _peer(gpus).checks if not check.passed]
+    checks = _peer(gpus).checks
+    own = next(check for check in checks if check.name.endswith("GPU 0 reading its own memory"))
+    order = peer.pointer_chain(peer.CHAIN_BYTES // 4, peer.CHAIN_STRIDE_ELEMENTS)[1]
+    ended = int(order[STEPS % order.size])  # where the chase really ends (chain_end is patched)
+    assert own.detail == f"ended on index {ended}, expected -1"  # where it ended, said
+    failed = [check.name for check in checks if not check.passed]
     assert failed == [
         *(
             METHOD_WORDS[method].format(a=a, b=b)
