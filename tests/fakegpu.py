@@ -266,8 +266,8 @@ def _stream_kernel(name: str, blocks: int, arguments: tuple) -> None:
 
 
 class FakeFunction:
-    """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu, verify.cu and
-    stream.cu, as the .cu sources say they behave."""
+    """The kernels of small_copies.cu, sum_arrays.cu, direct_access.cu, verify.cu, stream.cu
+    and peer.cu, as the .cu sources say they behave."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -307,6 +307,12 @@ class FakeFunction:
         elif self.name == "fillValue":
             out, value, count = arguments
             _floats(int(out), int(count))[:] = value
+        elif self.name == "chaseChain":  # peer.cu: `steps` dependent loads from index 0
+            chain, steps, last = (int(argument) for argument in arguments)
+            index = 0
+            for _ in range(steps):
+                index = ctypes.c_uint32.from_address(chain + 4 * index).value
+            ctypes.c_uint32.from_address(last).value = index
         elif self.name == "sumArraysGPU":
             a, b, out, count = (int(argument) for argument in arguments)
             floats = [_floats(address, count) for address in (a, b, out)]

@@ -245,6 +245,87 @@ def test_hostlink_without_every_figure_leaves_the_total_out():
     assert len(hostlink.summarize(hostlink_result(figures)).conclusions) == 1
 
 
+OWN, SHARES = "nothing on the way is shared", "they share something on the way"
+
+
+@pytest.mark.parametrize(
+    ("together_gb_per_s", "against_ninety_percent", "words"),
+    [
+        (54.0, 0, OWN),  # 108 of 120 GB/s: exactly 90%
+        (53.99999999999999, -1, SHARES),
+        (54.0000000000001, 1, OWN),
+    ],
+)
+def test_hostlink_shares_something_only_under_ninety_percent_of_the_sum_alone(
+    together_gb_per_s, against_ninety_percent, words
+):
+    figures = dict.fromkeys(SHARED, 60.0) | {
+        "together h2d 0": together_gb_per_s,
+        "together h2d 1": together_gb_per_s,
+    }
+    result = hostlink_result(figures)
+    alone, together = hostlink.totals(result, "h2d")
+    ratio = together / alone
+    assert (ratio > 0.9) - (ratio < 0.9) == against_ninety_percent  # where the data lies
+    h2d, d2h = hostlink.summarize(result).conclusions
+    assert words in h2d and "moved 108 GB/s in total, 90% of the 120 GB/s" in h2d
+    assert OWN in d2h and "moved 120 GB/s in total, 100% of the 120 GB/s" in d2h
+
+
+def test_hostlink_says_each_direction_whose_totals_are_whole_though_the_other_is_not():
+    figures = {k: v for k, v in SHARED.items() if k != "together h2d 1"}  # the first direction
+    (d2h,) = hostlink.summarize(hostlink_result(figures)).conclusions
+    assert d2h.startswith("Device → host: 2 GPUs at once moved 107 GB/s in total")
+
+
+def _saved_hostlink_refusal(change) -> str | None:
+    import json
+
+    from memprof.errors import InvalidArgument
+
+    fixtures = Path(__file__).parent / "fixtures"
+    document = json.loads((fixtures / "h200x2_hostlink.json").read_text())
+    change(document["measurements"][0])  # GPU 0's copies host → device, alone
+    try:
+        parse_result(json.dumps(document))
+    except InvalidArgument as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        ("kind", "pinned", None),
+        ("kind", "pageable", "is 'pageable', but a gpu 'h2d' of this experiment is one of"),
+        ("gpus", [0], None),
+        ("gpus", [0, 1], "names 2 GPUs, but a 'h2d' runs on 1"),
+    ],
+)
+def test_a_saved_hostlink_copy_is_of_pinned_memory_on_one_gpu(field, value, refusal):
+    found = _saved_hostlink_refusal(lambda m: m.update({field: value}))
+    assert found == refusal if refusal is None else f"measurements[0].{field} {refusal}" in found
+
+
+def test_a_saved_hostlink_copy_is_judged_by_its_back_to_back_batches_alone():
+    """Its figures are the batches' (basis "back to back"): its samples alone never refuse it."""
+    zero = _saved_hostlink_refusal(lambda m: m.update(samples_ms=[0.0] * len(m["samples_ms"])))
+    assert zero is None
+    batches = _saved_hostlink_refusal(
+        lambda m: m.update(throughput_ms=[0.0] * len(m["throughput_ms"]))
+    )
+    assert "measurements[0].throughput_ms has a median of 0 ms" in batches
+
+
+def test_hostlink_says_what_its_figures_are_the_median_of_one_batch_or_several():
+    one = hostlink.summarize(hostlink_result(SHARED)).tables[0].notes[0]  # --repeat 1
+    assert "; median of 1 batch." in one
+    several = hostlink.summarize(load_result(FIXTURES / "h200x2_hostlink.json")).tables[0]
+    assert "; median of 5 batches." in several.notes[0]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
 # -- portable --------------------------------------------------------------------------------
 
 

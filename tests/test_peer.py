@@ -173,3 +173,272 @@ def test_peer_on_one_gpu_says_so_in_one_line_and_exits_3(monkeypatch):
         "memprof: error: memprof peer needs two GPUs: this machine has one, so there is "
         "nothing to measure"
     ]
+
+
+# -- the bidirectional verdict at its boundary: 1.8x the faster direction alone is "in full" --
+
+
+def _both_ways(bidir_ms: float) -> Result:
+    """GPU 0 → 1 alone in 0.125 ms (the faster), 1 → 0 in twice that, both at once in bidir_ms."""
+    nbytes = 4 << 20
+    return _result(
+        [
+            _measurement("ce_on 0->1", nbytes, 0.125),
+            _measurement("ce_on 1->0", nbytes, 0.25),
+            _measurement("ce_bidir 0->1", nbytes, bidir_ms),
+            _measurement("ce_bidir 1->0", nbytes, bidir_ms),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("bidir_ms", "total_vs_limit", "words"),
+    [
+        (0.1388888888888889, 0, "carries both directions in full."),  # exactly 1.8x
+        (np.nextafter(0.1388888888888889, 1), -1, "is shared."),  # just under
+        (np.nextafter(0.1388888888888889, 0), 1, "carries both directions in full."),
+    ],
+)
+def test_both_ways_at_exactly_one_point_eight_times_one_way_carry_in_full(
+    bidir_ms, total_vs_limit, words
+):
+    result = _both_ways(float(bidir_ms))
+    bidir, on = peer.figures(result, "ce_bidir"), peer.figures(result, "ce_on")
+    total, limit = bidir[0, 1] + bidir[1, 0], 1.8 * max(on.values())
+    assert (total > limit) - (total < limit) == total_vs_limit  # where the data lies
+    lines = [line for line in peer.summarize(result).conclusions if "at once" in line]
+    assert lines == [
+        f"GPU 0 ↔ GPU 1 at once: 60.4 GB/s in total, 1.80x one direction: the link {words}"
+    ]
+
+
+# -- the loader: a peer figure only where its GPUs and peer access allow it ------------------
+
+
+def _saved_peer() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "fixtures" / "h200x2_peer.json").read_text())
+
+
+def _at(document: dict, operation: str, gpus: list[int]) -> dict:
+    found = [
+        m for m in document["measurements"] if (m["operation"], m["gpus"]) == (operation, gpus)
+    ]
+    assert len(found) == 1
+    return found[0]
+
+
+def _refusal(document: dict) -> str | None:
+    import json
+
+    from memprof.errors import InvalidArgument
+    from memprof.experiments import parse
+
+    try:
+        parse(json.dumps(document))
+    except InvalidArgument as error:
+        return str(error)
+    return None
+
+
+LOADS_MAKE = "4-byte loads of parameters.latency_steps make"
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"bytes": 16384}, None),  # 4096 loads of 4 bytes
+        ({"bytes": 16388}, f"bytes is 16388, but {LOADS_MAKE} 16384"),
+        ({"bytes": 16380}, f"bytes is 16380, but {LOADS_MAKE} 16384"),
+        ({"kind": "device"}, "kind is 'device', but a latency between these GPUs is 'peer'"),
+    ],
+)
+def test_a_latency_chain_across_gpus_moves_four_bytes_a_load_of_peer_memory(change, refusal):
+    document = _saved_peer()
+    _at(document, "latency", [1, 0]).update(change)
+    found = _refusal(document)
+    assert found == refusal if refusal is None else refusal in found
+    if refusal is not None:
+        index = document["measurements"].index(_at(document, "latency", [1, 0]))
+        assert f"measurements[{index}].{next(iter(change))} is" in found
+
+
+def test_a_latency_chain_in_a_gpus_own_memory_is_device_memory():
+    document = _saved_peer()
+    _at(document, "latency", [0, 0])["kind"] = "peer"
+    assert "kind is 'peer', but a latency between these GPUs is 'device'" in _refusal(document)
+
+
+@pytest.mark.parametrize("method", ["ce_off", "ce_on", "kernel_read", "kernel_write", "ce_bidir"])
+def test_a_method_from_a_gpu_to_itself_is_refused(method):
+    document = _saved_peer()
+    _at(document, method, [0, 1])["gpus"] = [1, 1]
+    assert f"gpus is GPU 1 to itself: {method} is between two" in _refusal(document)
+
+
+def _one_way(document: dict) -> dict:
+    """GPU 0 cannot access GPU 1's memory; GPU 1 can access GPU 0's."""
+    document["extra"]["peer_access"] = [[True, False], [True, True]]
+    return document
+
+
+# (operation, gpus) each needing GPU 0 to access GPU 1's memory: a copy over the link both
+# ways, GPU 0 reading GPU 1 (kernel_read and latency 1 -> 0), GPU 0 writing GPU 1
+NEEDS_0_TO_1 = [
+    ("ce_on", [0, 1]),
+    ("ce_on", [1, 0]),
+    ("ce_bidir", [0, 1]),
+    ("ce_bidir", [1, 0]),
+    ("kernel_read", [1, 0]),
+    ("latency", [1, 0]),
+    ("kernel_write", [0, 1]),
+]
+
+
+def test_one_way_peer_access_keeps_the_figures_that_need_only_the_other_way():
+    document = _one_way(_saved_peer())
+    refused = [_at(document, *key) for key in NEEDS_0_TO_1]
+    document["measurements"] = [m for m in document["measurements"] if m not in refused]
+    assert _refusal(document) is None  # kernel_read 0 -> 1, kernel_write 1 -> 0, latency 0 -> 1
+
+
+@pytest.mark.parametrize(("operation", "gpus"), NEEDS_0_TO_1)
+def test_one_way_peer_access_refuses_each_figure_that_needs_the_missing_way(operation, gpus):
+    document = _one_way(_saved_peer())
+    kept = _at(document, operation, gpus)
+    others = [_at(document, *key) for key in NEEDS_0_TO_1 if key != (operation, gpus)]
+    document["measurements"] = [m for m in document["measurements"] if m not in others]
+    index = document["measurements"].index(kept)
+    a, b = gpus
+    assert _refusal(document) == (
+        f"result: measurements[{index}].gpus is GPU {a} → GPU {b} by {operation}, but "
+        "extra.peer_access says GPU 0 cannot access GPU 1"
+    )
+
+
+# -- the summary of files with figures missing, and of more than two GPUs ---------------------
+
+
+def _loaded(document: dict) -> Result:
+    import json
+
+    from memprof.experiments import parse
+
+    return parse(json.dumps(document))
+
+
+def _without(document: dict, *keys: tuple[str, list[int]]) -> dict:
+    document["measurements"] = [
+        m for m in document["measurements"] if (m["operation"], m["gpus"]) not in keys
+    ]
+    return document
+
+
+def test_one_way_peer_access_is_said_with_what_was_skipped():
+    document = _without(_one_way(_saved_peer()), *NEEDS_0_TO_1)
+    skipped = "GPU 0 cannot access GPU 1's memory (cuDeviceCanAccessPeer = 0)"
+    document["extra"]["skipped"] = [skipped]
+    notes = peer.summarize(_loaded(document)).tables[0].notes
+    assert (
+        "Peer access possible between every pair (cuDeviceCanAccessPeer): not for every pair."
+        in notes
+    )
+    assert f"Skipped: {skipped}." in notes
+    every = peer.summarize(_loaded(_saved_peer())).tables[0].notes
+    assert "Peer access possible between every pair (cuDeviceCanAccessPeer): yes." in every
+
+
+def test_both_ways_at_once_need_both_directions_to_say_a_total():
+    summary = peer.summarize(_loaded(_without(_saved_peer(), ("ce_bidir", [1, 0]))))
+    bidir = next(t for t in summary.tables if t.title.startswith("Copy engine, both"))
+    assert not any("in total" in note for note in bidir.notes)
+    assert not any("at once" in line for line in summary.conclusions)
+
+
+def test_a_read_of_another_gpus_memory_needs_the_readers_own_to_compare():
+    summary = peer.summarize(_loaded(_without(_saved_peer(), ("latency", [1, 1]))))
+    assert not any(line.startswith("One read") for line in summary.conclusions)
+    latency = summary.tables[-1]
+    assert latency.rows[1][2] == "-"  # GPU 1's own memory, read by GPU 1
+
+
+def _saved_four() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "fixtures" / "h200x4_peer.json").read_text())
+
+
+def _three_of_four() -> dict:
+    """The H200 x4 run as if GPU 3 had not been there."""
+    document = _saved_four()
+    document["measurements"] = [m for m in document["measurements"] if 3 not in m["gpus"]]
+    document["extra"]["devices"] = document["extra"]["devices"][:3]
+    document["extra"]["peer_access"] = [row[:3] for row in document["extra"]["peer_access"][:3]]
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    return document
+
+
+def test_past_two_gpus_a_line_per_finding_says_its_range_over_every_pair():
+    result = _loaded(_three_of_four())
+    copies, at_once, reads = peer.summarize(result).conclusions
+    on = peer.figures(result, "ce_on")
+    slowest, fastest = min(on, key=on.get), max(on, key=on.get)
+    assert copies.startswith("Every pair, each way: 392-393 GB/s with peer access (82% of its ")
+    assert f"slowest GPU {slowest[0]} → GPU {slowest[1]} (392 GB/s)" in copies
+    assert f"fastest GPU {fastest[0]} → GPU {fastest[1]} (393 GB/s)." in copies
+    assert at_once.startswith("Every pair at once: 780 GB/s in total")
+    assert reads.startswith("One read of another GPU's memory takes 0.80-0.86 µs")
+
+
+def test_the_slowest_pair_is_the_slowest_with_peer_access_not_without():
+    document = _saved_four()
+    result = _loaded(document)
+    on = peer.figures(result, "ce_on")
+    fastest = max(on, key=on.get)
+    for m in document["measurements"]:  # the fastest pair with access, the slowest without
+        if (m["operation"], tuple(m["gpus"])) == ("ce_off", fastest):
+            for field in ("samples_ms", "throughput_ms", "events_ms"):
+                m[field] = [3 * ms for ms in m[field]]
+    result = _loaded(document)
+    assert min(peer.figures(result, "ce_off").items(), key=lambda item: item[1])[0] == fastest
+    slowest = min(on, key=on.get)
+    line = peer.summarize(result).conclusions[0]
+    assert f"slowest GPU {slowest[0]} → GPU {slowest[1]} ({on[slowest]:.0f} GB/s)" in line
+    assert f"fastest GPU {fastest[0]} → GPU {fastest[1]}" in line
+
+
+def test_pairs_without_a_ceiling_are_said_apart_from_those_with_one():
+    document = _saved_four()
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    with_ceiling, without, *_ = peer.summarize(_loaded(document)).conclusions
+    assert with_ceiling.startswith("6 pairs, each way: 392-393 GB/s with peer access (82% of its")
+    assert without.startswith("6 pairs, each way: 392-394 GB/s with peer access, 33.6")
+    document["gpu_states"] = []
+    (every, *_) = peer.summarize(_loaded(document)).conclusions
+    assert every.startswith("Every pair, each way: 392-394 GB/s with peer access, 33.6")
+
+
+def test_past_two_gpus_a_single_read_across_gpus_is_said_of_its_pair():
+    document = _saved_four()
+    document["measurements"] = [
+        m
+        for m in document["measurements"]
+        if m["operation"] != "latency" or m["gpus"] in ([0, 1], [1, 1]) or m["kind"] == "device"
+    ]
+    copies, at_once, read = peer.summarize(_loaded(document)).conclusions  # said after the rest
+    assert copies.startswith("Every pair, each way: ") and at_once.startswith("Every pair at once")
+    assert read.startswith("One read of GPU 0's memory from GPU 1 takes 0.")
+
+
+def test_a_link_ceiling_said_of_every_pair_is_said_only_where_every_pair_has_one():
+    document = _saved_four()
+    every = next(t for t in peer.summarize(_loaded(document)).tables if "access on" in t.title)
+    assert every.notes[0].startswith("every pair, each way: 82% of its ceiling, NVLink")
+    document["gpu_states"] = [state for state in document["gpu_states"] if state["index"] != 3]
+    summary = peer.summarize(_loaded(document))
+    (note,) = next(t for t in summary.tables if "access on" in t.title).notes
+    named = ", ".join(f"GPU {a} → GPU {b}" for a, b in peer.ordered_pairs([0, 1, 2]))
+    assert note.startswith(f"{named}: 82% of its ceiling, NVLink")  # GPU 3's pairs: none

@@ -534,7 +534,8 @@ def _ceiling_notes(found: dict[tuple[int, int], Figure]) -> list[str]:
     ]
     if not said:
         return ["The links' ceilings were not recorded in this file (no GPU state from NVML)."]
-    return said_once(said, _pair_names, "every pair, each way", "pairs")
+    every = "every pair, each way" if len(said) == len(found) else ""  # else: name them
+    return said_once(said, _pair_names, every, "pairs")
 
 
 def _pair_names(pairs: list[tuple[int, int]]) -> str:
