@@ -442,3 +442,36 @@ def test_a_link_ceiling_said_of_every_pair_is_said_only_where_every_pair_has_one
     (note,) = next(t for t in summary.tables if "access on" in t.title).notes
     named = ", ".join(f"GPU {a} → GPU {b}" for a, b in peer.ordered_pairs([0, 1, 2]))
     assert note.startswith(f"{named}: 82% of its ceiling, NVLink")  # GPU 3's pairs: none
+
+
+TINY_MS = 5e-324  # the smallest positive float: a figure divided below it is 0
+
+
+@pytest.mark.parametrize("gpus", [[1, 1], [1, 0]])  # in its own memory, in the other's
+@pytest.mark.parametrize(
+    ("ms", "refused"),
+    [
+        (0.0, "0 ms"),
+        (TINY_MS, "4.94066e-324 ms, 0 ms for each of its 4096 operations"),
+        (4096 * TINY_MS, None),  # each of its 4096 loads: the smallest positive time
+    ],
+)
+def test_a_latency_chain_is_refused_exactly_where_a_load_of_it_takes_0_ms(gpus, ms, refused):
+    document = _saved_peer()
+    chain = _at(document, "latency", gpus)
+    chain["samples_ms"] = [ms] * len(chain["samples_ms"])
+    index = document["measurements"].index(chain)
+    refusal = (
+        f"result: measurements[{index}].samples_ms has a median of {refused}, but moving 16384 "
+        "bytes takes time"
+    )
+    assert _refusal(document) == (refusal if refused else None)  # None: its summary is built
+
+
+def test_a_launch_call_timed_at_0_ms_still_loads():
+    """The host clock can read 0 around one cuLaunchKernel: only latencies are held to > 0."""
+    document = _saved_peer()
+    for m in document["measurements"]:
+        if m["operation"] == "launch":
+            m["samples_ms"] = [0.0] * len(m["samples_ms"])
+    assert _refusal(document) is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Any, Literal
 
 from memprof.model.formatting import format_bytes
@@ -153,6 +154,8 @@ class _Plan:
         kinds = measure.kinds
         self.kinds = getattr(params, kinds) if isinstance(kinds, str) else kinds
         self.gpus = measure.gpus if several_gpus else 0
+        count = measure.per_sample
+        self.per_sample: int = getattr(params, count) if isinstance(count, str) else count
         self.anything_to_check = bool(
             self.allowed_bytes is not None
             or self.kinds is not None
@@ -182,7 +185,7 @@ class _Plan:
                 f"{where}.gpus",
                 f"names {len(m.gpus)} GPUs, but a {m.operation!r} runs on {self.gpus}",
             )
-        _check_times(m, measure, where)
+        _check_times(m, measure, where, self.per_sample)
 
 
 def _bytes_allowed(measure: Measure, params: Any, sizes: Sequence[int]) -> set[int]:
@@ -208,15 +211,21 @@ def _bytes_refusal(m: Measurement, measure: Measure, sizes: Sequence[int]) -> st
     )
 
 
-def _check_times(m: Measurement, measure: Measure, where: str) -> None:
-    """Moving bytes takes time (back to back far faster than alone loads: moved_during_run)."""
-    if not m.bytes or not measure.moves():
+def _check_times(m: Measurement, measure: Measure, where: str, per_sample: int = 1) -> None:
+    """Moving bytes takes time, and so does a latency whose bytes are no arrays (peer's chase of
+    dependent loads): each of a sample's operations, as figures.figure divides the median among
+    them. Back to back far faster than alone loads: moved_during_run."""
+    if not m.bytes or not (measure.moves() or measure.shows == "latency"):
         return
     times = m.throughput_ms or m.samples_ms
-    if times.count(0) > len(times) // 2:  # the median is 0
+    middle = median(times)
+    if middle / per_sample == 0:
         field = "throughput_ms" if m.throughput_ms else "samples_ms"
+        each = (
+            f"{middle:.6g} ms, 0 ms for each of its {per_sample} operations" if middle else "0 ms"
+        )
         raise SchemaError(
-            f"{where}.{field}", f"has a median of 0 ms, but moving {m.bytes} bytes takes time"
+            f"{where}.{field}", f"has a median of {each}, but moving {m.bytes} bytes takes time"
         )
     if m.throughput_ms and measure.basis != "back to back":
         alone, each = _alone_and_each(m)
