@@ -475,3 +475,34 @@ def test_a_launch_call_timed_at_0_ms_still_loads():
         if m["operation"] == "launch":
             m["samples_ms"] = [0.0] * len(m["samples_ms"])
     assert _refusal(document) is None
+
+
+def _four_one_way() -> dict:
+    """The H200 x4 run as if GPU 0 could not access GPU 1's memory: 2 of its 12 copies over the
+    link, and 1 of its 6 pairs both ways at once, unmeasured."""
+    document = _without(_saved_four(), *NEEDS_0_TO_1)
+    document["extra"]["peer_access"][0][1] = False
+    return document
+
+
+WAYS = ("access on", "both directions")  # the tables with a note said of every pair
+
+
+def test_past_two_gpus_every_pair_is_said_only_where_every_pair_was_measured():
+    summary = peer.summarize(_loaded(_saved_four()))
+    on, bidir = (next(t for t in summary.tables if words in t.title) for words in WAYS)
+    assert on.notes[0].startswith("every pair, each way: 82% of its ceiling, NVLink")
+    assert bidir.notes[0] == "every pair: 780 GB/s in total."
+    copies, at_once, _ = summary.conclusions
+    assert copies.startswith("Every pair, each way: ") and at_once.startswith("Every pair at once")
+
+    summary = peer.summarize(_loaded(_four_one_way()))
+    on, bidir = (next(t for t in summary.tables if words in t.title) for words in WAYS)
+    measured = [pair for pair in ordered_pairs([0, 1, 2, 3]) if pair not in ((0, 1), (1, 0))]
+    named = ", ".join(f"GPU {a} → GPU {b}" for a, b in measured)
+    assert on.notes[0].startswith(f"{named}: 82% of its ceiling, NVLink")
+    both = ", ".join(f"GPU {a} ↔ GPU {b}" for a, b in unordered_pairs([0, 1, 2, 3])[1:])
+    assert bidir.notes[0] == f"{both}: 780 GB/s in total."
+    copies, at_once, _ = summary.conclusions
+    assert copies.startswith("10 pairs, each way: 392-394 GB/s with peer access (82% of its")
+    assert at_once.startswith(f"{both} at once: 780 GB/s in total")

@@ -492,14 +492,16 @@ def summarize(result: Result) -> Summary:
         cells = {pair: one.gb_per_s for pair, one in found.items()}
         table = matrix_table(f"{title}, GB/s", devices, found, "gb_per_s")
         if method == "ce_on":
-            table.notes += _ceiling_notes(found)
+            table.notes += _ceiling_notes(found, len(ordered_pairs(devices)))
         if method == "ce_bidir":
+            pairs = unordered_pairs(devices)
             totals = [
                 ((a, b), f"{format_gb_per_s(cells[a, b] + cells[b, a])} GB/s in total.")
-                for a, b in unordered_pairs(devices)
+                for a, b in pairs
                 if (a, b) in cells and (b, a) in cells
             ]
-            table.notes += said_once(totals, _pairs_named, "every pair")
+            every = "every pair" if len(totals) == len(pairs) else ""  # else: name them
+            table.notes += said_once(totals, _pairs_named, every)
         tables.append(table)
     latency = pair_figures(result, LATENCY_CHAIN)
     if latency:
@@ -524,9 +526,9 @@ def summarize(result: Result) -> Summary:
     return Summary(tables=tables, conclusions=_conclusions(result, devices), show_profile=False)
 
 
-def _ceiling_notes(found: dict[tuple[int, int], Figure]) -> list[str]:
+def _ceiling_notes(found: dict[tuple[int, int], Figure], pairs: int) -> list[str]:
     """Each pair's link, and the share of it the copies reached (memprof.model.ceilings): one
-    line for the pairs that say the same."""
+    line for the pairs that say the same, "every pair" only if it is said of all `pairs`."""
     said = [
         (pair, f"{one.share:.0%} of its ceiling, {one.ceiling.detail}.")
         for pair, one in found.items()
@@ -534,7 +536,7 @@ def _ceiling_notes(found: dict[tuple[int, int], Figure]) -> list[str]:
     ]
     if not said:
         return ["The links' ceilings were not recorded in this file (no GPU state from NVML)."]
-    every = "every pair, each way" if len(said) == len(found) else ""  # else: name them
+    every = "every pair, each way" if len(said) == pairs else ""  # else: name them
     return said_once(said, _pair_names, every, "pairs")
 
 
@@ -566,7 +568,7 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
              if (a, b) in latency and (b, b) in latency]  # fmt: skip
     if len(devices) <= 2:
         return _pair_conclusions(copies, at_once, reads)
-    return _range_conclusions(copies, at_once, reads)
+    return _range_conclusions(copies, at_once, reads, devices)
 
 
 def _share(limit: str | None, share: float | None) -> str:
@@ -603,7 +605,9 @@ def _span(values: list[float], show: Callable[[float], str]) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def _range_conclusions(copies: list, at_once: list, reads: list) -> list[str]:
+def _range_conclusions(copies: list, at_once: list, reads: list, devices: list[int]) -> list[str]:
+    """A line per finding; "every pair" only of every pair of `devices` (one-way peer access
+    leaves some unmeasured)."""
     lines = []
     by_limit: dict[str | None, list] = {}
     for copy in copies:
@@ -618,7 +622,7 @@ def _range_conclusions(copies: list, at_once: list, reads: list) -> list[str]:
         share = (
             f" ({_span(shares, lambda x: f'{x:.0%}')} of its {limit})" if limit and shares else ""
         )
-        whom = "every pair" if len(group) == len(copies) else f"{len(group)} pairs"
+        whom = "every pair" if len(group) == len(ordered_pairs(devices)) else f"{len(group)} pairs"
         lines.append(
             f"{whom.capitalize()}, each way: {_span([c[3] for c in group], format_gb_per_s)} GB/s "
             f"with peer access{share}, {_span([c[4] for c in group], format_gb_per_s)} GB/s "
@@ -632,7 +636,8 @@ def _range_conclusions(copies: list, at_once: list, reads: list) -> list[str]:
         if len(group) == 1:
             lines += _pair_conclusions([], group, [])
         elif group:
-            whom = "every pair" if len(group) == len(at_once) else _pairs_named(group)
+            every = len(group) == len(unordered_pairs(devices))
+            whom = "every pair" if every else _pairs_named(group)
             lines.append(
                 f"{whom[0].upper()}{whom[1:]} at once: "
                 f"{_span([one[2] for one in group], format_gb_per_s)} GB/s in total, "
