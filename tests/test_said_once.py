@@ -161,14 +161,14 @@ def test_two_gpus_conclude_pair_by_pair_as_before():
 def test_a_pair_whose_link_is_shared_keeps_its_own_sentence_beside_the_range():
     full = [((0, 1), True, 780e0, 1.98), ((0, 2), True, 781e0, 1.99)]
     shared = [((1, 2), False, 400e0, 1.02)]
-    lines = peer._range_conclusions([], full + shared, [])
+    lines = peer._range_conclusions([], full + shared, [], [0, 1, 2])
     assert lines == [
         "GPU 0 ↔ GPU 1, GPU 0 ↔ GPU 2 at once: 780-781 GB/s in total, 1.98-1.99x one "
         "direction: the link carries both directions in full.",
         "GPU 1 ↔ GPU 2 at once: 400 GB/s in total, 1.02x one direction: the link is shared.",
     ]
     copies = [((0, 1), "NVLink ceiling", 0.82, 393.0, 34.0), ((1, 0), None, None, 30.0, 20.0)]
-    mixed = peer._range_conclusions(copies, [], [])  # a pair without a ceiling: its own line
+    mixed = peer._range_conclusions(copies, [], [], [0, 1, 2])  # a pair without a ceiling: alone
     assert mixed == [
         "GPU 0 → GPU 1: 393 GB/s with peer access (82% of its NVLink ceiling), 34.0 GB/s "
         "without (11.6x).",
