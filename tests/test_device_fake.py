@@ -7,32 +7,22 @@ progress step by step. The figures and sentences are test_verdicts_kinds'."""
 from __future__ import annotations
 
 import ctypes
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from memprof.core import memory
 from memprof.experiments import device
-from memprof.experiments.base import RunContext, declared_keys
-from tests.fakegpu import FakeFunction, FakeSession, driver_calls_on
-from tests.test_kinds_fake import REPEAT, WARMUP, checked, recorded
-from tests.test_progress import ATTRIBUTES
+from tests.fakegpu import FakeFunction, FakeSession
+from tests.test_kinds_fake import REPEAT, WARMUP, checked, recorded, run_on_fake
 
 MULTIPROCESSORS = 3  # not the fake session's 132: the run reads the device's facts
 KERNELS = ("copy", "mul", "add", "triad", "dot")
 
 
 def run_device(monkeypatch, launches: list | None = None, **params):
-    """(memory asked for, measurements, checks, progress steps) of a small device run on the
-    fake; `launches`, where given, gets each kernel launch as (name, grid, arguments)."""
-    asked: list[dict] = []
-    real_require = memory.require_memory
-    monkeypatch.setattr(
-        memory,
-        "require_memory",
-        lambda *a, **sizes: asked.append(sizes) or real_require(*a, **sizes),
-    )
+    """run_on_fake of device; `launches`, where given, gets each kernel launch as (name,
+    grid, block, arguments)."""
     if launches is not None:
         real_call = FakeFunction.prepared_async_call
 
@@ -41,24 +31,7 @@ def run_device(monkeypatch, launches: list | None = None, **params):
             return real_call(self, grid, block, stream, *arguments)
 
         monkeypatch.setattr(FakeFunction, "prepared_async_call", call)
-    experiment = device.DeviceBandwidth()
-    session = FakeSession(ATTRIBUTES, declared_keys(device.DeviceBandwidth))
-    facts = SimpleNamespace(
-        name="NVIDIA H200", attributes=ATTRIBUTES, multiprocessors=MULTIPROCESSORS
-    )
-    steps: list[tuple] = []
-    parameters = device.DeviceParams(repeat=REPEAT, warmup=WARMUP, **params)
-    ctx = RunContext(
-        parameters, lambda *step: steps.append(step), session=session, facts={0: facts}
-    )
-    with driver_calls_on(session.gpu, monkeypatch):
-        try:
-            experiment.run(ctx)
-            measurements = session.profiler.measurements()
-        finally:
-            session.close()
-    assert session.gpu.leaks() == {}
-    return asked, measurements, ctx.checks, steps
+    return run_on_fake("device", monkeypatch, multiprocessors=MULTIPROCESSORS, **params)
 
 
 @pytest.mark.parametrize(

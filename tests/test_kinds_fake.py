@@ -26,9 +26,12 @@ MEMSET = [
 ]
 
 
-def run_on_fake(name: str, monkeypatch, copies: list | None = None, **params):
+def run_on_fake(
+    name: str, monkeypatch, copies: list | None = None, multiprocessors: int = 0, **params
+):
     """(memory asked for, measurements, checks, progress steps) of a small run on the fake;
-    `copies`, where given, gets each host copy (watch_copies)."""
+    `copies`, where given, gets each host copy (watch_copies); `multiprocessors`, where given,
+    is the device facts' SM count (device sizes its grids by it)."""
     asked: list[dict] = []
     real = memory.require_memory
 
@@ -40,6 +43,8 @@ def run_on_fake(name: str, monkeypatch, copies: list | None = None, **params):
     experiment = experiment_named(name)
     session = FakeSession(ATTRIBUTES, declared_keys(type(experiment)))
     facts = SimpleNamespace(name="NVIDIA H200", attributes=ATTRIBUTES)
+    if multiprocessors:
+        facts.multiprocessors = multiprocessors
     steps: list[tuple] = []
     if copies is not None:
         watch_copies(session, steps, copies)
