@@ -203,35 +203,27 @@ def test_trace_check_compares_blocking_rows_with_blocked_time_and_others_with_gp
 
 
 @pytest.mark.parametrize(
-    ("calls", "gpu_ms", "kept"),
+    ("samples", "calls", "gpu_ms", "kept"),
     [
-        (4, 4 + 3 + 2 + 1, True),  # every copy: their sum
-        (4, 10.1, False),
-        (2, 1 + 2, True),  # two of four: the shortest two
-        (2, 3 + 4, True),  # the longest two
-        (2, 2.9, False),
-        (2, 7.1, False),
-        (0, 0.0, True),
-        (0, 0.5, False),  # no blocking copy, but their DMA time
+        ([4.0, 1.0, 3.0, 2.0], 4, 4 + 3 + 2 + 1, True),  # every copy: their sum
+        ([4.0, 1.0, 3.0, 2.0], 4, 10.1, False),
+        ([4.0, 1.0, 3.0, 2.0], 2, 1 + 2, True),  # two of four: the shortest two
+        ([4.0, 1.0, 3.0, 2.0], 2, 3 + 4, True),  # the longest two
+        ([4.0, 1.0, 3.0, 2.0], 2, 2.9, False),
+        ([4.0, 1.0, 3.0, 2.0], 2, 7.1, False),
+        ([4.0, 1.0, 3.0, 2.0], 0, 0.0, True),
+        ([4.0, 1.0, 3.0, 2.0], 0, 0.5, False),  # no blocking copy, but their DMA time
+        ([2.0], 1, 2.0, True),  # a size copied once: no sorting
+        ([2.0], 1, 2.1, False),
+        ([2.0], 1, 1.9, False),
+        ([2.0], 0, 0.0, True),
+        ([2.0], 0, 2.0, False),
     ],
 )
-def test_a_blocked_rows_dma_time_is_that_of_as_many_of_its_measured_copies(calls, gpu_ms, kept):
-    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [4.0, 1.0, 3.0, 2.0])
-    row = BlockedCopies(ROW, 4096, calls, gpu_ms, 0.0, calls)
-    if kept:
-        trace_summary.check_blocked([row], [], {ROW: [copies]})
-    else:
-        with pytest.raises(SchemaError, match=r"extra\.blocked\[0\]\.gpu_ms is "):
-            trace_summary.check_blocked([row], [], {ROW: [copies]})
-
-
-@pytest.mark.parametrize(
-    ("calls", "gpu_ms", "kept"),
-    [(1, 2.0, True), (1, 2.1, False), (1, 1.9, False), (0, 0.0, True), (0, 2.0, False)],
-)
-def test_a_size_copied_once_is_held_to_its_one_copy_or_to_none(calls, gpu_ms, kept):
-    """Most of a trace's sizes are copied once: the same bounds as above, without sorting."""
-    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [2.0])
+def test_a_blocked_rows_dma_time_is_that_of_as_many_of_its_measured_copies(
+    samples, calls, gpu_ms, kept
+):
+    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, samples)
     row = BlockedCopies(ROW, 4096, calls, gpu_ms, 0.0, calls)
     if kept:
         trace_summary.check_blocked([row], [], {ROW: [copies]})
