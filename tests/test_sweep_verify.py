@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memprof.experiments import sweep
+from memprof.core import verify
 from memprof.experiments.sweep import differs_at
 
 
@@ -27,8 +27,8 @@ def test_zero_and_minus_zero_are_different_bits():
 
 @pytest.mark.parametrize("n", [64, 65])
 def test_large_arrays_compared_in_parts_name_a_difference_in_any_part(monkeypatch, n):
-    monkeypatch.setattr(sweep, "PARALLEL_VERIFY_BYTES", 8)  # every array here is large
-    monkeypatch.setattr(sweep, "VERIFY_THREADS", 3)
+    monkeypatch.setattr(verify, "PARALLEL_BYTES", 8)  # every array here is large
+    monkeypatch.setattr(verify, "THREADS", 3)
     sent = np.arange(n, dtype=np.float32) + 1
     assert differs_at(sent.copy(), sent) is None
     for place in range(n):  # each part's first and last element among them

@@ -67,9 +67,12 @@ def test_arrays_of_two_dimensions_are_compared_element_by_element_in_order():
     )
 
 
+@pytest.mark.parametrize("threads", [1, 3])  # one part, or parts compared at once
 @pytest.mark.parametrize("size", [1, 3, 4, 5, 6, 7, 13])
-def test_a_comparison_a_chunk_at_a_time_finds_any_element_wrong_or_nan(size, monkeypatch):
+def test_a_comparison_a_chunk_at_a_time_finds_any_element_wrong_or_nan(size, threads, monkeypatch):
     monkeypatch.setattr(verify, "EQUAL_CHUNK", 4)  # several chunks, the last one short (1-3)
+    monkeypatch.setattr(verify, "PARALLEL_BYTES", 1)  # every array here is large
+    monkeypatch.setattr(verify, "THREADS", threads)
     expected = np.arange(1, size + 1, dtype=np.float32)
     assert compare_arrays("sum", expected.copy(), expected).passed
     for place in range(size):

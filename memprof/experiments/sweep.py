@@ -7,9 +7,7 @@ synchronous and timed one by one. Every size is verified.
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -184,10 +182,6 @@ def marker(kind: str) -> str:
     return ZEROCOPY_MARKER if kind == ZEROCOPY else memory.marker(kind)
 
 
-PARALLEL_VERIFY_BYTES = 16 << 20  # smaller arrays: one thread (a pool costs its start)
-VERIFY_THREADS = max(1, min(4, os.cpu_count() or 1))
-
-
 def _fill_value(power: int) -> float:
     return 1.5 + power  # exact in float32, different for every size
 
@@ -283,25 +277,15 @@ class _Checker:
 
 def differs_at(got, expected) -> int | None:
     """The first element whose bits differ from what was expected (None: none), compared
-    eight bytes at a time, large arrays in VERIFY_THREADS parts at once (numpy releases the
-    GIL): one thread's memory bandwidth made verification a quarter of a sweep on the H100."""
+    eight bytes at a time, large arrays in parts at once (verify.in_parts)."""
     import numpy as np
+
+    from memprof.core.verify import in_parts
 
     a, b = np.ascontiguousarray(got).view(np.uint32), np.ascontiguousarray(expected).view(np.uint32)
     wide = a.size % 2 == 0
     x, y = (a.view(np.uint64), b.view(np.uint64)) if wide else (a, b)
-    if x.nbytes < PARALLEL_VERIFY_BYTES or VERIFY_THREADS < 2:
-        same = np.array_equal(x, y)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        edges = [x.size * part // VERIFY_THREADS for part in range(VERIFY_THREADS + 1)]
-        parts = list(itertools.pairwise(edges))
-        with ThreadPoolExecutor(VERIFY_THREADS) as pool:
-            same = all(
-                pool.map(lambda part: np.array_equal(x[slice(*part)], y[slice(*part)]), parts)
-            )
-    return None if same else int(np.argmax(a != b))
+    return None if in_parts(np.array_equal, x, y) else int(np.argmax(a != b))
 
 
 def curve_figures(result: Result) -> dict[tuple[str, str], list[Figure]]:
