@@ -74,6 +74,18 @@ class FakeGpu:
             raise FakeDriverError(f"free of {address:#x}, which is not allocated")
         del self.device[address]
 
+    def within_allocation(self, address: int, nbytes: int) -> int:
+        """The address, where its nbytes end inside the device allocation it starts in (the
+        driver refuses a copy past one, CUDA_ERROR_INVALID_VALUE: here it would write over
+        the test process's heap)."""
+        for start, data in self.device.items():
+            if start <= address < start + data.nbytes < address + nbytes:
+                raise FakeDriverError(
+                    f"{nbytes} bytes at {address:#x}, past the end of the {data.nbytes}-byte "
+                    f"allocation at {start:#x}"
+                )
+        return address
+
     def mapped_range(self, address: int, nbytes: int) -> bool:
         """Is every byte of [address, address + nbytes) in a mapping?"""
         covered = 0
@@ -199,10 +211,12 @@ class FakeCuda:
         np.ctypeslib.as_array(words)[:] = value
 
     def memcpy_htod(self, destination: Any, source: np.ndarray) -> None:
-        ctypes.memmove(_address(destination), source.ctypes.data, source.nbytes)
+        into = self.gpu.within_allocation(_address(destination), source.nbytes)
+        ctypes.memmove(into, source.ctypes.data, source.nbytes)
 
     def memcpy_dtoh(self, destination: np.ndarray, source: Any) -> None:
-        ctypes.memmove(destination.ctypes.data, _address(source), destination.nbytes)
+        start = self.gpu.within_allocation(_address(source), destination.nbytes)
+        ctypes.memmove(destination.ctypes.data, start, destination.nbytes)
 
     def memcpy_htod_async(self, destination: Any, source: np.ndarray, stream: Any = None) -> None:
         self.memcpy_htod(destination, source)
@@ -211,10 +225,13 @@ class FakeCuda:
         self.memcpy_dtoh(destination, source)
 
     def memcpy_dtod_async(self, destination: Any, source: Any, nbytes: int, stream: Any) -> None:
-        ctypes.memmove(_address(destination), _address(source), nbytes)
+        self.memcpy_dtod(destination, source, nbytes)
 
     def memcpy_dtod(self, destination: Any, source: Any, nbytes: int) -> None:
-        ctypes.memmove(_address(destination), _address(source), nbytes)
+        within = self.gpu.within_allocation
+        ctypes.memmove(
+            within(_address(destination), nbytes), within(_address(source), nbytes), nbytes
+        )
 
     class Context:
         @staticmethod

@@ -6,6 +6,7 @@ figures. Each on both sides of its boundary."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -628,3 +629,39 @@ def test_a_traces_bandwidth_that_was_not_measured_needs_only_how():
 
     assert parse(edited("h200_trace_torch", edit))
     assert parse((FIXTURES / "h200_trace_torch.json").read_text())  # all of it kept
+
+
+@pytest.mark.parametrize(
+    ("field", "batch", "least_ms", "reads"),
+    [
+        ("samples_ms", 0, 1e-6, "0 or at least 1e-06 ms"),
+        ("events_ms", 64, 1e-6, "0 or at least 1e-06 ms"),  # one alone, beside the batches
+        ("throughput_ms", 64, 1e-6 / 64, "a batch of 64 operations as 0 or at least 1e-06 ms"),
+        ("samples_ms", 64, 1e-6 / 64, "a batch of 64 operations as 0 or at least 1e-06 ms"),
+    ],
+)
+def test_a_positive_time_under_a_clock_step_is_refused_and_one_step_loads(
+    field, batch, least_ms, reads
+):
+    """CUPTI and the host count whole ns; a batch's ns is divided among its operations (and
+    samples_ms holds those where no single operation was timed). A call that moves nothing,
+    so no other check of its times applies; 0 stays for the median rule to judge."""
+    from memprof.model.measures import Measure
+
+    call = Measure("gpu", "x", "a call", "one operation")
+
+    def checked(ms: float) -> str:
+        times = {"samples": [0.5] * 3, "events_ms": [0.5] * 3, "throughput_ms": [0.5] * 3}
+        if not batch:
+            del times["throughput_ms"]
+        times[field if field != "samples_ms" else "samples"][1] = ms
+        return declared_check(call, timed(0, source="cupti", batch=batch, **times))
+
+    assert checked(least_ms) == checked(0.0) == checked(0.5) == ""
+    under = math.nextafter(least_ms, 0)
+    each = f" ({least_ms!r} ms each)" if batch and field != "events_ms" else ""
+    assert (
+        checked(under)
+        == f"measurements[0].{field}[1] is {under!r} ms, but a clock reads {reads}{each}"
+    )
+    assert checked(1e-300).startswith(f"measurements[0].{field}[1] is 1e-300 ms")

@@ -86,6 +86,9 @@ ABOVE_BOUND = 1.05  # a figure this far above a physical bound is not a measurem
 # batch takes less than this share of one operation alone, as CUPTI records it, only where
 # the link or the GPU changed speed between the two (moved_during_run).
 BATCH_AT_LEAST = 0.5
+# The step of the clocks that time one operation: CUPTI's and the host's (perf_counter_ns)
+# count whole nanoseconds, CUDA events ~0.5 us. A reading between 0 and a step was never made.
+CLOCK_STEP_MS = 1e-6
 
 SizesOf = Callable[[Measure], Sequence[int]]  # the bytes of one array at each size of a run
 
@@ -109,6 +112,7 @@ def check_declared(
                 f"is of group {m.group!r}, operation {m.operation!r}, which "
                 f"{result.command} does not record",
             )
+        _check_resolution(m, f"measurements[{index}]")
         found.add(plan.measure.key)
         found.add((*plan.measure.key, m.kind))
         asked = plan.measure.required
@@ -154,8 +158,6 @@ class _Plan:
         kinds = measure.kinds
         self.kinds = getattr(params, kinds) if isinstance(kinds, str) else kinds
         self.gpus = measure.gpus if several_gpus else 0
-        count = measure.per_sample
-        self.per_sample: int = getattr(params, count) if isinstance(count, str) else count
         self.anything_to_check = bool(
             self.allowed_bytes is not None
             or self.kinds is not None
@@ -185,7 +187,7 @@ class _Plan:
                 f"{where}.gpus",
                 f"names {len(m.gpus)} GPUs, but a {m.operation!r} runs on {self.gpus}",
             )
-        _check_times(m, measure, where, self.per_sample)
+        _check_times(m, measure, where)
 
 
 def _bytes_allowed(measure: Measure, params: Any, sizes: Sequence[int]) -> set[int]:
@@ -211,21 +213,41 @@ def _bytes_refusal(m: Measurement, measure: Measure, sizes: Sequence[int]) -> st
     )
 
 
-def _check_times(m: Measurement, measure: Measure, where: str, per_sample: int = 1) -> None:
+def _check_resolution(m: Measurement, where: str) -> None:
+    """Refuse a positive time under what a clock can read: CLOCK_STEP_MS for one operation,
+    that divided among a batch's for throughput_ms (and for samples_ms, which hold the
+    batches' where a measurement timed no single operation)."""
+    batch = m.batch or 1
+    for field, times, operations in (
+        ("samples_ms", m.samples_ms, batch),
+        ("events_ms", m.events_ms, 1),
+        ("throughput_ms", m.throughput_ms, batch),
+    ):
+        least_ms = CLOCK_STEP_MS / operations
+        for number, ms in enumerate(times):
+            if 0 < ms < least_ms:
+                batch_of = (
+                    f"a batch of {operations} operations as 0 or at least {CLOCK_STEP_MS:g} ms "
+                    f"({least_ms!r} ms each)" if operations > 1
+                    else f"0 or at least {CLOCK_STEP_MS:g} ms"
+                )  # fmt: skip
+                raise SchemaError(
+                    f"{where}.{field}[{number}]", f"is {ms!r} ms, but a clock reads {batch_of}"
+                )
+
+
+def _check_times(m: Measurement, measure: Measure, where: str) -> None:
     """Moving bytes takes time, and so does a latency whose bytes are no arrays (peer's chase of
-    dependent loads): each of a sample's operations, as figures.figure divides the median among
-    them. Back to back far faster than alone loads: moved_during_run."""
+    dependent loads). A median above 0 is at least half of what _check_resolution lets a time
+    be, so dividing it among a sample's operations (figures.figure) leaves more than 0. Back
+    to back far faster than alone loads: moved_during_run."""
     if not m.bytes or not (measure.moves() or measure.shows == "latency"):
         return
     times = m.throughput_ms or m.samples_ms
-    middle = median(times)
-    if middle / per_sample == 0:
+    if median(times) == 0:
         field = "throughput_ms" if m.throughput_ms else "samples_ms"
-        each = (
-            f"{middle:.6g} ms, 0 ms for each of its {per_sample} operations" if middle else "0 ms"
-        )
         raise SchemaError(
-            f"{where}.{field}", f"has a median of {each}, but moving {m.bytes} bytes takes time"
+            f"{where}.{field}", f"has a median of 0 ms, but moving {m.bytes} bytes takes time"
         )
     if m.throughput_ms and measure.basis != "back to back":
         alone, each = _alone_and_each(m)
