@@ -223,7 +223,7 @@ CASES = {
     "sweep kind not asked for": (
         "h200_sweep",
         setting("parameters", "kinds", value=["pinned"]),
-        "kind is 'pageable', but a gpu 'h2d' of this experiment is one of 'pinned'",
+        "kind is 'pageable', but a gpu 'h2d' of this run is one of 'pinned'",
     ),
     "sweep direction not asked for": (
         "h200_sweep",
@@ -248,7 +248,7 @@ CASES = {
     "alloc kind": (
         "h200_alloc",
         setting("extra", "kinds", value=["pageable"]),
-        "kind is 'pinned', but an allocation of this run is one of 'pageable'",
+        "kind is 'pinned', but an api 'alloc' of this run is one of 'pageable'",
     ),
     "hostlink size": (
         "h200x2_hostlink",
@@ -419,6 +419,12 @@ CASES = {
         "h200_smallcopies",
         lambda d: d["extra"]["ways"].append("pinned"),
         "extra.ways[5] is 'pinned': ways are pinned, pageable, batched, gathered, kernel",
+    ),
+    "smallcopies way not run": (
+        "h200_smallcopies",
+        lambda d: d["extra"]["ways"].remove("kernel"),
+        "measurements[9].kind is 'kernel', but a span 'h2d' of this run is one of 'pinned', "
+        "'pageable', 'batched', 'gathered'",
     ),
     "trace error with exit 0": (
         "h200_trace_pycuda",

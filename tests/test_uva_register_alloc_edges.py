@@ -95,7 +95,7 @@ def test_alloc_refuses_an_allocation_of_a_kind_not_run_naming_every_kind_it_ran(
 
     said = refusal(edited("h200_alloc", edit))
     assert said.endswith(
-        ".kind is 'pinned', but an allocation of this run is one of 'pageable', 'device'"
+        ".kind is 'pinned', but an api 'alloc' of this run is one of 'pageable', 'device'"
     )
 
 

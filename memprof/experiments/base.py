@@ -465,8 +465,7 @@ def run_devices(result: Result) -> list[int]:
     if len(devices) < 2:
         raise SchemaError(
             "extra.devices",
-            f"names {len(devices)} GPU{'' if len(devices) == 1 else 's'}, but a "
-            f"{result.command} run uses at least two",
+            f"names {plural(len(devices), 'GPU')}, but a {result.command} run uses at least two",
         )
     for position, index in enumerate(devices):
         if index in devices[:position]:

@@ -109,9 +109,7 @@ class DeviceFacts(msgspec.Struct, forbid_unknown_fields=True):
     pcie_width: PcieWidth | None
     pcie_max_generation: PcieGeneration | None
     pcie_max_width: PcieWidth | None
-    pcie_source: Literal[
-        "sysfs", "nvml", "unavailable"
-    ]  # where the link figures came from: "sysfs", "nvml" or "unavailable"
+    pcie_source: Literal["sysfs", "nvml", "unavailable"]  # where the link figures came from
     driver_version: str
     cuda_driver_api_version: str
     cuda_build_version: str

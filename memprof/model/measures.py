@@ -45,7 +45,7 @@ class Measure:
     # writes each (2); a kernel reading 2 of its 3 arrays over the link counts those (2/3);
     # 0: nothing to count (pages already resident). A mapping: by memory kind (else 1).
     traffic: float | Mapping[str, float] = 1
-    kinds: tuple[str, ...] | str | None = None  # its memory kinds; a str: a Params field
+    kinds: tuple[str, ...] | str | None = None  # its memory kinds; a str: a field (extra.ways)
     gpus: int = 0  # on a run of several GPUs: the GPUs it names (1: with the host, 2: a pair)
     shows: Shows = "time"
     per_sample: int | str = 1  # operations one sample times (or a Params field's name)
@@ -101,7 +101,7 @@ def check_declared(
     # files of memprof before schema 2 recorded warm-ups too: their counts say nothing
     repeat = getattr(params, "repeat", None) if result.written_as >= 2 else None
     plans = {
-        measure.key: _Plan(measure, params, sizes_of, several_gpus, repeat) for measure in declared
+        measure.key: _Plan(measure, result, sizes_of, several_gpus, repeat) for measure in declared
     }
     found = set()
     for index, m in enumerate(result.measurements):
@@ -145,9 +145,9 @@ class _Plan:
     """What a measure's declaration asks of each of its measurements, worked out once."""
 
     def __init__(
-        self, measure: Measure, params: Any, sizes_of: SizesOf, several_gpus: bool, repeat: Any
+        self, measure: Measure, result: Result, sizes_of: SizesOf, several_gpus: bool, repeat: Any
     ):
-        self.measure = measure
+        self.measure, params = measure, result.parameters
         sized = measure.arrays not in (None, 0)
         self.sizes = sizes_of(measure) if sized else ()
         self.allowed_bytes = (
@@ -156,7 +156,10 @@ class _Plan:
             else None
         )  # fmt: skip
         kinds = measure.kinds
-        self.kinds = getattr(params, kinds) if isinstance(kinds, str) else kinds
+        if isinstance(kinds, str):
+            field = kinds.removeprefix("extra.")
+            kinds = getattr(params if field == kinds else result.extra, field)
+        self.kinds = kinds
         self.gpus = measure.gpus if several_gpus else 0
         self.anything_to_check = bool(
             self.allowed_bytes is not None
@@ -171,9 +174,11 @@ class _Plan:
         if self.allowed_bytes is not None and m.bytes not in self.allowed_bytes:
             raise SchemaError(f"{where}.bytes", _bytes_refusal(m, measure, self.sizes))
         if self.kinds is not None and m.kind not in self.kinds:
+            whose = "run" if isinstance(measure.kinds, str) else "experiment"
             raise SchemaError(
                 f"{where}.kind",
-                f"is {m.kind!r}, but a {m.group} {m.operation!r} of this experiment is one of "
+                f"is {m.kind!r}, but {'an' if m.group == 'api' else 'a'} {m.group} "
+                f"{m.operation!r} of this {whose} is one of "
                 + ", ".join(repr(kind) for kind in self.kinds),
             )
         if measure.per_repeat and repeat and len(m.samples_ms) % repeat:
