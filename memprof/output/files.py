@@ -293,7 +293,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """write_text_atomic for bytes (a PNG picture)."""
+    """write_text_atomic for bytes (a PNG picture): a temporary file beside the target, synced
+    and given its mode, renamed over it (written in place where the target is hard-linked)."""
     target = resolved(path)
     status = _stat_or_none(target)
     if status is not None and not stat.S_ISREG(status.st_mode):
@@ -301,26 +302,6 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
         return
     mode = stat.S_IMODE(status.st_mode) if status is not None else _default_mode()
-    temporary = _written_beside(target, data, mode)
-    if status is not None and status.st_nlink > 1:
-        os.unlink(temporary)  # it proved the space is there; the links keep their file
-        _write_in_place(target, data)
-        return
-    try:
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def resolved(path: Path) -> Path:
-    """The file a name stands for: a symbolic link's target (where it would be), or itself."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else path
-
-
-def _written_beside(target: Path, data: bytes, mode: int) -> str:
-    """A temporary file in the target's directory holding `data`, synced, with `mode`."""
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
@@ -328,11 +309,20 @@ def _written_beside(target: Path, data: bytes, mode: int) -> str:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, mode)
+        if status is None or status.st_nlink <= 1:
+            os.replace(temporary, target)
+            return
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    return temporary
+    os.unlink(temporary)  # it proved the space is there; the links keep their file
+    _write_in_place(target, data)
+
+
+def resolved(path: Path) -> Path:
+    """The file a name stands for: a symbolic link's target (where it would be), or itself."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
 def _write_in_place(target: Path, data: bytes) -> None:
