@@ -216,7 +216,7 @@ def diff(
     verbose and allow_not_comparable are --only's, --verbose's and --allow-not-comparable's
     (runs with nothing in common, or of two commands, or measured apart under a gate, are
     refused as the command line refuses them)."""
-    from memprof.output.diff import MAX_FAIL_ABOVE_PCT, ONLY_KINDS
+    from memprof.output.diff import MAX_FAIL_ABOVE_PCT
     from memprof.output.render import render_summary
 
     _a_result(first, "memprof.diff: first")
@@ -239,67 +239,58 @@ def diff(
         )
     share = None if fail_above is None else fail_above / 100
     allowed = _flag(allow_not_comparable, "memprof.diff: allow_not_comparable")
-    refuse_not_comparable(
-        first, second, fail_above is not None, allowed, allow="allow_not_comparable=True"
-    )
-    comparison = compare(first, second, share, chosen, _flag(verbose, "memprof.diff: verbose"))
-    if not comparison.rows:  # a gate over no figure would pass whatever the runs hold
-        raise InvalidArgument(
-            f"memprof.diff: only={only!r}: no figure in both runs is of that kind or matches "
-            f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
-        )
+    shown = _flag(verbose, "memprof.diff: verbose")
+    asked, allow = f"memprof.diff: only={only!r}", "allow_not_comparable=True"
+    pair = [("", first, second)]
+    ((_, comparison),) = compared_runs(pair, share, allowed, chosen, shown, asked, allow)
     render_summary(comparison.summary, shown_on)
     return comparison
 
 
-def refuse_not_comparable(
-    first: Result,
-    second: Result,
-    gating: bool,
+def compared_runs(
+    pairs: list[tuple[str, Result, Result]],
+    fail_above: float | None,
     allowed: bool,
-    gpu: str = "",
+    only: Iterable[str],
+    verbose: bool,
+    asked: str,
     allow: str = "--allow-not-comparable",
-) -> None:
-    """InvalidArgument (exit 2) for runs a diff cannot compare: nothing in common; unless
+) -> list[tuple[str, Comparison]]:
+    """Each pair of runs (named by whose they are under --device all, else "") compared, after
+    InvalidArgument (exit 2) for runs a diff cannot compare: nothing in common; unless
     `allowed` (by the option `allow`), runs of two commands, or, where a gate judges them, runs
-    measured apart (memprof.output.diff.differences). `gpu`: whose runs (--device all)."""
-    from memprof.output.diff import compared, differences
+    measured apart (memprof.output.diff.differences); then for `only` (as `asked` names it)
+    selecting no figure: a gate over none would pass whatever the runs hold."""
+    from memprof.output.diff import ONLY_KINDS, compare, compared, differences
 
-    where = f"{gpu}: " if gpu else ""
-    if not compared(first, second):
-        raise InvalidArgument(
-            f"{where}A ({first.command}) and B ({second.command}) have no measurement in common: "
-            "nothing to compare (diff two runs of one command, at the same sizes)"
+    comparisons = []
+    for gpu, first, second in pairs:
+        where = f"{gpu}: " if gpu else ""
+        if not compared(first, second):
+            raise InvalidArgument(
+                f"{where}A ({first.command}) and B ({second.command}) have no measurement in "
+                "common: nothing to compare (diff two runs of one command, at the same sizes)"
+            )
+        reasons = [f"commands: A {first.command}, B {second.command}."] * (
+            first.command != second.command
         )
-    if allowed:
-        return
-    reasons = [f"commands: A {first.command}, B {second.command}."] * (
-        first.command != second.command
-    )
-    if gating:
-        reasons += differences(first, second)
-    if reasons:
-        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        if fail_above is not None and not allowed:
+            reasons += differences(first, second)
+        if reasons and not allowed:
+            more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+            raise InvalidArgument(
+                f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
+                f"{allow} compares them anyway"
+            )
+        declares = (declared(first), declared(second))
+        figures = compare(first, second, fail_above, tuple(only), verbose, *declares)
+        comparisons.append((gpu, figures))
+    if not any(comparison.rows for _, comparison in comparisons):
         raise InvalidArgument(
-            f"{where}A and B are not comparable: {reasons[0].rstrip('.')}{more}; "
-            f"{allow} compares them anyway"
+            f"{asked}: no figure in both runs is of that kind or matches that pattern "
+            f"(kinds: {', '.join(ONLY_KINDS)})"
         )
-
-
-def compare(
-    first: Result,
-    second: Result,
-    fail_above: float | None = None,
-    only: Iterable[str] = (),
-    verbose: bool = True,
-) -> Comparison:
-    """memprof.output.diff.compare with each run's figures read as its command declares
-    (fail_above a share: 0.05 is 5%)."""
-    from memprof.output.diff import compare as compare_figures
-
-    return compare_figures(
-        first, second, fail_above, tuple(only), verbose, declared(first), declared(second)
-    )
+    return comparisons
 
 
 def declared(result: Result) -> tuple:

@@ -236,22 +236,16 @@ def diff(
     no_color: bool,
 ) -> None:
     """`memprof diff`: the two runs compared, then the gate (--fail-above) and its JUnit."""
-    from memprof.api import compare, refuse_not_comparable
-    from memprof.output.diff import ONLY_KINDS
+    from memprof.api import compared_runs
     from memprof.output.emit import emit_diff
 
     output = Output.named(json, None, quiet, no_color, junit)
     output.check(inputs=(first, second))
     share = None if fail_above is None else fail_above / 100
-    comparisons = []
-    for gpu, a, b in matched_runs(first, second):
-        refuse_not_comparable(a, b, fail_above is not None, allow_not_comparable, gpu)
-        comparisons.append((gpu, compare(a, b, share, only or (), verbose)))
-    if not any(comparison.rows for _, comparison in comparisons):
-        raise InvalidArgument(
-            f"--only {' '.join(only or ())}: no figure in both runs is of that kind or matches "
-            f"that pattern (kinds: {', '.join(ONLY_KINDS)})"
-        )
+    chosen = only or ()
+    pairs = matched_runs(first, second)
+    asked = f"--only {' '.join(chosen)}"
+    comparisons = compared_runs(pairs, share, allow_not_comparable, chosen, verbose, asked)
     summary, figures = each_gpu_compared(comparisons)
     with junit_after(lambda: diff_junit(figures, share, first, second), output):
         emit_diff(summary, first, second, output)
@@ -262,14 +256,12 @@ def matched_runs(first: Path, second: Path) -> list[tuple[str, Result, Result]]:
     """The runs a diff compares: A with B; for files of --device all, each GPU's run in A with
     the same GPU's in B (and the runs over every GPU at once with each other), named ("GPU
     1"); files that do not hold the same GPUs' runs are refused in one line."""
-    from memprof.experiments import load_all_summarized
+    from memprof.api import load_all
 
-    a_runs = [result for result, _ in load_all_summarized(first)]
-    b_runs = [result for result, _ in load_all_summarized(second)]
+    a_runs, b_runs = load_all(first), load_all(second)
     if len(a_runs) == len(b_runs) == 1:
         return [("", a_runs[0], b_runs[0])]
-    a_held = dict(zip(_runs_held(a_runs), a_runs, strict=True))
-    b_held = dict(zip(_runs_held(b_runs), b_runs, strict=True))
+    a_held, b_held = (dict(zip(_runs_held(runs), runs, strict=True)) for runs in (a_runs, b_runs))
     if sorted(a_held) != sorted(b_held):
         raise InvalidArgument(
             f"A holds {', '.join(a_held)} and B {', '.join(b_held)}: a diff of runs of "

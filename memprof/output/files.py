@@ -1,12 +1,7 @@
-"""Output files that never cost a run: checked before any GPU work, written atomically.
-
-A destination that cannot be written is refused up front (one line, exit 2). A regular file
-(a link's target) is written to a temporary file beside it and renamed over it, keeping its
-permissions, so a crash or full disk leaves the previous file whole; devices and pipes are
-written in place. A stream ("-", /dev/stdout, /dev/fd/N, a link to one) is written through the
-descriptor the process holds: renaming over /dev/stdout's file would replace what `>>` meant
-to append to. A hard-linked file is written in place (a rename would fork it from its other
-links), after the whole text proved the space beside it, its old content put back on failure.
+"""Output files that never cost a run: checked before any GPU work (one line, exit 2), written
+atomically (write_bytes_atomic). A stream ("-", /dev/stdout, /dev/fd/N, a link to one) is
+written through the descriptor the process holds: renaming over /dev/stdout's file would
+replace what `>>` meant to append to.
 """
 
 from __future__ import annotations
@@ -293,7 +288,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """write_text_atomic for bytes (a PNG picture)."""
+    """write_text_atomic for bytes (a PNG picture): a temporary file beside the target (a
+    link's), synced and given its mode, renamed over it, so a crash or full disk leaves the
+    previous file whole. A device or pipe is written in place; so is a hard-linked file (a
+    rename would fork it from its other links), once the whole text proved the space beside
+    it, its old content put back on failure."""
     target = resolved(path)
     status = _stat_or_none(target)
     if status is not None and not stat.S_ISREG(status.st_mode):
@@ -301,26 +300,6 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
         return
     mode = stat.S_IMODE(status.st_mode) if status is not None else _default_mode()
-    temporary = _written_beside(target, data, mode)
-    if status is not None and status.st_nlink > 1:
-        os.unlink(temporary)  # it proved the space is there; the links keep their file
-        _write_in_place(target, data)
-        return
-    try:
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def resolved(path: Path) -> Path:
-    """The file a name stands for: a symbolic link's target (where it would be), or itself."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else path
-
-
-def _written_beside(target: Path, data: bytes, mode: int) -> str:
-    """A temporary file in the target's directory holding `data`, synced, with `mode`."""
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
@@ -328,11 +307,20 @@ def _written_beside(target: Path, data: bytes, mode: int) -> str:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, mode)
+        if status is None or status.st_nlink <= 1:
+            os.replace(temporary, target)
+            return
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    return temporary
+    os.unlink(temporary)  # it proved the space is there; the links keep their file
+    _write_in_place(target, data)
+
+
+def resolved(path: Path) -> Path:
+    """The file a name stands for: a symbolic link's target (where it would be), or itself."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
 def _write_in_place(target: Path, data: bytes) -> None:

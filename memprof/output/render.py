@@ -278,11 +278,7 @@ def _rich_table(
 
 
 def render_result(
-    result: Result,
-    summary: Summary,
-    console: Console,
-    show_profile: bool | None = None,
-    verbose: bool = False,
+    result: Result, summary: Summary, console: Console, verbose: bool = False
 ) -> None:
     """Header, profile (nvprof layout), then the summary's tables, checks and conclusions."""
     safe = console_text(console)
@@ -293,7 +289,7 @@ def render_result(
         _print_prose(console, safe(line), "dim")
         for warning in warnings:
             _print_prose(console, safe(f"warning: {warning}"), "yellow")
-    if show_profile if show_profile is not None else summary.show_profile:
+    if summary.show_profile:
         console.print(Text(f"=={result.pid}== Profiling result:"))
         for index, line in enumerate(profile_lines(result, console.width, safe)):
             _print_whole(console, line, style="bold" if index == 0 else "")
