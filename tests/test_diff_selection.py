@@ -14,7 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import memprof
-from memprof.api import declared
+from memprof.api import compared_runs, declared
 from memprof.cli import app
 from memprof.errors import ExitCode, InvalidArgument
 from memprof.experiments import load, summarize
@@ -210,3 +210,15 @@ def test_the_conclusion_names_what_only_selected():
         f"{len(comparison.rows)} measurements (api, *cuMemcpyHtoD*) in both runs:"
     )
     assert compare(a, a).summary.conclusions[0].startswith("311 measurements in both runs:")
+
+
+def test_only_is_refused_where_it_selects_nothing_on_every_gpu_and_taken_where_one_gpu_has_it():
+    """--device all: --only needs a figure on some GPU, not on each (a GPU without the kind
+    still shows its pair); refused only where every pair has none."""
+    pinned = memprof.load(FIXTURES / "h200_pinned_p20.json")
+    uva = memprof.load(FIXTURES / "h200_uva.json")
+    pairs = [("GPU 0", pinned, pinned), ("GPU 1", uva, uva)]
+    compared = compared_runs(pairs, None, False, ["*cuMemHostAlloc*"], False, "--only")
+    assert [len(comparison.rows) for _, comparison in compared] == [2, 0]
+    with pytest.raises(InvalidArgument, match=r"^--only: no figure in both runs"):
+        compared_runs(pairs[1:] * 2, None, False, ["*cuMemHostAlloc*"], False, "--only")
