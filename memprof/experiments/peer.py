@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from memprof.experiments import base
-from memprof.experiments.common import POISON_BYTE
+from memprof.experiments.common import POISON_BYTE, peer_copy
 from memprof.experiments.hostlink import devices_of
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure, figure
@@ -297,18 +297,9 @@ def _check(name: str, received: Any, expected: Any) -> Check:
     return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
-def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
-    from memprof.core.bindings import memcpy_peer_async
-
-    source, destination = state[a], state[b]
-    arguments = (
-        destination.destination.device_pointer,
-        destination.session.context.handle,
-        source.source.device_pointer,
-        source.session.context.handle,
-        nbytes,
-    )
-    return lambda stream: memcpy_peer_async(*arguments, stream.handle)
+def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int) -> Any:
+    into = state[b]
+    return peer_copy(state[a].session, state[a].source, into.session, into.destination, nbytes)
 
 
 def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
