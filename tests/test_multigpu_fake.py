@@ -13,6 +13,7 @@ import pytest
 from memprof.core import bindings
 from memprof.experiments import check, hostlink, peer
 from memprof.experiments.base import RunContext, declared_keys
+from memprof.experiments.common import CheckedCopies
 from memprof.model.results import Result
 from tests.conftest import replace
 from tests.fakegpu import FakeBindings, FakeSession, Handle
@@ -158,12 +159,12 @@ def test_hostlink_names_each_gpus_placement_where_they_differ(fake_bindings, mon
 def test_hostlink_fails_the_checks_of_the_gpu_whose_copies_move_nothing(fake_bindings, monkeypatch):
     gpus = FakeGpus(hostlink.Hostlink, 2)
     fake_bindings(gpus)
-    copy = hostlink._Gpu.action
+    copy = CheckedCopies.action
 
     def action(gpu, direction):  # GPU 1's copies move nothing: what it had stays
         return copy(gpu, direction) if gpu.session.device_index == 0 else lambda *_: None
 
-    monkeypatch.setattr(hostlink._Gpu, "action", action)
+    monkeypatch.setattr(CheckedCopies, "action", action)
     result, _ = _hostlink(gpus)
     failed = [check.name for check in result.checks if not check.passed]
     assert failed == [

@@ -459,11 +459,9 @@ class _CheckCopies:
 
     def _lane(self, profiler: Any, operation: str, stream: Any = None) -> Any:
         from memprof.core.measure import Lane
-        from memprof.core.memory import host_copy
 
         direction = operation[:3]
-        copies = self.copies[direction]
-        _, action = host_copy(self.cuda, direction, copies.host, copies.device.device_pointer)
+        action = self.copies[direction].action(direction)
         name = NAMES[operation.removesuffix("_at_once")]
         return Lane(profiler, action, name, operation, "pinned", self.nbytes, stream=stream)
 

@@ -129,6 +129,12 @@ class CheckedCopies:
             cuda.memcpy_htod(self.device.device_pointer, self.values)
             self.host.array.fill(np.nan)
 
+    def action(self, direction: str) -> Any:
+        """An asynchronous copy `direction` between the buffers, on the stream it is given."""
+        from memprof.core.memory import host_copy
+
+        return host_copy(self.session.cuda, direction, self.host, self.device.device_pointer)[1]
+
     def verify(self, direction: str, name: str) -> Any:
         """Once the copies are done: what arrived against the values."""
         import numpy as np

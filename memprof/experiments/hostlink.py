@@ -80,7 +80,7 @@ class Hostlink(base.Experiment):
                     host = memory.allocate(session, "pinned", elements)
                     host.array[:] = values
                 device = memory.allocate(session, "device", elements)
-                gpus[index] = _Gpu(session, host, device, values)
+                gpus[index] = CheckedCopies(session, host, device, values)
         ctx.placement = "affinity: " + "; ".join(said_once(placed, gpu_names))  # GPUs alike: one
 
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
@@ -116,16 +116,6 @@ class Hostlink(base.Experiment):
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
-
-
-class _Gpu(CheckedCopies):
-    """One GPU's session, pinned and device buffers, and the values its copies move."""
-
-    def action(self, direction: str):
-        from memprof.core import memory
-
-        cuda = self.session.cuda
-        return memory.host_copy(cuda, direction, self.host, self.device.device_pointer)[1]
 
 
 def _check_name(index: int, mode: str, direction: str) -> str:
