@@ -25,7 +25,7 @@ from memprof.experiments.check_thresholds import (
 )
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
-from memprof.experiments.common import POISON_BYTE, CheckedCopies, peer_copy
+from memprof.experiments.common import POISON_BYTE, CheckedCopies, pair_figures, peer_copy
 from memprof.model import figures
 from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -1163,18 +1163,10 @@ class _PeerBuffers:
                 target.free()
 
 
-def peer_figures(result: Result, measure: base.Measure) -> dict[tuple[int, int], figures.Figure]:
-    return {
-        m.gpus: figures.figure(result, m, measure)
-        for m in result.measurements
-        if m.group == "gpu" and m.operation == measure.operation and len(m.gpus) == 2
-    }
-
-
 def pair_lines(result: Result) -> list[Line]:
     indices = [device.index for device in result.extra.devices]
     access = base.access_matrix(result, indices)
-    alone, together = peer_figures(result, PEER), peer_figures(result, PEER_AT_ONCE)
+    alone, together = pair_figures(result, PEER), pair_figures(result, PEER_AT_ONCE)
     found = []
     for a, b in itertools.combinations(indices, 2):
         if not (access[a, b] and access[b, a]):

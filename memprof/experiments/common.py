@@ -12,6 +12,8 @@ from memprof.experiments import base
 if TYPE_CHECKING:
     import numpy as np
 
+    from memprof.model.figures import Figure
+
 
 def size_label(power: int) -> str:
     from memprof.model.formatting import format_bytes
@@ -180,6 +182,14 @@ def figures_by_key(
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+def pair_figures(result: Any, measure: base.Measure) -> dict[tuple[int, int], Figure]:
+    """(first GPU, second GPU) -> the figures of a measure's operations between them: a
+    copy's (source, destination), peer's latency chain's (memory's GPU, reading GPU)."""
+    from memprof.model.figures import figure
+
+    return {m.gpus: figure(result, m, measure) for m in base.find_all(result, measure)}
 
 
 STAGING_CHUNK_BYTES = 256 << 10  # stays in a CPU core's cache, as the driver's buffer does

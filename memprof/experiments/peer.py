@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from memprof.experiments import base
-from memprof.experiments.common import POISON_BYTE, peer_copy
+from memprof.experiments.common import POISON_BYTE, pair_figures, peer_copy
 from memprof.experiments.hostlink import devices_of
 from memprof.model.device import DeviceRecord
-from memprof.model.figures import Figure, figure
+from memprof.model.figures import Figure
 from memprof.model.formatting import format_bytes, format_gb_per_s, said_once
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
@@ -436,12 +436,6 @@ def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
 
 
 # -- summarizing -----------------------------------------------------------------------------
-
-
-def pair_figures(result: Result, measure: base.Measure) -> dict[tuple[int, int], Figure]:
-    """(first GPU, second GPU) -> the figures of a measure's operations between them: a
-    method's (source, destination), the latency chain's (memory's GPU, reading GPU)."""
-    return {m.gpus: figure(result, m, measure) for m in base.find_all(result, measure)}
 
 
 def figures(result: Result, method: str) -> dict[tuple[int, int], float]:
