@@ -940,11 +940,8 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
     if result.command == "check-pairs":
         return "every pair of GPUs", pair_lines(result), {}
     reference, _ = reference_in_use(result)
-    again = {}
-    for line in LINE_OPERATIONS:
-        found = attempts(result, reference, line)
-        if len(found) > 1:
-            again[found[0].what] = _attempts_sentence(found)
+    tried = [attempts(result, reference, line) for line in LINE_OPERATIONS]
+    again = {found[0].what: _attempts_sentence(found) for found in tried if len(found) > 1}
     device = result.device
     where = f"GPU {device.index} ({device.name})" if device else "the GPU"
     return where, lines(result, reference), again
