@@ -1,7 +1,7 @@
-"""hostlink's and peer's run on two stand-in GPUs (tests/fakegpu.py, one FakeSession each):
-what each measures, between which GPUs, what it verifies, its progress, and that it frees
-everything it allocated. The real two-GPU runs are tests/gpu/test_peer.py and
-tests/gpu/test_device_all.py."""
+"""hostlink's, peer's and check-pairs' run on two stand-in GPUs (tests/fakegpu.py, one
+FakeSession each): what each measures, between which GPUs, what it verifies, its progress, and
+that it frees everything it allocated. The real two-GPU runs are tests/gpu/test_peer.py,
+tests/gpu/test_device_all.py and tests/gpu/test_gpu_state_and_check.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from memprof.core import bindings
-from memprof.experiments import hostlink, peer
+from memprof.experiments import check, hostlink, peer
 from memprof.experiments.base import RunContext, declared_keys
+from memprof.experiments.common import CheckedCopies
 from memprof.model.results import Result
 from tests.conftest import replace
 from tests.fakegpu import FakeBindings, FakeSession, Handle
@@ -158,12 +159,12 @@ def test_hostlink_names_each_gpus_placement_where_they_differ(fake_bindings, mon
 def test_hostlink_fails_the_checks_of_the_gpu_whose_copies_move_nothing(fake_bindings, monkeypatch):
     gpus = FakeGpus(hostlink.Hostlink, 2)
     fake_bindings(gpus)
-    copy = hostlink._Gpu.action
+    copy = CheckedCopies.action
 
     def action(gpu, direction):  # GPU 1's copies move nothing: what it had stays
         return copy(gpu, direction) if gpu.session.device_index == 0 else lambda *_: None
 
-    monkeypatch.setattr(hostlink._Gpu, "action", action)
+    monkeypatch.setattr(CheckedCopies, "action", action)
     result, _ = _hostlink(gpus)
     failed = [check.name for check in result.checks if not check.passed]
     assert failed == [
@@ -353,3 +354,67 @@ def test_each_gpu_is_asked_for_all_the_memory_it_will_use_before_allocating(
         assert asked == [(i, NBYTES, 4 * NBYTES) for i in range(3)]
     else:
         assert asked == [(i, 2 * NBYTES + peer.CHAIN_BYTES, 0) for i in range(3)]
+
+
+# -- check-pairs -------------------------------------------------------------------------------
+
+
+def _check_pairs(gpus: FakeGpus, progress=None) -> Result:
+    params = check.CheckPairsParams(power=POWER, repeat=REPEAT)
+    result, _ = run_on(check.CheckPairs(), params, gpus, progress)
+    return result
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_check_pairs_copies_each_pair_each_way_then_both_at_once_and_verifies_each(
+    count, fake_bindings
+):
+    gpus = FakeGpus(check.CheckPairs, count)
+    fake_bindings(gpus)
+    steps = []
+    result = _check_pairs(gpus, lambda what, done, total: steps.append((what, done, total)))
+    both = list(itertools.combinations(range(count), 2))
+    ways = [way for pair in both for way in (pair, pair[::-1])]
+    assert sorted((m.operation, m.gpus, m.kind, m.bytes) for m in result.measurements) == sorted(
+        (operation, way, "peer", NBYTES) for operation in ("peer", "peer_at_once") for way in ways
+    )
+    for m in result.measurements:  # nvprof's name; every batch of each repetition kept
+        assert m.name == "[CUDA memcpy PtoP]"
+        assert len(m.samples_ms) == len(m.throughput_ms) == REPEAT
+    assert [(c.name, c.passed, c.elements) for c in result.checks] == [
+        (f"GPU {x} → GPU {y}, {how}", True, NBYTES // 4)
+        for a, b in both
+        for how in ("one direction", "both at once")
+        for x, y in ((a, b), (b, a))
+    ]
+    assert gpus.peer_enabled == ways
+    assert result.extra.peer_access == [[True] * count for _ in range(count)]
+    assert [d.index for d in result.extra.devices] == list(range(count))
+    total = 3 * len(both)
+    assert steps == [
+        *(
+            (what, 3 * n + i, total)
+            for n, (a, b) in enumerate(both)
+            for i, what in enumerate(
+                (
+                    f"GPU {a} → GPU {b}, 16 KiB: peer copies",
+                    f"GPU {b} → GPU {a}, 16 KiB: peer copies",
+                    f"GPU {a} ↔ GPU {b}, 16 KiB: both directions at once",
+                )
+            )
+        ),
+        ("done", total, total),
+    ]
+
+
+def test_check_pairs_fails_the_checks_of_peer_copies_that_move_nothing(fake_bindings, monkeypatch):
+    """Each destination poisoned before its copies: a copy that moves nothing never passes."""
+    gpus = FakeGpus(check.CheckPairs, 2)
+    fake_bindings(gpus)
+    monkeypatch.setattr(bindings, "memcpy_peer_async", lambda *arguments: None)
+    failed = [c.name for c in _check_pairs(gpus).checks if not c.passed]
+    assert failed == [
+        f"GPU {a} → GPU {b}, {how}"
+        for how in ("one direction", "both at once")
+        for a, b in ((0, 1), (1, 0))
+    ]

@@ -702,7 +702,7 @@ def test_hostlink_verdict_turns_at_ninety_percent():
     from memprof.experiments import hostlink
 
     result = _load("x2_hostlink")
-    lines = hostlink._conclusions(result)
+    lines = hostlink.summarize(result).conclusions
     assert all("nothing on the way is shared" in line for line in lines)  # 0.98, 0.99
     half = [
         Measurement(
@@ -721,7 +721,7 @@ def test_hostlink_verdict_turns_at_ninety_percent():
         for m in result.measurements
     ]
     result.measurements = half
-    lines = hostlink._conclusions(result)
+    lines = hostlink.summarize(result).conclusions
     assert all("they share something on the way" in line for line in lines)
     assert all("49% of the" in line or "50% of the" in line for line in lines)
 

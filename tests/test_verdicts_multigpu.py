@@ -70,6 +70,17 @@ def test_hostlink_shares_something_under_ninety_percent_of_the_sum_alone(directi
     assert f"of the {format_gb_per_s(alone)} GB/s they reach one at a time" in line
 
 
+def test_hostlink_at_exactly_ninety_percent_keeps_its_own_path_and_just_under_shares():
+    from types import SimpleNamespace
+
+    from memprof.experiments.hostlink import SHARED_BELOW, _conclusion
+
+    alone, together = SimpleNamespace(gb_per_s=100.0), SimpleNamespace(gb_per_s=90.0)
+    for ratio, words in ((SHARED_BELOW, OWN), (math.nextafter(SHARED_BELOW, 0), SHARED)):
+        line = _conclusion("Host → device", 2, alone, together, SimpleNamespace(ratio=ratio))
+        assert words in line
+
+
 def test_hostlink_sums_every_gpu_and_divides_at_once_by_alone():
     # GPU 1 at once at half its rate alone, GPU 0 unchanged: the sum falls by a quarter
     result = scaled(hostlink(), 2.0, group="gpu", operation="h2d_at_once", gpus=(1,))

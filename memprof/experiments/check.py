@@ -25,7 +25,7 @@ from memprof.experiments.check_thresholds import (
 )
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
-from memprof.experiments.common import POISON_BYTE, CheckedCopies
+from memprof.experiments.common import POISON_BYTE, CheckedCopies, pair_figures, peer_copy
 from memprof.model import figures
 from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -459,11 +459,9 @@ class _CheckCopies:
 
     def _lane(self, profiler: Any, operation: str, stream: Any = None) -> Any:
         from memprof.core.measure import Lane
-        from memprof.core.memory import host_copy
 
         direction = operation[:3]
-        copies = self.copies[direction]
-        _, action = host_copy(self.cuda, direction, copies.host, copies.device.device_pointer)
+        action = self.copies[direction].action(direction)
         name = NAMES[operation.removesuffix("_at_once")]
         return Lane(profiler, action, name, operation, "pinned", self.nbytes, stream=stream)
 
@@ -942,11 +940,8 @@ def judged(result: Result) -> tuple[str, list[Line], dict[str, str]]:
     if result.command == "check-pairs":
         return "every pair of GPUs", pair_lines(result), {}
     reference, _ = reference_in_use(result)
-    again = {}
-    for line in LINE_OPERATIONS:
-        found = attempts(result, reference, line)
-        if len(found) > 1:
-            again[found[0].what] = _attempts_sentence(found)
+    tried = [attempts(result, reference, line) for line in LINE_OPERATIONS]
+    again = {found[0].what: _attempts_sentence(found) for found in tried if len(found) > 1}
     device = result.device
     where = f"GPU {device.index} ({device.name})" if device else "the GPU"
     return where, lines(result, reference), again
@@ -1133,19 +1128,11 @@ class _PeerBuffers:
 
     def lane(self, a: int, b: int, operation: str) -> Any:
         """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
-        from memprof.core.bindings import memcpy_peer_async
         from memprof.core.measure import Lane
 
         session, source, _ = self.held[a]
         peer_session, _, target = self.held[b]
-        arguments = (
-            target.device_pointer,
-            peer_session.context.handle,
-            source.device_pointer,
-            session.context.handle,
-            self.nbytes,
-        )
-        action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
+        action = peer_copy(session, source, peer_session, target, self.nbytes)
         return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
 
     def poison(self, *targets: int) -> None:
@@ -1173,18 +1160,10 @@ class _PeerBuffers:
                 target.free()
 
 
-def peer_figures(result: Result, measure: base.Measure) -> dict[tuple[int, int], figures.Figure]:
-    return {
-        m.gpus: figures.figure(result, m, measure)
-        for m in result.measurements
-        if m.group == "gpu" and m.operation == measure.operation and len(m.gpus) == 2
-    }
-
-
 def pair_lines(result: Result) -> list[Line]:
     indices = [device.index for device in result.extra.devices]
     access = base.access_matrix(result, indices)
-    alone, together = peer_figures(result, PEER), peer_figures(result, PEER_AT_ONCE)
+    alone, together = pair_figures(result, PEER), pair_figures(result, PEER_AT_ONCE)
     found = []
     for a, b in itertools.combinations(indices, 2):
         if not (access[a, b] and access[b, a]):

@@ -12,6 +12,8 @@ from memprof.experiments import base
 if TYPE_CHECKING:
     import numpy as np
 
+    from memprof.model.figures import Figure
+
 
 def size_label(power: int) -> str:
     from memprof.model.formatting import format_bytes
@@ -97,6 +99,16 @@ class SumArrays:
         return compare_arrays(name, host, self.expected)
 
 
+def peer_copy(source_gpu: Any, source: Any, target_gpu: Any, target: Any, nbytes: int) -> Any:
+    """An action copying `nbytes` of buffer `source` in session `source_gpu`'s GPU into
+    `target` in `target_gpu`'s, cuMemcpyPeerAsync on the stream it is given (check-pairs, peer)."""
+    from memprof.core.bindings import memcpy_peer_async
+
+    target_at = (target.device_pointer, target_gpu.context.handle)
+    source_at = (source.device_pointer, source_gpu.context.handle)
+    return lambda stream: memcpy_peer_async(*target_at, *source_at, nbytes, stream.handle)
+
+
 @dataclass
 class CheckedCopies:
     """One GPU's host and device buffers, between which copies move `values`: the destination
@@ -118,6 +130,12 @@ class CheckedCopies:
         else:
             cuda.memcpy_htod(self.device.device_pointer, self.values)
             self.host.array.fill(np.nan)
+
+    def action(self, direction: str) -> Any:
+        """An asynchronous copy `direction` between the buffers, on the stream it is given."""
+        from memprof.core.memory import host_copy
+
+        return host_copy(self.session.cuda, direction, self.host, self.device.device_pointer)[1]
 
     def verify(self, direction: str, name: str) -> Any:
         """Once the copies are done: what arrived against the values."""
@@ -164,6 +182,14 @@ def figures_by_key(
     if not found:
         raise ValueError("it holds no copy measurements")
     return found
+
+
+def pair_figures(result: Any, measure: base.Measure) -> dict[tuple[int, int], Figure]:
+    """(first GPU, second GPU) -> the figures of a measure's operations between them: a
+    copy's (source, destination), peer's latency chain's (memory's GPU, reading GPU)."""
+    from memprof.model.figures import figure
+
+    return {m.gpus: figure(result, m, measure) for m in base.find_all(result, measure)}
 
 
 STAGING_CHUNK_BYTES = 256 << 10  # stays in a CPU core's cache, as the driver's buffer does

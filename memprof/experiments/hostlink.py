@@ -80,7 +80,7 @@ class Hostlink(base.Experiment):
                     host = memory.allocate(session, "pinned", elements)
                     host.array[:] = values
                 device = memory.allocate(session, "device", elements)
-                gpus[index] = _Gpu(session, host, device, values)
+                gpus[index] = CheckedCopies(session, host, device, values)
         ctx.placement = "affinity: " + "; ".join(said_once(placed, gpu_names))  # GPUs alike: one
 
         step = ctx.steps(len(DIRECTIONS) * (len(indices) + 1))
@@ -116,16 +116,6 @@ class Hostlink(base.Experiment):
 
     def derived(self, result: Result) -> dict:
         return {"bytes_per_copy": base.array_bytes(result.parameters)}
-
-
-class _Gpu(CheckedCopies):
-    """One GPU's session, pinned and device buffers, and the values its copies move."""
-
-    def action(self, direction: str):
-        from memprof.core import memory
-
-        cuda = self.session.cuda
-        return memory.host_copy(cuda, direction, self.host, self.device.device_pointer)[1]
 
 
 def _check_name(index: int, mode: str, direction: str) -> str:
@@ -186,7 +176,7 @@ def summarize(result: Result) -> Summary:
     devices = devices_of(result)
     found = copy_figures(result)
     nbytes = base.array_bytes(result.parameters)
-    rows = []
+    rows, conclusions = [], []
     for direction, label in DIRECTION_LABELS.items():
         for index in devices:
             alone, together = (found.get((when, direction, index)) for when in MODES)
@@ -199,6 +189,7 @@ def summarize(result: Result) -> Summary:
         if summed is not None:  # a total has no one ceiling
             rows.append(dict(zip(("alone", "together", "against"), summed, strict=True)))
             rows[-1] |= {"gpu": "total", "direction": label}
+            conclusions.append(_conclusion(label, len(devices), *summed))
     title = (
         f"Pinned copies of {format_bytes(nbytes)}, each GPU alone and all {len(devices)} at once"
     )
@@ -212,7 +203,7 @@ def summarize(result: Result) -> Summary:
         *ceiling_notes(result, "each GPU alone"),
     ]
     tables = [table(title, COPIES, rows, notes)]
-    return Summary(tables=tables, conclusions=_conclusions(result), show_profile=False)
+    return Summary(tables=tables, conclusions=conclusions, show_profile=False)
 
 
 COPIES = (
@@ -237,24 +228,16 @@ def ceiling_notes(result: Result, compared: str) -> list[str]:
     ]
 
 
-def _conclusions(result: Result) -> list[str]:
-    lines = []
-    count = len(devices_of(result))
-    for direction, label in DIRECTION_LABELS.items():
-        summed = totals(result, direction)
-        if summed is None:
-            continue
-        alone, together = summed
-        ratio = together / alone
-        verdict = (
-            "each GPU keeps its own path to host memory: nothing on the way is shared."
-            if ratio >= SHARED_BELOW
-            else "they share something on the way (the host's PCIe root or switch, or host "
-            "memory bandwidth): spread transfers over time, or expect less per GPU."
-        )
-        lines.append(
-            f"{label.capitalize()}: {count} GPUs at once moved {format_gb_per_s(together)} GB/s "
-            f"in total, {ratio:.0%} of the {format_gb_per_s(alone)} GB/s they reach one at a "
-            f"time: {verdict}"
-        )
-    return lines
+def _conclusion(label: str, count: int, alone: Derived, together: Derived, ratio: Derived) -> str:
+    """One direction's verdict from its total row: all at once against the sum alone."""
+    verdict = (
+        "each GPU keeps its own path to host memory: nothing on the way is shared."
+        if ratio.ratio >= SHARED_BELOW
+        else "they share something on the way (the host's PCIe root or switch, or host "
+        "memory bandwidth): spread transfers over time, or expect less per GPU."
+    )
+    return (
+        f"{label.capitalize()}: {count} GPUs at once moved {format_gb_per_s(together.gb_per_s)} "
+        f"GB/s in total, {ratio.ratio:.0%} of the {format_gb_per_s(alone.gb_per_s)} GB/s they "
+        f"reach one at a time: {verdict}"
+    )
