@@ -251,3 +251,12 @@ def test_the_stand_in_refuses_a_copy_past_its_device_allocation_as_the_driver_do
     assert str(refused.value) == (
         f"4096 bytes at {start + 4:#x}, past the end of the 4096-byte allocation at {start:#x}"
     )
+
+
+@pytest.mark.parametrize(("powers", "words"), [((10,), "1 size"), ((12, 10), "2 sizes")])
+def test_alloc_says_how_many_sizes_its_growth_checks_passed_at(monkeypatch, powers, words):
+    """'(1 size)', never '(1 sizes)': the count as sweep's checks say it."""
+    _, _, checks, _ = run_on_fake("alloc", monkeypatch, powers=powers)
+    grown = [check for check in checks if check.name.startswith("grown to twice the size")]
+    assert len(grown) == 2
+    assert all(check.detail == f"Check result success! ({words})" for check in grown)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from memprof.experiments import base
 from memprof.experiments.common import found_or_none, stops_at
 from memprof.model.figures import Derived, figure_finder, steady_ms
-from memprof.model.formatting import format_bytes, format_ms, format_ratio
+from memprof.model.formatting import format_bytes, format_ms, format_ratio, plural
 from memprof.model.results import Check, Result
 from memprof.model.schema import DISTINCT, ByteCount, Count
 from memprof.model.summary import Column, Table, table
@@ -446,7 +446,7 @@ def measure(ctx: Any, kinds: list[str], progress: Any) -> AllocatorsRecord:
     for kind, label in (("device", "cuMemAlloc, copy, cuMemFree"), ("vmm", "in place (VMM)")):
         if kind == "device" or record.vmm:
             problems = grown[kind]
-            detail = problems[0] if problems else f"Check result success! ({sizes} sizes)"
+            detail = problems[0] if problems else f"Check result success! ({plural(sizes, 'size')})"
             ctx.check(Check(f"grown to twice the size, {label}", not problems, sizes, detail))
     return record
 

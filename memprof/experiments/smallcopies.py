@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from memprof.experiments import base
 from memprof.experiments.common import POISON_BYTE, found_or_none, stops_at
 from memprof.model.figures import Derived, Figure, FigureOf, figure_finder
-from memprof.model.formatting import format_bytes, format_ms
+from memprof.model.formatting import format_bytes, format_ms, plural
 from memprof.model.params import Range, param
 from memprof.model.results import Check, Result
 from memprof.model.schema import INCREASING, NON_EMPTY, SchemaError
@@ -134,7 +134,7 @@ class SmallCopies(base.Experiment):
                             problems[direction, way].append(f"{format_bytes(nbytes)}: {problem}")
         sizes = len(params.powers)
         for (direction, way), found in problems.items():
-            detail = found[0] if found else f"Check result success! ({sizes} sizes)"
+            detail = found[0] if found else f"Check result success! ({plural(sizes, 'size')})"
             name = f"{WAY_NAMES[way]}, {DIRECTIONS[direction]}"
             ctx.check(Check(name, not found, sizes * count, detail))
         step("done")
