@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from memprof.model.ceilings import Ceiling
-from memprof.model.summary import Column, table
+from memprof.model.summary import Chart, Column, Table, table
 
 COLUMNS = (
     Column("Memory", "kind"),
@@ -96,3 +96,33 @@ def test_a_cell_printing_several_figures_sources_each_and_one_printing_none_sour
     made = table("T", [column], [{"line": judged}, {"line": link}])
     assert made.rows == [["48.0 GB/s (75%)"], ["Gen5 x16"]]
     assert made.sources == [(copy, floor), ()]
+
+
+def test_a_built_table_keeps_its_columns_and_each_rows_figures_for_pictures():
+    copy = copy_figure(48.0, None)
+    row = {"kind": "pinned", "copy": copy}
+    made = table("T", COLUMNS[:2], [row])
+    assert made.columns == list(COLUMNS[:2])
+    assert made.figures == [row] and made.figures[0]["copy"] is copy
+
+
+def test_a_row_of_the_wrong_width_is_refused_naming_both_counts_and_the_table():
+    made = Table("Copies", ["Memory", "GB/s", "Ratio"])
+    with pytest.raises(ValueError, match=r"^2 cells for 3 columns in 'Copies'$"):
+        made.add_row("pinned", "48.0")
+    assert made.rows == [] and made.sources == []
+
+
+def test_a_rows_one_source_is_kept_as_a_tuple_of_one():
+    one, two = SimpleNamespace(name="a"), SimpleNamespace(name="b")
+    made = Table("T", ["Memory"])
+    made.add_row("pinned", source=one)
+    made.add_row("mapped", source=(one, two))
+    made.add_row("pageable")
+    assert made.sources == [(one,), (one, two), ()]
+
+
+def test_a_chart_draws_at_the_consoles_width_or_prints_its_lines():
+    assert Chart("fixed", lines=["a", "b"]).lines_for(80) == ["a", "b"]
+    drawn = Chart("drawn", lines=["ignored"], draw=lambda width: ["-" * width])
+    assert drawn.lines_for(12) == ["-" * 12]

@@ -10,6 +10,7 @@ from memprof.model.formatting import (
     format_nvprof_time,
     format_percent,
     format_ratio,
+    plural,
 )
 
 
@@ -167,3 +168,35 @@ def test_not_finite_bandwidth_and_ratios_print_a_dash():
 )
 def test_time_unit_boundaries(nanoseconds, text):
     assert format_nvprof_time(nanoseconds) == text
+
+
+def test_milliseconds_are_exactly_a_million_nanoseconds():
+    # half a nanosecond from where 999ns rounds into microseconds: a scale off by one part
+    # in a million crosses it
+    assert format_ms(0.0009994995) == "999ns"
+    assert format_ms(0.0009995005) == "1.0000us"
+
+
+def test_bandwidth_divides_by_exactly_ten_to_the_nine():
+    assert bandwidth_gb_per_s(1e9, 1000) == 1.0
+    assert bandwidth_gb_per_s(3e9, 1000) == 3.0
+
+
+def test_a_fraction_of_a_byte_below_a_kib_prints_whole_bytes():
+    assert format_bytes(100.7) == "100 B"
+    assert format_bytes(0.25) == "0 B"
+
+
+@pytest.mark.parametrize(
+    ("count", "singular", "plural_form", "text"),
+    [
+        (1, "copy", "copies", "1 copy"),
+        (2, "copy", "copies", "2 copies"),
+        (0, "GPU", None, "0 GPUs"),
+        (1, "GPU", None, "1 GPU"),
+        (2, "GPU", None, "2 GPUs"),
+        (-1, "byte", None, "-1 bytes"),
+    ],
+)
+def test_the_noun_agrees_with_its_count(count, singular, plural_form, text):
+    assert plural(count, singular, plural_form) == text

@@ -328,3 +328,175 @@ def test_a_gate_that_timed_out_says_so_once(monkeypatch):
         gate.check()
     assert gate.flag[1] == 0
     gate.check()
+
+
+# -- what a mutation round found untested (issue 37) -------------------------------------------
+
+
+def singles_then_throughput(single_ms: float, count: int) -> Profiler:
+    """A profiler that timed `count` single copies of single_ms, then asked their throughput."""
+    profiler = lane_profiler("A")
+
+    def step():
+        with profiler.events("gpu", "c", "h2d", "pinned", 8):
+            FakeEvent.clock_ms += single_ms
+
+    profiler.repeat(step, warmup=0, repeat=count)
+    FakeEvent.log.clear()
+    profiler.throughput("c", "h2d", "pinned", 8, operation(single_ms, "c"))
+    return profiler
+
+
+@pytest.mark.parametrize(
+    ("single_ms", "count", "reused"),
+    [
+        (BATCH_TARGET_MS, 3, True),  # three singles of a batch's length: they are the batches
+        (BATCH_TARGET_MS, 2, False),  # one single too few: batches are timed
+        (BATCH_TARGET_MS - 1e-6, 3, False),  # just shorter than a batch: batches are timed
+    ],
+)
+def test_single_operations_stand_for_batches_from_three_lasting_a_batch(single_ms, count, reused):
+    profiler = singles_then_throughput(single_ms, count)
+    measurement = profiler._measurement("gpu", "c", "h2d", "pinned", 8)
+    if reused:
+        assert measurement.batch == 1 and FakeEvent.log == []  # nothing run again
+        assert measurement.throughput_ms == pytest.approx([single_ms] * count)
+        profiler.throughput("c", "h2d", "pinned", 8, operation(single_ms, "c"))
+        assert len(measurement.throughput_ms) == 2 * count  # a second call adds, never replaces
+    else:
+        assert "c" in FakeEvent.log and "close A" in FakeEvent.log  # gated: not synchronous
+        assert measurement.throughput_ms == pytest.approx(
+            [single_ms] * len(measurement.throughput_ms)
+        )
+
+
+def test_a_batch_of_one_is_its_sizing_operation_and_no_warm_up_by_default():
+    profiler = lane_profiler("A")
+    concurrent([Lane(profiler, operation(2.0, "c"), "c", "h2d", "pinned", 8)], batches=3)
+    measurement = profiler._measurement("gpu", "c", "h2d", "pinned", 8)
+    assert FakeEvent.log.count("c") == 3  # the sizing operation is the first of three batches
+    assert (measurement.batch, measurement.throughput_ms) == (1, [2.0, 2.0, 2.0])
+    assert measurement.samples_ms == [2.0, 2.0, 2.0]
+
+
+def test_concurrent_batches_are_sized_to_the_target_it_is_given():
+    profiler = lane_profiler("A")
+    lane = Lane(profiler, operation(0.2, "c"), "c", "h2d", "pinned", 8)
+    concurrent([lane], target_ms=20.0, batches=1)
+    assert profiler._measurement("gpu", "c", "h2d", "pinned", 8).batch == 100
+
+
+def test_each_lanes_own_cupti_log_is_paused():
+    lanes = [
+        Lane(lane_profiler("A", CountingActivity()), operation(0.5, "a"), "c", "h2d", None, 8),
+        Lane(lane_profiler("B", CountingActivity()), operation(0.5, "b"), "c", "h2d", None, 8),
+    ]
+    concurrent(lanes, batches=1)
+    assert CountingActivity.pauses == ["pause", "pause", "resume", "resume"]
+
+
+def test_synchronous_warm_up_batches_are_not_gated_either():
+    profiler = lane_profiler("A")
+    concurrent(
+        [Lane(profiler, operation(0.5, "s"), "c", "h2d", None, 8)], True, batches=1, warmup=1
+    )
+    assert "close A" not in FakeEvent.log and FakeEvent.log.count("s") == 1 + 2 * 2
+    with pytest.raises(ValueError) as refused:
+        concurrent([Lane(profiler, operation(0.1, "s"), "c", "h2d", None, 8)] * 2, True)
+    assert str(refused.value) == (
+        "synchronous operations block the host: they cannot run concurrently"
+    )
+
+
+class StreamEvent(FakeEvent):
+    """An event that logs the stream it is recorded on."""
+
+    def record(self, stream=None):
+        super().record(stream)
+        FakeEvent.log[-1] = ("event", stream)
+
+
+class StreamGate(LoggingGate):
+    def close(self, stream):
+        FakeEvent.log.append(("close", stream))
+        self.closed = True
+
+
+def test_a_lane_given_its_own_stream_is_gated_timed_and_run_on_it():
+    profiler = Profiler(FakeSession(), None, gate=StreamGate("A"))
+    profiler._cuda = type("Driver", (), {"Event": StreamEvent})
+
+    def copy(stream):
+        FakeEvent.log.append(("copy", stream))
+        FakeEvent.clock_ms += 2.0
+
+    concurrent([Lane(profiler, copy, "c", "d2h", None, 8, stream="back")], batches=1)
+    on = [entry for entry in FakeEvent.log if isinstance(entry, tuple)]
+    assert on == [("close", "back"), ("event", "back"), ("copy", "back"), ("event", "back")]
+    FakeEvent.log.clear()
+    concurrent([Lane(profiler, copy, "c", "d2h", None, 8)], batches=1)
+    assert {entry[1] for entry in FakeEvent.log if isinstance(entry, tuple)} == {"stream"}
+    FakeEvent.log.clear()
+    assert profiler.time_once(lambda: None, stream="side") == 0.0
+    assert [entry for entry in FakeEvent.log if isinstance(entry, tuple)] == [
+        ("close", "side"),
+        ("event", "side"),
+        ("event", "side"),
+    ]
+
+
+def test_host_throughput_batches_to_its_target_and_adds_to_earlier_batches(monkeypatch):
+    clock = [0]
+    monkeypatch.setattr(measure.time, "perf_counter_ns", lambda: clock[0])
+
+    def memcpy() -> None:
+        clock[0] += 200_000  # 0.2 ms
+
+    profiler = lane_profiler("A")
+    profiler.host_throughput("memcpy", "h2d", "pageable", 8, memcpy, target_ms=20.0, batches=2)
+    found = profiler._measurement("host", "memcpy", "h2d", "pageable", 8)
+    assert (found.batch, found.source) == (100, "host")
+    assert found.throughput_ms == pytest.approx([0.2, 0.2]) and found.samples_ms == [0.2, 0.2]
+    profiler.host_throughput("memcpy", "h2d", "pageable", 8, memcpy, target_ms=20.0, batches=1)
+    assert found.throughput_ms == pytest.approx([0.2] * 3)
+
+
+def test_a_profiler_without_a_reason_for_events_says_none():
+    info = Profiler(FakeSession(), None, gate=LoggingGate("A")).timing_info()
+    assert (info.note, info.unified_memory_note) == ("", None)
+
+
+def test_a_gate_that_timed_out_fails_the_resolve():
+    class TimedOut(LoggingGate):
+        def check(self):
+            raise RuntimeError("gate timed out")
+
+    profiler = Profiler(FakeSession(), None, gate=TimedOut("A"))
+    with pytest.raises(RuntimeError, match="gate timed out"):
+        with profiler.timed(), profiler.events("gpu", "k", "kernel", "device", 4):
+            FakeEvent.clock_ms += 1.0
+        profiler.resolve()
+
+
+def test_cuptis_driver_calls_are_rows_of_their_own_without_kind_or_bytes():
+    activity = FakeActivity({1: 0.5}, {1: [("cuLaunchKernel", 0.004)]})
+    profiler = Profiler(FakeSession(), activity, gate=LoggingGate("A"))
+    with profiler.timed(), profiler.events("gpu", "k", "kernel", "device", 4):
+        FakeEvent.clock_ms += 1.0
+    [api] = [m for m in profiler.measurements() if m.group == "api"]
+    assert (api.name, api.operation, api.kind, api.bytes) == (
+        "cuLaunchKernel",
+        "driver_call",
+        None,
+        0,
+    )
+    assert (api.source, api.samples_ms) == ("cupti", [0.004])
+
+
+def test_an_undeclared_measurement_is_refused_in_one_whole_line():
+    profiler = Profiler(FakeSession(), None, gate=LoggingGate("A"), declared=frozenset())
+    with pytest.raises(UndeclaredMeasurement) as refused:
+        profiler._measurement("gpu", "c", "d2h", None, 8)
+    assert str(refused.value) == (
+        "recorded gpu 'd2h' (c), which the experiment does not declare: a bug in memprof"
+    )

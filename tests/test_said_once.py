@@ -26,6 +26,7 @@ NBYTES = 256 << 20
         ([2], "GPU 2"),
         ([1, 0], "GPUs 0, 1"),
         ([0, 1, 2, 3], "GPUs 0-3"),
+        ([2, 1, 0], "GPUs 0-2"),  # exactly three: the shortest range
         ([0, 1, 3], "GPUs 0, 1, 3"),
         ([5, 0, 1, 2, 3], "GPUs 0-3, 5"),
     ],
@@ -53,6 +54,12 @@ def test_what_one_says_otherwise_stays_its_own_line():
     assert said_once(said, names, "every pair", "pairs") == ["2>3: 80%", "the other 11 pairs: 82%"]
     gpus = [(i, "Gen4" if i == 2 else "Gen5") for i in range(4)]
     assert said_once(gpus, gpu_names) == ["GPUs 0, 1, 3: Gen5", "GPU 2: Gen4"]
+
+
+def test_nothing_said_is_no_line_and_one_sentence_of_several_is_not_of_the_others():
+    assert said_once([], gpu_names, "every GPU", "GPUs") == []
+    alike = [(0, "a"), (1, "a")]  # one sentence, no `every`: named, never "the other 2"
+    assert said_once(alike, gpu_names, others="GPUs") == ["GPUs 0, 1: a"]
 
 
 def test_only_more_than_half_is_said_of_the_others():

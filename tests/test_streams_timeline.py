@@ -690,3 +690,79 @@ def test_busywork_runs_at_least_once_and_on_blocks_of_256_threads():
     assert streams_module._calibrate(session, kernel, d_in, d_out, 257, 0.001) == 1
     assert launches[0] == ((2, 1), (256, 1, 1), 257, 64)
     assert [iterations for *_, iterations in launches] == [64, 1, 1]
+
+
+# -- what a mutation round found untested (issue 37) -------------------------------------------
+
+
+def test_an_engine_takes_operations_of_its_kind_in_the_order_they_finished_not_were_given():
+    # Lane 0's copy was given first but finished last: lane 1's (done at 1) went before it.
+    rows = [Placed(0, 0, "h2d", 0.0, 3.0), Placed(1, 1, "h2d", 0.0, 1.0)]
+    assert engine_timeline(rows) == [Placed(0, 0, "h2d", 1.0, 3.0), Placed(1, 1, "h2d", 0.0, 1.0)]
+
+
+def test_missing_records_say_what_to_do_in_one_line():
+    ops = [StreamOperation(0, 0, "h2d", "c", "pinned", 8, print)]
+    with pytest.raises(MissingRecords) as refused:
+        records_timeline([(ops[0], None)], {})
+    assert str(refused.value) == (
+        "CUPTI recorded nothing for 1 of the 1 operations queued on several streams (its "
+        "buffers may have overflowed), so they cannot be placed on its clock: run again, or "
+        "use --timing events"
+    )
+
+
+def test_each_operation_and_the_span_are_recorded_by_name_and_kind_with_events_beside(gpu):
+    gpu.event_ms = 0.003
+    profiler = profiler_on(gpu, cupti=True)
+    profiler.on_streams(pipeline(gpu, chunks=2, lanes=2), span=TOTAL)
+    recorded = [m for m in profiler.measurements() if m.group != "api"]
+    assert {(m.group, m.name, m.operation, m.kind, m.bytes) for m in recorded} == {
+        *(("gpu", stage, stage, "pinned", 64) for stage in DURATIONS_MS),
+        ("span", "all chunks", "total", "pinned", 256),
+    }
+    for measurement in (m for m in recorded if m.group == "gpu"):
+        assert len(measurement.events_ms) == len(measurement.samples_ms) == 2
+        # the events' own times beside: within an event's 3 us of the records'
+        assert measurement.events_ms == pytest.approx(measurement.samples_ms, abs=0.004)
+
+
+def test_events_samples_lose_the_overhead_and_none_is_negative(gpu):
+    profiler = profiler_on(gpu)
+    profiler._event_overhead_ms = 0.25  # measured once per profiler
+    operations = [
+        StreamOperation(0, 0, "kernel", "k", "device", 4, gpu.operation(0, "kernel", 0.5)),
+        StreamOperation(0, 1, "kernel", "empty", "device", 4, gpu.operation(1, "kernel", 0.0)),
+    ]
+    profiler.on_streams(operations)
+    found = {m.name: m.samples_ms for m in profiler.measurements()}
+    assert found == {"k": [pytest.approx(0.25)], "empty": [0.0]}  # under a ms; clamped at 0
+
+
+def test_a_paused_run_does_not_measure_the_event_overhead_it_does_not_subtract(gpu):
+    profiler = profiler_on(gpu)
+    with profiler.paused():
+        profiler.on_streams(pipeline(gpu, chunks=1, lanes=1))
+    assert profiler._event_overhead_ms is None
+
+
+def test_a_run_of_one_operation_is_placed_at_zero(gpu):
+    profiler = profiler_on(gpu)
+    run = profiler.on_streams(
+        [StreamOperation(0, 0, "h2d", "c", "pinned", 8, gpu.operation(0, "h2d", 1.0))]
+    )
+    assert approx_rows(run.timeline) == [(0, "h2d", 0.0, 1.0)]
+    assert run.total_ms == pytest.approx(1.0)
+
+
+def test_a_run_makes_one_stream_per_lane_beyond_the_first_and_gates_only_its_own(gpu):
+    profiler = profiler_on(gpu)
+    made = len(gpu.streams)
+    profiler.on_streams(pipeline(gpu, 2, 2))
+    assert len(gpu.streams) == made + 1
+    profiler.on_streams(pipeline(gpu, 3, 3))
+    assert len(gpu.streams) == made + 2
+    third = profiler._more_streams[1]
+    gates = sum(item.kind == "gate" for item in third.items)
+    profiler.on_streams(pipeline(gpu, 2, 2))  # two lanes: the third stream is not held
+    assert sum(item.kind == "gate" for item in third.items) == gates

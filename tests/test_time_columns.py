@@ -60,3 +60,27 @@ def test_in_unit_moves_the_point_only():
     assert in_unit("16.720us", "ms") == "0.016720"
     assert in_unit("9.5137ms", "us") == "9513.7"
     assert in_unit("1.2000s", "ms") == "1200.0"
+
+
+def test_the_first_column_names_the_row_and_is_never_converted():
+    # labels that read as times (an interval swept): left alone, and no reason to convert
+    named = table(("1ms", "16.720us", "1ns"), ("10us", "19.000us", "2ns"))
+    assert one_time_unit_per_column(named).headers == ["Size", "Median", "Min"]
+    assert named.rows[1] == ["10us", "19.000us", "2ns"]
+    mixed = one_time_unit_per_column(table(("1ms", "16.720us", "1ns"), ("10us", "9.5137ms", "1ns")))
+    assert mixed.headers == ["Size", "Median (ms)", "Min (ns)"]
+    assert [row[0] for row in mixed.rows] == ["1ms", "10us"]
+
+
+def test_a_dash_in_a_column_of_mixed_units_is_skipped_not_a_reason_to_keep_them():
+    gapped = table(("a", "16.720us", "1us"), ("b", "-", "1us"), ("c", "9.5137ms", "1us"))
+    written = one_time_unit_per_column(gapped)
+    assert written.headers[1] == "Median (ms)"
+    assert [row[1] for row in written.rows] == ["0.016720", "-", "9.5137"]
+
+
+def test_a_column_of_words_between_columns_of_times_leaves_the_later_ones_converted():
+    rows = (("a", "16.720us", "pinned", "658ns"), ("b", "9.5137ms", "mapped", "9.1000ms"))
+    written = one_time_unit_per_column(table(*rows, headers=("Size", "Median", "Kind", "Min")))
+    assert written.headers == ["Size", "Median (ms)", "Kind", "Min (ms)"]
+    assert written.rows[1] == ["b", "9.5137", "mapped", "9.1000"]
