@@ -31,28 +31,13 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 gc.set_threshold(10_000, 10, 10)
 
 # Where bytecode may not be written beside the sources (PYTHONDONTWRITEBYTECODE, as on the CI
-# machine), every Python the tests start (several hundred) compiled memprof from source again:
-# 70 ms a process. They share one cache for the session instead, outside the checkout (as
-# benchmarks/common.py does for the pythons it starts), made by the first process (pytest, or
-# pytest-xdist's controller) and named to its workers in BYTECODE_CACHE.
-BYTECODE_CACHE = "MEMPROF_TESTS_BYTECODE_CACHE"
-if (
-    os.environ.get("PYTHONDONTWRITEBYTECODE")
-    and "PYTHONPYCACHEPREFIX" not in os.environ
-    and BYTECODE_CACHE not in os.environ
-):
-    os.environ[BYTECODE_CACHE] = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
-    atexit.register(shutil.rmtree, os.environ[BYTECODE_CACHE], ignore_errors=True)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """The Pythons a process that runs tests starts use the session's bytecode cache. Not the
-    workers pytest-xdist starts: a cache also holds the bytecode of every library a Python
-    imports, so in a fresh one each worker compiled numpy, rich, pytest and more (3 of its 10
-    CPU seconds of collection) instead of reading their installed bytecode."""
-    if BYTECODE_CACHE in os.environ and config.getoption("dist", "no") == "no":
-        os.environ["PYTHONPYCACHEPREFIX"] = os.environ[BYTECODE_CACHE]
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# machine), every Python the tests start (several hundred, and pytest-xdist's workers) compiled
+# memprof from source again: 70 ms a process. They share one cache for the session instead,
+# outside the checkout (as benchmarks/common.py does for the pythons it starts).
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
+    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], ignore_errors=True)
 
 
 @functools.cache
