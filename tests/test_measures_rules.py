@@ -73,3 +73,25 @@ def test_a_batch_is_said_to_divide_the_clock_step_from_two_operations_on(batch, 
     assert str(caught.value) == (
         f"measurements[0].throughput_ms[0] is {under!r} ms, but a clock reads {reads}"
     )
+
+
+def test_a_measure_is_required_unless_declared_otherwise():
+    """Measure's default: every run records it, so a file without it is refused."""
+    from types import SimpleNamespace
+
+    from memprof.model.measures import check_declared
+
+    def refusal(measure: Measure) -> str:
+        run = SimpleNamespace(
+            parameters=SimpleNamespace(), written_as=4, measurements=[], command="test"
+        )
+        try:
+            check_declared(run, [measure], lambda _: [1024], several_gpus=False)
+        except SchemaError as refused:
+            return str(refused)
+        return ""
+
+    assert refusal(Measure("gpu", "x", "a call", "one operation")) == (
+        "measurements has no gpu 'x', which every test run records"
+    )
+    assert refusal(Measure("gpu", "x", "a call", "one operation", required=False)) == ""
