@@ -1,0 +1,97 @@
+"""memprof.model.measures' refusals at the edges the mutation round on it found untested: a
+latency whose bytes are no arrays (peer's chase of dependent loads) must take time, and a
+clock step divided among a batch is said so from a batch of 2 on (issue 37)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from memprof.errors import InvalidArgument
+from memprof.experiments import parse
+from memprof.model.measures import Measure, _check_resolution, _check_times
+from memprof.model.results import Measurement
+from memprof.model.schema import SchemaError
+from tests.conftest import FIXTURES
+
+
+def peer_with_latency_samples(samples_ms: list[float]) -> str:
+    """h200x2_peer.json with its first latency chain's samples replaced."""
+    data = json.loads((FIXTURES / "h200x2_peer.json").read_text())
+    chain = next(m for m in data["measurements"] if m["operation"] == "latency")
+    assert chain["bytes"] == 16384 and len(chain["samples_ms"]) == 5 and not chain["batch"]
+    chain["samples_ms"] = samples_ms
+    return json.dumps(data)
+
+
+def test_a_peer_latency_chain_of_median_0_is_refused_and_one_of_a_clock_step_loads():
+    """The chain moves no arrays (its bytes are the chain's): only shows='latency' holds it to
+    taking time, which would otherwise divide 16 KiB by 0 ms into its figure."""
+    parse(peer_with_latency_samples([0.0, 0.0, 1e-6, 1e-6, 1e-6]), "run.json")  # median: a step
+    with pytest.raises(InvalidArgument) as refused:
+        parse(peer_with_latency_samples([0.0, 0.0, 0.0, 1e-6, 1e-6]), "run.json")
+    assert str(refused.value) == (
+        "run.json: measurements[6].samples_ms has a median of 0 ms, but moving 16384 bytes "
+        "takes time"
+    )
+
+
+@pytest.mark.parametrize(("shows", "refused"), [("latency", True), ("time", False)])
+def test_bytes_that_are_no_arrays_must_take_time_only_for_a_latency(shows, refused):
+    chain = Measure("gpu", "x", "a chain", "one operation", shows=shows)
+    assert not chain.moves()
+    zero = Measurement("gpu", "x", "x", None, 16384, [0.0, 0.0, 1.0])
+    if not refused:
+        _check_times(zero, chain, "measurements[0]")  # a driver call's bytes: its argument
+        return
+    with pytest.raises(SchemaError, match=r"samples_ms has a median of 0 ms, but moving 16384"):
+        _check_times(zero, chain, "measurements[0]")
+
+
+@pytest.mark.parametrize(
+    ("batch", "reads"),
+    [
+        (0, "0 or at least 1e-06 ms"),  # no batches
+        (1, "0 or at least 1e-06 ms"),  # a batch of one is one operation
+        (2, "a batch of 2 operations as 0 or at least 1e-06 ms (5e-07 ms each)"),
+    ],
+)
+def test_a_batch_is_said_to_divide_the_clock_step_from_two_operations_on(batch, reads):
+    least_ms = 1e-6 / (batch or 1)
+    under = math.nextafter(least_ms, 0)
+    _check_resolution(
+        Measurement("gpu", "x", "x", None, 0, [0.5], throughput_ms=[least_ms], batch=batch),
+        "measurements[0]",
+    )  # exactly one step, divided: a reading
+    with pytest.raises(SchemaError) as caught:
+        _check_resolution(
+            Measurement("gpu", "x", "x", None, 0, [0.5], throughput_ms=[under], batch=batch),
+            "measurements[0]",
+        )
+    assert str(caught.value) == (
+        f"measurements[0].throughput_ms[0] is {under!r} ms, but a clock reads {reads}"
+    )
+
+
+def test_a_measure_is_required_unless_declared_otherwise():
+    """Measure's default: every run records it, so a file without it is refused."""
+    from types import SimpleNamespace
+
+    from memprof.model.measures import check_declared
+
+    def refusal(measure: Measure) -> str:
+        run = SimpleNamespace(
+            parameters=SimpleNamespace(), written_as=4, measurements=[], command="test"
+        )
+        try:
+            check_declared(run, [measure], lambda _: [1024], several_gpus=False)
+        except SchemaError as refused:
+            return str(refused)
+        return ""
+
+    assert refusal(Measure("gpu", "x", "a call", "one operation")) == (
+        "measurements has no gpu 'x', which every test run records"
+    )
+    assert refusal(Measure("gpu", "x", "a call", "one operation", required=False)) == ""
