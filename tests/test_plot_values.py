@@ -1,0 +1,215 @@
+"""The values and scales of pictures a fixture-wide read-back cannot tell apart: each checked
+against the table that prints it, and each scale's rule on both sides of its edge (issue 37's
+mutation round on memprof/experiments/pictures.py and memprof/output/plot.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="memprof plot needs matplotlib (the plot extra)")
+
+from memprof.model.formatting import format_gb_per_s, format_ms
+from memprof.output.plot import Curves, Line, Picture
+from tests.test_plot import pictured
+
+GIB = 1 << 30
+
+
+def table_of(summary, title: str):
+    return next(table for table in summary.tables if table.title.startswith(title))
+
+
+# -- pinlimit: the climb and the host's copies, as their tables print them ----------------------
+
+
+def test_pinlimits_climb_is_drawn_as_its_table_prints_each_way_per_gib():
+    result, summary, shown = pictured("h200_pinlimit")
+    curves = shown.panels[0]
+    assert isinstance(curves, Curves)
+    assert (curves.title, curves.x_label, curves.y_label) == (
+        "Time per GiB as pinned memory grows", "pinned", "ms per GiB"
+    )  # fmt: skip
+    assert (curves.y_unit, curves.linear) == ("ms", True)
+    assert [line.label for line in curves.lines] == [
+        "cuMemHostAlloc + touch", "touch + cuMemHostRegister"
+    ]  # fmt: skip
+    assert not any(line.ceiling for line in curves.lines)
+    rows = table_of(summary, "Pinning as it grows").rows
+    held = list(result.extra.held_bytes)
+    for column, line in enumerate(curves.lines, 2):
+        assert [x for x, _ in line.points] == held
+        assert [format_ms(y) for _, y in line.points] == [row[column] for row in rows]
+
+
+def test_pinlimits_host_copies_are_drawn_as_their_table_prints_them_by_phase():
+    _, summary, shown = pictured("h200_pinlimit")
+    bars = shown.panels[1]
+    assert (bars.title, bars.value_label, bars.unit) == (
+        "The host's pageable copies", "GB/s (10^9 bytes/s)", "GB/s"
+    )  # fmt: skip
+    rows = table_of(summary, "What pinning takes from the host").rows
+    phases = ("nothing pinned", "all pinned", "freed again")
+    expected = [
+        (f"{row[0]}, {phase}", row[1 + i]) for row in rows[:2] for i, phase in enumerate(phases)
+    ]
+    assert [(bar.label, f"{format_gb_per_s(bar.value)} GB/s") for bar in bars.bars] == expected
+    assert all(bar.source is not None and bar.ceiling is None for bar in bars.bars)
+    assert len(shown.panels) == 2
+
+
+# -- a linear axis (pinlimit's climb): from 0, a little above the top, whole GiB ticks ---------
+
+
+def linear_axes(points: list[tuple[float, float]], *more: list[tuple[float, float]]):
+    lines = [Line(f"way {i}", p) for i, p in enumerate((points, *more))]
+    curves = Curves("climb", "pinned", "ms per GiB", lines, y_unit="ms", linear=True)
+    return Picture("t", [curves]).figure().axes[0]
+
+
+def test_a_linear_axis_runs_from_0_to_a_seventh_above_the_highest_point_of_any_line():
+    axes = linear_axes([(GIB, 10.0), (2 * GIB, 40.0)], [(GIB, 20.0), (2 * GIB, 30.0)])
+    assert tuple(axes.get_ylim()) == (0, 40.0 * 1.15)
+    assert axes.get_xlim()[0] == 0
+    assert axes.get_xscale() == axes.get_yscale() == "linear"
+
+
+@pytest.mark.parametrize(
+    ("right", "ticks_gib"),
+    [
+        (GIB // 2, []),  # less than a GiB: no whole GiB to mark
+        (3 * GIB, [1, 2, 3]),
+        (4 * GIB, [1, 2, 3, 4]),  # 4 GiB: still a tick each
+        (4 * GIB + 1, [2, 4]),  # past 4: every second GiB
+        (8 * GIB, [2, 4, 6, 8]),
+        (9 * GIB, [4, 8]),
+        (31 * GIB, [8, 16, 24]),  # the fixture's 31 GiB
+    ],
+)
+def test_a_linear_axis_marks_whole_gib_four_at_most(right, ticks_gib):
+    axes = linear_axes([(GIB // 4, 1.0), (right, 2.0)])
+    assert [int(x) for x in axes.get_xticks()] == [n * GIB for n in ticks_gib]
+
+
+def test_a_linear_axis_takes_the_rightmost_point_of_any_line():
+    axes = linear_axes([(GIB, 1.0), (2 * GIB, 2.0)], [(GIB, 1.0), (8 * GIB, 1.0)])
+    assert [int(x) for x in axes.get_xticks()] == [n * GIB for n in (2, 4, 6, 8)]
+    assert tuple(axes.get_ylim()) == (0, 2.0 * 1.15)
+
+
+# -- tick labels: each unit's words, each scale from 0.999 of it -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "label"),
+    [
+        (0.0, "GB/s", "0"),
+        (-1.0, "ms", "0"),  # below the axis' 0: still 0
+        (4096, "bytes", "4 KiB"),
+        (0.999, "GB/s", "0.999"),
+        (1.0, "GB/s", "1"),
+        (999.6, "GB/s", "1,000"),
+        (1234.0, "GB/s", "1,234"),
+        (2.0, "ms", "2 ms"),
+    ],
+)
+def test_a_tick_is_labelled_in_its_unit(value, unit, label):
+    from memprof.output.plot import _tick
+
+    assert _tick(value, unit) == label
+
+
+@pytest.mark.parametrize(
+    ("milliseconds", "label"),
+    [
+        (1000.0, "1 s"),
+        (1e3 * 0.999, "0.999 s"),  # from 0.999 of a second, in seconds
+        (998.9, "998.9 ms"),
+        (1.0, "1 ms"),
+        (0.999, "0.999 ms"),
+        (0.9989, "998.9 us"),
+        (1e-3 * 0.999, "0.999 us"),
+        (1e-6 * 0.999, "0.999 ns"),
+        (5e-7, "0.5 ns"),  # below a nanosecond: still nanoseconds
+    ],
+)
+def test_a_time_tick_is_in_the_largest_unit_it_is_0_999_of(milliseconds, label):
+    from memprof.output.plot import _time_tick
+
+    assert _time_tick(milliseconds) == label
+
+
+def test_a_label_is_cut_to_its_limit_with_an_ellipsis_and_kept_literal():
+    from memprof.output.plot import LABEL_CHARACTERS, _label
+
+    assert _label("a" * LABEL_CHARACTERS) == "a" * LABEL_CHARACTERS
+    assert _label("a" * (LABEL_CHARACTERS + 1)) == "a" * (LABEL_CHARACTERS - 1) + "…"
+    assert _label("abcdef", 5) == "abcd…" and _label("abcde", 5) == "abcde"
+    assert _label("two\nlines") == "two\\nlines"  # literal: a newline shown as \n
+
+
+def test_an_svg_id_is_the_label_in_safe_letters_and_unique_in_its_panel():
+    from memprof.output.plot import _gid
+
+    taken: set[str] = set()
+    assert [_gid(text, taken) for text in ("a b/c", "a b/c", "a b/c", "", "_x.-_")] == [
+        "a_b_c", "a_b_c-2", "a_b_c-3", "item", "x.-"
+    ]  # fmt: skip
+    assert taken == {"a_b_c", "a_b_c-2", "a_b_c-3", "item", "x.-"}
+
+
+class Limits:
+    def __init__(self) -> None:
+        self.ylim: tuple[float, float] | None = None
+
+    def set_ylim(self, low: float, high: float) -> None:
+        self.ylim = (low, high)
+
+
+@pytest.mark.parametrize(
+    ("values", "ylim"),
+    [
+        ([], None),  # nothing drawn: matplotlib's own limits
+        ([1.3, 3 / 1.3], (1.0, 3.0)),  # a factor 3 apart after the 1.3 margins: kept
+        ([1.3, 3.5 / 1.3], (1.0, 3.5)),  # a factor 3.5: kept
+        ([1.3, 30.0], (1.0, 39.0)),
+    ],
+)
+def test_a_log_axis_keeps_its_margins_where_they_are_a_factor_3_apart(values, ylim):
+    from memprof.output.plot import _spread_log_limits
+
+    axes = Limits()
+    _spread_log_limits(axes, values)
+    assert axes.ylim == (pytest.approx(ylim) if ylim else None)
+
+
+def test_a_log_axis_narrower_than_a_factor_3_is_spread_to_3_about_its_middle():
+    import math
+
+    from memprof.output.plot import _spread_log_limits
+
+    axes = Limits()
+    _spread_log_limits(axes, [1.3, 2.0])  # 1.0 to 2.6: about 1.6125, a factor 3
+    middle = math.sqrt(2.6)
+    assert axes.ylim == pytest.approx((middle / math.sqrt(3), middle * math.sqrt(3)))
+    _spread_log_limits(axes, [1.3, 3 / 1.3 * (1 - 1e-9)])  # just under 3: spread
+    assert axes.ylim[1] / axes.ylim[0] == pytest.approx(3.0) and axes.ylim[0] < 1.0
+
+
+def test_a_picture_is_one_of_its_formats_by_its_name_in_any_case():
+    from pathlib import Path
+
+    from memprof.errors import InvalidArgument
+    from memprof.output.plot import format_of
+
+    assert [format_of(Path(f"a.{s}")) for s in ("svg", "PNG", "Pdf", "html")] == [
+        "svg", "png", "pdf", "html"
+    ]  # fmt: skip
+    with pytest.raises(InvalidArgument) as refused:
+        format_of(Path("out.txt"), "-o")
+    assert (
+        str(refused.value)
+        == "-o out.txt: a picture is one of .svg, .png, .pdf, .html; name the file so"
+    )
+    with pytest.raises(InvalidArgument) as refused:
+        format_of(Path("out.txt"))
+    assert str(refused.value).startswith("out.txt: a picture is one of")
