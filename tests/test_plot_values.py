@@ -4,12 +4,14 @@ mutation round on memprof/experiments/pictures.py and memprof/output/plot.py).""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 pytest.importorskip("matplotlib", reason="memprof plot needs matplotlib (the plot extra)")
 
 from memprof.model.formatting import format_gb_per_s, format_ms
-from memprof.output.plot import Curves, Line, Picture
+from memprof.output.plot import Bars, Curves, Line, Picture, Words
 from tests.test_plot import pictured
 
 GIB = 1 << 30
@@ -78,6 +80,7 @@ def test_a_linear_axis_runs_from_0_to_a_seventh_above_the_highest_point_of_any_l
     [
         (GIB // 2, []),  # less than a GiB: no whole GiB to mark
         (3 * GIB, [1, 2, 3]),
+        (4 * GIB - 1, [1, 2, 3]),  # a byte short of 4 GiB: no tick at 4
         (4 * GIB, [1, 2, 3, 4]),  # 4 GiB: still a tick each
         (4 * GIB + 1, [2, 4]),  # past 4: every second GiB
         (8 * GIB, [2, 4, 6, 8]),
@@ -88,6 +91,19 @@ def test_a_linear_axis_runs_from_0_to_a_seventh_above_the_highest_point_of_any_l
 def test_a_linear_axis_marks_whole_gib_four_at_most(right, ticks_gib):
     axes = linear_axes([(GIB // 4, 1.0), (right, 2.0)])
     assert [int(x) for x in axes.get_xticks()] == [n * GIB for n in ticks_gib]
+
+
+def test_a_linear_axis_has_six_value_ticks_at_most():
+    axes = linear_axes([(GIB, 10.0), (2 * GIB, 46.0)])  # to 52.9: by 10, not by 8
+    top = axes.get_ylim()[1]
+    assert [y for y in axes.get_yticks() if y <= top] == [0, 10, 20, 30, 40, 50]
+
+
+def test_a_linear_axis_without_points_is_drawn_empty_from_0_to_1_15_and_1_gib():
+    curves = Curves("climb", "pinned", "ms per GiB", [], y_unit="ms", linear=True)
+    axes = Picture("t", [curves]).figure().axes[0]
+    assert tuple(axes.get_ylim()) == (0, 1.15)
+    assert [int(x) for x in axes.get_xticks()] == [GIB]
 
 
 def test_a_linear_axis_takes_the_rightmost_point_of_any_line():
@@ -213,3 +229,53 @@ def test_a_picture_is_one_of_its_formats_by_its_name_in_any_case():
     with pytest.raises(InvalidArgument) as refused:
         format_of(Path("out.txt"))
     assert str(refused.value).startswith("out.txt: a picture is one of")
+
+
+# -- zerocopy's array size, managed's link: each where the fixtures never go --------------------
+
+
+def figure_of(nbytes: int, arrays) -> SimpleNamespace:
+    measure = None if arrays == "no measure" else SimpleNamespace(arrays=arrays)
+    return SimpleNamespace(measure=measure, measurement=SimpleNamespace(bytes=nbytes))
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "arrays", "size"),
+    [
+        (12, 3, 4),  # three arrays of 4 bytes
+        (10, 3, 3),  # whole bytes, as the tables' Size
+        (12, 1, 12),
+        (12, 0, 12),  # no count of arrays: its bytes
+        (12, None, 12),
+        (12, (2, 3), 12),  # one of several counts: its bytes
+        (12, "rows", 12),
+        (12, "no measure", 12),
+    ],
+)
+def test_an_array_is_its_bytes_over_the_arrays_its_measure_declares_else_its_bytes(
+    nbytes, arrays, size
+):
+    from memprof.experiments.pictures import _array_bytes
+
+    found = _array_bytes(figure_of(nbytes, arrays))
+    assert found == size and isinstance(found, int)
+
+
+def test_managed_without_a_known_link_draws_its_bars_without_one(monkeypatch):
+    import memprof.experiments.pictures as pictures
+
+    result, summary, _ = pictured("h200_managed")
+    monkeypatch.setattr(pictures, "pcie_ceiling", lambda result: None)
+    panels = pictures.managed_panels(result, summary)
+    bars = [panel for panel in panels if isinstance(panel, Bars)]
+    assert bars and all(panel.reference is None for panel in bars)
+
+
+def test_managed_without_bars_to_draw_draws_its_tables_as_words(monkeypatch):
+    import memprof.experiments.pictures as pictures
+
+    result, summary, _ = pictured("h200_managed")
+    monkeypatch.setattr(pictures, "table_panels", lambda summary, tables, by_column=False: [])
+    panels = pictures.managed_panels(result, summary)
+    assert [panel.title for panel in panels] == [table.title for table in summary.tables]
+    assert all(isinstance(panel, Words) for panel in panels)
