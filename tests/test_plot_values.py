@@ -279,3 +279,30 @@ def test_managed_without_bars_to_draw_draws_its_tables_as_words(monkeypatch):
     panels = pictures.managed_panels(result, summary)
     assert [panel.title for panel in panels] == [table.title for table in summary.tables]
     assert all(isinstance(panel, Words) for panel in panels)
+
+
+def test_runs_bars_of_one_label_pair_up_by_their_place_among_that_labels_bars():
+    from memprof.experiments.pictures import _grouped_bars
+    from memprof.output.plot import Bar
+
+    def run(*values: float) -> Bars:
+        return Bars("t", "GB/s", [Bar(label, v) for label, v in zip("aba", values, strict=True)])
+
+    bars = _grouped_bars([(0, run(1.0, 2.0, 3.0)), (1, run(4.0, 5.0, 6.0))]).bars
+    assert [(bar.label, bar.run, bar.value) for bar in bars] == [
+        ("a", 0, 1.0), ("a", 1, 4.0), ("b", 0, 2.0), ("b", 1, 5.0), ("a", 0, 3.0), ("a", 1, 6.0)
+    ]  # fmt: skip
+
+
+def test_streams_without_a_span_draws_its_modes_on_no_common_axis():
+    from memprof.experiments.pictures import streams_panels
+    from memprof.experiments.streams import MODES
+
+    timelines = SimpleNamespace(**{mode: [] for mode in MODES})
+    result = SimpleNamespace(
+        parameters=SimpleNamespace(streams=2),
+        extra=SimpleNamespace(timelines=timelines, timeline_source="events"),
+    )
+    panels = streams_panels(result, None)
+    assert len(panels) == len(MODES)
+    assert all(panel.spans == [] and panel.until_ms is None for panel in panels)
