@@ -306,3 +306,29 @@ def test_streams_without_a_span_draws_its_modes_on_no_common_axis():
     panels = streams_panels(result, None)
     assert len(panels) == len(MODES)
     assert all(panel.spans == [] and panel.until_ms is None for panel in panels)
+
+
+def test_runs_bars_carry_their_noise_and_the_first_runs_panel_and_a_reference_all_share():
+    from memprof.experiments.pictures import _grouped_bars
+    from memprof.model.statistics import noise_band
+    from memprof.output.plot import Bar, Reference
+
+    _, summary, _ = pictured("h200_managed")
+    source = next(f.measurement for f in summary.figures if f.gb_per_s)
+    noise = noise_band(source.throughput_ms or source.samples_ms)
+    assert noise > 0
+
+    def run(title: str, reference: Reference | None) -> Bars:
+        bars = [Bar("a", 10.0, source=source), Bar("b", 20.0)]
+        return Bars(title, "GB/s", bars, reference=reference)
+
+    link = Reference(63.0, "link")
+    grouped = _grouped_bars([(0, run("first", link)), (1, run("second", Reference(63.0, "link")))])
+    assert grouped.title == "first" and grouped.reference == link
+    assert [bar.spread for bar in grouped.bars] == [
+        (10.0 * (1 - noise), 10.0 * (1 + noise)), (10.0 * (1 - noise), 10.0 * (1 + noise)),
+        None, None,
+    ]  # fmt: skip
+    apart = _grouped_bars([(0, run("first", link)), (1, run("second", Reference(64.0, "x")))])
+    assert apart.reference is None  # the runs' links differ: none drawn as all theirs
+    assert _grouped_bars([(0, run("first", None)), (1, run("second", None))]).reference is None
