@@ -1,0 +1,112 @@
+"""memprof trace's counting and its cache checks held at their edges, each where a mutation
+round (issue 37) found it untested: a cache entry's date just inside and just outside its
+length, its refusals in their own words, a program's exit code, and which frames read as
+whose (pure parts of memprof.trace.stacks)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from memprof.trace import collect
+from memprof.trace.stacks import CodeFilter
+
+GPU = ("NVIDIA H200", "580.1")
+GOOD_PINNED = {
+    "h2d_gb_per_s": 51.0,
+    "d2h_gb_per_s": 52.0,
+    "bytes": 64 << 20,
+    "gpu_name": GPU[0],
+    "driver_version": GPU[1],
+    "measured_at": "2026-11-23T05:09:36+00:00",
+}
+COST = {"bytes": 4096, "pinned_ms": 0.0027, "pageable_ms": 0.0051, "gathered_ms": 0.0009}
+GOOD_SMALL = {"copies": 128, "costs": [COST], "clock": "wall"}
+
+# ISO dates Python reads, 40 and 41 characters long (fractional seconds of 4 and 5 digits)
+DATE_40 = "2026-11-23T05:09:36.1234+00:00:00.000000"
+DATE_41 = "2026-11-23T05:09:36.12345+00:00:00.000000"
+
+
+def test_a_cached_date_of_40_characters_is_read_and_one_of_41_is_not():
+    assert (len(DATE_40), len(DATE_41)) == (40, 41)
+    assert collect.identity_problem({**GOOD_PINNED, "measured_at": DATE_40}, GPU) is None
+    assert collect.identity_problem({**GOOD_PINNED, "measured_at": DATE_41}, GPU) == (
+        f'measured_at is "{DATE_41[:39]}, not a date and time'
+    )
+
+
+@pytest.mark.parametrize(
+    ("measured_at", "said"), [(None, "null"), (20261123, "20261123"), ("x" * 50, '"' + "x" * 39)]
+)
+def test_a_cached_date_that_is_no_text_or_too_long_is_named_cut_to_40(measured_at, said):
+    entry = {**GOOD_PINNED, "measured_at": measured_at}
+    assert collect.identity_problem(entry, GPU) == f"measured_at is {said}, not a date and time"
+
+
+def test_a_cached_pinned_figure_out_of_range_is_refused_naming_its_field():
+    entry = {**GOOD_PINNED, "h2d_gb_per_s": 0}
+    assert collect.pinned_problem(entry) == "h2d_gb_per_s is 0: expected a number (0.1, 1000]"
+
+
+def test_cached_small_copies_are_refused_each_in_its_own_words():
+    assert collect.small_copies_problem({**GOOD_SMALL, "clock": "gpu"}) == (
+        "its costs are GPU time, measured before memprof took the wall clock per copy"
+    )
+    assert collect.small_copies_problem({**GOOD_SMALL, "copies": 0}) == (
+        "copies is 0: expected an integer 1 to 2^20"
+    )
+    twice = {**GOOD_SMALL, "costs": [COST, {**COST, "pinned_ms": 0.003}]}
+    assert collect.small_copies_problem(twice) == "costs has one size twice"
+
+
+def test_a_cached_small_copy_of_exactly_a_tib_is_read_and_one_byte_more_is_not():
+    largest = collect.MAX_CACHED_BYTES
+    at_edge = {**GOOD_SMALL, "costs": [{**COST, "bytes": largest}]}
+    assert collect.small_copies_problem(at_edge) is None
+    past = {**GOOD_SMALL, "costs": [{**COST, "bytes": largest + 1}]}
+    assert collect.small_copies_problem(past) == (
+        f"costs has a size of {largest + 1} bytes, more than {largest}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [(None, 0), (0, 0), (3, 3), (-1, 255), (256, 0), (257, 1)]
+)
+def test_a_programs_exit_status_is_what_the_shell_sees(code, status, capsys):
+    assert collect.exit_code_of(SystemExit(code)) == status
+    assert capsys.readouterr().err == ""
+
+
+def test_a_programs_exit_message_is_printed_and_its_status_is_1(capsys):
+    assert collect.exit_code_of(SystemExit("no data")) == 1
+    assert capsys.readouterr().err == "no data\n"
+
+
+# -- whose a frame's file is (memprof.trace.stacks.CodeFilter) -------------------------------
+
+
+def test_a_generated_files_name_is_shown_as_python_gave_it(tmp_path):
+    code = CodeFilter(str(tmp_path))
+    assert code.display("<frozen runpy>") == "<frozen runpy>"
+    assert code.display("<string>") == "<string>"
+
+
+def test_a_file_under_nested_library_folders_is_shown_from_the_innermost(tmp_path):
+    """site-packages inside the standard library's folder: torch's file is shown from
+    site-packages, not as site-packages/torch/..., whichever order the folders come in."""
+    stdlib = tmp_path / "lib" / "python3.12"
+    site = stdlib / "site-packages"
+    torch_file = site / "torch" / "nn" / "module.py"
+    program = tmp_path / "prog"
+    for libraries in ((str(stdlib), str(site)), (str(site), str(stdlib))):
+        code = CodeFilter(str(program), libraries=libraries)
+        assert code.display(str(torch_file)) == "torch/nn/module.py"
+        assert code.display(str(stdlib / "json" / "decoder.py")) == "json/decoder.py"
+    named = CodeFilter(str(program), named=(str(site / "torch"),), libraries=(str(stdlib),))
+    assert named.display(str(torch_file)) == "torch/nn/module.py"
+    assert named.display(str(program / "data" / "x.py")) == "data/x.py"
+    assert named.display(str(tmp_path / "elsewhere.py")) == os.path.realpath(
+        tmp_path / "elsewhere.py"
+    )
