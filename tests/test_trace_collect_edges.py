@@ -6,11 +6,14 @@ whose (pure parts of memprof.trace.stacks)."""
 from __future__ import annotations
 
 import os
+import sys
+from types import SimpleNamespace
 
 import pytest
 
+from memprof.model.lines import Frame
 from memprof.trace import collect
-from memprof.trace.stacks import CodeFilter
+from memprof.trace.stacks import CallRecorder, CodeFilter
 
 GPU = ("NVIDIA H200", "580.1")
 GOOD_PINNED = {
@@ -110,3 +113,49 @@ def test_a_file_under_nested_library_folders_is_shown_from_the_innermost(tmp_pat
     assert named.display(str(tmp_path / "elsewhere.py")) == os.path.realpath(
         tmp_path / "elsewhere.py"
     )
+
+
+class _Holder:
+    def method(self) -> None:
+        """A method: its frame is named with its class."""
+
+
+def _helper() -> None:
+    """A function at module level."""
+
+
+def test_recorded_frames_are_named_with_their_class_and_kept_apart_by_code_and_line():
+    """Two codes at one line, and one code at two lines, are three frames; a method is
+    named Class.method as Python 3.11's co_qualname names it."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    recorder = CallRecorder(CodeFilter(here), depth=5)
+    method, helper = _Holder.method.__code__, _helper.__code__
+    recorder.stacks = {
+        7: ("program", ((method, 10), (helper, 10))),
+        8: ("thread", ((helper, 12), (method, 10))),
+    }
+    name = os.path.basename(__file__)
+    in_method, in_helper = Frame(name, 10, "_Holder.method"), Frame(name, 10, "_helper")
+    assert recorder.recorded() == {
+        7: ("program", (in_method, in_helper)),
+        8: ("thread", (Frame(name, 12, "_helper"), in_method)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("torch", "benchmark"),
+    [
+        (SimpleNamespace(backends=SimpleNamespace(cudnn=SimpleNamespace(benchmark=True))), True),
+        (SimpleNamespace(backends=SimpleNamespace(cudnn=SimpleNamespace(benchmark=False))), False),
+        (SimpleNamespace(backends=SimpleNamespace(cudnn=SimpleNamespace(benchmark=1))), None),
+        (SimpleNamespace(), None),  # a torch of the program's own, without backends
+    ],
+)
+def test_cudnn_benchmark_is_read_as_the_program_left_it_or_none(monkeypatch, torch, benchmark):
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    assert collect.cudnn_benchmark() is benchmark
+
+
+def test_cudnn_benchmark_without_torch_is_none(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert collect.cudnn_benchmark() is None
