@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from memprof.core import activity
+from memprof.errors import EnvironmentProblem, InvalidArgument
 from memprof.model.lines import Frame
 from memprof.trace import collect
 from memprof.trace.stacks import CallRecorder, CodeFilter
@@ -159,3 +161,59 @@ def test_cudnn_benchmark_is_read_as_the_program_left_it_or_none(monkeypatch, tor
 def test_cudnn_benchmark_without_torch_is_none(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert collect.cudnn_benchmark() is None
+
+
+# -- the collector's start ------------------------------------------------------------------
+
+
+@pytest.fixture
+def devices(monkeypatch):
+    """CUPTI present, `state["count"]` CUDA devices, and activity tracing refused (each test
+    ends at the first refusal it reaches)."""
+    state = {"count": 1, "started": []}
+    monkeypatch.setattr(activity, "cupti_unavailable_reason", lambda: None)
+    monkeypatch.setattr(collect, "_cuda_init", lambda: state["count"])
+
+    def refuse(device_index, keep_all=False):
+        state["started"].append(device_index)
+        return None, "CUPTI is in use by another profiler"
+
+    monkeypatch.setattr(activity.ActivityLog, "start", staticmethod(refuse))
+    return state
+
+
+def test_without_cupti_the_trace_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(activity, "cupti_unavailable_reason", lambda: "cupti-python is absent")
+    with pytest.raises(EnvironmentProblem) as raised:
+        collect.CuptiCollector().start()
+    assert str(raised.value) == f"cupti-python is absent: {collect.CUPTI_INSTALL_HINT}"
+
+
+@pytest.mark.parametrize(
+    ("device", "count", "said"),
+    [
+        (1, 1, "--device 1 does not exist: this machine has 1 CUDA device"),
+        (2, 2, "--device 2 does not exist: this machine has 2 CUDA devices"),
+        (-1, 3, "--device -1 does not exist: this machine has 3 CUDA devices"),
+    ],
+)
+def test_a_device_past_the_last_is_refused_in_one_line(devices, device, count, said):
+    devices["count"] = count
+    with pytest.raises(InvalidArgument) as raised:
+        collect.CuptiCollector(device).start()
+    assert str(raised.value) == said
+    assert devices["started"] == []
+
+
+@pytest.mark.parametrize(("device", "count"), [(0, 1), (1, 2)])
+def test_the_last_device_is_traced(devices, device, count):
+    devices["count"] = count
+    with pytest.raises(EnvironmentProblem, match=r"^CUPTI is in use by another profiler$"):
+        collect.CuptiCollector(device).start()
+    assert devices["started"] == [device]
+
+
+def test_the_collector_traces_device_0_unless_told(devices):
+    with pytest.raises(EnvironmentProblem):
+        collect.CuptiCollector().start()
+    assert devices["started"] == [0]
