@@ -170,13 +170,14 @@ def test_cudnn_benchmark_without_torch_is_none(monkeypatch):
 def devices(monkeypatch):
     """CUPTI present, `state["count"]` CUDA devices, and activity tracing refused (each test
     ends at the first refusal it reaches)."""
-    state = {"count": 1, "started": []}
+    state = {"count": 1, "started": [], "why": "CUPTI is in use by another profiler"}
     monkeypatch.setattr(activity, "cupti_unavailable_reason", lambda: None)
     monkeypatch.setattr(collect, "_cuda_init", lambda: state["count"])
 
     def refuse(device_index, keep_all=False):
         state["started"].append(device_index)
-        return None, "CUPTI is in use by another profiler"
+        assert keep_all is True  # a trace keeps every record, its own included
+        return None, state["why"]
 
     monkeypatch.setattr(activity.ActivityLog, "start", staticmethod(refuse))
     return state
@@ -217,3 +218,62 @@ def test_the_collector_traces_device_0_unless_told(devices):
     with pytest.raises(EnvironmentProblem):
         collect.CuptiCollector().start()
     assert devices["started"] == [0]
+
+
+def test_activity_tracing_refused_without_a_reason_is_said_so(devices):
+    devices["why"] = None
+    with pytest.raises(EnvironmentProblem) as raised:
+        collect.CuptiCollector().start()
+    assert str(raised.value) == "CUPTI refused activity tracing"
+
+
+# -- the collector's finish -----------------------------------------------------------------
+
+
+class _Log:
+    """ActivityLog's reading side, holding no GPU record."""
+
+    def __init__(self, refusal: str | None) -> None:
+        self.unified_memory_refusal = refusal
+        self.flushed = False
+
+    def flush(self) -> None:
+        self.flushed = True
+
+    def all_gpu_records(self) -> list:
+        return []
+
+    def unified_memory_totals(self) -> dict:
+        return {"HtoD": {"bytes": 4096.0}}
+
+
+@pytest.mark.parametrize(
+    ("refusal", "totals"), [(None, {"HtoD": {"bytes": 4096.0}}), ("no unified memory", None)]
+)
+def test_a_finished_trace_keeps_its_callbacks_failures_and_unified_memory(
+    monkeypatch, refusal, totals
+):
+    asked = []
+    monkeypatch.setattr(collect, "_synchronize_current_context", lambda: None)
+    monkeypatch.setattr(collect, "device_identity", lambda i: asked.append(i) or ("G", "1.0"))
+    calls = CallRecorder(None)
+    calls.failures, calls.first_failure, calls.own = 2, "OSError: no such folder", {5}
+    collector = collect.CuptiCollector(3, calls)
+    collector.log = _Log(refusal)
+    recording = collector.finish()
+    assert collector.log.flushed and asked == [3]
+    assert (recording.gpu_name, recording.driver_version) == ("G", "1.0")
+    assert recording.stacks_note == (
+        "memprof's callback failed on 2 calls, whose lines and host times are missing "
+        "(the first: OSError: no such folder)"
+    )
+    assert (recording.unified_memory, recording.unified_memory_note) == (totals, refusal)
+    assert (recording.own_calls, recording.stacks) == (frozenset({5}), None)
+
+
+def test_a_finished_trace_whose_callbacks_never_failed_has_no_note(monkeypatch):
+    monkeypatch.setattr(collect, "_synchronize_current_context", lambda: None)
+    monkeypatch.setattr(collect, "device_identity", lambda i: ("G", "1.0"))
+    collector = collect.CuptiCollector(0, CallRecorder(None))
+    collector.log = _Log(None)
+    assert collector.finish().stacks_note is None
