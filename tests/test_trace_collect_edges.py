@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from memprof.core import activity
+from memprof.core.activity import GpuRecord
 from memprof.errors import EnvironmentProblem, InvalidArgument
 from memprof.model.lines import Frame
 from memprof.trace import collect
@@ -277,3 +278,85 @@ def test_a_finished_trace_whose_callbacks_never_failed_has_no_note(monkeypatch):
     collector = collect.CuptiCollector(0, CallRecorder(None))
     collector.log = _Log(None)
     assert collector.finish().stacks_note is None
+
+
+# -- kernel names (demangled) ----------------------------------------------------------------
+
+
+def _kernel(name: str, category: str = "kernel", start_ns: int = 0) -> GpuRecord:
+    return GpuRecord(category, name, start_ns, start_ns + 1000, correlation_id=start_ns)
+
+
+@pytest.fixture
+def cxxfilt(tmp_path, monkeypatch):
+    """A c++filt alone on PATH that writes what it was given to `given` and answers each
+    line with `demangled:` and the line, or runs `state["script"]` instead."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    given = tmp_path / "given"
+    state = {"script": f'tee {given} | sed "s/^/demangled:/"', "given": given}
+    tools = os.environ["PATH"]  # the script's own tee and sed
+
+    def install() -> None:
+        tool = folder / "c++filt"
+        tool.write_text(f"#!/bin/sh\nPATH={tools}\n{state['script']}\n")
+        tool.chmod(0o755)
+
+    monkeypatch.setenv("PATH", str(folder))
+    state["install"] = install
+    return state
+
+
+def test_mangled_kernel_names_are_demangled_once_each_and_nothing_else(cxxfilt):
+    cxxfilt["install"]()
+    records = [
+        _kernel("_Z3mulPfi", start_ns=1),
+        _kernel("_Z3addPfi", start_ns=2),
+        _kernel("_Z3mulPfi", start_ns=3),
+        _kernel("plain_kernel", start_ns=4),
+        _kernel("_ZHTOD", category="memcpy", start_ns=5),  # a copy's name is no symbol
+        _kernel("Z3addPfi", start_ns=6),
+    ]
+    named = collect.demangled(records)
+    assert [r.name for r in named] == [
+        "demangled:_Z3mulPfi",
+        "demangled:_Z3addPfi",
+        "demangled:_Z3mulPfi",
+        "plain_kernel",
+        "_ZHTOD",
+        "Z3addPfi",
+    ]
+    assert [(r.start_ns, r.correlation_id) for r in named] == [(n, n) for n in range(1, 7)]
+    assert cxxfilt["given"].read_text() == "_Z3addPfi\n_Z3mulPfi"  # sorted, once each
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'echo "one line for two names"',  # an answer that does not pair with the names
+        "exit 3 # and no answer at all",
+        "sleep 0.1; kill -9 $$",  # killed
+    ],
+)
+def test_a_c_filt_that_answers_wrongly_leaves_the_names_mangled(cxxfilt, script):
+    cxxfilt["script"] = script
+    cxxfilt["install"]()
+    records = [_kernel("_Z3mulPfi"), _kernel("_Z3addPfi")]
+    assert collect.demangled(records) == records
+
+
+def test_without_c_filt_or_mangled_names_the_records_are_kept_as_they_are(cxxfilt, tmp_path):
+    records = [_kernel("_Z3mulPfi")]
+    assert collect.demangled(records) is records  # no c++filt on PATH
+    cxxfilt["script"] = f"touch {tmp_path / 'ran'}"
+    cxxfilt["install"]()
+    plain = [_kernel("plain_kernel"), _kernel("_Zcopy", category="memcpy")]
+    assert collect.demangled(plain) is plain
+    assert not (tmp_path / "ran").exists()  # not run for nothing
+
+
+def test_a_c_filt_that_cannot_run_leaves_the_names_mangled(cxxfilt):
+    cxxfilt["install"]()
+    (cxxfilt["given"].parent / "bin" / "c++filt").write_text("#!/nonexistent/shell\n")
+    records = [_kernel("_Z3mulPfi")]
+    assert collect.demangled(records) == records
