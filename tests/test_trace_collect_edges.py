@@ -6,7 +6,9 @@ whose (pure parts of memprof.trace.stacks)."""
 from __future__ import annotations
 
 import os
+import site
 import sys
+import sysconfig
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +17,7 @@ from memprof.core import activity
 from memprof.core.activity import GpuRecord
 from memprof.errors import EnvironmentProblem, InvalidArgument
 from memprof.model.lines import Frame
-from memprof.trace import collect
+from memprof.trace import collect, stacks
 from memprof.trace.stacks import CallRecorder, CodeFilter
 
 GPU = ("NVIDIA H200", "580.1")
@@ -360,3 +362,92 @@ def test_a_c_filt_that_cannot_run_leaves_the_names_mangled(cxxfilt):
     (cxxfilt["given"].parent / "bin" / "c++filt").write_text("#!/nonexistent/shell\n")
     records = [_kernel("_Z3mulPfi")]
     assert collect.demangled(records) == records
+
+
+# -- which folders are whose (memprof.trace.stacks) ----------------------------------------
+
+
+def test_this_pythons_library_folders_are_found_resolved_and_sorted(monkeypatch, tmp_path):
+    real = tmp_path / "real" / "site-packages"
+    real.mkdir(parents=True)
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "site-packages").symlink_to(real)
+    debian = tmp_path / "dist-packages"
+    debian.mkdir()
+    plain = tmp_path / "lib"
+    plain.mkdir()
+    extra = [str(tmp_path / "link" / "site-packages"), str(debian), str(plain)]
+    monkeypatch.setattr(sys, "path", [*sys.path, *extra])
+    folders = stacks.python_library_folders()
+    assert folders == sorted(set(folders))
+    wanted = [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib")]
+    wanted += [*site.getsitepackages(), site.getusersitepackages(), str(real), str(debian)]
+    assert {os.path.realpath(folder) for folder in wanted} <= set(folders)
+    assert str(plain) not in folders and "" not in folders
+    assert str(tmp_path / "link" / "site-packages") not in folders  # resolved
+
+
+def test_a_package_is_found_by_its_folders_a_module_by_its_file_and_neither_if_absent(
+    monkeypatch, tmp_path
+):
+    import json
+
+    (tmp_path / "lone_module_of_a_test.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert stacks.package_folders("json") == [os.path.realpath(os.path.dirname(json.__file__))]
+    module = stacks.package_folders("lone_module_of_a_test")
+    assert module == [str((tmp_path / "lone_module_of_a_test.py").resolve())]
+    assert stacks.package_folders("no_such_package_here") == []
+    assert stacks.package_folders("") == []
+
+
+def test_a_scripts_filter_holds_the_script_and_the_packages_folders(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    code = CodeFilter.for_program(str(script), None)
+    assert (code.program_folder, code.program) == (str(tmp_path), (str(script),))
+    assert code.own == (os.path.dirname(os.path.dirname(os.path.realpath(stacks.__file__))),)
+    assert code.named == tuple(
+        f for n in stacks.LIBRARY_PACKAGES for f in stacks.package_folders(n)
+    )
+    assert code.skipped == tuple(
+        f for n in stacks.SKIPPED_PACKAGES for f in stacks.package_folders(n)
+    )
+    assert code.libraries == tuple(stacks.python_library_folders())
+
+
+def test_a_modules_filter_is_the_working_folder_and_its_top_packages_folders(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = CodeFilter.for_program(None, "xml.etree.ElementTree")
+    assert code.program_folder == str(tmp_path.resolve())
+    assert code.program == tuple(stacks.package_folders("xml"))
+    assert code.program  # xml's folder, not xml.etree's nor nothing
+
+
+def test_cupti_and_the_libraries_named_are_found_where_installed(monkeypatch, tmp_path):
+    for name in ("cupti", "torch"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = CodeFilter.for_program(None, "json")
+    assert str(tmp_path / "cupti") in code.skipped and str(tmp_path / "cupti") not in code.named
+    assert str(tmp_path / "torch") in code.named and str(tmp_path / "torch") not in code.skipped
+
+
+def test_each_of_sysconfigs_and_sites_folders_is_a_librarys(monkeypatch, tmp_path):
+    named = ("stdlib", "platstdlib", "purelib", "platlib", "site", "user")
+    paths = {name: str(tmp_path / name) for name in named}
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {k: paths[k] for k in named[:4]})
+    monkeypatch.setattr(site, "getsitepackages", lambda: [paths["site"]])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: paths["user"])
+    monkeypatch.setattr(sys, "path", [])
+    assert stacks.python_library_folders() == sorted(paths.values())
+
+
+def test_a_site_module_without_its_functions_leaves_sysconfigs_folders(monkeypatch, tmp_path):
+    """virtualenv's old site.py had no getsitepackages: not a failure."""
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path)})
+    monkeypatch.delattr(site, "getsitepackages")
+    monkeypatch.delattr(site, "getusersitepackages")
+    monkeypatch.setattr(sys, "path", [])
+    assert stacks.python_library_folders() == [str(tmp_path)]
