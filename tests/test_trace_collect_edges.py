@@ -9,6 +9,7 @@ import os
 import site
 import sys
 import sysconfig
+import types
 from types import SimpleNamespace
 
 import pytest
@@ -451,3 +452,63 @@ def test_a_site_module_without_its_functions_leaves_sysconfigs_folders(monkeypat
     monkeypatch.delattr(site, "getusersitepackages")
     monkeypatch.setattr(sys, "path", [])
     assert stacks.python_library_folders() == [str(tmp_path)]
+
+
+# -- what to run, and the Result ---------------------------------------------------------------
+
+
+def _refusal(program: collect.Program) -> str:
+    with pytest.raises(InvalidArgument) as raised:
+        collect.check_program(program)
+    return str(raised.value)
+
+
+def test_no_program_is_refused_saying_how_to_name_one():
+    with pytest.raises(InvalidArgument) as raised:
+        collect.parse_target([], None)
+    assert str(raised.value) == "name the program to trace: memprof trace SCRIPT.py [ARGS...]"
+
+
+def test_a_program_python_could_not_run_is_refused_in_its_own_words(tmp_path, monkeypatch):
+    assert _refusal(collect.Program("", None)) == "memprof trace: the program's file name is empty"
+    folder = tmp_path / "tool"
+    folder.mkdir()
+    assert _refusal(collect.Program(str(folder), None)) == (
+        f"cannot run {folder}: a folder without __main__.py"
+    )
+    (folder / "__main__.py").write_text("")
+    collect.check_program(collect.Program(str(folder), None))  # runs as python FOLDER does
+    assert _refusal(collect.Program(None, ".tool")) == (
+        "-m '.tool': not a module name (such as pkg.tool)"
+    )
+    broken = types.ModuleType("broken_module_of_a_test")
+    broken.__spec__ = None
+    monkeypatch.setitem(sys.modules, "broken_module_of_a_test", broken)
+    assert _refusal(collect.Program(None, "broken_module_of_a_test.x")) == (
+        "cannot run -m broken_module_of_a_test.x: broken_module_of_a_test.__spec__ is None"
+    )
+
+
+def _traced(**options) -> collect.Result:
+    gpu = [GpuRecord("memcpy", "HTOD", 0, 1000, 4096, "pinned", "device", True, 1)]
+    recording = collect.Recording(gpu, [], gpu_name="NVIDIA H200", driver_version="580")
+    return collect.trace_result(
+        collect.Program("p.py", None), collect.Outcome(0), recording, 0, {}, **options
+    )
+
+
+def test_a_traces_lines_note_says_why_there_are_no_lines_only_where_there_are_none():
+    default = _traced()
+    assert (default.parameters.stack_depth, default.parameters.stacks) == (0, False)
+    assert default.extra.lines_note == "not recorded (--stack-depth 0)"
+    assert _traced(stack_depth=5).extra.lines_note is None
+    assert _traced(stack_depth=5, stacks=True).parameters.stacks is True
+
+
+def test_small_copy_costs_measured_by_the_wall_clock_say_so(tmp_path):
+    measured = {**GOOD_SMALL, "costs": [{**COST, "batched_ms": None}]}
+    figures = collect.small_copy_figures(
+        0, *GPU, "cache", lambda device: measured, tmp_path / "small_copies.json"
+    )
+    assert (figures.clock, figures.copies) == ("wall", 128)
+    assert figures.how == "measured now with memprof smallcopies (then cached)"
