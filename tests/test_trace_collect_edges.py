@@ -9,6 +9,7 @@ import os
 import site
 import sys
 import sysconfig
+import time
 import types
 from types import SimpleNamespace
 
@@ -512,3 +513,38 @@ def test_small_copy_costs_measured_by_the_wall_clock_say_so(tmp_path):
     )
     assert (figures.clock, figures.copies) == ("wall", 128)
     assert figures.how == "measured now with memprof smallcopies (then cached)"
+
+
+PROGRAM = """\
+import sys
+if __name__ == "__main__":
+    with open(sys.argv[1], "w") as seen:
+        seen.write(sys.argv[0])
+"""
+
+
+def test_a_script_and_a_module_run_as_main_with_pythons_argv(tmp_path, monkeypatch):
+    """`python SCRIPT` and `python -m MODULE` both run as __main__, argv[0] the file."""
+    script = tmp_path / "prog_for_trace.py"
+    script.write_text(PROGRAM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for program in (
+        collect.Program(str(script), None, (str(tmp_path / "seen"),)),
+        collect.Program(None, "prog_for_trace", (str(tmp_path / "seen"),)),
+    ):
+        before = time.perf_counter()
+        outcome = collect.run_program(program)
+        took = time.perf_counter() - before
+        assert (outcome.exit_code, outcome.error) == (0, None)
+        assert 0 < outcome.wall_s <= took
+        assert (tmp_path / "seen").read_text() == str(script)
+        (tmp_path / "seen").unlink()
+
+
+def test_cudnn_benchmark_is_read_only_of_a_program_that_imported_torch(tmp_path, monkeypatch):
+    torch = SimpleNamespace(backends=SimpleNamespace(cudnn=SimpleNamespace(benchmark=True)))
+    monkeypatch.setitem(sys.modules, "torch", torch)  # memprof's or another's, not the program's
+    script = tmp_path / "plain.py"
+    script.write_text("x = 1\n")
+    outcome = collect.run_program(collect.Program(str(script), None))
+    assert (outcome.cudnn_benchmark, outcome.libraries) == (None, ())
