@@ -548,3 +548,10 @@ def test_cudnn_benchmark_is_read_only_of_a_program_that_imported_torch(tmp_path,
     script.write_text("x = 1\n")
     outcome = collect.run_program(collect.Program(str(script), None))
     assert (outcome.cudnn_benchmark, outcome.libraries) == (None, ())
+
+
+def test_an_async_copy_into_pageable_memory_blocks_and_one_without_a_call_took_none():
+    into_pageable = GpuRecord("memcpy", "DTOH", 0, 1000, 4096, "device", "pageable", True, 9)
+    assert collect.is_blocking(into_pageable)
+    (group,) = collect.copy_groups([into_pageable], [])
+    assert (group.calls, group.call_ms, group.blocked_ms, group.blocking_copies) == (1, 0, 0, 1)
