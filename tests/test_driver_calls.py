@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memprof.core import bindings, driver, memory, session
+from memprof.core import bindings, devicefacts, driver, memory, session
 from memprof.errors import EnvironmentProblem, ExitCode, MemprofError, OutOfMemory
 from memprof.trace import collect
 from tests.fakegpu import CUresult, FakeBindings, FakeSession
@@ -204,3 +204,61 @@ def test_finishing_a_trace_synchronizes_only_a_context_that_exists(fake):
     fake_bindings.context = 0x55
     collect._synchronize_current_context()
     assert "synchronized" in gpu_session.gpu.calls
+
+
+def test_a_driver_that_counts_no_device_is_said_in_memprofs_words(fake, libcuda, monkeypatch):
+    _, fake_bindings = fake(devices=1)
+    assert collect._cuda_init() == 1
+    fake_bindings.devices = 0
+    monkeypatch.setattr(FakeBindings, "cuInit", lambda self, flags: (CUresult.CUDA_SUCCESS,))
+    with pytest.raises(EnvironmentProblem) as raised:
+        collect._cuda_init()
+    assert str(raised.value) == "no CUDA device found: the driver sees no GPU"
+
+
+def test_no_driver_is_said_in_one_whole_line(libcuda):
+    libcuda["loads"] = False
+    with pytest.raises(EnvironmentProblem) as raised:
+        collect._cuda_init()
+    assert str(raised.value) == (
+        "the CUDA driver (libcuda.so.1) was not found: memprof needs a machine with an "
+        "NVIDIA GPU and its driver installed"
+    )
+
+
+@pytest.fixture
+def kernel_driver(monkeypatch):
+    """The kernel module's version as /proc would say it (None: no such file)."""
+    state = {"version": None}
+    monkeypatch.setattr(devicefacts, "_kernel_driver_version", lambda: state["version"])
+    return state
+
+
+def test_a_gpus_identity_is_its_name_and_the_kernel_modules_version(fake, kernel_driver):
+    fake(names={1: b"NVIDIA H200\xff"})
+    kernel_driver["version"] = "580.95.05"
+    assert collect.device_identity(0) == ("Fake GPU", "580.95.05")
+    assert collect.device_identity(1) == ("NVIDIA H200\ufffd", "580.95.05")  # a bad byte
+
+
+def test_without_the_kernel_modules_version_the_identity_names_cudas(fake, kernel_driver):
+    fake(driver_version=12080)
+    assert collect.device_identity(0) == ("Fake GPU", "CUDA 12.8")
+
+
+def test_a_gpu_whose_name_and_versions_cannot_be_read_has_an_empty_identity(
+    kernel_driver, monkeypatch
+):
+    monkeypatch.setattr(bindings, "_import", lambda: (None, "cuda-bindings is not installed"))
+    assert collect.device_identity(0) == ("", "")
+
+
+def test_the_programs_work_is_waited_for_only_in_a_context(fake, monkeypatch):
+    gpu_session, fake_bindings = fake()
+    collect._synchronize_current_context()
+    assert "synchronized" not in gpu_session.gpu.calls  # no context: nothing queued
+    fake_bindings.context = 5
+    collect._synchronize_current_context()
+    assert gpu_session.gpu.calls.count("synchronized") == 1
+    monkeypatch.setattr(bindings, "_import", lambda: (None, "cuda-bindings is not installed"))
+    collect._synchronize_current_context()  # nothing to wait for is no failure
