@@ -219,3 +219,141 @@ def test_plot_file_refuses_another_process_descriptor_naming_plot(tmp_path):
         other.kill()
         other.wait()
     assert str(refused.value).startswith(f"plot {through}: names a descriptor of another process")
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=80)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (None, "None"),
+        (5, "int"),
+        ("run.json", "str (memprof.load reads a file)"),
+        (b"run.json", "bytes (memprof.load reads a file)"),
+        (Path("run.json"), f"{type(Path()).__name__} (memprof.load reads a file)"),
+    ],
+)
+def test_a_result_argument_is_named_with_what_it_was(value, kind):
+    """A file's name is told memprof.load reads it; anything else is not."""
+    must = "must be a Result (from memprof.run or memprof.load), not"
+    result = memprof.load(PINNED)
+    for call, named in [
+        (lambda: memprof.render(value), "memprof.render: result"),
+        (lambda: memprof.diff(value, result, quiet()), "memprof.diff: first"),
+        (lambda: memprof.diff(result, value, quiet()), "memprof.diff: second"),
+    ]:
+        with pytest.raises(TypeError) as refused:
+            call()
+        assert str(refused.value) == f"{named} {must} {kind}"
+
+
+def test_diff_names_a_wrong_console_and_a_wrong_only_in_full():
+    result = memprof.load(PINNED)
+    with pytest.raises(TypeError) as refused:
+        memprof.diff(result, result, 5)
+    assert str(refused.value) == "memprof.diff: console must be a rich Console, not int"
+    with pytest.raises(TypeError) as refused:
+        memprof.diff(result, result, quiet(), only=5)
+    assert str(refused.value) == (
+        "memprof.diff: only must be a str or strings (gbps, gpu, api, host, or a pattern)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fail_above", "taken"),
+    [(0, True), (0.5, True), (1000, True), (-0.001, False), (1000.001, False), (True, False)],
+)
+def test_diff_takes_a_gate_from_0_to_1000_percent(fail_above, taken):
+    result = memprof.load(PINNED)
+    if taken:
+        assert memprof.diff(result, result, quiet(), fail_above=fail_above).fail_above == (
+            fail_above / 100
+        )
+        return
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.diff(result, result, quiet(), fail_above=fail_above)
+    assert str(refused.value) == (
+        f"memprof.diff: fail_above is a percentage from 0 to 1000, not {fail_above!r}"
+    )
+
+
+def test_diff_without_a_gate_has_none_and_lists_changed_rows_unless_verbose():
+    pinned = memprof.load(PINNED)
+    events = memprof.load(FIXTURES / "h200_pinned_p20_events.json")
+    shown = memprof.diff(pinned, events, quiet())
+    every = memprof.diff(pinned, events, quiet(), verbose=True)
+    assert shown.fail_above is None and len(shown.rows) == len(every.rows) == 20
+    assert len(shown.summary.tables[0].rows) < len(every.summary.tables[0].rows) == 20
+
+
+def test_diff_of_runs_with_nothing_in_common_says_so_in_these_words():
+    pinned, check = memprof.load(PINNED), memprof.load(FIXTURES / "h200_check.json")
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.diff(pinned, check, quiet())
+    assert str(refused.value) == (
+        "A (pinned) and B (check) have no measurement in common: nothing to compare (diff two "
+        "runs of one command, at the same sizes)"
+    )
+
+
+def test_plot_names_its_labels_and_its_runs_of_two_commands_in_full():
+    pytest.importorskip("matplotlib")
+    pinned, check = memprof.load(PINNED), memprof.load(FIXTURES / "h200_check.json")
+    for labels, error, words in [
+        (5, TypeError, "memprof.plot: labels must be a list of str, not int"),
+        ("a", TypeError, "memprof.plot: labels must be a list of str, not str"),
+        ([5], TypeError, "memprof.plot: labels must be a list of str"),
+        (["a", "b"], InvalidArgument, "labels: 2 given for 1 run: give one per run"),
+    ]:
+        with pytest.raises(error) as refused:
+            memprof.plot(pinned, labels=labels)
+        assert str(refused.value) == words
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.plot([pinned, pinned], labels=["a"])
+    assert str(refused.value) == "labels: 1 given for 2 runs: give one per run"
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.plot([pinned, check])
+    assert str(refused.value) == (
+        "results[0] is a pinned run and results[1] a check run: a picture compares runs of "
+        "one command"
+    )
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.plot(pinned, "-")
+    assert str(refused.value) == (
+        "memprof.plot: path -: a picture is written to a file, whose name says its format: "
+        "give FILE.svg, .png, .pdf or .html"
+    )
+
+
+def test_diff_says_the_first_reason_runs_are_not_comparable_and_counts_the_others():
+    pinned, events = memprof.load(PINNED), memprof.load(FIXTURES / "h200_pinned_p20_events.json")
+    device1 = memprof.load(FIXTURES / "h200x2_pinned_p20_device1.json")
+    zerocopy = memprof.load(FIXTURES / "h200_zerocopy_p20.json")
+    allow = "; allow_not_comparable=True compares them anyway"
+    for first, second, gate, words in [
+        (pinned, events, 5, "timing source: A CUPTI's records, B gated CUDA events"),
+        (
+            events,
+            device1,
+            5,
+            "host affinity: A host thread on CPUs 0-15, local to the GPU (no NUMA node), B host "
+            "thread on CPUs 0-31, local to the GPU (no NUMA node) (and 1 more)",
+        ),
+        (pinned, zerocopy, None, "commands: A pinned, B zerocopy"),
+        (pinned, zerocopy, 5, "commands: A pinned, B zerocopy (and 1 more)"),
+    ]:
+        with pytest.raises(InvalidArgument) as refused:
+            memprof.diff(first, second, quiet(), fail_above=gate)
+        assert str(refused.value) == f"A and B are not comparable: {words}{allow}"
+
+
+def test_diff_names_the_kinds_an_only_may_choose():
+    pinned = memprof.load(PINNED)
+    with pytest.raises(InvalidArgument) as refused:
+        memprof.diff(pinned, pinned, quiet(), only="bogus")
+    assert str(refused.value) == (
+        "memprof.diff: only='bogus': no figure in both runs is of that kind or matches that "
+        "pattern (kinds: gbps, gpu, api, host)"
+    )
