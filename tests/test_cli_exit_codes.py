@@ -127,10 +127,14 @@ def test_a_click_error_raised_by_a_run_names_its_command(monkeypatch):
     assert result.output == "memprof: error: no such thing (see 'memprof pinned --help')\n"
 
 
-@pytest.mark.parametrize("error", [None, InvalidArgument("--power 99: too large")])
+@pytest.mark.parametrize(
+    "error",
+    [None, InvalidArgument("--power 99: too large"), KeyboardInterrupt(), ZeroDivisionError("x")],
+)
 def test_no_color_leaves_the_error_line_plain_however_it_ends(monkeypatch, error):
     """Where colour is forced, --no-color still holds for the one line (read before options)."""
     monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("MEMPROF_DEBUG", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     for plain in (False, True):
         arguments = ["pinned", *(["--no-color"] * plain)]
