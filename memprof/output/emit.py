@@ -14,7 +14,6 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from importlib import import_module
 from pathlib import Path
 
 from rich.console import Console
@@ -133,11 +132,8 @@ def emit(
         "--json": lambda: (
             (results[0].to_json() if len(results) == 1 else results_to_json(results)) + "\n"
         ),
-        # export's and timeline's modules imported where their file is asked for
-        "--csv": lambda: import_module("memprof.output.export").csv_text(
-            results, [s.figures for s in summaries], [s.derived for s in summaries]
-        ),
-        "--timeline": lambda: import_module("memprof.output.timeline").chrome_trace(results[0]),
+        "--csv": lambda: _csv_text(results, summaries),
+        "--timeline": lambda: _chrome_trace(results[0]),
     }
     refused = [] if loaded else _refused(results, output)
     _show_then_save(render, {} if refused else texts, output)
@@ -151,6 +147,22 @@ def emit(
     if judged:
         more = f" (and {len(judged) - 1} more)" if len(judged) > 1 else ""
         raise VerificationFailed(f"check failed: {judged[0]}{more}")
+
+
+def _csv_text(results: list[Result], summaries: list[Summary]) -> str:
+    """Imported where --csv asks for it: report without it loads none of export's modules."""
+    from memprof.output.export import csv_text
+
+    return csv_text(
+        results, [summary.figures for summary in summaries], [s.derived for s in summaries]
+    )
+
+
+def _chrome_trace(result: Result) -> str:
+    """Imported where --timeline asks for it, as _csv_text."""
+    from memprof.output.timeline import chrome_trace
+
+    return chrome_trace(result)
 
 
 def notes_once(summary: Summary, result: Result, shown: dict[str, Result]) -> Summary:
