@@ -223,17 +223,20 @@ def check_bars(panel: Bars, axes, ids, gid, words, rows) -> None:
     middles, labels = [], with_prefix(ids, f"{gid}-label-")
     values = with_prefix(ids, f"{gid}-value-")
     whiskers = iter(with_prefix(ids, f"{gid}-spread-"))
+    marks = {kind: iter(with_prefix(ids, f"{gid}-{kind}-")) for kind in ("expected", "ceiling")}
+    bound = [path_points(ids[f"{gid}-reference"])[0][0]] if f"{gid}-reference" in ids else []
     for bar, element, label, value in zip(panel.bars, bars, labels, values, strict=True):
         assert close(x_of(bar_end(element)), bar.value), bar.label
         middles.append(bar_middle(element))
         assert abs(text_y(label) - middles[-1]) < 4, bar.label  # the label beside its bar
         assert abs(text_y(value) - middles[-1]) < 4, bar.label  # and its value
-        end = bar_end(element)  # the value just right of its bar (or whisker), not a mark
+        end = bar_end(element)  # the value just right of its bar (or whisker), or of a mark
+        crossed = [markers(next(marks[k]))[0][0] for k in marks if getattr(bar, k)] + bound
         if bar.spread is not None:
             ends = [x for x, _ in path_points(next(whiskers))]  # the run's noise, both ways
             assert close(x_of(ends[0]), bar.spread[0]) and close(x_of(ends[1]), bar.spread[1])
             end = max(end, *ends)
-        assert 0 < text_x(value) - end < 6, bar.label
+        assert any(0 < text_x(value) - x < 6 for x in [end, *crossed]), bar.label
         if bar.source is not None:
             row = rows[id(bar.source)]
             assert bar.value in (row["gb_per_s"], row["median_ms"])

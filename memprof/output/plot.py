@@ -267,7 +267,10 @@ RUN_HATCHES = (  # a bar's hatch, a dot's marker (bars drawn as dots), in words
 CEILING_STYLES = ("--", ":", "-.")
 # marks on bars: what a bar was expected to reach (black), what bounds it (grey)
 MARKS = (("expected", "the least expected", "black"), ("ceiling", "its ceiling", "0.4"))
-# a value beside its bar stays readable where a mark (its ceiling) crosses it
+MARK_POINTS_ACROSS = 1.5  # a mark's stroke: a value beside it keeps a gap from it
+VALUE_POINTS = 7  # a value's text beside its bar
+VALUE_GAP_POINTS = 3  # from a bar's end (a mark, a whisker) to its value
+# a value stays readable where the grid's lines run under it (pad: the box's margin, points)
 VALUE_BACKGROUND = {"facecolor": "white", "edgecolor": "none", "pad": 0.3}
 VERDICT_COLOURS = {"PASS": "#2ca02c", "WARN": "#ff9f0e", "FAIL": "#d62728"}
 DPI = 150  # a PNG's dots per inch
@@ -553,14 +556,19 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
     everything += [v for bar in panel.bars for v in (bar.expected, bar.ceiling) if v]
     everything += [v for bar in panel.bars for v in bar.spread or () if v > 0]
     dots = bool(values) and max(everything) / min(everything) >= DOTS_FROM
+    base = min(everything) / 2 if dots else 0.0
+    across = axes.get_position().width * axes.figure.get_figwidth()
+    beside = 5 if dots else VALUE_GAP_POINTS  # from a dot's centre, a bar's end
+    places = [(max(bar.value, base, *(bar.spread or ())), beside) for bar in panel.bars]
+    top = max(everything, default=1.0) * (4 if dots else 1.3)
+    if values:
+        places, top = _value_places(panel, base, top, 72 * across, beside, dots)
     if dots:
         axes.set_xscale("log")
-        decades = math.log10(max(everything) * 8 / min(everything))  # the limits set below
-        across = axes.get_position().width * axes.figure.get_figwidth()
+        decades = math.log10(top / base)  # the limits set below
         axes.xaxis.set_major_locator(LogLocator(base=10, subs=_log_subs(decades, across)))
         axes.xaxis.set_minor_locator(NullLocator())  # each tick costs: none unlabelled
     _ticks(axes.xaxis, panel.unit)
-    base = min(everything) / 2 if dots else 0.0
     positions = list(range(len(panel.bars)))[::-1]  # the first bar on top
     names: set[str] = set()
     colour_of, _ = _series_colours(panel.bars)
@@ -582,24 +590,21 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
         )
         for bar, rectangle in zip(panel.bars, rectangles, strict=True):
             rectangle.set_gid(_gid(f"{gid}-bar-{bar.shown}", names))
-    beside = axes.transData + _points(axes, 5 if dots else 3, 0)  # just right of its bar or dot
-    for y, bar in zip(positions, panel.bars, strict=True):
+    for y, bar, (x, gap_points) in zip(positions, panel.bars, places, strict=True):
         for kind, _, colour in MARKS:
             mark = getattr(bar, kind)
             if mark:
                 (drawn,) = axes.plot([mark], [y], linestyle="none", marker="|", markersize=11,
-                                     markeredgewidth=1.5, color=colour)  # fmt: skip
+                                     markeredgewidth=MARK_POINTS_ACROSS, color=colour)  # fmt: skip
                 drawn.set_gid(_gid(f"{gid}-{kind}-{bar.shown}", names))
         if bar.spread is not None:  # a whisker over the run's noise, capped at both ends
             (whisker,) = axes.plot(list(bar.spread), [y, y], color="black", linewidth=0.8,
                                    marker="|", markersize=5)  # fmt: skip
             whisker.set_gid(_gid(f"{gid}-spread-{bar.shown}", names))
-        shown = _value_text(bar.value, panel.unit)
-        after = max(bar.value, base, *(bar.spread or ()))  # at its own bar (and whisker)
         axes.text(
-            after, y, f"{bar.verdict} {shown}" if bar.verdict else shown, va="center",
-            fontsize=7, transform=beside, gid=_gid(f"{gid}-value-{bar.shown}", names),
-            bbox=VALUE_BACKGROUND,
+            x, y, _value_words(bar, panel.unit), va="center", fontsize=VALUE_POINTS,
+            transform=axes.transData + _points(axes, gap_points, 0), bbox=VALUE_BACKGROUND,
+            gid=_gid(f"{gid}-value-{bar.shown}", names),
         )  # fmt: skip
     if panel.reference is not None:
         line = axes.axvline(panel.reference.value, color=CEILING, linestyle="--", linewidth=1)
@@ -625,9 +630,64 @@ def _bars(axes: Any, panel: Bars, gid: str) -> None:
         words += f";  dashed: {reference.words}, {_value_text(reference.value, panel.unit)}"
     _x_label(axes, words)
     if values:
-        axes.set_xlim(base, max(everything) * (4 if dots else 1.3))
+        axes.set_xlim(base, top)
     axes.grid(True, axis="x", color="0.9", linewidth=0.6)
     axes.set_axisbelow(True)
+
+
+def _value_places(
+    panel: Bars, base: float, top: float, across_points: float, beside_points: float, dots: bool
+) -> tuple[list[tuple[float, float]], float]:
+    """Where each bar's value is written, as (x, points right of x), and the value axis' end:
+    `top`, or further where a value needs the room (a further end moves each value on a log
+    axis, so it is found again from there)."""
+    scaled = (lambda x: math.log(x / base)) if dots else (lambda x: x - base)
+    widths = _text_points([_value_words(bar, panel.unit) for bar in panel.bars], VALUE_POINTS)
+    bounds = [panel.reference.value] if panel.reference is not None else []
+    for _ in range(8):  # twice at most, in every recorded picture
+        places, needed = [], 0.0
+        per_unit = across_points / scaled(top)  # points along the axis per unit of scaled(x)
+        for bar, width in zip(panel.bars, widths, strict=True):
+            marks = sorted([*bounds, *(v for v in (bar.expected, bar.ceiling) if v)])
+            after = max(bar.value, base, *(bar.spread or ()))  # its own bar's (whisker's) end
+            at = lambda x, per_unit=per_unit: per_unit * scaled(x)  # noqa: E731
+            x, gap = _value_place(after, marks, width, at, beside_points)
+            places.append((x, gap))
+            # its end a gap inside the frame: scaled(top) >= scaled(x) * across / room
+            room = across_points - gap - width - VALUE_BACKGROUND["pad"] - VALUE_GAP_POINTS
+            needed = max(needed, scaled(x) * across_points / max(room, across_points / 4))
+        wanted = base * math.exp(needed) if dots else base + needed
+        if wanted <= top * (1 + 1e-9):
+            break
+        top = wanted
+    return places, top
+
+
+def _value_place(
+    after: float, marks: list[float], width_points: float, at: Callable[[float], float],
+    beside_points: float,
+) -> tuple[float, float]:  # fmt: skip
+    """Where a value `width_points` wide is written, as (x, points right of x): beside its bar's
+    end `after`, else just right of the last of `marks` (in order) it would come within a gap
+    of there ("55.5 G|B/s", "51.3 GB/s|"), so the bar, each mark and the number are all seen.
+    `at`: an x's points along the axis."""
+    clear = MARK_POINTS_ACROSS / 2 + VALUE_GAP_POINTS  # from a mark's middle to a value
+    place = (after, beside_points)
+    for mark in marks:
+        begin = at(place[0]) + place[1]
+        if at(mark) - clear < begin + width_points and begin < at(mark) + clear:
+            place = (mark, clear)
+    return place
+
+
+def _text_points(texts: list[str], size_points: float) -> list[float]:
+    """Each text's width in points, as a PNG draws it (its hinting widens it a little)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    renderer, font = RendererAgg(1, 1, DPI), FontProperties(size=size_points)
+    widths = [renderer.get_text_width_height_descent(t, font, ismath=False)[0] for t in texts]
+    return [width * 72 / DPI for width in widths]
 
 
 def _heat_map(axes: Any, panel: HeatMap, gid: str) -> None:
@@ -828,6 +888,12 @@ def _time_tick(milliseconds: float) -> str:
         if milliseconds >= scale * 0.999:
             return f"{milliseconds / scale:g} {name}"
     return f"{milliseconds / 1e-6:g} ns"
+
+
+def _value_words(bar: Bar, unit: Unit) -> str:
+    """What is written beside a bar: its value, after its verdict where it has one."""
+    shown = _value_text(bar.value, unit)
+    return f"{bar.verdict} {shown}" if bar.verdict else shown
 
 
 def _value_text(value: float, unit: Unit) -> str:
