@@ -25,7 +25,7 @@ from memprof.experiments.check_thresholds import (
 )
 from memprof.experiments.check_thresholds import matches as thresholds_matches
 from memprof.experiments.check_thresholds import note as thresholds_note
-from memprof.experiments.common import POISON_BYTE, CheckedCopies, pair_figures
+from memprof.experiments.common import POISON_BYTE, CheckedCopies, pair_figures, peer_copy
 from memprof.model import figures
 from memprof.model.ceilings import hbm_ceiling, link_of
 from memprof.model.device import PCIE_RATE_GT_PER_S, DeviceRecord, pcie_bandwidth_gb_per_s
@@ -1128,19 +1128,11 @@ class _PeerBuffers:
 
     def lane(self, a: int, b: int, operation: str) -> Any:
         """GPU a's source copied into GPU b's target on a's stream (cuMemcpyPeerAsync)."""
-        from memprof.core.bindings import memcpy_peer_async
         from memprof.core.measure import Lane
 
         session, source, _ = self.held[a]
         peer_session, _, target = self.held[b]
-        arguments = (
-            target.device_pointer,
-            peer_session.context.handle,
-            source.device_pointer,
-            session.context.handle,
-            self.nbytes,
-        )
-        action = lambda stream: memcpy_peer_async(*arguments, stream.handle)  # noqa: E731
+        action = peer_copy(session, source, peer_session, target, self.nbytes)
         return Lane(session.profiler, action, NAMES["peer"], operation, "peer", self.nbytes, (a, b))
 
     def poison(self, *targets: int) -> None:

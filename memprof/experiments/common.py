@@ -99,6 +99,16 @@ class SumArrays:
         return compare_arrays(name, host, self.expected)
 
 
+def peer_copy(source_gpu: Any, source: Any, target_gpu: Any, target: Any, nbytes: int) -> Any:
+    """An action copying `nbytes` of buffer `source` in session `source_gpu`'s GPU into
+    `target` in `target_gpu`'s, cuMemcpyPeerAsync on the stream it is given (check-pairs, peer)."""
+    from memprof.core.bindings import memcpy_peer_async
+
+    target_at = (target.device_pointer, target_gpu.context.handle)
+    source_at = (source.device_pointer, source_gpu.context.handle)
+    return lambda stream: memcpy_peer_async(*target_at, *source_at, nbytes, stream.handle)
+
+
 @dataclass
 class CheckedCopies:
     """One GPU's host and device buffers, between which copies move `values`: the destination

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from memprof.experiments import base
-from memprof.experiments.common import POISON_BYTE, pair_figures
+from memprof.experiments.common import POISON_BYTE, pair_figures, peer_copy
 from memprof.experiments.hostlink import devices_of
 from memprof.model.device import DeviceRecord
 from memprof.model.figures import Figure
@@ -297,18 +297,9 @@ def _check(name: str, received: Any, expected: Any) -> Check:
     return compare_arrays(name, received, np.broadcast_to(np.float32(expected), received.shape))
 
 
-def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int):
-    from memprof.core.bindings import memcpy_peer_async
-
-    source, destination = state[a], state[b]
-    arguments = (
-        destination.destination.device_pointer,
-        destination.session.context.handle,
-        source.source.device_pointer,
-        source.session.context.handle,
-        nbytes,
-    )
-    return lambda stream: memcpy_peer_async(*arguments, stream.handle)
+def _copy_action(state: dict[int, _Device], a: int, b: int, nbytes: int) -> Any:
+    into = state[b]
+    return peer_copy(state[a].session, state[a].source, into.session, into.destination, nbytes)
 
 
 def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: bool) -> Check:
@@ -329,27 +320,27 @@ def _copy(state, params, method: str, a: int, b: int, nbytes: int, synchronous: 
     return _check(f"{METHODS[method]}: GPU {a} → GPU {b}", state[b].received(), state[a].values)
 
 
+def _kernel_timed(session, params, pair, kernel, method: str, launch: Callable) -> None:
+    """A kernel's figures between `pair`: launch() (recording itself) after warm-ups, then
+    back-to-back batches of launch(stream), of the bytes it reads or writes."""
+    profiler, nbytes = session.profiler, base.array_bytes(params)
+    with profiler.on_gpus(*pair):
+        profiler.repeat(launch, params.warmup, params.repeat)
+        profiler.throughput(kernel.signature.display, method, PEER, nbytes, launch)
+
+
 def _kernel_read(state, params, a: int, b: int, elements: int) -> Check:
     """GPU b's readSum over GPU a's source buffer, its sum checked against numpy's."""
     from memprof.core.access import float64_sum
 
     reader = state[b]
     pointer = state[a].source.device_pointer
+
+    def read(stream: Any = None) -> None:
+        reader.access.read(pointer, elements, PEER, stream, "kernel_read")
+
     with reader.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(
-                lambda: reader.access.read(pointer, elements, PEER, operation="kernel_read"),
-                params.warmup,
-                params.repeat,
-            )
-            profiler.throughput(
-                reader.access.reader.signature.display,
-                "kernel_read",
-                PEER,
-                4 * elements,
-                lambda stream: reader.access.read(pointer, elements, PEER, stream, "kernel_read"),
-            )
+        _kernel_timed(session, params, (a, b), reader.access.reader, "kernel_read", read)
         values = state[a].values
         return reader.access.check_sum(
             f"{METHODS['kernel_read']}: GPU {b} reading GPU {a}", values.size, float64_sum(values)
@@ -366,12 +357,7 @@ def _kernel_write(state, params, a: int, b: int, elements: int) -> Check:
         writer.access.write(pointer, elements, FILL_VALUE, PEER, stream, "kernel_write")
 
     with writer.session.active() as session:
-        profiler = session.profiler
-        with profiler.on_gpus(a, b):
-            profiler.repeat(write, params.warmup, params.repeat)
-            profiler.throughput(
-                writer.access.writer.signature.display, "kernel_write", PEER, 4 * elements, write
-            )
+        _kernel_timed(session, params, (a, b), writer.access.writer, "kernel_write", write)
         session.synchronize()
     name = f"{METHODS['kernel_write']}: GPU {a} writing GPU {b}"
     return _check(name, state[b].received(), FILL_VALUE)
