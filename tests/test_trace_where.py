@@ -591,3 +591,42 @@ def test_a_line_keeps_its_ten_commonest_callers():
     assert len(line.chains) == 10
     assert line.chains[0].calls == 2 and line.chains[0].frames[0].line == 111
     assert sum(chain.calls for chain in line.chains) == 11  # one caller's call is not shown
+
+
+def test_a_memset_is_one_activity_whatever_its_record_says_of_memory_kinds():
+    gpu = [GpuRecord("memset", "memset", 0, 20_000, 4096, "device", "device", False, 10)]
+    api = [ApiRecord("cuMemsetD8_v2", 0.03, 10)]
+    (line,) = source_lines(gpu, api, {10: site(42)})
+    assert (line.activity, line.line, line.bytes, line.api) == ("memset", 42, 4096, ["cuMemsetD8"])
+    assert line.gpu_ms_each == pytest.approx([0.02])
+    assert line.timed_on_gpu
+
+
+def test_a_kernel_without_a_call_is_no_line_and_a_copy_without_one_borrows_no_stack():
+    """A record without a correlation id has no call and so no stack: never call 1's."""
+    kernel = GpuRecord("kernel", "sumArrays", 0, 1000)  # a launch is not asked for
+    assert source_lines([kernel], [], {}) == []
+    api = [ApiRecord("cuMemAlloc_v2", 0.1, 1)]
+    lines = source_lines([kernel, copy(0, 4096, 5)], api, {1: site(42)})
+    assert sorted((s.activity, s.origin, s.file, s.line, s.function) for s in lines) == [
+        ("HtoD pageable -> device", "none", "", 0, ""),
+        ("alloc", "program", "train.py", 42, "step"),
+    ]
+
+
+def test_the_lines_of_one_activity_come_costliest_first_gpu_and_host_time_added():
+    """Line 10 costs 1 ms on the GPU and 5 on the host (6 in all), line 20 2 ms and 0.01:
+    the order by GPU time alone, or by GPU less host time, would be the other way round."""
+    gpu = [
+        copy(11, MiB, 2000),
+        copy(12, MiB, 1000),
+        copy(13, 4096, 1, "device", "pageable", "DTOH"),
+    ]
+    api = [ApiRecord("cuMemcpyHtoDAsync_v2", 0.01, 11), ApiRecord("cuMemcpyHtoD_v2", 5.0, 12)]
+    api.append(ApiRecord("cuMemcpyDtoH_v2", 0.01, 13))
+    lines = source_lines(gpu, api, {11: site(20), 12: site(10), 13: site(30)})
+    assert [(s.activity, s.line) for s in lines] == [
+        ("DtoH device -> pageable", 30),
+        ("HtoD pageable -> device", 10),
+        ("HtoD pageable -> device", 20),
+    ]
