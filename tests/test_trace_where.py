@@ -19,6 +19,7 @@ import pytest
 
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import Frame
+from memprof.model.timeline import NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace import stacks as stacks_module
 from memprof.trace.stacks import (
     LIBRARY,
@@ -31,6 +32,7 @@ from memprof.trace.stacks import (
     call_kind,
     is_work_call,
 )
+from memprof.trace.timeline import timeline_of
 from memprof.trace.where import source_lines
 from tests import fake_cupti
 from tests.fake_cupti import CBID, FakeCupti
@@ -630,3 +632,20 @@ def test_the_lines_of_one_activity_come_costliest_first_gpu_and_host_time_added(
         ("HtoD pageable -> device", 10),
         ("HtoD pageable -> device", 20),
     ]
+
+
+def test_a_program_that_made_no_cuda_call_has_an_empty_timeline_from_0():
+    assert timeline_of([], [], {}, []) == Timeline(TIMELINE_VERSION, 0, [], [], [])
+
+
+def test_a_copy_memprof_made_is_on_the_timeline_at_its_line_and_its_own_wait_at_none():
+    """memprof's own calls are no line unless they made GPU work (source_lines): the
+    timeline's events say the same."""
+    gpu = [copy(97, MiB, 10)]
+    api = [ApiRecord("cuMemcpyHtoD_v2", 1.0, 97, 100), ApiRecord("cuCtxSynchronize", 5.0, 99, 200)]
+    stacks, own = {97: site(42), 99: site(70)}, frozenset({97, 99})
+    lines = source_lines(gpu, api, stacks, own)
+    assert [(s.activity, s.line) for s in lines] == [("HtoD pageable -> device", 42)]
+    timeline = timeline_of(gpu, api, stacks, lines, own)
+    assert [row[-1] for row in timeline.api] == [0, NO_LINE]
+    assert [row[-1] for row in timeline.gpu] == [0]
