@@ -5,9 +5,11 @@ ignored with one warning line and made again, and a trace keeps its program's ex
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -137,6 +139,154 @@ def test_json_a_cache_cannot_hold(tmp_path, capsys, text, reason):
     assert reason in line
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"a": NaN}', "not JSON: NaN is not a number"),
+        ('{"a": -Infinity}', "not JSON: -Infinity is not a number"),
+        ('{"a": 1e400}', "not JSON: 1e400 is not a finite number"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    ],
+)
+def test_why_a_json_cache_was_refused_is_said_word_for_word(tmp_path, capsys, text, reason):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    assert cache.read_json(path) is None
+    assert warnings_in(capsys.readouterr().err) == [
+        f"memprof: warning: ignored the cache {path}: {reason}"
+    ]
+
+
+def unreadable(path: Path, why: str) -> None:
+    """`path` made a cache that cannot be used for `why`."""
+    if why == "fifo":
+        os.mkfifo(path)
+    elif why == "large":
+        path.write_bytes(b"1" * (cache.JSON_CACHE_BYTES + 1))
+    elif why == "loop":
+        path.symlink_to(path.name)  # a link to itself: os.open fails
+    else:
+        path.write_text("{")
+
+
+@pytest.mark.parametrize(
+    ("why", "reason"),
+    [
+        ("fifo", "it is not a regular file"),
+        ("large", f"larger than {cache.JSON_CACHE_BYTES} bytes"),
+        ("loop", os.strerror(errno.ELOOP)),  # the system's words, without [Errno 40] and path
+        (
+            "json",
+            "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+    ],
+)
+def test_each_unusable_cache_file_is_said_once_and_another_is_said_too(
+    tmp_path, capsys, why, reason
+):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    unreadable(first, why)
+    unreadable(second, why)
+    with no_hang():
+        for path in (first, first, second, second):
+            assert cache.read_json(path) is None
+    assert warnings_in(capsys.readouterr().err) == [
+        f"memprof: warning: ignored the cache {path}: {reason}" for path in (first, second)
+    ]
+
+
+def test_a_cache_file_that_grows_after_its_size_was_read_is_read_no_further_than_its_cap(
+    tmp_path, capsys, monkeypatch
+):
+    """The size checked (os.fstat) is the file's when opened; what is read is bounded anyway."""
+    path = tmp_path / "c.json"
+    path.write_bytes(b"1" * 10_000)
+    real_fstat, asked = os.fstat, []
+
+    def grown_since(descriptor):
+        status = list(real_fstat(descriptor))
+        status[stat.ST_SIZE] = 100  # the file's size when it was opened
+        return os.stat_result(status)
+
+    class Spied:
+        def __init__(self, *arguments, **named):
+            self.file = open(*arguments, **named)  # noqa: SIM115 - closed in __exit__
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exception):
+            self.file.close()
+
+        def read(self, size=-1):
+            asked.append(size)
+            return self.file.read(size)
+
+    monkeypatch.setattr(os, "fstat", grown_since)
+    monkeypatch.setattr(cache, "open", Spied, raising=False)
+    assert cache.read_bytes(path, 100) is None
+    assert asked == [101]
+    assert "larger than 100 bytes" in capsys.readouterr().err
+
+
+def test_a_terminal_in_place_of_a_cache_never_becomes_the_controlling_terminal(tmp_path):
+    """A session leader without a terminal that opens one takes it as its own, unless it
+    opens with O_NOCTTY (then /dev/tty cannot be opened): checked in a child process."""
+    leader, follower = os.openpty()
+    name = os.ttyname(follower)
+    os.close(follower)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit status is the finding
+        code = 3
+        try:
+            os.setsid()
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 2)  # the warning is not this test's
+            if cache.read_bytes(Path(name), 100) is None:
+                try:
+                    os.close(os.open("/dev/tty", os.O_RDWR))
+                    code = 1  # the cache's terminal became this session's
+                except OSError:
+                    code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    os.close(leader)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_store_writes_through_a_hidden_temporary_in_the_caches_own_folder(tmp_path, monkeypatch):
+    """Renamed over the cache, the temporary must be on its file system (os.replace is atomic
+    only there) and named for it, hidden: `.pinned_bandwidth.json.XXXX`."""
+    real_replace, renamed = os.replace, []
+    monkeypatch.setattr(os, "replace", lambda a, b: renamed.append((a, b)) or real_replace(a, b))
+    path = tmp_path / "memprof" / "pinned_bandwidth.json"
+    cache.store(path, b"{}")
+    assert path.read_bytes() == b"{}"
+    ((temporary, target),) = renamed
+    assert Path(target) == path and Path(temporary).parent == path.parent
+    assert Path(temporary).name.startswith(".pinned_bandwidth.json.")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["pinned_bandwidth.json"]
+
+
+def test_a_cache_that_can_be_neither_renamed_nor_cleaned_up_is_skipped(tmp_path, monkeypatch):
+    def refuse(*arguments):
+        raise PermissionError(errno.EACCES, "refused")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "unlink", refuse)
+    path = tmp_path / "pinned_bandwidth.json"
+    cache.store(path, b"{}")  # no exception: a cache is never worth a failed run
+    assert not path.exists()
+
+
+def test_a_cache_warning_is_yellow_where_colour_is_on(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    cache.warn_once("key", "ignored the cache x")
+    assert capsys.readouterr().err.startswith("\x1b[33mmemprof: warning: ignored the cache x")
+
+
 # -- where the cache is ----------------------------------------------------------------------
 
 
@@ -171,7 +321,10 @@ def test_without_a_home_there_is_no_cache_and_one_note(homeless, capsys, monkeyp
     figures = collect.pinned_bandwidth(0, *GPU, "cache", lambda device: measured)
     assert figures["how"].startswith("measured now")  # measuring, not crashing
     [line] = warnings_in(capsys.readouterr().err)
-    assert line.startswith("memprof: warning: no cache: HOME is not set")
+    assert line == (
+        "memprof: warning: no cache: HOME is not set and this user has no home directory, so "
+        "kernels are compiled and figures measured on every run (set HOME or XDG_CACHE_HOME)"
+    )
 
 
 # -- the kernel cache ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 
 from memprof.core.activity import ApiRecord, GpuRecord
 from memprof.model.lines import Frame
+from memprof.model.timeline import NO_LINE, TIMELINE_VERSION, Timeline
 from memprof.trace import stacks as stacks_module
 from memprof.trace.stacks import (
     LIBRARY,
@@ -31,6 +32,7 @@ from memprof.trace.stacks import (
     call_kind,
     is_work_call,
 )
+from memprof.trace.timeline import timeline_of
 from memprof.trace.where import source_lines
 from tests import fake_cupti
 from tests.fake_cupti import CBID, FakeCupti
@@ -591,3 +593,59 @@ def test_a_line_keeps_its_ten_commonest_callers():
     assert len(line.chains) == 10
     assert line.chains[0].calls == 2 and line.chains[0].frames[0].line == 111
     assert sum(chain.calls for chain in line.chains) == 11  # one caller's call is not shown
+
+
+def test_a_memset_is_one_activity_whatever_its_record_says_of_memory_kinds():
+    gpu = [GpuRecord("memset", "memset", 0, 20_000, 4096, "device", "device", False, 10)]
+    api = [ApiRecord("cuMemsetD8_v2", 0.03, 10)]
+    (line,) = source_lines(gpu, api, {10: site(42)})
+    assert (line.activity, line.line, line.bytes, line.api) == ("memset", 42, 4096, ["cuMemsetD8"])
+    assert line.gpu_ms_each == pytest.approx([0.02])
+    assert line.timed_on_gpu
+
+
+def test_a_kernel_without_a_call_is_no_line_and_a_copy_without_one_borrows_no_stack():
+    """A record without a correlation id has no call and so no stack: never call 1's."""
+    kernel = GpuRecord("kernel", "sumArrays", 0, 1000)  # a launch is not asked for
+    assert source_lines([kernel], [], {}) == []
+    api = [ApiRecord("cuMemAlloc_v2", 0.1, 1)]
+    lines = source_lines([kernel, copy(0, 4096, 5)], api, {1: site(42)})
+    assert sorted((s.activity, s.origin, s.file, s.line, s.function) for s in lines) == [
+        ("HtoD pageable -> device", "none", "", 0, ""),
+        ("alloc", "program", "train.py", 42, "step"),
+    ]
+
+
+def test_the_lines_of_one_activity_come_costliest_first_gpu_and_host_time_added():
+    """Line 10 costs 1 ms on the GPU and 5 on the host (6 in all), line 20 2 ms and 0.01:
+    the order by GPU time alone, or by GPU less host time, would be the other way round."""
+    gpu = [
+        copy(11, MiB, 2000),
+        copy(12, MiB, 1000),
+        copy(13, 4096, 1, "device", "pageable", "DTOH"),
+    ]
+    api = [ApiRecord("cuMemcpyHtoDAsync_v2", 0.01, 11), ApiRecord("cuMemcpyHtoD_v2", 5.0, 12)]
+    api.append(ApiRecord("cuMemcpyDtoH_v2", 0.01, 13))
+    lines = source_lines(gpu, api, {11: site(20), 12: site(10), 13: site(30)})
+    assert [(s.activity, s.line) for s in lines] == [
+        ("DtoH device -> pageable", 30),
+        ("HtoD pageable -> device", 10),
+        ("HtoD pageable -> device", 20),
+    ]
+
+
+def test_a_program_that_made_no_cuda_call_has_an_empty_timeline_from_0():
+    assert timeline_of([], [], {}, []) == Timeline(TIMELINE_VERSION, 0, [], [], [])
+
+
+def test_a_copy_memprof_made_is_on_the_timeline_at_its_line_and_its_own_wait_at_none():
+    """memprof's own calls are no line unless they made GPU work (source_lines): the
+    timeline's events say the same."""
+    gpu = [copy(97, MiB, 10)]
+    api = [ApiRecord("cuMemcpyHtoD_v2", 1.0, 97, 100), ApiRecord("cuCtxSynchronize", 5.0, 99, 200)]
+    stacks, own = {97: site(42), 99: site(70)}, frozenset({97, 99})
+    lines = source_lines(gpu, api, stacks, own)
+    assert [(s.activity, s.line) for s in lines] == [("HtoD pageable -> device", 42)]
+    timeline = timeline_of(gpu, api, stacks, lines, own)
+    assert [row[-1] for row in timeline.api] == [0, NO_LINE]
+    assert [row[-1] for row in timeline.gpu] == [0]
