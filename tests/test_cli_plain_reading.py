@@ -1,8 +1,9 @@
 """How the command line reads its values without typer's adapters (memprof.cli_commands), where
 a mutation round found it untested (issue 37: mutmut 3.8.1 on memprof/cli_commands.py): a bad
 value refused in click's whole line naming its option, an option given twice refused after a
-flag or an argument too, an option taken several times read as several, and what typer
-bounds or checks itself left to it."""
+flag or an argument too, an option taken several times read as several, what typer bounds
+or checks itself left to it; each command's help opening with its own words, the command
+list one line a command within 80 columns."""
 
 from __future__ import annotations
 
@@ -99,3 +100,29 @@ def test_a_path_that_exists_unreadable_is_refused_naming_it(tmp_path, monkeypatc
     with pytest.raises(typer.BadParameter) as refused:
         PlainValue(plain_reader(Path, Info())).coerce(str(saved), parameter, None)
     assert refused.value.message == f"path {str(saved)!r} is not readable."
+
+
+# -- each command, built when first looked up ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["report", "diff", "plot", "pinned", "trace"])
+def test_each_commands_help_opens_with_its_own_words_and_offers_no_completion(name):
+    """The words the command list shows open the command's own help; completion is installed
+    from memprof alone, not offered again under each command."""
+    from memprof.cli_commands import HELP
+
+    shown = runner.invoke(cli.app, [name, "--help"])
+    assert shown.exit_code == 0
+    assert " ".join(HELP[name].split()) in " ".join(shown.output.split())
+    assert "--install-completion" not in shown.output
+    assert "--install-completion" in runner.invoke(cli.app, ["--help"]).output
+
+
+def test_the_command_list_is_one_line_a_command_within_80_columns():
+    """Each command's help is shortened to what its row leaves of 80 columns, not wrapped."""
+    from memprof.cli_commands import HELP
+
+    shown = runner.invoke(cli.app, ["--help"], terminal_width=80).output
+    rows = shown.split("\nCommands:\n", 1)[1].split("\n\n")[0].splitlines()
+    assert [row.split()[0] for row in rows] == list(HELP)
+    assert max(map(len, rows)) <= 78
