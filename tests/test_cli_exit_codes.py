@@ -5,6 +5,7 @@ command's help, a closed stdout 0 (issue 37: mutmut 3.8.1 on memprof/cli.py run_
 
 from __future__ import annotations
 
+import errno
 import sys
 import types
 
@@ -47,9 +48,7 @@ def test_memprof_debug_lets_a_bug_through_with_its_traceback(monkeypatch):
 
 
 def test_a_cuda_driver_error_is_exit_1_said_once_without_its_padding(monkeypatch):
-    driver = types.ModuleType("pycuda.driver")
-    driver.Error = type("Error", (Exception,), {})
-    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    driver = fake_driver(monkeypatch)
     result = ended_by(monkeypatch, driver.Error("  cuLaunchKernel failed: launch timeout \n"))
     assert result.exit_code == ExitCode.CHECK_FAILED == 1
     assert (
@@ -127,22 +126,75 @@ def test_a_click_error_raised_by_a_run_names_its_command(monkeypatch):
     assert result.output == "memprof: error: no such thing (see 'memprof pinned --help')\n"
 
 
+def fake_driver(monkeypatch) -> types.ModuleType:
+    """A loaded pycuda.driver whose Error is the driver's failure."""
+    driver = types.ModuleType("pycuda.driver")
+    driver.Error = type("Error", (Exception,), {})
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    return driver
+
+
+DISK_FULL = OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_stdout_on_a_full_disk_is_exit_5_in_one_line(monkeypatch):
+    result = ended_by(monkeypatch, DISK_FULL)
+    assert result.exit_code == ExitCode.SAVE_FAILED == 5
+    assert result.output == "memprof: error: stdout: not written: No space left on device\n"
+
+
 @pytest.mark.parametrize(
-    "error",
-    [None, InvalidArgument("--power 99: too large"), KeyboardInterrupt(), ZeroDivisionError("x")],
+    ("error", "line"),
+    [
+        (None, "No such option: --bogus"),
+        (InvalidArgument("--power 99: too large"), "--power 99: too large"),
+        (KeyboardInterrupt(), cli.INTERRUPTED),
+        (ZeroDivisionError("x"), "internal error, a bug in memprof: ZeroDivisionError: x"),
+        ("cuda", "CUDA driver error: launch timeout"),
+        (DISK_FULL, "stdout: not written: No space left on device"),
+    ],
 )
-def test_no_color_leaves_the_error_line_plain_however_it_ends(monkeypatch, error):
-    """Where colour is forced, --no-color still holds for the one line (read before options)."""
+def test_no_color_leaves_the_error_line_plain_however_it_ends(monkeypatch, error, line):
+    """Where colour is forced, --no-color (or NO_COLOR) still holds for the one line, read
+    before the options are: a refusal, Ctrl-C, a bug, the driver's failure, a lost stdout."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("MEMPROF_DEBUG", raising=False)
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    for plain in (False, True):
-        arguments = ["pinned", *(["--no-color"] * plain)]
+    if error == "cuda":
+        error = fake_driver(monkeypatch).Error(" launch timeout ")
+    for plain in ("", "--no-color", "NO_COLOR"):
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        if plain == "NO_COLOR":
+            monkeypatch.setenv("NO_COLOR", "1")
+        arguments = ["pinned", *([plain] if plain == "--no-color" else [])]
         if error is None:
             result = runner.invoke(cli.app, [*arguments, "--bogus"])
         else:
             result = ended_by(monkeypatch, error, *arguments)
-        assert ("\x1b[" in result.output) is not plain
+        assert ("\x1b[" in result.output) is not bool(plain)
+        if plain:
+            assert result.output.startswith(f"memprof: error: {line}")
+            assert result.output.count("\n") == 1
+
+
+def test_a_click_error_that_cannot_describe_itself_is_said_in_its_words_or_its_kind(
+    monkeypatch,
+):
+    """Some typer and click pairings fail inside format_message: the line still says what."""
+
+    class Unsayable(click_exceptions.ClickException):
+        def format_message(self) -> str:
+            raise TypeError("this click cannot format its own message")
+
+    worded = ended_by(monkeypatch, Unsayable("no such thing"))
+    assert (worded.exit_code, worded.output) == (
+        1,
+        "memprof: error: no such thing (see 'memprof pinned --help')\n",
+    )
+    wordless = ended_by(monkeypatch, Unsayable(""))
+    assert (wordless.exit_code, wordless.output) == (
+        1,
+        "memprof: error: Unsayable (see 'memprof pinned --help')\n",
+    )
 
 
 def test_a_usage_error_names_the_program_as_it_was_called(capsys):
@@ -151,3 +203,30 @@ def test_a_usage_error_names_the_program_as_it_was_called(capsys):
     assert cli.run_command(group, ["pinned", "--bogus"], "python -m memprof", {}) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.endswith(" (see 'python -m memprof pinned --help')")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "help"),
+    [(["--no-color", "pinned"], "memprof pinned"), (["nosuch"], "memprof")],
+)
+def test_a_click_error_without_its_context_names_the_first_word_only_where_a_command(
+    monkeypatch, capsys, arguments, help
+):
+    """Without click's context the help named is the first word that is not an option, and
+    only where that word is a command."""
+    group = typer.main.get_command(cli.app)
+
+    def refuse(*given, **extra):
+        raise click_exceptions.ClickException("refused")
+
+    monkeypatch.setattr(group, "make_context", refuse)
+    assert cli.run_command(group, arguments, None, {}) == 1
+    assert capsys.readouterr().err == f"memprof: error: refused (see '{help} --help')\n"
+
+
+def test_what_a_caller_gives_click_for_the_context_reaches_it(capsys):
+    """MemprofGroup.main takes click's main's keywords: a help asked at 40 columns wraps there."""
+    group = typer.main.get_command(cli.app)
+    narrow = {"terminal_width": 40, "max_content_width": 40}
+    assert cli.run_command(group, ["--help"], None, narrow) == ExitCode.OK
+    assert "\n  Measure what each kind of CUDA memory\n" in capsys.readouterr().out
