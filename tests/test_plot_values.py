@@ -332,3 +332,50 @@ def test_runs_bars_carry_their_noise_and_the_first_runs_panel_and_a_reference_al
     apart = _grouped_bars([(0, run("first", link)), (1, run("second", Reference(64.0, "x")))])
     assert apart.reference is None  # the runs' links differ: none drawn as all theirs
     assert _grouped_bars([(0, run("first", None)), (1, run("second", None))]).reference is None
+
+
+# -- a trace's time line: its bins' widths and its share axis at the quiet end ------------------
+
+
+def test_each_bin_is_its_width_and_the_last_only_what_is_left_of_the_run():
+    from memprof.output.plot import Stacked
+
+    parts = {"busy": "busy", "idle": "idle"}
+    panel = Stacked("t", 2.0, 5.0, parts, [[1.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    assert [panel.width_ms(index) for index in range(3)] == [2.0, 2.0, 1.0]  # 5 - 2 * 2
+    assert Stacked("t", 0.5, 1.25, parts, []).width_ms(2) == 0.25  # 1.25 - 2 * 0.5
+
+
+@pytest.mark.parametrize(
+    ("shares", "ticks"),
+    [
+        ([], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # no bin: as an idle GPU's
+        ([[0.0, 0.0, 0.0, 100.0]], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # idle: 0.001% up
+        ([[0.0008, 0.0, 0.0, 99.9992]], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # 1.25x = floor
+        ([[0.1, 0.0, 0.0, 99.9]], [0.0, 0.04, 0.08, 0.12, 0.16]),  # 0.1% busy: up to 0.16%
+    ],
+)
+def test_a_quiet_gpus_share_axis_runs_a_quarter_above_its_busiest_bin_from_0_001(shares, ticks):
+    """A GPU busy a hair of its time still shows: the axis runs a quarter above its busiest
+    bin, never under 0.001% (an idle GPU's, or a trace of no bins, has that axis)."""
+    from memprof.output.plot import stacked_scale
+
+    found, cut = stacked_scale(shares)
+    assert found == pytest.approx(ticks) and cut == pytest.approx(ticks[-1])
+
+
+@pytest.mark.parametrize(
+    ("decades", "across_inches", "subs"),
+    [
+        (4.0, 4 * (0.5 / 0.47), (1.0, 3.0)),  # exactly 0.47 of a decade per label: 1 and 3
+        (4.0, 4 * (0.5 / 0.47) * (1 - 1e-9), (1.0,)),  # a hair less: 1 only
+        (0.5, 0.9, (1.0, 2.0, 5.0)),  # under a decade: 1.8 inches a decade, room for three
+        (0.0, 0.001, (1.0, 2.0, 5.0)),  # one value: no decade to crowd
+    ],
+)
+def test_a_log_axis_under_a_decade_or_at_its_edge_has_the_ticks_its_inches_allow(
+    decades, across_inches, subs
+):
+    from memprof.output.plot import _log_subs
+
+    assert _log_subs(decades, across_inches) == subs
