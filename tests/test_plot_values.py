@@ -379,3 +379,34 @@ def test_a_log_axis_under_a_decade_or_at_its_edge_has_the_ticks_its_inches_allow
     from memprof.output.plot import _log_subs
 
     assert _log_subs(decades, across_inches) == subs
+
+
+@pytest.mark.parametrize(
+    ("values", "labels"),
+    [
+        ([1.0, 1.6], ["0", "0.25", "0.5", "0.75", "1", "1.25", "1.5", "1.75", "2"]),
+        ([3.0, 15.0], ["0", "2.5", "5", "7.5", "10", "12.5", "15", "17.5"]),
+        ([10.0, 60.0], ["0", "10", "20", "30", "40", "50", "60", "70"]),
+        ([100.0, 400.0], ["0", "100", "200", "300", "400", "500"]),
+    ],
+)
+def test_a_gb_per_s_axis_labels_each_tick_with_its_own_value(values, labels):
+    """A tick at 2.5 GB/s reads 2.5, not 2 (nor 7.5 as 8): a value read off the axis is the
+    value the bar stands for (a fixture-wide read-back trusts these labels)."""
+    from memprof.output.plot import Bar
+
+    bars = [Bar(f"v{index}", value) for index, value in enumerate(values)]
+    axes = Picture("t", [Bars("b", "GB/s", bars)]).figure().axes[0]
+    low, high = axes.get_xlim()
+    ticks = [t for t in axes.get_xticks() if low <= t <= high]
+    assert [axes.xaxis.get_major_formatter()(t, 0) for t in ticks] == labels
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(1.25, "1.25"), (1.5, "1.5"), (2.5, "2.5"), (17.5, "17.5"), (99.5, "99.5"), (100.0, "100")],
+)
+def test_a_gb_per_s_tick_from_1_keeps_its_fraction_below_100(value, label):
+    from memprof.output.plot import _tick
+
+    assert _tick(value, "GB/s") == label
