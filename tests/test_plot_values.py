@@ -4,6 +4,7 @@ mutation round on memprof/experiments/pictures.py and memprof/output/plot.py).""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -410,3 +411,144 @@ def test_a_gb_per_s_tick_from_1_keeps_its_fraction_below_100(value, label):
     from memprof.output.plot import _tick
 
     assert _tick(value, "GB/s") == label
+
+
+# -- bars: which values set the axis, its scale and its limits, and the words under it ------------
+
+
+def bars_axes(bars, reference=None):
+    """A Bars panel's axes, drawn: its scale, limits and labelled ticks, and the words under it."""
+    from memprof.output.plot import Bars
+
+    axes = Picture("t", [Bars("title", "GB/s", bars, reference=reference)]).figure().axes[0]
+    low, high = axes.get_xlim()
+    ticks = [float(t) for t in axes.get_xticks() if low <= t <= high]
+    words = [t.get_text() for t in axes.texts if t.get_text().startswith("GB/s")]
+    return axes.get_xscale(), (low, high), ticks, words
+
+
+def test_bars_axis_runs_from_0_to_1_3_times_the_highest_value_mark_whisker_or_reference():
+    from memprof.output.plot import Bar, Reference
+
+    assert bars_axes([Bar("a", 0.0), Bar("b", 5.0), Bar("c", 10.0)])[:2] == ("linear", (0, 13.0))
+    assert bars_axes([Bar("a", 0.2), Bar("b", 0.5)])[1] == pytest.approx((0, 0.65))  # under 1
+    assert bars_axes([Bar("a", 10.0, expected=30.0)])[1] == pytest.approx((0, 39.0))
+    assert bars_axes([Bar("a", 10.0, ceiling=30.0)])[1] == pytest.approx((0, 39.0))
+    assert bars_axes([Bar("a", 10.0, spread=(0.0, 12.0))])[1] == pytest.approx((0, 15.6))
+    assert bars_axes([Bar("a", 0.5, spread=(0.45, 0.65))])[1] == pytest.approx((0, 0.845))
+    assert bars_axes([Bar("a", 10.0)], Reference(12.0, "link"))[1] == pytest.approx((0, 15.6))
+
+
+def test_bars_a_reference_20_times_the_lowest_bar_turns_them_to_dots_from_half_the_lowest():
+    """The reference counts in the span: bars of 1 and 2 GB/s under a 63 GB/s link are dots on a
+    log axis from 0.5 (half the lowest) to 4 times the highest, 252."""
+    from memprof.output.plot import Bar, Reference
+
+    scale, limits, _, words = bars_axes([Bar("a", 1.0), Bar("b", 2.0)], Reference(63.0, "PCIe"))
+    assert (scale, limits) == ("log", pytest.approx((0.5, 252.0)))
+    assert words == ["GB/s;  dashed: PCIe, 63.0 GB/s"]
+    assert bars_axes([Bar("a", 1.0), Bar("b", 2.0)], Reference(19.9, "x"))[0] == "linear"
+
+
+@pytest.mark.parametrize(
+    ("highest", "ticks"),
+    [
+        (250.0, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),  # 1 to 1000: 3 decades, 1 2 5
+        (252.0, [1, 3, 10, 30, 100, 300, 1000]),  # a hair over 3 decades: 1 and 3
+    ],
+)
+def test_bars_as_dots_tick_each_decade_by_the_decades_their_limits_span(highest, ticks):
+    from memprof.output.plot import Bar
+
+    scale, limits, found, _ = bars_axes([Bar("a", 2.0), Bar("b", highest)])
+    assert (scale, limits) == ("log", pytest.approx((1.0, 4 * highest)))
+    assert found == pytest.approx(ticks)
+
+
+def test_bars_as_dots_beside_long_labels_tick_each_decade_by_the_inches_left():
+    """Labels of 48 characters leave 3.45 inches for 2.2 decades: 1 and 3, not 1, 2 and 5."""
+    from memprof.output.plot import Bar
+
+    bars = [Bar("x" * 48 + "a", 1.0), Bar("x" * 48 + "b", 20.0)]
+    assert bars_axes(bars)[:3] == ("log", pytest.approx((0.5, 80.0)), pytest.approx([1, 3, 10, 30]))
+
+
+def test_bars_write_each_value_as_the_table_prints_it_and_the_reference_where_it_is():
+    from memprof.output.plot import Bar, Bars, Reference
+
+    bars = [Bar("a", 0.5, expected=1.0, verdict="PASS"), Bar("b", 0.75, expected=1.0)]
+    panel = Bars("b", "GPU time", bars, unit="ms", reference=Reference(0.9, "x"))
+    axes = Picture("t", [panel]).figure().axes[0]
+    values = [t.get_text() for t in axes.texts if "value" in (t.get_gid() or "")]
+    assert values == [f"PASS {format_ms(0.5)}", format_ms(0.75)] == ["PASS 500.00us", "750.00us"]
+    assert [t.get_text() for t in axes.texts][-1] == (
+        f"GPU time;  | = the least expected, {format_ms(1.0)};  dashed: x, 900.00us"
+    )
+    (reference,) = [line for line in axes.lines if line.get_gid() == "p0-reference"]
+    assert list(reference.get_xdata()) == [0.9, 0.9]
+
+
+def test_bars_say_a_mark_shared_by_every_bar_with_its_value_and_marks_that_differ_without():
+    from memprof.output.plot import Bar
+
+    one = [Bar("a", 10.0, expected=30.0), Bar("b", 12.0, expected=30.0, ceiling=50.0)]
+    assert bars_axes(one)[3] == [
+        "GB/s;  | = the least expected, 30.0 GB/s;  | = its ceiling, 50.0 GB/s"
+    ]
+    two = [Bar("a", 10.0, expected=30.0, ceiling=40.0), Bar("b", 12.0, expected=20.0, ceiling=50.0)]
+    assert bars_axes(two)[3] == ["GB/s;  | = the least expected;  | = its ceiling"]
+    assert bars_axes([Bar("a", 10.0)])[3] == ["GB/s"]
+
+
+# -- a time line's spans and a heat map's cells, as drawn ------------------------------------------
+
+
+@pytest.mark.parametrize(("until_ms", "right"), [(None, 3.06), (10.0, 10.2)])
+def test_a_time_line_draws_each_span_where_it_ran_on_its_lane_to_its_own_end_or_the_common(
+    until_ms, right
+):
+    """Each span from its start for its length on its lane (the first on top), coloured by
+    its kind (one the legend does not name: grey); the axis to the last end, or the common
+    end of the time lines compared, and a fiftieth more."""
+    from matplotlib.colors import to_hex
+
+    from memprof.output.plot import Span, Timeline
+
+    spans = [Span(0, 0.0, 1.0, "h2d"), Span(1, 0.5, 2.0, "kernel"), Span(1, 2.0, 3.0, "other")]
+    kinds = {"h2d": "copy in", "kernel": "kernel"}
+    panel = Timeline("t", ["stream 0", "stream 1"], spans, kinds, until_ms)
+    axes = Picture("t", [panel]).figure().axes[0]
+    assert axes.get_xlim() == pytest.approx((0, right))
+    assert axes.get_ylim() == (1.5, -0.5)
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["stream 0", "stream 1"]
+    drawn = [
+        v for p in axes.patches for v in (p.get_x(), p.get_width(), p.get_y() + p.get_height() / 2)
+    ]
+    assert drawn == pytest.approx([0.0, 1.0, 0.0, 0.5, 1.5, 1.0, 2.0, 1.0, 1.0])
+    fills = [to_hex(p.get_facecolor()) for p in axes.patches]
+    assert fills[2] == "#808080" and len({*fills}) == 3
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["copy in", "kernel"]
+    empty = Picture("t", [Timeline("t", ["stream 0"], [], kinds)]).figure().axes[0]
+    assert empty.get_xlim() == pytest.approx((0, 1.02))  # nothing ran: 1 ms
+
+
+def test_a_heat_maps_cells_are_the_tables_figures_on_0_to_its_scale_dark_text_from_0_6_of_it():
+    from memprof.output.plot import HeatMap
+
+    edge = 0.6 * 500.0
+    above = math.nextafter(edge, math.inf)
+    values = [[None, edge], [above, 0.0]]
+    names = ["GPU 0", "GPU 1"]
+    panel = HeatMap("h", "from", "to", names, ["GPU 2", "GPU 3"], values, 500.0, "0 to 500")
+    axes = Picture("t", [panel]).figure().axes[0]
+    (image,) = axes.images
+    assert image.get_clim() == (0.0, 500.0)
+    grid = image.get_array().filled(math.nan).tolist()
+    assert [[None if math.isnan(v) else v for v in row] for row in grid] == values
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["GPU 2", "GPU 3"]
+    (scale,) = axes.child_axes  # the colour bar
+    said = [t.get_text() for t in scale.texts]
+    assert said == ["colour: 0 to 500"]
+    cells = [(t.get_text(), t.get_color()) for t in axes.texts if "cell" in (t.get_gid() or "")]
+    assert cells == [("-", "0.3"), ("300", "white"), ("300", "black"), ("0.000", "white")]
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["GPU 0", "GPU 1"]
