@@ -537,7 +537,7 @@ def test_a_heat_maps_cells_are_the_tables_figures_on_0_to_its_scale_dark_text_fr
 
     edge = 0.6 * 500.0
     above = math.nextafter(edge, math.inf)
-    values = [[None, edge], [above, 0.0]]
+    values = [[None, edge], [above, 100.0]]  # the colours from 0, not from the lowest
     names = ["GPU 0", "GPU 1"]
     panel = HeatMap("h", "from", "to", names, ["GPU 2", "GPU 3"], values, 500.0, "0 to 500")
     axes = Picture("t", [panel]).figure().axes[0]
@@ -550,5 +550,7 @@ def test_a_heat_maps_cells_are_the_tables_figures_on_0_to_its_scale_dark_text_fr
     said = [t.get_text() for t in scale.texts]
     assert said == ["colour: 0 to 500"]
     cells = [(t.get_text(), t.get_color()) for t in axes.texts if "cell" in (t.get_gid() or "")]
-    assert cells == [("-", "0.3"), ("300", "white"), ("300", "black"), ("0.000", "white")]
+    assert cells == [("-", "0.3"), ("300", "white"), ("300", "black"), ("100", "white")]
+    at = [t.get_position() for t in axes.texts if "cell" in (t.get_gid() or "")]
+    assert at == [(0, 0), (1, 0), (0, 1), (1, 1)]  # each figure in its column and row
     assert [label.get_text() for label in axes.get_yticklabels()] == ["GPU 0", "GPU 1"]
