@@ -552,6 +552,77 @@ def replace_figure(f, ceiling):
     return dataclasses.replace(f, ceiling=ceiling)
 
 
+def peer_scale(stem: str, ceiling_of) -> tuple[str, float]:
+    """Peer's colour scale (its words and top) with each figure's ceiling as ceiling_of says."""
+    from memprof.experiments.pictures import peer_panels
+
+    result, summary, _ = pictured(stem)
+    changed = [replace_figure(f, ceiling_of(f)) for f in summary.figures]
+    panels = peer_panels(result, Summary(tables=summary.tables, figures_of=lambda: changed))
+    assert len({panel.scale_max for panel in panels}) == 1  # one scale for every map
+    return panels[0].scale_words, panels[0].scale_max
+
+
+@pytest.mark.parametrize("stem", ["h200x2_peer", "h200x4_peer"])
+def test_peer_colours_run_to_the_highest_ceiling_of_any_method(stem):
+    """Each method's figures carry their own ceiling: the scale is the highest of them all,
+    whichever method carries it (the last method's is not the only one read)."""
+    from memprof.experiments.peer import METHODS
+    from memprof.model.ceilings import Ceiling
+
+    with_ceilings = [m for m in METHODS if m != "ce_off"]  # staged through the host: none known
+    for raised in with_ceilings:
+
+        def ceiling_of(f, raised=raised):
+            if f.ceiling is None:
+                return None
+            top = 600.0 if f.measurement.operation == raised else f.ceiling.gb_per_s
+            return Ceiling(top, "NVLink", "")
+
+        assert peer_scale(stem, ceiling_of) == ("0 to the NVLink ceiling, 600 GB/s", 600.0), raised
+
+
+@pytest.mark.parametrize("stem", ["h200x2_peer", "h200x4_peer", "legacy_v2_h200x2_peer"])
+def test_peer_colours_run_to_a_ceiling_exactly_as_fast_as_the_fastest_figure(stem):
+    """A ceiling equal to the fastest figure names the ceiling; a hair below it, the figure."""
+    from memprof.experiments.peer import METHODS
+    from memprof.model.ceilings import Ceiling
+
+    _, summary, _ = pictured(stem)
+    fastest = max(f.gb_per_s for f in summary.figures if f.measurement.operation in METHODS)
+    shown = format_gb_per_s(fastest)
+    assert shown in {cell for table in summary.tables for row in table.rows for cell in row}
+
+    def at(top):
+        return lambda f: Ceiling(top, "NVLink", "") if f.measurement.operation in METHODS else None
+
+    assert peer_scale(stem, at(fastest)) == (f"0 to the NVLink ceiling, {shown} GB/s", fastest)
+    below = math.nextafter(fastest, 0)
+    assert peer_scale(stem, at(below)) == (f"0 to the fastest, {shown} GB/s", fastest)
+    above = math.nextafter(fastest, math.inf)
+    assert peer_scale(stem, at(above)) == (f"0 to the NVLink ceiling, {shown} GB/s", above)
+
+
+@pytest.mark.parametrize("stem", ["h200x2_peer", "h200x4_peer", "legacy_v2_h200x2_peer"])
+def test_peer_without_a_bandwidth_figure_draws_its_tables_as_words(stem):
+    """A peer Result holding only its latency chain (load refuses such a file; the Python API
+    may still draw one) draws the latency table as the report prints it, not an empty map."""
+    from memprof.experiments.peer import METHODS
+    from memprof.experiments.pictures import peer_panels
+
+    result = load(FIXTURES / f"{stem}.json")
+    latency = [m for m in result.measurements if m.operation not in METHODS]
+    assert latency and len(latency) < len(result.measurements)
+    only_latency = replace(result, measurements=latency)
+    summary = summarize(only_latency)
+    panels = peer_panels(only_latency, summary)
+    (printed,) = summary.tables
+    assert [type(panel) for panel in panels] == [Words]
+    assert panels[0].title == printed.title
+    assert panels[0].lines == [" | ".join(row) for row in printed.rows]
+    assert len(printed.rows) == len(result.extra.devices)
+
+
 def test_check_draws_each_judged_figure_against_its_least_expected():
     d = drawn("h200_check")
     verdicts = table(d.summary, "Health of GPU 0")

@@ -4,6 +4,7 @@ mutation round on memprof/experiments/pictures.py and memprof/output/plot.py).""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -332,3 +333,224 @@ def test_runs_bars_carry_their_noise_and_the_first_runs_panel_and_a_reference_al
     apart = _grouped_bars([(0, run("first", link)), (1, run("second", Reference(64.0, "x")))])
     assert apart.reference is None  # the runs' links differ: none drawn as all theirs
     assert _grouped_bars([(0, run("first", None)), (1, run("second", None))]).reference is None
+
+
+# -- a trace's time line: its bins' widths and its share axis at the quiet end ------------------
+
+
+def test_each_bin_is_its_width_and_the_last_only_what_is_left_of_the_run():
+    from memprof.output.plot import Stacked
+
+    parts = {"busy": "busy", "idle": "idle"}
+    panel = Stacked("t", 2.0, 5.0, parts, [[1.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    assert [panel.width_ms(index) for index in range(3)] == [2.0, 2.0, 1.0]  # 5 - 2 * 2
+    assert Stacked("t", 0.5, 1.25, parts, []).width_ms(2) == 0.25  # 1.25 - 2 * 0.5
+
+
+@pytest.mark.parametrize(
+    ("shares", "ticks"),
+    [
+        ([], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # no bin: as an idle GPU's
+        ([[0.0, 0.0, 0.0, 100.0]], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # idle: 0.001% up
+        ([[0.0008, 0.0, 0.0, 99.9992]], [0.0, 0.00025, 0.0005, 0.00075, 0.001]),  # 1.25x = floor
+        ([[0.1, 0.0, 0.0, 99.9]], [0.0, 0.04, 0.08, 0.12, 0.16]),  # 0.1% busy: up to 0.16%
+    ],
+)
+def test_a_quiet_gpus_share_axis_runs_a_quarter_above_its_busiest_bin_from_0_001(shares, ticks):
+    """A GPU busy a hair of its time still shows: the axis runs a quarter above its busiest
+    bin, never under 0.001% (an idle GPU's, or a trace of no bins, has that axis)."""
+    from memprof.output.plot import stacked_scale
+
+    found, cut = stacked_scale(shares)
+    assert found == pytest.approx(ticks) and cut == pytest.approx(ticks[-1])
+
+
+@pytest.mark.parametrize(
+    ("decades", "across_inches", "subs"),
+    [
+        (4.0, 4 * (0.5 / 0.47), (1.0, 3.0)),  # exactly 0.47 of a decade per label: 1 and 3
+        (4.0, 4 * (0.5 / 0.47) * (1 - 1e-9), (1.0,)),  # a hair less: 1 only
+        (0.5, 0.9, (1.0, 2.0, 5.0)),  # under a decade: 1.8 inches a decade, room for three
+        (0.0, 0.001, (1.0, 2.0, 5.0)),  # one value: no decade to crowd
+    ],
+)
+def test_a_log_axis_under_a_decade_or_at_its_edge_has_the_ticks_its_inches_allow(
+    decades, across_inches, subs
+):
+    from memprof.output.plot import _log_subs
+
+    assert _log_subs(decades, across_inches) == subs
+
+
+@pytest.mark.parametrize(
+    ("values", "labels"),
+    [
+        ([1.0, 1.6], ["0", "0.25", "0.5", "0.75", "1", "1.25", "1.5", "1.75", "2"]),
+        ([3.0, 15.0], ["0", "2.5", "5", "7.5", "10", "12.5", "15", "17.5"]),
+        ([10.0, 60.0], ["0", "10", "20", "30", "40", "50", "60", "70"]),
+        ([100.0, 400.0], ["0", "100", "200", "300", "400", "500"]),
+    ],
+)
+def test_a_gb_per_s_axis_labels_each_tick_with_its_own_value(values, labels):
+    """A tick at 2.5 GB/s reads 2.5, not 2 (nor 7.5 as 8): a value read off the axis is the
+    value the bar stands for (a fixture-wide read-back trusts these labels)."""
+    from memprof.output.plot import Bar
+
+    bars = [Bar(f"v{index}", value) for index, value in enumerate(values)]
+    axes = Picture("t", [Bars("b", "GB/s", bars)]).figure().axes[0]
+    low, high = axes.get_xlim()
+    ticks = [t for t in axes.get_xticks() if low <= t <= high]
+    assert [axes.xaxis.get_major_formatter()(t, 0) for t in ticks] == labels
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(1.25, "1.25"), (1.5, "1.5"), (2.5, "2.5"), (17.5, "17.5"), (99.5, "99.5"), (100.0, "100")],
+)
+def test_a_gb_per_s_tick_from_1_keeps_its_fraction_below_100(value, label):
+    from memprof.output.plot import _tick
+
+    assert _tick(value, "GB/s") == label
+
+
+# -- bars: which values set the axis, its scale and its limits, and the words under it ------------
+
+
+def bars_axes(bars, reference=None):
+    """A Bars panel's axes, drawn: its scale, limits and labelled ticks, and the words under it."""
+    from memprof.output.plot import Bars
+
+    axes = Picture("t", [Bars("title", "GB/s", bars, reference=reference)]).figure().axes[0]
+    low, high = axes.get_xlim()
+    ticks = [float(t) for t in axes.get_xticks() if low <= t <= high]
+    words = [t.get_text() for t in axes.texts if t.get_text().startswith("GB/s")]
+    return axes.get_xscale(), (low, high), ticks, words
+
+
+def test_bars_axis_runs_from_0_to_1_3_times_the_highest_value_mark_whisker_or_reference():
+    from memprof.output.plot import Bar, Reference
+
+    assert bars_axes([Bar("a", 0.0), Bar("b", 5.0), Bar("c", 10.0)])[:2] == ("linear", (0, 13.0))
+    assert bars_axes([Bar("a", 0.2), Bar("b", 0.5)])[1] == pytest.approx((0, 0.65))  # under 1
+    assert bars_axes([Bar("a", 10.0, expected=30.0)])[1] == pytest.approx((0, 39.0))
+    assert bars_axes([Bar("a", 10.0, ceiling=30.0)])[1] == pytest.approx((0, 39.0))
+    assert bars_axes([Bar("a", 10.0, spread=(0.0, 12.0))])[1] == pytest.approx((0, 15.6))
+    assert bars_axes([Bar("a", 0.5, spread=(0.45, 0.65))])[1] == pytest.approx((0, 0.845))
+    assert bars_axes([Bar("a", 10.0)], Reference(12.0, "link"))[1] == pytest.approx((0, 15.6))
+
+
+def test_bars_a_reference_20_times_the_lowest_bar_turns_them_to_dots_from_half_the_lowest():
+    """The reference counts in the span: bars of 1 and 2 GB/s under a 63 GB/s link are dots on a
+    log axis from 0.5 (half the lowest) to 4 times the highest, 252."""
+    from memprof.output.plot import Bar, Reference
+
+    scale, limits, _, words = bars_axes([Bar("a", 1.0), Bar("b", 2.0)], Reference(63.0, "PCIe"))
+    assert (scale, limits) == ("log", pytest.approx((0.5, 252.0)))
+    assert words == ["GB/s;  dashed: PCIe, 63.0 GB/s"]
+    assert bars_axes([Bar("a", 1.0), Bar("b", 2.0)], Reference(19.9, "x"))[0] == "linear"
+
+
+@pytest.mark.parametrize(
+    ("highest", "ticks"),
+    [
+        (250.0, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),  # 1 to 1000: 3 decades, 1 2 5
+        (252.0, [1, 3, 10, 30, 100, 300, 1000]),  # a hair over 3 decades: 1 and 3
+    ],
+)
+def test_bars_as_dots_tick_each_decade_by_the_decades_their_limits_span(highest, ticks):
+    from memprof.output.plot import Bar
+
+    scale, limits, found, _ = bars_axes([Bar("a", 2.0), Bar("b", highest)])
+    assert (scale, limits) == ("log", pytest.approx((1.0, 4 * highest)))
+    assert found == pytest.approx(ticks)
+
+
+def test_bars_as_dots_beside_long_labels_tick_each_decade_by_the_inches_left():
+    """Labels of 48 characters leave 3.45 inches for 2.2 decades: 1 and 3, not 1, 2 and 5."""
+    from memprof.output.plot import Bar
+
+    bars = [Bar("x" * 48 + "a", 1.0), Bar("x" * 48 + "b", 20.0)]
+    assert bars_axes(bars)[:3] == ("log", pytest.approx((0.5, 80.0)), pytest.approx([1, 3, 10, 30]))
+
+
+def test_bars_write_each_value_as_the_table_prints_it_and_the_reference_where_it_is():
+    from memprof.output.plot import Bar, Bars, Reference
+
+    bars = [Bar("a", 0.5, expected=1.0, verdict="PASS"), Bar("b", 0.75, expected=1.0)]
+    panel = Bars("b", "GPU time", bars, unit="ms", reference=Reference(0.9, "x"))
+    axes = Picture("t", [panel]).figure().axes[0]
+    values = [t.get_text() for t in axes.texts if "value" in (t.get_gid() or "")]
+    assert values == [f"PASS {format_ms(0.5)}", format_ms(0.75)] == ["PASS 500.00us", "750.00us"]
+    assert [t.get_text() for t in axes.texts][-1] == (
+        f"GPU time;  | = the least expected, {format_ms(1.0)};  dashed: x, 900.00us"
+    )
+    (reference,) = [line for line in axes.lines if line.get_gid() == "p0-reference"]
+    assert list(reference.get_xdata()) == [0.9, 0.9]
+
+
+def test_bars_say_a_mark_shared_by_every_bar_with_its_value_and_marks_that_differ_without():
+    from memprof.output.plot import Bar
+
+    one = [Bar("a", 10.0, expected=30.0), Bar("b", 12.0, expected=30.0, ceiling=50.0)]
+    assert bars_axes(one)[3] == [
+        "GB/s;  | = the least expected, 30.0 GB/s;  | = its ceiling, 50.0 GB/s"
+    ]
+    two = [Bar("a", 10.0, expected=30.0, ceiling=40.0), Bar("b", 12.0, expected=20.0, ceiling=50.0)]
+    assert bars_axes(two)[3] == ["GB/s;  | = the least expected;  | = its ceiling"]
+    assert bars_axes([Bar("a", 10.0)])[3] == ["GB/s"]
+
+
+# -- a time line's spans and a heat map's cells, as drawn ------------------------------------------
+
+
+@pytest.mark.parametrize(("until_ms", "right"), [(None, 3.06), (10.0, 10.2)])
+def test_a_time_line_draws_each_span_where_it_ran_on_its_lane_to_its_own_end_or_the_common(
+    until_ms, right
+):
+    """Each span from its start for its length on its lane (the first on top), coloured by
+    its kind (one the legend does not name: grey); the axis to the last end, or the common
+    end of the time lines compared, and a fiftieth more."""
+    from matplotlib.colors import to_hex
+
+    from memprof.output.plot import Span, Timeline
+
+    spans = [Span(0, 0.0, 1.0, "h2d"), Span(1, 0.5, 2.0, "kernel"), Span(1, 2.0, 3.0, "other")]
+    kinds = {"h2d": "copy in", "kernel": "kernel"}
+    panel = Timeline("t", ["stream 0", "stream 1"], spans, kinds, until_ms)
+    axes = Picture("t", [panel]).figure().axes[0]
+    assert axes.get_xlim() == pytest.approx((0, right))
+    assert axes.get_ylim() == (1.5, -0.5)
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["stream 0", "stream 1"]
+    drawn = [
+        v for p in axes.patches for v in (p.get_x(), p.get_width(), p.get_y() + p.get_height() / 2)
+    ]
+    assert drawn == pytest.approx([0.0, 1.0, 0.0, 0.5, 1.5, 1.0, 2.0, 1.0, 1.0])
+    fills = [to_hex(p.get_facecolor()) for p in axes.patches]
+    assert fills[2] == "#808080" and len({*fills}) == 3
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["copy in", "kernel"]
+    empty = Picture("t", [Timeline("t", ["stream 0"], [], kinds)]).figure().axes[0]
+    assert empty.get_xlim() == pytest.approx((0, 1.02))  # nothing ran: 1 ms
+
+
+def test_a_heat_maps_cells_are_the_tables_figures_on_0_to_its_scale_dark_text_from_0_6_of_it():
+    from memprof.output.plot import HeatMap
+
+    edge = 0.6 * 500.0
+    above = math.nextafter(edge, math.inf)
+    values = [[None, edge], [above, 100.0]]  # the colours from 0, not from the lowest
+    names = ["GPU 0", "GPU 1"]
+    panel = HeatMap("h", "from", "to", names, ["GPU 2", "GPU 3"], values, 500.0, "0 to 500")
+    axes = Picture("t", [panel]).figure().axes[0]
+    (image,) = axes.images
+    assert image.get_clim() == (0.0, 500.0)
+    grid = image.get_array().filled(math.nan).tolist()
+    assert [[None if math.isnan(v) else v for v in row] for row in grid] == values
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["GPU 2", "GPU 3"]
+    (scale,) = axes.child_axes  # the colour bar
+    said = [t.get_text() for t in scale.texts]
+    assert said == ["colour: 0 to 500"]
+    cells = [(t.get_text(), t.get_color()) for t in axes.texts if "cell" in (t.get_gid() or "")]
+    assert cells == [("-", "0.3"), ("300", "white"), ("300", "black"), ("100", "white")]
+    at = [t.get_position() for t in axes.texts if "cell" in (t.get_gid() or "")]
+    assert at == [(0, 0), (1, 0), (0, 1), (1, 1)]  # each figure in its column and row
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["GPU 0", "GPU 1"]
