@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import os
@@ -12,6 +13,8 @@ import signal
 import sys
 import tempfile
 import textwrap
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -34,10 +37,39 @@ gc.set_threshold(10_000, 10, 10)
 # machine), every Python the tests start (several hundred, and pytest-xdist's workers) compiled
 # memprof from source again: 70 ms a process. They share one cache for the session instead,
 # outside the checkout (as benchmarks/common.py does for the pythons it starts).
+BYTECODE_FOLDER: str | None = None
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
-    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    BYTECODE_FOLDER = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    os.environ["PYTHONPYCACHEPREFIX"] = BYTECODE_FOLDER
     del os.environ["PYTHONDONTWRITEBYTECODE"]
-    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], ignore_errors=True)
+    atexit.register(shutil.rmtree, BYTECODE_FOLDER, ignore_errors=True)
+IMPORTED_AT = time.time()  # a worker's: after the controller wrote the tests' bytecode
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """pytest-xdist's controller rewrites the tests' asserts once into that cache, before its
+    workers start and read them there: each rewrote all 6,000 for itself (5 s a worker)."""
+    config = session.config
+    if BYTECODE_FOLDER is None or not config.pluginmanager.has_plugin("dsession"):
+        return  # no cache of ours, or the process that collects: it rewrites as it imports
+    if config.getoption("assertmode") == "rewrite":
+        with contextlib.suppress(Exception):  # pytest changed: each worker rewrites, as before
+            _rewrite_tests(config, BYTECODE_FOLDER)
+
+
+def _rewrite_tests(config: pytest.Config, folder: str) -> None:
+    """What pytest writes where a test module is imported and bytecode may be written, by
+    its own steps (they have no public names)."""
+    from _pytest.assertion import rewrite
+
+    state = types.SimpleNamespace(trace=lambda message: None)
+    tests = Path(__file__).parent
+    for source in [tests / "conftest.py", *sorted(tests.rglob("test_*.py"))]:
+        place = Path(folder, *source.parts[1:-1])  # rewrite.get_cache_dir's, with its prefix
+        place.mkdir(parents=True, exist_ok=True)
+        hashed, code = rewrite._rewrite_test(source, config)
+        rewrite._write_pyc(state, code, hashed, place / (source.name[:-3] + rewrite.PYC_TAIL))
 
 
 @functools.cache
