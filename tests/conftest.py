@@ -58,14 +58,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             _rewrite_tests(config, BYTECODE_FOLDER)
 
 
+def _test_files(config: pytest.Config) -> list[Path]:
+    """The test modules under the paths pytest was given (tests/ when none)."""
+    found = set()
+    for argument in config.args:
+        path = Path(config.invocation_params.dir, argument.split("::")[0])
+        if path.is_dir():
+            found.update(path.rglob("test_*.py"))
+        elif path.is_file():
+            found.add(path)
+    return sorted(found)
+
+
 def _rewrite_tests(config: pytest.Config, folder: str) -> None:
     """What pytest writes where a test module is imported and bytecode may be written, by
     its own steps (they have no public names)."""
     from _pytest.assertion import rewrite
 
     state = types.SimpleNamespace(trace=lambda message: None)
-    tests = Path(__file__).parent
-    for source in [tests / "conftest.py", *sorted(tests.rglob("test_*.py"))]:
+    for source in [Path(__file__), *_test_files(config)]:
         place = Path(folder, *source.parts[1:-1])  # rewrite.get_cache_dir's, with its prefix
         place.mkdir(parents=True, exist_ok=True)
         hashed, code = rewrite._rewrite_test(source, config)
