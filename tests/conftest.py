@@ -83,6 +83,32 @@ def _rewrite_tests(config: pytest.Config, folder: str) -> None:
         rewrite._write_pyc(state, code, hashed, place / (source.name[:-3] + rewrite.PYC_TAIL))
 
 
+# Files whose tests draw the same pictures (test_plot's cache): on one worker, each is drawn once.
+PICTURE_TESTS = ("test_plot.py", "test_plot_style.py", "test_plot_runs.py", "test_plot_values.py")
+
+
+def worker_share(nodeid: str) -> str:
+    """The tests one pytest-xdist worker takes together: a test's file, or all the pictures'."""
+    path = nodeid.split("::", 1)[0]
+    return "pictures" if Path(path).name in PICTURE_TESTS else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest -n's workers take a file's tests together (worker_share), not some of each: a
+    file's caches (a fixture loaded, rendered or drawn once for its tests) were each filled
+    by both workers. Any --dist but the default (load) is left as asked."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByShare(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_share(nodeid)
+
+    return ByShare(config, log)
+
+
 @functools.cache
 def gpu_unavailable_reason() -> str | None:
     """Why GPU tests cannot run here, or None when they can."""
