@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import os
@@ -12,6 +13,8 @@ import signal
 import sys
 import tempfile
 import textwrap
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -34,10 +37,76 @@ gc.set_threshold(10_000, 10, 10)
 # machine), every Python the tests start (several hundred, and pytest-xdist's workers) compiled
 # memprof from source again: 70 ms a process. They share one cache for the session instead,
 # outside the checkout (as benchmarks/common.py does for the pythons it starts).
+BYTECODE_FOLDER: str | None = None
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
-    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    BYTECODE_FOLDER = tempfile.mkdtemp(prefix="memprof-tests-bytecode-")
+    os.environ["PYTHONPYCACHEPREFIX"] = BYTECODE_FOLDER
     del os.environ["PYTHONDONTWRITEBYTECODE"]
-    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], ignore_errors=True)
+    atexit.register(shutil.rmtree, BYTECODE_FOLDER, ignore_errors=True)
+IMPORTED_AT = time.time()  # a worker's: after the controller wrote the tests' bytecode
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """pytest-xdist's controller rewrites the tests' asserts once into that cache, before its
+    workers start and read them there: each rewrote all 6,000 for itself (5 s a worker)."""
+    config = session.config
+    if BYTECODE_FOLDER is None or not config.pluginmanager.has_plugin("dsession"):
+        return  # no cache of ours, or the process that collects: it rewrites as it imports
+    if config.getoption("assertmode") == "rewrite":
+        with contextlib.suppress(Exception):  # pytest changed: each worker rewrites, as before
+            _rewrite_tests(config, BYTECODE_FOLDER)
+
+
+def _test_files(config: pytest.Config) -> list[Path]:
+    """The test modules under the paths pytest was given (tests/ when none)."""
+    found = set()
+    for argument in config.args:
+        path = Path(config.invocation_params.dir, argument.split("::")[0])
+        if path.is_dir():
+            found.update(path.rglob("test_*.py"))
+        elif path.is_file():
+            found.add(path)
+    return sorted(found)
+
+
+def _rewrite_tests(config: pytest.Config, folder: str) -> None:
+    """What pytest writes where a test module is imported and bytecode may be written, by
+    its own steps (they have no public names)."""
+    from _pytest.assertion import rewrite
+
+    state = types.SimpleNamespace(trace=lambda message: None)
+    for source in [Path(__file__), *_test_files(config)]:
+        place = Path(folder, *source.parts[1:-1])  # rewrite.get_cache_dir's, with its prefix
+        place.mkdir(parents=True, exist_ok=True)
+        hashed, code = rewrite._rewrite_test(source, config)
+        rewrite._write_pyc(state, code, hashed, place / (source.name[:-3] + rewrite.PYC_TAIL))
+
+
+# Files whose tests draw the same pictures (test_plot's cache): on one worker, each is drawn once.
+PICTURE_TESTS = ("test_plot.py", "test_plot_style.py", "test_plot_runs.py", "test_plot_values.py")
+
+
+def worker_share(nodeid: str) -> str:
+    """The tests one pytest-xdist worker takes together: a test's file, or all the pictures'."""
+    path = nodeid.split("::", 1)[0]
+    return "pictures" if Path(path).name in PICTURE_TESTS else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest -n's workers take a file's tests together (worker_share), not some of each: a
+    file's caches (a fixture loaded, rendered or drawn once for its tests) were each filled
+    by both workers. Any --dist but the default (load) is left as asked."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByShare(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_share(nodeid)
+
+    return ByShare(config, log)
 
 
 @functools.cache

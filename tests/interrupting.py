@@ -75,27 +75,30 @@ def interrupt_at(
     return Ending(point, completed.returncode, completed.stderr.decode(errors="replace"))
 
 
-def points_of(arguments: list[str], numpy_first: bool = False) -> tuple[int, list[str]]:
-    """(lines of Python a run executes once memprof's handler is installed, the modules it
-    imports from then on; with numpy_first, those of numpy's import alone)."""
-    listed = subprocess.run(
-        [sys.executable, AT, "count-lines", "numpy" if numpy_first else "-", *arguments],
+def _listed(what: str, arguments: list[str], numpy_first: bool = False) -> str:
+    """What tests/interrupt_at.py says on stderr of a run it presses nothing in."""
+    return subprocess.run(
+        [sys.executable, AT, what, "numpy" if numpy_first else "-", *arguments],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": ROOT},
         check=True,
-    )
-    lines = int(listed.stderr.split("lines ")[-1])
-    imports = subprocess.run(
-        [sys.executable, AT, "list-imports", "numpy" if numpy_first else "-", *arguments],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": ROOT},
-        check=True,
-    ).stderr.splitlines()
+    ).stderr
+
+
+def lines_of(arguments: list[str]) -> int:
+    """The lines of Python a run executes once memprof's handler is installed."""
+    return int(_listed("count-lines", arguments).split("lines ")[-1])
+
+
+def imports_of(arguments: list[str], numpy_first: bool = False) -> list[str]:
+    """The modules a run imports once memprof's handler is installed; with numpy_first, those
+    of numpy's import alone. (Each run of tests/interrupt_at.py lists one or the other: the
+    count traces every line, a second of CPU that listing imports does without.)"""
+    imports = _listed("list-imports", arguments, numpy_first).splitlines()
     if numpy_first:
         imports = imports[imports.index("numpy") : imports.index("(numpy imported)")]
-    return lines, imports
+    return imports
 
 
 def interpreter_start_s() -> float:

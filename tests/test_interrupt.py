@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import memprof.cli
 from memprof.interrupts import forget_presses, note_press
-from tests.interrupting import Ending, interrupt_at, points_of
+from tests.interrupting import Ending, imports_of, interrupt_at, lines_of
 
 runner = CliRunner()
 
@@ -46,7 +46,7 @@ def test_ctrl_c_at_lines_spread_over_a_whole_report_is_one_line_and_130():
     """Importing typer and rich, loading, rendering, exiting: 24 points of memprof's own
     run, the same ones on every machine (a line count, not a delay)."""
     command = ["report", FIXTURE]
-    lines, _ = points_of(command)
+    lines = lines_of(command)
     found = endings(command, [f"line:{n}" for n in every(list(range(1, lines + 1)), 16)])
     assert problems(found) == []
     assert sum(e.returncode == 130 for e in found) >= 14  # all but the exit's last lines
@@ -63,7 +63,7 @@ def test_ctrl_c_at_each_import_inside_numpy_is_one_line_and_130():
     numpy's C code loads as a capsule and whose KeyboardInterrupt comes back as an
     ImportError that does not name it."""
     command = ["report", FIXTURE]
-    _, imports = points_of(command, numpy_first=True)
+    imports = imports_of(command, numpy_first=True)
     assert "datetime" in imports and len(imports) > 20
     chosen = dict.fromkeys([*every(imports, 40), "datetime"])
     found = endings(command, [f"import:{name}" for name in chosen], numpy_first=True)
