@@ -84,7 +84,13 @@ def _rewrite_tests(config: pytest.Config, folder: str) -> None:
 
 
 # Files whose tests draw the same pictures (test_plot's cache): on one worker, each is drawn once.
-PICTURE_TESTS = ("test_plot.py", "test_plot_style.py", "test_plot_runs.py", "test_plot_values.py")
+PICTURE_TESTS = (
+    "test_plot.py",
+    "test_plot_style.py",
+    "test_plot_runs.py",
+    "test_plot_values.py",
+    "test_plot_marks.py",
+)
 
 
 def worker_share(nodeid: str) -> str:
