@@ -99,6 +99,39 @@ def worker_share(nodeid: str) -> str:
     return "pictures" if Path(path).name in PICTURE_TESTS else path
 
 
+# The shares that take seconds, longest first (a quiet run's, 2 workers): handed out before
+# the others (then the most tests first, as pytest-xdist orders), so that no worker ends the
+# run alone on one. A wheel built, a Jupyter kernel and a copy of the tree tested are one
+# test each, which pytest-xdist's order left to the end while the other worker sat idle.
+LONG_SHARES = (
+    "pictures",
+    "test_hostile_results.py",
+    "test_narrow_terminals.py",
+    "test_interrupt.py",
+    "test_render_layout.py",
+    "test_diff_selection.py",
+    "test_wheel.py",
+    "test_python_api_doc.py",
+    "test_toy.py",
+    "test_trace_timeline.py",
+    "test_contract.py",
+    "test_golden.py",
+    "test_kernels.py",
+    "test_ci.py",
+)
+
+
+def handed_out_first(queue: dict[str, dict[str, bool]]) -> dict[str, dict[str, bool]]:
+    """pytest-xdist's queue of shares (worker_share: their tests) in the order to hand out."""
+
+    def rank(share: str) -> tuple[int, int]:
+        name = Path(share).name
+        long = LONG_SHARES.index(name) if name in LONG_SHARES else len(LONG_SHARES)
+        return long, -len(queue[share])
+
+    return {share: queue[share] for share in sorted(queue, key=rank)}
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """pytest -n's workers take a file's tests together (worker_share), not some of each: a
@@ -106,11 +139,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     by both workers. Any --dist but the default (load) is left as asked."""
     if config.getoption("dist") != "load":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
     class ByShare(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return worker_share(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            self.workqueue = OrderedDict(handed_out_first(self.workqueue))
+            super()._assign_work_unit(node)
 
     return ByShare(config, log)
 

@@ -39,3 +39,21 @@ def test_a_worker_takes_a_files_tests_together_and_the_pictures_tests_all():
     assert worker_share(f"{golden}[h200_info.80]") != worker_share("tests/test_export.py::test")
     assert len({worker_share(test) for test in pictures}) == 1
     assert worker_share(pictures[0]) != worker_share(f"{golden}[h200_uva.80]")
+
+
+def test_the_long_shares_are_handed_out_first_then_the_most_tests():
+    """A one-test file that takes seconds (a wheel built) handed out last left one worker
+    finishing it alone: pytest-xdist orders by the number of tests only."""
+    from tests.conftest import handed_out_first
+
+    queue = {
+        "tests/test_export.py": {"a": False, "b": False},
+        "tests/test_cli.py": {"a": False, "b": False, "c": False},
+        "tests/test_wheel.py": {"a": False},
+        "pictures": {"a": False},
+        "tests/test_toy.py": {"a": False},
+    }
+    order = ["pictures", "tests/test_wheel.py", "tests/test_toy.py"]
+    order += ["tests/test_cli.py", "tests/test_export.py"]
+    assert list(handed_out_first(queue)) == order
+    assert handed_out_first(queue)["tests/test_cli.py"] is queue["tests/test_cli.py"]
