@@ -70,6 +70,7 @@ def test_stacked_draws_each_parts_share_of_its_own_bin_on_the_last_and_idle_up_t
         "p0-part-compute-0", "p0-part-compute-1", "p0-part-compute-2", "p0-part-copy-0"
     ]  # fmt: skip
     assert axes.get_xlim() == (0, 5)
+    assert axes.xaxis.get_major_formatter()(0.5, 0) == "500 us"  # time, in its own unit
     assert list(axes.get_yticks()) == [0, 8, 16, 24, 32]
     assert [t.get_text() for t in axes.get_yticklabels()] == ["0%", "8%", "16%", "24%", "32%"]
     assert axes.get_ylim() == (0, 32)  # no marks: the cut at the top
@@ -118,6 +119,10 @@ def test_stacked_numbers_each_mark_above_the_bars_from_its_start_to_its_end_one_
         ("right", "center", 7)
     ] * 2  # fmt: skip
     assert [t.get_gid() for t in numbers] == ["p0-mark-number-7", "p0-mark-number-9"]
+    for artist in [*axes.lines, *numbers]:  # along time, up the axes from its bottom
+        screen = artist.get_transform().transform((4, rows[1]))
+        wanted = (axes.transData.transform((4, 0))[0], axes.transAxes.transform((0, rows[1]))[1])
+        assert tuple(screen) == pytest.approx(wanted)
     one = stacked([Mark(1.0, 3.0, 7)])
     height_points = one.get_position().height * one.figure.get_figheight() * 72
     assert one.get_ylim()[1] == pytest.approx(32 * height_points / (height_points - 14))
@@ -240,3 +245,40 @@ def test_a_log_size_axis_ticks_every_4x_over_14_doublings_or_fewer_else_every_16
     assert list(axes.yaxis.get_minor_locator().tick_values(1, 1000)) == []
     # from the least figure above 0 (at any size) to the most, 1.3x beyond each
     assert axes.get_ylim() == pytest.approx((1 / 1.3, 2.6))
+
+
+# -- a picture's layout, in inches -------------------------------------------------------------
+
+
+def test_a_picture_lays_its_panels_out_top_to_bottom_in_inches_left_where_its_labels_end():
+    """Bars, a heat map (and curves, time lines) start where the longest row label ends, 1.35
+    inches for 16 letters; a stacked panel at its own 0.8, words at the 0.3 edge; each its
+    title's 0.3 above, its room below; a heat map's cells keep 0.95 inches each."""
+    from memprof.output.plot import Bar, Bars, HeatMap, Words
+
+    bars = Bars("bars", "GB/s", [Bar("a" * 16, 1.0), Bar("b", 2.0)])
+    shares = Stacked("shares", 1.0, 1.0, PARTS, [[0.1, 0.1, 0.1, 0.7]])
+    words = Words("words", ["one", "two"])
+    heat = HeatMap("heat", "from", "to", ["GPU 0", "GPU 1"], ["GPU 0", "GPU 1"], [[1, 2]] * 2, 2)
+    title = "x" * 101
+    figure = Picture(title, [bars, shares, words, heat]).figure()
+    width, height = figure.get_figwidth(), figure.get_figheight()
+    below_stacked = 0.5 + 32 / 72 - 0.15
+    assert (width, height) == pytest.approx((7.5, 0.4 + 1.39 + 2.1 + below_stacked + 0.74 + 1.6))
+    boxes = [
+        (a.get_position().x0 * width, a.get_position().y0 * height, a.get_position().width * width)
+        for a in figure.axes[:4]
+    ]
+    top = height - 0.4 - 0.3  # the picture's title, the first panel's
+    bottoms = [top - 0.59, top - 1.09 - 0.3 - 1.8]
+    bottoms.append(bottoms[1] - below_stacked - 0.3 - 0.34)
+    bottoms.append(bottoms[2] - 0.1 - 0.3 - 0.7)  # 0.6: its room below and 0.1 under it
+    assert flat(boxes) == pytest.approx(
+        flat(zip([1.35, 0.8, 0.3, 1.35], bottoms, [5.85, 6.4, 6.9, 1.9], strict=True))
+    )
+    heights = [a.get_position().height * height for a in figure.axes[:4]]
+    assert heights == pytest.approx([0.59, 1.8, 0.34, 0.7])
+    assert [a.get_gid() for a in figure.axes[:4]] == ["p0", "p1", "p2", "p3"]
+    said = figure._suptitle
+    assert (said.get_text(), said.get_position()[1]) == ("x" * 99 + "…", 1 - 0.12 / height)
+    assert (said.get_fontsize(), said.get_va()) == (10, "top")
