@@ -144,14 +144,17 @@ def line_data(axes) -> list[tuple]:
 
 def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_in_turn():
     """Points at size 0 or figure 0 are left out (a log axis has no 0) with their band; each
-    series in its kind's colour, a bound grey, dashed then dotted, thin and unmarked."""
+    series in its kind's colour, a bound grey, dashed, dotted, dash-dotted, thin, unmarked."""
+    from matplotlib.colors import to_hex
+
     band = [(0, 0), (1, 1), (8, 12), (30, 50)]
     pinned = [(0, 5.0), (1024, 0.0), (4096, 10.0), (65536, 40.0)]
     lines = [
         Line("pinned", pinned, band=band, kind="pinned"),
         Line("link", [(1024, 50.0), (65536, 50.0)], ceiling=True),
         Line("staging", [(1, 25.0), (65536, 25.0)], ceiling=True),
-        Line("mine", [(1, 3.0), (65536, 30.0)]),
+        Line("mine", [(1, 0.5), (65536, 30.0)]),  # below 1: drawn
+        Line("hbm", [(1, 60.0), (65536, 60.0)], ceiling=True),
     ]
     axes = curves(lines)
     assert (axes.get_xscale(), axes.xaxis.get_transform().base) == ("log", 2)
@@ -160,11 +163,13 @@ def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_i
         ("p0-line-pinned", "pinned", [4096, 65536], [10, 40]),
         ("p0-ceiling-link", "link", [1024, 65536], [50, 50]),
         ("p0-ceiling-staging", "staging", [1, 65536], [25, 25]),
-        ("p0-line-mine", "mine", [1, 65536], [3, 30]),
+        ("p0-line-mine", "mine", [1, 65536], [0.5, 30]),
+        ("p0-ceiling-hbm", "hbm", [1, 65536], [60, 60]),
     ]
     styles = [(line.get_linestyle(), line.get_color(), line.get_linewidth()) for line in axes.lines]
     assert styles == [
-        ("-", KIND_COLOURS["pinned"], 1.3), ("--", "0.4", 1), (":", "0.4", 1), ("-", OTHERS[0], 1.3)
+        ("-", KIND_COLOURS["pinned"], 1.3), ("--", "0.4", 1), (":", "0.4", 1),
+        ("-", OTHERS[0], 1.3), ("-.", "0.4", 1),
     ]  # fmt: skip
     markers = [(line.get_marker(), line.get_markersize()) for line in axes.lines]
     assert [markers[0], markers[3]] == [("o", 3)] * 2
@@ -174,8 +179,11 @@ def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_i
     corners = {tuple(float(v) for v in corner) for corner in path.vertices}
     assert corners == {(4096, 8), (4096, 12), (65536, 30), (65536, 50)}
     assert (filled.get_alpha(), filled.get_gid()) == (0.18, "p0-band-pinned")
+    assert (to_hex(filled.get_facecolor()[0]), filled.get_linewidth()) == (
+        KIND_COLOURS["pinned"], 0
+    )  # fmt: skip
     assert [t.get_text() for t in axes.get_legend().get_texts()] == [
-        "pinned", "link", "staging", "mine"
+        "pinned", "link", "staging", "mine", "hbm"
     ]  # fmt: skip
     said = texts(axes)
     assert shift_points(said["size"], axes) == (0, -19)
@@ -232,8 +240,12 @@ def test_curves_take_the_next_marker_for_each_ten_series_and_start_again_after_f
 
 def test_curves_without_lines_have_no_legend_and_on_linear_axes_no_log_scale():
     assert curves([]).get_legend() is None
-    axes = curves([Line("way", [(1 << 30, 2.0)])], linear=True)
+    axes = drawn(
+        Curves("climb", "pinned", "ms per GiB", [Line("way", [(1 << 30, 2.0)])], "ms", True)
+    )
     assert (axes.get_xscale(), axes.get_yscale()) == ("linear", "linear")
+    assert axes.get_ylim() == pytest.approx((0, 2.3))  # from 0, a seventh above the top
+    assert axes.yaxis.get_major_formatter()(0.5, 0) == "500 us"  # the panel's own unit
 
 
 @pytest.mark.parametrize(("largest", "base"), [(1 << 14, 4), ((1 << 14) + 1, 16)])
