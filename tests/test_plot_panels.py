@@ -294,3 +294,12 @@ def test_a_picture_lays_its_panels_out_top_to_bottom_in_inches_left_where_its_la
     said = figure._suptitle
     assert (said.get_text(), said.get_position()[1]) == ("x" * 99 + "…", 1 - 0.12 / height)
     assert (said.get_fontsize(), said.get_va()) == (10, "top")
+
+
+def test_curves_draw_and_name_a_series_whose_label_begins_with_an_underscore():
+    """A label from a saved result is drawn literally, "_Z3fooPv" too (matplotlib hides
+    labels from "_" only where it picks a legend's entries itself)."""
+    points = [(1024, 1.0), (4096, 2.0)]
+    lines = [Line("_Z3fooPv", points), Line("b", points), Line("_Z3fooPv", points, run=0)]
+    axes = curves(lines)
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["_Z3fooPv", "b", "_Z3fooPv"]
