@@ -248,9 +248,9 @@ def test_curves_without_lines_have_no_legend_and_on_linear_axes_no_log_scale():
     assert axes.yaxis.get_major_formatter()(0.5, 0) == "500 us"  # the panel's own unit
 
 
-@pytest.mark.parametrize(("largest", "base"), [(1 << 14, 4), ((1 << 14) + 1, 16)])
+@pytest.mark.parametrize(("largest", "base"), [(1 << 15, 4), ((1 << 15) + 2, 16)])  # from 2
 def test_a_log_size_axis_ticks_every_4x_over_14_doublings_or_fewer_else_every_16x(largest, base):
-    axes = curves([Line("way", [(1, 1.5), (largest, 2.0)]), Line("zero", [(0, 1.0), (4, 0.0)])])
+    axes = curves([Line("way", [(2, 1.5), (largest, 2.0)]), Line("zero", [(0, 1.0), (4, 0.0)])])
     assert axes.xaxis.get_major_locator()._base == base
     assert list(axes.yaxis.get_major_locator()._subs) == [1, 2, 5]
     assert axes.yaxis.get_major_locator()._base == 10
