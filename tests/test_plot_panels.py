@@ -144,13 +144,14 @@ def line_data(axes) -> list[tuple]:
 
 def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_in_turn():
     """Points at size 0 or figure 0 are left out (a log axis has no 0) with their band; each
-    series in its kind's colour, a bound grey, dashed, dotted, dash-dotted, thin, unmarked."""
+    series and its band in its kind's colour (not matplotlib's first), a bound grey, dashed,
+    dotted, dash-dotted, thin, unmarked."""
     from matplotlib.colors import to_hex
 
     band = [(0, 0), (1, 1), (8, 12), (30, 50)]
-    pinned = [(0, 5.0), (1024, 0.0), (4096, 10.0), (65536, 40.0)]
+    managed = [(0, 5.0), (1024, 0.0), (4096, 10.0), (65536, 40.0)]
     lines = [
-        Line("pinned", pinned, band=band, kind="pinned"),
+        Line("managed", managed, band=band, kind="managed"),
         Line("link", [(1024, 50.0), (65536, 50.0)], ceiling=True),
         Line("staging", [(1, 25.0), (65536, 25.0)], ceiling=True),
         Line("mine", [(1, 0.5), (65536, 30.0)]),  # below 1: drawn
@@ -160,7 +161,7 @@ def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_i
     assert (axes.get_xscale(), axes.xaxis.get_transform().base) == ("log", 2)
     assert (axes.get_yscale(), axes.yaxis.get_transform().base) == ("log", 10)
     assert line_data(axes) == [
-        ("p0-line-pinned", "pinned", [4096, 65536], [10, 40]),
+        ("p0-line-managed", "managed", [4096, 65536], [10, 40]),
         ("p0-ceiling-link", "link", [1024, 65536], [50, 50]),
         ("p0-ceiling-staging", "staging", [1, 65536], [25, 25]),
         ("p0-line-mine", "mine", [1, 65536], [0.5, 30]),
@@ -168,7 +169,7 @@ def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_i
     ]
     styles = [(line.get_linestyle(), line.get_color(), line.get_linewidth()) for line in axes.lines]
     assert styles == [
-        ("-", KIND_COLOURS["pinned"], 1.3), ("--", "0.4", 1), (":", "0.4", 1),
+        ("-", KIND_COLOURS["managed"], 1.3), ("--", "0.4", 1), (":", "0.4", 1),
         ("-", OTHERS[0], 1.3), ("-.", "0.4", 1),
     ]  # fmt: skip
     markers = [(line.get_marker(), line.get_markersize()) for line in axes.lines]
@@ -178,12 +179,12 @@ def test_curves_draw_each_point_above_0_on_log_axes_and_each_bound_dashed_grey_i
     (path,) = filled.get_paths()
     corners = {tuple(float(v) for v in corner) for corner in path.vertices}
     assert corners == {(4096, 8), (4096, 12), (65536, 30), (65536, 50)}
-    assert (filled.get_alpha(), filled.get_gid()) == (0.18, "p0-band-pinned")
+    assert (filled.get_alpha(), filled.get_gid()) == (0.18, "p0-band-managed")
     assert (to_hex(filled.get_facecolor()[0]), filled.get_linewidth()) == (
-        KIND_COLOURS["pinned"], 0
+        KIND_COLOURS["managed"], 0
     )  # fmt: skip
     assert [t.get_text() for t in axes.get_legend().get_texts()] == [
-        "pinned", "link", "staging", "mine", "hbm"
+        "managed", "link", "staging", "mine", "hbm"
     ]  # fmt: skip
     said = texts(axes)
     assert shift_points(said["size"], axes) == (0, -19)
@@ -303,3 +304,19 @@ def test_curves_draw_and_name_a_series_whose_label_begins_with_an_underscore():
     lines = [Line("_Z3fooPv", points), Line("b", points), Line("_Z3fooPv", points, run=0)]
     axes = curves(lines)
     assert [t.get_text() for t in axes.get_legend().get_texts()] == ["_Z3fooPv", "b", "_Z3fooPv"]
+
+
+def test_a_curves_panel_leaves_room_at_its_right_for_its_legends_longest_name():
+    """0.55 inches and 0.075 a letter of "way 10" right of the axes, 0.8 left of them."""
+    lines = [Line("way", [(1024, 1.0)]), Line("way 10", [(1024, 2.0)])]
+    axes = curves(lines)
+    width = axes.figure.get_figwidth()
+    box = axes.get_position()
+    assert (box.x0 * width, box.width * width) == pytest.approx((0.8, 7.5 - 0.8 - 0.55 - 0.45))
+
+
+def test_a_heat_map_of_one_column_is_one_cell_wide():
+    from memprof.output.plot import HeatMap
+
+    axes = drawn(HeatMap("heat", "from", "to", ["GPU 0"], ["GPU 1"], [[1.0]], 2.0))
+    assert axes.get_position().width * axes.figure.get_figwidth() == pytest.approx(0.95)
