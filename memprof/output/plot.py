@@ -435,8 +435,9 @@ def _curves(axes: Any, panel: Curves, gid: str) -> None:
 
 
 def _legend(axes: Any, panel: Curves) -> list[Any]:
-    """A legend entry per series, not per run (the runs' line styles are said in words)."""
-    drawn = [line for line in axes.get_lines() if not line.get_label().startswith("_")]
+    """A legend entry per series, not per run (the runs' line styles are said in words).
+    Every line drawn is a series' (a label from "_", matplotlib's hidden, is a result's too)."""
+    drawn = axes.get_lines()
     shown, seen = [], set()
     for line, handle in zip(panel.lines, drawn, strict=True):
         if line.run is None or line.ceiling:
