@@ -502,11 +502,6 @@ def _tuning(result: Result) -> list:
     return [m for m in gpu if m.name in tuning] if tuning else []
 
 
-def xla_ran(result: Result) -> bool:
-    """Whether XLA ran the program's GPU work: it imported jax, or its autotuner ran."""
-    return "jax" in result.extra.libraries or bool(_tuning(result))
-
-
 RUNTIME_WORDS = {"copy": "copies", "memset": "memsets", "alloc": "allocations", "free": "frees"}
 RUNTIME_WORDS |= {"wait": "waits", "register": "registrations"}
 
@@ -611,9 +606,11 @@ def cudnn_verdict(result: Result, scale: RunScale) -> list[str]:
 
 
 def runtime_lines(result: Result) -> list[SourceLine]:
-    """Lines of calls on XLA's runtime threads (no Python frames): JAX's, not the program's."""
-    lines = result.extra.lines or []
-    return [line for line in lines if line.origin == "thread"] if xla_ran(result) else []
+    """Lines of calls on XLA's runtime threads (no Python frames) where XLA ran the program's
+    GPU work (it imported jax, or its autotuner ran): JAX's, not the program's."""
+    if "jax" not in result.extra.libraries and not _tuning(result):
+        return []
+    return [line for line in result.extra.lines or [] if line.origin == "thread"]
 
 
 def summarize(result: Result) -> Summary:
@@ -743,19 +740,15 @@ class Trace(base.Experiment):
 def copy_rows(result: Result) -> dict[str, list]:
     """The copy measurements by profile row, one per size; each of the direction it names."""
     rows: dict[str, list] = {}
-    for m in result.measurements:
-        if m.group == "gpu" and m.name.startswith("[CUDA memcpy "):
-            rows.setdefault(m.name, []).append(m)
-    for name, copies in rows.items():
-        named = COPY_NAME.match(name)
-        wrong = (
-            next((m for m in copies if m.operation != named[1].lower()), None) if named else None
-        )
-        if wrong is not None:
-            index = next(i for i, m in enumerate(result.measurements) if m is wrong)
+    for index, m in enumerate(result.measurements):
+        if m.group != "gpu" or not m.name.startswith("[CUDA memcpy "):
+            continue
+        named = COPY_NAME.match(m.name)
+        if named and m.operation != named[1].lower():
             raise SchemaError(
-                f"measurements[{index}].operation", f"is {wrong.operation!r}, but it is {name!r}"
+                f"measurements[{index}].operation", f"is {m.operation!r}, but it is {m.name!r}"
             )
+        rows.setdefault(m.name, []).append(m)
     return rows
 
 
@@ -947,8 +940,7 @@ def check_timeline(result: Result) -> None:
             drawn.setdefault((group, name), []).append(row[at] / 1e6)
     for key in sorted(set(measured) | set(drawn)):
         found, wanted = sorted(drawn.get(key, [])), sorted(measured.get(key, []))
-        same = len(found) == len(wanted) and all(map(_close, found, wanted))
-        if not same:
+        if len(found) != len(wanted) or not all(map(_close, found, wanted)):
             raise SchemaError(
                 "extra.timeline",
                 f"holds {len(found)} {key[0]} events of {key[1]!r} "
@@ -1336,11 +1328,9 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     at_place: dict[tuple, list[SourceLine]] = {}
     for line in lines:
         at_place.setdefault(line.key[1:], []).append(line)
-    pageable = _ranked(
-        lines,
-        lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES,
-    )
-    for line in pageable:
+    for line in _ranked(
+        lines, lambda s: s.host_kind() == "pageable" and s.largest_bytes >= SMALL_COPY_BYTES
+    ):
         direction = line.copy_ends()[0]
         remedy = PAGEABLE_REMEDY.get((library, direction)) or PAGEABLE_REMEDY.get(
             (library, None), PAGEABLE_REMEDY[None, None]
@@ -1361,13 +1351,10 @@ def _line_findings(lines: list[SourceLine], library: str | None) -> list[tuple]:
     for line in small:
         remedy = "each is latency, not bandwidth; gather them into one buffer and copy it once"
         said.append((line, f"{line.calls} copies of {_size_words(line)}", remedy))
-    waits = _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED)
-    for line in waits:
-        beside = at_place[line.key[1:]]
-        remedy = wait_remedy(line, beside, library)
+    for line in _ranked(lines, lambda s: s.activity == "wait" and s.calls >= REPEATED):
+        remedy = wait_remedy(line, at_place[line.key[1:]], library)
         said.append((line, f"{line.calls} waits ({', '.join(line.api)})", remedy))
-    repeated = _ranked(lines, lambda s: s.activity in CALL_WORDS and s.calls >= REPEATED)
-    for line in repeated:
+    for line in _ranked(lines, lambda s: s.activity in CALL_WORDS and s.calls >= REPEATED):
         what = f"{plural(line.calls, CALL_WORDS[line.activity])} ({', '.join(line.api)})"
         said.append((line, what, CALL_REMEDY[call_cause(line, library)]))
     return said
