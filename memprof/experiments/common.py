@@ -226,13 +226,9 @@ def measure_host_staging(profiler: Any, scratch: np.ndarray) -> None:
             ctypes.memmove(pageable + offset, staging, length)
 
     for direction, action in (("h2d", into_staging), ("d2h", out_of_staging)):
+        name, operation = HOST_STAGING_NAMES[direction], base.HOST_STAGING[direction].operation
         profiler.host_throughput(
-            HOST_STAGING_NAMES[direction],
-            base.HOST_STAGING[direction].operation,
-            "pageable",
-            nbytes,
-            action,
-            target_ms=HOST_SIDE_TARGET_MS,
+            name, operation, "pageable", nbytes, action, target_ms=HOST_SIDE_TARGET_MS
         )
 
 
