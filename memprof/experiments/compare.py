@@ -32,9 +32,8 @@ def table_rows(kinds: list[memory.MemoryKind]) -> dict[str, str]:
     rows = {}
     for kind in kinds:
         if kind.migrates:
-            rows.update(
-                {f"{kind.name} {moment}": f"{kind.name}, {moment}" for moment in MIGRATION_MOMENTS}
-            )
+            for moment in MIGRATION_MOMENTS:
+                rows[f"{kind.name} {moment}"] = f"{kind.name}, {moment}"
         else:
             rows[kind.name] = kind.label
         if kind.name == "mapped":
@@ -262,9 +261,8 @@ class _EveryKind:
 def _timed_copyto(profiler, operation: str, kind: str, destination, source) -> None:
     import numpy as np
 
-    with profiler.host_clock(
-        "host", f"host {operation.split('_')[1]} (numpy copyto)", operation, kind, source.nbytes
-    ):
+    name = f"host {operation.split('_')[1]} (numpy copyto)"
+    with profiler.host_clock("host", name, operation, kind, source.nbytes):
         np.copyto(destination, source)
 
 
