@@ -275,14 +275,8 @@ def _verify(stream: _Stream) -> list[Check]:
     reference = float(np.dot(host_a.astype(np.float64), host_b.astype(np.float64)))
     relative = abs(gpu_dot - reference) / abs(reference)
     limit = 1e-4 if dtype == np.float32 else 1e-11
-    checks.append(
-        Check(
-            "dot sum(a*b)",
-            bool(relative <= limit),
-            elements,
-            f"relative error {relative:.2e} (limit {limit:.0e}) against numpy in float64",
-        )
-    )
+    detail = f"relative error {relative:.2e} (limit {limit:.0e}) against numpy in float64"
+    checks.append(Check("dot sum(a*b)", bool(relative <= limit), elements, detail))
     session.profiler.discard_pending()
     return checks
 
@@ -293,10 +287,8 @@ def _close(name: str, actual, expected, tolerance: float) -> Check:
     if not np.isfinite(actual).all():
         return Check(name, False, actual.size, "NaN or infinity in the result")
     error = float(np.max(np.abs(actual - expected) / np.abs(expected)))
-    passed = bool(error <= tolerance)
-    return Check(
-        name, passed, actual.size, f"largest relative error {error:.1e} (limit {tolerance:.1e})"
-    )
+    detail = f"largest relative error {error:.1e} (limit {tolerance:.1e})"
+    return Check(name, bool(error <= tolerance), actual.size, detail)
 
 
 def _operations(result: Result) -> list[dict]:
