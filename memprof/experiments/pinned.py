@@ -112,10 +112,9 @@ class Pinned(base.Experiment):
         sums = SumArrays(session, elements)
         a_values, b_values, expected = sums.a, sums.b, sums.expected
         d_a, d_b, d_res = (memory.allocate(session, "device", elements) for _ in range(3))
+        steps = 2 * len(HOST_KINDS)
         for step, kind in enumerate(HOST_KINDS):
-            ctx.progress(
-                f"{kind} memory, {format_bytes(nbytes)}: allocation", 2 * step, 2 * len(HOST_KINDS)
-            )
+            ctx.progress(f"{kind} memory, {format_bytes(nbytes)}: allocation", 2 * step, steps)
 
             def allocate(kind: str = kind) -> memory.Buffer:
                 return memory.allocate(session, kind, elements, host_buffer=params.host_buffer)
@@ -128,11 +127,7 @@ class Pinned(base.Experiment):
             b.array[:] = b_values
             if kind == "pageable":  # the pageable copies' host side, at their size
                 measure_host_staging(profiler, res.array)
-            ctx.progress(
-                f"{kind} memory, {format_bytes(nbytes)}: transfers",
-                2 * step + 1,
-                2 * len(HOST_KINDS),
-            )
+            ctx.progress(f"{kind} memory, {format_bytes(nbytes)}: transfers", 2 * step + 1, steps)
 
             def flow(kind: str = kind, a=a, b=b, res=res) -> None:
                 span = (FLOW.what, FLOW.operation, kind)
@@ -151,7 +146,7 @@ class Pinned(base.Experiment):
                 buffer.free()
         for buffer in (d_a, d_b, d_res):
             buffer.free()
-        ctx.progress("done", 2 * len(HOST_KINDS), 2 * len(HOST_KINDS))
+        ctx.progress("done", steps, steps)
         return base.NoExtra()
 
     def derived(self, result: Result) -> dict:
@@ -178,17 +173,13 @@ def summarize(result: Result) -> Summary:
         }
         for kind in HOST_KINDS
     ]
-    costs = table(
-        f"Allocation of {format_bytes(nbytes)}",
-        COSTS,
-        allocations,
-        notes=[
-            "Allocate/free: host clock around the call, median. Pageable = numpy.empty plus a "
-            "write to every page; after the first, malloc and the kernel reuse freed pages, "
-            "so repeated pageable allocations are cheap.",
-            "Flow: CUDA events around the whole sequence, median.",
-        ],
-    )
+    notes = [
+        "Allocate/free: host clock around the call, median. Pageable = numpy.empty plus a "
+        "write to every page; after the first, malloc and the kernel reuse freed pages, "
+        "so repeated pageable allocations are cheap.",
+        "Flow: CUDA events around the whole sequence, median.",
+    ]
+    costs = table(f"Allocation of {format_bytes(nbytes)}", COSTS, allocations, notes)
     round_trip = {
         row["kind"]: row["allocate"].stats.median_ms + row["free"].stats.median_ms
         for row in allocations
@@ -249,8 +240,7 @@ def _transfers(result: Result, copies: dict[tuple[str, str], Figure]) -> tuple[T
         "GB/s (10^9 bytes/s): throughput of back-to-back copies, a batch between one event pair.",
         *_ceiling_notes(link, recorded[0].staged if recorded else None),
     ]
-    transfers = table(f"Transfers of {format_bytes(nbytes)}", TRANSFERS, rows, notes)
-    return transfers, remarks
+    return table(f"Transfers of {format_bytes(nbytes)}", TRANSFERS, rows, notes), remarks
 
 
 def _ceiling_notes(link, staged: bool | None) -> list[str]:
