@@ -515,9 +515,7 @@ def summarize(result: Result) -> Summary:
         f"This GPU: asyncEngineCount = {attributes.get('asyncEngineCount')} (copy engines), "
         f"concurrentKernels = {attributes.get('concurrentKernels')}. {bracket}",
     ]
-    modes = table(
-        "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)", MODES_TABLE, rows, notes
-    )
+    title = "Whole pipeline (HtoD -> kernel -> DtoH for every chunk)"
     serial, overlapped, pageable = (totals[mode].median_ms for mode in MODES)
     conclusion = (
         f"{streams} streams ran the pipeline in {format_ms(overlapped)} against "
@@ -531,7 +529,7 @@ def summarize(result: Result) -> Summary:
         )
     )
     return Summary(
-        tables=[stages_table(result, stages), modes],
+        tables=[stages_table(result, stages), table(title, MODES_TABLE, rows, notes)],
         conclusions=[conclusion],
         charts=timeline_charts(result),
         timing_note=profile_note(result),
@@ -586,11 +584,7 @@ def timeline_charts(result: Result) -> list[Chart]:
     for mode in MODES:
         lanes = 1 if mode == "serial" else result.parameters.streams
         timeline = getattr(result.extra.timelines, mode)  # check_timeline: it can be drawn
-        charts.append(
-            Chart(
-                f"Timeline, {labels[mode]} (the run of median time)",
-                draw=partial(fitted_timeline_lines, timeline, lanes),
-            )
-        )
+        draw = partial(fitted_timeline_lines, timeline, lanes)
+        charts.append(Chart(f"Timeline, {labels[mode]} (the run of median time)", draw=draw))
     charts[-1].notes.append(TIMELINE_PLACES[result.extra.timeline_source])
     return charts
