@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Literal
 
 from memprof.core import memory
@@ -393,15 +394,10 @@ def summarize(result: Result) -> Summary:
     for direction in directions:
         tables += _bandwidth_tables(result, figures, direction, sides and sides[direction])
         series = {kind: found[kind, direction] for kind in kinds}
-        charts.append(
-            Chart(
-                f"GB/s {DIRECTIONS[direction]} against size (log scales): "
-                + ", ".join(f"{marker(k)} = {k}" for k in kinds)
-                + ", * = several at one point",
-                chart_lines(series),
-                draw=lambda width, series=series: chart_lines(series, width),
-            )
-        )
+        markers = ", ".join(f"{marker(k)} = {k}" for k in kinds)
+        title = f"GB/s {DIRECTIONS[direction]} against size (log scales): {markers}"
+        draw = partial(chart_lines, series)
+        charts.append(Chart(f"{title}, * = several at one point", chart_lines(series), draw=draw))
         conclusions += [f"{DIRECTIONS[direction]}: {line}." for line in crossovers(series)]
     cupti = result.timing is not None and result.timing.source == "cupti"
     timed = "CUPTI's records of them" if cupti else "gated CUDA events around each"
