@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 from memprof.experiments import base
@@ -87,13 +88,8 @@ class Alloc(base.Experiment):
             for kind in kinds:
                 step(f"{kind} memory, {size_label(power)}: allocate and free")
                 warmup, repeat = repetitions(kind, base.FLOAT32_BYTES << power, params)
-                session.profiler.repeat(
-                    lambda kind=kind, power=power: memory.allocate(
-                        session, kind, 1 << power
-                    ).free(),
-                    warmup,
-                    repeat,
-                )
+                allocate = partial(memory.allocate, session, kind, 1 << power)
+                session.profiler.repeat(lambda allocate=allocate: allocate().free(), warmup, repeat)
         record = pools.measure(ctx, modern, step) if modern else None
         step("done")
         return AllocExtra(kinds, skipped, record, HOST_ONCE_FROM_BYTES)
