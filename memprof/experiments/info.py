@@ -78,15 +78,12 @@ def summarize(result: Result) -> Summary:
         ("Driver", Stated(f"{d.driver_version} (CUDA {d.cuda_driver_api_version})")),
         ("PyCUDA", Stated(f"{d.pycuda_version}, built against CUDA {d.cuda_build_version}")),
     ]
-    device = table(
-        f"Device {d.index}: {d.name}",
-        DEVICE,
-        [{"property": label, "value": value} for label, value in stated],
-        notes=[
-            "GB/s = 10^9 bytes per second; theoretical figures are upper bounds. Device memory "
-            "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
-        ],
-    )
+    notes = [
+        "GB/s = 10^9 bytes per second; theoretical figures are upper bounds. Device memory "
+        "bandwidth: two transfers per memory clock over the bus, 8 bits a byte."
+    ]
+    properties = [{"property": label, "value": value} for label, value in stated]
+    device = table(f"Device {d.index}: {d.name}", DEVICE, properties, notes)
 
     rows = [  # what the result recorded, never a lookup
         {"flag": name, "fact": fact(name, value=value), "decides": CAPABILITIES.get(name, "")}
