@@ -97,9 +97,8 @@ class Portable(base.Experiment):
         }
 
     def check_consistency(self, result: Result) -> None:
-        if result.extra.unified_addressing and not result.device.attributes.get(
-            "unifiedAddressing", 1
-        ):
+        unified = result.device.attributes.get("unifiedAddressing", 1)
+        if result.extra.unified_addressing and not unified:
             raise SchemaError(
                 "extra.unified_addressing",
                 "is true, but device.attributes says GPU 0 has no unified addressing",
