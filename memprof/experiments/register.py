@@ -74,9 +74,8 @@ class Register(base.Experiment):
         pinned = memory.allocate(session, "pinned", elements)
         pinned.array[:] = a_values
         # The same array, first as it is, then registered; then cuMemHostAlloc memory.
-        _copies_both_ways(
-            ctx, "pageable", memory.adopt(session, "pageable", a_array), d_a, a_values
-        )
+        unregistered = memory.adopt(session, "pageable", a_array)
+        _copies_both_ways(ctx, "pageable", unregistered, d_a, a_values)
         # the pageable copies' host side, in a scratch array of their size
         measure_host_staging(ctx.measure, page_aligned_empty(elements, "float32"))
         a_reg, b_reg = (_registered(session, array) for array in (a_array, b_array))
