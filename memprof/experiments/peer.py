@@ -93,11 +93,7 @@ class Peer(base.Experiment):
     Extra = PeerExtra
     gpus = "every"
     needs_two_gpus = "so there is nothing to measure"
-    measures = (
-        *METHOD_MEASURES.values(),
-        LATENCY_CHAIN,
-        base.LAUNCH_CALL,
-    )
+    measures = (*METHOD_MEASURES.values(), LATENCY_CHAIN, base.LAUNCH_CALL)
 
     def run(self, ctx: base.RunContext) -> PeerExtra:
         from memprof.core.bindings import can_access_peer
@@ -392,12 +388,9 @@ def _latency(state, params, a: int, b: int, order: Any) -> Check:
         session.cuda.memcpy_dtoh(last, reader.last.device_pointer)
     expected = chain_end(order, params.latency_steps)
     where = "its own memory" if a == b else f"GPU {a}'s memory"
-    return Check(
-        f"Latency chain: GPU {b} reading {where}",
-        int(last[0]) == expected,
-        params.latency_steps,
-        f"ended on index {int(last[0])}, expected {expected}",
-    )
+    detail = f"ended on index {int(last[0])}, expected {expected}"
+    name = f"Latency chain: GPU {b} reading {where}"
+    return Check(name, int(last[0]) == expected, params.latency_steps, detail)
 
 
 def _bidirectional(state, a: int, b: int, nbytes: int) -> list[Check]:
