@@ -650,8 +650,7 @@ def _crossover(
 def summarize(result: Result) -> Summary:
     tables, conclusions = [], []
     for direction in result.parameters.directions:
-        found = _direction_tables(result, direction)
-        tables += found
+        tables += _direction_tables(result, direction)
         if per_copy_walls(result, direction):
             conclusions += _verdicts(result, direction)
     if tables:
