@@ -136,8 +136,7 @@ def repetitions(kind: str, nbytes: int, params: AllocParams) -> tuple[int, int]:
 
 def allocations(result: Result, kind: str, nbytes: int) -> int:
     """How many timed allocations of a kind at a size a saved run holds."""
-    once = _once(kind, nbytes, result.extra.host_once_from_bytes)
-    return 1 if once else result.parameters.repeat
+    return 1 if _once(kind, nbytes, result.extra.host_once_from_bytes) else result.parameters.repeat
 
 
 def once_note(result: Result) -> str | None:
