@@ -650,8 +650,7 @@ def _throughput_line(
     if share > ABOVE_BOUND:  # faster than what bounds it: not a figure
         expected += ", never above the ceiling"
         return Line("FAIL", what, shown, expected, judged, sources)
-    verdict = judge(measured, least.gb_per_s, reference)
-    return Line(verdict, what, shown, expected, judged, sources)
+    return Line(judge(measured, least.gb_per_s, reference), what, shown, expected, judged, sources)
 
 
 def link_line(result: Result) -> Line:
@@ -773,8 +772,7 @@ def attempts(result: Result, reference: Reference, line: str) -> list[Line]:
                 id(one): figures.Derived(f"retry {retry.attempt}", (one,), "attempt")
                 for one in copies.values()
             }
-            again = {**first, **copies}
-            found.append(throughput_line(result, line, again, known, floor, marked))
+            found.append(throughput_line(result, line, {**first, **copies}, known, floor, marked))
     return found
 
 
@@ -920,8 +918,7 @@ def reference_figures(
 def _kept(reference: Result, file: str) -> CheckReference:
     """A check's figures as a run keeps its reference's."""
     rates = (figure(reference, line) for line in ("h2d", "d2h", "d2d"))
-    device = reference.device
-    return CheckReference(file, device.name, reference.host, reference.created_at,
+    return CheckReference(file, reference.device.name, reference.host, reference.created_at,
                           host_bytes(reference), device_bytes(reference), *rates)  # fmt: skip
 
 
