@@ -89,8 +89,7 @@ def summarize(result: Result) -> Summary:
         {"flag": name, "fact": fact(name, value=value), "decides": CAPABILITIES.get(name, "")}
         for name, value in d.attributes.items()
     ]
-    flags = table("Memory capabilities", FLAGS, rows)
-    return Summary(tables=[device, flags], show_profile=False)
+    return Summary(tables=[device, table("Memory capabilities", FLAGS, rows)], show_profile=False)
 
 
 @dataclass(frozen=True)
