@@ -287,8 +287,7 @@ def summarize(result: Result) -> Summary:
     steps["device memory: 2 HtoD + kernel + DtoH"] = explicit
     rows = [{"step": step, "figure": one} for step, one in steps.items()]
     resident = find("gpu", "kernel", "managed")
-    prefetch = find("gpu", "prefetch", "managed+prefetch")
-    conclusion = _conclusion(first, resident, explicit, prefetch)
+    conclusion = _conclusion(first, resident, explicit, find("gpu", "prefetch", "managed+prefetch"))
     notes = [
         "Kernels and prefetch: " + gpu_timing(result) + "; host reads: host clock (numpy "
         "copyto). Medians.",
