@@ -533,8 +533,7 @@ def _conclusions(result: Result, devices: list[int]) -> list[str]:
     for a, b in unordered_pairs(devices):
         if (a, b) in bidir and (b, a) in bidir and (a, b) in on and (b, a) in on:
             total, one_way = bidir[a, b] + bidir[b, a], max(on[a, b], on[b, a])
-            full = total >= 1.8 * one_way
-            at_once.append(((a, b), full, total, total / one_way))
+            at_once.append(((a, b), total >= 1.8 * one_way, total, total / one_way))
     # each pair's read one way (two GPUs: the one sentence said until now), else every read
     pairs = unordered_pairs(devices) if len(devices) <= 2 else ordered_pairs(devices)
     reads = [((a, b), latency[a, b], latency[b, b]) for a, b in pairs
