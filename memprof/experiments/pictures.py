@@ -163,9 +163,8 @@ def _grouped_bars(group: list[tuple[int, Panel]]) -> Bars:
         seen: dict[str, int] = {}
         for bar in panel.bars:
             seen[bar.label] = seen.get(bar.label, -1) + 1
-            spread = _noise_about(bar.value, bar.source)
             rows.setdefault((bar.label, seen[bar.label]), []).append(
-                replace(bar, run=run, spread=spread)
+                replace(bar, run=run, spread=_noise_about(bar.value, bar.source))
             )
     first = panels[0][1]
     alike = all(panel.reference == first.reference for _, panel in panels)
