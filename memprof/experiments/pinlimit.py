@@ -380,8 +380,7 @@ def check(result: Result) -> None:
                 f"hold {held} samples of {measure.operation} ({kind}), not {count} of half a "
                 f"step ({half} bytes)",
             )
-    whole = base.find_all(result, WHOLE) + base.find_all(result, UNREGISTER_WHOLE)
-    for m in whole:
+    for m in base.find_all(result, WHOLE) + base.find_all(result, UNREGISTER_WHOLE):
         if steps < 2 or m.bytes != steps * half or len(m.samples_ms) != 1:
             raise SchemaError("measurements", f"{m.operation} is not one call over every step")
 
