@@ -91,8 +91,7 @@ class Sweep(base.Experiment):
         kinds, skipped = _supported(params.kinds, ctx.facts[session.device_index].attributes)
         access = DirectAccess(session)
         values = np.random.default_rng(3).random(largest, dtype=np.float32)
-        received = np.zeros(largest, np.float32)
-        checker = _Checker(session, values, received)
+        checker = _Checker(session, values, np.zeros(largest, np.float32))
         device = memory.allocate(session, "device", largest)
         checker.restore(device.device_pointer, largest)  # from the checked reference, on the GPU
         step = ctx.steps(len(kinds) * len(params.powers))
