@@ -820,9 +820,8 @@ def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: d
         if not least_ms <= row.gpu_ms <= most_ms and not any(
             _close(row.gpu_ms, edge) for edge in (least_ms, most_ms)
         ):
-            where = f"extra.blocked[{index}]"
             raise SchemaError(
-                f"{where}.gpu_ms",
+                f"extra.blocked[{index}].gpu_ms",
                 f"is {row.gpu_ms}, but {row.calls} of its {count} measured copies took "
                 f"{least_ms} to {most_ms}",
             )
