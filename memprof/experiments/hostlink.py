@@ -157,11 +157,9 @@ def total_figures(result: Result, direction: str) -> tuple[Derived, Derived, Der
         return None
     alone, together = (
         Derived(
-            f"{direction}, every GPU {MODES[mode].lower()}",
-            tuple(map(found.get, keys[mode])),
-            "total",
+            f"{direction}, every GPU {words.lower()}", tuple(map(found.get, keys[mode])), "total"
         )
-        for mode in MODES
+        for mode, words in MODES.items()
     )
     return alone, together, Derived(f"{direction}, at once / alone", (alone, together), "ratio")
 
