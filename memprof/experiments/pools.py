@@ -636,12 +636,8 @@ def vmm_tables(result: Result, record: AllocatorsRecord) -> list[Table]:
     ]
     granularity = record.granularity_bytes or 0
     floor = call_floor_ms(result)
-    vmm = _table(
-        result,
-        f"Virtual memory management, median of {repeat}",
-        [(header, "api", operation, "vmm") for header, operation in steps],
-        floor,
-    )
+    columns = [(header, "api", operation, "vmm") for header, operation in steps]
+    vmm = _table(result, f"Virtual memory management, median of {repeat}", columns, floor)
     vmm.notes = [
         f"Driver calls: {_call_source(result, tuple(op for _, op in steps))}.",
         _floor_note(result, floor, first=not record.pools),  # in full where no pool table is
