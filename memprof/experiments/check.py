@@ -1072,10 +1072,8 @@ class CheckPairs(base.Experiment):
             ctx.check(buffers.verify(b, a, "both at once"))
         buffers.free()
         step("done")
-        return CheckPairsExtra(
-            devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
-            peer_access=access,
-        )
+        devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
+        return CheckPairsExtra(devices=devices, peer_access=access)
 
     def summarize(self, result: Result) -> Summary:
         notes = [
