@@ -144,11 +144,8 @@ class Peer(base.Experiment):
         for device in state.values():
             device.free()
         step("done")
-        return PeerExtra(
-            devices=[DeviceRecord.of(ctx.facts[index]) for index in indices],
-            peer_access=access,
-            skipped=skipped,
-        )
+        devices = [DeviceRecord.of(ctx.facts[index]) for index in indices]
+        return PeerExtra(devices=devices, peer_access=access, skipped=skipped)
 
     def derived(self, result: Result) -> dict:
         params = result.parameters
