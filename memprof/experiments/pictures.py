@@ -449,11 +449,8 @@ def _line_panels(result: Result) -> list[Panel]:
     """The program's source lines with the most GPU time, a bar per line's activity."""
     from memprof.model.lines import lines_of
 
-    timed = sorted(
-        (line for line in lines_of(result) or [] if line.gpu_ms_each),
-        key=lambda line: line.gpu_ms,
-        reverse=True,
-    )
+    timed = [line for line in lines_of(result) or [] if line.gpu_ms_each]
+    timed.sort(key=lambda line: line.gpu_ms, reverse=True)
     if not timed:
         return []
     bars = [Bar(f"{line.place} {line.activity}", line.gpu_ms) for line in timed[:MOST_LINES]]
