@@ -638,9 +638,7 @@ def release_table(result: Result) -> Table:
 
 def _gb_per_s(one: Figure | DeviceFact) -> str:
     """A copy's GB/s, or MemAvailable's size in the row beneath them."""
-    if isinstance(one, DeviceFact):
-        return _size(one)
-    return f"{format_gb_per_s(one.gb_per_s)} GB/s"
+    return _size(one) if isinstance(one, DeviceFact) else f"{format_gb_per_s(one.gb_per_s)} GB/s"
 
 
 def host_table(result: Result, availables: list[DeviceFact]) -> Table:
