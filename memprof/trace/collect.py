@@ -25,6 +25,7 @@ from msgspec import Meta
 
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
+from memprof.core.measure import call_rows
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, MemprofError
 from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement, Result, TimingInfo
@@ -378,13 +379,8 @@ def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> lis
         if key not in rows:
             rows[key] = Measurement("gpu", key[0], key[1], None, key[2], source="cupti")
         rows[key].samples_ms.append(record.duration_ms)
-    calls: dict[str, Measurement] = {}
-    for call in api:
-        if call.name not in calls:
-            calls[call.name] = Measurement("api", call.name, "api_call", None, 0, source="cupti")
-        calls[call.name].samples_ms.append(call.duration_ms)
     gpu_rows = sorted(rows.values(), key=lambda m: (m.name, m.bytes))
-    return gpu_rows + sorted(calls.values(), key=lambda m: m.name)
+    return gpu_rows + call_rows(api, "api_call")
 
 
 # CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them (copy_direction)
