@@ -82,13 +82,8 @@ class DirectAccess:
         used = self.grid(elements)
         gpu = float(partial[:used].sum(dtype=np.float64))
         error = abs(gpu - expected_sum) / max(abs(expected_sum), 1e-30)
-        passed = bool(error <= 1e-4)
-        return Check(
-            name,
-            passed,
-            int(elements),
-            f"sum {gpu:.6g} vs numpy {expected_sum:.6g} (relative error {error:.1e})",
-        )
+        words = f"sum {gpu:.6g} vs numpy {expected_sum:.6g} (relative error {error:.1e})"
+        return Check(name, bool(error <= 1e-4), int(elements), words)
 
     def free(self) -> None:
         with self.session.profiler.paused():
