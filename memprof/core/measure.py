@@ -420,12 +420,8 @@ class Profiler:
             self._more_streams.append(self._cuda.Stream())
         streams = [self.stream, *self._more_streams[: lanes - 1]]
         stamped = self._queue_on_streams(operations, streams, synchronous, tagged)
-        events_rows = engine_timeline(
-            [
-                Placed(op.lane, op.chunk, op.operation, start_ms, end_ms)
-                for op, start_ms, end_ms, _ in stamped
-            ]
-        )
+        placed = [Placed(op.lane, op.chunk, op.operation, *ms) for op, *ms, _ in stamped]
+        events_rows = engine_timeline(placed)
         events_ms = [row.end_ms - row.start_ms for row in events_rows]
         if tagged:
             self.activity.flush()
