@@ -737,21 +737,15 @@ def cached_figures(
             why = identity_problem(entry, identity) or problem(entry)
         if why is None:
             whose = f"{entry['gpu_name']} (driver {entry['driver_version']})"
-            return {
-                **entry,
-                "how": f"cached in {cache}, measured on {whose} {entry['measured_at']}",
-            }
+            measured = f"measured on {whose} {entry['measured_at']}"
+            return {**entry, "how": f"cached in {cache}, {measured}"}
         warn_once(str(cache), f"ignored {key!r} in the cache {cache}: {why} (measured again)")
     try:
         figures = measure()
     except Exception as error:
         return {"how": f"not measured: {command} failed ({error})"}
-    entry = {
-        **figures,
-        "gpu_name": gpu_name,
-        "driver_version": driver_version,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    entry = {**figures, "gpu_name": gpu_name, "driver_version": driver_version, "measured_at": now}
     why = problem(entry)
     if why is not None:
         return {"how": f"not usable: {command} measured figures that make no sense ({why})"}
