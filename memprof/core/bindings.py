@@ -5,6 +5,7 @@ error. Imported on first use. cuMemcpyBatchAsync goes through ctypes (BatchCopy 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from dataclasses import dataclass
@@ -58,10 +59,9 @@ def error_name(status: Any) -> str:
     name = getattr(status, "name", None)
     if isinstance(name, str):
         return name
-    try:
+    with contextlib.suppress(ValueError, TypeError):
         return driver().CUresult(int(status)).name
-    except (ValueError, TypeError):
-        return f"CUresult {status}"
+    return f"CUresult {status}"
 
 
 def failure(call_name: str, status: Any) -> MemprofError:
@@ -106,20 +106,18 @@ def call(name: str, *arguments: Any) -> Any:
 
 def _supported_version() -> str:
     """' (it supports CUDA 12.8)', or nothing where the driver cannot say."""
-    try:
+    with contextlib.suppress(MemprofError):
         return f" (it supports CUDA {version_text(driver_version())})"
-    except MemprofError:
-        return ""
+    return ""
 
 
 def bindings_version() -> str:
     """cuda-bindings and its version, as pip knows it."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
+    with contextlib.suppress(PackageNotFoundError):
         return f"cuda-bindings {version('cuda-bindings')}"
-    except PackageNotFoundError:
-        return "cuda-bindings (version unknown)"
+    return "cuda-bindings (version unknown)"
 
 
 def driver_version() -> int:
