@@ -466,18 +466,10 @@ class BatchCopy:
         first = (ctypes.c_size_t * 1)(0)  # the attribute applies from copy 0 on
         failed = ctypes.c_size_t(0)
         arrays = (targets, origins, lengths, attribute, first, failed)
-        address = ctypes.addressof
-        arguments = (
-            address(targets),
-            address(origins),
-            address(lengths),
-            count,
-            address(attribute),
-            address(first),
-            1,
-            *((address(failed),) if fail_index else ()),
-        )
-        return cls(function, arguments, arrays)
+        pieces = [ctypes.addressof(array) for array in (targets, origins, lengths)]
+        attributes = [ctypes.addressof(attribute), ctypes.addressof(first), 1]  # 1 attribute
+        failed_at = [ctypes.addressof(failed)] if fail_index else []
+        return cls(function, (*pieces, count, *attributes, *failed_at), arrays)
 
     def enqueue(self, stream_handle: int) -> None:
         """Queue every copy on the stream (its handle) with one driver call."""
