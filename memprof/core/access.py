@@ -61,17 +61,9 @@ class DirectAccess:
         self._launch(self.writer, arguments, elements, kind, stream, operation)
 
     def _launch(self, kernel: Kernel, arguments, elements, kind, stream, operation) -> None:
-        kernel.launch(
-            self.session,
-            elements,
-            *arguments,
-            kind=kind,
-            nbytes=4 * elements,
-            block_size=BLOCK_SIZE,
-            blocks=self.grid(elements),
-            stream=stream,
-            operation=operation,
-        )
+        sizes = {"nbytes": 4 * elements, "block_size": BLOCK_SIZE, "blocks": self.grid(elements)}
+        recorded = {"kind": kind, "stream": stream, "operation": operation}
+        kernel.launch(self.session, elements, *arguments, **sizes, **recorded)
 
     def check_sum(self, name: str, elements: int, expected_sum: float) -> Check:
         """The last readSum's partial sums over `elements` floats against `expected_sum`
