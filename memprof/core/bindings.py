@@ -240,15 +240,9 @@ def memcpy_peer_async(
 ) -> None:
     """cuMemcpyPeerAsync: direct over the link with peer access on, staged by the driver off."""
     cu = driver()
-    call(
-        "cuMemcpyPeerAsync",
-        pointer(destination),
-        cu.CUcontext(int(destination_context)),
-        pointer(source),
-        cu.CUcontext(int(source_context)),
-        nbytes,
-        cu.CUstream(int(stream_handle)),
-    )
+    into = (pointer(destination), cu.CUcontext(int(destination_context)))
+    out_of = (pointer(source), cu.CUcontext(int(source_context)))
+    call("cuMemcpyPeerAsync", *into, *out_of, nbytes, cu.CUstream(int(stream_handle)))
 
 
 # -- stream-ordered pools -------------------------------------------------------------------
