@@ -6,6 +6,7 @@ code, exception and Ctrl-C pass through. memprof.experiments.trace says what it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -637,14 +638,9 @@ def pinned_bandwidth(
 ) -> dict[str, Any]:
     """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came
     from; `measure(device_index)` runs `memprof sweep` (cli_trace.pinned_bandwidth_of)."""
-    figures = cached_figures(
-        cache or cache_path("pinned_bandwidth.json"),
-        (gpu_name, driver_version),
-        mode,
-        lambda: measure(device_index),
-        "memprof sweep",
-        pinned_problem,
-    )
+    path, identity = cache or cache_path("pinned_bandwidth.json"), (gpu_name, driver_version)
+    measured = functools.partial(measure, device_index)
+    figures = cached_figures(path, identity, mode, measured, "memprof sweep", pinned_problem)
     return {
         name: value for name, value in figures.items() if name in PinnedBandwidth.__annotations__
     }
@@ -767,13 +763,10 @@ def small_copy_figures(
 ) -> SmallCopyFigures:
     """This GPU's small-copy costs, cached as the pinned bandwidth is; `measure(device_index)`
     runs `memprof smallcopies`."""
+    path, identity = cache or cache_path("small_copies.json"), (gpu_name, driver_version)
+    measured = functools.partial(measure, device_index)
     entry = cached_figures(
-        cache or cache_path("small_copies.json"),
-        (gpu_name, driver_version),
-        mode,
-        lambda: measure(device_index),
-        "memprof smallcopies",
-        small_copies_problem,
+        path, identity, mode, measured, "memprof smallcopies", small_copies_problem
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs", "clock") if k in entry}
     try:
