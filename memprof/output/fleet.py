@@ -172,8 +172,5 @@ def _summary(
         conclusions.append(
             f"Slower than the fleet beyond {limit:.0%} and their noise: {slow or 'none'}."
         )
-    return Summary(
-        tables=[per_run, *([figures] if figures.rows else [])],
-        conclusions=conclusions,
-        show_profile=False,
-    )
+    tables = [per_run, *([figures] if figures.rows else [])]
+    return Summary(tables=tables, conclusions=conclusions, show_profile=False)
