@@ -62,12 +62,8 @@ def run(
             "exactly: give one of them"
         )
     noise = DEFAULT_MAX_NOISE_PCT if max_noise is None else _noise(max_noise)
-    options = RunOptions(
-        _device(device, experiment),
-        _timing(timing),
-        _flag(affinity, "memprof.run: affinity"),
-        noise,
-    )
+    index, timing_source = _device(device, experiment), _timing(timing)
+    options = RunOptions(index, timing_source, _flag(affinity, "memprof.run: affinity"), noise)
     if not callable(progress):
         raise TypeError(
             f"memprof.run: progress must be a function (description, done, total), "

@@ -61,17 +61,9 @@ class DirectAccess:
         self._launch(self.writer, arguments, elements, kind, stream, operation)
 
     def _launch(self, kernel: Kernel, arguments, elements, kind, stream, operation) -> None:
-        kernel.launch(
-            self.session,
-            elements,
-            *arguments,
-            kind=kind,
-            nbytes=4 * elements,
-            block_size=BLOCK_SIZE,
-            blocks=self.grid(elements),
-            stream=stream,
-            operation=operation,
-        )
+        sizes = {"nbytes": 4 * elements, "block_size": BLOCK_SIZE, "blocks": self.grid(elements)}
+        recorded = {"kind": kind, "stream": stream, "operation": operation}
+        kernel.launch(self.session, elements, *arguments, **sizes, **recorded)
 
     def check_sum(self, name: str, elements: int, expected_sum: float) -> Check:
         """The last readSum's partial sums over `elements` floats against `expected_sum`
@@ -82,13 +74,8 @@ class DirectAccess:
         used = self.grid(elements)
         gpu = float(partial[:used].sum(dtype=np.float64))
         error = abs(gpu - expected_sum) / max(abs(expected_sum), 1e-30)
-        passed = bool(error <= 1e-4)
-        return Check(
-            name,
-            passed,
-            int(elements),
-            f"sum {gpu:.6g} vs numpy {expected_sum:.6g} (relative error {error:.1e})",
-        )
+        words = f"sum {gpu:.6g} vs numpy {expected_sum:.6g} (relative error {error:.1e})"
+        return Check(name, bool(error <= 1e-4), int(elements), words)
 
     def free(self) -> None:
         with self.session.profiler.paused():

@@ -116,7 +116,8 @@ class FieldReader:
         self.names = names  # the records' attribute names, snake_case
         self.dtype = dtype
         self.unpack: Any = None
-        try:
+        self.checked = False
+        with contextlib.suppress(AttributeError, KeyError, TypeError):  # read slowly
             self.fields = [_c_name(name, dtype) for name in names]  # the dtype's names
             layout = sorted(
                 (dtype.fields[field][1], name, dtype.fields[field][0])
@@ -129,11 +130,8 @@ class FieldReader:
                 order.append(name)
             self.order = [order.index(name) for name in names]
             self.strings = [index for index, name in enumerate(names) if name in STRING_FIELDS]
-            self.unpack = struct.Struct(code).unpack_from
             self.size = at
-        except (AttributeError, KeyError, TypeError):
-            self.unpack = None
-        self.checked = False
+            self.unpack = struct.Struct(code).unpack_from
 
     def read(self, record: Any) -> tuple:
         """The fields of a cupti-python record, in the order of `names`."""
@@ -164,11 +162,10 @@ class FieldReader:
         expected = slowly()
         numbers = [i for i in range(len(fields)) if i not in self.strings]
         # where the numbers agree, the layout holds: its pointers can be followed
-        if all(fields[i] == expected[i] for i in numbers) and all(
-            _text_at(fields[i]) == expected[i] for i in self.strings
+        if any(fields[i] != expected[i] for i in numbers) or any(
+            _text_at(fields[i]) != expected[i] for i in self.strings
         ):
-            return expected
-        self.unpack = None  # not the layout the slow reading finds: never again
+            self.unpack = None  # not the layout the slow reading finds: never again
         return expected
 
     def numpy_fields(self, memory: Any, offset: int) -> tuple:
@@ -207,9 +204,8 @@ def record_class(module: Any, which: str) -> tuple[Any, Any] | None:
     if not present:
         return None
     version = present[-1]
-    return getattr(module, f"{family}{version}"), getattr(
-        module, f"activity_{stem}{version}_dtype", None
-    )
+    dtype = getattr(module, f"activity_{stem}{version}_dtype", None)
+    return getattr(module, f"{family}{version}"), dtype
 
 
 def _c_name(name: str, dtype: Any) -> str:
@@ -485,12 +481,10 @@ class ActivityLog:
 
     def _reader(self, which: str) -> FieldReader:
         """The FieldReader of one kind of _READ's records."""
-        reader = self._readers.get(which)
-        if reader is None:
+        if which not in self._readers:
             found = self._record_classes().get(which)
-            reader = FieldReader(found[1] if found else None, _READ[which][3])
-            self._readers[which] = reader
-        return reader
+            self._readers[which] = FieldReader(found[1] if found else None, _READ[which][3])
+        return self._readers[which]
 
     def _keep(self, which: str, fields: tuple) -> None:
         """One record of _READ's kinds, from its fields (in _READ's order)."""
@@ -531,13 +525,12 @@ class ActivityLog:
 
     def _copy_kind_name(self, copy_kind: int) -> str:
         """CUPTI's name of a copy's kind (HTOD), or its number where cupti-python has none."""
-        name = self._copy_kind_names.get(copy_kind)
-        if name is None:
+        if copy_kind not in self._copy_kind_names:
             kinds = self.cupti.ActivityMemcpyKind
             known = copy_kind in kinds._value2member_map_
             name = kinds(copy_kind).name if known else f"copy kind {copy_kind}"
             self._copy_kind_names[copy_kind] = name
-        return name
+        return self._copy_kind_names[copy_kind]
 
     def _add_counter(self, counter_kind: int, value: int, start: int, end: int) -> None:
         """A unified memory counter record: its value and duration, by counter."""

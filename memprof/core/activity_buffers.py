@@ -135,7 +135,7 @@ _BUFFERS: list[Buffers] = []  # the process's one, once made
 def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
     """CUPTI's records delivered to `deliver` from its buffers' memory, or None where this
     process's libcupti cannot be reached (call after cupti-python has loaded it)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError, ValueError):
         if not _BUFFERS:
             found = libcupti()
             if found is None:
@@ -143,8 +143,7 @@ def register(deliver: Deliver, buffer_bytes: int) -> Buffers | None:
             _BUFFERS.append(Buffers(*found))
         buffers = _BUFFERS[0]
         return buffers if buffers.start(deliver, buffer_bytes) else None
-    except (OSError, AttributeError, ValueError):
-        return None
+    return None
 
 
 def libcupti() -> tuple[ctypes.CDLL, ctypes.PyDLL] | None:

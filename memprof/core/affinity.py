@@ -32,13 +32,10 @@ class Affinity:
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
     """sysfs' CPU list ('0-3,8,10-11') as CPU numbers; '' gives none."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return tuple(cpus)
+    runs = [part.partition("-") for part in text.strip().split(",") if part]
+    return tuple(
+        cpu for first, _, last in runs for cpu in range(int(first), int(last or first) + 1)
+    )
 
 
 def format_cpulist(cpus: tuple[int, ...]) -> str:

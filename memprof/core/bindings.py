@@ -5,6 +5,7 @@ error. Imported on first use. cuMemcpyBatchAsync goes through ctypes (BatchCopy 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from dataclasses import dataclass
@@ -58,10 +59,9 @@ def error_name(status: Any) -> str:
     name = getattr(status, "name", None)
     if isinstance(name, str):
         return name
-    try:
+    with contextlib.suppress(ValueError, TypeError):
         return driver().CUresult(int(status)).name
-    except (ValueError, TypeError):
-        return f"CUresult {status}"
+    return f"CUresult {status}"
 
 
 def failure(call_name: str, status: Any) -> MemprofError:
@@ -106,20 +106,18 @@ def call(name: str, *arguments: Any) -> Any:
 
 def _supported_version() -> str:
     """' (it supports CUDA 12.8)', or nothing where the driver cannot say."""
-    try:
+    with contextlib.suppress(MemprofError):
         return f" (it supports CUDA {version_text(driver_version())})"
-    except MemprofError:
-        return ""
+    return ""
 
 
 def bindings_version() -> str:
     """cuda-bindings and its version, as pip knows it."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
+    with contextlib.suppress(PackageNotFoundError):
         return f"cuda-bindings {version('cuda-bindings')}"
-    except PackageNotFoundError:
-        return "cuda-bindings (version unknown)"
+    return "cuda-bindings (version unknown)"
 
 
 def driver_version() -> int:
@@ -242,15 +240,9 @@ def memcpy_peer_async(
 ) -> None:
     """cuMemcpyPeerAsync: direct over the link with peer access on, staged by the driver off."""
     cu = driver()
-    call(
-        "cuMemcpyPeerAsync",
-        pointer(destination),
-        cu.CUcontext(int(destination_context)),
-        pointer(source),
-        cu.CUcontext(int(source_context)),
-        nbytes,
-        cu.CUstream(int(stream_handle)),
-    )
+    into = (pointer(destination), cu.CUcontext(int(destination_context)))
+    out_of = (pointer(source), cu.CUcontext(int(source_context)))
+    call("cuMemcpyPeerAsync", *into, *out_of, nbytes, cu.CUstream(int(stream_handle)))
 
 
 # -- stream-ordered pools -------------------------------------------------------------------
@@ -468,18 +460,10 @@ class BatchCopy:
         first = (ctypes.c_size_t * 1)(0)  # the attribute applies from copy 0 on
         failed = ctypes.c_size_t(0)
         arrays = (targets, origins, lengths, attribute, first, failed)
-        address = ctypes.addressof
-        arguments = (
-            address(targets),
-            address(origins),
-            address(lengths),
-            count,
-            address(attribute),
-            address(first),
-            1,
-            *((address(failed),) if fail_index else ()),
-        )
-        return cls(function, arguments, arrays)
+        pieces = [ctypes.addressof(array) for array in (targets, origins, lengths)]
+        attributes = [ctypes.addressof(attribute), ctypes.addressof(first), 1]  # 1 attribute
+        failed_at = [ctypes.addressof(failed)] if fail_index else []
+        return cls(function, (*pieces, count, *attributes, *failed_at), arrays)
 
     def enqueue(self, stream_handle: int) -> None:
         """Queue every copy on the stream (its handle) with one driver call."""

@@ -13,15 +13,14 @@ from memprof.model.device import CAPABILITY_ATTRIBUTES, DeviceFacts, parse_link_
 
 def _sysfs_link(pci_bus_id: str, root: Path = PCI_DEVICES) -> dict | None:
     device_dir = device_directory(pci_bus_id, root)
-    try:
+    with contextlib.suppress(OSError, ValueError):
         return {
             "generation": parse_link_speed((device_dir / "current_link_speed").read_text()),
             "width": int((device_dir / "current_link_width").read_text()),
             "max_generation": parse_link_speed((device_dir / "max_link_speed").read_text()),
             "max_width": int((device_dir / "max_link_width").read_text()),
         }
-    except (OSError, ValueError):
-        return None
+    return None
 
 
 def _nvml_link(pci_bus_id: str, module: Any = None) -> dict | None:

@@ -6,6 +6,7 @@ hold planning on both sides of every boundary on any machine. Nothing here alloc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 from dataclasses import dataclass
@@ -58,13 +59,11 @@ class HostLimits:
 
 def meminfo_bytes(proc: Path, field: str) -> int | None:
     """One field of /proc/meminfo ("MemAvailable"), in bytes."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in (proc / "meminfo").read_text().splitlines():
             name, _, rest = line.partition(":")
             if name == field:
                 return int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
     return None
 
 
@@ -74,12 +73,10 @@ def mem_available() -> int:
 
 
 def _cap_ipc_lock(proc: Path) -> bool:
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in (proc / "self" / "status").read_text().splitlines():
             if line.startswith("CapEff:"):
                 return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK_BIT & 1)
-    except (OSError, ValueError, IndexError):
-        return False
     return False
 
 

@@ -29,12 +29,13 @@ recording anything else is a bug in memprof and raises, so a Result holds what i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -419,12 +420,8 @@ class Profiler:
             self._more_streams.append(self._cuda.Stream())
         streams = [self.stream, *self._more_streams[: lanes - 1]]
         stamped = self._queue_on_streams(operations, streams, synchronous, tagged)
-        events_rows = engine_timeline(
-            [
-                Placed(op.lane, op.chunk, op.operation, start_ms, end_ms)
-                for op, start_ms, end_ms, _ in stamped
-            ]
-        )
+        placed = [Placed(op.lane, op.chunk, op.operation, *ms) for op, *ms, _ in stamped]
+        events_rows = engine_timeline(placed)
         events_ms = [row.end_ms - row.start_ms for row in events_rows]
         if tagged:
             self.activity.flush()
@@ -445,9 +442,7 @@ class Profiler:
                 if source == "cupti":
                     measurement.events_ms.append(beside_ms)
             if span is not None:
-                measurement = self._measurement(
-                    "span", span.name, span.operation, span.kind, span.nbytes
-                )
+                measurement = self._measurement("span", *dataclasses.astuple(span))
                 measurement.samples_ms.append(total_ms)
                 measurement.source = source
         return StreamsRun(timeline, total_ms, source)
@@ -527,8 +522,7 @@ class Profiler:
         api_records: dict[int, list] = {}
         if self.activity is not None:
             self.activity.flush()
-            gpu_records = self.activity.gpu_records()
-            api_records = self.activity.api_records()
+            gpu_records, api_records = self.activity.gpu_records(), self.activity.api_records()
         timed = [(m, events_ms, gpu_records.get(tag, [])) for m, events_ms, tag in self._timed]
         for measurement, events_samples in _settle(timed, "events"):
             if measurement.source == "cupti":
@@ -545,20 +539,8 @@ class Profiler:
         _settle(calls, "host")  # driver_call(): CUPTI's record of each call, else the host's
         self._timed.clear()
         self._calls.clear()
-        api_rows = self._api_measurements(api_records)
-        return [m for m in self._measurements.values() if m.samples_ms] + api_rows
-
-    def _api_measurements(self, api_records: dict[int, list]) -> list[Measurement]:
-        """nvprof's API-calls rows: every driver call made by a timed operation, by name."""
-        rows: dict[str, Measurement] = {}
-        for tag in self._tags:
-            for record in api_records.get(tag, ()):
-                row = rows.setdefault(
-                    record.name,
-                    Measurement("api", record.name, "driver_call", None, 0, source="cupti"),
-                )
-                row.samples_ms.append(record.duration_ms)
-        return sorted(rows.values(), key=lambda m: m.name)
+        made = [r for tag in self._tags for r in api_records.get(tag, ())]  # by timed operations
+        return [m for m in self._measurements.values() if m.samples_ms] + call_rows(made)
 
     def timing_info(self) -> TimingInfo:
         """Where this run's figures came from, for the Result."""
@@ -640,6 +622,16 @@ def _settle(
         else:
             measurement.samples_ms, measurement.source = list(read), clock
     return [(measurement, read) for measurement, read, _ in by_measurement.values()]
+
+
+def call_rows(records: Iterable[Any], operation: str = "driver_call") -> list[Measurement]:
+    """nvprof's API-calls rows: each driver call's CUPTI records (ApiRecord), by name."""
+    rows: dict[str, Measurement] = {}
+    for record in records:
+        if record.name not in rows:
+            rows[record.name] = Measurement("api", record.name, operation, None, 0, source="cupti")
+        rows[record.name].samples_ms.append(record.duration_ms)
+    return sorted(rows.values(), key=lambda m: m.name)
 
 
 def same_call(recorded: str, name: str) -> bool:

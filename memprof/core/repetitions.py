@@ -70,10 +70,9 @@ class RepetitionLoop:
 
     def more(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
         """Whether to repeat once more (counted here), given the samples so far."""
-        if not self._needed(series):
-            return False
-        self.count += 1
-        return True
+        needed = self._needed(series)
+        self.count += needed
+        return needed
 
     def _needed(self, series: Callable[[], Iterable[Sequence[float]]]) -> bool:
         policy, count = self.policy, self.count
@@ -85,9 +84,7 @@ class RepetitionLoop:
             return True
         if time.perf_counter() - self._started >= policy.cap_s:
             return False
-        if count < policy.minimum:
-            return True
-        if count < self._check_at:
+        if count < self._check_at:  # policy.minimum at first, then an eighth more each time
             return True
         self._check_at = count + max(1, count // 8)
         return not all(median_noise(s) * 100 <= policy.max_noise_pct for s in series())

@@ -24,13 +24,11 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray) -> Check
         return Check(name, True, int(expected.size), SUCCESS)
     mismatches = np.flatnonzero(actual != expected)  # never empty: _all_equal found one
     first = int(mismatches[0])
-    return Check(
-        name,
-        False,
-        int(expected.size),
+    words = (
         f"Arrays do not match! {mismatches.size} of {expected.size} elements differ; "
-        f"first at index {first}: host {expected[first]}, gpu {actual[first]}",
+        f"first at index {first}: host {expected[first]}, gpu {actual[first]}"
     )
+    return Check(name, False, int(expected.size), words)
 
 
 EQUAL_CHUNK = 1 << 16  # elements compared at a time: their result stays in the CPU's cache

@@ -155,14 +155,8 @@ def progress_bar(
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=20),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn())
+    progress = Progress(*columns, TimeElapsedColumn(), console=console, transient=True)
     task = progress.add_task(starting, total=None)
 
     def update(description: str, done: int, total: int) -> None:

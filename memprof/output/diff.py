@@ -258,8 +258,7 @@ def compare(
             "the ceiling B's tables name."
         )
     faster, slower = changes.count("B faster"), changes.count("B slower")
-    unusable = changes.count("no valid samples")
-    quiet = changes.count("within noise")
+    unusable, quiet = changes.count("no valid samples"), changes.count("within noise")
     a_by_key, b_by_key = by_key(first), by_key(second)
     common = [key for key in a_by_key if key in b_by_key]
     if common:

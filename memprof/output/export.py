@@ -177,6 +177,9 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         for c in shared
         if c in parts[0] and all(p.get(c) == parts[0][c] for p in parts)
     }
+    operations = {(p["name"], p["operation"]) for p in parts}
+    operations_differ = len(operations) > len({p["name"] for p in parts})
+    named = [_part_name(part, "gpu_index" not in row, operations_differ) for part in parts]
     return {
         **row,
         "group": "derived",
@@ -186,14 +189,7 @@ def _derived_row(one: Derived, rows_of: dict[int, dict[str, object]]) -> dict[st
         **({"bytes": sum(p["bytes"] for p in parts)} if one.formula == "chunks" else {}),
         **{column: _blank(figure_of(one, column)) for column in FORMULA_FIGURES[one.formula]},
         **_ceiling_columns(one),
-        "derived_from": DERIVED_FROM.get(one.formula, " + ").join(
-            _part_name(
-                part,
-                "gpu_index" not in row,
-                len({(p["name"], p["operation"]) for p in parts}) > len({p["name"] for p in parts}),
-            )
-            for part in parts
-        ),
+        "derived_from": DERIVED_FROM.get(one.formula, " + ").join(named),
     }
 
 

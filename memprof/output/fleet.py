@@ -133,11 +133,9 @@ def _summary(
         mine = [d for _, _, each in spread for d in each if d.run == run]
         outliers = [d for d in mine if d.outlier] if judged else []
         furthest = max(mine, key=lambda d: abs(d.ratio - 1), default=None)
-        far = (
-            f"{furthest.label}: {furthest.shown} ({furthest.ratio - 1:+.1%})"
-            if furthest is not None
-            else "-"
-        )
+        far = "-"
+        if furthest is not None:
+            far = f"{furthest.label}: {furthest.shown} ({furthest.ratio - 1:+.1%})"
         per_run.add_row(name, result.gpu_name or "-", str(len(outliers)), far)
     flagged = [
         (label, middle, each) for label, middle, each in spread if any(d.outlier for d in each)
@@ -174,8 +172,5 @@ def _summary(
         conclusions.append(
             f"Slower than the fleet beyond {limit:.0%} and their noise: {slow or 'none'}."
         )
-    return Summary(
-        tables=[per_run, *([figures] if figures.rows else [])],
-        conclusions=conclusions,
-        show_profile=False,
-    )
+    tables = [per_run, *([figures] if figures.rows else [])]
+    return Summary(tables=tables, conclusions=conclusions, show_profile=False)

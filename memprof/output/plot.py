@@ -793,10 +793,8 @@ def _stacked(axes: Any, panel: Stacked, gid: str) -> None:
     _ticks(axes.xaxis, "ms")
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
     cut_words = f"; idle drawn up to {cut:g}%" if cut < 100 else ""
-    _x_label(
-        axes,
-        f"time from the first recorded event, in bins of {_time_tick(panel.bin_ms)}{cut_words}",
-    )
+    bins = f"in bins of {_time_tick(panel.bin_ms)}{cut_words}"
+    _x_label(axes, f"time from the first recorded event, {bins}")
     _y_label(axes, "share of each bin", 34)
     _legend_below(axes, fills, panel.parts)
 

@@ -6,6 +6,7 @@ code, exception and Ctrl-C pass through. memprof.experiments.trace says what it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -25,6 +26,7 @@ from msgspec import Meta
 
 from memprof.cache import cache_directory, read_json, store, warn_once
 from memprof.core.activity import MEMORY_KIND_NAMES, ApiRecord, GpuRecord
+from memprof.core.measure import call_rows
 from memprof.errors import EnvironmentProblem, ExitCode, InvalidArgument, MemprofError
 from memprof.model.lines import SourceLine
 from memprof.model.results import Measurement, Result, TimingInfo
@@ -378,13 +380,8 @@ def measurements_from_records(gpu: list[GpuRecord], api: list[ApiRecord]) -> lis
         if key not in rows:
             rows[key] = Measurement("gpu", key[0], key[1], None, key[2], source="cupti")
         rows[key].samples_ms.append(record.duration_ms)
-    calls: dict[str, Measurement] = {}
-    for call in api:
-        if call.name not in calls:
-            calls[call.name] = Measurement("api", call.name, "api_call", None, 0, source="cupti")
-        calls[call.name].samples_ms.append(call.duration_ms)
     gpu_rows = sorted(rows.values(), key=lambda m: (m.name, m.bytes))
-    return gpu_rows + sorted(calls.values(), key=lambda m: m.name)
+    return gpu_rows + call_rows(api, "api_call")
 
 
 # CUPTI's copy kinds (CUpti_ActivityMemcpyKind) as nvprof wrote them (copy_direction)
@@ -641,14 +638,9 @@ def pinned_bandwidth(
 ) -> dict[str, Any]:
     """This GPU's pinned HtoD/DtoH GB/s, cached per GPU name and driver, and where it came
     from; `measure(device_index)` runs `memprof sweep` (cli_trace.pinned_bandwidth_of)."""
-    figures = cached_figures(
-        cache or cache_path("pinned_bandwidth.json"),
-        (gpu_name, driver_version),
-        mode,
-        lambda: measure(device_index),
-        "memprof sweep",
-        pinned_problem,
-    )
+    path, identity = cache or cache_path("pinned_bandwidth.json"), (gpu_name, driver_version)
+    measured = functools.partial(measure, device_index)
+    figures = cached_figures(path, identity, mode, measured, "memprof sweep", pinned_problem)
     return {
         name: value for name, value in figures.items() if name in PinnedBandwidth.__annotations__
     }
@@ -741,21 +733,15 @@ def cached_figures(
             why = identity_problem(entry, identity) or problem(entry)
         if why is None:
             whose = f"{entry['gpu_name']} (driver {entry['driver_version']})"
-            return {
-                **entry,
-                "how": f"cached in {cache}, measured on {whose} {entry['measured_at']}",
-            }
+            measured = f"measured on {whose} {entry['measured_at']}"
+            return {**entry, "how": f"cached in {cache}, {measured}"}
         warn_once(str(cache), f"ignored {key!r} in the cache {cache}: {why} (measured again)")
     try:
         figures = measure()
     except Exception as error:
         return {"how": f"not measured: {command} failed ({error})"}
-    entry = {
-        **figures,
-        "gpu_name": gpu_name,
-        "driver_version": driver_version,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    entry = {**figures, "gpu_name": gpu_name, "driver_version": driver_version, "measured_at": now}
     why = problem(entry)
     if why is not None:
         return {"how": f"not usable: {command} measured figures that make no sense ({why})"}
@@ -777,13 +763,10 @@ def small_copy_figures(
 ) -> SmallCopyFigures:
     """This GPU's small-copy costs, cached as the pinned bandwidth is; `measure(device_index)`
     runs `memprof smallcopies`."""
+    path, identity = cache or cache_path("small_copies.json"), (gpu_name, driver_version)
+    measured = functools.partial(measure, device_index)
     entry = cached_figures(
-        cache or cache_path("small_copies.json"),
-        (gpu_name, driver_version),
-        mode,
-        lambda: measure(device_index),
-        "memprof smallcopies",
-        small_copies_problem,
+        path, identity, mode, measured, "memprof smallcopies", small_copies_problem
     )
     fields = {k: entry[k] for k in ("how", "copies", "costs", "clock") if k in entry}
     try:

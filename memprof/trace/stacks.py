@@ -94,10 +94,9 @@ _MEMPROF_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def package_folders(name: str) -> list[str]:
     """Where a top-level package lives, found without importing it ([] if not installed)."""
-    try:
+    spec = None
+    with contextlib.suppress(ImportError, ValueError):
         spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return []
     if spec is None:
         return []
     if spec.submodule_search_locations:
