@@ -10,12 +10,17 @@ exist, and when its work is done: one GpuState per GPU, recorded in every Result
 
 Every NVML failure leaves its field unknown (None), never raises. NVML is started once per
 process (`opened`): nvmlInit enumerates every GPU, which `--device all` must not pay again.
+The first samples may be taken on a thread of their own (Watch.start_in_background).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,15 +76,31 @@ def opened(module: Any = None) -> tuple[Nvml | None, str]:
             why = f"NVML: {error_words(error)}"
             _OPENED[id(module)] = (module, None, why)
         else:
-            if not _OPENED:
-                atexit.register(shut_down)
+            _shut_down_at_exit()
             _OPENED[id(module)] = (module, Nvml(module), "")
     _, nvml, why = _OPENED[id(module)]
     return nvml, why
 
 
+# The first looks under way on threads of their own: NVML is not shut down under them
+_SAMPLING: set[threading.Event] = set()
+_at_exit = False  # shut_down registered to run at exit, and not run since
+
+
+def _shut_down_at_exit() -> None:
+    """shut_down registered to run at exit, once while NVML is (or is being) started."""
+    global _at_exit
+    if not _at_exit:
+        _at_exit = True
+        atexit.register(shut_down)
+
+
 def shut_down() -> None:
-    """nvmlShutdown, once for each NVML started (at exit)."""
+    """nvmlShutdown, once for each NVML started (at exit), after any first look under way."""
+    global _at_exit
+    _at_exit = False
+    for sampled in list(_SAMPLING):
+        sampled.wait()
     opened_now = list(_OPENED.values())
     _OPENED.clear()
     for _, nvml, _ in opened_now:
@@ -149,9 +170,16 @@ class Watch:
         self._first: dict[int, _Sample] = {}
         self._broken: dict[int, str] = {}  # GPUs whose first sample failed, and why
         self.unavailable = ""
+        self._sampled: threading.Event | None = None  # set when start() ended on its thread
+        self._failed: BaseException | None = None  # what it raised there
 
     def __enter__(self) -> Watch:
-        self.start()
+        if self._sampled is None:
+            self.start()
+            return self
+        self._sampled.wait()  # Ctrl-C ends the wait; the process waits for it at exit
+        if self._failed is not None:
+            raise self._failed
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -174,6 +202,36 @@ class Watch:
                 self._broken[index] = _unexpected(error)
                 continue
             self._handles[index] = handle
+
+    def start_in_background(self, bus_ids: Callable[[], dict[int, str]]) -> Watch:
+        """start() on a thread of its own, watching the GPUs bus_ids() names: NVML's start and
+        samples are tens of ms of foreign calls, which release Python's lock, so they overlap
+        PyCUDA's import. Entering waits for them, so they are still taken before memprof's
+        contexts exist; what start() raised is raised there."""
+        sampled = self._sampled = threading.Event()
+
+        def sample() -> None:
+            try:
+                with contextlib.suppress(Exception):  # Ctrl-C goes to the main thread, at once
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                self.bus_ids = dict(bus_ids())
+                self.start()
+            except BaseException as error:
+                self._failed = error
+            finally:
+                _SAMPLING.discard(sampled)
+                sampled.set()
+
+        _SAMPLING.add(sampled)
+        try:
+            threading.Thread(target=sample, name="memprof-nvml", daemon=True).start()
+        except RuntimeError:  # no thread to be had: entering samples here
+            _SAMPLING.discard(sampled)
+            self._sampled = None
+            self.bus_ids = dict(bus_ids())
+            return self
+        _shut_down_at_exit()  # from here: the process then never ends mid-sample
+        return self
 
     def finish(self) -> list[GpuState]:
         """The last samples and what does not change, as one state per GPU; closes NVML."""
