@@ -140,20 +140,33 @@ def test_pycudas_cuinit_waits_for_the_start(libcuda, fake_pycuda, monkeypatch, a
     assert answer in (1, {0: "0000:00:00.0"})
 
 
-def test_a_run_begins_the_start_before_asking_the_driver_anything(libcuda, monkeypatch):
+def test_a_run_begins_the_start_before_asking_the_driver_anything(
+    libcuda, fake_pycuda, monkeypatch
+):
     """base.run begins it first: the bus ids (libcuda's, for NVML's first look on a thread of
-    its own) come after, and what that look raised is raised by the run."""
+    its own) come after, PyCUDA's import meanwhile, and what that look raised is raised by
+    the run."""
+    fake_pycuda(COUNTING_DRIVER)
     order: list[str] = []
     monkeypatch.setattr(driver, "start_in_background", lambda: order.append("start"))
+    release = threading.Event()
 
     def bus_ids(indices: list[int]) -> dict[int, str]:
+        release.wait(10)  # until PyCUDA is imported
         order.append(f"bus ids of {indices}")
         raise RuntimeError("stop here")
 
+    def imported() -> object:
+        order.append("PyCUDA imported")
+        release.set()
+        return imports()
+
+    imports = session.import_driver
     monkeypatch.setattr(driver, "pci_bus_ids", bus_ids)
+    monkeypatch.setattr(session, "import_driver", imported)
     with pytest.raises(RuntimeError, match="stop here"):
         base.run(Pinned(), PinnedParams(), base.RunOptions(device=2))
-    assert order == ["start", "bus ids of [2]"]
+    assert order == ["start", "PyCUDA imported", "bus ids of [2]"]
 
 
 class BusIds:

@@ -644,11 +644,13 @@ def run(
     if inputs is UNREAD:
         inputs = experiment.read_inputs(params)
     driver.start_in_background()  # overlaps the imports below and PyCUDA's
-    first_look = _first_look(experiment, options)  # so does this
+    first_look = _first_look(experiment, options)  # so does NVML's first look at one GPU
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
-    from memprof.core.session import pci_bus_ids
+    from memprof.core.session import import_driver, pci_bus_ids
 
+    if first_look is not None:
+        import_driver()  # here, not after the look: entering it waits for it
     if not experiment.timing_option:  # it times with gated events only: CUPTI not started
         options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
