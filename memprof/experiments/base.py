@@ -14,7 +14,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -649,8 +649,9 @@ def run(
     from memprof.core.nvml import Watch
     from memprof.core.session import import_driver, pci_bus_ids
 
-    if first_look is not None:
-        import_driver()  # here, not after the look: entering it waits for it
+    if first_look is not None:  # here, not after the look: entering it waits for it
+        with suppress(EnvironmentProblem):  # the session says so, as before
+            import_driver()
     if not experiment.timing_option:  # it times with gated events only: CUPTI not started
         options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
