@@ -500,6 +500,20 @@ def test_a_first_look_on_a_thread_of_its_own_reads_what_one_on_the_main_thread_r
     nvml.shut_down()
 
 
+def test_the_first_look_starts_nvml_before_asking_for_the_bus_ids_which_wait_for_cuinit():
+    module = FakePynvml(FakeGpu())
+    started = []
+
+    def bus_ids() -> dict[int, str]:
+        started.append(module.initialized)
+        return {0: BUS}
+
+    with Watch({}, module, own_pid=OWN_PID).start_in_background(bus_ids) as looking:
+        (state,) = looking.finish()
+    assert started == [1] and state.unavailable is None
+    nvml.shut_down()
+
+
 def test_what_the_first_look_raised_on_its_thread_is_raised_on_entering():
     def bus_ids() -> dict[int, str]:
         raise RuntimeError("no bus ids")

@@ -204,16 +204,18 @@ class Watch:
             self._handles[index] = handle
 
     def start_in_background(self, bus_ids: Callable[[], dict[int, str]]) -> Watch:
-        """start() on a thread of its own, watching the GPUs bus_ids() names: NVML's start and
-        samples are tens of ms of foreign calls, which release Python's lock, so they overlap
-        PyCUDA's import. Entering waits for them, so they are still taken before memprof's
-        contexts exist; what start() raised is raised there."""
+        """start() on a thread of its own, watching the GPUs bus_ids() names (NVML started
+        first, as bus_ids() may wait for cuInit): NVML's start and samples are tens of ms of
+        foreign calls, which release Python's lock, so they overlap PyCUDA's import. Entering
+        waits for them, so they are still taken before memprof's contexts exist; what they
+        raised is raised there."""
         sampled = self._sampled = threading.Event()
 
         def sample() -> None:
             try:
                 with contextlib.suppress(Exception):  # Ctrl-C goes to the main thread, at once
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                opened(self._module)  # nvmlInit needs no bus id: begun while cuInit runs
                 self.bus_ids = dict(bus_ids())
                 self.start()
             except BaseException as error:
