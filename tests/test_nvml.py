@@ -482,6 +482,16 @@ def test_field_values_fewer_than_asked_make_that_gpu_unknown_not_a_partial_state
     assert state.unavailable.startswith("NVML answered unexpectedly (ValueError")
 
 
+def test_what_does_not_change_is_read_with_the_first_samples_not_after_the_work():
+    gpu = FakeGpu(nvlinks=[(1, 6, 26562, "00000000:ff:00.0", 2)] * 2, link_count_field=2)
+    with Watch({0: BUS}, FakePynvml(gpu), own_pid=OWN_PID) as looking:
+        gpu.persistence, gpu.max_clocks, gpu.nvlinks = 0, {1: 1, 2: 2}, None  # read no more
+        gpu.clocks = {1: 1755, 2: 3201}  # the current clocks are the work's end's
+        (state,) = looking.finish()
+    assert (state.persistence_mode, state.sm_clock_max_mhz, len(state.nvlinks)) == (True, 1980, 2)
+    assert state.sm_clock_mhz == 1755
+
+
 # -- the first look on a thread of its own (Watch.start_in_background) -------------------------
 
 

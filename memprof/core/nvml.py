@@ -7,6 +7,8 @@ exist, and when its work is done: one GpuState per GPU, recorded in every Result
 - Other processes: those NVML lists at both samples but memprof. Where memprof is not in the
   last, NVML's pids are not ours (a container's namespace): the first sample alone counts.
 - The PCIe link: the fastest generation and widest width sampled (an idle link slows down).
+- What does not change (the limits, NVLinks, ECC, persistence and MIG modes): read once, with
+  the first samples; the current clocks, with the last.
 
 Every NVML failure leaves its field unknown (None), never raises. NVML is started once per
 process (`opened`): nvmlInit enumerates every GPU, which `--device all` must not pay again.
@@ -168,6 +170,7 @@ class Watch:
         self._nvml: Nvml | None = None
         self._handles: dict[int, Any] = {}
         self._first: dict[int, _Sample] = {}
+        self._fixed: dict[int, dict[str, Any]] = {}  # what does not change, read with _first
         self._broken: dict[int, str] = {}  # GPUs whose first sample failed, and why
         self.unavailable = ""
         self._sampled: threading.Event | None = None  # set when start() ended on its thread
@@ -198,6 +201,7 @@ class Watch:
                 continue
             try:
                 self._first[index] = self._sample(handle)
+                self._fixed[index] = self._fixed_facts(handle)
             except Exception as error:  # a binding answering in a shape it never should
                 self._broken[index] = _unexpected(error)
                 continue
@@ -289,35 +293,42 @@ class Watch:
         return list(found.values())
 
     def _state(self, index: int, bus_id: str) -> GpuState:
-        state = GpuState(index=index, pci_bus_id=bus_id)
         handle = self._handles.get(index)
         if self._nvml is None or handle is None:
-            state.unavailable = (
-                self.unavailable or self._broken.get(index) or f"NVML does not know bus id {bus_id}"
-            )
-            return state
+            unknown = f"NVML does not know bus id {bus_id}"
+            why = self.unavailable or self._broken.get(index) or unknown
+            return GpuState(index=index, pci_bus_id=bus_id, unavailable=why)
         nvml = self._nvml
         first, last = self._first[index], self._sample(handle)
+        state = GpuState(index=index, pci_bus_id=bus_id, **self._fixed[index])
         state.sm_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_SM)
-        state.sm_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_SM)
         state.memory_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_MEM)
-        state.memory_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM)
         state.clock_reasons, state.clock_reasons_basis = seen_reasons(first, last)
         links = [link for link in (first.link, last.link) if link is not None]
         if links:
             state.pcie_generation = max(link[0] for link in links)
             state.pcie_width = max(link[1] for link in links)
-        state.pcie_max_generation = nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle)
-        state.pcie_max_width = nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle)
-        state.pcie_gpu_max_generation = nvml.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)
-        state.nvlinks = self._nvlinks(handle)
-        state.ecc_enabled = _enabled(nvml.call("nvmlDeviceGetEccMode", handle, not_supported=[0]))
-        state.persistence_mode = _enabled(nvml.call("nvmlDeviceGetPersistenceMode", handle))
-        state.mig_enabled = _enabled(nvml.call("nvmlDeviceGetMigMode", handle, not_supported=[0]))
         state.other_processes, state.processes_note = others(
             first.processes, last.processes, self._own_pid
         )
         return state
+
+    def _fixed_facts(self, handle: Any) -> dict[str, Any]:
+        """What does not change during a run (most limits, links, modes), read with the first
+        samples: on the first look's own thread where it has one, not after the work."""
+        nvml = self._nvml
+        assert nvml is not None
+        return {
+            "sm_clock_max_mhz": nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_SM),
+            "memory_clock_max_mhz": nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM),
+            "pcie_max_generation": nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "pcie_max_width": nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle),
+            "pcie_gpu_max_generation": nvml.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
+            "nvlinks": self._nvlinks(handle),
+            "ecc_enabled": _enabled(nvml.call("nvmlDeviceGetEccMode", handle, not_supported=[0])),
+            "persistence_mode": _enabled(nvml.call("nvmlDeviceGetPersistenceMode", handle)),
+            "mig_enabled": _enabled(nvml.call("nvmlDeviceGetMigMode", handle, not_supported=[0])),
+        }
 
     def _nvlinks(self, handle: Any) -> list[NvLink] | None:
         """Every NVLink: state, then version, rate and the far end of the active ones."""
