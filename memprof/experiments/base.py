@@ -43,6 +43,7 @@ __all__ = ["Basis", "Measure"]  # declared here for every experiment
 
 if TYPE_CHECKING:
     from memprof.core.measure import Profiler
+    from memprof.core.nvml import Watch
     from memprof.core.session import Devices, GpuSession
 
 FLOAT32_BYTES = 4
@@ -690,7 +691,7 @@ def run(
     return result, gpus.cleanup_failures
 
 
-def _first_look(experiment: Experiment, options: RunOptions) -> Any:
+def _first_look(experiment: Experiment, options: RunOptions) -> Watch | None:
     """NVML's first look at the one GPU of a run, begun now on a thread of its own, the bus id
     from libcuda (memprof.core.nvml.Watch.start_in_background); None for a run over every GPU,
     whose GPUs PyCUDA counts first."""
