@@ -140,19 +140,75 @@ def test_pycudas_cuinit_waits_for_the_start(libcuda, fake_pycuda, monkeypatch, a
     assert answer in (1, {0: "0000:00:00.0"})
 
 
-def test_a_run_begins_the_start_before_asking_the_driver_anything(libcuda, monkeypatch):
-    """base.run begins it first: the bus ids (PyCUDA's import and cuInit) come after."""
+def test_a_run_begins_the_start_before_asking_the_driver_anything(
+    libcuda, fake_pycuda, monkeypatch
+):
+    """base.run begins it first: the bus ids (libcuda's, for NVML's first look on a thread of
+    its own) come after, PyCUDA's import meanwhile, and what that look raised is raised by
+    the run."""
+    fake_pycuda(COUNTING_DRIVER)
     order: list[str] = []
     monkeypatch.setattr(driver, "start_in_background", lambda: order.append("start"))
+    release = threading.Event()
 
     def bus_ids(indices: list[int]) -> dict[int, str]:
-        order.append("bus ids")
+        release.wait(10)  # until PyCUDA is imported
+        order.append(f"bus ids of {indices}")
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(session, "pci_bus_ids", bus_ids)
+    def imported() -> object:
+        order.append("PyCUDA imported")
+        release.set()
+        return imports()
+
+    imports = session.import_driver
+    monkeypatch.setattr(driver, "pci_bus_ids", bus_ids)
+    monkeypatch.setattr(session, "import_driver", imported)
     with pytest.raises(RuntimeError, match="stop here"):
-        base.run(Pinned(), PinnedParams(), base.RunOptions(device=0))
-    assert order == ["start", "bus ids"]
+        base.run(Pinned(), PinnedParams(), base.RunOptions(device=2))
+    assert order == ["start", "PyCUDA imported", "bus ids of [2]"]
+
+
+class BusIds:
+    """libcuda's calls behind PyCUDA's Device(i).pci_bus_id(), for `gpus` GPUs."""
+
+    def __init__(self, gpus: int, init_result: int = 0) -> None:
+        self.gpus, self.init_result = gpus, init_result
+
+    def cuInit(self, flags: int) -> int:
+        return self.init_result
+
+    def cuDeviceGet(self, device, index: int) -> int:
+        device._obj.value = 10 + index
+        return 0 if index < self.gpus else 101  # CUDA_ERROR_INVALID_DEVICE
+
+    def cuDeviceGetPCIBusId(self, bus_id, length: int, device) -> int:
+        bus_id.value = f"0000:{device.value:02X}:00.0".encode()[: length - 1]
+        return 0
+
+
+@pytest.mark.parametrize(
+    "libcuda, asked, answer",
+    [
+        (BusIds(2), [0, 1], {0: "0000:0A:00.0", 1: "0000:0B:00.0"}),
+        (BusIds(2), [2], {}),  # no such GPU: the session says so
+        (BusIds(2, init_result=100), [0], {}),  # CUDA_ERROR_NO_DEVICE
+        (object(), [0], {}),  # a libcuda without these calls
+    ],
+)
+def test_the_bus_ids_come_from_libcuda_as_pycuda_reads_them(monkeypatch, libcuda, asked, answer):
+    monkeypatch.setattr(driver, "libcuda", lambda: libcuda)
+    monkeypatch.setattr(driver, "_start_ended", None)
+    assert driver.pci_bus_ids(asked) == answer
+
+
+def test_without_libcuda_there_are_no_bus_ids(monkeypatch):
+    def missing() -> None:
+        raise OSError("libcuda.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(driver, "libcuda", missing)
+    monkeypatch.setattr(driver, "_start_ended", None)
+    assert driver.pci_bus_ids([0]) == {}
 
 
 CTRL_C_WHILE_WAITING = """

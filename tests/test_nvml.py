@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +24,7 @@ from tests.fake_nvml import (
     without,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 BUS = "0000:00:06.0"  # as CUDA writes it; the fake GPU says 00000000:00:06.0
 OWN_PID = 4000
 
@@ -476,3 +480,119 @@ def test_field_values_fewer_than_asked_make_that_gpu_unknown_not_a_partial_state
     module.short = (164,)  # the links' rates
     (state,) = watch(module=module)
     assert state.unavailable.startswith("NVML answered unexpectedly (ValueError")
+
+
+def test_what_does_not_change_is_read_with_the_first_samples_not_after_the_work():
+    gpu = FakeGpu(nvlinks=[(1, 6, 26562, "00000000:ff:00.0", 2)] * 2, link_count_field=2)
+    with Watch({0: BUS}, FakePynvml(gpu), own_pid=OWN_PID) as looking:
+        gpu.persistence, gpu.max_clocks, gpu.nvlinks = 0, {1: 1, 2: 2}, None  # read no more
+        gpu.clocks = {1: 1755, 2: 3201}  # the current clocks are the work's end's
+        (state,) = looking.finish()
+    assert (state.persistence_mode, state.sm_clock_max_mhz, len(state.nvlinks)) == (True, 1980, 2)
+    assert state.sm_clock_mhz == 1755
+
+
+# -- the first look on a thread of its own (Watch.start_in_background) -------------------------
+
+
+def test_a_first_look_on_a_thread_of_its_own_reads_what_one_on_the_main_thread_reads():
+    gpu = dict(reasons=[0, 8], compute=[[(77, 1 << 30)], [(77, 1 << 30), (OWN_PID, 1)]])
+    here = watch(FakeGpu(**gpu))
+    module = FakePynvml(FakeGpu(**gpu))
+    threads = []
+    init = module.nvmlInit
+    module.nvmlInit = lambda: (threads.append(threading.current_thread()), init())[1]
+    looking = Watch({}, module, own_pid=OWN_PID).start_in_background(lambda: {0: BUS})
+    with looking as seen:
+        assert module.initialized == 1  # entering waited for the first samples
+        assert seen.finish() == here
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    nvml.shut_down()
+
+
+def test_the_first_look_starts_nvml_before_asking_for_the_bus_ids_which_wait_for_cuinit():
+    module = FakePynvml(FakeGpu())
+    started = []
+
+    def bus_ids() -> dict[int, str]:
+        started.append(module.initialized)
+        return {0: BUS}
+
+    with Watch({}, module, own_pid=OWN_PID).start_in_background(bus_ids) as looking:
+        (state,) = looking.finish()
+    assert started == [1] and state.unavailable is None
+    nvml.shut_down()
+
+
+def test_what_the_first_look_raised_on_its_thread_is_raised_on_entering():
+    def bus_ids() -> dict[int, str]:
+        raise RuntimeError("no bus ids")
+
+    looking = Watch({}, FakePynvml(FakeGpu()), own_pid=OWN_PID).start_in_background(bus_ids)
+    with pytest.raises(RuntimeError, match="no bus ids"), looking:
+        pass
+
+
+def test_without_a_thread_to_be_had_the_first_look_is_taken_on_entering(monkeypatch):
+    class NoThreads:
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(nvml.threading, "Thread", NoThreads)
+    module = FakePynvml(FakeGpu())
+    looking = Watch({}, module, own_pid=OWN_PID).start_in_background(lambda: {0: BUS})
+    assert module.initialized == 0  # nothing started yet
+    with looking as seen:
+        (state,) = seen.finish()
+    assert state.unavailable is None and module.initialized == 1
+    nvml.shut_down()
+
+
+def test_nvml_is_not_shut_down_under_a_first_look_still_under_way():
+    release = threading.Event()
+    module = FakePynvml(FakeGpu())
+    looking = Watch({}, module, own_pid=OWN_PID)
+    looking.start_in_background(lambda: (release.wait(10), {0: BUS})[1])
+    threading.Timer(0.05, release.set).start()
+    nvml.shut_down()  # at exit, the look begun but not entered (the run failed before)
+    assert module.initialized == 0  # started by the look, then shut down after it
+    assert release.is_set()
+
+
+CTRL_C_WHILE_LOOKING = """
+import os, signal, sys, threading, time
+from memprof.core.nvml import Watch
+from tests.fake_nvml import FakeGpu, FakePynvml
+
+def bus_ids():
+    time.sleep(0.6)
+    return {0: "0000:00:06.0"}
+
+class Module(FakePynvml):
+    def nvmlShutdown(self):
+        os.write(1, b"shut down\\n")
+        super().nvmlShutdown()
+
+looking = Watch({}, Module(FakeGpu())).start_in_background(bus_ids)
+main = threading.main_thread().ident
+threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT)).start()
+try:
+    with looking:
+        os.write(1, b"entered\\n")
+except KeyboardInterrupt:
+    os.write(1, b"interrupted\\n")
+"""
+
+
+def test_a_ctrl_c_while_waiting_for_the_first_look_ends_the_wait_and_the_process_after_it():
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_LOOKING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.splitlines() == ["interrupted", "shut down"], done.stderr

@@ -56,6 +56,28 @@ def test_help_imports_no_experiment_and_report_only_its_own():
     assert pydantic == "False"
 
 
+# `pinned --quiet`, its run replaced by a recorded Result: which of rich's modules it loaded.
+QUIET_RUN = """
+import sys
+from memprof import api
+from memprof.cli import app
+from memprof.experiments import load
+
+result = load(sys.argv[1])
+api.run_experiment = lambda experiment, params, options, progress: (result, [])
+code = app(["pinned", "--power", "20", "--quiet"], standalone_mode=False)
+print(code, sorted(name for name in sys.modules if name.split(".")[0] == "rich"))
+"""
+
+
+def test_a_quiet_run_imports_no_rich():
+    """Rich draws what --quiet does not show (tables, the progress line): 25 ms on the H200."""
+    ran = subprocess.run(
+        [sys.executable, "-c", QUIET_RUN, str(FIXTURE)], capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.split() == ["0", "[]"], ran.stderr
+
+
 def test_the_command_list_is_every_registry_line_then_report_diff_and_plot():
     names = [name for command in COMMANDS for name in (command.name, *command.aliases)]
     assert list(typer.main.get_command(cli.app).commands) == [*names, "report", "diff", "plot"]

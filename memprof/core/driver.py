@@ -55,3 +55,27 @@ def wait_for_start() -> None:
     """Until the start begun by start_in_background() (if any) has ended."""
     if _start_ended is not None:
         _start_ended.wait()
+
+
+def pci_bus_ids(indices: list[int]) -> dict[int, str]:
+    """Each GPU's PCI bus id as PyCUDA's Device(i).pci_bus_id() reads it (cuDeviceGet, then
+    cuDeviceGetPCIBusId), from any thread and without PyCUDA: NVML's first look asks on a
+    thread of its own while the main one imports PyCUDA. {} where the driver cannot say (the
+    session then says why in its own words)."""
+    wait_for_start()
+    try:
+        cuda = libcuda()
+        if cuda.cuInit(0) != 0:  # already done by the start, where there was one: returns at once
+            return {}
+        found = {}
+        for index in indices:
+            device = ctypes.c_int()
+            bus_id = ctypes.create_string_buffer(1024)  # PyCUDA's buffer
+            if cuda.cuDeviceGet(ctypes.byref(device), index) != 0:
+                return {}
+            if cuda.cuDeviceGetPCIBusId(bus_id, len(bus_id), device) != 0:
+                return {}
+            found[index] = bus_id.value.decode()
+        return found
+    except Exception:  # no libcuda, or one without these calls
+        return {}

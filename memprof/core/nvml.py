@@ -7,15 +7,22 @@ exist, and when its work is done: one GpuState per GPU, recorded in every Result
 - Other processes: those NVML lists at both samples but memprof. Where memprof is not in the
   last, NVML's pids are not ours (a container's namespace): the first sample alone counts.
 - The PCIe link: the fastest generation and widest width sampled (an idle link slows down).
+- What does not change (the limits, NVLinks, ECC, persistence and MIG modes): read once, with
+  the first samples; the current clocks, with the last.
 
 Every NVML failure leaves its field unknown (None), never raises. NVML is started once per
 process (`opened`): nvmlInit enumerates every GPU, which `--device all` must not pay again.
+The first samples may be taken on a thread of their own (Watch.start_in_background).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,15 +78,31 @@ def opened(module: Any = None) -> tuple[Nvml | None, str]:
             why = f"NVML: {error_words(error)}"
             _OPENED[id(module)] = (module, None, why)
         else:
-            if not _OPENED:
-                atexit.register(shut_down)
+            _shut_down_at_exit()
             _OPENED[id(module)] = (module, Nvml(module), "")
     _, nvml, why = _OPENED[id(module)]
     return nvml, why
 
 
+# The first looks under way on threads of their own: NVML is not shut down under them
+_SAMPLING: set[threading.Event] = set()
+_at_exit = False  # shut_down registered to run at exit, and not run since
+
+
+def _shut_down_at_exit() -> None:
+    """shut_down registered to run at exit, once while NVML is (or is being) started."""
+    global _at_exit
+    if not _at_exit:
+        _at_exit = True
+        atexit.register(shut_down)
+
+
 def shut_down() -> None:
-    """nvmlShutdown, once for each NVML started (at exit)."""
+    """nvmlShutdown, once for each NVML started (at exit), after any first look under way."""
+    global _at_exit
+    _at_exit = False
+    for sampled in list(_SAMPLING):
+        sampled.wait()
     opened_now = list(_OPENED.values())
     _OPENED.clear()
     for _, nvml, _ in opened_now:
@@ -147,11 +170,19 @@ class Watch:
         self._nvml: Nvml | None = None
         self._handles: dict[int, Any] = {}
         self._first: dict[int, _Sample] = {}
+        self._fixed: dict[int, dict[str, Any]] = {}  # what does not change, read with _first
         self._broken: dict[int, str] = {}  # GPUs whose first sample failed, and why
         self.unavailable = ""
+        self._sampled: threading.Event | None = None  # set when start() ended on its thread
+        self._failed: BaseException | None = None  # what it raised there
 
     def __enter__(self) -> Watch:
-        self.start()
+        if self._sampled is None:
+            self.start()
+            return self
+        self._sampled.wait()  # Ctrl-C ends the wait; the process waits for it at exit
+        if self._failed is not None:
+            raise self._failed
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -170,10 +201,43 @@ class Watch:
                 continue
             try:
                 self._first[index] = self._sample(handle)
+                self._fixed[index] = self._fixed_facts(handle)
             except Exception as error:  # a binding answering in a shape it never should
                 self._broken[index] = _unexpected(error)
                 continue
             self._handles[index] = handle
+
+    def start_in_background(self, bus_ids: Callable[[], dict[int, str]]) -> Watch:
+        """start() on a thread of its own, watching the GPUs bus_ids() names (NVML started
+        first, as bus_ids() may wait for cuInit): NVML's start and samples are tens of ms of
+        foreign calls, which release Python's lock, so they overlap PyCUDA's import. Entering
+        waits for them, so they are still taken before memprof's contexts exist; what they
+        raised is raised there."""
+        sampled = self._sampled = threading.Event()
+
+        def sample() -> None:
+            try:
+                with contextlib.suppress(Exception):  # Ctrl-C goes to the main thread, at once
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                opened(self._module)  # nvmlInit needs no bus id: begun while cuInit runs
+                self.bus_ids = dict(bus_ids())
+                self.start()
+            except BaseException as error:
+                self._failed = error
+            finally:
+                _SAMPLING.discard(sampled)
+                sampled.set()
+
+        _SAMPLING.add(sampled)
+        try:
+            threading.Thread(target=sample, name="memprof-nvml", daemon=True).start()
+        except RuntimeError:  # no thread to be had: entering samples here
+            _SAMPLING.discard(sampled)
+            self._sampled = None
+            self.bus_ids = dict(bus_ids())
+            return self
+        _shut_down_at_exit()  # from here: the process then never ends mid-sample
+        return self
 
     def finish(self) -> list[GpuState]:
         """The last samples and what does not change, as one state per GPU; closes NVML."""
@@ -229,35 +293,42 @@ class Watch:
         return list(found.values())
 
     def _state(self, index: int, bus_id: str) -> GpuState:
-        state = GpuState(index=index, pci_bus_id=bus_id)
         handle = self._handles.get(index)
         if self._nvml is None or handle is None:
-            state.unavailable = (
-                self.unavailable or self._broken.get(index) or f"NVML does not know bus id {bus_id}"
-            )
-            return state
+            unknown = f"NVML does not know bus id {bus_id}"
+            why = self.unavailable or self._broken.get(index) or unknown
+            return GpuState(index=index, pci_bus_id=bus_id, unavailable=why)
         nvml = self._nvml
         first, last = self._first[index], self._sample(handle)
+        state = GpuState(index=index, pci_bus_id=bus_id, **self._fixed[index])
         state.sm_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_SM)
-        state.sm_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_SM)
         state.memory_clock_mhz = nvml.call("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_MEM)
-        state.memory_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM)
         state.clock_reasons, state.clock_reasons_basis = seen_reasons(first, last)
         links = [link for link in (first.link, last.link) if link is not None]
         if links:
             state.pcie_generation = max(link[0] for link in links)
             state.pcie_width = max(link[1] for link in links)
-        state.pcie_max_generation = nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle)
-        state.pcie_max_width = nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle)
-        state.pcie_gpu_max_generation = nvml.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)
-        state.nvlinks = self._nvlinks(handle)
-        state.ecc_enabled = _enabled(nvml.call("nvmlDeviceGetEccMode", handle, not_supported=[0]))
-        state.persistence_mode = _enabled(nvml.call("nvmlDeviceGetPersistenceMode", handle))
-        state.mig_enabled = _enabled(nvml.call("nvmlDeviceGetMigMode", handle, not_supported=[0]))
         state.other_processes, state.processes_note = others(
             first.processes, last.processes, self._own_pid
         )
         return state
+
+    def _fixed_facts(self, handle: Any) -> dict[str, Any]:
+        """What does not change during a run (most limits, links, modes), read with the first
+        samples: on the first look's own thread where it has one, not after the work."""
+        nvml = self._nvml
+        assert nvml is not None
+        return {
+            "sm_clock_max_mhz": nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_SM),
+            "memory_clock_max_mhz": nvml.call("nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM),
+            "pcie_max_generation": nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "pcie_max_width": nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle),
+            "pcie_gpu_max_generation": nvml.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
+            "nvlinks": self._nvlinks(handle),
+            "ecc_enabled": _enabled(nvml.call("nvmlDeviceGetEccMode", handle, not_supported=[0])),
+            "persistence_mode": _enabled(nvml.call("nvmlDeviceGetPersistenceMode", handle)),
+            "mig_enabled": _enabled(nvml.call("nvmlDeviceGetMigMode", handle, not_supported=[0])),
+        }
 
     def _nvlinks(self, handle: Any) -> list[NvLink] | None:
         """Every NVLink: state, then version, rate and the far end of the active ones."""

@@ -14,7 +14,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -43,6 +43,7 @@ __all__ = ["Basis", "Measure"]  # declared here for every experiment
 
 if TYPE_CHECKING:
     from memprof.core.measure import Profiler
+    from memprof.core.nvml import Watch
     from memprof.core.session import Devices, GpuSession
 
 FLOAT32_BYTES = 4
@@ -644,16 +645,20 @@ def run(
     if inputs is UNREAD:
         inputs = experiment.read_inputs(params)
     driver.start_in_background()  # overlaps the imports below and PyCUDA's
+    first_look = _first_look(experiment, options)  # so does NVML's first look at one GPU
     from memprof.core.devicefacts import collect
     from memprof.core.nvml import Watch
-    from memprof.core.session import pci_bus_ids
+    from memprof.core.session import import_driver, pci_bus_ids
 
+    if first_look is not None:  # here, not after the look: entering it waits for it
+        with suppress(EnvironmentProblem):  # the session says so, as before
+            import_driver()
     if not experiment.timing_option:  # it times with gated events only: CUPTI not started
         options = dataclasses.replace(options, timing="events")
     indices, gpus = _sessions_for(experiment, options)
     repetitions = repetitions_of(params, options.max_noise_pct)
     # NVML's first look, before any context of ours exists (memprof.core.nvml)
-    with Watch(pci_bus_ids(indices)) as watch, gpus:
+    with first_look or Watch(pci_bus_ids(indices)) as watch, gpus:
         sessions = [gpus.session(i) for i in indices] if experiment.gpus == "every" else [gpus]
         for session in sessions:
             session.profiler.repetitions = repetitions
@@ -684,6 +689,19 @@ def run(
         gpu_states=gpu_states,
     )
     return result, gpus.cleanup_failures
+
+
+def _first_look(experiment: Experiment, options: RunOptions) -> Watch | None:
+    """NVML's first look at the one GPU of a run, begun now on a thread of its own, the bus id
+    from libcuda (memprof.core.nvml.Watch.start_in_background); None for a run over every GPU,
+    whose GPUs PyCUDA counts first."""
+    from memprof.core import driver
+    from memprof.core.nvml import Watch
+
+    if experiment.gpus == "every" or options.device is None:
+        return None
+    device = options.device
+    return Watch({}).start_in_background(lambda: driver.pci_bus_ids([device]))
 
 
 def _sessions_for(experiment: Experiment, options: RunOptions) -> tuple[list[int], Any]:

@@ -13,10 +13,12 @@ import io
 import os
 import sys
 from collections.abc import Callable, Iterator
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memprof.output.literal import literal
+
+if TYPE_CHECKING:  # rich is imported where a console is made: `pinned --quiet` makes none
+    from rich.console import Console
 
 # Piped or redirected output is not cut to 80 columns: profiles are wide, like nvprof's.
 PIPE_WIDTH = 160
@@ -75,9 +77,8 @@ def _raise_broken_pipe(console: Console) -> None:
 
 
 def prepare_streams() -> None:
-    """Let stdout and stderr write any character, and make a closed pipe an exception: rich
-    would exit 1 (Console.on_broken_pipe), which reads as "verification failed"."""
-    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    """Let stdout and stderr write any character (a closed pipe is made an exception where a
+    console is made: _console)."""
     forget_unusable_width()
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
@@ -112,6 +113,10 @@ def stderr_console(no_color: bool = False) -> Console:
 
 
 def _console(stderr: bool, width: int | None, no_color: bool) -> Console:
+    from rich.console import Console
+
+    # A closed pipe an exception: rich would exit 1, which reads as "verification failed".
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     # emoji=False: ":smile:" in a file's string (or a file name) stays those seven characters
     if no_color or os.environ.get("NO_COLOR", "") != "":  # set to anything (no-color.org)
         # No colours and no other ANSI styling either: plain text a script can read.
@@ -149,8 +154,8 @@ def progress_bar(
     """A transient progress line on stderr, only on a terminal: the experiment's step, done of
     total and the time elapsed. Each step is drawn as reported: rich's refresh thread cannot
     draw while a long driver call holds the GIL."""
-    console = stderr_console()
-    if not (enabled and console.is_terminal):
+    console = stderr_console() if enabled else None  # --quiet: rich is not even imported
+    if console is None or not console.is_terminal:
         yield lambda description, done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -15,8 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memprof.errors import ExitCode, InvalidArgument, MemprofError, SaveFailed, VerificationFailed
 from memprof.model.formatting import plural
@@ -31,6 +30,9 @@ from memprof.output.files import (
     write_new_beside,
     write_output,
 )
+
+if TYPE_CHECKING:  # imported where results are shown: `--quiet` needs no rich
+    from rich.console import Console
 
 DIFF_FORMAT = "memprof diff"
 DESTINATIONS = ("json", "csv", "junit", "timeline")  # Output's files, as their options name them
@@ -113,11 +115,11 @@ def emit(
     """Show, save, then fail: exit 5 if a save failed, 1 if a result did not verify or its
     summary judged something failed (memprof check's FAIL lines). together: one Summary shown
     instead of each one's (report --fleet); loaded: just read by the loader, which held."""
-    from memprof.output.render import render_result, render_summary
-
     summaries = [summarize(result) for result in results]
 
     def render(console: Console) -> None:
+        from memprof.output.render import render_result, render_summary
+
         if together is not None:
             render_summary(together, console)
             return
