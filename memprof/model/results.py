@@ -386,12 +386,8 @@ class Result(msgspec.Struct, dict=True):
         """A Result from JSON text, every value checked: InvalidArgument naming the field."""
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         _require_utf8(raw, name)  # a str's lone surrogate too: msgspec's error names no place
-        try:
-            with _collector_paused():
-                return _decoded(raw, shape_of)
-        except SchemaError as error:
-            # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
-            raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
+        with _collector_paused():
+            return _checked(raw, _as_today(raw), shape_of, name)
 
     @classmethod
     def load(cls, path: Path, shape_of: ShapeOf) -> Result:
@@ -414,13 +410,15 @@ class Result(msgspec.Struct, dict=True):
                 f"{path} is not a memprof result as saved: it starts with a UTF-8 byte-order "
                 "mark (an editor's): save it without one"
             )
-        if _is_run_set(raw):
-            found = [
-                cls.from_json(bytes(member), shape_of, f"{path}: results[{index}]")
-                for index, member in enumerate(_run_set_members(raw, str(path)))
-            ]
-        else:
-            found = [cls.from_json(raw, shape_of, str(path))]
+        with _collector_paused():
+            today = _as_today(raw)  # a Result (most files): no file of several, read once
+            if today is None and _is_run_set(raw):
+                found = [
+                    cls.from_json(bytes(member), shape_of, f"{path}: results[{index}]")
+                    for index, member in enumerate(_run_set_members(raw, str(path)))
+                ]
+            else:
+                found = [_checked(raw, today, shape_of, str(path))]
         for result in found:
             result.__dict__["_loaded_from"] = Path(os.path.abspath(path))
         return found
@@ -602,13 +600,27 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _decoded(raw: bytes, shape_of: ShapeOf) -> Result:
-    """A Result from a file's bytes: version and command first (the rest depends on them),
-    an older version upgraded, then every check."""
-    try:  # a file of today's version, read once (most are)
-        found = msgspec.json.decode(raw, type=_result_file())
+def _as_today(raw: bytes) -> Any:
+    """The bytes as a Result file of today's version holds them (most files), read once;
+    None where they are not (an older version, a file of several, no Result at all)."""
+    try:
+        return msgspec.json.decode(raw, type=_result_file())
     except (msgspec.DecodeError, RecursionError):
-        found = None
+        return None
+
+
+def _checked(raw: bytes, today: Any, shape_of: ShapeOf, name: str) -> Result:
+    """_decoded's Result, or InvalidArgument naming the file and the field."""
+    try:
+        return _decoded(raw, today, shape_of)
+    except SchemaError as error:
+        # "run.json is not a memprof result: ...", "run.json: measurements[3].bytes is ..."
+        raise InvalidArgument(f"{name}{': ' if error.where else ' '}{error}") from None
+
+
+def _decoded(raw: bytes, found: Any, shape_of: ShapeOf) -> Result:
+    """A Result from a file's bytes and _as_today's reading of them: version and command
+    first (the rest depends on them), an older version upgraded, then every check."""
     upgraded = found is None or found.schema_version != SCHEMA_VERSION
     if upgraded and (head := _head(raw)).schema_version == SCHEMA_VERSION:
         try:
