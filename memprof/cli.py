@@ -264,10 +264,12 @@ def report(paths: list[Path], fleet: bool, fail_outliers: float | None, **output
     from memprof import cli_gates as gates
     from memprof.cli_options import report_output
     from memprof.experiments import load_all_summarized
+    from memprof.model.results import loaded_for_good
     from memprof.output.emit import emit
 
     output = report_output(paths, **outputs)
-    loaded = [one for path in paths for one in load_all_summarized(path)]
+    with loaded_for_good():
+        loaded = [one for path in paths for one in load_all_summarized(path)]
     if output.timeline is not None:
         from memprof.output.timeline import require_timeline
 

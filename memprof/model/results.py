@@ -600,6 +600,17 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+@contextlib.contextmanager
+def loaded_for_good() -> Iterator[None]:
+    """For a command that reads files, shows them and exits (memprof report): the collector
+    paused while they load, as each load pauses it, and all they made frozen after, so that
+    no collection walks them again (the first one after a 100,000-measurement trace's load
+    walked its 4 x 10^5 objects: 31 ms)."""
+    with _collector_paused():
+        yield
+        gc.freeze()
+
+
 def _as_today(raw: bytes) -> Any:
     """The bytes as a Result file of today's version holds them (most files), read once;
     None where they are not (an older version, a file of several, no Result at all)."""
