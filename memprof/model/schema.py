@@ -401,6 +401,35 @@ def _needs_walk(hint: Any) -> bool:
     return any(_needs_walk(arg) for arg in get_args(base) if arg is not Ellipsis)
 
 
+@functools.cache
+def text_fields(cls: type) -> tuple[str, ...] | None:
+    """The fields of a record that JSON writes as strings (or null): where every other field
+    is a number, null or a list of numbers; None where one may hold anything else."""
+    written = {name: _written(hint) for name, hint in _fields(cls).items()}
+    if None in written.values():
+        return None
+    return tuple(name for name, kind in written.items() if kind == "text")
+
+
+def _written(hint: Any) -> str | None:
+    """'text' for a string (a Literal of some too), 'number' for a number, null or a list of
+    them; None for anything else (an object, a list of strings)."""
+    base, _ = _split(hint)
+    if base is str:
+        return "text"
+    if base in (int, float, bool, type(None)):
+        return "number"
+    origin, args = get_origin(base), [arg for arg in get_args(base) if arg is not Ellipsis]
+    if origin is typing.Literal:
+        return "text" if any(isinstance(arg, str) for arg in args) else "number"
+    if origin in (Union, types.UnionType):
+        kinds = {_written(arg) for arg in args}
+        return None if None in kinds else "text" if "text" in kinds else "number"
+    if origin in (list, tuple) and args and all(_written(arg) == "number" for arg in args):
+        return "number"
+    return None
+
+
 def _completed(value: Any, hint: Any, where: str) -> Any:
     """The data with every dataclass object whole: an unknown field refused (msgspec ignores
     it), a missing one given its default (else a value saved again would lack it)."""
