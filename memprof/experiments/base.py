@@ -562,7 +562,7 @@ def _check_link_against_facts(state: GpuState, device: DeviceFacts, where: str) 
 def _check_kinds_the_gpu_has(result: Result) -> None:
     """No measurement of a kind the GPU's flags rule out (mapped: canMapHostMemory 0)."""
     lacking = result.device.kinds_it_lacks() if result.device is not None else {}
-    for index, m in enumerate(result.measurements):
+    for index, m in enumerate(result.measurements if lacking else ()):  # most GPUs lack none
         if m.kind in lacking:
             raise SchemaError(
                 f"measurements[{index}].kind",
