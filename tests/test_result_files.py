@@ -154,7 +154,7 @@ def test_the_colons_of_a_result_are_counted_as_written():
         m["operation"] = f"op:{index}" if index % 2 else m["operation"]
     found = results._as_today(json.dumps(data).encode())
     assert results._encoded_colons(found) == msgspec.json.encode(found).count(b":")
-    assert text_fields(Measurement) == ("group", "name", "operation", "kind", "source")
+    assert text_fields(Measurement) == ("name", "operation", "kind")  # group, source: Literals
 
 
 def test_a_key_named_twice_beside_names_with_colons_is_refused():

@@ -403,8 +403,9 @@ def _needs_walk(hint: Any) -> bool:
 
 @functools.cache
 def text_fields(cls: type) -> tuple[str, ...] | None:
-    """The fields of a record that JSON writes as strings (or null): where every other field
-    is a number, null or a list of numbers; None where one may hold anything else."""
+    """The fields of a record whose values JSON may write with a colon in them (strings);
+    None where a field may hold anything but those, numbers, null, a Literal without a colon
+    or a list of numbers (an object, a list of strings)."""
     written = {name: _written(hint) for name, hint in _fields(cls).items()}
     if None in written.values():
         return None
@@ -412,21 +413,21 @@ def text_fields(cls: type) -> tuple[str, ...] | None:
 
 
 def _written(hint: Any) -> str | None:
-    """'text' for a string (a Literal of some too), 'number' for a number, null or a list of
-    them; None for anything else (an object, a list of strings)."""
+    """'text' for a string (a Literal with a colon in a value too), 'plain' for what is written
+    without one (a number, null, a Literal, a list of numbers); None for anything else."""
     base, _ = _split(hint)
     if base is str:
         return "text"
     if base in (int, float, bool, type(None)):
-        return "number"
+        return "plain"
     origin, args = get_origin(base), [arg for arg in get_args(base) if arg is not Ellipsis]
     if origin is typing.Literal:
-        return "text" if any(isinstance(arg, str) for arg in args) else "number"
+        return "text" if any(":" in arg for arg in args if isinstance(arg, str)) else "plain"
     if origin in (Union, types.UnionType):
         kinds = {_written(arg) for arg in args}
-        return None if None in kinds else "text" if "text" in kinds else "number"
-    if origin in (list, tuple) and args and all(_written(arg) == "number" for arg in args):
-        return "number"
+        return None if None in kinds else "text" if "text" in kinds else "plain"
+    if origin in (list, tuple) and args and all(_written(arg) == "plain" for arg in args):
+        return "plain"
     return None
 
 
