@@ -95,3 +95,40 @@ def test_a_measure_is_required_unless_declared_otherwise():
         "measurements has no gpu 'x', which every test run records"
     )
     assert refusal(Measure("gpu", "x", "a call", "one operation", required=False)) == ""
+
+
+def trace_with(edits: dict[int, dict]) -> str:
+    """h200_trace_pycuda.json with some of its measurements' fields replaced."""
+    data = json.loads((FIXTURES / "h200_trace_pycuda.json").read_text())
+    for index, fields in edits.items():
+        data["measurements"][index].update(fields)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("edits", "said"),
+    [
+        ({}, None),  # certified at C speed: no check of each measurement needed
+        (
+            {2: {"samples_ms": [5e-7]}},
+            "measurements[2].samples_ms[0] is 5e-07 ms, but a clock reads 0 or at least 1e-06 ms",
+        ),
+        (
+            {5: {"operation": "bogus"}, 2: {"samples_ms": [5e-7]}},
+            "measurements[2].samples_ms[0] is 5e-07 ms, but a clock reads 0 or at least 1e-06 ms",
+        ),
+        (
+            {2: {"operation": "bogus"}, 5: {"samples_ms": [5e-7]}},
+            "measurements[2] is of group 'gpu', operation 'bogus', which trace does not record",
+        ),
+    ],
+)
+def test_a_trace_refused_by_its_declarations_names_its_first_measurement_at_fault(edits, said):
+    """check_declared certifies a file in two comprehensions, and only where they find
+    something runs its loop: which names the first measurement at fault, as it always did."""
+    if said is None:
+        parse(trace_with(edits), "run.json")
+        return
+    with pytest.raises(InvalidArgument) as refused:
+        parse(trace_with(edits), "run.json")
+    assert str(refused.value) == f"run.json: {said}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -12,7 +13,9 @@ from memprof.errors import InvalidArgument
 from memprof.experiments import parse as parse_result
 from memprof.experiments.alloc import AllocExtra
 from memprof.experiments.pinned import PinnedParams
+from memprof.model import results
 from memprof.model.results import Check, Measurement, Result
+from memprof.model.schema import text_fields
 
 
 def built(checks: list[Check] | None = None) -> Result:
@@ -103,6 +106,7 @@ def test_json_without_a_schema_version_is_not_a_result(text):
 
 PINNED = Path(__file__).parent / "fixtures" / "h200_pinned_p20.json"
 OLDER = Path(__file__).parent / "fixtures" / "legacy_v2_pinned_p20.json"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.mark.parametrize(
@@ -134,3 +138,29 @@ def test_colons_in_strings_are_not_keys():
     assert parse_result(json.dumps(data), "run.json").host == "a:b:c::"
     escaped = json.dumps(data).replace("a:b:c::", "a:b\\u003ac::")
     assert parse_result(escaped, "run.json").host == "a:b:c::"
+
+
+def test_the_colons_of_a_result_are_counted_as_written():
+    """_encoded_colons counts a Result's measurements without writing them: as many as the
+    written file holds, every fixture's and a trace whose strings hold colons."""
+    for path in sorted(FIXTURES.glob("*.json")):
+        found = results._as_today(path.read_bytes())
+        if found is not None:
+            assert results._encoded_colons(found) == msgspec.json.encode(found).count(b":")
+    data = json.loads((FIXTURES / "h200_trace_pycuda.json").read_text())
+    for index, m in enumerate(data["measurements"]):
+        m["name"] = f"at::native::{m['name']}:"
+        m["kind"] = None if index % 3 else f"{m['kind']}:a"
+        m["operation"] = f"op:{index}" if index % 2 else m["operation"]
+    found = results._as_today(json.dumps(data).encode())
+    assert results._encoded_colons(found) == msgspec.json.encode(found).count(b":")
+    assert text_fields(Measurement) == ("name", "operation", "kind")  # group, source: Literals
+
+
+def test_a_key_named_twice_beside_names_with_colons_is_refused():
+    data = json.loads((FIXTURES / "h200_trace_pycuda.json").read_text())
+    for m in data["measurements"]:
+        m["name"] = f"at::native::{m['name']}"
+    text = json.dumps(data, indent=1).replace('"bytes":', '"bytes": 1, "bytes":', 1)
+    with pytest.raises(InvalidArgument, match="names the string 'bytes' as a key twice"):
+        parse_result(text, "run.json")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, mul
 from typing import Any, get_args
 
 from memprof.experiments import base
@@ -739,16 +739,21 @@ class Trace(base.Experiment):
 
 def copy_rows(result: Result) -> dict[str, list]:
     """The copy measurements by profile row, one per size; each of the direction it names."""
-    rows: dict[str, list] = {}
-    for index, m in enumerate(result.measurements):
-        if m.group != "gpu" or not m.name.startswith("[CUDA memcpy "):
-            continue
-        named = COPY_NAME.match(m.name)
-        if named and m.operation != named[1].lower():
+    by_name: defaultdict[str, list] = defaultdict(list)
+    for m in result.measurements:  # 10^5 in a trace: the names tested once each, after
+        if m.group == "gpu":
+            by_name[m.name].append(m)
+    rows = {name: found for name, found in by_name.items() if name.startswith("[CUDA memcpy ")}
+    for name, copies in rows.items():
+        named = COPY_NAME.match(name)
+        wrong = (
+            next((m for m in copies if m.operation != named[1].lower()), None) if named else None
+        )
+        if wrong is not None:
+            index = next(i for i, m in enumerate(result.measurements) if m is wrong)
             raise SchemaError(
-                f"measurements[{index}].operation", f"is {m.operation!r}, but it is {m.name!r}"
+                f"measurements[{index}].operation", f"is {wrong.operation!r}, but it is {name!r}"
             )
-        rows.setdefault(m.name, []).append(m)
     return rows
 
 
@@ -762,6 +767,9 @@ COPY_NAME = re.compile(r"\[CUDA memcpy (\w+)\]")
 HOST_ONLY, GPU_ONLY = {"pageable", "pinned"}, {"device", "device static", "array"}
 
 
+_BYTES = attrgetter("bytes")
+
+
 def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
     """A group's totals are its copies', the small ones apart; a host → device copy reads no
     GPU memory and writes no host memory (and back)."""
@@ -772,18 +780,19 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
         if kind in kinds:
             raise SchemaError(f"{where}.{field}", f"is {kind!r} in a {group.direction} copy")
     small = [m for m in rows if m.bytes < SMALL_COPY_BYTES]
-    totals = {
-        "calls": (group.calls, sum(len(m.samples_ms) for m in rows)),
-        "bytes": (group.bytes, sum(m.bytes * len(m.samples_ms) for m in rows)),
-        "small_calls": (group.small_calls, sum(len(m.samples_ms) for m in small)),
-        "small_bytes": (group.small_bytes, sum(m.bytes * len(m.samples_ms) for m in small)),
+    calls, small_calls = [len(m.samples_ms) for m in rows], [len(m.samples_ms) for m in small]
+    totals = {  # each sum over the copies at C speed: a trace holds 10^5
+        "calls": (group.calls, sum(calls)),
+        "bytes": (group.bytes, sum(map(mul, map(_BYTES, rows), calls))),
+        "small_calls": (group.small_calls, sum(small_calls)),
+        "small_bytes": (group.small_bytes, sum(map(mul, map(_BYTES, small), small_calls))),
     }
     for field, (found, measured) in totals.items():
         if found != measured:
             raise SchemaError(f"{where}.{field}", f"is {found}, but its copies make {measured}")
     for field, found, measured in (
-        ("gpu_ms", group.gpu_ms, math.fsum(s for m in rows for s in m.samples_ms)),
-        ("small_gpu_ms", group.small_gpu_ms, math.fsum(s for m in small for s in m.samples_ms)),
+        ("gpu_ms", group.gpu_ms, math.fsum([s for m in rows for s in m.samples_ms])),
+        ("small_gpu_ms", group.small_gpu_ms, math.fsum([s for m in small for s in m.samples_ms])),
     ):
         if not _close(found, measured):
             raise SchemaError(f"{where}.{field}", f"is {found}, but its copies took {measured}")
@@ -800,37 +809,38 @@ def check_copy_group(group: CopyGroup, rows: list, where: str) -> None:
 
 def check_blocked(blocked: list[BlockedCopies], copies: list[CopyGroup], rows: dict) -> None:
     """Blocking copies by row and size: measured, as many as each group blocked on."""
-    measured = {(m.name, m.bytes): m.samples_ms for name in rows for m in rows[name]}
-    calls: dict[str, int] = {}
-    waited: dict[str, list[float]] = {}
-    for index, row in enumerate(blocked):
+    blocking = {row.name for row in blocked} & rows.keys()  # the rows that blocked, only
+    measured = {(m.name, m.bytes): m.samples_ms for name in blocking for m in rows[name]}
+    calls: defaultdict[str, int] = defaultdict(int)
+    waited: defaultdict[str, list[float]] = defaultdict(list)
+    for index, row in enumerate(blocked):  # one a size: 10^4 in a trace
         samples_ms = measured.get((row.name, row.bytes), [])
-        count = len(samples_ms)
-        if row.calls > count:
+        count, row_calls, gpu_ms = len(samples_ms), row.calls, row.gpu_ms
+        if row_calls > count:
             raise SchemaError(
                 f"extra.blocked[{index}].calls",
-                f"is {row.calls}, but {count} such copies were measured",
+                f"is {row_calls}, but {count} such copies were measured",
             )
         if count == 1:  # most sizes are copied once: the sums below without sorting
-            least_ms = most_ms = math.fsum(samples_ms) if row.calls else 0.0
+            least_ms = most_ms = float(samples_ms[0]) if row_calls else 0.0  # fsum of one
         else:
             ordered = sorted(samples_ms)  # its calls' copies are row.calls of these
-            least_ms = math.fsum(ordered[: row.calls])
-            most_ms = math.fsum(ordered[count - row.calls :])
-        if not least_ms <= row.gpu_ms <= most_ms and not any(
-            _close(row.gpu_ms, edge) for edge in (least_ms, most_ms)
+            least_ms = math.fsum(ordered[:row_calls])
+            most_ms = math.fsum(ordered[count - row_calls :])
+        if not least_ms <= gpu_ms <= most_ms and not any(
+            _close(gpu_ms, edge) for edge in (least_ms, most_ms)
         ):
             raise SchemaError(
                 f"extra.blocked[{index}].gpu_ms",
-                f"is {row.gpu_ms}, but {row.calls} of its {count} measured copies took "
+                f"is {gpu_ms}, but {row_calls} of its {count} measured copies took "
                 f"{least_ms} to {most_ms}",
             )
-        if row.paired > row.calls:
+        if row.paired > row_calls:
             raise SchemaError(
-                f"extra.blocked[{index}].paired", f"is {row.paired}, more than calls ({row.calls})"
+                f"extra.blocked[{index}].paired", f"is {row.paired}, more than calls ({row_calls})"
             )
-        calls[row.name] = calls.get(row.name, 0) + row.calls
-        waited.setdefault(row.name, []).append(row.blocked_ms)
+        calls[row.name] += row_calls
+        waited[row.name].append(row.blocked_ms)
     for index, group in enumerate(copies):
         name = copy_row_name(group.direction, group.source, group.destination)
         if calls.get(name, 0) != group.blocking_copies:

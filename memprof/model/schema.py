@@ -401,6 +401,36 @@ def _needs_walk(hint: Any) -> bool:
     return any(_needs_walk(arg) for arg in get_args(base) if arg is not Ellipsis)
 
 
+@functools.cache
+def text_fields(cls: type) -> tuple[str, ...] | None:
+    """The fields of a record whose values JSON may write with a colon in them (strings);
+    None where a field may hold anything but those, numbers, null, a Literal without a colon
+    or a list of numbers (an object, a list of strings)."""
+    written = {name: _written(hint) for name, hint in _fields(cls).items()}
+    if None in written.values():
+        return None
+    return tuple(name for name, kind in written.items() if kind == "text")
+
+
+def _written(hint: Any) -> str | None:
+    """'text' for a string (a Literal with a colon in a value too), 'plain' for what is written
+    without one (a number, null, a Literal, a list of numbers); None for anything else."""
+    base, _ = _split(hint)
+    if base is str:
+        return "text"
+    if base in (int, float, bool, type(None)):
+        return "plain"
+    origin, args = get_origin(base), [arg for arg in get_args(base) if arg is not Ellipsis]
+    if origin is typing.Literal:
+        return "text" if any(":" in arg for arg in args if isinstance(arg, str)) else "plain"
+    if origin in (Union, types.UnionType):
+        kinds = {_written(arg) for arg in args}
+        return None if None in kinds else "text" if "text" in kinds else "plain"
+    if origin in (list, tuple) and args and all(_written(arg) == "plain" for arg in args):
+        return "plain"
+    return None
+
+
 def _completed(value: Any, hint: Any, where: str) -> Any:
     """The data with every dataclass object whole: an unknown field refused (msgspec ignores
     it), a missing one given its default (else a value saved again would lack it)."""

@@ -30,17 +30,23 @@ def profile_rows(measurements: list[Measurement]) -> list[ProfileRow]:
     """nvprof's rows: GPU activities then API calls, each by total time, largest first, one
     row per name and kind (sizes folded, as nvprof folds calls); the API rows are CUPTI's
     records of every driver call where it made them, else memprof's host clock."""
-    cupti_api = any(m.group == "api" and m.operation in DRIVER_CALL_ROWS for m in measurements)
-    by_group: dict[str, dict[str, list[float]]] = {group: {} for group in PROFILE_GROUPS}
-    names: dict[tuple, str] = {}  # what display_name reads -> it, once per row's kind
+    samples_by_key: dict[tuple, list[float]] = {}
+    first: dict[tuple, Measurement] = {}  # one measurement of each key, for its display_name
     for m in measurements:  # one pass: a large trace holds 10^5 of them
-        samples_by_name = by_group.get(m.group)
-        timed_call = m.group == "api" and m.operation not in DRIVER_CALL_ROWS
+        key = (m.group, m.operation, m.name, m.kind, tuple(m.gpus))
+        samples = samples_by_key.get(key)
+        if samples is None:
+            samples = samples_by_key[key] = []
+            first[key] = m
+        samples.extend(m.samples_ms)
+    cupti_api = any(group == "api" and op in DRIVER_CALL_ROWS for group, op, *_ in first)
+    by_group: dict[str, dict[str, list[float]]] = {group: {} for group in PROFILE_GROUPS}
+    for key, samples in samples_by_key.items():  # a row's samples in any order: sorted after
+        samples_by_name = by_group.get(key[0])
+        timed_call = key[0] == "api" and key[1] not in DRIVER_CALL_ROWS
         if samples_by_name is None or (cupti_api and timed_call):
             continue
-        key = (m.name, m.kind, m.operation, tuple(m.gpus))
-        name = names.get(key) or names.setdefault(key, m.display_name)
-        samples_by_name.setdefault(name, []).extend(m.samples_ms)
+        samples_by_name.setdefault(first[key].display_name, []).extend(samples)
     rows: list[ProfileRow] = []
     for group, title in PROFILE_GROUPS.items():
         samples_by_name = by_group[group]
