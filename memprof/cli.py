@@ -264,23 +264,20 @@ def report(paths: list[Path], fleet: bool, fail_outliers: float | None, **output
     from memprof import cli_gates as gates
     from memprof.cli_options import report_output
     from memprof.experiments import load_all_summarized
-    from memprof.model.results import FrozenOnceLoaded
     from memprof.output.emit import emit
 
     output = report_output(paths, **outputs)
-    with FrozenOnceLoaded(ends_process=True) as collector:
-        loaded = [one for path in paths for one in load_all_summarized(path)]
-        collector.loaded()
-        if output.timeline is not None:
-            from memprof.output.timeline import require_timeline
+    loaded = [one for path in paths for one in load_all_summarized(path)]
+    if output.timeline is not None:
+        from memprof.output.timeline import require_timeline
 
-            require_timeline(loaded[0][0], paths[0])
-        results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
-        with gates.junit_after(lambda: gates.results_junit(results), output):
-            if fleet or fail_outliers is not None:
-                gates.fleet_report(results, summaries, fail_outliers, output)
-            else:
-                emit(results, lambda result: summaries[id(result)], output, loaded=True)
+        require_timeline(loaded[0][0], paths[0])
+    results, summaries = [r for r, _ in loaded], {id(r): s for r, s in loaded}
+    with gates.junit_after(lambda: gates.results_junit(results), output):
+        if fleet or fail_outliers is not None:
+            gates.fleet_report(results, summaries, fail_outliers, output)
+        else:
+            emit(results, lambda result: summaries[id(result)], output, loaded=True)
 
 
 def diff_options() -> list[inspect.Parameter]:

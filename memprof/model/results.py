@@ -602,41 +602,6 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-class FrozenOnceLoaded:
-    """Around a command that loads files, then shows them (memprof report): the collector
-    paused until loaded(), which freezes all the load made, so that no collection walks it
-    while it is shown (after a 100,000-measurement trace's load the first walked its 4 x 10^5
-    objects: 31 ms, and each of an older generation's after as much); thawed at the end.
-    Where the process froze objects already (Python 3.12's), thawing would undo theirs too:
-    frozen then only where the process ends, as GpuSession does."""
-
-    def __init__(self, ends_process: bool = False) -> None:
-        self.thaw_at_end = gc.get_freeze_count() == 0
-        self.freezes = self.thaw_at_end or ends_process
-        self.frozen = self.paused = False
-
-    def __enter__(self) -> FrozenOnceLoaded:
-        self.paused = gc.isenabled()
-        gc.disable()
-        return self
-
-    def loaded(self) -> None:
-        if self.freezes and not self.frozen:
-            gc.freeze()
-            self.frozen = True
-        self._resume()
-
-    def __exit__(self, *exception: object) -> None:
-        self._resume()
-        if self.frozen and self.thaw_at_end:
-            gc.unfreeze()
-
-    def _resume(self) -> None:
-        if self.paused:
-            self.paused = False
-            gc.enable()
-
-
 def _as_today(raw: bytes) -> Any:
     """The bytes as a Result file of today's version holds them (most files), read once;
     None where they are not (an older version, a file of several, no Result at all)."""
