@@ -53,8 +53,11 @@ def _link_installed_bytecode(folder: str) -> None:
         if directory in seen:
             return
         seen.add(directory)
-        with os.scandir(directory) as entries:
-            entries = list(entries)
+        try:
+            with os.scandir(directory) as entries:
+                entries = list(entries)
+        except OSError:  # unreadable: its modules compile as before
+            return
         for entry in entries:
             if entry.name == "__pycache__" and entry.is_dir():
                 compiled = [name for name in os.listdir(entry.path) if name.endswith(tail)]
