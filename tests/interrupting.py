@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -59,12 +60,18 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def interrupt_at(
-    arguments: list[str], point: str, numpy_first: bool = False, script: Path | None = None
+    arguments: list[str],
+    point: str,
+    numpy_first: bool = False,
+    script: Path | None = None,
+    results: Path | None = None,
 ) -> Ending:
     """Run memprof with Ctrl-C pressed at a point of its own code (tests/interrupt_at.py):
     `line:N`, `import:MODULE` or `import-any:MODULE`; the same point every time, whatever the
-    machine's speed. `script`: run that file as the `memprof` command, not `python -m`."""
+    machine's speed. `script`: run that file as the `memprof` command, not `python -m`.
+    `results`: see interrupt_at_each."""
     chosen = ["--script", str(script)] if script else []
+    chosen += ["--results", str(results)] if results else []
     completed = subprocess.run(
         [sys.executable, AT, point, "numpy" if numpy_first else "-", *chosen, *arguments],
         stdout=subprocess.DEVNULL,
@@ -73,6 +80,23 @@ def interrupt_at(
         timeout=120,
     )
     return Ending(point, completed.returncode, completed.stderr.decode(errors="replace"))
+
+
+def interrupt_at_each(
+    arguments: list[str], points: list[str], numpy_first: bool = False
+) -> list[Ending]:
+    """interrupt_at at each point, of one kind: one run of memprof that presses nothing, and
+    forks at each point a child pressed there (tests/interrupt_at.py --results), so the run
+    up to each point is made once. A point the run never reached ends as the run did."""
+    with tempfile.TemporaryDirectory() as folder:
+        run = interrupt_at(arguments, ",".join(points), numpy_first, results=Path(folder))
+        endings = Path(folder, "endings")
+        found = {}
+        for line in endings.read_text().splitlines() if endings.exists() else []:
+            code, point = line.split(" ", 1)
+            found[point] = Ending(point, int(code), Path(folder, point).read_text(errors="replace"))
+    assert (run.returncode, run.stderr) == (0, ""), run.stderr[-2000:]  # the run unpressed
+    return [found.get(point, replace(run, delay_s=point)) for point in points]
 
 
 def _listed(what: str, arguments: list[str], numpy_first: bool = False) -> str:

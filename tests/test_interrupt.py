@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 
 import memprof.cli
 from memprof.interrupts import forget_presses, note_press
-from tests.interrupting import Ending, imports_of, interrupt_at, lines_of
+from tests.interrupting import Ending, imports_of, interrupt_at, interrupt_at_each, lines_of
 
 runner = CliRunner()
 
@@ -33,11 +32,6 @@ def every(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def endings(command: list[str], points: list[str], numpy_first: bool = False) -> list[Ending]:
-    with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda p: interrupt_at(command, p, numpy_first), points))
-
-
 def problems(found: list[Ending]) -> list[tuple]:
     return [(e.delay_s, e.returncode, e.problems(), e.stderr[-500:]) for e in found if e.problems()]
 
@@ -47,7 +41,7 @@ def test_ctrl_c_at_lines_spread_over_a_whole_report_is_one_line_and_130():
     run, the same ones on every machine (a line count, not a delay)."""
     command = ["report", FIXTURE]
     lines = lines_of(command)
-    found = endings(command, [f"line:{n}" for n in every(list(range(1, lines + 1)), 16)])
+    found = interrupt_at_each(command, [f"line:{n}" for n in every(list(range(1, lines + 1)), 16)])
     assert problems(found) == []
     assert sum(e.returncode == 130 for e in found) >= 14  # all but the exit's last lines
 
@@ -66,7 +60,7 @@ def test_ctrl_c_at_each_import_inside_numpy_is_one_line_and_130():
     imports = imports_of(command, numpy_first=True)
     assert "datetime" in imports and len(imports) > 20
     chosen = dict.fromkeys([*every(imports, 40), "datetime"])
-    found = endings(command, [f"import:{name}" for name in chosen], numpy_first=True)
+    found = interrupt_at_each(command, [f"import:{name}" for name in chosen], numpy_first=True)
     assert problems(found) == []
     assert all(e.returncode == 130 for e in found)
 

@@ -31,6 +31,25 @@ EVERY_COMMAND = (
     "tests/test_plot.py::test_the_pictures_in_the_docs_are_what_the_fixtures_draw_today",
 )
 
+# The toy's generated files made by the tools, then its tests run: in one Python, as each
+# started alone imported memprof, rich and matplotlib again (the toy's test took 6.2 CPU s).
+TOOLS_THEN_TESTS = """
+import runpy, sys
+
+import pytest
+
+tests = sys.argv[1:]
+for tool in (["tools/golden.py", "h200_toy"], ["tools/pictures.py", "toy"]):
+    sys.argv = tool  # the others': test_golden, test_plot
+    try:
+        runpy.run_path(tool[0], run_name="__main__")
+    except SystemExit as ended:
+        if ended.code:
+            raise
+runpy.run_module("memprof.experiments.json_schema", run_name="__main__")
+sys.exit(pytest.main(tests))
+"""
+
 
 def toy_fixture() -> dict:
     """h200_pinned_p20's pinned copies, their calls and allocation, as a toy run of them."""
@@ -105,13 +124,10 @@ def test_a_toy_experiment_is_one_module_and_one_registry_line(tmp_path):
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         return done.stdout
 
-    run(sys.executable, "tools/golden.py", "h200_toy")  # the others': test_golden, test_plot
-    run(sys.executable, "tools/pictures.py", "toy")
-    run(sys.executable, "-m", "memprof.experiments.json_schema")
     shown = run(sys.executable, "-m", "memprof", "report", str(fixture))
     assert "Pinned copies of 4 MiB" in shown
     share = ("-p", "tests.test_toy", "-p", "no:cacheprovider", "-v", "-rs")
-    ran = run(sys.executable, "-m", "pytest", *share, *EVERY_COMMAND).splitlines()
+    ran = run(sys.executable, "-c", TOOLS_THEN_TESTS, *share, *EVERY_COMMAND).splitlines()
     passed = [line.split()[0] for line in ran if line.split()[1:2] == ["PASSED"]]
     assert toys_share(passed) == passed, passed  # the whole tests and the toy's cases only
     assert any("[" in test for test in passed), passed  # the toy is among their cases
