@@ -551,6 +551,56 @@ def test_without_a_thread_to_be_had_the_first_look_is_taken_on_entering(monkeypa
     nvml.shut_down()
 
 
+def test_a_ctrl_c_before_the_first_looks_thread_began_leaves_nothing_for_the_exit_to_wait_for(
+    monkeypatch,
+):
+    """A KeyboardInterrupt in Thread.start before the thread exists: no thread will ever say
+    its look ended, so shut_down (at exit, where Ctrl-C is ignored) must not wait for one."""
+
+    class InterruptedBeforeStarting:
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(nvml.threading, "Thread", InterruptedBeforeStarting)
+    module = FakePynvml(FakeGpu())
+    with pytest.raises(KeyboardInterrupt):
+        Watch({}, module, own_pid=OWN_PID).start_in_background(lambda: {0: BUS})
+    monkeypatch.undo()
+    ended = threading.Event()
+    threading.Thread(target=lambda: (nvml.shut_down(), ended.set()), daemon=True).start()
+    assert ended.wait(10), "shut_down waits for a first look that never began"
+    assert module.initialized == 0
+
+
+def test_a_ctrl_c_after_the_first_looks_thread_began_still_leaves_the_exit_waiting_for_it(
+    monkeypatch,
+):
+    """The thread began before Thread.start was interrupted: its look goes on, and NVML is
+    still not shut down under it."""
+    real_thread, release = threading.Thread, threading.Event()
+
+    class InterruptedAfterStarting:
+        def __init__(self, **options: object) -> None:
+            self.thread = real_thread(**options)
+
+        def start(self) -> None:
+            self.thread.start()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(nvml.threading, "Thread", InterruptedAfterStarting)
+    module = FakePynvml(FakeGpu())
+    looking = Watch({}, module, own_pid=OWN_PID)
+    with pytest.raises(KeyboardInterrupt):
+        looking.start_in_background(lambda: (release.wait(10), {0: BUS})[1])
+    monkeypatch.undo()
+    threading.Timer(0.05, release.set).start()
+    nvml.shut_down()
+    assert release.is_set() and module.initialized == 0
+
+
 def test_nvml_is_not_shut_down_under_a_first_look_still_under_way():
     release = threading.Event()
     module = FakePynvml(FakeGpu())

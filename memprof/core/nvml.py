@@ -214,8 +214,11 @@ class Watch:
         waits for them, so they are still taken before memprof's contexts exist; what they
         raised is raised there."""
         sampled = self._sampled = threading.Event()
+        begun = threading.Lock()  # taken by the thread as it begins, or by a start given up
 
         def sample() -> None:
+            if not begun.acquire(blocking=False):
+                return  # Thread.start was interrupted and gave this look up
             try:
                 with contextlib.suppress(Exception):  # Ctrl-C goes to the main thread, at once
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -236,6 +239,11 @@ class Watch:
             self._sampled = None
             self.bus_ids = dict(bus_ids())
             return self
+        except BaseException:  # a Ctrl-C in Thread.start: a thread not begun may never begin,
+            if begun.acquire(blocking=False):  # and shut_down at exit would wait for it for ever
+                _SAMPLING.discard(sampled)
+                sampled.set()
+            raise
         _shut_down_at_exit()  # from here: the process then never ends mid-sample
         return self
 
