@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -521,6 +522,23 @@ def test_the_first_look_starts_nvml_before_asking_for_the_bus_ids_which_wait_for
     with Watch({}, module, own_pid=OWN_PID).start_in_background(bus_ids) as looking:
         (state,) = looking.finish()
     assert started == [1] and state.unavailable is None
+    nvml.shut_down()
+
+
+def test_the_first_look_leaves_ctrl_c_to_the_main_thread_and_nothing_for_shut_down_to_wait_on():
+    """Its thread blocks SIGINT (a press interrupts the main thread's wait, at once), and once
+    it has ended shut_down has no look under way to wait for."""
+    masks = []
+
+    def bus_ids() -> dict[int, str]:
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        return {0: BUS}
+
+    with Watch({}, FakePynvml(FakeGpu()), own_pid=OWN_PID).start_in_background(bus_ids) as seen:
+        seen.finish()
+    assert signal.SIGINT in masks[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert not nvml._SAMPLING
     nvml.shut_down()
 
 
