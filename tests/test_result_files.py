@@ -183,11 +183,20 @@ class NumberOrNames(msgspec.Struct):
     value: int | list[str]
 
 
+class ByGpu(msgspec.Struct):
+    ms: dict[int, float]  # numbers, but an object: its keys written with colons
+
+
+class Labelled(msgspec.Struct):
+    pair: tuple[int, str]
+
+
 def test_text_fields_names_the_strings_and_none_where_a_field_holds_more():
     """The strings (a Literal with a colon in a value is one) are counted, numbers, null, the
-    other Literals and lists of numbers are not; a list of strings or an object, no field."""
+    other Literals and lists of numbers are not; a list holding strings or an object (a dict of
+    numbers too), no field."""
     assert text_fields(Written) == ("name", "place", "label")
-    for record in (Names, Inner, NumberOrNames):
+    for record in (Names, Inner, NumberOrNames, ByGpu, Labelled):
         assert text_fields(record) is None, record
 
 
