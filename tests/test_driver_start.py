@@ -15,6 +15,7 @@ import pytest
 
 from memprof.core import driver, session
 from memprof.experiments import base
+from memprof.experiments.peer import Peer
 from memprof.experiments.pinned import Pinned, PinnedParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,6 +168,12 @@ def test_a_run_begins_the_start_before_asking_the_driver_anything(
     with pytest.raises(RuntimeError, match="stop here"):
         base.run(Pinned(), PinnedParams(), base.RunOptions(device=2))
     assert order == ["start", "PyCUDA imported", "bus ids of [2]"]
+
+
+@pytest.mark.parametrize("device", [0, None])
+def test_a_run_over_every_gpu_takes_no_first_look_of_one(device):
+    """Its GPUs are PyCUDA's to count first: the run's own look then names each of them."""
+    assert base._first_look(Peer(), base.RunOptions(device=device)) is None
 
 
 class BusIds:
