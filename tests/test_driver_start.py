@@ -15,7 +15,7 @@ import pytest
 
 from memprof.core import driver, session
 from memprof.experiments import base
-from memprof.experiments.peer import Peer
+from memprof.experiments.peer import Peer, PeerParams
 from memprof.experiments.pinned import Pinned, PinnedParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,6 +174,21 @@ def test_a_run_begins_the_start_before_asking_the_driver_anything(
 def test_a_run_over_every_gpu_takes_no_first_look_of_one(device):
     """Its GPUs are PyCUDA's to count first: the run's own look then names each of them."""
     assert base._first_look(Peer(), base.RunOptions(device=device)) is None
+
+
+def test_a_run_over_every_gpu_looks_at_the_bus_ids_pycuda_counted(fake_pycuda, monkeypatch):
+    fake_pycuda(COUNTING_DRIVER.replace("return 1", "return 2"))
+    monkeypatch.setattr(driver, "start_in_background", lambda: None)
+    asked: list[list[int]] = []
+
+    def bus_ids(indices: list[int]) -> dict[int, str]:
+        asked.append(indices)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(session, "pci_bus_ids", bus_ids)
+    with pytest.raises(RuntimeError, match="stop here"):
+        base.run(Peer(), PeerParams(), base.RunOptions(device=None))
+    assert asked == [[0, 1]]
 
 
 class BusIds:
