@@ -15,6 +15,7 @@ import pytest
 
 from memprof.core import driver, session
 from memprof.experiments import base
+from memprof.experiments.peer import Peer, PeerParams
 from memprof.experiments.pinned import Pinned, PinnedParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,22 +170,44 @@ def test_a_run_begins_the_start_before_asking_the_driver_anything(
     assert order == ["start", "PyCUDA imported", "bus ids of [2]"]
 
 
+@pytest.mark.parametrize("device", [0, None])
+def test_a_run_over_every_gpu_takes_no_first_look_of_one(device):
+    """Its GPUs are PyCUDA's to count first: the run's own look then names each of them."""
+    assert base._first_look(Peer(), base.RunOptions(device=device)) is None
+
+
+def test_a_run_over_every_gpu_looks_at_the_bus_ids_pycuda_counted(fake_pycuda, monkeypatch):
+    fake_pycuda(COUNTING_DRIVER.replace("return 1", "return 2"))
+    monkeypatch.setattr(driver, "start_in_background", lambda: None)
+    asked: list[list[int]] = []
+
+    def bus_ids(indices: list[int]) -> dict[int, str]:
+        asked.append(indices)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(session, "pci_bus_ids", bus_ids)
+    with pytest.raises(RuntimeError, match="stop here"):
+        base.run(Peer(), PeerParams(), base.RunOptions(device=None))
+    assert asked == [[0, 1]]
+
+
 class BusIds:
     """libcuda's calls behind PyCUDA's Device(i).pci_bus_id(), for `gpus` GPUs."""
 
-    def __init__(self, gpus: int, init_result: int = 0) -> None:
-        self.gpus, self.init_result = gpus, init_result
+    def __init__(self, gpus: int, init_result: int = 0, bus_id_result: int = 0) -> None:
+        self.gpus, self.init_result, self.bus_id_result = gpus, init_result, bus_id_result
 
     def cuInit(self, flags: int) -> int:
-        return self.init_result
+        return self.init_result if flags == 0 else 1  # CUDA_ERROR_INVALID_VALUE: flags must be 0
 
     def cuDeviceGet(self, device, index: int) -> int:
         device._obj.value = 10 + index
         return 0 if index < self.gpus else 101  # CUDA_ERROR_INVALID_DEVICE
 
     def cuDeviceGetPCIBusId(self, bus_id, length: int, device) -> int:
-        bus_id.value = f"0000:{device.value:02X}:00.0".encode()[: length - 1]
-        return 0
+        if self.bus_id_result == 0:
+            bus_id.value = f"0000:{device.value:02X}:00.0".encode()[: length - 1]
+        return self.bus_id_result
 
 
 @pytest.mark.parametrize(
@@ -193,6 +216,7 @@ class BusIds:
         (BusIds(2), [0, 1], {0: "0000:0A:00.0", 1: "0000:0B:00.0"}),
         (BusIds(2), [2], {}),  # no such GPU: the session says so
         (BusIds(2, init_result=100), [0], {}),  # CUDA_ERROR_NO_DEVICE
+        (BusIds(2, bus_id_result=999), [0, 1], {}),  # CUDA_ERROR_UNKNOWN: no id, none
         (object(), [0], {}),  # a libcuda without these calls
     ],
 )
@@ -200,6 +224,28 @@ def test_the_bus_ids_come_from_libcuda_as_pycuda_reads_them(monkeypatch, libcuda
     monkeypatch.setattr(driver, "libcuda", lambda: libcuda)
     monkeypatch.setattr(driver, "_start_ended", None)
     assert driver.pci_bus_ids(asked) == answer
+
+
+def test_the_bus_ids_are_asked_once_the_start_has_ended(libcuda):
+    """NVML's first look asks for them on a thread of its own: its cuInit waits for the
+    start's, as PyCUDA's does."""
+    bus_ids, seen = BusIds(1), []
+    libcuda.cuDeviceGet, libcuda.cuDeviceGetPCIBusId = (
+        bus_ids.cuDeviceGet,
+        bus_ids.cuDeviceGetPCIBusId,
+    )
+    starts_cuinit = libcuda.cuInit
+
+    def cuInit(flags: int) -> int:
+        if threading.current_thread() is threading.main_thread():
+            seen.append(libcuda.ended.is_set())
+        return starts_cuinit(flags)
+
+    libcuda.cuInit = cuInit
+    driver.start_in_background()
+    threading.Timer(0.05, libcuda.release.set).start()
+    assert driver.pci_bus_ids([0]) == {0: "0000:0A:00.0"}
+    assert seen == [True]
 
 
 def test_without_libcuda_there_are_no_bus_ids(monkeypatch):

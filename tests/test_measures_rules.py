@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from memprof.errors import InvalidArgument
 from memprof.experiments import parse
-from memprof.model.measures import Measure, _check_resolution, _check_times
+from memprof.model.measures import CLOCK_STEP_MS, Measure, _check_resolution, _check_times
 from memprof.model.results import Measurement
 from memprof.model.schema import SchemaError
 from tests.conftest import FIXTURES
@@ -132,3 +134,46 @@ def test_a_trace_refused_by_its_declarations_names_its_first_measurement_at_faul
     with pytest.raises(InvalidArgument) as refused:
         parse(trace_with(edits), "run.json")
     assert str(refused.value) == f"run.json: {said}"
+
+
+def directions_run(*operations: str, samples_ms: tuple[float, ...] = (0.5,)) -> Any:
+    """A run whose parameters asked for h2d only, of one measurement each of `operations`."""
+    measurements = [Measurement("gpu", op, op, None, 0, [*samples_ms]) for op in operations]
+    parameters = SimpleNamespace(directions=("h2d",))
+    return SimpleNamespace(parameters=parameters, written_as=4, measurements=measurements)
+
+
+# sweep's way: recorded exactly where parameters.directions names it, nothing else to check
+BY_DIRECTION = [
+    Measure("gpu", op, "a copy", "one operation", required="directions") for op in ("h2d", "d2h")
+]
+
+
+def test_an_operation_the_parameters_did_not_ask_for_is_refused_with_nothing_else_to_check():
+    """The certification at C speed asks what check_declared's loop asks of each measurement:
+    it certifies no operation the parameters did not ask for, so the loop refuses it."""
+    from memprof.model.measures import check_declared
+
+    run = directions_run("h2d", "d2h")
+    run.command = "test"
+    with pytest.raises(SchemaError) as refused:
+        check_declared(run, BY_DIRECTION, lambda _: [], several_gpus=False)
+    assert str(refused.value) == (
+        "measurements[1].operation is 'd2h', which parameters.directions did not ask for"
+    )
+
+
+def test_operations_the_parameters_asked_for_are_certified_without_the_loop():
+    """What the certification finds is what the loop would: each (group, operation) and
+    (group, operation, kind); nothing where the loop must look (an operation not asked for)."""
+    from memprof.model.measures import _found_at_c_speed, _Plan
+
+    def found(run: Any) -> set[tuple]:
+        plans = {m.key: _Plan(m, run, lambda _: [], False, None) for m in BY_DIRECTION}
+        return _found_at_c_speed(run.measurements, plans, run.parameters)
+
+    assert found(directions_run("h2d", "h2d")) == {("gpu", "h2d"), ("gpu", "h2d", None)}
+    step = {("gpu", "h2d"), ("gpu", "h2d", None)}  # 0 and one clock step are readings
+    assert found(directions_run("h2d", samples_ms=(0.0, CLOCK_STEP_MS))) == step
+    assert found(directions_run("h2d", samples_ms=(math.nextafter(CLOCK_STEP_MS, 0),))) == set()
+    assert found(directions_run("h2d", "d2h")) == set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -524,6 +525,25 @@ def test_the_first_look_starts_nvml_before_asking_for_the_bus_ids_which_wait_for
     nvml.shut_down()
 
 
+def test_the_first_look_leaves_ctrl_c_to_the_main_thread_and_nothing_for_shut_down_to_wait_on():
+    """Its thread blocks SIGINT (a press interrupts the main thread's wait, at once), and once
+    it has ended shut_down has no look under way to wait for."""
+    masks, threads = [], []
+
+    def bus_ids() -> dict[int, str]:
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        threads.append(threading.current_thread())
+        return {0: BUS}
+
+    with Watch({}, FakePynvml(FakeGpu()), own_pid=OWN_PID).start_in_background(bus_ids) as seen:
+        seen.finish()
+    assert signal.SIGINT in masks[0]
+    assert threads[0].name == "memprof-nvml" and threads[0].daemon  # as docs/python-api.md says
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert not nvml._SAMPLING
+    nvml.shut_down()
+
+
 def test_what_the_first_look_raised_on_its_thread_is_raised_on_entering():
     def bus_ids() -> dict[int, str]:
         raise RuntimeError("no bus ids")
@@ -610,6 +630,24 @@ def test_nvml_is_not_shut_down_under_a_first_look_still_under_way():
     nvml.shut_down()  # at exit, the look begun but not entered (the run failed before)
     assert module.initialized == 0  # started by the look, then shut down after it
     assert release.is_set()
+
+
+def test_a_first_look_has_shut_down_registered_before_nvml_starts(monkeypatch):
+    """Registered as the look begins, not once its thread has started NVML: the process then
+    waits at exit for a look whose nvmlInit is still under way."""
+    registered, release = [], threading.Event()
+    monkeypatch.setattr(nvml.atexit, "register", registered.append)
+    nvml.shut_down()  # nothing started yet in this process
+    module = FakePynvml(FakeGpu())
+    init = module.nvmlInit
+    module.nvmlInit = lambda: (release.wait(10), init())[1]
+    looking = Watch({}, module, own_pid=OWN_PID).start_in_background(lambda: {0: BUS})
+    assert registered == [nvml.shut_down]
+    release.set()
+    with looking:
+        pass
+    assert registered == [nvml.shut_down]  # once
+    nvml.shut_down()
 
 
 CTRL_C_WHILE_LOOKING = """

@@ -291,6 +291,12 @@ def test_profile_shows_cuptis_api_rows_instead_of_host_clock_ones():
     ]
     assert [r.name for r in profile_rows(measurements)] == ["cuMemcpyHtoDAsync_v2"]
     assert [r.name for r in profile_rows(measurements[:1])] == ["cuMemcpyHtoDAsync (pinned)"]
+    # only an API row of CUPTI's replaces them: an operation of that name in another group not
+    kernel = Measurement("gpu", "driver_call", "driver_call", None, 0, [2.0])
+    assert [r.name for r in profile_rows([kernel, measurements[0]])] == [
+        "driver_call",
+        "cuMemcpyHtoDAsync (pinned)",
+    ]
 
 
 def test_profiler_host_clock_records_nothing_when_the_call_raises():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -155,6 +156,48 @@ def test_the_colons_of_a_result_are_counted_as_written():
     found = results._as_today(json.dumps(data).encode())
     assert results._encoded_colons(found) == msgspec.json.encode(found).count(b":")
     assert text_fields(Measurement) == ("name", "operation", "kind")  # group, source: Literals
+
+
+class Written(msgspec.Struct):
+    """A field of each kind text_fields tells apart."""
+
+    name: str
+    count: int
+    share: float | None
+    unit: Literal["GB/s", "ms"]
+    place: Literal["host:0", "gpu"]
+    label: str | None
+    sizes: list[int]
+    pair: tuple[int, ...]
+
+
+class Names(msgspec.Struct):
+    names: list[str]
+
+
+class Inner(msgspec.Struct):
+    inner: Written
+
+
+class NumberOrNames(msgspec.Struct):
+    value: int | list[str]
+
+
+class ByGpu(msgspec.Struct):
+    ms: dict[int, float]  # numbers, but an object: its keys written with colons
+
+
+class Labelled(msgspec.Struct):
+    pair: tuple[int, str]
+
+
+def test_text_fields_names_the_strings_and_none_where_a_field_holds_more():
+    """The strings (a Literal with a colon in a value is one) are counted, numbers, null, the
+    other Literals and lists of numbers are not; a list holding strings or an object (a dict of
+    numbers too), no field."""
+    assert text_fields(Written) == ("name", "place", "label")
+    for record in (Names, Inner, NumberOrNames, ByGpu, Labelled):
+        assert text_fields(record) is None, record
 
 
 def test_a_key_named_twice_beside_names_with_colons_is_refused():

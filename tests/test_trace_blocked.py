@@ -209,6 +209,8 @@ def test_trace_check_compares_blocking_rows_with_blocked_time_and_others_with_gp
         ([4.0, 1.0, 3.0, 2.0], 4, 10.1, False),
         ([4.0, 1.0, 3.0, 2.0], 2, 1 + 2, True),  # two of four: the shortest two
         ([4.0, 1.0, 3.0, 2.0], 2, 3 + 4, True),  # the longest two
+        ([4.0, 1.0, 3.0, 2.0], 2, 1 + 4, True),  # any two: between the edges
+        ([4.0, 1.0, 3.0, 2.0], 2, 3 + 4 + 1e-9, True),  # the longest two, summed in another order
         ([4.0, 1.0, 3.0, 2.0], 2, 2.9, False),
         ([4.0, 1.0, 3.0, 2.0], 2, 7.1, False),
         ([4.0, 1.0, 3.0, 2.0], 0, 0.0, True),
@@ -230,3 +232,20 @@ def test_a_blocked_rows_dma_time_is_that_of_as_many_of_its_measured_copies(
     else:
         with pytest.raises(SchemaError, match=r"extra\.blocked\[0\]\.gpu_ms is "):
             trace_summary.check_blocked([row], [], {ROW: [copies]})
+
+
+def test_a_blocked_row_of_a_copy_row_never_measured_is_refused_naming_its_calls():
+    """Only the rows that blocked are looked up: one the measurements lack has 0 copies."""
+    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [2.0])
+    row = BlockedCopies("[CUDA memcpy DtoH] device -> pinned", 4096, 1, 2.0, 0.0, 1)
+    with pytest.raises(SchemaError) as refused:
+        trace_summary.check_blocked([row], [], {ROW: [copies]})
+    assert str(refused.value) == ("extra.blocked[0].calls is 1, but 0 such copies were measured")
+
+
+def test_a_blocked_row_pairing_more_copies_than_it_blocked_is_refused():
+    copies = Measurement("gpu", ROW, "h2d", "pageable", 4096, [2.0])
+    row = BlockedCopies(ROW, 4096, 1, 2.0, 0.5, 2)
+    with pytest.raises(SchemaError) as refused:
+        trace_summary.check_blocked([row], [], {ROW: [copies]})
+    assert str(refused.value) == "extra.blocked[0].paired is 2, more than calls (1)"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from memprof.experiments.trace import framework_verdicts, run_scale, summarize
+from memprof.experiments.trace import framework_verdicts, run_scale, runtime_lines, summarize
 from memprof.model.formatting import format_ms, format_percent
 from memprof.model.results import Measurement
 from memprof.trace.collect import Program, run_program
@@ -170,3 +170,10 @@ def test_a_program_that_imports_jax_is_recorded_as_jaxs(tmp_path, monkeypatch):
     sys.modules.pop("jax", None)
     assert outcome.exit_code == 0
     assert outcome.libraries == ("jax",)
+
+
+def test_a_trace_of_jax_without_source_lines_has_no_runtime_lines():
+    """A trace saved before memprof kept source lines (extra.lines None)."""
+    result = load_trace("jax_mlp")
+    result.extra.lines, result.extra.libraries = None, ["jax"]
+    assert runtime_lines(result) == []
